@@ -1,0 +1,136 @@
+"""Jitted loops for Gram matrices: in-place passes over (N, N) float64 arrays.
+
+The matrix products themselves go through BLAS (``X @ Z.T``); these loops
+turn them into squared distances, make symmetric matrices exactly symmetric
+and check values, without the (N, N) temporaries numpy expressions would
+allocate.  All arguments are C-contiguous float64.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "sqdist_symmetric_inplace",
+    "sqdist_cross_inplace",
+    "sqdist_refine_inplace",
+    "sqdist_direct",
+    "divide_outer_inplace",
+    "symmetrize_inplace",
+    "all_finite",
+]
+
+
+@njit("void(float64[:, ::1], float64[::1])", cache=True)
+def sqdist_symmetric_inplace(G: np.ndarray, sq: np.ndarray) -> None:  # pragma: no cover - jitted
+    """Turn the Gram matrix ``G = X Xᵀ`` into squared distances, in place.
+
+    ``D_ij = sq_i + sq_j - 2 G_ij`` averaged with its transpose, clipped at 0,
+    zero diagonal: the result is exactly symmetric and non-negative.
+    """
+    n = G.shape[0]
+    for i in range(n):
+        G[i, i] = 0.0
+        for j in range(i + 1, n):
+            a = sq[i] + sq[j] - 2.0 * G[i, j]
+            b = sq[j] + sq[i] - 2.0 * G[j, i]
+            v = 0.5 * (a + b)
+            if v < 0.0:
+                v = 0.0
+            G[i, j] = v
+            G[j, i] = v
+
+
+@njit("void(float64[:, ::1], float64[::1], float64[::1])", cache=True)
+def sqdist_cross_inplace(G: np.ndarray, sqx: np.ndarray, sqz: np.ndarray) -> None:  # pragma: no cover
+    """Turn ``G = X Zᵀ`` into squared distances ``sqx_i + sqz_j - 2 G_ij`` (clipped at 0)."""
+    n, m = G.shape
+    for i in range(n):
+        for j in range(m):
+            v = sqx[i] + sqz[j] - 2.0 * G[i, j]
+            G[i, j] = v if v > 0.0 else 0.0
+
+
+@njit(
+    "void(float64[:, ::1], float64[:, ::1], float64[:, ::1], float64[::1], float64[::1], float64)",
+    cache=True,
+)
+def sqdist_refine_inplace(
+    D: np.ndarray, X: np.ndarray, Z: np.ndarray, sqx: np.ndarray, sqz: np.ndarray, tau: float
+) -> None:  # pragma: no cover - jitted
+    """Recompute ``D_ij = sum_k (X_ik - Z_jk)^2`` directly where cancellation can bite.
+
+    The BLAS form ``sqx_i + sqz_j - 2 <x_i, z_j>`` loses relative accuracy when
+    ``D_ij`` is small against ``sqx_i + sqz_j``; entries with
+    ``D_ij <= tau (sqx_i + sqz_j)`` are recomputed term by term, so identical
+    points get exactly 0 and near-duplicates full accuracy.  The test and the
+    direct sum are symmetric in (i, j), so a symmetric ``D`` stays symmetric.
+    """
+    n, m = D.shape
+    d = X.shape[1]
+    for i in range(n):
+        for j in range(m):
+            if D[i, j] <= tau * (sqx[i] + sqz[j]):
+                s = 0.0
+                for k in range(d):
+                    t = X[i, k] - Z[j, k]
+                    s += t * t
+                D[i, j] = s
+
+
+@njit("void(float64[:, ::1], float64[:, ::1], float64[:, ::1])", cache=True)
+def sqdist_direct(X: np.ndarray, Z: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
+    """``out_ij = sum_k (X_ik - Z_jk)^2`` term by term (for few columns).
+
+    Exact up to the rounding of each term; with ``Z`` the same array as ``X``
+    the result is exactly symmetric with zero diagonal, since
+    ``(a - b)^2 == (b - a)^2`` in floating point and the terms are summed in
+    the same order.
+    """
+    n, m = out.shape
+    d = X.shape[1]
+    for i in range(n):
+        for j in range(m):
+            s = 0.0
+            for k in range(d):
+                t = X[i, k] - Z[j, k]
+                s += t * t
+            out[i, j] = s
+
+
+@njit("void(float64[:, ::1], float64[::1], float64[::1])", cache=True)
+def divide_outer_inplace(K: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:  # pragma: no cover
+    """``K_ij <- K_ij / (a_i b_j)`` in place (unit-diagonal normalisation)."""
+    n, m = K.shape
+    for i in range(n):
+        ai = a[i]
+        for j in range(m):
+            K[i, j] = K[i, j] / (ai * b[j])
+
+
+@njit("float64(float64[:, ::1])", cache=True)
+def symmetrize_inplace(A: np.ndarray) -> float:  # pragma: no cover - jitted
+    """Replace ``A`` by ``(A + Aᵀ)/2`` in place; return ``max |A_ij - A_ji|`` before."""
+    n = A.shape[0]
+    worst = 0.0
+    for i in range(n):
+        for j in range(i + 1, n):
+            d = abs(A[i, j] - A[j, i])
+            if d > worst or d != d:
+                worst = d
+            v = 0.5 * (A[i, j] + A[j, i])
+            A[i, j] = v
+            A[j, i] = v
+    return worst
+
+
+@njit("boolean(float64[:, ::1])", cache=True)
+def all_finite(A: np.ndarray) -> bool:  # pragma: no cover - jitted
+    """True when no entry of ``A`` is NaN or infinite."""
+    n, m = A.shape
+    for i in range(n):
+        for j in range(m):
+            v = A[i, j]
+            if not (v - v == 0.0):
+                return False
+    return True

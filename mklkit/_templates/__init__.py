@@ -1,0 +1,306 @@
+"""File templates for :func:`mklkit.scaffold.new_plugin`.
+
+Each constant is a :class:`string.Template` source; the placeholders are
+``$name`` (component and entry-point name), ``$package`` (``mklkit_<name>``),
+``$dist`` (``mklkit-<name>``), ``$cls`` (class name), ``$kind``
+(``loss``/``regularizer``), ``$module`` (module holding the class) and
+``$mklkit_version``.
+"""
+from __future__ import annotations
+
+__all__ = ["PYPROJECT", "README", "INIT", "PLUGIN", "LOSS", "REGULARIZER", "TEST"]
+
+PYPROJECT = '''\
+[build-system]
+requires = ["setuptools>=68", "wheel"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "$dist"
+version = "0.1.0"
+description = "The $name $kind for mklkit"
+readme = "README.md"
+requires-python = ">=3.10"
+dependencies = ["mklkit>=$mklkit_version", "numpy", "numba"]
+
+[project.optional-dependencies]
+test = ["pytest>=7"]
+
+# mklkit finds the plugin through this entry point: the module named here
+# holds the @hookimpl functions.
+[project.entry-points.mklkit]
+$name = "$package.plugin"
+
+[tool.setuptools.packages.find]
+include = ["$package*"]
+
+[tool.pytest.ini_options]
+testpaths = ["tests"]
+'''
+
+README = '''\
+# $dist
+
+The `$name` $kind for mklkit.
+
+    pip install -e .                 # register the plugin
+    mklkit plugins                   # lists $kind '$name' from $dist 0.1.0
+    python -m pytest                 # runs the conformance kit on it
+    mklkit check-plugin $name        # the same, from the command line
+
+Edit `$package/$module.py`: every place to change is marked TODO.  See
+"Write your own plugin" (`docs/plugins.md`) in mklkit.
+'''
+
+INIT = '''\
+"""The $name $kind for mklkit."""
+from __future__ import annotations
+
+from .$module import $cls
+
+__all__ = ["$cls"]
+'''
+
+PLUGIN = '''\
+"""Entry point of $dist (group ``mklkit``)."""
+from __future__ import annotations
+
+from mklkit.plugins import hookimpl
+
+
+@hookimpl
+def mklkit_register_components(register):
+    """Contribute the components of this distribution."""
+    from .$module import $cls
+
+    register($cls)
+'''
+
+LOSS = '''\
+r"""The $name loss.
+
+The template is a working scaled squared loss
+:math:`\\ell(y, z) = \\tfrac{s}{2}(z - y)^2`, whose conjugate is
+:math:`\\ell^*(y, u) = uy + u^2/(2s)` on all of :math:`\\mathbb{R}`.
+Replace the formulas (every TODO) and keep the signatures: each function
+takes C-contiguous float64 arrays and the parameter vector ``params``
+(numeric parameters in declaration order) and returns a new array.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from mklkit.components.base import REGRESSION, Loss, LossKernels, Param
+
+
+# TODO: the loss value ell(y_i, z_i); params[0] is `scale`.
+@njit(cache=True)
+def value(y, z, params):
+    s = params[0]
+    out = np.empty(y.shape[0])
+    for i in range(y.shape[0]):
+        r = z[i] - y[i]
+        out[i] = 0.5 * s * r * r
+    return out
+
+
+# TODO: d ell / dz (a subgradient at kinks).
+@njit(cache=True)
+def deriv(y, z, params):
+    return params[0] * (z - y)
+
+
+# TODO: d^2 ell / dz^2 (0 where undefined).
+@njit(cache=True)
+def deriv2(y, z, params):
+    return np.full(y.shape[0], params[0])
+
+
+# TODO: the conjugate sup_z (u z - ell(y, z)); np.inf outside its domain.
+@njit(cache=True)
+def conj(y, u, params):
+    return u * y + 0.5 * u * u / params[0]
+
+
+# TODO: d ell* / du on the domain.
+@njit(cache=True)
+def conj_grad(y, u, params):
+    return y + u / params[0]
+
+
+# TODO: d^2 ell* / du^2 on the domain.
+@njit(cache=True)
+def conj_hess(y, u, params):
+    return np.full(y.shape[0], 1.0 / params[0])
+
+
+# TODO: ends of the domain of ell*(y_i, .); -inf / +inf when unbounded.
+@njit(cache=True)
+def conj_lower(y, params):
+    return np.full(y.shape[0], -np.inf)
+
+
+@njit(cache=True)
+def conj_upper(y, params):
+    return np.full(y.shape[0], np.inf)
+
+
+class $cls(Loss):
+    r"""TODO: one paragraph with the formula of the loss and of its conjugate.
+
+    Parameters
+    ----------
+    scale : float, default 1.0
+        Curvature of the loss; > 0.
+    """
+
+    name = "$name"
+    description = "TODO: one line shown by `mklkit plugins`"
+    task = REGRESSION  # TODO: or CLASSIFICATION (labels in {-1, +1})
+    params = (
+        Param("scale", 1.0, "curvature of the loss", low=0.0, low_open=True),
+    )
+    kernels = LossKernels(
+        value=value,
+        deriv=deriv,
+        deriv2=deriv2,
+        conj=conj,
+        conj_grad=conj_grad,
+        conj_hess=conj_hess,
+        conj_lower=conj_lower,
+        conj_upper=conj_upper,
+    )
+    # TODO: if the conjugate's gradient stays finite at an end of its domain
+    # (or it has a kink), set smooth_conjugate = False and give `constrained`
+    # (a ConstrainedConjugate), n_aux and n_cons; see mklkit-huber.
+    smooth_conjugate = True
+    smooth_primal = True
+
+    def deriv_lipschitz(self) -> float:
+        """TODO: a bound on |d^2 ell / dz^2| (float("inf") if none)."""
+        return float(self.scale)
+'''
+
+REGULARIZER = '''\
+r"""The $name regularizer.
+
+The template is a working block 1-norm :math:`\\tilde g_C(x) = C x`
+(:math:`g(t) = \\sqrt t`): prox :math:`(v - C)_+`, conjugate the indicator
+of :math:`[0, C]`, envelope :math:`(y - C)_+^2/2`, kernel weight
+:math:`d = x` and :math:`h(d) = d`.  Replace the formulas (every TODO) and
+keep the signatures: ``x``, ``v``, ``y``, ``d`` are C-contiguous float64
+arrays of non-negative numbers, ``C > 0`` and ``params`` the parameter
+vector; each function returns a new array.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from mklkit.components.base import Regularizer, RegularizerKernels
+
+
+# TODO: the value C g(x^2).
+@njit(cache=True)
+def value(x, C, params):
+    return C * x
+
+
+# TODO: argmin_{x >= 0} C g(x^2) + (x - v)^2 / 2.
+@njit(cache=True)
+def prox(v, C, params):
+    return np.maximum(v - C, 0.0)
+
+
+# TODO: d prox / dv.
+@njit(cache=True)
+def prox_deriv(v, C, params):
+    return (v > C).astype(np.float64)
+
+
+# TODO: the conjugate sup_{x >= 0} x y - C g(x^2); np.inf outside its domain.
+@njit(cache=True)
+def conj(y, C, params):
+    out = np.empty(y.shape[0])
+    for i in range(y.shape[0]):
+        out[i] = 0.0 if y[i] <= C else np.inf
+    return out
+
+
+# TODO: first and second derivatives of the conjugate where smooth.
+@njit(cache=True)
+def conj_grad(y, C, params):
+    out = np.empty(y.shape[0])
+    for i in range(y.shape[0]):
+        out[i] = 0.0 if y[i] <= C else np.inf
+    return out
+
+
+# TODO: Moreau envelope of the conjugate, min_{y' >= 0} conj(y') + (y' - y)^2 / 2;
+# its derivatives are prox and prox_deriv.
+@njit(cache=True)
+def env(y, C, params):
+    r = np.maximum(y - C, 0.0)
+    return 0.5 * r * r
+
+
+# TODO: kernel weight d = 1 / (2 g'(x^2)).
+@njit(cache=True)
+def weight(x, params):
+    return x.copy()
+
+
+# TODO: h(d) = -2 g*(1 / (2 d)) of the Tikhonov form; np.inf outside its domain.
+@njit(cache=True)
+def penalty(d, params):
+    out = np.empty(d.shape[0])
+    for i in range(d.shape[0]):
+        out[i] = d[i] if d[i] >= 0.0 else np.inf
+    return out
+
+
+class $cls(Regularizer):
+    r"""TODO: one paragraph with g, the prox and the conjugate."""
+
+    name = "$name"
+    description = "TODO: one line shown by `mklkit plugins`"
+    params = ()  # TODO: declare parameters with mklkit.components.base.Param
+    kernels = RegularizerKernels(
+        value=value,
+        prox=prox,
+        prox_deriv=prox_deriv,
+        conj=conj,
+        conj_grad=conj_grad,
+        conj_hess=conj_grad,  # 0 on the domain, inf outside
+        env=env,
+        env_grad=prox,
+        env_hess=prox_deriv,
+        weight=weight,
+        penalty=penalty,
+    )
+
+    def conj_radius(self, C: float) -> float:
+        """TODO: radius of the domain of the conjugate (float("inf") if unbounded)."""
+        return float(C)
+'''
+
+TEST = '''\
+"""Conformance of the $name $kind (the public kit of mklkit)."""
+from __future__ import annotations
+
+from mklkit.plugins import Registry
+from mklkit.testing import assert_conforms
+
+from $package import $cls, plugin
+
+
+def test_conforms_to_the_contract():
+    assert_conforms($cls())
+
+
+def test_registers_through_the_plugin_hook():
+    reg = Registry()
+    reg.register_plugin(plugin, "$dist")
+    assert reg.get("$kind", "$name") is $cls
+'''

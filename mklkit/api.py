@@ -1,0 +1,332 @@
+"""Running specs from Python: the same pipeline and result as ``mklkit run``.
+
+>>> from mklkit.api import load_spec, run
+>>> spec = load_spec("specs/quickstart.yaml", overrides=["problem.C=0.1"])
+>>> result = run(spec)                       # RunResult
+>>> result.status, result.metrics["test_accuracy"]
+>>> result.write("runs/quickstart", force=True)   # summary.json, history.json, solution.npz
+
+Every problem with the spec or its data raises :class:`~mklkit.spec.SpecError`
+(one line naming file, key path and value) before the solve starts.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from .spec import Prepared, Spec, SpecError, load_spec as _load_spec
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from .result import SolveResult
+
+__all__ = ["load_spec", "check", "run", "solve_prepared", "RunResult", "CheckResult", "SpecError"]
+
+
+def load_spec(
+    path: str | os.PathLike[str],
+    overrides: Sequence[str] | Mapping[str, Any] = (),
+) -> Spec:
+    """Read and validate a spec file (see :func:`mklkit.spec.load_spec`).
+
+    Parameters
+    ----------
+    path : path-like
+        The YAML spec.
+    overrides : sequence of ``"key.path=value"`` strings, or a mapping
+        Applied before validation, exactly like ``--set``.
+
+    Raises
+    ------
+    SpecError
+    """
+    return _load_spec(path, overrides)
+
+
+def _as_spec(spec: Spec | str | os.PathLike[str]) -> Spec:
+    return spec if isinstance(spec, Spec) else _load_spec(spec)
+
+
+# ---------------------------------------------------------------------------
+# validate
+# ---------------------------------------------------------------------------
+@dataclass
+class CheckResult:
+    """What ``mklkit validate`` found: the spec is runnable.
+
+    Attributes
+    ----------
+    spec : Spec
+    prepared : Prepared
+        Data loaded and checked, bank resolved (not built), engine support checked.
+    """
+
+    spec: Spec
+    prepared: Prepared
+
+    def summary(self) -> str:
+        """One line: data, kernels, problem, solver."""
+        p, s = self.prepared, self.spec
+        d = p.data
+        test = f"{d.n_test} test" if d.n_test else "no test part"
+        feats = f", {d.n_features} features" if d.n_features else ""
+        k = s.kernels
+        source = (
+            f"preset {k.preset}" if k.preset is not None
+            else f"{len(k.bank or ())} bank entries" if k.bank is not None
+            else f"precomputed {Path(str(k.precomputed)).name}"
+        )
+        mem = ""
+        if p.memory:
+            from .kernels import format_bytes
+
+            mem = f", ~{format_bytes(p.memory.get('train', 0) + p.memory.get('test', 0))}"
+        return (
+            f"{s.file}: {d.name} ({d.task}): {d.n_train} train / {test} rows{feats}; "
+            f"{p.n_kernels} kernels ({source}, normalize={k.normalize}{mem}); "
+            f"loss {_label(s.problem.loss)}, regularizer {_label(s.problem.regularizer)}, "
+            f"C={s.problem.C:g}, bias={'on' if s.problem.bias else 'off'}; "
+            f"solver {_label(s.solver.engine)}; output {s.output.dir}"
+        )
+
+
+def _label(comp: Any) -> str:
+    params = comp.get_params()
+    if not params:
+        return comp.name
+    return f"{comp.name}(" + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items()) + ")"
+
+
+def check(spec: Spec | str | os.PathLike[str]) -> CheckResult:
+    """Full validation without building the bank or solving (``mklkit validate``).
+
+    Loads the data (labels, NaN/inf, shapes), resolves the kernel bank against
+    the columns and checks its memory estimate, and asks the engine whether it
+    supports the problem.  Raises :class:`SpecError`.
+    """
+    spec = _as_spec(spec)
+    return CheckResult(spec, spec.prepare(build=False))
+
+
+# ---------------------------------------------------------------------------
+# run
+# ---------------------------------------------------------------------------
+@dataclass
+class RunResult:
+    """One finished run: what ``mklkit run`` prints and writes.
+
+    Attributes
+    ----------
+    spec : Spec
+    result : SolveResult
+        The engine's result.
+    kernel_names : list of str
+        One per kernel of the bank (M).
+    task : {"classification", "regression"}
+    dataset : str
+    n_train, n_test, n_features : int
+    metrics : dict
+        ``train_accuracy``/``test_accuracy`` or ``train_rmse``/``test_rmse``
+        (test values ``None`` without a test part).
+    timings : dict
+        Seconds: ``data_s``, ``bank_s``, ``solve_s``, ``total_s``.
+    created : str
+        ISO 8601 UTC time stamp of the run's end.
+    """
+
+    spec: Spec
+    result: SolveResult
+    kernel_names: list[str]
+    task: str
+    dataset: str
+    n_train: int
+    n_test: int
+    n_features: int
+    metrics: dict[str, float | None]
+    timings: dict[str, float] = field(default_factory=dict)
+    created: str = ""
+
+    # -- convenience ----------------------------------------------------------
+    @property
+    def status(self) -> str:
+        return str(self.result.status)
+
+    @property
+    def converged(self) -> bool:
+        return bool(self.result.converged)
+
+    @property
+    def n_kernels(self) -> int:
+        return len(self.kernel_names)
+
+    @property
+    def n_active(self) -> int:
+        return int(self.result.active_set.size)
+
+    def kernel_weights(self) -> list[dict[str, Any]]:
+        """``[{"index", "name", "weight", "block_norm"}]`` for every kernel, in bank order."""
+        r = self.result
+        return [
+            {"index": m, "name": name, "weight": float(w), "block_norm": float(b)}
+            for m, (name, w, b) in enumerate(zip(self.kernel_names, r.kernel_weights, r.block_norms))
+        ]
+
+    def history(self) -> list[dict[str, Any]]:
+        """The engine's per-iteration records (JSON-able)."""
+        from .io import to_jsonable
+
+        return to_jsonable(list(self.result.history))
+
+    def summary(self) -> dict[str, Any]:
+        """The content of ``summary.json`` (see ``docs/specs.md``)."""
+        import numpy as np
+        import scipy
+        import sklearn
+
+        from . import __version__
+
+        r = self.result
+        engine = self.spec.solver.engine
+        top = sorted(self.kernel_weights(), key=lambda k: -k["weight"])
+        out: dict[str, Any] = {
+            "status": self.status,
+            "converged": self.converged,
+            "message": r.message,
+            "objective": float(r.objective),
+            "dual_objective": float(r.dual_objective),
+            "duality_gap": float(r.gap),
+            "tol": engine.get_params().get("tol"),
+            "iterations": int(r.iterations),
+            "time_s": float(self.timings.get("solve_s", r.time_s)),
+            "timings": dict(self.timings),
+            "n_kernels": self.n_kernels,
+            "n_active_kernels": self.n_active,
+            "bias": float(r.bias),
+            "task": self.task,
+            "dataset": self.dataset,
+            "n_train": self.n_train,
+            "n_test": self.n_test,
+            "n_features": self.n_features,
+            **self.metrics,
+            "engine": engine.name,
+            "engine_params": engine.get_params(),
+            "loss": self.spec.problem.loss.name,
+            "regularizer": self.spec.problem.regularizer.name,
+            "C": self.spec.problem.C,
+            "top_kernels": [k["name"] for k in top[: min(10, self.n_active)]],
+            "kernel_weights": self.kernel_weights(),
+            "spec_file": self.spec.file,
+            "spec": self.spec.resolved(),
+            "mklkit_version": __version__,
+            "versions": {
+                "mklkit": __version__,
+                "python": platform.python_version(),
+                "numpy": np.__version__,
+                "scipy": scipy.__version__,
+                "scikit-learn": sklearn.__version__,
+            },
+            "created": self.created,
+        }
+        try:
+            import numba
+
+            out["versions"]["numba"] = numba.__version__
+        except ImportError:  # pragma: no cover
+            pass
+        return out
+
+    def write(self, out_dir: str | os.PathLike[str] | None = None, force: bool = False) -> dict[str, Path]:
+        """Write the run files into ``out_dir`` (default: the spec's ``output.dir``).
+
+        Raises :class:`mklkit.io.OutputError` if run files exist and ``force`` is false.
+        """
+        from .io import write_run
+
+        return write_run(self, self.spec.output.dir if out_dir is None else out_dir, force=force)
+
+
+def _metrics(task: str, y: np.ndarray, f: np.ndarray, part: str) -> dict[str, float | None]:
+    import numpy as np
+
+    if task == "classification":
+        pred = np.where(f >= 0, 1.0, -1.0)
+        return {f"{part}_accuracy": float(np.mean(pred == y))}
+    return {f"{part}_rmse": float(np.sqrt(np.mean((f - y) ** 2)))}
+
+
+def solve_prepared(
+    prepared: Prepared,
+    callback: Callable[[dict[str, Any]], Any] | None = None,
+) -> RunResult:
+    """Solve an already prepared spec and evaluate it on the training and test parts."""
+    import numpy as np
+
+    spec = prepared.spec
+    problem = prepared.problem
+    if problem is None:
+        raise ValueError("solve_prepared needs a Prepared built with build=True")
+    t0 = time.perf_counter()
+    result = spec.solver.engine.solve(problem, callback)
+    solve_s = time.perf_counter() - t0
+    data = prepared.data
+    task = data.task
+    f_train = result.decision_function(problem.K)
+    metrics = _metrics(task, problem.y, f_train, "train")
+    if prepared.K_test is not None and data.y_test is not None:
+        metrics.update(_metrics(task, data.y_test, result.decision_function(prepared.K_test), "test"))
+    else:
+        metrics.update({("test_accuracy" if task == "classification" else "test_rmse"): None})
+    timings = {**prepared.timings, "solve_s": solve_s}
+    timings["total_s"] = sum(timings.values())
+    return RunResult(
+        spec=spec,
+        result=result,
+        kernel_names=list(prepared.kernel_names),
+        task=task,
+        dataset=data.name,
+        n_train=data.n_train,
+        n_test=data.n_test,
+        n_features=data.n_features,
+        metrics=metrics,
+        timings={k: float(v) for k, v in timings.items()},
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def run(
+    spec: Spec | str | os.PathLike[str],
+    callback: Callable[[dict[str, Any]], Any] | None = None,
+    progress: bool | None = None,
+) -> RunResult:
+    """Load the data, build the kernels, solve and evaluate; nothing is written.
+
+    Parameters
+    ----------
+    spec : Spec or path
+        A validated spec (:func:`load_spec`) or a spec file.
+    callback : callable, optional
+        ``callback(state)`` after every outer iteration of the engine
+        (``state`` is the history record); a truthy return stops the solve.
+    progress : bool, optional
+        Progress bar of the kernel-bank build on stderr (default: only for
+        large banks on a terminal).
+
+    Returns
+    -------
+    RunResult
+        ``.write(dir)`` writes it; ``mklkit run`` does exactly this.
+
+    Raises
+    ------
+    SpecError
+        Anything wrong with the spec or its data, before the solve starts.
+    """
+    spec = _as_spec(spec)
+    prepared = spec.prepare(progress=progress)
+    return solve_prepared(prepared, callback)

@@ -1,0 +1,26 @@
+"""The built-in components, registered through the public plugin hook.
+
+mklkit is its own first plugin: this module is named by the ``mklkit`` entry
+point of mklkit's own distribution and is registered by
+:meth:`mklkit.plugins.Registry.load` exactly as a third-party plugin is.
+Nothing here is guarded: a built-in that fails to import is an error of
+mklkit itself and must be loud.
+"""
+from __future__ import annotations
+
+from .hookspecs import RegisterFn, hookimpl
+
+__all__ = ["mklkit_register_components"]
+
+
+@hookimpl
+def mklkit_register_components(register: RegisterFn) -> None:
+    """Register the built-in losses, regularizers, kernel functions and engines."""
+    from .components.losses import BUILTIN_LOSSES
+    from .components.regularizers import BUILTIN_REGULARIZERS
+    from .engines import spicy
+    from .kernels.functions import BUILTIN_KERNEL_FUNCTIONS
+
+    engines = getattr(spicy, "BUILTIN_ENGINES", (spicy.Spicy,))
+    for cls in (*BUILTIN_LOSSES, *BUILTIN_REGULARIZERS, *BUILTIN_KERNEL_FUNCTIONS, *engines):
+        register(cls)

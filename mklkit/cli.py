@@ -1,0 +1,404 @@
+"""The ``mklkit`` command line; the only module that writes to stdout or sets exit codes.
+
+Commands::
+
+    mklkit validate SPEC [--set key.path=value ...]
+    mklkit run SPEC [--set key.path=value ...] [--out DIR] [--quiet] [--force] [--strict]
+    mklkit report OUT [--top K]
+    mklkit plugins
+    mklkit check-plugin NAME          (NAME, kind:NAME, or a plugin/distribution name)
+    mklkit new-plugin NAME [--dest DIR] [--kind loss|regularizer]
+    mklkit schema
+
+Exit codes: 0 success; 2 a user error (bad spec, data, option, name -- one
+line on stderr, no traceback) or a failed plugin check; 3 a run that did not
+converge, with ``--strict`` (without it: exit 0 and a warning on stderr);
+130 interrupted.  Anything else is an internal error and shows a traceback.
+
+Heavy modules (numpy, numba, the plugin registry) are imported inside the
+commands, so ``mklkit --help`` answers at once.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any, Callable, NoReturn, Sequence
+
+__all__ = ["main", "EXIT_OK", "EXIT_USAGE", "EXIT_NOT_CONVERGED", "EXIT_INTERRUPTED"]
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_NOT_CONVERGED = 3
+EXIT_INTERRUPTED = 130
+
+#: Component kinds that ``mklkit.testing.check_component`` can check.
+CHECKABLE_KINDS = ("loss", "regularizer")
+
+#: Progress lines start once a solve has run this long (seconds) ...
+PROGRESS_AFTER_S = 1.0
+#: ... and are printed at most this often.
+PROGRESS_EVERY_S = 1.0
+
+
+class UsageError(Exception):
+    """A command-line problem, reported as one line with exit code 2."""
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _out(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(_one_line(text) + "\n")
+    sys.stderr.flush()
+
+
+# ---------------------------------------------------------------------------
+# argparse with one-line errors
+# ---------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    p = _Parser(
+        prog="mklkit",
+        description="Multiple Kernel Learning from YAML problem specs.",
+        epilog="Exit codes: 0 ok, 2 user error, 3 not converged with --strict. "
+        "Spec reference: docs/specs.md.",
+    )
+    p.add_argument("--version", action="version", version=f"mklkit {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def add(name: str, help_: str, func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, description=help_)
+        sp.set_defaults(func=func)
+        return sp
+
+    def overrides(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument(
+            "--set", action="append", default=[], metavar="KEY.PATH=VALUE", dest="overrides",
+            help="override a spec value (parsed as YAML), e.g. --set problem.C=0.1; repeatable",
+        )
+
+    sp = add("validate", "check a spec completely (data, labels, kernels, engine) without solving", _cmd_validate)
+    sp.add_argument("spec", metavar="SPEC", help="YAML spec file")
+    overrides(sp)
+
+    sp = add("run", "solve a spec and write summary.json, history.json, solution.npz", _cmd_run)
+    sp.add_argument("spec", metavar="SPEC", help="YAML spec file")
+    overrides(sp)
+    sp.add_argument("--out", metavar="DIR", help="output directory (default: the spec's output.dir, else runs/<spec name>)")
+    sp.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    sp.add_argument("--force", action="store_true", help="overwrite the results of an earlier run in the output directory")
+    sp.add_argument("--strict", action="store_true", help="exit with code 3 when the solver does not converge")
+
+    sp = add("report", "draw gap.png, active.png, weights.png into a run directory", _cmd_report)
+    sp.add_argument("out", metavar="OUT", help="run directory written by 'mklkit run'")
+    sp.add_argument("--top", type=int, default=15, metavar="K", help="label the K largest kernel weights (default 15)")
+
+    add("plugins", "list the installed components (losses, regularizers, kernels, engines) and plugins", _cmd_plugins)
+
+    sp = add("check-plugin", "run the conformance kit on the component(s) named NAME", _cmd_check_plugin)
+    sp.add_argument("name", metavar="NAME", help="component name, kind:name, or a plugin/distribution name")
+
+    sp = add("new-plugin", "create the skeleton of a plugin distribution", _cmd_new_plugin)
+    sp.add_argument("name", metavar="NAME", help="component name: lowercase letters, digits, underscores")
+    sp.add_argument("--dest", default=".", metavar="DIR", help="folder to create it in (default: .)")
+    sp.add_argument("--kind", default="loss", choices=("loss", "regularizer"), help="component kind (default: loss)")
+
+    add("schema", "print a JSON Schema of the spec format", _cmd_schema)
+    return p
+
+
+# ---------------------------------------------------------------------------
+# error classification
+# ---------------------------------------------------------------------------
+_USER_ERRORS = (
+    ("mklkit.spec", "SpecError"),
+    ("mklkit.io", "OutputError"),
+    ("mklkit.data", "DataError"),
+    ("mklkit.kernels.bank", "BankError"),
+    ("mklkit.plugins", "UnknownComponentError"),
+    ("mklkit.components.params", "ParamError"),
+    ("mklkit.components.base", "LabelError"),
+)
+
+
+def _is_user_error(exc: BaseException) -> bool:
+    if isinstance(exc, UsageError):
+        return True
+    for module, name in _USER_ERRORS:
+        mod = sys.modules.get(module)
+        cls = getattr(mod, name, None) if mod is not None else None
+        if cls is not None and isinstance(exc, cls):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------
+# commands
+# ---------------------------------------------------------------------------
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from .api import check, load_spec
+
+    spec = load_spec(args.spec, args.overrides)
+    result = check(spec)
+    _out(f"ok: {result.summary()}")
+    return EXIT_OK
+
+
+class _Progress:
+    """Engine callback printing one progress line per second on stderr after the first second."""
+
+    def __init__(self, n_kernels: int, enabled: bool):
+        self.n_kernels = n_kernels
+        self.enabled = enabled
+        self.t0 = time.perf_counter()
+        self.last = -1.0
+        self.printed = 0
+
+    def __call__(self, state: dict[str, Any]) -> None:
+        if not self.enabled:
+            return None
+        now = time.perf_counter() - self.t0
+        if now < PROGRESS_AFTER_S or (self.last >= 0 and now - self.last < PROGRESS_EVERY_S):
+            return None
+        self.last = now
+        self.printed += 1
+        _err(
+            f"mklkit: iteration {state.get('iteration', '?')}: objective {_num(state.get('objective'), '.6g')}, "
+            f"gap {_num(state.get('gap'), '.2e')}, active {state.get('n_active', '?')}/{self.n_kernels} "
+            f"kernels, {now:.1f} s"
+        )
+        return None
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _num(v: Any, fmt: str) -> str:
+    try:
+        return format(float(v), fmt)
+    except (TypeError, ValueError):
+        return "?"
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .api import load_spec, solve_prepared
+    from .io import OutputError, check_output_dir
+
+    spec = load_spec(args.spec, args.overrides)
+    out_dir = Path(args.out) if args.out else spec.output.dir
+    key = "--out" if args.out else "output.dir"
+    try:
+        check_output_dir(out_dir, force=args.force)
+    except OutputError as exc:
+        raise spec.error(key, exc.problem, str(out_dir), exc.allowed) from None
+    prepared = spec.prepare(progress=False if args.quiet else None)
+    progress = _Progress(prepared.n_kernels, enabled=not args.quiet)
+    result = solve_prepared(prepared, progress)
+    try:
+        files = result.write(out_dir, force=args.force)
+    except OutputError as exc:
+        raise spec.error(key, exc.problem, str(out_dir), exc.allowed) from None
+    _print_summary(result, files)
+    if not result.converged:
+        r = result.result
+        args.seen_messages = {_one_line(r.message)}  # the engine's own warning says the same
+        tol = result.spec.solver.engine.get_params().get("tol")
+        _err(
+            f"warning: the solver did not converge: status {r.status} after {_plural(r.iterations, 'iteration')}, "
+            f"relative duality gap {_num(r.gap, '.3g')} > tol {_num(tol, 'g')}"
+            + (f" ({_one_line(r.message)})" if r.message else "")
+            + f"; results were written to {out_dir} with status {r.status!s}"
+            + ("" if args.strict else "; raise solver.max_iter or solver.tol (--strict makes this exit 3)")
+        )
+        if args.strict:
+            return EXIT_NOT_CONVERGED
+    return EXIT_OK
+
+
+def _print_summary(result: Any, files: dict[str, Any]) -> None:
+    r = result.result
+    m = result.metrics
+    tol = result.spec.solver.engine.get_params().get("tol")
+    lines = [
+        f"status      {r.status} ({_plural(r.iterations, 'iteration')}, {result.timings.get('solve_s', r.time_s):.2f} s solve, "
+        f"{result.timings.get('total_s', 0.0):.2f} s total)",
+        f"objective   {_num(r.objective, '.8g')}  (relative duality gap {_num(r.gap, '.2e')}, tol {_num(tol, 'g')})",
+        f"kernels     {result.n_active} of {result.n_kernels} active",
+    ]
+    if result.task == "classification":
+        test = m.get("test_accuracy")
+        lines.append(
+            f"accuracy    train {_num(m.get('train_accuracy'), '.4f')}"
+            + (f", test {_num(test, '.4f')} ({result.n_test} points)" if test is not None else ", no test part")
+        )
+    else:
+        test = m.get("test_rmse")
+        lines.append(
+            f"rmse        train {_num(m.get('train_rmse'), '.5g')}"
+            + (f", test {_num(test, '.5g')} ({result.n_test} points)" if test is not None else ", no test part")
+        )
+    paths = [str(p) for p in files.values()]
+    lines.append(f"written     {', '.join(paths)}")
+    _out("\n".join(lines))
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report import plot_run
+
+    if args.top < 1:
+        raise UsageError(f"mklkit report: --top must be >= 1; got {args.top}")
+    paths = plot_run(args.out, top_k=args.top)
+    _out("wrote " + ", ".join(str(p) for p in paths))
+    return EXIT_OK
+
+
+def _cmd_plugins(args: argparse.Namespace) -> int:
+    from .plugins import format_listing, get_registry
+
+    _out(format_listing(get_registry()))
+    return EXIT_OK
+
+
+def _find_components(reg: Any, name: str) -> list[Any]:
+    from .components.params import did_you_mean
+    from .plugins import KINDS
+
+    kind = None
+    if ":" in name:
+        kind, _, name = name.partition(":")
+        if kind not in KINDS:
+            raise UsageError(
+                f"mklkit check-plugin: unknown component kind {kind!r}{did_you_mean(kind, list(KINDS))}; "
+                f"got {kind + ':' + name!r}; allowed: {', '.join(KINDS)}"
+            )
+    regs = reg.registrations(kind)
+    found = [r for r in regs if r.name == name]
+    if not found and kind is None:
+        found = list(reg.provided_by(name))
+    if not found:
+        names = [f"{r.kind}:{r.name}" for r in regs]
+        plain = sorted({r.name for r in regs} | set(reg.plugins))
+        raise UsageError(
+            f"mklkit check-plugin: no component or plugin named {name!r}"
+            f"{did_you_mean(name, plain)}; got {name!r}; allowed: {', '.join(names)}"
+        )
+    return found
+
+
+def _cmd_check_plugin(args: argparse.Namespace) -> int:
+    from .plugins import get_registry
+    from .testing import check_component
+
+    reg = get_registry()
+    found = _find_components(reg, args.name)
+    checkable = [r for r in found if r.kind in CHECKABLE_KINDS]
+    skipped = [r for r in found if r.kind not in CHECKABLE_KINDS]
+    if not checkable:
+        what = ", ".join(f"{r.kind} {r.name!r}" for r in skipped)
+        raise UsageError(
+            f"mklkit check-plugin: the conformance kit checks losses and regularizers; "
+            f"got {what}; allowed: a loss or regularizer name (see 'mklkit plugins')"
+        )
+    ok = True
+    blocks = []
+    for r in checkable:
+        report = check_component(r.cls)
+        ok = ok and bool(report.ok)
+        blocks.append(str(report).rstrip())
+    for r in skipped:
+        blocks.append(f"{r.kind} {r.name}: skipped (the conformance kit checks losses and regularizers)")
+    _out("\n\n".join(blocks))
+    if not ok:
+        _err(f"mklkit check-plugin: {args.name} failed the conformance checks (see the report above)")
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def _cmd_new_plugin(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .scaffold import new_plugin
+
+    try:
+        path = new_plugin(args.name, Path(args.dest), kind=args.kind)
+    except (ValueError, OSError) as exc:
+        raise UsageError(f"mklkit new-plugin: {exc}") from None
+    _out(f"created {path}")
+    _out(f"next: pip install -e {path} && mklkit check-plugin {args.name}")
+    return EXIT_OK
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from .spec import json_schema
+
+    _out(json.dumps(json_schema(), indent=2))
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------
+# entry point
+# ---------------------------------------------------------------------------
+def _warning_lines(caught: Sequence[Any], skip: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    seen: list[str] = []
+    for w in caught:
+        cat = getattr(w.category, "__name__", "Warning")
+        text = _one_line(w.message)
+        if cat == "NumbaExperimentalFeatureWarning" or text in skip:
+            continue
+        line = f"warning: {text}"
+        if line not in seen:
+            seen.append(line)
+    return seen
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (the console script exits with it)."""
+    import warnings
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = _parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help, --version
+            return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
+        if getattr(args, "func", None) is None:
+            raise UsageError(
+                "mklkit: a command is required: validate, run, report, plugins, check-plugin, "
+                "new-plugin, schema (see 'mklkit --help')"
+            )
+        with warnings.catch_warnings(record=True) as caught:  # shown as one line each
+            code = args.func(args)
+        for line in _warning_lines(caught, getattr(args, "seen_messages", frozenset())):
+            _err(line)
+        return code
+    except KeyboardInterrupt:
+        _err("mklkit: interrupted")
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - user errors become one line, the rest re-raised
+        if _is_user_error(exc):
+            _err(str(exc))
+            return EXIT_USAGE
+        raise
+
+
+if __name__ == "__main__":  # python -m mklkit.cli
+    sys.exit(main())

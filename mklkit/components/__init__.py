@@ -1,0 +1,1 @@
+"""Component contracts and the built-in losses and regularizers."""

@@ -1,0 +1,352 @@
+r"""Component contracts: losses and regularizers.
+
+Every engine of mklkit is generic over these two contracts; a third-party
+plugin implements them exactly as the built-ins do.  The mathematics is in
+``docs/contracts.md``; equation numbers refer to Suzuki & Tomioka (2011),
+"SpicyMKL: a fast algorithm for Multiple Kernel Learning with thousands of
+kernels" (``shared/papers/suzuki2011_spicymkl.txt``).
+
+Design (see ``shared/STYLE.md``):
+
+* A component is a plain, picklable Python class.  ``__init__`` validates the
+  parameters declared in ``params`` and stores them; nothing else.
+* Its numerics are module-level ``@njit(cache=True)`` functions of float64
+  arrays plus a float64 parameter vector (``param_vector``), exposed as the
+  class attribute ``kernels`` (a :class:`LossKernels` or
+  :class:`RegularizerKernels` named tuple).  Engines call them from Python on
+  whole vectors or pass them to jitted loops; no jitclass is involved, so the
+  compiled code is cached on disk.
+
+Sign convention for losses.  ``conj`` is the ordinary convex conjugate in the
+second argument, :math:`\ell^*(y, u) = \sup_z (uz - \ell(y, z))`.  The paper
+writes the dual of (7) with :math:`\ell^*(y_i, -\rho_i)` (eq. 15): engines
+evaluate the conjugate at :math:`u = -\rho`.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar, NamedTuple, Sequence
+
+import numpy as np
+
+from .params import Param, ParamError, validate_params
+
+__all__ = [
+    "Component",
+    "Loss",
+    "LossKernels",
+    "ConstrainedConjugate",
+    "Regularizer",
+    "RegularizerKernels",
+    "BregmanKernels",
+    "LabelError",
+    "CLASSIFICATION",
+    "REGRESSION",
+]
+
+CLASSIFICATION = "classification"
+REGRESSION = "regression"
+
+
+class LabelError(ValueError):
+    """Labels that a loss cannot be trained on."""
+
+
+class Component:
+    """Base of every pluggable component.
+
+    Subclasses set the class attributes ``kind``, ``name``, ``description``
+    and ``params``; instances hold validated parameter values as attributes
+    of the same names.
+    """
+
+    kind: ClassVar[str] = ""
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    params: ClassVar[tuple[Param, ...]] = ()
+
+    def __init__(self, **kwargs: Any) -> None:
+        values = validate_params(self.params, kwargs, owner=self.name or type(self).__name__)
+        self._param_values = values
+        for key, val in values.items():
+            setattr(self, key, val)
+        self._check()
+
+    def _check(self) -> None:
+        """Cross-parameter checks; raise :class:`ParamError`."""
+
+    # -- parameters -----------------------------------------------------
+    def get_params(self) -> dict[str, Any]:
+        """Validated parameters in declaration order."""
+        return dict(self._param_values)
+
+    @property
+    def param_vector(self) -> np.ndarray:
+        """Numeric parameters as a C-contiguous float64 vector (declaration order)."""
+        vals = [float(v) for v in self._param_values.values() if isinstance(v, (int, float))]
+        return np.ascontiguousarray(vals, dtype=np.float64)
+
+    def to_spec(self) -> str | dict[str, Any]:
+        """The spec form: the bare name, or a mapping with the parameters."""
+        if not self._param_values:
+            return self.name
+        return {"name": self.name, **self._param_values}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self._param_values.items())
+        return f"{type(self).__name__}({args})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self._param_values == other._param_values  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), tuple(self._param_values.items())))
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), self._param_values))
+
+
+def _rebuild(cls, values):
+    return cls(**values)
+
+
+# ---------------------------------------------------------------------------
+# Losses
+# ---------------------------------------------------------------------------
+class LossKernels(NamedTuple):
+    r"""Jitted numerics of a loss; every function is vectorized over samples.
+
+    All arguments are C-contiguous float64 arrays of equal length ``N`` and
+    ``params`` is the component's ``param_vector``; results are new arrays.
+
+    value(y, z, params)      : :math:`\ell(y_i, z_i)`
+    deriv(y, z, params)      : :math:`\partial_z \ell(y_i, z_i)` (a subgradient where
+                               :math:`\ell` has a kink)
+    deriv2(y, z, params)     : :math:`\partial_z^2 \ell(y_i, z_i)` (0 where undefined)
+    conj(y, u, params)       : :math:`\ell^*(y_i, u_i)`, ``inf`` outside the domain
+    conj_grad(y, u, params)  : :math:`\partial_u \ell^*(y_i, u_i)` on the domain
+    conj_hess(y, u, params)  : :math:`\partial_u^2 \ell^*(y_i, u_i)` (the diagonal
+                               of the Hessian of :math:`L^*`)
+    conj_lower(y, params)    : lower end of the domain of :math:`\ell^*(y_i,\cdot)`
+                               (``-inf`` if unbounded)
+    conj_upper(y, params)    : upper end of the domain
+    """
+
+    value: Any
+    deriv: Any
+    deriv2: Any
+    conj: Any
+    conj_grad: Any
+    conj_hess: Any
+    conj_lower: Any
+    conj_upper: Any
+
+
+class ConstrainedConjugate(NamedTuple):
+    r"""Constrained representation of a non-smooth conjugate (SpicyMKL §3.4.2, eq. 33).
+
+    .. math::
+        \ell^*(y, u) = \min_{\tilde u \in \mathbb{R}^{B'}}
+            \{\ell_0^*(y, (u, \tilde u)) : h_j(y, (u, \tilde u)) \le 0,\ j = 1..B\}
+
+    with twice differentiable convex :math:`\ell_0^*` and :math:`h_j`.  Let
+    ``w = (u, ũ)`` of length ``1 + B'``; ``u`` has shape (N,), ``ut`` shape
+    (N, B') (``B'`` may be 0).
+
+    l0(y, u, ut, params)        -> (N,)                 :math:`\ell_0^*`
+    l0_grad(y, u, ut, params)   -> (N, 1+B')            gradient in ``w``
+    l0_hess(y, u, ut, params)   -> (N, 1+B', 1+B')      Hessian in ``w``
+    cons(y, u, ut, params)      -> (N, B)               :math:`h_j`
+    cons_grad(y, u, ut, params) -> (N, B, 1+B')         gradients in ``w``
+    cons_hess(y, u, ut, params) -> (N, B, 1+B', 1+B')   Hessians in ``w``
+    """
+
+    l0: Any
+    l0_grad: Any
+    l0_hess: Any
+    cons: Any
+    cons_grad: Any
+    cons_hess: Any
+
+
+class Loss(Component):
+    r"""A per-sample loss :math:`\ell(y, z)` of label ``y`` and prediction ``z``.
+
+    Class attributes a loss declares
+    ---------------------------------
+    task : ``"classification"`` or ``"regression"``
+    kernels : :class:`LossKernels`
+    smooth_conjugate : bool
+        True when :math:`\ell^*(y,\cdot)` is twice differentiable on the interior
+        of its domain and its gradient is unbounded at a finite boundary (or
+        the domain is all of :math:`\mathbb{R}`): Newton with back-tracking
+        then keeps iterates inside the domain (logistic, squared).  False when
+        the engine must use :attr:`constrained` (hinge, ε-insensitive).
+    constrained : :class:`ConstrainedConjugate` or None
+        Required when ``smooth_conjugate`` is False.
+    n_aux, n_cons : int
+        ``B'`` and ``B`` of the constrained representation.
+    smooth_primal : bool
+        True when :math:`\ell(y,\cdot)` is differentiable with Lipschitz
+        derivative (needed by the proximal-gradient engine).
+    """
+
+    kind: ClassVar[str] = "loss"
+    task: ClassVar[str] = CLASSIFICATION
+    kernels: ClassVar[LossKernels]
+    smooth_conjugate: ClassVar[bool] = True
+    constrained: ClassVar[ConstrainedConjugate | None] = None
+    n_aux: ClassVar[int] = 0
+    n_cons: ClassVar[int] = 0
+    smooth_primal: ClassVar[bool] = True
+
+    def deriv_lipschitz(self) -> float:
+        r"""A bound on :math:`\sup_z |\partial_z^2 \ell(y, z)|` (``inf`` if none)."""
+        return float("inf")
+
+    def validate_labels(self, y: np.ndarray) -> np.ndarray:
+        """Check labels for this loss and return them as a float64 vector.
+
+        Classification losses need exactly the two values -1 and +1;
+        regression losses need finite real values.  Raises
+        :class:`LabelError` with a message saying what is allowed.
+        """
+        y = np.asarray(y)
+        if y.ndim != 1:
+            raise LabelError(f"labels must be a 1-d vector; got shape {y.shape}")
+        if y.size == 0:
+            raise LabelError("labels are empty")
+        try:
+            yf = y.astype(np.float64)
+        except (TypeError, ValueError):
+            raise LabelError(f"labels must be numbers; got dtype {y.dtype}") from None
+        if not np.all(np.isfinite(yf)):
+            raise LabelError("labels contain NaN or inf")
+        if self.task == CLASSIFICATION:
+            values = np.unique(yf)
+            if not np.all(np.isin(values, (-1.0, 1.0))):
+                shown = ", ".join(f"{v:g}" for v in values[:6])
+                more = ", ..." if values.size > 6 else ""
+                kind = "a continuous target" if values.size > 10 else "labels"
+                raise LabelError(
+                    f"the {self.task} loss {self.name!r} needs labels in {{-1, +1}}; "
+                    f"got {kind} with values {{{shown}{more}}}"
+                )
+            if values.size != 2:
+                raise LabelError(
+                    f"the {self.task} loss {self.name!r} needs both classes -1 and +1; "
+                    f"got only {values[0]:g}"
+                )
+        return np.ascontiguousarray(yf)
+
+
+# ---------------------------------------------------------------------------
+# Regularizers
+# ---------------------------------------------------------------------------
+class RegularizerKernels(NamedTuple):
+    r"""Jitted numerics of a block-norm regularizer (SpicyMKL §4, eq. 42).
+
+    The regularizer acts on the block norms :math:`x_m = \|\alpha_m\|_{K_m} \ge 0`
+    through :math:`\tilde g_C(x) = C\,g(x^2)` with ``g`` concave and
+    non-decreasing and :math:`\tilde g` convex.  All functions are vectorized:
+    ``x``/``v``/``y`` are C-contiguous float64 arrays of non-negative numbers,
+    ``C > 0`` a float, ``params`` the ``param_vector``.
+
+    value(x, C, params)       : :math:`\tilde g_C(x)`
+    prox(v, C, params)        : :math:`\mathrm{prox}(v|\tilde g_C) =
+                                \mathrm{argmin}_{x\ge0} \tilde g_C(x) + (x-v)^2/2`
+    prox_deriv(v, C, params)  : :math:`d\,\mathrm{prox}(v|\tilde g_C)/dv`
+    conj(y, C, params)        : :math:`\tilde g_C^*(y) = \sup_{x\ge0} xy - \tilde g_C(x)`
+                                (``inf`` outside its domain), eq. (45)
+    conj_grad(y, C, params)   : :math:`d\tilde g_C^*/dy` (where smooth)
+    conj_hess(y, C, params)   : :math:`d^2\tilde g_C^*/dy^2` (where smooth)
+    env(y, C, params)         : Moreau envelope of the conjugate
+                                :math:`\widehat{\tilde g_C^*}(y) = \min_{y'\ge0}
+                                \tilde g_C^*(y') + (y'-y)^2/2` (§4.2)
+    env_grad(y, C, params)    : its derivative, equal to :math:`\mathrm{prox}(y|\tilde g_C)`
+    env_hess(y, C, params)    : its second derivative, equal to ``prox_deriv``
+    weight(x, params)         : kernel weight :math:`d = 1/(2 g'(x^2))` (§4.1)
+    penalty(d, params)        : :math:`h(d) = -2 g^*(1/(2d))` of the Tikhonov form
+                                (44), Table 3 (``inf`` outside its domain)
+    """
+
+    value: Any
+    prox: Any
+    prox_deriv: Any
+    conj: Any
+    conj_grad: Any
+    conj_hess: Any
+    env: Any
+    env_grad: Any
+    env_hess: Any
+    weight: Any
+    penalty: Any
+
+
+class BregmanKernels(NamedTuple):
+    r"""Bregman form of a kernel-weight regularizer (SMO-MKL §5.2).
+
+    :math:`r_F(d) = F(d) - F(d_0) - (d - d_0)^\top f(d_0)` with a separable,
+    strictly convex generator; all functions are elementwise on float64
+    arrays.
+
+    F(d, params)       : generator :math:`F` per coordinate
+    f(d, params)       : :math:`f = F'`
+    finv(theta, params): :math:`f^{-1}`
+    d0(params)         : the reference point :math:`d_0` (a scalar)
+    """
+
+    F: Any
+    f: Any
+    finv: Any
+    d0: Any
+
+
+class Regularizer(Component):
+    r"""A separable block-norm regularizer :math:`C \sum_m g(\|\alpha_m\|_{K_m}^2)`.
+
+    Class attributes a regularizer declares
+    ---------------------------------------
+    kernels : :class:`RegularizerKernels`
+    bregman : :class:`BregmanKernels` or None
+    """
+
+    kind: ClassVar[str] = "regularizer"
+    kernels: ClassVar[RegularizerKernels]
+    bregman: ClassVar[BregmanKernels | None] = None
+
+    @property
+    def smooth_conjugate(self) -> bool:
+        r"""True when :math:`\tilde g_C^*` is twice differentiable on [0, ∞)
+        (selects the one-step method of SpicyMKL §4.3)."""
+        return False
+
+    @property
+    def tikhonov_form(self) -> bool:
+        r"""True when ``g`` is concave, so that the kernel-weight map and the
+        penalty ``h`` of the Tikhonov form (44) exist (SpicyMKL §4.1).
+
+        Block-ℓq with q > 2 has a convex ``g``: the optimization is still
+        well posed, but there is no kernel-weight equivalent.
+        """
+        return True
+
+    @property
+    def sparse(self) -> bool:
+        r"""True when :math:`\tilde g_C'(0) > 0`, so that blocks can be exactly zero."""
+        return True
+
+    def conj_radius(self, C: float) -> float:
+        r"""Radius of the domain of :math:`\tilde g_C^*` (``inf`` if unbounded).
+
+        Used to project a dual point into the domain when computing the
+        duality gap (SpicyMKL §6.1).
+        """
+        return float("inf")
+
+
+def as_array(x: Sequence[float] | np.ndarray) -> np.ndarray:
+    """C-contiguous float64 copy-free view where possible (cached signatures match)."""
+    return np.ascontiguousarray(x, dtype=np.float64)
+
+
+__all__ += ["Param", "ParamError", "as_array"]

@@ -1,0 +1,191 @@
+"""Parameter declarations shared by every component kind.
+
+A component (loss, regularizer, kernel function, engine) declares its
+parameters as a tuple of :class:`Param`.  Specs, the command line and the
+estimators validate through this one declaration, so a bad value is reported
+the same way everywhere.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+
+class ParamError(ValueError):
+    """A parameter value that its declaration does not allow.
+
+    Attributes
+    ----------
+    key : str
+        Parameter name (the spec layer prefixes the key path).
+    value : Any
+        The offending value, as given.
+    allowed : str
+        What is allowed, in words ("a number > 1").
+    """
+
+    def __init__(self, key: str, value: Any, allowed: str, owner: str = ""):
+        self.key = key
+        self.value = value
+        self.allowed = allowed
+        self.owner = owner
+        where = f"{owner}: " if owner else ""
+        super().__init__(f"{where}{key} must be {allowed}; got {value!r}")
+
+
+class UnknownParamError(ParamError):
+    """A parameter name that the component does not declare."""
+
+    def __init__(self, key: str, value: Any, known: Sequence[str], owner: str = ""):
+        self.known = list(known)
+        allowed = (
+            "one of " + ", ".join(self.known) if self.known else "none (no parameters)"
+        )
+        ValueError.__init__(
+            self,
+            f"{owner + ': ' if owner else ''}unknown parameter {key!r}"
+            f"{did_you_mean(key, self.known)}; allowed: {allowed}",
+        )
+        self.key, self.value, self.allowed, self.owner = key, value, allowed, owner
+
+
+_TYPE_WORDS = {float: "a number", int: "an integer", bool: "true or false", str: "a string"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """Declaration of one component parameter.
+
+    Parameters
+    ----------
+    name : str
+        Key used in specs and keyword arguments.
+    default : Any
+        Default value; ``Param.REQUIRED`` makes it mandatory.
+    doc : str
+        One-line description, shown by ``mklkit plugins``.
+    type : type
+        ``float``, ``int``, ``bool`` or ``str``.
+    low, high : float, optional
+        Bounds for numbers; ``low_open``/``high_open`` make them strict.
+    choices : sequence, optional
+        Allowed values for strings.
+    """
+
+    name: str
+    default: Any
+    doc: str = ""
+    type: type = float
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: Sequence[Any] | None = None
+    nullable: bool = False
+
+    REQUIRED = object()
+
+    @property
+    def required(self) -> bool:
+        return self.default is Param.REQUIRED
+
+    def allowed(self) -> str:
+        """What this parameter accepts, in words."""
+        if self.choices is not None:
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        words = _TYPE_WORDS.get(self.type, self.type.__name__)
+        lo, hi = self.low, self.high
+        if lo is not None and hi is not None:
+            lb = "(" if self.low_open else "["
+            rb = ")" if self.high_open else "]"
+            words = f"{words} in {lb}{_fmt(lo)}, {_fmt(hi)}{rb}"
+        elif lo is not None:
+            words = f"{words} {'>' if self.low_open else '>='} {_fmt(lo)}"
+        elif hi is not None:
+            words = f"{words} {'<' if self.high_open else '<='} {_fmt(hi)}"
+        if self.type is float and lo is None and hi is None:
+            words = "a finite number"
+        if self.nullable:
+            words += " or null"
+        return words
+
+    def validate(self, value: Any, owner: str = "") -> Any:
+        """Return ``value`` converted to the declared type, or raise ParamError."""
+        if value is None and self.nullable:
+            return None
+        err = ParamError(self.name, value, self.allowed(), owner)
+        if self.type is bool:
+            if not isinstance(value, (bool,)):
+                raise err
+            return bool(value)
+        if self.type is str:
+            if not isinstance(value, str):
+                raise err
+            if self.choices is not None and value not in self.choices:
+                raise err
+            return value
+        # numbers: reject bools and strings explicitly (YAML 'yes' -> True)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise err
+        if self.type is int:
+            if isinstance(value, float):
+                if not value.is_integer():
+                    raise err
+            value = int(value)
+        else:
+            value = float(value)
+            if math.isnan(value):
+                raise err
+        if self.low is not None:
+            if value < self.low or (self.low_open and value == self.low):
+                raise err
+        if self.high is not None:
+            if value > self.high or (self.high_open and value == self.high):
+                raise err
+        if self.type is float and math.isinf(value):
+            raise err
+        if self.choices is not None and value not in self.choices:
+            raise err
+        return value
+
+    def describe(self) -> str:
+        """``name=default (allowed): doc`` for listings."""
+        default = "required" if self.required else repr(self.default)
+        return f"{self.name}={default} ({self.allowed()}): {self.doc}"
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def validate_params(
+    declared: Sequence[Param], given: dict[str, Any], owner: str
+) -> dict[str, Any]:
+    """Validate keyword parameters against a declaration.
+
+    Unknown keys raise :class:`ParamError` listing the known ones (with a
+    did-you-mean); missing required keys raise too.  Returns a full mapping
+    with defaults filled in, in declaration order.
+    """
+    known = {p.name: p for p in declared}
+    for key in given:
+        if key not in known:
+            raise UnknownParamError(key, given[key], list(known), owner)
+    out: dict[str, Any] = {}
+    for p in declared:
+        if p.name in given:
+            out[p.name] = p.validate(given[p.name], owner)
+        elif p.required:
+            raise ParamError(p.name, None, f"given ({p.allowed()}); it is required", owner)
+        else:
+            out[p.name] = p.default
+    return out
+
+
+def did_you_mean(word: str, options: Sequence[str]) -> str:
+    """`` (did you mean 'x'?)`` or an empty string."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -1,0 +1,571 @@
+"""Data sets: the bundled benchmarks, file loaders, splitting and scaling.
+
+The benchmark files of the SpicyMKL (Suzuki & Tomioka 2011, §6.1, §6.2) and
+SMO-MKL (Vishwanathan et al. 2010, §6) experiments ship with the package; see
+``mklkit/data/README.md`` for their sources, preprocessing and citations.
+
+>>> from mklkit.data import load_builtin, train_test_split, Standardizer
+>>> ds = load_builtin("sonar")
+>>> train, test = train_test_split(ds, test_size=0.2, seed=0)
+>>> scaler = Standardizer().fit(train.X)
+>>> X_train, X_test = scaler.transform(train.X), scaler.transform(test.X)
+
+Labels are kept as given (float64); the bundled sets use ``+1`` / ``-1``.
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import logging
+import os
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..components.params import did_you_mean
+
+__all__ = [
+    "DataError",
+    "Dataset",
+    "available",
+    "load_builtin",
+    "load_file",
+    "train_test_split",
+    "Standardizer",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class DataError(ValueError):
+    """A data file or data set that cannot be used; the message names it."""
+
+
+@dataclass(eq=False)
+class Dataset:
+    """A labelled data set.
+
+    Attributes
+    ----------
+    X : ndarray of shape (n_samples, n_features) or scipy.sparse.csr_matrix
+        Features, float64.  LIBSVM files stay sparse (CSR).
+    y : ndarray of shape (n_samples,)
+        Labels (or regression targets), float64.
+    feature_names : list of str
+        One name per column of ``X``.
+    name : str
+        Short name (the builtin name or the file stem).
+    source : str
+        The file path, or the builtin name.
+    """
+
+    X: np.ndarray | sp.csr_matrix = field(repr=False)
+    y: np.ndarray = field(repr=False)
+    feature_names: list[str] = field(repr=False)
+    name: str = ""
+    source: str = ""
+
+    @property
+    def n_samples(self) -> int:
+        """Number of rows."""
+        return int(self.X.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        """Number of columns."""
+        return int(self.X.shape[1])
+
+    @property
+    def is_sparse(self) -> bool:
+        """True when ``X`` is a sparse matrix."""
+        return sp.issparse(self.X)
+
+    def __repr__(self) -> str:
+        return (
+            f"Dataset(name={self.name!r}, n_samples={self.n_samples}, "
+            f"n_features={self.n_features}, sparse={self.is_sparse}, source={self.source!r})"
+        )
+
+
+# ---------------------------------------------------------------------------
+# Builtin data sets
+# ---------------------------------------------------------------------------
+#: name -> (file name, format, n_features for LIBSVM files)
+_BUILTIN: dict[str, tuple[str, str, int | None]] = {
+    "sonar": ("sonar.csv.gz", "csv", None),
+    "ionosphere": ("ionosphere.csv.gz", "csv", None),
+    "liver": ("liver.csv.gz", "csv", None),
+    "pima": ("pima.csv.gz", "csv", None),
+    "wpbc": ("wpbc.csv.gz", "csv", None),
+    "wdbc": ("wdbc.csv.gz", "csv", None),
+    "wbc": ("wbc.csv.gz", "csv", None),
+    "australian": ("australian.csv.gz", "csv", None),
+    "ringnorm": ("ringnorm.csv.gz", "csv", None),
+    "twonorm": ("twonorm.csv.gz", "csv", None),
+    "waveform": ("waveform.csv.gz", "csv", None),
+    "splice": ("splice.csv.gz", "csv", None),
+    "a9a": ("a9a.libsvm.gz", "libsvm", 123),
+    "a9a_test": ("a9a.t.libsvm.gz", "libsvm", 123),
+    "w8a": ("w8a.libsvm.gz", "libsvm", 300),
+}
+
+
+def available() -> list[str]:
+    """Names of the bundled data sets, in the order of the data README."""
+    return list(_BUILTIN)
+
+
+def load_builtin(name: str) -> Dataset:
+    """Load a bundled data set by name.
+
+    Parameters
+    ----------
+    name : str
+        One of :func:`available`.  The CSV sets load dense; ``a9a``,
+        ``a9a_test`` (123 features) and ``w8a`` (300 features) load as CSR.
+
+    Returns
+    -------
+    Dataset
+        ``source`` is the builtin name.
+
+    Raises
+    ------
+    DataError
+        For an unknown name (with a did-you-mean and the list of names).
+    """
+    if name not in _BUILTIN:
+        names = available()
+        raise DataError(
+            f"unknown builtin data set {name!r}{did_you_mean(str(name), names)}; "
+            f"available: {', '.join(names)}"
+        )
+    filename, fmt, n_features = _BUILTIN[name]
+    path = resources.files(__name__).joinpath(filename)
+    with resources.as_file(path) as real:
+        ds = load_file(real, fmt=fmt, n_features=n_features)
+    ds.name = name
+    ds.source = name
+    return ds
+
+
+# ---------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------
+_FORMATS = ("csv", "npz", "libsvm")
+_LIBSVM_SUFFIXES = (".libsvm", ".svm", ".txt")
+
+
+def _detect_format(path: Path) -> str:
+    name = path.name.lower()
+    for comp in (".gz", ".bz2"):
+        if name.endswith(comp):
+            name = name[: -len(comp)]
+    if name.endswith(".csv"):
+        return "csv"
+    if name.endswith(".npz"):
+        return "npz"
+    if name.endswith(_LIBSVM_SUFFIXES):
+        return "libsvm"
+    raise DataError(
+        f"{path}: cannot tell the file format from the name; use a name ending in "
+        ".csv, .csv.gz, .npz, .libsvm, .svm or .txt (optionally .gz), or pass "
+        "fmt='csv', 'npz' or 'libsvm'"
+    )
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".bz2", ".csv", ".npz", ".libsvm", ".svm", ".txt"):
+        if name.lower().endswith(suffix):
+            name = name[: -len(suffix)]
+    return name
+
+
+def load_file(
+    path: str | os.PathLike[str],
+    target: str | int | None = None,
+    fmt: str | None = None,
+    n_features: int | None = None,
+) -> Dataset:
+    """Load a data set from a file.
+
+    Parameters
+    ----------
+    path : path-like
+        CSV (``.csv``, ``.csv.gz``) with one header row; NPZ with arrays
+        ``X`` and ``y`` (optionally ``feature_names``); LIBSVM/svmlight text
+        (``.libsvm``, ``.svm``, ``.txt``, each optionally ``.gz``).
+    target : str or int, optional
+        CSV only: the label column, by name or 0-based index.  Default: the
+        last column.  Every other column is a feature.
+    fmt : {"csv", "npz", "libsvm"}, optional
+        Overrides detection from the file name.
+    n_features : int, optional
+        LIBSVM only: number of columns (pass it: a test file may not use the
+        highest index).  Default: the highest index in the file.
+
+    Returns
+    -------
+    Dataset
+        Dense float64 ``X`` for CSV/NPZ, ``scipy.sparse.csr_matrix`` for
+        LIBSVM; ``name`` is the file stem, ``source`` the path.
+
+    Raises
+    ------
+    DataError
+        Missing file; unknown format; missing target column or NPZ array;
+        ragged rows; non-numeric, NaN or infinite cells (the message names the
+        file, the row and the column).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"{p}: data file not found")
+    if fmt is None:
+        fmt = _detect_format(p)
+    elif fmt not in _FORMATS:
+        raise DataError(f"{p}: fmt must be one of {', '.join(map(repr, _FORMATS))}; got {fmt!r}")
+    if target is not None and fmt != "csv":
+        raise DataError(f"{p}: target is only used for CSV files; got target={target!r} for a {fmt} file")
+    if n_features is not None and fmt != "libsvm":
+        raise DataError(f"{p}: n_features is only used for LIBSVM files; got n_features={n_features!r}")
+    if fmt == "csv":
+        X, y, names = _load_csv(p, target)
+    elif fmt == "npz":
+        X, y, names = _load_npz(p)
+    else:
+        X, y, names = _load_libsvm(p, n_features)
+    logger.debug("loaded %s: %d rows, %d features", p, X.shape[0], X.shape[1])
+    return Dataset(X=X, y=y, feature_names=names, name=_stem(p), source=str(p))
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    if path.name.lower().endswith(".gz"):
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
+    return open(path, "r", encoding="utf-8", newline="")
+
+
+def _load_csv(path: Path, target: str | int | None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    try:
+        with _open_text(path) as fh:
+            rows = list(csv.reader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise DataError(f"{path}: cannot read as CSV text ({exc})") from None
+    while rows and not any(cell.strip() for cell in rows[-1]):
+        rows.pop()  # trailing blank lines
+    if not rows:
+        raise DataError(f"{path}: empty file; a header row and at least one data row are needed")
+    header = [h.strip() for h in rows[0]]
+    body = rows[1:]
+    if not body:
+        raise DataError(f"{path}: no data rows below the header")
+    ncol = len(header)
+    if ncol < 2:
+        raise DataError(
+            f"{path}: the header has {ncol} column; at least one feature and one target "
+            "column are needed (is the file comma-separated?)"
+        )
+    for r, row in enumerate(body):
+        if len(row) != ncol:
+            raise DataError(
+                f"{path}: row {r + 1} (line {r + 2}) has {len(row)} cells; the header has {ncol}"
+            )
+    # target column
+    if target is None:
+        t = ncol - 1
+    elif isinstance(target, bool) or not isinstance(target, (int, str)):
+        raise DataError(f"{path}: target must be a column name or index; got {target!r}")
+    elif isinstance(target, int):
+        if not -ncol <= target < ncol:
+            raise DataError(
+                f"{path}: target column index {target} is out of range; the file has "
+                f"{ncol} columns: {', '.join(header)}"
+            )
+        t = target % ncol
+    else:
+        if target not in header:
+            raise DataError(
+                f"{path}: no target column {target!r}{did_you_mean(target, header)}; "
+                f"columns: {', '.join(header)}"
+            )
+        t = header.index(target)
+    try:
+        A = np.array(body, dtype=np.float64)
+    except ValueError:
+        A = None
+    if A is None:
+        _raise_bad_cell(path, body, header)
+    _check_finite_dense(path, A, header, line_offset=2)
+    feat = [j for j in range(ncol) if j != t]
+    X = np.ascontiguousarray(A[:, feat])
+    y = np.ascontiguousarray(A[:, t])
+    return X, y, [header[j] for j in feat]
+
+
+def _raise_bad_cell(path: Path, body: list[list[str]], header: list[str]) -> None:
+    for r, row in enumerate(body):
+        for j, cell in enumerate(row):
+            try:
+                float(cell)
+            except ValueError:
+                what = "an empty cell" if not cell.strip() else f"non-numeric value {cell!r}"
+                raise DataError(
+                    f"{path}: row {r + 1} (line {r + 2}), column {header[j]!r}: {what}; "
+                    "every cell must be a number"
+                ) from None
+    raise DataError(f"{path}: cannot convert the cells to numbers")  # pragma: no cover
+
+
+def _check_finite_dense(path: Path, A: np.ndarray, header: Sequence[str], line_offset: int | None) -> None:
+    bad = ~np.isfinite(A)
+    if bad.any():
+        r, j = (int(v) for v in np.argwhere(bad)[0])
+        line = f" (line {r + line_offset})" if line_offset is not None else ""
+        raise DataError(
+            f"{path}: row {r + 1}{line}, column {header[j]!r}: value {float(A[r, j])!r}; "
+            "NaN and infinite values are not allowed"
+        )
+
+
+def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            keys = list(z.files)
+            missing = [k for k in ("X", "y") if k not in keys]
+            if missing:
+                raise DataError(
+                    f"{path}: missing array{'s' if len(missing) > 1 else ''} "
+                    f"{', '.join(map(repr, missing))}; the file has: {', '.join(keys) or 'no arrays'}"
+                )
+            X = z["X"]
+            y = z["y"]
+            names = z["feature_names"] if "feature_names" in keys else None
+    except DataError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{path}: cannot read as NPZ ({exc})") from None
+    if X.ndim != 2:
+        raise DataError(f"{path}: array 'X' must be 2-d (samples x features); got shape {X.shape}")
+    if y.ndim != 1:
+        raise DataError(f"{path}: array 'y' must be 1-d; got shape {y.shape}")
+    if y.shape[0] != X.shape[0]:
+        raise DataError(f"{path}: 'X' has {X.shape[0]} rows but 'y' has {y.shape[0]} entries")
+    if X.shape[0] == 0:
+        raise DataError(f"{path}: 'X' has no rows")
+    for key, arr in (("X", X), ("y", y)):
+        if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+            raise DataError(f"{path}: array {key!r} must be numeric; got dtype {arr.dtype}")
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    if names is None:
+        feature_names = [f"x{j + 1}" for j in range(X.shape[1])]
+    else:
+        feature_names = [str(v) for v in np.asarray(names).ravel()]
+        if len(feature_names) != X.shape[1]:
+            raise DataError(
+                f"{path}: 'feature_names' has {len(feature_names)} entries but 'X' has "
+                f"{X.shape[1]} columns"
+            )
+    _check_finite_dense(path, X, [f"{n} (X column {j})" for j, n in enumerate(feature_names)], None)
+    _check_finite_dense(path, y[:, None], ["y"], None)
+    return X, y, feature_names
+
+
+def _load_libsvm(path: Path, n_features: int | None) -> tuple[sp.csr_matrix, np.ndarray, list[str]]:
+    from sklearn.datasets import load_svmlight_file
+
+    if n_features is not None and (
+        isinstance(n_features, bool) or not isinstance(n_features, (int, np.integer)) or n_features < 1
+    ):
+        raise DataError(f"{path}: n_features must be an integer >= 1; got {n_features!r}")
+    try:
+        X, y = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64)
+    except (ValueError, RuntimeError, OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: cannot read as LIBSVM text ({exc})") from None
+    X = sp.csr_matrix(X, dtype=np.float64)
+    X.sort_indices()
+    if X.shape[0] == 0:
+        raise DataError(f"{path}: no data rows")
+    bad = ~np.isfinite(X.data)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        r = int(np.searchsorted(X.indptr, k, side="right") - 1)
+        j = int(X.indices[k])
+        raise DataError(
+            f"{path}: row {r + 1}, column x{j + 1} (index {j + 1}): value {float(X.data[k])!r}; "
+            "NaN and infinite values are not allowed"
+        )
+    bad_y = ~np.isfinite(y)
+    if bad_y.any():
+        r = int(np.flatnonzero(bad_y)[0])
+        raise DataError(f"{path}: row {r + 1}, label: value {float(y[r])!r}; NaN and infinite labels are not allowed")
+    names = [f"x{j + 1}" for j in range(X.shape[1])]
+    return X, np.ascontiguousarray(y, dtype=np.float64), names
+
+
+# ---------------------------------------------------------------------------
+# Splitting and scaling
+# ---------------------------------------------------------------------------
+def train_test_split(
+    ds: Dataset,
+    test_size: float | int = 0.2,
+    seed: int | None = 0,
+    stratify: bool = True,
+) -> tuple[Dataset, Dataset]:
+    """Random train/test split (scikit-learn's ``train_test_split``).
+
+    Parameters
+    ----------
+    ds : Dataset
+    test_size : float in (0, 1) or int >= 1
+        Fraction or number of test rows.
+    seed : int or None
+        Random seed (``None``: not reproducible).
+    stratify : bool
+        Keep the class proportions of ``y`` in both parts (classification).
+        Use ``False`` for regression targets.
+
+    Returns
+    -------
+    (train, test) : tuple of Dataset
+        Named ``<name>[train]`` and ``<name>[test]``; rows keep their order
+        within each part only up to the shuffle.
+    """
+    from sklearn.model_selection import train_test_split as _split
+
+    n = ds.n_samples
+    if isinstance(test_size, bool) or not isinstance(test_size, (int, float, np.integer, np.floating)):
+        raise DataError(f"{ds.name}: test_size must be a fraction in (0, 1) or a row count; got {test_size!r}")
+    if isinstance(test_size, (float, np.floating)) and not 0.0 < float(test_size) < 1.0:
+        raise DataError(f"{ds.name}: test_size must be a fraction in (0, 1) or a row count; got {test_size!r}")
+    if isinstance(test_size, (int, np.integer)) and not 1 <= int(test_size) < n:
+        raise DataError(f"{ds.name}: test_size must be a row count in [1, {n - 1}]; got {test_size!r}")
+    strat = None
+    if stratify:
+        classes, counts = np.unique(ds.y, return_counts=True)
+        if counts.min() < 2:
+            raise DataError(
+                f"{ds.name}: cannot stratify: class {classes[np.argmin(counts)]:g} has "
+                f"{counts.min()} row; every class needs at least 2 (use stratify=False for "
+                "regression targets)"
+            )
+        strat = ds.y
+    idx = np.arange(n)
+    try:
+        tr, te = _split(idx, test_size=test_size, random_state=seed, stratify=strat)
+    except ValueError as exc:
+        raise DataError(f"{ds.name}: cannot split ({exc})") from None
+    return _take(ds, tr, "train"), _take(ds, te, "test")
+
+
+def _take(ds: Dataset, rows: np.ndarray, part: str) -> Dataset:
+    X = ds.X[rows]
+    if not sp.issparse(X):
+        X = np.ascontiguousarray(X)
+    return replace(
+        ds,
+        X=X,
+        y=np.ascontiguousarray(ds.y[rows]),
+        feature_names=list(ds.feature_names),
+        name=f"{ds.name}[{part}]",
+    )
+
+
+class Standardizer:
+    """Per-feature scaling fitted on training data only.
+
+    Dense input is centred and divided by the (population) standard deviation.
+    Sparse input is only divided by the standard deviation and stays sparse
+    (centring would make it dense); kernels that depend on differences
+    (Gaussian) are unaffected by centring, inner-product kernels are not.
+    Columns that are constant on the training data get scale 1, so they map
+    to 0 (dense) or stay unchanged (sparse) and never produce NaN.
+
+    Attributes
+    ----------
+    mean_ : ndarray (n_features,)
+        Subtracted column means (zeros for sparse input).
+    scale_ : ndarray (n_features,)
+        Column standard deviations (1 where a column is constant).
+    sparse_ : bool
+        Whether it was fitted on sparse input.
+    """
+
+    def __init__(self) -> None:
+        self.mean_: np.ndarray | None = None
+        self.scale_: np.ndarray | None = None
+        self.sparse_: bool = False
+
+    def fit(self, X: Any) -> "Standardizer":
+        """Compute column means and scales of ``X`` (array, sparse or Dataset)."""
+        X = _features(X)
+        if X.shape[0] == 0:
+            raise DataError("Standardizer.fit: X has no rows")
+        if sp.issparse(X):
+            Xc = sp.csr_matrix(X, dtype=np.float64)
+            mean = np.asarray(Xc.mean(axis=0)).ravel()
+            sq = np.asarray(Xc.multiply(Xc).mean(axis=0)).ravel()
+            var = np.maximum(sq - mean**2, 0.0)
+            self.mean_ = np.zeros(X.shape[1])
+            self.sparse_ = True
+        else:
+            A = _dense(X, "Standardizer.fit")
+            mean = A.mean(axis=0)
+            var = A.var(axis=0)
+            self.mean_ = mean
+            self.sparse_ = False
+        std = np.sqrt(var)
+        tiny = std <= 1e-12 * np.maximum(np.abs(mean), 1.0)
+        std[tiny] = 1.0
+        self.scale_ = std
+        return self
+
+    def transform(self, X: Any) -> Any:
+        """Scale ``X`` with the fitted statistics.
+
+        A :class:`Dataset` gives a new Dataset; an array gives an array; sparse
+        input gives CSR.
+        """
+        if self.scale_ is None or self.mean_ is None:
+            raise DataError("Standardizer.transform: call fit() first")
+        if isinstance(X, Dataset):
+            return replace(X, X=self.transform(X.X), feature_names=list(X.feature_names))
+        if X.shape[1] != self.scale_.shape[0]:
+            raise DataError(
+                f"Standardizer.transform: X has {X.shape[1]} columns; it was fitted on "
+                f"{self.scale_.shape[0]}"
+            )
+        if sp.issparse(X):
+            if not self.sparse_ and np.any(self.mean_ != 0):
+                raise DataError(
+                    "Standardizer.transform: fitted on dense data (centring) but given a "
+                    "sparse matrix; fit on sparse data or densify"
+                )
+            out = sp.csr_matrix(X, dtype=np.float64, copy=True)
+            out.data /= self.scale_[out.indices]
+            return out
+        A = _dense(X, "Standardizer.transform")
+        return np.ascontiguousarray((A - self.mean_) / self.scale_)
+
+    def fit_transform(self, X: Any) -> Any:
+        """``fit(X).transform(X)``."""
+        return self.fit(X).transform(X)
+
+
+def _features(X: Any) -> Any:
+    return X.X if isinstance(X, Dataset) else X
+
+
+def _dense(X: Any, where: str) -> np.ndarray:
+    A = np.asarray(X, dtype=np.float64)
+    if A.ndim != 2:
+        raise DataError(f"{where}: X must be 2-d (samples x features); got shape {A.shape}")
+    if not np.all(np.isfinite(A)):
+        r, j = (int(v) for v in np.argwhere(~np.isfinite(A))[0])
+        raise DataError(f"{where}: X[{r}, {j}] is {float(A[r, j])!r}; NaN and infinite values are not allowed")
+    return A

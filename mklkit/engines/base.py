@@ -1,0 +1,39 @@
+"""Engine contract.
+
+An engine solves a :class:`~mklkit.problem.Problem` through the component
+contracts only (never a concrete loss or regularizer) and returns a
+:class:`~mklkit.result.SolveResult`.  Engines are registered through the
+plugin hook exactly like losses and regularizers.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar
+
+from ..components.base import Component
+from ..components.params import Param
+from ..problem import Problem
+from ..result import SolveResult
+
+#: ``callback(state) -> bool``; ``state`` is the history record of the outer
+#: iteration just finished; a truthy return stops the solve (status STOPPED).
+Callback = Callable[[dict[str, Any]], Any]
+
+COMMON_PARAMS: tuple[Param, ...] = (
+    Param("tol", 1e-2, "relative duality gap at which to stop (SpicyMKL §6.1)",
+          low=0.0, low_open=True),
+    Param("max_iter", 500, "maximum number of outer iterations", type=int, low=1),
+)
+
+
+class Engine(Component):
+    """Base class of solvers.  Instances hold validated solver options."""
+
+    kind: ClassVar[str] = "engine"
+    params: ClassVar[tuple[Param, ...]] = COMMON_PARAMS
+
+    def supports(self, problem: Problem) -> str | None:
+        """``None`` when this engine can solve ``problem``, else the reason why not."""
+        return None
+
+    def solve(self, problem: Problem, callback: Callback | None = None) -> SolveResult:
+        raise NotImplementedError

@@ -1,0 +1,415 @@
+r"""Quantities every engine computes the same way.
+
+The primal problem (SpicyMKL eq. 42 in representer form) and its dual
+(eq. 48, with the generalized conjugate of eq. 45) are
+
+.. math::
+    P(\alpha, b) &= \sum_i \ell\big(y_i, \textstyle\sum_m (K_m\alpha_m)_i + b\big)
+                  + \sum_m \tilde g_C(\|\alpha_m\|_{K_m}), \\
+    D(\rho) &= -\sum_i \ell^*(y_i, -\rho_i) - \sum_m \tilde g_C^*(\|\rho\|_{K_m}),
+    \qquad \mathbf 1^\top\rho = 0 \text{ (with a bias)}.
+
+Weak duality gives :math:`D(\rho) \le P(\alpha, b)` for every feasible pair,
+so the relative gap :math:`(P - D)/|P|` certifies a solution.  Every engine
+reports it the paper's way (§6.1): the dual point is projected onto
+:math:`\mathbf 1^\top\rho = 0` and, where the domain of
+:math:`\tilde g_C^*` is bounded, scaled into it (:func:`project_dual`).
+
+Sign convention (``components/base.py``): ``loss.kernels.conj(y, u)`` is the
+ordinary conjugate :math:`\ell^*(y, u)`; the dual uses :math:`u = -\rho`.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .._kernels import blocks
+from ..components.base import Loss, Regularizer
+from ..problem import Problem
+from ..result import ConvergenceWarning, SolveResult, Status
+
+__all__ = [
+    "as_vector",
+    "block_norms",
+    "dual_block_norms",
+    "predict",
+    "loss_value",
+    "loss_conjugate",
+    "regularizer_value",
+    "regularizer_conjugate",
+    "primal_objective",
+    "dual_objective",
+    "project_dual",
+    "projected_dual_objective",
+    "relative_gap",
+    "kernel_weights",
+    "optimal_bias",
+    "build_result",
+    "UNCONVERGED",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Statuses that come with a :class:`~mklkit.result.ConvergenceWarning`.
+UNCONVERGED = (Status.MAX_ITER, Status.STALLED, Status.NUMERICAL_ERROR)
+
+#: Relative size of :math:`|\mathbf 1^\top\rho| / \|\rho\|_1` below which the
+#: projection onto :math:`\mathbf 1^\top\rho = 0` keeps the given block norms.
+_CENTRED = 1e-12
+
+
+def as_vector(x: Any) -> np.ndarray:
+    """A C-contiguous float64 array (so that cached jitted signatures match)."""
+    return np.ascontiguousarray(x, dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------
+# Block norms and predictions
+# ---------------------------------------------------------------------------
+def block_norms(K: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    r"""Primal block norms :math:`\|\alpha_m\|_{K_m} = \sqrt{\alpha_m^\top K_m \alpha_m}`.
+
+    Parameters
+    ----------
+    K : ndarray (M, N, N)
+    alpha : ndarray (M, N)
+
+    Returns
+    -------
+    ndarray (M,)
+    """
+    return blocks.block_norms_rows(as_vector(K), as_vector(alpha))
+
+
+def dual_block_norms(K: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    r"""Dual block norms :math:`\|\rho\|_{K_m}` for every kernel (SpicyMKL eq. 45).
+
+    Parameters
+    ----------
+    K : ndarray (M, N, N)
+    rho : ndarray (N,)
+
+    Returns
+    -------
+    ndarray (M,)
+    """
+    return blocks.block_norms(as_vector(K), as_vector(rho))
+
+
+def predict(K: np.ndarray, alpha: np.ndarray, bias: float = 0.0) -> np.ndarray:
+    r"""Training predictions :math:`z = \sum_m K_m\alpha_m + b` (SpicyMKL eq. 7).
+
+    Only the non-zero blocks are touched.
+    """
+    alpha = as_vector(alpha)
+    idx = np.flatnonzero(np.any(alpha != 0.0, axis=1)).astype(np.int64)
+    if idx.size == 0:
+        return np.full(K.shape[1], float(bias))
+    return blocks.combine(as_vector(K), alpha, idx) + float(bias)
+
+
+# ---------------------------------------------------------------------------
+# Objectives
+# ---------------------------------------------------------------------------
+def loss_value(loss: Loss, y: np.ndarray, z: np.ndarray) -> float:
+    r""":math:`L(z) = \sum_i \ell(y_i, z_i)`."""
+    return float(np.sum(loss.kernels.value(as_vector(y), as_vector(z), loss.param_vector)))
+
+
+def loss_conjugate(loss: Loss, y: np.ndarray, rho: np.ndarray) -> float:
+    r""":math:`L^*(-\rho) = \sum_i \ell^*(y_i, -\rho_i)` (SpicyMKL eq. 15); ``inf``
+    outside the domain."""
+    v = loss.kernels.conj(as_vector(y), as_vector(-np.asarray(rho, dtype=np.float64)),
+                          loss.param_vector)
+    return float(np.sum(v))
+
+
+def regularizer_value(reg: Regularizer, norms: np.ndarray, C: float) -> float:
+    r""":math:`\sum_m \tilde g_C(x_m)` at primal block norms ``x`` (SpicyMKL eq. 42)."""
+    return float(np.sum(reg.kernels.value(as_vector(norms), float(C), reg.param_vector)))
+
+
+def regularizer_conjugate(reg: Regularizer, norms: np.ndarray, C: float) -> float:
+    r""":math:`\sum_m \tilde g_C^*(y_m)` at dual block norms ``y`` (SpicyMKL eq. 45);
+    ``inf`` outside its domain."""
+    return float(np.sum(reg.kernels.conj(as_vector(norms), float(C), reg.param_vector)))
+
+
+def primal_objective(
+    problem: Problem,
+    alpha: np.ndarray,
+    bias: float,
+    *,
+    norms: np.ndarray | None = None,
+    z: np.ndarray | None = None,
+) -> float:
+    r"""Primal objective :math:`P(\alpha, b)` (SpicyMKL eq. 42 / eq. 7).
+
+    Parameters
+    ----------
+    problem : Problem
+    alpha : ndarray (M, N)
+    bias : float
+        Ignored (taken as 0) when ``problem.bias`` is False.
+    norms : ndarray (M,), optional
+        :math:`\|\alpha_m\|_{K_m}` if already known.
+    z : ndarray (N,), optional
+        :math:`\sum_m K_m\alpha_m + b` if already known.
+    """
+    b = float(bias) if problem.bias else 0.0
+    if norms is None:
+        norms = block_norms(problem.K, alpha)
+    if z is None:
+        z = predict(problem.K, alpha, b)
+    return loss_value(problem.loss, problem.y, z) + regularizer_value(
+        problem.regularizer, norms, problem.C
+    )
+
+
+def dual_objective(
+    problem: Problem, rho: np.ndarray, *, norms: np.ndarray | None = None
+) -> float:
+    r"""Dual objective :math:`D(\rho)` of SpicyMKL eq. (48) at ``rho`` as given.
+
+    No projection is made (see :func:`projected_dual_objective`); the value
+    is ``-inf`` outside the domain of the conjugates.
+
+    Parameters
+    ----------
+    problem : Problem
+    rho : ndarray (N,)
+    norms : ndarray (M,), optional
+        :math:`\|\rho\|_{K_m}` if already known.
+    """
+    if norms is None:
+        norms = dual_block_norms(problem.K, rho)
+    val = loss_conjugate(problem.loss, problem.y, rho) + regularizer_conjugate(
+        problem.regularizer, norms, problem.C
+    )
+    return -val
+
+
+def project_dual(
+    problem: Problem, rho: np.ndarray, *, norms: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Make a dual point feasible the way of SpicyMKL §6.1.
+
+    With a bias, :math:`\tilde\rho = \rho - \mathbf 1 (\mathbf 1^\top\rho)/N`;
+    then, when the domain of :math:`\tilde g_C^*` is the ball of radius
+    :math:`R` = ``regularizer.conj_radius(C)`` (finite), the point is scaled
+    into it:
+
+    .. math::
+        \tilde\rho' = \tilde\rho / \max\{\max_m \|\tilde\rho\|_{K_m}/R,\ 1\}.
+
+    Parameters
+    ----------
+    problem : Problem
+    rho : ndarray (N,)
+    norms : ndarray (M,), optional
+        :math:`\|\rho\|_{K_m}`.  They are reused when ``rho`` is already
+        centred to rounding (:math:`|\mathbf 1^\top\rho| \le 10^{-12}\|\rho\|_1`),
+        otherwise recomputed for the projected point (one pass over the bank).
+
+    Returns
+    -------
+    rho_feasible : ndarray (N,)
+    norms : ndarray (M,)
+        :math:`\|\tilde\rho'\|_{K_m}`.
+    """
+    rho = np.array(rho, dtype=np.float64)
+    if problem.bias:
+        total = float(np.sum(rho))
+        if norms is not None and abs(total) > _CENTRED * float(np.sum(np.abs(rho))):
+            norms = None
+        rho -= total / rho.size
+    if norms is None:
+        norms = dual_block_norms(problem.K, rho)
+    else:
+        norms = np.array(norms, dtype=np.float64)
+    radius = float(problem.regularizer.conj_radius(problem.C))
+    if math.isfinite(radius) and norms.size:
+        scale = max(float(np.max(norms)) / radius, 1.0)
+        if scale > 1.0:
+            rho /= scale
+            norms /= scale
+    return rho, norms
+
+
+def projected_dual_objective(
+    problem: Problem, rho: np.ndarray, *, norms: np.ndarray | None = None
+) -> tuple[float, np.ndarray, np.ndarray]:
+    r"""Dual objective at the projected point of :func:`project_dual` (SpicyMKL §6.1).
+
+    Returns
+    -------
+    dual : float
+    rho_feasible : ndarray (N,)
+    norms : ndarray (M,)
+    """
+    rho_f, norms_f = project_dual(problem, rho, norms=norms)
+    return dual_objective(problem, rho_f, norms=norms_f), rho_f, norms_f
+
+
+def relative_gap(primal: float, dual: float) -> float:
+    r"""Relative duality gap :math:`(P - D)/|P|` (SpicyMKL §6.1).
+
+    When :math:`P = 0` the absolute gap :math:`P - D` is returned.  The
+    value is ``inf`` when the dual point is outside the domain
+    (:math:`D = -\infty`) and ``nan`` when either value is ``nan``.
+    """
+    primal = float(primal)
+    dual = float(dual)
+    if math.isnan(primal) or math.isnan(dual):
+        return math.nan
+    if math.isinf(primal) or math.isinf(dual):
+        return math.inf if primal != dual else math.nan
+    diff = primal - dual
+    return diff / abs(primal) if primal != 0.0 else diff
+
+
+def kernel_weights(reg: Regularizer, norms: np.ndarray) -> np.ndarray:
+    r"""Kernel weights :math:`d_m = 1/(2 g'(\|\alpha_m\|_{K_m}^2))` (SpicyMKL §4.1), summing to 1.
+
+    Blocks with :math:`\|\alpha_m\|_{K_m} = 0` get weight 0 (they take no part
+    in the predictor whatever the formula gives there); if every block is
+    zero all weights are zero.
+
+    Parameters
+    ----------
+    reg : Regularizer
+    norms : ndarray (M,)
+        Primal block norms.
+    """
+    norms = as_vector(norms)
+    w = np.asarray(reg.kernels.weight(norms, reg.param_vector), dtype=np.float64)
+    bad = (norms > 0) & ~np.isfinite(w)
+    if np.any(bad):
+        logger.warning(
+            "regularizer %r gave %d non-finite kernel weights at non-zero block norms; "
+            "they are set to 0", reg.name, int(np.sum(bad)))
+    w = np.where((norms > 0) & np.isfinite(w), w, 0.0)
+    total = float(np.sum(w))
+    if total > 0.0:
+        w = w / total
+    return w
+
+
+def optimal_bias(
+    loss: Loss,
+    y: np.ndarray,
+    f: np.ndarray,
+    b0: float = 0.0,
+    *,
+    tol: float = 1e-13,
+    max_iter: int = 100,
+) -> float:
+    r"""The offset minimizing :math:`\phi(b) = \sum_i \ell(y_i, f_i + b)` for fixed ``f``.
+
+    A scalar Newton method with Armijo back-tracking on :math:`\phi`
+    (convex), started at ``b0``.  The returned value never has a larger
+    :math:`\phi` than ``b0``.
+
+    Parameters
+    ----------
+    loss : Loss
+    y, f : ndarray (N,)
+        Labels and the kernel part :math:`\sum_m K_m\alpha_m` of the prediction.
+    b0 : float
+        Starting point (e.g. the multiplier of :math:`\mathbf 1^\top\rho = 0`).
+    """
+    k = loss.kernels
+    p = loss.param_vector
+    y = as_vector(y)
+    f = as_vector(f)
+
+    def phi(b: float) -> float:
+        return float(np.sum(k.value(y, f + b, p)))
+
+    b = float(b0) if math.isfinite(b0) else 0.0
+    fb = phi(b)
+    if not math.isfinite(fb):
+        b, fb = 0.0, phi(0.0)
+    for _ in range(max_iter):
+        d = k.deriv(y, f + b, p)
+        d1 = float(np.sum(d))
+        if abs(d1) <= tol * (1.0 + float(np.sum(np.abs(d)))):
+            break
+        d2 = float(np.sum(k.deriv2(y, f + b, p)))
+        step = -d1 / d2 if d2 > 0.0 and math.isfinite(d2) else -d1
+        t = 1.0
+        accepted = False
+        while t > 1e-16:
+            cand = b + t * step
+            fc = phi(cand)
+            if fc <= fb + 1e-4 * t * step * d1:
+                accepted = True
+                break
+            t *= 0.5
+        if not accepted or cand == b:
+            break
+        b, fb = cand, fc
+    return b
+
+
+# ---------------------------------------------------------------------------
+# Result
+# ---------------------------------------------------------------------------
+def build_result(
+    problem: Problem,
+    *,
+    engine: str,
+    status: Status,
+    alpha: np.ndarray,
+    bias: float,
+    primal: float,
+    dual: float,
+    iterations: int,
+    history: list[dict[str, Any]],
+    message: str,
+    time_s: float,
+    norms: np.ndarray | None = None,
+    rho: np.ndarray | None = None,
+    stacklevel: int = 3,
+) -> SolveResult:
+    r"""Assemble a :class:`~mklkit.result.SolveResult` and warn when unconverged.
+
+    Kernel weights are :func:`kernel_weights` of the primal block norms.
+    Statuses in :data:`UNCONVERGED` emit ``message`` as a
+    :class:`~mklkit.result.ConvergenceWarning` (never an exception).
+
+    Parameters
+    ----------
+    norms : ndarray (M,), optional
+        :math:`\|\alpha_m\|_{K_m}`; computed when not given.
+    rho : ndarray (N,), optional
+        The dual point used for ``dual``.
+    """
+    alpha = np.array(alpha, dtype=np.float64)
+    if norms is None:
+        norms = block_norms(problem.K, alpha)
+    norms = np.array(norms, dtype=np.float64)
+    weights = kernel_weights(problem.regularizer, norms)
+    gap = relative_gap(primal, dual)
+    if status in UNCONVERGED:
+        warnings.warn(message, ConvergenceWarning, stacklevel=stacklevel)
+    return SolveResult(
+        status=status,
+        objective=float(primal),
+        dual_objective=float(dual),
+        gap=float(gap),
+        iterations=int(iterations),
+        alpha=alpha,
+        bias=float(bias) if problem.bias else 0.0,
+        kernel_weights=weights,
+        block_norms=norms,
+        history=history,
+        message=message,
+        time_s=float(time_s),
+        engine=engine,
+        dual=None if rho is None else np.array(rho, dtype=np.float64),
+    )

@@ -1,0 +1,273 @@
+"""Writing and reading run results: ``summary.json``, ``history.json``, ``solution.npz``.
+
+A run directory (``mklkit run`` output) holds:
+
+``summary.json``
+    Status, objective, duality gap, iterations, timings, kernel weights with
+    names, accuracies (or RMSEs), the resolved spec, versions.  See
+    ``docs/specs.md`` for every field.
+``history.json``
+    One record per outer iteration: ``iteration``, ``objective``,
+    ``dual_objective``, ``gap``, ``n_active``, ``time_s`` (and engine
+    specific keys).
+``solution.npz``
+    ``alpha`` (n_active, N) for the active kernels, ``active`` (their indices
+    into the bank), ``bias``, ``kernel_names`` (all M), ``kernel_weights``
+    (M,), ``block_norms`` (M,).
+
+Non-finite floats (NaN, inf) are written to JSON as ``null``.  Existing run
+files are never overwritten unless ``force=True`` (which also removes the
+plots of an earlier ``mklkit report``, since they showed the old run).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from .api import RunResult
+
+__all__ = [
+    "SUMMARY",
+    "HISTORY",
+    "SOLUTION",
+    "RUN_FILES",
+    "REPORT_FILES",
+    "OutputError",
+    "check_output_dir",
+    "write_run",
+    "write_json",
+    "read_summary",
+    "read_history",
+    "read_solution",
+    "to_jsonable",
+]
+
+SUMMARY = "summary.json"
+HISTORY = "history.json"
+SOLUTION = "solution.npz"
+#: Files ``mklkit run`` writes; an existing one stops a run unless ``force``.
+RUN_FILES: tuple[str, ...] = (SUMMARY, HISTORY, SOLUTION)
+#: Plots of ``mklkit report``; a forced re-run removes them (they showed the old run).
+REPORT_FILES: tuple[str, ...] = ("gap.png", "active.png", "weights.png")
+
+
+class OutputError(ValueError):
+    """An output directory that cannot be written, or a run directory that cannot be read.
+
+    Attributes
+    ----------
+    path : str
+        The directory (or file).
+    problem : str
+        What is wrong.
+    allowed : str
+        What would work.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], problem: str, allowed: str = ""):
+        self.path = str(path)
+        self.problem = problem
+        self.allowed = allowed
+        tail = f"; allowed: {allowed}" if allowed else ""
+        super().__init__(f"{self.path}: {problem}{tail}")
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Plain JSON data: numpy scalars/arrays to Python, non-finite floats to None, Paths to str."""
+    import enum
+
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, enum.Enum):
+        return to_jsonable(obj.value)
+    if isinstance(obj, int):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [to_jsonable(v) for v in obj]
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover
+        return str(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return to_jsonable(float(obj))
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    return str(obj)
+
+
+def _existing(out: Path) -> list[str]:
+    return [name for name in RUN_FILES if (out / name).exists()]
+
+
+def check_output_dir(out_dir: str | os.PathLike[str], force: bool = False) -> Path:
+    """Check that a run may be written to ``out_dir`` (nothing is created).
+
+    Raises
+    ------
+    OutputError
+        ``out_dir`` is a file, or already holds run files and ``force`` is false.
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise OutputError(out, "exists and is not a directory", "a new or existing directory")
+    if out.is_dir() and not force:
+        existing = _existing(out)
+        if existing:
+            raise OutputError(
+                out,
+                f"already holds the results of a run ({', '.join(existing)}); nothing was overwritten",
+                "a new directory (--out DIR), or --force to overwrite",
+            )
+    return out
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
+    """Write strict JSON (no NaN) atomically: a temporary file, then rename."""
+    path = Path(path)
+    text = json.dumps(to_jsonable(obj), indent=2, allow_nan=False) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def write_run(run: RunResult, out_dir: str | os.PathLike[str], force: bool = False) -> dict[str, Path]:
+    """Write ``summary.json``, ``history.json`` and ``solution.npz`` of a run.
+
+    Parameters
+    ----------
+    run : RunResult
+    out_dir : path-like
+        Created if missing.
+    force : bool
+        Overwrite existing run files.
+
+    Returns
+    -------
+    dict
+        ``{"summary": path, "history": path, "solution": path}``.
+
+    Raises
+    ------
+    OutputError
+        See :func:`check_output_dir`; also when the directory cannot be created.
+    """
+    import numpy as np
+
+    out = check_output_dir(out_dir, force)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(out, f"cannot create the directory ({exc.strerror or exc})", "a writable path") from None
+    if force:
+        for name in REPORT_FILES:
+            try:
+                (out / name).unlink()
+            except FileNotFoundError:
+                pass
+    res = run.result
+    active = np.asarray(res.active_set, dtype=np.int64)
+    sol_path = out / SOLUTION
+    fd, tmp = tempfile.mkstemp(prefix=f".{SOLUTION}.", suffix=".npz", dir=out)
+    os.close(fd)
+    try:
+        np.savez_compressed(
+            tmp,
+            alpha=np.ascontiguousarray(np.asarray(res.alpha)[active], dtype=np.float64),
+            active=active,
+            bias=np.float64(res.bias),
+            kernel_names=np.array(run.kernel_names, dtype=str),
+            kernel_weights=np.asarray(res.kernel_weights, dtype=np.float64),
+            block_norms=np.asarray(res.block_norms, dtype=np.float64),
+        )
+        os.replace(tmp, sol_path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    hist_path = write_json(out / HISTORY, run.history())
+    summary = run.summary()
+    summary["files"] = {"history": HISTORY, "solution": SOLUTION}
+    sum_path = write_json(out / SUMMARY, summary)
+    return {"summary": sum_path, "history": hist_path, "solution": sol_path}
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise OutputError(path, f"{what} is not valid JSON (line {exc.lineno}: {exc.msg})", "a file written by mklkit run") from None
+    except OSError as exc:
+        raise OutputError(path, f"cannot read {what} ({exc.strerror or exc})") from None
+
+
+def read_summary(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The ``summary.json`` of a run directory.
+
+    Raises
+    ------
+    OutputError
+        No such directory, no summary, or not valid JSON.
+    """
+    d = Path(run_dir)
+    if not d.is_dir():
+        raise OutputError(d, "no such run directory", "a directory written by 'mklkit run'")
+    p = d / SUMMARY
+    if not p.is_file():
+        raise OutputError(d, f"has no {SUMMARY}; it is not a run directory", "a directory written by 'mklkit run'")
+    data = _read_json(p, SUMMARY)
+    if not isinstance(data, dict):
+        raise OutputError(p, f"{SUMMARY} does not hold a JSON object", "a file written by mklkit run")
+    return data
+
+
+def read_history(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The per-iteration records (``history.json``, else ``summary["history"]``; may be empty)."""
+    d = Path(run_dir)
+    p = d / HISTORY
+    if p.is_file():
+        data = _read_json(p, HISTORY)
+    else:
+        data = read_summary(d).get("history", [])
+    if not isinstance(data, list):
+        raise OutputError(p, f"{HISTORY} does not hold a JSON list", "a file written by mklkit run")
+    return [r for r in data if isinstance(r, dict)]
+
+
+def read_solution(run_dir: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """The arrays of ``solution.npz``."""
+    import numpy as np
+
+    p = Path(run_dir) / SOLUTION
+    if not p.is_file():
+        raise OutputError(Path(run_dir), f"has no {SOLUTION}", "a directory written by 'mklkit run'")
+    with np.load(p, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}

@@ -1,0 +1,284 @@
+r"""Kernel functions: the ``kernel`` component kind.
+
+A kernel function turns two sets of points into a Gram matrix.  Built-ins:
+
+* ``rbf`` — Gaussian, :math:`k(x, z) = \exp(-\|x - z\|^2 / (2\sigma^2))` with
+  ``width`` :math:`\sigma > 0`.  This is the "bandwidth" convention of
+  SimpleMKL (Rakotomamonjy et al. 2008) and SpicyMKL (Suzuki & Tomioka 2011,
+  §6): the same :math:`\sigma` values give the same kernels as there.  In
+  scikit-learn's notation, ``gamma = 1 / (2 width**2)``.
+* ``poly`` — :math:`k(x, z) = (s\langle x, z\rangle + c)^p` with ``degree`` p,
+  ``offset`` c (default 1) and ``scale`` s (default 1).
+* ``linear`` — :math:`k(x, z) = \langle x, z\rangle`.
+
+Writing a kernel function
+-------------------------
+Subclass :class:`KernelFunction`, set ``name``, ``description`` and
+``params`` (a tuple of :class:`~mklkit.components.params.Param`), and either
+
+1. set ``uses = "sqdist"`` (the kernel is a function of squared Euclidean
+   distances) or ``uses = "inner"`` (of inner products) and implement the
+   elementwise map :meth:`KernelFunction.from_base`; Gram matrices, diagonals
+   and the sharing of one distance matrix across many kernels on the same
+   features then come for free; or
+2. override :meth:`KernelFunction.gram` (and preferably
+   :meth:`KernelFunction.diag`) directly.
+
+Register the class through the plugin hook like any other component.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .._kernels.gram import (
+    sqdist_cross_inplace,
+    sqdist_direct,
+    sqdist_refine_inplace,
+    sqdist_symmetric_inplace,
+    symmetrize_inplace,
+)
+from ..components.base import Component
+from ..components.params import Param
+
+__all__ = [
+    "KernelFunction",
+    "RBF",
+    "Poly",
+    "Linear",
+    "BUILTIN_KERNEL_FUNCTIONS",
+    "as_matrix",
+    "base_matrix",
+    "squared_distances",
+    "inner_products",
+]
+
+BASES = ("sqdist", "inner")
+#: Up to this many columns, squared distances are summed term by term (no BLAS).
+_DIRECT_MAX_COLS = 12
+#: Squared distances below this fraction of ``|x|^2 + |z|^2`` are recomputed term by term.
+_REFINE_TAU = 1e-4
+
+
+def as_matrix(X: Any, name: str = "X") -> np.ndarray:
+    """``X`` as a C-contiguous float64 2-d array (no copy when it already is one)."""
+    A = np.ascontiguousarray(X, dtype=np.float64)
+    if A.ndim != 2:
+        raise ValueError(f"{name} must be a 2-d array (samples x features); got shape {A.shape}")
+    return A
+
+
+def squared_distances(X: np.ndarray, Z: np.ndarray | None = None) -> np.ndarray:
+    r"""Squared Euclidean distances :math:`\|x_i - z_j\|^2`, shape (n_X, n_Z).
+
+    With ``Z=None`` the result is for ``X`` against itself: exactly symmetric,
+    zero diagonal.  Inputs with at most 12 columns are summed term by term
+    (exact per term, and faster than BLAS there); otherwise the
+    columns are centred on the mean of ``X`` (distances do not change), the
+    BLAS product :math:`X Z^\top` is combined with the squared norms (tiny
+    negative round-off clipped to 0), and the few entries that are small
+    against the norms (near-duplicate points, where that formula cancels) are
+    recomputed term by term, so identical points are at distance exactly 0.
+    """
+    X = as_matrix(X)
+    Zm = None if Z is None else as_matrix(Z, "Z")
+    if Zm is not None and Zm.shape[1] != X.shape[1]:
+        raise ValueError(f"X has {X.shape[1]} columns but Z has {Zm.shape[1]}")
+    if X.shape[1] == 1:
+        x = X[:, 0]
+        z = x if Zm is None else Zm[:, 0]
+        D = np.subtract.outer(x, z)
+        np.square(D, out=D)
+        return D
+    if X.shape[1] <= _DIRECT_MAX_COLS:
+        D = np.empty((X.shape[0], X.shape[0] if Zm is None else Zm.shape[0]))
+        sqdist_direct(X, X if Zm is None else Zm, D)
+        return D
+    mu = X.mean(axis=0) if X.shape[0] else np.zeros(X.shape[1])
+    Xc = np.ascontiguousarray(X - mu)
+    sqx = np.einsum("ij,ij->i", Xc, Xc)
+    if Zm is None:
+        G = np.ascontiguousarray(Xc @ Xc.T)
+        sqdist_symmetric_inplace(G, sqx)
+        sqdist_refine_inplace(G, Xc, Xc, sqx, sqx, _REFINE_TAU)
+        return G
+    Zc = np.ascontiguousarray(Zm - mu)
+    sqz = np.einsum("ij,ij->i", Zc, Zc)
+    G = np.ascontiguousarray(Xc @ Zc.T)
+    sqdist_cross_inplace(G, sqx, sqz)
+    sqdist_refine_inplace(G, Xc, Zc, sqx, sqz, _REFINE_TAU)
+    return G
+
+
+def inner_products(X: np.ndarray, Z: np.ndarray | None = None) -> np.ndarray:
+    r"""Inner products :math:`\langle x_i, z_j\rangle` by BLAS; exactly symmetric for ``Z=None``."""
+    X = as_matrix(X)
+    if Z is None:
+        G = np.ascontiguousarray(X @ X.T)
+        symmetrize_inplace(G)
+        return G
+    Zm = as_matrix(Z, "Z")
+    if Zm.shape[1] != X.shape[1]:
+        raise ValueError(f"X has {X.shape[1]} columns but Z has {Zm.shape[1]}")
+    return np.ascontiguousarray(X @ Zm.T)
+
+
+def base_matrix(kind: str, X: np.ndarray, Z: np.ndarray | None = None) -> np.ndarray:
+    """``squared_distances`` (``kind="sqdist"``) or ``inner_products`` (``"inner"``)."""
+    if kind == "sqdist":
+        return squared_distances(X, Z)
+    if kind == "inner":
+        return inner_products(X, Z)
+    raise ValueError(f"base kind must be one of {', '.join(map(repr, BASES))}; got {kind!r}")
+
+
+def base_diagonal(kind: str, X: np.ndarray) -> np.ndarray:
+    """The diagonal of ``base_matrix(kind, X)`` without forming the matrix."""
+    X = as_matrix(X)
+    if kind == "sqdist":
+        return np.zeros(X.shape[0])
+    if kind == "inner":
+        return np.einsum("ij,ij->i", X, X)
+    raise ValueError(f"base kind must be one of {', '.join(map(repr, BASES))}; got {kind!r}")
+
+
+class KernelFunction(Component):
+    """Base class of kernel functions (component kind ``"kernel"``).
+
+    Class attributes
+    ----------------
+    uses : {"sqdist", "inner"} or None
+        The base matrix this kernel is an elementwise function of; ``None``
+        when the subclass overrides :meth:`gram` itself.
+    """
+
+    kind: ClassVar[str] = "kernel"
+    uses: ClassVar[str | None] = None
+
+    def gram(self, X: np.ndarray, Z: np.ndarray | None = None) -> np.ndarray:
+        """Gram matrix :math:`k(x_i, z_j)`, float64 of shape (n_X, n_Z).
+
+        Parameters
+        ----------
+        X, Z : ndarray (n, d)
+            Dense float64 points, already restricted to this kernel's
+            features.  ``Z=None`` (or ``Z is X``) means ``X`` against itself:
+            the result is then exactly symmetric.
+        """
+        if self.uses is None:
+            raise NotImplementedError(
+                f"kernel function {self.name!r} must override gram() or set uses to "
+                f"one of {', '.join(map(repr, BASES))}"
+            )
+        if Z is X:
+            Z = None
+        base = base_matrix(self.uses, X, Z)
+        return self.from_base(base, out=base)
+
+    def from_base(self, base: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Elementwise map from the base matrix (``uses``) to kernel values.
+
+        Must accept any shape, write the result into ``out`` (which may be
+        ``base`` itself, or another array of the same shape that ``base``
+        must not be changed through) and return ``out``.
+        """
+        raise NotImplementedError(f"kernel function {self.name!r} does not implement from_base()")
+
+    def diag(self, X: np.ndarray) -> np.ndarray:
+        """:math:`k(x_i, x_i)` for every row, shape (n,), without the full Gram matrix."""
+        X = as_matrix(X)
+        if self.uses is not None:
+            d = base_diagonal(self.uses, X)
+            return self.from_base(d, out=d)
+        out = np.empty(X.shape[0])
+        step = 256
+        for start in range(0, X.shape[0], step):
+            block = X[start : start + step]
+            out[start : start + step] = np.diagonal(self.gram(block)).copy()
+        return out
+
+    def label(self) -> str:
+        """Readable label such as ``rbf(width=0.5)`` or ``poly(degree=2,offset=0)``.
+
+        Shows the first declared parameter always and the others where they
+        differ from their defaults.
+        """
+        shown = []
+        for k, p in enumerate(self.params):
+            v = self._param_values[p.name]
+            if k == 0 or p.required or v != p.default:
+                shown.append(f"{p.name}={_fmt(v)}")
+        return f"{self.name}({','.join(shown)})" if shown else self.name
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+class RBF(KernelFunction):
+    r"""Gaussian kernel :math:`k(x, z) = \exp(-\|x - z\|^2 / (2\sigma^2))`.
+
+    ``width`` is the bandwidth :math:`\sigma` of SimpleMKL and SpicyMKL §6
+    (scikit-learn's ``rbf`` with ``gamma = 1/(2σ²)``).  Unit diagonal.
+    """
+
+    name: ClassVar[str] = "rbf"
+    description: ClassVar[str] = "Gaussian kernel exp(-||x-z||^2 / (2 width^2))"
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("width", 1.0, "bandwidth sigma in exp(-||x-z||^2/(2 sigma^2))", low=0.0, low_open=True),
+    )
+    uses: ClassVar[str | None] = "sqdist"
+
+    def from_base(self, base: np.ndarray, out: np.ndarray) -> np.ndarray:
+        np.multiply(base, -0.5 / (self.width * self.width), out=out)
+        np.exp(out, out=out)
+        return out
+
+    def diag(self, X: np.ndarray) -> np.ndarray:
+        return np.ones(as_matrix(X).shape[0])
+
+
+class Poly(KernelFunction):
+    r"""Polynomial kernel :math:`k(x, z) = (s\langle x, z\rangle + c)^p`."""
+
+    name: ClassVar[str] = "poly"
+    description: ClassVar[str] = "polynomial kernel (scale <x,z> + offset)^degree"
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("degree", 2, "polynomial degree p", type=int, low=1),
+        Param("offset", 1.0, "additive constant c >= 0", low=0.0),
+        Param("scale", 1.0, "factor s > 0 on the inner product", low=0.0, low_open=True),
+    )
+    uses: ClassVar[str | None] = "inner"
+
+    def from_base(self, base: np.ndarray, out: np.ndarray) -> np.ndarray:
+        if self.scale == 1.0:
+            np.add(base, self.offset, out=out)
+        else:
+            np.multiply(base, self.scale, out=out)
+            np.add(out, self.offset, out=out)
+        if self.degree == 2:
+            np.square(out, out=out)
+        elif self.degree > 2:
+            np.power(out, float(self.degree), out=out)
+        return out
+
+
+class Linear(KernelFunction):
+    r"""Linear kernel :math:`k(x, z) = \langle x, z\rangle`."""
+
+    name: ClassVar[str] = "linear"
+    description: ClassVar[str] = "linear kernel <x,z>"
+    params: ClassVar[tuple[Param, ...]] = ()
+    uses: ClassVar[str | None] = "inner"
+
+    def from_base(self, base: np.ndarray, out: np.ndarray) -> np.ndarray:
+        if out is not base:
+            np.copyto(out, base)
+        return out
+
+
+#: The built-in kernel functions, registered by ``mklkit.builtin``.
+BUILTIN_KERNEL_FUNCTIONS: tuple[type[KernelFunction], ...] = (RBF, Poly, Linear)

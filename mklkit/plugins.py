@@ -1,0 +1,762 @@
+"""The component registry: every loss, regularizer, engine and kernel function.
+
+Components reach mklkit only through plugins, the built-ins included: the
+core registers them from :mod:`mklkit.builtin` through the same hook
+(:func:`mklkit.hookspecs.mklkit_register_components`) that third-party
+distributions implement and declare under the ``mklkit`` entry-point group::
+
+    [project.entry-points.mklkit]
+    huber = "mklkit_huber.plugin"
+
+:func:`get_registry` builds the process-wide :class:`Registry` on first use:
+it registers :mod:`mklkit.builtin`, then loads every other entry point, each
+on its own.  A plugin that fails to import or to register becomes a
+:class:`BrokenPlugin` with one :class:`PluginWarning`; the others still
+load.  ``MKLKIT_DISABLE_PLUGINS=name1,name2`` skips entry points by name (or
+by distribution name) without importing them.
+
+Importing this module is cheap (it imports :mod:`pluggy` only); plugins,
+numba and numpy are imported when the registry is first built.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import re
+import threading
+import warnings
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+import pluggy
+
+from . import hookspecs
+from .hookspecs import PROJECT, hookimpl
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .components.base import Component
+
+__all__ = [
+    "KINDS",
+    "DISABLE_ENV",
+    "hookimpl",
+    "Registry",
+    "Registration",
+    "BrokenPlugin",
+    "PluginWarning",
+    "UnknownComponentError",
+    "DuplicateComponentError",
+    "ComponentValidationError",
+    "get_registry",
+    "reset_registry",
+    "format_listing",
+]
+
+#: Component kinds, in listing order.
+KINDS: tuple[str, ...] = ("loss", "regularizer", "kernel", "engine")
+
+#: Environment variable holding comma-separated plugin names to skip.
+DISABLE_ENV = "MKLKIT_DISABLE_PLUGINS"
+
+#: Entry-point group scanned for plugins.
+ENTRY_POINT_GROUP = PROJECT
+
+#: Distribution and plugin name of the core's own plugin.
+CORE_DIST = "mklkit"
+BUILTIN_MODULE = "mklkit.builtin"
+
+_HOOK = "mklkit_register_components"
+_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*")
+
+
+# ---------------------------------------------------------------------------
+# Errors and records
+# ---------------------------------------------------------------------------
+class PluginWarning(UserWarning):
+    """A plugin could not be loaded and was skipped."""
+
+
+class UnknownComponentError(KeyError, ValueError):
+    """A component name (or kind) that no plugin provides.
+
+    The message reads ``unknown loss 'hindge' (did you mean 'hinge'?);
+    available: hinge, logistic``.
+
+    Attributes
+    ----------
+    kind : str
+        The component kind looked up (``"kind"`` for an unknown kind).
+    name : str
+        The name asked for.
+    available : list of str
+        The names that exist.
+    """
+
+    def __init__(self, kind: str, name: Any, available: Iterable[str]):
+        from .components.params import did_you_mean
+
+        self.kind = kind
+        self.name = name
+        self.available = list(available)
+        what = "component kind" if kind == "kind" else kind
+        hint = did_you_mean(name, self.available) if isinstance(name, str) else ""
+        listed = ", ".join(self.available) if self.available else "none"
+        self.message = f"unknown {what} {name!r}{hint}; available: {listed}"
+        super().__init__(self.message)
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return self.message
+
+    def __reduce__(self):  # picklable across worker processes
+        return (type(self), (self.kind, self.name, self.available))
+
+
+class DuplicateComponentError(ValueError):
+    """Two plugins provide a component of the same kind and name.
+
+    Attributes
+    ----------
+    first, second : Registration
+        The registration already present and the one refused.
+    """
+
+    def __init__(self, first: Registration, second: Registration):
+        self.first = first
+        self.second = second
+        super().__init__(
+            f"{second.kind} {second.name!r} is provided twice: by distribution "
+            f"{first.provider} (module {first.module}) and by distribution "
+            f"{second.provider} (module {second.module}); uninstall one, or disable "
+            f"its plugin with {DISABLE_ENV}"
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.first, self.second))
+
+
+class ComponentValidationError(TypeError):
+    """A class handed to ``register`` that does not meet its kind's contract."""
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One registered component class and where it comes from.
+
+    Attributes
+    ----------
+    kind : str
+        ``"loss"``, ``"regularizer"``, ``"kernel"`` or ``"engine"``.
+    name : str
+        The component's ``name``, unique within its kind.
+    cls : type
+        The component class.
+    dist : str
+        Name of the distribution providing it (``"mklkit"`` for built-ins).
+    version : str
+        Version of that distribution (may be empty when unknown).
+    module : str
+        Module defining the class.
+    plugin : str
+        Name of the plugin (entry point) that registered it.
+    """
+
+    kind: str
+    name: str
+    cls: type
+    dist: str
+    version: str
+    module: str
+    plugin: str = ""
+
+    @property
+    def provider(self) -> str:
+        """``"dist version"`` for messages and listings."""
+        return f"{self.dist} {self.version}".strip()
+
+    @property
+    def description(self) -> str:
+        """First line of the class's ``description``."""
+        text = str(getattr(self.cls, "description", "") or "").strip()
+        return text.splitlines()[0] if text else ""
+
+
+@dataclass(frozen=True)
+class BrokenPlugin:
+    """A plugin that failed to load or register; it contributes nothing.
+
+    Attributes
+    ----------
+    name : str
+        Entry-point (plugin) name; the value to put in ``MKLKIT_DISABLE_PLUGINS``.
+    dist : str
+        Providing distribution.
+    error : BaseException
+        What went wrong.
+    version : str
+        Version of the providing distribution.
+    """
+
+    name: str
+    dist: str
+    error: BaseException = field(compare=False)
+    version: str = ""
+
+    @property
+    def message(self) -> str:
+        """``"ExceptionType: text"`` on one line."""
+        text = " ".join(str(self.error).split())
+        return f"{type(self.error).__name__}: {text}" if text else type(self.error).__name__
+
+
+# ---------------------------------------------------------------------------
+# Registry
+# ---------------------------------------------------------------------------
+class Registry:
+    """Components by kind and name, filled by plugins.
+
+    ``Registry()`` is empty: add plugins with :meth:`register_plugin` (tests
+    do this).  :meth:`Registry.load` builds a full registry from the
+    installed entry points; :func:`get_registry` keeps one per process.
+    """
+
+    def __init__(self) -> None:
+        self._pm = pluggy.PluginManager(PROJECT)
+        self._pm.add_hookspecs(hookspecs)
+        self._regs: dict[str, dict[str, Registration]] = {k: {} for k in KINDS}
+        self._plugins: dict[str, tuple[str, str]] = {}
+        self._broken: list[BrokenPlugin] = []
+        self._disabled: list[str] = []
+
+    # -- building ---------------------------------------------------------
+    @classmethod
+    def load(
+        cls,
+        entry_points: Iterable[Any] | None = None,
+        *,
+        disabled: Iterable[str] | None = None,
+        builtin: bool = True,
+        strict: bool = False,
+    ) -> Registry:
+        """Build a registry from entry points.
+
+        Parameters
+        ----------
+        entry_points : iterable of importlib.metadata.EntryPoint, optional
+            Defaults to the installed ``mklkit`` group.  Any object with
+            ``name``, ``value``, ``load()`` and optionally ``dist`` will do.
+            Entry points naming :mod:`mklkit.builtin` are skipped: the core
+            is registered first, exactly once, whether or not its own entry
+            point is installed.
+        disabled : iterable of str, optional
+            Plugin (entry-point) or distribution names to skip without
+            importing them.  Defaults to ``$MKLKIT_DISABLE_PLUGINS``.
+        builtin : bool
+            Register :mod:`mklkit.builtin` first (default).  Its failures
+            are never caught.
+        strict : bool
+            Raise the first plugin failure instead of recording a
+            :class:`BrokenPlugin` and warning.
+
+        Returns
+        -------
+        Registry
+        """
+        reg = cls()
+        if disabled is None:
+            disabled = os.environ.get(DISABLE_ENV, "").split(",")
+        blocked = {_norm(d) for d in disabled if d.strip()}
+        if _norm(CORE_DIST) in blocked:
+            blocked.discard(_norm(CORE_DIST))
+            warnings.warn(
+                f"{DISABLE_ENV}: the built-in components of {CORE_DIST!r} cannot be "
+                f"disabled; ignoring {CORE_DIST!r}",
+                PluginWarning,
+                stacklevel=2,
+            )
+        if builtin:
+            from . import __version__, builtin as core
+
+            reg.register_plugin(core, CORE_DIST, __version__, name=CORE_DIST)
+        if entry_points is None:
+            entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+        seen: set[tuple[str, str]] = set()
+        for ep in entry_points:
+            key = (ep.name, ep.value)
+            if key in seen:  # the same distribution found twice on sys.path
+                continue
+            seen.add(key)
+            reg._load_entry_point(ep, blocked, strict)
+        reg._pm.check_pending()
+        return reg
+
+    def _load_entry_point(self, ep: Any, blocked: set[str], strict: bool) -> None:
+        if ep.value.split(":")[0].strip() == BUILTIN_MODULE:
+            return  # the core: registered first by load()
+        dist, version = _dist_of(ep)
+        if _norm(ep.name) in blocked or _norm(dist) in blocked:
+            self._pm.set_blocked(ep.name)
+            self._disabled.append(ep.name)
+            return
+        try:
+            plugin = ep.load()
+            self.register_plugin(plugin, dist, version, name=ep.name)
+        except Exception as exc:
+            if strict:
+                raise
+            broken = BrokenPlugin(ep.name, dist, exc, version)
+            self._broken.append(broken)
+            warnings.warn(
+                f"mklkit plugin {ep.name!r} from distribution {broken.dist} "
+                f"{broken.version} could not be loaded and is skipped: {broken.message} "
+                f"(set {DISABLE_ENV}={ep.name} to skip it silently)".replace("  ", " "),
+                PluginWarning,
+                stacklevel=3,
+            )
+
+    def register_plugin(
+        self, plugin: object, dist: str, version: str = "", name: str | None = None
+    ) -> str:
+        """Register a plugin object and the components it contributes.
+
+        Parameters
+        ----------
+        plugin : module or object
+            Holds ``@hookimpl`` functions, usually a module.
+        dist : str
+            Name of the distribution providing it (recorded on every
+            registration).
+        version : str
+            Version of that distribution.
+        name : str, optional
+            Plugin name; defaults to the module's ``__name__``.
+
+        Returns
+        -------
+        str
+            The plugin name, for :meth:`unregister_plugin`.
+
+        Raises
+        ------
+        ComponentValidationError
+            A contributed class does not meet its kind's contract.
+        DuplicateComponentError
+            A contributed name of some kind is already registered.
+        ValueError
+            The plugin (or its name) is already registered, or disabled.
+        pluggy.PluginValidationError
+            A hook function has a wrong signature, an unknown ``mklkit_*``
+            hook name, or lacks ``@hookimpl``.
+
+        Nothing is registered when an error is raised.
+        """
+        name = name or getattr(plugin, "__name__", None) or dist
+        if self._pm.is_blocked(name):
+            raise ValueError(f"plugin {name!r} is disabled; remove it from {DISABLE_ENV}")
+        where = f"plugin {name!r} ({dist} {version})".replace(" )", ")")
+        hook_attr = getattr(plugin, _HOOK, None)
+        if hook_attr is not None and self._pm.parse_hookimpl_opts(plugin, _HOOK) is None:
+            raise pluggy.PluginValidationError(
+                plugin,
+                f"{where}: {_HOOK} is not decorated with @hookimpl "
+                f"(from mklkit.plugins import hookimpl)",
+            )
+        self._pm.register(plugin, name=name)
+        pending: dict[tuple[str, str], Registration] = {}
+
+        def register(cls: type) -> type:
+            record = _validate(cls, where, dist, version, name)
+            key = (record.kind, record.name)
+            previous = self._regs[record.kind].get(record.name) or pending.get(key)
+            if previous is not None:
+                raise DuplicateComponentError(previous, record)
+            pending[key] = record
+            return cls
+
+        try:
+            self._pm.check_pending()
+            others = [p for p in self._pm.get_plugins() if p is not plugin]
+            self._pm.subset_hook_caller(_HOOK, others)(register=register)
+        except BaseException:
+            self._pm.unregister(plugin)
+            raise
+        for record in pending.values():
+            self._regs[record.kind][record.name] = record
+        self._plugins[name] = (dist, version)
+        return name
+
+    def unregister_plugin(self, name: str) -> None:
+        """Remove a plugin and every component it registered.
+
+        Raises
+        ------
+        ValueError
+            No plugin of that name is registered.
+        """
+        if name not in self._plugins:
+            raise ValueError(
+                f"no plugin named {name!r} is registered; registered: "
+                + (", ".join(sorted(self._plugins)) or "none")
+            )
+        self._pm.unregister(name=name)
+        del self._plugins[name]
+        for regs in self._regs.values():
+            for key in [k for k, r in regs.items() if r.plugin == name]:
+                del regs[key]
+
+    # -- queries ------------------------------------------------------------
+    def _of_kind(self, kind: str) -> dict[str, Registration]:
+        try:
+            return self._regs[kind]
+        except (KeyError, TypeError):
+            raise UnknownComponentError("kind", kind, KINDS) from None
+
+    def registration(self, kind: str, name: str) -> Registration:
+        """The :class:`Registration` of one component; see :meth:`get`."""
+        regs = self._of_kind(kind)
+        try:
+            return regs[name]
+        except (KeyError, TypeError):
+            raise UnknownComponentError(kind, name, sorted(regs)) from None
+
+    def get(self, kind: str, name: str) -> type:
+        """The component class registered as ``name`` of ``kind``.
+
+        Raises
+        ------
+        UnknownComponentError
+            With a did-you-mean and the available names.
+        """
+        return self.registration(kind, name).cls
+
+    def names(self, kind: str) -> list[str]:
+        """Sorted names registered for ``kind``."""
+        return sorted(self._of_kind(kind))
+
+    def registrations(self, kind: str | None = None) -> list[Registration]:
+        """All registrations (of one kind), by kind then name."""
+        if kind is None:
+            kinds: tuple[str, ...] = KINDS
+        else:
+            self._of_kind(kind)  # unknown kinds raise
+            kinds = (kind,)
+        return [self._regs[k][n] for k in kinds for n in sorted(self._regs[k])]
+
+    def provided_by(self, plugin: str) -> list[Registration]:
+        """Registrations of one plugin, named by plugin or distribution name."""
+        key = _norm(plugin)
+        return [
+            r for r in self.registrations() if _norm(r.plugin) == key or _norm(r.dist) == key
+        ]
+
+    def create(self, kind: str, spec: str | Mapping[str, Any] | Component) -> Component:
+        """Instantiate a component from its spec.
+
+        Parameters
+        ----------
+        kind : str
+            Component kind.
+        spec : str or mapping or component
+            A name (``"hinge"``), a mapping ``{"name": "huber", "delta": 2.0}``
+            whose other keys are the parameters, or an instance of that kind
+            (returned as is).
+
+        Raises
+        ------
+        UnknownComponentError
+            Unknown kind or name.
+        ParamError
+            Malformed spec, or a parameter its declaration does not allow.
+        """
+        from .components.params import ParamError
+
+        regs = self._of_kind(kind)
+        if isinstance(spec, str):
+            name, kwargs = spec, {}
+        elif isinstance(spec, Mapping):
+            kwargs = dict(spec)
+            if "name" not in kwargs:
+                raise ParamError(
+                    "name", None, f"given: a {kind} spec names its {kind} "
+                    f"(one of {', '.join(sorted(regs)) or 'none'})", owner=kind,
+                )
+            name = kwargs.pop("name")
+            if not isinstance(name, str):
+                raise ParamError("name", name, f"a string naming a {kind}", owner=kind)
+        elif not isinstance(spec, type) and getattr(type(spec), "kind", None) == kind:
+            return spec  # type: ignore[return-value]
+        else:
+            raise ParamError(kind, spec, f"a {kind} name or a mapping with a 'name' key")
+        return self.get(kind, name)(**kwargs)
+
+    @property
+    def broken(self) -> list[BrokenPlugin]:
+        """Plugins that failed to load, in load order."""
+        return list(self._broken)
+
+    @property
+    def disabled(self) -> list[str]:
+        """Entry points skipped because of ``MKLKIT_DISABLE_PLUGINS``."""
+        return list(self._disabled)
+
+    @property
+    def plugins(self) -> dict[str, tuple[str, str]]:
+        """Registered plugin names -> ``(distribution, version)``."""
+        return dict(self._plugins)
+
+    @property
+    def plugin_manager(self) -> pluggy.PluginManager:
+        """The underlying :class:`pluggy.PluginManager`."""
+        return self._pm
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{k}={len(self._regs[k])}" for k in KINDS)
+        return f"Registry({counts}, broken={len(self._broken)})"
+
+
+# ---------------------------------------------------------------------------
+# Validation of contributed classes
+# ---------------------------------------------------------------------------
+def _validate(cls: Any, where: str, dist: str, version: str, plugin: str) -> Registration:
+    if not isinstance(cls, type):
+        raise ComponentValidationError(f"{where}: register() takes a component class; got {cls!r}")
+    label = f"{cls.__module__}.{cls.__qualname__}"
+    kind = getattr(cls, "kind", None)
+    if kind not in KINDS:
+        raise ComponentValidationError(
+            f"{where}: {label}.kind must be one of {', '.join(map(repr, KINDS))}; got {kind!r}"
+        )
+    problems = _check_class(kind, cls)
+    if problems:
+        raise ComponentValidationError(f"{where}: {kind} {label} " + "; ".join(problems))
+    return Registration(kind, cls.name, cls, dist, version, cls.__module__, plugin)
+
+
+def _base_class(kind: str) -> type | None:
+    if kind == "loss":
+        from .components.base import Loss
+
+        return Loss
+    if kind == "regularizer":
+        from .components.base import Regularizer
+
+        return Regularizer
+    if kind == "engine":
+        from .engines.base import Engine
+
+        return Engine
+    if importlib.util.find_spec("mklkit.kernels.functions") is None:
+        return None  # kernel-function contract not available in this build
+    from .kernels.functions import KernelFunction
+
+    return KernelFunction
+
+
+def _is_jitted(f: Any) -> bool:
+    return callable(f) and hasattr(f, "py_func")
+
+
+def _check_tuple(cls: type, attr: str, tuple_type: type, required: bool) -> list[str]:
+    value = getattr(cls, attr, None)
+    tname = tuple_type.__name__
+    if value is None:
+        return [f"lacks '{attr}' (a {tname} of jitted functions)"] if required else []
+    if not isinstance(value, tuple_type):
+        return [f"'{attr}' must be a {tname} named tuple; got {type(value).__name__}"]
+    bad = [f for f in tuple_type._fields if not _is_jitted(getattr(value, f))]
+    if bad:
+        return [
+            f"{', '.join(f'{attr}.{b}' for b in bad)} must be numba-jitted functions "
+            "(module-level @njit(cache=True))"
+        ]
+    return []
+
+
+def _check_params(cls: type) -> list[str]:
+    from .components.params import Param, ParamError
+
+    params = getattr(cls, "params", ())
+    if not isinstance(params, tuple) or not all(isinstance(p, Param) for p in params):
+        return ["'params' must be a tuple of mklkit.components.params.Param"]
+    problems = []
+    names = [p.name for p in params]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        problems.append(f"declares parameter(s) {', '.join(dupes)} twice")
+    for p in params:
+        if not p.name.isidentifier():
+            problems.append(f"parameter name {p.name!r} must be a Python identifier")
+        if not p.required:
+            try:
+                p.validate(p.default)
+            except ParamError:
+                problems.append(
+                    f"parameter {p.name!r} has default {p.default!r}, which its own "
+                    f"declaration does not allow ({p.allowed()})"
+                )
+    return problems
+
+
+def _check_class(kind: str, cls: type) -> list[str]:
+    base = _base_class(kind)
+    if base is not None and not issubclass(cls, base):
+        return [f"must be a subclass of {base.__module__}.{base.__qualname__}"]
+    problems: list[str] = []
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        problems.append("lacks 'name' (a non-empty string)")
+    elif not _NAME_RE.fullmatch(name):
+        problems.append(
+            f"name {name!r} is not allowed: use letters, digits, '_', '-' or '.', "
+            "starting with a letter"
+        )
+    description = getattr(cls, "description", None)
+    if not isinstance(description, str) or not description.strip():
+        problems.append("lacks 'description' (a non-empty string)")
+    problems += _check_params(cls)
+    if kind == "loss":
+        from .components.base import (
+            CLASSIFICATION,
+            REGRESSION,
+            ConstrainedConjugate,
+            LossKernels,
+        )
+
+        problems += _check_tuple(cls, "kernels", LossKernels, required=True)
+        if cls.task not in (CLASSIFICATION, REGRESSION):
+            problems.append(f"task must be {CLASSIFICATION!r} or {REGRESSION!r}; got {cls.task!r}")
+        for flag in ("smooth_conjugate", "smooth_primal"):
+            if not isinstance(getattr(cls, flag), bool):
+                problems.append(f"{flag} must be True or False; got {getattr(cls, flag)!r}")
+        if not cls.smooth_conjugate:
+            if cls.constrained is None:
+                problems.append(
+                    "has smooth_conjugate=False but lacks 'constrained' "
+                    "(a ConstrainedConjugate of jitted functions)"
+                )
+            else:
+                problems += _check_tuple(cls, "constrained", ConstrainedConjugate, True)
+            if not isinstance(cls.n_cons, int) or cls.n_cons < 1:
+                problems.append(f"n_cons must be an integer >= 1; got {cls.n_cons!r}")
+            if not isinstance(cls.n_aux, int) or cls.n_aux < 0:
+                problems.append(f"n_aux must be an integer >= 0; got {cls.n_aux!r}")
+    elif kind == "regularizer":
+        from .components.base import BregmanKernels, RegularizerKernels
+
+        problems += _check_tuple(cls, "kernels", RegularizerKernels, required=True)
+        problems += _check_tuple(cls, "bregman", BregmanKernels, required=False)
+    elif kind == "engine":
+        from .engines.base import Engine
+
+        if cls.solve is Engine.solve:
+            problems.append("does not implement solve(problem, callback)")
+    elif kind == "kernel" and base is not None:
+        problems += _check_kernel_function(cls, base)
+    return problems
+
+
+def _check_kernel_function(cls: type, base: type) -> list[str]:
+    """``uses`` + ``from_base``, or an own ``gram`` (mklkit.kernels.functions)."""
+    if not hasattr(base, "uses") or not hasattr(base, "gram"):
+        return []
+    bases = tuple(getattr(importlib.import_module(base.__module__), "BASES", ("sqdist", "inner")))
+    uses = getattr(cls, "uses", None)
+    if uses is None:
+        if cls.gram is base.gram:
+            return [f"must override gram() or set 'uses' to one of {', '.join(map(repr, bases))}"]
+        return []
+    if uses not in bases:
+        return [f"'uses' must be one of {', '.join(map(repr, bases))} or None; got {uses!r}"]
+    if getattr(cls, "from_base", None) is getattr(base, "from_base", None):
+        return [f"sets uses={uses!r} but does not implement from_base()"]
+    return []
+
+
+def _dist_of(ep: Any) -> tuple[str, str]:
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return ep.value.split(":")[0].split(".")[0], ""
+    name = dist.metadata["Name"] if dist.metadata is not None else None
+    return str(name or getattr(dist, "name", "") or "unknown"), str(dist.version or "")
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
+
+
+# ---------------------------------------------------------------------------
+# Process-wide registry
+# ---------------------------------------------------------------------------
+_registry: Registry | None = None
+_lock = threading.RLock()
+_building = False
+
+
+def get_registry() -> Registry:
+    """The process-wide registry, built from the installed plugins on first use.
+
+    Raises
+    ------
+    RuntimeError
+        When called while the registry is being built (from a plugin's import
+        or hook); look components up lazily instead.
+    """
+    global _registry, _building
+    reg = _registry
+    if reg is not None:
+        return reg
+    with _lock:
+        if _registry is None:
+            if _building:
+                raise RuntimeError(
+                    "get_registry() was called while the mklkit registry is being built; "
+                    "a plugin must not look components up at import or registration time"
+                )
+            _building = True
+            try:
+                _registry = Registry.load()
+            finally:
+                _building = False
+        return _registry
+
+
+def reset_registry() -> None:
+    """Forget the process-wide registry; the next :func:`get_registry` rebuilds it."""
+    global _registry
+    with _lock:
+        _registry = None
+
+
+# ---------------------------------------------------------------------------
+# Listing
+# ---------------------------------------------------------------------------
+def format_listing(reg: Registry | None = None) -> str:
+    """A table of registered components, then broken and disabled plugins.
+
+    One row per component -- kind, name, ``distribution version``, one-line
+    description -- followed by one indented line per parameter
+    (``name=default (allowed): doc``).  Used by ``mklkit plugins``.
+    """
+    reg = get_registry() if reg is None else reg
+    records = reg.registrations()
+    header = ("KIND", "NAME", "DISTRIBUTION", "DESCRIPTION")
+    rows = [(r.kind, r.name, r.provider, r.description) for r in records]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
+    indent = " " * (sum(widths) + 2 * 3)
+
+    def line(row: tuple[str, str, str, str]) -> str:
+        cells = [c.ljust(w) for c, w in zip(row[:3], widths)]
+        return "  ".join([*cells, row[3]]).rstrip()
+
+    lines = [line(header)] if rows else ["no components registered"]
+    for record, row in zip(records, rows):
+        lines.append(line(row))
+        for p in getattr(record.cls, "params", ()):
+            lines.append(f"{indent}{p.describe()}".rstrip())
+    if reg.broken:
+        lines += ["", f"broken plugins (skipped; set {DISABLE_ENV}=NAME to silence):"]
+        for b in reg.broken:
+            lines.append(f"  {b.name} ({b.dist} {b.version}): {b.message}".replace(" )", ")"))
+    if reg.disabled:
+        lines += ["", f"disabled plugins ({DISABLE_ENV}): " + ", ".join(reg.disabled)]
+    return "\n".join(lines)

@@ -1,0 +1,95 @@
+"""Solver results: one frozen record every engine returns."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+class Status(str, enum.Enum):
+    """How a solve ended.  Engines never raise on non-convergence."""
+
+    CONVERGED = "converged"
+    MAX_ITER = "max_iter"
+    STALLED = "stalled"
+    NUMERICAL_ERROR = "numerical_error"
+    STOPPED = "stopped"  # a callback asked to stop
+
+    def __str__(self) -> str:  # "converged", not "Status.CONVERGED"
+        return self.value
+
+
+@dataclass(frozen=True)
+class SolveResult:
+    """Outcome of one MKL solve.
+
+    Attributes
+    ----------
+    status : Status
+    objective : float
+        Primal value :math:`\\sum_i \\ell(y_i, z_i) + \\sum_m \\tilde g_C(\\|\\alpha_m\\|_{K_m})`
+        (SpicyMKL eq. 42 in representer form).
+    dual_objective : float
+        Value of the dual at the engine's projected dual point (SpicyMKL §6.1).
+    gap : float
+        Relative duality gap ``(objective - dual_objective) / |objective|``.
+    iterations : int
+        Outer iterations.
+    alpha : ndarray (M, N)
+        Coefficients of every block (zero rows for inactive kernels).
+    bias : float
+    kernel_weights : ndarray (M,)
+        :math:`d_m = 1 / (2 g'(\\|\\alpha_m\\|^2_{K_m}))`, normalised to sum 1.
+    block_norms : ndarray (M,)
+        :math:`\\|\\alpha_m\\|_{K_m}`.
+    history : list of dict
+        Per outer iteration: ``iteration``, ``objective``, ``dual_objective``,
+        ``gap``, ``n_active``, ``time_s`` (and engine-specific keys).
+    message : str
+    time_s : float
+    engine : str
+    dual : ndarray (N,), optional
+        The dual point ρ used for the gap.
+    """
+
+    status: Status
+    objective: float
+    dual_objective: float
+    gap: float
+    iterations: int
+    alpha: np.ndarray
+    bias: float
+    kernel_weights: np.ndarray
+    block_norms: np.ndarray
+    history: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
+    time_s: float = 0.0
+    engine: str = ""
+    dual: np.ndarray | None = None
+
+    @property
+    def converged(self) -> bool:
+        return self.status == Status.CONVERGED
+
+    @property
+    def active_set(self) -> np.ndarray:
+        """Indices of kernels with a non-zero block."""
+        return np.flatnonzero(self.block_norms > 0)
+
+    def decision_function(self, K_cross: np.ndarray) -> np.ndarray:
+        """Predictions :math:`\\sum_m K_m(X_{new}, X)\\alpha_m + b`.
+
+        ``K_cross`` has shape (M, N_new, N) (test-vs-train kernels, normalised
+        like the training bank).
+        """
+        K_cross = np.asarray(K_cross, dtype=np.float64)
+        active = self.active_set
+        if active.size == 0:
+            return np.full(K_cross.shape[1], self.bias)
+        return np.einsum("mij,mj->i", K_cross[active], self.alpha[active]) + self.bias
+
+
+class ConvergenceWarning(UserWarning):
+    """Emitted (on stderr, through :mod:`warnings`) when a solve ends unconverged."""

@@ -1,0 +1,138 @@
+"""Create the skeleton of a plugin distribution (``mklkit new-plugin NAME``).
+
+The skeleton is a working plugin from the start: a component that passes the
+conformance kit (a scaled squared loss, or a block 1-norm regularizer), its
+entry point, and a test that runs :func:`mklkit.testing.assert_conforms`.
+Every place to edit is marked ``TODO``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import string
+import tempfile
+from pathlib import Path
+
+from . import _templates
+
+__all__ = ["new_plugin", "SCAFFOLD_KINDS"]
+
+logger = logging.getLogger(__name__)
+
+#: Component kinds that have a template.
+SCAFFOLD_KINDS: tuple[str, ...] = ("loss", "regularizer")
+
+_NAME_RE = re.compile(r"[a-z][a-z0-9_]*")
+_MAX_NAME = 40
+
+
+def _check_name(name: object) -> str:
+    if (
+        not isinstance(name, str)
+        or not _NAME_RE.fullmatch(name)
+        or len(name) > _MAX_NAME
+        or name.endswith("_")
+    ):
+        raise ValueError(
+            f"plugin name {name!r} is not allowed: use lowercase letters, digits and "
+            f"underscores, starting with a letter, at most {_MAX_NAME} characters "
+            "(e.g. 'my_loss')"
+        )
+    return name
+
+
+def _class_name(name: str, kind: str) -> str:
+    camel = "".join(part.capitalize() for part in name.split("_") if part)
+    suffix = kind.capitalize()
+    return camel if camel.endswith(suffix) else camel + suffix
+
+
+def new_plugin(name: str, dest: str | os.PathLike[str] = ".", kind: str = "loss") -> Path:
+    """Create a plugin distribution ``mklkit-<name>/`` in ``dest``.
+
+    The distribution (and folder) name is ``mklkit-<name>`` with underscores
+    written as hyphens; the package is ``mklkit_<name>``.  The layout is::
+
+        mklkit-<name>/
+            pyproject.toml           entry point: <name> = "mklkit_<name>.plugin"
+            README.md
+            mklkit_<name>/__init__.py
+            mklkit_<name>/plugin.py  @hookimpl mklkit_register_components
+            mklkit_<name>/<kind>.py  the component, with TODOs
+            tests/test_<name>.py     runs mklkit.testing.assert_conforms
+
+    Parameters
+    ----------
+    name : str
+        Component and entry-point name: lowercase letters, digits and
+        underscores, starting with a letter.
+    dest : path-like
+        Folder in which to create the distribution (created if missing).
+    kind : {"loss", "regularizer"}
+        Component kind of the skeleton.
+
+    Returns
+    -------
+    Path
+        The new ``mklkit-<name>`` folder.
+
+    Raises
+    ------
+    ValueError
+        ``name`` or ``kind`` is not allowed.
+    FileExistsError
+        ``dest/mklkit-<name>`` exists already; nothing is overwritten.
+    """
+    name = _check_name(name)
+    if kind not in SCAFFOLD_KINDS:
+        raise ValueError(
+            f"plugin kind must be one of {', '.join(map(repr, SCAFFOLD_KINDS))}; got {kind!r}"
+        )
+    from . import __version__
+
+    dest = Path(dest)
+    dist = "mklkit-" + name.replace("_", "-")
+    target = dest / dist
+    if target.exists() or target.is_symlink():
+        raise FileExistsError(
+            f"{target} already exists; choose another plugin name or remove that folder"
+        )
+    package = f"mklkit_{name}"
+    module = "loss" if kind == "loss" else "regularizer"
+    values = {
+        "name": name,
+        "package": package,
+        "dist": dist,
+        "cls": _class_name(name, kind),
+        "kind": kind,
+        "module": module,
+        "mklkit_version": __version__,
+    }
+    component = _templates.LOSS if kind == "loss" else _templates.REGULARIZER
+    files = {
+        "pyproject.toml": _templates.PYPROJECT,
+        "README.md": _templates.README,
+        f"{package}/__init__.py": _templates.INIT,
+        f"{package}/plugin.py": _templates.PLUGIN,
+        f"{package}/{module}.py": component,
+        f"tests/test_{name}.py": _templates.TEST,
+    }
+    dest.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dist}-", dir=dest))
+    try:
+        for rel, template in files.items():
+            path = staging / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(string.Template(template).substitute(values), encoding="utf-8")
+        if target.exists():
+            raise FileExistsError(
+                f"{target} already exists; choose another plugin name or remove that folder"
+            )
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    logger.info("created plugin %s in %s", dist, target)
+    return target

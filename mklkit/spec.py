@@ -1,0 +1,1580 @@
+"""YAML problem specs: ``yaml.safe_load`` -> validated typed spec -> :class:`Problem`.
+
+A spec declares one MKL experiment (see ``docs/specs.md`` for every key)::
+
+    data:     {builtin: sonar, test_size: 0.2, seed: 0, standardize: true}
+    kernels:  {preset: simplemkl, normalize: trace}
+    problem:  {loss: logistic, regularizer: {name: elasticnet, lam: 0.5}, C: 0.5}
+    solver:   {name: spicy, tol: 1.0e-4, max_iter: 200}
+    output:   {dir: runs/quickstart}
+
+Validation happens in two stages, both before any expensive work:
+
+1. :func:`load_spec` parses the file (``yaml.safe_load`` semantics), applies
+   ``--set`` overrides and checks every key, type and value; components
+   (loss, regularizer, engine) are created through the plugin registry so
+   their own :class:`~mklkit.components.params.Param` declarations validate
+   their parameters.
+2. :meth:`Spec.load_data` / :meth:`Spec.prepare` load the data (labels are
+   checked by the loss, NaN/inf by the loaders), check shapes, probe the
+   kernel bank on a few rows and ask the engine whether it supports the
+   loss x regularizer combination before building the full bank.
+
+Every problem is raised as one :class:`SpecError` whose message is one line::
+
+    specs/a.yaml: problem.regularizer.lam: invalid value; got 1.5; allowed: a number in [0, 1]
+
+Relative input paths (``data.train``, ``data.test``,
+``kernels.precomputed``) resolve against the folder of the spec file;
+``output.dir`` resolves against the current working directory.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+
+import yaml
+
+from .components.params import Param, ParamError, did_you_mean
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from .components.base import Loss, Regularizer
+    from .engines.base import Engine
+    from .problem import Problem
+
+__all__ = [
+    "SpecError",
+    "Spec",
+    "DataSpec",
+    "KernelSpec",
+    "ProblemSpec",
+    "SolverSpec",
+    "OutputSpec",
+    "PreparedData",
+    "Prepared",
+    "load_spec",
+    "parse_spec",
+    "parse_override",
+    "parse_bytes",
+    "json_schema",
+    "TOP_KEYS",
+]
+
+logger = logging.getLogger(__name__)
+
+_MISSING: Any = object()
+
+
+# ---------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------
+def _show(value: Any, limit: int = 80) -> str:
+    """A short one-line rendering of an offending value."""
+    if isinstance(value, Path):
+        value = str(value)
+    text = repr(value)
+    text = " ".join(text.split())
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return text
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+class SpecError(ValueError):
+    """A spec problem, reported as one line naming file, key path and value.
+
+    ``str(err)`` reads
+    ``<file>: <key.path>: <what is wrong>; got <value>; allowed: <what is allowed>``
+    (the ``got`` part is left out when there is no value, e.g. a missing key).
+
+    Attributes
+    ----------
+    file : str
+        The spec file as given (or ``"<spec>"`` for an in-memory mapping).
+    key : str
+        Dotted key path (``problem.regularizer.lam``); a YAML syntax error
+        uses ``line L, column C``.
+    problem : str
+        What is wrong.
+    value : Any
+        The offending value (absent: :data:`SpecError.NO_VALUE`).
+    allowed : str or None
+        What would be accepted.
+    """
+
+    NO_VALUE: Any = _MISSING
+
+    def __init__(
+        self,
+        file: str,
+        key: str,
+        problem: str,
+        value: Any = _MISSING,
+        allowed: str | None = None,
+        *,
+        shown: str | None = None,
+    ) -> None:
+        self.file = str(file)
+        self.key = key
+        self.problem = _one_line(problem)
+        self.value = None if value is _MISSING else value
+        self.has_value = value is not _MISSING or shown is not None
+        self.shown = _one_line(shown) if shown is not None else (_show(value) if self.has_value else None)
+        self.allowed = _one_line(allowed) if allowed else None
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        head = f"{self.file}: {self.key}: {self.problem}" if self.key else f"{self.file}: {self.problem}"
+        parts = [head]
+        if self.has_value:
+            parts.append(f"got {self.shown}")
+        if self.allowed:
+            parts.append(f"allowed: {self.allowed}")
+        return _one_line("; ".join(parts))
+
+    def __str__(self) -> str:
+        return self._message()
+
+
+# ---------------------------------------------------------------------------
+# YAML loading: safe_load semantics, duplicate keys refused, 1e-4 is a float
+# ---------------------------------------------------------------------------
+class _SpecLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses duplicate keys and reads ``1e-4`` as a float.
+
+    PyYAML (YAML 1.1) reads ``1e-4`` (no dot) as a string; YAML 1.2 and every
+    user reads it as a number.  Only safe constructors are registered, so an
+    object tag such as ``!!python/object`` is an error, exactly as with
+    :func:`yaml.safe_load`.
+    """
+
+
+_SpecLoader.yaml_implicit_resolvers = {
+    k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_FLOAT_RE = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?
+    |[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+_SpecLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_RE, list("-+0123456789."))
+# keep ints as ints: the int resolver must win for plain digits
+for _first in list("-+0123456789"):
+    _rs = _SpecLoader.yaml_implicit_resolvers.get(_first, [])
+    _rs.sort(key=lambda r: 0 if r[0] == "tag:yaml.org,2002:int" else 1)
+
+
+def _construct_mapping(loader: _SpecLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, Any] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"unhashable key {key!r}", key_node.start_mark
+            ) from None
+        if key in seen:
+            raise _DuplicateKey(key, key_node.start_mark)
+        seen[key] = True
+    return loader.construct_mapping(node, deep=deep)
+
+
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, mark: Any) -> None:
+        self.key = key
+        self.problem_mark = mark
+        super().__init__(f"duplicate key {key!r}")
+
+
+_SpecLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _yaml_error(file: str, exc: yaml.YAMLError) -> SpecError:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "YAML"
+    if isinstance(exc, _DuplicateKey):
+        return SpecError(file, where, "duplicate key", exc.key, "each key once per mapping")
+    if isinstance(exc, yaml.constructor.ConstructorError):
+        problem = getattr(exc, "problem", "") or str(exc)
+        m = re.search(r"tag '([^']*)'", problem)
+        if m:
+            tag = m.group(1).replace("tag:yaml.org,2002:", "!!")
+            return SpecError(
+                file, where, "YAML tag not allowed (specs are read with yaml.safe_load)",
+                tag, "plain YAML: mappings, lists, strings, numbers, booleans, null",
+            )
+        return SpecError(file, where, f"invalid YAML: {problem}")
+    problem = getattr(exc, "problem", None) or str(exc)
+    context = getattr(exc, "context", None)
+    what = f"YAML syntax error: {problem}" + (f" ({context})" if context else "")
+    return SpecError(file, where, what, allowed="valid YAML")
+
+
+def _load_yaml_text(text: str, file: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_SpecLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise _yaml_error(file, exc) from None
+
+
+# ---------------------------------------------------------------------------
+# Typed spec
+# ---------------------------------------------------------------------------
+TOP_KEYS: tuple[str, ...] = ("description", "data", "kernels", "problem", "solver", "output")
+DATA_KEYS: tuple[str, ...] = (
+    "builtin", "train", "test", "format", "target", "drop",
+    "test_size", "train_size", "seed", "standardize",
+)
+KERNEL_KEYS: tuple[str, ...] = ("preset", "bank", "precomputed", "normalize", "memory_budget")
+PROBLEM_KEYS: tuple[str, ...] = ("loss", "regularizer", "C", "bias")
+OUTPUT_KEYS: tuple[str, ...] = ("dir",)
+NORMALIZE_CHOICES: tuple[str, ...] = ("trace", "diagonal", "none")
+FORMAT_CHOICES: tuple[str, ...] = ("csv", "npz", "libsvm")
+
+#: Defaults of the scalar keys (``docs/specs.md`` lists the same).
+DEFAULTS: dict[str, Any] = {
+    "data.test_size": 0.2,
+    "data.seed": 0,
+    "data.standardize": True,
+    "kernels.normalize": "trace",
+    "problem.regularizer": "l1",
+    "problem.C": 1.0,
+    "problem.bias": True,
+    "solver.name": "spicy",
+}
+
+_P_SEED = Param("seed", 0, type=int, low=0)
+_P_STANDARDIZE = Param("standardize", True, type=bool)
+_P_C = Param("C", 1.0, low=0.0, low_open=True)
+_P_BIAS = Param("bias", True, type=bool)
+_P_NORMALIZE = Param("normalize", "trace", type=str, choices=NORMALIZE_CHOICES)
+_P_FORMAT = Param("format", None, type=str, choices=FORMAT_CHOICES)
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """``data:`` -- where the examples come from and how they are split.
+
+    Exactly one of ``builtin`` / ``train`` (or neither with
+    ``kernels.precomputed``).
+    """
+
+    builtin: str | None = None
+    train: Path | None = None
+    test: Path | None = None
+    format: str | None = None
+    target: str | None = None
+    drop: tuple[str, ...] = ()
+    test_size: float | int = 0.2
+    train_size: float | int | None = None
+    seed: int = 0
+    standardize: bool = True
+    explicit: frozenset[str] = frozenset()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.builtin is not None:
+            out["builtin"] = self.builtin
+        if self.train is not None:
+            out["train"] = str(self.train)
+        if self.test is not None:
+            out["test"] = str(self.test)
+        if self.format is not None:
+            out["format"] = self.format
+        if self.target is not None:
+            out["target"] = self.target
+        if self.drop:
+            out["drop"] = list(self.drop)
+        out["test_size"] = self.test_size
+        out["train_size"] = self.train_size
+        out["seed"] = self.seed
+        out["standardize"] = self.standardize
+        return out
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """``kernels:`` -- exactly one of ``preset``, ``bank`` or ``precomputed``."""
+
+    preset: str | None = None
+    bank: tuple[dict[str, Any], ...] | None = None
+    precomputed: Path | None = None
+    normalize: str = "trace"
+    memory_budget: int | None = None
+    memory_budget_given: Any = None
+
+    @property
+    def mode(self) -> str:
+        if self.precomputed is not None:
+            return "precomputed"
+        return "preset" if self.preset is not None else "bank"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.preset is not None:
+            out["preset"] = self.preset
+        if self.bank is not None:
+            out["bank"] = [dict(e) for e in self.bank]
+        if self.precomputed is not None:
+            out["precomputed"] = str(self.precomputed)
+        out["normalize"] = self.normalize
+        out["memory_budget"] = self.memory_budget_given
+        return out
+
+
+@dataclass(frozen=True)
+class ProblemSpec:
+    """``problem:`` -- loss, regularizer (validated component instances), C, bias."""
+
+    loss: Loss
+    regularizer: Regularizer
+    C: float = 1.0
+    bias: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "loss": _component_dict(self.loss),
+            "regularizer": _component_dict(self.regularizer),
+            "C": self.C,
+            "bias": self.bias,
+        }
+
+
+@dataclass(frozen=True)
+class SolverSpec:
+    """``solver:`` -- the engine, an instance holding its validated options."""
+
+    engine: Engine
+
+    @property
+    def name(self) -> str:
+        return self.engine.name
+
+    def to_dict(self) -> dict[str, Any]:
+        return _component_dict(self.engine)
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """``output:`` -- where ``mklkit run`` writes (relative to the working directory)."""
+
+    dir: Path
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dir": str(self.dir)}
+
+
+def _component_dict(comp: Any) -> dict[str, Any]:
+    return {"name": comp.name, **comp.get_params()}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated spec.
+
+    Attributes
+    ----------
+    file : str
+        The spec file as given on the command line (used in messages).
+    folder : Path
+        Folder against which relative input paths were resolved.
+    data, kernels, problem, solver, output : section specs
+    description : str
+    overridden : tuple of str
+        Key paths set by ``--set``.
+    """
+
+    file: str
+    folder: Path
+    data: DataSpec
+    kernels: KernelSpec
+    problem: ProblemSpec
+    solver: SolverSpec
+    output: OutputSpec
+    description: str = ""
+    overridden: tuple[str, ...] = ()
+    given_paths: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The spec file's stem (``quickstart`` for ``specs/quickstart.yaml``)."""
+        return _spec_stem(self.file)
+
+    def resolved(self) -> dict[str, Any]:
+        """The spec with every default filled in, as plain JSON-able data."""
+        out: dict[str, Any] = {}
+        if self.description:
+            out["description"] = self.description
+        if self.kernels.precomputed is None or self.data.explicit:
+            out["data"] = self.data.to_dict()
+        out["kernels"] = self.kernels.to_dict()
+        out["problem"] = self.problem.to_dict()
+        out["solver"] = self.solver.to_dict()
+        out["output"] = self.output.to_dict()
+        return out
+
+    def error(
+        self, key: str, problem: str, value: Any = _MISSING, allowed: str | None = None,
+        *, shown: str | None = None,
+    ) -> SpecError:
+        """A :class:`SpecError` for this spec (marks keys set by ``--set``)."""
+        return SpecError(self.file, key, _mark_override(problem, key, self.overridden), value, allowed, shown=shown)
+
+    # -- stage 2 ------------------------------------------------------------
+    def load_data(self) -> PreparedData:
+        """Load, check, split and standardize the data (no kernels yet)."""
+        return _load_data(self)
+
+    def prepare(self, progress: bool | None = None, build: bool = True) -> Prepared:
+        """Load the data, build the kernel bank and the :class:`Problem`.
+
+        With ``build=False`` only a probe of the bank is built on a few rows
+        (enough to validate every entry and count the kernels) and
+        :attr:`Prepared.problem` is ``None``; this is what ``mklkit validate``
+        runs.
+        """
+        return _prepare(self, progress=progress, build=build)
+
+
+# ---------------------------------------------------------------------------
+# Stage 1: parse and validate the mapping
+# ---------------------------------------------------------------------------
+def load_spec(
+    path: str | Path,
+    overrides: Sequence[str] | Mapping[str, Any] = (),
+) -> Spec:
+    """Read, override and validate a spec file.
+
+    Parameters
+    ----------
+    path : path-like
+        The YAML file.
+    overrides : sequence of ``"key.path=value"`` or mapping
+        Applied before validation (``--set`` on the command line); values
+        given as strings are parsed as YAML.
+
+    Raises
+    ------
+    SpecError
+        Anything wrong, as one line naming the file and key path.
+    """
+    file = str(path)
+    p = Path(path)
+    if not p.exists():
+        raise SpecError(file, "", "spec file not found", file, "an existing YAML file")
+    if p.is_dir():
+        raise SpecError(file, "", "is a directory, not a spec file", file, "a YAML file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(file, "", f"cannot read the spec as UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise SpecError(file, "", f"cannot read the spec ({exc.strerror or exc})") from None
+    raw = _load_yaml_text(text, file)
+    if raw is None:
+        raise SpecError(file, "", "the spec is empty", allowed="a mapping with data, kernels, problem, solver, output")
+    return parse_spec(raw, file=file, folder=p.resolve().parent, overrides=overrides)
+
+
+def parse_spec(
+    raw: Any,
+    file: str = "<spec>",
+    folder: str | Path | None = None,
+    overrides: Sequence[str] | Mapping[str, Any] = (),
+) -> Spec:
+    """Validate an already-loaded spec mapping (see :func:`load_spec`)."""
+    folder = Path(folder) if folder is not None else Path.cwd()
+    if not isinstance(raw, dict):
+        raise SpecError(
+            file, "", "the spec must be a mapping of sections", raw,
+            "a mapping with keys " + ", ".join(TOP_KEYS),
+        )
+    raw = _deepcopy(raw)
+    overridden: list[str] = []
+    items = overrides.items() if isinstance(overrides, Mapping) else [
+        parse_override(o, file) for o in overrides
+    ]
+    for key, value in items:
+        _apply_override(raw, key, value, file)
+        overridden.append(key)
+    return _Parser(file, folder, tuple(overridden)).parse(raw)
+
+
+def _deepcopy(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _deepcopy(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_deepcopy(v) for v in x]
+    return x
+
+
+def parse_override(text: str, file: str = "<spec>") -> tuple[str, Any]:
+    """Split ``"key.path=value"`` and parse the value as YAML (``1e-3`` is a number)."""
+    if not isinstance(text, str) or "=" not in text:
+        raise SpecError(file, "--set", "an override needs the form key.path=value", text, "key.path=value, e.g. problem.C=0.1")
+    key, _, value_text = text.partition("=")
+    key = key.strip()
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*", key):
+        raise SpecError(file, "--set", "malformed key path", key, "dotted keys such as problem.regularizer.lam")
+    value = _load_yaml_text(value_text, f"{file} (--set {key})") if value_text.strip() else None
+    return key, value
+
+
+_EXCLUSIVE: dict[str, tuple[str, ...]] = {
+    "kernels.preset": ("kernels.bank", "kernels.precomputed"),
+    "kernels.bank": ("kernels.preset", "kernels.precomputed"),
+    "kernels.precomputed": ("kernels.preset", "kernels.bank"),
+    "data.builtin": ("data.train", "data.test", "data.format"),
+    "data.train": ("data.builtin",),
+}
+
+
+def _apply_override(raw: dict, key: str, value: Any, file: str) -> None:
+    parts = key.split(".")
+    node: Any = raw
+    for depth, part in enumerate(parts[:-1]):
+        where = ".".join(parts[: depth + 1])
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise SpecError(file, where, "no such list entry (--set)", part, f"an index in 0..{len(node) - 1}")
+            idx = int(part)
+            if isinstance(node[idx], str):  # short form of a bank entry or component
+                node[idx] = {"function" if where.startswith("kernels.bank") else "name": node[idx]}
+            node = node[idx]
+            continue
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif isinstance(child, str):  # a component named by its short form
+            child = node[part] = {"name": child}
+        elif not isinstance(child, (dict, list)):
+            raise SpecError(
+                file, where, f"cannot set {key}: {where} is not a mapping (--set)", child,
+                f"--set {where}=VALUE to replace it",
+            )
+        node = child
+    last = parts[-1]
+    if isinstance(node, list):
+        if not last.isdigit() or int(last) >= len(node):
+            raise SpecError(file, key, "no such list entry (--set)", last, f"an index in 0..{len(node) - 1}")
+        node[int(last)] = value
+    else:
+        node[last] = value
+    for other in _EXCLUSIVE.get(key, ()):
+        section, sub = other.split(".")
+        if isinstance(raw.get(section), dict):
+            raw[section].pop(sub, None)
+
+
+def _mark_override(problem: str, key: str, overridden: Sequence[str]) -> str:
+    def norm(k: str) -> str:
+        return re.sub(r"\[(\d+)\]", r".\1", k)
+
+    k = norm(key)
+    for o in overridden:
+        o = norm(o)
+        if k == o or k.startswith(o + ".") or o.startswith(k + "."):
+            return f"{problem} (set by --set)"
+    return problem
+
+
+def _spec_stem(file: str) -> str:
+    name = Path(file).name
+    for suffix in (".yaml", ".yml"):
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return Path(name).stem or "spec"
+
+
+class _Parser:
+    def __init__(self, file: str, folder: Path, overridden: tuple[str, ...]):
+        self.file = file
+        self.folder = folder
+        self.overridden = overridden
+        self.given_paths: dict[str, str] = {}
+
+    # -- helpers --------------------------------------------------------------
+    def err(
+        self, key: str, problem: str, value: Any = _MISSING, allowed: str | None = None,
+        *, shown: str | None = None,
+    ) -> SpecError:
+        return SpecError(self.file, key, _mark_override(problem, key, self.overridden), value, allowed, shown=shown)
+
+    def section(self, raw: dict, name: str, keys: Sequence[str], required: bool) -> dict:
+        if name not in raw or raw[name] is None:
+            if required:
+                raise self.err(name, "required section is missing", allowed=f"a mapping with keys {', '.join(keys)}")
+            return {}
+        sec = raw[name]
+        if not isinstance(sec, dict):
+            raise self.err(name, "must be a mapping", sec, f"a mapping with keys {', '.join(keys)}")
+        self.check_keys(sec, name, keys)
+        return sec
+
+    def check_keys(self, mapping: dict, where: str, keys: Sequence[str]) -> None:
+        for k in mapping:
+            if not isinstance(k, str):
+                raise self.err(where, "keys must be strings", k, ", ".join(keys))
+            if k not in keys:
+                path = f"{where}.{k}" if where else k
+                raise self.err(path, f"unknown key{did_you_mean(k, list(keys))}", k, ", ".join(keys))
+
+    def param(self, sec: dict, where: str, p: Param) -> Any:
+        if p.name not in sec or (sec[p.name] is None and not p.nullable):
+            return p.default
+        try:
+            return p.validate(sec[p.name])
+        except ParamError as e:
+            raise self.err(f"{where}.{p.name}", "invalid value", e.value, e.allowed) from None
+
+    def string(self, sec: dict, where: str, key: str, what: str = "a non-empty string") -> str | None:
+        if key not in sec or sec[key] is None:
+            return None
+        v = sec[key]
+        if not isinstance(v, str) or not v.strip():
+            raise self.err(f"{where}.{key}", "invalid value", v, what)
+        return v
+
+    def path(self, sec: dict, where: str, key: str) -> Path | None:
+        v = self.string(sec, where, key, "a file path (relative to the spec's folder)")
+        if v is None:
+            return None
+        self.given_paths[f"{where}.{key}"] = v
+        p = Path(v).expanduser()
+        return p if p.is_absolute() else (self.folder / p)
+
+    # -- sections -------------------------------------------------------------
+    def parse(self, raw: dict) -> Spec:
+        self.check_keys(raw, "", TOP_KEYS)
+        description = raw.get("description") or ""
+        if not isinstance(description, str):
+            raise self.err("description", "invalid value", description, "a string")
+        kernels = self.kernels(raw)
+        data = self.data(raw, precomputed=kernels.precomputed is not None)
+        problem = self.problem(raw)
+        solver = self.solver(raw)
+        output = self.output(raw)
+        return Spec(
+            file=self.file, folder=self.folder, data=data, kernels=kernels,
+            problem=problem, solver=solver, output=output,
+            description=description, overridden=self.overridden, given_paths=dict(self.given_paths),
+        )
+
+    def data(self, raw: dict, precomputed: bool) -> DataSpec:
+        sec = self.section(raw, "data", DATA_KEYS, required=not precomputed)
+        given = frozenset(k for k, v in sec.items() if v is not None)
+        if precomputed:
+            extra = sorted(given - {"test_size", "seed"})
+            if extra:
+                raise self.err(
+                    f"data.{extra[0]}", "not used with kernels.precomputed (the NPZ holds the labels)",
+                    sec[extra[0]], "data.test_size and data.seed only",
+                )
+        else:
+            has_builtin = "builtin" in given
+            has_train = "train" in given
+            if has_builtin and has_train:
+                raise self.err("data.train", "data.builtin and data.train are exclusive", sec["train"], "one of builtin or train")
+            if not has_builtin and not has_train:
+                raise self.err("data", "needs a data source", allowed="data.builtin (a bundled data set) or data.train (a file)")
+            if has_builtin and "test" in given:
+                raise self.err("data.test", "a test file needs data.train, not data.builtin", sec["test"], "data.train with data.test")
+        builtin = None
+        if "builtin" in given:
+            from .data import available
+
+            names = available()
+            builtin = sec["builtin"]
+            if not isinstance(builtin, str) or builtin not in names:
+                hint = did_you_mean(builtin, names) if isinstance(builtin, str) else ""
+                raise self.err("data.builtin", f"unknown builtin data set{hint}", builtin, ", ".join(names))
+        train = self.path(sec, "data", "train")
+        test = self.path(sec, "data", "test")
+        for key, p in (("train", train), ("test", test)):
+            if p is not None and not p.is_file():
+                raise self.err(
+                    f"data.{key}", "file not found" if not p.exists() else "not a file",
+                    sec[key], f"an existing file (resolved: {p})",
+                )
+        fmt = self.param(sec, "data", _P_FORMAT) if "format" in given else None
+        if fmt is not None and train is None:
+            raise self.err("data.format", "only used with data.train", fmt, "data.train with format")
+        target = sec.get("target")
+        if target is not None and not isinstance(target, str):
+            raise self.err("data.target", "invalid value", target, "a column name")
+        drop = sec.get("drop")
+        if drop is None:
+            drop_t: tuple[str, ...] = ()
+        else:
+            if isinstance(drop, str):
+                drop = [drop]
+            if not isinstance(drop, list) or not all(isinstance(c, str) for c in drop):
+                raise self.err("data.drop", "invalid value", drop, "a list of column names")
+            drop_t = tuple(drop)
+            if target is not None and target in drop_t:
+                raise self.err("data.drop", "drops the target column", target, "feature columns other than data.target")
+        test_size = self.size(sec, "test_size", allow_zero=True, default=0.2)
+        if test is not None and "test_size" in given:
+            raise self.err("data.test_size", "not used when data.test gives a test file", sec["test_size"], "data.test or data.test_size, not both")
+        if test is not None:
+            test_size = 0
+        train_size = self.size(sec, "train_size", allow_zero=False, default=None)
+        seed = self.param(sec, "data", _P_SEED)
+        standardize = self.param(sec, "data", _P_STANDARDIZE)
+        if precomputed:
+            standardize = False
+        return DataSpec(
+            builtin=builtin, train=train, test=test, format=fmt, target=target, drop=drop_t,
+            test_size=test_size, train_size=train_size, seed=seed, standardize=standardize,
+            explicit=given,
+        )
+
+    def size(self, sec: dict, key: str, allow_zero: bool, default: Any) -> Any:
+        if key not in sec or sec[key] is None:
+            return default
+        v = sec[key]
+        low = "[0, 1)" if allow_zero else "(0, 1)"
+        allowed = f"a fraction in {low} or a row count >= 1"
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise self.err(f"data.{key}", "invalid value", v, allowed)
+        if isinstance(v, float) and v.is_integer() and v >= 1:
+            v = int(v)
+        if isinstance(v, float):
+            if not ((0.0 <= v < 1.0) if allow_zero else (0.0 < v < 1.0)):
+                raise self.err(f"data.{key}", "out of range", v, allowed)
+        elif v < 0 or (v == 0 and not allow_zero):
+            raise self.err(f"data.{key}", "out of range", v, allowed)
+        return v
+
+    def kernels(self, raw: dict) -> KernelSpec:
+        sec = self.section(raw, "kernels", KERNEL_KEYS, required=True)
+        modes = [k for k in ("preset", "bank", "precomputed") if sec.get(k) is not None]
+        if len(modes) != 1:
+            if not modes:
+                raise self.err("kernels", "needs one kernel source", allowed="exactly one of kernels.preset, kernels.bank, kernels.precomputed")
+            raise self.err(
+                f"kernels.{modes[1]}", f"kernels.{modes[0]} and kernels.{modes[1]} are exclusive",
+                sec[modes[1]], "exactly one of preset, bank, precomputed",
+            )
+        preset = bank = precomputed = None
+        if "preset" in modes:
+            preset = sec["preset"]
+            presets = _presets()
+            if not isinstance(preset, str) or (presets and preset not in presets):
+                hint = did_you_mean(preset, presets) if isinstance(preset, str) else ""
+                raise self.err("kernels.preset", f"unknown preset{hint}", preset, ", ".join(presets) or "a preset name")
+        elif "bank" in modes:
+            entries = sec["bank"]
+            if isinstance(entries, dict):
+                entries = [entries]
+            if not isinstance(entries, list) or not entries:
+                raise self.err("kernels.bank", "invalid value", entries, "a non-empty list of kernel entries such as {function: rbf, width: [0.5, 1]}")
+            for i, e in enumerate(entries):
+                if not isinstance(e, (dict, str)):
+                    raise self.err(f"kernels.bank[{i}]", "invalid entry", e, "a mapping such as {function: rbf, width: [0.5, 1], features: all}")
+            bank = tuple({"function": e} if isinstance(e, str) else e for e in entries)
+            from .kernels import BankError, validate_bank
+
+            try:
+                validate_bank(list(bank), resolve=_kernel_resolver(), root="kernels.bank")
+            except BankError as exc:
+                raise _bank_spec_error(self.err, exc, "kernels.bank") from None
+        else:
+            precomputed = self.path(sec, "kernels", "precomputed")
+            assert precomputed is not None
+            if not precomputed.is_file():
+                raise self.err("kernels.precomputed", "file not found", sec["precomputed"], f"an existing .npz file (resolved: {precomputed})")
+            if not precomputed.name.lower().endswith(".npz"):
+                raise self.err("kernels.precomputed", "not an NPZ file", sec["precomputed"], "a .npz file with K_train, y_train (and K_test, y_test)")
+        normalize = self.param(sec, "kernels", _P_NORMALIZE)
+        if precomputed is not None and "normalize" not in sec:
+            normalize = "none"
+        budget = sec.get("memory_budget")
+        if budget is not None:
+            try:
+                budget = parse_bytes(budget)
+            except ValueError:
+                raise self.err("kernels.memory_budget", "invalid value", sec["memory_budget"], "a size such as 4GiB, 512MB or a byte count > 0") from None
+        return KernelSpec(
+            preset=preset, bank=bank, precomputed=precomputed, normalize=normalize,
+            memory_budget=budget, memory_budget_given=sec.get("memory_budget"),
+        )
+
+    def component(self, kind: str, key: str, spec: Any) -> Any:
+        from .plugins import UnknownComponentError, get_registry
+
+        reg = get_registry()
+        names = reg.names(kind)
+        if isinstance(spec, str):
+            name, name_key = spec, key
+        elif isinstance(spec, dict):
+            if "name" not in spec or spec["name"] is None:
+                raise self.err(f"{key}.name", f"a {kind} mapping needs a name", spec, ", ".join(names))
+            name, name_key = spec["name"], f"{key}.name"
+            if not isinstance(name, str):
+                raise self.err(name_key, "invalid value", name, ", ".join(names))
+        else:
+            raise self.err(key, f"invalid {kind}", spec, f"a {kind} name ({', '.join(names)}) or a mapping {{name: ..., param: value}}")
+        try:
+            cls = reg.get(kind, name)
+        except UnknownComponentError:
+            hint = did_you_mean(name, names)
+            problem = f"unknown {kind}{hint}"
+            if not hint:
+                problem += f" (no installed plugin provides {kind} {name!r}"
+                if reg.broken:
+                    problem += "; broken plugins: " + ", ".join(f"{b.name} ({b.message})" for b in reg.broken)
+                problem += ")"
+            raise self.err(name_key, problem, name, ", ".join(names) or "none registered") from None
+        try:
+            return reg.create(kind, spec)
+        except ParamError as e:
+            declared = {p.name: p for p in getattr(cls, "params", ())}
+            pkey = f"{key}.{e.key}"
+            if e.key not in declared and e.key != "name":
+                raise self.err(pkey, f"unknown parameter of {kind} {name!r}", e.key, e.allowed) from None
+            if e.value is None and e.key in declared and declared[e.key].required:
+                raise self.err(pkey, f"missing required parameter of {kind} {name!r}", allowed=declared[e.key].allowed()) from None
+            raise self.err(pkey, "invalid value", e.value, e.allowed) from None
+        except (TypeError, ValueError) as e:
+            raise self.err(key, f"cannot create {kind} {name!r}: {e}", spec) from None
+
+    def problem(self, raw: dict) -> ProblemSpec:
+        sec = self.section(raw, "problem", PROBLEM_KEYS, required=True)
+        if sec.get("loss") is None:
+            from .plugins import get_registry
+
+            raise self.err("problem.loss", "required key is missing", allowed=", ".join(get_registry().names("loss")))
+        loss = self.component("loss", "problem.loss", sec["loss"])
+        reg_spec = sec.get("regularizer")
+        regularizer = self.component("regularizer", "problem.regularizer", DEFAULTS["problem.regularizer"] if reg_spec is None else reg_spec)
+        C = self.param(sec, "problem", _P_C)
+        if math.isinf(C):
+            raise self.err("problem.C", "invalid value", sec["C"], "a finite number > 0")
+        bias = self.param(sec, "problem", _P_BIAS)
+        return ProblemSpec(loss=loss, regularizer=regularizer, C=float(C), bias=bias)
+
+    def solver(self, raw: dict) -> SolverSpec:
+        sec = raw.get("solver")
+        if sec is None:
+            sec = {"name": DEFAULTS["solver.name"]}
+        elif isinstance(sec, str):
+            sec = {"name": sec}
+        elif not isinstance(sec, dict):
+            raise self.err("solver", "must be a mapping", sec, "a mapping {name: ENGINE, option: value, ...}")
+        else:
+            sec = dict(sec)
+            if sec.get("name") is None:
+                sec["name"] = DEFAULTS["solver.name"]
+        engine = self.component("engine", "solver", sec)
+        return SolverSpec(engine=engine)
+
+    def output(self, raw: dict) -> OutputSpec:
+        sec = self.section(raw, "output", OUTPUT_KEYS, required=False)
+        d = self.string(sec, "output", "dir", "a directory path")
+        path = Path(d).expanduser() if d is not None else Path("runs") / _spec_stem(self.file)
+        return OutputSpec(dir=path)
+
+
+def _presets() -> list[str]:
+    """Names of the kernel-bank presets."""
+    from .kernels import available_presets
+
+    return list(available_presets())
+
+
+def _kernel_resolver() -> Callable[[str], type]:
+    """Kernel functions are looked up in the plugin registry."""
+    from .plugins import get_registry
+
+    reg = get_registry()
+    return lambda name: reg.get("kernel", name)
+
+
+_BANK_PATTERNS = (
+    re.compile(r"^(?P<what>.*?)\s*must be (?P<allowed>.+?); got (?P<got>.+)$"),
+    re.compile(
+        r"^(?P<what>unknown [\w\- ]+?) (?P<got>'[^']*'|\"[^\"]*\"|[^\s;']+)(?P<hint> \(did you mean [^)]*\))?"
+        r"(?P<ctx> for [^;]*)?; (?:available|allowed|features): (?P<allowed>.+)$"
+    ),
+    re.compile(r"^(?P<what>.+?); got (?P<got>.+)$"),
+)
+
+
+def _bank_spec_error(err: Callable[..., SpecError], exc: Exception, base: str, value: Any = _MISSING) -> SpecError:
+    """Turn a BankError (message ``<key> must be ...; got ...``) into the one-line form."""
+    msg = _one_line(str(exc))
+    key = getattr(exc, "key", None) or base
+    if key.startswith("bank"):
+        key = "kernels." + key
+    rest = msg
+    for prefix in (key, str(getattr(exc, "key", "") or "")):
+        if prefix and rest.startswith(prefix):
+            rest = rest[len(prefix):]
+            if rest.startswith(":"):
+                rest = rest[1:]
+            rest = rest.strip()
+            break
+    else:  # "kernels.bank[0]: unknown key ..." names the entry, not the key
+        m = re.match(r"^(?:kernels\.)?(?:bank|preset)[\w\[\]\.]*: ", rest)
+        if m:
+            rest = rest[m.end():]
+    for pat in _BANK_PATTERNS:
+        m = pat.match(rest)
+        if m:
+            what = (m.group("what") or "").strip() or "invalid value"
+            if "hint" in pat.groupindex and m.group("hint"):
+                what += m.group("hint")
+            if "ctx" in pat.groupindex and m.group("ctx"):
+                what += m.group("ctx")
+            allowed = m.groupdict().get("allowed")
+            return err(key, what, allowed=allowed, shown=m.group("got"))
+    if value is _MISSING:
+        return err(key, rest)
+    return err(key, rest, value)
+
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3, "t": 1000**4, "tb": 1000**4,
+    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
+}
+
+
+def parse_bytes(value: Any) -> int:
+    """``4GiB`` -> 4294967296; ``512MB`` -> 512000000; ints are bytes.  Raises ValueError."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError(value)
+        return int(value)
+    if not isinstance(value, str):
+        raise ValueError(value)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(value)
+    n = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if n <= 0:
+        raise ValueError(value)
+    return int(n)
+
+
+# ---------------------------------------------------------------------------
+# Stage 2: data
+# ---------------------------------------------------------------------------
+@dataclass
+class PreparedData:
+    """Training/test data after loading, label checks, splitting and scaling.
+
+    ``X_train``/``X_test`` are ``None`` for precomputed kernels;
+    ``X_test``/``y_test`` are ``None`` without a test part.
+    """
+
+    X_train: Any
+    y_train: np.ndarray
+    X_test: Any
+    y_test: np.ndarray | None
+    feature_names: list[str]
+    name: str
+    task: str
+    # precomputed kernels (kernels.precomputed)
+    K_train: np.ndarray | None = None
+    K_test: np.ndarray | None = None
+    kernel_names: list[str] | None = None
+    n_total: int = 0
+
+    @property
+    def n_train(self) -> int:
+        return int(self.y_train.shape[0])
+
+    @property
+    def n_test(self) -> int:
+        return 0 if self.y_test is None else int(self.y_test.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return 0 if self.X_train is None else int(self.X_train.shape[1])
+
+
+def _labels(spec: Spec, y: Any, key: str = "problem.loss") -> np.ndarray:
+    """Check labels with the loss; a LabelError becomes a SpecError at ``problem.loss``."""
+    from .components.base import LabelError
+
+    loss = spec.problem.loss
+    try:
+        return loss.validate_labels(y)
+    except LabelError as exc:
+        from .plugins import get_registry
+
+        reg = get_registry()
+        others = [
+            r.name for r in reg.registrations("loss") if getattr(r.cls, "task", None) != loss.task
+        ]
+        other_task = "regression" if loss.task == "classification" else "classification"
+        allowed = (
+            f"a {other_task} loss ({', '.join(others) or 'none installed'}) for this target, "
+            f"or a target that fits {loss.name!r}"
+        )
+        text = _one_line(str(exc))
+        what, sep, got = text.partition("; got ")
+        if sep:
+            raise spec.error(key, f"labels do not fit the loss: {what}", allowed=allowed, shown=got) from None
+        raise spec.error(key, f"labels do not fit the loss: {text}", loss.name, allowed) from None
+
+
+def _data_error(spec: Spec, key: str, exc: Exception, value: Any) -> SpecError:
+    text = str(exc)
+    # DataError messages start with the file path: keep the part after it
+    for prefix in (str(value), str(getattr(spec.data, key.split(".")[-1], "") or "")):
+        if prefix and text.startswith(prefix + ": "):
+            text = text[len(prefix) + 2:]
+    return spec.error(key, text, value)
+
+
+def _load_data(spec: Spec) -> PreparedData:
+    import numpy as np
+
+    from .data import DataError, Dataset, Standardizer, load_builtin, load_file, train_test_split
+
+    d = spec.data
+    task = spec.problem.loss.task
+    if spec.kernels.precomputed is not None:
+        return _load_precomputed(spec)
+    # -- load
+    if d.builtin is not None:
+        key, shown = "data.builtin", d.builtin
+        try:
+            ds = load_builtin(d.builtin)
+        except DataError as exc:
+            raise _data_error(spec, key, exc, shown) from None
+        if d.target is not None:
+            ds = _retarget(spec, ds)
+    else:
+        key, shown = "data.train", _given(spec, "data.train")
+        assert d.train is not None
+        try:
+            ds = load_file(d.train, target=d.target, fmt=d.format)
+        except DataError as exc:
+            tkey = "data.target" if d.target is not None and "target" in str(exc) else key
+            raise _data_error(spec, tkey, exc, d.target if tkey == "data.target" else shown) from None
+    ds = _drop(spec, ds)
+    if ds.n_features == 0:
+        raise spec.error("data.drop", "no feature columns left", list(d.drop), "drop fewer columns")
+    y = _labels(spec, ds.y)
+    ds.y = y
+    # -- test part
+    test: Dataset | None = None
+    if d.test is not None:
+        tshown = _given(spec, "data.test")
+        try:
+            fmt = d.format
+            n_features = ds.n_features if (fmt or _guess_fmt(d.test)) == "libsvm" else None
+            kwargs: dict[str, Any] = {"target": d.target, "fmt": d.format}
+            if n_features is not None:
+                kwargs["n_features"] = n_features
+            test = load_file(d.test, **kwargs)
+        except DataError as exc:
+            raise _data_error(spec, "data.test", exc, tshown) from None
+        test = _drop(spec, test, key="data.test")
+        if test.n_features != ds.n_features:
+            raise spec.error(
+                "data.test", f"has {test.n_features} feature columns but the training file has {ds.n_features}",
+                tshown, "a test file with the same columns as data.train",
+            )
+        if list(test.feature_names) != list(ds.feature_names) and not ds.is_sparse:
+            diff = next(a for a, b in zip(test.feature_names, ds.feature_names) if a != b)
+            raise spec.error("data.test", f"column {diff!r} differs from the training file's columns", tshown, ", ".join(ds.feature_names))
+        test.y = _labels(spec, test.y)
+        train = ds
+    elif d.test_size:
+        try:
+            train, test = train_test_split(ds, test_size=d.test_size, seed=d.seed, stratify=task == "classification")
+        except DataError as exc:
+            raise spec.error("data.test_size", f"cannot split: {_strip_name(exc, ds.name)}", d.test_size) from None
+    else:
+        train = ds
+    n_total = ds.n_samples + (test.n_samples if (d.test is not None and test is not None) else 0)
+    if d.train_size is not None:
+        n = train.n_samples
+        size = d.train_size if isinstance(d.train_size, float) else int(d.train_size)
+        if isinstance(size, int) and size >= n:
+            if size > n:
+                raise spec.error("data.train_size", f"larger than the {n} training rows available", d.train_size, f"a row count < {n} or a fraction")
+        else:
+            keep = size if isinstance(size, int) else None
+            try:
+                rest_size = (n - keep) if keep is not None else (1.0 - size)
+                train, _ = train_test_split(train, test_size=rest_size, seed=d.seed + 1, stratify=task == "classification")
+            except DataError as exc:
+                raise spec.error("data.train_size", f"cannot subsample: {_strip_name(exc, train.name)}", d.train_size) from None
+        train.y = _labels(spec, train.y)  # a small subsample may lose a class
+    if test is not None:
+        test.y = _labels(spec, test.y, key="problem.loss")
+    X_train, X_test = train.X, (test.X if test is not None else None)
+    if d.standardize:
+        try:
+            scaler = Standardizer().fit(X_train)
+            X_train = scaler.transform(X_train)
+            if X_test is not None:
+                X_test = scaler.transform(X_test)
+        except DataError as exc:
+            raise spec.error("data.standardize", str(exc), True) from None
+    X_train = _contiguous(X_train)
+    X_test = _contiguous(X_test) if X_test is not None else None
+    return PreparedData(
+        X_train=X_train, y_train=np.ascontiguousarray(train.y, dtype=np.float64),
+        X_test=X_test, y_test=None if test is None else np.ascontiguousarray(test.y, dtype=np.float64),
+        feature_names=list(ds.feature_names), name=ds.name, task=task, n_total=n_total,
+    )
+
+
+def _contiguous(X: Any) -> Any:
+    import numpy as np
+    import scipy.sparse as sp
+
+    if sp.issparse(X):
+        return X
+    return np.ascontiguousarray(X, dtype=np.float64)
+
+
+def _strip_name(exc: Exception, name: str) -> str:
+    text = str(exc)
+    return text[len(name) + 2:] if text.startswith(name + ": ") else text
+
+
+def _guess_fmt(path: Path) -> str:
+    name = path.name.lower()
+    for comp in (".gz", ".bz2"):
+        if name.endswith(comp):
+            name = name[: -len(comp)]
+    if name.endswith(".csv"):
+        return "csv"
+    if name.endswith(".npz"):
+        return "npz"
+    return "libsvm"
+
+
+def _given(spec: Spec, key: str) -> str:
+    """The path as written in the spec."""
+    if key in spec.given_paths:
+        return spec.given_paths[key]
+    section, sub = key.split(".")
+    p = getattr(getattr(spec, section), sub)
+    try:
+        return str(Path(p).relative_to(spec.folder))
+    except ValueError:
+        return str(p)
+
+
+def _retarget(spec: Spec, ds: Any) -> Any:
+    """``data.target`` on a builtin set: make a feature column (or ``y``) the target."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from .data import Dataset
+
+    target = spec.data.target
+    columns = list(ds.feature_names) + ["y"]
+    if target == "y":
+        return ds
+    if target not in columns:
+        raise spec.error("data.target", f"no such column in builtin {ds.name!r}{did_you_mean(target, columns)}", target, ", ".join(columns))
+    if sp.issparse(ds.X):
+        raise spec.error("data.target", f"builtin {ds.name!r} is sparse; only 'y' can be the target", target, "y")
+    j = columns.index(target)
+    table = np.column_stack([ds.X, ds.y])
+    keep = [c for c in range(len(columns)) if c != j]
+    return Dataset(
+        X=np.ascontiguousarray(table[:, keep]), y=np.ascontiguousarray(table[:, j]),
+        feature_names=[columns[c] for c in keep], name=ds.name, source=ds.source,
+    )
+
+
+def _drop(spec: Spec, ds: Any, key: str = "data.drop") -> Any:
+    import numpy as np
+    import scipy.sparse as sp
+
+    from .data import Dataset
+
+    if not spec.data.drop:
+        return ds
+    names = list(ds.feature_names)
+    for c in spec.data.drop:
+        if c not in names:
+            where = "data.drop" if key == "data.drop" else key
+            raise spec.error(where, f"no feature column {c!r} to drop{did_you_mean(c, names)}", c, ", ".join(names))
+    keep = [j for j, n in enumerate(names) if n not in spec.data.drop]
+    X = ds.X[:, keep]
+    if not sp.issparse(X):
+        X = np.ascontiguousarray(X)
+    return Dataset(X=X, y=ds.y, feature_names=[names[j] for j in keep], name=ds.name, source=ds.source)
+
+
+# ---------------------------------------------------------------------------
+# Stage 2: precomputed kernels
+# ---------------------------------------------------------------------------
+def _load_precomputed(spec: Spec) -> PreparedData:
+    """``kernels.precomputed``: KernelBank.from_npz checks symmetry, PSD, shapes, NaN/inf."""
+    import numpy as np
+
+    from .kernels import BankError, KernelBank
+
+    path = spec.kernels.precomputed
+    assert path is not None
+    shown = _given(spec, "kernels.precomputed")
+    key = "kernels.precomputed"
+    split = bool(spec.data.test_size)
+
+    def fail(exc: Exception) -> SpecError:
+        text = _one_line(str(exc))
+        for prefix in (str(path), os.fspath(path)):
+            if text.startswith(prefix + ": "):
+                text = text[len(prefix) + 2:]
+        if "normaliz" in text and "diagonal" in text:
+            return spec.error("kernels.normalize", text, spec.kernels.normalize, "trace or none (or add K_test_diag to the NPZ)")
+        return spec.error(key, text, shown, "an .npz with K_train (M, N, N) symmetric PSD, y_train (N,); optional K_test (M, N_test, N), y_test, names, K_test_diag")
+
+    try:
+        pre = KernelBank.from_npz(path, normalize="none" if split else spec.kernels.normalize)
+    except BankError as exc:
+        raise fail(exc) from None
+    bank, y, Kt, yt = pre.bank, pre.y_train, pre.K_test, pre.y_test
+    if Kt is not None and yt is None:
+        raise spec.error(key, "has K_test without y_test", shown, "both K_test and y_test, or neither")
+    y = _labels(spec, y)
+    if Kt is not None:
+        yt = _labels(spec, yt)
+        if "test_size" in spec.data.explicit and spec.data.test_size:
+            raise spec.error("data.test_size", "not used: the NPZ has its own K_test", spec.data.test_size, "no data.test_size with K_test")
+    K = bank.K
+    names = list(bank.names)
+    N = K.shape[1]
+    n_total = N + (0 if yt is None else int(yt.shape[0]))
+    if Kt is None and split:
+        from .data import DataError, Dataset, train_test_split
+
+        ds = Dataset(X=np.arange(N, dtype=np.float64)[:, None], y=y, feature_names=["index"], name=shown)
+        try:
+            tr, te = train_test_split(ds, test_size=spec.data.test_size, seed=spec.data.seed, stratify=spec.problem.loss.task == "classification")
+        except DataError as exc:
+            raise spec.error("data.test_size", f"cannot split: {_strip_name(exc, shown)}", spec.data.test_size) from None
+        itr = tr.X[:, 0].astype(np.intp)
+        ite = te.X[:, 0].astype(np.intp)
+        Kt = np.ascontiguousarray(K[:, ite][:, :, itr])
+        test_diag = np.ascontiguousarray(np.diagonal(K, axis1=1, axis2=2)[:, ite])
+        Ktr = np.ascontiguousarray(K[:, itr][:, :, itr])
+        y, yt = _labels(spec, y[itr]), _labels(spec, y[ite])
+        try:
+            bank = KernelBank.from_precomputed(Ktr, names=names, normalize=spec.kernels.normalize, check_psd=False, source=shown, copy=False)
+            bank.normalize_cross(Kt, test_diag)
+        except BankError as exc:
+            raise fail(exc) from None
+        K = bank.K
+    return PreparedData(
+        X_train=None, y_train=y, X_test=None, y_test=yt, feature_names=[], name=Path(shown).stem,
+        task=spec.problem.loss.task, K_train=K, K_test=Kt, kernel_names=names, n_total=n_total,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Stage 2: kernel bank and problem
+# ---------------------------------------------------------------------------
+@dataclass
+class Prepared:
+    """Everything an engine needs, plus the test part for evaluation.
+
+    Attributes
+    ----------
+    spec : Spec
+    data : PreparedData
+    problem : Problem or None
+        ``None`` when prepared with ``build=False``.
+    K_test : ndarray (M, N_test, N) or None
+    kernel_names : list of str
+    n_kernels : int
+    timings : dict
+        ``data_s``, ``bank_s`` seconds.
+    memory : dict
+        Estimated bytes of the training bank (``train``) and test kernels (``test``).
+    """
+
+    spec: Spec
+    data: PreparedData
+    problem: Problem | None
+    K_test: np.ndarray | None
+    kernel_names: list[str]
+    n_kernels: int
+    timings: dict[str, float] = field(default_factory=dict)
+    memory: dict[str, int] = field(default_factory=dict)
+
+
+def _bank_entries(spec: Spec) -> Any:
+    k = spec.kernels
+    return k.preset if k.preset is not None else [dict(e) for e in (k.bank or ())]
+
+
+def _bank_base(spec: Spec) -> str:
+    return "kernels.preset" if spec.kernels.preset is not None else "kernels.bank"
+
+
+def _expand_bank(spec: Spec, data: PreparedData) -> list[Any]:
+    """Resolve the bank against the data's columns (no Gram matrices); checks column names/indices."""
+    from .kernels import BankError, expand_bank
+
+    base = _bank_base(spec)
+    try:
+        return expand_bank(
+            _bank_entries(spec), data.n_features, data.feature_names,
+            resolve=_kernel_resolver(), root=base,
+        )
+    except BankError as exc:
+        raise _bank_spec_error(spec.error, exc, base) from None
+
+
+def _check_memory(spec: Spec, M: int, N: int, n_test: int) -> dict[str, int]:
+    """Refuse a bank (or its test kernels) larger than ``kernels.memory_budget`` before building."""
+    from .kernels import DEFAULT_MEMORY_BUDGET, estimate_bytes, format_bytes
+
+    budget = spec.kernels.memory_budget or DEFAULT_MEMORY_BUDGET
+    need = {"train": estimate_bytes(M, N), "test": estimate_bytes(M, N, n_test) if n_test else 0}
+    for part, n_rows in (("train", N), ("test", n_test)):
+        if need[part] > budget:
+            what = "kernel bank" if part == "train" else "test kernels"
+            raise spec.error(
+                "kernels.memory_budget",
+                f"the {what} needs about {format_bytes(need[part])} ({M} kernels x {n_rows} x {N} float64, "
+                f"plus working space), more than the budget of {format_bytes(budget)}",
+                spec.kernels.memory_budget_given if spec.kernels.memory_budget is not None else format_bytes(budget) + " (default)",
+                "a larger kernels.memory_budget, fewer kernels, or fewer samples (data.train_size)",
+            )
+    return need
+
+
+def _check_support(spec: Spec, problem: Problem) -> None:
+    engine = spec.solver.engine
+    reason = engine.supports(problem)
+    if reason is None:
+        return
+    from .plugins import get_registry
+
+    reg = get_registry()
+    ok = []
+    for r in reg.registrations("engine"):
+        if r.name == engine.name:
+            continue
+        try:
+            if r.cls().supports(problem) is None:
+                ok.append(r.name)
+        except Exception:  # noqa: BLE001 - a plugin's failure must not hide the real error
+            continue
+    combo = f"loss {spec.problem.loss.name!r} x regularizer {spec.problem.regularizer.name!r}"
+    allowed = (
+        f"an engine that supports {combo}: {', '.join(ok)}" if ok
+        else f"another loss or regularizer (no installed engine supports {combo})"
+    )
+    raise spec.error("solver.name", f"engine {engine.name!r} cannot solve this problem: {_one_line(str(reason))}", engine.name, allowed)
+
+
+def _probe_rows(y: np.ndarray, n: int = 6) -> np.ndarray:
+    """A few row indices that include every label value (both classes)."""
+    import numpy as np
+
+    rows: list[int] = []
+    for v in np.unique(y)[:n]:
+        rows.append(int(np.flatnonzero(y == v)[0]))
+    for i in range(min(n, y.shape[0])):
+        if len(rows) >= n:
+            break
+        if i not in rows:
+            rows.append(i)
+    return np.array(sorted(rows), dtype=np.intp)
+
+
+def _probe_problem(spec: Spec, data: PreparedData, M: int) -> Problem:
+    """A tiny problem with the real loss, regularizer, C, bias and labels, for ``supports``."""
+    import numpy as np
+
+    from .problem import Problem
+
+    rows = _probe_rows(data.y_train)
+    n = rows.size
+    K = np.empty((max(M, 1), n, n))
+    K[:] = np.eye(n) / n
+    return Problem(
+        K=K, y=data.y_train[rows], loss=spec.problem.loss, regularizer=spec.problem.regularizer,
+        C=spec.problem.C, bias=spec.problem.bias,
+    )
+
+
+def _prepare(spec: Spec, progress: bool | None, build: bool) -> Prepared:
+    import numpy as np
+
+    from .kernels import BankError, KernelBank
+    from .problem import Problem
+
+    t0 = time.perf_counter()
+    data = _load_data(spec)
+    t_data = time.perf_counter() - t0
+    if data.K_train is not None:  # precomputed
+        names = list(data.kernel_names or [])
+        M = data.K_train.shape[0]
+        _check_support(spec, _probe_problem(spec, data, M))
+        problem = None
+        if build:
+            problem = Problem(
+                K=data.K_train, y=data.y_train, loss=spec.problem.loss,
+                regularizer=spec.problem.regularizer, C=spec.problem.C,
+                bias=spec.problem.bias, kernel_names=names,
+            )
+            _check_support(spec, problem)
+        return Prepared(spec, data, problem, data.K_test, names, M, {"data_s": t_data, "bank_s": 0.0})
+    kspecs = _expand_bank(spec, data)
+    names = [k.label for k in kspecs]
+    M = len(kspecs)
+    memory = _check_memory(spec, M, data.n_train, data.n_test)
+    _check_support(spec, _probe_problem(spec, data, M))
+    if not build:
+        return Prepared(spec, data, None, None, names, M, {"data_s": t_data, "bank_s": 0.0}, memory)
+    t1 = time.perf_counter()
+    base = _bank_base(spec)
+    budget = spec.kernels.memory_budget
+    try:
+        bank = KernelBank.build(
+            data.X_train, _bank_entries(spec), normalize=spec.kernels.normalize,
+            memory_budget_bytes=budget, progress=progress,
+            resolve=_kernel_resolver(), feature_names=data.feature_names,
+        )
+        K_test = (
+            bank.cross(data.X_test, memory_budget_bytes=budget, progress=progress)
+            if data.X_test is not None else None
+        )
+    except BankError as exc:
+        raise _bank_spec_error(spec.error, exc, base) from None
+    t_bank = time.perf_counter() - t1
+    logger.debug("%s: built %d kernels on %d points in %.2f s", spec.file, bank.n_kernels, bank.n_samples, t_bank)
+    names = list(bank.names)
+    problem = Problem(
+        K=bank.K, y=data.y_train, loss=spec.problem.loss, regularizer=spec.problem.regularizer,
+        C=spec.problem.C, bias=spec.problem.bias, kernel_names=names,
+    )
+    _check_support(spec, problem)
+    if K_test is not None:
+        K_test = np.ascontiguousarray(K_test, dtype=np.float64)
+    return Prepared(spec, data, problem, K_test, names, int(bank.K.shape[0]), {"data_s": t_data, "bank_s": t_bank})
+
+
+# ---------------------------------------------------------------------------
+# JSON schema
+# ---------------------------------------------------------------------------
+def _param_schema(p: Param) -> dict[str, Any]:
+    t = {float: "number", int: "integer", bool: "boolean", str: "string"}.get(p.type, "string")
+    s: dict[str, Any] = {"type": [t, "null"] if p.nullable else t, "description": p.doc}
+    if p.choices is not None:
+        s["enum"] = list(p.choices)
+    if p.low is not None and math.isfinite(p.low):
+        s["exclusiveMinimum" if p.low_open else "minimum"] = p.low
+    if p.high is not None and math.isfinite(p.high):
+        s["exclusiveMaximum" if p.high_open else "maximum"] = p.high
+    if not p.required:
+        s["default"] = p.default
+    return s
+
+
+def _component_schema(kind: str, registrations: Iterable[Any]) -> dict[str, Any]:
+    variants: list[dict[str, Any]] = []
+    names = []
+    for r in registrations:
+        names.append(r.name)
+        props: dict[str, Any] = {"name": {"const": r.name}}
+        props.update({p.name: _param_schema(p) for p in getattr(r.cls, "params", ())})
+        required = ["name"] + [p.name for p in getattr(r.cls, "params", ()) if p.required]
+        variants.append({
+            "type": "object", "description": r.description, "properties": props,
+            "required": required, "additionalProperties": False,
+        })
+    one_of: list[dict[str, Any]] = [{"type": "string", "enum": names}] if names else []
+    return {"description": f"a {kind}: its name, or a mapping with name and parameters", "oneOf": one_of + variants}
+
+
+def json_schema() -> dict[str, Any]:
+    """A JSON Schema (draft 2020-12) of the spec, with the installed components."""
+    from .plugins import get_registry
+
+    reg = get_registry()
+    try:
+        from .data import available
+
+        builtins = available()
+    except Exception:  # noqa: BLE001  # pragma: no cover
+        builtins = []
+    size = {"oneOf": [{"type": "number", "minimum": 0, "exclusiveMaximum": 1}, {"type": "integer", "minimum": 1}]}
+    data = {
+        "type": "object", "additionalProperties": False,
+        "properties": {
+            "builtin": {"type": "string", "enum": builtins, "description": "a bundled data set"},
+            "train": {"type": "string", "description": "training file (.csv[.gz], .npz, .libsvm[.gz]); relative to the spec's folder"},
+            "test": {"type": "string", "description": "test file with the same columns"},
+            "format": {"type": "string", "enum": list(FORMAT_CHOICES)},
+            "target": {"type": "string", "description": "label column (CSV, or a column of a builtin set)"},
+            "drop": {"type": "array", "items": {"type": "string"}, "description": "feature columns to leave out"},
+            "test_size": {**size, "default": 0.2, "description": "fraction or count of test rows (0: no test part)"},
+            "train_size": {**size, "description": "subsample the training part to this fraction or count"},
+            "seed": {"type": "integer", "minimum": 0, "default": 0},
+            "standardize": {"type": "boolean", "default": True},
+        },
+    }
+    kernels = {
+        "type": "object", "additionalProperties": False,
+        "properties": {
+            "preset": {"type": "string", "enum": _presets() or None},
+            "bank": {"type": "array", "items": {"type": "object"}, "minItems": 1},
+            "precomputed": {"type": "string", "description": ".npz with K_train, y_train (K_test, y_test, kernel_names)"},
+            "normalize": {"type": "string", "enum": list(NORMALIZE_CHOICES), "default": "trace"},
+            "memory_budget": {"type": ["string", "integer"], "description": "e.g. 4GiB"},
+        },
+    }
+    if kernels["properties"]["preset"]["enum"] is None:
+        del kernels["properties"]["preset"]["enum"]
+    problem = {
+        "type": "object", "additionalProperties": False, "required": ["loss"],
+        "properties": {
+            "loss": _component_schema("loss", reg.registrations("loss")),
+            "regularizer": {**_component_schema("regularizer", reg.registrations("regularizer")), "default": "l1"},
+            "C": {"type": "number", "exclusiveMinimum": 0, "default": 1.0},
+            "bias": {"type": "boolean", "default": True},
+        },
+    }
+    solver = _component_schema("engine", reg.registrations("engine"))
+    solver["default"] = {"name": DEFAULTS["solver.name"]}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "mklkit spec",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["kernels", "problem"],
+        "properties": {
+            "description": {"type": "string"},
+            "data": data,
+            "kernels": kernels,
+            "problem": problem,
+            "solver": solver,
+            "output": {"type": "object", "additionalProperties": False, "properties": {"dir": {"type": "string"}}},
+        },
+    }

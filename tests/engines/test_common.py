@@ -1,0 +1,344 @@
+"""Shared engine quantities (``mklkit.engines.common``) and the jitted block loops,
+checked against direct numpy on small random PSD kernels."""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from mklkit._kernels import blocks
+from mklkit._kernels import spicy as kspicy
+from mklkit.components.losses import Hinge, Logistic, Squared
+from mklkit.components.regularizers import L1, ElasticNet, Lq, Uniform
+from mklkit.engines import common
+from mklkit.problem import Problem
+from mklkit.result import ConvergenceWarning, Status
+
+M, N = 5, 14
+
+
+def random_bank(seed: int, M: int = M, N: int = N) -> np.ndarray:
+    """PSD kernels of varying rank (one rank-1), unit trace."""
+    rng = np.random.default_rng(seed)
+    K = np.empty((M, N, N))
+    for m in range(M):
+        r = 1 if m == 0 else int(rng.integers(2, N + 1))
+        A = rng.standard_normal((N, r))
+        Km = A @ A.T
+        K[m] = Km / np.trace(Km)
+    return K
+
+
+def labels(seed: int, n: int = N) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    y[0], y[1] = 1.0, -1.0
+    return y
+
+
+def np_norms(K, V):
+    """||v_m||_{K_m} for rows v_m of V (or one vector for all m)."""
+    V = np.broadcast_to(V, (K.shape[0], K.shape[1]))
+    return np.sqrt(np.maximum(np.einsum("mi,mij,mj->m", V, K, V), 0.0))
+
+
+# ---------------------------------------------------------------------------
+# jitted loops
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_block_loops_match_numpy(seed):
+    K = random_bank(seed)
+    rng = np.random.default_rng(100 + seed)
+    v = rng.standard_normal(N)
+    A = rng.standard_normal((M, N))
+    A[2] = 0.0
+    idx = np.array([3, 0, 4], dtype=np.int64)
+    KV = np.einsum("mij,j->mi", K, v)
+    np.testing.assert_allclose(blocks.block_norms(K, v), np_norms(K, v), rtol=1e-12)
+    np.testing.assert_allclose(blocks.block_norms_rows(K, A), np_norms(K, A), rtol=1e-12)
+    assert blocks.block_norms_rows(K, A)[2] == 0.0
+    np.testing.assert_allclose(blocks.shifted_block_norms(K, A, v, 0.7),
+                               np_norms(K, A + 0.7 * v), rtol=1e-12)
+    np.testing.assert_allclose(blocks.matvecs(K, v), KV, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(blocks.matvecs_subset(K, v, idx), KV[idx], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(blocks.combine(K, A, idx),
+                               np.einsum("mij,mj->i", K[idx], A[idx]), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("block", [1, 3, 64])
+def test_hessian_and_direction_forms_match_numpy(block):
+    K = random_bank(7)
+    rng = np.random.default_rng(8)
+    rho, d = rng.standard_normal(N), rng.standard_normal(N)
+    KR = np.ascontiguousarray(np.einsum("mij,j->mi", K, rho))
+    idx = np.array([1, 4], dtype=np.int64)
+    s, t = np.array([0.3, 2.0]), np.array([-0.1, 0.5])
+    H = np.eye(N)
+    kspicy.accumulate_hessian(H, K, idx, s, np.ascontiguousarray(KR[idx]), t, block)
+    expect = np.eye(N) + sum(s[p] * K[m] + t[p] * np.outer(KR[m], KR[m]) for p, m in enumerate(idx))
+    np.testing.assert_allclose(H, expect, rtol=1e-12, atol=1e-14)
+
+    KD, b, e = kspicy.direction_forms(K, d, KR)
+    np.testing.assert_allclose(KD, np.einsum("mij,j->mi", K, d), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(b, np.einsum("i,mij,j->m", d, K, rho), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(e, np.einsum("i,mij,j->m", d, K, d), rtol=1e-10, atol=1e-14)
+    c = 0.37
+    a = np.einsum("i,mij,j->m", rho, K, rho)
+    np.testing.assert_allclose(np.sqrt(a + 2 * c * b + c * c * e), np_norms(K, rho + c * d),
+                               rtol=1e-10)
+
+
+@pytest.mark.parametrize("reg", [ElasticNet(lam=0.4), Lq(q=1.5), Lq(q=3.0), Uniform()],
+                         ids=repr)
+def test_dual_hessian_eq50_is_derivative_of_gradient_eq49(reg):
+    """The active-set Hessian (50) is the Jacobian of the gradient (49)."""
+    K = random_bank(11)
+    C = 0.05
+    rng = np.random.default_rng(12)
+    rho = rng.standard_normal(N) * 0.3
+    rk, pr = reg.kernels, reg.param_vector
+
+    def grad(r):
+        n = np_norms(K, r)
+        G1 = rk.conj_grad(n, C, pr)
+        return np.einsum("m,mi->i", G1 / n, np.einsum("mij,j->mi", K, r))
+
+    n = np_norms(K, rho)
+    G1, G2 = rk.conj_grad(n, C, pr), rk.conj_hess(n, C, pr)
+    assert np.any(G1 > 0)
+    idx = np.flatnonzero((G1 > 0) | (G2 > 0)).astype(np.int64)
+    s = G1[idx] / n[idx]
+    t = (G2[idx] - s) / n[idx] ** 2
+    KR = np.ascontiguousarray(np.einsum("mij,j->mi", K[idx], rho))
+    H = np.zeros((N, N))
+    kspicy.accumulate_hessian(H, K, idx, s, KR, t, 4)
+    h = 1e-6
+    J = np.array([(grad(rho + h * e) - grad(rho - h * e)) / (2 * h) for e in np.eye(N)]).T
+    np.testing.assert_allclose(H, J, rtol=1e-5, atol=1e-6 * np.max(np.abs(J)))
+
+
+# ---------------------------------------------------------------------------
+# objectives
+# ---------------------------------------------------------------------------
+def np_loss(name, y, z):
+    if name == "logistic":
+        return np.sum(np.log1p(np.exp(-y * z)))
+    if name == "squared":
+        return np.sum((y - z) ** 2)
+    if name == "hinge":
+        return np.sum(np.maximum(0.0, 1 - y * z))
+    raise AssertionError(name)
+
+
+def np_loss_conj(name, y, rho):
+    """sum_i l*(y_i, -rho_i), written out (SpicyMKL eqs. 16, 17)."""
+    if name == "logistic":
+        t = y * rho
+        if np.any(t < 0) or np.any(t > 1):
+            return math.inf
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = np.where(t > 0, t * np.log(t), 0.0) + np.where(t < 1, (1 - t) * np.log1p(-t), 0.0)
+        return float(np.sum(v))
+    if name == "squared":
+        return float(np.sum(-rho * y + rho**2 / 4))
+    if name == "hinge":
+        t = y * rho
+        if np.any(t < 0) or np.any(t > 1):
+            return math.inf
+        return float(np.sum(-t))
+    raise AssertionError(name)
+
+
+def np_reg(reg, x, C):
+    if isinstance(reg, ElasticNet):
+        return C * np.sum((1 - reg.lam) * x + reg.lam / 2 * x**2)
+    if isinstance(reg, Lq):
+        return C / reg.q * np.sum(x**reg.q)
+    if isinstance(reg, Uniform):
+        return C / 2 * np.sum(x**2)
+    if isinstance(reg, L1):
+        return C * np.sum(x)
+    raise AssertionError(reg)
+
+
+def np_reg_conj(reg, x, C):
+    """sum_m g~*_C(x_m) (SpicyMKL eqs. 21, 46, §4.3.2)."""
+    if isinstance(reg, ElasticNet):
+        return np.sum(np.maximum(x - C * (1 - reg.lam), 0.0) ** 2) / (2 * C * reg.lam)
+    if isinstance(reg, Lq):
+        r = reg.q / (reg.q - 1)
+        return C ** (1 - r) * np.sum(x**r) / r
+    if isinstance(reg, Uniform):
+        return np.sum(x**2) / (2 * C)
+    if isinstance(reg, L1):
+        return 0.0 if np.all(x <= C * (1 + 1e-12)) else math.inf
+    raise AssertionError(reg)
+
+
+COMBOS = [
+    (Logistic(), ElasticNet(lam=0.3)),
+    (Logistic(), Lq(q=1.5)),
+    (Squared(), Lq(q=3.0)),
+    (Squared(), Uniform()),
+    (Hinge(), L1()),
+    (Logistic(), L1()),
+]
+COMBO_IDS = [f"{lo.name}-{rg.name}" for lo, rg in COMBOS]
+
+
+def feasible_rho(loss, y, rng):
+    """A random dual point inside the loss conjugate's domain (not yet centred)."""
+    if loss.name in ("logistic", "hinge"):
+        return y * rng.uniform(0.05, 0.95, y.size)
+    return rng.standard_normal(y.size)
+
+
+@pytest.mark.parametrize("loss,reg", COMBOS, ids=COMBO_IDS)
+@pytest.mark.parametrize("bias", [True, False])
+def test_objectives_match_numpy(loss, reg, bias):
+    K = random_bank(3)
+    y = labels(4)
+    C = 0.2
+    pb = Problem(K=K, y=y, loss=loss, regularizer=reg, C=C, bias=bias)
+    rng = np.random.default_rng(5)
+    alpha = rng.standard_normal((M, N))
+    alpha[1] = 0.0
+    b = 0.4
+    x = np_norms(K, alpha)
+    z = np.einsum("mij,mj->i", K, alpha) + (b if bias else 0.0)
+    np.testing.assert_allclose(common.block_norms(K, alpha), x, rtol=1e-12)
+    np.testing.assert_allclose(common.predict(K, alpha, b if bias else 0.0), z, rtol=1e-12)
+    expect_p = np_loss(loss.name, y, z) + np_reg(reg, x, C)
+    assert common.primal_objective(pb, alpha, b) == pytest.approx(expect_p, rel=1e-12)
+
+    rho = feasible_rho(loss, y, rng) * 0.02
+    n = np_norms(K, rho)
+    np.testing.assert_allclose(common.dual_block_norms(K, rho), n, rtol=1e-12)
+    expect_d = -(np_loss_conj(loss.name, y, rho) + np_reg_conj(reg, n, C))
+    assert common.dual_objective(pb, rho) == pytest.approx(expect_d, rel=1e-10)
+
+
+@pytest.mark.parametrize("loss,reg", COMBOS, ids=COMBO_IDS)
+@pytest.mark.parametrize("seed", range(4))
+def test_weak_duality_at_random_feasible_points(loss, reg, seed):
+    """D(projected rho) <= P(alpha, b) for arbitrary alpha, b and rho (SpicyMKL §6.1)."""
+    K = random_bank(20 + seed)
+    y = labels(30 + seed)
+    rng = np.random.default_rng(seed)
+    C = float(rng.choice([0.01, 0.3, 3.0]))
+    pb = Problem(K=K, y=y, loss=loss, regularizer=reg, C=C)
+    rho = feasible_rho(loss, y, rng)
+    if loss.name in ("logistic", "hinge"):
+        # centre within the box: equal mass on both classes keeps y*rho in (0, 1)
+        pos, neg = y > 0, y < 0
+        rho[pos] *= min(1.0, np.sum(rho[neg] * -1) / np.sum(rho[pos]))
+        rho[neg] *= min(1.0, np.sum(rho[pos]) / np.sum(-rho[neg]))
+    D, rho_f, n_f = common.projected_dual_objective(pb, rho)
+    assert abs(np.sum(rho_f)) <= 1e-12 * np.sum(np.abs(rho_f))
+    np.testing.assert_allclose(n_f, np_norms(K, rho_f), rtol=1e-10, atol=1e-15)
+    assert math.isfinite(D)
+    for _ in range(5):
+        alpha = rng.standard_normal((M, N)) * rng.choice([0.01, 1.0, 10.0])
+        b = rng.standard_normal()
+        P = common.primal_objective(pb, alpha, b)
+        assert D <= P + 1e-10 * abs(P)
+        assert common.relative_gap(P, D) >= -1e-10
+
+
+def test_project_dual_scales_into_the_l1_ball_and_centres():
+    K = random_bank(40)
+    y = labels(41)
+    C = 0.01
+    pb = Problem(K=K, y=y, loss=Hinge(), regularizer=L1(), C=C)
+    rho = y * 0.5 + 0.01
+    rho_f, n_f = common.project_dual(pb, rho)
+    centred = rho - rho.mean()
+    scale = max(np.max(np_norms(K, centred)) / C, 1.0)
+    assert scale > 1.0
+    np.testing.assert_allclose(rho_f, centred / scale, rtol=1e-12)
+    assert np.max(n_f) == pytest.approx(C, rel=1e-12)
+    assert np.sum(rho_f) == pytest.approx(0.0, abs=1e-14)
+
+
+def test_project_dual_reuses_norms_only_for_centred_points():
+    K = random_bank(42)
+    y = labels(43)
+    pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.5), C=1.0)
+    rho = np.random.default_rng(0).standard_normal(N)
+    wrong = np.full(M, 123.0)
+    _, n1 = common.project_dual(pb, rho, norms=wrong)   # not centred: recomputed
+    np.testing.assert_allclose(n1, np_norms(K, rho - rho.mean()), rtol=1e-12)
+    centred = rho - rho.mean()
+    _, n2 = common.project_dual(pb, centred, norms=wrong)   # centred: kept
+    np.testing.assert_array_equal(n2, wrong)
+    nb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.5), C=1.0, bias=False)
+    r3, _ = common.project_dual(nb, rho)
+    np.testing.assert_array_equal(r3, rho)   # no bias: no constraint
+
+
+@pytest.mark.parametrize(
+    "P,D,expect",
+    [(10.0, 9.0, 0.1), (-4.0, -5.0, 0.25), (0.0, -1e-3, 1e-3), (2.0, -math.inf, math.inf)],
+)
+def test_relative_gap(P, D, expect):
+    assert common.relative_gap(P, D) == pytest.approx(expect, rel=1e-12)
+
+
+def test_relative_gap_nan():
+    assert math.isnan(common.relative_gap(math.nan, 1.0))
+
+
+def test_kernel_weights_elasticnet_formula():
+    reg = ElasticNet(lam=0.3)
+    x = np.array([0.0, 0.5, 2.0, 0.0, 1.0])
+    w = common.kernel_weights(reg, x)
+    d = np.where(x > 0, x / (1 - 0.3 + 0.3 * x), 0.0)   # SpicyMKL §4.1
+    np.testing.assert_allclose(w, d / d.sum(), rtol=1e-12)
+    assert w[0] == 0.0 and w[3] == 0.0
+    assert np.sum(w) == pytest.approx(1.0)
+    assert np.all(common.kernel_weights(reg, np.zeros(3)) == 0.0)
+
+
+def test_kernel_weights_zero_blocks_stay_zero_for_lq_above_two():
+    reg = Lq(q=3.0)
+    x = np.array([0.0, 0.5, 2.0])
+    w = common.kernel_weights(reg, x)
+    d = np.array([0.0, 0.5 ** -1, 2.0 ** -1])
+    np.testing.assert_allclose(w, d / d.sum(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("loss", [Logistic(), Squared()], ids=lambda c: c.name)
+def test_optimal_bias_is_the_minimizer(loss):
+    from scipy.optimize import minimize_scalar
+
+    rng = np.random.default_rng(3)
+    y = labels(9, 40)
+    f = rng.standard_normal(40) * 2
+    b = common.optimal_bias(loss, y, f, b0=5.0)
+    ref = minimize_scalar(lambda t: np_loss(loss.name, y, f + t), bracket=(-3, 3), tol=1e-12).x
+    assert b == pytest.approx(ref, abs=1e-6)
+    if loss.name == "squared":
+        assert b == pytest.approx(np.mean(y - f), abs=1e-12)
+
+
+def test_build_result_warns_only_when_unconverged():
+    K = random_bank(50)
+    y = labels(51)
+    pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.5), C=1.0)
+    alpha = np.zeros((M, N))
+    alpha[2] = 1.0
+    kw = dict(engine="x", alpha=alpha, bias=0.1, primal=2.0, dual=1.0, iterations=3,
+              history=[], message="not there yet", time_s=0.0)
+    with pytest.warns(ConvergenceWarning, match="not there yet"):
+        r = common.build_result(pb, status=Status.MAX_ITER, **kw)
+    assert r.status == Status.MAX_ITER and not r.converged
+    assert r.gap == pytest.approx(0.5)
+    np.testing.assert_allclose(r.block_norms, np_norms(K, alpha), rtol=1e-12)
+    assert r.kernel_weights[2] == pytest.approx(1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        r2 = common.build_result(pb, status=Status.CONVERGED, **kw)
+        r3 = common.build_result(pb, status=Status.STOPPED, **kw)
+    assert r2.converged and r3.status == Status.STOPPED

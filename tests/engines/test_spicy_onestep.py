@@ -1,0 +1,378 @@
+"""The one-step SpicyMKL method (§4.3) against cvxpy + Clarabel on real data."""
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mklkit
+from mklkit.components.losses import EpsInsensitive, Hinge, Logistic, Squared
+from mklkit.components.params import ParamError
+from mklkit.components.regularizers import KL, L1, ElasticNet, Lq, Uniform
+from mklkit.engines import common
+from mklkit.engines.spicy import BUILTIN_ENGINES, Spicy, initial_dual
+from mklkit.problem import Problem
+from mklkit.result import ConvergenceWarning, Status
+
+try:
+    from tests.conic_reference import primal_objective_numpy, solve_reference
+except ImportError:  # tests/ itself is on sys.path (rootdir-relative imports)
+    from conic_reference import primal_objective_numpy, solve_reference
+
+TOL = 1e-8        # engine tolerance on the relative duality gap
+REL = 1e-4        # agreement with the conic reference
+
+
+# ---------------------------------------------------------------------------
+# data: real benchmark sets, small subsamples, a handful of kernels
+# ---------------------------------------------------------------------------
+def data_path(name: str) -> Path:
+    for folder in (Path(mklkit.__file__).parent / "data",
+                   Path(__file__).resolve().parents[2] / ".." / "shared" / "data"):
+        path = folder / f"{name}.csv.gz"
+        if path.exists():
+            return path
+    pytest.skip(f"data set {name} not found")
+
+
+def standardize(X: np.ndarray) -> np.ndarray:
+    sd = X.std(axis=0)
+    return (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+
+
+def rbf(X: np.ndarray, width: float) -> np.ndarray:
+    sq = np.sum(X**2, axis=1)
+    d2 = np.maximum(sq[:, None] + sq[None, :] - 2 * X @ X.T, 0.0)
+    return np.exp(-d2 / (2 * width**2))
+
+
+def bank(X: np.ndarray) -> np.ndarray:
+    """RBF and polynomial kernels on all features and on single features, unit trace."""
+    d = X.shape[1]
+    Ks = [rbf(X, w * math.sqrt(d)) for w in (0.5, 1.0, 2.0)]
+    Ks += [(X @ X.T / d + 1.0) ** p for p in (1, 2)]
+    Ks += [rbf(X[:, [j]], 1.0) for j in range(0, d, max(1, d // 4))][:4]
+    Ks += [np.outer(X[:, 0], X[:, 0])]          # rank one
+    K = np.array([k / np.trace(k) for k in Ks])
+    return np.ascontiguousarray(0.5 * (K + K.transpose(0, 2, 1)))
+
+
+@functools.lru_cache(maxsize=None)
+def sonar(n: int = 80, seed: int = 0):
+    a = np.loadtxt(data_path("sonar"), delimiter=",", skiprows=1)
+    rows = np.random.default_rng(seed).permutation(a.shape[0])[:n]
+    X, y = standardize(a[rows, :-1]), a[rows, -1]
+    return bank(X), y
+
+
+@functools.lru_cache(maxsize=None)
+def liver(n: int = 80, seed: int = 1):
+    """Regression: the BUPA `drinks` column from the five blood tests."""
+    a = np.loadtxt(data_path("liver"), delimiter=",", skiprows=1)
+    rows = np.random.default_rng(seed).permutation(a.shape[0])[:n]
+    X = standardize(a[rows, :5])
+    t = a[rows, 5]
+    return bank(X), (t - t.mean()) / t.std()
+
+
+@functools.lru_cache(maxsize=None)
+def reference(data: str, loss: str, reg: str, C: float, bias: bool = True, **params):
+    K, y = {"sonar": sonar, "liver": liver}[data]()
+    return solve_reference(K, y, loss, reg, C, bias=bias, **params)
+
+
+def check_against_reference(res, K, y, ref, loss, reg, C, **params):
+    __tracebackhide__ = True
+    assert res.status == Status.CONVERGED, res.message
+    assert -1e-12 <= res.gap <= TOL      # weak duality, up to rounding
+    assert res.objective == pytest.approx(ref.objective, rel=REL)
+    # the primal at the returned (alpha, b), recomputed independently
+    P = primal_objective_numpy(K, y, res.alpha, res.bias, loss, reg, C, **params)
+    assert P == pytest.approx(res.objective, rel=1e-10)
+    # the loss is strictly convex in z and the block norms unique: both must agree
+    z = np.einsum("mij,mj->i", K, res.alpha) + res.bias
+    z_ref = np.einsum("mij,mj->i", K, ref.alpha) + ref.bias
+    assert np.max(np.abs(z - z_ref)) <= 1e-3 * (1 + np.max(np.abs(z_ref)))
+    x_ref = np.sqrt(np.maximum(np.einsum("mi,mij,mj->m", ref.alpha, K, ref.alpha), 0))
+    assert np.max(np.abs(res.block_norms - x_ref)) <= 1e-3 * (1 + np.max(x_ref))
+    # kernel weights: non-negative, sum 1, zero exactly on zero blocks
+    w = res.kernel_weights
+    assert np.all(w >= 0) and np.sum(w) == pytest.approx(1.0)
+    assert np.all((w == 0) == (res.block_norms == 0))
+
+
+@pytest.mark.parametrize("C", [0.05, 0.5])
+@pytest.mark.parametrize("lam", [0.3, 0.7])
+def test_logistic_elasticnet_matches_conic_reference(C, lam):
+    K, y = sonar()
+    pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=lam), C=C)
+    res = Spicy(tol=TOL, max_iter=100).solve(pb)
+    ref = reference("sonar", "logistic", "elasticnet", C, lam=lam)
+    check_against_reference(res, K, y, ref, "logistic", "elasticnet", C, lam=lam)
+    # the multiplier of 1'rho = 0 is the bias (KKT condition of §4.3)
+    assert res.history[-1]["multiplier"] == pytest.approx(res.bias, abs=1e-4)
+
+
+def test_elasticnet_leaves_kernels_inactive():
+    """With a large C some blocks are exactly zero (eq. 46: flat conjugate)."""
+    K, y = sonar()
+    C, lam = 0.8, 0.3
+    pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=lam), C=C)
+    res = Spicy(tol=TOL, max_iter=100).solve(pb)
+    ref = reference("sonar", "logistic", "elasticnet", C, lam=lam)
+    check_against_reference(res, K, y, ref, "logistic", "elasticnet", C, lam=lam)
+    inactive = res.block_norms == 0
+    assert 0 < np.sum(inactive) < K.shape[0]
+    assert np.all(res.alpha[inactive] == 0)
+    # the dual point certifies it: ||rho||_{K_m} <= C(1 - lam) exactly on those
+    n = common.dual_block_norms(K, res.dual)
+    np.testing.assert_array_equal(n <= C * (1 - lam), inactive)
+
+
+@pytest.mark.parametrize("C", [0.1, 1.0])
+@pytest.mark.parametrize("q", [1.5, 2.0, 3.0])
+def test_squared_lq_matches_conic_reference(q, C):
+    K, y = liver()
+    pb = Problem(K=K, y=y, loss=Squared(), regularizer=Lq(q=q), C=C)
+    res = Spicy(tol=TOL, max_iter=100).solve(pb)
+    ref = reference("liver", "squared", "lq", C, q=q)
+    check_against_reference(res, K, y, ref, "squared", "lq", C, q=q)
+
+
+def test_squared_uniform_matches_conic_reference():
+    K, y = liver()
+    pb = Problem(K=K, y=y, loss=Squared(), regularizer=Uniform(), C=0.3)
+    res = Spicy(tol=TOL).solve(pb)
+    ref = reference("liver", "squared", "uniform", 0.3)
+    check_against_reference(res, K, y, ref, "squared", "uniform", 0.3)
+
+
+def test_without_bias_matches_conic_reference():
+    K, y = sonar()
+    pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.5), C=0.2, bias=False)
+    res = Spicy(tol=TOL).solve(pb)
+    ref = reference("sonar", "logistic", "elasticnet", 0.2, bias=False, lam=0.5)
+    assert res.bias == 0.0
+    check_against_reference(res, K, y, ref, "logistic", "elasticnet", 0.2, lam=0.5)
+
+
+def test_kl_regularizer_converges_with_certified_gap():
+    """KL has a smooth conjugate that grows like exp(y^2/C^2): the start is scaled in."""
+    K, y = sonar()
+    pb = Problem(K=K, y=y, loss=Logistic(), regularizer=KL(d0=1.0), C=0.05)
+    res = Spicy(tol=TOL).solve(pb)
+    assert res.status == Status.CONVERGED and res.gap <= TOL
+    P = common.primal_objective(pb, res.alpha, res.bias)
+    D = common.dual_objective(pb, res.dual)
+    assert P == pytest.approx(res.objective, rel=1e-12)
+    assert D == pytest.approx(res.dual_objective, rel=1e-12)
+    assert (P - D) / abs(P) <= TOL
+
+
+# ---------------------------------------------------------------------------
+# reporting: history, result fields, the default tolerance
+# ---------------------------------------------------------------------------
+def test_history_and_result_fields():
+    K, y = sonar()
+    pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.5), C=0.1)
+    res = Spicy(tol=TOL).solve(pb)
+    assert res.engine == "spicy" and res.converged
+    assert len(res.history) == res.iterations >= 2
+    assert [h["iteration"] for h in res.history] == list(range(1, res.iterations + 1))
+    for h in res.history:
+        for key in ("objective", "dual_objective", "gap", "n_active", "time_s",
+                    "step_size", "newton_decrement"):
+            assert key in h and math.isfinite(h[key]), key
+        assert 0 < h["step_size"] <= 1
+        assert h["dual_objective"] <= h["objective"] + 1e-12 * abs(h["objective"])
+    last = res.history[-1]
+    assert last["gap"] == res.gap and last["objective"] == res.objective
+    # Newton converges fast near the optimum: full steps, vanishing decrement
+    assert last["step_size"] == 1.0
+    assert res.history[-1]["newton_decrement"] < res.history[0]["newton_decrement"]
+    # dual objective never decreases along the iterations (a descent method on -D)
+    D = [h["dual_objective"] for h in res.history]
+    assert all(b >= a - 1e-12 * abs(a) for a, b in zip(D, D[1:]))
+    assert np.sum(res.dual) == pytest.approx(0.0, abs=1e-12)
+    assert res.alpha.shape == K.shape[:2] and res.time_s > 0
+
+
+def test_default_tolerance_is_the_papers():
+    K, y = sonar()
+    pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.5), C=0.1)
+    res = Spicy().solve(pb)
+    assert res.converged and res.gap <= 1e-2
+    tight = Spicy(tol=1e-10).solve(pb)
+    assert tight.iterations >= res.iterations and tight.gap <= 1e-10
+
+
+# ---------------------------------------------------------------------------
+# non-convergence, callback, unsupported problems, options
+# ---------------------------------------------------------------------------
+def test_max_iter_gives_status_and_warning():
+    K, y = sonar()
+    pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.3), C=0.05)
+    with pytest.warns(ConvergenceWarning, match="max_iter=1"):
+        res = Spicy(tol=1e-10, max_iter=1).solve(pb)
+    assert res.status == Status.MAX_ITER and not res.converged
+    assert res.iterations == 1 and len(res.history) == 1
+    assert res.gap > 1e-10 and math.isfinite(res.gap)
+    assert res.dual_objective <= res.objective
+
+
+def test_callback_stops_the_solve():
+    K, y = sonar()
+    pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.3), C=0.05)
+    seen = []
+
+    def cb(state):
+        seen.append(dict(state))
+        return state["iteration"] >= 2
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        res = Spicy(tol=1e-12).solve(pb, callback=cb)
+    assert res.status == Status.STOPPED
+    assert res.iterations == 2 and [s["iteration"] for s in seen] == [1, 2]
+    assert seen[-1]["gap"] == res.gap
+
+
+def test_callback_falsy_return_does_not_stop():
+    K, y = sonar()
+    pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.3), C=0.05)
+    calls = []
+    res = Spicy(tol=TOL).solve(pb, callback=lambda s: calls.append(s["iteration"]))
+    assert res.converged and calls == list(range(1, res.iterations + 1))
+
+
+def test_failed_line_search_is_reported_as_stalled(monkeypatch):
+    """A direction along which no step decreases F ends the solve with status stalled."""
+    import mklkit.engines.spicy as spicy_module
+
+    newton = spicy_module._newton_direction
+
+    def far(H, g, bias):
+        delta, nu, method = newton(H, g, bias)
+        return 1e12 * delta, nu, method
+
+    monkeypatch.setattr(spicy_module, "_newton_direction", far)
+    K, y = liver()
+    pb = Problem(K=K, y=y, loss=Squared(), regularizer=Lq(q=1.5), C=0.1)
+    with pytest.warns(ConvergenceWarning, match="line search failed"):
+        res = Spicy(tol=TOL, max_backtrack=3).solve(pb)
+    assert res.status == Status.STALLED and res.iterations == 0
+    assert math.isfinite(res.objective) and math.isfinite(res.gap)
+
+
+class NaNConjugate(ElasticNet):
+    """A broken regularizer whose conjugate is NaN everywhere."""
+
+    kernels = ElasticNet.kernels._replace(conj=lambda y, C, p: np.full(y.shape, np.nan))
+
+
+def test_nan_conjugate_is_a_numerical_error_not_an_exception():
+    K, y = sonar()
+    pb = Problem(K=K, y=y, loss=Logistic(), regularizer=NaNConjugate(lam=0.5), C=0.1)
+    with pytest.warns(ConvergenceWarning, match="non-finite"):
+        res = Spicy(tol=TOL).solve(pb)
+    assert res.status == Status.NUMERICAL_ERROR and not res.converged
+
+
+@pytest.mark.parametrize(
+    "loss,reg,names",
+    [
+        (Hinge(), ElasticNet(lam=0.5), ["hinge"]),
+        (Logistic(), L1(), ["l1"]),
+        (Logistic(), ElasticNet(lam=0.0), ["elasticnet(lam=0)"]),
+        (EpsInsensitive(eps=0.1), Lq(q=2.0), ["eps_insensitive(eps=0.1)"]),
+        (Hinge(), L1(), ["hinge", "l1"]),
+    ],
+    ids=["hinge", "l1", "elasticnet-lam0", "eps_insensitive", "hinge-l1"],
+)
+def test_unsupported_problems_give_a_reason(loss, reg, names):
+    K, _ = sonar()
+    y = sonar()[1] if loss.task == "classification" else liver()[1]
+    pb = Problem(K=K, y=y, loss=loss, regularizer=reg, C=0.1)
+    reason = Spicy().supports(pb)
+    assert isinstance(reason, str) and "not implemented yet" in reason
+    for name in names:
+        assert name in reason
+    with pytest.raises(ValueError, match="not implemented yet"):
+        Spicy().solve(pb)
+
+
+def test_supported_problems():
+    K, y = sonar()
+    for reg in (ElasticNet(lam=0.1), Lq(q=1.2), Uniform(), KL()):
+        assert Spicy().supports(Problem(K=K, y=y, loss=Logistic(), regularizer=reg, C=1.0)) is None
+
+
+def test_engine_declaration():
+    assert BUILTIN_ENGINES == (Spicy,)
+    assert Spicy.name == "spicy" and Spicy.description
+    names = [p.name for p in Spicy.params]
+    assert names[:2] == ["tol", "max_iter"]
+    with pytest.raises(ParamError, match="tol"):
+        Spicy(tol=0.0)
+    with pytest.raises(ParamError, match="armijo"):
+        Spicy(armijo=0.7)
+    with pytest.raises(ParamError, match="max_iter"):
+        Spicy(max_iter=0)
+
+
+# ---------------------------------------------------------------------------
+# the feasible start
+# ---------------------------------------------------------------------------
+def test_initial_dual_logistic_is_class_balanced():
+    y = np.array([1.0, 1.0, 1.0, -1.0, -1.0])
+    loss = Logistic()
+    lo = loss.kernels.conj_lower(y, loss.param_vector)
+    hi = loss.kernels.conj_upper(y, loss.param_vector)
+    rho = initial_dual(lo, hi, bias=True)
+    np.testing.assert_allclose(rho, np.where(y > 0, 2 / 5, -3 / 5), atol=1e-12)
+    assert np.all((y * rho > 0) & (y * rho < 1))
+    assert abs(np.sum(rho)) < 1e-14
+
+
+def test_initial_dual_unbounded_and_no_bias():
+    y = np.array([0.3, -2.0, 1.0])
+    loss = Squared()
+    lo = loss.kernels.conj_lower(y, loss.param_vector)
+    hi = loss.kernels.conj_upper(y, loss.param_vector)
+    np.testing.assert_allclose(initial_dual(lo, hi, bias=True), 0.0, atol=1e-12)
+    yc = np.array([1.0, -1.0, 1.0])
+    lg = Logistic()
+    r = initial_dual(lg.kernels.conj_lower(yc, lg.param_vector),
+                     lg.kernels.conj_upper(yc, lg.param_vector), bias=False)
+    np.testing.assert_allclose(r, 0.5 * yc)
+
+
+def test_initial_dual_infeasible_raises():
+    lo = np.array([-1.0, -1.0])   # one class only: y*rho in (0, 1) for all i
+    hi = np.array([0.0, 0.0])
+    with pytest.raises(ValueError, match="sum"):
+        initial_dual(lo, hi, bias=True)
+
+
+# ---------------------------------------------------------------------------
+# scale: the SpicyMKL §6.1 bank (sonar, 1647 kernels)
+# ---------------------------------------------------------------------------
+@pytest.mark.slow
+def test_sonar_simplemkl_bank():
+    from mklkit.kernels.bank import KernelBank
+
+    a = np.loadtxt(data_path("sonar"), delimiter=",", skiprows=1)
+    rows = np.random.default_rng(0).permutation(a.shape[0])[:166]
+    X, y = standardize(a[rows, :-1]), a[rows, -1]
+    K = KernelBank.build(X, "simplemkl").K
+    assert K.shape[0] == 1647
+    for C in (0.005, 0.05, 0.5):
+        pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.5), C=C)
+        res = Spicy(tol=1e-6).solve(pb)
+        assert res.converged and res.gap <= 1e-6
+        assert res.objective == pytest.approx(common.primal_objective(pb, res.alpha, res.bias),
+                                              rel=1e-10)
