@@ -26,7 +26,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -142,10 +142,24 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     """Write strict JSON (no NaN) atomically: a temporary file, then rename."""
     path = Path(path)
     text = json.dumps(to_jsonable(obj), indent=2, allow_nan=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
+
+    return _atomic_write(path, write)
+
+
+def _atomic_write(path: Path, write: Callable[[str], None], suffix: str = "") -> Path:
+    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it.
+
+    A reader never sees a half-written file; the temporary file is removed
+    if writing fails.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -193,10 +207,9 @@ def write_run(run: RunResult, out_dir: str | os.PathLike[str], force: bool = Fal
     res = run.result
     active = np.asarray(res.active_set, dtype=np.int64)
     sol_path = out / SOLUTION
-    fd, tmp = tempfile.mkstemp(prefix=f".{SOLUTION}.", suffix=".npz", dir=out)
-    os.close(fd)
-    try:
-        np.savez_compressed(
+    _atomic_write(
+        sol_path,
+        lambda tmp: np.savez_compressed(
             tmp,
             alpha=np.ascontiguousarray(np.asarray(res.alpha)[active], dtype=np.float64),
             active=active,
@@ -204,14 +217,9 @@ def write_run(run: RunResult, out_dir: str | os.PathLike[str], force: bool = Fal
             kernel_names=np.array(run.kernel_names, dtype=str),
             kernel_weights=np.asarray(res.kernel_weights, dtype=np.float64),
             block_norms=np.asarray(res.block_norms, dtype=np.float64),
-        )
-        os.replace(tmp, sol_path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        ),
+        suffix=".npz",
+    )
     hist_path = write_json(out / HISTORY, run.history())
     summary = run.summary()
     summary["files"] = {"history": HISTORY, "solution": SOLUTION}

@@ -1051,7 +1051,15 @@ def _data_error(spec: Spec, key: str, exc: Exception, value: Any) -> SpecError:
 def _load_data(spec: Spec) -> PreparedData:
     import numpy as np
 
-    from .data import DataError, Dataset, Standardizer, load_builtin, load_file, train_test_split
+    from .data import (
+        DataError,
+        Dataset,
+        Standardizer,
+        detect_format,
+        load_builtin,
+        load_file,
+        train_test_split,
+    )
 
     d = spec.data
     task = spec.problem.loss.task
@@ -1085,7 +1093,7 @@ def _load_data(spec: Spec) -> PreparedData:
         tshown = _given(spec, "data.test")
         try:
             fmt = d.format
-            n_features = ds.n_features if (fmt or _guess_fmt(d.test)) == "libsvm" else None
+            n_features = ds.n_features if (fmt or detect_format(d.test, default="libsvm")) == "libsvm" else None
             kwargs: dict[str, Any] = {"target": d.target, "fmt": d.format}
             if n_features is not None:
                 kwargs["n_features"] = n_features
@@ -1157,18 +1165,6 @@ def _contiguous(X: Any) -> Any:
 def _strip_name(exc: Exception, name: str) -> str:
     text = str(exc)
     return text[len(name) + 2:] if text.startswith(name + ": ") else text
-
-
-def _guess_fmt(path: Path) -> str:
-    name = path.name.lower()
-    for comp in (".gz", ".bz2"):
-        if name.endswith(comp):
-            name = name[: -len(comp)]
-    if name.endswith(".csv"):
-        return "csv"
-    if name.endswith(".npz"):
-        return "npz"
-    return "libsvm"
 
 
 def _given(spec: Spec, key: str) -> str:

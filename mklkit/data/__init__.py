@@ -33,6 +33,7 @@ __all__ = [
     "DataError",
     "Dataset",
     "available",
+    "detect_format",
     "load_builtin",
     "load_file",
     "train_test_split",
@@ -161,7 +162,13 @@ _FORMATS = ("csv", "npz", "libsvm")
 _LIBSVM_SUFFIXES = (".libsvm", ".svm", ".txt")
 
 
-def _detect_format(path: Path) -> str:
+def detect_format(path: str | os.PathLike[str], default: str | None = None) -> str:
+    """File format from the name: ``"csv"``, ``"npz"`` or ``"libsvm"``.
+
+    Compression suffixes (``.gz``, ``.bz2``) are ignored.  An unknown suffix
+    returns ``default`` if given, else raises :class:`DataError`.
+    """
+    path = Path(path)
     name = path.name.lower()
     for comp in (".gz", ".bz2"):
         if name.endswith(comp):
@@ -172,6 +179,8 @@ def _detect_format(path: Path) -> str:
         return "npz"
     if name.endswith(_LIBSVM_SUFFIXES):
         return "libsvm"
+    if default is not None:
+        return default
     raise DataError(
         f"{path}: cannot tell the file format from the name; use a name ending in "
         ".csv, .csv.gz, .npz, .libsvm, .svm or .txt (optionally .gz), or pass "
@@ -227,7 +236,7 @@ def load_file(
     if not p.is_file():
         raise DataError(f"{p}: data file not found")
     if fmt is None:
-        fmt = _detect_format(p)
+        fmt = detect_format(p)
     elif fmt not in _FORMATS:
         raise DataError(f"{p}: fmt must be one of {', '.join(map(repr, _FORMATS))}; got {fmt!r}")
     if target is not None and fmt != "csv":

@@ -35,5 +35,26 @@ class Engine(Component):
         """``None`` when this engine can solve ``problem``, else the reason why not."""
         return None
 
-    def solve(self, problem: Problem, callback: Callback | None = None) -> SolveResult:
+    #: Whether ``solve`` uses ``warm_start`` (a previous result on the same
+    #: kernels and labels, e.g. the neighbouring C of a regularization path).
+    supports_warm_start: ClassVar[bool] = False
+
+    def solve(
+        self,
+        problem: Problem,
+        callback: Callback | None = None,
+        warm_start: SolveResult | None = None,
+    ) -> SolveResult:
+        """Solve ``problem``; never raise because the solve did not converge.
+
+        Parameters
+        ----------
+        problem : Problem
+        callback : callable, optional
+            Called with the history record of every outer iteration; a
+            truthy return stops the solve (status ``stopped``).
+        warm_start : SolveResult, optional
+            A previous solution on the same kernels and labels.  Engines
+            that do not use it (``supports_warm_start`` False) ignore it.
+        """
         raise NotImplementedError
