@@ -29,6 +29,9 @@ _LAZY = {
     "get_registry": "mklkit.plugins",
     "load_spec": "mklkit.api",
     "run": "mklkit.api",
+    "MKLClassifier": "mklkit.estimators",
+    "MKLRegressor": "mklkit.estimators",
+    "MKLPath": "mklkit.estimators",
 }
 
 __all__ = ["__version__", *sorted(_LAZY)]

@@ -645,6 +645,9 @@ def _check_class(kind: str, cls: type) -> list[str]:
 
         problems += _check_tuple(cls, "kernels", RegularizerKernels, required=True)
         problems += _check_tuple(cls, "bregman", BregmanKernels, required=False)
+        separable = getattr(cls, "separable", True)
+        if not isinstance(separable, (bool, property)):
+            problems.append(f"separable must be True or False; got {separable!r}")
     elif kind == "engine":
         from .engines.base import Engine
 

@@ -27,6 +27,8 @@ __all__ = [
     "matvecs",
     "matvecs_subset",
     "combine",
+    "matvecs_rows",
+    "matvecs_rows_serial",
 ]
 
 
@@ -202,4 +204,44 @@ def combine(K: np.ndarray, A: np.ndarray, idx: np.ndarray) -> np.ndarray:  # pra
             for j in range(N):
                 s += K[m, i, j] * A[m, j]
         out[i] = s
+    return out
+
+
+@njit(cache=True, parallel=True, fastmath=_FM)
+def matvecs_rows(K: np.ndarray, A: np.ndarray, idx: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
+    r"""Per-kernel products :math:`K_{idx_p}\alpha_p`, as rows of a (len(idx), N) array.
+
+    Parameters
+    ----------
+    K : ndarray (M, N, N)
+    A : ndarray (len(idx), N)
+        Row ``p`` is the coefficient vector of kernel ``idx[p]``.
+    idx : ndarray of int64
+    """
+    P = idx.shape[0]
+    N = K.shape[1]
+    out = np.empty((P, N))
+    for p in prange(P):
+        m = idx[p]
+        for i in range(N):
+            s = 0.0
+            for j in range(N):
+                s += K[m, i, j] * A[p, j]
+            out[p, i] = s
+    return out
+
+
+@njit(cache=True, fastmath=_FM)
+def matvecs_rows_serial(K: np.ndarray, A: np.ndarray, idx: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
+    """Single-threaded :func:`matvecs_rows` (a few kernels: no thread start-up)."""
+    P = idx.shape[0]
+    N = K.shape[1]
+    out = np.empty((P, N))
+    for p in range(P):
+        m = idx[p]
+        for i in range(N):
+            s = 0.0
+            for j in range(N):
+                s += K[m, i, j] * A[p, j]
+            out[p, i] = s
     return out

@@ -1,4 +1,4 @@
-r"""Jitted loops of the SpicyMKL dual Newton method (Suzuki & Tomioka 2011, §4.3).
+r"""Jitted loops of the SpicyMKL dual Newton methods (Suzuki & Tomioka 2011, §3–4).
 
 The dual objective of the one-step method is
 
@@ -21,7 +21,21 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["accumulate_hessian", "direction_forms"]
+__all__ = [
+    "accumulate_hessian",
+    "direction_forms",
+    "matvecs_and_norms",
+    "env_forms",
+    "accumulate_hessian_serial",
+    "direction_forms_serial",
+    "matvecs_and_norms_serial",
+    "PARALLEL_WORK",
+]
+
+#: Bank size (``M * N * N`` entries read) from which the engines use the
+#: multi-threaded loops; below it the start-up of the threads costs more than
+#: it saves (and much more when the cores are busy with other work).
+PARALLEL_WORK = 4_000_000
 
 _FM = {"reassoc", "contract"}
 
@@ -118,3 +132,173 @@ def direction_forms(
         b[m] = bm
         e[m] = em
     return KD, b, e
+
+
+@njit(cache=True, parallel=True, fastmath=_FM)
+def matvecs_and_norms(
+    K: np.ndarray, v: np.ndarray, w: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
+    r"""One pass over the bank: all :math:`K_m v` and all :math:`\|w\|_{K_m}`.
+
+    The iterative method resynchronizes its running products
+    :math:`K_m\rho` and evaluates the duality gap at the projected dual
+    point :math:`w` (SpicyMKL §6.1) with a single read of every Gram matrix.
+
+    Parameters
+    ----------
+    K : ndarray (M, N, N)
+    v, w : ndarray (N,)
+
+    Returns
+    -------
+    KV : ndarray (M, N)
+        Row ``m`` is :math:`K_m v`.
+    norms : ndarray (M,)
+        :math:`\sqrt{\max(w^\top K_m w, 0)}`.
+    """
+    M = K.shape[0]
+    N = K.shape[1]
+    KV = np.empty((M, N))
+    norms = np.empty(M)
+    for m in prange(M):
+        acc = 0.0
+        for i in range(N):
+            s = 0.0
+            t = 0.0
+            for j in range(N):
+                k = K[m, i, j]
+                s += k * v[j]
+                t += k * w[j]
+            KV[m, i] = s
+            acc += w[i] * t
+        norms[m] = np.sqrt(acc) if acc > 0.0 else 0.0
+    return KV, norms
+
+
+@njit(cache=True, fastmath=_FM)
+def env_forms(
+    KR: np.ndarray, rho: np.ndarray, idx: np.ndarray, A: np.ndarray, aa: np.ndarray,
+    gamma: float
+) -> np.ndarray:  # pragma: no cover - jitted
+    r"""Squared norms :math:`\|\alpha_m + \gamma\rho\|_{K_m}^2` from running products.
+
+    .. math::
+        \|\alpha_m + \gamma\rho\|_{K_m}^2 = \alpha_m^\top K_m\alpha_m
+            + 2\gamma\,\alpha_m^\top K_m\rho + \gamma^2\rho^\top K_m\rho
+
+    (SpicyMKL eq. 47); only the kernels in ``idx`` have :math:`\alpha_m \ne 0`.
+
+    Parameters
+    ----------
+    KR : ndarray (M, N)
+        Row ``m`` is :math:`K_m\rho`.
+    rho : ndarray (N,)
+    idx : ndarray (P,) of int64
+        Kernels with a non-zero block.
+    A : ndarray (P, N)
+        Their :math:`\alpha_m`.
+    aa : ndarray (P,)
+        :math:`\alpha_m^\top K_m\alpha_m`.
+    gamma : float
+
+    Returns
+    -------
+    ndarray (M,)
+        The squared norms (clipped at 0).
+    """
+    M = KR.shape[0]
+    N = KR.shape[1]
+    out = np.empty(M)
+    g2 = gamma * gamma
+    for m in range(M):
+        s = 0.0
+        for i in range(N):
+            s += KR[m, i] * rho[i]
+        out[m] = g2 * s
+    for p in range(idx.shape[0]):
+        m = idx[p]
+        s = 0.0
+        for i in range(N):
+            s += A[p, i] * KR[m, i]
+        v = out[m] + aa[p] + 2.0 * gamma * s
+        out[m] = v if v > 0.0 else 0.0
+    for m in range(M):
+        if out[m] < 0.0:
+            out[m] = 0.0
+    return out
+
+
+@njit(cache=True, fastmath=_FM)
+def accumulate_hessian_serial(
+    H: np.ndarray,
+    K: np.ndarray,
+    idx: np.ndarray,
+    s: np.ndarray,
+    KR: np.ndarray,
+    t: np.ndarray,
+    block: int,
+) -> None:  # pragma: no cover - jitted
+    """Single-threaded :func:`accumulate_hessian` (small banks: no thread start-up)."""
+    N = H.shape[0]
+    P = idx.shape[0]
+    B = max(block, 1)
+    nb = (N + B - 1) // B
+    for blk in range(nb):
+        i0 = blk * B
+        i1 = min(N, i0 + B)
+        for p in range(P):
+            m = idx[p]
+            sp = s[p]
+            for i in range(i0, i1):
+                ti = t[p] * KR[p, i]
+                for j in range(N):
+                    H[i, j] += sp * K[m, i, j] + ti * KR[p, j]
+
+
+@njit(cache=True, fastmath=_FM)
+def direction_forms_serial(
+    K: np.ndarray, d: np.ndarray, KR: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - jitted
+    """Single-threaded :func:`direction_forms` (small banks: no thread start-up)."""
+    M = K.shape[0]
+    N = K.shape[1]
+    KD = np.empty((M, N))
+    b = np.empty(M)
+    e = np.empty(M)
+    for m in range(M):
+        bm = 0.0
+        em = 0.0
+        for i in range(N):
+            s = 0.0
+            for j in range(N):
+                s += K[m, i, j] * d[j]
+            KD[m, i] = s
+            em += d[i] * s
+            bm += d[i] * KR[m, i]
+        b[m] = bm
+        e[m] = em
+    return KD, b, e
+
+
+@njit(cache=True, fastmath=_FM)
+def matvecs_and_norms_serial(
+    K: np.ndarray, v: np.ndarray, w: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
+    """Single-threaded :func:`matvecs_and_norms` (small banks: no thread start-up)."""
+    M = K.shape[0]
+    N = K.shape[1]
+    KV = np.empty((M, N))
+    norms = np.empty(M)
+    for m in range(M):
+        acc = 0.0
+        for i in range(N):
+            s = 0.0
+            t = 0.0
+            for j in range(N):
+                k = K[m, i, j]
+                s += k * v[j]
+                t += k * w[j]
+            KV[m, i] = s
+            acc += w[i] * t
+        norms[m] = np.sqrt(acc) if acc > 0.0 else 0.0
+    return KV, norms

@@ -308,11 +308,24 @@ class Regularizer(Component):
     ---------------------------------------
     kernels : :class:`RegularizerKernels`
     bregman : :class:`BregmanKernels` or None
+        When given, the Tikhonov penalty of ``kernels`` is this Bregman
+        divergence, :math:`h(d) = r_F(d)`, so that
+        :math:`g(t) = \min_{d>0} t/(2d) + r_F(d)/2`.
+    separable : bool
+        True (the default) when the regularizer is
+        :math:`C\sum_m g(\|\alpha_m\|_{K_m}^2)`.  False when it couples the
+        blocks (e.g. a squared p-norm of the kernel weights): ``kernels``
+        then describe it on a bank of one kernel only, and engines that rely
+        on separability (``kernels`` applied per block) must decline it in
+        ``supports``.  A non-separable regularizer also reports
+        ``smooth_conjugate = False``: it has no separable conjugate for the
+        one-step method.
     """
 
     kind: ClassVar[str] = "regularizer"
     kernels: ClassVar[RegularizerKernels]
     bregman: ClassVar[BregmanKernels | None] = None
+    separable: ClassVar[bool] = True
 
     @property
     def smooth_conjugate(self) -> bool:

@@ -44,6 +44,9 @@ __all__ = [
     "primal_objective",
     "dual_objective",
     "project_dual",
+    "project_sum_box",
+    "scale_into_radius",
+    "dual_box",
     "projected_dual_objective",
     "relative_gap",
     "kernel_weights",
@@ -193,27 +196,127 @@ def dual_objective(
     return -val
 
 
+def project_sum_box(
+    rho: np.ndarray, lower: np.ndarray, upper: np.ndarray
+) -> np.ndarray:
+    r"""Euclidean projection onto :math:`\{\rho: \mathbf 1^\top\rho = 0,\ l \le \rho \le u\}`.
+
+    The projection is :math:`\tilde\rho_i = \mathrm{clip}(\rho_i - \tau, l_i, u_i)`
+    with the shift :math:`\tau` that makes the sum vanish (KKT conditions of
+    the projection; :math:`\sum_i\tilde\rho_i(\tau)` is continuous and
+    non-increasing in :math:`\tau`).  :math:`\tau` is bracketed, bisected, and
+    finally recomputed exactly from the set of unclipped coordinates.
+    Infinite bounds are allowed.
+
+    Parameters
+    ----------
+    rho : ndarray (N,)
+    lower, upper : ndarray (N,)
+        Box with ``lower <= upper``.
+
+    Returns
+    -------
+    ndarray (N,)
+
+    Raises
+    ------
+    ValueError
+        When the set is empty (:math:`\sum_i l_i > 0` or :math:`\sum_i u_i < 0`).
+    """
+    rho = np.asarray(rho, dtype=np.float64)
+    lo = np.asarray(lower, dtype=np.float64)
+    hi = np.asarray(upper, dtype=np.float64)
+    if float(np.sum(lo)) > 0.0 or float(np.sum(hi)) < 0.0:
+        raise ValueError("no point of the box has a zero sum: the dual is infeasible "
+                         f"(sum of lower ends {float(np.sum(lo)):g}, of upper ends "
+                         f"{float(np.sum(hi)):g})")
+
+    def total(tau: float) -> float:
+        return float(np.sum(np.clip(rho - tau, lo, hi)))
+
+    s0 = total(0.0)
+    if s0 == 0.0:
+        return np.clip(rho, lo, hi)
+    # bracket: total(t_lo) >= 0 >= total(t_hi)
+    step = max(float(np.max(np.abs(rho))), 1.0)
+    if s0 > 0.0:
+        t_lo, t_hi = 0.0, step
+        while total(t_hi) > 0.0:
+            t_lo, t_hi = t_hi, 2.0 * t_hi
+            if not math.isfinite(t_hi):  # pragma: no cover - excluded by the check above
+                raise ValueError("could not bracket the shift of the dual projection")
+    else:
+        t_lo, t_hi = -step, 0.0
+        while total(t_lo) < 0.0:
+            t_lo, t_hi = 2.0 * t_lo, t_lo
+            if not math.isfinite(t_lo):  # pragma: no cover
+                raise ValueError("could not bracket the shift of the dual projection")
+    for _ in range(200):
+        mid = 0.5 * (t_lo + t_hi)
+        if not (t_lo < mid < t_hi):
+            break
+        if total(mid) > 0.0:
+            t_lo = mid
+        else:
+            t_hi = mid
+    tau = 0.5 * (t_lo + t_hi)
+    # exact shift from the coordinates left free at tau
+    shifted = rho - tau
+    free = (shifted > lo) & (shifted < hi)
+    if np.any(free):
+        fixed = np.clip(shifted, lo, hi)[~free]
+        tau_exact = (float(np.sum(rho[free])) + float(np.sum(fixed))) / int(np.sum(free))
+        cand = np.clip(rho - tau_exact, lo, hi)
+        if abs(float(np.sum(cand))) <= abs(total(tau)):
+            return cand
+    return np.clip(shifted, lo, hi)
+
+
+def dual_box(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    r"""Bounds of :math:`\rho_i` from the loss conjugate's domain.
+
+    ``conj_lower``/``conj_upper`` bound :math:`u = -\rho_i`, so
+    :math:`\rho_i \in [-\mathrm{upper}_i, -\mathrm{lower}_i]`.
+    """
+    loss = problem.loss
+    y = as_vector(problem.y)
+    lo_u = np.asarray(loss.kernels.conj_lower(y, loss.param_vector), dtype=np.float64)
+    hi_u = np.asarray(loss.kernels.conj_upper(y, loss.param_vector), dtype=np.float64)
+    return -hi_u, -lo_u
+
+
 def project_dual(
     problem: Problem, rho: np.ndarray, *, norms: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Make a dual point feasible the way of SpicyMKL §6.1.
 
-    With a bias, :math:`\tilde\rho = \rho - \mathbf 1 (\mathbf 1^\top\rho)/N`;
-    then, when the domain of :math:`\tilde g_C^*` is the ball of radius
+    First the point is projected onto the equality constraint *and* the box
+    :math:`[l_i, u_i]` that the domain of :math:`\ell^*(y_i, -\rho_i)` gives
+    (:func:`dual_box`): the exact Euclidean projection
+    :math:`\tilde\rho_i = \mathrm{clip}(\rho_i - \tau, l_i, u_i)`
+    (:func:`project_sum_box`; without a bias only the clipping).  Inside the
+    box this is the paper's centring :math:`\rho - \mathbf 1(\mathbf 1^\top\rho)/N`;
+    plain centring would leave the domain of e.g. the hinge conjugate.  Then,
+    when the domain of :math:`\tilde g_C^*` is the ball of radius
     :math:`R` = ``regularizer.conj_radius(C)`` (finite), the point is scaled
     into it:
 
     .. math::
         \tilde\rho' = \tilde\rho / \max\{\max_m \|\tilde\rho\|_{K_m}/R,\ 1\}.
 
+    Scaling towards 0 keeps the box when it contains 0 (every loss bounded
+    below).
+
     Parameters
     ----------
     problem : Problem
     rho : ndarray (N,)
     norms : ndarray (M,), optional
-        :math:`\|\rho\|_{K_m}`.  They are reused when ``rho`` is already
-        centred to rounding (:math:`|\mathbf 1^\top\rho| \le 10^{-12}\|\rho\|_1`),
-        otherwise recomputed for the projected point (one pass over the bank).
+        :math:`\|\rho\|_{K_m}`.  They are reused when the projection leaves
+        ``rho`` unchanged up to rounding (it is already centred,
+        :math:`|\mathbf 1^\top\rho| \le 10^{-12}\|\rho\|_1`, and inside the
+        box), otherwise recomputed for the projected point (one pass over the
+        bank).
 
     Returns
     -------
@@ -222,22 +325,50 @@ def project_dual(
         :math:`\|\tilde\rho'\|_{K_m}`.
     """
     rho = np.array(rho, dtype=np.float64)
+    lo, hi = dual_box(problem)
+    inside = bool(np.all((rho >= lo) & (rho <= hi)))
     if problem.bias:
         total = float(np.sum(rho))
-        if norms is not None and abs(total) > _CENTRED * float(np.sum(np.abs(rho))):
+        if inside and abs(total) <= _CENTRED * float(np.sum(np.abs(rho))):
+            rho -= total / rho.size
+            rho = np.clip(rho, lo, hi)
+        else:
             norms = None
-        rho -= total / rho.size
+            rho = project_sum_box(rho, lo, hi)
+    elif not inside:
+        norms = None
+        rho = np.clip(rho, lo, hi)
     if norms is None:
         norms = dual_block_norms(problem.K, rho)
     else:
         norms = np.array(norms, dtype=np.float64)
-    radius = float(problem.regularizer.conj_radius(problem.C))
-    if math.isfinite(radius) and norms.size:
-        scale = max(float(np.max(norms)) / radius, 1.0)
-        if scale > 1.0:
-            rho /= scale
-            norms /= scale
+    rho, norms = scale_into_radius(rho, norms, float(problem.regularizer.conj_radius(problem.C)))
     return rho, norms
+
+
+def scale_into_radius(
+    rho: np.ndarray, norms: np.ndarray, radius: float
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Scale a dual point into the ball :math:`\max_m\|\rho\|_{K_m} \le R` (SpicyMKL §6.1).
+
+    :math:`\rho' = \rho/s` with :math:`s = \max\{\max_m\|\rho\|_{K_m}/R, 1\}`, made
+    a few ulps larger when needed so that rounding cannot leave a norm above
+    :math:`R` (the conjugate of the block 1-norm is infinite there).  Returns
+    new arrays; an infinite radius leaves the point as it is.
+    """
+    rho = np.array(rho, dtype=np.float64)
+    norms = np.array(norms, dtype=np.float64)
+    if not (math.isfinite(radius) and norms.size):
+        return rho, norms
+    top = float(np.max(norms))
+    if top <= radius:
+        return rho, norms
+    scale = top / radius
+    for _ in range(8):
+        if float(np.max(norms / scale)) <= radius:
+            break
+        scale *= 1.0 + 4.0 * np.finfo(np.float64).eps
+    return rho / scale, norms / scale
 
 
 def projected_dual_objective(

@@ -265,7 +265,8 @@ def test_project_dual_scales_into_the_l1_ball_and_centres():
 def test_project_dual_reuses_norms_only_for_centred_points():
     K = random_bank(42)
     y = labels(43)
-    pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.5), C=1.0)
+    # the squared loss has an unbounded conjugate domain: the projection is the centring
+    pb = Problem(K=K, y=y, loss=Squared(), regularizer=ElasticNet(lam=0.5), C=1.0)
     rho = np.random.default_rng(0).standard_normal(N)
     wrong = np.full(M, 123.0)
     _, n1 = common.project_dual(pb, rho, norms=wrong)   # not centred: recomputed
@@ -273,9 +274,65 @@ def test_project_dual_reuses_norms_only_for_centred_points():
     centred = rho - rho.mean()
     _, n2 = common.project_dual(pb, centred, norms=wrong)   # centred: kept
     np.testing.assert_array_equal(n2, wrong)
-    nb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.5), C=1.0, bias=False)
+    nb = Problem(K=K, y=y, loss=Squared(), regularizer=ElasticNet(lam=0.5), C=1.0, bias=False)
     r3, _ = common.project_dual(nb, rho)
     np.testing.assert_array_equal(r3, rho)   # no bias: no constraint
+
+
+def brute_force_projection(rho, lo, hi):
+    """argmin ||r - rho|| over {sum r = 0, lo <= r <= hi}, by a dense scan of the shift."""
+    taus = np.linspace(-5, 5, 200001)
+    sums = np.array([np.sum(np.clip(rho - t, lo, hi)) for t in taus[::100]])
+    i = int(np.argmin(np.abs(sums)))
+    fine = taus[max(0, (i - 1) * 100):(i + 1) * 100 + 1]
+    s = np.array([np.sum(np.clip(rho - t, lo, hi)) for t in fine])
+    return np.clip(rho - fine[int(np.argmin(np.abs(s)))], lo, hi)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_project_sum_box_is_the_euclidean_projection(seed):
+    rng = np.random.default_rng(seed)
+    n = 25
+    y = np.where(rng.random(n) < 0.4, -1.0, 1.0)
+    lo, hi = np.minimum(0.0, y), np.maximum(0.0, y)      # 0 <= y rho <= 1 (hinge, logistic)
+    rho = y * rng.uniform(-0.5, 1.5, n) + 0.3 * rng.standard_normal(n)
+    r = common.project_sum_box(rho, lo, hi)
+    assert abs(np.sum(r)) <= 1e-12 * np.sum(np.abs(r))
+    assert np.all(r >= lo) and np.all(r <= hi)
+    np.testing.assert_allclose(r, brute_force_projection(rho, lo, hi), atol=1e-4)
+    # optimality (variational inequality): (rho - r)'(x - r) <= 0 for feasible x
+    for _ in range(20):
+        x = common.project_sum_box(rng.standard_normal(n), lo, hi)
+        assert (rho - r) @ (x - r) <= 1e-10
+    # plain centring would leave the box here
+    c = rho - rho.mean()
+    assert np.any((c < lo) | (c > hi))
+
+
+def test_project_sum_box_unbounded_sides_and_infeasible():
+    rho = np.array([3.0, -1.0, 0.5])
+    lo = np.array([-np.inf, -np.inf, 0.0])
+    hi = np.array([np.inf, 0.0, np.inf])
+    r = common.project_sum_box(rho, lo, hi)
+    assert abs(np.sum(r)) < 1e-14 and r[1] <= 0 and r[2] >= 0
+    with pytest.raises(ValueError, match="zero sum"):
+        common.project_sum_box(rho, np.array([0.1, 0.0, 0.0]), np.ones(3))
+
+
+def test_project_dual_keeps_the_hinge_box():
+    """Centring alone leaves the hinge conjugate's domain (D = -inf); the box projection does not."""
+    K = random_bank(44)
+    y = labels(45)
+    pb = Problem(K=K, y=y, loss=Hinge(), regularizer=L1(), C=0.05)
+    rho = y * np.linspace(0.0, 1.0, N) + 0.2       # outside the box and not centred
+    D, rho_f, n_f = common.projected_dual_objective(pb, rho)
+    assert math.isfinite(D)
+    assert np.all(y * rho_f >= 0) and np.all(y * rho_f <= 1)
+    assert abs(np.sum(rho_f)) <= 1e-12 * np.sum(np.abs(rho_f))
+    assert np.max(n_f) <= 0.05 * (1 + 1e-12)
+    np.testing.assert_allclose(n_f, np_norms(K, rho_f), rtol=1e-10)
+    c = rho - rho.mean()
+    assert not math.isfinite(common.dual_objective(pb, c))
 
 
 @pytest.mark.parametrize(

@@ -293,22 +293,26 @@ def test_nan_conjugate_is_a_numerical_error_not_an_exception():
     ],
     ids=["hinge", "l1", "elasticnet-lam0", "eps_insensitive", "hinge-l1"],
 )
-def test_unsupported_problems_give_a_reason(loss, reg, names):
+def test_forced_one_step_needs_smooth_conjugates(loss, reg, names):
+    """method='one_step' refuses non-smooth conjugates and names them; 'auto' takes them."""
     K, _ = sonar()
     y = sonar()[1] if loss.task == "classification" else liver()[1]
     pb = Problem(K=K, y=y, loss=loss, regularizer=reg, C=0.1)
-    reason = Spicy().supports(pb)
-    assert isinstance(reason, str) and "not implemented yet" in reason
+    reason = Spicy(method="one_step").supports(pb)
+    assert isinstance(reason, str) and "one_step" in reason and "iterative" in reason
     for name in names:
         assert name in reason
-    with pytest.raises(ValueError, match="not implemented yet"):
-        Spicy().solve(pb)
+    with pytest.raises(ValueError, match="cannot solve this problem.*one_step"):
+        Spicy(method="one_step").solve(pb)
+    assert Spicy().supports(pb) is None and not Spicy().uses_one_step(pb)
 
 
 def test_supported_problems():
     K, y = sonar()
     for reg in (ElasticNet(lam=0.1), Lq(q=1.2), Uniform(), KL()):
-        assert Spicy().supports(Problem(K=K, y=y, loss=Logistic(), regularizer=reg, C=1.0)) is None
+        pb = Problem(K=K, y=y, loss=Logistic(), regularizer=reg, C=1.0)
+        assert Spicy().supports(pb) is None
+        assert Spicy().uses_one_step(pb) and not Spicy(method="iterative").uses_one_step(pb)
 
 
 def test_engine_declaration():

@@ -1,0 +1,808 @@
+r"""The ``smo_mkl`` engine: SMO-MKL (Vishwanathan, Sun, Theera-Ampornpunt & Varma 2010).
+
+Problems
+--------
+Losses: ``hinge`` (classification) and ``eps_insensitive`` (regression,
+§5.3).  Regularizers: ``pnorm_squared`` (this distribution; SMO-MKL eq. 1)
+or any separable regularizer that gives its Bregman form (``bregman``, e.g.
+the core ``kl``; §5.2).  A bias is required (the constraint
+:math:`y^\top\alpha = 0` of the dual).
+
+mklkit's convention (:class:`mklkit.problem.Problem`) puts ``C`` on the
+regularizer, :math:`\sum_i\ell_i + C\,R(f)`; the paper puts it on the loss.
+The engine solves the paper's dual with :math:`C_{\mathrm{paper}} = 1/C`:
+
+* ``pnorm_squared(p, lam)``: :math:`R = \min_d \tfrac12\sum_k\|f_k\|^2/d_k
+  + \tfrac\lambda2\|d\|_p^2`; the dual is eq. (9) with :math:`0\le\alpha\le 1/C`
+  and the paper's λ = ``lam``.
+* a Bregman form :math:`r_F` (the regularizer's Tikhonov penalty,
+  :math:`C\sum_k g(\|f_k\|^2)` with :math:`g(t) = \min_d t/(2d) + r_F(d)/2`):
+  the dual is eqs. (21)/(23) with λ = 1/2 and :math:`0\le\alpha\le 1/C`.  So
+  the core ``kl(d0)`` at ``C`` is the paper's KL problem with
+  :math:`C_{\mathrm{paper}} = 1/C`, λ = 1/2 and that :math:`d_0`;
+  :func:`kl_from_paper` maps the paper's (λ, d0, C) to ``kl``'s (d0, C).
+
+Reported values (core scale, as every engine): ``objective`` is
+:math:`\sum_i\ell(y_i, f(x_i) + b) + C R(f)` at the solution, which equals
+:math:`C\,P_{\mathrm{paper}}`; ``dual_objective`` is :math:`C` times the
+SMO-MKL dual (9)/(23) at the final :math:`\alpha`; ``gap`` is
+:math:`(P - D)/|P|`.  The history records also carry the paper-scale values
+``objective_smo`` and ``dual_objective_smo``.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mklkit.components.base import CLASSIFICATION, REGRESSION, Param
+from mklkit.engines.base import Callback, Engine
+from mklkit.problem import Problem
+from mklkit.result import ConvergenceWarning, SolveResult, Status
+
+from .regularizer import PnormSquared
+from .source import FeatureKernels
+
+__all__ = ["SmoMKL", "kl_from_paper", "loss_kind"]
+
+logger = logging.getLogger(__name__)
+
+_UNCONVERGED = (Status.MAX_ITER, Status.STALLED, Status.NUMERICAL_ERROR)
+#: Smallest KKT tolerance the inner loop is driven to before a solve is declared stalled.
+_EPS_FLOOR = 1e-15
+#: A shrinking step is taken only when it leaves at most this fraction of the points active
+#: (each one rebuilds the compact copies and empties the row cache).
+_SHRINK_FRACTION = 0.8
+#: M * N from which the passes over the state run multithreaded (``parallel="auto"``).
+_PARALLEL_WORK = 50_000_000
+
+
+def loss_kind(loss: Any) -> str | None:
+    """``"hinge"`` or ``"eps"`` for the losses whose dual SMO-MKL solves, else ``None``."""
+    if loss.name == "hinge" and loss.task == CLASSIFICATION:
+        return "hinge"
+    if loss.name == "eps_insensitive" and loss.task == REGRESSION:
+        return "eps"
+    return None
+
+
+def kl_from_paper(lam: float, d0: float, C_paper: float) -> tuple[dict[str, Any], float]:
+    r"""The core ``kl`` regularizer spec and ``C`` of the paper's KL-regularized problem.
+
+    SMO-MKL §5.2 solves :math:`\tfrac12\sum_k\|w_k\|^2/d_k + C_p\sum_i\ell_i
+    + \lambda\,r_{KL}(d; d_0)`.  Substituting :math:`d = \tilde d/\sqrt{2\lambda}`
+    (and using :math:`r_{KL}(c\tilde d; d_0) = c\,r_{KL}(\tilde d; d_0/c)`) turns it
+    into :math:`C_p` times mklkit's :math:`\sum_i\ell_i + C\sum_k g_{kl}(\|w_k\|^2)`
+    with ``d0`` :math:`= d_0\sqrt{2\lambda}` and :math:`C = \sqrt{2\lambda}/C_p`.
+
+    Returns
+    -------
+    spec : dict
+        ``{"name": "kl", "d0": ...}`` for :meth:`mklkit.plugins.Registry.create`.
+    C : float
+    """
+    if not (lam > 0 and d0 > 0 and C_paper > 0):
+        raise ValueError(f"lam, d0 and C_paper must be > 0; got {lam!r}, {d0!r}, {C_paper!r}")
+    s = math.sqrt(2.0 * lam)
+    return {"name": "kl", "d0": d0 * s}, s / C_paper
+
+
+def _describe(component: Any) -> str:
+    params = component.get_params()
+    if not params:
+        return component.name
+    return component.name + "(" + ", ".join(
+        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v!r}" for k, v in params.items()) + ")"
+
+
+@dataclass
+class _Reg:
+    """The regularizer in SMO form."""
+
+    mode: int
+    q: float
+    lam: float
+    fd0: float
+    Fd0: float
+    d0: float
+    bpar: np.ndarray
+    finv: Any
+    F: Any
+    reg: Any
+
+    def phi(self, c: np.ndarray) -> float:
+        r"""The dual's regularizer part :math:`\Phi(c)` (paper scale)."""
+        if self.mode == 0:
+            top = float(np.max(c)) if c.size else 0.0
+            if top <= 0.0:
+                return 0.0
+            nrm = top * float(np.sum((c / top) ** self.q)) ** (1.0 / self.q)
+            return nrm * nrm / (8.0 * self.lam)
+        theta = self.fd0 + c / (2.0 * self.lam)
+        d = np.asarray(self.finv(np.ascontiguousarray(theta), self.bpar), dtype=np.float64)
+        Fd = np.asarray(self.F(d, self.bpar), dtype=np.float64)
+        return float(self.lam * np.sum(d * theta - Fd + self.Fd0 - self.d0 * self.fd0))
+
+    def omega(self, c: np.ndarray, d: np.ndarray) -> float:
+        r"""The primal regularizer (paper scale) at the blocks :math:`w_k = d_k K_k\gamma`."""
+        x = d * np.sqrt(np.maximum(c, 0.0))
+        if self.mode == 0:
+            return self.reg.value(x, 1.0)
+        Fd = np.asarray(self.F(np.ascontiguousarray(d), self.bpar), dtype=np.float64)
+        rF = Fd - self.Fd0 - (d - self.d0) * self.fd0
+        return float(np.sum(0.5 * d * c + self.lam * rF))
+
+
+class SmoMKL(Engine):
+    r"""SMO-MKL: sequential minimal optimization of the p-norm / Bregman MKL dual.
+
+    Parameters
+    ----------
+    tol : float
+        Relative duality gap :math:`(P - D)/|P|` at which to stop (§4.3).
+    max_iter : int
+        Maximum number of SMO steps (two-variable updates).
+    kkt_tol : float
+        Initial tolerance on the maximal KKT violation of the inner loop; it
+        is divided by 10 each time the inner loop meets it while the gap is
+        still above ``tol``.
+    check_every : int
+        SMO steps between duality-gap checks (one history record each);
+        0 chooses ``min(max(n, 100), 2000)`` for ``n`` dual variables.
+    cache_mb : float
+        Size of the LRU cache of kernel rows (MiB) for kernels computed on the
+        fly; at least two rows are always kept.
+    analytic : bool
+        For p = 2, solve the two-variable problem through the roots of a cubic
+        (§5.1) instead of Newton-Raphson.
+    shrinking : bool
+        Leave out of the working-set selection (and of the passes over the
+        kernels) the variables at a bound whose gradient keeps them there, as
+        LibSVM does; they are brought back, with their kernel sums recomputed
+        exactly, before the duality gap is certified.
+    parallel : {"auto", "on", "off"}
+        Multithreaded passes over the (M, N) state; ``auto`` when M N is large.
+    """
+
+    name: ClassVar[str] = "smo_mkl"
+    description: ClassVar[str] = (
+        "SMO-MKL (Vishwanathan et al. 2010): p-norm / Bregman MKL by sequential minimal "
+        "optimization; hinge and eps_insensitive losses"
+    )
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("tol", 1e-3, "relative duality gap at which to stop", low=0.0, low_open=True),
+        Param("max_iter", 10_000_000, "maximum number of SMO steps (two-variable updates)",
+              type=int, low=1),
+        Param("kkt_tol", 1e-3, "initial tolerance on the maximal KKT violation of the inner loop",
+              low=0.0, low_open=True),
+        Param("check_every", 0, "SMO steps between duality-gap checks (0: automatic)", type=int,
+              low=0),
+        Param("cache_mb", 512.0, "LRU cache of kernel rows in MiB (kernels computed on the fly)",
+              low=0.0, low_open=True),
+        Param("analytic", True, "p = 2: solve the two-variable problem by the roots of a cubic",
+              type=bool),
+        Param("shrinking", True, "leave out variables stuck at a bound (LibSVM's shrinking)",
+              type=bool),
+        Param("parallel", "auto", "multithreaded passes over the (M, N) state", type=str,
+              choices=("auto", "on", "off")),
+    )
+    supports_warm_start: ClassVar[bool] = True
+
+    # -- capability ----------------------------------------------------------
+    def supports(self, problem: Problem) -> str | None:
+        """``None`` when the problem is an SMO-MKL problem, else the reason why not."""
+        loss, reg = problem.loss, problem.regularizer
+        bad = []
+        if loss_kind(loss) is None:
+            bad.append(
+                f"the loss {_describe(loss)} is not hinge (classification) or eps_insensitive "
+                "(regression), the losses with an SVM-type dual")
+        if not isinstance(reg, PnormSquared):
+            breg = getattr(reg, "bregman", None)
+            if breg is None:
+                bad.append(
+                    f"the regularizer {_describe(reg)} has neither the squared p-norm form "
+                    "(pnorm_squared) nor a Bregman form (e.g. kl)")
+            elif not getattr(reg, "separable", True):
+                bad.append(f"the regularizer {_describe(reg)} is not separable")
+            else:
+                why = _bregman_mismatch(reg)
+                if why:
+                    bad.append(why)
+        if not problem.bias:
+            bad.append("the problem has no bias; SMO-MKL keeps the bias constraint "
+                       "y^T alpha = 0 (set bias: true)")
+        src = problem.extra.get("kernel_source") if problem.extra else None
+        if src is not None:
+            if not isinstance(src, FeatureKernels):
+                bad.append(f"problem.extra['kernel_source'] must be a FeatureKernels; got "
+                           f"{type(src).__name__}")
+            elif src.n_samples != problem.n_samples:
+                bad.append(f"the kernel source has {src.n_samples} points but the problem has "
+                           f"{problem.n_samples} labels")
+        elif problem.n_kernels == 0:
+            bad.append("the problem has no kernels (K has shape (0, N, N) and there is no "
+                       "kernel source)")
+        if not bad:
+            return None
+        return "smo_mkl cannot solve this problem: " + "; ".join(bad)
+
+    # -- solve ---------------------------------------------------------------
+    def solve(
+        self,
+        problem: Problem,
+        callback: Callback | None = None,
+        warm_start: SolveResult | None = None,
+    ) -> SolveResult:
+        """Solve ``problem`` by SMO (never raises for non-convergence).
+
+        Raises
+        ------
+        ValueError
+            When :meth:`supports` gives a reason.
+        """
+        reason = self.supports(problem)
+        if reason is not None:
+            raise ValueError(reason)
+        return _Run(self, problem, callback, warm_start).run()
+
+
+def _bregman_mismatch(reg: Any) -> str | None:
+    """Check that the Bregman form is the regularizer's Tikhonov penalty (h = r_F)."""
+    b = reg.bregman
+    pv = reg.param_vector
+    try:
+        d0 = float(b.d0(pv))
+        ds = np.array([0.25, 0.5, 1.0, 2.0, 4.0]) * d0
+        F = np.asarray(b.F(ds, pv), dtype=np.float64)
+        Fd0 = float(np.asarray(b.F(np.array([d0]), pv))[0])
+        fd0 = float(np.asarray(b.f(np.array([d0]), pv))[0])
+        rF = F - Fd0 - (ds - d0) * fd0
+        h = np.asarray(reg.kernels.penalty(ds, pv), dtype=np.float64)
+    except Exception as exc:  # noqa: BLE001 - a plugin's failure becomes the reason
+        return f"evaluating the Bregman form of {reg.name!r} failed ({type(exc).__name__}: {exc})"
+    if not (np.all(np.isfinite(rF)) and np.allclose(h, rF, rtol=1e-8, atol=1e-12 * max(1.0, d0))):
+        return (f"the Bregman form of {_describe(reg)} is not its kernel-weight penalty "
+                "(penalty(d) != F(d) - F(d0) - (d - d0) f(d0))")
+    return None
+
+
+class _View:
+    """The arrays one call of the jitted loop works on.
+
+    Unshrunk, they are the full state itself; shrunk, compact copies for the
+    active variables and the points they belong to (``cmap``: position ->
+    point), with ``gconst`` the part of gamma owed to variables left out.
+    """
+
+    __slots__ = ("avar", "cmap", "beta", "z", "e", "pt", "var_pos", "var_neg", "gconst", "gamma",
+                 "v", "diag", "F", "Dg", "Z1", "V2", "X2", "Ri", "rows_mode", "cache", "slot_of",
+                 "point_of", "stamp")
+
+    @property
+    def n_points(self) -> int:
+        return int(self.cmap.size)
+
+
+class _Run:
+    """State of one solve."""
+
+    def __init__(self, engine: SmoMKL, problem: Problem, callback: Callback | None,
+                 warm_start: SolveResult | None) -> None:
+        from . import _smo
+
+        self.smo = _smo
+        self.engine = engine
+        self.problem = problem
+        self.callback = callback
+        self.kind = loss_kind(problem.loss)
+        self.C = float(problem.C)
+        self.U = 1.0 / self.C
+        self.reg = self._reg_form(problem.regularizer)
+        src = problem.extra.get("kernel_source") if problem.extra else None
+        self.source = src
+        y = problem.y
+        N = problem.n_samples
+        if src is None:
+            self.K = problem.K
+            self.diag = np.ascontiguousarray(np.diagonal(self.K, axis1=1, axis2=2))
+            M = self.K.shape[0]
+        else:
+            self.K = np.zeros((1, 1, 1))
+            self.diag = np.ascontiguousarray(src.diag(), dtype=np.float64)
+            M = src.n_kernels
+        self.M, self.N = M, N
+        const = np.all(self.diag == self.diag[:, :1], axis=1)
+        self.nck = np.ascontiguousarray(np.flatnonzero(~const), dtype=np.int64)
+        self.dconst = np.ascontiguousarray(np.where(const, self.diag[:, 0], 0.0))
+        # dual variables
+        if self.kind == "hinge":
+            n = N
+            self.z = np.ascontiguousarray(y, dtype=np.float64)
+            self.e = np.ones(N)
+            self.pt = np.arange(N, dtype=np.int64)
+            self.var_pos = np.arange(N, dtype=np.int64)
+            self.var_neg = np.full(N, -1, dtype=np.int64)
+        else:
+            eps = float(problem.loss.get_params().get("eps", 0.0))
+            n = 2 * N
+            self.z = np.concatenate([np.ones(N), -np.ones(N)])
+            self.e = np.concatenate([y - eps, -y - eps])
+            self.pt = np.concatenate([np.arange(N), np.arange(N)]).astype(np.int64)
+            self.var_pos = np.arange(N, dtype=np.int64)
+            self.var_neg = np.arange(N, 2 * N, dtype=np.int64)
+        self.n = n
+        self.beta = np.zeros(n)
+        self.gamma = np.zeros(N)
+        self.v = np.zeros((M, N))
+        self.c = np.zeros(M)
+        self.d = np.zeros(M)
+        self.u1 = np.zeros(M)
+        self.u2 = np.zeros(M)
+        self.F = np.zeros(N)
+        self.Dg = np.zeros(N)
+        self.Z1 = np.zeros(N)
+        self.V2 = np.zeros(N)
+        self.X2 = np.zeros(N)
+        self.Ri = np.zeros(N)
+        self.wa = np.zeros(M)
+        self.ww = np.zeros(M)
+        self.wc = np.zeros(M)
+        self.istate = np.zeros(_smo.IS_LEN, dtype=np.int64)
+        self.fout = np.zeros(_smo.FO_LEN)
+        p = engine.get_params()
+        self.tol = float(p["tol"])
+        self.max_iter = int(p["max_iter"])
+        self.eps = float(p["kkt_tol"])
+        self.check_every = int(p["check_every"]) or int(min(max(n, 100), 1000))
+        self.shrinking = bool(p["shrinking"])
+        self.cache_bytes = float(p["cache_mb"]) * 2**20
+        self.n_syncs = 0
+        import numba
+
+        threads = numba.get_num_threads()
+        mode = p["parallel"]
+        self.par = threads > 1 and (mode == "on" or (mode == "auto" and M * N >= _PARALLEL_WORK))
+        self.nb = int(max(1, min(4 * threads, N // 16))) if self.par else 1
+        if src is None:
+            e_i = np.zeros(1, dtype=np.int64)
+            e_f = np.zeros(1)
+            self.prog = dict(xr_ptr=e_i, xr_idx=e_i, xr_val=e_f, xc_ptr=e_i, xc_idx=e_i,
+                             xc_val=e_f, g_fptr=e_i, g_feat=e_i, g_sqn=np.zeros((1, 1)),
+                             k_group=e_i, k_fam=e_i, k_par=np.zeros((1, 4)),
+                             k_pn=np.zeros((0, 0)))
+            self.xi = e_f
+            self.acc = np.zeros((1, 1))
+        else:
+            self.prog = src.program
+            self.xi, self.acc = src.workspace()
+        self._flat: np.ndarray | None = None  # row cache storage, allocated on first use
+        self._epochs: list[tuple[np.ndarray, np.ndarray]] = []  # points left out, gamma then
+        self.ipar = np.zeros(_smo.IP_LEN, dtype=np.int64)
+        self.ipar[_smo.IP_REG] = self.reg.mode
+        self.ipar[_smo.IP_ANALYTIC] = 1 if p["analytic"] else 0
+        self.ipar[_smo.IP_PARALLEL] = 1 if self.par else 0
+        self.ipar[_smo.IP_NBLOCKS] = self.nb
+        self.fpar = np.zeros(_smo.FP_LEN)
+        self.fpar[_smo.FP_U] = self.U
+        self.fpar[_smo.FP_Q] = self.reg.q
+        self.fpar[_smo.FP_LAM] = self.reg.lam
+        self.fpar[_smo.FP_FD0] = self.reg.fd0
+        self.fpar[_smo.FP_FDZ] = self.reg.Fd0
+        self.fpar[_smo.FP_D0] = self.reg.d0
+        self.fpar[_smo.FP_TAU] = 1e-12
+        if warm_start is not None:
+            self._warm(warm_start)
+        self.view = self._full_view()
+        self._refresh()
+
+    # -- setup -----------------------------------------------------------------
+    def _reg_form(self, reg: Any) -> _Reg:
+        smo = self.smo
+        if isinstance(reg, PnormSquared):
+            return _Reg(smo.REG_PNORM, float(reg.q), float(reg.lam), 0.0, 0.0, 0.0,
+                        np.zeros(1), smo.no_function, None, reg)
+        b = reg.bregman
+        pv = np.ascontiguousarray(reg.param_vector, dtype=np.float64)
+        if pv.size == 0:
+            pv = np.zeros(1)
+        d0 = float(b.d0(pv))
+        fd0 = float(np.asarray(b.f(np.array([d0]), pv))[0])
+        Fd0 = float(np.asarray(b.F(np.array([d0]), pv))[0])
+        return _Reg(smo.REG_BREGMAN, 2.0, 0.5, fd0, Fd0, d0, pv, b.finv, b.F, reg)
+
+    def _cache_for(self, npts: int) -> tuple[np.ndarray, int]:
+        """A row cache of (slots, M, npts) inside the ``cache_mb`` budget (at least 2 rows)."""
+        row = 8 * self.M * npts
+        slots = int(max(2, min(npts, self.cache_bytes // max(row, 1))))
+        if 2 * row > self.cache_bytes and self._flat is None:
+            logger.warning("cache_mb=%g holds fewer than two kernel rows (%d bytes each); "
+                           "using two", self.cache_bytes / 2**20, row)
+        need = slots * self.M * npts
+        if self._flat is None or self._flat.size < need:
+            self._flat = np.empty(need)
+        return self._flat[:need].reshape(slots, self.M, npts), slots
+
+    def _full_view(self) -> _View:
+        smo = self.smo
+        w = _View()
+        w.avar = np.arange(self.n, dtype=np.int64)
+        w.cmap = np.arange(self.N, dtype=np.int64)
+        for name in ("beta", "z", "e", "pt", "var_pos", "var_neg", "gamma", "v", "diag", "F", "Dg",
+                     "Z1", "V2", "X2", "Ri"):
+            setattr(w, name, getattr(self, name))
+        w.gconst = np.zeros(self.N)
+        if self.source is None:
+            w.rows_mode = smo.ROWS_PRECOMPUTED
+            w.cache = np.zeros((1, 1, 1))
+            slots = 1
+        else:
+            w.rows_mode = smo.ROWS_FEATURES
+            w.cache, slots = self._cache_for(self.N)
+        w.slot_of = np.full(self.N, -1, dtype=np.int64)
+        w.point_of = np.full(slots, -1, dtype=np.int64)
+        w.stamp = np.zeros(slots, dtype=np.int64)
+        return w
+
+    def _compact_view(self, avar: np.ndarray) -> _View:
+        """Compact copies for the active variables ``avar`` (global indices, sorted)."""
+        smo = self.smo
+        w = _View()
+        w.avar = avar
+        apt = np.unique(self.pt[avar])
+        ipos = np.full(self.N, -1, dtype=np.int64)
+        ipos[apt] = np.arange(apt.size)
+        vpos = np.full(self.n, -1, dtype=np.int64)
+        vpos[avar] = np.arange(avar.size)
+        w.cmap = np.ascontiguousarray(apt, dtype=np.int64)
+        w.beta = np.ascontiguousarray(self.beta[avar])
+        w.z = np.ascontiguousarray(self.z[avar])
+        w.e = np.ascontiguousarray(self.e[avar])
+        w.pt = np.ascontiguousarray(ipos[self.pt[avar]])
+        w.var_pos = np.ascontiguousarray(vpos[self.var_pos[apt]])
+        neg = self.var_neg[apt]
+        w.var_neg = np.ascontiguousarray(np.where(neg >= 0, vpos[np.maximum(neg, 0)], -1))
+        # gamma owed to the variables left out
+        gc = np.zeros(apt.size)
+        for vars_, comp in ((self.var_pos[apt], w.var_pos), (neg, w.var_neg)):
+            out = (vars_ >= 0) & (comp < 0)
+            gc[out] += self.z[vars_[out]] * self.beta[vars_[out]]
+        w.gconst = gc
+        w.gamma = np.ascontiguousarray(self.gamma[apt])
+        w.v = np.ascontiguousarray(self.v[:, apt])
+        w.diag = np.ascontiguousarray(self.diag[:, apt])
+        for name in ("F", "Dg", "Z1", "V2"):
+            setattr(w, name, np.ascontiguousarray(getattr(self, name)[apt]))
+        w.X2 = np.zeros(apt.size)
+        w.Ri = np.zeros(apt.size)
+        w.rows_mode = smo.ROWS_GATHER if self.source is None else smo.ROWS_FEATURES
+        w.cache, slots = self._cache_for(apt.size)
+        w.slot_of = np.full(apt.size, -1, dtype=np.int64)
+        w.point_of = np.full(slots, -1, dtype=np.int64)
+        w.stamp = np.zeros(slots, dtype=np.int64)
+        return w
+
+    def _warm(self, ws: SolveResult) -> None:
+        rho = getattr(ws, "dual", None)
+        if rho is None or np.shape(rho) != (self.N,):
+            logger.info("warm start ignored: it has no dual point of length %d", self.N)
+            return
+        g = np.asarray(rho, dtype=np.float64) / self.C  # gamma in the paper's scale
+        if self.kind == "hinge":
+            beta = np.clip(self.z * g, 0.0, self.U)
+            gamma = self.z * beta
+        else:
+            bp = np.clip(g, 0.0, self.U)
+            bm = np.clip(-g, 0.0, self.U)
+            beta = np.concatenate([bp, bm])
+            gamma = bp - bm
+        if abs(float(np.sum(gamma))) > 1e-9 * max(1.0, float(np.sum(np.abs(gamma)))):
+            logger.info("warm start ignored: its dual point does not satisfy the bias constraint")
+            return
+        self.beta[:] = beta
+        self.gamma[:] = gamma
+        self._sync(np.arange(self.N, dtype=np.int64))
+
+    def _sync(self, points: np.ndarray, since: np.ndarray | None = None) -> None:
+        """v = K gamma made exact at the given points.
+
+        From scratch, or (``since``: the gamma at which v was last exact there)
+        by adding the contributions of the points whose gamma changed since.
+        """
+        pts = np.ascontiguousarray(points, dtype=np.int64)
+        if not pts.size:
+            return
+        if since is None:
+            sv = np.ascontiguousarray(np.flatnonzero(self.gamma), dtype=np.int64)
+            gsv = np.ascontiguousarray(self.gamma[sv])
+        else:
+            delta = self.gamma - since
+            sv = np.ascontiguousarray(np.flatnonzero(delta), dtype=np.int64)
+            gsv = np.ascontiguousarray(delta[sv])
+            if not sv.size:
+                return
+        add = since is not None
+        if self.source is None:
+            self.smo.sync_precomputed(self.K, sv, gsv, pts, pts.size, add, self.v)
+        else:
+            p = self.prog
+            row = np.empty((self.M, pts.size))
+            self.smo.sync_features(self.par, sv, gsv, pts, pts.size, add, self.v, p["xr_ptr"],
+                                   p["xr_idx"], p["xr_val"], p["xc_ptr"], p["xc_idx"],
+                                   p["xc_val"], p["g_fptr"], p["g_feat"], p["g_sqn"],
+                                   p["k_group"], p["k_fam"], p["k_par"], p["k_pn"], self.xi,
+                                   self.acc, row)
+
+    def _refresh(self) -> None:
+        """Exact c from v and the sums on all points (only when nothing is shrunk)."""
+        self.smo.refresh(self.reg.mode, self.nb, self.par, True, self.fpar, self.reg.bpar,
+                         self.gamma, self.reg.finv, self.diag, self.nck, self.dconst, self.c,
+                         self.v, self.d, self.u1, self.u2, self.F, self.Dg, self.Z1, self.V2)
+
+    # -- shrinking -----------------------------------------------------------------
+    @property
+    def shrunk(self) -> bool:
+        return self.view.avar.size < self.n
+
+    def _writeback(self) -> None:
+        """Copy a compact view's variables and kernel sums back into the full state."""
+        w = self.view
+        if not self.shrunk:
+            return
+        self.beta[w.avar] = w.beta
+        self.gamma[w.cmap] = w.gamma
+        self.v[:, w.cmap] = w.v
+        for name in ("F", "Dg", "Z1", "V2"):
+            getattr(self, name)[w.cmap] = getattr(w, name)
+
+    def _scores(self, act: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        z, b, U = self.z[act], self.beta[act], self.U
+        S = z * self.e[act] - self.F[self.pt[act]]
+        up = np.where(z > 0, b < U, b > 0)
+        low = np.where(z > 0, b > 0, b < U)
+        return S, up, low
+
+    def _violation(self) -> float:
+        """Maximal KKT violation max_up S - min_low S over all variables (full state)."""
+        S, up, low = self._scores(np.arange(self.n))
+        if not (np.any(up) and np.any(low)):
+            return 0.0
+        return float(np.max(S[up]) - np.min(S[low]))
+
+    def _shrink(self) -> None:
+        """LibSVM's rule: leave out bound variables that cannot be part of a violating pair."""
+        act = self.view.avar
+        S, up, low = self._scores(act)
+        if not (np.any(up) and np.any(low)):
+            return
+        gmax = float(np.max(S[up]))
+        smin = float(np.min(S[low]))
+        drop = (up & ~low & (S < smin)) | (low & ~up & (S > gmax))
+        keep = act[~drop]
+        if keep.size == 0:
+            return
+        pts = np.unique(self.pt[keep])
+        if pts.size > _SHRINK_FRACTION * self.view.n_points:
+            return  # too little to gain for rebuilding the compact copies and the cache
+        # v is exact at the points left out now (for the current gamma): remember that gamma,
+        # so that bringing them back costs only the changes made while they are out
+        out = np.setdiff1d(self.view.cmap, pts, assume_unique=True)
+        self._epochs.append((out, self.gamma.copy()))
+        self.view = self._compact_view(np.ascontiguousarray(keep, dtype=np.int64))
+
+    def _unshrink(self) -> None:
+        """Bring every variable back: v made exact where it was left out."""
+        self._writeback()
+        for pts, since in self._epochs:
+            self._sync(pts, since)
+        self._epochs = []
+        self.view = self._full_view()
+        self.n_syncs += 1
+        self._refresh()
+
+    # -- duality gap -------------------------------------------------------------
+    def _bias(self) -> tuple[float, float]:
+        """The exact minimizer of the (piecewise-linear) loss in the bias, and the loss there."""
+        y, F = self.problem.y, self.F
+        if self.kind == "hinge":
+            bp = y - F
+            k = int(np.sum(y > 0)) - 1
+        else:
+            eps = float(self.problem.loss.get_params().get("eps", 0.0))
+            r = y - F
+            bp = np.concatenate([r - eps, r + eps])
+            k = self.N - 1
+        k = min(max(k, 0), bp.size - 1)
+        b = float(np.partition(bp, k)[k])
+        return b, self._loss(b)
+
+    def _loss(self, b: float) -> float:
+        loss = self.problem.loss
+        z = np.ascontiguousarray(self.F + b)
+        return float(np.sum(loss.kernels.value(self.problem.y, z, loss.param_vector)))
+
+    def _gap(self) -> dict[str, float]:
+        b, L = self._bias()
+        dual_p = float(self.e @ self.beta) - self.reg.phi(self.c)
+        primal_p = self.U * L + self.reg.omega(self.c, self.d)
+        P = self.C * primal_p
+        D = self.C * dual_p
+        if math.isfinite(P) and math.isfinite(D):
+            gap = (P - D) / abs(P) if P != 0.0 else P - D
+        else:
+            gap = math.nan
+        return {"objective": P, "dual_objective": D, "gap": gap, "bias": b,
+                "objective_smo": primal_p, "dual_objective_smo": dual_p}
+
+    # -- main loop ---------------------------------------------------------------
+    def _chunk(self, budget: int) -> tuple[int, int, float]:
+        smo = self.smo
+        w = self.view
+        p = self.prog
+        self.ipar[smo.IP_ROWS] = w.rows_mode
+        self.ipar[smo.IP_MAX_STEPS] = budget
+        self.fpar[smo.FP_EPS] = self.eps
+        with np.errstate(all="ignore"):
+            smo.smo_chunk(
+                self.ipar, self.fpar, self.reg.bpar, self.reg.finv, self.K, w.diag, self.nck,
+                self.dconst, w.cmap, p["xr_ptr"], p["xr_idx"], p["xr_val"], p["xc_ptr"],
+                p["xc_idx"], p["xc_val"], p["g_fptr"], p["g_feat"], p["g_sqn"], p["k_group"],
+                p["k_fam"], p["k_par"], p["k_pn"], self.xi, self.acc, w.cache, w.slot_of,
+                w.point_of, w.stamp, w.beta, w.z, w.e, w.pt, w.var_pos, w.var_neg, w.gconst,
+                w.gamma, w.v, self.c, self.d, self.u1, self.u2, w.F, w.Dg, w.Z1, w.V2, w.X2, w.Ri,
+                self.wa, self.ww, self.wc, self.istate, self.fout)
+        return (int(self.istate[smo.IS_STEPS]), int(self.istate[smo.IS_STOP]),
+                float(self.fout[smo.FO_VIOL]))
+
+    def run(self) -> SolveResult:
+        smo = self.smo
+        t0 = time.perf_counter()
+        history: list[dict[str, Any]] = []
+        steps = 0
+        status = Status.MAX_ITER
+        message = ""
+        while True:
+            done, stop, viol = self._chunk(min(self.check_every, self.max_iter - steps))
+            steps += done
+            numerical = stop == smo.STOP_NUMERICAL or not np.all(np.isfinite(self.c))
+            final = (stop in (smo.STOP_KKT, smo.STOP_STALLED) or steps >= self.max_iter
+                     or numerical)
+            if self.shrunk:
+                self._writeback()
+            if self.shrunk and final and not numerical:
+                with np.errstate(all="ignore"):
+                    self._unshrink()
+                if stop == smo.STOP_KKT:
+                    # KKT met on the shrunk problem: check the full one before anything else
+                    viol = self._violation()
+                    rec = self._record(steps, t0, viol, certified=True)
+                    history.append(rec)
+                    if self.callback is not None and self.callback(rec):
+                        status, message = Status.STOPPED, f"stopped by the callback after {steps} steps"
+                        break
+                    if rec["gap"] <= self.tol:
+                        status, message = self._converged(rec["gap"], steps)
+                        break
+                    if viol <= self.eps:
+                        if self.eps <= _EPS_FLOOR:
+                            status = Status.STALLED
+                            message = (f"KKT conditions hold to {viol:.3g} but the relative "
+                                       f"duality gap {rec['gap']:.3g} > tol {self.tol:g} "
+                                       "(rounding limits the gap)")
+                            break
+                        self.eps = max(self.eps * 0.1, _EPS_FLOOR)
+                    if self.shrinking:
+                        self._shrink()
+                    continue
+            elif not self.shrunk:
+                with np.errstate(all="ignore"):
+                    self._refresh()
+            rec = self._record(steps, t0, viol, certified=not self.shrunk)
+            history.append(rec)
+            gap = rec["gap"]
+            if self.callback is not None and self.callback(rec):
+                status, message = Status.STOPPED, f"stopped by the callback after {steps} steps"
+                break
+            finite = math.isfinite(rec["dual_objective"]) and (
+                self.shrunk or math.isfinite(rec["objective"]))
+            if numerical or not finite or not np.all(np.isfinite(self.d)):
+                status = Status.NUMERICAL_ERROR
+                message = (f"non-finite values after {steps} SMO steps (objective "
+                           f"{rec['objective']!r}, dual {rec['dual_objective']!r})")
+                break
+            if not self.shrunk and gap <= self.tol:
+                status, message = self._converged(gap, steps)
+                break
+            if stop == smo.STOP_STALLED:
+                status = Status.STALLED
+                message = (f"SMO steps stopped making progress after {steps} steps; relative "
+                           f"duality gap {gap:.3g} > tol {self.tol:g}")
+                break
+            if stop == smo.STOP_KKT:
+                if self.eps <= _EPS_FLOOR:
+                    status = Status.STALLED
+                    message = (f"KKT conditions hold to {viol:.3g} but the relative duality gap "
+                               f"{gap:.3g} > tol {self.tol:g} (rounding limits the gap)")
+                    break
+                self.eps = max(self.eps * 0.1, _EPS_FLOOR)
+            if steps >= self.max_iter:
+                status = Status.MAX_ITER
+                message = (f"max_iter={self.max_iter} SMO steps reached; relative duality gap "
+                           f"{gap:.3g} > tol {self.tol:g}")
+                break
+            if self.shrinking:
+                self._shrink()
+        if self.shrunk:  # never report from a shrunk state
+            with np.errstate(all="ignore"):
+                self._unshrink()
+            history.append(self._record(steps, t0, float(self.fout[smo.FO_VIOL]), certified=True))
+        return self._result(status, message, history, steps, time.perf_counter() - t0)
+
+    def _converged(self, gap: float, steps: int) -> tuple[Status, str]:
+        return Status.CONVERGED, (f"relative duality gap {gap:.3g} <= tol {self.tol:g} after "
+                                  f"{steps} SMO steps")
+
+    def _record(self, steps: int, t0: float, viol: float, certified: bool) -> dict[str, Any]:
+        """A history record; the primal (and gap) only when nothing is shrunk."""
+        smo = self.smo
+        with np.errstate(all="ignore"):
+            if certified:
+                g = self._gap()
+            else:
+                dual_p = float(self.e @ self.beta) - self.reg.phi(self.c)
+                g = {"objective": math.nan, "dual_objective": self.C * dual_p, "gap": math.nan,
+                     "bias": math.nan, "objective_smo": math.nan, "dual_objective_smo": dual_p}
+        return {
+            "iteration": steps,
+            "objective": g["objective"],
+            "dual_objective": g["dual_objective"],
+            "gap": g["gap"],
+            "n_active": int(np.sum(self.d > 0.0)),
+            "time_s": time.perf_counter() - t0,
+            "certified": bool(certified),
+            "kkt_violation": viol,
+            "kkt_tol": self.eps,
+            "n_sv": int(np.sum(self.beta > 0.0)),
+            "n_bound": int(np.sum(self.beta >= self.U)),
+            "n_active_variables": int(self.view.avar.size),
+            "bias": g["bias"],
+            "objective_smo": g["objective_smo"],
+            "dual_objective_smo": g["dual_objective_smo"],
+            "cache_hits": int(self.istate[smo.IS_HITS]),
+            "cache_misses": int(self.istate[smo.IS_MISSES]),
+            "newton_evaluations": int(self.istate[smo.IS_NEWTON]),
+            "syncs": int(self.n_syncs),
+        }
+
+    def _result(self, status: Status, message: str, history: list[dict[str, Any]], steps: int,
+                elapsed: float) -> SolveResult:
+        last = history[-1]
+        d = self.d.copy()
+        norms = d * np.sqrt(np.maximum(self.c, 0.0))
+        alpha = d[:, None] * self.gamma[None, :]
+        total = float(np.sum(d))
+        weights = d / total if total > 0.0 and math.isfinite(total) else np.zeros_like(d)
+        if status in _UNCONVERGED:
+            warnings.warn(f"smo_mkl: {message}", ConvergenceWarning, stacklevel=3)
+        logger.debug("smo_mkl: %s (%.3f s)", message, elapsed)
+        return SolveResult(
+            status=status,
+            objective=float(last["objective"]),
+            dual_objective=float(last["dual_objective"]),
+            gap=float(last["gap"]),
+            iterations=int(steps),
+            alpha=alpha,
+            bias=float(last["bias"]),
+            kernel_weights=weights,
+            block_norms=norms,
+            history=history,
+            message=message,
+            time_s=float(elapsed),
+            engine=self.engine.name,
+            dual=self.C * self.gamma,
+        )

@@ -1,0 +1,512 @@
+"""scikit-learn estimators: conventions, multiclass, precomputed kernels, paths, pickling."""
+from __future__ import annotations
+
+import logging
+import pickle
+import subprocess
+import sys
+import textwrap
+import warnings
+from typing import ClassVar
+
+import joblib
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import load_diabetes, load_wine
+from sklearn.model_selection import GridSearchCV, cross_val_score, train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVR
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import mklkit
+from mklkit.components.params import ParamError
+from mklkit.data import Standardizer, load_builtin
+from mklkit.engines.base import Engine
+from mklkit.estimators import MKLClassifier, MKLPath, MKLRegressor, default_kernels
+from mklkit.kernels import KernelBank
+from mklkit.plugins import get_registry
+
+TINY_BANK = [{"function": "rbf", "width": [1.0, 3.0]}, {"function": "poly", "degree": 1}]
+SMALL_BANK = [
+    {"function": "rbf", "width": [1.0, 3.0, 10.0]},
+    {"function": "poly", "degree": [1, 2]},
+    {"function": "rbf", "width": 1.0, "features": "each"},
+]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny problems: thread start-up (numba, BLAS) dominates, so use one thread."""
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    old = numba.get_num_threads()
+    numba.set_num_threads(1)
+    with threadpool_limits(limits=1):
+        yield
+    numba.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def wine():
+    X, y = load_wine(return_X_y=True)
+    return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+
+
+@pytest.fixture(scope="module")
+def ionosphere():
+    ds = load_builtin("ionosphere")
+    X = np.asarray(ds.X)[:, 2:]  # the first two columns are constant or binary
+    return train_test_split(X, ds.y, test_size=0.3, random_state=0, stratify=ds.y)
+
+
+# ---------------------------------------------------------------------------
+# scikit-learn's estimator checks
+# ---------------------------------------------------------------------------
+def _expected_failures(est):
+    """Checks expected to fail, with the reason: none in feature mode.
+
+    ``kernels="precomputed"`` is not run through these checks: X is then a
+    stack of Gram matrices (M, N, N), which the checks cannot generate.
+    """
+    return {}
+
+
+@parametrize_with_checks(
+    [
+        MKLClassifier(TINY_BANK, tol=1e-3),
+        MKLClassifier(TINY_BANK, tol=1e-3, multiclass="ovo", loss="logistic"),
+        MKLRegressor(TINY_BANK, tol=1e-3),
+    ],
+    expected_failed_checks=_expected_failures,
+)
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mklkit.ConvergenceWarning)
+        check(estimator)
+
+
+def test_precomputed_mode_declares_3d_input():
+    tags = MKLClassifier("precomputed").__sklearn_tags__()
+    assert tags.input_tags.three_d_array and not tags.input_tags.two_d_array
+    assert not tags.input_tags.sparse
+    assert MKLClassifier().__sklearn_tags__().input_tags.sparse
+
+
+# ---------------------------------------------------------------------------
+# Binary classification and defaults
+# ---------------------------------------------------------------------------
+def test_defaults_work_out_of_the_box(ionosphere):
+    X_tr, X_te, y_tr, y_te = ionosphere
+    clf = MKLClassifier().fit(X_tr, y_tr)
+    assert clf.score(X_te, y_te) > 0.88
+    M = 7 + 3 * X_tr.shape[1]
+    assert len(clf.kernel_names_) == M == clf.kernel_weights_.shape[0]
+    assert clf.kernels_ == default_kernels(X_tr.shape[1])
+    assert np.isclose(clf.kernel_weights_.sum(), 1.0)
+    assert 0 < clf.active_kernels_.size < M  # the elastic net is sparse
+    np.testing.assert_array_equal(clf.active_kernels_, clf.result_.active_set)
+    assert clf.n_iter_ >= 1 and clf.dual_gap_ <= 1e-2
+    assert clf.n_features_in_ == X_tr.shape[1]
+    np.testing.assert_array_equal(clf.classes_, [-1.0, 1.0])
+
+
+def test_string_labels_and_decision_sign(ionosphere):
+    X_tr, X_te, y_tr, _ = ionosphere
+    labels = np.where(y_tr > 0, "good", "bad")
+    clf = MKLClassifier(SMALL_BANK).fit(X_tr, labels)
+    np.testing.assert_array_equal(clf.classes_, ["bad", "good"])
+    d = clf.decision_function(X_te)
+    assert d.shape == (X_te.shape[0],)
+    np.testing.assert_array_equal(clf.predict(X_te), np.where(d > 0, "good", "bad"))
+    P = clf.predict_proba(X_te)
+    np.testing.assert_allclose(P[:, 1], 1.0 / (1.0 + np.exp(-d)))
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    np.testing.assert_allclose(clf.predict_log_proba(X_te), np.log(P))
+
+
+def test_decision_function_matches_solve_result(ionosphere):
+    """The estimator's predictions are the engine's result on the same bank."""
+    X_tr, X_te, y_tr, _ = ionosphere
+    clf = MKLClassifier(SMALL_BANK, C=0.05).fit(X_tr, y_tr)
+    sc = Standardizer().fit(X_tr)
+    bank = KernelBank.build(sc.transform(X_tr), SMALL_BANK, normalize="trace")
+    expected = clf.result_.decision_function(bank.cross(sc.transform(X_te)))
+    np.testing.assert_allclose(clf.decision_function(X_te), expected, rtol=1e-10, atol=1e-12)
+
+
+def test_predict_proba_only_for_logistic():
+    assert hasattr(MKLClassifier(), "predict_proba")
+    assert hasattr(MKLClassifier(loss={"name": "logistic"}), "predict_proba")
+    assert not hasattr(MKLClassifier(loss="squared_hinge"), "predict_proba")
+    assert not hasattr(MKLClassifier(loss="hinge"), "predict_log_proba")
+
+
+# ---------------------------------------------------------------------------
+# Multiclass
+# ---------------------------------------------------------------------------
+@pytest.fixture
+def count_builds(monkeypatch):
+    calls = []
+    original = KernelBank.build.__func__
+
+    def build(cls, *args, **kwargs):
+        calls.append(1)
+        return original(cls, *args, **kwargs)
+
+    monkeypatch.setattr(KernelBank, "build", classmethod(build))
+    return calls
+
+
+@pytest.mark.parametrize("multiclass", ["ovr", "ovo"])
+def test_multiclass_wine(wine, multiclass, count_builds):
+    X_tr, X_te, y_tr, y_te = wine
+    clf = MKLClassifier(SMALL_BANK, multiclass=multiclass).fit(X_tr, y_tr)
+    assert len(count_builds) == 1  # one bank for all binary problems
+    assert clf.score(X_te, y_te) > 0.9
+    assert len(clf.result_) == 3 and clf.kernel_weights_.shape == (3, len(clf.kernel_names_))
+    assert clf.n_iter_.shape == (3,) and clf.dual_gap_.shape == (3,)
+    d = clf.decision_function(X_te)
+    assert d.shape == (X_te.shape[0], 3)
+    np.testing.assert_array_equal(clf.predict(X_te), clf.classes_[np.argmax(d, axis=1)])
+    P = clf.predict_proba(X_te)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    assert np.all(P >= 0)
+    assert np.mean(np.argmax(P, axis=1) == np.argmax(d, axis=1)) > 0.95
+    union = np.unique(np.concatenate([r.active_set for r in clf.result_]))
+    np.testing.assert_array_equal(clf.active_kernels_, union)
+    if multiclass == "ovo":  # each pair is solved on its own rows only
+        sizes = sorted(r.alpha.shape[1] for r in clf.result_)
+        counts = np.bincount(np.unique(y_tr, return_inverse=True)[1])
+        assert sizes == sorted(counts[i] + counts[j] for i, j in [(0, 1), (0, 2), (1, 2)])
+
+
+def test_ovr_problem_equals_binary_fit(wine):
+    X_tr, X_te, y_tr, _ = wine
+    clf = MKLClassifier(SMALL_BANK, tol=1e-8).fit(X_tr, y_tr)
+    k = 1
+    binary = MKLClassifier(SMALL_BANK, tol=1e-8).fit(X_tr, np.where(y_tr == clf.classes_[k], 1, -1))
+    np.testing.assert_allclose(clf.decision_function(X_te)[:, k], binary.decision_function(X_te),
+                               rtol=1e-8, atol=1e-10)
+
+
+def test_ovo_pair_equals_binary_fit_on_its_rows(wine):
+    X_tr, X_te, y_tr, _ = wine
+    # unnormalised kernels: with normalize="trace" the shared bank is scaled by the
+    # traces over all training rows, a fit on the pair's rows by its own traces
+    opts = dict(tol=1e-8, standardize=False, normalize="none")
+    sc = StandardScaler().fit(X_tr)
+    X_tr, X_te = sc.transform(X_tr), sc.transform(X_te)
+    clf = MKLClassifier(SMALL_BANK, multiclass="ovo", **opts).fit(X_tr, y_tr)
+    rows = np.isin(y_tr, clf.classes_[[0, 2]])  # second pair: classes 0 (-1) and 2 (+1)
+    pair = MKLClassifier(SMALL_BANK, **opts)
+    pair.fit(X_tr[rows], np.where(y_tr[rows] == clf.classes_[2], 1, -1))
+    np.testing.assert_allclose(clf._task_values(X_te)[:, 1], pair.decision_function(X_te),
+                               rtol=1e-8, atol=1e-10)
+
+
+def test_n_jobs_gives_identical_results(wine):
+    X_tr, X_te, y_tr, _ = wine
+    a = MKLClassifier(SMALL_BANK).fit(X_tr, y_tr)
+    b = MKLClassifier(SMALL_BANK, n_jobs=2).fit(X_tr, y_tr)
+    np.testing.assert_allclose(a.decision_function(X_te), b.decision_function(X_te), rtol=1e-12)
+
+
+def test_one_class_is_an_error():
+    X = np.random.RandomState(0).randn(10, 2)
+    with pytest.raises(ValueError, match="at least 2 classes; got 1 class"):
+        MKLClassifier(TINY_BANK).fit(X, np.ones(10))
+
+
+# ---------------------------------------------------------------------------
+# Regression
+# ---------------------------------------------------------------------------
+def test_regression_diabetes():
+    X, y = load_diabetes(return_X_y=True)
+    y = (y - y.mean()) / y.std()
+    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, random_state=0)
+    reg = MKLRegressor().fit(X_tr, y_tr)
+    # on this split RidgeCV reaches R^2 = 0.40 and a default RBF SVR 0.29
+    svr = make_pipeline(StandardScaler(), SVR()).fit(X_tr, y_tr).score(X_te, y_te)
+    assert reg.score(X_te, y_te) > max(svr, 0.3)
+    assert reg.predict(X_te).shape == (X_te.shape[0],)
+    assert not hasattr(reg, "classes_") and not hasattr(reg, "predict_proba")
+    with pytest.raises(ParamError, match="loss must be a regression loss"):
+        MKLRegressor(loss="logistic").fit(X_tr, y_tr)
+
+
+# ---------------------------------------------------------------------------
+# Precomputed kernels
+# ---------------------------------------------------------------------------
+def test_precomputed_matches_feature_mode(ionosphere):
+    X_tr, X_te, y_tr, y_te = ionosphere
+    sc = Standardizer().fit(X_tr)
+    A, B = sc.transform(X_tr), sc.transform(X_te)
+    raw = KernelBank.build(A, SMALL_BANK, normalize="none")
+    K_train, K_test = raw.K.copy(), raw.cross(B)
+    feat = MKLClassifier(SMALL_BANK).fit(X_tr, y_tr)
+    pre = MKLClassifier("precomputed", normalize="trace").fit(K_train, y_tr)
+    np.testing.assert_allclose(pre.decision_function(K_test), feat.decision_function(X_te),
+                               rtol=1e-8, atol=1e-10)
+    assert pre.n_features_in_ == X_tr.shape[0]
+    assert pre.kernels_ == "precomputed"
+    M, N = K_train.shape[0], K_train.shape[1]
+    with pytest.raises(ValueError, match=rf"kernels of shape \({M}, n_test, {N}\); got shape"):
+        pre.predict(K_test[:, :, :10])
+    with pytest.raises(ValueError, match="Gram matrices of shape"):
+        MKLClassifier("precomputed").fit(X_tr, y_tr)
+    with pytest.raises(ParamError, match="normalize must be 'auto', 'none' or 'trace'"):
+        MKLClassifier("precomputed", normalize="diagonal").fit(K_train, y_tr)
+
+
+# ---------------------------------------------------------------------------
+# Components, engines and validation errors
+# ---------------------------------------------------------------------------
+def test_components_by_name_mapping_or_instance(ionosphere):
+    X_tr, X_te, y_tr, _ = ionosphere
+    reg = get_registry()
+    instance = reg.create("regularizer", {"name": "elasticnet", "lam": 0.3})
+    by_map = MKLClassifier(SMALL_BANK, regularizer={"name": "elasticnet", "lam": 0.3}).fit(X_tr, y_tr)
+    by_obj = MKLClassifier(SMALL_BANK, regularizer=instance).fit(X_tr, y_tr)
+    np.testing.assert_allclose(by_map.decision_function(X_te), by_obj.decision_function(X_te))
+    assert by_obj.regularizer_ == instance and by_obj.regularizer is instance
+    default = MKLClassifier(SMALL_BANK).fit(X_tr, y_tr)
+    assert not np.allclose(default.decision_function(X_te), by_obj.decision_function(X_te))
+
+
+def test_engine_params_tol_and_max_iter(ionosphere):
+    X_tr, _, y_tr, _ = ionosphere
+    clf = MKLClassifier(SMALL_BANK, engine={"name": "spicy", "tol": 0.5},
+                        engine_params={"max_iter": 7}, tol=1e-6).fit(X_tr, y_tr)
+    assert clf.engine_.tol == 1e-6 and clf.engine_.max_iter == 7
+    assert clf.dual_gap_ <= 1e-6
+    with pytest.warns(mklkit.ConvergenceWarning, match="max_iter=1"):
+        clf = MKLClassifier(SMALL_BANK, tol=1e-12, max_iter=1).fit(X_tr, y_tr)
+    assert clf.n_iter_ == 1 and str(clf.result_.status) == "max_iter"
+
+
+@pytest.mark.parametrize(
+    "params, exc, match",
+    [
+        ({"C": -1.0}, ParamError, r"C must be a finite number > 0; got -1\.0"),
+        ({"C": "big"}, ParamError, "C must be a finite number > 0"),
+        ({"loss": "hindge"}, ValueError, r"unknown loss 'hindge' \(did you mean 'hinge'\?\); available:"),
+        ({"loss": "squared"}, ParamError, "loss must be a classification loss"),
+        ({"regularizer": {"name": "lq", "q": 0.5}}, ParamError, r"q must be a number > 1"),
+        ({"engine": "spicyy"}, ValueError, "unknown engine 'spicyy'"),
+        ({"engine_params": {"tl": 1}}, ValueError, "unknown parameter 'tl'"),
+        ({"engine_params": 3}, ParamError, "engine_params must be None or a mapping"),
+        ({"multiclass": "ova"}, ParamError, "multiclass must be one of 'ovr', 'ovo'"),
+        ({"normalize": "unit"}, ParamError, "normalize must be one of 'auto', 'trace'"),
+        ({"kernels": "simplmkl"}, ParamError, "kernels must be 'auto', 'precomputed', a preset"),
+        ({"kernels": []}, ParamError, "kernels must be"),
+        ({"kernels": [{"function": "rbf", "widht": 1}]}, ValueError, "widht"),
+        ({"standardize": "yes"}, ParamError, "standardize must be True or False"),
+        ({"memory_budget": "lots"}, ParamError, "memory_budget must be"),
+        ({"memory_budget": 1000}, ValueError, "kernel bank"),
+    ],
+)
+def test_validation_errors(params, exc, match):
+    X = np.random.RandomState(0).randn(20, 3)
+    y = np.arange(20) % 3
+    with pytest.raises(exc, match=match):
+        MKLClassifier(**{"kernels": TINY_BANK, **params}).fit(X, y)
+
+
+class _Refuses(Engine):
+    name = "refuses"
+    description = "an engine that supports nothing"
+
+    def supports(self, problem):
+        return "it is a test engine"
+
+    def solve(self, problem, callback=None, warm_start=None):  # pragma: no cover
+        raise AssertionError("must not be reached")
+
+
+def test_unsupported_pair_names_the_reason_and_alternatives():
+    X = np.random.RandomState(0).randn(20, 3)
+    y = np.arange(20) % 2
+    with pytest.raises(ValueError, match=r"engine 'refuses' cannot solve loss logistic with "
+                       r"regularizer elasticnet\(lam=0.5\): it is a test engine; engines that can: .*spicy"):
+        MKLClassifier(TINY_BANK, engine=_Refuses()).fit(X, y)
+
+
+class _Recording(Engine):
+    """Delegates to spicy and records the warm starts it is given."""
+
+    name = "recording"
+    description = "spicy, recording warm starts"
+    supports_warm_start: ClassVar[bool] = True
+    seen: ClassVar[list] = []
+
+    def solve(self, problem, callback=None, warm_start=None):
+        spicy = get_registry().create("engine", {"name": "spicy", "tol": self.tol})
+        type(self).seen.append((problem.C, warm_start))
+        return spicy.solve(problem, callback)
+
+
+# ---------------------------------------------------------------------------
+# Regularization path
+# ---------------------------------------------------------------------------
+def test_fit_path_warm_starts_in_decreasing_C(ionosphere):
+    X_tr, X_te, y_tr, _ = ionosphere
+    _Recording.seen = []
+    est = MKLClassifier(SMALL_BANK, engine=_Recording(tol=1e-6))
+    path = est.fit_path(X_tr, y_tr, [0.01, 1.0, 0.1])
+    assert isinstance(path, MKLPath) and len(path) == 3
+    np.testing.assert_array_equal(path.Cs, [1.0, 0.1, 0.01])
+    assert [c for c, _ in _Recording.seen] == [1.0, 0.1, 0.01]
+    assert _Recording.seen[0][1] is None
+    assert _Recording.seen[1][1] is path.results[0][0]
+    assert _Recording.seen[2][1] is path.results[1][0]
+    assert path.warm_started
+    assert not hasattr(est, "result_")  # the estimator itself stays unfitted
+    # a smaller C keeps at least as many kernels here, and the path agrees with plain fits
+    assert path.n_active[0] <= path.n_active[-1]
+    fit = MKLClassifier(SMALL_BANK, C=0.1, tol=1e-6).fit(X_tr, y_tr)
+    at = path.estimator(1)
+    assert at.C == 0.1
+    np.testing.assert_allclose(at.decision_function(X_te), fit.decision_function(X_te),
+                               rtol=1e-8, atol=1e-10)
+    assert path.kernel_weights.shape == (3, len(path.kernel_names))
+    assert path.gaps.shape == path.n_iter.shape == (3,)
+    assert "active" in path.summary()
+    with pytest.raises(ParamError, match="Cs must be"):
+        est.fit_path(X_tr, y_tr, [0.1, -1])
+    with pytest.raises(ParamError, match="Cs must be a non-empty"):
+        est.fit_path(X_tr, y_tr, [])
+
+
+def test_fit_path_multiclass(wine):
+    X_tr, X_te, y_tr, y_te = wine
+    path = MKLClassifier(SMALL_BANK).fit_path(X_tr, y_tr, [0.03, 0.3])
+    assert path.kernel_weights.shape == (2, 3, len(path.kernel_names))
+    assert path.n_iter.shape == (2, 3)
+    assert path.estimator(-1).score(X_te, y_te) > 0.9
+
+
+# ---------------------------------------------------------------------------
+# scikit-learn tooling, pickling, logging
+# ---------------------------------------------------------------------------
+def test_params_clone_pipeline_grid_search(wine):
+    X_tr, X_te, y_tr, y_te = wine
+    clf = MKLClassifier(SMALL_BANK, regularizer={"name": "elasticnet", "lam": 0.2})
+    params = clf.get_params()
+    assert params["regularizer"] == {"name": "elasticnet", "lam": 0.2} and params["C"] == 0.05
+    twin = clone(clf)
+    assert twin.get_params()["regularizer"] == params["regularizer"]
+    assert twin.set_params(C=1.0) is twin and twin.C == 1.0 and clf.C == 0.05
+    pipe = make_pipeline(StandardScaler(), MKLClassifier(SMALL_BANK, standardize=False))
+    assert pipe.fit(X_tr, y_tr).score(X_te, y_te) > 0.9
+    grid = GridSearchCV(
+        MKLClassifier(SMALL_BANK),
+        {"C": [0.01, 0.1], "regularizer": ["elasticnet", {"name": "lq", "q": 1.5}]},
+        cv=3,
+    ).fit(X_tr, y_tr)
+    assert len(grid.cv_results_["params"]) == 4
+    assert grid.best_estimator_.score(X_te, y_te) > 0.9
+    scores = cross_val_score(MKLClassifier(SMALL_BANK), X_tr, y_tr, cv=3)
+    assert scores.shape == (3,) and scores.mean() > 0.9
+
+
+def test_pickle_and_joblib_round_trip(tmp_path, wine):
+    X_tr, X_te, y_tr, _ = wine
+    clf = MKLClassifier("smomkl", multiclass="ovo").fit(X_tr, y_tr)
+    expected = clf.predict_proba(X_te)
+    M, N = len(clf.kernel_names_), X_tr.shape[0]
+    blob = pickle.dumps(clf)
+    assert len(blob) < M * N * N * 8 / 20  # the Gram bank does not travel
+    np.testing.assert_array_equal(pickle.loads(blob).predict_proba(X_te), expected)
+    joblib.dump(clf, tmp_path / "clf.joblib")
+    for mmap_mode in (None, "r"):
+        loaded = joblib.load(tmp_path / "clf.joblib", mmap_mode=mmap_mode)
+        np.testing.assert_array_equal(loaded.predict_proba(X_te), expected)
+        np.testing.assert_array_equal(loaded.predict(X_te), clf.predict(X_te))
+    assert clf.bank_.n_kernels == clf.active_kernels_.size < M
+
+
+def test_verbose_logs_engine_iterations(caplog, ionosphere):
+    X_tr, _, y_tr, _ = ionosphere
+    MKLClassifier(TINY_BANK).fit(X_tr, y_tr)
+    assert not [r for r in caplog.records if r.name.startswith("mklkit")]
+    MKLClassifier(TINY_BANK, verbose=1).fit(X_tr, y_tr)
+    lines = [r.getMessage() for r in caplog.records if r.name == "mklkit.estimators"]
+    assert any("it=1 " in m and "gap=" in m for m in lines)
+    assert any("kernels on" in m for m in lines)
+    assert logging.getLogger("mklkit").level == logging.NOTSET  # restored
+
+
+def test_verbose_writes_to_stderr_only(monkeypatch, capsys):
+    """Without logging configured, verbose output goes to stderr, nothing to stdout."""
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])  # as in a plain script
+    X = np.random.RandomState(0).randn(40, 3)
+    y = (X[:, 0] > 0).astype(int)
+    MKLClassifier([{"function": "rbf", "width": 1.0}], verbose=1).fit(X, y)
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "it=1 " in err and "gap=" in err and "converged" in err
+    assert not logging.getLogger("mklkit").handlers  # the temporary handler is gone
+    MKLClassifier([{"function": "rbf", "width": 1.0}]).fit(X, y)
+    assert capsys.readouterr() == ("", "")
+
+
+# ---------------------------------------------------------------------------
+# Package namespace and specs from Python
+# ---------------------------------------------------------------------------
+def test_lazy_namespace_stays_cheap():
+    code = ("import sys, mklkit; heavy = [m for m in ('numba', 'sklearn', 'scipy') "
+            "if m in sys.modules]; assert not heavy, heavy")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert {"MKLClassifier", "MKLRegressor", "MKLPath", "load_spec", "run"} <= set(mklkit.__all__)
+    assert mklkit.MKLClassifier is MKLClassifier
+
+
+def test_load_spec_and_run_from_the_namespace(tmp_path):
+    spec_file = tmp_path / "tiny.yaml"
+    spec_file.write_text(textwrap.dedent("""
+        data: {builtin: sonar, test_size: 0.25, seed: 0}
+        kernels:
+          bank:
+            - {function: rbf, width: [5, 10]}
+            - {function: poly, degree: 1}
+        problem: {loss: logistic, regularizer: {name: elasticnet, lam: 0.5}, C: 0.1}
+        solver: {name: spicy, tol: 1.0e-3}
+        output: {dir: out}
+    """))
+    spec = mklkit.load_spec(spec_file, overrides=["problem.C=0.05"])
+    assert spec.problem.C == 0.05
+    result = mklkit.run(spec)
+    assert type(result).__name__ == "RunResult" and result.converged
+    assert result.n_kernels == 3 and result.metrics["test_accuracy"] > 0.6
+    files = result.write(tmp_path / "run")
+    assert (tmp_path / "run" / "summary.json").exists() and files
+
+
+def test_pairwise_coupling_recovers_consistent_probabilities():
+    from mklkit._multiclass import ovo_tasks, pairwise_coupling
+
+    p = np.array([[0.2, 0.3, 0.5], [0.6, 0.3, 0.1]])
+    tasks = ovo_tasks(np.array([0, 1, 2]), 3)
+    # task t: positive class j, negative i; P(j | i or j) = p_j / (p_i + p_j)
+    F = np.column_stack([np.log(p[:, t.positive] / p[:, t.negative]) for t in tasks])
+    np.testing.assert_allclose(pairwise_coupling(F, tasks, 3), p, rtol=1e-10)
+
+
+def test_component_parameters_through_set_params(wine):
+    X_tr, X_te, y_tr, y_te = wine
+    instance = get_registry().create("regularizer", {"name": "elasticnet", "lam": 0.5})
+    for spec in ("elasticnet", {"name": "elasticnet"}, instance):
+        est = MKLClassifier(SMALL_BANK, regularizer=spec).set_params(regularizer__lam=0.2, C=0.3)
+        assert est.C == 0.3
+        reg = est.regularizer
+        assert (reg.lam if hasattr(reg, "lam") else reg["lam"]) == 0.2
+    assert instance.lam == 0.5  # the given objects are not changed
+    grid = GridSearchCV(MKLClassifier(SMALL_BANK), {"regularizer__lam": [0.2, 0.8]}, cv=2)
+    grid.fit(X_tr, y_tr)
+    assert grid.best_estimator_.regularizer_.lam in (0.2, 0.8)
+    with pytest.raises(ParamError, match="lam must be a number in"):
+        MKLClassifier(TINY_BANK).set_params(regularizer__lam=2.0).fit(X_tr, y_tr)
