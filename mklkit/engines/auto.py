@@ -2,17 +2,20 @@ r"""Engine ``auto``: delegate each problem to the engine that solves it fastest.
 
 Rule (from ``benchmarks/bench_proximal_vs_spicy.py``, see ``docs/engines.md``):
 
-1. ``proximal`` when the problem has many samples and few kernels,
-   :math:`N \ge` ``proximal_min_samples`` and :math:`N \ge`
-   ``proximal_ratio`` :math:`\times M`, and ``proximal`` supports it.  A
-   Newton step of ``spicy`` factors an :math:`N\times N` matrix
-   (:math:`O(N^3)`), a proximal-gradient step reads the active kernels once
-   (:math:`O(|\mathrm{active}|\,N^2)`); on ringnorm with 8 kernels and
-   :math:`N` = 1000-4000, proximal gradient was 1.2-5 times faster at every
-   tolerance.
+1. ``proximal`` when the problem has many samples and few kernels and
+   ``proximal`` supports it: :math:`N \ge` ``proximal_ratio``
+   :math:`\times M` and :math:`N \ge` ``proximal_min_samples`` (2000), or
+   half that when ``spicy`` would need its iterative method (a loss or
+   regularizer without a smooth conjugate, e.g. ``l1``).  A Newton step of
+   ``spicy`` factors an :math:`N\times N` matrix (:math:`O(N^3)`), and the
+   iterative method takes several per outer iteration; a proximal-gradient
+   step reads the active kernels once (:math:`O(|\mathrm{active}|\,N^2)`).
+   On ringnorm with 8 kernels, proximal gradient was 1.1-2.5 times faster
+   for ``l1`` from :math:`N` = 1000 and won most ``elasticnet`` rows from
+   :math:`N` = 2000, while ``spicy`` won ``elasticnet`` at :math:`N` = 1000.
 2. Otherwise ``spicy`` whenever it supports the problem.  On the SpicyMKL
    §6.1 problems (hundreds to thousands of kernels, :math:`N \le 614`) its
-   few Newton steps were 7-70 times faster than proximal gradient at every
+   few Newton steps were 4-70 times faster than proximal gradient at every
    tolerance.
 3. Otherwise ``proximal`` (e.g. a plugin loss with a differentiable primal
    and no conjugate form ``spicy`` can use).
@@ -56,7 +59,8 @@ class Auto(Engine):
         proximal-gradient steps for ``proximal``); ``None`` keeps each
         engine's own default.
     proximal_min_samples : int
-        Fewest samples for which ``proximal`` is preferred.
+        Fewest samples for which ``proximal`` is preferred (halved when
+        ``spicy`` would use its iterative method).
     proximal_ratio : float
         ``proximal`` is preferred when :math:`N \ge` ratio :math:`\times M`.
     fallback : bool
@@ -73,8 +77,9 @@ class Auto(Engine):
         COMMON_PARAMS[0],
         Param("max_iter", None, "maximum iterations of the delegate (null: its own default)",
               type=int, low=1, nullable=True),
-        Param("proximal_min_samples", 1000, "fewest samples for which proximal is preferred",
-              type=int, low=1),
+        Param("proximal_min_samples", 2000,
+              "fewest samples for which proximal is preferred (halved when spicy would "
+              "need its iterative method)", type=int, low=1),
         Param("proximal_ratio", 100.0, "proximal is preferred when N >= ratio * M",
               low=0.0),
         Param("fallback", True, "continue with the other engine when the first stalls",
@@ -97,9 +102,11 @@ class Auto(Engine):
         r_spicy = spicy.supports(problem)
         r_prox = prox.supports(problem)
         N, M = problem.n_samples, problem.n_kernels
-        if (r_prox is None and N >= self.proximal_min_samples
-                and N >= self.proximal_ratio * M):
-            return prox, f"N = {N} samples >= {self.proximal_ratio:g} x {M} kernels"
+        one_step = bool(problem.loss.smooth_conjugate and problem.regularizer.smooth_conjugate)
+        min_n = self.proximal_min_samples if one_step else self.proximal_min_samples / 2
+        if r_prox is None and N >= min_n and N >= self.proximal_ratio * M:
+            return prox, (f"N = {N} samples >= {min_n:g} and >= {self.proximal_ratio:g} x "
+                          f"{M} kernels")
         if r_spicy is None:
             return spicy, "spicy supports the problem"
         if r_prox is None:

@@ -441,9 +441,12 @@ def optimal_bias(
 ) -> float:
     r"""The offset minimizing :math:`\phi(b) = \sum_i \ell(y_i, f_i + b)` for fixed ``f``.
 
-    A scalar Newton method with Armijo back-tracking on :math:`\phi`
-    (convex), started at ``b0``.  The returned value never has a larger
-    :math:`\phi` than ``b0``.
+    :math:`\phi` is convex, so its (sub)derivative :math:`\sum_i\partial_z\ell`
+    is non-decreasing: the minimizer is bracketed by doubling steps from
+    ``b0``, then located by Newton steps that stay inside the bracket,
+    falling back to bisection (the only option for piecewise-linear losses
+    such as the hinge, whose second derivative vanishes).  The returned value
+    never has a larger :math:`\phi` than ``b0``.
 
     Parameters
     ----------
@@ -461,29 +464,54 @@ def optimal_bias(
     def phi(b: float) -> float:
         return float(np.sum(k.value(y, f + b, p)))
 
-    b = float(b0) if math.isfinite(b0) else 0.0
-    fb = phi(b)
-    if not math.isfinite(fb):
-        b, fb = 0.0, phi(0.0)
-    for _ in range(max_iter):
+    def slope(b: float) -> tuple[float, float]:
         d = k.deriv(y, f + b, p)
-        d1 = float(np.sum(d))
-        if abs(d1) <= tol * (1.0 + float(np.sum(np.abs(d)))):
+        return float(np.sum(d)), float(np.sum(np.abs(d)))
+
+    b = float(b0) if math.isfinite(b0) else 0.0
+    f0 = phi(b)
+    if not math.isfinite(f0):
+        b, f0 = 0.0, phi(0.0)
+    start = b
+    d1, dabs = slope(b)
+    if abs(d1) <= tol * (1.0 + dabs) or not math.isfinite(d1):
+        return b
+    # bracket [lo, hi] with slope(lo) <= 0 <= slope(hi)
+    d2 = float(np.sum(k.deriv2(y, f + b, p)))
+    step = abs(d1) / d2 if d2 > 0.0 and math.isfinite(d2) else 1.0
+    step = max(step, 1e-12 * (1.0 + abs(b)))
+    direction = -1.0 if d1 > 0.0 else 1.0
+    lo = hi = b
+    far = b
+    for _ in range(80):
+        far = b + direction * step
+        dfar, _ = slope(far)
+        if not math.isfinite(dfar) or dfar * d1 <= 0.0:
+            break
+        b, d1 = far, dfar
+        step *= 2.0
+    if d1 > 0.0:
+        lo, hi = far, b
+    else:
+        lo, hi = b, far
+    # Newton inside the bracket, else bisection
+    for _ in range(max_iter):
+        d1, dabs = slope(b)
+        if not math.isfinite(d1):
+            break
+        if abs(d1) <= tol * (1.0 + dabs):
+            break
+        if d1 > 0.0:
+            hi = min(hi, b)
+        else:
+            lo = max(lo, b)
+        if hi - lo <= 4.0 * np.finfo(np.float64).eps * (1.0 + abs(b)):
             break
         d2 = float(np.sum(k.deriv2(y, f + b, p)))
-        step = -d1 / d2 if d2 > 0.0 and math.isfinite(d2) else -d1
-        t = 1.0
-        accepted = False
-        while t > 1e-16:
-            cand = b + t * step
-            fc = phi(cand)
-            if fc <= fb + 1e-4 * t * step * d1:
-                accepted = True
-                break
-            t *= 0.5
-        if not accepted or cand == b:
-            break
-        b, fb = cand, fc
+        cand = b - d1 / d2 if d2 > 0.0 and math.isfinite(d2) else math.nan
+        b = cand if lo < cand < hi else 0.5 * (lo + hi)
+    if not phi(b) <= f0:
+        return start
     return b
 
 

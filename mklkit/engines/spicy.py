@@ -763,6 +763,19 @@ class _SmoothLoss:
     def ridge(self, g: np.ndarray) -> np.ndarray | None:
         return None
 
+    def bend(self, rho: np.ndarray, delta: np.ndarray, boundary: float) -> np.ndarray | None:
+        r"""``delta`` with each coordinate cut to ``boundary`` times its distance to the
+        domain boundary (``None`` when no coordinate would leave it)."""
+        u, du = -rho, -delta
+        room = np.full(u.size, np.inf)
+        dn = du < 0
+        room[dn] = (self.lower[dn] - u[dn]) / du[dn]
+        up = du > 0
+        room[up] = (self.upper[up] - u[up]) / du[up]
+        if not np.any(room < 1.0 / boundary):
+            return None
+        return delta * np.minimum(1.0, boundary * room)
+
     def update_multipliers(self, rho: np.ndarray) -> None:
         """A smooth conjugate has no constraints."""
 
@@ -1018,6 +1031,9 @@ class _ConstrainedLoss:
     def max_step(self, rho: np.ndarray, delta: np.ndarray) -> float:
         return math.inf
 
+    def bend(self, rho: np.ndarray, delta: np.ndarray, boundary: float) -> None:
+        return None
+
     def ridge(self, g: np.ndarray) -> np.ndarray:
         r"""Per-sample Levenberg–Marquardt ridge :math:`|g_i|/w_i` (:math:`w_i`: width of the
         conjugate's domain): a sample on a linear piece of the conjugate moves
@@ -1134,6 +1150,8 @@ class _Iterative:
         par = self.M * self.N * self.N >= kspicy.PARALLEL_WORK
         self._forms = kspicy.direction_forms if par else kspicy.direction_forms_serial
         self._sync = kspicy.matvecs_and_norms if par else kspicy.matvecs_and_norms_serial
+        # sqrt(trace K_m) >= sqrt(lambda_max(K_m)) bounds ||d||_{K_m} / ||d|| (O(MN))
+        self.sqrt_trace = np.sqrt(np.maximum(np.einsum("mii->m", problem.K), 0.0))
         # primal state: the non-zero blocks S, their alpha_m, K_m alpha_m, alpha_m'K_m alpha_m
         self.S = np.zeros(0, dtype=np.int64)
         self.A = np.zeros((0, self.N))
@@ -1341,6 +1359,9 @@ class _Iterative:
             thresh = max(eng.inner_tol * d_primal, _FLOOR * scale)
             if gnorm <= thresh:
                 break
+            if k > 0 and self.bound_gap(rho, KR, q) <= eng.tol:
+                status = "gap reached"
+                break
             if flat >= 2:
                 status = "rounding"
                 break
@@ -1361,6 +1382,14 @@ class _Iterative:
                 if not slope < 0.0:
                     status = "no descent direction"
                     break
+            # a bounded smooth conjugate: shorten only the coordinates that would
+            # leave its domain, so one sample near the boundary does not stop
+            # the whole step (kept when it is still a descent direction)
+            bent = loss.bend(rho, delta, eng.boundary)
+            if bent is not None:
+                bslope = float(g @ bent)
+                if bslope < 0.0:
+                    delta, slope = bent, bslope
             # ---- Armijo back-tracking (§3.5.1) ----
             KD, bq, eq = self._forms(self.K, common.as_vector(delta), KR)
             pm = gamma * bq
@@ -1413,6 +1442,39 @@ class _Iterative:
         failed = status != "converged" and not (gnorm <= 1e-2 * g_start)
         return {"q": q, "steps": steps, "backtracks": backtracks, "status": status,
                 "grad_norm": gnorm, "solver": solver, "failed": failed}
+
+    def bound_gap(self, rho: np.ndarray, KR: np.ndarray, q: dict[str, Any]) -> float:
+        r"""An upper bound on the gap that an update at ρ would give, without a pass over the bank.
+
+        The primal is evaluated where the update (38)-(40) would put it
+        (:math:`z^+ = \sum_m K_m\,\mathrm{prox}(v_m) + b^+`, block norms
+        ``env_grad``), with the best bias.  The dual point is projected as in
+        §6.1, but its block norms are bounded instead of computed:
+        :math:`\|\tilde\rho\|_{K_m} \le \|\rho\|_{K_m} + \sqrt{\mathrm{tr}\,K_m}\,\|\tilde\rho-\rho\|`
+        (from the running products :math:`K_m\rho`).  Scaling by the bound
+        keeps the point feasible and :math:`\tilde g^*_C` is non-decreasing, so
+        the dual value is a lower bound of the dual at a feasible point.  Lets
+        the last inner problem stop as soon as the requested gap is certain
+        (checked exactly after the update).
+        """
+        problem = self.problem
+        lo, hi = -self.upper, -self.lower
+        rho_t = common.project_sum_box(rho, lo, hi) if self.bias else np.clip(rho, lo, hi)
+        dn = float(np.linalg.norm(rho_t - rho))
+        norms = np.sqrt(np.maximum(KR @ rho, 0.0)) + self.sqrt_trace * dn
+        radius = float(problem.regularizer.conj_radius(self.C))
+        scale = 1.0
+        if math.isfinite(radius) and norms.size:
+            scale = max(float(np.max(norms)) / radius, 1.0) * (1.0 + 1e-12)
+        D = common.dual_objective(problem, rho_t / scale, norms=norms / scale)
+        f = q["grad"]
+        b = self.b + self.gamma_b * float(np.sum(rho)) if self.bias else 0.0
+        if self.bias:
+            b = common.optimal_bias(problem.loss, self.y, f, b)
+        P = common.loss_value(problem.loss, self.y, f + b) + common.regularizer_value(
+            problem.regularizer, q["e1"], self.C)
+        gap = common.relative_gap(P, D)
+        return gap if not math.isnan(gap) else math.inf
 
     def solve_inner(self) -> dict[str, Any]:
         """:meth:`inner`, retried from the same start with a smaller γ when it fails.
@@ -1553,8 +1615,9 @@ class _Iterative:
             if best is None or gap < best["gap"]:
                 best = self.snapshot({"gap": gap, "P": P, "D": D, "b_out": b_out,
                                       "rho_t": rho_t, "it": it})
-            elif gap > _DIVERGED * best["gap"] and gap > tol:
-                # lost its way: back to the best point, and gamma stays there
+            elif gap > _DIVERGED * best["gap"] and gap > tol and not best.get("restored"):
+                # lost its way: back to the best point (once), and gamma stays there
+                best["restored"] = True
                 self.restore(best)
                 self.gamma_cap = self.gamma
                 rec["restored"] = best["it"]
