@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .result import SolveResult
 
-__all__ = ["load_spec", "check", "run", "solve_prepared", "RunResult", "CheckResult", "SpecError"]
+__all__ = ["load_spec", "check", "run", "sweep", "solve_prepared", "RunResult", "CheckResult", "SpecError"]
 
 
 def load_spec(
@@ -263,16 +263,24 @@ def _metrics(task: str, y: np.ndarray, f: np.ndarray, part: str) -> dict[str, fl
 def solve_prepared(
     prepared: Prepared,
     callback: Callable[[dict[str, Any]], Any] | None = None,
+    warm_start: SolveResult | None = None,
 ) -> RunResult:
-    """Solve an already prepared spec and evaluate it on the training and test parts."""
-    import numpy as np
+    """Solve an already prepared spec and evaluate it on the training and test parts.
 
+    ``warm_start`` (a result on the same bank, e.g. at the previous C of a
+    path) is passed to engines that use it (``engine.supports_warm_start``)
+    and ignored by the others.
+    """
     spec = prepared.spec
     problem = prepared.problem
     if problem is None:
         raise ValueError("solve_prepared needs a Prepared built with build=True")
+    engine = spec.solver.engine
     t0 = time.perf_counter()
-    result = spec.solver.engine.solve(problem, callback)
+    if warm_start is not None and getattr(engine, "supports_warm_start", False):
+        result = engine.solve(problem, callback, warm_start=warm_start)
+    else:
+        result = engine.solve(problem, callback)
     solve_s = time.perf_counter() - t0
     data = prepared.data
     task = data.task
@@ -330,3 +338,55 @@ def run(
     spec = _as_spec(spec)
     prepared = spec.prepare(progress=progress)
     return solve_prepared(prepared, callback)
+
+
+# ---------------------------------------------------------------------------
+# sweep
+# ---------------------------------------------------------------------------
+def sweep(
+    spec: str | os.PathLike[str],
+    overrides: Sequence[str] | Mapping[str, Any] = (),
+    out_dir: str | os.PathLike[str] | None = None,
+    *,
+    workers: int = 1,
+    scheduler: str | None = None,
+    resume: bool = False,
+    force: bool = False,
+    progress: Callable[[dict[str, Any]], Any] | None = None,
+) -> Any:
+    """Run a sweep spec: the whole grid, cross-validated, then the best refit (``mklkit sweep``).
+
+    Parameters
+    ----------
+    spec : path-like
+        A sweep spec: lists at ``problem.C``, component parameters, ``solver``
+        options, ``problem.loss``, ``data.builtin`` ...; a ``cv`` section
+        (see ``docs/sweeps.md``).
+    overrides : sequence of ``"key.path=value"``, or a mapping
+        Like ``--set``.
+    out_dir : path-like, optional
+        Default: the spec's ``output.dir`` (``runs/<spec name>``).
+    workers : int
+        Local worker processes (1: in this process).
+    scheduler : str, optional
+        Address of a ``dask.distributed`` scheduler (needs ``mklkit[dask]``).
+    resume : bool
+        Keep the rows of an earlier, interrupted run of the same sweep and
+        solve only the missing ones.
+    force : bool
+        Start over in an output directory that holds an earlier sweep.
+    progress : callable, optional
+        Called with one event mapping per finished task (see
+        :func:`mklkit.sweep.run_sweep`).
+
+    Returns
+    -------
+    mklkit.sweep.SweepResult
+    """
+    from .sweep import load_sweep, run_sweep
+
+    sw = load_sweep(spec, overrides)
+    return run_sweep(
+        sw, out_dir, workers=workers, scheduler=scheduler, resume=resume, force=force,
+        progress=progress,
+    )

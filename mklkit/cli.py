@@ -4,6 +4,7 @@ Commands::
 
     mklkit validate SPEC [--set key.path=value ...]
     mklkit run SPEC [--set key.path=value ...] [--out DIR] [--quiet] [--force] [--strict]
+    mklkit sweep SPEC [--set ...] [--scheduler ADDRESS | --workers N] [--out DIR] [--resume | --force] [--dry-run]
     mklkit report OUT [--top K]
     mklkit plugins
     mklkit check-plugin NAME          (NAME, kind:NAME, or a plugin/distribution name)
@@ -13,7 +14,8 @@ Commands::
 Exit codes: 0 success; 2 a user error (bad spec, data, option, name -- one
 line on stderr, no traceback) or a failed plugin check; 3 a run that did not
 converge, with ``--strict`` (without it: exit 0 and a warning on stderr);
-130 interrupted.  Anything else is an internal error and shows a traceback.
+130 interrupted.  ``mklkit sweep`` exits 1 when some of its tasks failed (the
+finished rows are kept; ``--resume`` retries the others).  Anything else is an internal error and shows a traceback.
 
 Heavy modules (numpy, numba, the plugin registry) are imported inside the
 commands, so ``mklkit --help`` answers at once.
@@ -101,6 +103,24 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     sp.add_argument("--force", action="store_true", help="overwrite the results of an earlier run in the output directory")
     sp.add_argument("--strict", action="store_true", help="exit with code 3 when the solver does not converge")
+
+    sp = add(
+        "sweep", "run a grid of problems (lists in the spec) with cross-validation, write results.csv "
+        "and refit the best configuration (docs/sweeps.md)", _cmd_sweep,
+    )
+    sp.add_argument("spec", metavar="SPEC", help="YAML sweep spec (a run spec with lists and a cv section)")
+    overrides(sp)
+    where = sp.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, default=1, metavar="N",
+                       help="local worker processes (default 1: solve in this process)")
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run the tasks on a dask.distributed cluster, e.g. tcp://127.0.0.1:8786 (needs mklkit[dask])")
+    sp.add_argument("--out", metavar="DIR", help="output directory (default: the spec's output.dir, else runs/<spec name>)")
+    again = sp.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true", help="keep the finished rows of an interrupted sweep and solve the rest")
+    again.add_argument("--force", action="store_true", help="start over in a directory that holds an earlier sweep")
+    sp.add_argument("--dry-run", action="store_true", help="validate every grid point and fold and print the grid size; solve nothing")
+    sp.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
 
     sp = add("report", "draw gap.png, active.png, weights.png into a run directory", _cmd_report)
     sp.add_argument("out", metavar="OUT", help="run directory written by 'mklkit run'")
@@ -258,6 +278,72 @@ def _print_summary(result: Any, files: dict[str, Any]) -> None:
     _out("\n".join(lines))
 
 
+def _sweep_progress(quiet: bool) -> Callable[[dict[str, Any]], None]:
+    def progress(ev: dict[str, Any]) -> None:
+        if quiet:
+            return
+        kind = ev.get("event")
+        if kind == "start":
+            skipped = f", {ev['n_skipped']} finished earlier" if ev.get("n_skipped") else ""
+            _err(f"mklkit sweep: {_plural(ev['n_tasks'], 'task')} ({ev['n_rows']} rows){skipped}; running on {ev['backend']}")
+        elif kind == "task":
+            eta = f", about {ev['eta_s']:.0f} s left" if ev["done"] < ev["total"] else ""
+            if ev.get("failed"):
+                _err(f"mklkit sweep: {ev['done']}/{ev['total']} FAILED {ev['task']}: {ev['error']}")
+            else:
+                _err(f"mklkit sweep: {ev['done']}/{ev['total']} {ev['task']}: {_num(ev.get('time_s'), '.2f')} s solve; "
+                     f"{ev['elapsed_s']:.0f} s elapsed{eta}")
+        elif kind == "refit":
+            _err(f"mklkit sweep: refitted the best configuration of {ev['dataset']} on all training data -> {ev['dir']}")
+    return progress
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    import traceback
+    from pathlib import Path
+
+    from .sweep import RESULTS, SweepTaskError, load_sweep, read_results, run_sweep
+
+    sweep = load_sweep(args.spec, args.overrides)
+    if args.dry_run:
+        sweep.check()
+        _out(f"ok: {sweep.summary()}")
+        return EXIT_OK
+    out = Path(args.out) if args.out else sweep.output_dir
+    try:
+        res = run_sweep(
+            sweep, out, workers=args.workers, scheduler=args.scheduler, resume=args.resume, force=args.force,
+            progress=_sweep_progress(args.quiet), out_key="--out" if args.out else "output.dir",
+        )
+    except KeyboardInterrupt:
+        path = out / RESULTS
+        n = len(read_results(path)) if path.is_file() else 0
+        _err(f"mklkit sweep: interrupted; {_plural(n, 'finished row')} kept in {path}; "
+             f"'mklkit sweep {args.spec} --resume' solves the rest")
+        raise
+    except SweepTaskError as exc:
+        if exc.__cause__ is not None:
+            traceback.print_exception(exc.__cause__, file=sys.stderr)
+        _err(f"mklkit sweep: {exc}")
+        return 1
+    lines = [
+        f"sweep       {len(res.rows)} rows ({res.n_run} tasks solved, {res.n_skipped} kept) in {res.time_s:.1f} s on {res.backend}",
+    ]
+    for b in res.best:
+        lab = b.labels
+        metric = "accuracy" if b.score == "val_accuracy" else "rmse"
+        lines.append(
+            f"best        {b.dataset}: loss {lab['loss']}, regularizer {lab['regularizer']}, solver {lab['solver']}, "
+            f"C={b.C:g}: validation {metric} {b.mean:.4f} +- {b.std:.4f} ({b.n_splits} folds) -> {b.dir}"
+        )
+    lines.append(f"written     {res.files['results']}, {res.files['sweep']}")
+    _out("\n".join(lines))
+    if res.n_not_converged:
+        _err(f"warning: {res.n_not_converged} of {len(res.rows)} solves did not converge (column 'status' of "
+             f"{res.files['results']}); raise solver.max_iter or solver.tol")
+    return EXIT_OK
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from .report import plot_run
 
@@ -382,7 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
         if getattr(args, "func", None) is None:
             raise UsageError(
-                "mklkit: a command is required: validate, run, report, plugins, check-plugin, "
+                "mklkit: a command is required: validate, run, sweep, report, plugins, check-plugin, "
                 "new-plugin, schema (see 'mklkit --help')"
             )
         with warnings.catch_warnings(record=True) as caught:  # shown as one line each

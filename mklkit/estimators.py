@@ -116,15 +116,6 @@ def _spec_name(spec: Any) -> str | None:
     return getattr(spec, "name", None)
 
 
-def _label(component: Any) -> str:
-    params = component.get_params()
-    if not params:
-        return component.name
-    args = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v!r}"
-                     for k, v in params.items())
-    return f"{component.name}({args})"
-
-
 def _check_C(C: Any, owner: str, key: str = "C") -> float:
     if isinstance(C, (bool, np.bool_)) or not isinstance(C, numbers.Real):
         raise ParamError(key, C, "a finite number > 0", owner=owner)
@@ -191,20 +182,6 @@ def _updated_spec(spec: Any, updates: Mapping[str, Any]) -> Any:
     if isinstance(spec, Mapping):
         return {**spec, **updates}
     return spec  # invalid; fit reports it
-
-
-def _writeable_bank(bank: Any) -> Any:
-    """``bank``, or a shallow copy whose training points are writeable.
-
-    A fitted estimator loaded with ``joblib.load(..., mmap_mode="r")`` holds
-    read-only arrays, which the jitted Gram loops (explicit signatures) do
-    not accept; the copy is local to one prediction.
-    """
-    X_train = getattr(bank, "_X_train", None)
-    if isinstance(X_train, np.ndarray) and not X_train.flags.writeable:
-        bank = copy.copy(bank)
-        bank._X_train = np.array(X_train)
-    return bank
 
 
 @contextlib.contextmanager
@@ -308,17 +285,9 @@ class _BaseMKL(BaseEstimator):
         reason = engine.supports(problem)
         if reason is None:
             return
-        reg = _registry()
-        ok = []
-        for r in reg.registrations("engine"):
-            if r.name == engine.name:
-                continue
-            try:
-                if r.cls().supports(problem) is None:
-                    ok.append(r.name)
-            except Exception:  # noqa: BLE001 - a plugin's failure must not hide the real error
-                continue
-        combo = f"loss {_label(problem.loss)} with regularizer {_label(problem.regularizer)}"
+        ok = _registry().engines_supporting(problem, exclude=engine.name)
+        combo = (f"loss {problem.loss.describe()} with regularizer "
+                 f"{problem.regularizer.describe()}")
         hint = (f"engines that can: {', '.join(ok)}" if ok
                 else "no installed engine supports this pair; choose another loss or regularizer")
         raise ValueError(
@@ -390,8 +359,6 @@ class _BaseMKL(BaseEstimator):
 
                     scaler = Standardizer().fit(X)
                     X = scaler.transform(X)
-                elif not sp.issparse(X) and not X.flags.writeable:
-                    X = np.array(X)
                 names = getattr(self, "feature_names_in_", None)
                 bank = KernelBank.build(
                     X, kernels_resolved, normalize=normalize, memory_budget_bytes=budget,
@@ -602,11 +569,8 @@ class _BaseMKL(BaseEstimator):
             if sp.issparse(X) and not self.scaler_.sparse_:
                 X = X.toarray()
             X = self.scaler_.transform(X)
-        elif not sp.issparse(X) and not X.flags.writeable:
-            X = np.array(X)  # the jitted Gram loops take writeable arrays only
         if bank.n_kernels == 0:
             return None, int(X.shape[0])
-        bank = _writeable_bank(bank)
         Kc = bank.cross(X, memory_budget_bytes=_check_budget(self.memory_budget, owner))
         return Kc, int(X.shape[0])
 
@@ -648,23 +612,6 @@ class _BaseMKL(BaseEstimator):
         for head, updates in nested.items():
             setattr(self, head, _updated_spec(getattr(self, head), updates))
         return self
-
-    # -- cloning ----------------------------------------------------------------
-    def __sklearn_clone__(self) -> "_BaseMKL":
-        """An unfitted copy with the same parameters.
-
-        Component instances given as parameters (a loss, regularizer or
-        engine object) are copied with :func:`copy.deepcopy`; scikit-learn's
-        generic ``clone`` would take them for estimators because they have a
-        ``get_params`` method.
-        """
-        from .components.base import Component
-
-        params = self.get_params(deep=False)
-        for key, value in params.items():
-            params[key] = (copy.deepcopy(value) if isinstance(value, Component)
-                           else clone(value, safe=False))
-        return type(self)(**params)
 
     # -- tags -------------------------------------------------------------------
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]

@@ -442,6 +442,24 @@ class Registry:
             kinds = (kind,)
         return [self._regs[k][n] for k in kinds for n in sorted(self._regs[k])]
 
+    def engines_supporting(self, problem: Any, exclude: str | None = None) -> list[str]:
+        """Sorted names of the engines whose default instance supports ``problem``.
+
+        ``exclude`` (the engine that declined) is skipped.  An engine whose
+        construction or ``supports`` raises is left out: a plugin's failure
+        must not hide the error being reported.
+        """
+        ok = []
+        for r in self.registrations("engine"):
+            if r.name == exclude:
+                continue
+            try:
+                if r.cls().supports(problem) is None:
+                    ok.append(r.name)
+            except Exception:  # noqa: BLE001 - see the docstring
+                continue
+        return ok
+
     def provided_by(self, plugin: str) -> list[Registration]:
         """Registrations of one plugin, named by plugin or distribution name."""
         key = _norm(plugin)

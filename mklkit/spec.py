@@ -65,7 +65,10 @@ __all__ = [
     "parse_override",
     "parse_bytes",
     "json_schema",
+    "sweep_lists",
     "TOP_KEYS",
+    "SWEEP_KEYS",
+    "SWEEP_SECTION",
 ]
 
 logger = logging.getLogger(__name__)
@@ -441,20 +444,47 @@ class Spec:
         """Load, check, split and standardize the data (no kernels yet)."""
         return _load_data(self)
 
-    def prepare(self, progress: bool | None = None, build: bool = True) -> Prepared:
+    def prepare(
+        self, progress: bool | None = None, build: bool = True, data: PreparedData | None = None,
+    ) -> Prepared:
         """Load the data, build the kernel bank and the :class:`Problem`.
 
         With ``build=False`` only a probe of the bank is built on a few rows
         (enough to validate every entry and count the kernels) and
         :attr:`Prepared.problem` is ``None``; this is what ``mklkit validate``
-        runs.
+        runs.  ``data`` replaces :meth:`load_data` (``mklkit sweep`` passes
+        the training and validation part of one cross-validation fold).
         """
-        return _prepare(self, progress=progress, build=build)
+        return _prepare(self, progress=progress, build=build, data=data)
 
 
 # ---------------------------------------------------------------------------
 # Stage 1: parse and validate the mapping
 # ---------------------------------------------------------------------------
+def read_spec_file(path: str | os.PathLike[str], sections: str) -> Any:
+    """The YAML mapping of a spec file, or a :class:`SpecError` naming the file.
+
+    ``sections`` lists the sections a spec of this kind has (for the message
+    about an empty file).
+    """
+    file = str(path)
+    p = Path(path)
+    if not p.exists():
+        raise SpecError(file, "", "spec file not found", file, "an existing YAML file")
+    if p.is_dir():
+        raise SpecError(file, "", "is a directory, not a spec file", file, "a YAML file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(file, "", f"cannot read the spec as UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise SpecError(file, "", f"cannot read the spec ({exc.strerror or exc})") from None
+    raw = _load_yaml_text(text, file)
+    if raw is None:
+        raise SpecError(file, "", "the spec is empty", allowed=f"a mapping with {sections}")
+    return raw
+
+
 def load_spec(
     path: str | Path,
     overrides: Sequence[str] | Mapping[str, Any] = (),
@@ -475,21 +505,8 @@ def load_spec(
         Anything wrong, as one line naming the file and key path.
     """
     file = str(path)
-    p = Path(path)
-    if not p.exists():
-        raise SpecError(file, "", "spec file not found", file, "an existing YAML file")
-    if p.is_dir():
-        raise SpecError(file, "", "is a directory, not a spec file", file, "a YAML file")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(file, "", f"cannot read the spec as UTF-8 text ({exc.reason})") from None
-    except OSError as exc:
-        raise SpecError(file, "", f"cannot read the spec ({exc.strerror or exc})") from None
-    raw = _load_yaml_text(text, file)
-    if raw is None:
-        raise SpecError(file, "", "the spec is empty", allowed="a mapping with data, kernels, problem, solver, output")
-    return parse_spec(raw, file=file, folder=p.resolve().parent, overrides=overrides)
+    raw = read_spec_file(path, "data, kernels, problem, solver, output")
+    return parse_spec(raw, file=file, folder=Path(path).resolve().parent, overrides=overrides)
 
 
 def parse_spec(
@@ -602,6 +619,47 @@ def _spec_stem(file: str) -> str:
     return Path(name).stem or "spec"
 
 
+#: Top-level section of a sweep spec (``mklkit sweep``): the cross-validation.
+SWEEP_SECTION = "cv"
+#: Keys of a sweep spec that may hold a list of values (one grid axis each).
+#: ``problem.loss``, ``problem.regularizer`` and ``solver`` may also be
+#: mappings whose parameters are lists.
+SWEEP_KEYS: tuple[str, ...] = (
+    "data.builtin", "data.train", "problem.loss", "problem.regularizer", "problem.C",
+    "problem.bias", "solver",
+)
+_SWEEP_COMPONENTS = ("problem.loss", "problem.regularizer", "solver")
+
+
+def sweep_lists(raw: Any) -> list[tuple[str, Any]]:
+    """The sweep axes of a raw spec mapping: ``[(key path, value), ...]``.
+
+    A list at one of :data:`SWEEP_KEYS` (``problem.C: [0.005, 0.05, 0.5]``,
+    ``problem.loss: [hinge, logistic]``, ``data.builtin: [liver, sonar]``), or
+    a list-valued parameter of a loss, regularizer or engine mapping
+    (``problem.regularizer: {name: elasticnet, lam: [0.2, 0.5]}``,
+    ``solver: {name: spicy, tol: [1e-2, 1e-3]}``; the key path is then the
+    parameter's).  Kernel-bank parameters are not sweep axes: a list there
+    means one kernel per value.  ``mklkit run`` refuses all of them;
+    ``mklkit sweep`` (:mod:`mklkit.sweep`) expands them into a grid.
+    """
+    out: list[tuple[str, Any]] = []
+    if not isinstance(raw, dict):
+        return out
+    for key in SWEEP_KEYS:
+        section, _, sub = key.partition(".")
+        sec = raw.get(section)
+        if sub:
+            value = sec.get(sub) if isinstance(sec, dict) else None
+        else:
+            value = sec
+        if isinstance(value, list):
+            out.append((key, value))
+        elif key in _SWEEP_COMPONENTS and isinstance(value, dict):
+            out.extend((f"{key}.{k}", v) for k, v in value.items() if isinstance(v, list))
+    return out
+
+
 class _Parser:
     def __init__(self, file: str, folder: Path, overridden: tuple[str, ...]):
         self.file = file
@@ -661,6 +719,7 @@ class _Parser:
 
     # -- sections -------------------------------------------------------------
     def parse(self, raw: dict) -> Spec:
+        self.refuse_sweep(raw)
         self.check_keys(raw, "", TOP_KEYS)
         description = raw.get("description") or ""
         if not isinstance(description, str):
@@ -675,6 +734,24 @@ class _Parser:
             problem=problem, solver=solver, output=output,
             description=description, overridden=self.overridden, given_paths=dict(self.given_paths),
         )
+
+    def refuse_sweep(self, raw: dict) -> None:
+        """A ``cv`` section or a list at a sweep key: only ``mklkit sweep`` takes those."""
+        sweep_hint = f"or run the whole grid with 'mklkit sweep {self.file}' (docs/sweeps.md)"
+        if SWEEP_SECTION in raw:
+            raise self.err(
+                SWEEP_SECTION, "cross-validation is only done by 'mklkit sweep'; 'mklkit run' and "
+                "'mklkit validate' solve one problem", raw[SWEEP_SECTION],
+                f"no cv section for a single run, {sweep_hint}",
+            )
+        lists = sweep_lists(raw)
+        if lists:
+            key, value = lists[0]
+            more = f" (this spec has {len(lists)}: {', '.join(k for k, _ in lists)})" if len(lists) > 1 else ""
+            raise self.err(
+                key, f"a list of values makes a sweep{more}; 'mklkit run' and 'mklkit validate' "
+                "solve one problem", value, f"one value, {sweep_hint}",
+            )
 
     def data(self, raw: dict, precomputed: bool) -> DataSpec:
         sec = self.section(raw, "data", DATA_KEYS, required=not precomputed)
@@ -1370,16 +1447,7 @@ def _check_support(spec: Spec, problem: Problem) -> None:
         return
     from .plugins import get_registry
 
-    reg = get_registry()
-    ok = []
-    for r in reg.registrations("engine"):
-        if r.name == engine.name:
-            continue
-        try:
-            if r.cls().supports(problem) is None:
-                ok.append(r.name)
-        except Exception:  # noqa: BLE001 - a plugin's failure must not hide the real error
-            continue
+    ok = get_registry().engines_supporting(problem, exclude=engine.name)
     combo = f"loss {spec.problem.loss.name!r} x regularizer {spec.problem.regularizer.name!r}"
     allowed = (
         f"an engine that supports {combo}: {', '.join(ok)}" if ok
@@ -1419,14 +1487,14 @@ def _probe_problem(spec: Spec, data: PreparedData, M: int) -> Problem:
     )
 
 
-def _prepare(spec: Spec, progress: bool | None, build: bool) -> Prepared:
+def _prepare(spec: Spec, progress: bool | None, build: bool, data: PreparedData | None = None) -> Prepared:
     import numpy as np
 
     from .kernels import BankError, KernelBank
     from .problem import Problem
 
     t0 = time.perf_counter()
-    data = _load_data(spec)
+    data = _load_data(spec) if data is None else data
     t_data = time.perf_counter() - t0
     if data.K_train is not None:  # precomputed
         names = list(data.kernel_names or [])

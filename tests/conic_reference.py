@@ -192,14 +192,17 @@ def solve_reference(
         with warnings.catch_warnings():
             # "Solution may be inaccurate": the status says so and the loop retries
             warnings.simplefilter("ignore", UserWarning)
-            prob.solve(
-                solver=cp.CLARABEL,
-                tol_gap_abs=used,
-                tol_gap_rel=used,
-                tol_feas=used,
-                tol_ktratio=1e-8,
-                max_iter=500,
-            )
+            try:
+                prob.solve(
+                    solver=cp.CLARABEL,
+                    tol_gap_abs=used,
+                    tol_gap_rel=used,
+                    tol_feas=used,
+                    tol_ktratio=1e-8,
+                    max_iter=500,
+                )
+            except cp.error.SolverError:   # a numerical failure: retry at the next tolerance
+                continue
         if prob.status == cp.OPTIMAL:
             break
     if prob.status != cp.OPTIMAL:

@@ -5,22 +5,8 @@ import doctest
 import warnings
 from pathlib import Path
 
-import pytest
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
-
-
-@pytest.fixture
-def one_thread():
-    """Small examples: thread start-up (numba, BLAS) would dominate."""
-    import numba
-    from threadpoolctl import threadpool_limits
-
-    old = numba.get_num_threads()
-    numba.set_num_threads(1)
-    with threadpool_limits(limits=1):
-        yield
-    numba.set_num_threads(old)
 
 
 def test_api_doc_examples(one_thread):

@@ -36,17 +36,8 @@ SMALL_BANK = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny problems: thread start-up (numba, BLAS) dominates, so use one thread."""
-    import numba
-    from threadpoolctl import threadpool_limits
-
-    old = numba.get_num_threads()
-    numba.set_num_threads(1)
-    with threadpool_limits(limits=1):
-        yield
-    numba.set_num_threads(old)
+#: tiny problems: thread start-up (numba, BLAS) dominates (``conftest.one_thread``)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +102,18 @@ def test_defaults_work_out_of_the_box(ionosphere):
     assert clf.n_iter_ >= 1 and clf.dual_gap_ <= 1e-2
     assert clf.n_features_in_ == X_tr.shape[1]
     np.testing.assert_array_equal(clf.classes_, [-1.0, 1.0])
+
+
+def test_unnormalized_polynomial_bank_converges(wine):
+    """Wine, 3 classes, one degree-3 polynomial kernel without normalization."""
+    X_tr, X_te, y_tr, y_te = wine
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mklkit.ConvergenceWarning)
+        clf = MKLClassifier([{"function": "poly", "degree": 3}], normalize="none").fit(X_tr, y_tr)
+    assert len(clf.result_) == 3
+    for r in clf.result_:
+        assert r.converged and np.isfinite(r.objective) and r.gap <= 1e-2, r.message
+    assert clf.score(X_te, y_te) > 0.9
 
 
 def test_string_labels_and_decision_sign(ionosphere):

@@ -280,6 +280,26 @@ def test_bank_values_normalization_and_cross(normalize, data):
     np.testing.assert_allclose(bank.cross(X), bank.K, rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.parametrize("d", [1, 5, 20])  # outer difference, term by term, BLAS
+@pytest.mark.parametrize("normalize", ["trace", "diagonal"])
+def test_read_only_points(normalize, d):
+    """Read-only points (``setflags(write=False)``, memory-mapped data) build and cross."""
+    rng = np.random.default_rng(d)
+    X, Z = rng.standard_normal((30, d)), rng.standard_normal((9, d))
+    entries = [{"function": "rbf", "width": [1.0, 2.0]}, {"function": "poly", "degree": 2},
+               {"function": "rbf", "width": 1.0, "features": [0]}]
+    ref = KernelBank.build(X, entries, normalize=normalize)
+    ref_c = ref.cross(Z)
+    Xr, Zr = X.copy(), Z.copy()
+    Xr.setflags(write=False)
+    Zr.setflags(write=False)
+    bank = KernelBank.build(Xr, entries, normalize=normalize)
+    np.testing.assert_array_equal(bank.K, ref.K)
+    np.testing.assert_array_equal(bank.cross(Zr), ref_c)
+    np.testing.assert_array_equal(ref.cross(Zr), ref_c)
+    assert not Xr.flags.writeable and not Zr.flags.writeable  # not made writeable in place
+
+
 def test_preset_bank_on_sonar(sonar):
     ds, X = sonar
     bank = KernelBank.build(X[:60], "simplemkl", feature_names=ds.feature_names)

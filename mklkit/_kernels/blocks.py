@@ -29,7 +29,56 @@ __all__ = [
     "combine",
     "matvecs_rows",
     "matvecs_rows_serial",
+    "matvec_into",
+    "block_norm",
+    "matvec_and_norm_into",
 ]
+
+
+# -- one kernel: the building blocks of every pass over the bank ------------
+# Compiled with the loops that call them (no Python in between), so that the
+# parallel loops and their single-threaded twins share one body.
+@njit(cache=True, fastmath=_FM)
+def matvec_into(K: np.ndarray, m: int, v: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
+    r"""``out`` :math:`\leftarrow K_m v` (row by row: :math:`K_m` is symmetric)."""
+    N = K.shape[1]
+    for i in range(N):
+        s = 0.0
+        for j in range(N):
+            s += K[m, i, j] * v[j]
+        out[i] = s
+
+
+@njit(cache=True, fastmath=_FM)
+def block_norm(K: np.ndarray, m: int, v: np.ndarray) -> float:  # pragma: no cover - jitted
+    r""":math:`\|v\|_{K_m} = \sqrt{\max(v^\top K_m v, 0)}`."""
+    N = K.shape[1]
+    acc = 0.0
+    for i in range(N):
+        s = 0.0
+        for j in range(N):
+            s += K[m, i, j] * v[j]
+        acc += v[i] * s
+    return np.sqrt(acc) if acc > 0.0 else 0.0
+
+
+@njit(cache=True, fastmath=_FM)
+def matvec_and_norm_into(
+    K: np.ndarray, m: int, v: np.ndarray, w: np.ndarray, out: np.ndarray
+) -> float:  # pragma: no cover - jitted
+    r"""``out`` :math:`\leftarrow K_m v` and the return value :math:`\|w\|_{K_m}`, in one read of :math:`K_m`."""
+    N = K.shape[1]
+    acc = 0.0
+    for i in range(N):
+        s = 0.0
+        t = 0.0
+        for j in range(N):
+            k = K[m, i, j]
+            s += k * v[j]
+            t += k * w[j]
+        out[i] = s
+        acc += w[i] * t
+    return np.sqrt(acc) if acc > 0.0 else 0.0
 
 
 @njit(cache=True, parallel=True, fastmath=_FM)
@@ -46,16 +95,9 @@ def block_norms(K: np.ndarray, v: np.ndarray) -> np.ndarray:  # pragma: no cover
     ndarray (M,)
     """
     M = K.shape[0]
-    N = K.shape[1]
     out = np.empty(M)
     for m in prange(M):
-        acc = 0.0
-        for i in range(N):
-            s = 0.0
-            for j in range(N):
-                s += K[m, i, j] * v[j]
-            acc += v[i] * s
-        out[m] = np.sqrt(acc) if acc > 0.0 else 0.0
+        out[m] = block_norm(K, m, v)
     return out
 
 
@@ -82,15 +124,8 @@ def block_norms_rows(K: np.ndarray, A: np.ndarray) -> np.ndarray:  # pragma: no 
             if A[m, j] != 0.0:
                 nz = True
                 break
-        if not nz:
-            continue
-        acc = 0.0
-        for i in range(N):
-            s = 0.0
-            for j in range(N):
-                s += K[m, i, j] * A[m, j]
-            acc += A[m, i] * s
-        out[m] = np.sqrt(acc) if acc > 0.0 else 0.0
+        if nz:
+            out[m] = block_norm(K, m, A[m])
     return out
 
 
@@ -122,13 +157,7 @@ def shifted_block_norms(
         w = np.empty(N)
         for j in range(N):
             w[j] = A[m, j] + gamma * v[j]
-        acc = 0.0
-        for i in range(N):
-            s = 0.0
-            for j in range(N):
-                s += K[m, i, j] * w[j]
-            acc += w[i] * s
-        out[m] = np.sqrt(acc) if acc > 0.0 else 0.0
+        out[m] = block_norm(K, m, w)
     return out
 
 
@@ -145,11 +174,7 @@ def matvecs(K: np.ndarray, v: np.ndarray) -> np.ndarray:  # pragma: no cover - j
     N = K.shape[1]
     out = np.empty((M, N))
     for m in prange(M):
-        for i in range(N):
-            s = 0.0
-            for j in range(N):
-                s += K[m, i, j] * v[j]
-            out[m, i] = s
+        matvec_into(K, m, v, out[m])
     return out
 
 
@@ -167,12 +192,7 @@ def matvecs_subset(K: np.ndarray, v: np.ndarray, idx: np.ndarray) -> np.ndarray:
     N = K.shape[1]
     out = np.empty((P, N))
     for p in prange(P):
-        m = idx[p]
-        for i in range(N):
-            s = 0.0
-            for j in range(N):
-                s += K[m, i, j] * v[j]
-            out[p, i] = s
+        matvec_into(K, idx[p], v, out[p])
     return out
 
 
@@ -222,12 +242,7 @@ def matvecs_rows(K: np.ndarray, A: np.ndarray, idx: np.ndarray) -> np.ndarray:  
     N = K.shape[1]
     out = np.empty((P, N))
     for p in prange(P):
-        m = idx[p]
-        for i in range(N):
-            s = 0.0
-            for j in range(N):
-                s += K[m, i, j] * A[p, j]
-            out[p, i] = s
+        matvec_into(K, idx[p], A[p], out[p])
     return out
 
 
@@ -238,10 +253,5 @@ def matvecs_rows_serial(K: np.ndarray, A: np.ndarray, idx: np.ndarray) -> np.nda
     N = K.shape[1]
     out = np.empty((P, N))
     for p in range(P):
-        m = idx[p]
-        for i in range(N):
-            s = 0.0
-            for j in range(N):
-                s += K[m, i, j] * A[p, j]
-            out[p, i] = s
+        matvec_into(K, idx[p], A[p], out[p])
     return out

@@ -8,7 +8,7 @@ allocate.  All arguments are C-contiguous float64.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 __all__ = [
     "sqdist_symmetric_inplace",
@@ -78,7 +78,12 @@ def sqdist_refine_inplace(
                 D[i, j] = s
 
 
-@njit("void(float64[:, ::1], float64[:, ::1], float64[:, ::1])", cache=True)
+#: A C-contiguous float64 matrix that the loop only reads: writeable and
+#: read-only arrays (``X.setflags(write=False)``, memory-mapped data) both match.
+_READ_MATRIX = types.Array(types.float64, 2, "C", readonly=True)
+
+
+@njit(types.void(_READ_MATRIX, _READ_MATRIX, types.float64[:, ::1]), cache=True)
 def sqdist_direct(X: np.ndarray, Z: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
     """``out_ij = sum_k (X_ik - Z_jk)^2`` term by term (for few columns).
 

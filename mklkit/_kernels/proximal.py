@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .blocks import block_norm, matvec_and_norm_into, matvec_into
+
 __all__ = ["bank_summary", "certificate_pass", "certificate_pass_serial",
            "matvecs_serial", "extrapolate", "gradient_step", "prox_finish"]
 
@@ -73,34 +75,13 @@ def bank_summary(K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no 
 @njit(cache=True, fastmath=_FM)
 def _certificate_block(K, m, a, A, rho, want, KA):  # pragma: no cover - jitted
     """One kernel of :func:`certificate_pass`; returns the norm (0 if not wanted)."""
-    N = K.shape[1]
     if a >= 0 and want:
-        acc = 0.0
-        for i in range(N):
-            s = 0.0
-            t = 0.0
-            for j in range(N):
-                kij = K[m, i, j]
-                s += kij * rho[j]
-                t += kij * A[a, j]
-            acc += rho[i] * s
-            KA[a, i] = t
-        return np.sqrt(acc) if acc > 0.0 else 0.0
+        return matvec_and_norm_into(K, m, A[a], rho, KA[a])
     if a >= 0:
-        for i in range(N):
-            t = 0.0
-            for j in range(N):
-                t += K[m, i, j] * A[a, j]
-            KA[a, i] = t
+        matvec_into(K, m, A[a], KA[a])
         return 0.0
     if want:
-        acc = 0.0
-        for i in range(N):
-            s = 0.0
-            for j in range(N):
-                s += K[m, i, j] * rho[j]
-            acc += rho[i] * s
-        return np.sqrt(acc) if acc > 0.0 else 0.0
+        return block_norm(K, m, rho)
     return 0.0
 
 
@@ -176,12 +157,7 @@ def matvecs_serial(K: np.ndarray, v: np.ndarray, idx: np.ndarray) -> np.ndarray:
     N = K.shape[1]
     out = np.empty((P, N))
     for p in range(P):
-        m = idx[p]
-        for i in range(N):
-            s = 0.0
-            for j in range(N):
-                s += K[m, i, j] * v[j]
-            out[p, i] = s
+        matvec_into(K, idx[p], v, out[p])
     return out
 
 

@@ -1,25 +1,31 @@
 r"""Jitted loops of the SpicyMKL dual Newton methods (Suzuki & Tomioka 2011, §3–4).
 
-The dual objective of the one-step method is
+Both methods minimize a function of ρ whose regularizer part is a sum over
+kernels of a function of one block norm: :math:`G(\|\rho\|_{K_m})` with
+:math:`G = \tilde g_C^*` (one-step method, §4.3) or
+:math:`\gamma^{-1}\,\widehat{\tilde g^*_{\gamma C}}(\|\alpha_m + \gamma\rho\|_{K_m})`
+(iterative method, eq. 47).  In both cases the gradient and Hessian have the
+form (eqs. 26–27, 49–50)
 
 .. math::
-    F(\rho) = \sum_i \ell^*(y_i, -\rho_i) + \sum_m G(\|\rho\|_{K_m}),
-    \qquad G = \tilde g_C^*,
+    \nabla = \sum_{m \in M_+} w_m r_m, \qquad
+    \nabla^2 = \sum_{m \in M_+} s_m K_m + t_m\, r_m r_m^\top,
 
-whose regularizer part has the gradient (49) and Hessian (50)
-
-.. math::
-    \nabla = \sum_{m \in M_+} s_m K_m\rho, \qquad
-    \nabla^2 = \sum_{m \in M_+} s_m K_m + t_m (K_m\rho)(K_m\rho)^\top,
-
-with :math:`s_m = G'(n_m)/n_m`, :math:`t_m = (G''(n_m) - s_m)/n_m^2` and
-:math:`n_m = \|\rho\|_{K_m}`; only the active kernels :math:`M_+` contribute.
+with per-kernel scalars :math:`s_m, t_m` and vectors :math:`r_m = K_m v_m`;
+only the active kernels :math:`M_+` contribute.  The loops here read the
+bank once per call: Hessian accumulation over the active kernels, the
+products and quadratic forms a line search needs, and the resynchronization
+of the running products :math:`K_m\rho` together with the norms of the
+projected dual point.  Each parallel loop (over kernels or row blocks) has a
+single-threaded twin for small banks (:data:`PARALLEL_WORK`).
 Arrays are C-contiguous float64 (indices int64).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
+
+from .blocks import matvec_and_norm_into
 
 __all__ = [
     "accumulate_hessian",
@@ -38,6 +44,43 @@ __all__ = [
 PARALLEL_WORK = 4_000_000
 
 _FM = {"reassoc", "contract"}
+
+
+# -- one block of rows or one kernel: the bodies that each parallel loop and
+# its single-threaded twin share (compiled into both, no Python in between)
+@njit(cache=True, fastmath=_FM)
+def _hessian_rows(
+    H: np.ndarray, K: np.ndarray, idx: np.ndarray, s: np.ndarray, KR: np.ndarray,
+    t: np.ndarray, i0: int, i1: int,
+) -> None:  # pragma: no cover - jitted
+    """Rows ``i0:i1`` of :func:`accumulate_hessian`, streaming every active kernel."""
+    N = H.shape[0]
+    for p in range(idx.shape[0]):
+        m = idx[p]
+        sp = s[p]
+        for i in range(i0, i1):
+            ti = t[p] * KR[p, i]
+            for j in range(N):
+                H[i, j] += sp * K[m, i, j] + ti * KR[p, j]
+
+
+@njit(cache=True, fastmath=_FM)
+def _direction_block(
+    K: np.ndarray, m: int, d: np.ndarray, KRm: np.ndarray, KDm: np.ndarray
+) -> tuple[float, float]:  # pragma: no cover - jitted
+    r"""Kernel ``m`` of :func:`direction_forms`: ``KDm`` :math:`\leftarrow K_m d`; returns
+    :math:`(d^\top K_m\rho, d^\top K_m d)` with ``KRm`` :math:`= K_m\rho`."""
+    N = K.shape[1]
+    bm = 0.0
+    em = 0.0
+    for i in range(N):
+        s = 0.0
+        for j in range(N):
+            s += K[m, i, j] * d[j]
+        KDm[i] = s
+        em += d[i] * s
+        bm += d[i] * KRm[i]
+    return bm, em
 
 
 @njit(cache=True, parallel=True, fastmath=_FM)
@@ -74,19 +117,9 @@ def accumulate_hessian(
         Rows per parallel task (>= 1).
     """
     N = H.shape[0]
-    P = idx.shape[0]
     B = max(block, 1)
-    nb = (N + B - 1) // B
-    for blk in prange(nb):
-        i0 = blk * B
-        i1 = min(N, i0 + B)
-        for p in range(P):
-            m = idx[p]
-            sp = s[p]
-            for i in range(i0, i1):
-                ti = t[p] * KR[p, i]
-                for j in range(N):
-                    H[i, j] += sp * K[m, i, j] + ti * KR[p, j]
+    for blk in prange((N + B - 1) // B):
+        _hessian_rows(H, K, idx, s, KR, t, blk * B, min(N, blk * B + B))
 
 
 @njit(cache=True, parallel=True, fastmath=_FM)
@@ -115,20 +148,11 @@ def direction_forms(
     b, e : ndarray (M,)
     """
     M = K.shape[0]
-    N = K.shape[1]
-    KD = np.empty((M, N))
+    KD = np.empty((M, K.shape[1]))
     b = np.empty(M)
     e = np.empty(M)
     for m in prange(M):
-        bm = 0.0
-        em = 0.0
-        for i in range(N):
-            s = 0.0
-            for j in range(N):
-                s += K[m, i, j] * d[j]
-            KD[m, i] = s
-            em += d[i] * s
-            bm += d[i] * KR[m, i]
+        bm, em = _direction_block(K, m, d, KR[m], KD[m])
         b[m] = bm
         e[m] = em
     return KD, b, e
@@ -157,21 +181,10 @@ def matvecs_and_norms(
         :math:`\sqrt{\max(w^\top K_m w, 0)}`.
     """
     M = K.shape[0]
-    N = K.shape[1]
-    KV = np.empty((M, N))
+    KV = np.empty((M, K.shape[1]))
     norms = np.empty(M)
     for m in prange(M):
-        acc = 0.0
-        for i in range(N):
-            s = 0.0
-            t = 0.0
-            for j in range(N):
-                k = K[m, i, j]
-                s += k * v[j]
-                t += k * w[j]
-            KV[m, i] = s
-            acc += w[i] * t
-        norms[m] = np.sqrt(acc) if acc > 0.0 else 0.0
+        norms[m] = matvec_and_norm_into(K, m, v, w, KV[m])
     return KV, norms
 
 
@@ -240,19 +253,9 @@ def accumulate_hessian_serial(
 ) -> None:  # pragma: no cover - jitted
     """Single-threaded :func:`accumulate_hessian` (small banks: no thread start-up)."""
     N = H.shape[0]
-    P = idx.shape[0]
     B = max(block, 1)
-    nb = (N + B - 1) // B
-    for blk in range(nb):
-        i0 = blk * B
-        i1 = min(N, i0 + B)
-        for p in range(P):
-            m = idx[p]
-            sp = s[p]
-            for i in range(i0, i1):
-                ti = t[p] * KR[p, i]
-                for j in range(N):
-                    H[i, j] += sp * K[m, i, j] + ti * KR[p, j]
+    for blk in range((N + B - 1) // B):
+        _hessian_rows(H, K, idx, s, KR, t, blk * B, min(N, blk * B + B))
 
 
 @njit(cache=True, fastmath=_FM)
@@ -261,20 +264,11 @@ def direction_forms_serial(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - jitted
     """Single-threaded :func:`direction_forms` (small banks: no thread start-up)."""
     M = K.shape[0]
-    N = K.shape[1]
-    KD = np.empty((M, N))
+    KD = np.empty((M, K.shape[1]))
     b = np.empty(M)
     e = np.empty(M)
     for m in range(M):
-        bm = 0.0
-        em = 0.0
-        for i in range(N):
-            s = 0.0
-            for j in range(N):
-                s += K[m, i, j] * d[j]
-            KD[m, i] = s
-            em += d[i] * s
-            bm += d[i] * KR[m, i]
+        bm, em = _direction_block(K, m, d, KR[m], KD[m])
         b[m] = bm
         e[m] = em
     return KD, b, e
@@ -286,19 +280,8 @@ def matvecs_and_norms_serial(
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
     """Single-threaded :func:`matvecs_and_norms` (small banks: no thread start-up)."""
     M = K.shape[0]
-    N = K.shape[1]
-    KV = np.empty((M, N))
+    KV = np.empty((M, K.shape[1]))
     norms = np.empty(M)
     for m in range(M):
-        acc = 0.0
-        for i in range(N):
-            s = 0.0
-            t = 0.0
-            for j in range(N):
-                k = K[m, i, j]
-                s += k * v[j]
-                t += k * w[j]
-            KV[m, i] = s
-            acc += w[i] * t
-        norms[m] = np.sqrt(acc) if acc > 0.0 else 0.0
+        norms[m] = matvec_and_norm_into(K, m, v, w, KV[m])
     return KV, norms

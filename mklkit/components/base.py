@@ -75,8 +75,14 @@ class Component:
         """Cross-parameter checks; raise :class:`ParamError`."""
 
     # -- parameters -----------------------------------------------------
-    def get_params(self) -> dict[str, Any]:
-        """Validated parameters in declaration order."""
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """Validated parameters in declaration order (scikit-learn's ``get_params``).
+
+        Parameter values are numbers, strings and flags, never estimators, so
+        ``deep=True`` adds no nested ``<name>__<key>`` entries.  With this
+        signature scikit-learn's ``clone`` copies a component given as an
+        estimator parameter like any estimator: ``type(c)(**c.get_params(deep=False))``.
+        """
         return dict(self._param_values)
 
     @property
@@ -84,6 +90,15 @@ class Component:
         """Numeric parameters as a C-contiguous float64 vector (declaration order)."""
         vals = [float(v) for v in self._param_values.values() if isinstance(v, (int, float))]
         return np.ascontiguousarray(vals, dtype=np.float64)
+
+    def describe(self) -> str:
+        """The name with the parameters, for messages: ``elasticnet(lam=0.5)``."""
+        params = self.get_params()
+        if not params:
+            return self.name
+        args = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v!r}"
+                         for k, v in params.items())
+        return f"{self.name}({args})"
 
     def to_spec(self) -> str | dict[str, Any]:
         """The spec form: the bare name, or a mapping with the parameters."""

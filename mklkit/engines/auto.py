@@ -124,16 +124,9 @@ class Auto(Engine):
         callback: Callback | None = None,
         warm_start: SolveResult | None = None,
     ) -> SolveResult:
-        """Solve with the chosen engine (and the fallback to the other one).
-
-        Raises
-        ------
-        ValueError
-            When neither engine supports the problem.
-        """
+        """Solve with the chosen engine, and the fallback to the other one (:meth:`Engine.solve`)."""
+        self.check_supported(problem)
         engine, why = self.choose(problem)
-        if engine is None:
-            raise ValueError(f"engine 'auto' cannot solve this problem: no engine applies ({why})")
         first = self._run(engine, problem, callback, warm_start, 0)
         result = dataclasses.replace(
             first, message=f"auto -> {engine.name} ({why}): {first.message}")

@@ -35,6 +35,17 @@ class Engine(Component):
         """``None`` when this engine can solve ``problem``, else the reason why not."""
         return None
 
+    def check_supported(self, problem: Problem) -> None:
+        """Raise ``ValueError`` when :meth:`supports` gives a reason.
+
+        The message names the engine and gives the reason:
+        ``engine 'spicy' cannot solve this problem: <reason>``.  Engines call
+        it first in :meth:`solve`.
+        """
+        reason = self.supports(problem)
+        if reason is not None:
+            raise ValueError(f"engine {self.name!r} cannot solve this problem: {reason}")
+
     #: Whether ``solve`` uses ``warm_start`` (a previous result on the same
     #: kernels and labels, e.g. the neighbouring C of a regularization path).
     supports_warm_start: ClassVar[bool] = False
@@ -54,7 +65,15 @@ class Engine(Component):
             Called with the history record of every outer iteration; a
             truthy return stops the solve (status ``stopped``).
         warm_start : SolveResult, optional
-            A previous solution on the same kernels and labels.  Engines
-            that do not use it (``supports_warm_start`` False) ignore it.
+            A previous solution on the same kernels and labels (e.g. the
+            neighbouring C of a regularization path).  Engines that do not
+            use it (``supports_warm_start`` False) ignore it.
+
+        Raises
+        ------
+        ValueError
+            When :meth:`supports` gives a reason (:meth:`check_supported`),
+            or ``warm_start`` does not fit the problem; never because the
+            solve did not converge.
         """
         raise NotImplementedError

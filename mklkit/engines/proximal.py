@@ -138,7 +138,6 @@ import numpy as np
 
 from .._kernels import blocks
 from .._kernels import proximal as kprox
-from ..components.base import Component
 from ..components.params import Param
 from ..problem import Problem
 from ..result import SolveResult, Status
@@ -173,15 +172,6 @@ def certificate_pass(K: np.ndarray, idx: np.ndarray, A: np.ndarray, arow: np.nda
     """:func:`mklkit._kernels.proximal.certificate_pass`, threaded only for large reads."""
     fn = kprox.certificate_pass if _parallel(idx.size, K.shape[1]) else kprox.certificate_pass_serial
     return fn(K, idx, common.as_vector(A), arow, common.as_vector(rho), want)
-
-
-def _describe(component: Component) -> str:
-    params = component.get_params()
-    if not params:
-        return component.name
-    args = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v!r}"
-                     for k, v in params.items())
-    return f"{component.name}({args})"
 
 
 def power_iteration(A: np.ndarray, n_iter: int = 50, rtol: float = 1e-6) -> float:
@@ -396,9 +386,11 @@ class Proximal(Engine):
     def supports(self, problem: Problem) -> str | None:
         """``None`` when the loss has a differentiable primal (``smooth_primal``)."""
         loss = problem.loss
+        if (why := common.not_separable(problem.regularizer)) is not None:
+            return why
         if getattr(loss, "smooth_primal", False):
             return None
-        return (f"{_describe(loss)} is not differentiable (smooth_primal is False), so the "
+        return (f"{loss.describe()} is not differentiable (smooth_primal is False), so the "
                 "proximal-gradient method does not apply; use spicy")
 
     def solve(
@@ -407,17 +399,11 @@ class Proximal(Engine):
         callback: Callback | None = None,
         warm_start: SolveResult | None = None,
     ) -> SolveResult:
-        """Solve ``problem`` by accelerated proximal gradient.
+        """Solve ``problem`` by accelerated proximal gradient (:meth:`Engine.solve`).
 
-        Raises
-        ------
-        ValueError
-            When :meth:`supports` gives a reason, or ``warm_start`` does not
-            match the problem's shape (never for non-convergence).
+        A ``warm_start``'s α and b start the solve.
         """
-        reason = self.supports(problem)
-        if reason is not None:
-            raise ValueError(f"engine 'proximal' cannot solve this problem: {reason}")
+        self.check_supported(problem)
         return _Run(self, problem, callback, warm_start).run()
 
 

@@ -117,7 +117,6 @@ from threadpoolctl import ThreadpoolController
 
 from .._kernels import blocks
 from .._kernels import spicy as kspicy
-from ..components.base import Component
 from ..components.params import Param
 from ..problem import Problem
 from ..result import SolveResult, Status
@@ -130,22 +129,15 @@ logger = logging.getLogger(__name__)
 
 METHODS = ("auto", "one_step", "iterative")
 
-#: Below this many samples the N x N factorizations run on one BLAS thread:
-#: they take well under a millisecond, and multi-threaded BLAS next to the
-#: (spinning) threads of the jitted loops can take a thousand times longer
-#: on a busy machine.
-SINGLE_THREAD_BLAS_BELOW = 1000
+#: BLAS threads during a solve (``None``: leave the BLAS library as it is).
+#: The jitted loops keep their worker threads spinning for a while after each
+#: parallel region, and a multi-threaded factorization next to them
+#: oversubscribes the cores: on two busy cores a 1000 x 1000 Cholesky took
+#: 1.5 s with two BLAS threads and 0.04 s with one, a 166 x 166 one up to
+#: 0.5 s against 0.1 ms.
+BLAS_THREADS: int | None = 1
 
 _THREADPOOLS = ThreadpoolController()
-
-
-def _describe(component: Component) -> str:
-    params = component.get_params()
-    if not params:
-        return component.name
-    args = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v!r}"
-                     for k, v in params.items())
-    return f"{component.name}({args})"
 
 
 def initial_dual(lower: np.ndarray, upper: np.ndarray, bias: bool) -> np.ndarray:
@@ -206,10 +198,32 @@ def initial_dual(lower: np.ndarray, upper: np.ndarray, bias: bool) -> np.ndarray
             hi_t = mid
         if hi_t - lo_t <= 1e-15:
             break
-    rho = point(0.5 * (lo_t + hi_t))
-    rho -= np.mean(rho)
+    rho = _centre(point(0.5 * (lo_t + hi_t)), a, b)
     if np.any(~((a < rho) & (rho < b))):
         raise ValueError("could not place a centred dual point inside the loss conjugate's domain")
+    return rho
+
+
+def _centre(rho: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    r"""``rho`` shifted onto :math:`\mathbf 1^\top\rho = 0` without leaving the box :math:`(a, b)`.
+
+    Newton steps keep the sum at zero up to rounding, which the shift
+    removes.  Subtracting the mean from every coordinate can push one that
+    has converged to the boundary of the loss conjugate's domain (it gets
+    within 1e-19 of it on badly scaled kernels) outside, where the conjugate
+    is infinite.  So the sum is spread evenly over the coordinates that stay
+    strictly inside (all of them, normally); ``rho`` is returned as it is
+    when none can take it.
+    """
+    total = float(np.sum(rho))
+    free = np.ones(rho.size, dtype=bool)
+    while total != 0.0 and np.any(free):
+        out = rho.copy()
+        out[free] -= total / np.count_nonzero(free)
+        leave = free & ~((a < out) & (out < b))
+        if not np.any(leave):
+            return out
+        free &= ~leave
     return rho
 
 
@@ -364,16 +378,18 @@ class Spicy(Engine):
         With ``method = "one_step"`` both conjugates must be smooth.
         """
         loss, reg = problem.loss, problem.regularizer
+        if (why := common.not_separable(reg)) is not None:
+            return why
         if not loss.smooth_conjugate and loss.constrained is None:
-            return (f"the loss {_describe(loss)} has neither a smooth conjugate "
+            return (f"the loss {loss.describe()} has neither a smooth conjugate "
                     "(smooth_conjugate = True) nor the constrained form of SpicyMKL "
                     "eq. 33 (constrained = ConstrainedConjugate(...)); one of them is needed")
         if self.method == "one_step":
             bad = []
             if not reg.smooth_conjugate:
-                bad.append(f"the regularizer {_describe(reg)} has a non-smooth conjugate")
+                bad.append(f"the regularizer {reg.describe()} has a non-smooth conjugate")
             if not loss.smooth_conjugate:
-                bad.append(f"the loss {_describe(loss)} has a constrained conjugate")
+                bad.append(f"the loss {loss.describe()} has a constrained conjugate")
             if bad:
                 return ("method 'one_step' (§4.3) needs smooth conjugates, but "
                         + " and ".join(bad) + "; use method 'iterative' or 'auto'")
@@ -386,33 +402,17 @@ class Spicy(Engine):
         callback: Callback | None = None,
         warm_start: SolveResult | None = None,
     ) -> SolveResult:
-        """Solve ``problem`` (see the class docstring for the method used).
+        """Solve ``problem`` (:meth:`Engine.solve`; the class docstring gives the method).
 
-        Parameters
-        ----------
-        problem : Problem
-        callback : callable, optional
-            Called with each history record; a truthy return stops the solve.
-        warm_start : SolveResult, optional
-            A previous result on the same kernels and labels (e.g. the
-            neighbouring C of a regularization path): its α, b and dual point
-            start the solve.
-
-        Raises
-        ------
-        ValueError
-            When :meth:`supports` gives a reason, or ``warm_start`` does not
-            fit the problem (never for non-convergence).
+        A ``warm_start``'s α, b and dual point start the solve.
         """
-        reason = self.supports(problem)
-        if reason is not None:
-            raise ValueError(f"engine 'spicy' cannot solve this problem: {reason}")
+        self.check_supported(problem)
         if warm_start is not None:
             _check_warm_start(problem, warm_start)
         runner = (_OneStep if self.uses_one_step(problem) else _Iterative)(
             self, problem, callback, warm_start)
-        if problem.n_samples < SINGLE_THREAD_BLAS_BELOW:
-            with _THREADPOOLS.limit(limits=1, user_api="blas"):
+        if BLAS_THREADS is not None:
+            with _THREADPOOLS.limit(limits=BLAS_THREADS, user_api="blas"):
                 return runner.run()
         return runner.run()
 
@@ -450,32 +450,12 @@ class _OneStep:
         self.pr = problem.regularizer.param_vector
         self.lower = common.as_vector(self.lk.conj_lower(self.y, self.pl))
         self.upper = common.as_vector(self.lk.conj_upper(self.y, self.pl))
+        self.loss = _SmoothLoss(problem, self.lower, self.upper)
         n = self.y.size
         self.row_block = max(8, -(-n // (2 * numba.get_num_threads())))
 
-    # loss conjugate at u = -rho -------------------------------------------
-    def loss_conj(self, rho: np.ndarray) -> float:
-        u = -rho
-        if np.any(u < self.lower) or np.any(u > self.upper):
-            return math.inf
-        val = float(np.sum(self.lk.conj(self.y, u, self.pl)))
-        return val if not math.isnan(val) else math.inf
-
     def reg(self, fn: Any, x: np.ndarray) -> np.ndarray:
         return np.asarray(fn(common.as_vector(x), self.C, self.pr), dtype=np.float64)
-
-    def max_step(self, rho: np.ndarray, delta: np.ndarray) -> float:
-        """Largest c with -(rho + c delta) inside the closed domain of the loss conjugate."""
-        u, du = -rho, -delta
-        c = math.inf
-        with np.errstate(divide="ignore", invalid="ignore"):
-            dn = (du < 0) & np.isfinite(self.lower)
-            if np.any(dn):
-                c = min(c, float(np.min((self.lower[dn] - u[dn]) / du[dn])))
-            up = (du > 0) & np.isfinite(self.upper)
-            if np.any(up):
-                c = min(c, float(np.min((self.upper[up] - u[up]) / du[up])))
-        return c
 
     def start_scale(self, rho: np.ndarray, norms: np.ndarray) -> float:
         r"""The best :math:`s = 2^{-k}` (k = 0..60) for the start :math:`s\rho_0`.
@@ -491,7 +471,7 @@ class _OneStep:
         best, best_s = math.inf, 1.0
         for k in range(61):
             s = 0.5 ** k
-            val = self.loss_conj(s * rho) + float(np.sum(self.reg(self.rk.conj, s * norms)))
+            val = self.loss.value(s * rho) + float(np.sum(self.reg(self.rk.conj, s * norms)))
             if math.isfinite(val) and val < best:
                 best, best_s = val, s
             elif math.isfinite(best):
@@ -518,7 +498,7 @@ class _OneStep:
                 cand = common.project_sum_box(cand, lo, hi)
             rho = 0.999 * cand + 0.001 * rho
             if self.bias:
-                rho -= np.mean(rho)
+                rho = _centre(rho, lo, hi)
         KR = blocks.matvecs(K, rho)
         sq = KR @ rho
         norms = np.sqrt(np.maximum(sq, 0.0))
@@ -551,7 +531,7 @@ class _OneStep:
             alpha_norms = np.where(pos, G1, 0.0)      # ||alpha_m||_{K_m} = G'(n_m)
             prim = np.flatnonzero(coef > 0.0)
             f = coef[prim] @ KR[prim] if prim.size else np.zeros(N)
-            Lc = self.loss_conj(rho)
+            Lc = self.loss.value(rho)
             F = Lc + float(np.sum(G))
             zc = np.asarray(self.lk.conj_grad(y, common.as_vector(-rho), self.pl))
             if self.bias:
@@ -584,7 +564,7 @@ class _OneStep:
             if not finite:
                 status = Status.NUMERICAL_ERROR
                 message = (f"spicy: non-finite objective after {it} Newton steps "
-                           f"(primal {P!r}, dual {D!r})")
+                           f"(primal {P!r}, dual {D!r}, Newton objective {F!r})")
                 break
             if gap <= tol:
                 status = Status.CONVERGED
@@ -642,7 +622,7 @@ class _OneStep:
             n_full = np.sqrt(np.maximum(sq + 2.0 * bq + eq, 0.0))
             cand = self.reg(self.rk.conj_grad, np.maximum(norms, n_full)) > 0.0
             const = float(np.sum(G[~cand]))
-            c = min(1.0, eng.boundary * self.max_step(rho, delta))
+            c = min(1.0, eng.boundary * self.loss.max_step(rho, delta))
             accepted = False
             n_bt = 0
             Ft = math.inf
@@ -650,7 +630,7 @@ class _OneStep:
                 if c <= 0.0:
                     break
                 rt = rho + c * delta
-                Lt = self.loss_conj(rt)
+                Lt = self.loss.value(rt)
                 if math.isfinite(Lt):
                     nt = np.sqrt(np.maximum(sq[cand] + c * (2.0 * bq[cand] + c * eq[cand]), 0.0))
                     Ft = Lt + float(np.sum(self.reg(self.rk.conj, nt))) + const
@@ -668,7 +648,7 @@ class _OneStep:
             rho = rho + c * delta
             KR += c * KD
             if self.bias:
-                rho -= np.mean(rho)
+                rho = _centre(rho, -self.upper, -self.lower)
             sq = KR @ rho
             norms = np.sqrt(np.maximum(sq, 0.0))
             nu = nu_new

@@ -7,6 +7,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from mklkit._kernels import blocks
 from mklkit._kernels import spicy as kspicy
@@ -309,6 +311,59 @@ def test_project_sum_box_is_the_euclidean_projection(seed):
     assert np.any((c < lo) | (c > hi))
 
 
+def sorted_reference_projection(rho, lo, hi):
+    r"""The projection from a linear scan of the sorted breakpoints of the shift.
+
+    :math:`S(\tau) = \sum_i \mathrm{clip}(\rho_i - \tau, l_i, u_i)` is linear between
+    consecutive breakpoints (and beyond the outer ones, to far sentinels), so
+    the root follows exactly by interpolation on the piece where S changes sign.
+    """
+    bp = np.concatenate([rho - hi, rho - lo])
+    bp = np.unique(bp[np.isfinite(bp)])
+    finite = np.concatenate([np.abs(rho), np.abs(lo[np.isfinite(lo)]), np.abs(hi[np.isfinite(hi)])])
+    span = 10.0 * rho.size * (1.0 + float(np.max(finite)))
+    pts = np.concatenate([[-span], bp, [span]]) if bp.size == 0 else np.concatenate(
+        [[bp[0] - span], bp, [bp[-1] + span]])
+    S = np.array([np.sum(np.clip(rho - t, lo, hi)) for t in pts])
+    k = int(np.flatnonzero((S[:-1] >= 0.0) & (S[1:] <= 0.0))[0])
+    if S[k] == S[k + 1]:
+        tau = pts[k]
+    else:
+        tau = pts[k] + (pts[k + 1] - pts[k]) * S[k] / (S[k] - S[k + 1])
+    return np.clip(rho - tau, lo, hi)
+
+
+_VALUES = st.one_of(st.floats(-10.0, 10.0), st.sampled_from([-1.0, -0.5, 0.0, 0.5, 1.0]))
+
+
+@st.composite
+def _boxes(draw):
+    """``(rho, lower, upper)`` with a non-empty feasible set: mixed infinite ends, ties."""
+    n = draw(st.integers(1, 30))
+    rho = np.array(draw(st.lists(_VALUES, min_size=n, max_size=n)))
+    a = np.array(draw(st.lists(_VALUES, min_size=n, max_size=n)))
+    w = np.array(draw(st.lists(st.one_of(st.floats(0.0, 5.0), st.just(0.0)), min_size=n,
+                               max_size=n)))
+    kind = np.array(draw(st.lists(st.sampled_from(["box", "box", "lower", "upper", "free"]),
+                                  min_size=n, max_size=n)))
+    lo = np.where(np.isin(kind, ["box", "lower"]), a, -np.inf)
+    hi = np.where(kind == "box", a + w, np.where(kind == "upper", a, np.inf))
+    assume(np.sum(lo) < 0.0 < np.sum(hi))       # a feasible set with some room
+    return rho, lo, hi
+
+
+@settings(max_examples=300, deadline=None)
+@given(_boxes())
+def test_project_sum_box_matches_the_sorted_reference(box):
+    rho, lo, hi = box
+    r = common.project_sum_box(rho, lo, hi)
+    ref = sorted_reference_projection(rho, lo, hi)
+    scale = 1.0 + float(np.max(np.abs(ref)))
+    assert np.all(r >= lo) and np.all(r <= hi)
+    assert abs(np.sum(r)) <= 1e-12 * rho.size * scale
+    np.testing.assert_allclose(r, ref, rtol=0, atol=1e-9 * rho.size * scale)
+
+
 def test_project_sum_box_unbounded_sides_and_infeasible():
     rho = np.array([3.0, -1.0, 0.5])
     lo = np.array([-np.inf, -np.inf, 0.0])
@@ -378,6 +433,28 @@ def test_optimal_bias_is_the_minimizer(loss):
     assert b == pytest.approx(ref, abs=1e-6)
     if loss.name == "squared":
         assert b == pytest.approx(np.mean(y - f), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_optimal_bias_of_piecewise_linear_losses(seed):
+    """The hinge sum has zero curvature: bracketing + bisection find its minimum."""
+    rng = np.random.default_rng(seed)
+    y = labels(20 + seed, 60)
+    f = rng.standard_normal(60) * rng.choice([0.1, 1.0, 10.0])
+    loss = Hinge()
+    b0 = float(rng.normal(0, 5))
+    b = common.optimal_bias(loss, y, f, b0=b0)
+    grid = np.linspace(-30, 30, 60001)
+    vals = np.array([np_loss("hinge", y, f + t) for t in grid])
+    assert np_loss("hinge", y, f + b) <= vals.min() + 1e-9
+    # a minimizer: no one-sided slope is negative (0 is in the subdifferential)
+    h = 1e-7
+    phi = np_loss("hinge", y, f + b)
+    # (a wrong-side slope is an integer >= 1 here: a drop of >= h = 1e-7)
+    assert np_loss("hinge", y, f + b + h) - phi >= -1e-12 * phi
+    assert np_loss("hinge", y, f + b - h) - phi >= -1e-12 * phi
+    # never worse than the start
+    assert np_loss("hinge", y, f + b) <= np_loss("hinge", y, f + b0)
 
 
 def test_build_result_warns_only_when_unconverged():

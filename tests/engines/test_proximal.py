@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import warnings
 
@@ -12,7 +11,6 @@ import pytest
 from mklkit.components.losses import Hinge, Logistic, Squared
 from mklkit.components.params import ParamError
 from mklkit.components.regularizers import KL, L1, ElasticNet, Lq, Uniform
-from mklkit.data import load_builtin
 from mklkit.engines import common
 from mklkit.engines.auto import AUTO_ENGINES, Auto
 from mklkit.engines.proximal import (
@@ -27,63 +25,14 @@ from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning, Status
 
 try:
-    from tests.conic_reference import primal_objective_numpy, solve_reference
+    from tests.conic_reference import primal_objective_numpy
+    from tests.engines.shared import DATA, reference, solve_stopped, sonar, sonar_points
 except ImportError:  # tests/ itself is on sys.path (rootdir-relative imports)
-    from conic_reference import primal_objective_numpy, solve_reference
+    from conic_reference import primal_objective_numpy
+    from engines.shared import DATA, reference, solve_stopped, sonar, sonar_points
 
 TOL = 1e-8        # engine tolerance on the relative duality gap
 REL = 1e-5        # objective agreement with the conic reference and with spicy
-
-
-# ---------------------------------------------------------------------------
-# data: bundled benchmark sets, N = 80 rows, 10 kernels of unit trace
-# ---------------------------------------------------------------------------
-def standardize(X: np.ndarray) -> np.ndarray:
-    sd = X.std(axis=0)
-    return (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
-
-
-def rbf(X: np.ndarray, width: float) -> np.ndarray:
-    sq = np.sum(X**2, axis=1)
-    d2 = np.maximum(sq[:, None] + sq[None, :] - 2 * X @ X.T, 0.0)
-    return np.exp(-d2 / (2 * width**2))
-
-
-def bank(X: np.ndarray) -> np.ndarray:
-    """RBF and polynomial kernels on all features and on single features, unit trace."""
-    d = X.shape[1]
-    Ks = [rbf(X, w * math.sqrt(d)) for w in (0.5, 1.0, 2.0)]
-    Ks += [(X @ X.T / d + 1.0) ** p for p in (1, 2)]
-    Ks += [rbf(X[:, [j]], 1.0) for j in range(0, d, max(1, d // 4))][:4]
-    Ks += [np.outer(X[:, 0], X[:, 0])]          # rank one
-    K = np.array([k / np.trace(k) for k in Ks])
-    return np.ascontiguousarray(0.5 * (K + K.transpose(0, 2, 1)))
-
-
-@functools.lru_cache(maxsize=None)
-def sonar(n: int = 80, seed: int = 0):
-    ds = load_builtin("sonar")
-    rows = np.random.default_rng(seed).permutation(ds.n_samples)[:n]
-    return bank(standardize(ds.X[rows])), ds.y[rows].astype(np.float64)
-
-
-@functools.lru_cache(maxsize=None)
-def liver(n: int = 80, seed: int = 1):
-    """Regression: the BUPA ``drinks`` column from the five blood tests."""
-    ds = load_builtin("liver")
-    rows = np.random.default_rng(seed).permutation(ds.n_samples)[:n]
-    X = standardize(ds.X[rows, :5])
-    t = ds.X[rows, 5]
-    return bank(X), (t - t.mean()) / t.std()
-
-
-DATA = {"sonar": sonar, "liver": liver}
-
-
-@functools.lru_cache(maxsize=None)
-def reference(data: str, loss: str, reg: str, C: float, bias: bool = True, **params):
-    K, y = DATA[data]()
-    return solve_reference(K, y, loss, reg, C, bias=bias, **params)
 
 
 def make(data: str, loss, reg, C: float, bias: bool = True) -> Problem:
@@ -340,16 +289,7 @@ def test_max_iter_gives_status_and_warning():
 
 def test_callback_stops_the_solve():
     pb = make("sonar", Logistic(), L1(), 0.1)
-    seen = []
-
-    def cb(state):
-        seen.append(dict(state))
-        return state["iteration"] >= 30
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
-        res = Proximal(tol=1e-12).solve(pb, callback=cb)
-    assert res.status == Status.STOPPED
+    res, seen = solve_stopped(Proximal(tol=1e-12), pb, 30)
     assert res.iterations == 30 and [s["iteration"] for s in seen] == [10, 20, 30]
     assert seen[-1]["gap"] == res.gap and seen[-1]["objective"] == res.objective
 
@@ -554,9 +494,7 @@ def test_auto_without_an_engine_raises():
 def test_sonar_simplemkl_bank_agrees_with_spicy():
     from mklkit.kernels.bank import KernelBank
 
-    ds = load_builtin("sonar")
-    rows = np.random.default_rng(0).permutation(ds.n_samples)[:166]
-    X, y = standardize(ds.X[rows]), ds.y[rows]
+    X, y = sonar_points(166)
     K = KernelBank.build(X, "simplemkl").K
     assert K.shape[0] == 1647
     for reg in (ElasticNet(lam=0.5), L1()):

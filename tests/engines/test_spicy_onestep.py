@@ -1,88 +1,29 @@
 """The one-step SpicyMKL method (§4.3) against cvxpy + Clarabel on real data."""
 from __future__ import annotations
 
-import functools
 import math
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import mklkit
 from mklkit.components.losses import EpsInsensitive, Hinge, Logistic, Squared
 from mklkit.components.params import ParamError
 from mklkit.components.regularizers import KL, L1, ElasticNet, Lq, Uniform
 from mklkit.engines import common
-from mklkit.engines.spicy import BUILTIN_ENGINES, Spicy, initial_dual
+from mklkit.engines.spicy import BUILTIN_ENGINES, Spicy, _centre, initial_dual
 from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning, Status
 
 try:
-    from tests.conic_reference import primal_objective_numpy, solve_reference
+    from tests.conic_reference import primal_objective_numpy
+    from tests.engines.shared import liver, reference, solve_stopped, sonar, sonar_points
 except ImportError:  # tests/ itself is on sys.path (rootdir-relative imports)
-    from conic_reference import primal_objective_numpy, solve_reference
+    from conic_reference import primal_objective_numpy
+    from engines.shared import liver, reference, solve_stopped, sonar, sonar_points
 
 TOL = 1e-8        # engine tolerance on the relative duality gap
 REL = 1e-4        # agreement with the conic reference
-
-
-# ---------------------------------------------------------------------------
-# data: real benchmark sets, small subsamples, a handful of kernels
-# ---------------------------------------------------------------------------
-def data_path(name: str) -> Path:
-    for folder in (Path(mklkit.__file__).parent / "data",
-                   Path(__file__).resolve().parents[2] / ".." / "shared" / "data"):
-        path = folder / f"{name}.csv.gz"
-        if path.exists():
-            return path
-    pytest.skip(f"data set {name} not found")
-
-
-def standardize(X: np.ndarray) -> np.ndarray:
-    sd = X.std(axis=0)
-    return (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
-
-
-def rbf(X: np.ndarray, width: float) -> np.ndarray:
-    sq = np.sum(X**2, axis=1)
-    d2 = np.maximum(sq[:, None] + sq[None, :] - 2 * X @ X.T, 0.0)
-    return np.exp(-d2 / (2 * width**2))
-
-
-def bank(X: np.ndarray) -> np.ndarray:
-    """RBF and polynomial kernels on all features and on single features, unit trace."""
-    d = X.shape[1]
-    Ks = [rbf(X, w * math.sqrt(d)) for w in (0.5, 1.0, 2.0)]
-    Ks += [(X @ X.T / d + 1.0) ** p for p in (1, 2)]
-    Ks += [rbf(X[:, [j]], 1.0) for j in range(0, d, max(1, d // 4))][:4]
-    Ks += [np.outer(X[:, 0], X[:, 0])]          # rank one
-    K = np.array([k / np.trace(k) for k in Ks])
-    return np.ascontiguousarray(0.5 * (K + K.transpose(0, 2, 1)))
-
-
-@functools.lru_cache(maxsize=None)
-def sonar(n: int = 80, seed: int = 0):
-    a = np.loadtxt(data_path("sonar"), delimiter=",", skiprows=1)
-    rows = np.random.default_rng(seed).permutation(a.shape[0])[:n]
-    X, y = standardize(a[rows, :-1]), a[rows, -1]
-    return bank(X), y
-
-
-@functools.lru_cache(maxsize=None)
-def liver(n: int = 80, seed: int = 1):
-    """Regression: the BUPA `drinks` column from the five blood tests."""
-    a = np.loadtxt(data_path("liver"), delimiter=",", skiprows=1)
-    rows = np.random.default_rng(seed).permutation(a.shape[0])[:n]
-    X = standardize(a[rows, :5])
-    t = a[rows, 5]
-    return bank(X), (t - t.mean()) / t.std()
-
-
-@functools.lru_cache(maxsize=None)
-def reference(data: str, loss: str, reg: str, C: float, bias: bool = True, **params):
-    K, y = {"sonar": sonar, "liver": liver}[data]()
-    return solve_reference(K, y, loss, reg, C, bias=bias, **params)
 
 
 def check_against_reference(res, K, y, ref, loss, reg, C, **params):
@@ -227,16 +168,7 @@ def test_max_iter_gives_status_and_warning():
 def test_callback_stops_the_solve():
     K, y = sonar()
     pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.3), C=0.05)
-    seen = []
-
-    def cb(state):
-        seen.append(dict(state))
-        return state["iteration"] >= 2
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
-        res = Spicy(tol=1e-12).solve(pb, callback=cb)
-    assert res.status == Status.STOPPED
+    res, seen = solve_stopped(Spicy(tol=1e-12), pb, 2)
     assert res.iterations == 2 and [s["iteration"] for s in seen] == [1, 2]
     assert seen[-1]["gap"] == res.gap
 
@@ -362,6 +294,47 @@ def test_initial_dual_infeasible_raises():
         initial_dual(lo, hi, bias=True)
 
 
+def test_centring_keeps_the_dual_point_inside():
+    """Removing the rounding in 1'rho must not push a coordinate at the boundary out."""
+    a, b = np.array([0.0, 0.0, -1.0, -1.0]), np.array([1.0, 1.0, 0.0, 0.0])
+    rho = np.array([1e-19, 0.5, -0.2, -0.3 + 1e-15])     # the sum is 1e-15, by rounding
+    assert (rho - np.mean(rho))[0] < a[0]                # the plain mean shift leaves the box
+    out = _centre(rho, a, b)
+    assert np.all((a < out) & (out < b))
+    assert out[0] == rho[0]                              # the boundary coordinate stays
+    assert abs(np.sum(out)) <= 1e-16
+    # the usual case is the plain mean shift
+    r2 = np.array([0.3, 0.6, -0.45, -0.45 + 1e-16])
+    np.testing.assert_array_equal(_centre(r2, a, b), r2 - np.mean(r2))
+
+
+def test_unnormalized_polynomial_kernel_converges():
+    """A degree-3 polynomial kernel without normalization (entries up to 6e4, wine).
+
+    The Newton steps drive some dual coordinates to within 1e-19 of the
+    boundary of the logistic conjugate's domain; re-centring them by the mean
+    once pushed one outside, which made the dual function infinite and
+    ended the solve with a ``non-finite objective``.
+    """
+    from sklearn.datasets import load_wine
+
+    from mklkit.data import Standardizer
+    from mklkit.kernels import KernelBank
+
+    X, y = load_wine(return_X_y=True)
+    K = KernelBank.build(Standardizer().fit_transform(X), [{"function": "poly", "degree": 3}],
+                         normalize="none").K
+    for cls in (0, 1):
+        pb = Problem(K=K, y=np.where(y == cls, 1.0, -1.0), loss=Logistic(),
+                     regularizer=ElasticNet(), C=1.0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConvergenceWarning)
+            res = Spicy().solve(pb)
+        assert res.status == Status.CONVERGED, res.message
+        assert math.isfinite(res.objective) and 0.0 <= res.gap <= 1e-2
+        assert np.all((pb.y * res.dual > 0.0) & (pb.y * res.dual < 1.0))  # strictly inside
+
+
 # ---------------------------------------------------------------------------
 # scale: the SpicyMKL §6.1 bank (sonar, 1647 kernels)
 # ---------------------------------------------------------------------------
@@ -369,9 +342,7 @@ def test_initial_dual_infeasible_raises():
 def test_sonar_simplemkl_bank():
     from mklkit.kernels.bank import KernelBank
 
-    a = np.loadtxt(data_path("sonar"), delimiter=",", skiprows=1)
-    rows = np.random.default_rng(0).permutation(a.shape[0])[:166]
-    X, y = standardize(a[rows, :-1]), a[rows, -1]
+    X, y = sonar_points(166)
     K = KernelBank.build(X, "simplemkl").K
     assert K.shape[0] == 1647
     for C in (0.005, 0.05, 0.5):

@@ -1,0 +1,17 @@
+"""Fixtures shared by the test modules of ``tests/``."""
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def one_thread():
+    """Small problems: thread start-up (numba, BLAS) would dominate, so use one thread."""
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    old = numba.get_num_threads()
+    numba.set_num_threads(1)
+    with threadpool_limits(limits=1):
+        yield
+    numba.set_num_threads(old)
