@@ -7,6 +7,35 @@ from typing import Any
 import numpy as np
 
 from .components.base import Loss, Regularizer
+from .kernels.ops import ArrayBank, BankAccessError, GramBank
+
+
+class _BankField:
+    """The ``K`` field of :class:`Problem`: the array, or a clear error for a bank kept elsewhere.
+
+    ``problem.bank`` gives the bank operations either way; ``problem.K`` is
+    the (M, N, N) array, which a :class:`~mklkit.kernels.ops.GramBank` that
+    does not hold one (e.g. a :class:`~mklkit.kernels.sharded.ShardedBank`)
+    refuses with :class:`~mklkit.kernels.ops.BankAccessError`.
+    """
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            raise AttributeError("K")  # a required field: no default
+        K = obj.__dict__["_K"]
+        if isinstance(K, GramBank):
+            try:
+                return K.as_array()
+            except BankAccessError as exc:
+                raise BankAccessError(
+                    f"problem.K: {exc}; this engine reads the whole Gram bank as one array. "
+                    "Solve the problem with engine 'spicy' (it works through problem.bank), "
+                    "or build an in-memory bank (KernelBank.build) for this engine") from None
+        return K
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__["_K"] = value
+        obj.__dict__.pop("_bank", None)
 
 
 @dataclass
@@ -19,8 +48,14 @@ class Problem:
 
     Attributes
     ----------
-    K : ndarray (M, N, N)
-        Contiguous float64 Gram bank (symmetric positive semidefinite).
+    K : ndarray (M, N, N) or GramBank
+        Contiguous float64 Gram bank (symmetric positive semidefinite), or a
+        :class:`~mklkit.kernels.ops.GramBank` such as a
+        :class:`~mklkit.kernels.sharded.ShardedBank` whose kernels stay on
+        Dask workers.  Reading ``problem.K`` gives the array; for a bank
+        that is not one array it raises
+        :class:`~mklkit.kernels.ops.BankAccessError` (engines that work
+        through :attr:`bank` accept both).
     y : ndarray (N,)
         Labels, already validated by ``loss.validate_labels``.
     loss, regularizer : components
@@ -32,7 +67,7 @@ class Problem:
         One label per kernel for reports.
     """
 
-    K: np.ndarray
+    K: Any = _BankField()  # type: ignore[assignment]
     y: np.ndarray
     loss: Loss
     regularizer: Regularizer
@@ -42,22 +77,44 @@ class Problem:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.K = np.ascontiguousarray(self.K, dtype=np.float64)
-        if self.K.ndim != 3 or self.K.shape[1] != self.K.shape[2]:
-            raise ValueError(f"K must have shape (M, N, N); got {self.K.shape}")
+        K = self.__dict__["_K"]
+        if isinstance(K, GramBank):
+            shape = tuple(K.shape)
+        else:
+            K = self.K = np.ascontiguousarray(K, dtype=np.float64)
+            shape = K.shape
+        if len(shape) != 3 or shape[1] != shape[2]:
+            raise ValueError(f"K must have shape (M, N, N); got {shape}")
         self.y = self.loss.validate_labels(self.y)
-        if self.y.shape[0] != self.K.shape[1]:
+        if self.y.shape[0] != shape[1]:
             raise ValueError(
-                f"K has N={self.K.shape[1]} samples but y has {self.y.shape[0]} labels"
+                f"K has N={shape[1]} samples but y has {self.y.shape[0]} labels"
             )
         if not (self.C > 0 and np.isfinite(self.C)):
             raise ValueError(f"C must be a finite number > 0; got {self.C!r}")
         self.C = float(self.C)
 
     @property
+    def bank(self) -> GramBank:
+        """The Gram bank's operations (:mod:`mklkit.kernels.ops`): an
+        :class:`~mklkit.kernels.ops.ArrayBank` over ``K``, or the given bank."""
+        bank = self.__dict__.get("_bank")
+        if bank is None:
+            K = self.__dict__["_K"]
+            bank = K if isinstance(K, GramBank) else ArrayBank(K)
+            self.__dict__["_bank"] = bank
+        return bank
+
+    @property
     def n_kernels(self) -> int:
-        return self.K.shape[0]
+        return int(self.bank.shape[0])
 
     @property
     def n_samples(self) -> int:
-        return self.K.shape[1]
+        return int(self.bank.shape[1])
+
+    def __repr__(self) -> str:
+        M, N = self.n_kernels, self.n_samples
+        kind = "" if isinstance(self.__dict__["_K"], np.ndarray) else f", {self.bank!r}"
+        return (f"Problem(M={M}, N={N}{kind}, loss={self.loss.describe()}, "
+                f"regularizer={self.regularizer.describe()}, C={self.C!r}, bias={self.bias})")

@@ -30,6 +30,7 @@ import numpy as np
 
 from .._kernels import blocks
 from ..components.base import Loss, Regularizer
+from ..kernels.ops import GramBank
 from ..problem import Problem
 from ..result import ConvergenceWarning, SolveResult, Status
 
@@ -88,45 +89,52 @@ def as_vector(x: Any) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # Block norms and predictions
 # ---------------------------------------------------------------------------
-def block_norms(K: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+def block_norms(K: np.ndarray | GramBank, alpha: np.ndarray) -> np.ndarray:
     r"""Primal block norms :math:`\|\alpha_m\|_{K_m} = \sqrt{\alpha_m^\top K_m \alpha_m}`.
 
     Parameters
     ----------
-    K : ndarray (M, N, N)
+    K : ndarray (M, N, N) or GramBank
     alpha : ndarray (M, N)
 
     Returns
     -------
     ndarray (M,)
     """
+    if isinstance(K, GramBank):
+        return K.block_norms(as_vector(alpha))
     return blocks.block_norms_rows(as_vector(K), as_vector(alpha))
 
 
-def dual_block_norms(K: np.ndarray, rho: np.ndarray) -> np.ndarray:
+def dual_block_norms(K: np.ndarray | GramBank, rho: np.ndarray) -> np.ndarray:
     r"""Dual block norms :math:`\|\rho\|_{K_m}` for every kernel (SpicyMKL eq. 45).
 
     Parameters
     ----------
-    K : ndarray (M, N, N)
+    K : ndarray (M, N, N) or GramBank
     rho : ndarray (N,)
 
     Returns
     -------
     ndarray (M,)
     """
+    if isinstance(K, GramBank):
+        return K.dual_block_norms(as_vector(rho))
     return blocks.block_norms(as_vector(K), as_vector(rho))
 
 
-def predict(K: np.ndarray, alpha: np.ndarray, bias: float = 0.0) -> np.ndarray:
+def predict(K: np.ndarray | GramBank, alpha: np.ndarray, bias: float = 0.0) -> np.ndarray:
     r"""Training predictions :math:`z = \sum_m K_m\alpha_m + b` (SpicyMKL eq. 7).
 
-    Only the non-zero blocks are touched.
+    Only the non-zero blocks are touched.  ``K`` is an (M, N, N) array or a
+    :class:`~mklkit.kernels.ops.GramBank`.
     """
     alpha = as_vector(alpha)
     idx = np.flatnonzero(np.any(alpha != 0.0, axis=1)).astype(np.int64)
     if idx.size == 0:
         return np.full(K.shape[1], float(bias))
+    if isinstance(K, GramBank):
+        return K.combine(alpha, idx) + float(bias)
     return blocks.combine(as_vector(K), alpha, idx) + float(bias)
 
 
@@ -180,9 +188,9 @@ def primal_objective(
     """
     b = float(bias) if problem.bias else 0.0
     if norms is None:
-        norms = block_norms(problem.K, alpha)
+        norms = block_norms(problem.bank, alpha)
     if z is None:
-        z = predict(problem.K, alpha, b)
+        z = predict(problem.bank, alpha, b)
     return loss_value(problem.loss, problem.y, z) + regularizer_value(
         problem.regularizer, norms, problem.C
     )
@@ -204,7 +212,7 @@ def dual_objective(
         :math:`\|\rho\|_{K_m}` if already known.
     """
     if norms is None:
-        norms = dual_block_norms(problem.K, rho)
+        norms = dual_block_norms(problem.bank, rho)
     val = loss_conjugate(problem.loss, problem.y, rho) + regularizer_conjugate(
         problem.regularizer, norms, problem.C
     )
@@ -356,7 +364,7 @@ def project_dual(
         norms = None
         rho = np.clip(rho, lo, hi)
     if norms is None:
-        norms = dual_block_norms(problem.K, rho)
+        norms = dual_block_norms(problem.bank, rho)
     else:
         norms = np.array(norms, dtype=np.float64)
     rho, norms = scale_into_radius(rho, norms, float(problem.regularizer.conj_radius(problem.C)))
@@ -567,7 +575,7 @@ def build_result(
     """
     alpha = np.array(alpha, dtype=np.float64)
     if norms is None:
-        norms = block_norms(problem.K, alpha)
+        norms = block_norms(problem.bank, alpha)
     norms = np.array(norms, dtype=np.float64)
     weights = kernel_weights(problem.regularizer, norms)
     gap = relative_gap(primal, dual)

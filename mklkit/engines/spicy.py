@@ -115,7 +115,6 @@ import numpy as np
 import scipy.linalg
 from threadpoolctl import ThreadpoolController
 
-from .._kernels import blocks
 from .._kernels import spicy as kspicy
 from ..components.params import Param
 from ..problem import Problem
@@ -418,7 +417,7 @@ class Spicy(Engine):
 
 
 def _check_warm_start(problem: Problem, ws: SolveResult) -> None:
-    M, N = problem.K.shape[0], problem.K.shape[1]
+    M, N = problem.n_kernels, problem.n_samples
     alpha = np.asarray(ws.alpha)
     if alpha.shape != (M, N):
         raise ValueError(
@@ -440,7 +439,7 @@ class _OneStep:
         self.warm_start = warm_start
         self.problem = problem
         self.callback = callback
-        self.K = problem.K
+        self.bank = problem.bank
         self.y = problem.y
         self.C = float(problem.C)
         self.bias = bool(problem.bias)
@@ -484,7 +483,7 @@ class _OneStep:
         tol = float(eng.tol)
         max_iter = int(eng.max_iter)
         t0 = time.perf_counter()
-        K, y = self.K, self.y
+        bank, y = self.bank, self.y
         N = y.size
 
         rho = initial_dual(self.lower, self.upper, self.bias)
@@ -499,7 +498,7 @@ class _OneStep:
             rho = 0.999 * cand + 0.001 * rho
             if self.bias:
                 rho = _centre(rho, lo, hi)
-        KR = blocks.matvecs(K, rho)
+        KR = bank.matvecs(rho)
         sq = KR @ rho
         norms = np.sqrt(np.maximum(sq, 0.0))
         scale = self.start_scale(rho, norms)
@@ -592,11 +591,9 @@ class _OneStep:
             H = np.diag(np.asarray(self.lk.conj_hess(y, common.as_vector(-rho), self.pl),
                                    dtype=np.float64))
             if hidx.size:
-                acc = (kspicy.accumulate_hessian
-                       if hidx.size * N * N >= kspicy.PARALLEL_WORK
-                       else kspicy.accumulate_hessian_serial)
-                acc(H, K, hidx, np.ascontiguousarray(s[hidx]), np.ascontiguousarray(KR[hidx]),
-                    np.ascontiguousarray(t[hidx]), self.row_block)
+                bank.accumulate_hessian(H, hidx, np.ascontiguousarray(s[hidx]),
+                                        np.ascontiguousarray(KR[hidx]),
+                                        np.ascontiguousarray(t[hidx]), self.row_block)
             if not (np.all(np.isfinite(H)) and np.all(np.isfinite(g))):
                 status = Status.NUMERICAL_ERROR
                 message = f"spicy: non-finite gradient or Hessian at Newton step {it + 1}"
@@ -616,9 +613,7 @@ class _OneStep:
                 break
 
             # ---- Armijo back-tracking (§3.5.1) ----
-            forms = (kspicy.direction_forms if K.shape[0] * N * N >= kspicy.PARALLEL_WORK
-                     else kspicy.direction_forms_serial)
-            KD, bq, eq = forms(K, common.as_vector(delta), KR)
+            KD, bq, eq = bank.direction_forms(common.as_vector(delta), KR)
             n_full = np.sqrt(np.maximum(sq + 2.0 * bq + eq, 0.0))
             cand = self.reg(self.rk.conj_grad, np.maximum(norms, n_full)) > 0.0
             const = float(np.sum(G[~cand]))
@@ -1112,11 +1107,11 @@ class _Iterative:
         self.problem = problem
         self.callback = callback
         self.warm_start = warm_start
-        self.K = problem.K
+        self.bank = problem.bank
         self.y = problem.y
         self.C = float(problem.C)
         self.bias = bool(problem.bias)
-        self.M, self.N = problem.K.shape[0], problem.K.shape[1]
+        self.M, self.N = problem.n_kernels, problem.n_samples
         self.rk = problem.regularizer.kernels
         self.pr = problem.regularizer.param_vector
         lk, pl = problem.loss.kernels, problem.loss.param_vector
@@ -1127,11 +1122,8 @@ class _Iterative:
         else:
             self.loss = _ConstrainedLoss(problem, self.lower, self.upper)
         self.row_block = max(8, -(-self.N // (2 * numba.get_num_threads())))
-        par = self.M * self.N * self.N >= kspicy.PARALLEL_WORK
-        self._forms = kspicy.direction_forms if par else kspicy.direction_forms_serial
-        self._sync = kspicy.matvecs_and_norms if par else kspicy.matvecs_and_norms_serial
         # sqrt(trace K_m) >= sqrt(lambda_max(K_m)) bounds ||d||_{K_m} / ||d|| (O(MN))
-        self.sqrt_trace = np.sqrt(np.maximum(np.einsum("mii->m", problem.K), 0.0))
+        self.sqrt_trace = np.sqrt(np.maximum(self.bank.trace(), 0.0))
         # primal state: the non-zero blocks S, their alpha_m, K_m alpha_m, alpha_m'K_m alpha_m
         self.S = np.zeros(0, dtype=np.int64)
         self.A = np.zeros((0, self.N))
@@ -1150,9 +1142,7 @@ class _Iterative:
         self.S = np.ascontiguousarray(S, dtype=np.int64)
         self.A = np.ascontiguousarray(A, dtype=np.float64).reshape(self.S.size, self.N)
         if self.S.size:
-            mv = (blocks.matvecs_rows if self.S.size * self.N * self.N >= kspicy.PARALLEL_WORK
-                  else blocks.matvecs_rows_serial)
-            self.KA = mv(self.K, self.A, self.S)
+            self.KA = self.bank.matvecs_rows(self.A, self.S)
         else:
             self.KA = np.zeros((0, self.N))
         self.aa = np.maximum(np.einsum("pn,pn->p", self.A, self.KA), 0.0)
@@ -1218,10 +1208,9 @@ class _Iterative:
             t = np.zeros(act.size)
             pos = n > 0.0
             t[pos] = gamma * (e2[pos] - w[pos]) / (n[pos] * n[pos])
-            acc = (kspicy.accumulate_hessian if act.size * self.N * self.N >= kspicy.PARALLEL_WORK
-                   else kspicy.accumulate_hessian_serial)
-            acc(H, self.K, act, np.ascontiguousarray(s), np.ascontiguousarray(q["Kv"]),
-                np.ascontiguousarray(t), self.row_block)
+            self.bank.accumulate_hessian(H, act, np.ascontiguousarray(s),
+                                         np.ascontiguousarray(q["Kv"]),
+                                         np.ascontiguousarray(t), self.row_block)
         return H
 
     @staticmethod
@@ -1267,7 +1256,7 @@ class _Iterative:
         ws = self.warm_start
         if ws is None:
             self.rho = rho0
-            self.KR = blocks.matvecs(self.K, self.rho)
+            self.KR = self.bank.matvecs(self.rho)
             return
         alpha = np.asarray(ws.alpha, dtype=np.float64)
         S = np.flatnonzero(np.any(alpha != 0.0, axis=1)).astype(np.int64)
@@ -1287,7 +1276,7 @@ class _Iterative:
             if ws.dual is None:
                 rho = rho_est
         self.rho = np.ascontiguousarray(rho)
-        self.KR = blocks.matvecs(self.K, self.rho)
+        self.KR = self.bank.matvecs(self.rho)
 
     # -- one inner problem ----------------------------------------------------
     def inner(self) -> dict[str, Any]:
@@ -1371,7 +1360,7 @@ class _Iterative:
                 if bslope < 0.0:
                     delta, slope = bent, bslope
             # ---- Armijo back-tracking (§3.5.1) ----
-            KD, bq, eq = self._forms(self.K, common.as_vector(delta), KR)
+            KD, bq, eq = self.bank.direction_forms(common.as_vector(delta), KR)
             pm = gamma * bq
             if self.S.size:
                 pm[self.S] += self.KA @ delta
@@ -1491,7 +1480,7 @@ class _Iterative:
         self.rho = best["rho"].copy()
         self.loss.restore(best["loss"])
         self.loss.set_multipliers(best["xi"])
-        self.KR = blocks.matvecs(self.K, self.rho)
+        self.KR = self.bank.matvecs(self.rho)
         self.gamma = best["gamma"]
         self.gamma_b = float(self.engine.gamma_bias) * self.gamma
 
@@ -1524,7 +1513,7 @@ class _Iterative:
             rho_t = common.project_sum_box(self.rho, lo, hi)
         else:
             rho_t = np.clip(self.rho, lo, hi)
-        KR, norms = self._sync(self.K, common.as_vector(self.rho), common.as_vector(rho_t))
+        KR, norms = self.bank.matvecs_and_norms(common.as_vector(self.rho), common.as_vector(rho_t))
         self.KR = KR
         rho_t, norms = common.scale_into_radius(
             rho_t, norms, float(problem.regularizer.conj_radius(self.C)))

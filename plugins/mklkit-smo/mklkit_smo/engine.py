@@ -138,6 +138,28 @@ class _Reg:
         return float(np.sum(0.5 * d * c + self.lam * rF))
 
 
+def bias_and_kernel_problems(problem: Problem, label: str) -> list[str]:
+    """What an SMO engine (``label`` in the messages) cannot take in ``problem``'s
+    bias and kernels: SMO keeps the constraint :math:`y^\\top\\alpha = 0`, and the
+    kernels come from ``K`` or from a :class:`FeatureKernels` source."""
+    bad = []
+    if not problem.bias:
+        bad.append(f"the problem has no bias; {label} keeps the bias constraint "
+                   "y^T alpha = 0 (set bias: true)")
+    src = problem.extra.get("kernel_source") if problem.extra else None
+    if src is not None:
+        if not isinstance(src, FeatureKernels):
+            bad.append(f"problem.extra['kernel_source'] must be a FeatureKernels; got "
+                       f"{type(src).__name__}")
+        elif src.n_samples != problem.n_samples:
+            bad.append(f"the kernel source has {src.n_samples} points but the problem has "
+                       f"{problem.n_samples} labels")
+    elif problem.n_kernels == 0:
+        bad.append("the problem has no kernels (K has shape (0, N, N) and there is no "
+                   "kernel source)")
+    return bad
+
+
 class SmoMKL(Engine):
     r"""SMO-MKL: sequential minimal optimization of the p-norm / Bregman MKL dual.
 
@@ -214,20 +236,7 @@ class SmoMKL(Engine):
                 why = _bregman_mismatch(reg)
                 if why:
                     bad.append(why)
-        if not problem.bias:
-            bad.append("the problem has no bias; SMO-MKL keeps the bias constraint "
-                       "y^T alpha = 0 (set bias: true)")
-        src = problem.extra.get("kernel_source") if problem.extra else None
-        if src is not None:
-            if not isinstance(src, FeatureKernels):
-                bad.append(f"problem.extra['kernel_source'] must be a FeatureKernels; got "
-                           f"{type(src).__name__}")
-            elif src.n_samples != problem.n_samples:
-                bad.append(f"the kernel source has {src.n_samples} points but the problem has "
-                           f"{problem.n_samples} labels")
-        elif problem.n_kernels == 0:
-            bad.append("the problem has no kernels (K has shape (0, N, N) and there is no "
-                       "kernel source)")
+        bad += bias_and_kernel_problems(problem, "SMO-MKL")
         if not bad:
             return None
         return "smo_mkl cannot solve this problem: " + "; ".join(bad)

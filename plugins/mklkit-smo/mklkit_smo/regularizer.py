@@ -1,4 +1,6 @@
-r"""The squared p-norm of the kernel weights (SMO-MKL, Vishwanathan et al. 2010, eq. 1).
+r"""Regularizers of this distribution: the squared p-norm of the kernel weights
+(SMO-MKL, Vishwanathan et al. 2010, eq. 1) and, at the end of the module, the
+squared block 1-norm of the support kernel machine (:class:`L1Squared`).
 
 With block functions :math:`f_m` (:math:`\|f_m\| = \|\alpha_m\|_{K_m}` in
 representer form) the regularizer is
@@ -50,9 +52,9 @@ import numpy as np
 from numba import njit
 
 from mklkit.components.base import Param, Regularizer, RegularizerKernels
-from mklkit.components.regularizers import Lq
+from mklkit.components.regularizers import Lq, Uniform
 
-__all__ = ["PnormSquared"]
+__all__ = ["PnormSquared", "L1Squared"]
 
 # The one-kernel restriction is the block l_{4/3} regularizer with C' = C (2 lam)^(1/3).
 _LQ = Lq.kernels
@@ -218,3 +220,61 @@ class PnormSquared(Regularizer):
         tau = (ns * ns / (2.0 * self.lam)) ** (1.0 / 3.0)
         u = (x / top) ** (2.0 / (self.p + 1.0))
         return tau * u / float(np.sum(u ** self.p)) ** (1.0 / self.p)
+
+
+class L1Squared(Regularizer):
+    r"""Squared block 1-norm :math:`\tfrac12\big(\sum_m\|f_m\|\big)^2` (the SKM's problem (P)).
+
+    Bach, Lanckriet & Jordan (2004), problem (P) with all :math:`d_j = 1`;
+    the objective in mklkit's convention is
+
+    .. math::
+        \sum_i \ell\big(y_i, \textstyle\sum_m f_m(x_i) + b\big)
+            + \frac C2\Big(\sum_m \|f_m\|\Big)^2 ,
+
+    which is the paper's (P) divided by :math:`C_{\mathrm{paper}} = 1/C`.
+    Weighted block norms :math:`\sum_j d_j\|f_j\|_{K_j}` are the same problem on
+    the bank :math:`K_j/d_j^2`; with :math:`d_j = \sqrt{\operatorname{tr}K_j/c}`
+    that is :math:`cK_j/\operatorname{tr}K_j` (see
+    :func:`mklkit_smo.lanckriet_problem`), so a unit-trace bank
+    (``normalize: trace``) with this regularizer is Lanckriet et al.'s
+    problem (L) with :math:`c = 1`.
+
+    It equals ``squared_l1`` of SimpleMKL (SpicyMKL eq. 5): the block 1-norm
+    problem at :math:`C'` solves it at :math:`C = C'/\sum_m\|f^*_m\|` (eq. 6).
+
+    **Not separable**: the square couples the blocks, so ``separable`` is
+    False (``smooth_conjugate`` False) and engines that apply ``kernels``
+    block by block decline it.  On a bank of one kernel it is
+    :math:`\tfrac C2x^2`, the ``uniform`` regularizer, and ``kernels`` are
+    those (kernel weight 1, :math:`h = I_{[0,1]}`), so the conformance kit
+    checks the one-kernel form; ``sparse`` is False for the same reason
+    (:math:`\tilde g_C'(0) = 0` on one kernel), although on several kernels the
+    solution has exactly zero blocks ("support kernels").
+
+    The whole problem is solved by the ``skm_smo`` engine of this distribution.
+    """
+
+    name: ClassVar[str] = "l1_squared"
+    description: ClassVar[str] = (
+        "squared block 1-norm 1/2 (sum_m ||f_m||)^2 (support kernel machine; non-separable)"
+    )
+    params: ClassVar[tuple[Param, ...]] = ()
+    kernels: ClassVar[RegularizerKernels] = Uniform.kernels
+    separable: ClassVar[bool] = False
+
+    @property
+    def smooth_conjugate(self) -> bool:
+        """False: the blocks are coupled, there is no separable conjugate."""
+        return False
+
+    @property
+    def sparse(self) -> bool:
+        """False on one kernel (the conformance-kit meaning); see the class notes."""
+        return False
+
+    def value(self, norms: np.ndarray, C: float) -> float:
+        r"""The regularizer term :math:`\frac C2(\sum_m x_m)^2` at block norms ``norms``."""
+        x = np.asarray(norms, dtype=np.float64)
+        s = float(np.sum(x))
+        return 0.5 * float(C) * s * s

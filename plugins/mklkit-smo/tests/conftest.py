@@ -12,13 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from mklkit.data import load_builtin  # noqa: E402
 from mklkit.kernels import KernelBank  # noqa: E402
 from mklkit.plugins import get_registry  # noqa: E402
-
-#: A few kernels of different kinds (RBF widths, polynomial degrees, a feature subset).
-ENTRIES = [
-    {"function": "rbf", "width": [1.0, 5.0], "features": "all"},
-    {"function": "poly", "degree": [1, 2], "features": "all"},
-    {"function": "rbf", "width": 3.0, "features": [0, 1, 2]},
-]
+from smo_banks import ENTRIES  # noqa: E402
 
 
 def standardize(X: np.ndarray) -> np.ndarray:

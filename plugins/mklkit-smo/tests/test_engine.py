@@ -8,6 +8,7 @@ import pytest
 from numba import njit
 
 import smo_reference as ref
+from smo_banks import ENTRIES
 from mklkit.components.base import BregmanKernels
 from mklkit.components.regularizers import KL
 from mklkit.engines import common
@@ -281,8 +282,6 @@ def test_history_is_certified_at_the_end(sonar_small, registry) -> None:
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("p", [1.33, 2.0])
 def test_kernels_on_the_fly_give_the_precomputed_optimum(sonar_small, registry, p: float) -> None:
-    from conftest import ENTRIES
-
     X, y, bank = sonar_small
     hinge = registry.create("loss", "hinge")
     reg = PnormSquared(p=p)

@@ -17,8 +17,8 @@ from mklkit_smo import plugin as smo_plugin
 def test_plugin_module_registers_the_engine_and_the_regularizer() -> None:
     reg = Registry()
     reg.register_plugin(smo_plugin, "mklkit-smo", "0.1.0", name="smo")
-    assert reg.names("engine") == ["smo_mkl"]
-    assert reg.names("regularizer") == ["pnorm_squared"]
+    assert reg.names("engine") == ["skm_smo", "smo_mkl"]
+    assert reg.names("regularizer") == ["l1_squared", "pnorm_squared"]
     record = reg.registration("engine", "smo_mkl")
     assert (record.dist, record.cls) == ("mklkit-smo", SmoMKL)
     created = reg.create("regularizer", {"name": "pnorm_squared", "p": 1.33, "lam": 1.0})

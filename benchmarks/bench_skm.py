@@ -1,0 +1,175 @@
+"""Support kernel machine (``skm_smo``) running times, Bach, Lanckriet & Jordan (2004), Fig. 2.
+
+Setup of §5: Gaussian kernels on random subsets of the features with varying
+widths, unit diagonal; hinge loss with the squared block 1-norm
+(``l1_squared``), C_paper = 1 (mklkit ``C = 1``), the paper's tolerances
+(eps1/n = 5e-4, eps2 = 1e-4, mu = 0.5) and a relative duality gap <= 1e-3.
+
+* Ionosphere (n = 351) and breast cancer (wbc, n = 683) with m growing;
+* Adult: nested random subsets of a9a (seed 0) with m = 4 and n from 450 to 6212.
+
+Kernel j uses a random subset of 3 features (Adult: 10 % of the 123 binary
+features) and width ``w_j = s * 2**(j mod 4 - 1)`` with ``s`` the median
+pairwise distance of the standardised data (seed 0).  Next to the SMO time
+the general-purpose interior-point solver cvxpy + Clarabel (the stand-in for
+Mosek) solves the conic dual (D_K) on the smaller sizes (``--conic-max``
+kernel-matrix entries m n^2).  Printed: seconds, SMO steps, stages, active
+kernels, the (OPT3) reached and the weights that certify it (``eta~``:
+the Moreau-Yosida weights of Appendix B, ``LP``: the LP of (OPT3) for the
+final alpha), the relative difference of the objectives, and least-squares
+exponents of time against m and n.
+
+Run (the numbers depend on the machine; use ``nice`` on a shared one)::
+
+    python benchmarks/bench_skm.py --quick     # small sizes, a few minutes
+    python benchmarks/bench_skm.py             # the paper's sizes
+"""
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+
+from mklkit.data import load_builtin
+from mklkit.plugins import get_registry
+from mklkit.problem import Problem
+from mklkit.result import ConvergenceWarning
+from mklkit_smo import L1Squared, SkmSMO
+
+
+def standardize(X: np.ndarray) -> np.ndarray:
+    sd = X.std(axis=0)
+    return (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+
+
+def gaussian_bank(X: np.ndarray, m: int, subset: int, seed: int = 0) -> np.ndarray:
+    """m Gaussian kernels on random feature subsets with widths s * 2^(j mod 4 - 1) (unit diagonal)."""
+    rng = np.random.default_rng(seed)
+    n, p = X.shape
+    sample = X[rng.choice(n, min(n, 300), replace=False)]
+    d2 = np.sum((sample[:, None, :] - sample[None, :, :]) ** 2, axis=-1)
+    K = np.empty((m, n, n))
+    for j in range(m):
+        cols = np.sort(rng.choice(p, min(subset, p), replace=False))
+        Z = X[:, cols]
+        sq = np.sum(Z * Z, axis=1)
+        D = np.maximum(sq[:, None] + sq[None, :] - 2.0 * Z @ Z.T, 0.0)
+        s = float(np.sqrt(np.median(d2 * (len(cols) / p)))) or 1.0
+        width = s * 2.0 ** (j % 4 - 1)
+        np.exp(-D / (2.0 * width * width), out=K[j])
+    return K
+
+
+def conic_time(K: np.ndarray, y: np.ndarray, C_paper: float) -> tuple[float, float]:
+    """Seconds and optimal value of (D_K) by cvxpy + Clarabel (SOC constraints)."""
+    import cvxpy as cp
+
+    t0 = time.perf_counter()
+    N = K.shape[1]
+    a = cp.Variable(N)
+    g = cp.Variable()
+    cons = [a >= 0, a <= C_paper, y @ a == 0]
+    for Km in K:
+        w, V = np.linalg.eigh(Km)
+        keep = w > 1e-10 * w.max()
+        L = V[:, keep] * np.sqrt(w[keep])
+        cons.append(cp.norm(L.T @ cp.multiply(y, a)) <= g)
+    prob = cp.Problem(cp.Minimize(0.5 * cp.square(g) - cp.sum(a)), cons)
+    prob.solve(solver=cp.CLARABEL)
+    return time.perf_counter() - t0, float(prob.value)
+
+
+def run_case(K: np.ndarray, y: np.ndarray, conic: bool) -> dict:
+    hinge = get_registry().create("loss", "hinge")
+    pb = Problem(K=K, y=y, loss=hinge, regularizer=L1Squared(), C=1.0)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        res = SkmSMO().solve(pb)
+    t = time.perf_counter() - t0
+    row = {"time": t, "status": str(res.status), "steps": res.iterations,
+           "stages": len(res.history), "active": int(np.sum(res.kernel_weights > 0)),
+           "gap": res.gap, "eps1n": res.history[-1]["eps1_per_n"],
+           "eps2": res.history[-1]["eps2"], "conic": float("nan"), "rel": float("nan"),
+           "weights": "LP" if res.history[-1].get("weights_from") == "lp" else "eta~"}
+    if conic:
+        tc, val = conic_time(K, y, 1.0)
+        row["conic"] = tc
+        row["rel"] = (res.objective - (-val)) / abs(val)
+    return row
+
+
+def slope(xs: list[float], ts: list[float]) -> float:
+    x, t = np.log(np.asarray(xs, float)), np.log(np.maximum(np.asarray(ts, float), 1e-3))
+    return float(np.polyfit(x, t, 1)[0]) if len(xs) >= 2 else float("nan")
+
+
+def table(title: str, key: str, rows: list[tuple[int, dict]]) -> None:
+    print(f"\n{title}")
+    print(f"{key:>6} {'SMO s':>8} {'steps':>9} {'stages':>6} {'active':>6} {'gap':>9} "
+          f"{'eps1/n':>9} {'eps2':>9} {'eta':>4} {'Clarabel s':>10} {'rel diff':>9} status")
+    for x, r in rows:
+        print(f"{x:>6d} {r['time']:>8.2f} {r['steps']:>9d} {r['stages']:>6d} {r['active']:>6d} "
+              f"{r['gap']:>9.2e} {r['eps1n']:>9.2e} {r['eps2']:>9.2e} {r['weights']:>4} "
+              f"{r['conic']:>10.2f} {r['rel']:>9.1e} {r['status']}")
+    xs = [x for x, _ in rows]
+    print(f"fitted exponent ({key}): SMO {slope(xs, [r['time'] for _, r in rows]):.2f}", end="")
+    cx = [(x, r["conic"]) for x, r in rows if np.isfinite(r["conic"])]
+    if len(cx) >= 2:
+        print(f", Clarabel {slope([a for a, _ in cx], [b for _, b in cx]):.2f}", end="")
+    print(flush=True)
+
+
+def a9a(n_max: int) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_svmlight_file
+
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "shared" / "data" / "a9a.libsvm.gz"
+    if not path.is_file():
+        path = Path("/work/shared/data/a9a.libsvm.gz")
+    X, y = load_svmlight_file(str(path), n_features=123)
+    idx = np.random.default_rng(0).permutation(X.shape[0])[:n_max]  # nested subsets
+    return np.asarray(X[idx].todense(), dtype=np.float64), y[idx].astype(np.float64)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes only")
+    ap.add_argument("--conic-max", type=float, default=None,
+                    help="largest m n^2 solved by cvxpy + Clarabel (default 2e6, quick 1e6)")
+    ap.add_argument("--sets", nargs="+", default=["ionosphere", "wbc", "adult"])
+    args = ap.parse_args()
+    conic_max = args.conic_max or (1e6 if args.quick else 2e6)
+    # compile (cached on disk after the first run) outside the timings
+    Xw = standardize(load_builtin("wbc").X[:60])
+    run_case(gaussian_bank(Xw, 2, 3), load_builtin("wbc").y[:60].astype(float), False)
+    for name, ms in (("ionosphere", [6, 12, 24, 48, 96, 192]), ("wbc", [3, 6, 12, 24, 48, 96])):
+        if name not in args.sets:
+            continue
+        ds = load_builtin(name)
+        X = ds.X[:, np.std(ds.X, axis=0) > 0]
+        X = standardize(X)
+        y = ds.y.astype(float)
+        ms = ms[:3] if args.quick else ms
+        rows = []
+        for m in ms:
+            K = gaussian_bank(X, m, 3)
+            rows.append((m, run_case(K, y, m * len(y) ** 2 <= conic_max)))
+        table(f"{name}, n = {len(y)}: time against m", "m", rows)
+    if "adult" in args.sets:
+        ns = [450, 750, 1100, 1605, 2265, 3185, 4781, 6212]
+        ns = ns[:4] if args.quick else ns
+        Xa, ya = a9a(max(ns))
+        rows = []
+        for n in ns:
+            K = gaussian_bank(Xa[:n], 4, 12)
+            rows.append((n, run_case(K, ya[:n], 4 * n * n <= conic_max)))
+            del K
+        table("adult (a9a nested subsets), m = 4: time against n", "n", rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+r"""The operations on a Gram bank that SpicyMKL and the duality-gap code need.
+
+Every pass of the SpicyMKL engine (both methods) and of the certificate code
+in :mod:`mklkit.engines.common` over the bank :math:`K \in \mathbb{R}^{M\times N\times N}`
+is one of the operations of :class:`GramBank`.  Each is a sum or a
+concatenation over kernels, so it decomposes over any partition of the
+kernel indices :math:`m` (Suzuki & Tomioka 2011, §3.5.2: the block norms,
+and the gradient (49) and Hessian (50) sums over the active kernels):
+
+=========================  ==========================================  ======================
+operation                  result                                      size of the result
+=========================  ==========================================  ======================
+``trace()``                :math:`\mathrm{tr}\,K_m`                    M
+``matvecs(v)``             :math:`K_m v`                               M × N
+``matvecs_and_norms(v,w)`` :math:`K_m v` and :math:`\|w\|_{K_m}`       M × N, M
+``direction_forms(d, KR)`` :math:`K_m d`, :math:`d^\top K_m\rho`,
+                           :math:`d^\top K_m d`                        M × N, M, M
+``accumulate_hessian``     :math:`H \mathrel{+}= \sum_p s_pK_{m_p} + t_p r_pr_p^\top`  N × N
+``matvecs_rows(A, idx)``   :math:`K_{m_p}\alpha_p`                     P × N
+``block_norms(alpha)``     :math:`\|\alpha_m\|_{K_m}`                  M
+``dual_block_norms(rho)``  :math:`\|\rho\|_{K_m}`                      M
+``combine(alpha, idx)``    :math:`\sum_{m\in idx} K_m\alpha_m`          N
+=========================  ==========================================  ======================
+
+:class:`ArrayBank` is the in-memory bank: each operation is exactly one call
+of the jitted loop the engine called before (:mod:`mklkit._kernels.blocks`,
+:mod:`mklkit._kernels.spicy`), with the same choice between the parallel
+loop and its single-threaded twin.  :class:`mklkit.kernels.sharded.ShardedBank`
+keeps its kernels on Dask workers and runs each operation on every shard.
+
+A :class:`~mklkit.problem.Problem` accepts either an (M, N, N) array or a
+:class:`GramBank` as ``K``; engines that work through ``problem.bank`` (the
+``spicy`` engine) accept both, engines that read the array ``problem.K``
+get a :class:`BankAccessError` for a bank that is not one array.
+"""
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import numpy as np
+
+from .._kernels import blocks
+from .._kernels import spicy as kspicy
+
+__all__ = ["GramBank", "ArrayBank", "BankAccessError", "as_bank"]
+
+
+class BankAccessError(TypeError):
+    """An engine asked for the whole (M, N, N) array of a bank that is not kept as one."""
+
+
+def _vec(x: Any) -> np.ndarray:
+    return np.ascontiguousarray(x, dtype=np.float64)
+
+
+class GramBank(abc.ABC):
+    """A bank of ``M`` symmetric positive semidefinite Gram matrices on ``N`` points.
+
+    Arrays passed in and returned are C-contiguous float64 (indices int64);
+    kernel indices are global (``0 .. M-1``).
+    """
+
+    #: ``(M, N, N)``
+    shape: tuple[int, int, int]
+
+    @property
+    def n_kernels(self) -> int:
+        """M."""
+        return int(self.shape[0])
+
+    @property
+    def n_samples(self) -> int:
+        """N."""
+        return int(self.shape[1])
+
+    def as_array(self) -> np.ndarray:
+        """The whole (M, N, N) array; banks that never hold it raise :class:`BankAccessError`."""
+        raise BankAccessError(self._no_array_message())
+
+    def _no_array_message(self) -> str:
+        return f"{type(self).__name__} does not keep its kernels as one (M, N, N) array"
+
+    @abc.abstractmethod
+    def trace(self) -> np.ndarray:
+        r""":math:`\mathrm{tr}\,K_m` for every kernel, (M,)."""
+
+    @abc.abstractmethod
+    def matvecs(self, v: np.ndarray) -> np.ndarray:
+        r"""All products :math:`K_m v`, (M, N)."""
+
+    @abc.abstractmethod
+    def matvecs_and_norms(self, v: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r"""All :math:`K_m v` (M, N) and all :math:`\|w\|_{K_m}` (M,), in one pass."""
+
+    @abc.abstractmethod
+    def direction_forms(self, d: np.ndarray, KR: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        r""":math:`K_m d` (M, N), :math:`d^\top K_m\rho` and :math:`d^\top K_m d` (M,), with
+        ``KR`` the rows :math:`K_m\rho` (SpicyMKL §3.5.1)."""
+
+    @abc.abstractmethod
+    def accumulate_hessian(self, H: np.ndarray, idx: np.ndarray, s: np.ndarray, KR: np.ndarray,
+                           t: np.ndarray, block: int) -> None:
+        r""":math:`H \mathrel{+}= \sum_p s_pK_{idx_p} + t_p r_pr_p^\top` in place (SpicyMKL eq. 50);
+        ``KR`` (P, N) holds :math:`r_p`, ``block`` the rows per parallel task."""
+
+    @abc.abstractmethod
+    def matvecs_rows(self, A: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        r""":math:`K_{idx_p}\alpha_p` for the rows ``A`` (P, N), (P, N)."""
+
+    @abc.abstractmethod
+    def block_norms(self, alpha: np.ndarray) -> np.ndarray:
+        r""":math:`\|\alpha_m\|_{K_m}` of the rows of ``alpha`` (M, N), zero rows skipped, (M,)."""
+
+    @abc.abstractmethod
+    def dual_block_norms(self, rho: np.ndarray) -> np.ndarray:
+        r""":math:`\|\rho\|_{K_m}` for every kernel (SpicyMKL eq. 45), (M,)."""
+
+    @abc.abstractmethod
+    def combine(self, alpha: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        r""":math:`\sum_{m\in idx}K_m\alpha_m` with ``alpha`` (M, N) (SpicyMKL eq. 7), (N,)."""
+
+
+class ArrayBank(GramBank):
+    """An in-memory bank: one C-contiguous (M, N, N) float64 array.
+
+    Every operation is one call of the jitted loop of
+    :mod:`mklkit._kernels`; the single-threaded twin is used below
+    :data:`mklkit._kernels.spicy.PARALLEL_WORK` entries read.
+    """
+
+    __slots__ = ("K", "shape", "_par")
+
+    def __init__(self, K: np.ndarray) -> None:
+        self.K = K
+        self.shape = (int(K.shape[0]), int(K.shape[1]), int(K.shape[2]))
+        self._par = K.shape[0] * K.shape[1] * K.shape[1] >= kspicy.PARALLEL_WORK
+
+    def __repr__(self) -> str:
+        return f"ArrayBank(n_kernels={self.shape[0]}, n_samples={self.shape[1]})"
+
+    def as_array(self) -> np.ndarray:
+        return self.K
+
+    def trace(self) -> np.ndarray:
+        return np.einsum("mii->m", self.K)
+
+    def matvecs(self, v: np.ndarray) -> np.ndarray:
+        return blocks.matvecs(self.K, v)
+
+    def matvecs_and_norms(self, v: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        fn = kspicy.matvecs_and_norms if self._par else kspicy.matvecs_and_norms_serial
+        return fn(self.K, v, w)
+
+    def direction_forms(self, d: np.ndarray, KR: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        fn = kspicy.direction_forms if self._par else kspicy.direction_forms_serial
+        return fn(self.K, d, KR)
+
+    def accumulate_hessian(self, H: np.ndarray, idx: np.ndarray, s: np.ndarray, KR: np.ndarray,
+                           t: np.ndarray, block: int) -> None:
+        N = self.shape[1]
+        fn = (kspicy.accumulate_hessian if idx.size * N * N >= kspicy.PARALLEL_WORK
+              else kspicy.accumulate_hessian_serial)
+        fn(H, self.K, idx, s, KR, t, block)
+
+    def matvecs_rows(self, A: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        N = self.shape[1]
+        fn = (blocks.matvecs_rows if idx.size * N * N >= kspicy.PARALLEL_WORK
+              else blocks.matvecs_rows_serial)
+        return fn(self.K, A, idx)
+
+    def block_norms(self, alpha: np.ndarray) -> np.ndarray:
+        return blocks.block_norms_rows(self.K, _vec(alpha))
+
+    def dual_block_norms(self, rho: np.ndarray) -> np.ndarray:
+        return blocks.block_norms(self.K, _vec(rho))
+
+    def combine(self, alpha: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return blocks.combine(self.K, _vec(alpha), idx)
+
+
+def as_bank(K: Any) -> GramBank:
+    """``K`` as a :class:`GramBank` (an ndarray is wrapped in an :class:`ArrayBank`, no copy)."""
+    if isinstance(K, GramBank):
+        return K
+    return ArrayBank(_vec(K))

@@ -1,0 +1,698 @@
+r"""The ``skm_smo`` engine: the support kernel machine by Moreau-Yosida regularized SMO.
+
+Bach, Lanckriet & Jordan (2004), "Multiple kernel learning, conic duality,
+and the SMO algorithm" (ICML).
+
+Problem
+-------
+Hinge loss with the squared block 1-norm ``l1_squared`` and a bias.  In
+mklkit's convention (``C`` on the regularizer) the objective is
+
+.. math::
+    \sum_i \max\big(0, 1 - y_i(\textstyle\sum_m f_m(x_i) + b)\big)
+        + \frac C2\Big(\sum_m\|f_m\|\Big)^2 = C\cdot P,
+
+with :math:`P` the paper's primal (P) (all :math:`d_j = 1`) at
+:math:`C_{\mathrm{paper}} = 1/C`.  Its conic dual is (D_K),
+:math:`\min \tfrac12\gamma^2 - e^\top\alpha` over :math:`0\le\alpha\le C_{\mathrm{paper}}`,
+:math:`y^\top\alpha = 0`, :math:`\sqrt{\alpha^\top D(y)K_jD(y)\alpha}\le d_j\gamma`,
+whose optimal value is :math:`-P^*`.
+
+Algorithm (§4)
+--------------
+The MY-regularized dual :math:`\min G(\alpha)` (Appendix B, :mod:`mklkit_smo._skm`)
+is differentiable; it is minimized by the SMO loop of :mod:`mklkit_smo._smo`
+(maximal violating pair / second-order working set, a safeguarded Newton
+line search on the convex two-variable problem, kernel caching and
+shrinking) in its ``REG_SKM`` mode, until the pair conditions (OPT4) hold
+with :math:`2\varepsilon = \varepsilon_2` (the first stage, the SVM on the sum of
+the kernels, only starts the continuation and is solved to ``_SVM_STAGE_TOL``).
+
+Continuation (§4.4): :math:`a_j = \kappa\,d_j/\rho`, :math:`d_j(\kappa) = (1-\kappa)\,d_j/\rho`,
+:math:`\rho = \sqrt{(1-\kappa)^2+\kappa^2}`, from :math:`\kappa = 1` (an SVM on
+:math:`\sum_j K_j/d_j^2`, the sum of the kernels for equal :math:`d_j`) with
+:math:`\kappa \leftarrow \mu\kappa`.  The paper's schedule is :math:`a_j = \kappa`,
+:math:`d_j = 1 - \kappa`; dividing both by :math:`\rho` keeps the strength of
+the regularizer for a single active kernel fixed at :math:`\tfrac12 d_j^2\|w_j\|^2`
+while leaving :math:`a_j/d_j(\kappa) = \kappa/(1-\kappa)` -- the ratio of Theorem 1 --
+as in the paper, so the intermediate problems stay close in scale to the
+target one.  After each stage the weights :math:`\tilde\eta(\alpha)` are
+rescaled so that :math:`\sum_j d_j^2\eta_j = 1` for the *target* :math:`d_j`, and
+the (ε1, ε2)-optimality conditions (OPT3) of the target SKM are checked for
+:math:`(\alpha, \eta)`; when :math:`\tilde\eta` just misses them, the LP of (OPT3)
+(§3.3) gives the best weights for that :math:`\alpha`, which are checked the same
+way.  The solve stops when they hold and the certified relative duality gap
+:math:`(P - D)/|P|` is at most ``tol``.
+
+Reported values
+---------------
+``objective`` is :math:`C\cdot P` at :math:`w_j = \eta_j\sum_i\alpha_iy_i\phi_j(x_i)`
+with the optimal bias (mklkit's primal; with ``C = 1`` it is the paper's P),
+``dual_objective`` is :math:`C\,(e^\top\alpha - \tfrac12\max_j c_j/d_j^2)`, i.e.
+:math:`-C` times the value of (D_K) at :math:`\alpha`.  History records carry the
+paper-scale values (``objective_skm``, ``dual_objective_skm``), :math:`\kappa` and
+the reached (ε1, ε2) (``eps1_per_n``, ``eps2``); the message states them.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+import warnings
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mklkit.components.base import CLASSIFICATION, Param
+from mklkit.engines.base import Callback, Engine
+from mklkit.problem import Problem
+from mklkit.result import ConvergenceWarning, SolveResult, Status
+
+from .engine import _Reg, _Run, _describe, bias_and_kernel_problems
+from .regularizer import L1Squared
+
+__all__ = ["SkmSMO", "opt3", "sparsify_weights", "lanckriet_problem", "lanckriet_weights"]
+
+logger = logging.getLogger(__name__)
+
+_UNCONVERGED = (Status.MAX_ITER, Status.STALLED, Status.NUMERICAL_ERROR)
+#: (OPT4) tolerance of the first stage, the SVM on the sum of the kernels (see ``_stage_tol``).
+_SVM_STAGE_TOL = 1e-2
+
+
+# ---------------------------------------------------------------------------
+# optimality conditions of the SKM (§3.3) and the sparsity LP (§3.4)
+# ---------------------------------------------------------------------------
+def _pair_sets(alpha: np.ndarray, y: np.ndarray, U: float) -> tuple[np.ndarray, np.ndarray]:
+    """Keerthi et al.'s index sets: ``up`` = I_M u I_0- u I_C+ ... as masks on S = y - F.
+
+    In terms of the scores :math:`S_i = y_i - F_i` the conditions read
+    :math:`\\max_{up} S \\le \\min_{low} S + 2\\varepsilon_2`; ``up`` holds the
+    points whose :math:`\\alpha_i y_i` may increase, ``low`` those whose may decrease.
+    """
+    up = np.where(y > 0, alpha < U, alpha > 0)
+    low = np.where(y > 0, alpha > 0, alpha < U)
+    return up, low
+
+
+def opt3(v: np.ndarray, c: np.ndarray, alpha: np.ndarray, y: np.ndarray, U: float,
+         eta: np.ndarray, d: np.ndarray) -> tuple[float, float]:
+    r"""The smallest :math:`(\varepsilon_1, \varepsilon_2)` for which :math:`(\alpha, \eta)` satisfies (OPT3).
+
+    Parameters
+    ----------
+    v : ndarray (M, N)
+        :math:`K_jD(y)\alpha` for every kernel.
+    c : ndarray (M,)
+        :math:`\alpha^\top D(y)K_jD(y)\alpha`.
+    alpha : ndarray (N,)
+        Dual variables in :math:`[0, U]`.
+    eta : ndarray (M,)
+        Candidate weights with :math:`\eta\ge0`, :math:`\sum_j d_j^2\eta_j = 1`.
+    d : ndarray (M,)
+        The SKM's block weights.
+
+    Returns
+    -------
+    eps1, eps2 : float
+        :math:`\varepsilon_1 = \max_{\eta_j > 0} J(\alpha) - J_j(\alpha)` (every kernel
+        with a positive weight is :math:`\varepsilon_1`-active, §3.3) and
+        :math:`\varepsilon_2 = \tfrac12(\max_{up}S - \min_{low}S)_+` with
+        :math:`S = y - K(\eta)D(y)\alpha`.
+    """
+    Jj = 0.5 * c / (d * d) - float(np.sum(alpha))
+    pos = eta > 0
+    e1 = float(np.max(Jj) - np.min(Jj[pos])) if np.any(pos) else math.inf
+    F = eta @ v
+    S = y - F
+    up, low = _pair_sets(alpha, y, U)
+    if not (np.any(up) and np.any(low)):
+        return e1, 0.0
+    e2 = 0.5 * max(float(np.max(S[up]) - np.min(S[low])), 0.0)
+    return e1, e2
+
+
+def _lp_weights(v: np.ndarray, alpha: np.ndarray, y: np.ndarray, U: float, d: np.ndarray,
+                allowed: np.ndarray) -> tuple[np.ndarray | None, float]:
+    r"""The weights on ``allowed`` kernels with the least :math:`\varepsilon_2` of (OPT3) (HiGHS LP).
+
+    The LP of §3.3 for a given :math:`\alpha`: variables :math:`(\eta_{allowed}, b, t)`,
+    minimize :math:`t` subject to :math:`\sum_j d_j^2\eta_j = 1`, :math:`\eta\ge0` and,
+    on :math:`S = y - K(\eta)D(y)\alpha`, :math:`S_i + b \le t` for ``up`` and
+    :math:`S_i + b \ge -t` for ``low``.  Returns the weights (full length, or
+    None when the LP fails) and the optimal :math:`t`.
+    """
+    from scipy.optimize import linprog
+
+    idx = np.flatnonzero(allowed)
+    if idx.size == 0:
+        return None, math.inf
+    up, low = _pair_sets(alpha, y, U)
+    V = v[idx].T  # (N, |allowed|): F = V eta
+    nu, nl = int(up.sum()), int(low.sum())
+    # up:   y_i - V_i eta + b <= t  ->  -V_i eta + b - t <= -y_i
+    # low:  y_i - V_i eta + b >= -t ->   V_i eta - b - t <=  y_i
+    A_ub = np.vstack([np.hstack([-V[up], np.ones((nu, 1)), -np.ones((nu, 1))]),
+                      np.hstack([V[low], -np.ones((nl, 1)), -np.ones((nl, 1))])])
+    b_ub = np.concatenate([-y[up], y[low]])
+    A_eq = np.concatenate([d[idx] ** 2, [0.0, 0.0]])[None, :]
+    cost = np.zeros(idx.size + 2)
+    cost[-1] = 1.0
+    bounds = [(0.0, None)] * idx.size + [(None, None), (0.0, None)]
+    res = linprog(cost, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=[1.0], bounds=bounds,
+                  method="highs")
+    if res.status != 0:
+        return None, math.inf
+    eta = np.zeros(v.shape[0])
+    eta[idx] = np.maximum(res.x[:idx.size], 0.0)
+    return eta, float(res.x[-1])
+
+
+def sparsify_weights(v: np.ndarray, c: np.ndarray, alpha: np.ndarray, y: np.ndarray, U: float,
+                     eta: np.ndarray, d: np.ndarray, eps1: float, eps2: float) -> np.ndarray:
+    r"""§3.4: drop kernels one by one while (OPT3) stays feasible (HiGHS LP each time).
+
+    Kernels are tried from the smallest weight up.  For each candidate
+    :math:`j` the LP of (OPT3) with :math:`\eta_j = 0` (and every kernel
+    dropped before) on the :math:`\varepsilon_1`-active set is solved; if it is
+    feasible, kernel :math:`j` is removed and the LP's weights are kept.
+    Returns weights that satisfy (OPT3) with :math:`(\varepsilon_1, \varepsilon_2)`
+    (``eta`` itself when nothing can be removed).
+    """
+    Jj = 0.5 * c / (d * d) - float(np.sum(alpha))
+    allowed = (Jj >= np.max(Jj) - eps1) & (eta > 0)
+    best = eta.copy()
+    for j in np.argsort(eta):
+        if not allowed[j] or np.sum(allowed) <= 1:
+            continue
+        trial = allowed.copy()
+        trial[j] = False
+        sol, t = _lp_weights(v, alpha, y, U, d, trial)
+        if sol is not None and t <= eps2:
+            e1, e2 = opt3(v, c, alpha, y, U, sol, d)
+            if e1 <= eps1 and e2 <= eps2 * (1.0 + 1e-9) + 1e-12:
+                allowed = trial & (sol > 0)
+                best = sol
+    return best
+
+
+# ---------------------------------------------------------------------------
+# Lanckriet et al.'s problem (L), §2.3
+# ---------------------------------------------------------------------------
+def lanckriet_problem(K: np.ndarray, y: np.ndarray, C_L: float, c: float = 1.0,
+                      loss: Any = None) -> tuple[Problem, np.ndarray]:
+    r"""The ``l1_squared`` problem whose solution solves Lanckriet et al.'s (L).
+
+    (L) on the bank :math:`K_j` with trace constant :math:`c` and box
+    :math:`0\le\alpha\le C_L` is (D_K) with :math:`d_j = \sqrt{\operatorname{tr}K_j/c}`
+    (§2.3); that is (D_K) with unit weights on :math:`\tilde K_j = K_j/d_j^2
+    = cK_j/\operatorname{tr}K_j`, i.e. ``l1_squared`` at ``C = 1/C_L``.
+
+    Returns
+    -------
+    problem : Problem
+        On the rescaled bank :math:`\tilde K`.
+    d : ndarray (M,)
+        The weights :math:`d_j`; pass them to :func:`lanckriet_weights`.
+    """
+    from mklkit.plugins import get_registry
+
+    K = np.ascontiguousarray(K, dtype=np.float64)
+    if not (c > 0 and math.isfinite(c)):
+        raise ValueError(f"the trace constant c must be a finite number > 0; got {c!r}")
+    tr = np.einsum("mii->m", K)
+    if np.any(tr <= 0):
+        raise ValueError(f"every kernel needs a positive trace; got traces {tr.tolist()!r}")
+    d = np.sqrt(tr / c)
+    if loss is None:
+        loss = get_registry().create("loss", "hinge")
+    Kt = K / (d * d)[:, None, None]
+    return Problem(K=Kt, y=y, loss=loss, regularizer=L1Squared(), C=1.0 / C_L), d
+
+
+def lanckriet_weights(result: SolveResult, d: np.ndarray, c: float = 1.0) -> np.ndarray:
+    r"""The coefficients :math:`\mu_j` of :math:`\sum_j\mu_jK_j` in (L), with :math:`\sum_j\mu_j\operatorname{tr}K_j = c`.
+
+    The SKM's weights :math:`\eta` on :math:`\tilde K_j = K_j/d_j^2` give the
+    combination :math:`\sum_j(\eta_j/d_j^2)K_j`; they are normalised here so
+    that the trace constraint of (L) holds.
+    """
+    eta = np.asarray(result.kernel_weights, dtype=np.float64)
+    d = np.asarray(d, dtype=np.float64)
+    mu = eta / (d * d)
+    tr = d * d * c
+    s = float(np.sum(mu * tr))
+    return mu * (c / s) if s > 0 else mu
+
+
+# ---------------------------------------------------------------------------
+# the engine
+# ---------------------------------------------------------------------------
+class SkmSMO(Engine):
+    r"""Support kernel machine by Moreau-Yosida regularized SMO (Bach et al. 2004).
+
+    Parameters
+    ----------
+    tol : float
+        Certified relative duality gap :math:`(P - D)/|P|` required, besides
+        (OPT3), to stop.
+    max_iter : int
+        Maximum number of SMO steps over all continuation stages.
+    eps1 : float
+        :math:`\varepsilon_1/n` of the (ε1, ε2)-optimality conditions (OPT3),
+        in the paper's scale (§4.4: 5e-4).
+    eps2 : float
+        :math:`\varepsilon_2` of (OPT3) (§4.4: 1e-4); each MY-regularized problem is
+        solved to :math:`\varepsilon_2/2`-optimality (OPT4).
+    mu : float
+        Continuation factor, :math:`\kappa \leftarrow \mu\kappa` (§4.4: 0.5).
+    max_stages : int
+        Maximum number of continuation stages.
+    sparsify : bool
+        After convergence, remove kernels while the LP of (OPT3) stays feasible (§3.4).
+    remove_kernels : bool
+        Leave out of the SMO loop the kernels with zero weight in two successive
+        stages, and check after convergence that they can stay out (§4.4).  A step
+        then costs O(m_active n) instead of O(m n).  Precomputed banks only: with a
+        kernel source (rows computed on the fly) every kernel stays in the loop.
+    check_every, cache_mb, shrinking, parallel
+        As for ``smo_mkl``.
+    """
+
+    name: ClassVar[str] = "skm_smo"
+    description: ClassVar[str] = (
+        "support kernel machine (Bach, Lanckriet & Jordan 2004): squared block 1-norm MKL by "
+        "Moreau-Yosida regularized SMO; hinge loss"
+    )
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("tol", 1e-3, "certified relative duality gap (P - D)/|P| required besides (OPT3)",
+              low=0.0, low_open=True),
+        Param("max_iter", 10_000_000, "maximum number of SMO steps over all stages", type=int,
+              low=1),
+        Param("eps1", 5e-4, "eps1/n of the (eps1, eps2)-optimality conditions (OPT3)",
+              low=0.0, low_open=True),
+        Param("eps2", 1e-4, "eps2 of (OPT3); MY stages are solved to eps2/2 (OPT4)", low=0.0,
+              low_open=True),
+        Param("mu", 0.5, "continuation factor kappa <- mu kappa", low=0.0, high=1.0,
+              low_open=True, high_open=True),
+        Param("max_stages", 60, "maximum number of continuation stages", type=int, low=1),
+        Param("sparsify", False, "remove kernels while the LP of (OPT3) stays feasible (§3.4)",
+              type=bool),
+        Param("remove_kernels", True,
+              "leave out kernels with zero weight in two successive stages (checked at the end; "
+              "precomputed banks)", type=bool),
+        Param("check_every", 0, "SMO steps between exact refreshes (0: automatic)", type=int,
+              low=0),
+        Param("cache_mb", 512.0, "LRU cache of kernel rows in MiB (kernels computed on the fly)",
+              low=0.0, low_open=True),
+        Param("shrinking", True, "leave out variables stuck at a bound (LibSVM's shrinking)",
+              type=bool),
+        Param("parallel", "auto", "multithreaded passes over the (M, N) state", type=str,
+              choices=("auto", "on", "off")),
+    )
+
+    def supports(self, problem: Problem) -> str | None:
+        """``None`` for hinge + ``l1_squared`` with a bias, else the reason why not."""
+        loss, reg = problem.loss, problem.regularizer
+        bad = []
+        if not (loss.name == "hinge" and loss.task == CLASSIFICATION):
+            bad.append(f"the loss {_describe(loss)} is not hinge (the SKM is a classifier)")
+        if not isinstance(reg, L1Squared):
+            bad.append(f"the regularizer {_describe(reg)} is not l1_squared (the squared block "
+                       "1-norm of the SKM)")
+        bad += bias_and_kernel_problems(problem, "the SKM")
+        if not bad:
+            return None
+        return "skm_smo cannot solve this problem: " + "; ".join(bad)
+
+    def solve(self, problem: Problem, callback: Callback | None = None,
+              warm_start: SolveResult | None = None) -> SolveResult:
+        """Solve ``problem`` (never raises for non-convergence).
+
+        Raises
+        ------
+        ValueError
+            When :meth:`supports` gives a reason.
+        """
+        reason = self.supports(problem)
+        if reason is not None:
+            raise ValueError(reason)
+        return _Skm(self, problem, callback).run()
+
+
+class _Options:
+    """The option set ``_Run`` (smo_mkl's state) reads, from the SKM engine's options."""
+
+    def __init__(self, engine: SkmSMO) -> None:
+        self.name = engine.name
+        p = dict(engine.get_params())
+        p.update(kkt_tol=p["eps2"], analytic=False)
+        self._p = p
+
+    def get_params(self) -> dict[str, Any]:
+        return self._p
+
+
+class _SkmRun(_Run):
+    """smo_mkl's SMO state with the SKM's regularizer form (``REG_SKM``)."""
+
+    def _reg_form(self, reg: Any) -> _Reg:
+        src = self.problem.extra.get("kernel_source") if self.problem.extra else None
+        M = src.n_kernels if src is not None else self.problem.n_kernels
+        bpar = np.concatenate([np.ones(M), np.zeros(M)])  # kappa = 1: a = d = 1, d(kappa) = 0
+        return _Reg(self.smo.REG_SKM, 2.0, 0.5, 0.0, 0.0, 0.0, bpar, self.smo.no_function, None,
+                    reg)
+
+
+class _Skm:
+    """One SKM solve: continuation over kappa around the SMO state."""
+
+    def __init__(self, engine: SkmSMO, problem: Problem, callback: Callback | None) -> None:
+        self.engine = engine
+        self.problem = problem
+        self.callback = callback
+        p = engine.get_params()
+        self.tol = float(p["tol"])
+        self.max_iter = int(p["max_iter"])
+        self.eps2 = float(p["eps2"])
+        self.eps1 = float(p["eps1"]) * problem.n_samples
+        self.mu = float(p["mu"])
+        self.max_stages = int(p["max_stages"])
+        self.sparsify = bool(p["sparsify"])
+        self.C = float(problem.C)
+        self.U = 1.0 / self.C
+        src = problem.extra.get("kernel_source") if problem.extra else None
+        self.M = src.n_kernels if src is not None else problem.n_kernels
+        self.remove = bool(p["remove_kernels"]) and src is None  # needs the bank K[kept]
+        self.dt = np.ones(self.M)  # the SKM's d_j (l1_squared: unweighted)
+        self.steps = 0
+        self.t0 = time.perf_counter()
+        self.history: list[dict[str, Any]] = []
+
+    # -- one stage ---------------------------------------------------------------
+    def _new_run(self, kept: np.ndarray, beta: np.ndarray | None) -> _SkmRun:
+        pb = self.problem
+        if kept.size < self.M:
+            pb = Problem(K=pb.K[kept], y=pb.y, loss=pb.loss, regularizer=pb.regularizer, C=pb.C,
+                         bias=pb.bias)
+        run = _SkmRun(_Options(self.engine), pb, None, None)
+        if beta is not None and np.any(beta):
+            run.beta[:] = beta
+            run.gamma[:] = run.z * beta
+            run._sync(np.arange(run.N, dtype=np.int64))
+            run._refresh()
+        return run
+
+    def _set_kappa(self, run: _SkmRun, kappa: float, kept: np.ndarray) -> None:
+        rho = math.hypot(1.0 - kappa, kappa)
+        d = self.dt[kept]
+        m = kept.size
+        run.reg.bpar[:m] = kappa * d / rho
+        run.reg.bpar[m:] = (1.0 - kappa) * d / rho
+        if run.shrunk:
+            run._writeback()
+            with np.errstate(all="ignore"):
+                run._unshrink()
+        else:
+            with np.errstate(all="ignore"):
+                run._refresh()
+
+    def _inner(self, run: _SkmRun) -> int:
+        """SMO on G until the pair conditions hold on the full problem; the smo stop code."""
+        smo = run.smo
+        while True:
+            budget = min(run.check_every, self.max_iter - self.steps)
+            if budget <= 0:
+                return smo.STOP_CHUNK
+            done, stop, viol = run._chunk(budget)
+            self.steps += done
+            numerical = stop == smo.STOP_NUMERICAL or not np.all(np.isfinite(run.c))
+            if run.shrunk:
+                run._writeback()
+            if numerical:
+                return smo.STOP_NUMERICAL
+            if stop in (smo.STOP_KKT, smo.STOP_STALLED) or self.steps >= self.max_iter:
+                if run.shrunk:
+                    with np.errstate(all="ignore"):
+                        run._unshrink()
+                    if stop == smo.STOP_KKT and run._violation() > run.eps:
+                        continue  # met only on the shrunk problem
+                else:
+                    with np.errstate(all="ignore"):
+                        run._refresh()
+                if self.steps >= self.max_iter and stop != smo.STOP_KKT:
+                    return smo.STOP_CHUNK
+                return stop
+            if not run.shrunk:
+                with np.errstate(all="ignore"):
+                    run._refresh()
+            if run.shrinking:
+                run._shrink()
+
+    # -- checks --------------------------------------------------------------------
+    def _weights(self, run: _SkmRun, kept: np.ndarray) -> np.ndarray:
+        """eta~(alpha) rescaled to sum_j d_j^2 eta_j = 1 for the target d (full length M)."""
+        from ._skm import skm_eta_tilde
+
+        et = np.empty(kept.size)
+        skm_eta_tilde(np.ascontiguousarray(run.c), run.reg.bpar, et)
+        eta = np.zeros(self.M)
+        if not np.all(np.isfinite(et)):
+            return np.full(self.M, np.nan)
+        eta[kept] = et
+        s = float(np.sum(self.dt**2 * eta))
+        return eta / s if s > 0 else np.full(self.M, np.nan)
+
+    def _full_state(self, run: _SkmRun, kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """v = K_j D(y) alpha and c_j for every kernel (also the ones left out)."""
+        if kept.size == self.M:
+            return run.v, run.c
+        v = np.zeros((self.M, run.N))
+        v[kept] = run.v
+        out = np.setdiff1d(np.arange(self.M), kept)
+        g = run.gamma
+        sv = np.flatnonzero(g)
+        for j in out:
+            v[j] = g[sv] @ self.problem.K[j][sv]
+        c = np.maximum(np.einsum("mi,i->m", v, g), 0.0)
+        return v, c
+
+    def _evaluate(self, v: np.ndarray, c: np.ndarray, beta: np.ndarray,
+                  eta: np.ndarray) -> dict[str, float]:
+        """(OPT3) reached, primal P, dual D (paper scale) and the bias at (alpha, eta)."""
+        y = self.problem.y
+        e1, e2 = opt3(v, c, beta, y, self.U, eta, self.dt)
+        F = eta @ v
+        bp = y - F
+        k = min(max(int(np.sum(y > 0)) - 1, 0), bp.size - 1)
+        b = float(np.partition(bp, k)[k])
+        hinge = float(np.sum(np.maximum(0.0, 1.0 - y * (F + b))))
+        norms = eta * np.sqrt(np.maximum(c, 0.0))
+        P = 0.5 * float(np.sum(self.dt * norms)) ** 2 + self.U * hinge
+        D = float(np.sum(beta)) - 0.5 * float(np.max(c / self.dt**2))
+        gap = (P - D) / abs(P) if P != 0.0 else P - D
+        return {"e1": e1, "e2": e2, "P": P, "D": D, "gap": gap, "bias": b}
+
+    def _record(self, stage: int, kappa: float, run: _SkmRun, ev: dict[str, float],
+                eta: np.ndarray, viol: float, m_active: int) -> dict[str, Any]:
+        n = self.problem.n_samples
+        return {
+            "iteration": stage,
+            "objective": self.C * ev["P"],
+            "dual_objective": self.C * ev["D"],
+            "gap": ev["gap"],
+            "n_active": int(np.sum(eta > 0)),
+            "time_s": time.perf_counter() - self.t0,
+            "kappa": kappa,
+            "smo_steps": int(self.steps),
+            "eps1_per_n": ev["e1"] / n,
+            "eps2": ev["e2"],
+            "kkt_violation": viol,
+            "n_sv": int(np.sum(run.beta > 0.0)),
+            "n_bound": int(np.sum(run.beta >= self.U)),
+            "n_kernels_in_loop": int(m_active),
+            "bias": ev["bias"],
+            "objective_skm": ev["P"],
+            "dual_objective_skm": ev["D"],
+            "newton_evaluations": int(run.istate[run.smo.IS_NEWTON]),
+        }
+
+    def _certify_by_lp(self, v: np.ndarray, c: np.ndarray,
+                       beta: np.ndarray) -> tuple[np.ndarray, dict[str, float]] | None:
+        """Weights from the LP of (OPT3) on the eps1-active kernels, with their evaluation,
+        when they meet (OPT3) and the gap; else None."""
+        Jj = 0.5 * c / self.dt**2 - float(np.sum(beta))
+        allowed = Jj >= np.max(Jj) - self.eps1
+        eta, t = _lp_weights(v, beta, self.problem.y, self.U, self.dt, allowed)
+        if eta is None or not t <= self.eps2:
+            return None
+        ev = self._evaluate(v, c, beta, eta)  # (OPT3) checked again, not taken from the LP
+        return (eta, ev) if self._met(ev) else None
+
+    def _stage_tol(self, kappa: float, kept: np.ndarray) -> float:
+        """The (OPT4) tolerance of a stage on max_up S - min_low S (2 eps = eps2, §4.4).
+
+        The first stage (kappa = 1) is the SVM on the sum of the kernels; with more than
+        one kernel it has no kernel weights to certify and only starts the
+        continuation, so it is solved to ``_SVM_STAGE_TOL`` (the scores are of order one).
+        """
+        if kappa == 1.0 and kept.size > 1:
+            return max(self.eps2, _SVM_STAGE_TOL)
+        return self.eps2
+
+    def _met(self, ev: dict[str, float]) -> bool:
+        return ev["e1"] <= self.eps1 and ev["e2"] <= self.eps2 and ev["gap"] <= self.tol
+
+    # -- main loop -------------------------------------------------------------------
+    def run(self) -> SolveResult:
+        kept = np.arange(self.M)
+        run = self._new_run(kept, None)
+        smo = run.smo
+        kappa = 1.0
+        stage = 0
+        status = Status.STALLED
+        message = ""
+        zero_before = np.zeros(self.M, dtype=bool)
+        eta = np.full(self.M, np.nan)
+        ev: dict[str, float] = {}
+        while True:
+            stage += 1
+            self._set_kappa(run, kappa, kept)
+            run.eps = self._stage_tol(kappa, kept)
+            stop = self._inner(run)
+            viol = run._violation()
+            v, c = self._full_state(run, kept)
+            beta = run.beta.copy()
+            eta = self._weights(run, kept) if kappa < 1.0 else np.full(self.M, np.nan)
+            source = "eta_tilde"
+            e2_tilde = math.nan
+            if kappa < 1.0 and np.all(np.isfinite(eta)):
+                ev = self._evaluate(v, c, beta, eta)
+                if (not self._met(ev) and ev["e1"] <= self.eps1 and ev["e2"] <= 2.0 * self.eps2
+                        and stop != smo.STOP_NUMERICAL):
+                    # eta~ just misses (OPT3): the best weights for this alpha may not (§3.3)
+                    lp = self._certify_by_lp(v, c, beta)
+                    if lp is not None:
+                        e2_tilde = ev["e2"]
+                        eta, ev = lp
+                        source = "lp"
+            else:
+                eta_svm = np.zeros(self.M)
+                eta_svm[kept] = 1.0 / max(kept.size, 1)  # the SVM on the sum of kernels
+                ev = self._evaluate(v, c, beta, eta_svm / np.sum(self.dt**2 * eta_svm))
+                ev["e1"] = math.inf if kappa < 1.0 or self.M > 1 else ev["e1"]
+            rec = self._record(stage, kappa, run, ev, np.nan_to_num(eta), viol, kept.size)
+            rec["weights_from"] = source
+            if source == "lp":
+                rec["eps2_eta_tilde"] = e2_tilde
+            self.history.append(rec)
+            if self.callback is not None and self.callback(rec):
+                status = Status.STOPPED
+                message = f"stopped by the callback after {stage} stages ({self.steps} SMO steps)"
+                break
+            if stop == smo.STOP_NUMERICAL or not (math.isfinite(ev["P"]) and math.isfinite(ev["D"])):
+                status = Status.NUMERICAL_ERROR
+                message = (f"non-finite values at kappa = {kappa:.3g} after {self.steps} SMO steps")
+                break
+            ok = self._met(ev)
+            if kept.size < self.M:
+                # kernels left out must stay eps1-inactive with the full bank: checked at the
+                # end, and whenever one of them is the most active kernel (then eps1 of (OPT3)
+                # cannot be met without it)
+                Jj = 0.5 * c / self.dt**2 - float(np.sum(beta))
+                out = np.setdiff1d(np.arange(self.M), kept)
+                top = np.max(Jj[kept])
+                back = out[Jj[out] > top - self.eps1]
+                if back.size and (ok or np.max(Jj[out]) > top):
+                    logger.info("skm_smo: %d kernels left out are active again; put back",
+                                back.size)
+                    kept = np.union1d(kept, back)
+                    full = self._beta_full(run)
+                    run = self._new_run(kept, full)
+                    zero_before[:] = False
+                    continue  # same kappa with the kernels back
+            if ok:
+                status = Status.CONVERGED
+                break
+            if stop == smo.STOP_CHUNK or self.steps >= self.max_iter:
+                status = Status.MAX_ITER
+                message = (f"max_iter={self.max_iter} SMO steps reached at kappa = {kappa:.3g}")
+                break
+            if stop == smo.STOP_STALLED:
+                status = Status.STALLED
+                message = (f"SMO steps stopped making progress at kappa = {kappa:.3g} after "
+                           f"{self.steps} steps")
+                break
+            if stage >= self.max_stages:
+                status = Status.STALLED
+                message = f"max_stages={self.max_stages} continuation stages reached"
+                break
+            if self.remove and kappa < 1.0 and np.all(np.isfinite(eta)):
+                zero = eta == 0.0
+                drop = zero & zero_before
+                zero_before = zero
+                n_drop = int(np.sum(drop[kept]))
+                # a smaller loop is a new state (a copy of the kept bank, v synced from
+                # scratch): worth it only when it at least halves the work of a step
+                if 2 * n_drop >= kept.size and n_drop < kept.size:
+                    keep_now = kept[~drop[kept]]
+                    run = self._new_run(keep_now, self._beta_full(run))
+                    kept = keep_now
+            kappa *= self.mu
+        if status == Status.CONVERGED and self.sparsify:
+            v, c = self._full_state(run, kept)
+            sparse = sparsify_weights(v, c, run.beta, self.problem.y, self.U, eta, self.dt,
+                                      self.eps1, self.eps2)
+            if np.sum(sparse > 0) < np.sum(eta > 0):
+                ev2 = self._evaluate(v, c, run.beta.copy(), sparse)
+                logger.info("skm_smo: §3.4 removed %d kernels", int(np.sum(eta > 0)
+                                                                     - np.sum(sparse > 0)))
+                eta, ev = sparse, ev2
+                rec = self._record(stage, kappa, run, ev, eta, viol, kept.size)
+                rec["sparsified"] = True
+                self.history.append(rec)
+        n = self.problem.n_samples
+        tail = (f"(eps1, eps2)-optimality (OPT3) reached: eps1/n = {ev['e1'] / n:.3g}, "
+                f"eps2 = {ev['e2']:.3g}; relative duality gap {ev['gap']:.3g}; "
+                f"kappa = {kappa:.3g} after {stage} stages, {self.steps} SMO steps")
+        if status == Status.CONVERGED:
+            message = (f"converged: {tail} (targets eps1/n = {self.eps1 / n:g}, "
+                       f"eps2 = {self.eps2:g}, tol = {self.tol:g})")
+        else:
+            message = f"{message}; {tail}"
+        return self._result(status, message, run, kept, eta, ev)
+
+    def _beta_full(self, run: _SkmRun) -> np.ndarray:
+        if run.shrunk:
+            run._writeback()
+            run._unshrink()
+        return run.beta.copy()
+
+    def _result(self, status: Status, message: str, run: _SkmRun, kept: np.ndarray,
+                eta: np.ndarray, ev: dict[str, float]) -> SolveResult:
+        elapsed = time.perf_counter() - self.t0
+        if status in _UNCONVERGED:
+            warnings.warn(f"skm_smo: {message}", ConvergenceWarning, stacklevel=3)
+        logger.debug("skm_smo: %s (%.3f s)", message, elapsed)
+        eta = np.nan_to_num(np.asarray(eta, dtype=np.float64))
+        v, c = self._full_state(run, kept)
+        gamma = run.gamma.copy()  # D(y) alpha, paper scale
+        norms = eta * np.sqrt(np.maximum(c, 0.0))
+        total = float(np.sum(eta))
+        weights = eta / total if total > 0.0 else np.zeros_like(eta)
+        return SolveResult(
+            status=status,
+            objective=float(self.C * ev.get("P", math.nan)),
+            dual_objective=float(self.C * ev.get("D", math.nan)),
+            gap=float(ev.get("gap", math.nan)),
+            iterations=int(self.steps),
+            alpha=eta[:, None] * gamma[None, :],
+            bias=float(ev.get("bias", 0.0)),
+            kernel_weights=weights,
+            block_norms=norms,
+            history=self.history,
+            message=message,
+            time_s=float(elapsed),
+            engine=self.engine.name,
+            dual=self.C * gamma,
+        )
