@@ -50,7 +50,8 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["skm_gamma", "skm_coeffs", "skm_phi", "skm_eta_tilde", "skm_value_grad"]
+__all__ = ["skm_gamma", "skm_coeffs", "skm_phi", "skm_eta_tilde", "skm_value_grad",
+           "skm_line_min"]
 
 
 @njit(cache=True)
@@ -182,6 +183,50 @@ def skm_eta_tilde(c, params, out):  # pragma: no cover - jitted
         r = sk - dk * g
         out[k] = r / (ak * ak * dk * g) if r > 0.0 else 0.0
     return g
+
+
+@njit(cache=True)
+def _line_slope(t, c0, w, q, lin, params, ct, d, u1, u2):  # pragma: no cover - jitted
+    M = c0.shape[0]
+    for k in range(M):
+        v = c0[k] + t * (2.0 * w[k] + t * q[k])
+        ct[k] = v if v > 0.0 else 0.0
+    skm_coeffs(ct, params, d, u1, u2)
+    g = -lin
+    for k in range(M):
+        g += d[k] * (w[k] + t * q[k])
+    return g
+
+
+@njit(cache=True)
+def skm_line_min(c0, w, q, lin, params, hi):  # pragma: no cover - jitted
+    r"""The minimizer over :math:`[0, hi]` of :math:`\Phi(c_0 + 2tw + t^2q) - t\,lin` (convex in t).
+
+    Along a line :math:`\alpha + t\,d` the forms are :math:`c_j(t) = c_j + 2tw_j + t^2q_j`
+    (:math:`w_j = (D(y)d)^\top K_jD(y)\alpha`, :math:`q_j = d^\top D(y)K_jD(y)d \ge 0`) and
+    :math:`G(\alpha + td) - G(\alpha) = \Phi(c(t)) - \Phi(c) - t\,e^\top d`, whose derivative is
+    :math:`\sum_j\eta_j(c(t))(w_j + tq_j) - e^\top d` (:math:`\eta = 2\partial\Phi/\partial c`),
+    increasing in t.  Bisection on its sign; 0 when it is not negative at 0.
+    """
+    M = c0.shape[0]
+    ct = np.empty(M)
+    d = np.empty(M)
+    u1 = np.empty(M)
+    u2 = np.empty(M)
+    if not _line_slope(0.0, c0, w, q, lin, params, ct, d, u1, u2) < 0.0:
+        return 0.0
+    if _line_slope(hi, c0, w, q, lin, params, ct, d, u1, u2) <= 0.0:
+        return hi
+    lo = 0.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if _line_slope(mid, c0, w, q, lin, params, ct, d, u1, u2) < 0.0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return lo
 
 
 @njit(cache=True)

@@ -275,6 +275,10 @@ class SkmSMO(Engine):
         stages, and check after convergence that they can stay out (§4.4).  A step
         then costs O(m_active n) instead of O(m n).  Precomputed banks only: with a
         kernel source (rows computed on the fly) every kernel stays in the loop.
+    extrapolate : bool
+        Start every stage from the last stage's solution moved, by an exact line search
+        on the new stage's :math:`G`, along the displacement of :math:`\alpha` over the
+        last stage (see :meth:`_Skm._extrapolate`).  Precomputed banks only.
     check_every, cache_mb, shrinking, parallel
         As for ``smo_mkl``.
     """
@@ -301,6 +305,9 @@ class SkmSMO(Engine):
         Param("remove_kernels", True,
               "leave out kernels with zero weight in two successive stages (checked at the end; "
               "precomputed banks)", type=bool),
+        Param("extrapolate", True,
+              "start each stage with an exact line search along the previous stage's "
+              "displacement of alpha (precomputed banks)", type=bool),
         Param("check_every", 0, "SMO steps between exact refreshes (0: automatic)", type=int,
               low=0),
         Param("cache_mb", 512.0, "LRU cache of kernel rows in MiB (kernels computed on the fly)",
@@ -379,6 +386,9 @@ class _Skm:
         self.mu = float(p["mu"])
         self.max_stages = int(p["max_stages"])
         self.sparsify = bool(p["sparsify"])
+        # the line search needs the bank (K_j D(y) d for the direction d)
+        self.extrapolate = bool(p["extrapolate"]) and not (
+            problem.extra and problem.extra.get("kernel_source") is not None)
         self.C = float(problem.C)
         self.U = 1.0 / self.C
         src = problem.extra.get("kernel_source") if problem.extra else None
@@ -416,6 +426,98 @@ class _Skm:
         else:
             with np.errstate(all="ignore"):
                 run._refresh()
+
+    def _extrapolate(self, run: _SkmRun, direction: np.ndarray) -> float:
+        r"""A line search on the current stage's :math:`G` along the last stage's displacement.
+
+        From one stage to the next the solution :math:`\alpha(\kappa)` moves along
+        the valley of :math:`G` where the active kernels keep :math:`J_j(\alpha)`
+        (nearly) equal.  Across the valley the curvature of :math:`G` grows like
+        :math:`1/\kappa^2`, so SMO's two-variable steps, which all cross it, follow
+        the valley only in tiny steps: the last stages took most of the SMO steps
+        on larger data sets while :math:`\alpha` hardly moved.  The displacement of
+        the previous stage, :math:`\alpha_k - \alpha_{k-1}`, points along the valley;
+        this step minimizes :math:`G` exactly along it (a one-dimensional convex
+        problem, by bisection on :math:`G'`, :func:`~mklkit_smo._skm.skm_line_min`).  The direction is made feasible first:
+        components that would leave :math:`[0, U]` at once, or before the minimizer,
+        are set to zero and :math:`y^\top d = 0` is restored on the free components,
+        so the step keeps the constraints.  SMO then solves the stage as before (a
+        descent step does not change what it converges to, nor its stopping test).
+        Needs the full (unshrunk) state and a precomputed bank.  Returns the step
+        length (0: none).
+        """
+        from ._skm import skm_line_min, skm_phi
+
+        beta = run.beta
+        U = self.U
+        y = run.z
+        c0 = np.ascontiguousarray(run.c, dtype=np.float64)
+        bpar = run.reg.bpar
+        pts = np.arange(run.N, dtype=np.int64)
+        interior = (beta > 0.0) & (beta < U)
+
+        def forms(D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            """w_j = (D(y)d)^T K_j D(y) alpha and q_j = d^T D(y) K_j D(y) d."""
+            gd = y * D
+            sv = np.ascontiguousarray(np.flatnonzero(gd), dtype=np.int64)
+            u = np.zeros_like(run.v)
+            run.smo.sync_precomputed(run.K, sv, np.ascontiguousarray(gd[sv]), pts, pts.size,
+                                     True, u)
+            return run.v[:, sv] @ gd[sv], u[:, sv] @ gd[sv]
+
+        def argmin(w: np.ndarray, q: np.ndarray, lin: float, hi: float) -> float:
+            return float(skm_line_min(c0, np.ascontiguousarray(w), np.ascontiguousarray(q), lin,
+                                      bpar, hi))
+
+        D = np.array(direction, dtype=np.float64)
+        D[~np.isfinite(D)] = 0.0
+        blocked = ((D > 0.0) & (beta >= U)) | ((D < 0.0) & (beta <= 0.0))
+        for _ in range(8):
+            D[blocked] = 0.0
+            free = (D != 0.0) & interior
+            r = float(y @ D)
+            if r != 0.0:
+                # y^T d = 0 again, by the least change on the free components
+                if not np.any(free):
+                    return 0.0
+                D[free] -= y[free] * (r / np.count_nonzero(free))
+            nz = D != 0.0
+            if not np.any(nz):
+                return 0.0
+            room = np.where(D > 0.0, U - beta, beta)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(nz, room / np.abs(D), math.inf)
+            tmax = float(np.min(ratio))
+            w, q = forms(D)
+            lin = float(np.sum(D))
+            # the minimizer along the line with the box ignored (G is defined there too)
+            t_line = argmin(w, q, lin, max(4.0 * tmax, 1.0) if tmax < math.inf else 1.0)
+            if t_line <= tmax or not t_line > 0.0:
+                break
+            # leave out the components that reach their bound before the minimizer
+            blocked = nz & (ratio < t_line)
+        else:
+            return 0.0
+        if not tmax > 0.0:
+            return 0.0
+        t = argmin(w, q, lin, min(tmax, t_line) if t_line > 0.0 else tmax)
+        if not t > 0.0:
+            return 0.0
+        ct = np.maximum(c0 + t * (2.0 * w + t * q), 0.0)
+        if not skm_phi(ct, bpar) - t * lin < skm_phi(c0, bpar):
+            return 0.0  # no decrease of G (rounding)
+        new = beta + t * D
+        hit = nz & (ratio <= t)
+        new[hit & (D > 0.0)] = U
+        new[hit & (D < 0.0)] = 0.0
+        new = np.clip(new, 0.0, U)
+        g0 = run.gamma.copy()
+        run.beta[:] = new
+        run.gamma[:] = y * new
+        run._sync(pts, g0)
+        with np.errstate(all="ignore"):
+            run._refresh()
+        return t
 
     def _inner(self, run: _SkmRun) -> int:
         """SMO on G until the pair conditions hold on the full problem; the smo stop code."""
@@ -553,13 +655,17 @@ class _Skm:
         status = Status.STALLED
         message = ""
         zero_before = np.zeros(self.M, dtype=bool)
+        ends: list[np.ndarray] = []
         eta = np.full(self.M, np.nan)
         ev: dict[str, float] = {}
         while True:
             stage += 1
             self._set_kappa(run, kappa, kept)
             run.eps = self._stage_tol(kappa, kept)
+            if self.extrapolate and kappa < 1.0 and len(ends) >= 2:
+                self._extrapolate(run, ends[-1] - ends[-2])
             stop = self._inner(run)
+            ends = [*ends[-1:], self._beta_full(run)]  # the last two stages' solutions
             viol = run._violation()
             v, c = self._full_state(run, kept)
             beta = run.beta.copy()

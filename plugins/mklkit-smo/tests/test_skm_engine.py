@@ -377,11 +377,11 @@ def test_lp_weights_give_the_smallest_eps2_of_opt3() -> None:
 
 
 def test_weights_from_the_lp_are_certified_again() -> None:
-    # specs/skm.yaml's problem: at kappa = 1/128 eta~(alpha) just misses eps2 = 1e-4, and
-    # the LP of (OPT3) on the eps1-active kernels certifies that alpha (no further stage);
-    # the result must then meet (OPT3) itself
+    # specs/skm.yaml's problem without the extrapolation between stages: at kappa = 1/128
+    # eta~(alpha) just misses eps2 = 1e-4, and the LP of (OPT3) on the eps1-active kernels
+    # certifies that alpha (no further stage); the result must then meet (OPT3) itself
     pb = load_spec(SPEC).prepare(progress=False).problem
-    res = _solve(pb, remove_kernels=False)
+    res = _solve(pb, remove_kernels=False, extrapolate=False)
     last = res.history[-1]
     srcs = [h["weights_from"] for h in res.history]
     assert srcs == ["eta_tilde"] * (len(srcs) - 1) + ["lp"]
@@ -415,6 +415,55 @@ def test_removing_zero_weight_kernels_gives_the_same_solution(sonar_small) -> No
     few = _solve(_small(sonar_small))
     assert few.history[-1]["n_active"] == 3
     assert all(h["n_kernels_in_loop"] == bank.n_kernels for h in few.history)
+
+
+def test_extrapolation_between_stages_keeps_the_solution_and_saves_steps(sonar_small) -> None:
+    # the line search along the last stage's displacement is a descent step on G that keeps
+    # the constraints: the same certified optimum, (OPT3) and gap as before, in fewer steps
+    pb = _small(sonar_small, 0.1)
+    plain = _solve(pb, extrapolate=False)
+    fast = _solve(pb)  # the default
+    assert SkmSMO().get_params()["extrapolate"] is True
+    assert plain.status == fast.status == Status.CONVERGED
+    assert fast.objective == pytest.approx(plain.objective, rel=1e-3)
+    last = fast.history[-1]
+    assert last["eps1_per_n"] <= 5e-4 and last["eps2"] <= 1e-4 and fast.gap <= 1e-3
+    assert fast.dual is not None and np.all(fast.dual * pb.y >= -1e-12)
+    assert np.all(fast.dual * pb.y <= 1.0 + 1e-12)  # C * alpha in [0, 1]
+    assert abs(float(np.sum(fast.dual))) <= 1e-9  # y^T alpha = 0 kept
+    assert fast.iterations <= plain.iterations
+
+
+def test_extrapolation_step_decreases_G_and_stays_feasible(sonar_small) -> None:
+    from mklkit_smo._skm import skm_value_grad
+    from mklkit_smo.skm import _Skm
+
+    pb = _small(sonar_small, 0.1)
+    eng = SkmSMO()
+    sk = _Skm(eng, pb, None)
+    kept = np.arange(pb.n_kernels)
+    run = sk._new_run(kept, None)
+    ends = []
+    for kappa in (1.0, 0.5, 0.25):
+        sk._set_kappa(run, kappa, kept)
+        run.eps = sk._stage_tol(kappa, kept)
+        sk._inner(run)
+        ends.append(sk._beta_full(run))
+    sk._set_kappa(run, 0.125, kept)
+    params = np.ascontiguousarray(run.reg.bpar)
+    grad = np.empty(pb.n_samples)
+    K = np.ascontiguousarray(pb.K)
+    before = skm_value_grad(run.beta.copy(), pb.y, K, params, grad)
+    t = sk._extrapolate(run, ends[-1] - ends[-2])
+    assert t > 0.0
+    after = skm_value_grad(run.beta.copy(), pb.y, K, params, grad)
+    assert after < before
+    assert np.all(run.beta >= 0.0) and np.all(run.beta <= sk.U)
+    assert abs(float(pb.y @ run.beta)) <= 1e-9 * sk.U * pb.n_samples
+    # v and c were brought up to date for the new alpha
+    g = pb.y * run.beta
+    np.testing.assert_allclose(run.v, np.einsum("mij,j->mi", K, g), atol=1e-9)
+    np.testing.assert_allclose(run.c, np.einsum("mi,i->m", run.v, g), rtol=1e-9)
 
 
 def test_kernels_on_the_fly_stay_in_the_loop(sonar_small) -> None:
