@@ -239,7 +239,7 @@ class SmoMKL(Engine):
         bad += bias_and_kernel_problems(problem, "SMO-MKL")
         if not bad:
             return None
-        return "smo_mkl cannot solve this problem: " + "; ".join(bad)
+        return "; ".join(bad)
 
     # -- solve ---------------------------------------------------------------
     def solve(
@@ -255,9 +255,7 @@ class SmoMKL(Engine):
         ValueError
             When :meth:`supports` gives a reason.
         """
-        reason = self.supports(problem)
-        if reason is not None:
-            raise ValueError(reason)
+        self.check_supported(problem)
         return _Run(self, problem, callback, warm_start).run()
 
 

@@ -330,7 +330,7 @@ class SkmSMO(Engine):
         bad += bias_and_kernel_problems(problem, "the SKM")
         if not bad:
             return None
-        return "skm_smo cannot solve this problem: " + "; ".join(bad)
+        return "; ".join(bad)
 
     def solve(self, problem: Problem, callback: Callback | None = None,
               warm_start: SolveResult | None = None) -> SolveResult:
@@ -341,9 +341,7 @@ class SkmSMO(Engine):
         ValueError
             When :meth:`supports` gives a reason.
         """
-        reason = self.supports(problem)
-        if reason is not None:
-            raise ValueError(reason)
+        self.check_supported(problem)
         return _Skm(self, problem, callback).run()
 
 

@@ -488,8 +488,9 @@ def test_supports_names_what_is_missing(sonar_small, registry) -> None:
     pb = Problem(K=bank.K, y=y, loss=logistic, regularizer=L1(), C=1.0, bias=False)
     why = eng.supports(pb)
     assert "not hinge" in why and "not l1_squared" in why and "no bias" in why
-    with pytest.raises(ValueError, match=r"skm_smo cannot solve this problem: the loss logistic"):
+    with pytest.raises(ValueError, match=r"engine 'skm_smo' cannot solve this problem: the loss logistic") as err:
         eng.solve(pb)
+    assert str(err.value).count("cannot solve") == 1
     assert eng.supports(_small(sonar_small)) is None
 
 
