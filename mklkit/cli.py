@@ -302,10 +302,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     import traceback
     from pathlib import Path
 
-    from .sweep import RESULTS, SweepTaskError, load_sweep, read_results, run_sweep
+    from .sweep import RESULTS, SweepTaskError, check_backend, load_sweep, read_results, run_sweep
 
     sweep = load_sweep(args.spec, args.overrides)
     if args.dry_run:
+        check_backend(sweep, args.workers, args.scheduler)
         sweep.check()
         _out(f"ok: {sweep.summary()}")
         return EXIT_OK

@@ -956,6 +956,15 @@ def _default_threads(workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, workers))
 
 
+def check_backend(sweep: Sweep, workers: int, scheduler: str | None) -> None:
+    """Reject a bad ``--workers``, or ``--workers`` beside ``--scheduler`` (:class:`SpecError`)."""
+    if scheduler is not None and workers != 1:
+        raise sweep.error("--workers", "a Dask scheduler runs the tasks on its own workers", workers,
+                          "--scheduler ADDRESS or --workers N, not both")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise sweep.error("--workers", "invalid value", workers, "an integer >= 1")
+
+
 def run_sweep(
     sweep: Sweep,
     out_dir: str | os.PathLike[str] | None = None,
@@ -1013,11 +1022,7 @@ def run_sweep(
     t_start = time.perf_counter()
     out = Path(out_dir) if out_dir is not None else sweep.output_dir
     key = out_key or ("--out" if out_dir is not None else "output.dir")
-    if scheduler is not None and workers != 1:
-        raise sweep.error("--workers", "a Dask scheduler runs the tasks on its own workers", workers,
-                          "--scheduler ADDRESS or --workers N, not both")
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise sweep.error("--workers", "invalid value", workers, "an integer >= 1")
+    check_backend(sweep, workers, scheduler)
     _check_out(sweep, out, resume, force, key)
     sweep.check()
     threads = 1 if scheduler is not None else (_default_threads(workers) if workers > 1 else None)

@@ -386,6 +386,16 @@ def test_workers_and_scheduler_are_exclusive(tmp_path):
         run_sweep(sw, tmp_path / "o", workers=2, scheduler="tcp://127.0.0.1:1")
 
 
+@pytest.mark.parametrize("extra", [[], ["--dry-run"]], ids=["run", "dry-run"])
+def test_cli_rejects_bad_workers(tmp_path, capsys, extra):
+    p = write_spec(tmp_path, grid(problem={"C": 1.0}))
+    code = main(["sweep", str(p), "--out", str(tmp_path / "o"), "--workers", "0", *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "--workers: invalid value" in err and "got 0" in err and "an integer >= 1" in err
+    assert not (tmp_path / "o").exists()
+
+
 def test_missing_dask_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
     sw = parse_sweep(grid(problem={"C": 1.0}), file="g.yaml")

@@ -46,7 +46,7 @@ from .bank import (
     expand_bank,
     format_bytes,
 )
-from .ops import ArrayBank, BankAccessError, GramBank
+from .ops import ArrayBank, GramBank
 
 __all__ = ["ShardedBank", "ShardLostError", "CommStats"]
 
