@@ -17,7 +17,11 @@ kernel-matrix entries m n^2).  Printed: seconds, SMO steps, stages, active
 kernels, the (OPT3) reached and the weights that certify it (``eta~``:
 the Moreau-Yosida weights of Appendix B, ``LP``: the LP of (OPT3) for the
 final alpha), the relative difference of the objectives, and least-squares
-exponents of time against m and n.
+exponents of time against m and n.  ``distinct``: the points the SMO loop works
+on (identical points -- same label, same row in every kernel -- are merged, see
+``SkmSMO``'s ``merge_identical``; ``--no-merge`` turns that off).  Times are the
+median of ``--repeat`` solves, after a warm-up that compiles everything and
+starts numba's threads.
 
 Run (the numbers depend on the machine; use ``nice`` on a shared one)::
 
@@ -81,16 +85,20 @@ def conic_time(K: np.ndarray, y: np.ndarray, C_paper: float) -> tuple[float, flo
     return time.perf_counter() - t0, float(prob.value)
 
 
-def run_case(K: np.ndarray, y: np.ndarray, conic: bool) -> dict:
+def run_case(K: np.ndarray, y: np.ndarray, conic: bool, repeat: int = 1, **options) -> dict:
+    """One solve (timed ``repeat`` times: the median is reported; the solver is deterministic)."""
     hinge = get_registry().create("loss", "hinge")
     pb = Problem(K=K, y=y, loss=hinge, regularizer=L1Squared(), C=1.0)
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        res = SkmSMO().solve(pb)
-    t = time.perf_counter() - t0
-    row = {"time": t, "status": str(res.status), "steps": res.iterations,
-           "stages": len(res.history), "active": int(np.sum(res.kernel_weights > 0)),
+    times = []
+    for _ in range(max(1, repeat)):
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            res = SkmSMO(**options).solve(pb)
+        times.append(time.perf_counter() - t0)
+    row = {"time": float(np.median(times)), "status": str(res.status), "steps": res.iterations,
+           "stages": len(res.history), "distinct": int(res.history[0]["n_points_in_loop"]),
+           "active": int(np.sum(res.kernel_weights > 0)),
            "gap": res.gap, "eps1n": res.history[-1]["eps1_per_n"],
            "eps2": res.history[-1]["eps2"], "conic": float("nan"), "rel": float("nan"),
            "weights": "LP" if res.history[-1].get("weights_from") == "lp" else "eta~"}
@@ -108,10 +116,12 @@ def slope(xs: list[float], ts: list[float]) -> float:
 
 def table(title: str, key: str, rows: list[tuple[int, dict]]) -> None:
     print(f"\n{title}")
-    print(f"{key:>6} {'SMO s':>8} {'steps':>9} {'stages':>6} {'active':>6} {'gap':>9} "
+    print(f"{key:>6} {'distinct':>8} {'SMO s':>8} {'steps':>9} {'stages':>6} {'active':>6} "
+          f"{'gap':>9} "
           f"{'eps1/n':>9} {'eps2':>9} {'eta':>4} {'Clarabel s':>10} {'rel diff':>9} status")
     for x, r in rows:
-        print(f"{x:>6d} {r['time']:>8.2f} {r['steps']:>9d} {r['stages']:>6d} {r['active']:>6d} "
+        print(f"{x:>6d} {r['distinct']:>8d} {r['time']:>8.3f} {r['steps']:>9d} {r['stages']:>6d} "
+              f"{r['active']:>6d} "
               f"{r['gap']:>9.2e} {r['eps1n']:>9.2e} {r['eps2']:>9.2e} {r['weights']:>4} "
               f"{r['conic']:>10.2f} {r['rel']:>9.1e} {r['status']}")
     xs = [x for x, _ in rows]
@@ -135,17 +145,32 @@ def a9a(n_max: int) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(X[idx].todense(), dtype=np.float64), y[idx].astype(np.float64)
 
 
+def warm_up() -> None:
+    """Compile (cached on disk after the first run), start numba's threads: outside the timings."""
+    from mklkit_smo import _smo
+
+    Xw = standardize(load_builtin("wbc").X[:60])
+    run_case(gaussian_bank(Xw, 2, 3), load_builtin("wbc").y[:60].astype(float), False)
+    Xa, ya = a9a(300)  # identical points: the merged path
+    run_case(gaussian_bank(Xa, 2, 12), ya, False)
+    pts = np.arange(4, dtype=np.int64)
+    _smo.sync_precomputed_parallel(np.ones((2, 4, 4)), pts, np.ones(4), pts, 4, False,
+                                   np.zeros((2, 4)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes only")
     ap.add_argument("--conic-max", type=float, default=None,
                     help="largest m n^2 solved by cvxpy + Clarabel (default 2e6, quick 1e6)")
     ap.add_argument("--sets", nargs="+", default=["ionosphere", "wbc", "adult"])
+    ap.add_argument("--repeat", type=int, default=3, help="timed solves per case (median)")
+    ap.add_argument("--no-merge", action="store_true",
+                    help="solve on all points (merge_identical=False), for comparison")
     args = ap.parse_args()
     conic_max = args.conic_max or (1e6 if args.quick else 2e6)
-    # compile (cached on disk after the first run) outside the timings
-    Xw = standardize(load_builtin("wbc").X[:60])
-    run_case(gaussian_bank(Xw, 2, 3), load_builtin("wbc").y[:60].astype(float), False)
+    opts = {"merge_identical": False} if args.no_merge else {}
+    warm_up()
     for name, ms in (("ionosphere", [6, 12, 24, 48, 96, 192]), ("wbc", [3, 6, 12, 24, 48, 96])):
         if name not in args.sets:
             continue
@@ -157,7 +182,7 @@ def main() -> None:
         rows = []
         for m in ms:
             K = gaussian_bank(X, m, 3)
-            rows.append((m, run_case(K, y, m * len(y) ** 2 <= conic_max)))
+            rows.append((m, run_case(K, y, m * len(y) ** 2 <= conic_max, args.repeat, **opts)))
         table(f"{name}, n = {len(y)}: time against m", "m", rows)
     if "adult" in args.sets:
         ns = [450, 750, 1100, 1605, 2265, 3185, 4781, 6212]
@@ -166,7 +191,7 @@ def main() -> None:
         rows = []
         for n in ns:
             K = gaussian_bank(Xa[:n], 4, 12)
-            rows.append((n, run_case(K, ya[:n], 4 * n * n <= conic_max)))
+            rows.append((n, run_case(K, ya[:n], 4 * n * n <= conic_max, args.repeat, **opts)))
             del K
         table("adult (a9a nested subsets), m = 4: time against n", "n", rows)
 

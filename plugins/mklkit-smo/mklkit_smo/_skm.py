@@ -48,10 +48,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 __all__ = ["skm_gamma", "skm_coeffs", "skm_phi", "skm_eta_tilde", "skm_value_grad",
-           "skm_line_min"]
+           "skm_line_min", "identical_groups", "sub_bank"]
 
 
 @njit(cache=True)
@@ -261,3 +261,57 @@ def skm_value_grad(alpha, y, K, params, grad):  # pragma: no cover - jitted
             f += eta[k] * v[k, i]
         grad[i] = y[i] * f - 1.0
     return skm_phi(c, params) - np.sum(alpha)
+
+
+@njit(cache=True)
+def _same_point(K, p, q, rtol):  # pragma: no cover - jitted
+    """Points p and q coincide in every kernel's feature space (up to ``rtol``)."""
+    for k in range(K.shape[0]):
+        s = K[k, p, p] + K[k, q, q]
+        if not K[k, p, p] + K[k, q, q] - 2.0 * K[k, p, q] <= rtol * s:
+            return False
+    return True
+
+
+@njit(cache=True)
+def identical_groups(K, y, order, h, htol, rtol, group):  # pragma: no cover - jitted
+    """``group[p]``: the first point identical to p (itself when none comes before).
+
+    ``order`` sorts the points by label, then by the signature ``h`` (sorted
+    alongside); points are compared only inside runs of one label whose
+    consecutive signatures differ by at most ``htol``, each with the runs'
+    representatives, by :func:`_same_point`.
+    """
+    N = order.shape[0]
+    for a in range(N):
+        group[order[a]] = -1
+    start = 0
+    while start < N:
+        end = start + 1
+        while (end < N and y[order[end]] == y[order[start]]
+               and h[end] - h[end - 1] <= htol):
+            end += 1
+        for a in range(start, end):
+            p = order[a]
+            if group[p] >= 0:
+                continue
+            group[p] = p
+            for b in range(a + 1, end):
+                q = order[b]
+                if group[q] < 0 and _same_point(K, p, q, rtol):
+                    group[q] = p
+        start = end
+
+
+@njit(cache=True, parallel=True)
+def sub_bank(K, idx):  # pragma: no cover - jitted
+    """``K[:, idx][:, :, idx]`` in one pass (rows read in order, no intermediate copy)."""
+    M = K.shape[0]
+    G = idx.shape[0]
+    out = np.empty((M, G, G))
+    for k in range(M):
+        for a in prange(G):
+            row = K[k, idx[a]]
+            for b in range(G):
+                out[k, a, b] = row[idx[b]]
+    return out

@@ -5,7 +5,9 @@ Everything here works on float64/int64 arrays; the engine
 
 The dual
 --------
-Variables :math:`\beta \in [0, U]^n` with labels :math:`z_t = \pm 1`, linear
+Variables :math:`0 \le \beta_t \le u_t` (the array ``ub``: :math:`U` each, or
+:math:`U` times the number of identical points a variable stands for) with labels
+:math:`z_t = \pm 1`, linear
 coefficients :math:`e_t` and a point index :math:`\pi(t)`.  Classification
 (SMO-MKL eq. 9): :math:`n = N`, :math:`z = y`, :math:`e = 1`.  ε-regression
 (§5.3, :math:`\alpha = \alpha^+ - \alpha^-`): :math:`n = 2N`,
@@ -72,6 +74,7 @@ __all__ = [
     "smo_chunk",
     "refresh",
     "sync_precomputed",
+    "sync_precomputed_parallel",
     "sync_features",
     "compute_row_cols",
     "reg_coeffs",
@@ -115,7 +118,7 @@ IP_PARALLEL = 4
 IP_NBLOCKS = 5
 IP_LEN = 6
 # fpar layout
-FP_U = 0
+FP_U = 0  # the box's U (the loop itself reads the per-variable bounds ``ub``)
 FP_EPS = 1
 FP_Q = 2
 FP_LAM = 3
@@ -727,6 +730,40 @@ def refresh(reg_mode, nb, par, exact_c, fpar, bpar, gamma, finv, diag, nck, dcon
 
 
 @njit(cache=True)
+def _all_points(pts, npts, N):  # pragma: no cover - jitted
+    """``pts[:npts]`` is 0, 1, ..., N-1."""
+    if npts != N:
+        return False
+    for jj in range(npts):
+        if pts[jj] != jj:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _sync_kernel(k, K, sv, gsv, pts, npts, add, dense, v):  # pragma: no cover - jitted
+    """:func:`sync_precomputed` for kernel k (``dense``: pts are all points, in order)."""
+    if dense:
+        if not add:
+            v[k, :] = 0.0
+        for r in range(sv.shape[0]):
+            i = sv[r]
+            gi = gsv[r]
+            for j in range(npts):
+                v[k, j] += gi * K[k, i, j]
+        return
+    if not add:
+        for jj in range(npts):
+            v[k, pts[jj]] = 0.0
+    for r in range(sv.shape[0]):
+        i = sv[r]
+        gi = gsv[r]
+        for jj in range(npts):
+            j = pts[jj]
+            v[k, j] += gi * K[k, i, j]
+
+
+@njit(cache=True)
 def sync_precomputed(K, sv, gsv, pts, npts, add, v):  # pragma: no cover - jitted
     """v_k[j] (+)= sum_r gsv_r K_k[sv_r, j] at the points j = pts[:npts].
 
@@ -734,17 +771,17 @@ def sync_precomputed(K, sv, gsv, pts, npts, add, v):  # pragma: no cover - jitte
     gamma) or as an update (``add`` True: ``gsv`` the changes of gamma since
     ``v`` was last exact at those points).
     """
-    M = v.shape[0]
-    for k in range(M):
-        if not add:
-            for jj in range(npts):
-                v[k, pts[jj]] = 0.0
-        for r in range(sv.shape[0]):
-            i = sv[r]
-            gi = gsv[r]
-            for jj in range(npts):
-                j = pts[jj]
-                v[k, j] += gi * K[k, i, j]
+    dense = _all_points(pts, npts, v.shape[1])
+    for k in range(v.shape[0]):
+        _sync_kernel(k, K, sv, gsv, pts, npts, add, dense, v)
+
+
+@njit(cache=True, parallel=True)
+def sync_precomputed_parallel(K, sv, gsv, pts, npts, add, v):  # pragma: no cover - jitted
+    """:func:`sync_precomputed` with the kernels shared out among the threads."""
+    dense = _all_points(pts, npts, v.shape[1])
+    for k in prange(v.shape[0]):
+        _sync_kernel(k, K, sv, gsv, pts, npts, add, dense, v)
 
 
 @njit(cache=True)
@@ -778,7 +815,7 @@ _CHUNK_SIG = types.void(
     _I1, _I1, _F2, _I1, _I1, _F2, _F2,   # g_fptr, g_feat, g_sqn, k_group, k_fam, k_par, k_pn
     _F1, _F2,                            # xi (D,), acc (G, N)
     _F3, _I1, _I1, _I1,                  # cache, slot_of, point_of, stamp
-    _F1, _F1, _F1, _I1, _I1, _I1,        # beta, z, e, pt, var_pos, var_neg
+    _F1, _F1, _F1, _F1, _I1, _I1, _I1,   # beta, z, e, ub, pt, var_pos, var_neg
     _F1, _F1, _F2, _F1, _F1, _F1, _F1,   # gconst, gamma, v, c, d, u1, u2
     _F1, _F1, _F1, _F1, _F1, _F1,        # F, Dg, Z1, V2, X2, Ri
     _F1, _F1, _F1,                       # a, w, ct (M work)
@@ -789,8 +826,9 @@ _CHUNK_SIG = types.void(
 @njit(_CHUNK_SIG, cache=True)
 def smo_chunk(ipar, fpar, bpar, finv, K, diag, nck, dconst, cmap, xr_ptr, xr_idx, xr_val, xc_ptr,
               xc_idx, xc_val, g_fptr, g_feat, g_sqn, k_group, k_fam, k_par, k_pn, xi, acc, cache,
-              slot_of, point_of, stamp, beta, z, e, pt, var_pos, var_neg, gconst, gamma, v, c, d,
-              u1, u2, F, Dg, Z1, V2, X2, Ri, a, w, ct, istate, fout):  # pragma: no cover - jitted
+              slot_of, point_of, stamp, beta, z, e, ub, pt, var_pos, var_neg, gconst, gamma, v, c,
+              d, u1, u2, F, Dg, Z1, V2, X2, Ri, a, w, ct, istate,
+              fout):  # pragma: no cover - jitted
     """Run up to ``ipar[IP_MAX_STEPS]`` SMO steps on the variables ``beta``.
 
     Points are *positions* ``0..n_points-1`` (``v.shape[1]``); ``cmap`` maps them
@@ -805,7 +843,6 @@ def smo_chunk(ipar, fpar, bpar, finv, K, diag, nck, dconst, cmap, xr_ptr, xr_idx
     analytic = ipar[IP_ANALYTIC] != 0
     par = ipar[IP_PARALLEL] != 0
     nb = ipar[IP_NBLOCKS]
-    U = fpar[FP_U]
     eps = fpar[FP_EPS]
     q = fpar[FP_Q]
     lam = fpar[FP_LAM]
@@ -827,11 +864,11 @@ def smo_chunk(ipar, fpar, bpar, finv, K, diag, nck, dconst, cmap, xr_ptr, xr_idx
         for t in range(n):
             s = z[t] * e[t] - F[pt[t]]
             if z[t] > 0.0:
-                up = beta[t] < U
+                up = beta[t] < ub[t]
                 low = beta[t] > 0.0
             else:
                 up = beta[t] > 0.0
-                low = beta[t] < U
+                low = beta[t] < ub[t]
             if up and s > gmax:
                 gmax = s
                 i = t
@@ -868,7 +905,7 @@ def smo_chunk(ipar, fpar, bpar, finv, K, diag, nck, dconst, cmap, xr_ptr, xr_idx
             if z[t] > 0.0:
                 low = beta[t] > 0.0
             else:
-                low = beta[t] < U
+                low = beta[t] < ub[t]
             if not low:
                 continue
             J = pt[t]
@@ -900,8 +937,8 @@ def smo_chunk(ipar, fpar, bpar, finv, K, diag, nck, dconst, cmap, xr_ptr, xr_idx
             a[k] = ak if ak > 0.0 else 0.0
             w[k] = v[k, Ii] - v[k, Ij]
         lin = z[i] * e[i] - z[j] * e[j]
-        hi_i = U - beta[i] if z[i] > 0.0 else beta[i]
-        hi_j = beta[j] if z[j] > 0.0 else U - beta[j]
+        hi_i = ub[i] - beta[i] if z[i] > 0.0 else beta[i]
+        hi_j = beta[j] if z[j] > 0.0 else ub[j] - beta[j]
         thi = min(hi_i, hi_j)
         tstep = solve_pair(reg_mode, analytic, lin, a, w, c, thi, q, lam, fd0, bpar, finv, ct, d,
                            u1, u2, counter)
@@ -923,11 +960,11 @@ def smo_chunk(ipar, fpar, bpar, finv, K, diag, nck, dconst, cmap, xr_ptr, xr_idx
         bj = beta[j] - z[j] * tstep
         if tstep >= thi:
             if hi_i <= hi_j:
-                bi = U if z[i] > 0.0 else 0.0
+                bi = ub[i] if z[i] > 0.0 else 0.0
             if hi_j <= hi_i:
-                bj = 0.0 if z[j] > 0.0 else U
-        beta[i] = min(max(bi, 0.0), U)
-        beta[j] = min(max(bj, 0.0), U)
+                bj = 0.0 if z[j] > 0.0 else ub[j]
+        beta[i] = min(max(bi, 0.0), ub[i])
+        beta[j] = min(max(bj, 0.0), ub[j])
         gI = gconst[Ii]
         if var_pos[Ii] >= 0:
             gI += z[var_pos[Ii]] * beta[var_pos[Ii]]

@@ -287,9 +287,9 @@ class _View:
     point), with ``gconst`` the part of gamma owed to variables left out.
     """
 
-    __slots__ = ("avar", "cmap", "beta", "z", "e", "pt", "var_pos", "var_neg", "gconst", "gamma",
-                 "v", "diag", "F", "Dg", "Z1", "V2", "X2", "Ri", "rows_mode", "cache", "slot_of",
-                 "point_of", "stamp")
+    __slots__ = ("avar", "cmap", "beta", "z", "e", "ub", "pt", "var_pos", "var_neg", "gconst",
+                 "gamma", "v", "diag", "F", "Dg", "Z1", "V2", "X2", "Ri", "rows_mode", "cache",
+                 "slot_of", "point_of", "stamp")
 
     @property
     def n_points(self) -> int:
@@ -344,6 +344,7 @@ class _Run:
             self.var_pos = np.arange(N, dtype=np.int64)
             self.var_neg = np.arange(N, 2 * N, dtype=np.int64)
         self.n = n
+        self.ub = np.full(n, self.U)  # per-variable upper bounds (see set_multiplicity)
         self.beta = np.zeros(n)
         self.gamma = np.zeros(N)
         self.v = np.zeros((M, N))
@@ -372,7 +373,7 @@ class _Run:
         self.n_syncs = 0
         import numba
 
-        threads = numba.get_num_threads()
+        threads = self.threads = numba.get_num_threads()
         mode = p["parallel"]
         self.par = threads > 1 and (mode == "on" or (mode == "auto" and M * N >= _PARALLEL_WORK))
         self.nb = int(max(1, min(4 * threads, N // 16))) if self.par else 1
@@ -440,8 +441,8 @@ class _Run:
         w = _View()
         w.avar = np.arange(self.n, dtype=np.int64)
         w.cmap = np.arange(self.N, dtype=np.int64)
-        for name in ("beta", "z", "e", "pt", "var_pos", "var_neg", "gamma", "v", "diag", "F", "Dg",
-                     "Z1", "V2", "X2", "Ri"):
+        for name in ("beta", "z", "e", "ub", "pt", "var_pos", "var_neg", "gamma", "v", "diag", "F",
+                     "Dg", "Z1", "V2", "X2", "Ri"):
             setattr(w, name, getattr(self, name))
         w.gconst = np.zeros(self.N)
         if self.source is None:
@@ -470,6 +471,7 @@ class _Run:
         w.beta = np.ascontiguousarray(self.beta[avar])
         w.z = np.ascontiguousarray(self.z[avar])
         w.e = np.ascontiguousarray(self.e[avar])
+        w.ub = np.ascontiguousarray(self.ub[avar])
         w.pt = np.ascontiguousarray(ipos[self.pt[avar]])
         w.var_pos = np.ascontiguousarray(vpos[self.var_pos[apt]])
         neg = self.var_neg[apt]
@@ -535,7 +537,10 @@ class _Run:
                 return
         add = since is not None
         if self.source is None:
-            self.smo.sync_precomputed(self.K, sv, gsv, pts, pts.size, add, self.v)
+            if self.threads > 1 and self.M > 1 and self.M * pts.size * sv.size >= _PARALLEL_WORK:
+                self.smo.sync_precomputed_parallel(self.K, sv, gsv, pts, pts.size, add, self.v)
+            else:
+                self.smo.sync_precomputed(self.K, sv, gsv, pts, pts.size, add, self.v)
         else:
             p = self.prog
             row = np.empty((self.M, pts.size))
@@ -568,10 +573,10 @@ class _Run:
             getattr(self, name)[w.cmap] = getattr(w, name)
 
     def _scores(self, act: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        z, b, U = self.z[act], self.beta[act], self.U
+        z, b, u = self.z[act], self.beta[act], self.ub[act]
         S = z * self.e[act] - self.F[self.pt[act]]
-        up = np.where(z > 0, b < U, b > 0)
-        low = np.where(z > 0, b > 0, b < U)
+        up = np.where(z > 0, b < u, b > 0)
+        low = np.where(z > 0, b > 0, b < u)
         return S, up, low
 
     def _violation(self) -> float:
@@ -660,7 +665,7 @@ class _Run:
                 self.dconst, w.cmap, p["xr_ptr"], p["xr_idx"], p["xr_val"], p["xc_ptr"],
                 p["xc_idx"], p["xc_val"], p["g_fptr"], p["g_feat"], p["g_sqn"], p["k_group"],
                 p["k_fam"], p["k_par"], p["k_pn"], self.xi, self.acc, w.cache, w.slot_of,
-                w.point_of, w.stamp, w.beta, w.z, w.e, w.pt, w.var_pos, w.var_neg, w.gconst,
+                w.point_of, w.stamp, w.beta, w.z, w.e, w.ub, w.pt, w.var_pos, w.var_neg, w.gconst,
                 w.gamma, w.v, self.c, self.d, self.u1, self.u2, w.F, w.Dg, w.Z1, w.V2, w.X2, w.Ri,
                 self.wa, self.ww, self.wc, self.istate, self.fout)
         return (int(self.istate[smo.IS_STEPS]), int(self.istate[smo.IS_STOP]),

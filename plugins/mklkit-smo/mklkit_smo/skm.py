@@ -44,6 +44,14 @@ the (ε1, ε2)-optimality conditions (OPT3) of the target SKM are checked for
 way.  The solve stops when they hold and the certified relative duality gap
 :math:`(P - D)/|P|` is at most ``tol``.
 
+Identical points
+----------------
+Points with the same label and the same row in every kernel enter the dual only
+through the sum of their :math:`\alpha_i`; by default (``merge_identical``) the
+SMO loop runs on the distinct points, each group one variable in
+:math:`[0, kU]` (:class:`MergedPoints`), and once that problem is solved its last
+stage is run again on all points, where (OPT3) and the gap are certified.
+
 Reported values
 ---------------
 ``objective`` is :math:`C\cdot P` at :math:`w_j = \eta_j\sum_i\alpha_iy_i\phi_j(x_i)`
@@ -71,7 +79,8 @@ from mklkit.result import ConvergenceWarning, SolveResult, Status
 from .engine import _Reg, _Run, _describe, bias_and_kernel_problems
 from .regularizer import L1Squared
 
-__all__ = ["SkmSMO", "opt3", "sparsify_weights", "lanckriet_problem", "lanckriet_weights"]
+__all__ = ["SkmSMO", "MergedPoints", "opt3", "sparsify_weights", "lanckriet_problem",
+           "lanckriet_weights"]
 
 logger = logging.getLogger(__name__)
 
@@ -246,6 +255,97 @@ def lanckriet_weights(result: SolveResult, d: np.ndarray, c: float = 1.0) -> np.
 
 
 # ---------------------------------------------------------------------------
+# identical points
+# ---------------------------------------------------------------------------
+#: Two points are merged when their squared distance in every kernel's feature space,
+#: K_pp + K_qq - 2 K_pq, is at most this fraction of K_pp + K_qq (rounding level).
+_IDENTICAL_RTOL = 1e-12
+
+
+class MergedPoints:
+    r"""The SKM's dual on the distinct points: identical points merged (exact).
+
+    Points :math:`p, q` with the same label and :math:`\phi_j(x_p) = \phi_j(x_q)`
+    for every kernel have equal rows in every :math:`K_j`, so (D_K) and its
+    Moreau-Yosida regularization depend on :math:`\alpha_p, \alpha_q` only through
+    :math:`\alpha_p + \alpha_q` (in :math:`e^\top\alpha`, :math:`y^\top\alpha` and
+    :math:`K_jD(y)\alpha`).  A group of :math:`k` identical points is one variable
+    in :math:`[0, kU]`; spreading its value over the members (:meth:`expand`) gives a
+    point of the original dual with the same value, the same scores :math:`S_p` and
+    the same pair conditions.  Binary or categorical features make such
+    groups common (Adult: 6212 points, 1759 distinct).
+
+    Attributes
+    ----------
+    rep : ndarray (G,)
+        The first point of each group.
+    of : ndarray (N,)
+        The group of every point.
+    count : ndarray (G,)
+        Group sizes (float64).
+    K : ndarray (M, G, G)
+        The bank on the representatives.
+    y : ndarray (G,)
+    """
+
+    def __init__(self, K: np.ndarray, y: np.ndarray, group: np.ndarray) -> None:
+        rep, of, count = np.unique(group, return_inverse=True, return_counts=True)
+        self.rep = rep.astype(np.int64)
+        self.of = of.astype(np.int64)
+        self.count = count.astype(np.float64)
+        from ._skm import sub_bank
+
+        self.K = sub_bank(K, self.rep)
+        self.y = np.ascontiguousarray(y[self.rep], dtype=np.float64)
+
+    @classmethod
+    def find(cls, K: np.ndarray, y: np.ndarray, probes: int = 8,
+             seed: int = 0) -> "MergedPoints | None":
+        """Group the identical points of the bank ``K`` (None when all points are distinct).
+
+        Candidates share a label and a signature -- a random combination of each
+        kernel's diagonal and a few of its columns, equal for identical points --
+        and are confirmed by their distances in every kernel (``_IDENTICAL_RTOL``).
+        O(M N (probes + 1)) for the signatures plus O(M) per comparison.
+        """
+        from ._skm import identical_groups
+
+        M, N = K.shape[0], K.shape[1]
+        rng = np.random.default_rng(seed)
+        cols = np.sort(rng.choice(N, min(probes, N), replace=False))
+        w = rng.standard_normal((M, cols.size + 1))
+        h = np.zeros(N)
+        scale = 0.0
+        for k in range(M):
+            dk = np.diagonal(K[k])
+            h += K[k][:, cols] @ w[k, :-1] + dk * w[k, -1]
+            scale += float(np.sum(np.abs(w[k]))) * float(np.max(np.abs(dk), initial=0.0))
+        yy = np.ascontiguousarray(y, dtype=np.float64)
+        order = np.lexsort((h, yy)).astype(np.int64)
+        group = np.empty(N, dtype=np.int64)
+        identical_groups(K, yy, order, np.ascontiguousarray(h[order]), 1e-9 * max(scale, 1e-300),
+                         _IDENTICAL_RTOL, group)
+        if np.all(group == np.arange(N)):
+            return None
+        return cls(K, yy, group)
+
+    def expand(self, beta: np.ndarray, U: float) -> np.ndarray:
+        """Dual variables of the original points: each group's value filled into its points in turn.
+
+        The members of a group get :math:`U` each until its value is used up, one of
+        them the remainder and the rest 0 -- as few support vectors as possible.  All
+        members have the same score, so the pair conditions do not change.
+        """
+        order = np.argsort(self.of, kind="stable")
+        g = self.of[order]
+        first = np.searchsorted(g, g)  # position of each group's first point in ``order``
+        rank = np.arange(g.size) - first
+        out = np.empty(g.size)
+        out[order] = np.clip(beta[g] - rank * U, 0.0, U)
+        return out
+
+
+# ---------------------------------------------------------------------------
 # the engine
 # ---------------------------------------------------------------------------
 class SkmSMO(Engine):
@@ -279,6 +379,11 @@ class SkmSMO(Engine):
         Start every stage from the last stage's solution moved, by an exact line search
         on the new stage's :math:`G`, along the displacement of :math:`\alpha` over the
         last stage (see :meth:`_Skm._extrapolate`).  Precomputed banks only.
+    merge_identical : bool
+        Solve on the distinct points: points with the same label and the same row in
+        every kernel are one variable with a box :math:`n_g` times as large
+        (:class:`MergedPoints`, exact); the last stage is then run and checked again on
+        all points.  Precomputed banks only.
     check_every, cache_mb, shrinking, parallel
         As for ``smo_mkl``.
     """
@@ -308,6 +413,9 @@ class SkmSMO(Engine):
         Param("extrapolate", True,
               "start each stage with an exact line search along the previous stage's "
               "displacement of alpha (precomputed banks)", type=bool),
+        Param("merge_identical", True,
+              "solve on the distinct points (identical points merged, exact); the last stage is "
+              "checked on all points (precomputed banks)", type=bool),
         Param("check_every", 0, "SMO steps between exact refreshes (0: automatic)", type=int,
               low=0),
         Param("cache_mb", 512.0, "LRU cache of kernel rows in MiB (kernels computed on the fly)",
@@ -396,14 +504,24 @@ class _Skm:
         self.steps = 0
         self.t0 = time.perf_counter()
         self.history: list[dict[str, Any]] = []
+        self.merged: MergedPoints | None = None
+        if bool(p["merge_identical"]) and src is None:
+            self.merged = MergedPoints.find(problem.K, problem.y)
+            if self.merged is not None:
+                logger.info("skm_smo: %d points, %d distinct", problem.n_samples,
+                            self.merged.rep.size)
 
     # -- one stage ---------------------------------------------------------------
     def _new_run(self, kept: np.ndarray, beta: np.ndarray | None) -> _SkmRun:
         pb = self.problem
-        if kept.size < self.M:
-            pb = Problem(K=pb.K[kept], y=pb.y, loss=pb.loss, regularizer=pb.regularizer, C=pb.C,
-                         bias=pb.bias)
+        mp = self.merged
+        K, y = (mp.K, mp.y) if mp is not None else (pb.K, pb.y)
+        if kept.size < self.M or mp is not None:
+            pb = Problem(K=K[kept] if kept.size < self.M else K, y=y, loss=pb.loss,
+                         regularizer=pb.regularizer, C=pb.C, bias=pb.bias)
         run = _SkmRun(_Options(self.engine), pb, None, None)
+        if mp is not None:
+            run.ub[:] = self.U * mp.count
         if beta is not None and np.any(beta):
             run.beta[:] = beta
             run.gamma[:] = run.z * beta
@@ -444,32 +562,13 @@ class _Skm:
         Needs the full (unshrunk) state and a precomputed bank.  Returns the step
         length (0: none).
         """
-        from ._skm import skm_line_min, skm_phi
-
         beta = run.beta
-        U = self.U
+        ub = run.ub
         y = run.z
-        c0 = np.ascontiguousarray(run.c, dtype=np.float64)
-        bpar = run.reg.bpar
-        pts = np.arange(run.N, dtype=np.int64)
-        interior = (beta > 0.0) & (beta < U)
-
-        def forms(D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            """w_j = (D(y)d)^T K_j D(y) alpha and q_j = d^T D(y) K_j D(y) d."""
-            gd = y * D
-            sv = np.ascontiguousarray(np.flatnonzero(gd), dtype=np.int64)
-            u = np.zeros_like(run.v)
-            run.smo.sync_precomputed(run.K, sv, np.ascontiguousarray(gd[sv]), pts, pts.size,
-                                     True, u)
-            return run.v[:, sv] @ gd[sv], u[:, sv] @ gd[sv]
-
-        def argmin(w: np.ndarray, q: np.ndarray, lin: float, hi: float) -> float:
-            return float(skm_line_min(c0, np.ascontiguousarray(w), np.ascontiguousarray(q), lin,
-                                      bpar, hi))
-
+        interior = (beta > 0.0) & (beta < ub)
         D = np.array(direction, dtype=np.float64)
         D[~np.isfinite(D)] = 0.0
-        blocked = ((D > 0.0) & (beta >= U)) | ((D < 0.0) & (beta <= 0.0))
+        blocked = ((D > 0.0) & (beta >= ub)) | ((D < 0.0) & (beta <= 0.0))
         for _ in range(8):
             D[blocked] = 0.0
             free = (D != 0.0) & interior
@@ -482,37 +581,78 @@ class _Skm:
             nz = D != 0.0
             if not np.any(nz):
                 return 0.0
-            room = np.where(D > 0.0, U - beta, beta)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where(nz, room / np.abs(D), math.inf)
-            tmax = float(np.min(ratio))
-            w, q = forms(D)
-            lin = float(np.sum(D))
+            tmax = self._room(run, D)
+            w, q = self._forms(run, D)
             # the minimizer along the line with the box ignored (G is defined there too)
-            t_line = argmin(w, q, lin, max(4.0 * tmax, 1.0) if tmax < math.inf else 1.0)
+            t_line = self._line_min(run, w, q, D, max(4.0 * tmax, 1.0)
+                                    if tmax < math.inf else 1.0)
             if t_line <= tmax or not t_line > 0.0:
                 break
             # leave out the components that reach their bound before the minimizer
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(nz, np.where(D > 0.0, ub - beta, beta) / np.abs(D), math.inf)
             blocked = nz & (ratio < t_line)
         else:
             return 0.0
         if not tmax > 0.0:
             return 0.0
-        t = argmin(w, q, lin, min(tmax, t_line) if t_line > 0.0 else tmax)
+        t = self._line_min(run, w, q, D, min(tmax, t_line) if t_line > 0.0 else tmax)
+        return self._take_step(run, D, t, w, q)
+
+    # -- steps along a direction d (beta space, y^T d = 0) ----------------------------
+    @staticmethod
+    def _room(run: _SkmRun, D: np.ndarray) -> float:
+        """The largest t with beta + t d in the box."""
+        nz = D != 0.0
+        if not np.any(nz):
+            return math.inf
+        room = np.where(D[nz] > 0.0, run.ub[nz] - run.beta[nz], run.beta[nz])
+        return float(np.min(room / np.abs(D[nz])))
+
+    @staticmethod
+    def _forms(run: _SkmRun, D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """w_j = (D(y)d)^T K_j D(y) alpha and q_j = d^T D(y) K_j D(y) d (O(m |d|^2))."""
+        gd = run.z * D
+        sv = np.ascontiguousarray(np.flatnonzero(gd), dtype=np.int64)
+        u = np.zeros_like(run.v)
+        run.smo.sync_precomputed(run.K, sv, np.ascontiguousarray(gd[sv]), sv, sv.size, True, u)
+        return run.v[:, sv] @ gd[sv], u[:, sv] @ gd[sv]
+
+    @staticmethod
+    def _line_min(run: _SkmRun, w: np.ndarray, q: np.ndarray, D: np.ndarray,
+                  hi: float) -> float:
+        """The minimizer of G along d over [0, hi] (bisection on G', convex)."""
+        from ._skm import skm_line_min
+
+        return float(skm_line_min(np.ascontiguousarray(run.c, dtype=np.float64),
+                                  np.ascontiguousarray(w), np.ascontiguousarray(q),
+                                  float(np.sum(D)), run.reg.bpar, hi))
+
+    @staticmethod
+    def _take_step(run: _SkmRun, D: np.ndarray, t: float, w: np.ndarray, q: np.ndarray) -> float:
+        """alpha += t d (components reaching a bound snapped to it) when G decreases; t or 0."""
+        from ._skm import skm_phi
+
         if not t > 0.0:
             return 0.0
+        c0 = np.ascontiguousarray(run.c, dtype=np.float64)
         ct = np.maximum(c0 + t * (2.0 * w + t * q), 0.0)
-        if not skm_phi(ct, bpar) - t * lin < skm_phi(c0, bpar):
+        if not skm_phi(ct, run.reg.bpar) - t * float(np.sum(D)) < skm_phi(c0, run.reg.bpar):
             return 0.0  # no decrease of G (rounding)
+        beta, ub = run.beta, run.ub
+        nz = D != 0.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(nz, np.where(D > 0.0, ub - beta, beta) / np.abs(D), math.inf)
         new = beta + t * D
         hit = nz & (ratio <= t)
-        new[hit & (D > 0.0)] = U
+        top = hit & (D > 0.0)
+        new[top] = ub[top]
         new[hit & (D < 0.0)] = 0.0
-        new = np.clip(new, 0.0, U)
+        new = np.minimum(np.maximum(new, 0.0), ub)
         g0 = run.gamma.copy()
         run.beta[:] = new
-        run.gamma[:] = y * new
-        run._sync(pts, g0)
+        run.gamma[:] = run.z * new
+        run._sync(np.arange(run.N, dtype=np.int64), g0)
         with np.errstate(all="ignore"):
             run._refresh()
         return t
@@ -572,10 +712,18 @@ class _Skm:
         out = np.setdiff1d(np.arange(self.M), kept)
         g = run.gamma
         sv = np.flatnonzero(g)
+        bank = self.merged.K if self.merged is not None else self.problem.K
         for j in out:
-            v[j] = g[sv] @ self.problem.K[j][sv]
+            v[j] = g[sv] @ bank[j][sv]
         c = np.maximum(np.einsum("mi,i->m", v, g), 0.0)
         return v, c
+
+    def _on_points(self, v: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """v and the dual variables on the original points (from the merged ones)."""
+        mp = self.merged
+        if mp is None:
+            return v, beta
+        return np.ascontiguousarray(v[:, mp.of]), mp.expand(beta, self.U)
 
     def _evaluate(self, v: np.ndarray, c: np.ndarray, beta: np.ndarray,
                   eta: np.ndarray) -> dict[str, float]:
@@ -594,7 +742,7 @@ class _Skm:
         return {"e1": e1, "e2": e2, "P": P, "D": D, "gap": gap, "bias": b}
 
     def _record(self, stage: int, kappa: float, run: _SkmRun, ev: dict[str, float],
-                eta: np.ndarray, viol: float, m_active: int) -> dict[str, Any]:
+                eta: np.ndarray, viol: float, m_active: int, beta: np.ndarray) -> dict[str, Any]:
         n = self.problem.n_samples
         return {
             "iteration": stage,
@@ -608,8 +756,9 @@ class _Skm:
             "eps1_per_n": ev["e1"] / n,
             "eps2": ev["e2"],
             "kkt_violation": viol,
-            "n_sv": int(np.sum(run.beta > 0.0)),
-            "n_bound": int(np.sum(run.beta >= self.U)),
+            "n_sv": int(np.sum(beta > 0.0)),
+            "n_bound": int(np.sum(beta >= self.U)),
+            "n_points_in_loop": int(run.N),
             "n_kernels_in_loop": int(m_active),
             "bias": ev["bias"],
             "objective_skm": ev["P"],
@@ -666,7 +815,7 @@ class _Skm:
             ends = [*ends[-1:], self._beta_full(run)]  # the last two stages' solutions
             viol = run._violation()
             v, c = self._full_state(run, kept)
-            beta = run.beta.copy()
+            v, beta = self._on_points(v, run.beta.copy())
             eta = self._weights(run, kept) if kappa < 1.0 else np.full(self.M, np.nan)
             source = "eta_tilde"
             e2_tilde = math.nan
@@ -685,7 +834,7 @@ class _Skm:
                 eta_svm[kept] = 1.0 / max(kept.size, 1)  # the SVM on the sum of kernels
                 ev = self._evaluate(v, c, beta, eta_svm / np.sum(self.dt**2 * eta_svm))
                 ev["e1"] = math.inf if kappa < 1.0 or self.M > 1 else ev["e1"]
-            rec = self._record(stage, kappa, run, ev, np.nan_to_num(eta), viol, kept.size)
+            rec = self._record(stage, kappa, run, ev, np.nan_to_num(eta), viol, kept.size, beta)
             rec["weights_from"] = source
             if source == "lp":
                 rec["eps2_eta_tilde"] = e2_tilde
@@ -715,6 +864,16 @@ class _Skm:
                     run = self._new_run(kept, full)
                     zero_before[:] = False
                     continue  # same kappa with the kernels back
+            if ok and self.merged is not None:
+                # the merged problem is solved: the same stage again on all points, where
+                # (OPT3) and the gap are checked once more (with every kernel back)
+                full = self.merged.expand(self._beta_full(run), self.U)
+                self.merged = None
+                kept = np.arange(self.M)
+                zero_before[:] = False
+                ends = []
+                run = self._new_run(kept, full)
+                continue
             if ok:
                 status = Status.CONVERGED
                 break
@@ -745,14 +904,15 @@ class _Skm:
             kappa *= self.mu
         if status == Status.CONVERGED and self.sparsify:
             v, c = self._full_state(run, kept)
-            sparse = sparsify_weights(v, c, run.beta, self.problem.y, self.U, eta, self.dt,
+            v, beta = self._on_points(v, run.beta.copy())
+            sparse = sparsify_weights(v, c, beta, self.problem.y, self.U, eta, self.dt,
                                       self.eps1, self.eps2)
             if np.sum(sparse > 0) < np.sum(eta > 0):
-                ev2 = self._evaluate(v, c, run.beta.copy(), sparse)
+                ev2 = self._evaluate(v, c, beta, sparse)
                 logger.info("skm_smo: §3.4 removed %d kernels", int(np.sum(eta > 0)
                                                                      - np.sum(sparse > 0)))
                 eta, ev = sparse, ev2
-                rec = self._record(stage, kappa, run, ev, eta, viol, kept.size)
+                rec = self._record(stage, kappa, run, ev, eta, viol, kept.size, beta)
                 rec["sparsified"] = True
                 self.history.append(rec)
         n = self.problem.n_samples
@@ -780,7 +940,7 @@ class _Skm:
         logger.debug("skm_smo: %s (%.3f s)", message, elapsed)
         eta = np.nan_to_num(np.asarray(eta, dtype=np.float64))
         v, c = self._full_state(run, kept)
-        gamma = run.gamma.copy()  # D(y) alpha, paper scale
+        gamma = self.problem.y * self._on_points(v, run.beta)[1]  # D(y) alpha, paper scale
         norms = eta * np.sqrt(np.maximum(c, 0.0))
         total = float(np.sum(eta))
         weights = eta / total if total > 0.0 else np.zeros_like(eta)

@@ -377,11 +377,12 @@ def test_lp_weights_give_the_smallest_eps2_of_opt3() -> None:
 
 
 def test_weights_from_the_lp_are_certified_again() -> None:
-    # specs/skm.yaml's problem without the extrapolation between stages: at kappa = 1/128
-    # eta~(alpha) just misses eps2 = 1e-4, and the LP of (OPT3) on the eps1-active kernels
-    # certifies that alpha (no further stage); the result must then meet (OPT3) itself
+    # specs/skm.yaml's problem on all points without the extrapolation between stages: at
+    # kappa = 1/128 eta~(alpha) just misses eps2 = 1e-4, and the LP of (OPT3) on the
+    # eps1-active kernels certifies that alpha (no further stage); the result must then
+    # meet (OPT3) itself
     pb = load_spec(SPEC).prepare(progress=False).problem
-    res = _solve(pb, remove_kernels=False, extrapolate=False)
+    res = _solve(pb, remove_kernels=False, extrapolate=False, merge_identical=False)
     last = res.history[-1]
     srcs = [h["weights_from"] for h in res.history]
     assert srcs == ["eta_tilde"] * (len(srcs) - 1) + ["lp"]
