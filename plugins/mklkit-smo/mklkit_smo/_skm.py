@@ -51,7 +51,7 @@ import numpy as np
 from numba import njit, prange
 
 __all__ = ["skm_gamma", "skm_coeffs", "skm_phi", "skm_eta_tilde", "skm_value_grad",
-           "skm_line_min", "identical_groups", "sub_bank"]
+           "skm_line_min", "identical_groups", "sub_bank", "weighted_block", "block_forms"]
 
 
 @njit(cache=True)
@@ -315,3 +315,37 @@ def sub_bank(K, idx):  # pragma: no cover - jitted
             for b in range(G):
                 out[k, a, b] = row[idx[b]]
     return out
+
+
+@njit(cache=True)
+def weighted_block(K, idx, w):  # pragma: no cover - jitted
+    """``sum_k w_k K_k[idx][:, idx]`` over the kernels with ``w_k != 0``."""
+    G = idx.shape[0]
+    H = np.zeros((G, G))
+    for k in range(K.shape[0]):
+        wk = w[k]
+        if wk == 0.0:
+            continue
+        for a in range(G):
+            row = K[k, idx[a]]
+            for b in range(G):
+                H[a, b] += wk * row[idx[b]]
+    return H
+
+
+@njit(cache=True)
+def block_forms(K, idx, x, out):  # pragma: no cover - jitted
+    """``out[k] = x^T K_k[idx][:, idx] x`` for every kernel."""
+    G = idx.shape[0]
+    for k in range(K.shape[0]):
+        s = 0.0
+        for a in range(G):
+            xa = x[a]
+            if xa == 0.0:
+                continue
+            row = K[k, idx[a]]
+            t = 0.0
+            for b in range(G):
+                t += row[idx[b]] * x[b]
+            s += xa * t
+        out[k] = s

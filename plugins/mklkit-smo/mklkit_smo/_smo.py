@@ -331,14 +331,13 @@ def _pair_newton(reg_mode, lin, a, w, c, thi, q, lam, fd0, bpar, finv, ct, d, u1
     counter[0] += 1
     if not (g0 > 0.0):
         return 0.0
-    ghi, hhi = _slope(reg_mode, thi, lin, a, w, c, q, lam, fd0, bpar, finv, ct, d, u1, u2)
+    ghi, _ = _slope(reg_mode, thi, lin, a, w, c, q, lam, fd0, bpar, finv, ct, d, u1, u2)
     counter[0] += 1
     if ghi >= 0.0:
         return thi
     if not math.isfinite(ghi):
         # overflow far out (fast-growing Bregman forms): bisect from a finite bracket
         ghi = -1.0
-        hhi = 0.0
     lo = 0.0
     hi = thi
     if h0 < 0.0:

@@ -85,6 +85,11 @@ __all__ = ["SkmSMO", "MergedPoints", "opt3", "sparsify_weights", "lanckriet_prob
 logger = logging.getLogger(__name__)
 
 _UNCONVERGED = (Status.MAX_ITER, Status.STALLED, Status.NUMERICAL_ERROR)
+#: Newton steps at the start of a stage, and the rounds of each (free variables that would
+#: leave their box are held fixed and the system solved again), and the largest free set.
+_NEWTON_STEPS = 3
+_NEWTON_ROUNDS = 3
+_NEWTON_MAX = 2000
 #: (OPT4) tolerance of the first stage, the SVM on the sum of the kernels (see ``_stage_tol``).
 _SVM_STAGE_TOL = 1e-2
 
@@ -379,6 +384,10 @@ class SkmSMO(Engine):
         Start every stage from the last stage's solution moved, by an exact line search
         on the new stage's :math:`G`, along the displacement of :math:`\alpha` over the
         last stage (see :meth:`_Skm._extrapolate`).  Precomputed banks only.
+    newton : bool
+        Start every stage after the first with up to three Newton steps of :math:`G` on
+        the free variables, each with the exact line search (see :meth:`_Skm._newton`).
+        Precomputed banks only.
     merge_identical : bool
         Solve on the distinct points: points with the same label and the same row in
         every kernel are one variable with a box :math:`n_g` times as large
@@ -413,6 +422,9 @@ class SkmSMO(Engine):
         Param("extrapolate", True,
               "start each stage with an exact line search along the previous stage's "
               "displacement of alpha (precomputed banks)", type=bool),
+        Param("newton", True,
+              "start each stage with up to three Newton steps of G on the free variables "
+              "(precomputed banks)", type=bool),
         Param("merge_identical", True,
               "solve on the distinct points (identical points merged, exact); the last stage is "
               "checked on all points (precomputed banks)", type=bool),
@@ -493,8 +505,9 @@ class _Skm:
         self.max_stages = int(p["max_stages"])
         self.sparsify = bool(p["sparsify"])
         # the line search needs the bank (K_j D(y) d for the direction d)
-        self.extrapolate = bool(p["extrapolate"]) and not (
-            problem.extra and problem.extra.get("kernel_source") is not None)
+        on_the_fly = bool(problem.extra and problem.extra.get("kernel_source") is not None)
+        self.extrapolate = bool(p["extrapolate"]) and not on_the_fly
+        self.newton = bool(p["newton"]) and not on_the_fly
         self.C = float(problem.C)
         self.U = 1.0 / self.C
         src = problem.extra.get("kernel_source") if problem.extra else None
@@ -657,6 +670,79 @@ class _Skm:
             run._refresh()
         return t
 
+    @staticmethod
+    def _hessian(run: _SkmRun, pts: np.ndarray) -> np.ndarray:
+        r"""The Hessian of G in :math:`\gamma = D(y)\alpha` on the points ``pts`` (see :meth:`_newton`)."""
+        from ._skm import weighted_block
+
+        smo = run.smo
+        c = np.ascontiguousarray(run.c, dtype=np.float64)
+        d, u1, u2 = np.zeros(run.M), np.zeros(run.M), np.zeros(run.M)
+        r1 = smo.reg_coeffs(run.reg.mode, c, run.fpar[smo.FP_Q], run.fpar[smo.FP_LAM],
+                            run.fpar[smo.FP_FD0], run.reg.bpar, run.reg.finv, d, u1, u2)
+        H = weighted_block(run.K, np.ascontiguousarray(pts, dtype=np.int64), d)
+        V = run.v[:, pts]
+        pv = u1 @ V
+        return H + (V.T * u2) @ V + r1 * np.outer(pv, pv)
+
+    def _newton(self, run: _SkmRun) -> float:
+        r"""A Newton step of G on the free variables, by the exact line search; the step (0: none).
+
+        In :math:`\gamma = D(y)\alpha` the Hessian of G is
+        :math:`H = \sum_k\eta_kK_k + \sum_ku^{(2)}_kv_kv_k^\top + r_1pp^\top`,
+        :math:`p = \sum_ku^{(1)}_kv_k` -- the curvature of the SMO pair step, for all free
+        variables at once.  The step minimizes the quadratic model on them with
+        :math:`\sum_i\delta_i = 0` (:math:`y^\top\alpha` kept):
+        :math:`\delta = H^{-1}(S - \lambda e)`, :math:`\lambda = e^\top H^{-1}S/e^\top H^{-1}e`
+        (Cholesky).  Free variables that would leave their box before the full step are
+        held at their values and the system solved again (``_NEWTON_ROUNDS``).  The
+        step length is then the exact minimizer of G along :math:`\delta` in the box.
+        Needs the full (unshrunk) state and a precomputed bank.
+        """
+        from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+        from ._skm import block_forms
+
+        beta, z, ub = run.beta, run.z, run.ub
+        F = np.flatnonzero((beta > 0.0) & (beta < ub))
+        if not 2 <= F.size <= _NEWTON_MAX:
+            return 0.0
+        pts = np.ascontiguousarray(run.pt[F], dtype=np.int64)
+        H = self._hessian(run, pts)
+        V = run.v[:, pts]
+        S = z[F] * run.e[F] - run.F[pts]
+        up = np.where(z[F] > 0.0, ub[F] - beta[F], beta[F])  # room for delta > 0
+        down = np.where(z[F] > 0.0, beta[F], ub[F] - beta[F])  # room for delta < 0
+        keep = np.ones(F.size, dtype=bool)
+        delta = np.zeros(F.size)
+        for _ in range(_NEWTON_ROUNDS):
+            idx = np.flatnonzero(keep)
+            if idx.size < 2:
+                return 0.0
+            Hs = H[np.ix_(idx, idx)]
+            Hs[np.diag_indices_from(Hs)] += 1e-10 * max(float(np.trace(Hs)) / idx.size, 1e-300)
+            try:
+                x = cho_solve(cho_factor(Hs), np.column_stack([S[idx], np.ones(idx.size)]))
+            except (LinAlgError, ValueError):
+                return 0.0
+            den = float(np.sum(x[:, 1]))
+            if not (den > 0.0 and np.all(np.isfinite(x))):
+                return 0.0
+            delta[:] = 0.0
+            delta[idx] = x[:, 0] - (float(np.sum(x[:, 0])) / den) * x[:, 1]
+            # would leave the box before the full step (beta moves by z delta)
+            out = keep & (np.where(delta > 0.0, up, down) < np.abs(delta))
+            if not np.any(out):
+                break
+            keep &= ~out
+        D = np.zeros(run.n)
+        D[F] = z[F] * delta
+        w = V @ delta
+        q = np.empty(run.M)
+        block_forms(run.K, pts, delta, q)
+        t = self._line_min(run, w, q, D, min(self._room(run, D), 2.0))
+        return self._take_step(run, D, t, w, q)
+
     def _inner(self, run: _SkmRun) -> int:
         """SMO on G until the pair conditions hold on the full problem; the smo stop code."""
         smo = run.smo
@@ -811,6 +897,10 @@ class _Skm:
             run.eps = self._stage_tol(kappa, kept)
             if self.extrapolate and kappa < 1.0 and len(ends) >= 2:
                 self._extrapolate(run, ends[-1] - ends[-2])
+            if self.newton and kappa < 1.0 and ends:  # not when repeating a stage on all points
+                for _ in range(_NEWTON_STEPS):
+                    if run._violation() <= run.eps or not self._newton(run) > 0.0:
+                        break
             stop = self._inner(run)
             ends = [*ends[-1:], self._beta_full(run)]  # the last two stages' solutions
             viol = run._violation()

@@ -103,6 +103,39 @@ def _solve(problem: Problem, **params):
         return SkmSMO(**params).solve(problem)
 
 
+def _staged_run(pb, kappas=(1.0, 0.5, 0.25)):
+    """A run solved through the given stages (as the engine does), and its engine state."""
+    from mklkit_smo.skm import _Skm
+
+    sk = _Skm(SkmSMO(), pb, None)
+    kept = np.arange(pb.n_kernels)
+    run = sk._new_run(kept, None)
+    ends = []
+    for kappa in kappas:
+        sk._set_kappa(run, kappa, kept)
+        run.eps = sk._stage_tol(kappa, kept)
+        sk._inner(run)
+        ends.append(sk._beta_full(run))
+    return sk, run, kept, ends
+
+
+def _check_descent_step(sk, run, pb, step) -> None:
+    """``step()`` moves alpha by a descent step of G that keeps the constraints and the state."""
+    params = np.ascontiguousarray(run.reg.bpar)
+    grad = np.empty(pb.n_samples)
+    K = np.ascontiguousarray(pb.K)
+    before = skm_value_grad(run.beta.copy(), pb.y, K, params, grad)
+    assert step() > 0.0
+    after = skm_value_grad(run.beta.copy(), pb.y, K, params, grad)
+    assert after < before
+    assert np.all(run.beta >= 0.0) and np.all(run.beta <= sk.U)
+    assert abs(float(pb.y @ run.beta)) <= 1e-9 * sk.U * pb.n_samples
+    # v and c were brought up to date for the new alpha
+    g = pb.y * run.beta
+    np.testing.assert_allclose(run.v, np.einsum("mij,j->mi", K, g), atol=1e-9)
+    np.testing.assert_allclose(run.c, np.einsum("mi,i->m", run.v, g), rtol=1e-9)
+
+
 # ---------------------------------------------------------------------------
 # G(alpha), its gradient and the weights (Appendix B)
 # ---------------------------------------------------------------------------
@@ -377,12 +410,13 @@ def test_lp_weights_give_the_smallest_eps2_of_opt3() -> None:
 
 
 def test_weights_from_the_lp_are_certified_again() -> None:
-    # specs/skm.yaml's problem on all points without the extrapolation between stages: at
+    # specs/skm.yaml's problem on all points without the steps between stages: at
     # kappa = 1/128 eta~(alpha) just misses eps2 = 1e-4, and the LP of (OPT3) on the
     # eps1-active kernels certifies that alpha (no further stage); the result must then
     # meet (OPT3) itself
     pb = load_spec(SPEC).prepare(progress=False).problem
-    res = _solve(pb, remove_kernels=False, extrapolate=False, merge_identical=False)
+    res = _solve(pb, remove_kernels=False, extrapolate=False, merge_identical=False,
+                 newton=False)
     last = res.history[-1]
     srcs = [h["weights_from"] for h in res.history]
     assert srcs == ["eta_tilde"] * (len(srcs) - 1) + ["lp"]
@@ -418,13 +452,16 @@ def test_removing_zero_weight_kernels_gives_the_same_solution(sonar_small) -> No
     assert all(h["n_kernels_in_loop"] == bank.n_kernels for h in few.history)
 
 
-def test_extrapolation_between_stages_keeps_the_solution_and_saves_steps(sonar_small) -> None:
-    # the line search along the last stage's displacement is a descent step on G that keeps
-    # the constraints: the same certified optimum, (OPT3) and gap as before, in fewer steps
+@pytest.mark.parametrize("option, strict", [("extrapolate", False), ("newton", True)])
+def test_steps_between_stages_keep_the_solution_and_save_steps(sonar_small, option,
+                                                                strict) -> None:
+    # the line search along the last stage's displacement and the Newton steps are descent
+    # steps on G that keep the constraints: the same certified optimum, (OPT3) and gap as
+    # before, in fewer SMO steps
     pb = _small(sonar_small, 0.1)
-    plain = _solve(pb, extrapolate=False)
+    plain = _solve(pb, **{option: False})
     fast = _solve(pb)  # the default
-    assert SkmSMO().get_params()["extrapolate"] is True
+    assert SkmSMO().get_params()[option] is True
     assert plain.status == fast.status == Status.CONVERGED
     assert fast.objective == pytest.approx(plain.objective, rel=1e-3)
     last = fast.history[-1]
@@ -432,39 +469,53 @@ def test_extrapolation_between_stages_keeps_the_solution_and_saves_steps(sonar_s
     assert fast.dual is not None and np.all(fast.dual * pb.y >= -1e-12)
     assert np.all(fast.dual * pb.y <= 1.0 + 1e-12)  # C * alpha in [0, 1]
     assert abs(float(np.sum(fast.dual))) <= 1e-9  # y^T alpha = 0 kept
-    assert fast.iterations <= plain.iterations
+    assert fast.iterations < plain.iterations if strict else fast.iterations <= plain.iterations
 
 
 def test_extrapolation_step_decreases_G_and_stays_feasible(sonar_small) -> None:
-    from mklkit_smo._skm import skm_value_grad
-    from mklkit_smo.skm import _Skm
-
     pb = _small(sonar_small, 0.1)
-    eng = SkmSMO()
-    sk = _Skm(eng, pb, None)
-    kept = np.arange(pb.n_kernels)
-    run = sk._new_run(kept, None)
-    ends = []
-    for kappa in (1.0, 0.5, 0.25):
-        sk._set_kappa(run, kappa, kept)
-        run.eps = sk._stage_tol(kappa, kept)
-        sk._inner(run)
-        ends.append(sk._beta_full(run))
+    sk, run, kept, ends = _staged_run(pb)
     sk._set_kappa(run, 0.125, kept)
+    _check_descent_step(sk, run, pb, lambda: sk._extrapolate(run, ends[-1] - ends[-2]))
+
+
+def test_hessian_of_G_by_central_differences(sonar_small) -> None:
+    # the Newton step's Hessian of G on the free variables, in gamma = D(y) alpha
+    pb = _small(sonar_small, 0.1)
+    sk, run, kept, _ = _staged_run(pb)
+    sk._set_kappa(run, 0.125, kept)
+    free = np.flatnonzero((run.beta > 0) & (run.beta < run.ub))
+    assert free.size >= 5
+    H = sk._hessian(run, free)
     params = np.ascontiguousarray(run.reg.bpar)
-    grad = np.empty(pb.n_samples)
     K = np.ascontiguousarray(pb.K)
-    before = skm_value_grad(run.beta.copy(), pb.y, K, params, grad)
-    t = sk._extrapolate(run, ends[-1] - ends[-2])
-    assert t > 0.0
-    after = skm_value_grad(run.beta.copy(), pb.y, K, params, grad)
-    assert after < before
-    assert np.all(run.beta >= 0.0) and np.all(run.beta <= sk.U)
-    assert abs(float(pb.y @ run.beta)) <= 1e-9 * sk.U * pb.n_samples
-    # v and c were brought up to date for the new alpha
-    g = pb.y * run.beta
-    np.testing.assert_allclose(run.v, np.einsum("mij,j->mi", K, g), atol=1e-9)
-    np.testing.assert_allclose(run.c, np.einsum("mi,i->m", run.v, g), rtol=1e-9)
+    y = pb.y
+
+    def grad_gamma(gam):
+        g = np.empty(pb.n_samples)
+        skm_value_grad(y * gam, y, K, params, g)
+        return y * g  # dG/dgamma_i = y_i dG/dalpha_i
+
+    gam = y * run.beta
+    h = 1e-6
+    for b in free[:5]:
+        e = np.zeros(pb.n_samples)
+        e[b] = h
+        col = (grad_gamma(gam + e) - grad_gamma(gam - e)) / (2 * h)
+        j = int(np.flatnonzero(free == b)[0])
+        np.testing.assert_allclose(H[:, j], col[free], rtol=1e-4, atol=1e-6 * np.abs(H).max())
+
+
+def test_newton_step_decreases_G_and_stays_feasible(sonar_small) -> None:
+    pb = _small(sonar_small, 0.1)
+    sk, run, kept, _ = _staged_run(pb)
+    sk._set_kappa(run, 0.125, kept)
+    viol0 = run._violation()
+    _check_descent_step(sk, run, pb, lambda: sk._newton(run))
+    # a few steps solve the stage far better than they found it (G is smooth piecewise)
+    for _ in range(3):
+        sk._newton(run)
+    assert run._violation() < 0.1 * viol0
 
 
 def test_kernels_on_the_fly_stay_in_the_loop(sonar_small) -> None:
@@ -472,11 +523,17 @@ def test_kernels_on_the_fly_stay_in_the_loop(sonar_small) -> None:
     # stays in the SMO loop and the solve reaches the precomputed bank's optimum
     X, y, bank = sonar_small
     src = FeatureKernels(X, ENTRIES, normalize="trace")
-    fly = _solve(src.problem(y, HINGE, L1Squared(), 0.01))
+    fly_pb = src.problem(y, HINGE, L1Squared(), 0.01)
+    fly = _solve(fly_pb)
     pre = _solve(_small(sonar_small))
     assert fly.status == Status.CONVERGED
     assert all(h["n_kernels_in_loop"] == bank.n_kernels for h in fly.history)
     assert fly.objective == pytest.approx(pre.objective, rel=2e-3)
+    # the steps that need the bank (line searches, Newton steps, merging) are off
+    from mklkit_smo.skm import _Skm
+
+    sk = _Skm(SkmSMO(), fly_pb, None)
+    assert not (sk.extrapolate or sk.newton or sk.remove) and sk.merged is None
 
 
 # ---------------------------------------------------------------------------

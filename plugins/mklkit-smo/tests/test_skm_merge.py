@@ -157,10 +157,10 @@ def test_a_wrong_grouping_is_caught_on_all_points(adult_small, monkeypatch) -> N
     K, y = adult_small
     right = MergedPoints.find(K, y)
     group = right.rep[right.of].copy()
-    pos = np.flatnonzero(y > 0)
-    first = pos[0]
-    other = next(p for p in pos if right.of[p] != right.of[first])
-    group[group == group[other]] = group[first]  # two different groups of one label merged
+    # the first twenty groups of each label made one group of that label
+    for label in (1.0, -1.0):
+        reps = [g for g in right.rep if y[g] == label][:20]
+        group[np.isin(group, reps)] = reps[0]
     wrong = MergedPoints(K, y, group)
     monkeypatch.setattr(MergedPoints, "find", classmethod(lambda cls, K, y: wrong))
     pb = _problem(K, y)
