@@ -166,7 +166,7 @@ def main() -> None:
     ap.add_argument("--no-merge", action="store_true",
                     help="solve on all points (merge_identical=False), for comparison")
     args = ap.parse_args()
-    conic_max = args.conic_max or (1e6 if args.quick else 2e6)
+    conic_max = args.conic_max if args.conic_max is not None else (1e6 if args.quick else 2e6)
     opts = {"merge_identical": False} if args.no_merge else {}
     warm_up()
     for name, ms in (("ionosphere", [6, 12, 24, 48, 96, 192]), ("wbc", [3, 6, 12, 24, 48, 96])):
