@@ -84,9 +84,14 @@ def test_groups_are_exactly_the_identical_points_of_one_label(adult_small) -> No
     np.testing.assert_array_equal(mp.y, y[mp.rep])
 
 
-def test_distinct_points_are_not_grouped(sonar_small) -> None:
+def test_distinct_points_are_not_grouped(sonar_small, adult_small) -> None:
     _, y, bank = sonar_small
     assert MergedPoints.find(bank.K, y) is None
+    # nor when too few points are repeated for a merged bank to pay
+    K, ya = adult_small
+    G = MergedPoints.find(K, ya).rep.size
+    assert MergedPoints.find(K, ya, max_fraction=(G - 1) / ya.size) is None
+    assert MergedPoints.find(K, ya, max_fraction=G / ya.size).rep.size == G
 
 
 def test_identical_points_with_other_labels_stay_apart() -> None:
@@ -103,6 +108,26 @@ def test_identical_points_with_other_labels_stay_apart() -> None:
     assert mp is not None and mp.rep.size == 29
     assert mp.of[10] == mp.of[3]
     assert mp.of[20] != mp.of[5]
+
+
+def test_sparse_points_with_equal_probe_values_are_told_apart() -> None:
+    # one-hot points under a linear kernel: almost every point has the same diagonal and
+    # zeros at the probe columns, so one signature run holds nearly all of them; the
+    # rows' own signature must split it, and only (category, label) pairs may merge
+    rng = np.random.default_rng(5)
+    cat = rng.integers(0, 300, size=500)
+    y = np.where(rng.random(500) < 0.5, 1.0, -1.0)
+    X = np.zeros((500, 300))
+    X[np.arange(500), cat] = 1.0
+    K = np.stack([X @ X.T, 2.0 * X @ X.T])
+    mp = MergedPoints.find(K, y)
+    assert mp is not None
+    key = cat * 2 + (y > 0)
+    _, want = np.unique(key, return_inverse=True)
+    assert mp.rep.size == want.max() + 1
+    # the same partition of the points
+    pairs = np.unique(np.stack([mp.of, want], axis=1), axis=0)
+    assert pairs.shape[0] == mp.rep.size
 
 
 def test_expand_fills_the_points_of_each_group() -> None:
@@ -162,7 +187,7 @@ def test_a_wrong_grouping_is_caught_on_all_points(adult_small, monkeypatch) -> N
         reps = [g for g in right.rep if y[g] == label][:20]
         group[np.isin(group, reps)] = reps[0]
     wrong = MergedPoints(K, y, group)
-    monkeypatch.setattr(MergedPoints, "find", classmethod(lambda cls, K, y: wrong))
+    monkeypatch.setattr(MergedPoints, "find", classmethod(lambda cls, K, y, **kw: wrong))
     pb = _problem(K, y)
     res = _solve(pb, tol=1e-5)
     assert res.status == Status.CONVERGED
