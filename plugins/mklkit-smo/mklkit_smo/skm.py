@@ -682,7 +682,7 @@ class _Skm:
 
     @staticmethod
     def _hessian(run: _SkmRun, pts: np.ndarray) -> np.ndarray:
-        r"""The Hessian of G in :math:`\gamma = D(y)\alpha` on the points ``pts`` (see :meth:`_newton`)."""
+        r"""Hessian of G in :math:`\gamma = D(y)\alpha` on the points ``pts`` (:meth:`_newton`)."""
         from ._skm import weighted_block
 
         smo = run.smo
