@@ -60,6 +60,14 @@ _EPS_FLOOR = 1e-15
 _SHRINK_FRACTION = 0.8
 #: M * N from which the passes over the state run multithreaded (``parallel="auto"``).
 _PARALLEL_WORK = 50_000_000
+#: Options of the SMO loop that ``smo_mkl`` and ``skm_smo`` share.
+CACHE_MB = Param("cache_mb", 512.0,
+                 "LRU cache of kernel rows in MiB (kernels computed on the fly)", low=0.0,
+                 low_open=True)
+SHRINKING = Param("shrinking", True, "leave out variables stuck at a bound (LibSVM's shrinking)",
+                  type=bool)
+PARALLEL = Param("parallel", "auto", "multithreaded passes over the (M, N) state", type=str,
+                 choices=("auto", "on", "off"))
 
 
 def loss_kind(loss: Any) -> str | None:
@@ -204,14 +212,11 @@ class SmoMKL(Engine):
               low=0.0, low_open=True),
         Param("check_every", 0, "SMO steps between duality-gap checks (0: automatic)", type=int,
               low=0),
-        Param("cache_mb", 512.0, "LRU cache of kernel rows in MiB (kernels computed on the fly)",
-              low=0.0, low_open=True),
+        CACHE_MB,
         Param("analytic", True, "p = 2: solve the two-variable problem by the roots of a cubic",
               type=bool),
-        Param("shrinking", True, "leave out variables stuck at a bound (LibSVM's shrinking)",
-              type=bool),
-        Param("parallel", "auto", "multithreaded passes over the (M, N) state", type=str,
-              choices=("auto", "on", "off")),
+        SHRINKING,
+        PARALLEL,
     )
     supports_warm_start: ClassVar[bool] = True
 

@@ -76,7 +76,8 @@ from mklkit.engines.base import Callback, Engine
 from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning, SolveResult, Status
 
-from .engine import _Reg, _Run, _describe, bias_and_kernel_problems
+from .engine import (CACHE_MB, PARALLEL, SHRINKING, _Reg, _Run, _describe,
+                     bias_and_kernel_problems)
 from .regularizer import L1Squared
 
 __all__ = ["SkmSMO", "MergedPoints", "opt3", "sparsify_weights", "lanckriet_problem",
@@ -440,12 +441,9 @@ class SkmSMO(Engine):
               "checked on all points (precomputed banks)", type=bool),
         Param("check_every", 0, "SMO steps between exact refreshes (0: automatic)", type=int,
               low=0),
-        Param("cache_mb", 512.0, "LRU cache of kernel rows in MiB (kernels computed on the fly)",
-              low=0.0, low_open=True),
-        Param("shrinking", True, "leave out variables stuck at a bound (LibSVM's shrinking)",
-              type=bool),
-        Param("parallel", "auto", "multithreaded passes over the (M, N) state", type=str,
-              choices=("auto", "on", "off")),
+        CACHE_MB,
+        SHRINKING,
+        PARALLEL,
     )
 
     def supports(self, problem: Problem) -> str | None:
@@ -612,9 +610,7 @@ class _Skm:
             if t_line <= tmax or not t_line > 0.0:
                 break
             # leave out the components that reach their bound before the minimizer
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where(nz, np.where(D > 0.0, ub - beta, beta) / np.abs(D), math.inf)
-            blocked = nz & (ratio < t_line)
+            blocked = nz & (self._ratios(run, D) < t_line)
         else:
             return 0.0
         if not tmax > 0.0:
@@ -624,13 +620,16 @@ class _Skm:
 
     # -- steps along a direction d (beta space, y^T d = 0) ----------------------------
     @staticmethod
-    def _room(run: _SkmRun, D: np.ndarray) -> float:
+    def _ratios(run: _SkmRun, D: np.ndarray) -> np.ndarray:
+        """The t at which each component of beta + t d reaches its bound (inf where d = 0)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            room = np.where(D > 0.0, run.ub - run.beta, run.beta)
+            return np.where(D != 0.0, room / np.abs(D), math.inf)
+
+    @classmethod
+    def _room(cls, run: _SkmRun, D: np.ndarray) -> float:
         """The largest t with beta + t d in the box."""
-        nz = D != 0.0
-        if not np.any(nz):
-            return math.inf
-        room = np.where(D[nz] > 0.0, run.ub[nz] - run.beta[nz], run.beta[nz])
-        return float(np.min(room / np.abs(D[nz])))
+        return float(np.min(cls._ratios(run, D), initial=math.inf))
 
     @staticmethod
     def _forms(run: _SkmRun, D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -651,8 +650,9 @@ class _Skm:
                                   np.ascontiguousarray(w), np.ascontiguousarray(q),
                                   float(np.sum(D)), run.reg.bpar, hi))
 
-    @staticmethod
-    def _take_step(run: _SkmRun, D: np.ndarray, t: float, w: np.ndarray, q: np.ndarray) -> float:
+    @classmethod
+    def _take_step(cls, run: _SkmRun, D: np.ndarray, t: float, w: np.ndarray,
+                   q: np.ndarray) -> float:
         """alpha += t d (components reaching a bound snapped to it) when G decreases; t or 0."""
         from ._skm import skm_phi
 
@@ -663,11 +663,8 @@ class _Skm:
         if not skm_phi(ct, run.reg.bpar) - t * float(np.sum(D)) < skm_phi(c0, run.reg.bpar):
             return 0.0  # no decrease of G (rounding)
         beta, ub = run.beta, run.ub
-        nz = D != 0.0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(nz, np.where(D > 0.0, ub - beta, beta) / np.abs(D), math.inf)
         new = beta + t * D
-        hit = nz & (ratio <= t)
+        hit = (D != 0.0) & (cls._ratios(run, D) <= t)
         top = hit & (D > 0.0)
         new[top] = ub[top]
         new[hit & (D < 0.0)] = 0.0

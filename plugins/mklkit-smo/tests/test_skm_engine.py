@@ -72,6 +72,13 @@ def lanckriet_reference(K: np.ndarray, y: np.ndarray, C_L: float, c: float) -> f
     return float(prob.value)
 
 
+def primal_from_blocks(K: np.ndarray, y: np.ndarray, C: float, res) -> tuple[float, np.ndarray]:
+    """sum_i hinge + C/2 (sum_m ||alpha_m||_K)^2 from the returned blocks, and the block norms."""
+    z = np.einsum("mij,mj->i", K, res.alpha) + res.bias
+    norms = np.sqrt(np.maximum(np.einsum("mi,mij,mj->m", res.alpha, K, res.alpha), 0.0))
+    return float(np.sum(np.maximum(0, 1 - y * z)) + 0.5 * C * np.sum(norms) ** 2), norms
+
+
 def naive_phi(c: np.ndarray, a: np.ndarray, d: np.ndarray) -> float:
     r"""min_g 1/2 g^2 + 1/2 sum (s_j - d_j g)_+^2 / a_j^2 by trying every active set (O(m^2))."""
     s = np.sqrt(c)
@@ -281,9 +288,7 @@ def test_objective_is_minus_the_optimum_of_DK(sonar_small, C) -> None:
     assert last["eps1_per_n"] <= 5e-4 and last["eps2"] <= 1e-4
     assert "(eps1, eps2)-optimality (OPT3) reached" in res.message
     # the blocks give the reported primal: sum_i hinge + C/2 (sum_m ||alpha_m||_K)^2
-    z = np.einsum("mij,mj->i", pb.K, res.alpha) + res.bias
-    norms = np.sqrt(np.maximum(np.einsum("mi,mij,mj->m", res.alpha, pb.K, res.alpha), 0))
-    P = np.sum(np.maximum(0, 1 - pb.y * z)) + 0.5 * C * np.sum(norms) ** 2
+    P, norms = primal_from_blocks(pb.K, pb.y, C, res)
     assert P == pytest.approx(res.objective, rel=1e-10)
     np.testing.assert_allclose(norms, res.block_norms, rtol=1e-8, atol=1e-12)
 

@@ -19,7 +19,7 @@ from mklkit.result import ConvergenceWarning, Status
 from mklkit_smo import L1Squared, SkmSMO
 from mklkit_smo import _smo
 from mklkit_smo.skm import MergedPoints
-from test_skm_engine import dk_reference
+from test_skm_engine import dk_reference, primal_from_blocks
 
 HINGE = get_registry().create("loss", "hinge")
 
@@ -52,13 +52,6 @@ def _solve(problem: Problem, **params):
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         return SkmSMO(**params).solve(problem)
-
-
-def _primal(K: np.ndarray, y: np.ndarray, C: float, res) -> float:
-    """sum_i hinge + C/2 (sum_m ||alpha_m||_K)^2 from the returned blocks, on all points."""
-    z = np.einsum("mij,mj->i", K, res.alpha) + res.bias
-    norms = np.sqrt(np.maximum(np.einsum("mi,mij,mj->m", res.alpha, K, res.alpha), 0.0))
-    return float(np.sum(np.maximum(0.0, 1.0 - y * z)) + 0.5 * C * np.sum(norms) ** 2)
 
 
 # ---------------------------------------------------------------------------
@@ -166,7 +159,7 @@ def test_merged_solve_is_the_certified_optimum_of_all_points(adult_small, C) -> 
     # an independent reference on the original points
     ref, _ = dk_reference(K, y, 1.0 / C)
     assert merged.objective == pytest.approx(-C * ref, rel=1e-4)
-    assert _primal(K, y, C, merged) == pytest.approx(merged.objective, rel=1e-10)
+    assert primal_from_blocks(K, y, C, merged)[0] == pytest.approx(merged.objective, rel=1e-10)
     # the dual point is one of the original problem: C alpha in [0, 1], y^T alpha = 0
     ya = merged.dual * y
     assert np.all(ya >= -1e-12) and np.all(ya <= 1.0 + 1e-12)
