@@ -219,6 +219,8 @@ class RunResult:
             "loss": self.spec.problem.loss.name,
             "regularizer": self.spec.problem.regularizer.name,
             "C": self.spec.problem.C,
+            # every kernel is off for C >= C_max (null: not computed, or no finite one)
+            "C_max": r.C_max,
             "top_kernels": [k["name"] for k in top[: min(10, self.n_active)]],
             "kernel_weights": self.kernel_weights(),
             "spec_file": self.spec.file,

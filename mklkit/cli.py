@@ -23,6 +23,7 @@ commands, so ``mklkit --help`` answers at once.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from typing import Any, Callable, NoReturn, Sequence
@@ -251,6 +252,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _c_max_note(C_max: float | None) -> str:
+    """``"; C_max ..."`` when the engine computed a finite threshold."""
+    if C_max is None or not math.isfinite(C_max):
+        return ""
+    return f" (C_max {C_max:.6g}: every kernel is off for C >= C_max)"
+
+
 def _print_summary(result: Any, files: dict[str, Any]) -> None:
     r = result.result
     m = result.metrics
@@ -259,7 +267,7 @@ def _print_summary(result: Any, files: dict[str, Any]) -> None:
         f"status      {r.status} ({_plural(r.iterations, 'iteration')}, {result.timings.get('solve_s', r.time_s):.2f} s solve, "
         f"{result.timings.get('total_s', 0.0):.2f} s total)",
         f"objective   {_num(r.objective, '.8g')}  (relative duality gap {_num(r.gap, '.2e')}, tol {_num(tol, 'g')})",
-        f"kernels     {result.n_active} of {result.n_kernels} active",
+        f"kernels     {result.n_active} of {result.n_kernels} active" + _c_max_note(r.C_max),
     ]
     if result.task == "classification":
         test = m.get("test_accuracy")

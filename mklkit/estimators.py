@@ -479,6 +479,8 @@ class _BaseMKL(BaseEstimator):
         gaps = np.array([float(r.gap) for r in results])
         self.n_iter_ = int(iters[0]) if single else iters
         self.dual_gap_ = float(gaps[0]) if single else gaps
+        cmax = np.array([math.nan if r.C_max is None else float(r.C_max) for r in results])
+        self.C_max_ = float(cmax[0]) if single else cmax
         self.kernels_ = prep.kernels
         self.kernel_names_ = list(prep.kernel_names)
         self.loss_ = prep.loss
@@ -503,7 +505,7 @@ class _BaseMKL(BaseEstimator):
         self._set_fitted(prep, [r[0] for r in runs])
         return self
 
-    def fit_path(self, X: Any, y: Any, Cs: Sequence[float]) -> "MKLPath":
+    def fit_path(self, X: Any, y: Any, Cs: Sequence[float] | int) -> "MKLPath":
         """Solve for every C of a regularization path, warm-starting each from the last.
 
         The kernel bank is built once.  The values are processed from the
@@ -517,20 +519,36 @@ class _BaseMKL(BaseEstimator):
         ----------
         X, y
             As for :meth:`fit`.
-        Cs : sequence of float
-            Regularization constants > 0 (at least one).
+        Cs : sequence of float, or int
+            Regularization constants > 0 (at least one); or the number of
+            values of a path from ``C_max`` down: ``Cs`` values spaced evenly
+            on a log scale from :math:`C_{max}` (where every kernel is off,
+            :func:`mklkit.engines.common.zero_solution`; the largest over the
+            binary problems of a multiclass fit) to :math:`10^{-3}C_{max}`, as
+            glmnet and celer do.  That needs a sparse regularizer (``l1``,
+            ``elasticnet`` with ``lam < 1``): the others have no finite
+            ``C_max``.
 
         Returns
         -------
         MKLPath
         """
         owner = self._owner
-        values = [Cs] if np.isscalar(Cs) else list(np.asarray(Cs, dtype=object).ravel())
-        if len(values) == 0:
-            raise ParamError("Cs", Cs, "a non-empty sequence of numbers > 0", owner=owner)
-        grid = np.array(sorted({_check_C(c, owner, "Cs") for c in values}, reverse=True))
+        n_path = Cs if isinstance(Cs, (int, np.integer)) and not isinstance(Cs, bool) else None
+        if n_path is not None:
+            if n_path < 1:
+                raise ParamError("Cs", Cs, "a number of values >= 1, or a sequence of numbers > 0",
+                                 owner=owner)
+            grid = np.array([1.0])
+        else:
+            values = [Cs] if np.isscalar(Cs) else list(np.asarray(Cs, dtype=object).ravel())
+            if len(values) == 0:
+                raise ParamError("Cs", Cs, "a non-empty sequence of numbers > 0", owner=owner)
+            grid = np.array(sorted({_check_C(c, owner, "Cs") for c in values}, reverse=True))
         with _verbosity(self.verbose):
             prep = self._prepare(X, y, float(grid[0]))
+            if n_path is not None:
+                grid = self._path_from_c_max(prep, int(n_path))
             t0 = time.perf_counter()
             runs = self._run_all(prep, list(grid))
             total = time.perf_counter() - t0
@@ -541,6 +559,21 @@ class _BaseMKL(BaseEstimator):
         warm = bool(getattr(prep.engine, "supports_warm_start", False))
         return MKLPath(Cs=grid, results=per_C, kernel_names=list(prep.kernel_names),
                        warm_started=warm, time_s=total, _template=clone(self), _prep=prep)
+
+    def _path_from_c_max(self, prep: _Prepared, n: int) -> np.ndarray:
+        """``n`` values of C from ``C_max`` down to ``1e-3 C_max``, evenly on a log scale."""
+        from .engines.common import zero_solution
+
+        cmax = 0.0
+        for task in prep.tasks:
+            problem = self._problem(prep, task, subset_bank(prep.K, task.rows), 1.0)
+            cmax = max(cmax, zero_solution(problem).C_max)
+        if not (math.isfinite(cmax) and cmax > 0.0):
+            raise ParamError(
+                "Cs", n, f"a sequence of numbers > 0: the regularizer "
+                f"{prep.regularizer.describe()} has no finite C_max (C_max = {cmax:g}), so a "
+                "path from C_max cannot be made", owner=self._owner)
+        return cmax * np.logspace(0.0, -3.0, n)
 
     # -- prediction -------------------------------------------------------------
     def _cross(self, X: Any) -> tuple[np.ndarray | None, int]:
@@ -700,6 +733,10 @@ _ATTR_DOC = """\
         Outer iterations of the engine (one per binary problem for multiclass).
     dual_gap_ : float or ndarray
         Final relative duality gaps (certificates of optimality).
+    C_max_ : float or ndarray
+        The smallest C at which every kernel is off (``inf`` for non-sparse
+        regularizers; one per binary problem for multiclass): a path of C
+        starts just below it (``fit_path(X, y, Cs=20)``).
     result_ : SolveResult or list of SolveResult
         The engines' full results (``alpha``, ``bias``, ``history``, ...).
     loss_, regularizer_, engine_ : components

@@ -52,6 +52,12 @@ class SolveResult:
     engine : str
     dual : ndarray (N,), optional
         The dual point ρ used for the gap.
+    C_max : float, optional
+        The smallest ``C`` at which α = 0 is certified optimal
+        (:func:`mklkit.engines.common.zero_solution`): every kernel is
+        inactive for ``C >= C_max``, so a regularization path starts just
+        below it.  ``inf`` when no ``C`` makes α = 0 optimal (non-sparse
+        regularizers); ``None`` when the engine did not compute it.
     """
 
     status: Status
@@ -68,6 +74,7 @@ class SolveResult:
     time_s: float = 0.0
     engine: str = ""
     dual: np.ndarray | None = None
+    C_max: float | None = None
 
     @property
     def converged(self) -> bool:

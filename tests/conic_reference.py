@@ -13,9 +13,10 @@ and :math:`\|\alpha_m\|_{K_m} = \|\beta_m\|_2`:
 
 Losses: ``logistic`` :math:`\log(1+e^{-yz})`, ``squared`` :math:`(y-z)^2`,
 ``hinge`` :math:`\max(0, 1-yz)`, ``eps_insensitive`` :math:`\max(0, |y-z|-\varepsilon)`,
-and the two losses of the ``mklkit-huber`` example plugin, ``huber``
+the two losses of the ``mklkit-huber`` example plugin, ``huber``
 (:math:`\tfrac12 r^2` for :math:`|r| \le \delta`, :math:`\delta(|r| - \tfrac\delta2)` beyond)
-and ``squared_hinge`` :math:`\tfrac12\max(0, 1-yz)^2`.
+and ``squared_hinge`` :math:`\tfrac12\max(0, 1-yz)^2`, and the test suite's
+third-party ``pinball`` :math:`\tau(y-z)_+ + (1-\tau)(z-y)_+`.
 Regularizers :math:`\tilde g_C(x)`: ``l1`` :math:`Cx`, ``elasticnet``
 :math:`C((1-\lambda)x + \tfrac{\lambda}{2}x^2)`, ``lq`` :math:`\tfrac{C}{q}x^q`,
 ``uniform`` :math:`\tfrac{C}{2}x^2`, ``kl`` :math:`C\,g(x^2)` through its
@@ -39,7 +40,7 @@ import numpy as np
 __all__ = ["ReferenceSolution", "ReferenceError", "factor_bank", "solve_reference",
            "primal_objective_numpy"]
 
-LOSSES = ("logistic", "squared", "hinge", "eps_insensitive", "huber", "squared_hinge")
+LOSSES = ("logistic", "squared", "hinge", "eps_insensitive", "huber", "squared_hinge", "pinball")
 REGULARIZERS = ("l1", "elasticnet", "lq", "uniform", "kl", "squared_l1")
 
 
@@ -87,7 +88,8 @@ def factor_bank(K: np.ndarray, eig_tol: float = 1e-10):
     return out
 
 
-def _loss_expr(name: str, y: np.ndarray, z, eps: float | None, delta: float | None = None):
+def _loss_expr(name: str, y: np.ndarray, z, eps: float | None, delta: float | None = None,
+               tau: float | None = None):
     if name == "logistic":
         return cp.sum(cp.logistic(-cp.multiply(y, z)))
     if name == "squared":
@@ -104,6 +106,10 @@ def _loss_expr(name: str, y: np.ndarray, z, eps: float | None, delta: float | No
         return 0.5 * cp.sum(cp.huber(z - y, delta))      # cvxpy's huber is twice ours
     if name == "squared_hinge":
         return 0.5 * cp.sum_squares(cp.pos(1 - cp.multiply(y, z)))
+    if name == "pinball":
+        if tau is None:
+            raise ValueError("pinball needs tau")
+        return cp.sum(tau * cp.pos(y - z) + (1 - tau) * cp.pos(z - y))
     raise ValueError(f"unknown loss {name!r}; known: {', '.join(LOSSES)}")
 
 
@@ -147,6 +153,7 @@ def solve_reference(
     eps: float | None = None,
     delta: float | None = None,
     d0: float | None = None,
+    tau: float | None = None,
     bias: bool = True,
     eig_tol: float = 1e-9,
     tol: float = 1e-9,
@@ -161,9 +168,10 @@ def solve_reference(
     loss_name : ``"logistic"``, ``"squared"``, ``"hinge"`` or ``"eps_insensitive"``
     reg_name : ``"l1"``, ``"elasticnet"``, ``"lq"`` or ``"uniform"``
     C : float
-    lam, q, eps, delta, d0 : float, optional
+    lam, q, eps, delta, d0, tau : float, optional
         Elastic-net mixing λ, block-norm exponent q, ε of the ε-insensitive loss,
-        δ of the Huber loss, reference weight :math:`d_0` of ``kl``.
+        δ of the Huber loss, reference weight :math:`d_0` of ``kl``, quantile τ
+        of the pinball loss.
     bias : bool
     eig_tol : float
         Relative eigenvalue cut-off of the factorization.
@@ -184,7 +192,7 @@ def solve_reference(
         z = z + b
     norms = [cp.norm(beta, 2) for beta in betas]
     squares = [cp.sum_squares(beta) for beta in betas]
-    objective = _loss_expr(loss_name, y, z, eps, delta) + _reg_expr(
+    objective = _loss_expr(loss_name, y, z, eps, delta, tau) + _reg_expr(
         reg_name, norms, squares, C, lam, q, betas, d0)
     prob = cp.Problem(cp.Minimize(objective))
     used = tol

@@ -535,6 +535,25 @@ def test_regression_run_reports_rmse(tmp_path, capsys):
     assert s["task"] == "regression" and s["test_rmse"] > 0 and "test_accuracy" not in s
 
 
+@pytest.mark.parametrize("C", [1000.0, 2.0])
+def test_svr_with_l1_above_and_below_c_max(tmp_path, capsys, C):
+    # specs/regression_eps.yaml with the block 1-norm: at C = 1000 (far above C_max) the
+    # iterative method used to end at max_iter with an objective worse than alpha = 0
+    bank = "[{function: rbf, width: [1, 2, 4]}, {function: linear, features: each}]"
+    code, out, err = run_cli(
+        ["run", SPECS / "regression_eps.yaml", "--set", "problem.regularizer=l1",
+         "--set", f"problem.C={C}", "--set", f"kernels.bank={bank}",
+         "--set", "solver.max_iter=100", "--out", tmp_path / "r", "--quiet"], capsys)
+    assert code == 0, err
+    s = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert s["status"] == "converged" and s["duality_gap"] <= 1e-3
+    assert s["C_max"] > 0 and "C_max" in out
+    if C > s["C_max"]:
+        assert s["iterations"] == 0 and s["n_active_kernels"] == 0 and s["duality_gap"] <= 1e-12
+    else:
+        assert s["iterations"] > 0 and s["n_active_kernels"] > 0
+
+
 # ---------------------------------------------------------------------------
 # real processes
 # ---------------------------------------------------------------------------

@@ -383,6 +383,23 @@ def test_fit_path_warm_starts_in_decreasing_C(ionosphere):
         est.fit_path(X_tr, y_tr, [])
 
 
+def test_fit_path_from_c_max(ionosphere):
+    # an int Cs: a log-spaced path from C_max, where every kernel is off, down 1000x
+    X_tr, _, y_tr, _ = ionosphere
+    est = MKLClassifier(SMALL_BANK, regularizer="l1", tol=1e-6)
+    path = est.fit_path(X_tr, y_tr, 4)
+    C_max = path.Cs[0]
+    np.testing.assert_allclose(path.Cs, C_max * np.array([1.0, 0.1, 0.01, 0.001]), rtol=1e-12)
+    assert path.n_active[0] == 0 and path.n_iter[0] == 0 and path.n_active[-1] > 0
+    fit = MKLClassifier(SMALL_BANK, regularizer="l1", C=0.99 * C_max, tol=1e-6).fit(X_tr, y_tr)
+    assert fit.C_max_ == pytest.approx(C_max, rel=1e-12)
+    assert fit.active_kernels_.size > 0            # just below C_max a kernel comes on
+    with pytest.raises(ParamError, match="no finite C_max"):
+        MKLClassifier(SMALL_BANK, regularizer="uniform").fit_path(X_tr, y_tr, 3)
+    with pytest.raises(ParamError, match="Cs must be a number of values >= 1"):
+        est.fit_path(X_tr, y_tr, 0)
+
+
 def test_fit_path_multiclass(wine):
     X_tr, X_te, y_tr, y_te = wine
     path = MKLClassifier(SMALL_BANK).fit_path(X_tr, y_tr, [0.03, 0.3])

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -53,6 +55,11 @@ __all__ = [
     "relative_gap",
     "kernel_weights",
     "optimal_bias",
+    "ZeroSolution",
+    "zero_solution",
+    "zero_result",
+    "Incumbents",
+    "incumbent_result",
     "build_result",
     "UNCONVERGED",
 ]
@@ -541,6 +548,248 @@ def optimal_bias(
 
 
 # ---------------------------------------------------------------------------
+# The zero solution and C_max
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ZeroSolution:
+    r"""The solution :math:`\alpha = 0` with the optimal offset, its dual point and ``C_max``.
+
+    Attributes
+    ----------
+    bias : float
+        :math:`b_0 = \mathrm{argmin}_b \sum_i\ell(y_i, b)` (0 without a bias).
+    objective : float
+        :math:`P(0, b_0)`.
+    dual_objective : float
+        When ``C >= C_max``: :math:`D` at :attr:`rho` made feasible
+        (:func:`project_dual`), equal to :attr:`objective` up to rounding;
+        ``-inf`` (not evaluated) below.
+    rho : ndarray (N,)
+        :math:`\rho^0 = -u` with :math:`u_i \in \partial_z\ell(y_i, b_0)` and
+        :math:`\mathbf 1^\top\rho^0 = 0` (with a bias): the dual point of the
+        zero solution, before any scaling into the regularizer's domain.
+    dual_norms : ndarray (M,)
+        :math:`\|\rho^0\|_{K_m}`.
+    C : float
+        The problem's ``C``, at which :attr:`dual_objective` is evaluated.
+    C_max : float
+        :math:`\max_m\|\rho^0\|_{K_m} / t_1` with :math:`t_1` the regularizer's
+        :meth:`~mklkit.components.base.Regularizer.zero_threshold` at ``C = 1``:
+        for every :math:`C \ge C_{max}`, :math:`\alpha = 0` is optimal, with a
+        zero duality gap.  ``inf`` when no ``C`` makes it optimal (a non-sparse
+        regularizer and :math:`\rho^0 \ne 0`).
+    """
+
+    bias: float
+    objective: float
+    dual_objective: float
+    rho: np.ndarray
+    dual_norms: np.ndarray
+    C_max: float
+    C: float
+
+    @property
+    def gap(self) -> float:
+        """Relative duality gap of the zero solution at the problem's ``C``."""
+        return relative_gap(self.objective, self.dual_objective)
+
+    def optimal(self, tol: float) -> bool:
+        """Whether α = 0 is the certified solution: ``C >= C_max`` and gap <= ``tol``."""
+        gap = self.gap
+        return self.C >= self.C_max and math.isfinite(gap) and gap <= tol
+
+
+def _zero_dual(loss: Loss, y: np.ndarray, b: float, bias: bool,
+               lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    r"""A subgradient :math:`u \in \partial_z\ell(y, b)` with :math:`\mathbf 1^\top u = 0`
+    (with a bias); returns :math:`\rho = -u`.
+
+    ``loss.kernels.deriv`` gives one subgradient per sample.  Where the loss
+    has a kink at :math:`b`, the one-sided derivatives (a step of
+    :math:`10^{-9}(1 + |b|)` either side) span the subdifferential, and the
+    given subgradients are projected onto the zero sum within those intervals
+    (:func:`project_sum_box`): the selection nearest to ``deriv``.  ``lower``
+    and ``upper`` (the domain of the conjugate) are the fallback box.
+    """
+    k, p = loss.kernels, loss.param_vector
+    n = y.size
+
+    def d(z: float) -> np.ndarray:
+        return np.asarray(k.deriv(y, np.full(n, z), p), dtype=np.float64)
+
+    u = d(b)
+    if not bias:
+        return -u
+    h = 1e-9 * (1.0 + abs(b))
+    left, right = d(b - h), d(b + h)
+    lo = np.minimum(np.minimum(left, right), u)
+    hi = np.maximum(np.maximum(left, right), u)
+    try:
+        u = project_sum_box(u, lo, hi)
+    except ValueError:
+        u = project_sum_box(u, lower, upper)
+    return -u
+
+
+def zero_solution(problem: Problem) -> ZeroSolution:
+    r"""The zero solution :math:`(\alpha, b) = (0, b_0)` of ``problem``, certified against ``C_max``.
+
+    At :math:`\alpha = 0` the optimality conditions of eq. (42) are
+    :math:`-\rho^0 \in \partial L(b_0\mathbf 1)`, :math:`\mathbf 1^\top\rho^0 = 0` and
+    :math:`\|\rho^0\|_{K_m} \le \tilde g_C'(0^+)` for every kernel: the
+    lasso-type threshold (as ``lambda_max`` in glmnet and celer), here
+    :math:`C_{max} = \max_m\|\rho^0\|_{K_m}/t_1`.  Weak duality certifies it:
+    for :math:`C \ge C_{max}` the dual point :math:`\rho^0` is feasible and
+    Fenchel–Young makes :math:`D(\rho^0) = P(0, b_0)`.
+
+    For a loss differentiable at :math:`b_0` (logistic, squared) ``C_max`` is
+    the exact threshold.  Where the loss has kinks at :math:`b_0` (hinge,
+    ε-insensitive) the dual point is one subgradient selection
+    (:func:`_zero_dual`), so ``C_max`` is an upper bound of the exact
+    threshold: α = 0 is still certified optimal for every :math:`C \ge C_{max}`,
+    and engines reach it iteratively below.
+
+    Costs one pass over the bank (:math:`\|\rho^0\|_{K_m}`) and a 1-d search for
+    :math:`b_0`.
+    """
+    loss, reg = problem.loss, problem.regularizer
+    y = as_vector(problem.y)
+    N = problem.n_samples
+    b0 = optimal_bias(loss, y, np.zeros(N)) if problem.bias else 0.0
+    lo, hi = dual_box(problem)
+    rho = _zero_dual(loss, y, b0, problem.bias, -hi, -lo)
+    norms = dual_block_norms(problem.bank, rho)
+    top = float(np.max(norms)) if norms.size else 0.0
+    t1 = float(reg.zero_threshold(1.0))
+    if top == 0.0:
+        C_max = 0.0
+    elif t1 > 0.0 and math.isfinite(t1):
+        C_max = top / t1
+    else:
+        C_max = math.inf
+    primal = loss_value(loss, y, np.full(N, b0)) + regularizer_value(reg, np.zeros(norms.size),
+                                                                      problem.C)
+    dual = -math.inf
+    if problem.C >= C_max:
+        dual, _, _ = projected_dual_objective(problem, rho, norms=norms)
+    return ZeroSolution(bias=float(b0), objective=float(primal), dual_objective=float(dual),
+                        rho=rho, dual_norms=norms, C_max=float(C_max), C=float(problem.C))
+
+
+def zero_result(problem: Problem, zero: ZeroSolution, *, engine: str, t0: float) -> SolveResult:
+    r"""The certified result :math:`\alpha = 0`, :math:`b = b_0` when ``C >= C_max``.
+
+    Engines return it before iterating (:meth:`ZeroSolution.optimal`); one
+    history record (iteration 0) carries the objectives.
+    """
+    M, N = problem.n_kernels, problem.n_samples
+    gap = zero.gap
+    elapsed = time.perf_counter() - t0
+    record = {"iteration": 0, "objective": zero.objective, "dual_objective": zero.dual_objective,
+              "gap": gap, "n_active": 0, "time_s": elapsed}
+    message = (f"{engine}: alpha = 0 is optimal: C = {problem.C:g} >= C_max = {zero.C_max:.6g} "
+               f"(relative duality gap {gap:.3e}); every kernel weight is 0")
+    rho, _ = project_dual(problem, zero.rho, norms=zero.dual_norms)
+    return build_result(problem, engine=engine, status=Status.CONVERGED, alpha=np.zeros((M, N)),
+                        bias=zero.bias, primal=zero.objective, dual=zero.dual_objective,
+                        iterations=0, history=[record], message=message, time_s=elapsed,
+                        norms=np.zeros(M), rho=rho, C_max=zero.C_max)
+
+
+class Incumbents:
+    r"""The best primal point and the best dual point an engine has seen.
+
+    Weak duality holds between *any* primal point and *any* feasible dual
+    point, so the smallest primal value and the largest dual value seen
+    bound the optimum from both sides: their relative gap certifies the
+    primal incumbent, and it is never larger than the gap of the current
+    iterate.  Engines return the incumbents, so a solve that stalls or
+    oscillates never returns a point worse than one it has already seen
+    (the zero solution included, when given).
+
+    ``offer_primal(value, **state)`` and ``offer_dual(value, **state)`` keep
+    the state of the better value (copies are the caller's concern: pass
+    arrays that are not modified later).
+    """
+
+    def __init__(self, zero: ZeroSolution | None = None, M: int = 0, N: int = 0) -> None:
+        self.primal = math.inf
+        self.dual = -math.inf
+        self.primal_state: dict[str, Any] = {}
+        self.dual_state: dict[str, Any] = {}
+        self.primal_iteration = self.dual_iteration = -2
+        if zero is not None:                      # iteration -1: the zero solution
+            self.offer_primal(zero.objective, -1, alpha=np.zeros((M, N)), bias=zero.bias,
+                              norms=np.zeros(M))
+
+    def offer_primal(self, value: float, iteration: int, **state: Any) -> bool:
+        """Keep ``state`` if ``value`` is a finite primal value below the incumbent."""
+        if math.isfinite(value) and value < self.primal:
+            self.primal, self.primal_state, self.primal_iteration = float(value), state, iteration
+            return True
+        return False
+
+    def offer_dual(self, value: float, iteration: int, **state: Any) -> bool:
+        """Keep ``state`` if ``value`` is a finite dual value above the incumbent."""
+        if math.isfinite(value) and value > self.dual:
+            self.dual, self.dual_state, self.dual_iteration = float(value), state, iteration
+            return True
+        return False
+
+    @property
+    def gap(self) -> float:
+        """:func:`relative_gap` of the incumbents (``inf`` before both exist)."""
+        if not (math.isfinite(self.primal) and math.isfinite(self.dual)):
+            return math.inf
+        return relative_gap(self.primal, self.dual)
+
+
+def incumbent_result(
+    problem: Problem,
+    inc: Incumbents,
+    *,
+    engine: str,
+    status: Status,
+    message: str,
+    iterations: int,
+    history: list[dict[str, Any]],
+    t0: float,
+    C_max: float | None,
+    unit: str = "iteration",
+    stacklevel: int = 4,
+) -> SolveResult:
+    """The result of a run from its :class:`Incumbents`: best primal and best dual point.
+
+    The primal state offered must hold ``alpha`` (M, N), ``bias`` and
+    ``norms`` (M,); the dual state ``rho``.  When the primal point is not
+    the last iterate, the message says where it comes from (``unit`` names
+    an iteration of the engine).
+    """
+    st = inc.primal_state
+    if inc.primal_iteration != iterations:
+        where = ("alpha = 0 (the zero solution)" if inc.primal_iteration < 0
+                 else f"{unit} {inc.primal_iteration}")
+        message += f"; the primal point is that of {where}"
+    return build_result(
+        problem,
+        engine=engine,
+        status=status,
+        alpha=st["alpha"],
+        bias=st["bias"],
+        primal=inc.primal,
+        dual=inc.dual,
+        iterations=iterations,
+        history=history,
+        message=message,
+        time_s=time.perf_counter() - t0,
+        norms=st["norms"],
+        rho=inc.dual_state.get("rho"),
+        C_max=C_max,
+        stacklevel=stacklevel + 1,
+    )
+
+
+# ---------------------------------------------------------------------------
 # Result
 # ---------------------------------------------------------------------------
 def build_result(
@@ -558,6 +807,7 @@ def build_result(
     time_s: float,
     norms: np.ndarray | None = None,
     rho: np.ndarray | None = None,
+    C_max: float | None = None,
     stacklevel: int = 3,
 ) -> SolveResult:
     r"""Assemble a :class:`~mklkit.result.SolveResult` and warn when unconverged.
@@ -572,6 +822,8 @@ def build_result(
         :math:`\|\alpha_m\|_{K_m}`; computed when not given.
     rho : ndarray (N,), optional
         The dual point used for ``dual``.
+    C_max : float, optional
+        :attr:`ZeroSolution.C_max` of the problem, when the engine computed it.
     """
     alpha = np.array(alpha, dtype=np.float64)
     if norms is None:
@@ -596,4 +848,5 @@ def build_result(
         time_s=float(time_s),
         engine=engine,
         dual=None if rho is None else np.array(rho, dtype=np.float64),
+        C_max=None if C_max is None else float(C_max),
     )

@@ -404,15 +404,20 @@ class Proximal(Engine):
         A ``warm_start``'s α and b start the solve.
         """
         self.check_supported(problem)
-        return _Run(self, problem, callback, warm_start).run()
+        t0 = time.perf_counter()
+        zero = common.zero_solution(problem)
+        if zero.optimal(float(self.tol)):
+            return common.zero_result(problem, zero, engine=self.name, t0=t0)
+        return _Run(self, problem, callback, warm_start, zero).run()
 
 
 class _Run:
     """State of one proximal-gradient solve."""
 
     def __init__(self, engine: Proximal, problem: Problem, callback: Callback | None,
-                 warm_start: SolveResult | None) -> None:
+                 warm_start: SolveResult | None, zero: common.ZeroSolution) -> None:
         self.engine = engine
+        self.zero = zero
         self.problem = problem
         self.callback = callback
         self.K = problem.K
@@ -547,6 +552,17 @@ class _Run:
         return {"P": P, "D": D, "gap": gap, "b_star": b_star, "rho": rho_f,
                 "norms": norms, "n_exact": int(np.sum(want))}
 
+    def offer(self, inc: common.Incumbents, x: _Iterate, cert: dict[str, Any], it: int) -> None:
+        """Offer a certified iterate to the incumbents (the gap uses the best of each)."""
+        if math.isfinite(cert["P"]) and cert["P"] < inc.primal:
+            alpha = np.zeros((self.M, self.N))
+            norms = np.zeros(self.M)
+            if x.idx.size:
+                alpha[x.idx] = x.A
+                norms[x.idx] = cert["norms"]
+            inc.offer_primal(cert["P"], it, alpha=alpha, bias=cert["b_star"], norms=norms)
+        inc.offer_dual(cert["D"], it, rho=cert["rho"])
+
     # -- main loop -------------------------------------------------------------
     def start(self) -> _Iterate:
         """Zero, or the warm start; the bias is optimal for the start's kernel part."""
@@ -652,6 +668,8 @@ class _Run:
 
         cert = self.certificate(x)
         checked = 0
+        inc = common.Incumbents(self.zero, M, N)
+        self.offer(inc, x, cert, it)
         if not (math.isfinite(cert["P"]) and not math.isnan(cert["gap"])):
             status = Status.NUMERICAL_ERROR
             message = f"proximal: non-finite objective at the start (primal {cert['P']!r})"
@@ -776,6 +794,7 @@ class _Run:
             if it % gap_every == 0 or it >= max_iter:
                 cert = self.certificate(x)
                 checked = it
+                self.offer(inc, x, cert, it)
                 rec = record(cert)
                 history.append(rec)
                 logger.debug("proximal it=%d P=%.12g D=%.12g gap=%.3e active=%d L=%.3g",
@@ -785,10 +804,11 @@ class _Run:
                     status = Status.NUMERICAL_ERROR
                     message = (f"proximal: non-finite objective after {it} iterations "
                                f"(primal {cert['P']!r}, dual {cert['D']!r})")
-                elif cert["gap"] <= tol:
+                elif min(cert["gap"], inc.gap) <= tol:
                     status = Status.CONVERGED
-                    message = (f"proximal: converged, relative duality gap {cert['gap']:.3e} <= "
-                               f"tol {tol:g} after {it} iterations ({x.idx.size} active kernels)")
+                    message = (f"proximal: converged, relative duality gap "
+                               f"{min(cert['gap'], inc.gap):.3e} <= tol {tol:g} after {it} "
+                               "iterations")
                 elif stop:
                     status = Status.STOPPED
                     message = (f"proximal: stopped by the callback after {it} iterations "
@@ -800,29 +820,11 @@ class _Run:
 
         if checked != it:
             # stalled or a numerical error inside an iteration: certify the last
-            # accepted iterate so that the reported numbers belong to it
-            cert = self.certificate(x)
-        alpha = np.zeros((M, N))
-        norms = np.zeros(M)
-        if x.idx.size:
-            alpha[x.idx] = x.A
-            norms[x.idx] = cert["norms"]
-        return common.build_result(
-            self.problem,
-            engine=eng.name,
-            status=status,
-            alpha=alpha,
-            bias=cert["b_star"],
-            primal=cert["P"],
-            dual=cert["D"],
-            iterations=it,
-            history=history,
-            message=message,
-            time_s=time.perf_counter() - t0,
-            norms=norms,
-            rho=cert["rho"],
-            stacklevel=4,
-        )
+            # accepted iterate too
+            self.offer(inc, x, self.certificate(x), it)
+        return common.incumbent_result(self.problem, inc, engine=eng.name, status=status,
+                                       message=message, iterations=it, history=history, t0=t0,
+                                       C_max=self.zero.C_max, stacklevel=4)
 
 
 def _rows(src_idx: np.ndarray, dst_idx: np.ndarray) -> np.ndarray:

@@ -408,8 +408,12 @@ class Spicy(Engine):
         self.check_supported(problem)
         if warm_start is not None:
             _check_warm_start(problem, warm_start)
+        t0 = time.perf_counter()
+        zero = common.zero_solution(problem)
+        if zero.optimal(float(self.tol)):
+            return common.zero_result(problem, zero, engine=self.name, t0=t0)
         runner = (_OneStep if self.uses_one_step(problem) else _Iterative)(
-            self, problem, callback, warm_start)
+            self, problem, callback, warm_start, zero)
         if BLAS_THREADS is not None:
             with _THREADPOOLS.limit(limits=BLAS_THREADS, user_api="blas"):
                 return runner.run()
@@ -434,9 +438,10 @@ class _OneStep:
     """State of one run of the one-step method."""
 
     def __init__(self, engine: Spicy, problem: Problem, callback: Callback | None,
-                 warm_start: SolveResult | None = None) -> None:
+                 warm_start: SolveResult | None, zero: common.ZeroSolution) -> None:
         self.engine = engine
         self.warm_start = warm_start
+        self.zero = zero
         self.problem = problem
         self.callback = callback
         self.bank = problem.bank
@@ -518,6 +523,7 @@ class _OneStep:
         coef = np.zeros(norms.size)
         alpha_norms = np.zeros(norms.size)
         P = D = gap = math.nan
+        inc = common.Incumbents(self.zero, norms.size, N)
 
         while True:
             # ---- evaluate the current dual point and its primal recovery ----
@@ -538,9 +544,12 @@ class _OneStep:
                 b = common.optimal_bias(self.problem.loss, y, f, b0)
             P = common.loss_value(self.problem.loss, y, f + b) + common.regularizer_value(
                 self.problem.regularizer, alpha_norms, self.C)
-            D, _, _ = common.projected_dual_objective(self.problem, rho, norms=norms)
+            D, rho_f, _ = common.projected_dual_objective(self.problem, rho, norms=norms)
             gap = common.relative_gap(P, D)
             finite = math.isfinite(P) and math.isfinite(D) and math.isfinite(F)
+            inc.offer_primal(P, it, alpha=coef[:, None] * rho[None, :], bias=b,
+                             norms=alpha_norms.copy())
+            inc.offer_dual(D, it, rho=rho_f)
 
             if it > 0:
                 rec = {
@@ -565,10 +574,10 @@ class _OneStep:
                 message = (f"spicy: non-finite objective after {it} Newton steps "
                            f"(primal {P!r}, dual {D!r}, Newton objective {F!r})")
                 break
-            if gap <= tol:
+            if min(gap, inc.gap) <= tol:
                 status = Status.CONVERGED
-                message = (f"spicy: converged, relative duality gap {gap:.3e} <= tol {tol:g} "
-                           f"after {it} Newton steps ({prim.size} active kernels)")
+                message = (f"spicy: converged, relative duality gap {min(gap, inc.gap):.3e} <= "
+                           f"tol {tol:g} after {it} Newton steps")
                 break
             if stop:
                 status = Status.STOPPED
@@ -657,23 +666,9 @@ class _OneStep:
                 "multiplier": nu,
             }
 
-        alpha = coef[:, None] * rho[None, :]
-        return common.build_result(
-            self.problem,
-            engine=eng.name,
-            status=status,
-            alpha=alpha,
-            bias=b,
-            primal=P,
-            dual=D,
-            iterations=it,
-            history=history,
-            message=message,
-            time_s=time.perf_counter() - t0,
-            norms=alpha_norms,
-            rho=rho,
-            stacklevel=4,
-        )
+        return common.incumbent_result(self.problem, inc, engine=eng.name, status=status,
+                                       message=message, iterations=it, history=history, t0=t0,
+                                       C_max=self.zero.C_max, unit="Newton step", stacklevel=5)
 
 
 
@@ -1102,11 +1097,12 @@ class _Iterative:
     """State of one run of the iterative (augmented-Lagrangian) method."""
 
     def __init__(self, engine: Spicy, problem: Problem, callback: Callback | None,
-                 warm_start: SolveResult | None) -> None:
+                 warm_start: SolveResult | None, zero: common.ZeroSolution) -> None:
         self.engine = engine
         self.problem = problem
         self.callback = callback
         self.warm_start = warm_start
+        self.zero = zero
         self.bank = problem.bank
         self.y = problem.y
         self.C = float(problem.C)
@@ -1255,17 +1251,26 @@ class _Iterative:
         rho0 = initial_dual(self.lower, self.upper, self.bias)
         ws = self.warm_start
         if ws is None:
-            self.rho = rho0
-            self.KR = self.bank.matvecs(self.rho)
-            return
-        alpha = np.asarray(ws.alpha, dtype=np.float64)
-        S = np.flatnonzero(np.any(alpha != 0.0, axis=1)).astype(np.int64)
-        self.set_alpha(S, alpha[S])
-        self.b = float(ws.bias) if self.bias else 0.0
+            # the zero solution (alpha = 0, the optimal offset, the dual point of the
+            # loss derivative there and, for a constrained loss, the multipliers that
+            # go with it): the exact solution at C_max, the start of every path.  A
+            # cold dual start with xi = 0 puts the first inner minimizer about
+            # |y - z| / gamma outside the conjugate's domain, which Newton's method
+            # needs many steps to reach when gamma is small (large C).
+            alpha = np.zeros((0, self.N))
+            S = np.zeros(0, dtype=np.int64)
+            b, dual = self.zero.bias, self.zero.rho
+        else:
+            alpha = np.asarray(ws.alpha, dtype=np.float64)
+            S = np.flatnonzero(np.any(alpha != 0.0, axis=1)).astype(np.int64)
+            alpha = alpha[S]
+            b, dual = float(ws.bias), ws.dual
+        self.set_alpha(S, alpha)
+        self.b = b if self.bias else 0.0
         rho = rho0
-        if ws.dual is not None:
+        if dual is not None:
             lo, hi = -self.upper, -self.lower
-            cand = np.clip(np.asarray(ws.dual, dtype=np.float64), lo, hi)
+            cand = np.clip(np.asarray(dual, dtype=np.float64), lo, hi)
             if self.bias:
                 cand = common.project_sum_box(cand, lo, hi)
             # a convex combination with the strictly interior start stays strictly inside
@@ -1273,7 +1278,7 @@ class _Iterative:
         if self.loss.constrained:
             f = self.KA.sum(axis=0) if self.S.size else np.zeros(self.N)
             rho_est = self.loss.estimate_multipliers(f + self.b, rho)
-            if ws.dual is None:
+            if dual is None:
                 rho = rho_est
         self.rho = np.ascontiguousarray(rho)
         self.KR = self.bank.matvecs(self.rho)
@@ -1543,6 +1548,7 @@ class _Iterative:
         b_out = self.b
         rho_t = self.rho
         norms = np.zeros(self.M)
+        inc = common.Incumbents(self.zero, self.M, self.N)
         while True:
             if it >= max_iter:
                 status = Status.MAX_ITER
@@ -1562,6 +1568,9 @@ class _Iterative:
             it += 1
             P, D, b_out, rho_t, norms = self.objectives()
             gap = common.relative_gap(P, D)
+            inc.offer_primal(P, it, alpha=self.alpha_full(), bias=b_out,
+                             norms=self.block_norms_full())
+            inc.offer_dual(D, it, rho=rho_t)
             rec = {
                 "iteration": it,
                 "objective": P,
@@ -1599,10 +1608,10 @@ class _Iterative:
                 message = (f"spicy: non-finite objective after {it} outer iterations "
                            f"(primal {P!r}, dual {D!r})")
                 break
-            if gap <= tol:
+            if min(gap, inc.gap) <= tol:
                 status = Status.CONVERGED
-                message = (f"spicy: converged, relative duality gap {gap:.3e} <= tol {tol:g} "
-                           f"after {it} outer iterations ({self.S.size} active kernels)")
+                message = (f"spicy: converged, relative duality gap {min(gap, inc.gap):.3e} <= "
+                           f"tol {tol:g} after {it} outer iterations")
                 break
             if stop:
                 status = Status.STOPPED
@@ -1620,31 +1629,10 @@ class _Iterative:
             self.gamma = min(self.gamma * float(eng.gamma_factor), self.gamma_cap)
             self.gamma_b = float(eng.gamma_bias) * self.gamma
 
-        if best is not None and status != Status.CONVERGED and best["gap"] < gap:
-            # unconverged: return the best point seen (its record is in the history)
-            self.set_alpha(best["S"], best["A"])
-            P, D, b_out, rho_t, gap = best["P"], best["D"], best["b_out"], best["rho_t"], best["gap"]
-            message += f"; the result is that of iteration {best['it']} (gap {gap:.3e})"
-        alpha = self.alpha_full()
-        bias = b_out if history else self.b
-        if not history:
-            P = common.primal_objective(self.problem, alpha, bias)
-        return common.build_result(
-            self.problem,
-            engine=eng.name,
-            status=status,
-            alpha=alpha,
-            bias=bias,
-            primal=P,
-            dual=D,
-            iterations=it,
-            history=history,
-            message=message,
-            time_s=time.perf_counter() - t0,
-            norms=self.block_norms_full(),
-            rho=rho_t,
-            stacklevel=4,
-        )
+        return common.incumbent_result(self.problem, inc, engine=eng.name, status=status,
+                                       message=message, iterations=it, history=history, t0=t0,
+                                       C_max=self.zero.C_max, unit="outer iteration",
+                                       stacklevel=5)
 
 
 BUILTIN_ENGINES = (Spicy,)

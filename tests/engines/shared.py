@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from mklkit.data import load_builtin
+from mklkit.engines.common import relative_gap
 from mklkit.result import ConvergenceWarning, Status
 
 try:
@@ -82,8 +83,10 @@ def solve_stopped(engine: Any, problem: Any, stop_at: int) -> tuple[Any, list[di
     """Solve with a callback whose truthy return at iteration ``stop_at`` stops the solve.
 
     Checks that the solve stops there, with status ``stopped`` and no
-    ``ConvergenceWarning``, and that the last record seen is the result's;
-    returns the result and the records the callback saw.
+    ``ConvergenceWarning``, and that the result holds the best primal and the
+    best dual value of the records seen (engines return their incumbents,
+    :class:`mklkit.engines.common.Incumbents`) with their gap; returns the
+    result and the records the callback saw.
     """
     __tracebackhide__ = True
     seen: list[dict[str, Any]] = []
@@ -97,5 +100,14 @@ def solve_stopped(engine: Any, problem: Any, stop_at: int) -> tuple[Any, list[di
         res = engine.solve(problem, callback=cb)
     assert res.status == Status.STOPPED
     assert res.iterations == stop_at and seen[-1]["iteration"] == stop_at
-    assert seen[-1]["gap"] == res.gap
+    assert_incumbents(res, seen)
     return res, seen
+
+
+def assert_incumbents(res: Any, records: list[dict[str, Any]]) -> None:
+    """The result holds the best primal and the best dual value of ``records`` (or better:
+    the zero solution and unrecorded start points count too), and their gap."""
+    __tracebackhide__ = True
+    assert res.objective <= min(rec["objective"] for rec in records)
+    assert res.dual_objective >= max(rec["dual_objective"] for rec in records)
+    assert res.gap == relative_gap(res.objective, res.dual_objective) <= records[-1]["gap"]

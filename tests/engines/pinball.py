@@ -1,0 +1,113 @@
+r"""A pinball (quantile) loss written against the loss contract alone, as a plugin would.
+
+:math:`\ell(y, z) = \tau(y - z)_+ + (1 - \tau)(z - y)_+`; conjugate
+:math:`\ell^*(y, u) = yu` on :math:`-\tau \le u \le 1 - \tau`, whose gradient
+is finite at the ends: the constrained form (SpicyMKL eq. 33) with
+:math:`\ell_0^* = yu`, :math:`h_1 = -\tau - u`, :math:`h_2 = u - (1 - \tau)`
+and no auxiliary variables.  Nothing in mklkit knows this class.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from mklkit.components.base import REGRESSION, ConstrainedConjugate, Loss, LossKernels, Param
+
+
+@njit(cache=True)
+def value(y, z, params):
+    tau = params[0]
+    r = y - z
+    return np.maximum(tau * r, (tau - 1.0) * r)
+
+
+@njit(cache=True)
+def deriv(y, z, params):
+    tau = params[0]
+    return np.where(z > y, 1.0 - tau, -tau)
+
+
+@njit(cache=True)
+def zeros(y, z, params):
+    return np.zeros(y.shape[0])
+
+
+@njit(cache=True)
+def conj(y, u, params):
+    tau = params[0]
+    out = np.empty(y.shape[0])
+    for i in range(y.shape[0]):
+        out[i] = y[i] * u[i] if -tau <= u[i] <= 1.0 - tau else np.inf
+    return out
+
+
+@njit(cache=True)
+def conj_grad(y, u, params):
+    return y.copy()
+
+
+@njit(cache=True)
+def conj_lower(y, params):
+    return np.full(y.shape[0], -params[0])
+
+
+@njit(cache=True)
+def conj_upper(y, params):
+    return np.full(y.shape[0], 1.0 - params[0])
+
+
+@njit(cache=True)
+def l0(y, u, ut, params):
+    return y * u
+
+
+@njit(cache=True)
+def l0_grad(y, u, ut, params):
+    out = np.empty((y.shape[0], 1))
+    out[:, 0] = y
+    return out
+
+
+@njit(cache=True)
+def l0_hess(y, u, ut, params):
+    return np.zeros((y.shape[0], 1, 1))
+
+
+@njit(cache=True)
+def cons(y, u, ut, params):
+    tau = params[0]
+    out = np.empty((y.shape[0], 2))
+    out[:, 0] = -tau - u
+    out[:, 1] = u - (1.0 - tau)
+    return out
+
+
+@njit(cache=True)
+def cons_grad(y, u, ut, params):
+    out = np.empty((y.shape[0], 2, 1))
+    out[:, 0, 0] = -1.0
+    out[:, 1, 0] = 1.0
+    return out
+
+
+@njit(cache=True)
+def cons_hess(y, u, ut, params):
+    return np.zeros((y.shape[0], 2, 1, 1))
+
+
+class Pinball(Loss):
+    """Pinball loss of quantile ``tau`` (see the module docstring)."""
+
+    name = "pinball"
+    description = "pinball (quantile) loss"
+    task = REGRESSION
+    params = (Param("tau", 0.5, "quantile", low=0.0, high=1.0, low_open=True, high_open=True),)
+    smooth_conjugate = False
+    smooth_primal = False
+    n_aux = 0
+    n_cons = 2
+    kernels = LossKernels(value=value, deriv=deriv, deriv2=zeros, conj=conj,
+                          conj_grad=conj_grad, conj_hess=zeros, conj_lower=conj_lower,
+                          conj_upper=conj_upper)
+    constrained = ConstrainedConjugate(l0=l0, l0_grad=l0_grad, l0_hess=l0_hess, cons=cons,
+                                       cons_grad=cons_grad, cons_hess=cons_hess)
