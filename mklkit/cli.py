@@ -24,9 +24,11 @@ commands, so ``mklkit --help`` answers at once.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
-from typing import Any, Callable, NoReturn, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 __all__ = ["main", "EXIT_OK", "EXIT_USAGE", "EXIT_NOT_CONVERGED", "EXIT_INTERRUPTED"]
 
@@ -39,6 +41,10 @@ EXIT_INTERRUPTED = 130
 CHECKABLE_KINDS = ("loss", "regularizer")
 #: Random parameter points ``mklkit check-plugin`` checks besides the defaults.
 CHECK_RANDOM_POINTS = 5
+
+#: Library loggers whose INFO records ``run`` and ``sweep`` show on stderr
+#: (not with ``--quiet``): the note that numba is compiling (mklkit.compilation).
+SHOWN_LOGGERS = ("mklkit.compilation",)
 
 #: Progress lines start once a solve has run this long (seconds) ...
 PROGRESS_AFTER_S = 1.0
@@ -215,6 +221,36 @@ class _Progress:
         return None
 
 
+class _StderrLines(logging.Handler):
+    """Shows a library log record as one ``mklkit: <message>`` line on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        _err(f"mklkit: {record.getMessage()}")
+
+
+@contextmanager
+def _show_logs(enabled: bool) -> Iterator[None]:
+    """While the block runs, show the INFO records of :data:`SHOWN_LOGGERS` on stderr."""
+    if not enabled:
+        yield
+        return
+    handler = _StderrLines(logging.INFO)
+    saved = []
+    for name in SHOWN_LOGGERS:
+        lg = logging.getLogger(name)
+        saved.append((lg, lg.level, lg.propagate))
+        lg.addHandler(handler)
+        lg.setLevel(logging.INFO)
+        lg.propagate = False  # shown here once, not again by a handler of the root logger
+    try:
+        yield
+    finally:
+        for lg, level, propagate in saved:
+            lg.removeHandler(handler)
+            lg.setLevel(level)
+            lg.propagate = propagate
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
@@ -241,7 +277,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise spec.error(key, exc.problem, str(out_dir), exc.allowed) from None
     prepared = spec.prepare(progress=False if args.quiet else None)
     progress = _Progress(prepared.n_kernels, enabled=not args.quiet)
-    result = solve_prepared(prepared, progress)
+    with _show_logs(not args.quiet):
+        result = solve_prepared(prepared, progress)
     try:
         files = result.write(out_dir, force=args.force)
     except OutputError as exc:
@@ -324,10 +361,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         return EXIT_OK
     out = Path(args.out) if args.out else sweep.output_dir
     try:
-        res = run_sweep(
-            sweep, out, workers=args.workers, scheduler=args.scheduler, resume=args.resume, force=args.force,
-            progress=_sweep_progress(args.quiet), out_key="--out" if args.out else "output.dir",
-        )
+        with _show_logs(not args.quiet):
+            res = run_sweep(
+                sweep, out, workers=args.workers, scheduler=args.scheduler, resume=args.resume,
+                force=args.force, progress=_sweep_progress(args.quiet),
+                out_key="--out" if args.out else "output.dir",
+            )
     except KeyboardInterrupt:
         path = out / RESULTS
         n = len(read_results(path)) if path.is_file() else 0

@@ -522,6 +522,50 @@ def test_progress_lines(tmp_path, capsys, monkeypatch):
     assert code == 0 and "iteration" not in err
 
 
+@pytest.fixture
+def compiling_engine():
+    """An engine that compiles a new numba function, then solves with spicy."""
+    from numba import njit
+
+    class Compiling(Engine):
+        name = "compiling_test_engine"
+        description = "compiles a new jitted function, then delegates to spicy"
+
+        def solve(self, problem, callback=None):
+            @njit(cache=False)
+            def fresh(x):
+                return x + 1.0
+
+            fresh(1.0)
+            spicy = get_registry().get("engine", "spicy")(tol=self.tol, max_iter=self.max_iter)
+            return spicy.solve(problem, callback)
+
+    mod = types.ModuleType("compiling_test_plugin")
+
+    @hookimpl
+    def mklkit_register_components(register):
+        register(Compiling)
+
+    mod.mklkit_register_components = mklkit_register_components
+    reg = get_registry()
+    name = reg.register_plugin(mod, "compiling-test", "0", name="compiling_test_plugin")
+    try:
+        yield Compiling.name
+    finally:
+        reg.unregister_plugin(name)
+
+
+def test_run_says_once_that_numba_compiles(tmp_path, capsys, compiling_engine):
+    p = spec_file(tmp_path, solver={"name": compiling_engine})
+    code, _, err = run_cli(["run", p, "--out", tmp_path / "a"], capsys)
+    assert code == 0, err
+    notes = [ln for ln in err.splitlines() if "compiling" in ln]
+    assert notes == [f"mklkit: compiling numba code for loss 'logistic', regularizer 'elasticnet' and "
+                     f"engine '{compiling_engine}' (first use, cached afterwards)"]
+    code, _, err = run_cli(["run", p, "--out", tmp_path / "b", "--quiet"], capsys)
+    assert code == 0 and "compiling" not in err
+
+
 def test_regression_run_reports_rmse(tmp_path, capsys):
     p = spec_file(
         tmp_path,
