@@ -109,7 +109,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("spec", metavar="SPEC", help="YAML spec file")
     overrides(sp)
     sp.add_argument("--out", metavar="DIR", help="output directory (default: the spec's output.dir, else runs/<spec name>)")
-    sp.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    sp.add_argument("--quiet", "-q", action="store_true",
+                    help="no progress lines on stderr (nor warnings about plugins that could not be loaded)")
     sp.add_argument("--force", action="store_true", help="overwrite the results of an earlier run in the output directory")
     sp.add_argument("--strict", action="store_true", help="exit with code 3 when the solver does not converge")
 
@@ -129,7 +130,8 @@ def _parser() -> argparse.ArgumentParser:
     again.add_argument("--resume", action="store_true", help="keep the finished rows of an interrupted sweep and solve the rest")
     again.add_argument("--force", action="store_true", help="start over in a directory that holds an earlier sweep")
     sp.add_argument("--dry-run", action="store_true", help="validate every grid point and fold and print the grid size; solve nothing")
-    sp.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    sp.add_argument("--quiet", "-q", action="store_true",
+                    help="no progress lines on stderr (nor warnings about plugins that could not be loaded)")
 
     sp = add("report", "draw gap.png, active.png, weights.png into a run directory", _cmd_report)
     sp.add_argument("out", metavar="OUT", help="run directory written by 'mklkit run'")
@@ -286,7 +288,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _print_summary(result, files)
     if not result.converged:
         r = result.result
-        args.seen_messages = {_one_line(r.message)}  # the engine's own warning says the same
+        # the line below gives the engine's message: its ConvergenceWarning would repeat it
+        args.hidden_warnings = {"ConvergenceWarning"}
         tol = result.spec.solver.engine.get_params().get("tol")
         _err(
             f"warning: the solver did not converge: status {r.status} after {_plural(r.iterations, 'iteration')}, "
@@ -584,12 +587,13 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------
 # entry point
 # ---------------------------------------------------------------------------
-def _warning_lines(caught: Sequence[Any], skip: set[str] | frozenset[str] = frozenset()) -> list[str]:
+def _warning_lines(caught: Sequence[Any], hidden: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """One ``warning: <text>`` line per distinct warning, leaving out the categories in ``hidden``."""
     seen: list[str] = []
     for w in caught:
         cat = getattr(w.category, "__name__", "Warning")
         text = _one_line(w.message)
-        if cat == "NumbaExperimentalFeatureWarning" or text in skip:
+        if cat == "NumbaExperimentalFeatureWarning" or cat in hidden:
             continue
         line = f"warning: {text}"
         if line not in seen:
@@ -615,7 +619,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         with warnings.catch_warnings(record=True) as caught:  # shown as one line each
             code = args.func(args)
-        for line in _warning_lines(caught, getattr(args, "seen_messages", frozenset())):
+        hidden = set(getattr(args, "hidden_warnings", ()))
+        if getattr(args, "quiet", False):
+            hidden.add("PluginWarning")  # a broken plugin: 'mklkit plugins' lists it
+        for line in _warning_lines(caught, hidden):
             _err(line)
         return code
     except KeyboardInterrupt:
