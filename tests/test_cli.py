@@ -6,6 +6,7 @@ behaviour (no traceback, exit codes, ``--help`` speed).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import subprocess
@@ -151,21 +152,28 @@ class Picky(Engine):
         raise AssertionError("solve must not be called")
 
 
-@pytest.fixture
-def picky_engine():
+@contextlib.contextmanager
+def registered(cls: type):
+    """``cls`` registered in the process-wide registry by a plugin of its own, for the block."""
     reg = get_registry()
-    mod = types.ModuleType("picky_test_plugin")
+    mod = types.ModuleType(f"{cls.name}_plugin")
 
     @hookimpl
     def mklkit_register_components(register):
-        register(Picky)
+        register(cls)
 
     mod.mklkit_register_components = mklkit_register_components
-    name = reg.register_plugin(mod, "picky-test", "0", name="picky_test_plugin")
+    name = reg.register_plugin(mod, f"{cls.name}-dist", "0", name=mod.__name__)
     try:
-        yield Picky.name
+        yield cls.name
     finally:
         reg.unregister_plugin(name)
+
+
+@pytest.fixture
+def picky_engine():
+    with registered(Picky) as name:
+        yield name
 
 
 @pytest.mark.parametrize("command", ["validate", "run"])
@@ -540,19 +548,8 @@ def compiling_engine():
             spicy = get_registry().get("engine", "spicy")(tol=self.tol, max_iter=self.max_iter)
             return spicy.solve(problem, callback)
 
-    mod = types.ModuleType("compiling_test_plugin")
-
-    @hookimpl
-    def mklkit_register_components(register):
-        register(Compiling)
-
-    mod.mklkit_register_components = mklkit_register_components
-    reg = get_registry()
-    name = reg.register_plugin(mod, "compiling-test", "0", name="compiling_test_plugin")
-    try:
-        yield Compiling.name
-    finally:
-        reg.unregister_plugin(name)
+    with registered(Compiling) as name:
+        yield name
 
 
 def test_run_says_once_that_numba_compiles(tmp_path, capsys, compiling_engine):
