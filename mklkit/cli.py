@@ -523,13 +523,17 @@ def _cmd_check_plugin(args: argparse.Namespace) -> int:
         fixed = {k: v for k, (v, _) in given.items() if any(p.name == k for p in r.cls.params)}
         try:
             reports = check_parameter_points(r.cls, n_random=args.random, seed=args.seed, fixed=fixed)
-        except ParamError as exc:
-            text = given[exc.key][1] if exc.key in given else ""
-            raise UsageError(f"mklkit check-plugin: --param {text}: {exc}") from None
-        except ValueError as exc:  # no valid random point: the declarations and the class disagree
+        except ValueError as exc:
+            if isinstance(exc, ParamError) and fixed:  # a --param value the component refuses
+                text = given[exc.key][1] if exc.key in given else " ".join(t for _, t in given.values())
+                raise UsageError(f"mklkit check-plugin: --param {text}: {exc}") from None
+            # the class refuses its defaults or every draw from its declarations: a failure
             failed, total = failed + 1, total + 1
             blocks.append(f"{r.kind} {r.name}: FAILED: {exc}")
-            continue
+            try:  # the defaults (or given values) may still be checkable
+                reports = check_parameter_points(r.cls, n_random=0, seed=args.seed, fixed=fixed)
+            except ValueError:
+                continue
         # in order: the first point's whole report, the whole report of every failing
         # point, and the heading only of the other passing points
         headings: list[str] = []

@@ -11,6 +11,7 @@ import pytest
 from mklkit import plugins as plugins_mod
 from mklkit.cli import main
 from mklkit.components.base import LossKernels
+from mklkit.components.params import ParamError
 from mklkit.plugins import ComponentValidationError, PluginWarning, Registry, get_registry, hookimpl
 
 from .conftest import RefPinball, pb_value
@@ -112,6 +113,32 @@ def test_bad_options_are_one_line_errors(pinballs, capsys, argv, needles):
     code, out, err = run_cli(["check-plugin", "swapped_pinball", *argv], capsys)
     one_line_error(code, err, *needles)
     assert out == ""
+
+
+class FussyPinball(RefPinball):
+    """Declares tau in (0, 1) but accepts only 0.5."""
+
+    name = "fussy_pinball"
+
+    def _check(self) -> None:
+        if self.tau != 0.5:
+            raise ParamError("tau", self.tau, "0.5 (this component's own check)", self.name)
+
+
+def test_a_class_that_refuses_its_declared_values_fails(capsys):
+    reg = get_registry()
+    name = reg.register_plugin(_plugin_module(FussyPinball), "mklkit-fussy", "0.1", name="fussy_test")
+    try:
+        code, out, err = run_cli(["check-plugin", "fussy_pinball"], capsys)
+        assert code == 2
+        assert "(FussyPinball(tau=0.5)) at the default parameters: OK" in out
+        assert "loss fussy_pinball: FAILED: FussyPinball: no parameter point accepted by the class" in out
+        one_line_error(code, err, "fussy_pinball failed the conformance checks at 1 of 2 parameter points")
+        code, out, err = run_cli(["check-plugin", "fussy_pinball", "--param", "tau=0.2"], capsys)
+        one_line_error(code, err, "--param tau=0.2: fussy_pinball: tau must be 0.5 (this component's own "
+                                  "check); got 0.2")
+    finally:
+        reg.unregister_plugin(name)
 
 
 def test_param_of_a_component_without_parameters(capsys):
