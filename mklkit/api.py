@@ -277,12 +277,17 @@ def solve_prepared(
     problem = prepared.problem
     if problem is None:
         raise ValueError("solve_prepared needs a Prepared built with build=True")
+    from .compilation import announce_compilation
+
     engine = spec.solver.engine
+    what = (f"loss {problem.loss.name!r}, regularizer {problem.regularizer.name!r} "
+            f"and engine {engine.name!r}")
     t0 = time.perf_counter()
-    if warm_start is not None and getattr(engine, "supports_warm_start", False):
-        result = engine.solve(problem, callback, warm_start=warm_start)
-    else:
-        result = engine.solve(problem, callback)
+    with announce_compilation(what):
+        if warm_start is not None and getattr(engine, "supports_warm_start", False):
+            result = engine.solve(problem, callback, warm_start=warm_start)
+        else:
+            result = engine.solve(problem, callback)
     solve_s = time.perf_counter() - t0
     data = prepared.data
     task = data.task

@@ -460,6 +460,14 @@ class Registry:
                 continue
         return ok
 
+    def broken_plugin(self, plugin: str) -> BrokenPlugin | None:
+        """The :class:`BrokenPlugin` named by plugin or distribution name, or None."""
+        key = _norm(plugin)
+        for b in self._broken:
+            if key in (_norm(b.name), _norm(b.dist)):
+                return b
+        return None
+
     def provided_by(self, plugin: str) -> list[Registration]:
         """Registrations of one plugin, named by plugin or distribution name."""
         key = _norm(plugin)

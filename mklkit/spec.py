@@ -541,15 +541,18 @@ def _deepcopy(x: Any) -> Any:
     return x
 
 
-def parse_override(text: str, file: str = "<spec>") -> tuple[str, Any]:
-    """Split ``"key.path=value"`` and parse the value as YAML (``1e-3`` is a number)."""
+def parse_override(text: str, file: str = "<spec>", option: str = "--set") -> tuple[str, Any]:
+    """Split ``"key.path=value"`` and parse the value as YAML (``1e-3`` is a number).
+
+    ``option`` names the command-line option in messages (``--set``, ``--param``).
+    """
     if not isinstance(text, str) or "=" not in text:
-        raise SpecError(file, "--set", "an override needs the form key.path=value", text, "key.path=value, e.g. problem.C=0.1")
+        raise SpecError(file, option, "an override needs the form key.path=value", text, "key.path=value, e.g. problem.C=0.1")
     key, _, value_text = text.partition("=")
     key = key.strip()
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*", key):
-        raise SpecError(file, "--set", "malformed key path", key, "dotted keys such as problem.regularizer.lam")
-    value = _load_yaml_text(value_text, f"{file} (--set {key})") if value_text.strip() else None
+        raise SpecError(file, option, "malformed key path", key, "dotted keys such as problem.regularizer.lam")
+    value = _load_yaml_text(value_text, f"{file} ({option} {key})") if value_text.strip() else None
     return key, value
 
 

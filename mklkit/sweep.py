@@ -776,6 +776,23 @@ class _Serial:
         pass
 
 
+def _pool_worker_init() -> None:
+    """Set up a local pool worker: the warnings its parent reports itself are not repeated.
+
+    The parent loaded the same plugin entry points (to read the sweep) and shows a
+    broken plugin once; a solve that does not converge is reported by the status
+    of its row and the sweep's summary.  A spawned worker would print each on the
+    terminal again, once per worker, whatever the command line's ``--quiet``.
+    """
+    import warnings
+
+    from .plugins import PluginWarning
+    from .result import ConvergenceWarning
+
+    warnings.filterwarnings("ignore", category=PluginWarning)
+    warnings.filterwarnings("ignore", category=ConvergenceWarning)
+
+
 class _Pool:
     """A local process pool (``concurrent.futures``, spawned processes)."""
 
@@ -784,7 +801,8 @@ class _Pool:
         from concurrent.futures import ProcessPoolExecutor
 
         self.name = f"local pool of {workers} processes"
-        self.ex = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        self.ex = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                      initializer=_pool_worker_init)
 
     def map(self, fn: Callable[[Task], Any], tasks: Sequence[Task]) -> Iterator[tuple[Task, Any, BaseException | None]]:
         from concurrent.futures import as_completed

@@ -6,6 +6,7 @@ behaviour (no traceback, exit codes, ``--help`` speed).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import subprocess
@@ -151,21 +152,28 @@ class Picky(Engine):
         raise AssertionError("solve must not be called")
 
 
-@pytest.fixture
-def picky_engine():
+@contextlib.contextmanager
+def registered(cls: type):
+    """``cls`` registered in the process-wide registry by a plugin of its own, for the block."""
     reg = get_registry()
-    mod = types.ModuleType("picky_test_plugin")
+    mod = types.ModuleType(f"{cls.name}_plugin")
 
     @hookimpl
     def mklkit_register_components(register):
-        register(Picky)
+        register(cls)
 
     mod.mklkit_register_components = mklkit_register_components
-    name = reg.register_plugin(mod, "picky-test", "0", name="picky_test_plugin")
+    name = reg.register_plugin(mod, f"{cls.name}-dist", "0", name=mod.__name__)
     try:
-        yield Picky.name
+        yield cls.name
     finally:
         reg.unregister_plugin(name)
+
+
+@pytest.fixture
+def picky_engine():
+    with registered(Picky) as name:
+        yield name
 
 
 @pytest.mark.parametrize("command", ["validate", "run"])
@@ -520,6 +528,39 @@ def test_progress_lines(tmp_path, capsys, monkeypatch):
     assert "mklkit: iteration 1: objective" in err and "gap" in err
     code, _, err = run_cli(["run", p, "--out", tmp_path / "b", "--quiet"], capsys)
     assert code == 0 and "iteration" not in err
+
+
+@pytest.fixture
+def compiling_engine():
+    """An engine that compiles a new numba function, then solves with spicy."""
+    from numba import njit
+
+    class Compiling(Engine):
+        name = "compiling_test_engine"
+        description = "compiles a new jitted function, then delegates to spicy"
+
+        def solve(self, problem, callback=None):
+            @njit(cache=False)
+            def fresh(x):
+                return x + 1.0
+
+            fresh(1.0)
+            spicy = get_registry().get("engine", "spicy")(tol=self.tol, max_iter=self.max_iter)
+            return spicy.solve(problem, callback)
+
+    with registered(Compiling) as name:
+        yield name
+
+
+def test_run_says_once_that_numba_compiles(tmp_path, capsys, compiling_engine):
+    p = spec_file(tmp_path, solver={"name": compiling_engine})
+    code, _, err = run_cli(["run", p, "--out", tmp_path / "a"], capsys)
+    assert code == 0, err
+    notes = [ln for ln in err.splitlines() if "compiling" in ln]
+    assert notes == [f"mklkit: compiling numba code for loss 'logistic', regularizer 'elasticnet' and "
+                     f"engine '{compiling_engine}' (first use, cached afterwards)"]
+    code, _, err = run_cli(["run", p, "--out", tmp_path / "b", "--quiet"], capsys)
+    assert code == 0 and "compiling" not in err
 
 
 def test_regression_run_reports_rmse(tmp_path, capsys):

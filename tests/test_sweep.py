@@ -4,6 +4,8 @@ from __future__ import annotations
 import copy
 import csv
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -421,6 +423,50 @@ def test_cli_sweep_runs_and_reports_best(tmp_path, capsys):
     code = main(["sweep", str(p), "--out", str(out), "--workers", "2", "--scheduler", "tcp://x:1"])
     err = capsys.readouterr().err
     assert code == 2 and "not allowed with argument" in err
+
+
+def _site_with_a_broken_plugin(tmp_path: Path) -> Path:
+    """A folder for PYTHONPATH with an installed distribution whose mklkit plugin cannot be imported."""
+    site = tmp_path / "site"
+    (site / "mklkit_broken_demo").mkdir(parents=True)
+    (site / "mklkit_broken_demo" / "__init__.py").write_text("")
+    (site / "mklkit_broken_demo" / "plugin.py").write_text("import numba_nightly  # not installed\n")
+    info = site / "mklkit_broken_demo-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mklkit-broken-demo\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[mklkit]\nbroken_demo = mklkit_broken_demo.plugin\n")
+    return site
+
+
+def _pool_sweep_with_a_broken_plugin(tmp_path: Path, *options: str) -> str:
+    """stderr of a two-worker sweep (two tasks that do not converge) with a broken plugin installed."""
+    p = write_spec(tmp_path, grid(problem={"regularizer": {"name": "elasticnet", "lam": 0.5}, "C": 1.0},
+                                  solver={"tol": 1e-14, "max_iter": 1}, cv={"folds": 2, "seed": 0}))
+    site = _site_with_a_broken_plugin(tmp_path)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, "-m", "mklkit.cli", "sweep", str(p), "--workers", "2",
+                        "--out", str(tmp_path / "o"), *options],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    # the solves that did not converge are reported by the parent, not by each worker
+    assert "ConvergenceWarning" not in r.stderr
+    assert "2 of 2 solves did not converge" in r.stderr
+    return r.stderr
+
+
+def test_a_pool_sweep_with_quiet_does_not_repeat_a_broken_plugin_per_worker(tmp_path):
+    # every spawned worker loads the entry points again and printed the warning
+    err = _pool_sweep_with_a_broken_plugin(tmp_path, "--quiet")
+    assert "broken_demo" not in err, err
+
+
+@pytest.mark.slow
+def test_a_pool_sweep_reports_a_broken_plugin_once(tmp_path):
+    err = _pool_sweep_with_a_broken_plugin(tmp_path)
+    broken = [ln for ln in err.splitlines() if "'broken_demo'" in ln]
+    assert len(broken) == 1, err
+    assert broken[0].startswith("warning: mklkit plugin 'broken_demo' from distribution mklkit-broken-demo 0.1.0")
+    assert "ModuleNotFoundError: No module named 'numba_nightly'" in broken[0]
 
 
 # ---------------------------------------------------------------------------

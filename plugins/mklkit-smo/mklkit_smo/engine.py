@@ -58,6 +58,10 @@ _EPS_FLOOR = 1e-15
 #: A shrinking step is taken only when it leaves at most this fraction of the points active
 #: (each one rebuilds the compact copies and empties the row cache).
 _SHRINK_FRACTION = 0.8
+#: Automatic ``check_every``: a history record every n / _RECORDS_PER_PASS SMO steps for n
+#: dual variables (at most every refresh interval), so that even a solve of one pass over
+#: the variables leaves a gap and active-kernel curve; a record costs about one step.
+_RECORDS_PER_PASS = 20
 #: M * N from which the passes over the state run multithreaded (``parallel="auto"``).
 _PARALLEL_WORK = 50_000_000
 #: Options of the SMO loop that ``smo_mkl`` and ``skm_smo`` share.
@@ -182,8 +186,10 @@ class SmoMKL(Engine):
         is divided by 10 each time the inner loop meets it while the gap is
         still above ``tol``.
     check_every : int
-        SMO steps between duality-gap checks (one history record each);
-        0 chooses ``min(max(n, 100), 2000)`` for ``n`` dual variables.
+        SMO steps between duality-gap checks (one history record and one call
+        of ``callback`` each) and between shrinking steps.  0: a record every
+        ``max(1, min(n // 20, 1000))`` steps for ``n`` dual variables, and
+        shrinking every ``min(max(n, 100), 1000)`` steps (LibSVM's interval).
     cache_mb : float
         Size of the LRU cache of kernel rows (MiB) for kernels computed on the
         fly; at least two rows are always kept.
@@ -372,7 +378,11 @@ class _Run:
         self.tol = float(p["tol"])
         self.max_iter = int(p["max_iter"])
         self.eps = float(p["kkt_tol"])
-        self.check_every = int(p["check_every"]) or int(min(max(n, 100), 1000))
+        # SMO steps between exact refreshes of the sums and shrinking steps (LibSVM's interval),
+        # and between history records (with a certified gap whenever nothing is shrunk)
+        self.refresh_every = int(p["check_every"]) or int(min(max(n, 100), 1000))
+        self.record_every = int(p["check_every"]) or int(
+            max(1, min(self.refresh_every, n // _RECORDS_PER_PASS)))
         self.shrinking = bool(p["shrinking"])
         self.cache_bytes = float(p["cache_mb"]) * 2**20
         self.n_syncs = 0
@@ -681,10 +691,11 @@ class _Run:
         t0 = time.perf_counter()
         history: list[dict[str, Any]] = []
         steps = 0
+        next_shrink = self.refresh_every
         status = Status.MAX_ITER
         message = ""
         while True:
-            done, stop, viol = self._chunk(min(self.check_every, self.max_iter - steps))
+            done, stop, viol = self._chunk(min(self.record_every, self.max_iter - steps))
             steps += done
             numerical = stop == smo.STOP_NUMERICAL or not np.all(np.isfinite(self.c))
             final = (stop in (smo.STOP_KKT, smo.STOP_STALLED) or steps >= self.max_iter
@@ -715,6 +726,7 @@ class _Run:
                         self.eps = max(self.eps * 0.1, _EPS_FLOOR)
                     if self.shrinking:
                         self._shrink()
+                        next_shrink = steps + self.refresh_every
                     continue
             elif not self.shrunk:
                 with np.errstate(all="ignore"):
@@ -752,8 +764,9 @@ class _Run:
                 message = (f"max_iter={self.max_iter} SMO steps reached; relative duality gap "
                            f"{gap:.3g} > tol {self.tol:g}")
                 break
-            if self.shrinking:
+            if self.shrinking and steps >= next_shrink:
                 self._shrink()
+                next_shrink = steps + self.refresh_every
         if self.shrunk:  # never report from a shrunk state
             with np.errstate(all="ignore"):
                 self._unshrink()

@@ -754,7 +754,7 @@ class _Skm:
         """SMO on G until the pair conditions hold on the full problem; the smo stop code."""
         smo = run.smo
         while True:
-            budget = min(run.check_every, self.max_iter - self.steps)
+            budget = min(run.refresh_every, self.max_iter - self.steps)
             if budget <= 0:
                 return smo.STOP_CHUNK
             done, stop, viol = run._chunk(budget)
