@@ -569,7 +569,8 @@ class ZeroSolution:
         :math:`\mathbf 1^\top\rho^0 = 0` (with a bias): the dual point of the
         zero solution, before any scaling into the regularizer's domain.
     dual_norms : ndarray (M,)
-        :math:`\|\rho^0\|_{K_m}`.
+        :math:`\|\rho^0\|_{K_m}` (NaN when the regularizer has no threshold,
+        :math:`t_1 = 0`: they are not needed then).
     C : float
         The problem's ``C``, at which :attr:`dual_objective` is evaluated.
     C_max : float
@@ -649,8 +650,8 @@ def zero_solution(problem: Problem) -> ZeroSolution:
     threshold: α = 0 is still certified optimal for every :math:`C \ge C_{max}`,
     and engines reach it iteratively below.
 
-    Costs one pass over the bank (:math:`\|\rho^0\|_{K_m}`) and a 1-d search for
-    :math:`b_0`.
+    Costs one pass over the bank (:math:`\|\rho^0\|_{K_m}`; none for a regularizer
+    without a threshold) and a 1-d search for :math:`b_0`.
     """
     loss, reg = problem.loss, problem.regularizer
     y = as_vector(problem.y)
@@ -658,15 +659,17 @@ def zero_solution(problem: Problem) -> ZeroSolution:
     b0 = optimal_bias(loss, y, np.zeros(N)) if problem.bias else 0.0
     lo, hi = dual_box(problem)
     rho = _zero_dual(loss, y, b0, problem.bias, -hi, -lo)
-    norms = dual_block_norms(problem.bank, rho)
-    top = float(np.max(norms)) if norms.size else 0.0
     t1 = float(reg.zero_threshold(1.0))
-    if top == 0.0:
-        C_max = 0.0
+    M = problem.n_kernels
+    if not np.any(rho != 0.0):
+        norms, C_max = np.zeros(M), 0.0
     elif t1 > 0.0 and math.isfinite(t1):
-        C_max = top / t1
+        norms = dual_block_norms(problem.bank, rho)
+        top = float(np.max(norms)) if norms.size else 0.0
+        C_max = top / t1 if top > 0.0 else 0.0
     else:
-        C_max = math.inf
+        # no threshold: alpha = 0 is never optimal, and the pass over the bank is skipped
+        norms, C_max = np.full(M, math.nan), math.inf
     primal = loss_value(loss, y, np.full(N, b0)) + regularizer_value(reg, np.zeros(norms.size),
                                                                       problem.C)
     dual = -math.inf

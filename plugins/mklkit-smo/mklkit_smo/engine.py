@@ -31,6 +31,7 @@ SMO-MKL dual (9)/(23) at the final :math:`\alpha`; ``gap`` is
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -41,6 +42,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mklkit.components.base import CLASSIFICATION, REGRESSION, Param
+from mklkit.engines import common
 from mklkit.engines.base import Callback, Engine
 from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning, SolveResult, Status
@@ -267,7 +269,11 @@ class SmoMKL(Engine):
             When :meth:`supports` gives a reason.
         """
         self.check_supported(problem)
-        return _Run(self, problem, callback, warm_start).run()
+        t0 = time.perf_counter()
+        zero = common.zero_solution(problem)
+        if zero.optimal(float(self.tol)):
+            return common.zero_result(problem, zero, engine=self.name, t0=t0)
+        return dataclasses.replace(_Run(self, problem, callback, warm_start).run(), C_max=zero.C_max)
 
 
 def _bregman_mismatch(reg: Any) -> str | None:

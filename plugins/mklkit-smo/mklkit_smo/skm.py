@@ -63,6 +63,7 @@ the reached (ε1, ε2) (``eps1_per_n``, ``eps2``); the message states them.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -72,6 +73,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mklkit.components.base import CLASSIFICATION, Param
+from mklkit.engines import common
 from mklkit.engines.base import Callback, Engine
 from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning, SolveResult, Status
@@ -470,7 +472,11 @@ class SkmSMO(Engine):
             When :meth:`supports` gives a reason.
         """
         self.check_supported(problem)
-        return _Skm(self, problem, callback).run()
+        t0 = time.perf_counter()
+        zero = common.zero_solution(problem)
+        if zero.optimal(float(self.tol)):
+            return common.zero_result(problem, zero, engine=self.name, t0=t0)
+        return dataclasses.replace(_Skm(self, problem, callback).run(), C_max=zero.C_max)
 
 
 class _Options:

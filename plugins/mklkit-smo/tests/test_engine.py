@@ -1,6 +1,7 @@
 """The smo_mkl engine: optima against cvxpy + Clarabel, steps, statuses, options."""
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -80,6 +81,8 @@ def test_classification_dual_matches_clarabel(sonar_small, registry, p: float) -
     primal = ref.pnorm_primal(bank.K, y, r.alpha, r.bias, p, lam, C)
     assert primal == pytest.approx(r.objective, rel=1e-10)
     assert primal / C == pytest.approx(value, rel=1e-5)
+    # the squared p-norm has no threshold at 0: no C makes alpha = 0 optimal
+    assert r.C_max == math.inf
 
 
 @pytest.mark.parametrize("p", PS)

@@ -283,6 +283,7 @@ def test_objective_is_minus_the_optimum_of_DK(sonar_small, C) -> None:
     # mklkit's objective is C times the paper's primal (P) = -C * min (D_K)
     assert res.objective == pytest.approx(-C * ref, rel=1e-4)
     assert res.dual_objective <= res.objective and 0 <= res.gap <= 5e-5
+    assert res.C_max == math.inf            # (sum_m ||alpha_m||)^2 has no threshold at 0
     last = res.history[-1]
     assert last["objective_skm"] == pytest.approx(res.objective / C, rel=1e-12)
     assert last["eps1_per_n"] <= 5e-4 and last["eps2"] <= 1e-4
