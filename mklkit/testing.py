@@ -186,7 +186,7 @@ the loss declares ``constrained``)."""
 
 REGULARIZER_IDENTITIES: tuple[str, ...] = (
     "declaration", "numba_kernels", "kernel_shapes", "conj_domain", "convexity",
-    "value_scaling", "sparse_claim", "prox_optimality", "prox_numeric",
+    "value_scaling", "sparse_claim", "zero_threshold", "prox_optimality", "prox_numeric",
     "prox_deriv_fd", "conj_sup", "conj_unbounded", "conj_grad_fd", "conj_hess_fd",
     "fenchel_young", "moreau_decomposition", "env_grad_prox", "env_hess_prox_deriv",
     "env_min", "env_grad_fd", "env_hess_fd", "weight_value",
@@ -1695,8 +1695,11 @@ def _reg_sparse(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
     that tends to 0: it must shrink by 10 % or more between steps
     :math:`10^{-3}C` and :math:`10^{-12}C` (so :math:`x^q` with
     :math:`q - 1 \lesssim 0.004` looks sparse in double precision).
+    ``zero_threshold(C)`` (derived from ``prox``, or the component's own) must
+    equal :math:`a` for a sparse regularizer and 0 otherwise.
     """
     ident = r.identity("sparse_claim")
+    zt = r.identity("zero_threshold")
     k, p = reg.kernels, P.p
     for c, _ in P.groups():
         v0 = float(k.value(_f64([0.0]), c, p)[0])
@@ -1720,7 +1723,20 @@ def _reg_sparse(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
             ident.require(pr == 0.0, {"v": vs, "C": np.full(vs.size, c)},
                           lambda i: f"sparse is True but prox(v) = {pr[i]:.6g} != 0 below the right "
                                     f"derivative of value at 0 ({a:.6g})")
+            # zero_threshold (the C_max of every engine) is that right derivative
+            t = float(reg.zero_threshold(c))
+            tol_t = rtol * abs(a) + noise
+            if abs(t - a) <= tol_t:
+                zt.note()
+            else:
+                zt.fail(f"zero_threshold(C) = {t:.10g} but the right derivative of value at 0 "
+                        f"is {a:.10g} (tolerance {tol_t:.1e}, C = {c:g})", pt)
         else:
+            t = float(reg.zero_threshold(c))
+            if t == 0.0:
+                zt.note()
+            else:
+                zt.fail(f"sparse is False but zero_threshold(C) = {t:.6g} != 0 (C = {c:g})", pt)
             s_far = (val(1e-3 * c) - v0) / (1e-3 * c)
             s_near = (vh - v0) / h
             if (s_near <= 0.9 * s_far) or (abs(s_near) <= atol):

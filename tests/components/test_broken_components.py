@@ -506,3 +506,19 @@ def test_conj_sup_tolerance_is_relative_to_the_values_compared(component):
     res = check_component(component, n_points=N_POINTS, seed=1)["conj_sup"]
     assert res.passed, res.detail
     assert res.tolerance < 1e-4, res.detail
+
+
+class _ThresholdOffByOnePercent(RefElasticNet):
+    """A correct elastic net whose own zero_threshold (the engines' C_max) is 1 % high."""
+
+    name = "en_bad_threshold"
+
+    def zero_threshold(self, C: float) -> float:
+        return 1.01 * super().zero_threshold(C)
+
+
+def test_a_zero_threshold_off_by_one_percent_fails():
+    report = check_component(_ThresholdOffByOnePercent(), n_points=N_POINTS)
+    assert [f.identity for f in report.failures] == ["zero_threshold"], str(report)
+    assert "right derivative of value at 0" in report["zero_threshold"].detail
+    assert check_component(RefElasticNet(), n_points=N_POINTS)["zero_threshold"].passed
