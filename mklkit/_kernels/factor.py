@@ -159,30 +159,32 @@ def row_dots(
 
 @njit(cache=True, fastmath=_FM)
 def pivot_batch(
-    G: np.ndarray, cand: np.ndarray, d: np.ndarray, LT: np.ndarray, pivots: np.ndarray, j0: int,
-    jmax: int, stop_sum: float, floor: float, accept: float,
+    G: np.ndarray, cand: np.ndarray, d: np.ndarray, LT: np.ndarray, row0: int, pivots: np.ndarray,
+    j0: int, jmax: int, stop_sum: float, floor: float, accept: float,
 ) -> tuple[int, int]:  # pragma: no cover - jitted
     r"""Greedy pivoted-Cholesky steps on one batch of candidate pivots.
 
     ``G`` (B, N) holds the residual kernel rows :math:`(K - L L^\top)[c, :]`
-    of the candidate points ``cand``; ``d`` (N,) the residual diagonal.
-    While the residual trace exceeds ``stop_sum``, the largest residual
-    diagonal exceeds ``floor``, ``j < jmax`` and the best unused candidate
-    :math:`c` has :math:`d_c \ge` ``accept`` :math:`\cdot \max d`, it takes
-    :math:`c` as pivot: row ``j`` of ``LT`` :math:`\leftarrow G_c/\sqrt{d_c}`
-    (exactly zero at the earlier pivots, so :math:`L_P` is lower
-    triangular), :math:`d \mathrel{-}= \ell_j^2` and the other candidates'
+    of the candidate points ``cand``; ``d`` (N,) the residual diagonal;
+    ``pivots[:j0]`` the pivots so far.  While the residual trace exceeds
+    ``stop_sum``, the largest residual diagonal exceeds ``floor``,
+    ``j < jmax`` and the best unused candidate :math:`c` has
+    :math:`d_c \ge` ``accept`` :math:`\cdot \max d`, it takes :math:`c` as
+    pivot ``j``: row ``row0 + j - j0`` of ``LT`` :math:`\leftarrow G_c/\sqrt{d_c}`
+    (exactly zero at the earlier pivots, so that :math:`L_P` is lower
+    triangular), :math:`d \mathrel{-}= \ell_j^2`, and the other candidates'
     rows are updated.  Each step is one step of the pivoted Cholesky
-    decomposition (Harbrecht, Peters & Schneider 2012, Alg. 1) whose pivot
-    is the largest residual diagonal among the candidates.
+    decomposition (Harbrecht, Peters & Schneider 2012, Alg. 1) with the pivot
+    chosen among the candidates.
 
     Returns
     -------
     j : int
-        The number of rows of ``LT`` now filled (``pivots[:j]`` their points).
+        The number of pivots now (``pivots[:j]``; rows ``row0 .. row0 + j - j0``
+        of ``LT`` written).
     reason : int
-        0: batch used up or its best candidate fell below ``accept``;
-        1: residual trace reached ``stop_sum``; 2: residual diagonal below
+        0: batch used up or its best candidate below ``accept``;
+        1: residual trace at most ``stop_sum``; 2: residual diagonal at most
         ``floor``; 3: ``jmax`` reached.
     """
     B = G.shape[0]
@@ -214,21 +216,22 @@ def pivot_batch(
         i = cand[best]
         piv = np.sqrt(bv)
         inv = 1.0 / piv
+        row = row0 + j - j0
         for q in range(N):
-            LT[j, q] = G[best, q] * inv
+            LT[row, q] = G[best, q] * inv
         for q in range(j):
-            LT[j, pivots[q]] = 0.0
-        LT[j, i] = piv
+            LT[row, pivots[q]] = 0.0
+        LT[row, i] = piv
         for q in range(N):
-            r = d[q] - LT[j, q] * LT[j, q]
+            r = d[q] - LT[row, q] * LT[row, q]
             d[q] = r if r > 0.0 else 0.0
         d[i] = 0.0
         for b in range(B):
             if not used[b]:
-                a = LT[j, cand[b]]
+                a = LT[row, cand[b]]
                 if a != 0.0:
                     for q in range(N):
-                        G[b, q] -= a * LT[j, q]
+                        G[b, q] -= a * LT[row, q]
         pivots[j] = i
         j += 1
 

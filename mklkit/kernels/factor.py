@@ -99,10 +99,14 @@ class FactorBank(GramBank):
     trace_error : ndarray (M,), optional
         :math:`\mathrm{tr}(K_m) - \|L_m\|_F^2 \ge 0` of the kernels the factors
         approximate (0 for exact factors, the default).
+    factor_map : optional
+        An object whose ``transform(X_new)`` gives the factor rows of new
+        points, (R, n_new) (a :class:`mklkit.kernels.factorize.FactorMap`
+        for banks built by :func:`~mklkit.kernels.factorize.build_factor_bank`).
     """
 
     def __init__(self, LT: Any, starts: Sequence[int], *,
-                 trace_error: Sequence[float] | None = None) -> None:
+                 trace_error: Sequence[float] | None = None, factor_map: Any = None) -> None:
         starts = np.asarray(starts, dtype=np.int64)
         if starts.ndim != 1 or starts.size < 2 or starts[0] != 0 or np.any(np.diff(starts) < 0):
             raise ValueError("starts must be non-decreasing offsets from 0, one more than the "
@@ -110,6 +114,8 @@ class FactorBank(GramBank):
         if sp.issparse(LT):
             LT = sp.csr_matrix(LT, dtype=np.float64)
             LT.sort_indices()
+            LT.indices = LT.indices.astype(np.int64, copy=False)   # what the jitted loops read
+            LT.indptr = LT.indptr.astype(np.int64, copy=False)
         else:
             LT = np.ascontiguousarray(LT, dtype=np.float64)
             if LT.ndim != 2:
@@ -132,18 +138,19 @@ class FactorBank(GramBank):
         self.trace_error = err
         #: the arrays the jitted passes read: ``(D, data, indices, indptr)``
         if self.sparse:
-            self._store = (_NO_MATRIX, LT.data, LT.indices.astype(np.int64),
-                           LT.indptr.astype(np.int64))
+            self._store = (_NO_MATRIX, LT.data, LT.indices, LT.indptr)
         else:
             self._store = (LT, _NO_FLOAT, _NO_INT, _NO_INT)
         work = LT.nnz if self.sparse else LT.size
         self._par = work >= PARALLEL_WORK
         self._all = np.arange(M, dtype=np.int64)
         self._row_block = np.repeat(self._all, np.diff(starts))
+        #: what maps new points to their factor rows (:meth:`transform`), if any
+        self.factor_map = factor_map
 
     @classmethod
-    def from_blocks(cls, blocks: Sequence[Any], *,
-                    trace_error: Sequence[float] | None = None) -> "FactorBank":
+    def from_blocks(cls, blocks: Sequence[Any], *, trace_error: Sequence[float] | None = None,
+                    factor_map: Any = None) -> "FactorBank":
         r"""A bank from the factors :math:`L_m` themselves, each (N, r_m), dense or sparse.
 
         Sparse blocks make a sparse bank when all of them are sparse.
@@ -156,7 +163,7 @@ class FactorBank(GramBank):
         else:
             LT = np.vstack([np.asarray(b.toarray() if sp.issparse(b) else b, dtype=np.float64).T
                             for b in blocks])
-        return cls(LT, starts, trace_error=trace_error)
+        return cls(LT, starts, trace_error=trace_error, factor_map=factor_map)
 
     def __repr__(self) -> str:
         kind = "sparse" if self.sparse else "dense"
@@ -179,6 +186,18 @@ class FactorBank(GramBank):
         if self.sparse:
             return int(self.LT.data.nbytes + self.LT.indices.nbytes + self.LT.indptr.nbytes)
         return int(self.LT.nbytes)
+
+    @property
+    def relative_trace_error(self) -> np.ndarray:
+        r""":math:`(\mathrm{tr}K_m - \|L_m\|_F^2) / \mathrm{tr}K_m` per kernel, (M,)."""
+        total = self.trace() + self.trace_error
+        return np.divide(self.trace_error, total, out=np.zeros_like(total), where=total > 0)
+
+    @property
+    def overall_trace_error(self) -> float:
+        r""":math:`\sum_m(\mathrm{tr}K_m - \|L_m\|_F^2) / \sum_m\mathrm{tr}K_m` (relative)."""
+        total = float(np.sum(self.trace()) + np.sum(self.trace_error))
+        return float(np.sum(self.trace_error)) / total if total > 0 else 0.0
 
     def block(self, m: int) -> Any:
         r""":math:`L_m^\top` (r_m, N): a view of the rows of ``LT``."""
@@ -215,6 +234,22 @@ class FactorBank(GramBank):
         if alpha.shape != self.shape[:2]:
             raise ValueError(f"alpha must have shape {self.shape[:2]}; got {alpha.shape}")
         return kfactor.row_dots(*self._store, self.starts, alpha)
+
+    def transform(self, X_new: Any) -> Any:
+        r"""The factor rows :math:`L_{m}(X_{new})^\top` of new points, stacked like ``LT``:
+        (R, n_new), dense or CSR like ``LT``; :math:`K_m(X_{new}, X) \approx
+        L_m(X_{new}) L_m^\top`."""
+        if self.factor_map is None:
+            raise ValueError("this FactorBank has no map to new points (factor_map is None); build "
+                             "it with mklkit.kernels.factorize.build_factor_bank")
+        return self.factor_map.transform(X_new)
+
+    def decision_function(self, X_new: Any, alpha: np.ndarray, bias: float = 0.0) -> np.ndarray:
+        r"""Predictions :math:`\sum_m L_m(X_{new})\beta_m + b`, :math:`\beta_m = L_m^\top\alpha_m`:
+        the :math:`\sum_m K_m(X_{new}, X)\alpha_m + b` of the factored kernels, with no
+        :math:`n_{new} \times N` matrix (``alpha``, ``bias``: e.g. a solve result's)."""
+        beta = self.coefficients(alpha)
+        return np.asarray(self.transform(X_new).T @ beta, dtype=np.float64).ravel() + float(bias)
 
     def _segment_sums(self, x: np.ndarray) -> np.ndarray:
         """Sums of ``x`` (R,) over the rows of each block, (M,)."""
