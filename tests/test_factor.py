@@ -362,3 +362,13 @@ def test_base_rows_are_the_base_matrix_rows(kind, cols):
         assert got[0, 7] == 0.0 and got[1, 3] == 0.0
     with pytest.raises(ValueError, match=r"^base kind must be one of 'sqdist', 'inner'; got 'l1'$"):
         BaseRows("l1", X)
+
+
+def test_docs_factor_banks_examples_run():
+    import doctest
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "factor_banks.md"
+    failures, tried = doctest.testfile(str(doc), module_relative=False, report=True,
+                                       optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert tried >= 20 and failures == 0, (failures, tried)

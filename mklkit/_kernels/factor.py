@@ -85,6 +85,20 @@ def _block_product(
     return sv, sw
 
 
+@njit(cache=True, fastmath=_FM)
+def _task(
+    D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, starts: np.ndarray,
+    kern: np.ndarray, V: np.ndarray, vsel: np.ndarray, W: np.ndarray, wsel: np.ndarray, two: bool,
+    out: np.ndarray, want_out: bool, p: int, sq: np.ndarray,
+) -> None:  # pragma: no cover - jitted
+    """Task ``p`` of :func:`block_products`: ``sq[:, p]`` and ``out[p]``."""
+    m = kern[p]
+    a, b = _block_product(D, data, indices, indptr, starts[m], starts[m + 1], V[vsel[p]],
+                          W[wsel[p]], two, out[p], want_out)
+    sq[0, p] = a
+    sq[1, p] = b
+
+
 @njit(cache=True, parallel=True, fastmath=_FM)
 def block_products(
     D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, starts: np.ndarray,
@@ -112,16 +126,10 @@ def block_products(
     sq_v, sq_w : ndarray (P,)
         :math:`v^\top K_m v` and :math:`w^\top K_m w` (0 unless ``two``).
     """
-    P = kern.shape[0]
-    sq_v = np.zeros(P)
-    sq_w = np.zeros(P)
-    for p in prange(P):
-        m = kern[p]
-        a, b = _block_product(D, data, indices, indptr, starts[m], starts[m + 1], V[vsel[p]],
-                              W[wsel[p]], two, out[p], want_out)
-        sq_v[p] = a
-        sq_w[p] = b
-    return sq_v, sq_w
+    sq = np.zeros((2, kern.shape[0]))
+    for p in prange(kern.shape[0]):
+        _task(D, data, indices, indptr, starts, kern, V, vsel, W, wsel, two, out, want_out, p, sq)
+    return sq[0], sq[1]
 
 
 @njit(cache=True, fastmath=_FM)
@@ -131,16 +139,10 @@ def block_products_serial(
     out: np.ndarray, want_out: bool,
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
     """Single-threaded :func:`block_products` (small banks: no thread start-up)."""
-    P = kern.shape[0]
-    sq_v = np.zeros(P)
-    sq_w = np.zeros(P)
-    for p in range(P):
-        m = kern[p]
-        a, b = _block_product(D, data, indices, indptr, starts[m], starts[m + 1], V[vsel[p]],
-                              W[wsel[p]], two, out[p], want_out)
-        sq_v[p] = a
-        sq_w[p] = b
-    return sq_v, sq_w
+    sq = np.zeros((2, kern.shape[0]))
+    for p in range(kern.shape[0]):
+        _task(D, data, indices, indptr, starts, kern, V, vsel, W, wsel, two, out, want_out, p, sq)
+    return sq[0], sq[1]
 
 
 @njit(cache=True, parallel=True, fastmath=_FM)

@@ -363,41 +363,53 @@ class FactorMap:
             raise BankError(f"X_new must have shape (n, {self.n_features}) like the training data; "
                             f"got {X.shape}")
         groups = _Groups(X, "X_new")
-        blocks = [self._block(kf, groups) for kf in self.kernels]
         if self.sparse:
-            return sp.vstack(blocks, format="csr")
+            return sp.vstack([self._block(kf, groups) for kf in self.kernels], format="csr")
         out = np.empty((int(self.starts[-1]), X.shape[0]))
-        for m, B in enumerate(blocks):
+        for m, kf in enumerate(self.kernels):
+            B = self._block(kf, groups)
             out[self.starts[m]:self.starts[m + 1]] = B.toarray() if sp.issparse(B) else B
         return out
 
     def _block(self, kf: KernelFactor, groups: "_Groups") -> Any:
-        spec, func = kf.spec, kf.spec.function
+        """Rows of :math:`L_m(X_{new})^\\top` for one kernel, (r_m, n_new)."""
         diagonal = self.normalize == "diagonal"
-        if kf.method == "linear" and groups.sparse:
-            B = groups.sparse_columns(spec.features).T.tocsr()
+        if kf.method in ("linear", "poly_map"):
+            B, _ = _exact_rows(kf, groups, diagonal, "X_new")
         else:
+            assert kf.points is not None and kf.basis is not None
+            spec = kf.spec
             A = groups.dense(spec.features)
-            if kf.method == "linear":
-                B = np.ascontiguousarray(A.T)
-            elif kf.method == "poly_map":
-                B = _poly_rows(kf.terms or [], kf.coef if kf.coef is not None else np.ones(0), A)
+            dnew = _diag(spec.function, A, spec.label, "X_new") if diagonal else None
+            C = _kernel_rows(spec.function, kf.points, A, kf.point_diag, dnew, spec.label)
+            if kf.method == "pivoted_cholesky":
+                B = solve_triangular(kf.basis, C, lower=True, check_finite=False)
             else:
-                dnew = _diag(func, A, spec.label, "X_new") if diagonal else None
-                C = _kernel_rows(func, kf.points, A, kf.point_diag, dnew, spec.label)
-                if kf.method == "pivoted_cholesky":
-                    B = solve_triangular(kf.basis, C, lower=True, check_finite=False)
-                else:
-                    B = kf.basis.T @ C
-                B = np.ascontiguousarray(B)
-                dnew = None
-            if diagonal and kf.method in ("linear", "poly_map"):
-                B = _scale_columns(B, _diag(func, A, spec.label, "X_new"))
-        if diagonal and kf.method == "linear" and sp.issparse(B):
-            B = _scale_columns(B, _diag_sparse(groups.sparse_columns(spec.features)))
-        if kf.scale != 1.0:
-            B = B * kf.scale
-        return B
+                B = kf.basis.T @ C
+            B = np.ascontiguousarray(B)
+        return B * kf.scale if kf.scale != 1.0 else B
+
+
+def _exact_rows(kf: KernelFactor, groups: "_Groups", diagonal: bool, name: str
+                ) -> tuple[Any, np.ndarray]:
+    """Rows of an exact factor (``kf.method`` linear or poly_map) for the points of ``groups``,
+    (r, n), before ``kf.scale``; divided by :math:`\\sqrt{k(x,x)}` when ``diagonal``.  Also
+    returns :math:`k(x, x)`."""
+    spec = kf.spec
+    if kf.method == "linear" and groups.sparse:
+        Xs = groups.sparse_columns(spec.features)
+        B: Any = Xs.T.tocsr()
+        diag = _diag_sparse(Xs)
+    else:
+        A = groups.dense(spec.features)
+        diag = _diag(spec.function, A, spec.label, name)
+        if kf.method == "linear":
+            B = np.ascontiguousarray(A.T)
+        else:
+            if kf.terms is None:
+                kf.terms, kf.coef = _poly_monomials(spec.function, len(spec.features))
+            B = _poly_rows(kf.terms, kf.coef, A)
+    return (_scale_columns(B, diag) if diagonal else B), diag
 
 
 def _scale_columns(B: Any, diag: np.ndarray) -> Any:
@@ -538,7 +550,7 @@ def _pivoted_cholesky(
     while j < cap:
         if float(d.sum()) <= stop_sum or float(d.max()) <= floor:
             break
-        filled = j - _CHUNK * (len(blocks) - 1) if blocks else 0
+        filled = j - sum(b.shape[0] for b in blocks[:-1])          # rows in use in the last block
         if not blocks or filled == blocks[-1].shape[0]:
             n_rows = min(_CHUNK, cap - j, budget.rows_fitting())
             if n_rows < 1:
@@ -805,12 +817,11 @@ def _factor_one(m: int, spec: KernelSpec, kind: str, groups: _Groups, run: _Run
     func, label = spec.function, spec.label
     normalize, rank, tol, budget, root = run.normalize, run.rank, run.tol, run.budget, run.root
     N = groups.X.shape[0]
-    if kind == "linear" and groups.sparse:
-        Xs = groups.sparse_columns(spec.features)
-        diag = _diag_sparse(Xs)
-        blk: Any = Xs.T.tocsr()
+    kf = KernelFactor(spec, kind, 0, 1.0, 0.0)
+    if kind in ("linear", "poly_map"):
+        blk, diag = _exact_rows(kf, groups, False, "X")
     else:
-        A = groups.dense(spec.features)
+        A = np.ascontiguousarray(groups.dense(spec.features))
         diag = _diag(func, A, label, "X")
     tr_raw = float(diag.sum())
     where = f"kernel {m} {label!r}"
@@ -823,22 +834,15 @@ def _factor_one(m: int, spec: KernelSpec, kind: str, groups: _Groups, run: _Run
         raise BankError(f"{where} has k(x, x) = {float(diag[i])!r} at sample {i}; unit-diagonal "
                         "normalisation needs k(x, x) > 0 for every training point; use "
                         "normalize='trace' or 'none'")
-    scale = 1.0 / math.sqrt(tr_raw) if normalize == "trace" else 1.0
-    trace = 1.0 if normalize == "trace" else (float(N) if normalize == "diagonal" else tr_raw)
-    kf = KernelFactor(spec, kind, 0, scale, trace)
+    scale = kf.scale = 1.0 / math.sqrt(tr_raw) if normalize == "trace" else 1.0
+    trace = kf.trace = (1.0 if normalize == "trace" else
+                        float(N) if normalize == "diagonal" else tr_raw)
     if kind in ("linear", "poly_map"):
-        if not (kind == "linear" and groups.sparse):
-            if kind == "linear":
-                blk = np.ascontiguousarray(A.T)
-            else:
-                kf.terms, kf.coef = _poly_monomials(func, len(spec.features))
-                blk = _poly_rows(kf.terms, kf.coef, A)
         if normalize == "diagonal":
             blk = _scale_columns(blk, diag)
         kf.rank = int(blk.shape[0])
     else:
         dn = diag if normalize == "diagonal" else None
-        A = np.ascontiguousarray(A)
         d0 = np.ones(N) if dn is not None else diag.copy()
 
         base = groups.base_rows(spec.features, func.uses) if func.uses is not None else None
