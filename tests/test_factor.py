@@ -372,3 +372,15 @@ def test_docs_factor_banks_examples_run():
     failures, tried = doctest.testfile(str(doc), module_relative=False, report=True,
                                        optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert tried >= 20 and failures == 0, (failures, tried)
+
+
+def test_resolved_kernel_specs_and_datasets_are_accepted():
+    from mklkit.kernels.bank import expand_bank
+
+    ds = load_builtin("ionosphere")
+    bank = [{"function": "rbf", "width": [3.0, 6.0], "features": {"random_subsets": 2, "size": 5}}]
+    a = build_factor_bank(bank, ds, tol=1e-4)                              # a Dataset
+    b = build_factor_bank(expand_bank(bank, ds.n_features), ds.X, tol=1e-4)
+    assert a.factor_map.names == b.factor_map.names and len(a.factor_map.names) == 4
+    assert np.array_equal(a.LT, b.LT)
+    assert np.array_equal(a.transform(ds), b.transform(ds.X))

@@ -286,6 +286,7 @@ class KernelFactor:
 
     @property
     def relative_trace_error(self) -> float:
+        """``trace_error / trace`` (0 for a zero kernel)."""
         return self.trace_error / self.trace if self.trace > 0 else 0.0
 
 
@@ -350,10 +351,23 @@ class FactorMap:
 
     @property
     def methods(self) -> list[str]:
+        """How each kernel was factored: ``linear``, ``poly_map``, ``pivoted_cholesky``, ``nystrom``."""
         return [k.method for k in self.kernels]
 
     def transform(self, X_new: Any) -> Any:
-        """Factor rows of new points, (R, n_new): dense, or CSR when ``sparse``."""
+        """Factor rows of new points.
+
+        Parameters
+        ----------
+        X_new : ndarray (n_new, d), scipy.sparse matrix or Dataset
+            Points with the columns of the training data.
+
+        Returns
+        -------
+        ndarray or scipy.sparse.csr_matrix (R, n_new)
+            Block ``m`` (rows ``starts[m]:starts[m+1]``) is :math:`L_m(X_{new})^\\top`;
+            CSR when ``sparse``.
+        """
         from ..data import Dataset
 
         if isinstance(X_new, Dataset):
@@ -362,7 +376,7 @@ class FactorMap:
         if X.shape[1] != self.n_features:
             raise BankError(f"X_new must have shape (n, {self.n_features}) like the training data; "
                             f"got {X.shape}")
-        groups = _Groups(X, "X_new")
+        groups = _Groups(X)
         if self.sparse:
             return sp.vstack([self._block(kf, groups) for kf in self.kernels], format="csr")
         out = np.empty((int(self.starts[-1]), X.shape[0]))
@@ -460,10 +474,9 @@ def _as_points(X: Any, name: str) -> Any:
 class _Groups:
     """The columns of one feature group at a time (the last one kept), dense or sparse."""
 
-    def __init__(self, X: Any, name: str) -> None:
+    def __init__(self, X: Any) -> None:
         self.X = X
         self.sparse = sp.issparse(X)
-        self.name = name
         self._key: tuple[int, ...] | None = None
         self._dense: np.ndarray | None = None
         self._base: BaseRows | None = None
@@ -787,7 +800,7 @@ def build_factor_bank(
             key=_key(root, "rank"))
 
     t0 = time.perf_counter()
-    groups = _Groups(X, "X")
+    groups = _Groups(X)
     order = np.random.default_rng(np.random.SeedSequence(int(seed))).permutation(N)
     factors: list[KernelFactor] = []
     blocks: list[Any] = []
