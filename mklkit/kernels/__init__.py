@@ -5,6 +5,9 @@
 * :mod:`mklkit.kernels.bank` — bank descriptions and :class:`KernelBank`,
   one contiguous (M, N, N) float64 array of normalised Gram matrices.
 * :mod:`mklkit.kernels.presets` — the ``simplemkl`` and ``smomkl`` banks.
+* :mod:`mklkit.kernels.factor` — :class:`FactorBank`, kernels held as factors
+  :math:`K_m = L_mL_m^\top`; :mod:`mklkit.kernels.factorize` builds them
+  (:func:`build_factor_bank`).
 """
 from __future__ import annotations
 
@@ -33,6 +36,8 @@ from .functions import (
     inner_products,
     squared_distances,
 )
+from .factor import FactorBank
+from .factorize import FactorError, FactorMap, build_factor_bank
 from .presets import PRESETS, available_presets, preset_entries
 
 __all__ = [
@@ -40,6 +45,9 @@ __all__ = [
     "BankError",
     "CHI2_DF",
     "DEFAULT_MEMORY_BUDGET",
+    "FactorBank",
+    "FactorError",
+    "FactorMap",
     "KernelBank",
     "KernelFunction",
     "KernelSpec",
@@ -50,6 +58,7 @@ __all__ = [
     "PrecomputedKernels",
     "RBF",
     "available_presets",
+    "build_factor_bank",
     "builtin_resolver",
     "count_kernels",
     "estimate_bytes",
