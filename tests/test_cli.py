@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import stat
 import subprocess
 import sys
 import time
@@ -422,6 +424,27 @@ def test_validate_ok(tmp_path, capsys):
     code, out, err = run_cli(["validate", p], capsys)
     assert code == 0, err
     assert out.startswith("ok: ") and "3 kernels" in out and "156 train / 52 test" in out
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_written_files_follow_the_umask(tmp_path, capsys, umask):
+    # results are written through a temporary file and a rename: that file must be
+    # created like any other (0666 less the umask), not 0600
+    run_spec = spec_file(tmp_path)
+    sweep_spec = spec_file(tmp_path, name="sw.yaml", problem={"C": [0.1, 1.0]}, cv={"folds": 2, "seed": 0})
+    old = os.umask(umask)
+    try:
+        assert main(["run", str(run_spec), "--out", str(tmp_path / "run"), "--quiet"]) == 0
+        assert main(["report", str(tmp_path / "run")]) == 0
+        assert main(["sweep", str(sweep_spec), "--out", str(tmp_path / "sweep"), "--quiet"]) == 0
+    finally:
+        os.umask(old)
+    capsys.readouterr()
+    files = sorted(p for d in ("run", "sweep") for p in (tmp_path / d).rglob("*") if p.is_file())
+    names = {p.name for p in files}
+    assert {"summary.json", "history.json", "solution.npz", "gap.png", "results.csv", "sweep.json"} <= names
+    modes = {str(p.relative_to(tmp_path)): oct(stat.S_IMODE(p.stat().st_mode)) for p in files}
+    assert set(modes.values()) == {oct(0o666 & ~umask)}, modes
 
 
 def test_run_writes_results_and_refuses_to_overwrite(tmp_path, capsys, monkeypatch):
