@@ -86,7 +86,7 @@ class CheckResult:
         if p.memory:
             from .kernels import format_bytes
 
-            mem = f", ~{format_bytes(p.memory.get('train', 0) + p.memory.get('test', 0))}"
+            mem = f", ~{format_bytes(p.memory['peak'])}"
         return (
             f"{s.file}: {d.name} ({d.task}): {d.n_train} train / {test} rows{feats}; "
             f"{p.n_kernels} kernels ({source}, normalize={k.normalize}{mem}); "

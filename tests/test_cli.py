@@ -140,6 +140,31 @@ def test_bad_spec(tmp_path, capsys, command, case, changes, key, shown):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_memory_budget_counts_the_test_kernels(tmp_path, capsys, command):
+    # sonar, half held out: 104 training and 104 test points, 3 kernels; the training bank
+    # is held while the test kernels are computed, so the budget must cover both at once
+    from mklkit.kernels import estimate_bytes, format_bytes
+
+    M, N, n = 3, 104, 104
+    train, test = estimate_bytes(M, N), estimate_bytes(M, N, n)
+    peak = 8 * M * N * N + test
+    budget = (max(train, test) + peak) // 2  # either part alone fits, both together do not
+    assert max(train, test) < budget < peak
+    out_dir = tmp_path / "out"
+    extra = ["--out", out_dir, "--quiet"] if command == "run" else []
+    p = spec_file(tmp_path, data={"test_size": 0.5}, kernels={"memory_budget": budget})
+    code, out, err = run_cli([command, p, *extra], capsys)
+    assert_user_error(code, err, str(p), "kernels.memory_budget", f"the kernel bank needs about {format_bytes(peak)}",
+                      "held while its test kernels (3 x 104 x 104) are computed", f"got {budget}")
+    assert out == "" and not out_dir.exists()
+    p = spec_file(tmp_path, data={"test_size": 0.5}, kernels={"memory_budget": peak})
+    code, out, err = run_cli([command, p, *extra], capsys)
+    assert code == 0, err
+    if command == "validate":
+        assert out.startswith("ok: ") and f"3 kernels (2 bank entries, normalize=trace, ~{format_bytes(peak)})" in out
+
+
 class Picky(Engine):
     """An engine that supports nothing (the registry is shared, so no real pair is safe to use)."""
 
