@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -215,6 +216,29 @@ def test_unknown_component_lists_available(tmp_path, capsys):
     p = spec_file(tmp_path, problem={"loss": "logistc"})
     code, _, err = run_cli(["validate", p], capsys)
     assert_user_error(code, err, "did you mean 'logistic'", "allowed:", "hinge", "squared")
+
+
+#: docs/specs.md's table of the shipped specs: (spec, "runs today" column).
+SPEC_TABLE = re.findall(r"^\| `([\w.]+\.yaml)` \| .*? \| (.*?) \|$",
+                        (SPECS.parent / "docs" / "specs.md").read_text(encoding="utf-8"), re.M)
+
+
+def test_spec_table_lists_every_shipped_spec():
+    assert sorted(name for name, _ in SPEC_TABLE) == sorted(p.name for p in SPECS.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name, runs", SPEC_TABLE, ids=[name for name, _ in SPEC_TABLE])
+def test_spec_table_says_what_runs(tmp_path, capsys, name, runs):
+    if runs.startswith("with `mklkit sweep`"):
+        code, out, err = run_cli(["sweep", SPECS / name, "--dry-run"], capsys)
+        assert code == 0 and "100 tasks, 300 rows" in out, err
+        return
+    assert runs.startswith("yes"), f"docs/specs.md: {name}: {runs!r}"
+    if "`mklkit-smo` plugin" in runs and "skm_smo" not in get_registry().names("engine"):
+        pytest.skip("the mklkit-smo plugin is not installed")
+    code, _, err = run_cli(["run", SPECS / name, "--out", tmp_path, "--quiet"], capsys)
+    assert code == 0, err
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "converged"
 
 
 @pytest.mark.parametrize("name, regularizer, engine", [
