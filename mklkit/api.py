@@ -367,7 +367,10 @@ def sweep(
     out_dir : path-like, optional
         Default: the spec's ``output.dir`` (``runs/<spec name>``).
     workers : int
-        Local worker processes (1: in this process).
+        Local worker processes (1: in this process).  They are spawned and
+        import the main script again: from a script, call ``sweep`` with
+        ``workers > 1`` under ``if __name__ == "__main__":`` (else
+        :class:`~mklkit.spec.SpecError`, before anything is written).
     scheduler : str, optional
         Address of a ``dask.distributed`` scheduler (needs ``mklkit[dask]``).
     resume : bool
