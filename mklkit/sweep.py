@@ -956,11 +956,12 @@ def _default_threads(workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, workers))
 
 
-def _is_main_guard(node: Any) -> bool:
-    """``if __name__ == "__main__":`` (either operand order)."""
+def _is_main_guard(test: Any) -> bool:
+    """``__name__ == "__main__"`` (either operand order), alone or in an ``and``."""
     import ast
 
-    test = node.test
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_is_main_guard(v) for v in test.values)
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
         return False
     sides = [test.left, test.comparators[0]]
@@ -998,7 +999,7 @@ def _unguarded_main_line() -> tuple[str, int] | None:
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return None
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and _is_main_guard(node) and node.body:
+        if isinstance(node, ast.If) and _is_main_guard(node.test) and node.body:
             if node.body[0].lineno <= line <= (node.body[-1].end_lineno or node.body[-1].lineno):
                 return None
     return str(path), int(line)

@@ -281,6 +281,19 @@ def test_local_pool_from_a_script_needs_the_main_guard(tmp_path, guarded):
     assert "BrokenProcessPool:" not in proc.stderr and not out.exists()
 
 
+@pytest.mark.parametrize("test, guard", [
+    ('__name__ == "__main__"', True), ('"__main__" == __name__', True),
+    ('__name__ == "__main__" and ok', True), ('__name__ != "__main__"', False),
+    ('__name__ == "__main__" or ok', False), ("ok", False),
+])
+def test_main_guard_forms(test, guard):
+    import ast
+
+    from mklkit.sweep import _is_main_guard
+
+    assert _is_main_guard(ast.parse(f"if {test}:\n    pass\n").body[0].test) is guard
+
+
 def test_splits_rows_equal_mklkit_run_with_that_seed(tmp_path):
     """Split i of ``cv: {splits: n, test_size: f, seed: s}`` is ``mklkit run`` with data.seed = s + i."""
     from mklkit.api import run
