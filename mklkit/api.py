@@ -86,7 +86,7 @@ class CheckResult:
         if p.memory:
             from .kernels import format_bytes
 
-            mem = f", ~{format_bytes(p.memory.get('train', 0) + p.memory.get('test', 0))}"
+            mem = f", ~{format_bytes(p.memory['peak'])}"
         return (
             f"{s.file}: {d.name} ({d.task}): {d.n_train} train / {test} rows{feats}; "
             f"{p.n_kernels} kernels ({source}, normalize={k.normalize}{mem}); "
@@ -374,7 +374,10 @@ def sweep(
     out_dir : path-like, optional
         Default: the spec's ``output.dir`` (``runs/<spec name>``).
     workers : int
-        Local worker processes (1: in this process).
+        Local worker processes (1: in this process).  They are spawned and
+        import the main script again: from a script, call ``sweep`` with
+        ``workers > 1`` under ``if __name__ == "__main__":`` (else
+        :class:`~mklkit.spec.SpecError`, before anything is written).
     scheduler : str, optional
         Address of a ``dask.distributed`` scheduler (needs ``mklkit[dask]``).
     resume : bool

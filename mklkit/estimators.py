@@ -304,7 +304,7 @@ class _BaseMKL(BaseEstimator):
         The engine's support for the loss/regularizer pair is checked on a
         tiny probe problem before any kernel is computed.
         """
-        from .kernels import BankError, KernelBank
+        from .kernels import BankError, KernelBank, MemoryBudgetError
 
         owner = self._owner
         loss, regularizer, engine = self._components()
@@ -366,6 +366,8 @@ class _BaseMKL(BaseEstimator):
                     feature_names=None if names is None else [str(n) for n in names],
                     root="kernels",
                 )
+        except MemoryBudgetError as exc:
+            raise ValueError(f"{owner}: {exc.describe('memory_budget')}") from None
         except BankError as exc:
             raise ValueError(f"{owner}: {exc}") from None
         build_s = time.perf_counter() - t0
@@ -604,7 +606,12 @@ class _BaseMKL(BaseEstimator):
             X = self.scaler_.transform(X)
         if bank.n_kernels == 0:
             return None, int(X.shape[0])
-        Kc = bank.cross(X, memory_budget_bytes=_check_budget(self.memory_budget, owner))
+        from .kernels import MemoryBudgetError
+
+        try:
+            Kc = bank.cross(X, memory_budget_bytes=_check_budget(self.memory_budget, owner))
+        except MemoryBudgetError as exc:
+            raise ValueError(f"{owner}: {exc.describe('memory_budget')}") from None
         return Kc, int(X.shape[0])
 
     def _task_values(self, X: Any) -> np.ndarray:
@@ -710,8 +717,10 @@ _COMMON_DOC = """\
         kernels are computed (sparse input is only scaled).  Ignored for
         precomputed kernels.
     memory_budget : int, float or str, optional
-        Largest Gram bank to build, in bytes or as ``"512MB"``/``"4GiB"``
-        (default 4 GiB); checked before anything is allocated.
+        Largest Gram bank to build (the training bank in ``fit``, the
+        test-versus-training kernels in ``predict``), in bytes or as
+        ``"512MB"``/``"4GiB"`` (default 4 GiB); checked before anything is
+        allocated.
     verbose : int, default=0
         1: log the bank build and every engine iteration (module
         :mod:`logging`, shown on stderr unless the application configured

@@ -1388,7 +1388,9 @@ class Prepared:
     timings : dict
         ``data_s``, ``bank_s`` seconds.
     memory : dict
-        Estimated bytes of the training bank (``train``) and test kernels (``test``).
+        Estimated bytes of the training bank (``train``), of the test kernels
+        (``test``) and the peak of the two together (``peak``, checked against
+        ``kernels.memory_budget``).
     """
 
     spec: Spec
@@ -1425,21 +1427,29 @@ def _expand_bank(spec: Spec, data: PreparedData) -> list[Any]:
 
 
 def _check_memory(spec: Spec, M: int, N: int, n_test: int) -> dict[str, int]:
-    """Refuse a bank (or its test kernels) larger than ``kernels.memory_budget`` before building."""
-    from .kernels import DEFAULT_MEMORY_BUDGET, estimate_bytes, format_bytes
+    """Refuse a bank and its test kernels larger than ``kernels.memory_budget`` before building.
+
+    The run holds the training bank while it computes the test kernels: the
+    budget is compared with that peak (:func:`~mklkit.kernels.estimate_peak_bytes`),
+    which ``mklkit validate`` prints.
+    """
+    from .kernels import DEFAULT_MEMORY_BUDGET, estimate_bytes, estimate_peak_bytes, format_bytes
 
     budget = spec.kernels.memory_budget or DEFAULT_MEMORY_BUDGET
-    need = {"train": estimate_bytes(M, N), "test": estimate_bytes(M, N, n_test) if n_test else 0}
-    for part, n_rows in (("train", N), ("test", n_test)):
-        if need[part] > budget:
-            what = "kernel bank" if part == "train" else "test kernels"
-            raise spec.error(
-                "kernels.memory_budget",
-                f"the {what} needs about {format_bytes(need[part])} ({M} kernels x {n_rows} x {N} float64, "
-                f"plus working space), more than the budget of {format_bytes(budget)}",
-                spec.kernels.memory_budget_given if spec.kernels.memory_budget is not None else format_bytes(budget) + " (default)",
-                "a larger kernels.memory_budget, fewer kernels, or fewer samples (data.train_size)",
-            )
+    need = {
+        "train": estimate_bytes(M, N),
+        "test": estimate_bytes(M, N, n_test) if n_test else 0,
+        "peak": estimate_peak_bytes(M, N, n_test),
+    }
+    if need["peak"] > budget:
+        test = f", held while its test kernels ({M} x {n_test} x {N}) are computed" if n_test else ""
+        raise spec.error(
+            "kernels.memory_budget",
+            f"the kernel bank needs about {format_bytes(need['peak'])} ({M} kernels x {N} x {N} float64{test}, "
+            f"plus working space), more than the budget of {format_bytes(budget)}",
+            spec.kernels.memory_budget_given if spec.kernels.memory_budget is not None else format_bytes(budget) + " (default)",
+            "a larger kernels.memory_budget, fewer kernels, or fewer samples (data.train_size)",
+        )
     return need
 
 

@@ -974,6 +974,55 @@ def _default_threads(workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, workers))
 
 
+def _is_main_guard(test: Any) -> bool:
+    """``__name__ == "__main__"`` (either operand order), alone or in an ``and``."""
+    import ast
+
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_is_main_guard(v) for v in test.values)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return (any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides)
+            and any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides))
+
+
+def _unguarded_main_line() -> tuple[str, int] | None:
+    """The main script and line that is running this call at import time, outside a main guard.
+
+    A local pool spawns its worker processes, which import the main module
+    again (as ``__mp_main__``): a statement at its top level that is not under
+    ``if __name__ == "__main__":`` runs again in every worker, and a sweep started
+    there kills the worker before it takes a task.  ``None`` when the call does
+    not come from the main module's top level, when that line is guarded, or
+    when there is no main file (an interactive session, ``python -c``).
+    """
+    import ast
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not path:
+        return None
+    line = None
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals is vars(main) and frame.f_code.co_name == "<module>":
+            line = frame.f_lineno
+        frame = frame.f_back
+    if line is None:
+        return None
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_main_guard(node.test) and node.body:
+            if node.body[0].lineno <= line <= (node.body[-1].end_lineno or node.body[-1].lineno):
+                return None
+    return str(path), int(line)
+
+
 def check_backend(sweep: Sweep, workers: int, scheduler: str | None) -> None:
     """Reject a bad ``--workers``, or ``--workers`` beside ``--scheduler`` (:class:`SpecError`)."""
     if scheduler is not None and workers != 1:
@@ -981,6 +1030,14 @@ def check_backend(sweep: Sweep, workers: int, scheduler: str | None) -> None:
                           "--scheduler ADDRESS or --workers N, not both")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise sweep.error("--workers", "invalid value", workers, "an integer >= 1")
+    where = _unguarded_main_line() if workers > 1 else None
+    if where is not None:
+        raise SpecError(
+            where[0], "workers",
+            f"line {where[1]} starts the sweep whenever the script is imported, and the local pool's "
+            "spawned worker processes import it again (each would die before solving: BrokenProcessPool)",
+            workers, 'the call under \'if __name__ == "__main__":\' (docs/sweeps.md), or workers=1',
+        )
 
 
 def run_sweep(

@@ -308,7 +308,8 @@ def test_engine_params_tol_and_max_iter(ionosphere):
         ({"kernels": [{"function": "rbf", "widht": 1}]}, ValueError, "widht"),
         ({"standardize": "yes"}, ParamError, "standardize must be True or False"),
         ({"memory_budget": "lots"}, ParamError, "memory_budget must be"),
-        ({"memory_budget": 1000}, ValueError, "kernel bank"),
+        ({"memory_budget": 1000}, ValueError, r"MKLClassifier: kernel bank needs about .* but memory_budget "
+                                              r"is 1000 B; use fewer kernels or samples, or raise memory_budget$"),
     ],
 )
 def test_validation_errors(params, exc, match):
@@ -316,6 +317,20 @@ def test_validation_errors(params, exc, match):
     y = np.arange(20) % 3
     with pytest.raises(exc, match=match):
         MKLClassifier(**{"kernels": TINY_BANK, **params}).fit(X, y)
+
+
+def test_memory_budget_of_the_test_kernels_names_the_parameter():
+    # the training bank fits; the test-versus-training kernels of 2000 points do not
+    from mklkit.kernels import estimate_bytes
+
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(20, 3), np.arange(20) % 2
+    clf = MKLClassifier(kernels=TINY_BANK, memory_budget=2 * estimate_bytes(3, 20)).fit(X, y)
+    with pytest.raises(ValueError, match=r"^MKLClassifier: cross-kernel bank needs about .* \(3 kernels x 2000 x 20 "
+                                         r"float64 .* but memory_budget is .*; use fewer kernels or samples, or "
+                                         r"raise memory_budget$"):
+        clf.predict(rng.randn(2000, 3))
+    assert clf.predict(X[:5]).shape == (5,)
 
 
 class _Refuses(Engine):

@@ -80,6 +80,8 @@ __all__ = [
     "validate_bank",
     "count_kernels",
     "estimate_bytes",
+    "estimate_peak_bytes",
+    "MemoryBudgetError",
     "format_bytes",
 ]
 
@@ -543,6 +545,52 @@ def estimate_bytes(M: int, N: int, n_rows: int | None = None) -> int:
     return int(8 * (M * rows * N + 2 * rows * N + M * (rows + N)))
 
 
+def estimate_peak_bytes(M: int, N: int, n_test: int = 0) -> int:
+    """Peak bytes of building ``M`` kernels on ``N`` training points, then their test kernels.
+
+    The training bank (``M·N·N·8`` bytes) stays allocated while the
+    test-versus-training kernels of ``n_test`` points (``M·n_test·N·8``) are
+    computed, so the peak is the larger of :func:`estimate_bytes` of the bank and
+    the bank plus :func:`estimate_bytes` of the test kernels (each with its own
+    working space).  ``n_test = 0``: :func:`estimate_bytes` of the bank.
+    """
+    train = estimate_bytes(M, N)
+    if n_test <= 0:
+        return train
+    return max(train, 8 * M * N * N + estimate_bytes(M, N, n_test))
+
+
+class MemoryBudgetError(BankError):
+    """A bank (or cross-kernel bank) larger than the memory budget, refused before allocating.
+
+    Attributes
+    ----------
+    what : str
+        ``"kernel bank"`` or ``"cross-kernel bank"``.
+    need, budget : float
+        Estimated bytes (:func:`estimate_bytes`) and the budget.
+    shape : tuple of int
+        ``(M, rows, N)`` of the refused array.
+    """
+
+    def __init__(self, what: str, need: float, budget: float, shape: tuple[int, int, int],
+                 key: str = "memory_budget_bytes") -> None:
+        self.what = what
+        self.need = need
+        self.budget = budget
+        self.shape = shape
+        super().__init__(self.describe(key), key=key)
+
+    def describe(self, key: str) -> str:
+        """The message, naming the budget parameter ``key`` (a caller's name for it)."""
+        M, rows, N = self.shape
+        return (
+            f"{self.what} needs about {format_bytes(self.need)} ({M} kernels x {rows} x {N} float64 "
+            f"= {format_bytes(8 * M * rows * N)}, plus working space) but {key} is "
+            f"{format_bytes(self.budget)}; use fewer kernels or samples, or raise {key}"
+        )
+
+
 def format_bytes(n: float) -> str:
     """``512.0 MiB``, ``3.2 GiB``."""
     if n >= 1024**3:
@@ -561,11 +609,7 @@ def _check_budget(M: int, N: int, rows: int, budget: float | None, what: str) ->
         raise BankError(f"memory_budget_bytes must be a number of bytes > 0; got {budget!r}")
     need = estimate_bytes(M, N, rows)
     if need > budget:
-        raise BankError(
-            f"{what} needs about {format_bytes(need)} ({M} kernels x {rows} x {N} float64 "
-            f"= {format_bytes(8 * M * rows * N)}, plus working space) but memory_budget_bytes is "
-            f"{format_bytes(budget)}; use fewer kernels or samples, or raise memory_budget_bytes"
-        )
+        raise MemoryBudgetError(what, need, budget, (M, rows, N))
 
 
 # ---------------------------------------------------------------------------
