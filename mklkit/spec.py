@@ -987,47 +987,16 @@ def _kernel_resolver() -> Callable[[str], type]:
     return lambda name: reg.get("kernel", name)
 
 
-_BANK_PATTERNS = (
-    re.compile(r"^(?P<what>.*?)\s*must be (?P<allowed>.+?); got (?P<got>.+)$"),
-    re.compile(
-        r"^(?P<what>unknown [\w\- ]+?) (?P<got>'[^']*'|\"[^\"]*\"|[^\s;']+)(?P<hint> \(did you mean [^)]*\))?"
-        r"(?P<ctx> for [^;]*)?; (?:available|allowed|features): (?P<allowed>.+)$"
-    ),
-    re.compile(r"^(?P<what>.+?); got (?P<got>.+)$"),
-)
-
-
-def _bank_spec_error(err: Callable[..., SpecError], exc: Exception, base: str, value: Any = _MISSING) -> SpecError:
-    """Turn a BankError (message ``<key> must be ...; got ...``) into the one-line form."""
-    msg = _one_line(str(exc))
+def _bank_spec_error(err: Callable[..., SpecError], exc: Exception, base: str) -> SpecError:
+    """A BankError as a SpecError: its key (under ``kernels.``), problem, value and allowed, as data."""
     key = getattr(exc, "key", None) or base
     if key.startswith("bank"):
         key = "kernels." + key
-    rest = msg
-    for prefix in (key, str(getattr(exc, "key", "") or "")):
-        if prefix and rest.startswith(prefix):
-            rest = rest[len(prefix):]
-            if rest.startswith(":"):
-                rest = rest[1:]
-            rest = rest.strip()
-            break
-    else:  # "kernels.bank[0]: unknown key ..." names the entry, not the key
-        m = re.match(r"^(?:kernels\.)?(?:bank|preset)[\w\[\]\.]*: ", rest)
-        if m:
-            rest = rest[m.end():]
-    for pat in _BANK_PATTERNS:
-        m = pat.match(rest)
-        if m:
-            what = (m.group("what") or "").strip() or "invalid value"
-            if "hint" in pat.groupindex and m.group("hint"):
-                what += m.group("hint")
-            if "ctx" in pat.groupindex and m.group("ctx"):
-                what += m.group("ctx")
-            allowed = m.groupdict().get("allowed")
-            return err(key, what, allowed=allowed, shown=m.group("got"))
-    if value is _MISSING:
-        return err(key, rest)
-    return err(key, rest, value)
+    problem = getattr(exc, "problem", None) or _one_line(str(exc))
+    allowed = getattr(exc, "allowed", None)
+    if getattr(exc, "has_value", False):
+        return err(key, problem, exc.value, allowed)  # type: ignore[attr-defined]
+    return err(key, problem, allowed=allowed)
 
 
 _UNITS = {
