@@ -525,7 +525,8 @@ def test_run_writes_results_and_refuses_to_overwrite(tmp_path, capsys, monkeypat
     assert s["n_kernels"] == 3 and [k["name"] for k in s["kernel_weights"]][0].startswith("rbf")
     assert s["duality_gap"] <= 1e-4 and s["objective"] > 0
     assert 0.5 < s["test_accuracy"] <= 1.0 and s["n_test"] == 52
-    assert s["spec"]["solver"]["tol"] == 1e-4 and s["spec"]["solver"]["armijo"] == 1e-4
+    assert s["spec"]["engine"]["tol"] == 1e-4 and s["spec"]["engine"]["armijo"] == 1e-4
+    assert "solver" not in s["spec"]
     hist = json.loads((out_dir / "history.json").read_text())
     assert len(hist) == s["iterations"] and {"objective", "gap", "n_active", "time_s"} <= set(hist[-1])
     with np.load(out_dir / "solution.npz") as z:

@@ -73,6 +73,7 @@ class Auto(Engine):
         "else spicy where it applies, else proximal; the other continues a stalled solve"
     )
     supports_warm_start: ClassVar[bool] = True
+    representations: ClassVar[tuple[str, ...]] = ("array", "sharded", "factor")
     params: ClassVar[tuple[Param, ...]] = (
         COMMON_PARAMS[0],
         Param("max_iter", None, "maximum iterations of the delegate (null: its own default)",
@@ -101,6 +102,10 @@ class Auto(Engine):
         spicy, prox = self._engines()
         r_spicy = spicy.supports(problem)
         r_prox = prox.supports(problem)
+        if r_prox is None and problem.representation not in prox.representations:
+            r_prox = f"it needs the Gram bank as one array, not a {problem.representation} bank"
+        if r_spicy is None and problem.representation not in spicy.representations:
+            r_spicy = f"it does not work on a {problem.representation} bank"
         N, M = problem.n_samples, problem.n_kernels
         one_step = bool(problem.loss.smooth_conjugate and problem.regularizer.smooth_conjugate)
         min_n = self.proximal_min_samples if one_step else self.proximal_min_samples / 2

@@ -46,6 +46,10 @@ class Engine(Component):
         if reason is not None:
             raise ValueError(f"engine {self.name!r} cannot solve this problem: {reason}")
 
+    #: The bank representations ``solve`` works on (``Problem.representation``):
+    #: ``"array"`` reads ``problem.K``; ``"sharded"``/``"factor"`` need ``problem.bank`` only.
+    representations: ClassVar[tuple[str, ...]] = ("array",)
+
     #: Whether ``solve`` uses ``warm_start`` (a previous result on the same
     #: kernels and labels, e.g. the neighbouring C of a regularization path).
     supports_warm_start: ClassVar[bool] = False

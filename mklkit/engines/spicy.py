@@ -362,6 +362,7 @@ class Spicy(Engine):
               low=0.0, low_open=True),
     )
     supports_warm_start: ClassVar[bool] = True
+    representations: ClassVar[tuple[str, ...]] = ("array", "sharded", "factor")
 
     # -- capability ----------------------------------------------------------
     def uses_one_step(self, problem: Problem) -> bool:

@@ -912,6 +912,24 @@ class KernelBank:
         fnames = list(feature_names) if feature_names is not None else [f"x{j + 1}" for j in range(d)]
         return cls(K, names, specs, normalize, traces, train_diag, XA, columns, d, fnames, source="data")
 
+    @classmethod
+    def for_cross(cls, X: Any, specs: Sequence[KernelSpec], normalize: str, traces: np.ndarray,
+                  train_diag: np.ndarray | None = None, feature_names: Sequence[str] | None = None) -> "KernelBank":
+        """A bank without Gram matrices that computes :meth:`cross` for kernels built elsewhere.
+
+        ``specs``: the expanded kernels, ``traces`` (and ``train_diag`` for
+        ``"diagonal"``): their constants before normalisation on the training
+        points ``X``.  ``K`` is an empty (M, N, 0) array.
+        """
+        normalize = _check_normalize(normalize)
+        shape = _shape_of(X)
+        N, d = int(shape[0]), int(shape[1])
+        columns = np.unique(np.concatenate([np.asarray(s.features, dtype=np.intp) for s in specs]))
+        XA = _dense_columns(X, columns, "X")
+        fnames = list(feature_names) if feature_names is not None else [f"x{j + 1}" for j in range(d)]
+        return cls(np.empty((len(specs), N, 0)), [s.label for s in specs], list(specs), normalize,
+                   np.asarray(traces, dtype=np.float64), train_diag, XA, columns, d, fnames, source="data")
+
     def cross(
         self,
         X_new: Any,
@@ -1154,7 +1172,8 @@ class KernelBank:
                 raise BankError(f"{p}: K_test: {exc}") from None
         elif "K_test_diag" in arrays:
             raise BankError(f"{p}: K_test_diag is given without K_test")
-        return PrecomputedKernels(bank=bank, y_train=y_train, K_test=K_test, y_test=y_test, source=p)
+        return PrecomputedKernels(bank=bank, y_train=y_train, K_test=K_test, y_test=y_test, source=p,
+                                  test_diag=test_diag if K_test is not None else None)
 
 
 @dataclass
@@ -1178,6 +1197,8 @@ class PrecomputedKernels:
     K_test: np.ndarray | None
     y_test: np.ndarray | None
     source: str = ""
+    #: ``K_test_diag`` (M, N_test) of the file: the test points' own k(x, x), before normalisation.
+    test_diag: np.ndarray | None = None
 
 
 def _as_kernel_array(K: Any, where: str, copy: bool = True) -> np.ndarray:

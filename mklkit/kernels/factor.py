@@ -105,6 +105,8 @@ class FactorBank(GramBank):
         for banks built by :func:`~mklkit.kernels.factorize.build_factor_bank`).
     """
 
+    representation = "factor"
+
     def __init__(self, LT: Any, starts: Sequence[int], *,
                  trace_error: Sequence[float] | None = None, factor_map: Any = None) -> None:
         starts = np.asarray(starts, dtype=np.int64)

@@ -113,6 +113,7 @@ __all__ = [
     "KernelFactor",
     "FactorMap",
     "build_factor_bank",
+    "check_settings",
     "poly_map_dim",
 ]
 
@@ -161,34 +162,44 @@ def _is_real(v: Any) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
 
 
+def _bad(root: str, name: str, allowed: str, value: Any, hint: str = "") -> FactorError:
+    key = _key(root, name)
+    return FactorError(f"{key} must be {allowed}; got {value!r}{hint}", key=key,
+                       problem="invalid value" + hint, value=value, allowed=allowed)
+
+
+def check_settings(rank: Any = None, tol: Any = DEFAULT_TOL, method: Any = "auto", seed: Any = 0,
+                   root: str = "") -> None:
+    """Validate ``rank``, ``tol``, ``method`` and ``seed`` of :func:`build_factor_bank` (no data needed).
+
+    Raises
+    ------
+    FactorError
+        With ``key`` (``<root>.rank`` ...), ``value`` and ``allowed`` as data.
+    """
+    if rank is not None and not (_is_int(rank) and rank >= 1):
+        raise _bad(root, "rank", "an integer >= 1 or None (as needed for tol)", rank)
+    if not (_is_real(tol) and 0.0 <= float(tol) < 1.0):
+        raise _bad(root, "tol", "a number in [0, 1) (the relative residual trace)", tol)
+    if method not in METHODS:
+        raise _bad(root, "method", f"one of {', '.join(map(repr, METHODS))}", method,
+                   did_you_mean(str(method), list(METHODS)))
+    if not (_is_int(seed) and seed >= 0):
+        raise _bad(root, "seed", "an integer >= 0", seed)
+
+
 def _check_settings(rank: Any, tol: Any, method: Any, seed: Any, normalize: Any, memory_budget: Any,
                     max_exact_dim: Any, root: str) -> float:
     """Validate the settings of :func:`build_factor_bank`; returns the budget in bytes."""
-    if rank is not None and not (_is_int(rank) and rank >= 1):
-        raise FactorError(f"{_key(root, 'rank')} must be an integer >= 1 or None (as needed for "
-                          f"tol); got {rank!r}", key=_key(root, "rank"))
-    if not (_is_real(tol) and 0.0 <= float(tol) < 1.0):
-        raise FactorError(f"{_key(root, 'tol')} must be a number in [0, 1) (the relative residual "
-                          f"trace); got {tol!r}", key=_key(root, "tol"))
-    if method not in METHODS:
-        raise FactorError(f"{_key(root, 'method')} must be one of {', '.join(map(repr, METHODS))}; "
-                          f"got {method!r}{did_you_mean(str(method), list(METHODS))}",
-                          key=_key(root, "method"))
-    if not (_is_int(seed) and seed >= 0):
-        raise FactorError(f"{_key(root, 'seed')} must be an integer >= 0; got {seed!r}",
-                          key=_key(root, "seed"))
+    check_settings(rank, tol, method, seed, root)
     if normalize not in NORMALIZATIONS:
-        raise FactorError(f"{_key(root, 'normalize')} must be one of "
-                          f"{', '.join(map(repr, NORMALIZATIONS))}; got {normalize!r}"
-                          f"{did_you_mean(str(normalize), list(NORMALIZATIONS))}",
-                          key=_key(root, "normalize"))
+        raise _bad(root, "normalize", f"one of {', '.join(map(repr, NORMALIZATIONS))}", normalize,
+                   did_you_mean(str(normalize), list(NORMALIZATIONS)))
     if not (_is_int(max_exact_dim) and max_exact_dim >= 1):
-        raise FactorError(f"{_key(root, 'max_exact_dim')} must be an integer >= 1; got "
-                          f"{max_exact_dim!r}", key=_key(root, "max_exact_dim"))
+        raise _bad(root, "max_exact_dim", "an integer >= 1", max_exact_dim)
     budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
     if not (_is_real(budget) and math.isfinite(budget) and budget > 0):
-        raise FactorError(f"{_key(root, 'memory_budget')} must be a number of bytes > 0 or None; "
-                          f"got {memory_budget!r}", key=_key(root, "memory_budget"))
+        raise _bad(root, "memory_budget", "a number of bytes > 0 or None", memory_budget)
     return float(budget)
 
 
