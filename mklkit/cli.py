@@ -114,6 +114,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="no progress lines on stderr (nor warnings about plugins that could not be loaded)")
     sp.add_argument("--force", action="store_true", help="overwrite the results of an earlier run in the output directory")
     sp.add_argument("--strict", action="store_true", help="exit with code 3 when the solver does not converge")
+    sp.add_argument("--scheduler", metavar="ADDRESS",
+                    help="build the kernel bank in shards on a dask.distributed cluster, e.g. tcp://127.0.0.1:8786 "
+                    "(the same as --set kernels.sharded.scheduler=ADDRESS; needs mklkit[dask])")
 
     sp = add(
         "sweep", "run a grid of problems (lists in the spec) with cross-validation, write results.csv "
@@ -166,6 +169,7 @@ def _parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------
 _USER_ERRORS = (
     ("mklkit.spec", "SpecError"),
+    ("mklkit.pipeline", "PipelineError"),
     ("mklkit.io", "OutputError"),
     ("mklkit.data", "DataError"),
     ("mklkit.kernels.bank", "BankError"),
@@ -271,7 +275,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .api import load_spec, solve_prepared
     from .io import OutputError, check_output_dir
 
-    spec = load_spec(args.spec, args.overrides)
+    overrides = list(args.overrides)
+    if args.scheduler:
+        overrides.append(f"kernels.sharded.scheduler={args.scheduler}")
+    spec = load_spec(args.spec, overrides)
     out_dir = Path(args.out) if args.out else spec.output.dir
     key = "--out" if args.out else "output.dir"
     try:
@@ -280,8 +287,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise spec.error(key, exc.problem, str(out_dir), exc.allowed) from None
     prepared = spec.prepare(progress=False if args.quiet else None)
     progress = _Progress(prepared.n_kernels, enabled=not args.quiet)
-    with _show_logs(not args.quiet):
-        result = solve_prepared(prepared, progress)
+    try:
+        with _show_logs(not args.quiet):
+            result = solve_prepared(prepared, progress)
+    finally:
+        prepared.close()
     try:
         files = result.write(out_dir, force=args.force)
     except OutputError as exc:
@@ -291,13 +301,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         r = result.result
         # the line below gives the engine's message: its ConvergenceWarning would repeat it
         args.hidden_warnings = {"ConvergenceWarning"}
-        tol = result.spec.solver.engine.get_params().get("tol")
+        tol = result.spec.engine.engine.get_params().get("tol")
         _err(
             f"warning: the solver did not converge: status {r.status} after {_plural(r.iterations, 'iteration')}, "
             f"relative duality gap {_num(r.gap, '.3g')} > tol {_num(tol, 'g')}"
             + (f" ({_one_line(r.message)})" if r.message else "")
             + f"; results were written to {out_dir} with status {r.status!s}"
-            + ("" if args.strict else "; raise solver.max_iter or solver.tol (--strict makes this exit 3)")
+            + ("" if args.strict else "; raise engine.max_iter or engine.tol (--strict makes this exit 3)")
         )
         if args.strict:
             return EXIT_NOT_CONVERGED
@@ -314,7 +324,7 @@ def _c_max_note(C_max: float | None) -> str:
 def _print_summary(result: Any, files: dict[str, Any]) -> None:
     r = result.result
     m = result.metrics
-    tol = result.spec.solver.engine.get_params().get("tol")
+    tol = result.spec.engine.engine.get_params().get("tol")
     lines = [
         f"status      {r.status} ({_plural(r.iterations, 'iteration')}, {result.timings.get('solve_s', r.time_s):.2f} s solve, "
         f"{result.timings.get('total_s', 0.0):.2f} s total)",
@@ -403,7 +413,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     _out("\n".join(lines))
     if res.n_not_converged:
         _err(f"warning: {res.n_not_converged} of {len(res.rows)} solves did not converge (column 'status' of "
-             f"{res.files['results']}); raise solver.max_iter or solver.tol")
+             f"{res.files['results']}); raise engine.max_iter or engine.tol")
     return EXIT_OK
 
 
