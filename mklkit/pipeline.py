@@ -775,7 +775,7 @@ def check_memory(M: int, N: int, n_test: int, bank: BankSettings) -> dict[str, i
             f"the kernel bank needs about {format_bytes(need['peak'])} ({M} kernels x {N} x {N} float64{test}, "
             f"plus working space), more than the budget of {format_bytes(budget)}",
             given if given is not None else _MISSING,
-            "a larger kernels.memory_budget, fewer kernels, or fewer samples (data.train_size)",
+            "a larger memory budget, fewer kernels, or fewer samples",
             shown=None if given is not None else format_bytes(budget) + " (default)",
         )
     return need

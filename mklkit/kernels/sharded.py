@@ -411,6 +411,14 @@ class ShardedBank(GramBank):
         """The whole (M, N, N) array, fetched from the workers (for tests and small banks)."""
         return np.concatenate(self._all("gather"), axis=0)
 
+    def cross_bank(self) -> KernelBank:
+        """A :class:`KernelBank` without Gram matrices that computes this bank's test kernels locally."""
+        X, specs, feature_names = self._cross_source
+        parts = self._all("constants")
+        traces = np.concatenate([p[0] for p in parts])
+        diag = None if parts[0][1] is None else np.concatenate([p[1] for p in parts], axis=0)
+        return KernelBank.for_cross(X, specs, self.normalize, traces, diag, feature_names)
+
     def cross(self, X_new: Any, memory_budget_bytes: float | None = None) -> np.ndarray:
         """Test-versus-training kernels (M, N_new, N) normalised like the shards, built in this process.
 
@@ -418,12 +426,7 @@ class ShardedBank(GramBank):
         functions of the description on the training points the bank was
         built from, divided by the shards' traces (or diagonals).
         """
-        X, specs, feature_names = self._cross_source
-        parts = self._all("constants")
-        traces = np.concatenate([p[0] for p in parts])
-        diag = None if parts[0][1] is None else np.concatenate([p[1] for p in parts], axis=0)
-        local = KernelBank.for_cross(X, specs, self.normalize, traces, diag, feature_names)
-        return local.cross(X_new, memory_budget_bytes=memory_budget_bytes)
+        return self.cross_bank().cross(X_new, memory_budget_bytes=memory_budget_bytes)
 
     def shard_info(self) -> list[dict[str, Any]]:
         """Per shard: first kernel ``lo``, ``n_kernels``, ``nbytes``, the worker's ``pid`` and address."""
