@@ -228,6 +228,43 @@ class _Progress:
         return None
 
 
+class _BuildBar:
+    """A progress bar on stderr for the kernel-bank build (tqdm when installed, else one line).
+
+    The library reports ``{"what", "done", "total", "elapsed_s"}`` events
+    (:class:`mklkit.kernels.KernelBank` ``progress``); only this module draws.
+    Shown on a terminal, for builds that run longer than :data:`PROGRESS_AFTER_S`.
+    """
+
+    def __init__(self, enabled: bool):
+        try:
+            tty = sys.stderr.isatty()
+        except (AttributeError, ValueError):
+            tty = False
+        self.enabled = enabled and tty
+        self.bars: dict[str, Any] = {}
+
+    def __call__(self, ev: dict[str, Any]) -> None:
+        if not self.enabled or (ev["elapsed_s"] < PROGRESS_AFTER_S and ev["done"] < ev["total"]):
+            return
+        what, done, total = ev["what"], int(ev["done"]), int(ev["total"])
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            width = 30
+            filled = width * done // max(total, 1)
+            sys.stderr.write(f"\rmklkit: {what} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
+                             f"{ev['elapsed_s']:.1f} s" + ("\n" if done >= total else ""))
+            sys.stderr.flush()
+            return
+        bar = self.bars.get(what)
+        if bar is None:
+            bar = self.bars[what] = tqdm(total=total, desc=f"mklkit: {what}", unit="kernel", leave=False)
+        bar.update(done - bar.n)
+        if done >= total:
+            bar.close()
+
+
 class _StderrLines(logging.Handler):
     """Shows a library log record as one ``mklkit: <message>`` line on stderr."""
 
@@ -285,7 +322,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         check_output_dir(out_dir, force=args.force)
     except OutputError as exc:
         raise spec.error(key, exc.problem, str(out_dir), exc.allowed) from None
-    prepared = spec.prepare(progress=False if args.quiet else None)
+    prepared = spec.prepare(progress=_BuildBar(enabled=not args.quiet))
     progress = _Progress(prepared.n_kernels, enabled=not args.quiet)
     try:
         with _show_logs(not args.quiet):

@@ -135,7 +135,7 @@ def _check_budget(value: Any, owner: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, str):
-        from .spec import parse_bytes
+        from .pipeline import parse_bytes
 
         try:
             return float(parse_bytes(value))

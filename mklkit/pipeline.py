@@ -26,6 +26,8 @@ show it).
 from __future__ import annotations
 
 import logging
+import math
+import re
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -43,6 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "DEFAULTS",
     "REPRESENTATIONS",
+    "parse_bytes",
     "PipelineError",
     "DataSettings",
     "Representation",
@@ -159,6 +162,32 @@ def _bank_error(exc: Exception, base: str) -> PipelineError:
     if getattr(exc, "has_value", False):
         return PipelineError(key, problem, exc.value, allowed)  # type: ignore[attr-defined]
     return PipelineError(key, problem, allowed=allowed)
+
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3, "t": 1000**4, "tb": 1000**4,
+    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
+}
+
+
+def parse_bytes(value: Any) -> int:
+    """``4GiB`` -> 4294967296; ``512MB`` -> 512000000; ints are bytes.  Raises ValueError."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError(value)
+        return int(value)
+    if not isinstance(value, str):
+        raise ValueError(value)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(value)
+    n = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if n <= 0:
+        raise ValueError(value)
+    return int(n)
 
 
 # ---------------------------------------------------------------------------

@@ -53,7 +53,6 @@ import itertools
 import logging
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -662,45 +661,36 @@ def _check_budget(M: int, N: int, rows: int, budget: float | None, what: str) ->
 # Progress
 # ---------------------------------------------------------------------------
 class _Progress:
-    """A one-line progress bar on stderr."""
+    """Reports the progress of a build to a callback ``progress(event)``; library code never prints.
 
-    def __init__(self, total: int, label: str, enabled: bool):
+    ``event``: ``{"what": label, "done": m, "total": M, "elapsed_s": seconds}``,
+    at most every 0.1 s and once at the end.  The command line draws a bar
+    from it (:mod:`mklkit.cli`).
+    """
+
+    def __init__(self, total: int, label: str, callback: Callable[[dict[str, Any]], Any] | None):
         self.total = total
         self.label = label
-        self.enabled = enabled
+        self.callback = callback
         self._last = 0.0
         self._t0 = time.monotonic()
 
     def update(self, done: int) -> None:
-        if not self.enabled:
+        if self.callback is None:
             return
         now = time.monotonic()
         if done < self.total and now - self._last < 0.1:
             return
         self._last = now
-        width = 30
-        filled = int(width * done / max(self.total, 1))
-        sys.stderr.write(
-            f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} "
-            f"{now - self._t0:.1f}s"
-        )
-        sys.stderr.flush()
+        self.callback({"what": self.label, "done": done, "total": self.total, "elapsed_s": now - self._t0})
 
     def close(self) -> None:
-        if self.enabled:
-            self.update(self.total)
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+        self.update(self.total)
 
 
-def _progress_enabled(progress: bool | None, work: float) -> bool:
-    if progress is not None:
-        return bool(progress)
-    try:
-        tty = sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        tty = False
-    return tty and work > 2e8  # roughly a second of work or more
+def _progress_callback(progress: Any) -> Callable[[dict[str, Any]], Any] | None:
+    """``progress`` if it is a callable, else ``None`` (``True``/``False``/``None``: no reports)."""
+    return progress if callable(progress) else None
 
 
 # ---------------------------------------------------------------------------
@@ -839,9 +829,10 @@ class KernelBank:
         memory_budget_bytes : float, optional
             Refuse (``BankError``) when :func:`estimate_bytes` exceeds it,
             before allocating.  Default :data:`DEFAULT_MEMORY_BUDGET` (4 GiB).
-        progress : bool, optional
-            Progress bar on stderr; default: only for large banks when stderr
-            is a terminal.
+        progress : callable, optional
+            ``progress(event)`` with ``what``, ``done``, ``total`` and
+            ``elapsed_s`` while the kernels are computed (``mklkit run`` draws
+            a bar from it); anything else: no reports.
         resolve : callable or mapping, optional
             Kernel-function lookup (default: built-ins); see :func:`expand_bank`.
         feature_names : sequence of str, optional
@@ -875,7 +866,7 @@ class KernelBank:
         local = _localizer(columns, d)
         t0 = time.perf_counter()
         K = np.empty((M, N, N), dtype=np.float64)
-        bar = _Progress(M, "building kernel bank", _progress_enabled(progress, float(M) * N * N))
+        bar = _Progress(M, "building kernel bank", _progress_callback(progress))
         _fill(K, specs, local, XA, None, bar)
         traces = np.empty(M)
         train_diag = np.empty((M, N)) if normalize == "diagonal" else None
@@ -972,7 +963,7 @@ class KernelBank:
         XB = _dense_columns(X_new, self._columns, "X_new")
         local = _localizer(self._columns, self._n_features)
         C = np.empty((M, n_new, N), dtype=np.float64)
-        bar = _Progress(M, "computing test kernels", _progress_enabled(progress, float(M) * n_new * N))
+        bar = _Progress(M, "computing test kernels", _progress_callback(progress))
         _fill(C, self.specs, local, XB, self._X_train, bar)
         if self.normalize == "trace":
             C /= self.traces[:, None, None]
