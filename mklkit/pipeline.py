@@ -106,6 +106,16 @@ def _one_line(text: Any) -> str:
     return " ".join(str(text).split())
 
 
+def one_line_error(head: str, shown: str | None, allowed: str | None) -> str:
+    """``<head>; got <shown>; allowed: <allowed>`` (the parts that are given), on one line."""
+    parts = [head]
+    if shown is not None:
+        parts.append(f"got {shown}")
+    if allowed:
+        parts.append(f"allowed: {allowed}")
+    return _one_line("; ".join(parts))
+
+
 class PipelineError(ValueError):
     """A problem with the data, the bank or the problem settings, with its key as data.
 
@@ -139,12 +149,8 @@ class PipelineError(ValueError):
     def message(self, key: str | None = None, problem: str | None = None) -> str:
         """The one-line message, with ``key`` (and ``problem``) in place of the own ones."""
         key = self.key if key is None else key
-        parts = [f"{key}: {problem or self.problem}" if key else (problem or self.problem)]
-        if self.has_value:
-            parts.append(f"got {self.shown}")
-        if self.allowed:
-            parts.append(f"allowed: {self.allowed}")
-        return _one_line("; ".join(parts))
+        return one_line_error(f"{key}: {problem or self.problem}" if key else (problem or self.problem),
+                              self.shown if self.has_value else None, self.allowed)
 
     def __str__(self) -> str:
         return self.message()

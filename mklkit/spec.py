@@ -147,12 +147,7 @@ class SpecError(ValueError):
 
     def _message(self) -> str:
         head = f"{self.file}: {self.key}: {self.problem}" if self.key else f"{self.file}: {self.problem}"
-        parts = [head]
-        if self.has_value:
-            parts.append(f"got {self.shown}")
-        if self.allowed:
-            parts.append(f"allowed: {self.allowed}")
-        return _one_line("; ".join(parts))
+        return pipeline.one_line_error(head, self.shown if self.has_value else None, self.allowed)
 
     def __str__(self) -> str:
         return self._message()
@@ -519,6 +514,9 @@ _EXCLUSIVE: dict[str, tuple[str, ...]] = {
 
 def _apply_override(raw: dict, key: str, value: Any, file: str) -> None:
     parts = key.split(".")
+    other = {"solver": "engine", "engine": "solver"}.get(parts[0])
+    if other is not None and other in raw and parts[0] not in raw:  # --set solver.tol on an engine: section
+        parts[0] = other
     node: Any = raw
     for depth, part in enumerate(parts[:-1]):
         where = ".".join(parts[: depth + 1])
