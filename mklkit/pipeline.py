@@ -694,10 +694,14 @@ def array_data(X: Any, y: Any, task: str, feature_names: Sequence[str] | None = 
 
 
 def gram_data(K: Any, y: Any, task: str, names: Sequence[str] | None = None, name: str = "X") -> Data:
-    """Precomputed training kernels (M, N, N) given in memory, not yet normalised."""
+    """Precomputed training kernels (M, N, N) given in memory, not yet normalised.
+
+    ``K`` is copied (the bank normalises its training kernels in place; the
+    caller's array stays as it was).
+    """
     import numpy as np
 
-    K = np.asarray(K)
+    K = np.array(K, dtype=np.float64, order="C")
     return Data(X_train=None, y_train=np.asarray(y), X_test=None, y_test=None, feature_names=[], name=name,
                 task=task, K_train=K, kernel_names=None if names is None else list(names), n_total=int(K.shape[1]))
 

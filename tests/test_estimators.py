@@ -248,20 +248,37 @@ def test_precomputed_matches_feature_mode(ionosphere):
     sc = Standardizer().fit(X_tr)
     A, B = sc.transform(X_tr), sc.transform(X_te)
     raw = KernelBank.build(A, SMALL_BANK, normalize="none")
-    K_train, K_test = raw.K.copy(), raw.cross(B)
+    K_train, K_test = np.moveaxis(raw.K, 0, -1), np.moveaxis(raw.cross(B), 0, -1)  # (N, N, M), (n, N, M)
     feat = MKLClassifier(SMALL_BANK).fit(X_tr, y_tr)
     pre = MKLClassifier("precomputed", normalize="trace").fit(K_train, y_tr)
     np.testing.assert_allclose(pre.decision_function(K_test), feat.decision_function(X_te),
                                rtol=1e-8, atol=1e-10)
     assert pre.n_features_in_ == X_tr.shape[0]
     assert pre.kernels_ == "precomputed"
-    M, N = K_train.shape[0], K_train.shape[1]
-    with pytest.raises(ValueError, match=rf"kernels of shape \({M}, n_test, {N}\); got shape"):
-        pre.predict(K_test[:, :, :10])
+    N, M = K_train.shape[1], K_train.shape[2]
+    with pytest.raises(ValueError, match=rf"kernels of shape \(n_test, {N}, {M}\); got shape"):
+        pre.predict(K_test[:, :, :1])
     with pytest.raises(ValueError, match="Gram matrices of shape"):
         MKLClassifier("precomputed").fit(X_tr, y_tr)
     with pytest.raises(ParamError, match="normalize must be 'auto', 'none' or 'trace'"):
         MKLClassifier("precomputed", normalize="diagonal").fit(K_train, y_tr)
+
+
+def test_precomputed_old_layout_warns_and_matches(ionosphere):
+    X_tr, X_te, y_tr, _ = ionosphere
+    sc = Standardizer().fit(X_tr)
+    raw = KernelBank.build(sc.transform(X_tr), SMALL_BANK, normalize="none")
+    K_train, K_test = raw.K.copy(), raw.cross(sc.transform(X_te))  # (M, N, N), (M, n, N): deprecated
+    given = K_train.copy()
+    with pytest.warns(FutureWarning, match=r"shape \(n_kernels, n_samples, n_samples\) are deprecated"):
+        old = MKLClassifier("precomputed", normalize="trace").fit(K_train, y_tr)
+    np.testing.assert_array_equal(K_train, given)  # fit leaves the caller's array as it was
+    new = MKLClassifier("precomputed", normalize="trace").fit(np.moveaxis(K_train, 0, -1), y_tr)
+    np.testing.assert_allclose(old.decision_function(K_test),
+                               new.decision_function(np.moveaxis(K_test, 0, -1)), rtol=1e-10, atol=1e-12)
+    M, N = K_train.shape[0], K_train.shape[1]
+    with pytest.raises(ValueError, match=rf"kernels of shape \({M}, n_test, {N}\); got shape"):
+        old.predict(K_test[:, :, :10])
 
 
 # ---------------------------------------------------------------------------

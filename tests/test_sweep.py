@@ -429,6 +429,20 @@ def test_resume_refuses_a_different_grid(tmp_path):
         run_sweep(other, tmp_path / "o", resume=True)
 
 
+def test_resume_matches_a_sweep_json_written_with_the_solver_section(tmp_path):
+    # sweeps written before the solver: -> engine: rename recorded each config's engine under "solver"
+    sw = parse_sweep(grid(problem={"C": 1.0}), file="g.yaml")
+    first = run_sweep(sw, tmp_path / "o")
+    path = tmp_path / "o" / "sweep.json"
+    meta = json.loads(path.read_text())
+    for config in meta["grid"]["configs"]:
+        config["solver"] = config.pop("engine")
+    path.write_text(json.dumps(meta))
+    again = run_sweep(sw, tmp_path / "o", resume=True)
+    assert again.n_run == 0 and again.n_skipped == 6
+    assert again.rows == first.rows
+
+
 def test_workers_and_scheduler_are_exclusive(tmp_path):
     sw = parse_sweep(GRID, file="g.yaml")
     with pytest.raises(SpecError, match="--workers: a Dask scheduler runs the tasks on its own workers"):

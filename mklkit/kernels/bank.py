@@ -1037,7 +1037,7 @@ class KernelBank:
         if K.shape[1] != K.shape[2]:
             raise BankError(f"{where} must have shape (M, N, N); got {K.shape}")
         _check_kernels(K, where, sym_rtol=sym_rtol, check_psd=check_psd, square=True)
-        M, N = K.shape[0], K.shape[1]
+        M = K.shape[0]
         if names is None:
             names = [f"k{m}" for m in range(M)]
         names = [str(n) for n in names]
