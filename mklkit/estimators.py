@@ -415,7 +415,7 @@ class _BaseMKL(BaseEstimator):
             y_first[tasks[0].rows] = tasks[0].y
         data.y_train = np.ascontiguousarray(y_first, dtype=np.float64)
         settings = ProblemSettings(loss=loss, regularizer=regularizer, C=C, bias=bool(self.bias))
-        M = int(data.K_train.shape[0]) if precomputed else len(pipeline._expand(bank_settings, data))
+        M = int(data.K_train.shape[0]) if precomputed else len(pipeline.bank._expand(bank_settings, data))
         self._check_support(engine, pipeline.probe_problem(data.y_train, M, settings, representation.kind))
         t0 = time.perf_counter()
         try:

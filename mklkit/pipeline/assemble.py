@@ -1,0 +1,211 @@
+"""Problem assembly: the engine probe, the :class:`Prepared` problem and :func:`prepare`."""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Callable
+
+from .bank import TestSide, _build_bank, _expand, _precomputed_bank, check_memory
+from .data import Data
+from .settings import BankSettings, PipelineError, ProblemSettings, _one_line
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from ..engines.base import Engine
+    from ..problem import Problem
+
+logger = logging.getLogger("mklkit.pipeline")
+
+
+def _probe_rows(y: np.ndarray, n: int = 6) -> np.ndarray:
+    """A few row indices that include every label value (both classes)."""
+    import numpy as np
+
+    rows: list[int] = [int(np.flatnonzero(y == v)[0]) for v in np.unique(y)[:n]]
+    for i in range(min(n, y.shape[0])):
+        if len(rows) >= n:
+            break
+        if i not in rows:
+            rows.append(i)
+    return np.array(sorted(rows), dtype=np.intp)
+
+
+def probe_problem(y: np.ndarray, M: int, problem: ProblemSettings, representation: str = "array") -> Problem:
+    """A tiny problem with the real loss, regularizer, C, bias, labels and representation, for ``supports``."""
+    import numpy as np
+
+    from ..problem import Problem
+
+    rows = _probe_rows(y)
+    n = rows.size
+    K = np.empty((max(M, 1), n, n))
+    K[:] = np.eye(n) / n
+    return Problem(K=K, y=y[rows], loss=problem.loss, regularizer=problem.regularizer, C=problem.C,
+                   bias=problem.bias, extra={"representation": representation})
+
+
+def check_support(engine: Engine, problem: Problem, key: str = "engine.name") -> None:
+    """Refuse an engine that cannot solve ``problem`` (its reason, and the engines that can)."""
+    reason = engine.supports(problem)
+    representation = problem.representation
+    if reason is None and representation not in getattr(engine, "representations", ("array",)):
+        reason = (f"it works on Gram banks held as one array, not as a {representation} bank "
+                  f"(its representations: {', '.join(getattr(engine, 'representations', ('array',)))})")
+    if reason is None:
+        return
+    from ..plugins import get_registry
+
+    ok = [n for n in get_registry().engines_supporting(problem, exclude=engine.name)
+          if representation in getattr(get_registry().get("engine", n), "representations", ("array",))]
+    combo = f"loss {problem.loss.name!r} x regularizer {problem.regularizer.name!r}"
+    if representation != "array":
+        combo += f" on a {representation} bank"
+    allowed = (f"an engine that supports {combo}: {', '.join(ok)}" if ok
+               else f"another loss or regularizer (no installed engine supports {combo})")
+    raise PipelineError(key, f"engine {engine.name!r} cannot solve this problem: {_one_line(reason)}",
+                        engine.name, allowed)
+
+
+@dataclass
+class Prepared:
+    """Everything an engine needs, plus the test side for evaluation: the one prepared type.
+
+    Attributes
+    ----------
+    data : Data
+    problem : Problem or None
+        ``None`` when prepared with ``build=False`` (``mklkit validate``).
+    bank : KernelBank, ShardedBank, FactorBank or None
+        The bank object (it knows how to map new points: ``cross``,
+        ``normalize_cross`` or ``transform``).
+    test : TestSide or None
+        ``None`` without a test part.
+    kernel_names : list of str
+    n_kernels : int
+    representation : str
+    timings : dict
+        ``data_s``, ``bank_s`` seconds.
+    memory : dict
+        Estimated bytes of the training bank (``train``), the test kernels
+        (``test``) and their ``peak`` (checked against the budget).
+    """
+
+    data: Data
+    problem: Problem | None
+    bank: Any
+    test: TestSide | None
+    kernel_names: list[str]
+    n_kernels: int
+    representation: str = "array"
+    timings: dict[str, float] = field(default_factory=dict)
+    memory: dict[str, int] = field(default_factory=dict)
+    #: what it was prepared from (the :class:`~mklkit.spec.Spec` of ``mklkit run``), or ``None``
+    spec: Any = None
+
+    @property
+    def K_test(self) -> np.ndarray | None:
+        """Test kernels (M, N_test, N), when the test side has them."""
+        return None if self.test is None else self.test.K
+
+    def with_C(self, C: float) -> "Prepared":
+        """The same prepared problem at another C (the bank is shared)."""
+        assert self.problem is not None
+        return replace(self, problem=replace(self.problem, C=C))
+
+    def train_decision(self, result: Any) -> np.ndarray:
+        """Training predictions of a solve result, in the bank's representation."""
+        assert self.problem is not None
+        if self.representation == "array":
+            return result.decision_function(self.problem.K)
+        import numpy as np
+
+        act = np.asarray(result.active_set, dtype=np.int64)
+        f = self.problem.bank.combine(np.asarray(result.alpha, dtype=np.float64), act) if act.size else 0.0
+        return np.zeros(self.problem.n_samples) + f + float(result.bias)
+
+    def test_decision(self, result: Any) -> np.ndarray | None:
+        """Test predictions of a solve result (``None`` without a test part)."""
+        return None if self.test is None else self.test.decision_function(result, self.bank)
+
+    def close(self) -> None:
+        """Release a bank held elsewhere (the shards of a ShardedBank)."""
+        close = getattr(self.bank, "close", None)
+        if close is not None and self.representation == "sharded":
+            close()
+
+
+def prepare(
+    d: Data,
+    bank: BankSettings,
+    problem: ProblemSettings,
+    engine: Engine,
+    *,
+    build: bool = True,
+    progress: Callable[[dict[str, Any]], Any] | bool | None = None,
+    engine_key: str = "engine.name",
+) -> Prepared:
+    """The bank of ``bank`` on ``d`` and the :class:`Problem`, checked before any kernel is built.
+
+    Order: expand the description on the data's columns (no Gram matrices),
+    check the memory budget (training bank + test kernels), ask the engine
+    whether it supports the loss, regularizer and representation on a tiny
+    probe problem; then (``build=True``) build the bank in its
+    representation, the test side, and the problem.
+
+    Parameters
+    ----------
+    d : Data
+        From :func:`load_data`, :func:`fold`, :func:`array_data` or :func:`gram_data`.
+    bank, problem : settings
+    engine : Engine
+    build : bool
+        ``False``: stop after the checks (``mklkit validate``); ``problem`` is ``None``.
+    progress : callable or bool, optional
+        Progress of the bank build (``KernelBank.build``'s ``progress``).
+    engine_key : str
+        The key that names the engine in errors (``engine.name`` or ``solver.name``).
+
+    Raises
+    ------
+    PipelineError
+    """
+    from ..problem import Problem
+
+    t0 = time.perf_counter()
+    rep = bank.representation.kind
+    if d.precomputed:
+        assert d.K_train is not None
+        M = int(d.K_train.shape[0])
+        if rep != "array":
+            raise PipelineError(f"kernels.{rep}", "precomputed kernels are held as one array",
+                                bank.representation.to_dict(), "no kernels.sharded or kernels.factor with "
+                                "kernels.precomputed")
+        names = list(d.kernel_names or [f"k{m}" for m in range(M)])
+        check_support(engine, probe_problem(d.y_train, M, problem), engine_key)
+        if not build:
+            return Prepared(d, None, None, None, names, M, rep, {"bank_s": 0.0})
+        kb, test = _precomputed_bank(d, bank)
+        obj: Any = kb
+        K: Any = kb.K
+        names = list(kb.names)
+        memory: dict[str, int] = {}
+    else:
+        bank.representation.check()
+        specs = _expand(bank, d)
+        names = [k.label for k in specs]
+        M = len(specs)
+        memory = check_memory(M, d.n_train, d.n_test, bank)
+        check_support(engine, probe_problem(d.y_train, M, problem, rep), engine_key)
+        if not build:
+            return Prepared(d, None, None, None, names, M, rep, {"bank_s": 0.0}, memory)
+        obj, test = _build_bank(d, bank, progress)
+        K = obj.K if rep == "array" else obj
+        names = list(obj.names) if rep != "factor" else list(obj.factor_map.names)
+    t_bank = time.perf_counter() - t0
+    logger.debug("built %d kernels (%s) on %d points in %.2f s", len(names), rep, d.n_train, t_bank)
+    prob = Problem(K=K, y=d.y_train, loss=problem.loss, regularizer=problem.regularizer, C=problem.C,
+                   bias=problem.bias, kernel_names=names)
+    check_support(engine, prob, engine_key)
+    return Prepared(d, prob, obj, test, names, len(names), rep, {"bank_s": t_bank}, memory)
