@@ -58,7 +58,10 @@ class UsageError(Exception):
 
 
 def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
+    """One line of text: the spec's formatter (:func:`mklkit.spec.errors.one_line`) writes every error line."""
+    from .spec.errors import one_line
+
+    return one_line(text)
 
 
 def _out(text: str = "") -> None:
@@ -66,7 +69,7 @@ def _out(text: str = "") -> None:
     sys.stdout.flush()
 
 
-def _err(text: str) -> None:
+def _err(text: object) -> None:
     sys.stderr.write(_one_line(text) + "\n")
     sys.stderr.flush()
 
@@ -160,7 +163,9 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--dest", default=".", metavar="DIR", help="folder to create it in (default: .)")
     sp.add_argument("--kind", default="loss", choices=("loss", "regularizer"), help="component kind (default: loss)")
 
-    add("schema", "print a JSON Schema of the spec format", _cmd_schema)
+    sp = add("schema", "print a JSON Schema of the spec format (generated from the spec's models)", _cmd_schema)
+    sp.add_argument("--sweep", action="store_true",
+                    help="the schema of a sweep spec: lists at the sweep keys and the cv section")
     return p
 
 
@@ -639,7 +644,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
     from .spec import json_schema
 
-    _out(json.dumps(json_schema(), indent=2))
+    _out(json.dumps(json_schema(sweep=args.sweep), indent=2))
     return EXIT_OK
 
 
@@ -689,7 +694,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - user errors become one line, the rest re-raised
         if _is_user_error(exc):
-            _err(str(exc))
+            _err(exc)
             return EXIT_USAGE
         raise
 

@@ -283,45 +283,46 @@ class _BaseMKL(BaseEstimator):
         return loss, regularizer, engine
 
     def _check_support(self, engine: Any, problem: Any) -> None:
-        reason = engine.supports(problem)
-        if reason is None:
-            return
-        ok = _registry().engines_supporting(problem, exclude=engine.name)
-        combo = (f"loss {problem.loss.describe()} with regularizer "
-                 f"{problem.regularizer.describe()}")
-        hint = (f"engines that can: {', '.join(ok)}" if ok
-                else "no installed engine supports this pair; choose another loss or regularizer")
-        raise ValueError(
-            f"{self._owner}: engine {engine.name!r} cannot solve {combo}: {reason}; {hint}"
-        )
+        """The pipeline's engine check (:func:`mklkit.pipeline.check_support`), naming the ``engine`` parameter."""
+        from .pipeline import PipelineError, check_support
+
+        try:
+            check_support(engine, problem)
+        except PipelineError as exc:
+            raise self._error(exc) from None
+
+    def _error(self, exc: Any) -> ValueError:
+        """A :class:`~mklkit.pipeline.PipelineError` as this estimator's one-line error (its parameter named)."""
+        return ValueError(f"{self._owner}: {exc.message(key=_param_of(exc.key))}")
 
     # -- data -----------------------------------------------------------------
     def _encode_targets(self, y: np.ndarray) -> tuple[np.ndarray | None, list[BinaryTask]]:
         raise NotImplementedError
 
-    def _representation(self) -> Any:
-        """The bank representation of the ``factor`` / ``scheduler`` parameters."""
-        from .pipeline import Representation
+    def _representation(self) -> dict[str, Any]:
+        """The bank representation of the ``factor`` / ``scheduler`` parameters, as BankSettings keys."""
+        from .pipeline import PipelineError, Representation
+        from .pipeline.settings import FactorSettings, ShardedSettings
 
         owner = self._owner
         factor, scheduler = getattr(self, "factor", None), getattr(self, "scheduler", None)
         if factor is not None and scheduler is not None:
             raise ParamError("scheduler", scheduler, "None when factor is given (one representation)", owner=owner)
         if scheduler is not None:
-            return Representation("sharded", scheduler=scheduler)
+            return {"sharded": ShardedSettings.model_construct(scheduler=scheduler)}
         if factor is None:
-            return Representation()
+            return {}
         if factor is True:
             factor = {}
         if not isinstance(factor, Mapping) or set(factor) - {"rank", "tol", "method", "seed"}:
             raise ParamError("factor", factor, "None, True or a mapping with keys rank, tol, method, seed",
                              owner=owner)
-        rep = Representation("factor", **dict(factor))
+        settings = FactorSettings.model_construct(**dict(factor))
         try:
-            rep.check(root="factor")
-        except ValueError as exc:
+            Representation("factor", settings).check(root="factor")
+        except PipelineError as exc:
             raise ValueError(f"{owner}: {exc}") from None
-        return rep
+        return {"factor": settings}
 
     def _gram_input(self, X: Any, fitted: bool = False) -> tuple[np.ndarray, bool]:
         """Precomputed kernels as (M, rows, N), and whether X had the deprecated layout.
@@ -359,14 +360,15 @@ class _BaseMKL(BaseEstimator):
         owner = self._owner
         loss, regularizer, engine = self._components()
         normalize = _check_choice(self.normalize, "normalize", _NORMALIZE, owner)
-        budget = _check_budget(self.memory_budget, owner)
+        _check_budget(self.memory_budget, owner)
         for key in ("standardize", "bias"):
             if not isinstance(getattr(self, key), (bool, np.bool_)):
                 raise ParamError(key, getattr(self, key), "True or False", owner=owner)
         if (isinstance(self.verbose, (bool, np.bool_))
                 or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0):
             raise ParamError("verbose", self.verbose, "an integer >= 0", owner=owner)
-        representation = self._representation()
+        rep_settings = self._representation()
+        kind = next(iter(rep_settings), "array")
         precomputed = self._precomputed()
         if precomputed:
             normalize = "none" if normalize == "auto" else normalize
@@ -374,8 +376,8 @@ class _BaseMKL(BaseEstimator):
                 raise ParamError("normalize", self.normalize, "'auto', 'none' or 'trace' with "
                                  "kernels='precomputed' (unit-diagonal normalisation of test "
                                  "kernels needs the test points' own k(x, x))", owner=owner)
-            if representation.kind != "array":
-                raise ParamError("factor" if representation.kind == "factor" else "scheduler",
+            if kind != "array":
+                raise ParamError("factor" if kind == "factor" else "scheduler",
                                  getattr(self, "factor", None) or getattr(self, "scheduler", None),
                                  "None with kernels='precomputed' (given kernels are held as one array)",
                                  owner=owner)
@@ -387,8 +389,8 @@ class _BaseMKL(BaseEstimator):
             n_features_in = int(K.shape[1])
             kernels_resolved: Any = "precomputed"
             data = pipeline.gram_data(K, y, self._task)
-            bank_settings = BankSettings(precomputed=None, normalize=normalize, memory_budget=budget,
-                                         memory_budget_given=self.memory_budget)
+            # the estimator's own parameters are checked above; the kernels come in memory, not from a file
+            bank_settings = BankSettings.model_construct(normalize=normalize, memory_budget=self.memory_budget)
         else:
             normalize = "trace" if normalize == "auto" else normalize
             X, y = _validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
@@ -400,13 +402,13 @@ class _BaseMKL(BaseEstimator):
             data = pipeline.array_data(X, y, self._task, None if names is None else [str(n) for n in names])
             if self.standardize:
                 data = pipeline.standardize(data)
-            bank_settings = BankSettings(
+            # checked by the pipeline when the description is expanded (errors name the estimator's parameter)
+            bank_settings = BankSettings.model_construct(
                 preset=kernels_resolved if isinstance(kernels_resolved, str) else None,
                 bank=None if isinstance(kernels_resolved, str) else tuple(kernels_resolved),
-                normalize=normalize, memory_budget=budget, memory_budget_given=self.memory_budget,
-                representation=representation)
+                normalize=normalize, memory_budget=self.memory_budget, **rep_settings)
         classes, tasks = self._encode_targets(y)
-        if representation.kind != "array" and any(t.rows is not None for t in tasks):
+        if kind != "array" and any(t.rows is not None for t in tasks):
             raise ParamError("multiclass", getattr(self, "multiclass", None), "'ovr' with a factor or "
                              "sharded bank (one-vs-one problems take rows of the Gram matrices)", owner=owner)
         # the labels of the first binary problem on every row stand for all of them in the checks
@@ -415,14 +417,12 @@ class _BaseMKL(BaseEstimator):
             y_first[tasks[0].rows] = tasks[0].y
         data.y_train = np.ascontiguousarray(y_first, dtype=np.float64)
         settings = ProblemSettings(loss=loss, regularizer=regularizer, C=C, bias=bool(self.bias))
-        M = int(data.K_train.shape[0]) if precomputed else len(pipeline.bank._expand(bank_settings, data))
-        self._check_support(engine, pipeline.probe_problem(data.y_train, M, settings, representation.kind))
         t0 = time.perf_counter()
         try:
             prepared = pipeline.prepare(data, bank_settings, settings, engine,
                                         progress=None if self.verbose else False)
         except PipelineError as exc:
-            raise ValueError(f"{owner}: {exc.message(key=_param_of(exc.key))}") from None
+            raise self._error(exc) from None
         build_s = time.perf_counter() - t0
         bank = prepared.bank
         logger.info("%s: %d kernels on %d samples (normalize=%s, %s) in %.2f s; %d binary problem(s)",

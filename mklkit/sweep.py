@@ -55,18 +55,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
-from .components.params import Param
 from .pipeline import CVSettings, Data, PipelineError, fold, make_folds
 from .spec import (
     SWEEP_SECTION,
-    TOP_KEYS,
     Spec,
     SpecError,
-    SpecParser,
     apply_overrides,
+    mark_override,
     read_spec_file,
     spec_stem,
     sweep_lists,
+    validate_model,
+    validate_spec,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -111,11 +111,6 @@ COLUMNS: tuple[str, ...] = (
 KEY_COLUMNS: tuple[str, ...] = COLUMNS[:7]
 #: Columns that depend on the machine, not on the problem.
 TIMING_COLUMNS: tuple[str, ...] = ("time_s", "bank_s")
-
-_P_FOLDS = Param("folds", None, type=int, low=2, nullable=True)
-_P_SPLITS = Param("splits", None, type=int, low=1, nullable=True)
-_P_SEED = Param("seed", 0, type=int, low=0)
-
 
 # ---------------------------------------------------------------------------
 # The sweep spec
@@ -228,7 +223,7 @@ class Sweep:
         return self.n_tasks * len(self.Cs)
 
     def error(self, key: str, problem: str, value: Any = SpecError.NO_VALUE, allowed: str | None = None) -> SpecError:
-        return SpecParser(self.file, self.folder, self.overridden).err(key, problem, value, allowed)
+        return SpecError(self.file, key, mark_override(problem, key, self.overridden), value, allowed)
 
     def summary(self) -> str:
         """One line: grid size, cross-validation, tasks and rows."""
@@ -250,7 +245,7 @@ class Sweep:
             r.pop("description", None)
             r["problem"].pop("C", None)
             configs.append(r)
-        fp = {"cv": self.cv.to_dict(), "C": list(self.Cs), "configs": configs}
+        fp = {"cv": self.cv.model_dump(exclude_none=True), "C": list(self.Cs), "configs": configs}
         return json.loads(json.dumps(to_jsonable(fp)))
 
     # -- data and folds ---------------------------------------------------------
@@ -321,15 +316,19 @@ def parse_sweep(
 ) -> Sweep:
     """Validate an already-loaded sweep spec mapping (see :func:`load_sweep`)."""
     folder = Path(folder) if folder is not None else Path.cwd()
-    keys = TOP_KEYS + (SWEEP_SECTION,)
     if not isinstance(raw, dict):
-        raise SpecError(file, "", "the spec must be a mapping of sections", raw, "a mapping with keys " + ", ".join(keys))
+        raise SpecError(file, "", "the spec must be a mapping of sections", raw,
+                        "a mapping with the sections of a spec and cv")
     raw, overridden = apply_overrides(raw, overrides, file)
-    parser = SpecParser(file, folder, overridden)
-    parser.check_keys(raw, "", keys)
-    cv = _parse_cv(parser, raw.pop(SWEEP_SECTION, None))
+    cv_raw = raw.pop(SWEEP_SECTION, None)
+    cv = validate_model(CVSettings, {} if cv_raw is None else cv_raw, file, overridden, root=(SWEEP_SECTION,))
     axes = sweep_lists(raw)
-    err = parser.err
+
+    def err(key: str, problem: str, value: Any = SpecError.NO_VALUE, allowed: str | None = None) -> SpecError:
+        return SpecError(file, key, mark_override(problem, key, overridden), value, allowed)
+
+    def parse(r: dict) -> Spec:
+        return validate_spec(r, file, folder, overridden)
 
     # -- the axes ---------------------------------------------------------------
     data = raw.get("data") if isinstance(raw.get("data"), dict) else None
@@ -374,7 +373,7 @@ def parse_sweep(
     first = (data_values[0], losses[0], regs[0], biases[0], solvers[0])
     Cs: list[float] = []
     for C in Cs_raw:
-        spec = parser.parse(point(*first, C))
+        spec = parse(point(*first, C))
         if spec.problem.C in Cs:
             raise err("problem.C", "the same value twice in the list", raw["problem"]["C"], "distinct numbers > 0")
         Cs.append(spec.problem.C)
@@ -386,7 +385,7 @@ def parse_sweep(
     for di, d in enumerate(data_values):
         for loss, reg, bias, solver in itertools.product(losses, regs, biases, solvers):
             r = point(d, loss, reg, bias, solver, Cs_sorted[0])
-            spec = parser.parse(r)
+            spec = parse(r)
             labels = _labels(spec, r)
             key = tuple(labels[k] for k in KEY_COLUMNS[:5])
             if key in seen:
@@ -447,40 +446,6 @@ def _axis_of(axes: list[tuple[str, Any]]) -> str:
     return axes[0][0] if axes else "problem"
 
 
-def _parse_cv(parser: SpecParser, sec: Any) -> CVSpec:
-    allowed = "{folds: k, seed: s} (k-fold) or {splits: n, test_size: 0.2, seed: s} (random splits)"
-    if sec is None:
-        return CVSpec()
-    if not isinstance(sec, dict):
-        raise parser.err(SWEEP_SECTION, "must be a mapping", sec, allowed)
-    parser.check_keys(sec, SWEEP_SECTION, CV_KEYS)
-    folds = parser.param(sec, SWEEP_SECTION, _P_FOLDS)
-    splits = parser.param(sec, SWEEP_SECTION, _P_SPLITS)
-    seed = parser.param(sec, SWEEP_SECTION, _P_SEED)
-    if folds is not None and splits is not None:
-        raise parser.err("cv.splits", "cv.folds and cv.splits are exclusive", splits, allowed)
-    if folds is not None:
-        if sec.get("test_size") is not None:
-            raise parser.err("cv.test_size", "only used with cv.splits (k folds hold out 1/k each)", sec["test_size"], allowed)
-        return CVSpec("folds", folds, None, seed)
-    if splits is None:
-        if sec.get("test_size") is not None:
-            raise parser.err("cv.splits", "cv.test_size needs the number of splits", allowed=allowed)
-        return CVSpec("folds", 5, None, seed)
-    test_size = 0.2
-    if sec.get("test_size") is not None:
-        v = sec["test_size"]
-        what = "a fraction in (0, 1) or a row count >= 1"
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise parser.err("cv.test_size", "invalid value", v, what)
-        if isinstance(v, float) and v.is_integer() and v >= 1:
-            v = int(v)
-        if (isinstance(v, float) and not 0.0 < v < 1.0) or (isinstance(v, int) and v < 1):
-            raise parser.err("cv.test_size", "out of range", v, what)
-        test_size = v
-    return CVSpec("splits", splits, test_size, seed)
-
-
 def _component_label(comp: Any, given: Any) -> str:
     """``name(param=value, ...)`` with the parameters written in the spec (validated values)."""
     keys = [k for k in given if k != "name"] if isinstance(given, dict) else []
@@ -517,7 +482,8 @@ def _labels(spec: Spec, raw: dict) -> dict[str, str]:
 # ---------------------------------------------------------------------------
 def _raw_data(spec: Spec) -> Data:
     """The training (and test) part of the spec's data, not standardized."""
-    return replace(spec, data=replace(spec.data, standardize=False)).load_data()
+    assert spec.data is not None
+    return spec.model_copy(update={"data": spec.data.model_copy(update={"standardize": False})}).load_data()
 
 
 # ---------------------------------------------------------------------------
@@ -552,7 +518,7 @@ def solve_task(task: Task) -> list[dict[str, Any]]:
     from .api import solve_prepared
 
     _limit_threads(task.threads)
-    spec = SpecParser(task.file, Path(task.folder), task.overridden).parse(task.raw)
+    spec = validate_spec(task.raw, task.file, Path(task.folder), task.overridden)
     key = json.dumps([task.file, task.raw.get("data"), spec.problem.loss.task], sort_keys=True, default=str)
     data = _DATA_CACHE.get(key)
     if data is None:
@@ -568,7 +534,7 @@ def solve_task(task: Task) -> list[dict[str, Any]]:
     rows = []
     previous = None
     for C in task.Cs:
-        spec_c = replace(spec, problem=replace(spec.problem, C=C))
+        spec_c = spec.model_copy(update={"problem": spec.problem.model_copy(update={"C": C})})
         prep_c = replace(prepared, spec=spec_c, problem=replace(prepared.problem, C=C))
         run = solve_prepared(prep_c, None, warm_start=previous if warm else None)
         rows.append(_row(task, C, run, bank_s, warm and previous is not None))
@@ -1190,9 +1156,8 @@ def _refit_best(sweep: Sweep, out: Path, rows: Sequence[Mapping[str, str]],
     dirs = _best_dirs(sweep, out)
     result = []
     for di, config, C, mean, std, n in select_best(sweep, rows):
-        spec = SpecParser(sweep.file, sweep.folder, sweep.overridden).parse(
-            {**config.raw, "problem": {**config.raw["problem"], "C": C}}
-        )
+        spec = validate_spec({**config.raw, "problem": {**config.raw["problem"], "C": C}}, sweep.file, sweep.folder,
+                             sweep.overridden)
         refit = run(spec, progress=False)
         refit.write(dirs[di], force=True)
         labels = {k: v for k, v in config.labels.items()}

@@ -471,6 +471,11 @@ def test_schema(capsys):
     assert code == 0
     schema = json.loads(out)
     assert "problem" in schema["properties"]
+    assert "cv" not in schema["properties"]
+    code, out, _ = run_cli(["schema", "--sweep"], capsys)
+    assert code == 0
+    sweep = json.loads(out)
+    assert sweep["title"] == "mklkit sweep spec" and "cv" in sweep["properties"]
 
 
 # ---------------------------------------------------------------------------

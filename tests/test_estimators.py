@@ -365,8 +365,9 @@ class _Refuses(Engine):
 def test_unsupported_pair_names_the_reason_and_alternatives():
     X = np.random.RandomState(0).randn(20, 3)
     y = np.arange(20) % 2
-    with pytest.raises(ValueError, match=r"engine 'refuses' cannot solve loss logistic with "
-                       r"regularizer elasticnet\(lam=0.5\): it is a test engine; engines that can: .*spicy"):
+    with pytest.raises(ValueError, match=r"^MKLClassifier: engine: engine 'refuses' cannot solve this problem: it is a "
+                       r"test engine; got 'refuses'; allowed: an engine that supports loss 'logistic' x "
+                       r"regularizer 'elasticnet': .*spicy"):
         MKLClassifier(TINY_BANK, engine=_Refuses()).fit(X, y)
 
 

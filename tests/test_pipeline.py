@@ -126,7 +126,7 @@ def test_auto_skips_an_engine_that_cannot_use_the_representation():
     from mklkit.plugins import get_registry
 
     reg = get_registry()
-    settings = ProblemSettings(reg.create("loss", "logistic"), reg.create("regularizer", "l1"))
+    settings = ProblemSettings(loss=reg.create("loss", "logistic"), regularizer=reg.create("regularizer", "l1"))
     y = np.where(np.arange(8) % 2 == 0, 1.0, -1.0)
     auto = Auto(proximal_min_samples=1, proximal_ratio=0.0)
     assert auto.choose(probe_problem(y, 3, settings))[0].name == "proximal"
@@ -158,7 +158,7 @@ def test_sweep_over_precomputed_kernels_equals_the_folds_by_hand(tmp_path):
     reg = get_registry()
     loss, rg = reg.create("loss", "logistic"), reg.create("regularizer", {"name": "elasticnet", "lam": 0.5})
     engine = reg.create("engine", {"name": "spicy", "tol": 1e-8, "max_iter": 300})
-    folds = make_folds(CVSettings("folds", 3, None, 0), gram_data(K, y, "classification"))
+    folds = make_folds(CVSettings(folds=3, seed=0), gram_data(K, y, "classification"))
     for split, (tr, va) in enumerate(folds):
         Ktr = K[:, tr][:, :, tr]
         traces = np.einsum("mii->m", Ktr)

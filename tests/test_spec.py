@@ -348,3 +348,62 @@ def test_json_schema_lists_components():
     losses = s["properties"]["problem"]["properties"]["loss"]["oneOf"][0]["enum"]
     assert "logistic" in losses and "hinge" in losses
     assert "simplemkl" in s["properties"]["kernels"]["properties"]["preset"]["enum"]
+
+
+def test_json_schema_is_generated_from_the_models():
+    from mklkit.pipeline import BankSettings, CVSettings, DataSettings, ProblemSettings
+
+    s = json_schema()
+    props = s["properties"]
+    data = next(a for a in props["data"]["anyOf"] if a.get("type") == "object")
+    # the defaults are the models' (one table: DEFAULTS)
+    assert data["properties"]["test_size"]["default"] == DEFAULTS["data.test_size"] == \
+        DataSettings.model_fields["test_size"].default
+    assert props["problem"]["properties"]["C"]["default"] == DEFAULTS["problem.C"]
+    assert props["problem"]["properties"]["C"]["exclusiveMinimum"] == 0
+    assert props["kernels"]["properties"]["normalize"]["enum"] == ["trace", "diagonal", "none"]
+    assert set(props["kernels"]["properties"]) == set(BankSettings.model_fields)
+    assert set(data["properties"]) == set(DataSettings.model_fields)
+    assert set(props["problem"]["properties"]) == set(ProblemSettings.model_fields)
+    assert data["additionalProperties"] is False
+    # the components' parameters come from their Param declarations
+    reg = props["problem"]["properties"]["regularizer"]["oneOf"]
+    elasticnet = next(v for v in reg[1:] if v["properties"]["name"] == {"const": "elasticnet"})
+    assert elasticnet["properties"]["lam"]["minimum"] == 0 and elasticnet["properties"]["lam"]["maximum"] == 1
+    # the sweep grammar: lists at the sweep keys and in component parameters, and the cv section
+    sw = json_schema(sweep=True)
+    C = sw["properties"]["problem"]["properties"]["C"]
+    assert {"type": "array", "items": C["anyOf"][0], "minItems": 1} in C["anyOf"]
+    reg = sw["properties"]["problem"]["properties"]["regularizer"]["anyOf"][0]["oneOf"]
+    lam = next(v for v in reg[1:] if v["properties"]["name"] == {"const": "elasticnet"})["properties"]["lam"]
+    assert lam["anyOf"][1]["type"] == "array"
+    assert set(sw["properties"]["cv"]["properties"]) == set(CVSettings.model_fields) == \
+        {"folds", "splits", "test_size", "seed"}
+    assert "cv" not in s["properties"]
+
+
+def test_messages_say_what_the_schema_allows():
+    raw = json.loads(json.dumps(TINY))
+    raw["data"]["seed"] = -1
+    with pytest.raises(SpecError, match=r"^t\.yaml: data\.seed: invalid value; got -1; allowed: an integer >= 0$"):
+        parse_spec(raw, file="t.yaml")
+    raw = json.loads(json.dumps(TINY))
+    raw["kernels"]["normalize"] = "unit"
+    with pytest.raises(SpecError, match=r"^t\.yaml: kernels\.normalize: invalid value; got 'unit'; allowed: one of "
+                                        r"'trace', 'diagonal', 'none'$"):
+        parse_spec(raw, file="t.yaml")
+    raw = json.loads(json.dumps(TINY))
+    raw["data"]["sed"] = 1
+    with pytest.raises(SpecError, match=r"^t\.yaml: data\.sed: unknown key \(did you mean 'seed'\?\); got 'sed'; "
+                                        r"allowed: builtin, train, test, format, target, drop, test_size, "
+                                        r"train_size, seed, standardize$"):
+        parse_spec(raw, file="t.yaml")
+
+
+def test_resolved_spec_is_the_models_dump():
+    spec = load_spec(SPECS / "quickstart.yaml")
+    r = spec.resolved()
+    assert r["kernels"] == spec.kernels.model_dump(mode="json")
+    assert r["problem"] == {"loss": {"name": "logistic"}, "regularizer": {"name": "elasticnet", "lam": 0.5},
+                            "C": spec.problem.C, "bias": True}
+    assert r["output"] == {"dir": str(Path("runs") / "quickstart")}

@@ -111,7 +111,7 @@ def test_sweep_data_loss_and_solver_axes_form_a_product():
                      "solver": "spicy(tol=0.001, max_iter=100)", "bias": "true"}
     assert sw.configs[-1].labels["dataset"] == "liver"
     assert {c.labels["regularizer"] for c in sw.configs} == {"l1", "elasticnet(lam=0.2)", "elasticnet(lam=0.5)"}
-    assert sw.cv.to_dict() == {"splits": 4, "test_size": 0.2, "seed": 3}
+    assert sw.cv.model_dump(exclude_none=True) == {"splits": 4, "test_size": 0.2, "seed": 3}
     assert sw.n_tasks == len(sw.configs) * 4
 
 
@@ -215,7 +215,7 @@ def test_shipped_sweep_spec_is_the_spicymkl_grid():
     assert sw.data_values == ["liver", "pima", "ionosphere", "wpbc", "sonar"]
     assert {c.labels["loss"] for c in sw.configs} == {"hinge", "logistic"}
     assert sw.Cs == (0.5, 0.05, 0.005)
-    assert sw.cv.to_dict() == {"splits": 10, "test_size": 0.2, "seed": 0}
+    assert sw.cv.model_dump(exclude_none=True) == {"splits": 10, "test_size": 0.2, "seed": 0}
     assert (len(sw.configs), sw.n_tasks, sw.n_rows) == (10, 100, 300)
 
 

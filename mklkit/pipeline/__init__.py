@@ -28,19 +28,20 @@ from __future__ import annotations
 from .assemble import Prepared, check_support, prepare, probe_problem
 from .bank import TestSide, check_memory, kernel_resolver
 from .data import Data, array_data, fold, gram_data, load_data, make_folds, standardize
+from .errors import PipelineError, one_line_error
 from .settings import (
     DEFAULTS,
     REPRESENTATIONS,
     BankSettings,
     CVSettings,
     DataSettings,
-    PipelineError,
     ProblemSettings,
     Representation,
     component_dict,
-    one_line_error,
     parse_bytes,
 )
+
+PipelineError.__module__ = __name__  # its public name: mklkit.pipeline.PipelineError
 
 __all__ = [
     "DEFAULTS",

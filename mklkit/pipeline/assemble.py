@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .bank import TestSide, _build_bank, _expand, _precomputed_bank, check_memory
 from .data import Data
-from .settings import BankSettings, PipelineError, ProblemSettings, _one_line
+from .errors import PipelineError, _one_line
+from .settings import BankSettings, ProblemSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -180,7 +181,7 @@ def prepare(
         M = int(d.K_train.shape[0])
         if rep != "array":
             raise PipelineError(f"kernels.{rep}", "precomputed kernels are held as one array",
-                                bank.representation.to_dict(), "no kernels.sharded or kernels.factor with "
+                                getattr(bank, rep).model_dump(), "no kernels.sharded or kernels.factor with "
                                 "kernels.precomputed")
         names = list(d.kernel_names or [f"k{m}" for m in range(M)])
         check_support(engine, probe_problem(d.y_train, M, problem), engine_key)

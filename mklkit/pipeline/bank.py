@@ -5,16 +5,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from .data import Data
-from .settings import (
-    _MISSING,
-    _NPZ_ALLOWED,
-    BankSettings,
-    PipelineError,
-    Representation,
-    _bank_error,
-    _one_line,
-    _strip,
-)
+from .errors import _MISSING, PipelineError, _bank_error, _one_line
+from .settings import _NPZ_ALLOWED, BankSettings, Representation, _strip
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -37,10 +29,10 @@ def check_memory(M: int, N: int, n_test: int, bank: BankSettings) -> dict[str, i
             "peak": estimate_peak_bytes(M, N, n_test)}
     if bank.representation.kind != "array":
         return need
-    budget = bank.memory_budget or DEFAULT_MEMORY_BUDGET
+    budget = bank.budget or DEFAULT_MEMORY_BUDGET
     if need["peak"] > budget:
         test = f", held while its test kernels ({M} x {n_test} x {N}) are computed" if n_test else ""
-        given = bank.memory_budget_given if bank.memory_budget is not None else None
+        given = bank.memory_budget
         raise PipelineError(
             "kernels.memory_budget",
             f"the kernel bank needs about {format_bytes(need['peak'])} ({M} kernels x {N} x {N} float64{test}, "
@@ -118,7 +110,7 @@ def _build_bank(d: Data, bank: BankSettings, progress: Callable[[dict[str, Any]]
     from ..kernels import BankError, KernelBank
 
     rep = bank.representation
-    budget = bank.memory_budget
+    budget = bank.budget
     try:
         if rep.kind == "factor":
             from ..kernels import build_factor_bank
@@ -155,7 +147,7 @@ def _precomputed_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None
     from ..kernels import BankError, KernelBank
 
     key = "kernels.precomputed"
-    shown = bank.given.get(key, str(bank.precomputed) if bank.precomputed is not None else "X")
+    shown = bank.shown(key)
     try:
         kb = KernelBank.from_precomputed(d.K_train, names=d.kernel_names, normalize=bank.normalize,
                                          check_psd=False, source=shown, copy=False)

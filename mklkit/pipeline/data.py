@@ -6,15 +6,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..components.params import did_you_mean
-from .settings import (
-    _NPZ_ALLOWED,
-    CVSettings,
-    BankSettings,
-    DataSettings,
-    PipelineError,
-    _one_line,
-    _strip,
-)
+from .errors import PipelineError, _one_line
+from .settings import _NPZ_ALLOWED, CVSettings, BankSettings, DataSettings, _strip
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -278,7 +271,7 @@ def _load_precomputed(data: DataSettings, bank: BankSettings, loss: Any) -> Data
 
     path = bank.precomputed
     assert path is not None
-    shown = bank.given.get("kernels.precomputed", str(path))
+    shown = bank.shown("kernels.precomputed")
     key = "kernels.precomputed"
 
     def fail(exc: Exception) -> PipelineError:
@@ -302,7 +295,7 @@ def _load_precomputed(data: DataSettings, bank: BankSettings, loss: Any) -> Data
     y = _labels(loss, y)
     if Kt is not None:
         yt = _labels(loss, yt)
-        if "test_size" in data.explicit and data.test_size:
+        if "test_size" in data.model_fields_set and data.test_size:
             raise PipelineError("data.test_size", "not used: the NPZ has its own K_test", data.test_size,
                                 "no data.test_size with K_test")
     K = pre.bank.K

@@ -8,14 +8,27 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Annotated, Any, Callable, Literal, Mapping
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..components.base import Loss, Regularizer
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    PrivateAttr,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
-_MISSING: Any = object()
+from ..components.params import did_you_mean
+from .errors import _MISSING, PipelineError, _bank_error
+
 
 #: Defaults of the settings, shared by specs and estimators (``docs/specs.md``).
 DEFAULTS: dict[str, Any] = {
@@ -37,82 +50,6 @@ DEFAULTS: dict[str, Any] = {
 #: workers (:class:`~mklkit.kernels.sharded.ShardedBank`), or factors
 #: :math:`K_m = L_mL_m^\top` (:class:`~mklkit.kernels.factor.FactorBank`).
 REPRESENTATIONS: tuple[str, ...] = ("array", "sharded", "factor")
-
-
-def _show(value: Any, limit: int = 80) -> str:
-    """A short one-line rendering of an offending value."""
-    if isinstance(value, Path):
-        value = str(value)
-    text = " ".join(repr(value).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _one_line(text: Any) -> str:
-    return " ".join(str(text).split())
-
-
-def one_line_error(head: str, shown: str | None, allowed: str | None) -> str:
-    """``<head>; got <shown>; allowed: <allowed>`` (the parts that are given), on one line."""
-    parts = [head]
-    if shown is not None:
-        parts.append(f"got {shown}")
-    if allowed:
-        parts.append(f"allowed: {allowed}")
-    return _one_line("; ".join(parts))
-
-
-class PipelineError(ValueError):
-    """A problem with the data, the bank or the problem settings, with its key as data.
-
-    ``str(err)`` reads ``<key>: <problem>; got <value>; allowed: <allowed>``.
-
-    Attributes
-    ----------
-    key : str
-        Spec key path (``data.target``, ``kernels.bank[1].width``); the
-        estimators map it to their parameter name.
-    problem : str
-    value : Any
-        The offending value (:attr:`has_value` tells whether there is one).
-    shown : str or None
-        How the value is shown (``repr`` of it, or a path as written).
-    allowed : str or None
-    """
-
-    NO_VALUE: Any = _MISSING
-
-    def __init__(self, key: str, problem: str, value: Any = _MISSING, allowed: str | None = None,
-                 *, shown: str | None = None) -> None:
-        self.key = key
-        self.problem = _one_line(problem)
-        self.has_value = value is not _MISSING or shown is not None
-        self.value = None if value is _MISSING else value
-        self.shown = _one_line(shown) if shown is not None else (_show(value) if self.has_value else None)
-        self.allowed = _one_line(allowed) if allowed else None
-        super().__init__(self.message())
-
-    def message(self, key: str | None = None, problem: str | None = None) -> str:
-        """The one-line message, with ``key`` (and ``problem``) in place of the own ones."""
-        key = self.key if key is None else key
-        return one_line_error(f"{key}: {problem or self.problem}" if key else (problem or self.problem),
-                              self.shown if self.has_value else None, self.allowed)
-
-    def __str__(self) -> str:
-        return self.message()
-
-
-def _bank_error(exc: Exception, base: str) -> PipelineError:
-    """A :class:`~mklkit.kernels.bank.BankError` as a PipelineError under ``base``, from its data."""
-    key = getattr(exc, "key", None) or base
-    if key.startswith("bank"):
-        key = "kernels." + key
-    elif base.startswith("kernels.") and not key.startswith("kernels"):
-        key = f"{base}.{key}" if getattr(exc, "key", None) else base
-    problem = getattr(exc, "problem", None) or _one_line(str(exc))
-    allowed = getattr(exc, "allowed", None)
-    if getattr(exc, "has_value", False):
-        return PipelineError(key, problem, exc.value, allowed)  # type: ignore[attr-defined]
-    return PipelineError(key, problem, allowed=allowed)
 
 
 _UNITS = {
@@ -142,99 +79,339 @@ def parse_bytes(value: Any) -> int:
 
 
 # ---------------------------------------------------------------------------
-# Settings
+# Settings: typed models (pydantic); the spec's sections are these models
 # ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class DataSettings:
+def none_is_absent(value: Any) -> Any:
+    """A mapping without its ``None`` values: in a spec ``key: null`` means the default."""
+    if isinstance(value, Mapping):
+        return {k: v for k, v in value.items() if v is not None}
+    return value
+
+
+class Settings(BaseModel):
+    """Base of the settings models: unknown keys refused, strict types, ``None`` means the default."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, arbitrary_types_allowed=True,
+                              validate_default=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_none(cls, value: Any) -> Any:
+        return none_is_absent(value)
+
+
+def _is_none(v: Any) -> bool:
+    return v is None
+
+
+def _is_empty(v: Any) -> bool:
+    return not v
+
+
+def _shown_path(given: Mapping[str, str], key: str, path: Any) -> str:
+    return given.get(key, str(path))
+
+
+def resolve_path(value: Any, folder: Path | None) -> Path:
+    """A path as written, relative to ``folder`` (the spec's folder) unless absolute."""
+    p = Path(value).expanduser()
+    return p if p.is_absolute() or folder is None else folder / p
+
+
+def _path(value: Any, info: ValidationInfo) -> Any:
+    """A file path as written -> resolved against the spec's folder (``context={"folder": ...}``)."""
+    if isinstance(value, Path):
+        return value
+    if not isinstance(value, str) or not value.strip():
+        raise PipelineError("", "invalid value", value, "a file path (relative to the spec's folder)")
+    given = (info.context or {}).get("given")
+    if given is not None and info.field_name is not None:
+        given[info.field_name] = value
+    return resolve_path(value, (info.context or {}).get("folder"))
+
+
+#: A file path: written as a string, resolved against the spec's folder.
+FilePath = Annotated[Path, BeforeValidator(_path), WithJsonSchema({"type": "string"})]
+
+
+def _size(allow_zero: bool) -> Callable[[Any], Any]:
+    """A fraction in [0, 1) (or (0, 1)) or a row count >= 1 (``1.0`` and up read as counts)."""
+    allowed = f"a fraction in {'[0, 1)' if allow_zero else '(0, 1)'} or a row count >= 1"
+
+    def check(v: Any) -> Any:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise PipelineError("", "invalid value", v, allowed)
+        if isinstance(v, float) and v.is_integer() and v >= 1:
+            v = int(v)
+        if isinstance(v, float):
+            if not ((0.0 <= v < 1.0) if allow_zero else (0.0 < v < 1.0)):
+                raise PipelineError("", "out of range", v, allowed)
+        elif v < 0 or (v == 0 and not allow_zero):
+            raise PipelineError("", "out of range", v, allowed)
+        return v
+
+    return check
+
+
+_SIZE_SCHEMA = {"anyOf": [{"type": "number", "minimum": 0, "exclusiveMaximum": 1}, {"type": "integer", "minimum": 1}]}
+#: ``data.test_size``: a fraction in [0, 1) or a row count.
+TestSize = Annotated[float | int, PlainValidator(_size(True)), WithJsonSchema(_SIZE_SCHEMA)]
+#: ``data.train_size``, ``cv.test_size``: a fraction in (0, 1) or a row count.
+PartSize = Annotated[float | int, PlainValidator(_size(False)), WithJsonSchema(_SIZE_SCHEMA)]
+Seed = Annotated[int, Field(ge=0)]
+
+
+class DataSettings(Settings):
     """Where the examples come from and how they are split (the spec's ``data:``).
 
-    ``given`` maps key paths of file paths to the path as written (messages
-    show that); ``explicit`` names the keys that were given.
+    Which keys were given is :attr:`model_fields_set`; :meth:`shown` gives a
+    file path as written.
     """
 
-    builtin: str | None = None
-    train: Path | None = None
-    test: Path | None = None
-    format: str | None = None
-    target: str | None = None
-    drop: tuple[str, ...] = ()
-    test_size: float | int = DEFAULTS["data.test_size"]
-    train_size: float | int | None = None
-    seed: int = DEFAULTS["data.seed"]
-    standardize: bool = DEFAULTS["data.standardize"]
-    explicit: frozenset[str] = frozenset()
-    given: Mapping[str, str] = field(default_factory=dict)
+    builtin: str | None = Field(None, exclude_if=_is_none, description="a bundled data set (mklkit.data.available())")
+    train: FilePath | None = Field(None, exclude_if=_is_none, description="training file (.csv[.gz], .npz, .libsvm[.gz]); "
+                                                    "relative to the spec's folder")
+    test: FilePath | None = Field(None, exclude_if=_is_none, description="test file with the same columns")
+    format: Literal["csv", "npz", "libsvm"] | None = Field(None, exclude_if=_is_none, description="file format (default: "
+                                                                           "from the file name)")
+    target: str | None = Field(None, exclude_if=_is_none, description="label column (CSV, or a column of a builtin set)")
+    drop: tuple[str, ...] = Field((), exclude_if=_is_empty, description="feature columns to leave out")
+    test_size: TestSize = Field(DEFAULTS["data.test_size"],
+                                description="fraction or count of test rows (0: no test part)")
+    train_size: PartSize | None = Field(None, description="subsample the training part to this fraction "
+                                                         "or count")
+    seed: Seed = Field(DEFAULTS["data.seed"], description="seed of the split")
+    standardize: bool = Field(DEFAULTS["data.standardize"], description="centre and scale the features "
+                                                                       "with training statistics")
+    _given: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @field_validator("builtin", mode="after")
+    @classmethod
+    def _known_builtin(cls, v: str | None) -> str | None:
+        from ..data import available
+
+        names = available()
+        if v is not None and v not in names:
+            raise PipelineError("", f"unknown builtin data set{did_you_mean(v, names)}", v, ", ".join(names))
+        return v
+
+    @field_validator("drop", mode="before")
+    @classmethod
+    def _one_column(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return (v,)
+        if isinstance(v, list) and all(isinstance(c, str) for c in v):
+            return tuple(v)
+        if not isinstance(v, tuple):
+            raise PipelineError("", "invalid value", v, "a list of column names")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self, info: ValidationInfo) -> "DataSettings":
+        self._given = {k: v for k, v in ((info.context or {}).get("given") or {}).items() if k in ("train", "test")}
+        given = self.model_fields_set
+        for key in ("train", "test"):
+            p = getattr(self, key)
+            if p is not None and not p.is_file():
+                raise PipelineError(key, "file not found" if not p.exists() else "not a file",
+                                    allowed=f"an existing file (resolved: {p})", shown=repr(self.shown(f"data.{key}")))
+        if self.format is not None and self.train is None:
+            raise PipelineError("format", "only used with data.train", self.format, "data.train with format")
+        if self.target is not None and self.target in self.drop:
+            raise PipelineError("drop", "drops the target column", self.target,
+                                "feature columns other than data.target")
+        if self.test is not None:
+            if "test_size" in given:
+                raise PipelineError("test_size", "not used when data.test gives a test file", self.test_size,
+                                    "data.test or data.test_size, not both")
+            self.test_size = 0
+        return self
 
     def shown(self, key: str) -> str:
         """A file path as written (``key`` is ``data.train``, ``data.test``)."""
-        if key in self.given:
-            return self.given[key]
-        return str(getattr(self, key.split(".")[-1]))
+        name = key.split(".")[-1]
+        return _shown_path(self._given, name, getattr(self, name))
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k in ("builtin", "train", "test", "format", "target"):
-            v = getattr(self, k)
-            if v is not None:
-                out[k] = str(v) if isinstance(v, Path) else v
-        if self.drop:
-            out["drop"] = list(self.drop)
-        out.update(test_size=self.test_size, train_size=self.train_size, seed=self.seed,
-                   standardize=self.standardize)
-        return out
+
+class ShardedSettings(Settings):
+    """``kernels.sharded``: the bank in shards on the workers of a Dask cluster."""
+
+    scheduler: Any = Field(description="a Dask scheduler address such as tcp://127.0.0.1:8786 "
+                                       "(or a distributed.Client)")
+
+    @field_validator("scheduler", mode="after")
+    @classmethod
+    def _address(cls, v: Any) -> Any:
+        if isinstance(v, str) and not v.strip():
+            raise PipelineError("", "invalid value", v, "a Dask scheduler address such as tcp://127.0.0.1:8786")
+        if not isinstance(v, str) and not hasattr(v, "scheduler_info"):
+            raise PipelineError("", "invalid value", v, "a Dask scheduler address such as tcp://127.0.0.1:8786")
+        return v
+
+
+class FactorSettings(Settings):
+    """``kernels.factor``: the kernels as factors (:func:`~mklkit.kernels.factorize.build_factor_bank`).
+
+    The values are checked by :func:`mklkit.kernels.factorize.check_settings`.
+    """
+
+    model_config = ConfigDict(strict=False)
+
+    rank: Any = Field(None, description="factor columns per kernel (None: as tol needs)")
+    tol: Any = Field(1e-3, description="relative residual trace at which a factor stops")
+    method: Any = Field("auto", description="auto, exact, cholesky or nystrom")
+    seed: Any = Field(0, description="seed of the Nystrom landmarks")
+
+    @model_validator(mode="after")
+    def _checked(self) -> "FactorSettings":
+        from ..kernels.factorize import FactorError, check_settings
+
+        try:
+            check_settings(self.rank, self.tol, self.method, self.seed)
+        except FactorError as exc:
+            raise _bank_error(exc, "") from None
+        return self
 
 
 @dataclass(frozen=True)
 class Representation:
-    """How the bank is held (the spec's ``kernels.sharded`` / ``kernels.factor``).
+    """How the bank is held: ``kind`` and the settings of that kind (``kernels.sharded``/``kernels.factor``).
 
     Attributes
     ----------
     kind : {"array", "sharded", "factor"}
-    scheduler : str or distributed.Client, optional
-        ``sharded``: the Dask scheduler address (or a client).
-    rank, tol, method, seed
-        ``factor``: the settings of :func:`~mklkit.kernels.factorize.build_factor_bank`.
+    settings : ShardedSettings, FactorSettings or None
     """
 
-    kind: str = "array"
-    scheduler: Any = None
-    rank: int | None = None
-    tol: float = 1e-3
-    method: str = "auto"
-    seed: int = 0
+    kind: str = DEFAULTS["kernels.representation"]
+    settings: Any = None
 
-    def to_dict(self) -> dict[str, Any] | None:
-        if self.kind == "sharded":
-            return {"scheduler": self.scheduler if isinstance(self.scheduler, str) else "client"}
-        if self.kind == "factor":
-            return {"rank": self.rank, "tol": self.tol, "method": self.method, "seed": self.seed}
-        return None
+    def __getattr__(self, name: str) -> Any:  # rank, tol, method, seed, scheduler
+        if name.startswith("_") or self.settings is None:
+            raise AttributeError(name)
+        return getattr(self.settings, name)
 
     def check(self, root: str = "kernels.factor") -> None:
-        """Validate the factor settings (``rank``, ``tol``, ``method``, ``seed``) before any data work."""
+        """Validate the factor settings before any data work (errors under ``root``)."""
         if self.kind != "factor":
             return
         from ..kernels.factorize import check_settings
 
         try:
-            check_settings(self.rank, self.tol, self.method, self.seed, root=root)
+            s = self.settings
+            check_settings(s.rank, s.tol, s.method, s.seed, root=root)
         except ValueError as exc:
             raise _bank_error(exc, root) from None
 
 
-@dataclass(frozen=True)
-class BankSettings:
+def _budget(v: Any) -> Any:
+    try:
+        parse_bytes(v)
+    except ValueError:
+        raise PipelineError("", "invalid value", v, "a size such as 4GiB, 512MB or a byte count > 0") from None
+    return v
+
+
+class BankSettings(Settings):
     """The kernels (the spec's ``kernels:``): a preset, bank entries, or precomputed kernels."""
 
-    preset: str | None = None
-    bank: tuple[Any, ...] | None = None
-    precomputed: Path | None = None
-    normalize: str = DEFAULTS["kernels.normalize"]
-    memory_budget: int | None = None
-    memory_budget_given: Any = None
-    representation: Representation = field(default_factory=Representation)
-    given: Mapping[str, str] = field(default_factory=dict)
+    model_config = ConfigDict(json_schema_extra={"x-one-of-keys": ["preset", "bank", "precomputed"]})
+
+    preset: str | None = Field(None, exclude_if=_is_none, description="a kernel-bank preset (kernels.available_presets())")
+    bank: tuple[Any, ...] | None = Field(None, exclude_if=_is_none, description="bank entries such as {function: rbf, width: [0.5, 1], "
+                                                    "features: all} (docs/data_and_kernels.md)",
+                                   json_schema_extra={"minItems": 1})
+    precomputed: FilePath | None = Field(None, exclude_if=_is_none, description=".npz with K_train, y_train (K_test, y_test, "
+                                                           "names, K_test_diag)")
+    normalize: Literal["trace", "diagonal", "none"] = Field(DEFAULTS["kernels.normalize"],
+                                                             description="kernel normalisation")
+    memory_budget: Annotated[int | float | str, PlainValidator(_budget),
+                             WithJsonSchema({"type": ["string", "integer"]})] | None = Field(
+        None, description="largest bank to build, e.g. 4GiB (default 4 GiB)")
+    sharded: ShardedSettings | None = Field(None, exclude_if=_is_none, description="build the bank in shards on a Dask cluster")
+    factor: FactorSettings | None = Field(None, exclude_if=_is_none, description="hold the kernels as factors")
+    _given: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @field_validator("bank", mode="before")
+    @classmethod
+    def _entries(cls, v: Any) -> Any:
+        if isinstance(v, Mapping):
+            v = [v]
+        if isinstance(v, tuple):
+            v = list(v)
+        if not isinstance(v, list) or not v:
+            raise PipelineError("", "invalid value", v, "a non-empty list of kernel entries such as "
+                                "{function: rbf, width: [0.5, 1]}")
+        for i, e in enumerate(v):
+            if not isinstance(e, (Mapping, str)):
+                raise PipelineError(f"[{i}]", "invalid entry", e, "a mapping such as "
+                                    "{function: rbf, width: [0.5, 1], features: all}")
+        return tuple({"function": e} if isinstance(e, str) else dict(e) for e in v)
+
+    @field_validator("factor", mode="before")
+    @classmethod
+    def _factor_true(cls, v: Any) -> Any:
+        return {} if v is True else v
+
+    @model_validator(mode="after")
+    def _one_source(self, info: ValidationInfo) -> "BankSettings":
+        self._given = {k: v for k, v in ((info.context or {}).get("given") or {}).items() if k == "precomputed"}
+        modes = [k for k in ("preset", "bank", "precomputed") if getattr(self, k) is not None]
+        if not modes:
+            raise PipelineError("", "needs one kernel source",
+                                allowed="exactly one of kernels.preset, kernels.bank, kernels.precomputed")
+        if len(modes) > 1:
+            raise PipelineError(modes[1], f"kernels.{modes[0]} and kernels.{modes[1]} are exclusive",
+                                list(self.bank) if modes[1] == "bank" else (  # type: ignore[arg-type]
+                                    self.preset if modes[1] == "preset" else _MISSING),
+                                "exactly one of preset, bank, precomputed",
+                                shown=repr(self.shown("kernels.precomputed")) if modes[1] == "precomputed" else None)
+        if self.preset is not None:
+            from ..kernels import available_presets
+
+            presets = list(available_presets())
+            if presets and self.preset not in presets:
+                raise PipelineError("preset", f"unknown preset{did_you_mean(self.preset, presets)}", self.preset,
+                                    ", ".join(presets))
+        if self.bank is not None:
+            from ..kernels import BankError, validate_bank
+            from .bank import kernel_resolver
+
+            try:
+                validate_bank(list(self.bank), resolve=kernel_resolver(), root="bank")
+            except BankError as exc:
+                raise _bank_error(exc, "bank", absolute=False) from None
+        if self.precomputed is not None:
+            shown = repr(self.shown("kernels.precomputed"))
+            if not self.precomputed.is_file():
+                raise PipelineError("precomputed", "file not found", shown=shown,
+                                    allowed=f"an existing .npz file (resolved: {self.precomputed})")
+            if not self.precomputed.name.lower().endswith(".npz"):
+                raise PipelineError("precomputed", "not an NPZ file", shown=shown,
+                                    allowed="a .npz file with K_train, y_train (and K_test, y_test)")
+            if "normalize" not in self.model_fields_set:
+                self.normalize = "none"
+        if self.sharded is not None and self.factor is not None:
+            raise PipelineError("factor", "kernels.sharded and kernels.factor are exclusive",
+                                self.factor.model_dump(), "one representation: kernels.sharded or kernels.factor")
+        if self.precomputed is not None and self.representation.kind != "array":
+            kind = self.representation.kind
+            raise PipelineError(kind, "precomputed kernels are held as one array",
+                                getattr(self, kind).model_dump(), "kernels.preset or kernels.bank with data")
+        return self
+
+    @property
+    def budget(self) -> int | None:
+        """``memory_budget`` in bytes (``None``: the default budget)."""
+        return None if self.memory_budget is None else parse_bytes(self.memory_budget)
+
+    @property
+    def representation(self) -> Representation:
+        if self.sharded is not None:
+            return Representation("sharded", self.sharded)
+        if self.factor is not None:
+            return Representation("factor", self.factor)
+        return Representation()
 
     @property
     def mode(self) -> str:
@@ -245,67 +422,149 @@ class BankSettings:
     @property
     def entries(self) -> Any:
         """The description :func:`~mklkit.kernels.bank.expand_bank` takes."""
-        return self.preset if self.preset is not None else [dict(e) if isinstance(e, Mapping) else e
-                                                            for e in (self.bank or ())]
+        return self.preset if self.preset is not None else [dict(e) for e in (self.bank or ())]
 
     @property
     def key(self) -> str:
         """The spec key of the description (errors name it)."""
         return "kernels.preset" if self.preset is not None else "kernels.bank"
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.preset is not None:
-            out["preset"] = self.preset
-        if self.bank is not None:
-            out["bank"] = [dict(e) if isinstance(e, Mapping) else e for e in self.bank]
-        if self.precomputed is not None:
-            out["precomputed"] = str(self.precomputed)
-        out["normalize"] = self.normalize
-        out["memory_budget"] = self.memory_budget_given
-        rep = self.representation.to_dict()
-        if rep is not None:
-            out[self.representation.kind] = rep
-        return out
-
-
-@dataclass(frozen=True)
-class ProblemSettings:
-    """Loss, regularizer (validated component instances), C, bias (the spec's ``problem:``)."""
-
-    loss: Loss
-    regularizer: Regularizer
-    C: float = DEFAULTS["problem.C"]
-    bias: bool = DEFAULTS["problem.bias"]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"loss": component_dict(self.loss), "regularizer": component_dict(self.regularizer),
-                "C": self.C, "bias": self.bias}
+    def shown(self, key: str) -> str:
+        """The precomputed file as written."""
+        return _shown_path(self._given, "precomputed", self.precomputed if self.precomputed is not None else "X")
 
 
 def component_dict(comp: Any) -> dict[str, Any]:
+    """A component as its spec: ``{"name": ..., **params}``."""
     return {"name": comp.name, **comp.get_params()}
 
 
-@dataclass(frozen=True)
-class CVSettings:
-    """K-fold cross-validation or repeated random splits of the training part (the sweep's ``cv:``).
+def _component(kind: str, default: Any = None, mapping_only: bool = False) -> Callable[[Any], Any]:
+    """A validator that makes a component (``name``, ``{name: ..., param: value}`` or an instance).
 
-    ``kind="folds"``: ``n`` stratified (classification) folds, shuffled with
-    ``seed``.  ``kind="splits"``: ``n`` random splits, split ``i`` holding
-    out ``test_size`` with seed ``seed + i`` exactly as ``mklkit run`` does
-    with ``data.seed = seed + i``.
+    The component's own :class:`~mklkit.components.params.Param` declarations
+    validate its parameters (through the registry's ``create``); errors are
+    PipelineErrors keyed relative to the component (``name``, ``lam``).
     """
 
-    kind: str = "folds"
-    n: int = DEFAULTS["cv.folds"]
-    test_size: float | int | None = None
-    seed: int = DEFAULTS["cv.seed"]
+    def make(spec: Any) -> Any:
+        from ..components.base import Component
+        from ..components.params import ParamError
+        from ..plugins import UnknownComponentError, get_registry
 
-    def to_dict(self) -> dict[str, Any]:
-        if self.kind == "folds":
-            return {"folds": self.n, "seed": self.seed}
-        return {"splits": self.n, "test_size": self.test_size, "seed": self.seed}
+        if isinstance(spec, Component):
+            return spec
+        reg = get_registry()
+        names = reg.names(kind)
+        if default is not None:
+            if spec is None:
+                spec = {"name": default}
+            elif isinstance(spec, str):
+                spec = {"name": spec}
+            elif not isinstance(spec, Mapping):
+                raise PipelineError("", "must be a mapping", spec, f"a mapping {{name: {kind.upper()}, option: "
+                                    "value, ...}")
+            elif spec.get("name") is None:
+                spec = {**spec, "name": default}
+        if isinstance(spec, str):
+            name, name_key = spec, ""
+        elif isinstance(spec, Mapping):
+            if spec.get("name") is None:
+                raise PipelineError("name", f"a {kind} mapping needs a name", dict(spec), ", ".join(names))
+            name, name_key = spec["name"], "name"
+            if not isinstance(name, str):
+                raise PipelineError(name_key, "invalid value", name, ", ".join(names))
+        else:
+            raise PipelineError("", f"invalid {kind}", spec, f"a {kind} name ({', '.join(names)}) or a mapping "
+                                "{name: ..., param: value}")
+        try:
+            cls = reg.get(kind, name)
+        except UnknownComponentError:
+            hint = did_you_mean(name, names)
+            problem = f"unknown {kind}{hint}"
+            if not hint:
+                problem += f" (no installed plugin provides {kind} {name!r}"
+                if reg.broken:
+                    problem += "; broken plugins: " + ", ".join(f"{b.name} ({b.message})" for b in reg.broken)
+                problem += ")"
+            raise PipelineError(name_key, problem, name, ", ".join(names) or "none registered") from None
+        try:
+            return reg.create(kind, dict(spec) if isinstance(spec, Mapping) else spec)
+        except ParamError as e:
+            declared = {p.name: p for p in getattr(cls, "params", ())}
+            if e.key not in declared and e.key != "name":
+                raise PipelineError(e.key, f"unknown parameter of {kind} {name!r}", e.key, e.allowed) from None
+            if e.value is None and e.key in declared and declared[e.key].required:
+                raise PipelineError(e.key, f"missing required parameter of {kind} {name!r}",
+                                    allowed=declared[e.key].allowed()) from None
+            raise PipelineError(e.key, "invalid value", e.value, e.allowed) from None
+        except (TypeError, ValueError) as e:
+            raise PipelineError("", f"cannot create {kind} {name!r}: {e}", spec) from None
+
+    return make
+
+
+def _component_type(kind: str, default: Any = None) -> Any:
+    """The annotated type of a component field: made by :func:`_component`, dumped as its spec."""
+    return Annotated[Any, PlainValidator(_component(kind, default)), PlainSerializer(component_dict),
+                     WithJsonSchema({"x-component": kind})]
+
+
+LossField = _component_type("loss")
+RegularizerField = _component_type("regularizer")
+EngineField = _component_type("engine", DEFAULTS["engine.name"])
+
+
+class ProblemSettings(Settings):
+    """Loss, regularizer (validated component instances), C, bias (the spec's ``problem:``)."""
+
+    loss: LossField = Field(description="a loss: its name, or a mapping with name and parameters")
+    regularizer: RegularizerField = Field(DEFAULTS["problem.regularizer"], validate_default=True,
+                                          description="a regularizer: its name, or a mapping with name "
+                                                      "and parameters")
+    C: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(DEFAULTS["problem.C"],
+                                                                  description="regularization constant")
+    bias: bool = Field(DEFAULTS["problem.bias"], description="fit an unregularized offset")
+
+
+class CVSettings(Settings):
+    """K-fold cross-validation or repeated random splits of the training part (the sweep's ``cv:``).
+
+    ``folds``: that many stratified (classification) folds, shuffled with
+    ``seed`` (the default: :data:`DEFAULTS` ``cv.folds``).  ``splits``: that
+    many random splits, split ``i`` holding out ``test_size`` with seed
+    ``seed + i`` exactly as ``mklkit run`` does with ``data.seed = seed + i``.
+    """
+
+    folds: Annotated[int, Field(ge=2)] | None = Field(None, description="k of k-fold cross-validation")
+    splits: Annotated[int, Field(ge=1)] | None = Field(None, description="number of random splits")
+    test_size: PartSize | None = Field(None, description="fraction or count held out by each split")
+    seed: Seed = Field(DEFAULTS["cv.seed"], description="seed of the folds (split i: seed + i)")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "CVSettings":
+        allowed = "{folds: k, seed: s} (k-fold) or {splits: n, test_size: 0.2, seed: s} (random splits)"
+        if self.folds is not None and self.splits is not None:
+            raise PipelineError("splits", "cv.folds and cv.splits are exclusive", self.splits, allowed)
+        if self.splits is None:
+            if self.test_size is not None:
+                if self.folds is not None:
+                    raise PipelineError("test_size", "only used with cv.splits (k folds hold out 1/k each)",
+                                        self.test_size, allowed)
+                raise PipelineError("splits", "cv.test_size needs the number of splits", allowed=allowed)
+            if self.folds is None:
+                self.folds = DEFAULTS["cv.folds"]
+        elif self.test_size is None:
+            self.test_size = DEFAULTS["cv.test_size"]
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "folds" if self.splits is None else "splits"
+
+    @property
+    def n(self) -> int:
+        return int(self.folds if self.splits is None else self.splits)  # type: ignore[arg-type]
 
     def describe(self) -> str:
         if self.kind == "folds":

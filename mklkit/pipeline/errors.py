@@ -1,0 +1,231 @@
+"""The pipeline's error, and the one conversion of pydantic's structured errors into it.
+
+A :class:`PipelineError` carries its key (the spec's key path), problem,
+value and allowed as data; :func:`from_validation` makes one from the first
+of pydantic's errors (``loc``, ``type``, ``input``, ``ctx``), reading what
+is allowed from the model's JSON Schema.  The spec prefixes the file
+(:mod:`mklkit.spec.errors`), the estimators name their parameter.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..components.params import did_you_mean
+
+__all__ = ["PipelineError", "one_line_error", "key_path", "from_validation", "allowed_words"]
+
+_MISSING: Any = object()
+
+
+def _show(value: Any, limit: int = 80) -> str:
+    """A short one-line rendering of an offending value."""
+    if isinstance(value, Path):
+        value = str(value)
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _one_line(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+def one_line_error(head: str, shown: str | None, allowed: str | None) -> str:
+    """``<head>; got <shown>; allowed: <allowed>`` (the parts that are given), on one line."""
+    parts = [head]
+    if shown is not None:
+        parts.append(f"got {shown}")
+    if allowed:
+        parts.append(f"allowed: {allowed}")
+    return _one_line("; ".join(parts))
+
+
+class PipelineError(ValueError):
+    """A problem with the data, the bank or the problem settings, with its key as data.
+
+    ``str(err)`` reads ``<key>: <problem>; got <value>; allowed: <allowed>``.
+
+    Attributes
+    ----------
+    key : str
+        Spec key path (``data.target``, ``kernels.bank[1].width``); the
+        estimators map it to their parameter name.
+    problem : str
+    value : Any
+        The offending value (:attr:`has_value` tells whether there is one).
+    shown : str or None
+        How the value is shown (``repr`` of it, or a path as written).
+    allowed : str or None
+    """
+
+    NO_VALUE: Any = _MISSING
+
+    def __init__(self, key: str, problem: str, value: Any = _MISSING, allowed: str | None = None,
+                 *, shown: str | None = None) -> None:
+        self.key = key
+        self.problem = _one_line(problem)
+        self.has_value = value is not _MISSING or shown is not None
+        self.value = None if value is _MISSING else value
+        self.shown = _one_line(shown) if shown is not None else (_show(value) if self.has_value else None)
+        self.allowed = _one_line(allowed) if allowed else None
+        super().__init__(self.message())
+
+    def message(self, key: str | None = None, problem: str | None = None) -> str:
+        """The one-line message, with ``key`` (and ``problem``) in place of the own ones."""
+        key = self.key if key is None else key
+        return one_line_error(f"{key}: {problem or self.problem}" if key else (problem or self.problem),
+                              self.shown if self.has_value else None, self.allowed)
+
+    def __str__(self) -> str:
+        return self.message()
+
+
+def _bank_error(exc: Exception, base: str, absolute: bool = True) -> PipelineError:
+    """A :class:`~mklkit.kernels.bank.BankError` as a PipelineError under ``base``, from its data.
+
+    ``absolute``: keys under ``kernels.`` (``kernels.bank[1].width``);
+    otherwise as the bank names them (``bank[1].width``, relative to the
+    ``kernels`` section).
+    """
+    key = getattr(exc, "key", None) or base
+    if key.startswith("bank"):
+        key = "kernels." + key if absolute else key
+    elif base.startswith("kernels.") and not key.startswith("kernels"):
+        key = f"{base}.{key}" if getattr(exc, "key", None) else base
+    problem = getattr(exc, "problem", None) or _one_line(str(exc))
+    allowed = getattr(exc, "allowed", None)
+    if getattr(exc, "has_value", False):
+        return PipelineError(key, problem, exc.value, allowed)  # type: ignore[attr-defined]
+    return PipelineError(key, problem, allowed=allowed)
+
+
+def key_path(loc: Sequence[Any], key: str = "") -> str:
+    """``("kernels", "bank", 0, "width")`` -> ``kernels.bank[0].width``; ``key`` appended."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    if key:
+        out += key if key.startswith("[") else (f".{key}" if out else key)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# pydantic's errors
+# ---------------------------------------------------------------------------
+def from_validation(exc: Any, schema: dict[str, Any], root: Sequence[Any] = ()) -> PipelineError:
+    """The first of pydantic's errors (a ``ValidationError``) as a :class:`PipelineError`.
+
+    ``schema`` is the JSON Schema of the validated model: what is allowed
+    (the keys of a section, a number's range, the choices of a string) is
+    read from it, so the message and ``mklkit schema`` say the same.
+    ``root`` is where the model sits in a spec (``("cv",)`` for the sweep's
+    cross-validation section); the key of the error is the whole path.
+    A PipelineError raised by a validator keeps its problem, value and
+    allowed; its key is taken as relative to where pydantic found it.
+    """
+    errors = exc.errors(include_url=False)
+    # an unknown key first (it is often the cause of a missing one: a misspelt key)
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    rel = list(err["loc"])
+    loc = list(root) + rel
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    if kind == "value_error" and isinstance(ctx.get("error"), PipelineError):
+        inner = ctx["error"]
+        return PipelineError(key_path(loc, inner.key), inner.problem, allowed=inner.allowed,
+                             shown=inner.shown if inner.has_value else None)
+    key = key_path(loc)
+    if kind == "extra_forbidden":
+        parent = _at(schema, schema, rel[:-1])
+        keys = list((parent or {}).get("properties", {}))
+        name = str(loc[-1])
+        return PipelineError(key, f"unknown key{did_you_mean(name, keys)}", name, ", ".join(keys))
+    field = _at(schema, schema, rel)
+    allowed = allowed_words(schema, field) if field is not None else None
+    if kind == "missing":
+        return PipelineError(key, f"required {'section' if len(loc) == 1 else 'key'} is missing", allowed=allowed)
+    value = err.get("input", _MISSING)
+    if kind in ("model_type", "dict_type", "model_attributes_type"):
+        return PipelineError(key, "must be a mapping", value, allowed)
+    return PipelineError(key, "invalid value", value, allowed)
+
+
+def _resolve(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    while isinstance(node, dict) and "$ref" in node:
+        node = root["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+    return node
+
+
+def _branches(root: dict[str, Any], node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The non-null alternatives of a schema node."""
+    node = _resolve(root, node)
+    alts = node.get("anyOf") or node.get("oneOf")
+    if not alts:
+        return [node]
+    out = []
+    for a in alts:
+        a = _resolve(root, a)
+        if a.get("type") != "null":
+            out.extend(_branches(root, a))
+    return out
+
+
+def _at(root: dict[str, Any], node: dict[str, Any], loc: Sequence[Any]) -> dict[str, Any] | None:
+    """The schema node at ``loc`` (object properties and array items), or ``None``."""
+    for part in loc:
+        found = None
+        for b in _branches(root, node):
+            if isinstance(part, int) and "items" in b:
+                found = b["items"]
+            elif isinstance(part, str) and part in b.get("properties", {}):
+                found = b["properties"][part]
+            if found is not None:
+                break
+        if found is None:
+            return None
+        node = found
+    branches = _branches(root, node)
+    return next((b for b in branches if "properties" in b), branches[0] if len(branches) == 1 else _resolve(root, node))
+
+
+def _num(x: float) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def allowed_words(root: dict[str, Any], node: dict[str, Any]) -> str:
+    """What a schema node allows, in words (``a number > 0``, ``one of 'trace', 'none'``)."""
+    words = []
+    for b in _branches(root, node):
+        if "enum" in b:
+            words.append("one of " + ", ".join(repr(v) for v in b["enum"]))
+        elif "const" in b:
+            words.append(repr(b["const"]))
+        elif b.get("type") in ("number", "integer"):
+            w = "an integer" if b["type"] == "integer" else "a number"
+            lo = ("[", b["minimum"]) if "minimum" in b else ("(", b["exclusiveMinimum"]) if "exclusiveMinimum" in b else None
+            hi = ("]", b["maximum"]) if "maximum" in b else (")", b["exclusiveMaximum"]) if "exclusiveMaximum" in b else None
+            if lo and hi:
+                w += f" in {lo[0]}{_num(lo[1])}, {_num(hi[1])}{hi[0]}"
+            elif lo:
+                w += f" {'>=' if lo[0] == '[' else '>'} {_num(lo[1])}"
+            elif hi:
+                w += f" {'<=' if hi[0] == ']' else '<'} {_num(hi[1])}"
+            if b["type"] == "number" and b.get("x-finite", True) and not (lo and hi):
+                w = w.replace("a number", "a finite number", 1)
+            words.append(w)
+        elif b.get("type") == "boolean":
+            words.append("true or false")
+        elif b.get("type") == "string":
+            words.append("a string")
+        elif b.get("type") == "array":
+            words.append("a list")
+        elif b.get("type") == "object" or "properties" in b:
+            props = list(b.get("properties", {}))
+            words.append("a mapping with keys " + ", ".join(props) if props else "a mapping")
+        elif "x-component" in b:
+            from ..plugins import get_registry
+
+            words.append(", ".join(get_registry().names(b["x-component"])))
+    return " or ".join(dict.fromkeys(words))
+
+

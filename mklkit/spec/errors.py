@@ -1,0 +1,107 @@
+"""The one-line error of specs, and the one formatter that writes it.
+
+Every problem with a spec, wherever it is found, becomes one
+:class:`SpecError` whose message reads::
+
+    <file>: <key.path>: <problem>; got <value>; allowed: <what is allowed>
+
+:func:`from_validation` turns pydantic's structured errors (``loc``,
+``type``, ``input``, ``ctx``) into that line, reading what is allowed from
+the models' JSON Schema; a :class:`~mklkit.pipeline.PipelineError` raised by
+a validator or by the pipeline keeps its own key, problem, value and
+allowed.  ``mklkit``'s command line prints :func:`one_line` of any user
+error.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+from ..pipeline import PipelineError
+from ..pipeline.errors import key_path
+from ..pipeline.errors import from_validation as _pipeline_error
+
+__all__ = ["SpecError", "from_validation", "from_pipeline", "mark_override", "one_line", "key_path"]
+
+
+class SpecError(PipelineError):
+    """A spec problem, reported as one line naming file, key path and value.
+
+    ``str(err)`` reads
+    ``<file>: <key.path>: <what is wrong>; got <value>; allowed: <what is allowed>``
+    (the ``got`` part is left out when there is no value, e.g. a missing key):
+    a :class:`~mklkit.pipeline.PipelineError` with the file in front.
+
+    Attributes
+    ----------
+    file : str
+        The spec file as given (or ``"<spec>"`` for an in-memory mapping).
+    key : str
+        Dotted key path (``problem.regularizer.lam``); a YAML syntax error
+        uses ``line L, column C``.
+    problem : str
+        What is wrong.
+    value : Any
+        The offending value (absent: :data:`SpecError.NO_VALUE`).
+    allowed : str or None
+        What would be accepted.
+    """
+
+    def __init__(
+        self,
+        file: str,
+        key: str,
+        problem: str,
+        value: Any = PipelineError.NO_VALUE,
+        allowed: str | None = None,
+        *,
+        shown: str | None = None,
+    ) -> None:
+        self.file = str(file)
+        super().__init__(key, problem, value, allowed, shown=shown)
+
+    def message(self, key: str | None = None, problem: str | None = None) -> str:
+        return f"{self.file}: {super().message(key, problem)}"
+
+
+def one_line(exc: object) -> str:
+    """The one-line message of a user error (what ``mklkit`` prints before exiting with 2), or of any text."""
+    return " ".join(str(exc).split())
+
+
+def mark_override(problem: str, key: str, overridden: Sequence[str]) -> str:
+    """``problem`` marked ``(set by --set)`` when ``key`` was set on the command line."""
+
+    def norm(k: str) -> str:
+        return re.sub(r"\[(\d+)\]", r".\1", k)
+
+    k = norm(key)
+    for o in overridden:
+        o = norm(o)
+        if k == o or k.startswith(o + ".") or o.startswith(k + "."):
+            return f"{problem} (set by --set)"
+    return problem
+
+
+def from_pipeline(exc: PipelineError, file: str, overridden: Sequence[str] = (), section: str = "engine",
+                  loc: Sequence[Any] = ()) -> SpecError:
+    """A PipelineError (its key relative to ``loc``) as the spec's one-line error.
+
+    ``section`` is the name the spec gave the engine section (``engine`` or
+    its deprecated name ``solver``): keys under it are named as written.
+    """
+    key = _as_written(key_path(loc, exc.key), section)
+    return SpecError(file, key, mark_override(exc.problem, key, overridden), allowed=exc.allowed,
+                     shown=exc.shown if exc.has_value else None)
+
+
+def _as_written(key: str, section: str) -> str:
+    if section != "engine" and (key == "engine" or key.startswith("engine.")):
+        return section + key[len("engine"):]
+    return key
+
+
+def from_validation(exc: Any, schema: dict[str, Any], file: str, overridden: Sequence[str] = (),
+                    section: str = "engine", root: Sequence[Any] = ()) -> SpecError:
+    """The first of pydantic's errors as the spec's one-line error (:func:`mklkit.pipeline.errors.from_validation`)."""
+    return from_pipeline(_pipeline_error(exc, schema, root), file, overridden, section)

@@ -1,0 +1,382 @@
+"""The spec as typed models: ``yaml.safe_load`` -> :class:`Spec` (pydantic) -> the pipeline's settings.
+
+The sections are the pipeline's settings models
+(:class:`~mklkit.pipeline.DataSettings`, :class:`~mklkit.pipeline.BankSettings`,
+:class:`~mklkit.pipeline.ProblemSettings`), the engine section
+(:class:`EngineSection`, a component made by the registry) and
+:class:`OutputSpec`.  Rules between sections (a data source unless the
+kernels are precomputed, ``engine`` and its deprecated name ``solver``) are
+the model validators of :class:`Spec`.  Every error becomes one
+:class:`~mklkit.spec.errors.SpecError` through :mod:`mklkit.spec.errors`.
+"""
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from pydantic import Field, PrivateAttr, RootModel, ValidationError, ValidationInfo, model_validator
+
+from .. import pipeline
+from ..pipeline import (
+    BankSettings,
+    Data,
+    DataSettings,
+    PipelineError,
+    Prepared,
+    ProblemSettings,
+)
+from ..pipeline.settings import EngineField, Settings, none_is_absent
+from .errors import SpecError, from_pipeline, from_validation, mark_override
+from .yamlio import apply_overrides, read_spec_file, spec_stem
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..engines.base import Engine
+
+__all__ = [
+    "Spec",
+    "EngineSection",
+    "SolverSpec",
+    "OutputSpec",
+    "TOP_KEYS",
+    "SWEEP_KEYS",
+    "SWEEP_SECTION",
+    "ENGINE_SECTIONS",
+    "sweep_lists",
+    "refuse_sweep",
+    "load_spec",
+    "parse_spec",
+    "validate_spec",
+    "model_schema",
+    "validate_model",
+]
+
+#: The sections of a spec (``solver`` is the deprecated name of ``engine``).
+TOP_KEYS: tuple[str, ...] = ("description", "data", "kernels", "problem", "engine", "solver", "output")
+#: The section that selects the engine, and its deprecated name.
+ENGINE_SECTIONS: tuple[str, ...] = ("engine", "solver")
+#: Top-level section of a sweep spec (``mklkit sweep``): the cross-validation.
+SWEEP_SECTION = "cv"
+#: Keys of a sweep spec that may hold a list of values (one grid axis each).
+#: ``problem.loss``, ``problem.regularizer`` and ``engine`` (``solver``) may
+#: also be mappings whose parameters are lists.
+SWEEP_KEYS: tuple[str, ...] = (
+    "data.builtin", "data.train", "problem.loss", "problem.regularizer", "problem.C",
+    "problem.bias", "engine", "solver",
+)
+#: The sweep keys that hold a component (their parameters may be lists).
+SWEEP_COMPONENTS: tuple[str, ...] = ("problem.loss", "problem.regularizer", "engine", "solver")
+
+
+class EngineSection(RootModel[EngineField]):  # type: ignore[valid-type]
+    """``engine:`` (formerly ``solver:``) -- the engine, an instance holding its validated options.
+
+    ``section`` is the name the spec used (``engine``, or the deprecated
+    ``solver``): errors name the key as written.
+    """
+
+    root: EngineField = Field(None, validate_default=True,  # type: ignore[valid-type]
+                              description="the engine: its name, or a mapping with name and options")
+    _section: str = PrivateAttr("engine")
+
+    @property
+    def engine(self) -> Engine:
+        return self.root
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    @property
+    def section(self) -> str:
+        return self._section
+
+
+#: The deprecated name of :class:`EngineSection`.
+SolverSpec = EngineSection
+
+
+class OutputSpec(Settings):
+    """``output:`` -- where ``mklkit run`` writes (relative to the working directory)."""
+
+    model_config = {"strict": False}
+
+    dir: Path | None = Field(None, description="output folder (default: runs/<spec file stem>)")
+
+
+class Spec(Settings):
+    """A validated spec.
+
+    Attributes
+    ----------
+    data : DataSettings
+    kernels : BankSettings
+    problem : ProblemSettings
+    engine : EngineSection
+        Also as :attr:`solver` (the deprecated name of the section).
+    output : OutputSpec
+    description : str
+    file : str
+        The spec file as given on the command line (used in messages).
+    folder : Path
+        Folder against which relative input paths were resolved.
+    overridden : tuple of str
+        Key paths set by ``--set``.
+    """
+
+    description: str = Field("", description="what the experiment is")
+    kernels: BankSettings = Field(description="the kernel bank")
+    data: DataSettings | None = Field(None, description="the examples (not with kernels.precomputed)")
+    problem: ProblemSettings = Field(description="loss, regularizer, C, bias")
+    engine: EngineSection = Field(None, validate_default=True,  # type: ignore[assignment]
+                                  description="the engine (formerly solver)")
+    output: OutputSpec = Field(default_factory=OutputSpec, description="where mklkit run writes")
+    _file: str = PrivateAttr("<spec>")
+    _folder: Path = PrivateAttr(default_factory=Path.cwd)
+    _overridden: tuple[str, ...] = PrivateAttr(())
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_none(cls, value: Any, info: ValidationInfo) -> Any:
+        """``key: null`` means the default; ``solver:`` is read as ``engine:`` (both at once: an error)."""
+        value = none_is_absent(value)
+        if isinstance(value, Mapping) and "solver" in value:
+            if "engine" in value:
+                raise PipelineError("solver", "engine and solver are the same section (solver is its deprecated "
+                                    "name); the spec has both", value["solver"], "one engine section, named engine")
+            value = {("engine" if k == "solver" else k): v for k, v in value.items()}
+            if info.context is not None:
+                info.context["section"] = "solver"
+        return value
+
+    @model_validator(mode="after")
+    def _sections_agree(self, info: ValidationInfo) -> "Spec":
+        ctx = info.context or {}
+        self._file = ctx.get("file", "<spec>")
+        self.engine._section = ctx.get("section", "engine")
+        precomputed = self.kernels.precomputed is not None
+        if self.data is None:
+            if not precomputed:
+                raise PipelineError("data", "required section is missing",
+                                    allowed="a mapping with keys " + ", ".join(DataSettings.model_fields))
+            self.data = DataSettings()
+        given = self.data.model_fields_set
+        if precomputed:
+            extra = sorted(given - {"test_size", "seed"})
+            if extra:
+                raise PipelineError(f"data.{extra[0]}", "not used with kernels.precomputed (the NPZ holds the labels)",
+                                    getattr(self.data, extra[0]), "data.test_size and data.seed only")
+            self.data.standardize = False
+        else:
+            if "builtin" in given and "train" in given:
+                raise PipelineError("data.train", "data.builtin and data.train are exclusive",
+                                    shown=repr(self.data.shown("data.train")), allowed="one of builtin or train")
+            if "builtin" not in given and "train" not in given:
+                raise PipelineError("data", "needs a data source",
+                                    allowed="data.builtin (a bundled data set) or data.train (a file)")
+            if "builtin" in given and "test" in given:
+                raise PipelineError("data.test", "a test file needs data.train, not data.builtin",
+                                    shown=repr(self.data.shown("data.test")), allowed="data.train with data.test")
+        if self.output.dir is None:
+            self.output.dir = Path("runs") / spec_stem(self._file)
+        else:
+            self.output.dir = self.output.dir.expanduser()
+        return self
+
+    # -- what the spec is --------------------------------------------------------
+    @property
+    def file(self) -> str:
+        return self._file
+
+    @property
+    def folder(self) -> Path:
+        return self._folder
+
+    @property
+    def overridden(self) -> tuple[str, ...]:
+        return self._overridden
+
+    @property
+    def name(self) -> str:
+        """The spec file's stem (``quickstart`` for ``specs/quickstart.yaml``)."""
+        return spec_stem(self.file)
+
+    @property
+    def solver(self) -> EngineSection:
+        """The ``engine`` section (its deprecated name)."""
+        return self.engine
+
+    def resolved(self) -> dict[str, Any]:
+        """The spec with every default filled in, as plain JSON-able data."""
+        assert self.data is not None
+        out: dict[str, Any] = {}
+        if self.description:
+            out["description"] = self.description
+        if self.kernels.precomputed is None or self.data.model_fields_set:
+            out["data"] = self.data.model_dump(mode="json")
+        for name in ("kernels", "problem", "engine", "output"):
+            out[name] = getattr(self, name).model_dump(mode="json")
+        return out
+
+    def error(
+        self, key: str, problem: str, value: Any = SpecError.NO_VALUE, allowed: str | None = None,
+        *, shown: str | None = None,
+    ) -> SpecError:
+        """A :class:`SpecError` for this spec (marks keys set by ``--set``)."""
+        return SpecError(self.file, key, mark_override(problem, key, self.overridden), value, allowed, shown=shown)
+
+    def raised(self, exc: PipelineError) -> SpecError:
+        """A pipeline error as this spec's one-line error (the ``engine``/``solver`` key as written)."""
+        return from_pipeline(exc, self.file, self.overridden, self.engine.section)
+
+    # -- stage 2: the pipeline -------------------------------------------------
+    def load_data(self) -> Data:
+        """Load, check, split and standardize the data (no kernels yet)."""
+        assert self.data is not None
+        try:
+            return pipeline.load_data(self.data, self.kernels, self.problem.loss)
+        except PipelineError as exc:
+            raise self.raised(exc) from None
+
+    def prepare(
+        self, progress: Callable[..., Any] | bool | None = None, build: bool = True, data: Data | None = None,
+    ) -> Prepared:
+        """Load the data, build the kernel bank and the :class:`Problem` (:func:`mklkit.pipeline.prepare`).
+
+        With ``build=False`` only the checks run (bank description against
+        the columns, memory budget, engine support on a probe problem) and
+        :attr:`Prepared.problem` is ``None``; this is what ``mklkit validate``
+        runs.  ``data`` replaces :meth:`load_data` (``mklkit sweep`` passes
+        one cross-validation fold).
+        """
+        t0 = time.perf_counter()
+        data = self.load_data() if data is None else data
+        t_data = time.perf_counter() - t0
+        try:
+            prepared = pipeline.prepare(data, self.kernels, self.problem, self.engine.engine, build=build,
+                                        progress=progress, engine_key=f"{self.engine.section}.name")
+        except PipelineError as exc:
+            raise self.raised(exc) from None
+        prepared.timings = {"data_s": t_data, **prepared.timings}
+        prepared.spec = self
+        return prepared
+
+
+@functools.lru_cache(maxsize=None)
+def model_schema() -> dict[str, Any]:
+    """The JSON Schema of :class:`Spec` as pydantic generates it (messages read what is allowed from it)."""
+    return Spec.model_json_schema()
+
+
+# ---------------------------------------------------------------------------
+# Sweep lists in a run spec
+# ---------------------------------------------------------------------------
+def sweep_lists(raw: Any) -> list[tuple[str, Any]]:
+    """The sweep axes of a raw spec mapping: ``[(key path, value), ...]``.
+
+    A list at one of :data:`SWEEP_KEYS` (``problem.C: [0.005, 0.05, 0.5]``,
+    ``problem.loss: [hinge, logistic]``, ``data.builtin: [liver, sonar]``), or
+    a list-valued parameter of a loss, regularizer or engine mapping
+    (``problem.regularizer: {name: elasticnet, lam: [0.2, 0.5]}``,
+    ``engine: {name: spicy, tol: [1e-2, 1e-3]}``; the key path is then the
+    parameter's).  Kernel-bank parameters are not sweep axes: a list there
+    means one kernel per value.  ``mklkit run`` refuses all of them;
+    ``mklkit sweep`` (:mod:`mklkit.sweep`) expands them into a grid.
+    """
+    out: list[tuple[str, Any]] = []
+    if not isinstance(raw, dict):
+        return out
+    for key in SWEEP_KEYS:
+        section, _, sub = key.partition(".")
+        sec = raw.get(section)
+        value = (sec.get(sub) if isinstance(sec, dict) else None) if sub else sec
+        if isinstance(value, list):
+            out.append((key, value))
+        elif key in SWEEP_COMPONENTS and isinstance(value, dict):
+            out.extend((f"{key}.{k}", v) for k, v in value.items() if isinstance(v, list))
+    return out
+
+
+def refuse_sweep(raw: dict, file: str, overridden: Sequence[str] = ()) -> None:
+    """A ``cv`` section or a list at a sweep key: only ``mklkit sweep`` takes those."""
+    sweep_hint = f"or run the whole grid with 'mklkit sweep {file}' (docs/sweeps.md)"
+    if SWEEP_SECTION in raw:
+        raise SpecError(
+            file, SWEEP_SECTION, mark_override("cross-validation is only done by 'mklkit sweep'; 'mklkit run' and "
+                                               "'mklkit validate' solve one problem", SWEEP_SECTION, overridden),
+            raw[SWEEP_SECTION], f"no cv section for a single run, {sweep_hint}",
+        )
+    lists = sweep_lists(raw)
+    if lists:
+        key, value = lists[0]
+        more = f" (this spec has {len(lists)}: {', '.join(k for k, _ in lists)})" if len(lists) > 1 else ""
+        raise SpecError(
+            file, key, mark_override(f"a list of values makes a sweep{more}; 'mklkit run' and 'mklkit validate' "
+                                     "solve one problem", key, overridden), value, f"one value, {sweep_hint}",
+        )
+
+
+# ---------------------------------------------------------------------------
+# Entry points
+# ---------------------------------------------------------------------------
+def load_spec(
+    path: str | Path,
+    overrides: Sequence[str] | Mapping[str, Any] = (),
+) -> Spec:
+    """Read, override and validate a spec file.
+
+    Parameters
+    ----------
+    path : path-like
+        The YAML file.
+    overrides : sequence of ``"key.path=value"`` or mapping
+        Applied before validation (``--set`` on the command line); values
+        given as strings are parsed as YAML.
+
+    Raises
+    ------
+    SpecError
+        Anything wrong, as one line naming the file and key path.
+    """
+    file = str(path)
+    raw = read_spec_file(path, "data, kernels, problem, engine, output")
+    return parse_spec(raw, file=file, folder=Path(path).resolve().parent, overrides=overrides)
+
+
+def parse_spec(
+    raw: Any,
+    file: str = "<spec>",
+    folder: str | Path | None = None,
+    overrides: Sequence[str] | Mapping[str, Any] = (),
+) -> Spec:
+    """Validate an already-loaded spec mapping (see :func:`load_spec`)."""
+    folder = Path(folder) if folder is not None else Path.cwd()
+    if not isinstance(raw, dict):
+        raise SpecError(file, "", "the spec must be a mapping of sections", raw,
+                        "a mapping with keys " + ", ".join(TOP_KEYS))
+    raw, overridden = apply_overrides(raw, overrides, file)
+    refuse_sweep(raw, file, overridden)
+    return validate_spec(raw, file, folder, overridden)
+
+
+def validate_spec(raw: dict, file: str, folder: Path, overridden: Sequence[str] = ()) -> Spec:
+    """The :class:`Spec` of one (sweep-free) mapping, or its first problem as a :class:`SpecError`."""
+    ctx: dict[str, Any] = {"file": file, "folder": folder, "given": {}, "section": "engine"}
+    try:
+        spec = Spec.model_validate(raw, context=ctx)
+    except ValidationError as exc:
+        raise from_validation(exc, model_schema(), file, overridden, ctx["section"]) from None
+    except PipelineError as exc:  # pragma: no cover - validators' errors arrive wrapped
+        raise from_pipeline(exc, file, overridden, ctx["section"]) from None
+    spec._folder = folder
+    spec._overridden = tuple(overridden)
+    return spec
+
+
+def validate_model(cls: Any, raw: Any, file: str, overridden: Sequence[str] = (), root: Sequence[str] = ()) -> Any:
+    """``cls.model_validate(raw)`` with its first problem as a :class:`SpecError` at ``root``."""
+    try:
+        return cls.model_validate(raw)
+    except ValidationError as exc:
+        raise from_validation(exc, cls.model_json_schema(), file, overridden, root=root) from None
