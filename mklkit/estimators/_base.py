@@ -1,20 +1,4 @@
-r"""scikit-learn estimators for Multiple Kernel Learning.
-
-:class:`MKLClassifier` and :class:`MKLRegressor` learn a sparse or non-sparse
-combination of many kernels by solving
-
-.. math::
-    \min_{\alpha, b}\ \sum_i \ell\Big(y_i, \sum_m (K_m\alpha_m)_i + b\Big)
-        + C \sum_m g\big(\|\alpha_m\|_{K_m}^2\big)
-
-(SpicyMKL, Suzuki & Tomioka 2011, eq. 42 in representer form) with any
-registered loss, regularizer and engine.  They follow scikit-learn's
-conventions: the constructor only stores its arguments, ``fit`` validates
-them, builds the kernel bank once and solves; they work in ``Pipeline``,
-``GridSearchCV`` and ``cross_val_score``, clone, and pickle.
-
-Usage is documented in ``docs/api.md``.
-"""
+"""The shared machinery of the estimators: validation, the bank through the pipeline, solving, prediction."""
 from __future__ import annotations
 
 import contextlib
@@ -29,23 +13,13 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
-from sklearn.utils.metaestimators import available_if
-from sklearn.utils.multiclass import check_classification_targets
+from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
-from ._multiclass import (
-    BinaryTask,
-    ovo_decision,
-    ovo_tasks,
-    ovr_proba,
-    ovr_tasks,
-    pairwise_coupling,
-    sigmoid,
-    subset_bank,
-)
-from .components.base import CLASSIFICATION, REGRESSION
-from .components.params import ParamError
+from .._multiclass import BinaryTask, subset_bank
+from ..components.base import CLASSIFICATION, REGRESSION
+from ..components.params import ParamError
+from ._path import MKLPath
 
 try:  # scikit-learn >= 1.6
     from sklearn.utils.validation import validate_data as _validate_data
@@ -53,9 +27,8 @@ except ImportError:  # pragma: no cover - older scikit-learn
     def _validate_data(estimator: Any, *args: Any, **kwargs: Any) -> Any:
         return estimator._validate_data(*args, **kwargs)
 
-__all__ = ["MKLClassifier", "MKLRegressor", "MKLPath", "default_kernels"]
+logger = logging.getLogger("mklkit.estimators")
 
-logger = logging.getLogger(__name__)
 
 #: Gaussian widths on all features, as multiples of sqrt(d) (standardised
 #: features have squared distances of about 2d).
@@ -101,7 +74,7 @@ def default_kernels(n_features: int) -> list[dict[str, Any]]:
 # Helpers
 # ---------------------------------------------------------------------------
 def _registry() -> Any:
-    from .plugins import get_registry
+    from ..plugins import get_registry
 
     return get_registry()
 
@@ -135,7 +108,7 @@ def _check_budget(value: Any, owner: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, str):
-        from .pipeline import parse_bytes
+        from ..pipeline import parse_bytes
 
         try:
             return float(parse_bytes(value))
@@ -173,7 +146,7 @@ def _strip_bank(bank: Any, keep: np.ndarray | None = None) -> Any:
 
 def _updated_spec(spec: Any, updates: Mapping[str, Any]) -> Any:
     """A component spec with some parameters changed, in mapping or instance form."""
-    from .components.base import Component
+    from ..components.base import Component
 
     if isinstance(spec, Component):
         return type(spec)(**{**spec.get_params(), **updates})
@@ -257,7 +230,7 @@ class _BaseMKL(BaseEstimator):
 
     def _components(self) -> tuple[Any, Any, Any]:
         """Loss, regularizer and engine instances; errors say what is allowed."""
-        from .engines.base import Engine
+        from ..engines.base import Engine
 
         reg = _registry()
         owner = self._owner
@@ -284,7 +257,7 @@ class _BaseMKL(BaseEstimator):
 
     def _check_support(self, engine: Any, problem: Any) -> None:
         """The pipeline's engine check (:func:`mklkit.pipeline.check_support`), naming the ``engine`` parameter."""
-        from .pipeline import PipelineError, check_support
+        from ..pipeline import PipelineError, check_support
 
         try:
             check_support(engine, problem)
@@ -301,8 +274,8 @@ class _BaseMKL(BaseEstimator):
 
     def _representation(self) -> dict[str, Any]:
         """The bank representation of the ``factor`` / ``scheduler`` parameters, as BankSettings keys."""
-        from .pipeline import PipelineError, Representation
-        from .pipeline.settings import FactorSettings, ShardedSettings
+        from ..pipeline import PipelineError, Representation
+        from ..pipeline.settings import FactorSettings, ShardedSettings
 
         owner = self._owner
         factor, scheduler = getattr(self, "factor", None), getattr(self, "scheduler", None)
@@ -354,8 +327,8 @@ class _BaseMKL(BaseEstimator):
         representation) is checked on the pipeline's tiny probe problem
         before any kernel is computed.
         """
-        from . import pipeline
-        from .pipeline import BankSettings, PipelineError, ProblemSettings
+        from .. import pipeline
+        from ..pipeline import BankSettings, PipelineError, ProblemSettings
 
         owner = self._owner
         loss, regularizer, engine = self._components()
@@ -456,7 +429,7 @@ class _BaseMKL(BaseEstimator):
         if isinstance(kernels, str):
             if kernels == "auto":
                 return default_kernels(n_features)
-            from .kernels import available_presets
+            from ..kernels import available_presets
 
             if kernels not in available_presets():
                 raise ParamError(
@@ -475,7 +448,7 @@ class _BaseMKL(BaseEstimator):
             "(docs/data_and_kernels.md) or one entry as a mapping", owner=self._owner)
 
     def _problem(self, prep: _Prepared, task: BinaryTask, K: Any, C: float) -> Any:
-        from .problem import Problem
+        from ..problem import Problem
 
         return Problem(K=K, y=task.y, loss=prep.loss, regularizer=prep.regularizer, C=C,
                        bias=bool(self.bias), kernel_names=prep.kernel_names)
@@ -623,7 +596,7 @@ class _BaseMKL(BaseEstimator):
 
     def _path_from_c_max(self, prep: _Prepared, n: int) -> np.ndarray:
         """``n`` values of C from ``C_max`` down to ``1e-3 C_max``, evenly on a log scale."""
-        from .engines.common import zero_solution
+        from ..engines.common import zero_solution
 
         cmax = 0.0
         for task in prep.tasks:
@@ -674,7 +647,7 @@ class _BaseMKL(BaseEstimator):
             return bank.transform(X), int(X.shape[0])
         if bank.n_kernels == 0:
             return None, int(X.shape[0])
-        from .kernels import MemoryBudgetError
+        from ..kernels import MemoryBudgetError
 
         try:
             Kc = bank.cross(X, memory_budget_bytes=_check_budget(self.memory_budget, owner))
@@ -764,422 +737,3 @@ def _param_of(key: str) -> str:
 
 def _is_logistic(est: Any) -> bool:
     return _spec_name(est.loss) == "logistic"
-
-
-# ---------------------------------------------------------------------------
-# Public estimators
-# ---------------------------------------------------------------------------
-_COMMON_DOC = """\
-    kernels : "auto", "precomputed", str, list or mapping, default="auto"
-        The kernel bank.  ``"auto"``: :func:`default_kernels` (7 + 3d kernels
-        on the standardised features).  A preset name (``"simplemkl"``,
-        ``"smomkl"``) or a list of bank entries, the vocabulary of the YAML
-        ``kernels.bank`` section (``docs/data_and_kernels.md``), e.g.
-        ``[{"function": "rbf", "width": [1, 5]}, {"function": "poly",
-        "degree": 2, "features": "each"}]``.  ``"precomputed"``: ``X`` is
-        the training Gram matrices, shape (N, N, M) (samples on the first
-        two axes, kernels last: ``np.stack(Ks, axis=-1)``), in ``fit``, and
-        the test-versus-training kernels, shape (N_test, N, M), in
-        ``predict``/``decision_function``; the estimator is pairwise, so
-        ``GridSearchCV`` and ``cross_val_score`` split it.  The former
-        layout (M, N, N) still works, with a ``FutureWarning``.
-    regularizer : str, mapping or Regularizer, default="elasticnet"
-        A registered regularizer by name, as ``{"name": ..., **params}``, or
-        an instance (a plugin's too).  The default elastic net (λ = 0.5) is
-        sparse in the kernels and has a smooth conjugate, which the spicy
-        engine's one-step Newton method solves in a few steps.
-    C : float, default=%(C)s
-        Regularization constant > 0 (larger: fewer, smoother kernels).  With
-        trace-normalised kernels it does not scale with the number of samples.
-        %(C_note)s
-    bias : bool, default=True
-        Fit an unregularized offset.
-    engine : str, mapping or Engine, default="spicy"
-        Any registered engine (``mklkit plugins`` lists them).
-    engine_params : dict, optional
-        Options of the engine (see ``docs/engines.md``).
-    tol : float, optional
-        Relative duality gap at which the engine stops; ``None``: the
-        engine's default (spicy: 1e-2, as in SpicyMKL §6.1).  Overrides
-        ``engine_params["tol"]``.
-    max_iter : int, optional
-        Maximum number of outer iterations; ``None``: the engine's default.
-    normalize : {"auto", "trace", "diagonal", "none"}, default="auto"
-        Kernel normalisation: ``"auto"`` is ``"trace"`` (unit trace, SpicyMKL
-        §6.1) for a kernel bank and ``"none"`` for precomputed kernels.
-    standardize : bool, default=True
-        Centre and scale every feature with training statistics before the
-        kernels are computed (sparse input is only scaled).  Ignored for
-        precomputed kernels.
-    memory_budget : int, float or str, optional
-        Largest Gram bank to build (the training bank in ``fit``, the
-        test-versus-training kernels in ``predict``), in bytes or as
-        ``"512MB"``/``"4GiB"`` (default 4 GiB); checked before anything is
-        allocated.
-    factor : None, True or dict, optional
-        Hold the kernels as factors :math:`K_m \approx L_mL_m^\top`
-        (:func:`mklkit.kernels.build_factor_bank`): ``{"rank": r, "tol": t,
-        "method": m, "seed": s}`` (``True``: the defaults); predictions go
-        through the factor rows of the new points (``docs/factor_banks.md``).
-    scheduler : str or distributed.Client, optional
-        Build the bank in shards on a Dask cluster (``ShardedBank``); the
-        shards are released after ``fit``.  Exclusive with ``factor``.
-    verbose : int, default=0
-        1: log the bank build and every engine iteration (module
-        :mod:`logging`, shown on stderr unless the application configured
-        logging); 2: also the engines' debug records.
-"""
-
-_ATTR_DOC = """\
-    kernel_weights_ : ndarray of shape (n_kernels,) or (n_problems, n_kernels)
-        Kernel weights :math:`d_m` (summing to 1) of the solution; one row
-        per binary problem for multiclass fits.
-    active_kernels_ : ndarray of int
-        Indices of the kernels with a non-zero block in at least one problem
-        (the only ones computed at prediction time).
-    kernel_names_ : list of str
-        One label per kernel of the bank, e.g. ``rbf(width=2)[x3]``.
-    kernels_ : list or str
-        The resolved bank description (``"precomputed"`` for Gram input).
-    n_iter_ : int or ndarray of int
-        Outer iterations of the engine (one per binary problem for multiclass).
-    dual_gap_ : float or ndarray
-        Final relative duality gaps (certificates of optimality).
-    C_max_ : float or ndarray
-        The smallest C at which every kernel is off (``inf`` for non-sparse
-        regularizers; one per binary problem for multiclass): a path of C
-        starts just below it (``fit_path(X, y, Cs=20)``).
-    result_ : SolveResult or list of SolveResult
-        The engines' full results (``alpha``, ``bias``, ``history``, ...).
-    loss_, regularizer_, engine_ : components
-        The resolved components, with their parameters.
-    scaler_ : mklkit.data.Standardizer or None
-    bank_ : KernelBank
-        What prediction needs: the active kernels' specifications,
-        normalisation constants and the (standardised) training points; its
-        ``K`` is empty (the training Gram matrices are not kept).
-    n_features_in_ : int
-        Number of features (for precomputed kernels: the number of training
-        samples, the last dimension of the test kernels).
-    feature_names_in_ : ndarray of str
-        Column names, when ``X`` was a data frame with string column names.
-"""
-
-
-class MKLClassifier(ClassifierMixin, _BaseMKL):
-    __doc__ = f"""Multiple Kernel Learning classifier.
-
-    Learns a combination of kernels and a kernel classifier together; binary
-    labels of any type; several classes through one-vs-rest (default) or
-    one-vs-one, all binary problems sharing one Gram bank.
-
-    Parameters
-    ----------
-    loss : str, mapping or Loss, default="logistic"
-        A registered classification loss.  ``predict_proba`` needs the
-        logistic loss.  Whether a loss/regularizer pair is supported depends
-        on the engine: the error message names the engines that can solve it.
-{_COMMON_DOC % dict(C="0.05", C_note="The default is the best of a grid on the bundled UCI sets (docs/api.md).")}
-    multiclass : {{"ovr", "ovo"}}, default="ovr"
-        One-vs-rest (one problem per class on all rows) or one-vs-one (one
-        problem per pair of classes on their rows only).
-    n_jobs : int, optional
-        Binary problems solved in parallel (threads; the jitted kernels
-        release the GIL).  ``None``: one at a time.
-
-    Attributes
-    ----------
-    classes_ : ndarray
-        The class labels.
-{_ATTR_DOC}
-    Notes
-    -----
-    ``predict_proba`` (logistic loss only): binary :math:`P(y = c_1) =
-    \\sigma(f)`, the sigmoid of the decision function, which the logistic
-    loss models; one-vs-rest: the normalised sigmoids
-    :math:`\\sigma(f_k)/\\sum_j\\sigma(f_j)`; one-vs-one: pairwise coupling
-    of the pairwise sigmoids (Wu, Lin & Weng 2004, method 2).
-    """
-
-    _task = CLASSIFICATION
-
-    def __init__(
-        self,
-        kernels: Any = "auto",
-        *,
-        loss: Any = "logistic",
-        regularizer: Any = "elasticnet",
-        C: float = 0.05,
-        bias: bool = True,
-        engine: Any = "spicy",
-        engine_params: Mapping[str, Any] | None = None,
-        tol: float | None = None,
-        max_iter: int | None = None,
-        normalize: str = "auto",
-        standardize: bool = True,
-        multiclass: str = "ovr",
-        n_jobs: int | None = None,
-        memory_budget: Any = None,
-        factor: Any = None,
-        scheduler: Any = None,
-        verbose: int = 0,
-    ) -> None:
-        self.kernels = kernels
-        self.loss = loss
-        self.regularizer = regularizer
-        self.C = C
-        self.bias = bias
-        self.engine = engine
-        self.engine_params = engine_params
-        self.tol = tol
-        self.max_iter = max_iter
-        self.normalize = normalize
-        self.standardize = standardize
-        self.multiclass = multiclass
-        self.n_jobs = n_jobs
-        self.memory_budget = memory_budget
-        self.factor = factor
-        self.scheduler = scheduler
-        self.verbose = verbose
-
-    def _encode_targets(self, y: np.ndarray) -> tuple[np.ndarray | None, list[BinaryTask]]:
-        multiclass = _check_choice(self.multiclass, "multiclass", _MULTICLASS, self._owner)
-        check_classification_targets(y)
-        classes, codes = np.unique(y, return_inverse=True)
-        if classes.size < 2:
-            raise ValueError(
-                f"{self._owner} needs samples of at least 2 classes; got 1 class "
-                f"({classes[0]!r})")
-        tasks = (ovr_tasks if multiclass == "ovr" else ovo_tasks)(codes.ravel(), classes.size)
-        return classes, tasks
-
-    def fit(self, X: Any, y: Any) -> "MKLClassifier":
-        """Build the kernel bank and solve the MKL problem(s).
-
-        Parameters
-        ----------
-        X : array-like or sparse matrix of shape (n_samples, n_features)
-            Training data; with ``kernels="precomputed"`` an array (M, N, N)
-            of Gram matrices.
-        y : array-like of shape (n_samples,)
-            Class labels (any two or more values).
-
-        Returns
-        -------
-        self
-        """
-        return self._fit(X, y)
-
-    def decision_function(self, X: Any) -> np.ndarray:
-        """Decision values: (n,) for two classes (positive: ``classes_[1]``), else (n, n_classes).
-
-        One-vs-one fits return scikit-learn's ``SVC`` "ovr" shape: votes plus
-        a tie-breaking confidence in (-1/3, 1/3).
-        """
-        F = self._task_values(X)
-        if len(self.classes_) == 2:
-            return F[:, 0]
-        if self.multiclass == "ovo":
-            return ovo_decision(F, self._tasks, len(self.classes_))
-        return F
-
-    def predict(self, X: Any) -> np.ndarray:
-        """Predicted class labels."""
-        d = self.decision_function(X)
-        if d.ndim == 1:
-            return self.classes_[(d > 0).astype(int)]
-        return self.classes_[np.argmax(d, axis=1)]
-
-    @available_if(_is_logistic)
-    def predict_proba(self, X: Any) -> np.ndarray:
-        """Class probabilities, (n, n_classes); logistic loss only (see Notes)."""
-        F = self._task_values(X)
-        if len(self.classes_) == 2:
-            p = sigmoid(F[:, 0])
-            return np.column_stack([1.0 - p, p])
-        if self.multiclass == "ovo":
-            return pairwise_coupling(F, self._tasks, len(self.classes_))
-        return ovr_proba(F)
-
-    @available_if(_is_logistic)
-    def predict_log_proba(self, X: Any) -> np.ndarray:
-        """Logarithm of :meth:`predict_proba`."""
-        with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X))
-
-    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = True
-        return tags
-
-
-class MKLRegressor(RegressorMixin, _BaseMKL):
-    __doc__ = f"""Multiple Kernel Learning regressor.
-
-    Parameters
-    ----------
-    loss : str, mapping or Loss, default="squared"
-        A registered regression loss (``squared``, ``eps_insensitive``,
-        ``huber``, a plugin's), subject to the engine's support.
-{_COMMON_DOC % dict(C="0.3", C_note="The default is the best of a grid on diabetes and liver/drinks (docs/api.md).")}
-    Attributes
-    ----------
-{_ATTR_DOC}
-    """
-
-    _task = REGRESSION
-
-    def __init__(
-        self,
-        kernels: Any = "auto",
-        *,
-        loss: Any = "squared",
-        regularizer: Any = "elasticnet",
-        C: float = 0.3,
-        bias: bool = True,
-        engine: Any = "spicy",
-        engine_params: Mapping[str, Any] | None = None,
-        tol: float | None = None,
-        max_iter: int | None = None,
-        normalize: str = "auto",
-        standardize: bool = True,
-        memory_budget: Any = None,
-        factor: Any = None,
-        scheduler: Any = None,
-        verbose: int = 0,
-    ) -> None:
-        self.kernels = kernels
-        self.loss = loss
-        self.regularizer = regularizer
-        self.C = C
-        self.bias = bias
-        self.engine = engine
-        self.engine_params = engine_params
-        self.tol = tol
-        self.max_iter = max_iter
-        self.normalize = normalize
-        self.standardize = standardize
-        self.memory_budget = memory_budget
-        self.factor = factor
-        self.scheduler = scheduler
-        self.verbose = verbose
-
-    def _encode_targets(self, y: np.ndarray) -> tuple[np.ndarray | None, list[BinaryTask]]:
-        try:
-            yf = np.asarray(y, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"{self._owner}: y must be numeric; got dtype {np.asarray(y).dtype}") from None
-        if not np.all(np.isfinite(yf)):
-            raise ValueError(f"{self._owner}: y contains NaN or infinite values")
-        return None, [BinaryTask(0, -1, None, np.ascontiguousarray(yf))]
-
-    def fit(self, X: Any, y: Any) -> "MKLRegressor":
-        """Build the kernel bank and solve the MKL problem.
-
-        Parameters
-        ----------
-        X : array-like or sparse matrix of shape (n_samples, n_features)
-            Training data; with ``kernels="precomputed"`` an array (M, N, N).
-        y : array-like of shape (n_samples,)
-            Real targets.
-
-        Returns
-        -------
-        self
-        """
-        return self._fit(X, y)
-
-    def predict(self, X: Any) -> np.ndarray:
-        """Predictions :math:`\\sum_m K_m(X, X_{train})\\alpha_m + b`, shape (n,)."""
-        return self._task_values(X)[:, 0]
-
-
-# ---------------------------------------------------------------------------
-# Regularization path
-# ---------------------------------------------------------------------------
-@dataclass
-class MKLPath:
-    """Solutions along a regularization path (:meth:`MKLClassifier.fit_path`).
-
-    Attributes
-    ----------
-    Cs : ndarray (n_Cs,)
-        The regularization constants, largest first (the solve order).
-    results : list of list of SolveResult
-        ``results[i][t]``: binary problem ``t`` at ``Cs[i]`` (one problem for
-        binary classification and regression).
-    kernel_names : list of str
-    warm_started : bool
-        Whether the engine used the warm starts (``engine.supports_warm_start``).
-    time_s : float
-        Seconds spent solving the whole path (the bank build excluded).
-    """
-
-    Cs: np.ndarray
-    results: list[list[Any]]
-    kernel_names: list[str]
-    warm_started: bool
-    time_s: float
-    _template: Any = field(repr=False, default=None)
-    _prep: Any = field(repr=False, default=None)
-
-    def __len__(self) -> int:
-        return int(self.Cs.size)
-
-    @property
-    def active_kernels(self) -> list[np.ndarray]:
-        """Per C: indices of the kernels active in at least one binary problem."""
-        out = []
-        for res in self.results:
-            act = np.zeros(len(self.kernel_names), dtype=bool)
-            for r in res:
-                act[r.active_set] = True
-            out.append(np.flatnonzero(act))
-        return out
-
-    @property
-    def n_active(self) -> np.ndarray:
-        """Per C: the number of active kernels."""
-        return np.array([a.size for a in self.active_kernels])
-
-    @property
-    def kernel_weights(self) -> np.ndarray:
-        """(n_Cs, n_kernels), or (n_Cs, n_problems, n_kernels) for multiclass."""
-        W = np.array([[r.kernel_weights for r in res] for res in self.results], dtype=np.float64)
-        return W[:, 0] if W.shape[1] == 1 else W
-
-    @property
-    def n_iter(self) -> np.ndarray:
-        """Outer iterations per C (and per binary problem for multiclass)."""
-        A = np.array([[r.iterations for r in res] for res in self.results])
-        return A[:, 0] if A.shape[1] == 1 else A
-
-    @property
-    def gaps(self) -> np.ndarray:
-        """Final relative duality gaps per C (and per binary problem)."""
-        A = np.array([[r.gap for r in res] for res in self.results], dtype=np.float64)
-        return A[:, 0] if A.shape[1] == 1 else A
-
-    @property
-    def solve_times(self) -> np.ndarray:
-        """Engine time per C (summed over binary problems)."""
-        return np.array([sum(r.time_s for r in res) for res in self.results])
-
-    def estimator(self, i: int) -> Any:
-        """A fitted estimator at ``Cs[i]`` (a clone of the one that made the path)."""
-        if not -len(self) <= i < len(self):
-            raise IndexError(f"path index {i} out of range for {len(self)} values of C")
-        est = clone(self._template).set_params(C=float(self.Cs[i]))
-        est._set_fitted(self._prep, list(self.results[i]))
-        return est
-
-    def summary(self) -> str:
-        """One line per C: C, active kernels, iterations, gap, seconds."""
-        lines = [f"{'C':>10}  {'active':>6}  {'iter':>5}  {'gap':>9}  {'time_s':>7}"]
-        act = self.n_active
-        for i, C in enumerate(self.Cs):
-            res = self.results[i]
-            lines.append(
-                f"{C:10.4g}  {act[i]:6d}  {sum(r.iterations for r in res):5d}  "
-                f"{max(r.gap for r in res):9.2e}  {sum(r.time_s for r in res):7.3f}")
-        return "\n".join(lines)

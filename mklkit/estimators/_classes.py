@@ -1,0 +1,348 @@
+"""The public estimators: :class:`MKLClassifier` and :class:`MKLRegressor`."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+
+from .._multiclass import (
+    BinaryTask,
+    ovo_decision,
+    ovo_tasks,
+    ovr_proba,
+    ovr_tasks,
+    pairwise_coupling,
+    sigmoid,
+)
+from ..components.base import CLASSIFICATION, REGRESSION
+from ._base import _MULTICLASS, _BaseMKL, _check_choice, _is_logistic
+
+# ---------------------------------------------------------------------------
+# Public estimators
+# ---------------------------------------------------------------------------
+_COMMON_DOC = """\
+    kernels : "auto", "precomputed", str, list or mapping, default="auto"
+        The kernel bank.  ``"auto"``: :func:`default_kernels` (7 + 3d kernels
+        on the standardised features).  A preset name (``"simplemkl"``,
+        ``"smomkl"``) or a list of bank entries, the vocabulary of the YAML
+        ``kernels.bank`` section (``docs/data_and_kernels.md``), e.g.
+        ``[{"function": "rbf", "width": [1, 5]}, {"function": "poly",
+        "degree": 2, "features": "each"}]``.  ``"precomputed"``: ``X`` is
+        the training Gram matrices, shape (N, N, M) (samples on the first
+        two axes, kernels last: ``np.stack(Ks, axis=-1)``), in ``fit``, and
+        the test-versus-training kernels, shape (N_test, N, M), in
+        ``predict``/``decision_function``; the estimator is pairwise, so
+        ``GridSearchCV`` and ``cross_val_score`` split it.  The former
+        layout (M, N, N) still works, with a ``FutureWarning``.
+    regularizer : str, mapping or Regularizer, default="elasticnet"
+        A registered regularizer by name, as ``{"name": ..., **params}``, or
+        an instance (a plugin's too).  The default elastic net (λ = 0.5) is
+        sparse in the kernels and has a smooth conjugate, which the spicy
+        engine's one-step Newton method solves in a few steps.
+    C : float, default=%(C)s
+        Regularization constant > 0 (larger: fewer, smoother kernels).  With
+        trace-normalised kernels it does not scale with the number of samples.
+        %(C_note)s
+    bias : bool, default=True
+        Fit an unregularized offset.
+    engine : str, mapping or Engine, default="spicy"
+        Any registered engine (``mklkit plugins`` lists them).
+    engine_params : dict, optional
+        Options of the engine (see ``docs/engines.md``).
+    tol : float, optional
+        Relative duality gap at which the engine stops; ``None``: the
+        engine's default (spicy: 1e-2, as in SpicyMKL §6.1).  Overrides
+        ``engine_params["tol"]``.
+    max_iter : int, optional
+        Maximum number of outer iterations; ``None``: the engine's default.
+    normalize : {"auto", "trace", "diagonal", "none"}, default="auto"
+        Kernel normalisation: ``"auto"`` is ``"trace"`` (unit trace, SpicyMKL
+        §6.1) for a kernel bank and ``"none"`` for precomputed kernels.
+    standardize : bool, default=True
+        Centre and scale every feature with training statistics before the
+        kernels are computed (sparse input is only scaled).  Ignored for
+        precomputed kernels.
+    memory_budget : int, float or str, optional
+        Largest Gram bank to build (the training bank in ``fit``, the
+        test-versus-training kernels in ``predict``), in bytes or as
+        ``"512MB"``/``"4GiB"`` (default 4 GiB); checked before anything is
+        allocated.
+    factor : None, True or dict, optional
+        Hold the kernels as factors :math:`K_m \approx L_mL_m^\top`
+        (:func:`mklkit.kernels.build_factor_bank`): ``{"rank": r, "tol": t,
+        "method": m, "seed": s}`` (``True``: the defaults); predictions go
+        through the factor rows of the new points (``docs/factor_banks.md``).
+    scheduler : str or distributed.Client, optional
+        Build the bank in shards on a Dask cluster (``ShardedBank``); the
+        shards are released after ``fit``.  Exclusive with ``factor``.
+    verbose : int, default=0
+        1: log the bank build and every engine iteration (module
+        :mod:`logging`, shown on stderr unless the application configured
+        logging); 2: also the engines' debug records.
+"""
+
+_ATTR_DOC = """\
+    kernel_weights_ : ndarray of shape (n_kernels,) or (n_problems, n_kernels)
+        Kernel weights :math:`d_m` (summing to 1) of the solution; one row
+        per binary problem for multiclass fits.
+    active_kernels_ : ndarray of int
+        Indices of the kernels with a non-zero block in at least one problem
+        (the only ones computed at prediction time).
+    kernel_names_ : list of str
+        One label per kernel of the bank, e.g. ``rbf(width=2)[x3]``.
+    kernels_ : list or str
+        The resolved bank description (``"precomputed"`` for Gram input).
+    n_iter_ : int or ndarray of int
+        Outer iterations of the engine (one per binary problem for multiclass).
+    dual_gap_ : float or ndarray
+        Final relative duality gaps (certificates of optimality).
+    C_max_ : float or ndarray
+        The smallest C at which every kernel is off (``inf`` for non-sparse
+        regularizers; one per binary problem for multiclass): a path of C
+        starts just below it (``fit_path(X, y, Cs=20)``).
+    result_ : SolveResult or list of SolveResult
+        The engines' full results (``alpha``, ``bias``, ``history``, ...).
+    loss_, regularizer_, engine_ : components
+        The resolved components, with their parameters.
+    scaler_ : mklkit.data.Standardizer or None
+    bank_ : KernelBank
+        What prediction needs: the active kernels' specifications,
+        normalisation constants and the (standardised) training points; its
+        ``K`` is empty (the training Gram matrices are not kept).
+    n_features_in_ : int
+        Number of features (for precomputed kernels: the number of training
+        samples, the last dimension of the test kernels).
+    feature_names_in_ : ndarray of str
+        Column names, when ``X`` was a data frame with string column names.
+"""
+
+
+class MKLClassifier(ClassifierMixin, _BaseMKL):
+    __doc__ = f"""Multiple Kernel Learning classifier.
+
+    Learns a combination of kernels and a kernel classifier together; binary
+    labels of any type; several classes through one-vs-rest (default) or
+    one-vs-one, all binary problems sharing one Gram bank.
+
+    Parameters
+    ----------
+    loss : str, mapping or Loss, default="logistic"
+        A registered classification loss.  ``predict_proba`` needs the
+        logistic loss.  Whether a loss/regularizer pair is supported depends
+        on the engine: the error message names the engines that can solve it.
+{_COMMON_DOC % dict(C="0.05", C_note="The default is the best of a grid on the bundled UCI sets (docs/api.md).")}
+    multiclass : {{"ovr", "ovo"}}, default="ovr"
+        One-vs-rest (one problem per class on all rows) or one-vs-one (one
+        problem per pair of classes on their rows only).
+    n_jobs : int, optional
+        Binary problems solved in parallel (threads; the jitted kernels
+        release the GIL).  ``None``: one at a time.
+
+    Attributes
+    ----------
+    classes_ : ndarray
+        The class labels.
+{_ATTR_DOC}
+    Notes
+    -----
+    ``predict_proba`` (logistic loss only): binary :math:`P(y = c_1) =
+    \\sigma(f)`, the sigmoid of the decision function, which the logistic
+    loss models; one-vs-rest: the normalised sigmoids
+    :math:`\\sigma(f_k)/\\sum_j\\sigma(f_j)`; one-vs-one: pairwise coupling
+    of the pairwise sigmoids (Wu, Lin & Weng 2004, method 2).
+    """
+
+    _task = CLASSIFICATION
+
+    def __init__(
+        self,
+        kernels: Any = "auto",
+        *,
+        loss: Any = "logistic",
+        regularizer: Any = "elasticnet",
+        C: float = 0.05,
+        bias: bool = True,
+        engine: Any = "spicy",
+        engine_params: Mapping[str, Any] | None = None,
+        tol: float | None = None,
+        max_iter: int | None = None,
+        normalize: str = "auto",
+        standardize: bool = True,
+        multiclass: str = "ovr",
+        n_jobs: int | None = None,
+        memory_budget: Any = None,
+        factor: Any = None,
+        scheduler: Any = None,
+        verbose: int = 0,
+    ) -> None:
+        self.kernels = kernels
+        self.loss = loss
+        self.regularizer = regularizer
+        self.C = C
+        self.bias = bias
+        self.engine = engine
+        self.engine_params = engine_params
+        self.tol = tol
+        self.max_iter = max_iter
+        self.normalize = normalize
+        self.standardize = standardize
+        self.multiclass = multiclass
+        self.n_jobs = n_jobs
+        self.memory_budget = memory_budget
+        self.factor = factor
+        self.scheduler = scheduler
+        self.verbose = verbose
+
+    def _encode_targets(self, y: np.ndarray) -> tuple[np.ndarray | None, list[BinaryTask]]:
+        multiclass = _check_choice(self.multiclass, "multiclass", _MULTICLASS, self._owner)
+        check_classification_targets(y)
+        classes, codes = np.unique(y, return_inverse=True)
+        if classes.size < 2:
+            raise ValueError(
+                f"{self._owner} needs samples of at least 2 classes; got 1 class "
+                f"({classes[0]!r})")
+        tasks = (ovr_tasks if multiclass == "ovr" else ovo_tasks)(codes.ravel(), classes.size)
+        return classes, tasks
+
+    def fit(self, X: Any, y: Any) -> "MKLClassifier":
+        """Build the kernel bank and solve the MKL problem(s).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Training data; with ``kernels="precomputed"`` an array (M, N, N)
+            of Gram matrices.
+        y : array-like of shape (n_samples,)
+            Class labels (any two or more values).
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y)
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Decision values: (n,) for two classes (positive: ``classes_[1]``), else (n, n_classes).
+
+        One-vs-one fits return scikit-learn's ``SVC`` "ovr" shape: votes plus
+        a tie-breaking confidence in (-1/3, 1/3).
+        """
+        F = self._task_values(X)
+        if len(self.classes_) == 2:
+            return F[:, 0]
+        if self.multiclass == "ovo":
+            return ovo_decision(F, self._tasks, len(self.classes_))
+        return F
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted class labels."""
+        d = self.decision_function(X)
+        if d.ndim == 1:
+            return self.classes_[(d > 0).astype(int)]
+        return self.classes_[np.argmax(d, axis=1)]
+
+    @available_if(_is_logistic)
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities, (n, n_classes); logistic loss only (see Notes)."""
+        F = self._task_values(X)
+        if len(self.classes_) == 2:
+            p = sigmoid(F[:, 0])
+            return np.column_stack([1.0 - p, p])
+        if self.multiclass == "ovo":
+            return pairwise_coupling(F, self._tasks, len(self.classes_))
+        return ovr_proba(F)
+
+    @available_if(_is_logistic)
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """Logarithm of :meth:`predict_proba`."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = True
+        return tags
+
+
+class MKLRegressor(RegressorMixin, _BaseMKL):
+    __doc__ = f"""Multiple Kernel Learning regressor.
+
+    Parameters
+    ----------
+    loss : str, mapping or Loss, default="squared"
+        A registered regression loss (``squared``, ``eps_insensitive``,
+        ``huber``, a plugin's), subject to the engine's support.
+{_COMMON_DOC % dict(C="0.3", C_note="The default is the best of a grid on diabetes and liver/drinks (docs/api.md).")}
+    Attributes
+    ----------
+{_ATTR_DOC}
+    """
+
+    _task = REGRESSION
+
+    def __init__(
+        self,
+        kernels: Any = "auto",
+        *,
+        loss: Any = "squared",
+        regularizer: Any = "elasticnet",
+        C: float = 0.3,
+        bias: bool = True,
+        engine: Any = "spicy",
+        engine_params: Mapping[str, Any] | None = None,
+        tol: float | None = None,
+        max_iter: int | None = None,
+        normalize: str = "auto",
+        standardize: bool = True,
+        memory_budget: Any = None,
+        factor: Any = None,
+        scheduler: Any = None,
+        verbose: int = 0,
+    ) -> None:
+        self.kernels = kernels
+        self.loss = loss
+        self.regularizer = regularizer
+        self.C = C
+        self.bias = bias
+        self.engine = engine
+        self.engine_params = engine_params
+        self.tol = tol
+        self.max_iter = max_iter
+        self.normalize = normalize
+        self.standardize = standardize
+        self.memory_budget = memory_budget
+        self.factor = factor
+        self.scheduler = scheduler
+        self.verbose = verbose
+
+    def _encode_targets(self, y: np.ndarray) -> tuple[np.ndarray | None, list[BinaryTask]]:
+        try:
+            yf = np.asarray(y, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{self._owner}: y must be numeric; got dtype {np.asarray(y).dtype}") from None
+        if not np.all(np.isfinite(yf)):
+            raise ValueError(f"{self._owner}: y contains NaN or infinite values")
+        return None, [BinaryTask(0, -1, None, np.ascontiguousarray(yf))]
+
+    def fit(self, X: Any, y: Any) -> "MKLRegressor":
+        """Build the kernel bank and solve the MKL problem.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Training data; with ``kernels="precomputed"`` an array (M, N, N).
+        y : array-like of shape (n_samples,)
+            Real targets.
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Predictions :math:`\\sum_m K_m(X, X_{train})\\alpha_m + b`, shape (n,)."""
+        return self._task_values(X)[:, 0]
