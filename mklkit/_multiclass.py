@@ -2,8 +2,10 @@
 
 A decomposition is a list of :class:`BinaryTask`; every task is a binary
 problem on one Gram bank, built once for all tasks.  One-vs-one tasks use a
-subset of the training rows; :func:`subset_bank` copies exactly the
-``M x n x n`` block a task needs, when the task is solved.
+subset of the training rows; :meth:`mklkit.pipeline.Prepared.subproblem` copies exactly the
+``M x n x n`` block a task needs, when the task is solved; predictions go
+through :func:`mklkit.pipeline.new_points` and
+:meth:`mklkit.pipeline.TestSide.decision_function` with the task's rows.
 """
 from __future__ import annotations
 
@@ -15,7 +17,6 @@ __all__ = [
     "BinaryTask",
     "ovr_tasks",
     "ovo_tasks",
-    "subset_bank",
     "ovo_decision",
     "ovr_proba",
     "pairwise_coupling",
@@ -80,13 +81,6 @@ def ovo_tasks(codes: np.ndarray, n_classes: int) -> list[BinaryTask]:
             rows = np.flatnonzero((codes == i) | (codes == j))
             tasks.append(BinaryTask(j, i, rows, np.where(codes[rows] == j, 1.0, -1.0)))
     return tasks
-
-
-def subset_bank(K: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
-    """``K[:, rows][:, :, rows]`` as one new C-contiguous array (``K`` itself for ``None``)."""
-    if rows is None:
-        return K
-    return np.ascontiguousarray(K[:, rows[:, None], rows[None, :]])
 
 
 def sigmoid(f: np.ndarray) -> np.ndarray:

@@ -99,6 +99,20 @@ def test_bad_factor_settings_are_one_line_errors(tmp_path, capsys, factor, key, 
     assert "\n" not in err and err.startswith(f"{p}: {key}: ") and shown in err and "allowed: " in err
 
 
+def test_a_sweep_over_C_on_a_factor_bank_equals_the_dense_sweep(tmp_path):
+    # every C of a task reuses the fold's bank: the problem at the next C keeps the factor bank
+    grid = {**BASE, "problem": {**BASE["problem"], "C": [0.5, 0.05]}, "cv": {"folds": 2, "seed": 0}}
+    dense = run_sweep(load_sweep(write(tmp_path, grid, "d.yaml")), tmp_path / "d")
+    fac = run_sweep(load_sweep(write(tmp_path, _with(**{k: v for k, v in grid.items() if k != "kernels"},
+                                                     kernels={"factor": {"method": "exact"}}), "f.yaml")),
+                    tmp_path / "f")
+    assert len(fac.rows) == len(dense.rows) == 4
+    for a, b in zip(dense.rows, fac.rows):
+        assert (a["C"], a["split"]) == (b["C"], b["split"]) and b["status"] == "converged"
+        assert float(b["objective"]) == pytest.approx(float(a["objective"]), rel=1e-7)
+        assert float(b["val_accuracy"]) == pytest.approx(float(a["val_accuracy"]), abs=1e-12)
+
+
 def test_factor_test_predictions_need_no_test_kernels():
     prep = parse_spec(_with(kernels={"factor": {"method": "exact"}}), file="f.yaml").prepare()
     assert prep.representation == "factor" and prep.K_test is None and prep.test.X is not None

@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
-from .._multiclass import BinaryTask, subset_bank
+from .._multiclass import BinaryTask
 from ..components.base import CLASSIFICATION, REGRESSION
 from ..components.params import ParamError
 from ._path import MKLPath
@@ -197,8 +196,8 @@ def _solve(engine: Any, problem: Any, callback: Any, warm_start: Any) -> Any:
 # ---------------------------------------------------------------------------
 @dataclass
 class _Prepared:
-    K: np.ndarray                       # (M, N, N) normalised training bank
-    bank: Any                           # KernelBank without K (all kernels)
+    prepared: Any                       # the pipeline's Prepared (None once the solves are done)
+    bank: Any                           # what prediction needs: the bank without K (all kernels)
     tasks: list[BinaryTask]
     loss: Any
     regularizer: Any
@@ -401,14 +400,9 @@ class _BaseMKL(BaseEstimator):
         logger.info("%s: %d kernels on %d samples (normalize=%s, %s) in %.2f s; %d binary problem(s)",
                     owner, prepared.n_kernels, data.n_train, normalize, prepared.representation, build_s,
                     len(tasks))
-        if prepared.representation == "sharded":
-            kept = bank.cross_bank()
-            K_all: Any = bank
-        else:
-            kept = bank
-            K_all = prepared.problem.K if prepared.representation == "array" else bank
+        kept = bank.cross_bank() if prepared.representation == "sharded" else bank
         return _Prepared(
-            K=K_all, bank=kept if prepared.representation == "factor" else _strip_bank(kept), tasks=tasks,
+            prepared=prepared, bank=kept if prepared.representation == "factor" else _strip_bank(kept), tasks=tasks,
             loss=loss, regularizer=regularizer, engine=engine, kernels=kernels_resolved,
             kernel_names=list(prepared.kernel_names), scaler=data.scaler, classes=classes,
             n_features_in=n_features_in, timings={"bank_s": build_s}, representation=prepared.representation,
@@ -447,24 +441,20 @@ class _BaseMKL(BaseEstimator):
             "'auto', 'precomputed', a preset name, a non-empty list of bank entries "
             "(docs/data_and_kernels.md) or one entry as a mapping", owner=self._owner)
 
-    def _problem(self, prep: _Prepared, task: BinaryTask, K: Any, C: float) -> Any:
-        from ..problem import Problem
-
-        return Problem(K=K, y=task.y, loss=prep.loss, regularizer=prep.regularizer, C=C,
-                       bias=bool(self.bias), kernel_names=prep.kernel_names)
-
     # -- solving --------------------------------------------------------------
     def _run_task(self, prep: _Prepared, t: int, Cs: Sequence[float]) -> list[Any]:
         """Solve task ``t`` for every C in ``Cs`` in turn, each warm-started from the previous."""
         task = prep.tasks[t]
-        K = subset_bank(prep.K, task.rows)
+        from ..pipeline import problem_at
+
+        base = prep.prepared.subproblem(task.y, task.rows)  # the task's rows of the shared bank, once
         where = (f"{self._owner}: problem {t + 1}/{len(prep.tasks)}"
                  + (f" ({task.describe(prep.classes)})" if prep.classes is not None
                     and len(prep.tasks) > 1 else ""))
         results: list[Any] = []
         previous = None
         for C in Cs:
-            problem = self._problem(prep, task, K, C)
+            problem = problem_at(base, C=C)
             self._check_support(prep.engine, problem)
             callback = None
             if self.verbose:
@@ -586,9 +576,7 @@ class _BaseMKL(BaseEstimator):
             finally:
                 _release(prep)
             total = time.perf_counter() - t0
-        K = prep.K
-        prep.K = np.empty((len(prep.kernel_names), 0, 0))  # the path keeps no Gram matrices
-        del K
+        prep.prepared = None  # the path keeps no Gram matrices
         per_C = [[runs[t][c] for t in range(len(runs))] for c in range(grid.size)]
         warm = bool(getattr(prep.engine, "supports_warm_start", False))
         return MKLPath(Cs=grid, results=per_C, kernel_names=list(prep.kernel_names),
@@ -600,7 +588,7 @@ class _BaseMKL(BaseEstimator):
 
         cmax = 0.0
         for task in prep.tasks:
-            problem = self._problem(prep, task, subset_bank(prep.K, task.rows), 1.0)
+            problem = prep.prepared.subproblem(task.y, task.rows, C=1.0)
             cmax = max(cmax, zero_solution(problem).C_max)
         if not (math.isfinite(cmax) and cmax > 0.0):
             raise ParamError(
@@ -610,14 +598,15 @@ class _BaseMKL(BaseEstimator):
         return cmax * np.logspace(0.0, -3.0, n)
 
     # -- prediction -------------------------------------------------------------
-    def _cross(self, X: Any) -> tuple[np.ndarray | None, int]:
-        """Test-versus-training kernels of the active kernels, (n_active, n, N), and n.
+    def _test_side(self, X: Any) -> Any:
+        """The test side of ``X`` (:func:`mklkit.pipeline.new_points`): kernels of the active kernels, or factor rows."""
+        from ..kernels import MemoryBudgetError
+        from ..pipeline import new_points
 
-        ``None`` instead of the kernels when no kernel is active.
-        """
         check_is_fitted(self, "result_")
         owner = self._owner
         bank = self.bank_
+        active = np.asarray(self.active_kernels_, dtype=np.intp)
         if self._precomputed():
             M, N = len(self.kernel_names_), bank.n_samples
             Kx = np.asarray(X)
@@ -632,50 +621,23 @@ class _BaseMKL(BaseEstimator):
                 raise ValueError(
                     f"{owner}: with kernels='precomputed', X must hold the test-versus-training "
                     f"kernels of shape ({M}, n_test, {N}); got shape {Kx.shape}")
-            sub = np.array(Kx[self.active_kernels_], dtype=np.float64, order="C")
+            sub = Kx[active]
             if not np.all(np.isfinite(sub)):
                 raise ValueError(f"{owner}: X contains NaN or infinite values")
-            if sub.shape[0] == 0:
-                return None, int(Kx.shape[1])
-            return bank.normalize_cross(sub), int(Kx.shape[1])
+            return new_points(bank, K=sub, kernels=active)
         X = _validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        if self.scaler_ is not None:
-            if sp.issparse(X) and not self.scaler_.sparse_:
-                X = X.toarray()
-            X = self.scaler_.transform(X)
-        if getattr(bank, "representation", "array") == "factor":
-            return bank.transform(X), int(X.shape[0])
-        if bank.n_kernels == 0:
-            return None, int(X.shape[0])
-        from ..kernels import MemoryBudgetError
-
         try:
-            Kc = bank.cross(X, memory_budget_bytes=_check_budget(self.memory_budget, owner))
+            return new_points(bank, X, scaler=self.scaler_, kernels=active,
+                              memory_budget=_check_budget(self.memory_budget, owner))
         except MemoryBudgetError as exc:
             raise ValueError(f"{owner}: {exc.describe('memory_budget')}") from None
-        return Kc, int(X.shape[0])
 
     def _task_values(self, X: Any) -> np.ndarray:
         """Decision values of every binary task, (n, n_tasks)."""
-        Kc, n = self._cross(X)
+        side = self._test_side(X)
         results = self.result_ if isinstance(self.result_, list) else [self.result_]
-        F = np.empty((n, len(results)))
-        if getattr(self.bank_, "representation", "array") == "factor":
-            for t, r in enumerate(results):  # the factor rows of the new points: no n x N matrix
-                beta = self.bank_.coefficients(np.asarray(r.alpha, dtype=np.float64))
-                F[:, t] = np.asarray(Kc.T @ beta, dtype=np.float64).ravel() + float(r.bias)
-            return F
-        pos_of = {int(m): i for i, m in enumerate(self.active_kernels_)}
-        for t, (r, task) in enumerate(zip(results, self._tasks)):
-            act = r.active_set
-            f = np.full(n, float(r.bias))
-            if act.size and Kc is not None:
-                idx = np.array([pos_of[int(m)] for m in act], dtype=np.intp)
-                alpha = np.asarray(r.alpha, dtype=np.float64)[act]
-                Kt = Kc[idx] if task.rows is None else Kc[idx][:, :, task.rows]
-                f += np.einsum("mij,mj->i", Kt, alpha)
-            F[:, t] = f
-        return F
+        return np.column_stack([side.decision_function(r, self.bank_, rows=task.rows)
+                                for r, task in zip(results, self._tasks)])
 
     # -- parameters -------------------------------------------------------------
     _COMPONENT_PARAMS = ("loss", "regularizer", "engine")
@@ -715,8 +677,7 @@ class _BaseMKL(BaseEstimator):
 
 def _release(prep: _Prepared) -> None:
     """Drop the shards of a sharded bank (the fitted estimator keeps what prediction needs)."""
-    if prep.representation == "sharded":
-        prep.K.close()
+    prep.prepared.close()
 
 
 #: Estimator parameter of each pipeline key (errors name the parameter).

@@ -25,8 +25,8 @@ show it).
 """
 from __future__ import annotations
 
-from .assemble import Prepared, check_support, prepare, probe_problem
-from .bank import TestSide, check_memory, kernel_resolver
+from .assemble import Prepared, check_support, prepare, probe_problem, problem_at
+from .bank import TestSide, check_memory, kernel_resolver, new_points, rows_of
 from .data import Data, array_data, fold, gram_data, load_data, make_folds, standardize
 from .errors import PipelineError, one_line_error
 from .settings import (
@@ -57,6 +57,8 @@ __all__ = [
     "component_dict",
     "Data",
     "TestSide",
+    "new_points",
+    "rows_of",
     "Prepared",
     "load_data",
     "array_data",
@@ -67,6 +69,7 @@ __all__ = [
     "check_memory",
     "check_support",
     "probe_problem",
+    "problem_at",
     "prepare",
     "kernel_resolver",
 ]

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from .bank import TestSide, _build_bank, _expand, _precomputed_bank, check_memory
+from .bank import TestSide, _build_bank, _expand, _precomputed_bank, check_memory, rows_of
 from .data import Data
 from .errors import PipelineError, _one_line
 from .settings import BankSettings, ProblemSettings
@@ -113,7 +113,22 @@ class Prepared:
     def with_C(self, C: float) -> "Prepared":
         """The same prepared problem at another C (the bank is shared)."""
         assert self.problem is not None
-        return replace(self, problem=replace(self.problem, C=C))
+        return replace(self, problem=problem_at(self.problem, C=C))
+
+    def subproblem(self, y: np.ndarray, rows: np.ndarray | None = None, C: float | None = None) -> Problem:
+        """The problem on the training rows ``rows`` (``None``: all) with labels ``y``, at ``C``.
+
+        One binary task of a multiclass decomposition shares the bank: a
+        one-vs-one task gets the ``M x n x n`` block of its rows (a copy, made
+        here; only an array bank has one).
+        """
+        import numpy as np
+
+        assert self.problem is not None
+        if rows is not None and self.representation != "array":
+            raise ValueError(f"a {self.representation} bank has no row subsets (one-vs-one tasks need an array)")
+        K = None if rows is None else rows_of(self.problem.K, np.asarray(rows, dtype=np.intp))
+        return problem_at(self.problem, y=y, K=K, C=C)
 
     def train_decision(self, result: Any) -> np.ndarray:
         """Training predictions of a solve result, in the bank's representation."""
@@ -135,6 +150,19 @@ class Prepared:
         close = getattr(self.bank, "close", None)
         if close is not None and self.representation == "sharded":
             close()
+
+
+def problem_at(problem: Problem, *, y: Any = None, K: Any = None, C: float | None = None) -> Problem:
+    """``problem`` with other labels, kernels or C; its bank shared in whatever representation it is held."""
+    import numpy as np
+
+    from ..problem import Problem
+
+    if K is None:
+        K = problem.K if problem.representation == "array" else problem.bank
+    return Problem(K=K, y=problem.y if y is None else np.ascontiguousarray(y, dtype=np.float64),
+                   loss=problem.loss, regularizer=problem.regularizer, C=problem.C if C is None else float(C),
+                   bias=problem.bias, kernel_names=problem.kernel_names, extra=dict(problem.extra))
 
 
 def prepare(

@@ -1,12 +1,12 @@
 """The kernel bank of the pipeline: memory check, building in its representation, the test side."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from .data import Data
 from .errors import _MISSING, PipelineError, _bank_error, _one_line
-from .settings import _NPZ_ALLOWED, BankSettings, Representation, _strip
+from .settings import _NPZ_ALLOWED, BankSettings, Representation, _strip, parse_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -65,22 +65,86 @@ def kernel_resolver() -> Callable[[str], type]:
 # ---------------------------------------------------------------------------
 @dataclass
 class TestSide:
-    """What predictions on the test part need: test kernels or the factor map's test rows.
+    """What predictions on new points need: their kernels against the training points, or their factor rows.
 
-    ``K`` (M, N_test, N) normalised like the training bank (``array`` and
-    ``sharded`` banks, precomputed kernels); or, for a factor bank, ``X``
-    (the test points) — predictions then go through
-    :meth:`FactorBank.decision_function` with no N_test x N matrix.
+    ``K`` (M_held, n, N) normalised like the training bank (``array`` and
+    ``sharded`` banks, precomputed kernels), holding the bank's kernels
+    ``kernels`` (``None``: all of them; a fitted estimator keeps only its
+    active kernels); or, for a factor bank, ``X`` (the new points) --
+    predictions then go through the factor rows of ``X`` (computed once) with
+    no n x N matrix.
     """
 
     K: np.ndarray | None = None
     X: Any = None
+    kernels: np.ndarray | None = None
+    _factor_rows: Any = field(default=None, repr=False)
 
-    def decision_function(self, result: Any, bank: Any) -> np.ndarray:
-        """Test predictions of a solve result."""
-        if self.K is not None:
+    def decision_function(self, result: Any, bank: Any, rows: np.ndarray | None = None) -> np.ndarray:
+        r"""Predictions :math:`\sum_m K_m(X_{new}, X)\alpha_m + b` of a solve result.
+
+        ``rows``: the training rows the result's problem used (a one-vs-one
+        task of a multiclass fit; ``None``: all).
+        """
+        import numpy as np
+
+        if self.K is None:
+            if self._factor_rows is None:
+                self._factor_rows = bank.transform(self.X)
+            beta = bank.coefficients(np.asarray(result.alpha, dtype=np.float64))
+            return np.asarray(self._factor_rows.T @ beta, dtype=np.float64).ravel() + float(result.bias)
+        if self.kernels is None and rows is None:
             return result.decision_function(self.K)
-        return bank.decision_function(self.X, result.alpha, result.bias)
+        act = np.asarray(result.active_set, dtype=np.intp)
+        f = np.full(self.K.shape[1], float(result.bias))
+        if act.size:
+            held = act if self.kernels is None else np.searchsorted(self.kernels, act)
+            Kt = self.K[held] if rows is None else self.K[held][:, :, rows]
+            f += np.einsum("mij,mj->i", Kt, np.asarray(result.alpha, dtype=np.float64)[act])
+        return f
+
+
+def new_points(bank: Any, X: Any = None, K: Any = None, scaler: Any = None,
+               kernels: np.ndarray | None = None, memory_budget: Any = None) -> TestSide:
+    """The test side of new points (prediction), like :func:`prepare` makes it for the test part.
+
+    Features ``X``: standardized with the training ``scaler`` (the one
+    :func:`standardize` fitted), then the kernels against the training
+    points of ``bank`` (``bank.cross``; a factor bank: its factor rows).
+    Precomputed ``K`` (the bank's kernels ``kernels``, raw): normalised like
+    the training kernels (``bank.normalize_cross``).  ``kernels`` names the
+    bank's kernels that ``bank`` holds (``None``: all).
+
+    Raises
+    ------
+    MemoryBudgetError
+        When the kernels of ``X`` exceed ``memory_budget``.
+    """
+    import numpy as np
+    import scipy.sparse as sp
+
+    if K is not None:
+        K = np.array(K, dtype=np.float64, order="C")
+        return TestSide(K=bank.normalize_cross(K) if K.shape[0] else K, kernels=kernels)
+    if scaler is not None:
+        if sp.issparse(X) and not scaler.sparse_:
+            X = X.toarray()
+        X = scaler.transform(X)
+    if getattr(bank, "representation", "array") == "factor":
+        return TestSide(X=X)
+    if bank.n_kernels == 0:
+        return TestSide(K=np.empty((0, X.shape[0], bank.n_samples)), kernels=kernels)
+    budget = None if memory_budget is None else parse_bytes(memory_budget)
+    return TestSide(K=bank.cross(X, memory_budget_bytes=budget), kernels=kernels)
+
+
+def rows_of(K: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    """``K[:, rows][:, :, rows]`` as one new C-contiguous array (``K`` itself for ``None``)."""
+    import numpy as np
+
+    if rows is None:
+        return K
+    return np.ascontiguousarray(K[:, rows[:, None], rows[None, :]])
 
 
 def _expand(bank: BankSettings, d: Data) -> list[Any]:
