@@ -20,8 +20,10 @@ Identities of a loss :math:`\ell(y, z)` (conjugate in the second argument,
 (15)-(17), (33)-(35)):
 
 ``declaration``
-    class attributes (``kind``, ``name``, ``task``, ``kernels``,
-    ``smooth_conjugate``/``constrained``), ``param_vector``, pickling.
+    class attributes (``kind``, ``name``, ``description``, ``params``, ``task``,
+    ``kernels``, the flags, ``constrained``), ``param_vector``, pickling: the
+    checker the registry uses at ``register``
+    (:func:`mklkit.components.declaration.declaration_problems`).
 ``numba_kernels``
     every kernel is a numba dispatcher (engines call them from jitted loops).
 ``kernel_shapes``
@@ -35,6 +37,10 @@ Identities of a loss :math:`\ell(y, z)` (conjugate in the second argument,
 ``smooth_conjugate_claim``
     a declared smooth conjugate has a gradient that grows without bound at a
     finite end of its domain.
+``linear_conjugate_claim``
+    a declared ``linear_conjugate`` has a bounded domain :math:`[l, u] \ni 0`,
+    :math:`\ell^*(y, 0) = 0` and :math:`\ell^*` linear on :math:`[l, 0]` and
+    :math:`[0, u]`.
 ``convexity``
     :math:`\ell(y,\cdot)` and :math:`\ell^*(y,\cdot)` midpoint convex, ``deriv``
     non-decreasing.
@@ -141,7 +147,6 @@ data.
 from __future__ import annotations
 
 import math
-import pickle
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -150,13 +155,13 @@ from scipy import optimize
 
 from .components.base import (
     CLASSIFICATION,
-    REGRESSION,
     BregmanKernels,
     ConstrainedConjugate,
     LabelError,
     LossKernels,
     RegularizerKernels,
 )
+from .components.declaration import declaration_problems, unjitted_problem
 from .components.params import Param, ParamError, UnknownParamError
 
 __all__ = [
@@ -175,7 +180,7 @@ __all__ = [
 
 LOSS_IDENTITIES: tuple[str, ...] = (
     "declaration", "numba_kernels", "kernel_shapes", "conj_domain",
-    "smooth_conjugate_claim", "convexity", "deriv_fd", "deriv2_fd",
+    "smooth_conjugate_claim", "linear_conjugate_claim", "convexity", "deriv_fd", "deriv2_fd",
     "deriv_lipschitz", "conj_grad_fd", "conj_hess_fd", "fenchel_young",
     "conj_sup", "conj_unbounded", "constrained_shapes", "constrained_value",
     "constrained_feasibility", "l0_grad_fd", "l0_hess_fd", "cons_grad_fd",
@@ -713,14 +718,6 @@ def _bisect_jumps(fun: Callable[[np.ndarray], np.ndarray], a: np.ndarray, b: np.
     return a, b
 
 
-def _is_dispatcher(fn: Any) -> bool:
-    try:
-        from numba.core.dispatcher import Dispatcher
-    except Exception:  # pragma: no cover - numba is a dependency
-        return False
-    return isinstance(fn, Dispatcher)
-
-
 def _check_output(ident: _Identity, name: str, out: Any, shape: tuple[int, ...],
                   points: dict[str, Any], allow_inf: bool = False) -> np.ndarray | None:
     """Dtype/shape/finiteness of one kernel output; returns it as an array."""
@@ -744,12 +741,6 @@ def _check_output(ident: _Identity, name: str, out: Any, shape: tuple[int, ...],
 # ---------------------------------------------------------------------------
 # Losses
 # ---------------------------------------------------------------------------
-_LOSS_KERNELS = ("value", "deriv", "deriv2", "conj", "conj_grad", "conj_hess",
-                 "conj_lower", "conj_upper")
-_REG_KERNELS = ("value", "prox", "prox_deriv", "conj", "conj_grad", "conj_hess",
-                "env", "env_grad", "env_hess", "weight", "penalty")
-
-
 class _LossPoints:
     """Random points for a loss."""
 
@@ -794,59 +785,24 @@ class _LossPoints:
         return _f64(u), _f64(np.where(out_mask, out, 0.0)), out_mask
 
 
-def _loss_declaration(r: _Runner, loss: Any) -> None:
+def _declaration(r: _Runner, comp: Any, kind: str) -> None:
+    """The declaration, by the checker the registry uses
+    (:func:`mklkit.components.declaration.declaration_problems`)."""
     ident = r.identity("declaration")
-    if getattr(loss, "kind", None) != "loss":
-        ident.fail(f"kind must be 'loss'; got {getattr(loss, 'kind', None)!r}")
-    if not getattr(loss, "name", ""):
-        ident.fail("name is empty")
-    if getattr(loss, "task", None) not in (CLASSIFICATION, REGRESSION):
-        ident.fail(f"task must be {CLASSIFICATION!r} or {REGRESSION!r}; "
-                   f"got {getattr(loss, 'task', None)!r}")
-    k = getattr(loss, "kernels", None)
-    if not isinstance(k, LossKernels):
-        ident.fail(f"kernels must be a LossKernels named tuple; got {type(k).__name__}")
-    elif not all(callable(getattr(k, n)) for n in _LOSS_KERNELS):
-        ident.fail("every field of kernels must be callable")
-    if not isinstance(loss.smooth_conjugate, bool) or not isinstance(loss.smooth_primal, bool):
-        ident.fail("smooth_conjugate and smooth_primal must be bool")
-    cons = loss.constrained
-    if not loss.smooth_conjugate and cons is None:
-        ident.fail("smooth_conjugate is False but no constrained representation is given")
-    if cons is not None and not isinstance(cons, ConstrainedConjugate):
-        ident.fail(f"constrained must be a ConstrainedConjugate; got {type(cons).__name__}")
-    if cons is not None and not (int(loss.n_aux) >= 0 and int(loss.n_cons) >= 1):
-        ident.fail(f"n_aux must be >= 0 and n_cons >= 1; got {loss.n_aux}, {loss.n_cons}")
-    _common_declaration(ident, loss)
-
-
-def _common_declaration(ident: _Identity, comp: Any) -> None:
-    pv = comp.param_vector
-    if not (isinstance(pv, np.ndarray) and pv.dtype == np.float64 and pv.ndim == 1
-            and pv.flags.c_contiguous):
-        ident.fail("param_vector must be a 1-d C-contiguous float64 array")
-    try:
-        clone = pickle.loads(pickle.dumps(comp))
-    except Exception as exc:
-        ident.fail(f"pickling failed: {type(exc).__name__}: {exc}")
+    problems = declaration_problems(comp, kind=kind)
+    if problems:
+        ident.fail("; ".join(problems))
     else:
-        if clone != comp:
-            ident.fail(f"pickle round trip changed the component: {clone!r} != {comp!r}")
-    ident.note()
+        ident.note()
 
 
-def _numba_kernels(r: _Runner, groups: dict[str, Any]) -> None:
+def _numba_kernels(r: _Runner, comp: Any) -> None:
     ident = r.identity("numba_kernels")
-    for gname, group in groups.items():
-        if group is None:
-            continue
-        for fname in group._fields:
-            fn = getattr(group, fname)
-            if not _is_dispatcher(fn):
-                ident.fail(f"{gname}.{fname} is a {type(fn).__name__}, not a numba "
-                           "@njit function: engines call it from jitted loops")
-            else:
-                ident.note()
+    problem = unjitted_problem(comp)
+    if problem is not None:
+        ident.fail(problem)
+    else:
+        ident.note()
 
 
 def _loss_shapes(r: _Runner, loss: Any, P: _LossPoints) -> None:
@@ -915,6 +871,31 @@ def _loss_smooth_claim(r: _Runner, loss: Any, P: _LossPoints) -> None:
             f"of the domain (conj_grad at distances 1e-3, 1e-6, 1e-12 of the width: "
             f"{outward * g[0][i]:.6g}, {outward * g[1][i]:.6g}, {outward * g[2][i]:.6g}); "
             "declare smooth_conjugate = False and give a constrained representation"))
+
+
+def _loss_linear_claim(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
+    ident = r.identity("linear_conjugate_claim")
+    if not loss.linear_conjugate:
+        ident.note()
+        return
+    k, p, y, lo, hi = loss.kernels, P.p, P.y, P.lo, P.hi
+    pts = {"y": y, "lower": lo, "upper": hi}
+    ok = np.isfinite(lo) & np.isfinite(hi) & (lo <= 0.0) & (hi >= 0.0) & (lo < hi)
+    ident.require(ok, pts, lambda i: (
+        f"linear_conjugate is True but the domain [{lo[i]:.6g}, {hi[i]:.6g}] of the conjugate "
+        "is not a bounded interval containing 0"))
+    if not ok.all():
+        return
+    zero = _arr(k.conj(y, _f64(np.zeros(y.size)), p))
+    ident.compare(zero, 0.0, atol + _ROUND, pts, "linear_conjugate: conj(y, 0) vs 0")
+    for end in (lo, hi):
+        at_end = _arr(k.conj(y, _f64(end), p))
+        for t in (0.2, 0.5, 0.9):
+            mid = _arr(k.conj(y, _f64(t * end), p))
+            line = t * at_end
+            ident.compare(mid, line, _tol(rtol, atol, (mid, line), (at_end, zero)),
+                          {**pts, "u": t * end},
+                          "linear_conjugate: conj(y, t u) vs t conj(y, u) at an end u of the domain")
 
 
 def _loss_convexity(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float,
@@ -1443,10 +1424,8 @@ def check_loss(loss: Any, *, n_points: int = 64, seed: int = 0, rtol: float = 1e
     """
     rng = np.random.default_rng(seed)
     r = _Runner(loss)
-    r.run("declaration", _loss_declaration, r, loss)
-    groups = {"kernels": getattr(loss, "kernels", None),
-              "constrained": getattr(loss, "constrained", None)}
-    r.run("numba_kernels", _numba_kernels, r, groups)
+    r.run("declaration", _declaration, r, loss, "loss")
+    r.run("numba_kernels", _numba_kernels, r, loss)
     try:
         P = _LossPoints(loss, rng, n_points)
     except Exception as exc:
@@ -1457,6 +1436,7 @@ def check_loss(loss: Any, *, n_points: int = 64, seed: int = 0, rtol: float = 1e
     r.run("kernel_shapes", _loss_shapes, r, loss, P)
     r.run("conj_domain", _loss_conj_domain, r, loss, P)
     r.run("smooth_conjugate_claim", _loss_smooth_claim, r, loss, P)
+    r.run("linear_conjugate_claim", _loss_linear_claim, r, loss, P, rtol, atol)
     r.run("convexity", _loss_convexity, r, loss, P, rtol, atol, rng)
     r.run("deriv_fd", _loss_deriv, r, loss, P, rtol, atol)
     r.run("deriv2_fd", _loss_deriv2, r, loss, P, rtol, atol)
@@ -1551,32 +1531,6 @@ def _overflow_justified(fn: Callable[[np.ndarray, float], Any], y: np.ndarray,
                 hi = mid
         out[i] = float(_arr(fn(_f64([lo]), c))[0]) >= _OVERFLOW_FLOOR
     return out
-
-
-def _reg_declaration(r: _Runner, reg: Any) -> None:
-    ident = r.identity("declaration")
-    if getattr(reg, "kind", None) != "regularizer":
-        ident.fail(f"kind must be 'regularizer'; got {getattr(reg, 'kind', None)!r}")
-    if not getattr(reg, "name", ""):
-        ident.fail("name is empty")
-    k = getattr(reg, "kernels", None)
-    if not isinstance(k, RegularizerKernels):
-        ident.fail(f"kernels must be a RegularizerKernels named tuple; got {type(k).__name__}")
-    elif not all(callable(getattr(k, n)) for n in _REG_KERNELS):
-        ident.fail("every field of kernels must be callable")
-    for attr in ("smooth_conjugate", "sparse"):
-        if not isinstance(getattr(reg, attr), bool):
-            ident.fail(f"{attr} must be a bool; got {getattr(reg, attr)!r}")
-    for C in (0.1, 1.0, 3.0):
-        rad = reg.conj_radius(C)
-        if not isinstance(rad, float) or not rad > 0:
-            ident.fail(f"conj_radius({C}) must be a float > 0 (inf if unbounded); got {rad!r}")
-        elif reg.smooth_conjugate and math.isfinite(rad):
-            ident.fail(f"smooth_conjugate is True but conj_radius({C}) = {rad} is finite")
-    b = reg.bregman
-    if b is not None and not isinstance(b, BregmanKernels):
-        ident.fail(f"bregman must be a BregmanKernels named tuple; got {type(b).__name__}")
-    _common_declaration(ident, reg)
 
 
 def _reg_shapes(r: _Runner, reg: Any, P: _RegPoints) -> None:
@@ -2151,9 +2105,8 @@ def check_regularizer(reg: Any, *, n_points: int = 64, seed: int = 0, rtol: floa
     """
     rng = np.random.default_rng(seed)
     r = _Runner(reg)
-    r.run("declaration", _reg_declaration, r, reg)
-    groups = {"kernels": getattr(reg, "kernels", None), "bregman": getattr(reg, "bregman", None)}
-    r.run("numba_kernels", _numba_kernels, r, groups)
+    r.run("declaration", _declaration, r, reg, "regularizer")
+    r.run("numba_kernels", _numba_kernels, r, reg)
     try:
         P = _RegPoints(reg, rng, n_points, C)
     except ValueError:

@@ -35,8 +35,10 @@ from ..components.base import Loss, Regularizer
 from ..kernels.ops import GramBank
 from ..problem import Problem
 from ..result import ConvergenceWarning, SolveResult, Status
+from .capabilities import SEPARABLE, needs
 
 __all__ = [
+    "not_separable",
     "as_vector",
     "block_norms",
     "dual_block_norms",
@@ -74,18 +76,22 @@ UNCONVERGED = (Status.MAX_ITER, Status.STALLED, Status.NUMERICAL_ERROR)
 _CENTRED = 1e-12
 
 
-def not_separable(reg: Regularizer) -> str | None:
-    """The reason why an engine of sums over kernels cannot take ``reg``, or ``None``.
+#: Why engines of sums over kernels need ``separable`` (the reason of :data:`SEPARABLE_SUMS`).
+SEPARABLE_WHY = "this engine solves sums over kernels of a function of one block norm"
 
-    SpicyMKL and the proximal engine minimize :math:`C\\sum_m g(\\|\\alpha_m\\|_{K_m})`
-    block by block (prox, conjugate and envelope of one block norm); a
-    regularizer that couples the blocks (``separable = False``) is a
-    different problem, so it is declined rather than solved block-wise.
-    """
-    if getattr(reg, "separable", True):
+#: SpicyMKL and the proximal engine minimize :math:`C\\sum_m g(\\|\\alpha_m\\|_{K_m})`
+#: block by block (prox, conjugate and envelope of one block norm); a
+#: regularizer that couples the blocks (``separable = False``) is a
+#: different problem, so it is declined rather than solved block-wise.
+SEPARABLE_SUMS = needs(SEPARABLE, why=SEPARABLE_WHY)
+
+
+def not_separable(reg: Regularizer) -> str | None:
+    """The reason why an engine of sums over kernels cannot take ``reg``, or ``None``
+    (:data:`SEPARABLE_SUMS`)."""
+    if SEPARABLE_SUMS.met(reg):
         return None
-    return (f"the regularizer '{reg.name}' is not separable over kernels (separable = False), "
-            "but this engine solves sums over kernels of a function of one block norm")
+    return f"{SEPARABLE_SUMS.lack(reg)}: {SEPARABLE_WHY}"
 
 
 def as_vector(x: Any) -> np.ndarray:
@@ -760,13 +766,16 @@ def incumbent_result(
     C_max: float | None,
     unit: str = "iteration",
     stacklevel: int = 4,
+    warn: bool = True,
 ) -> SolveResult:
     """The result of a run from its :class:`Incumbents`: best primal and best dual point.
 
     The primal state offered must hold ``alpha`` (M, N), ``bias`` and
     ``norms`` (M,); the dual state ``rho``.  When the primal point is not
     the last iterate, the message says where it comes from (``unit`` names
-    an iteration of the engine).
+    an iteration of the engine).  ``warn``: as for :func:`build_result`
+    (:class:`mklkit.engines.base.Run` builds results without and
+    :meth:`mklkit.engines.base.Engine.solve` warns once).
     """
     st = inc.primal_state
     if inc.primal_iteration != iterations:
@@ -789,6 +798,7 @@ def incumbent_result(
         rho=inc.dual_state.get("rho"),
         C_max=C_max,
         stacklevel=stacklevel + 1,
+        warn=warn,
     )
 
 
@@ -812,12 +822,15 @@ def build_result(
     rho: np.ndarray | None = None,
     C_max: float | None = None,
     stacklevel: int = 3,
+    weights: np.ndarray | None = None,
+    warn: bool = True,
 ) -> SolveResult:
     r"""Assemble a :class:`~mklkit.result.SolveResult` and warn when unconverged.
 
-    Kernel weights are :func:`kernel_weights` of the primal block norms.
-    Statuses in :data:`UNCONVERGED` emit ``message`` as a
-    :class:`~mklkit.result.ConvergenceWarning` (never an exception).
+    Kernel weights are :func:`kernel_weights` of the primal block norms
+    unless given.  With ``warn``, statuses in :data:`UNCONVERGED` emit
+    ``message`` as a :class:`~mklkit.result.ConvergenceWarning` (never an
+    exception).
 
     Parameters
     ----------
@@ -827,14 +840,21 @@ def build_result(
         The dual point used for ``dual``.
     C_max : float, optional
         :attr:`ZeroSolution.C_max` of the problem, when the engine computed it.
+    weights : ndarray (M,), optional
+        Kernel weights summing to 1 (or all 0), for an engine whose
+        regularizer's ``weight`` kernel does not give them (a regularizer
+        that couples the blocks).
     """
     alpha = np.array(alpha, dtype=np.float64)
     if norms is None:
         norms = block_norms(problem.bank, alpha)
     norms = np.array(norms, dtype=np.float64)
-    weights = kernel_weights(problem.regularizer, norms)
+    if weights is None:
+        weights = kernel_weights(problem.regularizer, norms)
+    else:
+        weights = np.array(weights, dtype=np.float64)
     gap = relative_gap(primal, dual)
-    if status in UNCONVERGED:
+    if warn and status in UNCONVERGED:
         warnings.warn(message, ConvergenceWarning, stacklevel=stacklevel)
     return SolveResult(
         status=status,
