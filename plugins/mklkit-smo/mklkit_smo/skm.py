@@ -881,6 +881,7 @@ class _Skm:
         zero_before = np.zeros(self.M, dtype=bool)
         ends: list[np.ndarray] = []
         eta = np.full(self.M, np.nan)
+        eta_ev = np.zeros(self.M)
         ev: dict[str, float] = {}
         while True:
             stage += 1
@@ -902,6 +903,7 @@ class _Skm:
             e2_tilde = math.nan
             if kappa < 1.0 and np.all(np.isfinite(eta)):
                 ev = self._evaluate(v, c, beta, eta)
+                eta_ev = eta
                 if (not self._met(ev) and ev["e1"] <= self.eps1 and ev["e2"] <= 2.0 * self.eps2
                         and stop != smo.STOP_NUMERICAL):
                     # eta~ just misses (OPT3): the best weights for this alpha may not (§3.3)
@@ -909,11 +911,13 @@ class _Skm:
                     if lp is not None:
                         e2_tilde = ev["e2"]
                         eta, ev = lp
+                        eta_ev = eta
                         source = "lp"
             else:
                 eta_svm = np.zeros(self.M)
                 eta_svm[kept] = 1.0 / max(kept.size, 1)  # the SVM on the sum of kernels
-                ev = self._evaluate(v, c, beta, eta_svm / np.sum(self.dt**2 * eta_svm))
+                eta_ev = eta_svm / np.sum(self.dt**2 * eta_svm)
+                ev = self._evaluate(v, c, beta, eta_ev)
                 ev["e1"] = math.inf if kappa < 1.0 or self.M > 1 else ev["e1"]
             more = {"weights_from": source}
             if source == "lp":
@@ -991,6 +995,7 @@ class _Skm:
                 logger.info("skm_smo: §3.4 removed %d kernels", int(np.sum(eta > 0)
                                                                      - np.sum(sparse > 0)))
                 eta, ev = sparse, ev2
+                eta_ev = eta
                 self._record(stage, kappa, run, ev, eta, viol, kept.size, beta, callback=False,
                              sparsified=True)
         n = self.problem.n_samples
@@ -1000,7 +1005,8 @@ class _Skm:
         if outer.status == Status.CONVERGED:
             outer.message += (f" (targets eps1/n = {self.eps1 / n:g}, eps2 = {self.eps2:g}, "
                               f"tol = {self.tol:g})")
-        return self._result(run, kept, eta, ev)
+        # the point whose objective ev holds (the SVM on the sum of the kernels at kappa = 1)
+        return self._result(run, kept, eta_ev, ev)
 
     def _beta_full(self, run: _SkmRun) -> np.ndarray:
         if run.shrunk:
