@@ -87,8 +87,6 @@ from ._report import ConformanceReport, _Runner
 __all__ = [
     "ENGINE_CHECKS",
     "KitProblem",
-    "standardize",
-    "rbf",
     "sample_bank",
     "sample_points",
     "engine_problems",

@@ -58,7 +58,7 @@ gradient :math:`\sum_m K_m\,\mathrm{prox}(v_m)` and the Hessian
 :math:`\gamma\sum_{m\in M_+}[q_m K_m + (e_m - q_m)K_m\tilde v_m\tilde v_m^\top K_m]`
 with :math:`v_m = \alpha_m + \gamma\rho`, :math:`q_m = \mathrm{prox}(\|v_m\|)/\|v_m\|`,
 :math:`e_m = \mathrm{prox}'(\|v_m\|)` (eqs. 26–27, the envelope's
-derivatives ``env_grad``/``env_hess``), summed over the active kernels
+derivatives ``prox``/``prox_deriv`` by Moreau), summed over the active kernels
 :math:`M_+ = \{m: \mathrm{prox}(\|v_m\|) > 0\}` only.  The details (start,
 line search, Levenberg–Marquardt ridge, inexact inner solves, γ schedule,
 duality gap) are in ``docs/engines.md``.
@@ -105,7 +105,6 @@ multiplier :math:`\nu`).  The solve stops when the relative duality gap
 """
 from __future__ import annotations
 
-import logging
 from typing import ClassVar
 
 from threadpoolctl import ThreadpoolController
@@ -123,8 +122,6 @@ from .start import _centre, _newton_direction, initial_dual  # noqa: F401 - re-e
 
 __all__ = ["Spicy", "BUILTIN_ENGINES", "initial_dual", "METHODS", "BLAS_THREADS",
            "GAMMA0_SCALE"]
-
-logger = logging.getLogger(__name__)
 
 METHODS = ("auto", "one_step", "iterative")
 

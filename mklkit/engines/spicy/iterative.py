@@ -25,7 +25,7 @@ from .start import initial_dual, warm_dual
 
 __all__ = ["_Iterative", "GAMMA0_SCALE"]
 
-logger = logging.getLogger("mklkit.engines.spicy")
+logger = logging.getLogger(__name__)
 
 
 #: Levenberg-Marquardt factor: the Newton system is H + mu I with

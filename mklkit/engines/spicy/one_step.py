@@ -21,7 +21,7 @@ from .start import _centre, _newton_direction, initial_dual, warm_dual
 
 __all__ = ["_OneStep"]
 
-logger = logging.getLogger("mklkit.engines.spicy")
+logger = logging.getLogger(__name__)
 
 
 class _OneStep(Algorithm):
