@@ -274,8 +274,6 @@ class $cls(Regularizer):
         conj_grad=conj_grad,
         conj_hess=conj_grad,  # 0 on the domain, inf outside
         env=env,
-        env_grad=prox,
-        env_hess=prox_deriv,
         weight=weight,
         penalty=penalty,
     )

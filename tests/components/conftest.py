@@ -71,6 +71,7 @@ class RefSquared(Loss):
     """Squared loss (y - z)^2 / 2."""
 
     name = "ref_squared"
+    description = "squared loss (reference)"
     task = REGRESSION
     kernels = LossKernels(sq_value, sq_deriv, ones, sq_conj, sq_conj_grad, ones, lower_inf, upper_inf)
 
@@ -151,6 +152,7 @@ class RefLogistic(Loss):
     """Logistic loss log(1 + exp(-y z))."""
 
     name = "ref_logistic"
+    description = "logistic loss (reference)"
     task = CLASSIFICATION
     kernels = LossKernels(lg_value, lg_deriv, lg_deriv2, lg_conj, lg_conj_grad, lg_conj_hess,
                           cls_lower, cls_upper)
@@ -241,6 +243,7 @@ class RefEpsInsensitive(Loss):
     """epsilon-insensitive loss max(|z - y| - eps, 0) with its constrained conjugate."""
 
     name = "ref_eps_insensitive"
+    description = "epsilon-insensitive loss (reference)"
     task = REGRESSION
     params = (Param("eps", 0.1, "tube half-width", low=0.0),)
     smooth_conjugate = False
@@ -345,6 +348,7 @@ class RefElasticNet(Regularizer):
     """Elastic net (1 - lam) C x + lam C x^2 / 2 on block norms."""
 
     name = "ref_elasticnet"
+    description = "elastic net (reference)"
     params = (Param("lam", 0.5, "weight of the squared part", low=0.0, high=1.0),)
     kernels = RegularizerKernels(en_value, en_prox, en_prox_deriv, en_conj, en_conj_grad, en_conj_hess,
                                  en_env, en_prox, en_prox_deriv, en_weight, en_penalty)
@@ -571,6 +575,7 @@ class RefHuberNorm(Regularizer):
     """Huber function of the block norms: quadratic up to delta, then linear with slope C."""
 
     name = "ref_huber_norm"
+    description = "Huber function of the block norm (reference)"
     params = (Param("delta", 1.0, "end of the quadratic part", low=0.0, low_open=True),)
     kernels = RegularizerKernels(hn_value, hn_prox, hn_prox_deriv, hn_conj, hn_conj_grad, hn_conj_hess,
                                  hn_env, hn_prox, hn_prox_deriv, hn_weight, hn_penalty)

@@ -427,7 +427,8 @@ def test_float32_output_fails_kernel_shapes():
 def test_plain_python_kernel_fails_numba_kernels():
     report = check_component(PythonKernel(), n_points=N_POINTS, seed=0)
     assert [c.identity for c in report.failures] == ["numba_kernels"], str(report)
-    assert "kernels.conj is a function, not a numba @njit function" in report["numba_kernels"].detail
+    assert "kernels.conj must be numba-jitted functions" in report["numba_kernels"].detail
+    assert report["numba_kernels"].detail.endswith("; got function")
 
 
 def test_wrong_sparse_claim_fails():

@@ -353,6 +353,23 @@ def test_unconverged_solve_warns_and_says_so(sonar_small) -> None:
     assert "eps1/n" in res.message and res.iterations <= 40
 
 
+@pytest.mark.parametrize("max_iter", [1, 40])
+def test_a_solve_stopped_in_the_first_stage_returns_the_point_it_reports(sonar_small,
+                                                                         max_iter) -> None:
+    # the first stage is the SVM on the sum of the kernels: its objective is that of the
+    # blocks with equal weights, which the result must hold (not the weights of a later stage)
+    pb = _small(sonar_small)
+    with pytest.warns(ConvergenceWarning):
+        res = SkmSMO(max_iter=max_iter).solve(pb)
+    assert res.status == Status.MAX_ITER and res.history[-1]["kappa"] == 1.0
+    K, y = pb.K, pb.y
+    norms = np.sqrt(np.maximum(np.einsum("mi,mij,mj->m", res.alpha, K, res.alpha), 0.0))
+    z = np.einsum("mij,mj->i", K, res.alpha) + res.bias
+    P = np.sum(np.maximum(0.0, 1.0 - y * z)) + 0.5 * pb.C * float(np.sum(norms)) ** 2
+    assert res.objective == pytest.approx(P, rel=1e-10)
+    np.testing.assert_allclose(res.kernel_weights, np.full(pb.n_kernels, 1.0 / pb.n_kernels))
+
+
 def test_max_stages_ends_as_stalled(sonar_small) -> None:
     with pytest.warns(ConvergenceWarning, match="max_stages=2"):
         res = SkmSMO(max_stages=2).solve(_small(sonar_small))

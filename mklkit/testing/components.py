@@ -1,4 +1,4 @@
-r"""Conformance kit: check a loss or regularizer against its mathematical contract.
+r"""Conformance kit of components: check a loss or regularizer against its mathematical contract.
 
 Every component, built-in or from a plugin, can be checked with
 
@@ -20,8 +20,10 @@ Identities of a loss :math:`\ell(y, z)` (conjugate in the second argument,
 (15)-(17), (33)-(35)):
 
 ``declaration``
-    class attributes (``kind``, ``name``, ``task``, ``kernels``,
-    ``smooth_conjugate``/``constrained``), ``param_vector``, pickling.
+    class attributes (``kind``, ``name``, ``description``, ``params``, ``task``,
+    ``kernels``, the flags, ``constrained``), ``param_vector``, pickling: the
+    checker the registry uses at ``register``
+    (:func:`mklkit.declaration.declaration_problems`).
 ``numba_kernels``
     every kernel is a numba dispatcher (engines call them from jitted loops).
 ``kernel_shapes``
@@ -35,6 +37,10 @@ Identities of a loss :math:`\ell(y, z)` (conjugate in the second argument,
 ``smooth_conjugate_claim``
     a declared smooth conjugate has a gradient that grows without bound at a
     finite end of its domain.
+``linear_conjugate_claim``
+    a declared ``linear_conjugate`` has a bounded domain :math:`[l, u] \ni 0`,
+    :math:`\ell^*(y, 0) = 0` and :math:`\ell^*` linear on :math:`[l, 0]` and
+    :math:`[0, u]`.
 ``convexity``
     :math:`\ell(y,\cdot)` and :math:`\ell^*(y,\cdot)` midpoint convex, ``deriv``
     non-decreasing.
@@ -141,23 +147,23 @@ data.
 from __future__ import annotations
 
 import math
-import pickle
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from scipy import optimize
 
-from .components.base import (
+from ..components.base import (
     CLASSIFICATION,
-    REGRESSION,
     BregmanKernels,
     ConstrainedConjugate,
     LabelError,
     LossKernels,
     RegularizerKernels,
 )
-from .components.params import Param, ParamError, UnknownParamError
+from ..declaration import declaration_problems, unjitted_problem
+from ..components.params import Param, ParamError, UnknownParamError
+from ._report import CheckResult, ConformanceReport, _Identity, _Runner
 
 __all__ = [
     "CheckResult",
@@ -175,7 +181,7 @@ __all__ = [
 
 LOSS_IDENTITIES: tuple[str, ...] = (
     "declaration", "numba_kernels", "kernel_shapes", "conj_domain",
-    "smooth_conjugate_claim", "convexity", "deriv_fd", "deriv2_fd",
+    "smooth_conjugate_claim", "linear_conjugate_claim", "convexity", "deriv_fd", "deriv2_fd",
     "deriv_lipschitz", "conj_grad_fd", "conj_hess_fd", "fenchel_young",
     "conj_sup", "conj_unbounded", "constrained_shapes", "constrained_value",
     "constrained_feasibility", "l0_grad_fd", "l0_hess_fd", "cons_grad_fd",
@@ -202,306 +208,6 @@ _FD_STEP = 1e-5               # relative central-difference step
 _SOLVER_RTOL = 1e-7           # relative accuracy credited to the solvers of constrained_value
 _KINK_SPREAD = 0.05           # relative disagreement of second differences at a kink
 _BIG = 1e300                  # stands for +inf inside scalar solvers
-
-
-# ---------------------------------------------------------------------------
-# Results
-# ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CheckResult:
-    """Outcome of one identity.
-
-    Attributes
-    ----------
-    identity : str
-        Name of the identity (see :data:`LOSS_IDENTITIES`,
-        :data:`REGULARIZER_IDENTITIES`).
-    passed : bool
-        True when the identity held at every point tried.
-    worst_error : float
-        Absolute error at the worst point (largest error/tolerance ratio);
-        ``inf`` for a structural failure such as an exception.
-    tolerance : float
-        Tolerance at that point.
-    point : dict or None
-        The worst point: labels/arguments (``y``, ``z``, ``u``, ``x``, ``v``,
-        ``d``), ``C`` and the component's ``params``.
-    detail : str
-        What was compared, the values, the relative error and how many points
-        failed.
-    """
-
-    identity: str
-    passed: bool
-    worst_error: float
-    tolerance: float
-    point: dict[str, Any] | None
-    detail: str
-
-
-@dataclass
-class ConformanceReport:
-    """All :class:`CheckResult` of one component.
-
-    Attributes
-    ----------
-    component : Loss or Regularizer
-        The instance that was checked.
-    checks : list of CheckResult
-        One result per identity, in the order checked.
-    seed : int or None
-        Seed of the random points (shown when the report fails).
-    origin : str
-        Where the parameter point comes from (``"default parameters"``,
-        ``"random parameter point 2 of 5"``; set by
-        :func:`check_parameter_points`), shown in the heading.
-    """
-
-    component: Any
-    checks: list[CheckResult] = field(default_factory=list)
-    seed: int | None = None
-    origin: str = ""
-
-    @property
-    def ok(self) -> bool:
-        """True when every identity passed."""
-        return all(c.passed for c in self.checks)
-
-    @property
-    def failures(self) -> list[CheckResult]:
-        """The identities that failed."""
-        return [c for c in self.checks if not c.passed]
-
-    def __getitem__(self, identity: str) -> CheckResult:
-        for c in self.checks:
-            if c.identity == identity:
-                return c
-        raise KeyError(identity)
-
-    def __str__(self) -> str:
-        comp = self.component
-        kind = getattr(comp, "kind", "component") or "component"
-        name = getattr(comp, "name", "") or type(comp).__name__
-        nfail = len(self.failures)
-        verdict = "OK" if nfail == 0 else f"{nfail} of {len(self.checks)} identities FAILED"
-        if nfail and self.seed is not None:
-            verdict += f" (seed {self.seed})"
-        at = f" at {self.origin}" if self.origin else ""
-        lines = [f"conformance of {kind} {name!r} ({comp!r}){at}: {verdict}"]
-        width = max((len(c.identity) for c in self.checks), default=0)
-        for c in self.checks:
-            if c.passed:
-                lines.append(f"  PASS  {c.identity:<{width}}  {c.detail}")
-            else:
-                lines.append(f"  FAIL  {c.identity:<{width}}  {c.detail}")
-                if c.point is not None:
-                    lines.append(f"        {'':<{width}}  at {_fmt_point(c.point)}")
-                lines.append(
-                    f"        {'':<{width}}  |error| = {_fmt(c.worst_error)}"
-                    f" > tolerance {_fmt(c.tolerance)}"
-                )
-        return "\n".join(lines)
-
-
-def _fmt(x: float) -> str:
-    if x is None:
-        return "n/a"
-    x = float(x)
-    if math.isnan(x) or math.isinf(x):
-        return str(x)
-    return f"{x:.3e}"
-
-
-def _fmt_val(v: Any) -> str:
-    if isinstance(v, (float, np.floating)):
-        return f"{float(v):.10g}"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{k}: {_fmt_val(w)}" for k, w in v.items()) + "}"
-    return repr(v)
-
-
-def _fmt_point(point: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={_fmt_val(v)}" for k, v in point.items())
-
-
-# ---------------------------------------------------------------------------
-# Bookkeeping of one identity
-# ---------------------------------------------------------------------------
-class _Identity:
-    """Accumulates comparisons for one identity and keeps the worst point."""
-
-    def __init__(self, name: str, params: dict[str, Any]):
-        self.name = name
-        self.params = params
-        self.n = 0
-        self.nfail = 0
-        self.worst_ratio = -math.inf
-        self.worst: tuple[float, float, dict | None, str] | None = None
-        self.hard: list[tuple[str, dict | None]] = []
-
-    # -- utilities ------------------------------------------------------
-    def _point(self, points: dict[str, np.ndarray], i: int) -> dict[str, Any]:
-        pt: dict[str, Any] = {}
-        for k, v in points.items():
-            pt[k] = float(np.asarray(v).reshape(-1)[i])
-        pt["params"] = dict(self.params)
-        return pt
-
-    def _record(self, err, tol, ok, points, describe) -> None:
-        err = np.asarray(err, dtype=np.float64).reshape(-1)
-        tol = np.broadcast_to(np.asarray(tol, dtype=np.float64), err.shape).reshape(-1)
-        # an infinite or NaN tolerance would accept anything: demand an exact match
-        bad_tol = ~np.isfinite(tol)
-        tol = np.where(bad_tol, 0.0, tol)
-        ok = np.asarray(ok, dtype=bool).reshape(-1) & ~(bad_tol & (err > 0))
-        self.n += err.size
-        nbad = int(np.count_nonzero(~ok))
-        self.nfail += nbad
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(ok, err / np.maximum(tol, 1e-300), np.inf)
-        ratio = np.where(np.isnan(ratio), np.inf, ratio)
-        if err.size == 0:
-            return
-        i = int(np.argmax(ratio))
-        if ratio[i] > self.worst_ratio or self.worst is None:
-            self.worst_ratio = float(ratio[i])
-            self.worst = (float(err[i]), float(tol[i]), self._point(points, i), describe(i))
-
-    # -- public to the checks -------------------------------------------
-    @staticmethod
-    def _lead(a: Any, shape: tuple[int, ...]) -> np.ndarray:
-        """Broadcast an array indexed by point (leading axis) to ``shape``."""
-        a = np.asarray(a)
-        if a.dtype != bool:
-            a = a.astype(np.float64, copy=False)
-        if a.ndim == 0:
-            return np.broadcast_to(a, shape)
-        return np.broadcast_to(a.reshape(a.shape + (1,) * (len(shape) - a.ndim)), shape)
-
-    def _select(self, arrays: list[Any], points: dict[str, Any], mask: Any,
-                shape: tuple[int, ...]) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
-        m = (np.ones(shape, dtype=bool) if mask is None
-             else self._lead(np.asarray(mask, dtype=bool), shape))
-        out = [self._lead(a, shape)[m] for a in arrays]
-        pts = {k: self._lead(v, shape)[m] for k, v in points.items()}
-        return out, pts
-
-    def compare(self, got, expected, tol, points: dict[str, Any], what: str,
-                scale=None, mask=None) -> None:
-        """Require ``|got - expected| <= tol`` elementwise (inf == inf allowed)."""
-        got, expected = np.broadcast_arrays(np.asarray(got, dtype=np.float64),
-                                            np.asarray(expected, dtype=np.float64))
-        shape = got.shape
-        sc = np.maximum(np.abs(got), np.abs(expected)) if scale is None else scale
-        (got, expected, tol, sc), pts = self._select([got, expected, tol, sc], points, mask, shape)
-        with np.errstate(invalid="ignore"):
-            same_inf = np.isinf(got) & np.isinf(expected) & (np.sign(got) == np.sign(expected))
-            err = np.where(same_inf, 0.0, np.abs(got - expected))
-        err = np.where(np.isnan(err), np.inf, err)
-        ok = err <= tol
-
-        def describe(i: int) -> str:
-            rel = err[i] / sc[i] if sc[i] > 0 and math.isfinite(sc[i]) else math.inf
-            return (f"{what}: got {got[i]:.12g}, expected {expected[i]:.12g} "
-                    f"(relative error {_fmt(rel)})")
-
-        self._record(err, tol, ok, pts, describe)
-
-    def at_least(self, lhs, rhs, tol, points: dict[str, Any], what: str, mask=None) -> None:
-        """Require ``lhs >= rhs - tol`` elementwise."""
-        lhs, rhs = np.broadcast_arrays(np.asarray(lhs, dtype=np.float64),
-                                       np.asarray(rhs, dtype=np.float64))
-        (lhs, rhs, tol), pts = self._select([lhs, rhs, tol], points, mask, lhs.shape)
-        with np.errstate(invalid="ignore"):
-            gap = rhs - lhs
-            err = np.where(np.isnan(gap), np.inf, np.maximum(gap, 0.0))
-        ok = err <= tol
-
-        def describe(i: int) -> str:
-            scale = max(abs(lhs[i]), abs(rhs[i]))
-            rel = err[i] / scale if scale > 0 and math.isfinite(scale) else math.inf
-            return (f"{what}: {lhs[i]:.12g} < {rhs[i]:.12g} "
-                    f"(relative violation {_fmt(rel)})")
-
-        self._record(err, tol, ok, pts, describe)
-
-    def require(self, ok, points: dict[str, Any], what: Callable[[int], str] | str) -> None:
-        """Require a boolean property elementwise (no error size)."""
-        ok = np.asarray(ok, dtype=bool)
-        (ok,), pts = self._select([ok], points, None, ok.shape)
-        err = np.where(ok, 0.0, np.inf)
-        describe = what if callable(what) else (lambda i: what)
-        self._record(err, np.zeros_like(err), ok, pts, describe)
-
-    def fail(self, message: str, point: dict[str, Any] | None = None) -> None:
-        """Record a structural failure."""
-        self.n += 1
-        self.nfail += 1
-        if point is not None:
-            point = {**point, "params": dict(self.params)}
-        self.hard.append((message, point))
-
-    def note(self, count: int = 1) -> None:
-        """Count points that passed a check without an error size."""
-        self.n += count
-
-    def result(self) -> CheckResult:
-        if self.hard:
-            msg, pt = self.hard[0]
-            more = f" (and {len(self.hard) - 1} more problems)" if len(self.hard) > 1 else ""
-            return CheckResult(self.name, False, math.inf, 0.0, pt, msg + more)
-        if self.worst is None:
-            return CheckResult(self.name, True, 0.0, 0.0, None,
-                               f"{self.n} check{'s' if self.n != 1 else ''}")
-        err, tol, pt, desc = self.worst
-        if self.nfail:
-            return CheckResult(self.name, False, err, tol, pt,
-                               f"{desc}; fails at {self.nfail} of {self.n} points")
-        return CheckResult(self.name, True, err, tol, None,
-                           f"{self.n} points, worst |error| {_fmt(err)} (tolerance {_fmt(tol)})")
-
-
-class _Runner:
-    """Runs identity checks, turning exceptions into failures."""
-
-    def __init__(self, component: Any):
-        self.component = component
-        try:
-            self.params = dict(component.get_params())
-        except Exception:  # pragma: no cover - a broken get_params is reported by declaration
-            self.params = {}
-        self.results: dict[str, _Identity] = {}
-        self.order: list[str] = []
-        self.current = ""
-
-    def identity(self, name: str) -> _Identity:
-        """The accumulator of ``name``; it becomes the one being checked."""
-        if name not in self.results:
-            self.results[name] = _Identity(name, self.params)
-            self.order.append(name)
-        self.current = name
-        return self.results[name]
-
-    def run(self, names: str | Sequence[str], fn: Callable[..., None], *args: Any) -> None:
-        """Run ``fn``, which checks ``names``; an exception fails the identity being checked."""
-        names = [names] if isinstance(names, str) else list(names)
-        for n in names:
-            self.identity(n)
-        self.current = names[0]
-        try:
-            with np.errstate(all="ignore"):
-                fn(*args)
-        except Exception as exc:  # a kernel that raises fails its identity
-            where = self.current
-            self.results[where].fail(f"raised {type(exc).__name__}: {exc}")
-            for n in names:
-                ident = self.results[n]
-                if ident.n == 0 and not ident.hard:
-                    ident.fail(f"not checked: {where} raised {type(exc).__name__} first")
-
-    def report(self, seed: int | None = None) -> ConformanceReport:
-        return ConformanceReport(self.component, [self.results[n].result() for n in self.order],
-                                 seed=seed)
 
 
 # ---------------------------------------------------------------------------
@@ -713,14 +419,6 @@ def _bisect_jumps(fun: Callable[[np.ndarray], np.ndarray], a: np.ndarray, b: np.
     return a, b
 
 
-def _is_dispatcher(fn: Any) -> bool:
-    try:
-        from numba.core.dispatcher import Dispatcher
-    except Exception:  # pragma: no cover - numba is a dependency
-        return False
-    return isinstance(fn, Dispatcher)
-
-
 def _check_output(ident: _Identity, name: str, out: Any, shape: tuple[int, ...],
                   points: dict[str, Any], allow_inf: bool = False) -> np.ndarray | None:
     """Dtype/shape/finiteness of one kernel output; returns it as an array."""
@@ -744,12 +442,6 @@ def _check_output(ident: _Identity, name: str, out: Any, shape: tuple[int, ...],
 # ---------------------------------------------------------------------------
 # Losses
 # ---------------------------------------------------------------------------
-_LOSS_KERNELS = ("value", "deriv", "deriv2", "conj", "conj_grad", "conj_hess",
-                 "conj_lower", "conj_upper")
-_REG_KERNELS = ("value", "prox", "prox_deriv", "conj", "conj_grad", "conj_hess",
-                "env", "env_grad", "env_hess", "weight", "penalty")
-
-
 class _LossPoints:
     """Random points for a loss."""
 
@@ -794,59 +486,24 @@ class _LossPoints:
         return _f64(u), _f64(np.where(out_mask, out, 0.0)), out_mask
 
 
-def _loss_declaration(r: _Runner, loss: Any) -> None:
+def _declaration(r: _Runner, comp: Any, kind: str) -> None:
+    """The declaration, by the checker the registry uses
+    (:func:`mklkit.declaration.declaration_problems`)."""
     ident = r.identity("declaration")
-    if getattr(loss, "kind", None) != "loss":
-        ident.fail(f"kind must be 'loss'; got {getattr(loss, 'kind', None)!r}")
-    if not getattr(loss, "name", ""):
-        ident.fail("name is empty")
-    if getattr(loss, "task", None) not in (CLASSIFICATION, REGRESSION):
-        ident.fail(f"task must be {CLASSIFICATION!r} or {REGRESSION!r}; "
-                   f"got {getattr(loss, 'task', None)!r}")
-    k = getattr(loss, "kernels", None)
-    if not isinstance(k, LossKernels):
-        ident.fail(f"kernels must be a LossKernels named tuple; got {type(k).__name__}")
-    elif not all(callable(getattr(k, n)) for n in _LOSS_KERNELS):
-        ident.fail("every field of kernels must be callable")
-    if not isinstance(loss.smooth_conjugate, bool) or not isinstance(loss.smooth_primal, bool):
-        ident.fail("smooth_conjugate and smooth_primal must be bool")
-    cons = loss.constrained
-    if not loss.smooth_conjugate and cons is None:
-        ident.fail("smooth_conjugate is False but no constrained representation is given")
-    if cons is not None and not isinstance(cons, ConstrainedConjugate):
-        ident.fail(f"constrained must be a ConstrainedConjugate; got {type(cons).__name__}")
-    if cons is not None and not (int(loss.n_aux) >= 0 and int(loss.n_cons) >= 1):
-        ident.fail(f"n_aux must be >= 0 and n_cons >= 1; got {loss.n_aux}, {loss.n_cons}")
-    _common_declaration(ident, loss)
-
-
-def _common_declaration(ident: _Identity, comp: Any) -> None:
-    pv = comp.param_vector
-    if not (isinstance(pv, np.ndarray) and pv.dtype == np.float64 and pv.ndim == 1
-            and pv.flags.c_contiguous):
-        ident.fail("param_vector must be a 1-d C-contiguous float64 array")
-    try:
-        clone = pickle.loads(pickle.dumps(comp))
-    except Exception as exc:
-        ident.fail(f"pickling failed: {type(exc).__name__}: {exc}")
+    problems = declaration_problems(comp, kind=kind)
+    if problems:
+        ident.fail("; ".join(problems))
     else:
-        if clone != comp:
-            ident.fail(f"pickle round trip changed the component: {clone!r} != {comp!r}")
-    ident.note()
+        ident.note()
 
 
-def _numba_kernels(r: _Runner, groups: dict[str, Any]) -> None:
+def _numba_kernels(r: _Runner, comp: Any) -> None:
     ident = r.identity("numba_kernels")
-    for gname, group in groups.items():
-        if group is None:
-            continue
-        for fname in group._fields:
-            fn = getattr(group, fname)
-            if not _is_dispatcher(fn):
-                ident.fail(f"{gname}.{fname} is a {type(fn).__name__}, not a numba "
-                           "@njit function: engines call it from jitted loops")
-            else:
-                ident.note()
+    problem = unjitted_problem(comp)
+    if problem is not None:
+        ident.fail(problem)
+    else:
+        ident.note()
 
 
 def _loss_shapes(r: _Runner, loss: Any, P: _LossPoints) -> None:
@@ -915,6 +572,31 @@ def _loss_smooth_claim(r: _Runner, loss: Any, P: _LossPoints) -> None:
             f"of the domain (conj_grad at distances 1e-3, 1e-6, 1e-12 of the width: "
             f"{outward * g[0][i]:.6g}, {outward * g[1][i]:.6g}, {outward * g[2][i]:.6g}); "
             "declare smooth_conjugate = False and give a constrained representation"))
+
+
+def _loss_linear_claim(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
+    ident = r.identity("linear_conjugate_claim")
+    if not loss.linear_conjugate:
+        ident.note()
+        return
+    k, p, y, lo, hi = loss.kernels, P.p, P.y, P.lo, P.hi
+    pts = {"y": y, "lower": lo, "upper": hi}
+    ok = np.isfinite(lo) & np.isfinite(hi) & (lo <= 0.0) & (hi >= 0.0) & (lo < hi)
+    ident.require(ok, pts, lambda i: (
+        f"linear_conjugate is True but the domain [{lo[i]:.6g}, {hi[i]:.6g}] of the conjugate "
+        "is not a bounded interval containing 0"))
+    if not ok.all():
+        return
+    zero = _arr(k.conj(y, _f64(np.zeros(y.size)), p))
+    ident.compare(zero, 0.0, atol + _ROUND, pts, "linear_conjugate: conj(y, 0) vs 0")
+    for end in (lo, hi):
+        at_end = _arr(k.conj(y, _f64(end), p))
+        for t in (0.2, 0.5, 0.9):
+            mid = _arr(k.conj(y, _f64(t * end), p))
+            line = t * at_end
+            ident.compare(mid, line, _tol(rtol, atol, (mid, line), (at_end, zero)),
+                          {**pts, "u": t * end},
+                          "linear_conjugate: conj(y, t u) vs t conj(y, u) at an end u of the domain")
 
 
 def _loss_convexity(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float,
@@ -1443,10 +1125,8 @@ def check_loss(loss: Any, *, n_points: int = 64, seed: int = 0, rtol: float = 1e
     """
     rng = np.random.default_rng(seed)
     r = _Runner(loss)
-    r.run("declaration", _loss_declaration, r, loss)
-    groups = {"kernels": getattr(loss, "kernels", None),
-              "constrained": getattr(loss, "constrained", None)}
-    r.run("numba_kernels", _numba_kernels, r, groups)
+    r.run("declaration", _declaration, r, loss, "loss")
+    r.run("numba_kernels", _numba_kernels, r, loss)
     try:
         P = _LossPoints(loss, rng, n_points)
     except Exception as exc:
@@ -1457,6 +1137,7 @@ def check_loss(loss: Any, *, n_points: int = 64, seed: int = 0, rtol: float = 1e
     r.run("kernel_shapes", _loss_shapes, r, loss, P)
     r.run("conj_domain", _loss_conj_domain, r, loss, P)
     r.run("smooth_conjugate_claim", _loss_smooth_claim, r, loss, P)
+    r.run("linear_conjugate_claim", _loss_linear_claim, r, loss, P, rtol, atol)
     r.run("convexity", _loss_convexity, r, loss, P, rtol, atol, rng)
     r.run("deriv_fd", _loss_deriv, r, loss, P, rtol, atol)
     r.run("deriv2_fd", _loss_deriv2, r, loss, P, rtol, atol)
@@ -1551,32 +1232,6 @@ def _overflow_justified(fn: Callable[[np.ndarray, float], Any], y: np.ndarray,
                 hi = mid
         out[i] = float(_arr(fn(_f64([lo]), c))[0]) >= _OVERFLOW_FLOOR
     return out
-
-
-def _reg_declaration(r: _Runner, reg: Any) -> None:
-    ident = r.identity("declaration")
-    if getattr(reg, "kind", None) != "regularizer":
-        ident.fail(f"kind must be 'regularizer'; got {getattr(reg, 'kind', None)!r}")
-    if not getattr(reg, "name", ""):
-        ident.fail("name is empty")
-    k = getattr(reg, "kernels", None)
-    if not isinstance(k, RegularizerKernels):
-        ident.fail(f"kernels must be a RegularizerKernels named tuple; got {type(k).__name__}")
-    elif not all(callable(getattr(k, n)) for n in _REG_KERNELS):
-        ident.fail("every field of kernels must be callable")
-    for attr in ("smooth_conjugate", "sparse"):
-        if not isinstance(getattr(reg, attr), bool):
-            ident.fail(f"{attr} must be a bool; got {getattr(reg, attr)!r}")
-    for C in (0.1, 1.0, 3.0):
-        rad = reg.conj_radius(C)
-        if not isinstance(rad, float) or not rad > 0:
-            ident.fail(f"conj_radius({C}) must be a float > 0 (inf if unbounded); got {rad!r}")
-        elif reg.smooth_conjugate and math.isfinite(rad):
-            ident.fail(f"smooth_conjugate is True but conj_radius({C}) = {rad} is finite")
-    b = reg.bregman
-    if b is not None and not isinstance(b, BregmanKernels):
-        ident.fail(f"bregman must be a BregmanKernels named tuple; got {type(b).__name__}")
-    _common_declaration(ident, reg)
 
 
 def _reg_shapes(r: _Runner, reg: Any, P: _RegPoints) -> None:
@@ -2151,9 +1806,8 @@ def check_regularizer(reg: Any, *, n_points: int = 64, seed: int = 0, rtol: floa
     """
     rng = np.random.default_rng(seed)
     r = _Runner(reg)
-    r.run("declaration", _reg_declaration, r, reg)
-    groups = {"kernels": getattr(reg, "kernels", None), "bregman": getattr(reg, "bregman", None)}
-    r.run("numba_kernels", _numba_kernels, r, groups)
+    r.run("declaration", _declaration, r, reg, "regularizer")
+    r.run("numba_kernels", _numba_kernels, r, reg)
     try:
         P = _RegPoints(reg, rng, n_points, C)
     except ValueError:
@@ -2453,3 +2107,4 @@ def check_parameter_points(component: type, *, n_random: int = 3, seed: int = 0,
             report.origin = f"random parameter point {k} of {n_drawn}"
         reports.append(report)
     return reports
+
