@@ -177,7 +177,7 @@ _USER_ERRORS = (
     ("mklkit.pipeline", "PipelineError"),
     ("mklkit.io", "OutputError"),
     ("mklkit.data", "DataError"),
-    ("mklkit.kernels.bank", "BankError"),
+    ("mklkit.kernels", "BankError"),
     ("mklkit.plugins", "UnknownComponentError"),
     ("mklkit.components.params", "ParamError"),
     ("mklkit.components.base", "LabelError"),

@@ -2,8 +2,14 @@
 
 * :mod:`mklkit.kernels.functions` — the ``kernel`` component kind
   (:class:`KernelFunction`) and the built-ins ``rbf``, ``poly``, ``linear``.
-* :mod:`mklkit.kernels.bank` — bank descriptions and :class:`KernelBank`,
-  one contiguous (M, N, N) float64 array of normalised Gram matrices.
+* :mod:`mklkit.kernels.description` — bank descriptions: entries (or a
+  preset) expanded to :class:`BankKernel` objects, and their validation.
+* :mod:`mklkit.kernels.build` — :class:`KernelBank`, one contiguous
+  (M, N, N) float64 array of normalised Gram matrices, cross kernels, and
+  the memory estimate.
+* :mod:`mklkit.kernels.precomputed` — banks from given Gram matrices or an
+  ``.npz`` file.
+* :mod:`mklkit.kernels.bank` — all names of those three in one place.
 * :mod:`mklkit.kernels.presets` — the ``simplemkl`` and ``smomkl`` banks.
 * :mod:`mklkit.kernels.factor` — :class:`FactorBank`, kernels held as factors
   :math:`K_m = L_mL_m^\top`; :mod:`mklkit.kernels.factorize` builds them
@@ -11,24 +17,21 @@
 """
 from __future__ import annotations
 
-from .bank import (
+from .build import KernelBank, MemoryBudgetError, estimate_bytes, estimate_peak_bytes, format_bytes
+from .description import (
     CHI2_DF,
     DEFAULT_MEMORY_BUDGET,
     NORMALIZATIONS,
     BankError,
-    KernelBank,
+    BankKernel,
     KernelSpec,
-    MemoryBudgetError,
-    PrecomputedKernels,
     builtin_resolver,
     count_kernels,
-    estimate_bytes,
-    estimate_peak_bytes,
     expand_bank,
-    format_bytes,
     make_resolver,
     validate_bank,
 )
+from .precomputed import PrecomputedKernels
 from .functions import (
     BUILTIN_KERNEL_FUNCTIONS,
     RBF,
@@ -45,6 +48,7 @@ from .presets import PRESETS, available_presets, preset_entries
 __all__ = [
     "BUILTIN_KERNEL_FUNCTIONS",
     "BankError",
+    "BankKernel",
     "CHI2_DF",
     "DEFAULT_MEMORY_BUDGET",
     "FactorBank",

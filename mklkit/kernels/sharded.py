@@ -2,7 +2,7 @@ r"""A Gram bank whose kernels are built and kept on Dask workers.
 
 :class:`ShardedBank` splits the kernel indices :math:`m = 0..M-1` into one
 contiguous shard per worker.  Each worker builds its shard itself with
-:meth:`KernelBank.build <mklkit.kernels.bank.KernelBank.build>` from the
+:meth:`KernelBank.build <mklkit.kernels.build.KernelBank.build>` from the
 training features and the shard's part of the bank description (one entry
 per kernel, resolved on the client, so χ² widths and random feature subsets
 are the ones the whole description gives), and keeps it in a Dask actor:
@@ -37,15 +37,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .bank import (
-    DEFAULT_MEMORY_BUDGET,
-    BankError,
-    KernelBank,
-    Resolver,
-    estimate_bytes,
-    expand_bank,
-    format_bytes,
-)
+from .build import KernelBank, estimate_bytes, format_bytes
+from .description import DEFAULT_MEMORY_BUDGET, BankError, Resolver, expand_bank
 from .ops import ArrayBank, GramBank
 
 __all__ = ["ShardedBank", "ShardLostError", "CommStats"]
@@ -194,7 +187,7 @@ class ShardedBank(GramBank):
     shape : tuple
         ``(M, N, N)``.
     names : list of str
-        One label per kernel (as :class:`~mklkit.kernels.bank.KernelBank` names them).
+        One label per kernel (as :class:`~mklkit.kernels.build.KernelBank` names them).
     bounds : ndarray (W + 1,)
         Shard ``w`` holds kernels ``bounds[w] .. bounds[w + 1] - 1``.
     workers : list of str
@@ -242,7 +235,7 @@ class ShardedBank(GramBank):
         X : ndarray (N, d), scipy.sparse matrix or Dataset
             Training points; sent once to every worker.
         entries_or_preset : list of entries or str
-            Bank description (:mod:`mklkit.kernels.bank`).
+            Bank description (:mod:`mklkit.kernels.description`).
         normalize : {"trace", "diagonal", "none"}
             Per kernel, as :meth:`KernelBank.build`.
         workers : sequence of str, optional

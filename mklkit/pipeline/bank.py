@@ -46,7 +46,7 @@ def check_memory(M: int, N: int, n_test: int, bank: BankSettings) -> dict[str, i
 
 def kernel_resolver() -> Callable[[str], type]:
     """Kernel functions are looked up in the plugin registry (with the names it knows in errors)."""
-    from ..kernels.bank import UnknownName
+    from ..kernels.description import UnknownName
     from ..plugins import UnknownComponentError, get_registry
 
     reg = get_registry()

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from mklkit.kernels import RBF, KernelSpec, Linear, Poly, expand_bank
+from mklkit.kernels import RBF, BankKernel, Linear, Poly, expand_bank
 
 __all__ = ["KernelSource", "FeatureKernels", "SUPPORTED_FUNCTIONS"]
 
@@ -61,7 +61,7 @@ class FeatureKernels(KernelSource):
     ----------
     X : ndarray (N, D), scipy.sparse matrix or :class:`mklkit.data.Dataset`
         Training points (NaN and inf are refused).
-    bank : list of entries, preset name, or list of :class:`mklkit.kernels.KernelSpec`
+    bank : list of entries, preset name, or list of :class:`mklkit.kernels.BankKernel`
         The kernels, in the ``kernels.bank`` vocabulary of
         :func:`mklkit.kernels.expand_bank` (e.g. ``"smomkl"`` or
         ``[{"function": "rbf", "width": [1, 2], "features": "each"}]``).
@@ -102,7 +102,7 @@ class FeatureKernels(KernelSource):
             raise ValueError("X contains NaN or infinite values")
         Xr.sort_indices()
         N, D = Xr.shape
-        if isinstance(bank, (list, tuple)) and bank and all(isinstance(s, KernelSpec) for s in bank):
+        if isinstance(bank, (list, tuple)) and bank and all(isinstance(s, BankKernel) for s in bank):
             specs = list(bank)
         else:
             specs = expand_bank(bank, D, feature_names)

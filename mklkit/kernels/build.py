@@ -1,0 +1,605 @@
+r"""Building kernel banks: the Gram matrices of a description in one contiguous (M, N, N) float64 array.
+
+:class:`KernelBank` holds them normalised; :meth:`KernelBank.cross` computes
+test-versus-training kernels the same way; the memory they need is
+estimated (and checked against a budget) before anything is allocated.
+
+Normalisation
+-------------
+``"trace"`` (SpicyMKL §6.1): :math:`K_m \leftarrow K_m / \operatorname{tr}(K_m)`.
+``"diagonal"``: :math:`K_{m,ij} \leftarrow K_{m,ij} / \sqrt{K_{m,ii} K_{m,jj}}`.
+``"none"``.  The constants are kept, and :meth:`KernelBank.cross` applies the
+identical transform to test-versus-training kernels (for ``"diagonal"`` with
+the test points' own :math:`k(x, x)`).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._kernels.gram import all_finite, divide_outer_inplace, symmetrize_inplace
+from .description import (
+    DEFAULT_MEMORY_BUDGET,
+    BankError,
+    BankKernel,
+    Resolver,
+    _check_normalize,
+    expand_bank,
+)
+from .functions import as_matrix, base_matrix
+from .precomputed import PrecomputedKernels, bank_from_precomputed, precomputed_from_npz
+
+__all__ = [
+    "KernelBank",
+    "MemoryBudgetError",
+    "estimate_bytes",
+    "estimate_peak_bytes",
+    "format_bytes",
+]
+
+logger = logging.getLogger("mklkit.kernels.bank")
+
+# ---------------------------------------------------------------------------
+# Memory
+# ---------------------------------------------------------------------------
+def estimate_bytes(M: int, N: int, n_rows: int | None = None) -> int:
+    """Bytes needed to build ``M`` kernels on ``N`` training points.
+
+    ``M·n_rows·N·8`` for the bank itself (``n_rows = N`` for the training
+    bank, the number of test points for :meth:`KernelBank.cross`) plus working
+    space: two ``n_rows × N`` float64 matrices (the shared distance or
+    inner-product matrix and one temporary) and the per-kernel diagonals.
+    """
+    rows = N if n_rows is None else n_rows
+    return int(8 * (M * rows * N + 2 * rows * N + M * (rows + N)))
+
+
+def estimate_peak_bytes(M: int, N: int, n_test: int = 0) -> int:
+    """Peak bytes of building ``M`` kernels on ``N`` training points, then their test kernels.
+
+    The training bank (``M·N·N·8`` bytes) stays allocated while the
+    test-versus-training kernels of ``n_test`` points (``M·n_test·N·8``) are
+    computed, so the peak is the larger of :func:`estimate_bytes` of the bank and
+    the bank plus :func:`estimate_bytes` of the test kernels (each with its own
+    working space).  ``n_test = 0``: :func:`estimate_bytes` of the bank.
+    """
+    train = estimate_bytes(M, N)
+    if n_test <= 0:
+        return train
+    return max(train, 8 * M * N * N + estimate_bytes(M, N, n_test))
+
+
+class MemoryBudgetError(BankError):
+    """A bank (or cross-kernel bank) larger than the memory budget, refused before allocating.
+
+    Attributes
+    ----------
+    what : str
+        ``"kernel bank"`` or ``"cross-kernel bank"``.
+    need, budget : float
+        Estimated bytes (:func:`estimate_bytes`) and the budget.
+    shape : tuple of int
+        ``(M, rows, N)`` of the refused array.
+    """
+
+    def __init__(self, what: str, need: float, budget: float, shape: tuple[int, int, int],
+                 key: str = "memory_budget_bytes") -> None:
+        self.what = what
+        self.need = need
+        self.budget = budget
+        self.shape = shape
+        super().__init__(self.describe(key), key=key)
+
+    def describe(self, key: str) -> str:
+        """The message, naming the budget parameter ``key`` (a caller's name for it)."""
+        M, rows, N = self.shape
+        return (
+            f"{self.what} needs about {format_bytes(self.need)} ({M} kernels x {rows} x {N} float64 "
+            f"= {format_bytes(8 * M * rows * N)}, plus working space) but {key} is "
+            f"{format_bytes(self.budget)}; use fewer kernels or samples, or raise {key}"
+        )
+
+
+def format_bytes(n: float) -> str:
+    """``512.0 MiB``, ``3.2 GiB``."""
+    if n >= 1024**3:
+        return f"{n / 1024**3:.1f} GiB"
+    if n >= 1024**2:
+        return f"{n / 1024**2:.1f} MiB"
+    if n >= 1024:
+        return f"{n / 1024:.1f} KiB"
+    return f"{int(n)} B"
+
+
+def _check_budget(M: int, N: int, rows: int, budget: float | None, what: str) -> None:
+    if budget is None:
+        budget = DEFAULT_MEMORY_BUDGET
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0:
+        raise BankError(f"memory_budget_bytes must be a number of bytes > 0; got {budget!r}")
+    need = estimate_bytes(M, N, rows)
+    if need > budget:
+        raise MemoryBudgetError(what, need, budget, (M, rows, N))
+
+
+# ---------------------------------------------------------------------------
+# Progress
+# ---------------------------------------------------------------------------
+class _Progress:
+    """Reports the progress of a build to a callback ``progress(event)``; library code never prints.
+
+    ``event``: ``{"what": label, "done": m, "total": M, "elapsed_s": seconds}``,
+    at most every 0.1 s and once at the end.  The command line draws a bar
+    from it (:mod:`mklkit.cli`).
+    """
+
+    def __init__(self, total: int, label: str, callback: Callable[[dict[str, Any]], Any] | None):
+        self.total = total
+        self.label = label
+        self.callback = callback
+        self._last = 0.0
+        self._t0 = time.monotonic()
+
+    def update(self, done: int) -> None:
+        if self.callback is None:
+            return
+        now = time.monotonic()
+        if done < self.total and now - self._last < 0.1:
+            return
+        self._last = now
+        self.callback({"what": self.label, "done": done, "total": self.total, "elapsed_s": now - self._t0})
+
+    def close(self) -> None:
+        self.update(self.total)
+
+
+def _progress_callback(progress: Any) -> Callable[[dict[str, Any]], Any] | None:
+    """``progress`` if it is a callable, else ``None`` (``True``/``False``/``None``: no reports)."""
+    return progress if callable(progress) else None
+
+
+# ---------------------------------------------------------------------------
+# The bank
+# ---------------------------------------------------------------------------
+def _dense_columns(X: Any, columns: np.ndarray, name: str) -> np.ndarray:
+    """Dense float64 copy of the needed columns of ``X`` (dense or sparse), checked finite."""
+    if sp.issparse(X):
+        Xc = sp.csr_matrix(X)
+        if not np.all(np.isfinite(Xc.data)):
+            raise BankError(f"{name} contains NaN or infinite values")
+        A = np.ascontiguousarray(Xc[:, columns].toarray(), dtype=np.float64)
+    else:
+        A = np.asarray(X, dtype=np.float64)
+        if A.ndim != 2:
+            raise BankError(f"{name} must be a 2-d array (samples x features); got shape {A.shape}")
+        if not np.all(np.isfinite(A)):
+            r, j = (int(v) for v in np.argwhere(~np.isfinite(A))[0])
+            raise BankError(f"{name}[{r}, {j}] is {float(A[r, j])!r}; NaN and infinite values are not allowed")
+        A = np.ascontiguousarray(A[:, columns]) if len(columns) != A.shape[1] else as_matrix(A)
+    return A
+
+
+def _shape_of(X: Any) -> tuple[int, ...]:
+    return tuple(X.shape) if hasattr(X, "shape") else np.shape(X)
+
+
+class KernelBank:
+    """A bank of ``M`` Gram matrices on ``N`` training points.
+
+    Build one with :meth:`build` (from data and a description),
+    :meth:`from_precomputed` or :meth:`from_npz`.
+
+    Attributes
+    ----------
+    K : ndarray (M, N, N)
+        C-contiguous float64, each ``K[m]`` exactly symmetric, normalised.
+    names : list of str
+        One readable label per kernel, e.g. ``rbf(width=0.5)[x3]``.
+    specs : list of BankKernel or None
+        Resolved function, parameters and 0-based feature indices per kernel
+        (``None`` for precomputed banks).
+    normalize : {"trace", "diagonal", "none"}
+    traces : ndarray (M,)
+        ``trace(K_m)`` before normalisation (the divisor for ``"trace"``).
+    train_diag : ndarray (M, N) or None
+        ``diag(K_m)`` before normalisation (kept for ``"diagonal"``).
+    feature_names : list of str or None
+        Names of the data columns the bank was built on.
+    """
+
+    def __init__(
+        self,
+        K: np.ndarray,
+        names: list[str],
+        specs: list[BankKernel] | None,
+        normalize: str,
+        traces: np.ndarray,
+        train_diag: np.ndarray | None,
+        X_train: np.ndarray | None = None,
+        columns: np.ndarray | None = None,
+        n_features: int | None = None,
+        feature_names: list[str] | None = None,
+        source: str = "",
+    ) -> None:
+        self.K = K
+        self.names = names
+        self.specs = specs
+        self.normalize = normalize
+        self.traces = traces
+        self.train_diag = train_diag
+        self.feature_names = feature_names
+        self.source = source
+        self._X_train = X_train
+        self._columns = columns
+        self._n_features = n_features
+
+    # -- basic properties --------------------------------------------------
+    @property
+    def n_kernels(self) -> int:
+        """M."""
+        return int(self.K.shape[0])
+
+    @property
+    def n_samples(self) -> int:
+        """N."""
+        return int(self.K.shape[1])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by ``K``."""
+        return int(self.K.nbytes)
+
+    def __len__(self) -> int:
+        return self.n_kernels
+
+    def __repr__(self) -> str:
+        return (
+            f"KernelBank(n_kernels={self.n_kernels}, n_samples={self.n_samples}, "
+            f"normalize={self.normalize!r}, {format_bytes(self.nbytes)})"
+        )
+
+    # -- building ----------------------------------------------------------
+    @classmethod
+    def build(
+        cls,
+        X: Any,
+        entries_or_preset: Any,
+        normalize: str = "trace",
+        memory_budget_bytes: float | None = None,
+        progress: bool | None = None,
+        resolve: Resolver | Mapping[str, type] | None = None,
+        feature_names: Sequence[str] | None = None,
+        root: str = "bank",
+    ) -> "KernelBank":
+        """Compute and normalise all Gram matrices of a bank description.
+
+        Parameters
+        ----------
+        X : ndarray (N, d), scipy.sparse matrix or Dataset
+            Training points.  Sparse input is densified, restricted to the
+            columns the bank uses (the bank works on dense arrays only).
+        entries_or_preset : list of entries or str
+            Bank description or preset name (module docstring).
+        normalize : {"trace", "diagonal", "none"}
+            ``"trace"`` is SpicyMKL's :math:`K_m / \\operatorname{tr}(K_m)`.
+        memory_budget_bytes : float, optional
+            Refuse (``BankError``) when :func:`estimate_bytes` exceeds it,
+            before allocating.  Default :data:`DEFAULT_MEMORY_BUDGET` (4 GiB).
+        progress : callable, optional
+            ``progress(event)`` with ``what``, ``done``, ``total`` and
+            ``elapsed_s`` while the kernels are computed (``mklkit run`` draws
+            a bar from it); anything else: no reports.
+        resolve : callable or mapping, optional
+            Kernel-function lookup (default: built-ins); see :func:`expand_bank`.
+        feature_names : sequence of str, optional
+            Column names (default: the Dataset's, else ``x1 .. xd``).
+        root : str
+            Prefix of key paths in description errors (``"kernels.bank"``
+            when the description comes from a spec file).
+
+        Returns
+        -------
+        KernelBank
+        """
+        from ..data import Dataset
+
+        normalize = _check_normalize(normalize)
+        if isinstance(X, Dataset):
+            if feature_names is None:
+                feature_names = X.feature_names
+            X = X.X
+        shape = _shape_of(X)
+        if len(shape) != 2 or shape[0] < 1 or shape[1] < 1:
+            raise BankError(f"X must be a non-empty 2-d array (samples x features); got shape {shape}")
+        N, d = int(shape[0]), int(shape[1])
+        if feature_names is not None:
+            feature_names = [str(n) for n in feature_names]
+        specs = expand_bank(entries_or_preset, d, feature_names, resolve, root=root)
+        M = len(specs)
+        _check_budget(M, N, N, memory_budget_bytes, "kernel bank")
+        columns = np.unique(np.concatenate([np.asarray(s.features, dtype=np.intp) for s in specs]))
+        XA = _dense_columns(X, columns, "X")
+        local = _localizer(columns, d)
+        t0 = time.perf_counter()
+        K = np.empty((M, N, N), dtype=np.float64)
+        bar = _Progress(M, "building kernel bank", _progress_callback(progress))
+        _fill(K, specs, local, XA, None, bar)
+        traces = np.empty(M)
+        train_diag = np.empty((M, N)) if normalize == "diagonal" else None
+        for m in range(M):
+            Km = K[m]
+            t = float(np.trace(Km))
+            traces[m] = t
+            if normalize == "trace":
+                if not (t > 0.0 and math.isfinite(t)):
+                    raise BankError(
+                        f"kernel {m} {specs[m].label!r} has trace {t!r}; unit-trace normalisation "
+                        "needs a positive trace (a constant-zero feature?); drop the feature or use "
+                        "normalize='diagonal' or 'none'"
+                    )
+                Km /= t
+            elif normalize == "diagonal":
+                dg = np.diagonal(Km).copy()
+                if not np.all(dg > 0.0):
+                    i = int(np.argmin(dg))
+                    raise BankError(
+                        f"kernel {m} {specs[m].label!r} has k(x, x) = {float(dg[i])!r} at sample {i}; "
+                        "unit-diagonal normalisation needs k(x, x) > 0 for every training point; "
+                        "use normalize='trace' or 'none'"
+                    )
+                train_diag[m] = dg  # type: ignore[index]
+                s = np.sqrt(dg)
+                divide_outer_inplace(Km, s, s)
+                np.fill_diagonal(Km, 1.0)
+        logger.info(
+            "built %d kernels on %d samples (%s, normalize=%s) in %.2f s",
+            M, N, format_bytes(K.nbytes), normalize, time.perf_counter() - t0,
+        )
+        names = [s.label for s in specs]
+        fnames = list(feature_names) if feature_names is not None else [f"x{j + 1}" for j in range(d)]
+        return cls(K, names, specs, normalize, traces, train_diag, XA, columns, d, fnames, source="data")
+
+    @classmethod
+    def for_cross(cls, X: Any, specs: Sequence[BankKernel], normalize: str, traces: np.ndarray,
+                  train_diag: np.ndarray | None = None, feature_names: Sequence[str] | None = None) -> "KernelBank":
+        """A bank without Gram matrices that computes :meth:`cross` for kernels built elsewhere.
+
+        ``specs``: the expanded kernels, ``traces`` (and ``train_diag`` for
+        ``"diagonal"``): their constants before normalisation on the training
+        points ``X``.  ``K`` is an empty (M, N, 0) array.
+        """
+        normalize = _check_normalize(normalize)
+        shape = _shape_of(X)
+        N, d = int(shape[0]), int(shape[1])
+        columns = np.unique(np.concatenate([np.asarray(s.features, dtype=np.intp) for s in specs]))
+        XA = _dense_columns(X, columns, "X")
+        fnames = list(feature_names) if feature_names is not None else [f"x{j + 1}" for j in range(d)]
+        return cls(np.empty((len(specs), N, 0)), [s.label for s in specs], list(specs), normalize,
+                   np.asarray(traces, dtype=np.float64), train_diag, XA, columns, d, fnames, source="data")
+
+    def cross(
+        self,
+        X_new: Any,
+        memory_budget_bytes: float | None = None,
+        progress: bool | None = None,
+    ) -> np.ndarray:
+        """Test-versus-training kernels with the training normalisation.
+
+        Parameters
+        ----------
+        X_new : ndarray (N_new, d), sparse matrix or Dataset
+            New points with the same columns as the training data.
+
+        Returns
+        -------
+        ndarray (M, N_new, N)
+            ``C[m, i, j] = k_m(x_new_i, x_j)`` transformed like ``K[m]``:
+            divided by the training trace (``"trace"``), or by
+            :math:`\\sqrt{k_m(x_{new,i}, x_{new,i})\\, k_m(x_j, x_j)}`
+            (``"diagonal"``; a new point with :math:`k_m(x, x) = 0` gets a
+            zero row, since then :math:`k_m(x, \\cdot) = 0`).
+            ``bank.cross(X_train)`` reproduces ``bank.K`` up to round-off.
+        """
+        from ..data import Dataset
+
+        if self.specs is None or self._X_train is None or self._columns is None:
+            raise BankError(
+                f"this bank was loaded from precomputed kernels ({self.source}); it has no "
+                "training points to compute cross kernels from: use the precomputed test kernels"
+            )
+        if isinstance(X_new, Dataset):
+            X_new = X_new.X
+        shape = _shape_of(X_new)
+        if len(shape) != 2 or shape[1] != self._n_features:
+            raise BankError(
+                f"X_new must have shape (n, {self._n_features}) like the training data; got {shape}"
+            )
+        n_new, N, M = int(shape[0]), self.n_samples, self.n_kernels
+        _check_budget(M, N, n_new, memory_budget_bytes, "cross-kernel bank")
+        XB = _dense_columns(X_new, self._columns, "X_new")
+        local = _localizer(self._columns, self._n_features)
+        C = np.empty((M, n_new, N), dtype=np.float64)
+        bar = _Progress(M, "computing test kernels", _progress_callback(progress))
+        _fill(C, self.specs, local, XB, self._X_train, bar)
+        if self.normalize == "trace":
+            C /= self.traces[:, None, None]
+        elif self.normalize == "diagonal":
+            assert self.train_diag is not None
+            for m, spec in enumerate(self.specs):
+                dnew = np.asarray(spec.function.diag(np.ascontiguousarray(XB[:, local(spec.features)])), dtype=np.float64)
+                self._divide_diag(C[m], dnew, self.train_diag[m], m)
+        return C
+
+    def _divide_diag(self, Cm: np.ndarray, dnew: np.ndarray, dtrain: np.ndarray, m: int) -> None:
+        if dnew.shape != (Cm.shape[0],) or not np.all(np.isfinite(dnew)) or np.any(dnew < 0):
+            raise BankError(
+                f"kernel {m} {self.names[m]!r}: k(x, x) of the new points must be finite and >= 0"
+            )
+        s_new = np.sqrt(dnew)
+        zero = s_new == 0.0
+        s_new[zero] = 1.0
+        divide_outer_inplace(Cm, s_new, np.sqrt(dtrain))
+        Cm[zero] = 0.0
+
+    def normalize_cross(self, C: np.ndarray, test_diag: np.ndarray | None = None) -> np.ndarray:
+        """Apply this bank's normalisation to raw test kernels ``C`` (M, N_new, N), in place.
+
+        ``test_diag`` (M, N_new), the test points' :math:`k_m(x, x)`, is
+        needed for ``"diagonal"``.  Returns ``C``.
+        """
+        if not isinstance(C, np.ndarray) or C.dtype != np.float64 or not C.flags.c_contiguous:
+            raise BankError("test kernels must be a C-contiguous float64 array (they are normalised in place)")
+        if C.ndim != 3 or C.shape[0] != self.n_kernels or C.shape[2] != self.n_samples:
+            raise BankError(
+                f"test kernels must have shape ({self.n_kernels}, n_test, {self.n_samples}); got {C.shape}"
+            )
+        if self.normalize == "trace":
+            C /= self.traces[:, None, None]
+        elif self.normalize == "diagonal":
+            if test_diag is None or np.shape(test_diag) != (C.shape[0], C.shape[1]):
+                raise BankError(
+                    f"unit-diagonal normalisation of test kernels needs test_diag of shape "
+                    f"({C.shape[0]}, {C.shape[1]}); got {None if test_diag is None else np.shape(test_diag)}"
+                )
+            assert self.train_diag is not None
+            for m in range(C.shape[0]):
+                self._divide_diag(C[m], np.array(test_diag[m], dtype=np.float64), self.train_diag[m], m)
+        return C
+
+    # -- precomputed -------------------------------------------------------
+
+    @classmethod
+    def from_precomputed(
+        cls,
+        K: Any,
+        names: Sequence[str] | None = None,
+        normalize: str = "none",
+        sym_rtol: float = 1e-8,
+        check_psd: bool = True,
+        source: str = "K",
+        copy: bool = True,
+    ) -> "KernelBank":
+        """A bank from given Gram matrices (M, N, N), checked and normalised.
+
+        Checks every kernel for NaN/inf, symmetry (``max|K - Kᵀ| <=
+        sym_rtol · max|K|``; it is then symmetrised exactly) and clear
+        indefiniteness (smallest eigenvalue ``< -1e-6 · trace``, by
+        ``scipy.linalg.eigvalsh(..., subset_by_index=[0, 0])``).  Errors name
+        ``source``, the array and the kernel index.  ``copy=False`` lets it
+        work in place on a C-contiguous float64 ``K``.
+        """
+        return bank_from_precomputed(cls, K, names=names, normalize=normalize, sym_rtol=sym_rtol,
+                                     check_psd=check_psd, source=source, copy=copy)
+
+    @classmethod
+    def from_npz(
+        cls,
+        path: str | os.PathLike[str],
+        normalize: str = "none",
+        sym_rtol: float = 1e-8,
+        check_psd: bool = True,
+    ) -> "PrecomputedKernels":
+        """Load precomputed kernels from an ``.npz`` file.
+
+        Arrays: ``K_train`` (M, N, N) and ``y_train`` (N,) required;
+        ``K_test`` (M, N_test, N), ``y_test`` (N_test,), ``names`` (M,
+        strings) and ``K_test_diag`` (M, N_test; the test points' own
+        :math:`k_m(x, x)`, needed to normalise ``K_test`` with
+        ``normalize="diagonal"``) optional.  ``K_test`` gets the same
+        normalisation as ``K_train``.
+
+        Returns
+        -------
+        PrecomputedKernels
+            ``bank``, ``y_train``, ``K_test``, ``y_test``.
+
+        Raises
+        ------
+        BankError
+            Naming the file, the array and the kernel index.
+        """
+        return precomputed_from_npz(cls, path, normalize=normalize, sym_rtol=sym_rtol, check_psd=check_psd)
+
+
+def _localizer(columns: np.ndarray, d: int) -> Callable[[tuple[int, ...]], np.ndarray]:
+    pos = np.full(d, -1, dtype=np.intp)
+    pos[columns] = np.arange(columns.size)
+
+    def local(features: tuple[int, ...]) -> np.ndarray:
+        return pos[np.asarray(features, dtype=np.intp)]
+
+    return local
+
+
+def _fill(
+    out: np.ndarray,
+    specs: Sequence[BankKernel],
+    local: Callable[[tuple[int, ...]], np.ndarray],
+    XA: np.ndarray,
+    XB: np.ndarray | None,
+    bar: _Progress,
+) -> None:
+    """``out[m] = k_m(XA_s, XB_s)``; ``XB=None``: symmetric training kernels.
+
+    Consecutive kernels on the same columns that use the same base matrix
+    (squared distances or inner products) share one computation of it.
+    """
+    all_cols = None
+    sub_key: tuple[int, ...] | None = None
+    A = B = None
+    base_key: tuple[str, tuple[int, ...]] | None = None
+    base = None
+    with np.errstate(over="ignore", invalid="ignore"):  # non-finite values are reported below
+        for m, spec in enumerate(specs):
+            if spec.features != sub_key:
+                idx = local(spec.features)
+                if all_cols is None:
+                    all_cols = np.arange(XA.shape[1])
+                if idx.size == XA.shape[1] and np.array_equal(idx, all_cols):
+                    A, B = XA, XB
+                else:
+                    A = np.ascontiguousarray(XA[:, idx])
+                    B = None if XB is None else np.ascontiguousarray(XB[:, idx])
+                sub_key = spec.features
+            func = spec.function
+            target = out[m]
+            if func.uses is not None:
+                key = (func.uses, spec.features)
+                if key != base_key:
+                    base = None  # free before allocating the next one
+                    base = base_matrix(func.uses, A, B)
+                    base_key = key
+                res = func.from_base(base, out=target)
+                if res is not target:
+                    _check_result(res, target.shape, spec, m)
+                    target[...] = res
+            else:
+                res = func.gram(A) if B is None else func.gram(A, B)
+                _check_result(res, target.shape, spec, m)
+                target[...] = res
+                if B is None:
+                    scale = float(np.max(np.abs(target)))
+                    asym = symmetrize_inplace(target)
+                    if asym > 1e-8 * scale:
+                        raise BankError(
+                            f"kernel {m} {spec.label!r}: gram(X) is not symmetric "
+                            f"(max |K - K^T| = {asym:.3g}); a kernel function must be symmetric"
+                        )
+            if not all_finite(target):
+                raise BankError(
+                    f"kernel {m} {spec.label!r} has NaN or infinite values (overflow?); standardise "
+                    "the features or change its parameters"
+                )
+            bar.update(m + 1)
+    bar.close()
+
+
+def _check_result(res: Any, shape: tuple[int, ...], spec: BankKernel, m: int) -> None:
+    if not isinstance(res, np.ndarray) or res.shape != shape:
+        got = res.shape if isinstance(res, np.ndarray) else type(res).__name__
+        raise BankError(f"kernel {m} {spec.label!r}: gram() must return an array of shape {shape}; got {got}")

@@ -1,0 +1,227 @@
+"""Precomputed kernels: given Gram matrices (or an ``.npz`` file) checked and normalised as a :class:`KernelBank`."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from .._kernels.gram import all_finite, divide_outer_inplace, symmetrize_inplace
+from ..components.params import did_you_mean
+from .description import BankError, _check_normalize
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .build import KernelBank
+
+__all__ = ["PrecomputedKernels", "bank_from_precomputed", "precomputed_from_npz"]
+
+
+def bank_from_precomputed(
+    cls: Any,
+    K: Any,
+    names: Sequence[str] | None = None,
+    normalize: str = "none",
+    sym_rtol: float = 1e-8,
+    check_psd: bool = True,
+    source: str = "K",
+    copy: bool = True,
+) -> "KernelBank":
+    """The body of :meth:`KernelBank.from_precomputed` (``cls``: the bank class to make)."""
+    normalize = _check_normalize(normalize)
+    where = source
+    K = _as_kernel_array(K, where, copy=copy)
+    if K.shape[1] != K.shape[2]:
+        raise BankError(f"{where} must have shape (M, N, N); got {K.shape}")
+    _check_kernels(K, where, sym_rtol=sym_rtol, check_psd=check_psd, square=True)
+    M = K.shape[0]
+    if names is None:
+        names = [f"k{m}" for m in range(M)]
+    names = [str(n) for n in names]
+    if len(names) != M:
+        raise BankError(f"{where}: {len(names)} kernel names for {M} kernels")
+    traces = np.trace(K, axis1=1, axis2=2).astype(np.float64)
+    train_diag = None
+    if normalize == "trace":
+        bad = np.flatnonzero(~(traces > 0))
+        if bad.size:
+            raise BankError(f"{where}[{bad[0]}] has trace {float(traces[bad[0]])!r}; unit-trace normalisation needs a positive trace")
+        K /= traces[:, None, None]
+    elif normalize == "diagonal":
+        train_diag = np.ascontiguousarray(np.diagonal(K, axis1=1, axis2=2))
+        bad = np.argwhere(~(train_diag > 0))
+        if bad.size:
+            m, i = (int(v) for v in bad[0])
+            raise BankError(
+                f"{where}[{m}] has K[{i}, {i}] = {float(train_diag[m, i])!r}; unit-diagonal normalisation "
+                "needs a positive diagonal"
+            )
+        for m in range(M):
+            s = np.sqrt(train_diag[m])
+            divide_outer_inplace(K[m], s, s)
+            np.fill_diagonal(K[m], 1.0)
+    return cls(K, names, None, normalize, traces, train_diag, source=source)
+
+
+def precomputed_from_npz(
+    cls: Any,
+    path: str | os.PathLike[str],
+    normalize: str = "none",
+    sym_rtol: float = 1e-8,
+    check_psd: bool = True,
+) -> "PrecomputedKernels":
+    """The body of :meth:`KernelBank.from_npz` (``cls``: the bank class to make)."""
+    p = os.fspath(path)
+    if not os.path.isfile(p):
+        raise BankError(f"{p}: precomputed kernel file not found")
+    try:
+        z = np.load(p, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise BankError(f"{p}: cannot read as NPZ ({exc})") from None
+    with z:
+        keys = list(z.files)
+        missing = [k for k in ("K_train", "y_train") if k not in keys]
+        if missing:
+            raise BankError(
+                f"{p}: missing array{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; "
+                f"the file has: {', '.join(keys) or 'no arrays'}"
+            )
+        allowed = ("K_train", "y_train", "K_test", "y_test", "names", "K_test_diag")
+        unknown = [k for k in keys if k not in allowed]
+        if unknown:
+            raise BankError(
+                f"{p}: unknown array {unknown[0]!r}{did_you_mean(unknown[0], list(allowed))}; "
+                f"allowed: {', '.join(allowed)}"
+            )
+        arrays = {k: z[k] for k in keys}
+    K_train = _as_kernel_array(arrays["K_train"], f"{p}: K_train", copy=False)
+    if K_train.shape[1] != K_train.shape[2]:
+        raise BankError(f"{p}: K_train must have shape (M, N, N); got {K_train.shape}")
+    M, N = K_train.shape[0], K_train.shape[1]
+    y_train = _labels(arrays["y_train"], f"{p}: y_train", N)
+    names = None
+    if "names" in arrays:
+        nm = arrays["names"]
+        if nm.ndim != 1 or nm.shape[0] != M:
+            raise BankError(f"{p}: names must have shape ({M},) (one per kernel); got {nm.shape}")
+        names = [str(v) for v in nm]
+    K_test = y_test = None
+    if "K_test" in arrays:
+        K_test = _as_kernel_array(arrays["K_test"], f"{p}: K_test", copy=False)
+        if K_test.shape[0] != M or K_test.shape[2] != N:
+            raise BankError(
+                f"{p}: K_test must have shape ({M}, N_test, {N}) to match K_train {K_train.shape}; "
+                f"got {K_test.shape}"
+            )
+        _check_kernels(K_test, f"{p}: K_test", square=False)
+    if "y_test" in arrays:
+        if K_test is None:
+            raise BankError(f"{p}: y_test is given without K_test")
+        y_test = _labels(arrays["y_test"], f"{p}: y_test", K_test.shape[1])
+    bank = cls.from_precomputed(
+        K_train, names=names, normalize=normalize, sym_rtol=sym_rtol, check_psd=check_psd,
+        source=f"{p}: K_train", copy=False,
+    )
+    bank.source = p
+    if K_test is not None:
+        test_diag = None
+        if "K_test_diag" in arrays:
+            test_diag = np.asarray(arrays["K_test_diag"], dtype=np.float64)
+            if test_diag.shape != (M, K_test.shape[1]):
+                raise BankError(
+                    f"{p}: K_test_diag must have shape ({M}, {K_test.shape[1]}); got {test_diag.shape}"
+                )
+        elif normalize == "diagonal":
+            raise BankError(
+                f"{p}: normalize='diagonal' needs the array K_test_diag (M, N_test) with the test "
+                "points' own k(x, x) to normalise K_test"
+            )
+        try:
+            bank.normalize_cross(K_test, test_diag)
+        except BankError as exc:
+            raise BankError(f"{p}: K_test: {exc}") from None
+    elif "K_test_diag" in arrays:
+        raise BankError(f"{p}: K_test_diag is given without K_test")
+    return PrecomputedKernels(bank=bank, y_train=y_train, K_test=K_test, y_test=y_test, source=p,
+                              test_diag=test_diag if K_test is not None else None)
+
+
+@dataclass
+class PrecomputedKernels:
+    """What :meth:`KernelBank.from_npz` returns.
+
+    Attributes
+    ----------
+    bank : KernelBank
+        The checked, normalised training kernels (``specs`` is ``None``).
+    y_train : ndarray (N,)
+    K_test : ndarray (M, N_test, N) or None
+        Test-versus-training kernels, normalised like ``bank.K``.
+    y_test : ndarray (N_test,) or None
+    source : str
+        The file path.
+    """
+
+    bank: KernelBank
+    y_train: np.ndarray
+    K_test: np.ndarray | None
+    y_test: np.ndarray | None
+    source: str = ""
+    #: ``K_test_diag`` (M, N_test) of the file: the test points' own k(x, x), before normalisation.
+    test_diag: np.ndarray | None = None
+
+
+def _as_kernel_array(K: Any, where: str, copy: bool = True) -> np.ndarray:
+    A = np.asarray(K)
+    if A.ndim != 3:
+        raise BankError(f"{where} must be a 3-d array (kernels x rows x columns); got shape {A.shape}")
+    if A.size == 0:
+        raise BankError(f"{where} is empty; got shape {A.shape}")
+    if not (np.issubdtype(A.dtype, np.floating) or np.issubdtype(A.dtype, np.integer)):
+        raise BankError(f"{where} must be numeric; got dtype {A.dtype}")
+    if copy:
+        return np.array(A, dtype=np.float64, order="C", copy=True)
+    return np.ascontiguousarray(A, dtype=np.float64)
+
+
+def _labels(y: Any, where: str, n: int) -> np.ndarray:
+    a = np.asarray(y)
+    if a.ndim != 1 or a.shape[0] != n:
+        raise BankError(f"{where} must have shape ({n},); got {a.shape}")
+    if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
+        raise BankError(f"{where} must be numeric; got dtype {a.dtype}")
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    if not np.all(np.isfinite(a)):
+        i = int(np.flatnonzero(~np.isfinite(a))[0])
+        raise BankError(f"{where}[{i}] is {float(a[i])!r}; NaN and infinite labels are not allowed")
+    return a
+
+
+def _check_kernels(
+    K: np.ndarray, where: str, sym_rtol: float = 1e-8, check_psd: bool = True, square: bool = True
+) -> None:
+    """NaN/inf, symmetry and PSD checks per kernel; symmetrises square kernels in place."""
+    from scipy.linalg import eigvalsh
+
+    for m in range(K.shape[0]):
+        Km = K[m]
+        if not all_finite(Km):
+            i, j = (int(v) for v in np.argwhere(~np.isfinite(Km))[0])
+            raise BankError(f"{where}[{m}] has a NaN or infinite value at [{i}, {j}]: {float(Km[i, j])!r}")
+        if not square:
+            continue
+        scale = float(np.max(np.abs(Km)))
+        asym = symmetrize_inplace(Km)
+        if asym > sym_rtol * scale:
+            raise BankError(
+                f"{where}[{m}] is not symmetric: max |K - K^T| = {asym:.3g} > {sym_rtol:g} x max |K| "
+                f"= {sym_rtol * scale:.3g}"
+            )
+        if check_psd:
+            lam = float(eigvalsh(Km, subset_by_index=[0, 0], check_finite=False)[0])
+            tr = float(np.trace(Km))
+            if lam < -1e-6 * abs(tr) or (tr <= 0 and lam < 0):
+                raise BankError(
+                    f"{where}[{m}] is not positive semidefinite: smallest eigenvalue {lam:.6g} < "
+                    f"-1e-6 x trace = {-1e-6 * abs(tr):.3g}"
+                )
