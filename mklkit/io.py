@@ -43,6 +43,7 @@ __all__ = [
     "check_output_dir",
     "write_run",
     "write_json",
+    "write_text",
     "read_summary",
     "read_history",
     "read_solution",
@@ -140,14 +141,19 @@ def check_output_dir(out_dir: str | os.PathLike[str], force: bool = False) -> Pa
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     """Write strict JSON (no NaN) atomically: a temporary file, then rename."""
-    path = Path(path)
-    text = json.dumps(to_jsonable(obj), indent=2, allow_nan=False) + "\n"
+    return write_text(path, json.dumps(to_jsonable(obj), indent=2, allow_nan=False) + "\n")
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write UTF-8 text atomically (a temporary file flushed to disk, then renamed); returns the path."""
 
     def write(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as fh:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
 
-    return _atomic_write(path, write)
+    return _atomic_write(Path(path), write)
 
 
 def _new_file(folder: Path, prefix: str, suffix: str) -> str:

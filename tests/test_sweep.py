@@ -291,7 +291,7 @@ def test_local_pool_from_a_script_needs_the_main_guard(tmp_path, guarded):
 def test_main_guard_forms(test, guard):
     import ast
 
-    from mklkit.sweep import _is_main_guard
+    from mklkit.sweep.backends import _is_main_guard
 
     assert _is_main_guard(ast.parse(f"if {test}:\n    pass\n").body[0].test) is guard
 
@@ -390,7 +390,7 @@ def test_resume_after_a_cut_off_line_redoes_only_the_incomplete_task(tmp_path, s
 
 
 def test_a_failing_task_keeps_the_other_rows_and_resume_retries_it(tmp_path, capsys, monkeypatch, serial_rows):
-    import mklkit.sweep as sweep_module
+    import mklkit.sweep.runner as sweep_module  # run_sweep looks solve_task up here
 
     real = sweep_module.solve_task
 

@@ -1,0 +1,208 @@
+"""``results.csv`` (columns, reading, appending), the best configuration per data set, and the finished sweep."""
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .grid import Config, Sweep
+
+__all__ = [
+    "COLUMNS",
+    "KEY_COLUMNS",
+    "TIMING_COLUMNS",
+    "RESULTS",
+    "SWEEP_JSON",
+    "BEST_DIR",
+    "Best",
+    "SweepResult",
+    "read_results",
+    "select_best",
+]
+
+RESULTS = "results.csv"
+SWEEP_JSON = "sweep.json"
+BEST_DIR = "best"
+
+#: Columns of ``results.csv``; the first seven identify a row.
+COLUMNS: tuple[str, ...] = (
+    "dataset", "loss", "regularizer", "solver", "bias", "C", "split",
+    "status", "converged", "objective", "dual_objective", "gap", "iterations",
+    "n_active", "n_kernels", "n_train", "n_val",
+    "train_accuracy", "val_accuracy", "train_rmse", "val_rmse",
+    "time_s", "bank_s", "warm_start",
+)
+KEY_COLUMNS: tuple[str, ...] = COLUMNS[:7]
+#: Columns that depend on the machine, not on the problem.
+TIMING_COLUMNS: tuple[str, ...] = ("time_s", "bank_s")
+
+
+# ---------------------------------------------------------------------------
+# results.csv
+# ---------------------------------------------------------------------------
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
+    return str(v)
+
+
+def _csv_text(rows: Sequence[Mapping[str, Any]], header: bool = False) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    if header:
+        w.writerow(COLUMNS)
+    for row in rows:
+        w.writerow([_cell(row.get(c)) for c in COLUMNS])
+    return buf.getvalue()
+
+
+def _row_key(row: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(_cell(row.get(c)) if not isinstance(row.get(c), str) else row[c] for c in KEY_COLUMNS)
+
+
+def read_results(path: str | os.PathLike[str]) -> list[dict[str, str]]:
+    """The rows of a ``results.csv`` as strings; a last line cut off by an interruption is dropped."""
+    from ..io import OutputError
+
+    text = Path(path).read_text(encoding="utf-8")
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+    reader = csv.DictReader(io.StringIO(text))
+    if reader.fieldnames is not None and tuple(reader.fieldnames) != COLUMNS:
+        raise OutputError(path, f"is not a results.csv of this mklkit version (columns {', '.join(reader.fieldnames)})",
+                          "--force to start over, or a new --out")
+    return [dict(r) for r in reader if len(r) == len(COLUMNS) and None not in r.values()]
+
+
+def _append(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Append one task's rows in a single write, flushed to disk."""
+    text = _csv_text(rows)
+    with open(path, "a", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+# ---------------------------------------------------------------------------
+# Running a sweep
+# ---------------------------------------------------------------------------
+@dataclass
+class Best:
+    """The best configuration of one data set, refitted on its whole training part.
+
+    Attributes
+    ----------
+    dataset : str
+    labels : dict
+        ``loss``, ``regularizer``, ``solver``, ``bias`` of the configuration.
+    C : float
+    score : str
+        ``val_accuracy`` (higher is better) or ``val_rmse`` (lower is better).
+    mean, std : float
+        Over the folds/splits.
+    n_splits : int
+    run : RunResult
+        The refit (``run.write`` was called on ``dir``).
+    dir : Path
+    """
+
+    dataset: str
+    labels: dict
+    C: float
+    score: str
+    mean: float
+    std: float
+    n_splits: int
+    run: Any
+    dir: Path
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"dataset": self.dataset, **{k: v for k, v in self.labels.items() if k != "dataset"}, "C": self.C,
+               "score": self.score, "mean": self.mean, "std": self.std, "n_splits": self.n_splits, "dir": str(self.dir)}
+        r = self.run
+        out["refit"] = {"status": r.status, "objective": float(r.result.objective), "gap": float(r.result.gap),
+                        "n_active_kernels": r.n_active, **r.metrics}
+        return out
+
+
+@dataclass
+class SweepResult:
+    """A finished sweep.
+
+    Attributes
+    ----------
+    sweep : Sweep
+    out_dir : Path
+    rows : list of dict
+        Every row of ``results.csv`` (strings, as written), in grid order.
+    n_run, n_skipped : int
+        Tasks solved now, and tasks kept from an earlier run (``resume``).
+    best : list of Best
+        One per data set.
+    backend : str
+    time_s : float
+    files : dict
+        ``results``, ``sweep`` (``sweep.json``) and one entry per refit.
+    """
+
+    sweep: Sweep
+    out_dir: Path
+    rows: list[dict[str, str]]
+    n_run: int
+    n_skipped: int
+    best: list[Best]
+    backend: str
+    time_s: float
+    files: dict[str, Path]
+
+    @property
+    def n_not_converged(self) -> int:
+        return sum(1 for r in self.rows if r["converged"] != "true")
+
+
+def _score(task: str) -> tuple[str, float]:
+    """The validation column and its sign (+1: higher is better)."""
+    return ("val_accuracy", 1.0) if task == "classification" else ("val_rmse", -1.0)
+
+
+def select_best(sweep: Sweep, rows: Sequence[Mapping[str, str]]) -> list[tuple[int, Config, float, float, float, int]]:
+    """Per data set: ``(data index, config, C, mean, std, n)`` of the best mean validation score.
+
+    Ties go to the earlier grid point (for C: the larger, more regularized value).
+    """
+    import numpy as np
+
+    column, sign = _score(sweep.task_kind)
+    scores: dict[tuple, list[float]] = {}
+    for r in rows:
+        if r.get(column) in (None, ""):
+            continue
+        scores.setdefault(tuple(r[c] for c in KEY_COLUMNS[:6]), []).append(float(r[column]))
+    out = []
+    for di in range(len(sweep.data_values)):
+        best = None
+        for c in sweep.configs:
+            if c.data_index != di:
+                continue
+            for C in sweep.Cs:
+                vals = scores.get(tuple(c.labels[k] for k in KEY_COLUMNS[:5]) + (_cell(C),))
+                if not vals:
+                    continue
+                a = np.asarray(vals)
+                mean = float(np.mean(a))
+                if not math.isfinite(mean):
+                    continue
+                if best is None or sign * mean > sign * best[3]:
+                    best = (di, c, C, mean, float(np.std(a)), len(vals))
+        if best is not None:
+            out.append(best)
+    return out

@@ -1,0 +1,289 @@
+"""Running a sweep: the output directory, resuming, the tasks on a backend, ``results.csv``, the best refit."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ..spec import SpecError, validate_spec
+from .backends import _Dask, _default_threads, _Pool, _Serial, check_backend
+from .grid import Sweep, Task
+from .results import (
+    BEST_DIR,
+    COLUMNS,
+    KEY_COLUMNS,
+    RESULTS,
+    SWEEP_JSON,
+    Best,
+    SweepResult,
+    _append,
+    _cell,
+    _csv_text,
+    _row_key,
+    _score,
+    read_results,
+    select_best,
+)
+from .task import solve_task
+
+__all__ = ["SweepTaskError", "run_sweep"]
+
+logger = logging.getLogger("mklkit.sweep")
+
+class SweepTaskError(RuntimeError):
+    """Some tasks raised; their rows are missing from ``results.csv`` (``resume`` retries them)."""
+
+
+def _normalized_grid(grid: Any) -> Any:
+    """A ``sweep.json`` grid with the engine section under its current name.
+
+    Sweeps written before the ``solver:`` section was renamed ``engine:``
+    recorded their configurations under ``solver``; they still match on
+    ``resume``.
+    """
+    if not isinstance(grid, dict) or not isinstance(grid.get("configs"), list):
+        return grid
+    configs = []
+    for c in grid["configs"]:
+        if isinstance(c, dict) and "solver" in c and "engine" not in c:
+            c = {("engine" if k == "solver" else k): v for k, v in c.items()}
+        configs.append(c)
+    return {**grid, "configs": configs}
+
+
+def _check_out(sweep: Sweep, out: Path, resume: bool, force: bool, key: str) -> None:
+    from ..io import OutputError, check_output_dir
+
+    if out.exists() and not out.is_dir():
+        raise sweep.error(key, "exists and is not a directory", str(out), "a new or existing directory")
+    if resume or force:
+        return
+    held = [n for n in (RESULTS, SWEEP_JSON) if (out / n).exists()]
+    if held:
+        raise sweep.error(
+            key, f"already holds a sweep ({', '.join(held)}); nothing was overwritten", str(out),
+            "--resume to finish it, --force to start over, or a new directory (--out DIR)",
+        )
+    for d in _best_dirs(sweep, out).values():
+        try:
+            check_output_dir(d, force=False)
+        except OutputError as exc:
+            raise sweep.error(key, exc.problem, str(d), exc.allowed) from None
+
+
+def _best_dirs(sweep: Sweep, out: Path) -> dict[int, Path]:
+    """Where the refit of each data set goes: ``OUT/best`` (one data set) or ``OUT/best/<name>``."""
+    if len(sweep.data_values) == 1:
+        return {0: out / BEST_DIR}
+    dirs: dict[int, Path] = {}
+    used: set[str] = set()
+    for i, v in enumerate(sweep.data_values):
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(str(v)).name.split(".")[0]) or f"data{i}"
+        if name in used:
+            name = f"{name}-{i}"
+        used.add(name)
+        dirs[i] = out / BEST_DIR / name
+    return dirs
+
+
+def run_sweep(
+    sweep: Sweep,
+    out_dir: str | os.PathLike[str] | None = None,
+    *,
+    workers: int = 1,
+    scheduler: str | None = None,
+    resume: bool = False,
+    force: bool = False,
+    progress: Callable[[dict[str, Any]], Any] | None = None,
+    out_key: str | None = None,
+) -> SweepResult:
+    """Run every task of a sweep, append its rows to ``results.csv``, refit the best.
+
+    Parameters
+    ----------
+    sweep : Sweep
+        From :func:`load_sweep`.
+    out_dir : path-like, optional
+        Default ``sweep.output_dir``.
+    workers : int
+        1: solve in this process; N > 1: a local pool of N spawned processes
+        (each limited to ``cpu_count // N`` numba/BLAS threads).
+    scheduler : str, optional
+        A ``dask.distributed`` scheduler address (``tcp://host:8786``); each
+        task is one Dask task running single-threaded (start workers with
+        ``--nthreads 1`` and as many processes as cores).  Exclusive with
+        ``workers > 1``.
+    resume : bool
+        Keep the complete tasks of an earlier run in ``out_dir`` (same grid)
+        and solve the others.
+    force : bool
+        Start over in a directory holding an earlier sweep.
+    progress : callable, optional
+        ``progress(event)`` with ``event["event"]`` one of ``start``
+        (``n_tasks``, ``n_skipped``, ``backend``), ``task`` (``done``,
+        ``total``, ``task``, ``failed``, ``error``, ``time_s``,
+        ``elapsed_s``, ``eta_s``) and ``refit`` (``dataset``, ``dir``).  An
+        exception it raises stops the sweep after the task's rows were saved.
+    out_key : str, optional
+        How errors name the output directory (``--out`` or ``output.dir``).
+
+    Returns
+    -------
+    SweepResult
+
+    Raises
+    ------
+    SpecError
+        Invalid grid, data, folds, or output directory (before any solve).
+    SweepTaskError
+        Some tasks raised; the other rows are saved, ``resume`` retries them.
+    """
+    from ..io import OutputError, write_json, write_text
+
+    t_start = time.perf_counter()
+    out = Path(out_dir) if out_dir is not None else sweep.output_dir
+    key = out_key or ("--out" if out_dir is not None else "output.dir")
+    check_backend(sweep, workers, scheduler)
+    _check_out(sweep, out, resume, force, key)
+    sweep.check()
+    threads = 1 if scheduler is not None else (_default_threads(workers) if workers > 1 else None)
+    tasks = sweep.tasks(threads=threads)
+    fingerprint = sweep.fingerprint()
+    results_path = out / RESULTS
+    sweep_path = out / SWEEP_JSON
+
+    # -- what an earlier run left ---------------------------------------------
+    done: dict[int, list[dict[str, str]]] = {}
+    if resume and results_path.exists():
+        try:
+            previous = json.loads(sweep_path.read_text(encoding="utf-8")) if sweep_path.exists() else None
+        except (OSError, ValueError):
+            previous = None
+        if previous is None or _normalized_grid(previous.get("grid")) != fingerprint:
+            what = "the grid or the cross-validation differs" if previous is not None else f"{SWEEP_JSON} is missing or unreadable"
+            raise sweep.error(
+                "--resume", f"{results_path} was written by another sweep ({what})", str(out),
+                "the same spec and --set values, --force to start over, or a new --out",
+            )
+        try:
+            old = read_results(results_path)
+        except OutputError as exc:
+            raise sweep.error("--resume", f"{RESULTS}: {exc.problem}", str(results_path), exc.allowed) from None
+        by_key: dict[tuple, dict[str, str]] = {tuple(r[c] for c in KEY_COLUMNS): r for r in old}
+        for t in tasks:
+            rows = [by_key.get(_row_key({**t.labels, "C": C, "split": t.split})) for C in sweep.Cs]
+            if all(r is not None for r in rows):
+                done[t.index] = rows  # type: ignore[assignment]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise sweep.error(key, f"cannot create the directory ({exc.strerror or exc})", str(out), "a writable path") from None
+    from .. import __version__
+
+    meta: dict[str, Any] = {
+        "spec_file": sweep.file, "grid": fingerprint, "axes": [k for k, _ in sweep.axes],
+        "n_configs": len(sweep.configs), "n_tasks": len(tasks), "n_rows": sweep.n_rows,
+        "columns": list(COLUMNS), "mklkit_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "complete": False,
+    }
+    write_json(sweep_path, meta)
+    # the file holds exactly the complete tasks kept (a cut-off line or a partial task is dropped)
+    write_text(results_path, _csv_text([r for t in tasks if t.index in done for r in done[t.index]], header=True))
+
+    # -- run the rest ----------------------------------------------------------
+    todo = [t for t in tasks if t.index not in done]
+    backend: Any
+    if not todo:
+        backend = None
+    elif scheduler is not None:
+        backend = _Dask(sweep, scheduler)
+    elif workers > 1 and len(todo) > 1:
+        backend = _Pool(min(workers, len(todo)))
+    else:
+        backend = _Serial()
+    backend_name = backend.name if backend is not None else "none (nothing left to solve)"
+    new: dict[int, list[dict[str, Any]]] = {}
+    errors: list[tuple[Task, BaseException]] = []
+    _emit(progress, {"event": "start", "n_tasks": len(tasks), "n_skipped": len(done), "backend": backend_name,
+                     "n_rows": sweep.n_rows})
+    t_run = time.perf_counter()
+    finished = False
+    try:
+        if backend is not None and todo:
+            for i, (task, rows, exc) in enumerate(backend.map(solve_task, todo), start=1):
+                if exc is None:
+                    _append(results_path, rows)
+                    new[task.index] = rows
+                else:
+                    errors.append((task, exc))
+                    logger.warning("task %d (%s) failed: %s", task.index, task.describe(), exc)
+                elapsed = time.perf_counter() - t_run
+                _emit(progress, {
+                    "event": "task", "done": i, "total": len(todo), "task": task.describe(),
+                    "failed": exc is not None, "error": None if exc is None else f"{type(exc).__name__}: {exc}",
+                    "time_s": sum(float(r["time_s"]) for r in rows) if rows else None,
+                    "elapsed_s": elapsed, "eta_s": elapsed / i * (len(todo) - i),
+                })
+        finished = True
+    finally:
+        if backend is not None:
+            backend.close(cancel=not finished)
+    if errors:
+        task, exc = errors[0]
+        if isinstance(exc, (SpecError, OutputError)):
+            raise exc
+        raise SweepTaskError(
+            f"{len(errors)} of {len(todo)} task(s) failed; their rows are missing from {results_path} "
+            f"('mklkit sweep --resume' retries them); first: task {task.index} ({task.describe()}): "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+
+    # -- complete: grid order, best refit, sweep.json ---------------------------
+    rows_all: list[dict[str, str]] = []
+    for t in tasks:
+        part = done.get(t.index) or new[t.index]
+        rows_all.extend({c: (r[c] if isinstance(r.get(c), str) else _cell(r.get(c))) for c in COLUMNS} for r in part)
+    write_text(results_path, _csv_text(rows_all, header=True))
+    best = _refit_best(sweep, out, rows_all, progress)
+    files = {"results": results_path, "sweep": sweep_path}
+    files.update({f"best:{b.dataset}": b.dir for b in best})
+    meta.update({
+        "complete": True, "backend": backend_name, "n_run": len(new), "n_skipped": len(done),
+        "time_s": time.perf_counter() - t_start, "best": [b.to_dict() for b in best],
+    })
+    write_json(sweep_path, meta)
+    return SweepResult(
+        sweep=sweep, out_dir=out, rows=rows_all, n_run=len(new), n_skipped=len(done), best=best,
+        backend=backend_name, time_s=time.perf_counter() - t_start, files=files,
+    )
+
+
+def _emit(progress: Callable[[dict[str, Any]], Any] | None, event: dict[str, Any]) -> None:
+    if progress is not None:
+        progress(event)
+
+
+def _refit_best(sweep: Sweep, out: Path, rows: Sequence[Mapping[str, str]],
+                progress: Callable[[dict[str, Any]], Any] | None) -> list[Best]:
+    from ..api import run
+
+    column, _ = _score(sweep.task_kind)
+    dirs = _best_dirs(sweep, out)
+    result = []
+    for di, config, C, mean, std, n in select_best(sweep, rows):
+        spec = validate_spec({**config.raw, "problem": {**config.raw["problem"], "C": C}}, sweep.file, sweep.folder,
+                             sweep.overridden)
+        refit = run(spec, progress=False)
+        refit.write(dirs[di], force=True)
+        labels = {k: v for k, v in config.labels.items()}
+        b = Best(dataset=config.labels["dataset"], labels=labels, C=C, score=column, mean=mean, std=std,
+                 n_splits=n, run=refit, dir=dirs[di])
+        result.append(b)
+        _emit(progress, {"event": "refit", "dataset": b.dataset, "dir": str(b.dir)})
+    return result
