@@ -39,6 +39,9 @@ def _imports(path: Path, top_level_only: bool = False) -> list[tuple[str, list[s
 
 FILES = sorted(p for p in ROOT.rglob("*.py") if "_templates" not in p.parts)
 
+#: The top layers: what the registry, the declaration checker and the conformance kits never import.
+_TOP = ("mklkit.pipeline", "mklkit.spec", "mklkit.api", "mklkit.sweep", "mklkit.estimators", "mklkit.cli")
+
 #: (modules whose source is checked, imports they must never make)
 RULES = [
     ("mklkit._kernels", ("mklkit.components", "mklkit.engines", "mklkit.kernels", "mklkit.pipeline",
@@ -54,6 +57,18 @@ RULES = [
     ("mklkit.estimators", ("mklkit.cli", "mklkit.spec", "mklkit.api", "mklkit.sweep")),
     ("mklkit.sweep", ("mklkit.cli",)),
     ("mklkit.api", ("mklkit.cli",)),
+    ("mklkit.data", ("mklkit.kernels", "mklkit.engines", "mklkit.pipeline", "mklkit.spec", "mklkit.api",
+                     "mklkit.sweep", "mklkit.estimators", "mklkit.cli")),
+    ("mklkit.problem", ("mklkit.engines", "mklkit.pipeline", "mklkit.spec", "mklkit.api", "mklkit.sweep",
+                        "mklkit.estimators", "mklkit.cli")),
+    ("mklkit.result", ("mklkit",)),
+    ("mklkit.declaration", _TOP),
+    ("mklkit.plugins", _TOP),
+    ("mklkit.hookspecs", _TOP),
+    ("mklkit.builtin", _TOP),
+    ("mklkit.testing", _TOP),
+    ("mklkit.io", ("mklkit.cli",)),
+    ("mklkit.report", ("mklkit.cli",)),
 ]
 
 
@@ -128,3 +143,49 @@ def test_no_import_cycles_at_module_level():
     for m in sorted(graph):
         if m not in seen:
             visit(m)
+
+
+DOC = ROOT.parent / "docs" / "architecture.md"
+#: Packages whose modules docs/architecture.md lists in layer order (a table per package).
+LAYERED = ("kernels", "pipeline", "spec", "sweep", "estimators")
+
+
+def _doc_paths() -> list[str]:
+    """Paths of mklkit written in backticks on docs/architecture.md (``kernels/build.py``, ``sweep/``)."""
+    import re
+
+    return re.findall(r"`([A-Za-z_][\w/]*(?:\.py|/))`", DOC.read_text(encoding="utf-8"))
+
+
+def test_architecture_page_names_every_module_and_only_existing_ones():
+    named = set(_doc_paths())
+    missing = []
+    for path in FILES:
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] == "data" or rel.name == "__init__.py" and len(rel.parts) == 1:
+            continue
+        if rel.name == "__init__.py":
+            want = "/".join(rel.parts[:-1]) + "/"
+        else:
+            want = rel.as_posix()
+        if want not in named:
+            missing.append(want)
+    assert not missing, f"docs/architecture.md does not name: {missing}"
+    gone = [p for p in named if not (ROOT / p).exists() and not (ROOT.parent / p).exists()]
+    assert not gone, f"docs/architecture.md names modules that do not exist: {gone}"
+
+
+@pytest.mark.parametrize("package", LAYERED)
+def test_modules_inside_a_package_import_only_the_ones_listed_before_them(package):
+    order = [p[len(package) + 1:-3] for p in _doc_paths() if p.startswith(package + "/") and p.endswith(".py")]
+    order = list(dict.fromkeys(order))
+    assert order, f"docs/architecture.md lists no modules of {package}/"
+    bad = []
+    for i, name in enumerate(order):
+        path = ROOT / package / f"{name}.py"
+        later = {f"mklkit.{package}.{n}" for n in order[i + 1:]}
+        for imported, names in _imports(path, top_level_only=True):
+            for cand in [imported] + [f"{imported}.{n}" for n in names]:
+                if cand in later:
+                    bad.append(f"mklkit.{package}.{name} imports {cand}")
+    assert not bad, bad
