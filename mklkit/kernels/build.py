@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 from typing import Any, Callable, Mapping, Sequence
 
@@ -33,7 +32,7 @@ from .description import (
     expand_bank,
 )
 from .functions import as_matrix, base_matrix
-from .precomputed import PrecomputedKernels, bank_from_precomputed, precomputed_from_npz
+from .precomputed import bank_from_precomputed, precomputed_from_npz
 
 __all__ = [
     "KernelBank",
@@ -471,59 +470,9 @@ class KernelBank:
                 self._divide_diag(C[m], np.array(test_diag[m], dtype=np.float64), self.train_diag[m], m)
         return C
 
-    # -- precomputed -------------------------------------------------------
-
-    @classmethod
-    def from_precomputed(
-        cls,
-        K: Any,
-        names: Sequence[str] | None = None,
-        normalize: str = "none",
-        sym_rtol: float = 1e-8,
-        check_psd: bool = True,
-        source: str = "K",
-        copy: bool = True,
-    ) -> "KernelBank":
-        """A bank from given Gram matrices (M, N, N), checked and normalised.
-
-        Checks every kernel for NaN/inf, symmetry (``max|K - Kᵀ| <=
-        sym_rtol · max|K|``; it is then symmetrised exactly) and clear
-        indefiniteness (smallest eigenvalue ``< -1e-6 · trace``, by
-        ``scipy.linalg.eigvalsh(..., subset_by_index=[0, 0])``).  Errors name
-        ``source``, the array and the kernel index.  ``copy=False`` lets it
-        work in place on a C-contiguous float64 ``K``.
-        """
-        return bank_from_precomputed(cls, K, names=names, normalize=normalize, sym_rtol=sym_rtol,
-                                     check_psd=check_psd, source=source, copy=copy)
-
-    @classmethod
-    def from_npz(
-        cls,
-        path: str | os.PathLike[str],
-        normalize: str = "none",
-        sym_rtol: float = 1e-8,
-        check_psd: bool = True,
-    ) -> "PrecomputedKernels":
-        """Load precomputed kernels from an ``.npz`` file.
-
-        Arrays: ``K_train`` (M, N, N) and ``y_train`` (N,) required;
-        ``K_test`` (M, N_test, N), ``y_test`` (N_test,), ``names`` (M,
-        strings) and ``K_test_diag`` (M, N_test; the test points' own
-        :math:`k_m(x, x)`, needed to normalise ``K_test`` with
-        ``normalize="diagonal"``) optional.  ``K_test`` gets the same
-        normalisation as ``K_train``.
-
-        Returns
-        -------
-        PrecomputedKernels
-            ``bank``, ``y_train``, ``K_test``, ``y_test``.
-
-        Raises
-        ------
-        BankError
-            Naming the file, the array and the kernel index.
-        """
-        return precomputed_from_npz(cls, path, normalize=normalize, sym_rtol=sym_rtol, check_psd=check_psd)
+    # -- precomputed (mklkit.kernels.precomputed) ---------------------------
+    from_precomputed = classmethod(bank_from_precomputed)
+    from_npz = classmethod(precomputed_from_npz)
 
 
 def _localizer(columns: np.ndarray, d: int) -> Callable[[tuple[int, ...]], np.ndarray]:

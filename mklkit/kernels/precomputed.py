@@ -18,7 +18,7 @@ __all__ = ["PrecomputedKernels", "bank_from_precomputed", "precomputed_from_npz"
 
 
 def bank_from_precomputed(
-    cls: Any,
+    cls: type[KernelBank],
     K: Any,
     names: Sequence[str] | None = None,
     normalize: str = "none",
@@ -27,7 +27,15 @@ def bank_from_precomputed(
     source: str = "K",
     copy: bool = True,
 ) -> "KernelBank":
-    """The body of :meth:`KernelBank.from_precomputed` (``cls``: the bank class to make)."""
+    """A bank from given Gram matrices (M, N, N), checked and normalised.
+
+    Checks every kernel for NaN/inf, symmetry (``max|K - Kᵀ| <=
+    sym_rtol · max|K|``; it is then symmetrised exactly) and clear
+    indefiniteness (smallest eigenvalue ``< -1e-6 · trace``, by
+    ``scipy.linalg.eigvalsh(..., subset_by_index=[0, 0])``).  Errors name
+    ``source``, the array and the kernel index.  ``copy=False`` lets it
+    work in place on a C-contiguous float64 ``K``.
+    """
     normalize = _check_normalize(normalize)
     where = source
     K = _as_kernel_array(K, where, copy=copy)
@@ -64,13 +72,31 @@ def bank_from_precomputed(
 
 
 def precomputed_from_npz(
-    cls: Any,
+    cls: type[KernelBank],
     path: str | os.PathLike[str],
     normalize: str = "none",
     sym_rtol: float = 1e-8,
     check_psd: bool = True,
 ) -> "PrecomputedKernels":
-    """The body of :meth:`KernelBank.from_npz` (``cls``: the bank class to make)."""
+    """Load precomputed kernels from an ``.npz`` file.
+
+    Arrays: ``K_train`` (M, N, N) and ``y_train`` (N,) required;
+    ``K_test`` (M, N_test, N), ``y_test`` (N_test,), ``names`` (M,
+    strings) and ``K_test_diag`` (M, N_test; the test points' own
+    :math:`k_m(x, x)`, needed to normalise ``K_test`` with
+    ``normalize="diagonal"``) optional.  ``K_test`` gets the same
+    normalisation as ``K_train``.
+
+    Returns
+    -------
+    PrecomputedKernels
+        ``bank``, ``y_train``, ``K_test``, ``y_test``.
+
+    Raises
+    ------
+    BankError
+        Naming the file, the array and the kernel index.
+    """
     p = os.fspath(path)
     if not os.path.isfile(p):
         raise BankError(f"{p}: precomputed kernel file not found")
