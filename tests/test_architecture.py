@@ -177,12 +177,13 @@ def test_architecture_page_names_every_module_and_only_existing_ones():
 
 @pytest.mark.parametrize("package", LAYERED)
 def test_modules_inside_a_package_import_only_the_ones_listed_before_them(package):
-    order = [p[len(package) + 1:-3] for p in _doc_paths() if p.startswith(package + "/") and p.endswith(".py")]
+    order = [p[len(package) + 1:-3].replace("/", ".") for p in _doc_paths()
+             if p.startswith(package + "/") and p.endswith(".py")]
     order = list(dict.fromkeys(order))
     assert order, f"docs/architecture.md lists no modules of {package}/"
     bad = []
     for i, name in enumerate(order):
-        path = ROOT / package / f"{name}.py"
+        path = ROOT / package / f"{name.replace('.', '/')}.py"
         later = {f"mklkit.{package}.{n}" for n in order[i + 1:]}
         for imported, names in _imports(path, top_level_only=True):
             for cand in [imported] + [f"{imported}.{n}" for n in names]:

@@ -1,7 +1,7 @@
 """Kernel-bank presets from the MKL literature.
 
 A preset is a list of bank entries (the ``kernels.bank`` vocabulary, see
-:mod:`mklkit.kernels.bank`); use it by name anywhere a bank description is
+:mod:`mklkit.kernels.description`); use it by name anywhere a bank description is
 accepted (``KernelBank.build(X, "simplemkl")``, ``bank: smomkl`` in a spec, or
 ``{"preset": "smomkl"}`` as one entry of a list).
 """

@@ -81,7 +81,7 @@ class PipelineError(ValueError):
 
 
 def _bank_error(exc: Exception, base: str, absolute: bool = True) -> PipelineError:
-    """A :class:`~mklkit.kernels.bank.BankError` as a PipelineError under ``base``, from its data.
+    """A :class:`~mklkit.kernels.description.BankError` as a PipelineError under ``base``, from its data.
 
     ``absolute``: keys under ``kernels.`` (``kernels.bank[1].width``);
     otherwise as the bank names them (``bank[1].width``, relative to the

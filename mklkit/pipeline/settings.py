@@ -421,7 +421,7 @@ class BankSettings(Settings):
 
     @property
     def entries(self) -> Any:
-        """The description :func:`~mklkit.kernels.bank.expand_bank` takes."""
+        """The description :func:`~mklkit.kernels.description.expand_bank` takes."""
         return self.preset if self.preset is not None else [dict(e) for e in (self.bank or ())]
 
     @property

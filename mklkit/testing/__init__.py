@@ -2,7 +2,8 @@
 
 * :mod:`mklkit.testing.components`: check a loss or regularizer against its
   mathematical contract (:func:`check_component`, :func:`assert_conforms`,
-  :func:`check_parameter_points`);
+  :func:`check_parameter_points`; the identities are computed in
+  :mod:`mklkit.testing.losses` and :mod:`mklkit.testing.regularizers`);
 * :mod:`mklkit.testing.engines`: check that an engine's results are what it
   claims on small real problems (:func:`check_engine`,
   :func:`assert_engine_conforms`);

@@ -1,0 +1,402 @@
+r"""Building a :class:`~mklkit.kernels.factor.FactorBank` from a bank description and data.
+
+:func:`build_factor_bank` checks its settings (:func:`check_settings`) and
+the memory the factors need before it allocates anything, chooses a method
+per kernel, factors each kernel with :mod:`mklkit.kernels.factorize.algorithms`
+and assembles the bank; see :mod:`mklkit.kernels.factorize`.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from ...components.params import did_you_mean
+from ..build import format_bytes
+from ..description import DEFAULT_MEMORY_BUDGET, NORMALIZATIONS, BankError, BankKernel, Resolver, expand_bank
+from ..factor import FactorBank
+from ..functions import Linear
+from .algorithms import (
+    _BATCH,
+    FactorMap,
+    KernelFactor,
+    _Approx,
+    _as_points,
+    _Budget,
+    _diag,
+    _exact_dim,
+    _exact_rows,
+    _Groups,
+    _kernel_rows,
+    _nystrom,
+    _pivoted_cholesky,
+    _scale_columns,
+)
+
+__all__ = ["METHODS", "DEFAULT_TOL", "MAX_EXACT_DIM", "FactorError", "build_factor_bank", "check_settings"]
+
+logger = logging.getLogger(__name__)
+
+#: The factorization methods of :func:`build_factor_bank`.
+METHODS = ("auto", "exact", "pivoted_cholesky", "nystrom")
+#: Default relative residual trace.
+DEFAULT_TOL = 1e-3
+#: Largest dimension of an explicit polynomial feature map (``max_exact_dim``).
+MAX_EXACT_DIM = 256
+
+
+class FactorError(BankError):
+    """An invalid factorization setting, or a factorization that does not fit the memory budget.
+
+    ``key`` names the setting (``rank``, ``tol``, ``method``, ... with the
+    ``root`` prefix given to :func:`build_factor_bank`).
+    """
+
+# ---------------------------------------------------------------------------
+# Settings
+# ---------------------------------------------------------------------------
+def _key(root: str, name: str) -> str:
+    return f"{root}.{name}" if root else name
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+def _bad(root: str, name: str, allowed: str, value: Any, hint: str = "") -> FactorError:
+    key = _key(root, name)
+    return FactorError(f"{key} must be {allowed}; got {value!r}{hint}", key=key,
+                       problem="invalid value" + hint, value=value, allowed=allowed)
+
+
+def check_settings(rank: Any = None, tol: Any = DEFAULT_TOL, method: Any = "auto", seed: Any = 0,
+                   root: str = "") -> None:
+    """Validate ``rank``, ``tol``, ``method`` and ``seed`` of :func:`build_factor_bank` (no data needed).
+
+    Raises
+    ------
+    FactorError
+        With ``key`` (``<root>.rank`` ...), ``value`` and ``allowed`` as data.
+    """
+    if rank is not None and not (_is_int(rank) and rank >= 1):
+        raise _bad(root, "rank", "an integer >= 1 or None (as needed for tol)", rank)
+    if not (_is_real(tol) and 0.0 <= float(tol) < 1.0):
+        raise _bad(root, "tol", "a number in [0, 1) (the relative residual trace)", tol)
+    if method not in METHODS:
+        raise _bad(root, "method", f"one of {', '.join(map(repr, METHODS))}", method,
+                   did_you_mean(str(method), list(METHODS)))
+    if not (_is_int(seed) and seed >= 0):
+        raise _bad(root, "seed", "an integer >= 0", seed)
+
+
+def _check_settings(rank: Any, tol: Any, method: Any, seed: Any, normalize: Any, memory_budget: Any,
+                    max_exact_dim: Any, root: str) -> float:
+    """Validate the settings of :func:`build_factor_bank`; returns the budget in bytes."""
+    check_settings(rank, tol, method, seed, root)
+    if normalize not in NORMALIZATIONS:
+        raise _bad(root, "normalize", f"one of {', '.join(map(repr, NORMALIZATIONS))}", normalize,
+                   did_you_mean(str(normalize), list(NORMALIZATIONS)))
+    if not (_is_int(max_exact_dim) and max_exact_dim >= 1):
+        raise _bad(root, "max_exact_dim", "an integer >= 1", max_exact_dim)
+    budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
+    if not (_is_real(budget) and math.isfinite(budget) and budget > 0):
+        raise _bad(root, "memory_budget", "a number of bytes > 0 or None", memory_budget)
+    return float(budget)
+
+
+# ---------------------------------------------------------------------------
+# The bank
+# ---------------------------------------------------------------------------
+def _choose_method(spec: BankKernel, m: int, method: str, rank: int | None, max_exact_dim: int,
+                   root: str) -> str:
+    dim = _exact_dim(spec)
+    if method in ("pivoted_cholesky", "nystrom"):
+        return method
+    exact = "linear" if type(spec.function) is Linear else "poly_map"
+    small = dim is not None and (exact == "linear" or dim <= max_exact_dim)
+    within = dim is not None and (rank is None or dim <= rank)
+    if method == "exact":
+        where = f"{_key(root, 'method')}: kernel {m} {spec.label!r}"
+        if dim is None:
+            raise FactorError(f"{where} has no explicit feature map (exact factors exist for the "
+                              "built-in linear and poly kernels); use method 'auto', "
+                              "'pivoted_cholesky' or 'nystrom'", key=_key(root, "method"))
+        if not small:
+            raise FactorError(f"{where}: its monomial map has {dim} dimensions > max_exact_dim = "
+                              f"{max_exact_dim}; use method 'auto' (pivoted Cholesky for it) or "
+                              "raise max_exact_dim", key=_key(root, "method"))
+        if not within:
+            raise FactorError(f"{where}: its exact factor has rank {dim} > {_key(root, 'rank')} = "
+                              f"{rank}; raise rank or use method 'auto'", key=_key(root, "method"))
+        return exact
+    if small and within:
+        return exact
+    if dim is not None:
+        why = (f"monomial map of {dim} dimensions > max_exact_dim = {max_exact_dim}" if not small
+               else f"exact rank {dim} > rank = {rank}")
+        logger.info("kernel %d %r: %s; pivoted Cholesky instead", m, spec.label, why)
+    return "pivoted_cholesky"
+
+
+@dataclass
+class _Run:
+    """The settings and state of one :func:`build_factor_bank` call that every kernel reads."""
+
+    normalize: str
+    rank: int | None
+    tol: float
+    order: np.ndarray
+    budget: _Budget
+    working: int
+    fair_rank: int
+    root: str
+    rank_so_far: int = 0
+
+
+def _exact_bytes(spec: BankKernel, kind: str, X: Any, N: int, sparse_bank: bool) -> int:
+    if sparse_bank:
+        nnz = int(X[:, np.asarray(spec.features, dtype=np.intp)].nnz)
+        return 16 * nnz + 8 * (len(spec.features) + 1)
+    return 8 * N * int(_exact_dim(spec) or 0)
+
+
+def build_factor_bank(
+    bank: Any,
+    X: Any,
+    *,
+    rank: int | None = None,
+    tol: float = DEFAULT_TOL,
+    method: str = "auto",
+    seed: int = 0,
+    normalize: str = "trace",
+    memory_budget: float | None = None,
+    max_exact_dim: int = MAX_EXACT_DIM,
+    resolve: Resolver | Mapping[str, type] | None = None,
+    feature_names: Sequence[str] | None = None,
+    root: str = "",
+) -> FactorBank:
+    r"""Factor every kernel of a bank description on the training points ``X``.
+
+    Parameters
+    ----------
+    bank : list of entries, preset name, or list of BankKernel
+        The kernels (the vocabulary of :func:`~mklkit.kernels.description.expand_bank`).
+    X : ndarray (N, d), scipy.sparse matrix or Dataset
+        Training points (NaN and inf refused).
+    rank : int, optional
+        Largest rank per approximated kernel (and per exact factor, which
+        otherwise falls back to pivoted Cholesky in ``"auto"``); ``None``:
+        as large as ``tol`` needs (at most N).  For Nyström: the number of
+        landmarks.
+    tol : float in [0, 1)
+        Stop when :math:`\mathrm{tr}(K_m - L_mL_m^\top) \le` ``tol``
+        :math:`\cdot\,\mathrm{tr}K_m` (0: until numerically exhausted).
+    method : {"auto", "exact", "pivoted_cholesky", "nystrom"}
+        ``"auto"``: exact factors where the feature map is exact and small,
+        pivoted Cholesky otherwise.  ``"exact"`` refuses kernels without one.
+    seed : int >= 0
+        Nyström landmarks (pivoted Cholesky is deterministic).
+    normalize : {"trace", "diagonal", "none"}
+        As :meth:`KernelBank.build <mklkit.kernels.build.KernelBank.build>`.
+    memory_budget : float, optional
+        Bytes for the factors and the working space (default 4 GiB); see
+        :mod:`mklkit.kernels.factorize`.
+    max_exact_dim : int
+        Largest explicit polynomial map (default 256).
+    resolve, feature_names
+        As :func:`~mklkit.kernels.description.expand_bank`.
+    root : str
+        Prefix of the keys named in errors (``"kernels.factor"`` gives
+        ``kernels.factor.tol``).
+
+    Returns
+    -------
+    FactorBank
+        With ``trace_error`` per kernel and ``factor_map``
+        (:class:`FactorMap`: ``transform(X_new)``, the per-kernel methods,
+        ranks and errors).
+
+    Raises
+    ------
+    FactorError
+        A bad setting, or factors that do not fit ``memory_budget`` (one
+        line naming the key and what fits).
+    BankError
+        A bad bank description, bad data, or a kernel that cannot be
+        normalised.
+    """
+    from ...data import Dataset
+
+    limit = _check_settings(rank, tol, method, seed, normalize, memory_budget, max_exact_dim, root)
+    tol = float(tol)
+    if isinstance(X, Dataset):
+        if feature_names is None:
+            feature_names = X.feature_names
+        X = X.X
+    X = _as_points(X, "X")
+    N, d = X.shape
+    if isinstance(bank, (list, tuple)) and bank and all(isinstance(s, BankKernel) for s in bank):
+        specs = list(bank)
+    else:
+        specs = expand_bank(bank, d, feature_names, resolve)
+    M = len(specs)
+    kinds = [_choose_method(s, m, method, rank, max_exact_dim, root) for m, s in enumerate(specs)]
+    approx = [m for m in range(M) if kinds[m] in ("pivoted_cholesky", "nystrom")]
+    sparse_bank = sp.issparse(X) and all(k == "linear" for k in kinds)
+    budget = _Budget(limit, N, root)
+
+    # -- what is known before anything is allocated -------------------------
+    exact_bytes = sum(_exact_bytes(specs[m], kinds[m], X, N, sparse_bank)
+                      for m in range(M) if m not in approx)
+    widest = max((len(specs[m].features) for m in approx), default=0)
+    working = 8 * N * (2 * _BATCH + 2 * widest) if approx else 0
+    per_kernel = 8 * N * min(rank, N) if rank is not None else 0
+    if exact_bytes + working > limit:
+        plus = f" (plus {format_bytes(working)} of working space)" if working else ""
+        raise FactorError(
+            f"{_key(root, 'memory_budget')}: the exact factors need {format_bytes(exact_bytes)}"
+            f"{plus} but memory_budget is "
+            f"{format_bytes(limit)}; raise memory_budget or use method 'pivoted_cholesky' with a "
+            "rank", key=_key(root, "memory_budget"))
+    fair_rank = int((limit - exact_bytes - working) // (8 * N * max(len(approx), 1)))
+    if rank is not None and approx and exact_bytes + working + len(approx) * per_kernel > limit:
+        raise FactorError(
+            f"{_key(root, 'rank')} = {rank}: {len(approx)} approximated kernels x rank "
+            f"{min(rank, N)} x {N} points need {format_bytes(len(approx) * per_kernel)} (plus "
+            f"{format_bytes(exact_bytes + working)} for exact factors and working space) but "
+            f"memory_budget is {format_bytes(limit)}; rank <= {fair_rank} fits",
+            key=_key(root, "rank"))
+
+    t0 = time.perf_counter()
+    groups = _Groups(X)
+    order = np.random.default_rng(np.random.SeedSequence(int(seed))).permutation(N)
+    factors: list[KernelFactor] = []
+    blocks: list[Any] = []
+    budget.take(exact_bytes)
+    run = _Run(normalize, rank, tol, order, budget, working, fair_rank, root)
+    for m, spec in enumerate(specs):
+        kf, blk = _factor_one(m, spec, kinds[m], groups, run)
+        factors.append(kf)
+        blocks.append(blk)
+        run.rank_so_far += kf.rank
+    starts = np.concatenate([[0], np.cumsum([kf.rank for kf in factors])]).astype(np.int64)
+    LT = _assemble(blocks, starts, N, sparse_bank)
+    fmap = FactorMap(factors, starts, normalize, d, sparse_bank)
+    out = FactorBank(LT, starts, trace_error=[kf.trace_error for kf in factors], factor_map=fmap)
+    logger.info(
+        "factored %d kernels on %d samples in %.2f s: total rank %d (%s), %s; residual trace "
+        "%.3g of the total", M, N, time.perf_counter() - t0, out.total_rank,
+        ", ".join(f"{k} {kinds.count(k)}" for k in dict.fromkeys(kinds)), format_bytes(out.nbytes),
+        out.overall_trace_error)
+    return out
+
+
+def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Run
+                ) -> tuple[KernelFactor, Any]:
+    """Kernel ``m``: its :class:`KernelFactor` and its rows of :math:`L^\\top` (an array, a CSR
+    matrix, or an :class:`_Approx`)."""
+    func, label = spec.function, spec.label
+    normalize, rank, tol, budget, root = run.normalize, run.rank, run.tol, run.budget, run.root
+    N = groups.X.shape[0]
+    kf = KernelFactor(spec, kind, 0, 1.0, 0.0)
+    if kind in ("linear", "poly_map"):
+        blk, diag = _exact_rows(kf, groups, False, "X")
+    else:
+        A = np.ascontiguousarray(groups.dense(spec.features))
+        diag = _diag(func, A, label, "X")
+    tr_raw = float(diag.sum())
+    where = f"kernel {m} {label!r}"
+    if normalize == "trace" and not (tr_raw > 0.0 and math.isfinite(tr_raw)):
+        raise BankError(f"{where} has trace {tr_raw!r}; unit-trace normalisation needs a positive "
+                        "trace (a constant-zero feature?); drop the feature or use "
+                        "normalize='diagonal' or 'none'")
+    if normalize == "diagonal" and not np.all(diag > 0.0):
+        i = int(np.argmin(diag))
+        raise BankError(f"{where} has k(x, x) = {float(diag[i])!r} at sample {i}; unit-diagonal "
+                        "normalisation needs k(x, x) > 0 for every training point; use "
+                        "normalize='trace' or 'none'")
+    scale = kf.scale = 1.0 / math.sqrt(tr_raw) if normalize == "trace" else 1.0
+    trace = kf.trace = (1.0 if normalize == "trace" else
+                        float(N) if normalize == "diagonal" else tr_raw)
+    if kind in ("linear", "poly_map"):
+        if normalize == "diagonal":
+            blk = _scale_columns(blk, diag)
+        kf.rank = int(blk.shape[0])
+    else:
+        dn = diag if normalize == "diagonal" else None
+        d0 = np.ones(N) if dn is not None else diag.copy()
+
+        base = groups.base_rows(spec.features, func.uses) if func.uses is not None else None
+
+        def rows(idx: np.ndarray) -> np.ndarray:
+            return _kernel_rows(func, np.ascontiguousarray(A[idx]), A,
+                                None if dn is None else dn[idx], dn, label,
+                                None if base is None else base(idx))
+
+        def on_full(r: int, rel: float) -> None:
+            raise FactorError(
+                f"{_key(root, 'tol')} = {tol:g} is not reached within {_key(root, 'memory_budget')}"
+                f" = {format_bytes(budget.limit)}: {where} has relative residual trace {rel:.3g} "
+                f"at rank {r}, and no more rows of {N} points fit (total rank so far "
+                f"{run.rank_so_far + r}); loosen {_key(root, 'tol')}, set {_key(root, 'rank')} <= "
+                f"{run.fair_rank} (fits for every approximated kernel) or raise "
+                f"{_key(root, 'memory_budget')}", key=_key(root, "tol"))
+
+        budget.take(run.working)
+        cap = N if rank is None else min(rank, N)
+        if kind == "pivoted_cholesky":
+            blk, piv = _pivoted_cholesky(rows, d0, cap, tol, budget, on_full)
+            # L_P = L[P, :]; row j of L^T is zero at the pivots before j: L_P is lower triangular
+            LPt = np.vstack([b[:, piv] for b in blk.blocks]) if blk.blocks else np.zeros((0, 0))
+            kf.basis = np.ascontiguousarray(LPt.T)
+            kf.points = np.ascontiguousarray(A[piv])
+            kf.point_diag = None if dn is None else dn[piv].copy()
+        else:
+            blk, S, W = _nystrom(rows, d0, rank, tol, run.order, budget, on_full)
+            kf.basis, kf.points = W, np.ascontiguousarray(A[S])
+            kf.point_diag = None if dn is None else dn[S].copy()
+        budget.release(run.working)
+        kf.rank = blk.rank
+    sq = _squared_norm(blk) * scale * scale
+    kf.trace_error = max(trace - sq, 0.0)
+    if kind in ("linear", "poly_map") and scale != 1.0:
+        blk = blk * scale
+    elif isinstance(blk, _Approx) and scale != 1.0:
+        for b in blk.blocks:
+            b *= scale
+    return kf, blk
+
+
+def _squared_norm(blk: Any) -> float:
+    if isinstance(blk, _Approx):
+        return float(sum(np.einsum("rn,rn->", b, b) for b in blk.blocks))
+    if sp.issparse(blk):
+        return float(blk.multiply(blk).sum())
+    return float(np.einsum("rn,rn->", blk, blk))
+
+
+def _assemble(blocks: list[Any], starts: np.ndarray, N: int, sparse_bank: bool) -> Any:
+    """One (R, N) array (or CSR matrix) from the kernels' rows; each block freed once moved."""
+    if sparse_bank:
+        return sp.vstack(blocks, format="csr")
+    LT = np.empty((int(starts[-1]), N))
+    for m in range(len(blocks)):
+        blk, blocks[m] = blocks[m], None
+        r = int(starts[m])
+        parts = blk.blocks if isinstance(blk, _Approx) else [blk]
+        while parts:
+            b = parts.pop(0)
+            b = b.toarray() if sp.issparse(b) else b
+            LT[r:r + b.shape[0]] = b
+            r += b.shape[0]
+            del b
+    return LT

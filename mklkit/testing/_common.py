@@ -1,0 +1,309 @@
+"""What the loss and regularizer checks of the component kit share.
+
+Floating-point constants, tolerances, central differences with their error
+estimates, bounded scalar minimisation and the trust in a numerical
+supremum, the location of jumps (kinks), the check of one kernel output, and
+the two identities every component has (``declaration``,
+``numba_kernels``).  The rules behind the tolerances are described in
+:mod:`mklkit.testing.components`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from scipy import optimize
+
+from ..declaration import declaration_problems, unjitted_problem
+from ._report import _Identity, _Runner
+
+_EPS = float(np.finfo(np.float64).eps)
+_SQRT_EPS = math.sqrt(_EPS)
+_ROUND = 64.0 * _EPS          # relative evaluation error credited to a kernel
+_FD_STEP = 1e-5               # relative central-difference step
+_SOLVER_RTOL = 1e-7           # relative accuracy credited to the solvers of constrained_value
+_KINK_SPREAD = 0.05           # relative disagreement of second differences at a kink
+_BIG = 1e300                  # stands for +inf inside scalar solvers
+
+
+# ---------------------------------------------------------------------------
+# Numerical utilities
+# ---------------------------------------------------------------------------
+def _f64(x: Any) -> np.ndarray:
+    return np.ascontiguousarray(x, dtype=np.float64)
+
+
+def _arr(out: Any) -> np.ndarray:
+    return np.asarray(out, dtype=np.float64)
+
+
+def _fin(*arrays: Any) -> np.ndarray:
+    """Sum of the absolute values of the finite entries (a scale for tolerances)."""
+    total = 0.0
+    for a in arrays:
+        a = np.abs(np.asarray(a, dtype=np.float64))
+        total = total + np.where(np.isfinite(a), a, 0.0)
+    return np.asarray(total)
+
+
+def _mag(*arrays: Any) -> np.ndarray:
+    """Elementwise largest absolute finite entry: the magnitude of the values compared."""
+    top: Any = 0.0
+    for a in arrays:
+        a = np.abs(np.asarray(a, dtype=np.float64))
+        top = np.maximum(top, np.where(np.isfinite(a), a, 0.0))
+    return np.asarray(top)
+
+
+def _tol(rtol: float, atol: float, compared: Sequence[Any], terms: Sequence[Any] = (),
+         extra: Any = 0.0) -> np.ndarray:
+    """Tolerance of an identity between computed values (see :mod:`mklkit.testing.components`).
+
+    ``rtol`` applies to the magnitude of the values compared (``compared``),
+    never to the terms they were computed from: a sum of large terms that
+    cancel is compared at its own size.  The rounding of those terms (each
+    credited with :data:`_ROUND` relative error) and ``extra`` (the error
+    estimate of a finite difference, a numerical optimum or a computed
+    point) are added on top.
+    """
+    return atol + rtol * _mag(*compared) + _ROUND * _fin(*terms) + extra
+
+
+def _steps(x: np.ndarray, scale: np.ndarray | float) -> np.ndarray:
+    return _FD_STEP * np.maximum(np.abs(x), scale)
+
+
+@dataclass
+class _FD:
+    """Central difference of ``f`` at ``x``: value, error estimate, kink mask."""
+
+    d: np.ndarray
+    err: np.ndarray
+    kink: np.ndarray
+    fmax: np.ndarray
+    dplus: np.ndarray
+    dminus: np.ndarray
+
+
+def _central(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, h: np.ndarray) -> _FD:
+    """Central differences of a vectorized ``f`` (outputs may carry trailing axes)."""
+    vals = {k: _arr(f(_f64(x + k * h))) for k in (-4, -2, -1, 0, 1, 2, 4)}
+    extra = vals[0].ndim - x.ndim
+    hb = h.reshape(h.shape + (1,) * extra)
+    xb = x.reshape(x.shape + (1,) * extra)
+
+    def span(k: int) -> np.ndarray:
+        return (xb + k * hb) - (xb - k * hb)
+
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        d1 = (vals[1] - vals[-1]) / span(1)
+        d2 = (vals[2] - vals[-2]) / span(2)
+        fmax = np.max(np.abs(np.stack(list(vals.values()))), axis=0)
+        rnd = _ROUND * fmax / hb
+        err = np.abs(d1 - d2) + rnd
+        s = np.stack([(vals[k] - 2 * vals[0] + vals[-k]) / (k * hb) ** 2 for k in (1, 2, 4)])
+        spread = np.ptp(s, axis=0)
+        smax = np.max(np.abs(s), axis=0)
+        noise = 4 * _ROUND * fmax / hb ** 2
+        finite = np.all(np.isfinite(np.stack(list(vals.values()))), axis=0)
+        kink = ~finite | ((spread > _KINK_SPREAD * smax) & (spread > 100 * noise))
+        dplus = (vals[1] - vals[0]) / ((xb + hb) - xb)
+        dminus = (vals[0] - vals[-1]) / (xb - (xb - hb))
+    return _FD(d1, err, kink, fmax, dplus, dminus)
+
+
+def _fd_tol(an: np.ndarray, fd: _FD, rtol: float, atol: float) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        return atol + rtol * np.maximum(np.abs(an), np.abs(fd.d)) + fd.err
+
+
+def _sensitivity(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray,
+                 delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """How much ``f`` moves when its (computed) argument moves by ``delta``.
+
+    Returns the spread ``max |f(x +- delta) - f(x)|`` and a mask of the points
+    where it is finite.  An identity evaluated at a computed point is only
+    checkable up to this spread; where ``f`` jumps to ``inf`` within a few
+    ulps (the edge of a domain) it is not checkable at all.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    f0, fp, fm = (_arr(f(_f64(a))) for a in (x, x + delta, np.maximum(x - delta, 0.0)
+                                             if np.all(x >= 0) else x - delta))
+    with np.errstate(invalid="ignore"):
+        spread = np.maximum(np.abs(fp - f0), np.abs(fm - f0))
+    same_inf = np.isposinf(f0) & np.isposinf(fp) & np.isposinf(fm)
+    spread = np.where(same_inf, 0.0, spread)
+    return np.where(np.isfinite(spread), spread, 0.0), np.isfinite(spread) | same_inf
+
+
+def _ulps(*scales: Any) -> np.ndarray:
+    """A few ulps of the largest of ``scales`` (rounding of a computed point)."""
+    m = 0.0
+    for a in scales:
+        m = np.maximum(m, _fin(a))
+    return 4.0 * _EPS * m
+
+
+def _scalar_min(fun: Callable[[float], float], a: float,
+                b: float) -> tuple[float, float, float, float]:
+    """Bounded Brent minimisation of a scalar function that may return inf.
+
+    Returns ``(x, fun(x), err, dx)``.  :func:`scipy.optimize.fminbound` stops
+    once the minimiser is bracketed within ``dx = 2 (sqrt(eps) |x| + xatol/3)``
+    of ``x``; for a convex ``fun`` the rise over ``dx`` on the side away from
+    the minimiser is at least ``fun(x) - min fun``, so ``err``, the larger
+    rise of the two sides, bounds how far the value found lies above the
+    minimum (rounding of the values is credited by the callers).
+    """
+    if not (b > a):
+        return a, fun(a), 0.0, 0.0
+
+    def safe(t: float) -> float:
+        v = fun(t)
+        return v if math.isfinite(v) else _BIG
+
+    xatol = 1e-14 * max(1.0, abs(a), abs(b))
+    res = optimize.minimize_scalar(
+        safe, bounds=(a, b), method="bounded", options={"xatol": xatol, "maxiter": 500},
+    )
+    x = float(res.x)
+    fx = fun(x)
+    dx = 2.0 * (_SQRT_EPS * abs(x) + xatol / 3.0)
+    rise = [fun(min(max(t, a), b)) - fx for t in (x - dx, x + dx)] if math.isfinite(fx) else []
+    err = max([0.0] + [r for r in rise if math.isfinite(r)])
+    return x, fx, err, dx
+
+
+def _grid_sup(grid: np.ndarray, vals: np.ndarray, neg: Callable[[float], float]
+              ) -> tuple[np.ndarray, list[tuple[float, float]], float]:
+    """A supremum over ``grid`` refined by bounded Brent around the best grid point.
+
+    ``vals`` holds the objective on ``grid`` and ``neg(t)`` is minus the
+    objective at ``t``.  Returns the grid values (NaN read as ``-inf``), the
+    candidates ``(value, arg)`` for :func:`_best` (every grid point and
+    Brent's point) and the error bound of :func:`_scalar_min`.
+    """
+    vals = np.where(np.isnan(vals), -np.inf, vals)
+    i = int(np.argmax(vals))
+    a, b = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
+    xb, fb, err, _ = _scalar_min(neg, a, b)
+    cands = [(float(v), float(g)) for v, g in zip(vals, grid)] + [(-fb, xb)]
+    return vals, cands, err
+
+
+def _best(cands: list[tuple[float, float]]) -> tuple[float, float]:
+    """Largest value among ``(value, arg)`` candidates; ties go to the smallest ``|arg|``.
+
+    A flat supremum (hinge at the end of its domain) is then reported at a
+    moderate argument, which keeps the tolerance scale ``|u z|`` honest.
+    """
+    finite = [c for c in cands if math.isfinite(c[0])]
+    if not finite:
+        return -math.inf, 0.0
+    top = max(c[0] for c in finite)
+    near = [c for c in finite if c[0] >= top - 1e-12 * (1.0 + abs(top))]
+    val, arg = min(near, key=lambda c: abs(c[1]))
+    return top, arg
+
+
+def _attained(best: float, grid: np.ndarray, vals: np.ndarray, hints: Sequence[float],
+              hint_vals: Sequence[float]) -> bool:
+    """Whether a numerical supremum over ``grid`` (plus refinements) is trustworthy.
+
+    It is not when the objective still rises at an end of the grid, or when a
+    candidate maximiser offered by the component lies beyond the grid and the
+    objective cannot be evaluated there (overflow): the supremum is then only
+    known from below.
+    """
+    for e, nb in ((0, 1), (vals.size - 1, vals.size - 2)):
+        ve, vn = vals[e], vals[nb]
+        if (math.isfinite(ve) and ve >= best - 1e-12 * (1.0 + abs(best))
+                and ve - vn > 1e-9 * (1.0 + abs(ve))):
+            return False
+    extent = float(np.max(np.abs(grid)))
+    for t, v in zip(hints, hint_vals):
+        if math.isfinite(t) and abs(t) > extent and not math.isfinite(v):
+            return False
+    return True
+
+
+def _jumps(xs: np.ndarray, d: np.ndarray, scale: float) -> np.ndarray:
+    """Indices ``i`` where ``d`` jumps between ``xs[i]`` and ``xs[i+1]``."""
+    delta = np.abs(np.diff(d, axis=-1))
+    left = np.concatenate([delta[..., :1] * 0 + np.inf, delta[..., :-1]], axis=-1)
+    right = np.concatenate([delta[..., 1:], delta[..., :1] * 0 + np.inf], axis=-1)
+    with np.errstate(invalid="ignore"):
+        big = (delta > 1e-6 * scale) & (delta > 10 * np.maximum(left, right))
+    return big
+
+
+def _bisect_jumps(fun: Callable[[np.ndarray], np.ndarray], a: np.ndarray, b: np.ndarray,
+                  fa: np.ndarray, fb: np.ndarray, iters: int = 80) -> tuple[np.ndarray, np.ndarray]:
+    """Shrink brackets ``[a, b]`` around a jump of ``fun`` to adjacent floats."""
+    a, b = a.copy(), b.copy()
+    mid = 0.5 * (fa + fb)
+    sgn = np.sign(fb - fa)
+    for _ in range(iters):
+        c = 0.5 * (a + b)
+        fc = _arr(fun(_f64(c)))
+        left = sgn * (fc - mid) < 0
+        a = np.where(left, c, a)
+        b = np.where(left, b, c)
+    return a, b
+
+
+def _check_output(ident: _Identity, name: str, out: Any, shape: tuple[int, ...],
+                  points: dict[str, Any], allow_inf: bool = False) -> np.ndarray | None:
+    """Dtype/shape/finiteness of one kernel output; returns it as an array."""
+    if not isinstance(out, np.ndarray):
+        ident.fail(f"{name} returned {type(out).__name__}, expected a float64 ndarray of shape {shape}")
+        return None
+    if out.dtype != np.float64:
+        ident.fail(f"{name} returned dtype {out.dtype}, expected float64")
+        return None
+    if out.shape != shape:
+        ident.fail(f"{name} returned shape {out.shape}, expected {shape}")
+        return None
+    flat = out.reshape(shape[0], -1) if out.ndim else out.reshape(1, 1)
+    ok = ~np.isnan(flat).any(axis=1)
+    if not allow_inf:
+        ok &= np.isfinite(flat).all(axis=1)
+    ident.require(ok, points, f"{name} is NaN" if allow_inf else f"{name} is not finite")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Identities of every component
+# ---------------------------------------------------------------------------
+def _declaration(r: _Runner, comp: Any, kind: str) -> None:
+    """The declaration, by the checker the registry uses
+    (:func:`mklkit.declaration.declaration_problems`)."""
+    ident = r.identity("declaration")
+    problems = declaration_problems(comp, kind=kind)
+    if problems:
+        ident.fail("; ".join(problems))
+    else:
+        ident.note()
+
+
+def _numba_kernels(r: _Runner, comp: Any) -> None:
+    ident = r.identity("numba_kernels")
+    problem = unjitted_problem(comp)
+    if problem is not None:
+        ident.fail(problem)
+    else:
+        ident.note()
+
+
+
+
+def _begin(comp: Any, kind: str, seed: int) -> tuple[np.random.Generator, _Runner]:
+    """The random generator and the runner of one check, after the identities every
+    component has (``declaration``, ``numba_kernels``)."""
+    rng = np.random.default_rng(seed)
+    r = _Runner(comp)
+    r.run("declaration", _declaration, r, comp, kind)
+    r.run("numba_kernels", _numba_kernels, r, comp)
+    return rng, r
