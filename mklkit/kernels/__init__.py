@@ -17,21 +17,25 @@
 """
 from __future__ import annotations
 
-from .build import KernelBank, MemoryBudgetError, estimate_bytes, estimate_peak_bytes, format_bytes
-from .description import (
+from .bank import (
     CHI2_DF,
     DEFAULT_MEMORY_BUDGET,
     NORMALIZATIONS,
     BankError,
     BankKernel,
+    KernelBank,
     KernelSpec,
+    MemoryBudgetError,
+    PrecomputedKernels,
     builtin_resolver,
     count_kernels,
+    estimate_bytes,
+    estimate_peak_bytes,
     expand_bank,
+    format_bytes,
     make_resolver,
     validate_bank,
 )
-from .precomputed import PrecomputedKernels
 from .functions import (
     BUILTIN_KERNEL_FUNCTIONS,
     RBF,
