@@ -127,8 +127,12 @@ def _kernels():
 class _Factors:
     """Arrays of a :class:`FactorBank` for the jitted loops, computed once per bank.
 
-    ``lip[m]`` is :math:`\\|L_m\\|_2^2`; ``supp_ptr``/``supp_idx`` list the
-    samples each block of a sparse bank touches.
+    ``lip[m]`` is :math:`\\|L_m\\|_2^2`; ``grams`` holds the Gram matrices
+    :math:`L_m^\\top L_m` of the blocks of rank at most :data:`GRAM_MAX_RANK`
+    (block ``m`` at ``goff[m]``, -1 for the others); for a sparse bank,
+    ``supp_ptr``/``supp_idx`` list the samples each block touches and
+    ``tptr``/``tcol``/``tval`` hold each block's entries sample by sample (its
+    factor :math:`L_m` in CSR form, restricted to those samples).
     """
 
     def __init__(self, bank: FactorBank) -> None:
@@ -136,46 +140,60 @@ class _Factors:
         self.N = N
         self.sparse = bool(bank.sparse)
         self.starts = np.ascontiguousarray(bank.starts, dtype=np.int64)
+        empty_i = np.zeros(0, dtype=np.int64)
         if self.sparse:
             LT = bank.LT
             self.LT = np.zeros((1, 1))
             self.indptr = np.ascontiguousarray(LT.indptr, dtype=np.int64)
             self.indices = np.ascontiguousarray(LT.indices, dtype=np.int64)
             self.data = np.ascontiguousarray(LT.data, dtype=np.float64)
-            supports = [np.unique(self.indices[self.indptr[s]:self.indptr[e]])
-                        for s, e in zip(self.starts[:-1], self.starts[1:])]
+            supports, counts, cols, vals = [], [], [], []
+            for m in range(M):
+                Lm = sp.csr_matrix(bank.block(m).T)
+                Lm.sort_indices()
+                per = np.diff(Lm.indptr)
+                supports.append(np.flatnonzero(per > 0))
+                counts.append(per[per > 0])
+                cols.append(Lm.indices)
+                vals.append(Lm.data)
             self.supp_ptr = np.concatenate(
                 [[0], np.cumsum([len(x) for x in supports])]).astype(np.int64)
-            self.supp_idx = np.ascontiguousarray(
-                np.concatenate(supports) if supports else np.zeros(0), dtype=np.int64)
+            self.supp_idx = np.ascontiguousarray(np.concatenate(supports), dtype=np.int64)
+            self.tptr = np.concatenate([[0], np.cumsum(np.concatenate(counts))]).astype(np.int64)
+            self.tcol = np.ascontiguousarray(np.concatenate(cols), dtype=np.int64)
+            self.tval = np.ascontiguousarray(np.concatenate(vals), dtype=np.float64)
         else:
             self.LT = bank.LT
             self.indptr = np.zeros(1, dtype=np.int64)
-            self.indices = np.zeros(0, dtype=np.int64)
-            self.data = np.zeros(0)
+            self.indices = self.supp_idx = self.tptr = self.tcol = empty_i
+            self.data = self.tval = np.zeros(0)
             self.supp_ptr = np.zeros(M + 1, dtype=np.int64)
-            self.supp_idx = np.zeros(0, dtype=np.int64)
-        self._grams: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self.lip = np.array([self._spectral_sq(bank, m) for m in range(M)])
-
-    def gram(self, bank: FactorBank, m: int) -> tuple[np.ndarray, np.ndarray]:
-        """Eigenvalues and eigenvectors of :math:`L_m^\\top L_m` (rank <= GRAM_MAX_RANK)."""
-        if m not in self._grams:
-            B = bank.block(m)
+        ranks = np.diff(self.starts)
+        self.goff = np.full(M, -1, dtype=np.int64)
+        small = np.flatnonzero((ranks > 0) & (ranks <= GRAM_MAX_RANK))
+        self.goff[small] = np.concatenate([[0], np.cumsum(ranks[small] ** 2)[:-1]]) \
+            if small.size else small
+        self.grams = np.zeros(int(np.sum(ranks[small] ** 2)))
+        for m in small:
+            B = bank.block(int(m))
             G = B @ B.T
             G = G.toarray() if sp.issparse(G) else np.asarray(G)
-            w, V = np.linalg.eigh(0.5 * (G + G.T))
-            self._grams[m] = (w, V)
-        return self._grams[m]
+            self.grams[self.goff[m]:self.goff[m] + ranks[m] ** 2] = (0.5 * (G + G.T)).ravel()
+        self.lip = np.array([self._spectral_sq(bank, m) for m in range(M)])
+
+    def gram(self, m: int) -> np.ndarray:
+        """:math:`L_m^\\top L_m` of a block of rank <= GRAM_MAX_RANK."""
+        r = int(self.starts[m + 1] - self.starts[m])
+        return self.grams[self.goff[m]:self.goff[m] + r * r].reshape(r, r)
 
     def _spectral_sq(self, bank: FactorBank, m: int) -> float:
         r = int(self.starts[m + 1] - self.starts[m])
         if r == 0:
             return 0.0
-        B = bank.block(m)
-        if r <= GRAM_MAX_RANK:
-            top = float(self.gram(bank, m)[0][-1])
+        if self.goff[m] >= 0:
+            top = float(np.linalg.eigvalsh(self.gram(m))[-1])
         else:
+            B = bank.block(m)
             op = spla.aslinearoperator(B.T if sp.issparse(B) else np.asarray(B).T)
             top = float(spla.svds(op, k=1, tol=1e-10, return_singular_vectors=False)[0]) ** 2
         return max(top, 0.0) * (1.0 + 1e-10)
@@ -222,8 +240,8 @@ def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
         if e == s or not np.any(bm != 0.0):
             continue
         B = bank.block(m)
-        if e - s <= GRAM_MAX_RANK:
-            w, V = f.gram(bank, m)
+        if f.goff[m] >= 0:
+            w, V = np.linalg.eigh(f.gram(m))
             keep = w > 1e-12 * max(float(w[-1]), 0.0) * (e - s)
             c = V[:, keep] @ ((V[:, keep].T @ bm) / w[keep])
             alpha[m] = np.asarray(B.T @ c).ravel()
@@ -264,6 +282,12 @@ class BCD(Engine):
         ``newton``: Newton steps per outer iteration.
     newton_epochs : int
         ``newton``: passes over the working set per Newton step.
+    exact_rank : int
+        ``newton``: blocks of at most this rank are minimized exactly on the
+        quadratic model (accelerated proximal gradient on the block, with its
+        :math:`r_m\times r_m` Hessian formed at every Newton step); 0: never.
+    max_inner : int
+        Iterations of an exact block minimization.
     anderson : int
         Iterates combined by Anderson extrapolation (0: none).
     inner_ratio : float
@@ -299,6 +323,10 @@ class BCD(Engine):
               low=1),
         Param("newton_epochs", 20, "method newton: passes over the working set per Newton step",
               type=int, low=1),
+        Param("exact_rank", 64, "method newton: blocks of at most this rank are minimized "
+              "exactly on the quadratic model (their r x r Hessian is formed at every Newton "
+              "step); 0: never", type=int, low=0),
+        Param("max_inner", 50, "iterations of an exact block minimization", type=int, low=1),
         Param("anderson", 5, "iterates combined by Anderson extrapolation (0: none)", type=int,
               low=0, high=50),
         Param("inner_ratio", 0.3, "the working set is solved to this fraction of the largest "
@@ -499,6 +527,8 @@ class _Run:
         ipar[kb.IP_MAX_EPOCHS] = int(eng.newton_epochs if self.method == "newton"
                                      else eng.max_epochs)
         ipar[kb.IP_ANDERSON] = int(eng.anderson)
+        ipar[kb.IP_EXACT_RANK] = min(int(eng.exact_rank), GRAM_MAX_RANK)
+        ipar[kb.IP_MAX_INNER] = int(eng.max_inner)
         lip = self.curvature_scale(mu) if not self.smooth else self.lip_loss
         ipar[kb.IP_CHECK] = int(not (math.isfinite(lip) and lip > 0.0))
         fpar = np.zeros(kb.FP_LEN)
@@ -513,9 +543,9 @@ class _Run:
         ctx = self._quiet()
         try:
             kb.solve_ws(ipar, fpar, ws, f.starts, f.lip, f.LT, f.indptr, f.indices, f.data,
-                        f.supp_ptr, f.supp_idx, self.y, self.lp, self.lo, self.hi, self.rp,
-                        beta, z, bvec, stats, *self.fns, self.reg.kernels.value,
-                        self.reg.kernels.prox)
+                        f.supp_ptr, f.supp_idx, f.tptr, f.tcol, f.tval, f.grams, f.goff, self.y,
+                        self.lp, self.lo, self.hi, self.rp, beta, z, bvec, stats, *self.fns,
+                        self.reg.kernels.value, self.reg.kernels.prox)
         finally:
             ctx.__exit__(None, None, None)
         return float(bvec[0]) if self.bias else 0.0, stats
