@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from .spec import Prepared, Spec, SpecError, load_spec as _load_spec
+from .pipeline import Prepared
+from .spec import Spec, SpecError, load_spec as _load_spec
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -86,14 +87,23 @@ class CheckResult:
         if p.memory:
             from .kernels import format_bytes
 
-            mem = f", ~{format_bytes(p.memory.get('train', 0) + p.memory.get('test', 0))}"
+            mem = f", ~{format_bytes(p.memory['peak'])}"
         return (
             f"{s.file}: {d.name} ({d.task}): {d.n_train} train / {test} rows{feats}; "
             f"{p.n_kernels} kernels ({source}, normalize={k.normalize}{mem}); "
             f"loss {_label(s.problem.loss)}, regularizer {_label(s.problem.regularizer)}, "
             f"C={s.problem.C:g}, bias={'on' if s.problem.bias else 'off'}; "
-            f"solver {_label(s.solver.engine)}; output {s.output.dir}"
+            f"engine {_label(s.engine.engine)}{_representation(k)}; output {s.output.dir}"
         )
+
+
+def _representation(k: Any) -> str:
+    rep = k.representation
+    if rep.kind == "sharded":
+        return f" on a sharded bank ({rep.scheduler})"
+    if rep.kind == "factor":
+        return f" on a factor bank (rank {rep.rank}, tol {rep.tol:g}, method {rep.method})"
+    return ""
 
 
 def _label(comp: Any) -> str:
@@ -192,7 +202,7 @@ class RunResult:
         from . import __version__
 
         r = self.result
-        engine = self.spec.solver.engine
+        engine = self.spec.engine.engine
         top = sorted(self.kernel_weights(), key=lambda k: -k["weight"])
         out: dict[str, Any] = {
             "status": self.status,
@@ -275,21 +285,26 @@ def solve_prepared(
     """
     spec = prepared.spec
     problem = prepared.problem
-    if problem is None:
-        raise ValueError("solve_prepared needs a Prepared built with build=True")
-    engine = spec.solver.engine
+    if problem is None or spec is None:
+        raise ValueError("solve_prepared needs a Prepared built by Spec.prepare(build=True)")
+    from .compilation import announce_compilation
+
+    engine = spec.engine.engine
+    what = (f"loss {problem.loss.name!r}, regularizer {problem.regularizer.name!r} "
+            f"and engine {engine.name!r}")
     t0 = time.perf_counter()
-    if warm_start is not None and getattr(engine, "supports_warm_start", False):
-        result = engine.solve(problem, callback, warm_start=warm_start)
-    else:
-        result = engine.solve(problem, callback)
+    with announce_compilation(what):
+        if warm_start is not None and getattr(engine, "supports_warm_start", False):
+            result = engine.solve(problem, callback, warm_start=warm_start)
+        else:
+            result = engine.solve(problem, callback)
     solve_s = time.perf_counter() - t0
     data = prepared.data
     task = data.task
-    f_train = result.decision_function(problem.K)
-    metrics = _metrics(task, problem.y, f_train, "train")
-    if prepared.K_test is not None and data.y_test is not None:
-        metrics.update(_metrics(task, data.y_test, result.decision_function(prepared.K_test), "test"))
+    metrics = _metrics(task, problem.y, prepared.train_decision(result), "train")
+    f_test = prepared.test_decision(result)
+    if f_test is not None and data.y_test is not None:
+        metrics.update(_metrics(task, data.y_test, f_test, "test"))
     else:
         metrics.update({("test_accuracy" if task == "classification" else "test_rmse"): None})
     timings = {**prepared.timings, "solve_s": solve_s}
@@ -339,7 +354,10 @@ def run(
     """
     spec = _as_spec(spec)
     prepared = spec.prepare(progress=progress)
-    return solve_prepared(prepared, callback)
+    try:
+        return solve_prepared(prepared, callback)
+    finally:
+        prepared.close()
 
 
 # ---------------------------------------------------------------------------
@@ -369,7 +387,10 @@ def sweep(
     out_dir : path-like, optional
         Default: the spec's ``output.dir`` (``runs/<spec name>``).
     workers : int
-        Local worker processes (1: in this process).
+        Local worker processes (1: in this process).  They are spawned and
+        import the main script again: from a script, call ``sweep`` with
+        ``workers > 1`` under ``if __name__ == "__main__":`` (else
+        :class:`~mklkit.spec.SpecError`, before anything is written).
     scheduler : str, optional
         Address of a ``dask.distributed`` scheduler (needs ``mklkit[dask]``).
     resume : bool

@@ -25,7 +25,7 @@ import numbers
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -135,7 +135,7 @@ def _check_budget(value: Any, owner: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, str):
-        from .spec import parse_bytes
+        from .pipeline import parse_bytes
 
         try:
             return float(parse_bytes(value))
@@ -236,6 +236,7 @@ class _Prepared:
     classes: np.ndarray | None
     n_features_in: int
     timings: dict[str, float] = field(default_factory=dict)
+    representation: str = "array"
 
 
 # ---------------------------------------------------------------------------
@@ -298,13 +299,62 @@ class _BaseMKL(BaseEstimator):
     def _encode_targets(self, y: np.ndarray) -> tuple[np.ndarray | None, list[BinaryTask]]:
         raise NotImplementedError
 
-    def _prepare(self, X: Any, y: Any, C: float) -> _Prepared:
-        """Validate everything, build the bank once and lay out the binary tasks.
+    def _representation(self) -> Any:
+        """The bank representation of the ``factor`` / ``scheduler`` parameters."""
+        from .pipeline import Representation
 
-        The engine's support for the loss/regularizer pair is checked on a
-        tiny probe problem before any kernel is computed.
+        owner = self._owner
+        factor, scheduler = getattr(self, "factor", None), getattr(self, "scheduler", None)
+        if factor is not None and scheduler is not None:
+            raise ParamError("scheduler", scheduler, "None when factor is given (one representation)", owner=owner)
+        if scheduler is not None:
+            return Representation("sharded", scheduler=scheduler)
+        if factor is None:
+            return Representation()
+        if factor is True:
+            factor = {}
+        if not isinstance(factor, Mapping) or set(factor) - {"rank", "tol", "method", "seed"}:
+            raise ParamError("factor", factor, "None, True or a mapping with keys rank, tol, method, seed",
+                             owner=owner)
+        rep = Representation("factor", **dict(factor))
+        try:
+            rep.check(root="factor")
+        except ValueError as exc:
+            raise ValueError(f"{owner}: {exc}") from None
+        return rep
+
+    def _gram_input(self, X: Any, fitted: bool = False) -> tuple[np.ndarray, bool]:
+        """Precomputed kernels as (M, rows, N), and whether X had the deprecated layout.
+
+        X is (rows, N, M) (samples first, kernels last), or (M, rows, N) (deprecated).
         """
-        from .kernels import BankError, KernelBank
+        import warnings
+
+        owner = self._owner
+        X = np.asarray(X)
+        old = getattr(self, "_legacy_layout", False) if fitted else (
+            X.ndim == 3 and X.shape[1] == X.shape[2] and X.shape[0] != X.shape[1])
+        if X.ndim != 3 or (not fitted and not old and X.shape[0] != X.shape[1]):
+            raise ValueError(
+                f"{owner}: with kernels='precomputed', X must be the training Gram matrices of shape "
+                f"(n_samples, n_samples, n_kernels) (samples on the first two axes, as scikit-learn's "
+                f"splitters index a pairwise input); got shape {X.shape}")
+        if old and not fitted:
+            warnings.warn(
+                f"{owner}: precomputed Gram matrices of shape (n_kernels, n_samples, n_samples) are "
+                "deprecated; pass np.moveaxis(K, 0, -1), shape (n_samples, n_samples, n_kernels), which "
+                "GridSearchCV and cross_val_score can split", FutureWarning, stacklevel=4)
+        return (X if old else np.moveaxis(X, 2, 0)), bool(old)
+
+    def _prepare(self, X: Any, y: Any, C: float) -> _Prepared:
+        """Validate everything, build the bank once (:func:`mklkit.pipeline.prepare`) and lay out the tasks.
+
+        The engine's support for the loss/regularizer pair (and the bank's
+        representation) is checked on the pipeline's tiny probe problem
+        before any kernel is computed.
+        """
+        from . import pipeline
+        from .pipeline import BankSettings, PipelineError, ProblemSettings
 
         owner = self._owner
         loss, regularizer, engine = self._components()
@@ -316,6 +366,7 @@ class _BaseMKL(BaseEstimator):
         if (isinstance(self.verbose, (bool, np.bool_))
                 or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0):
             raise ParamError("verbose", self.verbose, "an integer >= 0", owner=owner)
+        representation = self._representation()
         precomputed = self._precomputed()
         if precomputed:
             normalize = "none" if normalize == "auto" else normalize
@@ -323,17 +374,21 @@ class _BaseMKL(BaseEstimator):
                 raise ParamError("normalize", self.normalize, "'auto', 'none' or 'trace' with "
                                  "kernels='precomputed' (unit-diagonal normalisation of test "
                                  "kernels needs the test points' own k(x, x))", owner=owner)
-            X = np.asarray(X)
-            if X.ndim != 3 or X.shape[1] != X.shape[2]:
-                raise ValueError(
-                    f"{owner}: with kernels='precomputed', X must be the training Gram matrices "
-                    f"of shape (n_kernels, n_samples, n_samples); got shape {X.shape}")
+            if representation.kind != "array":
+                raise ParamError("factor" if representation.kind == "factor" else "scheduler",
+                                 getattr(self, "factor", None) or getattr(self, "scheduler", None),
+                                 "None with kernels='precomputed' (given kernels are held as one array)",
+                                 owner=owner)
+            K, self._legacy_layout = self._gram_input(X)
             y = self._validate_y(y)
-            if y.shape[0] != X.shape[1]:
-                raise ValueError(f"{owner}: X holds Gram matrices of {X.shape[1]} samples "
+            if y.shape[0] != K.shape[1]:
+                raise ValueError(f"{owner}: X holds Gram matrices of {K.shape[1]} samples "
                                  f"but y has {y.shape[0]} labels")
-            n_features_in = int(X.shape[1])
+            n_features_in = int(K.shape[1])
             kernels_resolved: Any = "precomputed"
+            data = pipeline.gram_data(K, y, self._task)
+            bank_settings = BankSettings(precomputed=None, normalize=normalize, memory_budget=budget,
+                                         memory_budget_given=self.memory_budget)
         else:
             normalize = "trace" if normalize == "auto" else normalize
             X, y = _validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
@@ -341,41 +396,49 @@ class _BaseMKL(BaseEstimator):
             y = self._validate_y(y)
             n_features_in = int(X.shape[1])
             kernels_resolved = self._bank_entries(n_features_in)
+            names = getattr(self, "feature_names_in_", None)
+            data = pipeline.array_data(X, y, self._task, None if names is None else [str(n) for n in names])
+            if self.standardize:
+                data = pipeline.standardize(data)
+            bank_settings = BankSettings(
+                preset=kernels_resolved if isinstance(kernels_resolved, str) else None,
+                bank=None if isinstance(kernels_resolved, str) else tuple(kernels_resolved),
+                normalize=normalize, memory_budget=budget, memory_budget_given=self.memory_budget,
+                representation=representation)
         classes, tasks = self._encode_targets(y)
-        probe = _Prepared(K=np.empty((1, 0, 0)), bank=None, tasks=tasks, loss=loss,
-                          regularizer=regularizer, engine=engine, kernels=kernels_resolved,
-                          kernel_names=[], scaler=None, classes=classes,
-                          n_features_in=n_features_in)
-        self._check_support(engine, self._problem(probe, tasks[0], probe.K, C, probe=True))
-
+        if representation.kind != "array" and any(t.rows is not None for t in tasks):
+            raise ParamError("multiclass", getattr(self, "multiclass", None), "'ovr' with a factor or "
+                             "sharded bank (one-vs-one problems take rows of the Gram matrices)", owner=owner)
+        # the labels of the first binary problem on every row stand for all of them in the checks
+        y_first = np.full(y.shape[0], -1.0) if tasks[0].rows is not None else tasks[0].y
+        if tasks[0].rows is not None:
+            y_first[tasks[0].rows] = tasks[0].y
+        data.y_train = np.ascontiguousarray(y_first, dtype=np.float64)
+        settings = ProblemSettings(loss=loss, regularizer=regularizer, C=C, bias=bool(self.bias))
+        M = int(data.K_train.shape[0]) if precomputed else len(pipeline._expand(bank_settings, data))
+        self._check_support(engine, pipeline.probe_problem(data.y_train, M, settings, representation.kind))
         t0 = time.perf_counter()
-        scaler = None
         try:
-            if precomputed:
-                bank = KernelBank.from_precomputed(X, normalize=normalize, source="X")
-            else:
-                if self.standardize:
-                    from .data import Standardizer
-
-                    scaler = Standardizer().fit(X)
-                    X = scaler.transform(X)
-                names = getattr(self, "feature_names_in_", None)
-                bank = KernelBank.build(
-                    X, kernels_resolved, normalize=normalize, memory_budget_bytes=budget,
-                    progress=None if self.verbose else False, resolve=_kernel_resolver(),
-                    feature_names=None if names is None else [str(n) for n in names],
-                    root="kernels",
-                )
-        except BankError as exc:
-            raise ValueError(f"{owner}: {exc}") from None
+            prepared = pipeline.prepare(data, bank_settings, settings, engine,
+                                        progress=None if self.verbose else False)
+        except PipelineError as exc:
+            raise ValueError(f"{owner}: {exc.message(key=_param_of(exc.key))}") from None
         build_s = time.perf_counter() - t0
-        logger.info("%s: %d kernels on %d samples (normalize=%s) in %.2f s; %d binary problem(s)",
-                    owner, bank.n_kernels, bank.n_samples, normalize, build_s, len(tasks))
+        bank = prepared.bank
+        logger.info("%s: %d kernels on %d samples (normalize=%s, %s) in %.2f s; %d binary problem(s)",
+                    owner, prepared.n_kernels, data.n_train, normalize, prepared.representation, build_s,
+                    len(tasks))
+        if prepared.representation == "sharded":
+            kept = bank.cross_bank()
+            K_all: Any = bank
+        else:
+            kept = bank
+            K_all = prepared.problem.K if prepared.representation == "array" else bank
         return _Prepared(
-            K=bank.K, bank=_strip_bank(bank), tasks=tasks, loss=loss, regularizer=regularizer,
-            engine=engine, kernels=kernels_resolved, kernel_names=list(bank.names),
-            scaler=scaler, classes=classes, n_features_in=n_features_in,
-            timings={"bank_s": build_s},
+            K=K_all, bank=kept if prepared.representation == "factor" else _strip_bank(kept), tasks=tasks,
+            loss=loss, regularizer=regularizer, engine=engine, kernels=kernels_resolved,
+            kernel_names=list(prepared.kernel_names), scaler=data.scaler, classes=classes,
+            n_features_in=n_features_in, timings={"bank_s": build_s}, representation=prepared.representation,
         )
 
     def _validate_y(self, y: Any) -> np.ndarray:
@@ -411,18 +474,10 @@ class _BaseMKL(BaseEstimator):
             "'auto', 'precomputed', a preset name, a non-empty list of bank entries "
             "(docs/data_and_kernels.md) or one entry as a mapping", owner=self._owner)
 
-    def _problem(self, prep: _Prepared, task: BinaryTask, K: np.ndarray, C: float,
-                 probe: bool = False) -> Any:
+    def _problem(self, prep: _Prepared, task: BinaryTask, K: Any, C: float) -> Any:
         from .problem import Problem
 
-        y = task.y
-        if probe:  # a tiny problem with every label value, for engine.supports
-            rows = np.unique(np.concatenate([np.flatnonzero(y == v)[:2] for v in np.unique(y)[:3]]))
-            rows = np.unique(np.concatenate([rows, np.arange(min(4, y.size))]))
-            n = rows.size
-            K = np.broadcast_to(np.eye(n) / n, (max(1, K.shape[0]), n, n)).copy()
-            y = y[rows]
-        return Problem(K=K, y=y, loss=prep.loss, regularizer=prep.regularizer, C=C,
+        return Problem(K=K, y=task.y, loss=prep.loss, regularizer=prep.regularizer, C=C,
                        bias=bool(self.bias), kernel_names=prep.kernel_names)
 
     # -- solving --------------------------------------------------------------
@@ -487,7 +542,7 @@ class _BaseMKL(BaseEstimator):
         self.regularizer_ = prep.regularizer
         self.engine_ = prep.engine
         self.scaler_ = prep.scaler
-        self.bank_ = _strip_bank(prep.bank, active_idx)
+        self.bank_ = prep.bank if prep.representation == "factor" else _strip_bank(prep.bank, active_idx)
         self.n_features_in_ = prep.n_features_in
         self._tasks = prep.tasks
         if prep.classes is not None:
@@ -499,7 +554,10 @@ class _BaseMKL(BaseEstimator):
         with _verbosity(self.verbose):
             prep = self._prepare(X, y, C)
             t0 = time.perf_counter()
-            runs = self._run_all(prep, [C])
+            try:
+                runs = self._run_all(prep, [C])
+            finally:
+                _release(prep)
             logger.info("%s: solved %d problem(s) in %.2f s", owner, len(runs),
                         time.perf_counter() - t0)
         self._set_fitted(prep, [r[0] for r in runs])
@@ -550,10 +608,13 @@ class _BaseMKL(BaseEstimator):
             if n_path is not None:
                 grid = self._path_from_c_max(prep, int(n_path))
             t0 = time.perf_counter()
-            runs = self._run_all(prep, list(grid))
+            try:
+                runs = self._run_all(prep, list(grid))
+            finally:
+                _release(prep)
             total = time.perf_counter() - t0
         K = prep.K
-        prep.K = np.empty((K.shape[0], 0, 0))  # the path keeps no Gram matrices
+        prep.K = np.empty((len(prep.kernel_names), 0, 0))  # the path keeps no Gram matrices
         del K
         per_C = [[runs[t][c] for t in range(len(runs))] for c in range(grid.size)]
         warm = bool(getattr(prep.engine, "supports_warm_start", False))
@@ -585,8 +646,15 @@ class _BaseMKL(BaseEstimator):
         owner = self._owner
         bank = self.bank_
         if self._precomputed():
-            Kx = np.asarray(X)
             M, N = len(self.kernel_names_), bank.n_samples
+            Kx = np.asarray(X)
+            legacy = getattr(self, "_legacy_layout", False)
+            if not legacy:
+                if Kx.ndim != 3 or Kx.shape[1] != N or Kx.shape[2] != M:
+                    raise ValueError(
+                        f"{owner}: with kernels='precomputed', X must hold the test-versus-training "
+                        f"kernels of shape (n_test, {N}, {M}); got shape {Kx.shape}")
+                Kx = np.moveaxis(Kx, 2, 0)
             if Kx.ndim != 3 or Kx.shape[0] != M or Kx.shape[2] != N:
                 raise ValueError(
                     f"{owner}: with kernels='precomputed', X must hold the test-versus-training "
@@ -602,9 +670,16 @@ class _BaseMKL(BaseEstimator):
             if sp.issparse(X) and not self.scaler_.sparse_:
                 X = X.toarray()
             X = self.scaler_.transform(X)
+        if getattr(bank, "representation", "array") == "factor":
+            return bank.transform(X), int(X.shape[0])
         if bank.n_kernels == 0:
             return None, int(X.shape[0])
-        Kc = bank.cross(X, memory_budget_bytes=_check_budget(self.memory_budget, owner))
+        from .kernels import MemoryBudgetError
+
+        try:
+            Kc = bank.cross(X, memory_budget_bytes=_check_budget(self.memory_budget, owner))
+        except MemoryBudgetError as exc:
+            raise ValueError(f"{owner}: {exc.describe('memory_budget')}") from None
         return Kc, int(X.shape[0])
 
     def _task_values(self, X: Any) -> np.ndarray:
@@ -612,6 +687,11 @@ class _BaseMKL(BaseEstimator):
         Kc, n = self._cross(X)
         results = self.result_ if isinstance(self.result_, list) else [self.result_]
         F = np.empty((n, len(results)))
+        if getattr(self.bank_, "representation", "array") == "factor":
+            for t, r in enumerate(results):  # the factor rows of the new points: no n x N matrix
+                beta = self.bank_.coefficients(np.asarray(r.alpha, dtype=np.float64))
+                F[:, t] = np.asarray(Kc.T @ beta, dtype=np.float64).ravel() + float(r.bias)
+            return F
         pos_of = {int(m): i for i, m in enumerate(self.active_kernels_)}
         for t, (r, task) in enumerate(zip(results, self._tasks)):
             act = r.active_set
@@ -650,6 +730,8 @@ class _BaseMKL(BaseEstimator):
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
         tags = super().__sklearn_tags__()
         if self._precomputed():
+            # X (n, n_train, M): scikit-learn's splitters index the first two axes of a pairwise input
+            tags.input_tags.pairwise = True
             tags.input_tags.two_d_array = False
             tags.input_tags.three_d_array = True
             tags.input_tags.sparse = False
@@ -658,9 +740,26 @@ class _BaseMKL(BaseEstimator):
         return tags
 
 
-def _kernel_resolver() -> Callable[[str], type]:
-    reg = _registry()
-    return lambda name: reg.get("kernel", name)
+def _release(prep: _Prepared) -> None:
+    """Drop the shards of a sharded bank (the fitted estimator keeps what prediction needs)."""
+    if prep.representation == "sharded":
+        prep.K.close()
+
+
+#: Estimator parameter of each pipeline key (errors name the parameter).
+_PARAMS = {"kernels.memory_budget": "memory_budget", "kernels.normalize": "normalize",
+           "kernels.precomputed": "X", "kernels.sharded.scheduler": "scheduler", "engine.name": "engine",
+           "data.standardize": "standardize", "problem.loss": "loss"}
+
+
+def _param_of(key: str) -> str:
+    """The estimator parameter of a pipeline key (``kernels.bank[1].width`` -> ``kernels[1].width``)."""
+    if key in _PARAMS:
+        return _PARAMS[key]
+    for prefix, name in (("kernels.bank", "kernels"), ("kernels.preset", "kernels"), ("kernels.factor", "factor")):
+        if key.startswith(prefix):
+            return name + key[len(prefix):]
+    return key
 
 
 def _is_logistic(est: Any) -> bool:
@@ -678,9 +777,12 @@ _COMMON_DOC = """\
         ``kernels.bank`` section (``docs/data_and_kernels.md``), e.g.
         ``[{"function": "rbf", "width": [1, 5]}, {"function": "poly",
         "degree": 2, "features": "each"}]``.  ``"precomputed"``: ``X`` is
-        the stack of training Gram matrices, shape (M, N, N), in ``fit``,
-        and the test-versus-training kernels, shape (M, N_test, N), in
-        ``predict``/``decision_function``.
+        the training Gram matrices, shape (N, N, M) (samples on the first
+        two axes, kernels last: ``np.stack(Ks, axis=-1)``), in ``fit``, and
+        the test-versus-training kernels, shape (N_test, N, M), in
+        ``predict``/``decision_function``; the estimator is pairwise, so
+        ``GridSearchCV`` and ``cross_val_score`` split it.  The former
+        layout (M, N, N) still works, with a ``FutureWarning``.
     regularizer : str, mapping or Regularizer, default="elasticnet"
         A registered regularizer by name, as ``{"name": ..., **params}``, or
         an instance (a plugin's too).  The default elastic net (λ = 0.5) is
@@ -710,8 +812,18 @@ _COMMON_DOC = """\
         kernels are computed (sparse input is only scaled).  Ignored for
         precomputed kernels.
     memory_budget : int, float or str, optional
-        Largest Gram bank to build, in bytes or as ``"512MB"``/``"4GiB"``
-        (default 4 GiB); checked before anything is allocated.
+        Largest Gram bank to build (the training bank in ``fit``, the
+        test-versus-training kernels in ``predict``), in bytes or as
+        ``"512MB"``/``"4GiB"`` (default 4 GiB); checked before anything is
+        allocated.
+    factor : None, True or dict, optional
+        Hold the kernels as factors :math:`K_m \approx L_mL_m^\top`
+        (:func:`mklkit.kernels.build_factor_bank`): ``{"rank": r, "tol": t,
+        "method": m, "seed": s}`` (``True``: the defaults); predictions go
+        through the factor rows of the new points (``docs/factor_banks.md``).
+    scheduler : str or distributed.Client, optional
+        Build the bank in shards on a Dask cluster (``ShardedBank``); the
+        shards are released after ``fit``.  Exclusive with ``factor``.
     verbose : int, default=0
         1: log the bank build and every engine iteration (module
         :mod:`logging`, shown on stderr unless the application configured
@@ -808,6 +920,8 @@ class MKLClassifier(ClassifierMixin, _BaseMKL):
         multiclass: str = "ovr",
         n_jobs: int | None = None,
         memory_budget: Any = None,
+        factor: Any = None,
+        scheduler: Any = None,
         verbose: int = 0,
     ) -> None:
         self.kernels = kernels
@@ -824,6 +938,8 @@ class MKLClassifier(ClassifierMixin, _BaseMKL):
         self.multiclass = multiclass
         self.n_jobs = n_jobs
         self.memory_budget = memory_budget
+        self.factor = factor
+        self.scheduler = scheduler
         self.verbose = verbose
 
     def _encode_targets(self, y: np.ndarray) -> tuple[np.ndarray | None, list[BinaryTask]]:
@@ -928,6 +1044,8 @@ class MKLRegressor(RegressorMixin, _BaseMKL):
         normalize: str = "auto",
         standardize: bool = True,
         memory_budget: Any = None,
+        factor: Any = None,
+        scheduler: Any = None,
         verbose: int = 0,
     ) -> None:
         self.kernels = kernels
@@ -942,6 +1060,8 @@ class MKLRegressor(RegressorMixin, _BaseMKL):
         self.normalize = normalize
         self.standardize = standardize
         self.memory_budget = memory_budget
+        self.factor = factor
+        self.scheduler = scheduler
         self.verbose = verbose
 
     def _encode_targets(self, y: np.ndarray) -> tuple[np.ndarray | None, list[BinaryTask]]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -150,14 +150,30 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     return _atomic_write(path, write)
 
 
+def _new_file(folder: Path, prefix: str, suffix: str) -> str:
+    """Create an empty file with a fresh name in ``folder``; its mode follows the umask.
+
+    ``tempfile.mkstemp`` would create it with mode 0600 whatever the umask, and
+    the rename would keep that mode for a result file.
+    """
+    for _ in range(100):
+        name = str(folder / f"{prefix}{secrets.token_hex(6)}{suffix}")
+        try:
+            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return name
+    raise FileExistsError(f"{folder}: no free name for a temporary file {prefix}*{suffix}")
+
+
 def _atomic_write(path: Path, write: Callable[[str], None], suffix: str = "") -> Path:
     """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it.
 
     A reader never sees a half-written file; the temporary file is removed
-    if writing fails.
+    if writing fails.  The file gets the mode ``0666`` less the umask, as a
+    file written directly would.
     """
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
-    os.close(fd)
+    tmp = _new_file(path.parent, f".{path.name}.", suffix)
     try:
         write(tmp)
         os.replace(tmp, path)

@@ -21,7 +21,6 @@ numba and numpy are imported when the registry is first built.
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import os
 import re
 import threading
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import pluggy
 
 from . import hookspecs
+from .declaration import KINDS  # component kinds in listing order (stdlib only)
 from .hookspecs import PROJECT, hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,9 +53,6 @@ __all__ = [
     "format_listing",
 ]
 
-#: Component kinds, in listing order.
-KINDS: tuple[str, ...] = ("loss", "regularizer", "kernel", "engine")
-
 #: Environment variable holding comma-separated plugin names to skip.
 DISABLE_ENV = "MKLKIT_DISABLE_PLUGINS"
 
@@ -67,7 +64,6 @@ CORE_DIST = "mklkit"
 BUILTIN_MODULE = "mklkit.builtin"
 
 _HOOK = "mklkit_register_components"
-_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*")
 
 
 # ---------------------------------------------------------------------------
@@ -460,6 +456,14 @@ class Registry:
                 continue
         return ok
 
+    def broken_plugin(self, plugin: str) -> BrokenPlugin | None:
+        """The :class:`BrokenPlugin` named by plugin or distribution name, or None."""
+        key = _norm(plugin)
+        for b in self._broken:
+            if key in (_norm(b.name), _norm(b.dist)):
+                return b
+        return None
+
     def provided_by(self, plugin: str) -> list[Registration]:
         """Registrations of one plugin, named by plugin or distribution name."""
         key = _norm(plugin)
@@ -536,6 +540,10 @@ class Registry:
 # Validation of contributed classes
 # ---------------------------------------------------------------------------
 def _validate(cls: Any, where: str, dist: str, version: str, plugin: str) -> Registration:
+    """The :class:`Registration` of ``cls``, or the declaration's problems
+    (:func:`mklkit.declaration.declaration_problems`) as one error."""
+    from .declaration import declaration_problems, unjitted_problem
+
     if not isinstance(cls, type):
         raise ComponentValidationError(f"{where}: register() takes a component class; got {cls!r}")
     label = f"{cls.__module__}.{cls.__qualname__}"
@@ -544,153 +552,12 @@ def _validate(cls: Any, where: str, dist: str, version: str, plugin: str) -> Reg
         raise ComponentValidationError(
             f"{where}: {label}.kind must be one of {', '.join(map(repr, KINDS))}; got {kind!r}"
         )
-    problems = _check_class(kind, cls)
+    problems = declaration_problems(cls)
+    if (jit := unjitted_problem(cls)) is not None:
+        problems.append(jit)
     if problems:
         raise ComponentValidationError(f"{where}: {kind} {label} " + "; ".join(problems))
     return Registration(kind, cls.name, cls, dist, version, cls.__module__, plugin)
-
-
-def _base_class(kind: str) -> type | None:
-    if kind == "loss":
-        from .components.base import Loss
-
-        return Loss
-    if kind == "regularizer":
-        from .components.base import Regularizer
-
-        return Regularizer
-    if kind == "engine":
-        from .engines.base import Engine
-
-        return Engine
-    if importlib.util.find_spec("mklkit.kernels.functions") is None:
-        return None  # kernel-function contract not available in this build
-    from .kernels.functions import KernelFunction
-
-    return KernelFunction
-
-
-def _is_jitted(f: Any) -> bool:
-    return callable(f) and hasattr(f, "py_func")
-
-
-def _check_tuple(cls: type, attr: str, tuple_type: type, required: bool) -> list[str]:
-    value = getattr(cls, attr, None)
-    tname = tuple_type.__name__
-    if value is None:
-        return [f"lacks '{attr}' (a {tname} of jitted functions)"] if required else []
-    if not isinstance(value, tuple_type):
-        return [f"'{attr}' must be a {tname} named tuple; got {type(value).__name__}"]
-    bad = [f for f in tuple_type._fields if not _is_jitted(getattr(value, f))]
-    if bad:
-        return [
-            f"{', '.join(f'{attr}.{b}' for b in bad)} must be numba-jitted functions "
-            "(module-level @njit(cache=True))"
-        ]
-    return []
-
-
-def _check_params(cls: type) -> list[str]:
-    from .components.params import Param, ParamError
-
-    params = getattr(cls, "params", ())
-    if not isinstance(params, tuple) or not all(isinstance(p, Param) for p in params):
-        return ["'params' must be a tuple of mklkit.components.params.Param"]
-    problems = []
-    names = [p.name for p in params]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        problems.append(f"declares parameter(s) {', '.join(dupes)} twice")
-    for p in params:
-        if not p.name.isidentifier():
-            problems.append(f"parameter name {p.name!r} must be a Python identifier")
-        if not p.required:
-            try:
-                p.validate(p.default)
-            except ParamError:
-                problems.append(
-                    f"parameter {p.name!r} has default {p.default!r}, which its own "
-                    f"declaration does not allow ({p.allowed()})"
-                )
-    return problems
-
-
-def _check_class(kind: str, cls: type) -> list[str]:
-    base = _base_class(kind)
-    if base is not None and not issubclass(cls, base):
-        return [f"must be a subclass of {base.__module__}.{base.__qualname__}"]
-    problems: list[str] = []
-    name = getattr(cls, "name", None)
-    if not isinstance(name, str) or not name:
-        problems.append("lacks 'name' (a non-empty string)")
-    elif not _NAME_RE.fullmatch(name):
-        problems.append(
-            f"name {name!r} is not allowed: use letters, digits, '_', '-' or '.', "
-            "starting with a letter"
-        )
-    description = getattr(cls, "description", None)
-    if not isinstance(description, str) or not description.strip():
-        problems.append("lacks 'description' (a non-empty string)")
-    problems += _check_params(cls)
-    if kind == "loss":
-        from .components.base import (
-            CLASSIFICATION,
-            REGRESSION,
-            ConstrainedConjugate,
-            LossKernels,
-        )
-
-        problems += _check_tuple(cls, "kernels", LossKernels, required=True)
-        if cls.task not in (CLASSIFICATION, REGRESSION):
-            problems.append(f"task must be {CLASSIFICATION!r} or {REGRESSION!r}; got {cls.task!r}")
-        for flag in ("smooth_conjugate", "smooth_primal"):
-            if not isinstance(getattr(cls, flag), bool):
-                problems.append(f"{flag} must be True or False; got {getattr(cls, flag)!r}")
-        if not cls.smooth_conjugate:
-            if cls.constrained is None:
-                problems.append(
-                    "has smooth_conjugate=False but lacks 'constrained' "
-                    "(a ConstrainedConjugate of jitted functions)"
-                )
-            else:
-                problems += _check_tuple(cls, "constrained", ConstrainedConjugate, True)
-            if not isinstance(cls.n_cons, int) or cls.n_cons < 1:
-                problems.append(f"n_cons must be an integer >= 1; got {cls.n_cons!r}")
-            if not isinstance(cls.n_aux, int) or cls.n_aux < 0:
-                problems.append(f"n_aux must be an integer >= 0; got {cls.n_aux!r}")
-    elif kind == "regularizer":
-        from .components.base import BregmanKernels, RegularizerKernels
-
-        problems += _check_tuple(cls, "kernels", RegularizerKernels, required=True)
-        problems += _check_tuple(cls, "bregman", BregmanKernels, required=False)
-        separable = getattr(cls, "separable", True)
-        if not isinstance(separable, (bool, property)):
-            problems.append(f"separable must be True or False; got {separable!r}")
-    elif kind == "engine":
-        from .engines.base import Engine
-
-        if cls.solve is Engine.solve:
-            problems.append("does not implement solve(problem, callback)")
-    elif kind == "kernel" and base is not None:
-        problems += _check_kernel_function(cls, base)
-    return problems
-
-
-def _check_kernel_function(cls: type, base: type) -> list[str]:
-    """``uses`` + ``from_base``, or an own ``gram`` (mklkit.kernels.functions)."""
-    if not hasattr(base, "uses") or not hasattr(base, "gram"):
-        return []
-    bases = tuple(getattr(importlib.import_module(base.__module__), "BASES", ("sqdist", "inner")))
-    uses = getattr(cls, "uses", None)
-    if uses is None:
-        if cls.gram is base.gram:
-            return [f"must override gram() or set 'uses' to one of {', '.join(map(repr, bases))}"]
-        return []
-    if uses not in bases:
-        return [f"'uses' must be one of {', '.join(map(repr, bases))} or None; got {uses!r}"]
-    if getattr(cls, "from_base", None) is getattr(base, "from_base", None):
-        return [f"sets uses={uses!r} but does not implement from_base()"]
-    return []
 
 
 def _dist_of(ep: Any) -> tuple[str, str]:

@@ -106,6 +106,16 @@ class Problem:
         return bank
 
     @property
+    def representation(self) -> str:
+        """Where the kernels are held: ``"array"``, ``"sharded"`` or ``"factor"``.
+
+        The bank's :attr:`~mklkit.kernels.ops.GramBank.representation`, or
+        ``extra["representation"]`` (a probe problem stands for a bank not
+        built yet); engines say in :meth:`Engine.supports` which they take.
+        """
+        return str(self.extra.get("representation") or self.bank.representation)
+
+    @property
     def n_kernels(self) -> int:
         return int(self.bank.shape[0])
 

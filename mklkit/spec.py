@@ -41,29 +41,37 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import yaml
 
+from . import pipeline
 from .components.params import Param, ParamError, did_you_mean
+from .pipeline import (
+    DEFAULTS,
+    parse_bytes,
+    BankSettings,
+    Data,
+    DataSettings,
+    PipelineError,
+    Prepared,
+    ProblemSettings,
+    Representation,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
-
-    from .components.base import Loss, Regularizer
     from .engines.base import Engine
-    from .problem import Problem
 
 __all__ = [
     "SpecError",
     "Spec",
-    "DataSpec",
-    "KernelSpec",
-    "ProblemSpec",
+    "EngineSection",
     "SolverSpec",
     "OutputSpec",
-    "PreparedData",
-    "Prepared",
+    "DEFAULTS",
     "load_spec",
     "parse_spec",
     "parse_override",
     "parse_bytes",
+    "read_spec_file",
+    "apply_overrides",
+    "spec_stem",
     "json_schema",
     "sweep_lists",
     "TOP_KEYS",
@@ -139,12 +147,7 @@ class SpecError(ValueError):
 
     def _message(self) -> str:
         head = f"{self.file}: {self.key}: {self.problem}" if self.key else f"{self.file}: {self.problem}"
-        parts = [head]
-        if self.has_value:
-            parts.append(f"got {self.shown}")
-        if self.allowed:
-            parts.append(f"allowed: {self.allowed}")
-        return _one_line("; ".join(parts))
+        return pipeline.one_line_error(head, self.shown if self.has_value else None, self.allowed)
 
     def __str__(self) -> str:
         return self._message()
@@ -239,28 +242,20 @@ def _load_yaml_text(text: str, file: str) -> Any:
 # ---------------------------------------------------------------------------
 # Typed spec
 # ---------------------------------------------------------------------------
-TOP_KEYS: tuple[str, ...] = ("description", "data", "kernels", "problem", "solver", "output")
+TOP_KEYS: tuple[str, ...] = ("description", "data", "kernels", "problem", "engine", "solver", "output")
 DATA_KEYS: tuple[str, ...] = (
     "builtin", "train", "test", "format", "target", "drop",
     "test_size", "train_size", "seed", "standardize",
 )
-KERNEL_KEYS: tuple[str, ...] = ("preset", "bank", "precomputed", "normalize", "memory_budget")
+KERNEL_KEYS: tuple[str, ...] = ("preset", "bank", "precomputed", "normalize", "memory_budget", "sharded", "factor")
+SHARDED_KEYS: tuple[str, ...] = ("scheduler",)
+FACTOR_KEYS: tuple[str, ...] = ("rank", "tol", "method", "seed")
 PROBLEM_KEYS: tuple[str, ...] = ("loss", "regularizer", "C", "bias")
 OUTPUT_KEYS: tuple[str, ...] = ("dir",)
 NORMALIZE_CHOICES: tuple[str, ...] = ("trace", "diagonal", "none")
 FORMAT_CHOICES: tuple[str, ...] = ("csv", "npz", "libsvm")
-
-#: Defaults of the scalar keys (``docs/specs.md`` lists the same).
-DEFAULTS: dict[str, Any] = {
-    "data.test_size": 0.2,
-    "data.seed": 0,
-    "data.standardize": True,
-    "kernels.normalize": "trace",
-    "problem.regularizer": "l1",
-    "problem.C": 1.0,
-    "problem.bias": True,
-    "solver.name": "spicy",
-}
+#: The section that selects the engine, and its deprecated name.
+ENGINE_SECTIONS: tuple[str, ...] = ("engine", "solver")
 
 _P_SEED = Param("seed", 0, type=int, low=0)
 _P_STANDARDIZE = Param("standardize", True, type=bool)
@@ -271,106 +266,26 @@ _P_FORMAT = Param("format", None, type=str, choices=FORMAT_CHOICES)
 
 
 @dataclass(frozen=True)
-class DataSpec:
-    """``data:`` -- where the examples come from and how they are split.
+class EngineSection:
+    """``engine:`` (formerly ``solver:``) -- the engine, an instance holding its validated options.
 
-    Exactly one of ``builtin`` / ``train`` (or neither with
-    ``kernels.precomputed``).
+    ``section`` is the name the spec used (``engine``, or the deprecated
+    ``solver``): errors name the key as written.
     """
 
-    builtin: str | None = None
-    train: Path | None = None
-    test: Path | None = None
-    format: str | None = None
-    target: str | None = None
-    drop: tuple[str, ...] = ()
-    test_size: float | int = 0.2
-    train_size: float | int | None = None
-    seed: int = 0
-    standardize: bool = True
-    explicit: frozenset[str] = frozenset()
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.builtin is not None:
-            out["builtin"] = self.builtin
-        if self.train is not None:
-            out["train"] = str(self.train)
-        if self.test is not None:
-            out["test"] = str(self.test)
-        if self.format is not None:
-            out["format"] = self.format
-        if self.target is not None:
-            out["target"] = self.target
-        if self.drop:
-            out["drop"] = list(self.drop)
-        out["test_size"] = self.test_size
-        out["train_size"] = self.train_size
-        out["seed"] = self.seed
-        out["standardize"] = self.standardize
-        return out
-
-
-@dataclass(frozen=True)
-class KernelSpec:
-    """``kernels:`` -- exactly one of ``preset``, ``bank`` or ``precomputed``."""
-
-    preset: str | None = None
-    bank: tuple[dict[str, Any], ...] | None = None
-    precomputed: Path | None = None
-    normalize: str = "trace"
-    memory_budget: int | None = None
-    memory_budget_given: Any = None
-
-    @property
-    def mode(self) -> str:
-        if self.precomputed is not None:
-            return "precomputed"
-        return "preset" if self.preset is not None else "bank"
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.preset is not None:
-            out["preset"] = self.preset
-        if self.bank is not None:
-            out["bank"] = [dict(e) for e in self.bank]
-        if self.precomputed is not None:
-            out["precomputed"] = str(self.precomputed)
-        out["normalize"] = self.normalize
-        out["memory_budget"] = self.memory_budget_given
-        return out
-
-
-@dataclass(frozen=True)
-class ProblemSpec:
-    """``problem:`` -- loss, regularizer (validated component instances), C, bias."""
-
-    loss: Loss
-    regularizer: Regularizer
-    C: float = 1.0
-    bias: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "loss": _component_dict(self.loss),
-            "regularizer": _component_dict(self.regularizer),
-            "C": self.C,
-            "bias": self.bias,
-        }
-
-
-@dataclass(frozen=True)
-class SolverSpec:
-    """``solver:`` -- the engine, an instance holding its validated options."""
-
     engine: Engine
+    section: str = "engine"
 
     @property
     def name(self) -> str:
         return self.engine.name
 
     def to_dict(self) -> dict[str, Any]:
-        return _component_dict(self.engine)
+        return pipeline.component_dict(self.engine)
+
+
+#: The deprecated name of :class:`EngineSection`.
+SolverSpec = EngineSection
 
 
 @dataclass(frozen=True)
@@ -383,10 +298,6 @@ class OutputSpec:
         return {"dir": str(self.dir)}
 
 
-def _component_dict(comp: Any) -> dict[str, Any]:
-    return {"name": comp.name, **comp.get_params()}
-
-
 @dataclass(frozen=True)
 class Spec:
     """A validated spec.
@@ -397,7 +308,12 @@ class Spec:
         The spec file as given on the command line (used in messages).
     folder : Path
         Folder against which relative input paths were resolved.
-    data, kernels, problem, solver, output : section specs
+    data : DataSettings
+    kernels : BankSettings
+    problem : ProblemSettings
+    engine : EngineSection
+        Also as :attr:`solver` (the deprecated name of the section).
+    output : OutputSpec
     description : str
     overridden : tuple of str
         Key paths set by ``--set``.
@@ -405,10 +321,10 @@ class Spec:
 
     file: str
     folder: Path
-    data: DataSpec
-    kernels: KernelSpec
-    problem: ProblemSpec
-    solver: SolverSpec
+    data: DataSettings
+    kernels: BankSettings
+    problem: ProblemSettings
+    engine: EngineSection
     output: OutputSpec
     description: str = ""
     overridden: tuple[str, ...] = ()
@@ -417,7 +333,12 @@ class Spec:
     @property
     def name(self) -> str:
         """The spec file's stem (``quickstart`` for ``specs/quickstart.yaml``)."""
-        return _spec_stem(self.file)
+        return spec_stem(self.file)
+
+    @property
+    def solver(self) -> EngineSection:
+        """The ``engine`` section (its deprecated name)."""
+        return self.engine
 
     def resolved(self) -> dict[str, Any]:
         """The spec with every default filled in, as plain JSON-able data."""
@@ -428,7 +349,7 @@ class Spec:
             out["data"] = self.data.to_dict()
         out["kernels"] = self.kernels.to_dict()
         out["problem"] = self.problem.to_dict()
-        out["solver"] = self.solver.to_dict()
+        out["engine"] = self.engine.to_dict()
         out["output"] = self.output.to_dict()
         return out
 
@@ -439,23 +360,43 @@ class Spec:
         """A :class:`SpecError` for this spec (marks keys set by ``--set``)."""
         return SpecError(self.file, key, _mark_override(problem, key, self.overridden), value, allowed, shown=shown)
 
-    # -- stage 2 ------------------------------------------------------------
-    def load_data(self) -> PreparedData:
+    def raised(self, exc: PipelineError) -> SpecError:
+        """A pipeline error as this spec's one-line error (the ``engine``/``solver`` key as written)."""
+        key = exc.key
+        if key.startswith("engine.") and self.engine.section != "engine":
+            key = self.engine.section + key[len("engine"):]
+        return self.error(key, exc.problem, allowed=exc.allowed, shown=exc.shown)
+
+    # -- stage 2: the pipeline -------------------------------------------------
+    def load_data(self) -> Data:
         """Load, check, split and standardize the data (no kernels yet)."""
-        return _load_data(self)
+        try:
+            return pipeline.load_data(self.data, self.kernels, self.problem.loss)
+        except PipelineError as exc:
+            raise self.raised(exc) from None
 
     def prepare(
-        self, progress: bool | None = None, build: bool = True, data: PreparedData | None = None,
+        self, progress: Callable[..., Any] | bool | None = None, build: bool = True, data: Data | None = None,
     ) -> Prepared:
-        """Load the data, build the kernel bank and the :class:`Problem`.
+        """Load the data, build the kernel bank and the :class:`Problem` (:func:`mklkit.pipeline.prepare`).
 
-        With ``build=False`` only a probe of the bank is built on a few rows
-        (enough to validate every entry and count the kernels) and
+        With ``build=False`` only the checks run (bank description against
+        the columns, memory budget, engine support on a probe problem) and
         :attr:`Prepared.problem` is ``None``; this is what ``mklkit validate``
         runs.  ``data`` replaces :meth:`load_data` (``mklkit sweep`` passes
-        the training and validation part of one cross-validation fold).
+        one cross-validation fold).
         """
-        return _prepare(self, progress=progress, build=build, data=data)
+        t0 = time.perf_counter()
+        data = self.load_data() if data is None else data
+        t_data = time.perf_counter() - t0
+        try:
+            prepared = pipeline.prepare(data, self.kernels, self.problem, self.engine.engine, build=build,
+                                        progress=progress, engine_key=f"{self.engine.section}.name")
+        except PipelineError as exc:
+            raise self.raised(exc) from None
+        prepared.timings = {"data_s": t_data, **prepared.timings}
+        prepared.spec = self
+        return prepared
 
 
 # ---------------------------------------------------------------------------
@@ -505,7 +446,7 @@ def load_spec(
         Anything wrong, as one line naming the file and key path.
     """
     file = str(path)
-    raw = read_spec_file(path, "data, kernels, problem, solver, output")
+    raw = read_spec_file(path, "data, kernels, problem, engine, output")
     return parse_spec(raw, file=file, folder=Path(path).resolve().parent, overrides=overrides)
 
 
@@ -522,15 +463,21 @@ def parse_spec(
             file, "", "the spec must be a mapping of sections", raw,
             "a mapping with keys " + ", ".join(TOP_KEYS),
         )
+    raw, overridden = apply_overrides(raw, overrides, file)
+    return SpecParser(file, folder, overridden).parse(raw)
+
+
+def apply_overrides(
+    raw: dict, overrides: Sequence[str] | Mapping[str, Any], file: str = "<spec>",
+) -> tuple[dict, tuple[str, ...]]:
+    """A deep copy of ``raw`` with ``--set`` overrides applied, and the keys they set."""
     raw = _deepcopy(raw)
     overridden: list[str] = []
-    items = overrides.items() if isinstance(overrides, Mapping) else [
-        parse_override(o, file) for o in overrides
-    ]
+    items = overrides.items() if isinstance(overrides, Mapping) else [parse_override(o, file) for o in overrides]
     for key, value in items:
         _apply_override(raw, key, value, file)
         overridden.append(key)
-    return _Parser(file, folder, tuple(overridden)).parse(raw)
+    return raw, tuple(overridden)
 
 
 def _deepcopy(x: Any) -> Any:
@@ -541,15 +488,18 @@ def _deepcopy(x: Any) -> Any:
     return x
 
 
-def parse_override(text: str, file: str = "<spec>") -> tuple[str, Any]:
-    """Split ``"key.path=value"`` and parse the value as YAML (``1e-3`` is a number)."""
+def parse_override(text: str, file: str = "<spec>", option: str = "--set") -> tuple[str, Any]:
+    """Split ``"key.path=value"`` and parse the value as YAML (``1e-3`` is a number).
+
+    ``option`` names the command-line option in messages (``--set``, ``--param``).
+    """
     if not isinstance(text, str) or "=" not in text:
-        raise SpecError(file, "--set", "an override needs the form key.path=value", text, "key.path=value, e.g. problem.C=0.1")
+        raise SpecError(file, option, "an override needs the form key.path=value", text, "key.path=value, e.g. problem.C=0.1")
     key, _, value_text = text.partition("=")
     key = key.strip()
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*", key):
-        raise SpecError(file, "--set", "malformed key path", key, "dotted keys such as problem.regularizer.lam")
-    value = _load_yaml_text(value_text, f"{file} (--set {key})") if value_text.strip() else None
+        raise SpecError(file, option, "malformed key path", key, "dotted keys such as problem.regularizer.lam")
+    value = _load_yaml_text(value_text, f"{file} ({option} {key})") if value_text.strip() else None
     return key, value
 
 
@@ -564,6 +514,9 @@ _EXCLUSIVE: dict[str, tuple[str, ...]] = {
 
 def _apply_override(raw: dict, key: str, value: Any, file: str) -> None:
     parts = key.split(".")
+    other = {"solver": "engine", "engine": "solver"}.get(parts[0])
+    if other is not None and other in raw and parts[0] not in raw:  # --set solver.tol on an engine: section
+        parts[0] = other
     node: Any = raw
     for depth, part in enumerate(parts[:-1]):
         where = ".".join(parts[: depth + 1])
@@ -611,7 +564,8 @@ def _mark_override(problem: str, key: str, overridden: Sequence[str]) -> str:
     return problem
 
 
-def _spec_stem(file: str) -> str:
+def spec_stem(file: str) -> str:
+    """The stem of a spec file name (``quickstart`` for ``specs/quickstart.yaml``)."""
     name = Path(file).name
     for suffix in (".yaml", ".yml"):
         if name.lower().endswith(suffix):
@@ -626,9 +580,9 @@ SWEEP_SECTION = "cv"
 #: mappings whose parameters are lists.
 SWEEP_KEYS: tuple[str, ...] = (
     "data.builtin", "data.train", "problem.loss", "problem.regularizer", "problem.C",
-    "problem.bias", "solver",
+    "problem.bias", "engine", "solver",
 )
-_SWEEP_COMPONENTS = ("problem.loss", "problem.regularizer", "solver")
+_SWEEP_COMPONENTS = ("problem.loss", "problem.regularizer", "engine", "solver")
 
 
 def sweep_lists(raw: Any) -> list[tuple[str, Any]]:
@@ -660,7 +614,9 @@ def sweep_lists(raw: Any) -> list[tuple[str, Any]]:
     return out
 
 
-class _Parser:
+class SpecParser:
+    """Validates spec mappings of one file (``file``, ``folder``, the ``--set`` keys) section by section."""
+
     def __init__(self, file: str, folder: Path, overridden: tuple[str, ...]):
         self.file = file
         self.folder = folder
@@ -727,11 +683,11 @@ class _Parser:
         kernels = self.kernels(raw)
         data = self.data(raw, precomputed=kernels.precomputed is not None)
         problem = self.problem(raw)
-        solver = self.solver(raw)
+        engine = self.engine(raw)
         output = self.output(raw)
         return Spec(
             file=self.file, folder=self.folder, data=data, kernels=kernels,
-            problem=problem, solver=solver, output=output,
+            problem=problem, engine=engine, output=output,
             description=description, overridden=self.overridden, given_paths=dict(self.given_paths),
         )
 
@@ -753,7 +709,7 @@ class _Parser:
                 "solve one problem", value, f"one value, {sweep_hint}",
             )
 
-    def data(self, raw: dict, precomputed: bool) -> DataSpec:
+    def data(self, raw: dict, precomputed: bool) -> DataSettings:
         sec = self.section(raw, "data", DATA_KEYS, required=not precomputed)
         given = frozenset(k for k, v in sec.items() if v is not None)
         if precomputed:
@@ -806,7 +762,7 @@ class _Parser:
             drop_t = tuple(drop)
             if target is not None and target in drop_t:
                 raise self.err("data.drop", "drops the target column", target, "feature columns other than data.target")
-        test_size = self.size(sec, "test_size", allow_zero=True, default=0.2)
+        test_size = self.size(sec, "test_size", allow_zero=True, default=DEFAULTS["data.test_size"])
         if test is not None and "test_size" in given:
             raise self.err("data.test_size", "not used when data.test gives a test file", sec["test_size"], "data.test or data.test_size, not both")
         if test is not None:
@@ -816,10 +772,10 @@ class _Parser:
         standardize = self.param(sec, "data", _P_STANDARDIZE)
         if precomputed:
             standardize = False
-        return DataSpec(
+        return DataSettings(
             builtin=builtin, train=train, test=test, format=fmt, target=target, drop=drop_t,
             test_size=test_size, train_size=train_size, seed=seed, standardize=standardize,
-            explicit=given,
+            explicit=given, given={k: v for k, v in self.given_paths.items() if k.startswith("data.")},
         )
 
     def size(self, sec: dict, key: str, allow_zero: bool, default: Any) -> Any:
@@ -839,7 +795,7 @@ class _Parser:
             raise self.err(f"data.{key}", "out of range", v, allowed)
         return v
 
-    def kernels(self, raw: dict) -> KernelSpec:
+    def kernels(self, raw: dict) -> BankSettings:
         sec = self.section(raw, "kernels", KERNEL_KEYS, required=True)
         modes = [k for k in ("preset", "bank", "precomputed") if sec.get(k) is not None]
         if len(modes) != 1:
@@ -869,7 +825,7 @@ class _Parser:
             from .kernels import BankError, validate_bank
 
             try:
-                validate_bank(list(bank), resolve=_kernel_resolver(), root="kernels.bank")
+                validate_bank(list(bank), resolve=pipeline.kernel_resolver(), root="kernels.bank")
             except BankError as exc:
                 raise _bank_spec_error(self.err, exc, "kernels.bank") from None
         else:
@@ -888,10 +844,47 @@ class _Parser:
                 budget = parse_bytes(budget)
             except ValueError:
                 raise self.err("kernels.memory_budget", "invalid value", sec["memory_budget"], "a size such as 4GiB, 512MB or a byte count > 0") from None
-        return KernelSpec(
+        return BankSettings(
             preset=preset, bank=bank, precomputed=precomputed, normalize=normalize,
             memory_budget=budget, memory_budget_given=sec.get("memory_budget"),
+            representation=self.representation(sec, precomputed is not None),
+            given={k: v for k, v in self.given_paths.items() if k.startswith("kernels.")},
         )
+
+    def representation(self, sec: dict, precomputed: bool) -> Representation:
+        """``kernels.sharded: {scheduler: ADDRESS}`` or ``kernels.factor: {rank, tol, method, seed}``."""
+        given = [k for k in ("sharded", "factor") if sec.get(k) is not None]
+        if not given:
+            return Representation()
+        if len(given) > 1:
+            raise self.err("kernels.factor", "kernels.sharded and kernels.factor are exclusive", sec["factor"],
+                           "one representation: kernels.sharded or kernels.factor")
+        kind = given[0]
+        where = f"kernels.{kind}"
+        if precomputed:
+            raise self.err(where, "precomputed kernels are held as one array", sec[kind],
+                           "kernels.preset or kernels.bank with data")
+        if kind == "sharded":
+            sub = sec[kind] if isinstance(sec[kind], dict) else None
+            if sub is None:
+                raise self.err(where, "must be a mapping", sec[kind], "{scheduler: ADDRESS}")
+            self.check_keys(sub, where, SHARDED_KEYS)
+            address = self.string(sub, where, "scheduler", "a Dask scheduler address such as tcp://127.0.0.1:8786")
+            if address is None:
+                raise self.err(f"{where}.scheduler", "required key is missing",
+                               allowed="a Dask scheduler address such as tcp://127.0.0.1:8786")
+            return Representation("sharded", scheduler=address)
+        sub = {} if sec[kind] is True else sec[kind]
+        if not isinstance(sub, dict):
+            raise self.err(where, "must be a mapping", sec[kind], "{rank: r, tol: t, method: m, seed: s}")
+        self.check_keys(sub, where, FACTOR_KEYS)
+        rep = Representation("factor", rank=sub.get("rank"), tol=sub.get("tol", 1e-3),
+                             method=sub.get("method", "auto"), seed=sub.get("seed", 0))
+        try:
+            rep.check(root=where)
+        except PipelineError as exc:
+            raise self.err(exc.key, exc.problem, allowed=exc.allowed, shown=exc.shown) from None
+        return rep
 
     def component(self, kind: str, key: str, spec: Any) -> Any:
         from .plugins import UnknownComponentError, get_registry
@@ -932,7 +925,7 @@ class _Parser:
         except (TypeError, ValueError) as e:
             raise self.err(key, f"cannot create {kind} {name!r}: {e}", spec) from None
 
-    def problem(self, raw: dict) -> ProblemSpec:
+    def problem(self, raw: dict) -> ProblemSettings:
         sec = self.section(raw, "problem", PROBLEM_KEYS, required=True)
         if sec.get("loss") is None:
             from .plugins import get_registry
@@ -945,27 +938,33 @@ class _Parser:
         if math.isinf(C):
             raise self.err("problem.C", "invalid value", sec["C"], "a finite number > 0")
         bias = self.param(sec, "problem", _P_BIAS)
-        return ProblemSpec(loss=loss, regularizer=regularizer, C=float(C), bias=bias)
+        return ProblemSettings(loss=loss, regularizer=regularizer, C=float(C), bias=bias)
 
-    def solver(self, raw: dict) -> SolverSpec:
-        sec = raw.get("solver")
+    def engine(self, raw: dict) -> EngineSection:
+        """``engine:`` (or its deprecated name ``solver:``; both at once is an error)."""
+        present = [k for k in ENGINE_SECTIONS if k in raw]
+        if len(present) > 1:
+            raise self.err("solver", "engine and solver are the same section (solver is its deprecated name); "
+                           "the spec has both", raw["solver"], "one engine section, named engine")
+        section = present[0] if present else "engine"
+        sec = raw.get(section)
         if sec is None:
-            sec = {"name": DEFAULTS["solver.name"]}
+            sec = {"name": DEFAULTS["engine.name"]}
         elif isinstance(sec, str):
             sec = {"name": sec}
         elif not isinstance(sec, dict):
-            raise self.err("solver", "must be a mapping", sec, "a mapping {name: ENGINE, option: value, ...}")
+            raise self.err(section, "must be a mapping", sec, "a mapping {name: ENGINE, option: value, ...}")
         else:
             sec = dict(sec)
             if sec.get("name") is None:
-                sec["name"] = DEFAULTS["solver.name"]
-        engine = self.component("engine", "solver", sec)
-        return SolverSpec(engine=engine)
+                sec["name"] = DEFAULTS["engine.name"]
+        engine = self.component("engine", section, sec)
+        return EngineSection(engine=engine, section=section)
 
     def output(self, raw: dict) -> OutputSpec:
         sec = self.section(raw, "output", OUTPUT_KEYS, required=False)
         d = self.string(sec, "output", "dir", "a directory path")
-        path = Path(d).expanduser() if d is not None else Path("runs") / _spec_stem(self.file)
+        path = Path(d).expanduser() if d is not None else Path("runs") / spec_stem(self.file)
         return OutputSpec(dir=path)
 
 
@@ -976,572 +975,16 @@ def _presets() -> list[str]:
     return list(available_presets())
 
 
-def _kernel_resolver() -> Callable[[str], type]:
-    """Kernel functions are looked up in the plugin registry."""
-    from .plugins import get_registry
-
-    reg = get_registry()
-    return lambda name: reg.get("kernel", name)
-
-
-_BANK_PATTERNS = (
-    re.compile(r"^(?P<what>.*?)\s*must be (?P<allowed>.+?); got (?P<got>.+)$"),
-    re.compile(
-        r"^(?P<what>unknown [\w\- ]+?) (?P<got>'[^']*'|\"[^\"]*\"|[^\s;']+)(?P<hint> \(did you mean [^)]*\))?"
-        r"(?P<ctx> for [^;]*)?; (?:available|allowed|features): (?P<allowed>.+)$"
-    ),
-    re.compile(r"^(?P<what>.+?); got (?P<got>.+)$"),
-)
-
-
-def _bank_spec_error(err: Callable[..., SpecError], exc: Exception, base: str, value: Any = _MISSING) -> SpecError:
-    """Turn a BankError (message ``<key> must be ...; got ...``) into the one-line form."""
-    msg = _one_line(str(exc))
+def _bank_spec_error(err: Callable[..., SpecError], exc: Exception, base: str) -> SpecError:
+    """A BankError as a SpecError: its key (under ``kernels.``), problem, value and allowed, as data."""
     key = getattr(exc, "key", None) or base
     if key.startswith("bank"):
         key = "kernels." + key
-    rest = msg
-    for prefix in (key, str(getattr(exc, "key", "") or "")):
-        if prefix and rest.startswith(prefix):
-            rest = rest[len(prefix):]
-            if rest.startswith(":"):
-                rest = rest[1:]
-            rest = rest.strip()
-            break
-    else:  # "kernels.bank[0]: unknown key ..." names the entry, not the key
-        m = re.match(r"^(?:kernels\.)?(?:bank|preset)[\w\[\]\.]*: ", rest)
-        if m:
-            rest = rest[m.end():]
-    for pat in _BANK_PATTERNS:
-        m = pat.match(rest)
-        if m:
-            what = (m.group("what") or "").strip() or "invalid value"
-            if "hint" in pat.groupindex and m.group("hint"):
-                what += m.group("hint")
-            if "ctx" in pat.groupindex and m.group("ctx"):
-                what += m.group("ctx")
-            allowed = m.groupdict().get("allowed")
-            return err(key, what, allowed=allowed, shown=m.group("got"))
-    if value is _MISSING:
-        return err(key, rest)
-    return err(key, rest, value)
-
-
-_UNITS = {
-    "": 1, "b": 1,
-    "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3, "t": 1000**4, "tb": 1000**4,
-    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
-}
-
-
-def parse_bytes(value: Any) -> int:
-    """``4GiB`` -> 4294967296; ``512MB`` -> 512000000; ints are bytes.  Raises ValueError."""
-    if isinstance(value, bool):
-        raise ValueError(value)
-    if isinstance(value, (int, float)):
-        if not math.isfinite(value) or value <= 0:
-            raise ValueError(value)
-        return int(value)
-    if not isinstance(value, str):
-        raise ValueError(value)
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(value)
-    n = float(m.group(1)) * _UNITS[m.group(2).lower()]
-    if n <= 0:
-        raise ValueError(value)
-    return int(n)
-
-
-# ---------------------------------------------------------------------------
-# Stage 2: data
-# ---------------------------------------------------------------------------
-@dataclass
-class PreparedData:
-    """Training/test data after loading, label checks, splitting and scaling.
-
-    ``X_train``/``X_test`` are ``None`` for precomputed kernels;
-    ``X_test``/``y_test`` are ``None`` without a test part.
-    """
-
-    X_train: Any
-    y_train: np.ndarray
-    X_test: Any
-    y_test: np.ndarray | None
-    feature_names: list[str]
-    name: str
-    task: str
-    # precomputed kernels (kernels.precomputed)
-    K_train: np.ndarray | None = None
-    K_test: np.ndarray | None = None
-    kernel_names: list[str] | None = None
-    n_total: int = 0
-
-    @property
-    def n_train(self) -> int:
-        return int(self.y_train.shape[0])
-
-    @property
-    def n_test(self) -> int:
-        return 0 if self.y_test is None else int(self.y_test.shape[0])
-
-    @property
-    def n_features(self) -> int:
-        return 0 if self.X_train is None else int(self.X_train.shape[1])
-
-
-def _labels(spec: Spec, y: Any, key: str = "problem.loss") -> np.ndarray:
-    """Check labels with the loss; a LabelError becomes a SpecError at ``problem.loss``."""
-    from .components.base import LabelError
-
-    loss = spec.problem.loss
-    try:
-        return loss.validate_labels(y)
-    except LabelError as exc:
-        from .plugins import get_registry
-
-        reg = get_registry()
-        others = [
-            r.name for r in reg.registrations("loss") if getattr(r.cls, "task", None) != loss.task
-        ]
-        other_task = "regression" if loss.task == "classification" else "classification"
-        allowed = (
-            f"a {other_task} loss ({', '.join(others) or 'none installed'}) for this target, "
-            f"or a target that fits {loss.name!r}"
-        )
-        text = _one_line(str(exc))
-        what, sep, got = text.partition("; got ")
-        if sep:
-            raise spec.error(key, f"labels do not fit the loss: {what}", allowed=allowed, shown=got) from None
-        raise spec.error(key, f"labels do not fit the loss: {text}", loss.name, allowed) from None
-
-
-def _data_error(spec: Spec, key: str, exc: Exception, value: Any) -> SpecError:
-    text = str(exc)
-    # DataError messages start with the file path: keep the part after it
-    for prefix in (str(value), str(getattr(spec.data, key.split(".")[-1], "") or "")):
-        if prefix and text.startswith(prefix + ": "):
-            text = text[len(prefix) + 2:]
-    return spec.error(key, text, value)
-
-
-def _load_data(spec: Spec) -> PreparedData:
-    import numpy as np
-
-    from .data import (
-        DataError,
-        Dataset,
-        Standardizer,
-        detect_format,
-        load_builtin,
-        load_file,
-        train_test_split,
-    )
-
-    d = spec.data
-    task = spec.problem.loss.task
-    if spec.kernels.precomputed is not None:
-        return _load_precomputed(spec)
-    # -- load
-    if d.builtin is not None:
-        key, shown = "data.builtin", d.builtin
-        try:
-            ds = load_builtin(d.builtin)
-        except DataError as exc:
-            raise _data_error(spec, key, exc, shown) from None
-        if d.target is not None:
-            ds = _retarget(spec, ds)
-    else:
-        key, shown = "data.train", _given(spec, "data.train")
-        assert d.train is not None
-        try:
-            ds = load_file(d.train, target=d.target, fmt=d.format)
-        except DataError as exc:
-            tkey = "data.target" if d.target is not None and "target" in str(exc) else key
-            raise _data_error(spec, tkey, exc, d.target if tkey == "data.target" else shown) from None
-    ds = _drop(spec, ds)
-    if ds.n_features == 0:
-        raise spec.error("data.drop", "no feature columns left", list(d.drop), "drop fewer columns")
-    y = _labels(spec, ds.y)
-    ds.y = y
-    # -- test part
-    test: Dataset | None = None
-    if d.test is not None:
-        tshown = _given(spec, "data.test")
-        try:
-            fmt = d.format
-            n_features = ds.n_features if (fmt or detect_format(d.test, default="libsvm")) == "libsvm" else None
-            kwargs: dict[str, Any] = {"target": d.target, "fmt": d.format}
-            if n_features is not None:
-                kwargs["n_features"] = n_features
-            test = load_file(d.test, **kwargs)
-        except DataError as exc:
-            raise _data_error(spec, "data.test", exc, tshown) from None
-        test = _drop(spec, test, key="data.test")
-        if test.n_features != ds.n_features:
-            raise spec.error(
-                "data.test", f"has {test.n_features} feature columns but the training file has {ds.n_features}",
-                tshown, "a test file with the same columns as data.train",
-            )
-        if list(test.feature_names) != list(ds.feature_names) and not ds.is_sparse:
-            diff = next(a for a, b in zip(test.feature_names, ds.feature_names) if a != b)
-            raise spec.error("data.test", f"column {diff!r} differs from the training file's columns", tshown, ", ".join(ds.feature_names))
-        test.y = _labels(spec, test.y)
-        train = ds
-    elif d.test_size:
-        try:
-            train, test = train_test_split(ds, test_size=d.test_size, seed=d.seed, stratify=task == "classification")
-        except DataError as exc:
-            raise spec.error("data.test_size", f"cannot split: {_strip_name(exc, ds.name)}", d.test_size) from None
-    else:
-        train = ds
-    n_total = ds.n_samples + (test.n_samples if (d.test is not None and test is not None) else 0)
-    if d.train_size is not None:
-        n = train.n_samples
-        size = d.train_size if isinstance(d.train_size, float) else int(d.train_size)
-        if isinstance(size, int) and size >= n:
-            if size > n:
-                raise spec.error("data.train_size", f"larger than the {n} training rows available", d.train_size, f"a row count < {n} or a fraction")
-        else:
-            keep = size if isinstance(size, int) else None
-            try:
-                rest_size = (n - keep) if keep is not None else (1.0 - size)
-                train, _ = train_test_split(train, test_size=rest_size, seed=d.seed + 1, stratify=task == "classification")
-            except DataError as exc:
-                raise spec.error("data.train_size", f"cannot subsample: {_strip_name(exc, train.name)}", d.train_size) from None
-        train.y = _labels(spec, train.y)  # a small subsample may lose a class
-    if test is not None:
-        test.y = _labels(spec, test.y, key="problem.loss")
-    X_train, X_test = train.X, (test.X if test is not None else None)
-    if d.standardize:
-        try:
-            scaler = Standardizer().fit(X_train)
-            X_train = scaler.transform(X_train)
-            if X_test is not None:
-                X_test = scaler.transform(X_test)
-        except DataError as exc:
-            raise spec.error("data.standardize", str(exc), True) from None
-    X_train = _contiguous(X_train)
-    X_test = _contiguous(X_test) if X_test is not None else None
-    return PreparedData(
-        X_train=X_train, y_train=np.ascontiguousarray(train.y, dtype=np.float64),
-        X_test=X_test, y_test=None if test is None else np.ascontiguousarray(test.y, dtype=np.float64),
-        feature_names=list(ds.feature_names), name=ds.name, task=task, n_total=n_total,
-    )
-
-
-def _contiguous(X: Any) -> Any:
-    import numpy as np
-    import scipy.sparse as sp
-
-    if sp.issparse(X):
-        return X
-    return np.ascontiguousarray(X, dtype=np.float64)
-
-
-def _strip_name(exc: Exception, name: str) -> str:
-    text = str(exc)
-    return text[len(name) + 2:] if text.startswith(name + ": ") else text
-
-
-def _given(spec: Spec, key: str) -> str:
-    """The path as written in the spec."""
-    if key in spec.given_paths:
-        return spec.given_paths[key]
-    section, sub = key.split(".")
-    p = getattr(getattr(spec, section), sub)
-    try:
-        return str(Path(p).relative_to(spec.folder))
-    except ValueError:
-        return str(p)
-
-
-def _retarget(spec: Spec, ds: Any) -> Any:
-    """``data.target`` on a builtin set: make a feature column (or ``y``) the target."""
-    import numpy as np
-    import scipy.sparse as sp
-
-    from .data import Dataset
-
-    target = spec.data.target
-    columns = list(ds.feature_names) + ["y"]
-    if target == "y":
-        return ds
-    if target not in columns:
-        raise spec.error("data.target", f"no such column in builtin {ds.name!r}{did_you_mean(target, columns)}", target, ", ".join(columns))
-    if sp.issparse(ds.X):
-        raise spec.error("data.target", f"builtin {ds.name!r} is sparse; only 'y' can be the target", target, "y")
-    j = columns.index(target)
-    table = np.column_stack([ds.X, ds.y])
-    keep = [c for c in range(len(columns)) if c != j]
-    return Dataset(
-        X=np.ascontiguousarray(table[:, keep]), y=np.ascontiguousarray(table[:, j]),
-        feature_names=[columns[c] for c in keep], name=ds.name, source=ds.source,
-    )
-
-
-def _drop(spec: Spec, ds: Any, key: str = "data.drop") -> Any:
-    import numpy as np
-    import scipy.sparse as sp
-
-    from .data import Dataset
-
-    if not spec.data.drop:
-        return ds
-    names = list(ds.feature_names)
-    for c in spec.data.drop:
-        if c not in names:
-            where = "data.drop" if key == "data.drop" else key
-            raise spec.error(where, f"no feature column {c!r} to drop{did_you_mean(c, names)}", c, ", ".join(names))
-    keep = [j for j, n in enumerate(names) if n not in spec.data.drop]
-    X = ds.X[:, keep]
-    if not sp.issparse(X):
-        X = np.ascontiguousarray(X)
-    return Dataset(X=X, y=ds.y, feature_names=[names[j] for j in keep], name=ds.name, source=ds.source)
-
-
-# ---------------------------------------------------------------------------
-# Stage 2: precomputed kernels
-# ---------------------------------------------------------------------------
-def _load_precomputed(spec: Spec) -> PreparedData:
-    """``kernels.precomputed``: KernelBank.from_npz checks symmetry, PSD, shapes, NaN/inf."""
-    import numpy as np
-
-    from .kernels import BankError, KernelBank
-
-    path = spec.kernels.precomputed
-    assert path is not None
-    shown = _given(spec, "kernels.precomputed")
-    key = "kernels.precomputed"
-    split = bool(spec.data.test_size)
-
-    def fail(exc: Exception) -> SpecError:
-        text = _one_line(str(exc))
-        for prefix in (str(path), os.fspath(path)):
-            if text.startswith(prefix + ": "):
-                text = text[len(prefix) + 2:]
-        if "normaliz" in text and "diagonal" in text:
-            return spec.error("kernels.normalize", text, spec.kernels.normalize, "trace or none (or add K_test_diag to the NPZ)")
-        return spec.error(key, text, shown, "an .npz with K_train (M, N, N) symmetric PSD, y_train (N,); optional K_test (M, N_test, N), y_test, names, K_test_diag")
-
-    try:
-        pre = KernelBank.from_npz(path, normalize="none" if split else spec.kernels.normalize)
-    except BankError as exc:
-        raise fail(exc) from None
-    bank, y, Kt, yt = pre.bank, pre.y_train, pre.K_test, pre.y_test
-    if Kt is not None and yt is None:
-        raise spec.error(key, "has K_test without y_test", shown, "both K_test and y_test, or neither")
-    y = _labels(spec, y)
-    if Kt is not None:
-        yt = _labels(spec, yt)
-        if "test_size" in spec.data.explicit and spec.data.test_size:
-            raise spec.error("data.test_size", "not used: the NPZ has its own K_test", spec.data.test_size, "no data.test_size with K_test")
-    K = bank.K
-    names = list(bank.names)
-    N = K.shape[1]
-    n_total = N + (0 if yt is None else int(yt.shape[0]))
-    if Kt is None and split:
-        from .data import DataError, Dataset, train_test_split
-
-        ds = Dataset(X=np.arange(N, dtype=np.float64)[:, None], y=y, feature_names=["index"], name=shown)
-        try:
-            tr, te = train_test_split(ds, test_size=spec.data.test_size, seed=spec.data.seed, stratify=spec.problem.loss.task == "classification")
-        except DataError as exc:
-            raise spec.error("data.test_size", f"cannot split: {_strip_name(exc, shown)}", spec.data.test_size) from None
-        itr = tr.X[:, 0].astype(np.intp)
-        ite = te.X[:, 0].astype(np.intp)
-        Kt = np.ascontiguousarray(K[:, ite][:, :, itr])
-        test_diag = np.ascontiguousarray(np.diagonal(K, axis1=1, axis2=2)[:, ite])
-        Ktr = np.ascontiguousarray(K[:, itr][:, :, itr])
-        y, yt = _labels(spec, y[itr]), _labels(spec, y[ite])
-        try:
-            bank = KernelBank.from_precomputed(Ktr, names=names, normalize=spec.kernels.normalize, check_psd=False, source=shown, copy=False)
-            bank.normalize_cross(Kt, test_diag)
-        except BankError as exc:
-            raise fail(exc) from None
-        K = bank.K
-    return PreparedData(
-        X_train=None, y_train=y, X_test=None, y_test=yt, feature_names=[], name=Path(shown).stem,
-        task=spec.problem.loss.task, K_train=K, K_test=Kt, kernel_names=names, n_total=n_total,
-    )
-
-
-# ---------------------------------------------------------------------------
-# Stage 2: kernel bank and problem
-# ---------------------------------------------------------------------------
-@dataclass
-class Prepared:
-    """Everything an engine needs, plus the test part for evaluation.
-
-    Attributes
-    ----------
-    spec : Spec
-    data : PreparedData
-    problem : Problem or None
-        ``None`` when prepared with ``build=False``.
-    K_test : ndarray (M, N_test, N) or None
-    kernel_names : list of str
-    n_kernels : int
-    timings : dict
-        ``data_s``, ``bank_s`` seconds.
-    memory : dict
-        Estimated bytes of the training bank (``train``) and test kernels (``test``).
-    """
-
-    spec: Spec
-    data: PreparedData
-    problem: Problem | None
-    K_test: np.ndarray | None
-    kernel_names: list[str]
-    n_kernels: int
-    timings: dict[str, float] = field(default_factory=dict)
-    memory: dict[str, int] = field(default_factory=dict)
-
-
-def _bank_entries(spec: Spec) -> Any:
-    k = spec.kernels
-    return k.preset if k.preset is not None else [dict(e) for e in (k.bank or ())]
-
-
-def _bank_base(spec: Spec) -> str:
-    return "kernels.preset" if spec.kernels.preset is not None else "kernels.bank"
-
-
-def _expand_bank(spec: Spec, data: PreparedData) -> list[Any]:
-    """Resolve the bank against the data's columns (no Gram matrices); checks column names/indices."""
-    from .kernels import BankError, expand_bank
-
-    base = _bank_base(spec)
-    try:
-        return expand_bank(
-            _bank_entries(spec), data.n_features, data.feature_names,
-            resolve=_kernel_resolver(), root=base,
-        )
-    except BankError as exc:
-        raise _bank_spec_error(spec.error, exc, base) from None
-
-
-def _check_memory(spec: Spec, M: int, N: int, n_test: int) -> dict[str, int]:
-    """Refuse a bank (or its test kernels) larger than ``kernels.memory_budget`` before building."""
-    from .kernels import DEFAULT_MEMORY_BUDGET, estimate_bytes, format_bytes
-
-    budget = spec.kernels.memory_budget or DEFAULT_MEMORY_BUDGET
-    need = {"train": estimate_bytes(M, N), "test": estimate_bytes(M, N, n_test) if n_test else 0}
-    for part, n_rows in (("train", N), ("test", n_test)):
-        if need[part] > budget:
-            what = "kernel bank" if part == "train" else "test kernels"
-            raise spec.error(
-                "kernels.memory_budget",
-                f"the {what} needs about {format_bytes(need[part])} ({M} kernels x {n_rows} x {N} float64, "
-                f"plus working space), more than the budget of {format_bytes(budget)}",
-                spec.kernels.memory_budget_given if spec.kernels.memory_budget is not None else format_bytes(budget) + " (default)",
-                "a larger kernels.memory_budget, fewer kernels, or fewer samples (data.train_size)",
-            )
-    return need
-
-
-def _check_support(spec: Spec, problem: Problem) -> None:
-    engine = spec.solver.engine
-    reason = engine.supports(problem)
-    if reason is None:
-        return
-    from .plugins import get_registry
-
-    ok = get_registry().engines_supporting(problem, exclude=engine.name)
-    combo = f"loss {spec.problem.loss.name!r} x regularizer {spec.problem.regularizer.name!r}"
-    allowed = (
-        f"an engine that supports {combo}: {', '.join(ok)}" if ok
-        else f"another loss or regularizer (no installed engine supports {combo})"
-    )
-    raise spec.error("solver.name", f"engine {engine.name!r} cannot solve this problem: {_one_line(str(reason))}", engine.name, allowed)
-
-
-def _probe_rows(y: np.ndarray, n: int = 6) -> np.ndarray:
-    """A few row indices that include every label value (both classes)."""
-    import numpy as np
-
-    rows: list[int] = []
-    for v in np.unique(y)[:n]:
-        rows.append(int(np.flatnonzero(y == v)[0]))
-    for i in range(min(n, y.shape[0])):
-        if len(rows) >= n:
-            break
-        if i not in rows:
-            rows.append(i)
-    return np.array(sorted(rows), dtype=np.intp)
-
-
-def _probe_problem(spec: Spec, data: PreparedData, M: int) -> Problem:
-    """A tiny problem with the real loss, regularizer, C, bias and labels, for ``supports``."""
-    import numpy as np
-
-    from .problem import Problem
-
-    rows = _probe_rows(data.y_train)
-    n = rows.size
-    K = np.empty((max(M, 1), n, n))
-    K[:] = np.eye(n) / n
-    return Problem(
-        K=K, y=data.y_train[rows], loss=spec.problem.loss, regularizer=spec.problem.regularizer,
-        C=spec.problem.C, bias=spec.problem.bias,
-    )
-
-
-def _prepare(spec: Spec, progress: bool | None, build: bool, data: PreparedData | None = None) -> Prepared:
-    import numpy as np
-
-    from .kernels import BankError, KernelBank
-    from .problem import Problem
-
-    t0 = time.perf_counter()
-    data = _load_data(spec) if data is None else data
-    t_data = time.perf_counter() - t0
-    if data.K_train is not None:  # precomputed
-        names = list(data.kernel_names or [])
-        M = data.K_train.shape[0]
-        _check_support(spec, _probe_problem(spec, data, M))
-        problem = None
-        if build:
-            problem = Problem(
-                K=data.K_train, y=data.y_train, loss=spec.problem.loss,
-                regularizer=spec.problem.regularizer, C=spec.problem.C,
-                bias=spec.problem.bias, kernel_names=names,
-            )
-            _check_support(spec, problem)
-        return Prepared(spec, data, problem, data.K_test, names, M, {"data_s": t_data, "bank_s": 0.0})
-    kspecs = _expand_bank(spec, data)
-    names = [k.label for k in kspecs]
-    M = len(kspecs)
-    memory = _check_memory(spec, M, data.n_train, data.n_test)
-    _check_support(spec, _probe_problem(spec, data, M))
-    if not build:
-        return Prepared(spec, data, None, None, names, M, {"data_s": t_data, "bank_s": 0.0}, memory)
-    t1 = time.perf_counter()
-    base = _bank_base(spec)
-    budget = spec.kernels.memory_budget
-    try:
-        bank = KernelBank.build(
-            data.X_train, _bank_entries(spec), normalize=spec.kernels.normalize,
-            memory_budget_bytes=budget, progress=progress,
-            resolve=_kernel_resolver(), feature_names=data.feature_names,
-        )
-        K_test = (
-            bank.cross(data.X_test, memory_budget_bytes=budget, progress=progress)
-            if data.X_test is not None else None
-        )
-    except BankError as exc:
-        raise _bank_spec_error(spec.error, exc, base) from None
-    t_bank = time.perf_counter() - t1
-    logger.debug("%s: built %d kernels on %d points in %.2f s", spec.file, bank.n_kernels, bank.n_samples, t_bank)
-    names = list(bank.names)
-    problem = Problem(
-        K=bank.K, y=data.y_train, loss=spec.problem.loss, regularizer=spec.problem.regularizer,
-        C=spec.problem.C, bias=spec.problem.bias, kernel_names=names,
-    )
-    _check_support(spec, problem)
-    if K_test is not None:
-        K_test = np.ascontiguousarray(K_test, dtype=np.float64)
-    return Prepared(spec, data, problem, K_test, names, int(bank.K.shape[0]), {"data_s": t_data, "bank_s": t_bank})
+    problem = getattr(exc, "problem", None) or _one_line(str(exc))
+    allowed = getattr(exc, "allowed", None)
+    if getattr(exc, "has_value", False):
+        return err(key, problem, exc.value, allowed)  # type: ignore[attr-defined]
+    return err(key, problem, allowed=allowed)
 
 
 # ---------------------------------------------------------------------------
@@ -1626,7 +1069,7 @@ def json_schema() -> dict[str, Any]:
         },
     }
     solver = _component_schema("engine", reg.registrations("engine"))
-    solver["default"] = {"name": DEFAULTS["solver.name"]}
+    solver["default"] = {"name": DEFAULTS["engine.name"]}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "mklkit spec",
@@ -1638,7 +1081,8 @@ def json_schema() -> dict[str, Any]:
             "data": data,
             "kernels": kernels,
             "problem": problem,
-            "solver": solver,
+            "engine": solver,
+            "solver": {**solver, "description": "deprecated name of engine"},
             "output": {"type": "object", "additionalProperties": False, "properties": {"dir": {"type": "string"}}},
         },
     }

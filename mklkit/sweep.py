@@ -40,6 +40,7 @@ Results
 """
 from __future__ import annotations
 
+import copy
 import csv
 import datetime as _dt
 import io
@@ -55,24 +56,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from .components.params import Param
+from .pipeline import CVSettings, Data, PipelineError, fold, make_folds
 from .spec import (
     SWEEP_SECTION,
     TOP_KEYS,
-    PreparedData,
     Spec,
     SpecError,
-    _apply_override,
-    _deepcopy,
-    _Parser,
-    _spec_stem,
-    parse_override,
+    SpecParser,
+    apply_overrides,
     read_spec_file,
+    spec_stem,
     sweep_lists,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
-
     from .api import RunResult
 
 __all__ = [
@@ -123,31 +120,8 @@ _P_SEED = Param("seed", 0, type=int, low=0)
 # ---------------------------------------------------------------------------
 # The sweep spec
 # ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CVSpec:
-    """``cv:`` -- K-fold cross-validation or repeated random splits of the training part.
-
-    ``kind="folds"``: ``n`` stratified (classification) folds, shuffled with
-    ``seed``.  ``kind="splits"``: ``n`` random splits, split ``i`` holding
-    out ``test_size`` with seed ``seed + i`` exactly as ``mklkit run`` does
-    with ``data.seed = seed + i``.
-    """
-
-    kind: str = "folds"
-    n: int = 5
-    test_size: float | int | None = None
-    seed: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        if self.kind == "folds":
-            return {"folds": self.n, "seed": self.seed}
-        return {"splits": self.n, "test_size": self.test_size, "seed": self.seed}
-
-    def describe(self) -> str:
-        if self.kind == "folds":
-            return f"{self.n}-fold cross-validation (seed {self.seed})"
-        size = f"{self.test_size:g}" if isinstance(self.test_size, float) else f"{self.test_size} rows"
-        return f"{self.n} random splits holding out {size} (seeds {self.seed}..{self.seed + self.n - 1})"
+#: The ``cv:`` section (:class:`mklkit.pipeline.CVSettings`).
+CVSpec = CVSettings
 
 
 @dataclass(frozen=True)
@@ -238,7 +212,7 @@ class Sweep:
 
     @property
     def name(self) -> str:
-        return _spec_stem(self.file)
+        return spec_stem(self.file)
 
     @property
     def task_kind(self) -> str:
@@ -254,7 +228,7 @@ class Sweep:
         return self.n_tasks * len(self.Cs)
 
     def error(self, key: str, problem: str, value: Any = SpecError.NO_VALUE, allowed: str | None = None) -> SpecError:
-        return _Parser(self.file, self.folder, self.overridden).err(key, problem, value, allowed)
+        return SpecParser(self.file, self.folder, self.overridden).err(key, problem, value, allowed)
 
     def summary(self) -> str:
         """One line: grid size, cross-validation, tasks and rows."""
@@ -281,11 +255,14 @@ class Sweep:
 
     # -- data and folds ---------------------------------------------------------
     def folds(self, config: Config) -> list[tuple[Any, Any]]:
-        """``[(train rows, validation rows), ...]`` of the config's training part."""
+        """``[(train rows, validation rows), ...]`` of the config's training part (or its Gram matrices)."""
         key = (config.data_index, config.spec.problem.loss.task)
         if key not in self._folds:
             data = _raw_data(config.spec)
-            self._folds[key] = _make_folds(self, data)
+            try:
+                self._folds[key] = make_folds(self.cv, data)
+            except PipelineError as exc:
+                raise self.error(exc.key, exc.problem, exc.value, exc.allowed) from None
         return self._folds[key]
 
     def tasks(self, threads: int | None = None) -> list[Task]:
@@ -306,7 +283,7 @@ class Sweep:
 
         seen = set()
         for c in self.configs:
-            key = json.dumps({k: v for k, v in c.raw.items() if k in ("data", "kernels", "problem", "solver")},
+            key = json.dumps({k: v for k, v in c.raw.items() if k in ("data", "kernels", "problem", "engine", "solver")},
                              sort_keys=True, default=str)
             if key in seen:  # pragma: no cover - duplicates are refused earlier
                 continue
@@ -332,7 +309,7 @@ def load_sweep(path: str | os.PathLike[str], overrides: Sequence[str] | Mapping[
         list or list entry.
     """
     file = str(path)
-    raw = read_spec_file(path, "data, kernels, problem, solver, cv, output")
+    raw = read_spec_file(path, "data, kernels, problem, engine, cv, output")
     return parse_sweep(raw, file=file, folder=Path(path).resolve().parent, overrides=overrides)
 
 
@@ -347,13 +324,8 @@ def parse_sweep(
     keys = TOP_KEYS + (SWEEP_SECTION,)
     if not isinstance(raw, dict):
         raise SpecError(file, "", "the spec must be a mapping of sections", raw, "a mapping with keys " + ", ".join(keys))
-    raw = _deepcopy(raw)
-    overridden: list[str] = []
-    items = overrides.items() if isinstance(overrides, Mapping) else [parse_override(o, file) for o in overrides]
-    for key, value in items:
-        _apply_override(raw, key, value, file)
-        overridden.append(key)
-    parser = _Parser(file, folder, tuple(overridden))
+    raw, overridden = apply_overrides(raw, overrides, file)
+    parser = SpecParser(file, folder, overridden)
     parser.check_keys(raw, "", keys)
     cv = _parse_cv(parser, raw.pop(SWEEP_SECTION, None))
     axes = sweep_lists(raw)
@@ -383,18 +355,19 @@ def parse_sweep(
         if "C" in problem:
             Cs_raw = _nonempty(err, "problem.C", problem["C"]) if isinstance(problem["C"], list) else [problem["C"]]
     solvers: list[Any] = [_MISSING]
-    if "solver" in raw:
-        solvers = _expand_component(err, "solver", raw["solver"])
+    engine_section = "solver" if "solver" in raw and "engine" not in raw else "engine"
+    if engine_section in raw:
+        solvers = _expand_component(err, engine_section, raw[engine_section])
 
     def point(d: Any, loss: Any, reg: Any, bias: Any, solver: Any, C: Any) -> dict:
-        r = _deepcopy(raw)
+        r = copy.deepcopy(raw)
         if data_key is not None:
             r["data"][data_key] = d
         for sec, key, v in (("problem", "loss", loss), ("problem", "regularizer", reg), ("problem", "bias", bias), ("problem", "C", C)):
             if v is not _MISSING:
-                r[sec][key] = _deepcopy(v)
+                r[sec][key] = copy.deepcopy(v)
         if solver is not _MISSING:
-            r["solver"] = _deepcopy(solver)
+            r[engine_section] = copy.deepcopy(solver)
         return r
 
     # -- C: every value valid, distinct; sorted descending ----------------------
@@ -429,11 +402,6 @@ def parse_sweep(
         raise err(
             "problem.loss", "a sweep compares one kind of score; the list mixes classification and regression losses",
             ", ".join(names), "only classification losses (accuracy) or only regression losses (RMSE)",
-        )
-    if configs[0].spec.kernels.precomputed is not None:
-        raise err(
-            "kernels.precomputed", "'mklkit sweep' builds the kernels of every fold from the data; precomputed "
-            "kernels are not supported", str(configs[0].spec.kernels.precomputed), "kernels.preset or kernels.bank with data",
         )
     spec0 = configs[0].spec
     return Sweep(
@@ -479,7 +447,7 @@ def _axis_of(axes: list[tuple[str, Any]]) -> str:
     return axes[0][0] if axes else "problem"
 
 
-def _parse_cv(parser: _Parser, sec: Any) -> CVSpec:
+def _parse_cv(parser: SpecParser, sec: Any) -> CVSpec:
     allowed = "{folds: k, seed: s} (k-fold) or {splits: n, test_size: 0.2, seed: s} (random splits)"
     if sec is None:
         return CVSpec()
@@ -529,7 +497,8 @@ def _data_label(spec: Spec, raw: dict) -> str:
         return str(d["builtin"])
     if d.get("train") is not None:
         return str(d["train"])
-    return spec.name  # pragma: no cover - precomputed kernels are refused
+    precomputed = (raw.get("kernels") or {}).get("precomputed")
+    return str(precomputed) if precomputed is not None else spec.name
 
 
 def _labels(spec: Spec, raw: dict) -> dict[str, str]:
@@ -538,7 +507,7 @@ def _labels(spec: Spec, raw: dict) -> dict[str, str]:
         "dataset": _data_label(spec, raw),
         "loss": _component_label(spec.problem.loss, problem.get("loss")),
         "regularizer": _component_label(spec.problem.regularizer, problem.get("regularizer")),
-        "solver": _component_label(spec.solver.engine, raw.get("solver")),
+        "solver": _component_label(spec.engine.engine, raw.get(spec.engine.section)),
         "bias": "true" if spec.problem.bias else "false",
     }
 
@@ -546,76 +515,15 @@ def _labels(spec: Spec, raw: dict) -> dict[str, str]:
 # ---------------------------------------------------------------------------
 # Data and folds
 # ---------------------------------------------------------------------------
-def _raw_data(spec: Spec) -> PreparedData:
+def _raw_data(spec: Spec) -> Data:
     """The training (and test) part of the spec's data, not standardized."""
     return replace(spec, data=replace(spec.data, standardize=False)).load_data()
-
-
-def _make_folds(sweep: Sweep, data: PreparedData) -> list[tuple[Any, Any]]:
-    import numpy as np
-
-    cv = sweep.cv
-    y = data.y_train
-    n = int(y.shape[0])
-    classification = data.task == "classification"
-    if cv.kind == "folds":
-        from sklearn.model_selection import KFold, StratifiedKFold
-
-        if classification:
-            classes, counts = np.unique(y, return_counts=True)
-            if counts.min() < cv.n:
-                raise sweep.error(
-                    "cv.folds", f"cannot make {cv.n} stratified folds of {data.name}: class "
-                    f"{classes[np.argmin(counts)]:g} has only {counts.min()} training rows", cv.n,
-                    f"an integer in [2, {max(2, counts.min())}] for these data",
-                )
-            splitter: Any = StratifiedKFold(n_splits=cv.n, shuffle=True, random_state=cv.seed)
-        else:
-            if cv.n > n:
-                raise sweep.error("cv.folds", f"more folds than the {n} training rows of {data.name}", cv.n, f"an integer in [2, {n}]")
-            splitter = KFold(n_splits=cv.n, shuffle=True, random_state=cv.seed)
-        return [(np.asarray(tr, dtype=np.intp), np.asarray(va, dtype=np.intp)) for tr, va in splitter.split(np.zeros((n, 1)), y)]
-    from .data import DataError, Dataset, train_test_split
-
-    ds = Dataset(X=np.arange(n, dtype=np.float64)[:, None], y=y, feature_names=["index"], name=data.name)
-    out = []
-    for i in range(cv.n):
-        try:
-            tr, va = train_test_split(ds, test_size=cv.test_size, seed=cv.seed + i, stratify=classification)
-        except DataError as exc:
-            text = str(exc)
-            text = text[len(data.name) + 2:] if text.startswith(data.name + ": ") else text
-            raise sweep.error("cv.test_size", f"cannot split {data.name}: {text}", cv.test_size) from None
-        out.append((tr.X[:, 0].astype(np.intp), va.X[:, 0].astype(np.intp)))
-    return out
-
-
-def _fold_data(spec: Spec, data: PreparedData, train: Any, val: Any) -> PreparedData:
-    """One fold's training and validation part, standardized on the fold's training rows."""
-    import numpy as np
-    import scipy.sparse as sp
-
-    from .data import Standardizer
-
-    def rows(X: Any, idx: Any) -> Any:
-        part = X[idx]
-        return part if sp.issparse(part) else np.ascontiguousarray(part, dtype=np.float64)
-
-    X_tr, X_va = rows(data.X_train, train), rows(data.X_train, val)
-    if spec.data.standardize:
-        scaler = Standardizer().fit(X_tr)
-        X_tr, X_va = scaler.transform(X_tr), scaler.transform(X_va)
-    return PreparedData(
-        X_train=X_tr, y_train=np.ascontiguousarray(data.y_train[train]), X_test=X_va,
-        y_test=np.ascontiguousarray(data.y_train[val]), feature_names=list(data.feature_names),
-        name=data.name, task=data.task, n_total=int(len(train) + len(val)),
-    )
 
 
 # ---------------------------------------------------------------------------
 # One task (runs in a worker)
 # ---------------------------------------------------------------------------
-_DATA_CACHE: dict[str, PreparedData] = {}
+_DATA_CACHE: dict[str, Data] = {}
 
 
 def _limit_threads(n: int | None) -> None:
@@ -644,19 +552,19 @@ def solve_task(task: Task) -> list[dict[str, Any]]:
     from .api import solve_prepared
 
     _limit_threads(task.threads)
-    spec = _Parser(task.file, Path(task.folder), task.overridden).parse(task.raw)
+    spec = SpecParser(task.file, Path(task.folder), task.overridden).parse(task.raw)
     key = json.dumps([task.file, task.raw.get("data"), spec.problem.loss.task], sort_keys=True, default=str)
     data = _DATA_CACHE.get(key)
     if data is None:
         data = _raw_data(spec)
         _DATA_CACHE.clear()
         _DATA_CACHE[key] = data
-    fold = _fold_data(spec, data, task.train, task.val)
+    part = fold(data, task.train, task.val, standardized=spec.data.standardize)
     t0 = time.perf_counter()
-    prepared = spec.prepare(progress=False, data=fold)
+    prepared = spec.prepare(progress=False, data=part)
     bank_s = time.perf_counter() - t0
     assert prepared.problem is not None
-    warm = bool(getattr(spec.solver.engine, "supports_warm_start", False))
+    warm = bool(getattr(spec.engine.engine, "supports_warm_start", False))
     rows = []
     previous = None
     for C in task.Cs:
@@ -776,6 +684,23 @@ class _Serial:
         pass
 
 
+def _pool_worker_init() -> None:
+    """Set up a local pool worker: the warnings its parent reports itself are not repeated.
+
+    The parent loaded the same plugin entry points (to read the sweep) and shows a
+    broken plugin once; a solve that does not converge is reported by the status
+    of its row and the sweep's summary.  A spawned worker would print each on the
+    terminal again, once per worker, whatever the command line's ``--quiet``.
+    """
+    import warnings
+
+    from .plugins import PluginWarning
+    from .result import ConvergenceWarning
+
+    warnings.filterwarnings("ignore", category=PluginWarning)
+    warnings.filterwarnings("ignore", category=ConvergenceWarning)
+
+
 class _Pool:
     """A local process pool (``concurrent.futures``, spawned processes)."""
 
@@ -784,7 +709,8 @@ class _Pool:
         from concurrent.futures import ProcessPoolExecutor
 
         self.name = f"local pool of {workers} processes"
-        self.ex = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        self.ex = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                      initializer=_pool_worker_init)
 
     def map(self, fn: Callable[[Task], Any], tasks: Sequence[Task]) -> Iterator[tuple[Task, Any, BaseException | None]]:
         from concurrent.futures import as_completed
@@ -956,6 +882,55 @@ def _default_threads(workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, workers))
 
 
+def _is_main_guard(test: Any) -> bool:
+    """``__name__ == "__main__"`` (either operand order), alone or in an ``and``."""
+    import ast
+
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_is_main_guard(v) for v in test.values)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return (any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides)
+            and any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides))
+
+
+def _unguarded_main_line() -> tuple[str, int] | None:
+    """The main script and line that is running this call at import time, outside a main guard.
+
+    A local pool spawns its worker processes, which import the main module
+    again (as ``__mp_main__``): a statement at its top level that is not under
+    ``if __name__ == "__main__":`` runs again in every worker, and a sweep started
+    there kills the worker before it takes a task.  ``None`` when the call does
+    not come from the main module's top level, when that line is guarded, or
+    when there is no main file (an interactive session, ``python -c``).
+    """
+    import ast
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not path:
+        return None
+    line = None
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals is vars(main) and frame.f_code.co_name == "<module>":
+            line = frame.f_lineno
+        frame = frame.f_back
+    if line is None:
+        return None
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_main_guard(node.test) and node.body:
+            if node.body[0].lineno <= line <= (node.body[-1].end_lineno or node.body[-1].lineno):
+                return None
+    return str(path), int(line)
+
+
 def check_backend(sweep: Sweep, workers: int, scheduler: str | None) -> None:
     """Reject a bad ``--workers``, or ``--workers`` beside ``--scheduler`` (:class:`SpecError`)."""
     if scheduler is not None and workers != 1:
@@ -963,6 +938,14 @@ def check_backend(sweep: Sweep, workers: int, scheduler: str | None) -> None:
                           "--scheduler ADDRESS or --workers N, not both")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise sweep.error("--workers", "invalid value", workers, "an integer >= 1")
+    where = _unguarded_main_line() if workers > 1 else None
+    if where is not None:
+        raise SpecError(
+            where[0], "workers",
+            f"line {where[1]} starts the sweep whenever the script is imported, and the local pool's "
+            "spawned worker processes import it again (each would die before solving: BrokenProcessPool)",
+            workers, 'the call under \'if __name__ == "__main__":\' (docs/sweeps.md), or workers=1',
+        )
 
 
 def run_sweep(
@@ -1190,7 +1173,7 @@ def _refit_best(sweep: Sweep, out: Path, rows: Sequence[Mapping[str, str]],
     dirs = _best_dirs(sweep, out)
     result = []
     for di, config, C, mean, std, n in select_best(sweep, rows):
-        spec = _Parser(sweep.file, sweep.folder, sweep.overridden).parse(
+        spec = SpecParser(sweep.file, sweep.folder, sweep.overridden).parse(
             {**config.raw, "problem": {**config.raw["problem"], "C": C}}
         )
         refit = run(spec, progress=False)

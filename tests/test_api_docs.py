@@ -1,22 +1,25 @@
-"""The examples of docs/api.md run as doctests."""
+"""The examples of docs/api.md and docs/plugins.md run as doctests."""
 from __future__ import annotations
 
 import doctest
 import warnings
 from pathlib import Path
 
+import pytest
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
-def test_api_doc_examples(one_thread):
-    assert DOC.is_file(), DOC
+@pytest.mark.parametrize("name, at_least", [("api.md", 41), ("plugins.md", 10)])
+def test_doc_examples(one_thread, name, at_least):
+    doc = DOCS / name
+    assert doc.is_file(), doc
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an example that warns is a broken example
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         failures, tried = doctest.testfile(
-            str(DOC), module_relative=False, report=True, verbose=False,
+            str(doc), module_relative=False, report=True, verbose=False,
             optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
         )
-    assert tried > 40, f"only {tried} examples found in {DOC}"
-    assert failures == 0, f"{failures} of {tried} examples in {DOC} failed (details above)"
+    assert tried >= at_least, f"only {tried} examples found in {doc}"
+    assert failures == 0, f"{failures} of {tried} examples in {doc} failed (details above)"

@@ -6,8 +6,12 @@ behaviour (no traceback, exit codes, ``--help`` speed).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import os
+import re
+import stat
 import subprocess
 import sys
 import time
@@ -138,6 +142,31 @@ def test_bad_spec(tmp_path, capsys, command, case, changes, key, shown):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_memory_budget_counts_the_test_kernels(tmp_path, capsys, command):
+    # sonar, half held out: 104 training and 104 test points, 3 kernels; the training bank
+    # is held while the test kernels are computed, so the budget must cover both at once
+    from mklkit.kernels import estimate_bytes, format_bytes
+
+    M, N, n = 3, 104, 104
+    train, test = estimate_bytes(M, N), estimate_bytes(M, N, n)
+    peak = 8 * M * N * N + test
+    budget = (max(train, test) + peak) // 2  # either part alone fits, both together do not
+    assert max(train, test) < budget < peak
+    out_dir = tmp_path / "out"
+    extra = ["--out", out_dir, "--quiet"] if command == "run" else []
+    p = spec_file(tmp_path, data={"test_size": 0.5}, kernels={"memory_budget": budget})
+    code, out, err = run_cli([command, p, *extra], capsys)
+    assert_user_error(code, err, str(p), "kernels.memory_budget", f"the kernel bank needs about {format_bytes(peak)}",
+                      "held while its test kernels (3 x 104 x 104) are computed", f"got {budget}")
+    assert out == "" and not out_dir.exists()
+    p = spec_file(tmp_path, data={"test_size": 0.5}, kernels={"memory_budget": peak})
+    code, out, err = run_cli([command, p, *extra], capsys)
+    assert code == 0, err
+    if command == "validate":
+        assert out.startswith("ok: ") and f"3 kernels (2 bank entries, normalize=trace, ~{format_bytes(peak)})" in out
+
+
 class Picky(Engine):
     """An engine that supports nothing (the registry is shared, so no real pair is safe to use)."""
 
@@ -151,21 +180,28 @@ class Picky(Engine):
         raise AssertionError("solve must not be called")
 
 
-@pytest.fixture
-def picky_engine():
+@contextlib.contextmanager
+def registered(cls: type):
+    """``cls`` registered in the process-wide registry by a plugin of its own, for the block."""
     reg = get_registry()
-    mod = types.ModuleType("picky_test_plugin")
+    mod = types.ModuleType(f"{cls.name}_plugin")
 
     @hookimpl
     def mklkit_register_components(register):
-        register(Picky)
+        register(cls)
 
     mod.mklkit_register_components = mklkit_register_components
-    name = reg.register_plugin(mod, "picky-test", "0", name="picky_test_plugin")
+    name = reg.register_plugin(mod, f"{cls.name}-dist", "0", name=mod.__name__)
     try:
-        yield Picky.name
+        yield cls.name
     finally:
         reg.unregister_plugin(name)
+
+
+@pytest.fixture
+def picky_engine():
+    with registered(Picky) as name:
+        yield name
 
 
 @pytest.mark.parametrize("command", ["validate", "run"])
@@ -188,6 +224,29 @@ def test_unknown_component_lists_available(tmp_path, capsys):
     p = spec_file(tmp_path, problem={"loss": "logistc"})
     code, _, err = run_cli(["validate", p], capsys)
     assert_user_error(code, err, "did you mean 'logistic'", "allowed:", "hinge", "squared")
+
+
+#: docs/specs.md's table of the shipped specs: (spec, "runs today" column).
+SPEC_TABLE = re.findall(r"^\| `([\w.]+\.yaml)` \| .*? \| (.*?) \|$",
+                        (SPECS.parent / "docs" / "specs.md").read_text(encoding="utf-8"), re.M)
+
+
+def test_spec_table_lists_every_shipped_spec():
+    assert sorted(name for name, _ in SPEC_TABLE) == sorted(p.name for p in SPECS.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name, runs", SPEC_TABLE, ids=[name for name, _ in SPEC_TABLE])
+def test_spec_table_says_what_runs(tmp_path, capsys, name, runs):
+    if runs.startswith("with `mklkit sweep`"):
+        code, out, err = run_cli(["sweep", SPECS / name, "--dry-run"], capsys)
+        assert code == 0 and "100 tasks, 300 rows" in out, err
+        return
+    assert runs.startswith("yes"), f"docs/specs.md: {name}: {runs!r}"
+    if "`mklkit-smo` plugin" in runs and "skm_smo" not in get_registry().names("engine"):
+        pytest.skip("the mklkit-smo plugin is not installed")
+    code, _, err = run_cli(["run", SPECS / name, "--out", tmp_path, "--quiet"], capsys)
+    assert code == 0, err
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "converged"
 
 
 @pytest.mark.parametrize("name, regularizer, engine", [
@@ -424,6 +483,27 @@ def test_validate_ok(tmp_path, capsys):
     assert out.startswith("ok: ") and "3 kernels" in out and "156 train / 52 test" in out
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_written_files_follow_the_umask(tmp_path, capsys, umask):
+    # results are written through a temporary file and a rename: that file must be
+    # created like any other (0666 less the umask), not 0600
+    run_spec = spec_file(tmp_path)
+    sweep_spec = spec_file(tmp_path, name="sw.yaml", problem={"C": [0.1, 1.0]}, cv={"folds": 2, "seed": 0})
+    old = os.umask(umask)
+    try:
+        assert main(["run", str(run_spec), "--out", str(tmp_path / "run"), "--quiet"]) == 0
+        assert main(["report", str(tmp_path / "run")]) == 0
+        assert main(["sweep", str(sweep_spec), "--out", str(tmp_path / "sweep"), "--quiet"]) == 0
+    finally:
+        os.umask(old)
+    capsys.readouterr()
+    files = sorted(p for d in ("run", "sweep") for p in (tmp_path / d).rglob("*") if p.is_file())
+    names = {p.name for p in files}
+    assert {"summary.json", "history.json", "solution.npz", "gap.png", "results.csv", "sweep.json"} <= names
+    modes = {str(p.relative_to(tmp_path)): oct(stat.S_IMODE(p.stat().st_mode)) for p in files}
+    assert set(modes.values()) == {oct(0o666 & ~umask)}, modes
+
+
 def test_run_writes_results_and_refuses_to_overwrite(tmp_path, capsys, monkeypatch):
     p = spec_file(tmp_path)
     out_dir = tmp_path / "out"
@@ -445,7 +525,8 @@ def test_run_writes_results_and_refuses_to_overwrite(tmp_path, capsys, monkeypat
     assert s["n_kernels"] == 3 and [k["name"] for k in s["kernel_weights"]][0].startswith("rbf")
     assert s["duality_gap"] <= 1e-4 and s["objective"] > 0
     assert 0.5 < s["test_accuracy"] <= 1.0 and s["n_test"] == 52
-    assert s["spec"]["solver"]["tol"] == 1e-4 and s["spec"]["solver"]["armijo"] == 1e-4
+    assert s["spec"]["engine"]["tol"] == 1e-4 and s["spec"]["engine"]["armijo"] == 1e-4
+    assert "solver" not in s["spec"]
     hist = json.loads((out_dir / "history.json").read_text())
     assert len(hist) == s["iterations"] and {"objective", "gap", "n_active", "time_s"} <= set(hist[-1])
     with np.load(out_dir / "solution.npz") as z:
@@ -520,6 +601,39 @@ def test_progress_lines(tmp_path, capsys, monkeypatch):
     assert "mklkit: iteration 1: objective" in err and "gap" in err
     code, _, err = run_cli(["run", p, "--out", tmp_path / "b", "--quiet"], capsys)
     assert code == 0 and "iteration" not in err
+
+
+@pytest.fixture
+def compiling_engine():
+    """An engine that compiles a new numba function, then solves with spicy."""
+    from numba import njit
+
+    class Compiling(Engine):
+        name = "compiling_test_engine"
+        description = "compiles a new jitted function, then delegates to spicy"
+
+        def solve(self, problem, callback=None):
+            @njit(cache=False)
+            def fresh(x):
+                return x + 1.0
+
+            fresh(1.0)
+            spicy = get_registry().get("engine", "spicy")(tol=self.tol, max_iter=self.max_iter)
+            return spicy.solve(problem, callback)
+
+    with registered(Compiling) as name:
+        yield name
+
+
+def test_run_says_once_that_numba_compiles(tmp_path, capsys, compiling_engine):
+    p = spec_file(tmp_path, solver={"name": compiling_engine})
+    code, _, err = run_cli(["run", p, "--out", tmp_path / "a"], capsys)
+    assert code == 0, err
+    notes = [ln for ln in err.splitlines() if "compiling" in ln]
+    assert notes == [f"mklkit: compiling numba code for loss 'logistic', regularizer 'elasticnet' and "
+                     f"engine '{compiling_engine}' (first use, cached afterwards)"]
+    code, _, err = run_cli(["run", p, "--out", tmp_path / "b", "--quiet"], capsys)
+    assert code == 0 and "compiling" not in err
 
 
 def test_regression_run_reports_rmse(tmp_path, capsys):

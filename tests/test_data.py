@@ -211,6 +211,20 @@ def test_stratified_split_keeps_proportions():
     assert train.name == "pima[train]" and test.name == "pima[test]"
 
 
+@pytest.mark.parametrize("name", ["a9a", "w8a"])
+def test_sparse_builtins_work_with_scikit_learn_svc(name):
+    # libsvm-based estimators accept only 32-bit index arrays
+    from sklearn.svm import SVC
+
+    ds = load_builtin(name)
+    assert ds.X.indices.dtype == np.int32 and ds.X.indptr.dtype == np.int32
+    train, test = train_test_split(ds, test_size=0.5, seed=0)
+    part, _ = train_test_split(train, test_size=train.n_samples - 300, seed=0)
+    clf = SVC(kernel="rbf", gamma=0.05).fit(part.X, part.y)
+    X, y = test.X[:2000], test.y[:2000]
+    assert clf.score(X, y) >= max(np.mean(y == 1), np.mean(y == -1))  # at least the majority
+
+
 def test_split_sparse_and_errors():
     ds = load_builtin("a9a_test")
     train, test = train_test_split(ds, test_size=1000, seed=0)

@@ -308,7 +308,9 @@ def test_engine_params_tol_and_max_iter(ionosphere):
         ({"kernels": [{"function": "rbf", "widht": 1}]}, ValueError, "widht"),
         ({"standardize": "yes"}, ParamError, "standardize must be True or False"),
         ({"memory_budget": "lots"}, ParamError, "memory_budget must be"),
-        ({"memory_budget": 1000}, ValueError, "kernel bank"),
+        ({"memory_budget": 1000}, ValueError, r"^MKLClassifier: memory_budget: the kernel bank needs about .* "
+                                              r"more than the budget of 1000 B; got 1000; allowed: a larger "
+                                              r"memory budget, fewer kernels, or fewer samples$"),
     ],
 )
 def test_validation_errors(params, exc, match):
@@ -316,6 +318,20 @@ def test_validation_errors(params, exc, match):
     y = np.arange(20) % 3
     with pytest.raises(exc, match=match):
         MKLClassifier(**{"kernels": TINY_BANK, **params}).fit(X, y)
+
+
+def test_memory_budget_of_the_test_kernels_names_the_parameter():
+    # the training bank fits; the test-versus-training kernels of 2000 points do not
+    from mklkit.kernels import estimate_bytes
+
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(20, 3), np.arange(20) % 2
+    clf = MKLClassifier(kernels=TINY_BANK, memory_budget=2 * estimate_bytes(3, 20)).fit(X, y)
+    with pytest.raises(ValueError, match=r"^MKLClassifier: cross-kernel bank needs about .* \(3 kernels x 2000 x 20 "
+                                         r"float64 .* but memory_budget is .*; use fewer kernels or samples, or "
+                                         r"raise memory_budget$"):
+        clf.predict(rng.randn(2000, 3))
+    assert clf.predict(X[:5]).shape == (5,)
 
 
 class _Refuses(Engine):
@@ -530,3 +546,57 @@ def test_component_parameters_through_set_params(wine):
     assert grid.best_estimator_.regularizer_.lam in (0.2, 0.8)
     with pytest.raises(ParamError, match="lam must be a number in"):
         MKLClassifier(TINY_BANK).set_params(regularizer__lam=2.0).fit(X_tr, y_tr)
+
+
+# ---------------------------------------------------------------------------
+# Precomputed kernels as a pairwise input; factor and sharded banks
+# ---------------------------------------------------------------------------
+def _gram_stack(X):
+    raw = KernelBank.build(Standardizer().fit(X).transform(X), TINY_BANK, normalize="none")
+    return np.moveaxis(raw.K, 0, -1).copy()  # (N, N, M)
+
+
+def test_precomputed_pairwise_input_in_cross_val_score_and_grid_search(ionosphere):
+    from sklearn.model_selection import StratifiedKFold
+
+    X_tr, _, y_tr, _ = ionosphere
+    G = _gram_stack(X_tr)
+    est = MKLClassifier("precomputed", normalize="trace", tol=1e-8)
+    assert est.__sklearn_tags__().input_tags.pairwise
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    scores = cross_val_score(est, G, y_tr, cv=cv)
+    by_hand = []
+    for tr, va in cv.split(G, y_tr):
+        fit = clone(est).fit(G[np.ix_(tr, tr)], y_tr[tr])
+        by_hand.append(np.mean(fit.predict(G[np.ix_(va, tr)]) == y_tr[va]))
+    np.testing.assert_allclose(scores, by_hand, atol=1e-10)
+    gs = GridSearchCV(est, {"C": [0.05, 0.5]}, cv=cv).fit(G, y_tr)
+    for i, C in enumerate([0.05, 0.5]):
+        ref = cross_val_score(clone(est).set_params(C=C), G, y_tr, cv=cv)
+        assert gs.cv_results_["mean_test_score"][i] == pytest.approx(np.mean(ref), abs=1e-10)
+    with pytest.raises(ValueError, match=r"shape \(n_samples, n_samples, n_kernels\)"):
+        est.fit(G[:, :10], y_tr)
+
+
+def test_old_precomputed_layout_warns_and_gives_the_same_answer(ionosphere):
+    X_tr, _, y_tr, _ = ionosphere
+    G = _gram_stack(X_tr)
+    new = MKLClassifier("precomputed", normalize="trace").fit(G, y_tr)
+    with pytest.warns(FutureWarning, match=r"np\.moveaxis\(K, 0, -1\)"):
+        old = MKLClassifier("precomputed", normalize="trace").fit(np.moveaxis(G, -1, 0), y_tr)
+    np.testing.assert_allclose(old.decision_function(np.moveaxis(G, -1, 0)), new.decision_function(G),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_exact_factor_bank_gives_the_dense_answer(ionosphere):
+    X_tr, X_te, y_tr, _ = ionosphere
+    bank = [{"function": "linear", "features": [0, 1, 2, 3]}, {"function": "linear", "features": "all"}]
+    dense = MKLClassifier(bank, tol=1e-9, max_iter=500).fit(X_tr, y_tr)
+    fac = MKLClassifier(bank, tol=1e-9, max_iter=500, factor={"method": "exact"}).fit(X_tr, y_tr)
+    assert fac.bank_.representation == "factor"
+    assert fac.result_.objective == pytest.approx(dense.result_.objective, rel=1e-8)
+    np.testing.assert_allclose(fac.decision_function(X_te), dense.decision_function(X_te), rtol=1e-7, atol=1e-8)
+    with pytest.raises(ValueError, match=r"^MKLClassifier: factor\.rank: invalid value; got 0; allowed: an integer >= 1"):
+        MKLClassifier(bank, factor={"rank": 0}).fit(X_tr, y_tr)
+    with pytest.raises(ParamError, match=r"factor must be None, True or a mapping"):
+        MKLClassifier(bank, factor={"rnak": 2}).fit(X_tr, y_tr)

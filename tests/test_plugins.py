@@ -629,6 +629,10 @@ def test_scaffolded_plugins_conform(tmp_path: Path) -> None:
             reg = Registry()
             reg.register_plugin(plugin, folder.name)
             testing.assert_conforms(reg.create(kind, name))
+            for report in testing.check_parameter_points(reg.get(kind, name), n_random=5, seed=0):
+                assert report.ok, str(report)
+            test_text = (folder / "tests" / f"test_{name}.py").read_text()
+            assert "check_parameter_points(" in test_text
         finally:
             _forget(folder, package)
 

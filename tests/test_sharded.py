@@ -182,3 +182,42 @@ def test_unknown_worker_and_closed_bank(client, data):
         assert bank.dual_block_norms(np.ones(70)).shape == (1,)
     with pytest.raises(ShardLostError, match="closed"):
         bank.matvecs(np.ones(70))
+
+
+def test_mklkit_run_on_a_sharded_bank_gives_the_in_memory_answer(client, tmp_path):
+    import json
+
+    import yaml
+
+    from mklkit.api import load_spec, run
+    from mklkit.cli import main
+
+    spec = {"data": {"builtin": "liver", "test_size": 0.25, "seed": 0},
+            "kernels": {"bank": [{"function": "rbf", "width": [1.0, 3.0]}, {"function": "poly", "degree": 2}]},
+            "problem": {"loss": "logistic", "regularizer": {"name": "elasticnet", "lam": 0.5}, "C": 0.5},
+            "engine": {"name": "spicy", "tol": 1e-9, "max_iter": 500}}
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    local = run(load_spec(p))
+    address = client.scheduler.address
+    sharded = run(load_spec(p, [f"kernels.sharded.scheduler={address}"]))
+    assert sharded.result.objective == pytest.approx(local.result.objective, rel=1e-8)
+    np.testing.assert_allclose(sharded.result.kernel_weights, local.result.kernel_weights, atol=1e-8)
+    assert sharded.metrics == pytest.approx(local.metrics, abs=1e-12)
+    out = tmp_path / "out"
+    assert main(["run", str(p), "--scheduler", address, "--out", str(out), "--quiet"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["spec"]["kernels"]["sharded"] == {"scheduler": address}
+    assert s["objective"] == pytest.approx(local.result.objective, rel=1e-8)
+    assert s["test_accuracy"] == pytest.approx(local.metrics["test_accuracy"], abs=1e-12)
+
+
+def test_estimator_with_a_scheduler_gives_the_in_memory_answer(client, data):
+    from mklkit.estimators import MKLClassifier
+
+    X, y = data
+    local = MKLClassifier(ENTRIES, tol=1e-9, max_iter=500).fit(X[:50], y[:50])
+    sharded = MKLClassifier(ENTRIES, tol=1e-9, max_iter=500, scheduler=client).fit(X[:50], y[:50])
+    assert sharded.result_.objective == pytest.approx(local.result_.objective, rel=1e-8)
+    np.testing.assert_allclose(sharded.decision_function(X[50:]), local.decision_function(X[50:]),
+                               rtol=1e-7, atol=1e-8)

@@ -41,8 +41,9 @@ def test_quickstart_parses_with_defaults_filled():
     assert r["kernels"] == {"preset": "simplemkl", "normalize": "trace", "memory_budget": None}
     assert r["problem"]["regularizer"] == {"name": "elasticnet", "lam": 0.5}
     assert r["problem"]["loss"] == {"name": "logistic"}
-    assert r["solver"]["name"] == "spicy" and r["solver"]["tol"] == 1e-4
-    assert "armijo" in r["solver"]  # engine defaults filled in
+    assert "solver" not in r  # the section is named engine; solver is its deprecated name
+    assert r["engine"]["name"] == "spicy" and r["engine"]["tol"] == 1e-4
+    assert "armijo" in r["engine"]  # engine defaults filled in
     assert spec.name == "quickstart"
     json.dumps(r)  # JSON-able
 
@@ -343,7 +344,7 @@ def test_check_counts_kernels_without_building():
 def test_json_schema_lists_components():
     s = json_schema()
     json.dumps(s)
-    assert set(s["properties"]) == {"description", "data", "kernels", "problem", "solver", "output"}
+    assert set(s["properties"]) == {"description", "data", "kernels", "problem", "engine", "solver", "output"}
     losses = s["properties"]["problem"]["properties"]["loss"]["oneOf"][0]["enum"]
     assert "logistic" in losses and "hinge" in losses
     assert "simplemkl" in s["properties"]["kernels"]["properties"]["preset"]["enum"]

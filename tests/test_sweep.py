@@ -4,6 +4,8 @@ from __future__ import annotations
 import copy
 import csv
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -247,6 +249,53 @@ def test_local_pool_gives_the_same_rows(tmp_path, serial_rows):
     assert_rows_close(read_results(tmp_path / "pool" / RESULTS), serial_rows)
 
 
+SCRIPT_CALL = 'res = sweep({spec!r}, out_dir={out!r}, workers=2)\nprint(len(res.rows), res.backend)\n'
+
+
+@pytest.mark.parametrize("guarded", [False, True], ids=["top-level", "main-guard"])
+def test_local_pool_from_a_script_needs_the_main_guard(tmp_path, guarded):
+    # spawned workers import the main script again: a sweep at its top level is refused with one
+    # line (before any output) instead of failing every task with BrokenProcessPool
+    import subprocess
+
+    spec = write_spec(tmp_path, grid(problem={"C": 1.0}))
+    out = tmp_path / "out"
+    call = SCRIPT_CALL.format(spec=str(spec), out=str(out))
+    body = "".join("    " + ln + "\n" for ln in call.splitlines()) if guarded else call
+    script = tmp_path / "run_grid.py"
+    script.write_text("from mklkit.api import sweep\n\n"
+                      + ('if __name__ == "__main__":\n' if guarded else "") + body)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    if guarded:
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == ["6", "local", "pool", "of", "2", "processes"]
+        assert len(read_results(out / RESULTS)) == 6
+        return
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == (
+        f"mklkit.spec.SpecError: {script}: workers: line 3 starts the sweep whenever the script is imported, "
+        "and the local pool's spawned worker processes import it again (each would die before solving: "
+        "BrokenProcessPool); got 2; allowed: the call under 'if __name__ == \"__main__\":' (docs/sweeps.md), "
+        "or workers=1"
+    )
+    assert "BrokenProcessPool:" not in proc.stderr and not out.exists()
+
+
+@pytest.mark.parametrize("test, guard", [
+    ('__name__ == "__main__"', True), ('"__main__" == __name__', True),
+    ('__name__ == "__main__" and ok', True), ('__name__ != "__main__"', False),
+    ('__name__ == "__main__" or ok', False), ("ok", False),
+])
+def test_main_guard_forms(test, guard):
+    import ast
+
+    from mklkit.sweep import _is_main_guard
+
+    assert _is_main_guard(ast.parse(f"if {test}:\n    pass\n").body[0].test) is guard
+
+
 def test_splits_rows_equal_mklkit_run_with_that_seed(tmp_path):
     """Split i of ``cv: {splits: n, test_size: f, seed: s}`` is ``mklkit run`` with data.seed = s + i."""
     from mklkit.api import run
@@ -421,6 +470,50 @@ def test_cli_sweep_runs_and_reports_best(tmp_path, capsys):
     code = main(["sweep", str(p), "--out", str(out), "--workers", "2", "--scheduler", "tcp://x:1"])
     err = capsys.readouterr().err
     assert code == 2 and "not allowed with argument" in err
+
+
+def _site_with_a_broken_plugin(tmp_path: Path) -> Path:
+    """A folder for PYTHONPATH with an installed distribution whose mklkit plugin cannot be imported."""
+    site = tmp_path / "site"
+    (site / "mklkit_broken_demo").mkdir(parents=True)
+    (site / "mklkit_broken_demo" / "__init__.py").write_text("")
+    (site / "mklkit_broken_demo" / "plugin.py").write_text("import numba_nightly  # not installed\n")
+    info = site / "mklkit_broken_demo-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mklkit-broken-demo\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[mklkit]\nbroken_demo = mklkit_broken_demo.plugin\n")
+    return site
+
+
+def _pool_sweep_with_a_broken_plugin(tmp_path: Path, *options: str) -> str:
+    """stderr of a two-worker sweep (two tasks that do not converge) with a broken plugin installed."""
+    p = write_spec(tmp_path, grid(problem={"regularizer": {"name": "elasticnet", "lam": 0.5}, "C": 1.0},
+                                  solver={"tol": 1e-14, "max_iter": 1}, cv={"folds": 2, "seed": 0}))
+    site = _site_with_a_broken_plugin(tmp_path)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, "-m", "mklkit.cli", "sweep", str(p), "--workers", "2",
+                        "--out", str(tmp_path / "o"), *options],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    # the solves that did not converge are reported by the parent, not by each worker
+    assert "ConvergenceWarning" not in r.stderr
+    assert "2 of 2 solves did not converge" in r.stderr
+    return r.stderr
+
+
+def test_a_pool_sweep_with_quiet_does_not_repeat_a_broken_plugin_per_worker(tmp_path):
+    # every spawned worker loads the entry points again and printed the warning
+    err = _pool_sweep_with_a_broken_plugin(tmp_path, "--quiet")
+    assert "broken_demo" not in err, err
+
+
+@pytest.mark.slow
+def test_a_pool_sweep_reports_a_broken_plugin_once(tmp_path):
+    err = _pool_sweep_with_a_broken_plugin(tmp_path)
+    broken = [ln for ln in err.splitlines() if "'broken_demo'" in ln]
+    assert len(broken) == 1, err
+    assert broken[0].startswith("warning: mklkit plugin 'broken_demo' from distribution mklkit-broken-demo 0.1.0")
+    assert "ModuleNotFoundError: No module named 'numba_nightly'" in broken[0]
 
 
 # ---------------------------------------------------------------------------

@@ -274,8 +274,6 @@ class $cls(Regularizer):
         conj_grad=conj_grad,
         conj_hess=conj_grad,  # 0 on the domain, inf outside
         env=env,
-        env_grad=prox,
-        env_hess=prox_deriv,
         weight=weight,
         penalty=penalty,
     )
@@ -290,13 +288,19 @@ TEST = '''\
 from __future__ import annotations
 
 from mklkit.plugins import Registry
-from mklkit.testing import assert_conforms
+from mklkit.testing import assert_conforms, check_parameter_points
 
 from $package import $cls, plugin
 
 
 def test_conforms_to_the_contract():
     assert_conforms($cls())
+
+
+def test_conforms_at_random_parameter_points():
+    # the defaults and five points drawn from the declared parameters
+    for report in check_parameter_points($cls, n_random=5, seed=0):
+        assert report.ok, str(report)
 
 
 def test_registers_through_the_plugin_hook():

@@ -24,6 +24,7 @@ evaluate the conjugate at :math:`u = -\rho`.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar, NamedTuple, Sequence
 
 import numpy as np
@@ -38,6 +39,7 @@ __all__ = [
     "Regularizer",
     "RegularizerKernels",
     "BregmanKernels",
+    "WeightNorm",
     "LabelError",
     "CLASSIFICATION",
     "REGRESSION",
@@ -203,6 +205,15 @@ class Loss(Component):
     smooth_primal : bool
         True when :math:`\ell(y,\cdot)` is differentiable with Lipschitz
         derivative (needed by the proximal-gradient engine).
+    linear_conjugate : bool
+        True when the domain :math:`[l, u]` of :math:`\ell^*(y,\cdot)`
+        (``conj_lower``, ``conj_upper``) is bounded, contains 0, and
+        :math:`\ell^*(y,\cdot)` is linear on :math:`[l, 0]` and on :math:`[0, u]`
+        with :math:`\ell^*(y, 0) = 0`: then
+        :math:`\ell(y, z) = -l\,(s_- - z)_+ + u\,(z - s_+)_+` with the slopes
+        :math:`s_\mp` of the two pieces, and the dual is the box-constrained
+        quadratic-type dual of the SVM (hinge, ε-insensitive, pinball; the
+        SMO-MKL engines need it).  The conformance kit checks the claim.
     """
 
     kind: ClassVar[str] = "loss"
@@ -213,10 +224,36 @@ class Loss(Component):
     n_aux: ClassVar[int] = 0
     n_cons: ClassVar[int] = 0
     smooth_primal: ClassVar[bool] = True
+    linear_conjugate: ClassVar[bool] = False
 
     def deriv_lipschitz(self) -> float:
         r"""A bound on :math:`\sup_z |\partial_z^2 \ell(y, z)|` (``inf`` if none)."""
         return float("inf")
+
+    def linear_pieces(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        r"""The pieces of a conjugate declared ``linear_conjugate``, per sample.
+
+        Derived from ``kernels``: the domain ends :math:`l \le 0 \le u`
+        (``conj_lower``, ``conj_upper``) and the slopes
+        :math:`s_- = \ell^*(y, l)/l` of the piece on :math:`[l, 0]` and
+        :math:`s_+ = \ell^*(y, u)/u` of the piece on :math:`[0, u]` (0 for an
+        empty piece).  Then :math:`\ell(y, z) = -l\,(s_- - z)_+ + u\,(z - s_+)_+`:
+        the hinge has, for :math:`y = 1`, :math:`(l, u, s_-) = (-1, 0, 1)`.
+
+        Returns
+        -------
+        lower, upper, slope_lower, slope_upper : ndarray (N,)
+        """
+        y = as_array(y)
+        k, p = self.kernels, self.param_vector
+        lo = np.asarray(k.conj_lower(y, p), dtype=np.float64)
+        hi = np.asarray(k.conj_upper(y, p), dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s_lo = np.where(lo < 0.0, np.asarray(k.conj(y, as_array(np.minimum(lo, 0.0)), p))
+                            / np.where(lo < 0.0, lo, 1.0), 0.0)
+            s_hi = np.where(hi > 0.0, np.asarray(k.conj(y, as_array(np.maximum(hi, 0.0)), p))
+                            / np.where(hi > 0.0, hi, 1.0), 0.0)
+        return lo, hi, s_lo, s_hi
 
     def validate_labels(self, y: np.ndarray) -> np.ndarray:
         """Check labels for this loss and return them as a float64 vector.
@@ -257,7 +294,21 @@ class Loss(Component):
 # ---------------------------------------------------------------------------
 # Regularizers
 # ---------------------------------------------------------------------------
-class RegularizerKernels(NamedTuple):
+class _RegularizerKernelFields(NamedTuple):
+    value: Any
+    prox: Any
+    prox_deriv: Any
+    conj: Any
+    conj_grad: Any
+    conj_hess: Any
+    env: Any
+    env_grad: Any
+    env_hess: Any
+    weight: Any
+    penalty: Any
+
+
+class RegularizerKernels(_RegularizerKernelFields):
     r"""Jitted numerics of a block-norm regularizer (SpicyMKL §4, eq. 42).
 
     The regularizer acts on the block norms :math:`x_m = \|\alpha_m\|_{K_m} \ge 0`
@@ -277,24 +328,32 @@ class RegularizerKernels(NamedTuple):
     env(y, C, params)         : Moreau envelope of the conjugate
                                 :math:`\widehat{\tilde g_C^*}(y) = \min_{y'\ge0}
                                 \tilde g_C^*(y') + (y'-y)^2/2` (§4.2)
-    env_grad(y, C, params)    : its derivative, equal to :math:`\mathrm{prox}(y|\tilde g_C)`
-    env_hess(y, C, params)    : its second derivative, equal to ``prox_deriv``
     weight(x, params)         : kernel weight :math:`d = 1/(2 g'(x^2))` (§4.1)
     penalty(d, params)        : :math:`h(d) = -2 g^*(1/(2d))` of the Tikhonov form
                                 (44), Table 3 (``inf`` outside its domain)
+
+    Derived, optional: ``env_grad`` and ``env_hess``, the derivatives of the
+    envelope.  By the Moreau decomposition (eq. 23) the envelope of the
+    conjugate has the gradient :math:`\mathrm{prox}(y|\tilde g_C)` and the
+    second derivative ``prox_deriv``, so they default to ``prox`` and
+    ``prox_deriv`` and engines use those.  A regularizer may still give them
+    (the fields keep their place, so positional construction with eleven
+    functions works as before); the conformance kit then checks them against
+    the derivation (``env_grad_prox``, ``env_hess_prox_deriv``).
     """
 
-    value: Any
-    prox: Any
-    prox_deriv: Any
-    conj: Any
-    conj_grad: Any
-    conj_hess: Any
-    env: Any
-    env_grad: Any
-    env_hess: Any
-    weight: Any
-    penalty: Any
+    __slots__ = ()
+
+    def __new__(cls, value: Any, prox: Any, prox_deriv: Any, conj: Any, conj_grad: Any,
+                conj_hess: Any, env: Any, env_grad: Any = None, env_hess: Any = None,
+                weight: Any = None, penalty: Any = None) -> RegularizerKernels:
+        missing = [n for n, f in (("weight", weight), ("penalty", penalty)) if f is None]
+        if missing:
+            raise TypeError(f"RegularizerKernels needs {' and '.join(missing)} "
+                            "(jitted functions of (x, params) and (d, params))")
+        return super().__new__(cls, value, prox, prox_deriv, conj, conj_grad, conj_hess, env,
+                               prox if env_grad is None else env_grad,
+                               prox_deriv if env_hess is None else env_hess, weight, penalty)
 
 
 class BregmanKernels(NamedTuple):
@@ -316,6 +375,70 @@ class BregmanKernels(NamedTuple):
     d0: Any
 
 
+class WeightNorm(NamedTuple):
+    r"""A regularizer given by a p-norm of the kernel weights (coupling the blocks).
+
+    With block norms :math:`x_m = \|f_m\|` and :math:`s = 2p/(p+1)`:
+
+    * ``lam`` given (the squared p-norm penalty, SMO-MKL eq. 1):
+
+      .. math::
+          R(f) = \min_{d\ge0}\ \frac12\sum_m\frac{x_m^2}{d_m} + \frac\lambda2\|d\|_p^2
+               = \tfrac34(2\lambda)^{1/3}\,\|x\|_s^{4/3};
+
+    * ``lam`` None (the p-norm constraint; ``p = 1`` is the squared block
+      1-norm of the support kernel machine, Bach et al. 2004, problem (P)):
+
+      .. math::
+          R(f) = \min_{d\ge0,\ \|d\|_p\le1}\ \frac12\sum_m\frac{x_m^2}{d_m}
+               = \tfrac12\,\|x\|_s^2 .
+
+    The problem's regularizer term is :math:`C\,R(f)`.
+    """
+
+    p: float
+    lam: float | None = None
+
+    @property
+    def block_exponent(self) -> float:
+        """:math:`s = 2p/(p+1)`, the exponent of the norm of the block norms."""
+        return 2.0 * float(self.p) / (float(self.p) + 1.0)
+
+    def _norm(self, x: np.ndarray, s: float) -> float:
+        x = np.asarray(x, dtype=np.float64)
+        top = float(np.max(x)) if x.size else 0.0
+        if top <= 0.0:
+            return 0.0
+        if math.isinf(s):
+            return top
+        if s == 1.0:
+            return float(np.sum(x))
+        return top * float(np.sum((x / top) ** s)) ** (1.0 / s)
+
+    def value(self, norms: np.ndarray, C: float) -> float:
+        r""":math:`C\,R` at the block norms ``norms`` (all kernels)."""
+        n = self._norm(norms, self.block_exponent)
+        if self.lam is None:
+            return 0.5 * float(C) * n * n
+        return float(C) * 0.75 * (2.0 * float(self.lam)) ** (1.0 / 3.0) * n ** (4.0 / 3.0)
+
+    def conj(self, dual_norms: np.ndarray, C: float) -> float:
+        r"""The conjugate of :math:`C\,R` at the dual block norms :math:`\|\rho\|_{K_m}`.
+
+        :math:`C R = \varphi(\|x\|_s)`, so its conjugate is
+        :math:`\varphi^*(\|y\|_{s^*})` with :math:`1/s + 1/s^* = 1`:
+        :math:`u^2/(2C)` for the constraint, :math:`27u^4/(256a^3)` with
+        :math:`a = \tfrac34 C(2\lambda)^{1/3}` for the penalty.
+        """
+        s = self.block_exponent
+        dual = math.inf if s == 1.0 else s / (s - 1.0)
+        u = self._norm(dual_norms, dual)
+        if self.lam is None:
+            return u * u / (2.0 * float(C))
+        a = 0.75 * float(C) * (2.0 * float(self.lam)) ** (1.0 / 3.0)
+        return 27.0 * u ** 4 / (256.0 * a ** 3)
+
+
 class Regularizer(Component):
     r"""A separable block-norm regularizer :math:`C \sum_m g(\|\alpha_m\|_{K_m}^2)`.
 
@@ -335,12 +458,18 @@ class Regularizer(Component):
         ``supports``.  A non-separable regularizer also reports
         ``smooth_conjugate = False``: it has no separable conjugate for the
         one-step method.
+    weight_norm : :class:`WeightNorm` or None
+        When given, the regularizer is that p-norm form of the kernel
+        weights (over all blocks, ``separable`` or not); engines that solve
+        its dual (SMO-MKL, the support kernel machine) read ``p`` and
+        ``lam`` from it.  May be a property when it depends on the parameters.
     """
 
     kind: ClassVar[str] = "regularizer"
     kernels: ClassVar[RegularizerKernels]
     bregman: ClassVar[BregmanKernels | None] = None
     separable: ClassVar[bool] = True
+    weight_norm: ClassVar[WeightNorm | None] = None
 
     @property
     def smooth_conjugate(self) -> bool:

@@ -31,6 +31,7 @@ class Hinge(Loss):
     task = CLASSIFICATION
     smooth_conjugate = False
     smooth_primal = False
+    linear_conjugate = True
     n_aux = 0
     n_cons = 2
     kernels = LossKernels(
@@ -122,6 +123,7 @@ class EpsInsensitive(Loss):
     params = (Param("eps", 0.1, "half-width of the insensitive tube", low=0.0),)
     smooth_conjugate = False
     smooth_primal = False
+    linear_conjugate = True
     n_aux = 1
     n_cons = 4
     kernels = LossKernels(

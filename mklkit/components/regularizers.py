@@ -31,8 +31,6 @@ class L1(Regularizer):
         conj_grad=_k.l1_conj_grad,
         conj_hess=_k.l1_conj_grad,  # 0 on the domain, inf outside
         env=_k.l1_env,
-        env_grad=_k.l1_prox,
-        env_hess=_k.l1_prox_deriv,
         weight=_k.l1_weight,
         penalty=_k.l1_penalty,
     )
@@ -64,8 +62,6 @@ class ElasticNet(Regularizer):
         conj_grad=_k.en_conj_grad,
         conj_hess=_k.en_conj_hess,
         env=_k.en_env,
-        env_grad=_k.en_prox,
-        env_hess=_k.en_prox_deriv,
         weight=_k.en_weight,
         penalty=_k.en_penalty,
     )
@@ -105,8 +101,6 @@ class Lq(Regularizer):
         conj_grad=_k.lq_conj_grad,
         conj_hess=_k.lq_conj_hess,
         env=_k.lq_env,
-        env_grad=_k.lq_prox,
-        env_hess=_k.lq_prox_deriv,
         weight=_k.lq_weight,
         penalty=_k.lq_penalty,
     )
@@ -141,8 +135,6 @@ class Uniform(Regularizer):
         conj_grad=_k.uni_conj_grad,
         conj_hess=_k.uni_conj_hess,
         env=_k.uni_env,
-        env_grad=_k.uni_prox,
-        env_hess=_k.uni_prox_deriv,
         weight=_k.uni_weight,
         penalty=_k.uni_penalty,
     )
@@ -180,8 +172,6 @@ class KL(Regularizer):
         conj_grad=_k.kl_conj_grad,
         conj_hess=_k.kl_conj_hess,
         env=_k.kl_env,
-        env_grad=_k.kl_prox,
-        env_hess=_k.kl_prox_deriv,
         weight=_k.kl_weight,
         penalty=_k.kl_penalty,
     )

@@ -385,6 +385,18 @@ def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
     return X, y, feature_names
 
 
+def _int32_indices(X: sp.csr_matrix) -> sp.csr_matrix:
+    """``X`` with int32 ``indices`` and ``indptr`` when they fit (in place).
+
+    scikit-learn's libsvm-based estimators (``SVC``) accept only 32-bit index
+    arrays, and ``load_svmlight_file`` may give 64-bit ones.
+    """
+    if max(X.nnz, *X.shape) < np.iinfo(np.int32).max:
+        X.indices = X.indices.astype(np.int32, copy=False)
+        X.indptr = X.indptr.astype(np.int32, copy=False)
+    return X
+
+
 def _load_libsvm(path: Path, n_features: int | None) -> tuple[sp.csr_matrix, np.ndarray, list[str]]:
     from sklearn.datasets import load_svmlight_file
 
@@ -396,7 +408,7 @@ def _load_libsvm(path: Path, n_features: int | None) -> tuple[sp.csr_matrix, np.
         X, y = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64)
     except (ValueError, RuntimeError, OSError, UnicodeDecodeError) as exc:
         raise DataError(f"{path}: cannot read as LIBSVM text ({exc})") from None
-    X = sp.csr_matrix(X, dtype=np.float64)
+    X = _int32_indices(sp.csr_matrix(X, dtype=np.float64))
     X.sort_indices()
     if X.shape[0] == 0:
         raise DataError(f"{path}: no data rows")

@@ -39,8 +39,7 @@ import numpy as np
 from ..components.params import Param
 from ..problem import Problem
 from ..result import ConvergenceWarning, SolveResult, Status
-from .base import COMMON_PARAMS, Callback, Engine
-from .common import UNCONVERGED
+from .base import COMMON_PARAMS, Callback, Engine, Run
 from .proximal import Proximal
 from .spicy import Spicy
 
@@ -73,6 +72,9 @@ class Auto(Engine):
         "else spicy where it applies, else proximal; the other continues a stalled solve"
     )
     supports_warm_start: ClassVar[bool] = True
+    representations: ClassVar[tuple[str, ...]] = ("array", "sharded", "factor")
+    #: the delegate computes the zero solution (and returns it when optimal)
+    zero_first: ClassVar[bool] = False
     params: ClassVar[tuple[Param, ...]] = (
         COMMON_PARAMS[0],
         Param("max_iter", None, "maximum iterations of the delegate (null: its own default)",
@@ -101,8 +103,12 @@ class Auto(Engine):
         spicy, prox = self._engines()
         r_spicy = spicy.supports(problem)
         r_prox = prox.supports(problem)
+        if r_prox is None and problem.representation not in prox.representations:
+            r_prox = f"it needs the Gram bank as one array, not a {problem.representation} bank"
+        if r_spicy is None and problem.representation not in spicy.representations:
+            r_spicy = f"it does not work on a {problem.representation} bank"
         N, M = problem.n_samples, problem.n_kernels
-        one_step = bool(problem.loss.smooth_conjugate and problem.regularizer.smooth_conjugate)
+        one_step = spicy.uses_one_step(problem)
         min_n = self.proximal_min_samples if one_step else self.proximal_min_samples / 2
         if r_prox is None and N >= min_n and N >= self.proximal_ratio * M:
             return prox, (f"N = {N} samples >= {min_n:g} and >= {self.proximal_ratio:g} x "
@@ -113,19 +119,14 @@ class Auto(Engine):
             return prox, f"spicy does not apply: {r_spicy}"
         return None, f"spicy: {r_spicy}; proximal: {r_prox}"
 
-    def supports(self, problem: Problem) -> str | None:
-        """``None`` when ``spicy`` or ``proximal`` supports the problem."""
+    def problem_reasons(self, problem: Problem) -> list[str]:
+        """Why neither ``spicy`` nor ``proximal`` supports the problem (empty when one does)."""
         engine, why = self.choose(problem)
-        return None if engine is not None else f"no engine applies ({why})"
+        return [] if engine is not None else [f"no engine applies ({why})"]
 
-    def solve(
-        self,
-        problem: Problem,
-        callback: Callback | None = None,
-        warm_start: SolveResult | None = None,
-    ) -> SolveResult:
+    def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
         """Solve with the chosen engine, and the fallback to the other one (:meth:`Engine.solve`)."""
-        self.check_supported(problem)
+        callback = run.callback
         engine, why = self.choose(problem)
         first = self._run(engine, problem, callback, warm_start, 0)
         result = dataclasses.replace(
@@ -144,10 +145,7 @@ class Auto(Engine):
                     message=(f"auto -> {engine.name} then {other.name}: {engine.name} ended "
                              f"{first.status} ({first.message}); {second.message}"),
                 )
-        result = dataclasses.replace(result, engine=self.name)
-        if result.status in UNCONVERGED:
-            warnings.warn(result.message, ConvergenceWarning, stacklevel=2)
-        return result
+        return dataclasses.replace(result, engine=self.name)
 
     @staticmethod
     def _run(engine: Engine, problem: Problem, callback: Callback | None,

@@ -130,7 +130,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from typing import Any, ClassVar
 
 import numba
@@ -142,7 +141,8 @@ from ..components.params import Param
 from ..problem import Problem
 from ..result import SolveResult, Status
 from . import common
-from .base import COMMON_PARAMS, Callback, Engine
+from .base import COMMON_PARAMS, Algorithm, Engine, Requires, Run, needs
+from .capabilities import ARRAY_BANK, SMOOTH_PRIMAL
 
 __all__ = ["Proximal", "PROXIMAL_ENGINES", "lipschitz_estimate", "power_iteration"]
 
@@ -383,62 +383,29 @@ class Proximal(Engine):
         Param("screening", True, "skip zero blocks that provably stay zero", type=bool),
     )
 
-    def supports(self, problem: Problem) -> str | None:
-        """``None`` when the loss has a differentiable primal (``smooth_primal``)."""
-        loss = problem.loss
-        if (why := common.not_separable(problem.regularizer)) is not None:
-            return why
-        if getattr(loss, "smooth_primal", False):
-            return None
-        return (f"{loss.describe()} is not differentiable (smooth_primal is False), so the "
-                "proximal-gradient method does not apply; use spicy")
+    requires: ClassVar[Requires] = Requires(
+        loss=(needs(SMOOTH_PRIMAL, why="the proximal-gradient method steps along the gradient "
+                                       "of the loss; use spicy"),),
+        regularizer=(common.SEPARABLE_SUMS,),
+        bank=(ARRAY_BANK,),
+    )
 
-    def solve(
-        self,
-        problem: Problem,
-        callback: Callback | None = None,
-        warm_start: SolveResult | None = None,
-    ) -> SolveResult:
-        """Solve ``problem`` by accelerated proximal gradient (:meth:`Engine.solve`).
-
-        A ``warm_start``'s α and b start the solve.
-        """
-        self.check_supported(problem)
-        t0 = time.perf_counter()
-        zero = common.zero_solution(problem)
-        if zero.optimal(float(self.tol)):
-            return common.zero_result(problem, zero, engine=self.name, t0=t0)
-        return _Run(self, problem, callback, warm_start, zero).run()
+    def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
+        """Accelerated proximal gradient (the class docstring); a ``warm_start``'s α and b
+        start the solve."""
+        return _Run(self, problem, run, warm_start).run_loop()
 
 
-class _Run:
+class _Run(Algorithm):
     """State of one proximal-gradient solve."""
 
-    def __init__(self, engine: Proximal, problem: Problem, callback: Callback | None,
-                 warm_start: SolveResult | None, zero: common.ZeroSolution) -> None:
-        self.engine = engine
-        self.zero = zero
-        self.problem = problem
-        self.callback = callback
+    def __init__(self, engine: Proximal, problem: Problem, run: Run,
+                 warm_start: SolveResult | None) -> None:
+        super().__init__(engine, problem, run, warm_start)
         self.K = problem.K
-        self.y = problem.y
-        self.M, self.N = problem.K.shape[0], problem.K.shape[1]
-        self.C = float(problem.C)
-        self.bias = bool(problem.bias)
         self.loss = problem.loss
         self.reg = problem.regularizer
-        self.lk = problem.loss.kernels
-        self.rk = problem.regularizer.kernels
-        self.pl = problem.loss.param_vector
-        self.pr = problem.regularizer.param_vector
         self.mu = float(engine.mu)
-        self.warm = warm_start
-        if warm_start is not None:
-            a = np.asarray(warm_start.alpha)
-            if a.shape != (self.M, self.N):
-                raise ValueError(
-                    f"warm_start.alpha has shape {a.shape}; this problem needs "
-                    f"({self.M}, {self.N}) (kernels x samples)")
 
     # -- component calls ------------------------------------------------------
     def loss_values(self, z: np.ndarray) -> np.ndarray:
@@ -552,32 +519,29 @@ class _Run:
         return {"P": P, "D": D, "gap": gap, "b_star": b_star, "rho": rho_f,
                 "norms": norms, "n_exact": int(np.sum(want))}
 
-    def offer(self, inc: common.Incumbents, x: _Iterate, cert: dict[str, Any], it: int) -> None:
+    def offer(self, x: _Iterate, cert: dict[str, Any], it: int) -> None:
         """Offer a certified iterate to the incumbents (the gap uses the best of each)."""
-        if math.isfinite(cert["P"]) and cert["P"] < inc.primal:
+        alpha = norms = None
+        if math.isfinite(cert["P"]) and cert["P"] < self.run.incumbents.primal:
             alpha = np.zeros((self.M, self.N))
             norms = np.zeros(self.M)
             if x.idx.size:
                 alpha[x.idx] = x.A
                 norms[x.idx] = cert["norms"]
-            inc.offer_primal(cert["P"], it, alpha=alpha, bias=cert["b_star"], norms=norms)
-        inc.offer_dual(cert["D"], it, rho=cert["rho"])
+        self.run.offer(it, primal=cert["P"] if alpha is not None else None, alpha=alpha,
+                       bias=cert["b_star"], norms=norms, dual=cert["D"], rho=cert["rho"])
 
     # -- main loop -------------------------------------------------------------
     def start(self) -> _Iterate:
         """Zero, or the warm start; the bias is optimal for the start's kernel part."""
         K, N = self.K, self.N
-        if self.warm is not None:
-            A0 = np.array(self.warm.alpha, dtype=np.float64)
-            if not np.all(np.isfinite(A0)):
-                raise ValueError("warm_start.alpha contains NaN or inf")
+        if self.warm_start is not None:
+            A0 = np.array(self.warm_start.alpha, dtype=np.float64)
             idx = np.flatnonzero(np.any(A0 != 0.0, axis=1)).astype(np.int64)
             A = np.ascontiguousarray(A0[idx])
             U, _ = certificate_pass(K, idx, A, np.arange(idx.size, dtype=np.int64),
                                     np.zeros(N), np.zeros(idx.size, dtype=bool))
-            b0 = float(self.warm.bias) if self.bias else 0.0
-            if not math.isfinite(b0):
-                b0 = 0.0
+            b0 = float(self.warm_start.bias) if self.bias else 0.0
         else:
             idx = np.zeros(0, dtype=np.int64)
             A = np.zeros((0, N))
@@ -599,15 +563,12 @@ class _Run:
             may[fin] = ~(self.prox(eta * bnd[fin], eta) == 0.0)
         return zero[may]
 
-    def run(self) -> SolveResult:
-        eng = self.engine
-        tol = float(eng.tol)
+    def run_loop(self) -> SolveResult:
+        eng, run = self.engine, self.run
         max_iter = int(eng.max_iter)
         gap_every = int(eng.gap_every)
-        t0 = time.perf_counter()
-        K, y, M, N = self.K, self.y, self.M, self.N
-        self.lower = common.as_vector(self.lk.conj_lower(y, self.pl))
-        self.upper = common.as_vector(self.lk.conj_upper(y, self.pl))
+        K, y, M = self.K, self.y, self.M
+        self.lower, self.upper = self.conj_domain()
         self.radius = float(self.reg.conj_radius(self.C)) if self.mu == 0.0 else math.inf
 
         # ---- one read of the bank: sum of kernels, Frobenius norms ----
@@ -615,7 +576,7 @@ class _Run:
         lam, omega = lipschitz_estimate(S, self.bias, eng.power_iter)
         lam *= float(eng.safety)
         del S
-        self.screen = _Screen(np.sqrt(np.maximum(frob, 0.0)), N)
+        self.screen = _Screen(np.sqrt(np.maximum(frob, 0.0)), self.N)
 
         x = self.start()
         xp = x
@@ -637,48 +598,30 @@ class _Run:
         accelerated = bool(eng.accelerated)
         gradient_restart = eng.restart == "gradient"
 
-        history: list[dict[str, Any]] = []
-        status: Status | None = None
-        message = ""
         it = 0
         t_mom = 1.0
         beta = 0.0
         counts = {"restarts": 0, "backtracks": 0, "computed": 0}
 
         def record(c: dict[str, Any]) -> dict[str, Any]:
-            rec = {
-                "iteration": it,
-                "objective": c["P"],
-                "dual_objective": c["D"],
-                "gap": c["gap"],
-                "n_active": int(x.idx.size),
-                "time_s": time.perf_counter() - t0,
-                "step_size": 1.0 / L,
-                "momentum": beta,
-                "n_restarts": counts["restarts"],
-                "n_backtracks": counts["backtracks"],
-                "n_computed": counts["computed"],
-                "n_exact_dual": c["n_exact"],
-                "bias": c["b_star"],
-                "step_rule": step_rule,
-            }
+            extra = {"step_size": 1.0 / L, "momentum": beta, "n_restarts": counts["restarts"],
+                     "n_backtracks": counts["backtracks"], "n_computed": counts["computed"],
+                     "n_exact_dual": c["n_exact"], "bias": c["b_star"], "step_rule": step_rule}
             for key in counts:
                 counts[key] = 0
-            return rec
+            return run.record(it, c["P"], c["D"], c["gap"], x.idx.size, **extra)
 
         cert = self.certificate(x)
         checked = 0
-        inc = common.Incumbents(self.zero, M, N)
-        self.offer(inc, x, cert, it)
+        self.offer(x, cert, it)
         if not (math.isfinite(cert["P"]) and not math.isnan(cert["gap"])):
-            status = Status.NUMERICAL_ERROR
-            message = f"proximal: non-finite objective at the start (primal {cert['P']!r})"
-        elif cert["gap"] <= tol:
-            status = Status.CONVERGED
-            message = (f"proximal: converged, relative duality gap {cert['gap']:.3e} <= tol "
-                       f"{tol:g} at the start ({x.idx.size} active kernels)")
+            run.end(Status.NUMERICAL_ERROR, 0, f"non-finite objective at the start "
+                                               f"(primal {cert['P']!r})")
+        elif cert["gap"] <= run.tol:
+            run.end(Status.CONVERGED, 0, f"at the start, {x.idx.size} active kernels",
+                    gap=cert["gap"])
 
-        while status is None:
+        while run.status is None:
             # ---- the point v = x + beta (x - x_prev): prediction and gradient ----
             if beta != 0.0:
                 sup = np.union1d(x.idx, xp.idx).astype(np.int64)
@@ -693,10 +636,8 @@ class _Run:
             lv = self.loss_values(zv)
             Fv = float(np.sum(lv))
             if not (math.isfinite(Fv) and np.all(np.isfinite(r))):
-                status = Status.NUMERICAL_ERROR
-                message = (f"proximal: non-finite loss or gradient at iteration {it + 1} "
-                           f"(relative duality gap of the last certified iterate "
-                           f"{cert['gap']:.3e})")
+                run.end(Status.NUMERICAL_ERROR, it, f"non-finite loss or gradient at iteration "
+                                                    f"{it + 1}")
                 break
 
             # ---- blocks to compute: non-zero in v, or admitted by screening ----
@@ -725,8 +666,8 @@ class _Run:
                 with np.errstate(invalid="ignore", divide="ignore"):
                     sc = np.where(nw > 0.0, p / nw, 0.0)
                 if not np.all(np.isfinite(sc)):
-                    status = Status.NUMERICAL_ERROR
-                    message = f"proximal: non-finite block prox at iteration {it + 1}"
+                    run.end(Status.NUMERICAL_ERROR, it, f"non-finite block prox at iteration "
+                                                        f"{it + 1}")
                     break
                 A_new, U_new, f_new, dist2, ip = kprox.prox_finish(
                     sc, W, KW, V, UV, xrow, x.U)
@@ -763,13 +704,12 @@ class _Run:
                     prow = _rows(xp.idx, comp) if beta != 0.0 \
                         else np.full(comp.size, -1, dtype=np.int64)
                     V, UV = kprox.extrapolate(xrow, x.A, x.U, prow, xp.A, xp.U, beta)
-            if status is not None:
+            if run.status is not None:
                 break
             if not accepted:
-                status = Status.STALLED
-                message = (f"proximal: the sufficient-decrease test failed {eng.max_backtrack} "
-                           f"times in a row at iteration {it + 1} (L = {L:.3e}); relative "
-                           f"duality gap {cert['gap']:.3e} > tol {tol:g}")
+                run.end(Status.STALLED, it, f"the sufficient-decrease test failed "
+                                            f"{eng.max_backtrack} times in a row at iteration "
+                                            f"{it + 1} (L = {L:.3e})")
                 break
             keep = sc > 0.0
             new = _Iterate(comp[keep], np.ascontiguousarray(A_new[keep]),
@@ -794,37 +734,21 @@ class _Run:
             if it % gap_every == 0 or it >= max_iter:
                 cert = self.certificate(x)
                 checked = it
-                self.offer(inc, x, cert, it)
-                rec = record(cert)
-                history.append(rec)
+                self.offer(x, cert, it)
+                record(cert)
                 logger.debug("proximal it=%d P=%.12g D=%.12g gap=%.3e active=%d L=%.3g",
                              it, cert["P"], cert["D"], cert["gap"], x.idx.size, L)
-                stop = bool(self.callback(rec)) if self.callback is not None else False
                 if not (math.isfinite(cert["P"]) and not math.isnan(cert["gap"])):
-                    status = Status.NUMERICAL_ERROR
-                    message = (f"proximal: non-finite objective after {it} iterations "
-                               f"(primal {cert['P']!r}, dual {cert['D']!r})")
-                elif min(cert["gap"], inc.gap) <= tol:
-                    status = Status.CONVERGED
-                    message = (f"proximal: converged, relative duality gap "
-                               f"{min(cert['gap'], inc.gap):.3e} <= tol {tol:g} after {it} "
-                               "iterations")
-                elif stop:
-                    status = Status.STOPPED
-                    message = (f"proximal: stopped by the callback after {it} iterations "
-                               f"(gap {cert['gap']:.3e})")
-                elif it >= max_iter:
-                    status = Status.MAX_ITER
-                    message = (f"proximal: reached max_iter={max_iter} iterations with relative "
-                               f"duality gap {cert['gap']:.3e} > tol {tol:g}")
+                    run.end(Status.NUMERICAL_ERROR, it, f"non-finite objective (primal "
+                                                        f"{cert['P']!r}, dual {cert['D']!r})")
+                else:
+                    run.check(it)
 
         if checked != it:
             # stalled or a numerical error inside an iteration: certify the last
             # accepted iterate too
-            self.offer(inc, x, self.certificate(x), it)
-        return common.incumbent_result(self.problem, inc, engine=eng.name, status=status,
-                                       message=message, iterations=it, history=history, t0=t0,
-                                       C_max=self.zero.C_max, stacklevel=4)
+            self.offer(x, self.certificate(x), it)
+        return run.result(it)
 
 
 def _rows(src_idx: np.ndarray, dst_idx: np.ndarray) -> np.ndarray:

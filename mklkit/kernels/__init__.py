@@ -5,6 +5,9 @@
 * :mod:`mklkit.kernels.bank` — bank descriptions and :class:`KernelBank`,
   one contiguous (M, N, N) float64 array of normalised Gram matrices.
 * :mod:`mklkit.kernels.presets` — the ``simplemkl`` and ``smomkl`` banks.
+* :mod:`mklkit.kernels.factor` — :class:`FactorBank`, kernels held as factors
+  :math:`K_m = L_mL_m^\top`; :mod:`mklkit.kernels.factorize` builds them
+  (:func:`build_factor_bank`).
 """
 from __future__ import annotations
 
@@ -15,10 +18,12 @@ from .bank import (
     BankError,
     KernelBank,
     KernelSpec,
+    MemoryBudgetError,
     PrecomputedKernels,
     builtin_resolver,
     count_kernels,
     estimate_bytes,
+    estimate_peak_bytes,
     expand_bank,
     format_bytes,
     make_resolver,
@@ -33,6 +38,8 @@ from .functions import (
     inner_products,
     squared_distances,
 )
+from .factor import FactorBank
+from .factorize import FactorError, FactorMap, build_factor_bank
 from .presets import PRESETS, available_presets, preset_entries
 
 __all__ = [
@@ -40,9 +47,13 @@ __all__ = [
     "BankError",
     "CHI2_DF",
     "DEFAULT_MEMORY_BUDGET",
+    "FactorBank",
+    "FactorError",
+    "FactorMap",
     "KernelBank",
     "KernelFunction",
     "KernelSpec",
+    "MemoryBudgetError",
     "Linear",
     "NORMALIZATIONS",
     "PRESETS",
@@ -50,9 +61,11 @@ __all__ = [
     "PrecomputedKernels",
     "RBF",
     "available_presets",
+    "build_factor_bank",
     "builtin_resolver",
     "count_kernels",
     "estimate_bytes",
+    "estimate_peak_bytes",
     "expand_bank",
     "format_bytes",
     "inner_products",

@@ -53,7 +53,6 @@ import itertools
 import logging
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -80,6 +79,8 @@ __all__ = [
     "validate_bank",
     "count_kernels",
     "estimate_bytes",
+    "estimate_peak_bytes",
+    "MemoryBudgetError",
     "format_bytes",
 ]
 
@@ -96,19 +97,72 @@ _SUBSET_KEYS = ("random_subsets", "size", "seed")
 Resolver = Callable[[str], type]
 
 
+_NO_VALUE: Any = object()
+
+
 class BankError(ValueError):
     """An invalid bank description, precomputed kernel file or memory request.
+
+    The message is one line for the caller of the kernels API; the parts of
+    it are kept as data, so that a spec or an estimator can name the key in
+    its own words without reading the text.
 
     Attributes
     ----------
     key : str or None
         Key path of the offending value relative to the bank, e.g.
         ``bank[1].degree``; ``None`` when the error is not about one key.
+    problem : str
+        What is wrong, without the key (the whole message when not given).
+    value : Any
+        The offending value (:attr:`NO_VALUE` when there is none).
+    allowed : str or None
+        What would be accepted.
     """
 
-    def __init__(self, message: str, key: str | None = None):
+    NO_VALUE: Any = _NO_VALUE
+
+    def __init__(self, message: str, key: str | None = None, *, problem: str | None = None,
+                 value: Any = _NO_VALUE, allowed: str | None = None):
         super().__init__(message)
         self.key = key
+        self.problem = problem if problem is not None else message
+        self.value = value
+        self.allowed = allowed
+
+    @property
+    def has_value(self) -> bool:
+        """Whether :attr:`value` holds an offending value."""
+        return self.value is not _NO_VALUE
+
+
+def _must(key: str, allowed: str, value: Any, note: str = "", at: str | None = None) -> BankError:
+    """``<key> must be <allowed>; got <value><note>`` (``at``: the key reported, default ``key``)."""
+    return BankError(f"{key} must be {allowed}; got {value!r}{note}", key=at or key,
+                     problem="invalid value" + note, value=value, allowed=allowed)
+
+
+def _unknown(key: str, what: str, name: Any, available: Sequence[str] | None, ctx: str = "",
+             label: str = "available", text: str | None = None, head: str | None = None) -> BankError:
+    """``<head>: unknown <what> <name> (did you mean ...?)<ctx>; <label>: <available>``.
+
+    ``head`` (default ``key``) starts the message; ``text`` replaces it when
+    the names are not known (a lookup that said why in its own words).
+    """
+    hint = did_you_mean(str(name), list(available)) if available else ""
+    shown = ", ".join(available) if available else None
+    message = text if text is not None and available is None else (
+        f"{head or key}: unknown {what} {name!r}{hint}{ctx}" + (f"; {label}: {shown}" if shown else ""))
+    problem = f"unknown {what}{hint}{ctx}" if text is None or available is not None else text
+    return BankError(message, key=key, problem=problem, value=name, allowed=shown)
+
+
+class UnknownName(LookupError):
+    """A name a lookup does not know; ``available`` lists the names it knows."""
+
+    def __init__(self, message: str, available: Sequence[str]):
+        super().__init__(message)
+        self.available = list(available)
 
 
 # ---------------------------------------------------------------------------
@@ -127,9 +181,9 @@ def make_resolver(classes: Mapping[str, type] | Iterable[type]) -> Resolver:
             return table[name]
         except KeyError:
             names = sorted(table)
-            raise LookupError(
+            raise UnknownName(
                 f"unknown kernel function {name!r}{did_you_mean(name, names)}; "
-                f"available: {', '.join(names)}"
+                f"available: {', '.join(names)}", names,
             ) from None
 
     return resolve
@@ -148,12 +202,15 @@ def _lookup(resolve: Resolver | Mapping[str, type] | None, name: str, key: str) 
         cls = resolve(name)
     except LookupError as exc:
         msg = exc.args[0] if exc.args else f"unknown kernel function {name!r}"
-        raise BankError(f"{key}: {msg}", key=key) from None
+        raise _unknown(key, "kernel function", name, getattr(exc, "available", None),
+                       text=f"{key}: {msg}") from None
     if cls is None:
-        raise BankError(f"{key}: unknown kernel function {name!r}", key=key)
+        raise _unknown(key, "kernel function", name, None)
     if not (isinstance(cls, type) and issubclass(cls, KernelFunction)):
         raise BankError(
-            f"{key}: {name!r} resolves to {cls!r}, which is not a KernelFunction subclass", key=key
+            f"{key}: {name!r} resolves to {cls!r}, which is not a KernelFunction subclass", key=key,
+            problem=f"resolves to {cls!r}, which is not a KernelFunction subclass", value=name,
+            allowed="the name of a KernelFunction subclass",
         )
     return cls
 
@@ -203,16 +260,13 @@ def _flatten_presets(entries: Any, root: str) -> list[tuple[str, Any]]:
     if isinstance(entries, str):
         try:
             return [(f"{root}[{k}]", e) for k, e in enumerate(preset_entries(entries))]
-        except LookupError as exc:
-            raise BankError(f"{root}: {exc.args[0]}", key=root) from None
+        except LookupError:
+            raise _unknown(root, "kernel-bank preset", entries, available_presets()) from None
     if isinstance(entries, Mapping) or not isinstance(entries, (list, tuple)):
-        raise BankError(
-            f"{root} must be a list of kernel entries or a preset name "
-            f"({', '.join(available_presets())}); got {entries!r}",
-            key=root,
-        )
+        raise _must(root, f"a list of kernel entries or a preset name ({', '.join(available_presets())})",
+                    entries)
     if len(entries) == 0:
-        raise BankError(f"{root} must be a non-empty list of kernel entries; got []", key=root)
+        raise _must(root, "a non-empty list of kernel entries", [])
     out: list[tuple[str, Any]] = []
     for i, entry in enumerate(entries):
         where = f"{root}[{i}]"
@@ -221,18 +275,16 @@ def _flatten_presets(entries: Any, root: str) -> list[tuple[str, Any]]:
             if extra:
                 raise BankError(
                     f"{where}: a preset entry takes no other keys; got {', '.join(map(str, extra))}",
-                    key=f"{where}.{extra[0]}",
+                    key=f"{where}.{extra[0]}", problem="a preset entry takes no other keys",
+                    value=extra[0], allowed="preset alone",
                 )
             name = entry["preset"]
             try:
                 sub = preset_entries(name) if isinstance(name, str) else None
-            except LookupError as exc:
-                raise BankError(f"{where}.preset: {exc.args[0]}", key=f"{where}.preset") from None
+            except LookupError:
+                raise _unknown(f"{where}.preset", "kernel-bank preset", name, available_presets()) from None
             if sub is None:
-                raise BankError(
-                    f"{where}.preset must be one of {', '.join(available_presets())}; got {name!r}",
-                    key=f"{where}.preset",
-                )
+                raise _must(f"{where}.preset", f"one of {', '.join(available_presets())}", name)
             out.extend((f"{where}.preset[{k}]", e) for k, e in enumerate(sub))
         else:
             out.append((where, entry))
@@ -243,7 +295,7 @@ def _validate_value(p: Param, value: Any, key: str) -> Any:
     try:
         return p.validate(value)
     except ParamError as exc:
-        raise BankError(f"{key} must be {exc.allowed}; got {value!r}", key=key) from None
+        raise _must(key, exc.allowed, value) from None
 
 
 def _plain(value: Any) -> Any:
@@ -259,22 +311,19 @@ def _parse_param(p: Param, value: Any, key: str) -> list[Any] | _Chi2:
     value = _plain(value)
     if isinstance(value, str) and value == "chi2":
         if p.type is not float:
-            raise BankError(
-                f"{key} must be {p.allowed()} or a list of such; got 'chi2' "
-                "('chi2' draws are only for real-valued parameters)",
-                key=key,
-            )
+            raise _must(key, f"{p.allowed()} or a list of such", "chi2",
+                        " ('chi2' draws are only for real-valued parameters)")
         return _CHI2
     if isinstance(value, (list, tuple)):
         if len(value) == 0:
-            raise BankError(f"{key} must be {p.allowed()} or a non-empty list of such; got []", key=key)
+            raise _must(key, f"{p.allowed()} or a non-empty list of such", [])
         return [_validate_value(p, _plain(v), f"{key}[{k}]") for k, v in enumerate(value)]
     return [_validate_value(p, value, key)]
 
 
 def _seed(value: Any, key: str) -> int:
     if not _is_int(value) or value < 0:
-        raise BankError(f"{key} must be an integer >= 0; got {value!r}", key=key)
+        raise _must(key, "an integer >= 0", value)
     return int(value)
 
 
@@ -282,7 +331,7 @@ def _column(v: Any, key: str, d: int | None, names: Sequence[str] | None) -> int
     if _is_int(v):
         if v < 0 or (d is not None and v >= d):
             rng = f"in [0, {d - 1}]" if d is not None else ">= 0"
-            raise BankError(f"{key} must be a column index {rng} or a feature name; got {v!r}", key=key)
+            raise _must(key, f"a column index {rng} or a feature name", v)
         return int(v)
     if isinstance(v, str):
         if names is None:
@@ -291,22 +340,25 @@ def _column(v: Any, key: str, d: int | None, names: Sequence[str] | None) -> int
             shown = ", ".join(list(names)[:12]) + (", ..." if len(names) > 12 else "")
             raise BankError(
                 f"{key}: unknown feature name {v!r}{did_you_mean(v, list(names))}; features: {shown}",
-                key=key,
+                key=key, problem=f"unknown feature name{did_you_mean(v, list(names))}", value=v,
+                allowed=shown,
             )
         return list(names).index(v)
-    raise BankError(f"{key} must be a column index or a feature name; got {v!r}", key=key)
+    raise _must(key, "a column index or a feature name", v)
 
 
 def _group(items: Sequence[Any], key: str, d: int | None, names: Sequence[str] | None) -> tuple[int, ...] | None:
     if len(items) == 0:
-        raise BankError(f"{key} must list at least one column; got []", key=key)
+        raise _must(key, "a list of at least one column", [])
     cols = [_column(v, f"{key}[{k}]", d, names) for k, v in enumerate(items)]
     if any(c is None for c in cols):
         return None
     seen: set[int] = set()
     for k, c in enumerate(cols):
         if c in seen:
-            raise BankError(f"{key} lists column {items[k]!r} twice; each column at most once", key=f"{key}[{k}]")
+            raise BankError(f"{key} lists column {items[k]!r} twice; each column at most once",
+                            key=f"{key}[{k}]", problem=f"lists column {items[k]!r} twice",
+                            value=items[k], allowed="each column at most once")
         seen.add(c)  # type: ignore[arg-type]
     return tuple(cols)  # type: ignore[arg-type]
 
@@ -327,14 +379,17 @@ def _feature_groups(
             return None if d is None else [(tuple(range(d)), "all")]
         if spec == "each":
             return None if d is None else [((j,), label((j,))) for j in range(d)]
+        hint = did_you_mean(spec, ["all", "each"])
         raise BankError(
             f"{key} must be 'all', 'each', a list of columns, a list of lists of columns or "
-            f"{{random_subsets: n, size: k, seed: s}}; got {spec!r}{did_you_mean(spec, ['all', 'each'])}",
-            key=key,
+            f"{{random_subsets: n, size: k, seed: s}}; got {spec!r}{hint}",
+            key=key, problem="invalid value" + hint, value=spec,
+            allowed="'all', 'each', a list of columns, a list of lists of columns or "
+                    "{random_subsets: n, size: k, seed: s}",
         )
     if isinstance(spec, (list, tuple)):
         if len(spec) == 0:
-            raise BankError(f"{key} must list at least one column; got []", key=key)
+            raise _must(key, "a list of at least one column", [])
         nested = [isinstance(v, (list, tuple)) for v in spec]
         if all(nested):
             groups = [_group(g, f"{key}[{k}]", d, names) for k, g in enumerate(spec)]
@@ -343,7 +398,8 @@ def _feature_groups(
             raise BankError(
                 f"{key} must be a list of columns or a list of lists of columns, not a mix; "
                 f"got {spec[k]!r} at position {k}",
-                key=f"{key}[{k}]",
+                key=f"{key}[{k}]", problem="a mix of columns and lists of columns", value=spec[k],
+                allowed="a list of columns or a list of lists of columns",
             )
         else:
             groups = [_group(spec, key, d, names)]
@@ -353,39 +409,33 @@ def _feature_groups(
     if isinstance(spec, Mapping):
         for k in spec:
             if k not in _SUBSET_KEYS:
-                raise BankError(
-                    f"{key}: unknown key {k!r}{did_you_mean(str(k), list(_SUBSET_KEYS))}; "
-                    f"allowed: {', '.join(_SUBSET_KEYS)}",
-                    key=f"{key}.{k}",
-                )
+                raise _unknown(f"{key}.{k}", "key", k, list(_SUBSET_KEYS), label="allowed", head=key)
         for k in ("random_subsets", "size"):
             if k not in spec:
-                raise BankError(f"{key}.{k} is required for random subsets", key=f"{key}.{k}")
+                raise BankError(f"{key}.{k} is required for random subsets", key=f"{key}.{k}",
+                                problem="is required for random subsets",
+                                allowed="{random_subsets: n, size: k, seed: s}")
         n = spec["random_subsets"]
         if not _is_int(n) or n < 1:
-            raise BankError(f"{key}.random_subsets must be an integer >= 1; got {n!r}", key=f"{key}.random_subsets")
+            raise _must(f"{key}.random_subsets", "an integer >= 1", n)
         size = spec["size"]
         skey = f"{key}.size"
         if _is_int(size):
             if size < 1 or (d is not None and size > d):
                 hi = f" and <= the number of features ({d})" if d is not None else ""
-                raise BankError(f"{skey} must be an integer >= 1{hi} or a fraction in (0, 1); got {size!r}", key=skey)
+                raise _must(skey, f"an integer >= 1{hi} or a fraction in (0, 1)", size)
             k_size = None if d is None else int(size)
         elif isinstance(size, float) and 0.0 < size < 1.0:
             k_size = None if d is None else max(1, int(round(size * d)))
         else:
-            raise BankError(f"{skey} must be an integer >= 1 or a fraction in (0, 1); got {size!r}", key=skey)
+            raise _must(skey, "an integer >= 1 or a fraction in (0, 1)", size)
         seed = _seed(spec["seed"], f"{key}.seed") if "seed" in spec else default_seed
         if d is None or k_size is None:
             return None
         rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[0])
         groups = [tuple(int(c) for c in np.sort(rng.choice(d, size=k_size, replace=False))) for _ in range(int(n))]
         return [(g, label(g)) for g in groups]
-    raise BankError(
-        f"{key} must be 'all', 'each', a list of columns or {{random_subsets: n, size: k, seed: s}}; "
-        f"got {spec!r}",
-        key=key,
-    )
+    raise _must(key, "'all', 'each', a list of columns or {random_subsets: n, size: k, seed: s}", spec)
 
 
 def _expand(
@@ -402,26 +452,21 @@ def _expand(
         if isinstance(entry, str):
             entry = {"function": entry}
         if not isinstance(entry, Mapping):
-            raise BankError(
-                f"{where} must be a mapping with a 'function' key, a function name or "
-                f"{{preset: name}}; got {entry!r}",
-                key=where,
-            )
+            raise _must(where, "a mapping with a 'function' key, a function name or {preset: name}", entry)
         if "function" not in entry:
-            raise BankError(f"{where}.function is required (the name of a kernel function)", key=f"{where}.function")
+            raise BankError(f"{where}.function is required (the name of a kernel function)",
+                            key=f"{where}.function", problem="is required",
+                            allowed="the name of a kernel function")
         fname = entry["function"]
         if not isinstance(fname, str):
-            raise BankError(f"{where}.function must be a kernel function name; got {fname!r}", key=f"{where}.function")
+            raise _must(f"{where}.function", "a kernel function name", fname)
         cls = _lookup(resolve, fname, f"{where}.function")
         declared = {p.name: p for p in cls.params}
         allowed = list(_ENTRY_KEYS) + list(declared)
         for key in entry:
             if key not in allowed:
-                raise BankError(
-                    f"{where}: unknown key {key!r}{did_you_mean(str(key), allowed)} for kernel function "
-                    f"{fname!r}; allowed: {', '.join(allowed)}",
-                    key=f"{where}.{key}",
-                )
+                raise _unknown(f"{where}.{key}", "key", key, allowed, ctx=f" for kernel function {fname!r}",
+                               label="allowed", head=where)
         seed = _seed(entry["seed"], f"{where}.seed") if "seed" in entry else 0
         grid: list[tuple[str, list[Any] | _Chi2]] = []
         for p in cls.params:
@@ -430,7 +475,8 @@ def _expand(
             elif p.required:
                 raise BankError(
                     f"{where}.{p.name} is required for kernel function {fname!r} ({p.allowed()})",
-                    key=f"{where}.{p.name}",
+                    key=f"{where}.{p.name}", problem=f"is required for kernel function {fname!r}",
+                    allowed=p.allowed(),
                 )
         groups = _feature_groups(entry.get("features", "all"), f"{where}.features", n_features, feature_names, seed)
         fixed = [(name, vals) for name, vals in grid if not isinstance(vals, _Chi2)]
@@ -460,7 +506,7 @@ def _instantiate(cls: type[KernelFunction], params: dict[str, Any], where: str, 
     except ParamError as exc:
         key = f"{where}.{exc.key}"
         note = " (drawn by 'chi2')" if exc.key in drawn else ""
-        raise BankError(f"{key} must be {exc.allowed}; got {exc.value!r}{note}", key=key) from None
+        raise _must(key, exc.allowed, exc.value, note) from None
 
 
 def expand_bank(
@@ -499,7 +545,8 @@ def expand_bank(
         raise BankError(f"feature_names has {len(feature_names)} names but the data has {n_features} columns")
     specs = _expand(entries, int(n_features), feature_names, resolve, root)
     if not specs:
-        raise BankError(f"{root} describes no kernels", key=root)
+        raise BankError(f"{root} describes no kernels", key=root, problem="describes no kernels",
+                        allowed="at least one kernel")
     return specs
 
 
@@ -543,6 +590,52 @@ def estimate_bytes(M: int, N: int, n_rows: int | None = None) -> int:
     return int(8 * (M * rows * N + 2 * rows * N + M * (rows + N)))
 
 
+def estimate_peak_bytes(M: int, N: int, n_test: int = 0) -> int:
+    """Peak bytes of building ``M`` kernels on ``N`` training points, then their test kernels.
+
+    The training bank (``M·N·N·8`` bytes) stays allocated while the
+    test-versus-training kernels of ``n_test`` points (``M·n_test·N·8``) are
+    computed, so the peak is the larger of :func:`estimate_bytes` of the bank and
+    the bank plus :func:`estimate_bytes` of the test kernels (each with its own
+    working space).  ``n_test = 0``: :func:`estimate_bytes` of the bank.
+    """
+    train = estimate_bytes(M, N)
+    if n_test <= 0:
+        return train
+    return max(train, 8 * M * N * N + estimate_bytes(M, N, n_test))
+
+
+class MemoryBudgetError(BankError):
+    """A bank (or cross-kernel bank) larger than the memory budget, refused before allocating.
+
+    Attributes
+    ----------
+    what : str
+        ``"kernel bank"`` or ``"cross-kernel bank"``.
+    need, budget : float
+        Estimated bytes (:func:`estimate_bytes`) and the budget.
+    shape : tuple of int
+        ``(M, rows, N)`` of the refused array.
+    """
+
+    def __init__(self, what: str, need: float, budget: float, shape: tuple[int, int, int],
+                 key: str = "memory_budget_bytes") -> None:
+        self.what = what
+        self.need = need
+        self.budget = budget
+        self.shape = shape
+        super().__init__(self.describe(key), key=key)
+
+    def describe(self, key: str) -> str:
+        """The message, naming the budget parameter ``key`` (a caller's name for it)."""
+        M, rows, N = self.shape
+        return (
+            f"{self.what} needs about {format_bytes(self.need)} ({M} kernels x {rows} x {N} float64 "
+            f"= {format_bytes(8 * M * rows * N)}, plus working space) but {key} is "
+            f"{format_bytes(self.budget)}; use fewer kernels or samples, or raise {key}"
+        )
+
+
 def format_bytes(n: float) -> str:
     """``512.0 MiB``, ``3.2 GiB``."""
     if n >= 1024**3:
@@ -561,56 +654,43 @@ def _check_budget(M: int, N: int, rows: int, budget: float | None, what: str) ->
         raise BankError(f"memory_budget_bytes must be a number of bytes > 0; got {budget!r}")
     need = estimate_bytes(M, N, rows)
     if need > budget:
-        raise BankError(
-            f"{what} needs about {format_bytes(need)} ({M} kernels x {rows} x {N} float64 "
-            f"= {format_bytes(8 * M * rows * N)}, plus working space) but memory_budget_bytes is "
-            f"{format_bytes(budget)}; use fewer kernels or samples, or raise memory_budget_bytes"
-        )
+        raise MemoryBudgetError(what, need, budget, (M, rows, N))
 
 
 # ---------------------------------------------------------------------------
 # Progress
 # ---------------------------------------------------------------------------
 class _Progress:
-    """A one-line progress bar on stderr."""
+    """Reports the progress of a build to a callback ``progress(event)``; library code never prints.
 
-    def __init__(self, total: int, label: str, enabled: bool):
+    ``event``: ``{"what": label, "done": m, "total": M, "elapsed_s": seconds}``,
+    at most every 0.1 s and once at the end.  The command line draws a bar
+    from it (:mod:`mklkit.cli`).
+    """
+
+    def __init__(self, total: int, label: str, callback: Callable[[dict[str, Any]], Any] | None):
         self.total = total
         self.label = label
-        self.enabled = enabled
+        self.callback = callback
         self._last = 0.0
         self._t0 = time.monotonic()
 
     def update(self, done: int) -> None:
-        if not self.enabled:
+        if self.callback is None:
             return
         now = time.monotonic()
         if done < self.total and now - self._last < 0.1:
             return
         self._last = now
-        width = 30
-        filled = int(width * done / max(self.total, 1))
-        sys.stderr.write(
-            f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} "
-            f"{now - self._t0:.1f}s"
-        )
-        sys.stderr.flush()
+        self.callback({"what": self.label, "done": done, "total": self.total, "elapsed_s": now - self._t0})
 
     def close(self) -> None:
-        if self.enabled:
-            self.update(self.total)
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+        self.update(self.total)
 
 
-def _progress_enabled(progress: bool | None, work: float) -> bool:
-    if progress is not None:
-        return bool(progress)
-    try:
-        tty = sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        tty = False
-    return tty and work > 2e8  # roughly a second of work or more
+def _progress_callback(progress: Any) -> Callable[[dict[str, Any]], Any] | None:
+    """``progress`` if it is a callable, else ``None`` (``True``/``False``/``None``: no reports)."""
+    return progress if callable(progress) else None
 
 
 # ---------------------------------------------------------------------------
@@ -749,9 +829,10 @@ class KernelBank:
         memory_budget_bytes : float, optional
             Refuse (``BankError``) when :func:`estimate_bytes` exceeds it,
             before allocating.  Default :data:`DEFAULT_MEMORY_BUDGET` (4 GiB).
-        progress : bool, optional
-            Progress bar on stderr; default: only for large banks when stderr
-            is a terminal.
+        progress : callable, optional
+            ``progress(event)`` with ``what``, ``done``, ``total`` and
+            ``elapsed_s`` while the kernels are computed (``mklkit run`` draws
+            a bar from it); anything else: no reports.
         resolve : callable or mapping, optional
             Kernel-function lookup (default: built-ins); see :func:`expand_bank`.
         feature_names : sequence of str, optional
@@ -785,7 +866,7 @@ class KernelBank:
         local = _localizer(columns, d)
         t0 = time.perf_counter()
         K = np.empty((M, N, N), dtype=np.float64)
-        bar = _Progress(M, "building kernel bank", _progress_enabled(progress, float(M) * N * N))
+        bar = _Progress(M, "building kernel bank", _progress_callback(progress))
         _fill(K, specs, local, XA, None, bar)
         traces = np.empty(M)
         train_diag = np.empty((M, N)) if normalize == "diagonal" else None
@@ -821,6 +902,24 @@ class KernelBank:
         names = [s.label for s in specs]
         fnames = list(feature_names) if feature_names is not None else [f"x{j + 1}" for j in range(d)]
         return cls(K, names, specs, normalize, traces, train_diag, XA, columns, d, fnames, source="data")
+
+    @classmethod
+    def for_cross(cls, X: Any, specs: Sequence[KernelSpec], normalize: str, traces: np.ndarray,
+                  train_diag: np.ndarray | None = None, feature_names: Sequence[str] | None = None) -> "KernelBank":
+        """A bank without Gram matrices that computes :meth:`cross` for kernels built elsewhere.
+
+        ``specs``: the expanded kernels, ``traces`` (and ``train_diag`` for
+        ``"diagonal"``): their constants before normalisation on the training
+        points ``X``.  ``K`` is an empty (M, N, 0) array.
+        """
+        normalize = _check_normalize(normalize)
+        shape = _shape_of(X)
+        N, d = int(shape[0]), int(shape[1])
+        columns = np.unique(np.concatenate([np.asarray(s.features, dtype=np.intp) for s in specs]))
+        XA = _dense_columns(X, columns, "X")
+        fnames = list(feature_names) if feature_names is not None else [f"x{j + 1}" for j in range(d)]
+        return cls(np.empty((len(specs), N, 0)), [s.label for s in specs], list(specs), normalize,
+                   np.asarray(traces, dtype=np.float64), train_diag, XA, columns, d, fnames, source="data")
 
     def cross(
         self,
@@ -864,7 +963,7 @@ class KernelBank:
         XB = _dense_columns(X_new, self._columns, "X_new")
         local = _localizer(self._columns, self._n_features)
         C = np.empty((M, n_new, N), dtype=np.float64)
-        bar = _Progress(M, "computing test kernels", _progress_enabled(progress, float(M) * n_new * N))
+        bar = _Progress(M, "computing test kernels", _progress_callback(progress))
         _fill(C, self.specs, local, XB, self._X_train, bar)
         if self.normalize == "trace":
             C /= self.traces[:, None, None]
@@ -1064,7 +1163,8 @@ class KernelBank:
                 raise BankError(f"{p}: K_test: {exc}") from None
         elif "K_test_diag" in arrays:
             raise BankError(f"{p}: K_test_diag is given without K_test")
-        return PrecomputedKernels(bank=bank, y_train=y_train, K_test=K_test, y_test=y_test, source=p)
+        return PrecomputedKernels(bank=bank, y_train=y_train, K_test=K_test, y_test=y_test, source=p,
+                                  test_diag=test_diag if K_test is not None else None)
 
 
 @dataclass
@@ -1088,6 +1188,8 @@ class PrecomputedKernels:
     K_test: np.ndarray | None
     y_test: np.ndarray | None
     source: str = ""
+    #: ``K_test_diag`` (M, N_test) of the file: the test points' own k(x, x), before normalisation.
+    test_diag: np.ndarray | None = None
 
 
 def _as_kernel_array(K: Any, where: str, copy: bool = True) -> np.ndarray:

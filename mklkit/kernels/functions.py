@@ -50,6 +50,7 @@ __all__ = [
     "BUILTIN_KERNEL_FUNCTIONS",
     "as_matrix",
     "base_matrix",
+    "BaseRows",
     "squared_distances",
     "inner_products",
 ]
@@ -131,6 +132,39 @@ def base_matrix(kind: str, X: np.ndarray, Z: np.ndarray | None = None) -> np.nda
     if kind == "inner":
         return inner_products(X, Z)
     raise ValueError(f"base kind must be one of {', '.join(map(repr, BASES))}; got {kind!r}")
+
+
+class BaseRows:
+    """Rows of ``base_matrix(kind, X)`` for any subset of the points, ``X`` prepared once.
+
+    ``rows(idx)`` is ``base_matrix(kind, X[idx], X)`` (up to round-off):
+    for squared distances on more than 12 columns, the centred points and
+    their squared norms are computed once, so that each call costs one BLAS
+    product and the near-duplicate refinement of :func:`squared_distances`.
+    Used to compute kernel columns in batches (pivoted Cholesky, Nyström).
+    """
+
+    def __init__(self, kind: str, X: np.ndarray) -> None:
+        if kind not in BASES:
+            raise ValueError(f"base kind must be one of {', '.join(map(repr, BASES))}; got {kind!r}")
+        self.kind = kind
+        self.X = as_matrix(X)
+        self._centred = kind == "sqdist" and self.X.shape[1] > _DIRECT_MAX_COLS
+        if self._centred:
+            mu = self.X.mean(axis=0) if self.X.shape[0] else np.zeros(self.X.shape[1])
+            self.Xc = np.ascontiguousarray(self.X - mu)
+            self.sq = np.einsum("ij,ij->i", self.Xc, self.Xc)
+
+    def __call__(self, idx: np.ndarray) -> np.ndarray:
+        """``(len(idx), N)`` base values of the points ``idx`` against all points."""
+        if not self._centred:
+            return base_matrix(self.kind, np.ascontiguousarray(self.X[idx]), self.X)
+        A = np.ascontiguousarray(self.Xc[idx])
+        sqa = np.ascontiguousarray(self.sq[idx])
+        G = np.ascontiguousarray(A @ self.Xc.T)
+        sqdist_cross_inplace(G, sqa, self.sq)
+        sqdist_refine_inplace(G, A, self.Xc, sqa, self.sq, _REFINE_TAU)
+        return G
 
 
 def base_diagonal(kind: str, X: np.ndarray) -> np.ndarray:

@@ -63,6 +63,10 @@ class GramBank(abc.ABC):
 
     #: ``(M, N, N)``
     shape: tuple[int, int, int]
+    #: Where the kernels are held: ``"array"`` (one array in this process),
+    #: ``"sharded"`` (Dask workers), ``"factor"`` (factors L_m); engines
+    #: declare the representations they work on (``Engine.representations``).
+    representation: str = "array"
 
     @property
     def n_kernels(self) -> int:

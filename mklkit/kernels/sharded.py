@@ -118,6 +118,7 @@ class _Shard:
         self.K = bank.K
         self.lo = int(lo)
         self.raw_traces = np.asarray(bank.traces, dtype=np.float64)
+        self.raw_diag = bank.train_diag
         self.ops = ArrayBank(self.K)
         del bank
 
@@ -134,6 +135,10 @@ class _Shard:
 
     def gather(self) -> np.ndarray:
         return self.K
+
+    def constants(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The shard's traces and (``"diagonal"``) diagonals before normalisation."""
+        return self.raw_traces, self.raw_diag
 
     # -- the bank operations on this shard (local kernel indices) --------------
     def trace(self) -> np.ndarray:
@@ -178,6 +183,8 @@ class _Shard:
 class ShardedBank(GramBank):
     """A Gram bank spread over Dask workers, one contiguous shard of kernels per worker.
 
+    Its :attr:`representation` is ``"sharded"``.
+
     Build one with :meth:`build`; release the workers' memory with
     :meth:`close` (or use it as a context manager).  The bank is tied to the
     ``client`` it was built with.
@@ -196,6 +203,8 @@ class ShardedBank(GramBank):
         Running count of the bytes shipped by the bank operations.
     """
 
+    representation = "sharded"
+
     def __init__(self, client: Any, futures: list[Any], actors: list[Any], bounds: np.ndarray,
                  N: int, workers: list[str], names: list[str], normalize: str) -> None:
         self.client = client
@@ -207,6 +216,7 @@ class ShardedBank(GramBank):
         self.names = list(names)
         self.normalize = normalize
         self.comm = CommStats()
+        self._cross_source: tuple[Any, Any, Any] = (None, None, None)
         self._trace: np.ndarray | None = None
         self._closed = False
 
@@ -314,6 +324,7 @@ class ShardedBank(GramBank):
         finally:
             del X_future
         bank = cls(client, futures, actors, bounds, N, workers, [s.label for s in specs], normalize)
+        bank._cross_source = (X, specs, feature_names)
         logger.info("built %d kernels on %d samples over %d workers (%s in all)", M, N, W,
                     format_bytes(8 * M * N * N))
         return bank
@@ -399,6 +410,23 @@ class ShardedBank(GramBank):
     def gather(self) -> np.ndarray:
         """The whole (M, N, N) array, fetched from the workers (for tests and small banks)."""
         return np.concatenate(self._all("gather"), axis=0)
+
+    def cross_bank(self) -> KernelBank:
+        """A :class:`KernelBank` without Gram matrices that computes this bank's test kernels locally."""
+        X, specs, feature_names = self._cross_source
+        parts = self._all("constants")
+        traces = np.concatenate([p[0] for p in parts])
+        diag = None if parts[0][1] is None else np.concatenate([p[1] for p in parts], axis=0)
+        return KernelBank.for_cross(X, specs, self.normalize, traces, diag, feature_names)
+
+    def cross(self, X_new: Any, memory_budget_bytes: float | None = None) -> np.ndarray:
+        """Test-versus-training kernels (M, N_new, N) normalised like the shards, built in this process.
+
+        The same as :meth:`KernelBank.cross` of the in-memory bank: the kernel
+        functions of the description on the training points the bank was
+        built from, divided by the shards' traces (or diagonals).
+        """
+        return self.cross_bank().cross(X_new, memory_budget_bytes=memory_budget_bytes)
 
     def shard_info(self) -> list[dict[str, Any]]:
         """Per shard: first kernel ``lo``, ``n_kernels``, ``nbytes``, the worker's ``pid`` and address."""

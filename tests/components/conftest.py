@@ -71,6 +71,7 @@ class RefSquared(Loss):
     """Squared loss (y - z)^2 / 2."""
 
     name = "ref_squared"
+    description = "squared loss (reference)"
     task = REGRESSION
     kernels = LossKernels(sq_value, sq_deriv, ones, sq_conj, sq_conj_grad, ones, lower_inf, upper_inf)
 
@@ -151,6 +152,7 @@ class RefLogistic(Loss):
     """Logistic loss log(1 + exp(-y z))."""
 
     name = "ref_logistic"
+    description = "logistic loss (reference)"
     task = CLASSIFICATION
     kernels = LossKernels(lg_value, lg_deriv, lg_deriv2, lg_conj, lg_conj_grad, lg_conj_hess,
                           cls_lower, cls_upper)
@@ -241,6 +243,7 @@ class RefEpsInsensitive(Loss):
     """epsilon-insensitive loss max(|z - y| - eps, 0) with its constrained conjugate."""
 
     name = "ref_eps_insensitive"
+    description = "epsilon-insensitive loss (reference)"
     task = REGRESSION
     params = (Param("eps", 0.1, "tube half-width", low=0.0),)
     smooth_conjugate = False
@@ -345,6 +348,7 @@ class RefElasticNet(Regularizer):
     """Elastic net (1 - lam) C x + lam C x^2 / 2 on block norms."""
 
     name = "ref_elasticnet"
+    description = "elastic net (reference)"
     params = (Param("lam", 0.5, "weight of the squared part", low=0.0, high=1.0),)
     kernels = RegularizerKernels(en_value, en_prox, en_prox_deriv, en_conj, en_conj_grad, en_conj_hess,
                                  en_env, en_prox, en_prox_deriv, en_weight, en_penalty)
@@ -390,6 +394,201 @@ class RefElasticNetBregman(RefElasticNet):
     bregman = BregmanKernels(kl_F, kl_f, kl_finv, kl_d0)
 
 
+# ---------------------------------------------------------------------------
+# pinball (quantile) loss  l(y, z) = max(tau (y - z), (tau - 1)(y - z)),
+# conjugate u y on [-tau, 1 - tau]: flat suprema at both ends of the domain
+# ---------------------------------------------------------------------------
+@njit(cache=True)
+def pb_value(y, z, params):
+    tau = params[0]
+    out = np.empty(y.shape[0])
+    for i in range(y.shape[0]):
+        r = y[i] - z[i]
+        out[i] = tau * r if r >= 0.0 else (tau - 1.0) * r
+    return out
+
+
+@njit(cache=True)
+def pb_deriv(y, z, params):
+    tau = params[0]
+    out = np.empty(y.shape[0])
+    for i in range(y.shape[0]):
+        r = y[i] - z[i]
+        out[i] = -tau if r > 0.0 else (1.0 - tau if r < 0.0 else 0.0)
+    return out
+
+
+@njit(cache=True)
+def pb_conj(y, u, params):
+    tau = params[0]
+    out = np.empty(y.shape[0])
+    for i in range(y.shape[0]):
+        out[i] = u[i] * y[i] if -tau <= u[i] <= 1.0 - tau else INF
+    return out
+
+
+@njit(cache=True)
+def pb_conj_grad(y, u, params):
+    return y.copy()
+
+
+@njit(cache=True)
+def pb_lower(y, params):
+    return np.full(y.shape[0], -params[0])
+
+
+@njit(cache=True)
+def pb_upper(y, params):
+    return np.full(y.shape[0], 1.0 - params[0])
+
+
+@njit(cache=True)
+def pb_l0(y, u, ut, params):
+    return u * y
+
+
+@njit(cache=True)
+def pb_l0_grad(y, u, ut, params):
+    out = np.empty((y.shape[0], 1))
+    out[:, 0] = y
+    return out
+
+
+@njit(cache=True)
+def pb_l0_hess(y, u, ut, params):
+    return np.zeros((y.shape[0], 1, 1))
+
+
+@njit(cache=True)
+def pb_cons(y, u, ut, params):
+    tau = params[0]
+    out = np.empty((y.shape[0], 2))
+    out[:, 0] = u - (1.0 - tau)
+    out[:, 1] = -tau - u
+    return out
+
+
+@njit(cache=True)
+def pb_cons_grad(y, u, ut, params):
+    out = np.empty((y.shape[0], 2, 1))
+    out[:, 0, 0] = 1.0
+    out[:, 1, 0] = -1.0
+    return out
+
+
+@njit(cache=True)
+def pb_cons_hess(y, u, ut, params):
+    return np.zeros((y.shape[0], 2, 1, 1))
+
+
+class RefPinball(Loss):
+    """Pinball loss of the tau-quantile, with its constrained conjugate (no auxiliary variable)."""
+
+    name = "ref_pinball"
+    description = "pinball loss of the tau-quantile (reference)"
+    task = REGRESSION
+    params = (Param("tau", 0.5, "quantile", low=0.0, high=1.0, low_open=True, high_open=True),)
+    smooth_conjugate = False
+    smooth_primal = False
+    n_aux = 0
+    n_cons = 2
+    kernels = LossKernels(pb_value, pb_deriv, zeros, pb_conj, pb_conj_grad, zeros, pb_lower, pb_upper)
+    constrained = ConstrainedConjugate(pb_l0, pb_l0_grad, pb_l0_hess, pb_cons, pb_cons_grad, pb_cons_hess)
+
+
+# ---------------------------------------------------------------------------
+# Huber block norm  g~_C(x) = C x^2 / (2 delta) for x <= delta, C (x - delta/2) beyond;
+# conjugate delta y^2 / (2 C) on [0, C]: flat supremum at the radius C
+# ---------------------------------------------------------------------------
+@njit(cache=True)
+def hn_value(x, C, params):
+    d = params[0]
+    out = np.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = C * x[i] * x[i] / (2.0 * d) if x[i] <= d else C * (x[i] - 0.5 * d)
+    return out
+
+
+@njit(cache=True)
+def hn_prox(v, C, params):
+    d = params[0]
+    out = np.empty(v.shape[0])
+    for i in range(v.shape[0]):
+        out[i] = v[i] * d / (d + C) if v[i] <= d + C else v[i] - C
+    return out
+
+
+@njit(cache=True)
+def hn_prox_deriv(v, C, params):
+    d = params[0]
+    return np.where(v < d + C, d / (d + C), 1.0)
+
+
+@njit(cache=True)
+def hn_conj(y, C, params):
+    d = params[0]
+    out = np.empty(y.shape[0])
+    for i in range(y.shape[0]):
+        out[i] = d * y[i] * y[i] / (2.0 * C) if y[i] <= C else INF
+    return out
+
+
+@njit(cache=True)
+def hn_conj_grad(y, C, params):
+    return np.where(y <= C, params[0] * y / C, INF)
+
+
+@njit(cache=True)
+def hn_conj_hess(y, C, params):
+    return np.where(y <= C, params[0] / C, INF)
+
+
+@njit(cache=True)
+def hn_env(y, C, params):
+    d = params[0]
+    out = np.empty(y.shape[0])
+    for i in range(y.shape[0]):
+        if y[i] <= d + C:
+            p = y[i] * d / (d + C)
+            g = C * p * p / (2.0 * d)
+        else:
+            p = y[i] - C
+            g = C * (p - 0.5 * d)
+        out[i] = 0.5 * y[i] * y[i] - g - 0.5 * (p - y[i]) ** 2
+    return out
+
+
+@njit(cache=True)
+def hn_weight(x, params):
+    return np.maximum(x, params[0])
+
+
+@njit(cache=True)
+def hn_penalty(d, params):
+    out = np.empty(d.shape[0])
+    for i in range(d.shape[0]):
+        out[i] = d[i] - params[0] if d[i] >= params[0] else INF
+    return out
+
+
+class RefHuberNorm(Regularizer):
+    """Huber function of the block norms: quadratic up to delta, then linear with slope C."""
+
+    name = "ref_huber_norm"
+    description = "Huber function of the block norm (reference)"
+    params = (Param("delta", 1.0, "end of the quadratic part", low=0.0, low_open=True),)
+    kernels = RegularizerKernels(hn_value, hn_prox, hn_prox_deriv, hn_conj, hn_conj_grad, hn_conj_hess,
+                                 hn_env, hn_prox, hn_prox_deriv, hn_weight, hn_penalty)
+
+    @property
+    def sparse(self) -> bool:
+        return False
+
+    def conj_radius(self, C: float) -> float:
+        return float(C)
+
+
 REFERENCE_COMPONENTS = (RefSquared(), RefLogistic(), RefEpsInsensitive(), RefEpsInsensitive(eps=0.0),
                         RefElasticNet(), RefElasticNet(lam=0.0), RefElasticNet(lam=1.0),
-                        RefElasticNetBregman(lam=0.3))
+                        RefElasticNetBregman(lam=0.3), RefPinball(), RefPinball(tau=0.2),
+                        RefHuberNorm(), RefHuberNorm(delta=0.1))

@@ -21,7 +21,9 @@ from .conftest import (
     RefElasticNet,
     RefElasticNetBregman,
     RefEpsInsensitive,
+    RefHuberNorm,
     RefLogistic,
+    RefPinball,
     RefSquared,
     en_conj,
     en_value,
@@ -143,6 +145,42 @@ def bad_en_value_raises(x, C, params):
     if x.shape[0] > 0:
         raise ValueError("value kernel failed")
     return x.copy()
+
+
+@njit(cache=True)
+def bad_pb_conj_ends(y, u, params):                    # off by 1 % at the ends of the domain
+    tau = params[0]
+    out = np.empty(y.shape[0])
+    for i in range(y.shape[0]):
+        if u[i] == -tau or u[i] == 1.0 - tau:
+            out[i] = 1.01 * u[i] * y[i]
+        else:
+            out[i] = u[i] * y[i] if -tau < u[i] < 1.0 - tau else np.inf
+    return out
+
+
+@njit(cache=True)
+def bad_hn_conj_radius(y, C, params):                  # off by 1 % at the radius C
+    d = params[0]
+    out = np.empty(y.shape[0])
+    for i in range(y.shape[0]):
+        if y[i] < C:
+            out[i] = d * y[i] * y[i] / (2.0 * C)
+        elif y[i] == C:
+            out[i] = 1.01 * d * C / 2.0
+        else:
+            out[i] = np.inf
+    return out
+
+
+@njit(cache=True)
+def bad_pb_lower_swapped(y, params):
+    return np.full(y.shape[0], params[0] - 1.0)        # [tau - 1, tau]: right only at tau = 0.5
+
+
+@njit(cache=True)
+def bad_pb_upper_swapped(y, params):
+    return np.full(y.shape[0], params[0])
 
 
 def py_sq_conj(y, u, params):
@@ -278,6 +316,23 @@ class WrongFinv(RefElasticNetBregman):
     bregman = RefElasticNetBregman.bregman._replace(finv=bad_kl_finv)
 
 
+class PinballConjOffAtEnds(RefPinball):
+    name = "pinball_conj_off_at_ends"
+    kernels = _loss_kernels(RefPinball, conj=bad_pb_conj_ends)
+
+
+class HuberNormConjOffAtRadius(RefHuberNorm):
+    name = "huber_norm_conj_off_at_radius"
+    kernels = _reg_kernels(RefHuberNorm, conj=bad_hn_conj_radius)
+
+
+class SwappedPinball(RefPinball):
+    """The domain of the conjugate written for the mirrored quantile."""
+
+    name = "swapped_pinball"
+    kernels = _loss_kernels(RefPinball, conj_lower=bad_pb_lower_swapped, conj_upper=bad_pb_upper_swapped)
+
+
 class RaisingValue(RefElasticNet):
     name = "raising_value"
     kernels = _reg_kernels(RefElasticNet, value=bad_en_value_raises)
@@ -301,6 +356,8 @@ CASES = [
     (WrongRegConjGrad(lam=0.5), ["conj_grad_fd", "fenchel_young"], ["y", "C"]),
     (SmallRadius(lam=0.0), ["conj_domain", "conj_unbounded"], ["y", "C"]),
     (WrongFinv(lam=0.3), ["bregman_finv"], ["d"]),
+    (PinballConjOffAtEnds(tau=0.3), ["conj_sup"], ["y", "u"]),
+    (HuberNormConjOffAtRadius(delta=0.5), ["conj_sup"], ["y", "C"]),
 ]
 
 
@@ -370,7 +427,8 @@ def test_float32_output_fails_kernel_shapes():
 def test_plain_python_kernel_fails_numba_kernels():
     report = check_component(PythonKernel(), n_points=N_POINTS, seed=0)
     assert [c.identity for c in report.failures] == ["numba_kernels"], str(report)
-    assert "kernels.conj is a function, not a numba @njit function" in report["numba_kernels"].detail
+    assert "kernels.conj must be numba-jitted functions" in report["numba_kernels"].detail
+    assert report["numba_kernels"].detail.endswith("; got function")
 
 
 def test_wrong_sparse_claim_fails():
@@ -425,3 +483,43 @@ def test_value_kernel_is_used_consistently():
     assert {"prox_optimality", "conj_sup", "weight_value", "moreau_decomposition"} <= failed, str(report)
     assert report["env_grad_prox"].passed
 
+
+
+@pytest.mark.parametrize("component, end", [
+    (PinballConjOffAtEnds(tau=0.3), lambda pt: pt["u"] in (-0.3, 0.7)),
+    (HuberNormConjOffAtRadius(delta=0.5), lambda pt: pt["y"] == pt["C"]),
+], ids=["loss", "regularizer"])
+def test_conjugate_off_by_one_percent_where_the_supremum_is_flat_fails_conj_sup(component, end):
+    # At the end of the domain the supremum is flat out to |z| ~ 1e8: a tolerance
+    # scaled by |u z| there (about 2e+01) let a 1 % error through; it is relative
+    # to the conjugate now.
+    res = check_component(component, n_points=N_POINTS, seed=1)["conj_sup"]
+    assert not res.passed
+    assert end(res.point), res.point
+    assert "relative error 9.9" in res.detail, res.detail  # 0.01 / 1.01
+
+
+@pytest.mark.parametrize("component", [RefPinball(tau=0.3), RefHuberNorm(delta=0.5)], ids=repr)
+def test_conj_sup_tolerance_is_relative_to_the_values_compared(component):
+    # The conjugates are of order 1 here.  The tolerance is rtol (1e-6) times
+    # that, plus the rounding of u z - l (64 ulps of each term) where the flat
+    # supremum is found at |z| ~ 1e8: about 5e-5 at most, not rtol |u z| (2e+01).
+    res = check_component(component, n_points=N_POINTS, seed=1)["conj_sup"]
+    assert res.passed, res.detail
+    assert res.tolerance < 1e-4, res.detail
+
+
+class _ThresholdOffByOnePercent(RefElasticNet):
+    """A correct elastic net whose own zero_threshold (the engines' C_max) is 1 % high."""
+
+    name = "en_bad_threshold"
+
+    def zero_threshold(self, C: float) -> float:
+        return 1.01 * super().zero_threshold(C)
+
+
+def test_a_zero_threshold_off_by_one_percent_fails():
+    report = check_component(_ThresholdOffByOnePercent(), n_points=N_POINTS)
+    assert [f.identity for f in report.failures] == ["zero_threshold"], str(report)
+    assert "right derivative of value at 0" in report["zero_threshold"].detail
+    assert check_component(RefElasticNet(), n_points=N_POINTS)["zero_threshold"].passed

@@ -1,10 +1,11 @@
 """Every registered loss and regularizer conforms to its contract.
 
 Components are taken from the plugin registry (built-ins and installed
-plugins alike) and checked with :mod:`mklkit.testing`; ``hypothesis`` picks
-the seeds of the random points, the regularization constants and parameter
-values.  The second half tests the kit's own API on the reference components
-of ``conftest.py``.
+plugins alike) and checked with :mod:`mklkit.testing`, at their defaults and
+at random parameter points drawn from their declarations
+(:func:`mklkit.testing.check_parameter_points`); ``hypothesis`` picks the
+seeds and the regularization constants.  The second half tests the kit's own
+API on the reference components of ``conftest.py``.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from mklkit.components.base import Loss, Regularizer
+from mklkit.components.params import Param, ParamError, UnknownParamError
 from mklkit.testing import (
     LOSS_IDENTITIES,
     REGULARIZER_IDENTITIES,
@@ -24,15 +26,20 @@ from mklkit.testing import (
     assert_conforms,
     check_component,
     check_loss,
+    check_parameter_points,
     check_regularizer,
+    parameter_points,
+    random_params,
 )
 
+from .test_broken_components import SwappedPinball
 from .conftest import (
     REFERENCE_COMPONENTS,
     RefElasticNet,
     RefElasticNetBregman,
     RefEpsInsensitive,
     RefLogistic,
+    RefPinball,
     RefSquared,
 )
 
@@ -132,40 +139,14 @@ def test_parameter_variant_conforms(variant, seed, C):
     assert report.ok, str(report)
 
 
-def _param_values(cls: type) -> st.SearchStrategy[dict[str, Any]]:
-    """Values inside the declared range of every numeric parameter.
-
-    Open lower bounds keep a margin of 0.1 (``q -> 1`` is the block 1-norm,
-    which no finite-precision check can tell apart from ``q = 1 + 1e-9``);
-    unbounded ranges are cut to a span of 4; subnormal values are left out
-    (an elastic net with ``lam = 5e-324`` has a conjugate that overflows).
-    """
-    fields: dict[str, st.SearchStrategy[Any]] = {}
-    for p in cls.params:
-        if p.type is not float or p.choices is not None:
-            continue
-        lo = p.low if p.low is not None else (p.high - 4.0 if p.high is not None else -2.0)
-        hi = p.high if p.high is not None else lo + 4.0
-        if p.low is not None and p.low_open:
-            lo = lo + 0.1
-        if p.high is not None and p.high_open:
-            hi = hi - 0.1
-        fields[p.name] = st.floats(min_value=lo, max_value=hi, allow_subnormal=False)
-    return st.fixed_dictionaries(fields)
-
-
-_WITH_PARAMS = [(kind, n, c) for (kind, n), c in _CLASSES.items()
-                if any(p.type is float for p in c.params)]
-
-
-@pytest.mark.parametrize("kind, name, cls", _WITH_PARAMS, ids=[f"{k}:{n}" for k, n, _ in _WITH_PARAMS])
+@pytest.mark.parametrize("kind, name, cls", [(k, n, c) for (k, n), c in _CLASSES.items()],
+                         ids=[f"{k}:{n}" for k, n in _CLASSES])
 @FEW
-@given(data=st.data(), seed=seeds)
-def test_drawn_parameters_conform(kind, name, cls, data, seed):
-    params = data.draw(_param_values(cls), label="params")
-    component = cls(**params)
-    report = _check(component, seed, data.draw(Cs, label="C") if kind == "regularizer" else None)
-    assert report.ok, str(report)
+@given(seed=seeds)
+@example(seed=0)
+def test_registered_component_conforms_at_random_parameter_points(kind, name, cls, seed):
+    for report in check_parameter_points(cls, n_random=3, seed=seed, n_points=N_POINTS):
+        assert report.ok, str(report)
 
 
 # ---------------------------------------------------------------------------
@@ -292,3 +273,120 @@ def test_components_are_base_class_instances():
         assert issubclass(cls, Loss)
     for _, cls in REGULARIZERS:
         assert issubclass(cls, Regularizer)
+
+
+# ---------------------------------------------------------------------------
+# parameter points
+# ---------------------------------------------------------------------------
+class _Knobs(RefSquared):
+    """Every kind of declaration a parameter can have."""
+
+    name = "knobs"
+    params = (
+        Param("closed", 0.5, "in [0, 1]", low=0.0, high=1.0),
+        Param("open", 0.5, "in (0, 1)", low=0.0, high=1.0, low_open=True, high_open=True),
+        Param("positive", 2.0, "> 0", low=0.0, low_open=True),
+        Param("above", 3.0, ">= 1", low=1.0),
+        Param("below", -1.0, "< 0", high=0.0, high_open=True),
+        Param("free", 0.0, "any number"),
+        Param("count", 3, "an integer >= 1", type=int, low=1),
+        Param("flag", True, "a flag", type=bool),
+        Param("mode", "a", "a choice", type=str, choices=("a", "b", "c")),
+        Param("limit", None, "optional", type=int, low=1, nullable=True),
+    )
+
+
+def test_parameter_points_start_at_the_defaults_and_respect_every_declaration():
+    points = parameter_points(_Knobs, n_random=40, seed=3)
+    assert points[0] == {p.name: p.default for p in _Knobs.params}
+    assert len(points) == 41
+    for point in points:
+        assert list(point) == [p.name for p in _Knobs.params]
+        for p in _Knobs.params:
+            assert p.validate(point[p.name]) == point[p.name]
+        _Knobs(**point)
+    drawn = points[1:]
+    assert all(0.0 < q["open"] < 1.0 for q in drawn)
+    assert all(q["positive"] > 0.0 for q in drawn)
+    assert all(type(q["count"]) is int and type(q["flag"]) is bool for q in drawn)
+    # the points spread over the ranges, closed ends and every choice included
+    assert {0.0, 1.0} <= {q["closed"] for q in drawn}
+    assert len({q["positive"] for q in drawn}) > 30
+    assert {q["mode"] for q in drawn} == {"a", "b", "c"}
+    assert {q["flag"] for q in drawn} == {True, False}
+    assert None in {q["limit"] for q in drawn} and any(q["limit"] is not None for q in drawn)
+    # floats are printed exactly: four significant digits
+    assert all(float(f"{q['free']:.4g}") == q["free"] for q in drawn)
+
+
+def test_parameter_points_are_reproducible_and_keep_fixed_values():
+    a = parameter_points(_Knobs, n_random=5, seed=11)
+    assert a == parameter_points(_Knobs, n_random=5, seed=11)
+    assert a[1:] != parameter_points(_Knobs, n_random=5, seed=12)[1:]
+    fixed = parameter_points(_Knobs, n_random=5, seed=11, fixed={"open": 0.2, "mode": "c"})
+    assert fixed[0] == {**a[0], "open": 0.2, "mode": "c"}
+    assert all(q["open"] == 0.2 and q["mode"] == "c" for q in fixed)
+    assert len({q["positive"] for q in fixed}) == 6
+    # a class without parameters has one point
+    assert parameter_points(RefSquared, n_random=5, seed=0) == [{}]
+    assert parameter_points(_Knobs, n_random=0) == [a[0]]
+
+
+@pytest.mark.parametrize("fixed, error, match", [
+    ({"tua": 0.2}, UnknownParamError, r"ref_pinball: unknown parameter 'tua' \(did you mean 'tau'\?\); allowed: one of tau"),
+    ({"tau": 1.5}, ParamError, r"ref_pinball: tau must be a number in \(0, 1\); got 1.5"),
+    ({"tau": "abc"}, ParamError, r"tau must be a number in \(0, 1\); got 'abc'"),
+])
+def test_parameter_points_reject_bad_fixed_values(fixed, error, match):
+    with pytest.raises(error, match=match):
+        parameter_points(RefPinball, fixed=fixed)
+
+
+def test_random_params_respect_cross_parameter_checks():
+    class Ordered(RefSquared):
+        name = "ordered"
+        params = (Param("a", 1.0, "", low=0.0, high=10.0), Param("b", 2.0, "", low=0.0, high=10.0))
+
+        def _check(self):
+            if not self.a < self.b:
+                raise ParamError("b", self.b, f"a number > a = {self.a}", self.name)
+
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        point = random_params(Ordered, rng)
+        assert point["a"] < point["b"]
+
+    class Impossible(Ordered):
+        name = "impossible"
+
+        def _check(self):
+            raise ParamError("b", self.b, "nothing", self.name)
+
+    with pytest.raises(ValueError, match="no parameter point accepted by the class in 100 draws"):
+        random_params(Impossible, rng)
+    with pytest.raises(ValueError, match="n_random must be >= 0"):
+        parameter_points(Ordered, n_random=-1)
+
+
+def test_a_bug_away_from_the_defaults_is_caught_at_random_parameter_points():
+    assert check_component(SwappedPinball, n_points=N_POINTS, seed=0).ok  # tau = 0.5
+    reports = check_parameter_points(SwappedPinball, n_random=3, seed=4, n_points=N_POINTS)
+    assert [r.origin for r in reports] == ["the default parameters", "random parameter point 1 of 3",
+                                           "random parameter point 2 of 3", "random parameter point 3 of 3"]
+    assert reports[0].ok
+    failed = [r for r in reports if not r.ok]
+    assert failed
+    for r in failed:
+        assert r.component.tau != 0.5
+        assert {"conj_domain", "conj_unbounded"} <= {c.identity for c in r.failures}
+        head = str(r).splitlines()[0]
+        # the point and the seed that reproduce the failure
+        assert head.startswith(f"conformance of loss 'swapped_pinball' (SwappedPinball(tau={r.component.tau!r}))"
+                               f" at {r.origin}: ")
+        assert head.endswith("FAILED (seed 4)")
+        again = check_component(SwappedPinball(tau=r.component.tau), n_points=N_POINTS, seed=4)
+        assert str(again).splitlines()[1:] == str(r).splitlines()[1:]
+    # given parameters are checked as they are
+    given = check_parameter_points(SwappedPinball, n_random=0, seed=4, fixed={"tau": 0.2},
+                                   n_points=N_POINTS)
+    assert len(given) == 1 and given[0].origin == "the given parameters" and not given[0].ok

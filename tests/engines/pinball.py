@@ -4,7 +4,9 @@ r"""A pinball (quantile) loss written against the loss contract alone, as a plug
 :math:`\ell^*(y, u) = yu` on :math:`-\tau \le u \le 1 - \tau`, whose gradient
 is finite at the ends: the constrained form (SpicyMKL eq. 33) with
 :math:`\ell_0^* = yu`, :math:`h_1 = -\tau - u`, :math:`h_2 = u - (1 - \tau)`
-and no auxiliary variables.  Nothing in mklkit knows this class.
+and no auxiliary variables.  The conjugate is linear on each side of 0
+(``linear_conjugate``), so the SMO-MKL engine takes it too.  Nothing in mklkit
+knows this class.
 """
 from __future__ import annotations
 
@@ -104,6 +106,7 @@ class Pinball(Loss):
     params = (Param("tau", 0.5, "quantile", low=0.0, high=1.0, low_open=True, high_open=True),)
     smooth_conjugate = False
     smooth_primal = False
+    linear_conjugate = True  # y u on [-tau, 0] and on [0, 1 - tau]: the SVM-type dual
     n_aux = 0
     n_cons = 2
     kernels = LossKernels(value=value, deriv=deriv, deriv2=zeros, conj=conj,

@@ -1,21 +1,21 @@
 """Data and checks that the engine tests share.
 
 Real benchmark sets (bundled with mklkit), small subsamples, a handful of
-kernels of unit trace; conic reference solutions on them (cached); and the
-callback-stop check that every engine must pass.
+kernels of unit trace (the engine kit's :func:`mklkit.testing.engines.sample_bank`);
+conic reference solutions on them (cached); and the callback-stop check that
+every engine must pass.
 """
 from __future__ import annotations
 
 import functools
-import math
 import warnings
 from typing import Any
 
 import numpy as np
 
-from mklkit.data import load_builtin
 from mklkit.engines.common import relative_gap
 from mklkit.result import ConvergenceWarning, Status
+from mklkit.testing.engines import sample_bank as bank, sample_points
 
 try:
     from tests.conic_reference import solve_reference
@@ -23,33 +23,9 @@ except ImportError:  # tests/ itself is on sys.path (rootdir-relative imports)
     from conic_reference import solve_reference
 
 
-def standardize(X: np.ndarray) -> np.ndarray:
-    sd = X.std(axis=0)
-    return (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
-
-
-def rbf(X: np.ndarray, width: float) -> np.ndarray:
-    sq = np.sum(X**2, axis=1)
-    d2 = np.maximum(sq[:, None] + sq[None, :] - 2 * X @ X.T, 0.0)
-    return np.exp(-d2 / (2 * width**2))
-
-
-def bank(X: np.ndarray) -> np.ndarray:
-    """RBF and polynomial kernels on all features and on single features, unit trace."""
-    d = X.shape[1]
-    Ks = [rbf(X, w * math.sqrt(d)) for w in (0.5, 1.0, 2.0)]
-    Ks += [(X @ X.T / d + 1.0) ** p for p in (1, 2)]
-    Ks += [rbf(X[:, [j]], 1.0) for j in range(0, d, max(1, d // 4))][:4]
-    Ks += [np.outer(X[:, 0], X[:, 0])]          # rank one
-    K = np.array([k / np.trace(k) for k in Ks])
-    return np.ascontiguousarray(0.5 * (K + K.transpose(0, 2, 1)))
-
-
 def sonar_points(n: int = 80, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``n`` random rows of sonar, standardized, and their ±1 labels."""
-    ds = load_builtin("sonar")
-    rows = np.random.default_rng(seed).permutation(ds.n_samples)[:n]
-    return standardize(ds.X[rows]), ds.y[rows].astype(np.float64)
+    return sample_points("sonar", n, seed)
 
 
 @functools.lru_cache(maxsize=None)
@@ -62,11 +38,8 @@ def sonar(n: int = 80, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 @functools.lru_cache(maxsize=None)
 def liver(n: int = 80, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Regression: the BUPA ``drinks`` column from the five blood tests."""
-    ds = load_builtin("liver")
-    rows = np.random.default_rng(seed).permutation(ds.n_samples)[:n]
-    X = standardize(ds.X[rows, :5])
-    t = ds.X[rows, 5]
-    return bank(X), (t - t.mean()) / t.std()
+    X, t = sample_points("liver", n, seed)
+    return bank(X), t
 
 
 DATA = {"sonar": sonar, "liver": liver}

@@ -186,7 +186,7 @@ def test_callback_falsy_return_does_not_stop():
 
 def test_failed_line_search_is_reported_as_stalled(monkeypatch):
     """A direction along which no step decreases F ends the solve with status stalled."""
-    import mklkit.engines.spicy as spicy_module
+    import mklkit.engines.spicy.one_step as spicy_module
 
     newton = spicy_module._newton_direction
 

@@ -158,12 +158,15 @@ def test_the_iterative_method_no_longer_degrades_far_above_the_threshold():
     runner_zero = common.ZeroSolution(bias=zero.bias, objective=zero.objective,
                                       dual_objective=-math.inf, rho=zero.rho,
                                       dual_norms=zero.dual_norms, C_max=math.inf, C=pb.C)
+    from mklkit.engines.base import Run
     from mklkit.engines.spicy import _Iterative
 
     eng = Spicy(tol=TOL, max_iter=50)
+    run = Run(eng, pb)
+    run.set_zero(runner_zero)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        res = _Iterative(eng, pb, None, None, runner_zero).run()
+        res = _Iterative(eng, pb, run, None).run_loop()
     assert res.status == Status.CONVERGED and res.gap <= TOL
     assert res.iterations <= 3
     assert res.objective == pytest.approx(zero.objective, rel=1e-10)

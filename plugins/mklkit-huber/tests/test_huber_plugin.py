@@ -36,6 +36,13 @@ def test_conformance_kit(loss: Loss) -> None:
     testing.assert_conforms(loss)
 
 
+@pytest.mark.parametrize("cls", [Huber, SquaredHinge], ids=lambda cls: cls.name)
+def test_conformance_kit_at_random_parameter_points(cls: type) -> None:
+    testing = pytest.importorskip("mklkit.testing")
+    for report in testing.check_parameter_points(cls, n_random=5, seed=0):
+        assert report.ok, str(report)
+
+
 # -- own checks of the formulas ------------------------------------------------
 @pytest.mark.parametrize("loss", LOSSES, ids=IDS)
 def test_derivatives_match_central_differences(loss: Loss) -> None:

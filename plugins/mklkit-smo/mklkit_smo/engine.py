@@ -2,11 +2,15 @@ r"""The ``smo_mkl`` engine: SMO-MKL (Vishwanathan, Sun, Theera-Ampornpunt & Varm
 
 Problems
 --------
-Losses: ``hinge`` (classification) and ``eps_insensitive`` (regression,
-§5.3).  Regularizers: ``pnorm_squared`` (this distribution; SMO-MKL eq. 1)
-or any separable regularizer that gives its Bregman form (``bregman``, e.g.
-the core ``kl``; §5.2).  A bias is required (the constraint
-:math:`y^\top\alpha = 0` of the dual).
+Losses whose conjugate is linear on each side of 0 on a bounded domain
+(``linear_conjugate``: ``hinge``, ``eps_insensitive`` (§5.3), a pinball
+loss): the dual of eq. (9) with box constraints, see :class:`_Run`.
+Regularizers: the squared p-norm of the kernel weights (``weight_norm =
+WeightNorm(p, lam)``, e.g. ``pnorm_squared`` of this distribution; SMO-MKL
+eq. 1) or any separable regularizer that gives its Bregman form
+(``bregman``, e.g. the core ``kl``; §5.2).  A bias is required (the
+constraint :math:`z^\top\beta = 0` of the dual).  What the engine requires
+is declared in :attr:`SmoMKL.requires` (:mod:`mklkit.engines.capabilities`).
 
 mklkit's convention (:class:`mklkit.problem.Problem`) puts ``C`` on the
 regularizer, :math:`\sum_i\ell_i + C\,R(f)`; the paper puts it on the loss.
@@ -33,31 +37,37 @@ from __future__ import annotations
 
 import logging
 import math
-import time
-import warnings
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
-from mklkit.components.base import CLASSIFICATION, REGRESSION, Param
-from mklkit.engines.base import Callback, Engine
+from mklkit.components.base import Param
+from mklkit.engines.base import Algorithm, Engine, Requires, Run, needs
+from mklkit.engines.capabilities import (
+    ARRAY_BANK,
+    BREGMAN_FORM,
+    LINEAR_CONJUGATE,
+    PNORM_PENALTY,
+)
 from mklkit.problem import Problem
-from mklkit.result import ConvergenceWarning, SolveResult, Status
+from mklkit.result import SolveResult, Status
 
-from .regularizer import PnormSquared
 from .source import FeatureKernels
 
-__all__ = ["SmoMKL", "kl_from_paper", "loss_kind"]
+__all__ = ["SmoMKL", "kl_from_paper"]
 
 logger = logging.getLogger(__name__)
 
-_UNCONVERGED = (Status.MAX_ITER, Status.STALLED, Status.NUMERICAL_ERROR)
 #: Smallest KKT tolerance the inner loop is driven to before a solve is declared stalled.
 _EPS_FLOOR = 1e-15
 #: A shrinking step is taken only when it leaves at most this fraction of the points active
 #: (each one rebuilds the compact copies and empties the row cache).
 _SHRINK_FRACTION = 0.8
+#: Automatic ``check_every``: a history record every n / _RECORDS_PER_PASS SMO steps for n
+#: dual variables (at most every refresh interval), so that even a solve of one pass over
+#: the variables leaves a gap and active-kernel curve; a record costs about one step.
+_RECORDS_PER_PASS = 20
 #: M * N from which the passes over the state run multithreaded (``parallel="auto"``).
 _PARALLEL_WORK = 50_000_000
 #: Options of the SMO loop that ``smo_mkl`` and ``skm_smo`` share.
@@ -68,15 +78,6 @@ SHRINKING = Param("shrinking", True, "leave out variables stuck at a bound (LibS
                   type=bool)
 PARALLEL = Param("parallel", "auto", "multithreaded passes over the (M, N) state", type=str,
                  choices=("auto", "on", "off"))
-
-
-def loss_kind(loss: Any) -> str | None:
-    """``"hinge"`` or ``"eps"`` for the losses whose dual SMO-MKL solves, else ``None``."""
-    if loss.name == "hinge" and loss.task == CLASSIFICATION:
-        return "hinge"
-    if loss.name == "eps_insensitive" and loss.task == REGRESSION:
-        return "eps"
-    return None
 
 
 def kl_from_paper(lam: float, d0: float, C_paper: float) -> tuple[dict[str, Any], float]:
@@ -98,14 +99,6 @@ def kl_from_paper(lam: float, d0: float, C_paper: float) -> tuple[dict[str, Any]
         raise ValueError(f"lam, d0 and C_paper must be > 0; got {lam!r}, {d0!r}, {C_paper!r}")
     s = math.sqrt(2.0 * lam)
     return {"name": "kl", "d0": d0 * s}, s / C_paper
-
-
-def _describe(component: Any) -> str:
-    params = component.get_params()
-    if not params:
-        return component.name
-    return component.name + "(" + ", ".join(
-        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v!r}" for k, v in params.items()) + ")"
 
 
 @dataclass
@@ -182,8 +175,10 @@ class SmoMKL(Engine):
         is divided by 10 each time the inner loop meets it while the gap is
         still above ``tol``.
     check_every : int
-        SMO steps between duality-gap checks (one history record each);
-        0 chooses ``min(max(n, 100), 2000)`` for ``n`` dual variables.
+        SMO steps between duality-gap checks (one history record and one call
+        of ``callback`` each) and between shrinking steps.  0: a record every
+        ``max(1, min(n // 20, 1000))`` steps for ``n`` dual variables, and
+        shrinking every ``min(max(n, 100), 1000)`` steps (LibSVM's interval).
     cache_mb : float
         Size of the LRU cache of kernel rows (MiB) for kernels computed on the
         fly; at least two rows are always kept.
@@ -219,49 +214,30 @@ class SmoMKL(Engine):
         PARALLEL,
     )
     supports_warm_start: ClassVar[bool] = True
+    unit: ClassVar[str] = "SMO step"
+    requires: ClassVar[Requires] = Requires(
+        loss=(needs(LINEAR_CONJUGATE, why="SMO-MKL solves the SVM-type dual (box-constrained "
+                                          "dual variables) of losses such as hinge and "
+                                          "eps_insensitive"),),
+        regularizer=(needs(PNORM_PENALTY, BREGMAN_FORM),),
+        bank=(ARRAY_BANK,),
+    )
 
     # -- capability ----------------------------------------------------------
-    def supports(self, problem: Problem) -> str | None:
-        """``None`` when the problem is an SMO-MKL problem, else the reason why not."""
-        loss, reg = problem.loss, problem.regularizer
+    def problem_reasons(self, problem: Problem) -> list[str]:
+        """A Bregman form must be the kernel-weight penalty; the bias and the kernels."""
         bad = []
-        if loss_kind(loss) is None:
-            bad.append(
-                f"the loss {_describe(loss)} is not hinge (classification) or eps_insensitive "
-                "(regression), the losses with an SVM-type dual")
-        if not isinstance(reg, PnormSquared):
-            breg = getattr(reg, "bregman", None)
-            if breg is None:
-                bad.append(
-                    f"the regularizer {_describe(reg)} has neither the squared p-norm form "
-                    "(pnorm_squared) nor a Bregman form (e.g. kl)")
-            elif not getattr(reg, "separable", True):
-                bad.append(f"the regularizer {_describe(reg)} is not separable")
-            else:
-                why = _bregman_mismatch(reg)
-                if why:
-                    bad.append(why)
-        bad += bias_and_kernel_problems(problem, "SMO-MKL")
-        if not bad:
-            return None
-        return "; ".join(bad)
+        reg = problem.regularizer
+        if not PNORM_PENALTY.holds(reg) and BREGMAN_FORM.holds(reg):
+            why = _bregman_mismatch(reg)
+            if why:
+                bad.append(why)
+        return bad + bias_and_kernel_problems(problem, "SMO-MKL")
 
     # -- solve ---------------------------------------------------------------
-    def solve(
-        self,
-        problem: Problem,
-        callback: Callback | None = None,
-        warm_start: SolveResult | None = None,
-    ) -> SolveResult:
-        """Solve ``problem`` by SMO (never raises for non-convergence).
-
-        Raises
-        ------
-        ValueError
-            When :meth:`supports` gives a reason.
-        """
-        self.check_supported(problem)
-        return _Run(self, problem, callback, warm_start).run()
+    def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
+        """Solve ``problem`` by SMO (a ``warm_start``'s dual point starts it)."""
+        return _Run(self, problem, run, warm_start).run_loop()
 
 
 def _bregman_mismatch(reg: Any) -> str | None:
@@ -279,7 +255,7 @@ def _bregman_mismatch(reg: Any) -> str | None:
     except Exception as exc:  # noqa: BLE001 - a plugin's failure becomes the reason
         return f"evaluating the Bregman form of {reg.name!r} failed ({type(exc).__name__}: {exc})"
     if not (np.all(np.isfinite(rF)) and np.allclose(h, rF, rtol=1e-8, atol=1e-12 * max(1.0, d0))):
-        return (f"the Bregman form of {_describe(reg)} is not its kernel-weight penalty "
+        return (f"the Bregman form of {reg.describe()} is not its kernel-weight penalty "
                 "(penalty(d) != F(d) - F(d0) - (d - d0) f(d0))")
     return None
 
@@ -301,19 +277,29 @@ class _View:
         return int(self.cmap.size)
 
 
-class _Run:
-    """State of one solve."""
+class _Run(Algorithm):
+    r"""State of one solve.
 
-    def __init__(self, engine: SmoMKL, problem: Problem, callback: Callback | None,
-                 warm_start: SolveResult | None) -> None:
+    The dual variables come from the loss's linear pieces
+    (:meth:`~mklkit.components.base.Loss.linear_pieces`): with
+    :math:`\ell^*(y_i, u) = s_-u` on :math:`[l_i, 0]` and :math:`s_+u` on
+    :math:`[0, u_i]` and :math:`\rho = C\gamma`, point ``i`` has a variable
+    :math:`\beta \in [0, -l_iU]` with :math:`z = +1`, :math:`e = s_-` when
+    :math:`l_i < 0` and one in :math:`[0, u_iU]` with :math:`z = -1`,
+    :math:`e = -s_+` when :math:`u_i > 0` (:math:`U = 1/C`); the first
+    variable of every point comes first (index ``i``), the second ones
+    after.  The hinge gives one variable per point with :math:`z = y`,
+    :math:`e = 1`, the ε-insensitive loss two (SMO-MKL §5.3).  Since
+    :math:`s_- \le s_+`, :math:`e^\top\beta \le -\sum_i\ell^*(y_i, -\rho_i)/C`: the
+    dual value is a lower bound of the dual (48) at :math:`\rho`.
+    """
+
+    def __init__(self, engine: Any, problem: Problem, run: Run,
+                 warm_start: SolveResult | None = None) -> None:
         from . import _smo
 
+        super().__init__(engine, problem, run, warm_start)
         self.smo = _smo
-        self.engine = engine
-        self.problem = problem
-        self.callback = callback
-        self.kind = loss_kind(problem.loss)
-        self.C = float(problem.C)
         self.U = 1.0 / self.C
         self.reg = self._reg_form(problem.regularizer)
         src = problem.extra.get("kernel_source") if problem.extra else None
@@ -332,24 +318,21 @@ class _Run:
         const = np.all(self.diag == self.diag[:, :1], axis=1)
         self.nck = np.ascontiguousarray(np.flatnonzero(~const), dtype=np.int64)
         self.dconst = np.ascontiguousarray(np.where(const, self.diag[:, 0], 0.0))
-        # dual variables
-        if self.kind == "hinge":
-            n = N
-            self.z = np.ascontiguousarray(y, dtype=np.float64)
-            self.e = np.ones(N)
-            self.pt = np.arange(N, dtype=np.int64)
-            self.var_pos = np.arange(N, dtype=np.int64)
-            self.var_neg = np.full(N, -1, dtype=np.int64)
-        else:
-            eps = float(problem.loss.get_params().get("eps", 0.0))
-            n = 2 * N
-            self.z = np.concatenate([np.ones(N), -np.ones(N)])
-            self.e = np.concatenate([y - eps, -y - eps])
-            self.pt = np.concatenate([np.arange(N), np.arange(N)]).astype(np.int64)
-            self.var_pos = np.arange(N, dtype=np.int64)
-            self.var_neg = np.arange(N, 2 * N, dtype=np.int64)
+        # dual variables (class docstring): the first of every point, then the second ones
+        lo, hi, s_lo, s_hi = problem.loss.linear_pieces(y)
+        self.pieces = (lo, hi, s_lo, s_hi)
+        down = lo < 0.0
+        both = down & (hi > 0.0)
+        second = np.flatnonzero(both).astype(np.int64)
+        n = N + second.size
+        self.z = np.concatenate([np.where(down, 1.0, -1.0), -np.ones(second.size)])
+        self.e = np.concatenate([np.where(down, s_lo, -s_hi), -s_hi[second]])
+        self.ub = np.concatenate([np.where(down, -lo, hi), hi[second]]) * self.U
+        self.pt = np.concatenate([np.arange(N), second]).astype(np.int64)
+        self.var_pos = np.arange(N, dtype=np.int64)
+        self.var_neg = np.full(N, -1, dtype=np.int64)
+        self.var_neg[second] = N + np.arange(second.size)
         self.n = n
-        self.ub = np.full(n, self.U)  # per-variable upper bounds (see set_multiplicity)
         self.beta = np.zeros(n)
         self.gamma = np.zeros(N)
         self.v = np.zeros((M, N))
@@ -369,10 +352,12 @@ class _Run:
         self.istate = np.zeros(_smo.IS_LEN, dtype=np.int64)
         self.fout = np.zeros(_smo.FO_LEN)
         p = engine.get_params()
-        self.tol = float(p["tol"])
-        self.max_iter = int(p["max_iter"])
         self.eps = float(p["kkt_tol"])
-        self.check_every = int(p["check_every"]) or int(min(max(n, 100), 1000))
+        # SMO steps between exact refreshes of the sums and shrinking steps (LibSVM's interval),
+        # and between history records (with a certified gap whenever nothing is shrunk)
+        self.refresh_every = int(p["check_every"]) or int(min(max(n, 100), 1000))
+        self.record_every = int(p["check_every"]) or int(
+            max(1, min(self.refresh_every, n // _RECORDS_PER_PASS)))
         self.shrinking = bool(p["shrinking"])
         self.cache_bytes = float(p["cache_mb"]) * 2**20
         self.n_syncs = 0
@@ -417,9 +402,11 @@ class _Run:
     # -- setup -----------------------------------------------------------------
     def _reg_form(self, reg: Any) -> _Reg:
         smo = self.smo
-        if isinstance(reg, PnormSquared):
-            return _Reg(smo.REG_PNORM, float(reg.q), float(reg.lam), 0.0, 0.0, 0.0,
-                        np.zeros(1), smo.no_function, None, reg)
+        if PNORM_PENALTY.holds(reg):
+            wn = reg.weight_norm
+            p = float(wn.p)
+            return _Reg(smo.REG_PNORM, p / (p - 1.0), float(wn.lam), 0.0, 0.0, 0.0,
+                        np.zeros(1), smo.no_function, None, wn)
         b = reg.bregman
         pv = np.ascontiguousarray(reg.param_vector, dtype=np.float64)
         if pv.size == 0:
@@ -507,14 +494,8 @@ class _Run:
             logger.info("warm start ignored: it has no dual point of length %d", self.N)
             return
         g = np.asarray(rho, dtype=np.float64) / self.C  # gamma in the paper's scale
-        if self.kind == "hinge":
-            beta = np.clip(self.z * g, 0.0, self.U)
-            gamma = self.z * beta
-        else:
-            bp = np.clip(g, 0.0, self.U)
-            bm = np.clip(-g, 0.0, self.U)
-            beta = np.concatenate([bp, bm])
-            gamma = bp - bm
+        beta = np.clip(self.z * g[self.pt], 0.0, self.ub)
+        gamma = np.bincount(self.pt, weights=self.z * beta, minlength=self.N)
         if abs(float(np.sum(gamma))) > 1e-9 * max(1.0, float(np.sum(np.abs(gamma)))):
             logger.info("warm start ignored: its dual point does not satisfy the bias constraint")
             return
@@ -624,18 +605,22 @@ class _Run:
 
     # -- duality gap -------------------------------------------------------------
     def _bias(self) -> tuple[float, float]:
-        """The exact minimizer of the (piecewise-linear) loss in the bias, and the loss there."""
-        y, F = self.problem.y, self.F
-        if self.kind == "hinge":
-            bp = y - F
-            k = int(np.sum(y > 0)) - 1
-        else:
-            eps = float(self.problem.loss.get_params().get("eps", 0.0))
-            r = y - F
-            bp = np.concatenate([r - eps, r + eps])
-            k = self.N - 1
-        k = min(max(k, 0), bp.size - 1)
-        b = float(np.partition(bp, k)[k])
+        r"""The exact minimizer of the (piecewise-linear) loss in the bias, and the loss there.
+
+        :math:`\sum_i -l_i(s_{-,i} - F_i - b)_+ + u_i(F_i + b - s_{+,i})_+` is convex
+        and piecewise linear in ``b`` with slope :math:`\sum_i l_i` at
+        :math:`-\infty`; every breakpoint :math:`s_{\mp,i} - F_i` raises it by its
+        weight :math:`-l_i` or :math:`u_i`.  The minimizer is the smallest breakpoint
+        at which the slope is no longer negative (a weighted median).
+        """
+        lo, hi, s_lo, s_hi = self.pieces
+        F = self.F
+        down, up = lo < 0.0, hi > 0.0
+        bp = np.concatenate([s_lo[down] - F[down], s_hi[up] - F[up]])
+        w = np.concatenate([-lo[down], hi[up]])
+        order = np.argsort(bp, kind="stable")
+        k = int(np.searchsorted(np.cumsum(w[order]), float(np.sum(-lo[down])), side="left"))
+        b = float(bp[order[min(k, bp.size - 1)]])
         return b, self._loss(b)
 
     def _loss(self, b: float) -> float:
@@ -676,18 +661,16 @@ class _Run:
         return (int(self.istate[smo.IS_STEPS]), int(self.istate[smo.IS_STOP]),
                 float(self.fout[smo.FO_VIOL]))
 
-    def run(self) -> SolveResult:
-        smo = self.smo
-        t0 = time.perf_counter()
-        history: list[dict[str, Any]] = []
+    def run_loop(self) -> SolveResult:
+        smo, run = self.smo, self.run
+        max_iter = int(run.max_iter)
         steps = 0
-        status = Status.MAX_ITER
-        message = ""
+        next_shrink = self.refresh_every
         while True:
-            done, stop, viol = self._chunk(min(self.check_every, self.max_iter - steps))
+            done, stop, viol = self._chunk(min(self.record_every, max_iter - steps))
             steps += done
             numerical = stop == smo.STOP_NUMERICAL or not np.all(np.isfinite(self.c))
-            final = (stop in (smo.STOP_KKT, smo.STOP_STALLED) or steps >= self.max_iter
+            final = (stop in (smo.STOP_KKT, smo.STOP_STALLED) or steps >= max_iter
                      or numerical)
             if self.shrunk:
                 self._writeback()
@@ -697,75 +680,56 @@ class _Run:
                 if stop == smo.STOP_KKT:
                     # KKT met on the shrunk problem: check the full one before anything else
                     viol = self._violation()
-                    rec = self._record(steps, t0, viol, certified=True)
-                    history.append(rec)
-                    if self.callback is not None and self.callback(rec):
-                        status, message = Status.STOPPED, f"stopped by the callback after {steps} steps"
-                        break
-                    if rec["gap"] <= self.tol:
-                        status, message = self._converged(rec["gap"], steps)
+                    rec = self._record(steps, viol, certified=True)
+                    floor = viol <= self.eps and self.eps <= _EPS_FLOOR
+                    if run.check(steps, rec["gap"], stalled=self._kkt_floor(viol) if floor
+                                 else None):
                         break
                     if viol <= self.eps:
-                        if self.eps <= _EPS_FLOOR:
-                            status = Status.STALLED
-                            message = (f"KKT conditions hold to {viol:.3g} but the relative "
-                                       f"duality gap {rec['gap']:.3g} > tol {self.tol:g} "
-                                       "(rounding limits the gap)")
-                            break
                         self.eps = max(self.eps * 0.1, _EPS_FLOOR)
                     if self.shrinking:
                         self._shrink()
+                        next_shrink = steps + self.refresh_every
                     continue
             elif not self.shrunk:
                 with np.errstate(all="ignore"):
                     self._refresh()
-            rec = self._record(steps, t0, viol, certified=not self.shrunk)
-            history.append(rec)
+            rec = self._record(steps, viol, certified=not self.shrunk)
             gap = rec["gap"]
-            if self.callback is not None and self.callback(rec):
-                status, message = Status.STOPPED, f"stopped by the callback after {steps} steps"
-                break
             finite = math.isfinite(rec["dual_objective"]) and (
                 self.shrunk or math.isfinite(rec["objective"]))
             if numerical or not finite or not np.all(np.isfinite(self.d)):
-                status = Status.NUMERICAL_ERROR
-                message = (f"non-finite values after {steps} SMO steps (objective "
-                           f"{rec['objective']!r}, dual {rec['dual_objective']!r})")
+                run.end(Status.NUMERICAL_ERROR, steps, f"non-finite values (objective "
+                                                       f"{rec['objective']!r}, dual "
+                                                       f"{rec['dual_objective']!r})", gap=gap)
                 break
-            if not self.shrunk and gap <= self.tol:
-                status, message = self._converged(gap, steps)
-                break
+            stalled = None
             if stop == smo.STOP_STALLED:
-                status = Status.STALLED
-                message = (f"SMO steps stopped making progress after {steps} steps; relative "
-                           f"duality gap {gap:.3g} > tol {self.tol:g}")
+                stalled = "the SMO steps stopped making progress"
+            elif stop == smo.STOP_KKT and self.eps <= _EPS_FLOOR:
+                stalled = self._kkt_floor(viol)
+            if run.check(steps, math.nan if self.shrunk else gap, stalled=stalled):
                 break
             if stop == smo.STOP_KKT:
-                if self.eps <= _EPS_FLOOR:
-                    status = Status.STALLED
-                    message = (f"KKT conditions hold to {viol:.3g} but the relative duality gap "
-                               f"{gap:.3g} > tol {self.tol:g} (rounding limits the gap)")
-                    break
                 self.eps = max(self.eps * 0.1, _EPS_FLOOR)
-            if steps >= self.max_iter:
-                status = Status.MAX_ITER
-                message = (f"max_iter={self.max_iter} SMO steps reached; relative duality gap "
-                           f"{gap:.3g} > tol {self.tol:g}")
-                break
-            if self.shrinking:
+            if self.shrinking and steps >= next_shrink:
                 self._shrink()
+                next_shrink = steps + self.refresh_every
         if self.shrunk:  # never report from a shrunk state
             with np.errstate(all="ignore"):
                 self._unshrink()
-            history.append(self._record(steps, t0, float(self.fout[smo.FO_VIOL]), certified=True))
-        return self._result(status, message, history, steps, time.perf_counter() - t0)
+            self._record(steps, float(self.fout[smo.FO_VIOL]), certified=True, callback=False)
+        return self._result(steps)
 
-    def _converged(self, gap: float, steps: int) -> tuple[Status, str]:
-        return Status.CONVERGED, (f"relative duality gap {gap:.3g} <= tol {self.tol:g} after "
-                                  f"{steps} SMO steps")
+    @staticmethod
+    def _kkt_floor(viol: float) -> str:
+        return (f"the KKT conditions hold to {viol:.3g} but rounding limits the gap "
+                f"(KKT tolerance {_EPS_FLOOR:g} reached)")
 
-    def _record(self, steps: int, t0: float, viol: float, certified: bool) -> dict[str, Any]:
-        """A history record; the primal (and gap) only when nothing is shrunk."""
+    def _record(self, steps: int, viol: float, certified: bool,
+                callback: bool = True) -> dict[str, Any]:
+        """A history record (:meth:`mklkit.engines.base.Run.record`); the primal (and gap)
+        only when nothing is shrunk."""
         smo = self.smo
         with np.errstate(all="ignore"):
             if certified:
@@ -774,52 +738,33 @@ class _Run:
                 dual_p = float(self.e @ self.beta) - self.reg.phi(self.c)
                 g = {"objective": math.nan, "dual_objective": self.C * dual_p, "gap": math.nan,
                      "bias": math.nan, "objective_smo": math.nan, "dual_objective_smo": dual_p}
-        return {
-            "iteration": steps,
-            "objective": g["objective"],
-            "dual_objective": g["dual_objective"],
-            "gap": g["gap"],
-            "n_active": int(np.sum(self.d > 0.0)),
-            "time_s": time.perf_counter() - t0,
-            "certified": bool(certified),
-            "kkt_violation": viol,
-            "kkt_tol": self.eps,
-            "n_sv": int(np.sum(self.beta > 0.0)),
-            "n_bound": int(np.sum(self.beta >= self.U)),
-            "n_active_variables": int(self.view.avar.size),
-            "bias": g["bias"],
-            "objective_smo": g["objective_smo"],
-            "dual_objective_smo": g["dual_objective_smo"],
-            "cache_hits": int(self.istate[smo.IS_HITS]),
-            "cache_misses": int(self.istate[smo.IS_MISSES]),
-            "newton_evaluations": int(self.istate[smo.IS_NEWTON]),
-            "syncs": int(self.n_syncs),
-        }
+        return self.run.record(
+            steps, g["objective"], g["dual_objective"], g["gap"], int(np.sum(self.d > 0.0)),
+            callback=callback,
+            certified=bool(certified),
+            kkt_violation=viol,
+            kkt_tol=self.eps,
+            n_sv=int(np.sum(self.beta > 0.0)),
+            n_bound=int(np.sum(self.beta >= self.ub)),
+            n_active_variables=int(self.view.avar.size),
+            bias=g["bias"],
+            objective_smo=g["objective_smo"],
+            dual_objective_smo=g["dual_objective_smo"],
+            cache_hits=int(self.istate[smo.IS_HITS]),
+            cache_misses=int(self.istate[smo.IS_MISSES]),
+            newton_evaluations=int(self.istate[smo.IS_NEWTON]),
+            syncs=int(self.n_syncs),
+        )
 
-    def _result(self, status: Status, message: str, history: list[dict[str, Any]], steps: int,
-                elapsed: float) -> SolveResult:
-        last = history[-1]
+    def _result(self, steps: int) -> SolveResult:
+        r"""The result at the last record: blocks :math:`d_k K_k\gamma`, weights :math:`d/\sum d`."""
+        last = self.run.history[-1]
         d = self.d.copy()
         norms = d * np.sqrt(np.maximum(self.c, 0.0))
         alpha = d[:, None] * self.gamma[None, :]
         total = float(np.sum(d))
         weights = d / total if total > 0.0 and math.isfinite(total) else np.zeros_like(d)
-        if status in _UNCONVERGED:
-            warnings.warn(f"smo_mkl: {message}", ConvergenceWarning, stacklevel=3)
-        logger.debug("smo_mkl: %s (%.3f s)", message, elapsed)
-        return SolveResult(
-            status=status,
-            objective=float(last["objective"]),
-            dual_objective=float(last["dual_objective"]),
-            gap=float(last["gap"]),
-            iterations=int(steps),
-            alpha=alpha,
-            bias=float(last["bias"]),
-            kernel_weights=weights,
-            block_norms=norms,
-            history=history,
-            message=message,
-            time_s=float(elapsed),
-            engine=self.engine.name,
-            dual=self.C * self.gamma,
-        )
+        return self.run.result(steps, alpha=alpha, bias=float(last["bias"]),
+                               primal=float(last["objective"]),
+                               dual=float(last["dual_objective"]), rho=self.C * self.gamma,
+                               norms=norms, weights=weights)

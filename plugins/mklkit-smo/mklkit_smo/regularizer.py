@@ -51,7 +51,7 @@ from typing import ClassVar
 import numpy as np
 from numba import njit
 
-from mklkit.components.base import Param, Regularizer, RegularizerKernels
+from mklkit.components.base import Param, Regularizer, RegularizerKernels, WeightNorm
 from mklkit.components.regularizers import Lq, Uniform
 
 __all__ = ["PnormSquared", "L1Squared"]
@@ -164,8 +164,6 @@ class PnormSquared(Regularizer):
         conj_grad=pn_conj_grad,
         conj_hess=pn_conj_hess,
         env=pn_env,
-        env_grad=pn_prox,
-        env_hess=pn_prox_deriv,
         weight=pn_weight,
         penalty=pn_penalty,
     )
@@ -176,6 +174,11 @@ class PnormSquared(Regularizer):
         return self.p == 2.0
 
     @property
+    def weight_norm(self) -> WeightNorm:  # type: ignore[override]
+        r"""The squared p-norm penalty :math:`\tfrac\lambda2\|d\|_p^2` of the kernel weights."""
+        return WeightNorm(float(self.p), float(self.lam))
+
+    @property
     def q(self) -> float:
         """Dual exponent :math:`q = p/(p-1)` of SMO-MKL eq. (9)."""
         return self.p / (self.p - 1.0)
@@ -183,7 +186,7 @@ class PnormSquared(Regularizer):
     @property
     def block_exponent(self) -> float:
         r"""Exponent :math:`s = 2p/(p+1)` of the block norm in :math:`\|x\|_s^{4/3}`."""
-        return 2.0 * self.p / (self.p + 1.0)
+        return self.weight_norm.block_exponent
 
     @property
     def smooth_conjugate(self) -> bool:
@@ -197,13 +200,7 @@ class PnormSquared(Regularizer):
 
     def value(self, norms: np.ndarray, C: float) -> float:
         r"""The regularizer term :math:`C R_{p,\lambda}` at block norms ``norms`` (all blocks)."""
-        x = np.asarray(norms, dtype=np.float64)
-        s = self.block_exponent
-        top = float(np.max(x)) if x.size else 0.0
-        if top <= 0.0:
-            return 0.0
-        ns = top * float(np.sum((x / top) ** s)) ** (1.0 / s)
-        return float(C) * 0.75 * (2.0 * self.lam) ** (1.0 / 3.0) * ns ** (4.0 / 3.0)
+        return self.weight_norm.value(norms, C)
 
     def weights(self, norms: np.ndarray) -> np.ndarray:
         r"""The minimizing kernel weights :math:`d_m \propto x_m^{2/(p+1)}` for block norms ``norms``.
@@ -262,6 +259,8 @@ class L1Squared(Regularizer):
     params: ClassVar[tuple[Param, ...]] = ()
     kernels: ClassVar[RegularizerKernels] = Uniform.kernels
     separable: ClassVar[bool] = False
+    #: the p = 1 constraint form: :math:`\min_{\|d\|_1\le1}\tfrac12\sum_m\|f_m\|^2/d_m`
+    weight_norm: ClassVar[WeightNorm] = WeightNorm(1.0)
 
     @property
     def smooth_conjugate(self) -> bool:
@@ -275,6 +274,4 @@ class L1Squared(Regularizer):
 
     def value(self, norms: np.ndarray, C: float) -> float:
         r"""The regularizer term :math:`\frac C2(\sum_m x_m)^2` at block norms ``norms``."""
-        x = np.asarray(norms, dtype=np.float64)
-        s = float(np.sum(x))
-        return 0.5 * float(C) * s * s
+        return self.weight_norm.value(norms, C)

@@ -65,19 +65,17 @@ from __future__ import annotations
 
 import logging
 import math
-import time
-import warnings
 from typing import Any, ClassVar
 
 import numpy as np
 
-from mklkit.components.base import CLASSIFICATION, Param
-from mklkit.engines.base import Callback, Engine
+from mklkit.components.base import Param
+from mklkit.engines.base import Engine, Requires, Run, needs
+from mklkit.engines.capabilities import ARRAY_BANK, HINGE_CONJUGATE, L1_SQUARED_FORM
 from mklkit.problem import Problem
-from mklkit.result import ConvergenceWarning, SolveResult, Status
+from mklkit.result import SolveResult, Status
 
-from .engine import (CACHE_MB, PARALLEL, SHRINKING, _Reg, _Run, _describe,
-                     bias_and_kernel_problems)
+from .engine import CACHE_MB, PARALLEL, SHRINKING, _Reg, _Run, bias_and_kernel_problems
 from .regularizer import L1Squared
 
 __all__ = ["SkmSMO", "MergedPoints", "opt3", "sparsify_weights", "lanckriet_problem",
@@ -85,7 +83,6 @@ __all__ = ["SkmSMO", "MergedPoints", "opt3", "sparsify_weights", "lanckriet_prob
 
 logger = logging.getLogger(__name__)
 
-_UNCONVERGED = (Status.MAX_ITER, Status.STALLED, Status.NUMERICAL_ERROR)
 #: Newton steps at the start of a stage, and the rounds of each (free variables that would
 #: leave their box are held fixed and the system solved again), and the largest free set.
 _NEWTON_STEPS = 3
@@ -446,31 +443,21 @@ class SkmSMO(Engine):
         PARALLEL,
     )
 
-    def supports(self, problem: Problem) -> str | None:
-        """``None`` for hinge + ``l1_squared`` with a bias, else the reason why not."""
-        loss, reg = problem.loss, problem.regularizer
-        bad = []
-        if not (loss.name == "hinge" and loss.task == CLASSIFICATION):
-            bad.append(f"the loss {_describe(loss)} is not hinge (the SKM is a classifier)")
-        if not isinstance(reg, L1Squared):
-            bad.append(f"the regularizer {_describe(reg)} is not l1_squared (the squared block "
-                       "1-norm of the SKM)")
-        bad += bias_and_kernel_problems(problem, "the SKM")
-        if not bad:
-            return None
-        return "; ".join(bad)
+    unit: ClassVar[str] = "SMO step"
+    requires: ClassVar[Requires] = Requires(
+        loss=(needs(HINGE_CONJUGATE, why="the SKM's conic dual (D_K) is that of the hinge "
+                                         "loss (a classifier)"),),
+        regularizer=(needs(L1_SQUARED_FORM, why="the SKM solves the squared block 1-norm"),),
+        bank=(ARRAY_BANK,),
+    )
 
-    def solve(self, problem: Problem, callback: Callback | None = None,
-              warm_start: SolveResult | None = None) -> SolveResult:
-        """Solve ``problem`` (never raises for non-convergence).
+    def problem_reasons(self, problem: Problem) -> list[str]:
+        """The bias and the kernels (:func:`~mklkit_smo.engine.bias_and_kernel_problems`)."""
+        return bias_and_kernel_problems(problem, "the SKM")
 
-        Raises
-        ------
-        ValueError
-            When :meth:`supports` gives a reason.
-        """
-        self.check_supported(problem)
-        return _Skm(self, problem, callback).run()
+    def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
+        """Continuation over kappa around the SMO state (module docstring)."""
+        return _Skm(self, problem, run).run_loop()
 
 
 class _Options:
@@ -500,10 +487,11 @@ class _SkmRun(_Run):
 class _Skm:
     """One SKM solve: continuation over kappa around the SMO state."""
 
-    def __init__(self, engine: SkmSMO, problem: Problem, callback: Callback | None) -> None:
+    def __init__(self, engine: SkmSMO, problem: Problem, outer: Run | None = None) -> None:
         self.engine = engine
         self.problem = problem
-        self.callback = callback
+        # the solve's clock, history, callback and ending
+        self.outer = outer if outer is not None else Run(engine, problem)
         p = engine.get_params()
         self.tol = float(p["tol"])
         self.max_iter = int(p["max_iter"])
@@ -523,8 +511,6 @@ class _Skm:
         self.remove = bool(p["remove_kernels"]) and src is None  # needs the bank K[kept]
         self.dt = np.ones(self.M)  # the SKM's d_j (l1_squared: unweighted)
         self.steps = 0
-        self.t0 = time.perf_counter()
-        self.history: list[dict[str, Any]] = []
         self.merged: MergedPoints | None = None
         if bool(p["merge_identical"]) and src is None:
             self.merged = MergedPoints.find(problem.K, problem.y, max_fraction=_MERGE_FRACTION)
@@ -540,7 +526,7 @@ class _Skm:
         if kept.size < self.M or mp is not None:
             pb = Problem(K=K[kept] if kept.size < self.M else K, y=y, loss=pb.loss,
                          regularizer=pb.regularizer, C=pb.C, bias=pb.bias)
-        run = _SkmRun(_Options(self.engine), pb, None, None)
+        run = _SkmRun(_Options(self.engine), pb, self.outer)
         if mp is not None:
             run.ub[:] = self.U * mp.count
         if beta is not None and np.any(beta):
@@ -754,7 +740,7 @@ class _Skm:
         """SMO on G until the pair conditions hold on the full problem; the smo stop code."""
         smo = run.smo
         while True:
-            budget = min(run.check_every, self.max_iter - self.steps)
+            budget = min(run.refresh_every, self.max_iter - self.steps)
             if budget <= 0:
                 return smo.STOP_CHUNK
             done, stop, viol = run._chunk(budget)
@@ -835,29 +821,28 @@ class _Skm:
         return {"e1": e1, "e2": e2, "P": P, "D": D, "gap": gap, "bias": b}
 
     def _record(self, stage: int, kappa: float, run: _SkmRun, ev: dict[str, float],
-                eta: np.ndarray, viol: float, m_active: int, beta: np.ndarray) -> dict[str, Any]:
+                eta: np.ndarray, viol: float, m_active: int, beta: np.ndarray,
+                callback: bool = True, **more: Any) -> dict[str, Any]:
+        """A history record of a stage (:meth:`mklkit.engines.base.Run.record`)."""
         n = self.problem.n_samples
-        return {
-            "iteration": stage,
-            "objective": self.C * ev["P"],
-            "dual_objective": self.C * ev["D"],
-            "gap": ev["gap"],
-            "n_active": int(np.sum(eta > 0)),
-            "time_s": time.perf_counter() - self.t0,
-            "kappa": kappa,
-            "smo_steps": int(self.steps),
-            "eps1_per_n": ev["e1"] / n,
-            "eps2": ev["e2"],
-            "kkt_violation": viol,
-            "n_sv": int(np.sum(beta > 0.0)),
-            "n_bound": int(np.sum(beta >= self.U)),
-            "n_points_in_loop": int(run.N),
-            "n_kernels_in_loop": int(m_active),
-            "bias": ev["bias"],
-            "objective_skm": ev["P"],
-            "dual_objective_skm": ev["D"],
-            "newton_evaluations": int(run.istate[run.smo.IS_NEWTON]),
-        }
+        return self.outer.record(
+            stage, self.C * ev["P"], self.C * ev["D"], ev["gap"], int(np.sum(eta > 0)),
+            callback=callback,
+            kappa=kappa,
+            smo_steps=int(self.steps),
+            eps1_per_n=ev["e1"] / n,
+            eps2=ev["e2"],
+            kkt_violation=viol,
+            n_sv=int(np.sum(beta > 0.0)),
+            n_bound=int(np.sum(beta >= self.U)),
+            n_points_in_loop=int(run.N),
+            n_kernels_in_loop=int(m_active),
+            bias=ev["bias"],
+            objective_skm=ev["P"],
+            dual_objective_skm=ev["D"],
+            newton_evaluations=int(run.istate[run.smo.IS_NEWTON]),
+            **more,
+        )
 
     def _certify_by_lp(self, v: np.ndarray, c: np.ndarray,
                        beta: np.ndarray) -> tuple[np.ndarray, dict[str, float]] | None:
@@ -886,17 +871,17 @@ class _Skm:
         return ev["e1"] <= self.eps1 and ev["e2"] <= self.eps2 and ev["gap"] <= self.tol
 
     # -- main loop -------------------------------------------------------------------
-    def run(self) -> SolveResult:
+    def run_loop(self) -> SolveResult:
+        outer = self.outer
         kept = np.arange(self.M)
         run = self._new_run(kept, None)
         smo = run.smo
         kappa = 1.0
         stage = 0
-        status = Status.STALLED
-        message = ""
         zero_before = np.zeros(self.M, dtype=bool)
         ends: list[np.ndarray] = []
         eta = np.full(self.M, np.nan)
+        eta_ev = np.zeros(self.M)
         ev: dict[str, float] = {}
         while True:
             stage += 1
@@ -918,6 +903,7 @@ class _Skm:
             e2_tilde = math.nan
             if kappa < 1.0 and np.all(np.isfinite(eta)):
                 ev = self._evaluate(v, c, beta, eta)
+                eta_ev = eta
                 if (not self._met(ev) and ev["e1"] <= self.eps1 and ev["e2"] <= 2.0 * self.eps2
                         and stop != smo.STOP_NUMERICAL):
                     # eta~ just misses (OPT3): the best weights for this alpha may not (§3.3)
@@ -925,24 +911,25 @@ class _Skm:
                     if lp is not None:
                         e2_tilde = ev["e2"]
                         eta, ev = lp
+                        eta_ev = eta
                         source = "lp"
             else:
                 eta_svm = np.zeros(self.M)
                 eta_svm[kept] = 1.0 / max(kept.size, 1)  # the SVM on the sum of kernels
-                ev = self._evaluate(v, c, beta, eta_svm / np.sum(self.dt**2 * eta_svm))
+                eta_ev = eta_svm / np.sum(self.dt**2 * eta_svm)
+                ev = self._evaluate(v, c, beta, eta_ev)
                 ev["e1"] = math.inf if kappa < 1.0 or self.M > 1 else ev["e1"]
-            rec = self._record(stage, kappa, run, ev, np.nan_to_num(eta), viol, kept.size, beta)
-            rec["weights_from"] = source
+            more = {"weights_from": source}
             if source == "lp":
-                rec["eps2_eta_tilde"] = e2_tilde
-            self.history.append(rec)
-            if self.callback is not None and self.callback(rec):
-                status = Status.STOPPED
-                message = f"stopped by the callback after {stage} stages ({self.steps} SMO steps)"
-                break
+                more["eps2_eta_tilde"] = e2_tilde
+            self._record(stage, kappa, run, ev, np.nan_to_num(eta), viol, kept.size, beta, **more)
+            at = f"at kappa = {kappa:.3g}, stage {stage}"
             if stop == smo.STOP_NUMERICAL or not (math.isfinite(ev["P"]) and math.isfinite(ev["D"])):
-                status = Status.NUMERICAL_ERROR
-                message = (f"non-finite values at kappa = {kappa:.3g} after {self.steps} SMO steps")
+                outer.end(Status.NUMERICAL_ERROR, self.steps, f"non-finite values {at}",
+                          gap=ev["gap"])
+                break
+            if outer.stop_requested:
+                outer.end(Status.STOPPED, self.steps, at, gap=ev["gap"])
                 break
             ok = self._met(ev)
             if kept.size < self.M:
@@ -972,20 +959,19 @@ class _Skm:
                 run = self._new_run(kept, full)
                 continue
             if ok:
-                status = Status.CONVERGED
+                outer.end(Status.CONVERGED, self.steps, gap=ev["gap"])
                 break
             if stop == smo.STOP_CHUNK or self.steps >= self.max_iter:
-                status = Status.MAX_ITER
-                message = (f"max_iter={self.max_iter} SMO steps reached at kappa = {kappa:.3g}")
+                outer.end(Status.MAX_ITER, self.steps, at, gap=ev["gap"])
                 break
             if stop == smo.STOP_STALLED:
-                status = Status.STALLED
-                message = (f"SMO steps stopped making progress at kappa = {kappa:.3g} after "
-                           f"{self.steps} steps")
+                outer.end(Status.STALLED, self.steps, f"the SMO steps stopped making progress "
+                                                      f"{at}", gap=ev["gap"])
                 break
             if stage >= self.max_stages:
-                status = Status.STALLED
-                message = f"max_stages={self.max_stages} continuation stages reached"
+                outer.end(Status.STALLED, self.steps, f"max_stages={self.max_stages} "
+                                                      "continuation stages reached",
+                          gap=ev["gap"])
                 break
             if self.remove and kappa < 1.0 and np.all(np.isfinite(eta)):
                 zero = eta == 0.0
@@ -999,7 +985,7 @@ class _Skm:
                     run = self._new_run(keep_now, self._beta_full(run))
                     kept = keep_now
             kappa *= self.mu
-        if status == Status.CONVERGED and self.sparsify:
+        if outer.status == Status.CONVERGED and self.sparsify:
             v, c = self._full_state(run, kept)
             v, beta = self._on_points(v, run.beta.copy())
             sparse = sparsify_weights(v, c, beta, self.problem.y, self.U, eta, self.dt,
@@ -1009,19 +995,18 @@ class _Skm:
                 logger.info("skm_smo: §3.4 removed %d kernels", int(np.sum(eta > 0)
                                                                      - np.sum(sparse > 0)))
                 eta, ev = sparse, ev2
-                rec = self._record(stage, kappa, run, ev, eta, viol, kept.size, beta)
-                rec["sparsified"] = True
-                self.history.append(rec)
+                eta_ev = eta
+                self._record(stage, kappa, run, ev, eta, viol, kept.size, beta, callback=False,
+                             sparsified=True)
         n = self.problem.n_samples
-        tail = (f"(eps1, eps2)-optimality (OPT3) reached: eps1/n = {ev['e1'] / n:.3g}, "
-                f"eps2 = {ev['e2']:.3g}; relative duality gap {ev['gap']:.3g}; "
-                f"kappa = {kappa:.3g} after {stage} stages, {self.steps} SMO steps")
-        if status == Status.CONVERGED:
-            message = (f"converged: {tail} (targets eps1/n = {self.eps1 / n:g}, "
-                       f"eps2 = {self.eps2:g}, tol = {self.tol:g})")
-        else:
-            message = f"{message}; {tail}"
-        return self._result(status, message, run, kept, eta, ev)
+        outer.message += (f"; (eps1, eps2)-optimality (OPT3) reached: eps1/n = "
+                          f"{ev['e1'] / n:.3g}, eps2 = {ev['e2']:.3g}; kappa = {kappa:.3g} "
+                          f"after {stage} stages")
+        if outer.status == Status.CONVERGED:
+            outer.message += (f" (targets eps1/n = {self.eps1 / n:g}, eps2 = {self.eps2:g}, "
+                              f"tol = {self.tol:g})")
+        # the point whose objective ev holds (the SVM on the sum of the kernels at kappa = 1)
+        return self._result(run, kept, eta_ev, ev)
 
     def _beta_full(self, run: _SkmRun) -> np.ndarray:
         if run.shrunk:
@@ -1029,31 +1014,17 @@ class _Skm:
             run._unshrink()
         return run.beta.copy()
 
-    def _result(self, status: Status, message: str, run: _SkmRun, kept: np.ndarray,
-                eta: np.ndarray, ev: dict[str, float]) -> SolveResult:
-        elapsed = time.perf_counter() - self.t0
-        if status in _UNCONVERGED:
-            warnings.warn(f"skm_smo: {message}", ConvergenceWarning, stacklevel=3)
-        logger.debug("skm_smo: %s (%.3f s)", message, elapsed)
+    def _result(self, run: _SkmRun, kept: np.ndarray, eta: np.ndarray,
+                ev: dict[str, float]) -> SolveResult:
+        r"""The result at the weights ``eta``: blocks :math:`\eta_j K_jD(y)\alpha`."""
         eta = np.nan_to_num(np.asarray(eta, dtype=np.float64))
         v, c = self._full_state(run, kept)
         gamma = self.problem.y * self._on_points(v, run.beta)[1]  # D(y) alpha, paper scale
         norms = eta * np.sqrt(np.maximum(c, 0.0))
         total = float(np.sum(eta))
         weights = eta / total if total > 0.0 else np.zeros_like(eta)
-        return SolveResult(
-            status=status,
-            objective=float(self.C * ev.get("P", math.nan)),
-            dual_objective=float(self.C * ev.get("D", math.nan)),
-            gap=float(ev.get("gap", math.nan)),
-            iterations=int(self.steps),
-            alpha=eta[:, None] * gamma[None, :],
-            bias=float(ev.get("bias", 0.0)),
-            kernel_weights=weights,
-            block_norms=norms,
-            history=self.history,
-            message=message,
-            time_s=float(elapsed),
-            engine=self.engine.name,
-            dual=self.C * gamma,
-        )
+        return self.outer.result(
+            int(self.steps), alpha=eta[:, None] * gamma[None, :], bias=float(ev.get("bias", 0.0)),
+            primal=float(self.C * ev.get("P", math.nan)),
+            dual=float(self.C * ev.get("D", math.nan)), rho=self.C * gamma, norms=norms,
+            weights=weights)

@@ -1,6 +1,7 @@
 """The smo_mkl engine: optima against cvxpy + Clarabel, steps, statuses, options."""
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -80,6 +81,8 @@ def test_classification_dual_matches_clarabel(sonar_small, registry, p: float) -
     primal = ref.pnorm_primal(bank.K, y, r.alpha, r.bias, p, lam, C)
     assert primal == pytest.approx(r.objective, rel=1e-10)
     assert primal / C == pytest.approx(value, rel=1e-5)
+    # the squared p-norm has no threshold at 0: no C makes alpha = 0 optimal
+    assert r.C_max == math.inf
 
 
 @pytest.mark.parametrize("p", PS)
@@ -277,6 +280,32 @@ def test_history_is_certified_at_the_end(sonar_small, registry) -> None:
     for h in r.history:
         if h["certified"]:
             assert h["objective"] >= h["dual_objective"] - 1e-12 * abs(h["objective"])
+
+
+@pytest.mark.parametrize("C_", [C, 1.0])
+def test_history_records_the_progress_at_regular_intervals(sonar_small, registry, C_: float) -> None:
+    # a solve of about one pass over the variables used to leave one record: one dot in
+    # the gap and active-kernel plots of 'mklkit report'
+    _, y, bank = sonar_small
+    prob = Problem(K=bank.K, y=y, loss=registry.create("loss", "hinge"),
+                   regularizer=PnormSquared(p=1.33), C=C_)
+    r = SmoMKL().solve(prob)
+    assert r.status == Status.CONVERGED
+    steps = [h["iteration"] for h in r.history]
+    assert len(steps) >= 5 and steps[-1] == r.iterations
+    assert max(np.diff([0, *steps])) <= max(1, y.size // 20)  # the documented automatic interval
+    times = [h["time_s"] for h in r.history]
+    assert times == sorted(times)
+    for h in r.history:
+        assert 0 < h["n_active"] <= bank.K.shape[0]
+        if h["certified"]:
+            assert np.isfinite(h["gap"]) and np.isfinite(h["objective"])
+    assert sum(h["certified"] for h in r.history) >= 5
+    assert r.history[-1]["gap"] == r.gap <= 1e-3
+    # the callback sees every record and may stop the solve
+    seen: list[dict] = []
+    stopped = SmoMKL().solve(prob, callback=lambda rec: seen.append(rec) or len(seen) >= 3)
+    assert stopped.status == Status.STOPPED and len(seen) == 3 and stopped.iterations == seen[-1]["iteration"]
 
 
 # ---------------------------------------------------------------------------

@@ -117,3 +117,20 @@ def test_run_skm_spec_reports_the_primal_and_the_optimality_reached(tmp_path, ca
     last = history[-1]
     assert (last["eps1_per_n"], last["eps2"]) == pytest.approx((e1n_msg, e2_msg), rel=1e-2)
     assert "(eps1, eps2)-optimality (OPT3) reached" in summary["message"]
+
+
+@pytest.mark.parametrize("spec, overrides", [
+    ("smomkl_uci.yaml", ["data.test_size=0.75", "kernels.preset=null",
+                         "kernels.bank=[{function: rbf, width: [1, 5]}]", "solver.max_iter=20"]),
+    ("skm.yaml", [*OVERRIDES, "solver.max_iter=20"]),
+], ids=["smo_mkl", "skm_smo"])
+def test_not_converged_is_said_once(tmp_path, capsys, spec: str, overrides: list[str]) -> None:
+    argv = ["run", str(SPEC.parent / spec), "--out", str(tmp_path / "out"), "--quiet"]
+    for o in overrides:
+        argv += ["--set", o]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("warning: the solver did not converge: status max_iter")
+    assert "max_iter=20 SMO steps reached" in lines[0]

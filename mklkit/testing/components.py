@@ -1,4 +1,4 @@
-r"""Conformance kit: check a loss or regularizer against its mathematical contract.
+r"""Conformance kit of components: check a loss or regularizer against its mathematical contract.
 
 Every component, built-in or from a plugin, can be checked with
 
@@ -6,7 +6,10 @@ Every component, built-in or from a plugin, can be checked with
 >>> report = check_component(MyLoss(delta=0.5))         # doctest: +SKIP
 >>> print(report)                                       # doctest: +SKIP
 
-or asserted in a test suite with :func:`assert_conforms`.  A report holds one
+or asserted in a test suite with :func:`assert_conforms`;
+:func:`check_parameter_points` checks a class at its defaults and at random
+parameter points drawn from its ``Param`` declarations (``mklkit
+check-plugin`` does this).  A report holds one
 :class:`CheckResult` per *identity*: a named property of the contract in
 :mod:`mklkit.components.base`, verified at random points drawn from a seeded
 :class:`numpy.random.Generator`.  A failing identity names the point where it
@@ -17,8 +20,10 @@ Identities of a loss :math:`\ell(y, z)` (conjugate in the second argument,
 (15)-(17), (33)-(35)):
 
 ``declaration``
-    class attributes (``kind``, ``name``, ``task``, ``kernels``,
-    ``smooth_conjugate``/``constrained``), ``param_vector``, pickling.
+    class attributes (``kind``, ``name``, ``description``, ``params``, ``task``,
+    ``kernels``, the flags, ``constrained``), ``param_vector``, pickling: the
+    checker the registry uses at ``register``
+    (:func:`mklkit.declaration.declaration_problems`).
 ``numba_kernels``
     every kernel is a numba dispatcher (engines call them from jitted loops).
 ``kernel_shapes``
@@ -32,6 +37,10 @@ Identities of a loss :math:`\ell(y, z)` (conjugate in the second argument,
 ``smooth_conjugate_claim``
     a declared smooth conjugate has a gradient that grows without bound at a
     finite end of its domain.
+``linear_conjugate_claim``
+    a declared ``linear_conjugate`` has a bounded domain :math:`[l, u] \ni 0`,
+    :math:`\ell^*(y, 0) = 0` and :math:`\ell^*` linear on :math:`[l, 0]` and
+    :math:`[0, u]`.
 ``convexity``
     :math:`\ell(y,\cdot)` and :math:`\ell^*(y,\cdot)` midpoint convex, ``deriv``
     non-decreasing.
@@ -106,9 +115,13 @@ Identities of a regularizer :math:`\tilde g_C(x) = C g(x^2)` on block norms
     :math:`f = F'` and :math:`f^{-1}(f(d)) = d`.
 
 Tolerances.  An identity between computed quantities holds when
-:math:`|a - b| \le \mathrm{atol} + \mathrm{rtol}\cdot s` with ``s`` the size of
-the terms involved (for example :math:`|\ell| + |\ell^*| + |uz|` for
-Fenchel-Young).  A derivative is compared with the central difference of step
+:math:`|a - b| \le \mathrm{atol} + \mathrm{rtol}\max(|a|, |b|) + r + e`:
+``rtol`` applies to the size of the values compared, never to the terms
+they were computed from (Fenchel-Young compares :math:`\ell + \ell^*` with
+:math:`uz` at their own size even where :math:`|\ell|` and :math:`|\ell^*|`
+are much larger); ``r`` credits each of those terms with a rounding error of
+64 ulps, and ``e`` is the error estimate of what was computed numerically
+(below).  A derivative is compared with the central difference of step
 :math:`h = 10^{-5}\max(|x|, s_x)` (``s_x`` the natural scale: 1 for losses,
 ``C`` for regularizers) and the tolerance also adds that difference's own error
 estimate: the change between steps ``h`` and ``2h`` (truncation) plus
@@ -120,30 +133,37 @@ hundred times their rounding noise (at a smooth point they agree to
 Kinks of a loss and of its conjugate are also located on purpose (jumps of
 ``deriv``/``conj_grad`` on a grid, refined by bisection) and there the
 derivative must lie between the one-sided differences (a subgradient).
-Comparisons with a numerical optimum add :math:`10^{-7} s` for the scalar
-solver; the optimum is taken over a grid, the bounded Brent refinement, the
-bracket ends and the component's own candidate (which only sharpens a bound
-that holds for any candidate).
+A numerical optimum is taken over a grid, the bounded Brent refinement and
+the component's own candidate (which only sharpens a bound that holds for
+any candidate); its error estimate is the rise of the objective over Brent's
+final bracket (a bound for a convex objective), and the rounding is that of
+the terms at the optimum.  So a conjugate whose supremum is flat out to
+:math:`|z| \sim 10^8` (a piecewise-linear loss at an end of its domain) is
+compared at the size of :math:`\ell^*`, not of :math:`|uz|` there.  The
+minimum of a constrained representation is computed by HiGHS or SLSQP,
+credited with :math:`10^{-7}` (:math:`10^{-6}` for SLSQP) of the size of its
+data.
 """
 from __future__ import annotations
 
 import math
-import pickle
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from scipy import optimize
 
-from .components.base import (
+from ..components.base import (
     CLASSIFICATION,
-    REGRESSION,
     BregmanKernels,
     ConstrainedConjugate,
     LabelError,
     LossKernels,
     RegularizerKernels,
 )
+from ..declaration import declaration_problems, unjitted_problem
+from ..components.params import Param, ParamError, UnknownParamError
+from ._report import CheckResult, ConformanceReport, _Identity, _Runner
 
 __all__ = [
     "CheckResult",
@@ -152,13 +172,16 @@ __all__ = [
     "check_loss",
     "check_regularizer",
     "assert_conforms",
+    "check_parameter_points",
+    "parameter_points",
+    "random_params",
     "LOSS_IDENTITIES",
     "REGULARIZER_IDENTITIES",
 ]
 
 LOSS_IDENTITIES: tuple[str, ...] = (
     "declaration", "numba_kernels", "kernel_shapes", "conj_domain",
-    "smooth_conjugate_claim", "convexity", "deriv_fd", "deriv2_fd",
+    "smooth_conjugate_claim", "linear_conjugate_claim", "convexity", "deriv_fd", "deriv2_fd",
     "deriv_lipschitz", "conj_grad_fd", "conj_hess_fd", "fenchel_young",
     "conj_sup", "conj_unbounded", "constrained_shapes", "constrained_value",
     "constrained_feasibility", "l0_grad_fd", "l0_hess_fd", "cons_grad_fd",
@@ -169,7 +192,7 @@ the loss declares ``constrained``)."""
 
 REGULARIZER_IDENTITIES: tuple[str, ...] = (
     "declaration", "numba_kernels", "kernel_shapes", "conj_domain", "convexity",
-    "value_scaling", "sparse_claim", "prox_optimality", "prox_numeric",
+    "value_scaling", "sparse_claim", "zero_threshold", "prox_optimality", "prox_numeric",
     "prox_deriv_fd", "conj_sup", "conj_unbounded", "conj_grad_fd", "conj_hess_fd",
     "fenchel_young", "moreau_decomposition", "env_grad_prox", "env_hess_prox_deriv",
     "env_min", "env_grad_fd", "env_hess_fd", "weight_value",
@@ -179,299 +202,12 @@ REGULARIZER_IDENTITIES: tuple[str, ...] = (
 the regularizer declares ``bregman``)."""
 
 _EPS = float(np.finfo(np.float64).eps)
+_SQRT_EPS = math.sqrt(_EPS)
 _ROUND = 64.0 * _EPS          # relative evaluation error credited to a kernel
 _FD_STEP = 1e-5               # relative central-difference step
-_SOLVER_RTOL = 1e-7           # relative accuracy credited to scalar solvers
+_SOLVER_RTOL = 1e-7           # relative accuracy credited to the solvers of constrained_value
 _KINK_SPREAD = 0.05           # relative disagreement of second differences at a kink
 _BIG = 1e300                  # stands for +inf inside scalar solvers
-
-
-# ---------------------------------------------------------------------------
-# Results
-# ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CheckResult:
-    """Outcome of one identity.
-
-    Attributes
-    ----------
-    identity : str
-        Name of the identity (see :data:`LOSS_IDENTITIES`,
-        :data:`REGULARIZER_IDENTITIES`).
-    passed : bool
-        True when the identity held at every point tried.
-    worst_error : float
-        Absolute error at the worst point (largest error/tolerance ratio);
-        ``inf`` for a structural failure such as an exception.
-    tolerance : float
-        Tolerance at that point.
-    point : dict or None
-        The worst point: labels/arguments (``y``, ``z``, ``u``, ``x``, ``v``,
-        ``d``), ``C`` and the component's ``params``.
-    detail : str
-        What was compared, the values, the relative error and how many points
-        failed.
-    """
-
-    identity: str
-    passed: bool
-    worst_error: float
-    tolerance: float
-    point: dict[str, Any] | None
-    detail: str
-
-
-@dataclass
-class ConformanceReport:
-    """All :class:`CheckResult` of one component.
-
-    Attributes
-    ----------
-    component : Loss or Regularizer
-        The instance that was checked.
-    checks : list of CheckResult
-        One result per identity, in the order checked.
-    """
-
-    component: Any
-    checks: list[CheckResult] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """True when every identity passed."""
-        return all(c.passed for c in self.checks)
-
-    @property
-    def failures(self) -> list[CheckResult]:
-        """The identities that failed."""
-        return [c for c in self.checks if not c.passed]
-
-    def __getitem__(self, identity: str) -> CheckResult:
-        for c in self.checks:
-            if c.identity == identity:
-                return c
-        raise KeyError(identity)
-
-    def __str__(self) -> str:
-        comp = self.component
-        kind = getattr(comp, "kind", "component") or "component"
-        name = getattr(comp, "name", "") or type(comp).__name__
-        nfail = len(self.failures)
-        verdict = "OK" if nfail == 0 else f"{nfail} of {len(self.checks)} identities FAILED"
-        lines = [f"conformance of {kind} {name!r} ({comp!r}): {verdict}"]
-        width = max((len(c.identity) for c in self.checks), default=0)
-        for c in self.checks:
-            if c.passed:
-                lines.append(f"  PASS  {c.identity:<{width}}  {c.detail}")
-            else:
-                lines.append(f"  FAIL  {c.identity:<{width}}  {c.detail}")
-                if c.point is not None:
-                    lines.append(f"        {'':<{width}}  at {_fmt_point(c.point)}")
-                lines.append(
-                    f"        {'':<{width}}  |error| = {_fmt(c.worst_error)}"
-                    f" > tolerance {_fmt(c.tolerance)}"
-                )
-        return "\n".join(lines)
-
-
-def _fmt(x: float) -> str:
-    if x is None:
-        return "n/a"
-    x = float(x)
-    if math.isnan(x) or math.isinf(x):
-        return str(x)
-    return f"{x:.3e}"
-
-
-def _fmt_val(v: Any) -> str:
-    if isinstance(v, (float, np.floating)):
-        return f"{float(v):.10g}"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{k}: {_fmt_val(w)}" for k, w in v.items()) + "}"
-    return repr(v)
-
-
-def _fmt_point(point: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={_fmt_val(v)}" for k, v in point.items())
-
-
-# ---------------------------------------------------------------------------
-# Bookkeeping of one identity
-# ---------------------------------------------------------------------------
-class _Identity:
-    """Accumulates comparisons for one identity and keeps the worst point."""
-
-    def __init__(self, name: str, params: dict[str, Any]):
-        self.name = name
-        self.params = params
-        self.n = 0
-        self.nfail = 0
-        self.worst_ratio = -math.inf
-        self.worst: tuple[float, float, dict | None, str] | None = None
-        self.hard: list[tuple[str, dict | None]] = []
-
-    # -- utilities ------------------------------------------------------
-    def _point(self, points: dict[str, np.ndarray], i: int) -> dict[str, Any]:
-        pt: dict[str, Any] = {}
-        for k, v in points.items():
-            pt[k] = float(np.asarray(v).reshape(-1)[i])
-        pt["params"] = dict(self.params)
-        return pt
-
-    def _record(self, err, tol, ok, points, describe) -> None:
-        err = np.asarray(err, dtype=np.float64).reshape(-1)
-        tol = np.broadcast_to(np.asarray(tol, dtype=np.float64), err.shape).reshape(-1)
-        # an infinite or NaN tolerance would accept anything: demand an exact match
-        bad_tol = ~np.isfinite(tol)
-        tol = np.where(bad_tol, 0.0, tol)
-        ok = np.asarray(ok, dtype=bool).reshape(-1) & ~(bad_tol & (err > 0))
-        self.n += err.size
-        nbad = int(np.count_nonzero(~ok))
-        self.nfail += nbad
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(ok, err / np.maximum(tol, 1e-300), np.inf)
-        ratio = np.where(np.isnan(ratio), np.inf, ratio)
-        if err.size == 0:
-            return
-        i = int(np.argmax(ratio))
-        if ratio[i] > self.worst_ratio or self.worst is None:
-            self.worst_ratio = float(ratio[i])
-            self.worst = (float(err[i]), float(tol[i]), self._point(points, i), describe(i))
-
-    # -- public to the checks -------------------------------------------
-    @staticmethod
-    def _lead(a: Any, shape: tuple[int, ...]) -> np.ndarray:
-        """Broadcast an array indexed by point (leading axis) to ``shape``."""
-        a = np.asarray(a)
-        if a.dtype != bool:
-            a = a.astype(np.float64, copy=False)
-        if a.ndim == 0:
-            return np.broadcast_to(a, shape)
-        return np.broadcast_to(a.reshape(a.shape + (1,) * (len(shape) - a.ndim)), shape)
-
-    def _select(self, arrays: list[Any], points: dict[str, Any], mask: Any,
-                shape: tuple[int, ...]) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
-        m = (np.ones(shape, dtype=bool) if mask is None
-             else self._lead(np.asarray(mask, dtype=bool), shape))
-        out = [self._lead(a, shape)[m] for a in arrays]
-        pts = {k: self._lead(v, shape)[m] for k, v in points.items()}
-        return out, pts
-
-    def compare(self, got, expected, tol, points: dict[str, Any], what: str,
-                scale=None, mask=None) -> None:
-        """Require ``|got - expected| <= tol`` elementwise (inf == inf allowed)."""
-        got, expected = np.broadcast_arrays(np.asarray(got, dtype=np.float64),
-                                            np.asarray(expected, dtype=np.float64))
-        shape = got.shape
-        sc = np.maximum(np.abs(got), np.abs(expected)) if scale is None else scale
-        (got, expected, tol, sc), pts = self._select([got, expected, tol, sc], points, mask, shape)
-        with np.errstate(invalid="ignore"):
-            same_inf = np.isinf(got) & np.isinf(expected) & (np.sign(got) == np.sign(expected))
-            err = np.where(same_inf, 0.0, np.abs(got - expected))
-        err = np.where(np.isnan(err), np.inf, err)
-        ok = err <= tol
-
-        def describe(i: int) -> str:
-            rel = err[i] / sc[i] if sc[i] > 0 and math.isfinite(sc[i]) else math.inf
-            return (f"{what}: got {got[i]:.12g}, expected {expected[i]:.12g} "
-                    f"(relative error {_fmt(rel)})")
-
-        self._record(err, tol, ok, pts, describe)
-
-    def at_least(self, lhs, rhs, tol, points: dict[str, Any], what: str, mask=None) -> None:
-        """Require ``lhs >= rhs - tol`` elementwise."""
-        lhs, rhs = np.broadcast_arrays(np.asarray(lhs, dtype=np.float64),
-                                       np.asarray(rhs, dtype=np.float64))
-        (lhs, rhs, tol), pts = self._select([lhs, rhs, tol], points, mask, lhs.shape)
-        with np.errstate(invalid="ignore"):
-            gap = rhs - lhs
-            err = np.where(np.isnan(gap), np.inf, np.maximum(gap, 0.0))
-        ok = err <= tol
-
-        def describe(i: int) -> str:
-            scale = max(abs(lhs[i]), abs(rhs[i]))
-            rel = err[i] / scale if scale > 0 and math.isfinite(scale) else math.inf
-            return (f"{what}: {lhs[i]:.12g} < {rhs[i]:.12g} "
-                    f"(relative violation {_fmt(rel)})")
-
-        self._record(err, tol, ok, pts, describe)
-
-    def require(self, ok, points: dict[str, Any], what: Callable[[int], str] | str) -> None:
-        """Require a boolean property elementwise (no error size)."""
-        ok = np.asarray(ok, dtype=bool)
-        (ok,), pts = self._select([ok], points, None, ok.shape)
-        err = np.where(ok, 0.0, np.inf)
-        describe = what if callable(what) else (lambda i: what)
-        self._record(err, np.zeros_like(err), ok, pts, describe)
-
-    def fail(self, message: str, point: dict[str, Any] | None = None) -> None:
-        """Record a structural failure."""
-        self.n += 1
-        self.nfail += 1
-        if point is not None:
-            point = {**point, "params": dict(self.params)}
-        self.hard.append((message, point))
-
-    def note(self, count: int = 1) -> None:
-        """Count points that passed a check without an error size."""
-        self.n += count
-
-    def result(self) -> CheckResult:
-        if self.hard:
-            msg, pt = self.hard[0]
-            more = f" (and {len(self.hard) - 1} more problems)" if len(self.hard) > 1 else ""
-            return CheckResult(self.name, False, math.inf, 0.0, pt, msg + more)
-        if self.worst is None:
-            return CheckResult(self.name, True, 0.0, 0.0, None,
-                               f"{self.n} check{'s' if self.n != 1 else ''}")
-        err, tol, pt, desc = self.worst
-        if self.nfail:
-            return CheckResult(self.name, False, err, tol, pt,
-                               f"{desc}; fails at {self.nfail} of {self.n} points")
-        return CheckResult(self.name, True, err, tol, None,
-                           f"{self.n} points, worst |error| {_fmt(err)} (tolerance {_fmt(tol)})")
-
-
-class _Runner:
-    """Runs identity checks, turning exceptions into failures."""
-
-    def __init__(self, component: Any):
-        self.component = component
-        try:
-            self.params = dict(component.get_params())
-        except Exception:  # pragma: no cover - a broken get_params is reported by declaration
-            self.params = {}
-        self.results: dict[str, _Identity] = {}
-        self.order: list[str] = []
-        self.current = ""
-
-    def identity(self, name: str) -> _Identity:
-        """The accumulator of ``name``; it becomes the one being checked."""
-        if name not in self.results:
-            self.results[name] = _Identity(name, self.params)
-            self.order.append(name)
-        self.current = name
-        return self.results[name]
-
-    def run(self, names: str | Sequence[str], fn: Callable[..., None], *args: Any) -> None:
-        """Run ``fn``, which checks ``names``; an exception fails the identity being checked."""
-        names = [names] if isinstance(names, str) else list(names)
-        for n in names:
-            self.identity(n)
-        self.current = names[0]
-        try:
-            with np.errstate(all="ignore"):
-                fn(*args)
-        except Exception as exc:  # a kernel that raises fails its identity
-            where = self.current
-            self.results[where].fail(f"raised {type(exc).__name__}: {exc}")
-            for n in names:
-                ident = self.results[n]
-                if ident.n == 0 and not ident.hard:
-                    ident.fail(f"not checked: {where} raised {type(exc).__name__} first")
-
-    def report(self) -> ConformanceReport:
-        return ConformanceReport(self.component, [self.results[n].result() for n in self.order])
 
 
 # ---------------------------------------------------------------------------
@@ -492,6 +228,29 @@ def _fin(*arrays: Any) -> np.ndarray:
         a = np.abs(np.asarray(a, dtype=np.float64))
         total = total + np.where(np.isfinite(a), a, 0.0)
     return np.asarray(total)
+
+
+def _mag(*arrays: Any) -> np.ndarray:
+    """Elementwise largest absolute finite entry: the magnitude of the values compared."""
+    top: Any = 0.0
+    for a in arrays:
+        a = np.abs(np.asarray(a, dtype=np.float64))
+        top = np.maximum(top, np.where(np.isfinite(a), a, 0.0))
+    return np.asarray(top)
+
+
+def _tol(rtol: float, atol: float, compared: Sequence[Any], terms: Sequence[Any] = (),
+         extra: Any = 0.0) -> np.ndarray:
+    """Tolerance of an identity between computed values (see the module docstring).
+
+    ``rtol`` applies to the magnitude of the values compared (``compared``),
+    never to the terms they were computed from: a sum of large terms that
+    cancel is compared at its own size.  The rounding of those terms (each
+    credited with :data:`_ROUND` relative error) and ``extra`` (the error
+    estimate of a finite difference, a numerical optimum or a computed
+    point) are added on top.
+    """
+    return atol + rtol * _mag(*compared) + _ROUND * _fin(*terms) + extra
 
 
 def _steps(x: np.ndarray, scale: np.ndarray | float) -> np.ndarray:
@@ -569,21 +328,34 @@ def _ulps(*scales: Any) -> np.ndarray:
     return 4.0 * _EPS * m
 
 
-def _scalar_min(fun: Callable[[float], float], a: float, b: float) -> tuple[float, float]:
-    """Bounded Brent minimisation of a scalar function that may return inf."""
+def _scalar_min(fun: Callable[[float], float], a: float,
+                b: float) -> tuple[float, float, float, float]:
+    """Bounded Brent minimisation of a scalar function that may return inf.
+
+    Returns ``(x, fun(x), err, dx)``.  :func:`scipy.optimize.fminbound` stops
+    once the minimiser is bracketed within ``dx = 2 (sqrt(eps) |x| + xatol/3)``
+    of ``x``; for a convex ``fun`` the rise over ``dx`` on the side away from
+    the minimiser is at least ``fun(x) - min fun``, so ``err``, the larger
+    rise of the two sides, bounds how far the value found lies above the
+    minimum (rounding of the values is credited by the callers).
+    """
     if not (b > a):
-        return a, fun(a)
+        return a, fun(a), 0.0, 0.0
 
     def safe(t: float) -> float:
         v = fun(t)
         return v if math.isfinite(v) else _BIG
 
+    xatol = 1e-14 * max(1.0, abs(a), abs(b))
     res = optimize.minimize_scalar(
-        safe, bounds=(a, b), method="bounded",
-        options={"xatol": 1e-14 * max(1.0, abs(a), abs(b)), "maxiter": 500},
+        safe, bounds=(a, b), method="bounded", options={"xatol": xatol, "maxiter": 500},
     )
     x = float(res.x)
-    return x, fun(x)
+    fx = fun(x)
+    dx = 2.0 * (_SQRT_EPS * abs(x) + xatol / 3.0)
+    rise = [fun(min(max(t, a), b)) - fx for t in (x - dx, x + dx)] if math.isfinite(fx) else []
+    err = max([0.0] + [r for r in rise if math.isfinite(r)])
+    return x, fx, err, dx
 
 
 def _best(cands: list[tuple[float, float]]) -> tuple[float, float]:
@@ -647,14 +419,6 @@ def _bisect_jumps(fun: Callable[[np.ndarray], np.ndarray], a: np.ndarray, b: np.
     return a, b
 
 
-def _is_dispatcher(fn: Any) -> bool:
-    try:
-        from numba.core.dispatcher import Dispatcher
-    except Exception:  # pragma: no cover - numba is a dependency
-        return False
-    return isinstance(fn, Dispatcher)
-
-
 def _check_output(ident: _Identity, name: str, out: Any, shape: tuple[int, ...],
                   points: dict[str, Any], allow_inf: bool = False) -> np.ndarray | None:
     """Dtype/shape/finiteness of one kernel output; returns it as an array."""
@@ -678,12 +442,6 @@ def _check_output(ident: _Identity, name: str, out: Any, shape: tuple[int, ...],
 # ---------------------------------------------------------------------------
 # Losses
 # ---------------------------------------------------------------------------
-_LOSS_KERNELS = ("value", "deriv", "deriv2", "conj", "conj_grad", "conj_hess",
-                 "conj_lower", "conj_upper")
-_REG_KERNELS = ("value", "prox", "prox_deriv", "conj", "conj_grad", "conj_hess",
-                "env", "env_grad", "env_hess", "weight", "penalty")
-
-
 class _LossPoints:
     """Random points for a loss."""
 
@@ -728,59 +486,24 @@ class _LossPoints:
         return _f64(u), _f64(np.where(out_mask, out, 0.0)), out_mask
 
 
-def _loss_declaration(r: _Runner, loss: Any) -> None:
+def _declaration(r: _Runner, comp: Any, kind: str) -> None:
+    """The declaration, by the checker the registry uses
+    (:func:`mklkit.declaration.declaration_problems`)."""
     ident = r.identity("declaration")
-    if getattr(loss, "kind", None) != "loss":
-        ident.fail(f"kind must be 'loss'; got {getattr(loss, 'kind', None)!r}")
-    if not getattr(loss, "name", ""):
-        ident.fail("name is empty")
-    if getattr(loss, "task", None) not in (CLASSIFICATION, REGRESSION):
-        ident.fail(f"task must be {CLASSIFICATION!r} or {REGRESSION!r}; "
-                   f"got {getattr(loss, 'task', None)!r}")
-    k = getattr(loss, "kernels", None)
-    if not isinstance(k, LossKernels):
-        ident.fail(f"kernels must be a LossKernels named tuple; got {type(k).__name__}")
-    elif not all(callable(getattr(k, n)) for n in _LOSS_KERNELS):
-        ident.fail("every field of kernels must be callable")
-    if not isinstance(loss.smooth_conjugate, bool) or not isinstance(loss.smooth_primal, bool):
-        ident.fail("smooth_conjugate and smooth_primal must be bool")
-    cons = loss.constrained
-    if not loss.smooth_conjugate and cons is None:
-        ident.fail("smooth_conjugate is False but no constrained representation is given")
-    if cons is not None and not isinstance(cons, ConstrainedConjugate):
-        ident.fail(f"constrained must be a ConstrainedConjugate; got {type(cons).__name__}")
-    if cons is not None and not (int(loss.n_aux) >= 0 and int(loss.n_cons) >= 1):
-        ident.fail(f"n_aux must be >= 0 and n_cons >= 1; got {loss.n_aux}, {loss.n_cons}")
-    _common_declaration(ident, loss)
-
-
-def _common_declaration(ident: _Identity, comp: Any) -> None:
-    pv = comp.param_vector
-    if not (isinstance(pv, np.ndarray) and pv.dtype == np.float64 and pv.ndim == 1
-            and pv.flags.c_contiguous):
-        ident.fail("param_vector must be a 1-d C-contiguous float64 array")
-    try:
-        clone = pickle.loads(pickle.dumps(comp))
-    except Exception as exc:
-        ident.fail(f"pickling failed: {type(exc).__name__}: {exc}")
+    problems = declaration_problems(comp, kind=kind)
+    if problems:
+        ident.fail("; ".join(problems))
     else:
-        if clone != comp:
-            ident.fail(f"pickle round trip changed the component: {clone!r} != {comp!r}")
-    ident.note()
+        ident.note()
 
 
-def _numba_kernels(r: _Runner, groups: dict[str, Any]) -> None:
+def _numba_kernels(r: _Runner, comp: Any) -> None:
     ident = r.identity("numba_kernels")
-    for gname, group in groups.items():
-        if group is None:
-            continue
-        for fname in group._fields:
-            fn = getattr(group, fname)
-            if not _is_dispatcher(fn):
-                ident.fail(f"{gname}.{fname} is a {type(fn).__name__}, not a numba "
-                           "@njit function: engines call it from jitted loops")
-            else:
-                ident.note()
+    problem = unjitted_problem(comp)
+    if problem is not None:
+        ident.fail(problem)
+    else:
+        ident.note()
 
 
 def _loss_shapes(r: _Runner, loss: Any, P: _LossPoints) -> None:
@@ -851,6 +574,31 @@ def _loss_smooth_claim(r: _Runner, loss: Any, P: _LossPoints) -> None:
             "declare smooth_conjugate = False and give a constrained representation"))
 
 
+def _loss_linear_claim(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
+    ident = r.identity("linear_conjugate_claim")
+    if not loss.linear_conjugate:
+        ident.note()
+        return
+    k, p, y, lo, hi = loss.kernels, P.p, P.y, P.lo, P.hi
+    pts = {"y": y, "lower": lo, "upper": hi}
+    ok = np.isfinite(lo) & np.isfinite(hi) & (lo <= 0.0) & (hi >= 0.0) & (lo < hi)
+    ident.require(ok, pts, lambda i: (
+        f"linear_conjugate is True but the domain [{lo[i]:.6g}, {hi[i]:.6g}] of the conjugate "
+        "is not a bounded interval containing 0"))
+    if not ok.all():
+        return
+    zero = _arr(k.conj(y, _f64(np.zeros(y.size)), p))
+    ident.compare(zero, 0.0, atol + _ROUND, pts, "linear_conjugate: conj(y, 0) vs 0")
+    for end in (lo, hi):
+        at_end = _arr(k.conj(y, _f64(end), p))
+        for t in (0.2, 0.5, 0.9):
+            mid = _arr(k.conj(y, _f64(t * end), p))
+            line = t * at_end
+            ident.compare(mid, line, _tol(rtol, atol, (mid, line), (at_end, zero)),
+                          {**pts, "u": t * end},
+                          "linear_conjugate: conj(y, t u) vs t conj(y, u) at an end u of the domain")
+
+
 def _loss_convexity(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float,
                     rng: np.random.Generator) -> None:
     ident = r.identity("convexity")
@@ -858,7 +606,7 @@ def _loss_convexity(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: fl
     z2 = _f64(P.z + rng.normal(0.0, 2.0, P.z.size))
     mid = _f64(0.5 * (P.z + z2))
     fa, fb, fm = (_arr(k.value(y, a, p)) for a in (P.z, z2, mid))
-    tol = atol + rtol * _fin(fa, fb)
+    tol = _tol(rtol, atol, (0.5 * (fa + fb), fm), (fa, fb, fm))
     ident.at_least(0.5 * (fa + fb), fm, tol, {"y": y, "z": P.z, "z2": z2},
                    "midpoint convexity of value: (l(z)+l(z2))/2 >= l((z+z2)/2)")
     # deriv non-decreasing
@@ -877,7 +625,7 @@ def _loss_convexity(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: fl
     u2 = _f64(u2)
     um = _f64(0.5 * (P.u + u2))
     ca, cb, cm = (_arr(k.conj(y, a, p)) for a in (P.u, u2, um))
-    tol = atol + rtol * _fin(ca, cb)
+    tol = _tol(rtol, atol, (0.5 * (ca + cb), cm), (ca, cb, cm))
     ident.at_least(0.5 * (ca + cb), cm, tol, {"y": y, "u": P.u, "u2": u2},
                    "midpoint convexity of conj: (l*(u)+l*(u2))/2 >= l*((u+u2)/2)")
 
@@ -963,7 +711,8 @@ def _loss_lipschitz(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: fl
                    "deriv_lipschitz() >= |deriv2|")
     z2 = _f64(z + rng.normal(0.0, 1.0, z.size))
     d1, d2 = _arr(k.deriv(y, z, p)), _arr(k.deriv(y, z2, p))
-    ident.at_least(L * np.abs(z2 - z), np.abs(d2 - d1), atol + rtol * (np.abs(d1) + np.abs(d2)),
+    ident.at_least(L * np.abs(z2 - z), np.abs(d2 - d1),
+                   _tol(rtol, atol, (L * np.abs(z2 - z), d2 - d1), (d1, d2)),
                    {"y": y, "z": z, "z2": z2}, "deriv_lipschitz() * |z2 - z| >= |deriv(z2) - deriv(z)|")
 
 
@@ -1018,7 +767,7 @@ def _loss_fenchel_young(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol
     zr = _f64(rng.permutation(z))
     lv, cv = _arr(k.value(y, zr, p)), _arr(k.conj(y, u, p))
     uz = u * zr
-    tol = atol + rtol * _fin(lv, cv, uz)
+    tol = _tol(rtol, atol, (lv + cv, uz), (lv, cv, uz))
     ident.at_least(lv + cv, uz, tol, {"y": y, "z": zr, "u": u},
                    "Fenchel-Young inequality l(y,z) + l*(y,u) >= u z")
     # equality at u = l'(y, z)
@@ -1026,29 +775,33 @@ def _loss_fenchel_young(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol
     g = _arr(k.deriv(y, z, p))
     cg = _arr(k.conj(y, g, p))
     gz = g * z
-    sc = _fin(lz, cg, gz)
     cond, ok = _sensitivity(lambda a: k.conj(y, a, p), g, _ulps(1.0, g))
-    ident.compare(lz + cg, gz, atol + rtol * sc + cond, {"y": y, "z": z, "u": g},
-                  "Fenchel-Young equality at u = deriv(y,z): l + l* vs u z", scale=sc, mask=ok)
+    ident.compare(lz + cg, gz, _tol(rtol, atol, (lz + cg, gz), (lz, cg, gz), cond),
+                  {"y": y, "z": z, "u": g},
+                  "Fenchel-Young equality at u = deriv(y,z): l + l* vs u z", mask=ok)
     # equality at z = d l*/du (y, u)
     zg = _arr(k.conj_grad(y, u, p))
     lg = _arr(k.value(y, _f64(zg), p))
     uzg = u * zg
-    sc = _fin(lg, cv, uzg)
     # beyond the range of the supremum grid the loss may overflow: not checkable
     reach = np.abs(zg - y) <= 1e8
     cond, ok = _sensitivity(lambda a: k.value(y, a, p), zg, _ulps(1.0, zg))
-    ident.compare(lg + cv, uzg, atol + rtol * sc + cond, {"y": y, "u": u, "z": zg},
-                  "Fenchel-Young equality at z = conj_grad(y,u): l + l* vs u z", scale=sc,
-                  mask=reach & ok)
+    ident.compare(lg + cv, uzg, _tol(rtol, atol, (lg + cv, uzg), (lg, cv, uzg), cond),
+                  {"y": y, "u": u, "z": zg},
+                  "Fenchel-Young equality at z = conj_grad(y,u): l + l* vs u z", mask=reach & ok)
 
 
 _LOSS_GRID = np.concatenate([-(10.0 ** np.linspace(8, -4, 121)), [0.0], 10.0 ** np.linspace(-4, 8, 121)])
 
 
-def _loss_sup_one(k: LossKernels, p: np.ndarray, yi: float, ui: float,
-                  hints: Sequence[float]) -> tuple[float, float, bool, np.ndarray, np.ndarray]:
-    """``sup_z u z - l(y, z)`` at one point: (best, argmax, attained, grid offsets, grid values)."""
+def _loss_sup_one(k: LossKernels, p: np.ndarray, yi: float, ui: float, hints: Sequence[float]
+                  ) -> tuple[float, float, bool, float, np.ndarray, np.ndarray]:
+    """``sup_z u z - l(y, z)`` at one point.
+
+    Returns (best, argmax, attained, err, grid offsets, grid values), with
+    ``err`` the bound of :func:`_scalar_min` on how far the supremum may lie
+    above ``best`` (every candidate is a lower bound up to rounding).
+    """
     grid = _f64(yi + _LOSS_GRID)
     yv = np.full(grid.size, yi)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -1060,13 +813,13 @@ def _loss_sup_one(k: LossKernels, p: np.ndarray, yi: float, ui: float,
     def neg(t: float) -> float:
         return -(ui * t - float(k.value(np.array([yi]), np.array([t]), p)[0]))
 
-    xb, fb = _scalar_min(neg, a, b)
+    xb, fb, err, _ = _scalar_min(neg, a, b)
     cands = [(float(v), float(g)) for v, g in zip(vals, grid)] + [(-fb, xb)]
     hint_vals = [-neg(t) if math.isfinite(t) else -math.inf for t in hints]
     cands += [(v, t) for t, v in zip(hints, hint_vals) if math.isfinite(t)]
     best, arg = _best(cands)
     ok = _attained(best, grid - yi, vals, [t - yi for t in hints], hint_vals)
-    return float(best), float(arg), ok, _LOSS_GRID, vals
+    return float(best), float(arg), ok, err, _LOSS_GRID, vals
 
 
 def _loss_conj_sup(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
@@ -1083,18 +836,22 @@ def _loss_conj_sup(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: flo
     cv = _arr(k.conj(_f64(ys), _f64(us), p))
     hint = _arr(k.conj_grad(_f64(ys), _f64(us), p))
     sup = np.empty(ys.size)
-    scale = np.empty(ys.size)
+    terms = np.empty(ys.size)
+    err = np.empty(ys.size)
     attained = np.empty(ys.size, dtype=bool)
     for i in range(ys.size):
-        best, arg, attained[i], _, _ = _loss_sup_one(k, p, float(ys[i]), float(us[i]), [float(hint[i])])
+        best, arg, attained[i], err[i], _, _ = _loss_sup_one(k, p, float(ys[i]), float(us[i]),
+                                                             [float(hint[i])])
         sup[i] = best
         lv = float(k.value(np.array([ys[i]]), np.array([arg]), p)[0])
-        scale[i] = max(abs(best), abs(us[i] * arg), _fin(lv))
-    scale = np.maximum(scale, _fin(cv))
-    tol = atol + (rtol + _SOLVER_RTOL) * scale
+        terms[i] = abs(us[i] * arg) + _fin(lv)
+    # rtol applies to the values compared only: where the supremum is flat (a
+    # piecewise-linear loss at an end of its domain) the maximiser may lie at
+    # |z| ~ 1e8 while l* is of order 1, and |u z|, |l| there enter only
+    # through the rounding of u z - l (_ROUND each) and the solver's bound
+    tol = _tol(rtol, atol, (cv, sup), (terms,), err)
     pts = {"y": ys, "u": us}
-    ident.compare(cv, sup, tol, pts, "conj vs numerical sup_z (u z - l(y,z))", scale=scale,
-                  mask=attained)
+    ident.compare(cv, sup, tol, pts, "conj vs numerical sup_z (u z - l(y,z))", mask=attained)
     ident.at_least(cv, sup, tol, pts, "conj must be >= u z - l(y,z) for every z (supremum not "
                    "attained on |z - y| <= 1e8, checked from below)", mask=~attained)
     # outside the domain the supremum is unbounded
@@ -1108,7 +865,7 @@ def _loss_conj_sup(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: flo
     s1 = np.empty(yo.size)
     s2 = np.empty(yo.size)
     for i in range(yo.size):
-        _, _, _, offs, vals = _loss_sup_one(k, p, float(yo[i]), float(uo[i]), [])
+        _, _, _, _, offs, vals = _loss_sup_one(k, p, float(yo[i]), float(uo[i]), [])
         s1[i] = np.max(np.where(np.abs(offs) <= 1e3, vals, -np.inf))
         s2[i] = np.max(np.where(np.abs(offs) <= 1e6, vals, -np.inf))
     grows = s2 >= 10.0 * np.maximum(s1, 1.0)
@@ -1226,16 +983,20 @@ def _constrained_value(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol:
         status.append(st)
         vals[i], viol[i] = v, vio
     okst = np.array([s == "ok" for s in status])
-    scale = np.maximum(np.abs(cv), np.abs(np.where(np.isfinite(vals), vals, 0.0)))
-    scale = np.maximum(scale, np.abs(us_in))
+    # the constraints are affine in u for every loss of the paper: their
+    # values (and the violation a solver leaves) are of the order of max(|u|, 1)
     ctol = atol + rtol * np.maximum(np.abs(us_in), 1.0)
     feas.require(okst & (viol <= ctol), {"y": ys_in, "u": us_in}, lambda i: (
         f"the constraints cons(y, (u, ut)) <= 0 must be satisfiable for u in the domain "
         f"[conj_lower, conj_upper]; the solver reports {status[i]!r} (violation {viol[i]:.3e})"))
-    solver = 0.0 if Ba == 0 else (0.0 if affine else 1e-6)
-    tol = atol + (rtol + _SOLVER_RTOL + solver) * scale
+    # rtol applies to the values compared; a solver (HiGHS for affine pieces,
+    # SLSQP otherwise) is credited with a relative accuracy of the size of its
+    # data, the terms of l0 (of order |u| |y|, |u| |ut|, bounded by these)
+    data = _mag(cv, vals, us_in)
+    solver = 0.0 if Ba == 0 else _SOLVER_RTOL + (0.0 if affine else 1e-6)
+    tol = _tol(rtol, atol, (vals, cv), extra=solver * data)
     ident.compare(vals, cv, tol, {"y": ys_in, "u": us_in},
-                  "min over ut of l0(y,(u,ut)) s.t. cons <= 0 vs conj(y,u)", scale=scale, mask=okst)
+                  "min over ut of l0(y,(u,ut)) s.t. cons <= 0 vs conj(y,u)", mask=okst)
     # infeasible outside the domain, just outside and far outside
     m = P.out_mask
     if m.any():
@@ -1364,20 +1125,19 @@ def check_loss(loss: Any, *, n_points: int = 64, seed: int = 0, rtol: float = 1e
     """
     rng = np.random.default_rng(seed)
     r = _Runner(loss)
-    r.run("declaration", _loss_declaration, r, loss)
-    groups = {"kernels": getattr(loss, "kernels", None),
-              "constrained": getattr(loss, "constrained", None)}
-    r.run("numba_kernels", _numba_kernels, r, groups)
+    r.run("declaration", _declaration, r, loss, "loss")
+    r.run("numba_kernels", _numba_kernels, r, loss)
     try:
         P = _LossPoints(loss, rng, n_points)
     except Exception as exc:
         r.identity("kernel_shapes").fail(
             f"could not draw points (conj_lower/conj_upper raised {type(exc).__name__}: {exc})")
         r.run("labels", _loss_labels, r, loss)
-        return r.report()
+        return r.report(seed)
     r.run("kernel_shapes", _loss_shapes, r, loss, P)
     r.run("conj_domain", _loss_conj_domain, r, loss, P)
     r.run("smooth_conjugate_claim", _loss_smooth_claim, r, loss, P)
+    r.run("linear_conjugate_claim", _loss_linear_claim, r, loss, P, rtol, atol)
     r.run("convexity", _loss_convexity, r, loss, P, rtol, atol, rng)
     r.run("deriv_fd", _loss_deriv, r, loss, P, rtol, atol)
     r.run("deriv2_fd", _loss_deriv2, r, loss, P, rtol, atol)
@@ -1388,7 +1148,7 @@ def check_loss(loss: Any, *, n_points: int = 64, seed: int = 0, rtol: float = 1e
     if getattr(loss, "constrained", None) is not None:
         r.run("constrained_shapes", _loss_constrained, r, loss, P, rtol, atol, rng)
     r.run("labels", _loss_labels, r, loss)
-    return r.report()
+    return r.report(seed)
 
 
 # ---------------------------------------------------------------------------
@@ -1472,32 +1232,6 @@ def _overflow_justified(fn: Callable[[np.ndarray, float], Any], y: np.ndarray,
                 hi = mid
         out[i] = float(_arr(fn(_f64([lo]), c))[0]) >= _OVERFLOW_FLOOR
     return out
-
-
-def _reg_declaration(r: _Runner, reg: Any) -> None:
-    ident = r.identity("declaration")
-    if getattr(reg, "kind", None) != "regularizer":
-        ident.fail(f"kind must be 'regularizer'; got {getattr(reg, 'kind', None)!r}")
-    if not getattr(reg, "name", ""):
-        ident.fail("name is empty")
-    k = getattr(reg, "kernels", None)
-    if not isinstance(k, RegularizerKernels):
-        ident.fail(f"kernels must be a RegularizerKernels named tuple; got {type(k).__name__}")
-    elif not all(callable(getattr(k, n)) for n in _REG_KERNELS):
-        ident.fail("every field of kernels must be callable")
-    for attr in ("smooth_conjugate", "sparse"):
-        if not isinstance(getattr(reg, attr), bool):
-            ident.fail(f"{attr} must be a bool; got {getattr(reg, attr)!r}")
-    for C in (0.1, 1.0, 3.0):
-        rad = reg.conj_radius(C)
-        if not isinstance(rad, float) or not rad > 0:
-            ident.fail(f"conj_radius({C}) must be a float > 0 (inf if unbounded); got {rad!r}")
-        elif reg.smooth_conjugate and math.isfinite(rad):
-            ident.fail(f"smooth_conjugate is True but conj_radius({C}) = {rad} is finite")
-    b = reg.bregman
-    if b is not None and not isinstance(b, BregmanKernels):
-        ident.fail(f"bregman must be a BregmanKernels named tuple; got {type(b).__name__}")
-    _common_declaration(ident, reg)
 
 
 def _reg_shapes(r: _Runner, reg: Any, P: _RegPoints) -> None:
@@ -1616,8 +1350,11 @@ def _reg_sparse(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
     that tends to 0: it must shrink by 10 % or more between steps
     :math:`10^{-3}C` and :math:`10^{-12}C` (so :math:`x^q` with
     :math:`q - 1 \lesssim 0.004` looks sparse in double precision).
+    ``zero_threshold(C)`` (derived from ``prox``, or the component's own) must
+    equal :math:`a` for a sparse regularizer and 0 otherwise.
     """
     ident = r.identity("sparse_claim")
+    zt = r.identity("zero_threshold")
     k, p = reg.kernels, P.p
     for c, _ in P.groups():
         v0 = float(k.value(_f64([0.0]), c, p)[0])
@@ -1641,7 +1378,20 @@ def _reg_sparse(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
             ident.require(pr == 0.0, {"v": vs, "C": np.full(vs.size, c)},
                           lambda i: f"sparse is True but prox(v) = {pr[i]:.6g} != 0 below the right "
                                     f"derivative of value at 0 ({a:.6g})")
+            # zero_threshold (the C_max of every engine) is that right derivative
+            t = float(reg.zero_threshold(c))
+            tol_t = rtol * abs(a) + noise
+            if abs(t - a) <= tol_t:
+                zt.note()
+            else:
+                zt.fail(f"zero_threshold(C) = {t:.10g} but the right derivative of value at 0 "
+                        f"is {a:.10g} (tolerance {tol_t:.1e}, C = {c:g})", pt)
         else:
+            t = float(reg.zero_threshold(c))
+            if t == 0.0:
+                zt.note()
+            else:
+                zt.fail(f"sparse is False but zero_threshold(C) = {t:.6g} != 0 (C = {c:g})", pt)
             s_far = (val(1e-3 * c) - v0) / (1e-3 * c)
             s_near = (vh - v0) / h
             if (s_near <= 0.9 * s_far) or (abs(s_near) <= atol):
@@ -1684,6 +1434,8 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     # numerical minimisation
     ident2 = r.identity("prox_numeric")
     pnum = np.empty(v.size)
+    dx = np.zeros(v.size)
+    fobj = np.zeros(v.size)
     for i in range(v.size):
         c, vi = float(C[i]), float(v[i])
 
@@ -1697,12 +1449,15 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
         gv = _arr(k.value(_f64(grid), c, p)) + 0.5 * (grid - vi) ** 2
         j = int(np.argmin(gv))
         a, b = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
-        xb, fb = _scalar_min(obj, a, b)
+        xb, fb, _, dx[i] = _scalar_min(obj, a, b)
         pnum[i] = xb if fb <= gv[j] else grid[j]
-    tolx = atol + (rtol + _SOLVER_RTOL) * np.maximum(v, C)
+        fobj[i] = _fin(k.value(_f64([pnum[i]]), c, p)[0]) + 0.5 * (pnum[i] - vi) ** 2
+    # relative to the prox itself (not to max(v, C)); the minimiser is known to
+    # the solver's bracket dx and, as the objective is 1-strongly convex, to
+    # 2 sqrt(rounding of the objective) (closer points cannot be told apart)
+    tolx = _tol(rtol, atol, (pr, pnum), extra=dx + 2.0 * np.sqrt(_ROUND * fobj))
     ident2.compare(pr, pnum, tolx, pts,
-                   "prox(v) vs scipy minimize_scalar of value(x) + (x - v)^2/2 over [0, v]",
-                   scale=np.maximum(v, 1e-300))
+                   "prox(v) vs scipy minimize_scalar of value(x) + (x - v)^2/2 over [0, v]")
     # prox_deriv
     ident3 = r.identity("prox_deriv_fd")
     vv = P.v
@@ -1768,8 +1523,12 @@ _REG_GRID = np.concatenate([[0.0], 10.0 ** np.linspace(-8, 8, 161)])
 
 
 def _reg_sup_one(k: RegularizerKernels, p: np.ndarray, c: float, yi: float, s: float,
-                 hints: Sequence[float]) -> tuple[float, float, bool, np.ndarray, np.ndarray]:
-    """``sup_{x >= 0} x y - value(x)``: (best, argmax, attained, grid, grid values)."""
+                 hints: Sequence[float]) -> tuple[float, float, bool, float, np.ndarray, np.ndarray]:
+    """``sup_{x >= 0} x y - value(x)``: (best, argmax, attained, err, grid, grid values).
+
+    ``err`` bounds how far the supremum may lie above ``best``, as in
+    :func:`_loss_sup_one`.
+    """
     grid = _f64(s * _REG_GRID)
     with np.errstate(invalid="ignore", over="ignore"):
         vals = yi * grid - _arr(k.value(grid, c, p))
@@ -1780,7 +1539,7 @@ def _reg_sup_one(k: RegularizerKernels, p: np.ndarray, c: float, yi: float, s: f
     def neg(t: float) -> float:
         return -(yi * t - float(k.value(_f64([t]), c, p)[0]))
 
-    xb, fb = _scalar_min(neg, a, b)
+    xb, fb, err, _ = _scalar_min(neg, a, b)
     cands = [(float(v), float(g)) for v, g in zip(vals, grid)] + [(-fb, xb)]
     hints = [t for t in hints if math.isfinite(t) and t >= 0]
     hint_vals = [-neg(t) for t in hints]
@@ -1788,7 +1547,7 @@ def _reg_sup_one(k: RegularizerKernels, p: np.ndarray, c: float, yi: float, s: f
     best, arg = _best(cands)
     # x >= 0: only the upper end of the grid can leave the supremum open
     ok = _attained(best, grid, np.concatenate([[-np.inf, -np.inf], vals]), hints, hint_vals)
-    return float(best), float(arg), ok, grid, vals
+    return float(best), float(arg), ok, err, grid, vals
 
 
 def _reg_conj_sup(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
@@ -1801,18 +1560,21 @@ def _reg_conj_sup(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float)
     cv = _by_C(V, lambda a, c: k.conj(a, c, p), ys)
     hint = _by_C(V, lambda a, c: k.conj_grad(a, c, p), ys)
     sup = np.empty(ys.size)
-    scale = np.empty(ys.size)
+    terms = np.empty(ys.size)
+    err = np.empty(ys.size)
     attained = np.empty(ys.size, dtype=bool)
     for i in range(ys.size):
         c = float(Cs[i])
         s = max(1.0, c, float(ys[i]))
-        best, arg, attained[i], _, _ = _reg_sup_one(k, p, c, float(ys[i]), s, [float(hint[i]), 0.0])
+        best, arg, attained[i], err[i], _, _ = _reg_sup_one(k, p, c, float(ys[i]), s,
+                                                            [float(hint[i]), 0.0])
         sup[i] = best
-        scale[i] = max(abs(best), abs(ys[i] * arg), _fin(k.value(_f64([arg]), c, p)[0]))
-    scale = np.maximum(scale, _fin(cv))
-    tol = atol + (rtol + _SOLVER_RTOL) * scale
+        terms[i] = abs(ys[i] * arg) + _fin(k.value(_f64([arg]), c, p)[0])
+    # relative to the values compared, as for losses: at conj_radius(C) the
+    # supremum of a block-norm-like regularizer is flat out to x ~ 1e8
+    tol = _tol(rtol, atol, (cv, sup), (terms,), err)
     pts = {"y": ys, "C": Cs}
-    ident.compare(cv, sup, tol, pts, "conj vs numerical sup_{x>=0} (x y - value(x))", scale=scale,
+    ident.compare(cv, sup, tol, pts, "conj vs numerical sup_{x>=0} (x y - value(x))",
                   mask=attained)
     ident.at_least(cv, sup, tol, pts, "conj must be >= x y - value(x) for every x >= 0 (supremum "
                    "not attained on x <= 1e8 max(1, C, y), checked from below)", mask=~attained)
@@ -1826,7 +1588,7 @@ def _reg_conj_sup(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float)
     for i in range(yo.size):
         c = float(Co[i])
         s = max(1.0, c, float(yo[i]))
-        _, _, _, grid, vals = _reg_sup_one(k, p, c, float(yo[i]), s, [])
+        _, _, _, _, grid, vals = _reg_sup_one(k, p, c, float(yo[i]), s, [])
         s1[i] = np.max(np.where(grid <= 1e3 * s, vals, -np.inf))
         s2[i] = np.max(np.where(grid <= 1e6 * s, vals, -np.inf))
     ident2.require(s2 >= 10.0 * np.maximum(s1, 1.0), {"y": yo, "C": Co}, lambda i: (
@@ -1842,7 +1604,7 @@ def _reg_fenchel_young(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: f
     y = P.y_in
     gv = _by_C(P, lambda a, c: k.value(a, c, p), x)
     cv = _by_C(P, lambda a, c: k.conj(a, c, p), y)
-    tol = atol + rtol * _fin(gv, cv, x * y)
+    tol = _tol(rtol, atol, (gv + cv, x * y), (gv, cv, x * y))
     ident.at_least(gv + cv, x * y, tol, {"x": x, "y": y, "C": P.C},
                    "Fenchel-Young inequality value(x) + conj(y) >= x y")
     # equality at (p, v - p) with p = prox(v)
@@ -1853,23 +1615,23 @@ def _reg_fenchel_young(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: f
     ys = np.where(near, P.radius, np.maximum(ys, 0.0))
     gp = _by_C(P, lambda a, c: k.value(a, c, p), pr)
     cy = _by_C(P, lambda a, c: k.conj(a, c, p), ys)
-    sc = _fin(gp, cy, pr * ys)
     du = _ulps(P.v, pr, ys)
     cond_c, ok_c = _sensitivity(lambda a: _by_C(P, lambda b, c: k.conj(b, c, p), a), ys, du)
     cond_g, ok_g = _sensitivity(lambda a: _by_C(P, lambda b, c: k.value(b, c, p), a), pr, du)
-    ident.compare(gp + cy, pr * ys, atol + rtol * sc + cond_c + cond_g,
+    ident.compare(gp + cy, pr * ys,
+                  _tol(rtol, atol, (gp + cy, pr * ys), (gp, cy, pr * ys), cond_c + cond_g),
                   {"v": P.v, "x": pr, "y": ys, "C": P.C},
-                  "Fenchel-Young equality at x = prox(v), y = v - x", scale=sc, mask=ok_c & ok_g)
+                  "Fenchel-Young equality at x = prox(v), y = v - x", mask=ok_c & ok_g)
     # equality at x = conj_grad(y)
     xg = _by_C(P, lambda a, c: k.conj_grad(a, c, p), y)
     gx = _by_C(P, lambda a, c: k.value(a, c, p), np.maximum(xg, 0.0))
-    sc = _fin(gx, cv, xg * y)
     # beyond the range of the supremum grid value may overflow: not checkable
     reach = np.abs(xg) <= 1e8 * np.maximum(np.maximum(1.0, P.C), y)
     xs = np.where(reach, np.maximum(xg, 0.0), 0.0)
     cond, ok = _sensitivity(lambda a: _by_C(P, lambda b, c: k.value(b, c, p), a), xs, _ulps(xs))
-    ident.compare(gx + cv, xg * y, atol + rtol * sc + cond, {"y": y, "x": xg, "C": P.C},
-                  "Fenchel-Young equality at x = conj_grad(y)", scale=sc, mask=reach & ok)
+    ident.compare(gx + cv, xg * y, _tol(rtol, atol, (gx + cv, xg * y), (gx, cv, xg * y), cond),
+                  {"y": y, "x": xg, "C": P.C},
+                  "Fenchel-Young equality at x = conj_grad(y)", mask=reach & ok)
 
 
 def _reg_moreau(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
@@ -1883,24 +1645,25 @@ def _reg_moreau(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
     gp = _by_C(V, lambda a, c: k.value(a, c, p), np.maximum(pr, 0.0))
     lhs = env + gp + 0.5 * (pr - y) ** 2
     rhs = 0.5 * y ** 2
-    sc = _fin(env, gp, rhs)
     pc = np.maximum(pr, 0.0)
     cond, ok = _sensitivity(lambda a: _by_C(V, lambda b, c: k.value(b, c, p), a), pc, _ulps(pc, y))
     r.identity("moreau_decomposition").compare(
-        lhs, rhs, atol + rtol * sc + cond, pts,
-        "Moreau decomposition env(y) + value(p) + (p - y)^2/2 vs y^2/2, p = prox(y)", scale=sc,
-        mask=ok)
+        lhs, rhs, _tol(rtol, atol, (lhs, rhs), (env, gp, 0.5 * (pr - y) ** 2, rhs), cond), pts,
+        "Moreau decomposition env(y) + value(p) + (p - y)^2/2 vs y^2/2, p = prox(y)", mask=ok)
     eg = _by_C(V, lambda a, c: k.env_grad(a, c, p), y)
-    r.identity("env_grad_prox").compare(eg, pr, atol + rtol * np.maximum(y, np.abs(pr)), pts,
-                                        "env_grad(y) vs prox(y)", scale=np.maximum(y, 1e-300))
+    # prox(y) is computed from y (a shrinkage y - t): its rounding is relative to y
+    r.identity("env_grad_prox").compare(eg, pr, _tol(rtol, atol, (eg, pr), (y,)), pts,
+                                        "env_grad(y) vs prox(y)")
     eh = _by_C(V, lambda a, c: k.env_hess(a, c, p), y)
     pd = _by_C(V, lambda a, c: k.prox_deriv(a, c, p), y)
-    r.identity("env_hess_prox_deriv").compare(eh, pd, atol + rtol * np.maximum(1.0, np.abs(pd)), pts,
+    r.identity("env_hess_prox_deriv").compare(eh, pd, _tol(rtol, atol, (eh, pd)), pts,
                                               "env_hess(y) vs prox_deriv(y)")
     # envelope from its definition
     ident = r.identity("env_min")
     rad = np.array([float(reg.conj_radius(c)) for c in C])
     num = np.empty(y.size)
+    terms = np.zeros(y.size)
+    err = np.zeros(y.size)
     for i in range(y.size):
         c, yi = float(C[i]), float(y[i])
         b = min(yi, rad[i])
@@ -1908,22 +1671,24 @@ def _reg_moreau(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
         def obj(t: float, c: float = c, yi: float = yi) -> float:
             return float(k.conj(_f64([t]), c, p)[0]) + 0.5 * (t - yi) ** 2
 
-        cands = [obj(0.0), obj(b)]
+        cands = [(obj(0.0), 0.0), (obj(b), b)]
         if b > 0:
             grid = np.linspace(0.0, b, 65)
             gv = _arr(k.conj(_f64(grid), c, p)) + 0.5 * (grid - yi) ** 2
             gv = np.where(np.isnan(gv), np.inf, gv)
             j = int(np.argmin(gv))
-            cands.append(float(gv[j]))
-            cands.append(_scalar_min(obj, grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)])[1])
+            cands.append((float(gv[j]), float(grid[j])))
+            tb, fb, err[i], _ = _scalar_min(obj, grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)])
+            cands.append((fb, tb))
         hint = yi - float(pr[i])
         if math.isfinite(hint) and 0.0 <= hint <= b:
-            cands.append(obj(hint))
-        finite = [q for q in cands if math.isfinite(q)]
-        num[i] = min(finite) if finite else math.inf
-    sc = np.maximum(_fin(env), 0.5 * y ** 2)
-    ident.compare(env, num, atol + (rtol + _SOLVER_RTOL) * sc, pts,
-                  "env(y) vs numerical min_{y' >= 0} conj(y') + (y' - y)^2/2", scale=sc)
+            cands.append((obj(hint), hint))
+        finite = [q for q in cands if math.isfinite(q[0])]
+        num[i], arg = min(finite) if finite else (math.inf, 0.0)
+        terms[i] = _fin(k.conj(_f64([arg]), c, p)[0]) + 0.5 * (arg - yi) ** 2
+    # relative to the envelope itself (not to y^2/2, the size of the objective at y' = 0)
+    ident.compare(env, num, _tol(rtol, atol, (env, num), (terms,), err), pts,
+                  "env(y) vs numerical min_{y' >= 0} conj(y') + (y' - y)^2/2")
     # derivatives of the envelope
     vv, Cv = P.v, P.C
     h = _steps(vv, Cv)
@@ -1960,17 +1725,17 @@ def _reg_weight(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
     dd = np.where(ok_d & np.isfinite(d), d, 1.0)
     h = _arr(k.penalty(_f64(dd), p))
     phi = quad + 0.5 * h
-    sc = _fin(g, quad, 0.5 * h)
     cond, ok_c = _sensitivity(lambda a: 0.5 * _arr(k.penalty(a, p)), dd, _ulps(dd))
-    ident.compare(phi, g, atol + rtol * sc + cond + 4 * _EPS * _fin(quad), {"x": x, "d": d},
+    ident.compare(phi, g, _tol(rtol, atol, (phi, g), (quad, 0.5 * h), cond), {"x": x, "d": d},
                   "x^2/(2d) + penalty(d)/2 at d = weight(x) vs g(x^2) = value(x, C=1)",
-                  scale=sc, mask=ok_d & np.isfinite(d) & ok_c)
+                  mask=ok_d & np.isfinite(d) & ok_c)
     # d minimises x^2/(2 d) + h(d)/2 over d > 0
     ident2 = r.identity("weight_argmin")
     logd = np.linspace(-10.0, 10.0, 201)
     grid = 10.0 ** logd
     hg = _arr(k.penalty(_f64(grid), p))
     num = np.empty(x.size)
+    err = np.zeros(x.size)
     for i in range(x.size):
         xi = float(x[i])
         vals = xi ** 2 / (2 * grid) + 0.5 * hg
@@ -1981,10 +1746,10 @@ def _reg_weight(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
             dt = 10.0 ** t
             return xi ** 2 / (2 * dt) + 0.5 * float(k.penalty(_f64([dt]), p)[0])
 
-        _, fb = _scalar_min(obj, logd[max(j - 1, 0)], logd[min(j + 1, logd.size - 1)])
+        _, fb, err[i], _ = _scalar_min(obj, logd[max(j - 1, 0)], logd[min(j + 1, logd.size - 1)])
         num[i] = min(float(vals[j]), fb if math.isfinite(fb) else math.inf)
-    sc2 = np.maximum(sc, np.abs(np.where(np.isfinite(num), num, 0.0)))
-    tol = atol + (rtol + _SOLVER_RTOL) * sc2
+    # the terms at the minimum are those at d = weight(x) up to the solver's error
+    tol = _tol(rtol, atol, (num, g, phi), (quad, 0.5 * h), err)
     ident2.at_least(num, g, tol, {"x": x},
                     "g(x^2) <= min_d x^2/(2d) + penalty(d)/2 (numerical minimum over d > 0)")
     ident2.at_least(num, phi, tol + cond, {"x": x, "d": d},
@@ -2041,9 +1806,8 @@ def check_regularizer(reg: Any, *, n_points: int = 64, seed: int = 0, rtol: floa
     """
     rng = np.random.default_rng(seed)
     r = _Runner(reg)
-    r.run("declaration", _reg_declaration, r, reg)
-    groups = {"kernels": getattr(reg, "kernels", None), "bregman": getattr(reg, "bregman", None)}
-    r.run("numba_kernels", _numba_kernels, r, groups)
+    r.run("declaration", _declaration, r, reg, "regularizer")
+    r.run("numba_kernels", _numba_kernels, r, reg)
     try:
         P = _RegPoints(reg, rng, n_points, C)
     except ValueError:
@@ -2051,7 +1815,7 @@ def check_regularizer(reg: Any, *, n_points: int = 64, seed: int = 0, rtol: floa
     except Exception as exc:
         r.identity("kernel_shapes").fail(
             f"could not draw points (conj_radius raised {type(exc).__name__}: {exc})")
-        return r.report()
+        return r.report(seed)
     r.run("kernel_shapes", _reg_shapes, r, reg, P)
     r.run("conj_domain", _reg_conj_domain, r, reg, P)
     r.run("convexity", _reg_convexity, r, reg, P, rtol, atol, rng)
@@ -2067,7 +1831,7 @@ def check_regularizer(reg: Any, *, n_points: int = 64, seed: int = 0, rtol: floa
         r.run(["weight_value", "weight_argmin"], _reg_weight, r, reg, P, rtol, atol)
     if getattr(reg, "bregman", None) is not None:
         r.run(["bregman_f_fd", "bregman_finv"], _reg_bregman, r, reg, P, rtol, atol)
-    return r.report()
+    return r.report(seed)
 
 
 # ---------------------------------------------------------------------------
@@ -2130,3 +1894,217 @@ def assert_conforms(component: Any, **kw: Any) -> ConformanceReport:
     if not report.ok:
         raise AssertionError(str(report))
     return report
+
+
+# ---------------------------------------------------------------------------
+# Parameter points
+# ---------------------------------------------------------------------------
+#: Draws tried before :func:`random_params` gives up (a constructor that
+#: rejects every combination its declarations allow).
+_DRAW_TRIES = 100
+#: Probability of drawing each closed end of a range exactly (the ends are
+#: valid values and often special cases: the elastic net at lam = 0 and 1).
+_END_PROBABILITY = 0.15
+
+
+def _draw_value(p: Param, rng: np.random.Generator) -> Any:
+    """One value allowed by ``p``, before validation.
+
+    Ranges with both ends finite are drawn uniformly (open ends kept 2 % of
+    the width away), one-sided ranges log-uniformly at a tenth to ten times
+    the default's distance from the bound, unbounded ones around the
+    default.  Closed ends are drawn exactly with probability
+    :data:`_END_PROBABILITY` each.  Floats are rounded to four significant
+    digits, so that a printed point reproduces exactly.
+    """
+    if p.nullable and rng.random() < 0.2:
+        return None
+    if p.choices is not None:
+        return list(p.choices)[int(rng.integers(len(p.choices)))]
+    if p.type is bool:
+        return bool(rng.random() < 0.5)
+    if p.type not in (int, float):
+        return p.default  # a free-form string: nothing to draw
+    default = p.default if isinstance(p.default, (int, float)) and not isinstance(p.default, bool) \
+        and math.isfinite(p.default) else None
+    lo, hi = p.low, p.high
+    r = rng.random()
+    if lo is not None and not p.low_open and r < _END_PROBABILITY:
+        x = float(lo)
+    elif hi is not None and not p.high_open and r > 1.0 - _END_PROBABILITY:
+        x = float(hi)
+    elif lo is not None and hi is not None:
+        margin = 0.02 * (hi - lo)
+        x = rng.uniform(lo + (margin if p.low_open else 0.0), hi - (margin if p.high_open else 0.0))
+    elif lo is not None:
+        base = default - lo if default is not None and default > lo else 1.0
+        x = lo + base * 10.0 ** rng.uniform(-1.0, 1.0)
+    elif hi is not None:
+        base = hi - default if default is not None and default < hi else 1.0
+        x = hi - base * 10.0 ** rng.uniform(-1.0, 1.0)
+    else:
+        centre = default if default is not None else 0.0
+        x = centre + max(1.0, abs(centre)) * rng.normal()
+    if p.type is int:
+        return int(round(x))
+    return float(f"{x:.4g}")
+
+
+def random_params(component: type, rng: np.random.Generator,
+                  fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One random valid parameter point of a component class.
+
+    Every parameter is drawn from its :class:`~mklkit.components.params.Param`
+    declaration (type, ``low``/``high`` and whether they are open,
+    ``choices``, ``nullable``), except those given in ``fixed``; the point is
+    accepted when the class can be built with it (cross-parameter checks
+    included).
+
+    Parameters
+    ----------
+    component : type
+        A component class (loss, regularizer, kernel function, engine).
+    rng : numpy.random.Generator
+    fixed : mapping, optional
+        Values kept as given.
+
+    Returns
+    -------
+    dict
+        Parameter name -> value, in declaration order.
+
+    Raises
+    ------
+    ValueError
+        No valid point was found in :data:`_DRAW_TRIES` draws.
+    """
+    fixed = dict(fixed or {})
+    last: Exception | None = None
+    for _ in range(_DRAW_TRIES):
+        point: dict[str, Any] = {}
+        for p in component.params:
+            if p.name in fixed:
+                point[p.name] = fixed[p.name]
+                continue
+            for _ in range(_DRAW_TRIES):
+                value = _draw_value(p, rng)
+                try:
+                    point[p.name] = p.validate(value)
+                    break
+                except ParamError as exc:  # rounding met an open end: draw again
+                    last = exc
+            else:
+                raise ValueError(f"{component.__name__}: no valid value of {p.name!r} "
+                                 f"({p.allowed()}) in {_DRAW_TRIES} draws; last: {last}")
+        try:
+            component(**point)
+        except ParamError as exc:
+            last = exc
+            continue
+        return point
+    raise ValueError(f"{component.__name__}: no parameter point accepted by the class in "
+                     f"{_DRAW_TRIES} draws from its declarations; last: {last}")
+
+
+def parameter_points(component: type, *, n_random: int = 3, seed: int = 0,
+                     fixed: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The parameter points at which to check a component class.
+
+    The default parameters first (with ``fixed`` values instead of the
+    defaults; left out when a required parameter is not given), then
+    ``n_random`` points of :func:`random_params` that keep ``fixed``;
+    repeated points are dropped, so a class without free parameters gives
+    one point.  The same arguments give the same points.
+
+    Parameters
+    ----------
+    component : type
+        A component class.
+    n_random : int
+        Number of random points drawn.
+    seed : int
+        Seed of the draws.
+    fixed : mapping, optional
+        Parameter values to check at (each validated by its declaration).
+
+    Returns
+    -------
+    list of dict
+        Complete parameter mappings, in declaration order.
+
+    Raises
+    ------
+    UnknownParamError, ParamError
+        A ``fixed`` name the class does not declare, or a value its
+        declaration does not allow.
+    ValueError
+        ``n_random`` is negative, or no valid random point can be drawn.
+    """
+    if int(n_random) < 0:
+        raise ValueError(f"n_random must be >= 0; got {n_random!r}")
+    owner = getattr(component, "name", "") or component.__name__
+    declared = {p.name: p for p in component.params}
+    given: dict[str, Any] = {}
+    for key, value in (fixed or {}).items():
+        if key not in declared:
+            raise UnknownParamError(key, value, list(declared), owner)
+        given[key] = declared[key].validate(value, owner)
+    points: list[dict[str, Any]] = []
+    if all(p.name in given or not p.required for p in component.params):
+        base = {p.name: given.get(p.name, p.default) for p in component.params}
+        component(**base)  # cross-parameter checks: a ParamError names the problem
+        points.append(base)
+    rng = np.random.default_rng([int(seed), 1])
+    for _ in range(int(n_random)):
+        point = random_params(component, rng, given)
+        if point not in points:
+            points.append(point)
+    return points
+
+
+def check_parameter_points(component: type, *, n_random: int = 3, seed: int = 0,
+                           fixed: Mapping[str, Any] | None = None, n_points: int = 64,
+                           rtol: float = 1e-6, atol: float = 1e-8) -> list[ConformanceReport]:
+    """Check a loss or regularizer class at its defaults and at random parameter points.
+
+    A bug that shows only away from the defaults (a quantile ``tau`` read
+    as ``1 - tau``) passes a check at the defaults; this one draws the
+    points of :func:`parameter_points` and checks each with
+    :func:`check_component`.  Each report names its point (``origin``) and
+    the seed; the component's ``repr`` gives the parameter values, so
+    ``check_component(<repr>, seed=<seed>)`` reproduces a failure.
+
+    Parameters
+    ----------
+    component : type
+        A loss or regularizer class.
+    n_random : int
+        Number of random parameter points besides the defaults.
+    seed : int
+        Seed of the parameter draws and of the random points of every check.
+    fixed : mapping, optional
+        Parameter values kept in every point (see :func:`parameter_points`).
+    n_points, rtol, atol
+        Passed to :func:`check_component`.
+
+    Returns
+    -------
+    list of ConformanceReport
+        One per parameter point, the defaults first.
+    """
+    points = parameter_points(component, n_random=n_random, seed=seed, fixed=fixed)
+    has_base = bool(points) and all(
+        p.name in (fixed or {}) or not p.required for p in component.params)
+    reports = []
+    n_drawn = len(points) - (1 if has_base else 0)
+    for i, params in enumerate(points):
+        report = check_component(component(**params), n_points=n_points, seed=seed,
+                                 rtol=rtol, atol=atol)
+        if has_base and i == 0:
+            report.origin = "the given parameters" if fixed else "the default parameters"
+        else:
+            k = i if has_base else i + 1
+            report.origin = f"random parameter point {k} of {n_drawn}"
+        reports.append(report)
+    return reports
+

@@ -1,0 +1,316 @@
+"""One checker of what a component declares.
+
+The registry (:func:`mklkit.plugins.Registry.register_plugin`, on a class)
+and the conformance kit (:mod:`mklkit.testing`, on an instance) both call
+:func:`declaration_problems`, so a declaration is judged by the same rules
+and described in the same words wherever it is checked.  Every problem is
+one phrase saying what is wrong and what is allowed, e.g.
+``"task must be 'classification' or 'regression'; got 'ranking'"``; the
+caller prefixes the component (``loss mod.Class``) and joins them with
+``"; "``.
+
+Structure only: whether the mathematics holds (a declared smooth conjugate,
+a claimed linear conjugate, the prox) is the conformance kit's identities.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+import pickle
+import re
+from typing import Any
+
+__all__ = ["KINDS", "declaration_problems", "unjitted_problem", "is_jitted", "base_class"]
+
+#: Component kinds, in listing order.
+KINDS: tuple[str, ...] = ("loss", "regularizer", "kernel", "engine")
+
+_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*")
+
+
+def is_jitted(fn: Any) -> bool:
+    """Whether ``fn`` is a numba ``@njit`` dispatcher."""
+    try:
+        from numba.core.dispatcher import Dispatcher
+    except Exception:  # pragma: no cover - numba is a dependency
+        return False
+    return isinstance(fn, Dispatcher)
+
+
+def base_class(kind: str) -> type | None:
+    """The base class of a component kind (``None`` when that contract is not built in)."""
+    if kind == "loss":
+        from .components.base import Loss
+
+        return Loss
+    if kind == "regularizer":
+        from .components.base import Regularizer
+
+        return Regularizer
+    if kind == "engine":
+        from .engines.base import Engine
+
+        return Engine
+    if importlib.util.find_spec("mklkit.kernels.functions") is None:
+        return None  # kernel-function contract not available in this build
+    from .kernels.functions import KernelFunction
+
+    return KernelFunction
+
+
+def _groups(cls: type) -> dict[str, tuple[Any, type, bool]]:
+    """The named tuples of jitted functions a class declares: attribute -> (value, type, required)."""
+    kind = getattr(cls, "kind", None)
+    if kind == "loss":
+        from .components.base import ConstrainedConjugate, LossKernels
+
+        groups = {"kernels": (getattr(cls, "kernels", None), LossKernels, True)}
+        if not getattr(cls, "smooth_conjugate", True) or getattr(cls, "constrained", None) is not None:
+            groups["constrained"] = (getattr(cls, "constrained", None), ConstrainedConjugate, True)
+        return groups
+    if kind == "regularizer":
+        from .components.base import BregmanKernels, RegularizerKernels
+
+        return {"kernels": (getattr(cls, "kernels", None), RegularizerKernels, True),
+                "bregman": (getattr(cls, "bregman", None), BregmanKernels, False)}
+    return {}
+
+
+def _tuple_problem(attr: str, value: Any, tuple_type: type, required: bool) -> str | None:
+    tname = tuple_type.__name__
+    if value is None:
+        return f"lacks '{attr}' (a {tname} of jitted functions)" if required else None
+    if not isinstance(value, tuple_type):
+        return f"'{attr}' must be a {tname} named tuple; got {type(value).__name__}"
+    return None
+
+
+def unjitted_problem(component: Any) -> str | None:
+    """The fields of ``kernels`` (``constrained``, ``bregman``) that are not numba ``@njit``
+    functions, as one problem; ``None`` when every one is (or none is declared)."""
+    cls = component if isinstance(component, type) else type(component)
+    bad: list[str] = []
+    kinds: list[str] = []
+    for attr, (value, tuple_type, _) in _groups(cls).items():
+        if not isinstance(value, tuple_type):
+            continue
+        for field in tuple_type._fields:
+            fn = getattr(value, field)
+            if not is_jitted(fn):
+                bad.append(f"{attr}.{field}")
+                kinds.append(type(fn).__name__)
+    if not bad:
+        return None
+    return (f"{', '.join(bad)} must be numba-jitted functions (module-level "
+            f"@njit(cache=True): engines call them from jitted loops); got "
+            f"{', '.join(kinds)}")
+
+
+def _params_problems(cls: type) -> list[str]:
+    from .components.params import Param, ParamError
+
+    params = getattr(cls, "params", ())
+    if not isinstance(params, tuple) or not all(isinstance(p, Param) for p in params):
+        return ["'params' must be a tuple of mklkit.components.params.Param"]
+    problems = []
+    names = [p.name for p in params]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        problems.append(f"declares parameter(s) {', '.join(dupes)} twice")
+    for p in params:
+        if not p.name.isidentifier():
+            problems.append(f"parameter name {p.name!r} must be a Python identifier")
+        if not p.required:
+            try:
+                p.validate(p.default)
+            except ParamError:
+                problems.append(
+                    f"parameter {p.name!r} has default {p.default!r}, which its own "
+                    f"declaration does not allow ({p.allowed()})"
+                )
+    return problems
+
+
+def _flag_problem(owner: Any, attr: str, allow_property: bool) -> str | None:
+    value = getattr(owner, attr, None)
+    if isinstance(value, bool) or (allow_property and isinstance(value, property)):
+        return None
+    return f"{attr} must be True or False; got {value!r}"
+
+
+def _loss_problems(cls: type, obj: Any) -> list[str]:
+    from .components.base import CLASSIFICATION, REGRESSION
+
+    owner = cls if obj is None else obj
+    problems: list[str] = []
+    task = getattr(owner, "task", None)
+    if task not in (CLASSIFICATION, REGRESSION):
+        problems.append(f"task must be {CLASSIFICATION!r} or {REGRESSION!r}; got {task!r}")
+    for flag in ("smooth_conjugate", "smooth_primal", "linear_conjugate"):
+        p = _flag_problem(owner, flag, allow_property=obj is None)
+        if p:
+            problems.append(p)
+    smooth = getattr(owner, "smooth_conjugate", True)
+    constrained = getattr(owner, "constrained", None)
+    if smooth is False and constrained is None:
+        problems.append("has smooth_conjugate=False but lacks 'constrained' "
+                        "(a ConstrainedConjugate of jitted functions)")
+    elif "constrained" in _groups(cls):
+        from .components.base import ConstrainedConjugate
+
+        p = _tuple_problem("constrained", constrained, ConstrainedConjugate, True)
+        if p:
+            problems.append(p)
+    if constrained is not None:
+        n_cons, n_aux = getattr(owner, "n_cons", None), getattr(owner, "n_aux", None)
+        if isinstance(n_cons, bool) or not isinstance(n_cons, int) or n_cons < 1:
+            problems.append(f"n_cons must be an integer >= 1; got {n_cons!r}")
+        if isinstance(n_aux, bool) or not isinstance(n_aux, int) or n_aux < 0:
+            problems.append(f"n_aux must be an integer >= 0; got {n_aux!r}")
+    return problems
+
+
+def _regularizer_problems(cls: type, obj: Any) -> list[str]:
+    from .components.base import WeightNorm
+
+    owner = cls if obj is None else obj
+    problems: list[str] = []
+    flags = ("separable",) if obj is None else ("separable", "smooth_conjugate", "sparse",
+                                                 "tikhonov_form")
+    for flag in flags:
+        p = _flag_problem(owner, flag, allow_property=obj is None)
+        if p:
+            problems.append(p)
+    wn = getattr(owner, "weight_norm", None)
+    if not (wn is None or isinstance(wn, WeightNorm) or (obj is None and isinstance(wn, property))):
+        problems.append(f"weight_norm must be a WeightNorm or None; got {type(wn).__name__}")
+    elif isinstance(wn, WeightNorm):
+        ok_p = isinstance(wn.p, (int, float)) and math.isfinite(wn.p) and wn.p >= 1.0
+        ok_lam = wn.lam is None or (isinstance(wn.lam, (int, float)) and wn.lam > 0
+                                    and math.isfinite(wn.lam))
+        if not (ok_p and ok_lam):
+            problems.append(f"weight_norm must have p >= 1 and lam > 0 or None; got {wn!r}")
+    if obj is not None:
+        for C in (0.1, 1.0, 3.0):
+            try:
+                rad = obj.conj_radius(C)
+            except Exception as exc:  # noqa: BLE001 - a plugin's failure is the problem
+                problems.append(f"conj_radius({C}) raised {type(exc).__name__}: {exc}")
+                break
+            if not isinstance(rad, float) or not rad > 0:
+                problems.append(f"conj_radius({C}) must be a float > 0 (inf if unbounded); "
+                                f"got {rad!r}")
+            elif obj.smooth_conjugate is True and math.isfinite(rad):
+                problems.append(f"smooth_conjugate is True but conj_radius({C}) = {rad} is finite")
+    return problems
+
+
+def _engine_problems(cls: type) -> list[str]:
+    from .engines.base import Engine, Requires
+
+    problems = []
+    if cls.solve is Engine.solve and getattr(cls, "_solve", None) is Engine._solve:
+        problems.append("does not implement solve(problem, callback) (or the skeleton's "
+                        "_solve(problem, run, warm_start))")
+    requires = getattr(cls, "requires", None)
+    if not isinstance(requires, Requires):
+        problems.append(f"'requires' must be a mklkit.engines.base.Requires; got "
+                        f"{type(requires).__name__}")
+    return problems
+
+
+def _kernel_function_problems(cls: type, base: type) -> list[str]:
+    """``uses`` + ``from_base``, or an own ``gram`` (mklkit.kernels.functions)."""
+    if not hasattr(base, "uses") or not hasattr(base, "gram"):
+        return []
+    bases = tuple(getattr(importlib.import_module(base.__module__), "BASES", ("sqdist", "inner")))
+    uses = getattr(cls, "uses", None)
+    if uses is None:
+        if cls.gram is base.gram:
+            return [f"must override gram() or set 'uses' to one of {', '.join(map(repr, bases))}"]
+        return []
+    if uses not in bases:
+        return [f"'uses' must be one of {', '.join(map(repr, bases))} or None; got {uses!r}"]
+    if getattr(cls, "from_base", None) is getattr(base, "from_base", None):
+        return [f"sets uses={uses!r} but does not implement from_base()"]
+    return []
+
+
+def _instance_problems(obj: Any) -> list[str]:
+    import numpy as np
+
+    problems = []
+    try:
+        pv = obj.param_vector
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        problems.append(f"param_vector raised {type(exc).__name__}: {exc}")
+    else:
+        if not (isinstance(pv, np.ndarray) and pv.dtype == np.float64 and pv.ndim == 1
+                and pv.flags.c_contiguous):
+            problems.append("param_vector must be a 1-d C-contiguous float64 array")
+    try:
+        clone = pickle.loads(pickle.dumps(obj))
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        problems.append(f"pickling failed: {type(exc).__name__}: {exc}")
+    else:
+        if clone != obj:
+            problems.append(f"pickle round trip changed the component: {clone!r} != {obj!r}")
+    return problems
+
+
+def declaration_problems(component: Any, kind: str | None = None) -> list[str]:
+    """What is wrong with the declaration of ``component``; empty when nothing is.
+
+    Parameters
+    ----------
+    component : component class or instance
+        A class is checked as the registry sees it (properties are not
+        evaluated); an instance also has its properties evaluated,
+        ``conj_radius`` (regularizers), ``param_vector`` and a pickle round
+        trip checked.
+    kind : str, optional
+        The kind to check against (default: ``component.kind``).
+
+    Returns
+    -------
+    list of str
+        One phrase per problem, in declaration order.  The numba check of the
+        jitted functions is :func:`unjitted_problem`.
+    """
+    obj = None if isinstance(component, type) else component
+    cls = component if obj is None else type(component)
+    kind = getattr(cls, "kind", None) if kind is None else kind
+    if kind not in KINDS:
+        return [f"kind must be one of {', '.join(map(repr, KINDS))}; got {kind!r}"]
+    base = base_class(kind)
+    if base is not None and not issubclass(cls, base):
+        return [f"must be a subclass of {base.__module__}.{base.__qualname__}"]
+    problems: list[str] = []
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        problems.append("lacks 'name' (a non-empty string)")
+    elif not _NAME_RE.fullmatch(name):
+        problems.append(f"name {name!r} is not allowed: use letters, digits, '_', '-' or '.', "
+                        "starting with a letter")
+    description = getattr(cls, "description", None)
+    if not isinstance(description, str) or not description.strip():
+        problems.append("lacks 'description' (a non-empty string)")
+    problems += _params_problems(cls)
+    for attr, (value, tuple_type, required) in _groups(cls).items():
+        if attr == "constrained":
+            continue  # with the loss's own rules below
+        p = _tuple_problem(attr, value, tuple_type, required)
+        if p:
+            problems.append(p)
+    if kind == "loss":
+        problems += _loss_problems(cls, obj)
+    elif kind == "regularizer":
+        problems += _regularizer_problems(cls, obj)
+    elif kind == "engine":
+        problems += _engine_problems(cls)
+    elif base is not None:
+        problems += _kernel_function_problems(cls, base)
+    if obj is not None and kind in ("loss", "regularizer"):
+        problems += _instance_problems(obj)
+    return problems

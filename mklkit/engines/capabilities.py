@@ -1,0 +1,309 @@
+r"""What an engine can require of a problem: capabilities of the loss, the regularizer and the bank.
+
+An engine states its needs in :attr:`mklkit.engines.base.Engine.requires`
+(a :class:`Requires` of :class:`Requirement`), and
+:meth:`~mklkit.engines.base.Engine.supports` derives its reason from them:
+no engine tests the name or the class of a component.  Each capability is
+a property of the component contracts (``components/base.py``), so a
+third-party component that declares it is solved like a built-in.  The
+catalogue (documented in ``docs/contracts.md``, "Capabilities"):
+
+========================  ============  =========================================
+capability                of            holds when
+========================  ============  =========================================
+``SMOOTH_CONJUGATE``      loss          ``smooth_conjugate`` (SpicyMKL §3.3)
+``CONSTRAINED_FORM``      loss          ``constrained`` given (eq. 33)
+``SMOOTH_PRIMAL``         loss          ``smooth_primal`` (gradient steps)
+``LINEAR_CONJUGATE``      loss          ``linear_conjugate``: the SVM-type dual
+``HINGE_CONJUGATE``       loss          the conjugate is the hinge's, :math:`yu` on
+                                        :math:`-1 \le yu \le 0` (derived from
+                                        :meth:`~mklkit.components.base.Loss.linear_pieces`)
+``SEPARABLE``             regularizer   ``separable``
+``SMOOTH_REG_CONJUGATE``  regularizer   ``smooth_conjugate`` (one-step method)
+``BREGMAN_FORM``          regularizer   separable with ``bregman`` (SMO-MKL §5.2)
+``PNORM_PENALTY``         regularizer   ``weight_norm`` with ``lam`` (SMO-MKL eq. 1)
+``L1_SQUARED_FORM``       regularizer   ``weight_norm`` is ``WeightNorm(1)`` (the SKM)
+``ARRAY_BANK``            bank          ``problem.K`` is one (M, N, N) array
+========================  ============  =========================================
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..kernels.ops import BankAccessError
+from ..problem import Problem
+
+__all__ = [
+    "Capability",
+    "Requirement",
+    "Requires",
+    "needs",
+    "SMOOTH_CONJUGATE",
+    "CONSTRAINED_FORM",
+    "SMOOTH_PRIMAL",
+    "LINEAR_CONJUGATE",
+    "HINGE_CONJUGATE",
+    "SEPARABLE",
+    "SMOOTH_REG_CONJUGATE",
+    "BREGMAN_FORM",
+    "PNORM_PENALTY",
+    "L1_SQUARED_FORM",
+    "ARRAY_BANK",
+]
+
+_SUBJECT = {"loss": "the loss", "regularizer": "the regularizer", "bank": "the Gram bank"}
+
+
+@dataclass(frozen=True)
+class Capability:
+    """A property a component (or the bank) has or lacks.
+
+    Attributes
+    ----------
+    name : str
+        Short name, e.g. ``"smooth_primal"``.
+    of : {"loss", "regularizer", "bank"}
+        What it is a property of; a bank capability is tested on the problem.
+    has : str
+        Noun phrase for messages: ``"a smooth conjugate (smooth_conjugate = True)"``.
+    lacks : str
+        Predicate for messages: ``"has no smooth conjugate (smooth_conjugate = False)"``.
+    test : callable
+        ``test(component) -> bool`` (``test(problem)`` for the bank); an
+        exception counts as lacking it.
+    explain : callable, optional
+        ``explain(subject) -> str``: a message for the lack that replaces
+        ``lacks`` (e.g. the bank's own words).
+    """
+
+    name: str
+    of: str
+    has: str
+    lacks: str
+    test: Callable[[Any], bool] = field(repr=False)
+    explain: Callable[[Any], str] | None = field(default=None, repr=False, compare=False)
+
+    def holds(self, subject: Any) -> bool:
+        """Whether ``subject`` (a component, or the problem for a bank capability) has it."""
+        try:
+            return bool(self.test(subject))
+        except Exception:  # noqa: BLE001 - a component that cannot tell lacks it
+            return False
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One need of an engine: any one of ``options``, for the reason ``why``."""
+
+    options: tuple[Capability, ...]
+    why: str = ""
+
+    def __post_init__(self) -> None:
+        kinds = {c.of for c in self.options}
+        if len(kinds) != 1:
+            raise ValueError(f"the options of a requirement are of one kind; got {sorted(kinds)}")
+
+    @property
+    def of(self) -> str:
+        return self.options[0].of
+
+    def met(self, subject: Any) -> bool:
+        return any(c.holds(subject) for c in self.options)
+
+    def lack(self, subject: Any) -> str:
+        """What ``subject`` lacks, as a sentence (without ``why``)."""
+        if self.of == "bank":
+            first = self.options[0]
+            return first.explain(subject) if first.explain else f"the Gram bank {first.lacks}"
+        what = f"{_SUBJECT[self.of]} {subject.describe()}"
+        if len(self.options) == 1:
+            c = self.options[0]
+            return f"{what} {c.explain(subject) if c.explain else c.lacks}"
+        has = [c.has for c in self.options]
+        if len(has) == 2:
+            return f"{what} has neither {has[0]} nor {has[1]}; one of them is needed"
+        return f"{what} has none of {', '.join(has[:-1])} or {has[-1]}; one of them is needed"
+
+
+def needs(*options: Capability, why: str = "") -> Requirement:
+    """A :class:`Requirement`: any one of ``options`` (of one kind), for the reason ``why``."""
+    return Requirement(tuple(options), why)
+
+
+@dataclass(frozen=True)
+class Requires:
+    """What an engine needs of a problem: requirements of the loss, the regularizer, the bank.
+
+    Attributes
+    ----------
+    loss, regularizer, bank : tuple of Requirement (or Capability)
+        Every requirement must be met; a bare :class:`Capability` is a
+        requirement with that one option.
+    """
+
+    loss: tuple[Any, ...] = ()
+    regularizer: tuple[Any, ...] = ()
+    bank: tuple[Any, ...] = ()
+
+    def __post_init__(self) -> None:
+        for part in ("loss", "regularizer", "bank"):
+            reqs = tuple(r if isinstance(r, Requirement) else needs(r)
+                         for r in getattr(self, part))
+            bad = [r for r in reqs if r.of != part]
+            if bad:
+                raise ValueError(f"Requires.{part} holds a requirement of the {bad[0].of}")
+            object.__setattr__(self, part, reqs)
+
+    def __add__(self, other: Requires) -> Requires:
+        return Requires(self.loss + other.loss, self.regularizer + other.regularizer,
+                        self.bank + other.bank)
+
+    def capabilities(self) -> list[Capability]:
+        """Every capability named, in order (for documentation and listings)."""
+        return [c for part in (self.loss, self.regularizer, self.bank) for r in part
+                for c in r.options]
+
+    def unmet(self, problem: Problem) -> list[tuple[Requirement, str]]:
+        """The requirements ``problem`` does not meet, each with what is lacking."""
+        out = []
+        for part, subject in ((self.loss, problem.loss), (self.regularizer, problem.regularizer),
+                              (self.bank, problem)):
+            for r in part:
+                if not r.met(subject):
+                    out.append((r, r.lack(subject)))
+        return out
+
+    def reasons(self, problem: Problem) -> list[str]:
+        """One sentence per reason: consecutive lacks with the same ``why`` are joined by
+        "and" and followed by it once."""
+        out: list[str] = []
+        group: list[str] = []
+        why = None
+        for req, lack in self.unmet(problem):
+            if group and req.why != why:
+                out.append(_sentence(group, why))
+                group = []
+            group.append(lack)
+            why = req.why
+        if group:
+            out.append(_sentence(group, why))
+        return out
+
+
+def _sentence(lacks: list[str], why: str | None) -> str:
+    text = " and ".join(lacks)
+    return f"{text}: {why}" if why else text
+
+
+# ---------------------------------------------------------------------------
+# The catalogue
+# ---------------------------------------------------------------------------
+SMOOTH_CONJUGATE = Capability(
+    "smooth_conjugate", "loss",
+    has="a smooth conjugate (smooth_conjugate = True)",
+    lacks="has no smooth conjugate (smooth_conjugate = False)",
+    test=lambda loss: loss.smooth_conjugate is True)
+
+CONSTRAINED_FORM = Capability(
+    "constrained", "loss",
+    has="the constrained form of SpicyMKL eq. 33 (constrained = ConstrainedConjugate(...))",
+    lacks="has no constrained form of its conjugate (constrained = None)",
+    test=lambda loss: loss.constrained is not None)
+
+SMOOTH_PRIMAL = Capability(
+    "smooth_primal", "loss",
+    has="a differentiable primal with a Lipschitz derivative (smooth_primal = True)",
+    lacks="is not differentiable (smooth_primal is False)",
+    test=lambda loss: loss.smooth_primal is True)
+
+LINEAR_CONJUGATE = Capability(
+    "linear_conjugate", "loss",
+    has="a conjugate linear on each side of 0 on a bounded domain (linear_conjugate = True)",
+    lacks="has no conjugate linear on each side of 0 on a bounded domain "
+          "(linear_conjugate = False)",
+    test=lambda loss: loss.linear_conjugate is True)
+
+
+def _is_hinge_conjugate(loss: Any) -> bool:
+    if not (loss.linear_conjugate is True and loss.task == "classification"):
+        return False
+    lo, hi, s_lo, s_hi = loss.linear_pieces(np.array([1.0, -1.0]))
+    return bool(np.allclose(lo, [-1.0, 0.0], rtol=0.0, atol=1e-12)
+                and np.allclose(hi, [0.0, 1.0], rtol=0.0, atol=1e-12)
+                and abs(s_lo[0] - 1.0) <= 1e-12 and abs(s_hi[1] + 1.0) <= 1e-12)
+
+
+HINGE_CONJUGATE = Capability(
+    "hinge_conjugate", "loss",
+    has="the hinge's conjugate y u on -1 <= y u <= 0 (linear_conjugate = True)",
+    lacks="is not hinge in form: its conjugate is not y u on -1 <= y u <= 0",
+    test=_is_hinge_conjugate)
+
+SEPARABLE = Capability(
+    "separable", "regularizer",
+    has="a sum over kernels of a function of one block norm (separable = True)",
+    lacks="is not separable over kernels (separable = False)",
+    test=lambda reg: reg.separable is True)
+
+SMOOTH_REG_CONJUGATE = Capability(
+    "smooth_conjugate", "regularizer",
+    has="a smooth conjugate (smooth_conjugate = True)",
+    lacks="has a non-smooth conjugate (smooth_conjugate = False)",
+    test=lambda reg: reg.smooth_conjugate is True)
+
+BREGMAN_FORM = Capability(
+    "bregman", "regularizer",
+    has="a Bregman form of its kernel-weight penalty (bregman = BregmanKernels(...), "
+        "separable = True)",
+    lacks="has no Bregman form of its kernel-weight penalty (bregman = None or not separable)",
+    test=lambda reg: reg.bregman is not None and reg.separable is True)
+
+
+def _pnorm_penalty(reg: Any) -> bool:
+    wn = reg.weight_norm
+    return wn is not None and wn.lam is not None and float(wn.p) > 1.0
+
+
+PNORM_PENALTY = Capability(
+    "pnorm_penalty", "regularizer",
+    has="the squared p-norm form of the kernel weights, p > 1 "
+        "(weight_norm = WeightNorm(p, lam), SMO-MKL eq. 1)",
+    lacks="is not the squared p-norm penalty of the kernel weights "
+          "(weight_norm = WeightNorm(p, lam) with p > 1)",
+    test=_pnorm_penalty)
+
+
+def _l1_squared(reg: Any) -> bool:
+    wn = reg.weight_norm
+    return wn is not None and wn.lam is None and float(wn.p) == 1.0
+
+
+L1_SQUARED_FORM = Capability(
+    "l1_squared", "regularizer",
+    has="the squared block 1-norm (weight_norm = WeightNorm(1))",
+    lacks="is not l1_squared in form: not the squared block 1-norm "
+          "(weight_norm = WeightNorm(1), the support kernel machine's problem (P))",
+    test=_l1_squared)
+
+
+def _array_bank(problem: Problem) -> bool:
+    problem.K  # noqa: B018 - raises BankAccessError for a bank that is not one array
+    return True
+
+
+def _array_bank_lack(problem: Problem) -> str:
+    try:
+        problem.K  # noqa: B018
+    except BankAccessError as exc:
+        return str(exc)
+    return "the Gram bank is not one (M, N, N) array"  # pragma: no cover - holds then
+
+
+ARRAY_BANK = Capability(
+    "array_bank", "bank",
+    has="a Gram bank held as one (M, N, N) array (problem.K)",
+    lacks="is not held as one (M, N, N) array (problem.K)",
+    test=_array_bank, explain=_array_bank_lack)

@@ -1,0 +1,316 @@
+"""Reports of the conformance kits: one :class:`CheckResult` per identity or check.
+
+Shared by the component kit (:mod:`mklkit.testing.components`) and the
+engine kit (:mod:`mklkit.testing.engines`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+__all__ = ["CheckResult", "ConformanceReport"]
+
+
+# ---------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of one identity.
+
+    Attributes
+    ----------
+    identity : str
+        Name of the identity (see :data:`LOSS_IDENTITIES`,
+        :data:`REGULARIZER_IDENTITIES`).
+    passed : bool
+        True when the identity held at every point tried.
+    worst_error : float
+        Absolute error at the worst point (largest error/tolerance ratio);
+        ``inf`` for a structural failure such as an exception.
+    tolerance : float
+        Tolerance at that point.
+    point : dict or None
+        The worst point: labels/arguments (``y``, ``z``, ``u``, ``x``, ``v``,
+        ``d``), ``C`` and the component's ``params``.
+    detail : str
+        What was compared, the values, the relative error and how many points
+        failed.
+    """
+
+    identity: str
+    passed: bool
+    worst_error: float
+    tolerance: float
+    point: dict[str, Any] | None
+    detail: str
+
+
+@dataclass
+class ConformanceReport:
+    """All :class:`CheckResult` of one component.
+
+    Attributes
+    ----------
+    component : Loss or Regularizer
+        The instance that was checked.
+    checks : list of CheckResult
+        One result per identity, in the order checked.
+    seed : int or None
+        Seed of the random points (shown when the report fails).
+    origin : str
+        Where the parameter point comes from (``"default parameters"``,
+        ``"random parameter point 2 of 5"``; set by
+        :func:`check_parameter_points`), shown in the heading.
+    """
+
+    component: Any
+    checks: list[CheckResult] = field(default_factory=list)
+    seed: int | None = None
+    origin: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when every identity passed."""
+        return all(c.passed for c in self.checks)
+
+    @property
+    def failures(self) -> list[CheckResult]:
+        """The identities that failed."""
+        return [c for c in self.checks if not c.passed]
+
+    def __getitem__(self, identity: str) -> CheckResult:
+        for c in self.checks:
+            if c.identity == identity:
+                return c
+        raise KeyError(identity)
+
+    def __str__(self) -> str:
+        comp = self.component
+        kind = getattr(comp, "kind", "component") or "component"
+        name = getattr(comp, "name", "") or type(comp).__name__
+        nfail = len(self.failures)
+        verdict = "OK" if nfail == 0 else f"{nfail} of {len(self.checks)} identities FAILED"
+        if nfail and self.seed is not None:
+            verdict += f" (seed {self.seed})"
+        at = f" at {self.origin}" if self.origin else ""
+        lines = [f"conformance of {kind} {name!r} ({comp!r}){at}: {verdict}"]
+        width = max((len(c.identity) for c in self.checks), default=0)
+        for c in self.checks:
+            if c.passed:
+                lines.append(f"  PASS  {c.identity:<{width}}  {c.detail}")
+            else:
+                lines.append(f"  FAIL  {c.identity:<{width}}  {c.detail}")
+                if c.point is not None:
+                    lines.append(f"        {'':<{width}}  at {_fmt_point(c.point)}")
+                lines.append(
+                    f"        {'':<{width}}  |error| = {_fmt(c.worst_error)}"
+                    f" > tolerance {_fmt(c.tolerance)}"
+                )
+        return "\n".join(lines)
+
+
+def _fmt(x: float) -> str:
+    if x is None:
+        return "n/a"
+    x = float(x)
+    if math.isnan(x) or math.isinf(x):
+        return str(x)
+    return f"{x:.3e}"
+
+
+def _fmt_val(v: Any) -> str:
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.10g}"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_fmt_val(w)}" for k, w in v.items()) + "}"
+    return repr(v)
+
+
+def _fmt_point(point: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_fmt_val(v)}" for k, v in point.items())
+
+
+# ---------------------------------------------------------------------------
+# Bookkeeping of one identity
+# ---------------------------------------------------------------------------
+class _Identity:
+    """Accumulates comparisons for one identity and keeps the worst point."""
+
+    def __init__(self, name: str, params: dict[str, Any]):
+        self.name = name
+        self.params = params
+        self.n = 0
+        self.nfail = 0
+        self.worst_ratio = -math.inf
+        self.worst: tuple[float, float, dict | None, str] | None = None
+        self.hard: list[tuple[str, dict | None]] = []
+
+    # -- utilities ------------------------------------------------------
+    def _point(self, points: dict[str, np.ndarray], i: int) -> dict[str, Any]:
+        pt: dict[str, Any] = {}
+        for k, v in points.items():
+            pt[k] = float(np.asarray(v).reshape(-1)[i])
+        pt["params"] = dict(self.params)
+        return pt
+
+    def _record(self, err, tol, ok, points, describe) -> None:
+        err = np.asarray(err, dtype=np.float64).reshape(-1)
+        tol = np.broadcast_to(np.asarray(tol, dtype=np.float64), err.shape).reshape(-1)
+        # an infinite or NaN tolerance would accept anything: demand an exact match
+        bad_tol = ~np.isfinite(tol)
+        tol = np.where(bad_tol, 0.0, tol)
+        ok = np.asarray(ok, dtype=bool).reshape(-1) & ~(bad_tol & (err > 0))
+        self.n += err.size
+        nbad = int(np.count_nonzero(~ok))
+        self.nfail += nbad
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(ok, err / np.maximum(tol, 1e-300), np.inf)
+        ratio = np.where(np.isnan(ratio), np.inf, ratio)
+        if err.size == 0:
+            return
+        i = int(np.argmax(ratio))
+        if ratio[i] > self.worst_ratio or self.worst is None:
+            self.worst_ratio = float(ratio[i])
+            self.worst = (float(err[i]), float(tol[i]), self._point(points, i), describe(i))
+
+    # -- public to the checks -------------------------------------------
+    @staticmethod
+    def _lead(a: Any, shape: tuple[int, ...]) -> np.ndarray:
+        """Broadcast an array indexed by point (leading axis) to ``shape``."""
+        a = np.asarray(a)
+        if a.dtype != bool:
+            a = a.astype(np.float64, copy=False)
+        if a.ndim == 0:
+            return np.broadcast_to(a, shape)
+        return np.broadcast_to(a.reshape(a.shape + (1,) * (len(shape) - a.ndim)), shape)
+
+    def _select(self, arrays: list[Any], points: dict[str, Any], mask: Any,
+                shape: tuple[int, ...]) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+        m = (np.ones(shape, dtype=bool) if mask is None
+             else self._lead(np.asarray(mask, dtype=bool), shape))
+        out = [self._lead(a, shape)[m] for a in arrays]
+        pts = {k: self._lead(v, shape)[m] for k, v in points.items()}
+        return out, pts
+
+    def compare(self, got, expected, tol, points: dict[str, Any], what: str,
+                scale=None, mask=None) -> None:
+        """Require ``|got - expected| <= tol`` elementwise (inf == inf allowed)."""
+        got, expected = np.broadcast_arrays(np.asarray(got, dtype=np.float64),
+                                            np.asarray(expected, dtype=np.float64))
+        shape = got.shape
+        sc = np.maximum(np.abs(got), np.abs(expected)) if scale is None else scale
+        (got, expected, tol, sc), pts = self._select([got, expected, tol, sc], points, mask, shape)
+        with np.errstate(invalid="ignore"):
+            same_inf = np.isinf(got) & np.isinf(expected) & (np.sign(got) == np.sign(expected))
+            err = np.where(same_inf, 0.0, np.abs(got - expected))
+        err = np.where(np.isnan(err), np.inf, err)
+        ok = err <= tol
+
+        def describe(i: int) -> str:
+            rel = err[i] / sc[i] if sc[i] > 0 and math.isfinite(sc[i]) else math.inf
+            return (f"{what}: got {got[i]:.12g}, expected {expected[i]:.12g} "
+                    f"(relative error {_fmt(rel)})")
+
+        self._record(err, tol, ok, pts, describe)
+
+    def at_least(self, lhs, rhs, tol, points: dict[str, Any], what: str, mask=None) -> None:
+        """Require ``lhs >= rhs - tol`` elementwise."""
+        lhs, rhs = np.broadcast_arrays(np.asarray(lhs, dtype=np.float64),
+                                       np.asarray(rhs, dtype=np.float64))
+        (lhs, rhs, tol), pts = self._select([lhs, rhs, tol], points, mask, lhs.shape)
+        with np.errstate(invalid="ignore"):
+            gap = rhs - lhs
+            err = np.where(np.isnan(gap), np.inf, np.maximum(gap, 0.0))
+        ok = err <= tol
+
+        def describe(i: int) -> str:
+            scale = max(abs(lhs[i]), abs(rhs[i]))
+            rel = err[i] / scale if scale > 0 and math.isfinite(scale) else math.inf
+            return (f"{what}: {lhs[i]:.12g} < {rhs[i]:.12g} "
+                    f"(relative violation {_fmt(rel)})")
+
+        self._record(err, tol, ok, pts, describe)
+
+    def require(self, ok, points: dict[str, Any], what: Callable[[int], str] | str) -> None:
+        """Require a boolean property elementwise (no error size)."""
+        ok = np.asarray(ok, dtype=bool)
+        (ok,), pts = self._select([ok], points, None, ok.shape)
+        err = np.where(ok, 0.0, np.inf)
+        describe = what if callable(what) else (lambda i: what)
+        self._record(err, np.zeros_like(err), ok, pts, describe)
+
+    def fail(self, message: str, point: dict[str, Any] | None = None) -> None:
+        """Record a structural failure."""
+        self.n += 1
+        self.nfail += 1
+        if point is not None:
+            point = {**point, "params": dict(self.params)}
+        self.hard.append((message, point))
+
+    def note(self, count: int = 1) -> None:
+        """Count points that passed a check without an error size."""
+        self.n += count
+
+    def result(self) -> CheckResult:
+        if self.hard:
+            msg, pt = self.hard[0]
+            more = f" (and {len(self.hard) - 1} more problems)" if len(self.hard) > 1 else ""
+            return CheckResult(self.name, False, math.inf, 0.0, pt, msg + more)
+        if self.worst is None:
+            return CheckResult(self.name, True, 0.0, 0.0, None,
+                               f"{self.n} check{'s' if self.n != 1 else ''}")
+        err, tol, pt, desc = self.worst
+        if self.nfail:
+            return CheckResult(self.name, False, err, tol, pt,
+                               f"{desc}; fails at {self.nfail} of {self.n} points")
+        return CheckResult(self.name, True, err, tol, None,
+                           f"{self.n} points, worst |error| {_fmt(err)} (tolerance {_fmt(tol)})")
+
+
+class _Runner:
+    """Runs identity checks, turning exceptions into failures."""
+
+    def __init__(self, component: Any):
+        self.component = component
+        try:
+            self.params = dict(component.get_params())
+        except Exception:  # pragma: no cover - a broken get_params is reported by declaration
+            self.params = {}
+        self.results: dict[str, _Identity] = {}
+        self.order: list[str] = []
+        self.current = ""
+
+    def identity(self, name: str) -> _Identity:
+        """The accumulator of ``name``; it becomes the one being checked."""
+        if name not in self.results:
+            self.results[name] = _Identity(name, self.params)
+            self.order.append(name)
+        self.current = name
+        return self.results[name]
+
+    def run(self, names: str | Sequence[str], fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn``, which checks ``names``; an exception fails the identity being checked."""
+        names = [names] if isinstance(names, str) else list(names)
+        for n in names:
+            self.identity(n)
+        self.current = names[0]
+        try:
+            with np.errstate(all="ignore"):
+                fn(*args)
+        except Exception as exc:  # a kernel that raises fails its identity
+            where = self.current
+            self.results[where].fail(f"raised {type(exc).__name__}: {exc}")
+            for n in names:
+                ident = self.results[n]
+                if ident.n == 0 and not ident.hard:
+                    ident.fail(f"not checked: {where} raised {type(exc).__name__} first")
+
+    def report(self, seed: int | None = None) -> ConformanceReport:
+        return ConformanceReport(self.component, [self.results[n].result() for n in self.order],
+                                 seed=seed)
+
+

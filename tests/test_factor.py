@@ -1,0 +1,386 @@
+"""Building factor banks (mklkit.kernels.factorize): exact and approximate factors of real data."""
+from __future__ import annotations
+
+import functools
+import logging
+import tracemalloc
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from mklkit.components.losses import Logistic
+from mklkit.components.regularizers import L1, ElasticNet
+from mklkit.data import load_builtin
+from mklkit.engines.spicy import Spicy
+from mklkit.kernels.bank import BankError, KernelBank
+from mklkit.kernels.factor import FactorBank
+from mklkit.kernels.factorize import FactorError, build_factor_bank, poly_map_dim
+from mklkit.problem import Problem
+
+# small problems: thread start-up would dominate
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+NORMALIZE = ["trace", "diagonal", "none"]
+
+
+def standardize(X):
+    sd = X.std(axis=0)
+    return (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+
+
+def sonar_points(n=120):
+    ds = load_builtin("sonar")
+    rows = np.random.default_rng(0).permutation(ds.n_samples)[:n]
+    return standardize(ds.X[rows]), ds.y[rows], standardize(ds.X)[np.setdiff1d(np.arange(ds.n_samples), rows)]
+
+
+def ionosphere_points():
+    X = load_builtin("ionosphere").X
+    sd = X.std(axis=0)
+    return (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+
+
+@functools.lru_cache(maxsize=None)
+def a9a_points(n=300, n_new=40):
+    """The first ``n`` training and ``n_new`` test points of a9a, sparse (123 binary features)."""
+    return (sp.csr_matrix(load_builtin("a9a").X[:n]),
+            sp.csr_matrix(load_builtin("a9a_test").X[:n_new]))
+
+
+def widths(d, factors=(0.5, 1.0, 2.0)):
+    return [float(f * np.sqrt(d)) for f in factors]
+
+
+EXACT_BANK = [
+    {"function": "linear", "features": [[0, 1, 2, 3], [7], [10, 20, 30, 40, 50]]},
+    {"function": "poly", "degree": [1, 2, 3], "offset": [0.0, 1.0], "features": [[4, 5, 6]]},
+    {"function": "poly", "degree": 2, "scale": 0.25, "offset": 2.0, "features": [[11, 12, 13, 14, 15, 16]]},
+]
+
+
+def max_rel(A, B):
+    return float(np.max(np.abs(A - B)) / np.max(np.abs(B)))
+
+
+@pytest.mark.parametrize("normalize", NORMALIZE)
+def test_exact_factors_reproduce_the_dense_bank_and_its_cross_kernels(normalize):
+    X, _, Xn = sonar_points()
+    kb = KernelBank.build(X, EXACT_BANK, normalize=normalize)
+    fb = build_factor_bank(EXACT_BANK, X, normalize=normalize)
+    assert fb.factor_map.methods == ["linear"] * 3 + ["poly_map"] * 7
+    assert fb.factor_map.names == kb.names
+    assert fb.ranks.tolist() == [4, 1, 5] + [poly_map_dim(3, p, c) for p in (1, 2, 3) for c in (0.0, 1.0)] + [28]
+    K = fb.to_array()
+    for m in range(fb.n_kernels):
+        assert max_rel(K[m], kb.K[m]) <= 1e-10, (m, kb.names[m])
+    assert np.all(fb.relative_trace_error <= 1e-12)
+    C, LTn = kb.cross(Xn), fb.transform(Xn)
+    for m in range(fb.n_kernels):
+        a, b = fb.starts[m], fb.starts[m + 1]
+        assert max_rel(LTn[a:b].T @ fb.LT[a:b], C[m]) <= 1e-10, (m, kb.names[m])
+
+
+@pytest.mark.parametrize("normalize", NORMALIZE)
+def test_linear_factors_of_sparse_features_stay_sparse(normalize):
+    X, Xn = a9a_points()
+    bank = [{"function": "linear", "features": [list(range(0, 60)), list(range(60, 123)), list(range(0, 123, 2))]}]
+    fb = build_factor_bank(bank, X, normalize=normalize)
+    kb = KernelBank.build(X, bank, normalize=normalize)
+    assert fb.sparse and fb.factor_map.sparse
+    assert fb.nbytes < 8 * fb.total_rank * fb.n_samples / 3      # a9a is 11 % dense
+    K = fb.to_array()
+    for m in range(3):
+        assert max_rel(K[m], kb.K[m]) <= 1e-10
+    LTn = fb.transform(Xn)
+    assert sp.issparse(LTn) and LTn.shape == (fb.total_rank, Xn.shape[0])
+    C = kb.cross(Xn)
+    for m in range(3):
+        a, b = fb.starts[m], fb.starts[m + 1]
+        assert max_rel((LTn[a:b].T @ fb.LT[a:b]).toarray(), C[m]) <= 1e-10
+
+
+def test_a_bank_with_approximate_kernels_on_sparse_features_is_dense():
+    X, Xn = a9a_points(200, 30)
+    bank = [{"function": "linear", "features": [list(range(0, 60))]}, {"function": "rbf", "width": 3.0}]
+    fb = build_factor_bank(bank, X, tol=0.0)
+    kb = KernelBank.build(X, bank)
+    assert not fb.sparse and fb.factor_map.methods == ["linear", "pivoted_cholesky"]
+    assert max_rel(fb.to_array(), kb.K) <= 1e-8
+    C = kb.cross(Xn)
+    LTn = fb.transform(Xn)
+    for m in range(2):
+        a, b = fb.starts[m], fb.starts[m + 1]
+        assert max_rel(LTn[a:b].T @ fb.LT[a:b], C[m]) <= 1e-8
+
+
+@pytest.mark.parametrize("normalize", NORMALIZE)
+def test_pivoted_cholesky_to_full_rank_reproduces_the_bank(normalize):
+    X, _, _ = sonar_points()
+    d = X.shape[1]
+    bank = [{"function": "rbf", "width": widths(d)},
+            {"function": "poly", "degree": 3, "scale": 1.0 / d}]          # map too large: approximated
+    fb = build_factor_bank(bank, X, tol=0.0, normalize=normalize)
+    kb = KernelBank.build(X, bank, normalize=normalize)
+    assert fb.factor_map.methods == ["pivoted_cholesky"] * 4
+    assert max_rel(fb.to_array(), kb.K) <= 1e-8
+    assert fb.overall_trace_error <= 1e-10
+
+
+@pytest.mark.parametrize("method", ["pivoted_cholesky", "nystrom"])
+def test_trace_error_falls_with_tol_and_is_the_residual_trace(method):
+    X = ionosphere_points()
+    d = X.shape[1]
+    bank = [{"function": "rbf", "width": widths(d, (1.0, 2.0, 4.0))}]
+    kb = KernelBank.build(X, bank)
+    true_tr = np.trace(kb.K, axis1=1, axis2=2)
+    last_err, last_rank = np.inf, 0
+    tols = (1e-1, 1e-2, 1e-3, 1e-4) + ((1e-6,) if method == "pivoted_cholesky" else ())
+    for tol in tols:
+        fb = build_factor_bank(bank, X, tol=tol, method=method)
+        err = fb.trace_error
+        assert np.all(fb.relative_trace_error <= tol)
+        assert np.allclose(err, true_tr - fb.trace(), rtol=0, atol=1e-13)   # exact, from the diagonal
+        assert np.all(err <= last_err) and fb.total_rank >= last_rank
+        assert fb.overall_trace_error == pytest.approx(err.sum() / true_tr.sum())
+        last_err, last_rank = err, fb.total_rank
+        # the residual is positive semidefinite, so its entries are bounded by its diagonal
+        # (to round-off; Nyström's rounding is amplified by up to 1/cut-off = 1e8)
+        R = kb.K - fb.to_array()
+        dR = np.diagonal(R, axis1=1, axis2=2)
+        slack = (1e-11 if method == "pivoted_cholesky" else 1e-8) * np.max(np.abs(kb.K))
+        assert np.all(dR >= -slack)
+        assert np.all(np.abs(R) <= np.sqrt(np.maximum(dR[:, :, None] * dR[:, None, :], 0)) + slack)
+    assert last_err.max() <= tols[-1]
+
+
+def test_rank_caps_the_factors_and_reports_the_error():
+    X = ionosphere_points()
+    bank = [{"function": "rbf", "width": widths(X.shape[1], (0.5, 4.0))}]
+    for method in ("pivoted_cholesky", "nystrom"):
+        fb = build_factor_bank(bank, X, rank=25, tol=1e-9, method=method)
+        assert fb.ranks.max() <= 25 and fb.ranks[0] == 25
+        assert fb.relative_trace_error[0] > 1e-2           # a narrow kernel: far from the tol
+
+
+@pytest.mark.parametrize("method", ["pivoted_cholesky", "nystrom"])
+@pytest.mark.parametrize("normalize", NORMALIZE)
+def test_approximate_factors_extend_to_new_points_within_their_error(method, normalize):
+    X, _, Xn = sonar_points()
+    d = X.shape[1]
+    bank = [{"function": "rbf", "width": widths(d, (1.0, 2.0))},
+            {"function": "poly", "degree": 3, "scale": 1.0 / d, "offset": 1.0}]
+    kb = KernelBank.build(X, bank, normalize=normalize)
+    C = kb.cross(Xn)
+    fb = build_factor_bank(bank, X, tol=1e-3, method=method, normalize=normalize)
+    K = fb.to_array()
+    LTn = fb.transform(Xn)
+    for m, spec in enumerate(kb.specs):
+        a, b = fb.starts[m], fb.starts[m + 1]
+        # residual diagonals of the training and of the new points (both normalised)
+        r_train = np.diagonal(kb.K[m]) - np.diagonal(K[m])
+        k_new = spec.function.diag(Xn)
+        k_new = {"trace": k_new / kb.traces[m], "diagonal": np.ones_like(k_new), "none": k_new}[normalize]
+        r_new = k_new - np.einsum("rn,rn->n", LTn[a:b], LTn[a:b])
+        assert np.all(r_new >= -1e-12)
+        approx = LTn[a:b].T @ fb.LT[a:b]
+        bound = np.sqrt(np.maximum(np.outer(r_new, r_train), 0.0))
+        assert np.all(np.abs(approx - C[m]) <= bound + 1e-12 * np.max(np.abs(C[m])))
+        assert max_rel(approx, C[m]) <= 0.1
+
+
+def test_predictions_from_factors_match_the_dense_ones():
+    X, y, Xn = sonar_points()
+    d = X.shape[1]
+    bank = [{"function": "rbf", "width": widths(d)}, {"function": "linear", "features": [[0, 1, 2]]}]
+    kb = KernelBank.build(X, bank)
+    res = Spicy(tol=1e-8).solve(Problem(K=kb.K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.5), C=0.5))
+    f_ref = res.decision_function(kb.cross(Xn))
+    fb = build_factor_bank(bank, X, tol=0.0)
+    f = fb.decision_function(Xn, res.alpha, res.bias)
+    assert np.max(np.abs(f - f_ref)) <= 1e-8 * np.max(np.abs(f_ref))
+
+
+@pytest.mark.parametrize("reg", [ElasticNet(lam=0.5), L1()], ids=["elasticnet", "l1"])
+def test_spicy_on_factored_kernels_converges_to_the_dense_optimum(reg):
+    X, y, _ = sonar_points()
+    d = X.shape[1]
+    bank = [{"function": "rbf", "width": widths(d, (1.0, 2.0, 4.0))},
+            {"function": "poly", "degree": 2, "scale": 1.0 / d},
+            {"function": "linear", "features": [[0, 1, 2, 3, 4], [10, 11, 12]]}]
+    kb = KernelBank.build(X, bank)
+    ref = Spicy(tol=1e-10).solve(Problem(K=kb.K, y=y, loss=Logistic(), regularizer=reg, C=0.5))
+    assert ref.converged
+    gaps = []
+    for tol in (1e-1, 1e-2, 1e-3, 1e-5):
+        fb = build_factor_bank(bank, X, tol=tol)
+        res = Spicy(tol=1e-10).solve(Problem(K=fb, y=y, loss=Logistic(), regularizer=reg, C=0.5))
+        assert res.converged and res.gap <= 1e-10
+        gaps.append(abs(res.objective - ref.objective) / ref.objective)
+    assert gaps[0] > 1e-4                                 # a coarse factor changes the problem
+    assert all(b <= a for a, b in zip(gaps, gaps[1:]))
+    assert gaps[-1] <= 1e-6
+
+
+def test_factorizations_are_deterministic():
+    X = ionosphere_points()[:150]
+    bank = [{"function": "rbf", "width": widths(X.shape[1])}]
+    for method, rank in (("pivoted_cholesky", None), ("nystrom", 40)):
+        a = build_factor_bank(bank, X, tol=1e-3, rank=rank, method=method, seed=3)
+        b = build_factor_bank(bank, X, tol=1e-3, rank=rank, method=method, seed=3)
+        assert np.array_equal(a.LT, b.LT) and np.array_equal(a.starts, b.starts)
+    c = build_factor_bank(bank, X, rank=30, method="nystrom", seed=4)
+    d_ = build_factor_bank(bank, X, rank=30, method="nystrom", seed=3)
+    assert not np.array_equal(c.LT, d_.LT)                  # other landmarks
+
+
+def test_auto_says_when_it_approximates_a_polynomial_kernel(caplog):
+    X, _, _ = sonar_points(60)
+    bank = [{"function": "poly", "degree": 2, "features": [[0, 1, 2]]}, {"function": "poly", "degree": 2}]
+    with caplog.at_level(logging.INFO, logger="mklkit.kernels.factorize"):
+        fb = build_factor_bank(bank, X, tol=1e-4)
+    assert fb.factor_map.methods == ["poly_map", "pivoted_cholesky"]
+    assert "monomial map of 1891 dimensions > max_exact_dim = 256; pivoted Cholesky instead" in caplog.text
+    assert build_factor_bank(bank, X, max_exact_dim=2000).factor_map.methods == ["poly_map"] * 2
+    # a rank below the exact one: approximated within the rank
+    fb = build_factor_bank([{"function": "linear"}], X, rank=10)
+    assert fb.factor_map.methods == ["pivoted_cholesky"] and fb.ranks.tolist() == [10]
+
+
+def test_a_rank_that_does_not_fit_is_refused_before_allocating():
+    X = ionosphere_points()
+    bank = [{"function": "rbf", "width": widths(X.shape[1])}]
+    tracemalloc.start()
+    try:
+        with pytest.raises(FactorError, match=r"^kernels\.factor\.rank = 300: 3 approximated kernels x rank 300 "
+                           r"x 351 points need 2\.4 MiB .* but memory_budget is 976\.6 KiB; rank <= \d+ fits$"):
+            build_factor_bank(bank, X, rank=300, memory_budget=1e6, root="kernels.factor")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 200_000
+
+
+def test_a_tolerance_that_does_not_fit_is_reported_with_what_fits():
+    X = ionosphere_points()
+    bank = [{"function": "rbf", "width": widths(X.shape[1])}]
+    with pytest.raises(FactorError, match=r"^kernels\.factor\.tol = 1e-06 is not reached within "
+                       r"kernels\.factor\.memory_budget = 976\.6 KiB: kernel 0 'rbf\(width=2\.915\)\[all\]' "
+                       r"has relative residual trace .* at rank \d+, .* set kernels\.factor\.rank <= \d+ "
+                       r"\(fits for every approximated kernel\)") as err:
+        build_factor_bank(bank, X, tol=1e-6, memory_budget=1e6, root="kernels.factor")
+    assert err.value.key == "kernels.factor.tol"
+    fit = int(str(err.value).split("rank <= ")[1].split(" ")[0])
+    fb = build_factor_bank(bank, X, rank=fit, tol=1e-6, memory_budget=1e6)    # what it says fits
+    assert fb.ranks.tolist() == [fit] * 3
+    with pytest.raises(FactorError, match=r"^memory_budget: the exact factors need 1\.3 MiB but memory_budget "
+                       r"is 976\.6 KiB; raise memory_budget or use method 'pivoted_cholesky' with a rank$"):
+        build_factor_bank([{"function": "poly", "degree": 2, "features": [list(range(30))]}], X,
+                          memory_budget=1e6, max_exact_dim=1000)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"rank": 0}, r"^rank must be an integer >= 1 or None \(as needed for tol\); got 0$"),
+    ({"rank": 2.5}, r"^rank must be an integer >= 1 or None .*; got 2\.5$"),
+    ({"rank": True}, r"^rank must be an integer >= 1 or None .*; got True$"),
+    ({"tol": 1.0}, r"^tol must be a number in \[0, 1\) \(the relative residual trace\); got 1\.0$"),
+    ({"tol": -1e-3}, r"^tol must be a number in \[0, 1\) .*; got -0\.001$"),
+    ({"tol": "small"}, r"^tol must be a number in \[0, 1\) .*; got 'small'$"),
+    ({"tol": float("nan")}, r"^tol must be a number in \[0, 1\) .*; got nan$"),
+    ({"method": "exakt"}, r"^method must be one of 'auto', 'exact', 'pivoted_cholesky', 'nystrom'; got 'exakt' \(did you mean 'exact'\?\)$"),
+    ({"seed": -1}, r"^seed must be an integer >= 0; got -1$"),
+    ({"normalize": "unit"}, r"^normalize must be one of 'trace', 'diagonal', 'none'; got 'unit'$"),
+    ({"memory_budget": 0}, r"^memory_budget must be a number of bytes > 0 or None; got 0$"),
+    ({"max_exact_dim": 0}, r"^max_exact_dim must be an integer >= 1; got 0$"),
+    ({"method": "exact"}, r"^method: kernel 0 'rbf\(width=1\)\[all\]' has no explicit feature map \(exact factors "
+                          r"exist for the built-in linear and poly kernels\); use method 'auto', 'pivoted_cholesky' or 'nystrom'$"),
+])
+def test_bad_settings_are_one_line_errors(kwargs, match):
+    X = ionosphere_points()[:50]
+    with pytest.raises(FactorError, match=match):
+        build_factor_bank([{"function": "rbf", "width": 1.0}], X, **kwargs)
+
+
+def test_exact_method_errors_name_the_setting():
+    X = ionosphere_points()[:50]
+    with pytest.raises(FactorError, match=r"^f\.method: kernel 0 'poly\(degree=3\)\[all\]': its monomial map has "
+                       r"7770 dimensions > max_exact_dim = 256; use method 'auto' \(pivoted Cholesky for it\) "
+                       r"or raise max_exact_dim$"):
+        build_factor_bank([{"function": "poly", "degree": 3}], X, method="exact", root="f")
+    with pytest.raises(FactorError, match=r"^method: kernel 0 'linear\[all\]': its exact factor has rank 34 > "
+                       r"rank = 10; raise rank or use method 'auto'$"):
+        build_factor_bank(["linear"], X, method="exact", rank=10)
+
+
+def test_bad_data_and_unnormalisable_kernels_are_refused():
+    X = ionosphere_points()[:50]
+    bad = X.copy()
+    bad[3, 2] = np.nan
+    with pytest.raises(BankError, match=r"^X\[3, 2\] is nan; NaN and infinite values are not allowed$"):
+        build_factor_bank(["linear"], bad)
+    zero = X.copy()
+    zero[:, 1] = 0.0
+    with pytest.raises(BankError, match=r"^kernel 0 'linear\[x2\]' has trace 0\.0; unit-trace normalisation"):
+        build_factor_bank([{"function": "linear", "features": [1]}], zero)
+    zero[7, 0] = 0.0
+    with pytest.raises(BankError, match=r"^kernel 0 'linear\[x1\]' has k\(x, x\) = 0\.0 at sample 7; unit-diagonal"):
+        build_factor_bank([{"function": "linear", "features": [0]}], zero, normalize="diagonal")
+    fb = build_factor_bank(["linear"], X)
+    with pytest.raises(BankError, match=r"^X_new must have shape \(n, 34\) like the training data; got \(4, 3\)$"):
+        fb.transform(np.ones((4, 3)))
+    with pytest.raises(ValueError, match=r"^this FactorBank has no map to new points \(factor_map is None\)"):
+        FactorBank(np.ones((2, 3)), [0, 2]).transform(np.ones((2, 3)))
+
+
+def test_diagonal_normalisation_gives_new_points_with_zero_diagonal_a_zero_row():
+    X = ionosphere_points()[:60]
+    bank = [{"function": "linear", "features": [[2, 3]]}, {"function": "poly", "degree": 2, "offset": 0.0,
+                                                          "features": [[2, 3]]}]
+    fb = build_factor_bank(bank, X, normalize="diagonal")
+    Xn = X[:5].copy()
+    Xn[1, [2, 3]] = 0.0
+    kb = KernelBank.build(X, bank, normalize="diagonal")
+    LTn = fb.transform(Xn)
+    assert np.all(LTn[:, 1] == 0.0)
+    C = kb.cross(Xn)
+    for m in range(2):
+        a, b = fb.starts[m], fb.starts[m + 1]
+        assert max_rel(LTn[a:b].T @ fb.LT[a:b], C[m]) <= 1e-10
+
+
+@pytest.mark.parametrize("cols", [1, 5, 34], ids=lambda c: f"{c}-columns")
+@pytest.mark.parametrize("kind", ["sqdist", "inner"])
+def test_base_rows_are_the_base_matrix_rows(kind, cols):
+    from mklkit.kernels.functions import BaseRows, base_matrix
+
+    X = ionosphere_points()[:, :cols]
+    X[7] = X[3]                                            # a duplicate point: distance exactly 0
+    idx = np.array([3, 7, 0, 100], dtype=np.int64)
+    got, ref = BaseRows(kind, X)(idx), base_matrix(kind, X)[idx]
+    assert np.max(np.abs(got - ref)) <= 1e-12 * np.max(np.abs(ref))
+    if kind == "sqdist":
+        assert got[0, 7] == 0.0 and got[1, 3] == 0.0
+    with pytest.raises(ValueError, match=r"^base kind must be one of 'sqdist', 'inner'; got 'l1'$"):
+        BaseRows("l1", X)
+
+
+def test_docs_factor_banks_examples_run():
+    import doctest
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "factor_banks.md"
+    failures, tried = doctest.testfile(str(doc), module_relative=False, report=True,
+                                       optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert tried >= 20 and failures == 0, (failures, tried)
+
+
+def test_resolved_kernel_specs_and_datasets_are_accepted():
+    from mklkit.kernels.bank import expand_bank
+
+    ds = load_builtin("ionosphere")
+    bank = [{"function": "rbf", "width": [3.0, 6.0], "features": {"random_subsets": 2, "size": 5}}]
+    a = build_factor_bank(bank, ds, tol=1e-4)                              # a Dataset
+    b = build_factor_bank(expand_bank(bank, ds.n_features), ds.X, tol=1e-4)
+    assert a.factor_map.names == b.factor_map.names and len(a.factor_map.names) == 4
+    assert np.array_equal(a.LT, b.LT)
+    assert np.array_equal(a.transform(ds), b.transform(ds.X))

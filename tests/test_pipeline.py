@@ -1,0 +1,178 @@
+"""The pipeline behind run, sweep and the estimators: engine section, representations, precomputed folds."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from mklkit.api import load_spec, run
+from mklkit.cli import main
+from mklkit.data import Standardizer, load_builtin
+from mklkit.kernels import KernelBank
+from mklkit.pipeline import PipelineError
+from mklkit.spec import SpecError, parse_spec
+from mklkit.sweep import load_sweep, run_sweep
+
+LINEAR = [{"function": "linear", "features": [0, 1, 2]}, {"function": "linear", "features": "each"}]
+BASE = {
+    "data": {"builtin": "liver", "test_size": 0.25, "seed": 0},
+    "kernels": {"bank": LINEAR},
+    "problem": {"loss": "logistic", "regularizer": {"name": "elasticnet", "lam": 0.5}, "C": 0.5},
+    "engine": {"name": "spicy", "tol": 1e-9, "max_iter": 500},
+}
+
+
+def write(tmp_path: Path, spec: dict, name: str = "s.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return p
+
+
+def _with(**changes: dict) -> dict:
+    spec = json.loads(json.dumps(BASE))
+    for section, update in changes.items():
+        spec[section] = {**spec.get(section, {}), **update} if isinstance(update, dict) else update
+    return spec
+
+
+# ---------------------------------------------------------------------------
+# engine: and its deprecated name solver:
+# ---------------------------------------------------------------------------
+def test_engine_and_solver_sections_give_the_same_spec():
+    old = {k: v for k, v in BASE.items() if k != "engine"}
+    old["solver"] = BASE["engine"]
+    a, b = parse_spec(BASE, file="a.yaml"), parse_spec(old, file="b.yaml")
+    assert a.engine.engine == b.engine.engine and a.solver is a.engine
+    assert a.resolved()["engine"] == b.resolved()["engine"] and "solver" not in b.resolved()
+
+
+def test_engine_errors_name_the_section_as_written():
+    with pytest.raises(SpecError, match=r"^t\.yaml: engine\.tol: invalid value; got -1"):
+        parse_spec(_with(engine={"tol": -1}), file="t.yaml")
+    old = {k: v for k, v in BASE.items() if k != "engine"}
+    old["solver"] = {"name": "spicy", "tol": -1}
+    with pytest.raises(SpecError, match=r"^t\.yaml: solver\.tol: invalid value; got -1"):
+        parse_spec(old, file="t.yaml")
+
+
+def test_a_spec_with_engine_and_solver_is_refused(tmp_path, capsys):
+    both = {**BASE, "solver": {"name": "spicy"}}
+    with pytest.raises(SpecError, match=r"^t\.yaml: solver: engine and solver are the same section.*the spec has "
+                                        r"both; got \{'name': 'spicy'\}; allowed: one engine section, named engine$"):
+        parse_spec(both, file="t.yaml")
+    assert main(["validate", str(write(tmp_path, both))]) == 2
+    assert "solver: engine and solver are the same section" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# factor banks
+# ---------------------------------------------------------------------------
+def test_exact_factors_give_the_dense_answer_through_run(tmp_path):
+    dense = run(parse_spec(BASE, file="d.yaml"))
+    fac = run(parse_spec(_with(kernels={"factor": {"method": "exact"}}), file="f.yaml"))
+    assert dense.converged and fac.converged
+    assert fac.result.objective == pytest.approx(dense.result.objective, rel=1e-8)
+    np.testing.assert_allclose(fac.result.kernel_weights, dense.result.kernel_weights, atol=1e-8)
+    assert fac.metrics == pytest.approx(dense.metrics, abs=1e-12)
+    out = tmp_path / "out"
+    assert main(["run", str(write(tmp_path, _with(kernels={"factor": {"method": "exact"}}))), "--out", str(out),
+                 "--quiet"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["spec"]["kernels"]["factor"]["method"] == "exact"
+    assert s["objective"] == pytest.approx(dense.result.objective, rel=1e-8)
+
+
+@pytest.mark.parametrize("factor, key, shown", [
+    ({"rank": 0}, "kernels.factor.rank", "got 0"),
+    ({"rank": 2.5}, "kernels.factor.rank", "got 2.5"),
+    ({"tol": 1.5}, "kernels.factor.tol", "got 1.5"),
+    ({"method": "cholesky"}, "kernels.factor.method", "got 'cholesky'"),
+    ({"rnak": 3}, "kernels.factor.rnak", "got 'rnak'"),
+])
+def test_bad_factor_settings_are_one_line_errors(tmp_path, capsys, factor, key, shown):
+    p = write(tmp_path, _with(kernels={"factor": factor}))
+    assert main(["validate", str(p)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(f"{p}: {key}: ") and shown in err and "allowed: " in err
+
+
+def test_factor_test_predictions_need_no_test_kernels():
+    prep = parse_spec(_with(kernels={"factor": {"method": "exact"}}), file="f.yaml").prepare()
+    assert prep.representation == "factor" and prep.K_test is None and prep.test.X is not None
+    assert prep.problem.representation == "factor"
+
+
+# ---------------------------------------------------------------------------
+# representations the engine cannot use are refused before building
+# ---------------------------------------------------------------------------
+def test_an_engine_that_needs_an_array_is_refused_for_a_factor_bank(monkeypatch):
+    from mklkit.kernels import factorize
+
+    monkeypatch.setattr(factorize, "build_factor_bank", lambda *a, **k: pytest.fail("bank built"))
+    spec = parse_spec(_with(kernels={"factor": {"method": "exact"}}, engine={"name": "proximal", "tol": 1e-6}),
+                      file="t.yaml")
+    with pytest.raises(SpecError, match=r"^t\.yaml: engine\.name: engine 'proximal' cannot solve this problem: "
+                                        r"it works on Gram banks held as one array, not as a factor bank.*allowed: "
+                                        r"an engine that supports .* on a factor bank: .*spicy"):
+        spec.prepare()
+
+
+def test_auto_skips_an_engine_that_cannot_use_the_representation():
+    from mklkit.engines.auto import Auto
+    from mklkit.pipeline import ProblemSettings, probe_problem
+    from mklkit.plugins import get_registry
+
+    reg = get_registry()
+    settings = ProblemSettings(reg.create("loss", "logistic"), reg.create("regularizer", "l1"))
+    y = np.where(np.arange(8) % 2 == 0, 1.0, -1.0)
+    auto = Auto(proximal_min_samples=1, proximal_ratio=0.0)
+    assert auto.choose(probe_problem(y, 3, settings))[0].name == "proximal"
+    assert auto.choose(probe_problem(y, 3, settings, "factor"))[0].name == "spicy"
+
+
+# ---------------------------------------------------------------------------
+# precomputed kernels in a cross-validated sweep
+# ---------------------------------------------------------------------------
+def _raw_liver():
+    ds = load_builtin("liver")
+    X = Standardizer().fit(ds.X).transform(ds.X)
+    K = KernelBank.build(X, [{"function": "rbf", "width": [1.0, 3.0]}, "linear"], normalize="none").K.copy()
+    return K, np.where(ds.y > 0, 1.0, -1.0)
+
+
+def test_sweep_over_precomputed_kernels_equals_the_folds_by_hand(tmp_path):
+    from mklkit.pipeline import CVSettings, gram_data, make_folds
+    from mklkit.plugins import get_registry
+    from mklkit.problem import Problem
+
+    K, y = _raw_liver()
+    np.savez(tmp_path / "k.npz", K_train=K, y_train=y)
+    spec = {"data": {"test_size": 0}, "kernels": {"precomputed": "k.npz", "normalize": "trace"},
+            "problem": {"loss": "logistic", "regularizer": {"name": "elasticnet", "lam": 0.5}, "C": [0.5, 0.1]},
+            "engine": {"name": "spicy", "tol": 1e-8, "max_iter": 300}, "cv": {"folds": 3, "seed": 0}}
+    res = run_sweep(load_sweep(write(tmp_path, spec)), tmp_path / "out")
+    assert len(res.rows) == 6
+    reg = get_registry()
+    loss, rg = reg.create("loss", "logistic"), reg.create("regularizer", {"name": "elasticnet", "lam": 0.5})
+    engine = reg.create("engine", {"name": "spicy", "tol": 1e-8, "max_iter": 300})
+    folds = make_folds(CVSettings("folds", 3, None, 0), gram_data(K, y, "classification"))
+    for split, (tr, va) in enumerate(folds):
+        Ktr = K[:, tr][:, :, tr]
+        traces = np.einsum("mii->m", Ktr)
+        Kva = K[:, va][:, :, tr] / traces[:, None, None]
+        for C in (0.5, 0.1):
+            r = engine.solve(Problem(K=Ktr / traces[:, None, None], y=y[tr], loss=loss, regularizer=rg, C=C))
+            acc = float(np.mean(np.where(r.decision_function(Kva) >= 0, 1.0, -1.0) == y[va]))
+            row = next(w for w in res.rows if w["split"] == str(split) and float(w["C"]) == C)
+            assert float(row["objective"]) == pytest.approx(r.objective, rel=1e-6)
+            assert float(row["val_accuracy"]) == pytest.approx(acc, abs=1e-10)
+
+
+def test_pipeline_errors_carry_their_key_as_data():
+    exc = PipelineError("kernels.bank[1].width", "invalid value", -2, "a number > 0")
+    assert (exc.key, exc.value, exc.allowed) == ("kernels.bank[1].width", -2, "a number > 0")
+    assert str(exc) == "kernels.bank[1].width: invalid value; got -2; allowed: a number > 0"
+    assert exc.message("width") == "width: invalid value; got -2; allowed: a number > 0"
