@@ -84,7 +84,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 import warnings
 import weakref
 from typing import Any, ClassVar
@@ -99,7 +98,8 @@ from ..kernels.factor import FactorBank
 from ..problem import Problem
 from ..result import SolveResult, Status
 from . import common
-from .base import COMMON_PARAMS, Callback, Engine
+from .base import COMMON_PARAMS, Engine, Requires, Run
+from .capabilities import FACTOR_BANK
 
 __all__ = ["BCD", "BCD_ENGINES", "alpha_from_beta", "beta_from_alpha", "GRAM_MAX_RANK"]
 
@@ -342,50 +342,44 @@ class BCD(Engine):
               type=int, low=1),
     )
 
-    def supports(self, problem: Problem) -> str | None:
-        """``None`` for a factor bank with a separable regularizer, else the reason."""
-        if not isinstance(problem.bank, FactorBank):
-            return (f"the bank is a {type(problem.bank).__name__}, but this engine works in the "
-                    "coordinates beta_m = L_m^T alpha_m of a FactorBank (kernels held as factors "
-                    "K_m = L_m L_m^T); build one with FactorBank.from_blocks, or use spicy")
-        if (why := common.not_separable(problem.regularizer)) is not None:
-            return why
+    requires: ClassVar[Requires] = Requires(
+        regularizer=(common.SEPARABLE_SUMS,),
+        bank=(FACTOR_BANK,),
+    )
+    representations: ClassVar[tuple[str, ...]] = ("factor",)
+
+    def problem_reasons(self, problem: Problem) -> list[str]:
+        """What the loss lacks of the kernels the engine calls: ``value``, ``deriv``,
+        ``deriv2`` of a smooth loss, ``conj_grad``/``conj_hess`` of one it smooths."""
         loss = problem.loss
         need = (("value", "deriv", "deriv2", "conj", "conj_lower", "conj_upper")
                 if loss.smooth_primal else
                 ("value", "conj", "conj_grad", "conj_hess", "conj_lower", "conj_upper"))
         missing = [k for k in need if getattr(loss.kernels, k, None) is None]
-        if missing:
-            why = ("it is smooth (smooth_primal), so the engine needs" if loss.smooth_primal
-                   else "it is not smooth (smooth_primal False), so the engine smooths it "
-                   "through its conjugate and needs")
-            return f"the loss {loss.describe()} gives no {', '.join(missing)}: {why} them"
-        return None
+        if not missing:
+            return []
+        why = ("it is smooth (smooth_primal), so the engine needs" if loss.smooth_primal
+               else "it is not smooth (smooth_primal False), so the engine smooths it "
+               "through its conjugate and needs")
+        return [f"the loss {loss.describe()} gives no {', '.join(missing)}: {why} them"]
 
-    def solve(
-        self,
-        problem: Problem,
-        callback: Callback | None = None,
-        warm_start: SolveResult | None = None,
-    ) -> SolveResult:
-        """Solve ``problem`` (:meth:`Engine.solve`); a ``warm_start``'s α and b start the solve."""
-        self.check_supported(problem)
-        t0 = time.perf_counter()
-        zero = common.zero_solution(problem)
-        if zero.optimal(float(self.tol)):
-            return common.zero_result(problem, zero, engine=self.name, t0=t0)
-        return _Run(self, problem, callback, warm_start, zero).run(t0)
+    def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
+        """Working sets of block coordinate descent (module docstring); a ``warm_start``'s
+        α and b start the solve."""
+        return _Run(self, problem, run, warm_start).run_loop()
 
 
 class _Run:
     """State of one solve."""
 
-    def __init__(self, engine: BCD, problem: Problem, callback: Callback | None,
-                 warm_start: SolveResult | None, zero: common.ZeroSolution) -> None:
+    def __init__(self, engine: BCD, problem: Problem, run: Run,
+                 warm_start: SolveResult | None) -> None:
         self.kb = _kernels()
         self.engine = engine
         self.problem = problem
-        self.callback = callback
+        self.run = run
+        zero = run.zero
+        assert zero is not None  # the template computed it (zero_first)
         self.zero = zero
         self.bank: FactorBank = problem.bank
         self.f = _factors(self.bank)
@@ -422,14 +416,6 @@ class _Run:
         self.fns = tuple(getattr(lk, k) or lk.value for k in
                          ("value", "deriv", "deriv2", "conj", "conj_grad", "conj_hess"))
         self.warm = warm_start
-        if warm_start is not None:
-            a = np.asarray(warm_start.alpha)
-            if a.shape != (self.M, self.N):
-                raise ValueError(
-                    f"warm_start.alpha has shape {a.shape}; this problem needs "
-                    f"({self.M}, {self.N}) (kernels x samples)")
-            if not np.all(np.isfinite(a)):
-                raise ValueError("warm_start.alpha contains NaN or inf")
 
     # -- jitted calls ---------------------------------------------------------
     def _quiet(self) -> warnings.catch_warnings:
@@ -562,16 +548,16 @@ class _Run:
             b = common.optimal_bias(self.loss, self.y, self.bank.expand(beta), b0)
         return beta, b
 
-    def run(self, t0: float) -> SolveResult:
+    def run_loop(self) -> SolveResult:
+        """Outer iterations until :meth:`Run.check` ends the run; the incumbents' result."""
+        run = self.run
         eng = self.engine
-        tol = float(eng.tol)
-        max_iter = int(eng.max_iter)
-        M, N = self.M, self.N
+        tol = run.tol
         kb = self.kb
         mu = self.mu
         beta, b = self.start()
         cert = self.certify(beta, b, mu)
-        inc = common.Incumbents(self.zero, M, N)
+        inc = run.incumbents
 
         def offer(c: dict[str, Any], it: int) -> None:
             if math.isfinite(c["P"]) and c["P"] < inc.primal:
@@ -580,20 +566,14 @@ class _Run:
 
         offer(cert, 0)
         z: np.ndarray | None = None
-        history: list[dict[str, Any]] = []
-        status: Status | None = None
-        message = ""
         it = 0
         quiet = 0
-        name = eng.name
         if not math.isfinite(cert["P"]):
-            status = Status.NUMERICAL_ERROR
-            message = f"{name}: non-finite objective at the start (primal {cert['P']!r})"
-        elif min(cert["gap"], inc.gap) <= tol:
-            status = Status.CONVERGED
-            message = (f"{name}: converged, relative duality gap {min(cert['gap'], inc.gap):.3e}"
-                       f" <= tol {tol:g} at the start")
-        while status is None:
+            run.end(Status.NUMERICAL_ERROR, 0, why=f"non-finite objective at the start "
+                                                   f"(primal {cert['P']!r})")
+        else:
+            run.check(0, cert["gap"])
+        while run.status is None:
             score = self.scores(beta, cert["grad"], mu)
             viol = float(np.max(score)) if score.size else 0.0
             if self.bias:
@@ -621,49 +601,28 @@ class _Run:
                 mu = self.next_mu(mu, cert, tol)
                 if mu < mu_before:
                     beta, b, z = self.predict(beta, b, mu_before, mu)
-            rec = {
-                "iteration": it, "objective": cert["P"], "dual_objective": cert["D"],
-                "gap": cert["gap"], "n_active": int(np.sum(cert["norms"] > 0)),
-                "time_s": time.perf_counter() - t0, "ws_size": int(ws.size),
-                "violation": viol, "epochs": int(stats[kb.ST_EPOCHS]),
-                "newton_steps": int(stats[kb.ST_NEWTON]),
-                "line_search": int(stats[kb.ST_LINE_SEARCH]),
-                "anderson": int(stats[kb.ST_ANDERSON]), "polish_steps": n_polish,
-                "mu": mu_before, "method": self.method,
-            }
-            history.append(rec)
+            run.record(it, cert["P"], cert["D"], cert["gap"], int(np.sum(cert["norms"] > 0)),
+                       ws_size=int(ws.size), violation=viol, epochs=int(stats[kb.ST_EPOCHS]),
+                       newton_steps=int(stats[kb.ST_NEWTON]),
+                       line_search=int(stats[kb.ST_LINE_SEARCH]),
+                       anderson=int(stats[kb.ST_ANDERSON]), polish_steps=n_polish,
+                       mu=mu_before, method=self.method)
             logger.debug("bcd it=%d P=%.12g D=%.12g gap=%.3e ws=%d epochs=%d mu=%.3g", it,
-                         cert["P"], cert["D"], cert["gap"], ws.size, rec["epochs"], mu_before)
-            stop = bool(self.callback(rec)) if self.callback is not None else False
+                         cert["P"], cert["D"], cert["gap"], ws.size,
+                         int(stats[kb.ST_EPOCHS]), mu_before)
             progress = inc.primal < prev_primal or inc.dual > prev_dual or mu < mu_before
             quiet = 0 if progress else quiet + 1
-            best = min(cert["gap"], inc.gap)
             if failed or not math.isfinite(cert["P"]):
-                status = Status.NUMERICAL_ERROR
-                message = (f"{name}: non-finite value in the working-set solve of iteration {it}"
-                           f" (relative duality gap of the best points {inc.gap:.3e})")
-            elif best <= tol:
-                status = Status.CONVERGED
-                message = (f"{name}: converged, relative duality gap {best:.3e} <= tol {tol:g} "
-                           f"after {it} iterations")
-            elif stop:
-                status = Status.STOPPED
-                message = (f"{name}: stopped by the callback after {it} iterations "
-                           f"(gap {best:.3e})")
-            elif quiet >= STALL_ITERATIONS:
-                status = Status.STALLED
-                message = (f"{name}: no progress in {quiet} iterations in a row (iteration {it}); "
-                           f"relative duality gap {best:.3e} > tol {tol:g}")
-            elif it >= max_iter:
-                status = Status.MAX_ITER
-                message = (f"{name}: reached max_iter={max_iter} iterations with relative "
-                           f"duality gap {best:.3e} > tol {tol:g}")
+                run.end(Status.NUMERICAL_ERROR, it,
+                        why=f"non-finite value in the working-set solve of iteration {it}")
+            else:
+                run.check(it, cert["gap"], stalled=(
+                    f"no lower primal, higher dual or smaller smoothing in {quiet} iterations "
+                    "in a row" if quiet >= STALL_ITERATIONS else None))
         st = inc.primal_state
         if "beta" in st:
             st["alpha"] = alpha_from_beta(self.bank, st.pop("beta"))
-        return common.incumbent_result(self.problem, inc, engine=name, status=status,
-                                       message=message, iterations=it, history=history, t0=t0,
-                                       C_max=self.zero.C_max, stacklevel=4)
+        return run.result(it)
 
     def reg_derivatives(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r"""First and second derivatives of :math:`\tilde g_C` at block norms ``x > 0``.

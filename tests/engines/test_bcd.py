@@ -22,7 +22,9 @@ import scipy.sparse as sp
 from mklkit.components.losses import EpsInsensitive, Hinge, Logistic, Squared
 from mklkit.components.params import ParamError
 from mklkit.components.regularizers import KL, L1, ElasticNet, Lq, Uniform
+from mklkit.declaration import declaration_problems
 from mklkit.engines import common
+from mklkit.engines.base import UnsupportedBankError
 from mklkit.engines.bcd import BCD, BCD_ENGINES, alpha_from_beta, beta_from_alpha
 from mklkit.engines.spicy import Spicy
 from mklkit.kernels.factor import FactorBank
@@ -365,7 +367,7 @@ def test_warm_start_of_the_wrong_shape_raises():
     with pytest.raises(ValueError, match=r"warm_start.alpha has shape \(10, 10\)"):
         BCD().solve(pb, warm_start=bad)
     nan = dataclasses.replace(res, alpha=np.full_like(res.alpha, np.nan))
-    with pytest.raises(ValueError, match="warm_start.alpha contains NaN"):
+    with pytest.raises(ValueError, match="warm_start has non-finite alpha"):
         BCD().solve(pb, warm_start=nan)
 
 
@@ -418,8 +420,9 @@ def test_supports_gives_reasons():
     dense = Problem(K=K, y=pb.y, loss=Logistic(), regularizer=L1(), C=0.1)
     why = BCD().supports(dense)
     assert "FactorBank" in why and "spicy" in why
-    with pytest.raises(ValueError, match="engine 'bcd' cannot solve this problem: the bank is a "
-                                         "ArrayBank"):
+    with pytest.raises(UnsupportedBankError,
+                       match="engine 'bcd' cannot solve this problem: the Gram bank is held as "
+                             r"ArrayBank \(representation 'array'\), not as a FactorBank"):
         BCD().solve(dense)
     coupled = Problem(K=pb.bank, y=pb.y, loss=Logistic(), regularizer=CoupledL1(), C=0.1)
     assert "coupled_l1" in BCD().supports(coupled)
@@ -433,6 +436,8 @@ def test_supports_gives_reasons():
 def test_engine_declaration_and_options():
     assert BCD_ENGINES == (BCD,)
     assert get_registry().get("engine", "bcd") is BCD
+    assert declaration_problems(BCD) == []
+    assert BCD.representations == ("factor",)
     names = [p.name for p in BCD.params]
     assert names[:2] == ["tol", "max_iter"]
     with pytest.raises(ParamError, match="method"):
