@@ -113,8 +113,7 @@ def run_mklkit(LT, starts, y, loss, C, tol) -> tuple[float, np.ndarray, float]:
     sec = time.perf_counter() - t
     if not res.converged:
         print(f"  mklkit: {res.message}", file=sys.stderr)
-    from mklkit.engines.bcd import beta_from_alpha
-    return sec, beta_from_alpha(pb.bank, res.alpha), res.bias
+    return sec, pb.bank.coefficients(res.alpha), res.bias
 
 
 def run_skglm(X, y, starts, loss, C, tol) -> tuple[float, np.ndarray, float, str]:

@@ -101,7 +101,7 @@ from . import common
 from .base import COMMON_PARAMS, Engine, Requires, Run
 from .capabilities import FACTOR_BANK
 
-__all__ = ["BCD", "BCD_ENGINES", "alpha_from_beta", "beta_from_alpha", "GRAM_MAX_RANK"]
+__all__ = ["BCD", "BCD_ENGINES", "alpha_from_beta", "GRAM_MAX_RANK"]
 
 logger = logging.getLogger(__name__)
 
@@ -217,17 +217,6 @@ def _factors(bank: FactorBank) -> _Factors:
     if f is None:
         f = _FACTORS[bank] = _Factors(bank)
     return f
-
-
-def beta_from_alpha(bank: FactorBank, alpha: np.ndarray) -> np.ndarray:
-    r""":math:`\beta_m = L_m^\top\alpha_m` for every block, stacked (R,)."""
-    alpha = common.as_vector(alpha)
-    beta = np.zeros(bank.total_rank)
-    for m in np.flatnonzero(np.any(alpha != 0.0, axis=1)):
-        s, e = bank.starts[m], bank.starts[m + 1]
-        if e > s:
-            beta[s:e] = np.asarray(bank.block(int(m)) @ alpha[m]).ravel()
-    return beta
 
 
 def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
@@ -559,7 +548,7 @@ class _Run:
         """Zero with the zero solution's bias, or the warm start with its optimal bias."""
         if self.warm is None:
             return np.zeros(self.bank.total_rank), self.zero.bias
-        beta = beta_from_alpha(self.bank, self.warm.alpha)
+        beta = self.bank.coefficients(self.warm.alpha)
         b = 0.0
         if self.bias:
             b0 = float(self.warm.bias) if math.isfinite(self.warm.bias) else 0.0

@@ -24,7 +24,8 @@ capability                of            holds when
 ``PNORM_PENALTY``         regularizer   ``weight_norm`` with ``lam`` (SMO-MKL eq. 1)
 ``L1_SQUARED_FORM``       regularizer   ``weight_norm`` is ``WeightNorm(1)`` (the SKM)
 ``ARRAY_BANK``            bank          ``problem.K`` is one (M, N, N) array
-``FACTOR_BANK``           bank          ``problem.bank`` is a ``FactorBank``
+``FACTOR_BANK``           bank          ``problem.representation`` is ``"factor"``
+                                        (a ``FactorBank``)
 ========================  ============  =========================================
 """
 from __future__ import annotations
@@ -312,9 +313,10 @@ ARRAY_BANK = Capability(
 
 
 def _factor_bank(problem: Problem) -> bool:
-    from ..kernels.factor import FactorBank
-
-    return isinstance(problem.bank, FactorBank)
+    # the representation, not the class: a probe problem of the pipeline stands for a factor
+    # bank not built yet (Problem.representation); a bank of representation "factor" is a
+    # FactorBank
+    return problem.representation == "factor"
 
 
 def _factor_bank_lack(problem: Problem) -> str:

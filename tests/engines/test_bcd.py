@@ -25,7 +25,7 @@ from mklkit.components.regularizers import KL, L1, ElasticNet, Lq, Uniform
 from mklkit.declaration import declaration_problems
 from mklkit.engines import common
 from mklkit.engines.base import UnsupportedBankError
-from mklkit.engines.bcd import BCD, BCD_ENGINES, alpha_from_beta, beta_from_alpha
+from mklkit.engines.bcd import BCD, BCD_ENGINES, alpha_from_beta
 from mklkit.engines.spicy import Spicy
 from mklkit.kernels.factor import FactorBank
 from mklkit.plugins import get_registry
@@ -312,7 +312,7 @@ def test_alpha_represents_beta():
         np.testing.assert_allclose(K[m] @ alpha[m], L @ beta[s:e], atol=1e-9)
         assert math.sqrt(max(alpha[m] @ K[m] @ alpha[m], 0.0)) == pytest.approx(
             np.linalg.norm(beta[s:e]), rel=1e-9, abs=1e-12)
-    np.testing.assert_allclose(beta_from_alpha(bank, alpha), beta, atol=1e-9)
+    np.testing.assert_allclose(bank.coefficients(alpha), beta, atol=1e-9)
 
 
 # ---------------------------------------------------------------------------
@@ -456,6 +456,31 @@ def test_blas_runs_single_threaded_during_a_solve():
     assert res.converged and seen
     assert all(t == [1] * len(before) for t in seen)
     assert blas_threads() == before
+
+
+def test_a_spec_with_a_factor_bank_runs_bcd_and_an_array_spec_refuses_it():
+    """Through the pipeline: kernels.factor (exact) with engine bcd gives spicy's optimum on
+    the dense bank; bcd on a dense bank is refused before the bank is built, naming spicy."""
+    from mklkit.api import run
+    from mklkit.spec import SpecError, parse_spec
+
+    spec = {
+        "data": {"builtin": "liver", "test_size": 0.25, "seed": 0},
+        "kernels": {"bank": [{"function": "linear", "features": [0, 1, 2]},
+                             {"function": "linear", "features": "each"}]},
+        "problem": {"loss": "logistic", "regularizer": "l1", "C": 0.5},
+        "engine": {"name": "spicy", "tol": 1e-9},
+    }
+    dense = run(parse_spec(spec, file="d.yaml"))
+    fac = run(parse_spec({**spec, "kernels": {**spec["kernels"], "factor": {"method": "exact"}},
+                          "engine": {"name": "bcd", "tol": 1e-9}}, file="f.yaml"))
+    assert dense.converged and fac.converged and fac.result.engine == "bcd"
+    assert fac.result.objective == pytest.approx(dense.result.objective, rel=1e-7)
+    assert fac.metrics == pytest.approx(dense.metrics, abs=1e-6)
+    with pytest.raises(SpecError, match=r"^a\.yaml: engine\.name: engine 'bcd' cannot solve this "
+                                        r"problem: the Gram bank is held as .*not as a FactorBank.*"
+                                        r"allowed: .*spicy"):
+        parse_spec({**spec, "engine": {"name": "bcd"}}, file="a.yaml").prepare()
 
 
 def test_engine_declaration_and_options():
