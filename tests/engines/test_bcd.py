@@ -568,3 +568,19 @@ def test_moreau_envelope_of_the_conjugate(loss):
     true = k.value(y, z, lp)
     assert np.all(v <= true + 1e-12)
     assert np.all(true - v <= mu / 2 * np.maximum(lo**2, hi**2) + 1e-12)
+
+
+def test_the_benchmark_without_skglm_says_so_and_exits_2():
+    """benchmarks/bench_group_lasso.py needs the benchmark extra; without skglm it says so."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_group_lasso.py"
+    code = ("import runpy, sys; sys.modules['skglm'] = None; "
+            f"sys.argv = [{str(script)!r}]; runpy.run_path({str(script)!r}, run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == ("bench_group_lasso: skglm is not installed; install it with "
+                                   'pip install -e ".[benchmark]"')
