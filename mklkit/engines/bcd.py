@@ -365,15 +365,15 @@ class BCD(Engine):
     def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
         """Working sets of block coordinate descent (module docstring); a ``warm_start``'s
         α and b start the solve."""
-        runner = _Run(self, problem, run, warm_start)
         if BLAS_THREADS is None:
-            return runner.run_loop()
+            return _Run(self, problem, run, warm_start).run_loop()
         global _THREADPOOLS
         if _THREADPOOLS is None:
             from threadpoolctl import ThreadpoolController
             _THREADPOOLS = ThreadpoolController()
         with _THREADPOOLS.limit(limits=BLAS_THREADS, user_api="blas"):
-            return runner.run_loop()
+            # the bank's set-up (block Gram matrices, spectral norms) included
+            return _Run(self, problem, run, warm_start).run_loop()
 
 
 class _Run:
