@@ -1001,12 +1001,18 @@ def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, s
             slope = reg_new - reg_old
             for i in range(N):
                 slope += r0[i] * (z[i] - z0[i])
-            if not (slope < 0.0):
-                # no descent direction left (rounding level): keep the start point
+            # near the optimum the slope (and the decrease) reach the rounding of the
+            # objective, though the step still lowers the violation, which the dual point's
+            # feasibility (the gap) depends on: a slope of that size counts as 0 and a step
+            # that raises the objective by no more than its rounding is accepted
+            slack = 1e-14 * abs(f0)
+            if not (slope < 10.0 * slack):
+                # no descent direction left: keep the start point
                 bias[0] = _unpack(old, rows, beta)
                 z[:] = z0
                 stats[ST_STATUS] = NO_DESCENT
                 break
+            slope = min(slope, 0.0)
             t = 1.0
             accepted = False
             for ls in range(40):
@@ -1017,7 +1023,7 @@ def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, s
                     zt[i] = z0[i] + t * (z[i] - z0[i])
                 f1 = _true_value(kind, y, zt, lp, mu, lo, hi, beta, rows, wseg, C, rp, value,
                                  deriv, deriv2, conj, conj_grad, conj_hess, reg_value)
-                if f1 <= f0 + 1e-4 * t * slope + 1e-14 * abs(f0):
+                if f1 <= f0 + 1e-4 * t * slope + slack:
                     accepted = True
                     break
                 t *= 0.5
