@@ -308,6 +308,17 @@ def _block_image(sparse, LT, indptr, indices, data, s, e, d, w):  # pragma: no c
 
 
 @njit(cache=True)
+def _prox_scale(nv, Ct, rp, reg_prox, one):  # pragma: no cover - jitted
+    r"""The factor :math:`\mathrm{prox}_{\tilde g_{C_t}}(\|v\|)/\|v\|` by which the block prox
+    scales a block :math:`v` of norm ``nv`` (0 when the block is set to zero)."""
+    if not nv > 0.0:
+        return 0.0
+    one[0] = nv
+    p = reg_prox(one, Ct, rp)[0]
+    return p / nv if p > 0.0 else 0.0
+
+
+@njit(cache=True)
 def _prox_step(beta, s, e, g, lam, C, rp, reg_prox, one, d):  # pragma: no cover - jitted
     r"""Block step :math:`d = \mathrm{prox}(\|v\| \mid \tilde g_{C/\lambda})\,v/\|v\| - \beta_m`,
     :math:`v = \beta_m - g/\lambda` (rows ``s:e``, gradient ``g[:e - s]``), into ``d``;
@@ -319,12 +330,7 @@ def _prox_step(beta, s, e, g, lam, C, rp, reg_prox, one, d):  # pragma: no cover
     for a in range(s, e):
         v = beta[a] - g[a - s] / lam
         nv2 += v * v
-    nv = np.sqrt(nv2)
-    sc = 0.0
-    if nv > 0.0:
-        one[0] = nv
-        p = reg_prox(one, C / lam, rp)[0]
-        sc = p / nv if p > 0.0 else 0.0
+    sc = _prox_scale(np.sqrt(nv2), C / lam, rp, reg_prox, one)
     dn2 = 0.0
     for a in range(s, e):
         da = sc * (beta[a] - g[a - s] / lam) - beta[a]
@@ -480,12 +486,7 @@ def _block_min(beta, s, e, g, H, L, C, rp, reg_prox, one, d, work, max_inner):  
                 acc += H[a, b] * (yv[b] - beta[s + b])
             gy[a] = yv[a] - acc / L
             nv2 += gy[a] * gy[a]
-        nv = np.sqrt(nv2)
-        sc = 0.0
-        if nv > 0.0:
-            one[0] = nv
-            p = reg_prox(one, C / L, rp)[0]
-            sc = p / nv if p > 0.0 else 0.0
+        sc = _prox_scale(np.sqrt(nv2), C / L, rp, reg_prox, one)
         res2 = 0.0
         ip = 0.0
         for a in range(rk):
