@@ -365,15 +365,20 @@ class BCD(Engine):
     def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
         """Working sets of block coordinate descent (module docstring); a ``warm_start``'s
         α and b start the solve."""
-        if BLAS_THREADS is None:
-            return _Run(self, problem, run, warm_start).run_loop()
-        global _THREADPOOLS
-        if _THREADPOOLS is None:
-            from threadpoolctl import ThreadpoolController
-            _THREADPOOLS = ThreadpoolController()
-        with _THREADPOOLS.limit(limits=BLAS_THREADS, user_api="blas"):
-            # the bank's set-up (block Gram matrices, spectral norms) included
-            return _Run(self, problem, run, warm_start).run_loop()
+        from numba.core.errors import NumbaExperimentalFeatureWarning
+
+        with warnings.catch_warnings():
+            # the jitted loops take the component kernels as first-class functions
+            warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
+            if BLAS_THREADS is None:
+                return _Run(self, problem, run, warm_start).run_loop()
+            global _THREADPOOLS
+            if _THREADPOOLS is None:
+                from threadpoolctl import ThreadpoolController
+                _THREADPOOLS = ThreadpoolController()
+            with _THREADPOOLS.limit(limits=BLAS_THREADS, user_api="blas"):
+                # the bank's set-up (block Gram matrices, spectral norms) included
+                return _Run(self, problem, run, warm_start).run_loop()
 
 
 class _Run:
@@ -425,34 +430,19 @@ class _Run:
         self.warm = warm_start
 
     # -- jitted calls ---------------------------------------------------------
-    def _quiet(self) -> warnings.catch_warnings:
-        from numba.core.errors import NumbaExperimentalFeatureWarning
-        ctx = warnings.catch_warnings()
-        ctx.__enter__()
-        warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
-        return ctx
-
     def loss_terms(self, z: np.ndarray, mu: float, value: bool = False
                    ) -> tuple[np.ndarray, np.ndarray]:
         """Values (if asked) and derivatives of the loss in use at ``z``."""
-        ctx = self._quiet()
-        try:
-            v, d1, _ = self.kb.eval_loss(self.kind, self.y, common.as_vector(z), self.lp, mu,
-                                         self.lo, self.hi, *self.fns, value, False)
-        finally:
-            ctx.__exit__(None, None, None)
+        v, d1, _ = self.kb.eval_loss(self.kind, self.y, common.as_vector(z), self.lp, mu,
+                                     self.lo, self.hi, *self.fns, value, False)
         return v, d1
 
     def scores(self, beta: np.ndarray, grad: np.ndarray, mu: float) -> np.ndarray:
         """Violation of every block's optimality condition (:func:`~mklkit._kernels.bcd.scores`)."""
         kappa = self.curvature_scale(mu)
-        ctx = self._quiet()
-        try:
-            return self.kb.block_scores(beta, common.as_vector(grad), self.f.starts,
-                                        kappa * self.f.lip, self.C, self.rp,
-                                        self.reg.kernels.prox)
-        finally:
-            ctx.__exit__(None, None, None)
+        return self.kb.block_scores(beta, common.as_vector(grad), self.f.starts,
+                                    kappa * self.f.lip, self.C, self.rp,
+                                    self.reg.kernels.prox)
 
     def curvature_scale(self, mu: float) -> float:
         """:math:`L`, the bound of the second derivative of the loss in use (1 if none)."""
@@ -533,14 +523,10 @@ class _Run:
         fpar[kb.FP_SCALE] = self.curvature_scale(mu)
         stats = np.zeros(kb.ST_LEN)
         bvec = np.array([b])
-        ctx = self._quiet()
-        try:
-            kb.solve_ws(ipar, fpar, ws, f.starts, f.lip, f.LT, f.indptr, f.indices, f.data,
-                        f.supp_ptr, f.supp_idx, f.tptr, f.tcol, f.tval, f.grams, f.goff, self.y,
-                        self.lp, self.lo, self.hi, self.rp, beta, z, bvec, stats, *self.fns,
-                        self.reg.kernels.value, self.reg.kernels.prox)
-        finally:
-            ctx.__exit__(None, None, None)
+        kb.solve_ws(ipar, fpar, ws, f.starts, f.lip, f.LT, f.indptr, f.indices, f.data,
+                    f.supp_ptr, f.supp_idx, f.tptr, f.tcol, f.tval, f.grams, f.goff, self.y,
+                    self.lp, self.lo, self.hi, self.rp, beta, z, bvec, stats, *self.fns,
+                    self.reg.kernels.value, self.reg.kernels.prox)
         return float(bvec[0]) if self.bias else 0.0, stats
 
     # -- main loop ------------------------------------------------------------------
@@ -802,12 +788,8 @@ class _Support:
     def terms(self, z: np.ndarray, mu: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Values, derivatives and curvatures of the loss in use at ``z``."""
         run = self.run
-        ctx = run._quiet()
-        try:
-            return run.kb.eval_loss(run.kind, run.y, common.as_vector(z), run.lp, mu, run.lo,
-                                    run.hi, *run.fns, True, True)
-        finally:
-            ctx.__exit__(None, None, None)
+        return run.kb.eval_loss(run.kind, run.y, common.as_vector(z), run.lp, mu, run.lo,
+                                run.hi, *run.fns, True, True)
 
     def objective(self, bA: np.ndarray, b: float, mu: float
                   ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
