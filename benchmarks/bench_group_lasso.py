@@ -216,9 +216,16 @@ def main() -> int:
                         pb.C = frac * C_max
                         tm, wm, bm = best_of(args.repeat, run_mklkit, LT, starts, yn, loss,
                                              pb.C, args.tol)
-                        ts, ws, bs, solver = best_of(args.repeat, run_skglm, Xs, yn, starts,
-                                                     loss, pb.C, args.tol)
                         Pm, gm = certify(pb, Xn, starts, wm, bm)
+                        try:
+                            ts, ws, bs, solver = best_of(args.repeat, run_skglm, Xs, yn, starts,
+                                                         loss, pb.C, args.tol)
+                        except Exception as exc:  # noqa: BLE001 - a row, not the end
+                            print(f"{name:4} {storage:7} {loss:8} {n:6d} {starts.size - 1:6d} "
+                                  f"{frac:6g} {tm:9.3f} {'failed':>9} {'':8} {Pm:18.10f} "
+                                  f"{'':18} {'':9} {gm:10.1e} {'':10}  skglm raised "
+                                  f"{type(exc).__name__}: {exc}", flush=True)
+                            continue
                         Ps, gs = certify(pb, Xn, starts, ws, bs)
                         rel = (Pm - Ps) / abs(Ps)
                         print(f"{name:4} {storage:7} {loss:8} {n:6d} {starts.size - 1:6d} "
