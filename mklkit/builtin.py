@@ -20,10 +20,11 @@ def mklkit_register_components(register: RegisterFn) -> None:
     from .components.regularizers import BUILTIN_REGULARIZERS
     from .engines import spicy
     from .engines.auto import AUTO_ENGINES
+    from .engines.bcd import BCD_ENGINES
     from .engines.proximal import PROXIMAL_ENGINES
     from .kernels.functions import BUILTIN_KERNEL_FUNCTIONS
 
     engines = getattr(spicy, "BUILTIN_ENGINES", (spicy.Spicy,))
     for cls in (*BUILTIN_LOSSES, *BUILTIN_REGULARIZERS, *BUILTIN_KERNEL_FUNCTIONS, *engines,
-                *PROXIMAL_ENGINES, *AUTO_ENGINES):
+                *PROXIMAL_ENGINES, *AUTO_ENGINES, *BCD_ENGINES):
         register(cls)

@@ -24,6 +24,8 @@ capability                of            holds when
 ``PNORM_PENALTY``         regularizer   ``weight_norm`` with ``lam`` (SMO-MKL eq. 1)
 ``L1_SQUARED_FORM``       regularizer   ``weight_norm`` is ``WeightNorm(1)`` (the SKM)
 ``ARRAY_BANK``            bank          ``problem.K`` is one (M, N, N) array
+``FACTOR_BANK``           bank          ``problem.representation`` is ``"factor"``
+                                        (a ``FactorBank``)
 ========================  ============  =========================================
 """
 from __future__ import annotations
@@ -52,6 +54,7 @@ __all__ = [
     "PNORM_PENALTY",
     "L1_SQUARED_FORM",
     "ARRAY_BANK",
+    "FACTOR_BANK",
 ]
 
 _SUBJECT = {"loss": "the loss", "regularizer": "the regularizer", "bank": "the Gram bank"}
@@ -307,3 +310,25 @@ ARRAY_BANK = Capability(
     has="a Gram bank held as one (M, N, N) array (problem.K)",
     lacks="is not held as one (M, N, N) array (problem.K)",
     test=_array_bank, explain=_array_bank_lack)
+
+
+def _factor_bank(problem: Problem) -> bool:
+    # the representation, not the class: a probe problem of the pipeline stands for a factor
+    # bank not built yet (Problem.representation); a bank of representation "factor" is a
+    # FactorBank
+    return problem.representation == "factor"
+
+
+def _factor_bank_lack(problem: Problem) -> str:
+    bank = problem.bank
+    return (f"the Gram bank is held as {type(bank).__name__} (representation "
+            f"{getattr(bank, 'representation', '?')!r}), not as a FactorBank (kernels held as "
+            "factors K_m = L_m L_m^T); build one with FactorBank.from_blocks or "
+            "kernels.factor in a spec, or use spicy")
+
+
+FACTOR_BANK = Capability(
+    "factor_bank", "bank",
+    has="kernels held as factors K_m = L_m L_m^T (problem.bank is a FactorBank)",
+    lacks="is not a FactorBank (kernels held as factors K_m = L_m L_m^T)",
+    test=_factor_bank, explain=_factor_bank_lack)

@@ -89,6 +89,8 @@ __all__ = [
     "KitProblem",
     "sample_bank",
     "sample_points",
+    "exact_factors",
+    "KIT_REPRESENTATIONS",
     "engine_problems",
     "check_engine",
     "assert_engine_conforms",
@@ -147,11 +149,45 @@ def sample_points(name: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]
     return standardize(ds.X[rows]), ds.y[rows].astype(np.float64)
 
 
+#: Bank representations the kit builds its problems in (``representation=``).
+KIT_REPRESENTATIONS: tuple[str, ...] = ("array", "factor")
+
+
+def exact_factors(K: np.ndarray, rtol: float = 1e-10) -> Any:
+    r"""A :class:`~mklkit.kernels.factor.FactorBank` of the Gram bank ``K`` (M, N, N): block
+    ``m`` is :math:`V_m\Lambda_m^{1/2}` of the eigenvalues of :math:`K_m` above ``rtol``
+    times its largest, so :math:`L_mL_m^\top = K_m` up to that relative error."""
+    from ..kernels.factor import FactorBank
+
+    blocks = []
+    for Km in K:
+        w, V = np.linalg.eigh(0.5 * (Km + Km.T))
+        keep = w > rtol * max(float(w[-1]), 0.0)
+        blocks.append(np.ascontiguousarray(V[:, keep] * np.sqrt(w[keep])))
+    return FactorBank.from_blocks(blocks)
+
+
 @functools.lru_cache(maxsize=None)
-def _data(task: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _data(task: str, n: int, seed: int, representation: str = "array") -> tuple[Any, np.ndarray]:
     X, y = sample_points("sonar", n, seed) if task == "classification" else \
         sample_points("liver", n, seed + 1)
-    return sample_bank(X), y
+    K = sample_bank(X)
+    if representation == "factor":
+        # the problem is the factor bank's own (exact to 1e-10), also for the reference
+        return exact_factors(K), y
+    return K, y
+
+
+def _representation(engine: Any, representation: str | None) -> str:
+    """The kit's representation for ``engine``: the one asked, else ``array`` when the engine
+    takes it, else ``factor`` when it takes that (``array`` otherwise)."""
+    if representation is not None:
+        if representation not in KIT_REPRESENTATIONS:
+            raise ValueError(f"representation must be one of {', '.join(KIT_REPRESENTATIONS)}; "
+                             f"got {representation!r}")
+        return representation
+    reps = tuple(getattr(engine, "representations", ("array",)))
+    return "factor" if "array" not in reps and "factor" in reps else "array"
 
 
 @dataclass
@@ -181,22 +217,27 @@ def _choose_C(problem: Any) -> float:
 def engine_problems(engine: Any, *, losses: Sequence[Any] | None = None,
                     regularizers: Sequence[Any] | None = None, extra_losses: Iterable[Any] = (),
                     extra_regularizers: Iterable[Any] = (), n_samples: int = 40,
-                    seed: int = 0) -> list[KitProblem]:
+                    seed: int = 0, representation: str | None = None) -> list[KitProblem]:
     """The kit's problems that ``engine`` supports.
 
     Every loss × regularizer pair (the built-ins by default, plus the extra
     components) on ``n_samples`` bundled points: ``sonar`` for a
     classification loss, ``liver`` for a regression loss; ``C`` is 0.3
-    ``C_max`` (0.1 for a regularizer without a threshold).
+    ``C_max`` (0.1 for a regularizer without a threshold).  The bank is
+    :func:`sample_bank`, held as one array (``representation="array"``) or
+    as its exact factors (``"factor"``, :func:`exact_factors`); by default
+    ``array`` when the engine's ``representations`` have it, else ``factor``
+    when they have that.
     """
     from ..problem import Problem
 
+    representation = _representation(engine, representation)
     b_losses, b_regs = _builtin_components()
     losses = list(b_losses if losses is None else losses) + list(extra_losses)
     regs = list(b_regs if regularizers is None else regularizers) + list(extra_regularizers)
     out = []
     for loss in losses:
-        K, y = _data(loss.task, int(n_samples), int(seed))
+        K, y = _data(loss.task, int(n_samples), int(seed), representation)
         data = "sonar" if loss.task == "classification" else "liver"
         for reg in regs:
             pb = Problem(K=K, y=y, loss=loss, regularizer=reg, C=1.0)
@@ -274,7 +315,9 @@ def _conic_reference(problem: Any) -> _Reference | None:
     if spec is None:
         return None
     try:
-        sol = conic.solve_reference(np.asarray(problem.K), problem.y, spec["loss"], spec["reg"],
+        to_array = getattr(problem.bank, "to_array", None)    # a FactorBank's dense bank
+        K = to_array() if to_array is not None else np.asarray(problem.K)
+        sol = conic.solve_reference(K, problem.y, spec["loss"], spec["reg"],
                                     problem.C, bias=problem.bias, **spec["params"])
     except Exception:  # noqa: BLE001 - no reference then; another one is tried
         return None
@@ -570,7 +613,8 @@ def check_engine(engine: Any, *, problems: Sequence[KitProblem] | None = None,
                  losses: Sequence[Any] | None = None, regularizers: Sequence[Any] | None = None,
                  extra_losses: Iterable[Any] = (), extra_regularizers: Iterable[Any] = (),
                  max_problems: int | None = None, reference: str = "auto",
-                 n_samples: int = 40, seed: int = 0, rtol: float = 1e-7) -> ConformanceReport:
+                 n_samples: int = 40, seed: int = 0, rtol: float = 1e-7,
+                 representation: str | None = None) -> ConformanceReport:
     """Check an engine's results against what it claims (module docstring).
 
     Parameters
@@ -590,6 +634,10 @@ def check_engine(engine: Any, *, problems: Sequence[KitProblem] | None = None,
         another registered engine (``auto``); only one of them; none.
     rtol : float
         Relative tolerance of recomputed against reported values.
+    representation : {"array", "factor"}, optional
+        How the default problems hold their bank (:func:`engine_problems`):
+        by default as one array when the engine takes it, else as exact
+        factors when it takes those.
 
     Returns
     -------
@@ -615,7 +663,7 @@ def check_engine(engine: Any, *, problems: Sequence[KitProblem] | None = None,
         problems = engine_problems(engine, losses=losses, regularizers=regularizers,
                                    extra_losses=extra_losses,
                                    extra_regularizers=extra_regularizers, n_samples=n_samples,
-                                   seed=seed)
+                                   seed=seed, representation=representation)
     problems = list(problems)[:max_problems] if max_problems is not None else list(problems)
     if not problems:
         r.identity("problems").fail("the engine supports none of the kit's problems "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 from numba import njit
 
@@ -17,8 +18,10 @@ from mklkit._kernels import regularizers as kreg
 from mklkit.components.losses import Hinge, Logistic
 from mklkit.components.regularizers import L1, ElasticNet
 from mklkit.engines.auto import Auto
+from mklkit.engines.bcd import BCD
 from mklkit.engines.proximal import Proximal
 from mklkit.engines.spicy import Spicy
+from mklkit.kernels.factor import FactorBank
 from mklkit.result import Status
 from mklkit.testing import (
     ENGINE_CHECKS,
@@ -39,6 +42,7 @@ ENGINES = {
     "spicy-iterative": Spicy(tol=1e-6, method="iterative"),
     "proximal": Proximal(tol=1e-6),
     "auto": Auto(tol=1e-6),
+    "bcd": BCD(tol=1e-7),
 }
 
 
@@ -56,7 +60,7 @@ def test_builtin_engines_pass_the_kit_on_two_problems(name):
 def test_builtin_engines_pass_the_kit_on_every_pair_they_support(name):
     report = assert_engine_conforms(ENGINES[name], extra_losses=[Pinball(tau=0.3)])
     n = int(report["problems"].detail.split()[0])
-    assert n >= (20 if name.startswith("spicy") or name == "auto" else 10), str(report)
+    assert n >= (20 if name.startswith("spicy") or name in ("auto", "bcd") else 10), str(report)
 
 
 def test_the_kit_solves_every_pair_an_engine_supports():
@@ -65,6 +69,24 @@ def test_the_kit_solves_every_pair_an_engine_supports():
     assert len(labels) == 10 and all("hinge" not in s and "eps_insensitive" not in s
                                      for s in labels)
     assert len(engine_problems(Spicy())) == 20
+
+
+def test_the_kit_builds_factor_banks_for_an_engine_that_takes_only_those():
+    """bcd takes factor banks only: the kit holds its problems as the exact factors of the
+    same bank; an engine that takes arrays keeps them, unless asked for factors."""
+    factor = engine_problems(BCD())
+    assert len(factor) == 20
+    assert all(isinstance(kp.problem.bank, FactorBank) for kp in factor)
+    array = engine_problems(Spicy())
+    assert all(kp.problem.representation == "array" for kp in array)
+    asked = engine_problems(Spicy(), representation="factor", losses=[Logistic()],
+                            regularizers=[L1()])
+    assert [kp.problem.representation for kp in asked] == ["factor"]
+    # the same problems: the factor bank is the array bank to 1e-10
+    K = array[0].problem.K
+    np.testing.assert_allclose(factor[0].problem.bank.to_array(), K, atol=1e-9 * np.abs(K).max())
+    with pytest.raises(ValueError, match="representation must be one of array, factor; got 'x'"):
+        engine_problems(Spicy(), representation="x")
 
 
 def test_a_skeleton_engine_of_a_third_party_passes():
