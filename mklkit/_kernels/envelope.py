@@ -1,0 +1,190 @@
+r"""The loss of the primal engines through its contract: its own value and
+derivatives, or the Moreau envelope of a non-smooth loss found from its
+conjugate (jitted; used by :mod:`mklkit._kernels.bcd`).
+
+The envelope of smoothing :math:`\mu` is
+:math:`\ell_\mu(z) = \sup_u\, uz - \ell^*(y, u) - \mu u^2/2`; its derivative
+:math:`u^*(z)` in ``[lo, hi]`` (the conjugate's domain) is the root of the
+monotone :math:`z - \partial\ell^*(u) - \mu u` (:func:`envelope`), so only the
+conjugate's ``conj``, ``conj_grad`` and ``conj_hess`` are needed.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["KIND_SMOOTH", "KIND_ENVELOPE", "envelope", "loss_terms", "sum_value", "gather"]
+
+_EPS = np.finfo(np.float64).eps
+
+KIND_SMOOTH = 0  # value, deriv, deriv2 of the loss
+KIND_ENVELOPE = 1  # Moreau envelope of the loss, from its conjugate
+
+# ---------------------------------------------------------------------------
+# the loss through its contract
+# ---------------------------------------------------------------------------
+@njit(cache=True)
+def gather(src, idx):  # pragma: no cover - jitted
+    out = np.empty(idx.shape[0])
+    for j in range(idx.shape[0]):
+        out[j] = src[idx[j]]
+    return out
+
+
+@njit(cache=True)
+def envelope(y, z, lp, mu, lo, hi, conj, conj_grad, conj_hess, want_value):  # pragma: no cover
+    r"""Derivative, curvature and value of the Moreau envelope of the loss.
+
+    .. math::
+        \ell_\mu(y, z) = \sup_u\ \{uz - \ell^*(y, u) - \tfrac\mu2 u^2\},\qquad
+        \ell_\mu'(y, z) = u^\star(z) \in [\mathrm{lower}, \mathrm{upper}],
+
+    with :math:`u^\star` the root of the decreasing function
+    :math:`\varphi(u) = z - \partial_u\ell^*(y, u) - \mu u` on the domain
+    :math:`[\mathrm{lower}, \mathrm{upper}]` of the conjugate.  The ends are
+    tested first (:math:`\varphi(\mathrm{upper}) \ge 0` gives
+    :math:`u^\star = \mathrm{upper}`, :math:`\varphi(\mathrm{lower}) \le 0` gives
+    :math:`u^\star = \mathrm{lower}`); an infinite end is replaced by a
+    bracket found by doubling steps; then safeguarded Newton steps
+    (``conj_hess``) inside the bracket, or bisection, vectorized over the
+    samples not yet converged.  At a regular root the curvature is
+    :math:`\ell_\mu'' = 1/(\partial_u^2\ell^* + \mu) \le 1/\mu`; where
+    :math:`u^\star` sits at an end of the domain or at a kink of
+    :math:`\ell^*` (the bracket closes on a jump of :math:`\varphi`) it does
+    not move with :math:`z`: the curvature is 0.
+
+    Returns
+    -------
+    value : ndarray (N,) (empty unless ``want_value``)
+    u : ndarray (N,)
+    h : ndarray (N,)
+    """
+    n = z.shape[0]
+    u = np.zeros(n)
+    h = np.zeros(n)
+    a = lo.copy()
+    b = hi.copy()
+    done = np.zeros(n, dtype=np.bool_)
+    idx = np.empty(n, dtype=np.int64)
+    # the ends of the domain
+    for side in range(2):
+        k = 0
+        for i in range(n):
+            e = b[i] if side == 0 else a[i]
+            if np.isfinite(e) and not done[i]:
+                idx[k] = i
+                k += 1
+        if k == 0:
+            continue
+        sel = idx[:k].copy()
+        ends = gather(b if side == 0 else a, sel)
+        g = conj_grad(gather(y, sel), ends, lp)
+        for j in range(k):
+            i = sel[j]
+            phi = z[i] - g[j] - mu * ends[j]
+            if (side == 0 and phi >= 0.0) or (side == 1 and phi <= 0.0):
+                u[i] = ends[j]
+                done[i] = True
+    # brackets for infinite ends: doubling steps away from the finite end (or 0)
+    for rnd in range(1100):
+        k = 0
+        for i in range(n):
+            if not done[i] and not (np.isfinite(a[i]) and np.isfinite(b[i])):
+                idx[k] = i
+                k += 1
+        if k == 0:
+            break
+        sel = idx[:k].copy()
+        probe = np.empty(k)
+        for j in range(k):
+            i = sel[j]
+            step = 2.0 ** min(rnd, 1000)
+            if not np.isfinite(b[i]):
+                probe[j] = (a[i] if np.isfinite(a[i]) else 0.0) + (step if rnd > 0 or
+                                                                   np.isfinite(a[i]) else 0.0)
+            else:
+                probe[j] = b[i] - step
+        g = conj_grad(gather(y, sel), probe, lp)
+        for j in range(k):
+            i = sel[j]
+            phi = z[i] - g[j] - mu * probe[j]
+            if phi >= 0.0:
+                a[i] = probe[j]
+            else:
+                b[i] = probe[j]
+    # safeguarded Newton inside the brackets
+    width0 = np.empty(n)
+    for i in range(n):
+        if not done[i]:
+            u[i] = 0.5 * (a[i] + b[i])
+            width0[i] = b[i] - a[i]
+    for it in range(400):
+        k = 0
+        for i in range(n):
+            if not done[i]:
+                idx[k] = i
+                k += 1
+        if k == 0:
+            break
+        sel = idx[:k].copy()
+        ys = gather(y, sel)
+        us = gather(u, sel)
+        g = conj_grad(ys, us, lp)
+        H = conj_hess(ys, us, lp)
+        for j in range(k):
+            i = sel[j]
+            phi = z[i] - g[j] - mu * u[i]
+            scale = abs(z[i]) + abs(g[j]) + mu * abs(u[i])
+            if abs(phi) <= 16.0 * _EPS * scale:
+                der = H[j] + mu
+                h[i] = 1.0 / der if (der > 0.0 and np.isfinite(der)) else 0.0
+                done[i] = True
+                continue
+            if phi > 0.0:
+                a[i] = u[i]
+            else:  # phi < 0 or nan: the root is below
+                b[i] = u[i]
+            if b[i] - a[i] <= 4.0 * _EPS * (abs(a[i]) + abs(b[i])) + 1e-15 * width0[i]:
+                u[i] = 0.5 * (a[i] + b[i])       # a jump of phi: a kink of the conjugate
+                done[i] = True
+                continue
+            der = H[j] + mu
+            un = u[i] + phi / der if (der > 0.0 and np.isfinite(der)) else np.nan
+            if not (a[i] < un < b[i]):
+                un = 0.5 * (a[i] + b[i])
+            u[i] = un
+    for i in range(n):  # rounding may not leave the domain
+        u[i] = min(max(u[i], lo[i]), hi[i])
+    if want_value:
+        c = conj(y, u, lp)
+        val = np.empty(n)
+        for i in range(n):
+            val[i] = u[i] * z[i] - c[i] - 0.5 * mu * u[i] * u[i]
+    else:
+        val = np.empty(0)
+    return val, u, h
+
+
+@njit(cache=True)
+def loss_terms(kind, y, z, lp, mu, lo, hi, value, deriv, deriv2, conj, conj_grad, conj_hess,
+               want_value, want_curv):  # pragma: no cover - jitted
+    r"""Value, derivative and second derivative of the loss in use at ``z``.
+
+    ``KIND_SMOOTH``: the loss's own ``value``, ``deriv``, ``deriv2``;
+    ``KIND_ENVELOPE``: its Moreau envelope of smoothing ``mu``
+    (:func:`envelope`).  Arrays not asked for are empty.
+    """
+    if kind == KIND_ENVELOPE:
+        return envelope(y, z, lp, mu, lo, hi, conj, conj_grad, conj_hess, want_value)
+    v = value(y, z, lp) if want_value else np.empty(0)
+    d1 = deriv(y, z, lp)
+    d2 = deriv2(y, z, lp) if want_curv else np.empty(0)
+    return v, d1, d2
+
+
+@njit(cache=True)
+def sum_value(kind, y, z, lp, mu, lo, hi, value, deriv, deriv2, conj, conj_grad,
+               conj_hess):  # pragma: no cover - jitted
+    v, _, _ = loss_terms(kind, y, z, lp, mu, lo, hi, value, deriv, deriv2, conj, conj_grad,
+                         conj_hess, True, False)
+    return np.sum(v)
