@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .result import SolveResult
 
-__all__ = ["load_spec", "check", "run", "sweep", "solve_prepared", "RunResult", "CheckResult", "SpecError"]
+__all__ = ["load_spec", "check", "run", "sweep", "solve_prepared", "RunResult", "Validation", "SpecError"]
 
 
 def load_spec(
@@ -58,7 +58,7 @@ def _as_spec(spec: Spec | str | os.PathLike[str]) -> Spec:
 # validate
 # ---------------------------------------------------------------------------
 @dataclass
-class CheckResult:
+class Validation:
     """What ``mklkit validate`` found: the spec is runnable.
 
     Attributes
@@ -113,7 +113,7 @@ def _label(comp: Any) -> str:
     return f"{comp.name}(" + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items()) + ")"
 
 
-def check(spec: Spec | str | os.PathLike[str]) -> CheckResult:
+def check(spec: Spec | str | os.PathLike[str]) -> Validation:
     """Full validation without building the bank or solving (``mklkit validate``).
 
     Loads the data (labels, NaN/inf, shapes), resolves the kernel bank against
@@ -121,7 +121,7 @@ def check(spec: Spec | str | os.PathLike[str]) -> CheckResult:
     supports the problem.  Raises :class:`SpecError`.
     """
     spec = _as_spec(spec)
-    return CheckResult(spec, spec.prepare(build=False))
+    return Validation(spec, spec.prepare(build=False))
 
 
 # ---------------------------------------------------------------------------

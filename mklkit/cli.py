@@ -207,7 +207,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-class _Progress:
+class _ProgressBar:
     """Engine callback printing one progress line per second on stderr after the first second."""
 
     def __init__(self, n_kernels: int, enabled: bool):
@@ -328,7 +328,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except OutputError as exc:
         raise spec.error(key, exc.problem, str(out_dir), exc.allowed) from None
     prepared = spec.prepare(progress=_BuildBar(enabled=not args.quiet))
-    progress = _Progress(prepared.n_kernels, enabled=not args.quiet)
+    progress = _ProgressBar(prepared.n_kernels, enabled=not args.quiet)
     try:
         with _show_logs(not args.quiet):
             result = solve_prepared(prepared, progress)

@@ -44,7 +44,7 @@ _TOP = ("mklkit.pipeline", "mklkit.spec", "mklkit.api", "mklkit.sweep", "mklkit.
 
 #: (modules whose source is checked, imports they must never make)
 RULES = [
-    ("mklkit._kernels", ("mklkit.components", "mklkit.engines", "mklkit.kernels", "mklkit.pipeline",
+    ("mklkit._jit", ("mklkit.components", "mklkit.engines", "mklkit.kernels", "mklkit.pipeline",
                          "mklkit.spec", "mklkit.cli", "mklkit.plugins", "mklkit.estimators")),
     ("mklkit.components", ("mklkit.engines", "mklkit.cli", "mklkit.pipeline", "mklkit.spec", "mklkit.api",
                            "mklkit.estimators")),

@@ -94,3 +94,24 @@ def test_first_run_says_it_compiles_and_the_second_does_not(tmp_path):
     assert first == ["mklkit: compiling numba code for loss 'logistic', regularizer 'elasticnet' and "
                      "engine 'spicy' (first use, cached afterwards)"]
     assert NOTE not in runs[1].stderr
+
+
+def test_former_module_names_import_the_renamed_modules():
+    """numba code a plugin cached against ``mklkit._kernels`` (now ``mklkit._jit``) still loads."""
+    import importlib
+    import sys
+
+    import mklkit
+
+    code = ("import importlib, mklkit, mklkit._jit.regularizers as new\n"
+            "old = importlib.import_module('mklkit._kernels.regularizers')\n"
+            "assert old is new, (old, new)\n"
+            "assert new.__spec__.name == 'mklkit._jit.regularizers', new.__spec__.name\n"
+            "import mklkit._kernels as pkg, mklkit._jit as jit\n"
+            "assert pkg is jit and jit.__spec__.name == 'mklkit._jit'\n")
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert mklkit.FORMER_NAMES["mklkit._kernels"] == "mklkit._jit"
+    assert importlib.util.find_spec("mklkit._jit") is not None

@@ -5,7 +5,7 @@ eqs. (16), (17), (34) and (35).  See ``docs/contracts.md``.
 """
 from __future__ import annotations
 
-from .._kernels import losses as _k
+from .._jit import losses as _k
 from .base import (
     CLASSIFICATION,
     REGRESSION,

@@ -6,7 +6,7 @@ penalties.  See ``docs/contracts.md`` and ``docs/kl_regularizer.md``.
 """
 from __future__ import annotations
 
-from .._kernels import regularizers as _k
+from .._jit import regularizers as _k
 from .base import BregmanKernels, Regularizer, RegularizerKernels
 from .params import Param
 

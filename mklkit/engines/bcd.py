@@ -24,7 +24,7 @@ of a block step with the gradient :math:`g_m = L_m^\top\ell'(z)`
 and the most violating ones, :math:`\max(p_0, 2|\text{active}|)` blocks in
 all; the problem restricted to it is solved to ``inner_ratio`` times the
 largest violation, in one call of the jitted loop
-(:func:`mklkit._kernels.bcd.solve_ws`).
+(:func:`mklkit._jit.bcd.solve_ws`).
 
 Inner solvers
 -------------
@@ -54,7 +54,7 @@ pinball) is replaced by its Moreau envelope
 :math:`\ell_\mu(y, z) = \sup_u\{uz - \ell^*(y, u) - \tfrac\mu2u^2\}`, whose
 derivative :math:`u^\star(z)` lies in the conjugate's domain and is found
 from ``conj_grad``/``conj_hess`` by a safeguarded Newton search
-(:func:`mklkit._kernels.bcd.envelope`); its derivative is
+(:func:`mklkit._jit.bcd.envelope`); its derivative is
 :math:`1/\mu`-Lipschitz.  The smoothing :math:`\mu` starts at ``mu0`` (by
 default a tenth of the zero solution's objective per unit of
 :math:`\sum_i u_{\max,i}^2/2`) and is multiplied by ``mu_factor`` whenever
@@ -128,9 +128,9 @@ _THREADPOOLS: Any = None
 STALL_ITERATIONS = 5
 
 
-def _kernels():
+def _jit():
     """The jitted loops, compiled (or loaded from the cache) on first use."""
-    from .._kernels import bcd as kb
+    from .._jit import bcd as kb
     return kb
 
 
@@ -371,22 +371,22 @@ class BCD(Engine):
             # the jitted loops take the component kernels as first-class functions
             warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
             if BLAS_THREADS is None:
-                return _Run(self, problem, run, warm_start).run_loop()
+                return _BcdRun(self, problem, run, warm_start).run_loop()
             global _THREADPOOLS
             if _THREADPOOLS is None:
                 from threadpoolctl import ThreadpoolController
                 _THREADPOOLS = ThreadpoolController()
             with _THREADPOOLS.limit(limits=BLAS_THREADS, user_api="blas"):
                 # the bank's set-up (block Gram matrices, spectral norms) included
-                return _Run(self, problem, run, warm_start).run_loop()
+                return _BcdRun(self, problem, run, warm_start).run_loop()
 
 
-class _Run:
+class _BcdRun:
     """State of one solve."""
 
     def __init__(self, engine: BCD, problem: Problem, run: Run,
                  warm_start: SolveResult | None) -> None:
-        self.kb = _kernels()
+        self.kb = _jit()
         self.engine = engine
         self.problem = problem
         self.run = run
@@ -438,7 +438,7 @@ class _Run:
         return v, d1
 
     def scores(self, beta: np.ndarray, grad: np.ndarray, mu: float) -> np.ndarray:
-        """Violation of every block's optimality condition (:func:`~mklkit._kernels.bcd.scores`)."""
+        """Violation of every block's optimality condition (:func:`~mklkit._jit.bcd.scores`)."""
         kappa = self.curvature_scale(mu)
         return self.kb.block_scores(beta, common.as_vector(grad), self.f.starts,
                                     kappa * self.f.lip, self.C, self.rp,
@@ -496,7 +496,7 @@ class _Run:
 
     def solve_ws(self, ws: np.ndarray, beta: np.ndarray, b: float, z: np.ndarray, mu: float,
                  tol_in: float) -> tuple[float, np.ndarray]:
-        """One call of :func:`mklkit._kernels.bcd.solve_ws`; updates ``beta``, ``z`` in place."""
+        """One call of :func:`mklkit._jit.bcd.solve_ws`; updates ``beta``, ``z`` in place."""
         kb, f, eng = self.kb, self.f, self.engine
         ipar = np.zeros(kb.IP_LEN, dtype=np.int64)
         ipar[kb.IP_METHOD] = kb.METHOD_NEWTON if self.method == "newton" else kb.METHOD_BCD
@@ -779,7 +779,7 @@ class _Run:
 class _Support:
     """The non-zero blocks as one dense factor ``LA`` (rows ``rows`` of :math:`L^\\top`)."""
 
-    def __init__(self, run: _Run, rows: np.ndarray, LA: np.ndarray, seg: np.ndarray) -> None:
+    def __init__(self, run: _BcdRun, rows: np.ndarray, LA: np.ndarray, seg: np.ndarray) -> None:
         self.run = run
         self.rows = rows
         self.LA = LA
@@ -802,7 +802,7 @@ class _Support:
 
     def newton_step(self, bA: np.ndarray, u: np.ndarray, h: np.ndarray, x: np.ndarray
                     ) -> tuple[np.ndarray | None, float]:
-        """The Newton direction of :meth:`_Run.polish` and its slope."""
+        """The Newton direction of :meth:`_BcdRun.polish` and its slope."""
         run = self.run
         nA = self.rows.size
         n = nA + int(run.bias)

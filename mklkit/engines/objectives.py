@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels import blocks
+from .._jit import blocks
 from ..components.base import Loss, Regularizer
 from ..kernels.ops import GramBank
 from ..problem import Problem

@@ -135,8 +135,8 @@ from typing import Any, ClassVar
 import numba
 import numpy as np
 
-from .._kernels import blocks
-from .._kernels import proximal as kprox
+from .._jit import blocks
+from .._jit import proximal as kprox
 from ..components.params import Param
 from ..problem import Problem
 from ..result import SolveResult, Status
@@ -169,7 +169,7 @@ def matvecs(K: np.ndarray, v: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
 def certificate_pass(K: np.ndarray, idx: np.ndarray, A: np.ndarray, arow: np.ndarray,
                      rho: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`mklkit._kernels.proximal.certificate_pass`, threaded only for large reads."""
+    """:func:`mklkit._jit.proximal.certificate_pass`, threaded only for large reads."""
     fn = kprox.certificate_pass if _parallel(idx.size, K.shape[1]) else kprox.certificate_pass_serial
     return fn(K, idx, common.as_vector(A), arow, common.as_vector(rho), want)
 

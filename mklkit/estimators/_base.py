@@ -195,7 +195,7 @@ def _solve(engine: Any, problem: Any, callback: Any, warm_start: Any) -> Any:
 # Prepared training data (shared by fit and fit_path)
 # ---------------------------------------------------------------------------
 @dataclass
-class _Prepared:
+class _FitState:
     prepared: Any                       # the pipeline's Prepared (None once the solves are done)
     bank: Any                           # what prediction needs: the bank without K (all kernels)
     tasks: list[BinaryTask]
@@ -319,7 +319,7 @@ class _BaseMKL(BaseEstimator):
                 "GridSearchCV and cross_val_score can split", FutureWarning, stacklevel=4)
         return (X if old else np.moveaxis(X, 2, 0)), bool(old)
 
-    def _prepare(self, X: Any, y: Any, C: float) -> _Prepared:
+    def _prepare(self, X: Any, y: Any, C: float) -> _FitState:
         """Validate everything, build the bank once (:func:`mklkit.pipeline.prepare`) and lay out the tasks.
 
         The engine's support for the loss/regularizer pair (and the bank's
@@ -401,7 +401,7 @@ class _BaseMKL(BaseEstimator):
                     owner, prepared.n_kernels, data.n_train, normalize, prepared.representation, build_s,
                     len(tasks))
         kept = bank.cross_bank() if prepared.representation == "sharded" else bank
-        return _Prepared(
+        return _FitState(
             prepared=prepared, bank=kept if prepared.representation == "factor" else _strip_bank(kept), tasks=tasks,
             loss=loss, regularizer=regularizer, engine=engine, kernels=kernels_resolved,
             kernel_names=list(prepared.kernel_names), scaler=data.scaler, classes=classes,
@@ -442,7 +442,7 @@ class _BaseMKL(BaseEstimator):
             "(docs/data_and_kernels.md) or one entry as a mapping", owner=self._owner)
 
     # -- solving --------------------------------------------------------------
-    def _run_task(self, prep: _Prepared, t: int, Cs: Sequence[float]) -> list[Any]:
+    def _run_task(self, prep: _FitState, t: int, Cs: Sequence[float]) -> list[Any]:
         """Solve task ``t`` for every C in ``Cs`` in turn, each warm-started from the previous."""
         task = prep.tasks[t]
         from ..pipeline import problem_at
@@ -469,7 +469,7 @@ class _BaseMKL(BaseEstimator):
             previous = result
         return results
 
-    def _run_all(self, prep: _Prepared, Cs: Sequence[float]) -> list[list[Any]]:
+    def _run_all(self, prep: _FitState, Cs: Sequence[float]) -> list[list[Any]]:
         """``out[t][c]``: the result of task t at ``Cs[c]``; tasks in parallel (``n_jobs``)."""
         n_tasks = len(prep.tasks)
         n_jobs = getattr(self, "n_jobs", None)
@@ -481,7 +481,7 @@ class _BaseMKL(BaseEstimator):
         return [self._run_task(prep, t, Cs) for t in range(n_tasks)]
 
     # -- fitted state -----------------------------------------------------------
-    def _set_fitted(self, prep: _Prepared, results: list[Any]) -> None:
+    def _set_fitted(self, prep: _FitState, results: list[Any]) -> None:
         """Set the fitted attributes from one result per task."""
         M = len(prep.kernel_names)
         active = np.zeros(M, dtype=bool)
@@ -582,7 +582,7 @@ class _BaseMKL(BaseEstimator):
         return MKLPath(Cs=grid, results=per_C, kernel_names=list(prep.kernel_names),
                        warm_started=warm, time_s=total, _template=clone(self), _prep=prep)
 
-    def _path_from_c_max(self, prep: _Prepared, n: int) -> np.ndarray:
+    def _path_from_c_max(self, prep: _FitState, n: int) -> np.ndarray:
         """``n`` values of C from ``C_max`` down to ``1e-3 C_max``, evenly on a log scale."""
         from ..engines.common import zero_solution
 
@@ -675,7 +675,7 @@ class _BaseMKL(BaseEstimator):
         return tags
 
 
-def _release(prep: _Prepared) -> None:
+def _release(prep: _FitState) -> None:
     """Drop the shards of a sharded bank (the fitted estimator keeps what prediction needs)."""
     prep.prepared.close()
 

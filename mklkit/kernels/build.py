@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from .._kernels.gram import all_finite, divide_outer_inplace, symmetrize_inplace
+from .._jit.gram import all_finite, divide_outer_inplace, symmetrize_inplace
 from .description import (
     DEFAULT_MEMORY_BUDGET,
     BankError,
@@ -129,7 +129,7 @@ def _check_budget(M: int, N: int, rows: int, budget: float | None, what: str) ->
 # ---------------------------------------------------------------------------
 # Progress
 # ---------------------------------------------------------------------------
-class _Progress:
+class _ProgressReporter:
     """Reports the progress of a build to a callback ``progress(event)``; library code never prints.
 
     ``event``: ``{"what": label, "done": m, "total": M, "elapsed_s": seconds}``,
@@ -326,7 +326,7 @@ class KernelBank:
         local = _localizer(columns, d)
         t0 = time.perf_counter()
         K = np.empty((M, N, N), dtype=np.float64)
-        bar = _Progress(M, "building kernel bank", _progress_callback(progress))
+        bar = _ProgressReporter(M, "building kernel bank", _progress_callback(progress))
         _fill(K, specs, local, XA, None, bar)
         traces = np.empty(M)
         train_diag = np.empty((M, N)) if normalize == "diagonal" else None
@@ -423,7 +423,7 @@ class KernelBank:
         XB = _dense_columns(X_new, self._columns, "X_new")
         local = _localizer(self._columns, self._n_features)
         C = np.empty((M, n_new, N), dtype=np.float64)
-        bar = _Progress(M, "computing test kernels", _progress_callback(progress))
+        bar = _ProgressReporter(M, "computing test kernels", _progress_callback(progress))
         _fill(C, self.specs, local, XB, self._X_train, bar)
         if self.normalize == "trace":
             C /= self.traces[:, None, None]
@@ -491,7 +491,7 @@ def _fill(
     local: Callable[[tuple[int, ...]], np.ndarray],
     XA: np.ndarray,
     XB: np.ndarray | None,
-    bar: _Progress,
+    bar: _ProgressReporter,
 ) -> None:
     """``out[m] = k_m(XA_s, XB_s)``; ``XB=None``: symmetric training kernels.
 

@@ -28,8 +28,8 @@ of linear kernels on sparse features).  ``LT`` is read, never written; do
 not modify it after construction.
 
 Cost.  Every pass over the kernels is one call of a jitted loop of
-:mod:`mklkit._kernels.factor`, parallel over kernels from
-:data:`~mklkit._kernels.spicy.PARALLEL_WORK` stored values on: a product
+:mod:`mklkit._jit.factor`, parallel over kernels from
+:data:`~mklkit._jit.spicy.PARALLEL_WORK` stored values on: a product
 :math:`K_mv` reads each row of :math:`L_m^\top` from memory once (its dot
 with :math:`v` and its update of the result share the cached row), and
 ``matvecs_and_norms`` and ``direction_forms`` take their quadratic forms
@@ -47,9 +47,9 @@ import scipy.sparse as sp
 
 from scipy.linalg.blas import dsyrk
 
-from .._kernels import factor as kfactor
-from .._kernels.gram import all_finite
-from .._kernels.spicy import PARALLEL_WORK
+from .._jit import factor as kfactor
+from .._jit.gram import all_finite
+from .._jit.spicy import PARALLEL_WORK
 from .ops import BankAccessError, GramBank
 
 __all__ = ["FactorBank"]
@@ -263,7 +263,7 @@ class FactorBank(GramBank):
 
     def _run(self, kern: np.ndarray, V: np.ndarray, vsel: np.ndarray, W: np.ndarray | None = None,
              out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """One pass of :func:`mklkit._kernels.factor.block_products` over the kernels ``kern``
+        """One pass of :func:`mklkit._jit.factor.block_products` over the kernels ``kern``
         (vector ``V[vsel[p]]`` for task ``p``; ``W``: one second vector for all)."""
         kern = np.ascontiguousarray(kern, dtype=np.int64)
         P = kern.size

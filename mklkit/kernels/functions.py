@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._kernels.gram import (
+from .._jit.gram import (
     sqdist_cross_inplace,
     sqdist_direct,
     sqdist_refine_inplace,

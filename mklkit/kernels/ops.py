@@ -23,8 +23,8 @@ operation                  result                                      size of t
 =========================  ==========================================  ======================
 
 :class:`ArrayBank` is the in-memory bank: each operation is exactly one call
-of the jitted loop the engine called before (:mod:`mklkit._kernels.blocks`,
-:mod:`mklkit._kernels.spicy`), with the same choice between the parallel
+of the jitted loop the engine called before (:mod:`mklkit._jit.blocks`,
+:mod:`mklkit._jit.spicy`), with the same choice between the parallel
 loop and its single-threaded twin.  :class:`mklkit.kernels.sharded.ShardedBank`
 keeps its kernels on Dask workers and runs each operation on every shard.
 
@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels import blocks
-from .._kernels import spicy as kspicy
+from .._jit import blocks
+from .._jit import spicy as kspicy
 
 __all__ = ["GramBank", "ArrayBank", "BankAccessError", "as_bank"]
 
@@ -129,8 +129,8 @@ class ArrayBank(GramBank):
     """An in-memory bank: one C-contiguous (M, N, N) float64 array.
 
     Every operation is one call of the jitted loop of
-    :mod:`mklkit._kernels`; the single-threaded twin is used below
-    :data:`mklkit._kernels.spicy.PARALLEL_WORK` entries read.
+    :mod:`mklkit._jit`; the single-threaded twin is used below
+    :data:`mklkit._jit.spicy.PARALLEL_WORK` entries read.
     """
 
     __slots__ = ("K", "shape", "_par")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from .._kernels.gram import all_finite, divide_outer_inplace, symmetrize_inplace
+from .._jit.gram import all_finite, divide_outer_inplace, symmetrize_inplace
 from ..components.params import did_you_mean
 from .description import BankError, _check_normalize
 

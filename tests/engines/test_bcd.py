@@ -538,7 +538,7 @@ def test_huber_plugin_loss():
 def test_moreau_envelope_of_the_conjugate(loss):
     r"""u*(z) maximizes u z - l*(y, u) - mu u^2 / 2 over the conjugate's domain (brute force on
     a grid), the value is that maximum, and the curvature is 1/mu inside the band, 0 outside."""
-    from mklkit._kernels import bcd as kb
+    from mklkit._jit import bcd as kb
 
     obj = LOSSES[loss](**LOSS_PARAMS.get(loss, {}))
     k, lp = obj.kernels, obj.param_vector

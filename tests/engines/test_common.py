@@ -10,8 +10,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from mklkit._kernels import blocks
-from mklkit._kernels import spicy as kspicy
+from mklkit._jit import blocks
+from mklkit._jit import spicy as kspicy
 from mklkit.components.losses import Hinge, Logistic, Squared
 from mklkit.components.regularizers import L1, ElasticNet, Lq, Uniform
 from mklkit.engines import common

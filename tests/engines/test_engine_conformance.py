@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from mklkit._kernels import regularizers as kreg
+from mklkit._jit import regularizers as kreg
 
 from mklkit.components.losses import Hinge, Logistic
 from mklkit.components.regularizers import L1, ElasticNet

@@ -14,7 +14,7 @@ import numba
 import numpy as np
 import scipy.linalg
 
-from ..._kernels import spicy as kspicy
+from ..._jit import spicy as kspicy
 from ...problem import Problem
 from ...result import SolveResult, Status
 from .. import common

@@ -17,8 +17,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import eigh, solve_triangular
 
-from ..._kernels.factor import pivot_batch
-from ..._kernels.gram import all_finite, divide_outer_inplace
+from ..._jit.factor import pivot_batch
+from ..._jit.gram import all_finite, divide_outer_inplace
 from ..description import BankError, BankKernel
 from ..functions import BaseRows, KernelFunction, Linear, Poly
 

@@ -148,7 +148,7 @@ def _choose_method(spec: BankKernel, m: int, method: str, rank: int | None, max_
 
 
 @dataclass
-class _Run:
+class _Factorization:
     """The settings and state of one :func:`build_factor_bank` call that every kernel reads."""
 
     normalize: str
@@ -282,7 +282,7 @@ def build_factor_bank(
     factors: list[KernelFactor] = []
     blocks: list[Any] = []
     budget.take(exact_bytes)
-    run = _Run(normalize, rank, tol, order, budget, working, fair_rank, root)
+    run = _Factorization(normalize, rank, tol, order, budget, working, fair_rank, root)
     for m, spec in enumerate(specs):
         kf, blk = _factor_one(m, spec, kinds[m], groups, run)
         factors.append(kf)
@@ -300,7 +300,7 @@ def build_factor_bank(
     return out
 
 
-def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Run
+def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Factorization
                 ) -> tuple[KernelFactor, Any]:
     """Kernel ``m``: its :class:`KernelFactor` and its rows of :math:`L^\\top` (an array, a CSR
     matrix, or an :class:`_Approx`)."""

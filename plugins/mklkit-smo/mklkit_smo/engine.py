@@ -4,7 +4,7 @@ Problems
 --------
 Losses whose conjugate is linear on each side of 0 on a bounded domain
 (``linear_conjugate``: ``hinge``, ``eps_insensitive`` (§5.3), a pinball
-loss): the dual of eq. (9) with box constraints, see :class:`_Run`.
+loss): the dual of eq. (9) with box constraints, see :class:`_SmoRun`.
 Regularizers: the squared p-norm of the kernel weights (``weight_norm =
 WeightNorm(p, lam)``, e.g. ``pnorm_squared`` of this distribution; SMO-MKL
 eq. 1) or any separable regularizer that gives its Bregman form
@@ -237,7 +237,7 @@ class SmoMKL(Engine):
     # -- solve ---------------------------------------------------------------
     def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
         """Solve ``problem`` by SMO (a ``warm_start``'s dual point starts it)."""
-        return _Run(self, problem, run, warm_start).run_loop()
+        return _SmoRun(self, problem, run, warm_start).run_loop()
 
 
 def _bregman_mismatch(reg: Any) -> str | None:
@@ -277,7 +277,7 @@ class _View:
         return int(self.cmap.size)
 
 
-class _Run(Algorithm):
+class _SmoRun(Algorithm):
     r"""State of one solve.
 
     The dual variables come from the loss's linear pieces

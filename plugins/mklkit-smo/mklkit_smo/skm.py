@@ -75,7 +75,7 @@ from mklkit.engines.capabilities import ARRAY_BANK, HINGE_CONJUGATE, L1_SQUARED_
 from mklkit.problem import Problem
 from mklkit.result import SolveResult, Status
 
-from .engine import CACHE_MB, PARALLEL, SHRINKING, _Reg, _Run, bias_and_kernel_problems
+from .engine import CACHE_MB, PARALLEL, SHRINKING, _Reg, _SmoRun, bias_and_kernel_problems
 from .regularizer import L1Squared
 
 __all__ = ["SkmSMO", "MergedPoints", "opt3", "sparsify_weights", "lanckriet_problem",
@@ -461,7 +461,7 @@ class SkmSMO(Engine):
 
 
 class _Options:
-    """The option set ``_Run`` (smo_mkl's state) reads, from the SKM engine's options."""
+    """The option set ``_SmoRun`` (smo_mkl's state) reads, from the SKM engine's options."""
 
     def __init__(self, engine: SkmSMO) -> None:
         self.name = engine.name
@@ -473,7 +473,7 @@ class _Options:
         return self._p
 
 
-class _SkmRun(_Run):
+class _SkmRun(_SmoRun):
     """smo_mkl's SMO state with the SKM's regularizer form (``REG_SKM``)."""
 
     def _reg_form(self, reg: Any) -> _Reg:

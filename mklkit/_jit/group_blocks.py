@@ -5,7 +5,7 @@ Block ``m`` of :math:`L^\top` is rows ``s:e`` of a C-contiguous (R, N) array
 :math:`L_m^\top r`, curvature and image :math:`L_m d`, the regularizer's block
 prox step, violation scores, packing of working-set coordinates, the exact
 minimization of a small block on a quadratic model, and Anderson
-extrapolation.  Used by :mod:`mklkit._kernels.bcd`.
+extrapolation.  Used by :mod:`mklkit._jit.bcd`.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ r"""Jitted loops of the proximal-gradient engine (Mosci et al. 2008; FISTA).
 The engine keeps, for every non-zero block, the coefficients
 :math:`\alpha_m` and their image :math:`u_m = K_m\alpha_m`; one iteration
 then needs a single product :math:`K_m r` per block that is not screened
-(``mklkit._kernels.blocks.matvecs_subset``).  The loops here are the other
+(``mklkit._jit.blocks.matvecs_subset``).  The loops here are the other
 passes over the Gram bank:
 
 * :func:`bank_summary`: :math:`\sum_m K_m` (for the Lipschitz constant) and

@@ -1,6 +1,6 @@
 r"""The loss of the primal engines through its contract: its own value and
 derivatives, or the Moreau envelope of a non-smooth loss found from its
-conjugate (jitted; used by :mod:`mklkit._kernels.bcd`).
+conjugate (jitted; used by :mod:`mklkit._jit.bcd`).
 
 The envelope of smoothing :math:`\mu` is
 :math:`\ell_\mu(z) = \sup_u\, uz - \ell^*(y, u) - \mu u^2/2`; its derivative

@@ -16,7 +16,7 @@ and, for a second vector, :math:`\|w\|^2_{K_m}`.
 
 Loops are parallel over kernels (``prange``), each with a single-threaded
 twin for small banks (the engines choose by
-:data:`mklkit._kernels.spicy.PARALLEL_WORK`).  Arrays are C-contiguous
+:data:`mklkit._jit.spicy.PARALLEL_WORK`).  Arrays are C-contiguous
 float64, indices int64.
 """
 from __future__ import annotations
