@@ -93,7 +93,7 @@ def certify(problem: Problem, X: sp.csr_matrix, starts: np.ndarray, w: np.ndarra
     projected onto the feasible set, as every mklkit engine does."""
     loss, y = problem.loss, problem.y
     z = np.asarray(X @ w).ravel() + b
-    rho = -np.asarray(loss.kernels.deriv(y, common.as_vector(z), loss.param_vector))
+    rho = -np.asarray(loss.jit.deriv(y, common.as_vector(z), loss.param_vector))
     lo, hi = common.dual_box(problem)
     rho = common.project_sum_box(rho, lo, hi)
     t = np.asarray(X.T @ rho).ravel()

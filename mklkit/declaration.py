@@ -63,17 +63,17 @@ def _groups(cls: type) -> dict[str, tuple[Any, type, bool]]:
     """The named tuples of jitted functions a class declares: attribute -> (value, type, required)."""
     kind = getattr(cls, "kind", None)
     if kind == "loss":
-        from .components.base import ConstrainedConjugate, LossKernels
+        from .components.base import ConstrainedConjugate, LossJit
 
-        groups = {"kernels": (getattr(cls, "kernels", None), LossKernels, True)}
+        groups = {"jit": (getattr(cls, "jit", None), LossJit, True)}
         if not getattr(cls, "smooth_conjugate", True) or getattr(cls, "constrained", None) is not None:
             groups["constrained"] = (getattr(cls, "constrained", None), ConstrainedConjugate, True)
         return groups
     if kind == "regularizer":
-        from .components.base import BregmanKernels, RegularizerKernels
+        from .components.base import BregmanJit, RegularizerJit
 
-        return {"kernels": (getattr(cls, "kernels", None), RegularizerKernels, True),
-                "bregman": (getattr(cls, "bregman", None), BregmanKernels, False)}
+        return {"jit": (getattr(cls, "jit", None), RegularizerJit, True),
+                "bregman": (getattr(cls, "bregman", None), BregmanJit, False)}
     return {}
 
 
@@ -87,7 +87,7 @@ def _tuple_problem(attr: str, value: Any, tuple_type: type, required: bool) -> s
 
 
 def unjitted_problem(component: Any) -> str | None:
-    """The fields of ``kernels`` (``constrained``, ``bregman``) that are not numba ``@njit``
+    """The fields of ``jit`` (``constrained``, ``bregman``) that are not numba ``@njit``
     functions, as one problem; ``None`` when every one is (or none is declared)."""
     cls = component if isinstance(component, type) else type(component)
     bad: list[str] = []

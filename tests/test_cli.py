@@ -549,7 +549,7 @@ def test_run_writes_results_and_refuses_to_overwrite(tmp_path, capsys, monkeypat
     zpred = np.einsum("mij,mj->i", prob.K[act], alpha) + b
     norms = np.sqrt(np.maximum(np.einsum("mi,mij,mj->m", alpha, prob.K[act], alpha), 0.0))
     reg = prob.regularizer
-    primal = prob.loss.kernels.value(prob.y, zpred, prob.loss.param_vector).sum() + reg.kernels.value(
+    primal = prob.loss.jit.value(prob.y, zpred, prob.loss.param_vector).sum() + reg.jit.value(
         np.ascontiguousarray(norms), prob.C, reg.param_vector
     ).sum()
     assert s["objective"] == pytest.approx(primal, rel=1e-6)

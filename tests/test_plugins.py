@@ -22,9 +22,9 @@ from mklkit import plugins as plugins_mod
 from mklkit.components.base import (
     ConstrainedConjugate,
     Loss,
-    LossKernels,
+    LossJit,
     Regularizer,
-    RegularizerKernels,
+    RegularizerJit,
 )
 from mklkit.components.params import Param, ParamError
 from mklkit.engines.base import Engine
@@ -58,14 +58,14 @@ def _py_nop(a, b, c):
     return a
 
 
-LOSS_KERNELS = LossKernels(*[_nop] * len(LossKernels._fields))
-REG_KERNELS = RegularizerKernels(*[_nop] * len(RegularizerKernels._fields))
+LOSS_KERNELS = LossJit(*[_nop] * len(LossJit._fields))
+REG_KERNELS = RegularizerJit(*[_nop] * len(RegularizerJit._fields))
 
 
 class FakeHinge(Loss):
     name = "hinge"
     description = "fake hinge"
-    kernels = LOSS_KERNELS
+    jit = LOSS_KERNELS
     smooth_conjugate = False
     constrained = ConstrainedConjugate(*[_nop] * len(ConstrainedConjugate._fields))
     n_cons = 2
@@ -74,27 +74,27 @@ class FakeHinge(Loss):
 class FakeLogistic(Loss):
     name = "logistic"
     description = "fake logistic"
-    kernels = LOSS_KERNELS
+    jit = LOSS_KERNELS
 
 
 class FakeHuber(Loss):
     name = "huber_fake"
     description = "fake huber with a parameter"
     task = "regression"
-    kernels = LOSS_KERNELS
+    jit = LOSS_KERNELS
     params = (Param("delta", 1.0, "kink", low=0.0, low_open=True),)
 
 
 class OtherHinge(Loss):
     name = "hinge"
     description = "another hinge"
-    kernels = LOSS_KERNELS
+    jit = LOSS_KERNELS
 
 
 class FakeL1(Regularizer):
     name = "l1"
     description = "fake l1"
-    kernels = REG_KERNELS
+    jit = REG_KERNELS
 
 
 class FakeEngine(Engine):
@@ -434,9 +434,9 @@ def test_provided_by_accepts_plugin_or_distribution_names() -> None:
 def _subclass(base: type, **attrs: Any) -> type:
     defaults: dict[str, Any] = {"name": "thing", "description": "a thing", "__module__": "bad_mod"}
     if base is Loss:
-        defaults["kernels"] = LOSS_KERNELS
+        defaults["jit"] = LOSS_KERNELS
     if base is Regularizer:
-        defaults["kernels"] = REG_KERNELS
+        defaults["jit"] = REG_KERNELS
     defaults.update(attrs)
     return type("Thing", (base,), defaults)
 
@@ -454,10 +454,10 @@ VALIDATION_CASES = [
     (_subclass(Loss, name=""), r"lacks 'name' \(a non-empty string\)"),
     (_subclass(Loss, name="two words"), r"name 'two words' is not allowed: use letters"),
     (_subclass(Loss, description=None), r"lacks 'description' \(a non-empty string\)"),
-    (_subclass(Loss, kernels=None), r"lacks 'kernels' \(a LossKernels of jitted functions\)"),
-    (_subclass(Loss, kernels=REG_KERNELS), r"'kernels' must be a LossKernels named tuple; got RegularizerKernels"),
-    (_subclass(Loss, kernels=LOSS_KERNELS._replace(conj=_py_nop, deriv=_py_nop)),
-     r"kernels.deriv, kernels.conj must be numba-jitted functions"),
+    (_subclass(Loss, jit=None), r"lacks 'jit' \(a LossJit of jitted functions\)"),
+    (_subclass(Loss, jit=REG_KERNELS), r"'jit' must be a LossJit named tuple; got RegularizerJit"),
+    (_subclass(Loss, jit=LOSS_KERNELS._replace(conj=_py_nop, deriv=_py_nop)),
+     r"jit.deriv, jit.conj must be numba-jitted functions"),
     (_subclass(Loss, task="ranking"), r"task must be 'classification' or 'regression'; got 'ranking'"),
     (_subclass(Loss, smooth_conjugate=False, n_cons=1),
      r"has smooth_conjugate=False but lacks 'constrained' \(a ConstrainedConjugate"),
@@ -467,8 +467,8 @@ VALIDATION_CASES = [
      r"parameter 'delta' has default 0.0, which its own declaration does not allow \(a number > 0\)"),
     (_subclass(Loss, params=[Param("a", 1.0)]), r"'params' must be a tuple of mklkit.components.params.Param"),
     (_subclass(Loss, params=(Param("a", 1.0), Param("a", 2.0))), r"declares parameter\(s\) a twice"),
-    (_subclass(Regularizer, kernels=LOSS_KERNELS), r"'kernels' must be a RegularizerKernels named tuple"),
-    (_subclass(Regularizer, bregman=(1, 2)), r"'bregman' must be a BregmanKernels named tuple; got tuple"),
+    (_subclass(Regularizer, jit=LOSS_KERNELS), r"'jit' must be a RegularizerJit named tuple"),
+    (_subclass(Regularizer, bregman=(1, 2)), r"'bregman' must be a BregmanJit named tuple; got tuple"),
     (_subclass(Engine), r"engine bad_mod.Thing does not implement solve\(problem, callback\)"),
 ]
 
@@ -484,8 +484,8 @@ def test_registration_validates_the_contract(cls: Any, match: str) -> None:
 
 
 def test_several_problems_are_reported_together() -> None:
-    cls = _subclass(Loss, name="", description="", kernels=None)
-    with pytest.raises(ComponentValidationError, match="lacks 'name'.*; lacks 'description'.*; lacks 'kernels'"):
+    cls = _subclass(Loss, name="", description="", jit=None)
+    with pytest.raises(ComponentValidationError, match="lacks 'name'.*; lacks 'description'.*; lacks 'jit'"):
         Registry().register_plugin(make_plugin("p", cls), "d")
 
 
@@ -585,7 +585,7 @@ def test_new_loss_plugin_loads_and_its_kernels_run(tmp_path: Path) -> None:
         reg = Registry()
         reg.register_plugin(plugin, "mklkit-demo-loss", "0.1.0")
         loss = reg.create("loss", {"name": "demo_loss", "scale": 2.0})
-        k, p = loss.kernels, loss.param_vector
+        k, p = loss.jit, loss.param_vector
         y = np.array([0.0, 1.0, -2.0])
         z = np.array([0.5, -1.0, 3.0])
         np.testing.assert_allclose(k.value(y, z, p), (z - y) ** 2)
@@ -605,7 +605,7 @@ def test_new_regularizer_plugin_loads_and_its_kernels_run(tmp_path: Path) -> Non
         reg.register_plugin(plugin, "mklkit-grp", "0.1.0")
         r = reg.create("regularizer", "grp")
         assert type(r).__name__ == "GrpRegularizer"
-        k, p, C = r.kernels, r.param_vector, 0.7
+        k, p, C = r.jit, r.param_vector, 0.7
         y = np.array([0.0, 0.3, 0.7, 1.5, 4.0])
         prox = k.prox(y, C, p)
         # Moreau decomposition: env(y) + value(prox) + (prox - y)^2 / 2 = y^2 / 2
@@ -668,3 +668,16 @@ def test_tutorial_code_is_copied_from_the_example_plugin() -> None:
         source = (ROOT / path).read_text(encoding="utf-8")
         for chunk in block.split("\n...\n"):
             assert chunk.strip("\n") in source, f"docs/plugins.md block from {path} is not in it"
+
+
+def test_the_former_attribute_name_kernels_still_declares_the_jitted_functions() -> None:
+    """A plugin written before ``kernels`` became ``jit`` registers, with a FutureWarning."""
+    with pytest.warns(FutureWarning, match="the class attribute 'kernels' is now called 'jit'"):
+        cls = type("OldLoss", (Loss,), {"__module__": "old_mod", "name": "old_loss",
+                                        "description": "old style", "kernels": LOSS_KERNELS})
+    assert cls.jit is LOSS_KERNELS
+    Registry().register_plugin(make_plugin("old", cls), "d")
+    assert cls().kernels is cls().jit is LOSS_KERNELS
+    from mklkit import LossJit, LossKernels
+
+    assert LossKernels is LossJit

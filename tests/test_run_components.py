@@ -88,8 +88,8 @@ def test_spicy_runs_every_pair_from_yaml(tmp_path: Path, capsys, loss: str, reg:
     zpred = np.einsum("mij,mj->i", K, alpha) + b
     norms = np.sqrt(np.maximum(np.einsum("mi,mij,mj->m", alpha, K, alpha), 0.0))
     lo, rg = prob.loss, prob.regularizer
-    primal = (lo.kernels.value(prob.y, zpred, lo.param_vector).sum()
-              + rg.kernels.value(np.ascontiguousarray(norms), prob.C, rg.param_vector).sum())
+    primal = (lo.jit.value(prob.y, zpred, lo.param_vector).sum()
+              + rg.jit.value(np.ascontiguousarray(norms), prob.C, rg.param_vector).sum())
     assert s["objective"] == pytest.approx(primal, rel=1e-9)
     # an independent solver on the same problem
     params = {k: v for k, v in {**LOSSES[loss][0], **REGULARIZERS[reg]}.items() if k != "name"}

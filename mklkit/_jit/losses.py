@@ -1,7 +1,7 @@
 """Jitted numerics of the built-in losses.
 
 Array-only functions (numpy/numba); the component classes in
-:mod:`mklkit.components.losses` expose them through ``LossKernels``.
+:mod:`mklkit.components.losses` expose them through ``LossJit``.
 Signature convention: ``f(y, z_or_u, params) -> ndarray`` with all arrays
 float64 and C-contiguous; ``params`` is the component's parameter vector.
 """

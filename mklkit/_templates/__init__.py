@@ -91,7 +91,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from mklkit.components.base import REGRESSION, Loss, LossKernels, Param
+from mklkit.components.base import REGRESSION, Loss, LossJit, Param
 
 
 # TODO: the loss value ell(y_i, z_i); params[0] is `scale`.
@@ -161,7 +161,7 @@ class $cls(Loss):
     params = (
         Param("scale", 1.0, "curvature of the loss", low=0.0, low_open=True),
     )
-    kernels = LossKernels(
+    jit = LossJit(
         value=value,
         deriv=deriv,
         deriv2=deriv2,
@@ -198,7 +198,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from mklkit.components.base import Regularizer, RegularizerKernels
+from mklkit.components.base import Regularizer, RegularizerJit
 
 
 # TODO: the value C g(x^2).
@@ -266,7 +266,7 @@ class $cls(Regularizer):
     name = "$name"
     description = "TODO: one line shown by `mklkit plugins`"
     params = ()  # TODO: declare parameters with mklkit.components.base.Param
-    kernels = RegularizerKernels(
+    jit = RegularizerJit(
         value=value,
         prox=prox,
         prox_deriv=prox_deriv,

@@ -12,8 +12,8 @@ Design (see ``shared/STYLE.md``):
   parameters declared in ``params`` and stores them; nothing else.
 * Its numerics are module-level ``@njit(cache=True)`` functions of float64
   arrays plus a float64 parameter vector (``param_vector``), exposed as the
-  class attribute ``kernels`` (a :class:`LossKernels` or
-  :class:`RegularizerKernels` named tuple).  Engines call them from Python on
+  class attribute ``jit`` (a :class:`LossJit` or
+  :class:`RegularizerJit` named tuple).  Engines call them from Python on
   whole vectors or pass them to jitted loops; no jitclass is involved, so the
   compiled code is cached on disk.
 
@@ -25,6 +25,7 @@ evaluate the conjugate at :math:`u = -\rho`.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, ClassVar, NamedTuple, Sequence
 
 import numpy as np
@@ -34,11 +35,11 @@ from .params import Param, ParamError, validate_params
 __all__ = [
     "Component",
     "Loss",
-    "LossKernels",
+    "LossJit",
     "ConstrainedConjugate",
     "Regularizer",
-    "RegularizerKernels",
-    "BregmanKernels",
+    "RegularizerJit",
+    "BregmanJit",
     "WeightNorm",
     "LabelError",
     "CLASSIFICATION",
@@ -65,6 +66,22 @@ class Component:
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     params: ClassVar[tuple[Param, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # The jitted functions were the class attribute ``kernels`` before
+        # 0.2: a component that still declares it is read as ``jit``.
+        own = cls.__dict__.get("kernels")
+        if own is not None and "jit" not in cls.__dict__ and not isinstance(own, property):
+            warnings.warn(f"{cls.__module__}.{cls.__qualname__}: the class attribute 'kernels' is "
+                          f"now called 'jit' (mklkit.{type(own).__name__} -> the same tuple); "
+                          f"'kernels' is read as 'jit' for now", FutureWarning, stacklevel=2)
+            cls.jit = own
+
+    @property
+    def kernels(self) -> Any:
+        """The former name of :attr:`jit` (read-only; for engines written before 0.2)."""
+        return self.jit
 
     def __init__(self, **kwargs: Any) -> None:
         values = validate_params(self.params, kwargs, owner=self.name or type(self).__name__)
@@ -129,7 +146,7 @@ def _rebuild(cls, values):
 # ---------------------------------------------------------------------------
 # Losses
 # ---------------------------------------------------------------------------
-class LossKernels(NamedTuple):
+class LossJit(NamedTuple):
     r"""Jitted numerics of a loss; every function is vectorized over samples.
 
     All arguments are C-contiguous float64 arrays of equal length ``N`` and
@@ -191,7 +208,7 @@ class Loss(Component):
     Class attributes a loss declares
     ---------------------------------
     task : ``"classification"`` or ``"regression"``
-    kernels : :class:`LossKernels`
+    jit : :class:`LossJit`
     smooth_conjugate : bool
         True when :math:`\ell^*(y,\cdot)` is twice differentiable on the interior
         of its domain and its gradient is unbounded at a finite boundary (or
@@ -218,7 +235,7 @@ class Loss(Component):
 
     kind: ClassVar[str] = "loss"
     task: ClassVar[str] = CLASSIFICATION
-    kernels: ClassVar[LossKernels]
+    jit: ClassVar[LossJit]
     smooth_conjugate: ClassVar[bool] = True
     constrained: ClassVar[ConstrainedConjugate | None] = None
     n_aux: ClassVar[int] = 0
@@ -233,7 +250,7 @@ class Loss(Component):
     def linear_pieces(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         r"""The pieces of a conjugate declared ``linear_conjugate``, per sample.
 
-        Derived from ``kernels``: the domain ends :math:`l \le 0 \le u`
+        Derived from ``jit``: the domain ends :math:`l \le 0 \le u`
         (``conj_lower``, ``conj_upper``) and the slopes
         :math:`s_- = \ell^*(y, l)/l` of the piece on :math:`[l, 0]` and
         :math:`s_+ = \ell^*(y, u)/u` of the piece on :math:`[0, u]` (0 for an
@@ -245,7 +262,7 @@ class Loss(Component):
         lower, upper, slope_lower, slope_upper : ndarray (N,)
         """
         y = as_array(y)
-        k, p = self.kernels, self.param_vector
+        k, p = self.jit, self.param_vector
         lo = np.asarray(k.conj_lower(y, p), dtype=np.float64)
         hi = np.asarray(k.conj_upper(y, p), dtype=np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -294,7 +311,7 @@ class Loss(Component):
 # ---------------------------------------------------------------------------
 # Regularizers
 # ---------------------------------------------------------------------------
-class _RegularizerKernelFields(NamedTuple):
+class _RegularizerJitFields(NamedTuple):
     value: Any
     prox: Any
     prox_deriv: Any
@@ -308,7 +325,7 @@ class _RegularizerKernelFields(NamedTuple):
     penalty: Any
 
 
-class RegularizerKernels(_RegularizerKernelFields):
+class RegularizerJit(_RegularizerJitFields):
     r"""Jitted numerics of a block-norm regularizer (SpicyMKL §4, eq. 42).
 
     The regularizer acts on the block norms :math:`x_m = \|\alpha_m\|_{K_m} \ge 0`
@@ -346,17 +363,17 @@ class RegularizerKernels(_RegularizerKernelFields):
 
     def __new__(cls, value: Any, prox: Any, prox_deriv: Any, conj: Any, conj_grad: Any,
                 conj_hess: Any, env: Any, env_grad: Any = None, env_hess: Any = None,
-                weight: Any = None, penalty: Any = None) -> RegularizerKernels:
+                weight: Any = None, penalty: Any = None) -> RegularizerJit:
         missing = [n for n, f in (("weight", weight), ("penalty", penalty)) if f is None]
         if missing:
-            raise TypeError(f"RegularizerKernels needs {' and '.join(missing)} "
+            raise TypeError(f"RegularizerJit needs {' and '.join(missing)} "
                             "(jitted functions of (x, params) and (d, params))")
         return super().__new__(cls, value, prox, prox_deriv, conj, conj_grad, conj_hess, env,
                                prox if env_grad is None else env_grad,
                                prox_deriv if env_hess is None else env_hess, weight, penalty)
 
 
-class BregmanKernels(NamedTuple):
+class BregmanJit(NamedTuple):
     r"""Bregman form of a kernel-weight regularizer (SMO-MKL §5.2).
 
     :math:`r_F(d) = F(d) - F(d_0) - (d - d_0)^\top f(d_0)` with a separable,
@@ -444,17 +461,17 @@ class Regularizer(Component):
 
     Class attributes a regularizer declares
     ---------------------------------------
-    kernels : :class:`RegularizerKernels`
-    bregman : :class:`BregmanKernels` or None
-        When given, the Tikhonov penalty of ``kernels`` is this Bregman
+    jit : :class:`RegularizerJit`
+    bregman : :class:`BregmanJit` or None
+        When given, the Tikhonov penalty of ``jit`` is this Bregman
         divergence, :math:`h(d) = r_F(d)`, so that
         :math:`g(t) = \min_{d>0} t/(2d) + r_F(d)/2`.
     separable : bool
         True (the default) when the regularizer is
         :math:`C\sum_m g(\|\alpha_m\|_{K_m}^2)`.  False when it couples the
-        blocks (e.g. a squared p-norm of the kernel weights): ``kernels``
+        blocks (e.g. a squared p-norm of the kernel weights): ``jit``
         then describe it on a bank of one kernel only, and engines that rely
-        on separability (``kernels`` applied per block) must decline it in
+        on separability (``jit`` applied per block) must decline it in
         ``supports``.  A non-separable regularizer also reports
         ``smooth_conjugate = False``: it has no separable conjugate for the
         one-step method.
@@ -466,8 +483,8 @@ class Regularizer(Component):
     """
 
     kind: ClassVar[str] = "regularizer"
-    kernels: ClassVar[RegularizerKernels]
-    bregman: ClassVar[BregmanKernels | None] = None
+    jit: ClassVar[RegularizerJit]
+    bregman: ClassVar[BregmanJit | None] = None
     separable: ClassVar[bool] = True
     weight_norm: ClassVar[WeightNorm | None] = None
 
@@ -514,7 +531,7 @@ class Regularizer(Component):
         smallest ``C`` at which every block is zero (``C_max``, see
         :func:`mklkit.engines.common.zero_solution`).
 
-        Derived from ``kernels.prox`` by bisection at ``C = 1`` (to a few
+        Derived from ``jit.prox`` by bisection at ``C = 1`` (to a few
         ulps) and scaled, since :math:`\tilde g_C = C g(\cdot^2)` is linear in
         ``C``; a regularizer need not implement it.  A regularizer that is not
         :attr:`sparse` has :math:`t_C = 0` (its prox may round to 0 for tiny
@@ -522,7 +539,7 @@ class Regularizer(Component):
         """
         t1 = self.__dict__.get("_zero_threshold_1")
         if t1 is None:
-            t1 = _prox_threshold(self.kernels.prox, self.param_vector) if self.sparse else 0.0
+            t1 = _prox_threshold(self.jit.prox, self.param_vector) if self.sparse else 0.0
             self.__dict__["_zero_threshold_1"] = t1
         return float(C) * t1
 
@@ -562,3 +579,9 @@ def as_array(x: Sequence[float] | np.ndarray) -> np.ndarray:
 
 
 __all__ += ["Param", "ParamError", "as_array"]
+
+#: Former names of the jitted-function tuples (before 0.2), kept for plugins.
+LossKernels = LossJit
+RegularizerKernels = RegularizerJit
+BregmanKernels = BregmanJit
+__all__ += ["LossKernels", "RegularizerKernels", "BregmanKernels"]

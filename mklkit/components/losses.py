@@ -11,7 +11,7 @@ from .base import (
     REGRESSION,
     ConstrainedConjugate,
     Loss,
-    LossKernels,
+    LossJit,
 )
 from .params import Param
 
@@ -34,7 +34,7 @@ class Hinge(Loss):
     linear_conjugate = True
     n_aux = 0
     n_cons = 2
-    kernels = LossKernels(
+    jit = LossJit(
         value=_k.hinge_value,
         deriv=_k.hinge_deriv,
         deriv2=_k.zeros_like,
@@ -67,7 +67,7 @@ class Logistic(Loss):
     task = CLASSIFICATION
     smooth_conjugate = True
     smooth_primal = True
-    kernels = LossKernels(
+    jit = LossJit(
         value=_k.logistic_value,
         deriv=_k.logistic_deriv,
         deriv2=_k.logistic_deriv2,
@@ -93,7 +93,7 @@ class Squared(Loss):
     task = REGRESSION
     smooth_conjugate = True
     smooth_primal = True
-    kernels = LossKernels(
+    jit = LossJit(
         value=_k.squared_value,
         deriv=_k.squared_deriv,
         deriv2=_k.squared_deriv2,
@@ -126,7 +126,7 @@ class EpsInsensitive(Loss):
     linear_conjugate = True
     n_aux = 1
     n_cons = 4
-    kernels = LossKernels(
+    jit = LossJit(
         value=_k.eps_value,
         deriv=_k.eps_deriv,
         deriv2=_k.zeros_like,

@@ -7,7 +7,7 @@ penalties.  See ``docs/contracts.md`` and ``docs/kl_regularizer.md``.
 from __future__ import annotations
 
 from .._jit import regularizers as _k
-from .base import BregmanKernels, Regularizer, RegularizerKernels
+from .base import BregmanJit, Regularizer, RegularizerJit
 from .params import Param
 
 __all__ = ["L1", "ElasticNet", "Lq", "Uniform", "KL", "BUILTIN_REGULARIZERS"]
@@ -23,7 +23,7 @@ class L1(Regularizer):
 
     name = "l1"
     description = "block 1-norm (sparse MKL, SpicyMKL eq. 4)"
-    kernels = RegularizerKernels(
+    jit = RegularizerJit(
         value=_k.l1_value,
         prox=_k.l1_prox,
         prox_deriv=_k.l1_prox_deriv,
@@ -54,7 +54,7 @@ class ElasticNet(Regularizer):
     params = (
         Param("lam", 0.5, "weight of the squared (smooth) part", low=0.0, high=1.0),
     )
-    kernels = RegularizerKernels(
+    jit = RegularizerJit(
         value=_k.en_value,
         prox=_k.en_prox,
         prox_deriv=_k.en_prox_deriv,
@@ -93,7 +93,7 @@ class Lq(Regularizer):
     name = "lq"
     description = "block lq-norm (non-sparse lp-norm MKL), q > 1"
     params = (Param("q", 2.0, "exponent of the block norm", low=1.0, low_open=True),)
-    kernels = RegularizerKernels(
+    jit = RegularizerJit(
         value=_k.lq_value,
         prox=_k.lq_prox,
         prox_deriv=_k.lq_prox_deriv,
@@ -127,7 +127,7 @@ class Uniform(Regularizer):
 
     name = "uniform"
     description = "uniform kernel weights (squared block 2-norm, all d_m = 1)"
-    kernels = RegularizerKernels(
+    jit = RegularizerJit(
         value=_k.uni_value,
         prox=_k.uni_prox,
         prox_deriv=_k.uni_prox_deriv,
@@ -164,7 +164,7 @@ class KL(Regularizer):
     params = (
         Param("d0", 1.0, "reference kernel weight", low=0.0, low_open=True),
     )
-    kernels = RegularizerKernels(
+    jit = RegularizerJit(
         value=_k.kl_value,
         prox=_k.kl_prox,
         prox_deriv=_k.kl_prox_deriv,
@@ -175,7 +175,7 @@ class KL(Regularizer):
         weight=_k.kl_weight,
         penalty=_k.kl_penalty,
     )
-    bregman = BregmanKernels(F=_k.kl_F, f=_k.kl_f, finv=_k.kl_finv, d0=_k.kl_d0)
+    bregman = BregmanJit(F=_k.kl_F, f=_k.kl_f, finv=_k.kl_finv, d0=_k.kl_d0)
 
     @property
     def smooth_conjugate(self) -> bool:

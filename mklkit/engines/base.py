@@ -497,8 +497,8 @@ class Algorithm:
         self.bias = bool(problem.bias)
         self.M, self.N = problem.n_kernels, problem.n_samples
         self.bank = problem.bank
-        self.lk, self.pl = problem.loss.kernels, problem.loss.param_vector
-        self.rk, self.pr = problem.regularizer.kernels, problem.regularizer.param_vector
+        self.lk, self.pl = problem.loss.jit, problem.loss.param_vector
+        self.rk, self.pr = problem.regularizer.jit, problem.regularizer.param_vector
 
     def conj_domain(self) -> tuple[np.ndarray, np.ndarray]:
         """``conj_lower(y)``, ``conj_upper(y)``: the domain of :math:`\\ell^*(y_i, \\cdot)`."""

@@ -354,7 +354,7 @@ class BCD(Engine):
         need = (("value", "deriv", "deriv2", "conj", "conj_lower", "conj_upper")
                 if loss.smooth_primal else
                 ("value", "conj", "conj_grad", "conj_hess", "conj_lower", "conj_upper"))
-        missing = [k for k in need if getattr(loss.kernels, k, None) is None]
+        missing = [k for k in need if getattr(loss.jit, k, None) is None]
         if not missing:
             return []
         why = ("it is smooth (smooth_primal), so the engine needs" if loss.smooth_primal
@@ -403,7 +403,7 @@ class _BcdRun:
         self.reg = problem.regularizer
         self.lp = common.as_vector(self.loss.param_vector)
         self.rp = common.as_vector(self.reg.param_vector)
-        lk = self.loss.kernels
+        lk = self.loss.jit
         self.lo = common.as_vector(lk.conj_lower(self.y, self.lp))
         self.hi = common.as_vector(lk.conj_upper(self.y, self.lp))
         self.rho_lo, self.rho_hi = -self.hi, -self.lo
@@ -442,7 +442,7 @@ class _BcdRun:
         kappa = self.curvature_scale(mu)
         return self.kb.block_scores(beta, common.as_vector(grad), self.f.starts,
                                     kappa * self.f.lip, self.C, self.rp,
-                                    self.reg.kernels.prox)
+                                    self.reg.jit.prox)
 
     def curvature_scale(self, mu: float) -> float:
         """:math:`L`, the bound of the second derivative of the loss in use (1 if none)."""
@@ -526,7 +526,7 @@ class _BcdRun:
         kb.solve_ws(ipar, fpar, ws, f.starts, f.lip, f.LT, f.indptr, f.indices, f.data,
                     f.supp_ptr, f.supp_idx, f.tptr, f.tcol, f.tval, f.grams, f.goff, self.y,
                     self.lp, self.lo, self.hi, self.rp, beta, z, bvec, stats, *self.fns,
-                    self.reg.kernels.value, self.reg.kernels.prox)
+                    self.reg.jit.value, self.reg.jit.prox)
         return float(bvec[0]) if self.bias else 0.0, stats
 
     # -- main loop ------------------------------------------------------------------
@@ -625,7 +625,7 @@ class _BcdRun:
         :math:`v = x + \tilde g_C'(x)` (so that :math:`\mathrm{prox}(v) = x`),
         :math:`\tilde g_C''(x) = 1/\mathrm{prox}'(v) - 1`.
         """
-        rk = self.reg.kernels
+        rk = self.reg.jit
         x = common.as_vector(x)
         d = np.asarray(rk.weight(x, self.rp), dtype=np.float64)
         g1 = self.C * x / d

@@ -259,7 +259,7 @@ SMOOTH_REG_CONJUGATE = Capability(
 
 BREGMAN_FORM = Capability(
     "bregman", "regularizer",
-    has="a Bregman form of its kernel-weight penalty (bregman = BregmanKernels(...), "
+    has="a Bregman form of its kernel-weight penalty (bregman = BregmanJit(...), "
         "separable = True)",
     lacks="has no Bregman form of its kernel-weight penalty (bregman = None or not separable)",
     test=lambda reg: reg.bregman is not None and reg.separable is True)

@@ -131,14 +131,14 @@ def _zero_dual(loss: Loss, y: np.ndarray, b: float, bias: bool,
     r"""A subgradient :math:`u \in \partial_z\ell(y, b)` with :math:`\mathbf 1^\top u = 0`
     (with a bias); returns :math:`\rho = -u`.
 
-    ``loss.kernels.deriv`` gives one subgradient per sample.  Where the loss
+    ``loss.jit.deriv`` gives one subgradient per sample.  Where the loss
     has a kink at :math:`b`, the one-sided derivatives (a step of
     :math:`10^{-9}(1 + |b|)` either side) span the subdifferential, and the
     given subgradients are projected onto the zero sum within those intervals
     (:func:`project_sum_box`): the selection nearest to ``deriv``.  ``lower``
     and ``upper`` (the domain of the conjugate) are the fallback box.
     """
-    k, p = loss.kernels, loss.param_vector
+    k, p = loss.jit, loss.param_vector
     n = y.size
 
     def d(z: float) -> np.ndarray:

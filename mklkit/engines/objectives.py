@@ -16,7 +16,7 @@ reports it the paper's way (§6.1): the dual point is projected onto
 conjugate gives (:func:`project_sum_box`) and, where the domain of
 :math:`\tilde g_C^*` is bounded, scaled into it (:func:`project_dual`).
 
-Sign convention (``components/base.py``): ``loss.kernels.conj(y, u)`` is the
+Sign convention (``components/base.py``): ``loss.jit.conj(y, u)`` is the
 ordinary conjugate :math:`\ell^*(y, u)`; the dual uses :math:`u = -\rho`.
 """
 from __future__ import annotations
@@ -122,26 +122,26 @@ def predict(K: np.ndarray | GramBank, alpha: np.ndarray, bias: float = 0.0) -> n
 # ---------------------------------------------------------------------------
 def loss_value(loss: Loss, y: np.ndarray, z: np.ndarray) -> float:
     r""":math:`L(z) = \sum_i \ell(y_i, z_i)`."""
-    return float(np.sum(loss.kernels.value(as_vector(y), as_vector(z), loss.param_vector)))
+    return float(np.sum(loss.jit.value(as_vector(y), as_vector(z), loss.param_vector)))
 
 
 def loss_conjugate(loss: Loss, y: np.ndarray, rho: np.ndarray) -> float:
     r""":math:`L^*(-\rho) = \sum_i \ell^*(y_i, -\rho_i)` (SpicyMKL eq. 15); ``inf``
     outside the domain."""
-    v = loss.kernels.conj(as_vector(y), as_vector(-np.asarray(rho, dtype=np.float64)),
+    v = loss.jit.conj(as_vector(y), as_vector(-np.asarray(rho, dtype=np.float64)),
                           loss.param_vector)
     return float(np.sum(v))
 
 
 def regularizer_value(reg: Regularizer, norms: np.ndarray, C: float) -> float:
     r""":math:`\sum_m \tilde g_C(x_m)` at primal block norms ``x`` (SpicyMKL eq. 42)."""
-    return float(np.sum(reg.kernels.value(as_vector(norms), float(C), reg.param_vector)))
+    return float(np.sum(reg.jit.value(as_vector(norms), float(C), reg.param_vector)))
 
 
 def regularizer_conjugate(reg: Regularizer, norms: np.ndarray, C: float) -> float:
     r""":math:`\sum_m \tilde g_C^*(y_m)` at dual block norms ``y`` (SpicyMKL eq. 45);
     ``inf`` outside its domain."""
-    return float(np.sum(reg.kernels.conj(as_vector(norms), float(C), reg.param_vector)))
+    return float(np.sum(reg.jit.conj(as_vector(norms), float(C), reg.param_vector)))
 
 
 def primal_objective(
@@ -284,8 +284,8 @@ def dual_box(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     """
     loss = problem.loss
     y = as_vector(problem.y)
-    lo_u = np.asarray(loss.kernels.conj_lower(y, loss.param_vector), dtype=np.float64)
-    hi_u = np.asarray(loss.kernels.conj_upper(y, loss.param_vector), dtype=np.float64)
+    lo_u = np.asarray(loss.jit.conj_lower(y, loss.param_vector), dtype=np.float64)
+    hi_u = np.asarray(loss.jit.conj_upper(y, loss.param_vector), dtype=np.float64)
     return -hi_u, -lo_u
 
 
@@ -421,7 +421,7 @@ def kernel_weights(reg: Regularizer, norms: np.ndarray) -> np.ndarray:
         Primal block norms.
     """
     norms = as_vector(norms)
-    w = np.asarray(reg.kernels.weight(norms, reg.param_vector), dtype=np.float64)
+    w = np.asarray(reg.jit.weight(norms, reg.param_vector), dtype=np.float64)
     bad = (norms > 0) & ~np.isfinite(w)
     if np.any(bad):
         logger.warning(
@@ -460,7 +460,7 @@ def optimal_bias(
     b0 : float
         Starting point (e.g. the multiplier of :math:`\mathbf 1^\top\rho = 0`).
     """
-    k = loss.kernels
+    k = loss.jit
     p = loss.param_vector
     y = as_vector(y)
     f = as_vector(f)

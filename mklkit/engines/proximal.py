@@ -30,7 +30,7 @@ Iteration
 ---------
 The functional gradient of :math:`F` in :math:`\mathcal H_m` is
 :math:`\sum_i r_i k_m(x_i,\cdot)` with :math:`r = \partial_z\ell(y, z)`
-(``loss.kernels.deriv``): its coefficients are ``r`` in every block.  One
+(``loss.jit.deriv``): its coefficients are ``r`` in every block.  One
 proximal-gradient step from a point :math:`(v, b_v)` is
 
 .. math::

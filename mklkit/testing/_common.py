@@ -4,7 +4,7 @@ Floating-point constants, tolerances, central differences with their error
 estimates, bounded scalar minimisation and the trust in a numerical
 supremum, the location of jumps (kinks), the check of one kernel output, and
 the two identities every component has (``declaration``,
-``numba_kernels``).  The rules behind the tolerances are described in
+``numba_jit``).  The rules behind the tolerances are described in
 :mod:`mklkit.testing.components`.
 """
 from __future__ import annotations
@@ -289,7 +289,7 @@ def _declaration(r: _Runner, comp: Any, kind: str) -> None:
 
 
 def _numba_kernels(r: _Runner, comp: Any) -> None:
-    ident = r.identity("numba_kernels")
+    ident = r.identity("numba_jit")
     problem = unjitted_problem(comp)
     if problem is not None:
         ident.fail(problem)
@@ -301,9 +301,9 @@ def _numba_kernels(r: _Runner, comp: Any) -> None:
 
 def _begin(comp: Any, kind: str, seed: int) -> tuple[np.random.Generator, _Runner]:
     """The random generator and the runner of one check, after the identities every
-    component has (``declaration``, ``numba_kernels``)."""
+    component has (``declaration``, ``numba_jit``)."""
     rng = np.random.default_rng(seed)
     r = _Runner(comp)
     r.run("declaration", _declaration, r, comp, kind)
-    r.run("numba_kernels", _numba_kernels, r, comp)
+    r.run("numba_jit", _numba_kernels, r, comp)
     return rng, r

@@ -25,10 +25,10 @@ Identities of a loss :math:`\ell(y, z)` (conjugate in the second argument,
 
 ``declaration``
     class attributes (``kind``, ``name``, ``description``, ``params``, ``task``,
-    ``kernels``, the flags, ``constrained``), ``param_vector``, pickling: the
+    ``jit``, the flags, ``constrained``), ``param_vector``, pickling: the
     checker the registry uses at ``register``
     (:func:`mklkit.declaration.declaration_problems`).
-``numba_kernels``
+``numba_jit``
     every kernel is a numba dispatcher (engines call them from jitted loops).
 ``kernel_shapes``
     float64 arrays of the right shape, inputs left unchanged; finite values
@@ -75,7 +75,7 @@ Identities of a loss :math:`\ell(y, z)` (conjugate in the second argument,
 Identities of a regularizer :math:`\tilde g_C(x) = C g(x^2)` on block norms
 :math:`x \ge 0` (§4, eqs. (13), (21)-(23), (42)-(47), Table 3):
 
-``declaration``, ``numba_kernels``, ``kernel_shapes``, ``conj_domain``
+``declaration``, ``numba_jit``, ``kernel_shapes``, ``conj_domain``
     as for losses (domain :math:`[0, r_C]` with ``conj_radius(C)``).
 ``convexity``
     :math:`\tilde g_C` convex and non-decreasing, :math:`g` concave,
@@ -179,7 +179,7 @@ __all__ = [
 ]
 
 LOSS_IDENTITIES: tuple[str, ...] = (
-    "declaration", "numba_kernels", "kernel_shapes", "conj_domain",
+    "declaration", "numba_jit", "kernel_shapes", "conj_domain",
     "smooth_conjugate_claim", "linear_conjugate_claim", "convexity", "deriv_fd", "deriv2_fd",
     "deriv_lipschitz", "conj_grad_fd", "conj_hess_fd", "fenchel_young",
     "conj_sup", "conj_unbounded", "constrained_shapes", "constrained_value",
@@ -190,7 +190,7 @@ LOSS_IDENTITIES: tuple[str, ...] = (
 the loss declares ``constrained``)."""
 
 REGULARIZER_IDENTITIES: tuple[str, ...] = (
-    "declaration", "numba_kernels", "kernel_shapes", "conj_domain", "convexity",
+    "declaration", "numba_jit", "kernel_shapes", "conj_domain", "convexity",
     "value_scaling", "sparse_claim", "zero_threshold", "prox_optimality", "prox_numeric",
     "prox_deriv_fd", "conj_sup", "conj_unbounded", "conj_grad_fd", "conj_hess_fd",
     "fenchel_young", "moreau_decomposition", "env_grad_prox", "env_hess_prox_deriv",

@@ -314,7 +314,7 @@ def formulation(problem) -> dict | None:
     The names and parameters of the components pick the cvxpy expressions
     (a regularizer that couples the blocks by its ``weight_norm``); the
     mapping is used only if :func:`primal_objective_numpy` with it agrees
-    with the components' own kernels at a random point (so a third-party
+    with the components' own jitted functions at a random point (so a third-party
     component that shares a name but not the mathematics gets no conic
     reference).
 

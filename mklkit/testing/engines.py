@@ -13,7 +13,7 @@ rank-one kernels of unit trace, :func:`sample_bank`), for every built-in
 loss × regularizer pair the engine :meth:`~mklkit.engines.base.Engine.supports`
 (and for the extra components given), solves them and checks the result
 against what it claims.  Nothing is taken from the engine: the objectives
-are recomputed from the returned points with the component kernels
+are recomputed from the returned points with the components' jitted functions
 (:mod:`mklkit.engines.common`), and an optimum comes from a reference --
 cvxpy with Clarabel when it is installed and the components have a conic
 formulation (:mod:`mklkit.testing.conic`; the ``test`` extra has it),
@@ -271,7 +271,7 @@ def _reg_terms(problem: Any) -> tuple[Any, Any]:
 
 
 def primal_value(problem: Any, alpha: np.ndarray, bias: float) -> float:
-    r""":math:`P(\alpha, b)` of ``problem`` from the component kernels (any regularizer with a
+    r""":math:`P(\alpha, b)` of ``problem`` from the components' jitted functions (any regularizer with a
     separable form or a ``weight_norm``)."""
     from ..engines import common
 

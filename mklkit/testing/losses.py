@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from scipy import optimize
 
-from ..components.base import CLASSIFICATION, ConstrainedConjugate, LabelError, LossKernels
+from ..components.base import CLASSIFICATION, ConstrainedConjugate, LabelError, LossJit
 from ._common import (
     _ROUND, _SOLVER_RTOL, _arr, _attained, _begin, _best, _bisect_jumps, _central,
     _check_output, _f64, _fd_tol, _fin, _grid_sup, _jumps, _mag, _sensitivity, _steps, _tol,
@@ -30,7 +30,7 @@ class _LossPoints:
     """Random points for a loss."""
 
     def __init__(self, loss: Any, rng: np.random.Generator, n: int):
-        k = loss.kernels
+        k = loss.jit
         self.p = _f64(loss.param_vector)
         n = max(int(n), 8)
         if loss.task == CLASSIFICATION:
@@ -72,7 +72,7 @@ class _LossPoints:
 
 def _loss_shapes(r: _Runner, loss: Any, P: _LossPoints) -> None:
     ident = r.identity("kernel_shapes")
-    k, p, y, z, u = loss.kernels, P.p, P.y, P.z, P.u
+    k, p, y, z, u = loss.jit, P.p, P.y, P.z, P.u
     n = y.size
     # finite on the sampled range; at extreme predictions a fast-growing loss
     # may overflow to inf, but never give NaN
@@ -94,7 +94,7 @@ def _loss_shapes(r: _Runner, loss: Any, P: _LossPoints) -> None:
 
 def _loss_conj_domain(r: _Runner, loss: Any, P: _LossPoints) -> None:
     ident = r.identity("conj_domain")
-    k, p, y = loss.kernels, P.p, P.y
+    k, p, y = loss.jit, P.p, P.y
     ident.require(P.lo < P.hi, {"y": y}, lambda i: (
         f"conj_lower = {P.lo[i]:.6g} is not below conj_upper = {P.hi[i]:.6g}"))
     c_in = _arr(k.conj(y, P.u, p))
@@ -120,7 +120,7 @@ def _loss_smooth_claim(r: _Runner, loss: Any, P: _LossPoints) -> None:
     if not loss.smooth_conjugate:
         ident.note()
         return
-    k, p, y = loss.kernels, P.p, P.y
+    k, p, y = loss.jit, P.p, P.y
     width = np.where(np.isfinite(P.hi - P.lo), P.hi - P.lo, 1.0)
     for b, outward in ((P.hi, 1.0), (P.lo, -1.0)):
         fb = np.isfinite(b)
@@ -143,7 +143,7 @@ def _loss_linear_claim(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol:
     if not loss.linear_conjugate:
         ident.note()
         return
-    k, p, y, lo, hi = loss.kernels, P.p, P.y, P.lo, P.hi
+    k, p, y, lo, hi = loss.jit, P.p, P.y, P.lo, P.hi
     pts = {"y": y, "lower": lo, "upper": hi}
     ok = np.isfinite(lo) & np.isfinite(hi) & (lo <= 0.0) & (hi >= 0.0) & (lo < hi)
     ident.require(ok, pts, lambda i: (
@@ -166,7 +166,7 @@ def _loss_linear_claim(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol:
 def _loss_convexity(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float,
                     rng: np.random.Generator) -> None:
     ident = r.identity("convexity")
-    k, p, y = loss.kernels, P.p, P.y
+    k, p, y = loss.jit, P.p, P.y
     z2 = _f64(P.z + rng.normal(0.0, 2.0, P.z.size))
     mid = _f64(0.5 * (P.z + z2))
     fa, fb, fm = (_arr(k.value(y, a, p)) for a in (P.z, z2, mid))
@@ -220,7 +220,7 @@ def _loss_kinks(fun: Callable[[np.ndarray, np.ndarray], np.ndarray], ys: np.ndar
 
 def _loss_deriv(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
     ident = r.identity("deriv_fd")
-    k, p, y, z = loss.kernels, P.p, P.y, P.z
+    k, p, y, z = loss.jit, P.p, P.y, P.z
     h = _steps(z, 1.0)
     fd = _central(lambda zz: k.value(y, zz, p), z, h)
     an = _arr(k.deriv(y, z, p))
@@ -246,7 +246,7 @@ def _loss_deriv(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float)
 
 def _loss_deriv2(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
     ident = r.identity("deriv2_fd")
-    k, p, y, z = loss.kernels, P.p, P.y, P.z
+    k, p, y, z = loss.jit, P.p, P.y, P.z
     h = _steps(z, 1.0)
     fd = _central(lambda zz: k.deriv(y, zz, p), z, h)
     fv = _central(lambda zz: k.value(y, zz, p), z, h)
@@ -269,7 +269,7 @@ def _loss_lipschitz(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: fl
         ident.fail(f"smooth_primal is True but deriv_lipschitz() = {L!r}; "
                    "a finite positive bound on |deriv2| is required")
         return
-    k, p, y, z = loss.kernels, P.p, P.y, P.z
+    k, p, y, z = loss.jit, P.p, P.y, P.z
     an = _arr(k.deriv2(y, z, p))
     ident.at_least(np.full_like(an, L), np.abs(an), atol + rtol * L, {"y": y, "z": z},
                    "deriv_lipschitz() >= |deriv2|")
@@ -286,7 +286,7 @@ def _interior(P: _LossPoints, u: np.ndarray, h: np.ndarray, k: int = 4) -> np.nd
 
 
 def _loss_conj_derivs(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
-    k, p, y, u = loss.kernels, P.p, P.y, P.u
+    k, p, y, u = loss.jit, P.p, P.y, P.u
     h = _steps(u, 1.0)
     inside = _interior(P, u, h)
     ident = r.identity("conj_grad_fd")
@@ -327,7 +327,7 @@ def _loss_conj_derivs(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: 
 def _loss_fenchel_young(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float,
                         rng: np.random.Generator) -> None:
     ident = r.identity("fenchel_young")
-    k, p, y, z, u = loss.kernels, P.p, P.y, P.z, P.u
+    k, p, y, z, u = loss.jit, P.p, P.y, P.z, P.u
     zr = _f64(rng.permutation(z))
     lv, cv = _arr(k.value(y, zr, p)), _arr(k.conj(y, u, p))
     uz = u * zr
@@ -358,7 +358,7 @@ def _loss_fenchel_young(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol
 _LOSS_GRID = np.concatenate([-(10.0 ** np.linspace(8, -4, 121)), [0.0], 10.0 ** np.linspace(-4, 8, 121)])
 
 
-def _loss_sup_one(k: LossKernels, p: np.ndarray, yi: float, ui: float, hints: Sequence[float]
+def _loss_sup_one(k: LossJit, p: np.ndarray, yi: float, ui: float, hints: Sequence[float]
                   ) -> tuple[float, float, bool, float, np.ndarray, np.ndarray]:
     """``sup_z u z - l(y, z)`` at one point.
 
@@ -383,7 +383,7 @@ def _loss_sup_one(k: LossKernels, p: np.ndarray, yi: float, ui: float, hints: Se
 
 
 def _loss_conj_sup(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
-    k, p, y, u = loss.kernels, P.p, P.y, P.u
+    k, p, y, u = loss.jit, P.p, P.y, P.u
     ident = r.identity("conj_sup")
     # inside the domain, plus the finite ends of the domain
     uu = [u]
@@ -445,7 +445,7 @@ def _cons_call(cc: ConstrainedConjugate, name: str, y, u, ut, p) -> np.ndarray:
 def _loss_constrained(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float,
                       rng: np.random.Generator) -> None:
     cc: ConstrainedConjugate = loss.constrained
-    k, p, y = loss.kernels, P.p, P.y
+    k, p, y = loss.jit, P.p, P.y
     n = y.size
     Ba, B = int(loss.n_aux), int(loss.n_cons)
     W = 1 + Ba
@@ -523,7 +523,7 @@ def _solve_constrained(cc: ConstrainedConjugate, p: np.ndarray, yi: float, ui: f
 
 def _constrained_value(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
     cc: ConstrainedConjugate = loss.constrained
-    k, p, y = loss.kernels, P.p, P.y
+    k, p, y = loss.jit, P.p, P.y
     Ba = int(loss.n_aux)
     ident = r.identity("constrained_value")
     feas = r.identity("constrained_feasibility")

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..components.base import BregmanKernels, RegularizerKernels
+from ..components.base import BregmanJit, RegularizerJit
 from ._common import (
     _EPS, _FD, _ROUND, _arr, _attained, _begin, _best, _central, _check_output, _f64, _fd_tol,
     _fin, _grid_sup, _scalar_min, _sensitivity, _steps, _tol, _ulps,
@@ -106,7 +106,7 @@ def _overflow_justified(fn: Callable[[np.ndarray, float], Any], y: np.ndarray,
 
 def _reg_shapes(r: _Runner, reg: Any, P: _RegPoints) -> None:
     ident = r.identity("kernel_shapes")
-    k, p = reg.kernels, P.p
+    k, p = reg.jit, P.p
     for c, idx in P.groups():
         x = _f64(np.concatenate([[0.0], P.x[idx]]))
         n = x.size
@@ -144,7 +144,7 @@ def _reg_shapes(r: _Runner, reg: Any, P: _RegPoints) -> None:
 
 def _reg_conj_domain(r: _Runner, reg: Any, P: _RegPoints) -> None:
     ident = r.identity("conj_domain")
-    k, p = reg.kernels, P.p
+    k, p = reg.jit, P.p
     cin = _by_C(P, lambda a, c: k.conj(a, c, p), P.y_in)
     ok = np.isfinite(cin)
     for c, idx in P.groups():
@@ -167,7 +167,7 @@ def _reg_conj_domain(r: _Runner, reg: Any, P: _RegPoints) -> None:
 def _reg_convexity(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float,
                    rng: np.random.Generator) -> None:
     ident = r.identity("convexity")
-    k, p = reg.kernels, P.p
+    k, p = reg.jit, P.p
     x2 = P.x * 10.0 ** rng.uniform(-1.0, 1.0, P.x.size)
     xm = 0.5 * (P.x + x2)
     fa, fb, fm = (_by_C(P, lambda a, c: k.value(a, c, p), a) for a in (P.x, x2, xm))
@@ -201,7 +201,7 @@ def _reg_convexity(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float
 
 def _reg_scaling(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
     ident = r.identity("value_scaling")
-    k, p = reg.kernels, P.p
+    k, p = reg.jit, P.p
     vc = _by_C(P, lambda a, c: k.value(a, c, p), P.x)
     v1 = _arr(k.value(_f64(P.x), 1.0, p))
     ident.compare(vc, P.C * v1, atol + rtol * np.abs(vc), {"x": P.x, "C": P.C},
@@ -225,7 +225,7 @@ def _reg_sparse(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
     """
     ident = r.identity("sparse_claim")
     zt = r.identity("zero_threshold")
-    k, p = reg.kernels, P.p
+    k, p = reg.jit, P.p
     for c, _ in P.groups():
         v0 = float(k.value(_f64([0.0]), c, p)[0])
 
@@ -273,7 +273,7 @@ def _reg_sparse(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
 
 
 def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
-    k, p = reg.kernels, P.p
+    k, p = reg.jit, P.p
     v = np.concatenate([[0.0], P.v])
     C = np.concatenate([[P.Cs[0]], P.C])
     Pv = _RegView(P, C)
@@ -369,7 +369,7 @@ def _central_by_C(P: Any, fn: Callable[[np.ndarray, float], Any], x: np.ndarray,
 
 
 def _reg_conj(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
-    k, p = reg.kernels, P.p
+    k, p = reg.jit, P.p
     y = P.y_in
     h = _steps(y, P.C)
     inside = (y - 4 * h > 0) & (y + 4 * h < P.radius)
@@ -392,7 +392,7 @@ def _reg_conj(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
 _REG_GRID = np.concatenate([[0.0], 10.0 ** np.linspace(-8, 8, 161)])
 
 
-def _reg_sup_one(k: RegularizerKernels, p: np.ndarray, c: float, yi: float, s: float,
+def _reg_sup_one(k: RegularizerJit, p: np.ndarray, c: float, yi: float, s: float,
                  hints: Sequence[float]) -> tuple[float, float, bool, float, np.ndarray, np.ndarray]:
     """``sup_{x >= 0} x y - value(x)``: (best, argmax, attained, err, grid, grid values).
 
@@ -417,7 +417,7 @@ def _reg_sup_one(k: RegularizerKernels, p: np.ndarray, c: float, yi: float, s: f
 
 
 def _reg_conj_sup(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
-    k, p = reg.kernels, P.p
+    k, p = reg.jit, P.p
     ident = r.identity("conj_sup")
     m = P.out_mask
     ys = np.concatenate([P.y_in, [0.0] * len(P.Cs), P.radius[m]])
@@ -465,7 +465,7 @@ def _reg_conj_sup(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float)
 def _reg_fenchel_young(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float,
                        rng: np.random.Generator) -> None:
     ident = r.identity("fenchel_young")
-    k, p = reg.kernels, P.p
+    k, p = reg.jit, P.p
     x = rng.permutation(P.x)
     y = P.y_in
     gv = _by_C(P, lambda a, c: k.value(a, c, p), x)
@@ -501,7 +501,7 @@ def _reg_fenchel_young(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: f
 
 
 def _reg_moreau(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
-    k, p = reg.kernels, P.p
+    k, p = reg.jit, P.p
     y = np.concatenate([[0.0], P.v])
     C = np.concatenate([[P.Cs[0]], P.C])
     V = _RegView(P, C)
@@ -577,7 +577,7 @@ def _tikhonov(reg: Any) -> bool:
 
 
 def _reg_weight(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
-    k, p = reg.kernels, P.p
+    k, p = reg.jit, P.p
     x = np.concatenate([[0.0], np.sort(P.x)[:: max(1, P.x.size // 32)]])
     d = _arr(k.weight(_f64(x), p))
     g = _arr(k.value(_f64(x), 1.0, p))
@@ -624,7 +624,7 @@ def _reg_weight(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
 
 
 def _reg_bregman(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
-    b: BregmanKernels = reg.bregman
+    b: BregmanJit = reg.bregman
     p = P.p
     ident = r.identity("bregman_f_fd")
     d0 = b.d0(p)

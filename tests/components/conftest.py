@@ -12,13 +12,13 @@ from numba import njit
 from mklkit.components.base import (
     CLASSIFICATION,
     REGRESSION,
-    BregmanKernels,
+    BregmanJit,
     ConstrainedConjugate,
     Loss,
-    LossKernels,
+    LossJit,
     Param,
     Regularizer,
-    RegularizerKernels,
+    RegularizerJit,
 )
 
 INF = np.inf
@@ -73,7 +73,7 @@ class RefSquared(Loss):
     name = "ref_squared"
     description = "squared loss (reference)"
     task = REGRESSION
-    kernels = LossKernels(sq_value, sq_deriv, ones, sq_conj, sq_conj_grad, ones, lower_inf, upper_inf)
+    jit = LossJit(sq_value, sq_deriv, ones, sq_conj, sq_conj_grad, ones, lower_inf, upper_inf)
 
     def deriv_lipschitz(self) -> float:
         return 1.0
@@ -154,7 +154,7 @@ class RefLogistic(Loss):
     name = "ref_logistic"
     description = "logistic loss (reference)"
     task = CLASSIFICATION
-    kernels = LossKernels(lg_value, lg_deriv, lg_deriv2, lg_conj, lg_conj_grad, lg_conj_hess,
+    jit = LossJit(lg_value, lg_deriv, lg_deriv2, lg_conj, lg_conj_grad, lg_conj_hess,
                           cls_lower, cls_upper)
 
     def deriv_lipschitz(self) -> float:
@@ -250,7 +250,7 @@ class RefEpsInsensitive(Loss):
     smooth_primal = False
     n_aux = 1
     n_cons = 4
-    kernels = LossKernels(ei_value, ei_deriv, zeros, ei_conj, ei_conj_grad, zeros,
+    jit = LossJit(ei_value, ei_deriv, zeros, ei_conj, ei_conj_grad, zeros,
                           unit_lower, unit_upper)
     constrained = ConstrainedConjugate(ei_l0, ei_l0_grad, ei_l0_hess,
                                        ei_cons, ei_cons_grad, ei_cons_hess)
@@ -350,7 +350,7 @@ class RefElasticNet(Regularizer):
     name = "ref_elasticnet"
     description = "elastic net (reference)"
     params = (Param("lam", 0.5, "weight of the squared part", low=0.0, high=1.0),)
-    kernels = RegularizerKernels(en_value, en_prox, en_prox_deriv, en_conj, en_conj_grad, en_conj_hess,
+    jit = RegularizerJit(en_value, en_prox, en_prox_deriv, en_conj, en_conj_grad, en_conj_hess,
                                  en_env, en_prox, en_prox_deriv, en_weight, en_penalty)
 
     @property
@@ -391,7 +391,7 @@ class RefElasticNetBregman(RefElasticNet):
     """RefElasticNet with a Bregman form."""
 
     name = "ref_elasticnet_bregman"
-    bregman = BregmanKernels(kl_F, kl_f, kl_finv, kl_d0)
+    bregman = BregmanJit(kl_F, kl_f, kl_finv, kl_d0)
 
 
 # ---------------------------------------------------------------------------
@@ -492,7 +492,7 @@ class RefPinball(Loss):
     smooth_primal = False
     n_aux = 0
     n_cons = 2
-    kernels = LossKernels(pb_value, pb_deriv, zeros, pb_conj, pb_conj_grad, zeros, pb_lower, pb_upper)
+    jit = LossJit(pb_value, pb_deriv, zeros, pb_conj, pb_conj_grad, zeros, pb_lower, pb_upper)
     constrained = ConstrainedConjugate(pb_l0, pb_l0_grad, pb_l0_hess, pb_cons, pb_cons_grad, pb_cons_hess)
 
 
@@ -577,7 +577,7 @@ class RefHuberNorm(Regularizer):
     name = "ref_huber_norm"
     description = "Huber function of the block norm (reference)"
     params = (Param("delta", 1.0, "end of the quadratic part", low=0.0, low_open=True),)
-    kernels = RegularizerKernels(hn_value, hn_prox, hn_prox_deriv, hn_conj, hn_conj_grad, hn_conj_hess,
+    jit = RegularizerJit(hn_value, hn_prox, hn_prox_deriv, hn_conj, hn_conj_grad, hn_conj_hess,
                                  hn_env, hn_prox, hn_prox_deriv, hn_weight, hn_penalty)
 
     @property

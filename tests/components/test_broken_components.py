@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from mklkit.components.base import LabelError, LossKernels, RegularizerKernels
+from mklkit.components.base import LabelError, LossJit, RegularizerJit
 from mklkit.testing import CheckResult, check_component
 
 from .conftest import (
@@ -191,45 +191,45 @@ def py_sq_conj(y, u, params):
 # ---------------------------------------------------------------------------
 # broken components
 # ---------------------------------------------------------------------------
-def _loss_kernels(base, **changes) -> LossKernels:
-    return base.kernels._replace(**changes)
+def _loss_kernels(base, **changes) -> LossJit:
+    return base.jit._replace(**changes)
 
 
-def _reg_kernels(base, **changes) -> RegularizerKernels:
-    return base.kernels._replace(**changes)
+def _reg_kernels(base, **changes) -> RegularizerJit:
+    return base.jit._replace(**changes)
 
 
 class WrongConjGrad(RefSquared):
     name = "wrong_conj_grad"
-    kernels = _loss_kernels(RefSquared, conj_grad=bad_sq_conj_grad)
+    jit = _loss_kernels(RefSquared, conj_grad=bad_sq_conj_grad)
 
 
 class ShiftedConj(RefSquared):
     name = "shifted_conj"
-    kernels = _loss_kernels(RefSquared, conj=bad_sq_conj_shift)
+    jit = _loss_kernels(RefSquared, conj=bad_sq_conj_shift)
 
 
 class WrongDeriv(RefSquared):
     name = "wrong_deriv"
-    kernels = _loss_kernels(RefSquared, deriv=bad_sq_deriv)
+    jit = _loss_kernels(RefSquared, deriv=bad_sq_deriv)
 
 
 class WrongConjHess(RefSquared):
     name = "wrong_conj_hess"
-    kernels = _loss_kernels(RefSquared, conj_hess=bad_sq_conj_hess)
+    jit = _loss_kernels(RefSquared, conj_hess=bad_sq_conj_hess)
 
 
 class ScaledConj(RefLogistic):
     """Conjugate, gradient and Hessian all doubled: internally consistent, wrong."""
 
     name = "scaled_conj"
-    kernels = _loss_kernels(RefLogistic, conj=bad_lg_conj_x2, conj_grad=bad_lg_conj_grad_x2,
+    jit = _loss_kernels(RefLogistic, conj=bad_lg_conj_x2, conj_grad=bad_lg_conj_grad_x2,
                             conj_hess=bad_lg_conj_hess_x2)
 
 
 class SmallDomain(RefLogistic):
     name = "small_domain"
-    kernels = _loss_kernels(RefLogistic, conj_lower=bad_cls_lower_small, conj_upper=bad_cls_upper_small)
+    jit = _loss_kernels(RefLogistic, conj_lower=bad_cls_lower_small, conj_upper=bad_cls_upper_small)
 
 
 class LooseLipschitz(RefSquared):
@@ -263,37 +263,37 @@ class ClaimsSmoothConj(RefEpsInsensitive):
 
 class Float32Conj(RefSquared):
     name = "float32_conj"
-    kernels = _loss_kernels(RefSquared, conj=bad_sq_conj_f32)
+    jit = _loss_kernels(RefSquared, conj=bad_sq_conj_f32)
 
 
 class PythonKernel(RefSquared):
     name = "python_kernel"
-    kernels = _loss_kernels(RefSquared, conj=py_sq_conj)
+    jit = _loss_kernels(RefSquared, conj=py_sq_conj)
 
 
 class ProxThreshold2C(RefElasticNet):
     name = "prox_threshold_2c"
-    kernels = _reg_kernels(RefElasticNet, prox=bad_en_prox_2C, env_grad=bad_en_prox_2C)
+    jit = _reg_kernels(RefElasticNet, prox=bad_en_prox_2C, env_grad=bad_en_prox_2C)
 
 
 class WrongEnvelope(RefElasticNet):
     name = "wrong_envelope"
-    kernels = _reg_kernels(RefElasticNet, env=bad_en_env_sq)
+    jit = _reg_kernels(RefElasticNet, env=bad_en_env_sq)
 
 
 class WrongWeight(RefElasticNet):
     name = "wrong_weight"
-    kernels = _reg_kernels(RefElasticNet, weight=bad_en_weight_l1)
+    jit = _reg_kernels(RefElasticNet, weight=bad_en_weight_l1)
 
 
 class WrongProxDeriv(RefElasticNet):
     name = "wrong_prox_deriv"
-    kernels = _reg_kernels(RefElasticNet, prox_deriv=bad_en_prox_deriv, env_hess=bad_en_prox_deriv)
+    jit = _reg_kernels(RefElasticNet, prox_deriv=bad_en_prox_deriv, env_hess=bad_en_prox_deriv)
 
 
 class WrongRegConjGrad(RefElasticNet):
     name = "wrong_reg_conj_grad"
-    kernels = _reg_kernels(RefElasticNet, conj_grad=bad_en_conj_grad)
+    jit = _reg_kernels(RefElasticNet, conj_grad=bad_en_conj_grad)
 
 
 class SmallRadius(RefElasticNet):
@@ -318,24 +318,24 @@ class WrongFinv(RefElasticNetBregman):
 
 class PinballConjOffAtEnds(RefPinball):
     name = "pinball_conj_off_at_ends"
-    kernels = _loss_kernels(RefPinball, conj=bad_pb_conj_ends)
+    jit = _loss_kernels(RefPinball, conj=bad_pb_conj_ends)
 
 
 class HuberNormConjOffAtRadius(RefHuberNorm):
     name = "huber_norm_conj_off_at_radius"
-    kernels = _reg_kernels(RefHuberNorm, conj=bad_hn_conj_radius)
+    jit = _reg_kernels(RefHuberNorm, conj=bad_hn_conj_radius)
 
 
 class SwappedPinball(RefPinball):
     """The domain of the conjugate written for the mirrored quantile."""
 
     name = "swapped_pinball"
-    kernels = _loss_kernels(RefPinball, conj_lower=bad_pb_lower_swapped, conj_upper=bad_pb_upper_swapped)
+    jit = _loss_kernels(RefPinball, conj_lower=bad_pb_lower_swapped, conj_upper=bad_pb_upper_swapped)
 
 
 class RaisingValue(RefElasticNet):
     name = "raising_value"
-    kernels = _reg_kernels(RefElasticNet, value=bad_en_value_raises)
+    jit = _reg_kernels(RefElasticNet, value=bad_en_value_raises)
 
 
 # (component, identities that must fail, keys of the point reported for the first one)
@@ -426,9 +426,9 @@ def test_float32_output_fails_kernel_shapes():
 
 def test_plain_python_kernel_fails_numba_kernels():
     report = check_component(PythonKernel(), n_points=N_POINTS, seed=0)
-    assert [c.identity for c in report.failures] == ["numba_kernels"], str(report)
-    assert "kernels.conj must be numba-jitted functions" in report["numba_kernels"].detail
-    assert report["numba_kernels"].detail.endswith("; got function")
+    assert [c.identity for c in report.failures] == ["numba_jit"], str(report)
+    assert "jit.conj must be numba-jitted functions" in report["numba_jit"].detail
+    assert report["numba_jit"].detail.endswith("; got function")
 
 
 def test_wrong_sparse_claim_fails():
@@ -461,7 +461,7 @@ def test_conj_checks_are_not_fooled_by_a_conjugate_of_the_wrong_scale():
 
     class HalfC(RefElasticNet):
         name = "half_c"
-        kernels = _reg_kernels(RefElasticNet, conj=half_c_conj)
+        jit = _reg_kernels(RefElasticNet, conj=half_c_conj)
 
     report = check_component(HalfC(lam=0.5), n_points=N_POINTS, seed=2)
     failed = {c.identity for c in report.failures}
@@ -476,7 +476,7 @@ def test_value_kernel_is_used_consistently():
 
     class Doubled(RefElasticNet):
         name = "doubled"
-        kernels = _reg_kernels(RefElasticNet, value=double_value)
+        jit = _reg_kernels(RefElasticNet, value=double_value)
 
     report = check_component(Doubled(lam=0.5), n_points=N_POINTS, seed=3)
     failed = {c.identity for c in report.failures}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from mklkit.components.base import REGRESSION, ConstrainedConjugate, Loss, LossKernels, Param
+from mklkit.components.base import REGRESSION, ConstrainedConjugate, Loss, LossJit, Param
 
 
 @njit(cache=True)
@@ -109,7 +109,7 @@ class Pinball(Loss):
     linear_conjugate = True  # y u on [-tau, 0] and on [0, 1 - tau]: the SVM-type dual
     n_aux = 0
     n_cons = 2
-    kernels = LossKernels(value=value, deriv=deriv, deriv2=zeros, conj=conj,
+    jit = LossJit(value=value, deriv=deriv, deriv2=zeros, conj=conj,
                           conj_grad=conj_grad, conj_hess=zeros, conj_lower=conj_lower,
                           conj_upper=conj_upper)
     constrained = ConstrainedConjugate(l0=l0, l0_grad=l0_grad, l0_hess=l0_hess, cons=cons,

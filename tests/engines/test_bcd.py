@@ -418,7 +418,7 @@ class NoConjGrad(Hinge):
     """A non-smooth loss that gives no derivative of its conjugate."""
 
     name = "hinge_without_conj_grad"
-    kernels = Hinge.kernels._replace(conj_grad=None)
+    jit = Hinge.jit._replace(conj_grad=None)
 
 
 def test_supports_gives_reasons():
@@ -541,7 +541,7 @@ def test_moreau_envelope_of_the_conjugate(loss):
     from mklkit._jit import bcd as kb
 
     obj = LOSSES[loss](**LOSS_PARAMS.get(loss, {}))
-    k, lp = obj.kernels, obj.param_vector
+    k, lp = obj.jit, obj.param_vector
     rng = np.random.default_rng(1)
     n = 40
     y = np.where(rng.random(n) > 0.5, 1.0, -1.0) if obj.task == "classification" \

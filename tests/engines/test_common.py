@@ -100,7 +100,7 @@ def test_dual_hessian_eq50_is_derivative_of_gradient_eq49(reg):
     C = 0.05
     rng = np.random.default_rng(12)
     rho = rng.standard_normal(N) * 0.3
-    rk, pr = reg.kernels, reg.param_vector
+    rk, pr = reg.jit, reg.param_vector
 
     def grad(r):
         n = np_norms(K, r)

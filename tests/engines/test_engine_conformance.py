@@ -196,7 +196,7 @@ class HalfConjugate(ElasticNet):
     """The elastic net with half its conjugate: engine and kit both trust it, the optimum not."""
 
     name = "elasticnet"
-    kernels = ElasticNet.kernels._replace(conj=half_en_conj)
+    jit = ElasticNet.jit._replace(conj=half_en_conj)
 
 
 @pytest.mark.parametrize("reference", ["conic", "engine"])

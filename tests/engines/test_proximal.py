@@ -323,7 +323,7 @@ class NaNProx(ElasticNet):
     """A broken regularizer whose prox is NaN everywhere."""
 
     name = "nan_prox"
-    kernels = ElasticNet.kernels._replace(prox=lambda v, C, p: np.full(v.shape, np.nan))
+    jit = ElasticNet.jit._replace(prox=lambda v, C, p: np.full(v.shape, np.nan))
 
 
 def test_nan_prox_is_a_numerical_error_not_an_exception():

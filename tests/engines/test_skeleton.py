@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from mklkit.components.base import RegularizerKernels, WeightNorm
+from mklkit.components.base import RegularizerJit, WeightNorm
 from mklkit.declaration import declaration_problems
 from mklkit.components.losses import EpsInsensitive, Hinge, Logistic, Squared
 from mklkit.components.regularizers import L1, ElasticNet, Lq, Uniform
@@ -132,14 +132,14 @@ class GradientMKL(Engine):
         while True:
             it += 1
             z = common.predict(K, alpha, b)
-            r = loss.kernels.deriv(y, z, loss.param_vector)
+            r = loss.jit.deriv(y, z, loss.param_vector)
             w = alpha - step * r
             nw = common.block_norms(K, w)
-            p = reg.kernels.prox(nw, step * problem.C, reg.param_vector)
+            p = reg.jit.prox(nw, step * problem.C, reg.param_vector)
             alpha = w * np.where(nw > 0, p / np.where(nw > 0, nw, 1.0), 0.0)[:, None]
             b = common.optimal_bias(loss, y, common.predict(K, alpha, 0.0), b)
             P = common.primal_objective(problem, alpha, b)
-            rho = -loss.kernels.deriv(y, common.predict(K, alpha, b), loss.param_vector)
+            rho = -loss.jit.deriv(y, common.predict(K, alpha, b), loss.param_vector)
             D, rho_f, _ = common.projected_dual_objective(problem, rho)
             run.offer(it, primal=P, alpha=alpha, bias=b, dual=D, rho=rho_f)
             run.record(it, P, D, n_active=int(np.sum(nw > 0)))
@@ -320,22 +320,22 @@ def _nop(a, b, c):
 
 
 def test_envelope_derivatives_are_derived_from_the_prox():
-    k = RegularizerKernels(value=_nop, prox=_nop, prox_deriv=_nop, conj=_nop, conj_grad=_nop,
+    k = RegularizerJit(value=_nop, prox=_nop, prox_deriv=_nop, conj=_nop, conj_grad=_nop,
                            conj_hess=_nop, env=_nop, weight=_nop, penalty=_nop)
     assert k.env_grad is k.prox and k.env_hess is k.prox_deriv
     for cls in (L1, ElasticNet, Lq, Uniform):
-        assert cls.kernels.env_grad is cls.kernels.prox
-        assert cls.kernels.env_hess is cls.kernels.prox_deriv
-    with pytest.raises(TypeError, match="RegularizerKernels needs weight and penalty"):
-        RegularizerKernels(_nop, _nop, _nop, _nop, _nop, _nop, _nop)
+        assert cls.jit.env_grad is cls.jit.prox
+        assert cls.jit.env_hess is cls.jit.prox_deriv
+    with pytest.raises(TypeError, match="RegularizerJit needs weight and penalty"):
+        RegularizerJit(_nop, _nop, _nop, _nop, _nop, _nop, _nop)
 
 
 class PlainElasticNet(ElasticNet):
     """The elastic net declared without ``env_grad``/``env_hess`` (module level: it pickles)."""
 
     name = "plain_en"
-    kernels = RegularizerKernels(**{f: getattr(ElasticNet.kernels, f)
-                                    for f in ElasticNet.kernels._fields
+    jit = RegularizerJit(**{f: getattr(ElasticNet.jit, f)
+                                    for f in ElasticNet.jit._fields
                                     if f not in ("env_grad", "env_hess")})
 
 

@@ -374,7 +374,7 @@ def test_callback_stops_the_solve():
 class NaNEnvelope(L1):
     """A broken regularizer whose envelope is NaN everywhere."""
 
-    kernels = L1.kernels._replace(env=lambda y, C, p: np.full(y.shape, np.nan))
+    jit = L1.jit._replace(env=lambda y, C, p: np.full(y.shape, np.nan))
 
 
 def test_nan_envelope_is_a_numerical_error_not_an_exception():
@@ -390,7 +390,7 @@ class NoConjugateForm(Loss):
 
     name = "no_form"
     smooth_conjugate = False
-    kernels = Hinge.kernels
+    jit = Hinge.jit
 
 
 def test_a_loss_without_either_form_is_refused():

@@ -206,7 +206,7 @@ def test_failed_line_search_is_reported_as_stalled(monkeypatch):
 class NaNConjugate(ElasticNet):
     """A broken regularizer whose conjugate is NaN everywhere."""
 
-    kernels = ElasticNet.kernels._replace(conj=lambda y, C, p: np.full(y.shape, np.nan))
+    jit = ElasticNet.jit._replace(conj=lambda y, C, p: np.full(y.shape, np.nan))
 
 
 def test_nan_conjugate_is_a_numerical_error_not_an_exception():
@@ -269,8 +269,8 @@ def test_engine_declaration():
 def test_initial_dual_logistic_is_class_balanced():
     y = np.array([1.0, 1.0, 1.0, -1.0, -1.0])
     loss = Logistic()
-    lo = loss.kernels.conj_lower(y, loss.param_vector)
-    hi = loss.kernels.conj_upper(y, loss.param_vector)
+    lo = loss.jit.conj_lower(y, loss.param_vector)
+    hi = loss.jit.conj_upper(y, loss.param_vector)
     rho = initial_dual(lo, hi, bias=True)
     np.testing.assert_allclose(rho, np.where(y > 0, 2 / 5, -3 / 5), atol=1e-12)
     assert np.all((y * rho > 0) & (y * rho < 1))
@@ -280,13 +280,13 @@ def test_initial_dual_logistic_is_class_balanced():
 def test_initial_dual_unbounded_and_no_bias():
     y = np.array([0.3, -2.0, 1.0])
     loss = Squared()
-    lo = loss.kernels.conj_lower(y, loss.param_vector)
-    hi = loss.kernels.conj_upper(y, loss.param_vector)
+    lo = loss.jit.conj_lower(y, loss.param_vector)
+    hi = loss.jit.conj_upper(y, loss.param_vector)
     np.testing.assert_allclose(initial_dual(lo, hi, bias=True), 0.0, atol=1e-12)
     yc = np.array([1.0, -1.0, 1.0])
     lg = Logistic()
-    r = initial_dual(lg.kernels.conj_lower(yc, lg.param_vector),
-                     lg.kernels.conj_upper(yc, lg.param_vector), bias=False)
+    r = initial_dual(lg.jit.conj_lower(yc, lg.param_vector),
+                     lg.jit.conj_upper(yc, lg.param_vector), bias=False)
     np.testing.assert_allclose(r, 0.5 * yc)
 
 

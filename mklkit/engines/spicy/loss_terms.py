@@ -30,7 +30,7 @@ class _SmoothLoss:
 
     def __init__(self, problem: Problem, lower: np.ndarray, upper: np.ndarray) -> None:
         self.y = problem.y
-        self.lk = problem.loss.kernels
+        self.lk = problem.loss.jit
         self.p = problem.loss.param_vector
         self.lower, self.upper = lower, upper
 

@@ -3,7 +3,7 @@ r"""Huber (regression) and squared-hinge (classification) losses.
 Both follow the loss contract of :mod:`mklkit.components.base`: a plain
 class that declares its parameters, and module-level ``@njit(cache=True)``
 functions of float64 arrays plus the parameter vector, gathered in a
-:class:`~mklkit.components.base.LossKernels` named tuple.
+:class:`~mklkit.components.base.LossJit` named tuple.
 
 Both conjugates have a bounded domain on which their gradient stays finite,
 so they are not ``smooth_conjugate``: each also gives the constrained
@@ -19,7 +19,7 @@ from mklkit.components.base import (
     REGRESSION,
     ConstrainedConjugate,
     Loss,
-    LossKernels,
+    LossJit,
     Param,
 )
 
@@ -161,7 +161,7 @@ class Huber(Loss):
     params = (
         Param("delta", 1.0, "residual at which the loss turns linear", low=0.0, low_open=True),
     )
-    kernels = LossKernels(
+    jit = LossJit(
         value=huber_value,
         deriv=huber_deriv,
         deriv2=huber_deriv2,
@@ -313,7 +313,7 @@ class SquaredHinge(Loss):
     description = "Squared hinge loss 0.5*max(0, 1 - yz)^2 for classification (L2-SVM)"
     task = CLASSIFICATION
     params = ()
-    kernels = LossKernels(
+    jit = LossJit(
         value=sqhinge_value,
         deriv=sqhinge_deriv,
         deriv2=sqhinge_deriv2,

@@ -22,8 +22,8 @@ def _labels(loss: Loss, n: int, rng: np.random.Generator) -> np.ndarray:
 
 def _interior_points(loss: Loss, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Points strictly inside the conjugate's domain, away from its ends."""
-    lo = loss.kernels.conj_lower(y, loss.param_vector)
-    hi = loss.kernels.conj_upper(y, loss.param_vector)
+    lo = loss.jit.conj_lower(y, loss.param_vector)
+    hi = loss.jit.conj_upper(y, loss.param_vector)
     lo_f = np.where(np.isfinite(lo), lo, np.where(np.isfinite(hi), hi - 4.0, -4.0))
     hi_f = np.where(np.isfinite(hi), hi, lo_f + 4.0)
     return lo_f + (hi_f - lo_f) * rng.uniform(0.05, 0.95, size=y.shape[0])
@@ -47,7 +47,7 @@ def test_conformance_kit_at_random_parameter_points(cls: type) -> None:
 @pytest.mark.parametrize("loss", LOSSES, ids=IDS)
 def test_derivatives_match_central_differences(loss: Loss) -> None:
     rng = np.random.default_rng(0)
-    k, p = loss.kernels, loss.param_vector
+    k, p = loss.jit, loss.param_vector
     y = _labels(loss, 200, rng)
     z = rng.normal(scale=3.0, size=200)
     h = 1e-6
@@ -71,7 +71,7 @@ def test_derivatives_match_central_differences(loss: Loss) -> None:
 @pytest.mark.parametrize("loss", LOSSES, ids=IDS)
 def test_fenchel_young_equality_at_the_derivative(loss: Loss) -> None:
     rng = np.random.default_rng(1)
-    k, p = loss.kernels, loss.param_vector
+    k, p = loss.jit, loss.param_vector
     y = _labels(loss, 300, rng)
     z = rng.normal(scale=3.0, size=300)
     u = k.deriv(y, z, p)
@@ -85,7 +85,7 @@ def test_fenchel_young_equality_at_the_derivative(loss: Loss) -> None:
 def test_conjugate_is_the_supremum(loss: Loss) -> None:
     """ell*(y, u) = sup_z uz - ell(y, z) on a fine grid of z, inf outside the domain."""
     rng = np.random.default_rng(2)
-    k, p = loss.kernels, loss.param_vector
+    k, p = loss.jit, loss.param_vector
     y = _labels(loss, 20, rng)
     u = _interior_points(loss, y, rng)
     grid = np.linspace(-40.0, 40.0, 80001)
@@ -101,7 +101,7 @@ def test_conjugate_is_the_supremum(loss: Loss) -> None:
 @pytest.mark.parametrize("loss", LOSSES, ids=IDS)
 def test_constrained_form_matches_the_conjugate(loss: Loss) -> None:
     rng = np.random.default_rng(3)
-    c, k, p = loss.constrained, loss.kernels, loss.param_vector
+    c, k, p = loss.constrained, loss.jit, loss.param_vector
     n = 50
     y = _labels(loss, n, rng)
     u = _interior_points(loss, y, rng)
@@ -131,13 +131,13 @@ def test_deriv_lipschitz_bounds_the_second_derivative(loss: Loss) -> None:
     rng = np.random.default_rng(4)
     y = _labels(loss, 500, rng)
     z = rng.normal(scale=3.0, size=500)
-    d = loss.kernels.deriv(y, z, loss.param_vector)
+    d = loss.jit.deriv(y, z, loss.param_vector)
     order = np.argsort(z)
     # for a fixed label the derivative is L-Lipschitz in z
     for label in np.unique(y):
         sel = order[y[order] == label] if loss.task == "classification" else order
         zz = z[sel]
-        dd = loss.kernels.deriv(np.full(zz.shape, label), zz, loss.param_vector)
+        dd = loss.jit.deriv(np.full(zz.shape, label), zz, loss.param_vector)
         slopes = np.abs(np.diff(dd)) / np.maximum(np.diff(zz), 1e-12)
         assert np.all(slopes <= loss.deriv_lipschitz() + 1e-9)
         if loss.task == "regression":
@@ -157,7 +157,7 @@ def test_huber_tends_to_squared_loss_for_large_delta() -> None:
     z = np.array([3.0, -1.0, 0.5])
     loss = Huber(delta=100.0)
     np.testing.assert_allclose(
-        loss.kernels.value(y, z, loss.param_vector), 0.5 * (z - y) ** 2
+        loss.jit.value(y, z, loss.param_vector), 0.5 * (z - y) ** 2
     )
 
 

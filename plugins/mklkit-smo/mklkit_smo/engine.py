@@ -251,7 +251,7 @@ def _bregman_mismatch(reg: Any) -> str | None:
         Fd0 = float(np.asarray(b.F(np.array([d0]), pv))[0])
         fd0 = float(np.asarray(b.f(np.array([d0]), pv))[0])
         rF = F - Fd0 - (ds - d0) * fd0
-        h = np.asarray(reg.kernels.penalty(ds, pv), dtype=np.float64)
+        h = np.asarray(reg.jit.penalty(ds, pv), dtype=np.float64)
     except Exception as exc:  # noqa: BLE001 - a plugin's failure becomes the reason
         return f"evaluating the Bregman form of {reg.name!r} failed ({type(exc).__name__}: {exc})"
     if not (np.all(np.isfinite(rF)) and np.allclose(h, rF, rtol=1e-8, atol=1e-12 * max(1.0, d0))):
@@ -626,7 +626,7 @@ class _SmoRun(Algorithm):
     def _loss(self, b: float) -> float:
         loss = self.problem.loss
         z = np.ascontiguousarray(self.F + b)
-        return float(np.sum(loss.kernels.value(self.problem.y, z, loss.param_vector)))
+        return float(np.sum(loss.jit.value(self.problem.y, z, loss.param_vector)))
 
     def _gap(self) -> dict[str, float]:
         b, L = self._bias()

@@ -51,13 +51,13 @@ from typing import ClassVar
 import numpy as np
 from numba import njit
 
-from mklkit.components.base import Param, Regularizer, RegularizerKernels, WeightNorm
+from mklkit.components.base import Param, Regularizer, RegularizerJit, WeightNorm
 from mklkit.components.regularizers import Lq, Uniform
 
 __all__ = ["PnormSquared", "L1Squared"]
 
 # The one-kernel restriction is the block l_{4/3} regularizer with C' = C (2 lam)^(1/3).
-_LQ = Lq.kernels
+_LQ = Lq.jit
 _lq_value = _LQ.value
 _lq_prox = _LQ.prox
 _lq_prox_deriv = _LQ.prox_deriv
@@ -156,7 +156,7 @@ class PnormSquared(Regularizer):
         Param("p", 2.0, "exponent of the norm on the kernel weights", low=1.0, low_open=True),
         Param("lam", 1.0, "weight lambda of the squared norm", low=0.0, low_open=True),
     )
-    kernels: ClassVar[RegularizerKernels] = RegularizerKernels(
+    jit: ClassVar[RegularizerJit] = RegularizerJit(
         value=pn_value,
         prox=pn_prox,
         prox_deriv=pn_prox_deriv,
@@ -257,7 +257,7 @@ class L1Squared(Regularizer):
         "squared block 1-norm 1/2 (sum_m ||f_m||)^2 (support kernel machine; non-separable)"
     )
     params: ClassVar[tuple[Param, ...]] = ()
-    kernels: ClassVar[RegularizerKernels] = Uniform.kernels
+    jit: ClassVar[RegularizerJit] = Uniform.jit
     separable: ClassVar[bool] = False
     #: the p = 1 constraint form: :math:`\min_{\|d\|_1\le1}\tfrac12\sum_m\|f_m\|^2/d_m`
     weight_norm: ClassVar[WeightNorm] = WeightNorm(1.0)

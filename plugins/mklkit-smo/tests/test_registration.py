@@ -47,7 +47,7 @@ def test_separable_must_be_a_bool() -> None:
     class Odd(Regularizer):
         name = "odd_separable"
         description = "a regularizer with a malformed 'separable'"
-        kernels = Lq.kernels
+        jit = Lq.jit
         separable = "no"
 
     class Plugin:

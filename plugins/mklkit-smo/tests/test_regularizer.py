@@ -63,7 +63,7 @@ def test_full_value_is_a_sum_over_kernels_only_for_p_2() -> None:
     x = np.array([1.0, 0.3, 2.0])
     for p, separable in ((1.33, False), (3.0, False), (2.0, True)):
         reg = PnormSquared(p=p, lam=0.7)
-        blocks = float(np.sum(reg.kernels.value(x, 1.3, reg.param_vector)))
+        blocks = float(np.sum(reg.jit.value(x, 1.3, reg.param_vector)))
         full = reg.value(x, 1.3)
         if separable:
             assert full == pytest.approx(blocks, rel=1e-13)
@@ -72,7 +72,7 @@ def test_full_value_is_a_sum_over_kernels_only_for_p_2() -> None:
         # on one kernel they always agree
         one = x[:1]
         assert reg.value(one, 1.3) == pytest.approx(
-            float(reg.kernels.value(one, 1.3, reg.param_vector)[0]), rel=1e-13)
+            float(reg.jit.value(one, 1.3, reg.param_vector)[0]), rel=1e-13)
 
 
 def test_parameters_are_validated() -> None:
