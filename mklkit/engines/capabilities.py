@@ -24,6 +24,8 @@ capability                of            holds when
 ``PNORM_PENALTY``         regularizer   ``weight_norm`` with ``lam`` (SMO-MKL eq. 1)
 ``L1_SQUARED_FORM``       regularizer   ``weight_norm`` is ``WeightNorm(1)`` (the SKM)
 ``ARRAY_BANK``            bank          ``problem.K`` is one (M, N, N) array
+``FACTOR_BANK``           bank          ``problem.bank`` is a
+                                        :class:`~mklkit.kernels.factor.FactorBank`
 ========================  ============  =========================================
 """
 from __future__ import annotations
@@ -52,6 +54,7 @@ __all__ = [
     "PNORM_PENALTY",
     "L1_SQUARED_FORM",
     "ARRAY_BANK",
+    "FACTOR_BANK",
 ]
 
 _SUBJECT = {"loss": "the loss", "regularizer": "the regularizer", "bank": "the Gram bank"}
@@ -307,3 +310,14 @@ ARRAY_BANK = Capability(
     has="a Gram bank held as one (M, N, N) array (problem.K)",
     lacks="is not held as one (M, N, N) array (problem.K)",
     test=_array_bank, explain=_array_bank_lack)
+
+
+def _factor_bank(problem: Problem) -> bool:
+    return problem.representation == "factor"
+
+
+FACTOR_BANK = Capability(
+    "factor_bank", "bank",
+    has="a Gram bank held as factors K_m = L_m L_m^T (FactorBank)",
+    lacks="is not held as factors K_m = L_m L_m^T (FactorBank)",
+    test=_factor_bank)

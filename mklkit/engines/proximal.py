@@ -142,7 +142,8 @@ from ..problem import Problem
 from ..result import SolveResult, Status
 from . import common
 from .base import COMMON_PARAMS, Algorithm, Engine, Requires, Run, needs
-from .capabilities import ARRAY_BANK, SMOOTH_PRIMAL
+from ..kernels.factor import FactorBank
+from .capabilities import ARRAY_BANK, FACTOR_BANK, SMOOTH_PRIMAL
 
 __all__ = ["Proximal", "PROXIMAL_ENGINES", "lipschitz_estimate", "power_iteration"]
 
@@ -204,11 +205,12 @@ def power_iteration(A: np.ndarray, n_iter: int = 50, rtol: float = 1e-6) -> floa
 
 
 def lipschitz_estimate(
-    S: np.ndarray, bias: bool, n_iter: int = 50
+    S: Any, bias: bool, n_iter: int = 50
 ) -> tuple[float, float]:
     r""":math:`\lambda_{\max}(S + \omega^{-1}\mathbf 1\mathbf 1^\top)` and the bias metric :math:`\omega`.
 
-    ``S`` is :math:`\sum_m K_m`.  Without a bias, :math:`\omega = 1` and the
+    ``S`` is :math:`\sum_m K_m` (an array, or an operator with ``shape``, ``@`` and
+    ``+ c`` for :math:`+ c\mathbf 1\mathbf 1^\top`, e.g. through factors).  Without a bias, :math:`\omega = 1` and the
     value is :math:`\lambda_{\max}(S)`.  With a bias,
     :math:`\omega = N/\lambda_{\max}(S)`, so that the bias direction alone has
     curvature :math:`\lambda_{\max}(S)`; the result is at most
@@ -224,6 +226,70 @@ def lipschitz_estimate(
     A = S + (1.0 / omega)
     lam = power_iteration(A, n_iter)
     return max(lam, lam_s), omega
+
+
+class _SumOperator:
+    r""":math:`\sum_m K_m + c\,\mathbf 1\mathbf 1^\top` of a factor bank as an operator:
+    ``A @ x`` through the factors (:math:`O(NR)`), ``A + c`` adds :math:`c\mathbf 1\mathbf 1^\top`
+    (what :func:`lipschitz_estimate` does with the dense sum)."""
+
+    def __init__(self, bank: FactorBank, c: float = 0.0) -> None:
+        self.bank = bank
+        self.c = c
+        self.shape = (bank.n_samples, bank.n_samples)
+
+    def __matmul__(self, x: np.ndarray) -> np.ndarray:
+        out = self.bank.sum_matvec(x)
+        return out + self.c * float(np.sum(x)) if self.c else out
+
+    def __add__(self, c: float) -> "_SumOperator":
+        return _SumOperator(self.bank, self.c + float(c))
+
+
+class _ArrayPasses:
+    """The passes of the proximal engine over an (M, N, N) array: the jitted loops."""
+
+    def __init__(self, K: np.ndarray) -> None:
+        self.K = K
+
+    def summary(self, bias: bool, n_iter: int) -> tuple[float, float, np.ndarray]:
+        r""":math:`\lambda_{\max}`, :math:`\omega` (:func:`lipschitz_estimate`) and :math:`\|K_m\|_F`."""
+        S, frob = kprox.bank_summary(self.K)
+        lam, omega = lipschitz_estimate(S, bias, n_iter)
+        return lam, omega, frob
+
+    def matvecs(self, v: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return matvecs(self.K, v, idx)
+
+    def certificate_pass(self, idx: np.ndarray, A: np.ndarray, arow: np.ndarray,
+                         rho: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return certificate_pass(self.K, idx, A, arow, rho, want)
+
+
+class _FactorPasses:
+    r"""The same passes on a :class:`~mklkit.kernels.factor.FactorBank`, each :math:`O(NR)`
+    or less (the Frobenius norms, once: :math:`O(N\sum_m r_m^2)`); no N x N array."""
+
+    def __init__(self, bank: FactorBank) -> None:
+        self.bank = bank
+
+    def summary(self, bias: bool, n_iter: int) -> tuple[float, float, np.ndarray]:
+        lam, omega = lipschitz_estimate(_SumOperator(self.bank), bias, n_iter)
+        return lam, omega, self.bank.frobenius_norms()
+
+    def matvecs(self, v: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return self.bank.matvecs_subset(v, idx)
+
+    def certificate_pass(self, idx: np.ndarray, A: np.ndarray, arow: np.ndarray,
+                         rho: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        KA = np.zeros((A.shape[0], self.bank.n_samples))
+        has = arow >= 0
+        if np.any(has):
+            KA[arow[has]] = self.bank.matvecs_rows(common.as_vector(A[arow[has]]), idx[has])
+        norms = np.zeros(idx.size)
+        if np.any(want):
+            norms[want] = self.bank.dual_block_norms_subset(rho, idx[want])
+        return KA, norms
 
 
 class _Iterate:
@@ -387,8 +453,11 @@ class Proximal(Engine):
         loss=(needs(SMOOTH_PRIMAL, why="the proximal-gradient method steps along the gradient "
                                        "of the loss; use spicy"),),
         regularizer=(common.SEPARABLE_SUMS,),
-        bank=(ARRAY_BANK,),
+        bank=(needs(ARRAY_BANK, FACTOR_BANK,
+                    why="the proximal-gradient engine reads the kernels as one array or "
+                        "through their factors"),),
     )
+    representations: ClassVar[tuple[str, ...]] = ("array", "factor")
 
     def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
         """Accelerated proximal gradient (the class docstring); a ``warm_start``'s α and b
@@ -402,7 +471,9 @@ class _Run(Algorithm):
     def __init__(self, engine: Proximal, problem: Problem, run: Run,
                  warm_start: SolveResult | None) -> None:
         super().__init__(engine, problem, run, warm_start)
-        self.K = problem.K
+        bank = problem.bank
+        self.passes: Any = (_FactorPasses(bank) if isinstance(bank, FactorBank)
+                            else _ArrayPasses(problem.K))
         self.loss = problem.loss
         self.reg = problem.regularizer
         self.mu = float(engine.mu)
@@ -470,7 +541,7 @@ class _Run(Algorithm):
 
     def certificate(self, x: _Iterate) -> dict[str, Any]:
         """Exact primal at (alpha, b*) and the projected dual (module docstring)."""
-        K, y = self.K, self.y
+        y = self.y
         f_approx = x.z - x.b
         b_star = 0.0
         if self.bias:
@@ -495,7 +566,8 @@ class _Run(Algorithm):
         if x.idx.size:
             arow[np.searchsorted(sel, x.idx)] = np.arange(x.idx.size)
         want = need[sel]
-        KA, nr = certificate_pass(K, sel, x.A.reshape(x.idx.size, self.N), arow, rho, want)
+        KA, nr = self.passes.certificate_pass(sel, x.A.reshape(x.idx.size, self.N), arow, rho,
+                                              want)
         norms_rho = bnd.copy()
         norms_rho[sel[want]] = nr[want]
         self.screen.add(rho, sel[want], nr[want])
@@ -534,13 +606,13 @@ class _Run(Algorithm):
     # -- main loop -------------------------------------------------------------
     def start(self) -> _Iterate:
         """Zero, or the warm start; the bias is optimal for the start's kernel part."""
-        K, N = self.K, self.N
+        N = self.N
         if self.warm_start is not None:
             A0 = np.array(self.warm_start.alpha, dtype=np.float64)
             idx = np.flatnonzero(np.any(A0 != 0.0, axis=1)).astype(np.int64)
             A = np.ascontiguousarray(A0[idx])
-            U, _ = certificate_pass(K, idx, A, np.arange(idx.size, dtype=np.int64),
-                                    np.zeros(N), np.zeros(idx.size, dtype=bool))
+            U, _ = self.passes.certificate_pass(idx, A, np.arange(idx.size, dtype=np.int64),
+                                                np.zeros(N), np.zeros(idx.size, dtype=bool))
             b0 = float(self.warm_start.bias) if self.bias else 0.0
         else:
             idx = np.zeros(0, dtype=np.int64)
@@ -567,15 +639,13 @@ class _Run(Algorithm):
         eng, run = self.engine, self.run
         max_iter = int(eng.max_iter)
         gap_every = int(eng.gap_every)
-        K, y, M = self.K, self.y, self.M
+        y, M = self.y, self.M
         self.lower, self.upper = self.conj_domain()
         self.radius = float(self.reg.conj_radius(self.C)) if self.mu == 0.0 else math.inf
 
         # ---- one read of the bank: sum of kernels, Frobenius norms ----
-        S, frob = kprox.bank_summary(K)
-        lam, omega = lipschitz_estimate(S, self.bias, eng.power_iter)
+        lam, omega, frob = self.passes.summary(self.bias, eng.power_iter)
         lam *= float(eng.safety)
-        del S
         self.screen = _Screen(np.sqrt(np.maximum(frob, 0.0)), self.N)
 
         x = self.start()
@@ -648,7 +718,7 @@ class _Run(Algorithm):
             zero = np.flatnonzero(zero_mask).astype(np.int64)
             cand = self.admitted(r, zero, 1.0 / L)
             comp = np.union1d(sup, cand).astype(np.int64) if cand.size else sup
-            KR = matvecs(K, r, comp)
+            KR = self.passes.matvecs(r, comp)
             counts["computed"] += int(comp.size)
             if comp.size:
                 self.screen.add(r, comp, np.sqrt(np.maximum(KR @ r, 0.0)))
@@ -692,7 +762,7 @@ class _Run(Algorithm):
                 rest = np.setdiff1d(zero, cand, assume_unique=True)
                 extra = self.admitted(r, rest, 1.0 / L) if rest.size else rest
                 if extra.size:
-                    KRx = matvecs(K, r, extra)
+                    KRx = self.passes.matvecs(r, extra)
                     counts["computed"] += int(extra.size)
                     self.screen.add(r, extra, np.sqrt(np.maximum(KRx @ r, 0.0)))
                     cand = np.union1d(cand, extra).astype(np.int64)
