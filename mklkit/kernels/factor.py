@@ -35,7 +35,9 @@ with :math:`v` and its update of the result share the cached row), and
 ``matvecs_and_norms`` and ``direction_forms`` take their quadratic forms
 from the same pass.  Nothing of size N × N is formed, except by
 :meth:`FactorBank.accumulate_hessian` (which adds to an (N, N) Hessian by
-BLAS ``syrk``, :math:`O(N^2 R_{active})`) and :meth:`FactorBank.to_array`.
+BLAS ``syrk``, :math:`O(N^2 R_{active})`; the engines do not call it on a factor
+bank: spicy solves its Newton systems through the factors,
+:mod:`mklkit.engines.spicy.factor_newton`) and :meth:`FactorBank.to_array`.
 Factors are built from data by :mod:`mklkit.kernels.factorize`.
 """
 from __future__ import annotations
