@@ -36,10 +36,14 @@ vector in :math:`O(NR')` (:meth:`LowRankHessian.matvec`).  Two solvers:
   followed by up to :data:`REFINE_STEPS` steps of iterative refinement
   against the factored product (the Woodbury formula loses accuracy when
   :math:`D` is small against :math:`VV^\top`).
-* **Preconditioned conjugate gradients** (``"cg"``) with the Jacobi
-  preconditioner :math:`\mathrm{diag}(H) = D + \omega + \sum_k V_{ik}^2`,
-  every product through the factors, :math:`O(NR')` per iteration, until the
-  residual is :data:`CG_RTOL` times the right-hand side.  With the equality
+* **Preconditioned conjugate gradients** (``"cg"``) with the preconditioner
+  :math:`D`: the preconditioned matrix :math:`I + \tilde V\tilde V^\top` has
+  at most :math:`R' + 1` distinct eigenvalues, all :math:`\ge 1` (on the
+  hinge-loss problems of ``benchmarks/bench_factor_engines.py`` it needed a
+  third of the iterations of the Jacobi preconditioner
+  :math:`\mathrm{diag}(H)`); every product through the factors,
+  :math:`O(NR')` per iteration, until the residual is :data:`CG_RTOL` times
+  the right-hand side.  With the equality
   constraint :math:`\mathbf 1^\top\Delta = 0` of the one-step method it is
   the projected PCG (Gould, Hribar & Nocedal 2001): the preconditioned
   residual is projected onto :math:`\mathbf 1^\perp` in the metric of the
@@ -233,10 +237,16 @@ class LowRankHessian:
 
     def _pcg(self, b: np.ndarray, ridge: np.ndarray,
              constraint: np.ndarray | None) -> tuple[np.ndarray, float]:
-        r"""(Projected) Jacobi-preconditioned CG from 0; returns ``x`` and the multiplier
-        of :math:`c^\top x = 0` (``nan`` without a constraint ``c``)."""
+        r"""(Projected) CG from 0 preconditioned by the diagonal :math:`D` (+ ridge); returns
+        ``x`` and the multiplier of :math:`c^\top x = 0` (``nan`` without a constraint ``c``).
+
+        The preconditioned matrix :math:`I + \tilde V\tilde V^\top` has at most
+        :math:`R' + 1` distinct eigenvalues, so CG ends in at most :math:`R' + 1`
+        iterations in exact arithmetic (fewer when the spectrum of the factors
+        decays); twice that plus 50 bounds it under rounding.
+        """
         N = b.size
-        pinv = 1.0 / np.maximum(self.diag + ridge, 1e-300)
+        pinv = 1.0 / np.maximum(self.d + ridge, 1e-300)
         pc = None if constraint is None else pinv * constraint
         cpc = 0.0 if constraint is None else float(constraint @ pc)
         nu = 0.0
@@ -258,7 +268,7 @@ class LowRankHessian:
         p = z.copy()
         rz = float(r @ z)
         target = CG_RTOL * float(np.linalg.norm(b))
-        for _ in range(max(10 * N, 100)):
+        for _ in range(2 * (self.rank + 1) + 50):
             if float(np.linalg.norm(r)) <= target or not rz > 0.0:
                 break
             Hp = self.matvec(p, ridge)
