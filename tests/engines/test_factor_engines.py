@@ -149,6 +149,23 @@ def test_proximal_on_exact_factors_agrees_with_the_dense_bank_and_the_conic_refe
     _check_agreement(Proximal(tol=1e-8), name, loss, reg, C, monkeypatch)
 
 
+@pytest.mark.parametrize("engine,loss,reg", [
+    (Spicy(tol=1e-9, method="one_step"), "logistic", "elasticnet"),
+    (Spicy(tol=1e-9, method="iterative"), "hinge", "l1"),
+    (Proximal(tol=1e-8), "logistic", "l1"),
+], ids=["spicy-one_step", "spicy-iterative", "proximal"])
+def test_warm_starts_on_a_factor_bank_reach_the_dense_optimum(engine, loss, reg, monkeypatch):
+    fb, y = data("sonar_rbf")
+    dense = engine.solve(_problem(fb.to_array(), y, loss, reg, 0.3))
+    with monkeypatch.context() as mp:
+        for target, attr in DENSE_HELPERS:
+            mp.setattr(target, attr, _raise)
+        first = engine.solve(_problem(fb, y, loss, reg, 0.6))
+        res = engine.solve(_problem(fb, y, loss, reg, 0.3), warm_start=first)
+    assert res.converged and res.gap <= engine.tol
+    assert _rel(res.objective, dense.objective) <= 1e-6
+
+
 def test_proximal_declares_the_factor_representation():
     fb, y = data("sonar_linear")
     problem = _problem(fb, y, "logistic", "l1", 0.5)
