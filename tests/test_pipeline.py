@@ -126,12 +126,24 @@ def test_an_engine_that_needs_an_array_is_refused_for_a_factor_bank(monkeypatch)
     from mklkit.kernels import factorize
 
     monkeypatch.setattr(factorize, "build_factor_bank", lambda *a, **k: pytest.fail("bank built"))
-    spec = parse_spec(_with(kernels={"factor": {"method": "exact"}}, engine={"name": "proximal", "tol": 1e-6}),
+    spec = parse_spec(_with(kernels={"factor": {"method": "exact"}},
+                            problem={"loss": "hinge", "regularizer": {"name": "kl"}, "C": 0.5},
+                            engine={"name": "smo_mkl", "tol": 1e-6}),
                       file="t.yaml")
-    with pytest.raises(SpecError, match=r"^t\.yaml: engine\.name: engine 'proximal' cannot solve this problem: "
+    with pytest.raises(SpecError, match=r"^t\.yaml: engine\.name: engine 'smo_mkl' cannot solve this problem: "
                                         r"it works on Gram banks held as one array, not as a factor bank.*allowed: "
                                         r"an engine that supports .* on a factor bank: .*spicy"):
         spec.prepare()
+
+
+def test_proximal_is_accepted_for_a_factor_bank():
+    from mklkit.pipeline import ProblemSettings, check_support, probe_problem
+    from mklkit.plugins import get_registry
+
+    reg = get_registry()
+    settings = ProblemSettings(loss=reg.create("loss", "logistic"), regularizer=reg.create("regularizer", "l1"))
+    y = np.where(np.arange(8) % 2 == 0, 1.0, -1.0)
+    check_support(reg.create("engine", "proximal"), probe_problem(y, 3, settings, "factor"))
 
 
 def test_auto_skips_an_engine_that_cannot_use_the_representation():
@@ -144,7 +156,8 @@ def test_auto_skips_an_engine_that_cannot_use_the_representation():
     y = np.where(np.arange(8) % 2 == 0, 1.0, -1.0)
     auto = Auto(proximal_min_samples=1, proximal_ratio=0.0)
     assert auto.choose(probe_problem(y, 3, settings))[0].name == "proximal"
-    assert auto.choose(probe_problem(y, 3, settings, "factor"))[0].name == "spicy"
+    assert auto.choose(probe_problem(y, 3, settings, "factor"))[0].name == "proximal"
+    assert auto.choose(probe_problem(y, 3, settings, "sharded"))[0].name == "spicy"
 
 
 # ---------------------------------------------------------------------------

@@ -104,7 +104,8 @@ class Auto(Engine):
         r_spicy = spicy.supports(problem)
         r_prox = prox.supports(problem)
         if r_prox is None and problem.representation not in prox.representations:
-            r_prox = f"it needs the Gram bank as one array, not a {problem.representation} bank"
+            r_prox = (f"it works on {' or '.join(prox.representations)} banks, not a "
+                      f"{problem.representation} bank")
         if r_spicy is None and problem.representation not in spicy.representations:
             r_spicy = f"it does not work on a {problem.representation} bank"
         N, M = problem.n_samples, problem.n_kernels

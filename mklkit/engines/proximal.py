@@ -132,99 +132,20 @@ import logging
 import math
 from typing import Any, ClassVar
 
-import numba
 import numpy as np
 
-from .._jit import blocks
 from .._jit import proximal as kprox
 from ..components.params import Param
 from ..problem import Problem
 from ..result import SolveResult, Status
 from . import common
 from .base import COMMON_PARAMS, Algorithm, Engine, Requires, Run, needs
-from .capabilities import ARRAY_BANK, SMOOTH_PRIMAL
+from .capabilities import ARRAY_BANK, FACTOR_BANK, SMOOTH_PRIMAL
+from .proximal_passes import lipschitz_estimate, passes_for, power_iteration
 
 __all__ = ["Proximal", "PROXIMAL_ENGINES", "lipschitz_estimate", "power_iteration"]
 
 logger = logging.getLogger(__name__)
-
-#: Reads of the bank smaller than this many multiply-adds (about a millisecond
-#: on one core) run without threads: starting and synchronising a parallel
-#: region costs more than the work.
-PARALLEL_MIN_WORK = 1 << 21
-
-
-def _parallel(n_blocks: int, N: int) -> bool:
-    return n_blocks * N * N >= PARALLEL_MIN_WORK and numba.get_num_threads() > 1
-
-
-def matvecs(K: np.ndarray, v: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """:math:`K_m v` for ``m`` in ``idx`` (rows), threaded only for large reads."""
-    if idx.size == 0:
-        return np.zeros((0, K.shape[1]))
-    if _parallel(idx.size, K.shape[1]):
-        return blocks.matvecs_subset(K, v, idx)
-    return kprox.matvecs_serial(K, v, idx)
-
-
-def certificate_pass(K: np.ndarray, idx: np.ndarray, A: np.ndarray, arow: np.ndarray,
-                     rho: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`mklkit._jit.proximal.certificate_pass`, threaded only for large reads."""
-    fn = kprox.certificate_pass if _parallel(idx.size, K.shape[1]) else kprox.certificate_pass_serial
-    return fn(K, idx, common.as_vector(A), arow, common.as_vector(rho), want)
-
-
-def power_iteration(A: np.ndarray, n_iter: int = 50, rtol: float = 1e-6) -> float:
-    r"""Largest eigenvalue of a symmetric positive semidefinite matrix, from below.
-
-    Power iteration from the all-ones vector plus a small deterministic
-    perturbation (the Perron vector of a kernel with positive entries is
-    close to it); stops when the Rayleigh quotient changes by less than
-    ``rtol`` relatively.  The Rayleigh quotient never exceeds
-    :math:`\lambda_{\max}`; callers multiply by a safety factor.
-    """
-    n = A.shape[0]
-    if n == 0:
-        return 0.0
-    x = np.ones(n) + 1e-3 * np.cos(np.arange(n) * 1.7)
-    x /= np.linalg.norm(x)
-    lam = 0.0
-    for _ in range(max(1, int(n_iter))):
-        y = A @ x
-        new = float(x @ y)
-        ny = float(np.linalg.norm(y))
-        if not (ny > 0.0 and math.isfinite(ny)):
-            return max(new, 0.0)
-        x = y / ny
-        if abs(new - lam) <= rtol * abs(new):
-            lam = new
-            break
-        lam = new
-    return max(lam, 0.0)
-
-
-def lipschitz_estimate(
-    S: np.ndarray, bias: bool, n_iter: int = 50
-) -> tuple[float, float]:
-    r""":math:`\lambda_{\max}(S + \omega^{-1}\mathbf 1\mathbf 1^\top)` and the bias metric :math:`\omega`.
-
-    ``S`` is :math:`\sum_m K_m`.  Without a bias, :math:`\omega = 1` and the
-    value is :math:`\lambda_{\max}(S)`.  With a bias,
-    :math:`\omega = N/\lambda_{\max}(S)`, so that the bias direction alone has
-    curvature :math:`\lambda_{\max}(S)`; the result is at most
-    :math:`2\lambda_{\max}(S)`.
-    """
-    n = S.shape[0]
-    lam_s = power_iteration(S, n_iter)
-    if not (lam_s > 0.0 and math.isfinite(lam_s)):
-        lam_s = 1.0          # all kernels vanish: any positive scale will do
-    if not bias:
-        return lam_s, 1.0
-    omega = n / lam_s
-    A = S + (1.0 / omega)
-    lam = power_iteration(A, n_iter)
-    return max(lam, lam_s), omega
-
 
 class _Iterate:
     """A primal point in compact form: the non-zero blocks only."""
@@ -387,8 +308,11 @@ class Proximal(Engine):
         loss=(needs(SMOOTH_PRIMAL, why="the proximal-gradient method steps along the gradient "
                                        "of the loss; use spicy"),),
         regularizer=(common.SEPARABLE_SUMS,),
-        bank=(ARRAY_BANK,),
+        bank=(needs(ARRAY_BANK, FACTOR_BANK,
+                    why="the proximal-gradient engine reads the kernels as one array or "
+                        "through their factors"),),
     )
+    representations: ClassVar[tuple[str, ...]] = ("array", "factor")
 
     def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
         """Accelerated proximal gradient (the class docstring); a ``warm_start``'s α and b
@@ -402,7 +326,7 @@ class _Run(Algorithm):
     def __init__(self, engine: Proximal, problem: Problem, run: Run,
                  warm_start: SolveResult | None) -> None:
         super().__init__(engine, problem, run, warm_start)
-        self.K = problem.K
+        self.passes = passes_for(problem)
         self.loss = problem.loss
         self.reg = problem.regularizer
         self.mu = float(engine.mu)
@@ -470,7 +394,7 @@ class _Run(Algorithm):
 
     def certificate(self, x: _Iterate) -> dict[str, Any]:
         """Exact primal at (alpha, b*) and the projected dual (module docstring)."""
-        K, y = self.K, self.y
+        y = self.y
         f_approx = x.z - x.b
         b_star = 0.0
         if self.bias:
@@ -495,7 +419,8 @@ class _Run(Algorithm):
         if x.idx.size:
             arow[np.searchsorted(sel, x.idx)] = np.arange(x.idx.size)
         want = need[sel]
-        KA, nr = certificate_pass(K, sel, x.A.reshape(x.idx.size, self.N), arow, rho, want)
+        KA, nr = self.passes.certificate_pass(sel, x.A.reshape(x.idx.size, self.N), arow, rho,
+                                              want)
         norms_rho = bnd.copy()
         norms_rho[sel[want]] = nr[want]
         self.screen.add(rho, sel[want], nr[want])
@@ -534,13 +459,13 @@ class _Run(Algorithm):
     # -- main loop -------------------------------------------------------------
     def start(self) -> _Iterate:
         """Zero, or the warm start; the bias is optimal for the start's kernel part."""
-        K, N = self.K, self.N
+        N = self.N
         if self.warm_start is not None:
             A0 = np.array(self.warm_start.alpha, dtype=np.float64)
             idx = np.flatnonzero(np.any(A0 != 0.0, axis=1)).astype(np.int64)
             A = np.ascontiguousarray(A0[idx])
-            U, _ = certificate_pass(K, idx, A, np.arange(idx.size, dtype=np.int64),
-                                    np.zeros(N), np.zeros(idx.size, dtype=bool))
+            U, _ = self.passes.certificate_pass(idx, A, np.arange(idx.size, dtype=np.int64),
+                                                np.zeros(N), np.zeros(idx.size, dtype=bool))
             b0 = float(self.warm_start.bias) if self.bias else 0.0
         else:
             idx = np.zeros(0, dtype=np.int64)
@@ -567,15 +492,13 @@ class _Run(Algorithm):
         eng, run = self.engine, self.run
         max_iter = int(eng.max_iter)
         gap_every = int(eng.gap_every)
-        K, y, M = self.K, self.y, self.M
+        y, M = self.y, self.M
         self.lower, self.upper = self.conj_domain()
         self.radius = float(self.reg.conj_radius(self.C)) if self.mu == 0.0 else math.inf
 
         # ---- one read of the bank: sum of kernels, Frobenius norms ----
-        S, frob = kprox.bank_summary(K)
-        lam, omega = lipschitz_estimate(S, self.bias, eng.power_iter)
+        lam, omega, frob = self.passes.summary(self.bias, eng.power_iter)
         lam *= float(eng.safety)
-        del S
         self.screen = _Screen(np.sqrt(np.maximum(frob, 0.0)), self.N)
 
         x = self.start()
@@ -648,7 +571,7 @@ class _Run(Algorithm):
             zero = np.flatnonzero(zero_mask).astype(np.int64)
             cand = self.admitted(r, zero, 1.0 / L)
             comp = np.union1d(sup, cand).astype(np.int64) if cand.size else sup
-            KR = matvecs(K, r, comp)
+            KR = self.passes.matvecs(r, comp)
             counts["computed"] += int(comp.size)
             if comp.size:
                 self.screen.add(r, comp, np.sqrt(np.maximum(KR @ r, 0.0)))
@@ -692,7 +615,7 @@ class _Run(Algorithm):
                 rest = np.setdiff1d(zero, cand, assume_unique=True)
                 extra = self.admitted(r, rest, 1.0 / L) if rest.size else rest
                 if extra.size:
-                    KRx = matvecs(K, r, extra)
+                    KRx = self.passes.matvecs(r, extra)
                     counts["computed"] += int(extra.size)
                     self.screen.add(r, extra, np.sqrt(np.maximum(KRx @ r, 0.0)))
                     cand = np.union1d(cand, extra).astype(np.int64)

@@ -35,7 +35,9 @@ with :math:`v` and its update of the result share the cached row), and
 ``matvecs_and_norms`` and ``direction_forms`` take their quadratic forms
 from the same pass.  Nothing of size N × N is formed, except by
 :meth:`FactorBank.accumulate_hessian` (which adds to an (N, N) Hessian by
-BLAS ``syrk``, :math:`O(N^2 R_{active})`) and :meth:`FactorBank.to_array`.
+BLAS ``syrk``, :math:`O(N^2 R_{active})`; the engines do not call it on a factor
+bank: spicy solves its Newton systems through the factors,
+:mod:`mklkit.engines.spicy.factor_newton`) and :meth:`FactorBank.to_array`.
 Factors are built from data by :mod:`mklkit.kernels.factorize`.
 """
 from __future__ import annotations
@@ -356,3 +358,37 @@ class FactorBank(GramBank):
         out = np.empty((idx.size, self.shape[1]))
         self._run(idx, alpha, idx, out=out)
         return out.sum(axis=0)
+
+    # -- passes the proximal-gradient engine needs (all O(N R) or less per call) ----
+    def matvecs_subset(self, v: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        r""":math:`K_m v` for the kernels ``idx`` (P,), (P, N), in one pass over their factors."""
+        idx = np.asarray(idx, dtype=np.int64)
+        out = np.empty((idx.size, self.shape[1]))
+        if idx.size:
+            self._run(idx, _vec(v)[None, :], np.zeros(idx.size, dtype=np.int64), out=out)
+        return out
+
+    def dual_block_norms_subset(self, rho: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        r""":math:`\|\rho\|_{K_m}` for the kernels ``idx`` (P,), (P,)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        if idx.size == 0:
+            return np.zeros(0)
+        sq, _ = self._run(idx, _vec(rho)[None, :], np.zeros(idx.size, dtype=np.int64))
+        return np.sqrt(np.maximum(sq, 0.0))
+
+    def sum_matvec(self, x: np.ndarray) -> np.ndarray:
+        r""":math:`\sum_m K_m x = L(L^\top x)` (N,), :math:`O(NR)`."""
+        return self.expand(self.project(x))
+
+    def frobenius_norms(self) -> np.ndarray:
+        r""":math:`\|K_m\|_F = \|L_m^\top L_m\|_F \ge \lambda_{\max}(K_m)` for every kernel, (M,).
+
+        From the :math:`r_m \times r_m` Gram matrices of the factors,
+        :math:`O(N\sum_m r_m^2)` in all.
+        """
+        out = np.zeros(self.shape[0])
+        for m in range(self.shape[0]):
+            B = self.block(m)
+            G = (B @ B.T).toarray() if self.sparse else B @ B.T
+            out[m] = float(np.linalg.norm(G))
+        return out

@@ -277,10 +277,17 @@ def test_a_requirement_is_of_one_kind():
         Requires(regularizer=(SMOOTH_PRIMAL,))
 
 
+class _OpaqueFactors(FactorBank):
+    """Factors under a representation of their own: neither one array nor a factor bank
+    that the proximal engine reads."""
+
+    representation = "opaque"
+
+
 def test_a_bank_that_is_not_one_array_is_declined_with_its_own_words():
     K, y = sonar(30)
     LT = np.concatenate([np.linalg.cholesky(k + 1e-9 * np.eye(30)).T for k in K[:3]])
-    bank = FactorBank(LT, [0, 30, 60, 90])
+    bank = _OpaqueFactors(LT, [0, 30, 60, 90])
     pb = Problem(K=bank, y=y, loss=Logistic(), regularizer=L1(), C=0.1)
     why = Proximal().supports(pb)
     assert why.startswith("problem.K: a FactorBank keeps each kernel as a factor")

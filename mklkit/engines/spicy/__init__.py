@@ -63,6 +63,11 @@ derivatives ``prox``/``prox_deriv`` by Moreau), summed over the active kernels
 line search, Levenberg–Marquardt ridge, inexact inner solves, γ schedule,
 duality gap) are in ``docs/engines.md``.
 
+On a factor bank (:math:`K_m = L_mL_m^\top`) the Newton systems of both
+methods are :math:`D + VV^\top` with :math:`V` of :math:`R_{act}` columns and are
+solved by Woodbury or preconditioned CG without an N × N matrix
+(:mod:`mklkit.engines.spicy.factor_newton`).
+
 One-step method
 ---------------
 The dual (48) is solved directly:

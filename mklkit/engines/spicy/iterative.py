@@ -20,6 +20,8 @@ from ...result import SolveResult, Status
 from .. import common
 from ..base import Algorithm, Engine, Run
 from ..capabilities import SMOOTH_CONJUGATE
+from .factor_newton import LowRankHessian, is_factored
+from .factor_newton import newton_direction as low_rank_direction
 from .loss_terms import _ConstrainedLoss, _SmoothLoss
 from .start import initial_dual, warm_dual
 
@@ -68,6 +70,7 @@ class _Iterative(Algorithm):
         else:
             self.loss = _ConstrainedLoss(problem, self.lower, self.upper)
         self.row_block = max(8, -(-self.N // (2 * numba.get_num_threads())))
+        self.factored = is_factored(self.bank)
         # sqrt(trace K_m) >= sqrt(lambda_max(K_m)) bounds ||d||_{K_m} / ||d|| (O(MN))
         self.sqrt_trace = np.sqrt(np.maximum(self.bank.trace(), 0.0))
         # primal state: the non-zero blocks S, their alpha_m, K_m alpha_m, alpha_m'K_m alpha_m
@@ -139,41 +142,62 @@ class _Iterative(Algorithm):
         return {"n2": n2, "n": n, "e1": e1, "e2": e2, "w": w, "active": active, "Kv": Kv,
                 "grad": grad, "gross": gross, "env": float(np.sum(env)), "env_all": env}
 
-    def hessian(self, q: dict[str, Any], dL: np.ndarray) -> np.ndarray:
-        r"""Generalized Hessian of the inner objective (eq. 27, generalized)."""
+    def hessian(self, q: dict[str, Any], dL: np.ndarray, rho: np.ndarray) -> Any:
+        r"""Generalized Hessian of the inner objective (eq. 27, generalized).
+
+        An (N, N) array, or on a factor bank a :class:`LowRankHessian`
+        (:math:`D + \sum_m L_mW_mL_m^\top + \gamma_b\mathbf 1\mathbf 1^\top` with
+        :math:`v_m = \alpha_m + \gamma\rho`; no N x N matrix).
+        """
         gamma = self.gamma
-        H = np.diag(dL)
-        if self.bias:
-            H += self.gamma_b
         act = q["active"]
+        s = t = np.zeros(0)
         if act.size:
             n, w, e2 = q["n"][act], q["w"][act], q["e2"][act]
             s = gamma * np.where(n > 0.0, w, e2)
             t = np.zeros(act.size)
             pos = n > 0.0
             t[pos] = gamma * (e2[pos] - w[pos]) / (n[pos] * n[pos])
+        if self.factored:
+            V = np.empty((act.size, self.N))
+            V[:] = gamma * rho
+            if self.S.size and act.size:
+                ps = self.pos[act]
+                has = ps >= 0
+                V[has] += self.A[ps[has]]
+            return LowRankHessian(self.bank, dL, act, s, t, V,
+                                  self.gamma_b if self.bias else 0.0)
+        H = np.diag(dL)
+        if self.bias:
+            H += self.gamma_b
+        if act.size:
             self.bank.accumulate_hessian(H, act, np.ascontiguousarray(s),
                                          np.ascontiguousarray(q["Kv"]),
                                          np.ascontiguousarray(t), self.row_block)
         return H
 
     @staticmethod
-    def newton_direction(H: np.ndarray, g: np.ndarray,
+    def newton_direction(H: Any, g: np.ndarray,
                          ridge: np.ndarray | None) -> tuple[np.ndarray, str]:
-        r"""Solve :math:`(H + \mathrm{diag}(\mu))\,d = -g` by Cholesky.
+        r"""Solve :math:`(H + \mathrm{diag}(\mu))\,d = -g` by Cholesky (on a factor bank:
+        Woodbury or CG, :mod:`~mklkit.engines.spicy.factor_newton`).
 
         :math:`\mu_i` is the loss part's per-sample ridge where it has one
         (:meth:`_ConstrainedLoss.ridge`), else ``_LM``:math:`\,\|g\|`; it grows
         a hundredfold whenever the factorization fails.
         """
         N = g.size
-        scale = max(float(np.max(np.abs(np.diag(H)))), 1e-300)
+        low_rank = isinstance(H, LowRankHessian)
+        scale = max(float(np.max(np.abs(H.diag if low_rank else np.diag(H)))), 1e-300)
         gnorm = float(np.linalg.norm(g))
         if ridge is None:
             mu = np.full(N, _LM * gnorm)
         else:
             mu = np.where(np.isfinite(ridge), ridge, _LM * gnorm)
         mu = mu + 1e-14 * scale
+        if low_rank:
+            d, _, method = low_rank_direction(H, g, False, ridge=mu)
+            return d, method
         for k in range(8):
             Hk = H.copy()
             Hk[np.diag_indices(N)] += mu
@@ -287,8 +311,8 @@ class _Iterative(Algorithm):
             if k == eng.max_newton:
                 status = "max_newton"
                 break
-            H = self.hessian(q, dL)
-            if not np.all(np.isfinite(H)):
+            H = self.hessian(q, dL, rho)
+            if not (H.finite if self.factored else np.all(np.isfinite(H))):
                 status = "non-finite"
                 break
             g_rhs = gR + q["grad"] + sb

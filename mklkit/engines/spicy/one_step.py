@@ -16,6 +16,8 @@ from ...problem import Problem
 from ...result import SolveResult, Status
 from .. import common
 from ..base import Algorithm, Engine, Run
+from .factor_newton import LowRankHessian, is_factored
+from .factor_newton import newton_direction as low_rank_direction
 from .loss_terms import _SmoothLoss
 from .start import _centre, _newton_direction, initial_dual, warm_dual
 
@@ -34,6 +36,7 @@ class _OneStep(Algorithm):
         self.lower, self.upper = self.conj_domain()
         self.loss = _SmoothLoss(problem, self.lower, self.upper)
         self.row_block = max(8, -(-self.N // (2 * numba.get_num_threads())))
+        self.factored = is_factored(self.bank)
 
     def start_scale(self, rho: np.ndarray, norms: np.ndarray) -> float:
         r"""The best :math:`s = 2^{-k}` (k = 0..60) for the start :math:`s\rho_0`.
@@ -132,17 +135,28 @@ class _OneStep(Algorithm):
             s[zero] = np.maximum(G2[zero], 0.0)       # lim G'(n)/n as n -> 0
             t[pos] = (G2[pos] - coef[pos]) / (norms[pos] ** 2)
             hidx = np.flatnonzero((s != 0.0) | (t != 0.0)).astype(np.int64)
-            H = np.diag(np.asarray(self.lk.conj_hess(y, common.as_vector(-rho), self.pl),
-                                   dtype=np.float64))
-            if hidx.size:
-                bank.accumulate_hessian(H, hidx, np.ascontiguousarray(s[hidx]),
-                                        np.ascontiguousarray(KR[hidx]),
-                                        np.ascontiguousarray(t[hidx]), self.row_block)
-            if not (np.all(np.isfinite(H)) and np.all(np.isfinite(g))):
+            dH = np.asarray(self.lk.conj_hess(y, common.as_vector(-rho), self.pl),
+                            dtype=np.float64)
+            if self.factored:
+                # D + sum_p L_m W_p L_m^T, no N x N matrix (factor_newton)
+                H: Any = LowRankHessian(bank, dH, hidx, s[hidx], t[hidx],
+                                        np.broadcast_to(rho, (hidx.size, N)))
+                h_finite = H.finite
+            else:
+                H = np.diag(dH)
+                if hidx.size:
+                    bank.accumulate_hessian(H, hidx, np.ascontiguousarray(s[hidx]),
+                                            np.ascontiguousarray(KR[hidx]),
+                                            np.ascontiguousarray(t[hidx]), self.row_block)
+                h_finite = bool(np.all(np.isfinite(H)))
+            if not (h_finite and np.all(np.isfinite(g))):
                 run.end(Status.NUMERICAL_ERROR, it, f"non-finite gradient or Hessian at "
                                                     f"Newton step {it + 1}")
                 break
-            delta, nu_new, method = _newton_direction(H, g, self.bias)
+            if self.factored:
+                delta, nu_new, method = low_rank_direction(H, g, self.bias)
+            else:
+                delta, nu_new, method = _newton_direction(H, g, self.bias)
             slope = float(g @ delta)
             if not (math.isfinite(slope) and slope < 0.0):
                 # not a descent direction (rounding): projected steepest descent
