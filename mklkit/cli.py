@@ -207,7 +207,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-class _ProgressBar:
+class _IterationLines:
     """Engine callback printing one progress line per second on stderr after the first second."""
 
     def __init__(self, n_kernels: int, enabled: bool):
@@ -225,10 +225,13 @@ class _ProgressBar:
             return None
         self.last = now
         self.printed += 1
+        if _finite(state.get("gap")) or not _finite(state.get("dual_objective")):
+            where = f"objective {_num(state.get('objective'), '.6g')}, gap {_num(state.get('gap'), '.2e')}"
+        else:  # a record between certificates (smo_mkl): only the dual objective is known
+            where = f"dual objective {_num(state.get('dual_objective'), '.6g')} (gap not computed here)"
         _err(
-            f"mklkit: iteration {state.get('iteration', '?')}: objective {_num(state.get('objective'), '.6g')}, "
-            f"gap {_num(state.get('gap'), '.2e')}, active {state.get('n_active', '?')}/{self.n_kernels} "
-            f"kernels, {now:.1f} s"
+            f"mklkit: iteration {state.get('iteration', '?')}: {where}, "
+            f"active {state.get('n_active', '?')}/{self.n_kernels} kernels, {now:.1f} s"
         )
         return None
 
@@ -304,6 +307,13 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+def _finite(v: Any) -> bool:
+    try:
+        return math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
 def _num(v: Any, fmt: str) -> str:
     try:
         return format(float(v), fmt)
@@ -328,7 +338,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except OutputError as exc:
         raise spec.error(key, exc.problem, str(out_dir), exc.allowed) from None
     prepared = spec.prepare(progress=_BuildBar(enabled=not args.quiet))
-    progress = _ProgressBar(prepared.n_kernels, enabled=not args.quiet)
+    progress = _IterationLines(prepared.n_kernels, enabled=not args.quiet)
     try:
         with _show_logs(not args.quiet):
             result = solve_prepared(prepared, progress)

@@ -710,3 +710,17 @@ def test_subprocess_validate_quickstart():
     r = _proc("validate", SPECS / "quickstart.yaml")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("ok: ") and "1647 kernels" in r.stdout
+
+
+def test_progress_line_of_a_record_between_certificates(capsys, monkeypatch):
+    """smo_mkl records only its dual objective between certificates: no 'objective nan, gap nan'."""
+    monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(cli, "PROGRESS_EVERY_S", 0.0)
+    lines = cli._IterationLines(195, enabled=True)
+    lines({"iteration": 621, "objective": float("nan"), "dual_objective": 27.5, "gap": float("nan"),
+           "n_active": 195})
+    lines({"iteration": 700, "objective": 27.3, "dual_objective": 27.25, "gap": 1e-3, "n_active": 12})
+    err = capsys.readouterr().err
+    assert "iteration 621: dual objective 27.5 (gap not computed here), active 195/195" in err
+    assert "iteration 700: objective 27.3, gap 1.00e-03, active 12/195" in err
+    assert "nan" not in err
