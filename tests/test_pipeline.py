@@ -156,7 +156,7 @@ def test_auto_skips_an_engine_that_cannot_use_the_representation():
     y = np.where(np.arange(8) % 2 == 0, 1.0, -1.0)
     auto = Auto(proximal_min_samples=1, proximal_ratio=0.0)
     assert auto.choose(probe_problem(y, 3, settings))[0].name == "proximal"
-    assert auto.choose(probe_problem(y, 3, settings, "factor"))[0].name == "proximal"
+    assert auto.choose(probe_problem(y, 3, settings, "factor"))[0].name == "bcd"
     assert auto.choose(probe_problem(y, 3, settings, "sharded"))[0].name == "spicy"
 
 

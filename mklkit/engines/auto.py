@@ -1,7 +1,15 @@
 r"""Engine ``auto``: delegate each problem to the engine that solves it fastest.
 
-Rule (from ``benchmarks/bench_proximal_vs_spicy.py``, see ``docs/engines.md``):
+Rule (from ``benchmarks/bench_proximal_vs_spicy.py`` and
+``benchmarks/bench_auto_factor.py``, see ``docs/engines.md``):
 
+0. ``bcd`` on a factor bank (``Problem.representation == "factor"``) when it
+   supports the problem (a separable regularizer): it works in the primal
+   coordinates :math:`\beta_m = L_m^\top\alpha_m` at :math:`O(N r_m)` a block
+   step.  On a9a with three Gaussian kernels factored to rank 602-651 it was
+   14 times faster than ``spicy`` for the hinge loss at N = 2,000 (4 s
+   against 56 s, where ``spicy`` stalled) and 2 times faster for the
+   logistic loss at N = 8,000, with the block 1-norm at 0.1 C_max.
 1. ``proximal`` when the problem has many samples and few kernels and
    ``proximal`` supports it: :math:`N \ge` ``proximal_ratio``
    :math:`\times M` and :math:`N \ge` ``proximal_min_samples`` (2000), or
@@ -40,6 +48,7 @@ from ..components.params import Param
 from ..problem import Problem
 from ..result import ConvergenceWarning, SolveResult, Status
 from .base import COMMON_PARAMS, Callback, Engine, Run
+from .bcd import BCD
 from .proximal import Proximal
 from .spicy import Spicy
 
@@ -47,7 +56,7 @@ __all__ = ["Auto", "AUTO_ENGINES"]
 
 
 class Auto(Engine):
-    r"""Delegates to ``spicy`` or ``proximal`` (module docstring).
+    r"""Delegates to ``bcd``, ``spicy`` or ``proximal`` (module docstring).
 
     Parameters
     ----------
@@ -68,8 +77,8 @@ class Auto(Engine):
 
     name: ClassVar[str] = "auto"
     description: ClassVar[str] = (
-        "chooses the engine per problem: proximal for many samples and few kernels, "
-        "else spicy where it applies, else proximal; the other continues a stalled solve"
+        "chooses the engine per problem: bcd on a factor bank, proximal for many samples and "
+        "few kernels, else spicy where it applies, else proximal; another continues a stalled solve"
     )
     supports_warm_start: ClassVar[bool] = True
     representations: ClassVar[tuple[str, ...]] = ("array", "sharded", "factor")
@@ -100,6 +109,10 @@ class Auto(Engine):
 
     def choose(self, problem: Problem) -> tuple[Engine | None, str]:
         """The engine ``solve`` delegates to, and why (or why none applies)."""
+        if problem.representation == "factor":
+            bcd = BCD(**self._delegate_params())
+            if bcd.supports(problem) is None:
+                return bcd, "a factor bank: bcd solves in the factors' coordinates"
         spicy, prox = self._engines()
         r_spicy = spicy.supports(problem)
         r_prox = prox.supports(problem)

@@ -269,3 +269,16 @@ def test_spicy_on_a_pivoted_cholesky_bank_of_a9a_follows_the_dense_bank(loss, so
     if loss == "logistic":
         assert dense.converged and res.converged
     assert _rel(res.objective, dense.objective) <= 1e-6
+
+
+@pytest.mark.parametrize("loss,reg", [("hinge", "l1"), ("logistic", "elasticnet")])
+def test_auto_solves_a_factor_bank_with_bcd(loss, reg, monkeypatch):
+    """auto delegates a factor bank to bcd, and its answer is the dense optimum (and Clarabel's)."""
+    from mklkit.engines.auto import Auto
+
+    res, _ = _check_agreement(Auto(tol=1e-8), "sonar_rbf", loss, reg, 0.3, monkeypatch)
+    assert res.message.startswith("auto -> bcd (a factor bank")
+    assert res.engine == "auto"
+    # on the dense bank of the same kernels auto does not pick bcd (it needs factors)
+    fb, y = data("sonar_rbf")
+    assert Auto().choose(_problem(fb.to_array(), y, loss, reg, 0.3))[0].name != "bcd"
