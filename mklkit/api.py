@@ -146,6 +146,9 @@ class RunResult:
         (test values ``None`` without a test part).
     timings : dict
         Seconds: ``data_s``, ``bank_s``, ``solve_s``, ``total_s``.
+    factor : dict or None
+        On a factor bank (``kernels.factor``), what the factors leave out
+        (:meth:`mklkit.kernels.factor.FactorBank.approximation`); None otherwise.
     created : str
         ISO 8601 UTC time stamp of the run's end.
     """
@@ -161,6 +164,7 @@ class RunResult:
     metrics: dict[str, float | None]
     timings: dict[str, float] = field(default_factory=dict)
     created: str = ""
+    factor: dict[str, Any] | None = None
 
     # -- convenience ----------------------------------------------------------
     @property
@@ -231,6 +235,8 @@ class RunResult:
             "C": self.spec.problem.C,
             # every kernel is off for C >= C_max (null: not computed, or no finite one)
             "C_max": r.C_max,
+            # on a factor bank: ranks and the relative trace the factors leave out (else null)
+            "factor": self.factor,
             "top_kernels": [k["name"] for k in top[: min(10, self.n_active)]],
             "kernel_weights": self.kernel_weights(),
             "spec_file": self.spec.file,
@@ -321,6 +327,7 @@ def solve_prepared(
         metrics=metrics,
         timings={k: float(v) for k, v in timings.items()},
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        factor=problem.bank.approximation() if problem.representation == "factor" else None,
     )
 
 

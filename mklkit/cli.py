@@ -383,6 +383,11 @@ def _print_summary(result: Any, files: dict[str, Any]) -> None:
         f"objective   {_num(r.objective, '.8g')}  (relative duality gap {_num(r.gap, '.2e')}, tol {_num(tol, 'g')})",
         f"kernels     {result.n_active} of {result.n_kernels} active" + _c_max_note(r.C_max),
     ]
+    if result.factor is not None:
+        f = result.factor
+        worst = max(f["kernel_relative_trace_error"], default=0.0)
+        lines.append(f"factors     total rank {f['total_rank']}, relative trace left out "
+                     f"{f['relative_trace_error']:.2e} (worst kernel {worst:.2e})")
     if result.task == "classification":
         test = m.get("test_accuracy")
         lines.append(

@@ -613,6 +613,14 @@ def test_exact_factor_bank_gives_the_dense_answer(ionosphere):
     fac = MKLClassifier(bank, tol=1e-9, max_iter=500, factor={"method": "exact"}).fit(X_tr, y_tr)
     assert fac.bank_.representation == "factor"
     assert fac.result_.objective == pytest.approx(dense.result_.objective, rel=1e-8)
+    assert fac.factor_approximation_["relative_trace_error"] == pytest.approx(0.0, abs=1e-12)
+    assert dense.factor_approximation_ is None
+    rbf = MKLClassifier([{"function": "rbf", "width": [0.5, 3.0]}], tol=1e-6,
+                        factor={"method": "pivoted_cholesky", "tol": 0.05}).fit(X_tr, y_tr)
+    approx = rbf.factor_approximation_
+    full = rbf.bank_.trace() + rbf.bank_.trace_error
+    assert approx["relative_trace_error"] == pytest.approx(rbf.bank_.trace_error.sum() / full.sum())
+    assert 0 < approx["relative_trace_error"] <= 0.05 * (1 + 1e-9)
     np.testing.assert_allclose(fac.decision_function(X_te), dense.decision_function(X_te), rtol=1e-7, atol=1e-8)
     with pytest.raises(ValueError, match=r"^MKLClassifier: factor\.rank: invalid value; got 0; allowed: an integer >= 1"):
         MKLClassifier(bank, factor={"rank": 0}).fit(X_tr, y_tr)

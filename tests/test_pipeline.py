@@ -83,6 +83,28 @@ def test_exact_factors_give_the_dense_answer_through_run(tmp_path):
     s = json.loads((out / "summary.json").read_text())
     assert s["spec"]["kernels"]["factor"]["method"] == "exact"
     assert s["objective"] == pytest.approx(dense.result.objective, rel=1e-8)
+    assert s["factor"]["relative_trace_error"] == pytest.approx(0.0, abs=1e-12)
+    assert s["factor"]["total_rank"] == sum(s["factor"]["ranks"]) > 0
+    assert main(["run", str(write(tmp_path, BASE, "d.yaml")), "--out", str(tmp_path / "d"), "--quiet"]) == 0
+    assert json.loads((tmp_path / "d" / "summary.json").read_text())["factor"] is None
+
+
+def test_approximate_factors_report_what_they_leave_out(tmp_path, capsys):
+    """The relative trace the factors miss, per kernel and overall, from the bank itself."""
+    rbf = [{"function": "rbf", "width": [0.5, 2.0]}]
+    spec = _with(kernels={"bank": rbf, "factor": {"method": "pivoted_cholesky", "tol": 0.05}})
+    prep = parse_spec(spec, file="f.yaml").prepare()
+    fb = prep.problem.bank
+    full = fb.trace() + fb.trace_error
+    assert fb.trace_error.sum() > 0            # the narrow kernel is not low-rank
+    out = tmp_path / "out"
+    assert main(["run", str(write(tmp_path, spec)), "--out", str(out)]) == 0
+    s = json.loads((out / "summary.json").read_text())["factor"]
+    assert s["relative_trace_error"] == pytest.approx(fb.trace_error.sum() / full.sum(), rel=1e-12)
+    assert s["kernel_relative_trace_error"] == pytest.approx(list(fb.trace_error / full), rel=1e-12)
+    assert 0 < s["relative_trace_error"] <= 0.05 * (1 + 1e-9)
+    assert s["ranks"] == [int(r) for r in fb.ranks]
+    assert "factors     total rank" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("factor, key, shown", [

@@ -506,6 +506,9 @@ class _BaseMKL(BaseEstimator):
         self.engine_ = prep.engine
         self.scaler_ = prep.scaler
         self.bank_ = prep.bank if prep.representation == "factor" else _strip_bank(prep.bank, active_idx)
+        # on a factor bank: what the factors leave out of the kernels (None otherwise)
+        self.factor_approximation_ = (prep.bank.approximation() if prep.representation == "factor"
+                                      else None)
         self.n_features_in_ = prep.n_features_in
         self._tasks = prep.tasks
         if prep.classes is not None:

@@ -103,6 +103,11 @@ _ATTR_DOC = """\
         The smallest C at which every kernel is off (``inf`` for non-sparse
         regularizers; one per binary problem for multiclass): a path of C
         starts just below it (``fit_path(X, y, Cs=20)``).
+    factor_approximation_ : dict or None
+        With ``factor``: the ranks and the relative trace the factors leave
+        out, overall and per kernel
+        (:meth:`mklkit.kernels.factor.FactorBank.approximation`); None on a
+        dense or sharded bank.
     result_ : SolveResult or list of SolveResult
         The engines' full results (``alpha``, ``bias``, ``history``, ...).
     loss_, regularizer_, engine_ : components
