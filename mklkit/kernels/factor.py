@@ -176,23 +176,15 @@ class FactorBank(GramBank):
 
     # -- what the factors cost ------------------------------------------------
     def approximation(self) -> dict[str, Any]:
-        r"""What the factors leave out of the kernels they stand for (JSON-able).
+        """What the factors leave out of the kernels they stand for (JSON-able).
 
-        ``{"total_rank": R, "ranks": [r_m], "relative_trace_error": e,
-        "kernel_relative_trace_error": [e_m]}`` with
-        :math:`e_m = \mathrm{tr}(K_m - L_mL_m^\top) / \mathrm{tr}K_m` (``trace_error``
-        over the kernel's trace, 0 for a kernel of zero trace) and
-        :math:`e = \sum_m \mathrm{tr}(K_m - L_mL_m^\top) / \sum_m \mathrm{tr}K_m`;
-        all 0 for exact factors.
+        ``{"total_rank": R, "ranks": [r_m], "relative_trace_error":``
+        :attr:`overall_trace_error` ``, "kernel_relative_trace_error":``
+        :attr:`relative_trace_error` ``}``; all 0 for exact factors.
         """
-        kept = self.trace()
-        full = kept + self.trace_error
-        with np.errstate(invalid="ignore", divide="ignore"):
-            per = np.where(full > 0.0, self.trace_error / full, 0.0)
-        total = float(full.sum())
         return {"total_rank": int(self.total_rank), "ranks": [int(r) for r in self.ranks],
-                "relative_trace_error": float(self.trace_error.sum() / total) if total > 0 else 0.0,
-                "kernel_relative_trace_error": [float(e) for e in per]}
+                "relative_trace_error": self.overall_trace_error,
+                "kernel_relative_trace_error": [float(e) for e in self.relative_trace_error]}
 
     # -- shape ----------------------------------------------------------------
     @property
