@@ -310,8 +310,8 @@ def test_engine_params_tol_and_max_iter(ionosphere):
 @pytest.mark.parametrize(
     "params, exc, match",
     [
-        ({"C": -1.0}, ParamError, r"C must be a finite number > 0; got -1\.0"),
-        ({"C": "big"}, ParamError, "C must be a finite number > 0"),
+        ({"C": -1.0}, ParamError, r"C must be 'auto' or a finite number > 0; got -1\.0"),
+        ({"C": "big"}, ParamError, "C must be 'auto' or a finite number > 0; got 'big'"),
         ({"loss": "hindge"}, ValueError, r"unknown loss 'hindge' \(did you mean 'hinge'\?\); available:"),
         ({"loss": "squared"}, ParamError, "loss must be a classification loss"),
         ({"regularizer": {"name": "lq", "q": 0.5}}, ParamError, r"q must be a number > 1"),
@@ -449,10 +449,10 @@ def test_params_clone_pipeline_grid_search(wine):
     X_tr, X_te, y_tr, y_te = wine
     clf = MKLClassifier(SMALL_BANK, regularizer={"name": "elasticnet", "lam": 0.2})
     params = clf.get_params()
-    assert params["regularizer"] == {"name": "elasticnet", "lam": 0.2} and params["C"] == 0.05
+    assert params["regularizer"] == {"name": "elasticnet", "lam": 0.2} and params["C"] == "auto"
     twin = clone(clf)
     assert twin.get_params()["regularizer"] == params["regularizer"]
-    assert twin.set_params(C=1.0) is twin and twin.C == 1.0 and clf.C == 0.05
+    assert twin.set_params(C=1.0) is twin and twin.C == 1.0 and clf.C == "auto"
     pipe = make_pipeline(StandardScaler(), MKLClassifier(SMALL_BANK, standardize=False))
     assert pipe.fit(X_tr, y_tr).score(X_te, y_te) > 0.9
     grid = GridSearchCV(
@@ -609,8 +609,9 @@ def test_old_precomputed_layout_warns_and_gives_the_same_answer(ionosphere):
 def test_exact_factor_bank_gives_the_dense_answer(ionosphere):
     X_tr, X_te, y_tr, _ = ionosphere
     bank = [{"function": "linear", "features": [0, 1, 2, 3]}, {"function": "linear", "features": "all"}]
-    dense = MKLClassifier(bank, tol=1e-9, max_iter=500).fit(X_tr, y_tr)
-    fac = MKLClassifier(bank, tol=1e-9, max_iter=500, factor={"method": "exact"}).fit(X_tr, y_tr)
+    # one engine on both representations: the same problem, solved the same way
+    dense = MKLClassifier(bank, tol=1e-9, max_iter=500, factor=False, engine="spicy").fit(X_tr, y_tr)
+    fac = MKLClassifier(bank, tol=1e-9, max_iter=500, factor={"method": "exact"}, engine="spicy").fit(X_tr, y_tr)
     assert fac.bank_.representation == "factor"
     assert fac.result_.objective == pytest.approx(dense.result_.objective, rel=1e-8)
     assert fac.factor_approximation_["relative_trace_error"] == pytest.approx(0.0, abs=1e-12)
@@ -624,5 +625,5 @@ def test_exact_factor_bank_gives_the_dense_answer(ionosphere):
     np.testing.assert_allclose(fac.decision_function(X_te), dense.decision_function(X_te), rtol=1e-7, atol=1e-8)
     with pytest.raises(ValueError, match=r"^MKLClassifier: factor\.rank: invalid value; got 0; allowed: an integer >= 1"):
         MKLClassifier(bank, factor={"rank": 0}).fit(X_tr, y_tr)
-    with pytest.raises(ParamError, match=r"factor must be None, True or a mapping"):
+    with pytest.raises(ParamError, match=r"factor must be 'auto', None/False \(Gram matrices\), True or a mapping"):
         MKLClassifier(bank, factor={"rnak": 2}).fit(X_tr, y_tr)

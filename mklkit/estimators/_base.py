@@ -88,12 +88,13 @@ def _spec_name(spec: Any) -> str | None:
     return getattr(spec, "name", None)
 
 
-def _check_C(C: Any, owner: str, key: str = "C") -> float:
+def _check_C(C: Any, owner: str, key: str = "C", allow_auto: bool = False) -> float:
+    allowed = "'auto' or a finite number > 0" if allow_auto else "a finite number > 0"
     if isinstance(C, (bool, np.bool_)) or not isinstance(C, numbers.Real):
-        raise ParamError(key, C, "a finite number > 0", owner=owner)
+        raise ParamError(key, C, allowed, owner=owner)
     value = float(C)
     if not (value > 0.0 and math.isfinite(value)):
-        raise ParamError(key, C, "a finite number > 0", owner=owner)
+        raise ParamError(key, C, allowed, owner=owner)
     return value
 
 
@@ -208,6 +209,7 @@ class _FitState:
     classes: np.ndarray | None
     n_features_in: int
     timings: dict[str, float] = field(default_factory=dict)
+    task_C: dict[int, float] = field(default_factory=dict)  # per task: the C of its last solve
     representation: str = "array"
 
 
@@ -278,17 +280,19 @@ class _BaseMKL(BaseEstimator):
 
         owner = self._owner
         factor, scheduler = getattr(self, "factor", None), getattr(self, "scheduler", None)
-        if factor is not None and scheduler is not None:
+        if factor not in (None, False, "auto") and scheduler is not None:
             raise ParamError("scheduler", scheduler, "None when factor is given (one representation)", owner=owner)
         if scheduler is not None:
             return {"sharded": ShardedSettings.model_construct(scheduler=scheduler)}
-        if factor is None:
+        if isinstance(factor, str) and factor == "auto":
             return {}
+        if factor is None or factor is False:
+            return {"factor": False}
         if factor is True:
             factor = {}
         if not isinstance(factor, Mapping) or set(factor) - {"rank", "tol", "method", "seed"}:
-            raise ParamError("factor", factor, "None, True or a mapping with keys rank, tol, method, seed",
-                             owner=owner)
+            raise ParamError("factor", factor, "'auto', None/False (Gram matrices), True or a mapping with keys "
+                             "rank, tol, method, seed", owner=owner)
         settings = FactorSettings.model_construct(**dict(factor))
         try:
             Representation("factor", settings).check(root="factor")
@@ -340,7 +344,9 @@ class _BaseMKL(BaseEstimator):
                 or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0):
             raise ParamError("verbose", self.verbose, "an integer >= 0", owner=owner)
         rep_settings = self._representation()
-        kind = next(iter(rep_settings), "array")
+        given = rep_settings.get("factor")
+        kind = ("sharded" if "sharded" in rep_settings else "array" if given is False
+                else "factor" if given is not None else "auto")
         precomputed = self._precomputed()
         if precomputed:
             normalize = "none" if normalize == "auto" else normalize
@@ -348,7 +354,7 @@ class _BaseMKL(BaseEstimator):
                 raise ParamError("normalize", self.normalize, "'auto', 'none' or 'trace' with "
                                  "kernels='precomputed' (unit-diagonal normalisation of test "
                                  "kernels needs the test points' own k(x, x))", owner=owner)
-            if kind != "array":
+            if kind not in ("array", "auto"):
                 raise ParamError("factor" if kind == "factor" else "scheduler",
                                  getattr(self, "factor", None) or getattr(self, "scheduler", None),
                                  "None with kernels='precomputed' (given kernels are held as one array)",
@@ -380,7 +386,11 @@ class _BaseMKL(BaseEstimator):
                 bank=None if isinstance(kernels_resolved, str) else tuple(kernels_resolved),
                 normalize=normalize, memory_budget=self.memory_budget, **rep_settings)
         classes, tasks = self._encode_targets(y)
-        if kind != "array" and any(t.rows is not None for t in tasks):
+        if kind == "auto" and any(t.rows is not None for t in tasks):
+            # one-vs-one problems take rows of the Gram matrices: no factors
+            bank_settings = bank_settings.model_copy(update={"factor": False})
+            kind = "array"
+        if kind not in ("array", "auto") and any(t.rows is not None for t in tasks):
             raise ParamError("multiclass", getattr(self, "multiclass", None), "'ovr' with a factor or "
                              "sharded bank (one-vs-one problems take rows of the Gram matrices)", owner=owner)
         # the labels of the first binary problem on every row stand for all of them in the checks
@@ -454,6 +464,10 @@ class _BaseMKL(BaseEstimator):
         results: list[Any] = []
         previous = None
         for C in Cs:
+            if isinstance(C, str):  # "auto"
+                C = self._auto_C(base)
+                logger.info("%s: C='auto' is %.6g (%g x the square root of the kernels' mean diagonal)",
+                            where, C, self._C_SCALE)
             problem = problem_at(base, C=C)
             self._check_support(prep.engine, problem)
             callback = None
@@ -464,6 +478,7 @@ class _BaseMKL(BaseEstimator):
                                 rec.get("gap", math.nan), rec.get("n_active", -1))
                     return False
             result = _solve(prep.engine, problem, callback, previous)
+            prep.task_C[t] = float(C)  # the last C of the task (C="auto" resolves per task)
             logger.info("%s C=%g: %s", where, C, result.message or result.status)
             results.append(result)
             previous = result
@@ -499,6 +514,8 @@ class _BaseMKL(BaseEstimator):
         self.dual_gap_ = float(gaps[0]) if single else gaps
         cmax = np.array([math.nan if r.C_max is None else float(r.C_max) for r in results])
         self.C_max_ = float(cmax[0]) if single else cmax
+        Cs = np.array([prep.task_C.get(t, math.nan) for t in range(len(results))])
+        self.C_ = float(Cs[0]) if single else Cs
         self.kernels_ = prep.kernels
         self.kernel_names_ = list(prep.kernel_names)
         self.loss_ = prep.loss
@@ -516,9 +533,10 @@ class _BaseMKL(BaseEstimator):
 
     def _fit(self, X: Any, y: Any) -> "_BaseMKL":
         owner = self._owner
-        C = _check_C(self.C, owner)
+        auto_C = isinstance(self.C, str) and self.C == "auto"
+        C: Any = "auto" if auto_C else _check_C(self.C, owner, allow_auto=True)
         with _verbosity(self.verbose):
-            prep = self._prepare(X, y, C)
+            prep = self._prepare(X, y, 1.0 if auto_C else C)
             t0 = time.perf_counter()
             try:
                 runs = self._run_all(prep, [C])
@@ -528,6 +546,16 @@ class _BaseMKL(BaseEstimator):
                         time.perf_counter() - t0)
         self._set_fitted(prep, [r[0] for r in runs])
         return self
+
+    def _auto_C(self, problem: Any) -> float:
+        r"""``C="auto"``: :math:`c\sqrt{\sum_m \mathrm{tr}K_m / (MN)}` on a task's training kernels (``c`` = ``_C_SCALE``)."""
+        N = int(problem.n_samples)
+        tr = np.asarray(problem.bank.trace(), dtype=np.float64)
+        mean_diag = float(tr.sum()) / (tr.size * N) if tr.size and N else 0.0
+        if not (mean_diag > 0.0 and math.isfinite(mean_diag)):
+            raise ValueError(f"{self._owner}: C='auto' needs kernels with a positive trace; got mean "
+                             f"diagonal {mean_diag!r}; give C as a number")
+        return self._C_SCALE * math.sqrt(mean_diag)
 
     def fit_path(self, X: Any, y: Any, Cs: Sequence[float] | int) -> "MKLPath":
         """Solve for every C of a regularization path, warm-starting each from the last.

@@ -42,14 +42,20 @@ _COMMON_DOC = """\
         an instance (a plugin's too).  The default elastic net (λ = 0.5) is
         sparse in the kernels and has a smooth conjugate, which the spicy
         engine's one-step Newton method solves in a few steps.
-    C : float, default=%(C)s
-        Regularization constant > 0 (larger: fewer, smoother kernels).  With
-        trace-normalised kernels it does not scale with the number of samples.
-        %(C_note)s
+    C : float or "auto", default="auto"
+        Regularization constant > 0 (larger: fewer, smoother kernels).
+        ``"auto"``: :math:`%(C)s\\sqrt{\\bar d}` with :math:`\bar d` the mean
+        diagonal of the training kernels, i.e. :math:`%(C)s/\\sqrt N` for
+        unit-trace kernels.  With unit-trace kernels the penalty measured in
+        the norms of the unit-diagonal kernels is :math:`C\\sqrt N`, so a
+        fixed C regularizes more as N grows; ``"auto"`` keeps that penalty
+        at %(C)s for every N (as a fixed C does for an SVM).  %(C_note)s
+        The value used is ``C_``.
     bias : bool, default=True
         Fit an unregularized offset.
-    engine : str, mapping or Engine, default="spicy"
-        Any registered engine (``mklkit plugins`` lists them).
+    engine : str, mapping or Engine, default="auto"
+        Any registered engine (``mklkit plugins`` lists them); ``"auto"``
+        picks one for the problem and the bank (``docs/engines.md``).
     engine_params : dict, optional
         Options of the engine (see ``docs/engines.md``).
     tol : float, optional
@@ -70,11 +76,17 @@ _COMMON_DOC = """\
         test-versus-training kernels in ``predict``), in bytes or as
         ``"512MB"``/``"4GiB"`` (default 4 GiB); checked before anything is
         allocated.
-    factor : None, True or dict, optional
+    factor : "auto", None, False, True or dict, default="auto"
         Hold the kernels as factors :math:`K_m \approx L_mL_m^\top`
         (:func:`mklkit.kernels.build_factor_bank`): ``{"rank": r, "tol": t,
         "method": m, "seed": s}`` (``True``: the defaults); predictions go
         through the factor rows of the new points (``docs/factor_banks.md``).
+        ``None``/``False``: Gram matrices.  ``"auto"``: exact factors where
+        every kernel has a small explicit feature map, Gram matrices where
+        they fit ``memory_budget`` and N <= 5,000, approximate factors
+        otherwise (said on stderr, with the reason; the residual is in
+        ``factor_approximation_``); see
+        :func:`mklkit.pipeline.bank.choose_representation`.
     scheduler : str or distributed.Client, optional
         Build the bank in shards on a Dask cluster (``ShardedBank``); the
         shards are released after ``fit``.  Exclusive with ``factor``.
@@ -99,6 +111,8 @@ _ATTR_DOC = """\
         Outer iterations of the engine (one per binary problem for multiclass).
     dual_gap_ : float or ndarray
         Final relative duality gaps (certificates of optimality).
+    C_ : float
+        The C of the fit (``C`` itself, or what ``C="auto"`` gave).
     C_max_ : float or ndarray
         The smallest C at which every kernel is off (``inf`` for non-sparse
         regularizers; one per binary problem for multiclass): a path of C
@@ -138,7 +152,7 @@ class MKLClassifier(ClassifierMixin, _BaseMKL):
         A registered classification loss.  ``predict_proba`` needs the
         logistic loss.  Whether a loss/regularizer pair is supported depends
         on the engine: the error message names the engines that can solve it.
-{_COMMON_DOC % dict(C="0.05", C_note="The default is the best of a grid on the bundled UCI sets (docs/api.md).")}
+{_COMMON_DOC % dict(C="1", C_note="The scale 1 (C = 0.05 at N = 400) is the best of a grid on the bundled UCI sets and reaches SVC's accuracy on a9a (docs/api.md).")}
     multiclass : {{"ovr", "ovo"}}, default="ovr"
         One-vs-rest (one problem per class on all rows) or one-vs-one (one
         problem per pair of classes on their rows only).
@@ -161,6 +175,7 @@ class MKLClassifier(ClassifierMixin, _BaseMKL):
     """
 
     _task = CLASSIFICATION
+    _C_SCALE = 1.0
 
     def __init__(
         self,
@@ -168,9 +183,9 @@ class MKLClassifier(ClassifierMixin, _BaseMKL):
         *,
         loss: Any = "logistic",
         regularizer: Any = "elasticnet",
-        C: float = 0.05,
+        C: Any = "auto",
         bias: bool = True,
-        engine: Any = "spicy",
+        engine: Any = "auto",
         engine_params: Mapping[str, Any] | None = None,
         tol: float | None = None,
         max_iter: int | None = None,
@@ -179,7 +194,7 @@ class MKLClassifier(ClassifierMixin, _BaseMKL):
         multiclass: str = "ovr",
         n_jobs: int | None = None,
         memory_budget: Any = None,
-        factor: Any = None,
+        factor: Any = "auto",
         scheduler: Any = None,
         verbose: int = 0,
     ) -> None:
@@ -280,13 +295,14 @@ class MKLRegressor(RegressorMixin, _BaseMKL):
     loss : str, mapping or Loss, default="squared"
         A registered regression loss (``squared``, ``eps_insensitive``,
         ``huber``, a plugin's), subject to the engine's support.
-{_COMMON_DOC % dict(C="0.3", C_note="The default is the best of a grid on diabetes and liver/drinks (docs/api.md).")}
+{_COMMON_DOC % dict(C="6", C_note="The scale 6 (C = 0.3 at N = 400) is the best of a grid on diabetes and liver/drinks (docs/api.md).")}
     Attributes
     ----------
 {_ATTR_DOC}
     """
 
     _task = REGRESSION
+    _C_SCALE = 6.0
 
     def __init__(
         self,
@@ -294,16 +310,16 @@ class MKLRegressor(RegressorMixin, _BaseMKL):
         *,
         loss: Any = "squared",
         regularizer: Any = "elasticnet",
-        C: float = 0.3,
+        C: Any = "auto",
         bias: bool = True,
-        engine: Any = "spicy",
+        engine: Any = "auto",
         engine_params: Mapping[str, Any] | None = None,
         tol: float | None = None,
         max_iter: int | None = None,
         normalize: str = "auto",
         standardize: bool = True,
         memory_budget: Any = None,
-        factor: Any = None,
+        factor: Any = "auto",
         scheduler: Any = None,
         verbose: int = 0,
     ) -> None:

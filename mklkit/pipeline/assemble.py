@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from .bank import TestSide, _build_bank, _expand, _precomputed_bank, check_memory, rows_of
+from .bank import TestSide, _build_bank, _expand, _precomputed_bank, check_memory, choose_representation, rows_of
 from .data import Data
 from .errors import PipelineError, _one_line
 from .settings import BankSettings, ProblemSettings
@@ -47,13 +47,24 @@ def probe_problem(y: np.ndarray, M: int, problem: ProblemSettings, representatio
                    bias=problem.bias, extra={"representation": representation})
 
 
-def check_support(engine: Engine, problem: Problem, key: str = "engine.name") -> None:
-    """Refuse an engine that cannot solve ``problem`` (its reason, and the engines that can)."""
+def _unsupported(engine: Engine, problem: Problem) -> str | None:
+    """Why ``engine`` cannot solve ``problem`` in its representation, or ``None``."""
     reason = engine.supports(problem)
     representation = problem.representation
     if reason is None and representation not in getattr(engine, "representations", ("array",)):
         reason = (f"it works on Gram banks held as one array, not as a {representation} bank "
                   f"(its representations: {', '.join(getattr(engine, 'representations', ('array',)))})")
+    return reason
+
+
+def _supports(engine: Engine, problem: Problem) -> bool:
+    return _unsupported(engine, problem) is None
+
+
+def check_support(engine: Engine, problem: Problem, key: str = "engine.name") -> None:
+    """Refuse an engine that cannot solve ``problem`` (its reason, and the engines that can)."""
+    reason = _unsupported(engine, problem)
+    representation = problem.representation
     if reason is None:
         return
     from ..plugins import get_registry
@@ -207,6 +218,7 @@ def prepare(
     if d.precomputed:
         assert d.K_train is not None
         M = int(d.K_train.shape[0])
+        rep = "array" if rep == "auto" else rep
         if rep != "array":
             raise PipelineError(f"kernels.{rep}", "precomputed kernels are held as one array",
                                 getattr(bank, rep).model_dump(), "no kernels.sharded or kernels.factor with "
@@ -225,11 +237,20 @@ def prepare(
         specs = _expand(bank, d)
         names = [k.label for k in specs]
         M = len(specs)
-        memory = check_memory(M, d.n_train, d.n_test, bank)
+        chosen = bank.representation
+        if rep == "auto":
+            chosen, why = choose_representation(specs, d.n_train, d.n_test, bank,
+                                                _supports(engine, probe_problem(d.y_train, M, problem, "factor")))
+            rep = chosen.kind
+            if rep == "factor" and chosen.rank is not None:
+                logger.warning("%s", why)
+            else:
+                logger.info("kernels: %s", why)
+        memory = check_memory(M, d.n_train, d.n_test, bank, chosen)
         check_support(engine, probe_problem(d.y_train, M, problem, rep), engine_key)
         if not build:
             return Prepared(d, None, None, None, names, M, rep, {"bank_s": 0.0}, memory)
-        obj, test = _build_bank(d, bank, progress)
+        obj, test = _build_bank(d, bank, progress, chosen)
         K = obj.K if rep == "array" else obj
         names = list(obj.names) if rep != "factor" else list(obj.factor_map.names)
     t_bank = time.perf_counter() - t0

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # ---------------------------------------------------------------------------
 # Checks before anything is built
 # ---------------------------------------------------------------------------
-def check_memory(M: int, N: int, n_test: int, bank: BankSettings) -> dict[str, int]:
+def check_memory(M: int, N: int, n_test: int, bank: BankSettings, rep: Representation | None = None) -> dict[str, int]:
     """Refuse a bank and its test kernels larger than ``kernels.memory_budget`` before building.
 
     The run holds the training bank while it computes the test kernels: the
@@ -27,7 +27,7 @@ def check_memory(M: int, N: int, n_test: int, bank: BankSettings) -> dict[str, i
 
     need = {"train": estimate_bytes(M, N), "test": estimate_bytes(M, N, n_test) if n_test else 0,
             "peak": estimate_peak_bytes(M, N, n_test)}
-    if bank.representation.kind != "array":
+    if (rep or bank.representation).kind != "array":
         return need
     budget = bank.budget or DEFAULT_MEMORY_BUDGET
     if need["peak"] > budget:
@@ -42,6 +42,72 @@ def check_memory(M: int, N: int, n_test: int, bank: BankSettings) -> dict[str, i
             shown=None if given is not None else format_bytes(budget) + " (default)",
         )
     return need
+
+
+#: Above this many training points a bank whose representation is chosen (``kernels.factor`` absent)
+#: is held as factors even where its Gram matrices fit: a dense solve costs O(N^3) per Newton step.
+DENSE_MAX_N = 5000
+#: Largest rank per approximated kernel when the representation is chosen.
+AUTO_RANK = 256
+
+
+def choose_representation(specs: list[Any], N: int, n_test: int, bank: BankSettings,
+                          factor_supported: bool) -> tuple[Representation, str]:
+    """Gram matrices, exact factors or approximate factors, from N, M and the memory budget.
+
+    Used when neither ``kernels.factor`` nor ``kernels.sharded`` is given
+    (the estimators' ``factor="auto"``).  In this order:
+
+    1. every kernel has an exact factor (:func:`~mklkit.kernels.factorize.exact_rank`:
+       linear kernels, small polynomial maps) of total rank below N that
+       fits the budget: **exact factors** (the same problem, cheaper);
+    2. the Gram matrices (and the test kernels) fit ``memory_budget`` and
+       N <= :data:`DENSE_MAX_N`: **Gram matrices** (exact);
+    3. otherwise **approximate factors** (pivoted Cholesky, relative
+       residual trace 1e-3, at most :data:`AUTO_RANK` columns per kernel or
+       what the budget allows); the reason is logged as a warning on
+       ``mklkit.pipeline.bank`` (shown on stderr).
+
+    An engine that does not run on factor banks (``factor_supported``
+    false) gets the Gram matrices (and the usual memory check).
+
+    Returns
+    -------
+    (Representation, str)
+        The representation and one line saying why.
+    """
+    from ..kernels import DEFAULT_MEMORY_BUDGET, estimate_peak_bytes, format_bytes
+    from ..kernels.factorize import DEFAULT_TOL, exact_rank
+    from .settings import FactorSettings
+
+    M = len(specs)
+    array = Representation("array")
+    if not factor_supported:
+        return array, "the engine works on Gram matrices only"
+    budget = bank.budget or DEFAULT_MEMORY_BUDGET
+    dense = estimate_peak_bytes(M, N, n_test)
+    ranks = [exact_rank(s) for s in specs]
+    if all(r is not None for r in ranks):
+        R = int(sum(ranks))  # type: ignore[arg-type]
+        if R < N and 8 * R * N <= budget:
+            return (Representation("factor", FactorSettings.model_construct(rank=None, tol=DEFAULT_TOL, method="auto", seed=0)),
+                    f"exact factors (every kernel has an explicit feature map; total rank {R} < N = {N})")
+    if dense <= budget and N <= DENSE_MAX_N:
+        return array, f"Gram matrices ({format_bytes(dense)} within memory_budget {format_bytes(budget)})"
+    n_approx = sum(r is None for r in ranks)
+    exact_bytes = 8 * N * sum(r for r in ranks if r is not None)
+    working = 8 * N * 4 * 64
+    fair = int((budget - exact_bytes - working) // (8 * N * max(n_approx, 1)))
+    if fair < 1:  # not even one column per kernel fits: the Gram matrices' memory check says what is needed
+        return array, "no factors fit memory_budget either"
+    rank = min(AUTO_RANK, fair, N)
+    why = (f"their Gram matrices need {format_bytes(dense)}, more than memory_budget {format_bytes(budget)}"
+           if dense > budget else f"N = {N} > {DENSE_MAX_N}: solves on Gram matrices cost O(N^3)")
+    rep = Representation("factor", FactorSettings.model_construct(rank=rank, tol=DEFAULT_TOL, method="auto", seed=0))
+    return rep, (f"approximate factors: {M} kernels on {N} points held as K_m ~ L_m L_m^T (pivoted Cholesky, "
+                 f"relative residual trace {DEFAULT_TOL:g}, rank <= {rank} per kernel) because {why}; "
+                 "the residual is reported (factor_approximation_, summary.json 'factor'); set kernels.factor "
+                 "(estimators: factor=) to choose, or false for Gram matrices")
 
 
 def kernel_resolver() -> Callable[[str], type]:
@@ -167,13 +233,14 @@ def _client(rep: Representation) -> Any:
     return connect(str(rep.scheduler), error)
 
 
-def _build_bank(d: Data, bank: BankSettings, progress: Callable[[dict[str, Any]], Any] | None) -> tuple[Any, TestSide | None]:
-    """The training bank in its representation, and the test side."""
+def _build_bank(d: Data, bank: BankSettings, progress: Callable[[dict[str, Any]], Any] | None,
+                rep: Representation | None = None) -> tuple[Any, TestSide | None]:
+    """The training bank in its representation (``rep``, default the settings'), and the test side."""
     import numpy as np
 
     from ..kernels import BankError, KernelBank
 
-    rep = bank.representation
+    rep = rep or bank.representation
     budget = bank.budget
     try:
         if rep.kind == "factor":

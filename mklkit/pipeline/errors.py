@@ -126,7 +126,7 @@ def from_validation(exc: Any, schema: dict[str, Any], root: Sequence[Any] = ()) 
     errors = exc.errors(include_url=False)
     # an unknown key first (it is often the cause of a missing one: a misspelt key)
     err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-    rel = list(err["loc"])
+    rel = [part for part in err["loc"] if not _union_member(part)]
     loc = list(root) + rel
     kind = err["type"]
     ctx = err.get("ctx") or {}
@@ -148,6 +148,12 @@ def from_validation(exc: Any, schema: dict[str, Any], root: Sequence[Any] = ()) 
     if kind in ("model_type", "dict_type", "model_attributes_type"):
         return PipelineError(key, "must be a mapping", value, allowed)
     return PipelineError(key, "invalid value", value, allowed)
+
+
+def _union_member(part: Any) -> bool:
+    """Whether a part of pydantic's ``loc`` names a member of a union (``literal[False]``,
+    ``function-after[_checked(), FactorSettings]``), not a key of the spec."""
+    return isinstance(part, str) and ("[" in part or part in ("bool", "int", "float", "str", "none"))
 
 
 def _resolve(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:

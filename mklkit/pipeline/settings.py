@@ -36,7 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "data.seed": 0,
     "data.standardize": True,
     "kernels.normalize": "trace",
-    "kernels.representation": "array",
+    "kernels.representation": "auto",
     "problem.regularizer": "l1",
     "problem.C": 1.0,
     "problem.bias": True,
@@ -279,7 +279,11 @@ class Representation:
 
     Attributes
     ----------
-    kind : {"array", "sharded", "factor"}
+    kind : {"auto", "array", "sharded", "factor"}
+        ``"auto"`` (neither ``kernels.factor`` nor ``kernels.sharded`` given) is
+        resolved to ``"array"`` or ``"factor"`` by
+        :func:`~mklkit.pipeline.bank.choose_representation` once the bank's
+        size is known.
     settings : ShardedSettings, FactorSettings or None
     """
 
@@ -329,7 +333,9 @@ class BankSettings(Settings):
                              WithJsonSchema({"type": ["string", "integer"]})] | None = Field(
         None, description="largest bank to build, e.g. 4GiB (default 4 GiB)")
     sharded: ShardedSettings | None = Field(None, exclude_if=_is_none, description="build the bank in shards on a Dask cluster")
-    factor: FactorSettings | None = Field(None, exclude_if=_is_none, description="hold the kernels as factors")
+    factor: FactorSettings | Literal[False] | None = Field(
+        None, exclude_if=_is_none, description="hold the kernels as factors: settings, true (the defaults), "
+        "false (Gram matrices), or absent/auto (chosen from N, M and memory_budget: docs/factor_banks.md)")
     _given: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @field_validator("bank", mode="before")
@@ -351,7 +357,7 @@ class BankSettings(Settings):
     @field_validator("factor", mode="before")
     @classmethod
     def _factor_true(cls, v: Any) -> Any:
-        return {} if v is True else v
+        return {} if v is True else None if v == "auto" else v
 
     @model_validator(mode="after")
     def _one_source(self, info: ValidationInfo) -> "BankSettings":
@@ -391,7 +397,7 @@ class BankSettings(Settings):
                                     allowed="a .npz file with K_train, y_train (and K_test, y_test)")
             if "normalize" not in self.model_fields_set:
                 self.normalize = "none"
-        if self.sharded is not None and self.factor is not None:
+        if self.sharded is not None and isinstance(self.factor, FactorSettings):
             raise PipelineError("factor", "kernels.sharded and kernels.factor are exclusive",
                                 self.factor.model_dump(), "one representation: kernels.sharded or kernels.factor")
         if self.precomputed is not None and self.representation.kind != "array":
@@ -409,8 +415,10 @@ class BankSettings(Settings):
     def representation(self) -> Representation:
         if self.sharded is not None:
             return Representation("sharded", self.sharded)
-        if self.factor is not None:
+        if isinstance(self.factor, FactorSettings):
             return Representation("factor", self.factor)
+        if self.factor is False or self.precomputed is not None:
+            return Representation("array")
         return Representation()
 
     @property

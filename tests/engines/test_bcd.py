@@ -471,7 +471,9 @@ def test_a_spec_with_a_factor_bank_runs_bcd_and_an_array_spec_refuses_it():
         "problem": {"loss": "logistic", "regularizer": "l1", "C": 0.5},
         "engine": {"name": "spicy", "tol": 1e-9},
     }
-    dense = run(parse_spec(spec, file="d.yaml"))
+    gram = {**spec, "kernels": {**spec["kernels"], "factor": False}}
+    dense = run(parse_spec(gram, file="d.yaml"))
+    assert dense.factor is None  # Gram matrices
     fac = run(parse_spec({**spec, "kernels": {**spec["kernels"], "factor": {"method": "exact"}},
                           "engine": {"name": "bcd", "tol": 1e-9}}, file="f.yaml"))
     assert dense.converged and fac.converged and fac.result.engine == "bcd"
@@ -480,7 +482,10 @@ def test_a_spec_with_a_factor_bank_runs_bcd_and_an_array_spec_refuses_it():
     with pytest.raises(SpecError, match=r"^a\.yaml: engine\.name: engine 'bcd' cannot solve this "
                                         r"problem: the Gram bank is held as .*not as a FactorBank.*"
                                         r"allowed: .*spicy"):
-        parse_spec({**spec, "engine": {"name": "bcd"}}, file="a.yaml").prepare()
+        parse_spec({**gram, "engine": {"name": "bcd"}}, file="a.yaml").prepare()
+    # without kernels.factor the representation is chosen: linear kernels are their own exact factors
+    chosen = parse_spec({**spec, "engine": {"name": "bcd", "tol": 1e-9}}, file="c.yaml").prepare()
+    assert chosen.representation == "factor" and chosen.bank.approximation()["relative_trace_error"] < 1e-12
 
 
 def test_engine_declaration_and_options():

@@ -91,6 +91,7 @@ from .build import (
     FactorError,
     build_factor_bank,
     check_settings,
+    exact_rank,
 )
 
 __all__ = [
@@ -102,5 +103,6 @@ __all__ = [
     "FactorMap",
     "build_factor_bank",
     "check_settings",
+    "exact_rank",
     "poly_map_dim",
 ]

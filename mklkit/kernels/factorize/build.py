@@ -38,7 +38,8 @@ from .algorithms import (
     _scale_columns,
 )
 
-__all__ = ["METHODS", "DEFAULT_TOL", "MAX_EXACT_DIM", "FactorError", "build_factor_bank", "check_settings"]
+__all__ = ["METHODS", "DEFAULT_TOL", "MAX_EXACT_DIM", "FactorError", "build_factor_bank", "check_settings",
+           "exact_rank"]
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +117,19 @@ def _check_settings(rank: Any, tol: Any, method: Any, seed: Any, normalize: Any,
 # ---------------------------------------------------------------------------
 # The bank
 # ---------------------------------------------------------------------------
+def exact_rank(spec: BankKernel, max_exact_dim: int = MAX_EXACT_DIM) -> int | None:
+    """Rank of the exact factor that ``method="auto"`` gives a kernel (its explicit feature map), or ``None``.
+
+    ``linear``: the number of its features; ``poly``: the dimension of its
+    monomial map when it is at most ``max_exact_dim``; other kernels have no
+    exact factor here (they are approximated).
+    """
+    dim = _exact_dim(spec)
+    if dim is None or (type(spec.function) is not Linear and dim > max_exact_dim):
+        return None
+    return int(dim)
+
+
 def _choose_method(spec: BankKernel, m: int, method: str, rank: int | None, max_exact_dim: int,
                    root: str) -> str:
     dim = _exact_dim(spec)
