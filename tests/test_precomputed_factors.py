@@ -162,7 +162,7 @@ def write_case(tmp_path: Path, case: str) -> Path:
 CASES: dict[str, tuple[str | None, str, tuple[str, ...]]] = {
     "not_zip": (None, r"f\.npz: cannot read as NPZ \(not a zip archive\)", ("not a zip archive",)),
     "npy": (None, r"f\.npz: cannot read as NPZ \(a single \.npy array\)", ("a single .npy array",)),
-    "save_npz": (None, r"f\.npz: is a scipy\.sparse\.save_npz file .*L_train must be a dense array.*"
+    "save_npz": (None, r"f\.npz: the file is a scipy\.sparse\.save_npz file .*L_train must be a dense array.*"
                        r"L_train=L\.toarray\(\)", ("save_npz", "L_train must be a dense array", ".toarray()")),
     "no_L_train": (None, r"f\.npz: missing array 'L_train'; the file has: ", ("missing array 'L_train'",)),
     "no_y_train": (None, r"f\.npz: missing array 'y_train'", ("missing array 'y_train'",)),

@@ -393,7 +393,7 @@ def load_precomputed_factors(path: str | os.PathLike[str], memory_budget: float 
         raise BankError(f"{p}: cannot read as NPZ ({exc})") from None
     keys = list(heads)
     if {"indptr", "indices", "data", "format", "shape"} <= set(keys):
-        raise BankError(f"{p}: is a scipy.sparse.save_npz file (one sparse matrix), not an .npz of named "
+        raise BankError(f"{p}: the file is a scipy.sparse.save_npz file (one sparse matrix), not an .npz of named "
                         "arrays; L_train must be a dense array: save np.savez(path, L_train=L.toarray(), "
                         "starts=..., y_train=...)")
     missing = [k for k in ("L_train", "y_train") if k not in keys]
