@@ -11,10 +11,10 @@ import scipy.sparse as sp
 import yaml
 
 from mklkit.api import solve_prepared
-from mklkit.cli import main
 from mklkit.data import load_builtin
 from mklkit.kernels import BankError, FactorBank, KernelBank, load_precomputed_factors
 from mklkit.spec import SpecError, load_spec
+from test_cli import assert_user_error, run_cli
 
 N, N_TEST, STARTS = 40, 10, [0, 4, 8, 12]
 
@@ -258,44 +258,29 @@ def spec_for(tmp_path: Path, kernels: dict | None = None, data: dict | None = No
     return p
 
 
-def cli(argv: list[Any], capsys) -> tuple[int, str]:
-    code = main([str(a) for a in argv])
-    _, err = capsys.readouterr()
-    return code, err
-
-
-def assert_one_line(code: int, err: str, *needles: str) -> None:
-    assert code == 2, err
-    assert "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    for n in needles:
-        assert n in lines[0], f"{n!r} not in {lines[0]!r}"
-
-
 @pytest.mark.parametrize("case", ["missing_file", *CASES])
 def test_cli_validate_names_file_key_and_array(tmp_path, capsys, case):
     normalize = CASES[case][0] if case in CASES else None
     write_case(tmp_path, case)
     p = spec_for(tmp_path, {"normalize": normalize} if normalize else None)
-    code, err = cli(["validate", p], capsys)
+    code, _, err = run_cli(["validate", p], capsys)
     words = CASES[case][2] if case in CASES else ("file not found",)
-    assert_one_line(code, err, str(p), "kernels.precomputed_factors", "'f.npz'", *words)
+    assert_user_error(code, err, str(p), "kernels.precomputed_factors", "'f.npz'", *words)
 
 
 def test_cli_run_exits_2_on_a_bad_file(tmp_path, capsys):
     write_case(tmp_path, "sparse_object")
     p = spec_for(tmp_path)
-    code, err = cli(["run", p, "--quiet"], capsys)
-    assert_one_line(code, err, str(p), "kernels.precomputed_factors", "'f.npz'", "L_train.toarray()")
+    code, _, err = run_cli(["run", p, "--quiet"], capsys)
+    assert_user_error(code, err, str(p), "kernels.precomputed_factors", "'f.npz'", "L_train.toarray()")
     assert not (tmp_path / "runs").exists()
 
 
 def test_cli_memory_budget(tmp_path, capsys):
     write_case(tmp_path, "ok")
     p = spec_for(tmp_path, {"memory_budget": "1KB"})
-    code, err = cli(["validate", p], capsys)
-    assert_one_line(code, err, str(p), "kernels.memory_budget", "f.npz", "L_train (40, 12)", "more than the memory "
+    code, _, err = run_cli(["validate", p], capsys)
+    assert_user_error(code, err, str(p), "kernels.memory_budget", "f.npz", "L_train (40, 12)", "more than the memory "
                     "budget of 1000 B", "got '1KB'")
 
 

@@ -171,7 +171,6 @@ class GivenFactorMap:
     starts: np.ndarray
     normalize: str
     scale: np.ndarray
-    sparse: bool = False
 
     @property
     def n_features(self) -> int:
