@@ -76,12 +76,14 @@ class Validation:
         p, s = self.prepared, self.spec
         d = p.data
         test = f"{d.n_test} test" if d.n_test else "no test part"
-        feats = f", {d.n_features} features" if d.n_features else ""
+        feats = (f", {d.n_features} factor columns" if d.factor_starts is not None
+                 else f", {d.n_features} features" if d.n_features else "")
         k = s.kernels
         source = (
             f"preset {k.preset}" if k.preset is not None
             else f"{len(k.bank or ())} bank entries" if k.bank is not None
-            else f"precomputed {Path(str(k.precomputed)).name}"
+            else f"precomputed {Path(str(k.precomputed)).name}" if k.precomputed is not None
+            else f"precomputed factors {Path(str(k.precomputed_factors)).name}"
         )
         mem = ""
         if p.memory:
@@ -101,6 +103,8 @@ def _representation(k: Any) -> str:
     rep = k.representation
     if rep.kind == "sharded":
         return f" on a sharded bank ({rep.scheduler})"
+    if rep.kind == "factor" and rep.settings is None:
+        return " on a factor bank (as given)"
     if rep.kind == "factor":
         return f" on a factor bank (rank {rep.rank}, tol {rep.tol:g}, method {rep.method})"
     return ""

@@ -14,6 +14,9 @@
 * :mod:`mklkit.kernels.factor` — :class:`FactorBank`, kernels held as factors
   :math:`K_m = L_mL_m^\top`; :mod:`mklkit.kernels.factorize` builds them
   (:func:`build_factor_bank`).
+* :mod:`mklkit.kernels.precomputed_factors` — factor banks from factors given
+  by the caller (``FactorBank.from_factors``) or an ``.npz`` file
+  (:func:`load_precomputed_factors`).
 """
 from __future__ import annotations
 
@@ -47,6 +50,7 @@ from .functions import (
 )
 from .factor import FactorBank
 from .factorize import FactorError, FactorMap, build_factor_bank
+from .precomputed_factors import GivenFactorMap, PrecomputedFactors, load_precomputed_factors
 from .presets import PRESETS, available_presets, preset_entries
 
 __all__ = [
@@ -58,6 +62,7 @@ __all__ = [
     "FactorBank",
     "FactorError",
     "FactorMap",
+    "GivenFactorMap",
     "KernelBank",
     "KernelFunction",
     "KernelSpec",
@@ -66,6 +71,7 @@ __all__ = [
     "NORMALIZATIONS",
     "PRESETS",
     "Poly",
+    "PrecomputedFactors",
     "PrecomputedKernels",
     "RBF",
     "available_presets",
@@ -77,6 +83,7 @@ __all__ = [
     "expand_bank",
     "format_bytes",
     "inner_products",
+    "load_precomputed_factors",
     "make_resolver",
     "preset_entries",
     "squared_distances",

@@ -53,6 +53,7 @@ from .._jit import factor as kfactor
 from .._jit.gram import all_finite
 from .._jit.spicy import PARALLEL_WORK
 from .ops import BankAccessError, GramBank
+from .precomputed_factors import bank_from_factors
 
 __all__ = ["FactorBank"]
 
@@ -168,6 +169,10 @@ class FactorBank(GramBank):
             LT = np.vstack([np.asarray(b.toarray() if sp.issparse(b) else b, dtype=np.float64).T
                             for b in blocks])
         return cls(LT, starts, trace_error=trace_error, factor_map=factor_map)
+
+    #: A bank from given factors (N, R) side by side, checked and normalised; its ``factor_map``
+    #: normalises raw rows of new points the same way (:mod:`mklkit.kernels.precomputed_factors`).
+    from_factors = classmethod(bank_from_factors)
 
     def __repr__(self) -> str:
         kind = "sparse" if self.sparse else "dense"

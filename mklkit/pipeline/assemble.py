@@ -6,7 +6,17 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from .bank import TestSide, _build_bank, _expand, _precomputed_bank, check_memory, choose_representation, rows_of
+from .bank import (
+    TestSide,
+    _build_bank,
+    _expand,
+    _given_factor_bank,
+    _precomputed_bank,
+    check_memory,
+    choose_representation,
+    given_factor_memory,
+    rows_of,
+)
 from .data import Data
 from .errors import PipelineError, _one_line
 from .settings import BankSettings, ProblemSettings
@@ -232,6 +242,16 @@ def prepare(
         K: Any = kb.K
         names = list(kb.names)
         memory: dict[str, int] = {}
+    elif d.factor_starts is not None:   # precomputed factors: a factor bank as given
+        M = int(d.factor_starts.size - 1)
+        names = list(d.kernel_names or [f"k{m}" for m in range(M)])
+        memory = given_factor_memory(d)
+        check_support(engine, probe_problem(d.y_train, M, problem, "factor"), engine_key)
+        if not build:
+            return Prepared(d, None, None, None, names, M, "factor", {"bank_s": 0.0}, memory)
+        obj, test = _given_factor_bank(d, bank)
+        K = obj
+        names = list(obj.factor_map.names)
     else:
         bank.representation.check()
         specs = _expand(bank, d)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .data import Data
 from .errors import _MISSING, PipelineError, _bank_error, _one_line
-from .settings import _NPZ_ALLOWED, BankSettings, Representation, _strip, parse_bytes
+from .settings import _FACTOR_NPZ_ALLOWED, _NPZ_ALLOWED, BankSettings, Representation, _strip, parse_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -292,3 +292,30 @@ def _precomputed_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None
     except BankError as exc:
         raise PipelineError(key, _strip(_one_line(str(exc)), shown), shown=repr(shown), allowed=_NPZ_ALLOWED) from None
     return kb, (TestSide(K=K_test) if K_test is not None else None)
+
+
+def given_factor_memory(d: Data) -> dict[str, int]:
+    """Bytes of the bank of precomputed factors (``train``), its test rows (``test``) and their ``peak``.
+
+    The file was checked against ``kernels.memory_budget`` from its headers
+    before it was loaded (:func:`~mklkit.kernels.load_precomputed_factors`).
+    """
+    N, R = d.X_train.shape
+    need = {"train": 8 * N * R, "test": 8 * d.n_test * R}
+    need["peak"] = 2 * need["train"] + need["test"]   # the raw rows and the bank's normalised copy
+    return need
+
+
+def _given_factor_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None]:
+    """The bank of precomputed factors, normalised on the training rows; the test rows go through its map."""
+    from ..kernels import BankError, FactorBank
+
+    key = "kernels.precomputed_factors"
+    shown = bank.shown(key)
+    try:
+        fb = FactorBank.from_factors(d.X_train, d.factor_starts, names=d.kernel_names, normalize=bank.normalize,
+                                     source=f"{shown}: L_train (training rows)")
+    except BankError as exc:
+        raise PipelineError(key, _strip(_one_line(str(exc)), shown), shown=repr(shown),
+                            allowed=_FACTOR_NPZ_ALLOWED) from None
+    return fb, (TestSide(X=d.X_test) if d.X_test is not None else None)

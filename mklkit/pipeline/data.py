@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..components.params import did_you_mean
 from .errors import PipelineError, _one_line
-from .settings import _NPZ_ALLOWED, CVSettings, BankSettings, DataSettings, _strip
+from .settings import _FACTOR_NPZ_ALLOWED, _NPZ_ALLOWED, CVSettings, BankSettings, DataSettings, _strip
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -22,7 +22,9 @@ class Data:
 
     Feature data: ``X_train``/``X_test``.  Precomputed kernels: ``K_train``
     (M, N, N) and ``K_test`` (M, N_test, N), raw or normalised
-    (``normalized``), ``X_*`` are ``None``.  ``X_test``/``K_test``/``y_test``
+    (``normalized``), ``X_*`` are ``None``.  Precomputed factors: ``X_train``
+    (N, R) and ``X_test`` (N_test, R) are their raw rows, laid out by
+    ``factor_starts`` (M + 1,), never standardized.  ``X_test``/``K_test``/``y_test``
     are ``None`` without a test part.
     """
 
@@ -43,6 +45,8 @@ class Data:
     normalized: bool = False
     #: the Standardizer applied to ``X_*`` (``None``: not standardized).
     scaler: Any = None
+    #: column offsets of the kernels in the rows of precomputed factors (``X_*``); ``None`` otherwise.
+    factor_starts: np.ndarray | None = None
 
     @property
     def n_train(self) -> int:
@@ -102,6 +106,8 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
     task = loss.task
     if bank.precomputed is not None:
         return _load_precomputed(data, bank, loss)
+    if bank.precomputed_factors is not None:
+        return _load_precomputed_factors(data, bank, loss)
     if data.builtin is not None:
         try:
             ds = load_builtin(data.builtin)
@@ -205,11 +211,11 @@ def standardize(d: Data, scaler: Any = None) -> Data:
     """Centre and scale ``X_train`` (and ``X_test``) with training statistics: the one standardize path.
 
     ``scaler``: a fitted :class:`~mklkit.data.Standardizer` to apply instead
-    (prediction).  Precomputed data are returned unchanged.
+    (prediction).  Precomputed kernels and factors are returned unchanged.
     """
     from ..data import DataError, Standardizer
 
-    if d.precomputed or d.X_train is None:
+    if d.precomputed or d.X_train is None or d.factor_starts is not None:
         return d
     try:
         sc = scaler if scaler is not None else Standardizer().fit(d.X_train)
@@ -312,6 +318,50 @@ def _load_precomputed(data: DataSettings, bank: BankSettings, loss: Any) -> Data
             raise PipelineError("data.test_size", f"cannot split: {_strip(str(exc), shown)}", data.test_size) from None
         out = fold(out, tr.X[:, 0].astype(np.intp), te.X[:, 0].astype(np.intp))
         out.y_train, out.y_test = _labels(loss, out.y_train), _labels(loss, out.y_test)
+    return out
+
+
+def _load_precomputed_factors(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
+    """``kernels.precomputed_factors``: checked by :func:`~mklkit.kernels.load_precomputed_factors`
+    (headers against ``kernels.memory_budget`` first), the rows split (not normalised) here."""
+    import numpy as np
+
+    from ..data import DataError, Dataset, train_test_split
+    from ..kernels import BankError, load_precomputed_factors
+
+    path = bank.precomputed_factors
+    assert path is not None
+    key = "kernels.precomputed_factors"
+    shown = bank.shown(key)
+    try:
+        pre = load_precomputed_factors(path, memory_budget=bank.budget, normalize=bank.normalize)
+    except BankError as exc:
+        text = _strip(_one_line(str(exc)), str(path))
+        if exc.key == "memory_budget":
+            given = bank.memory_budget
+            raise PipelineError("kernels.memory_budget", f"{shown}: {exc.problem}",
+                                given if given is not None else PipelineError.NO_VALUE, exc.allowed) from None
+        raise PipelineError(key, text, shown=repr(shown), allowed=_FACTOR_NPZ_ALLOWED) from None
+    y, Lt, yt = _labels(loss, pre.y_train), pre.L_test, pre.y_test
+    if Lt is not None:
+        yt = _labels(loss, yt)
+        if "test_size" in data.model_fields_set and data.test_size:
+            raise PipelineError("data.test_size", "not used: the NPZ has its own L_test", data.test_size,
+                                "no data.test_size with L_test")
+    N, R = pre.L_train.shape
+    columns = [f"L{j}" for j in range(R)]
+    out = Data(X_train=pre.L_train, y_train=y, X_test=Lt, y_test=yt, feature_names=columns,
+               name=Path(shown).stem, task=loss.task, kernel_names=list(pre.names),
+               n_total=N + (0 if yt is None else int(yt.shape[0])), factor_starts=pre.starts)
+    if Lt is None and data.test_size:
+        ds = Dataset(X=pre.L_train, y=y, feature_names=columns, name=shown)
+        try:
+            tr, te = train_test_split(ds, test_size=data.test_size, seed=data.seed,
+                                      stratify=loss.task == "classification")
+        except DataError as exc:
+            raise PipelineError("data.test_size", f"cannot split: {_strip(str(exc), shown)}", data.test_size) from None
+        out = replace(out, X_train=np.ascontiguousarray(tr.X), X_test=np.ascontiguousarray(te.X),
+                      y_train=_labels(loss, tr.y), y_test=_labels(loss, te.y))
     return out
 
 

@@ -297,7 +297,7 @@ class Representation:
 
     def check(self, root: str = "kernels.factor") -> None:
         """Validate the factor settings before any data work (errors under ``root``)."""
-        if self.kind != "factor":
+        if self.kind != "factor" or self.settings is None:   # None: given factors, nothing to build
             return
         from ..kernels.factorize import check_settings
 
@@ -316,10 +316,14 @@ def _budget(v: Any) -> Any:
     return v
 
 
-class BankSettings(Settings):
-    """The kernels (the spec's ``kernels:``): a preset, bank entries, or precomputed kernels."""
+#: The keys of ``kernels`` that say where the kernels come from (exactly one).
+KERNEL_SOURCES: tuple[str, ...] = ("preset", "bank", "precomputed", "precomputed_factors")
 
-    model_config = ConfigDict(json_schema_extra={"x-one-of-keys": ["preset", "bank", "precomputed"]})
+
+class BankSettings(Settings):
+    """The kernels (the spec's ``kernels:``): a preset, bank entries, precomputed kernels or factors."""
+
+    model_config = ConfigDict(json_schema_extra={"x-one-of-keys": list(KERNEL_SOURCES)})
 
     preset: str | None = Field(None, exclude_if=_is_none, description="a kernel-bank preset (kernels.available_presets())")
     bank: tuple[Any, ...] | None = Field(None, exclude_if=_is_none, description="bank entries such as {function: rbf, width: [0.5, 1], "
@@ -327,6 +331,9 @@ class BankSettings(Settings):
                                    json_schema_extra={"minItems": 1})
     precomputed: FilePath | None = Field(None, exclude_if=_is_none, description=".npz with K_train, y_train (K_test, y_test, "
                                                            "names, K_test_diag)")
+    precomputed_factors: FilePath | None = Field(
+        None, exclude_if=_is_none, description=".npz with L_train (N, R), starts (M+1,) or ranks (M,), y_train "
+                                               "(L_test, y_test, names): kernels K_m = L_m L_m^T held as factors")
     normalize: Literal["trace", "diagonal", "none"] = Field(DEFAULTS["kernels.normalize"],
                                                              description="kernel normalisation")
     memory_budget: Annotated[int | float | str, PlainValidator(_budget),
@@ -361,17 +368,19 @@ class BankSettings(Settings):
 
     @model_validator(mode="after")
     def _one_source(self, info: ValidationInfo) -> "BankSettings":
-        self._given = {k: v for k, v in ((info.context or {}).get("given") or {}).items() if k == "precomputed"}
-        modes = [k for k in ("preset", "bank", "precomputed") if getattr(self, k) is not None]
+        self._given = {k: v for k, v in ((info.context or {}).get("given") or {}).items()
+                       if k in ("precomputed", "precomputed_factors")}
+        modes = [k for k in KERNEL_SOURCES if getattr(self, k) is not None]
         if not modes:
             raise PipelineError("", "needs one kernel source",
-                                allowed="exactly one of kernels.preset, kernels.bank, kernels.precomputed")
+                                allowed="exactly one of " + ", ".join(f"kernels.{k}" for k in KERNEL_SOURCES))
         if len(modes) > 1:
-            raise PipelineError(modes[1], f"kernels.{modes[0]} and kernels.{modes[1]} are exclusive",
-                                list(self.bank) if modes[1] == "bank" else (  # type: ignore[arg-type]
-                                    self.preset if modes[1] == "preset" else _MISSING),
-                                "exactly one of preset, bank, precomputed",
-                                shown=repr(self.shown("kernels.precomputed")) if modes[1] == "precomputed" else None)
+            second = modes[1]
+            raise PipelineError(second, f"kernels.{modes[0]} and kernels.{second} are exclusive",
+                                list(self.bank) if second == "bank" else (  # type: ignore[arg-type]
+                                    self.preset if second == "preset" else _MISSING),
+                                "exactly one of " + ", ".join(KERNEL_SOURCES),
+                                shown=repr(self.shown(second)) if second.startswith("precomputed") else None)
         if self.preset is not None:
             from ..kernels import available_presets
 
@@ -387,23 +396,32 @@ class BankSettings(Settings):
                 validate_bank(list(self.bank), resolve=kernel_resolver(), root="bank")
             except BankError as exc:
                 raise _bank_error(exc, "bank", absolute=False) from None
-        if self.precomputed is not None:
-            shown = repr(self.shown("kernels.precomputed"))
-            if not self.precomputed.is_file():
-                raise PipelineError("precomputed", "file not found", shown=shown,
-                                    allowed=f"an existing .npz file (resolved: {self.precomputed})")
-            if not self.precomputed.name.lower().endswith(".npz"):
-                raise PipelineError("precomputed", "not an NPZ file", shown=shown,
-                                    allowed="a .npz file with K_train, y_train (and K_test, y_test)")
+        for key, arrays in (("precomputed", "K_train, y_train (and K_test, y_test)"),
+                            ("precomputed_factors", "L_train, starts or ranks, y_train (and L_test, y_test)")):
+            path = getattr(self, key)
+            if path is None:
+                continue
+            shown = repr(self.shown(key))
+            if not path.is_file():
+                raise PipelineError(key, "file not found", shown=shown,
+                                    allowed=f"an existing .npz file (resolved: {path})")
+            if not path.name.lower().endswith(".npz"):
+                raise PipelineError(key, "not an NPZ file", shown=shown, allowed=f"a .npz file with {arrays}")
             if "normalize" not in self.model_fields_set:
                 self.normalize = "none"
         if self.sharded is not None and isinstance(self.factor, FactorSettings):
             raise PipelineError("factor", "kernels.sharded and kernels.factor are exclusive",
                                 self.factor.model_dump(), "one representation: kernels.sharded or kernels.factor")
-        if self.precomputed is not None and self.representation.kind != "array":
-            kind = self.representation.kind
-            raise PipelineError(kind, "precomputed kernels are held as one array",
-                                getattr(self, kind).model_dump(), "kernels.preset or kernels.bank with data")
+        for kind in ("sharded", "factor"):
+            if getattr(self, kind) in (None, False):
+                continue
+            if self.precomputed is not None:
+                raise PipelineError(kind, "precomputed kernels are held as one array",
+                                    getattr(self, kind).model_dump(), "kernels.preset or kernels.bank with data")
+            if self.precomputed_factors is not None:
+                raise PipelineError(kind, "precomputed factors are a factor bank as given (kernels.factor builds "
+                                    "factors from data)", getattr(self, kind).model_dump(),
+                                    "no kernels.sharded or kernels.factor with kernels.precomputed_factors")
         return self
 
     @property
@@ -417,15 +435,16 @@ class BankSettings(Settings):
             return Representation("sharded", self.sharded)
         if isinstance(self.factor, FactorSettings):
             return Representation("factor", self.factor)
+        if self.precomputed_factors is not None:
+            return Representation("factor")
         if self.factor is False or self.precomputed is not None:
             return Representation("array")
         return Representation()
 
     @property
     def mode(self) -> str:
-        if self.precomputed is not None:
-            return "precomputed"
-        return "preset" if self.preset is not None else "bank"
+        """The kernel source: ``preset``, ``bank``, ``precomputed`` or ``precomputed_factors``."""
+        return next(k for k in KERNEL_SOURCES if getattr(self, k) is not None)
 
     @property
     def entries(self) -> Any:
@@ -438,8 +457,10 @@ class BankSettings(Settings):
         return "kernels.preset" if self.preset is not None else "kernels.bank"
 
     def shown(self, key: str) -> str:
-        """The precomputed file as written."""
-        return _shown_path(self._given, "precomputed", self.precomputed if self.precomputed is not None else "X")
+        """The file of ``kernels.precomputed`` or ``kernels.precomputed_factors`` (``key``) as written."""
+        name = key.rsplit(".", 1)[-1]
+        path = getattr(self, name, None)
+        return _shown_path(self._given, name, path if path is not None else "X")
 
 
 def component_dict(comp: Any) -> dict[str, Any]:
@@ -591,3 +612,5 @@ def _strip(text: str, *prefixes: str) -> str:
 
 _NPZ_ALLOWED = ("an .npz with K_train (M, N, N) symmetric PSD, y_train (N,); optional K_test (M, N_test, N), "
                 "y_test, names, K_test_diag")
+_FACTOR_NPZ_ALLOWED = ("an .npz with L_train (N, R) dense finite, starts (M+1,) or ranks (M,), y_train (N,); "
+                       "optional L_test (N_test, R) + y_test (N_test,), names (M,)")

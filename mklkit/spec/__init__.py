@@ -27,7 +27,7 @@ written by the one formatter of :mod:`mklkit.spec.errors`::
     specs/a.yaml: problem.regularizer.lam: invalid value; got 1.5; allowed: a number in [0, 1]
 
 Relative input paths (``data.train``, ``data.test``,
-``kernels.precomputed``) resolve against the folder of the spec file;
+``kernels.precomputed``, ``kernels.precomputed_factors``) resolve against the folder of the spec file;
 ``output.dir`` resolves against the current working directory.  ``mklkit
 schema`` prints :func:`json_schema`, generated from the models.
 """

@@ -5,7 +5,7 @@ The sections are the pipeline's settings models
 :class:`~mklkit.pipeline.ProblemSettings`), the engine section
 (:class:`EngineSection`, a component made by the registry) and
 :class:`OutputSpec`.  Rules between sections (a data source unless the
-kernels are precomputed, ``engine`` and its deprecated name ``solver``) are
+kernels are precomputed or given as factors, ``engine`` and its deprecated name ``solver``) are
 the model validators of :class:`Spec`.  Every error becomes one
 :class:`~mklkit.spec.errors.SpecError` through :mod:`mklkit.spec.errors`.
 """
@@ -127,7 +127,8 @@ class Spec(Settings):
 
     description: str = Field("", description="what the experiment is")
     kernels: BankSettings = Field(description="the kernel bank")
-    data: DataSettings | None = Field(None, description="the examples (not with kernels.precomputed)")
+    data: DataSettings | None = Field(None, description="the examples (not with kernels.precomputed or "
+                                                        "kernels.precomputed_factors)")
     problem: ProblemSettings = Field(description="loss, regularizer, C, bias")
     engine: EngineSection = Field(None, validate_default=True,  # type: ignore[assignment]
                                   description="the engine (formerly solver)")
@@ -155,7 +156,8 @@ class Spec(Settings):
         ctx = info.context or {}
         self._file = ctx.get("file", "<spec>")
         self.engine._section = ctx.get("section", "engine")
-        precomputed = self.kernels.precomputed is not None
+        source = self.kernels.mode
+        precomputed = source.startswith("precomputed")
         if self.data is None:
             if not precomputed:
                 raise PipelineError("data", "required section is missing",
@@ -165,7 +167,7 @@ class Spec(Settings):
         if precomputed:
             extra = sorted(given - {"test_size", "seed"})
             if extra:
-                raise PipelineError(f"data.{extra[0]}", "not used with kernels.precomputed (the NPZ holds the labels)",
+                raise PipelineError(f"data.{extra[0]}", f"not used with kernels.{source} (the NPZ holds the labels)",
                                     getattr(self.data, extra[0]), "data.test_size and data.seed only")
             self.data.standardize = False
         else:
@@ -213,7 +215,7 @@ class Spec(Settings):
         out: dict[str, Any] = {}
         if self.description:
             out["description"] = self.description
-        if self.kernels.precomputed is None or self.data.model_fields_set:
+        if not self.kernels.mode.startswith("precomputed") or self.data.model_fields_set:
             out["data"] = self.data.model_dump(mode="json")
         for name in ("kernels", "problem", "engine", "output"):
             out[name] = getattr(self, name).model_dump(mode="json")

@@ -160,9 +160,10 @@ def parse_override(text: str, file: str = "<spec>", option: str = "--set") -> tu
 
 
 _EXCLUSIVE: dict[str, tuple[str, ...]] = {
-    "kernels.preset": ("kernels.bank", "kernels.precomputed"),
-    "kernels.bank": ("kernels.preset", "kernels.precomputed"),
-    "kernels.precomputed": ("kernels.preset", "kernels.bank"),
+    "kernels.preset": ("kernels.bank", "kernels.precomputed", "kernels.precomputed_factors"),
+    "kernels.bank": ("kernels.preset", "kernels.precomputed", "kernels.precomputed_factors"),
+    "kernels.precomputed": ("kernels.preset", "kernels.bank", "kernels.precomputed_factors"),
+    "kernels.precomputed_factors": ("kernels.preset", "kernels.bank", "kernels.precomputed"),
     "data.builtin": ("data.train", "data.test", "data.format"),
     "data.train": ("data.builtin",),
 }
