@@ -103,6 +103,25 @@ def sqdist_direct(X: np.ndarray, Z: np.ndarray, out: np.ndarray) -> None:  # pra
             out[i, j] = s
 
 
+@njit(types.void(_READ_MATRIX, _READ_MATRIX, types.float64[:, ::1]), cache=True)
+def sqdist_rows_t(A: np.ndarray, Xt: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
+    """``out_ij = sum_k (A_ik - Xt_kj)^2`` for points ``A`` (n, d) against ``Xt`` (d, N), the
+    points transposed: the same terms summed in the same order as :func:`sqdist_direct` (equal
+    results), with the inner loop running along the contiguous rows of ``Xt`` (vectorized)."""
+    n, d = A.shape
+    N = Xt.shape[1]
+    for i in range(n):
+        row = out[i]
+        for j in range(N):
+            row[j] = 0.0
+        for k in range(d):
+            a = A[i, k]
+            x = Xt[k]
+            for j in range(N):
+                t = a - x[j]
+                row[j] += t * t
+
+
 @njit("void(float64[:, ::1], float64[::1], float64[::1])", cache=True)
 def divide_outer_inplace(K: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:  # pragma: no cover
     """``K_ij <- K_ij / (a_i b_j)`` in place (unit-diagonal normalisation)."""

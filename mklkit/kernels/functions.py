@@ -36,6 +36,7 @@ from .._jit.gram import (
     sqdist_cross_inplace,
     sqdist_direct,
     sqdist_refine_inplace,
+    sqdist_rows_t,
     sqdist_symmetric_inplace,
     symmetrize_inplace,
 )
@@ -150,6 +151,9 @@ class BaseRows:
         self.kind = kind
         self.X = as_matrix(X)
         self._centred = kind == "sqdist" and self.X.shape[1] > _DIRECT_MAX_COLS
+        # few columns: term by term against the transposed points (the values of squared_distances)
+        self._Xt = (np.ascontiguousarray(self.X.T) if kind == "sqdist" and 1 < self.X.shape[1] <= _DIRECT_MAX_COLS
+                    else None)
         if self._centred:
             mu = self.X.mean(axis=0) if self.X.shape[0] else np.zeros(self.X.shape[1])
             self.Xc = np.ascontiguousarray(self.X - mu)
@@ -157,6 +161,10 @@ class BaseRows:
 
     def __call__(self, idx: np.ndarray) -> np.ndarray:
         """``(len(idx), N)`` base values of the points ``idx`` against all points."""
+        if self._Xt is not None:
+            D = np.empty((len(idx), self.X.shape[0]))
+            sqdist_rows_t(np.ascontiguousarray(self.X[idx]), self._Xt, D)
+            return D
         if not self._centred:
             return base_matrix(self.kind, np.ascontiguousarray(self.X[idx]), self.X)
         A = np.ascontiguousarray(self.Xc[idx])
