@@ -323,7 +323,7 @@ def test_engine_params_tol_and_max_iter(ionosphere):
         ({"kernels": "simplmkl"}, ParamError, "kernels must be 'auto', 'precomputed', a preset"),
         ({"kernels": []}, ParamError, "kernels must be"),
         ({"kernels": [{"function": "rbf", "widht": 1}]}, ValueError, "widht"),
-        ({"standardize": "yes"}, ParamError, "standardize must be True or False"),
+        ({"standardize": "yes"}, ParamError, "standardize must be 'auto', True or False"),
         ({"memory_budget": "lots"}, ParamError, "memory_budget must be"),
         ({"memory_budget": 1000}, ValueError, r"^MKLClassifier: memory_budget: the kernel bank needs about .* "
                                               r"more than the budget of 1000 B; got 1000; allowed: a larger "

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
@@ -337,9 +338,11 @@ class _BaseMKL(BaseEstimator):
         loss, regularizer, engine = self._components()
         normalize = _check_choice(self.normalize, "normalize", _NORMALIZE, owner)
         _check_budget(self.memory_budget, owner)
-        for key in ("standardize", "bias"):
-            if not isinstance(getattr(self, key), (bool, np.bool_)):
-                raise ParamError(key, getattr(self, key), "True or False", owner=owner)
+        if not isinstance(self.bias, (bool, np.bool_)):
+            raise ParamError("bias", self.bias, "True or False", owner=owner)
+        if not (isinstance(self.standardize, (bool, np.bool_)) or (isinstance(self.standardize, str)
+                                                                   and self.standardize == "auto")):
+            raise ParamError("standardize", self.standardize, "'auto', True or False", owner=owner)
         if (isinstance(self.verbose, (bool, np.bool_))
                 or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0):
             raise ParamError("verbose", self.verbose, "an integer >= 0", owner=owner)
@@ -378,7 +381,8 @@ class _BaseMKL(BaseEstimator):
             kernels_resolved = self._bank_entries(n_features_in)
             names = getattr(self, "feature_names_in_", None)
             data = pipeline.array_data(X, y, self._task, None if names is None else [str(n) for n in names])
-            if self.standardize:
+            # "auto": dense features are standardized; sparse ones (indicators, counts) kept as they are
+            if (not sp.issparse(X)) if isinstance(self.standardize, str) else bool(self.standardize):
                 data = pipeline.standardize(data)
             # checked by the pipeline when the description is expanded (errors name the estimator's parameter)
             bank_settings = BankSettings.model_construct(

@@ -26,7 +26,7 @@ show it).
 from __future__ import annotations
 
 from .assemble import Prepared, check_support, prepare, probe_problem, problem_at
-from .bank import TestSide, check_memory, kernel_resolver, new_points, rows_of
+from .bank import TestSide, check_memory, choose_representation, kernel_resolver, new_points, rows_of
 from .data import Data, array_data, fold, gram_data, load_data, make_folds, standardize
 from .errors import PipelineError, one_line_error
 from .settings import (
@@ -67,6 +67,7 @@ __all__ = [
     "fold",
     "standardize",
     "check_memory",
+    "choose_representation",
     "check_support",
     "probe_problem",
     "problem_at",
