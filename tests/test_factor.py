@@ -127,6 +127,52 @@ def test_pivoted_cholesky_to_full_rank_reproduces_the_bank(normalize):
     assert fb.overall_trace_error <= 1e-10
 
 
+@pytest.mark.parametrize("normalize", NORMALIZE)
+def test_repeated_points_are_factored_once_with_their_multiplicity(normalize):
+    """Binary a9a points repeat (and some are repeated on purpose here): pivoted Cholesky
+    runs on the distinct points weighted by their counts; the factor of every copy, the
+    residual trace, the tolerance and the map to new points are those of the whole bank."""
+    from mklkit.kernels.factorize.algorithms import _distinct_rows
+
+    X0, Xn = a9a_points()
+    X = sp.vstack([X0, X0[:60], X0[10:20]], format="csr")
+    A = X.toarray()
+    U, inverse, counts = _distinct_rows(A)
+    assert U.shape[0] <= X.shape[0] - 70 and np.array_equal(U[inverse], A) and counts.sum() == X.shape[0]
+    U2, inv2, c2 = np.unique(A, axis=0, return_inverse=True, return_counts=True)
+    assert U.shape == U2.shape and np.array_equal(np.sort(counts), np.sort(c2.astype(float)))
+    sub = A[:, :12]                                                   # a few features: many copies
+    Us, inv_s, _ = _distinct_rows(sub)
+    assert Us.shape[0] < 40 and np.array_equal(Us[inv_s], sub)
+    bank = [{"function": "rbf", "width": [1.0, 3.0]}, {"function": "rbf", "width": 2.0, "features": list(range(12))}]
+    kb = KernelBank.build(X, bank, normalize=normalize)
+    full = build_factor_bank(bank, X, tol=0.0, method="pivoted_cholesky", normalize=normalize)
+    assert max_rel(full.to_array(), kb.K) <= 1e-8 and full.overall_trace_error <= 1e-10
+    assert full.ranks[2] <= Us.shape[0]
+    true_tr = np.trace(kb.K, axis1=1, axis2=2)
+    fb = build_factor_bank(bank, X, tol=1e-2, method="pivoted_cholesky", normalize=normalize)
+    assert np.all(fb.relative_trace_error <= 1e-2)
+    np.testing.assert_allclose(fb.trace_error, true_tr - fb.trace(), rtol=0, atol=1e-12)
+    # copies get equal rows, and the map to new points gives the training rows back
+    LT = fb.LT
+    np.testing.assert_array_equal(LT[:, :60], LT[:, 300:360])
+    np.testing.assert_allclose(fb.transform(X), LT, rtol=0, atol=1e-9 * np.abs(LT).max())
+    # new points: the residual is a positive semidefinite kernel, so |K(x, X) - L(x) L^T| is
+    # bounded by the residual diagonals of x and of the training points
+    C = kb.cross(Xn)
+    LTn = fb.transform(Xn)
+    K = fb.to_array()
+    for m, spec in enumerate(kb.specs):
+        a, b = fb.starts[m], fb.starts[m + 1]
+        r_train = np.diagonal(kb.K[m]) - np.diagonal(K[m])
+        k_new = spec.function.diag(Xn.toarray())
+        k_new = {"trace": k_new / kb.traces[m], "diagonal": np.ones_like(k_new), "none": k_new}[normalize]
+        r_new = k_new - np.einsum("rn,rn->n", LTn[a:b], LTn[a:b])
+        assert np.all(r_new >= -1e-12)
+        bound = np.sqrt(np.maximum(np.outer(r_new, r_train), 0.0))
+        assert np.all(np.abs(LTn[a:b].T @ LT[a:b] - C[m]) <= bound + 1e-12 * np.max(np.abs(C[m])))
+
+
 @pytest.mark.parametrize("method", ["pivoted_cholesky", "nystrom"])
 def test_trace_error_falls_with_tol_and_is_the_residual_trace(method):
     X = ionosphere_points()

@@ -317,6 +317,39 @@ def _as_points(X: Any, name: str) -> Any:
     return np.ascontiguousarray(A)
 
 
+def _distinct_rows(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(A, axis=0, return_inverse=True, return_counts=True)`` (distinct rows in
+    order of first occurrence rather than sorted; counts as float), fast.
+
+    Rows are sorted by a 64-bit hash of their bytes (one integer sort instead of a
+    sort of byte strings), equal hashes grouped, and every row compared with the
+    first of its group; only if two different rows share a hash is ``np.unique``
+    used.
+    """
+    N = A.shape[0]
+    bits = np.ascontiguousarray(A, dtype=np.float64).view(np.uint64)
+    h = np.zeros(N, dtype=np.uint64)
+    mult = np.uint64(0x100000001B3)
+    for k in range(bits.shape[1]):   # FNV-style: exact and the same for equal rows, wherever they lie
+        h *= mult
+        h ^= bits[:, k]
+        h ^= h >> np.uint64(29)
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    start = np.empty(N, dtype=bool)
+    start[0] = True
+    np.not_equal(hs[1:], hs[:-1], out=start[1:])
+    group = np.cumsum(start) - 1                       # group of each sorted row
+    lead = order[np.flatnonzero(start)]                # first row of each group (in sorted order)
+    if not np.array_equal(A[order], A[lead[group]]):
+        U, inverse, counts = np.unique(A, axis=0, return_inverse=True, return_counts=True)
+        return np.ascontiguousarray(U), np.ascontiguousarray(inverse.ravel()), counts.astype(np.float64)
+    inverse = np.empty(N, dtype=np.intp)
+    inverse[order] = group
+    counts = np.bincount(group).astype(np.float64)
+    return np.ascontiguousarray(A[lead]), inverse, counts
+
+
 class _Groups:
     """The columns of one feature group at a time (the last one kept), dense or sparse."""
 
@@ -326,6 +359,7 @@ class _Groups:
         self._key: tuple[int, ...] | None = None
         self._dense: np.ndarray | None = None
         self._base: BaseRows | None = None
+        self._unique: tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
 
     def dense(self, features: tuple[int, ...]) -> np.ndarray:
         if features != self._key or self._dense is None:
@@ -339,6 +373,14 @@ class _Groups:
                 self._dense = np.ascontiguousarray(self.X[:, cols])
             self._key = features
         return self._dense
+
+    def unique(self, features: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The distinct points of the group (u, |g|), the index of each point among them (N,),
+        and how often each occurs (u,); computed once per group (:func:`_distinct_rows`)."""
+        A = self.dense(features)
+        if self._unique is None or self._unique[0] is not A:
+            self._unique = (A, _distinct_rows(A))
+        return self._unique[1]
 
     def base_rows(self, features: tuple[int, ...], kind: str) -> BaseRows:
         """Base-matrix rows of the group (shared by consecutive kernels on it)."""
@@ -383,10 +425,16 @@ class _Budget:
 # ---------------------------------------------------------------------------
 @dataclass
 class _Approx:
-    """A growing factor: blocks of rows of :math:`L^\\top` (each (rows, N)), and their count."""
+    """A growing factor: blocks of rows of :math:`L^\\top` (each (rows, N)), and their count.
+
+    With ``columns`` the blocks hold one column per *distinct* point, and
+    point ``i`` is column ``columns[i]`` (``counts``: copies of each).
+    """
 
     blocks: list[np.ndarray]
     rank: int
+    columns: np.ndarray | None = None
+    counts: np.ndarray | None = None
 
 
 def _pivoted_cholesky(

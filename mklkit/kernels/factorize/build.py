@@ -20,7 +20,7 @@ from ...components.params import did_you_mean
 from ..build import format_bytes
 from ..description import DEFAULT_MEMORY_BUDGET, NORMALIZATIONS, BankError, BankKernel, Resolver, expand_bank
 from ..factor import FactorBank
-from ..functions import Linear
+from ..functions import BaseRows, Linear
 from .algorithms import (
     _BATCH,
     FactorMap,
@@ -347,13 +347,36 @@ def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Fact
         kf.rank = int(blk.shape[0])
     else:
         dn = diag if normalize == "diagonal" else None
-        d0 = np.ones(N) if dn is not None else diag.copy()
+        # Pivoted Cholesky on the distinct points, each weighted by how often it occurs:
+        # K = P K_u P^T with P the (N, u) indicator of the points' copies; with c the counts,
+        # the factor of C^(1/2) K_u C^(1/2) has the residual trace of K itself (so the same
+        # tolerance and the greedy choice weighted by multiplicity), and L = P C^(-1/2) L~.
+        dup = None
+        if kind == "pivoted_cholesky":
+            U, inverse, counts = groups.unique(spec.features)
+            if U.shape[0] < N:
+                dup = (inverse, counts)
+        if dup is None:
+            P, w, dP, dk = A, None, dn, diag
+        else:
+            copy = np.empty(U.shape[0], dtype=np.intp)
+            copy[dup[0]] = np.arange(N)          # one copy of each distinct point (all are equal)
+            P, w, dk = U, dup[1], diag[copy]
+            dP = None if dn is None else dn[copy]
+        # rows of the weighted kernel: k(p_i, p_j) sqrt(c_i c_j) / sqrt(dn_i dn_j)
+        dw = dP if w is None else (1.0 / w if dP is None else dP / w)
+        d0 = np.ones(P.shape[0]) if dP is not None else dk.copy()
+        if w is not None:
+            d0 *= w
 
-        base = groups.base_rows(spec.features, func.uses) if func.uses is not None else None
+        if dup is None:
+            base = groups.base_rows(spec.features, func.uses) if func.uses is not None else None
+        else:
+            base = BaseRows(func.uses, P) if func.uses is not None else None
 
         def rows(idx: np.ndarray) -> np.ndarray:
-            return _kernel_rows(func, np.ascontiguousarray(A[idx]), A,
-                                None if dn is None else dn[idx], dn, label,
+            return _kernel_rows(func, np.ascontiguousarray(P[idx]), P,
+                                None if dw is None else dw[idx], dw, label,
                                 None if base is None else base(idx))
 
         def on_full(r: int, rel: float) -> None:
@@ -368,12 +391,17 @@ def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Fact
         budget.take(run.working)
         cap = N if rank is None else min(rank, N)
         if kind == "pivoted_cholesky":
-            blk, piv = _pivoted_cholesky(rows, d0, cap, tol, budget, on_full)
+            blk, piv = _pivoted_cholesky(rows, d0, min(cap, P.shape[0]), tol, budget, on_full)
+            if w is not None:   # back to the unweighted factor of the distinct points
+                for b in blk.blocks:
+                    b /= np.sqrt(w)
             # L_P = L[P, :]; row j of L^T is zero at the pivots before j: L_P is lower triangular
             LPt = np.vstack([b[:, piv] for b in blk.blocks]) if blk.blocks else np.zeros((0, 0))
             kf.basis = np.ascontiguousarray(LPt.T)
-            kf.points = np.ascontiguousarray(A[piv])
-            kf.point_diag = None if dn is None else dn[piv].copy()
+            kf.points = np.ascontiguousarray(P[piv])
+            kf.point_diag = None if dP is None else dP[piv].copy()
+            if dup is not None:   # every copy of a distinct point gets its column when assembled
+                blk.columns, blk.counts = dup
         else:
             blk, S, W = _nystrom(rows, d0, rank, tol, run.order, budget, on_full)
             kf.basis, kf.points = W, np.ascontiguousarray(A[S])
@@ -392,6 +420,8 @@ def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Fact
 
 def _squared_norm(blk: Any) -> float:
     if isinstance(blk, _Approx):
+        if blk.counts is not None:   # columns of distinct points, each standing for its copies
+            return float(sum(np.einsum("rn,rn,n->", b, b, blk.counts) for b in blk.blocks))
         return float(sum(np.einsum("rn,rn->", b, b) for b in blk.blocks))
     if sp.issparse(blk):
         return float(blk.multiply(blk).sum())
@@ -407,10 +437,14 @@ def _assemble(blocks: list[Any], starts: np.ndarray, N: int, sparse_bank: bool) 
         blk, blocks[m] = blocks[m], None
         r = int(starts[m])
         parts = blk.blocks if isinstance(blk, _Approx) else [blk]
+        columns = blk.columns if isinstance(blk, _Approx) else None
         while parts:
             b = parts.pop(0)
             b = b.toarray() if sp.issparse(b) else b
-            LT[r:r + b.shape[0]] = b
+            if columns is None:
+                LT[r:r + b.shape[0]] = b
+            else:
+                np.take(b, columns, axis=1, out=LT[r:r + b.shape[0]])
             r += b.shape[0]
             del b
     return LT
