@@ -627,3 +627,54 @@ def test_exact_factor_bank_gives_the_dense_answer(ionosphere):
         MKLClassifier(bank, factor={"rank": 0}).fit(X_tr, y_tr)
     with pytest.raises(ParamError, match=r"factor must be 'auto', None/False \(Gram matrices\), True or a mapping"):
         MKLClassifier(bank, factor={"rnak": 2}).fit(X_tr, y_tr)
+
+
+# ---------------------------------------------------------------------------
+# defaults that scale with N: C="auto", factor="auto", standardize="auto"
+# ---------------------------------------------------------------------------
+def test_auto_C_keeps_C_sqrt_N_fixed(ionosphere):
+    """C="auto" is c·sqrt(mean kernel diagonal): 1/sqrt(N) (classifier) and 6/sqrt(N)
+    (regressor) for unit-trace kernels, c for unit-diagonal ones; a given C is used as is."""
+    X_tr, _, y_tr, _ = ionosphere
+    N = X_tr.shape[0]
+    clf = MKLClassifier(SMALL_BANK).fit(X_tr, y_tr)
+    assert clf.C_ == pytest.approx(1.0 / np.sqrt(N), rel=1e-12)
+    twin = MKLClassifier(SMALL_BANK, C=clf.C_).fit(X_tr, y_tr)
+    np.testing.assert_allclose(twin.decision_function(X_tr), clf.decision_function(X_tr), rtol=1e-10, atol=1e-12)
+    rbf = [{"function": "rbf", "width": [2.0, 8.0]}]
+    assert MKLClassifier(rbf, normalize="diagonal").fit(X_tr, y_tr).C_ == pytest.approx(1.0, rel=1e-12)
+    assert MKLRegressor(SMALL_BANK).fit(X_tr, y_tr.astype(float)).C_ == pytest.approx(6.0 / np.sqrt(N), rel=1e-12)
+    assert MKLClassifier(SMALL_BANK, C=0.3).fit(X_tr, y_tr).C_ == 0.3
+
+
+def test_factor_auto_holds_large_banks_as_factors_and_says_why(caplog):
+    """Above 5,000 points the bank is factored (said on stderr, with the reason), C="auto"
+    does not depend on the approximation, and factor=False keeps Gram matrices."""
+    ds = load_builtin("a9a")
+    idx = np.random.default_rng(0).permutation(ds.n_samples)[:5200]
+    X, y = ds.X[idx], ds.y[idx]
+    bank = [{"function": "rbf", "width": [3.0, 10.0]}]
+    with caplog.at_level(logging.WARNING, logger="mklkit.pipeline"):
+        clf = MKLClassifier(bank, tol=1e-3).fit(X, y)
+    said = [r.getMessage() for r in caplog.records if r.name == "mklkit.pipeline"]
+    assert len(said) == 1 and "approximate factors" in said[0] and "N = 5200 > 5000" in said[0]
+    assert clf.bank_.representation == "factor" and clf.factor_approximation_["relative_trace_error"] > 0
+    assert clf.C_ == pytest.approx(1.0 / np.sqrt(5200), rel=1e-12)
+    majority = max(np.mean(y == 1), np.mean(y == -1))
+    assert clf.dual_gap_ <= 1e-3 and clf.score(X, y) > majority
+    small = MKLClassifier(bank).fit(X[:300], y[:300])
+    assert small.factor_approximation_ is None                       # Gram matrices fit: exact
+
+
+def test_standardize_auto_keeps_sparse_features_and_scales_dense_ones():
+    ds = load_builtin("a9a")
+    X, y = ds.X[:400], ds.y[:400]
+    bank = [{"function": "rbf", "width": 3.0}]
+    sparse = MKLClassifier(bank).fit(X, y)
+    raw = MKLClassifier(bank, standardize=False).fit(X, y)
+    np.testing.assert_allclose(sparse.decision_function(X), raw.decision_function(X), rtol=1e-10, atol=1e-12)
+    dense = MKLClassifier(bank).fit(X.toarray(), y)
+    scaled = MKLClassifier(bank, standardize=True).fit(X.toarray(), y)
+    np.testing.assert_allclose(dense.decision_function(X.toarray()), scaled.decision_function(X.toarray()),
+                               rtol=1e-10, atol=1e-12)
+    assert sparse.scaler_ is None and dense.scaler_ is not None

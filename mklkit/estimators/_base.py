@@ -555,6 +555,9 @@ class _BaseMKL(BaseEstimator):
         r"""``C="auto"``: :math:`c\sqrt{\sum_m \mathrm{tr}K_m / (MN)}` on a task's training kernels (``c`` = ``_C_SCALE``)."""
         N = int(problem.n_samples)
         tr = np.asarray(problem.bank.trace(), dtype=np.float64)
+        # factors: the kernels' own traces (what the factors leave out counted), so that C does
+        # not depend on the approximation
+        tr = tr + np.asarray(getattr(problem.bank, "trace_error", 0.0), dtype=np.float64)
         mean_diag = float(tr.sum()) / (tr.size * N) if tr.size and N else 0.0
         if not (mean_diag > 0.0 and math.isfinite(mean_diag)):
             raise ValueError(f"{self._owner}: C='auto' needs kernels with a positive trace; got mean "

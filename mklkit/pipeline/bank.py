@@ -65,8 +65,9 @@ def choose_representation(specs: list[Any], N: int, n_test: int, bank: BankSetti
        N <= :data:`DENSE_MAX_N`: **Gram matrices** (exact);
     3. otherwise **approximate factors** (pivoted Cholesky, relative
        residual trace 1e-3, at most :data:`AUTO_RANK` columns per kernel or
-       what the budget allows); the reason is logged as a warning on
-       ``mklkit.pipeline.bank`` (shown on stderr).
+       what half the budget allows: the engine and the factor rows of the
+       test points need the other half); the reason is logged as a warning
+       on ``mklkit.pipeline`` (shown on stderr).
 
     An engine that does not run on factor banks (``factor_supported``
     false) gets the Gram matrices (and the usual memory check).
@@ -77,7 +78,7 @@ def choose_representation(specs: list[Any], N: int, n_test: int, bank: BankSetti
         The representation and one line saying why.
     """
     from ..kernels import DEFAULT_MEMORY_BUDGET, estimate_peak_bytes, format_bytes
-    from ..kernels.factorize import DEFAULT_TOL, exact_rank
+    from ..kernels.factorize import DEFAULT_TOL, exact_rank, rank_that_fits
     from .settings import FactorSettings
 
     M = len(specs)
@@ -94,10 +95,8 @@ def choose_representation(specs: list[Any], N: int, n_test: int, bank: BankSetti
                     f"exact factors (every kernel has an explicit feature map; total rank {R} < N = {N})")
     if dense <= budget and N <= DENSE_MAX_N:
         return array, f"Gram matrices ({format_bytes(dense)} within memory_budget {format_bytes(budget)})"
-    n_approx = sum(r is None for r in ranks)
-    exact_bytes = 8 * N * sum(r for r in ranks if r is not None)
-    working = 8 * N * 4 * 64
-    fair = int((budget - exact_bytes - working) // (8 * N * max(n_approx, 1)))
+    # the factors get half the budget: the engine and the factor rows of the test points need the rest
+    fair = rank_that_fits(specs, N, budget / 2)
     if fair < 1:  # not even one column per kernel fits: the Gram matrices' memory check says what is needed
         return array, "no factors fit memory_budget either"
     rank = min(AUTO_RANK, fair, N)

@@ -92,6 +92,7 @@ from .build import (
     build_factor_bank,
     check_settings,
     exact_rank,
+    rank_that_fits,
 )
 
 __all__ = [
@@ -104,5 +105,6 @@ __all__ = [
     "build_factor_bank",
     "check_settings",
     "exact_rank",
+    "rank_that_fits",
     "poly_map_dim",
 ]

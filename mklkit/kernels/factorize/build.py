@@ -39,7 +39,7 @@ from .algorithms import (
 )
 
 __all__ = ["METHODS", "DEFAULT_TOL", "MAX_EXACT_DIM", "FactorError", "build_factor_bank", "check_settings",
-           "exact_rank"]
+           "exact_rank", "rank_that_fits"]
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +128,21 @@ def exact_rank(spec: BankKernel, max_exact_dim: int = MAX_EXACT_DIM) -> int | No
     if dim is None or (type(spec.function) is not Linear and dim > max_exact_dim):
         return None
     return int(dim)
+
+
+def _working_bytes(N: int, approx: Sequence[BankKernel]) -> int:
+    """Working space of the approximated kernels: a batch of kernel rows and the widest group."""
+    widest = max((len(s.features) for s in approx), default=0)
+    return 8 * N * (2 * _BATCH + 2 * widest) if approx else 0
+
+
+def rank_that_fits(specs: Sequence[BankKernel], N: int, budget: float, max_exact_dim: int = MAX_EXACT_DIM) -> int:
+    """The largest rank per approximated kernel (``method="auto"``) whose factors fit ``budget``
+    bytes with the exact factors (dense) and the working space; 0 when none fits."""
+    approx = [s for s in specs if exact_rank(s, max_exact_dim) is None]
+    exact = 8 * N * sum(exact_rank(s, max_exact_dim) or 0 for s in specs)
+    free = budget - exact - _working_bytes(N, approx)
+    return max(0, int(free // (8 * N * max(len(approx), 1))))
 
 
 def _choose_method(spec: BankKernel, m: int, method: str, rank: int | None, max_exact_dim: int,
@@ -271,8 +286,7 @@ def build_factor_bank(
     # -- what is known before anything is allocated -------------------------
     exact_bytes = sum(_exact_bytes(specs[m], kinds[m], X, N, sparse_bank)
                       for m in range(M) if m not in approx)
-    widest = max((len(specs[m].features) for m in approx), default=0)
-    working = 8 * N * (2 * _BATCH + 2 * widest) if approx else 0
+    working = _working_bytes(N, [specs[m] for m in approx])
     per_kernel = 8 * N * min(rank, N) if rank is not None else 0
     if exact_bytes + working > limit:
         plus = f" (plus {format_bytes(working)} of working space)" if working else ""
