@@ -30,7 +30,15 @@ pivoted Cholesky (``"pivoted_cholesky"``; ``"auto"`` for all others)
     diagonals; one :meth:`~mklkit.kernels.functions.KernelFunction.gram`
     call and one BLAS product per batch); within a batch the greedy step
     takes the candidate of largest residual while it is at least half the
-    largest residual of all points, else a new batch starts.
+    largest residual of all points, else a new batch starts.  Repeated
+    points are factored once: with :math:`P` the indicator of the distinct
+    points of the feature group and :math:`c` their counts,
+    :math:`K = PK_uP^\top` and the pivoted Cholesky of
+    :math:`C^{1/2}K_uC^{1/2}` has the residual trace of :math:`K` itself
+    (the same tolerance; pivots weighted by multiplicity), so
+    :math:`L = PC^{-1/2}\tilde L` costs kernel columns of the distinct
+    points only (a9a's 123 binary features: 24,947 distinct of 32,561
+    points; 12-feature subsets: under 200).
 Nyström (``"nystrom"``)
     Landmarks :math:`S`, a uniform sample without replacement (``seed``):
     :math:`K \approx C K_{SS}^{+} C^\top`, :math:`C = K_{:,S}`, with
