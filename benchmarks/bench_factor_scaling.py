@@ -3,7 +3,8 @@
 What ``MKLClassifier`` does by default above a few thousand points, step by
 step: the kernels are factored (:func:`mklkit.kernels.factorize.build_factor_bank`,
 pivoted Cholesky, relative residual trace 1e-3, at most ``--rank`` columns
-per kernel, unit trace, the raw sparse binary features), then the logistic
+per kernel or, as ``factor="auto"``, what half of the default 4 GiB memory
+budget holds; unit trace, the raw sparse binary features), then the logistic
 loss with the elastic net (lam 0.5) at ``C = 1/sqrt(N)`` (the estimators'
 ``C="auto"``) is solved by the ``auto`` engine (``bcd`` on a factor bank) to
 the relative duality gap ``--tol`` (default 1e-3).
@@ -41,7 +42,8 @@ from mklkit.components.losses import Logistic
 from mklkit.components.regularizers import ElasticNet
 from mklkit.data import load_builtin
 from mklkit.engines.auto import Auto
-from mklkit.kernels.factorize import build_factor_bank
+from mklkit.kernels.description import DEFAULT_MEMORY_BUDGET, expand_bank
+from mklkit.kernels.factorize import build_factor_bank, rank_that_fits
 from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning
 
@@ -59,8 +61,11 @@ def bank(M: int) -> list[dict[str, Any]]:
 
 
 def one(X: Any, y: np.ndarray, M: int, rank: int, tol: float) -> dict[str, Any]:
+    specs = expand_bank(bank(M), X.shape[1])
+    # as the estimators' factor="auto": at most what half the default memory budget holds
+    rank = max(1, min(rank, rank_that_fits(specs, X.shape[0], DEFAULT_MEMORY_BUDGET / 2)))
     t0 = time.perf_counter()
-    fb = build_factor_bank(bank(M), X, rank=rank, tol=1e-3, normalize="trace")
+    fb = build_factor_bank(specs, X, rank=rank, tol=1e-3, normalize="trace")
     t_fac = time.perf_counter() - t0
     N = X.shape[0]
     pb = Problem(K=fb, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.5), C=1.0 / np.sqrt(N))
@@ -69,7 +74,7 @@ def one(X: Any, y: np.ndarray, M: int, rank: int, tol: float) -> dict[str, Any]:
         warnings.simplefilter("ignore", ConvergenceWarning)
         res = Auto(tol=tol).solve(pb)
     t_solve = time.perf_counter() - t0
-    return {"N": N, "M": fb.n_kernels, "R": fb.total_rank, "fac": t_fac, "solve": t_solve,
+    return {"N": N, "M": fb.n_kernels, "R": fb.total_rank, "cap": rank, "fac": t_fac, "solve": t_solve,
             "gap": res.gap, "status": str(res.status), "engine": res.engine}
 
 
@@ -81,13 +86,13 @@ def exponent(x: list[float], t: list[float]) -> float:
 
 def table(rows: list[dict[str, Any]], title: str, along: str) -> None:
     print(title)
-    head = (f"{'N':>6} {'M':>3} {'R':>6} | {'factor s':>8} {'solve s':>8} {'total s':>8} | {'gap':>8} "
+    head = (f"{'N':>6} {'M':>3} {'cap':>4} {'R':>6} | {'factor s':>8} {'solve s':>8} {'total s':>8} | {'gap':>8} "
             f"{'status':>10} {'engine':>6} | {'solve ns/(N R)':>14}")
     print(head)
     print("-" * len(head))
     for r in rows:
         tot = r["fac"] + r["solve"]
-        print(f"{r['N']:6d} {r['M']:3d} {r['R']:6d} | {r['fac']:8.2f} {r['solve']:8.2f} {tot:8.2f} | "
+        print(f"{r['N']:6d} {r['M']:3d} {r['cap']:4d} {r['R']:6d} | {r['fac']:8.2f} {r['solve']:8.2f} {tot:8.2f} | "
               f"{r['gap']:8.1e} {r['status']:>10} {r['engine']:>6} | {1e9 * r['solve'] / (r['N'] * r['R']):14.2f}")
     x = [float(r[along]) for r in rows]
     nr = [float(r["N"] * r["R"]) for r in rows]
