@@ -12,13 +12,14 @@ see ``docs/engines.md``).  First the general engines of the core:
    against 56 s, where ``spicy`` stalled) and 2 times faster for the
    logistic loss at N = 8,000, with the block 1-norm at 0.1 C_max.
 1. ``bcd`` on the **exact factors of a dense bank** (one (M, N, N) array)
-   when ``bcd`` supports the problem on factors and
-   :math:`N \ge` ``dense_factor_min_samples``: every Gram matrix is factored
+   when ``bcd`` supports the problem on factors,
+   :math:`N \ge` ``dense_factor_min_samples`` (1000) and :math:`M \le`
+   ``dense_factor_max_kernels`` (10): every Gram matrix is factored
    by pivoted Cholesky to round-off
    (:func:`mklkit.kernels.factorize.dense.exact_factors`; relative trace left
    out at most :data:`~mklkit.kernels.factorize.dense.MAX_TRACE_ERROR`, else
    ``spicy`` solves the dense problem and the message says why), ``bcd``
-   solves the factored problem, and its point is **certified again on the
+   solves the factored problem (``polish`` :data:`FACTOR_POLISH`), and its point is **certified again on the
    dense bank** (:func:`mklkit.engines.common.certify`): the result's
    objective, dual objective and gap are the dense problem's, and its
    ``alpha`` is in the dense problem's coordinates (the triangular solve of
@@ -116,6 +117,10 @@ class Auto(Engine):
     dense_factor_min_samples : int
         Fewest samples for which a dense bank is factored exactly and solved
         by ``bcd``.
+    dense_factor_max_kernels : int
+        Most kernels for which it is: the factorization costs
+        :math:`MN^3/3` flops and up to the bank's memory again (the crossover
+        was measured on three kernels).
     fallback : bool
         Continue with another engine when the first stalls or fails
         numerically, or when ``bcd``'s point on exact factors does not meet
@@ -145,6 +150,9 @@ class Auto(Engine):
         Param("dense_factor_min_samples", 1000,
               "fewest samples for which a dense bank is factored exactly and solved by bcd",
               type=int, low=1),
+        Param("dense_factor_max_kernels", 10,
+              "most kernels for which a dense bank is factored exactly (the factorization "
+              "costs M N^3 / 3 flops and up to the bank's memory again)", type=int, low=1),
         Param("fallback", True, "continue with another engine when the first stalls",
               type=bool),
     )
@@ -168,11 +176,13 @@ class Auto(Engine):
         if rep == "factor" and bcd.supports(problem) is None:
             return bcd, "a factor bank: bcd solves in the factors' coordinates", False
         N, M = problem.n_samples, problem.n_kernels
-        if rep == "array" and N >= self.dense_factor_min_samples:
+        if (rep == "array" and N >= self.dense_factor_min_samples
+                and M <= self.dense_factor_max_kernels):
             probe = _as_factor_probe(problem)
             if probe is not None and bcd.supports(probe) is None:
                 return bcd, (f"a dense bank of N = {N} >= {self.dense_factor_min_samples} "
-                             "samples: bcd on its exact factors"), True
+                             f"samples and M = {M} <= {self.dense_factor_max_kernels} kernels: "
+                             "bcd on its exact factors"), True
         spicy, prox = self._engines()
         r_spicy = spicy.supports(problem)
         r_prox = prox.supports(problem)

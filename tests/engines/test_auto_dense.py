@@ -136,7 +136,9 @@ def test_below_the_crossover_auto_keeps_the_dense_engines():
     pb = problem("hinge", "l1")
     assert Auto().choose(pb)[0].name == "spicy"                 # N = 300 < 1000
     engine, why = Auto(dense_factor_min_samples=300).choose(pb)
-    assert engine.name == "bcd" and "N = 300 >= 300" in why
+    assert engine.name == "bcd" and "N = 300 >= 300 samples and M = 3 <= 10 kernels" in why
+    assert Auto(dense_factor_min_samples=300, dense_factor_max_kernels=2).choose(pb)[0].name \
+        == "spicy"
 
 
 def test_inexact_factors_fall_back_to_spicy_on_the_dense_bank(monkeypatch):
@@ -144,8 +146,8 @@ def test_inexact_factors_fall_back_to_spicy_on_the_dense_bank(monkeypatch):
     pb = problem("logistic", "l1")
     res = Auto(tol=1e-8, dense_factor_min_samples=N).solve(pb)
     assert res.converged and res.engine == "auto"
-    assert res.message.startswith("auto -> spicy (a dense bank of N = 300 >= 300 samples: bcd on "
-                                  "its exact factors, but the pivoted Cholesky factor of kernel 0 "
+    assert res.message.startswith("auto -> spicy (a dense bank of N = 300 >= 300 samples and "
+                                  "M = 3 <= 10 kernels: bcd on its exact factors, but the pivoted Cholesky factor of kernel 0 "
                                   "(rank 20 of 300) leaves out")
     assert "spicy on the dense bank instead" in res.message
     assert {h["engine"] for h in res.history} == {"spicy"}
