@@ -377,7 +377,7 @@ def _as_factor_probe(problem: Problem) -> Problem | None:
         return None
 
 
-_SPECIFICITY: dict[tuple[int, type], int] = {}
+_SPECIFICITY: dict[tuple[int, int, type], int] = {}
 
 
 def specificity(engine_cls: type) -> int:
@@ -388,12 +388,12 @@ def specificity(engine_cls: type) -> int:
     the regularizer (the bank's are left out); the count is
     :math:`|\{\text{losses met}\}| \times |\{\text{regularizers met}\}|`.  The
     smaller, the more specialised the engine.  Components that cannot be
-    built with defaults are skipped.  Cached per registry.
+    built with defaults are skipped.  Cached per registry and number of registrations.
     """
     from ..plugins import get_registry
 
     registry = get_registry()
-    key = (id(registry), engine_cls)
+    key = (id(registry), len(registry.registrations()), engine_cls)
     if key in _SPECIFICITY:
         return _SPECIFICITY[key]
     requires = engine_cls.requires
