@@ -17,8 +17,8 @@ Rows (``--rows``):
 
 Every engine that supports the problem solves it to the engine default ``tol``
 (``--tol``): ``spicy``, ``proximal``, the installed plugin engines, and
-``auto`` forced onto exact factors (``bcd*``: ``Auto(dense_factor_min_samples=1)``,
-i.e. pivoted Cholesky of every Gram matrix + ``bcd`` + the dense certificate;
+``auto`` forced onto exact factors where that route applies (``bcd*``:
+``Auto(dense_factor_min_samples=1)`` with proximal's rule off, i.e. pivoted Cholesky of every Gram matrix + ``bcd`` + the dense certificate;
 its time includes the factorization).  Then ``auto`` as it is, and what it
 picked.  Clarabel (``--clarabel-max``: rows with n x M at most this) gives the
 reference optimum.  ``spicy`` on the hinge loss is left out above
@@ -73,7 +73,8 @@ def engines_for(problem: Problem, tol: float | None) -> dict[str, Any]:
         e = reg.cls(**kw)
         if e.supports(problem) is None:
             out[reg.name] = e
-    forced = Auto(dense_factor_min_samples=1, fallback=False, **kw)
+    # the exact-factor route wherever it applies (proximal's rule, which comes first, is off)
+    forced = Auto(dense_factor_min_samples=1, proximal_min_samples=10**9, fallback=False, **kw)
     engine, _ = forced.choose(problem)
     if engine is not None and engine.name == "bcd":
         out["bcd*"] = forced
