@@ -1,7 +1,8 @@
 r"""Engine ``auto``: delegate each problem to the engine that solves it fastest.
 
-Rule (from ``benchmarks/bench_proximal_vs_spicy.py`` and
-``benchmarks/bench_auto_factor.py``, see ``docs/engines.md``):
+Rule (from ``benchmarks/bench_proximal_vs_spicy.py``,
+``benchmarks/bench_auto_factor.py`` and ``benchmarks/bench_auto_dense.py``,
+see ``docs/engines.md``).  First the general engines of the core:
 
 0. ``bcd`` on a factor bank (``Problem.representation == "factor"``) when it
    supports the problem (a separable regularizer): it works in the primal
@@ -18,26 +19,63 @@ Rule (from ``benchmarks/bench_proximal_vs_spicy.py`` and
    ``spicy`` factors an :math:`N\times N` matrix (:math:`O(N^3)`), and the
    iterative method takes several per outer iteration; a proximal-gradient
    step reads the active kernels once (:math:`O(|\mathrm{active}|\,N^2)`).
-   On ringnorm with 8 kernels, proximal gradient was 1.1-2.5 times faster
-   for ``l1`` from :math:`N` = 1000 and won most ``elasticnet`` rows from
-   :math:`N` = 2000, while ``spicy`` won ``elasticnet`` at :math:`N` = 1000.
-2. Otherwise ``spicy`` whenever it supports the problem.  On the SpicyMKL
+   On a9a (N = 3,000, three Gaussian kernels) proximal gradient solved the
+   logistic loss with the block 1-norm in 0.8-3 s, before bcd on exact
+   factors (3.6-5 s) and spicy (2.2-6.9 s).
+2. ``bcd`` on the **exact factors of a dense bank** (one (M, N, N) array)
+   when ``spicy`` would need its iterative method, ``bcd`` supports the
+   problem on factors, :math:`N \ge` ``dense_factor_min_samples`` (1000)
+   and :math:`M \le` ``dense_factor_max_kernels`` (10): every Gram matrix
+   is factored by pivoted Cholesky to round-off
+   (:func:`mklkit.kernels.factorize.dense.exact_factors`; relative trace left
+   out at most :data:`~mklkit.kernels.factorize.dense.MAX_TRACE_ERROR`, else
+   ``spicy`` solves the dense problem and the message says why), ``bcd``
+   solves the factored problem (``polish`` :data:`FACTOR_POLISH`), and its
+   point is **certified again on the dense bank**
+   (:func:`mklkit.engines.common.certify`): the result's objective, dual
+   objective and gap are the dense problem's, and its ``alpha`` is in the
+   dense problem's coordinates (the triangular solve of
+   :meth:`~mklkit.kernels.factorize.dense.ExactFactorBank.solve_coefficients`).
+   When the dense gap is above ``tol`` a warm-started ``spicy`` continues
+   (with ``fallback``), else the status says so.  On a9a (N = 3,000) with
+   the hinge loss and the block 1-norm at 0.1 C_max it took 10 s, spicy
+   506 s; at N = 1,000, 1.3 s against 9 s.  Where spicy's one-step method
+   applies (smooth conjugates, e.g. logistic with the elastic net) spicy
+   stays: 0.02 s against 1.6 s.
+3. Otherwise ``spicy`` whenever it supports the problem.  On the SpicyMKL
    §6.1 problems (hundreds to thousands of kernels, :math:`N \le 614`) its
    few Newton steps were 4-70 times faster than proximal gradient at every
    tolerance.
-3. Otherwise ``proximal`` (e.g. a plugin loss with a differentiable primal
+4. Otherwise ``proximal`` (e.g. a plugin loss with a differentiable primal
    and no conjugate form ``spicy`` can use).
-4. If the chosen engine ends ``stalled`` or ``numerical_error`` and the
-   other one supports the problem, the other continues from the last point
-   (warm start).
 
-The result carries ``engine = "auto"``; its message starts with the engine
-that produced it (``auto -> spicy: ...``) and every history record has an
-``engine`` key.  Only the final status emits a ``ConvergenceWarning``.
+Then **every other installed engine** (the registry's, plugins included;
+none is named here) that supports the problem on its bank is a candidate,
+and the most *specialised* engine wins: the one whose declared requirements
+(:attr:`~mklkit.engines.base.Engine.requires` on the loss and the
+regularizer) accept the fewest of the installed loss x regularizer pairs
+(:func:`specificity`).  An engine written for a narrow problem class
+exploits its structure: SMO-MKL (``smo_mkl``: hinge-type losses with the
+p-norm or a Bregman penalty of the kernel weights) solves the box-constrained
+dual with O(N) two-variable steps and no N x N factorization.  A candidate
+replaces the general choice only when it is more specialised (ties keep the
+general engine); when no general engine applies, the most specialised
+candidate does (``skm_smo`` for ``l1_squared``).
+
+5. If the chosen engine ends ``stalled`` or ``numerical_error`` and another
+   general engine (``spicy``, else ``proximal``) supports the problem, it
+   continues from the last point (warm start).
+
+The result carries ``engine = "auto"``; its message starts with the route
+and why (``auto -> spicy (...): ...``, ``auto -> bcd on exact factors of the
+dense bank (rank 8550 of 3 x 3000, ...): ...``) and every history record has
+an ``engine`` key.  The route is also logged (``logging``, level INFO).  Only
+the final status emits a ``ConvergenceWarning``.
 """
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import warnings
 from typing import Any, ClassVar
@@ -47,38 +85,63 @@ import numpy as np
 from ..components.params import Param
 from ..problem import Problem
 from ..result import ConvergenceWarning, SolveResult, Status
+from . import common
 from .base import COMMON_PARAMS, Callback, Engine, Run
 from .bcd import BCD
 from .proximal import Proximal
 from .spicy import Spicy
 
-__all__ = ["Auto", "AUTO_ENGINES"]
+__all__ = ["Auto", "AUTO_ENGINES", "specificity", "DENSE_FACTOR_MAX_RANK"]
 
+logger = logging.getLogger(__name__)
+
+#: ``polish`` of ``bcd`` on the exact factors of a dense bank (``"auto"`` when no engine
+#: of the dense bank could continue from its point).  Its Newton steps on the
+#: non-zero blocks form and factor a dense Hessian of their total rank, which for exact
+#: factors of full-rank kernels is about N per active kernel (a9a, N = 1,000, hinge: 56
+#: steps on rank 2,900 took 36 of 39 s; without them bcd took 1.6 s, spicy 13 s).
+FACTOR_POLISH = "never"
+
+#: Columns kept per kernel when a dense bank is factored (``None``: as many as the
+#: kernel's numerical rank).  A cap makes the factors inexact for kernels of larger
+#: rank, and auto then solves the dense problem with ``spicy``.
+DENSE_FACTOR_MAX_RANK: int | None = None
 
 class Auto(Engine):
-    r"""Delegates to ``bcd``, ``spicy`` or ``proximal`` (module docstring).
+    r"""Delegates to the fastest engine that supports the problem (module docstring).
 
     Parameters
     ----------
     tol : float
         Relative duality gap at which to stop, passed to the delegate.
     max_iter : int or None
-        Passed to the delegate (Newton or outer steps for ``spicy``,
-        proximal-gradient steps for ``proximal``); ``None`` keeps each
-        engine's own default.
+        Passed to the delegate (its own unit: Newton or outer steps for
+        ``spicy``, proximal-gradient steps for ``proximal``, SMO steps for an
+        SMO engine); ``None`` keeps each engine's own default.
     proximal_min_samples : int
         Fewest samples for which ``proximal`` is preferred (halved when
         ``spicy`` would use its iterative method).
     proximal_ratio : float
         ``proximal`` is preferred when :math:`N \ge` ratio :math:`\times M`.
+    dense_factor_min_samples : int
+        Fewest samples for which a dense bank is factored exactly and solved
+        by ``bcd``.
+    dense_factor_max_kernels : int
+        Most kernels for which it is: the factorization costs
+        :math:`MN^3/3` flops and up to the bank's memory again (the crossover
+        was measured on three kernels).
     fallback : bool
-        Continue with the other engine when the first stalls or fails numerically.
+        Continue with another engine when the first stalls or fails
+        numerically, or when ``bcd``'s point on exact factors does not meet
+        ``tol`` on the dense bank.
     """
 
     name: ClassVar[str] = "auto"
     description: ClassVar[str] = (
-        "chooses the engine per problem: bcd on a factor bank, proximal for many samples and "
-        "few kernels, else spicy where it applies, else proximal; another continues a stalled solve"
+        "chooses the engine per problem: bcd on a factor bank or on the exact factors of a "
+        "large dense bank, proximal for many samples and few kernels, else spicy, else "
+        "proximal; a more specialised installed engine where one applies; another continues "
+        "a stalled solve"
     )
     supports_warm_start: ClassVar[bool] = True
     representations: ClassVar[tuple[str, ...]] = ("array", "sharded", "factor")
@@ -93,7 +156,13 @@ class Auto(Engine):
               "need its iterative method)", type=int, low=1),
         Param("proximal_ratio", 100.0, "proximal is preferred when N >= ratio * M",
               low=0.0),
-        Param("fallback", True, "continue with the other engine when the first stalls",
+        Param("dense_factor_min_samples", 1000,
+              "fewest samples for which a dense bank is factored exactly and solved by bcd",
+              type=int, low=1),
+        Param("dense_factor_max_kernels", 10,
+              "most kernels for which a dense bank is factored exactly (the factorization "
+              "costs M N^3 / 3 flops and up to the bank's memory again)", type=int, low=1),
+        Param("fallback", True, "continue with another engine when the first stalls",
               type=bool),
     )
 
@@ -107,59 +176,176 @@ class Auto(Engine):
         kw = self._delegate_params()
         return Spicy(**kw), Proximal(**kw)
 
-    def choose(self, problem: Problem) -> tuple[Engine | None, str]:
-        """The engine ``solve`` delegates to, and why (or why none applies)."""
-        if problem.representation == "factor":
-            bcd = BCD(**self._delegate_params())
-            if bcd.supports(problem) is None:
-                return bcd, "a factor bank: bcd solves in the factors' coordinates"
+    # -- the choice ---------------------------------------------------------------
+    def _general(self, problem: Problem, dense_factors: bool = True
+                 ) -> tuple[Engine | None, str, bool]:
+        """The choice among the core's general engines (rules 0-4, rule 2 only with
+        ``dense_factors``): engine, why, and whether the dense bank is to be factored first."""
+        rep = problem.representation
+        bcd = BCD(**self._delegate_params())
+        if rep == "factor" and bcd.supports(problem) is None:
+            return bcd, "a factor bank: bcd solves in the factors' coordinates", False
+        N, M = problem.n_samples, problem.n_kernels
         spicy, prox = self._engines()
         r_spicy = spicy.supports(problem)
         r_prox = prox.supports(problem)
-        if r_prox is None and problem.representation not in prox.representations:
+        if r_prox is None and rep not in prox.representations:
             r_prox = (f"it works on {' or '.join(prox.representations)} banks, not a "
-                      f"{problem.representation} bank")
-        if r_spicy is None and problem.representation not in spicy.representations:
-            r_spicy = f"it does not work on a {problem.representation} bank"
-        N, M = problem.n_samples, problem.n_kernels
+                      f"{rep} bank")
+        if r_spicy is None and rep not in spicy.representations:
+            r_spicy = f"it does not work on a {rep} bank"
         one_step = spicy.uses_one_step(problem)
         min_n = self.proximal_min_samples if one_step else self.proximal_min_samples / 2
         if r_prox is None and N >= min_n and N >= self.proximal_ratio * M:
             return prox, (f"N = {N} samples >= {min_n:g} and >= {self.proximal_ratio:g} x "
-                          f"{M} kernels")
+                          f"{M} kernels"), False
+        if (dense_factors and rep == "array" and not (r_spicy is None and one_step)
+                and N >= self.dense_factor_min_samples and M <= self.dense_factor_max_kernels):
+            probe = _as_factor_probe(problem)
+            if probe is not None and bcd.supports(probe) is None:
+                return bcd, (f"a dense bank of N = {N} >= {self.dense_factor_min_samples} "
+                             f"samples and M = {M} <= {self.dense_factor_max_kernels} kernels: "
+                             "bcd on its exact factors"), True
         if r_spicy is None:
-            return spicy, "spicy supports the problem"
+            return spicy, "spicy supports the problem", False
         if r_prox is None:
-            return prox, f"spicy does not apply: {r_spicy}"
-        return None, f"spicy: {r_spicy}; proximal: {r_prox}"
+            return prox, f"spicy does not apply: {r_spicy}", False
+        return None, f"spicy: {r_spicy}; proximal: {r_prox}", False
+
+    def _specialists(self, problem: Problem) -> list[tuple[int, str, Engine]]:
+        """The other installed engines that solve ``problem`` on its bank, each with its
+        :func:`specificity`, most specialised first."""
+        from ..plugins import get_registry
+
+        general = {BCD.name, Spicy.name, Proximal.name, self.name}
+        kw = self._delegate_params()
+        out = []
+        for reg in get_registry().registrations("engine"):
+            if reg.name in general:
+                continue
+            try:
+                engine = reg.cls(**kw)
+                ok = (engine.supports(problem) is None and problem.representation
+                      in getattr(engine, "representations", ("array",)))
+            except Exception:  # noqa: BLE001 - a broken plugin engine is no candidate
+                continue
+            if ok:
+                out.append((specificity(reg.cls), reg.name, engine))
+        return sorted(out, key=lambda t: (t[0], t[1]))
+
+    def _route(self, problem: Problem) -> tuple[Engine | None, str, bool]:
+        engine, why, factor = self._general(problem)
+        specialists = self._specialists(problem)
+        if specialists:
+            count, name, special = specialists[0]
+            if engine is None:
+                return special, (f"{why}; {name} supports it (it accepts {count} installed "
+                                 "loss x regularizer pairs)"), False
+            mine = specificity(type(engine))
+            if count < mine:
+                return special, (f"{name} supports the problem and is more specialised than "
+                                 f"{engine.name} (it accepts {count} installed loss x "
+                                 f"regularizer pairs, {engine.name} {mine})"), False
+        return engine, why, factor
+
+    def choose(self, problem: Problem) -> tuple[Engine | None, str]:
+        """The engine ``solve`` delegates to, and why (or why none applies)."""
+        engine, why, _ = self._route(problem)
+        return engine, why
 
     def problem_reasons(self, problem: Problem) -> list[str]:
-        """Why neither ``spicy`` nor ``proximal`` supports the problem (empty when one does)."""
+        """Why no installed engine supports the problem (empty when one does)."""
         engine, why = self.choose(problem)
         return [] if engine is not None else [f"no engine applies ({why})"]
 
+    # -- the solve ----------------------------------------------------------------
     def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
-        """Solve with the chosen engine, and the fallback to the other one (:meth:`Engine.solve`)."""
+        """Solve with the chosen engine, and the fallback to another one (:meth:`Engine.solve`)."""
         callback = run.callback
-        engine, why = self.choose(problem)
+        engine, why, factor = self._route(problem)
+        assert engine is not None  # check_supported refused the problem otherwise
+        if factor:
+            return self._solve_on_factors(problem, run, engine, why, warm_start)
+        logger.info("auto -> %s (%s)", engine.name, why)
         first = self._run(engine, problem, callback, warm_start, 0)
         result = dataclasses.replace(
             first, message=f"auto -> {engine.name} ({why}): {first.message}")
         if self.fallback and first.status in (Status.STALLED, Status.NUMERICAL_ERROR):
-            spicy, prox = self._engines()
-            other = prox if engine.name == spicy.name else spicy
-            if other.supports(problem) is None:
-                start = first if _finite_point(first) else warm_start
-                second = self._run(other, problem, callback, start, first.iterations)
-                result = dataclasses.replace(
-                    second,
-                    history=list(first.history) + list(second.history),
-                    iterations=first.iterations + second.iterations,
-                    time_s=first.time_s + second.time_s,
-                    message=(f"auto -> {engine.name} then {other.name}: {engine.name} ended "
-                             f"{first.status} ({first.message}); {second.message}"),
-                )
+            result = self._continue(problem, callback, engine.name, first, warm_start) or result
         return dataclasses.replace(result, engine=self.name)
+
+    def _continue(self, problem: Problem, callback: Callback | None, name: str,
+                  first: SolveResult, warm_start: SolveResult | None,
+                  why: str | None = None) -> SolveResult | None:
+        """A general engine other than ``name`` continues from ``first`` (None if none applies)."""
+        other = next((e for e in self._engines()
+                      if e.name != name and e.supports(problem) is None), None)
+        if other is None:
+            return None
+        start = first if _finite_point(first) else warm_start
+        second = self._run(other, problem, callback, start, first.iterations)
+        why = why or f"{name} ended {first.status} ({first.message})"
+        return dataclasses.replace(
+            second,
+            history=list(first.history) + list(second.history),
+            iterations=first.iterations + second.iterations,
+            time_s=first.time_s + second.time_s,
+            message=f"auto -> {name} then {other.name}: {why}; {second.message}",
+        )
+
+    def _solve_on_factors(self, problem: Problem, run: Run, bcd: Engine, why: str,
+                          warm_start: SolveResult | None) -> SolveResult:
+        """Rule 2: exact factors of the dense bank, bcd on them, the dense certificate."""
+        from ..kernels.factorize.dense import exact_factors
+
+        callback = run.callback
+        fac = exact_factors(problem.K, max_rank=DENSE_FACTOR_MAX_RANK)
+        other, _, _ = self._general(problem, dense_factors=False)
+        if not fac.exact and other is not None:
+            why = f"{why}, but {fac.reason}: {other.name} on the dense bank instead"
+            logger.info("auto -> %s (%s)", other.name, why)
+            res = self._run(other, problem, callback, warm_start, 0)
+            return dataclasses.replace(res, engine=self.name, time_s=run.elapsed(),
+                                       message=f"auto -> {other.name} ({why}): {res.message}")
+        # inexact factors with no engine for the dense bank: bcd on them all the same, and the
+        # dense certificate says how far its point is from the dense optimum
+        kind = "exact" if fac.exact else "inexact"
+        route = (f"auto -> bcd on {kind} factors of the dense bank ({fac.describe()}; "
+                 f"{why.split(': ')[0]}; factored in {fac.time_s:.2f} s)")
+        logger.info("%s", route)
+        factored = Problem(K=fac.bank, y=problem.y, loss=problem.loss,
+                           regularizer=problem.regularizer, C=problem.C, bias=problem.bias,
+                           kernel_names=problem.kernel_names,
+                           extra={k: v for k, v in problem.extra.items()
+                                  if k != "representation"})
+        # without an engine to continue on the dense bank, bcd's polish is the way to tight gaps
+        polish = FACTOR_POLISH if other is not None else "auto"
+        first = self._run(BCD(**self._delegate_params(), polish=polish), factored, callback,
+                          warm_start, 0)
+        cert = common.certify(problem, first.alpha, first.bias, first.dual)
+        tol = float(self.tol)
+        met = math.isfinite(cert.gap) and cert.gap <= tol
+        dense = (f"on the dense bank: objective {cert.primal:.10g}, relative duality gap "
+                 f"{cert.gap:.3e} {'<=' if met else '>'} tol {tol:g}")
+        if met:
+            status = Status.CONVERGED if first.status != Status.STOPPED else first.status
+        elif first.status == Status.CONVERGED:
+            status = Status.STALLED
+        else:
+            status = first.status
+        certified = common.build_result(
+            problem, engine=bcd.name, status=status, alpha=first.alpha, bias=first.bias,
+            primal=cert.primal, dual=cert.dual, iterations=first.iterations,
+            history=first.history, message=f"{first.message}; {dense}", time_s=run.elapsed(),
+            norms=cert.norms, rho=cert.rho, C_max=first.C_max, warn=False)
+        if not met and self.fallback and status != Status.STOPPED and _finite_point(certified):
+            second = self._continue(problem, callback, bcd.name, certified, warm_start,
+                                    why=f"bcd's point on the factors: {dense}")
+            if second is not None:
+                return dataclasses.replace(second, engine=self.name, time_s=run.elapsed(),
+                                           message=f"{route}: {second.message}")
+        return dataclasses.replace(certified, engine=self.name,
+                                   message=f"{route}: {certified.message}")
 
     @staticmethod
     def _run(engine: Engine, problem: Problem, callback: Callback | None,
@@ -179,6 +365,53 @@ class Auto(Engine):
             warnings.simplefilter("ignore", ConvergenceWarning)
             res = engine.solve(problem, cb, warm_start=warm_start)
         return dataclasses.replace(res, history=[tag(h) for h in res.history])
+
+
+def _as_factor_probe(problem: Problem) -> Problem | None:
+    """``problem`` standing for its bank held as factors (for ``supports``), or None."""
+    try:
+        return Problem(K=problem.bank, y=problem.y, loss=problem.loss,
+                       regularizer=problem.regularizer, C=problem.C, bias=problem.bias,
+                       extra={**problem.extra, "representation": "factor"})
+    except ValueError:  # pragma: no cover - the problem itself was built from the same
+        return None
+
+
+_SPECIFICITY: dict[tuple[int, int, type], int] = {}
+
+
+def specificity(engine_cls: type) -> int:
+    r"""How many installed loss x regularizer pairs ``engine_cls.requires`` accepts.
+
+    Each registered loss and regularizer, built with its default parameters,
+    is tested against the engine's declared requirements on the loss and on
+    the regularizer (the bank's are left out); the count is
+    :math:`|\{\text{losses met}\}| \times |\{\text{regularizers met}\}|`.  The
+    smaller, the more specialised the engine.  Components that cannot be
+    built with defaults are skipped.  Cached per registry and number of registrations.
+    """
+    from ..plugins import get_registry
+
+    registry = get_registry()
+    key = (id(registry), len(registry.registrations()), engine_cls)
+    if key in _SPECIFICITY:
+        return _SPECIFICITY[key]
+    requires = engine_cls.requires
+
+    def count(kind: str, reqs: tuple[Any, ...]) -> int:
+        n = 0
+        for r in registry.registrations(kind):
+            try:
+                component = r.cls()
+            except Exception:  # noqa: BLE001 - needs parameters: not counted
+                continue
+            if all(q.met(component) for q in reqs):
+                n += 1
+        return n
+
+    value = count("loss", requires.loss) * count("regularizer", requires.regularizer)
+    _SPECIFICITY[key] = value
+    return value
 
 
 def _finite_point(res: SolveResult) -> bool:

@@ -229,14 +229,24 @@ def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
     Then :math:`K_m\alpha_m = L_m\beta_m` and :math:`\|\alpha_m\|_{K_m} = \|\beta_m\|`
     whenever :math:`\beta_m` lies in the row space of :math:`L_m^\top` (it
     does for every iterate of the engine).
+
+    A bank that solves :math:`L_m^\top\alpha_m = \beta_m` itself
+    (``bank.solve_coefficients(m, beta_m)``, e.g. the triangular solve of
+    :class:`~mklkit.kernels.factorize.dense.ExactFactorBank`) is asked instead:
+    any solution gives the same :math:`K_m\alpha_m` and block norm.  LSQR on
+    an ill-conditioned factor of rank 2,850 ran 9,600 iterations (50 s).
     """
     M, N, _ = bank.shape
     f = _factors(bank)
     alpha = np.zeros((M, N))
+    own = getattr(bank, "solve_coefficients", None)
     for m in range(M):
         s, e = int(bank.starts[m]), int(bank.starts[m + 1])
         bm = beta[s:e]
         if e == s or not np.any(bm != 0.0):
+            continue
+        if own is not None:
+            alpha[m] = own(m, bm)
             continue
         B = bank.block(m)
         if f.goff[m] >= 0:

@@ -26,12 +26,14 @@ from .capabilities import SEPARABLE, needs
 from . import objectives as _objectives
 from .objectives import *  # noqa: F403 - re-exported: common is where engines look them up
 from .objectives import (  # used here
+    as_vector,
     block_norms,
     dual_block_norms,
     dual_box,
     kernel_weights,
     loss_value,
     optimal_bias,
+    predict,
     project_dual,
     project_sum_box,
     projected_dual_objective,
@@ -48,6 +50,8 @@ __all__ = [
     "zero_result",
     "Incumbents",
     "incumbent_result",
+    "Certificate",
+    "certify",
     "build_result",
     "UNCONVERGED",
 ]
@@ -320,6 +324,71 @@ def incumbent_result(
         stacklevel=stacklevel + 1,
         warn=warn,
     )
+
+
+# ---------------------------------------------------------------------------
+# Certificate of a given point
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Certificate:
+    r"""Primal and dual objectives of a point, computed on the problem's own bank.
+
+    Attributes
+    ----------
+    primal : float
+        :math:`P(\alpha, b)`.
+    dual : float
+        :math:`D(\tilde\rho)` at the better of the two feasible dual points
+        of :func:`certify`.
+    gap : float
+        :func:`relative_gap` of the two.
+    rho : ndarray (N,)
+        That feasible dual point.
+    norms : ndarray (M,)
+        :math:`\|\alpha_m\|_{K_m}`.
+    """
+
+    primal: float
+    dual: float
+    gap: float
+    rho: np.ndarray
+    norms: np.ndarray
+
+
+def certify(problem: Problem, alpha: np.ndarray, bias: float,
+            rho: np.ndarray | None = None) -> Certificate:
+    r"""The duality gap of ``(alpha, bias)`` on ``problem``'s bank, from scratch.
+
+    The primal :math:`P(\alpha, b)` (:func:`primal_objective`'s terms), and
+    the dual at two feasible points (:func:`projected_dual_objective`): the
+    given ``rho`` (e.g. the dual point an engine returned on another
+    representation of the same kernels) and :math:`-\ell'(z)` at the
+    predictions :math:`z = \sum_m K_m\alpha_m + b`; the larger dual value
+    is kept (weak duality holds for either).  One pass over the bank for the
+    block norms and the predictions, one for each dual point.
+    """
+    b = float(bias) if problem.bias else 0.0
+    alpha = np.asarray(alpha, dtype=np.float64)
+    norms = block_norms(problem.bank, alpha)
+    z = predict(problem.bank, alpha, b)
+    primal = loss_value(problem.loss, problem.y, z) + regularizer_value(
+        problem.regularizer, norms, problem.C)
+    loss = problem.loss
+    at_z = -np.asarray(loss.jit.deriv(as_vector(problem.y), as_vector(z), loss.param_vector),
+                       dtype=np.float64)
+    best = (-math.inf, at_z)
+    for point in ([] if rho is None else [rho]) + [at_z]:
+        if not np.all(np.isfinite(point)):
+            continue
+        try:
+            dual, rho_f, _ = projected_dual_objective(problem, point)
+        except ValueError:       # no feasible projection: this point certifies nothing
+            continue
+        if dual > best[0]:
+            best = (dual, rho_f)
+    dual, rho_f = best
+    return Certificate(primal=float(primal), dual=float(dual),
+                       gap=relative_gap(primal, dual), rho=rho_f, norms=norms)
 
 
 # ---------------------------------------------------------------------------
