@@ -86,7 +86,7 @@ class Validation:
             else f"precomputed factors {Path(str(k.precomputed_factors)).name}"
         )
         mem = ""
-        if p.memory:
+        if p.memory and p.representation == "array":
             from .kernels import format_bytes
 
             mem = f", ~{format_bytes(p.memory['peak'])}"
@@ -95,12 +95,16 @@ class Validation:
             f"{p.n_kernels} kernels ({source}, normalize={k.normalize}{mem}); "
             f"loss {_label(s.problem.loss)}, regularizer {_label(s.problem.regularizer)}, "
             f"C={s.problem.C:g}, bias={'on' if s.problem.bias else 'off'}; "
-            f"engine {_label(s.engine.engine)}{_representation(k)}; output {s.output.dir}"
+            f"engine {_label(s.engine.engine)}{_representation(k, p.chosen)}; output {s.output.dir}"
         )
 
 
-def _representation(k: Any) -> str:
-    rep = k.representation
+def _representation(k: Any, chosen: Any = None) -> str:
+    rep = chosen if chosen is not None else k.representation
+    picked = " chosen for its size" if k.representation.kind == "auto" else ""
+    if rep.kind == "factor" and picked:
+        what = "exact" if rep.rank is None else f"approximate, rank <= {rep.rank}, tol {rep.tol:g}"
+        return f" on a factor bank ({what};{picked}: kernels.factor)"
     if rep.kind == "sharded":
         return f" on a sharded bank ({rep.scheduler})"
     if rep.kind == "factor" and rep.settings is None:

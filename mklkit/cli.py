@@ -45,7 +45,7 @@ CHECK_RANDOM_POINTS = 5
 
 #: Library loggers whose INFO records ``run`` and ``sweep`` show on stderr
 #: (not with ``--quiet``): the note that numba is compiling (mklkit.compilation).
-SHOWN_LOGGERS = ("mklkit.compilation",)
+SHOWN_LOGGERS = ("mklkit.compilation", "mklkit.pipeline")
 
 #: Progress lines start once a solve has run this long (seconds) ...
 PROGRESS_AFTER_S = 1.0
@@ -202,7 +202,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from .api import check, load_spec
 
     spec = load_spec(args.spec, args.overrides)
-    result = check(spec)
+    with _show_logs(True):
+        result = check(spec)
     _out(f"ok: {result.summary()}")
     return EXIT_OK
 
@@ -337,7 +338,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         check_output_dir(out_dir, force=args.force)
     except OutputError as exc:
         raise spec.error(key, exc.problem, str(out_dir), exc.allowed) from None
-    prepared = spec.prepare(progress=_BuildBar(enabled=not args.quiet))
+    with _show_logs(not args.quiet):
+        prepared = spec.prepare(progress=_BuildBar(enabled=not args.quiet))
     progress = _IterationLines(prepared.n_kernels, enabled=not args.quiet)
     try:
         with _show_logs(not args.quiet):

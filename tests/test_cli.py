@@ -725,3 +725,21 @@ def test_progress_line_of_a_record_between_certificates(capsys, monkeypatch):
     assert "iteration 621: dual objective 27.5 (gap not computed here), active 195/195" in err
     assert "iteration 700: objective 27.3, gap 1.00e-03, active 12/195" in err
     assert "nan" not in err
+
+
+def test_validate_says_when_the_bank_is_chosen_as_approximate_factors(tmp_path, capsys):
+    """Without kernels.factor, a bank whose Gram matrices do not fit is held as approximate
+    factors: validate says so on stderr (with the reason) and in its summary line; with
+    kernels.factor: false the memory check refuses it."""
+    spec = {"data": {"builtin": "a9a", "test_size": 0.2, "seed": 0},
+            "kernels": {"bank": [{"function": "rbf", "width": [3, 10]}]},
+            "problem": {"loss": "logistic", "regularizer": "l1", "C": 0.01}, "engine": {"name": "auto"}}
+    p = spec_file(tmp_path, spec)
+    code, out, err = run_cli(["validate", p], capsys)
+    assert code == 0, err
+    assert err.startswith("mklkit: kernels: approximate factors: 2 kernels on 26048 points")
+    assert "more than memory_budget 4.0 GiB" in err
+    assert "on a factor bank (approximate, rank <= 256, tol 0.001; chosen for its size" in out
+    p = spec_file(tmp_path, spec, name="gram.yaml", kernels={"factor": False})
+    code, out, err = run_cli(["validate", p], capsys)
+    assert_user_error(code, err, "kernels.memory_budget", "the kernel bank needs about")

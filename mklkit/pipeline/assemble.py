@@ -125,6 +125,9 @@ class Prepared:
     memory: dict[str, int] = field(default_factory=dict)
     #: what it was prepared from (the :class:`~mklkit.spec.Spec` of ``mklkit run``), or ``None``
     spec: Any = None
+    #: the representation with its settings (chosen by :func:`~mklkit.pipeline.bank.choose_representation`
+    #: when the settings left it open), or ``None`` for given kernels or factors
+    chosen: Any = None
 
     @property
     def K_test(self) -> np.ndarray | None:
@@ -262,14 +265,14 @@ def prepare(
             chosen, why = choose_representation(specs, d.n_train, d.n_test, bank,
                                                 _supports(engine, probe_problem(d.y_train, M, problem, "factor")))
             rep = chosen.kind
-            if rep == "factor" and chosen.rank is not None:
-                logger.warning("%s", why)
-            else:
-                logger.info("kernels: %s", why)
+            # said when it approximates (a warning) or factors exactly; Gram matrices are the usual case
+            level = (logging.WARNING if rep == "factor" and chosen.rank is not None
+                     else logging.INFO if rep == "factor" else logging.DEBUG)
+            logger.log(level, "kernels: %s", why)
         memory = check_memory(M, d.n_train, d.n_test, bank, chosen)
         check_support(engine, probe_problem(d.y_train, M, problem, rep), engine_key)
         if not build:
-            return Prepared(d, None, None, None, names, M, rep, {"bank_s": 0.0}, memory)
+            return Prepared(d, None, None, None, names, M, rep, {"bank_s": 0.0}, memory, chosen=chosen)
         obj, test = _build_bank(d, bank, progress, chosen)
         K = obj.K if rep == "array" else obj
         names = list(obj.names) if rep != "factor" else list(obj.factor_map.names)
@@ -278,4 +281,5 @@ def prepare(
     prob = Problem(K=K, y=d.y_train, loss=problem.loss, regularizer=problem.regularizer, C=problem.C,
                    bias=problem.bias, kernel_names=names)
     check_support(engine, prob, engine_key)
-    return Prepared(d, prob, obj, test, names, len(names), rep, {"bank_s": t_bank}, memory)
+    return Prepared(d, prob, obj, test, names, len(names), rep, {"bank_s": t_bank}, memory,
+                    chosen=chosen if not d.precomputed and d.factor_starts is None else None)
