@@ -274,8 +274,9 @@ class _BaseMKL(BaseEstimator):
     def _encode_targets(self, y: np.ndarray) -> tuple[np.ndarray | None, list[BinaryTask]]:
         raise NotImplementedError
 
-    def _representation(self) -> dict[str, Any]:
-        """The bank representation of the ``factor`` / ``scheduler`` parameters, as BankSettings keys."""
+    def _representation(self) -> tuple[str, dict[str, Any]]:
+        """The bank representation of the ``factor`` / ``scheduler`` parameters: its kind
+        (``"auto"``, ``"array"``, ``"sharded"`` or ``"factor"``) and its BankSettings keys."""
         from ..pipeline import PipelineError, Representation
         from ..pipeline.settings import FactorSettings, ShardedSettings
 
@@ -284,11 +285,11 @@ class _BaseMKL(BaseEstimator):
         if factor not in (None, False, "auto") and scheduler is not None:
             raise ParamError("scheduler", scheduler, "None when factor is given (one representation)", owner=owner)
         if scheduler is not None:
-            return {"sharded": ShardedSettings.model_construct(scheduler=scheduler)}
+            return "sharded", {"sharded": ShardedSettings.model_construct(scheduler=scheduler)}
         if isinstance(factor, str) and factor == "auto":
-            return {}
+            return "auto", {}
         if factor is None or factor is False:
-            return {"factor": False}
+            return "array", {"factor": False}
         if factor is True:
             factor = {}
         if not isinstance(factor, Mapping) or set(factor) - {"rank", "tol", "method", "seed"}:
@@ -299,7 +300,7 @@ class _BaseMKL(BaseEstimator):
             Representation("factor", settings).check(root="factor")
         except PipelineError as exc:
             raise ValueError(f"{owner}: {exc}") from None
-        return {"factor": settings}
+        return "factor", {"factor": settings}
 
     def _gram_input(self, X: Any, fitted: bool = False) -> tuple[np.ndarray, bool]:
         """Precomputed kernels as (M, rows, N), and whether X had the deprecated layout.
@@ -346,10 +347,7 @@ class _BaseMKL(BaseEstimator):
         if (isinstance(self.verbose, (bool, np.bool_))
                 or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0):
             raise ParamError("verbose", self.verbose, "an integer >= 0", owner=owner)
-        rep_settings = self._representation()
-        given = rep_settings.get("factor")
-        kind = ("sharded" if "sharded" in rep_settings else "array" if given is False
-                else "factor" if given is not None else "auto")
+        kind, rep_settings = self._representation()
         precomputed = self._precomputed()
         if precomputed:
             normalize = "none" if normalize == "auto" else normalize
