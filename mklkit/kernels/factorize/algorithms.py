@@ -382,9 +382,10 @@ class _Groups:
             self._unique = (A, _distinct_rows(A))
         return self._unique[1]
 
-    def base_rows(self, features: tuple[int, ...], kind: str) -> BaseRows:
-        """Base-matrix rows of the group (shared by consecutive kernels on it)."""
-        A = self.dense(features)
+    def base_rows(self, features: tuple[int, ...], kind: str, distinct: bool = False) -> BaseRows:
+        """Base-matrix rows of the group's points, or of its distinct points (:meth:`unique`),
+        shared by consecutive kernels on it."""
+        A = self.unique(features)[0] if distinct else self.dense(features)
         if self._base is None or self._base.kind != kind or self._base.X is not A:
             self._base = None
             self._base = BaseRows(kind, A)

@@ -20,7 +20,7 @@ from ...components.params import did_you_mean
 from ..build import format_bytes
 from ..description import DEFAULT_MEMORY_BUDGET, NORMALIZATIONS, BankError, BankKernel, Resolver, expand_bank
 from ..factor import FactorBank
-from ..functions import BaseRows, Linear
+from ..functions import Linear
 from .algorithms import (
     _BATCH,
     FactorMap,
@@ -383,10 +383,7 @@ def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Fact
         if w is not None:
             d0 *= w
 
-        if dup is None:
-            base = groups.base_rows(spec.features, func.uses) if func.uses is not None else None
-        else:
-            base = BaseRows(func.uses, P) if func.uses is not None else None
+        base = groups.base_rows(spec.features, func.uses, dup is not None) if func.uses is not None else None
 
         def rows(idx: np.ndarray) -> np.ndarray:
             return _kernel_rows(func, np.ascontiguousarray(P[idx]), P,
