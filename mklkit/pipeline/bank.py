@@ -78,7 +78,7 @@ def choose_representation(specs: list[Any], N: int, n_test: int, bank: BankSetti
         The representation and one line saying why.
     """
     from ..kernels import DEFAULT_MEMORY_BUDGET, estimate_peak_bytes, format_bytes
-    from ..kernels.factorize import DEFAULT_TOL, exact_rank, rank_that_fits
+    from ..kernels.factorize import exact_rank, rank_that_fits
     from .settings import FactorSettings
 
     M = len(specs)
@@ -91,7 +91,7 @@ def choose_representation(specs: list[Any], N: int, n_test: int, bank: BankSetti
     if all(r is not None for r in ranks):
         R = int(sum(ranks))  # type: ignore[arg-type]
         if R < N and 8 * R * N <= budget:
-            return (Representation("factor", FactorSettings.model_construct(rank=None, tol=DEFAULT_TOL, method="auto", seed=0)),
+            return (Representation("factor", FactorSettings.model_construct(rank=None)),
                     f"exact factors (every kernel has an explicit feature map; total rank {R} < N = {N})")
     if dense <= budget and N <= DENSE_MAX_N:
         return array, f"Gram matrices ({format_bytes(dense)} within memory_budget {format_bytes(budget)})"
@@ -102,9 +102,9 @@ def choose_representation(specs: list[Any], N: int, n_test: int, bank: BankSetti
     rank = min(AUTO_RANK, fair, N)
     why = (f"their Gram matrices need {format_bytes(dense)}, more than memory_budget {format_bytes(budget)}"
            if dense > budget else f"N = {N} > {DENSE_MAX_N}: solves on Gram matrices cost O(N^3)")
-    rep = Representation("factor", FactorSettings.model_construct(rank=rank, tol=DEFAULT_TOL, method="auto", seed=0))
+    rep = Representation("factor", FactorSettings.model_construct(rank=rank))   # the settings' defaults otherwise
     return rep, (f"approximate factors: {M} kernels on {N} points held as K_m ~ L_m L_m^T (pivoted Cholesky, "
-                 f"relative residual trace {DEFAULT_TOL:g}, rank <= {rank} per kernel) because {why}; "
+                 f"relative residual trace {rep.tol:g}, rank <= {rank} per kernel) because {why}; "
                  "the residual is reported (factor_approximation_, summary.json 'factor'); set kernels.factor "
                  "(estimators: factor=) to choose, or false for Gram matrices")
 
