@@ -359,7 +359,7 @@ def certify(problem: Problem, alpha: np.ndarray, bias: float,
             rho: np.ndarray | None = None) -> Certificate:
     r"""The duality gap of ``(alpha, bias)`` on ``problem``'s bank, from scratch.
 
-    The primal :math:`P(\alpha, b)` (:func:`primal_objective`'s terms), and
+    The primal :math:`P(\alpha, b)` (:func:`primal_objective`), and
     the dual at two feasible points (:func:`projected_dual_objective`): the
     given ``rho`` (e.g. the dual point an engine returned on another
     representation of the same kernels) and :math:`-\ell'(z)` at the
@@ -371,8 +371,7 @@ def certify(problem: Problem, alpha: np.ndarray, bias: float,
     alpha = np.asarray(alpha, dtype=np.float64)
     norms = block_norms(problem.bank, alpha)
     z = predict(problem.bank, alpha, b)
-    primal = loss_value(problem.loss, problem.y, z) + regularizer_value(
-        problem.regularizer, norms, problem.C)
+    primal = primal_objective(problem, alpha, b, norms=norms, z=z)
     loss = problem.loss
     at_z = -np.asarray(loss.jit.deriv(as_vector(problem.y), as_vector(z), loss.param_vector),
                        dtype=np.float64)
