@@ -34,6 +34,7 @@ from .objectives import (  # used here
     loss_value,
     optimal_bias,
     predict,
+    primal_objective,
     project_dual,
     project_sum_box,
     projected_dual_objective,
