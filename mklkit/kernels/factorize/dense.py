@@ -157,9 +157,7 @@ def exact_factors(K: np.ndarray, *, rtol: float = PIVOT_RTOL,
         r = int(rank) if max_rank is None else min(int(rank), int(max_rank))
         order = np.asarray(piv, dtype=np.int64) - 1
         p = order[:r]
-        upper = c[:, :r].T                     # L^T in pivot order: C-ordered (r, N)
-        for k in range(1, r):                  # LAPACK leaves K's entries above the factor
-            upper[k, :k] = 0.0
+        upper = np.triu(c[:, :r].T)            # L^T in pivot order (r, N); LAPACK leaves K's entries above the factor
         block = upper[:, np.argsort(order)]    # columns back in sample order
         cols.append(block)
         pivots.append(p)
