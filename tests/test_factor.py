@@ -127,6 +127,28 @@ def test_pivoted_cholesky_to_full_rank_reproduces_the_bank(normalize):
     assert fb.overall_trace_error <= 1e-10
 
 
+def assert_new_points_within_the_residual(fb, kb, Xn, normalize):
+    """The residual is a positive semidefinite kernel, so every entry of
+    K_m(X_new, X) - L_m(X_new) L_m^T is bounded by the residual diagonals of the new and the
+    training points (both normalised).  Returns (approximate, exact) cross kernels per kernel."""
+    C = kb.cross(Xn)
+    K = fb.to_array()
+    LTn = fb.transform(Xn)
+    out = []
+    for m, spec in enumerate(kb.specs):
+        a, b = fb.starts[m], fb.starts[m + 1]
+        r_train = np.diagonal(kb.K[m]) - np.diagonal(K[m])
+        k_new = spec.function.diag(Xn)
+        k_new = {"trace": k_new / kb.traces[m], "diagonal": np.ones_like(k_new), "none": k_new}[normalize]
+        r_new = k_new - np.einsum("rn,rn->n", LTn[a:b], LTn[a:b])
+        assert np.all(r_new >= -1e-12)
+        approx = LTn[a:b].T @ fb.LT[a:b]
+        bound = np.sqrt(np.maximum(np.outer(r_new, r_train), 0.0))
+        assert np.all(np.abs(approx - C[m]) <= bound + 1e-12 * np.max(np.abs(C[m])))
+        out.append((approx, C[m]))
+    return out
+
+
 @pytest.mark.parametrize("normalize", NORMALIZE)
 def test_repeated_points_are_factored_once_with_their_multiplicity(normalize):
     """Binary a9a points repeat (and some are repeated on purpose here): pivoted Cholesky
@@ -157,20 +179,7 @@ def test_repeated_points_are_factored_once_with_their_multiplicity(normalize):
     LT = fb.LT
     np.testing.assert_array_equal(LT[:, :60], LT[:, 300:360])
     np.testing.assert_allclose(fb.transform(X), LT, rtol=0, atol=1e-9 * np.abs(LT).max())
-    # new points: the residual is a positive semidefinite kernel, so |K(x, X) - L(x) L^T| is
-    # bounded by the residual diagonals of x and of the training points
-    C = kb.cross(Xn)
-    LTn = fb.transform(Xn)
-    K = fb.to_array()
-    for m, spec in enumerate(kb.specs):
-        a, b = fb.starts[m], fb.starts[m + 1]
-        r_train = np.diagonal(kb.K[m]) - np.diagonal(K[m])
-        k_new = spec.function.diag(Xn.toarray())
-        k_new = {"trace": k_new / kb.traces[m], "diagonal": np.ones_like(k_new), "none": k_new}[normalize]
-        r_new = k_new - np.einsum("rn,rn->n", LTn[a:b], LTn[a:b])
-        assert np.all(r_new >= -1e-12)
-        bound = np.sqrt(np.maximum(np.outer(r_new, r_train), 0.0))
-        assert np.all(np.abs(LTn[a:b].T @ LT[a:b] - C[m]) <= bound + 1e-12 * np.max(np.abs(C[m])))
+    assert_new_points_within_the_residual(fb, kb, Xn.toarray(), normalize)
 
 
 @pytest.mark.parametrize("method", ["pivoted_cholesky", "nystrom"])
@@ -217,22 +226,9 @@ def test_approximate_factors_extend_to_new_points_within_their_error(method, nor
     bank = [{"function": "rbf", "width": widths(d, (1.0, 2.0))},
             {"function": "poly", "degree": 3, "scale": 1.0 / d, "offset": 1.0}]
     kb = KernelBank.build(X, bank, normalize=normalize)
-    C = kb.cross(Xn)
     fb = build_factor_bank(bank, X, tol=1e-3, method=method, normalize=normalize)
-    K = fb.to_array()
-    LTn = fb.transform(Xn)
-    for m, spec in enumerate(kb.specs):
-        a, b = fb.starts[m], fb.starts[m + 1]
-        # residual diagonals of the training and of the new points (both normalised)
-        r_train = np.diagonal(kb.K[m]) - np.diagonal(K[m])
-        k_new = spec.function.diag(Xn)
-        k_new = {"trace": k_new / kb.traces[m], "diagonal": np.ones_like(k_new), "none": k_new}[normalize]
-        r_new = k_new - np.einsum("rn,rn->n", LTn[a:b], LTn[a:b])
-        assert np.all(r_new >= -1e-12)
-        approx = LTn[a:b].T @ fb.LT[a:b]
-        bound = np.sqrt(np.maximum(np.outer(r_new, r_train), 0.0))
-        assert np.all(np.abs(approx - C[m]) <= bound + 1e-12 * np.max(np.abs(C[m])))
-        assert max_rel(approx, C[m]) <= 0.1
+    for approx, exact in assert_new_points_within_the_residual(fb, kb, Xn, normalize):
+        assert max_rel(approx, exact) <= 0.1
 
 
 def test_predictions_from_factors_match_the_dense_ones():
