@@ -364,7 +364,14 @@ class BankSettings(Settings):
     @field_validator("factor", mode="before")
     @classmethod
     def _factor_true(cls, v: Any) -> Any:
-        return {} if v is True else None if v == "auto" else v
+        if v is True:
+            return {}
+        if v is None or (isinstance(v, str) and v == "auto"):
+            return None
+        if v is False or isinstance(v, (Mapping, FactorSettings)):
+            return v
+        raise PipelineError("", "invalid value", v, "a mapping with keys rank, tol, method, seed; true (those "
+                            "defaults); false (Gram matrices); or auto (chosen from N, M and memory_budget)")
 
     @model_validator(mode="after")
     def _one_source(self, info: ValidationInfo) -> "BankSettings":
