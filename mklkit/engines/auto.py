@@ -30,7 +30,8 @@ see ``docs/engines.md``).  First the general engines of the core:
    (:func:`mklkit.kernels.factorize.dense.exact_factors`; relative trace left
    out at most :data:`~mklkit.kernels.factorize.dense.MAX_TRACE_ERROR`, else
    ``spicy`` solves the dense problem and the message says why), ``bcd``
-   solves the factored problem (``polish`` :data:`FACTOR_POLISH`), and its
+   solves the factored problem (with its Newton polish on the non-zero
+   blocks for a non-smooth loss, solved through the smoothing band), and its
    point is **certified again on the dense bank**
    (:func:`mklkit.engines.common.certify`): the result's objective, dual
    objective and gap are the dense problem's, and its ``alpha`` is in the
@@ -94,13 +95,6 @@ from .spicy import Spicy
 __all__ = ["Auto", "AUTO_ENGINES", "specificity", "DENSE_FACTOR_MAX_RANK"]
 
 logger = logging.getLogger(__name__)
-
-#: ``polish`` of ``bcd`` on the exact factors of a dense bank (``"auto"`` when no engine
-#: of the dense bank could continue from its point).  Its Newton steps on the
-#: non-zero blocks form and factor a dense Hessian of their total rank, which for exact
-#: factors of full-rank kernels is about N per active kernel (a9a, N = 1,000, hinge: 56
-#: steps on rank 2,900 took 36 of 39 s; without them bcd took 1.6 s, spicy 13 s).
-FACTOR_POLISH = "never"
 
 #: Columns kept per kernel when a dense bank is factored (``None``: as many as the
 #: kernel's numerical rank).  A cap makes the factors inexact for kernels of larger
@@ -318,10 +312,7 @@ class Auto(Engine):
                            kernel_names=problem.kernel_names,
                            extra={k: v for k, v in problem.extra.items()
                                   if k != "representation"})
-        # without an engine to continue on the dense bank, bcd's polish is the way to tight gaps
-        polish = FACTOR_POLISH if other is not None else "auto"
-        first = self._run(BCD(**self._delegate_params(), polish=polish), factored, callback,
-                          warm_start, 0)
+        first = self._run(BCD(**self._delegate_params()), factored, callback, warm_start, 0)
         cert = common.certify(problem, first.alpha, first.bias, first.dual)
         tol = float(self.tol)
         met = math.isfinite(cert.gap) and cert.gap <= tol

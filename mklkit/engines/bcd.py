@@ -113,6 +113,13 @@ GRAM_MAX_RANK = 512
 #: Hessian of that size is formed and decomposed).
 POLISH_MAX_RANK = 4000
 
+#: Largest cost of one Newton step on the non-zero blocks (total rank :math:`r_A`, K
+#: blocks, :math:`\mathcal B` the samples where the loss has curvature):
+#: :math:`r_A(|\mathcal B| + K)^2` through the band (``_Support._band_solve``),
+#: :math:`r_A^2(|\mathcal B| + r_A/3)` with the dense Hessian.  Dearer steps are left
+#: to coordinate descent.
+POLISH_MAX_FLOPS = 4e9
+
 #: BLAS threads during a solve (``None``: leave the BLAS library as it is).  As
 #: for spicy (:data:`mklkit.engines.spicy.BLAS_THREADS`): the factor bank's
 #: parallel jitted passes keep their threads spinning, and a multi-threaded
@@ -652,11 +659,16 @@ class _BcdRun:
         if act.size == 0:
             return None
         rows = np.concatenate([np.arange(starts[m], starts[m + 1]) for m in act])
+        LT = self.bank.LT
+        seg = np.concatenate([[0], np.cumsum(np.diff(starts)[act])])
+        if not self.f.sparse and act[-1] - act[0] + 1 == act.size:
+            # consecutive blocks of a dense factor: a view, whatever their rank (the Newton
+            # system is then solved through the smoothing band, _Support.newton_step)
+            return _Support(self, rows, LT[rows[0]:rows[-1] + 1], seg)
         if rows.size > POLISH_MAX_RANK:
             return None
-        LT = self.bank.LT
         LA = np.ascontiguousarray(LT[rows].toarray() if self.f.sparse else LT[rows])
-        return _Support(self, rows, LA, np.concatenate([[0], np.cumsum(np.diff(starts)[act])]))
+        return _Support(self, rows, LA, seg)
 
     def polish(self, beta: np.ndarray, b: float, mu: float) -> tuple[float, int]:
         r"""Newton steps on the objective in use restricted to the non-zero blocks (and the bias).
@@ -680,7 +692,8 @@ class _BcdRun:
         if sup is None:
             return b, 0
         bA = beta[sup.rows].copy()
-        F, u, h, x = sup.objective(bA, b, mu)
+        z = sup.predictions(bA, b)
+        F, u, h, x = sup.objective(bA, z, mu)
         steps = 0
         nA = sup.rows.size
         for _ in range(int(self.engine.max_polish)):
@@ -689,11 +702,15 @@ class _BcdRun:
             step, slope = sup.newton_step(bA, u, h, x)
             if step is None or not slope < -1e-15 * abs(F):
                 break
+            # the predictions are linear along the step: one product, then every trial
+            # of the line search costs O(N + r_A)
+            dz = sup.predictions(step[:nA], step[-1] if self.bias else 0.0)
             t = 1.0
             for _ls in range(40):
                 bt = bA + t * step[:nA]
                 btb = b + t * step[-1] if self.bias else b
-                Ft, ut, ht, xt = sup.objective(bt, btb, mu)
+                zt = z + t * dz
+                Ft, ut, ht, xt = sup.objective(bt, zt, mu)
                 if Ft <= F + 1e-4 * t * slope + 1e-15 * abs(F):
                     break
                 t *= 0.5
@@ -701,7 +718,7 @@ class _BcdRun:
                 break
             steps += 1
             decrease = F - Ft
-            bA, b, F, u, h, x = bt, btb, Ft, ut, ht, xt
+            bA, b, z, F, u, h, x = bt, btb, zt, Ft, ut, ht, xt
             if decrease <= 1e-15 * abs(F):
                 break
         beta[sup.rows] = bA
@@ -729,18 +746,29 @@ class _BcdRun:
         if sup is None:
             return None
         bA = beta[sup.rows]
-        z = sup.LA.T @ bA + (b if self.bias else 0.0)
+        z = sup.predictions(bA, b)
         _, u, h = sup.terms(z, mu)
         band = np.flatnonzero(h * mu > 0.5)
         if band.size == 0:
             return None
+        nA = sup.rows.size
+        cols = nA + int(self.bias)
+        if float(band.size) * band.size * cols > POLISH_MAX_FLOPS:
+            return None
         target = -(1.0 - factor) * mu * u[band]
-        Mx = sup.LA[:, band].T
-        if self.bias:
-            Mx = np.hstack([Mx, np.ones((band.size, 1))])
-        delta = np.linalg.lstsq(Mx, target, rcond=None)[0]
+        LB = sup.LA[:, band]
+        if band.size < cols:
+            # the minimum-norm solution M^T (M M^T)^+ target from the band's Gram matrix
+            G = LB.T @ LB + (1.0 if self.bias else 0.0)
+            w = sla.lstsq(G, target, lapack_driver="gelsy", check_finite=False)[0]
+            delta = np.concatenate([LB @ w, [float(np.sum(w))] if self.bias else []])
+        else:
+            Mx = LB.T
+            if self.bias:
+                Mx = np.hstack([Mx, np.ones((band.size, 1))])
+            delta = np.linalg.lstsq(Mx, target, rcond=None)[0]
         new = beta.copy()
-        new[sup.rows] = bA + delta[:sup.rows.size]
+        new[sup.rows] = bA + delta[:nA]
         return new, (b + float(delta[-1]) if self.bias else b)
 
     def offer_kinks(self, inc: common.Incumbents, beta: np.ndarray, b: float, mu: float,
@@ -801,18 +829,31 @@ class _Support:
         return run.kb.eval_loss(run.kind, run.y, common.as_vector(z), run.lp, mu, run.lo,
                                 run.hi, *run.fns, True, True)
 
-    def objective(self, bA: np.ndarray, b: float, mu: float
+    def predictions(self, bA: np.ndarray, b: float) -> np.ndarray:
+        r""":math:`L_A^\top\beta_A + b`."""
+        return self.LA.T @ bA + (b if self.run.bias else 0.0)
+
+    def objective(self, bA: np.ndarray, z: np.ndarray, mu: float
                   ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
-        """Objective in use, derivatives, curvatures and block norms at ``(bA, b)``."""
+        """Objective in use, derivatives, curvatures and block norms at ``bA`` with
+        predictions ``z`` (:meth:`predictions`)."""
         run = self.run
-        v, u, h = self.terms(self.LA.T @ bA + (b if run.bias else 0.0), mu)
+        v, u, h = self.terms(z, mu)
         x = _segment_norms(bA, self.seg)
         val = float(np.sum(v)) + common.regularizer_value(run.reg, x, run.C)
         return val, u, h, x
 
     def newton_step(self, bA: np.ndarray, u: np.ndarray, h: np.ndarray, x: np.ndarray
                     ) -> tuple[np.ndarray | None, float]:
-        """The Newton direction of :meth:`_BcdRun.polish` and its slope."""
+        r"""The Newton direction of :meth:`_BcdRun.polish` and its slope.
+
+        The Hessian on the non-zero blocks is
+        :math:`A = D + L_A\,\mathrm{diag}(\ell'')L_A^\top` with the regularizer's
+        part :math:`D` block-diagonal (:meth:`_BcdRun.polish`).  When the loss has
+        curvature on few samples (a smoothed hinge: the samples of the smoothing
+        band), far fewer than the total rank, the system is solved through them
+        (:meth:`_band_solve`); otherwise the dense Hessian is formed and factored.
+        """
         run = self.run
         nA = self.rows.size
         n = nA + int(run.bias)
@@ -820,38 +861,122 @@ class _Support:
         g1, g2 = run.reg_derivatives(x)
         grad = np.empty(n)
         grad[:nA] = LA @ u
+        for k in range(seg.size - 1):
+            s, e = seg[k], seg[k + 1]
+            grad[s:e] += g1[k] * (bA[s:e] / x[k])
+        if run.bias:
+            grad[-1] = float(np.sum(u))
+        if not (np.all(np.isfinite(grad)) and np.all(np.isfinite(g1))
+                and np.all(np.isfinite(g2)) and np.all(np.isfinite(h))):
+            return None, 0.0
+        band = np.flatnonzero(h > 0.0)
+        width = band.size + seg.size - 1
+        if width <= nA // 2 and nA * width * width <= POLISH_MAX_FLOPS:
+            step = self._band_solve(bA, h, x, g1, g2, grad, band)
+        elif nA <= POLISH_MAX_RANK and nA * nA * (band.size + nA / 3.0) <= POLISH_MAX_FLOPS:
+            step = self._dense_solve(bA, h, x, g1, g2, grad, band)
+        else:
+            step = None
+        if step is None or not np.all(np.isfinite(step)):
+            return None, 0.0
+        return step, float(grad @ step)
+
+    def _dense_solve(self, bA: np.ndarray, h: np.ndarray, x: np.ndarray, g1: np.ndarray,
+                     g2: np.ndarray, grad: np.ndarray, band: np.ndarray) -> np.ndarray | None:
+        """The Newton direction from the dense Hessian (Cholesky, else its pseudo-inverse)."""
+        run = self.run
+        nA = self.rows.size
+        n = grad.size
+        LA, seg = self.LA, self.seg
         H = np.zeros((n, n))
-        H[:nA, :nA] = (LA * h) @ LA.T
+        LB = LA[:, band]
+        H[:nA, :nA] = (LB * h[band]) @ LB.T
         for k in range(seg.size - 1):
             s, e = seg[k], seg[k + 1]
             bh = bA[s:e] / x[k]
             c = g1[k] / x[k]
-            grad[s:e] += g1[k] * bh
             H[s:e, s:e] += c * np.eye(e - s) + (g2[k] - c) * np.outer(bh, bh)
         if run.bias:
-            grad[-1] = float(np.sum(u))
             cross = LA @ h
             H[:-1, -1] = cross
             H[-1, :-1] = cross
             H[-1, -1] = float(np.sum(h))
-        if not (np.all(np.isfinite(H)) and np.all(np.isfinite(grad))):
-            return None, 0.0
+        if not np.all(np.isfinite(H)):
+            return None
         H = 0.5 * (H + H.T)
         top = float(np.max(np.diag(H))) if n else 0.0
         if not top > 0.0:
-            return None, 0.0
+            return None
         try:
             factor = sla.cho_factor(H + (1e-12 * top) * np.eye(n), check_finite=False)
-            step = -sla.cho_solve(factor, grad, check_finite=False)
+            return -sla.cho_solve(factor, grad, check_finite=False)
         except np.linalg.LinAlgError:
             # not positive definite: the pseudo-inverse (directions of no curvature are
             # left to coordinate descent)
             w, V = np.linalg.eigh(H)
             keep = w > 1e-13 * max(float(w[-1]), 0.0)
             if not np.any(keep):
-                return None, 0.0
-            step = -(V[:, keep] @ ((V[:, keep].T @ grad) / w[keep]))
-        return step, float(grad @ step)
+                return None
+            return -(V[:, keep] @ ((V[:, keep].T @ grad) / w[keep]))
+
+    def _band_solve(self, bA: np.ndarray, h: np.ndarray, x: np.ndarray, g1: np.ndarray,
+                    g2: np.ndarray, grad: np.ndarray, band: np.ndarray) -> np.ndarray | None:
+        r"""The Newton direction through the samples with curvature (Woodbury).
+
+        Per block :math:`k` the regularizer's Hessian is
+        :math:`c_kI + (\tilde g''_k - c_k)\hat\beta_k\hat\beta_k^\top` with
+        :math:`c_k = \tilde g'_k/x_k > 0`, so
+        :math:`A = D_c + ZSZ^\top`: :math:`D_c = \mathrm{diag}(c_k I)`,
+        :math:`Z = [L_A[:, \mathcal B],\ \hat B]` (the band's columns and one
+        column :math:`\hat\beta_k` per block), :math:`S = \mathrm{diag}(\ell''_{\mathcal B},
+        \tilde g''_k - c_k)`.  Then :math:`A^{-1} = D_c^{-1} - D_c^{-1}Z(S^{-1} +
+        Z^\top D_c^{-1}Z)^{-1}Z^\top D_c^{-1}`: one system of the size of the band
+        plus the number of blocks, :math:`O(r_A(|\mathcal B| + K)^2)` instead of
+        :math:`O(r_A^2N + r_A^3)`.  The bias is eliminated by its Schur complement.
+        """
+        run = self.run
+        nA = self.rows.size
+        LA, seg = self.LA, self.seg
+        nK = seg.size - 1
+        sizes = np.diff(seg)
+        cinv = np.repeat(x / g1, sizes)                 # D_c^{-1}, diagonal
+        if not (np.all(np.isfinite(cinv)) and np.all(cinv > 0.0)):
+            return None
+        radial = g2 - g1 / x
+        keep = np.flatnonzero(radial != 0.0)
+        Bh = np.zeros((nA, keep.size))
+        for j, k in enumerate(keep):
+            s, e = seg[k], seg[k + 1]
+            Bh[s:e, j] = bA[s:e] / x[k]
+        Z = np.hstack([LA[:, band], Bh])
+        Sinv = np.concatenate([1.0 / h[band], 1.0 / radial[keep]])
+        if Z.shape[1] == 0:
+            return None
+        CZ = cinv[:, None] * Z
+        T = Z.T @ CZ
+        T[np.diag_indices_from(T)] += Sinv
+        rhs = [grad[:nA]]
+        if run.bias:
+            rhs.append(LA @ h)                          # the bias column of the Hessian
+        R = np.column_stack(rhs)
+        CR = cinv[:, None] * R
+        try:
+            W = np.linalg.solve(T, Z.T @ CR)
+        except np.linalg.LinAlgError:
+            return None
+        AinvR = CR - CZ @ W                            # A^{-1} [g, c]
+        step = np.empty(grad.size)
+        if not run.bias:
+            step[:] = -AinvR[:, 0]
+            return step
+        c = R[:, 1]
+        schur = float(np.sum(h)) - float(c @ AinvR[:, 1])
+        q = 0.0
+        if schur > 1e-12 * max(float(np.sum(h)), 1e-300):
+            q = (-grad[-1] + float(c @ AinvR[:, 0])) / schur
+        step[:nA] = -AinvR[:, 0] - q * AinvR[:, 1]
+        step[-1] = q
+        return step
 
 
 BCD_ENGINES = (BCD,)
