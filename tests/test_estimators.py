@@ -627,6 +627,14 @@ def test_exact_factor_bank_gives_the_dense_answer(ionosphere):
         MKLClassifier(bank, factor={"rank": 0}).fit(X_tr, y_tr)
     with pytest.raises(ParamError, match=r"factor must be 'auto', None/False \(Gram matrices\), True or a mapping"):
         MKLClassifier(bank, factor={"rnak": 2}).fit(X_tr, y_tr)
+    # a factorization that does not fit names the estimator's parameter, once
+    with pytest.raises(ValueError, match=r"^MKLClassifier: memory_budget: the exact factors need "
+                       r"[^:]* but memory_budget is 9\.8 KiB; raise memory_budget"):
+        MKLClassifier(bank, factor=True, memory_budget="10KB").fit(X_tr, y_tr)
+    with pytest.raises(ValueError, match=r"^MKLClassifier: factor\.rank: \d+ approximated kernels x "
+                       r"rank 200 x \d+ points need .* rank <= \d+ fits; got 200$"):
+        MKLClassifier([{"function": "rbf", "width": [0.5, 3.0]}], factor={"rank": 200},
+                      memory_budget="600KB").fit(X_tr, y_tr)
 
 
 # ---------------------------------------------------------------------------

@@ -307,7 +307,7 @@ def test_a_tolerance_that_does_not_fit_is_reported_with_what_fits():
     X = ionosphere_points()
     bank = [{"function": "rbf", "width": widths(X.shape[1])}]
     with pytest.raises(FactorError, match=r"^kernels\.factor\.tol = 1e-06 is not reached within "
-                       r"kernels\.factor\.memory_budget = 976\.6 KiB: kernel 0 'rbf\(width=2\.915\)\[all\]' "
+                       r"kernels\.memory_budget = 976\.6 KiB: kernel 0 'rbf\(width=2\.915\)\[all\]' "
                        r"has relative residual trace .* at rank \d+, .* set kernels\.factor\.rank <= \d+ "
                        r"\(fits for every approximated kernel\)") as err:
         build_factor_bank(bank, X, tol=1e-6, memory_budget=1e6, root="kernels.factor")

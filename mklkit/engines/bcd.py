@@ -42,6 +42,10 @@ Inner solvers
 * ``method: auto`` (default): ``newton``.  It is never slower on the
   benchmark (``benchmarks/bench_group_lasso.py``): for the squared loss the
   model is the loss, and for the logistic loss a pass needs no exponential.
+  With ``newton``, the working set after an outer iteration that did not
+  halve the gap is solved by ``bcd``: proximal Newton can stall a little
+  above the optimum (w8a, squared loss, 16,000 points: a relative gap of
+  1.1e-7 for 200 iterations).
 
 Both extrapolate the iterates every ``anderson + 1`` passes (Anderson
 acceleration, Bertrand & Massias 2021) and keep the extrapolated point when
@@ -512,11 +516,13 @@ class _BcdRun:
         return np.ascontiguousarray(np.sort(order), dtype=np.int64)
 
     def solve_ws(self, ws: np.ndarray, beta: np.ndarray, b: float, z: np.ndarray, mu: float,
-                 tol_in: float) -> tuple[float, np.ndarray]:
-        """One call of :func:`mklkit._jit.bcd.solve_ws`; updates ``beta``, ``z`` in place."""
+                 tol_in: float, method: str | None = None) -> tuple[float, np.ndarray]:
+        """One call of :func:`mklkit._jit.bcd.solve_ws` (``method``: the run's by default);
+        updates ``beta``, ``z`` in place."""
         kb, f, eng = self.kb, self.f, self.engine
+        method = self.method if method is None else method
         ipar = np.zeros(kb.IP_LEN, dtype=np.int64)
-        ipar[kb.IP_METHOD] = kb.METHOD_NEWTON if self.method == "newton" else kb.METHOD_BCD
+        ipar[kb.IP_METHOD] = kb.METHOD_NEWTON if method == "newton" else kb.METHOD_BCD
         ipar[kb.IP_SPARSE] = int(f.sparse)
         ipar[kb.IP_BIAS] = int(self.bias)
         ipar[kb.IP_KIND] = self.kind
@@ -524,7 +530,7 @@ class _BcdRun:
         # the support
         ipar[kb.IP_MAX_NEWTON] = min(int(eng.max_newton), 3) if self.polish_on \
             else int(eng.max_newton)
-        ipar[kb.IP_MAX_EPOCHS] = int(eng.newton_epochs if self.method == "newton"
+        ipar[kb.IP_MAX_EPOCHS] = int(eng.newton_epochs if method == "newton"
                                      else eng.max_epochs)
         ipar[kb.IP_ANDERSON] = int(eng.anderson)
         ipar[kb.IP_EXACT_RANK] = min(int(eng.exact_rank), GRAM_MAX_RANK)
@@ -578,6 +584,11 @@ class _BcdRun:
         z: np.ndarray | None = None
         it = 0
         quiet = 0
+        # after an iteration that does not halve the gap the next working set is solved by plain
+        # coordinate descent: proximal Newton can stall a little above the optimum (w8a,
+        # squared loss, N = 16,000: relative gap 1.1e-7 for ever, plain descent 5.9e-9)
+        method = self.method
+        gap_before = cert["gap"]
         if not math.isfinite(cert["P"]):
             run.end(Status.NUMERICAL_ERROR, 0, why=f"non-finite objective at the start "
                                                    f"(primal {cert['P']!r})")
@@ -591,7 +602,7 @@ class _BcdRun:
             ws = self.working_set(score, cert["norms"])
             saved = (beta.copy(), b)
             z = cert["z"] if z is None else z
-            b, stats = self.solve_ws(ws, beta, b, z, mu, float(eng.inner_ratio) * viol)
+            b, stats = self.solve_ws(ws, beta, b, z, mu, float(eng.inner_ratio) * viol, method)
             it += 1
             failed = int(stats[kb.ST_STATUS]) == kb.NUMERICAL or not np.all(np.isfinite(beta))
             n_polish = 0
@@ -616,12 +627,15 @@ class _BcdRun:
                        newton_steps=int(stats[kb.ST_NEWTON]),
                        line_search=int(stats[kb.ST_LINE_SEARCH]),
                        anderson=int(stats[kb.ST_ANDERSON]), polish_steps=n_polish,
-                       mu=mu_before, method=self.method)
+                       mu=mu_before, method=method)
             logger.debug("bcd it=%d P=%.12g D=%.12g gap=%.3e ws=%d epochs=%d mu=%.3g", it,
                          cert["P"], cert["D"], cert["gap"], ws.size,
                          int(stats[kb.ST_EPOCHS]), mu_before)
             progress = inc.primal < prev_primal or inc.dual > prev_dual or mu < mu_before
             quiet = 0 if progress else quiet + 1
+            # progress for the method: the gap at least halved
+            method = self.method if cert["gap"] <= 0.5 * gap_before else "bcd"
+            gap_before = cert["gap"]
             if failed or not math.isfinite(cert["P"]):
                 run.end(Status.NUMERICAL_ERROR, it,
                         why=f"non-finite value in the working-set solve of iteration {it}")

@@ -65,6 +65,12 @@ def _key(root: str, name: str) -> str:
     return f"{root}.{name}" if root else name
 
 
+def _budget_key(root: str) -> str:
+    """The memory budget's key: a sibling of the factor settings (``kernels.factor`` ->
+    ``kernels.memory_budget``)."""
+    return _key(root.rpartition(".")[0], "memory_budget")
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
@@ -290,19 +296,18 @@ def build_factor_bank(
     per_kernel = 8 * N * min(rank, N) if rank is not None else 0
     if exact_bytes + working > limit:
         plus = f" (plus {format_bytes(working)} of working space)" if working else ""
-        raise FactorError(
-            f"{_key(root, 'memory_budget')}: the exact factors need {format_bytes(exact_bytes)}"
-            f"{plus} but memory_budget is "
-            f"{format_bytes(limit)}; raise memory_budget or use method 'pivoted_cholesky' with a "
-            "rank", key=_key(root, "memory_budget"))
+        what = (f"the exact factors need {format_bytes(exact_bytes)}{plus} but memory_budget is "
+                f"{format_bytes(limit)}; raise memory_budget or use method 'pivoted_cholesky' "
+                "with a rank")
+        raise FactorError(f"{_budget_key(root)}: {what}", key=_budget_key(root), problem=what)
     fair_rank = int((limit - exact_bytes - working) // (8 * N * max(len(approx), 1)))
     if rank is not None and approx and exact_bytes + working + len(approx) * per_kernel > limit:
-        raise FactorError(
-            f"{_key(root, 'rank')} = {rank}: {len(approx)} approximated kernels x rank "
-            f"{min(rank, N)} x {N} points need {format_bytes(len(approx) * per_kernel)} (plus "
-            f"{format_bytes(exact_bytes + working)} for exact factors and working space) but "
-            f"memory_budget is {format_bytes(limit)}; rank <= {fair_rank} fits",
-            key=_key(root, "rank"))
+        what = (f"{len(approx)} approximated kernels x rank {min(rank, N)} x {N} points need "
+                f"{format_bytes(len(approx) * per_kernel)} (plus "
+                f"{format_bytes(exact_bytes + working)} for exact factors and working space) but "
+                f"memory_budget is {format_bytes(limit)}; rank <= {fair_rank} fits")
+        raise FactorError(f"{_key(root, 'rank')} = {rank}: {what}", key=_key(root, "rank"),
+                          problem=what, value=rank)
 
     t0 = time.perf_counter()
     groups = _Groups(X)
@@ -391,13 +396,13 @@ def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Fact
                                 None if base is None else base(idx))
 
         def on_full(r: int, rel: float) -> None:
-            raise FactorError(
-                f"{_key(root, 'tol')} = {tol:g} is not reached within {_key(root, 'memory_budget')}"
-                f" = {format_bytes(budget.limit)}: {where} has relative residual trace {rel:.3g} "
-                f"at rank {r}, and no more rows of {N} points fit (total rank so far "
-                f"{run.rank_so_far + r}); loosen {_key(root, 'tol')}, set {_key(root, 'rank')} <= "
-                f"{run.fair_rank} (fits for every approximated kernel) or raise "
-                f"{_key(root, 'memory_budget')}", key=_key(root, "tol"))
+            what = (f"not reached within {_budget_key(root)} = {format_bytes(budget.limit)}: "
+                    f"{where} has relative residual trace {rel:.3g} at rank {r}, and no more rows "
+                    f"of {N} points fit (total rank so far {run.rank_so_far + r}); loosen "
+                    f"{_key(root, 'tol')}, set {_key(root, 'rank')} <= {run.fair_rank} (fits for "
+                    f"every approximated kernel) or raise {_budget_key(root)}")
+            raise FactorError(f"{_key(root, 'tol')} = {tol:g} is {what}", key=_key(root, "tol"),
+                              problem=what, value=tol)
 
         budget.take(run.working)
         cap = N if rank is None else min(rank, N)
