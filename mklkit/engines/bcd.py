@@ -873,11 +873,10 @@ class _Support:
         n = nA + int(run.bias)
         LA, seg = self.LA, self.seg
         g1, g2 = run.reg_derivatives(x)
+        sizes = np.diff(seg)
+        units = bA / np.repeat(x, sizes)                # the blocks' directions, stacked
         grad = np.empty(n)
-        grad[:nA] = LA @ u
-        for k in range(seg.size - 1):
-            s, e = seg[k], seg[k + 1]
-            grad[s:e] += g1[k] * (bA[s:e] / x[k])
+        grad[:nA] = LA @ u + np.repeat(g1, sizes) * units
         if run.bias:
             grad[-1] = float(np.sum(u))
         if not (np.all(np.isfinite(grad)) and np.all(np.isfinite(g1))
@@ -886,18 +885,19 @@ class _Support:
         band = np.flatnonzero(h > 0.0)
         width = band.size + seg.size - 1
         if width <= nA // 2 and nA * width * width <= POLISH_MAX_FLOPS:
-            step = self._band_solve(bA, h, x, g1, g2, grad, band)
+            step = self._band_solve(units, h, x, g1, g2, grad, band)
         elif nA <= POLISH_MAX_RANK and nA * nA * (band.size + nA / 3.0) <= POLISH_MAX_FLOPS:
-            step = self._dense_solve(bA, h, x, g1, g2, grad, band)
+            step = self._dense_solve(units, h, x, g1, g2, grad, band)
         else:
             step = None
         if step is None or not np.all(np.isfinite(step)):
             return None, 0.0
         return step, float(grad @ step)
 
-    def _dense_solve(self, bA: np.ndarray, h: np.ndarray, x: np.ndarray, g1: np.ndarray,
+    def _dense_solve(self, units: np.ndarray, h: np.ndarray, x: np.ndarray, g1: np.ndarray,
                      g2: np.ndarray, grad: np.ndarray, band: np.ndarray) -> np.ndarray | None:
-        """The Newton direction from the dense Hessian (Cholesky, else its pseudo-inverse)."""
+        """The Newton direction from the dense Hessian (Cholesky, else its pseudo-inverse);
+        ``units``: each block divided by its norm."""
         run = self.run
         nA = self.rows.size
         n = grad.size
@@ -907,7 +907,7 @@ class _Support:
         H[:nA, :nA] = (LB * h[band]) @ LB.T
         for k in range(seg.size - 1):
             s, e = seg[k], seg[k + 1]
-            bh = bA[s:e] / x[k]
+            bh = units[s:e]
             c = g1[k] / x[k]
             H[s:e, s:e] += c * np.eye(e - s) + (g2[k] - c) * np.outer(bh, bh)
         if run.bias:
@@ -933,7 +933,7 @@ class _Support:
                 return None
             return -(V[:, keep] @ ((V[:, keep].T @ grad) / w[keep]))
 
-    def _band_solve(self, bA: np.ndarray, h: np.ndarray, x: np.ndarray, g1: np.ndarray,
+    def _band_solve(self, units: np.ndarray, h: np.ndarray, x: np.ndarray, g1: np.ndarray,
                     g2: np.ndarray, grad: np.ndarray, band: np.ndarray) -> np.ndarray | None:
         r"""The Newton direction through the samples with curvature (Woodbury).
 
@@ -951,21 +951,19 @@ class _Support:
         run = self.run
         nA = self.rows.size
         LA, seg = self.LA, self.seg
-        nK = seg.size - 1
-        sizes = np.diff(seg)
-        cinv = np.repeat(x / g1, sizes)                 # D_c^{-1}, diagonal
+        cinv = np.repeat(x / g1, np.diff(seg))         # D_c^{-1}, diagonal
         if not (np.all(np.isfinite(cinv)) and np.all(cinv > 0.0)):
             return None
         radial = g2 - g1 / x
         keep = np.flatnonzero(radial != 0.0)
+        if band.size + keep.size == 0:
+            return None
         Bh = np.zeros((nA, keep.size))
         for j, k in enumerate(keep):
             s, e = seg[k], seg[k + 1]
-            Bh[s:e, j] = bA[s:e] / x[k]
+            Bh[s:e, j] = units[s:e]
         Z = np.hstack([LA[:, band], Bh])
         Sinv = np.concatenate([1.0 / h[band], 1.0 / radial[keep]])
-        if Z.shape[1] == 0:
-            return None
         CZ = cinv[:, None] * Z
         T = Z.T @ CZ
         T[np.diag_indices_from(T)] += Sinv

@@ -164,15 +164,16 @@ def test_the_newton_polish_on_full_rank_factors_is_solved_through_the_band(monke
     residuals: list[tuple[int, int, float]] = []
     band_solve = bcd_mod._Support._band_solve
 
-    def checked(self, bA, h, x, g1, g2, grad, band):
-        step = band_solve(self, bA, h, x, g1, g2, grad, band)
+    def checked(self, units, h, x, g1, g2, grad, band):
+        step = band_solve(self, units, h, x, g1, g2, grad, band)
         if step is not None:
             nA, LA, seg = self.rows.size, self.LA, self.seg
             H = np.zeros((grad.size, grad.size))
             H[:nA, :nA] = (LA * h) @ LA.T
             for k in range(seg.size - 1):
                 a, e = seg[k], seg[k + 1]
-                bh = bA[a:e] / x[k]
+                bh = units[a:e]                 # the block's direction
+                assert abs(np.linalg.norm(bh) - 1.0) <= 1e-12
                 c = g1[k] / x[k]
                 H[a:e, a:e] += c * np.eye(e - a) + (g2[k] - c) * np.outer(bh, bh)
             if self.run.bias:
