@@ -157,8 +157,12 @@ def exact_factors(K: np.ndarray, *, rtol: float = PIVOT_RTOL,
         r = int(rank) if max_rank is None else min(int(rank), int(max_rank))
         order = np.asarray(piv, dtype=np.int64) - 1
         p = order[:r]
-        upper = np.triu(c[:, :r].T)            # L^T in pivot order (r, N); LAPACK leaves K's entries above the factor
-        block = upper[:, np.argsort(order)]    # columns back in sample order
+        upper = c[:, :r].T                     # L^T in pivot order (r, N), a view of LAPACK's copy
+        for j in range(1, r):                  # LAPACK leaves K's entries below L^T's diagonal
+            upper[j, :j] = 0.0
+        # columns back in sample order; take gives a C-ordered array (fancy indexing of the
+        # second axis does not, and the bank would copy it again)
+        block = np.take(upper, np.argsort(order), axis=1)
         cols.append(block)
         pivots.append(p)
         kept = float(np.einsum("ij,ij->", block, block))
