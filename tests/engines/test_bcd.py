@@ -644,3 +644,37 @@ def test_proximal_newton_does_not_stall_a_little_above_the_optimum():
     ref = BCD(tol=1e-10, method="bcd", max_iter=200).solve(pb)
     assert ref.converged
     assert abs(res.objective - ref.objective) <= 1e-8 * abs(ref.objective)
+
+
+@pytest.mark.parametrize("loss,reg", [("logistic", "l1"), ("logistic", "elasticnet")])
+def test_newton_steps_on_a_working_set_end_at_the_run_tolerance(monkeypatch, loss, reg):
+    """On a working set met before, proximal Newton steps are taken one call at a time and the
+    point certified after each: no step is taken once the gap is within ``tol``, even when the
+    working set's own tolerance (here out of reach: ``inner_ratio`` 1e-12) is not met."""
+    from mklkit.engines import bcd as bcd_mod
+
+    pb, K, p = make(loss, reg)
+    tol = 1e-3
+    runs: list[list[float]] = []
+    to_tol = bcd_mod._BcdRun.newton_to_tol
+    certify = bcd_mod._BcdRun.certify
+
+    def spy_to_tol(self, *args):
+        runs.append([])
+        return to_tol(self, *args)
+
+    def spy_certify(self, beta, b, mu):
+        out = certify(self, beta, b, mu)
+        if runs:
+            runs[-1].append(out["gap"])
+        return out
+
+    monkeypatch.setattr(bcd_mod._BcdRun, "newton_to_tol", spy_to_tol)
+    monkeypatch.setattr(bcd_mod._BcdRun, "certify", spy_certify)
+    res = BCD(tol=tol, inner_ratio=1e-12, p0=pb.n_kernels).solve(pb)
+    check_certificate(res, pb, K, loss, reg, p, tol=tol)
+    inside = [gaps[:-1] for gaps in runs if len(gaps) > 1]   # the last is the outer certificate
+    assert inside, "no working set was solved by more than one Newton step"
+    for gaps in inside:
+        assert all(g > tol for g in gaps[:-1])                # a step only while the gap is above
+    assert any(gaps[-1] <= tol for gaps in inside)           # and the steps ended there
