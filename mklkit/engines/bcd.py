@@ -633,11 +633,10 @@ class _BcdRun:
         z: np.ndarray | None = None
         it = 0
         quiet = 0
-        # after an iteration that leaves the gap within 10 % of where it was (at the same
-        # smoothing) the next working set is solved by plain coordinate descent: proximal
-        # Newton can stall a little above the optimum (w8a, squared loss, N = 16,000: relative
-        # gap 1.1e-7 for ever, plain descent 5.9e-9).  Slow early progress is no stall: on a
-        # smoothed hinge (a9a, N = 3,000) plain descent there took 1,900 epochs for the same gap
+        # after a stall of proximal Newton (STALL_RATIO, STALL_HALVINGS, ROUNDING_GAP) the next
+        # working set is solved by plain coordinate descent (w8a, squared loss, N = 16,000:
+        # relative gap 1.1e-7 for ever, plain descent 5.9e-9).  Slow early progress is no
+        # stall: on a smoothed hinge (a9a, N = 3,000) plain descent there took 1,900 epochs
         method = self.method
         gap_before = cert["gap"]
         prev_ws: np.ndarray | None = None
