@@ -81,6 +81,10 @@ NUMERICAL = 1  # a non-finite value appeared
 NO_DESCENT = 2  # the line search found no decrease (rounding level)
 CAPPED = 3  # the epoch or Newton-step cap was reached
 
+#: METHOD_NEWTON ends the call (NO_DESCENT) after a step that its line search
+#: halved this many times
+LS_STALL = 10
+
 
 # ---------------------------------------------------------------------------
 # the working-set solve
@@ -563,6 +567,12 @@ def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, s
                 break
             z[:] = zt
             f0 = f1
+            if ls >= LS_STALL:
+                # the search cut the step to 2^-LS_STALL or less: the model no longer predicts
+                # the objective (near the optimum its decrease reaches the objective's
+                # rounding); further Newton steps here would be cut the same way
+                stats[ST_STATUS] = NO_DESCENT
+                break
     f_end = _true_value(kind, y, z, lp, mu, lo, hi, beta, rows, wseg, C, rp, value, deriv,
                         deriv2, conj, conj_grad, conj_hess, reg_value)
     stats[ST_DECREASE] = f_start - f_end

@@ -152,12 +152,12 @@ STALL_ITERATIONS = 5
 STALL_RATIO = 0.9
 
 #: ... or whose Newton steps took this many halvings of the line search each on
-#: average.
+#: average (the jitted loop ends a call after one such step, ``LS_STALL``).
 STALL_HALVINGS = 10
 
-#: ... or, with a relative gap below this (where the objective's decrease nears
-#: its rounding and the line search rejects the steps), did not halve the gap;
-#: below it the run then stays with coordinate descent.
+#: After that last kind of stall with a relative gap below this (where the
+#: objective's decrease nears its rounding), the run stays with coordinate
+#: descent.
 ROUNDING_GAP = 1e-6
 
 #: With ``method: newton``, Newton steps on a working set that differs from the
@@ -640,6 +640,7 @@ class _BcdRun:
         method = self.method
         gap_before = cert["gap"]
         prev_ws: np.ndarray | None = None
+        stuck = False
         if not math.isfinite(cert["P"]):
             run.end(Status.NUMERICAL_ERROR, 0, why=f"non-finite objective at the start "
                                                    f"(primal {cert['P']!r})")
@@ -697,12 +698,12 @@ class _BcdRun:
             # objective's rounding while the dual point still improves) is a stall too
             halvings = stats[kb.ST_LINE_SEARCH] / max(stats[kb.ST_NEWTON], 1.0)
             if method == "bcd":
-                # back to Newton unless near the rounding level, where it would stall again
-                stalled = self.method != "bcd" and cert["gap"] <= ROUNDING_GAP
+                # back to Newton, unless its line search failed near the rounding level,
+                # where it would fail again
+                stalled = stuck and self.method != "bcd" and cert["gap"] <= ROUNDING_GAP
             else:
-                stalled = mu == mu_before and (
-                    cert["gap"] > STALL_RATIO * gap_before or halvings >= STALL_HALVINGS
-                    or (cert["gap"] > 0.5 * gap_before and cert["gap"] <= ROUNDING_GAP))
+                stuck = halvings >= STALL_HALVINGS
+                stalled = mu == mu_before and (cert["gap"] > STALL_RATIO * gap_before or stuck)
             method = "bcd" if stalled else self.method
             gap_before = cert["gap"]
             if failed or not math.isfinite(cert["P"]):
