@@ -48,12 +48,13 @@ Inner solvers
   one at a time and the point certified after each, so that they end at
   the run's ``tol`` (:meth:`_BcdRun.newton_to_tol`).  The working set after
   an outer iteration that left the gap within 10 % of where it was (same
-  smoothing, ``STALL_RATIO``), whose Newton steps took 10 line-search
-  halvings each (``STALL_HALVINGS``), or that did not halve a gap below
-  ``ROUNDING_GAP`` is solved by ``bcd``: proximal Newton can stall a little
-  above the optimum, where the objective's decrease reaches its rounding
-  (w8a, squared loss, 16,000 points: a relative gap of 1.1e-7 for 200
-  iterations).
+  smoothing, ``STALL_RATIO``) or whose Newton steps took 10 line-search
+  halvings each (``STALL_HALVINGS``; the jitted loop ends its call after
+  such a step) is solved by ``bcd``, and after the latter below a gap of
+  ``ROUNDING_GAP`` the run stays with ``bcd``: proximal Newton can stall a
+  little above the optimum, where the objective's decrease reaches its
+  rounding (w8a, squared loss, 16,000 points: a relative gap of 1.1e-7 for
+  200 iterations).
 
 Both extrapolate the iterates every ``anderson + 1`` passes (Anderson
 acceleration, Bertrand & Massias 2021) and keep the extrapolated point when
@@ -633,7 +634,7 @@ class _BcdRun:
         z: np.ndarray | None = None
         it = 0
         quiet = 0
-        # after a stall of proximal Newton (STALL_RATIO, STALL_HALVINGS, ROUNDING_GAP) the next
+        # after a stall of proximal Newton (STALL_RATIO, STALL_HALVINGS) the next
         # working set is solved by plain coordinate descent (w8a, squared loss, N = 16,000:
         # relative gap 1.1e-7 for ever, plain descent 5.9e-9).  Slow early progress is no
         # stall: on a smoothed hinge (a9a, N = 3,000) plain descent there took 1,900 epochs
