@@ -583,10 +583,13 @@ class _BcdRun:
         return float(bvec[0]) if self.bias else 0.0, stats
 
     def newton_to_tol(self, ws: np.ndarray, beta: np.ndarray, b: float, z: np.ndarray,
-                      mu: float, tol_in: float) -> tuple[float, np.ndarray]:
+                      mu: float, tol_in: float
+                      ) -> tuple[float, np.ndarray, dict[str, Any] | None]:
         """Newton steps on a working set one call at a time, certifying after each: the run's
         ``tol`` ends them as well as ``tol_in`` and ``max_newton`` (on w8a, 39,799 points,
-        the second of two steps, 3 s, took the gap from 5.6e-4 to 3.7e-4 for tol 1e-3)."""
+        the second of two steps, 3 s, took the gap from 5.6e-4 to 3.7e-4 for tol 1e-3).
+        Returns the bias, the summed statistics, and the certificate of the final point when
+        the tolerance ended the steps (else None)."""
         kb = self.kb
         total = np.zeros(kb.ST_LEN)
         while True:
@@ -598,9 +601,10 @@ class _BcdRun:
             total[kb.ST_VIOLATION] = stats[kb.ST_VIOLATION]
             if (int(stats[kb.ST_STATUS]) != kb.CAPPED or stats[kb.ST_NEWTON] < 1.0
                     or total[kb.ST_NEWTON] >= int(self.engine.max_newton)):
-                return b, total
-            if self.certify(beta, b, mu)["gap"] <= self.run.tol:
-                return b, total
+                return b, total, None
+            cert = self.certify(beta, b, mu)
+            if cert["gap"] <= self.run.tol:
+                return b, total, cert
 
     # -- main loop ------------------------------------------------------------------
     def start(self) -> tuple[np.ndarray, float]:
@@ -659,11 +663,12 @@ class _BcdRun:
             # scores that choose the next one
             fresh = prev_ws is None or not np.array_equal(ws, prev_ws)
             tol_in = float(eng.inner_ratio) * viol
+            ended: dict[str, Any] | None = None        # newton_to_tol's final certificate
             if fresh or method != "newton" or self.polish_on:
                 b, stats = self.solve_ws(ws, beta, b, z, mu, tol_in, method,
                                          NEW_SET_NEWTON if fresh else None)
             else:
-                b, stats = self.newton_to_tol(ws, beta, b, z, mu, tol_in)
+                b, stats, ended = self.newton_to_tol(ws, beta, b, z, mu, tol_in)
             prev_ws = ws
             it += 1
             failed = int(stats[kb.ST_STATUS]) == kb.NUMERICAL or not np.all(np.isfinite(beta))
@@ -676,7 +681,8 @@ class _BcdRun:
             prev_primal, prev_dual = inc.primal, inc.dual
             if not failed and not self.smooth:
                 self.offer_kinks(inc, beta, b, mu, it)
-            cert = self.certify(beta, b, mu)
+            # the point newton_to_tol certified last is this one (no polish on that path)
+            cert = ended if ended is not None and not failed else self.certify(beta, b, mu)
             offer(cert, it)
             z = None
             mu_before = mu
@@ -792,9 +798,7 @@ class _BcdRun:
         sup = self.support(beta)
         if sup is None:
             return b, 0
-        bA = beta[sup.rows].copy()
-        z = sup.predictions(bA, b)
-        F, u, h, x = sup.objective(bA, z, mu)
+        bA, z, F, u, h, x = sup.state(beta, b, mu)
         steps = 0
         held = np.zeros(0, dtype=np.int64)
         for _ in range(int(self.engine.max_polish)):
@@ -815,9 +819,7 @@ class _BcdRun:
                 keep = np.concatenate([held, sup.blocks[crossing]])
                 hsup = self.support(beta, keep)
                 if hsup is not None:
-                    hA = beta[hsup.rows].copy()
-                    hz = hsup.predictions(hA, b)
-                    hF, hu, hh, hx = hsup.objective(hA, hz, mu)
+                    hA, hz, hF, hu, hh, hx = hsup.state(beta, b, mu)
                     hstep, hslope = hsup.newton_step(hA, hu, hh, hx)
                     hnew = (self._search(hsup, hA, b, hz, hF, hstep, hslope, mu)
                             if hstep is not None and hslope < -1e-15 * abs(hF) else None)
@@ -960,6 +962,13 @@ class _Support:
         run = self.run
         return run.kb.eval_loss(run.kind, run.y, common.as_vector(z), run.lp, mu, run.lo,
                                 run.hi, *run.fns, True, True)
+
+    def state(self, beta: np.ndarray, b: float, mu: float) -> tuple:
+        """The support's blocks of ``beta`` (a copy), the predictions, and :meth:`objective`
+        there: where the Newton steps of :meth:`_BcdRun.polish` start."""
+        bA = beta[self.rows].copy()
+        z = self.predictions(bA, b)
+        return (bA, z, *self.objective(bA, z, mu))
 
     def predictions(self, bA: np.ndarray, b: float) -> np.ndarray:
         r""":math:`L_A^\top\beta_A + b` plus the held blocks' predictions."""
