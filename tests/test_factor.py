@@ -174,7 +174,9 @@ def test_repeated_points_are_factored_once_with_their_multiplicity(normalize):
     true_tr = np.trace(kb.K, axis1=1, axis2=2)
     fb = build_factor_bank(bank, X, tol=1e-2, method="pivoted_cholesky", normalize=normalize)
     assert np.all(fb.relative_trace_error <= 1e-2)
-    np.testing.assert_allclose(fb.trace_error, true_tr - fb.trace(), rtol=0, atol=1e-12)
+    # exact up to the rounding of the traces (about N = 370 with unit diagonals)
+    np.testing.assert_allclose(fb.trace_error, true_tr - fb.trace(), rtol=0,
+                               atol=1e-13 * np.max(true_tr))
     # copies get equal rows, and the map to new points gives the training rows back
     LT = fb.LT
     np.testing.assert_array_equal(LT[:, :60], LT[:, 300:360])

@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import math
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -676,10 +677,94 @@ def test_newton_steps_on_a_working_set_end_at_the_run_tolerance(monkeypatch, los
 
     monkeypatch.setattr(bcd_mod._BcdRun, "newton_to_tol", spy_to_tol)
     monkeypatch.setattr(bcd_mod._BcdRun, "certify", spy_certify)
-    res = BCD(tol=tol, inner_ratio=1e-12, p0=pb.n_kernels).solve(pb)
+    # polish="never": Newton steps on the support would take over near the optimum
+    res = BCD(tol=tol, inner_ratio=1e-12, p0=pb.n_kernels, polish="never").solve(pb)
     check_certificate(res, pb, K, loss, reg, p, tol=tol)
     inside = [gaps for gaps in runs if gaps]
     assert inside, "no working set was solved by more than one Newton step"
     for gaps in inside:
         assert all(g > tol for g in gaps[:-1])                # a step only while the gap is above
     assert any(gaps[-1] <= tol for gaps in inside)           # and the steps ended there
+
+
+def _w8a_groups(n: int, sparse: bool, loss: Any) -> Problem:
+    """The group lasso on n w8a points (groups of 10 features), l1 at 0.01 C_max."""
+    from mklkit.data import load_builtin
+
+    ds = load_builtin("w8a")
+    rows = np.sort(np.random.default_rng(0).permutation(ds.n_samples)[:n])
+    X = sp.csr_matrix(ds.X, dtype=np.float64)[rows]
+    y = np.asarray(ds.y, dtype=np.float64)[rows]
+    starts = np.arange(0, X.shape[1] + 1, 10, dtype=np.int64)
+    LT = X.T.tocsr() if sparse else np.ascontiguousarray(X.T.toarray())
+    pb = Problem(K=FactorBank(LT, starts), y=y, loss=loss, regularizer=L1(), C=1.0)
+    pb.C = 0.01 * common.zero_solution(pb).C_max
+    return pb
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_a_smooth_loss_is_polished_on_its_support_near_the_optimum(monkeypatch, sparse):
+    """polish='auto' takes Newton steps on the support of a smooth loss once the gap is below
+    SMOOTH_POLISH_GAP and the system is cheap (the sparse factor's from its entries): the same
+    optimum as without them, to the certified gap, and its steps solve the Newton system."""
+    from mklkit.engines import bcd as bcd_mod
+
+    pb = _w8a_groups(1500, sparse, Logistic())
+    residuals: list[float] = []
+    dense_solve = bcd_mod._Support._dense_solve
+
+    def spy(self, units, h, x, g1, g2, grad, band):
+        step = dense_solve(self, units, h, x, g1, g2, grad, band)
+        # the Hessian formed again here, densely: loss part, the blocks' part, the bias
+        LA = self.LA.toarray() if sp.issparse(self.LA) else self.LA
+        nA = LA.shape[0]
+        H = np.zeros((nA + 1, nA + 1))
+        H[:nA, :nA] = (LA * h) @ LA.T
+        for k in range(self.seg.size - 1):
+            s, e = self.seg[k], self.seg[k + 1]
+            c = g1[k] / x[k]
+            H[s:e, s:e] += c * np.eye(e - s) + (g2[k] - c) * np.outer(units[s:e], units[s:e])
+        H[:nA, -1] = H[-1, :nA] = LA @ h
+        H[-1, -1] = np.sum(h)
+        residuals.append(float(np.linalg.norm(H @ step + grad) / np.linalg.norm(grad)))
+        return step
+
+    monkeypatch.setattr(bcd_mod._Support, "_dense_solve", spy)
+    res = BCD(tol=1e-9).solve(pb)
+    assert res.converged and res.gap <= 1e-9
+    assert sum(h["polish_steps"] for h in res.history) > 0
+    # no steps while the gap before the iteration was above SMOOTH_POLISH_GAP
+    for before, rec in zip(res.history, res.history[1:]):
+        if before["gap"] > bcd_mod.SMOOTH_POLISH_GAP:
+            assert rec["polish_steps"] == 0
+    assert residuals and max(residuals) <= 1e-8
+    monkeypatch.setattr(bcd_mod._Support, "_dense_solve", dense_solve)
+    ref = BCD(tol=1e-9, polish="never").solve(pb)
+    assert ref.converged
+    assert abs(res.objective - ref.objective) <= 2e-9 * abs(ref.objective)
+
+
+def test_the_loops_take_the_component_kernels_by_address():
+    """The kernels passed into the jitted loops resolve their compiled address once (a
+    dispatcher is looked up at every call): one object per kernel and type, typed as that
+    type, and the loops give the same result with it as with the dispatchers themselves."""
+    from mklkit._jit import bcd as kb
+
+    lk = Logistic().jit
+    a = kb.first_class(lk.deriv, kb.LOSS_FN)
+    assert a is kb.first_class(lk.deriv, kb.LOSS_FN)
+    from numba import typeof
+    assert typeof(a) == kb.LOSS_FN
+    y = np.array([1.0, -1.0, 1.0])
+    z = np.array([0.3, 0.2, -2.0])
+    p = np.ascontiguousarray(Logistic().param_vector, dtype=np.float64)
+    lo = np.ascontiguousarray(lk.conj_lower(y, p))
+    hi = np.ascontiguousarray(lk.conj_upper(y, p))
+    fns = [getattr(lk, k) or lk.value for k in ("value", "deriv", "deriv2", "conj", "conj_grad",
+                                                "conj_hess")]
+    plain = kb.eval_loss(kb.KIND_SMOOTH, y, z, p, 0.0, lo, hi, *fns, True, True)
+    fast = kb.eval_loss(kb.KIND_SMOOTH, y, z, p, 0.0, lo, hi,
+                        *[kb.first_class(f, kb.LOSS_FN) for f in fns], True, True)
+    for u, v in zip(plain, fast):
+        np.testing.assert_array_equal(u, v)
+    np.testing.assert_allclose(plain[1], -y / (1.0 + np.exp(y * z)), rtol=1e-12)
