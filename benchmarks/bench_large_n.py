@@ -60,8 +60,9 @@ BANK: list[dict[str, Any]] = [
 SVC_GAMMA = {"a9a": 0.05}
 
 
-def load(name: str) -> tuple[Any, np.ndarray, Any, np.ndarray]:
-    """Training and test parts of a data set (sparse CSR features, labels +-1)."""
+def load(name: str, seed: int = 0) -> tuple[Any, np.ndarray, Any, np.ndarray]:
+    """Training and test parts of a data set (sparse CSR features, labels +-1): a9a and its
+    test file; w8a split 80/20, stratified, with ``seed``."""
     from sklearn.model_selection import train_test_split
 
     from mklkit.data import load_builtin
@@ -70,7 +71,8 @@ def load(name: str) -> tuple[Any, np.ndarray, Any, np.ndarray]:
         tr, te = load_builtin("a9a"), load_builtin("a9a_test")
         return tr.X, tr.y, te.X, te.y
     ds = load_builtin(name)
-    X_tr, X_te, y_tr, y_te = train_test_split(ds.X, ds.y, test_size=0.2, stratify=ds.y, random_state=0)
+    X_tr, X_te, y_tr, y_te = train_test_split(ds.X, ds.y, test_size=0.2, stratify=ds.y,
+                                              random_state=seed)
     return X_tr, y_tr, X_te, y_te
 
 

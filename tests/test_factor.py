@@ -321,6 +321,12 @@ def test_a_tolerance_that_does_not_fit_is_reported_with_what_fits():
                        r"is 976\.6 KiB; raise memory_budget or use method 'pivoted_cholesky' with a rank$"):
         build_factor_bank([{"function": "poly", "degree": 2, "features": [list(range(30))]}], X,
                           memory_budget=1e6, max_exact_dim=1000)
+    # nothing exact: only the approximation's working space is over the budget, and a rank
+    # (which the user may have given) is no way out
+    with pytest.raises(FactorError, match=r"^memory_budget: factoring 3 kernels on \d+ points needs "
+                       r"[\d.]+ KiB of working space but memory_budget is 9\.8 KiB; raise "
+                       r"memory_budget$"):
+        build_factor_bank(bank, X, rank=5, memory_budget=1e4)
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -372,7 +378,7 @@ def test_bad_data_and_unnormalisable_kernels_are_refused():
     fb = build_factor_bank(["linear"], X)
     with pytest.raises(BankError, match=r"^X_new must have shape \(n, 34\) like the training data; got \(4, 3\)$"):
         fb.transform(np.ones((4, 3)))
-    with pytest.raises(ValueError, match=r"^this FactorBank has no map to new points \(factor_map is None\)"):
+    with pytest.raises(ValueError, match=r"^this FactorBank has no map to new points \(factor_map is None: it was made as FactorBank\(LT, starts\)\); build it with mklkit\.kernels\.factorize\.build_factor_bank \(kernels on data\), or with FactorBank\.from_factors"):
         FactorBank(np.ones((2, 3)), [0, 2]).transform(np.ones((2, 3)))
 
 

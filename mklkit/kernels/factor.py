@@ -261,8 +261,11 @@ class FactorBank(GramBank):
         (R, n_new), dense or CSR like ``LT``; :math:`K_m(X_{new}, X) \approx
         L_m(X_{new}) L_m^\top`."""
         if self.factor_map is None:
-            raise ValueError("this FactorBank has no map to new points (factor_map is None); build "
-                             "it with mklkit.kernels.factorize.build_factor_bank")
+            raise ValueError("this FactorBank has no map to new points (factor_map is None: it "
+                             "was made as FactorBank(LT, starts)); build it with "
+                             "mklkit.kernels.factorize.build_factor_bank (kernels on data), or "
+                             "with FactorBank.from_factors (given factors: transform then takes "
+                             "the new points' factor rows)")
         return self.factor_map.transform(X_new)
 
     def decision_function(self, X_new: Any, alpha: np.ndarray, bias: float = 0.0) -> np.ndarray:

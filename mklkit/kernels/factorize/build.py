@@ -295,10 +295,16 @@ def build_factor_bank(
     working = _working_bytes(N, [specs[m] for m in approx])
     per_kernel = 8 * N * min(rank, N) if rank is not None else 0
     if exact_bytes + working > limit:
-        plus = f" (plus {format_bytes(working)} of working space)" if working else ""
-        what = (f"the exact factors need {format_bytes(exact_bytes)}{plus} but memory_budget is "
-                f"{format_bytes(limit)}; raise memory_budget or use method 'pivoted_cholesky' "
-                "with a rank")
+        if exact_bytes:
+            plus = f" (plus {format_bytes(working)} of working space)" if working else ""
+            what = (f"the exact factors need {format_bytes(exact_bytes)}{plus} but memory_budget "
+                    f"is {format_bytes(limit)}; raise memory_budget or use method "
+                    "'pivoted_cholesky' with a rank")
+        else:
+            # nothing exact: the rows of the kernels that pivoted Cholesky / Nystrom work on
+            what = (f"factoring {len(approx)} kernels on {N} points needs "
+                    f"{format_bytes(working)} of working space but memory_budget is "
+                    f"{format_bytes(limit)}; raise memory_budget")
         raise FactorError(f"{_budget_key(root)}: {what}", key=_budget_key(root), problem=what)
     fair_rank = int((limit - exact_bytes - working) // (8 * N * max(len(approx), 1)))
     if rank is not None and approx and exact_bytes + working + len(approx) * per_kernel > limit:
