@@ -237,6 +237,14 @@ class _Factors:
             _jit().block_hessian(self.sparse, self.LT, int(self.starts[m]), int(self.starts[m + 1]),
                                  int(m), ones, self.supp_ptr, self.supp_idx, self.tptr,
                                  self.tcol, self.tval, G)
+        # eigendecompositions of the small Gram matrices, a batch per rank (spectral norms,
+        # alpha_from_beta)
+        self.eig: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for r in np.unique(ranks[small]):
+            ms = small[ranks[small] == r]
+            w, V = np.linalg.eigh(np.stack([self.gram(int(m)) for m in ms]))
+            for k, m in enumerate(ms):
+                self.eig[int(m)] = (w[k], V[k])
         self.lip = np.array([self._spectral_sq(bank, m) for m in range(M)])
 
     def gram(self, m: int) -> np.ndarray:
@@ -249,7 +257,7 @@ class _Factors:
         if r == 0:
             return 0.0
         if self.goff[m] >= 0:
-            top = float(np.linalg.eigvalsh(self.gram(m))[-1])
+            top = float(self.eig[m][0][-1])
         else:
             B = bank.block(m)
             op = spla.aslinearoperator(B.T if sp.issparse(B) else np.asarray(B).T)
@@ -299,6 +307,8 @@ def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
     f = _factors(bank)
     alpha = np.zeros((M, N))
     own = getattr(bank, "solve_coefficients", None)
+    coef = np.zeros(f.starts[-1])          # (L_m^T L_m)^+ beta_m of the small blocks
+    small: list[int] = []
     for m in range(M):
         s, e = int(bank.starts[m]), int(bank.starts[m + 1])
         bm = beta[s:e]
@@ -307,15 +317,22 @@ def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
         if own is not None:
             alpha[m] = own(m, bm)
             continue
-        B = bank.block(m)
         if f.goff[m] >= 0:
-            w, V = np.linalg.eigh(f.gram(m))
+            w, V = f.eig[m]
             keep = w > 1e-12 * max(float(w[-1]), 0.0) * (e - s)
-            c = V[:, keep] @ ((V[:, keep].T @ bm) / w[keep])
-            alpha[m] = np.asarray(B.T @ c).ravel()
+            coef[s:e] = V[:, keep] @ ((V[:, keep].T @ bm) / w[keep])
+            small.append(m)
         else:
-            op = spla.aslinearoperator(B)
+            op = spla.aslinearoperator(bank.block(m))
             alpha[m] = spla.lsqr(op, bm, atol=1e-14, btol=1e-14, iter_lim=10 * (e - s))[0]
+    if small:
+        # alpha_m = L_m coef_m for all of them in one product: S (M, R) holds coef_m in row m
+        rows = np.concatenate([np.arange(f.starts[m], f.starts[m + 1]) for m in small])
+        blk = np.repeat(np.asarray(small), np.diff(f.starts)[small])
+        S = sp.csr_matrix((coef[rows], (blk, rows)), shape=(M, int(f.starts[-1])))
+        prod = S @ bank.LT
+        prod = prod.toarray() if sp.issparse(prod) else np.asarray(prod)
+        alpha[small] = prod[small]
     return alpha
 
 
