@@ -233,10 +233,15 @@ class _Factors:
         for m in small:
             r = int(ranks[m])
             G = self.grams[self.goff[m]:self.goff[m] + r * r].reshape(r, r)
-            # from the sample-major copy (sparse), a product of the rows (dense); symmetric
-            _jit().block_hessian(self.sparse, self.LT, int(self.starts[m]), int(self.starts[m + 1]),
-                                 int(m), ones, self.supp_ptr, self.supp_idx, self.tptr,
-                                 self.tcol, self.tval, G)
+            if self.sparse:
+                # from the sample-major copy, symmetric
+                _jit().block_hessian(True, self.LT, int(self.starts[m]), int(self.starts[m + 1]),
+                                     int(m), ones, self.supp_ptr, self.supp_idx, self.tptr,
+                                     self.tcol, self.tval, G)
+            else:
+                B = self.LT[self.starts[m]:self.starts[m + 1]]
+                G[:, :] = B @ B.T
+                G[:, :] = 0.5 * (G + G.T)
         # eigendecompositions of the small Gram matrices, a batch per rank (spectral norms,
         # alpha_from_beta)
         self.eig: dict[int, tuple[np.ndarray, np.ndarray]] = {}
