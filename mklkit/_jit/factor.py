@@ -258,3 +258,19 @@ def add_symmetric_lower(H: np.ndarray, T: np.ndarray) -> None:  # pragma: no cov
             for i in range(i0, i1):
                 for j in range(j0, j1):
                     H[i, j] += T[i, j] if i >= j else T[j, i]
+
+
+@njit(cache=True, parallel=True)
+def gather_columns(src: np.ndarray, columns: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
+    r"""``out[a, i] = src[a, columns[i]]``: the rows of a factor held on distinct points,
+    one column per point (``columns`` int64), written in place, rows in parallel.
+
+    ``np.take(src, columns, axis=1, out=out)`` takes three times as long, and
+    without ``out`` it allocates (and first-touches) a temporary as large as the
+    rows: 50 of them on w8a.
+    """
+    for a in prange(src.shape[0]):
+        s = src[a]
+        o = out[a]
+        for i in range(columns.shape[0]):
+            o[i] = s[columns[i]]

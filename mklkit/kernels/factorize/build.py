@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from ...components.params import did_you_mean
 from ..build import format_bytes
 from ..description import DEFAULT_MEMORY_BUDGET, NORMALIZATIONS, BankError, BankKernel, Resolver, expand_bank
+from ..._jit.factor import gather_columns
 from ..factor import FactorBank
 from ..functions import Linear
 from .algorithms import (
@@ -466,7 +467,9 @@ def _assemble(blocks: list[Any], starts: np.ndarray, N: int, sparse_bank: bool) 
             if columns is None:
                 LT[r:r + b.shape[0]] = b
             else:
-                np.take(b, columns, axis=1, out=LT[r:r + b.shape[0]])
+                gather_columns(np.ascontiguousarray(b, dtype=np.float64),
+                               np.ascontiguousarray(columns, dtype=np.int64),
+                               LT[r:r + b.shape[0]])
             r += b.shape[0]
             del b
     return LT
