@@ -229,7 +229,7 @@ class _Factors:
         self.goff[small] = np.concatenate([[0], np.cumsum(ranks[small] ** 2)[:-1]]) \
             if small.size else small
         self.grams = np.zeros(int(np.sum(ranks[small] ** 2)))
-        ones = np.ones(N)
+        ones = np.ones(N) if self.sparse else np.zeros(0)
         for m in small:
             r = int(ranks[m])
             G = self.grams[self.goff[m]:self.goff[m] + r * r].reshape(r, r)
@@ -388,7 +388,9 @@ class BCD(Engine):
         Factor by which the smoothing decreases.
     polish : {"auto", "always", "never"}
         Newton steps on the non-zero blocks after every working-set solve
-        (``auto``: for a smoothed non-smooth loss).
+        (``auto``: for a smoothed non-smooth loss, and for a smooth loss on a
+        working set met before once the gap is below ``SMOOTH_POLISH_GAP``
+        and its Newton system costs at most ``POLISH_MAX_FLOPS``).
     max_polish : int
         Newton steps on the non-zero blocks per outer iteration.
     """
@@ -426,7 +428,8 @@ class BCD(Engine):
         Param("mu_factor", 0.1, "factor by which the smoothing of a non-smooth loss decreases",
               low=0.0, high=1.0, low_open=True, high_open=True),
         Param("polish", "auto", "Newton steps on the non-zero blocks after every working-set "
-              "solve: 'auto' (for a smoothed non-smooth loss), 'always', 'never'", type=str,
+              "solve: 'auto' (for a smoothed non-smooth loss; for a smooth loss near the "
+              "optimum where the Newton system is cheap), 'always', 'never'", type=str,
               choices=("auto", "always", "never")),
         Param("max_polish", 8, "Newton steps on the non-zero blocks per outer iteration",
               type=int, low=1),
