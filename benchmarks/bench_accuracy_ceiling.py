@@ -36,10 +36,10 @@ nothing.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 import warnings
 from pathlib import Path
-import sys
 
 import numpy as np
 

@@ -38,8 +38,8 @@ from .group_blocks import (anderson, block_curv, block_grad, block_hessian, bloc
                            block_min, pack, prox_step, reg_sum, reg_sum_packed, scores,
                            top_eig, unpack, ws_rows)
 
-__all__ = ["LOSS_FN", "REG_FN", "first_class", "envelope", "loss_terms", "eval_loss", "solve_ws", "scores",
-           "block_scores",
+__all__ = ["LOSS_FN", "REG_FN", "first_class", "envelope", "loss_terms", "eval_loss", "solve_ws",
+           "scores", "block_scores",
            "METHOD_BCD", "METHOD_NEWTON", "KIND_SMOOTH", "KIND_ENVELOPE"]
 
 METHOD_BCD = 0  # block coordinate descent on the loss itself

@@ -16,10 +16,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from ..._jit.factor import gather_columns
 from ...components.params import did_you_mean
 from ..build import format_bytes
 from ..description import DEFAULT_MEMORY_BUDGET, NORMALIZATIONS, BankError, BankKernel, Resolver, expand_bank
-from ..._jit.factor import gather_columns
 from ..factor import FactorBank
 from ..functions import Linear
 from .algorithms import (
@@ -461,14 +461,15 @@ def _assemble(blocks: list[Any], starts: np.ndarray, N: int, sparse_bank: bool) 
         r = int(starts[m])
         parts = blk.blocks if isinstance(blk, _Approx) else [blk]
         columns = blk.columns if isinstance(blk, _Approx) else None
+        if columns is not None:
+            columns = np.ascontiguousarray(columns, dtype=np.int64)   # once for all parts
         while parts:
             b = parts.pop(0)
             b = b.toarray() if sp.issparse(b) else b
             if columns is None:
                 LT[r:r + b.shape[0]] = b
             else:
-                gather_columns(np.ascontiguousarray(b, dtype=np.float64),
-                               np.ascontiguousarray(columns, dtype=np.int64),
+                gather_columns(np.ascontiguousarray(b, dtype=np.float64), columns,
                                LT[r:r + b.shape[0]])
             r += b.shape[0]
             del b
