@@ -303,7 +303,8 @@ def newton_direction(H: LowRankHessian, g: np.ndarray, bias: bool,
     mirrors :func:`~mklkit.engines.spicy.start._newton_direction`: no ridge
     first, then :math:`\tau I` growing from :math:`10^{-12}\max_i H_{ii}` when
     the solve fails (a zero of the diagonal :math:`D`).  The iterative method
-    passes its Levenberg–Marquardt ridge, which grows a hundredfold on failure
+    passes its Levenberg–Marquardt ridge, which grows a hundredfold on failure, at
+    least to :math:`10^{-12}H_{ii}` on each coordinate
     (:meth:`~mklkit.engines.spicy.iterative._Iterative.newton_direction`).
     The last resort is the (projected) steepest-descent direction.
 
@@ -317,12 +318,15 @@ def newton_direction(H: LowRankHessian, g: np.ndarray, bias: bool,
         ``"gradient"`` for the last resort.
     """
     N = g.size
-    scale = max(float(np.max(np.abs(H.diag))) if N else 0.0, 1e-300)
+    diag = np.abs(H.diag)
+    scale = max(float(np.max(diag)) if N else 0.0, 1e-300)
+    # the Levenberg-Marquardt ridge grows from each coordinate's own diagonal entry
+    floor = np.where(diag > 0.0, diag, scale)
     lm = ridge is not None
     mu = np.zeros(N) if ridge is None else np.asarray(ridge, dtype=np.float64)
     for k in range(8 if lm else 6):
         if k > 0:
-            mu = (np.maximum(mu * 100.0, 1e-12 * scale) if lm
+            mu = (np.maximum(mu * 100.0, 1e-12 * floor) if lm
                   else np.full(N, scale * 1e-12 * 100.0 ** (k - 1)))
         method = H.solver if k == 0 else H.solver + "+ridge"
         if bias and not lm:

@@ -183,18 +183,26 @@ class _Iterative(Algorithm):
         Woodbury or CG, :mod:`~mklkit.engines.spicy.factor_newton`).
 
         :math:`\mu_i` is the loss part's per-sample ridge where it has one
-        (:meth:`_ConstrainedLoss.ridge`), else ``_LM``:math:`\,\|g\|`; it grows
-        a hundredfold whenever the factorization fails.
+        (:meth:`_ConstrainedLoss.ridge`), else ``_LM``:math:`\,\|g\|`, plus a
+        rounding floor :math:`10^{-14}H_{ii}` relative to the coordinate's own
+        diagonal entry; it grows a hundredfold (at least to :math:`10^{-12}H_{ii}`)
+        whenever the factorization fails.  A floor relative to :math:`\max_i H_{ii}`
+        would freeze every coordinate but the largest when the diagonal spans
+        many orders of magnitude: the logistic conjugate's curvature
+        :math:`1/(t(1-t))` reaches :math:`10^{40}` at samples far from the margin.
         """
         N = g.size
         low_rank = isinstance(H, LowRankHessian)
-        scale = max(float(np.max(np.abs(H.diag if low_rank else np.diag(H)))), 1e-300)
+        diag = np.abs(H.diag if low_rank else np.diag(H))
+        scale = max(float(np.max(diag)), 1e-300)
         gnorm = float(np.linalg.norm(g))
         if ridge is None:
             mu = np.full(N, _LM * gnorm)
         else:
             mu = np.where(np.isfinite(ridge), ridge, _LM * gnorm)
-        mu = mu + 1e-14 * scale
+        # rounding floor per coordinate, relative to its own diagonal entry
+        floor = np.where(diag > 0.0, diag, scale)
+        mu = mu + 1e-14 * floor
         if low_rank:
             d, _, method = low_rank_direction(H, g, False, ridge=mu)
             return d, method
@@ -204,12 +212,12 @@ class _Iterative(Algorithm):
             try:
                 cf = scipy.linalg.cho_factor(Hk, lower=True, check_finite=False)
             except np.linalg.LinAlgError:
-                mu = np.maximum(mu * 100.0, 1e-12 * scale)
+                mu = np.maximum(mu * 100.0, 1e-12 * floor)
                 continue
             d = scipy.linalg.cho_solve(cf, -g, check_finite=False)
             if np.all(np.isfinite(d)):
                 return d, "cholesky" if k == 0 else "ridge"
-            mu = np.maximum(mu * 100.0, 1e-12 * scale)
+            mu = np.maximum(mu * 100.0, 1e-12 * floor)
         return -g / scale, "gradient"
 
     # -- start -------------------------------------------------------------------
@@ -382,7 +390,8 @@ class _Iterative(Algorithm):
             Lval = Lt
             steps += 1
         self.rho, self.KR = rho, KR
-        failed = status != "converged" and not (gnorm <= 1e-2 * g_start)
+        # "gap reached": the update is certain to meet tol, a success however far Newton got
+        failed = status not in ("converged", "gap reached") and not (gnorm <= 1e-2 * g_start)
         return {"q": q, "steps": steps, "backtracks": backtracks, "status": status,
                 "grad_norm": gnorm, "solver": solver, "failed": failed}
 
@@ -423,8 +432,10 @@ class _Iterative(Algorithm):
         """:meth:`inner`, retried from the same start with a smaller γ when it fails.
 
         An inner problem fails when Newton stops early (line search, step
-        limit, rounding) before the gradient norm dropped a hundredfold;
-        updating α, b and ξ from such a point can undo the progress made.  The proximal-point iteration converges for any γ, so
+        limit, rounding) before the gradient norm dropped a hundredfold
+        (not when it stopped because its update meets ``tol``: "gap reached");
+        updating α, b and ξ from such a point can undo the progress made.  The
+        proximal-point iteration converges for any γ, so
         γ is lowered (divided by ``gamma_factor``, at most three times) and the
         inner problem is solved again.
         """
