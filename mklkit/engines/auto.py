@@ -66,6 +66,15 @@ candidate does (``skm_smo`` for ``l1_squared``).
 5. If the chosen engine ends ``stalled`` or ``numerical_error`` and another
    general engine (``spicy``, else ``proximal``) supports the problem, it
    continues from the last point (warm start).
+6. While the chosen engine runs, auto watches its certified gap (the window
+   rule of :class:`StallWatch`): when the best gap after :math:`k` records is
+   not below ``stall_ratio`` times the best gap after :math:`\lfloor k/2\rfloor`
+   (:math:`k \ge` ``stall_window``), the delegate is stopped and the other
+   general engine continues from its incumbents (α, b and the dual point), with
+   a :class:`EngineSwitchWarning`.  Doubling the iterations halves a gap that
+   falls as :math:`1/k` and quarters one that falls as :math:`1/k^2`, so the
+   rule leaves slow but steady solvers alone; a gap that stays put is caught
+   after as many records again as it took to get there.
 
 The result carries ``engine = "auto"``; its message starts with the route
 and why (``auto -> spicy (...): ...``, ``auto -> bcd on exact factors of the
@@ -92,7 +101,8 @@ from .bcd import BCD
 from .proximal import Proximal
 from .spicy import Spicy
 
-__all__ = ["Auto", "AUTO_ENGINES", "specificity", "DENSE_FACTOR_MAX_RANK"]
+__all__ = ["Auto", "AUTO_ENGINES", "specificity", "DENSE_FACTOR_MAX_RANK", "StallWatch",
+           "EngineSwitchWarning"]
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +110,45 @@ logger = logging.getLogger(__name__)
 #: kernel's numerical rank).  A cap makes the factors inexact for kernels of larger
 #: rank, and auto then solves the dense problem with ``spicy``.
 DENSE_FACTOR_MAX_RANK: int | None = None
+
+
+class EngineSwitchWarning(UserWarning):
+    """Emitted when ``auto`` stops an engine that made no progress and another continues."""
+
+
+class StallWatch:
+    r"""The window rule on a delegate's certified gap (rule 6 of the module docstring).
+
+    Called with each history record; returns True (stop the delegate) when,
+    after :math:`k \ge` ``window`` records, the best relative gap so far is
+    not below ``ratio`` times the best gap of the first :math:`\lfloor k/2\rfloor`
+    records (an infinite or NaN gap counts as no gap).  :attr:`reason` then
+    says so.
+    """
+
+    def __init__(self, window: int, ratio: float, unit: str = "iteration") -> None:
+        self.window, self.ratio, self.unit = int(window), float(ratio), unit
+        self.best: list[float] = []
+        self.iterations: list[int] = []
+        self.reason: str | None = None
+
+    def __call__(self, rec: dict[str, Any]) -> bool:
+        gap = float(rec.get("gap", math.nan))
+        gap = gap if gap >= 0.0 and math.isfinite(gap) else math.inf
+        best = min(self.best[-1], gap) if self.best else gap
+        self.best.append(best)
+        self.iterations.append(int(rec.get("iteration", len(self.best))))
+        k = len(self.best)
+        if k < self.window:
+            return False
+        then = self.best[k // 2 - 1]
+        if best < self.ratio * then:
+            return False
+        self.reason = (f"no progress: best relative duality gap {best:.3e} after "
+                       f"{self.unit} {self.iterations[-1]}, {then:.3e} after "
+                       f"{self.unit} {self.iterations[k // 2 - 1]} (stall_ratio {self.ratio:g})")
+        return True
+
 
 class Auto(Engine):
     r"""Delegates to the fastest engine that supports the problem (module docstring).
@@ -127,7 +176,14 @@ class Auto(Engine):
     fallback : bool
         Continue with another engine when the first stalls or fails
         numerically, or when ``bcd``'s point on exact factors does not meet
-        ``tol`` on the dense bank.
+        ``tol`` on the dense bank; and stop a delegate that makes no progress
+        (``stall_window``, ``stall_ratio``).
+    stall_window : int
+        Fewest history records of the delegate before the stall rule applies.
+    stall_ratio : float
+        The delegate makes no progress when its best gap after :math:`k`
+        records is not below ``stall_ratio`` times its best gap after
+        :math:`\lfloor k/2\rfloor` (:class:`StallWatch`).
     """
 
     name: ClassVar[str] = "auto"
@@ -158,6 +214,12 @@ class Auto(Engine):
               "costs M N^3 / 3 flops and up to the bank's memory again)", type=int, low=1),
         Param("fallback", True, "continue with another engine when the first stalls",
               type=bool),
+        Param("stall_window", 8,
+              "fewest records of the delegate before the stall rule applies", type=int, low=2),
+        Param("stall_ratio", 0.9,
+              "with fallback, the delegate is stopped and another engine continues when its "
+              "best gap after k records is not below stall_ratio times that after k/2",
+              low=0.0, high=1.0, low_open=True),
     )
 
     def _delegate_params(self) -> dict[str, Any]:
@@ -261,19 +323,35 @@ class Auto(Engine):
         if factor:
             return self._solve_on_factors(problem, run, engine, why, warm_start)
         logger.info("auto -> %s (%s)", engine.name, why)
-        first = self._run(engine, problem, callback, warm_start, 0)
+        other = self._other(problem, engine.name) if self.fallback else None
+        watch = None if other is None else StallWatch(
+            self.stall_window, self.stall_ratio, getattr(engine, "unit", "iteration"))
+        first = self._run(engine, problem, callback, warm_start, 0, watch=watch)
         result = dataclasses.replace(
             first, message=f"auto -> {engine.name} ({why}): {first.message}")
-        if self.fallback and first.status in (Status.STALLED, Status.NUMERICAL_ERROR):
+        if (other is not None and watch is not None and watch.reason is not None
+                and first.status == Status.STOPPED):
+            note = f"{engine.name} made {watch.reason}"
+            line = f"auto: {note}; {other.name} continues from its point"
+            logger.info("%s", line)
+            warnings.warn(line, EngineSwitchWarning, stacklevel=3)
+            result = self._continue(problem, callback, engine.name, first, warm_start,
+                                    why=note) or result
+        elif self.fallback and first.status in (Status.STALLED, Status.NUMERICAL_ERROR):
             result = self._continue(problem, callback, engine.name, first, warm_start) or result
         return dataclasses.replace(result, engine=self.name)
+
+    def _other(self, problem: Problem, name: str) -> Engine | None:
+        """The general engine that continues after ``name`` (None if none applies)."""
+        return next((e for e in self._engines()
+                     if e.name != name and e.supports(problem) is None
+                     and problem.representation in e.representations), None)
 
     def _continue(self, problem: Problem, callback: Callback | None, name: str,
                   first: SolveResult, warm_start: SolveResult | None,
                   why: str | None = None) -> SolveResult | None:
         """A general engine other than ``name`` continues from ``first`` (None if none applies)."""
-        other = next((e for e in self._engines()
-                      if e.name != name and e.supports(problem) is None), None)
+        other = self._other(problem, name)
         if other is None:
             return None
         start = first if _finite_point(first) else warm_start
@@ -312,7 +390,18 @@ class Auto(Engine):
                            kernel_names=problem.kernel_names,
                            extra={k: v for k, v in problem.extra.items()
                                   if k != "representation"})
-        first = self._run(BCD(**self._delegate_params()), factored, callback, warm_start, 0)
+        other = self._other(problem, bcd.name) if self.fallback else None
+        watch = None if other is None else StallWatch(self.stall_window, self.stall_ratio,
+                                                      bcd.unit)
+        first = self._run(BCD(**self._delegate_params()), factored, callback, warm_start, 0,
+                          watch=watch)
+        if (other is not None and watch is not None and watch.reason is not None
+                and first.status == Status.STOPPED):
+            line = f"auto: bcd made {watch.reason}; {other.name} continues from its point"
+            logger.info("%s", line)
+            warnings.warn(line, EngineSwitchWarning, stacklevel=4)
+            first = dataclasses.replace(first, status=Status.STALLED,
+                                        message=f"bcd made {watch.reason}")
         cert = common.certify(problem, first.alpha, first.bias, first.dual)
         tol = float(self.tol)
         met = math.isfinite(cert.gap) and cert.gap <= tol
@@ -330,8 +419,10 @@ class Auto(Engine):
             history=first.history, message=f"{first.message}; {dense}", time_s=run.elapsed(),
             norms=cert.norms, rho=cert.rho, C_max=first.C_max, warn=False)
         if not met and self.fallback and status != Status.STOPPED and _finite_point(certified):
+            stalled = watch is not None and watch.reason is not None
+            why = f"{first.message}; {dense}" if stalled else f"bcd's point on the factors: {dense}"
             second = self._continue(problem, callback, bcd.name, certified, warm_start,
-                                    why=f"bcd's point on the factors: {dense}")
+                                    why=why)
             if second is not None:
                 return dataclasses.replace(second, engine=self.name, time_s=run.elapsed(),
                                            message=f"{route}: {second.message}")
@@ -340,17 +431,24 @@ class Auto(Engine):
 
     @staticmethod
     def _run(engine: Engine, problem: Problem, callback: Callback | None,
-             warm_start: SolveResult | None, offset: int) -> SolveResult:
-        """Run a delegate; records get ``engine`` and iterations shifted by ``offset``."""
+             warm_start: SolveResult | None, offset: int,
+             watch: StallWatch | None = None) -> SolveResult:
+        """Run a delegate; records get ``engine`` and iterations shifted by ``offset``.
+
+        With ``watch``, a record after which it sees no progress stops the delegate
+        (``watch.reason`` is set; the caller's callback is asked first and wins).
+        """
         name = engine.name
 
         def tag(rec: dict[str, Any]) -> dict[str, Any]:
             return {**rec, "iteration": rec["iteration"] + offset, "engine": name}
 
         cb = None
-        if callback is not None:
+        if callback is not None or watch is not None:
             def cb(rec: dict[str, Any]) -> Any:
-                return callback(tag(rec))
+                if callback is not None and callback(tag(rec)):
+                    return True
+                return watch is not None and watch(rec)
         with warnings.catch_warnings():
             # the delegate's warning is re-issued for the final result only
             warnings.simplefilter("ignore", ConvergenceWarning)
