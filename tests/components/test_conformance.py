@@ -139,8 +139,9 @@ def test_parameter_variant_conforms(variant, seed, C):
     assert report.ok, str(report)
 
 
-@pytest.mark.parametrize("kind, name, cls", [(k, n, c) for (k, n), c in _CLASSES.items()],
-                         ids=[f"{k}:{n}" for k, n in _CLASSES])
+@pytest.mark.parametrize("kind, name, cls", [
+    pytest.param(k, n, c, marks=pytest.mark.slow if (k, n) == ("loss", "eps_insensitive") else ())
+    for (k, n), c in _CLASSES.items()], ids=[f"{k}:{n}" for k, n in _CLASSES])
 @FEW
 @given(seed=seeds)
 @example(seed=0)

@@ -223,7 +223,7 @@ def a9a_groups(n: int) -> tuple[FactorBank, np.ndarray]:
 
 @pytest.mark.parametrize("engine,loss,reg", [
     (Spicy(tol=1e-6, method="one_step"), "logistic", "elasticnet"),
-    (Spicy(tol=1e-6, method="iterative"), "hinge", "l1"),
+    pytest.param(Spicy(tol=1e-6, method="iterative"), "hinge", "l1", marks=pytest.mark.slow),
     (Spicy(tol=1e-6, method="iterative"), "logistic", "l1"),
     (Proximal(tol=1e-4, max_iter=300), "logistic", "l1"),
 ], ids=["spicy-one_step", "spicy-iterative-hinge", "spicy-iterative-logistic", "proximal"])

@@ -16,12 +16,12 @@ from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning, Status
 
 try:
-    from tests.conic_reference import primal_objective_numpy
+    from tests.engines.certificates import assert_certified, assert_dual_feasible
     from tests.engines.shared import (
         assert_incumbents, liver, reference, solve_stopped, sonar, sonar_points,
     )
 except ImportError:  # tests/ itself is on sys.path (rootdir-relative imports)
-    from conic_reference import primal_objective_numpy
+    from engines.certificates import assert_certified, assert_dual_feasible
     from engines.shared import (
         assert_incumbents, liver, reference, solve_stopped, sonar, sonar_points,
     )
@@ -30,14 +30,11 @@ TOL = 1e-8        # engine tolerance on the relative duality gap
 REL = 1e-4        # agreement with the conic reference
 
 
-def check_against_reference(res, K, y, ref, loss, reg, C, **params):
+def check_against_reference(res, pb, ref, loss, reg, **params):
     __tracebackhide__ = True
-    assert res.status == Status.CONVERGED, res.message
-    assert -1e-12 <= res.gap <= TOL      # weak duality, up to rounding
-    assert res.objective == pytest.approx(ref.objective, rel=REL)
-    # the primal at the returned (alpha, b), recomputed independently
-    P = primal_objective_numpy(K, y, res.alpha, res.bias, loss, reg, C, **params)
-    assert P == pytest.approx(res.objective, rel=1e-10)
+    K, y, C = pb.K, pb.y, pb.C
+    # the gap of 1e-8, confirmed by weak duality against Clarabel's point
+    assert_certified(res, K, y, ref, loss, reg, C, params, tol=TOL, rel=REL, problem=pb)
     # the loss is strictly convex in z and the block norms unique: both must agree
     z = np.einsum("mij,mj->i", K, res.alpha) + res.bias
     z_ref = np.einsum("mij,mj->i", K, ref.alpha) + ref.bias
@@ -57,7 +54,7 @@ def test_logistic_elasticnet_matches_conic_reference(C, lam):
     pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=lam), C=C)
     res = Spicy(tol=TOL, max_iter=100).solve(pb)
     ref = reference("sonar", "logistic", "elasticnet", C, lam=lam)
-    check_against_reference(res, K, y, ref, "logistic", "elasticnet", C, lam=lam)
+    check_against_reference(res, pb, ref, "logistic", "elasticnet", lam=lam)
     # the multiplier of 1'rho = 0 is the bias (KKT condition of §4.3)
     assert res.history[-1]["multiplier"] == pytest.approx(res.bias, abs=1e-4)
 
@@ -69,7 +66,7 @@ def test_elasticnet_leaves_kernels_inactive():
     pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=lam), C=C)
     res = Spicy(tol=TOL, max_iter=100).solve(pb)
     ref = reference("sonar", "logistic", "elasticnet", C, lam=lam)
-    check_against_reference(res, K, y, ref, "logistic", "elasticnet", C, lam=lam)
+    check_against_reference(res, pb, ref, "logistic", "elasticnet", lam=lam)
     inactive = res.block_norms == 0
     assert 0 < np.sum(inactive) < K.shape[0]
     assert np.all(res.alpha[inactive] == 0)
@@ -85,7 +82,7 @@ def test_squared_lq_matches_conic_reference(q, C):
     pb = Problem(K=K, y=y, loss=Squared(), regularizer=Lq(q=q), C=C)
     res = Spicy(tol=TOL, max_iter=100).solve(pb)
     ref = reference("liver", "squared", "lq", C, q=q)
-    check_against_reference(res, K, y, ref, "squared", "lq", C, q=q)
+    check_against_reference(res, pb, ref, "squared", "lq", q=q)
 
 
 def test_squared_uniform_matches_conic_reference():
@@ -93,7 +90,7 @@ def test_squared_uniform_matches_conic_reference():
     pb = Problem(K=K, y=y, loss=Squared(), regularizer=Uniform(), C=0.3)
     res = Spicy(tol=TOL).solve(pb)
     ref = reference("liver", "squared", "uniform", 0.3)
-    check_against_reference(res, K, y, ref, "squared", "uniform", 0.3)
+    check_against_reference(res, pb, ref, "squared", "uniform")
 
 
 def test_without_bias_matches_conic_reference():
@@ -102,7 +99,7 @@ def test_without_bias_matches_conic_reference():
     res = Spicy(tol=TOL).solve(pb)
     ref = reference("sonar", "logistic", "elasticnet", 0.2, bias=False, lam=0.5)
     assert res.bias == 0.0
-    check_against_reference(res, K, y, ref, "logistic", "elasticnet", 0.2, lam=0.5)
+    check_against_reference(res, pb, ref, "logistic", "elasticnet", lam=0.5)
 
 
 def test_kl_regularizer_converges_with_certified_gap():
@@ -112,10 +109,11 @@ def test_kl_regularizer_converges_with_certified_gap():
     res = Spicy(tol=TOL).solve(pb)
     assert res.status == Status.CONVERGED and res.gap <= TOL
     P = common.primal_objective(pb, res.alpha, res.bias)
-    D = common.dual_objective(pb, res.dual)
+    D = assert_dual_feasible(pb, res.dual, res.dual_objective)
     assert P == pytest.approx(res.objective, rel=1e-12)
-    assert D == pytest.approx(res.dual_objective, rel=1e-12)
     assert (P - D) / abs(P) <= TOL
+    ref = reference("sonar", "logistic", "kl", 0.05, d0=1.0)
+    assert_certified(res, K, y, ref, "logistic", "kl", 0.05, {"d0": 1.0}, tol=TOL, rel=REL)
 
 
 # ---------------------------------------------------------------------------
@@ -315,9 +313,10 @@ def test_unnormalized_polynomial_kernel_converges():
     """A degree-3 polynomial kernel without normalization (entries up to 6e4, wine).
 
     The Newton steps drive some dual coordinates to within 1e-19 of the
-    boundary of the logistic conjugate's domain; re-centring them by the mean
-    once pushed one outside, which made the dual function infinite and
-    ended the solve with a ``non-finite objective``.
+    boundary of the logistic conjugate's domain (or onto it: ``y rho = 0``,
+    possibly ``-0.0``, which is feasible since ``0 log 0 = 0``); re-centring
+    them by the mean once pushed one outside, which made the dual function
+    infinite and ended the solve with a ``non-finite objective``.
     """
     from sklearn.datasets import load_wine
 
@@ -335,7 +334,34 @@ def test_unnormalized_polynomial_kernel_converges():
             res = Spicy().solve(pb)
         assert res.status == Status.CONVERGED, res.message
         assert math.isfinite(res.objective) and 0.0 <= res.gap <= 1e-2
-        assert np.all((pb.y * res.dual > 0.0) & (pb.y * res.dual < 1.0))  # strictly inside
+        # in the closed domain 0 <= y rho <= 1, with D(rho) finite: the certificate holds
+        D = assert_dual_feasible(pb, res.dual, res.dual_objective)
+        P = common.primal_objective(pb, res.alpha, res.bias)
+        assert P == pytest.approx(res.objective, rel=1e-10)
+        assert 0.0 <= (P - D) / abs(P) <= 1e-2
+
+
+def test_logistic_dual_point_on_the_boundary_is_feasible():
+    """``y rho = 0`` and ``y rho = 1`` (``-0.0`` included) are in the logistic conjugate's
+    domain: ``u log u + (1 - u) log(1 - u)`` is 0 there, and the dual objective is finite."""
+    K, y = sonar(20)
+    pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.5), C=10.0)
+    pos, neg = np.flatnonzero(y > 0), np.flatnonzero(y < 0)
+    rho = np.zeros(y.size)
+    rho[neg] = -0.0                       # y rho = +0.0 on the negatives
+    rho[pos[0]], rho[neg[0]] = 1.0, -1.0  # y rho = 1: the other end
+    rho[pos[1]] = -0.0                    # y rho = -0.0 on a positive
+    assert np.sum(rho) == 0.0 and np.signbit(rho[pos[1]])
+    loss = Logistic()
+    conj = loss.jit.conj(y, -rho, loss.param_vector)
+    np.testing.assert_array_equal(conj, 0.0)
+    D = assert_dual_feasible(pb, rho)
+    assert D == -common.regularizer_conjugate(pb.regularizer, common.dual_block_norms(K, rho),
+                                              pb.C)
+    # one step outside is not: the dual objective is -inf there
+    out = rho.copy()
+    out[pos[1]], out[pos[2]] = -1e-12, 1e-12
+    assert common.dual_objective(pb, out) == -math.inf
 
 
 # ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from mklkit.api import load_spec
-from mklkit.components.params import ParamError
+from mklkit.components.params import ParamError, UnknownParamError
 from mklkit.components.regularizers import L1
 from mklkit.engines.spicy import Spicy
 from mklkit.plugins import get_registry
@@ -638,9 +638,12 @@ def test_lanckriet_problem_checks_its_inputs(sonar_small) -> None:
         lanckriet_problem(K, y, 1.0)
 
 
-def test_l1_squared_takes_no_parameters() -> None:
-    with pytest.raises(ParamError, match="p"):
-        get_registry().create("regularizer", {"name": "l1_squared", "p": 2})
+@pytest.mark.parametrize("key, value", [("p", 2), ("lam", 0.5)])
+def test_l1_squared_takes_no_parameters(key, value) -> None:
+    with pytest.raises(UnknownParamError, match=rf"l1_squared: unknown parameter '{key}'") as err:
+        get_registry().create("regularizer", {"name": "l1_squared", key: value})
+    assert err.value.key == key and err.value.value == value
+    assert err.value.known == [] and err.value.allowed == "none (no parameters)"
 
 
 def test_math_is_finite_at_zero() -> None:
