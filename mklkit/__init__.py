@@ -70,6 +70,8 @@ _LAZY = {
     "SolveResult": "mklkit.result",
     "Status": "mklkit.result",
     "ConvergenceWarning": "mklkit.result",
+    "TrivialModelWarning": "mklkit.result",
+    "CompilationWarning": "mklkit.compilation",
     "hookimpl": "mklkit.plugins",
     "get_registry": "mklkit.plugins",
     "load_spec": "mklkit.api",

@@ -15,6 +15,7 @@ import numpy as np
 
 __all__ = [
     "BinaryTask",
+    "encode_classes",
     "ovr_tasks",
     "ovo_tasks",
     "ovo_decision",
@@ -56,13 +57,26 @@ class BinaryTask:
         return f"class {pos} vs {neg}"
 
 
-def ovr_tasks(codes: np.ndarray, n_classes: int) -> list[BinaryTask]:
+def encode_classes(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct labels in sorted order (scikit-learn's ``classes_``) and each row's index into them.
+
+    Any labels: numbers (``{0, 1}``, ``{-1, +1}``, ``{1, 2, 3}``) or strings.
+    The estimators and the spec pipeline encode their targets here; with two
+    classes the greater one (``classes[1]``) is the positive class unless a
+    spec names another (``data.positive``).
+    """
+    classes, codes = np.unique(np.asarray(y), return_inverse=True)
+    return classes, np.ascontiguousarray(codes.ravel(), dtype=np.intp)
+
+
+def ovr_tasks(codes: np.ndarray, n_classes: int, positive: int = 1) -> list[BinaryTask]:
     """One task per class (class k +1, the rest -1); a single task for 2 classes.
 
-    ``codes`` are class indices in ``0 .. n_classes - 1``.
+    ``codes`` are class indices in ``0 .. n_classes - 1``; ``positive`` is
+    the index of the class labelled +1 when there are two.
     """
     if n_classes == 2:
-        return [BinaryTask(1, 0, None, np.where(codes == 1, 1.0, -1.0))]
+        return [BinaryTask(positive, 1 - positive, None, np.where(codes == positive, 1.0, -1.0))]
     return [
         BinaryTask(k, -1, None, np.where(codes == k, 1.0, -1.0)) for k in range(n_classes)
     ]

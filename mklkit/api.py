@@ -27,7 +27,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .result import SolveResult
 
-__all__ = ["load_spec", "check", "run", "sweep", "solve_prepared", "RunResult", "Validation", "SpecError"]
+__all__ = ["load_spec", "check", "run", "sweep", "solve_prepared", "solve_multiclass", "RunResult",
+           "MulticlassRunResult", "Validation", "SpecError"]
 
 
 def load_spec(
@@ -91,12 +92,24 @@ class Validation:
 
             mem = f", ~{format_bytes(p.memory['peak'])}"
         return (
-            f"{s.file}: {d.name} ({d.task}): {d.n_train} train / {test} rows{feats}; "
+            f"{s.file}: {d.name} ({d.task}{_classes_note(d)}): {d.n_train} train / {test} rows{feats}; "
             f"{p.n_kernels} kernels ({source}, normalize={k.normalize}{mem}); "
             f"loss {_label(s.problem.loss)}, regularizer {_label(s.problem.regularizer)}, "
-            f"C={s.problem.C:g}, bias={'on' if s.problem.bias else 'off'}; "
+            f"C={s.problem.C if isinstance(s.problem.C, str) else format(s.problem.C, 'g')}, bias={'on' if s.problem.bias else 'off'}; "
             f"engine {_label(s.engine.engine)}{_representation(k, p.chosen)}; output {s.output.dir}"
         )
+
+
+def _classes_note(d: Any) -> str:
+    """``, classes 0, 1 (positive 1)`` or ``, 3 classes one-vs-rest: ...``."""
+    from .pipeline.data import label_text
+
+    if d.classes is None:
+        return ""
+    shown = ", ".join(label_text(c) for c in d.classes[:10]) + (", ..." if len(d.classes) > 10 else "")
+    if d.positive is None:
+        return f", {len(d.classes)} classes one-vs-rest: {shown}"
+    return f", classes {shown} (positive {label_text(d.classes[d.positive])})"
 
 
 def _representation(k: Any, chosen: Any = None) -> str:
@@ -173,6 +186,8 @@ class RunResult:
     timings: dict[str, float] = field(default_factory=dict)
     created: str = ""
     factor: dict[str, Any] | None = None
+    #: the classes in the data's own labels (``classes``, ``positive_class``; one-vs-rest: ``class``), or None
+    labels: dict[str, Any] | None = None
 
     # -- convenience ----------------------------------------------------------
     @property
@@ -237,12 +252,17 @@ class RunResult:
             "n_features": self.n_features,
             **self.metrics,
             "engine": engine.name,
+            # the engine that produced the answer (auto's delegate, after any fallback)
+            "solved_by": r.solved_by or engine.name,
             "engine_params": engine.get_params(),
             "loss": self.spec.problem.loss.name,
             "regularizer": self.spec.problem.regularizer.name,
             "C": self.spec.problem.C,
             # every kernel is off for C >= C_max (null: not computed, or no finite one)
             "C_max": r.C_max,
+            # every kernel off: the model predicts a constant (a TrivialModelWarning was emitted)
+            "trivial": bool(r.trivial),
+            **(self.labels or {}),
             # on a factor bank: ranks and the relative trace the factors leave out (else null)
             "factor": self.factor,
             "top_kernels": [k["name"] for k in top[: min(10, self.n_active)]],
@@ -290,29 +310,44 @@ def solve_prepared(
     prepared: Prepared,
     callback: Callable[[dict[str, Any]], Any] | None = None,
     warm_start: SolveResult | None = None,
+    warn_trivial: bool = True,
+    warn_compilation: bool = False,
 ) -> RunResult:
     """Solve an already prepared spec and evaluate it on the training and test parts.
 
     ``warm_start`` (a result on the same bank, e.g. at the previous C of a
     path) is passed to engines that use it (``engine.supports_warm_start``)
-    and ignored by the others.
+    and ignored by the others.  With ``warn_trivial``, a model with every
+    kernel off emits :class:`mklkit.result.TrivialModelWarning` naming C and C_max.
+    Numba compiling on first use is logged (INFO, ``mklkit.compilation``);
+    with ``warn_compilation`` (:func:`run`) the first compilation of the
+    process also emits one :class:`mklkit.CompilationWarning`, as the
+    estimators do.
     """
     spec = prepared.spec
     problem = prepared.problem
     if problem is None or spec is None:
         raise ValueError("solve_prepared needs a Prepared built by Spec.prepare(build=True)")
+    if prepared.tasks is not None:
+        raise ValueError("solve_prepared solves one problem; a target of more than two classes needs solve_multiclass")
     from .compilation import announce_compilation
 
     engine = spec.engine.engine
     what = (f"loss {problem.loss.name!r}, regularizer {problem.regularizer.name!r} "
             f"and engine {engine.name!r}")
     t0 = time.perf_counter()
-    with announce_compilation(what):
+    with announce_compilation(what, warn=warn_compilation):
         if warm_start is not None and getattr(engine, "supports_warm_start", False):
             result = engine.solve(problem, callback, warm_start=warm_start)
         else:
             result = engine.solve(problem, callback)
     solve_s = time.perf_counter() - t0
+    if spec.problem.C == "auto":  # the run records the C that 'auto' gave
+        spec = spec.model_copy(update={"problem": spec.problem.model_copy(update={"C": float(problem.C)})})
+    if warn_trivial:
+        from .result import warn_if_trivial
+
+        warn_if_trivial(result, problem.C, where=f"{spec.file or 'spec'}: problem.C")
     data = prepared.data
     task = data.task
     metrics = _metrics(task, problem.y, prepared.train_decision(result), "train")
@@ -336,6 +371,162 @@ def solve_prepared(
         timings={k: float(v) for k, v in timings.items()},
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         factor=problem.bank.approximation() if problem.representation == "factor" else None,
+        labels=_class_labels(data),
+    )
+
+
+def _class_labels(data: Any) -> dict[str, Any] | None:
+    """``classes`` and ``positive_class`` of a binary target, in the data's own labels (None otherwise)."""
+    if data.classes is None or data.positive is None:
+        return None
+    return {"classes": data.class_labels, "positive_class": data.label_of(1.0)}
+
+
+@dataclass
+class MulticlassRunResult:
+    """A run on a target of more than two classes: one binary problem per class (class k against the rest).
+
+    Attributes
+    ----------
+    spec : Spec
+    classes : list
+        The classes in the data's own labels, sorted.
+    runs : list of RunResult
+        ``runs[k]``: the problem of ``classes[k]`` against the rest (its labels +1/-1).
+    metrics : dict
+        ``train_accuracy``, ``test_accuracy`` of the predicted class (the class whose problem gives
+        the largest decision value); ``test_accuracy`` is ``None`` without a test part.
+    timings : dict
+        ``data_s``, ``bank_s``, ``solve_s`` (all problems), ``total_s``.
+    """
+
+    spec: Spec
+    classes: list[Any]
+    runs: list[RunResult]
+    metrics: dict[str, float | None]
+    timings: dict[str, float] = field(default_factory=dict)
+    created: str = ""
+
+    @property
+    def task(self) -> str:
+        return "classification"
+
+    @property
+    def converged(self) -> bool:
+        return all(r.converged for r in self.runs)
+
+    @property
+    def status(self) -> str:
+        """``converged`` when every problem converged, else the status of the first that did not."""
+        return next((r.status for r in self.runs if not r.converged), "converged")
+
+    @property
+    def kernel_names(self) -> list[str]:
+        return self.runs[0].kernel_names
+
+    @property
+    def n_kernels(self) -> int:
+        return len(self.kernel_names)
+
+    @property
+    def n_active(self) -> int:
+        """Kernels active in at least one problem."""
+        import numpy as np
+
+        return int(np.unique(np.concatenate([np.asarray(r.result.active_set) for r in self.runs])).size)
+
+    @property
+    def n_test(self) -> int:
+        return self.runs[0].n_test
+
+    @staticmethod
+    def problem_dir(k: int) -> str:
+        """The folder of the problem of ``classes[k]`` inside the run directory."""
+        return f"class_{k}"
+
+    def summary(self) -> dict[str, Any]:
+        """The top-level ``summary.json`` of a multiclass run (see ``docs/specs.md``)."""
+        import numpy as np
+
+        first = self.runs[0].summary()
+        weights = np.mean([np.asarray(r.result.kernel_weights, dtype=np.float64) for r in self.runs], axis=0)
+        records = [{"index": m, "name": n, "weight": float(w)}
+                   for m, (n, w) in enumerate(zip(self.kernel_names, weights))]
+        top = sorted(records, key=lambda k: -k["weight"])
+        problems = []
+        for k, (label, r) in enumerate(zip(self.classes, self.runs)):
+            res = r.result
+            problems.append({
+                "class": label, "dir": self.problem_dir(k), "status": r.status, "converged": r.converged,
+                "objective": float(res.objective), "duality_gap": float(res.gap), "iterations": int(res.iterations),
+                "n_active_kernels": r.n_active, **r.metrics,
+            })
+        n_ok = sum(r.converged for r in self.runs)
+        out = {
+            "status": self.status,
+            "converged": self.converged,
+            "message": f"{len(self.runs)} one-vs-rest problems, {n_ok} converged",
+            "multiclass": "ovr",
+            "classes": list(self.classes),
+            "n_classes": len(self.classes),
+            "problems": problems,
+            "duality_gap": max(float(r.result.gap) for r in self.runs),
+            "tol": first["tol"],
+            "iterations": sum(int(r.result.iterations) for r in self.runs),
+            "time_s": float(self.timings.get("solve_s", 0.0)),
+            "timings": dict(self.timings),
+            "n_kernels": self.n_kernels,
+            "n_active_kernels": self.n_active,
+            **self.metrics,
+            "top_kernels": [k["name"] for k in top[: min(10, self.n_active)]],
+            "kernel_weights": records,
+        }
+        for key in ("task", "dataset", "n_train", "n_test", "n_features", "engine", "engine_params", "loss",
+                    "regularizer", "C", "spec_file", "spec", "mklkit_version", "versions"):
+            out[key] = first[key]
+        out["created"] = self.created
+        return out
+
+    def write(self, out_dir: str | os.PathLike[str] | None = None, force: bool = False) -> dict[str, Path]:
+        """Write a run directory per class and the top-level ``summary.json`` (:func:`mklkit.io.write_multiclass_run`)."""
+        from .io import write_multiclass_run
+
+        return write_multiclass_run(self, self.spec.output.dir if out_dir is None else out_dir, force=force)
+
+
+def solve_multiclass(
+    prepared: Prepared,
+    callback: Callable[[dict[str, Any]], Any] | None = None,
+    warn_compilation: bool = False,
+) -> MulticlassRunResult:
+    """Solve every one-vs-rest problem of a prepared multiclass target (:attr:`Prepared.tasks`) on its one bank.
+
+    Each problem is evaluated like :func:`solve_prepared` (its accuracies are
+    those of class k against the rest); the predicted class of a row is the
+    one whose problem gives it the largest decision value.
+    """
+    import numpy as np
+
+    tasks = prepared.tasks
+    data = prepared.data
+    if tasks is None or data.classes is None:
+        raise ValueError("solve_multiclass needs a Prepared of a target with more than two classes")
+    runs = []
+    for t in range(len(tasks)):
+        run_t = solve_prepared(prepared.task(t), callback, warn_compilation=warn_compilation)
+        run_t.labels = {"class": data.label_of(float(t)), "versus": "rest"}
+        runs.append(run_t)
+    pred_train, pred_test = prepared.class_index([r.result for r in runs])
+    metrics: dict[str, float | None] = {"train_accuracy": float(np.mean(pred_train == data.y_train))}
+    metrics["test_accuracy"] = (None if pred_test is None or data.y_test is None
+                                else float(np.mean(pred_test == data.y_test)))
+    solve_s = sum(r.timings.get("solve_s", 0.0) for r in runs)
+    timings = {**{k: float(v) for k, v in prepared.timings.items()}, "solve_s": solve_s}
+    timings["total_s"] = sum(timings.values())
+    return MulticlassRunResult(
+        spec=runs[0].spec, classes=data.class_labels or [], runs=runs,
+        metrics=metrics, timings=timings,
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     )
 
 
@@ -343,7 +534,7 @@ def run(
     spec: Spec | str | os.PathLike[str],
     callback: Callable[[dict[str, Any]], Any] | None = None,
     progress: bool | None = None,
-) -> RunResult:
+) -> RunResult | MulticlassRunResult:
     """Load the data, build the kernels, solve and evaluate; nothing is written.
 
     Parameters
@@ -359,8 +550,11 @@ def run(
 
     Returns
     -------
-    RunResult
-        ``.write(dir)`` writes it; ``mklkit run`` does exactly this.
+    RunResult or MulticlassRunResult
+        ``.write(dir)`` writes it; ``mklkit run`` does exactly this.  The first
+        solve in a process that compiles numba code emits one
+        :class:`mklkit.CompilationWarning` (``mklkit run`` says it in a line of its own).  A target of
+        more than two classes gives a :class:`MulticlassRunResult` (one problem per class).
 
     Raises
     ------
@@ -370,7 +564,9 @@ def run(
     spec = _as_spec(spec)
     prepared = spec.prepare(progress=progress)
     try:
-        return solve_prepared(prepared, callback)
+        if prepared.tasks is not None:  # more than two classes: one problem per class
+            return solve_multiclass(prepared, callback, warn_compilation=True)
+        return solve_prepared(prepared, callback, warn_compilation=True)
     finally:
         prepared.close()
 

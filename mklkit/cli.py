@@ -7,8 +7,8 @@ Commands::
     mklkit sweep SPEC [--set ...] [--scheduler ADDRESS | --workers N] [--out DIR] [--resume | --force] [--dry-run]
     mklkit report OUT [--top K]
     mklkit plugins
-    mklkit check-plugin NAME [--param name=value ...] [--random N] [--seed S]
-                                      (NAME, kind:NAME, or a plugin/distribution name)
+    mklkit check-plugin NAME [--param name=value ...] [--random N] [--seed S] [--max-problems N]
+                                      (NAME, kind:NAME such as engine:spicy, or a plugin/distribution name)
     mklkit new-plugin NAME [--dest DIR] [--kind loss|regularizer]
     mklkit schema
 
@@ -24,9 +24,12 @@ commands, so ``mklkit --help`` answers at once.
 from __future__ import annotations
 
 import argparse
+import builtins
 import logging
 import math
+import signal
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, NoReturn, Sequence
@@ -38,8 +41,9 @@ EXIT_USAGE = 2
 EXIT_NOT_CONVERGED = 3
 EXIT_INTERRUPTED = 130
 
-#: Component kinds that ``mklkit.testing.check_component`` can check.
-CHECKABLE_KINDS = ("loss", "regularizer")
+#: Component kinds ``mklkit check-plugin`` checks: losses and regularizers by
+#: ``mklkit.testing.check_component``, engines by ``mklkit.testing.check_engine``.
+CHECKABLE_KINDS = ("loss", "regularizer", "engine")
 #: Random parameter points ``mklkit check-plugin`` checks besides the defaults.
 CHECK_RANDOM_POINTS = 5
 
@@ -88,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="mklkit",
         description="Multiple Kernel Learning from YAML problem specs.",
-        epilog="Exit codes: 0 ok, 2 user error, 3 not converged with --strict. "
+        epilog="Exit codes: 0 ok, 2 user error, 3 not converged with --strict, 130 interrupted. "
         "Spec reference: docs/specs.md.",
     )
     p.add_argument("--version", action="version", version=f"mklkit {__version__}")
@@ -135,7 +139,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", metavar="DIR", help="output directory (default: the spec's output.dir, else runs/<spec name>)")
     again = sp.add_mutually_exclusive_group()
     again.add_argument("--resume", action="store_true", help="keep the finished rows of an interrupted sweep and solve the rest")
-    again.add_argument("--force", action="store_true", help="start over in a directory that holds an earlier sweep")
+    again.add_argument("--force", action="store_true", help="start over in a directory that holds an earlier sweep (its best/ refits are removed first)")
     sp.add_argument("--dry-run", action="store_true", help="validate every grid point and fold and print the grid size; solve nothing")
     sp.add_argument("--quiet", "-q", action="store_true",
                     help="no progress lines on stderr (nor warnings about plugins that could not be loaded)")
@@ -146,17 +150,21 @@ def _parser() -> argparse.ArgumentParser:
 
     add("plugins", "list the installed components (losses, regularizers, kernels, engines) and plugins", _cmd_plugins)
 
-    sp = add("check-plugin", "run the conformance kit on the component(s) named NAME, at their default "
-             "parameters and at random parameter points", _cmd_check_plugin)
-    sp.add_argument("name", metavar="NAME", help="component name, kind:name, or a plugin/distribution name")
+    sp = add("check-plugin", "run the conformance kits on the component(s) named NAME: losses and "
+             "regularizers at their default parameters and at random parameter points, engines "
+             "(engine:NAME) on the kit's problems", _cmd_check_plugin)
+    sp.add_argument("name", metavar="NAME", help="component name, kind:name (e.g. engine:spicy), "
+                    "or a plugin/distribution name")
     sp.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", dest="params",
                     help="check at this parameter value (parsed as YAML) instead of the default, e.g. "
-                    "--param tau=0.2; the random points keep it; repeatable")
+                    "--param tau=0.2 or, for an engine, --param tol=1e-6; the random points keep it; repeatable")
     sp.add_argument("--random", type=int, default=CHECK_RANDOM_POINTS, metavar="N",
-                    help=f"random parameter points drawn from the declarations besides the defaults "
-                    f"(default {CHECK_RANDOM_POINTS}; 0: only the defaults or the --param values)")
+                    help=f"random parameter points of losses and regularizers drawn from the declarations "
+                    f"besides the defaults (default {CHECK_RANDOM_POINTS}; 0: only the defaults or the --param values)")
     sp.add_argument("--seed", type=int, default=0, metavar="S",
                     help="seed of the random parameter points and of the check points (default 0)")
+    sp.add_argument("--max-problems", type=int, default=None, metavar="N",
+                    help="engines: solve at most N of the kit's problems (default: all that the engine supports)")
 
     sp = add("new-plugin", "create the skeleton of a plugin distribution", _cmd_new_plugin)
     sp.add_argument("name", metavar="NAME", help="component name: lowercase letters, digits, underscores")
@@ -182,6 +190,103 @@ _USER_ERRORS = (
     ("mklkit.components.params", "ParamError"),
     ("mklkit.components.base", "LabelError"),
 )
+
+
+class _Interrupted(KeyboardInterrupt):
+    """An interrupt a command reports in its own words (``line``) instead of ``mklkit: interrupted``."""
+
+    def __init__(self, line: str):
+        super().__init__(line)
+        self.line = line
+
+
+_EXCEPTION_GROUPS: Any = getattr(builtins, "BaseExceptionGroup", ())
+
+#: Set by :func:`_on_sigint` when this process received SIGINT during :func:`main`.
+_sigint_received = False
+#: While True (:func:`_finish_before_interrupt`), SIGINT is held back ...
+_sigint_deferred = False
+#: ... and recorded here.
+_sigint_pending = False
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    """Python's own SIGINT behaviour (raise :class:`KeyboardInterrupt`), recorded first.
+
+    A KeyboardInterrupt raised inside C code (numba loading a cached function,
+    a BLAS call, an unpickler) may come back as another exception, e.g.
+    ``SystemError: ... returned a result with an exception set``; the record
+    lets :func:`_is_interrupt` recognise it whatever it became.
+    """
+    global _sigint_received, _sigint_pending
+    _sigint_received = True
+    if _sigint_deferred:
+        _sigint_pending = True
+        return
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def _finish_before_interrupt() -> Iterator[None]:
+    """Finish the block (writing results) before a SIGINT received meanwhile stops the command."""
+    global _sigint_deferred, _sigint_pending
+    _sigint_deferred = True
+    try:
+        yield
+    finally:
+        _sigint_deferred = False
+    if _sigint_pending:
+        _sigint_pending = False
+        raise KeyboardInterrupt
+
+
+def _catch_sigint() -> Any:
+    """Install :func:`_on_sigint` where SIGINT has Python's default handler; returns what to restore."""
+    global _sigint_received, _sigint_pending
+    _sigint_received = _sigint_pending = False
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        current = signal.getsignal(signal.SIGINT)
+        if current is not signal.default_int_handler:  # ignored (a background job) or someone else's
+            return None
+        signal.signal(signal.SIGINT, _on_sigint)
+    except (ValueError, OSError):  # pragma: no cover - no signals here
+        return None
+    return current
+
+
+def _set_sigint(previous: Any, handler: Any) -> None:
+    """Set the SIGINT handler where :func:`_catch_sigint` installed its own (``previous`` not None)."""
+    if previous is None:
+        return
+    try:
+        signal.signal(signal.SIGINT, handler)
+    except (ValueError, OSError):  # pragma: no cover
+        pass
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` ends an interrupted command.
+
+    True for a :class:`KeyboardInterrupt` anywhere in its ``__cause__`` /
+    ``__context__`` chain (one raised inside C code may surface as the
+    ``SystemError`` it caused) and for any exception once this process has
+    received SIGINT during :func:`main`.
+    """
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        todo.extend((e.__cause__, e.__context__))
+        if isinstance(e, _EXCEPTION_GROUPS):
+            todo.extend(e.exceptions)
+    return _sigint_received
 
 
 def _is_user_error(exc: BaseException) -> bool:
@@ -270,8 +375,8 @@ class _BuildBar:
         if bar is None:
             bar = self.bars[what] = tqdm(total=total, desc=f"mklkit: {what}", unit="kernel", leave=False)
         bar.update(done - bar.n)
-        if done >= total:
-            bar.close()
+        if done >= total:  # a later build of the same name draws a new bar
+            self.bars.pop(what).close()
 
 
 class _StderrLines(logging.Handler):
@@ -325,7 +430,7 @@ def _num(v: Any, fmt: str) -> str:
 def _cmd_run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .api import load_spec, solve_prepared
+    from .api import MulticlassRunResult, load_spec, solve_multiclass, solve_prepared
     from .io import OutputError, check_output_dir
 
     overrides = list(args.overrides)
@@ -338,18 +443,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
         check_output_dir(out_dir, force=args.force)
     except OutputError as exc:
         raise spec.error(key, exc.problem, str(out_dir), exc.allowed) from None
+    args.interrupt_line = f"mklkit run: interrupted; nothing was written to {out_dir}"
     with _show_logs(not args.quiet):
         prepared = spec.prepare(progress=_BuildBar(enabled=not args.quiet))
     progress = _IterationLines(prepared.n_kernels, enabled=not args.quiet)
     try:
         with _show_logs(not args.quiet):
-            result = solve_prepared(prepared, progress)
+            result = (solve_multiclass(prepared, progress) if prepared.tasks is not None
+                      else solve_prepared(prepared, progress))
     finally:
         prepared.close()
-    try:
-        files = result.write(out_dir, force=args.force)
-    except OutputError as exc:
-        raise spec.error(key, exc.problem, str(out_dir), exc.allowed) from None
+    with _finish_before_interrupt():  # a Ctrl-C now stops the command once the solved run is written
+        try:
+            files = result.write(out_dir, force=args.force)
+        except OutputError as exc:
+            raise spec.error(key, exc.problem, str(out_dir), exc.allowed) from None
+        args.interrupt_line = f"mklkit run: interrupted; the results were written to {out_dir}"
+    if isinstance(result, MulticlassRunResult):
+        return _multiclass_done(args, result, files, out_dir)
     _print_summary(result, files)
     if not result.converged:
         r = result.result
@@ -366,6 +477,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.strict:
             return EXIT_NOT_CONVERGED
     return EXIT_OK
+
+
+def _multiclass_done(args: argparse.Namespace, result: Any, files: dict[str, Any], out_dir: Any) -> int:
+    """The summary of a one-vs-rest run (one line per class) and its warning when a problem did not converge."""
+    m = result.metrics
+    tol = result.spec.engine.engine.get_params().get("tol")
+    lines = [f"status      {result.status} ({len(result.runs)} one-vs-rest problems, "
+             f"{result.timings.get('solve_s', 0.0):.2f} s solve, {result.timings.get('total_s', 0.0):.2f} s total)"]
+    for k, (label, run) in enumerate(zip(result.classes, result.runs)):
+        r = run.result
+        lines.append(f"class {label!r} vs rest: {r.status}, {_plural(r.iterations, 'iteration')}, gap "
+                     f"{_num(r.gap, '.2e')} (tol {_num(tol, 'g')}), {run.n_active} of {run.n_kernels} kernels active"
+                     f" -> {files.get(result.problem_dir(k), '')}")
+    test = m.get("test_accuracy")
+    lines.append(f"accuracy    train {_num(m.get('train_accuracy'), '.4f')}"
+                 + (f", test {_num(test, '.4f')} ({result.n_test} points)" if test is not None else ", no test part"))
+    lines.append(f"written     {files['summary']}")
+    _out("\n".join(lines))
+    if result.converged:
+        return EXIT_OK
+    args.hidden_warnings = {"ConvergenceWarning"}
+    bad = [f"class {label!r} ({run.status})" for label, run in zip(result.classes, result.runs) if not run.converged]
+    _err(f"warning: the solver did not converge for {', '.join(bad)}; results were written to {out_dir}"
+         + ("" if args.strict else "; raise engine.max_iter or engine.tol (--strict makes this exit 3)"))
+    return EXIT_NOT_CONVERGED if args.strict else EXIT_OK
 
 
 def _c_max_note(C_max: float | None) -> str:
@@ -409,9 +545,18 @@ def _print_summary(result: Any, files: dict[str, Any]) -> None:
 
 def _sweep_progress(quiet: bool) -> Callable[[dict[str, Any]], None]:
     def progress(ev: dict[str, Any]) -> None:
+        kind = ev.get("event")
+        if kind == "heartbeat":  # from the sweep's helper thread: it only writes its line
+            if not quiet and not _sigint_received:
+                longest = (f"; the longest running: {ev['longest']} for {ev['longest_s']:.0f} s"
+                           if ev.get("longest") is not None else "")
+                _err(f"mklkit sweep: {ev['done']} of {_plural(ev['total'], 'task')} finished, {ev['running']} "
+                     f"running, {ev['elapsed_s']:.0f} s elapsed{longest}")
+            return
+        if _sigint_received:  # a Ctrl-C that a task's C code turned into another error stops the sweep here
+            raise KeyboardInterrupt
         if quiet:
             return
-        kind = ev.get("event")
         if kind == "start":
             skipped = f", {ev['n_skipped']} finished earlier" if ev.get("n_skipped") else ""
             _err(f"mklkit sweep: {_plural(ev['n_tasks'], 'task')} ({ev['n_rows']} rows){skipped}; running on {ev['backend']}")
@@ -447,13 +592,17 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                 force=args.force, progress=_sweep_progress(args.quiet),
                 out_key="--out" if args.out else "output.dir",
             )
-    except KeyboardInterrupt:
-        path = out / RESULTS
-        n = len(read_results(path)) if path.is_file() else 0
-        _err(f"mklkit sweep: interrupted; {_plural(n, 'finished row')} kept in {path}; "
-             f"'mklkit sweep {args.spec} --resume' solves the rest")
-        raise
-    except SweepTaskError as exc:
+    except BaseException as exc:  # noqa: BLE001 - an interrupt, in whatever form, says what was kept
+        if _is_interrupt(exc):
+            path = out / RESULTS
+            try:
+                kept = f"{_plural(len(read_results(path)) if path.is_file() else 0, 'finished row')} kept in {path}"
+            except Exception:  # noqa: BLE001 - an unreadable file: the line goes without the count
+                kept = f"the finished rows are kept in {path}"
+            raise _Interrupted(f"mklkit sweep: interrupted; {kept}; "
+                               f"'mklkit sweep {args.spec} --resume' solves the rest") from exc
+        if not isinstance(exc, SweepTaskError):
+            raise
         if exc.__cause__ is not None:
             traceback.print_exception(exc.__cause__, file=sys.stderr)
         _err(f"mklkit sweep: {exc}")
@@ -465,7 +614,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         lab = b.labels
         metric = "accuracy" if b.score == "val_accuracy" else "rmse"
         lines.append(
-            f"best        {b.dataset}: loss {lab['loss']}, regularizer {lab['regularizer']}, solver {lab['solver']}, "
+            f"best        {b.dataset}: loss {lab['loss']}, regularizer {lab['regularizer']}, engine {lab['engine']}, "
             f"C={b.C:g}: validation {metric} {b.mean:.4f} +- {b.std:.4f} ({b.n_splits} folds) -> {b.dir}"
         )
     lines.append(f"written     {res.files['results']}, {res.files['sweep']}")
@@ -483,6 +632,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"mklkit report: --top must be >= 1; got {args.top}")
     paths = plot_run(args.out, top_k=args.top)
     _out("wrote " + ", ".join(str(p) for p in paths))
+    from .io import read_summary
+
+    problems = read_summary(args.out).get("problems")
+    if isinstance(problems, list):  # a one-vs-rest run: its iterations are in the class folders
+        _out(f"a run of {len(problems)} one-vs-rest problems: weights.png shows the kernel weights averaged over "
+             f"the classes; the iterations of each are plotted by 'mklkit report {args.out}/class_<k>'")
     return EXIT_OK
 
 
@@ -583,6 +738,8 @@ def _cmd_check_plugin(args: argparse.Namespace) -> int:
         raise UsageError(f"mklkit check-plugin: --random must be an integer >= 0; got {args.random}")
     if args.seed < 0:
         raise UsageError(f"mklkit check-plugin: --seed must be an integer >= 0; got {args.seed}")
+    if args.max_problems is not None and args.max_problems < 1:
+        raise UsageError(f"mklkit check-plugin: --max-problems must be an integer >= 1; got {args.max_problems}")
     reg = get_registry()
     found = _find_components(reg, args.name)
     checkable = [r for r in found if r.kind in CHECKABLE_KINDS]
@@ -590,13 +747,18 @@ def _cmd_check_plugin(args: argparse.Namespace) -> int:
     if not checkable:
         what = ", ".join(f"{r.kind} {r.name!r}" for r in skipped)
         raise UsageError(
-            f"mklkit check-plugin: the conformance kit checks losses and regularizers; "
-            f"got {what}; allowed: a loss or regularizer name (see 'mklkit plugins')"
+            f"mklkit check-plugin: the conformance kits check losses, regularizers and engines; "
+            f"got {what}; allowed: a loss, regularizer or engine name, e.g. engine:spicy (see 'mklkit plugins')"
         )
     given = _given_params(args.params, checkable)
     failed = total = 0
     blocks: list[str] = []
     for r in checkable:
+        if r.kind == "engine":
+            text, ok = _check_engine_block(r, given, args)
+            failed, total = failed + (not ok), total + 1
+            blocks.append(text)
+            continue
         fixed = {k: v for k, (v, _) in given.items() if any(p.name == k for p in r.cls.params)}
         try:
             reports = check_parameter_points(r.cls, n_random=args.random, seed=args.seed, fixed=fixed)
@@ -633,13 +795,36 @@ def _cmd_check_plugin(args: argparse.Namespace) -> int:
         if headings:
             blocks.append("\n".join(headings))
     for r in skipped:
-        blocks.append(f"{r.kind} {r.name}: skipped (the conformance kit checks losses and regularizers)")
+        blocks.append(f"{r.kind} {r.name}: skipped (the conformance kits check losses, regularizers and engines)")
     _out("\n\n".join(blocks))
     if failed:
         _err(f"mklkit check-plugin: {args.name} failed the conformance checks at {failed} of "
              f"{_plural(total, 'parameter point')} (see the report above)")
         return EXIT_USAGE
     return EXIT_OK
+
+
+def _check_engine_block(r: Any, given: dict[str, tuple[Any, str]], args: argparse.Namespace) -> tuple[str, bool]:
+    """The engine kit (:func:`mklkit.testing.check_engine`) on the engine ``r``: (report text, passed)."""
+    from .components.params import ParamError
+    from .testing import check_engine
+
+    fixed = {k: v for k, (v, _) in given.items() if any(p.name == k for p in r.cls.params)}
+    try:
+        engine = r.cls(**fixed)
+    except ValueError as exc:
+        if isinstance(exc, ParamError) and fixed:  # a --param value the engine refuses
+            text = given[exc.key][1] if exc.key in given else " ".join(t for _, t in given.values())
+            raise UsageError(f"mklkit check-plugin: --param {text}: {exc}") from None
+        return f"{r.kind} {r.name}: FAILED: its defaults are refused: {exc}", False
+    report = check_engine(engine, seed=args.seed, max_problems=args.max_problems)
+    text = str(report).rstrip()
+    if not report.ok:
+        params = " ".join(f"--param {t}" for k, (_, t) in given.items() if k in fixed)
+        limit = f" --max-problems {args.max_problems}" if args.max_problems is not None else ""
+        text += (f"\n  reproduce: mklkit check-plugin {r.kind}:{r.name} "
+                 f"{params + ' ' if params else ''}--seed {args.seed}{limit}")
+    return text, bool(report.ok)
 
 
 def _cmd_new_plugin(args: argparse.Namespace) -> int:
@@ -687,6 +872,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     import warnings
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    args: argparse.Namespace | None = None
+    previous = _catch_sigint()
     try:
         parser = _parser()
         try:
@@ -701,19 +888,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings(record=True) as caught:  # shown as one line each
             code = args.func(args)
         hidden = set(getattr(args, "hidden_warnings", ()))
+        # said by a line of its own (the INFO record of mklkit.compilation, SHOWN_LOGGERS), not again
+        hidden.add("CompilationWarning")
         if getattr(args, "quiet", False):
             hidden.add("PluginWarning")  # a broken plugin: 'mklkit plugins' lists it
         for line in _warning_lines(caught, hidden):
             _err(line)
         return code
-    except KeyboardInterrupt:
-        _err("mklkit: interrupted")
-        return EXIT_INTERRUPTED
-    except Exception as exc:  # noqa: BLE001 - user errors become one line, the rest re-raised
-        if _is_user_error(exc):
+    except BaseException as exc:  # noqa: BLE001 - interrupts and user errors become one line, the rest re-raised
+        if _is_interrupt(exc):
+            _set_sigint(previous, signal.SIG_IGN)  # a second Ctrl-C does not cut the line short
+            _err(exc.line if isinstance(exc, _Interrupted)
+                 else getattr(args, "interrupt_line", None) or "mklkit: interrupted")
+            return EXIT_INTERRUPTED
+        if isinstance(exc, Exception) and _is_user_error(exc):
             _err(exc)
             return EXIT_USAGE
         raise
+    finally:
+        _set_sigint(previous, previous)
 
 
 if __name__ == "__main__":  # python -m mklkit.cli

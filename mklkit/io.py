@@ -15,6 +15,12 @@ A run directory (``mklkit run`` output) holds:
     into the bank), ``bias``, ``kernel_names`` (all M), ``kernel_weights``
     (M,), ``block_norms`` (M,).
 
+A target of more than two classes is solved one-vs-rest
+(:func:`write_multiclass_run`): ``class_0/``, ``class_1/``, ... each hold the
+three files of the problem of one class against the rest, and the top-level
+``summary.json`` lists the classes, each problem's folder, status and gap,
+and the accuracy of the predicted class.
+
 Non-finite floats (NaN, inf) are written to JSON as ``null``.  Existing run
 files are never overwritten unless ``force=True`` (which also removes the
 plots of an earlier ``mklkit report``, since they showed the old run).
@@ -31,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from .api import RunResult
+    from .api import MulticlassRunResult, RunResult
 
 __all__ = [
     "SUMMARY",
@@ -42,6 +48,7 @@ __all__ = [
     "OutputError",
     "check_output_dir",
     "write_run",
+    "write_multiclass_run",
     "write_json",
     "write_text",
     "read_summary",
@@ -247,6 +254,44 @@ def write_run(run: RunResult, out_dir: str | os.PathLike[str], force: bool = Fal
     summary["files"] = {"history": HISTORY, "solution": SOLUTION}
     sum_path = write_json(out / SUMMARY, summary)
     return {"summary": sum_path, "history": hist_path, "solution": sol_path}
+
+
+def write_multiclass_run(run: MulticlassRunResult, out_dir: str | os.PathLike[str],
+                         force: bool = False) -> dict[str, Path]:
+    """Write a one-vs-rest run: a run directory per class, then the top-level ``summary.json``.
+
+    ``OUT/class_<k>/`` (``k`` indexes ``summary["classes"]``) holds the
+    ``summary.json``, ``history.json`` and ``solution.npz`` of the problem of
+    class k against the rest (``mklkit report OUT/class_<k>`` plots it);
+    ``OUT/summary.json`` is written last.
+
+    Returns
+    -------
+    dict
+        ``{"summary": path, "class_0": folder, ...}``.
+
+    Raises
+    ------
+    OutputError
+        As :func:`write_run`, for ``out_dir`` or one of its class folders.
+    """
+    out = check_output_dir(out_dir, force)
+    for k in range(len(run.runs)):
+        check_output_dir(out / run.problem_dir(k), force)
+    written: dict[str, Path] = {}
+    for k, sub in enumerate(run.runs):
+        folder = out / run.problem_dir(k)
+        write_run(sub, folder, force=force)
+        written[run.problem_dir(k)] = folder
+    if force:
+        for name in (*REPORT_FILES, HISTORY, SOLUTION):
+            try:
+                (out / name).unlink()
+            except FileNotFoundError:
+                pass
+    summary = run.summary()
+    summary["files"] = {"problems": [run.problem_dir(k) for k in range(len(run.runs))]}
+    return {"summary": write_json(out / SUMMARY, summary), **written}
 
 
 def _read_json(path: Path, what: str) -> Any:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import enum
+import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +52,7 @@ class SolveResult:
     message : str
     time_s : float
     engine : str
+        The engine that was asked to solve (``"auto"`` when ``auto`` chose).
     dual : ndarray (N,), optional
         The dual point ρ used for the gap.
     C_max : float, optional
@@ -58,6 +61,10 @@ class SolveResult:
         inactive for ``C >= C_max``, so a regularization path starts just
         below it.  ``inf`` when no ``C`` makes α = 0 optimal (non-sparse
         regularizers); ``None`` when the engine did not compute it.
+    solved_by : str
+        The engine whose iterates gave the final point: ``engine`` itself,
+        or, for ``auto``, the delegate that produced the answer (after any
+        fallback).  Defaults to ``engine``.
     """
 
     status: Status
@@ -75,6 +82,16 @@ class SolveResult:
     engine: str = ""
     dual: np.ndarray | None = None
     C_max: float | None = None
+    solved_by: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.solved_by:
+            object.__setattr__(self, "solved_by", self.engine)
+
+    @property
+    def trivial(self) -> bool:
+        """Whether every kernel is off: the model predicts the offset alone."""
+        return bool(np.asarray(self.block_norms).size) and not np.any(np.asarray(self.block_norms) > 0)
 
     @property
     def converged(self) -> bool:
@@ -100,3 +117,37 @@ class SolveResult:
 
 class ConvergenceWarning(UserWarning):
     """Emitted (on stderr, through :mod:`warnings`) when a solve ends unconverged."""
+
+
+class TrivialModelWarning(UserWarning):
+    """Emitted when a solve ends with every kernel off (typically ``C >= C_max``).
+
+    Such a model predicts one constant (for classification: one class);
+    see :func:`warn_if_trivial`.
+    """
+
+
+def trivial_message(C: float, C_max: float | None, where: str = "") -> str:
+    """The one line of :class:`TrivialModelWarning`: ``C``, ``C_max`` and what to do."""
+    head = f"{where}: " if where else ""
+    if C_max is not None and math.isfinite(C_max):
+        # below C_max only for a loss with a kink at the optimal offset, where C_max is an upper bound
+        relation = (f">= C_max = {C_max:.6g}" if C >= C_max else
+                    f"< C_max = {C_max:.6g} (an upper bound of the threshold for this loss)")
+        return (f"{head}all kernels are off: C = {C:.6g} {relation}, so the model predicts a constant; "
+                f"use C='auto' or a C below C_max (e.g. {0.1 * min(C, C_max):.3g})")
+    return (f"{head}all kernels are off at C = {C:.6g}, so the model predicts a constant; use "
+            "C='auto' or a smaller C")
+
+
+def warn_if_trivial(result: SolveResult, C: float, where: str = "", stacklevel: int = 2) -> bool:
+    """Warn (:class:`TrivialModelWarning`) when ``result`` has every kernel off; return whether it did.
+
+    The one check used by ``mklkit run``, :func:`mklkit.api.run`, the
+    estimators' ``fit`` and a sweep's refit of its best configuration.
+    """
+    if not result.trivial:
+        return False
+    warnings.warn(trivial_message(float(C), result.C_max, where), TrivialModelWarning,
+                  stacklevel=stacklevel + 1)
+    return True

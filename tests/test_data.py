@@ -154,7 +154,7 @@ def test_npz(tmp_path):
     Xn = X.copy()
     Xn[4, 1] = np.inf
     np.savez(tmp_path / "n.npz", X=Xn, y=y)
-    with pytest.raises(DataError, match=r"n\.npz: row 5, column 'x2 \(X column 1\)': value inf"):
+    with pytest.raises(DataError, match=r"n\.npz: row 5, column 'x1 \(X column 1\)': value inf"):
         load_file(tmp_path / "n.npz")
     np.savez(tmp_path / "l.npz", X=X, y=y[:4])
     with pytest.raises(DataError, match=r"'X' has 6 rows but 'y' has 4 entries"):
@@ -175,13 +175,13 @@ def test_libsvm(tmp_path, name, gz):
     assert sp.isspmatrix_csr(ds.X)
     np.testing.assert_array_equal(ds.X.toarray(), LIBSVM_DENSE)
     np.testing.assert_array_equal(ds.y, [1, -1, 1])
-    assert ds.feature_names == ["x1", "x2", "x3", "x4", "x5"]
+    assert ds.feature_names == ["x0", "x1", "x2", "x3", "x4"]
     assert load_file(path).n_features == 4
 
 
 def test_libsvm_errors(tmp_path):
     path = _write(tmp_path / "s.libsvm", "+1 1:0.5 3:nan\n")
-    with pytest.raises(DataError, match=r"s\.libsvm: row 1, column x3 \(index 3\): value nan"):
+    with pytest.raises(DataError, match=r"s\.libsvm: row 1, column x2 \(index 3\): value nan"):
         load_file(path)
     path = _write(tmp_path / "b.libsvm", LIBSVM)
     with pytest.raises(DataError, match=r"b\.libsvm: cannot read as LIBSVM"):

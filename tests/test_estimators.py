@@ -631,10 +631,13 @@ def test_exact_factor_bank_gives_the_dense_answer(ionosphere):
     with pytest.raises(ValueError, match=r"^MKLClassifier: memory_budget: the exact factors need "
                        r"[^:]* but memory_budget is 9\.8 KiB; raise memory_budget"):
         MKLClassifier(bank, factor=True, memory_budget="10KB").fit(X_tr, y_tr)
-    with pytest.raises(ValueError, match=r"^MKLClassifier: factor\.rank: \d+ approximated kernels x "
-                       r"rank 200 x \d+ points need .* rank <= \d+ fits; got 200$"):
-        MKLClassifier([{"function": "rbf", "width": [0.5, 3.0]}], factor={"rank": 200},
-                      memory_budget="600KB").fit(X_tr, y_tr)
+    from mklkit.kernels.factorize import RankCapWarning
+
+    with pytest.warns(RankCapWarning, match=r"rank = 200: \d+ approximated kernels x rank 200 x \d+ points "
+                      r"need .* rank <= (\d+) fits; capped to rank \1$"):
+        capped = MKLClassifier([{"function": "rbf", "width": [0.5, 3.0]}], factor={"rank": 200},
+                               memory_budget="600KB").fit(X_tr, y_tr)
+    assert max(capped.factor_approximation_["ranks"]) < 200
 
 
 # ---------------------------------------------------------------------------

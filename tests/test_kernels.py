@@ -337,7 +337,7 @@ def test_build_errors(data):
     X, Z = data
     X0 = X.copy()
     X0[:, 1] = 0.0
-    with pytest.raises(BankError, match=r"kernel 0 'linear\[x2\]' has trace 0\.0"):
+    with pytest.raises(BankError, match=r"kernel 0 'linear\[x1\]' has trace 0\.0"):
         KernelBank.build(X0, [{"function": "linear", "features": [1]}])
     with pytest.raises(BankError, match=r"has k\(x, x\) = 0\.0 at sample 0"):
         KernelBank.build(X0, [{"function": "linear", "features": [1]}], normalize="diagonal")
@@ -380,7 +380,7 @@ def test_third_party_function_through_resolve(data):
     resolve = make_resolver(list(BUILTIN_KERNEL_FUNCTIONS) + [Laplace])
     entries = [{"function": "laplace", "gamma": [0.1, 0.5], "features": [0, 1, 2]}, {"function": "rbf"}]
     bank = KernelBank.build(X, entries, normalize="diagonal", resolve=resolve)
-    assert bank.names[:2] == ["laplace(gamma=0.1)[x1,x2,x3]", "laplace(gamma=0.5)[x1,x2,x3]"]
+    assert bank.names[:2] == ["laplace(gamma=0.1)[x0,x1,x2]", "laplace(gamma=0.5)[x0,x1,x2]"]
     expect = laplacian_kernel(Z[:, :3], X[:, :3], gamma=0.5)  # unit diagonal already
     np.testing.assert_allclose(bank.cross(Z)[1], expect, rtol=1e-12)
     np.testing.assert_allclose(bank.K[0], laplacian_kernel(X[:, :3], gamma=0.1), rtol=1e-12)

@@ -1,13 +1,16 @@
 """Spec parsing and validation (mklkit.spec), without the command line."""
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from mklkit.plugins import DISABLE_ENV, get_registry, reset_registry
 from mklkit.spec import (
     DEFAULTS,
     SpecError,
@@ -59,7 +62,7 @@ def test_minimal_spec_gets_defaults(tmp_path):
     assert spec.data.seed == 0 and spec.data.standardize is True
     assert spec.kernels.normalize == "trace"
     assert spec.problem.regularizer.name == "l1"
-    assert spec.problem.C == 1.0 and spec.problem.bias is True
+    assert spec.problem.C == "auto" == DEFAULTS["problem.C"] and spec.problem.bias is True
     assert spec.solver.name == "spicy"
     assert spec.output.dir == Path("runs") / "s"
 
@@ -207,19 +210,69 @@ def test_parse_bytes():
             parse_bytes(bad)
 
 
-def test_every_shipped_spec_parses_or_names_missing_components():
+#: The plugins of this repository (``plugins/*``, by entry-point name) and the
+#: components they register: the only components outside the core that a
+#: shipped spec may name.
+REPO_PLUGINS = {
+    "huber": {("loss", "huber"), ("loss", "squared_hinge")},
+    "smo": {("regularizer", "l1_squared"), ("regularizer", "pnorm_squared"),
+            ("engine", "skm_smo"), ("engine", "smo_mkl")},
+}
+
+
+@contextlib.contextmanager
+def plugins_disabled(monkeypatch, names):
+    """The process-wide registry rebuilt without the plugins ``names`` (``$MKLKIT_DISABLE_PLUGINS``)."""
+    with monkeypatch.context() as m:
+        m.setenv(DISABLE_ENV, ",".join(names))
+        reset_registry()
+        try:
+            yield get_registry()
+        finally:
+            reset_registry()
+
+
+def test_repo_plugins_table_is_what_the_plugins_register():
+    declared = set()
+    for toml in sorted((SPECS.parent / "plugins").glob("*/pyproject.toml")):
+        section = toml.read_text().split("[project.entry-points.mklkit]")[1].split("\n[")[0]
+        declared |= set(re.findall(r"^\s*([\w.-]+)\s*=", section, re.M))
+    assert declared == set(REPO_PLUGINS)
+    reg = get_registry()
+    for plugin, components in REPO_PLUGINS.items():
+        if plugin in reg.plugins:  # installed (the README's install): the table must match
+            assert {(r.kind, r.name) for r in reg.provided_by(plugin)} == components, plugin
+
+
+def check_shipped_spec(path: Path, missing: set[tuple[str, str]]) -> None:
+    """``path`` parses fully, or its error names a component of a plugin in ``missing``."""
+    __tracebackhide__ = True
     from mklkit.sweep import load_sweep
 
-    for path in sorted(SPECS.glob("*.yaml")):
+    try:
         if path.name.startswith("sweep"):  # grids for 'mklkit sweep'; 'mklkit run' refuses them
             with pytest.raises(SpecError, match="mklkit sweep"):
                 load_spec(path)
             load_sweep(path)
-            continue
-        try:
+        else:
             load_spec(path)
-        except SpecError as e:  # components of plugins that are not installed
-            assert "unknown" in str(e) and path.name in str(e), str(e)
+    except SpecError as e:
+        named = re.match(r"(?:problem\.)?(loss|regularizer|engine)\b", e.key)
+        assert e.file.endswith(path.name) and "unknown" in e.problem and named, str(e)
+        assert (named.group(1), e.shown) in {(kind, repr(name)) for kind, name in missing}, (
+            f"{path.name}: {e.key} names {e.shown}, which neither the installed plugins nor "
+            f"the repository's plugins that are not installed ({sorted(missing)}) provide")
+
+
+@pytest.mark.parametrize("disabled", [(), ("smo",), ("huber",), ("huber", "smo")],
+                         ids=["all-plugins", "no-smo", "no-huber", "no-plugins"])
+def test_every_shipped_spec_parses_or_names_missing_components(monkeypatch, disabled):
+    """With every plugin of the repository installed (the README's install) every shipped
+    spec parses fully; without some, a spec fails only by naming one of their components."""
+    with plugins_disabled(monkeypatch, disabled) as reg:
+        missing = {c for p, comps in REPO_PLUGINS.items() if p not in reg.plugins for c in comps}
+        for path in sorted(SPECS.glob("*.yaml")):
+            check_shipped_spec(path, missing)
 
 
 def test_builtin_target_and_drop():
@@ -283,7 +336,7 @@ def test_precomputed_kernels_with_split(tmp_path):
         ("ylen", r"kernels\.precomputed: .*y_train must have shape \(20,\).*; got 'k\.npz'"),
         ("nan", r"kernels\.precomputed: .*NaN or infinite.*; got 'k\.npz'"),
         ("test", r"kernels\.precomputed: .*K_test must have shape \(2, N_test, 20\).*; got 'k\.npz'"),
-        ("labels", r"problem\.loss: labels do not fit the loss: .*'logistic' needs labels in \{-1, \+1\}; got labels with values \{0, 1\}"),
+        ("labels", r"problem\.loss: labels do not fit the loss: the target looks continuous \(20 distinct values.*; got 'logistic'; allowed: a regression loss"),
     ],
 )
 def test_precomputed_errors(tmp_path, kind, match):
@@ -303,7 +356,7 @@ def test_precomputed_errors(tmp_path, kind, match):
     elif kind == "test":
         arrays.update(K_test=np.zeros((2, 5, N + 1)), y_test=np.ones(5))
     elif kind == "labels":
-        arrays["y_train"] = np.arange(N) % 2.0
+        arrays["y_train"] = np.linspace(0.0, 1.0, N)
     _npz(tmp_path, **arrays)
     p = write(tmp_path, """
         kernels: {precomputed: k.npz}
@@ -395,7 +448,7 @@ def test_messages_say_what_the_schema_allows():
     raw = json.loads(json.dumps(TINY))
     raw["data"]["sed"] = 1
     with pytest.raises(SpecError, match=r"^t\.yaml: data\.sed: unknown key \(did you mean 'seed'\?\); got 'sed'; "
-                                        r"allowed: builtin, train, test, format, target, drop, test_size, "
+                                        r"allowed: builtin, train, test, format, target, drop, positive, test_size, "
                                         r"train_size, seed, standardize$"):
         parse_spec(raw, file="t.yaml")
 

@@ -56,7 +56,8 @@ class Dataset:
     X : ndarray of shape (n_samples, n_features) or scipy.sparse.csr_matrix
         Features, float64.  LIBSVM files stay sparse (CSR).
     y : ndarray of shape (n_samples,)
-        Labels (or regression targets), float64.
+        Labels (or regression targets), float64; class labels that are not
+        numbers (a CSV column of words, an NPZ string array) stay strings.
     feature_names : list of str
         One name per column of ``X``.
     name : str
@@ -303,17 +304,42 @@ def _load_csv(path: Path, target: str | int | None) -> tuple[np.ndarray, np.ndar
                 f"columns: {', '.join(header)}"
             )
         t = header.index(target)
+    feat = [j for j in range(ncol) if j != t]
     try:
         A = np.array(body, dtype=np.float64)
     except ValueError:
         A = None
-    if A is None:
-        _raise_bad_cell(path, body, header)
+    if A is None:  # class labels that are words: the features must still be numbers
+        labels = np.array([row[t].strip() for row in body])
+        names = [header[j] for j in feat]
+        rows = [[row[j] for j in feat] for row in body]
+        try:
+            F = np.array(rows, dtype=np.float64)
+        except ValueError:
+            _raise_bad_cell(path, rows, names)
+        empty = np.flatnonzero(labels == "")
+        if empty.size:
+            r = int(empty[0])
+            raise DataError(f"{path}: row {r + 1} (line {r + 2}), column {header[t]!r}: an empty cell; "
+                            "every row needs a label")
+        if any(_is_number(v) for v in labels):  # numbers with a stray word: a typo, not class names
+            r = next(i for i, v in enumerate(labels) if not _is_number(v))
+            raise DataError(f"{path}: row {r + 1} (line {r + 2}), column {header[t]!r}: non-numeric value "
+                            f"{str(labels[r])!r}; the other labels are numbers (labels are all numbers or all words)")
+        _check_finite_dense(path, F, names, line_offset=2)
+        return np.ascontiguousarray(F), labels, names
     _check_finite_dense(path, A, header, line_offset=2)
-    feat = [j for j in range(ncol) if j != t]
     X = np.ascontiguousarray(A[:, feat])
     y = np.ascontiguousarray(A[:, t])
     return X, y, [header[j] for j in feat]
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
 
 
 def _raise_bad_cell(path: Path, body: list[list[str]], header: list[str]) -> None:
@@ -367,12 +393,14 @@ def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
     if X.shape[0] == 0:
         raise DataError(f"{path}: 'X' has no rows")
     for key, arr in (("X", X), ("y", y)):
+        if key == "y" and arr.dtype.kind in "US":  # class labels as strings
+            continue
         if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
             raise DataError(f"{path}: array {key!r} must be numeric; got dtype {arr.dtype}")
     X = np.ascontiguousarray(X, dtype=np.float64)
-    y = np.ascontiguousarray(y, dtype=np.float64)
+    y = np.ascontiguousarray(y.astype(str)) if y.dtype.kind in "US" else np.ascontiguousarray(y, dtype=np.float64)
     if names is None:
-        feature_names = [f"x{j + 1}" for j in range(X.shape[1])]
+        feature_names = [f"x{j}" for j in range(X.shape[1])]
     else:
         feature_names = [str(v) for v in np.asarray(names).ravel()]
         if len(feature_names) != X.shape[1]:
@@ -381,7 +409,8 @@ def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
                 f"{X.shape[1]} columns"
             )
     _check_finite_dense(path, X, [f"{n} (X column {j})" for j, n in enumerate(feature_names)], None)
-    _check_finite_dense(path, y[:, None], ["y"], None)
+    if y.dtype.kind != "U":
+        _check_finite_dense(path, y[:, None], ["y"], None)
     return X, y, feature_names
 
 
@@ -418,14 +447,14 @@ def _load_libsvm(path: Path, n_features: int | None) -> tuple[sp.csr_matrix, np.
         r = int(np.searchsorted(X.indptr, k, side="right") - 1)
         j = int(X.indices[k])
         raise DataError(
-            f"{path}: row {r + 1}, column x{j + 1} (index {j + 1}): value {float(X.data[k])!r}; "
+            f"{path}: row {r + 1}, column x{j} (index {j + 1}): value {float(X.data[k])!r}; "
             "NaN and infinite values are not allowed"
         )
     bad_y = ~np.isfinite(y)
     if bad_y.any():
         r = int(np.flatnonzero(bad_y)[0])
         raise DataError(f"{path}: row {r + 1}, label: value {float(y[r])!r}; NaN and infinite labels are not allowed")
-    names = [f"x{j + 1}" for j in range(X.shape[1])]
+    names = [f"x{j}" for j in range(X.shape[1])]
     return X, np.ascontiguousarray(y, dtype=np.float64), names
 
 

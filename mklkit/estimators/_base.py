@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._multiclass import BinaryTask
 from ..components.base import CLASSIFICATION, REGRESSION
 from ..components.params import ParamError
-from ._path import MKLPath
+from ._path import MKLPath, pack_results, unpack_results
 
 try:  # scikit-learn >= 1.6
     from sklearn.utils.validation import validate_data as _validate_data
@@ -212,6 +212,8 @@ class _FitState:
     timings: dict[str, float] = field(default_factory=dict)
     task_C: dict[int, float] = field(default_factory=dict)  # per task: the C of its last solve
     representation: str = "array"
+    target: tuple[float, float] = (0.0, 1.0)  # regression: the engines saw (y - offset) / scale
+    approximation: dict[str, Any] | None = None  # a factor bank's FactorBank.approximation()
 
 
 # ---------------------------------------------------------------------------
@@ -269,6 +271,10 @@ class _BaseMKL(BaseEstimator):
     def _error(self, exc: Any) -> ValueError:
         """A :class:`~mklkit.pipeline.PipelineError` as this estimator's one-line error (its parameter named)."""
         return ValueError(f"{self._owner}: {exc.message(key=_param_of(exc.key))}")
+
+    def _warning_text(self, warning: Any) -> str:
+        """A keyed warning (:class:`~mklkit.kernels.factorize.RankCapWarning`) in this estimator's words, as :meth:`_error`."""
+        return f"{self._owner}: {warning.message(key=_param_of(warning.key))}"
 
     # -- data -----------------------------------------------------------------
     def _encode_targets(self, y: np.ndarray) -> tuple[np.ndarray | None, list[BinaryTask]]:
@@ -333,6 +339,7 @@ class _BaseMKL(BaseEstimator):
         before any kernel is computed.
         """
         from .. import pipeline
+        from ..kernels.factorize.build import warning_names
         from ..pipeline import BankSettings, PipelineError, ProblemSettings
 
         owner = self._owner
@@ -365,6 +372,7 @@ class _BaseMKL(BaseEstimator):
             if y.shape[0] != K.shape[1]:
                 raise ValueError(f"{owner}: X holds Gram matrices of {K.shape[1]} samples "
                                  f"but y has {y.shape[0]} labels")
+            _check_given_kernels(K, owner, self._legacy_layout)
             n_features_in = int(K.shape[1])
             kernels_resolved: Any = "precomputed"
             data = pipeline.gram_data(K, y, self._task)
@@ -403,8 +411,9 @@ class _BaseMKL(BaseEstimator):
         settings = ProblemSettings(loss=loss, regularizer=regularizer, C=C, bias=bool(self.bias))
         t0 = time.perf_counter()
         try:
-            prepared = pipeline.prepare(data, bank_settings, settings, engine,
-                                        progress=None if self.verbose else False)
+            with warning_names(self._warning_text):
+                prepared = pipeline.prepare(data, bank_settings, settings, engine,
+                                            progress=None if self.verbose else False)
         except PipelineError as exc:
             raise self._error(exc) from None
         build_s = time.perf_counter() - t0
@@ -418,7 +427,13 @@ class _BaseMKL(BaseEstimator):
             loss=loss, regularizer=regularizer, engine=engine, kernels=kernels_resolved,
             kernel_names=list(prepared.kernel_names), scaler=data.scaler, classes=classes,
             n_features_in=n_features_in, timings={"bank_s": build_s}, representation=prepared.representation,
+            approximation=bank.approximation() if prepared.representation == "factor" else None,
+            target=self._target_scaling(y),
         )
+
+    def _target_scaling(self, y: np.ndarray) -> tuple[float, float]:
+        """``(offset, scale)`` of the targets the engines see (regression, ``standardize_y``)."""
+        return 0.0, 1.0
 
     def _validate_y(self, y: Any) -> np.ndarray:
         if y is None:
@@ -468,8 +483,8 @@ class _BaseMKL(BaseEstimator):
         for C in Cs:
             if isinstance(C, str):  # "auto"
                 C = self._auto_C(base)
-                logger.info("%s: C='auto' is %.6g (%g x the square root of the kernels' mean diagonal)",
-                            where, C, self._C_SCALE)
+                logger.info("%s: C='auto' is %.6g (the root mean diagonal of the kernels, x %g)",
+                            where, C, _auto_scale(self._task))
             problem = problem_at(base, C=C)
             self._check_support(prep.engine, problem)
             callback = None
@@ -498,8 +513,12 @@ class _BaseMKL(BaseEstimator):
         return [self._run_task(prep, t, Cs) for t in range(n_tasks)]
 
     # -- fitted state -----------------------------------------------------------
-    def _set_fitted(self, prep: _FitState, results: list[Any]) -> None:
-        """Set the fitted attributes from one result per task."""
+    def _set_fitted(self, prep: _FitState, results: list[Any], predictor: Any = None) -> None:
+        """Set the fitted attributes from one result per task.
+
+        On a factor bank ``bank_`` is the results' :class:`~mklkit.kernels.factor.FactorPredictor`
+        (``predictor``, or made here from ``prep.bank``): the active kernels' maps, no training factors.
+        """
         M = len(prep.kernel_names)
         active = np.zeros(M, dtype=bool)
         for r in results:
@@ -523,21 +542,29 @@ class _BaseMKL(BaseEstimator):
         self.loss_ = prep.loss
         self.regularizer_ = prep.regularizer
         self.engine_ = prep.engine
+        # the engine that produced each answer (auto's delegate, after any fallback)
+        solved = [r.solved_by or prep.engine.name for r in results]
+        self.solved_by_ = solved[0] if single else np.array(solved, dtype=object)
         self.scaler_ = prep.scaler
-        self.bank_ = prep.bank if prep.representation == "factor" else _strip_bank(prep.bank, active_idx)
+        if prep.representation == "factor":
+            self.bank_ = predictor if predictor is not None else _factor_predictor(prep.bank, results, active_idx)
+        else:
+            self.bank_ = _strip_bank(prep.bank, active_idx)
         # on a factor bank: what the factors leave out of the kernels (None otherwise)
-        self.factor_approximation_ = (prep.bank.approximation() if prep.representation == "factor"
+        self.factor_approximation_ = (prep.approximation if prep.representation == "factor"
                                       else None)
         self.n_features_in_ = prep.n_features_in
         self._tasks = prep.tasks
         if prep.classes is not None:
             self.classes_ = prep.classes
+        if self._task == REGRESSION:
+            self.y_offset_, self.y_scale_ = (float(v) for v in prep.target)
 
     def _fit(self, X: Any, y: Any) -> "_BaseMKL":
         owner = self._owner
         auto_C = isinstance(self.C, str) and self.C == "auto"
         C: Any = "auto" if auto_C else _check_C(self.C, owner, allow_auto=True)
-        with _verbosity(self.verbose):
+        with _verbosity(self.verbose), self._compiling():
             prep = self._prepare(X, y, 1.0 if auto_C else C)
             t0 = time.perf_counter()
             try:
@@ -547,20 +574,41 @@ class _BaseMKL(BaseEstimator):
             logger.info("%s: solved %d problem(s) in %.2f s", owner, len(runs),
                         time.perf_counter() - t0)
         self._set_fitted(prep, [r[0] for r in runs])
+        self._warn_trivial(prep, [r[0] for r in runs])
         return self
 
+    def _warn_trivial(self, prep: _FitState, results: Sequence[Any]) -> None:
+        """One :class:`~mklkit.result.TrivialModelWarning` when some binary problem has every kernel off."""
+        from ..result import warn_if_trivial
+
+        off = [t for t, r in enumerate(results) if r.trivial]
+        if not off:
+            return
+        t = off[0]
+        where = f"{self._owner}: C"
+        if len(results) > 1:
+            desc = prep.tasks[t].describe(prep.classes) if prep.classes is not None else f"problem {t + 1}"
+            where = f"{self._owner}: {len(off)} of {len(results)} binary problems, e.g. {desc}: C"
+        warn_if_trivial(results[t], prep.task_C.get(t, math.nan), where=where, stacklevel=4)
+
+    def _compiling(self) -> Any:
+        """The once-per-process note that numba compiles (:func:`mklkit.compilation.announce_compilation`)."""
+        from ..compilation import announce_compilation
+
+        what = (f"loss {_spec_name(self.loss)!r}, regularizer {_spec_name(self.regularizer)!r} "
+                f"and engine {_spec_name(self.engine)!r}")
+        return announce_compilation(what, warn=True)
+
     def _auto_C(self, problem: Any) -> float:
-        r"""``C="auto"``: :math:`c\sqrt{\sum_m \mathrm{tr}K_m / (MN)}` on a task's training kernels (``c`` = ``_C_SCALE``)."""
-        N = int(problem.n_samples)
-        tr = np.asarray(problem.bank.trace(), dtype=np.float64)
-        # factors: the kernels' own traces (what the factors leave out counted), so that C does
-        # not depend on the approximation
-        tr = tr + np.asarray(getattr(problem.bank, "trace_error", 0.0), dtype=np.float64)
-        mean_diag = float(tr.sum()) / (tr.size * N) if tr.size and N else 0.0
-        if not (mean_diag > 0.0 and math.isfinite(mean_diag)):
-            raise ValueError(f"{self._owner}: C='auto' needs kernels with a positive trace; got mean "
-                             f"diagonal {mean_diag!r}; give C as a number")
-        return self._C_SCALE * math.sqrt(mean_diag)
+        """``C="auto"`` on a task's training kernels: the rule of specs' ``problem.C: auto``
+        (:func:`mklkit.pipeline.settings.auto_C`)."""
+        from ..pipeline import PipelineError
+        from ..pipeline.settings import auto_C
+
+        try:
+            return auto_C(problem, key="C")
+        except PipelineError as exc:
+            raise self._error(exc) from None
 
     def fit_path(self, X: Any, y: Any, Cs: Sequence[float] | int) -> "MKLPath":
         """Solve for every C of a regularization path, warm-starting each from the last.
@@ -602,7 +650,7 @@ class _BaseMKL(BaseEstimator):
             if len(values) == 0:
                 raise ParamError("Cs", Cs, "a non-empty sequence of numbers > 0", owner=owner)
             grid = np.array(sorted({_check_C(c, owner, "Cs") for c in values}, reverse=True))
-        with _verbosity(self.verbose):
+        with _verbosity(self.verbose), self._compiling():
             prep = self._prepare(X, y, float(grid[0]))
             if n_path is not None:
                 grid = self._path_from_c_max(prep, int(n_path))
@@ -613,10 +661,26 @@ class _BaseMKL(BaseEstimator):
                 _release(prep)
             total = time.perf_counter() - t0
         prep.prepared = None  # the path keeps no Gram matrices
+        if n_path is None:  # explicit values: say which learn nothing (a path from C_max starts trivial)
+            off = [float(grid[c]) for c in range(grid.size) if all(r.trivial for r in _runs_at(runs, c))]
+            if off:
+                import warnings
+
+                from ..result import TrivialModelWarning, trivial_message
+
+                cmax = [r.C_max for r in _runs_at(runs, 0) if r.C_max is not None]
+                text = trivial_message(min(off), max(cmax) if cmax else None, where=f"{owner}.fit_path: Cs")
+                warnings.warn(f"{text} (all kernels off at {len(off)} of {grid.size} values of Cs: "
+                              f"{', '.join(f'{c:.6g}' for c in off)})", TrivialModelWarning, stacklevel=2)
         per_C = [[runs[t][c] for t in range(len(runs))] for c in range(grid.size)]
         warm = bool(getattr(prep.engine, "supports_warm_start", False))
+        predictors = None
+        if prep.representation == "factor":  # per C the active kernels' maps; the training factors go
+            predictors = [_factor_predictor(prep.bank, res, None) for res in per_C]
+            prep.bank = None
         return MKLPath(Cs=grid, results=per_C, kernel_names=list(prep.kernel_names),
-                       warm_started=warm, time_s=total, _template=clone(self), _prep=prep)
+                       warm_started=warm, time_s=total, _template=clone(self), _prep=prep,
+                       _predictors=predictors)
 
     def _path_from_c_max(self, prep: _FitState, n: int) -> np.ndarray:
         """``n`` values of C from ``C_max`` down to ``1e-3 C_max``, evenly on a log scale."""
@@ -671,9 +735,25 @@ class _BaseMKL(BaseEstimator):
     def _task_values(self, X: Any) -> np.ndarray:
         """Decision values of every binary task, (n, n_tasks)."""
         side = self._test_side(X)
+        if side.K is None:  # a factor bank: the fitted FactorPredictor maps the points (all tasks at once)
+            return self.bank_.decision_function(side.X)
         results = self.result_ if isinstance(self.result_, list) else [self.result_]
         return np.column_stack([side.decision_function(r, self.bank_, rows=task.rows)
                                 for r, task in zip(results, self._tasks)])
+
+    # -- pickles ----------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """The state to pickle: ``result_``'s coefficients keep their non-zero rows only
+        (the inactive kernels' zero rows come back on loading)."""
+        state = super().__getstate__()
+        if "result_" in state:
+            state = {**state, "result_": pack_results(state["result_"])}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if "result_" in state:
+            state = {**state, "result_": unpack_results(state["result_"])}
+        super().__setstate__(state)
 
     # -- parameters -------------------------------------------------------------
     _COMPONENT_PARAMS = ("loss", "regularizer", "engine")
@@ -709,6 +789,43 @@ class _BaseMKL(BaseEstimator):
         else:
             tags.input_tags.sparse = True
         return tags
+
+
+def _auto_scale(task: str) -> float:
+    from ..pipeline.settings import AUTO_C_SCALE
+
+    return AUTO_C_SCALE.get(task, 1.0)
+
+
+def _check_given_kernels(K: np.ndarray, owner: str, legacy: bool) -> None:
+    """The precomputed kernels' PSD check (:func:`mklkit.kernels.precomputed.check_psd`), naming X's slice.
+
+    Non-finite values are left to the pipeline's check, which names them.
+    """
+    from ..kernels import BankError
+    from ..kernels.precomputed import check_psd
+
+    if not np.issubdtype(K.dtype, np.number) or not np.all(np.isfinite(K)):
+        return
+    try:
+        check_psd(K, "X", index="[{m}]" if legacy else "[:, :, {m}]")
+    except BankError as exc:
+        raise ValueError(f"{owner}: {exc}") from None
+
+
+def _runs_at(runs: list[list[Any]], c: int) -> list[Any]:
+    """The results of every task at the ``c``-th C."""
+    return [runs[t][c] for t in range(len(runs))]
+
+
+def _factor_predictor(bank: Any, results: Sequence[Any], active: np.ndarray | None) -> Any:
+    """The :class:`~mklkit.kernels.factor.FactorPredictor` of the results (one per task) on a factor
+    bank: the maps of the ``active`` kernels (``None``: those active in some result) and their
+    folded coefficients."""
+    if active is None:
+        active = np.unique(np.concatenate([np.asarray(r.active_set, dtype=np.int64) for r in results]))
+    return bank.predictor(np.stack([np.asarray(r.alpha, dtype=np.float64) for r in results]),
+                          np.array([float(r.bias) for r in results]), active)
 
 
 def _release(prep: _FitState) -> None:

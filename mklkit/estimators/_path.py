@@ -1,11 +1,50 @@
 """Solutions along a regularization path (:meth:`MKLClassifier.fit_path`)."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from sklearn.base import clone
+
+# ---------------------------------------------------------------------------
+# Pickles: results keep the non-zero rows of their coefficients
+# ---------------------------------------------------------------------------
+class _NonZeroRows:
+    """The non-zero rows of an (M, N) coefficient array (a pickled result's ``alpha``): the rows
+    of inactive kernels are zero and are restored as zeros on loading."""
+
+    def __init__(self, alpha: np.ndarray) -> None:
+        self.shape = alpha.shape
+        self.rows = np.flatnonzero(np.any(alpha != 0.0, axis=1))
+        self.values = np.ascontiguousarray(alpha[self.rows])
+
+    def array(self) -> np.ndarray:
+        out = np.zeros(self.shape, dtype=self.values.dtype)
+        out[self.rows] = self.values
+        return out
+
+
+def pack_results(results: Any) -> Any:
+    """Results (a SolveResult, or lists of them) with ``alpha`` reduced to its non-zero rows."""
+    if isinstance(results, list):
+        return [pack_results(r) for r in results]
+    alpha = getattr(results, "alpha", None)
+    if dataclasses.is_dataclass(results) and isinstance(alpha, np.ndarray) and alpha.ndim == 2:
+        return dataclasses.replace(results, alpha=_NonZeroRows(alpha))
+    return results
+
+
+def unpack_results(results: Any) -> Any:
+    """The inverse of :func:`pack_results`: every ``alpha`` back to its (M, N) array."""
+    if isinstance(results, list):
+        return [unpack_results(r) for r in results]
+    alpha = getattr(results, "alpha", None)
+    if isinstance(alpha, _NonZeroRows):
+        return dataclasses.replace(results, alpha=alpha.array())
+    return results
+
 
 # ---------------------------------------------------------------------------
 # Regularization path
@@ -35,6 +74,15 @@ class MKLPath:
     time_s: float
     _template: Any = field(repr=False, default=None)
     _prep: Any = field(repr=False, default=None)
+    #: on a factor bank: per C, what prediction needs (the training factors are not kept)
+    _predictors: list[Any] | None = field(repr=False, default=None)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # pickled results keep the non-zero rows of their coefficients only
+        return {**self.__dict__, "results": pack_results(self.results)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update({**state, "results": unpack_results(state["results"])})
 
     def __len__(self) -> int:
         return int(self.Cs.size)
@@ -83,7 +131,8 @@ class MKLPath:
         if not -len(self) <= i < len(self):
             raise IndexError(f"path index {i} out of range for {len(self)} values of C")
         est = clone(self._template).set_params(C=float(self.Cs[i]))
-        est._set_fitted(self._prep, list(self.results[i]))
+        est._set_fitted(self._prep, list(self.results[i]),
+                        None if self._predictors is None else self._predictors[i])
         return est
 
     def summary(self) -> str:

@@ -12,7 +12,8 @@
 * :mod:`mklkit.kernels.bank` — all names of those three in one place.
 * :mod:`mklkit.kernels.presets` — the ``simplemkl`` and ``smomkl`` banks.
 * :mod:`mklkit.kernels.factor` — :class:`FactorBank`, kernels held as factors
-  :math:`K_m = L_mL_m^\top`; :mod:`mklkit.kernels.factorize` builds them
+  :math:`K_m = L_mL_m^\top` (and :class:`FactorPredictor`, what predictions of
+  its solutions need); :mod:`mklkit.kernels.factorize` builds them
   (:func:`build_factor_bank`).
 * :mod:`mklkit.kernels.precomputed_factors` — factor banks from factors given
   by the caller (``FactorBank.from_factors``) or an ``.npz`` file
@@ -48,8 +49,8 @@ from .functions import (
     inner_products,
     squared_distances,
 )
-from .factor import FactorBank
-from .factorize import FactorError, FactorMap, build_factor_bank
+from .factor import FactorBank, FactorPredictor
+from .factorize import FactorError, FactorMap, RankCapWarning, build_factor_bank
 from .precomputed_factors import GivenFactorMap, PrecomputedFactors, load_precomputed_factors
 from .presets import PRESETS, available_presets, preset_entries
 
@@ -62,11 +63,13 @@ __all__ = [
     "FactorBank",
     "FactorError",
     "FactorMap",
+    "FactorPredictor",
     "GivenFactorMap",
     "KernelBank",
     "KernelFunction",
     "KernelSpec",
     "MemoryBudgetError",
+    "RankCapWarning",
     "Linear",
     "NORMALIZATIONS",
     "PRESETS",

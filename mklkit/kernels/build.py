@@ -142,6 +142,7 @@ class _ProgressReporter:
         self.label = label
         self.callback = callback
         self._last = 0.0
+        self._reported = -1
         self._t0 = time.monotonic()
 
     def update(self, done: int) -> None:
@@ -151,10 +152,13 @@ class _ProgressReporter:
         if done < self.total and now - self._last < 0.1:
             return
         self._last = now
+        self._reported = done
         self.callback({"what": self.label, "done": done, "total": self.total, "elapsed_s": now - self._t0})
 
     def close(self) -> None:
-        self.update(self.total)
+        """Report the end, unless the last update did (the final event comes once)."""
+        if self._reported < self.total:
+            self.update(self.total)
 
 
 def _progress_callback(progress: Any) -> Callable[[dict[str, Any]], Any] | None:
@@ -296,7 +300,7 @@ class KernelBank:
         resolve : callable or mapping, optional
             Kernel-function lookup (default: built-ins); see :func:`expand_bank`.
         feature_names : sequence of str, optional
-            Column names (default: the Dataset's, else ``x1 .. xd``).
+            Column names (default: the Dataset's, else ``x0 .. x(d-1)``).
         root : str
             Prefix of key paths in description errors (``"kernels.bank"``
             when the description comes from a spec file).
@@ -360,7 +364,7 @@ class KernelBank:
             M, N, format_bytes(K.nbytes), normalize, time.perf_counter() - t0,
         )
         names = [s.label for s in specs]
-        fnames = list(feature_names) if feature_names is not None else [f"x{j + 1}" for j in range(d)]
+        fnames = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
         return cls(K, names, specs, normalize, traces, train_diag, XA, columns, d, fnames, source="data")
 
     @classmethod
@@ -377,7 +381,7 @@ class KernelBank:
         N, d = int(shape[0]), int(shape[1])
         columns = np.unique(np.concatenate([np.asarray(s.features, dtype=np.intp) for s in specs]))
         XA = _dense_columns(X, columns, "X")
-        fnames = list(feature_names) if feature_names is not None else [f"x{j + 1}" for j in range(d)]
+        fnames = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
         return cls(np.empty((len(specs), N, 0)), [s.label for s in specs], list(specs), normalize,
                    np.asarray(traces, dtype=np.float64), train_diag, XA, columns, d, fnames, source="data")
 

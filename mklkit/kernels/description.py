@@ -370,7 +370,7 @@ def _feature_groups(
     """Feature groups with their labels, or ``None`` when ``d`` is unknown."""
     spec = _plain(spec)
     def label(cols: tuple[int, ...]) -> str:
-        nm = [names[c] if names is not None else f"x{c + 1}" for c in cols]
+        nm = [names[c] if names is not None else f"x{c}" for c in cols]
         if len(nm) > 8:
             return ",".join(nm[:4]) + f",...(+{len(nm) - 4})"
         return ",".join(nm)
@@ -447,7 +447,7 @@ def _expand(
     root: str,
 ) -> list[BankKernel]:
     if n_features is not None and feature_names is None:
-        feature_names = [f"x{j + 1}" for j in range(n_features)]
+        feature_names = [f"x{j}" for j in range(n_features)]
     specs: list[BankKernel] = []
     for index, (where, entry) in enumerate(_flatten_presets(entries, root)):
         if isinstance(entry, str):
@@ -526,7 +526,7 @@ def expand_bank(
     n_features : int
         Number of data columns.
     feature_names : sequence of str, optional
-        Column names (default ``x1 .. xd``), for name-based ``features`` and
+        Column names (default ``x0 .. x(d-1)``, 0-based like the indices), for name-based ``features`` and
         labels.
     resolve : callable or mapping, optional
         ``resolve(name) -> KernelFunction subclass``, raising ``LookupError``

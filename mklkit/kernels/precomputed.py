@@ -14,7 +14,13 @@ from .description import BankError, _check_normalize
 if TYPE_CHECKING:  # pragma: no cover
     from .build import KernelBank
 
-__all__ = ["PrecomputedKernels", "bank_from_precomputed", "precomputed_from_npz"]
+__all__ = ["PSD_RTOL", "PrecomputedKernels", "bank_from_precomputed", "check_psd", "precomputed_from_npz"]
+
+#: A given Gram matrix is refused as indefinite when its smallest eigenvalue is
+#: below ``-PSD_RTOL x |trace|`` (rounding leaves eigenvalues of a PSD matrix
+#: around ``-1e-15 x trace``; an indefinite kernel makes the MKL problem non-convex
+#: and its duality gap no certificate).
+PSD_RTOL = 1e-6
 
 
 def bank_from_precomputed(
@@ -41,13 +47,13 @@ def bank_from_precomputed(
     K = _as_kernel_array(K, where, copy=copy)
     if K.shape[1] != K.shape[2]:
         raise BankError(f"{where} must have shape (M, N, N); got {K.shape}")
-    _check_kernels(K, where, sym_rtol=sym_rtol, check_psd=check_psd, square=True)
     M = K.shape[0]
+    if names is not None and len(names) != M:
+        raise BankError(f"{where}: {len(names)} kernel names for {M} kernels")
+    _check_kernels(K, where, sym_rtol=sym_rtol, check_psd=check_psd, square=True, names=names)
     if names is None:
         names = [f"k{m}" for m in range(M)]
     names = [str(n) for n in names]
-    if len(names) != M:
-        raise BankError(f"{where}: {len(names)} kernel names for {M} kernels")
     traces = np.trace(K, axis1=1, axis2=2).astype(np.float64)
     train_diag = None
     if normalize == "trace":
@@ -223,12 +229,52 @@ def _labels(y: Any, where: str, n: int) -> np.ndarray:
     return a
 
 
-def _check_kernels(
-    K: np.ndarray, where: str, sym_rtol: float = 1e-8, check_psd: bool = True, square: bool = True
-) -> None:
-    """NaN/inf, symmetry and PSD checks per kernel; symmetrises square kernels in place."""
+def check_psd(K: Any, where: str, names: Sequence[str] | None = None, index: str = "[{m}]",
+              rtol: float = PSD_RTOL) -> None:
+    r"""Refuse a Gram matrix of ``K`` (M, N, N) that is clearly indefinite.
+
+    The one check of given kernels, used by ``kernels.precomputed`` (the
+    command line, :meth:`KernelBank.from_npz`) and by the estimators'
+    ``kernels="precomputed"``.  Kernel ``m`` is refused when its smallest
+    eigenvalue :math:`\lambda_{\min}` (of the symmetric part, by
+    ``scipy.linalg.eigvalsh(..., subset_by_index=[0, 0])``) is below
+    ``-rtol x |trace|`` (or negative with a trace <= 0).  ``K`` is not
+    modified.
+
+    Raises
+    ------
+    BankError
+        ``<where><index> ('<name>') is not positive semidefinite: smallest
+        eigenvalue <λ> < -<rtol> x |trace| = <bound>; allowed: ...``;
+        ``index`` is formatted with ``m`` (``"[{m}]"``, ``"[:, :, {m}]"``).
+    """
+    for m in range(np.shape(K)[0]):
+        Km = np.asarray(K[m], dtype=np.float64)
+        _psd_or_refuse(0.5 * (Km + Km.T), where + index.format(m=m),
+                       names[m] if names is not None else None, rtol)
+
+
+def _psd_or_refuse(Km: np.ndarray, what: str, name: Any, rtol: float) -> None:
+    """The test of :func:`check_psd` on one symmetric ``Km``."""
     from scipy.linalg import eigvalsh
 
+    lam = float(eigvalsh(Km, subset_by_index=[0, 0], check_finite=False)[0])
+    tr = float(np.trace(Km))
+    if not (lam < -rtol * abs(tr) or (tr <= 0 and lam < 0)):
+        return
+    named = f" ({str(name)!r})" if name is not None else ""
+    raise BankError(
+        f"{what}{named} is not positive semidefinite: smallest eigenvalue {lam:.6g} < -{rtol:g} x |trace| "
+        f"= {-rtol * abs(tr):.3g}; allowed: symmetric positive semidefinite Gram matrices (an indefinite "
+        "kernel makes the problem non-convex: add a multiple of the identity or clip negative eigenvalues)"
+    )
+
+
+def _check_kernels(
+    K: np.ndarray, where: str, sym_rtol: float = 1e-8, check_psd: bool = True, square: bool = True,
+    names: Sequence[str] | None = None,
+) -> None:
+    """NaN/inf, symmetry and PSD (:func:`check_psd`) checks per kernel; symmetrises square kernels in place."""
     for m in range(K.shape[0]):
         Km = K[m]
         if not all_finite(Km):
@@ -243,11 +289,5 @@ def _check_kernels(
                 f"{where}[{m}] is not symmetric: max |K - K^T| = {asym:.3g} > {sym_rtol:g} x max |K| "
                 f"= {sym_rtol * scale:.3g}"
             )
-        if check_psd:
-            lam = float(eigvalsh(Km, subset_by_index=[0, 0], check_finite=False)[0])
-            tr = float(np.trace(Km))
-            if lam < -1e-6 * abs(tr) or (tr <= 0 and lam < 0):
-                raise BankError(
-                    f"{where}[{m}] is not positive semidefinite: smallest eigenvalue {lam:.6g} < "
-                    f"-1e-6 x trace = {-1e-6 * abs(tr):.3g}"
-                )
+        if check_psd:  # Km is symmetric now: check_psd's test without its copy
+            _psd_or_refuse(Km, f"{where}[{m}]", names[m] if names is not None else None, PSD_RTOL)

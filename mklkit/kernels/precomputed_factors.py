@@ -43,7 +43,7 @@ from .precomputed import _labels
 if TYPE_CHECKING:  # pragma: no cover
     from .factor import FactorBank
 
-__all__ = ["GivenFactorMap", "PrecomputedFactors", "bank_from_factors", "load_precomputed_factors",
+__all__ = ["GivenFactorMap", "FoldedGivenFactorMap", "PrecomputedFactors", "bank_from_factors", "load_precomputed_factors",
            "FACTOR_ARRAYS"]
 
 #: The arrays a precomputed-factor ``.npz`` may hold.
@@ -206,6 +206,45 @@ class GivenFactorMap:
             Block ``m`` (rows ``starts[m]:starts[m+1]``) is :math:`L_m(X_{new})^\\top`.
         """
         return self.rows(_factor_matrix(X_new, "L_new", self.n_features))
+
+    def fold(self, kernels: Sequence[int], beta: np.ndarray) -> "FoldedGivenFactorMap":
+        r"""The sums :math:`\sum_m L_m(X_{new})\beta_{m,t}` over the kernels ``kernels`` for
+        the coefficients ``beta`` (T, R) (stacked like the rows of the bank)."""
+        beta = np.asarray(beta, dtype=np.float64)
+        if beta.ndim != 2 or beta.shape[1] != self.n_features:
+            raise ValueError(f"beta must have shape (T, {self.n_features}); got {beta.shape}")
+        held = np.asarray(kernels, dtype=np.intp).ravel()
+        cols = np.concatenate([np.arange(self.starts[m], self.starts[m + 1]) for m in held]
+                              + [np.zeros(0, dtype=np.int64)]).astype(np.intp)
+        ranks = np.diff(self.starts)[held]
+        sub = GivenFactorMap([self.names[m] for m in held], np.concatenate([[0], np.cumsum(ranks)]).astype(np.int64),
+                             self.normalize, np.asarray(self.scale, dtype=np.float64)[held].copy())
+        return FoldedGivenFactorMap(sub, cols, self.n_features, np.ascontiguousarray(beta[:, cols].T))
+
+
+@dataclass
+class FoldedGivenFactorMap:
+    r"""Sums :math:`\sum_m L_m(X_{new})\beta_{m,t}` of some kernels of a :class:`GivenFactorMap`
+    (:meth:`GivenFactorMap.fold`): the held blocks' columns ``cols`` of the raw rows (n_new, R),
+    normalised by ``held``, times ``weights`` (R_held, T)."""
+
+    held: GivenFactorMap
+    cols: np.ndarray
+    n_features: int
+    weights: np.ndarray
+
+    @property
+    def n_outputs(self) -> int:
+        return int(self.weights.shape[1])
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.weights.nbytes + self.cols.nbytes + self.held.scale.nbytes)
+
+    def decision_parts(self, X_new: Any) -> np.ndarray:
+        r""":math:`\sum_m L_m(X_{new})\beta_{m,t}`, (n_new, T), from raw rows (n_new, R)."""
+        L = _factor_matrix(X_new, "L_new", self.n_features)
+        return np.asarray(self.held.rows(L[:, self.cols]).T @ self.weights, dtype=np.float64)
 
 
 def bank_from_factors(

@@ -14,12 +14,13 @@ from .bank import (
     _precomputed_bank,
     check_memory,
     choose_representation,
+    factor_representation,
     given_factor_memory,
     rows_of,
 )
 from .data import Data
 from .errors import PipelineError, _one_line
-from .settings import BankSettings, ProblemSettings
+from .settings import BankSettings, ProblemSettings, auto_C
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -53,7 +54,8 @@ def probe_problem(y: np.ndarray, M: int, problem: ProblemSettings, representatio
     n = rows.size
     K = np.empty((max(M, 1), n, n))
     K[:] = np.eye(n) / n
-    return Problem(K=K, y=y[rows], loss=problem.loss, regularizer=problem.regularizer, C=problem.C,
+    return Problem(K=K, y=y[rows], loss=problem.loss, regularizer=problem.regularizer,
+                   C=1.0 if problem.C == "auto" else problem.C,
                    bias=problem.bias, extra={"representation": representation})
 
 
@@ -128,6 +130,9 @@ class Prepared:
     #: the representation with its settings (chosen by :func:`~mklkit.pipeline.bank.choose_representation`
     #: when the settings left it open), or ``None`` for given kernels or factors
     chosen: Any = None
+    #: a target of more than two classes: its one-vs-rest problems (:class:`mklkit._multiclass.BinaryTask`,
+    #: class k against the rest, on the one bank); :attr:`problem` is the first.  ``None`` otherwise.
+    tasks: list[Any] | None = None
 
     @property
     def K_test(self) -> np.ndarray | None:
@@ -154,6 +159,33 @@ class Prepared:
         K = None if rows is None else rows_of(self.problem.K, np.asarray(rows, dtype=np.intp))
         return problem_at(self.problem, y=y, K=K, C=C)
 
+    def task(self, t: int) -> "Prepared":
+        """The one-vs-rest problem ``t`` of a multiclass target as a binary :class:`Prepared`.
+
+        Its data's labels are +1 for the class ``data.classes[t]`` and -1 for
+        the rest (training and test part); the bank is shared.
+        """
+        import numpy as np
+
+        assert self.tasks is not None and self.problem is not None
+        task = self.tasks[t]
+        y_test = self.data.y_test
+        data = replace(self.data, y_train=task.y, classes=None, positive=None,
+                       y_test=None if y_test is None else np.where(y_test == task.positive, 1.0, -1.0))
+        return replace(self, data=data, problem=self.subproblem(task.y), tasks=None)
+
+    def class_index(self, results: Any) -> tuple[np.ndarray, np.ndarray | None]:
+        """Predicted class indices on the training and test parts from one result per one-vs-rest task.
+
+        Each row goes to the class whose problem gives it the largest
+        decision value (``None`` for the test part when there is none).
+        """
+        import numpy as np
+
+        F = np.column_stack([self.train_decision(r) for r in results])
+        F_test = None if self.test is None else np.column_stack([self.test_decision(r) for r in results])
+        return np.argmax(F, axis=1), None if F_test is None else np.argmax(F_test, axis=1)
+
     def train_decision(self, result: Any) -> np.ndarray:
         """Training predictions of a solve result, in the bank's representation."""
         assert self.problem is not None
@@ -176,14 +208,16 @@ class Prepared:
             close()
 
 
-def problem_at(problem: Problem, *, y: Any = None, K: Any = None, C: float | None = None) -> Problem:
-    """``problem`` with other labels, kernels or C; its bank shared in whatever representation it is held."""
+def problem_at(problem: Problem, *, y: Any = None, K: Any = None, C: float | str | None = None) -> Problem:
+    """``problem`` with other labels, kernels or C (``"auto"``: :func:`~mklkit.pipeline.settings.auto_C`); its bank shared."""
     import numpy as np
 
     from ..problem import Problem
 
     if K is None:
         K = problem.K if problem.representation == "array" else problem.bank
+    if isinstance(C, str) and C == "auto":
+        C = auto_C(problem)
     return Problem(K=K, y=problem.y if y is None else np.ascontiguousarray(y, dtype=np.float64),
                    loss=problem.loss, regularizer=problem.regularizer, C=problem.C if C is None else float(C),
                    bias=problem.bias, kernel_names=problem.kernel_names, extra=dict(problem.extra))
@@ -228,6 +262,16 @@ def prepare(
 
     t0 = time.perf_counter()
     rep = bank.representation.kind
+    tasks = None
+    y = d.y_train
+    if d.multiclass:  # one-vs-rest: the first problem's labels stand for all of them in the checks
+        import numpy as np
+
+        from .._multiclass import ovr_tasks
+
+        assert d.classes is not None
+        tasks = ovr_tasks(np.asarray(d.y_train, dtype=np.intp), len(d.classes))
+        y = tasks[0].y
     if d.precomputed:
         assert d.K_train is not None
         M = int(d.K_train.shape[0])
@@ -237,9 +281,9 @@ def prepare(
                                 getattr(bank, rep).model_dump(), "no kernels.sharded or kernels.factor with "
                                 "kernels.precomputed")
         names = list(d.kernel_names or [f"k{m}" for m in range(M)])
-        check_support(engine, probe_problem(d.y_train, M, problem), engine_key)
+        check_support(engine, probe_problem(y, M, problem), engine_key)
         if not build:
-            return Prepared(d, None, None, None, names, M, rep, {"bank_s": 0.0})
+            return Prepared(d, None, None, None, names, M, rep, {"bank_s": 0.0}, tasks=tasks)
         kb, test = _precomputed_bank(d, bank)
         obj: Any = kb
         K: Any = kb.K
@@ -249,9 +293,9 @@ def prepare(
         M = int(d.factor_starts.size - 1)
         names = list(d.kernel_names or [f"k{m}" for m in range(M)])
         memory = given_factor_memory(d)
-        check_support(engine, probe_problem(d.y_train, M, problem, "factor"), engine_key)
+        check_support(engine, probe_problem(y, M, problem, "factor"), engine_key)
         if not build:
-            return Prepared(d, None, None, None, names, M, "factor", {"bank_s": 0.0}, memory)
+            return Prepared(d, None, None, None, names, M, "factor", {"bank_s": 0.0}, memory, tasks=tasks)
         obj, test = _given_factor_bank(d, bank)
         K = obj
         names = list(obj.factor_map.names)
@@ -263,23 +307,31 @@ def prepare(
         chosen = bank.representation
         if rep == "auto":
             chosen, why = choose_representation(specs, d.n_train, d.n_test, bank,
-                                                _supports(engine, probe_problem(d.y_train, M, problem, "factor")))
+                                                _supports(engine, probe_problem(y, M, problem, "factor")))
             rep = chosen.kind
             # said when it approximates (a warning) or factors exactly; Gram matrices are the usual case
             level = (logging.WARNING if rep == "factor" and chosen.rank is not None
                      else logging.INFO if rep == "factor" else logging.DEBUG)
             logger.log(level, "kernels: %s", why)
+        elif rep == "factor" and not chosen.settings.model_fields_set:
+            # kernels.factor: true (the defaults): the factors "auto" holds the bank as when it factors
+            fixed, why = factor_representation(specs, d.n_train, bank)
+            if fixed is not None:   # None: nothing fits, and the factorization says what it needs
+                chosen = fixed
+                logger.info("kernels: factor: true: %s", why)
         memory = check_memory(M, d.n_train, d.n_test, bank, chosen)
-        check_support(engine, probe_problem(d.y_train, M, problem, rep), engine_key)
+        check_support(engine, probe_problem(y, M, problem, rep), engine_key)
         if not build:
-            return Prepared(d, None, None, None, names, M, rep, {"bank_s": 0.0}, memory, chosen=chosen)
+            return Prepared(d, None, None, None, names, M, rep, {"bank_s": 0.0}, memory, chosen=chosen, tasks=tasks)
         obj, test = _build_bank(d, bank, progress, chosen)
         K = obj.K if rep == "array" else obj
         names = list(obj.names) if rep != "factor" else list(obj.factor_map.names)
     t_bank = time.perf_counter() - t0
     logger.debug("built %d kernels (%s) on %d points in %.2f s", len(names), rep, d.n_train, t_bank)
-    prob = Problem(K=K, y=d.y_train, loss=problem.loss, regularizer=problem.regularizer, C=problem.C,
-                   bias=problem.bias, kernel_names=names)
+    prob = Problem(K=K, y=y, loss=problem.loss, regularizer=problem.regularizer,
+                   C=1.0 if problem.C == "auto" else problem.C, bias=problem.bias, kernel_names=names)
+    if problem.C == "auto":
+        prob = problem_at(prob, C=auto_C(prob))
     check_support(engine, prob, engine_key)
     return Prepared(d, prob, obj, test, names, len(names), rep, {"bank_s": t_bank}, memory,
-                    chosen=chosen if not d.precomputed and d.factor_starts is None else None)
+                    chosen=chosen if not d.precomputed and d.factor_starts is None else None, tasks=tasks)

@@ -78,8 +78,6 @@ def choose_representation(specs: list[Any], N: int, n_test: int, bank: BankSetti
         The representation and one line saying why.
     """
     from ..kernels import DEFAULT_MEMORY_BUDGET, estimate_peak_bytes, format_bytes
-    from ..kernels.factorize import exact_rank, rank_that_fits
-    from .settings import FactorSettings
 
     M = len(specs)
     array = Representation("array")
@@ -87,26 +85,49 @@ def choose_representation(specs: list[Any], N: int, n_test: int, bank: BankSetti
         return array, "the engine works on Gram matrices only"
     budget = bank.budget or DEFAULT_MEMORY_BUDGET
     dense = estimate_peak_bytes(M, N, n_test)
+    factors, how = factor_representation(specs, N, bank)
+    if factors is not None and factors.rank is None:
+        return factors, how
+    if dense <= budget and N <= DENSE_MAX_N:
+        return array, f"Gram matrices ({format_bytes(dense)} within memory_budget {format_bytes(budget)})"
+    if factors is None:  # the Gram matrices' memory check says what is needed
+        return array, how
+    why = (f"their Gram matrices need {format_bytes(dense)}, more than memory_budget {format_bytes(budget)}"
+           if dense > budget else f"N = {N} > {DENSE_MAX_N}: solves on Gram matrices cost O(N^3)")
+    return factors, (f"{how} because {why}; the residual is reported (factor_approximation_, summary.json "
+                     "'factor'); set kernels.factor (estimators: factor=) to choose, or false for Gram matrices")
+
+
+def factor_representation(specs: list[Any], N: int, bank: BankSettings) -> tuple[Representation | None, str]:
+    """The factors :func:`choose_representation` holds a bank as when it factors (its steps 1 and 3).
+
+    Exact factors (settings ``rank=None``) when every kernel has one, of
+    total rank below N, within ``memory_budget``; otherwise approximate
+    factors with the default tolerance and at most :data:`AUTO_RANK` columns
+    per kernel, N, or what half the budget allows.  ``None`` (and why) when
+    not even one column per kernel fits.  The estimators' ``factor=True``
+    takes the same factors.
+    """
+    from ..kernels import DEFAULT_MEMORY_BUDGET
+    from ..kernels.factorize import exact_rank, rank_that_fits
+    from .settings import FactorSettings
+
+    M = len(specs)
+    budget = bank.budget or DEFAULT_MEMORY_BUDGET
     ranks = [exact_rank(s) for s in specs]
     if all(r is not None for r in ranks):
         R = int(sum(ranks))  # type: ignore[arg-type]
         if R < N and 8 * R * N <= budget:
             return (Representation("factor", FactorSettings.model_construct(rank=None)),
                     f"exact factors (every kernel has an explicit feature map; total rank {R} < N = {N})")
-    if dense <= budget and N <= DENSE_MAX_N:
-        return array, f"Gram matrices ({format_bytes(dense)} within memory_budget {format_bytes(budget)})"
     # the factors get half the budget: the engine and the factor rows of the test points need the rest
     fair = rank_that_fits(specs, N, budget / 2)
-    if fair < 1:  # not even one column per kernel fits: the Gram matrices' memory check says what is needed
-        return array, "no factors fit memory_budget either"
+    if fair < 1:
+        return None, "no factors fit memory_budget either"
     rank = min(AUTO_RANK, fair, N)
-    why = (f"their Gram matrices need {format_bytes(dense)}, more than memory_budget {format_bytes(budget)}"
-           if dense > budget else f"N = {N} > {DENSE_MAX_N}: solves on Gram matrices cost O(N^3)")
     rep = Representation("factor", FactorSettings.model_construct(rank=rank))   # the settings' defaults otherwise
     return rep, (f"approximate factors: {M} kernels on {N} points held as K_m ~ L_m L_m^T (pivoted Cholesky, "
-                 f"relative residual trace {rep.tol:g}, rank <= {rank} per kernel) because {why}; "
-                 "the residual is reported (factor_approximation_, summary.json 'factor'); set kernels.factor "
-                 "(estimators: factor=) to choose, or false for Gram matrices")
+                 f"relative residual trace {rep.tol:g}, rank <= {rank} per kernel)")
 
 
 def kernel_resolver() -> Callable[[str], type]:

@@ -47,6 +47,12 @@ class Data:
     scaler: Any = None
     #: column offsets of the kernels in the rows of precomputed factors (``X_*``); ``None`` otherwise.
     factor_starts: np.ndarray | None = None
+    #: classification: the distinct labels as the data give them, in sorted order; ``None`` for regression.
+    #: Two classes: ``y_*`` are +1 for ``classes[positive]`` and -1 for the other.  More: ``y_*`` are
+    #: the class indices 0 .. K-1 (float64), solved one-vs-rest (:attr:`mklkit.pipeline.Prepared.tasks`).
+    classes: np.ndarray | None = None
+    #: the index into ``classes`` of the positive class (+1) of two classes; ``None`` otherwise.
+    positive: int | None = None
 
     @property
     def n_train(self) -> int:
@@ -63,6 +69,154 @@ class Data:
     @property
     def precomputed(self) -> bool:
         return self.K_train is not None
+
+    @property
+    def multiclass(self) -> bool:
+        """More than two classes: ``y_*`` hold class indices."""
+        return self.classes is not None and len(self.classes) > 2
+
+    @property
+    def class_labels(self) -> list[Any] | None:
+        """``classes`` as plain Python values (JSON), or ``None`` in regression."""
+        return None if self.classes is None else [_plain(c) for c in self.classes]
+
+    def label_of(self, value: float) -> Any:
+        """The data's own label of a value of ``y_*`` (+1/-1, or a class index); the value itself in regression."""
+        if self.classes is None:
+            return value
+        if self.positive is not None:
+            return _plain(self.classes[self.positive if value > 0 else 1 - self.positive])
+        return _plain(self.classes[int(value)])
+
+
+def _plain(v: Any) -> Any:
+    """A numpy scalar as a Python value (JSON, messages); integral floats as ints (labels 0/1 read as 0.0/1.0)."""
+    v = v.item() if hasattr(v, "item") else v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def label_text(v: Any) -> str:
+    """A label as shown in messages: numbers as ``1``, ``0.5``; strings quoted."""
+    v = _plain(v)
+    return repr(v) if isinstance(v, str) else f"{v:g}"
+
+
+class _Classes:
+    """The class labels of a classification target: the one encoder of ``mklkit run`` (and ``validate``, ``sweep``).
+
+    ``classes`` come from :func:`mklkit._multiclass.encode_classes` (the
+    estimators' encoder): sorted, so the default positive class of two is
+    the greater, as in scikit-learn.
+    """
+
+    def __init__(self, loss: Any, data: DataSettings, y: Any, key: str = "problem.loss"):
+        import numpy as np
+
+        from .._multiclass import encode_classes
+
+        y = np.asarray(y)
+        if y.ndim != 1 or y.size == 0:
+            _labels(loss, y, key)  # the loss's own message (shape, empty)
+        if y.dtype.kind in "fc" and not np.all(np.isfinite(y)):
+            _labels(loss, y, key)
+        if y.dtype.kind == "f":
+            from sklearn.utils.multiclass import type_of_target
+
+            if type_of_target(y) == "continuous":
+                raise _continuous(loss, y, key)
+        self.classes, _ = encode_classes(y)
+        if self.classes.size < 2:
+            raise PipelineError(key, f"labels do not fit the loss: the classification loss {loss.name!r} needs "
+                                f"at least 2 classes; got only the label {label_text(self.classes[0])}",
+                                loss.name, "a target with two or more classes, or a regression loss")
+        self.positive: int | None = None
+        if data.positive is not None:
+            shown = ", ".join(label_text(c) for c in self.classes[:10]) + (", ..." if self.classes.size > 10 else "")
+            if self.classes.size > 2:
+                raise PipelineError("data.positive", f"only for two classes; the target has {self.classes.size} "
+                                    f"({shown}), solved one-vs-rest", data.positive,
+                                    "no data.positive with more than two classes")
+            self.positive = self._index(data.positive)
+            if self.positive is None:
+                raise PipelineError("data.positive", "is not one of the labels of the target", data.positive,
+                                    f"one of the labels present: {shown}")
+        elif self.classes.size == 2:
+            self.positive = 1  # the greater label, as scikit-learn
+
+    def _index(self, value: Any) -> int | None:
+        for k, c in enumerate(self.classes):
+            c = _plain(c)
+            if (not isinstance(value, str) and not isinstance(c, str) and float(value) == float(c)) \
+                    or str(value) == (c if isinstance(c, str) else f"{c:g}"):
+                return k
+        return None
+
+    def encode(self, y: Any, key: str, shown: Any = PipelineError.NO_VALUE) -> np.ndarray:
+        """The engines' labels of the data's labels: +1/-1 for two classes (positive: ``classes[positive]``),
+        else the class indices (float64); a label the training data do not have is an error at ``key``."""
+        import numpy as np
+
+        y = np.asarray(y)
+        if (y.dtype.kind in "US") != (self.classes.dtype.kind in "US"):
+            raise PipelineError(key, f"its labels are {'strings' if y.dtype.kind in 'US' else 'numbers'}, unlike "
+                                "those of the training data", shown=shown,
+                                allowed=f"labels among {', '.join(label_text(c) for c in self.classes[:10])}")
+        idx = np.clip(np.searchsorted(self.classes, y), 0, self.classes.size - 1)
+        bad = self.classes[idx] != y
+        if np.any(bad):
+            v = y[np.flatnonzero(bad)[0]]
+            raise PipelineError(key, f"has the label {label_text(v)}, which the training data do not have",
+                                shown=shown,
+                                allowed="labels among " + ", ".join(label_text(c) for c in self.classes[:10]))
+        if self.positive is None:
+            return idx.astype(np.float64)
+        return np.where(idx == self.positive, 1.0, -1.0)
+
+    def _codes(self, y: np.ndarray) -> np.ndarray:
+        """Class indices of engine labels."""
+        import numpy as np
+
+        if self.positive is None:
+            return np.asarray(y, dtype=np.intp)
+        return np.where(np.asarray(y) > 0, self.positive, 1 - self.positive)
+
+    def check_split(self, y: np.ndarray, key: str, value: Any) -> None:
+        """A stratified split needs two rows of every class."""
+        import numpy as np
+
+        counts = np.bincount(self._codes(y), minlength=self.classes.size)
+        if counts.min() < 2:
+            k = int(np.argmin(counts))
+            raise PipelineError(key, f"cannot split: the class {label_text(self.classes[k])} has {counts[k]} row; "
+                                "a stratified split needs at least 2 of every class", value,
+                                "data.test_size: 0, or more rows of every class")
+
+    def check_train(self, y: np.ndarray, key: str, value: Any) -> None:
+        """Every class in the training rows (a small subsample may lose one)."""
+        import numpy as np
+
+        present = np.unique(self._codes(y))
+        if present.size < self.classes.size:
+            missing = next(k for k in range(self.classes.size) if k not in present)
+            raise PipelineError(key, f"the training part has no row of the class {label_text(self.classes[missing])}",
+                                value, "a larger training part (every class needs training rows)")
+
+
+def _continuous(loss: Any, y: np.ndarray, key: str) -> PipelineError:
+    """A classification loss on a target of non-integer numbers: name the regression losses."""
+    import numpy as np
+
+    from ..plugins import get_registry
+
+    n = int(np.unique(y).size)
+    others = [r.name for r in get_registry().registrations("loss") if getattr(r.cls, "task", None) == "regression"]
+    return PipelineError(key, f"labels do not fit the loss: the target looks continuous ({n} distinct values, not "
+                         f"all integers), and {loss.name!r} is a classification loss; a continuous target needs a "
+                         "regression loss", loss.name,
+                         f"a regression loss ({', '.join(sorted(others)) or 'none installed'}) for this target, "
+                         "or a target of class labels (integers or strings)")
 
 
 def _labels(loss: Any, y: Any, key: str = "problem.loss") -> np.ndarray:
@@ -87,6 +241,29 @@ def _labels(loss: Any, y: Any, key: str = "problem.loss") -> np.ndarray:
             raise PipelineError(key, f"labels do not fit the loss: {what}", allowed=allowed,
                                 shown=got) from None
         raise PipelineError(key, f"labels do not fit the loss: {what}", loss.name, allowed) from None
+
+
+def _encode(loss: Any, data: DataSettings, y: Any) -> tuple[_Classes | None, np.ndarray]:
+    """The training labels: class indices with their :class:`_Classes` (classification), or checked numbers."""
+    if loss.task == "classification":
+        enc = _Classes(loss, data, y)
+        return enc, enc.encode(y, "problem.loss")
+    if data.positive is not None:
+        raise PipelineError("data.positive", "only used with a classification loss", data.positive,
+                            f"no data.positive with the regression loss {loss.name!r}")
+    return None, _labels(loss, y)
+
+
+def _encode_test(enc: _Classes | None, loss: Any, y: Any, key: str, shown: Any = PipelineError.NO_VALUE) -> np.ndarray:
+    """Test labels like the training labels (a label the training data lack is an error at ``key``)."""
+    return _labels(loss, y) if enc is None else enc.encode(y, key, shown)
+
+
+def _finish(out: Data, enc: _Classes | None) -> Data:
+    """The classes on ``out`` (its ``y_*`` are already the engines' labels)."""
+    if enc is not None:
+        out.classes, out.positive = enc.classes, enc.positive
+    return out
 
 
 def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
@@ -128,7 +305,7 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
     ds = _drop(data, ds)
     if ds.n_features == 0:
         raise PipelineError("data.drop", "no feature columns left", list(data.drop), "drop fewer columns")
-    ds.y = _labels(loss, ds.y)
+    enc, ds.y = _encode(loss, data, ds.y)
     test = None
     if data.test is not None:
         tshown = data.shown("data.test")
@@ -149,9 +326,11 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
             diff = next(a for a, b in zip(test.feature_names, ds.feature_names) if a != b)
             raise PipelineError("data.test", f"column {diff!r} differs from the training file's columns",
                                 shown=repr(tshown), allowed=", ".join(ds.feature_names))
-        test.y = _labels(loss, test.y)
+        test.y = _encode_test(enc, loss, test.y, "data.test", repr(tshown))
         train = ds
     elif data.test_size:
+        if enc is not None:
+            enc.check_split(ds.y, "data.test_size", data.test_size)
         try:
             train, test = train_test_split(ds, test_size=data.test_size, seed=data.seed,
                                            stratify=task == "classification")
@@ -162,15 +341,15 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
     n_total = ds.n_samples + (test.n_samples if (data.test is not None and test is not None) else 0)
     if data.train_size is not None:
         train = _subsample(data, train, task)
-        train.y = _labels(loss, train.y)  # a small subsample may lose a class
-    if test is not None:
-        test.y = _labels(loss, test.y)
+        if enc is not None:  # a small subsample may lose a class
+            enc.check_train(train.y, "data.train_size", data.train_size)
     out = Data(
         X_train=train.X, y_train=np.ascontiguousarray(train.y, dtype=np.float64),
         X_test=None if test is None else test.X,
         y_test=None if test is None else np.ascontiguousarray(test.y, dtype=np.float64),
         feature_names=list(ds.feature_names), name=ds.name, task=task, n_total=n_total,
     )
+    out = _finish(out, enc)
     return standardize(out) if data.standardize else _contiguous_data(out)
 
 
@@ -298,9 +477,9 @@ def _load_precomputed(data: DataSettings, bank: BankSettings, loss: Any) -> Data
     if bank.normalize == "diagonal" and Kt is not None and pre.test_diag is None:
         raise fail(BankError(f"{path}: normalize='diagonal' needs the array K_test_diag (M, N_test) with the "
                              "test points' own k(x, x) to normalise K_test"))
-    y = _labels(loss, y)
+    enc, y = _encode(loss, data, y)
     if Kt is not None:
-        yt = _labels(loss, yt)
+        yt = _encode_test(enc, loss, yt, key, repr(shown))
         if "test_size" in data.model_fields_set and data.test_size:
             raise PipelineError("data.test_size", "not used: the NPZ has its own K_test", data.test_size,
                                 "no data.test_size with K_test")
@@ -310,6 +489,8 @@ def _load_precomputed(data: DataSettings, bank: BankSettings, loss: Any) -> Data
                task=loss.task, K_train=K, K_test=Kt, kernel_names=list(pre.bank.names),
                n_total=N + (0 if yt is None else int(yt.shape[0])), test_diag=pre.test_diag)
     if Kt is None and data.test_size:
+        if enc is not None:
+            enc.check_split(y, "data.test_size", data.test_size)
         ds = Dataset(X=np.arange(N, dtype=np.float64)[:, None], y=y, feature_names=["index"], name=shown)
         try:
             tr, te = train_test_split(ds, test_size=data.test_size, seed=data.seed,
@@ -317,8 +498,7 @@ def _load_precomputed(data: DataSettings, bank: BankSettings, loss: Any) -> Data
         except DataError as exc:
             raise PipelineError("data.test_size", f"cannot split: {_strip(str(exc), shown)}", data.test_size) from None
         out = fold(out, tr.X[:, 0].astype(np.intp), te.X[:, 0].astype(np.intp))
-        out.y_train, out.y_test = _labels(loss, out.y_train), _labels(loss, out.y_test)
-    return out
+    return _finish(out, enc)
 
 
 def _load_precomputed_factors(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
@@ -342,9 +522,10 @@ def _load_precomputed_factors(data: DataSettings, bank: BankSettings, loss: Any)
             raise PipelineError("kernels.memory_budget", f"{shown}: {exc.problem}",
                                 given if given is not None else PipelineError.NO_VALUE, exc.allowed) from None
         raise PipelineError(key, text, shown=repr(shown), allowed=_FACTOR_NPZ_ALLOWED) from None
-    y, Lt, yt = _labels(loss, pre.y_train), pre.L_test, pre.y_test
+    Lt, yt = pre.L_test, pre.y_test
+    enc, y = _encode(loss, data, pre.y_train)
     if Lt is not None:
-        yt = _labels(loss, yt)
+        yt = _encode_test(enc, loss, yt, key, repr(shown))
         if "test_size" in data.model_fields_set and data.test_size:
             raise PipelineError("data.test_size", "not used: the NPZ has its own L_test", data.test_size,
                                 "no data.test_size with L_test")
@@ -354,6 +535,8 @@ def _load_precomputed_factors(data: DataSettings, bank: BankSettings, loss: Any)
                name=Path(shown).stem, task=loss.task, kernel_names=list(pre.names),
                n_total=N + (0 if yt is None else int(yt.shape[0])), factor_starts=pre.starts)
     if Lt is None and data.test_size:
+        if enc is not None:
+            enc.check_split(y, "data.test_size", data.test_size)
         ds = Dataset(X=pre.L_train, y=y, feature_names=columns, name=shown)
         try:
             tr, te = train_test_split(ds, test_size=data.test_size, seed=data.seed,
@@ -361,8 +544,8 @@ def _load_precomputed_factors(data: DataSettings, bank: BankSettings, loss: Any)
         except DataError as exc:
             raise PipelineError("data.test_size", f"cannot split: {_strip(str(exc), shown)}", data.test_size) from None
         out = replace(out, X_train=np.ascontiguousarray(tr.X), X_test=np.ascontiguousarray(te.X),
-                      y_train=_labels(loss, tr.y), y_test=_labels(loss, te.y))
-    return out
+                      y_train=tr.y, y_test=te.y)
+    return _finish(out, enc)
 
 
 def array_data(X: Any, y: Any, task: str, feature_names: Sequence[str] | None = None, name: str = "X") -> Data:
@@ -370,7 +553,7 @@ def array_data(X: Any, y: Any, task: str, feature_names: Sequence[str] | None = 
     import numpy as np
 
     d = int(X.shape[1])
-    names = [str(n) for n in feature_names] if feature_names is not None else [f"x{j + 1}" for j in range(d)]
+    names = [str(n) for n in feature_names] if feature_names is not None else [f"x{j}" for j in range(d)]
     return _contiguous_data(Data(X_train=X, y_train=np.asarray(y), X_test=None, y_test=None, feature_names=names,
                                  name=name, task=task, n_total=int(X.shape[0])))
 
@@ -404,6 +587,11 @@ def make_folds(cv: CVSettings, d: Data) -> list[tuple[np.ndarray, np.ndarray]]:
     y = d.y_train
     n = int(y.shape[0])
     classification = d.task == "classification"
+    if d.multiclass:
+        assert d.classes is not None
+        raise PipelineError("cv", f"the target of {d.name} has {len(d.classes)} classes; cross-validation solves "
+                            "binary problems", d.class_labels, "a target with two classes (mklkit run solves more "
+                            "classes one-vs-rest)")
     if cv.kind == "folds":
         from sklearn.model_selection import KFold, StratifiedKFold
 
@@ -412,7 +600,7 @@ def make_folds(cv: CVSettings, d: Data) -> list[tuple[np.ndarray, np.ndarray]]:
             if counts.min() < cv.n:
                 raise PipelineError(
                     "cv.folds", f"cannot make {cv.n} stratified folds of {d.name}: class "
-                    f"{classes[np.argmin(counts)]:g} has only {counts.min()} training rows", cv.n,
+                    f"{label_text(d.label_of(classes[np.argmin(counts)]))} has only {counts.min()} training rows", cv.n,
                     f"an integer in [2, {max(2, counts.min())}] for these data")
             splitter: Any = StratifiedKFold(n_splits=cv.n, shuffle=True, random_state=cv.seed)
         else:

@@ -38,7 +38,7 @@ DEFAULTS: dict[str, Any] = {
     "kernels.normalize": "trace",
     "kernels.representation": "auto",
     "problem.regularizer": "l1",
-    "problem.C": 1.0,
+    "problem.C": "auto",
     "problem.bias": True,
     "engine.name": "spicy",
     "cv.folds": 5,
@@ -176,6 +176,8 @@ class DataSettings(Settings):
                                                                            "from the file name)")
     target: str | None = Field(None, exclude_if=_is_none, description="label column (CSV, or a column of a builtin set)")
     drop: tuple[str, ...] = Field((), exclude_if=_is_empty, description="feature columns to leave out")
+    positive: str | int | float | None = Field(None, exclude_if=_is_none, description="the positive class of "
+                                               "two labels (default: the greater, in sorted order)")
     test_size: TestSize = Field(DEFAULTS["data.test_size"],
                                 description="fraction or count of test rows (0: no test part)")
     train_size: PartSize | None = Field(None, description="subsample the training part to this fraction "
@@ -551,6 +553,56 @@ RegularizerField = _component_type("regularizer")
 EngineField = _component_type("engine", DEFAULTS["engine.name"])
 
 
+#: ``C = "auto"``: :math:`c\sqrt{\sum_m \mathrm{tr}K_m / (MN)}` (the root mean diagonal of the
+#: training kernels, ``1/sqrt(N)`` for unit-trace kernels), with ``c`` per task: the best
+#: scale of a grid on the bundled sets (docs/api.md, "C='auto'").
+AUTO_C_SCALE: dict[str, float] = {"classification": 1.0, "regression": 6.0}
+
+_C_ALLOWED = "auto or a finite number > 0"
+
+
+def _C(value: Any) -> float | str:
+    """``problem.C``: ``"auto"`` or a finite number > 0."""
+    if isinstance(value, str) and value.strip() == "auto":
+        return "auto"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise PipelineError("", "invalid value", value, _C_ALLOWED)
+    if not (math.isfinite(value) and value > 0):
+        raise PipelineError("", "invalid value", value, _C_ALLOWED)
+    return float(value)
+
+
+#: ``problem.C`` in the JSON Schema: a number > 0 or the string ``auto``.
+CValue = Annotated[Any, PlainValidator(_C), WithJsonSchema(
+    {"type": ["number", "string"], "exclusiveMinimum": 0, "pattern": "^auto$"})]
+
+
+def auto_C(problem: Any, key: str = "problem.C") -> float:
+    r"""The C of ``C = "auto"`` on a problem's training kernels (:data:`AUTO_C_SCALE`).
+
+    :math:`C = c\sqrt{\sum_m \mathrm{tr}K_m / (MN)}`, with ``c`` = 1 for
+    classification and 6 for regression losses; on a factor bank the traces
+    count what the factors leave out, so that C does not depend on the
+    approximation.  The same rule for specs (``problem.C: auto``, the
+    default) and the estimators (``C="auto"``).
+
+    Raises
+    ------
+    PipelineError
+        At ``key`` when the kernels' mean diagonal is not positive.
+    """
+    import numpy as np
+
+    N = int(problem.n_samples)
+    tr = np.asarray(problem.bank.trace(), dtype=np.float64)
+    tr = tr + np.asarray(getattr(problem.bank, "trace_error", 0.0), dtype=np.float64)
+    mean_diag = float(tr.sum()) / (tr.size * N) if tr.size and N else 0.0
+    if not (mean_diag > 0.0 and math.isfinite(mean_diag)):
+        raise PipelineError(key, f"'auto' needs kernels with a positive mean diagonal (got {mean_diag!r})",
+                            "auto", "a number > 0")
+    return AUTO_C_SCALE.get(problem.loss.task, 1.0) * math.sqrt(mean_diag)
+
+
 class ProblemSettings(Settings):
     """Loss, regularizer (validated component instances), C, bias (the spec's ``problem:``)."""
 
@@ -558,8 +610,8 @@ class ProblemSettings(Settings):
     regularizer: RegularizerField = Field(DEFAULTS["problem.regularizer"], validate_default=True,
                                           description="a regularizer: its name, or a mapping with name "
                                                       "and parameters")
-    C: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(DEFAULTS["problem.C"],
-                                                                  description="regularization constant")
+    C: CValue = Field(DEFAULTS["problem.C"], description="regularization constant: a number > 0, or auto (the "
+                      "root mean diagonal of the training kernels, x 6 for regression losses)")
     bias: bool = Field(DEFAULTS["problem.bias"], description="fit an unregularized offset")
 
 

@@ -7,7 +7,7 @@ list of values, one grid axis each, plus a ``cv`` section::
     kernels: {preset: simplemkl}
     problem: {loss: [hinge, logistic], regularizer: {name: elasticnet, lam: [0.2, 0.5]},
               C: [0.005, 0.05, 0.5]}
-    solver:  {name: spicy, tol: 1.0e-2}
+    engine:  {name: spicy, tol: 1.0e-2}
     cv:      {splits: 10, test_size: 0.2, seed: 0}     # or {folds: 5, seed: 0}
 
 The keys that may hold lists are :data:`mklkit.spec.SWEEP_KEYS`; the grid is
@@ -17,7 +17,7 @@ used by the final refit.
 
 Unit of work
     One *task* is one grid point without C (data set, loss, regularizer,
-    bias, solver options) on one fold: the task builds the fold's kernel bank
+    bias, engine options) on one fold: the task builds the fold's kernel bank
     once and solves every C on it, from the largest C (the most regularized,
     sparsest solution) to the smallest, each solve warm-started from the
     previous one when the engine supports it (``engine.supports_warm_start``;

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -11,30 +12,59 @@ from .grid import Sweep, Task
 
 __all__ = ["check_backend"]
 
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    """Whether a :class:`KeyboardInterrupt` is in the ``__cause__`` / ``__context__`` chain of ``exc``."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        todo.extend((e.__cause__, e.__context__))
+    return False
+
+
 class _Serial:
     name = "serial"
 
+    def __init__(self) -> None:
+        self._current: tuple[Task, float] | None = None
+
     def map(self, fn: Callable[[Task], Any], tasks: Sequence[Task]) -> Iterator[tuple[Task, Any, BaseException | None]]:
         for t in tasks:
+            self._current = (t, time.perf_counter())
             try:
                 out = fn(t)
             except Exception as exc:  # noqa: BLE001 - reported per task
+                if _caused_by_interrupt(exc):  # Ctrl-C inside C code (numba) surfaces as another error
+                    raise
+                self._current = None
                 yield t, None, exc
             else:
+                self._current = None
                 yield t, out, None
+
+    def running(self) -> list[tuple[Task, float]]:
+        """The task being solved and since when (``time.perf_counter()``); read by the sweep's heartbeat."""
+        current = self._current
+        return [] if current is None else [current]
 
     def close(self, cancel: bool = False) -> None:
         pass
 
 
 def _pool_worker_init() -> None:
-    """Set up a local pool worker: the warnings its parent reports itself are not repeated.
+    """Set up a local pool worker: the warnings its parent reports itself are not repeated, Ctrl-C is the parent's.
 
     The parent loaded the same plugin entry points (to read the sweep) and shows a
     broken plugin once; a solve that does not converge is reported by the status
     of its row and the sweep's summary.  A spawned worker would print each on the
     terminal again, once per worker, whatever the command line's ``--quiet``.
     """
+    import signal
     import warnings
 
     from ..plugins import PluginWarning
@@ -42,6 +72,33 @@ def _pool_worker_init() -> None:
 
     warnings.filterwarnings("ignore", category=PluginWarning)
     warnings.filterwarnings("ignore", category=ConvergenceWarning)
+    # Ctrl-C reaches every process of the terminal's group: the parent stops the
+    # pool (:meth:`_Pool.close`), a worker does not print a traceback of its own;
+    # it started with SIGINT blocked (:func:`_sigint_blocked`) and unblocks it now
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT held back (not lost) in this thread while it starts worker processes.
+
+    A spawned process inherits the mask, so a Ctrl-C while it imports mklkit
+    does not kill it with a traceback before :func:`_pool_worker_init` makes
+    it ignore SIGINT.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class _Pool:
@@ -52,13 +109,18 @@ class _Pool:
         from concurrent.futures import ProcessPoolExecutor
 
         self.name = f"local pool of {workers} processes"
+        self.workers = workers
         self.ex = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                                       initializer=_pool_worker_init)
+        self._futures: dict[Any, Task] = {}
+        self._since: dict[Any, float] = {}
 
     def map(self, fn: Callable[[Task], Any], tasks: Sequence[Task]) -> Iterator[tuple[Task, Any, BaseException | None]]:
         from concurrent.futures import as_completed
 
-        futures = {self.ex.submit(fn, t): t for t in tasks}
+        with _sigint_blocked():  # submit starts the worker processes
+            futures = {self.ex.submit(fn, t): t for t in tasks}
+        self._futures = futures
         for f in as_completed(futures):
             t = futures[f]
             try:
@@ -66,8 +128,29 @@ class _Pool:
             except Exception as exc:  # noqa: BLE001 - reported per task (BrokenProcessPool too)
                 yield t, None, exc
 
+    def running(self) -> list[tuple[Task, float]]:
+        """The tasks handed to a worker process and since when they were first seen so, oldest first.
+
+        A task counts from the first call that sees its future running (the
+        sweep's heartbeat calls this every second); the pool hands out one
+        task more than it has processes, so at most ``workers`` are listed.
+        """
+        now = time.perf_counter()
+        seen = []
+        for f, t in list(self._futures.items()):
+            if f.running():
+                seen.append((t, self._since.setdefault(f, now)))
+        return sorted(seen, key=lambda ts: ts[1])[: self.workers]
+
     def close(self, cancel: bool = False) -> None:
+        """Shut the pool down; with ``cancel`` (an interrupted or failed sweep) stop the running tasks too."""
+        processes = list((getattr(self.ex, "_processes", None) or {}).values()) if cancel else []
         self.ex.shutdown(wait=not cancel, cancel_futures=True)
+        for proc in processes:  # their tasks' rows would be dropped anyway: do not wait for them
+            if proc.is_alive():
+                proc.terminate()
+        for proc in processes:
+            proc.join(timeout=5)
 
 
 class _Dask:
@@ -77,8 +160,10 @@ class _Dask:
         from .._dask import connect
 
         self.client = connect(address, sweep.error)
-        self.name = f"Dask cluster at {address} ({len(self.client.scheduler_info().get('workers', {}))} workers)"
+        self.workers = len(self.client.scheduler_info().get('workers', {}))
+        self.name = f"Dask cluster at {address} ({self.workers} workers)"
         self.futures: list[Any] = []
+        self._submitted: list[tuple[Any, Task, float]] = []
 
     def map(self, fn: Callable[[Task], Any], tasks: Sequence[Task]) -> Iterator[tuple[Task, Any, BaseException | None]]:
         from distributed import as_completed
@@ -89,6 +174,7 @@ class _Dask:
             f = self.client.submit(fn, t, key=f"mklkit-sweep-{token}-{t.index}", pure=False)
             by_key[f.key] = t
             self.futures.append(f)
+            self._submitted.append((f, t, time.perf_counter()))
         with self.client.as_current():
             for f in as_completed(self.futures):
                 t = by_key[f.key]
@@ -96,6 +182,11 @@ class _Dask:
                     yield t, f.result(), None
                 except Exception as exc:  # noqa: BLE001 - reported per task (KilledWorker too)
                     yield t, None, exc
+
+    def running(self) -> list[tuple[Task, float]]:
+        """The unfinished tasks (running or queued on the cluster) and when they were submitted, at most one per worker."""
+        left = [(t, since) for f, t, since in list(self._submitted) if not f.done()]
+        return left[: max(1, self.workers)]
 
     def close(self, cancel: bool = False) -> None:
         try:

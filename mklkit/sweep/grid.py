@@ -42,14 +42,14 @@ class Config:
     Attributes
     ----------
     index : int
-        Position in the grid (data set, loss, regularizer, bias, solver; the
+        Position in the grid (data set, loss, regularizer, bias, engine; the
         last varies fastest).
     raw : dict
         The concrete spec mapping (``problem.C`` = the largest C).
     spec : Spec
         ``raw`` validated.
     labels : dict
-        ``dataset``, ``loss``, ``regularizer``, ``solver``, ``bias`` as
+        ``dataset``, ``loss``, ``regularizer``, ``engine``, ``bias`` as
         written to ``results.csv``.
     data_index : int
         Which value of the data axis.
@@ -85,7 +85,7 @@ class Task:
 
     def describe(self) -> str:
         lab = self.labels
-        return f"{lab['dataset']}, {lab['loss']}, {lab['regularizer']}, {lab['solver']}, split {self.split}"
+        return f"{lab['dataset']}, {lab['loss']}, {lab['regularizer']}, {lab['engine']}, split {self.split}"
 
 
 @dataclass
@@ -290,6 +290,9 @@ def parse_sweep(
     Cs: list[float] = []
     for C in Cs_raw:
         spec = parse(point(*first, C))
+        if isinstance(spec.problem.C, str):  # auto (the default): a sweep selects C by validation
+            raise err("problem.C", "a sweep needs numbers at problem.C", "auto" if C is _MISSING else C,
+                      "a number > 0 or a list of numbers > 0")
         if spec.problem.C in Cs:
             raise err("problem.C", "the same value twice in the list", raw["problem"]["C"], "distinct numbers > 0")
         Cs.append(spec.problem.C)
@@ -388,7 +391,7 @@ def _labels(spec: Spec, raw: dict) -> dict[str, str]:
         "dataset": _data_label(spec, raw),
         "loss": _component_label(spec.problem.loss, problem.get("loss")),
         "regularizer": _component_label(spec.problem.regularizer, problem.get("regularizer")),
-        "solver": _component_label(spec.engine.engine, raw.get(spec.engine.section)),
+        "engine": _component_label(spec.engine.engine, raw.get(spec.engine.section)),
         "bias": "true" if spec.problem.bias else "false",
     }
 

@@ -31,7 +31,7 @@ BEST_DIR = "best"
 
 #: Columns of ``results.csv``; the first seven identify a row.
 COLUMNS: tuple[str, ...] = (
-    "dataset", "loss", "regularizer", "solver", "bias", "C", "split",
+    "dataset", "loss", "regularizer", "engine", "bias", "C", "split",
     "status", "converged", "objective", "dual_objective", "gap", "iterations",
     "n_active", "n_kernels", "n_train", "n_val",
     "train_accuracy", "val_accuracy", "train_rmse", "val_rmse",
@@ -103,7 +103,7 @@ class Best:
     ----------
     dataset : str
     labels : dict
-        ``loss``, ``regularizer``, ``solver``, ``bias`` of the configuration.
+        ``loss``, ``regularizer``, ``engine``, ``bias`` of the configuration.
     C : float
     score : str
         ``val_accuracy`` (higher is better) or ``val_rmse`` (lower is better).

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -34,6 +35,11 @@ from .task import solve_task
 __all__ = ["SweepTaskError", "run_sweep"]
 
 logger = logging.getLogger("mklkit.sweep")
+
+#: Seconds without a finished task after which a sweep reports a ``heartbeat``
+#: progress event (tasks finished and running, the longest running task), and
+#: again after as many more (``run_sweep(heartbeat_s=...)`` overrides it).
+HEARTBEAT_S = 30.0
 
 class SweepTaskError(RuntimeError):
     """Some tasks raised; their rows are missing from ``results.csv`` (``resume`` retries them)."""
@@ -76,6 +82,37 @@ def _check_out(sweep: Sweep, out: Path, resume: bool, force: bool, key: str) -> 
             raise sweep.error(key, exc.problem, str(d), exc.allowed) from None
 
 
+def _remove_earlier_outputs(sweep: Sweep, out: Path, key: str) -> None:
+    """Remove what an earlier sweep in ``out`` derived from its rows (``best/``) before a forced sweep writes.
+
+    ``best/`` is first renamed to a hidden name and then deleted, so an
+    interruption never leaves a partly deleted or a stale ``best/`` beside the
+    new sweep's ``results.csv``; a hidden copy left by an earlier interruption
+    is deleted too.
+    """
+    import secrets
+    import shutil
+
+    best = out / BEST_DIR
+    if best.exists() or best.is_symlink():
+        aside = out / f".{BEST_DIR}.removed-{secrets.token_hex(4)}"
+        try:
+            os.replace(best, aside)
+        except OSError as exc:
+            raise sweep.error(
+                key, f"cannot remove the earlier sweep's {BEST_DIR}/ ({exc.strerror or exc})", str(best),
+                "a directory whose earlier outputs --force may remove, or a new directory (--out DIR)",
+            ) from None
+    for old in out.glob(f".{BEST_DIR}.removed-*"):
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            try:
+                old.unlink()
+            except OSError:
+                pass
+
+
 def _best_dirs(sweep: Sweep, out: Path) -> dict[int, Path]:
     """Where the refit of each data set goes: ``OUT/best`` (one data set) or ``OUT/best/<name>``."""
     if len(sweep.data_values) == 1:
@@ -101,6 +138,7 @@ def run_sweep(
     force: bool = False,
     progress: Callable[[dict[str, Any]], Any] | None = None,
     out_key: str | None = None,
+    heartbeat_s: float | None = None,
 ) -> SweepResult:
     """Run every task of a sweep, append its rows to ``results.csv``, refit the best.
 
@@ -122,15 +160,24 @@ def run_sweep(
         Keep the complete tasks of an earlier run in ``out_dir`` (same grid)
         and solve the others.
     force : bool
-        Start over in a directory holding an earlier sweep.
+        Start over in a directory holding an earlier sweep; its ``best/``
+        refits are removed before anything is written.
     progress : callable, optional
         ``progress(event)`` with ``event["event"]`` one of ``start``
         (``n_tasks``, ``n_skipped``, ``backend``), ``task`` (``done``,
         ``total``, ``task``, ``failed``, ``error``, ``time_s``,
-        ``elapsed_s``, ``eta_s``) and ``refit`` (``dataset``, ``dir``).  An
-        exception it raises stops the sweep after the task's rows were saved.
+        ``elapsed_s``, ``eta_s``), ``heartbeat`` (``done``, ``total``,
+        ``running``, ``elapsed_s``, ``longest``: the label of the longest
+        running task or None, ``longest_s``) and ``refit`` (``dataset``,
+        ``dir``).  An exception it raises stops the sweep after the task's
+        rows were saved.  ``heartbeat`` events come from a helper thread
+        (joined before ``run_sweep`` returns) every ``heartbeat_s`` seconds
+        without a finished task; an exception raised there only stops them.
     out_key : str, optional
         How errors name the output directory (``--out`` or ``output.dir``).
+    heartbeat_s : float, optional
+        Seconds between ``heartbeat`` events (default :data:`HEARTBEAT_S`);
+        0 or ``inf``: none.
 
     Returns
     -------
@@ -192,6 +239,8 @@ def run_sweep(
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "complete": False,
     }
+    if force:
+        _remove_earlier_outputs(sweep, out, key)
     write_json(sweep_path, meta)
     # the file holds exactly the complete tasks kept (a cut-off line or a partial task is dropped)
     write_text(results_path, _csv_text([r for t in tasks if t.index in done for r in done[t.index]], header=True))
@@ -214,9 +263,14 @@ def run_sweep(
                      "n_rows": sweep.n_rows})
     t_run = time.perf_counter()
     finished = False
+    every = HEARTBEAT_S if heartbeat_s is None else float(heartbeat_s)
+    watch = (_Heartbeat(backend, len(todo), progress, every, t_run)
+             if backend is not None and todo and progress is not None and 0 < every < float("inf") else None)
     try:
         if backend is not None and todo:
             for i, (task, rows, exc) in enumerate(backend.map(solve_task, todo), start=1):
+                if watch is not None:
+                    watch.finished(i)
                 if exc is None:
                     _append(results_path, rows)
                     new[task.index] = rows
@@ -232,6 +286,8 @@ def run_sweep(
                 })
         finished = True
     finally:
+        if watch is not None:
+            watch.close()
         if backend is not None:
             backend.close(cancel=not finished)
     if errors:
@@ -262,6 +318,60 @@ def run_sweep(
         sweep=sweep, out_dir=out, rows=rows_all, n_run=len(new), n_skipped=len(done), best=best,
         backend=backend_name, time_s=time.perf_counter() - t_start, files=files,
     )
+
+
+class _Heartbeat:
+    """A helper thread reporting ``heartbeat`` events while tasks run for long without finishing.
+
+    Every ``every`` seconds without a finished task it calls ``progress`` with
+    the number of tasks finished and running and the longest running task (as
+    the backend knows them: :meth:`running`).  It polls the backend once a
+    second so that a pool's task start times are known to within a second.
+    :meth:`close` stops and joins it.
+    """
+
+    def __init__(self, backend: Any, total: int, progress: Callable[[dict[str, Any]], Any],
+                 every: float, t_run: float) -> None:
+        self.backend = backend
+        self.total = total
+        self.progress = progress
+        self.every = every
+        self.t_run = t_run
+        self.done = 0
+        self.last = t_run
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="mklkit-sweep-heartbeat", daemon=True)
+        self.thread.start()
+
+    def finished(self, done: int) -> None:
+        """``done`` tasks have finished; the next heartbeat is ``every`` seconds from now."""
+        self.done = done
+        self.last = time.perf_counter()
+
+    def _loop(self) -> None:
+        while not self.stop.wait(min(1.0, self.every)):
+            try:
+                running = self.backend.running()
+            except Exception:  # noqa: BLE001 - a backend shutting down: no more heartbeats
+                return
+            now = time.perf_counter()
+            if now - self.last < self.every:
+                continue
+            self.last = now
+            oldest = min(running, key=lambda ts: ts[1]) if running else None
+            try:
+                self.progress({
+                    "event": "heartbeat", "done": self.done, "total": self.total, "running": len(running),
+                    "elapsed_s": now - self.t_run, "longest": None if oldest is None else oldest[0].describe(),
+                    "longest_s": None if oldest is None else now - oldest[1],
+                })
+            except BaseException as exc:  # noqa: BLE001 - the main thread reports on its own events
+                logger.debug("sweep heartbeat stopped: %s", exc)
+                return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
 
 
 def _emit(progress: Callable[[dict[str, Any]], Any] | None, event: dict[str, Any]) -> None:

@@ -63,7 +63,7 @@ def solve_task(task: Task) -> list[dict[str, Any]]:
     for C in task.Cs:
         spec_c = spec.model_copy(update={"problem": spec.problem.model_copy(update={"C": C})})
         prep_c = replace(prepared.with_C(C), spec=spec_c)
-        run = solve_prepared(prep_c, None, warm_start=previous if warm else None)
+        run = solve_prepared(prep_c, None, warm_start=previous if warm else None, warn_trivial=False)
         rows.append(_row(task, C, run, bank_s, warm and previous is not None))
         previous = run.result
     return rows

@@ -91,12 +91,13 @@ and the assembly of a bank in :mod:`mklkit.kernels.factorize.build`.
 """
 from __future__ import annotations
 
-from .algorithms import FactorMap, KernelFactor, poly_map_dim
+from .algorithms import FactorMap, FoldedFactorMap, KernelFactor, poly_map_dim
 from .build import (
     DEFAULT_TOL,
     MAX_EXACT_DIM,
     METHODS,
     FactorError,
+    RankCapWarning,
     build_factor_bank,
     check_settings,
     exact_rank,
@@ -108,8 +109,10 @@ __all__ = [
     "DEFAULT_TOL",
     "MAX_EXACT_DIM",
     "FactorError",
+    "RankCapWarning",
     "KernelFactor",
     "FactorMap",
+    "FoldedFactorMap",
     "build_factor_bank",
     "check_settings",
     "exact_rank",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -22,7 +22,7 @@ from ..._jit.gram import all_finite, divide_outer_inplace
 from ..description import BankError, BankKernel
 from ..functions import BaseRows, KernelFunction, Linear, Poly
 
-__all__ = ["KernelFactor", "FactorMap", "poly_map_dim"]
+__all__ = ["KernelFactor", "FactorMap", "FoldedFactorMap", "poly_map_dim"]
 
 #: Candidate pivots per batch of kernel columns, and rows per block of a growing factor.
 _BATCH = 64
@@ -248,6 +248,98 @@ class FactorMap:
                 B = kf.basis.T @ C
             B = np.ascontiguousarray(B)
         return B * kf.scale if kf.scale != 1.0 else B
+
+    def fold(self, kernels: Sequence[int], beta: np.ndarray) -> "FoldedFactorMap":
+        r"""The sums :math:`\sum_m L_m(X_{new})\beta_{m,t}` over the kernels ``kernels``
+        for the coefficients ``beta`` (T, R) (stacked like the rows of the bank), with
+        the bases folded into the coefficients (:class:`FoldedFactorMap`)."""
+        beta = np.asarray(beta, dtype=np.float64)
+        if beta.ndim != 2 or beta.shape[1] != int(self.starts[-1]):
+            raise ValueError(f"beta must have shape (T, {int(self.starts[-1])}); got {beta.shape}")
+        held: list[KernelFactor] = []
+        weights: list[np.ndarray] = []
+        for m in np.asarray(kernels, dtype=np.intp).ravel():
+            kf = self.kernels[int(m)]
+            b = np.ascontiguousarray(beta[:, self.starts[m]:self.starts[m + 1]].T)   # (r_m, T)
+            if kf.method == "pivoted_cholesky":
+                assert kf.basis is not None
+                w = solve_triangular(kf.basis, b, lower=True, trans="T", check_finite=False)
+            elif kf.method == "nystrom":
+                assert kf.basis is not None
+                w = kf.basis @ b
+            else:
+                w = b
+            points = kf.points
+            if points is not None and 2 * np.count_nonzero(points) < points.size:
+                points = sp.csr_matrix(points)   # mostly-zero points (indicators, counts): CSR is smaller
+            held.append(replace(kf, basis=None, points=points))
+            weights.append(np.ascontiguousarray(w, dtype=np.float64))
+        return FoldedFactorMap(held, weights, self.normalize, self.n_features, beta.shape[0])
+
+
+@dataclass
+class FoldedFactorMap:
+    r"""Sums :math:`\sum_m L_m(X_{new})\beta_{m,t}` of some kernels of a :class:`FactorMap`
+    and ``T`` coefficient vectors, without the training factors (:meth:`FactorMap.fold`).
+
+    The basis of each kernel is folded into its coefficients:
+    :math:`L_m(x)\beta = s\,k(x, X_P)\,L_P^{-\top}\beta` (pivoted Cholesky),
+    :math:`s\,k(x, X_S)\,U_k\Lambda_k^{-1/2}\beta` (Nyström),
+    :math:`s\,\phi(x)^\top\beta` (explicit maps), so that only the pivots or
+    landmarks and one vector per kernel and solution are kept.
+
+    Attributes
+    ----------
+    kernels : list of KernelFactor
+        The held kernels (their ``basis`` dropped; mostly-zero ``points`` held as CSR).
+    weights : list of ndarray (p_m, T)
+        Per kernel: :math:`L_P^{-\top}\beta_m`, :math:`U_k\Lambda_k^{-1/2}\beta_m` or
+        :math:`\beta_m`.
+    normalize : {"trace", "diagonal", "none"}
+    n_features : int
+    n_outputs : int
+        T.
+    """
+
+    kernels: list[KernelFactor]
+    weights: list[np.ndarray]
+    normalize: str
+    n_features: int
+    n_outputs: int
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays held (points, their diagonals, weights)."""
+        arrays = [a for kf in self.kernels for a in (kf.points, kf.point_diag, kf.coef) if a is not None]
+        return int(sum(a.data.nbytes + a.indices.nbytes + a.indptr.nbytes if sp.issparse(a) else a.nbytes
+                       for a in arrays + self.weights))
+
+    def decision_parts(self, X_new: Any) -> np.ndarray:
+        r""":math:`\sum_m L_m(X_{new})\beta_{m,t}`, (n_new, T)."""
+        from ...data import Dataset
+
+        if isinstance(X_new, Dataset):
+            X_new = X_new.X
+        X = _as_points(X_new, "X_new")
+        if X.shape[1] != self.n_features:
+            raise BankError(f"X_new must have shape (n, {self.n_features}) like the training data; "
+                            f"got {X.shape}")
+        groups = _Groups(X)
+        diagonal = self.normalize == "diagonal"
+        out = np.zeros((X.shape[0], self.n_outputs))
+        for kf, w in zip(self.kernels, self.weights):
+            if kf.method in ("linear", "poly_map"):
+                B, _ = _exact_rows(kf, groups, diagonal, "X_new")
+            else:
+                assert kf.points is not None
+                spec = kf.spec
+                A = groups.dense(spec.features)
+                dnew = _diag(spec.function, A, spec.label, "X_new") if diagonal else None
+                P = kf.points.toarray() if sp.issparse(kf.points) else kf.points
+                B = _kernel_rows(spec.function, P, A, kf.point_diag, dnew, spec.label)
+            part = np.asarray(B.T @ w, dtype=np.float64)
+            out += part * kf.scale if kf.scale != 1.0 else part
+        return out
 
 
 def _exact_rows(kf: KernelFactor, groups: "_Groups", diagonal: bool, name: str

@@ -10,8 +10,11 @@ from __future__ import annotations
 import logging
 import math
 import time
+import warnings
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -39,8 +42,8 @@ from .algorithms import (
     _scale_columns,
 )
 
-__all__ = ["METHODS", "DEFAULT_TOL", "MAX_EXACT_DIM", "FactorError", "build_factor_bank", "check_settings",
-           "exact_rank", "rank_that_fits"]
+__all__ = ["METHODS", "DEFAULT_TOL", "MAX_EXACT_DIM", "FactorError", "RankCapWarning", "build_factor_bank",
+           "check_settings", "exact_rank", "rank_that_fits", "warning_names"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +61,57 @@ class FactorError(BankError):
     ``key`` names the setting (``rank``, ``tol``, ``method``, ... with the
     ``root`` prefix given to :func:`build_factor_bank`).
     """
+
+
+class RankCapWarning(UserWarning):
+    """A factor ``rank`` above what can be used (the N training points, or what ``memory_budget``
+    holds) was capped; the message names the requested and the used rank.
+
+    ``key`` (the setting, with the ``root`` prefix: ``kernels.factor.rank``),
+    ``value`` (the requested rank) and ``problem`` are data, as in
+    :class:`~mklkit.pipeline.PipelineError`; the text is ``<key> = <value>:
+    <problem>``, or what the renderer set by :func:`warning_names` makes of
+    it (the estimators name their own parameter: ``MKLClassifier:
+    factor.rank = ...``).
+    """
+
+    def __init__(self, key: str, value: Any, problem: str) -> None:
+        self.key, self.value, self.problem = key, value, problem
+        render = _WARNING_NAMES.get()
+        super().__init__(self.message() if render is None else render(self))
+
+    def message(self, key: str | None = None) -> str:
+        """The one-line text, with ``key`` in place of the own one."""
+        return f"{self.key if key is None else key} = {self.value}: {self.problem}"
+
+    def __reduce__(self) -> Any:  # the text as rendered, not rendered again where it is unpickled
+        return _rank_cap_warning, (self.key, self.value, self.problem, str(self))
+
+
+def _rank_cap_warning(key: str, value: Any, problem: str, text: str) -> RankCapWarning:
+    w = RankCapWarning.__new__(RankCapWarning)
+    w.key, w.value, w.problem = key, value, problem
+    UserWarning.__init__(w, text)
+    return w
+
+
+_WARNING_NAMES: ContextVar[Callable[[RankCapWarning], str] | None] = ContextVar("mklkit_warning_names", default=None)
+
+
+@contextmanager
+def warning_names(render: Callable[[RankCapWarning], str]) -> Iterator[None]:
+    """Inside the block (this thread or task), a :class:`RankCapWarning` reads ``render(warning)``.
+
+    How the estimators name their parameter in the warning, as they do in
+    their errors (the warning is emitted once, with the caller's text, and
+    the warning filters see that text).
+    """
+    token = _WARNING_NAMES.set(render)
+    try:
+        yield
+    finally:
+        _WARNING_NAMES.reset(token)
+
 
 # ---------------------------------------------------------------------------
 # Settings
@@ -294,7 +348,11 @@ def build_factor_bank(
     exact_bytes = sum(_exact_bytes(specs[m], kinds[m], X, N, sparse_bank)
                       for m in range(M) if m not in approx)
     working = _working_bytes(N, [specs[m] for m in approx])
-    per_kernel = 8 * N * min(rank, N) if rank is not None else 0
+    if rank is not None and rank > N:
+        warnings.warn(RankCapWarning(_key(root, "rank"), rank, f"more than the N = {N} training points; capped "
+                                     f"to rank {N}"), stacklevel=2)
+        rank = N
+    per_kernel = 8 * N * rank if rank is not None else 0
     if exact_bytes + working > limit:
         if exact_bytes:
             plus = f" (plus {format_bytes(working)} of working space)" if working else ""
@@ -309,12 +367,15 @@ def build_factor_bank(
         raise FactorError(f"{_budget_key(root)}: {what}", key=_budget_key(root), problem=what)
     fair_rank = int((limit - exact_bytes - working) // (8 * N * max(len(approx), 1)))
     if rank is not None and approx and exact_bytes + working + len(approx) * per_kernel > limit:
-        what = (f"{len(approx)} approximated kernels x rank {min(rank, N)} x {N} points need "
+        what = (f"{len(approx)} approximated kernels x rank {rank} x {N} points need "
                 f"{format_bytes(len(approx) * per_kernel)} (plus "
                 f"{format_bytes(exact_bytes + working)} for exact factors and working space) but "
                 f"memory_budget is {format_bytes(limit)}; rank <= {fair_rank} fits")
-        raise FactorError(f"{_key(root, 'rank')} = {rank}: {what}", key=_key(root, "rank"),
-                          problem=what, value=rank)
+        if fair_rank < 1:
+            raise FactorError(f"{_key(root, 'rank')} = {rank}: {what}", key=_key(root, "rank"),
+                              problem=what, value=rank)
+        warnings.warn(RankCapWarning(_key(root, "rank"), rank, f"{what}; capped to rank {fair_rank}"), stacklevel=2)
+        rank = fair_rank
 
     t0 = time.perf_counter()
     groups = _Groups(X)

@@ -1,0 +1,263 @@
+"""Ctrl-C: every interrupted command ends with one line on stderr and exit code 130, keeping what is finished.
+
+A KeyboardInterrupt raised while C code runs (numba loading a cached
+function) may surface as ``SystemError: ... returned a result with an
+exception set``, caused by the KeyboardInterrupt; the in-process tests raise
+exactly that from the functions the commands call.  The subprocess tests send
+SIGINT to a real ``mklkit run`` at several points.
+"""
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+
+import mklkit.api
+import mklkit.io
+import mklkit.sweep
+from mklkit.cli import EXIT_INTERRUPTED, main
+
+SPECS = Path(__file__).resolve().parent.parent / "specs"
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGINT and terminals as on POSIX")
+
+TINY: dict[str, Any] = {
+    "data": {"builtin": "sonar", "test_size": 0.25, "seed": 0, "standardize": True},
+    "kernels": {"bank": [{"function": "rbf", "width": [1.0, 5.0]}, {"function": "linear"}], "normalize": "trace"},
+    "problem": {"loss": "logistic", "regularizer": {"name": "elasticnet", "lam": 0.5}, "C": 0.5, "bias": True},
+    "engine": {"name": "spicy", "tol": 1.0e-4, "max_iter": 100},
+}
+
+
+def write_spec(tmp_path: Path, **extra: Any) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump({**TINY, **extra}))
+    return path
+
+
+def interrupt_inside_c_code(*args: Any, **kwargs: Any) -> Any:
+    """What a KeyboardInterrupt inside a numba dispatcher's C code becomes."""
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as exc:
+        raise SystemError("CPUDispatcher(<function direction_forms>) returned a result with an exception set") from exc
+
+
+def one_interrupt_line(err: str) -> str:
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "interrupted" in lines[0], err
+    return lines[0]
+
+
+# ---------------------------------------------------------------------------
+# in process
+# ---------------------------------------------------------------------------
+def test_run_interrupted_inside_numba_exits_130_with_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(mklkit.api, "solve_prepared", interrupt_inside_c_code)
+    out = tmp_path / "out"
+    code = main(["run", str(write_spec(tmp_path)), "--out", str(out), "--quiet"])
+    line = one_interrupt_line(capsys.readouterr().err)
+    assert code == EXIT_INTERRUPTED
+    assert "nothing was written" in line and str(out) in line
+    assert not (out / "summary.json").exists()
+
+
+def test_an_exception_after_sigint_is_an_interrupt_even_without_its_cause(tmp_path, capsys, monkeypatch):
+    # the C code may also drop the KeyboardInterrupt and raise something else: the
+    # SIGINT this process received still makes it an interrupt
+    def lose_the_interrupt(*args: Any, **kwargs: Any) -> Any:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        except KeyboardInterrupt:
+            pass
+        raise SystemError("returned a result with an exception set")
+
+    monkeypatch.setattr(mklkit.api, "solve_prepared", lose_the_interrupt)
+    code = main(["run", str(write_spec(tmp_path)), "--out", str(tmp_path / "out"), "--quiet"])
+    one_interrupt_line(capsys.readouterr().err)
+    assert code == EXIT_INTERRUPTED
+    # the handler is Python's own again after the command
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_without_sigint_an_internal_error_still_shows_its_traceback(tmp_path, monkeypatch):
+    def bug(*args: Any, **kwargs: Any) -> Any:
+        raise SystemError("a bug")
+
+    monkeypatch.setattr(mklkit.api, "solve_prepared", bug)
+    with pytest.raises(SystemError, match="a bug"):
+        main(["run", str(write_spec(tmp_path)), "--out", str(tmp_path / "out"), "--quiet"])
+
+
+def test_sigint_while_writing_keeps_the_finished_run(tmp_path, capsys, monkeypatch):
+    real = mklkit.api.RunResult.write
+
+    def write_after_ctrl_c(self: Any, *args: Any, **kwargs: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(mklkit.api.RunResult, "write", write_after_ctrl_c)
+    out = tmp_path / "out"
+    code = main(["run", str(write_spec(tmp_path)), "--out", str(out), "--quiet"])
+    line = one_interrupt_line(capsys.readouterr().err)
+    assert code == EXIT_INTERRUPTED
+    assert "written" in line and str(out) in line
+    # the solve had finished: its run is written completely
+    summary = mklkit.io.read_summary(out)
+    assert summary["status"] == "converged"
+    assert set(mklkit.io.read_solution(out)) >= {"alpha", "kernel_weights"}
+
+
+@pytest.mark.parametrize("how", ["keyboard_interrupt", "system_error"])
+def test_sweep_interrupted_says_what_was_kept_in_one_line(tmp_path, capsys, monkeypatch, how):
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        if how == "system_error":
+            interrupt_inside_c_code()
+        raise KeyboardInterrupt
+
+    spec = write_spec(tmp_path, problem={**TINY["problem"], "C": [0.1, 1.0]}, cv={"folds": 2, "seed": 0})
+    monkeypatch.setattr(mklkit.sweep, "run_sweep", interrupted)
+    code = main(["sweep", str(spec), "--out", str(tmp_path / "o")])
+    line = one_interrupt_line(capsys.readouterr().err)
+    assert code == EXIT_INTERRUPTED
+    assert "0 finished rows kept in" in line and "--resume" in line
+
+
+def test_report_interrupted_exits_130_with_one_line(tmp_path, capsys, monkeypatch):
+    import mklkit.report
+
+    monkeypatch.setattr(mklkit.report, "plot_run", interrupt_inside_c_code)
+    code = main(["report", str(tmp_path)])
+    one_interrupt_line(capsys.readouterr().err)
+    assert code == EXIT_INTERRUPTED
+
+
+# ---------------------------------------------------------------------------
+# a real process, interrupted at several points
+# ---------------------------------------------------------------------------
+def run_and_interrupt(argv: list[str], when: Callable[[str, float], bool], timeout: float = 120.0) -> tuple[int, str, str]:
+    """Run ``argv`` with stderr on a terminal (so the bank's progress bar shows), send SIGINT
+    once ``when(stderr so far, seconds)`` holds; (exit code, stderr, stderr after the signal)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
+                            cwd=SPECS.parent)
+    os.close(slave)
+    buf, sent, t0 = b"", None, time.monotonic()
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], 0.02)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the other side is closed
+                    chunk = b""
+                if not chunk:
+                    break
+                buf += chunk
+            if sent is None and when(buf.decode(errors="replace"), time.monotonic() - t0):
+                proc.send_signal(signal.SIGINT)
+                sent = len(buf)
+            if time.monotonic() - t0 > timeout:
+                proc.kill()
+                pytest.fail(f"{argv} did not end: {buf.decode(errors='replace')}")
+    finally:
+        os.close(master)
+    code = proc.wait()
+    assert sent is not None, f"the process ended before the signal: {buf.decode(errors='replace')}"
+    err = buf.decode(errors="replace").replace("\r\n", "\n")
+    return code, err, buf[sent:].decode(errors="replace").replace("\r\n", "\n")
+
+
+POINTS = {
+    # while Python imports mklkit and reads the spec
+    "startup": lambda err, t: t > 0.3,
+    # once the bank is built (the progress bar's last line), while the test kernels are computed
+    "bank": lambda err, t: "building kernel bank" in err and "189/189" in err,
+    # during the solve (the first progress line)
+    "solve": lambda err, t: "mklkit: iteration" in err,
+}
+
+
+@pytest.mark.parametrize("point", list(POINTS))
+def test_mklkit_run_interrupted_exits_130_with_one_line(tmp_path, point):
+    out = tmp_path / "out"
+    argv = [sys.executable, "-c", "import sys; from mklkit.cli import main; sys.exit(main())",
+            "run", str(SPECS / "spicymkl_uci.yaml"), "--set", "engine.tol=1e-14", "--set", "engine.max_iter=100000",
+            "--out", str(out)]
+    code, err, after = run_and_interrupt(argv, POINTS[point])
+    assert code == EXIT_INTERRUPTED, err
+    assert "Traceback" not in err and "Error" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(("mklkit: interrupted", "mklkit run: interrupted")), err
+    assert sum("interrupted" in line for line in err.splitlines()) == 1, err
+    # after the signal: at most a progress line already on its way, then the one line
+    assert all(line.startswith("mklkit") for line in after.strip().splitlines()), after
+    assert not (out / "summary.json").exists()
+
+
+def test_an_interrupted_local_pool_stops_its_workers():
+    # Ctrl-C on a terminal reaches the pool's workers too: they leave it to the
+    # parent (no traceback of their own), which stops them instead of waiting
+    from mklkit.sweep.backends import _Pool, _sigint_blocked
+
+    pool = _Pool(1)
+    with _sigint_blocked():
+        started = pool.ex.submit(os.getpid)
+    (worker,) = list(pool.ex._processes.values())
+    os.kill(worker.pid, signal.SIGINT)  # while it starts (imports)
+    assert started.result(timeout=60) == worker.pid  # the worker lived through it
+    sleeping = pool.ex.submit(time.sleep, 60)
+    while not sleeping.running():
+        time.sleep(0.05)
+    os.kill(worker.pid, signal.SIGINT)  # while it works
+    time.sleep(0.5)
+    assert worker.is_alive()
+    t0 = time.monotonic()
+    pool.close(cancel=True)
+    assert time.monotonic() - t0 < 10 and not worker.is_alive()
+
+
+@pytest.mark.parametrize("how", ["cause", "sigint"])
+def test_a_serial_sweep_stops_at_an_interrupt_inside_a_task(tmp_path, capsys, monkeypatch, how):
+    # the interrupt surfaces from the task as another error: the sweep must stop there,
+    # not record a failed task and go on with the next ones
+    import mklkit.sweep.runner as runner_module
+
+    real = runner_module.solve_task
+    solved: list[int] = []
+
+    def interrupted_in_task_1(task):
+        if task.index == 1:
+            if how == "cause":
+                interrupt_inside_c_code()
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)
+            except KeyboardInterrupt:
+                pass
+            raise SystemError("returned a result with an exception set")
+        solved.append(task.index)
+        return real(task)
+
+    spec = write_spec(tmp_path, problem={**TINY["problem"], "C": [0.1, 1.0]}, cv={"folds": 3, "seed": 0})
+    monkeypatch.setattr(runner_module, "solve_task", interrupted_in_task_1)
+    out = tmp_path / "o"
+    code = main(["sweep", str(spec), "--out", str(out), "--quiet"])
+    line = one_interrupt_line(capsys.readouterr().err)
+    assert code == EXIT_INTERRUPTED
+    assert "2 finished rows kept" in line
+    assert solved == [0]  # tasks 2 and later were not started
+    assert len(mklkit.sweep.read_results(out / mklkit.sweep.RESULTS)) == 2
