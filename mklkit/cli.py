@@ -24,7 +24,6 @@ commands, so ``mklkit --help`` answers at once.
 from __future__ import annotations
 
 import argparse
-import builtins
 import logging
 import math
 import signal
@@ -33,6 +32,8 @@ import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, NoReturn, Sequence
+
+from ._interrupts import caused_by_interrupt
 
 __all__ = ["main", "EXIT_OK", "EXIT_USAGE", "EXIT_NOT_CONVERGED", "EXIT_INTERRUPTED"]
 
@@ -200,8 +201,6 @@ class _Interrupted(KeyboardInterrupt):
         self.line = line
 
 
-_EXCEPTION_GROUPS: Any = getattr(builtins, "BaseExceptionGroup", ())
-
 #: Set by :func:`_on_sigint` when this process received SIGINT during :func:`main`.
 _sigint_received = False
 #: While True (:func:`_finish_before_interrupt`), SIGINT is held back ...
@@ -274,19 +273,7 @@ def _is_interrupt(exc: BaseException) -> bool:
     ``SystemError`` it caused) and for any exception once this process has
     received SIGINT during :func:`main`.
     """
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, KeyboardInterrupt):
-            return True
-        todo.extend((e.__cause__, e.__context__))
-        if isinstance(e, _EXCEPTION_GROUPS):
-            todo.extend(e.exceptions)
-    return _sigint_received
+    return caused_by_interrupt(exc) or _sigint_received
 
 
 def _is_user_error(exc: BaseException) -> bool:

@@ -15,3 +15,14 @@ def one_thread():
     with threadpool_limits(limits=1):
         yield
     numba.set_num_threads(old)
+
+
+@pytest.fixture(scope="session")
+def sonar_xy():
+    """Sonar's features and labels as loaded (float64 array, labels +-1)."""
+    import numpy as np
+
+    from mklkit.data import load_builtin
+
+    ds = load_builtin("sonar")
+    return np.asarray(ds.X, dtype=np.float64), np.asarray(ds.y)

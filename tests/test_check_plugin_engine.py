@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 import dataclasses
-import types
 
 import pytest
 
 from mklkit.cli import main
 from mklkit.engines.spicy import Spicy
-from mklkit.plugins import get_registry, hookimpl
 from mklkit.result import Status
-from mklkit.testing import ENGINE_CHECKS
+from mklkit.testing import ENGINE_CHECKS, registered
 
 
 class ZeroGap(Spicy):
@@ -26,19 +24,8 @@ class ZeroGap(Spicy):
 
 @pytest.fixture
 def zero_gap_installed():
-    mod = types.ModuleType("zero_gap_plugin")
-
-    @hookimpl
-    def mklkit_register_components(register):
-        register(ZeroGap)
-
-    mod.mklkit_register_components = mklkit_register_components
-    reg = get_registry()
-    reg.register_plugin(mod, "mklkit-zero-gap", "0.1", name="zero_gap_plugin")
-    try:
+    with registered(ZeroGap, dist="mklkit-zero-gap"):
         yield
-    finally:
-        reg.unregister_plugin("zero_gap_plugin")
 
 
 def one_line_error(code: int, err: str) -> str:

@@ -6,7 +6,6 @@ behaviour (no traceback, exit codes, ``--help`` speed).
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import os
@@ -15,7 +14,6 @@ import stat
 import subprocess
 import sys
 import time
-import types
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,8 @@ import yaml
 from mklkit import cli
 from mklkit.cli import main
 from mklkit.engines.base import Engine
-from mklkit.plugins import get_registry, hookimpl
+from mklkit.plugins import get_registry
+from mklkit.testing import registered
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"
 
@@ -179,24 +178,6 @@ class Picky(Engine):
 
     def solve(self, problem, callback=None):  # pragma: no cover - never reached
         raise AssertionError("solve must not be called")
-
-
-@contextlib.contextmanager
-def registered(cls: type):
-    """``cls`` registered in the process-wide registry by a plugin of its own, for the block."""
-    reg = get_registry()
-    mod = types.ModuleType(f"{cls.name}_plugin")
-
-    @hookimpl
-    def mklkit_register_components(register):
-        register(cls)
-
-    mod.mklkit_register_components = mklkit_register_components
-    name = reg.register_plugin(mod, f"{cls.name}-dist", "0", name=mod.__name__)
-    try:
-        yield cls.name
-    finally:
-        reg.unregister_plugin(name)
 
 
 @pytest.fixture

@@ -73,16 +73,21 @@ def test_run_interrupted_inside_numba_exits_130_with_one_line(tmp_path, capsys, 
     assert not (out / "summary.json").exists()
 
 
+def sigint_lost_in_c_code() -> None:
+    """This process gets SIGINT, and C code drops the KeyboardInterrupt for another error."""
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+    except KeyboardInterrupt:
+        pass
+    raise SystemError("returned a result with an exception set")
+
+
 def test_an_exception_after_sigint_is_an_interrupt_even_without_its_cause(tmp_path, capsys, monkeypatch):
     # the C code may also drop the KeyboardInterrupt and raise something else: the
     # SIGINT this process received still makes it an interrupt
     def lose_the_interrupt(*args: Any, **kwargs: Any) -> Any:
-        try:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(5)
-        except KeyboardInterrupt:
-            pass
-        raise SystemError("returned a result with an exception set")
+        sigint_lost_in_c_code()
 
     monkeypatch.setattr(mklkit.api, "solve_prepared", lose_the_interrupt)
     code = main(["run", str(write_spec(tmp_path)), "--out", str(tmp_path / "out"), "--quiet"])
@@ -243,12 +248,7 @@ def test_a_serial_sweep_stops_at_an_interrupt_inside_a_task(tmp_path, capsys, mo
         if task.index == 1:
             if how == "cause":
                 interrupt_inside_c_code()
-            try:
-                os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(5)
-            except KeyboardInterrupt:
-                pass
-            raise SystemError("returned a result with an exception set")
+            sigint_lost_in_c_code()
         solved.append(task.index)
         return real(task)
 

@@ -8,19 +8,12 @@ import numpy as np
 import pytest
 import yaml
 
-from mklkit.data import load_builtin
 from mklkit.estimators import MKLClassifier
 from mklkit.result import SolveResult, Status
 
 BANK = [{"function": "rbf", "width": [1.0, 3.0]}, {"function": "poly", "degree": 1}]
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def sonar():
-    ds = load_builtin("sonar")
-    return np.asarray(ds.X, dtype=np.float64), np.asarray(ds.y)
 
 
 def _delegate(message: str) -> str:
@@ -30,14 +23,14 @@ def _delegate(message: str) -> str:
 
 
 @pytest.mark.parametrize("engine", ["spicy", "proximal"])
-def test_named_engine_solves_itself(sonar, engine):
-    X, y = sonar
+def test_named_engine_solves_itself(sonar_xy, engine):
+    X, y = sonar_xy
     clf = MKLClassifier(BANK, engine=engine).fit(X, y)
     assert clf.solved_by_ == engine == clf.result_.solved_by == clf.result_.engine
 
 
-def test_auto_records_its_delegate(sonar):
-    X, y = sonar
+def test_auto_records_its_delegate(sonar_xy):
+    X, y = sonar_xy
     clf = MKLClassifier(BANK, engine="auto").fit(X, y)
     assert clf.result_.engine == "auto"
     assert clf.solved_by_ == clf.result_.solved_by == _delegate(clf.result_.message)

@@ -18,20 +18,14 @@ BANK = [{"function": "rbf", "width": [1.0, 3.0]}, {"function": "poly", "degree":
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-@pytest.fixture(scope="module")
-def sonar():
-    ds = load_builtin("sonar")
-    return np.asarray(ds.X, dtype=np.float64), np.asarray(ds.y)
-
-
 def _values(message: str) -> tuple[float, float]:
     m = re.search(r"C = ([0-9.e+-]+) >= C_max = ([0-9.e+-]+)", message)
     assert m is not None, message
     return float(m.group(1)), float(m.group(2))
 
 
-def test_fit_above_c_max_warns_with_c_and_c_max(sonar):
-    X, y = sonar
+def test_fit_above_c_max_warns_with_c_and_c_max(sonar_xy):
+    X, y = sonar_xy
     with pytest.warns(TrivialModelWarning, match=r"C='auto' or a C below C_max") as rec:
         clf = MKLClassifier(BANK, C=100.0).fit(X, y)
     assert clf.active_kernels_.size == 0
@@ -41,16 +35,16 @@ def test_fit_above_c_max_warns_with_c_and_c_max(sonar):
     assert np.unique(clf.predict(X)).size == 1
 
 
-def test_fit_below_c_max_is_silent(sonar):
-    X, y = sonar
+def test_fit_below_c_max_is_silent(sonar_xy):
+    X, y = sonar_xy
     with warnings.catch_warnings():
         warnings.simplefilter("error", TrivialModelWarning)
         clf = MKLClassifier(BANK, C="auto").fit(X, y)
     assert clf.active_kernels_.size > 0 and clf.C_ < clf.C_max_
 
 
-def test_fit_path_names_the_values_that_learn_nothing(sonar):
-    X, y = sonar
+def test_fit_path_names_the_values_that_learn_nothing(sonar_xy):
+    X, y = sonar_xy
     with pytest.warns(TrivialModelWarning, match=r"all kernels off at 1 of 2 values of Cs: 100\b"):
         path = MKLClassifier(BANK).fit_path(X, y, [100.0, 0.1])
     assert list(path.n_active > 0) == [False, True]

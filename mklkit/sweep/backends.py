@@ -7,24 +7,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from .._interrupts import caused_by_interrupt
 from ..spec import SpecError
 from .grid import Sweep, Task
 
 __all__ = ["check_backend"]
-
-def _caused_by_interrupt(exc: BaseException) -> bool:
-    """Whether a :class:`KeyboardInterrupt` is in the ``__cause__`` / ``__context__`` chain of ``exc``."""
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, KeyboardInterrupt):
-            return True
-        todo.extend((e.__cause__, e.__context__))
-    return False
 
 
 class _Serial:
@@ -39,7 +26,7 @@ class _Serial:
             try:
                 out = fn(t)
             except Exception as exc:  # noqa: BLE001 - reported per task
-                if _caused_by_interrupt(exc):  # Ctrl-C inside C code (numba) surfaces as another error
+                if caused_by_interrupt(exc):  # Ctrl-C inside C code (numba) surfaces as another error
                     raise
                 self._current = None
                 yield t, None, exc

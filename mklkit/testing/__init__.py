@@ -7,6 +7,8 @@
 * :mod:`mklkit.testing.engines`: check that an engine's results are what it
   claims on small real problems (:func:`check_engine`,
   :func:`assert_engine_conforms`);
+* :mod:`mklkit.testing.registry`: :func:`registered`, components registered
+  for a block as a plugin of their own would register them;
 * :mod:`mklkit.testing.conic`: the cvxpy + Clarabel reference the engine kit
   uses when cvxpy is installed (imported only then).
 
@@ -18,5 +20,6 @@ from __future__ import annotations
 from . import components, engines
 from .components import *  # noqa: F403 - the public names of the component kit
 from .engines import *  # noqa: F403 - the public names of the engine kit
+from .registry import registered
 
-__all__ = [*components.__all__, *engines.__all__]
+__all__ = [*components.__all__, *engines.__all__, "registered"]

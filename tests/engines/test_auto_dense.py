@@ -11,8 +11,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import sys
-import types
 
 import numpy as np
 import pytest
@@ -27,10 +25,10 @@ from mklkit.engines.bcd import BCD
 from mklkit.engines.spicy import Spicy
 from mklkit.kernels.build import KernelBank
 from mklkit.kernels.factorize.dense import ExactFactorBank, exact_factors
-from mklkit.plugins import get_registry, hookimpl
+from mklkit.plugins import get_registry
 from mklkit.problem import Problem
 from mklkit.result import Status
-from mklkit.testing import check_engine
+from mklkit.testing import check_engine, registered
 
 try:
     from tests.conic_reference import solve_reference
@@ -312,16 +310,7 @@ def test_a_more_specialised_installed_engine_is_preferred(monkeypatch):
 
     monkeypatch.setattr(_Special, "requires", Requires(loss=(needs(HINGE_CONJUGATE),),
                                                        regularizer=(needs(SEPARABLE),)))
-    mod = types.ModuleType("special_plugin")
-
-    @hookimpl
-    def mklkit_register_components(register):
-        register(_Special)
-
-    mod.mklkit_register_components = mklkit_register_components
-    registry = get_registry()
-    name = registry.register_plugin(mod, "special-dist", "0")
-    try:
+    with registered(_Special):
         pb = problem("hinge", "l1")
         engine, why = Auto().choose(pb)
         assert engine.name == "special_hinge_l1"
@@ -330,8 +319,6 @@ def test_a_more_specialised_installed_engine_is_preferred(monkeypatch):
         assert res.converged and res.message.startswith("auto -> special_hinge_l1")
         # a problem it does not take: the general choice
         assert Auto().choose(problem("logistic", "l1"))[0].name == "spicy"
-    finally:
-        registry.unregister_plugin(name)
     assert Auto().choose(problem("hinge", "l1"))[0].name == "spicy"
 
 

@@ -10,7 +10,6 @@ bounded.
 from __future__ import annotations
 
 import math
-import types
 import warnings
 
 import numpy as np
@@ -21,9 +20,9 @@ from mklkit.components.regularizers import L1
 from mklkit.engines.auto import Auto, EngineSwitchWarning, StallWatch
 from mklkit.engines.base import Engine, Requires
 from mklkit.engines.capabilities import SEPARABLE, Capability, needs
-from mklkit.plugins import get_registry, hookimpl
 from mklkit.problem import Problem
 from mklkit.result import Status
+from mklkit.testing import registered
 
 try:
     from tests.conic_reference import solve_reference
@@ -91,19 +90,8 @@ class _Idle(Engine):
 
 @pytest.fixture
 def idle_plugin():
-    mod = types.ModuleType("idle_plugin")
-
-    @hookimpl
-    def mklkit_register_components(register):
-        register(_Idle)
-
-    mod.mklkit_register_components = mklkit_register_components
-    registry = get_registry()
-    name = registry.register_plugin(mod, "idle-dist", "0")
-    try:
+    with registered(_Idle):
         yield
-    finally:
-        registry.unregister_plugin(name)
 
 
 def test_auto_switches_from_a_stalled_engine_and_the_result_is_certified(idle_plugin):

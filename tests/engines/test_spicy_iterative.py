@@ -24,11 +24,11 @@ from mklkit.result import ConvergenceWarning, Status
 try:
     from tests.conic_reference import primal_objective_numpy, solve_reference
     from tests.engines.certificates import assert_certified, assert_dual_feasible
-    from tests.engines.shared import assert_incumbents, liver, solve_stopped, sonar, sonar_points
+    from tests.engines.shared import liver, solve_stopped, sonar, sonar_points
 except ImportError:  # tests/ itself is on sys.path (rootdir-relative imports)
     from conic_reference import primal_objective_numpy, solve_reference
     from engines.certificates import assert_certified, assert_dual_feasible
-    from engines.shared import assert_incumbents, liver, solve_stopped, sonar, sonar_points
+    from engines.shared import liver, solve_stopped, sonar, sonar_points
 
 TOL = 1e-6        # engine tolerance on the relative duality gap
 REL = 1e-4        # agreement with the conic reference

@@ -214,14 +214,7 @@ class FactorMap:
             Block ``m`` (rows ``starts[m]:starts[m+1]``) is :math:`L_m(X_{new})^\\top`;
             CSR when ``sparse``.
         """
-        from ...data import Dataset
-
-        if isinstance(X_new, Dataset):
-            X_new = X_new.X
-        X = _as_points(X_new, "X_new")
-        if X.shape[1] != self.n_features:
-            raise BankError(f"X_new must have shape (n, {self.n_features}) like the training data; "
-                            f"got {X.shape}")
+        X = _new_points(X_new, self.n_features)
         groups = _Groups(X)
         if self.sparse:
             return sp.vstack([self._block(kf, groups) for kf in self.kernels], format="csr")
@@ -316,14 +309,7 @@ class FoldedFactorMap:
 
     def decision_parts(self, X_new: Any) -> np.ndarray:
         r""":math:`\sum_m L_m(X_{new})\beta_{m,t}`, (n_new, T)."""
-        from ...data import Dataset
-
-        if isinstance(X_new, Dataset):
-            X_new = X_new.X
-        X = _as_points(X_new, "X_new")
-        if X.shape[1] != self.n_features:
-            raise BankError(f"X_new must have shape (n, {self.n_features}) like the training data; "
-                            f"got {X.shape}")
+        X = _new_points(X_new, self.n_features)
         groups = _Groups(X)
         diagonal = self.normalize == "diagonal"
         out = np.zeros((X.shape[0], self.n_outputs))
@@ -387,6 +373,18 @@ def _diag_sparse(Xs: sp.csr_matrix) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # Data
 # ---------------------------------------------------------------------------
+def _new_points(X_new: Any, n_features: int) -> Any:
+    """New points (an array, a CSR matrix or a Dataset) checked against the training data's width."""
+    from ...data import Dataset
+
+    if isinstance(X_new, Dataset):
+        X_new = X_new.X
+    X = _as_points(X_new, "X_new")
+    if X.shape[1] != n_features:
+        raise BankError(f"X_new must have shape (n, {n_features}) like the training data; got {X.shape}")
+    return X
+
+
 def _as_points(X: Any, name: str) -> Any:
     """``X`` as a finite float64 CSR matrix or C-contiguous array (n, d)."""
     if sp.issparse(X):
