@@ -200,7 +200,9 @@ POINTS = {
 def test_mklkit_run_interrupted_exits_130_with_one_line(tmp_path, point):
     out = tmp_path / "out"
     argv = [sys.executable, "-c", "import sys; from mklkit.cli import main; sys.exit(main())",
-            "run", str(SPECS / "spicymkl_uci.yaml"), "--set", "engine.tol=1e-14", "--set", "engine.max_iter=100000",
+            # proximal gradient to a gap it cannot reach (round-off stops it near 1e-9): a solve that lasts
+            "run", str(SPECS / "spicymkl_uci.yaml"), "--set", "engine.name=proximal", "--set", "engine.tol=1e-15",
+            "--set", "engine.max_iter=100000000",
             "--out", str(out)]
     code, err, after = run_and_interrupt(argv, POINTS[point])
     assert code == EXIT_INTERRUPTED, err
