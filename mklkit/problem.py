@@ -43,8 +43,10 @@ class Problem:
     r"""An MKL training problem in representer form (SpicyMKL eq. 7 / 42):
 
     .. math::
-        \min_{\alpha, b} \sum_i \ell\big(y_i, \textstyle\sum_m (K_m\alpha_m)_i + b\big)
+        \min_{\alpha, b} \sum_i w_i\,\ell\big(y_i, \textstyle\sum_m (K_m\alpha_m)_i + b\big)
             + C \sum_m g(\|\alpha_m\|_{K_m}^2)
+
+    with per-sample weights :math:`w_i > 0` (all 1 when ``sample_weight`` is None).
 
     Attributes
     ----------
@@ -65,6 +67,13 @@ class Problem:
         Fit the unregularized offset b (adds the constraint 1ᵀρ = 0 to the dual).
     kernel_names : list of str, optional
         One label per kernel for reports.
+    sample_weight : ndarray (N,), optional
+        Per-sample weights :math:`w_i > 0` of the loss terms (finite, float64);
+        ``None`` is the unweighted problem.  The weighted loss
+        :math:`w_i\ell(y_i, \cdot)` and its conjugate are defined once, in
+        :class:`mklkit.engines.objectives.SampleLoss`; only engines that
+        declare ``Requires(sample_weight=True)`` accept a weighted problem.
+        A sample of weight 0 is no part of the problem: leave its row out.
     """
 
     K: Any = _BankField()  # type: ignore[assignment]
@@ -75,6 +84,7 @@ class Problem:
     bias: bool = True
     kernel_names: list[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    sample_weight: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         K = self.__dict__["_K"]
@@ -93,6 +103,21 @@ class Problem:
         if not (self.C > 0 and np.isfinite(self.C)):
             raise ValueError(f"C must be a finite number > 0; got {self.C!r}")
         self.C = float(self.C)
+        if self.sample_weight is not None:
+            w = np.ascontiguousarray(self.sample_weight, dtype=np.float64)
+            if w.shape != (shape[1],):
+                raise ValueError(f"sample_weight must have shape ({shape[1]},) (one weight per "
+                                 f"sample); got {w.shape}")
+            if not (np.all(np.isfinite(w)) and np.all(w > 0.0)):
+                bad = w[~(np.isfinite(w) & (w > 0.0))]
+                raise ValueError(f"sample_weight must hold finite numbers > 0 (leave a sample of "
+                                 f"weight 0 out of the problem); got {bad[0]!r}")
+            self.sample_weight = w
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the problem has per-sample weights (``sample_weight`` is not None)."""
+        return self.sample_weight is not None
 
     @property
     def bank(self) -> GramBank:
@@ -127,4 +152,5 @@ class Problem:
         M, N = self.n_kernels, self.n_samples
         kind = "" if isinstance(self.__dict__["_K"], np.ndarray) else f", {self.bank!r}"
         return (f"Problem(M={M}, N={N}{kind}, loss={self.loss.describe()}, "
-                f"regularizer={self.regularizer.describe()}, C={self.C!r}, bias={self.bias})")
+                f"regularizer={self.regularizer.describe()}, C={self.C!r}, bias={self.bias}"
+                + (", weighted" if self.weighted else "") + ")")

@@ -98,6 +98,7 @@ from ..result import ConvergenceWarning, SolveResult, Status
 from . import common
 from .base import COMMON_PARAMS, Callback, Engine, Run
 from .bcd import BCD
+from .capabilities import Requires
 from .proximal import Proximal
 from .spicy import Spicy
 
@@ -195,6 +196,9 @@ class Auto(Engine):
     )
     supports_warm_start: ClassVar[bool] = True
     representations: ClassVar[tuple[str, ...]] = ("array", "sharded", "factor")
+    #: auto delegates: a weighted problem goes to an engine that accepts weights
+    #: (``problem_reasons`` says when none does)
+    requires: ClassVar[Requires] = Requires(sample_weight=True)
     #: the delegate computes the zero solution (and returns it when optimal)
     zero_first: ClassVar[bool] = False
     params: ClassVar[tuple[Param, ...]] = (
@@ -389,7 +393,8 @@ class Auto(Engine):
                            regularizer=problem.regularizer, C=problem.C, bias=problem.bias,
                            kernel_names=problem.kernel_names,
                            extra={k: v for k, v in problem.extra.items()
-                                  if k != "representation"})
+                                  if k != "representation"},
+                           sample_weight=problem.sample_weight)
         other = self._other(problem, bcd.name) if self.fallback else None
         watch = None if other is None else StallWatch(self.stall_window, self.stall_ratio,
                                                       bcd.unit)
@@ -461,7 +466,8 @@ def _as_factor_probe(problem: Problem) -> Problem | None:
     try:
         return Problem(K=problem.bank, y=problem.y, loss=problem.loss,
                        regularizer=problem.regularizer, C=problem.C, bias=problem.bias,
-                       extra={**problem.extra, "representation": "factor"})
+                       extra={**problem.extra, "representation": "factor"},
+                       sample_weight=problem.sample_weight)
     except ValueError:  # pragma: no cover - the problem itself was built from the same
         return None
 

@@ -498,6 +498,8 @@ class Algorithm:
         self.M, self.N = problem.n_kernels, problem.n_samples
         self.bank = problem.bank
         self.lk, self.pl = problem.loss.jit, problem.loss.param_vector
+        #: the weighted loss of the problem (its sample weights; the loss itself without)
+        self.sl = common.SampleLoss.of(problem)
         self.rk, self.pr = problem.regularizer.jit, problem.regularizer.param_vector
 
     def conj_domain(self) -> tuple[np.ndarray, np.ndarray]:

@@ -43,6 +43,7 @@ __all__ = [
     "Requirement",
     "Requires",
     "needs",
+    "WEIGHTS_REFUSED",
     "SMOOTH_CONJUGATE",
     "CONSTRAINED_FORM",
     "SMOOTH_PRIMAL",
@@ -145,11 +146,17 @@ class Requires:
     loss, regularizer, bank : tuple of Requirement (or Capability)
         Every requirement must be met; a bare :class:`Capability` is a
         requirement with that one option.
+    sample_weight : bool
+        Whether the engine accepts a weighted problem (``problem.sample_weight``
+        given): it solves :math:`\sum_i w_i\ell(y_i, z_i)` through
+        :class:`~mklkit.engines.objectives.SampleLoss`.  False (the default,
+        also for every plugin engine that does not say so) refuses one.
     """
 
     loss: tuple[Any, ...] = ()
     regularizer: tuple[Any, ...] = ()
     bank: tuple[Any, ...] = ()
+    sample_weight: bool = False
 
     def __post_init__(self) -> None:
         for part in ("loss", "regularizer", "bank"):
@@ -162,7 +169,8 @@ class Requires:
 
     def __add__(self, other: Requires) -> Requires:
         return Requires(self.loss + other.loss, self.regularizer + other.regularizer,
-                        self.bank + other.bank)
+                        self.bank + other.bank,
+                        sample_weight=self.sample_weight and other.sample_weight)
 
     def capabilities(self) -> list[Capability]:
         """Every capability named, in order (for documentation and listings)."""
@@ -193,7 +201,14 @@ class Requires:
             why = req.why
         if group:
             out.append(_sentence(group, why))
+        if getattr(problem, "sample_weight", None) is not None and not self.sample_weight:
+            out.append(WEIGHTS_REFUSED)
         return out
+
+
+#: The reason of an engine without ``Requires(sample_weight=True)`` against a weighted problem.
+WEIGHTS_REFUSED = ("the problem has sample weights (sample_weight or class_weight) and this engine "
+                   "does not accept them (Requires.sample_weight is False)")
 
 
 def _sentence(lacks: list[str], why: str | None) -> str:

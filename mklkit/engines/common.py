@@ -26,6 +26,7 @@ from .capabilities import SEPARABLE, needs
 from . import objectives as _objectives
 from .objectives import *  # noqa: F403 - re-exported: common is where engines look them up
 from .objectives import (  # used here
+    SampleLoss,
     as_vector,
     block_norms,
     dual_block_norms,
@@ -131,23 +132,23 @@ class ZeroSolution:
         return self.C >= self.C_max and math.isfinite(gap) and gap <= tol
 
 
-def _zero_dual(loss: Loss, y: np.ndarray, b: float, bias: bool,
+def _zero_dual(sl: SampleLoss, b: float, bias: bool,
                lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-    r"""A subgradient :math:`u \in \partial_z\ell(y, b)` with :math:`\mathbf 1^\top u = 0`
+    r"""A subgradient :math:`u \in \partial_z (w\ell)(y, b)` with :math:`\mathbf 1^\top u = 0`
     (with a bias); returns :math:`\rho = -u`.
 
-    ``loss.jit.deriv`` gives one subgradient per sample.  Where the loss
+    ``sl.deriv`` (:class:`~mklkit.engines.objectives.SampleLoss`) gives one
+    subgradient per sample.  Where the loss
     has a kink at :math:`b`, the one-sided derivatives (a step of
     :math:`10^{-9}(1 + |b|)` either side) span the subdifferential, and the
     given subgradients are projected onto the zero sum within those intervals
     (:func:`project_sum_box`): the selection nearest to ``deriv``.  ``lower``
     and ``upper`` (the domain of the conjugate) are the fallback box.
     """
-    k, p = loss.jit, loss.param_vector
-    n = y.size
+    n = sl.y.size
 
     def d(z: float) -> np.ndarray:
-        return np.asarray(k.deriv(y, np.full(n, z), p), dtype=np.float64)
+        return sl.deriv(np.full(n, z))
 
     u = d(b)
     if not bias:
@@ -165,6 +166,10 @@ def _zero_dual(loss: Loss, y: np.ndarray, b: float, bias: bool,
 
 def zero_solution(problem: Problem) -> ZeroSolution:
     r"""The zero solution :math:`(\alpha, b) = (0, b_0)` of ``problem``, certified against ``C_max``.
+
+    With sample weights, :math:`b_0` minimizes :math:`\sum_i w_i\ell(y_i, b)` and
+    :math:`\rho^0 = -w\,\ell'(b_0)` (:class:`~mklkit.engines.objectives.SampleLoss`),
+    so ``C_max`` accounts for the weights.
 
     At :math:`\alpha = 0` the optimality conditions of eq. (42) are
     :math:`-\rho^0 \in \partial L(b_0\mathbf 1)`, :math:`\mathbf 1^\top\rho^0 = 0` and
@@ -187,9 +192,10 @@ def zero_solution(problem: Problem) -> ZeroSolution:
     loss, reg = problem.loss, problem.regularizer
     y = as_vector(problem.y)
     N = problem.n_samples
-    b0 = optimal_bias(loss, y, np.zeros(N)) if problem.bias else 0.0
+    w = problem.sample_weight
+    b0 = optimal_bias(loss, y, np.zeros(N), weights=w) if problem.bias else 0.0
     lo, hi = dual_box(problem)
-    rho = _zero_dual(loss, y, b0, problem.bias, -hi, -lo)
+    rho = _zero_dual(SampleLoss.of(problem), b0, problem.bias, -hi, -lo)
     t1 = float(reg.zero_threshold(1.0))
     M = problem.n_kernels
     if not np.any(rho != 0.0):
@@ -201,7 +207,7 @@ def zero_solution(problem: Problem) -> ZeroSolution:
     else:
         # no threshold: alpha = 0 is never optimal, and the pass over the bank is skipped
         norms, C_max = np.full(M, math.nan), math.inf
-    primal = loss_value(loss, y, np.full(N, b0)) + regularizer_value(reg, np.zeros(norms.size),
+    primal = loss_value(loss, y, np.full(N, b0), w) + regularizer_value(reg, np.zeros(norms.size),
                                                                       problem.C)
     dual = -math.inf
     if problem.C >= C_max:
@@ -373,9 +379,7 @@ def certify(problem: Problem, alpha: np.ndarray, bias: float,
     norms = block_norms(problem.bank, alpha)
     z = predict(problem.bank, alpha, b)
     primal = primal_objective(problem, alpha, b, norms=norms, z=z)
-    loss = problem.loss
-    at_z = -np.asarray(loss.jit.deriv(as_vector(problem.y), as_vector(z), loss.param_vector),
-                       dtype=np.float64)
+    at_z = -SampleLoss.of(problem).deriv(z)
     best = (-math.inf, at_z)
     for point in ([] if rho is None else [rho]) + [at_z]:
         if not np.all(np.isfinite(point)):

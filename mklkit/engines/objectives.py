@@ -4,10 +4,15 @@ The primal problem (SpicyMKL eq. 42 in representer form) and its dual
 (eq. 48, with the generalized conjugate of eq. 45) are
 
 .. math::
-    P(\alpha, b) &= \sum_i \ell\big(y_i, \textstyle\sum_m (K_m\alpha_m)_i + b\big)
+    P(\alpha, b) &= \sum_i w_i\,\ell\big(y_i, \textstyle\sum_m (K_m\alpha_m)_i + b\big)
                   + \sum_m \tilde g_C(\|\alpha_m\|_{K_m}), \\
-    D(\rho) &= -\sum_i \ell^*(y_i, -\rho_i) - \sum_m \tilde g_C^*(\|\rho\|_{K_m}),
-    \qquad \mathbf 1^\top\rho = 0 \text{ (with a bias)}.
+    D(\rho) &= -\sum_i (w_i\ell)^*(y_i, -\rho_i) - \sum_m \tilde g_C^*(\|\rho\|_{K_m}),
+    \qquad \mathbf 1^\top\rho = 0 \text{ (with a bias)},
+
+with per-sample weights :math:`w_i > 0` (``problem.sample_weight``; all 1
+when it is None).  The weighted loss and its conjugate are
+:class:`SampleLoss`, by the scaling identity
+:math:`(w\ell)^*(u) = w\,\ell^*(u/w)`; everything here goes through it.
 
 Weak duality gives :math:`D(\rho) \le P(\alpha, b)` for every feasible pair,
 so the relative gap :math:`(P - D)/|P|` certifies a solution.  Every engine
@@ -33,6 +38,7 @@ from ..kernels.ops import GramBank
 from ..problem import Problem
 
 __all__ = [
+    "SampleLoss",
     "as_vector",
     "block_norms",
     "dual_block_norms",
@@ -118,19 +124,105 @@ def predict(K: np.ndarray | GramBank, alpha: np.ndarray, bias: float = 0.0) -> n
 
 
 # ---------------------------------------------------------------------------
+# The weighted loss
+# ---------------------------------------------------------------------------
+class SampleLoss:
+    r"""The data term :math:`\sum_i w_i\,\ell(y_i, z_i)` of a problem, per sample: the one
+    place where sample weights meet the loss.
+
+    With weights :math:`w_i > 0` every quantity of the loss follows from the
+    scaling identity of the conjugate,
+
+    .. math::
+        (w\ell)^*(y, u) = \sup_z\, uz - w\,\ell(y, z) = w\,\ell^*(y, u/w),
+
+    so :math:`\partial_u (w\ell)^* = \ell^{*\prime}(u/w)`,
+    :math:`\partial_u^2 (w\ell)^* = \ell^{*\prime\prime}(u/w)/w`, the domain of
+    :math:`(w\ell)^*(y_i,\cdot)` is :math:`w_i` times that of
+    :math:`\ell^*(y_i,\cdot)`, and the derivatives in :math:`z` (and the
+    Lipschitz constant of :math:`\partial_z`) are :math:`w` times those of
+    :math:`\ell`.  Without weights (``weights=None``) the methods are the
+    loss's own ``jit`` kernels.  All methods take and return (N,) float64 arrays.
+
+    Parameters
+    ----------
+    loss : Loss
+    y : ndarray (N,)
+    weights : ndarray (N,) of numbers > 0, optional
+    """
+
+    def __init__(self, loss: Loss, y: np.ndarray, weights: np.ndarray | None = None) -> None:
+        self.loss = loss
+        self.jit = loss.jit
+        self.p = loss.param_vector
+        self.y = as_vector(y)
+        self.w = None if weights is None else as_vector(weights)
+
+    @classmethod
+    def of(cls, problem: Problem) -> "SampleLoss":
+        """The weighted loss of ``problem`` (its labels and ``sample_weight``)."""
+        return cls(problem.loss, problem.y, problem.sample_weight)
+
+    def _scaled(self, v: Any) -> np.ndarray:
+        v = np.asarray(v, dtype=np.float64)
+        return v if self.w is None else self.w * v
+
+    def value(self, z: np.ndarray) -> np.ndarray:
+        r""":math:`w_i\ell(y_i, z_i)`."""
+        return self._scaled(self.jit.value(self.y, as_vector(z), self.p))
+
+    def deriv(self, z: np.ndarray) -> np.ndarray:
+        r""":math:`w_i\partial_z\ell(y_i, z_i)` (a subgradient at kinks)."""
+        return self._scaled(self.jit.deriv(self.y, as_vector(z), self.p))
+
+    def deriv2(self, z: np.ndarray) -> np.ndarray:
+        r""":math:`w_i\partial_z^2\ell(y_i, z_i)`."""
+        return self._scaled(self.jit.deriv2(self.y, as_vector(z), self.p))
+
+    def _unscaled_u(self, u: np.ndarray) -> np.ndarray:
+        return as_vector(u) if self.w is None else as_vector(np.asarray(u, dtype=np.float64) / self.w)
+
+    def conj(self, u: np.ndarray) -> np.ndarray:
+        r""":math:`(w_i\ell)^*(y_i, u_i) = w_i\ell^*(y_i, u_i/w_i)`; ``inf`` outside the domain."""
+        return self._scaled(self.jit.conj(self.y, self._unscaled_u(u), self.p))
+
+    def conj_grad(self, u: np.ndarray) -> np.ndarray:
+        r""":math:`\partial_u (w_i\ell)^* = \ell^{*\prime}(y_i, u_i/w_i)`."""
+        return np.asarray(self.jit.conj_grad(self.y, self._unscaled_u(u), self.p), dtype=np.float64)
+
+    def conj_hess(self, u: np.ndarray) -> np.ndarray:
+        r""":math:`\partial_u^2 (w_i\ell)^* = \ell^{*\prime\prime}(y_i, u_i/w_i)/w_i`."""
+        h = np.asarray(self.jit.conj_hess(self.y, self._unscaled_u(u), self.p), dtype=np.float64)
+        return h if self.w is None else h / self.w
+
+    def conj_lower(self) -> np.ndarray:
+        r"""Lower ends of the domains of :math:`(w_i\ell)^*(y_i, \cdot)`: :math:`w_i` times the loss's."""
+        return self._scaled(self.jit.conj_lower(self.y, self.p))
+
+    def conj_upper(self) -> np.ndarray:
+        r"""Upper ends of the domains of :math:`(w_i\ell)^*(y_i, \cdot)`."""
+        return self._scaled(self.jit.conj_upper(self.y, self.p))
+
+    def deriv_lipschitz(self) -> float:
+        r"""A Lipschitz constant of :math:`\partial_z`: :math:`\max_i w_i` times the loss's."""
+        L = float(self.loss.deriv_lipschitz())
+        return L if self.w is None or self.w.size == 0 else L * float(np.max(self.w))
+
+
+# ---------------------------------------------------------------------------
 # Objectives
 # ---------------------------------------------------------------------------
-def loss_value(loss: Loss, y: np.ndarray, z: np.ndarray) -> float:
-    r""":math:`L(z) = \sum_i \ell(y_i, z_i)`."""
-    return float(np.sum(loss.jit.value(as_vector(y), as_vector(z), loss.param_vector)))
+def loss_value(loss: Loss, y: np.ndarray, z: np.ndarray,
+               weights: np.ndarray | None = None) -> float:
+    r""":math:`L(z) = \sum_i w_i\ell(y_i, z_i)` (:class:`SampleLoss`; :math:`w = 1` without ``weights``)."""
+    return float(np.sum(SampleLoss(loss, y, weights).value(z)))
 
 
-def loss_conjugate(loss: Loss, y: np.ndarray, rho: np.ndarray) -> float:
-    r""":math:`L^*(-\rho) = \sum_i \ell^*(y_i, -\rho_i)` (SpicyMKL eq. 15); ``inf``
-    outside the domain."""
-    v = loss.jit.conj(as_vector(y), as_vector(-np.asarray(rho, dtype=np.float64)),
-                          loss.param_vector)
-    return float(np.sum(v))
+def loss_conjugate(loss: Loss, y: np.ndarray, rho: np.ndarray,
+                   weights: np.ndarray | None = None) -> float:
+    r""":math:`L^*(-\rho) = \sum_i (w_i\ell)^*(y_i, -\rho_i)` (SpicyMKL eq. 15, with the
+    scaling of :class:`SampleLoss`); ``inf`` outside the domain."""
+    return float(np.sum(SampleLoss(loss, y, weights).conj(-np.asarray(rho, dtype=np.float64))))
 
 
 def regularizer_value(reg: Regularizer, norms: np.ndarray, C: float) -> float:
@@ -170,7 +262,7 @@ def primal_objective(
         norms = block_norms(problem.bank, alpha)
     if z is None:
         z = predict(problem.bank, alpha, b)
-    return loss_value(problem.loss, problem.y, z) + regularizer_value(
+    return loss_value(problem.loss, problem.y, z, problem.sample_weight) + regularizer_value(
         problem.regularizer, norms, problem.C
     )
 
@@ -192,7 +284,7 @@ def dual_objective(
     """
     if norms is None:
         norms = dual_block_norms(problem.bank, rho)
-    val = loss_conjugate(problem.loss, problem.y, rho) + regularizer_conjugate(
+    val = loss_conjugate(problem.loss, problem.y, rho, problem.sample_weight) + regularizer_conjugate(
         problem.regularizer, norms, problem.C
     )
     return -val
@@ -277,16 +369,13 @@ def project_sum_box(
 
 
 def dual_box(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
-    r"""Bounds of :math:`\rho_i` from the loss conjugate's domain.
+    r"""Bounds of :math:`\rho_i` from the (weighted) loss conjugate's domain.
 
-    ``conj_lower``/``conj_upper`` bound :math:`u = -\rho_i`, so
+    ``conj_lower``/``conj_upper`` of :class:`SampleLoss` bound :math:`u = -\rho_i`, so
     :math:`\rho_i \in [-\mathrm{upper}_i, -\mathrm{lower}_i]`.
     """
-    loss = problem.loss
-    y = as_vector(problem.y)
-    lo_u = np.asarray(loss.jit.conj_lower(y, loss.param_vector), dtype=np.float64)
-    hi_u = np.asarray(loss.jit.conj_upper(y, loss.param_vector), dtype=np.float64)
-    return -hi_u, -lo_u
+    sl = SampleLoss.of(problem)
+    return -sl.conj_upper(), -sl.conj_lower()
 
 
 def project_dual(
@@ -442,8 +531,9 @@ def optimal_bias(
     *,
     tol: float = 1e-13,
     max_iter: int = 100,
+    weights: np.ndarray | None = None,
 ) -> float:
-    r"""The offset minimizing :math:`\phi(b) = \sum_i \ell(y_i, f_i + b)` for fixed ``f``.
+    r"""The offset minimizing :math:`\phi(b) = \sum_i w_i\ell(y_i, f_i + b)` for fixed ``f``.
 
     :math:`\phi` is convex, so its (sub)derivative :math:`\sum_i\partial_z\ell`
     is non-decreasing: the minimizer is bracketed by doubling steps from
@@ -459,17 +549,17 @@ def optimal_bias(
         Labels and the kernel part :math:`\sum_m K_m\alpha_m` of the prediction.
     b0 : float
         Starting point (e.g. the multiplier of :math:`\mathbf 1^\top\rho = 0`).
+    weights : ndarray (N,), optional
+        Sample weights :math:`w_i > 0` (:class:`SampleLoss`); all 1 when None.
     """
-    k = loss.jit
-    p = loss.param_vector
-    y = as_vector(y)
+    sl = SampleLoss(loss, y, weights)
     f = as_vector(f)
 
     def phi(b: float) -> float:
-        return float(np.sum(k.value(y, f + b, p)))
+        return float(np.sum(sl.value(f + b)))
 
     def slope(b: float) -> tuple[float, float]:
-        d = k.deriv(y, f + b, p)
+        d = sl.deriv(f + b)
         return float(np.sum(d)), float(np.sum(np.abs(d)))
 
     b = float(b0) if math.isfinite(b0) else 0.0
@@ -481,7 +571,7 @@ def optimal_bias(
     if abs(d1) <= tol * (1.0 + dabs) or not math.isfinite(d1):
         return b
     # bracket [lo, hi] with slope(lo) <= 0 <= slope(hi)
-    d2 = float(np.sum(k.deriv2(y, f + b, p)))
+    d2 = float(np.sum(sl.deriv2(f + b)))
     step = abs(d1) / d2 if d2 > 0.0 and math.isfinite(d2) else 1.0
     step = max(step, 1e-12 * (1.0 + abs(b)))
     direction = -1.0 if d1 > 0.0 else 1.0
@@ -511,7 +601,7 @@ def optimal_bias(
             lo = max(lo, b)
         if hi - lo <= 4.0 * np.finfo(np.float64).eps * (1.0 + abs(b)):
             break
-        d2 = float(np.sum(k.deriv2(y, f + b, p)))
+        d2 = float(np.sum(sl.deriv2(f + b)))
         cand = b - d1 / d2 if d2 > 0.0 and math.isfinite(d2) else math.nan
         b = cand if lo < cand < hi else 0.5 * (lo + hi)
     if not phi(b) <= f0:

@@ -311,6 +311,7 @@ class Proximal(Engine):
         bank=(needs(ARRAY_BANK, FACTOR_BANK,
                     why="the proximal-gradient engine reads the kernels as one array or "
                         "through their factors"),),
+        sample_weight=True,  # the loss enters through SampleLoss only
     )
     representations: ClassVar[tuple[str, ...]] = ("array", "factor")
 
@@ -333,10 +334,10 @@ class _Run(Algorithm):
 
     # -- component calls ------------------------------------------------------
     def loss_values(self, z: np.ndarray) -> np.ndarray:
-        return np.asarray(self.lk.value(self.y, z, self.pl), dtype=np.float64)
+        return self.sl.value(z)
 
     def deriv(self, z: np.ndarray) -> np.ndarray:
-        return np.asarray(self.lk.deriv(self.y, z, self.pl), dtype=np.float64)
+        return self.sl.deriv(z)
 
     def prox(self, v: np.ndarray, eta: float) -> np.ndarray:
         r"""Prox of :math:`\eta(\tilde g_C(x) + \mu x^2)` at block norms ``v``."""
@@ -398,7 +399,7 @@ class _Run(Algorithm):
         f_approx = x.z - x.b
         b_star = 0.0
         if self.bias:
-            b_star = common.optimal_bias(self.loss, y, f_approx, x.b)
+            b_star = common.optimal_bias(self.loss, y, f_approx, x.b, weights=self.sl.w)
         rho = -self.deriv(common.as_vector(f_approx + b_star))
         if self.bias:
             rho = self.centre(rho)
@@ -439,7 +440,7 @@ class _Run(Algorithm):
             D, rho_f, _ = common.projected_dual_objective(self.problem, rho, norms=norms_rho)
         else:
             rho_f = rho
-            D = -common.loss_conjugate(self.loss, y, rho) - float(np.sum(self.reg_conj(norms_rho)))
+            D = -common.loss_conjugate(self.loss, y, rho, self.sl.w) - float(np.sum(self.reg_conj(norms_rho)))
         gap = common.relative_gap(P, D)
         return {"P": P, "D": D, "gap": gap, "b_star": b_star, "rho": rho_f,
                 "norms": norms, "n_exact": int(np.sum(want))}
@@ -473,7 +474,7 @@ class _Run(Algorithm):
             U = np.zeros((0, N))
             b0 = 0.0
         f0 = U.sum(axis=0) if idx.size else np.zeros(N)
-        b = common.optimal_bias(self.loss, self.y, f0, b0) if self.bias else 0.0
+        b = common.optimal_bias(self.loss, self.y, f0, b0, weights=self.sl.w) if self.bias else 0.0
         return _Iterate(idx, A, U, b, f0 + b)
 
     def admitted(self, r: np.ndarray, zero: np.ndarray, eta: float) -> np.ndarray:
@@ -505,12 +506,12 @@ class _Run(Algorithm):
         xp = x
 
         # ---- initial L ----
-        L_loss = float(self.loss.deriv_lipschitz())
+        L_loss = self.sl.deriv_lipschitz()
         if eng.step != "backtracking" and math.isfinite(L_loss) and L_loss > 0.0:
             L = L_loss * lam
             step_rule = eng.step
         else:
-            d2 = np.asarray(self.lk.deriv2(y, common.as_vector(x.z), self.pl), dtype=np.float64)
+            d2 = self.sl.deriv2(common.as_vector(x.z))
             c = float(np.max(np.abs(d2))) if d2.size else 0.0
             L = lam * (c if (c > 0.0 and math.isfinite(c)) else 1.0)
             step_rule = "adaptive" if eng.step == "adaptive" else "backtracking"

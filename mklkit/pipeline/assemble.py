@@ -44,8 +44,10 @@ def _probe_rows(y: np.ndarray, n: int = 6) -> np.ndarray:
     return np.array(sorted(rows), dtype=np.intp)
 
 
-def probe_problem(y: np.ndarray, M: int, problem: ProblemSettings, representation: str = "array") -> Problem:
-    """A tiny problem with the real loss, regularizer, C, bias, labels and representation, for ``supports``."""
+def probe_problem(y: np.ndarray, M: int, problem: ProblemSettings, representation: str = "array",
+                  sample_weight: np.ndarray | None = None) -> Problem:
+    """A tiny problem with the real loss, regularizer, C, bias, labels, representation and (their rows')
+    sample weights, for ``supports``."""
     import numpy as np
 
     from ..problem import Problem
@@ -56,7 +58,8 @@ def probe_problem(y: np.ndarray, M: int, problem: ProblemSettings, representatio
     K[:] = np.eye(n) / n
     return Problem(K=K, y=y[rows], loss=problem.loss, regularizer=problem.regularizer,
                    C=1.0 if problem.C == "auto" else problem.C,
-                   bias=problem.bias, extra={"representation": representation})
+                   bias=problem.bias, extra={"representation": representation},
+                   sample_weight=None if sample_weight is None else np.asarray(sample_weight)[rows])
 
 
 def _unsupported(engine: Engine, problem: Problem) -> str | None:
@@ -86,6 +89,8 @@ def check_support(engine: Engine, problem: Problem, key: str = "engine.name") ->
     combo = f"loss {problem.loss.name!r} x regularizer {problem.regularizer.name!r}"
     if representation != "array":
         combo += f" on a {representation} bank"
+    if problem.sample_weight is not None:
+        combo += " with sample weights"
     allowed = (f"an engine that supports {combo}: {', '.join(ok)}" if ok
                else f"another loss or regularizer (no installed engine supports {combo})")
     raise PipelineError(key, f"engine {engine.name!r} cannot solve this problem: {_one_line(reason)}",
@@ -157,7 +162,10 @@ class Prepared:
         if rows is not None and self.representation != "array":
             raise ValueError(f"a {self.representation} bank has no row subsets (one-vs-one tasks need an array)")
         K = None if rows is None else rows_of(self.problem.K, np.asarray(rows, dtype=np.intp))
-        return problem_at(self.problem, y=y, K=K, C=C)
+        w = self.problem.sample_weight
+        if w is not None and rows is not None:
+            w = w[np.asarray(rows, dtype=np.intp)]
+        return problem_at(self.problem, y=y, K=K, C=C, sample_weight=w)
 
     def task(self, t: int) -> "Prepared":
         """The one-vs-rest problem ``t`` of a multiclass target as a binary :class:`Prepared`.
@@ -208,8 +216,13 @@ class Prepared:
             close()
 
 
-def problem_at(problem: Problem, *, y: Any = None, K: Any = None, C: float | str | None = None) -> Problem:
-    """``problem`` with other labels, kernels or C (``"auto"``: :func:`~mklkit.pipeline.settings.auto_C`); its bank shared."""
+_KEEP: Any = object()
+
+
+def problem_at(problem: Problem, *, y: Any = None, K: Any = None, C: float | str | None = None,
+               sample_weight: Any = _KEEP) -> Problem:
+    """``problem`` with other labels, kernels, C (``"auto"``: :func:`~mklkit.pipeline.settings.auto_C`)
+    or sample weights (``None``: unweighted; not given: the problem's); its bank shared."""
     import numpy as np
 
     from ..problem import Problem
@@ -220,7 +233,8 @@ def problem_at(problem: Problem, *, y: Any = None, K: Any = None, C: float | str
         C = auto_C(problem)
     return Problem(K=K, y=problem.y if y is None else np.ascontiguousarray(y, dtype=np.float64),
                    loss=problem.loss, regularizer=problem.regularizer, C=problem.C if C is None else float(C),
-                   bias=problem.bias, kernel_names=problem.kernel_names, extra=dict(problem.extra))
+                   bias=problem.bias, kernel_names=problem.kernel_names, extra=dict(problem.extra),
+                   sample_weight=problem.sample_weight if sample_weight is _KEEP else sample_weight)
 
 
 def prepare(
@@ -281,7 +295,7 @@ def prepare(
                                 getattr(bank, rep).model_dump(), "no kernels.sharded or kernels.factor with "
                                 "kernels.precomputed")
         names = list(d.kernel_names or [f"k{m}" for m in range(M)])
-        check_support(engine, probe_problem(y, M, problem), engine_key)
+        check_support(engine, probe_problem(y, M, problem, sample_weight=d.w_train), engine_key)
         if not build:
             return Prepared(d, None, None, None, names, M, rep, {"bank_s": 0.0}, tasks=tasks)
         kb, test = _precomputed_bank(d, bank)
@@ -293,7 +307,7 @@ def prepare(
         M = int(d.factor_starts.size - 1)
         names = list(d.kernel_names or [f"k{m}" for m in range(M)])
         memory = given_factor_memory(d)
-        check_support(engine, probe_problem(y, M, problem, "factor"), engine_key)
+        check_support(engine, probe_problem(y, M, problem, "factor", d.w_train), engine_key)
         if not build:
             return Prepared(d, None, None, None, names, M, "factor", {"bank_s": 0.0}, memory, tasks=tasks)
         obj, test = _given_factor_bank(d, bank)
@@ -307,7 +321,7 @@ def prepare(
         chosen = bank.representation
         if rep == "auto":
             chosen, why = choose_representation(specs, d.n_train, d.n_test, bank,
-                                                _supports(engine, probe_problem(y, M, problem, "factor")))
+                                                _supports(engine, probe_problem(y, M, problem, "factor", d.w_train)))
             rep = chosen.kind
             # said when it approximates (a warning) or factors exactly; Gram matrices are the usual case
             level = (logging.WARNING if rep == "factor" and chosen.rank is not None
@@ -320,7 +334,7 @@ def prepare(
                 chosen = fixed
                 logger.info("kernels: factor: true: %s", why)
         memory = check_memory(M, d.n_train, d.n_test, bank, chosen)
-        check_support(engine, probe_problem(y, M, problem, rep), engine_key)
+        check_support(engine, probe_problem(y, M, problem, rep, d.w_train), engine_key)
         if not build:
             return Prepared(d, None, None, None, names, M, rep, {"bank_s": 0.0}, memory, chosen=chosen, tasks=tasks)
         obj, test = _build_bank(d, bank, progress, chosen)
@@ -329,7 +343,8 @@ def prepare(
     t_bank = time.perf_counter() - t0
     logger.debug("built %d kernels (%s) on %d points in %.2f s", len(names), rep, d.n_train, t_bank)
     prob = Problem(K=K, y=y, loss=problem.loss, regularizer=problem.regularizer,
-                   C=1.0 if problem.C == "auto" else problem.C, bias=problem.bias, kernel_names=names)
+                   C=1.0 if problem.C == "auto" else problem.C, bias=problem.bias, kernel_names=names,
+                   sample_weight=d.w_train)
     if problem.C == "auto":
         prob = problem_at(prob, C=auto_C(prob))
     check_support(engine, prob, engine_key)

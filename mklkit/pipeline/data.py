@@ -53,6 +53,8 @@ class Data:
     classes: np.ndarray | None = None
     #: the index into ``classes`` of the positive class (+1) of two classes; ``None`` otherwise.
     positive: int | None = None
+    #: per-sample weights > 0 of the training rows (``Problem.sample_weight``); ``None``: unweighted.
+    w_train: np.ndarray | None = None
 
     @property
     def n_train(self) -> int:

@@ -581,7 +581,9 @@ def auto_C(problem: Any, key: str = "problem.C") -> float:
     r"""The C of ``C = "auto"`` on a problem's training kernels (:data:`AUTO_C_SCALE`).
 
     :math:`C = c\sqrt{\sum_m \mathrm{tr}K_m / (MN)}`, with ``c`` = 1 for
-    classification and 6 for regression losses; on a factor bank the traces
+    classification and 6 for regression losses (with sample weights the mean
+    diagonal is weighted, :math:`\sum_m\sum_i w_i (K_m)_{ii} / (M\sum_i w_i)`, as on
+    the rows repeated by integer weights); on a factor bank the traces
     count what the factors leave out, so that C does not depend on the
     approximation.  The same rule for specs (``problem.C: auto``, the
     default) and the estimators (``C="auto"``).
@@ -594,9 +596,14 @@ def auto_C(problem: Any, key: str = "problem.C") -> float:
     import numpy as np
 
     N = int(problem.n_samples)
-    tr = np.asarray(problem.bank.trace(), dtype=np.float64)
-    tr = tr + np.asarray(getattr(problem.bank, "trace_error", 0.0), dtype=np.float64)
-    mean_diag = float(tr.sum()) / (tr.size * N) if tr.size and N else 0.0
+    w = getattr(problem, "sample_weight", None)
+    if w is not None and problem.representation == "array":
+        diag = np.einsum("mii->mi", problem.K)
+        mean_diag = float(np.sum(diag @ w)) / (diag.shape[0] * float(np.sum(w))) if diag.size else 0.0
+    else:
+        tr = np.asarray(problem.bank.trace(), dtype=np.float64)
+        tr = tr + np.asarray(getattr(problem.bank, "trace_error", 0.0), dtype=np.float64)
+        mean_diag = float(tr.sum()) / (tr.size * N) if tr.size and N else 0.0
     if not (mean_diag > 0.0 and math.isfinite(mean_diag)):
         raise PipelineError(key, f"'auto' needs kernels with a positive mean diagonal (got {mean_diag!r})",
                             "auto", "a number > 0")
