@@ -551,22 +551,31 @@ class Standardizer:
         self.scale_: np.ndarray | None = None
         self.sparse_: bool = False
 
-    def fit(self, X: Any) -> "Standardizer":
-        """Compute column means and scales of ``X`` (array, sparse or Dataset)."""
+    def fit(self, X: Any, sample_weight: Any = None) -> "Standardizer":
+        """Compute column means and scales of ``X`` (array, sparse or Dataset).
+
+        ``sample_weight`` (n,), optional: weighted means and variances, those of
+        the rows repeated by integer weights.
+        """
         X = _features(X)
         if X.shape[0] == 0:
             raise DataError("Standardizer.fit: X has no rows")
+        w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         if sp.issparse(X):
             Xc = sp.csr_matrix(X, dtype=np.float64)
-            mean = np.asarray(Xc.mean(axis=0)).ravel()
-            sq = np.asarray(Xc.multiply(Xc).mean(axis=0)).ravel()
+            if w is None:
+                mean = np.asarray(Xc.mean(axis=0)).ravel()
+                sq = np.asarray(Xc.multiply(Xc).mean(axis=0)).ravel()
+            else:
+                mean = np.asarray(Xc.T @ w).ravel() / w.sum()
+                sq = np.asarray(Xc.multiply(Xc).T @ w).ravel() / w.sum()
             var = np.maximum(sq - mean**2, 0.0)
             self.mean_ = np.zeros(X.shape[1])
             self.sparse_ = True
         else:
             A = _dense(X, "Standardizer.fit")
-            mean = A.mean(axis=0)
-            var = A.var(axis=0)
+            mean = np.average(A, axis=0, weights=w)
+            var = np.average((A - mean) ** 2, axis=0, weights=w)
             self.mean_ = mean
             self.sparse_ = False
         std = np.sqrt(var)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import logging
 import math
 import numbers
@@ -277,7 +278,8 @@ class _BaseMKL(BaseEstimator):
         return f"{self._owner}: {warning.message(key=_param_of(warning.key))}"
 
     # -- data -----------------------------------------------------------------
-    def _encode_targets(self, y: np.ndarray) -> tuple[np.ndarray | None, list[BinaryTask]]:
+    def _encode_targets(self, y: np.ndarray, sample_weight: np.ndarray | None = None
+                        ) -> tuple[np.ndarray | None, list[BinaryTask]]:
         raise NotImplementedError
 
     def _representation(self) -> tuple[str, dict[str, Any]]:
@@ -331,7 +333,7 @@ class _BaseMKL(BaseEstimator):
                 "GridSearchCV and cross_val_score can split", FutureWarning, stacklevel=4)
         return (X if old else np.moveaxis(X, 2, 0)), bool(old)
 
-    def _prepare(self, X: Any, y: Any, C: float) -> _FitState:
+    def _prepare(self, X: Any, y: Any, C: float, sample_weight: Any = None) -> _FitState:
         """Validate everything, build the bank once (:func:`mklkit.pipeline.prepare`) and lay out the tasks.
 
         The engine's support for the loss/regularizer pair (and the bank's
@@ -372,10 +374,15 @@ class _BaseMKL(BaseEstimator):
             if y.shape[0] != K.shape[1]:
                 raise ValueError(f"{owner}: X holds Gram matrices of {K.shape[1]} samples "
                                  f"but y has {y.shape[0]} labels")
+            sw = self._sample_weight(sample_weight, y)
+            if sw is not None and not np.all(sw > 0.0):
+                raise ValueError(f"{owner}: with kernels='precomputed', sample_weight must be > 0 for "
+                                 f"every sample (a zero weight drops the sample: leave its rows and "
+                                 f"columns out of X); got {float(np.min(sw))!r}")
             _check_given_kernels(K, owner, self._legacy_layout)
             n_features_in = int(K.shape[1])
             kernels_resolved: Any = "precomputed"
-            data = pipeline.gram_data(K, y, self._task)
+            data = dataclasses.replace(pipeline.gram_data(K, y, self._task), w_train=sw)
             # the estimator's own parameters are checked above; the kernels come in memory, not from a file
             bank_settings = BankSettings.model_construct(normalize=normalize, memory_budget=self.memory_budget)
         else:
@@ -383,10 +390,15 @@ class _BaseMKL(BaseEstimator):
             X, y = _validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
                                   y_numeric=self._task == REGRESSION, ensure_min_samples=2)
             y = self._validate_y(y)
+            sw = self._sample_weight(sample_weight, y)
+            if sw is not None and not np.all(sw > 0.0):   # a zero weight: the sample is dropped
+                keep = np.flatnonzero(sw > 0.0)
+                X, y, sw = X[keep], y[keep], sw[keep]
             n_features_in = int(X.shape[1])
             kernels_resolved = self._bank_entries(n_features_in)
             names = getattr(self, "feature_names_in_", None)
             data = pipeline.array_data(X, y, self._task, None if names is None else [str(n) for n in names])
+            data = dataclasses.replace(data, w_train=sw)
             # "auto": dense features are standardized; sparse ones (indicators, counts) kept as they are
             if (not sp.issparse(X)) if isinstance(self.standardize, str) else bool(self.standardize):
                 data = pipeline.standardize(data)
@@ -395,7 +407,7 @@ class _BaseMKL(BaseEstimator):
                 preset=kernels_resolved if isinstance(kernels_resolved, str) else None,
                 bank=None if isinstance(kernels_resolved, str) else tuple(kernels_resolved),
                 normalize=normalize, memory_budget=self.memory_budget, **rep_settings)
-        classes, tasks = self._encode_targets(y)
+        classes, tasks = self._encode_targets(y, sw)
         if kind == "auto" and any(t.rows is not None for t in tasks):
             # one-vs-one problems take rows of the Gram matrices: no factors
             bank_settings = bank_settings.model_copy(update={"factor": False})
@@ -428,12 +440,29 @@ class _BaseMKL(BaseEstimator):
             kernel_names=list(prepared.kernel_names), scaler=data.scaler, classes=classes,
             n_features_in=n_features_in, timings={"bank_s": build_s}, representation=prepared.representation,
             approximation=bank.approximation() if prepared.representation == "factor" else None,
-            target=self._target_scaling(y),
+            target=self._target_scaling(y, sw),
         )
 
-    def _target_scaling(self, y: np.ndarray) -> tuple[float, float]:
+    def _target_scaling(self, y: np.ndarray, sample_weight: np.ndarray | None = None) -> tuple[float, float]:
         """``(offset, scale)`` of the targets the engines see (regression, ``standardize_y``)."""
         return 0.0, 1.0
+
+    def _sample_weight(self, sample_weight: Any, y: np.ndarray) -> np.ndarray | None:
+        """The per-sample weights of a fit (``None``: unweighted), validated by scikit-learn's
+        ``_check_sample_weight`` (shape (n_samples,), finite, >= 0, not all 0).
+
+        Weights that are all 1 are the unweighted problem (every engine solves it).
+        """
+        if sample_weight is None:
+            return None
+        from sklearn.utils.validation import _check_sample_weight
+
+        sw = _check_sample_weight(sample_weight, y, dtype=np.float64, ensure_non_negative=True)
+        if not np.all(np.isfinite(sw)):
+            raise ValueError(f"{self._owner}: sample_weight must be finite")
+        if not np.any(sw > 0.0):
+            raise ValueError(f"{self._owner}: sample_weight must have a weight > 0; got all zeros")
+        return None if np.all(sw == 1.0) else np.array(sw, dtype=np.float64)
 
     def _validate_y(self, y: Any) -> np.ndarray:
         if y is None:
@@ -560,12 +589,12 @@ class _BaseMKL(BaseEstimator):
         if self._task == REGRESSION:
             self.y_offset_, self.y_scale_ = (float(v) for v in prep.target)
 
-    def _fit(self, X: Any, y: Any) -> "_BaseMKL":
+    def _fit(self, X: Any, y: Any, sample_weight: Any = None) -> "_BaseMKL":
         owner = self._owner
         auto_C = isinstance(self.C, str) and self.C == "auto"
         C: Any = "auto" if auto_C else _check_C(self.C, owner, allow_auto=True)
         with _verbosity(self.verbose), self._compiling():
-            prep = self._prepare(X, y, 1.0 if auto_C else C)
+            prep = self._prepare(X, y, 1.0 if auto_C else C, sample_weight)
             t0 = time.perf_counter()
             try:
                 runs = self._run_all(prep, [C])
@@ -610,7 +639,7 @@ class _BaseMKL(BaseEstimator):
         except PipelineError as exc:
             raise self._error(exc) from None
 
-    def fit_path(self, X: Any, y: Any, Cs: Sequence[float] | int) -> "MKLPath":
+    def fit_path(self, X: Any, y: Any, Cs: Sequence[float] | int, sample_weight: Any = None) -> "MKLPath":
         """Solve for every C of a regularization path, warm-starting each from the last.
 
         The kernel bank is built once.  The values are processed from the
@@ -622,8 +651,8 @@ class _BaseMKL(BaseEstimator):
 
         Parameters
         ----------
-        X, y
-            As for :meth:`fit`.
+        X, y, sample_weight
+            As for :meth:`fit` (``C_max`` then accounts for the weights).
         Cs : sequence of float, or int
             Regularization constants > 0 (at least one); or the number of
             values of a path from ``C_max`` down: ``Cs`` values spaced evenly
@@ -651,7 +680,7 @@ class _BaseMKL(BaseEstimator):
                 raise ParamError("Cs", Cs, "a non-empty sequence of numbers > 0", owner=owner)
             grid = np.array(sorted({_check_C(c, owner, "Cs") for c in values}, reverse=True))
         with _verbosity(self.verbose), self._compiling():
-            prep = self._prepare(X, y, float(grid[0]))
+            prep = self._prepare(X, y, float(grid[0]), sample_weight)
             if n_path is not None:
                 grid = self._path_from_c_max(prep, int(n_path))
             t0 = time.perf_counter()

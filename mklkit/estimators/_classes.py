@@ -176,11 +176,19 @@ class MKLClassifier(ClassifierMixin, _BaseMKL):
     n_jobs : int, optional
         Binary problems solved in parallel (threads; the jitted kernels
         release the GIL).  ``None``: one at a time.
+    class_weight : None, "balanced" or dict, default=None
+        Weights of the classes, multiplied into ``sample_weight`` (as in
+        ``SVC``): a dict ``{{label: weight}}`` (missing labels weigh 1), or
+        ``"balanced"``: ``n_samples / (n_classes * np.bincount(y))`` on the
+        labels given to ``fit``.  A weighted problem is solved by the engines
+        that accept sample weights (``docs/engines.md``).
 
     Attributes
     ----------
     classes_ : ndarray
         The class labels.
+    class_weight_ : ndarray of shape (n_classes,)
+        The weight of each class (all 1 without ``class_weight``).
 {_ATTR_DOC}
     Notes
     -----
@@ -213,6 +221,7 @@ class MKLClassifier(ClassifierMixin, _BaseMKL):
         factor: Any = "auto",
         scheduler: Any = None,
         verbose: int = 0,
+        class_weight: Any = None,
     ) -> None:
         self.kernels = kernels
         self.loss = loss
@@ -225,6 +234,7 @@ class MKLClassifier(ClassifierMixin, _BaseMKL):
         self.max_iter = max_iter
         self.normalize = normalize
         self.standardize = standardize
+        self.class_weight = class_weight
         self.multiclass = multiclass
         self.n_jobs = n_jobs
         self.memory_budget = memory_budget
@@ -232,7 +242,33 @@ class MKLClassifier(ClassifierMixin, _BaseMKL):
         self.scheduler = scheduler
         self.verbose = verbose
 
-    def _encode_targets(self, y: np.ndarray) -> tuple[np.ndarray | None, list[BinaryTask]]:
+    def _sample_weight(self, sample_weight: Any, y: np.ndarray) -> np.ndarray | None:
+        """``sample_weight`` (validated) times the weight of each sample's class (``class_weight``)."""
+        from sklearn.utils.class_weight import compute_class_weight
+
+        sw = super()._sample_weight(sample_weight, y)
+        check_classification_targets(y)
+        classes = np.unique(y)
+        cw = self.class_weight
+        if cw is not None and not (isinstance(cw, str) and cw == "balanced") and not isinstance(cw, Mapping):
+            raise ParamError("class_weight", cw, "None, 'balanced' or a dict {label: weight}", owner=self._owner)
+        try:
+            weights = compute_class_weight(cw, classes=classes, y=y)
+        except ValueError as exc:
+            raise ValueError(f"{self._owner}: class_weight: {exc}") from None
+        if not (np.all(np.isfinite(weights)) and np.all(weights >= 0.0)):
+            raise ParamError("class_weight", cw, "weights that are finite numbers >= 0", owner=self._owner)
+        self.class_weight_ = np.asarray(weights, dtype=np.float64)
+        if np.all(weights == 1.0):
+            return sw
+        per_sample = weights[np.searchsorted(classes, y)]
+        out = per_sample if sw is None else sw * per_sample
+        if not np.any(out > 0.0):
+            raise ValueError(f"{self._owner}: sample_weight times class_weight is 0 for every sample")
+        return None if np.all(out == 1.0) else out
+
+    def _encode_targets(self, y: np.ndarray, sample_weight: np.ndarray | None = None
+                        ) -> tuple[np.ndarray | None, list[BinaryTask]]:
         multiclass = _check_choice(self.multiclass, "multiclass", _MULTICLASS, self._owner)
         check_classification_targets(y)
         classes, codes = encode_classes(y)
@@ -243,7 +279,7 @@ class MKLClassifier(ClassifierMixin, _BaseMKL):
         tasks = (ovr_tasks if multiclass == "ovr" else ovo_tasks)(codes.ravel(), classes.size)
         return classes, tasks
 
-    def fit(self, X: Any, y: Any) -> "MKLClassifier":
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "MKLClassifier":
         """Build the kernel bank and solve the MKL problem(s).
 
         Parameters
@@ -253,12 +289,15 @@ class MKLClassifier(ClassifierMixin, _BaseMKL):
             of Gram matrices.
         y : array-like of shape (n_samples,)
             Class labels (any two or more values).
+        sample_weight : array-like of shape (n_samples,), optional
+            Weights >= 0 of the samples' loss terms, multiplied by ``class_weight``
+            (see :meth:`MKLRegressor.fit`).
 
         Returns
         -------
         self
         """
-        return self._fit(X, y)
+        return self._fit(X, y, sample_weight)
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Decision values: (n,) for two classes (positive: ``classes_[1]``), else (n, n_classes).
@@ -379,23 +418,25 @@ class MKLRegressor(RegressorMixin, _BaseMKL):
             raise ValueError(f"{self._owner}: y contains NaN or infinite values")
         return yf
 
-    def _target_scaling(self, y: np.ndarray) -> tuple[float, float]:
-        """``(offset, scale)``: the engines see ``(y - offset) / scale`` (``standardize_y``)."""
+    def _target_scaling(self, y: np.ndarray, sample_weight: np.ndarray | None = None) -> tuple[float, float]:
+        """``(offset, scale)``: the engines see ``(y - offset) / scale`` (``standardize_y``; weighted
+        mean and root mean square with ``sample_weight``)."""
         if not isinstance(self.standardize_y, (bool, np.bool_)):
             raise ParamError("standardize_y", self.standardize_y, "True or False", owner=self._owner)
         if not self.standardize_y:
             return 0.0, 1.0
         yf = self._numeric_targets(y)
-        offset = float(np.mean(yf)) if self.bias else 0.0
-        scale = float(np.sqrt(np.mean((yf - offset) ** 2)))
+        offset = float(np.average(yf, weights=sample_weight)) if self.bias else 0.0
+        scale = float(np.sqrt(np.average((yf - offset) ** 2, weights=sample_weight)))
         return offset, (scale if scale > 0.0 and math.isfinite(scale) else 1.0)
 
-    def _encode_targets(self, y: np.ndarray) -> tuple[np.ndarray | None, list[BinaryTask]]:
+    def _encode_targets(self, y: np.ndarray, sample_weight: np.ndarray | None = None
+                        ) -> tuple[np.ndarray | None, list[BinaryTask]]:
         yf = self._numeric_targets(y)
-        offset, scale = self._target_scaling(yf)
+        offset, scale = self._target_scaling(yf, sample_weight)
         return None, [BinaryTask(0, -1, None, np.ascontiguousarray((yf - offset) / scale))]
 
-    def fit(self, X: Any, y: Any) -> "MKLRegressor":
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "MKLRegressor":
         """Build the kernel bank and solve the MKL problem.
 
         Parameters
@@ -404,12 +445,21 @@ class MKLRegressor(RegressorMixin, _BaseMKL):
             Training data; with ``kernels="precomputed"`` an array (M, N, N).
         y : array-like of shape (n_samples,)
             Real targets.
+        sample_weight : array-like of shape (n_samples,), optional
+            Weights :math:`w_i \ge 0` of the loss terms,
+            :math:`\sum_i w_i\ell(y_i, f(x_i)) + C\sum_m g(\|f_m\|^2)`: an integer
+            weight is the sample repeated that many times (the standardisation of
+            the features and of ``y``, the unit-trace normalisation and ``C="auto"``
+            are weighted too), a weight 0 drops the sample (with
+            ``kernels="precomputed"`` every weight must be > 0).  Weights all 1 are
+            the unweighted problem; other weights are solved by the engines that
+            accept sample weights (``proximal``, and ``auto`` among them).
 
         Returns
         -------
         self
         """
-        return self._fit(X, y)
+        return self._fit(X, y, sample_weight)
 
     def predict(self, X: Any) -> np.ndarray:
         """Predictions :math:`s_y(\\sum_m K_m(X, X_{train})\\alpha_m + b) + \\bar y`, shape (n,) (``standardize_y``)."""

@@ -449,6 +449,21 @@ class KernelBank:
         divide_outer_inplace(Cm, s_new, np.sqrt(dtrain))
         Cm[zero] = 0.0
 
+    def weight_traces(self, sample_weight: np.ndarray) -> None:
+        r"""Make unit-trace normalisation weighted: :math:`K_m / \sum_i w_i k_m(x_i, x_i)`.
+
+        The trace of the kernel on the rows repeated by integer weights
+        :math:`w_i`; the test kernels follow (``traces`` is the divisor of
+        :meth:`cross` and :meth:`normalize_cross`).  In place; nothing to do
+        for the other normalisations (``"diagonal"`` is per point).
+        """
+        if self.normalize != "trace":
+            return
+        w = np.asarray(sample_weight, dtype=np.float64)
+        tau = np.einsum("mii,i->m", self.K, w)
+        self.K /= tau[:, None, None]
+        self.traces = np.asarray(self.traces, dtype=np.float64) * tau
+
     def normalize_cross(self, C: np.ndarray, test_diag: np.ndarray | None = None) -> np.ndarray:
         """Apply this bank's normalisation to raw test kernels ``C`` (M, N_new, N), in place.
 

@@ -269,7 +269,7 @@ def _build_bank(d: Data, bank: BankSettings, progress: Callable[[dict[str, Any]]
             fb = build_factor_bank(bank.entries, d.X_train, rank=rep.rank, tol=rep.tol, method=rep.method,
                                    seed=rep.seed, normalize=bank.normalize, memory_budget=budget,
                                    resolve=kernel_resolver(), feature_names=d.feature_names,
-                                   root="kernels.factor")
+                                   root="kernels.factor", sample_weight=d.w_train)
             return fb, (TestSide(X=d.X_test) if d.X_test is not None else None)
         if rep.kind == "sharded":
             from ..kernels.sharded import ShardedBank
@@ -281,6 +281,8 @@ def _build_bank(d: Data, bank: BankSettings, progress: Callable[[dict[str, Any]]
         kb = KernelBank.build(d.X_train, bank.entries, normalize=bank.normalize, memory_budget_bytes=budget,
                               progress=progress, resolve=kernel_resolver(), feature_names=d.feature_names,
                               root=bank.key)
+        if d.w_train is not None:
+            kb.weight_traces(d.w_train)
         K_test = kb.cross(d.X_test, memory_budget_bytes=budget, progress=progress) if d.X_test is not None else None
         return kb, (TestSide(K=np.ascontiguousarray(K_test, dtype=np.float64)) if K_test is not None else None)
     except BankError as exc:
@@ -302,6 +304,8 @@ def _precomputed_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None
     try:
         kb = KernelBank.from_precomputed(d.K_train, names=d.kernel_names, normalize=bank.normalize,
                                          check_psd=False, source=shown, copy=False)
+        if d.w_train is not None:
+            kb.weight_traces(d.w_train)
         K_test = d.K_test
         if K_test is not None:
             if bank.normalize == "diagonal" and d.test_diag is None:

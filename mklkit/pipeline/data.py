@@ -391,6 +391,8 @@ def _contiguous_data(d: Data) -> Data:
 def standardize(d: Data, scaler: Any = None) -> Data:
     """Centre and scale ``X_train`` (and ``X_test``) with training statistics: the one standardize path.
 
+    With ``d.w_train`` the statistics are weighted (those of the rows repeated by integer weights).
+
     ``scaler``: a fitted :class:`~mklkit.data.Standardizer` to apply instead
     (prediction).  Precomputed kernels and factors are returned unchanged.
     """
@@ -399,7 +401,7 @@ def standardize(d: Data, scaler: Any = None) -> Data:
     if d.precomputed or d.X_train is None or d.factor_starts is not None:
         return d
     try:
-        sc = scaler if scaler is not None else Standardizer().fit(d.X_train)
+        sc = scaler if scaler is not None else Standardizer().fit(d.X_train, sample_weight=d.w_train)
         X_train = sc.transform(d.X_train)
         X_test = sc.transform(d.X_test) if d.X_test is not None else None
     except DataError as exc:

@@ -250,6 +250,7 @@ class _Factorization:
     fair_rank: int
     root: str
     rank_so_far: int = 0
+    weights: np.ndarray | None = None
 
 
 def _exact_bytes(spec: BankKernel, kind: str, X: Any, N: int, sparse_bank: bool) -> int:
@@ -273,8 +274,13 @@ def build_factor_bank(
     resolve: Resolver | Mapping[str, type] | None = None,
     feature_names: Sequence[str] | None = None,
     root: str = "",
+    sample_weight: np.ndarray | None = None,
 ) -> FactorBank:
     r"""Factor every kernel of a bank description on the training points ``X``.
+
+    ``sample_weight`` (N,), optional: with ``normalize="trace"`` the divisor is the
+    weighted trace :math:`\sum_i w_i k_m(x_i, x_i)` (the trace of the kernel on the
+    rows repeated by integer weights), as :meth:`KernelBank.weight_traces` does.
 
     Parameters
     ----------
@@ -383,7 +389,9 @@ def build_factor_bank(
     factors: list[KernelFactor] = []
     blocks: list[Any] = []
     budget.take(exact_bytes)
-    run = _Factorization(normalize, rank, tol, order, budget, working, fair_rank, root)
+    run = _Factorization(normalize, rank, tol, order, budget, working, fair_rank, root,
+                         weights=None if sample_weight is None
+                         else np.asarray(sample_weight, dtype=np.float64))
     for m, spec in enumerate(specs):
         kf, blk = _factor_one(m, spec, kinds[m], groups, run)
         factors.append(kf)
@@ -414,7 +422,7 @@ def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Fact
     else:
         A = np.ascontiguousarray(groups.dense(spec.features))
         diag = _diag(func, A, label, "X")
-    tr_raw = float(diag.sum())
+    tr_raw = float(diag.sum()) if run.weights is None else float(np.asarray(diag) @ run.weights)
     where = f"kernel {m} {label!r}"
     if normalize == "trace" and not (tr_raw > 0.0 and math.isfinite(tr_raw)):
         raise BankError(f"{where} has trace {tr_raw!r}; unit-trace normalisation needs a positive "
@@ -426,7 +434,8 @@ def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Fact
                         "normalisation needs k(x, x) > 0 for every training point; use "
                         "normalize='trace' or 'none'")
     scale = kf.scale = 1.0 / math.sqrt(tr_raw) if normalize == "trace" else 1.0
-    trace = kf.trace = (1.0 if normalize == "trace" else
+    trace = kf.trace = ((1.0 if run.weights is None else float(diag.sum()) / tr_raw)
+                        if normalize == "trace" else
                         float(N) if normalize == "diagonal" else tr_raw)
     if kind in ("linear", "poly_map"):
         if normalize == "diagonal":
