@@ -139,7 +139,7 @@ def needs(*options: Capability, why: str = "") -> Requirement:
 
 @dataclass(frozen=True)
 class Requires:
-    """What an engine needs of a problem: requirements of the loss, the regularizer, the bank.
+    r"""What an engine needs of a problem: requirements of the loss, the regularizer, the bank.
 
     Attributes
     ----------

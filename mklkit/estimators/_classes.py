@@ -437,7 +437,7 @@ class MKLRegressor(RegressorMixin, _BaseMKL):
         return None, [BinaryTask(0, -1, None, np.ascontiguousarray((yf - offset) / scale))]
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "MKLRegressor":
-        """Build the kernel bank and solve the MKL problem.
+        r"""Build the kernel bank and solve the MKL problem.
 
         Parameters
         ----------

@@ -95,27 +95,31 @@ def factor_bank(K: np.ndarray, eig_tol: float = 1e-10):
 
 
 def _loss_expr(name: str, y: np.ndarray, z, eps: float | None, delta: float | None = None,
-               tau: float | None = None):
+               tau: float | None = None, w: np.ndarray | None = None):
+    """The loss :math:`\\sum_i w_i\\ell(y_i, z_i)` (``w`` None: all 1) as a cvxpy expression."""
+    def total(terms):
+        return cp.sum(terms) if w is None else cp.sum(cp.multiply(w, terms))
+
     if name == "logistic":
-        return cp.sum(cp.logistic(-cp.multiply(y, z)))
+        return total(cp.logistic(-cp.multiply(y, z)))
     if name == "squared":
-        return cp.sum_squares(y - z)
+        return total(cp.square(y - z))
     if name == "hinge":
-        return cp.sum(cp.pos(1 - cp.multiply(y, z)))
+        return total(cp.pos(1 - cp.multiply(y, z)))
     if name == "eps_insensitive":
         if eps is None:
             raise ValueError("eps_insensitive needs eps")
-        return cp.sum(cp.pos(cp.abs(y - z) - eps))
+        return total(cp.pos(cp.abs(y - z) - eps))
     if name == "huber":
         if delta is None:
             raise ValueError("huber needs delta")
-        return 0.5 * cp.sum(cp.huber(z - y, delta))      # cvxpy's huber is twice ours
+        return 0.5 * total(cp.huber(z - y, delta))      # cvxpy's huber is twice ours
     if name == "squared_hinge":
-        return 0.5 * cp.sum_squares(cp.pos(1 - cp.multiply(y, z)))
+        return 0.5 * total(cp.square(cp.pos(1 - cp.multiply(y, z))))
     if name == "pinball":
         if tau is None:
             raise ValueError("pinball needs tau")
-        return cp.sum(tau * cp.pos(y - z) + (1 - tau) * cp.pos(z - y))
+        return total(tau * cp.pos(y - z) + (1 - tau) * cp.pos(z - y))
     raise ValueError(f"unknown loss {name!r}; known: {', '.join(LOSSES)}")
 
 
@@ -169,6 +173,7 @@ def solve_reference(
     bias: bool = True,
     eig_tol: float = 1e-9,
     tol: float = 1e-9,
+    sample_weight: np.ndarray | None = None,
 ) -> ReferenceSolution:
     r"""Solve the MKL primal with cvxpy + Clarabel.
 
@@ -190,6 +195,9 @@ def solve_reference(
         Relative eigenvalue cut-off of the factorization.
     tol : float
         Clarabel's gap and feasibility tolerances.
+    sample_weight : ndarray (N,), optional
+        Weights :math:`w_i > 0` of the loss terms, :math:`\\sum_i w_i\\ell(y_i, z_i)`
+        (written here directly, not through the scaling of the conjugate).
 
     Raises
     ------
@@ -205,7 +213,8 @@ def solve_reference(
         z = z + b
     norms = [cp.norm(beta, 2) for beta in betas]
     squares = [cp.sum_squares(beta) for beta in betas]
-    objective = _loss_expr(loss_name, y, z, eps, delta, tau) + _reg_expr(
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    objective = _loss_expr(loss_name, y, z, eps, delta, tau, w) + _reg_expr(
         reg_name, norms, squares, C, lam, q, betas, d0, p)
     prob = cp.Problem(cp.Minimize(objective))
     used = tol
@@ -257,26 +266,33 @@ def primal_objective_numpy(
     d0: float | None = None,
     tau: float | None = None,
     p: float | None = None,
+    sample_weight: np.ndarray | None = None,
 ) -> float:
-    """The same primal objective in plain numpy (for checking any solution)."""
+    """The same primal objective in plain numpy (for checking any solution); ``sample_weight``
+    weights the loss terms."""
     K = np.asarray(K, dtype=np.float64)
     z = np.einsum("mij,mj->i", K, alpha) + b
     x = np.sqrt(np.maximum(np.einsum("mi,mij,mj->m", alpha, K, alpha), 0.0))
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+
+    def wsum(terms):
+        return float(np.sum(terms if w is None else w * terms))
+
     if loss_name == "logistic":
-        loss = np.sum(np.logaddexp(0.0, -y * z))
+        loss = wsum(np.logaddexp(0.0, -y * z))
     elif loss_name == "squared":
-        loss = np.sum((y - z) ** 2)
+        loss = wsum((y - z) ** 2)
     elif loss_name == "hinge":
-        loss = np.sum(np.maximum(0.0, 1 - y * z))
+        loss = wsum(np.maximum(0.0, 1 - y * z))
     elif loss_name == "eps_insensitive":
-        loss = np.sum(np.maximum(0.0, np.abs(y - z) - eps))
+        loss = wsum(np.maximum(0.0, np.abs(y - z) - eps))
     elif loss_name == "huber":
         r = np.abs(z - y)
-        loss = np.sum(np.where(r <= delta, 0.5 * r**2, delta * (r - 0.5 * delta)))
+        loss = wsum(np.where(r <= delta, 0.5 * r**2, delta * (r - 0.5 * delta)))
     elif loss_name == "squared_hinge":
-        loss = 0.5 * np.sum(np.maximum(0.0, 1 - y * z) ** 2)
+        loss = 0.5 * wsum(np.maximum(0.0, 1 - y * z) ** 2)
     elif loss_name == "pinball":
-        loss = np.sum(np.maximum(tau * (y - z), (tau - 1) * (y - z)))
+        loss = wsum(np.maximum(tau * (y - z), (tau - 1) * (y - z)))
     else:
         raise ValueError(f"unknown loss {loss_name!r}")
     if reg_name == "l1":
