@@ -35,8 +35,9 @@ def _engines(accepting: bool) -> list[str]:
                   if bool(getattr(r.cls.requires, "sample_weight", False)) == accepting)
 
 
-#: The engines that accept weights (``docs/engines.md``); every other installed engine refuses them.
-WEIGHTED = ["auto", "proximal"]
+#: The engines that accept weights (``docs/engines.md``; spicy for a loss with a smooth
+#: conjugate); every other installed engine refuses them.
+WEIGHTED = ["auto", "proximal", "spicy"]
 UNWEIGHTED = [name for name in _engines(False) if name not in WEIGHTED]
 
 
@@ -174,12 +175,29 @@ def test_unsupported_engine_refuses_weights(small, engine):
 
 def test_estimator_names_the_engines_that_accept_weights():
     X, y = make_classification(60, 4, n_informative=3, n_redundant=0, random_state=0)
-    est = MKLClassifier(TINY_BANK, engine="spicy")
-    with pytest.raises(ValueError, match=r"engine 'spicy' cannot solve this problem: .*sample "
-                                         r"weights.*with sample weights: .*proximal"):
+    est = MKLClassifier(TINY_BANK, engine="smo_mkl", regularizer="kl", loss="hinge")
+    with pytest.raises(ValueError, match=r"engine 'smo_mkl' cannot solve this problem: the problem "
+                                         r"has sample weights"):
         est.fit(X, y, sample_weight=np.arange(60) % 3 + 1.0)
     est.fit(X, y, sample_weight=np.ones(60))          # weights all 1: the unweighted problem
-    assert est.solved_by_ == "spicy"
+    assert est.solved_by_ == "smo_mkl"
+    with pytest.raises(ValueError, match=r"engine 'bcd' cannot solve this problem: .*sample "
+                                         r"weights.*with sample weights: auto, proximal, spicy"):
+        MKLClassifier(TINY_BANK, engine="bcd", class_weight={0: 2.0}).fit(X, y)
+
+
+def test_spicy_refuses_weights_with_a_constrained_loss(small):
+    """spicy weights the smooth conjugate only: a weighted hinge problem is refused."""
+    X, y, w = small
+    r = get_registry()
+    weighted = Problem(K=_gram(X), y=y, loss=r.create("loss", "hinge"),
+                       regularizer=r.create("regularizer", "l1"), C=1.0, sample_weight=w)
+    with pytest.raises(ValueError, match=r"engine 'spicy' cannot solve this problem: the loss "
+                                         r"hinge has no smooth conjugate .* sample weights"):
+        r.create("engine", "spicy").solve(weighted)
+    assert r.create("engine", "spicy").supports(
+        Problem(K=weighted.K, y=y, loss=weighted.loss, regularizer=weighted.regularizer,
+                C=1.0)) is None
 
 
 def test_auto_chooses_an_engine_that_accepts_weights(small):

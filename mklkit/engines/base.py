@@ -503,9 +503,10 @@ class Algorithm:
         self.rk, self.pr = problem.regularizer.jit, problem.regularizer.param_vector
 
     def conj_domain(self) -> tuple[np.ndarray, np.ndarray]:
-        """``conj_lower(y)``, ``conj_upper(y)``: the domain of :math:`\\ell^*(y_i, \\cdot)`."""
-        return (common.as_vector(self.lk.conj_lower(self.y, self.pl)),
-                common.as_vector(self.lk.conj_upper(self.y, self.pl)))
+        """The domain of :math:`(w_i\\ell)^*(y_i, \\cdot)`: ``conj_lower(y)``, ``conj_upper(y)``
+        times the sample weights (:class:`~mklkit.engines.common.SampleLoss`; unweighted: the
+        loss's own)."""
+        return common.as_vector(self.sl.conj_lower()), common.as_vector(self.sl.conj_upper())
 
     def reg_kernel(self, fn: Any, x: np.ndarray, C: float | None = None) -> np.ndarray:
         """A regularizer kernel ``fn`` at block norms ``x`` and ``C`` (default the problem's)."""

@@ -168,9 +168,9 @@ class Requires:
             object.__setattr__(self, part, reqs)
 
     def __add__(self, other: Requires) -> Requires:
+        # more requirements of the components: the engine's own word on weights stands
         return Requires(self.loss + other.loss, self.regularizer + other.regularizer,
-                        self.bank + other.bank,
-                        sample_weight=self.sample_weight and other.sample_weight)
+                        self.bank + other.bank, sample_weight=self.sample_weight)
 
     def capabilities(self) -> list[Capability]:
         """Every capability named, in order (for documentation and listings)."""

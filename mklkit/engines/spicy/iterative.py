@@ -422,8 +422,8 @@ class _Iterative(Algorithm):
         f = q["grad"]
         b = self.b + self.gamma_b * float(np.sum(rho)) if self.bias else 0.0
         if self.bias:
-            b = common.optimal_bias(problem.loss, self.y, f, b)
-        P = common.loss_value(problem.loss, self.y, f + b) + common.regularizer_value(
+            b = common.optimal_bias(problem.loss, self.y, f, b, weights=self.sl.w)
+        P = common.loss_value(problem.loss, self.y, f + b, self.sl.w) + common.regularizer_value(
             problem.regularizer, q["e1"], self.C)
         gap = common.relative_gap(P, D)
         return gap if not math.isnan(gap) else math.inf
@@ -504,9 +504,9 @@ class _Iterative(Algorithm):
             rho_t, norms, float(problem.regularizer.conj_radius(self.C)))
         D = common.dual_objective(problem, rho_t, norms=norms)
         f = self.KA.sum(axis=0) if self.S.size else np.zeros(self.N)
-        b = common.optimal_bias(problem.loss, self.y, f, self.b) if self.bias else 0.0
+        b = common.optimal_bias(problem.loss, self.y, f, self.b, weights=self.sl.w) if self.bias else 0.0
         xnorm = np.sqrt(self.aa)
-        P = common.loss_value(problem.loss, self.y, f + b) + common.regularizer_value(
+        P = common.loss_value(problem.loss, self.y, f + b, self.sl.w) + common.regularizer_value(
             problem.regularizer, xnorm, self.C)
         return P, D, b, rho_t, xnorm
 

@@ -20,18 +20,18 @@ __all__ = ["_SmoothLoss", "_ConstrainedLoss"]
 
 
 class _SmoothLoss:
-    r""":math:`\sum_i\ell^*(y_i, -\rho_i)` for a loss with a smooth conjugate (§3.3).
+    r""":math:`\sum_i (w_i\ell)^*(y_i, -\rho_i)` for a loss with a smooth conjugate (§3.3).
 
     Newton with back-tracking keeps :math:`-\rho` inside the domain because
-    the conjugate's gradient is unbounded at a finite boundary.
+    the conjugate's gradient is unbounded at a finite boundary.  The weighted
+    conjugate (sample weights) is :class:`~mklkit.engines.common.SampleLoss`'s.
     """
 
     constrained = False
 
     def __init__(self, problem: Problem, lower: np.ndarray, upper: np.ndarray) -> None:
         self.y = problem.y
-        self.lk = problem.loss.jit
-        self.p = problem.loss.param_vector
+        self.sl = common.SampleLoss.of(problem)
         self.lower, self.upper = lower, upper
 
     def set_gamma(self, gamma: float) -> None:
@@ -44,14 +44,14 @@ class _SmoothLoss:
         u = -rho
         if np.any(u < self.lower) or np.any(u > self.upper):
             return math.inf
-        val = float(np.sum(self.lk.conj(self.y, common.as_vector(u), self.p)))
+        val = float(np.sum(self.sl.conj(u)))
         return val if not math.isnan(val) else math.inf
 
     def derivs(self, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         """Gradient in ρ (twice: full and reduced, equal here), Hessian diagonal, 0."""
         u = common.as_vector(-rho)
-        g = -np.asarray(self.lk.conj_grad(self.y, u, self.p), dtype=np.float64)
-        d = np.asarray(self.lk.conj_hess(self.y, u, self.p), dtype=np.float64)
+        g = -self.sl.conj_grad(u)
+        d = self.sl.conj_hess(u)
         return g, g, d, 0.0
 
     def aux_direction(self, delta: np.ndarray) -> float:

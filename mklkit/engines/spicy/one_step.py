@@ -104,11 +104,11 @@ class _OneStep(Algorithm):
             f = coef[prim] @ KR[prim] if prim.size else np.zeros(N)
             Lc = self.loss.value(rho)
             F = Lc + float(np.sum(G))
-            zc = np.asarray(self.lk.conj_grad(y, common.as_vector(-rho), self.pl))
+            zc = self.sl.conj_grad(-rho)
             if self.bias:
                 b0 = nu if math.isfinite(nu) else float(np.mean(zc - f))
-                b = common.optimal_bias(self.problem.loss, y, f, b0)
-            P = common.loss_value(self.problem.loss, y, f + b) + common.regularizer_value(
+                b = common.optimal_bias(self.problem.loss, y, f, b0, weights=self.sl.w)
+            P = common.loss_value(self.problem.loss, y, f + b, self.sl.w) + common.regularizer_value(
                 self.problem.regularizer, alpha_norms, self.C)
             D, rho_f, _ = common.projected_dual_objective(self.problem, rho, norms=norms)
             gap = common.relative_gap(P, D)
@@ -135,8 +135,7 @@ class _OneStep(Algorithm):
             s[zero] = np.maximum(G2[zero], 0.0)       # lim G'(n)/n as n -> 0
             t[pos] = (G2[pos] - coef[pos]) / (norms[pos] ** 2)
             hidx = np.flatnonzero((s != 0.0) | (t != 0.0)).astype(np.int64)
-            dH = np.asarray(self.lk.conj_hess(y, common.as_vector(-rho), self.pl),
-                            dtype=np.float64)
+            dH = self.sl.conj_hess(-rho)
             if self.factored:
                 # D + sum_p L_m W_p L_m^T, no N x N matrix (factor_newton)
                 H: Any = LowRankHessian(bank, dH, hidx, s[hidx], t[hidx],
