@@ -330,6 +330,16 @@ class FactorBank(GramBank):
                   V[:1] if W is None else W, zeros, W is not None,
                   np.empty((P, 0)) if out is None else out, out is not None)
 
+    def weighted_trace(self, w: np.ndarray) -> np.ndarray:
+        r""":math:`\sum_i w_i (L_mL_m^\top)_{ii}` per kernel: the trace on rows repeated by
+        integer weights ``w`` (N,) (sample weights, ``C="auto"``)."""
+        w = np.asarray(w, dtype=np.float64)
+        if self.sparse:
+            sq = np.asarray(self.LT.multiply(self.LT) @ w).ravel()
+        else:
+            sq = (self.LT * self.LT) @ w
+        return self._segment_sums(sq)
+
     def trace(self) -> np.ndarray:
         if self.sparse:
             rows = np.repeat(np.arange(self.total_rank), np.diff(self.LT.indptr))

@@ -600,6 +600,11 @@ def auto_C(problem: Any, key: str = "problem.C") -> float:
     if w is not None and problem.representation == "array":
         diag = np.einsum("mii->mi", problem.K)
         mean_diag = float(np.sum(diag @ w)) / (diag.shape[0] * float(np.sum(w))) if diag.size else 0.0
+    elif w is not None and hasattr(problem.bank, "weighted_trace"):   # a factor bank
+        tr = np.asarray(problem.bank.weighted_trace(w), dtype=np.float64)
+        # the trace the factors leave out, spread evenly over the rows
+        tr = tr + np.asarray(getattr(problem.bank, "trace_error", 0.0), dtype=np.float64) * float(np.mean(w))
+        mean_diag = float(tr.sum()) / (tr.size * float(np.sum(w))) if tr.size else 0.0
     else:
         tr = np.asarray(problem.bank.trace(), dtype=np.float64)
         tr = tr + np.asarray(getattr(problem.bank, "trace_error", 0.0), dtype=np.float64)
