@@ -286,3 +286,28 @@ def test_class_weight_balanced_raises_minority_recall():
     as_dict = MKLClassifier(TINY_BANK, tol=1e-6, class_weight={0: expected[0], 1: expected[1]})
     np.testing.assert_allclose(as_dict.fit(Xtr, ytr).decision_function(Xte),
                                explicit.decision_function(Xte), rtol=1e-10, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# Weights on a factor bank (K_m = L_m L_m^T held as factors)
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("engine", WEIGHTED)
+def test_weights_on_a_factor_bank(small, engine):
+    """The weighted problem on exact factors of the kernels has the optimum of the Gram bank."""
+    from mklkit.kernels.factor import FactorBank
+    from mklkit.pipeline.settings import auto_C
+
+    weighted, _, _ = _problems(small, "logistic", "elasticnet", 0.5)
+    blocks = []
+    for Km in weighted.K:
+        lam, V = np.linalg.eigh(Km)
+        keep = lam > 1e-12 * lam[-1]
+        blocks.append(V[:, keep] * np.sqrt(lam[keep]))
+    factored = Problem(K=FactorBank.from_blocks(blocks), y=weighted.y, loss=weighted.loss,
+                       regularizer=weighted.regularizer, C=0.5,
+                       sample_weight=weighted.sample_weight)
+    eng = get_registry().create("engine", {"name": engine, "tol": 1e-9, "max_iter": 100000})
+    a, b = eng.solve(weighted), eng.solve(factored)
+    assert a.gap <= 1e-9 and b.gap <= 1e-9
+    assert b.objective == pytest.approx(a.objective, rel=1e-7)
+    assert auto_C(factored) == pytest.approx(auto_C(weighted), rel=1e-9)
