@@ -56,24 +56,13 @@ def ionosphere():
 # ---------------------------------------------------------------------------
 # scikit-learn's estimator checks
 # ---------------------------------------------------------------------------
-#: Measured with ``tests/test_sample_weight.py``'s equivalence (and the check itself at tol=1e-12:
-#: 4e-7 relative / 7.5e-8 absolute on the one-vs-rest classifier's predict_proba; at tol=1e-15
-#: 1e-6 relative on values near 0, after 35 s).
-_WEIGHT_EQUIVALENCE = (
-    "weights vs repeated rows: both fits solve the same problem to the estimator's tol (1e-3 "
-    "here), but the check compares the predictions at rtol 1e-7; at tol=1e-12 they differ by "
-    "4e-7 relative, the rounding of the certificate (tests/test_sample_weight.py checks the "
-    "equivalence at a stated tolerance with the certified gap)")
-
-
 def _expected_failures(est):
-    """Checks expected to fail, with the reason.
+    """Checks expected to fail, with the reason: none in feature mode.
 
     ``kernels="precomputed"`` is not run through these checks: X is then a
     stack of Gram matrices (M, N, N), which the checks cannot generate.
     """
-    return {"check_sample_weight_equivalence_on_dense_data": _WEIGHT_EQUIVALENCE,
-            "check_sample_weight_equivalence_on_sparse_data": _WEIGHT_EQUIVALENCE}
+    return {}
 
 
 @parametrize_with_checks(
