@@ -311,3 +311,22 @@ def test_weights_on_a_factor_bank(small, engine):
     assert a.gap <= 1e-9 and b.gap <= 1e-9
     assert b.objective == pytest.approx(a.objective, rel=1e-7)
     assert auto_C(factored) == pytest.approx(auto_C(weighted), rel=1e-9)
+
+
+def test_precomputed_kernels_with_weights():
+    """Given Gram matrices: integer weights equal the repeated rows and columns (the unit-trace
+    normalisation weighted); a zero weight is refused (the test kernels keep every column)."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(30, 3))
+    y = (X[:, 0] + 0.3 * rng.normal(size=30) > 0).astype(int)
+    sw = rng.integers(1, 4, size=30)
+    K = _gram(X)
+    rep = np.repeat(np.arange(30), sw)
+    kw = dict(kernels="precomputed", normalize="trace", tol=1e-10, max_iter=100000)
+    a = MKLClassifier(**kw).fit(np.moveaxis(K[:, rep][:, :, rep], 0, 2), y[rep])
+    b = MKLClassifier(**kw).fit(np.moveaxis(K, 0, 2), y, sample_weight=sw)
+    fa = a.decision_function(np.moveaxis(K[:, :, rep], 0, 2))
+    fb = b.decision_function(np.moveaxis(K, 0, 2))
+    np.testing.assert_allclose(fb, fa, atol=1e-6)
+    with pytest.raises(ValueError, match=r"kernels='precomputed', sample_weight must be > 0"):
+        MKLClassifier(**kw).fit(np.moveaxis(K, 0, 2), y, sample_weight=np.r_[0.0, np.ones(29)])
