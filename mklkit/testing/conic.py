@@ -103,7 +103,7 @@ def _loss_expr(name: str, y: np.ndarray, z, eps: float | None, delta: float | No
     if name == "logistic":
         return total(cp.logistic(-cp.multiply(y, z)))
     if name == "squared":
-        return total(cp.square(y - z))
+        return cp.sum_squares(y - z) if w is None else total(cp.square(y - z))
     if name == "hinge":
         return total(cp.pos(1 - cp.multiply(y, z)))
     if name == "eps_insensitive":
@@ -115,7 +115,8 @@ def _loss_expr(name: str, y: np.ndarray, z, eps: float | None, delta: float | No
             raise ValueError("huber needs delta")
         return 0.5 * total(cp.huber(z - y, delta))      # cvxpy's huber is twice ours
     if name == "squared_hinge":
-        return 0.5 * total(cp.square(cp.pos(1 - cp.multiply(y, z))))
+        r = cp.pos(1 - cp.multiply(y, z))
+        return 0.5 * (cp.sum_squares(r) if w is None else total(cp.square(r)))
     if name == "pinball":
         if tau is None:
             raise ValueError("pinball needs tau")
