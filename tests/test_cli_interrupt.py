@@ -227,6 +227,7 @@ def test_an_interrupted_local_pool_stops_its_workers():
     os.kill(worker.pid, signal.SIGINT)  # while it starts (imports)
     assert started.result(timeout=60) == worker.pid  # the worker lived through it
     sleeping = pool.ex.submit(time.sleep, 60)
+    pool._worker_processes()  # what map() does after it submits
     while not sleeping.running():
         time.sleep(0.05)
     os.kill(worker.pid, signal.SIGINT)  # while it works

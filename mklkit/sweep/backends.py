@@ -101,12 +101,14 @@ class _Pool:
                                       initializer=_pool_worker_init)
         self._futures: dict[Any, Task] = {}
         self._since: dict[Any, float] = {}
+        self._seen_processes: dict[int, Any] = {}
 
     def map(self, fn: Callable[[Task], Any], tasks: Sequence[Task]) -> Iterator[tuple[Task, Any, BaseException | None]]:
         from concurrent.futures import as_completed
 
         with _sigint_blocked():  # submit starts the worker processes
             futures = {self.ex.submit(fn, t): t for t in tasks}
+        self._worker_processes()
         self._futures = futures
         for f in as_completed(futures):
             t = futures[f]
@@ -123,15 +125,23 @@ class _Pool:
         task more than it has processes, so at most ``workers`` are listed.
         """
         now = time.perf_counter()
+        self._worker_processes()
         seen = []
         for f, t in list(self._futures.items()):
             if f.running():
                 seen.append((t, self._since.setdefault(f, now)))
         return sorted(seen, key=lambda ts: ts[1])[: self.workers]
 
+    def _worker_processes(self) -> list[Any]:
+        """The pool's worker processes: those it holds now and every one seen before (the
+        executor's own table may already have dropped a worker it still has to stop)."""
+        for proc in list((getattr(self.ex, "_processes", None) or {}).values()):
+            self._seen_processes.setdefault(proc.pid, proc)
+        return list(self._seen_processes.values())
+
     def close(self, cancel: bool = False) -> None:
         """Shut the pool down; with ``cancel`` (an interrupted or failed sweep) stop the running tasks too."""
-        processes = list((getattr(self.ex, "_processes", None) or {}).values()) if cancel else []
+        processes = self._worker_processes() if cancel else []
         self.ex.shutdown(wait=not cancel, cancel_futures=True)
         for proc in processes:  # their tasks' rows would be dropped anyway: do not wait for them
             if proc.is_alive():
