@@ -342,12 +342,13 @@ def solve_prepared(
         else:
             result = engine.solve(problem, callback)
     solve_s = time.perf_counter() - t0
-    if spec.problem.C == "auto":  # the run records the C that 'auto' gave
+    auto_C = spec.problem.C == "auto"
+    if auto_C:  # the run records the C that 'auto' gave
         spec = spec.model_copy(update={"problem": spec.problem.model_copy(update={"C": float(problem.C)})})
     if warn_trivial:
         from .result import warn_if_trivial
 
-        warn_if_trivial(result, problem.C, where=f"{spec.file or 'spec'}: problem.C")
+        warn_if_trivial(result, problem.C, where=f"{spec.file or 'spec'}: problem.C", auto=auto_C)
     data = prepared.data
     task = data.task
     metrics = _metrics(task, problem.y, prepared.train_decision(result), "train")

@@ -198,3 +198,12 @@ def test_plots_of_a_trivial_run_say_so(tmp_path, monkeypatch):
     for fig in figs:
         texts = [t.get_text() for ax in fig.axes for t in ax.texts]
         assert any(t.startswith(report.TRIVIAL_NOTE + ": C = 100, C_max = 3.88") for t in texts), texts
+
+
+def test_a_trivial_model_from_c_auto_says_so_and_does_not_suggest_auto(sonar_xy):
+    X, y = sonar_xy
+    labels = np.unique(y)
+    tiny = {labels[0]: 1e-4, labels[1]: 1e-4}   # the loss 10^4 times smaller: C_max with it
+    with pytest.warns(TrivialModelWarning, match=r"from C='auto'.*C_max = [0-9.e+-]+.*use a C below C_max") as rec:
+        MKLClassifier(BANK, class_weight=tiny).fit(X, y)
+    assert not any("use C='auto'" in str(w.message) for w in rec)

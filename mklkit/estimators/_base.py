@@ -618,7 +618,8 @@ class _BaseMKL(BaseEstimator):
         if len(results) > 1:
             desc = prep.tasks[t].describe(prep.classes) if prep.classes is not None else f"problem {t + 1}"
             where = f"{self._owner}: {len(off)} of {len(results)} binary problems, e.g. {desc}: C"
-        warn_if_trivial(results[t], prep.task_C.get(t, math.nan), where=where, stacklevel=4)
+        warn_if_trivial(results[t], prep.task_C.get(t, math.nan), where=where, stacklevel=4,
+                        auto=isinstance(self.C, str) and self.C == "auto")
 
     def _compiling(self) -> Any:
         """The once-per-process note that numba compiles (:func:`mklkit.compilation.announce_compilation`)."""
