@@ -26,3 +26,13 @@ def sonar_xy():
 
     ds = load_builtin("sonar")
     return np.asarray(ds.X, dtype=np.float64), np.asarray(ds.y)
+
+
+@pytest.fixture(scope="module")
+def wine():
+    """scikit-learn's wine (3 classes), split 70/30, stratified, seed 0: X_train, X_test, y_train, y_test."""
+    from sklearn.datasets import load_wine
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_wine(return_X_y=True)
+    return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)

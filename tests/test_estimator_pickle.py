@@ -6,8 +6,6 @@ import pickle
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sklearn.datasets import load_wine
-from sklearn.model_selection import train_test_split
 
 from mklkit.data import load_builtin
 from mklkit.estimators import MKLClassifier, MKLRegressor
@@ -18,12 +16,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 BANK = [{"function": "rbf", "width": [1.0, 3.0]}, {"function": "poly", "degree": 2},
         {"function": "linear", "features": [0, 1, 2]}]
-
-
-@pytest.fixture(scope="module")
-def wine():
-    X, y = load_wine(return_X_y=True)
-    return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import joblib
 import numpy as np
 import pytest
 from sklearn.base import clone
-from sklearn.datasets import load_diabetes, load_wine
+from sklearn.datasets import load_diabetes
 from sklearn.model_selection import GridSearchCV, cross_val_score, train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -38,12 +38,6 @@ SMALL_BANK = [
 
 #: tiny problems: thread start-up (numba, BLAS) dominates (``conftest.one_thread``)
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def wine():
-    X, y = load_wine(return_X_y=True)
-    return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
 
 
 @pytest.fixture(scope="module")
