@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import builtins
-from typing import Any
+import functools
+from typing import Any, Callable, TypeVar
 
-__all__ = ["caused_by_interrupt"]
+__all__ = ["caused_by_interrupt", "raises_keyboard_interrupt"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 _EXCEPTION_GROUPS: Any = getattr(builtins, "BaseExceptionGroup", ())
 
@@ -30,3 +33,22 @@ def caused_by_interrupt(exc: BaseException) -> bool:
         if isinstance(e, _EXCEPTION_GROUPS):
             todo.extend(e.exceptions)
     return False
+
+
+def raises_keyboard_interrupt(fn: F) -> F:
+    """``fn``, with an exception that a Ctrl-C caused (:func:`caused_by_interrupt`) raised again as the
+    :class:`KeyboardInterrupt` it stands for (chained to it), so that Python callers of the public entry
+    points (``mklkit.run``, ``Engine.solve``, the estimators' ``fit``) see a Ctrl-C as a Ctrl-C."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:
+            if caused_by_interrupt(exc):
+                raise KeyboardInterrupt(f"interrupted (as {type(exc).__name__}: {exc})") from exc
+            raise
+
+    return wrapper  # type: ignore[return-value]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from ._interrupts import raises_keyboard_interrupt
 from .pipeline import Prepared
 from .spec import Spec, SpecError, load_spec as _load_spec
 
@@ -377,10 +378,14 @@ def solve_prepared(
 
 
 def _class_labels(data: Any) -> dict[str, Any] | None:
-    """``classes`` and ``positive_class`` of a binary target, in the data's own labels (None otherwise)."""
+    """``classes`` and ``positive_class`` of a binary target, in the data's own labels (None otherwise),
+    and ``class_weights`` (``{label: weight}``) when ``data.class_weight`` was given."""
     if data.classes is None or data.positive is None:
         return None
-    return {"classes": data.class_labels, "positive_class": data.label_of(1.0)}
+    out = {"classes": data.class_labels, "positive_class": data.label_of(1.0)}
+    if data.class_weights is not None:
+        out["class_weights"] = {str(c): float(w) for c, w in zip(data.class_labels, data.class_weights)}
+    return out
 
 
 @dataclass
@@ -531,6 +536,7 @@ def solve_multiclass(
     )
 
 
+@raises_keyboard_interrupt
 def run(
     spec: Spec | str | os.PathLike[str],
     callback: Callable[[dict[str, Any]], Any] | None = None,
@@ -575,6 +581,7 @@ def run(
 # ---------------------------------------------------------------------------
 # sweep
 # ---------------------------------------------------------------------------
+@raises_keyboard_interrupt
 def sweep(
     spec: str | os.PathLike[str],
     overrides: Sequence[str] | Mapping[str, Any] = (),

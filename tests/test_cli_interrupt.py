@@ -264,3 +264,38 @@ def test_a_serial_sweep_stops_at_an_interrupt_inside_a_task(tmp_path, capsys, mo
     assert "2 finished rows kept" in line
     assert solved == [0]  # tasks 2 and later were not started
     assert len(mklkit.sweep.read_results(out / mklkit.sweep.RESULTS)) == 2
+
+
+# ---------------------------------------------------------------------------
+# From Python: a Ctrl-C that comes back as another exception is a KeyboardInterrupt
+# ---------------------------------------------------------------------------
+def _system_error_from_interrupt(*args, **kwargs):
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        raise SystemError("CPUDispatcher(<function f>) returned a result with an exception set")
+
+
+def test_python_entry_points_raise_keyboard_interrupt(monkeypatch):
+    """``Engine.solve``, the estimators' ``fit`` and ``fit_path`` re-raise the numba SystemError that a
+    Ctrl-C caused as a KeyboardInterrupt (chained to it); another SystemError stays what it is."""
+    from sklearn.datasets import make_classification
+
+    from mklkit.engines.spicy import Spicy
+    from mklkit.estimators import MKLClassifier
+
+    X, y = make_classification(40, 4, random_state=0)
+    monkeypatch.setattr(Spicy, "_solve", lambda self, *a, **k: _system_error_from_interrupt())
+    est = MKLClassifier([{"function": "rbf", "width": 1.0}, {"function": "linear"}], engine="spicy")
+    with pytest.raises(KeyboardInterrupt) as info:
+        est.fit(X, y)
+    assert isinstance(info.value.__cause__, SystemError)
+    with pytest.raises(KeyboardInterrupt):
+        est.fit_path(X, y, [0.1, 0.01])
+
+    def plain(self, *a, **k):
+        raise SystemError("something else")
+
+    monkeypatch.setattr(Spicy, "_solve", plain)
+    with pytest.raises(SystemError, match="something else"):
+        est.fit(X, y)

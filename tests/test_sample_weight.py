@@ -35,8 +35,8 @@ def _engines(accepting: bool) -> list[str]:
                   if bool(getattr(r.cls.requires, "sample_weight", False)) == accepting)
 
 
-#: The engines that accept weights (``docs/engines.md``; spicy for a loss with a smooth
-#: conjugate); every other installed engine refuses them.
+#: The engines that accept weights (``docs/engines.md``); every other installed engine
+#: refuses them.
 WEIGHTED = ["auto", "proximal", "spicy"]
 UNWEIGHTED = [name for name in _engines(False) if name not in WEIGHTED]
 
@@ -93,6 +93,7 @@ def test_sample_loss_scaling(loss):
     np.testing.assert_allclose(sl.value(z), w * lo.jit.value(y, z, lo.param_vector))
     lower, upper = sl.conj_lower(), sl.conj_upper()
     np.testing.assert_allclose(lower, w * lo.jit.conj_lower(y, lo.param_vector))
+    np.testing.assert_allclose(upper, w * lo.jit.conj_upper(y, lo.param_vector))
     if lo.smooth_conjugate:
         v = 0.5 * u                       # inside the domain
         h = 1e-6
@@ -186,18 +187,45 @@ def test_estimator_names_the_engines_that_accept_weights():
         MKLClassifier(TINY_BANK, engine="bcd", class_weight={0: 2.0}).fit(X, y)
 
 
-def test_spicy_refuses_weights_with_a_constrained_loss(small):
-    """spicy weights the smooth conjugate only: a weighted hinge problem is refused."""
-    X, y, w = small
-    r = get_registry()
-    weighted = Problem(K=_gram(X), y=y, loss=r.create("loss", "hinge"),
-                       regularizer=r.create("regularizer", "l1"), C=1.0, sample_weight=w)
-    with pytest.raises(ValueError, match=r"engine 'spicy' cannot solve this problem: the loss "
-                                         r"hinge has no smooth conjugate .* sample weights"):
-        r.create("engine", "spicy").solve(weighted)
-    assert r.create("engine", "spicy").supports(
-        Problem(K=weighted.K, y=y, loss=weighted.loss, regularizer=weighted.regularizer,
-                C=1.0)) is None
+@pytest.mark.parametrize("loss,reg,C", [("hinge", "l1", 1.0), ("eps_insensitive", "elasticnet", 0.5)],
+                         ids=["hinge-l1", "eps_insensitive-elasticnet"])
+def test_constrained_loss_weights_equal_repeated_rows(small, loss, reg, C):
+    """spicy's constrained form (eq. 33) with weights: a loss without a smooth conjugate has the
+    optimum of the repeated rows and of the conic reference (weak duality), certified."""
+    conic = pytest.importorskip("mklkit.testing.conic")
+    weighted, repeated, rep = _problems(small, loss, reg, C)
+    eng = get_registry().create("engine", {"name": "spicy", "tol": 1e-8, "max_iter": 100000})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mklkit.ConvergenceWarning)
+        a, b = eng.solve(weighted), eng.solve(repeated)
+    assert a.gap <= 1e-8 and b.gap <= 1e-8
+    assert a.objective == pytest.approx(b.objective, rel=1e-6)
+    ref = conic.solve_reference(weighted.K, weighted.y, loss, reg, C,
+                                sample_weight=weighted.sample_weight,
+                                lam=getattr(weighted.regularizer, "lam", None),
+                                eps=getattr(weighted.loss, "eps", None))
+    slack = 1e-7 * abs(ref.objective)
+    assert a.dual_objective <= ref.objective + slack
+    assert ref.objective <= a.objective + slack
+    assert a.objective == pytest.approx(ref.objective, rel=1e-5)
+    za = np.einsum("mij,mj->i", weighted.K, a.alpha) + a.bias
+    zr = np.einsum("mij,mj->i", weighted.K, ref.alpha) + ref.bias
+    np.testing.assert_allclose(za, zr, atol=1e-3 * (1 + np.max(np.abs(zr))))
+
+
+def test_class_weight_with_the_hinge_loss():
+    """``class_weight="balanced"`` with the hinge loss: solved (by spicy) and the same model as
+    the explicit sample weights."""
+    X, y = make_classification(200, 6, n_informative=3, weights=[0.85], flip_y=0.05,
+                               class_sep=0.6, random_state=3)
+    bal = MKLClassifier(TINY_BANK, loss="hinge", tol=1e-6, class_weight="balanced").fit(X, y)
+    assert bal.solved_by_ == "spicy" and bal.dual_gap_ <= 1e-6
+    sw = bal.class_weight_[y]
+    explicit = MKLClassifier(TINY_BANK, loss="hinge", tol=1e-6).fit(X, y, sample_weight=sw)
+    np.testing.assert_allclose(bal.decision_function(X), explicit.decision_function(X),
+                               rtol=1e-9, atol=1e-10)
+    plain = MKLClassifier(TINY_BANK, loss="hinge", tol=1e-6).fit(X, y)
+    assert np.mean(bal.predict(X)[y == 1] == 1) > np.mean(plain.predict(X)[y == 1] == 1)
 
 
 def test_auto_chooses_an_engine_that_accepts_weights(small):

@@ -448,8 +448,8 @@ def test_messages_say_what_the_schema_allows():
     raw = json.loads(json.dumps(TINY))
     raw["data"]["sed"] = 1
     with pytest.raises(SpecError, match=r"^t\.yaml: data\.sed: unknown key \(did you mean 'seed'\?\); got 'sed'; "
-                                        r"allowed: builtin, train, test, format, target, drop, positive, test_size, "
-                                        r"train_size, seed, standardize$"):
+                                        r"allowed: builtin, train, test, format, target, drop, positive, sample_weight, "
+                                        r"class_weight, test_size, train_size, seed, standardize$"):
         parse_spec(raw, file="t.yaml")
 
 

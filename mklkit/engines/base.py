@@ -36,6 +36,7 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
+from .._interrupts import raises_keyboard_interrupt
 from ..components.base import Component
 from ..components.params import Param
 from ..kernels.ops import BankAccessError
@@ -407,6 +408,7 @@ class Engine(Component):
         raise ValueError(message)
 
     # -- solve ---------------------------------------------------------------
+    @raises_keyboard_interrupt
     def solve(
         self,
         problem: Problem,

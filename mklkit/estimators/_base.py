@@ -17,6 +17,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
+from .._interrupts import raises_keyboard_interrupt
 from .._multiclass import BinaryTask
 from ..components.base import CLASSIFICATION, REGRESSION
 from ..components.params import ParamError
@@ -589,6 +590,7 @@ class _BaseMKL(BaseEstimator):
         if self._task == REGRESSION:
             self.y_offset_, self.y_scale_ = (float(v) for v in prep.target)
 
+    @raises_keyboard_interrupt
     def _fit(self, X: Any, y: Any, sample_weight: Any = None) -> "_BaseMKL":
         owner = self._owner
         auto_C = isinstance(self.C, str) and self.C == "auto"
@@ -640,6 +642,7 @@ class _BaseMKL(BaseEstimator):
         except PipelineError as exc:
             raise self._error(exc) from None
 
+    @raises_keyboard_interrupt
     def fit_path(self, X: Any, y: Any, Cs: Sequence[float] | int, sample_weight: Any = None) -> "MKLPath":
         """Solve for every C of a regularization path, warm-starting each from the last.
 

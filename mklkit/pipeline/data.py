@@ -55,6 +55,8 @@ class Data:
     positive: int | None = None
     #: per-sample weights > 0 of the training rows (``Problem.sample_weight``); ``None``: unweighted.
     w_train: np.ndarray | None = None
+    #: the weight of each class of ``classes`` (``data.class_weight``); ``None`` without it.
+    class_weights: np.ndarray | None = None
 
     @property
     def n_train(self) -> int:
@@ -305,7 +307,12 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
                 raise PipelineError("data.target", text, data.target) from None
             raise PipelineError("data.train", text, shown=repr(shown)) from None
     ds = _drop(data, ds)
-    if ds.n_features == 0:
+    wcol = data.sample_weight
+    if wcol is not None and wcol not in ds.feature_names:
+        names = list(ds.feature_names)
+        raise PipelineError("data.sample_weight", f"no such column in {ds.name!r}{did_you_mean(wcol, names)}",
+                            wcol, ", ".join(names))
+    if ds.n_features - (wcol is not None) == 0:
         raise PipelineError("data.drop", "no feature columns left", list(data.drop), "drop fewer columns")
     enc, ds.y = _encode(loss, data, ds.y)
     test = None
@@ -345,14 +352,95 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
         train = _subsample(data, train, task)
         if enc is not None:  # a small subsample may lose a class
             enc.check_train(train.y, "data.train_size", data.train_size)
+    sw = None
+    if wcol is not None:  # the weight column rode along through the split: take it out now
+        train, sw = _pop_column(train, wcol)
+        if test is not None:
+            test, _ = _pop_column(test, wcol)
     out = Data(
         X_train=train.X, y_train=np.ascontiguousarray(train.y, dtype=np.float64),
         X_test=None if test is None else test.X,
         y_test=None if test is None else np.ascontiguousarray(test.y, dtype=np.float64),
-        feature_names=list(ds.feature_names), name=ds.name, task=task, n_total=n_total,
+        feature_names=list(train.feature_names), name=ds.name, task=task, n_total=n_total,
     )
-    out = _finish(out, enc)
+    out = _weigh(_finish(out, enc), data, enc, sw)
     return standardize(out) if data.standardize else _contiguous_data(out)
+
+
+def _pop_column(ds: Any, name: str) -> tuple[Any, np.ndarray]:
+    """``ds`` without the feature column ``name``, and that column (float64)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from ..data import Dataset
+
+    names = list(ds.feature_names)
+    j = names.index(name)
+    col = ds.X[:, j]
+    col = np.asarray(col.toarray() if sp.issparse(col) else col, dtype=np.float64).ravel()
+    keep = [k for k in range(len(names)) if k != j]
+    X = ds.X[:, keep]
+    if not sp.issparse(X):
+        X = np.ascontiguousarray(X)
+    return Dataset(X=X, y=ds.y, feature_names=[names[k] for k in keep], name=ds.name, source=ds.source), col
+
+
+def _weigh(d: Data, data: DataSettings, enc: _Classes | None, sw: np.ndarray | None) -> Data:
+    """``d.w_train`` from the ``data.sample_weight`` column ``sw`` (training rows) times the weight of
+    each row's class (``data.class_weight``): the estimators' ``sample_weight`` and ``class_weight``.
+
+    Rows of weight 0 leave the training part (as in the estimators); weights that are all 1 are the
+    unweighted problem (``None``).
+    """
+    import numpy as np
+
+    w = None
+    if sw is not None:
+        name = data.sample_weight
+        bad = ~np.isfinite(sw) | (sw < 0.0)
+        if np.any(bad):
+            i = int(np.flatnonzero(bad)[0])
+            raise PipelineError("data.sample_weight", f"column {name!r} has the weight {sw[i]:g} in a training "
+                                "row", name, "finite numbers >= 0 (0 leaves the row out)")
+        w = sw
+    cw = data.class_weight
+    if cw is not None:
+        if enc is None:
+            raise PipelineError("data.class_weight", "only used with a classification loss", cw,
+                                "no data.class_weight with a regression loss")
+        k = enc.classes.size
+        codes = enc._codes(d.y_train)
+        if cw == "balanced":
+            counts = np.bincount(codes, minlength=k).astype(np.float64)
+            weights = codes.size / (k * counts)
+        else:
+            weights = np.ones(k)
+            for label, v in cw.items():
+                i = enc._index(label)
+                if i is None:
+                    raise PipelineError("data.class_weight", f"{label_text(label)} is not one of the labels of "
+                                        "the target", cw, "labels among " + ", ".join(label_text(c) for c in
+                                                                                    enc.classes[:10]))
+                weights[i] = float(v)
+        d.class_weights = weights
+        w = weights[codes] if w is None else w * weights[codes]
+    if w is None:
+        return d
+    if not np.any(w > 0.0):
+        raise PipelineError("data.class_weight" if cw is not None else "data.sample_weight",
+                            "every training row has weight 0", cw if cw is not None else data.sample_weight,
+                            "weights > 0 for some rows")
+    if np.any(w == 0.0):
+        if d.precomputed:
+            raise PipelineError("data.class_weight", "gives some training rows weight 0, which precomputed kernels "
+                                "cannot leave out", cw, "weights > 0")
+        keep = np.flatnonzero(w > 0.0)
+        d.X_train, d.y_train, w = d.X_train[keep], np.ascontiguousarray(d.y_train[keep]), w[keep]
+        if enc is not None:
+            enc.check_train(d.y_train, "data.class_weight" if cw is not None else "data.sample_weight",
+                            cw if cw is not None else data.sample_weight)
+    d.w_train = None if np.all(w == 1.0) else np.ascontiguousarray(w, dtype=np.float64)
+    return d
 
 
 def _subsample(data: DataSettings, train: Any, task: str) -> Any:
@@ -502,7 +590,7 @@ def _load_precomputed(data: DataSettings, bank: BankSettings, loss: Any) -> Data
         except DataError as exc:
             raise PipelineError("data.test_size", f"cannot split: {_strip(str(exc), shown)}", data.test_size) from None
         out = fold(out, tr.X[:, 0].astype(np.intp), te.X[:, 0].astype(np.intp))
-    return _finish(out, enc)
+    return _weigh(_finish(out, enc), data, enc, None)
 
 
 def _load_precomputed_factors(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
@@ -549,7 +637,7 @@ def _load_precomputed_factors(data: DataSettings, bank: BankSettings, loss: Any)
             raise PipelineError("data.test_size", f"cannot split: {_strip(str(exc), shown)}", data.test_size) from None
         out = replace(out, X_train=np.ascontiguousarray(tr.X), X_test=np.ascontiguousarray(te.X),
                       y_train=tr.y, y_test=te.y)
-    return _finish(out, enc)
+    return _weigh(_finish(out, enc), data, enc, None)
 
 
 def array_data(X: Any, y: Any, task: str, feature_names: Sequence[str] | None = None, name: str = "X") -> Data:
@@ -642,6 +730,8 @@ def fold(d: Data, train: Any, val: Any, standardized: bool = False) -> Data:
     train = np.asarray(train, dtype=np.intp)
     val = np.asarray(val, dtype=np.intp)
     y_tr = np.ascontiguousarray(d.y_train[train])
+    if d.w_train is not None:
+        d = replace(d, w_train=np.ascontiguousarray(d.w_train[train]))
     y_va = np.ascontiguousarray(d.y_train[val])
     if d.precomputed:
         K = d.K_train

@@ -178,6 +178,10 @@ class DataSettings(Settings):
     drop: tuple[str, ...] = Field((), exclude_if=_is_empty, description="feature columns to leave out")
     positive: str | int | float | None = Field(None, exclude_if=_is_none, description="the positive class of "
                                                "two labels (default: the greater, in sorted order)")
+    sample_weight: str | None = Field(None, exclude_if=_is_none, description="the column of per-row "
+                                      "weights >= 0 (taken out of the features)")
+    class_weight: Any = Field(None, exclude_if=_is_none, description="'balanced' or {label: weight}: "
+                              "every row's weight times its class's (classification)")
     test_size: TestSize = Field(DEFAULTS["data.test_size"],
                                 description="fraction or count of test rows (0: no test part)")
     train_size: PartSize | None = Field(None, description="subsample the training part to this fraction "
@@ -196,6 +200,21 @@ class DataSettings(Settings):
         if v is not None and v not in names:
             raise PipelineError("", f"unknown builtin data set{did_you_mean(v, names)}", v, ", ".join(names))
         return v
+
+    @field_validator("class_weight", mode="after")
+    @classmethod
+    def _class_weight(cls, v: Any) -> Any:
+        allowed = "'balanced' or a mapping {label: weight} of numbers >= 0 (missing labels weigh 1)"
+        if v is None or v == "balanced":
+            return v
+        if not isinstance(v, Mapping) or not v:
+            raise PipelineError("", "invalid value", v, allowed)
+        for label, w in v.items():
+            if isinstance(label, bool) or not isinstance(label, (str, int, float)):
+                raise PipelineError(str(label), "invalid label", label, "a label as the data write it")
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not (math.isfinite(w) and w >= 0):
+                raise PipelineError(str(label), "invalid weight", w, "a finite number >= 0")
+        return dict(v)
 
     @field_validator("drop", mode="before")
     @classmethod
@@ -219,6 +238,12 @@ class DataSettings(Settings):
                                     allowed=f"an existing file (resolved: {p})", shown=repr(self.shown(f"data.{key}")))
         if self.format is not None and self.train is None:
             raise PipelineError("format", "only used with data.train", self.format, "data.train with format")
+        if self.sample_weight is not None and self.sample_weight in self.drop:
+            raise PipelineError("drop", "drops the sample_weight column", self.sample_weight,
+                                "feature columns other than data.sample_weight")
+        if self.sample_weight is not None and self.sample_weight == self.target:
+            raise PipelineError("sample_weight", "is the target column", self.sample_weight,
+                                "a column other than data.target")
         if self.target is not None and self.target in self.drop:
             raise PipelineError("drop", "drops the target column", self.target,
                                 "feature columns other than data.target")

@@ -165,10 +165,11 @@ class Spec(Settings):
             self.data = DataSettings()
         given = self.data.model_fields_set
         if precomputed:
-            extra = sorted(given - {"test_size", "seed", "positive"})
+            extra = sorted(given - {"test_size", "seed", "positive", "class_weight"})
             if extra:
                 raise PipelineError(f"data.{extra[0]}", f"not used with kernels.{source} (the NPZ holds the labels)",
-                                    getattr(self.data, extra[0]), "data.test_size, data.seed and data.positive only")
+                                    getattr(self.data, extra[0]),
+                                    "data.test_size, data.seed, data.positive and data.class_weight only")
             self.data.standardize = False
         else:
             if "builtin" in given and "train" in given:

@@ -228,6 +228,10 @@ def engine_problems(engine: Any, *, losses: Sequence[Any] | None = None,
     as its exact factors (``"factor"``, :func:`exact_factors`); by default
     ``array`` when the engine's ``representations`` have it, else ``factor``
     when they have that.
+
+    An engine that accepts sample weights (``Requires(sample_weight=True)``)
+    also gets, for every loss, its first supported pair again with integer
+    weights in {1, 2, 3} (``weighted`` in the label).
     """
     from ..problem import Problem
 
@@ -235,20 +239,27 @@ def engine_problems(engine: Any, *, losses: Sequence[Any] | None = None,
     b_losses, b_regs = _builtin_components()
     losses = list(b_losses if losses is None else losses) + list(extra_losses)
     regs = list(b_regs if regularizers is None else regularizers) + list(extra_regularizers)
+    weighs = bool(getattr(engine.requirements(), "sample_weight", False))
     out = []
     for loss in losses:
         K, y = _data(loss.task, int(n_samples), int(seed), representation)
         data = "sonar" if loss.task == "classification" else "liver"
+        w = np.random.default_rng(int(seed) + 1).integers(1, 4, size=y.size).astype(np.float64)
+        weighted_done = not weighs
         for reg in regs:
-            pb = Problem(K=K, y=y, loss=loss, regularizer=reg, C=1.0)
-            try:
-                if engine.supports(pb) is not None:
+            for sw in (None, w):
+                if sw is not None and weighted_done:
                     continue
-                pb.C = float(_choose_C(pb))
-            except Exception:  # noqa: BLE001 - reported by the checks that use the problem
-                pb.C = 0.1
-            out.append(KitProblem(f"{data} {loss.describe()} x {reg.describe()}, C = {pb.C:.4g}",
-                                  pb))
+                pb = Problem(K=K, y=y, loss=loss, regularizer=reg, C=1.0, sample_weight=sw)
+                try:
+                    if engine.supports(pb) is not None:
+                        continue
+                    pb.C = float(_choose_C(pb))
+                except Exception:  # noqa: BLE001 - reported by the checks that use the problem
+                    pb.C = 0.1
+                weighted_done = weighted_done or sw is not None
+                label = f"{data} {loss.describe()} x {reg.describe()}, C = {pb.C:.4g}"
+                out.append(KitProblem(label + (", weighted" if sw is not None else ""), pb))
     return out
 
 
@@ -279,7 +290,7 @@ def primal_value(problem: Any, alpha: np.ndarray, bias: float) -> float:
     b = float(bias) if problem.bias else 0.0
     norms = common.block_norms(problem.bank, alpha)
     z = common.predict(problem.bank, alpha, b)
-    return common.loss_value(problem.loss, problem.y, z) + value(norms)
+    return common.loss_value(problem.loss, problem.y, z, problem.sample_weight) + value(norms)
 
 
 def dual_value(problem: Any, rho: np.ndarray) -> float:
@@ -293,7 +304,7 @@ def dual_value(problem: Any, rho: np.ndarray) -> float:
     r = np.asarray(rho, dtype=np.float64)
     r = common.project_sum_box(r, lo, hi) if problem.bias else np.clip(r, lo, hi)
     norms = common.dual_block_norms(problem.bank, r)
-    return -(common.loss_conjugate(problem.loss, problem.y, r) + conj(norms))
+    return -(common.loss_conjugate(problem.loss, problem.y, r, problem.sample_weight) + conj(norms))
 
 
 # ---------------------------------------------------------------------------
@@ -318,7 +329,8 @@ def _conic_reference(problem: Any) -> _Reference | None:
         to_array = getattr(problem.bank, "to_array", None)    # a FactorBank's dense bank
         K = to_array() if to_array is not None else np.asarray(problem.K)
         sol = conic.solve_reference(K, problem.y, spec["loss"], spec["reg"],
-                                    problem.C, bias=problem.bias, **spec["params"])
+                                    problem.C, bias=problem.bias, sample_weight=problem.sample_weight,
+                                    **spec["params"])
     except Exception:  # noqa: BLE001 - no reference then; another one is tried
         return None
     return _Reference(float(sol.objective), max(10.0 * sol.tol, 1e-7), "cvxpy + Clarabel")
@@ -603,7 +615,8 @@ def _with_C(problem: Any, C: float) -> Any:
 
     return Problem(K=problem.__dict__["_K"], y=problem.y, loss=problem.loss,
                    regularizer=problem.regularizer, C=C, bias=problem.bias,
-                   kernel_names=problem.kernel_names, extra=dict(problem.extra))
+                   kernel_names=problem.kernel_names, extra=dict(problem.extra),
+                   sample_weight=problem.sample_weight)
 
 
 # ---------------------------------------------------------------------------

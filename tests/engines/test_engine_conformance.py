@@ -22,6 +22,7 @@ from mklkit.engines.bcd import BCD
 from mklkit.engines.proximal import Proximal
 from mklkit.engines.spicy import Spicy
 from mklkit.kernels.factor import FactorBank
+from mklkit.problem import Problem
 from mklkit.result import Status
 from mklkit.testing import (
     ENGINE_CHECKS,
@@ -65,10 +66,34 @@ def test_builtin_engines_pass_the_kit_on_every_pair_they_support(name):
 
 def test_the_kit_solves_every_pair_an_engine_supports():
     labels = [kp.label for kp in engine_problems(Proximal())]
-    # proximal: the smooth losses (logistic, squared) with the five regularizers
-    assert len(labels) == 10 and all("hinge" not in s and "eps_insensitive" not in s
+    # proximal: the smooth losses (logistic, squared) with the five regularizers, and each loss
+    # once more with sample weights
+    assert len(labels) == 12 and all("hinge" not in s and "eps_insensitive" not in s
                                      for s in labels)
-    assert len(engine_problems(Spicy())) == 20
+    assert sum(s.endswith("weighted") for s in labels) == 2
+    spicy = engine_problems(Spicy())
+    assert len(spicy) == 24
+    weighted = [kp.problem for kp in spicy if kp.label.endswith("weighted")]
+    assert len(weighted) == 4 and all(pb.sample_weight is not None for pb in weighted)
+
+
+class IgnoresWeights(Spicy):
+    """Accepts weighted problems but solves them without their weights."""
+
+    name = "ignores_weights"
+
+    def _solve(self, problem, run, warm_start):
+        plain = Problem(K=problem.K, y=problem.y, loss=problem.loss,
+                        regularizer=problem.regularizer, C=problem.C, bias=problem.bias)
+        return super()._solve(plain, run, warm_start)
+
+
+def test_the_kit_catches_an_engine_that_ignores_weights():
+    """The weighted problems are checked with their weights: solving the unweighted problem
+    instead fails ``honest_primal``."""
+    report = check_engine(IgnoresWeights(tol=1e-7), losses=[Logistic()], regularizers=[L1()])
+    assert not report.ok
+    assert not report["honest_primal"].passed and "weighted" in str(report)
 
 
 def test_the_kit_builds_factor_banks_for_an_engine_that_takes_only_those():
@@ -81,7 +106,7 @@ def test_the_kit_builds_factor_banks_for_an_engine_that_takes_only_those():
     assert all(kp.problem.representation == "array" for kp in array)
     asked = engine_problems(Spicy(), representation="factor", losses=[Logistic()],
                             regularizers=[L1()])
-    assert [kp.problem.representation for kp in asked] == ["factor"]
+    assert [kp.problem.representation for kp in asked] == ["factor", "factor"]  # and weighted
     # the same problems: the factor bank is the array bank to 1e-10
     K = array[0].problem.K
     np.testing.assert_allclose(factor[0].problem.bank.to_array(), K, atol=1e-9 * np.abs(K).max())

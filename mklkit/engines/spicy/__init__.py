@@ -231,7 +231,7 @@ class Spicy(Engine):
     requires: ClassVar[Requires] = Requires(
         loss=(needs(SMOOTH_CONJUGATE, CONSTRAINED_FORM),),
         regularizer=(common.SEPARABLE_SUMS,),
-        sample_weight=True,  # a smooth conjugate through SampleLoss (problem_reasons)
+        sample_weight=True,  # the loss terms weight the conjugate (SampleLoss, _ConstrainedLoss)
     )
     unit: ClassVar[str] = "outer iteration"
 
@@ -242,16 +242,6 @@ class Spicy(Engine):
             return True
         return (self.method == "auto" and SMOOTH_CONJUGATE.holds(problem.loss)
                 and SMOOTH_REG_CONJUGATE.holds(problem.regularizer))
-
-    def problem_reasons(self, problem: Problem) -> list[str]:
-        """With sample weights, a loss with a smooth conjugate: the weighted conjugate is
-        :class:`~mklkit.engines.common.SampleLoss`'s, and the constrained form of eq. 33
-        (``_ConstrainedLoss``) is not weighted."""
-        if problem.sample_weight is not None and not SMOOTH_CONJUGATE.holds(problem.loss):
-            return [f"the loss {problem.loss.describe()} {SMOOTH_CONJUGATE.lacks} and the problem "
-                    "has sample weights: spicy weights the smooth conjugate only (its constrained "
-                    "form of eq. 33 is not weighted)"]
-        return []
 
     def requirements(self) -> Requires:
         """:attr:`requires`; with ``method = "one_step"`` both conjugates must be smooth too."""

@@ -128,6 +128,18 @@ class _ConstrainedLoss:
     zero (no constraint active in some direction, e.g. at the start), the
     auxiliary variables of those samples are first minimized out
     (:meth:`minimize_aux`).
+
+    With sample weights :math:`w_i` the conjugate is
+    :math:`(w_i\ell)^*(y_i, u) = w_i\ell^*(y_i, u/w_i)`
+    (:class:`~mklkit.engines.common.SampleLoss`), so the per-sample function is
+
+    .. math::
+        f_i(u, \tilde u) = w_i\,\ell_0^*(y_i, v, \tilde u)
+            + \frac1{2\gamma}\sum_j \max(0, \xi_{ij} + \gamma h_j(y_i, v, \tilde u))^2,
+        \qquad v = u / w_i :
+
+    its derivatives are those in :math:`(v, \tilde u)` (with :math:`\ell_0^*`
+    weighted) with the :math:`u`-row and column divided by :math:`w_i`.
     """
 
     constrained = True
@@ -145,12 +157,19 @@ class _ConstrainedLoss:
         self.ut = np.zeros((self.N, self.Bp))
         self.dut = np.zeros((self.N, self.Bp))
         self.gamma = 1.0
+        sw = problem.sample_weight
+        self.w = None if sw is None else common.as_vector(sw)
         width = np.asarray(upper, dtype=np.float64) - np.asarray(lower, dtype=np.float64)
         self.width = np.where(np.isfinite(width) & (width > 0.0), width, np.inf)
         self._E = self._c = self._gu = None
 
     def set_gamma(self, gamma: float) -> None:
         self.gamma = float(gamma)
+
+    def _weights(self, rows: np.ndarray | None) -> np.ndarray | None:
+        if self.w is None:
+            return None
+        return self.w if rows is None else self.w[rows]
 
     # -- per-sample penalized function (rows: a subset of samples) ---------------
     def _f(self, u: np.ndarray, ut: np.ndarray, xi: np.ndarray, gamma: float,
@@ -159,10 +178,13 @@ class _ConstrainedLoss:
         cc, p = self.cc, self.p
         y = self.y if rows is None else np.ascontiguousarray(self.y[rows])
         n = y.size
-        u = common.as_vector(u)
+        w = self._weights(rows)
+        v = common.as_vector(u) if w is None else common.as_vector(np.asarray(u) / w)
         ut = np.ascontiguousarray(ut, dtype=np.float64).reshape(n, self.Bp)
-        f = np.asarray(cc.l0(y, u, ut, p), dtype=np.float64)
-        h = np.asarray(cc.cons(y, u, ut, p), dtype=np.float64).reshape(n, self.B)
+        f = np.asarray(cc.l0(y, v, ut, p), dtype=np.float64)
+        if w is not None:
+            f = w * f
+        h = np.asarray(cc.cons(y, v, ut, p), dtype=np.float64).reshape(n, self.B)
         sp = np.maximum(xi + gamma * h, 0.0)
         f = f + (0.5 / gamma) * np.sum(sp * sp, axis=1)
         if lin is not None:
@@ -177,16 +199,25 @@ class _ConstrainedLoss:
         B, W = self.B, self.W
         y = self.y if rows is None else np.ascontiguousarray(self.y[rows])
         n = y.size
-        u = common.as_vector(u)
+        w = self._weights(rows)
+        v = common.as_vector(u) if w is None else common.as_vector(np.asarray(u) / w)
         ut = np.ascontiguousarray(ut, dtype=np.float64).reshape(n, self.Bp)
-        g = np.array(cc.l0_grad(y, u, ut, p), dtype=np.float64).reshape(n, W)
-        H = np.array(cc.l0_hess(y, u, ut, p), dtype=np.float64).reshape(n, W, W)
-        J = np.asarray(cc.cons_grad(y, u, ut, p), dtype=np.float64).reshape(n, B, W)
-        Hh = np.asarray(cc.cons_hess(y, u, ut, p), dtype=np.float64).reshape(n, B, W, W)
+        g = np.array(cc.l0_grad(y, v, ut, p), dtype=np.float64).reshape(n, W)
+        H = np.array(cc.l0_hess(y, v, ut, p), dtype=np.float64).reshape(n, W, W)
+        J = np.array(cc.cons_grad(y, v, ut, p), dtype=np.float64).reshape(n, B, W)
+        Hh = np.asarray(cc.cons_hess(y, v, ut, p), dtype=np.float64).reshape(n, B, W, W)
+        if w is not None:
+            g *= w[:, None]
+            H *= w[:, None, None]
         act = (sp > 0.0).astype(np.float64)
         g += np.einsum("nb,nbw->nw", sp, J)
         H += gamma * np.einsum("nb,nbv,nbw->nvw", act, J, J)
         H += np.einsum("nb,nbvw->nvw", sp, Hh)
+        if w is not None:  # from (v, u~) to (u, u~): v = u / w
+            g[:, 0] /= w
+            H[:, 0, :] /= w[:, None]
+            H[:, :, 0] /= w[:, None]
+            J[:, :, 0] /= w[:, None]
         if lin is not None:
             g += lin
         return g, H, J
