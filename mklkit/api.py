@@ -93,7 +93,7 @@ class Validation:
 
             mem = f", ~{format_bytes(p.memory['peak'])}"
         return (
-            f"{s.file}: {d.name} ({d.task}{_classes_note(d)}): {d.n_train} train / {test} rows{feats}; "
+            f"{s.file}: {d.name} ({d.task}{_classes_note(d, s.problem.multiclass)}): {d.n_train} train / {test} rows{feats}; "
             f"{p.n_kernels} kernels ({source}, normalize={k.normalize}{mem}); "
             f"loss {_label(s.problem.loss)}, regularizer {_label(s.problem.regularizer)}, "
             f"C={s.problem.C if isinstance(s.problem.C, str) else format(s.problem.C, 'g')}, bias={'on' if s.problem.bias else 'off'}; "
@@ -101,15 +101,15 @@ class Validation:
         )
 
 
-def _classes_note(d: Any) -> str:
-    """``, classes 0, 1 (positive 1)`` or ``, 3 classes one-vs-rest: ...``."""
+def _classes_note(d: Any, multiclass: str = "ovr") -> str:
+    """``, classes 0, 1 (positive 1)`` or ``, 3 classes one-vs-rest: ...`` (or one-vs-one)."""
     from .pipeline.data import label_text
 
     if d.classes is None:
         return ""
     shown = ", ".join(label_text(c) for c in d.classes[:10]) + (", ..." if len(d.classes) > 10 else "")
     if d.positive is None:
-        return f", {len(d.classes)} classes one-vs-rest: {shown}"
+        return f", {len(d.classes)} classes {_MULTICLASS_WORDS[multiclass]}: {shown}"
     return f", classes {shown} (positive {label_text(d.classes[d.positive])})"
 
 
@@ -388,9 +388,13 @@ def _class_labels(data: Any) -> dict[str, Any] | None:
     return out
 
 
+_MULTICLASS_WORDS = {"ovr": "one-vs-rest", "ovo": "one-vs-one"}
+
+
 @dataclass
 class MulticlassRunResult:
-    """A run on a target of more than two classes: one binary problem per class (class k against the rest).
+    """A run on a target of more than two classes: one binary problem per class (class k against the rest),
+    or per pair of classes (``problem.multiclass: ovo``).
 
     Attributes
     ----------
@@ -398,10 +402,17 @@ class MulticlassRunResult:
     classes : list
         The classes in the data's own labels, sorted.
     runs : list of RunResult
-        ``runs[k]``: the problem of ``classes[k]`` against the rest (its labels +1/-1).
+        One-vs-rest: ``runs[k]``, the problem of ``classes[k]`` against the rest (its labels +1/-1);
+        one-vs-one: one per pair ``i < j`` in scikit-learn's order, ``classes[j]`` (+1) against
+        ``classes[i]``, on their rows.
     metrics : dict
-        ``train_accuracy``, ``test_accuracy`` of the predicted class (the class whose problem gives
-        the largest decision value); ``test_accuracy`` is ``None`` without a test part.
+        ``train_accuracy``, ``test_accuracy`` of the predicted class (one-vs-rest: the class whose
+        problem gives the largest decision value; one-vs-one: the most votes); ``test_accuracy`` is
+        ``None`` without a test part.
+    multiclass : str
+        ``ovr`` or ``ovo``.
+    pairs : list of (int, int)
+        One-vs-one: the class indices ``(i, j)`` of each problem; empty for one-vs-rest.
     timings : dict
         ``data_s``, ``bank_s``, ``solve_s`` (all problems), ``total_s``.
     """
@@ -412,6 +423,8 @@ class MulticlassRunResult:
     metrics: dict[str, float | None]
     timings: dict[str, float] = field(default_factory=dict)
     created: str = ""
+    multiclass: str = "ovr"
+    pairs: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def task(self) -> str:
@@ -445,10 +458,20 @@ class MulticlassRunResult:
     def n_test(self) -> int:
         return self.runs[0].n_test
 
-    @staticmethod
-    def problem_dir(k: int) -> str:
-        """The folder of the problem of ``classes[k]`` inside the run directory."""
+    def problem_dir(self, k: int) -> str:
+        """The folder of problem ``k`` inside the run directory: ``class_<k>`` (one-vs-rest) or
+        ``pair_<i>_<j>`` (one-vs-one, classes i and j)."""
+        if self.pairs:
+            i, j = self.pairs[k]
+            return f"pair_{i}_{j}"
         return f"class_{k}"
+
+    def problem_label(self, k: int) -> str:
+        """Problem ``k`` in words: ``class 'a' vs rest`` or ``class 'b' vs 'a'``."""
+        if self.pairs:
+            i, j = self.pairs[k]
+            return f"class {self.classes[j]!r} vs {self.classes[i]!r}"
+        return f"class {self.classes[k]!r} vs rest"
 
     def summary(self) -> dict[str, Any]:
         """The top-level ``summary.json`` of a multiclass run (see ``docs/specs.md``)."""
@@ -460,10 +483,12 @@ class MulticlassRunResult:
                    for m, (n, w) in enumerate(zip(self.kernel_names, weights))]
         top = sorted(records, key=lambda k: -k["weight"])
         problems = []
-        for k, (label, r) in enumerate(zip(self.classes, self.runs)):
+        for k, r in enumerate(self.runs):
             res = r.result
+            i, j = self.pairs[k] if self.pairs else (None, k)
             problems.append({
-                "class": label, "dir": self.problem_dir(k), "status": r.status, "converged": r.converged,
+                "class": self.classes[j], "versus": "rest" if i is None else self.classes[i],
+                "dir": self.problem_dir(k), "status": r.status, "converged": r.converged,
                 "objective": float(res.objective), "duality_gap": float(res.gap), "iterations": int(res.iterations),
                 "n_active_kernels": r.n_active, **r.metrics,
             })
@@ -471,8 +496,8 @@ class MulticlassRunResult:
         out = {
             "status": self.status,
             "converged": self.converged,
-            "message": f"{len(self.runs)} one-vs-rest problems, {n_ok} converged",
-            "multiclass": "ovr",
+            "message": f"{len(self.runs)} {_MULTICLASS_WORDS[self.multiclass]} problems, {n_ok} converged",
+            "multiclass": self.multiclass,
             "classes": list(self.classes),
             "n_classes": len(self.classes),
             "problems": problems,
@@ -505,7 +530,7 @@ def solve_multiclass(
     callback: Callable[[dict[str, Any]], Any] | None = None,
     warn_compilation: bool = False,
 ) -> MulticlassRunResult:
-    """Solve every one-vs-rest problem of a prepared multiclass target (:attr:`Prepared.tasks`) on its one bank.
+    """Solve every binary problem of a prepared multiclass target (:attr:`Prepared.tasks`) on its one bank.
 
     Each problem is evaluated like :func:`solve_prepared` (its accuracies are
     those of class k against the rest); the predicted class of a row is the
@@ -518,9 +543,10 @@ def solve_multiclass(
     if tasks is None or data.classes is None:
         raise ValueError("solve_multiclass needs a Prepared of a target with more than two classes")
     runs = []
-    for t in range(len(tasks)):
+    for t, task in enumerate(tasks):
         run_t = solve_prepared(prepared.task(t), callback, warn_compilation=warn_compilation)
-        run_t.labels = {"class": data.label_of(float(t)), "versus": "rest"}
+        run_t.labels = {"class": data.label_of(float(task.positive)),
+                        "versus": "rest" if task.rows is None else data.label_of(float(task.negative))}
         runs.append(run_t)
     pred_train, pred_test = prepared.class_index([r.result for r in runs])
     metrics: dict[str, float | None] = {"train_accuracy": float(np.mean(pred_train == data.y_train))}
@@ -533,6 +559,8 @@ def solve_multiclass(
         spec=runs[0].spec, classes=data.class_labels or [], runs=runs,
         metrics=metrics, timings=timings,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        multiclass="ovr" if all(t.rows is None for t in tasks) else "ovo",
+        pairs=[] if all(t.rows is None for t in tasks) else [(t.negative, t.positive) for t in tasks],
     )
 
 

@@ -467,14 +467,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _multiclass_done(args: argparse.Namespace, result: Any, files: dict[str, Any], out_dir: Any) -> int:
-    """The summary of a one-vs-rest run (one line per class) and its warning when a problem did not converge."""
+    """The summary of a multiclass run (one line per problem) and its warning when a problem did not converge."""
     m = result.metrics
     tol = result.spec.engine.engine.get_params().get("tol")
-    lines = [f"status      {result.status} ({len(result.runs)} one-vs-rest problems, "
+    kind = "one-vs-one" if result.pairs else "one-vs-rest"
+    lines = [f"status      {result.status} ({len(result.runs)} {kind} problems, "
              f"{result.timings.get('solve_s', 0.0):.2f} s solve, {result.timings.get('total_s', 0.0):.2f} s total)"]
-    for k, (label, run) in enumerate(zip(result.classes, result.runs)):
+    for k, run in enumerate(result.runs):
         r = run.result
-        lines.append(f"class {label!r} vs rest: {r.status}, {_plural(r.iterations, 'iteration')}, gap "
+        lines.append(f"{result.problem_label(k)}: {r.status}, {_plural(r.iterations, 'iteration')}, gap "
                      f"{_num(r.gap, '.2e')} (tol {_num(tol, 'g')}), {run.n_active} of {run.n_kernels} kernels active"
                      f" -> {files.get(result.problem_dir(k), '')}")
     test = m.get("test_accuracy")
@@ -621,10 +622,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
     _out("wrote " + ", ".join(str(p) for p in paths))
     from .io import read_summary
 
-    problems = read_summary(args.out).get("problems")
-    if isinstance(problems, list):  # a one-vs-rest run: its iterations are in the class folders
-        _out(f"a run of {len(problems)} one-vs-rest problems: weights.png shows the kernel weights averaged over "
-             f"the classes; the iterations of each are plotted by 'mklkit report {args.out}/class_<k>'")
+    summary = read_summary(args.out)
+    problems = summary.get("problems")
+    if isinstance(problems, list):  # a multiclass run: its iterations are in the problems' folders
+        ovo = summary.get("multiclass") == "ovo"
+        _out(f"a run of {len(problems)} {'one-vs-one' if ovo else 'one-vs-rest'} problems: weights.png shows the "
+             f"kernel weights averaged over the problems; the iterations of each are plotted by "
+             f"'mklkit report {args.out}/{'pair_<i>_<j>' if ovo else 'class_<k>'}'")
     return EXIT_OK
 
 

@@ -184,6 +184,65 @@ def test_three_classes_one_vs_rest(tmp_path, capsys, iris):
     assert res.metrics["test_accuracy"] == words["test_accuracy"]
 
 
+def test_three_classes_one_vs_one(tmp_path, capsys, iris):
+    """``problem.multiclass: ovo``: one problem per pair of classes on their rows, each the binary
+    problem of those rows (same objective, same test accuracy on the pair's test rows, raw features
+    and kernels so that the pair's data are those rows exactly); the predicted class is the vote of
+    the pairs (scikit-learn's rule)."""
+    X_tr, X_te, y_tr, y_te = iris
+    raw = {"standardize": False}
+    _csv(tmp_path / "tr.csv", X_tr, SPECIES[y_tr], NAMES, "species")
+    _csv(tmp_path / "te.csv", X_te, SPECIES[y_te], NAMES, "species")
+    spec = _spec(tmp_path, "ovo", {"train": "tr.csv", "test": "te.csv", **raw}, multiclass="ovo")
+    spec.write_text(spec.read_text().replace("normalize: trace", "normalize: none"))
+    code, out, err = _run(spec, tmp_path / "ovo", capsys)
+    assert code == 0, err
+    assert "3 one-vs-one problems" in out and "class 'versicolor' vs 'setosa'" in out
+    top = _summary(tmp_path / "ovo")
+    assert top["multiclass"] == "ovo" and top["files"]["problems"] == ["pair_0_1", "pair_0_2", "pair_1_2"]
+    assert [(p["class"], p["versus"]) for p in top["problems"]] == [
+        ("versicolor", "setosa"), ("virginica", "setosa"), ("virginica", "versicolor")]
+    assert top["test_accuracy"] >= 0.9
+    for (i, j), p in zip([(0, 1), (0, 2), (1, 2)], top["problems"]):
+        tr, te = np.isin(y_tr, (i, j)), np.isin(y_te, (i, j))
+        _csv(tmp_path / "p_tr.csv", X_tr[tr], np.where(y_tr[tr] == j, 1, -1), NAMES, "species")
+        _csv(tmp_path / "p_te.csv", X_te[te], np.where(y_te[te] == j, 1, -1), NAMES, "species")
+        pspec = _spec(tmp_path, "p", {"train": "p_tr.csv", "test": "p_te.csv", **raw})
+        pspec.write_text(pspec.read_text().replace("normalize: trace", "normalize: none"))
+        code, _, err = _run(pspec, tmp_path / f"p{i}{j}", capsys)
+        assert code == 0, err
+        binary = _summary(tmp_path / f"p{i}{j}")
+        mine = _summary(tmp_path / "ovo" / f"pair_{i}_{j}")
+        assert mine["n_train"] == int(tr.sum()) and mine["n_test"] == int(te.sum())
+        assert p["duality_gap"] <= ENGINE["tol"]
+        assert mine["objective"] == pytest.approx(binary["objective"], rel=1e-9)
+        assert mine["test_accuracy"] == binary["test_accuracy"] == p["test_accuracy"]
+    # the predicted class: the votes of the pairs' decision values
+    from mklkit._multiclass import ovo_decision, ovo_tasks
+    from mklkit.api import load_spec, run
+
+    spec_obj = load_spec(tmp_path / "ovo.yaml")
+    res = run(spec_obj)
+    assert res.metrics["test_accuracy"] == top["test_accuracy"]
+    prepared = spec_obj.prepare(build=True)
+    tasks = ovo_tasks(np.asarray(y_tr), 3)
+    F = np.column_stack([prepared.test.decision_function(r.result, prepared.bank, rows=t.rows)
+                         for r, t in zip(res.runs, tasks)])
+    votes = np.argmax(ovo_decision(F, tasks, 3), axis=1)
+    assert np.mean(votes == y_te) == top["test_accuracy"]
+
+
+def test_one_vs_one_needs_gram_matrices(tmp_path, capsys, iris):
+    X_tr, _, y_tr, _ = iris
+    _csv(tmp_path / "tr.csv", X_tr, SPECIES[y_tr], NAMES, "species")
+    spec = {"data": {"train": "tr.csv"}, "kernels": {**BANK, "factor": True},
+            "problem": {**PROBLEM, "multiclass": "ovo"}, "engine": "auto"}
+    p = tmp_path / "f.yaml"
+    p.write_text(yaml.safe_dump(spec, sort_keys=False))
+    line = _error(["run", p, "--out", tmp_path / "o"], capsys)
+    assert "problem.multiclass" in line and "Gram matrices" in line and "ovr" in line, line
+
+
 def test_report_of_a_multiclass_run(tmp_path, capsys, iris):
     pytest.importorskip("matplotlib")
     X_tr, _, y_tr, _ = iris

@@ -168,31 +168,60 @@ class Prepared:
         return problem_at(self.problem, y=y, K=K, C=C, sample_weight=w)
 
     def task(self, t: int) -> "Prepared":
-        """The one-vs-rest problem ``t`` of a multiclass target as a binary :class:`Prepared`.
+        """The binary problem ``t`` of a multiclass target as a binary :class:`Prepared`.
 
-        Its data's labels are +1 for the class ``data.classes[t]`` and -1 for
-        the rest (training and test part); the bank is shared.
+        One-vs-rest: its data's labels are +1 for the class ``tasks[t].positive``
+        and -1 for the rest (training and test part); the bank is shared.
+        One-vs-one: the rows of its two classes only (training and test part),
+        +1 for ``positive``; the problem holds their block of the Gram matrices.
         """
         import numpy as np
 
         assert self.tasks is not None and self.problem is not None
         task = self.tasks[t]
         y_test = self.data.y_test
-        data = replace(self.data, y_train=task.y, classes=None, positive=None,
-                       y_test=None if y_test is None else np.where(y_test == task.positive, 1.0, -1.0))
-        return replace(self, data=data, problem=self.subproblem(task.y), tasks=None)
+        if task.rows is None:
+            data = replace(self.data, y_train=task.y, classes=None, positive=None,
+                           y_test=None if y_test is None else np.where(y_test == task.positive, 1.0, -1.0))
+            return replace(self, data=data, problem=self.subproblem(task.y), tasks=None)
+        rows = np.asarray(task.rows, dtype=np.intp)
+        w = self.data.w_train
+        test, yt = self.test, None
+        if y_test is not None and test is not None and test.K is not None:
+            sel = np.flatnonzero((y_test == task.positive) | (y_test == task.negative))
+            test = replace(test, K=np.ascontiguousarray(test.K[:, sel][:, :, rows]), _factor_rows=None)
+            yt = np.where(y_test[sel] == task.positive, 1.0, -1.0)
+        data = replace(self.data, y_train=task.y, classes=None, positive=None, y_test=yt,
+                       X_train=None if self.data.X_train is None else self.data.X_train[rows],
+                       w_train=None if w is None else w[rows])
+        return replace(self, data=data, problem=self.subproblem(task.y, rows), tasks=None,
+                       test=test if yt is not None else None)
 
     def class_index(self, results: Any) -> tuple[np.ndarray, np.ndarray | None]:
-        """Predicted class indices on the training and test parts from one result per one-vs-rest task.
+        """Predicted class indices on the training and test parts from one result per task.
 
-        Each row goes to the class whose problem gives it the largest
-        decision value (``None`` for the test part when there is none).
+        One-vs-rest: each row goes to the class whose problem gives it the
+        largest decision value; one-vs-one: the votes of the pairs, ties
+        broken by their confidences (:func:`mklkit._multiclass.ovo_decision`,
+        as scikit-learn's ``SVC``).  ``None`` for the test part when there is none.
         """
         import numpy as np
 
-        F = np.column_stack([self.train_decision(r) for r in results])
-        F_test = None if self.test is None else np.column_stack([self.test_decision(r) for r in results])
-        return np.argmax(F, axis=1), None if F_test is None else np.argmax(F_test, axis=1)
+        from .._multiclass import ovo_decision
+
+        assert self.tasks is not None and self.problem is not None
+        tasks = self.tasks
+        if all(t.rows is None for t in tasks):
+            F = np.column_stack([self.train_decision(r) for r in results])
+            F_test = None if self.test is None else np.column_stack([self.test_decision(r) for r in results])
+            return np.argmax(F, axis=1), None if F_test is None else np.argmax(F_test, axis=1)
+        train = TestSide(K=self.problem.K)
+        F = np.column_stack([train.decision_function(r, self.bank, rows=t.rows) for r, t in zip(results, tasks)])
+        k = len(self.data.classes) if self.data.classes is not None else 1 + max(t.positive for t in tasks)
+        F_test = None if self.test is None else np.column_stack(
+            [self.test.decision_function(r, self.bank, rows=t.rows) for r, t in zip(results, tasks)])
+        return (np.argmax(ovo_decision(F, tasks, k), axis=1),
+                None if F_test is None else np.argmax(ovo_decision(F_test, tasks, k), axis=1))
 
     def train_decision(self, result: Any) -> np.ndarray:
         """Training predictions of a solve result, in the bank's representation."""
@@ -237,6 +266,13 @@ def problem_at(problem: Problem, *, y: Any = None, K: Any = None, C: float | str
                    sample_weight=problem.sample_weight if sample_weight is _KEEP else sample_weight)
 
 
+def _ovo_needs_gram(rep: str) -> None:
+    if rep != "array":
+        raise PipelineError("problem.multiclass", f"one-vs-one problems take row blocks of Gram matrices; "
+                            f"the bank is held as a {rep} bank", "ovo",
+                            "ovr, or Gram matrices (kernels.factor: false, no kernels.sharded)")
+
+
 def prepare(
     d: Data,
     bank: BankSettings,
@@ -278,14 +314,16 @@ def prepare(
     rep = bank.representation.kind
     tasks = None
     y = d.y_train
-    if d.multiclass:  # one-vs-rest: the first problem's labels stand for all of them in the checks
+    ovo = d.multiclass and problem.multiclass == "ovo"
+    if d.multiclass:  # the first one-vs-rest problem's labels stand for all of them in the checks
         import numpy as np
 
-        from .._multiclass import ovr_tasks
+        from .._multiclass import ovo_tasks, ovr_tasks
 
         assert d.classes is not None
-        tasks = ovr_tasks(np.asarray(d.y_train, dtype=np.intp), len(d.classes))
-        y = tasks[0].y
+        codes = np.asarray(d.y_train, dtype=np.intp)
+        y = ovr_tasks(codes, len(d.classes))[0].y
+        tasks = (ovo_tasks if ovo else ovr_tasks)(codes, len(d.classes))
     if d.precomputed:
         assert d.K_train is not None
         M = int(d.K_train.shape[0])
@@ -319,9 +357,12 @@ def prepare(
         names = [k.label for k in specs]
         M = len(specs)
         chosen = bank.representation
+        if ovo and rep != "auto":
+            _ovo_needs_gram(rep)
         if rep == "auto":
-            chosen, why = choose_representation(specs, d.n_train, d.n_test, bank,
-                                                _supports(engine, probe_problem(y, M, problem, "factor", d.w_train)))
+            chosen, why = choose_representation(  # one-vs-one takes row blocks of Gram matrices
+                specs, d.n_train, d.n_test, bank,
+                not ovo and _supports(engine, probe_problem(y, M, problem, "factor", d.w_train)))
             rep = chosen.kind
             # said when it approximates (a warning) or factors exactly; Gram matrices are the usual case
             level = (logging.WARNING if rep == "factor" and chosen.rank is not None
@@ -333,6 +374,8 @@ def prepare(
             if fixed is not None:   # None: nothing fits, and the factorization says what it needs
                 chosen = fixed
                 logger.info("kernels: factor: true: %s", why)
+        if ovo:
+            _ovo_needs_gram(rep)
         memory = check_memory(M, d.n_train, d.n_test, bank, chosen)
         check_support(engine, probe_problem(y, M, problem, rep, d.w_train), engine_key)
         if not build:

@@ -38,6 +38,7 @@ DEFAULTS: dict[str, Any] = {
     "kernels.normalize": "trace",
     "kernels.representation": "auto",
     "problem.regularizer": "l1",
+    "problem.multiclass": "ovr",
     "problem.C": "auto",
     "problem.bias": True,
     "engine.name": "spicy",
@@ -650,6 +651,10 @@ class ProblemSettings(Settings):
     C: CValue = Field(DEFAULTS["problem.C"], description="regularization constant: a number > 0, or auto (the "
                       "root mean diagonal of the training kernels, x 6 for regression losses)")
     bias: bool = Field(DEFAULTS["problem.bias"], description="fit an unregularized offset")
+    multiclass: Literal["ovr", "ovo"] = Field(DEFAULTS["problem.multiclass"], exclude_if=lambda v: v == "ovr",
+                                              description="more than two "
+                                              "classes: one-vs-rest (one problem per class) or one-vs-one "
+                                              "(one per pair of classes, on their rows; Gram matrices only)")
 
 
 class CVSettings(Settings):
