@@ -2,12 +2,10 @@
 from __future__ import annotations
 
 import builtins
-import functools
-from typing import Any, Callable, TypeVar
+import contextlib
+from typing import Any, Iterator
 
-__all__ = ["caused_by_interrupt", "raises_keyboard_interrupt"]
-
-F = TypeVar("F", bound=Callable[..., Any])
+__all__ = ["caused_by_interrupt", "interrupt_guard"]
 
 _EXCEPTION_GROUPS: Any = getattr(builtins, "BaseExceptionGroup", ())
 
@@ -35,20 +33,18 @@ def caused_by_interrupt(exc: BaseException) -> bool:
     return False
 
 
-def raises_keyboard_interrupt(fn: F) -> F:
-    """``fn``, with an exception that a Ctrl-C caused (:func:`caused_by_interrupt`) raised again as the
+@contextlib.contextmanager
+def interrupt_guard() -> Iterator[None]:
+    """Raise an exception that a Ctrl-C caused (:func:`caused_by_interrupt`) again as the
     :class:`KeyboardInterrupt` it stands for (chained to it), so that Python callers of the public entry
-    points (``mklkit.run``, ``Engine.solve``, the estimators' ``fit``) see a Ctrl-C as a Ctrl-C."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:
-            if caused_by_interrupt(exc):
-                raise KeyboardInterrupt(f"interrupted (as {type(exc).__name__}: {exc})") from exc
-            raise
-
-    return wrapper  # type: ignore[return-value]
+    points (``mklkit.run``, ``mklkit.sweep``, ``Engine.solve``, the estimators' ``fit``) see a Ctrl-C as a
+    Ctrl-C.  A context manager, not a wrapper: the frames (and the ``stacklevel`` of warnings) stay as
+    they are."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        if caused_by_interrupt(exc):
+            raise KeyboardInterrupt(f"interrupted (as {type(exc).__name__}: {exc})") from exc
+        raise

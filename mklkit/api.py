@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from ._interrupts import raises_keyboard_interrupt
+from ._interrupts import interrupt_guard
 from .pipeline import Prepared
 from .spec import Spec, SpecError, load_spec as _load_spec
 
@@ -564,7 +564,6 @@ def solve_multiclass(
     )
 
 
-@raises_keyboard_interrupt
 def run(
     spec: Spec | str | os.PathLike[str],
     callback: Callable[[dict[str, Any]], Any] | None = None,
@@ -597,19 +596,19 @@ def run(
         Anything wrong with the spec or its data, before the solve starts.
     """
     spec = _as_spec(spec)
-    prepared = spec.prepare(progress=progress)
-    try:
-        if prepared.tasks is not None:  # more than two classes: one problem per class
-            return solve_multiclass(prepared, callback, warn_compilation=True)
-        return solve_prepared(prepared, callback, warn_compilation=True)
-    finally:
-        prepared.close()
+    with interrupt_guard():
+        prepared = spec.prepare(progress=progress)
+        try:
+            if prepared.tasks is not None:  # more than two classes: one problem per class
+                return solve_multiclass(prepared, callback, warn_compilation=True)
+            return solve_prepared(prepared, callback, warn_compilation=True)
+        finally:
+            prepared.close()
 
 
 # ---------------------------------------------------------------------------
 # sweep
 # ---------------------------------------------------------------------------
-@raises_keyboard_interrupt
 def sweep(
     spec: str | os.PathLike[str],
     overrides: Sequence[str] | Mapping[str, Any] = (),
@@ -656,7 +655,6 @@ def sweep(
     from .sweep import load_sweep, run_sweep
 
     sw = load_sweep(spec, overrides)
-    return run_sweep(
-        sw, out_dir, workers=workers, scheduler=scheduler, resume=resume, force=force,
-        progress=progress,
-    )
+    with interrupt_guard():
+        return run_sweep(sw, out_dir, workers=workers, scheduler=scheduler, resume=resume, force=force,
+                         progress=progress)

@@ -37,8 +37,11 @@ def _engines(accepting: bool) -> list[str]:
 
 #: The engines that accept weights (``docs/engines.md``); every other installed engine
 #: refuses them.
-WEIGHTED = ["auto", "proximal", "spicy"]
+WEIGHTED = ["auto", "bcd", "proximal", "spicy"]
 UNWEIGHTED = [name for name in _engines(False) if name not in WEIGHTED]
+#: The engines that accept weights and take the Gram bank of the tests below (bcd takes factor banks:
+#: its weighted problems are in tests/engines/test_bcd_weights.py).
+ON_ARRAYS = [name for name in WEIGHTED if name != "bcd"]
 
 
 def test_engines_declare_weights():
@@ -115,7 +118,7 @@ def test_c_max_accounts_for_weights(small):
 # ---------------------------------------------------------------------------
 # (1) integer weights = repeated rows, for every engine that accepts weights
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize("engine", WEIGHTED)
+@pytest.mark.parametrize("engine", ON_ARRAYS)
 @pytest.mark.parametrize("loss,reg,C", [("logistic", "elasticnet", 0.5), ("squared", "l1", 2.0)],
                          ids=["logistic-elasticnet", "squared-l1"])
 def test_weights_equal_repeated_rows(small, engine, loss, reg, C):
@@ -140,7 +143,7 @@ def test_weights_equal_repeated_rows(small, engine, loss, reg, C):
 # ---------------------------------------------------------------------------
 # (2) weak duality and the objective against the conic reference
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize("engine", WEIGHTED)
+@pytest.mark.parametrize("engine", ON_ARRAYS)
 def test_weighted_against_conic_reference(small, engine):
     """The reference writes :math:`\\sum_i w_i\\ell` directly; the engine's dual objective is
     below the reference optimum (weak duality) and its primal agrees to 1e-4 relative."""
@@ -182,9 +185,9 @@ def test_estimator_names_the_engines_that_accept_weights():
         est.fit(X, y, sample_weight=np.arange(60) % 3 + 1.0)
     est.fit(X, y, sample_weight=np.ones(60))          # weights all 1: the unweighted problem
     assert est.solved_by_ == "smo_mkl"
-    with pytest.raises(ValueError, match=r"engine 'bcd' cannot solve this problem: .*sample "
-                                         r"weights.*with sample weights: auto, proximal, spicy"):
-        MKLClassifier(TINY_BANK, engine="bcd", class_weight={0: 2.0}).fit(X, y)
+    # a weighted fit on factors by bcd, which accepts weights
+    fac = MKLClassifier(TINY_BANK, engine="bcd", factor=True, class_weight={0: 2.0}).fit(X, y)
+    assert fac.solved_by_ == "bcd" and fac.dual_gap_ <= 1e-2
 
 
 @pytest.mark.parametrize("loss,reg,C", [("hinge", "l1", 1.0), ("eps_insensitive", "elasticnet", 0.5)],
@@ -319,7 +322,7 @@ def test_class_weight_balanced_raises_minority_recall():
 # ---------------------------------------------------------------------------
 # Weights on a factor bank (K_m = L_m L_m^T held as factors)
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize("engine", WEIGHTED)
+@pytest.mark.parametrize("engine", ON_ARRAYS)
 def test_weights_on_a_factor_bank(small, engine):
     """The weighted problem on exact factors of the kernels has the optimum of the Gram bank."""
     from mklkit.kernels.factor import FactorBank

@@ -23,9 +23,13 @@ extrapolation of the iterates (Anderson 1965; Bertrand & Massias 2021).
 The loss is used through its contract only, as first-class functions of
 the fixed signature :data:`LOSS_FN`; a non-smooth loss (``KIND_ENVELOPE``)
 is replaced by its Moreau envelope, whose derivative is found from the
-conjugate (:func:`envelope`).  The regularizer gives ``value`` and ``prox``
-(:data:`REG_FN`).  All arrays are C-contiguous float64 (indices int64) so
-that the cached signatures match.
+conjugate (:func:`envelope`).  Sample weights :math:`w_i` travel as the
+array ``sw`` next to ``lo``, ``hi`` (gathered with them on a block's
+samples), empty for the unweighted problem: the loss in use is then
+:math:`w_i\ell` (:func:`~mklkit._jit.envelope.loss_terms`), and ``FP_LIP``
+is :math:`\max_i w_i` times the loss's bound.  The regularizer gives
+``value`` and ``prox`` (:data:`REG_FN`).  All arrays are C-contiguous
+float64 (indices int64) so that the cached signatures match.
 """
 from __future__ import annotations
 
@@ -33,7 +37,8 @@ import numpy as np
 from numba import njit, types
 from numba.core.typing.typeof import typeof_impl
 
-from .envelope import KIND_ENVELOPE, KIND_SMOOTH, envelope, gather, loss_terms, sum_value
+from .envelope import (KIND_ENVELOPE, KIND_SMOOTH, envelope, gather, gather_w, loss_terms,
+                       sum_value)
 from .group_blocks import (anderson, block_curv, block_grad, block_hessian, block_image,
                            block_min, pack, prox_step, reg_sum, reg_sum_packed, scores,
                            top_eig, unpack, ws_rows)
@@ -91,20 +96,20 @@ LS_STALL = 10
 # the working-set solve
 # ---------------------------------------------------------------------------
 @njit(cache=True)
-def _refresh_true(kind, sidx, y, z, lp, mu, lo, hi, r, value, deriv, deriv2, conj, conj_grad,
-                  conj_hess):  # pragma: no cover - jitted
+def _refresh_true(kind, sidx, y, z, lp, mu, lo, hi, sw, r, value, deriv, deriv2, conj,
+                  conj_grad, conj_hess):  # pragma: no cover - jitted
     r""":math:`r_i = \ell'(y_i, z_i)` on the samples ``sidx``."""
     _, d1, _ = loss_terms(kind, gather(y, sidx), gather(z, sidx), lp, mu, gather(lo, sidx),
-                          gather(hi, sidx), value, deriv, deriv2, conj, conj_grad, conj_hess,
-                          False, False)
+                          gather(hi, sidx), gather_w(sw, sidx), value, deriv, deriv2, conj,
+                          conj_grad, conj_hess, False, False)
     for j in range(sidx.shape[0]):
         r[sidx[j]] = d1[j]
 
 
 @njit(cache=True)
 def _epoch(model, check, kind, sparse, with_bias, ws, starts, lam, LT, indptr, indices, data,
-           supp_ptr, supp_idx, allidx, y, lp, mu, lo, hi, C, rp, lip_loss, beta, z, bias, r, h,
-           g, d, w, one, stats, Hbuf, hoff, work, max_inner, value, deriv, deriv2, conj,
+           supp_ptr, supp_idx, allidx, y, lp, mu, lo, hi, sw, C, rp, lip_loss, beta, z, bias, r,
+           h, g, d, w, one, stats, Hbuf, hoff, work, max_inner, value, deriv, deriv2, conj,
            conj_grad, conj_hess, reg_prox):  # pragma: no cover - jitted
     r"""One pass of block coordinate descent over the working set, then the bias.
 
@@ -174,11 +179,12 @@ def _epoch(model, check, kind, sparse, with_bias, ws, starts, lam, LT, indptr, i
                 ys = gather(y, sidx)
                 los = gather(lo, sidx)
                 his = gather(hi, sidx)
-                f0 = sum_value(kind, ys, zs, lp, mu, los, his, value, deriv, deriv2, conj,
+                sws = gather_w(sw, sidx)
+                f0 = sum_value(kind, ys, zs, lp, mu, los, his, sws, value, deriv, deriv2, conj,
                                 conj_grad, conj_hess)
                 for j in range(sidx.shape[0]):
                     zs[j] += w[sidx[j]]
-                f1 = sum_value(kind, ys, zs, lp, mu, los, his, value, deriv, deriv2, conj,
+                f1 = sum_value(kind, ys, zs, lp, mu, los, his, sws, value, deriv, deriv2, conj,
                                 conj_grad, conj_hess)
                 slack = 1e-13 * (abs(f0) + abs(gd))
                 if not (f1 - f0 <= gd + 0.5 * lamk * dn2 + slack):
@@ -200,8 +206,8 @@ def _epoch(model, check, kind, sparse, with_bias, ws, starts, lam, LT, indptr, i
                 for i in sidx:
                     z[i] += w[i]
                     w[i] = 0.0
-                _refresh_true(kind, sidx, y, z, lp, mu, lo, hi, r, value, deriv, deriv2, conj,
-                              conj_grad, conj_hess)
+                _refresh_true(kind, sidx, y, z, lp, mu, lo, hi, sw, r, value, deriv, deriv2,
+                              conj, conj_grad, conj_hess)
             viol = max(viol, lamk * np.sqrt(dn2))
             break
         lam[k] = lamk
@@ -218,28 +224,28 @@ def _epoch(model, check, kind, sparse, with_bias, ws, starts, lam, LT, indptr, i
                     r[i] += h[i] * db
         elif gb != 0.0:
             # Newton step on the bias with the sufficient-decrease test of the loss
-            _, _, h2 = loss_terms(kind, y, z, lp, mu, lo, hi, value, deriv, deriv2, conj,
+            _, _, h2 = loss_terms(kind, y, z, lp, mu, lo, hi, sw, value, deriv, deriv2, conj,
                                   conj_grad, conj_hess, False, True)
             hb = np.sum(h2)
             cb = hb if hb > 0.0 else lip_loss * N
             if not (cb > 0.0 and np.isfinite(cb)):
                 cb = N
-            f0 = sum_value(kind, y, z, lp, mu, lo, hi, value, deriv, deriv2, conj, conj_grad,
+            f0 = sum_value(kind, y, z, lp, mu, lo, hi, sw, value, deriv, deriv2, conj, conj_grad,
                             conj_hess)
             zt = np.empty(N)
             for attempt in range(60):
                 db = -gb / cb
                 for i in range(N):
                     zt[i] = z[i] + db
-                f1 = sum_value(kind, y, zt, lp, mu, lo, hi, value, deriv, deriv2, conj,
+                f1 = sum_value(kind, y, zt, lp, mu, lo, hi, sw, value, deriv, deriv2, conj,
                                 conj_grad, conj_hess)
                 if f1 - f0 <= gb * db + 0.5 * cb * db * db + 1e-13 * abs(f0):
                     bias[0] += db
                     z[:] = zt
                     break
                 cb *= 2.0
-            _refresh_true(kind, allidx, y, z, lp, mu, lo, hi, r, value, deriv, deriv2, conj,
-                          conj_grad, conj_hess)
+            _refresh_true(kind, allidx, y, z, lp, mu, lo, hi, sw, r, value, deriv, deriv2,
+                          conj, conj_grad, conj_hess)
     return viol
 
 
@@ -255,17 +261,17 @@ def _model_value(r0, h, z, z0, beta, rows, wseg, C, rp, reg_value):  # pragma: n
 
 
 @njit(cache=True)
-def _true_value(kind, y, z, lp, mu, lo, hi, beta, rows, wseg, C, rp, value, deriv, deriv2, conj,
-                conj_grad, conj_hess, reg_value):  # pragma: no cover - jitted
+def _true_value(kind, y, z, lp, mu, lo, hi, sw, beta, rows, wseg, C, rp, value, deriv, deriv2,
+                conj, conj_grad, conj_hess, reg_value):  # pragma: no cover - jitted
     r""":math:`\sum_i\ell(y_i, z_i)` plus the regularizer on the working set."""
-    return (sum_value(kind, y, z, lp, mu, lo, hi, value, deriv, deriv2, conj, conj_grad,
+    return (sum_value(kind, y, z, lp, mu, lo, hi, sw, value, deriv, deriv2, conj, conj_grad,
                        conj_hess) + reg_sum(beta, rows, wseg, C, rp, reg_value))
 
 
 @njit(cache=True)
 def _coordinate_descent(model, check, kind, sparse, with_bias, max_epochs, n_and, tol, ws,
                         starts, lam, LT, indptr, indices, data, supp_ptr, supp_idx, allidx, y, lp,
-                        mu, lo, hi, C, rp, lip_loss, beta, z, bias, r, r0, h, z0, stats, Hbuf,
+                        mu, lo, hi, sw, C, rp, lip_loss, beta, z, bias, r, r0, h, z0, stats, Hbuf,
                         hoff, max_inner, value, deriv, deriv2, conj, conj_grad, conj_hess,
                         reg_value, reg_prox):  # pragma: no cover - jitted
     r"""Epochs of :func:`_epoch` with Anderson extrapolation, until the violation of a
@@ -295,8 +301,8 @@ def _coordinate_descent(model, check, kind, sparse, with_bias, max_epochs, n_and
     viol = np.inf
     for epoch in range(max_epochs):
         viol = _epoch(model, check, kind, sparse, with_bias, ws, starts, lam, LT, indptr, indices,
-                      data, supp_ptr, supp_idx, allidx, y, lp, mu, lo, hi, C, rp, lip_loss, beta,
-                      z, bias, r, h, g, d, w, one, stats, Hbuf, hoff, work, max_inner, value,
+                      data, supp_ptr, supp_idx, allidx, y, lp, mu, lo, hi, sw, C, rp, lip_loss,
+                      beta, z, bias, r, h, g, d, w, one, stats, Hbuf, hoff, work, max_inner, value,
                       deriv, deriv2, conj, conj_grad, conj_hess, reg_prox)
         stats[ST_EPOCHS] += 1.0
         if not np.isfinite(viol):
@@ -322,7 +328,7 @@ def _coordinate_descent(model, check, kind, sparse, with_bias, max_epochs, n_and
         if model:
             f_cur = _model_value(r0, h, z, z0, beta, rows, wseg, C, rp, reg_value)
         else:
-            f_cur = _true_value(kind, y, z, lp, mu, lo, hi, beta, rows, wseg, C, rp, value,
+            f_cur = _true_value(kind, y, z, lp, mu, lo, hi, sw, beta, rows, wseg, C, rp, value,
                                 deriv, deriv2, conj, conj_grad, conj_hess, reg_value)
         keep_b = np.empty(D)
         pack(beta, bias[0], rows, keep_b)
@@ -330,7 +336,7 @@ def _coordinate_descent(model, check, kind, sparse, with_bias, max_epochs, n_and
         if model:
             f_acc = _model_value(r0, h, xz, z0, beta, rows, wseg, C, rp, reg_value)
         else:
-            f_acc = _true_value(kind, y, xz, lp, mu, lo, hi, beta, rows, wseg, C, rp, value,
+            f_acc = _true_value(kind, y, xz, lp, mu, lo, hi, sw, beta, rows, wseg, C, rp, value,
                                 deriv, deriv2, conj, conj_grad, conj_hess, reg_value)
         if f_acc < f_cur:
             stats[ST_ANDERSON] += 1.0
@@ -339,7 +345,7 @@ def _coordinate_descent(model, check, kind, sparse, with_bias, max_epochs, n_and
                 for i in range(N):
                     r[i] = r0[i] + h[i] * (z[i] - z0[i])
             else:
-                _refresh_true(kind, allidx, y, z, lp, mu, lo, hi, r, value, deriv, deriv2,
+                _refresh_true(kind, allidx, y, z, lp, mu, lo, hi, sw, r, value, deriv, deriv2,
                               conj, conj_grad, conj_hess)
         else:
             bias[0] = unpack(keep_b, rows, beta)
@@ -429,17 +435,19 @@ def first_class(fn, fn_type):
 
 
 @njit(types.void(_I1, _F1, _I1, _I1, _F1, _F2, _I1, _I1, _F1, _I1, _I1, _I1, _I1, _F1, _F1,
-                 _I1, _F1, _F1, _F1, _F1, _F1, _F1, _F1, _F1, _F1, LOSS_FN, LOSS_FN, LOSS_FN,
+                 _I1, _F1, _F1, _F1, _F1, _F1, _F1, _F1, _F1, _F1, _F1, LOSS_FN, LOSS_FN, LOSS_FN,
                  LOSS_FN, LOSS_FN, LOSS_FN, REG_FN, REG_FN),
       cache=True)
 def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, supp_idx, tptr,
-             tcol, tval, grams, goff, y, lp, lo, hi, rp, beta, z, bias, stats, value, deriv,
+             tcol, tval, grams, goff, y, lp, lo, hi, sw, rp, beta, z, bias, stats, value, deriv,
              deriv2, conj, conj_grad, conj_hess, reg_value, reg_prox):  # pragma: no cover
 
     r"""Solve the problem restricted to the working set ``ws`` (and the bias), in place.
 
     ``beta`` (R,), ``z`` (N,) and ``bias`` (1,) are the current point and are
-    updated; the other blocks stay fixed.  ``lip[m]`` is
+    updated; the other blocks stay fixed.  ``lo``, ``hi`` bound the domain of
+    the loss's own conjugate; ``sw`` holds the sample weights (empty:
+    unweighted), and every loss term below is that of :math:`w_i\ell`.  ``lip[m]`` is
     :math:`\|L_m\|_2^2`.  ``ipar``/``fpar`` hold the options (``IP_*``,
     ``FP_*``); ``stats`` (``ST_*``) receives the counters.
 
@@ -455,7 +463,8 @@ def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, s
     by coordinate descent to ``FP_RATIO`` times that violation (blocks of
     rank at most ``IP_EXACT_RANK`` exactly, with their Hessian
     :math:`L_m^\top\mathrm{diag}(h)L_m`: ``grams[goff[m]:]`` times ``h`` when
-    ``h`` is constant, else :func:`block_hessian` from ``LT`` or the
+    ``h`` (the weighted curvature :math:`w_i\ell''`, so never for non-uniform
+    weights on the squared loss) is constant, else :func:`block_hessian` from ``LT`` or the
     sample-major copy ``tptr``/``tcol``/``tval`` of a sparse bank), and searches
     along the direction :math:`\Delta` with the Armijo rule
     :math:`P(x + t\Delta) \le P(x) + 10^{-4} t\,(r_0^\top\Delta z +
@@ -477,11 +486,11 @@ def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, s
         stats[j] = 0.0
     lam = np.zeros(nW)
     rows, wseg = ws_rows(ws, starts)
-    f_start = _true_value(kind, y, z, lp, mu, lo, hi, beta, rows, wseg, C, rp, value, deriv,
+    f_start = _true_value(kind, y, z, lp, mu, lo, hi, sw, beta, rows, wseg, C, rp, value, deriv,
                           deriv2, conj, conj_grad, conj_hess, reg_value)
     if method == METHOD_BCD:
         check = ipar[IP_CHECK] != 0
-        v, r, h = loss_terms(kind, y, z, lp, mu, lo, hi, value, deriv, deriv2, conj, conj_grad,
+        v, r, h = loss_terms(kind, y, z, lp, mu, lo, hi, sw, value, deriv, deriv2, conj, conj_grad,
                              conj_hess, False, check)
         for k in range(nW):
             m = ws[k]
@@ -492,8 +501,8 @@ def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, s
                 lam[k] = lip_loss * lip[m]
         viol, capped = _coordinate_descent(
             False, check, kind, sparse, with_bias, ipar[IP_MAX_EPOCHS], n_and, tol, ws, starts,
-            lam, LT, indptr, indices, data, supp_ptr, supp_idx, allidx, y, lp, mu, lo, hi, C, rp,
-            lip_loss, beta, z, bias, r, r, h, z, stats, np.empty(0),
+            lam, LT, indptr, indices, data, supp_ptr, supp_idx, allidx, y, lp, mu, lo, hi, sw, C,
+            rp, lip_loss, beta, z, bias, r, r, h, z, stats, np.empty(0),
             np.full(nW, -1, dtype=np.int64), 0, value, deriv, deriv2, conj, conj_grad, conj_hess,
             reg_value, reg_prox)
         stats[ST_VIOLATION] = viol
@@ -521,7 +530,7 @@ def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, s
                 size += rk * rk
         Hbuf = np.empty(size)
         for step in range(ipar[IP_MAX_NEWTON]):
-            _, r0, h = loss_terms(kind, y, z, lp, mu, lo, hi, value, deriv, deriv2, conj,
+            _, r0, h = loss_terms(kind, y, z, lp, mu, lo, hi, sw, value, deriv, deriv2, conj,
                                   conj_grad, conj_hess, False, True)
             hmax = 0.0
             hmin = np.inf
@@ -567,8 +576,8 @@ def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, s
             viol, _ = _coordinate_descent(
                 True, False, kind, sparse, with_bias, ipar[IP_MAX_EPOCHS], n_and,
                 ratio * tol, ws, starts, lam, LT, indptr, indices, data,
-                supp_ptr, supp_idx, allidx, y, lp, mu, lo, hi, C, rp, lip_loss, beta, z, bias, r,
-                r0, h, z0, stats, Hbuf, use, ipar[IP_MAX_INNER], value, deriv, deriv2, conj,
+                supp_ptr, supp_idx, allidx, y, lp, mu, lo, hi, sw, C, rp, lip_loss, beta, z, bias,
+                r, r0, h, z0, stats, Hbuf, use, ipar[IP_MAX_INNER], value, deriv, deriv2, conj,
                 conj_grad, conj_hess, reg_value, reg_prox)
             if not np.isfinite(viol):
                 stats[ST_STATUS] = NUMERICAL
@@ -599,7 +608,7 @@ def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, s
                 bias[0] = unpack(trial, rows, beta)
                 for i in range(N):
                     zt[i] = z0[i] + t * (z[i] - z0[i])
-                f1 = _true_value(kind, y, zt, lp, mu, lo, hi, beta, rows, wseg, C, rp, value,
+                f1 = _true_value(kind, y, zt, lp, mu, lo, hi, sw, beta, rows, wseg, C, rp, value,
                                  deriv, deriv2, conj, conj_grad, conj_hess, reg_value)
                 if f1 <= f0 + 1e-4 * t * slope + slack:
                     accepted = True
@@ -619,7 +628,7 @@ def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, s
                 # rounding); further Newton steps here would be cut the same way
                 stats[ST_STATUS] = NO_DESCENT
                 break
-    f_end = _true_value(kind, y, z, lp, mu, lo, hi, beta, rows, wseg, C, rp, value, deriv,
+    f_end = _true_value(kind, y, z, lp, mu, lo, hi, sw, beta, rows, wseg, C, rp, value, deriv,
                         deriv2, conj, conj_grad, conj_hess, reg_value)
     stats[ST_DECREASE] = f_start - f_end
 
@@ -627,13 +636,13 @@ def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, s
 _i8 = types.int64
 
 
-@njit(types.UniTuple(_F1, 3)(_i8, _F1, _F1, _F1, _f8, _F1, _F1, LOSS_FN, LOSS_FN, LOSS_FN,
+@njit(types.UniTuple(_F1, 3)(_i8, _F1, _F1, _F1, _f8, _F1, _F1, _F1, LOSS_FN, LOSS_FN, LOSS_FN,
                              LOSS_FN, LOSS_FN, LOSS_FN, _b1, _b1),
       cache=True)
-def eval_loss(kind, y, z, lp, mu, lo, hi, value, deriv, deriv2, conj, conj_grad, conj_hess,
+def eval_loss(kind, y, z, lp, mu, lo, hi, sw, value, deriv, deriv2, conj, conj_grad, conj_hess,
               want_value, want_curv):  # pragma: no cover - jitted
     """:func:`loss_terms`, compiled once for every loss (the engine's entry point)."""
-    return loss_terms(kind, y, z, lp, mu, lo, hi, value, deriv, deriv2, conj, conj_grad,
+    return loss_terms(kind, y, z, lp, mu, lo, hi, sw, value, deriv, deriv2, conj, conj_grad,
                       conj_hess, want_value, want_curv)
 
 

@@ -7,13 +7,31 @@ The envelope of smoothing :math:`\mu` is
 :math:`u^*(z)` in ``[lo, hi]`` (the conjugate's domain) is the root of the
 monotone :math:`z - \partial\ell^*(u) - \mu u` (:func:`envelope`), so only the
 conjugate's ``conj``, ``conj_grad`` and ``conj_hess`` are needed.
+
+Sample weights :math:`w_i > 0` travel as an array ``w`` next to ``lo``, ``hi``
+(the domain of the loss's own conjugate); an empty ``w`` (shape (0,)) is the
+unweighted loss, computed as without weights, with the same compiled
+signature as the weighted one.  The weighted smooth loss has value, derivative and second
+derivative :math:`w_i` times the loss's.  The envelope of the weighted loss
+follows from the scaling identity :math:`(w\ell)^*(u) = w\ell^*(u/w)`: with
+:math:`u = wv`,
+
+.. math::
+    (w\ell)_\mu(z) = \sup_u\, uz - w\ell^*(u/w) - \tfrac\mu2u^2
+    = w\sup_v\, \big(vz - \ell^*(v) - \tfrac{\mu w}2v^2\big) = w\,\ell_{\mu w}(z),
+
+the loss's envelope of the per-sample smoothing :math:`\mu w_i` times
+:math:`w_i`: value :math:`w_i\ell_{\mu w_i}(z)`, derivative
+:math:`u^\star = w_iv^\star` (in :math:`w_i` times the loss's domain) and
+curvature :math:`w_i/(\ell^{*\prime\prime}(v^\star) + \mu w_i) \le 1/\mu`.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-__all__ = ["KIND_SMOOTH", "KIND_ENVELOPE", "envelope", "loss_terms", "sum_value", "gather"]
+__all__ = ["KIND_SMOOTH", "KIND_ENVELOPE", "envelope", "loss_terms", "sum_value", "gather",
+           "gather_w"]
 
 _EPS = np.finfo(np.float64).eps
 
@@ -32,7 +50,15 @@ def gather(src, idx):  # pragma: no cover - jitted
 
 
 @njit(cache=True)
-def envelope(y, z, lp, mu, lo, hi, conj, conj_grad, conj_hess, want_value):  # pragma: no cover
+def gather_w(w, idx):  # pragma: no cover - jitted
+    """The weights ``w[idx]``, or ``w`` itself when empty (unweighted)."""
+    if w.shape[0] == 0:
+        return w
+    return gather(w, idx)
+
+
+@njit(cache=True)
+def envelope(y, z, lp, mu, lo, hi, w, conj, conj_grad, conj_hess, want_value):  # pragma: no cover
     r"""Derivative, curvature and value of the Moreau envelope of the loss.
 
     .. math::
@@ -53,6 +79,10 @@ def envelope(y, z, lp, mu, lo, hi, conj, conj_grad, conj_hess, want_value):  # p
     :math:`\ell^*` (the bracket closes on a jump of :math:`\varphi`) it does
     not move with :math:`z`: the curvature is 0.
 
+    With weights ``w`` (non-empty): the envelope of :math:`w_i\ell` (module
+    docstring), the search above with the smoothing :math:`\mu w_i` of
+    sample :math:`i`, then value, :math:`u` and curvature times :math:`w_i`.
+
     Returns
     -------
     value : ndarray (N,) (empty unless ``want_value``)
@@ -60,6 +90,7 @@ def envelope(y, z, lp, mu, lo, hi, conj, conj_grad, conj_hess, want_value):  # p
     h : ndarray (N,)
     """
     n = z.shape[0]
+    weighted = w.shape[0] > 0
     u = np.zeros(n)
     h = np.zeros(n)
     a = lo.copy()
@@ -81,7 +112,8 @@ def envelope(y, z, lp, mu, lo, hi, conj, conj_grad, conj_hess, want_value):  # p
         g = conj_grad(gather(y, sel), ends, lp)
         for j in range(k):
             i = sel[j]
-            phi = z[i] - g[j] - mu * ends[j]
+            mi = mu * w[i] if weighted else mu
+            phi = z[i] - g[j] - mi * ends[j]
             if (side == 0 and phi >= 0.0) or (side == 1 and phi <= 0.0):
                 u[i] = ends[j]
                 done[i] = True
@@ -107,7 +139,8 @@ def envelope(y, z, lp, mu, lo, hi, conj, conj_grad, conj_hess, want_value):  # p
         g = conj_grad(gather(y, sel), probe, lp)
         for j in range(k):
             i = sel[j]
-            phi = z[i] - g[j] - mu * probe[j]
+            mi = mu * w[i] if weighted else mu
+            phi = z[i] - g[j] - mi * probe[j]
             if phi >= 0.0:
                 a[i] = probe[j]
             else:
@@ -133,10 +166,11 @@ def envelope(y, z, lp, mu, lo, hi, conj, conj_grad, conj_hess, want_value):  # p
         H = conj_hess(ys, us, lp)
         for j in range(k):
             i = sel[j]
-            phi = z[i] - g[j] - mu * u[i]
-            scale = abs(z[i]) + abs(g[j]) + mu * abs(u[i])
+            mi = mu * w[i] if weighted else mu
+            phi = z[i] - g[j] - mi * u[i]
+            scale = abs(z[i]) + abs(g[j]) + mi * abs(u[i])
             if abs(phi) <= 16.0 * _EPS * scale:
-                der = H[j] + mu
+                der = H[j] + mi
                 h[i] = 1.0 / der if (der > 0.0 and np.isfinite(der)) else 0.0
                 done[i] = True
                 continue
@@ -148,7 +182,7 @@ def envelope(y, z, lp, mu, lo, hi, conj, conj_grad, conj_hess, want_value):  # p
                 u[i] = 0.5 * (a[i] + b[i])       # a jump of phi: a kink of the conjugate
                 done[i] = True
                 continue
-            der = H[j] + mu
+            der = H[j] + mi
             un = u[i] + phi / der if (der > 0.0 and np.isfinite(der)) else np.nan
             if not (a[i] < un < b[i]):
                 un = 0.5 * (a[i] + b[i])
@@ -159,32 +193,49 @@ def envelope(y, z, lp, mu, lo, hi, conj, conj_grad, conj_hess, want_value):  # p
         c = conj(y, u, lp)
         val = np.empty(n)
         for i in range(n):
-            val[i] = u[i] * z[i] - c[i] - 0.5 * mu * u[i] * u[i]
+            mi = mu * w[i] if weighted else mu
+            val[i] = u[i] * z[i] - c[i] - 0.5 * mi * u[i] * u[i]
     else:
         val = np.empty(0)
+    if weighted:
+        # (w l)_mu = w l_{mu w}: value, derivative u = w v and curvature times w
+        for i in range(n):
+            u[i] *= w[i]
+            h[i] *= w[i]
+        for i in range(val.shape[0]):
+            val[i] *= w[i]
     return val, u, h
 
 
 @njit(cache=True)
-def loss_terms(kind, y, z, lp, mu, lo, hi, value, deriv, deriv2, conj, conj_grad, conj_hess,
+def loss_terms(kind, y, z, lp, mu, lo, hi, w, value, deriv, deriv2, conj, conj_grad, conj_hess,
                want_value, want_curv):  # pragma: no cover - jitted
     r"""Value, derivative and second derivative of the loss in use at ``z``.
 
     ``KIND_SMOOTH``: the loss's own ``value``, ``deriv``, ``deriv2``;
     ``KIND_ENVELOPE``: its Moreau envelope of smoothing ``mu``
-    (:func:`envelope`).  Arrays not asked for are empty.
+    (:func:`envelope`).  With weights ``w`` (non-empty) those of
+    :math:`w_i\ell`: the smooth terms times :math:`w_i`, the envelope of
+    :math:`w_i\ell` (module docstring).  Arrays not asked for are empty.
     """
     if kind == KIND_ENVELOPE:
-        return envelope(y, z, lp, mu, lo, hi, conj, conj_grad, conj_hess, want_value)
+        return envelope(y, z, lp, mu, lo, hi, w, conj, conj_grad, conj_hess, want_value)
     v = value(y, z, lp) if want_value else np.empty(0)
     d1 = deriv(y, z, lp)
     d2 = deriv2(y, z, lp) if want_curv else np.empty(0)
+    if w.shape[0] > 0:
+        # new arrays: a kernel's output is not written into
+        if want_value:
+            v = w * v
+        d1 = w * d1
+        if want_curv:
+            d2 = w * d2
     return v, d1, d2
 
 
 @njit(cache=True)
-def sum_value(kind, y, z, lp, mu, lo, hi, value, deriv, deriv2, conj, conj_grad,
+def sum_value(kind, y, z, lp, mu, lo, hi, w, value, deriv, deriv2, conj, conj_grad,
                conj_hess):  # pragma: no cover - jitted
-    v, _, _ = loss_terms(kind, y, z, lp, mu, lo, hi, value, deriv, deriv2, conj, conj_grad,
+    v, _, _ = loss_terms(kind, y, z, lp, mu, lo, hi, w, value, deriv, deriv2, conj, conj_grad,
                          conj_hess, True, False)
     return np.sum(v)

@@ -36,7 +36,7 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
-from .._interrupts import raises_keyboard_interrupt
+from .._interrupts import interrupt_guard
 from ..components.base import Component
 from ..components.params import Param
 from ..kernels.ops import BankAccessError
@@ -408,7 +408,6 @@ class Engine(Component):
         raise ValueError(message)
 
     # -- solve ---------------------------------------------------------------
-    @raises_keyboard_interrupt
     def solve(
         self,
         problem: Problem,
@@ -452,7 +451,8 @@ class Engine(Component):
             run.set_zero(zero)
             if zero.optimal(run.tol):
                 return common.zero_result(problem, zero, engine=self.name, t0=run.t0)
-        result = self._solve(problem, run, warm_start)
+        with interrupt_guard():
+            result = self._solve(problem, run, warm_start)
         warn_unconverged(result, stacklevel=2)
         return result
 

@@ -75,6 +75,30 @@ the smoothed problem is solved to within its smoothing error.  The gap is
 always that of the original, non-smooth problem, at
 :math:`\rho = -u^\star(z)`, which the projection keeps feasible.
 
+Sample weights
+--------------
+A weighted problem (``problem.sample_weight``, :math:`w_i > 0`) has the loss
+term :math:`\sum_i w_i\ell(y_i, z_i)`.  The jitted loops take the weights
+as an array next to the conjugate's domain (empty for the unweighted
+problem, whose arithmetic and compiled code stay as they were) and use
+:math:`w_i\ell` throughout: a smooth loss's value, derivative and
+curvature times :math:`w_i`; for a non-smooth loss the envelope of
+:math:`w_i\ell`,
+
+.. math::
+    (w\ell)_\mu(z) = \sup_u\, uz - w\ell^*(u/w) - \tfrac\mu2u^2 = w\,\ell_{\mu w}(z),
+
+the loss's envelope of the smoothing :math:`\mu w_i` times :math:`w_i` (its
+derivative lies in :math:`w_i` times the conjugate's domain, its curvature
+stays at most :math:`1/\mu`; :mod:`mklkit._jit.envelope`).  Everything else
+goes through :class:`~mklkit.engines.common.SampleLoss`: the step's
+Lipschitz constant :math:`\max_i w_i` times ``deriv_lipschitz()``, the dual
+box (:math:`w_i` times the loss's), the primal value of the certificate,
+the optimal bias of a warm start, and the default smoothing ``mu0`` (from
+:math:`\sum_i u_{\max,i}^2/2` over the weighted domain).  Integer weights
+give the solution of the rows repeated :math:`w_i` times
+(``tests/engines/test_bcd_weights.py``).
+
 Certificate
 -----------
 At every outer iteration, from the exact predictions :math:`z = L\beta + b`:
@@ -438,6 +462,7 @@ class BCD(Engine):
     requires: ClassVar[Requires] = Requires(
         regularizer=(common.SEPARABLE_SUMS,),
         bank=(FACTOR_BANK,),
+        sample_weight=True,  # the loss enters as w_i l (SampleLoss, the jitted loops' sw)
     )
     representations: ClassVar[tuple[str, ...]] = ("factor",)
 
@@ -498,13 +523,18 @@ class _BcdRun:
         self.lp = common.as_vector(self.loss.param_vector)
         self.rp = common.as_vector(self.reg.param_vector)
         lk = self.loss.jit
+        # the weighted loss w_i l (SampleLoss); the jitted loops take the weights as an array
+        # next to the domain [lo, hi] of the loss's own conjugate, empty when unweighted
+        self.sl = common.SampleLoss.of(problem)
+        self.sw = np.zeros(0) if self.sl.w is None else self.sl.w
         self.lo = common.as_vector(lk.conj_lower(self.y, self.lp))
         self.hi = common.as_vector(lk.conj_upper(self.y, self.lp))
-        self.rho_lo, self.rho_hi = -self.hi, -self.lo
+        # the dual box: minus the domain of (w l)^*, w times the loss's
+        self.rho_lo, self.rho_hi = -self.sl.conj_upper(), -self.sl.conj_lower()
         self.smooth = bool(self.loss.smooth_primal)
         kb = self.kb
         self.kind = kb.KIND_SMOOTH if self.smooth else kb.KIND_ENVELOPE
-        self.lip_loss = float(self.loss.deriv_lipschitz()) if self.smooth else math.inf
+        self.lip_loss = float(self.sl.deriv_lipschitz()) if self.smooth else math.inf
         method = engine.method if engine.method != "auto" else "newton"
         self.method = method
         # 'auto': always for a smoothed non-smooth loss; for a smooth loss where the Newton
@@ -518,6 +548,8 @@ class _BcdRun:
             else:
                 umax = np.maximum(np.abs(self.lo), np.abs(self.hi))
                 umax = np.where(np.isfinite(umax), umax, 1.0)
+                if self.sl.w is not None:
+                    umax = self.sl.w * umax           # the domain of (w l)^*
                 denom = 0.5 * float(np.sum(umax * umax))
                 p0 = abs(zero.objective)
                 self.mu = 0.1 * p0 / denom if (p0 > 0.0 and denom > 0.0) else 1.0
@@ -533,7 +565,7 @@ class _BcdRun:
                    ) -> tuple[np.ndarray, np.ndarray]:
         """Values (if asked) and derivatives of the loss in use at ``z``."""
         v, d1, _ = self.kb.eval_loss(self.kind, self.y, common.as_vector(z), self.lp, mu,
-                                     self.lo, self.hi, *self.fns, value, False)
+                                     self.lo, self.hi, self.sw, *self.fns, value, False)
         return v, d1
 
     def scores(self, beta: np.ndarray, grad: np.ndarray, mu: float) -> np.ndarray:
@@ -544,7 +576,9 @@ class _BcdRun:
                                     self.reg_fns[1])
 
     def curvature_scale(self, mu: float) -> float:
-        """:math:`L`, the bound of the second derivative of the loss in use (1 if none)."""
+        r""":math:`L`, the bound of the second derivative of the loss in use (1 if none): the
+        weighted loss's (:math:`\max_i w_i` times the loss's), or :math:`1/\mu` for the
+        envelope, weighted or not."""
         if not self.smooth:
             return 1.0 / mu
         return self.lip_loss if math.isfinite(self.lip_loss) and self.lip_loss > 0 else 1.0
@@ -571,7 +605,7 @@ class _BcdRun:
             problem, rho, norms=_segment_norms(t, self.f.starts))
         norms = _segment_norms(beta, self.f.starts)
         reg_val = common.regularizer_value(self.reg, norms, self.C)
-        P = common.loss_value(self.loss, self.y, z) + reg_val
+        P = common.loss_value(self.loss, self.y, z, self.sl.w) + reg_val
         gap = common.relative_gap(P, D)
         out = {"P": P, "D": D, "gap": gap, "rho": rho_f, "grad": -t, "norms": norms,
                "z": z, "sum_u": float(np.sum(u))}
@@ -655,7 +689,7 @@ class _BcdRun:
         bvec = np.array([b])
         kb.solve_ws(ipar, fpar, ws, f.starts, f.lip, f.LT, f.indptr, f.indices, f.data,
                     f.supp_ptr, f.supp_idx, f.tptr, f.tcol, f.tval, f.grams, f.goff, self.y,
-                    self.lp, self.lo, self.hi, self.rp, beta, z, bvec, stats, *self.fns,
+                    self.lp, self.lo, self.hi, self.sw, self.rp, beta, z, bvec, stats, *self.fns,
                     *self.reg_fns)
         return float(bvec[0]) if self.bias else 0.0, stats
 
@@ -692,7 +726,8 @@ class _BcdRun:
         b = 0.0
         if self.bias:
             b0 = float(self.warm.bias) if math.isfinite(self.warm.bias) else 0.0
-            b = common.optimal_bias(self.loss, self.y, self.bank.expand(beta), b0)
+            b = common.optimal_bias(self.loss, self.y, self.bank.expand(beta), b0,
+                                    weights=self.sl.w)
         return beta, b
 
     def run_loop(self) -> SolveResult:
@@ -946,8 +981,10 @@ class _BcdRun:
         On a sample where the envelope's curvature is :math:`1/\mu` (the
         conjugate is linear there, the loss has a kink), the smoothed
         solution puts the prediction at :math:`z_i = p_i + \mu u_i` with
-        :math:`p_i = \mathrm{prox}_{\mu\ell}(z_i) = z_i - \mu u_i` the kink; along
-        the path of solutions :math:`u_i` stays nearly constant.
+        :math:`p_i = \mathrm{prox}_{\mu\ell}(z_i) = z_i - \mu u_i` the kink (with weights
+        too: the envelope of :math:`w_i\ell` is :math:`w_i` times that of smoothing
+        :math:`\mu w_i`, so the curvature is :math:`1/\mu` and the shift :math:`\mu w_iv_i =
+        \mu u_i`); along the path of solutions :math:`u_i` stays nearly constant.
         ``factor = 0`` moves the band onto the kinks: a primal point whose
         objective differs from the optimum at second order in :math:`\mu`
         instead of first (the loss of each band sample drops by
@@ -995,7 +1032,7 @@ class _BcdRun:
         nb, bb = moved
         z = self.bank.expand(nb) + (bb if self.bias else 0.0)
         norms = _segment_norms(nb, self.f.starts)
-        P = common.loss_value(self.loss, self.y, z) + common.regularizer_value(
+        P = common.loss_value(self.loss, self.y, z, self.sl.w) + common.regularizer_value(
             self.reg, norms, self.C)
         inc.offer_primal(P, it, beta=nb, bias=bb, norms=norms)
 
@@ -1045,7 +1082,7 @@ class _Support:
         """Values, derivatives and curvatures of the loss in use at ``z``."""
         run = self.run
         return run.kb.eval_loss(run.kind, run.y, common.as_vector(z), run.lp, mu, run.lo,
-                                run.hi, *run.fns, True, True)
+                                run.hi, run.sw, *run.fns, True, True)
 
     def state(self, beta: np.ndarray, b: float, mu: float) -> tuple:
         """The support's blocks of ``beta`` (a copy), the predictions, and :meth:`objective`

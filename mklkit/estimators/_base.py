@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
-from .._interrupts import raises_keyboard_interrupt
+from .._interrupts import interrupt_guard
 from .._multiclass import BinaryTask
 from ..components.base import CLASSIFICATION, REGRESSION
 from ..components.params import ParamError
@@ -590,12 +590,11 @@ class _BaseMKL(BaseEstimator):
         if self._task == REGRESSION:
             self.y_offset_, self.y_scale_ = (float(v) for v in prep.target)
 
-    @raises_keyboard_interrupt
     def _fit(self, X: Any, y: Any, sample_weight: Any = None) -> "_BaseMKL":
         owner = self._owner
         auto_C = isinstance(self.C, str) and self.C == "auto"
         C: Any = "auto" if auto_C else _check_C(self.C, owner, allow_auto=True)
-        with _verbosity(self.verbose), self._compiling():
+        with _verbosity(self.verbose), self._compiling(), interrupt_guard():
             prep = self._prepare(X, y, 1.0 if auto_C else C, sample_weight)
             t0 = time.perf_counter()
             try:
@@ -642,7 +641,6 @@ class _BaseMKL(BaseEstimator):
         except PipelineError as exc:
             raise self._error(exc) from None
 
-    @raises_keyboard_interrupt
     def fit_path(self, X: Any, y: Any, Cs: Sequence[float] | int, sample_weight: Any = None) -> "MKLPath":
         """Solve for every C of a regularization path, warm-starting each from the last.
 
@@ -683,7 +681,7 @@ class _BaseMKL(BaseEstimator):
             if len(values) == 0:
                 raise ParamError("Cs", Cs, "a non-empty sequence of numbers > 0", owner=owner)
             grid = np.array(sorted({_check_C(c, owner, "Cs") for c in values}, reverse=True))
-        with _verbosity(self.verbose), self._compiling():
+        with _verbosity(self.verbose), self._compiling(), interrupt_guard():
             prep = self._prepare(X, y, float(grid[0]), sample_weight)
             if n_path is not None:
                 grid = self._path_from_c_max(prep, int(n_path))

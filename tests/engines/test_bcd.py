@@ -557,8 +557,8 @@ def test_moreau_envelope_of_the_conjugate(loss):
     mu = 0.2
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        v, u, h = kb.eval_loss(kb.KIND_ENVELOPE, y, z, lp, mu, lo, hi, k.value, k.deriv,
-                               k.deriv2, k.conj, k.conj_grad, k.conj_hess, True, True)
+        v, u, h = kb.eval_loss(kb.KIND_ENVELOPE, y, z, lp, mu, lo, hi, np.zeros(0), k.value,
+                               k.deriv, k.deriv2, k.conj, k.conj_grad, k.conj_hess, True, True)
     for i in range(n):
         grid = np.linspace(lo[i], hi[i], 200001)
         f = grid * z[i] - k.conj(np.full_like(grid, y[i]), grid, lp) - mu / 2 * grid**2
@@ -762,8 +762,8 @@ def test_the_loops_take_the_component_kernels_by_address():
     hi = np.ascontiguousarray(lk.conj_upper(y, p))
     fns = [getattr(lk, k) or lk.value for k in ("value", "deriv", "deriv2", "conj", "conj_grad",
                                                 "conj_hess")]
-    plain = kb.eval_loss(kb.KIND_SMOOTH, y, z, p, 0.0, lo, hi, *fns, True, True)
-    fast = kb.eval_loss(kb.KIND_SMOOTH, y, z, p, 0.0, lo, hi,
+    plain = kb.eval_loss(kb.KIND_SMOOTH, y, z, p, 0.0, lo, hi, np.zeros(0), *fns, True, True)
+    fast = kb.eval_loss(kb.KIND_SMOOTH, y, z, p, 0.0, lo, hi, np.zeros(0),
                         *[kb.first_class(f, kb.LOSS_FN) for f in fns], True, True)
     for u, v in zip(plain, fast):
         np.testing.assert_array_equal(u, v)

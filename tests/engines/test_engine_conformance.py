@@ -100,7 +100,7 @@ def test_the_kit_builds_factor_banks_for_an_engine_that_takes_only_those():
     """bcd takes factor banks only: the kit holds its problems as the exact factors of the
     same bank; an engine that takes arrays keeps them, unless asked for factors."""
     factor = engine_problems(BCD())
-    assert len(factor) == 20
+    assert len(factor) == 24  # 20 pairs, and each loss with sample weights
     assert all(isinstance(kp.problem.bank, FactorBank) for kp in factor)
     array = engine_problems(Spicy())
     assert all(kp.problem.representation == "array" for kp in array)
