@@ -96,6 +96,36 @@ def test_first_run_says_it_compiles_and_the_second_does_not(tmp_path):
     assert NOTE not in runs[1].stderr
 
 
+@pytest.mark.slow
+def test_the_jitted_loops_compile_once_per_function(tmp_path):
+    """A bcd solve (smooth and smoothed non-smooth losses, both methods) on an empty cache compiles
+    each jitted function of ``mklkit._jit`` for one signature: constant flags passed between them
+    are runtime values (``_jit.envelope.FLAGS``), not literals that numba would compile once each."""
+    script = textwrap.dedent("""
+        import gc
+        from numba.core.registry import CPUDispatcher
+        from mklkit.components.losses import Hinge, Logistic
+        from mklkit.components.regularizers import L1
+        from mklkit.engines.bcd import BCD
+        from mklkit.testing.engines import engine_problems
+        for kp in engine_problems(BCD(), losses=[Logistic(), Hinge()], regularizers=[L1()]):
+            for method in ("newton", "bcd"):
+                BCD(tol=1e-4, method=method).solve(kp.problem)
+        seen = [d for d in gc.get_objects() if isinstance(d, CPUDispatcher)
+                and d.py_func.__module__.startswith("mklkit._jit") and d.signatures]
+        for d in seen:
+            if len(d.signatures) > 1:
+                print("MULTI", d.py_func.__module__, d.py_func.__name__, d.signatures)
+        print("COMPILED", len(seen))
+    """)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split("COMPILED")[-1]) >= 10, done.stdout
+    assert "MULTI" not in done.stdout, done.stdout
+
+
 def test_former_module_names_import_the_renamed_modules():
     """numba code a plugin cached against ``mklkit._kernels`` (now ``mklkit._jit``) still loads."""
     import importlib

@@ -37,7 +37,7 @@ import numpy as np
 from numba import njit, types
 from numba.core.typing.typeof import typeof_impl
 
-from .envelope import (KIND_ENVELOPE, KIND_SMOOTH, envelope, gather, gather_w, loss_terms,
+from .envelope import (FLAGS, KIND_ENVELOPE, KIND_SMOOTH, envelope, gather, gather_w, loss_terms,
                        sum_value)
 from .group_blocks import (anderson, block_curv, block_grad, block_hessian, block_image,
                            block_min, pack, prox_step, reg_sum, reg_sum_packed, scores,
@@ -101,7 +101,7 @@ def _refresh_true(kind, sidx, y, z, lp, mu, lo, hi, sw, r, value, deriv, deriv2,
     r""":math:`r_i = \ell'(y_i, z_i)` on the samples ``sidx``."""
     _, d1, _ = loss_terms(kind, gather(y, sidx), gather(z, sidx), lp, mu, gather(lo, sidx),
                           gather(hi, sidx), gather_w(sw, sidx), value, deriv, deriv2, conj,
-                          conj_grad, conj_hess, False, False)
+                          conj_grad, conj_hess, FLAGS[0], FLAGS[0])
     for j in range(sidx.shape[0]):
         r[sidx[j]] = d1[j]
 
@@ -225,7 +225,7 @@ def _epoch(model, check, kind, sparse, with_bias, ws, starts, lam, LT, indptr, i
         elif gb != 0.0:
             # Newton step on the bias with the sufficient-decrease test of the loss
             _, _, h2 = loss_terms(kind, y, z, lp, mu, lo, hi, sw, value, deriv, deriv2, conj,
-                                  conj_grad, conj_hess, False, True)
+                                  conj_grad, conj_hess, FLAGS[0], FLAGS[1])
             hb = np.sum(h2)
             cb = hb if hb > 0.0 else lip_loss * N
             if not (cb > 0.0 and np.isfinite(cb)):
@@ -491,7 +491,7 @@ def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, s
     if method == METHOD_BCD:
         check = ipar[IP_CHECK] != 0
         v, r, h = loss_terms(kind, y, z, lp, mu, lo, hi, sw, value, deriv, deriv2, conj, conj_grad,
-                             conj_hess, False, check)
+                             conj_hess, FLAGS[0], check)
         for k in range(nW):
             m = ws[k]
             if check:
@@ -500,10 +500,10 @@ def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, s
             else:
                 lam[k] = lip_loss * lip[m]
         viol, capped = _coordinate_descent(
-            False, check, kind, sparse, with_bias, ipar[IP_MAX_EPOCHS], n_and, tol, ws, starts,
+            FLAGS[0], check, kind, sparse, with_bias, ipar[IP_MAX_EPOCHS], n_and, tol, ws, starts,
             lam, LT, indptr, indices, data, supp_ptr, supp_idx, allidx, y, lp, mu, lo, hi, sw, C,
             rp, lip_loss, beta, z, bias, r, r, h, z, stats, np.empty(0),
-            np.full(nW, -1, dtype=np.int64), 0, value, deriv, deriv2, conj, conj_grad, conj_hess,
+            np.full(nW, -1, dtype=np.int64), np.int64(0), value, deriv, deriv2, conj, conj_grad, conj_hess,
             reg_value, reg_prox)
         stats[ST_VIOLATION] = viol
         if not np.isfinite(viol):
@@ -531,7 +531,7 @@ def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, s
         Hbuf = np.empty(size)
         for step in range(ipar[IP_MAX_NEWTON]):
             _, r0, h = loss_terms(kind, y, z, lp, mu, lo, hi, sw, value, deriv, deriv2, conj,
-                                  conj_grad, conj_hess, False, True)
+                                  conj_grad, conj_hess, FLAGS[0], FLAGS[1])
             hmax = 0.0
             hmin = np.inf
             for i in range(N):
@@ -574,7 +574,7 @@ def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, s
             z0[:] = z
             r = r0.copy()
             viol, _ = _coordinate_descent(
-                True, False, kind, sparse, with_bias, ipar[IP_MAX_EPOCHS], n_and,
+                FLAGS[1], FLAGS[0], kind, sparse, with_bias, ipar[IP_MAX_EPOCHS], n_and,
                 ratio * tol, ws, starts, lam, LT, indptr, indices, data,
                 supp_ptr, supp_idx, allidx, y, lp, mu, lo, hi, sw, C, rp, lip_loss, beta, z, bias,
                 r, r0, h, z0, stats, Hbuf, use, ipar[IP_MAX_INNER], value, deriv, deriv2, conj,

@@ -30,10 +30,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["KIND_SMOOTH", "KIND_ENVELOPE", "envelope", "loss_terms", "sum_value", "gather",
+__all__ = ["FLAGS", "KIND_SMOOTH", "KIND_ENVELOPE", "envelope", "loss_terms", "sum_value", "gather",
            "gather_w"]
 
 _EPS = np.finfo(np.float64).eps
+
+#: ``FLAGS[1]`` (True) and ``FLAGS[0]`` (False) are the constant flags jitted functions pass each
+#: other (``want_value``, ``model``, ...).  numba compiles a callee once per *literal* argument, so a
+#: literal ``True`` in one caller and ``False`` in another would compile it twice (and everything it
+#: calls); an element of this array is a plain ``bool``, one compiled signature for all callers.
+FLAGS = np.array([False, True])
 
 KIND_SMOOTH = 0  # value, deriv, deriv2 of the loss
 KIND_ENVELOPE = 1  # Moreau envelope of the loss, from its conjugate
@@ -237,5 +243,5 @@ def loss_terms(kind, y, z, lp, mu, lo, hi, w, value, deriv, deriv2, conj, conj_g
 def sum_value(kind, y, z, lp, mu, lo, hi, w, value, deriv, deriv2, conj, conj_grad,
                conj_hess):  # pragma: no cover - jitted
     v, _, _ = loss_terms(kind, y, z, lp, mu, lo, hi, w, value, deriv, deriv2, conj, conj_grad,
-                         conj_hess, True, False)
+                         conj_hess, FLAGS[1], FLAGS[0])
     return np.sum(v)
