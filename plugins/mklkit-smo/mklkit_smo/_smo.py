@@ -70,6 +70,11 @@ from numba import njit, prange, types
 
 from ._skm import skm_coeffs
 
+#: ``FLAGS[1]`` (True) and ``FLAGS[0]`` (False): constant flags passed between jitted functions as
+#: runtime values.  numba compiles a callee once per literal argument (``Literal[bool](True)``), so
+#: literal flags (and literal integers) in two callers would compile it and all it calls twice.
+FLAGS = np.array([False, True])
+
 __all__ = [
     "smo_chunk",
     "refresh",
@@ -409,8 +414,8 @@ def _group_product(g, xc_ptr, xc_idx, xc_val, g_fptr, g_feat, xi, acc):  # pragm
 @njit(cache=True, parallel=True)
 def _group_products_parallel(xc_ptr, xc_idx, xc_val, g_fptr, g_feat, xi, acc):  # pragma: no cover
     G = g_fptr.shape[0] - 1
-    for g in prange(G):
-        _group_product(g, xc_ptr, xc_idx, xc_val, g_fptr, g_feat, xi, acc)
+    for g in prange(G):  # (the prange index is unsigned: cast, one compiled signature)
+        _group_product(np.int64(g), xc_ptr, xc_idx, xc_val, g_fptr, g_feat, xi, acc)
 
 
 @njit(cache=True)
@@ -517,7 +522,8 @@ def _kernel_values_parallel(i, k_group, acc, g_sqn, k_fam, k_par, k_pn, cols, nc
                             out):  # pragma: no cover - jitted
     M = out.shape[0]
     for k in prange(M):
-        _kernel_values(k, i, k_group[k], acc, g_sqn, k_fam, k_par, k_pn, cols, ncols, packed, out)
+        _kernel_values(np.int64(k), i, k_group[k], acc, g_sqn, k_fam, k_par, k_pn, cols, ncols,
+                       packed, out)
 
 
 @njit(cache=True)
@@ -652,8 +658,8 @@ def _pass_a(par, nb, v, rowI, rowJ, dI, dJ, update, d, u1, u2, diag, nck, dconst
         _pass_a_parallel(nb, v, rowI, rowJ, dI, dJ, update, d, u1, u2, diag, nck, dconst, F, Dg,
                          Z1, V2)
     else:
-        _pass_a_block(0, v.shape[1], v, rowI, rowJ, dI, dJ, update, d, u1, u2, diag, nck, dconst,
-                      F, Dg, Z1, V2)
+        _pass_a_block(np.int64(0), v.shape[1], v, rowI, rowJ, dI, dJ, update, d, u1, u2, diag, nck,
+                      dconst, F, Dg, Z1, V2)
 
 
 @njit(cache=True)
@@ -687,7 +693,7 @@ def _pass_b(par, nb, v, rowI, I, d, u2, X2, Ri):  # pragma: no cover - jitted
     if par:
         _pass_b_parallel(nb, v, rowI, I, d, u2, X2, Ri)
     else:
-        _pass_b_block(0, v.shape[1], v, rowI, I, d, u2, X2, Ri)
+        _pass_b_block(np.int64(0), v.shape[1], v, rowI, I, d, u2, X2, Ri)
 
 
 @njit(cache=True)
@@ -724,8 +730,8 @@ def refresh(reg_mode, nb, par, exact_c, fpar, bpar, gamma, finv, diag, nck, dcon
     if exact_c:
         _exact_forms(v, gamma, c)
     reg_coeffs(reg_mode, c, fpar[FP_Q], fpar[FP_LAM], fpar[FP_FD0], bpar, finv, d, u1, u2)
-    row = diag  # unused when update is False
-    _pass_a(par, nb, v, row, row, 0.0, 0.0, False, d, u1, u2, diag, nck, dconst, F, Dg, Z1, V2)
+    row = diag[:, :]  # unused when update is False (a view of the layout of the solver's rows)
+    _pass_a(par, nb, v, row, row, 0.0, 0.0, FLAGS[0], d, u1, u2, diag, nck, dconst, F, Dg, Z1, V2)
 
 
 @njit(cache=True)
@@ -889,7 +895,7 @@ def smo_chunk(ipar, fpar, bpar, finv, K, diag, nck, dconst, cmap, xr_ptr, xr_idx
             rowI = K[:, Ii, :]
             sI = -1
         else:
-            sI = _get_slot(Ii, -1, rows_mode, par, K, cmap, napt, cache, slot_of, point_of, stamp,
+            sI = _get_slot(Ii, np.int64(-1), rows_mode, par, K, cmap, napt, cache, slot_of, point_of, stamp,
                            istate, xr_ptr, xr_idx, xr_val, xc_ptr, xc_idx, xc_val, g_fptr, g_feat,
                            g_sqn, k_group, k_fam, k_par, k_pn, xi, acc)
             rowI = cache[sI]
@@ -987,7 +993,7 @@ def smo_chunk(ipar, fpar, bpar, finv, K, diag, nck, dconst, cmap, xr_ptr, xr_idx
                   + 2.0 * dI * dJ * rowI[k, Ij] + dJ * dJ * diag[k, Ij])
             c[k] = nv if nv > 0.0 else 0.0
         r1 = reg_coeffs(reg_mode, c, q, lam, fd0, bpar, finv, d, u1, u2)
-        _pass_a(par, nb, v, rowI, rowJ, dI, dJ, True, d, u1, u2, diag, nck, dconst, F, Dg, Z1, V2)
+        _pass_a(par, nb, v, rowI, rowJ, dI, dJ, FLAGS[1], d, u1, u2, diag, nck, dconst, F, Dg, Z1, V2)
         steps += 1
         if not (math.isfinite(F[Ii]) and math.isfinite(c[0])):
             stop = STOP_NUMERICAL
