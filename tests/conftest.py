@@ -17,6 +17,23 @@ def one_thread():
     numba.set_num_threads(old)
 
 
+@pytest.fixture
+def cli_error(capsys):
+    """``cli_error(argv)``: run ``mklkit`` in-process with ``argv``; assert exit code 2 with one line on
+    stderr and no traceback; return that line."""
+    from mklkit.cli import main
+
+    def run(argv):
+        code = main([str(a) for a in argv])
+        _, err = capsys.readouterr()
+        assert code == 2, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in err, err
+        return lines[0]
+
+    return run
+
+
 @pytest.fixture(scope="session")
 def sonar_xy():
     """Sonar's features and labels as loaded (float64 array, labels +-1)."""

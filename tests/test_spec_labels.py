@@ -47,15 +47,6 @@ def _summary(out: Path) -> dict[str, Any]:
     return json.loads((out / "summary.json").read_text())
 
 
-def _error(argv: list[str], capsys) -> str:
-    code = main([str(a) for a in argv])
-    _, err = capsys.readouterr()
-    assert code == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
-
-
 @pytest.fixture(scope="module")
 def liver() -> Any:
     return load_builtin("liver")
@@ -232,14 +223,14 @@ def test_three_classes_one_vs_one(tmp_path, capsys, iris):
     assert np.mean(votes == y_te) == top["test_accuracy"]
 
 
-def test_one_vs_one_needs_gram_matrices(tmp_path, capsys, iris):
+def test_one_vs_one_needs_gram_matrices(tmp_path, capsys, iris, cli_error):
     X_tr, _, y_tr, _ = iris
     _csv(tmp_path / "tr.csv", X_tr, SPECIES[y_tr], NAMES, "species")
     spec = {"data": {"train": "tr.csv"}, "kernels": {**BANK, "factor": True},
             "problem": {**PROBLEM, "multiclass": "ovo"}, "engine": "auto"}
     p = tmp_path / "f.yaml"
     p.write_text(yaml.safe_dump(spec, sort_keys=False))
-    line = _error(["run", p, "--out", tmp_path / "o"], capsys)
+    line = cli_error(["run", p, "--out", tmp_path / "o"])
     assert "problem.multiclass" in line and "Gram matrices" in line and "ovr" in line, line
 
 
@@ -256,7 +247,7 @@ def test_report_of_a_multiclass_run(tmp_path, capsys, iris):
     assert main(["report", str(tmp_path / "m" / "class_2")]) == 0
 
 
-def test_sweep_folds_refuse_more_than_two_classes(tmp_path, capsys, iris):
+def test_sweep_folds_refuse_more_than_two_classes(tmp_path, capsys, iris, cli_error):
     from mklkit.pipeline import CVSettings, PipelineError, make_folds
     from mklkit.spec import parse_spec
 
@@ -268,7 +259,7 @@ def test_sweep_folds_refuse_more_than_two_classes(tmp_path, capsys, iris):
         make_folds(CVSettings(), spec.load_data())
     sweep = {"data": {"train": "tr.csv"}, "kernels": BANK, "problem": {**PROBLEM, "C": [0.1, 1.0]}, "cv": {"folds": 3}}
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(sweep))
-    line = _error(["sweep", tmp_path / "s.yaml", "--dry-run"], capsys)
+    line = cli_error(["sweep", tmp_path / "s.yaml", "--dry-run"])
     assert ": cv: the target of tr has 3 classes" in line
     assert "got ['setosa', 'versicolor', 'virginica']; allowed: a target with two classes" in line
 
@@ -276,9 +267,9 @@ def test_sweep_folds_refuse_more_than_two_classes(tmp_path, capsys, iris):
 # ---------------------------------------------------------------------------
 # errors
 # ---------------------------------------------------------------------------
-def test_continuous_target_with_a_classification_loss(tmp_path, capsys):
+def test_continuous_target_with_a_classification_loss(tmp_path, capsys, cli_error):
     spec = _spec(tmp_path, "c", {"builtin": "liver", "target": "drinks", "drop": ["y"]})
-    line = _error(["validate", spec], capsys)
+    line = cli_error(["validate", spec])
     assert line.startswith(f"{spec}: problem.loss: ")
     assert "looks continuous (16 distinct values" in line
     assert "got 'logistic'" in line
@@ -301,30 +292,30 @@ def test_integer_classes_are_not_called_continuous(tmp_path, capsys, liver):
         ("pm", 1, "squared", "data.positive", ["only used with a classification loss", "got 1", "'squared'"]),
     ],
 )
-def test_positive_class_errors(tmp_path, capsys, liver, labels, positive, loss, key, needles):
+def test_positive_class_errors(tmp_path, capsys, liver, labels, positive, loss, key, needles, cli_error):
     y = {"words": np.where(liver.y > 0, "sick", "well"), "three": np.arange(liver.X.shape[0]) % 3,
          "pm": liver.y.astype(int)}[labels]
     _csv(tmp_path / "d.csv", liver.X, y, list(liver.feature_names))
     spec = _spec(tmp_path, "e", {"train": "d.csv", "positive": positive}, loss=loss)
-    line = _error(["validate", spec], capsys)
+    line = cli_error(["validate", spec])
     assert line.startswith(f"{spec}: {key}: ")
     for n in needles:
         assert n in line, line
 
 
-def test_test_file_with_a_label_the_training_data_lack(tmp_path, capsys, liver):
+def test_test_file_with_a_label_the_training_data_lack(tmp_path, capsys, liver, cli_error):
     names = list(liver.feature_names)
     _csv(tmp_path / "tr.csv", liver.X[:200], np.where(liver.y[:200] > 0, "sick", "well"), names)
     y_te = np.where(liver.y[200:] > 0, "sick", "well").astype(object)
     y_te[3] = "cured"
     _csv(tmp_path / "te.csv", liver.X[200:], y_te, names)
-    line = _error(["validate", _spec(tmp_path, "t", {"train": "tr.csv", "test": "te.csv"})], capsys)
+    line = cli_error(["validate", _spec(tmp_path, "t", {"train": "tr.csv", "test": "te.csv"})])
     assert ": data.test: has the label 'cured'" in line and "allowed: labels among 'sick', 'well'" in line
 
 
-def test_a_class_with_one_row_cannot_be_split(tmp_path, capsys, liver):
+def test_a_class_with_one_row_cannot_be_split(tmp_path, capsys, liver, cli_error):
     y = np.where(liver.y > 0, "sick", "well").astype(object)
     y[0] = "rare"
     _csv(tmp_path / "d.csv", liver.X, y, list(liver.feature_names))
-    line = _error(["validate", _spec(tmp_path, "r", {"train": "d.csv"})], capsys)
+    line = cli_error(["validate", _spec(tmp_path, "r", {"train": "d.csv"})])
     assert ": data.test_size: cannot split: the class 'rare' has 1 row" in line

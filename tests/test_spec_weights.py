@@ -49,15 +49,6 @@ def _run(spec: Path, out: Path, capsys) -> dict[str, Any]:
     return json.loads((out / "summary.json").read_text())
 
 
-def _error(spec: Path, capsys) -> str:
-    code = main(["validate", str(spec)])
-    _, err = capsys.readouterr()
-    assert code == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
-
-
 @pytest.fixture(scope="module")
 def liver() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """60 rows of liver (40 of class 0, 20 of class 1; standardized), labels 0/1, integer weights in
@@ -133,10 +124,10 @@ def test_folds_keep_the_weights_of_their_rows(liver):
     ({"class_weight": {7: 2.0}}, "hinge", "data.class_weight", ["7", "labels among 0, 1"]),
     ({"class_weight": "balanced"}, "squared", "data.class_weight", ["classification"]),
 ], ids=["unknown-column", "the-target", "dropped", "misspelt", "negative", "unknown-label", "regression"])
-def test_weight_errors_name_the_key(tmp_path, capsys, liver, data, loss, key, needles):
+def test_weight_errors_name_the_key(tmp_path, capsys, liver, data, loss, key, needles, cli_error):
     X, y, w = liver
     f = _csv(tmp_path / "w.csv", X, y, w)
-    line = _error(_spec(tmp_path, "bad", {"train": str(f), "target": "y", **data}, loss), capsys)
+    line = cli_error(["validate", _spec(tmp_path, "bad", {"train": str(f), "target": "y", **data}, loss)])
     assert key in line, line
     for needle in needles:
         assert needle in line, line

@@ -22,11 +22,15 @@ import scipy.sparse as sp
 
 import mklkit
 from mklkit.components.losses import Logistic
-from mklkit.data import load_builtin
 from mklkit.engines.common import certify, dual_objective, primal_objective
 from mklkit.kernels.factor import FactorBank
 from mklkit.plugins import get_registry
 from mklkit.problem import Problem
+
+try:  # the weighted rows and the Gram bank of the core's weight tests (``small`` is a fixture)
+    from tests.test_sample_weight import _gram, small  # noqa: F401
+except ImportError:  # tests/ itself is on sys.path (rootdir-relative imports)
+    from test_sample_weight import _gram, small  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -46,26 +50,6 @@ class LogisticNoBound(Logistic):
 
     def deriv_lipschitz(self) -> float:
         return math.inf
-
-
-def _gram(X: np.ndarray) -> np.ndarray:
-    """Three kernels (two Gaussians, linear), each of unit mean diagonal on ``X``."""
-    D = np.sum((X[:, None, :] - X[None, :, :]) ** 2, axis=-1)
-    d = X.shape[1]
-    K = np.stack([np.exp(-D / (2.0 * d)), np.exp(-D / (8.0 * d)), X @ X.T / d])
-    return K / (np.trace(K, axis1=1, axis2=2) / X.shape[0])[:, None, None]
-
-
-@pytest.fixture(scope="module")
-def small():
-    """40 rows of ionosphere (standardized), labels +-1, integer weights in {1, 2, 3}."""
-    ds = load_builtin("ionosphere")
-    X = np.asarray(ds.X, dtype=np.float64)[:40, 2:8]
-    X = (X - X.mean(0)) / np.where(X.std(0) > 0, X.std(0), 1.0)
-    y = np.where(np.asarray(ds.y)[:40] > 0, 1.0, -1.0)
-    w = np.random.default_rng(0).integers(1, 4, size=y.size).astype(np.float64)
-    assert set(np.unique(w)) == {1.0, 2.0, 3.0}
-    return X, y, w
 
 
 def _eigen_blocks(K: np.ndarray) -> list[np.ndarray]:
