@@ -432,3 +432,16 @@ def test_resolved_kernel_specs_and_datasets_are_accepted():
     assert a.factor_map.names == b.factor_map.names and len(a.factor_map.names) == 4
     assert np.array_equal(a.LT, b.LT)
     assert np.array_equal(a.transform(ds), b.transform(ds.X))
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_weighted_trace_is_the_weighted_sum_of_the_diagonals(sparse):
+    """``weighted_trace(w)``: sum_i w_i (L_m L_m^T)_ii per kernel, for dense and CSR factors."""
+    rng = np.random.default_rng(0)
+    blocks = [np.where(np.abs(B) > 0.5, B, 0.0) for B in (rng.normal(size=(30, 3)), rng.normal(size=(30, 5)))]
+    bank = FactorBank.from_blocks([sp.csr_matrix(B) for B in blocks] if sparse else blocks)
+    assert bank.sparse == sparse
+    w = rng.uniform(0.5, 2.0, 30)
+    expected = [float(np.sum(w * np.sum(B * B, axis=1))) for B in blocks]
+    np.testing.assert_allclose(bank.weighted_trace(w), expected, rtol=1e-12)
+    np.testing.assert_allclose(bank.weighted_trace(np.ones(30)), bank.trace(), rtol=1e-12)

@@ -334,10 +334,12 @@ class FactorBank(GramBank):
         r""":math:`\sum_i w_i (L_mL_m^\top)_{ii}` per kernel: the trace on rows repeated by
         integer weights ``w`` (N,) (sample weights, ``C="auto"``)."""
         w = np.asarray(w, dtype=np.float64)
-        if self.sparse:
-            sq = np.asarray(self.LT.multiply(self.LT) @ w).ravel()
+        if self.sparse:  # (no copy of the factors: an (R, N) temporary is the size of the bank)
+            rows = np.repeat(np.arange(self.total_rank), np.diff(self.LT.indptr))
+            sq = np.bincount(rows, weights=self.LT.data * self.LT.data * w[self.LT.indices],
+                             minlength=self.total_rank)
         else:
-            sq = (self.LT * self.LT) @ w
+            sq = np.einsum("rn,rn,n->r", self.LT, self.LT, w)
         return self._segment_sums(sq)
 
     def trace(self) -> np.ndarray:
