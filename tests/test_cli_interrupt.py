@@ -38,6 +38,21 @@ TINY: dict[str, Any] = {
 }
 
 
+@pytest.fixture(autouse=True)
+def sigint_as_on_a_terminal():
+    """Every test starts with Python's own SIGINT handler, as a command typed at a terminal does: a
+    suite started in the background (``cmd &`` in a script, ``nohup``) inherits SIGINT ignored, and
+    ``mklkit`` rightly leaves an ignored SIGINT alone."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def _default_sigint() -> None:
+    """In the child before it runs: SIGINT back to its default (not the harness's inherited one)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def write_spec(tmp_path: Path, **extra: Any) -> Path:
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump({**TINY, **extra}))
@@ -158,7 +173,7 @@ def run_and_interrupt(argv: list[str], when: Callable[[str, float], bool], timeo
     once ``when(stderr so far, seconds)`` holds; (exit code, stderr, stderr after the signal)."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
-                            cwd=SPECS.parent)
+                            cwd=SPECS.parent, preexec_fn=_default_sigint)
     os.close(slave)
     buf, sent, t0 = b"", None, time.monotonic()
     try:
