@@ -409,8 +409,6 @@ class MulticlassRunResult:
         ``train_accuracy``, ``test_accuracy`` of the predicted class (one-vs-rest: the class whose
         problem gives the largest decision value; one-vs-one: the most votes); ``test_accuracy`` is
         ``None`` without a test part.
-    multiclass : str
-        ``ovr`` or ``ovo``.
     pairs : list of (int, int)
         One-vs-one: the class indices ``(i, j)`` of each problem; empty for one-vs-rest.
     timings : dict
@@ -423,12 +421,16 @@ class MulticlassRunResult:
     metrics: dict[str, float | None]
     timings: dict[str, float] = field(default_factory=dict)
     created: str = ""
-    multiclass: str = "ovr"
     pairs: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def task(self) -> str:
         return "classification"
+
+    @property
+    def multiclass(self) -> str:
+        """``ovo`` (the problems are pairs of classes) or ``ovr``."""
+        return "ovo" if self.pairs else "ovr"
 
     @property
     def converged(self) -> bool:
@@ -559,8 +561,7 @@ def solve_multiclass(
         spec=runs[0].spec, classes=data.class_labels or [], runs=runs,
         metrics=metrics, timings=timings,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        multiclass="ovr" if all(t.rows is None for t in tasks) else "ovo",
-        pairs=[] if all(t.rows is None for t in tasks) else [(t.negative, t.positive) for t in tasks],
+        pairs=[(t.negative, t.positive) for t in tasks if t.rows is not None],
     )
 
 

@@ -470,7 +470,7 @@ def _multiclass_done(args: argparse.Namespace, result: Any, files: dict[str, Any
     """The summary of a multiclass run (one line per problem) and its warning when a problem did not converge."""
     m = result.metrics
     tol = result.spec.engine.engine.get_params().get("tol")
-    kind = "one-vs-one" if result.pairs else "one-vs-rest"
+    kind = "one-vs-one" if result.multiclass == "ovo" else "one-vs-rest"
     lines = [f"status      {result.status} ({len(result.runs)} {kind} problems, "
              f"{result.timings.get('solve_s', 0.0):.2f} s solve, {result.timings.get('total_s', 0.0):.2f} s total)"]
     for k, run in enumerate(result.runs):

@@ -217,7 +217,8 @@ class Prepared:
             return np.argmax(F, axis=1), None if F_test is None else np.argmax(F_test, axis=1)
         train = TestSide(K=self.problem.K)
         F = np.column_stack([train.decision_function(r, self.bank, rows=t.rows) for r, t in zip(results, tasks)])
-        k = len(self.data.classes) if self.data.classes is not None else 1 + max(t.positive for t in tasks)
+        assert self.data.classes is not None
+        k = len(self.data.classes)
         F_test = None if self.test is None else np.column_stack(
             [self.test.decision_function(r, self.bank, rows=t.rows) for r, t in zip(results, tasks)])
         return (np.argmax(ovo_decision(F, tasks, k), axis=1),

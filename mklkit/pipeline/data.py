@@ -410,9 +410,10 @@ def _weigh(d: Data, data: DataSettings, enc: _Classes | None, sw: np.ndarray | N
                                 "no data.class_weight with a regression loss")
         k = enc.classes.size
         codes = enc._codes(d.y_train)
-        if cw == "balanced":
-            counts = np.bincount(codes, minlength=k).astype(np.float64)
-            weights = codes.size / (k * counts)
+        if cw == "balanced":  # the estimators' rule (scikit-learn's), on the training part
+            from sklearn.utils.class_weight import compute_class_weight
+
+            weights = compute_class_weight("balanced", classes=np.arange(k), y=codes)
         else:
             weights = np.ones(k)
             for label, v in cw.items():
@@ -426,19 +427,18 @@ def _weigh(d: Data, data: DataSettings, enc: _Classes | None, sw: np.ndarray | N
         w = weights[codes] if w is None else w * weights[codes]
     if w is None:
         return d
+    # a zero weight comes from the class weights when they are given (else from the column)
+    key, value = ("data.class_weight", cw) if cw is not None else ("data.sample_weight", data.sample_weight)
     if not np.any(w > 0.0):
-        raise PipelineError("data.class_weight" if cw is not None else "data.sample_weight",
-                            "every training row has weight 0", cw if cw is not None else data.sample_weight,
-                            "weights > 0 for some rows")
+        raise PipelineError(key, "every training row has weight 0", value, "weights > 0 for some rows")
     if np.any(w == 0.0):
         if d.precomputed:
-            raise PipelineError("data.class_weight", "gives some training rows weight 0, which precomputed kernels "
-                                "cannot leave out", cw, "weights > 0")
+            raise PipelineError(key, "gives some training rows weight 0, which precomputed kernels "
+                                "cannot leave out", value, "weights > 0")
         keep = np.flatnonzero(w > 0.0)
         d.X_train, d.y_train, w = d.X_train[keep], np.ascontiguousarray(d.y_train[keep]), w[keep]
         if enc is not None:
-            enc.check_train(d.y_train, "data.class_weight" if cw is not None else "data.sample_weight",
-                            cw if cw is not None else data.sample_weight)
+            enc.check_train(d.y_train, key, value)
     d.w_train = None if np.all(w == 1.0) else np.ascontiguousarray(w, dtype=np.float64)
     return d
 

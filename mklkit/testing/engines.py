@@ -233,8 +233,6 @@ def engine_problems(engine: Any, *, losses: Sequence[Any] | None = None,
     also gets, for every loss, its first supported pair again with integer
     weights in {1, 2, 3} (``weighted`` in the label).
     """
-    from ..problem import Problem
-
     representation = _representation(engine, representation)
     b_losses, b_regs = _builtin_components()
     losses = list(b_losses if losses is None else losses) + list(extra_losses)
@@ -245,22 +243,32 @@ def engine_problems(engine: Any, *, losses: Sequence[Any] | None = None,
         K, y = _data(loss.task, int(n_samples), int(seed), representation)
         data = "sonar" if loss.task == "classification" else "liver"
         w = np.random.default_rng(int(seed) + 1).integers(1, 4, size=y.size).astype(np.float64)
-        weighted_done = not weighs
+        weighted_left = weighs   # the first supported pair of each loss once more with weights
         for reg in regs:
-            for sw in (None, w):
-                if sw is not None and weighted_done:
-                    continue
-                pb = Problem(K=K, y=y, loss=loss, regularizer=reg, C=1.0, sample_weight=sw)
-                try:
-                    if engine.supports(pb) is not None:
-                        continue
-                    pb.C = float(_choose_C(pb))
-                except Exception:  # noqa: BLE001 - reported by the checks that use the problem
-                    pb.C = 0.1
-                weighted_done = weighted_done or sw is not None
-                label = f"{data} {loss.describe()} x {reg.describe()}, C = {pb.C:.4g}"
-                out.append(KitProblem(label + (", weighted" if sw is not None else ""), pb))
+            kp = _kit_problem(engine, data, K, y, loss, reg)
+            if kp is not None:
+                out.append(kp)
+            if weighted_left and (kw := _kit_problem(engine, data, K, y, loss, reg, w)) is not None:
+                out.append(kw)
+                weighted_left = False
     return out
+
+
+def _kit_problem(engine: Any, data: str, K: Any, y: np.ndarray, loss: Any, reg: Any,
+                 sample_weight: np.ndarray | None = None) -> KitProblem | None:
+    """The kit's problem of ``loss`` x ``reg`` (weighted with ``sample_weight``) at its ``C``, or None
+    when ``engine`` does not support it."""
+    from ..problem import Problem
+
+    pb = Problem(K=K, y=y, loss=loss, regularizer=reg, C=1.0, sample_weight=sample_weight)
+    try:
+        if engine.supports(pb) is not None:
+            return None
+        pb.C = float(_choose_C(pb))
+    except Exception:  # noqa: BLE001 - reported by the checks that use the problem
+        pb.C = 0.1
+    label = f"{data} {loss.describe()} x {reg.describe()}, C = {pb.C:.4g}"
+    return KitProblem(label + (", weighted" if sample_weight is not None else ""), pb)
 
 
 # ---------------------------------------------------------------------------

@@ -157,8 +157,7 @@ class _ConstrainedLoss:
         self.ut = np.zeros((self.N, self.Bp))
         self.dut = np.zeros((self.N, self.Bp))
         self.gamma = 1.0
-        sw = problem.sample_weight
-        self.w = None if sw is None else common.as_vector(sw)
+        self.w = common.SampleLoss.of(problem).w
         width = np.asarray(upper, dtype=np.float64) - np.asarray(lower, dtype=np.float64)
         self.width = np.where(np.isfinite(width) & (width > 0.0), width, np.inf)
         self._E = self._c = self._gu = None
