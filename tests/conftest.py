@@ -1,7 +1,59 @@
 """Fixtures shared by the test modules of ``tests/``."""
 from __future__ import annotations
 
+import os
+
 import pytest
+
+
+def _compile_bcd():
+    from mklkit.engines.bcd import BCD
+    from mklkit.testing import check_engine
+
+    check_engine(BCD(tol=1e-7), max_problems=2, reference="none")
+
+
+def _compile_the_others():
+    from mklkit.engines.proximal import Proximal
+    from mklkit.engines.spicy import Spicy
+    from mklkit.testing import check_engine
+
+    engines = [Spicy(tol=1e-7), Spicy(tol=1e-6, method="iterative"), Proximal(tol=1e-6)]
+    try:
+        import mklkit_smo
+    except ImportError:
+        pass
+    else:
+        engines += [mklkit_smo.SmoMKL(tol=1e-7), mklkit_smo.SkmSMO(tol=1e-5)]
+    for engine in engines:
+        check_engine(engine, max_problems=2, reference="none")
+
+
+#: The engines' jitted loops in two shares of about equal compile time (bcd's alone
+#: is about half of it).
+_COMPILE_SHARES = (_compile_bcd, _compile_the_others)
+
+
+def pytest_sessionstart(session):
+    """With pytest-xdist, each worker first compiles its own share of the engines' jitted loops.
+
+    On an empty numba cache (a fresh clone) every worker would otherwise compile
+    every engine it meets, and the workers meet them all; this way each loop is
+    compiled by one worker and loaded from numba's on-disk cache by the others (a
+    worker that needs one before it is written compiles it too, as before).  With
+    a warm cache this only loads what the tests load anyway.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count < 2:
+        return
+    index = int(worker[2:])
+    for k, compile_share in enumerate(_COMPILE_SHARES):
+        if k % count == index % count:
+            try:
+                compile_share()
+            except Exception:  # noqa: BLE001 - a broken engine fails in its own tests, not here
+                pass
 
 
 @pytest.fixture

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from mklkit import CompilationWarning
+
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
@@ -17,6 +19,9 @@ def test_doc_examples(one_thread, name, at_least):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an example that warns is a broken example
         warnings.filterwarnings("ignore", category=DeprecationWarning)
+        # numba compiling on an empty cache (once per process, whichever test is first) is
+        # not the example's doing
+        warnings.filterwarnings("ignore", category=CompilationWarning)
         failures, tried = doctest.testfile(
             str(doc), module_relative=False, report=True, verbose=False,
             optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,

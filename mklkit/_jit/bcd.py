@@ -96,6 +96,14 @@ LS_STALL = 10
 # the working-set solve
 # ---------------------------------------------------------------------------
 @njit(cache=True)
+def _copy(dst, src):  # pragma: no cover - jitted
+    # an element loop: a slice assignment ``dst[:] = src`` makes numba compile its
+    # shape-mismatch error message (string formatting) into every caller
+    for i in range(src.shape[0]):
+        dst[i] = src[i]
+
+
+@njit(cache=True)
 def _refresh_true(kind, sidx, y, z, lp, mu, lo, hi, sw, r, value, deriv, deriv2, conj,
                   conj_grad, conj_hess):  # pragma: no cover - jitted
     r""":math:`r_i = \ell'(y_i, z_i)` on the samples ``sidx``."""
@@ -241,7 +249,7 @@ def _epoch(model, check, kind, sparse, with_bias, ws, starts, lam, LT, indptr, i
                                 conj_grad, conj_hess)
                 if f1 - f0 <= gb * db + 0.5 * cb * db * db + 1e-13 * abs(f0):
                     bias[0] += db
-                    z[:] = zt
+                    _copy(z, zt)
                     break
                 cb *= 2.0
             _refresh_true(kind, allidx, y, z, lp, mu, lo, hi, sw, r, value, deriv, deriv2,
@@ -312,7 +320,7 @@ def _coordinate_descent(model, check, kind, sparse, with_bias, max_epochs, n_and
         if n_and == 0:
             continue
         pack(beta, bias[0], rows, Xb[fill])
-        Xz[fill, :] = z
+        _copy(Xz[fill], z)
         fill += 1
         if fill < KA:
             continue
@@ -340,7 +348,7 @@ def _coordinate_descent(model, check, kind, sparse, with_bias, max_epochs, n_and
                                 deriv, deriv2, conj, conj_grad, conj_hess, reg_value)
         if f_acc < f_cur:
             stats[ST_ANDERSON] += 1.0
-            z[:] = xz
+            _copy(z, xz)
             if model:
                 for i in range(N):
                     r[i] = r0[i] + h[i] * (z[i] - z0[i])
@@ -571,7 +579,7 @@ def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, s
                 break
             stats[ST_NEWTON] += 1.0
             pack(beta, bias[0], rows, old)
-            z0[:] = z
+            _copy(z0, z)
             r = r0.copy()
             viol, _ = _coordinate_descent(
                 FLAGS[1], FLAGS[0], kind, sparse, with_bias, ipar[IP_MAX_EPOCHS], n_and,
@@ -596,7 +604,7 @@ def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, s
             if not (slope < 10.0 * slack):
                 # no descent direction left: keep the start point
                 bias[0] = unpack(old, rows, beta)
-                z[:] = z0
+                _copy(z, z0)
                 stats[ST_STATUS] = NO_DESCENT
                 break
             slope = min(slope, 0.0)
@@ -617,10 +625,10 @@ def solve_ws(ipar, fpar, ws, starts, lip, LT, indptr, indices, data, supp_ptr, s
                 stats[ST_LINE_SEARCH] += 1.0
             if not accepted:
                 bias[0] = unpack(old, rows, beta)
-                z[:] = z0
+                _copy(z, z0)
                 stats[ST_STATUS] = NO_DESCENT
                 break
-            z[:] = zt
+            _copy(z, zt)
             f0 = f1
             if ls >= LS_STALL:
                 # the search cut the step to 2^-LS_STALL or less: the model no longer predicts

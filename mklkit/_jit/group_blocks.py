@@ -180,6 +180,39 @@ def reg_sum(beta, rows, wseg, C, rp, reg_value):  # pragma: no cover - jitted
 
 
 @njit(cache=True)
+def _cholesky_solve_ones(A):  # pragma: no cover - jitted
+    r""":math:`A^{-1}\mathbf 1` for a small symmetric positive definite ``A`` (overwritten by
+    its Cholesky factor); NaN where a pivot is not positive.  (Written out: numba's
+    ``np.linalg.solve`` costs seconds of compilation for a K x K system, K <= 10.)"""
+    K = A.shape[0]
+    for j in range(K):
+        d = A[j, j]
+        for k in range(j):
+            d -= A[j, k] * A[j, k]
+        if not d > 0.0:
+            return np.full(K, np.nan)
+        d = np.sqrt(d)
+        A[j, j] = d
+        for i in range(j + 1, K):
+            v = A[i, j]
+            for k in range(j):
+                v -= A[i, k] * A[j, k]
+            A[i, j] = v / d
+    c = np.ones(K)
+    for i in range(K):              # L w = 1
+        v = c[i]
+        for k in range(i):
+            v -= A[i, k] * c[k]
+        c[i] = v / A[i, i]
+    for i in range(K - 1, -1, -1):  # L^T c = w
+        v = c[i]
+        for k in range(i + 1, K):
+            v -= A[k, i] * c[k]
+        c[i] = v / A[i, i]
+    return c
+
+
+@njit(cache=True)
 def anderson(X):  # pragma: no cover - jitted
     r"""Anderson extrapolation weights from the iterates ``X`` (K + 1, D).
 
@@ -198,7 +231,7 @@ def anderson(X):  # pragma: no cover - jitted
         return np.empty(0)
     for k in range(K):
         A[k, k] += 1e-10 * tr / K
-    c = np.linalg.solve(A, np.ones(K))
+    c = _cholesky_solve_ones(A)
     s = np.sum(c)
     if not (np.isfinite(s) and s != 0.0):
         return np.empty(0)
@@ -282,8 +315,10 @@ def block_hessian(sparse, LT, s, e, m, h, supp_ptr, supp_idx, tptr, tcol, tval, 
                 for q in range(tptr[j], tptr[j + 1]):
                     out[a, tcol[q]] += va * tval[q]
     else:
-        A = LT[s:e] * h
-        out[:, :] = A @ LT[s:e].T
+        G = (LT[s:e] * h) @ LT[s:e].T
+        for a in range(rk):
+            for b in range(rk):
+                out[a, b] = G[a, b]
     for a in range(rk):      # exact symmetry
         for b in range(a):
             v = 0.5 * (out[a, b] + out[b, a])

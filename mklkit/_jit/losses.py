@@ -99,7 +99,8 @@ def hinge_l0(y, u, ut, params):
 @njit(cache=True)
 def hinge_l0_grad(y, u, ut, params):
     out = np.empty((y.shape[0], 1))
-    out[:, 0] = y
+    for i in range(y.shape[0]):
+        out[i, 0] = y[i]
     return out
 
 
