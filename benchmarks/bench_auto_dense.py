@@ -5,7 +5,8 @@ Rows (``--rows``):
 ``a9a``
     Random subsets (seed 0) of the a9a training file of n points
     (``--sizes``, default 3,000); three Gaussian kernels on all 123 features,
-    widths 5 10 20, unit trace, held as one dense (3, n, n) array.  hinge and
+    widths 5 10 20 (``--kernels M``: M widths spaced geometrically from 2 to
+    40), unit trace, held as one dense (M, n, n) array.  hinge and
     logistic with the block 1-norm and the elastic net (lam 0.5) at
     C = 0.1 C_max and at C = 1 where 1 < C_max; hinge with the plugin's
     ``pnorm_squared`` and the core ``kl`` (engines of ``mklkit-smo`` where
@@ -144,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="loss:regularizer pairs of the a9a rows (default: all)")
     ap.add_argument("--tol", type=float, default=None, help="relative duality gap "
                     "(default: each engine's own)")
+    ap.add_argument("--kernels", type=int, default=3,
+                    help="Gaussian kernels of the a9a rows (3: widths 5 10 20)")
     ap.add_argument("--spicy-hinge-max", type=int, default=3000)
     ap.add_argument("--clarabel-max", type=int, default=1500)
     args = ap.parse_args(argv)
@@ -158,10 +161,12 @@ def main(argv: list[str] | None = None) -> int:
         for n in args.sizes:
             rows = np.sort(order[:n])
             X, y = ds.X[rows], ds.y[rows].astype(np.float64)
-            K = KernelBank.build(X, [{"function": "rbf", "width": [5.0, 10.0, 20.0]}]).K
+            widths = ([5.0, 10.0, 20.0] if args.kernels == 3
+                      else np.geomspace(2.0, 40.0, args.kernels).tolist())
+            K = KernelBank.build(X, [{"function": "rbf", "width": widths}]).K
             for loss, reg in pairs:
                 for C in c_values(K, y, loss, reg, with_one=True):
-                    run_row(f"a9a {n} x 3", K, y, loss, reg, C, args)
+                    run_row(f"a9a {n} x {args.kernels}", K, y, loss, reg, C, args)
     if "uci" in args.rows:
         for name in ("sonar", "ionosphere", "australian"):
             ds = load_builtin(name)

@@ -11,19 +11,27 @@ see ``docs/engines.md``).  First the general engines of the core:
    14 times faster than ``spicy`` for the hinge loss at N = 2,000 (4 s
    against 56 s, where ``spicy`` stalled) and 2 times faster for the
    logistic loss at N = 8,000, with the block 1-norm at 0.1 C_max.
-1. ``proximal`` when the problem has many samples and few kernels and
-   ``proximal`` supports it: :math:`N \ge` ``proximal_ratio``
-   :math:`\times M` and :math:`N \ge` ``proximal_min_samples`` (2000), or
-   half that when ``spicy`` would need its iterative method (a loss or
-   regularizer without a smooth conjugate, e.g. ``l1``).  A Newton step of
-   ``spicy`` factors an :math:`N\times N` matrix (:math:`O(N^3)`), and the
-   iterative method takes several per outer iteration; a proximal-gradient
-   step reads the active kernels once (:math:`O(|\mathrm{active}|\,N^2)`).
-   On a9a (N = 3,000, three Gaussian kernels) proximal gradient solved the
-   logistic loss with the block 1-norm in 0.8-3 s, before bcd on exact
-   factors (3.6-5 s) and spicy (2.2-6.9 s).
+1. ``proximal`` when ``spicy`` would need its iterative method (a loss or
+   regularizer without a smooth conjugate, e.g. ``l1``), the problem has
+   many samples for its kernels, :math:`N \ge` ``proximal_ratio`` (500)
+   :math:`\times M` and :math:`N \ge` ``proximal_min_samples`` (1000), and
+   ``proximal`` supports it.  The iterative method takes several Newton
+   steps per outer iteration, each factoring an :math:`N\times N` matrix
+   (:math:`O(N^3)`); a proximal-gradient step reads the kernels once
+   (:math:`O(MN^2)`).  Logistic loss with the block 1-norm at 0.1 C_max on
+   a9a (Gaussian kernels; ``benchmarks/bench_auto_dense.py --kernels M``):
+   proximal was 4.5 times faster than spicy at N = 3,000 and 3.2 times at
+   6,000 with M = 3; even at N = 5,000 with M = 10 (spicy 1.4 times faster
+   at 3,000); spicy 2.3 times faster at N = 4,000 with M = 20.  Where
+   spicy's one-step method applies (smooth conjugates: logistic or squared
+   loss with the elastic net, ...) spicy was faster at every size measured
+   (N = 2,000-6,000, M = 3-20: 1.8-8 times).
 2. ``bcd`` on the **exact factors of a dense bank** (one (M, N, N) array)
-   when ``spicy`` would need its iterative method, ``bcd`` supports the
+   when ``spicy`` would need its iterative method and ``proximal`` does not
+   apply (a loss without a derivative: hinge, ε-insensitive; for the
+   logistic loss with the block 1-norm on a9a, N = 3,000, bcd on exact
+   factors took 3.2 s against spicy's 5.9 with M = 3 and 13.5 s against 5.3
+   with M = 10), ``bcd`` supports the
    problem on factors, :math:`N \ge` ``dense_factor_min_samples`` (1000)
    and :math:`M \le` ``dense_factor_max_kernels`` (10): every Gram matrix
    is factored by pivoted Cholesky to round-off
@@ -163,10 +171,11 @@ class Auto(Engine):
         ``spicy``, proximal-gradient steps for ``proximal``, SMO steps for an
         SMO engine); ``None`` keeps each engine's own default.
     proximal_min_samples : int
-        Fewest samples for which ``proximal`` is preferred (halved when
-        ``spicy`` would use its iterative method).
+        Fewest samples for which ``proximal`` is preferred to ``spicy``'s
+        iterative method.
     proximal_ratio : float
-        ``proximal`` is preferred when :math:`N \ge` ratio :math:`\times M`.
+        ``proximal`` is preferred to ``spicy``'s iterative method when
+        :math:`N \ge` ratio :math:`\times M`.
     dense_factor_min_samples : int
         Fewest samples for which a dense bank is factored exactly and solved
         by ``bcd``.
@@ -190,7 +199,8 @@ class Auto(Engine):
     name: ClassVar[str] = "auto"
     description: ClassVar[str] = (
         "chooses the engine per problem: bcd on a factor bank or on the exact factors of a "
-        "large dense bank, proximal for many samples and few kernels, else spicy, else "
+        "large dense bank, proximal for many samples and few kernels where spicy would need "
+        "its iterative method, else spicy, else "
         "proximal; a more specialised installed engine where one applies; another continues "
         "a stalled solve"
     )
@@ -205,10 +215,11 @@ class Auto(Engine):
         COMMON_PARAMS[0],
         Param("max_iter", None, "maximum iterations of the delegate (null: its own default)",
               type=int, low=1, nullable=True),
-        Param("proximal_min_samples", 2000,
-              "fewest samples for which proximal is preferred (halved when spicy would "
-              "need its iterative method)", type=int, low=1),
-        Param("proximal_ratio", 100.0, "proximal is preferred when N >= ratio * M",
+        Param("proximal_min_samples", 1000,
+              "fewest samples for which proximal is preferred to spicy's iterative method",
+              type=int, low=1),
+        Param("proximal_ratio", 500.0,
+              "proximal is preferred to spicy's iterative method when N >= ratio * M",
               low=0.0),
         Param("dense_factor_min_samples", 1000,
               "fewest samples for which a dense bank is factored exactly and solved by bcd",
@@ -255,11 +266,12 @@ class Auto(Engine):
         if r_spicy is None and rep not in spicy.representations:
             r_spicy = f"it does not work on a {rep} bank"
         one_step = spicy.uses_one_step(problem)
-        min_n = self.proximal_min_samples if one_step else self.proximal_min_samples / 2
-        if r_prox is None and N >= min_n and N >= self.proximal_ratio * M:
-            return prox, (f"N = {N} samples >= {min_n:g} and >= {self.proximal_ratio:g} x "
-                          f"{M} kernels"), False
+        if (r_prox is None and not (r_spicy is None and one_step)
+                and N >= self.proximal_min_samples and N >= self.proximal_ratio * M):
+            return prox, (f"N = {N} samples >= {self.proximal_min_samples} and >= "
+                          f"{self.proximal_ratio:g} x {M} kernels"), False
         if (dense_factors and rep == "array" and not (r_spicy is None and one_step)
+                and r_prox is not None
                 and N >= self.dense_factor_min_samples and M <= self.dense_factor_max_kernels):
             probe = _as_factor_probe(problem)
             if probe is not None and bcd.supports(probe) is None:

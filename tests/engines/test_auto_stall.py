@@ -19,6 +19,7 @@ from mklkit.components.losses import Logistic
 from mklkit.components.regularizers import L1
 from mklkit.engines.auto import Auto, EngineSwitchWarning, StallWatch
 from mklkit.engines.base import Engine, Requires
+from mklkit.engines.proximal import Proximal
 from mklkit.engines.capabilities import SEPARABLE, Capability, needs
 from mklkit.problem import Problem
 from mklkit.result import Status
@@ -136,9 +137,11 @@ def test_auto_on_rank_one_kernels_needs_no_switch():
     assert np.isfinite(res.objective)
 
 
-def test_the_rule_also_watches_bcd_on_exact_factors_of_a_dense_bank():
+def test_the_rule_also_watches_bcd_on_exact_factors_of_a_dense_bank(monkeypatch):
     # a rule that no solver can satisfy (the gap must fall 1e12-fold each time the
-    # records double) stops bcd after two records; spicy finishes on the dense bank
+    # records double) stops bcd after two records; spicy finishes on the dense bank.
+    # (auto factors a dense bank where proximal does not apply: made to refuse here)
+    monkeypatch.setattr(Proximal, "supports", lambda self, problem: "refused in this test")
     K, y = wdbc_rank_one()
     pb = Problem(K=K, y=y, loss=Logistic(), regularizer=L1(), C=C)
     auto = Auto(tol=TOL, dense_factor_min_samples=K.shape[1], dense_factor_max_kernels=K.shape[0],
