@@ -34,18 +34,19 @@ def _compile_the_others():
 _COMPILE_SHARES = (_compile_bcd, _compile_the_others)
 
 
-def pytest_sessionstart(session):
+def pytest_collection_finish(session):
     """With pytest-xdist, each worker first compiles its own share of the engines' jitted loops.
 
     On an empty numba cache (a fresh clone) every worker would otherwise compile
     every engine it meets, and the workers meet them all; this way each loop is
     compiled by one worker and loaded from numba's on-disk cache by the others (a
     worker that needs one before it is written compiles it too, as before).  With
-    a warm cache this only loads what the tests load anyway.
+    a warm cache this only loads what the tests load anyway.  Only for a run of
+    most of the suite (a few tests would not need every engine).
     """
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if not worker.startswith("gw") or count < 2:
+    if not worker.startswith("gw") or count < 2 or len(session.items) < 500:
         return
     index = int(worker[2:])
     for k, compile_share in enumerate(_COMPILE_SHARES):
