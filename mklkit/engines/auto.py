@@ -265,13 +265,13 @@ class Auto(Engine):
                       f"{rep} bank")
         if r_spicy is None and rep not in spicy.representations:
             r_spicy = f"it does not work on a {rep} bank"
-        one_step = spicy.uses_one_step(problem)
-        if (r_prox is None and not (r_spicy is None and one_step)
+        # rules 1 and 2 apply only where spicy's one-step method does not
+        spicy_one_step = r_spicy is None and spicy.uses_one_step(problem)
+        if (r_prox is None and not spicy_one_step
                 and N >= self.proximal_min_samples and N >= self.proximal_ratio * M):
             return prox, (f"N = {N} samples >= {self.proximal_min_samples} and >= "
                           f"{self.proximal_ratio:g} x {M} kernels"), False
-        if (dense_factors and rep == "array" and not (r_spicy is None and one_step)
-                and r_prox is not None
+        if (dense_factors and rep == "array" and not spicy_one_step and r_prox is not None
                 and N >= self.dense_factor_min_samples and M <= self.dense_factor_max_kernels):
             probe = _as_factor_probe(problem)
             if probe is not None and bcd.supports(probe) is None:

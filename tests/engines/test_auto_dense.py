@@ -66,11 +66,6 @@ def refuse_proximal(monkeypatch) -> None:
     monkeypatch.setattr(Proximal, "supports", lambda self, problem: "refused in this test")
 
 
-@pytest.fixture
-def proximal_refuses(monkeypatch):
-    refuse_proximal(monkeypatch)
-
-
 def rel(a: float, b: float) -> float:
     return abs(a - b) / max(abs(b), 1e-300)
 
@@ -218,8 +213,9 @@ def test_below_the_crossover_auto_keeps_the_dense_engines():
         == "spicy"
 
 
-def test_inexact_factors_fall_back_to_spicy_on_the_dense_bank(monkeypatch, proximal_refuses):
+def test_inexact_factors_fall_back_to_spicy_on_the_dense_bank(monkeypatch):
     monkeypatch.setattr(auto_module, "DENSE_FACTOR_MAX_RANK", 20)
+    refuse_proximal(monkeypatch)
     pb = problem("logistic", "l1")
     res = Auto(tol=1e-8, dense_factor_min_samples=N).solve(pb)
     assert res.converged and res.engine == "auto"
@@ -260,7 +256,7 @@ def test_inexact_factors_without_a_dense_engine_are_certified_on_the_dense_bank(
     assert res.objective > exact.objective * (1 + 1e-4)
 
 
-def test_a_dense_gap_above_tol_is_continued_by_spicy(monkeypatch, proximal_refuses):
+def test_a_dense_gap_above_tol_is_continued_by_spicy(monkeypatch):
     """bcd says converged at a loose gap: the dense certificate misses tol, spicy continues."""
 
     class Loose(BCD):
@@ -269,6 +265,7 @@ def test_a_dense_gap_above_tol_is_continued_by_spicy(monkeypatch, proximal_refus
             return dataclasses.replace(res, status=Status.CONVERGED)
 
     monkeypatch.setattr(auto_module, "BCD", Loose)
+    refuse_proximal(monkeypatch)
     pb = problem("logistic", "l1")
     res = Auto(tol=1e-8, dense_factor_min_samples=N).solve(pb)
     assert res.converged and res.gap <= 1e-8
