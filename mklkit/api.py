@@ -189,6 +189,8 @@ class RunResult:
     factor: dict[str, Any] | None = None
     #: the classes in the data's own labels (``classes``, ``positive_class``; one-vs-rest: ``class``), or None
     labels: dict[str, Any] | None = None
+    #: ``problem.C: path``: the held-out path and its choice (:class:`mklkit.pipeline.heldout.HeldoutPath`)
+    C_selection: Any = None
 
     # -- convenience ----------------------------------------------------------
     @property
@@ -259,6 +261,8 @@ class RunResult:
             "loss": self.spec.problem.loss.name,
             "regularizer": self.spec.problem.regularizer.name,
             "C": self.spec.problem.C,
+            # problem.C: path: the values tried on held-out rows and the one chosen (else null)
+            "C_selection": None if self.C_selection is None else self.C_selection.as_dict(),
             # every kernel is off for C >= C_max (null: not computed, or no finite one)
             "C_max": r.C_max,
             # every kernel off: the model predicts a constant (a TrivialModelWarning was emitted)
@@ -336,15 +340,28 @@ def solve_prepared(
     engine = spec.engine.engine
     what = (f"loss {problem.loss.name!r}, regularizer {problem.regularizer.name!r} "
             f"and engine {engine.name!r}")
+
+    def solve(p: Any, warm: Any, cb: Any = None) -> SolveResult:
+        if warm is not None and getattr(engine, "supports_warm_start", False):
+            return engine.solve(p, cb, warm_start=warm)
+        return engine.solve(p, cb)
+
     t0 = time.perf_counter()
+    selection = None
     with announce_compilation(what, warn=warn_compilation):
-        if warm_start is not None and getattr(engine, "supports_warm_start", False):
-            result = engine.solve(problem, callback, warm_start=warm_start)
-        else:
-            result = engine.solve(problem, callback)
+        if spec.problem.C == "path":  # C chosen on held-out rows; the run then solves all rows at it
+            from .pipeline import problem_at
+            from .pipeline.heldout import select_C
+            from .pipeline.settings import auto_C
+
+            selection = select_C(problem, solve, auto_C)
+            problem = problem_at(problem, C=selection.C)
+            warm_start = warm_start if selection.start is None else selection.start
+            selection.start = None
+        result = solve(problem, warm_start, callback)
     solve_s = time.perf_counter() - t0
-    auto_C = spec.problem.C == "auto"
-    if auto_C:  # the run records the C that 'auto' gave
+    auto_C = isinstance(spec.problem.C, str)
+    if auto_C:  # the run records the C that 'auto' or 'path' gave
         spec = spec.model_copy(update={"problem": spec.problem.model_copy(update={"C": float(problem.C)})})
     if warn_trivial:
         from .result import warn_if_trivial
@@ -360,6 +377,8 @@ def solve_prepared(
         metrics.update({("test_accuracy" if task == "classification" else "test_rmse"): None})
     timings = {**prepared.timings, "solve_s": solve_s}
     timings["total_s"] = sum(timings.values())
+    if selection is not None:  # the part of solve_s that the held-out path took
+        timings["path_s"] = float(selection.time_s)
     return RunResult(
         spec=spec,
         result=result,
@@ -374,6 +393,7 @@ def solve_prepared(
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         factor=problem.bank.approximation() if problem.representation == "factor" else None,
         labels=_class_labels(data),
+        C_selection=selection,
     )
 
 

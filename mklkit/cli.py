@@ -509,6 +509,10 @@ def _print_summary(result: Any, files: dict[str, Any]) -> None:
         f"objective   {_num(r.objective, '.8g')}  (relative duality gap {_num(r.gap, '.2e')}, tol {_num(tol, 'g')})",
         f"kernels     {result.n_active} of {result.n_kernels} active" + _c_max_note(r.C_max),
     ]
+    sel = getattr(result, "C_selection", None)
+    if sel is not None:
+        lines.append(f"C           {sel.C:.6g} chosen on {sel.n_held} held-out rows along "
+                     f"{_plural(sel.Cs.size, 'value')} ({sel.stopped}; {sel.time_s:.2f} s)")
     if result.factor is not None:
         f = result.factor
         worst = max(f["kernel_relative_trace_error"], default=0.0)

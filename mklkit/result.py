@@ -1,6 +1,7 @@
 """Solver results: one frozen record every engine returns."""
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 import warnings
@@ -157,3 +158,41 @@ def warn_if_trivial(result: SolveResult, C: float, where: str = "", stacklevel: 
     warnings.warn(trivial_message(float(C), result.C_max, where, auto), TrivialModelWarning,
                   stacklevel=stacklevel + 1)
     return True
+
+
+# ---------------------------------------------------------------------------
+# Pickles and kept solutions: the non-zero rows of the coefficients
+# ---------------------------------------------------------------------------
+class _NonZeroRows:
+    """The non-zero rows of an (M, N) coefficient array (a pickled result's ``alpha``): the rows
+    of inactive kernels are zero and are restored as zeros on loading."""
+
+    def __init__(self, alpha: np.ndarray) -> None:
+        self.shape = alpha.shape
+        self.rows = np.flatnonzero(np.any(alpha != 0.0, axis=1))
+        self.values = np.ascontiguousarray(alpha[self.rows])
+
+    def array(self) -> np.ndarray:
+        out = np.zeros(self.shape, dtype=self.values.dtype)
+        out[self.rows] = self.values
+        return out
+
+
+def pack_results(results: Any) -> Any:
+    """Results (a SolveResult, or lists of them) with ``alpha`` reduced to its non-zero rows."""
+    if isinstance(results, list):
+        return [pack_results(r) for r in results]
+    alpha = getattr(results, "alpha", None)
+    if dataclasses.is_dataclass(results) and isinstance(alpha, np.ndarray) and alpha.ndim == 2:
+        return dataclasses.replace(results, alpha=_NonZeroRows(alpha))
+    return results
+
+
+def unpack_results(results: Any) -> Any:
+    """The inverse of :func:`pack_results`: every ``alpha`` back to its (M, N) array."""
+    if isinstance(results, list):
+        return [unpack_results(r) for r in results]
+    alpha = getattr(results, "alpha", None)
+    if isinstance(alpha, _NonZeroRows):
+        return dataclasses.replace(results, alpha=alpha.array())
+    return results

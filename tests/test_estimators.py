@@ -304,8 +304,8 @@ def test_engine_params_tol_and_max_iter(ionosphere):
 @pytest.mark.parametrize(
     "params, exc, match",
     [
-        ({"C": -1.0}, ParamError, r"C must be 'auto' or a finite number > 0; got -1\.0"),
-        ({"C": "big"}, ParamError, "C must be 'auto' or a finite number > 0; got 'big'"),
+        ({"C": -1.0}, ParamError, r"C must be 'auto', 'path' or a finite number > 0; got -1\.0"),
+        ({"C": "big"}, ParamError, "C must be 'auto', 'path' or a finite number > 0; got 'big'"),
         ({"loss": "hindge"}, ValueError, r"unknown loss 'hindge' \(did you mean 'hinge'\?\); available:"),
         ({"loss": "squared"}, ParamError, "loss must be a classification loss"),
         ({"regularizer": {"name": "lq", "q": 0.5}}, ParamError, r"q must be a number > 1"),

@@ -47,10 +47,10 @@ Inner solvers
   choose the next one); on a working set met before, the steps are taken
   one at a time and the point certified after each, so that they end at
   the run's ``tol`` (:meth:`_BcdRun.newton_to_tol`).  The working set after
-  an outer iteration that left the gap within 10 % of where it was (same
-  smoothing, ``STALL_RATIO``) or whose Newton steps took 10 line-search
-  halvings each (``STALL_HALVINGS``; the jitted loop ends its call after
-  such a step) is solved by ``bcd``, and after the latter below a gap of
+  two outer iterations in a row that each left the gap within 10 % of where
+  it was (same smoothing, ``STALL_RATIO``, ``STALL_SLOW``) or after one whose
+  Newton steps took 10 line-search halvings each (``STALL_HALVINGS``; the
+  jitted loop ends its call after such a step) is solved by ``bcd``, and after the latter below a gap of
   ``ROUNDING_GAP`` the run stays with ``bcd``: proximal Newton can stall a
   little above the optimum, where the objective's decrease reaches its
   rounding (w8a, squared loss, 16,000 points: a relative gap of 1.1e-7 for
@@ -171,10 +171,17 @@ _THREADPOOLS: Any = None
 #: or a smaller smoothing before the solve is declared stalled.
 STALL_ITERATIONS = 5
 
-#: With ``method: newton``, an outer iteration that leaves the gap above this
-#: fraction of the one before (at the same smoothing) sends the next working
-#: set to plain coordinate descent ...
+#: With ``method: newton``, ``STALL_SLOW`` outer iterations in a row that each leave
+#: the gap above this fraction of the one before (at the same smoothing) send the next
+#: working set to plain coordinate descent ...
 STALL_RATIO = 0.9
+
+#: ... (one such iteration is no stall: warm-started from the solution at a larger C,
+#: the first Newton steps on the old support move the gap by a few percent, and plain
+#: descent from there took 50-60 s to a gap of 2e-6 where Newton needs 2-5 s for 1e-3:
+#: w8a, 8,000 points, the 50 kernels of bench_large_n, logistic + elastic net at
+#: C = 1e-5..1e-4) ...
+STALL_SLOW = 2
 
 #: ... or whose Newton steps took this many halvings of the line search each on
 #: average (the jitted loop ends a call after one such step, ``LS_STALL``).
@@ -758,6 +765,7 @@ class _BcdRun:
         gap_before = cert["gap"]
         prev_ws: np.ndarray | None = None
         stuck = False
+        slow = 0                   # outer iterations in a row that moved the gap by less than STALL_RATIO
         if not math.isfinite(cert["P"]):
             run.end(Status.NUMERICAL_ERROR, 0, why=f"non-finite objective at the start "
                                                    f"(primal {cert['P']!r})")
@@ -824,9 +832,11 @@ class _BcdRun:
                 # back to Newton, unless its line search failed near the rounding level,
                 # where it would fail again
                 stalled = stuck and self.method != "bcd" and cert["gap"] <= ROUNDING_GAP
+                slow = 0
             else:
                 stuck = halvings >= STALL_HALVINGS
-                stalled = mu == mu_before and (cert["gap"] > STALL_RATIO * gap_before or stuck)
+                slow = slow + 1 if mu == mu_before and cert["gap"] > STALL_RATIO * gap_before else 0
+                stalled = mu == mu_before and (slow >= STALL_SLOW or stuck)
             method = "bcd" if stalled else self.method
             gap_before = cert["gap"]
             if failed or not math.isfinite(cert["P"]):

@@ -92,7 +92,7 @@ def _spec_name(spec: Any) -> str | None:
 
 
 def _check_C(C: Any, owner: str, key: str = "C", allow_auto: bool = False) -> float:
-    allowed = "'auto' or a finite number > 0" if allow_auto else "a finite number > 0"
+    allowed = "'auto', 'path' or a finite number > 0" if allow_auto else "a finite number > 0"
     if isinstance(C, (bool, np.bool_)) or not isinstance(C, numbers.Real):
         raise ParamError(key, C, allowed, owner=owner)
     value = float(C)
@@ -213,6 +213,7 @@ class _FitState:
     n_features_in: int
     timings: dict[str, float] = field(default_factory=dict)
     task_C: dict[int, float] = field(default_factory=dict)  # per task: the C of its last solve
+    selection: dict[int, Any] = field(default_factory=dict)  # per task: C="path"'s HeldoutPath
     representation: str = "array"
     target: tuple[float, float] = (0.0, 1.0)  # regression: the engines saw (y - offset) / scale
     approximation: dict[str, Any] | None = None  # a factor bank's FactorBank.approximation()
@@ -511,7 +512,11 @@ class _BaseMKL(BaseEstimator):
         results: list[Any] = []
         previous = None
         for C in Cs:
-            if isinstance(C, str):  # "auto"
+            if isinstance(C, str) and C == "path":
+                C = self._path_C(prep, t, base, where)
+                previous = prep.selection[t].start  # the chosen path solution, on all rows
+                prep.selection[t].start = None
+            elif isinstance(C, str):  # "auto"
                 C = self._auto_C(base)
                 logger.info("%s: C='auto' is %.6g (the root mean diagonal of the kernels, x %g)",
                             where, C, _auto_scale(self._task))
@@ -567,6 +572,11 @@ class _BaseMKL(BaseEstimator):
         self.C_max_ = float(cmax[0]) if single else cmax
         Cs = np.array([prep.task_C.get(t, math.nan) for t in range(len(results))])
         self.C_ = float(Cs[0]) if single else Cs
+        sel = [prep.selection.get(t) for t in range(len(results))]
+        if any(v is not None for v in sel):
+            self.C_selection_ = sel[0] if single else sel
+        elif hasattr(self, "C_selection_"):
+            del self.C_selection_
         self.kernels_ = prep.kernels
         self.kernel_names_ = list(prep.kernel_names)
         self.loss_ = prep.loss
@@ -592,10 +602,10 @@ class _BaseMKL(BaseEstimator):
 
     def _fit(self, X: Any, y: Any, sample_weight: Any = None) -> "_BaseMKL":
         owner = self._owner
-        auto_C = isinstance(self.C, str) and self.C == "auto"
-        C: Any = "auto" if auto_C else _check_C(self.C, owner, allow_auto=True)
+        named = isinstance(self.C, str) and self.C in ("auto", "path")
+        C: Any = self.C if named else _check_C(self.C, owner, allow_auto=True)
         with _verbosity(self.verbose), self._compiling(), interrupt_guard():
-            prep = self._prepare(X, y, 1.0 if auto_C else C, sample_weight)
+            prep = self._prepare(X, y, 1.0 if named else C, sample_weight)
             t0 = time.perf_counter()
             try:
                 runs = self._run_all(prep, [C])
@@ -629,6 +639,27 @@ class _BaseMKL(BaseEstimator):
         what = (f"loss {_spec_name(self.loss)!r}, regularizer {_spec_name(self.regularizer)!r} "
                 f"and engine {_spec_name(self.engine)!r}")
         return announce_compilation(what, warn=True)
+
+    def _path_C(self, prep: _FitState, t: int, problem: Any, where: str) -> float:
+        """``C="path"``: C chosen on held-out rows of the task's problem (:mod:`mklkit.pipeline.heldout`)."""
+        from ..pipeline.heldout import select_C
+
+        def solve(p: Any, warm: Any) -> Any:
+            self._check_support(prep.engine, p)
+            return _solve(prep.engine, p, None, warm)
+
+        def progress(rec: dict[str, Any]) -> None:
+            logger.info("%s: C=%.4g (%.3g of the reference) held-out loss %.5f, metric %.4f, "
+                        "%d active kernels", where, rec["C"], rec["ratio"], rec["loss"], rec["metric"],
+                        rec["n_active"])
+
+        try:
+            sel = select_C(problem, solve, self._auto_C, progress=progress)
+        except ValueError as exc:
+            raise ValueError(f"{self._owner}: {exc}") from None
+        prep.selection[t] = sel
+        logger.info("%s: C='path' chose %.6g in %.2f s\n%s", where, sel.C, sel.time_s, sel.summary())
+        return sel.C
 
     def _auto_C(self, problem: Any) -> float:
         """``C="auto"`` on a task's training kernels: the rule of specs' ``problem.C: auto``

@@ -1,49 +1,14 @@
 """Solutions along a regularization path (:meth:`MKLClassifier.fit_path`)."""
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from sklearn.base import clone
 
-# ---------------------------------------------------------------------------
-# Pickles: results keep the non-zero rows of their coefficients
-# ---------------------------------------------------------------------------
-class _NonZeroRows:
-    """The non-zero rows of an (M, N) coefficient array (a pickled result's ``alpha``): the rows
-    of inactive kernels are zero and are restored as zeros on loading."""
-
-    def __init__(self, alpha: np.ndarray) -> None:
-        self.shape = alpha.shape
-        self.rows = np.flatnonzero(np.any(alpha != 0.0, axis=1))
-        self.values = np.ascontiguousarray(alpha[self.rows])
-
-    def array(self) -> np.ndarray:
-        out = np.zeros(self.shape, dtype=self.values.dtype)
-        out[self.rows] = self.values
-        return out
-
-
-def pack_results(results: Any) -> Any:
-    """Results (a SolveResult, or lists of them) with ``alpha`` reduced to its non-zero rows."""
-    if isinstance(results, list):
-        return [pack_results(r) for r in results]
-    alpha = getattr(results, "alpha", None)
-    if dataclasses.is_dataclass(results) and isinstance(alpha, np.ndarray) and alpha.ndim == 2:
-        return dataclasses.replace(results, alpha=_NonZeroRows(alpha))
-    return results
-
-
-def unpack_results(results: Any) -> Any:
-    """The inverse of :func:`pack_results`: every ``alpha`` back to its (M, N) array."""
-    if isinstance(results, list):
-        return [unpack_results(r) for r in results]
-    alpha = getattr(results, "alpha", None)
-    if isinstance(alpha, _NonZeroRows):
-        return dataclasses.replace(results, alpha=alpha.array())
-    return results
+# pickles of fitted estimators name _NonZeroRows here
+from ..result import _NonZeroRows, pack_results, unpack_results  # noqa: F401
 
 
 # ---------------------------------------------------------------------------

@@ -57,7 +57,7 @@ def probe_problem(y: np.ndarray, M: int, problem: ProblemSettings, representatio
     K = np.empty((max(M, 1), n, n))
     K[:] = np.eye(n) / n
     return Problem(K=K, y=y[rows], loss=problem.loss, regularizer=problem.regularizer,
-                   C=1.0 if problem.C == "auto" else problem.C,
+                   C=1.0 if isinstance(problem.C, str) else problem.C,
                    bias=problem.bias, extra={"representation": representation},
                    sample_weight=None if sample_weight is None else np.asarray(sample_weight)[rows])
 
@@ -387,9 +387,9 @@ def prepare(
     t_bank = time.perf_counter() - t0
     logger.debug("built %d kernels (%s) on %d points in %.2f s", len(names), rep, d.n_train, t_bank)
     prob = Problem(K=K, y=y, loss=problem.loss, regularizer=problem.regularizer,
-                   C=1.0 if problem.C == "auto" else problem.C, bias=problem.bias, kernel_names=names,
+                   C=1.0 if isinstance(problem.C, str) else problem.C, bias=problem.bias, kernel_names=names,
                    sample_weight=d.w_train)
-    if problem.C == "auto":
+    if isinstance(problem.C, str):  # "auto", and "path"'s prior (the run chooses it: api.solve_prepared)
         prob = problem_at(prob, C=auto_C(prob))
     check_support(engine, prob, engine_key)
     return Prepared(d, prob, obj, test, names, len(names), rep, {"bank_s": t_bank}, memory,

@@ -584,13 +584,13 @@ EngineField = _component_type("engine", DEFAULTS["engine.name"])
 #: scale of a grid on the bundled sets (docs/api.md, "C='auto'").
 AUTO_C_SCALE: dict[str, float] = {"classification": 1.0, "regression": 6.0}
 
-_C_ALLOWED = "auto or a finite number > 0"
+_C_ALLOWED = "auto, path or a finite number > 0"
 
 
 def _C(value: Any) -> float | str:
-    """``problem.C``: ``"auto"`` or a finite number > 0."""
-    if isinstance(value, str) and value.strip() == "auto":
-        return "auto"
+    """``problem.C``: ``"auto"``, ``"path"`` (:mod:`mklkit.pipeline.heldout`) or a finite number > 0."""
+    if isinstance(value, str) and value.strip() in ("auto", "path"):
+        return value.strip()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise PipelineError("", "invalid value", value, _C_ALLOWED)
     if not (math.isfinite(value) and value > 0):
@@ -598,9 +598,9 @@ def _C(value: Any) -> float | str:
     return float(value)
 
 
-#: ``problem.C`` in the JSON Schema: a number > 0 or the string ``auto``.
+#: ``problem.C`` in the JSON Schema: a number > 0 or the string ``auto`` or ``path``.
 CValue = Annotated[Any, PlainValidator(_C), WithJsonSchema(
-    {"type": ["number", "string"], "exclusiveMinimum": 0, "pattern": "^auto$"})]
+    {"type": ["number", "string"], "exclusiveMinimum": 0, "pattern": "^(auto|path)$"})]
 
 
 def auto_C(problem: Any, key: str = "problem.C") -> float:

@@ -1,0 +1,390 @@
+r"""C chosen by held-out data: one warm-started regularization path on part of the rows.
+
+``C="path"`` (estimators) solves the problem on a stratified part of the
+training rows for a decreasing sequence of C, from :math:`C_{max}` (every
+kernel off) down, each solve warm-started from the last; after each solve
+the held-out rows are predicted through the same bank (their Gram rows, or
+their factor rows: nothing is computed again) and scored.  The path stops
+once the mean held-out loss (the problem's own loss: logistic, hinge,
+squared, ...) has *turned*: ``patience`` values past its minimum, and past the
+prior C (below).
+
+Which C: among the values whose held-out loss is within one standard error of
+the least (paired over the held-out rows), the one closest (on a log scale) to a *prior* C, the rule of
+``C="auto"`` (:func:`~mklkit.pipeline.settings.auto_C`).  A held-out score
+of a few dozen points cannot tell neighbouring values of C apart, and there
+the prior is the better guess (on the bundled UCI sets the held-out
+accuracy's maximum alone was up to 5 points less accurate than the prior); with
+thousands of held-out points the standard error is small and the data decide.  The
+chosen value is carried to all rows as a fraction of the reference each
+part has: :math:`C = (C_i / C^{fit}_{max})\,C^{all}_{max}` (or the prior's
+ratio for regularizers without a finite :math:`C_{max}`), which is invariant
+under repeating the rows and rescaling the kernels.
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..components.base import CLASSIFICATION
+
+
+@dataclass(frozen=True)
+class PathSettings:
+    """How ``C="path"`` searches.
+
+    Attributes
+    ----------
+    held_out : float
+        Fraction of the rows held out (stratified by class).
+    per_decade : int
+        Values of C per decade of the path.
+    min_ratio : float
+        The path ends at ``min_ratio * C_max`` (or ``min_ratio`` times the
+        prior for regularizers without a finite ``C_max``).
+    patience : int
+        Values past the least held-out loss (and past the prior) that stop the path.
+    seed : int
+        Seed of the held-out split.
+    min_held : int
+        Fewest held-out rows (weighted count) worth scoring; below, the
+        prior C is used and ``stopped`` says why.
+    """
+
+    held_out: float = 0.2
+    per_decade: int = 4
+    min_ratio: float = 1e-5
+    patience: int = 3
+    seed: int = 0
+    min_held: int = 20
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.held_out < 1.0:
+            raise ValueError(f"held_out must be in (0, 1); got {self.held_out!r}")
+        if int(self.per_decade) < 1 or int(self.patience) < 1:
+            raise ValueError("per_decade and patience must be >= 1")
+        if not 0.0 < self.min_ratio < 1.0:
+            raise ValueError(f"min_ratio must be in (0, 1); got {self.min_ratio!r}")
+
+
+@dataclass
+class HeldoutPath:
+    """The path ``C="path"`` solved and what it chose (an estimator's ``C_selection_``).
+
+    Attributes
+    ----------
+    C : float
+        The C of the fit on all rows.
+    Cs : ndarray
+        The values of C solved on the fitting rows, largest first.
+    ratios : ndarray
+        ``Cs`` over the reference (``C_max`` of the fitting rows, or the prior).
+    losses : ndarray
+        Mean loss of the problem (e.g. the logistic loss) on the held-out
+        rows per value (weighted by the sample weights): what chooses C.
+    metrics : ndarray
+        Held-out accuracy (classification) or :math:`R^2` (regression) per value.
+    n_active, iterations, gaps, times : ndarray
+        Per value: active kernels, engine iterations, final relative gap,
+        seconds.
+    chosen : int
+        Index of the chosen value in ``Cs`` (-1 when none was scored).
+    best : int
+        Index of the smallest held-out loss.
+    excess, excess_se : ndarray
+        Per value: the mean held-out loss above the least (``losses[best]``)
+        and its standard error, paired over the held-out rows (the same rows
+        under both values of C): values with ``excess <= excess_se`` cannot
+        be told from the best.
+    prior_C : float
+        The prior (``C="auto"``'s rule) on all rows.
+    prior_ratio : float
+        The prior of the fitting rows over their reference.
+    reference : str
+        ``"C_max"`` or ``"prior"``: what the ratios are relative to.
+    stopped : str
+        Why the path ended.
+    n_fit, n_held : int
+        Rows of each part.
+    """
+
+    C: float
+    Cs: np.ndarray
+    ratios: np.ndarray
+    losses: np.ndarray
+    metrics: np.ndarray
+    n_active: np.ndarray
+    iterations: np.ndarray
+    gaps: np.ndarray
+    times: np.ndarray
+    chosen: int
+    best: int
+    excess: np.ndarray
+    excess_se: np.ndarray
+    prior_C: float
+    prior_ratio: float
+    reference: str
+    stopped: str
+    n_fit: int
+    n_held: int
+    time_s: float = 0.0
+    settings: PathSettings = field(default_factory=PathSettings)
+    #: the chosen solution on the fitting rows as a start on all rows (its coefficients zero on
+    #: the held-out rows: the same predictor), for the fit at ``C``; ``None`` once used
+    start: Any = field(default=None, repr=False, compare=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain numbers and lists (``summary.json``'s ``C_selection``)."""
+        out: dict[str, Any] = {}
+        for key in ("C", "Cs", "ratios", "losses", "metrics", "n_active", "iterations", "gaps", "times",
+                    "chosen", "best", "excess", "excess_se", "prior_C", "reference", "stopped", "n_fit",
+                    "n_held", "time_s"):
+            v = getattr(self, key)
+            out[key] = v.tolist() if isinstance(v, np.ndarray) else v
+        return out
+
+    def summary(self) -> str:
+        """One line per C: ratio, held-out loss and metric, active kernels, iterations, gap; the choice marked."""
+        head = (f"{'C':>10}  {'C/ref':>9}  {'loss':>8}  {'excess':>17}  {'metric':>7}  {'active':>6}  "
+                f"{'iter':>5}  {'gap':>9}  {'time_s':>7}")
+        lines = [head]
+        for i in range(self.Cs.size):
+            mark = "  <- chosen" if i == self.chosen else ("  (least loss)" if i == self.best else "")
+            lines.append(f"{self.Cs[i]:10.4g}  {self.ratios[i]:9.3g}  {self.losses[i]:8.5f}  "
+                         f"{self.excess[i]:8.5f}+-{self.excess_se[i]:7.5f}  {self.metrics[i]:7.4f}  "
+                         f"{self.n_active[i]:6d}  {self.iterations[i]:5d}  {self.gaps[i]:9.2e}  "
+                         f"{self.times[i]:7.2f}{mark}")
+        lines.append(f"C = {self.C:.6g} ({self.stopped}; {self.n_fit} fitting and {self.n_held} "
+                     f"held-out rows, {self.time_s:.2f} s)")
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# Rows of a problem
+# ---------------------------------------------------------------------------
+def split_rows(y: np.ndarray, fraction: float, seed: int, stratify: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(fit, held)`` sorted row indices; by class when ``stratify`` (each class keeps a row on both sides)."""
+    rng = np.random.default_rng(seed)
+    groups = [np.flatnonzero(y == c) for c in np.unique(y)] if stratify else [np.arange(y.size)]
+    held = []
+    for g in groups:
+        k = round(fraction * g.size)
+        k = min(max(k, 1 if g.size > 1 else 0), g.size - 1)
+        held.append(rng.permutation(g)[:k])
+    held_rows = np.sort(np.concatenate(held)).astype(np.intp)
+    mask = np.ones(y.size, dtype=bool)
+    mask[held_rows] = False
+    return np.flatnonzero(mask).astype(np.intp), held_rows
+
+
+class _Rows:
+    """The fitting rows' problem and the held-out rows' predictions, through the problem's bank."""
+
+    def __init__(self, problem: Any, fit: np.ndarray, held: np.ndarray) -> None:
+        from .assemble import problem_at
+        from .bank import rows_of
+
+        self.fit, self.held = fit, held
+        rep = problem.representation
+        w = problem.sample_weight
+        wf = None if w is None else w[fit]
+        y = np.asarray(problem.y)[fit]
+        if rep == "array":
+            self._K = problem.K
+            self.problem = problem_at(problem, y=y, K=rows_of(problem.K, fit), sample_weight=wf)
+        elif rep == "factor":
+            from ..kernels.factor import FactorBank
+
+            bank = problem.bank
+            LT = bank.LT
+            share = fit.size / max(problem.n_samples, 1)
+            sub = FactorBank(LT[:, fit], bank.starts, trace_error=np.asarray(bank.trace_error) * share)
+            self._bank = sub
+            self._LT_held = LT[:, held]
+            self.problem = problem_at(problem, y=y, K=sub, sample_weight=wf)
+        else:
+            raise ValueError(f"C='path' needs the kernels in memory (Gram matrices or factors); "
+                             f"the bank is a {rep} bank: give C a number")
+
+    def decision(self, result: Any) -> np.ndarray:
+        """Predictions on the held-out rows of a solve on the fitting rows."""
+        f = np.full(self.held.size, float(result.bias))
+        act = np.asarray(result.active_set, dtype=np.intp)
+        if act.size == 0:
+            return f
+        alpha = np.asarray(result.alpha, dtype=np.float64)
+        if hasattr(self, "_K"):
+            for m in act:
+                f += self._K[m][self.held][:, self.fit] @ alpha[m]
+            return f
+        beta = self._bank.coefficients(alpha)
+        LT = self._LT_held
+        return f + np.asarray((LT.T @ beta) if not sp.issparse(LT) else LT.T.dot(beta), dtype=np.float64).ravel()
+
+
+#: Bytes of path solutions kept to start the fit on all rows from (the largest C dropped first).
+KEEP_BYTES = 256 * 2**20
+
+
+class _Kept:
+    """A path solution, its coefficients reduced to the non-zero rows (kernels) while it waits."""
+
+    def __init__(self, result: Any) -> None:
+        from ..result import pack_results
+
+        self.result = pack_results(result)
+        alpha = self.result.alpha
+        self.nbytes = int(getattr(alpha, "values", alpha).nbytes)
+
+    def on_rows(self, fit: np.ndarray, n: int) -> Any:
+        """The solution as a warm start on all ``n`` rows: coefficients 0 on the held-out rows."""
+        import dataclasses
+
+        from ..result import unpack_results
+
+        r = unpack_results(self.result)
+        alpha = np.zeros((r.alpha.shape[0], n))
+        alpha[:, fit] = r.alpha
+        return dataclasses.replace(r, alpha=alpha, dual=None, history=[])
+
+
+# ---------------------------------------------------------------------------
+# Scores
+# ---------------------------------------------------------------------------
+def _held_out(loss: Any, y: np.ndarray, f: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float]:
+    """The problem's own loss on every held-out row, and the accuracy (classification) or
+    :math:`R^2` (regression), weighted by ``w``."""
+    per_row = np.asarray(loss.jit.value(y, np.ascontiguousarray(f), loss.param_vector), dtype=np.float64)
+    sw = float(w.sum())
+    if loss.task == CLASSIFICATION:
+        return per_row, float((np.where(f >= 0.0, 1.0, -1.0) == y) @ w) / sw
+    centre = float(y @ w) / sw
+    var = float(((y - centre) ** 2) @ w) / sw
+    mse = float(((y - f) ** 2) @ w) / sw
+    return per_row, (1.0 - mse / var if var > 0.0 else -mse)
+
+
+def _excess(rows: np.ndarray, best: int, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per value: the mean held-out loss above the least one's, and its standard error (paired:
+    the same rows under both values, so the noise the rows share cancels)."""
+    diff = rows - rows[best]
+    sw = float(w.sum())
+    n_eff = sw * sw / float(np.sum(w * w))
+    mean = diff @ w / sw
+    var = ((diff - mean[:, None]) ** 2) @ w / sw
+    return mean, np.sqrt(var / n_eff)
+
+
+# ---------------------------------------------------------------------------
+# The path
+# ---------------------------------------------------------------------------
+def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[Any], float],
+             settings: PathSettings | None = None,
+             progress: Callable[[dict[str, Any]], Any] | None = None) -> HeldoutPath:
+    """Choose C for ``problem`` (all training rows) on held-out rows (module docstring).
+
+    Parameters
+    ----------
+    problem : Problem
+        On all training rows, Gram matrices or factors; its C is not used.
+    solve : callable
+        ``solve(problem, warm_start)`` -> SolveResult (``warm_start``: the
+        previous result or ``None``).
+    prior : callable
+        ``prior(problem)`` -> the prior C of a problem (``C="auto"``'s rule).
+    settings : PathSettings, optional
+    progress : callable, optional
+        Called with ``{"C", "ratio", "loss", "metric", "n_active"}`` after each solve.
+    """
+    from ..engines.common import zero_solution
+    from .assemble import problem_at
+
+    s = settings or PathSettings()
+    t_start = time.perf_counter()
+    task = problem.loss.task
+    prior_all = float(prior(problem))
+    y_all = np.asarray(problem.y, dtype=np.float64)
+    w_all = problem.sample_weight
+    fit, held = split_rows(y_all, s.held_out, s.seed, stratify=task == CLASSIFICATION)
+    w_held = np.ones(held.size) if w_all is None else np.asarray(w_all)[held]
+    n_held_eff = (float(w_held.sum()) ** 2 / float(np.sum(w_held * w_held))) if held.size else 0.0
+
+    def none_scored(why: str) -> HeldoutPath:
+        e = np.empty(0)
+        return HeldoutPath(C=prior_all, Cs=e, ratios=e, losses=e, metrics=e, n_active=np.empty(0, dtype=int),
+                           iterations=np.empty(0, dtype=int), gaps=e, times=e, chosen=-1, best=-1,
+                           excess=e, excess_se=e, prior_C=prior_all, prior_ratio=math.nan,
+                           reference="prior", stopped=why,
+                           n_fit=int(fit.size), n_held=int(held.size),
+                           time_s=time.perf_counter() - t_start, settings=s)
+
+    if n_held_eff < s.min_held:
+        return none_scored(f"the prior C: {held.size} held-out rows are fewer than {s.min_held}")
+    rows = _Rows(problem, fit, held)
+    part = rows.problem
+    y_held = y_all[held]
+    c_max_fit = float(zero_solution(problem_at(part, C=1.0)).C_max)
+    n = math.floor(-math.log10(s.min_ratio) * s.per_decade + 1e-9)   # values per path below the reference
+    if math.isfinite(c_max_fit) and c_max_fit > 0.0:
+        reference, ref_fit = "C_max", c_max_fit
+        ratios = 10.0 ** (-np.arange(1, n + 1) / s.per_decade)
+    else:  # no threshold: a path through the prior, from 100 x down to min_ratio x
+        reference, ref_fit = "prior", float(prior(part))
+        ratios = 10.0 ** (np.arange(2 * s.per_decade, -n - 1, -1) / s.per_decade)
+    Cs, per_rows, losses, metrics, n_act, iters, gaps, times = [], [], [], [], [], [], [], []
+    previous = None
+    kept: list[_Kept] = []   # the solutions on the fitting rows, to start the fit on all rows from
+    stopped = "the end of the path"
+    best = -1
+    prior_fit = float(prior(part))
+    for r in ratios:
+        C = float(r * ref_fit)
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():  # the path's solves are judged on held-out rows; the fit's own solve warns
+            warnings.simplefilter("ignore")
+            result = solve(problem_at(part, C=C), previous)
+        previous = result
+        kept.append(_Kept(result))
+        while len(kept) > 1 and sum(k.nbytes for k in kept if k.result is not None) > KEEP_BYTES:
+            next(k for k in kept if k.result is not None).result = None   # the largest C goes first
+        per_row, metric = _held_out(part.loss, y_held, rows.decision(result), w_held)
+        Cs.append(C)
+        per_rows.append(per_row)
+        losses.append(float(per_row @ w_held) / float(w_held.sum()))
+        metrics.append(metric)
+        n_act.append(int(np.asarray(result.active_set).size))
+        iters.append(int(result.iterations))
+        gaps.append(float(result.gap))
+        times.append(time.perf_counter() - t0)
+        if progress is not None:
+            progress({"C": C, "ratio": float(r), "loss": losses[-1], "metric": metric, "n_active": n_act[-1]})
+        if best < 0 or losses[-1] < losses[best]:
+            best = len(losses) - 1
+        if len(losses) - 1 - best >= s.patience and C < prior_fit:
+            stopped = f"the held-out loss turned ({s.patience} values past its minimum and the prior)"
+            break
+    loss_arr = np.array(losses)
+    excess, excess_se = _excess(np.array(per_rows), best, w_held)
+    ratio_arr = np.array(Cs) / ref_fit
+    # within one standard error of the least held-out loss: the value closest to the prior
+    ok = np.flatnonzero(excess <= excess_se)
+    prior_ratio = prior_fit / ref_fit
+    chosen = int(ok[np.argmin(np.abs(np.log(ratio_arr[ok] / prior_ratio)))])
+    ref_all = (float(zero_solution(problem_at(problem, C=1.0)).C_max) if reference == "C_max"
+               else prior_all)
+    start = kept[chosen].on_rows(fit, problem.n_samples) if kept[chosen].result is not None else None
+    return HeldoutPath(
+        start=start,
+        C=float(ratio_arr[chosen] * ref_all), Cs=np.array(Cs), ratios=ratio_arr, losses=loss_arr,
+        metrics=np.array(metrics), n_active=np.array(n_act), iterations=np.array(iters),
+        gaps=np.array(gaps), times=np.array(times), chosen=chosen, best=best,
+        excess=excess, excess_se=excess_se, prior_C=prior_all, prior_ratio=prior_ratio, reference=reference,
+        stopped=stopped, n_fit=int(fit.size), n_held=int(held.size),
+        time_s=time.perf_counter() - t_start, settings=s)

@@ -1,0 +1,187 @@
+"""C="path": C chosen on held-out rows along a warm-started path (mklkit.pipeline.heldout)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mklkit import MKLClassifier, MKLRegressor
+from mklkit.engines.common import zero_solution
+from mklkit.kernels.factor import FactorBank
+from mklkit.pipeline import problem_at
+from mklkit.pipeline.heldout import PathSettings, _Rows, select_C, split_rows
+from mklkit.plugins import get_registry
+from mklkit.problem import Problem
+
+
+def create(kind, name):
+    return get_registry().create(kind, name)
+
+KERNELS = [{"function": "rbf", "width": [0.5, 2.0, 8.0], "features": "all"},
+           {"function": "poly", "degree": 1, "features": "all"}]
+
+
+def _data(n: int, seed: int = 0, noise: float = 0.3) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 4))
+    y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] ** 2 - 1 + noise * rng.standard_normal(n) > 0, 1, -1)
+    return X, y
+
+
+def _gram_problem(n: int, seed: int = 0) -> Problem:
+    X, y = _data(n, seed)
+    sq = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    K = np.stack([np.exp(-sq / (2 * w * w)) for w in (0.5, 2.0, 8.0)] + [X @ X.T + 1.0])
+    K /= np.einsum("mii->m", K)[:, None, None] / n
+    return Problem(K=K, y=y.astype(float), loss=create("loss", "logistic"),
+                   regularizer=create("regularizer", "elasticnet"), C=1.0)
+
+
+def _solve(problem: Problem, warm):
+    engine = create("engine", "spicy")
+    return engine.solve(problem, None, warm_start=warm) if warm is not None else engine.solve(problem, None)
+
+
+def test_split_is_stratified_disjoint_and_complete():
+    y = np.array([1.0] * 90 + [-1.0] * 10)
+    fit, held = split_rows(y, 0.2, seed=3, stratify=True)
+    assert np.intersect1d(fit, held).size == 0
+    assert np.array_equal(np.union1d(fit, held), np.arange(100))
+    assert (y[held] == 1).sum() == 18 and (y[held] == -1).sum() == 2
+    again = split_rows(y, 0.2, seed=3, stratify=True)
+    assert np.array_equal(again[1], held)  # the seed makes it reproducible
+
+
+def test_held_out_predictions_match_the_result_on_gram_and_factor_banks():
+    problem = _gram_problem(120)
+    fit, held = split_rows(problem.y, 0.25, seed=0, stratify=True)
+    rows = _Rows(problem, fit, held)
+    result = _solve(problem_at(rows.problem, C=0.05 * zero_solution(rows.problem).C_max), None)
+    assert result.active_set.size > 0
+    # the result's own prediction from the cross kernels of the held-out rows
+    expected = result.decision_function(problem.K[:, held][:, :, fit])
+    assert np.allclose(rows.decision(result), expected, rtol=0, atol=1e-10)
+    # the same kernels as exact factors (eigen-decomposition): the factor route predicts the same
+    blocks = []
+    for K in problem.K:
+        w, V = np.linalg.eigh(K)
+        keep = w > 1e-12 * w.max()
+        blocks.append(V[:, keep] * np.sqrt(w[keep]))
+    fproblem = problem_at(problem, K=FactorBank.from_blocks(blocks))
+    frows = _Rows(fproblem, fit, held)
+    assert np.allclose(frows.problem.bank.to_array(), rows.problem.K, atol=1e-9)
+    assert np.allclose(frows.decision(result), expected, rtol=0, atol=1e-7)
+
+
+def test_a_bad_prior_is_overruled_by_enough_held_out_data():
+    problem = _gram_problem(600)
+    c_max = zero_solution(problem).C_max
+    sel = select_C(problem, _solve, prior=lambda p: 0.9 * zero_solution(p).C_max)  # every kernel off
+    assert sel.excess[sel.chosen] <= sel.excess_se[sel.chosen]
+    majority = max(np.mean(problem.y == 1), np.mean(problem.y == -1))
+    assert sel.metrics[sel.chosen] > majority + 0.1        # held-out accuracy: it learned
+    assert sel.excess[0] > 3 * sel.excess_se[0]             # the trivial start is told apart
+    assert sel.C < 0.5 * c_max
+    # the C of all rows is the chosen fraction of all rows' C_max
+    assert sel.C == pytest.approx(sel.ratios[sel.chosen] * c_max, rel=1e-12)
+    assert sel.n_held + sel.n_fit == 600
+
+
+def test_the_choice_is_the_value_nearest_the_prior_within_one_standard_error():
+    problem = _gram_problem(300)
+    sel = select_C(problem, _solve, prior=lambda p: 0.02 * zero_solution(p).C_max)
+    ok = np.flatnonzero(sel.excess <= sel.excess_se)
+    assert np.allclose(sel.excess, sel.losses - sel.losses[sel.best], atol=1e-12)
+    assert sel.prior_ratio == pytest.approx(0.02)
+    dist = np.abs(np.log(sel.ratios / 0.02))
+    assert sel.chosen in ok
+    assert dist[sel.chosen] == pytest.approx(dist[ok].min())
+    assert np.all(np.diff(sel.Cs) < 0)  # from C_max down
+    assert "chosen" in sel.summary()
+
+
+def test_the_fit_on_all_rows_starts_from_the_chosen_solution():
+    problem = _gram_problem(300)
+    sel = select_C(problem, _solve, prior=lambda p: 0.02 * zero_solution(p).C_max)
+    fit, held = split_rows(problem.y, 0.2, seed=0, stratify=True)
+    start = sel.start
+    assert start.alpha.shape == (4, 300) and not np.any(start.alpha[:, held])
+    # the same predictor: on the held-out rows the start predicts what the path scored
+    rows = _Rows(problem, fit, held)
+    fit_result = type(start)(**{**start.__dict__, "alpha": start.alpha[:, fit]})
+    assert np.allclose(start.decision_function(problem.K[:, held]), rows.decision(fit_result), atol=1e-12)
+    engine = create("engine", {"name": "proximal", "tol": 1e-6})   # an engine that starts from alpha
+    at = problem_at(problem, C=sel.C)
+    warm, cold = engine.solve(at, None, warm_start=start), engine.solve(at, None)
+    assert warm.gap <= 1e-6 and cold.gap <= 1e-6
+    assert warm.objective == pytest.approx(cold.objective, rel=3e-6)
+
+
+def test_too_few_rows_keep_the_prior():
+    problem = _gram_problem(40)
+    sel = select_C(problem, _solve, prior=lambda p: 0.123, settings=PathSettings(min_held=20))
+    assert sel.C == 0.123 and sel.chosen == -1 and "prior" in sel.stopped
+
+
+def test_classifier_reports_the_path_and_fits_all_rows_at_the_chosen_C():
+    X, y = _data(500, seed=1)
+    clf = MKLClassifier(kernels=KERNELS, C="path").fit(X, y)
+    sel = clf.C_selection_
+    assert clf.C_ == pytest.approx(sel.C)
+    assert clf.C_ == pytest.approx(sel.ratios[sel.chosen] * clf.C_max_, rel=1e-9)
+    assert clf.dual_gap_ <= 1e-2                       # the fit on all rows is certified
+    assert sel.losses.size == sel.metrics.size == sel.Cs.size >= 2
+    assert clf.score(X, y) > 0.8
+    assert sel.start is None                           # used by the fit, not kept
+    # a refit at a number forgets the selection
+    clf.set_params(C=1.0).fit(X, y)
+    assert not hasattr(clf, "C_selection_")
+
+
+def test_multiclass_chooses_per_problem_and_regression_scores_r2():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((450, 3))
+    y = np.digitize(X[:, 0] + 0.5 * X[:, 1], [-0.5, 0.5])
+    clf = MKLClassifier(kernels=KERNELS, C="path").fit(X, y)
+    assert len(clf.C_selection_) == 3 and clf.C_.shape == (3,)
+    assert np.allclose(clf.C_, [s.C for s in clf.C_selection_])
+    t = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(450)
+    reg = MKLRegressor(kernels=KERNELS, C="path").fit(X, t)
+    sel = reg.C_selection_
+    assert 0.8 < sel.metrics[sel.chosen] <= 1.0  # R^2 on held-out rows
+
+
+def test_a_wrong_C_names_path_among_the_allowed_values():
+    X, y = _data(60)
+    with pytest.raises(ValueError, match="'path'"):
+        MKLClassifier(kernels=KERNELS, C="best").fit(X, y)
+
+
+def test_the_path_is_reported_in_the_log(caplog):
+    X, y = _data(200)
+    with caplog.at_level("INFO", logger="mklkit"):
+        MKLClassifier(kernels=KERNELS, C="path", verbose=1).fit(X, y)
+    assert any("C='path' chose" in r.getMessage() for r in caplog.records)
+    assert math.isfinite(float(MKLClassifier(kernels=KERNELS, C="path").fit(X, y).C_))
+
+
+def test_a_spec_with_C_path_records_the_choice(tmp_path):
+    from mklkit.api import load_spec, run
+    from mklkit.io import read_summary
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "data: {builtin: liver, test_size: 0.3, seed: 0, standardize: true}\n"
+        "kernels: {bank: [{function: rbf, width: [1, 3, 10], features: all}], normalize: trace}\n"
+        "problem: {loss: logistic, regularizer: {name: elasticnet, lam: 0.5}, C: path}\n"
+        "engine: {name: spicy, tol: 1.0e-6}\n")
+    res = run(load_spec(spec))
+    sel = res.C_selection
+    assert res.result.C_max is not None
+    assert float(res.spec.problem.C) == pytest.approx(sel.ratios[sel.chosen] * res.result.C_max, rel=1e-9)
+    assert res.result.gap <= 1e-6
+    res.write(tmp_path / "out")
+    summary = read_summary(tmp_path / "out")
+    assert summary["C_selection"]["chosen"] == sel.chosen
+    assert summary["C"] == pytest.approx(sel.C) and 0.0 <= summary["timings"]["path_s"] <= summary["timings"]["solve_s"]
