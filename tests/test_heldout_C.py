@@ -83,6 +83,10 @@ def test_a_bad_prior_is_overruled_by_enough_held_out_data():
     assert sel.metrics[sel.chosen] > majority + 0.1        # held-out accuracy: it learned
     assert sel.excess[0] > 3 * sel.excess_se[0]             # the trivial start is told apart
     assert sel.C < 0.5 * c_max
+    # the path went on while the held-out loss fell, and stopped where it rose significantly
+    assert "rose" in sel.stopped and 1 <= sel.Cs.size - 1 - sel.best < sel.settings.patience
+    assert sel.excess[-1] > sel.excess_se[-1]
+    assert np.all(sel.losses[1:sel.best + 1] <= sel.losses[0])
     # the C of all rows is the chosen fraction of all rows' C_max
     assert sel.C == pytest.approx(sel.ratios[sel.chosen] * c_max, rel=1e-12)
     assert sel.n_held + sel.n_fit == 600
