@@ -354,7 +354,8 @@ def solve_prepared(
             from .pipeline.heldout import select_C
             from .pipeline.settings import auto_C
 
-            selection = select_C(problem, solve, auto_C)
+            step = None if callback is None else (lambda rec: callback({"stage": "C path", **rec}))
+            selection = select_C(problem, solve, auto_C, progress=step)
             problem = problem_at(problem, C=selection.C)
             warm_start = warm_start if selection.start is None else selection.start
             selection.start = None
@@ -599,6 +600,9 @@ def run(
     callback : callable, optional
         ``callback(state)`` after every outer iteration of the engine
         (``state`` is the history record); a truthy return stops the solve.
+        With ``problem.C: path`` it is also called after each value of C on
+        the held-out rows, with ``{"stage": "C path", "C", "ratio", "loss",
+        "metric", "n_active"}`` (its return is not used there).
     progress : bool, optional
         Progress bar of the kernel-bank build on stderr (default: only for
         large banks on a terminal).

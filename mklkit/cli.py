@@ -318,6 +318,11 @@ class _IterationLines:
             return None
         self.last = now
         self.printed += 1
+        if state.get("stage") == "C path":   # problem.C: path, one record per value of C on held-out rows
+            _err(f"mklkit: C path: C {_num(state.get('C'), '.4g')}, held-out loss "
+                 f"{_num(state.get('loss'), '.5g')} (metric {_num(state.get('metric'), '.4f')}), "
+                 f"active {state.get('n_active', '?')}/{self.n_kernels} kernels, {now:.1f} s")
+            return None
         if _finite(state.get("gap")) or not _finite(state.get("dual_objective")):
             where = f"objective {_num(state.get('objective'), '.6g')}, gap {_num(state.get('gap'), '.2e')}"
         else:  # a record between certificates (smo_mkl): only the dual objective is known

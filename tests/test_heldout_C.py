@@ -189,3 +189,23 @@ def test_a_spec_with_C_path_records_the_choice(tmp_path):
     summary = read_summary(tmp_path / "out")
     assert summary["C_selection"]["chosen"] == sel.chosen
     assert summary["C"] == pytest.approx(sel.C) and 0.0 <= summary["timings"]["path_s"] <= summary["timings"]["solve_s"]
+
+
+def test_the_command_line_shows_the_path_and_the_choice(tmp_path, capsys, monkeypatch):
+    from mklkit import cli
+    from mklkit.cli import main
+
+    monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(cli, "PROGRESS_EVERY_S", 0.0)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "data: {builtin: liver, test_size: 0.3, seed: 0, standardize: true}\n"
+        "kernels: {bank: [{function: rbf, width: [1, 3, 10], features: all}], normalize: trace}\n"
+        "problem: {loss: logistic, regularizer: {name: elasticnet, lam: 0.5}, C: path}\n"
+        "engine: {name: spicy, tol: 1.0e-6}\n")
+    assert main(["run", str(spec), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr()
+    lines = [ln for ln in out.err.splitlines() if ln.startswith("mklkit: C path:")]
+    summary = __import__("json").loads((tmp_path / "out" / "summary.json").read_text())
+    assert len(lines) == len(summary["C_selection"]["Cs"])         # one line per value of C
+    assert "chosen on" in out.out and "held-out rows" in out.out
