@@ -13,7 +13,9 @@ Methods, side by side on the same splits:
   with equal weights (the baseline a learned weighting must beat).
 
 Splits: stratified shuffles, 70 % training / 30 % test for the UCI and IDA sets
-(``--splits``, seed 0..), a9a's own test file, w8a 80/20. ``--max-train n``
+(``--splits``, seed 0..), a9a's own test file, w8a 80/20, ``classif20k``
+(scikit-learn's ``make_classification``: 20,000 points, 30 features of which 10
+informative and 10 redundant, 3 clusters per class; 15,000 / 5,000). ``--max-train n``
 subsamples the training part (the first n rows of the shuffle).
 
 Printed per set: accuracy (mean over the splits, and the binomial standard
@@ -71,6 +73,16 @@ def fit_method(method: str, X: Any, y: np.ndarray) -> Any:
 
 
 def splits(name: str, n_splits: int, max_train: int | None) -> list[tuple[Any, np.ndarray, Any, np.ndarray]]:
+    if name == "classif20k":   # scikit-learn's generator: 30 features, 10 informative, 10 redundant
+        from sklearn.datasets import make_classification
+
+        X, y = make_classification(n_samples=20000, n_features=30, n_informative=10, n_redundant=10,
+                                   n_clusters_per_class=3, random_state=0)
+        out = []
+        for s in range(n_splits):
+            a, b, ya, yb = train_test_split(X, y, test_size=5000, stratify=y, random_state=s)
+            out.append((a, ya, b, yb))
+        return [(a[:max_train], ya[:max_train], b, yb) for a, ya, b, yb in out] if max_train else out
     if name == "a9a":
         tr, te = load_builtin("a9a"), load_builtin("a9a_test")
         out = [(tr.X, np.asarray(tr.y), te.X, np.asarray(te.y))]
@@ -124,7 +136,7 @@ def run(name: str, methods: list[str], n_splits: int, max_train: int | None,
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", nargs="+", default=DATASETS,
-                   help=f"data sets (default: {' '.join(DATASETS)}; also a9a, w8a)")
+                   help=f"data sets (default: {' '.join(DATASETS)}; also a9a, w8a, classif20k)")
     p.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
     p.add_argument("--splits", type=int, default=5)
     p.add_argument("--max-train", type=int, default=None)
