@@ -1,6 +1,7 @@
 """C="path": C chosen on held-out rows along a warm-started path (mklkit.pipeline.heldout)."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -170,16 +171,21 @@ def test_the_path_is_reported_in_the_log(caplog):
     assert math.isfinite(float(MKLClassifier(kernels=KERNELS, C="path").fit(X, y).C_))
 
 
-def test_a_spec_with_C_path_records_the_choice(tmp_path):
-    from mklkit.api import load_spec, run
-    from mklkit.io import read_summary
-
+def _path_spec(tmp_path):
     spec = tmp_path / "s.yaml"
     spec.write_text(
         "data: {builtin: liver, test_size: 0.3, seed: 0, standardize: true}\n"
         "kernels: {bank: [{function: rbf, width: [1, 3, 10], features: all}], normalize: trace}\n"
         "problem: {loss: logistic, regularizer: {name: elasticnet, lam: 0.5}, C: path}\n"
         "engine: {name: spicy, tol: 1.0e-6}\n")
+    return spec
+
+
+def test_a_spec_with_C_path_records_the_choice(tmp_path):
+    from mklkit.api import load_spec, run
+    from mklkit.io import read_summary
+
+    spec = _path_spec(tmp_path)
     res = run(load_spec(spec))
     sel = res.C_selection
     assert res.result.C_max is not None
@@ -197,15 +203,10 @@ def test_the_command_line_shows_the_path_and_the_choice(tmp_path, capsys, monkey
 
     monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 0.0)
     monkeypatch.setattr(cli, "PROGRESS_EVERY_S", 0.0)
-    spec = tmp_path / "s.yaml"
-    spec.write_text(
-        "data: {builtin: liver, test_size: 0.3, seed: 0, standardize: true}\n"
-        "kernels: {bank: [{function: rbf, width: [1, 3, 10], features: all}], normalize: trace}\n"
-        "problem: {loss: logistic, regularizer: {name: elasticnet, lam: 0.5}, C: path}\n"
-        "engine: {name: spicy, tol: 1.0e-6}\n")
+    spec = _path_spec(tmp_path)
     assert main(["run", str(spec), "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr()
     lines = [ln for ln in out.err.splitlines() if ln.startswith("mklkit: C path:")]
-    summary = __import__("json").loads((tmp_path / "out" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert len(lines) == len(summary["C_selection"]["Cs"])         # one line per value of C
     assert "chosen on" in out.out and "held-out rows" in out.out
