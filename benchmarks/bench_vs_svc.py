@@ -12,8 +12,8 @@ Methods, side by side on the same splits:
 * ``uniform``: ``MKLClassifier(regularizer="uniform")``: the same default bank
   with equal weights (the baseline a learned weighting must beat).
 
-Splits: stratified shuffles, 70 % training / 30 % test for the UCI and IDA sets
-(``--splits``, seed 0..), a9a's own test file, w8a 80/20, ``classif20k``
+Splits (``--splits`` of them): stratified shuffles (seed 0), 70 % training / 30 % test,
+for the UCI and IDA sets; a9a's own test file; w8a 80/20 (``train_test_split``, seeds 0..); ``classif20k``
 (scikit-learn's ``make_classification``: 20,000 points, 30 features of which 10
 informative and 10 redundant, 3 clusters per class; 15,000 / 5,000). ``--max-train n``
 subsamples the training part (the first n rows of the shuffle).
@@ -73,31 +73,28 @@ def fit_method(method: str, X: Any, y: np.ndarray) -> Any:
 
 
 def splits(name: str, n_splits: int, max_train: int | None) -> list[tuple[Any, np.ndarray, Any, np.ndarray]]:
-    if name == "classif20k":   # scikit-learn's generator: 30 features, 10 informative, 10 redundant
-        from sklearn.datasets import make_classification
-
-        X, y = make_classification(n_samples=20000, n_features=30, n_informative=10, n_redundant=10,
-                                   n_clusters_per_class=3, random_state=0)
-        out = []
-        for s in range(n_splits):
-            a, b, ya, yb = train_test_split(X, y, test_size=5000, stratify=y, random_state=s)
-            out.append((a, ya, b, yb))
-        return [(a[:max_train], ya[:max_train], b, yb) for a, ya, b, yb in out] if max_train else out
     if name == "a9a":
         tr, te = load_builtin("a9a"), load_builtin("a9a_test")
         out = [(tr.X, np.asarray(tr.y), te.X, np.asarray(te.y))]
+    elif name in ("w8a", "classif20k"):   # train_test_split with seed s: bench_large_n's w8a split at s = 0
+        if name == "classif20k":   # scikit-learn's generator: 30 features, 10 informative, 10 redundant
+            from sklearn.datasets import make_classification
+
+            X, y = make_classification(n_samples=20000, n_features=30, n_informative=10, n_redundant=10,
+                                       n_clusters_per_class=3, random_state=0)
+            test_size: float = 5000
+        else:
+            ds = load_builtin(name)
+            X, y, test_size = ds.X, np.asarray(ds.y), 0.2
+        out = []
+        for s in range(n_splits):
+            a, b, ya, yb = train_test_split(X, y, test_size=test_size, stratify=y, random_state=s)
+            out.append((a, ya, b, yb))
     else:
         ds = load_builtin(name)
-        X, y = ds.X, np.asarray(ds.y)
-        if name == "w8a":
-            out = []
-            for s in range(n_splits):
-                a, b, ya, yb = train_test_split(X, y, test_size=0.2, stratify=y, random_state=s)
-                out.append((a, ya, b, yb))
-        else:
-            X = np.asarray(X, dtype=np.float64)
-            sss = StratifiedShuffleSplit(n_splits, test_size=0.3, random_state=0)
-            out = [(X[tr], y[tr], X[te], y[te]) for tr, te in sss.split(X, y)]
+        X, y = np.asarray(ds.X, dtype=np.float64), np.asarray(ds.y)
+        sss = StratifiedShuffleSplit(n_splits, test_size=0.3, random_state=0)
+        out = [(X[tr], y[tr], X[te], y[te]) for tr, te in sss.split(X, y)]
     if max_train:
         out = [(a[:max_train], ya[:max_train], b, yb) for a, ya, b, yb in out]
     return out

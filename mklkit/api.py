@@ -336,16 +336,11 @@ def solve_prepared(
     if prepared.tasks is not None:
         raise ValueError("solve_prepared solves one problem; a target of more than two classes needs solve_multiclass")
     from .compilation import announce_compilation
+    from .engines.base import solve_from
 
     engine = spec.engine.engine
     what = (f"loss {problem.loss.name!r}, regularizer {problem.regularizer.name!r} "
             f"and engine {engine.name!r}")
-
-    def solve(p: Any, warm: Any, cb: Any = None) -> SolveResult:
-        if warm is not None and getattr(engine, "supports_warm_start", False):
-            return engine.solve(p, cb, warm_start=warm)
-        return engine.solve(p, cb)
-
     t0 = time.perf_counter()
     selection = None
     with announce_compilation(what, warn=warn_compilation):
@@ -355,19 +350,20 @@ def solve_prepared(
             from .pipeline.settings import auto_C
 
             step = None if callback is None else (lambda rec: callback({"stage": "C path", **rec}))
-            selection = select_C(problem, solve, auto_C, progress=step)
+            selection = select_C(problem, lambda p, warm: solve_from(engine, p, None, warm), auto_C,
+                                 progress=step)
             problem = problem_at(problem, C=selection.C)
             warm_start = warm_start if selection.start is None else selection.start
             selection.start = None
-        result = solve(problem, warm_start, callback)
+        result = solve_from(engine, problem, callback, warm_start)
     solve_s = time.perf_counter() - t0
-    auto_C = isinstance(spec.problem.C, str)
-    if auto_C:  # the run records the C that 'auto' or 'path' gave
+    given_C = spec.problem.C
+    if isinstance(given_C, str):  # the run records the C that 'auto' or 'path' gave
         spec = spec.model_copy(update={"problem": spec.problem.model_copy(update={"C": float(problem.C)})})
     if warn_trivial:
         from .result import warn_if_trivial
 
-        warn_if_trivial(result, problem.C, where=f"{spec.file or 'spec'}: problem.C", auto=auto_C)
+        warn_if_trivial(result, problem.C, where=f"{spec.file or 'spec'}: problem.C", auto=given_C == "auto")
     data = prepared.data
     task = data.task
     metrics = _metrics(task, problem.y, prepared.train_decision(result), "train")

@@ -57,6 +57,7 @@ __all__ = [
     "STOP_REASONS",
     "stop_message",
     "check_warm_start",
+    "solve_from",
     "warn_unconverged",
     "UnsupportedBankError",
 ]
@@ -159,6 +160,16 @@ def check_warm_start(problem: Problem, warm_start: SolveResult) -> None:
     if bad:
         raise ValueError(f"warm_start has non-finite {', '.join(bad)}; a warm start must be "
                          "a finite result")
+
+
+def solve_from(engine: Any, problem: Problem, callback: Callback | None = None,
+               warm_start: SolveResult | None = None) -> SolveResult:
+    """``engine.solve(problem, callback)``, with ``warm_start`` passed only to an engine that
+    declares ``supports_warm_start`` (an engine that overrides :meth:`Engine.solve` need not
+    take the keyword)."""
+    if warm_start is not None and getattr(engine, "supports_warm_start", False):
+        return engine.solve(problem, callback, warm_start=warm_start)
+    return engine.solve(problem, callback)
 
 
 def _finite_min(*values: float) -> float:

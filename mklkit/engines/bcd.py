@@ -50,11 +50,11 @@ Inner solvers
   two outer iterations in a row that each left the gap within 10 % of where
   it was (same smoothing, ``STALL_RATIO``, ``STALL_SLOW``) or after one whose
   Newton steps took 10 line-search halvings each (``STALL_HALVINGS``; the
-  jitted loop ends its call after such a step) is solved by ``bcd``, and after the latter below a gap of
-  ``ROUNDING_GAP`` the run stays with ``bcd``: proximal Newton can stall a
-  little above the optimum, where the objective's decrease reaches its
-  rounding (w8a, squared loss, 16,000 points: a relative gap of 1.1e-7 for
-  200 iterations).
+  jitted loop ends its call after such a step) is solved by ``bcd``, and
+  after the latter below a gap of ``ROUNDING_GAP`` the run stays with
+  ``bcd``: proximal Newton can stall a little above the optimum, where the
+  objective's decrease reaches its rounding (w8a, squared loss, 16,000
+  points: a relative gap of 1.1e-7 for 200 iterations).
 
 Both extrapolate the iterates every ``anderson + 1`` passes (Anderson
 acceleration, Bertrand & Massias 2021) and keep the extrapolated point when

@@ -188,13 +188,6 @@ def _verbosity(verbose: int) -> Iterator[None]:
             lg.removeHandler(handler)
 
 
-def _solve(engine: Any, problem: Any, callback: Any, warm_start: Any) -> Any:
-    """``engine.solve``, passing ``warm_start`` only to engines that use it."""
-    if warm_start is not None and getattr(engine, "supports_warm_start", False):
-        return engine.solve(problem, callback, warm_start=warm_start)
-    return engine.solve(problem, callback)
-
-
 # ---------------------------------------------------------------------------
 # Prepared training data (shared by fit and fit_path)
 # ---------------------------------------------------------------------------
@@ -503,6 +496,7 @@ class _BaseMKL(BaseEstimator):
     def _run_task(self, prep: _FitState, t: int, Cs: Sequence[float]) -> list[Any]:
         """Solve task ``t`` for every C in ``Cs`` in turn, each warm-started from the previous."""
         task = prep.tasks[t]
+        from ..engines.base import solve_from
         from ..pipeline import problem_at
 
         base = prep.prepared.subproblem(task.y, task.rows)  # the task's rows of the shared bank, once
@@ -529,7 +523,7 @@ class _BaseMKL(BaseEstimator):
                                 rec.get("iteration", -1), rec.get("objective", math.nan),
                                 rec.get("gap", math.nan), rec.get("n_active", -1))
                     return False
-            result = _solve(prep.engine, problem, callback, previous)
+            result = solve_from(prep.engine, problem, callback, previous)
             prep.task_C[t] = float(C)  # the last C of the task (C="auto" resolves per task)
             logger.info("%s C=%g: %s", where, C, result.message or result.status)
             results.append(result)
@@ -642,17 +636,18 @@ class _BaseMKL(BaseEstimator):
 
     def _path_C(self, prep: _FitState, t: int, problem: Any, where: str) -> float:
         """``C="path"``: C chosen on held-out rows of the task's problem (:mod:`mklkit.pipeline.heldout`)."""
+        from ..engines.base import solve_from
         from ..pipeline.heldout import select_C
 
         def solve(p: Any, warm: Any) -> Any:
-            self._check_support(prep.engine, p)
-            return _solve(prep.engine, p, None, warm)
+            return solve_from(prep.engine, p, None, warm)
 
         def progress(rec: dict[str, Any]) -> None:
             logger.info("%s: C=%.4g (%.3g of the reference) held-out loss %.5f, metric %.4f, "
                         "%d active kernels", where, rec["C"], rec["ratio"], rec["loss"], rec["metric"],
                         rec["n_active"])
 
+        self._check_support(prep.engine, problem)   # the path's problems are of the same kind
         try:
             sel = select_C(problem, solve, self._auto_C, progress=progress)
         except ValueError as exc:

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..components.base import CLASSIFICATION
 
@@ -193,13 +192,14 @@ class _Rows:
 
     def __init__(self, problem: Any, fit: np.ndarray, held: np.ndarray) -> None:
         from .assemble import problem_at
-        from .bank import rows_of
+        from .bank import TestSide, rows_of
 
         self.fit, self.held = fit, held
         rep = problem.representation
         w = problem.sample_weight
         wf = None if w is None else w[fit]
         y = np.asarray(problem.y)[fit]
+        self._K: np.ndarray | None = None     # a Gram bank: its held-out x fitting blocks are read per value
         if rep == "array":
             self._K = problem.K
             self.problem = problem_at(problem, y=y, K=rows_of(problem.K, fit), sample_weight=wf)
@@ -207,30 +207,26 @@ class _Rows:
             from ..kernels.factor import FactorBank
 
             bank = problem.bank
-            LT = bank.LT
             share = fit.size / max(problem.n_samples, 1)
-            sub = FactorBank(LT[:, fit], bank.starts, trace_error=np.asarray(bank.trace_error) * share)
-            self._bank = sub
-            self._LT_held = LT[:, held]
-            self.problem = problem_at(problem, y=y, K=sub, sample_weight=wf)
+            self._bank = FactorBank(bank.LT[:, fit], bank.starts,
+                                    trace_error=np.asarray(bank.trace_error) * share)
+            # the held-out rows are new points of the fitting rows' factors: their factor rows
+            self._side = TestSide(_factor_rows=bank.LT[:, held])
+            self.problem = problem_at(problem, y=y, K=self._bank, sample_weight=wf)
         else:
             raise ValueError(f"C='path' needs the kernels in memory (Gram matrices or factors); "
                              f"the bank is a {rep} bank: give C a number")
 
     def decision(self, result: Any) -> np.ndarray:
         """Predictions on the held-out rows of a solve on the fitting rows."""
+        if self._K is None:
+            return self._side.decision_function(result, self._bank)
         f = np.full(self.held.size, float(result.bias))
-        act = np.asarray(result.active_set, dtype=np.intp)
-        if act.size == 0:
-            return f
         alpha = np.asarray(result.alpha, dtype=np.float64)
-        if hasattr(self, "_K"):
-            for m in act:
-                f += self._K[m][self.held][:, self.fit] @ alpha[m]
-            return f
-        beta = self._bank.coefficients(alpha)
-        LT = self._LT_held
-        return f + np.asarray((LT.T @ beta) if not sp.issparse(LT) else LT.T.dot(beta), dtype=np.float64).ravel()
+        block = np.ix_(self.held, self.fit)
+        for m in np.asarray(result.active_set, dtype=np.intp):
+            f += self._K[m][block] @ alpha[m]
+        return f
 
 
 #: Bytes of path solutions kept to start the fit on all rows from (the largest C dropped first).
@@ -275,12 +271,17 @@ def _held_out(loss: Any, y: np.ndarray, f: np.ndarray, w: np.ndarray) -> tuple[n
     return per_row, (1.0 - mse / var if var > 0.0 else -mse)
 
 
+def _effective_size(w: np.ndarray) -> float:
+    """Kish's effective number of rows of weights ``w`` (their count when all are equal)."""
+    return float(w.sum()) ** 2 / float(np.sum(w * w)) if w.size else 0.0
+
+
 def _excess(rows: np.ndarray, best: int, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per value: the mean held-out loss above the least one's, and its standard error (paired:
     the same rows under both values, so the noise the rows share cancels)."""
     diff = rows - rows[best]
     sw = float(w.sum())
-    n_eff = sw * sw / float(np.sum(w * w))
+    n_eff = _effective_size(w)
     mean = diff @ w / sw
     var = ((diff - mean[:, None]) ** 2) @ w / sw
     return mean, np.sqrt(var / n_eff)
@@ -318,7 +319,6 @@ def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[An
     w_all = problem.sample_weight
     fit, held = split_rows(y_all, s.held_out, s.seed, stratify=task == CLASSIFICATION)
     w_held = np.ones(held.size) if w_all is None else np.asarray(w_all)[held]
-    n_held_eff = (float(w_held.sum()) ** 2 / float(np.sum(w_held * w_held))) if held.size else 0.0
 
     def none_scored(why: str) -> HeldoutPath:
         e = np.empty(0)
@@ -329,25 +329,25 @@ def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[An
                            n_fit=int(fit.size), n_held=int(held.size),
                            time_s=time.perf_counter() - t_start, settings=s)
 
-    if n_held_eff < s.min_held:
+    if _effective_size(w_held) < s.min_held:
         return none_scored(f"the prior C: {held.size} held-out rows are fewer than {s.min_held}")
     rows = _Rows(problem, fit, held)
     part = rows.problem
     y_held = y_all[held]
     c_max_fit = float(zero_solution(problem_at(part, C=1.0)).C_max)
     n = math.floor(-math.log10(s.min_ratio) * s.per_decade + 1e-9)   # values per path below the reference
+    prior_fit = float(prior(part))
     if math.isfinite(c_max_fit) and c_max_fit > 0.0:
         reference, ref_fit = "C_max", c_max_fit
         ratios = 10.0 ** (-np.arange(1, n + 1) / s.per_decade)
     else:  # no threshold: a path through the prior, from 100 x down to min_ratio x
-        reference, ref_fit = "prior", float(prior(part))
+        reference, ref_fit = "prior", prior_fit
         ratios = 10.0 ** (np.arange(2 * s.per_decade, -n - 1, -1) / s.per_decade)
     Cs, per_rows, losses, metrics, n_act, iters, gaps, times = [], [], [], [], [], [], [], []
     previous = None
     kept: list[_Kept] = []   # the solutions on the fitting rows, to start the fit on all rows from
     stopped = "the end of the path"
     best = -1
-    prior_fit = float(prior(part))
     for r in ratios:
         C = float(r * ref_fit)
         t0 = time.perf_counter()
