@@ -10,7 +10,9 @@ Methods, side by side on the same splits:
 * ``mkl_path``: ``MKLClassifier(C="path")``: C chosen on held-out rows along a
   warm-started path inside ``fit`` (:mod:`mklkit.pipeline.heldout`);
 * ``uniform``: ``MKLClassifier(regularizer="uniform")``: the same default bank
-  with equal weights (the baseline a learned weighting must beat).
+  with equal weights (the baseline a learned weighting must beat);
+* ``mkl_l1``, ``mkl_l1_path`` (only when asked for): the block-l1 regularizer
+  (the sparsest weights) at ``C="auto"`` and ``C="path"``.
 
 Splits (``--splits`` of them): stratified shuffles (seed 0), 70 % training / 30 % test,
 for the UCI and IDA sets; a9a's own test file; w8a 80/20 (``train_test_split``, seeds 0..); ``classif20k``
@@ -52,6 +54,8 @@ UCI = ["sonar", "ionosphere", "liver", "pima", "wpbc", "wdbc", "wbc", "australia
 IDA = ["twonorm", "ringnorm", "waveform", "splice"]
 DATASETS = UCI + IDA
 METHODS = ["svc", "svc_grid", "mkl", "mkl_path", "uniform"]
+#: also available: the block-l1 regularizer at C="auto" and C="path" (how sparse the defaults could be)
+EXTRA_METHODS = ["mkl_l1", "mkl_l1_path"]
 
 
 def fit_method(method: str, X: Any, y: np.ndarray) -> Any:
@@ -69,7 +73,11 @@ def fit_method(method: str, X: Any, y: np.ndarray) -> Any:
         return MKLClassifier(C="path").fit(X, y)
     if method == "uniform":
         return MKLClassifier(regularizer="uniform").fit(X, y)
-    raise ValueError(f"unknown method {method!r}; one of {', '.join(METHODS)}")
+    if method == "mkl_l1":   # the sparsest regularizer, beside the default elastic net
+        return MKLClassifier(regularizer="l1").fit(X, y)
+    if method == "mkl_l1_path":
+        return MKLClassifier(regularizer="l1", C="path").fit(X, y)
+    raise ValueError(f"unknown method {method!r}; one of {', '.join(METHODS + EXTRA_METHODS)}")
 
 
 def splits(name: str, n_splits: int, max_train: int | None) -> list[tuple[Any, np.ndarray, Any, np.ndarray]]:
@@ -115,8 +123,9 @@ def run(name: str, methods: list[str], n_splits: int, max_train: int | None,
                 est = fit_method(m, Xa, ya)
             secs[m].append(time.perf_counter() - t0)
             acc[m].append(float(est.score(Xb, yb)))
-            if m == "mkl_path":
-                extra[m].append(f"C/Cmax {est.C_ / est.C_max_:.1e}")
+            if m.startswith("mkl"):
+                extra[m].append(f"C/Cmax {est.C_ / est.C_max_:.1e}, {len(est.active_kernels_)} of "
+                                f"{len(est.kernel_names_)} kernels")
             elif m == "svc_grid":
                 extra[m].append(f"gamma {est.best_params_['gamma']:.3g} C {est.best_params_['C']:g}")
             say(f"  {name} split {i}: {m:9s} acc {acc[m][-1]:.4f} in {secs[m][-1]:7.2f} s "
@@ -134,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", nargs="+", default=DATASETS,
                    help=f"data sets (default: {' '.join(DATASETS)}; also a9a, w8a, classif20k)")
-    p.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
+    p.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS + EXTRA_METHODS)
     p.add_argument("--splits", type=int, default=5)
     p.add_argument("--max-train", type=int, default=None)
     p.add_argument("--quiet", action="store_true", help="only the table")

@@ -191,6 +191,8 @@ class RunResult:
     labels: dict[str, Any] | None = None
     #: ``problem.C: path``: the held-out path and its choice (:class:`mklkit.pipeline.heldout.HeldoutPath`)
     C_selection: Any = None
+    #: factors grown for the kernels in use (:class:`mklkit.pipeline.refine.FactorRefinement`), or None
+    factor_refinement: Any = None
 
     # -- convenience ----------------------------------------------------------
     @property
@@ -263,6 +265,8 @@ class RunResult:
             "C": self.spec.problem.C,
             # problem.C: path: the values tried on held-out rows and the one chosen (else null)
             "C_selection": None if self.C_selection is None else self.C_selection.as_dict(),
+            # factors grown for the kernels the solution uses (kernels.factor.refine), or null
+            "factor_refinement": None if self.factor_refinement is None else self.factor_refinement.as_dict(),
             # every kernel is off for C >= C_max (null: not computed, or no finite one)
             "C_max": r.C_max,
             # every kernel off: the model predicts a constant (a TrivialModelWarning was emitted)
@@ -337,12 +341,15 @@ def solve_prepared(
         raise ValueError("solve_prepared solves one problem; a target of more than two classes needs solve_multiclass")
     from .compilation import announce_compilation
     from .engines.base import solve_from
+    from .kernels import DEFAULT_MEMORY_BUDGET
+    from .pipeline.refine import refine_prepared, rounds_of
 
     engine = spec.engine.engine
     what = (f"loss {problem.loss.name!r}, regularizer {problem.regularizer.name!r} "
             f"and engine {engine.name!r}")
     t0 = time.perf_counter()
-    selection = None
+    selection = refinement = None
+    refine_s = 0.0
     with announce_compilation(what, warn=warn_compilation):
         if spec.problem.C == "path":  # C chosen on held-out rows; the run then solves all rows at it
             from .pipeline import problem_at
@@ -356,6 +363,14 @@ def solve_prepared(
             warm_start = warm_start if selection.start is None else selection.start
             selection.start = None
         result = solve_from(engine, problem, callback, warm_start)
+        if rounds_of(prepared, selection is not None):   # more rank for the kernels in use (pipeline.refine)
+            t_refine = time.perf_counter()
+            step = None if callback is None else (lambda rec: callback({"stage": "refine", **rec}))
+            prepared, result, refinement = refine_prepared(
+                prepared, result, lambda p, warm: solve_from(engine, p, None, warm),
+                spec.kernels.budget or DEFAULT_MEMORY_BUDGET, selection is not None, progress=step)
+            problem = prepared.problem
+            refine_s = time.perf_counter() - t_refine
     solve_s = time.perf_counter() - t0
     given_C = spec.problem.C
     if isinstance(given_C, str):  # the run records the C that 'auto' or 'path' gave
@@ -376,6 +391,8 @@ def solve_prepared(
     timings["total_s"] = sum(timings.values())
     if selection is not None:  # the part of solve_s that the held-out path took
         timings["path_s"] = float(selection.time_s)
+    if refinement is not None:  # the part of solve_s that refining the factors took
+        timings["refine_s"] = refine_s
     return RunResult(
         spec=spec,
         result=result,
@@ -391,6 +408,7 @@ def solve_prepared(
         factor=problem.bank.approximation() if problem.representation == "factor" else None,
         labels=_class_labels(data),
         C_selection=selection,
+        factor_refinement=refinement,
     )
 
 

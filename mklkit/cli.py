@@ -323,6 +323,11 @@ class _IterationLines:
                  f"{_num(state.get('loss'), '.5g')} (metric {_num(state.get('metric'), '.4f')}), "
                  f"active {state.get('n_active', '?')}/{self.n_kernels} kernels, {now:.1f} s")
             return None
+        if state.get("stage") == "refine":   # kernels.factor.refine, one record per round
+            _err(f"mklkit: factors refined: {len(state.get('kernels', []))} kernels in use, total rank "
+                 f"{state.get('total_rank', '?')}, gap {_num(max(state.get('gap') or [math.nan]), '.2e')}, "
+                 f"{now:.1f} s")
+            return None
         if _finite(state.get("gap")) or not _finite(state.get("dual_objective")):
             where = f"objective {_num(state.get('objective'), '.6g')}, gap {_num(state.get('gap'), '.2e')}"
         else:  # a record between certificates (smo_mkl): only the dual objective is known
@@ -523,6 +528,11 @@ def _print_summary(result: Any, files: dict[str, Any]) -> None:
         worst = max(f["kernel_relative_trace_error"], default=0.0)
         lines.append(f"factors     total rank {f['total_rank']}, relative trace left out "
                      f"{f['relative_trace_error']:.2e} (worst kernel {worst:.2e})")
+        ref = getattr(result, "factor_refinement", None)
+        if ref is not None and ref.rounds:
+            grown = sorted({k for rnd in ref.rounds for k in rnd["kernels"]})
+            lines.append(f"            {_plural(len(grown), 'kernel')} in use refined in "
+                         f"{_plural(len(ref.rounds), 'round')} ({ref.stopped}; {ref.time_s:.2f} s)")
     if result.task == "classification":
         test = m.get("test_accuracy")
         lines.append(

@@ -210,6 +210,7 @@ class _FitState:
     representation: str = "array"
     target: tuple[float, float] = (0.0, 1.0)  # regression: the engines saw (y - offset) / scale
     approximation: dict[str, Any] | None = None  # a factor bank's FactorBank.approximation()
+    refinement: Any = None              # the factors' refinement (mklkit.pipeline.refine.FactorRefinement)
 
 
 # ---------------------------------------------------------------------------
@@ -295,9 +296,9 @@ class _BaseMKL(BaseEstimator):
             return "array", {"factor": False}
         if factor is True:
             factor = {}
-        if not isinstance(factor, Mapping) or set(factor) - {"rank", "tol", "method", "seed"}:
+        if not isinstance(factor, Mapping) or set(factor) - {"rank", "tol", "method", "seed", "refine"}:
             raise ParamError("factor", factor, "'auto', None/False (Gram matrices), True or a mapping with keys "
-                             "rank, tol, method, seed", owner=owner)
+                             "rank, tol, method, seed, refine", owner=owner)
         settings = FactorSettings.model_construct(**dict(factor))
         try:
             Representation("factor", settings).check(root="factor")
@@ -493,8 +494,9 @@ class _BaseMKL(BaseEstimator):
             "(docs/data_and_kernels.md) or one entry as a mapping", owner=self._owner)
 
     # -- solving --------------------------------------------------------------
-    def _run_task(self, prep: _FitState, t: int, Cs: Sequence[float]) -> list[Any]:
-        """Solve task ``t`` for every C in ``Cs`` in turn, each warm-started from the previous."""
+    def _run_task(self, prep: _FitState, t: int, Cs: Sequence[float], warm: Any = None) -> list[Any]:
+        """Solve task ``t`` for every C in ``Cs`` in turn, each warm-started from the previous
+        (the first from ``warm``, a result of the task on the same rows)."""
         task = prep.tasks[t]
         from ..engines.base import solve_from
         from ..pipeline import problem_at
@@ -504,7 +506,7 @@ class _BaseMKL(BaseEstimator):
                  + (f" ({task.describe(prep.classes)})" if prep.classes is not None
                     and len(prep.tasks) > 1 else ""))
         results: list[Any] = []
-        previous = None
+        previous = warm
         for C in Cs:
             if isinstance(C, str) and C == "path":
                 C = self._path_C(prep, t, base, where)
@@ -530,16 +532,54 @@ class _BaseMKL(BaseEstimator):
             previous = result
         return results
 
-    def _run_all(self, prep: _FitState, Cs: Sequence[float]) -> list[list[Any]]:
-        """``out[t][c]``: the result of task t at ``Cs[c]``; tasks in parallel (``n_jobs``)."""
+    def _run_all(self, prep: _FitState, Cs: Sequence[float] | None = None,
+                 warm: Sequence[Any] | None = None) -> list[list[Any]]:
+        """``out[t][c]``: the result of task t at ``Cs[c]`` (``None``: each task's own last C,
+        warm-started from ``warm[t]``); tasks in parallel (``n_jobs``)."""
         n_tasks = len(prep.tasks)
         n_jobs = getattr(self, "n_jobs", None)
+
+        def args(t: int) -> tuple[Any, ...]:
+            return (prep, t, [prep.task_C[t]] if Cs is None else Cs, None if warm is None else warm[t])
+
         if n_tasks > 1 and n_jobs not in (None, 1):
             from joblib import Parallel, delayed
 
             return list(Parallel(n_jobs=n_jobs, prefer="threads")(
-                delayed(self._run_task)(prep, t, Cs) for t in range(n_tasks)))
-        return [self._run_task(prep, t, Cs) for t in range(n_tasks)]
+                delayed(self._run_task)(*args(t)) for t in range(n_tasks)))
+        return [self._run_task(*args(t)) for t in range(n_tasks)]
+
+    def _refine(self, prep: _FitState, results: list[Any]) -> list[Any]:
+        """Factors that follow the solution (:mod:`mklkit.pipeline.refine`) when the bank's factor
+        settings ask for it (``{"refine": ...}``; by default when ``C="path"``)."""
+        from ..pipeline.refine import RefineSettings, refine_factors, rounds_of
+
+        prepared = prep.prepared
+        rounds = rounds_of(prepared, isinstance(self.C, str) and self.C == "path")
+        if not rounds:
+            return results
+        settings = prepared.chosen.settings
+
+        def resolve(bank: Any, warm: list[Any]) -> list[Any]:
+            prep.prepared = prep.prepared.with_bank(bank)
+            return [r[0] for r in self._run_all(prep, None, warm)]
+
+        def progress(rec: dict[str, Any]) -> None:
+            logger.info("%s: factors refined for %d kernels (rank %s -> %s): total rank %d, %.2f s",
+                        self._owner, len(rec["kernels"]), rec["ranks_before"], rec["ranks_after"],
+                        rec["total_rank"], rec["time_s"])
+
+        t0 = time.perf_counter()
+        bank, results, info = refine_factors(
+            prep.bank, prepared.data.X_train, results, resolve,
+            settings=RefineSettings(rounds=rounds, tol=float(settings.tol)),
+            memory_budget=_budget_bytes(self.memory_budget), seed=int(settings.seed),
+            sample_weight=prepared.data.w_train, progress=progress)
+        prep.bank = bank
+        prep.approximation = bank.approximation()
+        prep.refinement = info
+        prep.timings["refine_s"] = time.perf_counter() - t0
+        return results
 
     # -- fitted state -----------------------------------------------------------
     def _set_fitted(self, prep: _FitState, results: list[Any], predictor: Any = None) -> None:
@@ -587,6 +627,7 @@ class _BaseMKL(BaseEstimator):
         # on a factor bank: what the factors leave out of the kernels (None otherwise)
         self.factor_approximation_ = (prep.approximation if prep.representation == "factor"
                                       else None)
+        self.factor_refinement_ = prep.refinement
         self.n_features_in_ = prep.n_features_in
         self._tasks = prep.tasks
         if prep.classes is not None:
@@ -603,6 +644,8 @@ class _BaseMKL(BaseEstimator):
             t0 = time.perf_counter()
             try:
                 runs = self._run_all(prep, [C])
+                refined = self._refine(prep, [r[0] for r in runs])
+                runs = [[r] for r in refined]
             finally:
                 _release(prep)
             logger.info("%s: solved %d problem(s) in %.2f s", owner, len(runs),
@@ -883,6 +926,14 @@ def _factor_predictor(bank: Any, results: Sequence[Any], active: np.ndarray | No
         active = np.unique(np.concatenate([np.asarray(r.active_set, dtype=np.int64) for r in results]))
     return bank.predictor(np.stack([np.asarray(r.alpha, dtype=np.float64) for r in results]),
                           np.array([float(r.bias) for r in results]), active)
+
+
+def _budget_bytes(memory_budget: Any) -> float:
+    """The ``memory_budget`` parameter in bytes (``None``: the default budget)."""
+    from ..kernels import DEFAULT_MEMORY_BUDGET
+    from ..pipeline.settings import parse_bytes
+
+    return float(DEFAULT_MEMORY_BUDGET if memory_budget is None else parse_bytes(memory_budget))
 
 
 def _release(prep: _FitState) -> None:

@@ -90,8 +90,11 @@ _COMMON_DOC = """\
     factor : "auto", None, False, True or dict, default="auto"
         Hold the kernels as factors :math:`K_m \approx L_mL_m^\top`
         (:func:`mklkit.kernels.build_factor_bank`): ``{"rank": r, "tol": t,
-        "method": m, "seed": s}`` (a ``rank`` above N or the budget is capped,
-        with a ``RankCapWarning``); ``True``: factors with the settings
+        "method": m, "seed": s, "refine": f}`` (a ``rank`` above N or the budget is capped,
+        with a ``RankCapWarning``; ``refine``: True, a number of rounds, False, or
+        "auto" (the default: True with ``C="path"``): after the solve, the kernels
+        in use get more rank and the problem is solved again,
+        :mod:`mklkit.pipeline.refine`); ``True``: factors with the settings
         ``"auto"`` takes when it factors, whatever N
         (:func:`mklkit.pipeline.bank.factor_representation`); predictions go
         through the factor rows of the new points (``docs/factor_banks.md``).
@@ -137,8 +140,11 @@ _ATTR_DOC = """\
     factor_approximation_ : dict or None
         With ``factor``: the ranks and the relative trace the factors leave
         out, overall and per kernel
-        (:meth:`mklkit.kernels.factor.FactorBank.approximation`); None on a
-        dense or sharded bank.
+        (:meth:`mklkit.kernels.factor.FactorBank.approximation`) of the last
+        (refined) bank; None on a dense or sharded bank.
+    factor_refinement_ : FactorRefinement or None
+        The factors grown for the kernels the solution uses, round by round
+        (:mod:`mklkit.pipeline.refine`); None without refinement.
     result_ : SolveResult or list of SolveResult
         The engines' full results (``alpha``, ``bias``, ``history``, ...).
     loss_, regularizer_, engine_ : components

@@ -149,6 +149,11 @@ class Prepared:
         assert self.problem is not None
         return replace(self, problem=problem_at(self.problem, C=C))
 
+    def with_bank(self, bank: Any) -> "Prepared":
+        """The same prepared problem on another bank of the same kernels and points (refined factors)."""
+        assert self.problem is not None
+        return replace(self, bank=bank, problem=problem_at(self.problem, K=bank))
+
     def subproblem(self, y: np.ndarray, rows: np.ndarray | None = None, C: float | None = None) -> Problem:
         """The problem on the training rows ``rows`` (``None``: all) with labels ``y``, at ``C``.
 

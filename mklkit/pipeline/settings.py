@@ -7,6 +7,7 @@ value and allowed as data.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -289,6 +290,9 @@ class FactorSettings(Settings):
     tol: Any = Field(1e-3, description="relative residual trace at which a factor stops")
     method: Any = Field("auto", description="auto, exact, cholesky or nystrom")
     seed: Any = Field(0, description="seed of the Nystrom landmarks")
+    refine: Any = Field("auto", description="grow the factors of the kernels the solution uses and solve again "
+                        "(mklkit.pipeline.refine): true (3 rounds), a number of rounds, false, or auto (when "
+                        "C is chosen on held-out rows)")
 
     @model_validator(mode="after")
     def _checked(self) -> "FactorSettings":
@@ -298,7 +302,25 @@ class FactorSettings(Settings):
             check_settings(self.rank, self.tol, self.method, self.seed)
         except FactorError as exc:
             raise _bank_error(exc, "") from None
+        refine_rounds(self.refine)
         return self
+
+
+def refine_rounds(refine: Any, key: str = "refine", path: bool = False) -> int:
+    """Rounds of ``kernels.factor.refine``: ``true`` is :attr:`RefineSettings.rounds
+    <mklkit.pipeline.refine.RefineSettings.rounds>`, ``false`` 0, an integer itself, ``"auto"``
+    that of ``true`` when C is chosen on held-out rows (``path``), else 0."""
+    import numpy as np
+
+    from .refine import RefineSettings
+
+    if isinstance(refine, str) and refine == "auto":
+        refine = bool(path)
+    if isinstance(refine, (bool, np.bool_)):
+        return RefineSettings.rounds if refine else 0
+    if isinstance(refine, numbers.Integral) and refine >= 0:
+        return int(refine)
+    raise PipelineError(key, "invalid value", refine, "true, false, auto or a number of rounds >= 0")
 
 
 @dataclass(frozen=True)
@@ -334,6 +356,7 @@ class Representation:
             check_settings(s.rank, s.tol, s.method, s.seed, root=root)
         except ValueError as exc:
             raise _bank_error(exc, root) from None
+        refine_rounds(getattr(s, "refine", False), key=f"{root}.refine")
 
 
 def _budget(v: Any) -> Any:
@@ -398,7 +421,7 @@ class BankSettings(Settings):
             return None
         if v is False or isinstance(v, (Mapping, FactorSettings)):
             return v
-        raise PipelineError("", "invalid value", v, "a mapping with keys rank, tol, method, seed; true (those "
+        raise PipelineError("", "invalid value", v, "a mapping with keys rank, tol, method, seed, refine; true (those "
                             "defaults); false (Gram matrices); or auto (chosen from N, M and memory_budget)")
 
     @model_validator(mode="after")

@@ -43,7 +43,7 @@ from .algorithms import (
 )
 
 __all__ = ["METHODS", "DEFAULT_TOL", "MAX_EXACT_DIM", "FactorError", "RankCapWarning", "build_factor_bank",
-           "check_settings", "exact_rank", "rank_that_fits", "warning_names"]
+           "check_settings", "exact_rank", "rank_that_fits", "refactor_kernels", "warning_names"]
 
 logger = logging.getLogger(__name__)
 
@@ -544,3 +544,73 @@ def _assemble(blocks: list[Any], starts: np.ndarray, N: int, sparse_bank: bool) 
             r += b.shape[0]
             del b
     return LT
+
+
+def refactor_kernels(
+    bank: FactorBank,
+    X: Any,
+    kernels: Sequence[int],
+    rank: int | Sequence[int],
+    *,
+    tol: float = DEFAULT_TOL,
+    seed: int = 0,
+    memory_budget: float | None = None,
+    sample_weight: np.ndarray | None = None,
+) -> FactorBank:
+    r"""``bank`` with the approximated kernels ``kernels`` factored again at ``rank`` (per kernel).
+
+    Each kernel keeps its method (pivoted Cholesky or Nyström) and its
+    normalisation; the other kernels keep their rows unchanged.  Pivoted
+    Cholesky is deterministic and Nyström takes the first landmarks of the
+    same ``seed``'s order, so a larger rank continues the same
+    factorization (the same first pivots, nested landmarks) and the residual
+    trace can only shrink.  ``X`` (and ``sample_weight``) must be the points
+    the bank was built on (:func:`build_factor_bank`).
+
+    Raises
+    ------
+    ValueError
+        A bank without a :class:`FactorMap`, points of another shape, or a
+        kernel that is not approximated.
+    FactorError
+        The new factors (with the unchanged rows) do not fit ``memory_budget``.
+    """
+    fmap = bank.factor_map
+    if not isinstance(fmap, FactorMap) or sp.issparse(bank.LT):
+        raise ValueError("refactor_kernels needs a dense bank made by build_factor_bank (it has the kernels' "
+                         "factorizations)")
+    X = _as_points(X, "X")
+    M, N, _ = bank.shape
+    if X.shape != (N, fmap.n_features):
+        raise ValueError(f"X has shape {X.shape}; the bank was built on ({N}, {fmap.n_features})")
+    which = [int(m) for m in kernels]
+    ranks = np.broadcast_to(np.asarray(rank, dtype=np.int64), (len(which),))
+    for m in which:
+        if not 0 <= m < M or fmap.kernels[m].method not in ("pivoted_cholesky", "nystrom"):
+            raise ValueError(f"kernel {m} is not an approximated kernel of this bank")
+    limit = float(memory_budget if memory_budget is not None else DEFAULT_MEMORY_BUDGET)
+    old = bank.ranks
+    kept = 8 * N * int(old.sum() - old[which].sum())
+    working = _working_bytes(N, [fmap.kernels[m].spec for m in which])
+    budget = _Budget(limit, N, "")
+    budget.take(kept)
+    order = np.random.default_rng(np.random.SeedSequence(int(seed))).permutation(N)
+    run = _Factorization(fmap.normalize, None, float(tol), order, budget, working,
+                         max(0, int((limit - kept - working) // (8 * N * max(len(which), 1)))), "",
+                         weights=None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64))
+    groups = _Groups(X)
+    factors = list(fmap.kernels)
+    blocks: list[Any] = [bank.LT[bank.starts[m]:bank.starts[m + 1]] for m in range(M)]
+    errors = np.asarray(bank.trace_error, dtype=np.float64).copy()
+    t0 = time.perf_counter()
+    for m, r in zip(which, ranks):
+        run.rank = min(int(r), N)
+        kf, blk = _factor_one(m, factors[m].spec, factors[m].method, groups, run)
+        factors[m], blocks[m], errors[m] = kf, blk, kf.trace_error
+    starts = np.concatenate([[0], np.cumsum([kf.rank for kf in factors])]).astype(np.int64)
+    LT = _assemble(blocks, starts, N, False)
+    out = FactorBank(LT, starts, trace_error=errors,
+                     factor_map=FactorMap(factors, starts, fmap.normalize, fmap.n_features, False))
+    logger.info("factored %d kernels again in %.2f s: total rank %d -> %d, residual trace %.3g of the total",
+                len(which), time.perf_counter() - t0, int(old.sum()), out.total_rank, out.overall_trace_error)
+    return out
