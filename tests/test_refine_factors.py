@@ -177,3 +177,22 @@ def test_refine_auto_follows_a_C_chosen_on_held_out_rows(ionosphere):
     assert path.factor_refinement_ is not None and path.factor_refinement_.rounds
     assert path.factor_approximation_["total_rank"] > given.factor_approximation_["total_rank"]
     assert path.C_ == pytest.approx(path.C_selection_.C)
+
+
+@pytest.mark.parametrize("method", ["pivoted_cholesky", "nystrom"])
+def test_the_warm_start_predicts_what_the_last_solution_predicted(ionosphere, method):
+    """``carried``: on the refined bank the warm start gives the same training predictions and no
+    larger block norms (the continued factorization's span holds the old one)."""
+    from mklkit.pipeline.refine import carried
+
+    X, y = ionosphere
+    est = _fit(X, y, {"rank": 8, "method": method})
+    old = build_factor_bank(NARROW, X, rank=8, method=method)
+    new = refactor_kernels(old, X, [0, 1, 2], 60)
+    res = est.result_
+    warm = carried(old, new, [0, 1, 2], res)
+    act = np.arange(old.shape[0])
+    f_old, f_new = old.combine(res.alpha, act), new.combine(warm.alpha, act)
+    np.testing.assert_allclose(f_new, f_old, rtol=0, atol=1e-8 * np.abs(f_old).max())
+    assert np.all(new.block_norms(warm.alpha) <= old.block_norms(res.alpha) * (1 + 1e-8) + 1e-12)
+    np.testing.assert_array_equal(warm.alpha[3], res.alpha[3])    # the exact linear kernel: unchanged

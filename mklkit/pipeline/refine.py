@@ -20,10 +20,13 @@ repeats, at most :attr:`RefineSettings.rounds` times:
    the same factorization continued
    (:func:`~mklkit.kernels.factorize.build.refactor_kernels`: the same first
    pivots, nested landmarks);
-3. every problem is solved again on the new bank at the same C,
-   warm-started from its previous coefficients :math:`\alpha` (the model
-   :math:`\sum_m K_m\alpha_m` evaluated with the better factors), and
-   certified by its own duality gap as every solve is.
+3. every problem is solved again on the new bank at the same C and
+   certified by its own duality gap as every solve is, warm-started from a
+   point that predicts what the last solution predicted (:func:`carried`:
+   each refined kernel's new factor coordinates are the least-squares fit
+   of its part of the prediction, exact since the continued factorization's
+   span holds the old one), so the solve starts from the last objective
+   value.
 
 It stops when no wanted kernel is left above ``tol`` (``"converged"``),
 when the ranks cannot grow by :data:`MIN_GROWTH` together within the budget
@@ -48,7 +51,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-__all__ = ["RefineSettings", "FactorRefinement", "refine_factors", "refine_prepared", "rounds_of",
+__all__ = ["RefineSettings", "FactorRefinement", "carried", "refine_factors", "refine_prepared", "rounds_of",
            "wanted_kernels"]
 
 _APPROX = ("pivoted_cholesky", "nystrom")
@@ -141,6 +144,34 @@ def wanted_kernels(bank: Any, results: Sequence[Any], near: float) -> np.ndarray
     return want
 
 
+def carried(old: Any, new: Any, kernels: Sequence[int], result: Any) -> Any:
+    r"""``result`` as a warm start on the refined bank ``new``: for each refined kernel,
+    coefficients :math:`\alpha'_m` whose factor coordinates :math:`\beta'_m = L_m'^\top\alpha'_m`
+    are the least-squares fit of the old part of the prediction,
+    :math:`\beta'_m = \arg\min\|L'_m\beta' - L_m\beta_m\|` (exact when the old factor's
+    columns lie in the new one's span, as the continued factorization gives), of minimum norm
+    (:math:`\alpha'_m = L'_m G^+\beta'_m`, :math:`G = L_m'^\top L'_m`).  The warm start then
+    predicts what the last solution predicted, at no larger block norm; other kernels keep theirs.
+    """
+    import dataclasses
+
+    from scipy.linalg import eigh
+
+    alpha = np.array(result.alpha, dtype=np.float64, copy=True)
+    for m in kernels:
+        a = alpha[m]
+        if not np.any(a):
+            continue
+        Lo, Ln = old.block(m), new.block(m)
+        f = Lo.T @ (Lo @ a)                       # L_m beta_m: kernel m's part of the prediction
+        w, V = eigh(Ln @ Ln.T, check_finite=False)
+        keep = w > 1e-12 * max(float(w[-1]), 0.0) * w.size
+        V, w = V[:, keep], w[keep]
+        beta = V @ ((V.T @ (Ln @ f)) / w)         # G^+ L'^T f
+        alpha[m] = Ln.T @ (V @ ((V.T @ beta) / w))
+    return dataclasses.replace(result, alpha=alpha)
+
+
 def _new_ranks(bank: Any, chosen: np.ndarray, settings: RefineSettings, budget: float
                ) -> tuple[np.ndarray, str]:
     """Ranks for the ``chosen`` kernels: ``growth`` times theirs, within the caps and the budget's
@@ -220,9 +251,10 @@ def refine_factors(
         chosen, new = chosen[grow], new[grow]
         t0 = time.perf_counter()
         before = bank.ranks[chosen].tolist()
+        old = bank
         bank = refactor_kernels(bank, X, chosen, new, tol=settings.tol, seed=seed,
                                 memory_budget=memory_budget, sample_weight=sample_weight)
-        results = resolve(bank, results)
+        results = resolve(bank, [carried(old, bank, chosen, r) for r in results])
         rec = {"kernels": chosen.tolist(), "ranks_before": before, "ranks_after": bank.ranks[chosen].tolist(),
                "trace_error_before": rel[chosen].tolist(),
                "trace_error_after": bank.relative_trace_error[chosen].tolist(),
