@@ -367,7 +367,7 @@ def solve_prepared(
             t_refine = time.perf_counter()
             step = None if callback is None else (lambda rec: callback({"stage": "refine", **rec}))
             prepared, result, refinement = refine_prepared(
-                prepared, result, lambda p, warm: solve_from(engine, p, None, warm),
+                prepared.with_C(problem.C), result, lambda p, warm: solve_from(engine, p, None, warm),
                 spec.kernels.budget or DEFAULT_MEMORY_BUDGET, selection is not None, progress=step)
             problem = prepared.problem
             refine_s = time.perf_counter() - t_refine

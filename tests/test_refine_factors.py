@@ -196,3 +196,20 @@ def test_the_warm_start_predicts_what_the_last_solution_predicted(ionosphere, me
     np.testing.assert_allclose(f_new, f_old, rtol=0, atol=1e-8 * np.abs(f_old).max())
     assert np.all(new.block_norms(warm.alpha) <= old.block_norms(res.alpha) * (1 + 1e-8) + 1e-12)
     np.testing.assert_array_equal(warm.alpha[3], res.alpha[3])    # the exact linear kernel: unchanged
+
+
+def test_a_spec_with_C_path_refines_at_the_chosen_C(tmp_path):
+    """``problem.C: path`` on factors: the refined problem is solved at the C the path chose (not at
+    the prior the spec was prepared with), and certified there."""
+    from mklkit.api import load_spec, run
+
+    p = tmp_path / "s.yaml"
+    p.write_text("data: {builtin: ionosphere, test_size: 0.25, seed: 0, standardize: true}\n"
+                 "kernels: {bank: [{function: rbf, width: [1.0, 3.0]}], factor: {rank: 8}}\n"
+                 "problem: {loss: logistic, regularizer: l1, C: path}\n"
+                 "engine: {name: bcd, tol: 1.0e-6}\n")
+    res = run(load_spec(str(p)))
+    assert res.factor_refinement is not None and res.factor_refinement.rounds
+    assert res.spec.problem.C == pytest.approx(res.C_selection.C)
+    assert res.result.converged and res.result.gap <= 1e-6
+    assert len(res.result.active_set) > 0
