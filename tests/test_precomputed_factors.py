@@ -405,3 +405,15 @@ def test_sweep_folds_equal_those_of_the_built_bank(ionosphere_factors, one_threa
         g = rows["given"][k]
         assert float(g["objective"]) == pytest.approx(float(w["objective"]), rel=1e-6)
         assert float(g["val_accuracy"]) == float(w["val_accuracy"])
+
+
+def test_given_factors_with_C_path_are_not_refined(ionosphere_factors):
+    """Factors given in a file have no factorization to continue: ``problem.C: path`` chooses C and
+    solves on them as they are (``factor_refinement`` null)."""
+    p = ionosphere_factors / "path.yaml"
+    p.write_text(yaml.safe_dump({"kernels": {"precomputed_factors": "f.npz"}, "data": {"test_size": 0.25},
+                                 "problem": {"loss": "logistic", "regularizer": "l1", "C": "path"},
+                                 "engine": "bcd"}))
+    run = solve_prepared(load_spec(p).prepare())
+    assert run.C_selection is not None and run.factor_refinement is None
+    assert run.factor["total_rank"] == 34

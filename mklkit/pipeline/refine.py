@@ -271,10 +271,12 @@ def rounds_of(prepared: Any, path: bool) -> int:
     """Refinement rounds a prepared problem asks for: its factor settings' ``refine``
     (:func:`~mklkit.pipeline.settings.refine_rounds`; the default ``"auto"`` refines when C was
     chosen on held-out rows, ``path``), 0 for banks not built from data as factors."""
+    from ..kernels.factorize import FactorMap
     from .settings import refine_rounds
 
-    settings = getattr(prepared.chosen, "settings", None)
-    if prepared.representation != "factor" or getattr(prepared.bank, "factor_map", None) is None:
+    settings = getattr(prepared.chosen, "settings", None)   # None: factors given, not built here
+    if (prepared.representation != "factor" or settings is None
+            or not isinstance(getattr(prepared.bank, "factor_map", None), FactorMap)):
         return 0
     return refine_rounds(getattr(settings, "refine", "auto"), path=path)
 
