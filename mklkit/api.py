@@ -366,8 +366,9 @@ def solve_prepared(
         if rounds_of(prepared, selection is not None):   # more rank for the kernels in use (pipeline.refine)
             t_refine = time.perf_counter()
             step = None if callback is None else (lambda rec: callback({"stage": "refine", **rec}))
-            prepared, result, refinement = refine_prepared(
-                prepared.with_C(problem.C), result, lambda p, warm: solve_from(engine, p, None, warm),
+            prepared, (result,), refinement = refine_prepared(
+                prepared.with_C(problem.C), [result],
+                lambda p, warm: [solve_from(engine, p.problem, None, warm[0])],
                 spec.kernels.budget or DEFAULT_MEMORY_BUDGET, selection is not None, progress=step)
             problem = prepared.problem
             refine_s = time.perf_counter() - t_refine

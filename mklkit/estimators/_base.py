@@ -552,16 +552,11 @@ class _BaseMKL(BaseEstimator):
     def _refine(self, prep: _FitState, results: list[Any]) -> list[Any]:
         """Factors that follow the solution (:mod:`mklkit.pipeline.refine`) when the bank's factor
         settings ask for it (``{"refine": ...}``; by default when ``C="path"``)."""
-        from ..pipeline.refine import RefineSettings, refine_factors, rounds_of
+        from ..kernels import DEFAULT_MEMORY_BUDGET
+        from ..pipeline.refine import refine_prepared
 
-        prepared = prep.prepared
-        rounds = rounds_of(prepared, isinstance(self.C, str) and self.C == "path")
-        if not rounds:
-            return results
-        settings = prepared.chosen.settings
-
-        def resolve(bank: Any, warm: list[Any]) -> list[Any]:
-            prep.prepared = prep.prepared.with_bank(bank)
+        def resolve(prepared: Any, warm: list[Any]) -> list[Any]:
+            prep.prepared = prepared
             return [r[0] for r in self._run_all(prep, None, warm)]
 
         def progress(rec: dict[str, Any]) -> None:
@@ -570,15 +565,14 @@ class _BaseMKL(BaseEstimator):
                         rec["total_rank"], rec["time_s"])
 
         t0 = time.perf_counter()
-        bank, results, info = refine_factors(
-            prep.bank, prepared.data.X_train, results, resolve,
-            settings=RefineSettings(rounds=rounds, tol=float(settings.tol)),
-            memory_budget=_budget_bytes(self.memory_budget), seed=int(settings.seed),
-            sample_weight=prepared.data.w_train, progress=progress)
-        prep.bank = bank
-        prep.approximation = bank.approximation()
-        prep.refinement = info
-        prep.timings["refine_s"] = time.perf_counter() - t0
+        prepared, results, info = refine_prepared(
+            prep.prepared, results, resolve, _check_budget(self.memory_budget, self._owner) or DEFAULT_MEMORY_BUDGET,
+            isinstance(self.C, str) and self.C == "path", progress=progress)
+        if info is not None:
+            prep.prepared, prep.bank = prepared, prepared.bank
+            prep.approximation = prepared.bank.approximation()
+            prep.refinement = info
+            prep.timings["refine_s"] = time.perf_counter() - t0
         return results
 
     # -- fitted state -----------------------------------------------------------
@@ -926,14 +920,6 @@ def _factor_predictor(bank: Any, results: Sequence[Any], active: np.ndarray | No
         active = np.unique(np.concatenate([np.asarray(r.active_set, dtype=np.int64) for r in results]))
     return bank.predictor(np.stack([np.asarray(r.alpha, dtype=np.float64) for r in results]),
                           np.array([float(r.bias) for r in results]), active)
-
-
-def _budget_bytes(memory_budget: Any) -> float:
-    """The ``memory_budget`` parameter in bytes (``None``: the default budget)."""
-    from ..kernels import DEFAULT_MEMORY_BUDGET
-    from ..pipeline.settings import parse_bytes
-
-    return float(DEFAULT_MEMORY_BUDGET if memory_budget is None else parse_bytes(memory_budget))
 
 
 def _release(prep: _FitState) -> None:

@@ -54,7 +54,6 @@ import numpy as np
 __all__ = ["RefineSettings", "FactorRefinement", "carried", "refine_factors", "refine_prepared", "rounds_of",
            "wanted_kernels"]
 
-_APPROX = ("pivoted_cholesky", "nystrom")
 
 #: Flops of one Newton step on a block that the default rank cap allows, N r^2 (about a second on
 #: two cores): rank 2,580 at N = 3,000, 1,150 at 15,000, 700 at 40,000.
@@ -228,12 +227,12 @@ def refine_factors(
         The last bank and its results (``bank`` and ``results`` themselves when
         nothing was refined).
     """
-    from ..kernels.factorize.build import refactor_kernels
+    from ..kernels.factorize.build import APPROX_METHODS, refactor_kernels
 
     settings = settings or RefineSettings()
     out = FactorRefinement(settings=settings)
     t_start = time.perf_counter()
-    approx = np.array([k.method in _APPROX for k in bank.factor_map.kernels], dtype=bool)
+    approx = np.array([k.method in APPROX_METHODS for k in bank.factor_map.kernels], dtype=bool)
     for round_ in range(settings.rounds + 1):
         rel = bank.relative_trace_error
         chosen = np.flatnonzero(wanted_kernels(bank, results, settings.near) & approx & (rel > settings.tol))
@@ -281,25 +280,26 @@ def rounds_of(prepared: Any, path: bool) -> int:
     return refine_rounds(getattr(settings, "refine", "auto"), path=path)
 
 
-def refine_prepared(prepared: Any, result: Any, solve: Callable[[Any, Any], Any], memory_budget: float,
-                    path: bool, progress: Callable[[dict[str, Any]], Any] | None = None
-                    ) -> tuple[Any, Any, FactorRefinement | None]:
-    """:func:`refine_factors` for the one problem of a :class:`~mklkit.pipeline.Prepared`:
-    ``solve(problem, warm)`` solves it again; returns the prepared problem on the last bank, its
-    result and the record (``None`` when its settings ask for no refinement; ``path``: C was
-    chosen on held-out rows)."""
+def refine_prepared(prepared: Any, results: list[Any], resolve: Callable[[Any, list[Any]], list[Any]],
+                    memory_budget: float, path: bool, progress: Callable[[dict[str, Any]], Any] | None = None
+                    ) -> tuple[Any, list[Any], FactorRefinement | None]:
+    """:func:`refine_factors` for the problems of a :class:`~mklkit.pipeline.Prepared` (one, or one
+    per binary task on its bank): ``resolve(prepared, warm)`` solves them again on the prepared
+    problem of the new bank; returns the prepared problem on the last bank, the results and the
+    record (``None`` when its settings ask for no refinement; ``path``: C was chosen on held-out
+    rows)."""
     rounds = rounds_of(prepared, path)
     if not rounds:
-        return prepared, result, None
+        return prepared, results, None
     settings = prepared.chosen.settings
     held = [prepared]
 
-    def resolve(bank: Any, warm: list[Any]) -> list[Any]:
+    def on_bank(bank: Any, warm: list[Any]) -> list[Any]:
         held[0] = held[0].with_bank(bank)
-        return [solve(held[0].problem, warm[0])]
+        return resolve(held[0], warm)
 
     _, results, info = refine_factors(
-        prepared.bank, prepared.data.X_train, [result], resolve,
+        prepared.bank, prepared.data.X_train, results, on_bank,
         settings=RefineSettings(rounds=rounds, tol=float(settings.tol)), memory_budget=memory_budget,
         seed=int(settings.seed), sample_weight=prepared.data.w_train, progress=progress)
-    return held[0], results[0], info
+    return held[0], results, info

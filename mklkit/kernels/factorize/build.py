@@ -49,6 +49,8 @@ logger = logging.getLogger(__name__)
 
 #: The factorization methods of :func:`build_factor_bank`.
 METHODS = ("auto", "exact", "pivoted_cholesky", "nystrom")
+#: The methods that approximate a kernel (the others are exact factors).
+APPROX_METHODS = ("pivoted_cholesky", "nystrom")
 #: Default relative residual trace.
 DEFAULT_TOL = 1e-3
 #: Largest dimension of an explicit polynomial feature map (``max_exact_dim``).
@@ -209,7 +211,7 @@ def rank_that_fits(specs: Sequence[BankKernel], N: int, budget: float, max_exact
 def _choose_method(spec: BankKernel, m: int, method: str, rank: int | None, max_exact_dim: int,
                    root: str) -> str:
     dim = _exact_dim(spec)
-    if method in ("pivoted_cholesky", "nystrom"):
+    if method in APPROX_METHODS:
         return method
     exact = "linear" if type(spec.function) is Linear else "poly_map"
     small = dim is not None and (exact == "linear" or dim <= max_exact_dim)
@@ -346,7 +348,7 @@ def build_factor_bank(
         specs = expand_bank(bank, d, feature_names, resolve)
     M = len(specs)
     kinds = [_choose_method(s, m, method, rank, max_exact_dim, root) for m, s in enumerate(specs)]
-    approx = [m for m in range(M) if kinds[m] in ("pivoted_cholesky", "nystrom")]
+    approx = [m for m in range(M) if kinds[m] in APPROX_METHODS]
     sparse_bank = sp.issparse(X) and all(k == "linear" for k in kinds)
     budget = _Budget(limit, N, root)
 
@@ -586,7 +588,7 @@ def refactor_kernels(
     which = [int(m) for m in kernels]
     ranks = np.broadcast_to(np.asarray(rank, dtype=np.int64), (len(which),))
     for m in which:
-        if not 0 <= m < M or fmap.kernels[m].method not in ("pivoted_cholesky", "nystrom"):
+        if not 0 <= m < M or fmap.kernels[m].method not in APPROX_METHODS:
             raise ValueError(f"kernel {m} is not an approximated kernel of this bank")
     limit = float(memory_budget if memory_budget is not None else DEFAULT_MEMORY_BUDGET)
     old = bank.ranks
