@@ -12,7 +12,10 @@ Methods, side by side on the same splits:
 * ``uniform``: ``MKLClassifier(regularizer="uniform")``: the same default bank
   with equal weights (the baseline a learned weighting must beat);
 * ``mkl_l1``, ``mkl_l1_path`` (only when asked for): the block-l1 regularizer
-  (the sparsest weights) at ``C="auto"`` and ``C="path"``.
+  (the sparsest weights) at ``C="auto"`` and ``C="path"``;
+* ``mkl_3d`` (only when asked for): ``MKLClassifier(kernels=default_kernels(d))``, the
+  default bank without the features' kinds (three Gaussians on every feature, indicators
+  and constants too: 7 + 3d kernels).
 
 Splits (``--splits`` of them): stratified shuffles (seed 0), 70 % training / 30 % test,
 for the UCI and IDA sets; a9a's own test file; w8a 80/20 (``train_test_split``, seeds 0..); ``classif20k``
@@ -49,13 +52,15 @@ from sklearn.svm import SVC
 
 from mklkit import MKLClassifier
 from mklkit.data import load_builtin
+from mklkit.estimators import default_kernels
 
 UCI = ["sonar", "ionosphere", "liver", "pima", "wpbc", "wdbc", "wbc", "australian"]
 IDA = ["twonorm", "ringnorm", "waveform", "splice"]
 DATASETS = UCI + IDA
 METHODS = ["svc", "svc_grid", "mkl", "mkl_path", "uniform"]
-#: also available: the block-l1 regularizer at C="auto" and C="path" (how sparse the defaults could be)
-EXTRA_METHODS = ["mkl_l1", "mkl_l1_path"]
+#: also available: the block-l1 regularizer at C="auto" and C="path" (how sparse the defaults could be),
+#: and the default bank without the features' kinds
+EXTRA_METHODS = ["mkl_l1", "mkl_l1_path", "mkl_3d"]
 
 
 def fit_method(method: str, X: Any, y: np.ndarray) -> Any:
@@ -77,6 +82,8 @@ def fit_method(method: str, X: Any, y: np.ndarray) -> Any:
         return MKLClassifier(regularizer="l1").fit(X, y)
     if method == "mkl_l1_path":
         return MKLClassifier(regularizer="l1", C="path").fit(X, y)
+    if method == "mkl_3d":
+        return MKLClassifier(kernels=default_kernels(X.shape[1])).fit(X, y)
     raise ValueError(f"unknown method {method!r}; one of {', '.join(METHODS + EXTRA_METHODS)}")
 
 

@@ -24,7 +24,7 @@ import mklkit
 from mklkit.components.params import ParamError
 from mklkit.data import Standardizer, load_builtin
 from mklkit.engines.base import Engine
-from mklkit.estimators import MKLClassifier, MKLPath, MKLRegressor, default_kernels
+from mklkit.estimators import MKLClassifier, MKLPath, MKLRegressor, default_kernels, feature_kinds
 from mklkit.kernels import KernelBank
 from mklkit.plugins import get_registry
 
@@ -87,9 +87,10 @@ def test_defaults_work_out_of_the_box(ionosphere):
     X_tr, X_te, y_tr, y_te = ionosphere
     clf = MKLClassifier().fit(X_tr, y_tr)
     assert clf.score(X_te, y_te) > 0.88
-    M = 7 + 3 * X_tr.shape[1]
+    kinds = feature_kinds(X_tr)   # ionosphere: one indicator, one constant column
+    M = 7 + int(np.sum(kinds == "binary")) + 3 * int(np.sum(kinds == "real"))
     assert len(clf.kernel_names_) == M == clf.kernel_weights_.shape[0]
-    assert clf.kernels_ == default_kernels(X_tr.shape[1])
+    assert clf.kernels_ == default_kernels(X_tr.shape[1], X_tr)
     assert np.isclose(clf.kernel_weights_.sum(), 1.0)
     assert 0 < clf.active_kernels_.size < M  # the elastic net is sparse
     np.testing.assert_array_equal(clf.active_kernels_, clf.result_.active_set)

@@ -29,7 +29,8 @@ from ._base import _MULTICLASS, _BaseMKL, _check_choice, _is_logistic
 _COMMON_DOC = """\
     kernels : "auto", "precomputed", str, list or mapping, default="auto"
         The kernel bank.  ``"auto"``: :func:`default_kernels` (7 + 3d kernels
-        on the standardised features).  A preset name (``"simplemkl"``,
+        on the standardised features; one linear kernel, not three Gaussians,
+        on a two-valued feature, and none on a constant one).  A preset name (``"simplemkl"``,
         ``"smomkl"``) or a list of bank entries, the vocabulary of the YAML
         ``kernels.bank`` section (``docs/data_and_kernels.md``), e.g.
         ``[{"function": "rbf", "width": [1, 5]}, {"function": "poly",
