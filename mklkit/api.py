@@ -351,7 +351,10 @@ def solve_prepared(
     selection = refinement = None
     refine_s = 0.0
     with announce_compilation(what, warn=warn_compilation):
-        if spec.problem.C == "path":  # C chosen on held-out rows; the run then solves all rows at it
+        from .pipeline.heldout import path_decides
+
+        if spec.problem.C == "path" or (spec.problem.C == "auto" and path_decides(problem)):
+            # C chosen on held-out rows; the run then solves all rows at it
             from .pipeline import problem_at
             from .pipeline.heldout import select_C
             from .pipeline.settings import auto_C
@@ -363,13 +366,14 @@ def solve_prepared(
             warm_start = warm_start if selection.start is None else selection.start
             selection.start = None
         result = solve_from(engine, problem, callback, warm_start)
-        if rounds_of(prepared, selection is not None):   # more rank for the kernels in use (pipeline.refine)
+        asked = spec.problem.C == "path"   # refine "auto": with C: path as asked for (not auto's path)
+        if rounds_of(prepared, asked):   # more rank for the kernels in use (pipeline.refine)
             t_refine = time.perf_counter()
             step = None if callback is None else (lambda rec: callback({"stage": "refine", **rec}))
             prepared, (result,), refinement = refine_prepared(
                 prepared.with_C(problem.C), [result],
                 lambda p, warm: [solve_from(engine, p.problem, None, warm[0])],
-                spec.kernels.budget or DEFAULT_MEMORY_BUDGET, selection is not None, progress=step)
+                spec.kernels.budget or DEFAULT_MEMORY_BUDGET, asked, progress=step)
             problem = prepared.problem
             refine_s = time.perf_counter() - t_refine
     solve_s = time.perf_counter() - t0
@@ -379,7 +383,7 @@ def solve_prepared(
     if warn_trivial:
         from .result import warn_if_trivial
 
-        warn_if_trivial(result, problem.C, where=f"{spec.file or 'spec'}: problem.C", auto=given_C == "auto")
+        warn_if_trivial(result, problem.C, where=f"{spec.file or 'spec'}: problem.C", auto=given_C in ("auto", "scale"))
     data = prepared.data
     task = data.task
     metrics = _metrics(task, problem.y, prepared.train_decision(result), "train")

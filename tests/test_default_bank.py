@@ -68,9 +68,9 @@ def test_estimator_on_indicators_builds_one_kernel_per_feature():
 
     ds = load_builtin("a9a")
     rng = np.random.default_rng(0)
-    rows = rng.choice(ds.X.shape[0], 2600, replace=False)
-    X, y = ds.X[rows[:600]], ds.y[rows[:600]]
-    X_te, y_te = ds.X[rows[600:]], ds.y[rows[600:]]
+    rows = rng.choice(ds.X.shape[0], 2300, replace=False)
+    X, y = ds.X[rows[:300]], ds.y[rows[:300]]
+    X_te, y_te = ds.X[rows[300:]], ds.y[rows[300:]]
     kinds = feature_kinds(X)
     clf = MKLClassifier().fit(X, y)
     n_binary = int(np.sum(kinds == "binary"))

@@ -210,3 +210,64 @@ def test_the_command_line_shows_the_path_and_the_choice(tmp_path, capsys, monkey
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert len(lines) == len(summary["C_selection"]["Cs"])         # one line per value of C
     assert "chosen on" in out.out and "held-out rows" in out.out
+
+
+# ---------------------------------------------------------------------------
+# C="auto": the held-out path where there are enough rows, the "scale" rule below
+# ---------------------------------------------------------------------------
+def test_path_decides_by_the_effective_number_of_held_out_rows():
+    from mklkit.pipeline.heldout import AUTO_MIN_HELD, path_decides
+
+    n = int(AUTO_MIN_HELD / PathSettings().held_out)
+    X, y = _data(n)
+    bank = FactorBank(np.ascontiguousarray(X.T), [0, 2, 4])
+    base = Problem(K=bank, y=y.astype(float), loss=create("loss", "logistic"),
+                   regularizer=create("regularizer", "l1"), C=1.0)
+    assert path_decides(base)
+    assert not path_decides(problem_at(base, y=y[:-1].astype(float), K=FactorBank(np.ascontiguousarray(X[:-1].T),
+                                                                                  [0, 2, 4])))
+    # weights: the effective number of rows (Kish), not their count
+    w = np.ones(n)
+    w[: n // 2] = 1e-6
+    assert not path_decides(problem_at(base, sample_weight=w))
+
+
+def _indicators(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    X, y = _data(n, seed)
+    return np.column_stack([X, X[:, :2] ** 2]), y
+
+
+def test_auto_chooses_C_on_held_out_rows_from_2500_rows_and_scale_never_does():
+    X, y = _indicators(2600)
+    linear = [{"function": "linear", "features": [[0], [1], [2], [3], [4], [5]]}]   # exact factors: cheap
+    auto = MKLClassifier(kernels=linear, regularizer="l1").fit(X, y)
+    sel = auto.C_selection_
+    assert sel.n_held >= 500 and sel.chosen >= 0
+    assert auto.C_ == pytest.approx(sel.ratios[sel.chosen] * auto.C_max_, rel=1e-9)
+    assert auto.dual_gap_ <= 1e-2 and auto.factor_refinement_ is None   # auto's path does not refine
+    scale = MKLClassifier(kernels=linear, regularizer="l1", C="scale").fit(X, y)
+    assert not hasattr(scale, "C_selection_")
+    assert scale.C_ == pytest.approx(1.0 / np.sqrt(X.shape[0]), rel=1e-12)   # unit-trace kernels
+    # below 2,500 rows "auto" is the rule
+    small = MKLClassifier(kernels=linear, regularizer="l1").fit(X[:2400], y[:2400])
+    assert not hasattr(small, "C_selection_") and small.C_ == pytest.approx(1.0 / np.sqrt(2400), rel=1e-12)
+
+
+def test_a_spec_with_C_auto_chooses_on_held_out_rows_with_enough_rows(tmp_path):
+    from mklkit.api import load_spec, run
+
+    X, y = _indicators(3600)
+    path = tmp_path / "d.csv"
+    np.savetxt(path, np.column_stack([X, y]), delimiter=",", header=",".join(
+        [f"x{j}" for j in range(X.shape[1])] + ["y"]), comments="")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        f"data: {{train: {path}, target: y, test_size: 0.25, seed: 0}}\n"
+        "kernels: {bank: [{function: linear, features: each}], factor: true}\n"
+        "problem: {loss: logistic, regularizer: l1}\n")
+    res = run(load_spec(spec))
+    assert res.C_selection is not None and res.C_selection.chosen >= 0
+    assert float(res.spec.problem.C) == pytest.approx(
+        res.C_selection.ratios[res.C_selection.chosen] * res.result.C_max, rel=1e-9)
+    scaled = run(load_spec(spec, overrides=["problem.C=scale"]))
+    assert scaled.C_selection is None

@@ -143,7 +143,7 @@ def _spec_name(spec: Any) -> str | None:
 
 
 def _check_C(C: Any, owner: str, key: str = "C", allow_auto: bool = False) -> float:
-    allowed = "'auto', 'path' or a finite number > 0" if allow_auto else "a finite number > 0"
+    allowed = "'auto', 'path', 'scale' or a finite number > 0" if allow_auto else "a finite number > 0"
     if isinstance(C, (bool, np.bool_)) or not isinstance(C, numbers.Real):
         raise ParamError(key, C, allowed, owner=owner)
     value = float(C)
@@ -566,14 +566,18 @@ class _BaseMKL(BaseEstimator):
         results: list[Any] = []
         previous = warm
         for C in Cs:
+            if isinstance(C, str) and C == "auto":   # held-out rows decide where there are enough of them
+                from ..pipeline.heldout import path_decides
+
+                C = "path" if path_decides(base) else "scale"
             if isinstance(C, str) and C == "path":
                 C = self._path_C(prep, t, base, where)
                 previous = prep.selection[t].start  # the chosen path solution, on all rows
                 prep.selection[t].start = None
-            elif isinstance(C, str):  # "auto"
+            elif isinstance(C, str):  # "scale"
                 C = self._auto_C(base)
-                logger.info("%s: C='auto' is %.6g (the root mean diagonal of the kernels, x %g)",
-                            where, C, _auto_scale(self._task))
+                logger.info("%s: C='%s' is %.6g (the root mean diagonal of the kernels, x %g)",
+                            where, self.C, C, _auto_scale(self._task))
             problem = problem_at(base, C=C)
             self._check_support(prep.engine, problem)
             callback = None
@@ -689,7 +693,7 @@ class _BaseMKL(BaseEstimator):
 
     def _fit(self, X: Any, y: Any, sample_weight: Any = None) -> "_BaseMKL":
         owner = self._owner
-        named = isinstance(self.C, str) and self.C in ("auto", "path")
+        named = isinstance(self.C, str) and self.C in ("auto", "path", "scale")
         C: Any = self.C if named else _check_C(self.C, owner, allow_auto=True)
         with _verbosity(self.verbose), self._compiling(), interrupt_guard():
             prep = self._prepare(X, y, 1.0 if named else C, sample_weight)
@@ -719,7 +723,7 @@ class _BaseMKL(BaseEstimator):
             desc = prep.tasks[t].describe(prep.classes) if prep.classes is not None else f"problem {t + 1}"
             where = f"{self._owner}: {len(off)} of {len(results)} binary problems, e.g. {desc}: C"
         warn_if_trivial(results[t], prep.task_C.get(t, math.nan), where=where, stacklevel=4,
-                        auto=isinstance(self.C, str) and self.C == "auto")
+                        auto=isinstance(self.C, str) and self.C in ("auto", "scale"))
 
     def _compiling(self) -> Any:
         """The once-per-process note that numba compiles (:func:`mklkit.compilation.announce_compilation`)."""
@@ -752,7 +756,7 @@ class _BaseMKL(BaseEstimator):
         return sel.C
 
     def _auto_C(self, problem: Any) -> float:
-        """``C="auto"`` on a task's training kernels: the rule of specs' ``problem.C: auto``
+        """``C="scale"`` on a task's training kernels: the rule of specs' ``problem.C: scale``
         (:func:`mklkit.pipeline.settings.auto_C`)."""
         from ..pipeline import PipelineError
         from ..pipeline.settings import auto_C

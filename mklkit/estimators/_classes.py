@@ -46,19 +46,23 @@ _COMMON_DOC = """\
         an instance (a plugin's too).  The default elastic net (λ = 0.5) is
         sparse in the kernels and has a smooth conjugate, which the spicy
         engine's one-step Newton method solves in a few steps.
-    C : float, "auto" or "path", default="auto"
+    C : float, "auto", "path" or "scale", default="auto"
         Regularization constant > 0 (larger: fewer, smoother kernels).
-        ``"auto"``: :math:`%(C)s\\sqrt{\\bar d}` with :math:`\bar d` the mean
+        ``"auto"``: ``"path"`` where the held-out part has at least 500 rows
+        (2,500 training rows per binary problem, kernels in memory), else
+        ``"scale"`` (:func:`mklkit.pipeline.heldout.path_decides`).
+        ``"path"``: C chosen on held-out rows (20 %%, stratified) along a
+        warm-started path from ``C_max`` down (2 values per decade), by the
+        least held-out loss within one standard error, nearest to
+        ``"scale"``'s value (:func:`mklkit.pipeline.heldout.select_C`; the
+        path is ``C_selection_``).
+        ``"scale"``: :math:`%(C)s\\sqrt{\\bar d}` with :math:`\\bar d` the mean
         diagonal of the training kernels, i.e. :math:`%(C)s/\\sqrt N` for
         unit-trace kernels.  With unit-trace kernels the penalty measured in
         the norms of the unit-diagonal kernels is :math:`C\\sqrt N`, so a
-        fixed C regularizes more as N grows; ``"auto"`` keeps that penalty
+        fixed C regularizes more as N grows; ``"scale"`` keeps that penalty
         at %(C)s for every N (as a fixed C does for an SVM).  %(C_note)s
-        ``"path"``: C chosen on held-out rows (20 %%, stratified) along a
-        warm-started path from ``C_max`` down, by the least held-out loss
-        within one standard error, nearest to ``"auto"``'s value
-        (:func:`mklkit.pipeline.heldout.select_C`; the path is
-        ``C_selection_``).  The value used is ``C_``.
+        The value used is ``C_``.
     bias : bool, default=True
         Fit an unregularized offset.
     engine : str, mapping or Engine, default="auto"
@@ -130,9 +134,10 @@ _ATTR_DOC = """\
     dual_gap_ : float or ndarray
         Final relative duality gaps (certificates of optimality).
     C_ : float
-        The C of the fit (``C`` itself, or what ``C="auto"`` or ``"path"`` gave).
+        The C of the fit (``C`` itself, or what ``"auto"``, ``"path"`` or ``"scale"`` gave).
     C_selection_ : HeldoutPath or list of HeldoutPath
-        With ``C="path"`` only: the held-out path and its choice
+        Where C was chosen on held-out rows (``C="path"``, and ``"auto"``
+        with enough rows): the held-out path and its choice
         (:class:`mklkit.pipeline.heldout.HeldoutPath`; one per binary problem).
     C_max_ : float or ndarray
         The smallest C at which every kernel is off (``inf`` for non-sparse

@@ -45,7 +45,9 @@ class PathSettings:
     held_out : float
         Fraction of the rows held out (stratified by class).
     per_decade : int
-        Values of C per decade of the path.
+        Values of C per decade of the path (2: on w8a and the 20,000-point
+        ``make_classification`` set the same choice and accuracy as 4, with
+        the path in 22 s instead of 35 s and 70 s instead of 84 s).
     min_ratio : float
         The path ends at ``min_ratio * C_max`` at the latest (or ``min_ratio``
         times the prior for regularizers without a finite ``C_max``); it
@@ -62,7 +64,7 @@ class PathSettings:
     """
 
     held_out: float = 0.2
-    per_decade: int = 4
+    per_decade: int = 2
     min_ratio: float = 1e-7
     patience: int = 3
     seed: int = 0
@@ -167,6 +169,30 @@ class HeldoutPath:
         lines.append(f"C = {self.C:.6g} ({self.stopped}; {self.n_fit} fitting and {self.n_held} "
                      f"held-out rows, {self.time_s:.2f} s)")
         return "\n".join(lines)
+
+
+#: Fewest held-out rows (weighted count) for which ``C="auto"`` chooses C on held-out data
+#: (:func:`path_decides`): 2,500 training rows at the default 20 %.
+AUTO_MIN_HELD = 500
+
+
+def path_decides(problem: Any, settings: PathSettings | None = None) -> bool:
+    """Whether ``C="auto"`` chooses C on held-out rows of ``problem`` (else the ``"scale"`` rule).
+
+    The held-out part must have at least :data:`AUTO_MIN_HELD` rows (by their
+    effective number under sample weights) and the kernels must be in memory
+    (Gram matrices or factors).  Below, a held-out score cannot tell
+    neighbouring values of C apart and the rule is as good: on the bundled
+    UCI sets (135 to 537 training rows) the path's choice was 0.3 points
+    *less* accurate on average than the rule's (``docs/api.md``), at 1 to 6
+    times the time of a whole ``SVC`` grid search.
+    """
+    s = settings or PathSettings()
+    if problem.representation not in ("array", "factor"):
+        return False
+    w = problem.sample_weight
+    n = float(problem.n_samples) if w is None else _effective_size(np.asarray(w, dtype=np.float64))
+    return s.held_out * n >= AUTO_MIN_HELD
 
 
 # ---------------------------------------------------------------------------
