@@ -94,16 +94,19 @@ def default_kernels(n_features: int, X: Any = None) -> list[dict[str, Any]]:
 
     The kernels on all features are always there.
     """
-    d = int(n_features)
+    return _default_bank(int(n_features), None if X is None else feature_kinds(X))
+
+
+def _default_bank(d: int, kinds: np.ndarray | None) -> list[dict[str, Any]]:
+    """:func:`default_kernels` for ``d`` features of the given kinds (``None``: all real)."""
     if d < 1:
-        raise ValueError(f"n_features must be >= 1; got {n_features!r}")
+        raise ValueError(f"n_features must be >= 1; got {d!r}")
     root = math.sqrt(d)
     bank: list[dict[str, Any]] = [
         {"function": "rbf", "width": [round(f * root, 6) for f in DEFAULT_ALL_WIDTH_FACTORS],
          "features": "all"},
         {"function": "poly", "degree": list(DEFAULT_DEGREES), "features": "all"},
     ]
-    kinds = None if X is None else feature_kinds(X)
     if kinds is None or np.all(kinds == "real"):
         return bank + [{"function": "rbf", "width": list(DEFAULT_EACH_WIDTHS), "features": "each"}]
     if kinds.size != d:
@@ -525,9 +528,9 @@ class _BaseMKL(BaseEstimator):
         kernels = self.kernels
         if isinstance(kernels, str):
             if kernels == "auto":
-                bank = default_kernels(n_features, X)
-                if X is not None:
-                    kinds = feature_kinds(X)
+                kinds = None if X is None else feature_kinds(X)
+                bank = _default_bank(n_features, kinds)
+                if kinds is not None:
                     logger.info("%s: kernels='auto': 7 kernels on all %d features, 3 Gaussian kernels on "
                                 "each of %d features, 1 linear kernel on each of %d two-valued ones, none on "
                                 "%d constant ones", self._owner, n_features, int(np.sum(kinds == "real")),

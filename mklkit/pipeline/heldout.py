@@ -12,7 +12,7 @@ a new minimum.
 
 Which C: among the values whose held-out loss is within one standard error of
 the least (paired over the held-out rows), the one closest (on a log scale) to a *prior* C, the rule of
-``C="auto"`` (:func:`~mklkit.pipeline.settings.auto_C`).  A held-out score
+``C="scale"`` (:func:`~mklkit.pipeline.settings.auto_C`).  A held-out score
 of a few dozen points cannot tell neighbouring values of C apart, and there
 the prior is the better guess (on the bundled UCI sets the held-out
 accuracy's maximum alone was up to 5 points less accurate than the prior); with
@@ -109,7 +109,7 @@ class HeldoutPath:
         under both values of C): values with ``excess <= excess_se`` cannot
         be told from the best.
     prior_C : float
-        The prior (``C="auto"``'s rule) on all rows.
+        The prior (``C="scale"``'s rule) on all rows.
     prior_ratio : float
         The prior of the fitting rows over their reference.
     reference : str
@@ -329,7 +329,7 @@ def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[An
         ``solve(problem, warm_start)`` -> SolveResult (``warm_start``: the
         previous result or ``None``).
     prior : callable
-        ``prior(problem)`` -> the prior C of a problem (``C="auto"``'s rule).
+        ``prior(problem)`` -> the prior C of a problem (``C="scale"``'s rule).
     settings : PathSettings, optional
     progress : callable, optional
         Called with ``{"C", "ratio", "loss", "metric", "n_active"}`` after each solve.
