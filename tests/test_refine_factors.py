@@ -213,3 +213,20 @@ def test_a_spec_with_C_path_refines_at_the_chosen_C(tmp_path):
     assert res.spec.problem.C == pytest.approx(res.C_selection.C)
     assert res.result.converged and res.result.gap <= 1e-6
     assert len(res.result.active_set) > 0
+
+
+def test_a_factor_mapping_with_only_refine_takes_autos_factors():
+    """factor={"refine": False} switches refinement off and keeps the factors factor=True takes
+    (auto's rank), not factors to tol with no rank cap."""
+    from mklkit.data import load_builtin
+
+    ds = load_builtin("ionosphere")
+    X, y = ds.X, ds.y
+    bank = [{"function": "rbf", "width": [0.5, 4.0]}]
+    plain = MKLClassifier(kernels=bank, factor=True, C=0.01).fit(X, y)
+    off = MKLClassifier(kernels=bank, factor={"refine": False}, C="path").fit(X, y)
+    on = MKLClassifier(kernels=bank, factor={"refine": 1}, C=0.01).fit(X, y)
+    assert off.factor_approximation_["ranks"] == plain.factor_approximation_["ranks"]
+    assert off.factor_refinement_ is None                       # C="path" would refine by default
+    assert on.factor_refinement_ is not None and len(on.factor_refinement_.rounds) <= 1
+    assert on.factor_approximation_["ranks"][0] >= plain.factor_approximation_["ranks"][0]

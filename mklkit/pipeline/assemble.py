@@ -374,12 +374,18 @@ def prepare(
             level = (logging.WARNING if rep == "factor" and chosen.rank is not None
                      else logging.INFO if rep == "factor" else logging.DEBUG)
             logger.log(level, "kernels: %s", why)
-        elif rep == "factor" and not chosen.settings.model_fields_set:
-            # kernels.factor: true (the defaults): the factors "auto" holds the bank as when it factors
+        elif rep == "factor" and not chosen.settings.model_fields_set - {"refine"}:
+            # kernels.factor: true (the defaults), or only refine given: the factors "auto" holds the
+            # bank as when it factors, refined as asked
             fixed, why = factor_representation(specs, d.n_train, bank)
             if fixed is not None:   # None: nothing fits, and the factorization says what it needs
+                given = "true"
+                if "refine" in chosen.settings.model_fields_set:
+                    given = f"{{refine: {chosen.settings.refine}}}"
+                    fixed = replace(fixed, settings=fixed.settings.model_copy(
+                        update={"refine": chosen.settings.refine}))
                 chosen = fixed
-                logger.info("kernels: factor: true: %s", why)
+                logger.info("kernels: factor: %s: %s", given, why)
         if ovo:
             _ovo_needs_gram(rep)
         memory = check_memory(M, d.n_train, d.n_test, bank, chosen)
