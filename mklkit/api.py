@@ -351,12 +351,11 @@ def solve_prepared(
     selection = refinement = None
     refine_s = 0.0
     with announce_compilation(what, warn=warn_compilation):
-        from .pipeline.heldout import path_decides
+        from .pipeline.heldout import path_decides, select_C
 
         if spec.problem.C == "path" or (spec.problem.C == "auto" and path_decides(problem)):
             # C chosen on held-out rows; the run then solves all rows at it
             from .pipeline import problem_at
-            from .pipeline.heldout import select_C
             from .pipeline.settings import auto_C
 
             step = None if callback is None else (lambda rec: callback({"stage": "C path", **rec}))

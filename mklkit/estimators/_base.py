@@ -112,15 +112,14 @@ def _default_bank(d: int, kinds: np.ndarray | None) -> list[dict[str, Any]]:
     if kinds.size != d:
         raise ValueError(f"X has {kinds.size} features, n_features is {d}")
     # the kernels of single features in column order, a run of features of one kind in one entry
-    each = {"binary": {"function": "linear"},
-            "real": {"function": "rbf", "width": list(DEFAULT_EACH_WIDTHS)}}
     previous = None
     for j in range(d):
         kind = kinds[j]
         if kind == "constant":
             continue
         if kind != previous:
-            bank.append({k: list(v) if isinstance(v, list) else v for k, v in each[kind].items()} | {"features": []})
+            bank.append({"function": "linear", "features": []} if kind == "binary" else
+                        {"function": "rbf", "width": list(DEFAULT_EACH_WIDTHS), "features": []})
         bank[-1]["features"].append([j])
         previous = kind
     return bank
@@ -695,8 +694,10 @@ class _BaseMKL(BaseEstimator):
             self.y_offset_, self.y_scale_ = (float(v) for v in prep.target)
 
     def _fit(self, X: Any, y: Any, sample_weight: Any = None) -> "_BaseMKL":
+        from ..pipeline.settings import C_NAMES
+
         owner = self._owner
-        named = isinstance(self.C, str) and self.C in ("auto", "path", "scale")
+        named = isinstance(self.C, str) and self.C in C_NAMES
         C: Any = self.C if named else _check_C(self.C, owner, allow_auto=True)
         with _verbosity(self.verbose), self._compiling(), interrupt_guard():
             prep = self._prepare(X, y, 1.0 if named else C, sample_weight)

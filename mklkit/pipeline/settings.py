@@ -291,8 +291,8 @@ class FactorSettings(Settings):
     method: Any = Field("auto", description="auto, exact, cholesky or nystrom")
     seed: Any = Field(0, description="seed of the Nystrom landmarks")
     refine: Any = Field("auto", description="grow the factors of the kernels the solution uses and solve again "
-                        "(mklkit.pipeline.refine): true (3 rounds), a number of rounds, false, or auto (when "
-                        "C is chosen on held-out rows)")
+                        "(mklkit.pipeline.refine): true (3 rounds), a number of rounds, false, or auto (true "
+                        "with problem.C: path)")
 
     @model_validator(mode="after")
     def _checked(self) -> "FactorSettings":
@@ -609,13 +609,15 @@ EngineField = _component_type("engine", DEFAULTS["engine.name"])
 #: scale of a grid on the bundled sets (docs/api.md, "C='auto'").
 AUTO_C_SCALE: dict[str, float] = {"classification": 1.0, "regression": 6.0}
 
+#: The names ``problem.C`` (and the estimators' ``C``) takes besides a number.
+C_NAMES = ("auto", "path", "scale")
 _C_ALLOWED = "auto, path, scale or a finite number > 0"
 
 
 def _C(value: Any) -> float | str:
     """``problem.C``: ``"auto"``, ``"path"`` (:mod:`mklkit.pipeline.heldout`), ``"scale"`` (:func:`auto_C`)
     or a finite number > 0."""
-    if isinstance(value, str) and value.strip() in ("auto", "path", "scale"):
+    if isinstance(value, str) and value.strip() in C_NAMES:
         return value.strip()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise PipelineError("", "invalid value", value, _C_ALLOWED)
