@@ -21,10 +21,11 @@ def mklkit_register_components(register: RegisterFn) -> None:
     from .engines import spicy
     from .engines.auto import AUTO_ENGINES
     from .engines.bcd import BCD_ENGINES
+    from .engines.dual_cd import DUAL_CD_ENGINES
     from .engines.proximal import PROXIMAL_ENGINES
     from .kernels.functions import BUILTIN_KERNEL_FUNCTIONS
 
     engines = getattr(spicy, "BUILTIN_ENGINES", (spicy.Spicy,))
     for cls in (*BUILTIN_LOSSES, *BUILTIN_REGULARIZERS, *BUILTIN_KERNEL_FUNCTIONS, *engines,
-                *PROXIMAL_ENGINES, *AUTO_ENGINES, *BCD_ENGINES):
+                *PROXIMAL_ENGINES, *AUTO_ENGINES, *BCD_ENGINES, *DUAL_CD_ENGINES):
         register(cls)

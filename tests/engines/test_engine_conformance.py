@@ -19,6 +19,7 @@ from mklkit.components.losses import Hinge, Logistic
 from mklkit.components.regularizers import L1, ElasticNet
 from mklkit.engines.auto import Auto
 from mklkit.engines.bcd import BCD
+from mklkit.engines.dual_cd import DualCD
 from mklkit.engines.proximal import Proximal
 from mklkit.engines.spicy import Spicy
 from mklkit.kernels.factor import FactorBank
@@ -44,6 +45,7 @@ ENGINES = {
     "proximal": Proximal(tol=1e-6),
     "auto": Auto(tol=1e-6),
     "bcd": BCD(tol=1e-7),
+    "dualcd": DualCD(tol=1e-7),
 }
 
 

@@ -1,0 +1,200 @@
+r"""Jitted passes of the ``dualcd`` engine: dual coordinate descent with shrinking.
+
+One pass (:func:`epoch_dense`, :func:`epoch_sparse`) minimizes, one sample
+at a time in random order, the dual of a block-ridge problem on a factor
+bank,
+
+.. math::
+    F(\rho) = \sum_i f_i(\rho_i) + \tfrac12\sum_m c_m\|L_m^\top\rho\|^2
+              + b\,\mathbf 1^\top\rho + \tfrac\kappa2(\mathbf 1^\top\rho)^2,
+
+with :math:`f_i(\rho) = (w_i\ell)^*(y_i, -\rho)` piecewise linear (a loss
+declared ``linear_conjugate``): slope ``a_pos[i]`` on :math:`[0,
+\text{pos\_hi}_i]` and ``a_neg[i]`` on :math:`[-\text{neg\_hi}_i, 0]`.  The
+last two terms are the augmented Lagrangian of :math:`\mathbf 1^\top\rho = 0`
+(multiplier :math:`b`, the bias).  The pass keeps :math:`u = L^\top\rho` of
+the blocks in ``blocks`` up to date (the others' are refreshed by the
+caller), so that a coordinate's gradient :math:`(L\beta)_i + b + \kappa
+\mathbf 1^\top\rho` with :math:`\beta_m = c_m u_m` costs one row of the
+factors, and its exact minimization (a quadratic on each linear piece,
+curvature :math:`Q_{ii} + \kappa`, :math:`Q_{ii} = \sum_m c_m\|L_{m,i}\|^2`)
+one more.  Shrinking as liblinear's dual solvers (Hsieh et al. 2008, §3.2):
+a coordinate at an end of its box whose projected gradient points outward
+by more than the last pass's extreme is left out of the next passes.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["epoch_dense", "epoch_sparse", "row_block_norms_dense", "row_block_norms_sparse"]
+
+_CACHE = True
+
+
+@njit(cache=_CACHE, nogil=True, inline="always")
+def _slopes(r, a_pos, a_neg, pos_hi, neg_hi):
+    """Left and right slopes of :math:`f_i` at ``r`` (infinite at the ends of its box)."""
+    if r > 0.0:
+        left = a_pos
+        right = a_pos if r < pos_hi else np.inf
+    elif r < 0.0:
+        right = a_neg
+        left = a_neg if r > -neg_hi else -np.inf
+    else:
+        left = a_neg if neg_hi > 0.0 else -np.inf
+        right = a_pos if pos_hi > 0.0 else np.inf
+    return left, right
+
+
+@njit(cache=_CACHE, nogil=True, inline="always")
+def _minimize(r, G, H, a_pos, a_neg, pos_hi, neg_hi):
+    r"""The minimizer of :math:`f_i(t) + G(t - r) + \tfrac H2(t - r)^2` over the box."""
+    t = r - (G + a_pos) / H
+    if t > 0.0 and pos_hi > 0.0:
+        return min(t, pos_hi)
+    t = r - (G + a_neg) / H
+    if t < 0.0 and neg_hi > 0.0:
+        return max(t, -neg_hi)
+    return 0.0
+
+
+@njit(cache=_CACHE, nogil=True, inline="always")
+def _shuffle(idx, n, seed):
+    np.random.seed(seed)
+    for k in range(n - 1, 0, -1):
+        j = np.random.randint(0, k + 1)
+        t = idx[k]
+        idx[k] = idx[j]
+        idx[j] = t
+
+
+@njit(cache=_CACHE, nogil=True, inline="always")
+def _projected(G, left, right):
+    """The projected gradient: the point of the subdifferential interval nearest 0."""
+    gl = G + left
+    gr = G + right
+    if gl > 0.0:
+        return gl, gl, gr
+    if gr < 0.0:
+        return gr, gl, gr
+    return 0.0, gl, gr
+
+
+@njit(cache=_CACHE, nogil=True)
+def epoch_dense(Z, starts, blocks, cc, u, rho, pos_hi, neg_hi, a_pos, a_neg, Q, b, kappa,
+                state, idx, n_idx, pg_max_old, pg_min_old, seed):
+    """One pass over ``idx[:n_idx]`` with dense sample-major factors ``Z`` (N, R).
+
+    ``cc`` (R,) is :math:`c_m` per column, ``state[0]`` is :math:`\\mathbf 1^\\top\\rho`
+    (updated).  Returns the number of coordinates kept and the largest and
+    smallest projected gradient of the pass.
+    """
+    _shuffle(idx, n_idx, seed)
+    pg_max = -np.inf
+    pg_min = np.inf
+    S = state[0]
+    k = 0
+    while k < n_idx:
+        i = idx[k]
+        zi = 0.0
+        for mm in range(blocks.size):
+            m = blocks[mm]
+            for j in range(starts[m], starts[m + 1]):
+                zi += Z[i, j] * cc[j] * u[j]
+        G = zi + b + kappa * S
+        r = rho[i]
+        left, right = _slopes(r, a_pos[i], a_neg[i], pos_hi[i], neg_hi[i])
+        pg, gl, gr = _projected(G, left, right)
+        if (left == -np.inf and gr > 0.0 and gr > pg_max_old) or \
+                (right == np.inf and gl < 0.0 and gl < pg_min_old):
+            n_idx -= 1
+            idx[k] = idx[n_idx]
+            idx[n_idx] = i
+            continue
+        pg_max = max(pg_max, pg)
+        pg_min = min(pg_min, pg)
+        k += 1
+        if pg == 0.0:
+            continue
+        t = _minimize(r, G, Q[i] + kappa, a_pos[i], a_neg[i], pos_hi[i], neg_hi[i])
+        d = t - r
+        if d != 0.0:
+            rho[i] = t
+            S += d
+            for mm in range(blocks.size):
+                m = blocks[mm]
+                for j in range(starts[m], starts[m + 1]):
+                    u[j] += d * Z[i, j]
+    state[0] = S
+    return n_idx, pg_max, pg_min
+
+
+@njit(cache=_CACHE, nogil=True)
+def epoch_sparse(data, indices, indptr, cc, u, rho, pos_hi, neg_hi, a_pos, a_neg, Q, b,
+                 kappa, state, idx, n_idx, pg_max_old, pg_min_old, seed):
+    """:func:`epoch_dense` with sample-major factors in CSR (``data``, ``indices``,
+    ``indptr``); the columns of the blocks out of play have ``cc`` 0."""
+    _shuffle(idx, n_idx, seed)
+    pg_max = -np.inf
+    pg_min = np.inf
+    S = state[0]
+    k = 0
+    while k < n_idx:
+        i = idx[k]
+        zi = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            zi += data[p] * cc[j] * u[j]
+        G = zi + b + kappa * S
+        r = rho[i]
+        left, right = _slopes(r, a_pos[i], a_neg[i], pos_hi[i], neg_hi[i])
+        pg, gl, gr = _projected(G, left, right)
+        if (left == -np.inf and gr > 0.0 and gr > pg_max_old) or \
+                (right == np.inf and gl < 0.0 and gl < pg_min_old):
+            n_idx -= 1
+            idx[k] = idx[n_idx]
+            idx[n_idx] = i
+            continue
+        pg_max = max(pg_max, pg)
+        pg_min = min(pg_min, pg)
+        k += 1
+        if pg == 0.0:
+            continue
+        t = _minimize(r, G, Q[i] + kappa, a_pos[i], a_neg[i], pos_hi[i], neg_hi[i])
+        d = t - r
+        if d != 0.0:
+            rho[i] = t
+            S += d
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                if cc[j] != 0.0:
+                    u[j] += d * data[p]
+    state[0] = S
+    return n_idx, pg_max, pg_min
+
+
+@njit(cache=_CACHE, nogil=True)
+def row_block_norms_dense(Z, starts):
+    r""":math:`\|L_{m,i}\|^2` of every sample and block, (N, M)."""
+    N = Z.shape[0]
+    M = starts.size - 1
+    out = np.zeros((N, M))
+    for i in range(N):
+        for m in range(M):
+            s = 0.0
+            for j in range(starts[m], starts[m + 1]):
+                s += Z[i, j] * Z[i, j]
+            out[i, m] = s
+    return out
+
+
+@njit(cache=_CACHE, nogil=True)
+def row_block_norms_sparse(data, indices, indptr, block_of, M):
+    r""":math:`\|L_{m,i}\|^2` of every sample and block from CSR factors, (N, M)."""
+    N = indptr.size - 1
+    out = np.zeros((N, M))
+    for i in range(N):
+        for p in range(indptr[i], indptr[i + 1]):
+            out[i, block_of[indices[p]]] += data[p] * data[p]
+    return out
