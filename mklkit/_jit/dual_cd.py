@@ -1,6 +1,6 @@
 r"""Jitted passes of the ``dualcd`` engine: dual coordinate descent with shrinking.
 
-One pass (:func:`epoch_dense`, :func:`epoch_sparse`) minimizes, one sample
+One pass (:func:`epoch`) minimizes, one sample
 at a time in random order, the dual of a block-ridge problem on a factor
 bank,
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["epoch_dense", "epoch_sparse", "row_block_norms_dense", "row_block_norms_sparse"]
+__all__ = ["epoch", "row_block_norms_dense", "row_block_norms_sparse"]
 
 _CACHE = True
 
@@ -81,14 +81,50 @@ def _projected(G, left, right):
     return 0.0, gl, gr
 
 
-@njit(cache=_CACHE, nogil=True)
-def epoch_dense(Z, starts, blocks, cc, u, rho, pos_hi, neg_hi, a_pos, a_neg, Q, b, kappa,
-                state, idx, n_idx, pg_max_old, pg_min_old, seed):
-    """One pass over ``idx[:n_idx]`` with dense sample-major factors ``Z`` (N, R).
+@njit(cache=_CACHE, nogil=True, inline="always")
+def _row_dot(i, Z, data, indices, indptr, sparse, starts, blocks, cc, u):
+    r""":math:`\sum_m c_m L_{m,i}^\top u_m` over the blocks in play (all columns with
+    ``cc`` non-zero for sparse factors)."""
+    s = 0.0
+    if sparse:
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            s += data[p] * cc[j] * u[j]
+        return s
+    for mm in range(blocks.size):
+        m = blocks[mm]
+        for j in range(starts[m], starts[m + 1]):
+            s += Z[i, j] * cc[j] * u[j]
+    return s
 
-    ``cc`` (R,) is :math:`c_m` per column, ``state[0]`` is :math:`\\mathbf 1^\\top\\rho`
-    (updated).  Returns the number of coordinates kept and the largest and
-    smallest projected gradient of the pass.
+
+@njit(cache=_CACHE, nogil=True, inline="always")
+def _row_axpy(i, d, Z, data, indices, indptr, sparse, starts, blocks, cc, u):
+    """``u += d`` times row ``i`` of the factors, on the blocks in play."""
+    if sparse:
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            if cc[j] != 0.0:
+                u[j] += d * data[p]
+        return
+    for mm in range(blocks.size):
+        m = blocks[mm]
+        for j in range(starts[m], starts[m + 1]):
+            u[j] += d * Z[i, j]
+
+
+@njit(cache=_CACHE, nogil=True)
+def epoch(Z, data, indices, indptr, sparse, starts, blocks, cc, u, rho, pos_hi, neg_hi, a_pos,
+          a_neg, Q, b, kappa, state, idx, n_idx, pg_max_old, pg_min_old, seed):
+    r"""One pass over ``idx[:n_idx]`` in random order.
+
+    The factors one row per sample: dense ``Z`` (N, R), or CSR (``data``,
+    ``indices``, ``indptr``) when ``sparse`` (the other is a placeholder, as
+    for :class:`~mklkit.kernels.factor.FactorBank`'s passes).  ``blocks``
+    are the kernels in play, ``cc`` (R,) is :math:`c_m` per column (0 out of
+    play), ``state[0]`` is :math:`\mathbf 1^\top\rho` (updated).  Returns the
+    number of coordinates kept and the largest and smallest projected
+    gradient of the pass.
     """
     _shuffle(idx, n_idx, seed)
     pg_max = -np.inf
@@ -97,12 +133,7 @@ def epoch_dense(Z, starts, blocks, cc, u, rho, pos_hi, neg_hi, a_pos, a_neg, Q, 
     k = 0
     while k < n_idx:
         i = idx[k]
-        zi = 0.0
-        for mm in range(blocks.size):
-            m = blocks[mm]
-            for j in range(starts[m], starts[m + 1]):
-                zi += Z[i, j] * cc[j] * u[j]
-        G = zi + b + kappa * S
+        G = _row_dot(i, Z, data, indices, indptr, sparse, starts, blocks, cc, u) + b + kappa * S
         r = rho[i]
         left, right = _slopes(r, a_pos[i], a_neg[i], pos_hi[i], neg_hi[i])
         pg, gl, gr = _projected(G, left, right)
@@ -122,54 +153,7 @@ def epoch_dense(Z, starts, blocks, cc, u, rho, pos_hi, neg_hi, a_pos, a_neg, Q, 
         if d != 0.0:
             rho[i] = t
             S += d
-            for mm in range(blocks.size):
-                m = blocks[mm]
-                for j in range(starts[m], starts[m + 1]):
-                    u[j] += d * Z[i, j]
-    state[0] = S
-    return n_idx, pg_max, pg_min
-
-
-@njit(cache=_CACHE, nogil=True)
-def epoch_sparse(data, indices, indptr, cc, u, rho, pos_hi, neg_hi, a_pos, a_neg, Q, b,
-                 kappa, state, idx, n_idx, pg_max_old, pg_min_old, seed):
-    """:func:`epoch_dense` with sample-major factors in CSR (``data``, ``indices``,
-    ``indptr``); the columns of the blocks out of play have ``cc`` 0."""
-    _shuffle(idx, n_idx, seed)
-    pg_max = -np.inf
-    pg_min = np.inf
-    S = state[0]
-    k = 0
-    while k < n_idx:
-        i = idx[k]
-        zi = 0.0
-        for p in range(indptr[i], indptr[i + 1]):
-            j = indices[p]
-            zi += data[p] * cc[j] * u[j]
-        G = zi + b + kappa * S
-        r = rho[i]
-        left, right = _slopes(r, a_pos[i], a_neg[i], pos_hi[i], neg_hi[i])
-        pg, gl, gr = _projected(G, left, right)
-        if (left == -np.inf and gr > 0.0 and gr > pg_max_old) or \
-                (right == np.inf and gl < 0.0 and gl < pg_min_old):
-            n_idx -= 1
-            idx[k] = idx[n_idx]
-            idx[n_idx] = i
-            continue
-        pg_max = max(pg_max, pg)
-        pg_min = min(pg_min, pg)
-        k += 1
-        if pg == 0.0:
-            continue
-        t = _minimize(r, G, Q[i] + kappa, a_pos[i], a_neg[i], pos_hi[i], neg_hi[i])
-        d = t - r
-        if d != 0.0:
-            rho[i] = t
-            S += d
-            for p in range(indptr[i], indptr[i + 1]):
-                j = indices[p]
-                if cc[j] != 0.0:
-                    u[j] += d * data[p]
+            _row_axpy(i, d, Z, data, indices, indptr, sparse, starts, blocks, cc, u)
     state[0] = S
     return n_idx, pg_max, pg_min
 

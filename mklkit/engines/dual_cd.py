@@ -96,6 +96,10 @@ MAX_MOVE = math.log(100.0)
 #: Outer iterations without a lower primal or a higher dual value before the run stalls.
 STALL_ITERATIONS = 30
 
+_NO_ROWS = np.zeros((0, 0))
+_NO_FLOAT = np.zeros(0)
+_NO_INT = np.zeros(0, dtype=np.int64)
+
 _SAMPLE_MAJOR: "weakref.WeakKeyDictionary[FactorBank, Any]" = weakref.WeakKeyDictionary()
 
 
@@ -157,7 +161,7 @@ class DualCD(Engine):
     representations: ClassVar[tuple[str, ...]] = ("factor",)
     #: fewest records before ``auto``'s stall rule may stop the engine: while the kernel
     #: weights settle, the best gap can stay put for several updates (sonar, hinge + l1 at
-    #: 0.04 C_max: the same gap after 4 and 8 updates, converged to 1e-8 after 80)
+    #: 0.04 C_max: the same gap after 4 and 8 updates, 1e-6 after about 25)
     stall_records: ClassVar[int] = 40
 
     def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
@@ -173,13 +177,15 @@ class _DualCDRun(Algorithm):
         bank: FactorBank = self.bank
         self.starts = np.ascontiguousarray(bank.starts, dtype=np.int64)
         self.block_of = np.repeat(np.arange(self.M), np.diff(self.starts))
-        self.Z = sample_major(bank)
+        Z = sample_major(bank)
         if bank.sparse:
-            Z = self.Z
+            #: what the jitted passes read: dense rows, CSR rows, which of the two
+            self.rows = (_NO_ROWS, Z.data, Z.indices, Z.indptr, True)
             self.row_norms = kd.row_block_norms_sparse(Z.data, Z.indices, Z.indptr,
                                                        self.block_of, self.M)
         else:
-            self.row_norms = kd.row_block_norms_dense(self.Z, self.starts)
+            self.rows = (Z, _NO_FLOAT, _NO_INT, _NO_INT, False)
+            self.row_norms = kd.row_block_norms_dense(Z, self.starts)
         #: kernels with a non-zero factor (the others never enter the passes)
         self.nonempty = self.row_norms.sum(axis=0) > 0.0
         # the pieces of f_i(rho) = (w l)^*(y_i, -rho): slopes -s_lo on [0, -lo], -s_hi on
@@ -232,18 +238,12 @@ class _DualCDRun(Algorithm):
         n_idx = self.N
         state = np.array([float(np.sum(rho))])
         hi_old, lo_old = math.inf, -math.inf
-        Z = self.Z
         for epoch in range(int(self.engine.max_epochs)):
             self.seed += 1
-            if sp.issparse(Z):
-                n_idx, pg_max, pg_min = kd.epoch_sparse(
-                    Z.data, Z.indices, Z.indptr, cc, u, rho, self.pos_hi, self.neg_hi,
-                    self.a_pos, self.a_neg, Q, b, kappa, state, idx, n_idx, hi_old, lo_old,
-                    self.seed)
-            else:
-                n_idx, pg_max, pg_min = kd.epoch_dense(
-                    Z, self.starts, blocks, cc, u, rho, self.pos_hi, self.neg_hi, self.a_pos,
-                    self.a_neg, Q, b, kappa, state, idx, n_idx, hi_old, lo_old, self.seed)
+            n_idx, pg_max, pg_min = kd.epoch(
+                *self.rows, self.starts, blocks, cc, u, rho, self.pos_hi, self.neg_hi,
+                self.a_pos, self.a_neg, Q, b, kappa, state, idx, n_idx, hi_old, lo_old,
+                self.seed)
             if self.bias:
                 b += kappa * state[0]
             if pg_max - pg_min <= eps and abs(kappa * state[0]) <= eps:
@@ -290,7 +290,9 @@ class _DualCDRun(Algorithm):
 
     # -- the outer loop ------------------------------------------------------------------
     def loop(self) -> SolveResult:
-        run, eng = self.run, self.engine
+        """Inner solves and weight updates until :meth:`Run.check` ends the run; the
+        incumbents' result."""
+        run = self.run
         inc = run.incumbents
         d, rho, b = self.start()
         u = self.bank.project(rho)
