@@ -104,6 +104,7 @@ import dataclasses
 import logging
 import math
 import warnings
+import weakref
 from typing import Any, ClassVar
 
 import numpy as np
@@ -166,6 +167,22 @@ class StallWatch:
                        f"{self.unit} {self.iterations[-1]}, {then:.3e} after "
                        f"{self.unit} {self.iterations[k // 2 - 1]} (stall_ratio {self.ratio:g})")
         return True
+
+
+#: The last problem routed by its C_max and that C_max (a weak reference, the value).
+_ROUTED: list[Any] = [None, math.nan]
+
+
+def _routing_c_max(problem: Problem) -> float:
+    """``C_max`` of ``problem`` for the choice of rule 0, computed once per problem object:
+    ``problem_reasons``, ``choose`` and ``solve`` route the same problem in turn (one pass
+    over the bank each).  The delegate computes its own zero solution."""
+    ref, value = _ROUTED
+    if ref is not None and ref() is problem:
+        return float(value)
+    value = common.zero_solution(problem).C_max
+    _ROUTED[:] = [weakref.ref(problem), value]
+    return float(value)
 
 
 class Auto(Engine):
@@ -274,7 +291,7 @@ class Auto(Engine):
         if rep == "factor":
             dual_cd = DualCD(**self._delegate_params())
             if dual_cd.supports(problem) is None:
-                c_max = common.zero_solution(problem).C_max
+                c_max = _routing_c_max(problem)
                 ratio = float(problem.C) / c_max if c_max > 0.0 else math.inf
                 if ratio <= self.dualcd_max_ratio:
                     return dual_cd, (f"a loss with a piecewise-linear conjugate on a factor "

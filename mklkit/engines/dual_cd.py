@@ -46,8 +46,9 @@ whose dual block norm is within the regularizer's threshold
 :math:`\tilde g_C'(0^+)` is set to 0 (the kernel leaves the passes), and a
 kernel at weight 0 whose dual block norm exceeds the threshold by more than
 half the tolerance comes back.  Each inner
-solve stops at a spread of projected gradients proportional to the
-outer gap per sample.
+solve stops at a spread of projected gradients of 0.3 times the larger of
+the outer gap per sample and a tenth of the relative gap (0.1 at first,
+never rising).
 
 Certificate
 -----------
@@ -85,7 +86,8 @@ __all__ = ["DualCD", "DUAL_CD_ENGINES"]
 
 #: Spread of projected gradients at which the first inner solve stops (liblinear's default).
 FIRST_EPS = 0.1
-#: The inner solves stop at this fraction of the outer gap per sample.
+#: The inner solves stop at this fraction of the larger of the outer gap per sample and
+#: FIRST_EPS times the relative gap.
 EPS_RATIO = 0.3
 #: Weights below this fraction of the largest are set to 0.
 DROP = 1e-12

@@ -611,7 +611,7 @@ AUTO_C_SCALE: dict[str, float] = {"classification": 1.0, "regression": 6.0}
 
 #: The names ``problem.C`` (and the estimators' ``C``) takes besides a number.
 C_NAMES = ("auto", "path", "scale")
-_C_ALLOWED = "auto, path, scale or a finite number > 0"
+_C_ALLOWED = ", ".join(C_NAMES) + " or a finite number > 0"
 
 
 def _C(value: Any) -> float | str:
