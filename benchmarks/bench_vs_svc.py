@@ -24,8 +24,11 @@ informative and 10 redundant, 3 clusters per class; 15,000 / 5,000). ``--max-tra
 subsamples the training part (the first n rows of the shuffle).
 
 Printed per set: accuracy (mean over the splits, and the binomial standard
-error of the mean test accuracy), median fit seconds, and each method's time
-as a ratio to ``svc_grid`` and to ``svc``.  Nothing is written.
+error of the mean test accuracy), median fit seconds, each method's time
+as a ratio to ``svc_grid`` and to ``svc``, and the peak resident memory of
+this process during the fit (the largest over the splits; Linux's ``VmHWM``,
+reset before each fit: the data as loaded are in it, nothing else is held
+between fits).  Nothing is written.
 
     python benchmarks/bench_vs_svc.py
     python benchmarks/bench_vs_svc.py --data sonar liver --splits 5
@@ -34,6 +37,7 @@ as a ratio to ``svc_grid`` and to ``svc``.  Nothing is written.
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import statistics
 import sys
@@ -87,6 +91,28 @@ def fit_method(method: str, X: Any, y: np.ndarray) -> Any:
     raise ValueError(f"unknown method {method!r}; one of {', '.join(METHODS + EXTRA_METHODS)}")
 
 
+def _reset_peak() -> bool:
+    """Start a new peak of this process's resident memory (Linux ``clear_refs``); False where unsupported."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_bytes() -> float:
+    """This process's peak resident memory since the last reset (``VmHWM``), or NaN."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return float(line.split()[1]) * 1024.0
+    except OSError:
+        pass
+    return math.nan
+
+
 def splits(name: str, n_splits: int, max_train: int | None) -> list[tuple[Any, np.ndarray, Any, np.ndarray]]:
     if name == "a9a":
         tr, te = load_builtin("a9a"), load_builtin("a9a_test")
@@ -125,16 +151,20 @@ def run(name: str, methods: list[str], n_splits: int, max_train: int | None,
         say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     acc: dict[str, list[float]] = {m: [] for m in methods}
     secs: dict[str, list[float]] = {m: [] for m in methods}
+    peak: dict[str, list[float]] = {m: [] for m in methods}
     extra: dict[str, list[str]] = {m: [] for m in methods}
     n_test = n_train = 0
     for i, (Xa, ya, Xb, yb) in enumerate(splits(name, n_splits, max_train)):
         n_train, n_test = Xa.shape[0], Xb.shape[0]
         for m in methods:
+            gc.collect()
+            measured = _reset_peak()
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 est = fit_method(m, Xa, ya)
             secs[m].append(time.perf_counter() - t0)
+            peak[m].append(_peak_bytes() if measured else math.nan)
             acc[m].append(float(est.score(Xb, yb)))
             if m.startswith("mkl"):
                 ratio = float(np.median(np.asarray(est.C_) / np.asarray(est.C_max_)))   # per binary problem
@@ -142,13 +172,15 @@ def run(name: str, methods: list[str], n_splits: int, max_train: int | None,
                                 f"{len(est.kernel_names_)} kernels")
             elif m == "svc_grid":
                 extra[m].append(f"gamma {est.best_params_['gamma']:.3g} C {est.best_params_['C']:g}")
-            say(f"  {name} split {i}: {m:9s} acc {acc[m][-1]:.4f} in {secs[m][-1]:7.2f} s "
-                f"{extra[m][-1] if extra[m] else ''}")
+            say(f"  {name} split {i}: {m:9s} acc {acc[m][-1]:.4f} in {secs[m][-1]:7.2f} s, "
+                f"peak {peak[m][-1] / 2**30:.2f} GiB {extra[m][-1] if extra[m] else ''}")
+            del est
     out = {}
     for m in methods:
         a = statistics.fmean(acc[m])
         se = math.sqrt(max(a * (1 - a), 1e-12) / (n_test * len(acc[m])))
-        out[m] = {"acc": a, "se": se, "time": statistics.median(secs[m]), "n_train": n_train,
+        out[m] = {"acc": a, "se": se, "time": statistics.median(secs[m]), "peak": max(peak[m]),
+                  "n_train": n_train,
                   "n_test": n_test, "splits": len(acc[m])}
     return out
 
@@ -181,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
                 ratio = f", {r['time'] / res['svc_grid']['time']:.2f}x grid"
             if "svc" in res and m not in ("svc", "svc_grid"):
                 ratio += f", {r['time'] / res['svc']['time']:.2f}x svc"
-            cells.append(f"{r['acc']:.4f} ± {r['se']:.4f} ({r['time']:.2f} s{ratio})")
+            cells.append(f"{r['acc']:.4f} ± {r['se']:.4f} ({r['time']:.2f} s{ratio}; "
+                         f"{r['peak'] / 2**30:.2f} GiB)")
         print(f"| {name} ({r0['n_train']}/{r0['n_test']}, {r0['splits']}) | " + " | ".join(cells) + " |")
     return 0
 

@@ -34,6 +34,31 @@ def _compile_the_others():
 _COMPILE_SHARES = (_compile_bcd, _compile_the_others)
 
 
+#: Threads of numba and BLAS before a worker divides the cores (restored by ``machine_threads``).
+_MACHINE_THREADS: dict[str, int] = {}
+
+
+def pytest_configure(config):
+    """With pytest-xdist, each worker uses its share of the cores (numba and BLAS threads).
+
+    Two workers on two cores, each running numba's and BLAS's thread pools on every
+    core, oversubscribe the machine, worst when other processes keep it busy (as
+    scikit-learn's test configuration does for OpenMP and BLAS).  Tests of
+    multi-threaded code paths ask for the ``machine_threads`` fixture.
+    """
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if count < 2 or not os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):
+        return
+    import numba
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    share = max(1, (os.cpu_count() or 1) // count)
+    _MACHINE_THREADS["numba"] = numba.get_num_threads()
+    _MACHINE_THREADS["blas"] = max((p["num_threads"] for p in threadpool_info()), default=1)
+    numba.set_num_threads(min(share, numba.config.NUMBA_NUM_THREADS))
+    threadpool_limits(share)
+
+
 def pytest_collection_finish(session):
     """With pytest-xdist, each worker first compiles its own share of the engines' jitted loops.
 
@@ -55,6 +80,22 @@ def pytest_collection_finish(session):
                 compile_share()
             except Exception:  # noqa: BLE001 - a broken engine fails in its own tests, not here
                 pass
+
+
+@pytest.fixture
+def machine_threads():
+    """Every core for numba and BLAS during the test (a worker of pytest-xdist holds a share)."""
+    if not _MACHINE_THREADS:
+        yield
+        return
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    old = numba.get_num_threads()
+    numba.set_num_threads(_MACHINE_THREADS["numba"])
+    with threadpool_limits(limits=_MACHINE_THREADS["blas"]):
+        yield
+    numba.set_num_threads(old)
 
 
 @pytest.fixture

@@ -69,6 +69,8 @@ BANKS = {"random_dense": random_dense, "random_sparse": random_sparse,
 def banks(request):
     """The factor bank (serial or parallel loops) and the dense bank of its Gram matrices."""
     name, par = request.param
+    if par:   # the parallel loops on every core
+        request.getfixturevalue("machine_threads")
     fb = BANKS[name]()
     fb._par = par
     return fb, ArrayBank(fb.to_array())

@@ -445,18 +445,19 @@ def test_blas_runs_single_threaded_during_a_solve():
     """The factor bank's parallel jitted passes and a multi-threaded Cholesky of the Newton
     steps oversubscribe the cores (a hinge solve on 80 samples took 18 s instead of 0.9 s on
     two busy cores): the solve limits BLAS to one thread, and restores it after."""
-    from threadpoolctl import threadpool_info
+    from threadpoolctl import threadpool_info, threadpool_limits
 
     def blas_threads() -> list[int]:
         return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
 
-    before = blas_threads()
-    seen: list[list[int]] = []
-    pb, _, _ = make("hinge", "l1")
-    res = BCD(tol=1e-4).solve(pb, callback=lambda rec: seen.append(blas_threads()))
-    assert res.converged and seen
-    assert all(t == [1] * len(before) for t in seen)
-    assert blas_threads() == before
+    with threadpool_limits(limits=2, user_api="blas"):   # more than one, whatever the test run set
+        before = blas_threads()
+        seen: list[list[int]] = []
+        pb, _, _ = make("hinge", "l1")
+        res = BCD(tol=1e-4).solve(pb, callback=lambda rec: seen.append(blas_threads()))
+        assert res.converged and seen
+        assert all(t == [1] * len(before) for t in seen)
+        assert blas_threads() == before and 2 in before
 
 
 def test_a_spec_with_a_factor_bank_runs_bcd_and_an_array_spec_refuses_it():
