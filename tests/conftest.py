@@ -14,13 +14,14 @@ def _compile_bcd():
 
 
 def _compile_the_others():
+    from mklkit.engines.dual_cd import DualCD
     from mklkit.engines.proximal import Proximal
     from mklkit.engines.spicy import Spicy
     from mklkit.testing import check_engine
 
-    engines = [Spicy(tol=1e-7), Spicy(tol=1e-6, method="iterative"), Proximal(tol=1e-6)]
+    engines = [Spicy(tol=1e-7), Spicy(tol=1e-6, method="iterative"), Proximal(tol=1e-6), DualCD(tol=1e-6)]
     try:
-        import mklkit_smo
+        import mklkit_smo   # its module compiles its explicitly typed loops on import
     except ImportError:
         pass
     else:
@@ -32,6 +33,40 @@ def _compile_the_others():
 #: The engines' jitted loops in two shares of about equal compile time (bcd's alone
 #: is about half of it).
 _COMPILE_SHARES = (_compile_bcd, _compile_the_others)
+
+
+def compile_share(k: int) -> None:
+    """Compile (or load from numba's cache) share ``k`` of the engines' jitted loops."""
+    _COMPILE_SHARES[k]()
+
+
+def _precompile(config) -> None:
+    """Before pytest-xdist starts its workers for the whole suite: the engines' jitted loops
+    compiled into numba's on-disk cache, one share per core at once.
+
+    On an empty cache (a fresh clone) every worker would otherwise compile what it
+    meets, and some modules compile their explicitly typed loops when imported, which
+    every worker does while collecting: the same minutes of compilation in each
+    worker.  Here each loop is compiled once, in a process of its own, and the workers
+    load it.  With a warm cache this costs the two processes' start (a few seconds).
+    A share that fails is left to the tests to report.
+    """
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = str(Path(__file__).resolve().parent)
+    code = f"import sys; sys.path.insert(0, {here!r}); import conftest; conftest.compile_share(%d)"
+    procs = [subprocess.Popen([sys.executable, "-c", code % k], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for k in range(len(_COMPILE_SHARES))]
+    try:
+        procs[0].wait(timeout=5.0)
+    except subprocess.TimeoutExpired:   # an empty cache: say why nothing happens for a while
+        sys.stderr.write("tests/conftest.py: compiling the engines' jitted loops into numba's cache "
+                         f"({len(procs)} processes; a minute or two after a fresh clone)\n")
+    for proc in procs:
+        proc.wait()
 
 
 #: Threads of numba and BLAS before a worker divides the cores (restored by ``machine_threads``).
@@ -46,8 +81,16 @@ def pytest_configure(config):
     scikit-learn's test configuration does for OpenMP and BLAS).  Tests of
     multi-threaded code paths ask for the ``machine_threads`` fixture.
     """
+    if not os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):
+        # the controller of a parallel run of the whole suite (the paths pytest's testpaths)
+        numprocesses = getattr(config.option, "numprocesses", None) or 0
+        whole = getattr(config, "args_source", None) == pytest.Config.ArgsSource.TESTPATHS
+        if (numprocesses == "auto" or int(numprocesses) >= 2) and whole \
+                and not config.option.collectonly:
+            _precompile(config)
+        return
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
-    if count < 2 or not os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):
+    if count < 2:
         return
     import numba
     from threadpoolctl import threadpool_info, threadpool_limits
@@ -57,29 +100,6 @@ def pytest_configure(config):
     _MACHINE_THREADS["blas"] = max((p["num_threads"] for p in threadpool_info()), default=1)
     numba.set_num_threads(min(share, numba.config.NUMBA_NUM_THREADS))
     threadpool_limits(share)
-
-
-def pytest_collection_finish(session):
-    """With pytest-xdist, each worker first compiles its own share of the engines' jitted loops.
-
-    On an empty numba cache (a fresh clone) every worker would otherwise compile
-    every engine it meets, and the workers meet them all; this way each loop is
-    compiled by one worker and loaded from numba's on-disk cache by the others (a
-    worker that needs one before it is written compiles it too, as before).  With
-    a warm cache this only loads what the tests load anyway.  Only for a run of
-    most of the suite (a few tests would not need every engine).
-    """
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if not worker.startswith("gw") or count < 2 or len(session.items) < 500:
-        return
-    index = int(worker[2:])
-    for k, compile_share in enumerate(_COMPILE_SHARES):
-        if k % count == index % count:
-            try:
-                compile_share()
-            except Exception:  # noqa: BLE001 - a broken engine fails in its own tests, not here
-                pass
 
 
 @pytest.fixture

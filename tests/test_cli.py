@@ -217,7 +217,12 @@ def test_spec_table_lists_every_shipped_spec():
     assert sorted(name for name, _ in SPEC_TABLE) == sorted(p.name for p in SPECS.glob("*.yaml"))
 
 
-@pytest.mark.parametrize("name, runs", SPEC_TABLE, ids=[name for name, _ in SPEC_TABLE])
+#: The shipped specs whose run takes seconds (each one also runs in `-m slow`).
+SLOW_SPECS = {"smomkl_uci.yaml", "spicymkl_uci.yaml", "spicymkl_ida.yaml"}
+
+
+@pytest.mark.parametrize("name, runs", [pytest.param(n, r, marks=pytest.mark.slow) if n in SLOW_SPECS else (n, r)
+                                        for n, r in SPEC_TABLE], ids=[name for name, _ in SPEC_TABLE])
 def test_spec_table_says_what_runs(tmp_path, capsys, name, runs):
     if runs.startswith("with `mklkit sweep`"):
         code, out, err = run_cli(["sweep", SPECS / name, "--dry-run"], capsys)

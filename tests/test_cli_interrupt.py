@@ -211,7 +211,7 @@ POINTS = {
 }
 
 
-@pytest.mark.parametrize("point", list(POINTS))
+@pytest.mark.parametrize("point", [pytest.param(p, marks=pytest.mark.slow) if p == "bank" else p for p in POINTS])
 def test_mklkit_run_interrupted_exits_130_with_one_line(tmp_path, point):
     out = tmp_path / "out"
     argv = [sys.executable, "-c", "import sys; from mklkit.cli import main; sys.exit(main())",

@@ -517,6 +517,7 @@ def _pool_sweep_with_a_broken_plugin(tmp_path: Path, *options: str) -> str:
     return r.stderr
 
 
+@pytest.mark.slow
 def test_a_pool_sweep_with_quiet_does_not_repeat_a_broken_plugin_per_worker(tmp_path):
     # every spawned worker loads the entry points again and printed the warning
     err = _pool_sweep_with_a_broken_plugin(tmp_path, "--quiet")

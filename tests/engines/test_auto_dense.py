@@ -126,7 +126,8 @@ def test_a_rank_cap_makes_the_factors_inexact_and_says_so():
 # the route: same optimum as spicy and Clarabel, the dense gap
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("loss,reg", [pytest.param("hinge", "l1", marks=pytest.mark.slow),
-                                      ("logistic", "l1"), ("hinge", "elasticnet"),
+                                      ("logistic", "l1"),
+                                      pytest.param("hinge", "elasticnet", marks=pytest.mark.slow),
                                       ("logistic", "elasticnet")])
 def test_auto_on_exact_factors_finds_the_dense_optimum(loss, reg, caplog, monkeypatch):
     pb = problem(loss, reg)
