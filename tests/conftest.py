@@ -40,7 +40,7 @@ def compile_share(k: int) -> None:
     _COMPILE_SHARES[k]()
 
 
-def _precompile(config) -> None:
+def _precompile() -> None:
     """Before pytest-xdist starts its workers for the whole suite: the engines' jitted loops
     compiled into numba's on-disk cache, one share per core at once.
 
@@ -87,7 +87,7 @@ def pytest_configure(config):
         whole = getattr(config, "args_source", None) == pytest.Config.ArgsSource.TESTPATHS
         if (numprocesses == "auto" or int(numprocesses) >= 2) and whole \
                 and not config.option.collectonly:
-            _precompile(config)
+            _precompile()
         return
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if count < 2:
