@@ -281,7 +281,7 @@ class _DualCDRun(Algorithm):
         idle = (norms > 0.0) & (dual_norms <= self.threshold)
         if np.any(idle) and self.threshold > 0.0:
             beta0 = beta.copy()
-            beta0[np.isin(self.block_of, np.flatnonzero(idle))] = 0.0
+            beta0[idle[self.block_of]] = 0.0
             norms0 = np.where(idle, 0.0, norms)
             P0, b0 = self.primal(beta0, b, norms0)
             if P0 <= P:
