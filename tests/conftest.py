@@ -1,6 +1,7 @@
 """Fixtures shared by the test modules of ``tests/``."""
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -102,33 +103,34 @@ def pytest_configure(config):
     threadpool_limits(share)
 
 
+@contextlib.contextmanager
+def _threads(numba_threads: int, blas_threads: int):
+    """numba's and BLAS's thread counts for the ``with`` block, restored after."""
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    old = numba.get_num_threads()
+    numba.set_num_threads(numba_threads)
+    with threadpool_limits(limits=blas_threads):
+        yield
+    numba.set_num_threads(old)
+
+
 @pytest.fixture
 def machine_threads():
     """Every core for numba and BLAS during the test (a worker of pytest-xdist holds a share)."""
     if not _MACHINE_THREADS:
         yield
         return
-    import numba
-    from threadpoolctl import threadpool_limits
-
-    old = numba.get_num_threads()
-    numba.set_num_threads(_MACHINE_THREADS["numba"])
-    with threadpool_limits(limits=_MACHINE_THREADS["blas"]):
+    with _threads(_MACHINE_THREADS["numba"], _MACHINE_THREADS["blas"]):
         yield
-    numba.set_num_threads(old)
 
 
 @pytest.fixture
 def one_thread():
     """Small problems: thread start-up (numba, BLAS) would dominate, so use one thread."""
-    import numba
-    from threadpoolctl import threadpool_limits
-
-    old = numba.get_num_threads()
-    numba.set_num_threads(1)
-    with threadpool_limits(limits=1):
+    with _threads(1, 1):
         yield
-    numba.set_num_threads(old)
 
 
 @pytest.fixture
