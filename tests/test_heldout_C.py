@@ -30,12 +30,12 @@ def _data(n: int, seed: int = 0, noise: float = 0.3) -> tuple[np.ndarray, np.nda
     return X, y
 
 
-def _gram_problem(n: int, seed: int = 0) -> Problem:
+def _gram_problem(n: int, seed: int = 0, loss: str = "logistic") -> Problem:
     X, y = _data(n, seed)
     sq = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
     K = np.stack([np.exp(-sq / (2 * w * w)) for w in (0.5, 2.0, 8.0)] + [X @ X.T + 1.0])
     K /= np.einsum("mii->m", K)[:, None, None] / n
-    return Problem(K=K, y=y.astype(float), loss=create("loss", "logistic"),
+    return Problem(K=K, y=y.astype(float), loss=create("loss", loss),
                    regularizer=create("regularizer", "elasticnet"), C=1.0)
 
 
@@ -121,6 +121,25 @@ def test_the_fit_on_all_rows_starts_from_the_chosen_solution():
     warm, cold = engine.solve(at, None, warm_start=start), engine.solve(at, None)
     assert warm.gap <= 1e-6 and cold.gap <= 1e-6
     assert warm.objective == pytest.approx(cold.objective, rel=3e-6)
+
+
+def test_the_hinge_chooses_by_the_held_out_error_rate_and_the_logistic_by_its_loss():
+    from mklkit.pipeline.heldout import criterion_of
+
+    hinge = _gram_problem(400, loss="hinge")
+    sel = select_C(hinge, _solve, prior=lambda p: 0.02 * zero_solution(p).C_max)
+    assert sel.criterion == "error" and criterion_of(hinge.loss) == "error"
+    errors = 1.0 - sel.metrics                      # unweighted rows: the mean error rate
+    assert sel.best == int(np.argmin(errors))
+    assert np.allclose(sel.excess, errors - errors[sel.best], atol=1e-12)
+    assert sel.excess[sel.chosen] <= sel.excess_se[sel.chosen]
+    assert np.all(sel.losses > 0) and not np.allclose(sel.losses, errors)   # the hinge loss is still reported
+    assert "error" in sel.stopped or sel.stopped == "the end of the path"
+    assert "least error" in sel.summary() or sel.chosen == sel.best
+    logistic = select_C(_gram_problem(300), _solve, prior=lambda p: 0.02 * zero_solution(p).C_max)
+    assert logistic.criterion == "loss"
+    assert np.allclose(logistic.excess, logistic.losses - logistic.losses[logistic.best], atol=1e-12)
+    assert criterion_of(create("loss", "squared")) == criterion_of(create("loss", "eps_insensitive")) == "loss"
 
 
 def test_too_few_rows_keep_the_prior():
