@@ -48,6 +48,23 @@ def test_check_names_kernel_eigenvalue_and_tolerance():
     check_psd(_bank(lam_min=-1e-13), "K")  # rounding-size negative eigenvalue: accepted
 
 
+@pytest.mark.parametrize("factor,refused", [(0.5, False), (2.0, True)])
+def test_the_bound_is_rtol_times_the_trace_on_either_side(factor, refused):
+    """The shifted Cholesky test decides as the smallest eigenvalue does, on both sides of the bound."""
+    w_rest = np.linspace(1.0, 40.0, N)[1:].sum()
+    # lam = -factor * rtol * trace, with trace = w_rest + lam
+    lam = -factor * PSD_RTOL * w_rest / (1.0 - factor * PSD_RTOL)
+    K = _bank(lam_min=lam)
+    before = K.copy()
+    if refused:
+        with pytest.raises(BankError, match=r"K\[1\] is not positive semidefinite") as exc:
+            check_psd(K, "K")
+        assert _eigenvalue(str(exc.value)) == pytest.approx(lam, rel=1e-5)   # 6 digits printed
+    else:
+        check_psd(K, "K")
+    assert np.array_equal(K, before)   # not modified
+
+
 @pytest.mark.parametrize("C", [1.0, "auto"])
 @pytest.mark.parametrize("Est", [MKLClassifier, MKLRegressor], ids=lambda c: c.__name__)
 def test_estimator_refuses_indefinite_kernels(Est, C):

@@ -236,10 +236,14 @@ def check_psd(K: Any, where: str, names: Sequence[str] | None = None, index: str
     The one check of given kernels, used by ``kernels.precomputed`` (the
     command line, :meth:`KernelBank.from_npz`) and by the estimators'
     ``kernels="precomputed"``.  Kernel ``m`` is refused when its smallest
-    eigenvalue :math:`\lambda_{\min}` (of the symmetric part, by
-    ``scipy.linalg.eigvalsh(..., subset_by_index=[0, 0])``) is below
-    ``-rtol x |trace|`` (or negative with a trace <= 0).  ``K`` is not
-    modified.
+    eigenvalue :math:`\lambda_{\min}` (of the symmetric part) is below
+    ``-rtol x |trace|`` (or negative with a trace <= 0).  The test is a
+    Cholesky factorization of :math:`K_m + \text{rtol}\,|\text{tr}\,K_m|\,I`,
+    which succeeds exactly when :math:`\lambda_{\min}` is above the bound; only
+    when it fails is :math:`\lambda_{\min}` computed
+    (``scipy.linalg.eigvalsh(..., subset_by_index=[0, 0])``), to decide at the
+    bound and to name it in the error.  The factorization costs a tenth of the
+    eigenvalue (N = 4,000: 0.52 s against 6.0 s).  ``K`` is not modified.
 
     Raises
     ------
@@ -251,15 +255,29 @@ def check_psd(K: Any, where: str, names: Sequence[str] | None = None, index: str
     for m in range(np.shape(K)[0]):
         Km = np.asarray(K[m], dtype=np.float64)
         _psd_or_refuse(0.5 * (Km + Km.T), where + index.format(m=m),
-                       names[m] if names is not None else None, rtol)
+                       names[m] if names is not None else None, rtol, scratch=True)
 
 
-def _psd_or_refuse(Km: np.ndarray, what: str, name: Any, rtol: float) -> None:
-    """The test of :func:`check_psd` on one symmetric ``Km``."""
+def _psd_or_refuse(Km: np.ndarray, what: str, name: Any, rtol: float, scratch: bool = False) -> None:
+    """The test of :func:`check_psd` on one symmetric ``Km``; ``Km`` is overwritten when it is
+    ``scratch`` (then a refusal computes the eigenvalue of what it was)."""
     from scipy.linalg import eigvalsh
+    from scipy.linalg.lapack import dpotrf
 
-    lam = float(eigvalsh(Km, subset_by_index=[0, 0], check_finite=False)[0])
     tr = float(np.trace(Km))
+    if tr > 0:   # lambda_min > -rtol tr  <=>  Km + rtol tr I is positive definite
+        # symmetric: the transpose of a C-ordered copy is LAPACK's (Fortran) order, no copy again
+        shifted = Km if scratch and Km.flags.c_contiguous else np.array(Km, dtype=np.float64, order="C")
+        diagonal = np.diag(shifted).copy()
+        shifted[np.diag_indices_from(shifted)] += rtol * tr
+        if dpotrf(shifted.T, lower=1, overwrite_a=1, clean=0)[1] == 0:
+            return
+        if shifted is Km:   # LAPACK overwrote the transpose's lower triangle, Km's upper: back
+            lower = np.tril(Km, -1)
+            Km[...] = lower + lower.T
+            Km[np.diag_indices_from(Km)] = diagonal
+        del shifted
+    lam = float(eigvalsh(Km, subset_by_index=[0, 0], check_finite=False)[0])
     if not (lam < -rtol * abs(tr) or (tr <= 0 and lam < 0)):
         return
     named = f" ({str(name)!r})" if name is not None else ""
