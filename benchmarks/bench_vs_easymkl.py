@@ -1,6 +1,6 @@
 """MKLClassifier on precomputed kernels against MKLpy's EasyMKL: the mid-size a9a problem.
 
-Problem (issue 26): ``--kernels M`` Gaussian kernels (default 20, widths spaced
+Problem: ``--kernels M`` Gaussian kernels (default 20, widths spaced
 geometrically from 2 to 40, as in ``bench_auto_dense.py``) on all 123 a9a
 features, N training points (``--sizes``, default 2,000 and 4,000: a random
 subset of the a9a training file, seed = split), tested on a fixed random
