@@ -297,17 +297,20 @@ class _Kept:
 # ---------------------------------------------------------------------------
 # Scores
 # ---------------------------------------------------------------------------
-def _held_out(loss: Any, y: np.ndarray, f: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float]:
-    """The problem's own loss on every held-out row, and the accuracy (classification) or
-    :math:`R^2` (regression), weighted by ``w``."""
+def _held_out(loss: Any, y: np.ndarray, f: np.ndarray, w: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray | None, float]:
+    """The problem's own loss on every held-out row; for classification 1 where the label is
+    wrong and 0 where right (else ``None``); the accuracy (classification) or :math:`R^2`
+    (regression), weighted by ``w``."""
     per_row = np.asarray(loss.jit.value(y, np.ascontiguousarray(f), loss.param_vector), dtype=np.float64)
     sw = float(w.sum())
     if loss.task == CLASSIFICATION:
-        return per_row, float((np.where(f >= 0.0, 1.0, -1.0) == y) @ w) / sw
+        wrong = (np.where(f >= 0.0, 1.0, -1.0) != y).astype(np.float64)
+        return per_row, wrong, 1.0 - float(wrong @ w) / sw
     centre = float(y @ w) / sw
     var = float(((y - centre) ** 2) @ w) / sw
     mse = float(((y - f) ** 2) @ w) / sw
-    return per_row, (1.0 - mse / var if var > 0.0 else -mse)
+    return per_row, None, (1.0 - mse / var if var > 0.0 else -mse)
 
 
 def criterion_of(loss: Any) -> str:
@@ -405,14 +408,11 @@ def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[An
         kept.append(_Kept(result))
         while len(kept) > 1 and sum(k.nbytes for k in kept if k.result is not None) > KEEP_BYTES:
             next(k for k in kept if k.result is not None).result = None   # the largest C goes first
-        f = rows.decision(result)
-        per_row, metric = _held_out(part.loss, y_held, f, w_held)
+        per_row, wrong, metric = _held_out(part.loss, y_held, rows.decision(result), w_held)
         Cs.append(C)
         losses.append(float(per_row @ w_held) / float(w_held.sum()))
-        if criterion == "error":
-            per_row = (np.where(f >= 0.0, 1.0, -1.0) != y_held).astype(np.float64)
-        per_rows.append(per_row)
-        scores.append(float(per_row @ w_held) / float(w_held.sum()))
+        per_rows.append(wrong if criterion == "error" else per_row)
+        scores.append(float(per_rows[-1] @ w_held) / float(w_held.sum()))
         metrics.append(metric)
         n_act.append(int(np.asarray(result.active_set).size))
         iters.append(int(result.iterations))
