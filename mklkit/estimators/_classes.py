@@ -54,8 +54,9 @@ _COMMON_DOC = """\
         ``"path"``: C chosen on held-out rows (20 %%, stratified) along a
         warm-started path from ``C_max`` down (2 values per decade), by the
         least held-out loss (the error rate for the hinge) within one
-        standard error, nearest to ``"scale"``'s value (:func:`mklkit.pipeline.heldout.select_C`; the
-        path is ``C_selection_``).
+        standard error, nearest to ``"scale"``'s value
+        (:func:`mklkit.pipeline.heldout.select_C`; the path is
+        ``C_selection_``).
         ``"scale"``: :math:`%(C)s\\sqrt{\\bar d}` with :math:`\\bar d` the mean
         diagonal of the training kernels, i.e. :math:`%(C)s/\\sqrt N` for
         unit-trace kernels.  With unit-trace kernels the penalty measured in
