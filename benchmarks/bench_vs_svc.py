@@ -15,7 +15,10 @@ Methods, side by side on the same splits:
   (the sparsest weights) at ``C="auto"`` and ``C="path"``;
 * ``mkl_3d`` (only when asked for): ``MKLClassifier(kernels=default_kernels(d))``, the
   default bank without the features' kinds (three Gaussians on every feature, indicators
-  and constants too: 7 + 3d kernels).
+  and constants too: 7 + 3d kernels);
+* ``mkl_all`` (only when asked for): the default bank's kernels on all features only
+  (its Gaussians and polynomials, without the kernels of single features): what the
+  single-feature kernels add or cost on each set.
 
 Splits (``--splits`` of them): stratified shuffles (seed 0), 70 % training / 30 % test,
 for the UCI and IDA sets and ``digits`` (scikit-learn's 8 x 8 digits, 10 classes); a9a's own test file; w8a 80/20 (``train_test_split``, seeds 0..); ``classif20k``
@@ -63,8 +66,8 @@ IDA = ["twonorm", "ringnorm", "waveform", "splice"]
 DATASETS = UCI + IDA
 METHODS = ["svc", "svc_grid", "mkl", "mkl_path", "uniform"]
 #: also available: the block-l1 regularizer at C="auto" and C="path" (how sparse the defaults could be),
-#: and the default bank without the features' kinds
-EXTRA_METHODS = ["mkl_l1", "mkl_l1_path", "mkl_3d"]
+#: the default bank without the features' kinds, and its kernels on all features alone
+EXTRA_METHODS = ["mkl_l1", "mkl_l1_path", "mkl_3d", "mkl_all"]
 
 
 def fit_method(method: str, X: Any, y: np.ndarray) -> Any:
@@ -88,6 +91,9 @@ def fit_method(method: str, X: Any, y: np.ndarray) -> Any:
         return MKLClassifier(regularizer="l1", C="path").fit(X, y)
     if method == "mkl_3d":
         return MKLClassifier(kernels=default_kernels(X.shape[1])).fit(X, y)
+    if method == "mkl_all":
+        entries = [e for e in default_kernels(X.shape[1], X) if e["features"] == "all"]
+        return MKLClassifier(kernels=entries).fit(X, y)
     raise ValueError(f"unknown method {method!r}; one of {', '.join(METHODS + EXTRA_METHODS)}")
 
 
