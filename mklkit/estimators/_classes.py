@@ -30,7 +30,13 @@ _COMMON_DOC = """\
     kernels : "auto", "precomputed", str, list or mapping, default="auto"
         The kernel bank.  ``"auto"``: :func:`default_kernels` (7 + 3d kernels
         on the standardised features; one linear kernel, not three Gaussians,
-        on a two-valued feature, and none on a constant one).  A preset name (``"simplemkl"``,
+        on a two-valued feature, and none on a constant one).  Where C is
+        chosen on held-out rows (below) of a single problem and some feature
+        has Gaussian kernels of its own (more than two values), the held-out
+        path is also run on the bank's kernels on all features alone, and those are
+        kept unless the whole bank is better on the same rows by more than
+        the paired standard error (``bank_choice_``;
+        :mod:`mklkit.pipeline.kernel_subset`).  A preset name (``"simplemkl"``,
         ``"smomkl"``) or a list of bank entries, the vocabulary of the YAML
         ``kernels.bank`` section (``docs/data_and_kernels.md``), e.g.
         ``[{"function": "rbf", "width": [1, 5]}, {"function": "poly",
@@ -140,6 +146,14 @@ _ATTR_DOC = """\
         Where C was chosen on held-out rows (``C="path"``, and ``"auto"``
         with enough rows): the held-out path and its choice
         (:class:`mklkit.pipeline.heldout.HeldoutPath`; one per binary problem).
+    bank_choice_ : dict or None
+        With ``kernels="auto"`` and C chosen on held-out rows of a single
+        problem: which bank was kept (``"kept"``: ``"kernels on all
+        features"`` or ``"whole bank"``), the kernels on all features
+        (``"kernels"``), the held-out criterion of their path's choice minus
+        the whole bank's (``"difference"``) and its paired standard error
+        (``"difference_se"``), each path's C and seconds.  The kernels left
+        out have weight 0.  None otherwise.
     C_max_ : float or ndarray
         The smallest C at which every kernel is off (``inf`` for non-sparse
         regularizers; one per binary problem for multiclass): a path of C

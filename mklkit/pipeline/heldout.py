@@ -157,6 +157,11 @@ class HeldoutPath:
     #: the chosen solution on the fitting rows as a start on all rows (its coefficients zero on
     #: the held-out rows: the same predictor), for the fit at ``C``; ``None`` once used
     start: Any = field(default=None, repr=False, compare=False)
+    #: the criterion on each held-out row at the chosen value, and the rows' weights (to compare
+    #: two paths over the same rows: :func:`mklkit.pipeline.kernel_subset.prefer_subset`); ``None``
+    #: once compared
+    chosen_rows: Any = field(default=None, repr=False, compare=False)
+    held_weights: Any = field(default=None, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain numbers and lists (``summary.json``'s ``C_selection``)."""
@@ -448,4 +453,5 @@ def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[An
         gaps=np.array(gaps), times=np.array(times), chosen=chosen, best=best,
         excess=excess, excess_se=excess_se, prior_C=prior_all, prior_ratio=prior_ratio, reference=reference,
         stopped=stopped, n_fit=int(fit.size), n_held=int(held.size),
-        time_s=time.perf_counter() - t_start, settings=s, criterion=criterion)
+        time_s=time.perf_counter() - t_start, settings=s, criterion=criterion,
+        chosen_rows=per_rows[chosen], held_weights=w_held)
