@@ -13,7 +13,12 @@ from mklkit.components.regularizers import ElasticNet
 from mklkit.engines.spicy import Spicy
 from mklkit.estimators import default_kernels
 from mklkit.kernels import KernelBank, build_factor_bank
-from mklkit.pipeline.kernel_subset import prefer_subset, restrict_result, subset_problem, widen_result
+from mklkit.pipeline.kernel_subset import (
+    prefer_subset,
+    restrict_result,
+    subset_problem,
+    widen_result,
+)
 from mklkit.problem import Problem
 
 N, D = 800, 4

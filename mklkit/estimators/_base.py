@@ -21,8 +21,14 @@ from .._interrupts import interrupt_guard
 from .._multiclass import BinaryTask
 from ..components.base import CLASSIFICATION, REGRESSION
 from ..components.params import ParamError
-from ..pipeline.kernel_subset import (kernels_on_all_features, prefer_subset, restrict_result, subset_problem,
-                                      supports_subset, widen_result)
+from ..pipeline.kernel_subset import (
+    kernels_on_all_features,
+    prefer_subset,
+    restrict_result,
+    subset_problem,
+    supports_subset,
+    widen_result,
+)
 from ._path import MKLPath, pack_results, unpack_results
 
 try:  # scikit-learn >= 1.6

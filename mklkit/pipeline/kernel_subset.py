@@ -28,7 +28,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["kernels_on_all_features", "subset_problem", "restrict_result", "widen_result", "prefer_subset"]
+__all__ = ["kernels_on_all_features", "supports_subset", "subset_problem", "restrict_result", "widen_result",
+           "prefer_subset"]
 
 
 def kernels_on_all_features(specs: Sequence[Any], n_features: int) -> np.ndarray:
