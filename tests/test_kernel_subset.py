@@ -126,7 +126,7 @@ def test_a_subset_problem_is_the_problem_on_those_kernels(factored):
     whole = Problem(K=bank, y=y, loss=Logistic(), regularizer=ElasticNet(), C=0.05)
     keep = np.array([0, 3])
     part = subset_problem(whole, keep)
-    assert part.n_kernels == 2
+    assert part.n_kernels == 2 and type(part.bank) is type(whole.bank)   # the same kind of bank
     rho = np.random.default_rng(11).normal(size=y.size)
     np.testing.assert_allclose(part.bank.dual_block_norms(rho), whole.bank.dual_block_norms(rho)[keep],
                                rtol=1e-12)
@@ -140,3 +140,19 @@ def test_a_subset_problem_is_the_problem_on_those_kernels(factored):
     # the widened result predicts on the whole bank what the subset's result predicts on its own
     np.testing.assert_allclose(whole.bank.combine(wide.alpha, wide.active_set),
                                part.bank.combine(r.alpha, r.active_set), rtol=1e-10, atol=1e-12)
+
+
+def test_a_subset_of_exact_factors_keeps_their_pivots():
+    from mklkit.kernels.factorize.dense import exact_factors
+
+    X = _points(13, 60)
+    K = KernelBank.build(X, [{"function": "rbf", "width": [1.0, 2.0]}, {"function": "poly", "degree": 2}]).K
+    whole = exact_factors(K).bank
+    keep = np.array([2, 0])
+    part = whole.subset(keep)
+    assert type(part) is type(whole)
+    for i, m in enumerate(keep):
+        np.testing.assert_array_equal(part.pivots[i], whole.pivots[m])
+        np.testing.assert_array_equal(part.block(i), whole.block(m))
+    beta = np.random.default_rng(14).normal(size=part.ranks[0])
+    np.testing.assert_array_equal(part.solve_coefficients(0, beta), whole.solve_coefficients(2, beta))

@@ -768,11 +768,14 @@ class _BaseMKL(BaseEstimator):
                         "%d active kernels", where, rec["C"], rec["ratio"], rec["loss"], rec["metric"],
                         rec["n_active"])
 
+        def path(p: Any) -> Any:
+            try:
+                return select_C(p, solve, self._auto_C, progress=progress)
+            except ValueError as exc:
+                raise ValueError(f"{self._owner}: {exc}") from None
+
         self._check_support(prep.engine, problem)   # the path's problems are of the same kind
-        try:
-            sel = select_C(problem, solve, self._auto_C, progress=progress)
-        except ValueError as exc:
-            raise ValueError(f"{self._owner}: {exc}") from None
+        sel = path(problem)
         prep.selection[t] = sel
         logger.info("%s: C='path' chose %.6g in %.2f s\n%s", where, sel.C, sel.time_s, sel.summary())
         keep = self._subset_candidate(prep, problem)
@@ -780,10 +783,7 @@ class _BaseMKL(BaseEstimator):
             sel.chosen_rows = sel.held_weights = None
             return sel.C, problem
         part = subset_problem(problem, keep)
-        try:
-            sub = select_C(part, solve, self._auto_C, progress=progress)
-        except ValueError as exc:
-            raise ValueError(f"{self._owner}: {exc}") from None
+        sub = path(part)
         kept, diff, se = prefer_subset(sel, sub)
         sel.chosen_rows = sel.held_weights = sub.chosen_rows = sub.held_weights = None
         names = [problem.kernel_names[m] for m in keep] if problem.kernel_names else keep.tolist()

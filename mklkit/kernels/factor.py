@@ -228,6 +228,13 @@ class FactorBank(GramBank):
         r""":math:`L_m^\top` (r_m, N): a view of the rows of ``LT``."""
         return self.LT[self.starts[m]:self.starts[m + 1]]
 
+    def subset(self, keep: np.ndarray) -> "FactorBank":
+        """The bank of the kernels ``keep`` only (their factor rows copied, their residual traces
+        kept; no factor map: a bank to solve on, not to predict with)."""
+        rows = np.concatenate([np.arange(self.starts[m], self.starts[m + 1]) for m in keep])
+        starts = np.concatenate([[0], np.cumsum(np.diff(self.starts)[keep])])
+        return FactorBank(self.LT[rows], starts, trace_error=self.trace_error[keep])
+
     def _no_array_message(self) -> str:
         return ("a FactorBank keeps each kernel as a factor L_m (K_m = L_m L_m^T), not as one "
                 "(M, N, N) array")

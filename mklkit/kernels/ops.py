@@ -146,6 +146,10 @@ class ArrayBank(GramBank):
     def as_array(self) -> np.ndarray:
         return self.K
 
+    def subset(self, keep: np.ndarray) -> "ArrayBank":
+        """The bank of the kernels ``keep`` only (their Gram matrices copied)."""
+        return ArrayBank(np.ascontiguousarray(self.K[keep]))
+
     def trace(self) -> np.ndarray:
         return np.einsum("mii->m", self.K)
 

@@ -38,32 +38,16 @@ def kernels_on_all_features(specs: Sequence[Any], n_features: int) -> np.ndarray
     return np.array([m for m, s in enumerate(specs) if len(set(s.features)) == n_features], dtype=np.int64)
 
 
-def _subset_bank(bank: Any, keep: np.ndarray) -> Any:
-    from ..kernels.factor import FactorBank
-    from ..kernels.ops import ArrayBank
-
-    if isinstance(bank, ArrayBank):
-        return np.ascontiguousarray(bank.K[keep])
-    if isinstance(bank, FactorBank):
-        rows = np.concatenate([np.arange(bank.starts[m], bank.starts[m + 1]) for m in keep])
-        starts = np.concatenate([[0], np.cumsum(np.diff(bank.starts)[keep])])
-        return FactorBank(bank.LT[rows], starts, trace_error=bank.trace_error[keep])
-    raise TypeError(f"no kernel subset of a {type(bank).__name__}")
-
-
 def supports_subset(problem: Any) -> bool:
-    """Whether :func:`subset_problem` can take kernels out of the problem's bank (Gram matrices in
-    memory or factors)."""
-    from ..kernels.factor import FactorBank
-    from ..kernels.ops import ArrayBank
-
-    return isinstance(problem.bank, (ArrayBank, FactorBank))
+    """Whether the problem's bank can give a bank of some of its kernels (``subset``: Gram
+    matrices in memory, factors)."""
+    return callable(getattr(problem.bank, "subset", None))
 
 
 def subset_problem(problem: Any, keep: np.ndarray) -> Any:
     """``problem`` on the kernels ``keep`` only (their Gram matrices or factor blocks, copied)."""
     names = None if problem.kernel_names is None else [problem.kernel_names[m] for m in keep]
-    return dataclasses.replace(problem, K=_subset_bank(problem.bank, keep), kernel_names=names)
+    return dataclasses.replace(problem, K=problem.bank.subset(keep), kernel_names=names)
 
 
 def restrict_result(result: Any, keep: np.ndarray) -> Any:

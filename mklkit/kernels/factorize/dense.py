@@ -66,6 +66,12 @@ class ExactFactorBank(FactorBank):
         super().__init__(LT, starts, trace_error=trace_error)
         self.pivots = [np.asarray(p, dtype=np.int64) for p in pivots]
 
+    def subset(self, keep: np.ndarray) -> "ExactFactorBank":
+        """The bank of the kernels ``keep`` only, with their pivots."""
+        part = super().subset(keep)
+        return ExactFactorBank(part.LT, part.starts, [self.pivots[m] for m in keep],
+                               trace_error=part.trace_error)
+
     def solve_coefficients(self, m: int, beta_m: np.ndarray) -> np.ndarray:
         r""":math:`\alpha_m` (N,) with :math:`L_m^\top\alpha_m = \beta_m`, supported on the pivots.
 
