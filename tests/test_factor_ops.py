@@ -158,6 +158,30 @@ def test_coefficients_give_the_combined_prediction(banks):
                  ab.block_norms(alpha))
 
 
+def test_combinations_are_the_blocks_of_the_factors_times_their_coordinates(banks):
+    fb, _ = banks
+    M, N = fb.n_kernels, fb.n_samples
+    c = np.random.default_rng(6).standard_normal(fb.total_rank)
+    c[fb.starts[0]:fb.starts[1]] = 0.0                       # a kernel with coordinates 0
+    L = fb.LT.toarray() if fb.sparse else fb.LT
+    ref = np.array([c[fb.starts[m]:fb.starts[m + 1]] @ L[fb.starts[m]:fb.starts[m + 1]] for m in range(M)])
+    got = fb.combinations(c)
+    assert got.shape == (M, N)
+    assert_close(got, ref)
+    assert not np.any(got[0])
+    # the transpose of coefficients: <c, coefficients(A)> = <combinations(c), A>
+    A = np.random.default_rng(7).standard_normal((M, N))
+    assert np.isclose(c @ fb.coefficients(A), np.sum(got * A))
+
+
+def test_sample_columns_are_the_factor_rows_of_those_points(banks):
+    fb, _ = banks
+    pick = np.array([fb.n_samples - 1, 0, 3, 3])
+    got = fb.sample_columns(pick)
+    L = fb.LT.toarray() if fb.sparse else fb.LT
+    assert_close(got.toarray() if sp.issparse(got) else got, L[:, pick])
+
+
 def test_bad_factor_values_are_refused():
     L = np.ones((5, 2))
     L[3, 1] = np.nan

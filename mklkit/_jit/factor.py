@@ -28,6 +28,7 @@ __all__ = [
     "block_products",
     "block_products_serial",
     "row_dots",
+    "block_combinations",
     "pivot_batch",
     "add_symmetric_lower",
 ]
@@ -157,6 +158,43 @@ def row_dots(
         for k in range(starts[m], starts[m + 1]):
             t[k] = _dot(D, data, indices, indptr, k, V[m])
     return t
+
+
+@njit(cache=True, parallel=True, fastmath=_FM)
+def block_combinations(
+    D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, starts: np.ndarray,
+    c: np.ndarray, out: np.ndarray,
+) -> None:  # pragma: no cover - jitted
+    r"""``out[m]`` :math:`= L_m c_m = \sum_{k \in m} c_k\,\ell_k` (M, N), the transpose of
+    :func:`row_dots`, written in place.
+
+    Dense factors: parallel over chunks of samples (every thread reads its columns of every
+    row once; a bank's blocks differ in rank by hundreds, so kernels would share the work
+    unevenly); sparse ones: parallel over kernels.
+    """
+    M = starts.shape[0] - 1
+    if indptr.shape[0] == 0:
+        N = D.shape[1]
+        B = 4096
+        for bj in prange((N + B - 1) // B):
+            j0 = bj * B
+            j1 = min(N, j0 + B)
+            for m in range(M):
+                o = out[m]
+                for j in range(j0, j1):
+                    o[j] = 0.0
+                for k in range(starts[m], starts[m + 1]):
+                    ck = c[k]
+                    if ck != 0.0:
+                        for j in range(j0, j1):
+                            o[j] += ck * D[k, j]
+    else:
+        for m in prange(M):
+            o = out[m]
+            o[:] = 0.0
+            for k in range(starts[m], starts[m + 1]):
+                if c[k] != 0.0:
+                    _axpy(D, data, indices, indptr, k, c[k], o)
 
 
 @njit(cache=True, fastmath=_FM)

@@ -350,34 +350,29 @@ def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
     """
     M, N, _ = bank.shape
     f = _factors(bank)
-    alpha = np.zeros((M, N))
     own = getattr(bank, "solve_coefficients", None)
     coef = np.zeros(f.starts[-1])          # (L_m^T L_m)^+ beta_m of the small blocks
     small: list[int] = []
+    other: dict[int, np.ndarray] = {}      # the others' alpha_m, solved one by one
     for m in range(M):
         s, e = int(bank.starts[m]), int(bank.starts[m + 1])
         bm = beta[s:e]
         if e == s or not np.any(bm != 0.0):
             continue
         if own is not None:
-            alpha[m] = own(m, bm)
-            continue
-        if f.goff[m] >= 0:
+            other[m] = own(m, bm)
+        elif f.goff[m] >= 0:
             w, V = f.eig[m]
             keep = w > 1e-12 * max(float(w[-1]), 0.0) * (e - s)
             coef[s:e] = V[:, keep] @ ((V[:, keep].T @ bm) / w[keep])
             small.append(m)
         else:
             op = spla.aslinearoperator(bank.block(m))
-            alpha[m] = spla.lsqr(op, bm, atol=1e-14, btol=1e-14, iter_lim=10 * (e - s))[0]
-    if small:
-        # alpha_m = L_m coef_m for all of them in one product: S (M, R) holds coef_m in row m
-        rows = np.concatenate([np.arange(f.starts[m], f.starts[m + 1]) for m in small])
-        blk = np.repeat(np.asarray(small), np.diff(f.starts)[small])
-        S = sp.csr_matrix((coef[rows], (blk, rows)), shape=(M, int(f.starts[-1])))
-        prod = S @ bank.LT
-        prod = prod.toarray() if sp.issparse(prod) else np.asarray(prod)
-        alpha[small] = prod[small]
+            other[m] = spla.lsqr(op, bm, atol=1e-14, btol=1e-14, iter_lim=10 * (e - s))[0]
+    # alpha_m = L_m coef_m for the small blocks in one pass (the others' coef_m are 0)
+    alpha = bank.combinations(coef) if small else np.zeros((M, N))
+    for m, a in other.items():
+        alpha[m] = a
     return alpha
 
 

@@ -235,6 +235,17 @@ class FactorBank(GramBank):
         starts = np.concatenate([[0], np.cumsum(np.diff(self.starts)[keep])])
         return FactorBank(self.LT[rows], starts, trace_error=self.trace_error[keep])
 
+    def sample_columns(self, samples: np.ndarray) -> Any:
+        """The columns of ``LT`` of the points ``samples`` (int indices), (R, len(samples)), a new
+        array (dense: gathered row by row in parallel; numpy's column indexing of a C-ordered
+        array takes ten times as long: 1.4 s against 0.1 s for w8a's 1,800 x 31,839)."""
+        idx = np.ascontiguousarray(samples, dtype=np.int64)
+        if self.sparse:
+            return self.LT[:, idx]
+        out = np.empty((self.LT.shape[0], idx.size))
+        kfactor.gather_columns(self.LT, idx, out)
+        return out
+
     def _no_array_message(self) -> str:
         return ("a FactorBank keeps each kernel as a factor L_m (K_m = L_m L_m^T), not as one "
                 "(M, N, N) array")
@@ -266,6 +277,16 @@ class FactorBank(GramBank):
         if alpha.shape != self.shape[:2]:
             raise ValueError(f"alpha must have shape {self.shape[:2]}; got {alpha.shape}")
         return kfactor.row_dots(*self._store, self.starts, alpha)
+
+    def combinations(self, c: np.ndarray) -> np.ndarray:
+        r"""The transpose of :meth:`coefficients`: :math:`L_m c_m` for every kernel, (M, N), of
+        stacked block coordinates ``c`` (R,)."""
+        c = np.ascontiguousarray(c, dtype=np.float64)
+        if c.shape != (self.total_rank,):
+            raise ValueError(f"c must have shape ({self.total_rank},); got {c.shape}")
+        out = np.empty(self.shape[:2])
+        kfactor.block_combinations(*self._store, self.starts, c, out)
+        return out
 
     def transform(self, X_new: Any) -> Any:
         r"""The factor rows :math:`L_{m}(X_{new})^\top` of new points, stacked like ``LT``:

@@ -252,10 +252,10 @@ class _Rows:
 
             bank = problem.bank
             share = fit.size / max(problem.n_samples, 1)
-            self._bank = FactorBank(bank.LT[:, fit], bank.starts,
+            self._bank = FactorBank(bank.sample_columns(fit), bank.starts,
                                     trace_error=np.asarray(bank.trace_error) * share)
             # the held-out rows are new points of the fitting rows' factors: their factor rows
-            self._side = TestSide(_factor_rows=bank.LT[:, held])
+            self._side = TestSide(_factor_rows=bank.sample_columns(held))
             self.problem = problem_at(problem, y=y, K=self._bank, sample_weight=wf)
         else:
             raise ValueError(f"C='path' needs the kernels in memory (Gram matrices or factors); "
