@@ -382,6 +382,7 @@ class Auto(Engine):
         assert engine is not None  # check_supported refused the problem otherwise
         if factor:
             return self._solve_on_factors(problem, run, engine, why, warm_start)
+        engine, why = self._after_fallback(problem, engine, why, warm_start)
         logger.info("auto -> %s (%s)", engine.name, why)
         other = self._other(problem, engine.name) if self.fallback else None
         window = max(self.stall_window, int(getattr(engine, "stall_records", 0)))
@@ -401,6 +402,27 @@ class Auto(Engine):
         elif self.fallback and first.status in (Status.STALLED, Status.NUMERICAL_ERROR):
             result = self._continue(problem, callback, engine.name, first, warm_start) or result
         return dataclasses.replace(result, engine=self.name)
+
+    def _after_fallback(self, problem: Problem, engine: Engine, why: str,
+                        warm_start: SolveResult | None) -> tuple[Engine, str]:
+        """The engine that finished the warm start, where ``auto`` had to fall back to it there.
+
+        Along a warm-started path (decreasing C, the same bank) the first choice that
+        stalled at one C stalls at the next: on digits' one-vs-rest problems (181 Gram
+        matrices, ``C="path"``) ``spicy`` made no progress at every small C and each solve
+        paid its stalled iterations before ``proximal`` took over.  The fallback still
+        applies in the other direction.
+        """
+        if warm_start is None or warm_start.engine != self.name or not self.fallback:
+            return engine, why
+        done = warm_start.solved_by
+        if done == engine.name:
+            return engine, why
+        other = next((e for e in self._engines() if e.name == done and e.supports(problem) is None
+                      and problem.representation in e.representations), None)
+        if other is None:
+            return engine, why
+        return other, f"{why}; but {done} finished the warm start after {engine.name} fell short there"
 
     def _other(self, problem: Problem, name: str) -> Engine | None:
         """The general engine that continues after ``name`` (None if none applies)."""

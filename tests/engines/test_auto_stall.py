@@ -9,6 +9,7 @@ bounded.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 
@@ -153,3 +154,27 @@ def test_the_rule_also_watches_bcd_on_exact_factors_of_a_dense_bank(monkeypatch)
     assert engines[:2] == ["bcd", "bcd"] and set(engines[2:]) == {"spicy"}
     ref = solve_reference(K, y, "logistic", "l1", C)
     assert_certified(res, K, y, ref, "logistic", "l1", C, tol=TOL, problem=pb)
+
+
+def test_a_path_keeps_the_engine_that_finished_after_a_stall(idle_plugin):
+    # warm-started at a smaller C from a solve where the first choice stalled, auto starts
+    # with the engine that finished that solve instead of stalling again
+    K, y = wdbc_rank_one()
+    auto = Auto(tol=TOL)
+    first_pb = Problem(K=K, y=y, loss=Logistic(), regularizer=L1(), C=C)
+    with pytest.warns(EngineSwitchWarning):
+        first = auto.solve(first_pb)
+    assert first.engine == "auto" and first.solved_by == "spicy"
+    pb = Problem(K=K, y=y, loss=Logistic(), regularizer=L1(), C=C / 2)
+    assert auto.choose(pb)[0].name == "idle_logistic"          # the choice without a warm start
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EngineSwitchWarning)
+        res = auto.solve(pb, warm_start=first)
+    assert {h["engine"] for h in res.history} == {"spicy"}
+    assert res.solved_by == "spicy" and "finished the warm start" in res.message
+    ref = solve_reference(K, y, "logistic", "l1", C / 2)
+    assert_certified(res, K, y, ref, "logistic", "l1", C / 2, tol=TOL, problem=pb)
+    # a warm start that the first choice finished itself changes nothing
+    again = dataclasses.replace(first, solved_by="idle_logistic")
+    with pytest.warns(EngineSwitchWarning, match="idle_logistic made no progress"):
+        auto.solve(pb, warm_start=again)
