@@ -410,13 +410,18 @@ class Auto(Engine):
         Along a warm-started path (decreasing C, the same bank) the first choice that
         stalled at one C stalls at the next: on digits' one-vs-rest problems (181 Gram
         matrices, ``C="path"``) ``spicy`` made no progress at every small C and each solve
-        paid its stalled iterations before ``proximal`` took over.  The fallback still
-        applies in the other direction.
+        paid its stalled iterations before ``proximal`` took over.  It applies to a warm
+        start solved by ``auto`` on the same rows and kernels, with its history (a solve of
+        the same path): there the first choice was this one, so another engine finished it
+        after a fallback (or by this rule).  A warm start carried from other rows (the
+        held-out path's to the fit on all rows, without history) keeps the choice made here.
+        The fallback still applies in the other direction.
         """
-        if warm_start is None or warm_start.engine != self.name or not self.fallback:
+        if (warm_start is None or warm_start.engine != self.name or not self.fallback
+                or not warm_start.history):
             return engine, why
         done = warm_start.solved_by
-        if done == engine.name:
+        if done == engine.name or np.shape(warm_start.alpha) != (problem.n_kernels, problem.n_samples):
             return engine, why
         other = next((e for e in self._engines() if e.name == done and e.supports(problem) is None
                       and problem.representation in e.representations), None)

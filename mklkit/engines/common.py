@@ -421,10 +421,10 @@ def build_result(
     r"""Assemble a :class:`~mklkit.result.SolveResult` and warn when unconverged.
 
     Kernel weights are :func:`kernel_weights` of the primal block norms
-    unless given.  The result holds ``alpha`` itself when it is a float64 array
-    (the engine's run has ended; nothing writes to it after).  With ``warn``, statuses in :data:`UNCONVERGED` emit
-    ``message`` as a :class:`~mklkit.result.ConvergenceWarning` (never an
-    exception).
+    unless given.  The result holds ``alpha`` itself when it is a float64
+    array (the engine's run has ended; nothing writes to it after).  With
+    ``warn``, statuses in :data:`UNCONVERGED` emit ``message`` as a
+    :class:`~mklkit.result.ConvergenceWarning` (never an exception).
 
     Parameters
     ----------

@@ -174,7 +174,15 @@ def test_a_path_keeps_the_engine_that_finished_after_a_stall(idle_plugin):
     assert res.solved_by == "spicy" and "finished the warm start" in res.message
     ref = solve_reference(K, y, "logistic", "l1", C / 2)
     assert_certified(res, K, y, ref, "logistic", "l1", C / 2, tol=TOL, problem=pb)
-    # a warm start that the first choice finished itself changes nothing
-    again = dataclasses.replace(first, solved_by="idle_logistic")
-    with pytest.warns(EngineSwitchWarning, match="idle_logistic made no progress"):
-        auto.solve(pb, warm_start=again)
+    # and at the next C again (the rule carries along the path)
+    third_pb = Problem(K=K, y=y, loss=Logistic(), regularizer=L1(), C=C / 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EngineSwitchWarning)
+        third = auto.solve(third_pb, warm_start=res)
+    assert {h["engine"] for h in third.history} == {"spicy"} and third.status == Status.CONVERGED
+    # a warm start that the first choice finished itself, or one carried without its history
+    # (from other rows: the held-out path's start of the fit on all rows), changes nothing
+    for other in (dataclasses.replace(first, solved_by="idle_logistic"),
+                  dataclasses.replace(first, history=[])):
+        with pytest.warns(EngineSwitchWarning, match="idle_logistic made no progress"):
+            auto.solve(pb, warm_start=other)
