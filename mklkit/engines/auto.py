@@ -411,12 +411,12 @@ class Auto(Engine):
         stalled at one C stalls at the next: on digits' one-vs-rest problems (181 Gram
         matrices, ``C="path"``) ``spicy`` made no progress at small C and each solve paid
         its stalled iterations before ``proximal`` took over (12 stalled starts; 8 with
-        this rule).  It applies to a warm
-        start solved by ``auto`` on the same rows and kernels, with its history (a solve of
-        the same path): there the first choice was this one, so another engine finished it
-        after a fallback (or by this rule).  A warm start carried from other rows (the
-        held-out path's to the fit on all rows, without history) keeps the choice made here.
-        The fallback still applies in the other direction.
+        this rule).  It applies to a warm start solved by ``auto`` on the same rows and
+        kernels, with its history (a solve of the same path): there the first choice was
+        this one, so another engine finished it after a fallback (or by this rule).  A warm
+        start carried from other rows (the held-out path's to the fit on all rows, without
+        history) keeps the choice made here.  The fallback still applies in the other
+        direction.
         """
         if (warm_start is None or warm_start.engine != self.name or not self.fallback
                 or not warm_start.history):
@@ -424,17 +424,19 @@ class Auto(Engine):
         done = warm_start.solved_by
         if done == engine.name or np.shape(warm_start.alpha) != (problem.n_kernels, problem.n_samples):
             return engine, why
-        other = next((e for e in self._engines() if e.name == done and e.supports(problem) is None
-                      and problem.representation in e.representations), None)
+        other = next((e for e in self._applicable(problem) if e.name == done), None)
         if other is None:
             return engine, why
         return other, f"{why}; but {done} finished the warm start after {engine.name} fell short there"
 
+    def _applicable(self, problem: Problem) -> list[Engine]:
+        """The general engines that solve ``problem`` on its bank."""
+        return [e for e in self._engines()
+                if e.supports(problem) is None and problem.representation in e.representations]
+
     def _other(self, problem: Problem, name: str) -> Engine | None:
         """The general engine that continues after ``name`` (None if none applies)."""
-        return next((e for e in self._engines()
-                     if e.name != name and e.supports(problem) is None
-                     and problem.representation in e.representations), None)
+        return next((e for e in self._applicable(problem) if e.name != name), None)
 
     def _continue(self, problem: Problem, callback: Callback | None, name: str,
                   first: SolveResult, warm_start: SolveResult | None,
