@@ -44,6 +44,15 @@ def _solve(problem: Problem, warm):
     return engine.solve(problem, None, warm_start=warm) if warm is not None else engine.solve(problem, None)
 
 
+def _exact_factors(problem: Problem) -> Problem:
+    blocks = []
+    for K in problem.K:
+        w, V = np.linalg.eigh(K)
+        keep = w > 1e-12 * w.max()
+        blocks.append(V[:, keep] * np.sqrt(w[keep]))
+    return problem_at(problem, K=FactorBank.from_blocks(blocks))
+
+
 def test_split_is_stratified_disjoint_and_complete():
     y = np.array([1.0] * 90 + [-1.0] * 10)
     fit, held = split_rows(y, 0.2, seed=3, stratify=True)
@@ -64,12 +73,7 @@ def test_held_out_predictions_match_the_result_on_gram_and_factor_banks():
     expected = result.decision_function(problem.K[:, held][:, :, fit])
     assert np.allclose(rows.decision(result), expected, rtol=0, atol=1e-10)
     # the same kernels as exact factors (eigen-decomposition): the factor route predicts the same
-    blocks = []
-    for K in problem.K:
-        w, V = np.linalg.eigh(K)
-        keep = w > 1e-12 * w.max()
-        blocks.append(V[:, keep] * np.sqrt(w[keep]))
-    fproblem = problem_at(problem, K=FactorBank.from_blocks(blocks))
+    fproblem = _exact_factors(problem)
     frows = _Rows(fproblem, fit, held)
     assert np.allclose(frows.problem.bank.to_array(), rows.problem.K, atol=1e-9)
     assert np.allclose(frows.decision(result), expected, rtol=0, atol=1e-7)
@@ -121,6 +125,43 @@ def test_the_fit_on_all_rows_starts_from_the_chosen_solution():
     warm, cold = engine.solve(at, None, warm_start=start), engine.solve(at, None)
     assert warm.gap <= 1e-6 and cold.gap <= 1e-6
     assert warm.objective == pytest.approx(cold.objective, rel=3e-6)
+
+
+@pytest.mark.parametrize("bank", ["factor", "array"])
+def test_the_start_survives_a_long_path(bank, monkeypatch):
+    """However many values the path solves, the fit on all rows starts from the chosen solution
+    (factors: kept as their coordinates) or from the nearest one kept (Gram matrices)."""
+    import mklkit.pipeline.heldout as heldout
+
+    monkeypatch.setattr(heldout, "KEEP_BYTES", 0)      # as if every solution were too large to keep
+    problem = _gram_problem(300)
+    if bank == "factor":
+        problem = _exact_factors(problem)
+    engine = create("engine", {"name": "bcd" if bank == "factor" else "spicy", "tol": 1e-8})
+    results = []
+
+    def solve(p, warm):
+        results.append(engine.solve(p, None, warm_start=warm) if warm is not None else engine.solve(p, None))
+        return results[-1]
+
+    sel = select_C(problem, solve, prior=lambda p: 0.02 * zero_solution(p).C_max)
+    assert sel.chosen < sel.Cs.size - 1                  # values were solved after the chosen one
+    fit, held = split_rows(problem.y, 0.2, seed=0, stratify=True)
+    start = sel.start
+    assert start is not None and not np.any(start.alpha[:, held])
+    if bank == "factor":
+        # the chosen solution's coordinates and predictions, on all rows
+        chosen = results[sel.chosen]
+        L = problem.bank
+        beta = FactorBank(L.sample_columns(fit), L.starts).coefficients(chosen.alpha)
+        assert np.allclose(L.coefficients(start.alpha), beta, rtol=0, atol=1e-9 * np.abs(beta).max())
+        assert np.allclose(L.expand(L.coefficients(start.alpha)), L.expand(beta), atol=1e-8)
+        assert np.allclose(start.block_norms, chosen.block_norms)
+    else:
+        # only the least held-out criterion's solution is never freed: the start is that one, the
+        # kept solution nearest the chosen one
+        assert np.allclose(start.block_norms, results[sel.best].block_norms)
+        assert not np.allclose(start.block_norms, results[-1].block_norms)
 
 
 def test_the_hinge_chooses_by_the_held_out_error_rate_and_the_logistic_by_its_loss():

@@ -244,6 +244,7 @@ class _Rows:
         wf = None if w is None else w[fit]
         y = np.asarray(problem.y)[fit]
         self._K: np.ndarray | None = None     # a Gram bank: its held-out x fitting blocks are read per value
+        self.factor_bank: Any = None          # a factor bank: the fitting rows' factors
         if rep == "array":
             self._K = problem.K
             self.problem = problem_at(problem, y=y, K=rows_of(problem.K, fit), sample_weight=wf)
@@ -252,11 +253,11 @@ class _Rows:
 
             bank = problem.bank
             share = fit.size / max(problem.n_samples, 1)
-            self._bank = FactorBank(bank.sample_columns(fit), bank.starts,
-                                    trace_error=np.asarray(bank.trace_error) * share)
+            self.factor_bank = FactorBank(bank.sample_columns(fit), bank.starts,
+                                          trace_error=np.asarray(bank.trace_error) * share)
             # the held-out rows are new points of the fitting rows' factors: their factor rows
             self._side = TestSide(_factor_rows=bank.sample_columns(held))
-            self.problem = problem_at(problem, y=y, K=self._bank, sample_weight=wf)
+            self.problem = problem_at(problem, y=y, K=self.factor_bank, sample_weight=wf)
         else:
             raise ValueError(f"C='path' needs the kernels in memory (Gram matrices or factors); "
                              f"the bank is a {rep} bank: give C a number")
@@ -264,7 +265,7 @@ class _Rows:
     def decision(self, result: Any) -> np.ndarray:
         """Predictions on the held-out rows of a solve on the fitting rows."""
         if self._K is None:
-            return self._side.decision_function(result, self._bank)
+            return self._side.decision_function(result, self.factor_bank)
         f = np.full(self.held.size, float(result.bias))
         alpha = np.asarray(result.alpha, dtype=np.float64)
         block = np.ix_(self.held, self.fit)
@@ -273,29 +274,51 @@ class _Rows:
         return f
 
 
-#: Bytes of path solutions kept to start the fit on all rows from (the largest C dropped first).
+#: Bytes of path solutions on Gram matrices kept to start the fit on all rows from (the largest C
+#: dropped first, never the least held-out criterion so far).  On factors a solution is kept as its
+#: factor coordinates (R numbers), all of them.
 KEEP_BYTES = 256 * 2**20
 
 
 class _Kept:
-    """A path solution, its coefficients reduced to the non-zero rows (kernels) while it waits."""
+    r"""A path solution while it waits: on factors its coordinates :math:`\beta = L^\top\alpha`
+    (its coefficients are rebuilt when it is used); on Gram matrices its coefficients reduced to
+    the non-zero rows (kernels)."""
 
-    def __init__(self, result: Any) -> None:
+    def __init__(self, result: Any, bank: Any = None) -> None:
+        import dataclasses
+
         from ..result import pack_results
 
+        self.bank = bank
+        self.beta: np.ndarray | None = None
+        alpha = getattr(result, "alpha", None)
+        if bank is not None and isinstance(alpha, np.ndarray) and alpha.ndim == 2:
+            self.beta = bank.coefficients(alpha)
+            self.result = dataclasses.replace(result, alpha=None, dual=None, history=[])
+            self.nbytes = 0           # R numbers: never held against KEEP_BYTES
+            return
         self.result = pack_results(result)
         alpha = self.result.alpha
         self.nbytes = int(getattr(alpha, "values", alpha).nbytes)
 
     def on_rows(self, fit: np.ndarray, n: int) -> Any:
-        """The solution as a warm start on all ``n`` rows: coefficients 0 on the held-out rows."""
+        r"""The solution as a warm start on all ``n`` rows: coefficients 0 on the held-out rows
+        (on factors the minimum-norm coefficients of its :math:`\beta` on the fitting rows: the
+        same :math:`\beta` on all rows, the same predictor)."""
         import dataclasses
 
         from ..result import unpack_results
 
-        r = unpack_results(self.result)
-        alpha = np.zeros((r.alpha.shape[0], n))
-        alpha[:, fit] = r.alpha
+        if self.beta is not None:
+            from ..engines.bcd import alpha_from_beta
+
+            r, part = self.result, alpha_from_beta(self.bank, self.beta)
+        else:
+            r = unpack_results(self.result)
+            part = r.alpha
+        alpha = np.zeros((part.shape[0], n))
+        alpha[:, fit] = part
         return dataclasses.replace(r, alpha=alpha, dual=None, history=[])
 
 
@@ -344,6 +367,16 @@ def _excess(rows: np.ndarray, best: int, w: np.ndarray) -> tuple[np.ndarray, np.
 # ---------------------------------------------------------------------------
 # The path
 # ---------------------------------------------------------------------------
+def _drop_kept(kept: list[_Kept], best: int) -> None:
+    """Free the kept solutions beyond :data:`KEEP_BYTES`, the largest C first, never ``best``."""
+    while sum(k.nbytes for k in kept if k.result is not None) > KEEP_BYTES:
+        drop = next((i for i, k in enumerate(kept) if k.result is not None and k.nbytes and i != best),
+                    None)
+        if drop is None:
+            return
+        kept[drop].result = None
+
+
 def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[Any], float],
              settings: PathSettings | None = None,
              progress: Callable[[dict[str, Any]], Any] | None = None) -> HeldoutPath:
@@ -410,9 +443,7 @@ def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[An
             warnings.simplefilter("ignore")
             result = solve(problem_at(part, C=C), previous)
         previous = result
-        kept.append(_Kept(result))
-        while len(kept) > 1 and sum(k.nbytes for k in kept if k.result is not None) > KEEP_BYTES:
-            next(k for k in kept if k.result is not None).result = None   # the largest C goes first
+        kept.append(_Kept(result, rows.factor_bank))
         per_row, wrong, metric = _held_out(part.loss, y_held, rows.decision(result), w_held)
         Cs.append(C)
         losses.append(float(per_row @ w_held) / float(w_held.sum()))
@@ -427,6 +458,7 @@ def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[An
             progress({"C": C, "ratio": float(r), "loss": losses[-1], "metric": metric, "n_active": n_act[-1]})
         if best < 0 or scores[-1] < scores[best]:
             best = len(scores) - 1
+        _drop_kept(kept, best)
         if C < prior_fit and best < len(scores) - 1:
             rise, rise_se = _excess(np.array([per_rows[-1], per_rows[best]]), 1, w_held)
             if rise[0] > rise_se[0]:
@@ -445,7 +477,9 @@ def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[An
     chosen = int(ok[np.argmin(np.abs(np.log(ratio_arr[ok] / prior_ratio)))])
     ref_all = (float(zero_solution(problem_at(problem, C=1.0)).C_max) if reference == "C_max"
                else prior_all)
-    start = kept[chosen].on_rows(fit, problem.n_samples) if kept[chosen].result is not None else None
+    held_on = [i for i, k in enumerate(kept) if k.result is not None]   # the chosen one, or the nearest
+    start = (kept[min(held_on, key=lambda i: (abs(i - chosen), -i))].on_rows(fit, problem.n_samples)
+             if held_on else None)
     return HeldoutPath(
         start=start,
         C=float(ratio_arr[chosen] * ref_all), Cs=np.array(Cs), ratios=ratio_arr, losses=loss_arr,
