@@ -164,6 +164,43 @@ def test_the_start_survives_a_long_path(bank, monkeypatch):
         assert not np.allclose(start.block_norms, results[-1].block_norms)
 
 
+def _well_specified(n: int = 1500) -> Problem:
+    """A logistic model on 4 of 6 features, one linear kernel per feature and one on all: the held-out
+    loss falls and then stays flat as C shrinks (nothing to overfit)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n, 6))
+    p = 1.0 / (1.0 + np.exp(-(X @ np.array([2.0, -1.0, 1.0, 0.5, 0.0, 0.0]))))
+    y = np.where(rng.random(n) < p, 1.0, -1.0)
+    K = np.stack([np.outer(X[:, j], X[:, j]) for j in range(6)] + [X @ X.T])
+    K /= np.einsum("mii->m", K)[:, None, None] / n
+    return Problem(K=K, y=y, loss=create("loss", "logistic"), regularizer=create("regularizer", "elasticnet"),
+                   C=1.0)
+
+
+def test_a_flat_held_out_loss_ends_the_path():
+    problem = _well_specified()
+    prior = lambda p: 0.05 * zero_solution(p).C_max  # noqa: E731  (passed on the second value)
+    every = select_C(problem, _solve, prior, settings=PathSettings(flat=0.0))
+    flat = select_C(problem, _solve, prior, settings=PathSettings(flat=0.05))
+    assert "flattened" in flat.stopped and "flattened" not in every.stopped
+    assert flat.Cs.size < every.Cs.size
+    assert np.allclose(flat.losses, every.losses[:flat.Cs.size], rtol=1e-6)   # the same path, cut short
+    # the last material minimum: the values after it lowered the loss by at most 5 % of its decrease so
+    # far; `patience` of them ended the path
+    L = flat.losses
+    material = 0
+    for j in range(1, L.size):
+        if L[material] - L[j] > 0.05 * (L[0] - L[material]):
+            material = j
+    assert L.size - 1 - material == flat.settings.patience
+    assert np.all(L[material] - L[material + 1:] <= 0.05 * (L[0] - L[material]))
+    assert flat.best > material                       # a new minimum, but not a material one
+    # the choice is the same: within one standard error of the least loss, nearest the prior
+    assert flat.C == pytest.approx(every.C, rel=1e-12)
+    with pytest.raises(ValueError, match="flat"):
+        PathSettings(flat=1.0)
+
+
 def test_the_hinge_chooses_by_the_held_out_error_rate_and_the_logistic_by_its_loss():
     from mklkit.pipeline.heldout import criterion_of
 

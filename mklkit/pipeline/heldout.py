@@ -5,9 +5,11 @@ training rows for a decreasing sequence of C, from :math:`C_{max}` (every
 kernel off) down, each solve warm-started from the last; after each solve
 the held-out rows are predicted through the same bank (their Gram rows, or
 their factor rows: nothing is computed again) and scored.  The path stops
-once the held-out *criterion* has *turned*, past the prior C (below): it rose
-past its minimum by more than the paired standard error, or ``patience``
-values passed without a new minimum.
+once the held-out *criterion* has *turned* or *flattened*, past the prior C
+(below): it rose past its minimum by more than the paired standard error, or
+``patience`` values passed without lowering it by more than ``flat`` (1 %)
+of its decrease along the path so far (glmnet ends its paths on a relative
+change of the training deviance the same way).
 
 The criterion (:func:`criterion_of`) is the mean held-out loss of the problem's
 own loss (logistic, squared, ε-insensitive, ...), a proper score of the
@@ -63,8 +65,17 @@ class PathSettings:
         usually stops before, where the held-out loss turns (on w8a, 31,839
         fitting rows, the least held-out loss lies near ``1e-5 C_max``).
     patience : int
-        Values past the least held-out loss (and past the prior) that stop the
-        path when the loss has not risen significantly before.
+        Values past the last material minimum of the held-out criterion (and
+        past the prior) that stop the path when it has not risen
+        significantly before.
+    flat : float
+        A new minimum is material when it lowers the criterion by more than
+        this fraction of its decrease from the first value to the last
+        material minimum.  On a9a (26,049 fitting rows) the held-out loss
+        fell by 0.237 from ``0.316 C_max`` to ``3.16e-4 C_max`` and by 0.004
+        over the next eight values; with 0.01 the path stops three values
+        earlier (after ``1e-6 C_max``, 5.6 s less) at the same choice.  0: every
+        new minimum counts.
     seed : int
         Seed of the held-out split.
     min_held : int
@@ -76,6 +87,7 @@ class PathSettings:
     per_decade: int = 2
     min_ratio: float = 1e-7
     patience: int = 3
+    flat: float = 0.01
     seed: int = 0
     min_held: int = 20
 
@@ -86,6 +98,8 @@ class PathSettings:
             raise ValueError("per_decade and patience must be >= 1")
         if not 0.0 < self.min_ratio < 1.0:
             raise ValueError(f"min_ratio must be in (0, 1); got {self.min_ratio!r}")
+        if not 0.0 <= self.flat < 1.0:
+            raise ValueError(f"flat must be in [0, 1); got {self.flat!r}")
 
 
 @dataclass
@@ -435,7 +449,7 @@ def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[An
     previous = None
     kept: list[_Kept] = []   # the solutions on the fitting rows, to start the fit on all rows from
     stopped = "the end of the path"
-    best = -1
+    best = material = -1        # the least criterion; the last minimum that lowered it materially
     for r in ratios:
         C = float(r * ref_fit)
         t0 = time.perf_counter()
@@ -458,6 +472,8 @@ def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[An
             progress({"C": C, "ratio": float(r), "loss": losses[-1], "metric": metric, "n_active": n_act[-1]})
         if best < 0 or scores[-1] < scores[best]:
             best = len(scores) - 1
+        if material < 0 or scores[material] - scores[-1] > s.flat * (scores[0] - scores[material]):
+            material = len(scores) - 1
         _drop_kept(kept, best)
         if C < prior_fit and best < len(scores) - 1:
             rise, rise_se = _excess(np.array([per_rows[-1], per_rows[best]]), 1, w_held)
@@ -465,9 +481,11 @@ def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[An
                 stopped = (f"the held-out {criterion} turned (it rose past its minimum by more than its "
                            "paired standard error)")
                 break
-            if len(scores) - 1 - best >= s.patience:
-                stopped = f"the held-out {criterion} turned ({s.patience} values past its minimum)"
-                break
+        if C < prior_fit and len(scores) - 1 - material >= s.patience:
+            stopped = (f"the held-out {criterion} turned ({s.patience} values past its minimum)" if material == best
+                       else f"the held-out {criterion} flattened ({s.patience} values without lowering it by "
+                            f"more than {s.flat:g} of its decrease so far)")
+            break
     loss_arr = np.array(losses)
     excess, excess_se = _excess(np.array(per_rows), best, w_held)
     ratio_arr = np.array(Cs) / ref_fit
