@@ -351,7 +351,7 @@ def solve_prepared(
     selection = refinement = None
     refine_s = 0.0
     with announce_compilation(what, warn=warn_compilation):
-        from .pipeline.heldout import path_decides, select_C
+        from .pipeline.heldout import path_decides, path_engine, select_C
 
         if spec.problem.C == "path" or (spec.problem.C == "auto" and path_decides(problem)):
             # C chosen on held-out rows; the run then solves all rows at it
@@ -359,7 +359,8 @@ def solve_prepared(
             from .pipeline.settings import auto_C
 
             step = None if callback is None else (lambda rec: callback({"stage": "C path", **rec}))
-            selection = select_C(problem, lambda p, warm: solve_from(engine, p, None, warm), auto_C,
+            on_path = path_engine(engine)
+            selection = select_C(problem, lambda p, warm: solve_from(on_path, p, None, warm), auto_C,
                                  progress=step)
             problem = problem_at(problem, C=selection.C)
             warm_start = warm_start if selection.start is None else selection.start

@@ -201,6 +201,27 @@ def test_a_flat_held_out_loss_ends_the_path():
         PathSettings(flat=1.0)
 
 
+def test_the_path_solves_to_a_multiple_of_the_fits_tolerance(monkeypatch):
+    import mklkit.engines.base as base
+    from mklkit.pipeline.heldout import path_engine
+
+    engine = create("engine", {"name": "bcd", "tol": 1e-4, "max_iter": 77})
+    looser = path_engine(engine)
+    assert looser.get_params() == {**engine.get_params(), "tol": pytest.approx(3e-4)}
+    assert path_engine(engine, PathSettings(tol_ratio=1.0)) is engine
+    with pytest.raises(ValueError, match="tol_ratio"):
+        PathSettings(tol_ratio=0.5)
+    # the estimator: every solve of the path at 3 x tol, the fit on all rows at tol
+    used = []
+    solve_from = base.solve_from
+    monkeypatch.setattr(base, "solve_from", lambda e, *a, **k: used.append(e.tol) or solve_from(e, *a, **k))
+    X, y = _data(400)
+    clf = MKLClassifier(KERNELS, C="path", tol=1e-4).fit(X, y)
+    assert len(used) == clf.C_selection_.Cs.size + 1
+    assert used[:-1] == [pytest.approx(3e-4)] * (len(used) - 1) and used[-1] == 1e-4
+    assert np.all(clf.C_selection_.gaps <= 3e-4) and clf.dual_gap_ <= 1e-4
+
+
 def test_the_hinge_chooses_by_the_held_out_error_rate_and_the_logistic_by_its_loss():
     from mklkit.pipeline.heldout import criterion_of
 

@@ -758,10 +758,12 @@ class _BaseMKL(BaseEstimator):
         better on the same rows (:mod:`mklkit.pipeline.kernel_subset`).  Returns C and the problem
         (the task's, or the kept kernels') to fit at it."""
         from ..engines.base import solve_from
-        from ..pipeline.heldout import select_C
+        from ..pipeline.heldout import path_engine, select_C
+
+        engine = path_engine(prep.engine)
 
         def solve(p: Any, warm: Any) -> Any:
-            return solve_from(prep.engine, p, None, warm)
+            return solve_from(engine, p, None, warm)
 
         def progress(rec: dict[str, Any]) -> None:
             logger.info("%s: C=%.4g (%.3g of the reference) held-out loss %.5f, metric %.4f, "

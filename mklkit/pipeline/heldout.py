@@ -76,6 +76,16 @@ class PathSettings:
         over the next eight values; with 0.01 the path stops three values
         earlier (after ``1e-6 C_max``, 5.6 s less) at the same choice.  0: every
         new minimum counts.
+    tol_ratio : float
+        The path's solves stop at this multiple of the fit's relative
+        duality gap (:func:`path_engine`); the fit on all rows at the chosen
+        C is solved to the fit's own, warm-started from the path.  Their
+        solutions only rank the values of C on held-out rows: with 3
+        (relative gap 3e-2 for the default 1e-2) the default fit took 9.5–10.4 s
+        instead of 15.7–15.8 s on ringnorm, 16.5 / 19.4 s instead of
+        20.6 / 26.9 s on w8a and 12.0 s instead of 15.0 s on a9a, with the same
+        choices on twonorm, ringnorm, a9a and 4 of 5 waveform splits (test
+        accuracy within 0.0005 on every set).
     seed : int
         Seed of the held-out split.
     min_held : int
@@ -88,6 +98,7 @@ class PathSettings:
     min_ratio: float = 1e-7
     patience: int = 3
     flat: float = 0.01
+    tol_ratio: float = 3.0
     seed: int = 0
     min_held: int = 20
 
@@ -100,6 +111,8 @@ class PathSettings:
             raise ValueError(f"min_ratio must be in (0, 1); got {self.min_ratio!r}")
         if not 0.0 <= self.flat < 1.0:
             raise ValueError(f"flat must be in [0, 1); got {self.flat!r}")
+        if not self.tol_ratio >= 1.0:
+            raise ValueError(f"tol_ratio must be >= 1; got {self.tol_ratio!r}")
 
 
 @dataclass
@@ -381,6 +394,16 @@ def _excess(rows: np.ndarray, best: int, w: np.ndarray) -> tuple[np.ndarray, np.
 # ---------------------------------------------------------------------------
 # The path
 # ---------------------------------------------------------------------------
+def path_engine(engine: Any, settings: PathSettings | None = None) -> Any:
+    """The engine of the path's solves: ``engine`` with its ``tol`` times ``settings.tol_ratio``
+    (an engine without a ``tol`` parameter as it is)."""
+    s = settings or PathSettings()
+    params = engine.get_params() if hasattr(engine, "get_params") else {}
+    if s.tol_ratio == 1.0 or not isinstance(params.get("tol"), (int, float)):
+        return engine
+    return type(engine)(**{**params, "tol": float(params["tol"]) * s.tol_ratio})
+
+
 def _drop_kept(kept: list[_Kept], best: int) -> None:
     """Free the kept solutions beyond :data:`KEEP_BYTES`, the largest C first, never ``best``."""
     while sum(k.nbytes for k in kept if k.result is not None) > KEEP_BYTES:
