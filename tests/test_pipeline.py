@@ -229,3 +229,29 @@ def test_pipeline_errors_carry_their_key_as_data():
     assert (exc.key, exc.value, exc.allowed) == ("kernels.bank[1].width", -2, "a number > 0")
     assert str(exc) == "kernels.bank[1].width: invalid value; got -2; allowed: a number > 0"
     assert exc.message("width") == "width: invalid value; got -2; allowed: a number > 0"
+
+
+@pytest.mark.parametrize("layout", ["samples first", "kernels first", "view of kernels first", "float32"])
+def test_given_kernels_are_copied_kernels_first_and_their_rows_taken(layout):
+    """The estimators' (N, N, M) input becomes one (M, N, N) copy, whatever its memory layout,
+    and the held-out path's fitting rows of it are the same rows and columns of every kernel."""
+    from mklkit.pipeline.bank import rows_of
+    from mklkit.pipeline.data import kernels_in_order
+
+    rng = np.random.default_rng(3)
+    K = rng.normal(size=(4, 37, 37))
+    if layout == "samples first":       # np.stack(..., axis=-1): C-contiguous (N, N, M)
+        given = np.moveaxis(np.ascontiguousarray(np.moveaxis(K, 0, -1)), 2, 0)
+    elif layout == "kernels first":
+        given = K
+    elif layout == "view of kernels first":   # np.moveaxis(K, 0, -1) passed, moved back
+        given = np.moveaxis(np.moveaxis(K, 0, -1), 2, 0)
+    else:
+        given = np.moveaxis(np.moveaxis(K, 0, -1).astype(np.float32), 2, 0)
+    out = kernels_in_order(given)
+    assert out.flags.c_contiguous and out.dtype == np.float64 and not np.shares_memory(out, given)
+    np.testing.assert_array_equal(out, np.asarray(given, dtype=np.float64))
+    rows = np.array([5, 0, 36, 5, 17])
+    np.testing.assert_array_equal(rows_of(out, rows), out[:, rows][:, :, rows])
+    strided, few = out[:, ::2, ::2], rows[:3] % 19       # not contiguous: numpy's gather
+    np.testing.assert_array_equal(rows_of(strided, few), strided[:, few][:, :, few])

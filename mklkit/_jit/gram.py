@@ -8,7 +8,7 @@ allocate.  All arguments are C-contiguous float64.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import njit, prange, types
 
 __all__ = [
     "sqdist_symmetric_inplace",
@@ -18,6 +18,8 @@ __all__ = [
     "divide_outer_inplace",
     "symmetrize_inplace",
     "all_finite",
+    "kernels_first",
+    "take_square",
 ]
 
 
@@ -158,3 +160,33 @@ def all_finite(A: np.ndarray) -> bool:  # pragma: no cover - jitted
             if not (v - v == 0.0):
                 return False
     return True
+
+
+@njit("void(float64[:, :, ::1], float64[:, :, ::1])", cache=True, parallel=True)
+def kernels_first(src: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
+    """``out[m, i, j] = src[i, j, m]``: kernels given samples first, (N, N, M), as one
+    kernel after the other, (M, N, N); rows in parallel.
+
+    ``np.array(np.moveaxis(src, 2, 0), order="C")`` reads ``src`` with a stride of
+    M entries: 20 kernels of 4,000 points took 5.6 s.
+    """
+    n, n2, M = src.shape
+    for i in prange(n):
+        for j in range(n2):
+            for m in range(M):
+                out[m, i, j] = src[i, j, m]
+
+
+@njit("void(float64[:, :, ::1], int64[::1], float64[:, :, ::1])", cache=True, parallel=True)
+def take_square(K: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
+    """``out[m] = K[m][rows][:, rows]``: the same rows and columns of every kernel, one output
+    row at a time in parallel."""
+    M = K.shape[0]
+    n = rows.shape[0]
+    for t in prange(M * n):
+        m = t // n
+        a = t - m * n
+        src = K[m, rows[a]]
+        dst = out[m, a]
+        for b in range(n):
+            dst[b] = src[rows[b]]

@@ -438,10 +438,10 @@ class _BaseMKL(BaseEstimator):
                 raise ValueError(f"{owner}: with kernels='precomputed', sample_weight must be > 0 for "
                                  f"every sample (a zero weight drops the sample: leave its rows and "
                                  f"columns out of X); got {float(np.min(sw))!r}")
-            _check_given_kernels(K, owner, self._legacy_layout)
+            data = dataclasses.replace(pipeline.gram_data(K, y, self._task), w_train=sw)
+            _check_given_kernels(data.K_train, owner, self._legacy_layout)   # the contiguous copy
             n_features_in = int(K.shape[1])
             kernels_resolved: Any = "precomputed"
-            data = dataclasses.replace(pipeline.gram_data(K, y, self._task), w_train=sw)
             # the estimator's own parameters are checked above; the kernels come in memory, not from a file
             bank_settings = BankSettings.model_construct(normalize=normalize, memory_budget=self.memory_budget)
         else:

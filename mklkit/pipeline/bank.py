@@ -227,13 +227,19 @@ def new_points(bank: Any, X: Any = None, K: Any = None, scaler: Any = None,
 def rows_of(K: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
     """``K[:, rows][:, :, rows]`` as one new C-contiguous array (``K`` itself for ``None``).
 
-    Kernel by kernel, rows then columns (``np.take``): a quarter of the time of one
-    three-index gather (20 kernels of 4,000 points to 3,200: 2.6 s against 10 s)."""
+    One parallel jitted gather (:func:`~mklkit._jit.gram.take_square`) for a C-contiguous
+    float64 bank (20 kernels of 4,000 points to 3,200: 4.4 s with ``np.take`` twice per
+    kernel); kernel by kernel with ``np.take`` otherwise."""
     import numpy as np
+
+    from .._jit.gram import take_square
 
     if rows is None:
         return K
     out = np.empty((K.shape[0], rows.size, rows.size), dtype=K.dtype)
+    if K.dtype == np.float64 and K.flags.c_contiguous:
+        take_square(K, np.ascontiguousarray(rows, dtype=np.int64), out)
+        return out
     for m in range(K.shape[0]):
         np.take(np.take(K[m], rows, axis=0), rows, axis=1, out=out[m])
     return out

@@ -650,6 +650,22 @@ def array_data(X: Any, y: Any, task: str, feature_names: Sequence[str] | None = 
                                  name=name, task=task, n_total=int(X.shape[0])))
 
 
+def kernels_in_order(K: Any) -> Any:
+    """A C-contiguous float64 copy of kernels (M, N, N); a view of samples-first kernels
+    (N, N, M) (the estimators' input) is copied by one parallel pass over the original."""
+    import numpy as np
+
+    from .._jit.gram import kernels_first
+
+    K = np.asarray(K)
+    src = np.moveaxis(K, 0, -1) if K.ndim == 3 else None
+    if src is not None and src.dtype == np.float64 and src.flags.c_contiguous and K.shape[0] > 1:
+        out = np.empty(K.shape, dtype=np.float64)
+        kernels_first(src, out)
+        return out
+    return np.array(K, dtype=np.float64, order="C")
+
+
 def gram_data(K: Any, y: Any, task: str, names: Sequence[str] | None = None, name: str = "X") -> Data:
     """Precomputed training kernels (M, N, N) given in memory, not yet normalised.
 
@@ -658,7 +674,7 @@ def gram_data(K: Any, y: Any, task: str, names: Sequence[str] | None = None, nam
     """
     import numpy as np
 
-    K = np.array(K, dtype=np.float64, order="C")
+    K = kernels_in_order(K)
     return Data(X_train=None, y_train=np.asarray(y), X_test=None, y_test=None, feature_names=[], name=name,
                 task=task, K_train=K, kernel_names=None if names is None else list(names), n_total=int(K.shape[1]))
 
