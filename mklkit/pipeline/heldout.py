@@ -182,7 +182,8 @@ class HeldoutPath:
     criterion: str = "loss"
     settings: PathSettings = field(default_factory=PathSettings)
     #: the chosen solution on the fitting rows as a start on all rows (its coefficients zero on
-    #: the held-out rows: the same predictor), for the fit at ``C``; ``None`` once used
+    #: the held-out rows: the same predictor), for the fit at ``C`` (on Gram matrices whose path
+    #: solutions outgrew ``KEEP_BYTES``, the kept one nearest it); ``None`` once used
     start: Any = field(default=None, repr=False, compare=False)
     #: the criterion on each held-out row at the chosen value, and the rows' weights (to compare
     #: two paths over the same rows: :func:`mklkit.pipeline.kernel_subset.prefer_subset`); ``None``
