@@ -225,6 +225,15 @@ def _on_sigint(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def _lost_interrupt() -> None:
+    """Raise the :class:`KeyboardInterrupt` of a SIGINT this process received but that did not
+    stop it: raised inside C code (numba loading or compiling a function), it can come back as
+    an error that code handles.  Called by the progress callbacks, so the command stops at the
+    next progress event instead of running to its end."""
+    if _sigint_received and not _sigint_deferred:
+        raise KeyboardInterrupt
+
+
 @contextmanager
 def _finish_before_interrupt() -> Iterator[None]:
     """Finish the block (writing results) before a SIGINT received meanwhile stops the command."""
@@ -311,6 +320,7 @@ class _IterationLines:
         self.printed = 0
 
     def __call__(self, state: dict[str, Any]) -> None:
+        _lost_interrupt()
         if not self.enabled:
             return None
         now = time.perf_counter() - self.t0
@@ -356,6 +366,7 @@ class _BuildBar:
         self.bars: dict[str, Any] = {}
 
     def __call__(self, ev: dict[str, Any]) -> None:
+        _lost_interrupt()
         if not self.enabled or (ev["elapsed_s"] < PROGRESS_AFTER_S and ev["done"] < ev["total"]):
             return
         what, done, total = ev["what"], int(ev["done"]), int(ev["total"])

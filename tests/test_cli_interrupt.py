@@ -230,6 +230,53 @@ def test_mklkit_run_interrupted_exits_130_with_one_line(tmp_path, point):
     assert not (out / "summary.json").exists()
 
 
+#: An engine whose first iteration receives SIGINT inside code that swallows the KeyboardInterrupt,
+#: as C code may (numba loading or compiling a function), then goes on iterating.
+_SWALLOWING_ENGINE = """
+import os, signal, sys, time
+from mklkit.cli import main
+from mklkit.engines.base import Engine
+from mklkit.testing import registered
+
+
+class Swallows(Engine):
+    name = "swallows_sigint"
+    description = "test engine: loses a SIGINT, then iterates"
+    representations = ("array",)
+
+    def _solve(self, problem, run, warm_start):
+        zero = run.zero
+        it = 0
+        while True:
+            it += 1
+            if it == 1:
+                try:
+                    os.kill(os.getpid(), signal.SIGINT)
+                    time.sleep(0.2)
+                except BaseException:
+                    pass
+            run.offer(it, dual=zero.dual_objective, rho=zero.rho)
+            run.record(it, zero.objective, zero.dual_objective)
+            if run.check(it):
+                return run.result(it)
+
+
+with registered(Swallows):
+    sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_sigint_lost_inside_other_code_still_stops_the_run(tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-c", _SWALLOWING_ENGINE, "run", str(SPECS / "quickstart.yaml"),
+                           "--set", "engine.name=swallows_sigint", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, preexec_fn=_default_sigint)
+    assert proc.returncode == EXIT_INTERRUPTED, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(("mklkit: interrupted", "mklkit run: interrupted"))
+    assert "Traceback" not in proc.stderr
+    assert not (out / "summary.json").exists()
+
+
 def test_an_interrupted_local_pool_stops_its_workers():
     # Ctrl-C on a terminal reaches the pool's workers too: they leave it to the
     # parent (no traceback of their own), which stops them instead of waiting
