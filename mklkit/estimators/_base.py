@@ -1025,12 +1025,14 @@ def _auto_scale(task: str) -> float:
 def _check_given_kernels(K: np.ndarray, owner: str, legacy: bool) -> None:
     """The precomputed kernels' PSD check (:func:`mklkit.kernels.precomputed.check_psd`), naming X's slice.
 
+    ``K`` is the fit's C-contiguous float64 copy (:func:`mklkit.pipeline.data.kernels_in_order`).
     Non-finite values are left to the pipeline's check, which names them.
     """
+    from .._jit.gram import all_finite
     from ..kernels import BankError
     from ..kernels.precomputed import check_psd
 
-    if not np.issubdtype(K.dtype, np.number) or not np.all(np.isfinite(K)):
+    if not all(all_finite(K[m]) for m in range(K.shape[0])):   # kernel by kernel, no (M, N, N) mask
         return
     try:
         check_psd(K, "X", index="[{m}]" if legacy else "[:, :, {m}]")

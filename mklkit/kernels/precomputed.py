@@ -253,9 +253,9 @@ def check_psd(K: Any, where: str, names: Sequence[str] | None = None, index: str
         ``index`` is formatted with ``m`` (``"[{m}]"``, ``"[:, :, {m}]"``).
     """
     for m in range(np.shape(K)[0]):
-        # a C-ordered copy (K is not modified, and may be a strided view: the estimators'
-        # (N, N, M) input), made symmetric in place: 0.06 s against 0.2 s for (Km + Km.T) / 2 of
-        # such a view at N = 4,000
+        # a C-ordered copy (K is not modified: the Cholesky overwrites the copy; K may be a
+        # strided view), made symmetric in place: 0.06 s against 0.2 s for (Km + Km.T) / 2 of an
+        # (N, N, M) input's slice at N = 4,000
         Km = np.array(K[m], dtype=np.float64, order="C")
         symmetrize_inplace(Km)
         _psd_or_refuse(Km, where + index.format(m=m), names[m] if names is not None else None, rtol,
