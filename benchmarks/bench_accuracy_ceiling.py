@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         best = max(best, acc)
         row(seed, "ceiling: hinge, uniform, C 0.1", sec, acc, f"{F.shape[1]} features: {what}")
         summary.setdefault("ceiling: best of the three (on test)", []).append(best)
-        del F, T
+        F = T = None  # free the features before the next seed
     print("\nmean test accuracy over the seeds")
     for method, accs in summary.items():
         if len(accs) == len(args.seeds):

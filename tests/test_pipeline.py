@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from mklkit.api import load_spec, run
+from mklkit.api import run
 from mklkit.cli import main
 from mklkit.data import Standardizer, load_builtin
 from mklkit.kernels import KernelBank

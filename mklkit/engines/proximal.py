@@ -493,7 +493,7 @@ class _Run(Algorithm):
         eng, run = self.engine, self.run
         max_iter = int(eng.max_iter)
         gap_every = int(eng.gap_every)
-        y, M = self.y, self.M
+        M = self.M
         self.lower, self.upper = self.conj_domain()
         self.radius = float(self.reg.conj_radius(self.C)) if self.mu == 0.0 else math.inf
 

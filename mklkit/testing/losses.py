@@ -445,7 +445,7 @@ def _cons_call(cc: ConstrainedConjugate, name: str, y, u, ut, p) -> np.ndarray:
 def _loss_constrained(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float,
                       rng: np.random.Generator) -> None:
     cc: ConstrainedConjugate = loss.constrained
-    k, p, y = loss.jit, P.p, P.y
+    p, y = P.p, P.y
     n = y.size
     Ba, B = int(loss.n_aux), int(loss.n_cons)
     W = 1 + Ba

@@ -581,7 +581,6 @@ def _reg_weight(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
     x = np.concatenate([[0.0], np.sort(P.x)[:: max(1, P.x.size // 32)]])
     d = _arr(k.weight(_f64(x), p))
     g = _arr(k.value(_f64(x), 1.0, p))
-    pts = {"x": x}
     ident = r.identity("weight_value")
     with np.errstate(divide="ignore", invalid="ignore"):
         quad = np.where(x == 0.0, 0.0, x ** 2 / (2.0 * d))
