@@ -523,7 +523,7 @@ def test_load_spec_and_run_from_the_namespace(tmp_path):
             - {function: rbf, width: [5, 10]}
             - {function: poly, degree: 1}
         problem: {loss: logistic, regularizer: {name: elasticnet, lam: 0.5}, C: 0.1}
-        solver: {name: spicy, tol: 1.0e-3}
+        engine: {name: spicy, tol: 1.0e-3}
         output: {dir: out}
     """))
     spec = mklkit.load_spec(spec_file, overrides=["problem.C=0.05"])
