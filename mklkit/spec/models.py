@@ -5,9 +5,9 @@ The sections are the pipeline's settings models
 :class:`~mklkit.pipeline.ProblemSettings`), the engine section
 (:class:`EngineSection`, a component made by the registry) and
 :class:`OutputSpec`.  Rules between sections (a data source unless the
-kernels are precomputed or given as factors) are
-the model validators of :class:`Spec`.  Every error becomes one
-:class:`~mklkit.spec.errors.SpecError` through :mod:`mklkit.spec.errors`.
+kernels are precomputed or given as factors) are the model validators of
+:class:`Spec`.  Every error becomes one :class:`~mklkit.spec.errors.SpecError`
+through :mod:`mklkit.spec.errors`.
 """
 from __future__ import annotations
 
