@@ -43,7 +43,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mklkit.data import load_builtin
-from mklkit.kernels.bank import KernelBank, format_bytes
+from mklkit.kernels import KernelBank, format_bytes
 from mklkit.kernels.factorize import build_factor_bank
 from mklkit.kernels.ops import ArrayBank
 

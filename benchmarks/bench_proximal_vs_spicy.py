@@ -42,7 +42,7 @@ from mklkit.components.regularizers import L1, ElasticNet
 from mklkit.data import Standardizer, load_builtin, train_test_split
 from mklkit.engines.proximal import Proximal
 from mklkit.engines.spicy import Spicy
-from mklkit.kernels.bank import KernelBank
+from mklkit.kernels import KernelBank
 from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning
 

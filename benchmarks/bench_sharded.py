@@ -39,7 +39,7 @@ import numpy as np
 
 from mklkit.data import Standardizer, load_builtin
 from mklkit.engines.spicy import Spicy
-from mklkit.kernels.bank import BankError, KernelBank, format_bytes
+from mklkit.kernels import BankError, KernelBank, format_bytes
 from mklkit.kernels.sharded import ShardedBank, ShardLostError
 from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning

@@ -46,7 +46,7 @@ from mklkit.components.losses import Hinge, Logistic
 from mklkit.components.regularizers import L1, ElasticNet
 from mklkit.data import Standardizer, load_builtin
 from mklkit.engines.spicy import Spicy
-from mklkit.kernels.bank import KernelBank
+from mklkit.kernels import KernelBank
 from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning
 

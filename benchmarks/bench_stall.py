@@ -38,7 +38,7 @@ from mklkit.engines.auto import Auto
 from mklkit.engines.bcd import BCD
 from mklkit.engines.proximal import Proximal
 from mklkit.engines.spicy import Spicy
-from mklkit.kernels.bank import KernelBank
+from mklkit.kernels import KernelBank
 from mklkit.kernels.factorize.dense import exact_factors
 from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning, SolveResult

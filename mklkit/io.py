@@ -35,8 +35,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
-
     from .api import MulticlassRunResult, RunResult
 
 __all__ = [
@@ -53,7 +51,6 @@ __all__ = [
     "write_text",
     "read_summary",
     "read_history",
-    "read_solution",
     "to_jsonable",
 ]
 
@@ -336,13 +333,3 @@ def read_history(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
         raise OutputError(p, f"{HISTORY} does not hold a JSON list", "a file written by mklkit run")
     return [r for r in data if isinstance(r, dict)]
 
-
-def read_solution(run_dir: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """The arrays of ``solution.npz``."""
-    import numpy as np
-
-    p = Path(run_dir) / SOLUTION
-    if not p.is_file():
-        raise OutputError(Path(run_dir), f"has no {SOLUTION}", "a directory written by 'mklkit run'")
-    with np.load(p, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}

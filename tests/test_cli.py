@@ -36,7 +36,7 @@ TINY: dict[str, Any] = {
         "normalize": "trace",
     },
     "problem": {"loss": "logistic", "regularizer": {"name": "elasticnet", "lam": 0.5}, "C": 0.5, "bias": True},
-    "solver": {"name": "spicy", "tol": 1.0e-4, "max_iter": 100},
+    "engine": {"name": "spicy", "tol": 1.0e-4, "max_iter": 100},
 }
 
 
@@ -101,10 +101,10 @@ BAD_SPECS = [
     ("unknown-param", {"problem": {"regularizer": {"name": "elasticnet", "lamda": 0.2}}}, "problem.regularizer.lamda", "'lamda'"),
     ("unknown-loss", {"problem": {"loss": "logistc"}}, "problem.loss", "'logistc'"),
     ("unknown-regularizer", {"problem": {"regularizer": "no_such_regularizer"}}, "problem.regularizer", "'no_such_regularizer'"),
-    ("unknown-engine", {"solver": {"name": "no_such_engine"}}, "solver.name", "'no_such_engine'"),
-    ("engine-option-range", {"solver": {"tol": -1.0}}, "solver.tol", "got -1.0"),
-    ("engine-option-type", {"solver": {"max_iter": "many"}}, "solver.max_iter", "'many'"),
-    ("engine-unknown-option", {"solver": {"tolerance": 1e-3}}, "solver.tolerance", "'tolerance'"),
+    ("unknown-engine", {"engine": {"name": "no_such_engine"}}, "engine.name", "'no_such_engine'"),
+    ("engine-option-range", {"engine": {"tol": -1.0}}, "engine.tol", "got -1.0"),
+    ("engine-option-type", {"engine": {"max_iter": "many"}}, "engine.max_iter", "'many'"),
+    ("engine-unknown-option", {"engine": {"tolerance": 1e-3}}, "engine.tolerance", "'tolerance'"),
     ("unknown-builtin", {"data": {"builtin": "sonr"}}, "data.builtin", "'sonr'"),
     ("test-size-range", {"data": {"test_size": 1.5}}, "data.test_size", "1.5"),
     ("seed-negative", {"data": {"seed": -3}}, "data.seed", "-3"),
@@ -188,11 +188,11 @@ def picky_engine():
 
 @pytest.mark.parametrize("command", ["validate", "run"])
 def test_engine_does_not_support_the_problem(tmp_path, capsys, picky_engine, command):
-    p = spec_file(tmp_path, solver={"name": picky_engine, "tol": None, "max_iter": None})
+    p = spec_file(tmp_path, engine={"name": picky_engine, "tol": None, "max_iter": None})
     argv = [command, p] + (["--out", tmp_path / "out"] if command == "run" else [])
     code, out, err = run_cli(argv, capsys)
     assert_user_error(
-        code, err, str(p), "solver.name", f"'{picky_engine}'", "cannot solve this problem",
+        code, err, str(p), "engine.name", f"'{picky_engine}'", "cannot solve this problem",
         "it refuses logistic with elasticnet",
         "allowed: an engine that supports loss 'logistic' x regularizer 'elasticnet': ",
     )
@@ -373,7 +373,7 @@ def test_yaml_object_tag(tmp_path, capsys):
 
 def test_yaml_syntax_error(tmp_path, capsys):
     p = tmp_path / "broken.yaml"
-    p.write_text("data:\n  builtin: sonar\nproblem: {loss: logistic\nsolver: spicy\n")
+    p.write_text("data:\n  builtin: sonar\nproblem: {loss: logistic\nengine: spicy\n")
     code, _, err = run_cli(["validate", p], capsys)
     assert_user_error(code, err, str(p), "line 4", "YAML syntax error")
 
@@ -410,7 +410,7 @@ def test_missing_spec_file(tmp_path, capsys):
     [
         ("problem.C=-1", ["problem.C", "got -1", "(set by --set)"]),
         ("problem.regularizer.lam=2", ["problem.regularizer.lam", "got 2"]),
-        ("solver.name=smo", ["solver.name", "'smo'"]),
+        ("engine.name=smo", ["engine.name", "'smo'"]),
         ("problem.bais=false", ["problem.bais", "did you mean 'bias'"]),
         ("problem.C", ["--set", "key.path=value", "'problem.C'"]),
         ("problem..C=1", ["--set", "malformed key path"]),
@@ -546,7 +546,6 @@ def test_run_writes_results_and_refuses_to_overwrite(tmp_path, capsys, monkeypat
     assert s["duality_gap"] <= 1e-4 and s["objective"] > 0
     assert 0.5 < s["test_accuracy"] <= 1.0 and s["n_test"] == 52
     assert s["spec"]["engine"]["tol"] == 1e-4 and s["spec"]["engine"]["armijo"] == 1e-4
-    assert "solver" not in s["spec"]
     hist = json.loads((out_dir / "history.json").read_text())
     assert len(hist) == s["iterations"] and {"objective", "gap", "n_active", "time_s"} <= set(hist[-1])
     with np.load(out_dir / "solution.npz") as z:
@@ -600,7 +599,7 @@ def test_run_default_output_dir_is_relative_to_cwd(tmp_path, capsys, monkeypatch
 
 
 def test_not_converged_warns_and_strict_exits_3(tmp_path, capsys):
-    p = spec_file(tmp_path, solver={"tol": 1e-14, "max_iter": 1})
+    p = spec_file(tmp_path, engine={"tol": 1e-14, "max_iter": 1})
     code, out, err = run_cli(["run", p, "--out", tmp_path / "a", "--quiet"], capsys)
     assert code == 0
     assert "warning: the solver did not converge" in err and "max_iter" in err
@@ -646,7 +645,7 @@ def compiling_engine():
 
 
 def test_run_says_once_that_numba_compiles(tmp_path, capsys, compiling_engine):
-    p = spec_file(tmp_path, solver={"name": compiling_engine})
+    p = spec_file(tmp_path, engine={"name": compiling_engine})
     code, _, err = run_cli(["run", p, "--out", tmp_path / "a"], capsys)
     assert code == 0, err
     notes = [ln for ln in err.splitlines() if "compiling" in ln]
@@ -677,7 +676,7 @@ def test_svr_with_l1_above_and_below_c_max(tmp_path, capsys, C):
     code, out, err = run_cli(
         ["run", SPECS / "regression_eps.yaml", "--set", "problem.regularizer=l1",
          "--set", f"problem.C={C}", "--set", f"kernels.bank={bank}",
-         "--set", "solver.max_iter=100", "--out", tmp_path / "r", "--quiet"], capsys)
+         "--set", "engine.max_iter=100", "--out", tmp_path / "r", "--quiet"], capsys)
     assert code == 0, err
     s = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert s["status"] == "converged" and s["duality_gap"] <= 1e-3

@@ -124,24 +124,3 @@ def test_the_jitted_loops_compile_once_per_function(tmp_path):
     assert done.returncode == 0, done.stderr
     assert int(done.stdout.split("COMPILED")[-1]) >= 10, done.stdout
     assert "MULTI" not in done.stdout, done.stdout
-
-
-def test_former_module_names_import_the_renamed_modules():
-    """numba code a plugin cached against ``mklkit._kernels`` (now ``mklkit._jit``) still loads."""
-    import importlib
-    import sys
-
-    import mklkit
-
-    code = ("import importlib, mklkit, mklkit._jit.regularizers as new\n"
-            "old = importlib.import_module('mklkit._kernels.regularizers')\n"
-            "assert old is new, (old, new)\n"
-            "assert new.__spec__.name == 'mklkit._jit.regularizers', new.__spec__.name\n"
-            "import mklkit._kernels as pkg, mklkit._jit as jit\n"
-            "assert pkg is jit and jit.__spec__.name == 'mklkit._jit'\n")
-    import subprocess
-
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert mklkit.FORMER_NAMES["mklkit._kernels"] == "mklkit._jit"
-    assert importlib.util.find_spec("mklkit._jit") is not None

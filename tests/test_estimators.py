@@ -259,21 +259,20 @@ def test_precomputed_matches_feature_mode(ionosphere):
         MKLClassifier("precomputed", normalize="diagonal").fit(K_train, y_tr)
 
 
-def test_precomputed_old_layout_warns_and_matches(ionosphere):
+def test_precomputed_kernels_first_layout_is_refused(ionosphere):
     X_tr, X_te, y_tr, _ = ionosphere
     sc = Standardizer().fit(X_tr)
     raw = KernelBank.build(sc.transform(X_tr), SMALL_BANK, normalize="none")
-    K_train, K_test = raw.K.copy(), raw.cross(sc.transform(X_te))  # (M, N, N), (M, n, N): deprecated
-    given = K_train.copy()
-    with pytest.warns(FutureWarning, match=r"shape \(n_kernels, n_samples, n_samples\) are deprecated"):
-        old = MKLClassifier("precomputed", normalize="trace").fit(K_train, y_tr)
-    np.testing.assert_array_equal(K_train, given)  # fit leaves the caller's array as it was
-    new = MKLClassifier("precomputed", normalize="trace").fit(np.moveaxis(K_train, 0, -1), y_tr)
-    np.testing.assert_allclose(old.decision_function(K_test),
-                               new.decision_function(np.moveaxis(K_test, 0, -1)), rtol=1e-10, atol=1e-12)
+    K_train, K_test = raw.K.copy(), raw.cross(sc.transform(X_te))  # (M, N, N), (M, n, N)
     M, N = K_train.shape[0], K_train.shape[1]
-    with pytest.raises(ValueError, match=rf"kernels of shape \({M}, n_test, {N}\); got shape"):
-        old.predict(K_test[:, :, :10])
+    with pytest.raises(ValueError, match=rf"shape \(n_samples, n_samples, n_kernels\).*got shape \({M}, {N}, {N}\)"):
+        MKLClassifier("precomputed", normalize="trace").fit(K_train, y_tr)
+    given = np.moveaxis(K_train, 0, -1).copy()
+    est = MKLClassifier("precomputed", normalize="trace").fit(given, y_tr)
+    np.testing.assert_array_equal(given, np.moveaxis(K_train, 0, -1))  # fit leaves the caller's array as it was
+    with pytest.raises(ValueError, match=rf"kernels of shape \(n_test, {N}, {M}\); got shape \({M}, "):
+        est.predict(K_test)
+    assert est.predict(np.moveaxis(K_test, 0, -1)).shape == (K_test.shape[1],)
 
 
 # ---------------------------------------------------------------------------
@@ -523,7 +522,7 @@ def test_load_spec_and_run_from_the_namespace(tmp_path):
             - {function: rbf, width: [5, 10]}
             - {function: poly, degree: 1}
         problem: {loss: logistic, regularizer: {name: elasticnet, lam: 0.5}, C: 0.1}
-        solver: {name: spicy, tol: 1.0e-3}
+        engine: {name: spicy, tol: 1.0e-3}
         output: {dir: out}
     """))
     spec = mklkit.load_spec(spec_file, overrides=["problem.C=0.05"])
@@ -589,16 +588,6 @@ def test_precomputed_pairwise_input_in_cross_val_score_and_grid_search(ionospher
         assert gs.cv_results_["mean_test_score"][i] == pytest.approx(np.mean(ref), abs=1e-10)
     with pytest.raises(ValueError, match=r"shape \(n_samples, n_samples, n_kernels\)"):
         est.fit(G[:, :10], y_tr)
-
-
-def test_old_precomputed_layout_warns_and_gives_the_same_answer(ionosphere):
-    X_tr, _, y_tr, _ = ionosphere
-    G = _gram_stack(X_tr)
-    new = MKLClassifier("precomputed", normalize="trace").fit(G, y_tr)
-    with pytest.warns(FutureWarning, match=r"np\.moveaxis\(K, 0, -1\)"):
-        old = MKLClassifier("precomputed", normalize="trace").fit(np.moveaxis(G, -1, 0), y_tr)
-    np.testing.assert_allclose(old.decision_function(np.moveaxis(G, -1, 0)), new.decision_function(G),
-                               rtol=1e-12, atol=1e-12)
 
 
 def test_exact_factor_bank_gives_the_dense_answer(ionosphere):

@@ -12,7 +12,7 @@ from mklkit.components.losses import Logistic
 from mklkit.components.regularizers import L1, ElasticNet
 from mklkit.data import load_builtin
 from mklkit.engines.spicy import Spicy
-from mklkit.kernels.bank import BankError, KernelBank
+from mklkit.kernels import BankError, KernelBank
 from mklkit.kernels.factor import FactorBank
 from mklkit.kernels.factorize import FactorError, build_factor_bank, poly_map_dim
 from mklkit.problem import Problem
@@ -423,7 +423,7 @@ def test_docs_factor_banks_examples_run():
 
 
 def test_resolved_kernel_specs_and_datasets_are_accepted():
-    from mklkit.kernels.bank import expand_bank
+    from mklkit.kernels import expand_bank
 
     ds = load_builtin("ionosphere")
     bank = [{"function": "rbf", "width": [3.0, 6.0], "features": {"random_subsets": 2, "size": 5}}]

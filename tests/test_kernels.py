@@ -466,15 +466,13 @@ def test_precomputed_diagonal_with_test_diag(tmp_path, data):
     np.testing.assert_allclose(pre.K_test, built.cross(Z), rtol=1e-12)
 
 
-def test_bank_kernels_are_bank_kernel_and_old_import_paths_work():
-    """Expanded kernels are ``BankKernel``s; ``KernelSpec`` and ``mklkit.kernels.bank`` keep working."""
+def test_bank_kernels_are_bank_kernel_and_the_package_names_are_the_modules():
+    """Expanded kernels are ``BankKernel``s; ``mklkit.kernels`` serves the names of its modules."""
     import mklkit.kernels as kernels
-    from mklkit.kernels import bank, build, description, precomputed
+    from mklkit.kernels import build, description, precomputed
 
     specs = kernels.expand_bank([{"function": "rbf", "width": [1.0, 2.0]}], 3)
     assert [type(s) for s in specs] == [kernels.BankKernel, kernels.BankKernel]
-    assert kernels.KernelSpec is kernels.BankKernel is description.BankKernel
-    for name in bank.__all__:
-        assert getattr(bank, name) is getattr(kernels, name, getattr(bank, name))
-    assert bank.KernelBank is build.KernelBank and bank.PrecomputedKernels is precomputed.PrecomputedKernels
-    assert bank.UnknownName is description.UnknownName and bank.Resolver is description.Resolver
+    assert kernels.BankKernel is description.BankKernel and kernels.BankError is description.BankError
+    assert kernels.KernelBank is build.KernelBank and kernels.PrecomputedKernels is precomputed.PrecomputedKernels
+    assert not hasattr(kernels, "KernelSpec")

@@ -670,14 +670,10 @@ def test_tutorial_code_is_copied_from_the_example_plugin() -> None:
             assert chunk.strip("\n") in source, f"docs/plugins.md block from {path} is not in it"
 
 
-def test_the_former_attribute_name_kernels_still_declares_the_jitted_functions() -> None:
-    """A plugin written before ``kernels`` became ``jit`` registers, with a FutureWarning."""
-    with pytest.warns(FutureWarning, match="the class attribute 'kernels' is now called 'jit'"):
-        cls = type("OldLoss", (Loss,), {"__module__": "old_mod", "name": "old_loss",
-                                        "description": "old style", "kernels": LOSS_KERNELS})
-    assert cls.jit is LOSS_KERNELS
-    Registry().register_plugin(make_plugin("old", cls), "d")
-    assert cls().kernels is cls().jit is LOSS_KERNELS
-    from mklkit import LossJit, LossKernels
-
-    assert LossKernels is LossJit
+def test_a_component_declaring_kernels_instead_of_jit_is_refused() -> None:
+    """The jitted functions are the class attribute ``jit``; ``kernels`` is not read in its place."""
+    cls = type("OldLoss", (Loss,), {"__module__": "old_mod", "name": "old_loss",
+                                    "description": "old style", "kernels": LOSS_KERNELS})
+    assert "jit" not in vars(cls)
+    with pytest.raises(ComponentValidationError, match=r"OldLoss lacks 'jit'"):
+        Registry().register_plugin(make_plugin("old", cls), "d")

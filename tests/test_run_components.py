@@ -1,4 +1,4 @@
-"""``mklkit run`` with ``solver.name: spicy`` for every loss x regularizer from YAML.
+"""``mklkit run`` with ``engine.name: spicy`` for every loss x regularizer from YAML.
 
 The losses include the two of the ``mklkit-huber`` example plugin, which
 reach the engine only through the component contract.  Each run must
@@ -61,7 +61,7 @@ def spec_for(loss: str, reg: str) -> dict:
         "kernels": {"bank": [{"function": "rbf", "width": [1.0, 4.0]}, {"function": "linear"}],
                     "normalize": "trace"},
         "problem": {"loss": loss_spec, "regularizer": REGULARIZERS[reg], "C": C, "bias": True},
-        "solver": {"name": "spicy", "tol": TOL, "max_iter": 200},
+        "engine": {"name": "spicy", "tol": TOL, "max_iter": 200},
     }
 
 

@@ -11,7 +11,7 @@ from mklkit.components.regularizers import L1, ElasticNet  # noqa: E402
 from mklkit.engines import common  # noqa: E402
 from mklkit.engines.proximal import Proximal  # noqa: E402
 from mklkit.engines.spicy import Spicy  # noqa: E402
-from mklkit.kernels.bank import BankError, KernelBank  # noqa: E402
+from mklkit.kernels import BankError, KernelBank  # noqa: E402
 from mklkit.kernels.ops import ArrayBank, BankAccessError  # noqa: E402
 from mklkit.kernels.sharded import ShardedBank, ShardLostError  # noqa: E402
 from mklkit.problem import Problem  # noqa: E402

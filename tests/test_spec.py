@@ -27,7 +27,7 @@ TINY = {
     "data": {"builtin": "sonar", "test_size": 0.25, "seed": 0},
     "kernels": {"bank": [{"function": "rbf", "width": [1.0, 5.0]}, {"function": "linear"}]},
     "problem": {"loss": "logistic", "regularizer": {"name": "elasticnet", "lam": 0.5}, "C": 0.5},
-    "solver": {"name": "spicy", "tol": 1e-3, "max_iter": 50},
+    "engine": {"name": "spicy", "tol": 1e-3, "max_iter": 50},
 }
 
 
@@ -44,7 +44,6 @@ def test_quickstart_parses_with_defaults_filled():
     assert r["kernels"] == {"preset": "simplemkl", "normalize": "trace", "memory_budget": None}
     assert r["problem"]["regularizer"] == {"name": "elasticnet", "lam": 0.5}
     assert r["problem"]["loss"] == {"name": "logistic"}
-    assert "solver" not in r  # the section is named engine; solver is its deprecated name
     assert r["engine"]["name"] == "spicy" and r["engine"]["tol"] == 1e-4
     assert "armijo" in r["engine"]  # engine defaults filled in
     assert spec.name == "quickstart"
@@ -63,7 +62,7 @@ def test_minimal_spec_gets_defaults(tmp_path):
     assert spec.kernels.normalize == "trace"
     assert spec.problem.regularizer.name == "l1"
     assert spec.problem.C == "auto" == DEFAULTS["problem.C"] and spec.problem.bias is True
-    assert spec.solver.name == "spicy"
+    assert spec.engine.name == "spicy"
     assert spec.output.dir == Path("runs") / "s"
 
 
@@ -72,12 +71,12 @@ def test_scientific_notation_without_dot_is_a_number(tmp_path):
         data: {builtin: sonar}
         kernels: {preset: simplemkl}
         problem: {loss: logistic, C: 5e-2}
-        solver: {name: spicy, tol: 1e-4, max_iter: 10}
+        engine: {name: spicy, tol: 1e-4, max_iter: 10}
     """)
     spec = load_spec(p)
     assert spec.problem.C == 0.05
-    assert spec.solver.engine.tol == 1e-4
-    assert spec.solver.engine.max_iter == 10 and isinstance(spec.solver.engine.max_iter, int)
+    assert spec.engine.engine.tol == 1e-4
+    assert spec.engine.engine.max_iter == 10 and isinstance(spec.engine.engine.max_iter, int)
 
 
 def test_relative_paths_resolve_against_spec_folder(tmp_path):
@@ -107,9 +106,9 @@ def test_relative_paths_resolve_against_spec_folder(tmp_path):
         (lambda s: s["problem"].update(loss="logistc"), "problem.loss", "'logistc'"),
         (lambda s: s["problem"].update(loss=3), "problem.loss", "3"),
         (lambda s: s["problem"].update(loss={"eps": 0.1}), "problem.loss.name", "{'eps': 0.1}"),
-        (lambda s: s["solver"].update(name="no_such_engine"), "solver.name", "'no_such_engine'"),
-        (lambda s: s["solver"].update(tol=-1), "solver.tol", "-1"),
-        (lambda s: s["solver"].update(max_iter=2.5), "solver.max_iter", "2.5"),
+        (lambda s: s["engine"].update(name="no_such_engine"), "engine.name", "'no_such_engine'"),
+        (lambda s: s["engine"].update(tol=-1), "engine.tol", "-1"),
+        (lambda s: s["engine"].update(max_iter=2.5), "engine.max_iter", "2.5"),
         (lambda s: s["data"].update(builtin="sonarr"), "data.builtin", "'sonarr'"),
         (lambda s: s["data"].update(test_size=1.5), "data.test_size", "1.5"),
         (lambda s: s["data"].update(seed=-1), "data.seed", "-1"),
@@ -178,8 +177,8 @@ def test_duplicate_keys_are_refused(tmp_path):
 
 
 def test_overrides(tmp_path):
-    spec = load_spec(SPECS / "quickstart.yaml", ["problem.C=0.05", "solver.max_iter=7", "data.seed=3"])
-    assert spec.problem.C == 0.05 and spec.solver.engine.max_iter == 7 and spec.data.seed == 3
+    spec = load_spec(SPECS / "quickstart.yaml", ["problem.C=0.05", "engine.max_iter=7", "data.seed=3"])
+    assert spec.problem.C == 0.05 and spec.engine.engine.max_iter == 7 and spec.data.seed == 3
     # a component given by name becomes a mapping when a parameter is set
     spec = load_spec(SPECS / "quickstart.yaml", ["problem.loss=eps_insensitive", "problem.loss.eps=0.3"])
     assert spec.problem.loss.eps == 0.3
@@ -373,7 +372,7 @@ def test_engine_support_is_checked_before_building(monkeypatch):
     monkeypatch.setattr(Spicy, "supports", lambda self, problem: f"no {problem.regularizer.name} today")
     monkeypatch.setattr(Spicy, "solve", lambda self, problem, callback=None: pytest.fail("solve called"))
     spec = parse_spec(json.loads(json.dumps(TINY)), file="t.yaml")
-    with pytest.raises(SpecError, match=r"t\.yaml: solver\.name: engine 'spicy' cannot solve this problem: no elasticnet today; got 'spicy'; allowed: "):
+    with pytest.raises(SpecError, match=r"t\.yaml: engine\.name: engine 'spicy' cannot solve this problem: no elasticnet today; got 'spicy'; allowed: "):
         spec.prepare(build=False)
     with pytest.raises(SpecError, match=r"no elasticnet today"):
         spec.prepare()
@@ -397,7 +396,7 @@ def test_check_counts_kernels_without_building():
 def test_json_schema_lists_components():
     s = json_schema()
     json.dumps(s)
-    assert set(s["properties"]) == {"description", "data", "kernels", "problem", "engine", "solver", "output"}
+    assert set(s["properties"]) == {"description", "data", "kernels", "problem", "engine", "output"}
     losses = s["properties"]["problem"]["properties"]["loss"]["oneOf"][0]["enum"]
     assert "logistic" in losses and "hinge" in losses
     assert "simplemkl" in s["properties"]["kernels"]["properties"]["preset"]["enum"]

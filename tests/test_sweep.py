@@ -36,7 +36,7 @@ GRID: dict[str, Any] = {
     "data": {"builtin": "sonar", "test_size": 0.25, "seed": 0},
     "kernels": {"bank": [{"function": "rbf", "width": [1.0, 5.0]}, {"function": "linear"}]},
     "problem": {"loss": "logistic", "regularizer": {"name": "elasticnet", "lam": [0.2, 0.5]}, "C": [0.1, 1.0]},
-    "solver": {"name": "spicy", "tol": 1.0e-4, "max_iter": 100},
+    "engine": {"name": "spicy", "tol": 1.0e-4, "max_iter": 100},
     "cv": {"folds": 3, "seed": 0},
 }
 
@@ -98,11 +98,11 @@ def test_sweep_grid_expands_lists_and_sorts_C_descending():
     assert all(c.spec.problem.C == 1.0 for c in sw.configs)
 
 
-def test_sweep_data_loss_and_solver_axes_form_a_product():
+def test_sweep_data_loss_and_engine_axes_form_a_product():
     sw = parse_sweep(grid(
         data={"builtin": ["sonar", "liver"]},
         problem={"loss": ["hinge", "logistic"], "regularizer": ["l1", {"name": "elasticnet", "lam": [0.2, 0.5]}]},
-        solver={"tol": [1e-3, 1e-4]},
+        engine={"tol": [1e-3, 1e-4]},
         cv={"splits": 4, "test_size": 0.2, "seed": 3, "folds": None},
     ), file="g.yaml")
     assert len(sw.configs) == 2 * 2 * 3 * 2
@@ -135,7 +135,7 @@ BAD_SWEEPS = [
     (dict(problem={"loss": ["logistic", "logistc"]}), "problem.loss", "unknown loss", "'logistc'"),
     (dict(problem={"loss": ["logistic", "squared"]}), "problem.loss", "mixes classification and regression", "squared (regression)"),
     (dict(problem={"loss": ["logistic", "logistic"]}), "problem.loss", "two grid points are the same problem", "logistic"),
-    (dict(solver={"tol": [1e-3, -1]}), "solver.tol", "invalid value", "-1"),
+    (dict(engine={"tol": [1e-3, -1]}), "engine.tol", "invalid value", "-1"),
     (dict(data={"builtin": ["sonar", "sonarr"]}), "data.builtin", "unknown builtin data set", "'sonarr'"),
     (dict(cv={"folds": 1}), "cv.folds", "invalid value", "1"),
     (dict(cv={"folds": 3, "splits": 4}), "cv.splits", "exclusive", "4"),
@@ -168,7 +168,7 @@ def test_too_many_folds_for_a_class_is_refused_before_solving(tmp_path):
     ("problem.C", [0.1, 1.0]),
     ("problem.regularizer.lam", [0.2, 0.5]),
     ("problem.loss", ["hinge", "logistic"]),
-    ("solver.tol", [1e-3, 1e-4]),
+    ("engine.tol", [1e-3, 1e-4]),
     ("data.builtin", ["sonar", "liver"]),
 ])
 def test_run_spec_refuses_sweep_lists_and_points_to_sweep(key, value):
@@ -431,18 +431,17 @@ def test_resume_refuses_a_different_grid(tmp_path):
         run_sweep(other, tmp_path / "o", resume=True)
 
 
-def test_resume_matches_a_sweep_json_written_with_the_solver_section(tmp_path):
-    # sweeps written before the solver: -> engine: rename recorded each config's engine under "solver"
+def test_resume_refuses_a_sweep_json_with_configs_under_solver(tmp_path):
+    # a sweep.json whose configurations hold the engine under "solver" is another grid
     sw = parse_sweep(grid(problem={"C": 1.0}), file="g.yaml")
-    first = run_sweep(sw, tmp_path / "o")
+    run_sweep(sw, tmp_path / "o")
     path = tmp_path / "o" / "sweep.json"
     meta = json.loads(path.read_text())
     for config in meta["grid"]["configs"]:
         config["solver"] = config.pop("engine")
     path.write_text(json.dumps(meta))
-    again = run_sweep(sw, tmp_path / "o", resume=True)
-    assert again.n_run == 0 and again.n_skipped == 6
-    assert again.rows == first.rows
+    with pytest.raises(SpecError, match=r"--resume: .*results\.csv was written by another sweep \(the grid or the cross-validation differs\)"):
+        run_sweep(sw, tmp_path / "o", resume=True)
 
 
 def test_workers_and_scheduler_are_exclusive(tmp_path):
@@ -504,7 +503,7 @@ def _site_with_a_broken_plugin(tmp_path: Path) -> Path:
 def _pool_sweep_with_a_broken_plugin(tmp_path: Path, *options: str) -> str:
     """stderr of a two-worker sweep (two tasks that do not converge) with a broken plugin installed."""
     p = write_spec(tmp_path, grid(problem={"regularizer": {"name": "elasticnet", "lam": 0.5}, "C": 1.0},
-                                  solver={"tol": 1e-14, "max_iter": 1}, cv={"folds": 2, "seed": 0}))
+                                  engine={"tol": 1e-14, "max_iter": 1}, cv={"folds": 2, "seed": 0}))
     site = _site_with_a_broken_plugin(tmp_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
     r = subprocess.run([sys.executable, "-m", "mklkit.cli", "sweep", str(p), "--workers", "2",

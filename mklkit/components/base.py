@@ -25,7 +25,6 @@ evaluate the conjugate at :math:`u = -\rho`.
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, ClassVar, NamedTuple, Sequence
 
 import numpy as np
@@ -67,22 +66,6 @@ class Component:
     description: ClassVar[str] = ""
     params: ClassVar[tuple[Param, ...]] = ()
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        # The jitted functions were the class attribute ``kernels`` before
-        # 0.2: a component that still declares it is read as ``jit``.
-        own = cls.__dict__.get("kernels")
-        if own is not None and "jit" not in cls.__dict__ and not isinstance(own, property):
-            warnings.warn(f"{cls.__module__}.{cls.__qualname__}: the class attribute 'kernels' is "
-                          f"now called 'jit' (mklkit.{type(own).__name__} -> the same tuple); "
-                          f"'kernels' is read as 'jit' for now", FutureWarning, stacklevel=2)
-            cls.jit = own
-
-    @property
-    def kernels(self) -> Any:
-        """The former name of :attr:`jit` (read-only; for engines written before 0.2)."""
-        return self.jit
-
     def __init__(self, **kwargs: Any) -> None:
         values = validate_params(self.params, kwargs, owner=self.name or type(self).__name__)
         self._param_values = values
@@ -118,12 +101,6 @@ class Component:
         args = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v!r}"
                          for k, v in params.items())
         return f"{self.name}({args})"
-
-    def to_spec(self) -> str | dict[str, Any]:
-        """The spec form: the bare name, or a mapping with the parameters."""
-        if not self._param_values:
-            return self.name
-        return {"name": self.name, **self._param_values}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self._param_values.items())
@@ -579,9 +556,3 @@ def as_array(x: Sequence[float] | np.ndarray) -> np.ndarray:
 
 
 __all__ += ["Param", "ParamError", "as_array"]
-
-#: Former names of the jitted-function tuples (before 0.2), kept for plugins.
-LossKernels = LossJit
-RegularizerKernels = RegularizerJit
-BregmanKernels = BregmanJit
-__all__ += ["LossKernels", "RegularizerKernels", "BregmanKernels"]

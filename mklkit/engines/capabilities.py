@@ -172,11 +172,6 @@ class Requires:
         return Requires(self.loss + other.loss, self.regularizer + other.regularizer,
                         self.bank + other.bank, sample_weight=self.sample_weight)
 
-    def capabilities(self) -> list[Capability]:
-        """Every capability named, in order (for documentation and listings)."""
-        return [c for part in (self.loss, self.regularizer, self.bank) for r in part
-                for c in r.options]
-
     def unmet(self, problem: Problem) -> list[tuple[Requirement, str]]:
         """The requirements ``problem`` does not meet, each with what is lacking."""
         out = []

@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from ..components.base import Loss, Regularizer
 from ..problem import Problem
 from ..result import ConvergenceWarning, SolveResult, Status
 from .capabilities import SEPARABLE, needs
@@ -44,7 +43,6 @@ from .objectives import (  # used here
 )
 
 __all__ = [
-    "not_separable",
     "SEPARABLE_SUMS",
     *_objectives.__all__,
     "ZeroSolution",
@@ -69,14 +67,6 @@ SEPARABLE_WHY = "this engine solves sums over kernels of a function of one block
 #: regularizer that couples the blocks (``separable = False``) is a
 #: different problem, so it is declined rather than solved block-wise.
 SEPARABLE_SUMS = needs(SEPARABLE, why=SEPARABLE_WHY)
-
-
-def not_separable(reg: Regularizer) -> str | None:
-    """The reason why an engine of sums over kernels cannot take ``reg``, or ``None``
-    (:data:`SEPARABLE_SUMS`)."""
-    if SEPARABLE_SUMS.met(reg):
-        return None
-    return f"{SEPARABLE_SUMS.lack(reg)}: {SEPARABLE_WHY}"
 
 
 # ---------------------------------------------------------------------------

@@ -369,28 +369,15 @@ class _BaseMKL(BaseEstimator):
             raise ValueError(f"{owner}: {exc}") from None
         return "factor", {"factor": settings}
 
-    def _gram_input(self, X: Any, fitted: bool = False) -> tuple[np.ndarray, bool]:
-        """Precomputed kernels as (M, rows, N), and whether X had the deprecated layout.
-
-        X is (rows, N, M) (samples first, kernels last), or (M, rows, N) (deprecated).
-        """
-        import warnings
-
-        owner = self._owner
+    def _gram_input(self, X: Any) -> np.ndarray:
+        """The training Gram matrices X, (N, N, M) (samples first, kernels last), as an (M, N, N) view."""
         X = np.asarray(X)
-        old = getattr(self, "_legacy_layout", False) if fitted else (
-            X.ndim == 3 and X.shape[1] == X.shape[2] and X.shape[0] != X.shape[1])
-        if X.ndim != 3 or (not fitted and not old and X.shape[0] != X.shape[1]):
+        if X.ndim != 3 or X.shape[0] != X.shape[1]:
             raise ValueError(
-                f"{owner}: with kernels='precomputed', X must be the training Gram matrices of shape "
+                f"{self._owner}: with kernels='precomputed', X must be the training Gram matrices of shape "
                 f"(n_samples, n_samples, n_kernels) (samples on the first two axes, as scikit-learn's "
                 f"splitters index a pairwise input); got shape {X.shape}")
-        if old and not fitted:
-            warnings.warn(
-                f"{owner}: precomputed Gram matrices of shape (n_kernels, n_samples, n_samples) are "
-                "deprecated; pass np.moveaxis(K, 0, -1), shape (n_samples, n_samples, n_kernels), which "
-                "GridSearchCV and cross_val_score can split", FutureWarning, stacklevel=4)
-        return (X if old else np.moveaxis(X, 2, 0)), bool(old)
+        return np.moveaxis(X, 2, 0)
 
     def _prepare(self, X: Any, y: Any, C: float, sample_weight: Any = None) -> _FitState:
         """Validate everything, build the bank once (:func:`mklkit.pipeline.prepare`) and lay out the tasks.
@@ -428,7 +415,7 @@ class _BaseMKL(BaseEstimator):
                                  getattr(self, "factor", None) or getattr(self, "scheduler", None),
                                  "None with kernels='precomputed' (given kernels are held as one array)",
                                  owner=owner)
-            K, self._legacy_layout = self._gram_input(X)
+            K = self._gram_input(X)
             y = self._validate_y(y)
             if y.shape[0] != K.shape[1]:
                 raise ValueError(f"{owner}: X holds Gram matrices of {K.shape[1]} samples "
@@ -439,7 +426,7 @@ class _BaseMKL(BaseEstimator):
                                  f"every sample (a zero weight drops the sample: leave its rows and "
                                  f"columns out of X); got {float(np.min(sw))!r}")
             data = dataclasses.replace(pipeline.gram_data(K, y, self._task), w_train=sw)
-            _check_given_kernels(data.K_train, owner, self._legacy_layout)   # the contiguous copy
+            _check_given_kernels(data.K_train, owner)   # the contiguous copy
             n_features_in = int(K.shape[1])
             kernels_resolved: Any = "precomputed"
             # the estimator's own parameters are checked above; the kernels come in memory, not from a file
@@ -935,18 +922,11 @@ class _BaseMKL(BaseEstimator):
         if self._precomputed():
             M, N = len(self.kernel_names_), bank.n_samples
             Kx = np.asarray(X)
-            legacy = getattr(self, "_legacy_layout", False)
-            if not legacy:
-                if Kx.ndim != 3 or Kx.shape[1] != N or Kx.shape[2] != M:
-                    raise ValueError(
-                        f"{owner}: with kernels='precomputed', X must hold the test-versus-training "
-                        f"kernels of shape (n_test, {N}, {M}); got shape {Kx.shape}")
-                Kx = np.moveaxis(Kx, 2, 0)
-            if Kx.ndim != 3 or Kx.shape[0] != M or Kx.shape[2] != N:
+            if Kx.ndim != 3 or Kx.shape[1] != N or Kx.shape[2] != M:
                 raise ValueError(
                     f"{owner}: with kernels='precomputed', X must hold the test-versus-training "
-                    f"kernels of shape ({M}, n_test, {N}); got shape {Kx.shape}")
-            sub = Kx[active]
+                    f"kernels of shape (n_test, {N}, {M}); got shape {Kx.shape}")
+            sub = np.moveaxis(Kx, 2, 0)[active]
             if not np.all(np.isfinite(sub)):
                 raise ValueError(f"{owner}: X contains NaN or infinite values")
             return new_points(bank, K=sub, kernels=active)
@@ -1022,7 +1002,7 @@ def _auto_scale(task: str) -> float:
     return AUTO_C_SCALE.get(task, 1.0)
 
 
-def _check_given_kernels(K: np.ndarray, owner: str, legacy: bool) -> None:
+def _check_given_kernels(K: np.ndarray, owner: str) -> None:
     """The precomputed kernels' PSD check (:func:`mklkit.kernels.precomputed.check_psd`), naming X's slice.
 
     ``K`` is the fit's C-contiguous float64 copy (:func:`mklkit.pipeline.data.kernels_in_order`).
@@ -1035,7 +1015,7 @@ def _check_given_kernels(K: np.ndarray, owner: str, legacy: bool) -> None:
     if not all(all_finite(K[m]) for m in range(K.shape[0])):   # kernel by kernel, no (M, N, N) mask
         return
     try:
-        check_psd(K, "X", index="[{m}]" if legacy else "[:, :, {m}]")
+        check_psd(K, "X", index="[:, :, {m}]")
     except BankError as exc:
         raise ValueError(f"{owner}: {exc}") from None
 

@@ -45,8 +45,7 @@ _COMMON_DOC = """\
         two axes, kernels last: ``np.stack(Ks, axis=-1)``), in ``fit``, and
         the test-versus-training kernels, shape (N_test, N, M), in
         ``predict``/``decision_function``; the estimator is pairwise, so
-        ``GridSearchCV`` and ``cross_val_score`` split it.  The former
-        layout (M, N, N) still works, with a ``FutureWarning``.
+        ``GridSearchCV`` and ``cross_val_score`` split it.
     regularizer : str, mapping or Regularizer, default="elasticnet"
         A registered regularizer by name, as ``{"name": ..., **params}``, or
         an instance (a plugin's too).  The default elastic net (λ = 0.5) is

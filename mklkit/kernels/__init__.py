@@ -9,7 +9,6 @@
   the memory estimate.
 * :mod:`mklkit.kernels.precomputed` — banks from given Gram matrices or an
   ``.npz`` file.
-* :mod:`mklkit.kernels.bank` — all names of those three in one place.
 * :mod:`mklkit.kernels.presets` — the ``simplemkl`` and ``smomkl`` banks.
 * :mod:`mklkit.kernels.factor` — :class:`FactorBank`, kernels held as factors
   :math:`K_m = L_mL_m^\top` (and :class:`FactorPredictor`, what predictions of
@@ -21,25 +20,20 @@
 """
 from __future__ import annotations
 
-from .bank import (
+from .build import KernelBank, MemoryBudgetError, estimate_bytes, estimate_peak_bytes, format_bytes
+from .description import (
     CHI2_DF,
     DEFAULT_MEMORY_BUDGET,
     NORMALIZATIONS,
     BankError,
     BankKernel,
-    KernelBank,
-    KernelSpec,
-    MemoryBudgetError,
-    PrecomputedKernels,
     builtin_resolver,
     count_kernels,
-    estimate_bytes,
-    estimate_peak_bytes,
     expand_bank,
-    format_bytes,
     make_resolver,
     validate_bank,
 )
+from .precomputed import PrecomputedKernels
 from .functions import (
     BUILTIN_KERNEL_FUNCTIONS,
     RBF,
@@ -67,7 +61,6 @@ __all__ = [
     "GivenFactorMap",
     "KernelBank",
     "KernelFunction",
-    "KernelSpec",
     "MemoryBudgetError",
     "RankCapWarning",
     "Linear",

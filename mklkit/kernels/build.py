@@ -42,7 +42,7 @@ __all__ = [
     "format_bytes",
 ]
 
-logger = logging.getLogger("mklkit.kernels.bank")
+logger = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------
 # Memory

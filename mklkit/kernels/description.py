@@ -60,7 +60,6 @@ __all__ = [
     "BankError",
     "UnknownName",
     "BankKernel",
-    "KernelSpec",
     "NORMALIZATIONS",
     "DEFAULT_MEMORY_BUDGET",
     "CHI2_DF",
@@ -229,10 +228,6 @@ class BankKernel:
     def to_dict(self) -> dict[str, Any]:
         """``{"function": name, <params>..., "features": [indices]}``."""
         return {"function": self.function.name, **self.function.get_params(), "features": list(self.features)}
-
-
-KernelSpec = BankKernel
-"""The former name of :class:`BankKernel` (kept for existing code)."""
 
 
 def _check_normalize(normalize: str) -> str:

@@ -43,7 +43,7 @@ import numpy as np
 from .._jit import blocks
 from .._jit import spicy as kspicy
 
-__all__ = ["GramBank", "ArrayBank", "BankAccessError", "as_bank"]
+__all__ = ["GramBank", "ArrayBank", "BankAccessError"]
 
 
 class BankAccessError(TypeError):
@@ -186,9 +186,3 @@ class ArrayBank(GramBank):
     def combine(self, alpha: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return blocks.combine(self.K, _vec(alpha), idx)
 
-
-def as_bank(K: Any) -> GramBank:
-    """``K`` as a :class:`GramBank` (an ndarray is wrapped in an :class:`ArrayBank`, no copy)."""
-    if isinstance(K, GramBank):
-        return K
-    return ArrayBank(_vec(K))

@@ -308,7 +308,7 @@ def prepare(
     progress : callable or bool, optional
         Progress of the bank build (``KernelBank.build``'s ``progress``).
     engine_key : str
-        The key that names the engine in errors (``engine.name`` or ``solver.name``).
+        The key that names the engine in errors (``engine.name``).
 
     Raises
     ------

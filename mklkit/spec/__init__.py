@@ -36,14 +36,12 @@ from __future__ import annotations
 from ..pipeline import DEFAULTS, parse_bytes
 from .errors import SpecError, from_pipeline, from_validation, mark_override, one_line
 from .models import (
-    ENGINE_SECTIONS,
     SWEEP_COMPONENTS,
     SWEEP_KEYS,
     SWEEP_SECTION,
     TOP_KEYS,
     EngineSection,
     OutputSpec,
-    SolverSpec,
     Spec,
     load_spec,
     parse_spec,
@@ -61,7 +59,6 @@ __all__ = [
     "SpecError",
     "Spec",
     "EngineSection",
-    "SolverSpec",
     "OutputSpec",
     "DEFAULTS",
     "load_spec",
@@ -81,7 +78,6 @@ __all__ = [
     "from_validation",
     "from_pipeline",
     "TOP_KEYS",
-    "ENGINE_SECTIONS",
     "SWEEP_KEYS",
     "SWEEP_COMPONENTS",
     "SWEEP_SECTION",

@@ -83,25 +83,15 @@ def mark_override(problem: str, key: str, overridden: Sequence[str]) -> str:
     return problem
 
 
-def from_pipeline(exc: PipelineError, file: str, overridden: Sequence[str] = (), section: str = "engine",
+def from_pipeline(exc: PipelineError, file: str, overridden: Sequence[str] = (),
                   loc: Sequence[Any] = ()) -> SpecError:
-    """A PipelineError (its key relative to ``loc``) as the spec's one-line error.
-
-    ``section`` is the name the spec gave the engine section (``engine`` or
-    its deprecated name ``solver``): keys under it are named as written.
-    """
-    key = _as_written(key_path(loc, exc.key), section)
+    """A PipelineError (its key relative to ``loc``) as the spec's one-line error."""
+    key = key_path(loc, exc.key)
     return SpecError(file, key, mark_override(exc.problem, key, overridden), allowed=exc.allowed,
                      shown=exc.shown if exc.has_value else None)
 
 
-def _as_written(key: str, section: str) -> str:
-    if section != "engine" and (key == "engine" or key.startswith("engine.")):
-        return section + key[len("engine"):]
-    return key
-
-
 def from_validation(exc: Any, schema: dict[str, Any], file: str, overridden: Sequence[str] = (),
-                    section: str = "engine", root: Sequence[Any] = ()) -> SpecError:
+                    root: Sequence[Any] = ()) -> SpecError:
     """The first of pydantic's errors as the spec's one-line error (:func:`mklkit.pipeline.errors.from_validation`)."""
-    return from_pipeline(_pipeline_error(exc, schema, root), file, overridden, section)
+    return from_pipeline(_pipeline_error(exc, schema, root), file, overridden)

@@ -5,9 +5,9 @@ The sections are the pipeline's settings models
 :class:`~mklkit.pipeline.ProblemSettings`), the engine section
 (:class:`EngineSection`, a component made by the registry) and
 :class:`OutputSpec`.  Rules between sections (a data source unless the
-kernels are precomputed or given as factors, ``engine`` and its deprecated name ``solver``) are
-the model validators of :class:`Spec`.  Every error becomes one
-:class:`~mklkit.spec.errors.SpecError` through :mod:`mklkit.spec.errors`.
+kernels are precomputed or given as factors) are the model validators of
+:class:`Spec`.  Every error becomes one :class:`~mklkit.spec.errors.SpecError`
+through :mod:`mklkit.spec.errors`.
 """
 from __future__ import annotations
 
@@ -37,12 +37,10 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "Spec",
     "EngineSection",
-    "SolverSpec",
     "OutputSpec",
     "TOP_KEYS",
     "SWEEP_KEYS",
     "SWEEP_SECTION",
-    "ENGINE_SECTIONS",
     "sweep_lists",
     "refuse_sweep",
     "load_spec",
@@ -52,33 +50,26 @@ __all__ = [
     "validate_model",
 ]
 
-#: The sections of a spec (``solver`` is the deprecated name of ``engine``).
-TOP_KEYS: tuple[str, ...] = ("description", "data", "kernels", "problem", "engine", "solver", "output")
-#: The section that selects the engine, and its deprecated name.
-ENGINE_SECTIONS: tuple[str, ...] = ("engine", "solver")
+#: The sections of a spec.
+TOP_KEYS: tuple[str, ...] = ("description", "data", "kernels", "problem", "engine", "output")
 #: Top-level section of a sweep spec (``mklkit sweep``): the cross-validation.
 SWEEP_SECTION = "cv"
 #: Keys of a sweep spec that may hold a list of values (one grid axis each).
-#: ``problem.loss``, ``problem.regularizer`` and ``engine`` (``solver``) may
-#: also be mappings whose parameters are lists.
+#: ``problem.loss``, ``problem.regularizer`` and ``engine`` may also be
+#: mappings whose parameters are lists.
 SWEEP_KEYS: tuple[str, ...] = (
     "data.builtin", "data.train", "problem.loss", "problem.regularizer", "problem.C",
-    "problem.bias", "engine", "solver",
+    "problem.bias", "engine",
 )
 #: The sweep keys that hold a component (their parameters may be lists).
-SWEEP_COMPONENTS: tuple[str, ...] = ("problem.loss", "problem.regularizer", "engine", "solver")
+SWEEP_COMPONENTS: tuple[str, ...] = ("problem.loss", "problem.regularizer", "engine")
 
 
 class EngineSection(RootModel[EngineField]):  # type: ignore[valid-type]
-    """``engine:`` (formerly ``solver:``) -- the engine, an instance holding its validated options.
-
-    ``section`` is the name the spec used (``engine``, or the deprecated
-    ``solver``): errors name the key as written.
-    """
+    """``engine:`` -- the engine, an instance holding its validated options."""
 
     root: EngineField = Field(None, validate_default=True,  # type: ignore[valid-type]
                               description="the engine: its name, or a mapping with name and options")
-    _section: str = PrivateAttr("engine")
 
     @property
     def engine(self) -> Engine:
@@ -87,14 +78,6 @@ class EngineSection(RootModel[EngineField]):  # type: ignore[valid-type]
     @property
     def name(self) -> str:
         return self.root.name
-
-    @property
-    def section(self) -> str:
-        return self._section
-
-
-#: The deprecated name of :class:`EngineSection`.
-SolverSpec = EngineSection
 
 
 class OutputSpec(Settings):
@@ -114,7 +97,6 @@ class Spec(Settings):
     kernels : BankSettings
     problem : ProblemSettings
     engine : EngineSection
-        Also as :attr:`solver` (the deprecated name of the section).
     output : OutputSpec
     description : str
     file : str
@@ -131,7 +113,7 @@ class Spec(Settings):
                                                         "kernels.precomputed_factors)")
     problem: ProblemSettings = Field(description="loss, regularizer, C, bias")
     engine: EngineSection = Field(None, validate_default=True,  # type: ignore[assignment]
-                                  description="the engine (formerly solver)")
+                                  description="the engine")
     output: OutputSpec = Field(default_factory=OutputSpec, description="where mklkit run writes")
     _file: str = PrivateAttr("<spec>")
     _folder: Path = PrivateAttr(default_factory=Path.cwd)
@@ -139,23 +121,14 @@ class Spec(Settings):
 
     @model_validator(mode="before")
     @classmethod
-    def _drop_none(cls, value: Any, info: ValidationInfo) -> Any:
-        """``key: null`` means the default; ``solver:`` is read as ``engine:`` (both at once: an error)."""
-        value = none_is_absent(value)
-        if isinstance(value, Mapping) and "solver" in value:
-            if "engine" in value:
-                raise PipelineError("solver", "engine and solver are the same section (solver is its deprecated "
-                                    "name); the spec has both", value["solver"], "one engine section, named engine")
-            value = {("engine" if k == "solver" else k): v for k, v in value.items()}
-            if info.context is not None:
-                info.context["section"] = "solver"
-        return value
+    def _drop_none(cls, value: Any) -> Any:
+        """``key: null`` means the default."""
+        return none_is_absent(value)
 
     @model_validator(mode="after")
     def _sections_agree(self, info: ValidationInfo) -> "Spec":
         ctx = info.context or {}
         self._file = ctx.get("file", "<spec>")
-        self.engine._section = ctx.get("section", "engine")
         source = self.kernels.mode
         precomputed = source.startswith("precomputed")
         if self.data is None:
@@ -205,11 +178,6 @@ class Spec(Settings):
         """The spec file's stem (``quickstart`` for ``specs/quickstart.yaml``)."""
         return spec_stem(self.file)
 
-    @property
-    def solver(self) -> EngineSection:
-        """The ``engine`` section (its deprecated name)."""
-        return self.engine
-
     def resolved(self) -> dict[str, Any]:
         """The spec with every default filled in, as plain JSON-able data."""
         assert self.data is not None
@@ -230,8 +198,8 @@ class Spec(Settings):
         return SpecError(self.file, key, mark_override(problem, key, self.overridden), value, allowed, shown=shown)
 
     def raised(self, exc: PipelineError) -> SpecError:
-        """A pipeline error as this spec's one-line error (the ``engine``/``solver`` key as written)."""
-        return from_pipeline(exc, self.file, self.overridden, self.engine.section)
+        """A pipeline error as this spec's one-line error."""
+        return from_pipeline(exc, self.file, self.overridden)
 
     # -- stage 2: the pipeline -------------------------------------------------
     def load_data(self) -> Data:
@@ -258,7 +226,7 @@ class Spec(Settings):
         t_data = time.perf_counter() - t0
         try:
             prepared = pipeline.prepare(data, self.kernels, self.problem, self.engine.engine, build=build,
-                                        progress=progress, engine_key=f"{self.engine.section}.name")
+                                        progress=progress)
         except PipelineError as exc:
             raise self.raised(exc) from None
         prepared.timings = {"data_s": t_data, **prepared.timings}
@@ -365,13 +333,13 @@ def parse_spec(
 
 def validate_spec(raw: dict, file: str, folder: Path, overridden: Sequence[str] = ()) -> Spec:
     """The :class:`Spec` of one (sweep-free) mapping, or its first problem as a :class:`SpecError`."""
-    ctx: dict[str, Any] = {"file": file, "folder": folder, "given": {}, "section": "engine"}
+    ctx: dict[str, Any] = {"file": file, "folder": folder, "given": {}}
     try:
         spec = Spec.model_validate(raw, context=ctx)
     except ValidationError as exc:
-        raise from_validation(exc, model_schema(), file, overridden, ctx["section"]) from None
+        raise from_validation(exc, model_schema(), file, overridden) from None
     except PipelineError as exc:  # pragma: no cover - validators' errors arrive wrapped
-        raise from_pipeline(exc, file, overridden, ctx["section"]) from None
+        raise from_pipeline(exc, file, overridden) from None
     spec._folder = folder
     spec._overridden = tuple(overridden)
     return spec

@@ -122,7 +122,6 @@ def json_schema(sweep: bool = False) -> dict[str, Any]:
                                        **({"enum": presets} if presets else {})}
     kernels["properties"]["bank"]["items"] = {"type": ["object", "string"]}
     props["engine"]["default"] = {"name": DEFAULTS["engine.name"]}
-    props["solver"] = {**props["engine"], "description": "deprecated name of engine"}
     if sweep:
         for key in SWEEP_KEYS:
             section, _, sub = key.partition(".")

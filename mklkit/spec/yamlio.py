@@ -171,9 +171,6 @@ _EXCLUSIVE: dict[str, tuple[str, ...]] = {
 
 def _apply_override(raw: dict, key: str, value: Any, file: str) -> None:
     parts = key.split(".")
-    other = {"solver": "engine", "engine": "solver"}.get(parts[0])
-    if other is not None and other in raw and parts[0] not in raw:  # --set solver.tol on an engine: section
-        parts[0] = other
     node: Any = raw
     for depth, part in enumerate(parts[:-1]):
         where = ".".join(parts[: depth + 1])

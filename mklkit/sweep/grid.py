@@ -194,7 +194,7 @@ class Sweep:
 
         seen = set()
         for c in self.configs:
-            key = json.dumps({k: v for k, v in c.raw.items() if k in ("data", "kernels", "problem", "engine", "solver")},
+            key = json.dumps({k: v for k, v in c.raw.items() if k in ("data", "kernels", "problem", "engine")},
                              sort_keys=True, default=str)
             if key in seen:  # pragma: no cover - duplicates are refused earlier
                 continue
@@ -270,9 +270,8 @@ def parse_sweep(
         if "C" in problem:
             Cs_raw = _nonempty(err, "problem.C", problem["C"]) if isinstance(problem["C"], list) else [problem["C"]]
     solvers: list[Any] = [_MISSING]
-    engine_section = "solver" if "solver" in raw and "engine" not in raw else "engine"
-    if engine_section in raw:
-        solvers = _expand_component(err, engine_section, raw[engine_section])
+    if "engine" in raw:
+        solvers = _expand_component(err, "engine", raw["engine"])
 
     def point(d: Any, loss: Any, reg: Any, bias: Any, solver: Any, C: Any) -> dict:
         r = copy.deepcopy(raw)
@@ -282,7 +281,7 @@ def parse_sweep(
             if v is not _MISSING:
                 r[sec][key] = copy.deepcopy(v)
         if solver is not _MISSING:
-            r[engine_section] = copy.deepcopy(solver)
+            r["engine"] = copy.deepcopy(solver)
         return r
 
     # -- C: every value valid, distinct; sorted descending ----------------------
@@ -391,7 +390,7 @@ def _labels(spec: Spec, raw: dict) -> dict[str, str]:
         "dataset": _data_label(spec, raw),
         "loss": _component_label(spec.problem.loss, problem.get("loss")),
         "regularizer": _component_label(spec.problem.regularizer, problem.get("regularizer")),
-        "engine": _component_label(spec.engine.engine, raw.get(spec.engine.section)),
+        "engine": _component_label(spec.engine.engine, raw.get("engine")),
         "bias": "true" if spec.problem.bias else "false",
     }
 

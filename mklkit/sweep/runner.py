@@ -45,23 +45,6 @@ class SweepTaskError(RuntimeError):
     """Some tasks raised; their rows are missing from ``results.csv`` (``resume`` retries them)."""
 
 
-def _normalized_grid(grid: Any) -> Any:
-    """A ``sweep.json`` grid with the engine section under its current name.
-
-    Sweeps written before the ``solver:`` section was renamed ``engine:``
-    recorded their configurations under ``solver``; they still match on
-    ``resume``.
-    """
-    if not isinstance(grid, dict) or not isinstance(grid.get("configs"), list):
-        return grid
-    configs = []
-    for c in grid["configs"]:
-        if isinstance(c, dict) and "solver" in c and "engine" not in c:
-            c = {("engine" if k == "solver" else k): v for k, v in c.items()}
-        configs.append(c)
-    return {**grid, "configs": configs}
-
-
 def _check_out(sweep: Sweep, out: Path, resume: bool, force: bool, key: str) -> None:
     from ..io import OutputError, check_output_dir
 
@@ -211,7 +194,7 @@ def run_sweep(
             previous = json.loads(sweep_path.read_text(encoding="utf-8")) if sweep_path.exists() else None
         except (OSError, ValueError):
             previous = None
-        if previous is None or _normalized_grid(previous.get("grid")) != fingerprint:
+        if previous is None or previous.get("grid") != fingerprint:
             what = "the grid or the cross-validation differs" if previous is not None else f"{SWEEP_JSON} is missing or unreadable"
             raise sweep.error(
                 "--resume", f"{results_path} was written by another sweep ({what})", str(out),

@@ -495,7 +495,7 @@ def test_auto_without_an_engine_raises():
 # ---------------------------------------------------------------------------
 @pytest.mark.slow
 def test_sonar_simplemkl_bank_agrees_with_spicy():
-    from mklkit.kernels.bank import KernelBank
+    from mklkit.kernels import KernelBank
 
     X, y = sonar_points(166)
     K = KernelBank.build(X, "simplemkl").K

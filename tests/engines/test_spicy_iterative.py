@@ -428,7 +428,7 @@ TABLE4_SONAR = {"hinge": (35.2, 16.6, 7.7), "logistic": (27.2, 16.8, 4.2)}
 @pytest.mark.slow
 @pytest.mark.parametrize("loss_name", ["hinge", "logistic"])
 def test_sonar_simplemkl_bank_outer_iterations(loss_name):
-    from mklkit.kernels.bank import KernelBank
+    from mklkit.kernels import KernelBank
 
     X, y = sonar_points(166)
     K = KernelBank.build(X, "simplemkl").K

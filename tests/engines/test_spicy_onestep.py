@@ -369,7 +369,7 @@ def test_logistic_dual_point_on_the_boundary_is_feasible():
 # ---------------------------------------------------------------------------
 @pytest.mark.slow
 def test_sonar_simplemkl_bank():
-    from mklkit.kernels.bank import KernelBank
+    from mklkit.kernels import KernelBank
 
     X, y = sonar_points(166)
     K = KernelBank.build(X, "simplemkl").K

@@ -23,7 +23,7 @@ SPEC = Path(__file__).resolve().parents[3] / "specs" / "skm.yaml"
 OVERRIDES = [
     "data.test_size=0.75",
     "kernels.bank.0.features.random_subsets=2",  # 2 subsets x 3 widths = 6 kernels
-    "solver.tol=1e-4",
+    "engine.tol=1e-4",
 ]
 
 
@@ -121,8 +121,8 @@ def test_run_skm_spec_reports_the_primal_and_the_optimality_reached(tmp_path, ca
 
 @pytest.mark.parametrize("spec, overrides", [
     ("smomkl_uci.yaml", ["data.test_size=0.75", "kernels.preset=null",
-                         "kernels.bank=[{function: rbf, width: [1, 5]}]", "solver.max_iter=20"]),
-    ("skm.yaml", [*OVERRIDES, "solver.max_iter=20"]),
+                         "kernels.bank=[{function: rbf, width: [1, 5]}]", "engine.max_iter=20"]),
+    ("skm.yaml", [*OVERRIDES, "engine.max_iter=20"]),
 ], ids=["smo_mkl", "skm_smo"])
 def test_not_converged_is_said_once(tmp_path, capsys, spec: str, overrides: list[str]) -> None:
     argv = ["run", str(SPEC.parent / spec), "--out", str(tmp_path / "out"), "--quiet"]

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not SPEC.is_file(), reason="needs the mklkit sou
 
 def test_spec_selects_the_plugin_components() -> None:
     spec = load_spec(SPEC)
-    assert spec.solver.name == "smo_mkl"
+    assert spec.engine.name == "smo_mkl"
     assert spec.problem.regularizer.name == "pnorm_squared"
     assert spec.problem.regularizer.get_params() == {"p": 1.33, "lam": 1.0}
     assert spec.problem.C == 0.01 and spec.problem.loss.name == "hinge"
@@ -29,7 +29,7 @@ def test_spec_runs_on_a_small_set() -> None:
     summary = res.summary()
     assert summary["status"] == "converged" and summary["engine"] == "smo_mkl"
     assert summary["n_kernels"] == 91
-    assert 0 <= summary["duality_gap"] <= spec.solver.engine.get_params()["tol"]
+    assert 0 <= summary["duality_gap"] <= spec.engine.engine.get_params()["tol"]
     assert summary["objective"] >= summary["dual_objective"]
     assert 0.5 < summary["test_accuracy"] <= 1.0
     last = res.result.history[-1]

@@ -7,7 +7,7 @@ import scipy.sparse as sp
 
 from mklkit.data import load_builtin
 from mklkit.components.params import Param
-from mklkit.kernels import KernelBank, KernelFunction, KernelSpec
+from mklkit.kernels import BankKernel, KernelBank, KernelFunction
 from mklkit_smo import FeatureKernels
 
 BANK = [
@@ -70,7 +70,7 @@ def test_unsupported_kernel_functions_are_refused(wbc) -> None:
 
     X, _ = wbc
     with pytest.raises(ValueError, match=r"'laplace_test' cannot be computed on the fly; supported: rbf, poly, linear"):
-        FeatureKernels(X, [KernelSpec(Laplace(), (0, 1), "laplace", 0)])
+        FeatureKernels(X, [BankKernel(Laplace(), (0, 1), "laplace", 0)])
     with pytest.raises(ValueError, match="NaN"):
         FeatureKernels(np.array([[np.nan, 1.0]]), "linear")
     with pytest.raises(ValueError, match="normalize must be one of"):
