@@ -66,7 +66,9 @@ class _Iterate:
 
 
 class _BcdRun(Algorithm, Continuation, SupportPolish):
-    """State of one solve."""
+    """State of one solve: the problem unpacked for the jitted loops, the certificate, the
+    working sets and the outer loop (:meth:`run_loop`); the smoothing continuation and the
+    support polish are its mixins."""
 
     def __init__(self, engine: BCD, problem: Problem, run: Run,
                  warm_start: SolveResult | None) -> None:
@@ -100,7 +102,6 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
                          ("value", "deriv", "deriv2", "conj", "conj_grad", "conj_hess"))
         self.reg_fns = (kb.first_class(self.reg.jit.value, kb.REG_FN),
                         kb.first_class(self.reg.jit.prox, kb.REG_FN))
-
 
     # -- jitted calls ---------------------------------------------------------
     def loss_terms(self, z: np.ndarray, smoothing: float, value: bool = False
