@@ -314,6 +314,28 @@ def test_alpha_represents_beta():
         assert math.sqrt(max(alpha[m] @ K[m] @ alpha[m], 0.0)) == pytest.approx(
             np.linalg.norm(beta[s:e]), rel=1e-9, abs=1e-12)
     np.testing.assert_allclose(bank.coefficients(alpha), beta, atol=1e-9)
+    np.testing.assert_array_equal(bank.alpha_from_beta(beta), alpha)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_the_solver_arrays_are_computed_once_per_bank_and_hold_the_block_norms(sparse):
+    """FactorBank.solver_arrays: the same arrays on every call while the bank lives, with each
+    block's squared spectral norm (to its safety margin) and the Gram matrices of the blocks."""
+    rng = np.random.default_rng(4)
+    N = 25
+    blocks = [rng.standard_normal((N, 3)), np.zeros((N, 0)), rng.standard_normal((N, 6))]
+    if sparse:
+        blocks = [sp.csr_matrix(np.where(np.abs(B) > 0.5, B, 0.0)) for B in blocks]
+    bank = FactorBank.from_blocks(blocks)
+    f = bank.solver_arrays()
+    assert bank.solver_arrays() is f
+    assert FactorBank.from_blocks(blocks).solver_arrays() is not f
+    for m, B in enumerate(blocks):
+        B = B.toarray() if sparse else B
+        top = np.linalg.norm(B, 2) ** 2 if B.shape[1] else 0.0
+        assert f.lip[m] == pytest.approx(top, rel=1e-9, abs=1e-12)
+        if B.shape[1]:
+            np.testing.assert_allclose(f.gram(m), B.T @ B, rtol=1e-12, atol=1e-12)
 
 
 # ---------------------------------------------------------------------------
