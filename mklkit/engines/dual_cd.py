@@ -61,7 +61,8 @@ at :math:`\rho` projected onto :math:`\mathbf 1^\top\rho = 0` in its box and
 scaled into the regularizer's domain
 (:func:`~mklkit.engines.common.projected_dual_objective`).  The best primal
 and dual points are returned; ``alpha`` is the minimum-norm representer of
-:math:`\beta` (:func:`~mklkit.engines.bcd.alpha_from_beta`).
+:math:`\beta` (:meth:`FactorBank.alpha_from_beta
+<mklkit.kernels.factor.FactorBank.alpha_from_beta>`).
 """
 from __future__ import annotations
 
@@ -75,11 +76,11 @@ import scipy.sparse as sp
 from .._jit import dual_cd as kd
 from ..components.params import Param
 from ..kernels.factor import FactorBank
+from ..kernels.factor_arrays import segment_norms
 from ..problem import Problem
 from ..result import SolveResult, Status
 from . import common
 from .base import COMMON_PARAMS, Algorithm, Engine, Run
-from .bcd import _segment_norms, alpha_from_beta
 from .capabilities import FACTOR_BANK, LINEAR_CONJUGATE, Requires, needs
 
 __all__ = ["DualCD", "DUAL_CD_ENGINES"]
@@ -308,7 +309,7 @@ class _DualCDRun(Algorithm):
             b, epochs = self.inner(d, rho, u, b, eps)
             it += 1
             u = self.bank.project(rho)                   # exact, every block
-            dual_norms = _segment_norms(u, self.starts)
+            dual_norms = segment_norms(u, self.starts)
             c = d / self.C
             beta = c[self.block_of] * u
             norms = c * dual_norms
@@ -340,7 +341,7 @@ class _DualCDRun(Algorithm):
                       1e-12)
         st = inc.primal_state
         if "beta" in st:
-            st["alpha"] = alpha_from_beta(self.bank, st.pop("beta"))
+            st["alpha"] = self.bank.alpha_from_beta(st.pop("beta"))
         return run.result(it)
 
     def next_weights(self, d: np.ndarray, norms: np.ndarray, dual_norms: np.ndarray,

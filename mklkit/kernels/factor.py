@@ -288,6 +288,21 @@ class FactorBank(GramBank):
         kfactor.block_combinations(*self._store, self.starts, c, out)
         return out
 
+    def solver_arrays(self) -> Any:
+        """The arrays block solvers read (spectral norms, small blocks' Gram matrices and their
+        eigendecompositions, a sparse bank's entries by sample): a
+        :class:`~mklkit.kernels.factor_arrays.FactorArrays`, computed on the first call and
+        kept while the bank lives."""
+        from .factor_arrays import factor_arrays
+        return factor_arrays(self)
+
+    def alpha_from_beta(self, beta: np.ndarray) -> np.ndarray:
+        r"""The inverse of :meth:`coefficients`: minimum-norm coefficients :math:`\alpha` (M, N)
+        with :math:`L_m^\top\alpha_m = \beta_m`
+        (:func:`~mklkit.kernels.factor_arrays.alpha_from_beta`)."""
+        from .factor_arrays import alpha_from_beta
+        return alpha_from_beta(self, beta)
+
     def transform(self, X_new: Any) -> Any:
         r"""The factor rows :math:`L_{m}(X_{new})^\top` of new points, stacked like ``LT``:
         (R, n_new), dense or CSR like ``LT``; :math:`K_m(X_{new}, X) \approx

@@ -339,9 +339,7 @@ class _Kept:
         from ..result import unpack_results
 
         if self.beta is not None:
-            from ..engines.bcd import alpha_from_beta
-
-            r, part = self.result, alpha_from_beta(self.bank, self.beta)
+            r, part = self.result, self.bank.alpha_from_beta(self.beta)
         else:
             r = unpack_results(self.result)
             part = r.alpha

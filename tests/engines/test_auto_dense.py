@@ -98,14 +98,12 @@ def test_exact_factors_are_the_kernels_to_round_off():
 
 
 def test_bcd_maps_coefficients_back_through_the_banks_own_solve():
-    """bcd's alpha_from_beta uses the triangular solve of an ExactFactorBank (no LSQR, which ran
-    9,600 iterations on a rank-2,850 factor): the result is supported on the pivots."""
-    from mklkit.engines.bcd import alpha_from_beta
-
+    """The bank's alpha_from_beta uses the triangular solve of an ExactFactorBank (no LSQR, which
+    ran 9,600 iterations on a rank-2,850 factor): the result is supported on the pivots."""
     K, _ = a9a()
     bank = exact_factors(K).bank
     beta = np.random.default_rng(2).standard_normal(bank.total_rank)
-    alpha = alpha_from_beta(bank, beta)
+    alpha = bank.alpha_from_beta(beta)
     for m in range(K.shape[0]):
         s, e = bank.starts[m], bank.starts[m + 1]
         off = np.setdiff1d(np.arange(K.shape[1]), bank.pivots[m])
@@ -169,10 +167,10 @@ def test_the_newton_polish_on_full_rank_factors_is_solved_through_the_band(monke
     the non-zero blocks are solved by the Woodbury identity through the samples of the smoothing
     band.  Each step is checked against the explicitly formed Hessian, and bcd alone reaches
     the tight gap (no spicy continuation)."""
-    from mklkit.engines import bcd as bcd_mod
+    from mklkit.engines.bcd.support import Support
 
     residuals: list[tuple[int, int, float]] = []
-    band_solve = bcd_mod._Support._band_solve
+    band_solve = Support._band_solve
 
     def checked(self, units, h, x, g1, g2, grad, band):
         step = band_solve(self, units, h, x, g1, g2, grad, band)
@@ -194,7 +192,7 @@ def test_the_newton_polish_on_full_rank_factors_is_solved_through_the_band(monke
             residuals.append((nA, band.size, float(np.linalg.norm(H @ step + grad) / scale)))
         return step
 
-    monkeypatch.setattr(bcd_mod._Support, "_band_solve", checked)
+    monkeypatch.setattr(Support, "_band_solve", checked)
     pb = problem("hinge", "l1")
     res = Auto(tol=1e-8, dense_factor_min_samples=N).solve(pb)
     assert res.converged and "then spicy" not in res.message
@@ -360,24 +358,25 @@ def test_the_newton_polish_holds_a_block_its_step_would_take_through_the_origin(
     also tries the step with such a block held; here that one is better, and the others reach
     the smoothed optimum on their support (within the small block's own effect on them) in
     the steps allowed."""
-    from mklkit.engines import bcd as bcd_mod
+    from mklkit.engines.bcd.polish import SupportPolish
+    from mklkit.kernels.factor_arrays import segment_norms
 
     pb = problem("hinge", "l1")
     seen: dict = {}
-    polish = bcd_mod._BcdRun.polish
+    polish = SupportPolish.polish
 
     def spy(self, beta, b, mu):
         seen["run"] = self
         seen.setdefault("mu", mu)                     # the first smoothing: a wide band
         return polish(self, beta, b, mu)
 
-    monkeypatch.setattr(bcd_mod._BcdRun, "polish", spy)
+    monkeypatch.setattr(SupportPolish, "polish", spy)
     res = Auto(tol=1e-8, dense_factor_min_samples=N).solve(pb)
     assert res.converged
     run, mu = seen["run"], seen["mu"]
     starts = run.f.starts
     ref = run.bank.coefficients(np.asarray(res.alpha).reshape(pb.n_kernels, -1))
-    norms = bcd_mod._segment_norms(ref, starts)
+    norms = segment_norms(ref, starts)
     on, off = np.flatnonzero(norms > 0), np.flatnonzero(norms == 0)
     assert on.size >= 1 and off.size >= 1
     monkeypatch.setattr(run.engine, "max_polish", 200)

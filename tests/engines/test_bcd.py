@@ -314,6 +314,28 @@ def test_alpha_represents_beta():
         assert math.sqrt(max(alpha[m] @ K[m] @ alpha[m], 0.0)) == pytest.approx(
             np.linalg.norm(beta[s:e]), rel=1e-9, abs=1e-12)
     np.testing.assert_allclose(bank.coefficients(alpha), beta, atol=1e-9)
+    np.testing.assert_array_equal(bank.alpha_from_beta(beta), alpha)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_the_solver_arrays_are_computed_once_per_bank_and_hold_the_block_norms(sparse):
+    """FactorBank.solver_arrays: the same arrays on every call while the bank lives, with each
+    block's squared spectral norm (to its safety margin) and the Gram matrices of the blocks."""
+    rng = np.random.default_rng(4)
+    N = 25
+    blocks = [rng.standard_normal((N, 3)), np.zeros((N, 0)), rng.standard_normal((N, 6))]
+    if sparse:
+        blocks = [sp.csr_matrix(np.where(np.abs(B) > 0.5, B, 0.0)) for B in blocks]
+    bank = FactorBank.from_blocks(blocks)
+    f = bank.solver_arrays()
+    assert bank.solver_arrays() is f
+    assert FactorBank.from_blocks(blocks).solver_arrays() is not f
+    for m, B in enumerate(blocks):
+        B = B.toarray() if sparse else B
+        top = np.linalg.norm(B, 2) ** 2 if B.shape[1] else 0.0
+        assert f.lip[m] == pytest.approx(top, rel=1e-9, abs=1e-12)
+        if B.shape[1]:
+            np.testing.assert_allclose(f.gram(m), B.T @ B, rtol=1e-12, atol=1e-12)
 
 
 # ---------------------------------------------------------------------------
@@ -653,14 +675,14 @@ def test_newton_steps_on_a_working_set_end_at_the_run_tolerance(monkeypatch, los
     """On a working set met before, proximal Newton steps are taken one call at a time and the
     point certified after each: no step is taken once the gap is within ``tol``, even when the
     working set's own tolerance (here out of reach: ``inner_ratio`` 1e-12) is not met."""
-    from mklkit.engines import bcd as bcd_mod
+    from mklkit.engines.bcd.loop import _BcdRun
 
     pb, K, p = make(loss, reg)
     tol = 1e-3
     runs: list[list[float]] = []          # the gaps certified inside each newton_to_tol call
     within = [False]
-    to_tol = bcd_mod._BcdRun.newton_to_tol
-    certify = bcd_mod._BcdRun.certify
+    to_tol = _BcdRun.newton_to_tol
+    certify = _BcdRun.certify
 
     def spy_to_tol(self, *args):
         runs.append([])
@@ -676,8 +698,8 @@ def test_newton_steps_on_a_working_set_end_at_the_run_tolerance(monkeypatch, los
             runs[-1].append(out["gap"])
         return out
 
-    monkeypatch.setattr(bcd_mod._BcdRun, "newton_to_tol", spy_to_tol)
-    monkeypatch.setattr(bcd_mod._BcdRun, "certify", spy_certify)
+    monkeypatch.setattr(_BcdRun, "newton_to_tol", spy_to_tol)
+    monkeypatch.setattr(_BcdRun, "certify", spy_certify)
     # polish="never": Newton steps on the support would take over near the optimum
     res = BCD(tol=tol, inner_ratio=1e-12, p0=pb.n_kernels, polish="never").solve(pb)
     check_certificate(res, pb, K, loss, reg, p, tol=tol)
@@ -708,11 +730,12 @@ def test_a_smooth_loss_is_polished_on_its_support_near_the_optimum(monkeypatch, 
     """polish='auto' takes Newton steps on the support of a smooth loss once the gap is below
     SMOOTH_POLISH_GAP and the system is cheap (the sparse factor's from its entries): the same
     optimum as without them, to the certified gap, and its steps solve the Newton system."""
-    from mklkit.engines import bcd as bcd_mod
+    from mklkit.engines.bcd.polish import SMOOTH_POLISH_GAP
+    from mklkit.engines.bcd.support import Support
 
     pb = _w8a_groups(1500, sparse, Logistic())
     residuals: list[float] = []
-    dense_solve = bcd_mod._Support._dense_solve
+    dense_solve = Support._dense_solve
 
     def spy(self, units, h, x, g1, g2, grad, band):
         step = dense_solve(self, units, h, x, g1, g2, grad, band)
@@ -730,16 +753,16 @@ def test_a_smooth_loss_is_polished_on_its_support_near_the_optimum(monkeypatch, 
         residuals.append(float(np.linalg.norm(H @ step + grad) / np.linalg.norm(grad)))
         return step
 
-    monkeypatch.setattr(bcd_mod._Support, "_dense_solve", spy)
+    monkeypatch.setattr(Support, "_dense_solve", spy)
     res = BCD(tol=1e-9).solve(pb)
     assert res.converged and res.gap <= 1e-9
     assert sum(h["polish_steps"] for h in res.history) > 0
     # no steps while the gap before the iteration was above SMOOTH_POLISH_GAP
     for before, rec in zip(res.history, res.history[1:]):
-        if before["gap"] > bcd_mod.SMOOTH_POLISH_GAP:
+        if before["gap"] > SMOOTH_POLISH_GAP:
             assert rec["polish_steps"] == 0
     assert residuals and max(residuals) <= 1e-8
-    monkeypatch.setattr(bcd_mod._Support, "_dense_solve", dense_solve)
+    monkeypatch.setattr(Support, "_dense_solve", dense_solve)
     ref = BCD(tol=1e-9, polish="never").solve(pb)
     assert ref.converged
     assert abs(res.objective - ref.objective) <= 2e-9 * abs(ref.objective)

@@ -1,0 +1,218 @@
+r"""The arrays of a :class:`~mklkit.kernels.factor.FactorBank` that block solvers read.
+
+Computed once per bank and kept while the bank lives
+(:meth:`FactorBank.solver_arrays <mklkit.kernels.factor.FactorBank.solver_arrays>`):
+the spectral norms :math:`\|L_m\|_2^2` of the blocks, the Gram matrices
+:math:`L_m^\top L_m` of the small ones with their eigendecompositions, and
+for a sparse bank each block's entries sample by sample.  From them,
+:func:`alpha_from_beta` maps the stacked coordinates
+:math:`\beta_m = L_m^\top\alpha_m` back to minimum-norm coefficients
+(:meth:`FactorBank.alpha_from_beta <mklkit.kernels.factor.FactorBank.alpha_from_beta>`).
+"""
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+if TYPE_CHECKING:
+    from .factor import FactorBank
+
+__all__ = ["FactorArrays", "factor_arrays", "alpha_from_beta", "segment_norms", "hessian_flops",
+           "GRAM_MAX_RANK", "GRAM_MAX_BYTES"]
+
+#: Blocks of at most this rank get their spectral norm and the map back to
+#: alpha from the r_m x r_m Gram matrix (N r^2 flops to form, r^3 to decompose), while
+#: all those Gram matrices together fit :data:`GRAM_MAX_BYTES` (the smallest blocks
+#: first); larger ones from sparse iterative solvers (svds, LSQR), which on the
+#: ill-conditioned blocks of narrow Gaussian kernels cost far more: at 512, a refined
+#: make_classification bank (15,000 points, 4 blocks of rank 736 then 1,154) took 153 s
+#: in its two solves, at 2,048 82 s, with the same iterations and gaps.
+GRAM_MAX_RANK = 2048
+#: Bytes of all the blocks' Gram matrices (and as much again for their eigenvectors).
+GRAM_MAX_BYTES = 256 * 2**20
+
+
+def _jit():
+    """The jitted block loops, compiled (or loaded from the cache) on first use."""
+    from .._jit import bcd as kb
+    return kb
+
+
+class FactorArrays:
+    """Arrays of a :class:`FactorBank` for the jitted loops, computed once per bank
+    (:func:`factor_arrays`).
+
+    ``lip[m]`` is :math:`\\|L_m\\|_2^2`; ``grams`` holds the Gram matrices
+    :math:`L_m^\\top L_m` of the blocks of rank at most :data:`GRAM_MAX_RANK`
+    (block ``m`` at ``goff[m]``, -1 for the others); for a sparse bank,
+    ``supp_ptr``/``supp_idx`` list the samples each block touches and
+    ``tptr``/``tcol``/``tval`` hold each block's entries sample by sample (its
+    factor :math:`L_m` in CSR form, restricted to those samples).
+    """
+
+    def __init__(self, bank: FactorBank) -> None:
+        M, N, _ = bank.shape
+        self.N = N
+        self.sparse = bool(bank.sparse)
+        self.starts = np.ascontiguousarray(bank.starts, dtype=np.int64)
+        empty_i = np.zeros(0, dtype=np.int64)
+        if self.sparse:
+            LT = bank.LT
+            self.LT = np.zeros((1, 1))
+            self.indptr = np.ascontiguousarray(LT.indptr, dtype=np.int64)
+            self.indices = np.ascontiguousarray(LT.indices, dtype=np.int64)
+            self.data = np.ascontiguousarray(LT.data, dtype=np.float64)
+            # every entry of L^T (row j of block b, sample i) sorted by block, sample, row:
+            # one group per (block, sample) that the block touches
+            rows = np.repeat(np.arange(LT.shape[0], dtype=np.int64), np.diff(self.indptr))
+            blk = np.repeat(np.arange(M, dtype=np.int64), np.diff(self.starts))[rows]
+            order = np.lexsort((rows, self.indices, blk))
+            b_s, i_s = blk[order], self.indices[order]
+            first = np.ones(order.size, dtype=bool)
+            first[1:] = (b_s[1:] != b_s[:-1]) | (i_s[1:] != i_s[:-1])
+            heads = np.flatnonzero(first)
+            self.supp_idx = np.ascontiguousarray(i_s[heads], dtype=np.int64)
+            self.supp_ptr = np.concatenate(
+                [[0], np.cumsum(np.bincount(b_s[heads], minlength=M))]).astype(np.int64)
+            self.tptr = np.append(heads, order.size).astype(np.int64)
+            self.tcol = np.ascontiguousarray(rows[order] - self.starts[b_s], dtype=np.int64)
+            self.tval = np.ascontiguousarray(self.data[order], dtype=np.float64)
+        else:
+            self.LT = bank.LT
+            self.indptr = np.zeros(1, dtype=np.int64)
+            self.indices = self.supp_idx = self.tptr = self.tcol = empty_i
+            self.data = self.tval = np.zeros(0)
+            self.supp_ptr = np.zeros(M + 1, dtype=np.int64)
+        ranks = np.diff(self.starts)
+        self.goff = np.full(M, -1, dtype=np.int64)
+        small = np.flatnonzero((ranks > 0) & (ranks <= GRAM_MAX_RANK))
+        small = small[np.argsort(ranks[small], kind="stable")]
+        small = np.sort(small[np.cumsum(8 * ranks[small].astype(np.float64) ** 2) <= GRAM_MAX_BYTES])
+        self.goff[small] = np.concatenate([[0], np.cumsum(ranks[small] ** 2)[:-1]]) \
+            if small.size else small
+        self.grams = np.zeros(int(np.sum(ranks[small] ** 2)))
+        ones = np.ones(N) if self.sparse else np.zeros(0)
+        for m in small:
+            r = int(ranks[m])
+            G = self.grams[self.goff[m]:self.goff[m] + r * r].reshape(r, r)
+            if self.sparse:
+                # from the sample-major copy, symmetric
+                _jit().block_hessian(True, self.LT, int(self.starts[m]), int(self.starts[m + 1]),
+                                     int(m), ones, self.supp_ptr, self.supp_idx, self.tptr,
+                                     self.tcol, self.tval, G)
+            else:
+                B = self.LT[self.starts[m]:self.starts[m + 1]]
+                G[:, :] = B @ B.T
+                G[:, :] = 0.5 * (G + G.T)
+        # eigendecompositions of the small Gram matrices, a batch per rank (spectral norms,
+        # alpha_from_beta)
+        self.eig: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for r in np.unique(ranks[small]):
+            ms = small[ranks[small] == r]
+            w, V = np.linalg.eigh(np.stack([self.gram(int(m)) for m in ms]))
+            for k, m in enumerate(ms):
+                self.eig[int(m)] = (w[k], V[k])
+        self.lip = np.array([self._spectral_sq(bank, m) for m in range(M)])
+
+    def gram(self, m: int) -> np.ndarray:
+        """:math:`L_m^\\top L_m` of a block of rank <= GRAM_MAX_RANK."""
+        r = int(self.starts[m + 1] - self.starts[m])
+        return self.grams[self.goff[m]:self.goff[m] + r * r].reshape(r, r)
+
+    def _spectral_sq(self, bank: FactorBank, m: int) -> float:
+        r = int(self.starts[m + 1] - self.starts[m])
+        if r == 0:
+            return 0.0
+        if self.goff[m] >= 0:
+            top = float(self.eig[m][0][-1])
+        else:
+            B = bank.block(m)
+            op = spla.aslinearoperator(B.T if sp.issparse(B) else np.asarray(B).T)
+            top = float(spla.svds(op, k=1, tol=1e-10, return_singular_vectors=False)[0]) ** 2
+        return max(top, 0.0) * (1.0 + 1e-10)
+
+
+
+_ARRAYS: "weakref.WeakKeyDictionary[FactorBank, FactorArrays]" = weakref.WeakKeyDictionary()
+
+
+def factor_arrays(bank: FactorBank) -> FactorArrays:
+    """The :class:`FactorArrays` of ``bank``, computed on the first call and kept while the
+    bank lives."""
+    f = _ARRAYS.get(bank)
+    if f is None:
+        f = _ARRAYS[bank] = FactorArrays(bank)
+    return f
+
+
+def hessian_flops(LA: Any, cols: np.ndarray | None = None) -> float:
+    r"""Cost of :math:`L_A\,\mathrm{diag}(h)L_A^\top` over the samples ``cols`` (all: None):
+    :math:`r_A^2|\text{cols}|` for dense rows, the sum over the samples of the squared
+    number of their entries for sparse ones."""
+    if sp.issparse(LA):
+        per = np.bincount(LA.indices, minlength=LA.shape[1]).astype(np.float64)
+        return float(np.sum(per * per if cols is None else per[cols] ** 2))
+    n = LA.shape[1] if cols is None else cols.size
+    return float(LA.shape[0]) ** 2 * n
+
+
+def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
+    r"""Coefficients :math:`\alpha` (M, N) with :math:`L_m^\top\alpha_m = \beta_m`, of minimum norm.
+
+    :math:`\alpha_m = L_m(L_m^\top L_m)^+\beta_m` through the eigendecomposition
+    of the :math:`r_m\times r_m` Gram matrix (eigenvalues below
+    :math:`10^{-12}\lambda_{\max}r_m` dropped), or LSQR on
+    :math:`L_m^\top\alpha_m = \beta_m` for ranks above :data:`GRAM_MAX_RANK`.
+    Then :math:`K_m\alpha_m = L_m\beta_m` and :math:`\|\alpha_m\|_{K_m} = \|\beta_m\|`
+    whenever :math:`\beta_m` lies in the row space of :math:`L_m^\top` (it
+    does for every iterate of the engine).
+
+    A bank that solves :math:`L_m^\top\alpha_m = \beta_m` itself
+    (``bank.solve_coefficients(m, beta_m)``, e.g. the triangular solve of
+    :class:`~mklkit.kernels.factorize.dense.ExactFactorBank`) is asked instead:
+    any solution gives the same :math:`K_m\alpha_m` and block norm.  LSQR on
+    an ill-conditioned factor of rank 2,850 ran 9,600 iterations (50 s).
+    """
+    M, N, _ = bank.shape
+    f = factor_arrays(bank)
+    own = getattr(bank, "solve_coefficients", None)
+    coef = np.zeros(f.starts[-1])          # (L_m^T L_m)^+ beta_m of the small blocks
+    small: list[int] = []
+    other: dict[int, np.ndarray] = {}      # the others' alpha_m, solved one by one
+    for m in range(M):
+        s, e = int(bank.starts[m]), int(bank.starts[m + 1])
+        bm = beta[s:e]
+        if e == s or not np.any(bm != 0.0):
+            continue
+        if own is not None:
+            other[m] = own(m, bm)
+        elif f.goff[m] >= 0:
+            w, V = f.eig[m]
+            keep = w > 1e-12 * max(float(w[-1]), 0.0) * (e - s)
+            coef[s:e] = V[:, keep] @ ((V[:, keep].T @ bm) / w[keep])
+            small.append(m)
+        else:
+            op = spla.aslinearoperator(bank.block(m))
+            other[m] = spla.lsqr(op, bm, atol=1e-14, btol=1e-14, iter_lim=10 * (e - s))[0]
+    # alpha_m = L_m coef_m for the small blocks in one pass (the others' coef_m are 0)
+    alpha = bank.combinations(coef) if small else np.zeros((M, N))
+    for m, a in other.items():
+        alpha[m] = a
+    return alpha
+
+
+def segment_norms(t: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    r""":math:`\|t_{s_m:s_{m+1}}\|_2` for every block (0 for blocks of rank 0)."""
+    M = starts.size - 1
+    out = np.zeros(M)
+    ranks = np.diff(starts)
+    nz = ranks > 0
+    if t.size and np.any(nz):
+        sq = np.add.reduceat(t * t, starts[:-1][nz])
+        out[nz] = np.sqrt(np.maximum(sq, 0.0))
+    return out
+
