@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["AFTER_S", "EVERY_S", "Progress", "stderr_is_tty"]
+__all__ = ["AFTER_S", "EVERY_S", "Progress"]
 
 #: Throttled lines and bars start once the work has run this long (seconds) ...
 AFTER_S = 1.0
@@ -20,7 +20,7 @@ AFTER_S = 1.0
 EVERY_S = 1.0
 
 
-def stderr_is_tty() -> bool:
+def _tty() -> bool:
     try:
         return sys.stderr.isatty()
     except (AttributeError, ValueError):
@@ -43,14 +43,11 @@ class Progress:
         self.last = -1.0
         self.bars: dict[str, Any] = {}
 
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.t0
-
     def due(self) -> float | None:
         """The seconds elapsed when a throttled line is due now (and counts as written), else None."""
         if not self.enabled:
             return None
-        now = self.elapsed()
+        now = time.perf_counter() - self.t0
         if now < self.after_s or (self.last >= 0 and now - self.last < self.every_s):
             return None
         self.last = now
@@ -70,7 +67,7 @@ class Progress:
     def bar(self, what: str, done: int, total: int, elapsed_s: float, unit: str = "it") -> None:
         """Bar ``what`` at ``done`` of ``total``: drawn on a terminal once the work runs longer than
         :data:`AFTER_S`; closed (and a later bar of that name starts anew) when ``done`` reaches ``total``."""
-        if not self.enabled or not stderr_is_tty():
+        if not self.enabled or not _tty():
             return
         bar = self.bars.get(what)
         if bar is None:
@@ -84,8 +81,3 @@ class Progress:
         if done >= total:
             bar.refresh()
             self.bars.pop(what).close()
-
-    def close(self) -> None:
-        for bar in self.bars.values():
-            bar.close()
-        self.bars.clear()

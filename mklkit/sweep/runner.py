@@ -150,7 +150,7 @@ def run_sweep(
     out_dir : path-like, optional
         Default ``sweep.output_dir``.
     workers : int
-        1: solve in this process; N > 1: a local pool of N spawned processes
+        1: solve in this process; N > 1: joblib's loky pool of N processes
         (each limited to ``cpu_count // N`` numba/BLAS threads).
     scheduler : str, optional
         A ``dask.distributed`` scheduler address (``tcp://host:8786``); each
