@@ -29,11 +29,11 @@ import math
 import signal
 import sys
 import threading
-import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 from ._interrupts import caused_by_interrupt
+from .progress import AFTER_S, EVERY_S, Progress
 
 __all__ = ["main", "EXIT_OK", "EXIT_USAGE", "EXIT_NOT_CONVERGED", "EXIT_INTERRUPTED"]
 
@@ -52,10 +52,10 @@ CHECK_RANDOM_POINTS = 5
 #: (not with ``--quiet``): the note that numba is compiling (mklkit.compilation).
 SHOWN_LOGGERS = ("mklkit.compilation", "mklkit.pipeline")
 
-#: Progress lines start once a solve has run this long (seconds) ...
-PROGRESS_AFTER_S = 1.0
-#: ... and are printed at most this often.
-PROGRESS_EVERY_S = 1.0
+#: Progress lines and bars start once the work has run this long (seconds), and throttled lines are
+#: printed at most this often (:mod:`mklkit.progress`, which draws them).
+PROGRESS_AFTER_S = AFTER_S
+PROGRESS_EVERY_S = EVERY_S
 
 
 class UsageError(Exception):
@@ -309,82 +309,53 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _progress(enabled: bool) -> Progress:
+    return Progress(enabled, after_s=PROGRESS_AFTER_S, every_s=PROGRESS_EVERY_S)
+
+
 class _IterationLines:
     """Engine callback printing one progress line per second on stderr after the first second."""
 
     def __init__(self, n_kernels: int, enabled: bool):
         self.n_kernels = n_kernels
-        self.enabled = enabled
-        self.t0 = time.perf_counter()
-        self.last = -1.0
-        self.printed = 0
+        self.progress = _progress(enabled)
 
     def __call__(self, state: dict[str, Any]) -> None:
         _lost_interrupt()
-        if not self.enabled:
+        now = self.progress.due()
+        if now is None:
             return None
-        now = time.perf_counter() - self.t0
-        if now < PROGRESS_AFTER_S or (self.last >= 0 and now - self.last < PROGRESS_EVERY_S):
-            return None
-        self.last = now
-        self.printed += 1
         if state.get("stage") == "C path":   # problem.C: path, one record per value of C on held-out rows
-            _err(f"mklkit: C path: C {_num(state.get('C'), '.4g')}, held-out loss "
-                 f"{_num(state.get('loss'), '.5g')} (metric {_num(state.get('metric'), '.4f')}), "
-                 f"active {state.get('n_active', '?')}/{self.n_kernels} kernels, {now:.1f} s")
-            return None
-        if state.get("stage") == "refine":   # kernels.factor.refine, one record per round
-            _err(f"mklkit: factors refined: {len(state.get('kernels', []))} kernels in use, total rank "
-                 f"{state.get('total_rank', '?')}, gap {_num(max(state.get('gap') or [math.nan]), '.2e')}, "
-                 f"{now:.1f} s")
-            return None
-        if _finite(state.get("gap")) or not _finite(state.get("dual_objective")):
-            where = f"objective {_num(state.get('objective'), '.6g')}, gap {_num(state.get('gap'), '.2e')}"
-        else:  # a record between certificates (smo_mkl): only the dual objective is known
-            where = f"dual objective {_num(state.get('dual_objective'), '.6g')} (gap not computed here)"
-        _err(
-            f"mklkit: iteration {state.get('iteration', '?')}: {where}, "
-            f"active {state.get('n_active', '?')}/{self.n_kernels} kernels, {now:.1f} s"
-        )
+            line = (f"mklkit: C path: C {_num(state.get('C'), '.4g')}, held-out loss "
+                    f"{_num(state.get('loss'), '.5g')} (metric {_num(state.get('metric'), '.4f')}), "
+                    f"active {state.get('n_active', '?')}/{self.n_kernels} kernels")
+        elif state.get("stage") == "refine":   # kernels.factor.refine, one record per round
+            line = (f"mklkit: factors refined: {len(state.get('kernels', []))} kernels in use, total rank "
+                    f"{state.get('total_rank', '?')}, gap {_num(max(state.get('gap') or [math.nan]), '.2e')}")
+        else:
+            if _finite(state.get("gap")) or not _finite(state.get("dual_objective")):
+                where = f"objective {_num(state.get('objective'), '.6g')}, gap {_num(state.get('gap'), '.2e')}"
+            else:  # a record between certificates (smo_mkl): only the dual objective is known
+                where = f"dual objective {_num(state.get('dual_objective'), '.6g')} (gap not computed here)"
+            line = (f"mklkit: iteration {state.get('iteration', '?')}: {where}, "
+                    f"active {state.get('n_active', '?')}/{self.n_kernels} kernels")
+        self.progress.line(_one_line(f"{line}, {now:.1f} s"))
         return None
 
 
 class _BuildBar:
-    """A progress bar on stderr for the kernel-bank build (tqdm when installed, else one line).
+    """The kernel-bank build's bar on stderr, on a terminal, for builds longer than :data:`PROGRESS_AFTER_S`.
 
     The library reports ``{"what", "done", "total", "elapsed_s"}`` events
-    (:class:`mklkit.kernels.KernelBank` ``progress``); only this module draws.
-    Shown on a terminal, for builds that run longer than :data:`PROGRESS_AFTER_S`.
+    (:class:`mklkit.kernels.KernelBank` ``progress``); the command line draws them.
     """
 
     def __init__(self, enabled: bool):
-        try:
-            tty = sys.stderr.isatty()
-        except (AttributeError, ValueError):
-            tty = False
-        self.enabled = enabled and tty
-        self.bars: dict[str, Any] = {}
+        self.progress = _progress(enabled)
 
     def __call__(self, ev: dict[str, Any]) -> None:
         _lost_interrupt()
-        if not self.enabled or (ev["elapsed_s"] < PROGRESS_AFTER_S and ev["done"] < ev["total"]):
-            return
-        what, done, total = ev["what"], int(ev["done"]), int(ev["total"])
-        try:
-            from tqdm import tqdm
-        except ImportError:
-            width = 30
-            filled = width * done // max(total, 1)
-            sys.stderr.write(f"\rmklkit: {what} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-                             f"{ev['elapsed_s']:.1f} s" + ("\n" if done >= total else ""))
-            sys.stderr.flush()
-            return
-        bar = self.bars.get(what)
-        if bar is None:
-            bar = self.bars[what] = tqdm(total=total, desc=f"mklkit: {what}", unit="kernel", leave=False)
-        bar.update(done - bar.n)
-        if done >= total:  # a later build of the same name draws a new bar
-            self.bars.pop(what).close()
+        self.progress.bar(ev["what"], int(ev["done"]), int(ev["total"]), ev["elapsed_s"], unit="kernel")
 
 
 class _StderrLines(logging.Handler):
@@ -562,31 +533,33 @@ def _print_summary(result: Any, files: dict[str, Any]) -> None:
 
 
 def _sweep_progress(quiet: bool) -> Callable[[dict[str, Any]], None]:
+    shown = _progress(not quiet)
+
     def progress(ev: dict[str, Any]) -> None:
         kind = ev.get("event")
         if kind == "heartbeat":  # from the sweep's helper thread: it only writes its line
-            if not quiet and not _sigint_received:
+            if not _sigint_received:
                 longest = (f"; the longest running: {ev['longest']} for {ev['longest_s']:.0f} s"
                            if ev.get("longest") is not None else "")
-                _err(f"mklkit sweep: {ev['done']} of {_plural(ev['total'], 'task')} finished, {ev['running']} "
-                     f"running, {ev['elapsed_s']:.0f} s elapsed{longest}")
+                shown.line(_one_line(f"mklkit sweep: {ev['done']} of {_plural(ev['total'], 'task')} finished, "
+                                     f"{ev['running']} running, {ev['elapsed_s']:.0f} s elapsed{longest}"))
             return
         if _sigint_received:  # a Ctrl-C that a task's C code turned into another error stops the sweep here
             raise KeyboardInterrupt
-        if quiet:
-            return
         if kind == "start":
             skipped = f", {ev['n_skipped']} finished earlier" if ev.get("n_skipped") else ""
-            _err(f"mklkit sweep: {_plural(ev['n_tasks'], 'task')} ({ev['n_rows']} rows){skipped}; running on {ev['backend']}")
+            line = f"mklkit sweep: {_plural(ev['n_tasks'], 'task')} ({ev['n_rows']} rows){skipped}; running on {ev['backend']}"
+        elif kind == "task" and ev.get("failed"):
+            line = f"mklkit sweep: {ev['done']}/{ev['total']} FAILED {ev['task']}: {ev['error']}"
         elif kind == "task":
             eta = f", about {ev['eta_s']:.0f} s left" if ev["done"] < ev["total"] else ""
-            if ev.get("failed"):
-                _err(f"mklkit sweep: {ev['done']}/{ev['total']} FAILED {ev['task']}: {ev['error']}")
-            else:
-                _err(f"mklkit sweep: {ev['done']}/{ev['total']} {ev['task']}: {_num(ev.get('time_s'), '.2f')} s solve; "
-                     f"{ev['elapsed_s']:.0f} s elapsed{eta}")
+            line = (f"mklkit sweep: {ev['done']}/{ev['total']} {ev['task']}: {_num(ev.get('time_s'), '.2f')} s solve; "
+                    f"{ev['elapsed_s']:.0f} s elapsed{eta}")
         elif kind == "refit":
-            _err(f"mklkit sweep: refitted the best configuration of {ev['dataset']} on all training data -> {ev['dir']}")
+            line = f"mklkit sweep: refitted the best configuration of {ev['dataset']} on all training data -> {ev['dir']}"
+        else:
+            return
+        shown.line(_one_line(line))
     return progress
 
 

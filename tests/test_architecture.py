@@ -55,13 +55,16 @@ RULES = [
     ("mklkit.pipeline", ("mklkit.cli", "mklkit.spec", "mklkit.api", "mklkit.sweep", "mklkit.estimators")),
     ("mklkit.spec", ("mklkit.cli", "mklkit.api", "mklkit.sweep", "mklkit.estimators")),
     ("mklkit.estimators", ("mklkit.cli", "mklkit.spec", "mklkit.api", "mklkit.sweep")),
-    ("mklkit.sweep", ("mklkit.cli",)),
+    # api imports sweep (mklkit.api.sweep): what both need is in mklkit.solving, below both
+    ("mklkit.sweep", ("mklkit.cli", "mklkit.api")),
+    ("mklkit.solving", ("mklkit.cli", "mklkit.api", "mklkit.sweep", "mklkit.estimators")),
     ("mklkit.api", ("mklkit.cli",)),
     ("mklkit.data", ("mklkit.kernels", "mklkit.engines", "mklkit.pipeline", "mklkit.spec", "mklkit.api",
                      "mklkit.sweep", "mklkit.estimators", "mklkit.cli")),
     ("mklkit.problem", ("mklkit.engines", "mklkit.pipeline", "mklkit.spec", "mklkit.api", "mklkit.sweep",
                         "mklkit.estimators", "mklkit.cli")),
     ("mklkit.result", ("mklkit",)),
+    ("mklkit.progress", ("mklkit",)),
     ("mklkit.declaration", _TOP),
     ("mklkit.plugins", _TOP),
     ("mklkit.hookspecs", _TOP),
@@ -98,10 +101,10 @@ def test_private_names_stay_private():
 
 
 def test_engines_and_library_never_print():
-    """Only mklkit/cli.py writes to the terminal."""
+    """Only mklkit/cli.py writes to the terminal (and mklkit/progress.py, which draws its progress)."""
     bad = []
     for path in FILES:
-        if path.name == "cli.py":
+        if _module(path) in ("mklkit.cli", "mklkit.progress"):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":

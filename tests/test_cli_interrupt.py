@@ -279,30 +279,62 @@ def test_a_sigint_lost_inside_other_code_still_stops_the_run(tmp_path):
     assert not (out / "summary.json").exists()
 
 
-def test_an_interrupted_local_pool_stops_its_workers():
-    # Ctrl-C on a terminal reaches the pool's workers too: they leave it to the
-    # parent (no traceback of their own), which stops them instead of waiting
-    from mklkit.sweep.backends import _Pool, _sigint_blocked
+_SLOW_POOL_SWEEP = """
+import os, sys, time
+from pathlib import Path
 
-    pool = _Pool(1)
-    with _sigint_blocked():
-        started = pool.ex.submit(os.getpid)
-    (worker,) = list(pool.ex._processes.values())
-    os.kill(worker.pid, signal.SIGINT)  # while it starts (imports)
-    assert started.result(timeout=60) == worker.pid  # the worker lived through it
-    sleeping = pool.ex.submit(time.sleep, 60)
-    pool._worker_processes()  # what map() does after it submits
-    while not sleeping.running():
-        time.sleep(0.05)
-    os.kill(worker.pid, signal.SIGINT)  # while it works
-    time.sleep(0.5)
-    assert worker.is_alive()
+import mklkit.sweep.runner as runner
+from mklkit.cli import main
+
+marks = Path(sys.argv[1])
+
+
+def slow(task):  # runs in a worker process: it says so, then works for a minute
+    (marks / str(os.getpid())).write_text("")
+    time.sleep(60)
+
+
+runner.solve_task = slow
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_an_interrupted_local_pool_stops_its_workers(tmp_path):
+    # Ctrl-C on a terminal reaches the whole process group: the workers leave it to the
+    # parent (no traceback of their own), which stops them instead of waiting for their tasks
+    spec = write_spec(tmp_path, problem={**TINY["problem"], "C": [0.1, 1.0]}, cv={"folds": 2, "seed": 0})
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_POOL_SWEEP, str(marks), "sweep", str(spec),
+                             "--workers", "2", "--out", str(tmp_path / "o"), "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=_default_sigint)
     t0 = time.monotonic()
-    pool.close(cancel=True)
-    # the executor's own thread may reap the process first: its exit shows here a moment later
-    while worker.is_alive() and time.monotonic() - t0 < 10:
+    while len(list(marks.iterdir())) < 2 and proc.poll() is None and time.monotonic() - t0 < 240:
+        time.sleep(0.1)
+    workers = [int(p.name) for p in marks.iterdir()]
+    assert len(workers) == 2 and os.getpid() not in workers and proc.pid not in workers
+    os.killpg(proc.pid, signal.SIGINT)
+    t0 = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - t0 < 30  # the tasks' minute was not waited for
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    line = one_interrupt_line(err)
+    assert "0 finished rows kept in" in line and "--resume" in line
+    t0 = time.monotonic()
+    alive = workers
+    while alive and time.monotonic() - t0 < 10:
+        alive = [pid for pid in alive if _alive(pid)]
         time.sleep(0.05)
-    assert time.monotonic() - t0 < 10 and not worker.is_alive()
+    assert not alive, alive
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 @pytest.mark.parametrize("how", ["cause", "sigint"])

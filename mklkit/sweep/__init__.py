@@ -23,9 +23,9 @@ Unit of work
     previous one when the engine supports it (``engine.supports_warm_start``;
     the order of :meth:`mklkit.MKLClassifier.fit_path`).  A task gives one
     row per C.  Tasks are independent and deterministic, so the rows are the
-    same whichever backend runs them: this process (``workers=1``), a local
-    process pool (``workers=N``) or a ``dask.distributed`` cluster
-    (``scheduler=ADDRESS``).
+    same whichever backend runs them (joblib in all three): this process
+    (``workers=1``), a local process pool (``workers=N``) or a
+    ``dask.distributed`` cluster (``scheduler=ADDRESS``).
 
 Results
     ``OUT/results.csv`` gets the rows of every finished task appended and

@@ -189,9 +189,11 @@ class Sweep:
         return out
 
     def check(self) -> None:
-        """Stage-2 validation of every grid point (data, labels, bank, memory, engine) and the folds."""
-        from ..api import check
+        """Stage-2 validation of every grid point (data, labels, bank, memory, engine) and the folds.
 
+        What :func:`mklkit.api.check` does for a run spec: the data loaded,
+        the bank resolved (not built), the engine's support checked.
+        """
         seen = set()
         for c in self.configs:
             key = json.dumps({k: v for k, v in c.raw.items() if k in ("data", "kernels", "problem", "engine")},
@@ -199,7 +201,7 @@ class Sweep:
             if key in seen:  # pragma: no cover - duplicates are refused earlier
                 continue
             seen.add(key)
-            check(c.spec)
+            c.spec.prepare(build=False)
             self.folds(c)
 
 

@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ..solving import solve_prepared
 from ..spec import SpecError, validate_spec
-from .backends import _Dask, _default_threads, _Pool, _Serial, check_backend
+from .backends import _default_threads, check_backend, connect_backend
 from .grid import Sweep, Task
 from .results import (
     BEST_DIR,
@@ -132,7 +133,7 @@ def run_sweep(
     out_dir : path-like, optional
         Default ``sweep.output_dir``.
     workers : int
-        1: solve in this process; N > 1: a local pool of N spawned processes
+        1: solve in this process; N > 1: joblib's loky pool of N processes
         (each limited to ``cpu_count // N`` numba/BLAS threads).
     scheduler : str, optional
         A ``dask.distributed`` scheduler address (``tcp://host:8786``); each
@@ -233,19 +234,14 @@ def run_sweep(
     backend: Any
     if not todo:
         backend = None
-    elif scheduler is not None:
-        backend = _Dask(sweep, scheduler)
-    elif workers > 1 and len(todo) > 1:
-        backend = _Pool(min(workers, len(todo)))
     else:
-        backend = _Serial()
+        backend = connect_backend(sweep, min(workers, len(todo)), scheduler)
     backend_name = backend.name if backend is not None else "none (nothing left to solve)"
     new: dict[int, list[dict[str, Any]]] = {}
     errors: list[tuple[Task, BaseException]] = []
     _emit(progress, {"event": "start", "n_tasks": len(tasks), "n_skipped": len(done), "backend": backend_name,
                      "n_rows": sweep.n_rows})
     t_run = time.perf_counter()
-    finished = False
     every = HEARTBEAT_S if heartbeat_s is None else float(heartbeat_s)
     watch = (_Heartbeat(backend, len(todo), progress, every, t_run)
              if backend is not None and todo and progress is not None and 0 < every < float("inf") else None)
@@ -267,12 +263,11 @@ def run_sweep(
                     "time_s": sum(float(r["time_s"]) for r in rows) if rows else None,
                     "elapsed_s": elapsed, "eta_s": elapsed / i * (len(todo) - i),
                 })
-        finished = True
     finally:
         if watch is not None:
             watch.close()
         if backend is not None:
-            backend.close(cancel=not finished)
+            backend.close()
     if errors:
         task, exc = errors[0]
         if isinstance(exc, (SpecError, OutputError)):
@@ -364,15 +359,17 @@ def _emit(progress: Callable[[dict[str, Any]], Any] | None, event: dict[str, Any
 
 def _refit_best(sweep: Sweep, out: Path, rows: Sequence[Mapping[str, str]],
                 progress: Callable[[dict[str, Any]], Any] | None) -> list[Best]:
-    from ..api import run
-
     column, _ = _score(sweep.task_kind)
     dirs = _best_dirs(sweep, out)
     result = []
     for di, config, C, mean, std, n in select_best(sweep, rows):
         spec = validate_spec({**config.raw, "problem": {**config.raw["problem"], "C": C}}, sweep.file, sweep.folder,
                              sweep.overridden)
-        refit = run(spec, progress=False)
+        prepared = spec.prepare(progress=False)  # what mklkit.api.run does for one problem
+        try:
+            refit = solve_prepared(prepared, None, warn_compilation=True)
+        finally:
+            prepared.close()
         refit.write(dirs[di], force=True)
         labels = {k: v for k, v in config.labels.items()}
         b = Best(dataset=config.labels["dataset"], labels=labels, C=C, score=column, mean=mean, std=std,

@@ -5,14 +5,12 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..pipeline import Data, fold
+from ..solving import RunResult, solve_prepared
 from ..spec import validate_spec
 from .grid import Task, _raw_data
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..api import RunResult
 
 __all__ = ["solve_task"]
 
@@ -42,8 +40,6 @@ def solve_task(task: Task) -> list[dict[str, Any]]:
     Returns one row (a mapping of :data:`COLUMNS`) per C.  Deterministic:
     the same task gives the same rows in any process.
     """
-    from ..api import solve_prepared
-
     _limit_threads(task.threads)
     spec = validate_spec(task.raw, task.file, Path(task.folder), task.overridden)
     key = json.dumps([task.file, task.raw.get("data"), spec.problem.loss.task], sort_keys=True, default=str)

@@ -1,0 +1,83 @@
+"""Progress on stderr for the command line: lines (at most one a second) and tqdm bars.
+
+The one path that ``mklkit run`` (the engine's iteration lines, the kernel-bank
+build bar) and ``mklkit sweep`` (a line per finished task, the heartbeat) draw
+through; the library reports events, and only the command line
+(:mod:`mklkit.cli`) shows them, through this module.  tqdm is imported on the
+first bar drawn, so ``mklkit --help`` does not pay for it.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+__all__ = ["AFTER_S", "EVERY_S", "Progress"]
+
+#: Throttled lines and bars start once the work has run this long (seconds) ...
+AFTER_S = 1.0
+#: ... and throttled lines are written at most this often.
+EVERY_S = 1.0
+
+
+def _tty() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class Progress:
+    """A command's progress on stderr; nothing at all when not ``enabled`` (``--quiet``).
+
+    :meth:`line` writes a line now (above any bar being drawn); :meth:`due`
+    says whether a throttled line is due (after :data:`AFTER_S`, then every
+    :data:`EVERY_S`); :meth:`bar` draws a tqdm bar, on a terminal only.
+    """
+
+    def __init__(self, enabled: bool = True, after_s: float = AFTER_S, every_s: float = EVERY_S):
+        self.enabled = enabled
+        self.after_s = after_s
+        self.every_s = every_s
+        self.t0 = time.perf_counter()
+        self.last = -1.0
+        self.bars: dict[str, Any] = {}
+
+    def due(self) -> float | None:
+        """The seconds elapsed when a throttled line is due now (and counts as written), else None."""
+        if not self.enabled:
+            return None
+        now = time.perf_counter() - self.t0
+        if now < self.after_s or (self.last >= 0 and now - self.last < self.every_s):
+            return None
+        self.last = now
+        return now
+
+    def line(self, text: str) -> None:
+        if not self.enabled:
+            return
+        if self.bars:  # above the bars, which are drawn again below it
+            from tqdm import tqdm
+
+            tqdm.write(text, file=sys.stderr)
+            return
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+    def bar(self, what: str, done: int, total: int, elapsed_s: float, unit: str = "it") -> None:
+        """Bar ``what`` at ``done`` of ``total``: drawn on a terminal once the work runs longer than
+        :data:`AFTER_S`; closed (and a later bar of that name starts anew) when ``done`` reaches ``total``."""
+        if not self.enabled or not _tty():
+            return
+        bar = self.bars.get(what)
+        if bar is None:
+            if elapsed_s < self.after_s and done < total:
+                return
+            from tqdm import tqdm
+
+            bar = self.bars[what] = tqdm(total=total, desc=f"mklkit: {what}", unit=unit, leave=False,
+                                         file=sys.stderr)
+        bar.update(done - bar.n)
+        if done >= total:
+            bar.refresh()
+            self.bars.pop(what).close()

@@ -1,0 +1,303 @@
+"""Solving one prepared spec and evaluating it: :class:`RunResult` and :func:`solve_prepared`.
+
+Below both :mod:`mklkit.api` (``run``, ``mklkit run``) and :mod:`mklkit.sweep`
+(every task of a sweep, the best refit), which import it; it imports neither.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from .pipeline import Prepared
+from .spec import Spec
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from .result import SolveResult
+
+__all__ = ["RunResult", "solve_prepared"]
+
+
+@dataclass
+class RunResult:
+    """One finished run: what ``mklkit run`` prints and writes.
+
+    Attributes
+    ----------
+    spec : Spec
+    result : SolveResult
+        The engine's result.
+    kernel_names : list of str
+        One per kernel of the bank (M).
+    task : {"classification", "regression"}
+    dataset : str
+    n_train, n_test, n_features : int
+    metrics : dict
+        ``train_accuracy``/``test_accuracy`` or ``train_rmse``/``test_rmse``
+        (test values ``None`` without a test part).
+    timings : dict
+        Seconds: ``data_s``, ``bank_s``, ``solve_s``, ``total_s``.
+    factor : dict or None
+        On a factor bank (``kernels.factor``), what the factors leave out
+        (:meth:`mklkit.kernels.factor.FactorBank.approximation`); None otherwise.
+    created : str
+        ISO 8601 UTC time stamp of the run's end.
+    """
+
+    spec: Spec
+    result: SolveResult
+    kernel_names: list[str]
+    task: str
+    dataset: str
+    n_train: int
+    n_test: int
+    n_features: int
+    metrics: dict[str, float | None]
+    timings: dict[str, float] = field(default_factory=dict)
+    created: str = ""
+    factor: dict[str, Any] | None = None
+    #: the classes in the data's own labels (``classes``, ``positive_class``; one-vs-rest: ``class``), or None
+    labels: dict[str, Any] | None = None
+    #: ``problem.C: path``: the held-out path and its choice (:class:`mklkit.pipeline.heldout.HeldoutPath`)
+    C_selection: Any = None
+    #: factors grown for the kernels in use (:class:`mklkit.pipeline.refine.FactorRefinement`), or None
+    factor_refinement: Any = None
+
+    # -- convenience ----------------------------------------------------------
+    @property
+    def status(self) -> str:
+        return str(self.result.status)
+
+    @property
+    def converged(self) -> bool:
+        return bool(self.result.converged)
+
+    @property
+    def n_kernels(self) -> int:
+        return len(self.kernel_names)
+
+    @property
+    def n_active(self) -> int:
+        return int(self.result.active_set.size)
+
+    def kernel_weights(self) -> list[dict[str, Any]]:
+        """``[{"index", "name", "weight", "block_norm"}]`` for every kernel, in bank order."""
+        r = self.result
+        return [
+            {"index": m, "name": name, "weight": float(w), "block_norm": float(b)}
+            for m, (name, w, b) in enumerate(zip(self.kernel_names, r.kernel_weights, r.block_norms))
+        ]
+
+    def history(self) -> list[dict[str, Any]]:
+        """The engine's per-iteration records (JSON-able)."""
+        from .io import to_jsonable
+
+        return to_jsonable(list(self.result.history))
+
+    def summary(self) -> dict[str, Any]:
+        """The content of ``summary.json`` (see ``docs/specs.md``)."""
+        import numpy as np
+        import scipy
+        import sklearn
+
+        from . import __version__
+
+        r = self.result
+        engine = self.spec.engine.engine
+        top = sorted(self.kernel_weights(), key=lambda k: -k["weight"])
+        out: dict[str, Any] = {
+            "status": self.status,
+            "converged": self.converged,
+            "message": r.message,
+            "objective": float(r.objective),
+            "dual_objective": float(r.dual_objective),
+            "duality_gap": float(r.gap),
+            "tol": engine.get_params().get("tol"),
+            "iterations": int(r.iterations),
+            "time_s": float(self.timings.get("solve_s", r.time_s)),
+            "timings": dict(self.timings),
+            "n_kernels": self.n_kernels,
+            "n_active_kernels": self.n_active,
+            "bias": float(r.bias),
+            "task": self.task,
+            "dataset": self.dataset,
+            "n_train": self.n_train,
+            "n_test": self.n_test,
+            "n_features": self.n_features,
+            **self.metrics,
+            "engine": engine.name,
+            # the engine that produced the answer (auto's delegate, after any fallback)
+            "solved_by": r.solved_by or engine.name,
+            "engine_params": engine.get_params(),
+            "loss": self.spec.problem.loss.name,
+            "regularizer": self.spec.problem.regularizer.name,
+            "C": self.spec.problem.C,
+            # problem.C: path: the values tried on held-out rows and the one chosen (else null)
+            "C_selection": None if self.C_selection is None else self.C_selection.as_dict(),
+            # factors grown for the kernels the solution uses (kernels.factor.refine), or null
+            "factor_refinement": None if self.factor_refinement is None else self.factor_refinement.as_dict(),
+            # every kernel is off for C >= C_max (null: not computed, or no finite one)
+            "C_max": r.C_max,
+            # every kernel off: the model predicts a constant (a TrivialModelWarning was emitted)
+            "trivial": bool(r.trivial),
+            **(self.labels or {}),
+            # on a factor bank: ranks and the relative trace the factors leave out (else null)
+            "factor": self.factor,
+            "top_kernels": [k["name"] for k in top[: min(10, self.n_active)]],
+            "kernel_weights": self.kernel_weights(),
+            "spec_file": self.spec.file,
+            "spec": self.spec.resolved(),
+            "mklkit_version": __version__,
+            "versions": {
+                "mklkit": __version__,
+                "python": platform.python_version(),
+                "numpy": np.__version__,
+                "scipy": scipy.__version__,
+                "scikit-learn": sklearn.__version__,
+            },
+            "created": self.created,
+        }
+        try:
+            import numba
+
+            out["versions"]["numba"] = numba.__version__
+        except ImportError:  # pragma: no cover
+            pass
+        return out
+
+    def write(self, out_dir: str | os.PathLike[str] | None = None, force: bool = False) -> dict[str, Path]:
+        """Write the run files into ``out_dir`` (default: the spec's ``output.dir``).
+
+        Raises :class:`mklkit.io.OutputError` if run files exist and ``force`` is false.
+        """
+        from .io import write_run
+
+        return write_run(self, self.spec.output.dir if out_dir is None else out_dir, force=force)
+
+
+def _metrics(task: str, y: np.ndarray, f: np.ndarray, part: str) -> dict[str, float | None]:
+    import numpy as np
+
+    if task == "classification":
+        pred = np.where(f >= 0, 1.0, -1.0)
+        return {f"{part}_accuracy": float(np.mean(pred == y))}
+    return {f"{part}_rmse": float(np.sqrt(np.mean((f - y) ** 2)))}
+
+
+def solve_prepared(
+    prepared: Prepared,
+    callback: Callable[[dict[str, Any]], Any] | None = None,
+    warm_start: SolveResult | None = None,
+    warn_trivial: bool = True,
+    warn_compilation: bool = False,
+) -> RunResult:
+    """Solve an already prepared spec and evaluate it on the training and test parts.
+
+    ``warm_start`` (a result on the same bank, e.g. at the previous C of a
+    path) is passed to engines that use it (``engine.supports_warm_start``)
+    and ignored by the others.  With ``warn_trivial``, a model with every
+    kernel off emits :class:`mklkit.result.TrivialModelWarning` naming C and C_max.
+    Numba compiling on first use is logged (INFO, ``mklkit.compilation``);
+    with ``warn_compilation`` (:func:`mklkit.api.run`) the first compilation of the
+    process also emits one :class:`mklkit.CompilationWarning`, as the
+    estimators do.
+    """
+    spec = prepared.spec
+    problem = prepared.problem
+    if problem is None or spec is None:
+        raise ValueError("solve_prepared needs a Prepared built by Spec.prepare(build=True)")
+    if prepared.tasks is not None:
+        raise ValueError("solve_prepared solves one problem; a target of more than two classes needs solve_multiclass")
+    from .compilation import announce_compilation
+    from .engines.base import solve_from
+    from .kernels import DEFAULT_MEMORY_BUDGET
+    from .pipeline.refine import refine_prepared, rounds_of
+
+    engine = spec.engine.engine
+    what = (f"loss {problem.loss.name!r}, regularizer {problem.regularizer.name!r} "
+            f"and engine {engine.name!r}")
+    t0 = time.perf_counter()
+    selection = refinement = None
+    refine_s = 0.0
+    with announce_compilation(what, warn=warn_compilation):
+        from .pipeline.heldout import path_decides, path_engine, select_C
+
+        if spec.problem.C == "path" or (spec.problem.C == "auto" and path_decides(problem)):
+            # C chosen on held-out rows; the run then solves all rows at it
+            from .pipeline import problem_at
+            from .pipeline.settings import auto_C
+
+            step = None if callback is None else (lambda rec: callback({"stage": "C path", **rec}))
+            on_path = path_engine(engine)
+            selection = select_C(problem, lambda p, warm: solve_from(on_path, p, None, warm), auto_C,
+                                 progress=step)
+            problem = problem_at(problem, C=selection.C)
+            warm_start = warm_start if selection.start is None else selection.start
+            selection.start = None
+        result = solve_from(engine, problem, callback, warm_start)
+        asked = spec.problem.C == "path"   # refine "auto": with C: path as asked for (not auto's path)
+        if rounds_of(prepared, asked):   # more rank for the kernels in use (pipeline.refine)
+            t_refine = time.perf_counter()
+            step = None if callback is None else (lambda rec: callback({"stage": "refine", **rec}))
+            prepared, (result,), refinement = refine_prepared(
+                prepared.with_C(problem.C), [result],
+                lambda p, warm: [solve_from(engine, p.problem, None, warm[0])],
+                spec.kernels.budget or DEFAULT_MEMORY_BUDGET, asked, progress=step)
+            problem = prepared.problem
+            refine_s = time.perf_counter() - t_refine
+    solve_s = time.perf_counter() - t0
+    given_C = spec.problem.C
+    if isinstance(given_C, str):  # the run records the C that 'auto' or 'path' gave
+        spec = spec.model_copy(update={"problem": spec.problem.model_copy(update={"C": float(problem.C)})})
+    if warn_trivial:
+        from .result import warn_if_trivial
+
+        warn_if_trivial(result, problem.C, where=f"{spec.file or 'spec'}: problem.C", auto=given_C in ("auto", "scale"))
+    data = prepared.data
+    task = data.task
+    metrics = _metrics(task, problem.y, prepared.train_decision(result), "train")
+    f_test = prepared.test_decision(result)
+    if f_test is not None and data.y_test is not None:
+        metrics.update(_metrics(task, data.y_test, f_test, "test"))
+    else:
+        metrics.update({("test_accuracy" if task == "classification" else "test_rmse"): None})
+    timings = {**prepared.timings, "solve_s": solve_s}
+    timings["total_s"] = sum(timings.values())
+    if selection is not None:  # the part of solve_s that the held-out path took
+        timings["path_s"] = float(selection.time_s)
+    if refinement is not None:  # the part of solve_s that refining the factors took
+        timings["refine_s"] = refine_s
+    return RunResult(
+        spec=spec,
+        result=result,
+        kernel_names=list(prepared.kernel_names),
+        task=task,
+        dataset=data.name,
+        n_train=data.n_train,
+        n_test=data.n_test,
+        n_features=data.n_features,
+        metrics=metrics,
+        timings={k: float(v) for k, v in timings.items()},
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        factor=problem.bank.approximation() if problem.representation == "factor" else None,
+        labels=_class_labels(data),
+        C_selection=selection,
+        factor_refinement=refinement,
+    )
+
+
+def _class_labels(data: Any) -> dict[str, Any] | None:
+    """``classes`` and ``positive_class`` of a binary target, in the data's own labels (None otherwise),
+    and ``class_weights`` (``{label: weight}``) when ``data.class_weight`` was given."""
+    if data.classes is None or data.positive is None:
+        return None
+    out = {"classes": data.class_labels, "positive_class": data.label_of(1.0)}
+    if data.class_weights is not None:
+        out["class_weights"] = {str(c): float(w) for c, w in zip(data.class_labels, data.class_weights)}
+    return out
