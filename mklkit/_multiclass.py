@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import expit as sigmoid  # 1/(1 + exp(-f)), without overflow
 
 __all__ = [
     "BinaryTask",
@@ -95,17 +96,6 @@ def ovo_tasks(codes: np.ndarray, n_classes: int) -> list[BinaryTask]:
             rows = np.flatnonzero((codes == i) | (codes == j))
             tasks.append(BinaryTask(j, i, rows, np.where(codes[rows] == j, 1.0, -1.0)))
     return tasks
-
-
-def sigmoid(f: np.ndarray) -> np.ndarray:
-    """:math:`1/(1 + e^{-f})`, computed without overflow."""
-    f = np.asarray(f, dtype=np.float64)
-    out = np.empty_like(f)
-    pos = f >= 0
-    out[pos] = 1.0 / (1.0 + np.exp(-f[pos]))
-    e = np.exp(f[~pos])
-    out[~pos] = e / (1.0 + e)
-    return out
 
 
 def ovo_decision(F: np.ndarray, tasks: list[BinaryTask], n_classes: int) -> np.ndarray:

@@ -267,3 +267,26 @@ def test_standardizer_sparse_scales_without_centring():
     sd = dense.std(axis=0)
     sd[sd == 0] = 1.0
     np.testing.assert_allclose(out.toarray(), dense / sd, rtol=1e-12)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_standardizer_weights_are_repeated_rows(sparse):
+    """Integer weights give the statistics of the repeated rows (zero: the row is dropped),
+    dense and sparse; a column constant on the rows that count gets scale 1."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((30, 4)) * [1.0, 5.0, 0.1, 1.0] + [0.0, 3.0, -2.0, 0.0]
+    w = rng.integers(0, 4, 30).astype(float)
+    X[w > 0, 3] = 7.0                     # constant where the weight is not 0
+    rep = X.repeat(w.astype(int), axis=0)
+    make = sp.csr_matrix if sparse else np.asarray
+    a = Standardizer().fit(make(X), sample_weight=w)
+    b = Standardizer().fit(make(rep))
+    np.testing.assert_allclose(a.scale_, b.scale_, rtol=1e-12)
+    np.testing.assert_allclose(a.mean_, b.mean_, rtol=1e-12, atol=1e-14)
+    assert a.scale_[3] == 1.0 and a.sparse_ == sparse
+    assert np.all(a.mean_ == 0.0) if sparse else a.mean_[3] == pytest.approx(7.0, rel=1e-15)
+    out = a.transform(make(X))
+    out = out.toarray() if sparse else out
+    mu = 0.0 if sparse else rep[:, :3].mean(axis=0)
+    np.testing.assert_allclose(out[:, :3], (X[:, :3] - mu) / rep[:, :3].std(axis=0), rtol=1e-10,
+                               atol=1e-12)

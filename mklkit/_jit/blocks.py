@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .twins import parallel_and_serial
+
 #: Let LLVM reassociate the inner dot products so that they vectorize; no
 #: assumption about NaN or inf is made (those flags stay off).
 _FM = {"reassoc", "contract"}
@@ -26,6 +28,7 @@ __all__ = [
     "shifted_block_norms",
     "matvecs",
     "matvecs_subset",
+    "matvecs_subset_serial",
     "combine",
     "matvecs_rows",
     "matvecs_rows_serial",
@@ -178,7 +181,6 @@ def matvecs(K: np.ndarray, v: np.ndarray) -> np.ndarray:  # pragma: no cover - j
     return out
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
 def matvecs_subset(K: np.ndarray, v: np.ndarray, idx: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
     r"""Products :math:`K_m v` for ``m`` in ``idx``, as rows of a (len(idx), N) array.
 
@@ -194,6 +196,9 @@ def matvecs_subset(K: np.ndarray, v: np.ndarray, idx: np.ndarray) -> np.ndarray:
     for p in prange(P):
         matvec_into(K, idx[p], v, out[p])
     return out
+
+
+matvecs_subset, matvecs_subset_serial = parallel_and_serial(matvecs_subset, fastmath=_FM)
 
 
 @njit(cache=True, parallel=True, fastmath=_FM)
@@ -227,7 +232,6 @@ def combine(K: np.ndarray, A: np.ndarray, idx: np.ndarray) -> np.ndarray:  # pra
     return out
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
 def matvecs_rows(K: np.ndarray, A: np.ndarray, idx: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
     r"""Per-kernel products :math:`K_{idx_p}\alpha_p`, as rows of a (len(idx), N) array.
 
@@ -246,12 +250,4 @@ def matvecs_rows(K: np.ndarray, A: np.ndarray, idx: np.ndarray) -> np.ndarray:  
     return out
 
 
-@njit(cache=True, fastmath=_FM)
-def matvecs_rows_serial(K: np.ndarray, A: np.ndarray, idx: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
-    """Single-threaded :func:`matvecs_rows` (a few kernels: no thread start-up)."""
-    P = idx.shape[0]
-    N = K.shape[1]
-    out = np.empty((P, N))
-    for p in range(P):
-        matvec_into(K, idx[p], A[p], out[p])
-    return out
+matvecs_rows, matvecs_rows_serial = parallel_and_serial(matvecs_rows, fastmath=_FM)

@@ -14,8 +14,8 @@ once, where two BLAS calls (:math:`t = L_m^\top v`, then :math:`L_m t`) read
 them twice.  The same pass gives :math:`\|v\|^2_{K_m} = \sum_k (\ell_k^\top v)^2`
 and, for a second vector, :math:`\|w\|^2_{K_m}`.
 
-Loops are parallel over kernels (``prange``), each with a single-threaded
-twin for small banks (the engines choose by
+Loops are parallel over kernels (``prange``); :func:`block_products` is
+also compiled without threads, for small banks (the engines choose by
 :data:`mklkit._jit.spicy.PARALLEL_WORK`).  Arrays are C-contiguous
 float64, indices int64.
 """
@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
+
+from .twins import parallel_and_serial
 
 __all__ = [
     "block_products",
@@ -100,7 +102,6 @@ def _task(
     sq[1, p] = b
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
 def block_products(
     D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, starts: np.ndarray,
     kern: np.ndarray, V: np.ndarray, vsel: np.ndarray, W: np.ndarray, wsel: np.ndarray, two: bool,
@@ -133,17 +134,7 @@ def block_products(
     return sq[0], sq[1]
 
 
-@njit(cache=True, fastmath=_FM)
-def block_products_serial(
-    D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, starts: np.ndarray,
-    kern: np.ndarray, V: np.ndarray, vsel: np.ndarray, W: np.ndarray, wsel: np.ndarray, two: bool,
-    out: np.ndarray, want_out: bool,
-) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
-    """Single-threaded :func:`block_products` (small banks: no thread start-up)."""
-    sq = np.zeros((2, kern.shape[0]))
-    for p in range(kern.shape[0]):
-        _task(D, data, indices, indptr, starts, kern, V, vsel, W, wsel, two, out, want_out, p, sq)
-    return sq[0], sq[1]
+block_products, block_products_serial = parallel_and_serial(block_products, fastmath=_FM)
 
 
 @njit(cache=True, parallel=True, fastmath=_FM)

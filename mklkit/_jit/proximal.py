@@ -23,9 +23,10 @@ import numpy as np
 from numba import njit, prange
 
 from .blocks import block_norm, matvec_and_norm_into, matvec_into
+from .twins import parallel_and_serial
 
 __all__ = ["bank_summary", "certificate_pass", "certificate_pass_serial",
-           "matvecs_serial", "extrapolate", "gradient_step", "prox_finish"]
+           "extrapolate", "gradient_step", "prox_finish"]
 
 #: Let LLVM reassociate the inner dot products so that they vectorize; no
 #: assumption about NaN or inf is made (those flags stay off).
@@ -85,7 +86,6 @@ def _certificate_block(K, m, a, A, rho, want, KA):  # pragma: no cover - jitted
     return 0.0
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
 def certificate_pass(
     K: np.ndarray,
     idx: np.ndarray,
@@ -99,7 +99,8 @@ def certificate_pass(
     For every ``p``, kernel ``m = idx[p]`` is read once; if ``arow[p] >= 0``
     the product :math:`K_m A_{arow[p]}` is stored in row ``arow[p]`` of the
     first output, and if ``want_norm[p]`` the norm :math:`\|\rho\|_{K_m}` in
-    entry ``p`` of the second (0 otherwise).  Parallel over kernels.
+    entry ``p`` of the second (0 otherwise).  Parallel over kernels;
+    :func:`certificate_pass_serial` is the same loop without threads.
 
     Parameters
     ----------
@@ -125,40 +126,7 @@ def certificate_pass(
     return KA, norms
 
 
-@njit(cache=True, fastmath=_FM)
-def certificate_pass_serial(
-    K: np.ndarray,
-    idx: np.ndarray,
-    A: np.ndarray,
-    arow: np.ndarray,
-    rho: np.ndarray,
-    want_norm: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
-    """:func:`certificate_pass` without threads.
-
-    For small reads, starting and synchronising a parallel region costs
-    more than the work (and much more on a loaded machine).
-    """
-    P = idx.shape[0]
-    KA = np.zeros((A.shape[0], K.shape[1]))
-    norms = np.zeros(P)
-    for p in range(P):
-        norms[p] = _certificate_block(K, idx[p], arow[p], A, rho, want_norm[p], KA)
-    return KA, norms
-
-
-@njit(cache=True, fastmath=_FM)
-def matvecs_serial(K: np.ndarray, v: np.ndarray, idx: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
-    r"""Products :math:`K_m v` for ``m`` in ``idx`` without threads.
-
-    The serial twin of ``blocks.matvecs_subset`` for small reads.
-    """
-    P = idx.shape[0]
-    N = K.shape[1]
-    out = np.empty((P, N))
-    for p in range(P):
-        matvec_into(K, idx[p], v, out[p])
-    return out
+certificate_pass, certificate_pass_serial = parallel_and_serial(certificate_pass, fastmath=_FM)
 
 
 @njit(cache=True, fastmath=_FM)

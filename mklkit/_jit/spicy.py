@@ -16,8 +16,9 @@ only the active kernels :math:`M_+` contribute.  The loops here read the
 bank once per call: Hessian accumulation over the active kernels, the
 products and quadratic forms a line search needs, and the resynchronization
 of the running products :math:`K_m\rho` together with the norms of the
-projected dual point.  Each parallel loop (over kernels or row blocks) has a
-single-threaded twin for small banks (:data:`PARALLEL_WORK`).
+projected dual point.  Each parallel loop (over kernels or row blocks) is
+also compiled without threads (``<name>_serial``), for small banks
+(:data:`PARALLEL_WORK`).
 Arrays are C-contiguous float64 (indices int64).
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 from numba import njit, prange
 
 from .blocks import matvec_and_norm_into
+from .twins import parallel_and_serial
 
 __all__ = [
     "accumulate_hessian",
@@ -46,8 +48,8 @@ PARALLEL_WORK = 4_000_000
 _FM = {"reassoc", "contract"}
 
 
-# -- one block of rows or one kernel: the bodies that each parallel loop and
-# its single-threaded twin share (compiled into both, no Python in between)
+# -- one block of rows or one kernel: the bodies of the loops below (compiled
+# into them, no Python in between)
 @njit(cache=True, fastmath=_FM)
 def _hessian_rows(
     H: np.ndarray, K: np.ndarray, idx: np.ndarray, s: np.ndarray, KR: np.ndarray,
@@ -83,7 +85,6 @@ def _direction_block(
     return bm, em
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
 def accumulate_hessian(
     H: np.ndarray,
     K: np.ndarray,
@@ -122,7 +123,9 @@ def accumulate_hessian(
         _hessian_rows(H, K, idx, s, KR, t, blk * B, min(N, blk * B + B))
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
+accumulate_hessian, accumulate_hessian_serial = parallel_and_serial(accumulate_hessian, fastmath=_FM)
+
+
 def direction_forms(
     K: np.ndarray, d: np.ndarray, KR: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - jitted
@@ -158,7 +161,9 @@ def direction_forms(
     return KD, b, e
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
+direction_forms, direction_forms_serial = parallel_and_serial(direction_forms, fastmath=_FM)
+
+
 def matvecs_and_norms(
     K: np.ndarray, v: np.ndarray, w: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
@@ -186,6 +191,9 @@ def matvecs_and_norms(
     for m in prange(M):
         norms[m] = matvec_and_norm_into(K, m, v, w, KV[m])
     return KV, norms
+
+
+matvecs_and_norms, matvecs_and_norms_serial = parallel_and_serial(matvecs_and_norms, fastmath=_FM)
 
 
 @njit(cache=True, fastmath=_FM)
@@ -239,49 +247,3 @@ def env_forms(
         if out[m] < 0.0:
             out[m] = 0.0
     return out
-
-
-@njit(cache=True, fastmath=_FM)
-def accumulate_hessian_serial(
-    H: np.ndarray,
-    K: np.ndarray,
-    idx: np.ndarray,
-    s: np.ndarray,
-    KR: np.ndarray,
-    t: np.ndarray,
-    block: int,
-) -> None:  # pragma: no cover - jitted
-    """Single-threaded :func:`accumulate_hessian` (small banks: no thread start-up)."""
-    N = H.shape[0]
-    B = max(block, 1)
-    for blk in range((N + B - 1) // B):
-        _hessian_rows(H, K, idx, s, KR, t, blk * B, min(N, blk * B + B))
-
-
-@njit(cache=True, fastmath=_FM)
-def direction_forms_serial(
-    K: np.ndarray, d: np.ndarray, KR: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - jitted
-    """Single-threaded :func:`direction_forms` (small banks: no thread start-up)."""
-    M = K.shape[0]
-    KD = np.empty((M, K.shape[1]))
-    b = np.empty(M)
-    e = np.empty(M)
-    for m in range(M):
-        bm, em = _direction_block(K, m, d, KR[m], KD[m])
-        b[m] = bm
-        e[m] = em
-    return KD, b, e
-
-
-@njit(cache=True, fastmath=_FM)
-def matvecs_and_norms_serial(
-    K: np.ndarray, v: np.ndarray, w: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
-    """Single-threaded :func:`matvecs_and_norms` (small banks: no thread start-up)."""
-    M = K.shape[0]
-    KV = np.empty((M, K.shape[1]))
-    norms = np.empty(M)
-    for m in range(M):
-        norms[m] = matvec_and_norm_into(K, m, v, w, KV[m])
-    return KV, norms

@@ -555,32 +555,23 @@ class Standardizer:
         """Compute column means and scales of ``X`` (array, sparse or Dataset).
 
         ``sample_weight`` (n,), optional: weighted means and variances, those of
-        the rows repeated by integer weights.
+        the rows repeated by integer weights.  The statistics are scikit-learn's
+        :class:`~sklearn.preprocessing.StandardScaler`'s.
         """
+        from sklearn.preprocessing import StandardScaler
+
         X = _features(X)
         if X.shape[0] == 0:
             raise DataError("Standardizer.fit: X has no rows")
         w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-        if sp.issparse(X):
-            Xc = sp.csr_matrix(X, dtype=np.float64)
-            if w is None:
-                mean = np.asarray(Xc.mean(axis=0)).ravel()
-                sq = np.asarray(Xc.multiply(Xc).mean(axis=0)).ravel()
-            else:
-                mean = np.asarray(Xc.T @ w).ravel() / w.sum()
-                sq = np.asarray(Xc.multiply(Xc).T @ w).ravel() / w.sum()
-            var = np.maximum(sq - mean**2, 0.0)
-            self.mean_ = np.zeros(X.shape[1])
-            self.sparse_ = True
-        else:
-            A = _dense(X, "Standardizer.fit")
-            mean = np.average(A, axis=0, weights=w)
-            var = np.average((A - mean) ** 2, axis=0, weights=w)
-            self.mean_ = mean
-            self.sparse_ = False
-        std = np.sqrt(var)
+        self.sparse_ = bool(sp.issparse(X))
+        A = sp.csr_matrix(X, dtype=np.float64) if self.sparse_ else _dense(X, "Standardizer.fit")
+        stats = StandardScaler(with_mean=not self.sparse_).fit(A, sample_weight=w)
+        mean = stats.mean_
+        std = np.sqrt(stats.var_)
         tiny = std <= 1e-12 * np.maximum(np.abs(mean), 1.0)
         std[tiny] = 1.0
+        self.mean_ = np.zeros(X.shape[1]) if self.sparse_ else mean
         self.scale_ = std
         return self
 

@@ -40,7 +40,7 @@ def matvecs(K: np.ndarray, v: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return np.zeros((0, K.shape[1]))
     if _parallel(idx.size, K.shape[1]):
         return blocks.matvecs_subset(K, v, idx)
-    return kprox.matvecs_serial(K, v, idx)
+    return blocks.matvecs_subset_serial(K, v, idx)
 
 
 def certificate_pass(K: np.ndarray, idx: np.ndarray, A: np.ndarray, arow: np.ndarray,

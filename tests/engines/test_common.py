@@ -92,6 +92,60 @@ def test_hessian_and_direction_forms_match_numpy(block):
                                rtol=1e-10)
 
 
+def _twin_calls():
+    """(name, call(fn) -> outputs) for every loop compiled with and without threads."""
+    K = random_bank(21)
+    rng = np.random.default_rng(22)
+    v, w = rng.standard_normal(N), rng.standard_normal(N)
+    idx = np.array([4, 1, 2], dtype=np.int64)
+    A = rng.standard_normal((idx.size, N))
+    KR = np.ascontiguousarray(np.einsum("mij,j->mi", K, v))
+    s, t = rng.standard_normal(idx.size), rng.standard_normal(idx.size)
+    R = 9
+    D = rng.standard_normal((R, N))
+    starts = np.array([0, 1, 3, 6, 8, 9], dtype=np.int64)
+    kern = np.array([0, 3, 3, 4], dtype=np.int64)
+    V, W = rng.standard_normal((2, N)), rng.standard_normal((2, N))
+    sel, none, inone = np.array([0, 1, 1, 0], dtype=np.int64), np.zeros(0), np.zeros(0, dtype=np.int64)
+
+    def hessian(fn):
+        H = np.eye(N)
+        fn(H, K, idx, s, np.ascontiguousarray(KR[idx]), t, 3)
+        return (H,)
+
+    def products(fn):
+        out = np.zeros((kern.size, N))
+        return (*fn(D, none, inone, inone, starts, kern, V, sel, W, sel[::-1].copy(), True, out,
+                    True), out)
+
+    return [
+        ("blocks.matvecs_subset", lambda fn: (fn(K, v, idx),)),
+        ("blocks.matvecs_rows", lambda fn: (fn(K, A, idx),)),
+        ("proximal.certificate_pass",
+         lambda fn: fn(K, idx, A, np.array([0, -1, 2], dtype=np.int64), w,
+                       np.array([True, True, False]))),
+        ("spicy.accumulate_hessian", hessian),
+        ("spicy.direction_forms", lambda fn: fn(K, w, KR)),
+        ("spicy.matvecs_and_norms", lambda fn: fn(K, v, w)),
+        ("factor.block_products", products),
+    ]
+
+
+@pytest.mark.parametrize("name, call", _twin_calls(), ids=[n for n, _ in _twin_calls()])
+def test_serial_loops_equal_their_parallel_twins(name, call):
+    """Each loop compiled without threads (``<name>_serial``) gives the threaded one's
+    results bit for bit (one Python body, compiled twice)."""
+    import importlib
+
+    module, fn = name.split(".")
+    mod = importlib.import_module(f"mklkit._jit.{module}")
+    par, ser = call(getattr(mod, fn)), call(getattr(mod, fn + "_serial"))
+    assert len(par) == len(ser)
+    for a, b in zip(par, ser):
+        assert np.array_equal(a, b)
+    assert np.any(np.asarray(par[0]) != 0.0)
+
+
 @pytest.mark.parametrize("reg", [ElasticNet(lam=0.4), Lq(q=1.5), Lq(q=3.0), Uniform()],
                          ids=repr)
 def test_dual_hessian_eq50_is_derivative_of_gradient_eq49(reg):
