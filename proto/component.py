@@ -108,7 +108,7 @@ class Loss(Component):
         return float("inf")
 
     def cvxpy_expr(self, y: np.ndarray, z: Any) -> Any:
-        r""":math:`\\sum_i \\ell(y_i, z_i)` as a cvxpy expression of the predictions ``z``
+        r""":math:`\sum_i \ell(y_i, z_i)` as a cvxpy expression of the predictions ``z``
         (the conic reference); ``NotImplemented`` when there is none."""
         return NotImplemented
 
