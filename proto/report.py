@@ -8,14 +8,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CANDS = ("a", "b", "c", "d", "ds")
 res = json.load(open(os.path.join(HERE, "results.json")))
 ep = [json.loads(ln) for ln in open(os.path.join(HERE, "results_epoch.jsonl"))]
+LOW = os.path.join(HERE, "results_epoch_lowload.jsonl")
+low = [json.loads(ln) for ln in open(LOW)] if os.path.exists(LOW) else []
 
 
 def med(c, fn):
     return statistics.median(fn(r) for r in res if r["cand"] == c)
 
 
-def emed(c, what, key, scale=1.0):
-    return statistics.median(r[key] * scale for r in ep if r["cand"] == c and r["what"] == what)
+def emed(c, what, key, scale=1.0, rows=None):
+    rows = ep if rows is None else rows
+    return statistics.median(r[key] * scale for r in rows if r["cand"] == c and r["what"] == what)
 
 
 rows = [
@@ -35,6 +38,11 @@ rows = [
      lambda c: emed(c, "bench", "epoch_s", 1e3)),
     ("(iii) call overhead, µs per loop call (16 samples)",
      lambda c: emed(c, "overhead", "us_per_call")),
+] + ([
+    ("(iii) per epoch, ms, second series at load 4", lambda c: emed(c, "bench", "epoch_s", 1e3, low)),
+    ("(iii) call overhead, µs per call, second series at load 4",
+     lambda c: emed(c, "overhead", "us_per_call", 1.0, low)),
+] if low else []) + [
     ("(iv) plugin loss, 1st process: make + first epoch, s",
      lambda c: med(c, lambda r: r["plugin"]["plugin_make"] + r["plugin"]["plugin"]["make"]
                    + r["plugin"]["plugin"]["first"])),
@@ -58,4 +66,8 @@ for name, fn in rows:
         cells.append(v if isinstance(v, str) else (f"{v:.3g}" if v >= 0.01 or v == 0 else f"{v:.1g}"))
     print(f"| {name} | " + " | ".join(cells) + " |")
 loads = [r2["load"] for r in res for r2 in r.values() if isinstance(r2, dict)] + [r["load"] for r in ep if "load" in r]
-print(f"\nLoad average during the runs: {min(loads):.1f}–{max(loads):.1f} (2 cores).")
+tail = ""
+if low:
+    ll = [r["load"] for r in low if "load" in r]
+    tail = f", except the second series ({min(ll):.1f}–{max(ll):.1f})"
+print(f"\nLoad average during the runs: {min(loads):.1f}–{max(loads):.1f} (2 cores){tail}.")
