@@ -15,9 +15,8 @@ from collections import namedtuple
 
 import numpy as np
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
-if not os.path.isdir(DATA):
-    DATA = "/work/shared/data"
+#: ../shared/data beside the checkout (benchmarks/component_forms -> the checkout's parent).
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data")
 
 #: Options of a loop as one typed record (a numba NamedTuple once passed in).
 Opts = namedtuple("Opts", ["C", "with_bias", "max_epochs"])

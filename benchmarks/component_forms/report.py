@@ -1,4 +1,4 @@
-"""``python -m proto.report``: the table of DESIGN.md from ``results.json`` (bench.py) and
+"""``python -m benchmarks.component_forms.report``: the table of DESIGN.md from ``results.json`` (bench.py) and
 ``results_epoch.jsonl`` (interleave.sh), medians over the runs."""
 import json
 import os

@@ -1,5 +1,5 @@
-"""Run the measurements: ``python -m proto.bench [REPS] [CANDS...]``; writes
-``proto/results.json`` (every run) and prints the table of medians.
+"""Run the measurements: ``python -m benchmarks.component_forms.bench [REPS] [CANDS...]``; writes
+``benchmarks/component_forms/results.json`` (every run) and prints the table of medians.
 
 Per candidate and repetition, each in a fresh process:
   cold    ``fit`` with an empty cache (first-use compile + the fit)
@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
 PY = sys.executable
 BASE = "/tmp/proto_cache"
 
@@ -39,7 +39,7 @@ def run(cand, mode, cache, debug=False):
         env["NUMBA_DEBUG_CACHE"] = "1"
     la = load()
     t = time.perf_counter()
-    p = subprocess.run([PY, "-m", "proto.fit", cand, mode], env=env, capture_output=True,
+    p = subprocess.run([PY, "-m", "benchmarks.component_forms.fit", cand, mode], env=env, capture_output=True,
                        text=True, cwd=ROOT)
     wall = time.perf_counter() - t
     lines = p.stdout.strip().splitlines()

@@ -1,7 +1,7 @@
 r"""Huber loss for robust regression, as a plugin writes it in the proposed form."""
 import numpy as np
 
-from proto.component import Loss, Param, kernel
+from benchmarks.component_forms.component import Loss, Param, kernel
 from mklkit.components.base import REGRESSION
 
 

@@ -1,4 +1,4 @@
-"""One process of the measurements: ``python -m proto.fit CAND MODE``.
+"""One process of the measurements: ``python -m benchmarks.component_forms.fit CAND MODE``.
 
 CAND: a (today), b (structref), c (jitclass), d (record of array functions), ds (record
 of scalar functions).  MODE: ``fit`` (logistic + group lasso, 50 epochs), ``all`` (the
@@ -16,8 +16,8 @@ T0 = time.perf_counter()
 CAND, MODE = sys.argv[1], sys.argv[2]
 MOD = {"a": "a_current", "b": "b_structref", "c": "c_jitclass", "d": "d_record",
        "ds": "d_record"}[CAND]
-C_ = importlib.import_module("proto." + MOD)
-from proto import common  # noqa: E402
+C_ = importlib.import_module("benchmarks.component_forms." + MOD)
+from benchmarks.component_forms import common  # noqa: E402
 
 LIP = {"logistic": 0.25, "squared": 1.0, "smooth_hinge": 2.0}
 KW = {"scalar": True} if CAND == "ds" else {}
@@ -26,7 +26,7 @@ out = {"cand": CAND, "mode": MODE, "t_import": time.perf_counter() - T0}
 
 def dispatchers():
     if CAND in ("b", "c"):
-        from proto import loops
+        from benchmarks.component_forms import loops
         return [loops.epoch]
     if CAND == "a":
         return [C_.epoch]
@@ -68,7 +68,7 @@ if MODE == "all":
 if MODE == "plugin":
     n0 = compiled_count()
     t = time.perf_counter()
-    plug = importlib.import_module("proto." + MOD.split("_")[0] + "_plugin")
+    plug = importlib.import_module("benchmarks.component_forms." + MOD.split("_")[0] + "_plugin")
     loss = plug.make(0.5, **KW)
     out["plugin_make"] = time.perf_counter() - t
     out["plugin"] = run(bank, "smooth_hinge", "grouplasso", 50, loss=loss)

@@ -1,4 +1,4 @@
-"""Call overhead of one loop call: ``python -m proto.overhead CAND`` times 20,000 calls of
+"""Call overhead of one loop call: ``python -m benchmarks.component_forms.overhead CAND`` times 20,000 calls of
 the epoch on a tiny bank (16 samples, 2 blocks of 5), warm cache; prints µs per call
 (median of 5 batches)."""
 from __future__ import annotations
@@ -10,12 +10,12 @@ import time
 
 import numpy as np
 
-from proto import common
+from benchmarks.component_forms import common
 
 CAND = sys.argv[1]
 MOD = {"a": "a_current", "b": "b_structref", "c": "c_jitclass", "d": "d_record",
        "ds": "d_record"}[CAND]
-C_ = importlib.import_module("proto." + MOD)
+C_ = importlib.import_module("benchmarks.component_forms." + MOD)
 KW = {"scalar": True} if CAND == "ds" else {}
 full = common.load_bank(2)
 idx = np.arange(16) * 400

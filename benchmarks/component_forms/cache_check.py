@@ -1,4 +1,4 @@
-"""``python -m proto.cache_check``: which way of giving a kernel to compiled code does
+"""``python -m benchmarks.component_forms.cache_check``: which way of giving a kernel to compiled code does
 numba's cache reuse in a new process?  Runs each case twice on one empty
 ``NUMBA_CACHE_DIR`` and counts, in the second process, the entries loaded and saved
 (``NUMBA_DEBUG_CACHE``)."""
@@ -7,14 +7,14 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CASES = {
     "kernel in a class body": "K.Logistic.deriv(y, z, p)",
     "jitted closure from a factory": "K.logistic_deriv_closure(y, z, p)",
     "kernel as a dispatcher argument": "K.map_kernel(K.logistic_deriv_scalar, y, z, p)",
 }
 for label, call in CASES.items():
-    code = ("import numpy as np\nfrom proto.cachecases import kernels as K\n"
+    code = ("import numpy as np\nfrom benchmarks.component_forms.cachecases import kernels as K\n"
             "y = np.ones(4); z = np.arange(4.0); p = np.empty(0)\n" + call + "\n")
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, PYTHONPATH=ROOT, NUMBA_CACHE_DIR=cache, NUMBA_DEBUG_CACHE="1")

@@ -1,12 +1,12 @@
-"""``python -m proto.check_huber``: the Huber loss in the proposed form computes the same
+"""``python -m benchmarks.component_forms.check_huber``: the Huber loss in the proposed form computes the same
 bits as ``mklkit_huber.Huber`` (every kernel, random points inside and outside the
 conjugate's domain), its record goes into a loop compiled once for every loss, and its
 ``cvxpy_expr`` agrees with the kernels."""
 import numpy as np
 
 from mklkit_huber.losses import Huber as Old
-from proto.component import LOSS_FNS_T, sum_value
-from proto.huber_new import Huber as New
+from benchmarks.component_forms.component import LOSS_FNS_T, sum_value
+from benchmarks.component_forms.huber_new import Huber as New
 
 rng = np.random.default_rng(0)
 for delta in (0.3, 1.0, 2.5):

@@ -1,2 +1,0 @@
-"""Three ways to hand a component's scalar code to a generic compiled function, for
-``proto/cache_check.py``: which of them numba's on-disk cache reuses in a new process."""
