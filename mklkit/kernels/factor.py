@@ -53,7 +53,7 @@ from .._jit import factor as kfactor
 from .._jit.gram import all_finite
 from .._jit.spicy import PARALLEL_WORK
 from .ops import BankAccessError, GramBank
-from .precomputed_factors import bank_from_factors
+from .given_factors import bank_from_factors
 
 __all__ = ["FactorBank", "FactorPredictor"]
 
