@@ -17,10 +17,29 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
+from .. import pipeline
 from .._interrupts import interrupt_guard
+from .._jit.gram import all_finite
 from .._multiclass import BinaryTask
-from ..components.base import CLASSIFICATION, REGRESSION
+from ..compilation import announce_compilation
+from ..components.base import CLASSIFICATION, REGRESSION, Component
 from ..components.params import ParamError
+from ..engines.base import Engine, solve_from
+from ..engines.common import zero_solution
+from ..kernels import DEFAULT_MEMORY_BUDGET, BankError, MemoryBudgetError, available_presets, expand_bank
+from ..kernels.factorize.build import warning_names
+from ..kernels.precomputed import check_psd
+from ..pipeline import (
+    BankSettings,
+    PipelineError,
+    ProblemSettings,
+    Representation,
+    check_support,
+    new_points,
+    parse_bytes,
+    problem_at,
+)
+from ..pipeline.heldout import path_decides, path_engine, select_C
 from ..pipeline.kernel_subset import (
     kernels_on_all_features,
     prefer_subset,
@@ -29,6 +48,10 @@ from ..pipeline.kernel_subset import (
     supports_subset,
     widen_result,
 )
+from ..pipeline.refine import refine_prepared
+from ..pipeline.settings import AUTO_C_SCALE, C_NAMES, FactorSettings, ShardedSettings, auto_C, kernel_resolver
+from ..plugins import get_registry
+from ..result import TrivialModelWarning, trivial_message, warn_if_trivial
 from ._path import MKLPath, pack_results, unpack_results
 
 try:  # scikit-learn >= 1.6
@@ -137,8 +160,6 @@ def _default_bank(d: int, kinds: np.ndarray | None) -> list[dict[str, Any]]:
 # Helpers
 # ---------------------------------------------------------------------------
 def _registry() -> Any:
-    from ..plugins import get_registry
-
     return get_registry()
 
 
@@ -172,8 +193,6 @@ def _check_budget(value: Any, owner: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, str):
-        from ..pipeline import parse_bytes
-
         try:
             return float(parse_bytes(value))
         except (TypeError, ValueError):
@@ -210,8 +229,6 @@ def _strip_bank(bank: Any, keep: np.ndarray | None = None) -> Any:
 
 def _updated_spec(spec: Any, updates: Mapping[str, Any]) -> Any:
     """A component spec with some parameters changed, in mapping or instance form."""
-    from ..components.base import Component
-
     if isinstance(spec, Component):
         return type(spec)(**{**spec.get_params(), **updates})
     if isinstance(spec, str):
@@ -294,8 +311,6 @@ class _BaseMKL(BaseEstimator):
 
     def _components(self) -> tuple[Any, Any, Any]:
         """Loss, regularizer and engine instances; errors say what is allowed."""
-        from ..engines.base import Engine
-
         reg = _registry()
         owner = self._owner
         loss = reg.create("loss", self.loss)
@@ -321,8 +336,6 @@ class _BaseMKL(BaseEstimator):
 
     def _check_support(self, engine: Any, problem: Any) -> None:
         """The pipeline's engine check (:func:`mklkit.pipeline.check_support`), naming the ``engine`` parameter."""
-        from ..pipeline import PipelineError, check_support
-
         try:
             check_support(engine, problem)
         except PipelineError as exc:
@@ -344,9 +357,6 @@ class _BaseMKL(BaseEstimator):
     def _representation(self) -> tuple[str, dict[str, Any]]:
         """The bank representation of the ``factor`` / ``scheduler`` parameters: its kind
         (``"auto"``, ``"array"``, ``"sharded"`` or ``"factor"``) and its BankSettings keys."""
-        from ..pipeline import PipelineError, Representation
-        from ..pipeline.settings import FactorSettings, ShardedSettings
-
         owner = self._owner
         factor, scheduler = getattr(self, "factor", None), getattr(self, "scheduler", None)
         if factor not in (None, False, "auto") and scheduler is not None:
@@ -399,10 +409,6 @@ class _BaseMKL(BaseEstimator):
         representation) is checked on the pipeline's tiny probe problem
         before any kernel is computed.
         """
-        from .. import pipeline
-        from ..kernels.factorize.build import warning_names
-        from ..pipeline import BankSettings, PipelineError, ProblemSettings
-
         owner = self._owner
         loss, regularizer, engine = self._components()
         normalize = _check_choice(self.normalize, "normalize", _NORMALIZE, owner)
@@ -545,7 +551,6 @@ class _BaseMKL(BaseEstimator):
                                 "%d constant ones", self._owner, n_features, int(np.sum(kinds == "real")),
                                 int(np.sum(kinds == "binary")), int(np.sum(kinds == "constant")))
                 return bank
-            from ..kernels import available_presets
 
             if kernels not in available_presets():
                 raise ParamError(
@@ -568,8 +573,6 @@ class _BaseMKL(BaseEstimator):
         """Solve task ``t`` for every C in ``Cs`` in turn, each warm-started from the previous
         (the first from ``warm``, a result of the task on the same rows)."""
         task = prep.tasks[t]
-        from ..engines.base import solve_from
-        from ..pipeline import problem_at
 
         base = prep.prepared.subproblem(task.y, task.rows)  # the task's rows of the shared bank, once
         where = (f"{self._owner}: problem {t + 1}/{len(prep.tasks)}"
@@ -581,7 +584,6 @@ class _BaseMKL(BaseEstimator):
         previous = warm if keep is None else restrict_result(warm, keep)
         for C in Cs:
             if isinstance(C, str) and C == "auto":   # held-out rows decide where there are enough of them
-                from ..pipeline.heldout import path_decides
 
                 C = "path" if path_decides(base) else "scale"
             if isinstance(C, str) and C == "path":
@@ -629,9 +631,6 @@ class _BaseMKL(BaseEstimator):
     def _refine(self, prep: _FitState, results: list[Any]) -> list[Any]:
         """Factors that follow the solution (:mod:`mklkit.pipeline.refine`) when the bank's factor
         settings ask for it (``{"refine": ...}``; by default when ``C="path"``)."""
-        from ..kernels import DEFAULT_MEMORY_BUDGET
-        from ..pipeline.refine import refine_prepared
-
         def resolve(prepared: Any, warm: list[Any]) -> list[Any]:
             prep.prepared = prepared
             return [r[0] for r in self._run_all(prep, None, warm)]
@@ -709,8 +708,6 @@ class _BaseMKL(BaseEstimator):
             self.y_offset_, self.y_scale_ = (float(v) for v in prep.target)
 
     def _fit(self, X: Any, y: Any, sample_weight: Any = None) -> "_BaseMKL":
-        from ..pipeline.settings import C_NAMES
-
         owner = self._owner
         named = isinstance(self.C, str) and self.C in C_NAMES
         C: Any = self.C if named else _check_C(self.C, owner, allow_auto=True)
@@ -731,8 +728,6 @@ class _BaseMKL(BaseEstimator):
 
     def _warn_trivial(self, prep: _FitState, results: Sequence[Any]) -> None:
         """One :class:`~mklkit.result.TrivialModelWarning` when some binary problem has every kernel off."""
-        from ..result import warn_if_trivial
-
         off = [t for t, r in enumerate(results) if r.trivial]
         if not off:
             return
@@ -746,8 +741,6 @@ class _BaseMKL(BaseEstimator):
 
     def _compiling(self) -> Any:
         """The once-per-process note that numba compiles (:func:`mklkit.compilation.announce_compilation`)."""
-        from ..compilation import announce_compilation
-
         what = (f"loss {_spec_name(self.loss)!r}, regularizer {_spec_name(self.regularizer)!r} "
                 f"and engine {_spec_name(self.engine)!r}")
         return announce_compilation(what, warn=True)
@@ -757,9 +750,6 @@ class _BaseMKL(BaseEstimator):
         with the default bank, also its kernels on all features alone, kept unless the whole bank does
         better on the same rows (:mod:`mklkit.pipeline.kernel_subset`).  Returns C and the problem
         (the task's, or the kept kernels') to fit at it."""
-        from ..engines.base import solve_from
-        from ..pipeline.heldout import path_engine, select_C
-
         engine = path_engine(prep.engine)
 
         def solve(p: Any, warm: Any) -> Any:
@@ -809,9 +799,6 @@ class _BaseMKL(BaseEstimator):
         (real-valued features); else ``None``.  Banks of indicators (one linear kernel each) are
         left whole: on a9a and w8a the kernels on all features alone were within one standard
         error of the whole bank (+0.18 and +0.08 points), and their path cost a9a 20 s more."""
-        from ..kernels import expand_bank
-        from ..pipeline.bank import kernel_resolver
-
         if not (isinstance(self.kernels, str) and self.kernels == "auto") or len(prep.tasks) != 1:
             return None
         if not supports_subset(problem):
@@ -827,9 +814,6 @@ class _BaseMKL(BaseEstimator):
     def _auto_C(self, problem: Any) -> float:
         """``C="scale"`` on a task's training kernels: the rule of specs' ``problem.C: scale``
         (:func:`mklkit.pipeline.settings.auto_C`)."""
-        from ..pipeline import PipelineError
-        from ..pipeline.settings import auto_C
-
         try:
             return auto_C(problem, key="C")
         except PipelineError as exc:
@@ -891,8 +875,6 @@ class _BaseMKL(BaseEstimator):
             if off:
                 import warnings
 
-                from ..result import TrivialModelWarning, trivial_message
-
                 cmax = [r.C_max for r in _runs_at(runs, 0) if r.C_max is not None]
                 text = trivial_message(min(off), max(cmax) if cmax else None, where=f"{owner}.fit_path: Cs")
                 warnings.warn(f"{text} (all kernels off at {len(off)} of {grid.size} values of Cs: "
@@ -909,8 +891,6 @@ class _BaseMKL(BaseEstimator):
 
     def _path_from_c_max(self, prep: _FitState, n: int) -> np.ndarray:
         """``n`` values of C from ``C_max`` down to ``1e-3 C_max``, evenly on a log scale."""
-        from ..engines.common import zero_solution
-
         cmax = 0.0
         for task in prep.tasks:
             problem = prep.prepared.subproblem(task.y, task.rows, C=1.0)
@@ -925,9 +905,6 @@ class _BaseMKL(BaseEstimator):
     # -- prediction -------------------------------------------------------------
     def _test_side(self, X: Any) -> Any:
         """The test side of ``X`` (:func:`mklkit.pipeline.new_points`): kernels of the active kernels, or factor rows."""
-        from ..kernels import MemoryBudgetError
-        from ..pipeline import new_points
-
         check_is_fitted(self, "result_")
         owner = self._owner
         bank = self.bank_
@@ -1017,8 +994,6 @@ class _BaseMKL(BaseEstimator):
 
 
 def _auto_scale(task: str) -> float:
-    from ..pipeline.settings import AUTO_C_SCALE
-
     return AUTO_C_SCALE.get(task, 1.0)
 
 
@@ -1028,10 +1003,6 @@ def _check_given_kernels(K: np.ndarray, owner: str, legacy: bool) -> None:
     ``K`` is the fit's C-contiguous float64 copy (:func:`mklkit.pipeline.data.kernels_in_order`).
     Non-finite values are left to the pipeline's check, which names them.
     """
-    from .._jit.gram import all_finite
-    from ..kernels import BankError
-    from ..kernels.precomputed import check_psd
-
     if not all(all_finite(K[m]) for m in range(K.shape[0])):   # kernel by kernel, no (M, N, N) mask
         return
     try:

@@ -2,14 +2,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
+import numpy as np
+import scipy.sparse as sp
+
+from .._dask import connect
+from .._jit.gram import take_square
+from ..kernels import (
+    DEFAULT_MEMORY_BUDGET,
+    BankError,
+    FactorBank,
+    FactorError,
+    KernelBank,
+    build_factor_bank,
+    estimate_bytes,
+    estimate_peak_bytes,
+    expand_bank,
+    format_bytes,
+)
+from ..kernels.factorize import exact_rank, rank_that_fits
+from ..kernels.sharded import ShardedBank
 from .data import Data
-from .errors import _MISSING, PipelineError, _bank_error, _one_line
-from .settings import _FACTOR_NPZ_ALLOWED, _NPZ_ALLOWED, BankSettings, Representation, _strip, parse_bytes
-
-if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
+from .errors import FACTOR_NPZ_ALLOWED, MISSING, NPZ_ALLOWED, PipelineError, bank_error, one_line, strip_prefix
+from .settings import BankSettings, FactorSettings, Representation, kernel_resolver, parse_bytes
 
 
 # ---------------------------------------------------------------------------
@@ -23,8 +39,6 @@ def check_memory(M: int, N: int, n_test: int, bank: BankSettings, rep: Represent
     A factor bank is checked by :func:`~mklkit.kernels.build_factor_bank`
     itself; a sharded bank per worker by :meth:`ShardedBank.build`.
     """
-    from ..kernels import DEFAULT_MEMORY_BUDGET, estimate_bytes, estimate_peak_bytes, format_bytes
-
     need = {"train": estimate_bytes(M, N), "test": estimate_bytes(M, N, n_test) if n_test else 0,
             "peak": estimate_peak_bytes(M, N, n_test)}
     if (rep or bank.representation).kind != "array":
@@ -37,7 +51,7 @@ def check_memory(M: int, N: int, n_test: int, bank: BankSettings, rep: Represent
             "kernels.memory_budget",
             f"the kernel bank needs about {format_bytes(need['peak'])} ({M} kernels x {N} x {N} float64{test}, "
             f"plus working space), more than the budget of {format_bytes(budget)}",
-            given if given is not None else _MISSING,
+            given if given is not None else MISSING,
             "a larger memory budget, fewer kernels, or fewer samples",
             shown=None if given is not None else format_bytes(budget) + " (default)",
         )
@@ -77,8 +91,6 @@ def choose_representation(specs: list[Any], N: int, n_test: int, bank: BankSetti
     (Representation, str)
         The representation and one line saying why.
     """
-    from ..kernels import DEFAULT_MEMORY_BUDGET, estimate_peak_bytes, format_bytes
-
     M = len(specs)
     array = Representation("array")
     if not factor_supported:
@@ -108,10 +120,6 @@ def factor_representation(specs: list[Any], N: int, bank: BankSettings) -> tuple
     not even one column per kernel fits.  The estimators' ``factor=True``
     takes the same factors.
     """
-    from ..kernels import DEFAULT_MEMORY_BUDGET
-    from ..kernels.factorize import exact_rank, rank_that_fits
-    from .settings import FactorSettings
-
     M = len(specs)
     budget = bank.budget or DEFAULT_MEMORY_BUDGET
     ranks = [exact_rank(s) for s in specs]
@@ -128,22 +136,6 @@ def factor_representation(specs: list[Any], N: int, bank: BankSettings) -> tuple
     rep = Representation("factor", FactorSettings.model_construct(rank=rank))   # the settings' defaults otherwise
     return rep, (f"approximate factors: {M} kernels on {N} points held as K_m ~ L_m L_m^T (pivoted Cholesky, "
                  f"relative residual trace {rep.tol:g}, rank <= {rank} per kernel)")
-
-
-def kernel_resolver() -> Callable[[str], type]:
-    """Kernel functions are looked up in the plugin registry (with the names it knows in errors)."""
-    from ..kernels.description import UnknownName
-    from ..plugins import UnknownComponentError, get_registry
-
-    reg = get_registry()
-
-    def resolve(name: str) -> type:
-        try:
-            return reg.get("kernel", name)
-        except UnknownComponentError as exc:
-            raise UnknownName(exc.args[0] if exc.args else str(exc), reg.names("kernel")) from None
-
-    return resolve
 
 
 # ---------------------------------------------------------------------------
@@ -172,8 +164,6 @@ class TestSide:
         ``rows``: the training rows the result's problem used (a one-vs-one
         task of a multiclass fit; ``None``: all).
         """
-        import numpy as np
-
         if self.K is None:
             if self._factor_rows is None:
                 self._factor_rows = bank.transform(self.X)
@@ -206,9 +196,6 @@ def new_points(bank: Any, X: Any = None, K: Any = None, scaler: Any = None,
     MemoryBudgetError
         When the kernels of ``X`` exceed ``memory_budget``.
     """
-    import numpy as np
-    import scipy.sparse as sp
-
     if K is not None:
         K = np.array(K, dtype=np.float64, order="C")
         return TestSide(K=bank.normalize_cross(K) if K.shape[0] else K, kernels=kernels)
@@ -230,10 +217,6 @@ def rows_of(K: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
     One parallel jitted gather (:func:`~mklkit._jit.gram.take_square`) for a C-contiguous
     float64 bank (20 kernels of 4,000 points to 3,200: 4.4 s with ``np.take`` twice per
     kernel); kernel by kernel with ``np.take`` otherwise."""
-    import numpy as np
-
-    from .._jit.gram import take_square
-
     if rows is None:
         return K
     out = np.empty((K.shape[0], rows.size, rows.size), dtype=K.dtype)
@@ -246,18 +229,15 @@ def rows_of(K: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
 
 
 def _expand(bank: BankSettings, d: Data) -> list[Any]:
-    from ..kernels import BankError, expand_bank
-
     try:
         return expand_bank(bank.entries, d.n_features, d.feature_names, resolve=kernel_resolver(), root=bank.key)
     except BankError as exc:
-        raise _bank_error(exc, bank.key) from None
+        raise bank_error(exc, bank.key) from None
 
 
 def _client(rep: Representation) -> Any:
     if rep.scheduler is not None and not isinstance(rep.scheduler, str):
         return rep.scheduler
-    from .._dask import connect
 
     def error(key: str, problem: str, value: Any, allowed: str) -> PipelineError:
         return PipelineError("kernels.sharded.scheduler", problem, value, allowed)
@@ -268,24 +248,16 @@ def _client(rep: Representation) -> Any:
 def _build_bank(d: Data, bank: BankSettings, progress: Callable[[dict[str, Any]], Any] | None,
                 rep: Representation | None = None) -> tuple[Any, TestSide | None]:
     """The training bank in its representation (``rep``, default the settings'), and the test side."""
-    import numpy as np
-
-    from ..kernels import BankError, KernelBank
-
     rep = rep or bank.representation
     budget = bank.budget
     try:
         if rep.kind == "factor":
-            from ..kernels import build_factor_bank
-
             fb = build_factor_bank(bank.entries, d.X_train, rank=rep.rank, tol=rep.tol, method=rep.method,
                                    seed=rep.seed, normalize=bank.normalize, memory_budget=budget,
                                    resolve=kernel_resolver(), feature_names=d.feature_names,
                                    root="kernels.factor", sample_weight=d.w_train)
             return fb, (TestSide(X=d.X_test) if d.X_test is not None else None)
         if rep.kind == "sharded":
-            from ..kernels.sharded import ShardedBank
-
             sb = ShardedBank.build(_client(rep), d.X_train, bank.entries, normalize=bank.normalize,
                                    resolve=kernel_resolver(), feature_names=d.feature_names, root=bank.key)
             K_test = sb.cross(d.X_test, memory_budget_bytes=budget) if d.X_test is not None else None
@@ -298,19 +270,15 @@ def _build_bank(d: Data, bank: BankSettings, progress: Callable[[dict[str, Any]]
         K_test = kb.cross(d.X_test, memory_budget_bytes=budget, progress=progress) if d.X_test is not None else None
         return kb, (TestSide(K=np.ascontiguousarray(K_test, dtype=np.float64)) if K_test is not None else None)
     except BankError as exc:
-        raise _bank_error(exc, "kernels.factor" if rep.kind == "factor" and isinstance(exc, _factor_error()) else bank.key) from None
+        raise bank_error(exc, "kernels.factor" if rep.kind == "factor" and isinstance(exc, _factor_error()) else bank.key) from None
 
 
 def _factor_error() -> type:
-    from ..kernels import FactorError
-
     return FactorError
 
 
 def _precomputed_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None]:
     """Normalise raw precomputed kernels on the training part; the test kernels the same way."""
-    from ..kernels import BankError, KernelBank
-
     key = "kernels.precomputed"
     shown = bank.shown(key)
     try:
@@ -326,7 +294,7 @@ def _precomputed_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None
                                     "trace or none (or add K_test_diag to the NPZ)")
             kb.normalize_cross(K_test, d.test_diag)
     except BankError as exc:
-        raise PipelineError(key, _strip(_one_line(str(exc)), shown), shown=repr(shown), allowed=_NPZ_ALLOWED) from None
+        raise PipelineError(key, strip_prefix(one_line(str(exc)), shown), shown=repr(shown), allowed=NPZ_ALLOWED) from None
     return kb, (TestSide(K=K_test) if K_test is not None else None)
 
 
@@ -344,14 +312,12 @@ def given_factor_memory(d: Data) -> dict[str, int]:
 
 def _given_factor_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None]:
     """The bank of precomputed factors, normalised on the training rows; the test rows go through its map."""
-    from ..kernels import BankError, FactorBank
-
     key = "kernels.precomputed_factors"
     shown = bank.shown(key)
     try:
         fb = FactorBank.from_factors(d.X_train, d.factor_starts, names=d.kernel_names, normalize=bank.normalize,
                                      source=f"{shown}: L_train (training rows)")
     except BankError as exc:
-        raise PipelineError(key, _strip(_one_line(str(exc)), shown), shown=repr(shown),
-                            allowed=_FACTOR_NPZ_ALLOWED) from None
+        raise PipelineError(key, strip_prefix(one_line(str(exc)), shown), shown=repr(shown),
+                            allowed=FACTOR_NPZ_ALLOWED) from None
     return fb, (TestSide(X=d.X_test) if d.X_test is not None else None)
