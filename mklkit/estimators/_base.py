@@ -19,16 +19,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import pipeline
 from .._interrupts import interrupt_guard
-from .._jit.gram import all_finite
 from .._multiclass import BinaryTask
-from ..compilation import announce_compilation
 from ..components.base import CLASSIFICATION, REGRESSION, Component
 from ..components.params import ParamError
-from ..engines.base import Engine, solve_from
-from ..engines.common import zero_solution
-from ..kernels import DEFAULT_MEMORY_BUDGET, BankError, MemoryBudgetError, available_presets, expand_bank
-from ..kernels.factorize.build import warning_names
-from ..kernels.precomputed import check_psd
 from ..pipeline import (
     BankSettings,
     PipelineError,
@@ -229,6 +222,7 @@ def _strip_bank(bank: Any, keep: np.ndarray | None = None) -> Any:
 
 def _updated_spec(spec: Any, updates: Mapping[str, Any]) -> Any:
     """A component spec with some parameters changed, in mapping or instance form."""
+
     if isinstance(spec, Component):
         return type(spec)(**{**spec.get_params(), **updates})
     if isinstance(spec, str):
@@ -311,6 +305,8 @@ class _BaseMKL(BaseEstimator):
 
     def _components(self) -> tuple[Any, Any, Any]:
         """Loss, regularizer and engine instances; errors say what is allowed."""
+        from ..engines.base import Engine
+
         reg = _registry()
         owner = self._owner
         loss = reg.create("loss", self.loss)
@@ -336,6 +332,7 @@ class _BaseMKL(BaseEstimator):
 
     def _check_support(self, engine: Any, problem: Any) -> None:
         """The pipeline's engine check (:func:`mklkit.pipeline.check_support`), naming the ``engine`` parameter."""
+
         try:
             check_support(engine, problem)
         except PipelineError as exc:
@@ -357,6 +354,7 @@ class _BaseMKL(BaseEstimator):
     def _representation(self) -> tuple[str, dict[str, Any]]:
         """The bank representation of the ``factor`` / ``scheduler`` parameters: its kind
         (``"auto"``, ``"array"``, ``"sharded"`` or ``"factor"``) and its BankSettings keys."""
+
         owner = self._owner
         factor, scheduler = getattr(self, "factor", None), getattr(self, "scheduler", None)
         if factor not in (None, False, "auto") and scheduler is not None:
@@ -409,6 +407,8 @@ class _BaseMKL(BaseEstimator):
         representation) is checked on the pipeline's tiny probe problem
         before any kernel is computed.
         """
+        from ..kernels.factorize.build import warning_names
+
         owner = self._owner
         loss, regularizer, engine = self._components()
         normalize = _check_choice(self.normalize, "normalize", _NORMALIZE, owner)
@@ -551,6 +551,7 @@ class _BaseMKL(BaseEstimator):
                                 "%d constant ones", self._owner, n_features, int(np.sum(kinds == "real")),
                                 int(np.sum(kinds == "binary")), int(np.sum(kinds == "constant")))
                 return bank
+            from ..kernels import available_presets
 
             if kernels not in available_presets():
                 raise ParamError(
@@ -573,6 +574,7 @@ class _BaseMKL(BaseEstimator):
         """Solve task ``t`` for every C in ``Cs`` in turn, each warm-started from the previous
         (the first from ``warm``, a result of the task on the same rows)."""
         task = prep.tasks[t]
+        from ..engines.base import solve_from
 
         base = prep.prepared.subproblem(task.y, task.rows)  # the task's rows of the shared bank, once
         where = (f"{self._owner}: problem {t + 1}/{len(prep.tasks)}"
@@ -631,6 +633,8 @@ class _BaseMKL(BaseEstimator):
     def _refine(self, prep: _FitState, results: list[Any]) -> list[Any]:
         """Factors that follow the solution (:mod:`mklkit.pipeline.refine`) when the bank's factor
         settings ask for it (``{"refine": ...}``; by default when ``C="path"``)."""
+        from ..kernels import DEFAULT_MEMORY_BUDGET
+
         def resolve(prepared: Any, warm: list[Any]) -> list[Any]:
             prep.prepared = prepared
             return [r[0] for r in self._run_all(prep, None, warm)]
@@ -728,6 +732,7 @@ class _BaseMKL(BaseEstimator):
 
     def _warn_trivial(self, prep: _FitState, results: Sequence[Any]) -> None:
         """One :class:`~mklkit.result.TrivialModelWarning` when some binary problem has every kernel off."""
+
         off = [t for t, r in enumerate(results) if r.trivial]
         if not off:
             return
@@ -741,6 +746,8 @@ class _BaseMKL(BaseEstimator):
 
     def _compiling(self) -> Any:
         """The once-per-process note that numba compiles (:func:`mklkit.compilation.announce_compilation`)."""
+        from ..compilation import announce_compilation
+
         what = (f"loss {_spec_name(self.loss)!r}, regularizer {_spec_name(self.regularizer)!r} "
                 f"and engine {_spec_name(self.engine)!r}")
         return announce_compilation(what, warn=True)
@@ -750,6 +757,8 @@ class _BaseMKL(BaseEstimator):
         with the default bank, also its kernels on all features alone, kept unless the whole bank does
         better on the same rows (:mod:`mklkit.pipeline.kernel_subset`).  Returns C and the problem
         (the task's, or the kept kernels') to fit at it."""
+        from ..engines.base import solve_from
+
         engine = path_engine(prep.engine)
 
         def solve(p: Any, warm: Any) -> Any:
@@ -799,6 +808,8 @@ class _BaseMKL(BaseEstimator):
         (real-valued features); else ``None``.  Banks of indicators (one linear kernel each) are
         left whole: on a9a and w8a the kernels on all features alone were within one standard
         error of the whole bank (+0.18 and +0.08 points), and their path cost a9a 20 s more."""
+        from ..kernels import expand_bank
+
         if not (isinstance(self.kernels, str) and self.kernels == "auto") or len(prep.tasks) != 1:
             return None
         if not supports_subset(problem):
@@ -814,6 +825,7 @@ class _BaseMKL(BaseEstimator):
     def _auto_C(self, problem: Any) -> float:
         """``C="scale"`` on a task's training kernels: the rule of specs' ``problem.C: scale``
         (:func:`mklkit.pipeline.settings.auto_C`)."""
+
         try:
             return auto_C(problem, key="C")
         except PipelineError as exc:
@@ -891,6 +903,8 @@ class _BaseMKL(BaseEstimator):
 
     def _path_from_c_max(self, prep: _FitState, n: int) -> np.ndarray:
         """``n`` values of C from ``C_max`` down to ``1e-3 C_max``, evenly on a log scale."""
+        from ..engines.common import zero_solution
+
         cmax = 0.0
         for task in prep.tasks:
             problem = prep.prepared.subproblem(task.y, task.rows, C=1.0)
@@ -905,6 +919,8 @@ class _BaseMKL(BaseEstimator):
     # -- prediction -------------------------------------------------------------
     def _test_side(self, X: Any) -> Any:
         """The test side of ``X`` (:func:`mklkit.pipeline.new_points`): kernels of the active kernels, or factor rows."""
+        from ..kernels import MemoryBudgetError
+
         check_is_fitted(self, "result_")
         owner = self._owner
         bank = self.bank_
@@ -1003,6 +1019,10 @@ def _check_given_kernels(K: np.ndarray, owner: str, legacy: bool) -> None:
     ``K`` is the fit's C-contiguous float64 copy (:func:`mklkit.pipeline.data.kernels_in_order`).
     Non-finite values are left to the pipeline's check, which names them.
     """
+    from .._jit.gram import all_finite
+    from ..kernels import BankError
+    from ..kernels.precomputed import check_psd
+
     if not all(all_finite(K[m]) for m in range(K.shape[0])):   # kernel by kernel, no (M, N, N) mask
         return
     try:

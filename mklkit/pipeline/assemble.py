@@ -6,11 +6,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
-import numpy as np
-
-from .._multiclass import ovo_decision, ovo_tasks, ovr_tasks
-from ..plugins import get_registry
-from ..problem import Problem
 from .bank import (
     TestSide,
     _build_bank,
@@ -23,18 +18,24 @@ from .bank import (
     given_factor_memory,
     rows_of,
 )
+from ..plugins import get_registry
 from .data import Data
 from .errors import PipelineError, one_line
 from .settings import BankSettings, ProblemSettings, auto_C
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
     from ..engines.base import Engine
+    from ..problem import Problem
 
 logger = logging.getLogger("mklkit.pipeline")
 
 
 def _probe_rows(y: np.ndarray, n: int = 6) -> np.ndarray:
     """A few row indices that include every label value (both classes)."""
+    import numpy as np
+
     rows: list[int] = [int(np.flatnonzero(y == v)[0]) for v in np.unique(y)[:n]]
     for i in range(min(n, y.shape[0])):
         if len(rows) >= n:
@@ -48,6 +49,10 @@ def probe_problem(y: np.ndarray, M: int, problem: ProblemSettings, representatio
                   sample_weight: np.ndarray | None = None) -> Problem:
     """A tiny problem with the real loss, regularizer, C, bias, labels, representation and (their rows')
     sample weights, for ``supports``."""
+    import numpy as np
+
+    from ..problem import Problem
+
     rows = _probe_rows(y)
     n = rows.size
     K = np.empty((max(M, 1), n, n))
@@ -78,7 +83,6 @@ def check_support(engine: Engine, problem: Problem, key: str = "engine.name") ->
     representation = problem.representation
     if reason is None:
         return
-
     ok = [n for n in get_registry().engines_supporting(problem, exclude=engine.name)
           if representation in getattr(get_registry().get("engine", n), "representations", ("array",))]
     combo = f"loss {problem.loss.name!r} x regularizer {problem.regularizer.name!r}"
@@ -156,6 +160,8 @@ class Prepared:
         one-vs-one task gets the ``M x n x n`` block of its rows (a copy, made
         here; only an array bank has one).
         """
+        import numpy as np
+
         assert self.problem is not None
         if rows is not None and self.representation != "array":
             raise ValueError(f"a {self.representation} bank has no row subsets (one-vs-one tasks need an array)")
@@ -173,6 +179,8 @@ class Prepared:
         One-vs-one: the rows of its two classes only (training and test part),
         +1 for ``positive``; the problem holds their block of the Gram matrices.
         """
+        import numpy as np
+
         assert self.tasks is not None and self.problem is not None
         task = self.tasks[t]
         y_test = self.data.y_test
@@ -201,6 +209,10 @@ class Prepared:
         broken by their confidences (:func:`mklkit._multiclass.ovo_decision`,
         as scikit-learn's ``SVC``).  ``None`` for the test part when there is none.
         """
+        import numpy as np
+
+        from .._multiclass import ovo_decision
+
         assert self.tasks is not None and self.problem is not None
         tasks = self.tasks
         if all(t.rows is None for t in tasks):
@@ -221,6 +233,7 @@ class Prepared:
         assert self.problem is not None
         if self.representation == "array":
             return result.decision_function(self.problem.K)
+        import numpy as np
 
         act = np.asarray(result.active_set, dtype=np.int64)
         f = self.problem.bank.combine(np.asarray(result.alpha, dtype=np.float64), act) if act.size else 0.0
@@ -244,6 +257,10 @@ def problem_at(problem: Problem, *, y: Any = None, K: Any = None, C: float | str
                sample_weight: Any = _KEEP) -> Problem:
     """``problem`` with other labels, kernels, C (``"auto"``: :func:`~mklkit.pipeline.settings.auto_C`)
     or sample weights (``None``: unweighted; not given: the problem's); its bank shared."""
+    import numpy as np
+
+    from ..problem import Problem
+
     if K is None:
         K = problem.K if problem.representation == "array" else problem.bank
     if isinstance(C, str) and C == "auto":
@@ -296,12 +313,17 @@ def prepare(
     ------
     PipelineError
     """
+    from ..problem import Problem
+
     t0 = time.perf_counter()
     rep = bank.representation.kind
     tasks = None
     y = d.y_train
     ovo = d.multiclass and problem.multiclass == "ovo"
     if d.multiclass:  # the first one-vs-rest problem's labels stand for all of them in the checks
+        import numpy as np
+
+        from .._multiclass import ovo_tasks, ovr_tasks
 
         assert d.classes is not None
         codes = np.asarray(d.y_train, dtype=np.intp)

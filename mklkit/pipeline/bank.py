@@ -2,30 +2,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
-
-import numpy as np
-import scipy.sparse as sp
+from typing import TYPE_CHECKING, Any, Callable
 
 from .._dask import connect
-from .._jit.gram import take_square
-from ..kernels import (
-    DEFAULT_MEMORY_BUDGET,
-    BankError,
-    FactorBank,
-    FactorError,
-    KernelBank,
-    build_factor_bank,
-    estimate_bytes,
-    estimate_peak_bytes,
-    expand_bank,
-    format_bytes,
-)
-from ..kernels.factorize import exact_rank, rank_that_fits
-from ..kernels.sharded import ShardedBank
 from .data import Data
 from .errors import FACTOR_NPZ_ALLOWED, MISSING, NPZ_ALLOWED, PipelineError, bank_error, one_line, strip_prefix
 from .settings import BankSettings, FactorSettings, Representation, kernel_resolver, parse_bytes
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 
 
 # ---------------------------------------------------------------------------
@@ -39,6 +24,8 @@ def check_memory(M: int, N: int, n_test: int, bank: BankSettings, rep: Represent
     A factor bank is checked by :func:`~mklkit.kernels.build_factor_bank`
     itself; a sharded bank per worker by :meth:`ShardedBank.build`.
     """
+    from ..kernels import DEFAULT_MEMORY_BUDGET, estimate_bytes, estimate_peak_bytes, format_bytes
+
     need = {"train": estimate_bytes(M, N), "test": estimate_bytes(M, N, n_test) if n_test else 0,
             "peak": estimate_peak_bytes(M, N, n_test)}
     if (rep or bank.representation).kind != "array":
@@ -91,6 +78,8 @@ def choose_representation(specs: list[Any], N: int, n_test: int, bank: BankSetti
     (Representation, str)
         The representation and one line saying why.
     """
+    from ..kernels import DEFAULT_MEMORY_BUDGET, estimate_peak_bytes, format_bytes
+
     M = len(specs)
     array = Representation("array")
     if not factor_supported:
@@ -120,6 +109,9 @@ def factor_representation(specs: list[Any], N: int, bank: BankSettings) -> tuple
     not even one column per kernel fits.  The estimators' ``factor=True``
     takes the same factors.
     """
+    from ..kernels import DEFAULT_MEMORY_BUDGET
+    from ..kernels.factorize import exact_rank, rank_that_fits
+
     M = len(specs)
     budget = bank.budget or DEFAULT_MEMORY_BUDGET
     ranks = [exact_rank(s) for s in specs]
@@ -164,6 +156,8 @@ class TestSide:
         ``rows``: the training rows the result's problem used (a one-vs-one
         task of a multiclass fit; ``None``: all).
         """
+        import numpy as np
+
         if self.K is None:
             if self._factor_rows is None:
                 self._factor_rows = bank.transform(self.X)
@@ -196,6 +190,9 @@ def new_points(bank: Any, X: Any = None, K: Any = None, scaler: Any = None,
     MemoryBudgetError
         When the kernels of ``X`` exceed ``memory_budget``.
     """
+    import numpy as np
+    import scipy.sparse as sp
+
     if K is not None:
         K = np.array(K, dtype=np.float64, order="C")
         return TestSide(K=bank.normalize_cross(K) if K.shape[0] else K, kernels=kernels)
@@ -217,6 +214,10 @@ def rows_of(K: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
     One parallel jitted gather (:func:`~mklkit._jit.gram.take_square`) for a C-contiguous
     float64 bank (20 kernels of 4,000 points to 3,200: 4.4 s with ``np.take`` twice per
     kernel); kernel by kernel with ``np.take`` otherwise."""
+    import numpy as np
+
+    from .._jit.gram import take_square
+
     if rows is None:
         return K
     out = np.empty((K.shape[0], rows.size, rows.size), dtype=K.dtype)
@@ -229,6 +230,8 @@ def rows_of(K: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
 
 
 def _expand(bank: BankSettings, d: Data) -> list[Any]:
+    from ..kernels import BankError, expand_bank
+
     try:
         return expand_bank(bank.entries, d.n_features, d.feature_names, resolve=kernel_resolver(), root=bank.key)
     except BankError as exc:
@@ -238,7 +241,6 @@ def _expand(bank: BankSettings, d: Data) -> list[Any]:
 def _client(rep: Representation) -> Any:
     if rep.scheduler is not None and not isinstance(rep.scheduler, str):
         return rep.scheduler
-
     def error(key: str, problem: str, value: Any, allowed: str) -> PipelineError:
         return PipelineError("kernels.sharded.scheduler", problem, value, allowed)
 
@@ -248,16 +250,24 @@ def _client(rep: Representation) -> Any:
 def _build_bank(d: Data, bank: BankSettings, progress: Callable[[dict[str, Any]], Any] | None,
                 rep: Representation | None = None) -> tuple[Any, TestSide | None]:
     """The training bank in its representation (``rep``, default the settings'), and the test side."""
+    import numpy as np
+
+    from ..kernels import BankError, KernelBank
+
     rep = rep or bank.representation
     budget = bank.budget
     try:
         if rep.kind == "factor":
+            from ..kernels import build_factor_bank
+
             fb = build_factor_bank(bank.entries, d.X_train, rank=rep.rank, tol=rep.tol, method=rep.method,
                                    seed=rep.seed, normalize=bank.normalize, memory_budget=budget,
                                    resolve=kernel_resolver(), feature_names=d.feature_names,
                                    root="kernels.factor", sample_weight=d.w_train)
             return fb, (TestSide(X=d.X_test) if d.X_test is not None else None)
         if rep.kind == "sharded":
+            from ..kernels.sharded import ShardedBank
+
             sb = ShardedBank.build(_client(rep), d.X_train, bank.entries, normalize=bank.normalize,
                                    resolve=kernel_resolver(), feature_names=d.feature_names, root=bank.key)
             K_test = sb.cross(d.X_test, memory_budget_bytes=budget) if d.X_test is not None else None
@@ -274,11 +284,15 @@ def _build_bank(d: Data, bank: BankSettings, progress: Callable[[dict[str, Any]]
 
 
 def _factor_error() -> type:
+    from ..kernels import FactorError
+
     return FactorError
 
 
 def _precomputed_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None]:
     """Normalise raw precomputed kernels on the training part; the test kernels the same way."""
+    from ..kernels import BankError, KernelBank
+
     key = "kernels.precomputed"
     shown = bank.shown(key)
     try:
@@ -312,6 +326,8 @@ def given_factor_memory(d: Data) -> dict[str, int]:
 
 def _given_factor_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None]:
     """The bank of precomputed factors, normalised on the training rows; the test rows go through its map."""
+    from ..kernels import BankError, FactorBank
+
     key = "kernels.precomputed_factors"
     shown = bank.shown(key)
     try:

@@ -3,20 +3,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-import numpy as np
-import scipy.sparse as sp
-
-from .._jit.gram import kernels_first
-from .._multiclass import encode_classes
-from ..components.base import LabelError
 from ..components.params import did_you_mean
-from ..data import DataError, Dataset, Standardizer, detect_format, load_builtin, load_file, train_test_split
-from ..kernels import BankError, KernelBank, load_precomputed_factors
 from ..plugins import get_registry
 from .errors import FACTOR_NPZ_ALLOWED, NPZ_ALLOWED, PipelineError, one_line, strip_prefix
 from .settings import CVSettings, BankSettings, DataSettings
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
 
 # ---------------------------------------------------------------------------
 # Data
@@ -121,6 +117,10 @@ class _Classes:
     """
 
     def __init__(self, loss: Any, data: DataSettings, y: Any, key: str = "problem.loss"):
+        import numpy as np
+
+        from .._multiclass import encode_classes
+
         y = np.asarray(y)
         if y.ndim != 1 or y.size == 0:
             _labels(loss, y, key)  # the loss's own message (shape, empty)
@@ -161,6 +161,8 @@ class _Classes:
     def encode(self, y: Any, key: str, shown: Any = PipelineError.NO_VALUE) -> np.ndarray:
         """The engines' labels of the data's labels: +1/-1 for two classes (positive: ``classes[positive]``),
         else the class indices (float64); a label the training data do not have is an error at ``key``."""
+        import numpy as np
+
         y = np.asarray(y)
         if (y.dtype.kind in "US") != (self.classes.dtype.kind in "US"):
             raise PipelineError(key, f"its labels are {'strings' if y.dtype.kind in 'US' else 'numbers'}, unlike "
@@ -179,12 +181,16 @@ class _Classes:
 
     def _codes(self, y: np.ndarray) -> np.ndarray:
         """Class indices of engine labels."""
+        import numpy as np
+
         if self.positive is None:
             return np.asarray(y, dtype=np.intp)
         return np.where(np.asarray(y) > 0, self.positive, 1 - self.positive)
 
     def check_split(self, y: np.ndarray, key: str, value: Any) -> None:
         """A stratified split needs two rows of every class."""
+        import numpy as np
+
         counts = np.bincount(self._codes(y), minlength=self.classes.size)
         if counts.min() < 2:
             k = int(np.argmin(counts))
@@ -194,6 +200,8 @@ class _Classes:
 
     def check_train(self, y: np.ndarray, key: str, value: Any) -> None:
         """Every class in the training rows (a small subsample may lose one)."""
+        import numpy as np
+
         present = np.unique(self._codes(y))
         if present.size < self.classes.size:
             missing = next(k for k in range(self.classes.size) if k not in present)
@@ -203,6 +211,8 @@ class _Classes:
 
 def _continuous(loss: Any, y: np.ndarray, key: str) -> PipelineError:
     """A classification loss on a target of non-integer numbers: name the regression losses."""
+    import numpy as np
+
     n = int(np.unique(y).size)
     others = [r.name for r in get_registry().registrations("loss") if getattr(r.cls, "task", None) == "regression"]
     return PipelineError(key, f"labels do not fit the loss: the target looks continuous ({n} distinct values, not "
@@ -214,6 +224,8 @@ def _continuous(loss: Any, y: np.ndarray, key: str) -> PipelineError:
 
 def _labels(loss: Any, y: Any, key: str = "problem.loss") -> np.ndarray:
     """Check labels with the loss; a LabelError becomes a PipelineError at ``problem.loss``."""
+    from ..components.base import LabelError
+
     try:
         return loss.validate_labels(y)
     except LabelError as exc:
@@ -265,6 +277,10 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
     ------
     PipelineError
     """
+    import numpy as np
+
+    from ..data import DataError, detect_format, load_builtin, load_file, train_test_split
+
     task = loss.task
     if bank.precomputed is not None:
         return _load_precomputed(data, bank, loss)
@@ -350,6 +366,11 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
 
 def _pop_column(ds: Any, name: str) -> tuple[Any, np.ndarray]:
     """``ds`` without the feature column ``name``, and that column (float64)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from ..data import Dataset
+
     names = list(ds.feature_names)
     j = names.index(name)
     col = ds.X[:, j]
@@ -368,6 +389,8 @@ def _weigh(d: Data, data: DataSettings, enc: _Classes | None, sw: np.ndarray | N
     Rows of weight 0 leave the training part (as in the estimators); weights that are all 1 are the
     unweighted problem (``None``).
     """
+    import numpy as np
+
     w = None
     if sw is not None:
         name = data.sample_weight
@@ -418,6 +441,8 @@ def _weigh(d: Data, data: DataSettings, enc: _Classes | None, sw: np.ndarray | N
 
 
 def _subsample(data: DataSettings, train: Any, task: str) -> Any:
+    from ..data import DataError, train_test_split
+
     n = train.n_samples
     size = data.train_size if isinstance(data.train_size, float) else int(data.train_size)  # type: ignore[arg-type]
     if isinstance(size, int) and size >= n:
@@ -435,6 +460,9 @@ def _subsample(data: DataSettings, train: Any, task: str) -> Any:
 
 
 def _contiguous(X: Any) -> Any:
+    import numpy as np
+    import scipy.sparse as sp
+
     if X is None or sp.issparse(X):
         return X
     return np.ascontiguousarray(X, dtype=np.float64)
@@ -453,6 +481,8 @@ def standardize(d: Data, scaler: Any = None) -> Data:
     ``scaler``: a fitted :class:`~mklkit.data.Standardizer` to apply instead
     (prediction).  Precomputed kernels and factors are returned unchanged.
     """
+    from ..data import DataError, Standardizer
+
     if d.precomputed or d.X_train is None or d.factor_starts is not None:
         return d
     try:
@@ -466,6 +496,11 @@ def standardize(d: Data, scaler: Any = None) -> Data:
 
 def _retarget(data: DataSettings, ds: Any) -> Any:
     """``data.target`` on a builtin set: make a feature column (or ``y``) the target."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from ..data import Dataset
+
     target = data.target
     columns = list(ds.feature_names) + ["y"]
     if target == "y":
@@ -483,6 +518,11 @@ def _retarget(data: DataSettings, ds: Any) -> Any:
 
 
 def _drop(data: DataSettings, ds: Any, key: str = "data.drop") -> Any:
+    import numpy as np
+    import scipy.sparse as sp
+
+    from ..data import Dataset
+
     if not data.drop:
         return ds
     names = list(ds.feature_names)
@@ -498,6 +538,11 @@ def _drop(data: DataSettings, ds: Any, key: str = "data.drop") -> Any:
 
 def _load_precomputed(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
     """``kernels.precomputed``: checked by :meth:`KernelBank.from_npz`, split (not normalised) here."""
+    import numpy as np
+
+    from ..data import DataError, Dataset, train_test_split
+    from ..kernels import BankError, KernelBank
+
     path = bank.precomputed
     assert path is not None
     shown = bank.shown("kernels.precomputed")
@@ -548,6 +593,11 @@ def _load_precomputed(data: DataSettings, bank: BankSettings, loss: Any) -> Data
 def _load_precomputed_factors(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
     """``kernels.precomputed_factors``: checked by :func:`~mklkit.kernels.load_precomputed_factors`
     (headers against ``kernels.memory_budget`` first), the rows split (not normalised) here."""
+    import numpy as np
+
+    from ..data import DataError, Dataset, train_test_split
+    from ..kernels import BankError, load_precomputed_factors
+
     path = bank.precomputed_factors
     assert path is not None
     key = "kernels.precomputed_factors"
@@ -589,6 +639,8 @@ def _load_precomputed_factors(data: DataSettings, bank: BankSettings, loss: Any)
 
 def array_data(X: Any, y: Any, task: str, feature_names: Sequence[str] | None = None, name: str = "X") -> Data:
     """Feature data given in memory (the estimators): ``X`` (N, d) dense or sparse, ``y`` checked by the caller."""
+    import numpy as np
+
     d = int(X.shape[1])
     names = [str(n) for n in feature_names] if feature_names is not None else [f"x{j}" for j in range(d)]
     return _contiguous_data(Data(X_train=X, y_train=np.asarray(y), X_test=None, y_test=None, feature_names=names,
@@ -598,6 +650,10 @@ def array_data(X: Any, y: Any, task: str, feature_names: Sequence[str] | None = 
 def kernels_in_order(K: Any) -> Any:
     """A C-contiguous float64 copy of kernels (M, N, N); a view of samples-first kernels
     (N, N, M) (the estimators' input) is copied by one parallel pass over the original."""
+    import numpy as np
+
+    from .._jit.gram import kernels_first
+
     K = np.asarray(K)
     src = np.moveaxis(K, 0, -1) if K.ndim == 3 else None
     if src is not None and src.dtype == np.float64 and src.flags.c_contiguous and K.shape[0] > 1:
@@ -613,6 +669,8 @@ def gram_data(K: Any, y: Any, task: str, names: Sequence[str] | None = None, nam
     ``K`` is copied (the bank normalises its training kernels in place; the
     caller's array stays as it was).
     """
+    import numpy as np
+
     K = kernels_in_order(K)
     return Data(X_train=None, y_train=np.asarray(y), X_test=None, y_test=None, feature_names=[], name=name,
                 task=task, K_train=K, kernel_names=None if names is None else list(names), n_total=int(K.shape[1]))
@@ -629,6 +687,8 @@ def make_folds(cv: CVSettings, d: Data) -> list[tuple[np.ndarray, np.ndarray]]:
     PipelineError
         At ``cv.folds`` or ``cv.test_size`` when the data cannot be split so.
     """
+    import numpy as np
+
     y = d.y_train
     n = int(y.shape[0])
     classification = d.task == "classification"
@@ -655,6 +715,7 @@ def make_folds(cv: CVSettings, d: Data) -> list[tuple[np.ndarray, np.ndarray]]:
             splitter = KFold(n_splits=cv.n, shuffle=True, random_state=cv.seed)
         return [(np.asarray(tr, dtype=np.intp), np.asarray(va, dtype=np.intp))
                 for tr, va in splitter.split(np.zeros((n, 1)), y)]
+    from ..data import DataError, Dataset, train_test_split
 
     ds = Dataset(X=np.arange(n, dtype=np.float64)[:, None], y=y, feature_names=["index"], name=d.name)
     out = []
@@ -676,6 +737,9 @@ def fold(d: Data, train: Any, val: Any, standardized: bool = False) -> Data:
     training and ``K[:, val][:, :, train]`` for the test side (raw: the
     normalisation is computed on the training part by :func:`prepare`).
     """
+    import numpy as np
+    import scipy.sparse as sp
+
     train = np.asarray(train, dtype=np.intp)
     val = np.asarray(val, dtype=np.intp)
     y_tr = np.ascontiguousarray(d.y_train[train])

@@ -35,7 +35,6 @@ under repeating the rows and rescaling the kernels.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 import warnings
@@ -46,8 +45,6 @@ from typing import Any
 import numpy as np
 
 from ..components.base import CLASSIFICATION
-from ..engines.common import zero_solution
-from ..kernels.factor import FactorBank
 from ..result import pack_results, unpack_results
 from .assemble import problem_at
 from .bank import TestSide, rows_of
@@ -280,6 +277,8 @@ class _Rows:
             self._K = problem.K
             self.problem = problem_at(problem, y=y, K=rows_of(problem.K, fit), sample_weight=wf)
         elif rep == "factor":
+            from ..kernels.factor import FactorBank
+
             bank = problem.bank
             share = fit.size / max(problem.n_samples, 1)
             self.factor_bank = FactorBank(bank.sample_columns(fit), bank.starts,
@@ -315,6 +314,8 @@ class _Kept:
     the non-zero rows (kernels)."""
 
     def __init__(self, result: Any, bank: Any = None) -> None:
+        import dataclasses
+
         self.bank = bank
         self.beta: np.ndarray | None = None
         alpha = getattr(result, "alpha", None)
@@ -331,6 +332,8 @@ class _Kept:
         r"""The solution as a warm start on all ``n`` rows: coefficients 0 on the held-out rows
         (on factors the minimum-norm coefficients of its :math:`\beta` on the fitting rows: the
         same :math:`\beta` on all rows, the same predictor)."""
+        import dataclasses
+
         if self.beta is not None:
             from ..engines.bcd import alpha_from_beta
 
@@ -426,6 +429,8 @@ def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[An
     progress : callable, optional
         Called with ``{"C", "ratio", "loss", "metric", "n_active"}`` after each solve.
     """
+    from ..engines.common import zero_solution
+
     s = settings or PathSettings()
     t_start = time.perf_counter()
     task = problem.loss.task

@@ -44,17 +44,13 @@ all of them.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from scipy.linalg import eigh
 
-from ..kernels.factorize import FactorMap
-from ..kernels.factorize.build import APPROX_METHODS, _working_bytes, refactor_kernels
 from .settings import RefineSettings, refine_rounds
 
 __all__ = ["RefineSettings", "FactorRefinement", "carried", "refine_factors", "refine_prepared", "rounds_of",
@@ -128,6 +124,10 @@ def carried(old: Any, new: Any, kernels: Sequence[int], result: Any) -> Any:
     (:math:`\alpha'_m = L'_m G^+\beta'_m`, :math:`G = L_m'^\top L'_m`).  The warm start then
     predicts what the last solution predicted, at no larger block norm; other kernels keep theirs.
     """
+    import dataclasses
+
+    from scipy.linalg import eigh
+
     alpha = np.array(result.alpha, dtype=np.float64, copy=True)
     for m in kernels:
         a = alpha[m]
@@ -147,6 +147,8 @@ def _new_ranks(bank: Any, chosen: np.ndarray, settings: RefineSettings, budget: 
                ) -> tuple[np.ndarray, str]:
     """Ranks for the ``chosen`` kernels: ``growth`` times theirs, within the caps and the budget's
     share (and what the factorization's working space leaves of the budget)."""
+    from ..kernels.factorize.build import _working_bytes
+
     M, N, _ = bank.shape
     old = bank.ranks[chosen]
     cap = min(N, settings.max_rank if settings.max_rank is not None else int(math.sqrt(BLOCK_WORK / N)))
@@ -197,6 +199,8 @@ def refine_factors(
         The last bank and its results (``bank`` and ``results`` themselves when
         nothing was refined).
     """
+    from ..kernels.factorize.build import APPROX_METHODS, refactor_kernels
+
     settings = settings or RefineSettings()
     out = FactorRefinement(settings=settings)
     t_start = time.perf_counter()
@@ -238,6 +242,8 @@ def rounds_of(prepared: Any, path: bool) -> int:
     """Refinement rounds a prepared problem asks for: its factor settings' ``refine``
     (:func:`~mklkit.pipeline.settings.refine_rounds`; the default ``"auto"`` refines when C was
     chosen on held-out rows, ``path``), 0 for banks not built from data as factors."""
+    from ..kernels.factorize import FactorMap
+
     settings = getattr(prepared.chosen, "settings", None)   # None: factors given, not built here
     if (prepared.representation != "factor" or settings is None
             or not isinstance(getattr(prepared.bank, "factor_map", None), FactorMap)):

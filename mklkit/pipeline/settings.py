@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, Mapping
 
-import numpy as np
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -28,12 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..components.base import Component
 from ..components.params import ParamError, did_you_mean
-from ..data import available as available_datasets
-from ..kernels import BankError, available_presets, validate_bank
-from ..kernels.description import UnknownName
-from ..kernels.factorize import FactorError, check_settings
 from ..plugins import UnknownComponentError, get_registry
 from .errors import MISSING, PipelineError, bank_error
 
@@ -203,7 +197,9 @@ class DataSettings(Settings):
     @field_validator("builtin", mode="after")
     @classmethod
     def _known_builtin(cls, v: str | None) -> str | None:
-        names = available_datasets()
+        from ..data import available
+
+        names = available()
         if v is not None and v not in names:
             raise PipelineError("", f"unknown builtin data set{did_you_mean(v, names)}", v, ", ".join(names))
         return v
@@ -301,6 +297,8 @@ class FactorSettings(Settings):
 
     @model_validator(mode="after")
     def _checked(self) -> "FactorSettings":
+        from ..kernels.factorize import FactorError, check_settings
+
         try:
             check_settings(self.rank, self.tol, self.method, self.seed)
         except FactorError as exc:
@@ -342,6 +340,8 @@ class RefineSettings:
 
 def kernel_resolver() -> Callable[[str], type]:
     """Kernel functions are looked up in the plugin registry (with the names it knows in errors)."""
+    from ..kernels.description import UnknownName
+
     reg = get_registry()
 
     def resolve(name: str) -> type:
@@ -354,10 +354,12 @@ def kernel_resolver() -> Callable[[str], type]:
 
 
 def refine_rounds(refine: Any, key: str = "refine", path: bool = False) -> int:
-    """Rounds of ``kernels.factor.refine``: ``true`` is :attr:`RefineSettings.rounds`, ``false`` 0, an integer itself, ``"auto"``
-    that of ``true`` when C is asked to be chosen on held-out rows (``path``: ``C="path"``), else 0
+    """Rounds of ``kernels.factor.refine``: ``true`` is :attr:`RefineSettings.rounds`, ``false``
+    0, an integer itself, ``"auto"`` that of ``true`` when C is asked to be chosen on held-out rows (``path``: ``C="path"``), else 0
     (``C="auto"``'s path does not refine: on w8a refinement added 16 s to a 49 s fit for the same
     accuracy)."""
+    import numpy as np
+
     if isinstance(refine, str) and refine == "auto":
         refine = bool(path)
     if isinstance(refine, (bool, np.bool_)):
@@ -393,6 +395,8 @@ class Representation:
         """Validate the factor settings before any data work (errors under ``root``)."""
         if self.kind != "factor" or self.settings is None:   # None: given factors, nothing to build
             return
+        from ..kernels.factorize import check_settings
+
         try:
             s = self.settings
             check_settings(s.rank, s.tol, s.method, s.seed, root=root)
@@ -482,11 +486,15 @@ class BankSettings(Settings):
                                 "exactly one of " + ", ".join(KERNEL_SOURCES),
                                 shown=repr(self.shown(second)) if second.startswith("precomputed") else None)
         if self.preset is not None:
+            from ..kernels import available_presets
+
             presets = list(available_presets())
             if presets and self.preset not in presets:
                 raise PipelineError("preset", f"unknown preset{did_you_mean(self.preset, presets)}", self.preset,
                                     ", ".join(presets))
         if self.bank is not None:
+            from ..kernels import BankError, validate_bank
+
             try:
                 validate_bank(list(self.bank), resolve=kernel_resolver(), root="bank")
             except BankError as exc:
@@ -572,6 +580,8 @@ def _component(kind: str, default: Any = None, mapping_only: bool = False) -> Ca
     """
 
     def make(spec: Any) -> Any:
+        from ..components.base import Component
+
         if isinstance(spec, Component):
             return spec
         reg = get_registry()
@@ -679,6 +689,8 @@ def auto_C(problem: Any, key: str = "problem.C") -> float:
     PipelineError
         At ``key`` when the kernels' mean diagonal is not positive.
     """
+    import numpy as np
+
     N = int(problem.n_samples)
     w = getattr(problem, "sample_weight", None)
     if w is not None and problem.representation == "array":

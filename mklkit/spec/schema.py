@@ -16,8 +16,6 @@ import math
 from typing import Any, Iterable
 
 from ..components.params import Param
-from ..data import available
-from ..kernels import available_presets
 from ..pipeline import CVSettings, DEFAULTS
 from ..plugins import get_registry
 from .models import SWEEP_KEYS, SWEEP_SECTION, model_schema
@@ -111,6 +109,9 @@ def json_schema(sweep: bool = False) -> dict[str, Any]:
     ``sweep=True``: the schema of a sweep spec (``mklkit sweep``): lists at
     the sweep keys and at component parameters, and the ``cv`` section.
     """
+    from ..data import available
+    from ..kernels import available_presets
+
     schema = _fill(_generated(model_schema()), get_registry(), sweep)
     props = schema["properties"]
     data, kernels = _section(props, "data"), _section(props, "kernels")
