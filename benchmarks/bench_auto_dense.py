@@ -46,7 +46,7 @@ import numpy as np
 
 from mklkit.data import load_builtin
 from mklkit.engines import common
-from mklkit.engines.auto import Auto
+from mklkit.pipeline.choose import Auto
 from mklkit.estimators._base import default_kernels
 from mklkit.kernels.build import KernelBank
 from mklkit.plugins import get_registry

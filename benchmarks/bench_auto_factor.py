@@ -32,7 +32,7 @@ import numpy as np
 from mklkit.components.losses import Hinge, Logistic
 from mklkit.components.regularizers import L1, ElasticNet
 from mklkit.data import load_builtin
-from mklkit.engines.auto import Auto
+from mklkit.pipeline.choose import Auto
 from mklkit.engines.bcd import BCD
 from mklkit.engines.proximal import Proximal
 from mklkit.engines.spicy import Spicy

@@ -41,7 +41,7 @@ import scipy.sparse as sp
 from mklkit.components.losses import Logistic
 from mklkit.components.regularizers import ElasticNet
 from mklkit.data import load_builtin
-from mklkit.engines.auto import Auto
+from mklkit.pipeline.choose import Auto
 from mklkit.kernels.description import DEFAULT_MEMORY_BUDGET, expand_bank
 from mklkit.kernels.factorize import build_factor_bank, rank_that_fits
 from mklkit.problem import Problem

@@ -34,7 +34,7 @@ from sklearn.model_selection import train_test_split
 from mklkit.components.losses import Logistic
 from mklkit.components.regularizers import L1
 from mklkit.data import Standardizer
-from mklkit.engines.auto import Auto
+from mklkit.pipeline.choose import Auto
 from mklkit.engines.bcd import BCD
 from mklkit.engines.proximal import Proximal
 from mklkit.engines.spicy import Spicy

@@ -21,6 +21,8 @@ import pickle
 import re
 from typing import Any
 
+from .components.params import Param, ParamError
+
 __all__ = ["KINDS", "declaration_problems", "unjitted_problem", "is_jitted", "base_class"]
 
 #: Component kinds, in listing order.
@@ -108,8 +110,6 @@ def unjitted_problem(component: Any) -> str | None:
 
 
 def _params_problems(cls: type) -> list[str]:
-    from .components.params import Param, ParamError
-
     params = getattr(cls, "params", ())
     if not isinstance(params, tuple) or not all(isinstance(p, Param) for p in params):
         return ["'params' must be a tuple of mklkit.components.params.Param"]

@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import pluggy
 
-from . import hookspecs
-from .declaration import KINDS  # component kinds in listing order (stdlib only)
+from . import __version__, hookspecs
+from .components.params import ParamError, did_you_mean  # stdlib only
+from .declaration import KINDS, declaration_problems, unjitted_problem  # stdlib only at import
 from .hookspecs import PROJECT, hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,8 +91,6 @@ class UnknownComponentError(KeyError, ValueError):
     """
 
     def __init__(self, kind: str, name: Any, available: Iterable[str]):
-        from .components.params import did_you_mean
-
         self.kind = kind
         self.name = name
         self.available = list(available)
@@ -271,8 +270,9 @@ class Registry:
                 stacklevel=2,
             )
         if builtin:
-            from . import __version__, builtin as core
-
+            # the core is loaded by its entry point's value, as every plugin is: the
+            # registry's code imports none of the modules that register into it
+            core = importlib.import_module(BUILTIN_MODULE)
             reg.register_plugin(core, CORE_DIST, __version__, name=CORE_DIST)
         if entry_points is None:
             entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
@@ -490,8 +490,6 @@ class Registry:
         ParamError
             Malformed spec, or a parameter its declaration does not allow.
         """
-        from .components.params import ParamError
-
         regs = self._of_kind(kind)
         if isinstance(spec, str):
             name, kwargs = spec, {}
@@ -542,8 +540,6 @@ class Registry:
 def _validate(cls: Any, where: str, dist: str, version: str, plugin: str) -> Registration:
     """The :class:`Registration` of ``cls``, or the declaration's problems
     (:func:`mklkit.declaration.declaration_problems`) as one error."""
-    from .declaration import declaration_problems, unjitted_problem
-
     if not isinstance(cls, type):
         raise ComponentValidationError(f"{where}: register() takes a component class; got {cls!r}")
     label = f"{cls.__module__}.{cls.__qualname__}"

@@ -15,7 +15,7 @@ import string
 import tempfile
 from pathlib import Path
 
-from . import _templates
+from . import __version__, _templates
 
 __all__ = ["new_plugin", "SCAFFOLD_KINDS"]
 
@@ -90,7 +90,6 @@ def new_plugin(name: str, dest: str | os.PathLike[str] = ".", kind: str = "loss"
         raise ValueError(
             f"plugin kind must be one of {', '.join(map(repr, SCAFFOLD_KINDS))}; got {kind!r}"
         )
-    from . import __version__
 
     dest = Path(dest)
     dist = "mklkit-" + name.replace("_", "-")

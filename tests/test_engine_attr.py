@@ -88,7 +88,7 @@ def a9a_problem():
 
 
 def test_auto_on_exact_factors_is_solved_by_bcd(a9a_problem):
-    from mklkit.engines.auto import Auto
+    from mklkit.pipeline.choose import Auto
 
     res = Auto(tol=1e-6, dense_factor_min_samples=N_A9A).solve(a9a_problem)
     assert res.message.startswith("auto -> bcd on exact factors")
@@ -96,7 +96,7 @@ def test_auto_on_exact_factors_is_solved_by_bcd(a9a_problem):
 
 
 def test_auto_fallback_is_solved_by_the_engine_that_continued(a9a_problem, monkeypatch):
-    import mklkit.engines.auto as auto_module
+    import mklkit.pipeline.choose as auto_module
     from mklkit.engines.bcd import BCD
 
     class Loose(BCD):  # says converged at a loose gap: the dense certificate misses tol

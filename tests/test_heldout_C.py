@@ -202,7 +202,7 @@ def test_a_flat_held_out_loss_ends_the_path():
 
 
 def test_the_path_solves_to_a_multiple_of_the_fits_tolerance(monkeypatch):
-    import mklkit.engines.base as base
+    from mklkit.pipeline.choose import Auto
     from mklkit.pipeline.heldout import path_engine
 
     engine = create("engine", {"name": "bcd", "tol": 1e-4, "max_iter": 77})
@@ -213,8 +213,8 @@ def test_the_path_solves_to_a_multiple_of_the_fits_tolerance(monkeypatch):
         PathSettings(tol_ratio=0.5)
     # the estimator: every solve of the path at 3 x tol, the fit on all rows at tol
     used = []
-    solve_from = base.solve_from
-    monkeypatch.setattr(base, "solve_from", lambda e, *a, **k: used.append(e.tol) or solve_from(e, *a, **k))
+    solve = Auto.solve  # the estimator's engine: each of its solves, its delegates' aside
+    monkeypatch.setattr(Auto, "solve", lambda e, *a, **k: used.append(e.tol) or solve(e, *a, **k))
     X, y = _data(400)
     clf = MKLClassifier(KERNELS, C="path", tol=1e-4).fit(X, y)
     assert len(used) == clf.C_selection_.Cs.size + 1

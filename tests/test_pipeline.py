@@ -165,7 +165,7 @@ def test_proximal_is_accepted_for_a_factor_bank():
 
 
 def test_auto_skips_an_engine_that_cannot_use_the_representation():
-    from mklkit.engines.auto import Auto
+    from mklkit.pipeline.choose import Auto
     from mklkit.pipeline import ProblemSettings, probe_problem
     from mklkit.plugins import get_registry
 

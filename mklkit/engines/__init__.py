@@ -5,8 +5,10 @@
 :mod:`mklkit.engines.capabilities` (what an engine can require of a problem),
 :mod:`mklkit.engines.objectives` and :mod:`mklkit.engines.common` (the
 certificate every engine computes the same way), and the built-in engines
-:mod:`~mklkit.engines.spicy`, :mod:`~mklkit.engines.proximal` and
-:mod:`~mklkit.engines.auto`.
+:mod:`~mklkit.engines.spicy`, :mod:`~mklkit.engines.proximal`,
+:mod:`~mklkit.engines.bcd` and :mod:`~mklkit.engines.dual_cd`.  No engine
+imports the registry or the pipeline: the choice among the installed engines
+(``auto``) is the pipeline's, :mod:`mklkit.pipeline.choose`.
 """
 from .base import (
     COMMON_PARAMS,

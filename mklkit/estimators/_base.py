@@ -17,10 +17,22 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
+from .. import pipeline
 from .._interrupts import interrupt_guard
 from .._multiclass import BinaryTask
-from ..components.base import CLASSIFICATION, REGRESSION
+from ..components.base import CLASSIFICATION, REGRESSION, Component
 from ..components.params import ParamError
+from ..pipeline import (
+    BankSettings,
+    PipelineError,
+    ProblemSettings,
+    Representation,
+    check_support,
+    new_points,
+    parse_bytes,
+    problem_at,
+)
+from ..pipeline.heldout import path_decides, path_engine, select_C
 from ..pipeline.kernel_subset import (
     kernels_on_all_features,
     prefer_subset,
@@ -29,6 +41,10 @@ from ..pipeline.kernel_subset import (
     supports_subset,
     widen_result,
 )
+from ..pipeline.refine import refine_prepared
+from ..pipeline.settings import AUTO_C_SCALE, C_NAMES, FactorSettings, ShardedSettings, auto_C, kernel_resolver
+from ..plugins import get_registry
+from ..result import TrivialModelWarning, trivial_message, warn_if_trivial
 from ._path import MKLPath, pack_results, unpack_results
 
 try:  # scikit-learn >= 1.6
@@ -137,8 +153,6 @@ def _default_bank(d: int, kinds: np.ndarray | None) -> list[dict[str, Any]]:
 # Helpers
 # ---------------------------------------------------------------------------
 def _registry() -> Any:
-    from ..plugins import get_registry
-
     return get_registry()
 
 
@@ -172,8 +186,6 @@ def _check_budget(value: Any, owner: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, str):
-        from ..pipeline import parse_bytes
-
         try:
             return float(parse_bytes(value))
         except (TypeError, ValueError):
@@ -210,7 +222,6 @@ def _strip_bank(bank: Any, keep: np.ndarray | None = None) -> Any:
 
 def _updated_spec(spec: Any, updates: Mapping[str, Any]) -> Any:
     """A component spec with some parameters changed, in mapping or instance form."""
-    from ..components.base import Component
 
     if isinstance(spec, Component):
         return type(spec)(**{**spec.get_params(), **updates})
@@ -321,7 +332,6 @@ class _BaseMKL(BaseEstimator):
 
     def _check_support(self, engine: Any, problem: Any) -> None:
         """The pipeline's engine check (:func:`mklkit.pipeline.check_support`), naming the ``engine`` parameter."""
-        from ..pipeline import PipelineError, check_support
 
         try:
             check_support(engine, problem)
@@ -344,8 +354,6 @@ class _BaseMKL(BaseEstimator):
     def _representation(self) -> tuple[str, dict[str, Any]]:
         """The bank representation of the ``factor`` / ``scheduler`` parameters: its kind
         (``"auto"``, ``"array"``, ``"sharded"`` or ``"factor"``) and its BankSettings keys."""
-        from ..pipeline import PipelineError, Representation
-        from ..pipeline.settings import FactorSettings, ShardedSettings
 
         owner = self._owner
         factor, scheduler = getattr(self, "factor", None), getattr(self, "scheduler", None)
@@ -386,9 +394,7 @@ class _BaseMKL(BaseEstimator):
         representation) is checked on the pipeline's tiny probe problem
         before any kernel is computed.
         """
-        from .. import pipeline
         from ..kernels.factorize.build import warning_names
-        from ..pipeline import BankSettings, PipelineError, ProblemSettings
 
         owner = self._owner
         loss, regularizer, engine = self._components()
@@ -556,7 +562,6 @@ class _BaseMKL(BaseEstimator):
         (the first from ``warm``, a result of the task on the same rows)."""
         task = prep.tasks[t]
         from ..engines.base import solve_from
-        from ..pipeline import problem_at
 
         base = prep.prepared.subproblem(task.y, task.rows)  # the task's rows of the shared bank, once
         where = (f"{self._owner}: problem {t + 1}/{len(prep.tasks)}"
@@ -568,7 +573,6 @@ class _BaseMKL(BaseEstimator):
         previous = warm if keep is None else restrict_result(warm, keep)
         for C in Cs:
             if isinstance(C, str) and C == "auto":   # held-out rows decide where there are enough of them
-                from ..pipeline.heldout import path_decides
 
                 C = "path" if path_decides(base) else "scale"
             if isinstance(C, str) and C == "path":
@@ -617,7 +621,6 @@ class _BaseMKL(BaseEstimator):
         """Factors that follow the solution (:mod:`mklkit.pipeline.refine`) when the bank's factor
         settings ask for it (``{"refine": ...}``; by default when ``C="path"``)."""
         from ..kernels import DEFAULT_MEMORY_BUDGET
-        from ..pipeline.refine import refine_prepared
 
         def resolve(prepared: Any, warm: list[Any]) -> list[Any]:
             prep.prepared = prepared
@@ -696,8 +699,6 @@ class _BaseMKL(BaseEstimator):
             self.y_offset_, self.y_scale_ = (float(v) for v in prep.target)
 
     def _fit(self, X: Any, y: Any, sample_weight: Any = None) -> "_BaseMKL":
-        from ..pipeline.settings import C_NAMES
-
         owner = self._owner
         named = isinstance(self.C, str) and self.C in C_NAMES
         C: Any = self.C if named else _check_C(self.C, owner, allow_auto=True)
@@ -718,7 +719,6 @@ class _BaseMKL(BaseEstimator):
 
     def _warn_trivial(self, prep: _FitState, results: Sequence[Any]) -> None:
         """One :class:`~mklkit.result.TrivialModelWarning` when some binary problem has every kernel off."""
-        from ..result import warn_if_trivial
 
         off = [t for t, r in enumerate(results) if r.trivial]
         if not off:
@@ -745,7 +745,6 @@ class _BaseMKL(BaseEstimator):
         better on the same rows (:mod:`mklkit.pipeline.kernel_subset`).  Returns C and the problem
         (the task's, or the kept kernels') to fit at it."""
         from ..engines.base import solve_from
-        from ..pipeline.heldout import path_engine, select_C
 
         engine = path_engine(prep.engine)
 
@@ -797,7 +796,6 @@ class _BaseMKL(BaseEstimator):
         left whole: on a9a and w8a the kernels on all features alone were within one standard
         error of the whole bank (+0.18 and +0.08 points), and their path cost a9a 20 s more."""
         from ..kernels import expand_bank
-        from ..pipeline.bank import kernel_resolver
 
         if not (isinstance(self.kernels, str) and self.kernels == "auto") or len(prep.tasks) != 1:
             return None
@@ -814,8 +812,6 @@ class _BaseMKL(BaseEstimator):
     def _auto_C(self, problem: Any) -> float:
         """``C="scale"`` on a task's training kernels: the rule of specs' ``problem.C: scale``
         (:func:`mklkit.pipeline.settings.auto_C`)."""
-        from ..pipeline import PipelineError
-        from ..pipeline.settings import auto_C
 
         try:
             return auto_C(problem, key="C")
@@ -878,8 +874,6 @@ class _BaseMKL(BaseEstimator):
             if off:
                 import warnings
 
-                from ..result import TrivialModelWarning, trivial_message
-
                 cmax = [r.C_max for r in _runs_at(runs, 0) if r.C_max is not None]
                 text = trivial_message(min(off), max(cmax) if cmax else None, where=f"{owner}.fit_path: Cs")
                 warnings.warn(f"{text} (all kernels off at {len(off)} of {grid.size} values of Cs: "
@@ -913,7 +907,6 @@ class _BaseMKL(BaseEstimator):
     def _test_side(self, X: Any) -> Any:
         """The test side of ``X`` (:func:`mklkit.pipeline.new_points`): kernels of the active kernels, or factor rows."""
         from ..kernels import MemoryBudgetError
-        from ..pipeline import new_points
 
         check_is_fitted(self, "result_")
         owner = self._owner
@@ -997,8 +990,6 @@ class _BaseMKL(BaseEstimator):
 
 
 def _auto_scale(task: str) -> float:
-    from ..pipeline.settings import AUTO_C_SCALE
-
     return AUTO_C_SCALE.get(task, 1.0)
 
 

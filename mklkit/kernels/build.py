@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._jit.gram import all_finite, divide_outer_inplace, symmetrize_inplace
+from ..data import Dataset
 from .description import (
     DEFAULT_MEMORY_BUDGET,
     BankError,
@@ -309,8 +310,6 @@ class KernelBank:
         -------
         KernelBank
         """
-        from ..data import Dataset
-
         normalize = _check_normalize(normalize)
         if isinstance(X, Dataset):
             if feature_names is None:
@@ -408,8 +407,6 @@ class KernelBank:
             zero row, since then :math:`k_m(x, \\cdot) = 0`).
             ``bank.cross(X_train)`` reproduces ``bank.K`` up to round-off.
         """
-        from ..data import Dataset
-
         if self.specs is None or self._X_train is None or self._columns is None:
             raise BankError(
                 f"this bank was loaded from precomputed kernels ({self.source}); it has no "

@@ -53,7 +53,8 @@ from .._jit import factor as kfactor
 from .._jit.gram import all_finite
 from .._jit.spicy import PARALLEL_WORK
 from .ops import BankAccessError, GramBank
-from .precomputed_factors import bank_from_factors
+from .factor_arrays import alpha_from_beta, factor_arrays
+from .given_factors import bank_from_factors
 
 __all__ = ["FactorBank", "FactorPredictor"]
 
@@ -293,14 +294,12 @@ class FactorBank(GramBank):
         eigendecompositions, a sparse bank's entries by sample): a
         :class:`~mklkit.kernels.factor_arrays.FactorArrays`, computed on the first call and
         kept while the bank lives."""
-        from .factor_arrays import factor_arrays
         return factor_arrays(self)
 
     def alpha_from_beta(self, beta: np.ndarray) -> np.ndarray:
         r"""The inverse of :meth:`coefficients`: minimum-norm coefficients :math:`\alpha` (M, N)
         with :math:`L_m^\top\alpha_m = \beta_m`
         (:func:`~mklkit.kernels.factor_arrays.alpha_from_beta`)."""
-        from .factor_arrays import alpha_from_beta
         return alpha_from_beta(self, beta)
 
     def transform(self, X_new: Any) -> Any:

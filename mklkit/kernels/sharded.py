@@ -37,6 +37,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..data import Dataset
 from .build import KernelBank, estimate_bytes, format_bytes
 from .description import DEFAULT_MEMORY_BUDGET, BankError, Resolver, expand_bank
 from .ops import ArrayBank, GramBank
@@ -262,8 +263,6 @@ class ShardedBank(GramBank):
         ValueError
             Without workers.
         """
-        from ..data import Dataset
-
         if isinstance(X, Dataset):
             if feature_names is None:
                 feature_names = X.feature_names

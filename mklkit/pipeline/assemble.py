@@ -18,8 +18,9 @@ from .bank import (
     given_factor_memory,
     rows_of,
 )
+from ..plugins import get_registry
 from .data import Data
-from .errors import PipelineError, _one_line
+from .errors import PipelineError, one_line
 from .settings import BankSettings, ProblemSettings, auto_C
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,8 +83,6 @@ def check_support(engine: Engine, problem: Problem, key: str = "engine.name") ->
     representation = problem.representation
     if reason is None:
         return
-    from ..plugins import get_registry
-
     ok = [n for n in get_registry().engines_supporting(problem, exclude=engine.name)
           if representation in getattr(get_registry().get("engine", n), "representations", ("array",))]
     combo = f"loss {problem.loss.name!r} x regularizer {problem.regularizer.name!r}"
@@ -93,7 +92,7 @@ def check_support(engine: Engine, problem: Problem, key: str = "engine.name") ->
         combo += " with sample weights"
     allowed = (f"an engine that supports {combo}: {', '.join(ok)}" if ok
                else f"another loss or regularizer (no installed engine supports {combo})")
-    raise PipelineError(key, f"engine {engine.name!r} cannot solve this problem: {_one_line(reason)}",
+    raise PipelineError(key, f"engine {engine.name!r} cannot solve this problem: {one_line(reason)}",
                         engine.name, allowed)
 
 

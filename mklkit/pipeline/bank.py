@@ -4,9 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from .._dask import connect
 from .data import Data
-from .errors import _MISSING, PipelineError, _bank_error, _one_line
-from .settings import _FACTOR_NPZ_ALLOWED, _NPZ_ALLOWED, BankSettings, Representation, _strip, parse_bytes
+from .errors import FACTOR_NPZ_ALLOWED, MISSING, NPZ_ALLOWED, PipelineError, bank_error, one_line, strip_prefix
+from .settings import BankSettings, FactorSettings, Representation, kernel_resolver, parse_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -37,7 +38,7 @@ def check_memory(M: int, N: int, n_test: int, bank: BankSettings, rep: Represent
             "kernels.memory_budget",
             f"the kernel bank needs about {format_bytes(need['peak'])} ({M} kernels x {N} x {N} float64{test}, "
             f"plus working space), more than the budget of {format_bytes(budget)}",
-            given if given is not None else _MISSING,
+            given if given is not None else MISSING,
             "a larger memory budget, fewer kernels, or fewer samples",
             shown=None if given is not None else format_bytes(budget) + " (default)",
         )
@@ -110,7 +111,6 @@ def factor_representation(specs: list[Any], N: int, bank: BankSettings) -> tuple
     """
     from ..kernels import DEFAULT_MEMORY_BUDGET
     from ..kernels.factorize import exact_rank, rank_that_fits
-    from .settings import FactorSettings
 
     M = len(specs)
     budget = bank.budget or DEFAULT_MEMORY_BUDGET
@@ -128,22 +128,6 @@ def factor_representation(specs: list[Any], N: int, bank: BankSettings) -> tuple
     rep = Representation("factor", FactorSettings.model_construct(rank=rank))   # the settings' defaults otherwise
     return rep, (f"approximate factors: {M} kernels on {N} points held as K_m ~ L_m L_m^T (pivoted Cholesky, "
                  f"relative residual trace {rep.tol:g}, rank <= {rank} per kernel)")
-
-
-def kernel_resolver() -> Callable[[str], type]:
-    """Kernel functions are looked up in the plugin registry (with the names it knows in errors)."""
-    from ..kernels.description import UnknownName
-    from ..plugins import UnknownComponentError, get_registry
-
-    reg = get_registry()
-
-    def resolve(name: str) -> type:
-        try:
-            return reg.get("kernel", name)
-        except UnknownComponentError as exc:
-            raise UnknownName(exc.args[0] if exc.args else str(exc), reg.names("kernel")) from None
-
-    return resolve
 
 
 # ---------------------------------------------------------------------------
@@ -251,14 +235,12 @@ def _expand(bank: BankSettings, d: Data) -> list[Any]:
     try:
         return expand_bank(bank.entries, d.n_features, d.feature_names, resolve=kernel_resolver(), root=bank.key)
     except BankError as exc:
-        raise _bank_error(exc, bank.key) from None
+        raise bank_error(exc, bank.key) from None
 
 
 def _client(rep: Representation) -> Any:
     if rep.scheduler is not None and not isinstance(rep.scheduler, str):
         return rep.scheduler
-    from .._dask import connect
-
     def error(key: str, problem: str, value: Any, allowed: str) -> PipelineError:
         return PipelineError("kernels.sharded.scheduler", problem, value, allowed)
 
@@ -298,7 +280,7 @@ def _build_bank(d: Data, bank: BankSettings, progress: Callable[[dict[str, Any]]
         K_test = kb.cross(d.X_test, memory_budget_bytes=budget, progress=progress) if d.X_test is not None else None
         return kb, (TestSide(K=np.ascontiguousarray(K_test, dtype=np.float64)) if K_test is not None else None)
     except BankError as exc:
-        raise _bank_error(exc, "kernels.factor" if rep.kind == "factor" and isinstance(exc, _factor_error()) else bank.key) from None
+        raise bank_error(exc, "kernels.factor" if rep.kind == "factor" and isinstance(exc, _factor_error()) else bank.key) from None
 
 
 def _factor_error() -> type:
@@ -326,7 +308,7 @@ def _precomputed_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None
                                     "trace or none (or add K_test_diag to the NPZ)")
             kb.normalize_cross(K_test, d.test_diag)
     except BankError as exc:
-        raise PipelineError(key, _strip(_one_line(str(exc)), shown), shown=repr(shown), allowed=_NPZ_ALLOWED) from None
+        raise PipelineError(key, strip_prefix(one_line(str(exc)), shown), shown=repr(shown), allowed=NPZ_ALLOWED) from None
     return kb, (TestSide(K=K_test) if K_test is not None else None)
 
 
@@ -352,6 +334,6 @@ def _given_factor_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | Non
         fb = FactorBank.from_factors(d.X_train, d.factor_starts, names=d.kernel_names, normalize=bank.normalize,
                                      source=f"{shown}: L_train (training rows)")
     except BankError as exc:
-        raise PipelineError(key, _strip(_one_line(str(exc)), shown), shown=repr(shown),
-                            allowed=_FACTOR_NPZ_ALLOWED) from None
+        raise PipelineError(key, strip_prefix(one_line(str(exc)), shown), shown=repr(shown),
+                            allowed=FACTOR_NPZ_ALLOWED) from None
     return fb, (TestSide(X=d.X_test) if d.X_test is not None else None)

@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..components.params import did_you_mean
-from .errors import PipelineError, _one_line
-from .settings import _FACTOR_NPZ_ALLOWED, _NPZ_ALLOWED, CVSettings, BankSettings, DataSettings, _strip
+from ..plugins import get_registry
+from .errors import FACTOR_NPZ_ALLOWED, NPZ_ALLOWED, PipelineError, one_line, strip_prefix
+from .settings import CVSettings, BankSettings, DataSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -212,8 +213,6 @@ def _continuous(loss: Any, y: np.ndarray, key: str) -> PipelineError:
     """A classification loss on a target of non-integer numbers: name the regression losses."""
     import numpy as np
 
-    from ..plugins import get_registry
-
     n = int(np.unique(y).size)
     others = [r.name for r in get_registry().registrations("loss") if getattr(r.cls, "task", None) == "regression"]
     return PipelineError(key, f"labels do not fit the loss: the target looks continuous ({n} distinct values, not "
@@ -230,8 +229,6 @@ def _labels(loss: Any, y: Any, key: str = "problem.loss") -> np.ndarray:
     try:
         return loss.validate_labels(y)
     except LabelError as exc:
-        from ..plugins import get_registry
-
         others = [r.name for r in get_registry().registrations("loss")
                   if getattr(r.cls, "task", None) != loss.task]
         other_task = "regression" if loss.task == "classification" else "classification"
@@ -239,7 +236,7 @@ def _labels(loss: Any, y: Any, key: str = "problem.loss") -> np.ndarray:
                    f"or a target that fits {loss.name!r}")
         what, got = getattr(exc, "problem", None), getattr(exc, "got", None)
         if what is None:
-            what, sep, got = _one_line(str(exc)).partition("; got ")
+            what, sep, got = one_line(str(exc)).partition("; got ")
             got = got if sep else None
         if got:
             raise PipelineError(key, f"labels do not fit the loss: {what}", allowed=allowed,
@@ -293,7 +290,7 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
         try:
             ds = load_builtin(data.builtin)
         except DataError as exc:
-            raise PipelineError("data.builtin", _strip(str(exc), data.builtin), data.builtin) from None
+            raise PipelineError("data.builtin", strip_prefix(str(exc), data.builtin), data.builtin) from None
         if data.target is not None:
             ds = _retarget(data, ds)
     else:
@@ -302,7 +299,7 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
         try:
             ds = load_file(data.train, target=data.target, fmt=data.format)
         except DataError as exc:
-            text = _strip(str(exc), shown, str(data.train))
+            text = strip_prefix(str(exc), shown, str(data.train))
             if data.target is not None and "target" in text:
                 raise PipelineError("data.target", text, data.target) from None
             raise PipelineError("data.train", text, shown=repr(shown)) from None
@@ -325,7 +322,7 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
                 kwargs["n_features"] = n_features
             test = load_file(data.test, **kwargs)
         except DataError as exc:
-            raise PipelineError("data.test", _strip(str(exc), tshown, str(data.test)), shown=repr(tshown)) from None
+            raise PipelineError("data.test", strip_prefix(str(exc), tshown, str(data.test)), shown=repr(tshown)) from None
         test = _drop(data, test, key="data.test")
         if test.n_features != ds.n_features:
             raise PipelineError("data.test", f"has {test.n_features} feature columns but the training file has "
@@ -344,7 +341,7 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
             train, test = train_test_split(ds, test_size=data.test_size, seed=data.seed,
                                            stratify=task == "classification")
         except DataError as exc:
-            raise PipelineError("data.test_size", f"cannot split: {_strip(str(exc), ds.name)}", data.test_size) from None
+            raise PipelineError("data.test_size", f"cannot split: {strip_prefix(str(exc), ds.name)}", data.test_size) from None
     else:
         train = ds
     n_total = ds.n_samples + (test.n_samples if (data.test is not None and test is not None) else 0)
@@ -457,7 +454,7 @@ def _subsample(data: DataSettings, train: Any, task: str) -> Any:
     try:
         part, _ = train_test_split(train, test_size=rest, seed=data.seed + 1, stratify=task == "classification")
     except DataError as exc:
-        raise PipelineError("data.train_size", f"cannot subsample: {_strip(str(exc), train.name)}",
+        raise PipelineError("data.train_size", f"cannot subsample: {strip_prefix(str(exc), train.name)}",
                             data.train_size) from None
     return part
 
@@ -552,11 +549,11 @@ def _load_precomputed(data: DataSettings, bank: BankSettings, loss: Any) -> Data
     key = "kernels.precomputed"
 
     def fail(exc: Exception) -> PipelineError:
-        text = _strip(_one_line(str(exc)), str(path))
+        text = strip_prefix(one_line(str(exc)), str(path))
         if "normaliz" in text and "diagonal" in text:
             return PipelineError("kernels.normalize", text, bank.normalize,
                                  "trace or none (or add K_test_diag to the NPZ)")
-        return PipelineError(key, text, shown=repr(shown), allowed=_NPZ_ALLOWED)
+        return PipelineError(key, text, shown=repr(shown), allowed=NPZ_ALLOWED)
 
     try:
         # checked and loaded raw: the normalisation is computed on the training part (prepare)
@@ -588,7 +585,7 @@ def _load_precomputed(data: DataSettings, bank: BankSettings, loss: Any) -> Data
             tr, te = train_test_split(ds, test_size=data.test_size, seed=data.seed,
                                       stratify=loss.task == "classification")
         except DataError as exc:
-            raise PipelineError("data.test_size", f"cannot split: {_strip(str(exc), shown)}", data.test_size) from None
+            raise PipelineError("data.test_size", f"cannot split: {strip_prefix(str(exc), shown)}", data.test_size) from None
         out = fold(out, tr.X[:, 0].astype(np.intp), te.X[:, 0].astype(np.intp))
     return _weigh(_finish(out, enc), data, enc, None)
 
@@ -608,12 +605,12 @@ def _load_precomputed_factors(data: DataSettings, bank: BankSettings, loss: Any)
     try:
         pre = load_precomputed_factors(path, memory_budget=bank.budget, normalize=bank.normalize)
     except BankError as exc:
-        text = _strip(_one_line(str(exc)), str(path))
+        text = strip_prefix(one_line(str(exc)), str(path))
         if exc.key == "memory_budget":
             given = bank.memory_budget
             raise PipelineError("kernels.memory_budget", f"{shown}: {exc.problem}",
                                 given if given is not None else PipelineError.NO_VALUE, exc.allowed) from None
-        raise PipelineError(key, text, shown=repr(shown), allowed=_FACTOR_NPZ_ALLOWED) from None
+        raise PipelineError(key, text, shown=repr(shown), allowed=FACTOR_NPZ_ALLOWED) from None
     Lt, yt = pre.L_test, pre.y_test
     enc, y = _encode(loss, data, pre.y_train)
     if Lt is not None:
@@ -634,7 +631,7 @@ def _load_precomputed_factors(data: DataSettings, bank: BankSettings, loss: Any)
             tr, te = train_test_split(ds, test_size=data.test_size, seed=data.seed,
                                       stratify=loss.task == "classification")
         except DataError as exc:
-            raise PipelineError("data.test_size", f"cannot split: {_strip(str(exc), shown)}", data.test_size) from None
+            raise PipelineError("data.test_size", f"cannot split: {strip_prefix(str(exc), shown)}", data.test_size) from None
         out = replace(out, X_train=np.ascontiguousarray(tr.X), X_test=np.ascontiguousarray(te.X),
                       y_train=tr.y, y_test=te.y)
     return _weigh(_finish(out, enc), data, enc, None)
@@ -726,7 +723,7 @@ def make_folds(cv: CVSettings, d: Data) -> list[tuple[np.ndarray, np.ndarray]]:
         try:
             tr, va = train_test_split(ds, test_size=cv.test_size, seed=cv.seed + i, stratify=classification)
         except DataError as exc:
-            raise PipelineError("cv.test_size", f"cannot split {d.name}: {_strip(str(exc), d.name)}",
+            raise PipelineError("cv.test_size", f"cannot split {d.name}: {strip_prefix(str(exc), d.name)}",
                                 cv.test_size) from None
         out.append((tr.X[:, 0].astype(np.intp), va.X[:, 0].astype(np.intp)))
     return out

@@ -12,10 +12,20 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..components.params import did_you_mean
+from ..plugins import get_registry
 
-__all__ = ["PipelineError", "one_line_error", "key_path", "from_validation", "allowed_words"]
+__all__ = ["PipelineError", "one_line_error", "one_line", "key_path", "from_validation", "allowed_words", "bank_error",
+           "strip_prefix", "MISSING", "NPZ_ALLOWED", "FACTOR_NPZ_ALLOWED"]
 
-_MISSING: Any = object()
+#: "no value given" (``None`` can be the offending value)
+MISSING: Any = object()
+
+#: What a precomputed-kernel ``.npz`` holds (the ``allowed`` part of its errors).
+NPZ_ALLOWED = ("an .npz with K_train (M, N, N) symmetric PSD, y_train (N,); optional K_test (M, N_test, N), "
+               "y_test, names, K_test_diag")
+#: What a precomputed-factor ``.npz`` holds.
+FACTOR_NPZ_ALLOWED = ("an .npz with L_train (N, R) dense finite, starts (M+1,) or ranks (M,), y_train (N,); "
+                      "optional L_test (N_test, R) + y_test (N_test,), names (M,)")
 
 
 def _show(value: Any, limit: int = 80) -> str:
@@ -26,8 +36,17 @@ def _show(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _one_line(text: Any) -> str:
+def one_line(text: Any) -> str:
+    """``text`` on one line (runs of whitespace as one space)."""
     return " ".join(str(text).split())
+
+
+def strip_prefix(text: str, *prefixes: str) -> str:
+    """``text`` without a leading ``"<prefix>: "`` (data errors start with the file they read)."""
+    for prefix in prefixes:
+        if prefix and text.startswith(prefix + ": "):
+            return text[len(prefix) + 2:]
+    return text
 
 
 def one_line_error(head: str, shown: str | None, allowed: str | None) -> str:
@@ -37,7 +56,7 @@ def one_line_error(head: str, shown: str | None, allowed: str | None) -> str:
         parts.append(f"got {shown}")
     if allowed:
         parts.append(f"allowed: {allowed}")
-    return _one_line("; ".join(parts))
+    return one_line("; ".join(parts))
 
 
 class PipelineError(ValueError):
@@ -58,16 +77,16 @@ class PipelineError(ValueError):
     allowed : str or None
     """
 
-    NO_VALUE: Any = _MISSING
+    NO_VALUE: Any = MISSING
 
-    def __init__(self, key: str, problem: str, value: Any = _MISSING, allowed: str | None = None,
+    def __init__(self, key: str, problem: str, value: Any = MISSING, allowed: str | None = None,
                  *, shown: str | None = None) -> None:
         self.key = key
-        self.problem = _one_line(problem)
-        self.has_value = value is not _MISSING or shown is not None
-        self.value = None if value is _MISSING else value
-        self.shown = _one_line(shown) if shown is not None else (_show(value) if self.has_value else None)
-        self.allowed = _one_line(allowed) if allowed else None
+        self.problem = one_line(problem)
+        self.has_value = value is not MISSING or shown is not None
+        self.value = None if value is MISSING else value
+        self.shown = one_line(shown) if shown is not None else (_show(value) if self.has_value else None)
+        self.allowed = one_line(allowed) if allowed else None
         super().__init__(self.message())
 
     def message(self, key: str | None = None, problem: str | None = None) -> str:
@@ -80,7 +99,7 @@ class PipelineError(ValueError):
         return self.message()
 
 
-def _bank_error(exc: Exception, base: str, absolute: bool = True) -> PipelineError:
+def bank_error(exc: Exception, base: str, absolute: bool = True) -> PipelineError:
     """A :class:`~mklkit.kernels.description.BankError` as a PipelineError under ``base``, from its data.
 
     ``absolute``: keys under ``kernels.`` (``kernels.bank[1].width``);
@@ -92,7 +111,7 @@ def _bank_error(exc: Exception, base: str, absolute: bool = True) -> PipelineErr
         key = "kernels." + key if absolute else key
     elif base.startswith("kernels.") and not key.startswith("kernels"):
         key = f"{base}.{key}" if getattr(exc, "key", None) else base
-    problem = getattr(exc, "problem", None) or _one_line(str(exc))
+    problem = getattr(exc, "problem", None) or one_line(str(exc))
     allowed = getattr(exc, "allowed", None)
     if getattr(exc, "has_value", False):
         return PipelineError(key, problem, exc.value, allowed)  # type: ignore[attr-defined]
@@ -144,7 +163,7 @@ def from_validation(exc: Any, schema: dict[str, Any], root: Sequence[Any] = ()) 
     allowed = allowed_words(schema, field) if field is not None else None
     if kind == "missing":
         return PipelineError(key, f"required {'section' if len(loc) == 1 else 'key'} is missing", allowed=allowed)
-    value = err.get("input", _MISSING)
+    value = err.get("input", MISSING)
     if kind in ("model_type", "dict_type", "model_attributes_type"):
         return PipelineError(key, "must be a mapping", value, allowed)
     return PipelineError(key, "invalid value", value, allowed)
@@ -229,8 +248,6 @@ def allowed_words(root: dict[str, Any], node: dict[str, Any]) -> str:
             props = list(b.get("properties", {}))
             words.append("a mapping with keys " + ", ".join(props) if props else "a mapping")
         elif "x-component" in b:
-            from ..plugins import get_registry
-
             words.append(", ".join(get_registry().names(b["x-component"])))
     return " or ".join(dict.fromkeys(words))
 

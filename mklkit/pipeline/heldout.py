@@ -45,6 +45,9 @@ from typing import Any
 import numpy as np
 
 from ..components.base import CLASSIFICATION
+from ..result import pack_results, unpack_results
+from .assemble import problem_at
+from .bank import TestSide, rows_of
 
 
 @dataclass(frozen=True)
@@ -263,9 +266,6 @@ class _Rows:
     """The fitting rows' problem and the held-out rows' predictions, through the problem's bank."""
 
     def __init__(self, problem: Any, fit: np.ndarray, held: np.ndarray) -> None:
-        from .assemble import problem_at
-        from .bank import TestSide, rows_of
-
         self.fit, self.held = fit, held
         rep = problem.representation
         w = problem.sample_weight
@@ -316,8 +316,6 @@ class _Kept:
     def __init__(self, result: Any, bank: Any = None) -> None:
         import dataclasses
 
-        from ..result import pack_results
-
         self.bank = bank
         self.beta: np.ndarray | None = None
         alpha = getattr(result, "alpha", None)
@@ -335,8 +333,6 @@ class _Kept:
         (on factors the minimum-norm coefficients of its :math:`\beta` on the fitting rows: the
         same :math:`\beta` on all rows, the same predictor)."""
         import dataclasses
-
-        from ..result import unpack_results
 
         if self.beta is not None:
             r, part = self.result, self.bank.alpha_from_beta(self.beta)
@@ -432,7 +428,6 @@ def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[An
         Called with ``{"C", "ratio", "loss", "metric", "n_active"}`` after each solve.
     """
     from ..engines.common import zero_solution
-    from .assemble import problem_at
 
     s = settings or PathSettings()
     t_start = time.perf_counter()

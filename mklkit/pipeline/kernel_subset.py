@@ -28,6 +28,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .heldout import _excess
+
 __all__ = ["kernels_on_all_features", "supports_subset", "subset_problem", "restrict_result", "widen_result",
            "prefer_subset"]
 
@@ -79,8 +81,6 @@ def prefer_subset(whole: Any, subset: Any) -> tuple[bool, float, float]:
     Returns ``(keep the subset, mean criterion of the subset minus the whole bank's, its
     standard error)``.
     """
-    from .heldout import _excess
-
     a, b = whole.chosen_rows, subset.chosen_rows
     if a is None or b is None or whole.held_weights is None or a.shape != b.shape:
         return False, float("nan"), float("nan")

@@ -51,6 +51,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .settings import RefineSettings, refine_rounds
+
 __all__ = ["RefineSettings", "FactorRefinement", "carried", "refine_factors", "refine_prepared", "rounds_of",
            "wanted_kernels"]
 
@@ -62,36 +64,6 @@ BLOCK_WORK = 2e10
 #: A round is taken only if it grows the chosen kernels' total rank by this factor at least
 #: (w8a, 10,000 points: a third round from 1,236 to 1,270 took 91 s for nothing measurable).
 MIN_GROWTH = 1.25
-
-
-@dataclass(frozen=True)
-class RefineSettings:
-    """How :func:`refine_factors` grows the factors of the kernels in use."""
-
-    #: most rounds of refinement after the first solve
-    rounds: int = 3
-    #: rank multiplied by this per round
-    growth: float = 4.0
-    #: relative residual trace a kernel in use is refined to
-    tol: float = 1e-3
-    #: a kernel whose dual block norm is at least this fraction of the least active one's is wanted
-    near: float = 0.9
-    #: largest rank per kernel; ``None``: :math:`\sqrt{W/N}` with :data:`BLOCK_WORK` = W (a Newton
-    #: step on one block of rank r costs about N r^2 flops in ``bcd``)
-    max_rank: int | None = None
-    #: fraction of the memory budget all factors together may hold
-    share: float = 0.5
-
-    def __post_init__(self) -> None:
-        checks = {"rounds": isinstance(self.rounds, int) and self.rounds >= 0,
-                  "growth": self.growth > 1.0, "tol": 0.0 <= self.tol < 1.0, "near": 0.0 < self.near <= 1.0,
-                  "max_rank": self.max_rank is None or (isinstance(self.max_rank, int) and self.max_rank >= 1),
-                  "share": 0.0 < self.share <= 1.0}
-        bad = [k for k, ok in checks.items() if not ok]
-        if bad:
-            raise ValueError(f"RefineSettings: invalid {', '.join(f'{k}={getattr(self, k)!r}' for k in bad)} "
-                             "(rounds >= 0, growth > 1, 0 <= tol < 1, 0 < near <= 1, max_rank >= 1, "
-                             "0 < share <= 1)")
 
 
 @dataclass
@@ -271,7 +243,6 @@ def rounds_of(prepared: Any, path: bool) -> int:
     (:func:`~mklkit.pipeline.settings.refine_rounds`; the default ``"auto"`` refines when C was
     chosen on held-out rows, ``path``), 0 for banks not built from data as factors."""
     from ..kernels.factorize import FactorMap
-    from .settings import refine_rounds
 
     settings = getattr(prepared.chosen, "settings", None)   # None: factors given, not built here
     if (prepared.representation != "factor" or settings is None

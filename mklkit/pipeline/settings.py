@@ -27,8 +27,9 @@ from pydantic import (
     model_validator,
 )
 
-from ..components.params import did_you_mean
-from .errors import _MISSING, PipelineError, _bank_error
+from ..components.params import ParamError, did_you_mean
+from ..plugins import UnknownComponentError, get_registry
+from .errors import MISSING, PipelineError, bank_error
 
 
 #: Defaults of the settings, shared by specs and estimators (``docs/specs.md``).
@@ -301,20 +302,63 @@ class FactorSettings(Settings):
         try:
             check_settings(self.rank, self.tol, self.method, self.seed)
         except FactorError as exc:
-            raise _bank_error(exc, "") from None
+            raise bank_error(exc, "") from None
         refine_rounds(self.refine)
         return self
 
 
+@dataclass(frozen=True)
+class RefineSettings:
+    """How :func:`~mklkit.pipeline.refine.refine_factors` grows the factors of the kernels in use."""
+
+    #: most rounds of refinement after the first solve
+    rounds: int = 3
+    #: rank multiplied by this per round
+    growth: float = 4.0
+    #: relative residual trace a kernel in use is refined to
+    tol: float = 1e-3
+    #: a kernel whose dual block norm is at least this fraction of the least active one's is wanted
+    near: float = 0.9
+    #: largest rank per kernel; ``None``: :math:`\sqrt{W/N}` with
+    #: :data:`~mklkit.pipeline.refine.BLOCK_WORK` = W (a Newton
+    #: step on one block of rank r costs about N r^2 flops in ``bcd``)
+    max_rank: int | None = None
+    #: fraction of the memory budget all factors together may hold
+    share: float = 0.5
+
+    def __post_init__(self) -> None:
+        checks = {"rounds": isinstance(self.rounds, int) and self.rounds >= 0,
+                  "growth": self.growth > 1.0, "tol": 0.0 <= self.tol < 1.0, "near": 0.0 < self.near <= 1.0,
+                  "max_rank": self.max_rank is None or (isinstance(self.max_rank, int) and self.max_rank >= 1),
+                  "share": 0.0 < self.share <= 1.0}
+        bad = [k for k, ok in checks.items() if not ok]
+        if bad:
+            raise ValueError(f"RefineSettings: invalid {', '.join(f'{k}={getattr(self, k)!r}' for k in bad)} "
+                             "(rounds >= 0, growth > 1, 0 <= tol < 1, 0 < near <= 1, max_rank >= 1, "
+                             "0 < share <= 1)")
+
+
+def kernel_resolver() -> Callable[[str], type]:
+    """Kernel functions are looked up in the plugin registry (with the names it knows in errors)."""
+    from ..kernels.description import UnknownName
+
+    reg = get_registry()
+
+    def resolve(name: str) -> type:
+        try:
+            return reg.get("kernel", name)
+        except UnknownComponentError as exc:
+            raise UnknownName(exc.args[0] if exc.args else str(exc), reg.names("kernel")) from None
+
+    return resolve
+
+
 def refine_rounds(refine: Any, key: str = "refine", path: bool = False) -> int:
-    """Rounds of ``kernels.factor.refine``: ``true`` is :attr:`RefineSettings.rounds
-    <mklkit.pipeline.refine.RefineSettings.rounds>`, ``false`` 0, an integer itself, ``"auto"``
-    that of ``true`` when C is asked to be chosen on held-out rows (``path``: ``C="path"``), else 0
+    """Rounds of ``kernels.factor.refine``: ``true`` is :attr:`RefineSettings.rounds`, ``false``
+    0, an integer itself, ``"auto"`` that of ``true`` when C is asked to be chosen on held-out rows (``path``: ``C="path"``), else 0
     (``C="auto"``'s path does not refine: on w8a refinement added 16 s to a 49 s fit for the same
     accuracy)."""
     import numpy as np
-
-    from .refine import RefineSettings
 
     if isinstance(refine, str) and refine == "auto":
         refine = bool(path)
@@ -357,7 +401,7 @@ class Representation:
             s = self.settings
             check_settings(s.rank, s.tol, s.method, s.seed, root=root)
         except ValueError as exc:
-            raise _bank_error(exc, root) from None
+            raise bank_error(exc, root) from None
         refine_rounds(getattr(s, "refine", False), key=f"{root}.refine")
 
 
@@ -438,7 +482,7 @@ class BankSettings(Settings):
             second = modes[1]
             raise PipelineError(second, f"kernels.{modes[0]} and kernels.{second} are exclusive",
                                 list(self.bank) if second == "bank" else (  # type: ignore[arg-type]
-                                    self.preset if second == "preset" else _MISSING),
+                                    self.preset if second == "preset" else MISSING),
                                 "exactly one of " + ", ".join(KERNEL_SOURCES),
                                 shown=repr(self.shown(second)) if second.startswith("precomputed") else None)
         if self.preset is not None:
@@ -450,12 +494,11 @@ class BankSettings(Settings):
                                     ", ".join(presets))
         if self.bank is not None:
             from ..kernels import BankError, validate_bank
-            from .bank import kernel_resolver
 
             try:
                 validate_bank(list(self.bank), resolve=kernel_resolver(), root="bank")
             except BankError as exc:
-                raise _bank_error(exc, "bank", absolute=False) from None
+                raise bank_error(exc, "bank", absolute=False) from None
         for key, arrays in (("precomputed", "K_train, y_train (and K_test, y_test)"),
                             ("precomputed_factors", "L_train, starts or ranks, y_train (and L_test, y_test)")):
             path = getattr(self, key)
@@ -538,8 +581,6 @@ def _component(kind: str, default: Any = None, mapping_only: bool = False) -> Ca
 
     def make(spec: Any) -> Any:
         from ..components.base import Component
-        from ..components.params import ParamError
-        from ..plugins import UnknownComponentError, get_registry
 
         if isinstance(spec, Component):
             return spec
@@ -732,16 +773,3 @@ class CVSettings(Settings):
         size = f"{self.test_size:g}" if isinstance(self.test_size, float) else f"{self.test_size} rows"
         return f"{self.n} random splits holding out {size} (seeds {self.seed}..{self.seed + self.n - 1})"
 
-
-def _strip(text: str, *prefixes: str) -> str:
-    """``text`` without a leading ``"<prefix>: "`` (data errors start with the file they read)."""
-    for prefix in prefixes:
-        if prefix and text.startswith(prefix + ": "):
-            return text[len(prefix) + 2:]
-    return text
-
-
-_NPZ_ALLOWED = ("an .npz with K_train (M, N, N) symmetric PSD, y_train (N,); optional K_test (M, N_test, N), "
-                "y_test, names, K_test_diag")
-_FACTOR_NPZ_ALLOWED = ("an .npz with L_train (N, R) dense finite, starts (M+1,) or ranks (M,), y_train (N,); "
-                       "optional L_test (N_test, R) + y_test (N_test,), names (M,)")

@@ -17,6 +17,7 @@ from typing import Any, Iterable
 
 from ..components.params import Param
 from ..pipeline import CVSettings, DEFAULTS
+from ..plugins import get_registry
 from .models import SWEEP_KEYS, SWEEP_SECTION, model_schema
 
 __all__ = ["json_schema"]
@@ -110,7 +111,6 @@ def json_schema(sweep: bool = False) -> dict[str, Any]:
     """
     from ..data import available
     from ..kernels import available_presets
-    from ..plugins import get_registry
 
     schema = _fill(_generated(model_schema()), get_registry(), sweep)
     props = schema["properties"]

@@ -43,6 +43,8 @@ from dataclasses import dataclass
 import cvxpy as cp
 import numpy as np
 
+from ..engines import common
+
 __all__ = ["ReferenceSolution", "ReferenceError", "factor_bank", "solve_reference",
            "primal_objective_numpy", "formulation", "LOSSES", "REGULARIZERS"]
 
@@ -341,8 +343,6 @@ def formulation(problem) -> dict | None:
         ``{"loss": name, "reg": name, "params": {...}}`` for
         :func:`solve_reference`.
     """
-    from ..engines import common
-
     loss, reg = problem.loss, problem.regularizer
     if loss.name not in LOSSES:
         return None

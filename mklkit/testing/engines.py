@@ -80,7 +80,15 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from ..components.losses import EpsInsensitive, Hinge, Logistic, Squared
+from ..components.regularizers import KL, L1, ElasticNet, Lq, Uniform
+from ..data import load_builtin
 from ..declaration import declaration_problems
+from ..engines import common
+from ..engines.common import relative_gap
+from ..kernels.factor import FactorBank
+from ..plugins import get_registry
+from ..problem import Problem
 from ..result import ConvergenceWarning, SolveResult, Status
 from ._report import ConformanceReport, _Runner
 
@@ -139,8 +147,6 @@ def sample_points(name: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]
     ``sonar``: the 60 features and the ±1 labels; ``liver``: the five blood
     tests and the standardized ``drinks`` column (a regression target).
     """
-    from ..data import load_builtin
-
     ds = load_builtin(name)
     rows = np.random.default_rng(seed).permutation(ds.n_samples)[:n]
     if name == "liver":
@@ -157,8 +163,6 @@ def exact_factors(K: np.ndarray, rtol: float = 1e-10) -> Any:
     r"""A :class:`~mklkit.kernels.factor.FactorBank` of the Gram bank ``K`` (M, N, N): block
     ``m`` is :math:`V_m\Lambda_m^{1/2}` of the eigenvalues of :math:`K_m` above ``rtol``
     times its largest, so :math:`L_mL_m^\top = K_m` up to that relative error."""
-    from ..kernels.factor import FactorBank
-
     blocks = []
     for Km in K:
         w, V = np.linalg.eigh(0.5 * (Km + Km.T))
@@ -199,17 +203,12 @@ class KitProblem:
 
 
 def _builtin_components() -> tuple[list[Any], list[Any]]:
-    from ..components.losses import EpsInsensitive, Hinge, Logistic, Squared
-    from ..components.regularizers import KL, L1, ElasticNet, Lq, Uniform
-
     return ([Hinge(), Logistic(), Squared(), EpsInsensitive(eps=0.1)],
             [L1(), ElasticNet(lam=0.5), Lq(q=1.5), Uniform(), KL()])
 
 
 def _choose_C(problem: Any) -> float:
     """A ``C`` at which α = 0 is not optimal: 0.3 ``C_max`` (0.1 when ``C_max`` is infinite)."""
-    from ..engines import common
-
     c_max = common.zero_solution(problem).C_max
     return 0.3 * c_max if math.isfinite(c_max) and c_max > 0 else 0.1
 
@@ -258,8 +257,6 @@ def _kit_problem(engine: Any, data: str, K: Any, y: np.ndarray, loss: Any, reg: 
                  sample_weight: np.ndarray | None = None) -> KitProblem | None:
     """The kit's problem of ``loss`` x ``reg`` (weighted with ``sample_weight``) at its ``C``, or None
     when ``engine`` does not support it."""
-    from ..problem import Problem
-
     pb = Problem(K=K, y=y, loss=loss, regularizer=reg, C=1.0, sample_weight=sample_weight)
     try:
         if engine.supports(pb) is not None:
@@ -276,8 +273,6 @@ def _kit_problem(engine: Any, data: str, K: Any, y: np.ndarray, loss: Any, reg: 
 # ---------------------------------------------------------------------------
 def _reg_terms(problem: Any) -> tuple[Any, Any]:
     """``(value(norms), conj(dual_norms))`` of the problem's regularizer term, over all blocks."""
-    from ..engines import common
-
     reg, C = problem.regularizer, problem.C
     if getattr(reg, "separable", True):
         return (lambda x: common.regularizer_value(reg, x, C),
@@ -292,8 +287,6 @@ def _reg_terms(problem: Any) -> tuple[Any, Any]:
 def primal_value(problem: Any, alpha: np.ndarray, bias: float) -> float:
     r""":math:`P(\alpha, b)` of ``problem`` from the components' jitted functions (any regularizer with a
     separable form or a ``weight_norm``)."""
-    from ..engines import common
-
     value, _ = _reg_terms(problem)
     b = float(bias) if problem.bias else 0.0
     norms = common.block_norms(problem.bank, alpha)
@@ -303,8 +296,6 @@ def primal_value(problem: Any, alpha: np.ndarray, bias: float) -> float:
 
 def dual_value(problem: Any, rho: np.ndarray) -> float:
     r""":math:`D` at ``rho`` made feasible the standard way (SpicyMKL §6.1)."""
-    from ..engines import common
-
     if getattr(problem.regularizer, "separable", True):
         return common.projected_dual_objective(problem, rho)[0]
     _, conj = _reg_terms(problem)
@@ -345,8 +336,6 @@ def _conic_reference(problem: Any) -> _Reference | None:
 
 
 def _engine_reference(engine: Any, problem: Any) -> _Reference | None:
-    from ..plugins import get_registry
-
     for reg in get_registry().registrations("engine"):
         if reg.name in ("auto", engine.name) or isinstance(engine, reg.cls):
             continue
@@ -431,7 +420,6 @@ class _Checker:
                 self.fail("honest_dual", label, f"reported dual objective {D:.12g} but the "
                                                 f"returned dual point, made feasible, gives "
                                                 f"{D_rec:.12g}")
-        from ..engines.common import relative_gap
 
         own = relative_gap(P, D)
         rec = relative_gap(P_rec, D_rec)
@@ -619,8 +607,6 @@ class _Checker:
 
 def _with_C(problem: Any, C: float) -> Any:
     """The same problem at another ``C`` (a new object: engines may keep state on the old one)."""
-    from ..problem import Problem
-
     return Problem(K=problem.__dict__["_K"], y=problem.y, loss=problem.loss,
                    regularizer=problem.regularizer, C=C, bias=problem.bias,
                    kernel_names=problem.kernel_names, extra=dict(problem.extra),

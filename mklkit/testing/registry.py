@@ -5,6 +5,8 @@ import contextlib
 import types
 from typing import Iterator
 
+from ..plugins import get_registry, hookimpl
+
 __all__ = ["registered"]
 
 
@@ -21,8 +23,6 @@ def registered(*classes: type, dist: str | None = None) -> Iterator[str]:
     >>> with registered(MyEngine):                       # doctest: +SKIP
     ...     MKLClassifier(engine="my_engine").fit(X, y)
     """
-    from ..plugins import get_registry, hookimpl
-
     first = classes[0].name
     mod = types.ModuleType(f"{first}_plugin")
 

@@ -15,12 +15,12 @@ import logging
 import numpy as np
 import pytest
 
-import mklkit.engines.auto as auto_module
+import mklkit.pipeline.choose as auto_module
 from mklkit.components.losses import Hinge, Logistic
 from mklkit.components.regularizers import L1, ElasticNet
 from mklkit.data import load_builtin
 from mklkit.engines import common
-from mklkit.engines.auto import Auto, specificity
+from mklkit.pipeline.choose import Auto, specificity
 from mklkit.engines.bcd import BCD
 from mklkit.engines.proximal import Proximal
 from mklkit.engines.spicy import Spicy

@@ -1,7 +1,7 @@
 """auto's stall rule: a delegate whose certified gap stops shrinking is stopped, and
 another general engine continues from its incumbents.
 
-The rule (:class:`mklkit.engines.auto.StallWatch`) compares the best gap after
+The rule (:class:`mklkit.pipeline.choose.StallWatch`) compares the best gap after
 k records with the best gap after k/2: steady solvers (gap ~ 1/k or faster)
 are left alone, a gap that stays put is caught.  The switched solve must be
 certified (its gap, weak duality against the conic reference) and its work
@@ -18,7 +18,7 @@ import pytest
 
 from mklkit.components.losses import Logistic
 from mklkit.components.regularizers import L1
-from mklkit.engines.auto import Auto, EngineSwitchWarning, StallWatch
+from mklkit.pipeline.choose import Auto, EngineSwitchWarning, StallWatch
 from mklkit.engines.base import Engine, Requires
 from mklkit.engines.proximal import Proximal
 from mklkit.engines.capabilities import SEPARABLE, Capability, needs

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import mklkit
-from mklkit.engines.auto import Auto
+from mklkit.pipeline.choose import Auto
 from mklkit.engines.dual_cd import DualCD
 from mklkit.kernels.factor import FactorBank
 from mklkit.plugins import get_registry

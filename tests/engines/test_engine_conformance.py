@@ -17,7 +17,7 @@ from mklkit._jit import regularizers as kreg
 
 from mklkit.components.losses import Hinge, Logistic
 from mklkit.components.regularizers import L1, ElasticNet
-from mklkit.engines.auto import Auto
+from mklkit.pipeline.choose import Auto
 from mklkit.engines.bcd import BCD
 from mklkit.engines.dual_cd import DualCD
 from mklkit.engines.proximal import Proximal

@@ -274,7 +274,7 @@ def test_spicy_on_a_pivoted_cholesky_bank_of_a9a_follows_the_dense_bank(loss, so
 @pytest.mark.parametrize("loss,reg", [("hinge", "l1"), ("logistic", "elasticnet")])
 def test_auto_solves_a_factor_bank_with_bcd(loss, reg, monkeypatch):
     """auto delegates a factor bank to bcd, and its answer is the dense optimum (and Clarabel's)."""
-    from mklkit.engines.auto import Auto
+    from mklkit.pipeline.choose import Auto
 
     res, _ = _check_agreement(Auto(tol=1e-8), "sonar_rbf", loss, reg, 0.3, monkeypatch)
     assert res.message.startswith("auto -> bcd (a factor bank")

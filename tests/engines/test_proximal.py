@@ -12,7 +12,7 @@ from mklkit.components.losses import Hinge, Logistic, Squared
 from mklkit.components.params import ParamError
 from mklkit.components.regularizers import KL, L1, ElasticNet, Lq, Uniform
 from mklkit.engines import common
-from mklkit.engines.auto import AUTO_ENGINES, Auto
+from mklkit.pipeline.choose import AUTO_ENGINES, Auto
 from mklkit.engines.proximal import (
     PROXIMAL_ENGINES,
     Proximal,
@@ -440,7 +440,7 @@ def test_auto_uses_proximal_when_spicy_does_not_apply():
 
 
 def test_auto_continues_a_stalled_spicy_solve_with_proximal(monkeypatch):
-    import mklkit.engines.auto as auto_module
+    import mklkit.pipeline.choose as auto_module
 
     class Stalls(Spicy):
         def solve(self, problem, callback=None, warm_start=None):

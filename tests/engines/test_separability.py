@@ -6,7 +6,7 @@ import pytest
 
 from mklkit.components.losses import Logistic
 from mklkit.components.regularizers import L1
-from mklkit.engines.auto import Auto
+from mklkit.pipeline.choose import Auto
 from mklkit.engines.proximal import Proximal
 from mklkit.engines.spicy import Spicy
 from mklkit.problem import Problem

@@ -19,6 +19,7 @@ from scipy.linalg import eigh, solve_triangular
 
 from ..._jit.factor import pivot_batch
 from ..._jit.gram import all_finite, divide_outer_inplace
+from ...data import Dataset
 from ..description import BankError, BankKernel
 from ..functions import BaseRows, KernelFunction, Linear, Poly
 
@@ -375,8 +376,6 @@ def _diag_sparse(Xs: sp.csr_matrix) -> np.ndarray:
 # ---------------------------------------------------------------------------
 def _new_points(X_new: Any, n_features: int) -> Any:
     """New points (an array, a CSR matrix or a Dataset) checked against the training data's width."""
-    from ...data import Dataset
-
     if isinstance(X_new, Dataset):
         X_new = X_new.X
     X = _as_points(X_new, "X_new")

@@ -21,6 +21,7 @@ import scipy.sparse as sp
 
 from ..._jit.factor import gather_columns
 from ...components.params import did_you_mean
+from ...data import Dataset
 from ..build import format_bytes
 from ..description import DEFAULT_MEMORY_BUDGET, NORMALIZATIONS, BankError, BankKernel, Resolver, expand_bank
 from ..factor import FactorBank
@@ -332,8 +333,6 @@ def build_factor_bank(
         A bad bank description, bad data, or a kernel that cannot be
         normalised.
     """
-    from ...data import Dataset
-
     limit = _check_settings(rank, tol, method, seed, normalize, memory_budget, max_exact_dim, root)
     tol = float(tol)
     if isinstance(X, Dataset):

@@ -15,7 +15,7 @@ largest diagonal entry of the Schur complement :math:`S` falls below
 out, :math:`\mathrm{tr}(K_m) - \|L_m\|_F^2 = \mathrm{tr}(S)`, is measured and
 reported; at ``rtol`` near machine precision the factors are the kernels
 themselves to round-off, so an engine of factor banks solves the dense
-problem (:mod:`mklkit.engines.auto` certifies its answer on the dense bank
+problem (:mod:`mklkit.pipeline.choose` certifies its answer on the dense bank
 again).  Cost :math:`O(N^2 r_m)` per kernel, no :math:`N\times N` matrix
 besides LAPACK's working copy.
 

@@ -1,4 +1,10 @@
-r"""Engine ``auto``: delegate each problem to the engine that solves it fastest.
+r"""``auto``: the choice of the engine per problem, above the engines.
+
+``auto`` is not an engine of its own but the policy that picks one: it asks
+the registry for the installed engines, may change the bank's representation
+(the exact factors of a dense bank for ``bcd``) and certifies the chosen
+engine's point on the problem it was given.  It is registered as the engine
+``auto`` so that a spec, the estimators and the API name it like an engine.
 
 Rule (from ``benchmarks/bench_proximal_vs_spicy.py``,
 ``benchmarks/bench_auto_factor.py`` and ``benchmarks/bench_auto_dense.py``,
@@ -110,20 +116,23 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..components.params import Param
+from ..engines import common
+from ..engines.base import COMMON_PARAMS, Callback, Engine, Run
+from ..engines.bcd import BCD
+from ..engines.capabilities import Requires
+from ..engines.dual_cd import DualCD
+from ..engines.proximal import Proximal
+from ..engines.spicy import Spicy
+from ..kernels.factorize.dense import exact_factors
+from ..plugins import get_registry
 from ..problem import Problem
 from ..result import ConvergenceWarning, SolveResult, Status
-from . import common
-from .base import COMMON_PARAMS, Callback, Engine, Run
-from .bcd import BCD
-from .dual_cd import DualCD
-from .capabilities import Requires
-from .proximal import Proximal
-from .spicy import Spicy
 
 __all__ = ["Auto", "AUTO_ENGINES", "specificity", "DENSE_FACTOR_MAX_RANK", "StallWatch",
            "EngineSwitchWarning"]
 
-logger = logging.getLogger(__name__)
+#: the route is logged under the name ``auto`` has always logged it under
+logger = logging.getLogger("mklkit.engines.auto")
 
 #: Columns kept per kernel when a dense bank is factored (``None``: as many as the
 #: kernel's numerical rank).  A cap makes the factors inexact for kernels of larger
@@ -331,8 +340,6 @@ class Auto(Engine):
     def _specialists(self, problem: Problem) -> list[tuple[int, str, Engine]]:
         """The other installed engines that solve ``problem`` on its bank, each with its
         :func:`specificity`, most specialised first."""
-        from ..plugins import get_registry
-
         general = {BCD.name, DualCD.name, Spicy.name, Proximal.name, self.name}
         kw = self._delegate_params()
         out = []
@@ -459,8 +466,6 @@ class Auto(Engine):
     def _solve_on_factors(self, problem: Problem, run: Run, bcd: Engine, why: str,
                           warm_start: SolveResult | None) -> SolveResult:
         """Rule 2: exact factors of the dense bank, bcd on them, the dense certificate."""
-        from ..kernels.factorize.dense import exact_factors
-
         callback = run.callback
         fac = exact_factors(problem.K, max_rank=DENSE_FACTOR_MAX_RANK)
         other, _, _ = self._general(problem, dense_factors=False)
@@ -572,8 +577,6 @@ def specificity(engine_cls: type) -> int:
     smaller, the more specialised the engine.  Components that cannot be
     built with defaults are skipped.  Cached per registry and number of registrations.
     """
-    from ..plugins import get_registry
-
     registry = get_registry()
     key = (id(registry), len(registry.registrations()), engine_cls)
     if key in _SPECIFICITY:
