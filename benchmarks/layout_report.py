@@ -97,7 +97,9 @@ class Tree:
                 else:
                     targets = self._target(_resolve(mod, is_pkg, node), [a.name for a in node.names])
                 targets = [t for t in targets if t != mod]
-                if id(node) not in top and targets and not _in_type_checking(tree, node):
+                if _in_type_checking(tree, node):
+                    continue
+                if id(node) not in top and targets:
                     self.local_imports += 1
                 for t in targets:
                     self.edges[mod].add(t)

@@ -863,12 +863,13 @@ def _warning_lines(caught: Sequence[Any], hidden: set[str] | frozenset[str] = fr
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (the console script exits with it)."""
-    import warnings
-
-    argv = list(sys.argv[1:] if argv is None else argv)
     args: argparse.Namespace | None = None
-    previous = _catch_sigint()
-    try:
+    previous = None
+    try:  # from the first statement: a Ctrl-C at any point of the command is one line
+        import warnings
+
+        argv = list(sys.argv[1:] if argv is None else argv)
+        previous = _catch_sigint()
         parser = _parser()
         try:
             args = parser.parse_args(argv)
