@@ -287,6 +287,19 @@ class _FitState:
     bank_choice: dict[int, dict[str, Any]] = field(default_factory=dict)  # per task: what chose them
 
 
+@dataclass
+class _Input:
+    """The training input of a fit, validated: the pipeline's data and the settings of its bank."""
+
+    data: Any                           # the pipeline's Data (labels of the first binary problem)
+    y: np.ndarray                       # the labels as validated (rows of zero weight dropped)
+    sw: np.ndarray | None               # the sample weights of those rows
+    n_features_in: int
+    kernels: Any                        # resolved bank entries or "precomputed"
+    bank_settings: Any                  # the pipeline's BankSettings
+    normalize: str                      # "auto" resolved
+
+
 # ---------------------------------------------------------------------------
 # Base estimator
 # ---------------------------------------------------------------------------
@@ -387,6 +400,96 @@ class _BaseMKL(BaseEstimator):
                 f"splitters index a pairwise input); got shape {X.shape}")
         return np.moveaxis(X, 2, 0)
 
+    def _checked_options(self) -> str:
+        """Check ``normalize``, ``memory_budget``, ``bias``, ``standardize`` and ``verbose``; ``normalize`` as given."""
+        owner = self._owner
+        normalize = _check_choice(self.normalize, "normalize", _NORMALIZE, owner)
+        _check_budget(self.memory_budget, owner)
+        if not isinstance(self.bias, (bool, np.bool_)):
+            raise ParamError("bias", self.bias, "True or False", owner=owner)
+        if not (isinstance(self.standardize, (bool, np.bool_)) or (isinstance(self.standardize, str)
+                                                                   and self.standardize == "auto")):
+            raise ParamError("standardize", self.standardize, "'auto', True or False", owner=owner)
+        if (isinstance(self.verbose, (bool, np.bool_))
+                or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0):
+            raise ParamError("verbose", self.verbose, "an integer >= 0", owner=owner)
+        return normalize
+
+    def _given_kernel_input(self, X: Any, y: Any, sample_weight: Any, normalize: str, kind: str) -> _Input:
+        """``kernels='precomputed'``: the Gram matrices ``X`` and their labels and weights, checked."""
+        owner = self._owner
+        normalize = "none" if normalize == "auto" else normalize
+        if normalize == "diagonal":
+            raise ParamError("normalize", self.normalize, "'auto', 'none' or 'trace' with "
+                             "kernels='precomputed' (unit-diagonal normalisation of test "
+                             "kernels needs the test points' own k(x, x))", owner=owner)
+        if kind not in ("array", "auto"):
+            raise ParamError("factor" if kind == "factor" else "scheduler",
+                             getattr(self, "factor", None) or getattr(self, "scheduler", None),
+                             "None with kernels='precomputed' (given kernels are held as one array)",
+                             owner=owner)
+        K = self._gram_input(X)
+        y = self._validate_y(y)
+        if y.shape[0] != K.shape[1]:
+            raise ValueError(f"{owner}: X holds Gram matrices of {K.shape[1]} samples "
+                             f"but y has {y.shape[0]} labels")
+        sw = self._sample_weight(sample_weight, y)
+        if sw is not None and not np.all(sw > 0.0):
+            raise ValueError(f"{owner}: with kernels='precomputed', sample_weight must be > 0 for "
+                             f"every sample (a zero weight drops the sample: leave its rows and "
+                             f"columns out of X); got {float(np.min(sw))!r}")
+        data = dataclasses.replace(pipeline.gram_data(K, y, self._task), w_train=sw)
+        _check_given_kernels(data.K_train, owner)   # the contiguous copy
+        # the estimator's own parameters are checked above; the kernels come in memory, not from a file
+        bank_settings = BankSettings.model_construct(normalize=normalize, memory_budget=self.memory_budget)
+        return _Input(data, y, sw, int(K.shape[1]), "precomputed", bank_settings, normalize)
+
+    def _feature_input(self, X: Any, y: Any, sample_weight: Any, normalize: str,
+                       rep_settings: dict[str, Any]) -> _Input:
+        """Feature vectors ``X``: validated (rows of zero weight dropped), standardized as asked, with the bank's
+        description (checked by the pipeline when it is expanded: errors name the estimator's parameter)."""
+        normalize = "trace" if normalize == "auto" else normalize
+        X, y = _validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
+                              y_numeric=self._task == REGRESSION, ensure_min_samples=2)
+        y = self._validate_y(y)
+        sw = self._sample_weight(sample_weight, y)
+        if sw is not None and not np.all(sw > 0.0):   # a zero weight: the sample is dropped
+            keep = np.flatnonzero(sw > 0.0)
+            X, y, sw = X[keep], y[keep], sw[keep]
+        n_features_in = int(X.shape[1])
+        kernels_resolved = self._bank_entries(n_features_in, X)
+        names = getattr(self, "feature_names_in_", None)
+        data = pipeline.array_data(X, y, self._task, None if names is None else [str(n) for n in names])
+        data = dataclasses.replace(data, w_train=sw)
+        # "auto": dense features are standardized; sparse ones (indicators, counts) kept as they are
+        if (not sp.issparse(X)) if isinstance(self.standardize, str) else bool(self.standardize):
+            data = pipeline.standardize(data)
+        bank_settings = BankSettings.model_construct(
+            preset=kernels_resolved if isinstance(kernels_resolved, str) else None,
+            bank=None if isinstance(kernels_resolved, str) else tuple(kernels_resolved),
+            normalize=normalize, memory_budget=self.memory_budget, **rep_settings)
+        return _Input(data, y, sw, n_features_in, kernels_resolved, bank_settings, normalize)
+
+    def _binary_tasks(self, given: _Input, kind: str) -> tuple[np.ndarray | None, list[BinaryTask]]:
+        """The classes and binary problems of the labels; a one-vs-one layout keeps the bank as Gram matrices.
+
+        The labels of the first binary problem on every row become the data's
+        (they stand for all of them in the pipeline's checks).
+        """
+        classes, tasks = self._encode_targets(given.y, given.sw)
+        if kind == "auto" and any(t.rows is not None for t in tasks):
+            # one-vs-one problems take rows of the Gram matrices: no factors
+            given.bank_settings = given.bank_settings.model_copy(update={"factor": False})
+            kind = "array"
+        if kind not in ("array", "auto") and any(t.rows is not None for t in tasks):
+            raise ParamError("multiclass", getattr(self, "multiclass", None), "'ovr' with a factor or "
+                             "sharded bank (one-vs-one problems take rows of the Gram matrices)", owner=self._owner)
+        y_first = np.full(given.y.shape[0], -1.0) if tasks[0].rows is not None else tasks[0].y
+        if tasks[0].rows is not None:
+            y_first[tasks[0].rows] = tasks[0].y
+        given.data.y_train = np.ascontiguousarray(y_first, dtype=np.float64)
+        return classes, tasks
+
     def _prepare(self, X: Any, y: Any, C: float, sample_weight: Any = None) -> _FitState:
         """Validate everything, build the bank once (:func:`mklkit.pipeline.prepare`) and lay out the tasks.
 
@@ -398,101 +501,35 @@ class _BaseMKL(BaseEstimator):
 
         owner = self._owner
         loss, regularizer, engine = self._components()
-        normalize = _check_choice(self.normalize, "normalize", _NORMALIZE, owner)
-        _check_budget(self.memory_budget, owner)
-        if not isinstance(self.bias, (bool, np.bool_)):
-            raise ParamError("bias", self.bias, "True or False", owner=owner)
-        if not (isinstance(self.standardize, (bool, np.bool_)) or (isinstance(self.standardize, str)
-                                                                   and self.standardize == "auto")):
-            raise ParamError("standardize", self.standardize, "'auto', True or False", owner=owner)
-        if (isinstance(self.verbose, (bool, np.bool_))
-                or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0):
-            raise ParamError("verbose", self.verbose, "an integer >= 0", owner=owner)
+        normalize = self._checked_options()
         kind, rep_settings = self._representation()
-        precomputed = self._precomputed()
-        if precomputed:
-            normalize = "none" if normalize == "auto" else normalize
-            if normalize == "diagonal":
-                raise ParamError("normalize", self.normalize, "'auto', 'none' or 'trace' with "
-                                 "kernels='precomputed' (unit-diagonal normalisation of test "
-                                 "kernels needs the test points' own k(x, x))", owner=owner)
-            if kind not in ("array", "auto"):
-                raise ParamError("factor" if kind == "factor" else "scheduler",
-                                 getattr(self, "factor", None) or getattr(self, "scheduler", None),
-                                 "None with kernels='precomputed' (given kernels are held as one array)",
-                                 owner=owner)
-            K = self._gram_input(X)
-            y = self._validate_y(y)
-            if y.shape[0] != K.shape[1]:
-                raise ValueError(f"{owner}: X holds Gram matrices of {K.shape[1]} samples "
-                                 f"but y has {y.shape[0]} labels")
-            sw = self._sample_weight(sample_weight, y)
-            if sw is not None and not np.all(sw > 0.0):
-                raise ValueError(f"{owner}: with kernels='precomputed', sample_weight must be > 0 for "
-                                 f"every sample (a zero weight drops the sample: leave its rows and "
-                                 f"columns out of X); got {float(np.min(sw))!r}")
-            data = dataclasses.replace(pipeline.gram_data(K, y, self._task), w_train=sw)
-            _check_given_kernels(data.K_train, owner)   # the contiguous copy
-            n_features_in = int(K.shape[1])
-            kernels_resolved: Any = "precomputed"
-            # the estimator's own parameters are checked above; the kernels come in memory, not from a file
-            bank_settings = BankSettings.model_construct(normalize=normalize, memory_budget=self.memory_budget)
+        if self._precomputed():
+            given = self._given_kernel_input(X, y, sample_weight, normalize, kind)
         else:
-            normalize = "trace" if normalize == "auto" else normalize
-            X, y = _validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
-                                  y_numeric=self._task == REGRESSION, ensure_min_samples=2)
-            y = self._validate_y(y)
-            sw = self._sample_weight(sample_weight, y)
-            if sw is not None and not np.all(sw > 0.0):   # a zero weight: the sample is dropped
-                keep = np.flatnonzero(sw > 0.0)
-                X, y, sw = X[keep], y[keep], sw[keep]
-            n_features_in = int(X.shape[1])
-            kernels_resolved = self._bank_entries(n_features_in, X)
-            names = getattr(self, "feature_names_in_", None)
-            data = pipeline.array_data(X, y, self._task, None if names is None else [str(n) for n in names])
-            data = dataclasses.replace(data, w_train=sw)
-            # "auto": dense features are standardized; sparse ones (indicators, counts) kept as they are
-            if (not sp.issparse(X)) if isinstance(self.standardize, str) else bool(self.standardize):
-                data = pipeline.standardize(data)
-            # checked by the pipeline when the description is expanded (errors name the estimator's parameter)
-            bank_settings = BankSettings.model_construct(
-                preset=kernels_resolved if isinstance(kernels_resolved, str) else None,
-                bank=None if isinstance(kernels_resolved, str) else tuple(kernels_resolved),
-                normalize=normalize, memory_budget=self.memory_budget, **rep_settings)
-        classes, tasks = self._encode_targets(y, sw)
-        if kind == "auto" and any(t.rows is not None for t in tasks):
-            # one-vs-one problems take rows of the Gram matrices: no factors
-            bank_settings = bank_settings.model_copy(update={"factor": False})
-            kind = "array"
-        if kind not in ("array", "auto") and any(t.rows is not None for t in tasks):
-            raise ParamError("multiclass", getattr(self, "multiclass", None), "'ovr' with a factor or "
-                             "sharded bank (one-vs-one problems take rows of the Gram matrices)", owner=owner)
-        # the labels of the first binary problem on every row stand for all of them in the checks
-        y_first = np.full(y.shape[0], -1.0) if tasks[0].rows is not None else tasks[0].y
-        if tasks[0].rows is not None:
-            y_first[tasks[0].rows] = tasks[0].y
-        data.y_train = np.ascontiguousarray(y_first, dtype=np.float64)
+            given = self._feature_input(X, y, sample_weight, normalize, rep_settings)
+        classes, tasks = self._binary_tasks(given, kind)
+        data = given.data
         settings = ProblemSettings(loss=loss, regularizer=regularizer, C=C, bias=bool(self.bias))
         t0 = time.perf_counter()
         try:
             with warning_names(self._warning_text):
-                prepared = pipeline.prepare(data, bank_settings, settings, engine,
+                prepared = pipeline.prepare(data, given.bank_settings, settings, engine,
                                             progress=None if self.verbose else False)
         except PipelineError as exc:
             raise self._error(exc) from None
         build_s = time.perf_counter() - t0
         bank = prepared.bank
         logger.info("%s: %d kernels on %d samples (normalize=%s, %s) in %.2f s; %d binary problem(s)",
-                    owner, prepared.n_kernels, data.n_train, normalize, prepared.representation, build_s,
+                    owner, prepared.n_kernels, data.n_train, given.normalize, prepared.representation, build_s,
                     len(tasks))
         kept = bank.cross_bank() if prepared.representation == "sharded" else bank
         return _FitState(
             prepared=prepared, bank=kept if prepared.representation == "factor" else _strip_bank(kept), tasks=tasks,
-            loss=loss, regularizer=regularizer, engine=engine, kernels=kernels_resolved,
+            loss=loss, regularizer=regularizer, engine=engine, kernels=given.kernels,
             kernel_names=list(prepared.kernel_names), scaler=data.scaler, classes=classes,
-            n_features_in=n_features_in, timings={"bank_s": build_s}, representation=prepared.representation,
+            n_features_in=given.n_features_in, timings={"bank_s": build_s}, representation=prepared.representation,
             approximation=bank.approximation() if prepared.representation == "factor" else None,
-            target=self._target_scaling(y, sw),
+            target=self._target_scaling(given.y, given.sw),
         )
 
     def _target_scaling(self, y: np.ndarray, sample_weight: np.ndarray | None = None) -> tuple[float, float]:

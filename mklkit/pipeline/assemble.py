@@ -278,6 +278,136 @@ def _ovo_needs_gram(rep: str) -> None:
                             "ovr, or Gram matrices (kernels.factor: false, no kernels.sharded)")
 
 
+@dataclass
+class _Held:
+    """The training bank as :func:`prepare` holds it: ``obj``, ``K`` and ``test`` stay ``None`` until it is built."""
+
+    names: list[str]
+    M: int
+    rep: str
+    memory: dict[str, int] = field(default_factory=dict)
+    #: the representation with its settings; ``None`` for given kernels or factors
+    chosen: Any = None
+    obj: Any = None
+    K: Any = None
+    test: TestSide | None = None
+
+
+def _check_labels(d: Data, problem: ProblemSettings) -> tuple[Any, list[Any] | None, bool]:
+    """The labels the checks see, the tasks of a multiclass target (or ``None``) and whether they are one-vs-one."""
+    tasks = None
+    y = d.y_train
+    ovo = d.multiclass and problem.multiclass == "ovo"
+    if d.multiclass:  # the first one-vs-rest problem's labels stand for all of them in the checks
+        import numpy as np
+
+        from .._multiclass import ovo_tasks, ovr_tasks
+
+        assert d.classes is not None
+        codes = np.asarray(d.y_train, dtype=np.intp)
+        y = ovr_tasks(codes, len(d.classes))[0].y
+        tasks = (ovo_tasks if ovo else ovr_tasks)(codes, len(d.classes))
+    return y, tasks, ovo
+
+
+def _held_precomputed(d: Data, bank: BankSettings, problem: ProblemSettings, engine: Engine, y: Any,
+                      build: bool, engine_key: str) -> _Held:
+    """Given Gram matrices: checked, then (``build``) held as one array with their test side."""
+    assert d.K_train is not None
+    M = int(d.K_train.shape[0])
+    rep = bank.representation.kind
+    rep = "array" if rep == "auto" else rep
+    if rep != "array":
+        raise PipelineError(f"kernels.{rep}", "precomputed kernels are held as one array",
+                            getattr(bank, rep).model_dump(), "no kernels.sharded or kernels.factor with "
+                            "kernels.precomputed")
+    names = list(d.kernel_names or [f"k{m}" for m in range(M)])
+    check_support(engine, probe_problem(y, M, problem, sample_weight=d.w_train), engine_key)
+    if not build:
+        return _Held(names, M, rep)
+    kb, test = _precomputed_bank(d, bank)
+    return _Held(list(kb.names), M, rep, obj=kb, K=kb.K, test=test)
+
+
+def _held_given_factors(d: Data, bank: BankSettings, problem: ProblemSettings, engine: Engine, y: Any,
+                        build: bool, engine_key: str) -> _Held:
+    """Given factors: checked, then (``build``) held as the factor bank they make."""
+    assert d.factor_starts is not None
+    M = int(d.factor_starts.size - 1)
+    names = list(d.kernel_names or [f"k{m}" for m in range(M)])
+    memory = given_factor_memory(d)
+    check_support(engine, probe_problem(y, M, problem, "factor", d.w_train), engine_key)
+    if not build:
+        return _Held(names, M, "factor", memory)
+    obj, test = _given_factor_bank(d, bank)
+    return _Held(list(obj.factor_map.names), M, "factor", memory, obj=obj, K=obj, test=test)
+
+
+def _choose(specs: list[Any], d: Data, bank: BankSettings, problem: ProblemSettings, engine: Engine, y: Any,
+            ovo: bool) -> tuple[Any, str]:
+    """The representation of an expanded description with its settings, and its kind (logged when chosen)."""
+    M = len(specs)
+    rep = bank.representation.kind
+    chosen = bank.representation
+    if ovo and rep != "auto":
+        _ovo_needs_gram(rep)
+    if rep == "auto":
+        chosen, why = choose_representation(  # one-vs-one takes row blocks of Gram matrices
+            specs, d.n_train, d.n_test, bank,
+            not ovo and _supports(engine, probe_problem(y, M, problem, "factor", d.w_train)))
+        rep = chosen.kind
+        # said when it approximates (a warning) or factors exactly; Gram matrices are the usual case
+        level = (logging.WARNING if rep == "factor" and chosen.rank is not None
+                 else logging.INFO if rep == "factor" else logging.DEBUG)
+        logger.log(level, "kernels: %s", why)
+    elif rep == "factor" and not chosen.settings.model_fields_set - {"refine"}:
+        # kernels.factor: true (the defaults), or only refine given: the factors "auto" holds the
+        # bank as when it factors, refined as asked
+        fixed, why = factor_representation(specs, d.n_train, bank)
+        if fixed is not None:   # None: nothing fits, and the factorization says what it needs
+            given = "true"
+            if "refine" in chosen.settings.model_fields_set:
+                given = f"{{refine: {chosen.settings.refine}}}"
+                fixed = replace(fixed, settings=fixed.settings.model_copy(
+                    update={"refine": chosen.settings.refine}))
+            chosen = fixed
+            logger.info("kernels: factor: %s: %s", given, why)
+    return chosen, rep
+
+
+def _held_described(d: Data, bank: BankSettings, problem: ProblemSettings, engine: Engine, y: Any, ovo: bool,
+                    build: bool, progress: Callable[[dict[str, Any]], Any] | bool | None,
+                    engine_key: str) -> _Held:
+    """A description expanded on the data's columns: its representation chosen, the memory budget and the
+    engine checked, then (``build``) the bank built in that representation."""
+    bank.representation.check()
+    specs = _expand(bank, d)
+    names = [k.label for k in specs]
+    M = len(specs)
+    chosen, rep = _choose(specs, d, bank, problem, engine, y, ovo)
+    if ovo:
+        _ovo_needs_gram(rep)
+    memory = check_memory(M, d.n_train, d.n_test, bank, chosen)
+    check_support(engine, probe_problem(y, M, problem, rep, d.w_train), engine_key)
+    if not build:
+        return _Held(names, M, rep, memory, chosen)
+    obj, test = _build_bank(d, bank, progress, chosen)
+    return _Held(list(obj.names) if rep != "factor" else list(obj.factor_map.names), M, rep, memory, chosen,
+                 obj=obj, K=obj.K if rep == "array" else obj, test=test)
+
+
+def _problem(d: Data, held: _Held, y: Any, problem: ProblemSettings) -> Problem:
+    """The problem on the built bank, at the settings' C (a rule's C on the problem itself)."""
+    from ..problem import Problem
+
+    prob = Problem(K=held.K, y=y, loss=problem.loss, regularizer=problem.regularizer,
+                   C=1.0 if isinstance(problem.C, str) else problem.C, bias=problem.bias, kernel_names=held.names,
+                   sample_weight=d.w_train)
+    if isinstance(problem.C, str):  # "auto", and "path"'s prior (the run chooses it: api.solve_prepared)
+        prob = problem_at(prob, C=auto_C(prob))
+    return prob
+
+
 def prepare(
     d: Data,
     bank: BankSettings,
@@ -313,94 +443,20 @@ def prepare(
     ------
     PipelineError
     """
-    from ..problem import Problem
-
     t0 = time.perf_counter()
-    rep = bank.representation.kind
-    tasks = None
-    y = d.y_train
-    ovo = d.multiclass and problem.multiclass == "ovo"
-    if d.multiclass:  # the first one-vs-rest problem's labels stand for all of them in the checks
-        import numpy as np
-
-        from .._multiclass import ovo_tasks, ovr_tasks
-
-        assert d.classes is not None
-        codes = np.asarray(d.y_train, dtype=np.intp)
-        y = ovr_tasks(codes, len(d.classes))[0].y
-        tasks = (ovo_tasks if ovo else ovr_tasks)(codes, len(d.classes))
+    y, tasks, ovo = _check_labels(d, problem)
     if d.precomputed:
-        assert d.K_train is not None
-        M = int(d.K_train.shape[0])
-        rep = "array" if rep == "auto" else rep
-        if rep != "array":
-            raise PipelineError(f"kernels.{rep}", "precomputed kernels are held as one array",
-                                getattr(bank, rep).model_dump(), "no kernels.sharded or kernels.factor with "
-                                "kernels.precomputed")
-        names = list(d.kernel_names or [f"k{m}" for m in range(M)])
-        check_support(engine, probe_problem(y, M, problem, sample_weight=d.w_train), engine_key)
-        if not build:
-            return Prepared(d, None, None, None, names, M, rep, {"bank_s": 0.0}, tasks=tasks)
-        kb, test = _precomputed_bank(d, bank)
-        obj: Any = kb
-        K: Any = kb.K
-        names = list(kb.names)
-        memory: dict[str, int] = {}
+        held = _held_precomputed(d, bank, problem, engine, y, build, engine_key)
     elif d.factor_starts is not None:   # precomputed factors: a factor bank as given
-        M = int(d.factor_starts.size - 1)
-        names = list(d.kernel_names or [f"k{m}" for m in range(M)])
-        memory = given_factor_memory(d)
-        check_support(engine, probe_problem(y, M, problem, "factor", d.w_train), engine_key)
-        if not build:
-            return Prepared(d, None, None, None, names, M, "factor", {"bank_s": 0.0}, memory, tasks=tasks)
-        obj, test = _given_factor_bank(d, bank)
-        K = obj
-        names = list(obj.factor_map.names)
+        held = _held_given_factors(d, bank, problem, engine, y, build, engine_key)
     else:
-        bank.representation.check()
-        specs = _expand(bank, d)
-        names = [k.label for k in specs]
-        M = len(specs)
-        chosen = bank.representation
-        if ovo and rep != "auto":
-            _ovo_needs_gram(rep)
-        if rep == "auto":
-            chosen, why = choose_representation(  # one-vs-one takes row blocks of Gram matrices
-                specs, d.n_train, d.n_test, bank,
-                not ovo and _supports(engine, probe_problem(y, M, problem, "factor", d.w_train)))
-            rep = chosen.kind
-            # said when it approximates (a warning) or factors exactly; Gram matrices are the usual case
-            level = (logging.WARNING if rep == "factor" and chosen.rank is not None
-                     else logging.INFO if rep == "factor" else logging.DEBUG)
-            logger.log(level, "kernels: %s", why)
-        elif rep == "factor" and not chosen.settings.model_fields_set - {"refine"}:
-            # kernels.factor: true (the defaults), or only refine given: the factors "auto" holds the
-            # bank as when it factors, refined as asked
-            fixed, why = factor_representation(specs, d.n_train, bank)
-            if fixed is not None:   # None: nothing fits, and the factorization says what it needs
-                given = "true"
-                if "refine" in chosen.settings.model_fields_set:
-                    given = f"{{refine: {chosen.settings.refine}}}"
-                    fixed = replace(fixed, settings=fixed.settings.model_copy(
-                        update={"refine": chosen.settings.refine}))
-                chosen = fixed
-                logger.info("kernels: factor: %s: %s", given, why)
-        if ovo:
-            _ovo_needs_gram(rep)
-        memory = check_memory(M, d.n_train, d.n_test, bank, chosen)
-        check_support(engine, probe_problem(y, M, problem, rep, d.w_train), engine_key)
-        if not build:
-            return Prepared(d, None, None, None, names, M, rep, {"bank_s": 0.0}, memory, chosen=chosen, tasks=tasks)
-        obj, test = _build_bank(d, bank, progress, chosen)
-        K = obj.K if rep == "array" else obj
-        names = list(obj.names) if rep != "factor" else list(obj.factor_map.names)
+        held = _held_described(d, bank, problem, engine, y, ovo, build, progress, engine_key)
+    if not build:
+        return Prepared(d, None, None, None, held.names, held.M, held.rep, {"bank_s": 0.0}, held.memory,
+                        chosen=held.chosen, tasks=tasks)
     t_bank = time.perf_counter() - t0
-    logger.debug("built %d kernels (%s) on %d points in %.2f s", len(names), rep, d.n_train, t_bank)
-    prob = Problem(K=K, y=y, loss=problem.loss, regularizer=problem.regularizer,
-                   C=1.0 if isinstance(problem.C, str) else problem.C, bias=problem.bias, kernel_names=names,
-                   sample_weight=d.w_train)
-    if isinstance(problem.C, str):  # "auto", and "path"'s prior (the run chooses it: api.solve_prepared)
-        prob = problem_at(prob, C=auto_C(prob))
+    logger.debug("built %d kernels (%s) on %d points in %.2f s", len(held.names), held.rep, d.n_train, t_bank)
+    prob = _problem(d, held, y, problem)
     check_support(engine, prob, engine_key)
-    return Prepared(d, prob, obj, test, names, len(names), rep, {"bank_s": t_bank}, memory,
-                    chosen=chosen if not d.precomputed and d.factor_starts is None else None, tasks=tasks)
+    return Prepared(d, prob, held.obj, held.test, held.names, len(held.names), held.rep, {"bank_s": t_bank},
+                    held.memory, chosen=held.chosen, tasks=tasks)

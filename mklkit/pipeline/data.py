@@ -267,6 +267,82 @@ def _finish(out: Data, enc: _Classes | None) -> Data:
     return out
 
 
+def _load_train(data: DataSettings) -> Any:
+    """The data set of ``data.builtin`` (retargeted when ``data.target``) or of the file ``data.train``."""
+    from ..data import DataError, load_builtin, load_file
+
+    if data.builtin is not None:
+        try:
+            ds = load_builtin(data.builtin)
+        except DataError as exc:
+            raise PipelineError("data.builtin", strip_prefix(str(exc), data.builtin), data.builtin) from None
+        if data.target is not None:
+            ds = _retarget(data, ds)
+        return ds
+    shown = data.shown("data.train")
+    assert data.train is not None
+    try:
+        return load_file(data.train, target=data.target, fmt=data.format)
+    except DataError as exc:
+        text = strip_prefix(str(exc), shown, str(data.train))
+        if data.target is not None and "target" in text:
+            raise PipelineError("data.target", text, data.target) from None
+        raise PipelineError("data.train", text, shown=repr(shown)) from None
+
+
+def _check_columns(data: DataSettings, ds: Any) -> None:
+    """Refuse a weight column ``data.sample_weight`` the data lacks, and data without a feature column left."""
+    wcol = data.sample_weight
+    if wcol is not None and wcol not in ds.feature_names:
+        names = list(ds.feature_names)
+        raise PipelineError("data.sample_weight", f"no such column in {ds.name!r}{did_you_mean(wcol, names)}",
+                            wcol, ", ".join(names))
+    if ds.n_features - (wcol is not None) == 0:
+        raise PipelineError("data.drop", "no feature columns left", list(data.drop), "drop fewer columns")
+
+
+def _load_test(data: DataSettings, ds: Any, enc: _Classes | None, loss: Any) -> Any:
+    """The test file ``data.test``, its columns checked against the training data ``ds`` and its labels
+    encoded as the training labels."""
+    from ..data import DataError, detect_format, load_file
+
+    assert data.test is not None
+    tshown = data.shown("data.test")
+    try:
+        n_features = ds.n_features if (data.format or detect_format(data.test, default="libsvm")) == "libsvm" else None
+        kwargs: dict[str, Any] = {"target": data.target, "fmt": data.format}
+        if n_features is not None:
+            kwargs["n_features"] = n_features
+        test = load_file(data.test, **kwargs)
+    except DataError as exc:
+        raise PipelineError("data.test", strip_prefix(str(exc), tshown, str(data.test)), shown=repr(tshown)) from None
+    test = _drop(data, test, key="data.test")
+    if test.n_features != ds.n_features:
+        raise PipelineError("data.test", f"has {test.n_features} feature columns but the training file has "
+                            f"{ds.n_features}", shown=repr(tshown),
+                            allowed="a test file with the same columns as data.train")
+    if list(test.feature_names) != list(ds.feature_names) and not ds.is_sparse:
+        diff = next(a for a, b in zip(test.feature_names, ds.feature_names) if a != b)
+        raise PipelineError("data.test", f"column {diff!r} differs from the training file's columns",
+                            shown=repr(tshown), allowed=", ".join(ds.feature_names))
+    test.y = _encode_test(enc, loss, test.y, "data.test", repr(tshown))
+    return test
+
+
+def _split(data: DataSettings, ds: Any, enc: _Classes | None, task: str) -> tuple[Any, Any]:
+    """The training and test parts of ``ds`` (split when ``data.test_size``; no test part otherwise)."""
+    from ..data import DataError, train_test_split
+
+    if not data.test_size:
+        return ds, None
+    if enc is not None:
+        enc.check_split(ds.y, "data.test_size", data.test_size)
+    try:
+        return train_test_split(ds, test_size=data.test_size, seed=data.seed, stratify=task == "classification")
+    except DataError as exc:
+        raise PipelineError("data.test_size", f"cannot split: {strip_prefix(str(exc), ds.name)}", data.test_size) from None
+
+
 def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
     """Load, check and split the data of the settings (standardized when ``data.standardize``).
 
@@ -279,71 +355,19 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
     """
     import numpy as np
 
-    from ..data import DataError, detect_format, load_builtin, load_file, train_test_split
-
     task = loss.task
     if bank.precomputed is not None:
         return _load_precomputed(data, bank, loss)
     if bank.precomputed_factors is not None:
         return _load_precomputed_factors(data, bank, loss)
-    if data.builtin is not None:
-        try:
-            ds = load_builtin(data.builtin)
-        except DataError as exc:
-            raise PipelineError("data.builtin", strip_prefix(str(exc), data.builtin), data.builtin) from None
-        if data.target is not None:
-            ds = _retarget(data, ds)
-    else:
-        shown = data.shown("data.train")
-        assert data.train is not None
-        try:
-            ds = load_file(data.train, target=data.target, fmt=data.format)
-        except DataError as exc:
-            text = strip_prefix(str(exc), shown, str(data.train))
-            if data.target is not None and "target" in text:
-                raise PipelineError("data.target", text, data.target) from None
-            raise PipelineError("data.train", text, shown=repr(shown)) from None
-    ds = _drop(data, ds)
+    ds = _drop(data, _load_train(data))
+    _check_columns(data, ds)
     wcol = data.sample_weight
-    if wcol is not None and wcol not in ds.feature_names:
-        names = list(ds.feature_names)
-        raise PipelineError("data.sample_weight", f"no such column in {ds.name!r}{did_you_mean(wcol, names)}",
-                            wcol, ", ".join(names))
-    if ds.n_features - (wcol is not None) == 0:
-        raise PipelineError("data.drop", "no feature columns left", list(data.drop), "drop fewer columns")
     enc, ds.y = _encode(loss, data, ds.y)
-    test = None
     if data.test is not None:
-        tshown = data.shown("data.test")
-        try:
-            n_features = ds.n_features if (data.format or detect_format(data.test, default="libsvm")) == "libsvm" else None
-            kwargs: dict[str, Any] = {"target": data.target, "fmt": data.format}
-            if n_features is not None:
-                kwargs["n_features"] = n_features
-            test = load_file(data.test, **kwargs)
-        except DataError as exc:
-            raise PipelineError("data.test", strip_prefix(str(exc), tshown, str(data.test)), shown=repr(tshown)) from None
-        test = _drop(data, test, key="data.test")
-        if test.n_features != ds.n_features:
-            raise PipelineError("data.test", f"has {test.n_features} feature columns but the training file has "
-                                f"{ds.n_features}", shown=repr(tshown),
-                                allowed="a test file with the same columns as data.train")
-        if list(test.feature_names) != list(ds.feature_names) and not ds.is_sparse:
-            diff = next(a for a, b in zip(test.feature_names, ds.feature_names) if a != b)
-            raise PipelineError("data.test", f"column {diff!r} differs from the training file's columns",
-                                shown=repr(tshown), allowed=", ".join(ds.feature_names))
-        test.y = _encode_test(enc, loss, test.y, "data.test", repr(tshown))
-        train = ds
-    elif data.test_size:
-        if enc is not None:
-            enc.check_split(ds.y, "data.test_size", data.test_size)
-        try:
-            train, test = train_test_split(ds, test_size=data.test_size, seed=data.seed,
-                                           stratify=task == "classification")
-        except DataError as exc:
-            raise PipelineError("data.test_size", f"cannot split: {strip_prefix(str(exc), ds.name)}", data.test_size) from None
+        train, test = ds, _load_test(data, ds, enc, loss)
     else:
-        train = ds
+        train, test = _split(data, ds, enc, task)
     n_total = ds.n_samples + (test.n_samples if (data.test is not None and test is not None) else 0)
     if data.train_size is not None:
         train = _subsample(data, train, task)

@@ -409,6 +409,142 @@ def _drop_kept(kept: list[_Kept], best: int) -> None:
         kept[drop].result = None
 
 
+def _c_max(problem: Any) -> float:
+    """:math:`C_{max}` of ``problem`` (every kernel off below it; not finite for some regularizers)."""
+    from ..engines.common import zero_solution
+
+    return float(zero_solution(problem_at(problem, C=1.0)).C_max)
+
+
+def _unscored(s: PathSettings, prior_C: float, fit: np.ndarray, held: np.ndarray, t_start: float,
+              why: str) -> HeldoutPath:
+    """The prior C, with no value scored (``why``: too few held-out rows)."""
+    e = np.empty(0)
+    return HeldoutPath(C=prior_C, Cs=e, ratios=e, losses=e, metrics=e, n_active=np.empty(0, dtype=int),
+                       iterations=np.empty(0, dtype=int), gaps=e, times=e, chosen=-1, best=-1,
+                       excess=e, excess_se=e, prior_C=prior_C, prior_ratio=math.nan,
+                       reference="prior", stopped=why,
+                       n_fit=int(fit.size), n_held=int(held.size),
+                       time_s=time.perf_counter() - t_start, settings=s)
+
+
+def _path_on(part: Any, prior: Callable[[Any], float], s: PathSettings) -> tuple[str, float, float, np.ndarray]:
+    """The path on the fitting rows: its reference (``"C_max"`` or ``"prior"``), the reference's C, the
+    prior C and the ratios to the reference, largest first."""
+    c_max_fit = _c_max(part)
+    n = math.floor(-math.log10(s.min_ratio) * s.per_decade + 1e-9)   # values per path below the reference
+    prior_fit = float(prior(part))
+    if math.isfinite(c_max_fit) and c_max_fit > 0.0:
+        reference, ref_fit = "C_max", c_max_fit
+        ratios = 10.0 ** (-np.arange(1, n + 1) / s.per_decade)
+    else:  # no threshold: a path through the prior, from 100 x down to min_ratio x
+        reference, ref_fit = "prior", prior_fit
+        ratios = 10.0 ** (np.arange(2 * s.per_decade, -n - 1, -1) / s.per_decade)
+    return reference, ref_fit, prior_fit, ratios
+
+
+@dataclass
+class _Walk:
+    """The values of the path solved so far, with their held-out scores and the index of the least."""
+
+    criterion: str
+    w_held: np.ndarray
+    Cs: list[float] = field(default_factory=list)
+    per_rows: list[np.ndarray] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    metrics: list[float] = field(default_factory=list)
+    n_act: list[int] = field(default_factory=list)
+    iters: list[int] = field(default_factory=list)
+    gaps: list[float] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    #: the solutions on the fitting rows, to start the fit on all rows from
+    kept: list[_Kept] = field(default_factory=list)
+    stopped: str = "the end of the path"
+    best: int = -1        # the least criterion
+    material: int = -1    # the last minimum that lowered it materially
+
+    def record(self, C: float, result: Any, scored: tuple[np.ndarray, np.ndarray, float], t0: float) -> None:
+        """One solve at ``C``: its held-out loss, criterion and metric (``scored``: :func:`_held_out`), its
+        statistics and its time since ``t0``."""
+        per_row, wrong, metric = scored
+        w_held = self.w_held
+        self.Cs.append(C)
+        self.losses.append(float(per_row @ w_held) / float(w_held.sum()))
+        self.per_rows.append(wrong if self.criterion == "error" else per_row)
+        self.scores.append(float(self.per_rows[-1] @ w_held) / float(w_held.sum()))
+        self.metrics.append(metric)
+        self.n_act.append(int(np.asarray(result.active_set).size))
+        self.iters.append(int(result.iterations))
+        self.gaps.append(float(result.gap))
+        self.times.append(time.perf_counter() - t0)
+
+    def lowest(self, flat: float) -> None:
+        """The least criterion, and the last minimum that lowered it by more than ``flat`` of its decrease."""
+        scores = self.scores
+        if self.best < 0 or scores[-1] < scores[self.best]:
+            self.best = len(scores) - 1
+        if self.material < 0 or scores[self.material] - scores[-1] > flat * (scores[0] - scores[self.material]):
+            self.material = len(scores) - 1
+
+    def turned(self, C: float, prior_fit: float, s: PathSettings) -> bool:
+        """Whether the path ends after the value at ``C`` (``stopped`` then says why): past the prior, the
+        criterion rose past its minimum by more than the paired standard error, or flattened."""
+        best, last, criterion = self.best, len(self.scores) - 1, self.criterion
+        if C < prior_fit and best < last:
+            rise, rise_se = _excess(np.array([self.per_rows[-1], self.per_rows[best]]), 1, self.w_held)
+            if rise[0] > rise_se[0]:
+                self.stopped = (f"the held-out {criterion} turned (it rose past its minimum by more than its "
+                                "paired standard error)")
+                return True
+        if C < prior_fit and last - self.material >= s.patience:
+            self.stopped = (f"the held-out {criterion} turned ({s.patience} values past its minimum)"
+                            if self.material == best
+                            else f"the held-out {criterion} flattened ({s.patience} values without lowering it "
+                                 f"by more than {s.flat:g} of its decrease so far)")
+            return True
+        return False
+
+    def start(self, chosen: int, fit: np.ndarray, n: int) -> Any:
+        """The kept solution of the value ``chosen`` (or the nearest kept one) on all ``n`` rows, or ``None``."""
+        kept = self.kept
+        held_on = [i for i, k in enumerate(kept) if k.result is not None]   # the chosen one, or the nearest
+        return kept[min(held_on, key=lambda i: (abs(i - chosen), -i))].on_rows(fit, n) if held_on else None
+
+
+def _walk(rows: _Rows, solve: Callable[[Any, Any], Any], ratios: np.ndarray, ref_fit: float, prior_fit: float,
+          y_held: np.ndarray, w_held: np.ndarray, s: PathSettings,
+          progress: Callable[[dict[str, Any]], Any] | None) -> _Walk:
+    """Solve the fitting rows' problem down the path, each solve warm-started from the last and scored on
+    the held-out rows, until the criterion turns or flattens past the prior."""
+    part = rows.problem
+    walk = _Walk(criterion_of(part.loss), w_held)
+    previous = None
+    for r in ratios:
+        C = float(r * ref_fit)
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():  # the path's solves are judged on held-out rows; the fit's own solve warns
+            warnings.simplefilter("ignore")
+            result = solve(problem_at(part, C=C), previous)
+        previous = result
+        walk.kept.append(_Kept(result, rows.factor_bank))
+        walk.record(C, result, _held_out(part.loss, y_held, rows.decision(result), w_held), t0)
+        if progress is not None:
+            progress({"C": C, "ratio": float(r), "loss": walk.losses[-1], "metric": walk.metrics[-1],
+                      "n_active": walk.n_act[-1]})
+        walk.lowest(s.flat)
+        _drop_kept(walk.kept, walk.best)
+        if walk.turned(C, prior_fit, s):
+            break
+    return walk
+
+
+def _closest_to_prior(excess: np.ndarray, excess_se: np.ndarray, ratios: np.ndarray, prior_ratio: float) -> int:
+    """Within one standard error of the least held-out criterion: the value closest to the prior (log scale)."""
+    ok = np.flatnonzero(excess <= excess_se)
+    return int(ok[np.argmin(np.abs(np.log(ratios[ok] / prior_ratio)))])
+
+
 def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[Any], float],
              settings: PathSettings | None = None,
              progress: Callable[[dict[str, Any]], Any] | None = None) -> HeldoutPath:
@@ -427,8 +563,6 @@ def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[An
     progress : callable, optional
         Called with ``{"C", "ratio", "loss", "metric", "n_active"}`` after each solve.
     """
-    from ..engines.common import zero_solution
-
     s = settings or PathSettings()
     t_start = time.perf_counter()
     task = problem.loss.task
@@ -437,90 +571,24 @@ def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[An
     w_all = problem.sample_weight
     fit, held = split_rows(y_all, s.held_out, s.seed, stratify=task == CLASSIFICATION)
     w_held = np.ones(held.size) if w_all is None else np.asarray(w_all)[held]
-
-    def none_scored(why: str) -> HeldoutPath:
-        e = np.empty(0)
-        return HeldoutPath(C=prior_all, Cs=e, ratios=e, losses=e, metrics=e, n_active=np.empty(0, dtype=int),
-                           iterations=np.empty(0, dtype=int), gaps=e, times=e, chosen=-1, best=-1,
-                           excess=e, excess_se=e, prior_C=prior_all, prior_ratio=math.nan,
-                           reference="prior", stopped=why,
-                           n_fit=int(fit.size), n_held=int(held.size),
-                           time_s=time.perf_counter() - t_start, settings=s)
-
     if _effective_size(w_held) < s.min_held:
-        return none_scored(f"the prior C: {held.size} held-out rows are fewer than {s.min_held}")
+        return _unscored(s, prior_all, fit, held, t_start,
+                         f"the prior C: {held.size} held-out rows are fewer than {s.min_held}")
     rows = _Rows(problem, fit, held)
-    part = rows.problem
-    y_held = y_all[held]
-    c_max_fit = float(zero_solution(problem_at(part, C=1.0)).C_max)
-    n = math.floor(-math.log10(s.min_ratio) * s.per_decade + 1e-9)   # values per path below the reference
-    prior_fit = float(prior(part))
-    if math.isfinite(c_max_fit) and c_max_fit > 0.0:
-        reference, ref_fit = "C_max", c_max_fit
-        ratios = 10.0 ** (-np.arange(1, n + 1) / s.per_decade)
-    else:  # no threshold: a path through the prior, from 100 x down to min_ratio x
-        reference, ref_fit = "prior", prior_fit
-        ratios = 10.0 ** (np.arange(2 * s.per_decade, -n - 1, -1) / s.per_decade)
-    criterion = criterion_of(part.loss)
-    Cs, per_rows, scores, losses, metrics, n_act, iters, gaps, times = [], [], [], [], [], [], [], [], []
-    previous = None
-    kept: list[_Kept] = []   # the solutions on the fitting rows, to start the fit on all rows from
-    stopped = "the end of the path"
-    best = material = -1        # the least criterion; the last minimum that lowered it materially
-    for r in ratios:
-        C = float(r * ref_fit)
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():  # the path's solves are judged on held-out rows; the fit's own solve warns
-            warnings.simplefilter("ignore")
-            result = solve(problem_at(part, C=C), previous)
-        previous = result
-        kept.append(_Kept(result, rows.factor_bank))
-        per_row, wrong, metric = _held_out(part.loss, y_held, rows.decision(result), w_held)
-        Cs.append(C)
-        losses.append(float(per_row @ w_held) / float(w_held.sum()))
-        per_rows.append(wrong if criterion == "error" else per_row)
-        scores.append(float(per_rows[-1] @ w_held) / float(w_held.sum()))
-        metrics.append(metric)
-        n_act.append(int(np.asarray(result.active_set).size))
-        iters.append(int(result.iterations))
-        gaps.append(float(result.gap))
-        times.append(time.perf_counter() - t0)
-        if progress is not None:
-            progress({"C": C, "ratio": float(r), "loss": losses[-1], "metric": metric, "n_active": n_act[-1]})
-        if best < 0 or scores[-1] < scores[best]:
-            best = len(scores) - 1
-        if material < 0 or scores[material] - scores[-1] > s.flat * (scores[0] - scores[material]):
-            material = len(scores) - 1
-        _drop_kept(kept, best)
-        if C < prior_fit and best < len(scores) - 1:
-            rise, rise_se = _excess(np.array([per_rows[-1], per_rows[best]]), 1, w_held)
-            if rise[0] > rise_se[0]:
-                stopped = (f"the held-out {criterion} turned (it rose past its minimum by more than its "
-                           "paired standard error)")
-                break
-        if C < prior_fit and len(scores) - 1 - material >= s.patience:
-            stopped = (f"the held-out {criterion} turned ({s.patience} values past its minimum)" if material == best
-                       else f"the held-out {criterion} flattened ({s.patience} values without lowering it by "
-                            f"more than {s.flat:g} of its decrease so far)")
-            break
-    loss_arr = np.array(losses)
-    excess, excess_se = _excess(np.array(per_rows), best, w_held)
-    ratio_arr = np.array(Cs) / ref_fit
-    # within one standard error of the least held-out criterion: the value closest to the prior
-    ok = np.flatnonzero(excess <= excess_se)
+    reference, ref_fit, prior_fit, ratios = _path_on(rows.problem, prior, s)
+    walk = _walk(rows, solve, ratios, ref_fit, prior_fit, y_all[held], w_held, s, progress)
+    best = walk.best
+    excess, excess_se = _excess(np.array(walk.per_rows), best, w_held)
+    ratio_arr = np.array(walk.Cs) / ref_fit
     prior_ratio = prior_fit / ref_fit
-    chosen = int(ok[np.argmin(np.abs(np.log(ratio_arr[ok] / prior_ratio)))])
-    ref_all = (float(zero_solution(problem_at(problem, C=1.0)).C_max) if reference == "C_max"
-               else prior_all)
-    held_on = [i for i, k in enumerate(kept) if k.result is not None]   # the chosen one, or the nearest
-    start = (kept[min(held_on, key=lambda i: (abs(i - chosen), -i))].on_rows(fit, problem.n_samples)
-             if held_on else None)
+    chosen = _closest_to_prior(excess, excess_se, ratio_arr, prior_ratio)
+    ref_all = _c_max(problem) if reference == "C_max" else prior_all
     return HeldoutPath(
-        start=start,
-        C=float(ratio_arr[chosen] * ref_all), Cs=np.array(Cs), ratios=ratio_arr, losses=loss_arr,
-        metrics=np.array(metrics), n_active=np.array(n_act), iterations=np.array(iters),
-        gaps=np.array(gaps), times=np.array(times), chosen=chosen, best=best,
+        start=walk.start(chosen, fit, problem.n_samples),
+        C=float(ratio_arr[chosen] * ref_all), Cs=np.array(walk.Cs), ratios=ratio_arr, losses=np.array(walk.losses),
+        metrics=np.array(walk.metrics), n_active=np.array(walk.n_act), iterations=np.array(walk.iters),
+        gaps=np.array(walk.gaps), times=np.array(walk.times), chosen=chosen, best=best,
         excess=excess, excess_se=excess_se, prior_C=prior_all, prior_ratio=prior_ratio, reference=reference,
-        stopped=stopped, n_fit=int(fit.size), n_held=int(held.size),
-        time_s=time.perf_counter() - t_start, settings=s, criterion=criterion,
-        chosen_rows=per_rows[chosen], held_weights=w_held)
+        stopped=walk.stopped, n_fit=int(fit.size), n_held=int(held.size),
+        time_s=time.perf_counter() - t_start, settings=s, criterion=walk.criterion,
+        chosen_rows=walk.per_rows[chosen], held_weights=w_held)
