@@ -2,8 +2,9 @@ r"""Quantities every engine computes the same way.
 
 The objectives, the projection of a dual point and the gap are in
 :mod:`mklkit.engines.objectives` (re-exported here); this module adds the
-zero solution and ``C_max``, the best points of a run (:class:`Incumbents`)
-and the assembly of a :class:`~mklkit.result.SolveResult`.
+zero solution and ``C_max``, the best points of a run (:class:`Incumbents`),
+the certificate of a point (:class:`Certificate`: primal, dual and gap) and
+the assembly of a :class:`~mklkit.result.SolveResult`.
 
 Weak duality between any primal point and any feasible dual point is what
 makes these certificates (the objectives and the projection of §6.1 are
@@ -15,7 +16,7 @@ import math
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -360,7 +361,8 @@ class Certificate:
     norms: np.ndarray
     extra: dict[str, Any] = field(default_factory=dict)
 
-    _NAMES = {"P": "primal", "D": "dual", "gap": "gap", "rho": "rho", "norms": "norms"}
+    _NAMES: ClassVar[dict[str, str]] = {"P": "primal", "D": "dual", "gap": "gap", "rho": "rho",
+                                        "norms": "norms"}
 
     @classmethod
     def of(cls, primal: float, dual: float, rho: np.ndarray, norms: np.ndarray,
