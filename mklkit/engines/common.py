@@ -2,8 +2,9 @@ r"""Quantities every engine computes the same way.
 
 The objectives, the projection of a dual point and the gap are in
 :mod:`mklkit.engines.objectives` (re-exported here); this module adds the
-zero solution and ``C_max``, the best points of a run (:class:`Incumbents`)
-and the assembly of a :class:`~mklkit.result.SolveResult`.
+zero solution and ``C_max``, the best points of a run (:class:`Incumbents`),
+the certificate of a point (:class:`Certificate`: primal, dual and gap) and
+the assembly of a :class:`~mklkit.result.SolveResult`.
 
 Weak duality between any primal point and any feasible dual point is what
 makes these certificates (the objectives and the projection of §6.1 are
@@ -14,8 +15,8 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -328,21 +329,29 @@ def incumbent_result(
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Certificate:
-    r"""Primal and dual objectives of a point, computed on the problem's own bank.
+    r"""Primal and dual objectives of a point and their gap: what every engine certifies.
+
+    Build it with :meth:`at` (the primal value and a dual point that
+    :func:`project_dual` makes feasible) or :meth:`of` (both values already
+    known, e.g. a dual the engine evaluates in a form of its own).  Values an
+    engine carries beside the certificate (its predictions, the bias it used,
+    a smoothed gap) are in :attr:`extra`; ``cert[key]`` reads ``"P"``,
+    ``"D"``, ``"gap"``, ``"rho"``, ``"norms"`` and the keys of :attr:`extra`.
 
     Attributes
     ----------
     primal : float
         :math:`P(\alpha, b)`.
     dual : float
-        :math:`D(\tilde\rho)` at the better of the two feasible dual points
-        of :func:`certify`.
+        :math:`D(\tilde\rho)` at the feasible dual point :attr:`rho`.
     gap : float
         :func:`relative_gap` of the two.
     rho : ndarray (N,)
         That feasible dual point.
     norms : ndarray (M,)
         :math:`\|\alpha_m\|_{K_m}`.
+    extra : dict
+        The engine's own values.
     """
 
     primal: float
@@ -350,6 +359,30 @@ class Certificate:
     gap: float
     rho: np.ndarray
     norms: np.ndarray
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _NAMES: ClassVar[dict[str, str]] = {"P": "primal", "D": "dual", "gap": "gap", "rho": "rho",
+                                        "norms": "norms"}
+
+    @classmethod
+    def of(cls, primal: float, dual: float, rho: np.ndarray, norms: np.ndarray,
+           **extra: Any) -> "Certificate":
+        """The certificate of a primal value and a dual value at the feasible point ``rho``."""
+        return cls(primal=float(primal), dual=float(dual), gap=relative_gap(primal, dual),
+                   rho=rho, norms=norms, extra=extra)
+
+    @classmethod
+    def at(cls, problem: Problem, primal: float, rho: np.ndarray, norms: np.ndarray, *,
+           dual_norms: np.ndarray | None = None, **extra: Any) -> "Certificate":
+        r"""The certificate of a primal value and the dual at ``rho`` made feasible
+        (:func:`projected_dual_objective`; ``dual_norms``: :math:`\|\rho\|_{K_m}` when
+        known)."""
+        dual, rho_f, _ = projected_dual_objective(problem, rho, norms=dual_norms)
+        return cls.of(primal, dual, rho_f, norms, **extra)
+
+    def __getitem__(self, key: str) -> Any:
+        name = self._NAMES.get(key)
+        return getattr(self, name) if name is not None else self.extra[key]
 
 
 def certify(problem: Problem, alpha: np.ndarray, bias: float,
@@ -357,12 +390,12 @@ def certify(problem: Problem, alpha: np.ndarray, bias: float,
     r"""The duality gap of ``(alpha, bias)`` on ``problem``'s bank, from scratch.
 
     The primal :math:`P(\alpha, b)` (:func:`primal_objective`), and
-    the dual at two feasible points (:func:`projected_dual_objective`): the
+    the dual at two feasible points (:meth:`Certificate.at`): the
     given ``rho`` (e.g. the dual point an engine returned on another
     representation of the same kernels) and :math:`-\ell'(z)` at the
-    predictions :math:`z = \sum_m K_m\alpha_m + b`; the larger dual value
-    is kept (weak duality holds for either).  One pass over the bank for the
-    block norms and the predictions, one for each dual point.
+    predictions :math:`z = \sum_m K_m\alpha_m + b`; the certificate with the
+    larger dual value is kept (weak duality holds for either).  One pass over
+    the bank for the block norms and the predictions, one for each dual point.
     """
     b = float(bias) if problem.bias else 0.0
     alpha = np.asarray(alpha, dtype=np.float64)
@@ -370,19 +403,17 @@ def certify(problem: Problem, alpha: np.ndarray, bias: float,
     z = predict(problem.bank, alpha, b)
     primal = primal_objective(problem, alpha, b, norms=norms, z=z)
     at_z = -SampleLoss.of(problem).deriv(z)
-    best = (-math.inf, at_z)
+    best = Certificate.of(primal, -math.inf, at_z, norms)
     for point in ([] if rho is None else [rho]) + [at_z]:
         if not np.all(np.isfinite(point)):
             continue
         try:
-            dual, rho_f, _ = projected_dual_objective(problem, point)
+            cert = Certificate.at(problem, primal, point, norms)
         except ValueError:       # no feasible projection: this point certifies nothing
             continue
-        if dual > best[0]:
-            best = (dual, rho_f)
-    dual, rho_f = best
-    return Certificate(primal=float(primal), dual=float(dual),
-                       gap=relative_gap(primal, dual), rho=rho_f, norms=norms)
+        if cert.dual > best.dual:
+            best = cert
+    return best
 
 
 # ---------------------------------------------------------------------------

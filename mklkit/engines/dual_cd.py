@@ -273,12 +273,12 @@ class _DualCDRun(Algorithm):
         return P, b
 
     def certify(self, beta: np.ndarray, b: float, norms: np.ndarray, rho: np.ndarray,
-                dual_norms: np.ndarray) -> dict[str, Any]:
+                dual_norms: np.ndarray) -> common.Certificate:
         """Primal at ``beta`` and, when the dual point puts some of its non-zero blocks within
         the regularizer's threshold (zero at the optimum), at ``beta`` without them: the
-        lower; the dual at ``rho``."""
+        lower; the dual at ``rho`` (:meth:`Certificate.at
+        <mklkit.engines.common.Certificate.at>`)."""
         P, b = self.primal(beta, b, norms)
-        out = {"P": P, "bias": b, "beta": beta, "norms": norms}
         idle = (norms > 0.0) & (dual_norms <= self.threshold)
         if np.any(idle) and self.threshold > 0.0:
             beta0 = beta.copy()
@@ -286,10 +286,9 @@ class _DualCDRun(Algorithm):
             norms0 = np.where(idle, 0.0, norms)
             P0, b0 = self.primal(beta0, b, norms0)
             if P0 <= P:
-                out = {"P": P0, "bias": b0, "beta": beta0, "norms": norms0}
-        D, rho_f, _ = common.projected_dual_objective(self.problem, rho, norms=dual_norms)
-        out.update(D=D, rho=rho_f, gap=common.relative_gap(out["P"], D))
-        return out
+                P, b, beta, norms = P0, b0, beta0, norms0
+        return common.Certificate.at(self.problem, P, rho, norms, dual_norms=dual_norms,
+                                     bias=b, beta=beta)
 
     # -- the outer loop ------------------------------------------------------------------
     def loop(self) -> SolveResult:

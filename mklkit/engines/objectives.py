@@ -18,8 +18,10 @@ Weak duality gives :math:`D(\rho) \le P(\alpha, b)` for every feasible pair,
 so the relative gap :math:`(P - D)/|P|` certifies a solution.  Every engine
 reports it the paper's way (§6.1): the dual point is projected onto
 :math:`\mathbf 1^\top\rho = 0` within the box that the domain of the loss
-conjugate gives (:func:`project_sum_box`) and, where the domain of
-:math:`\tilde g_C^*` is bounded, scaled into it (:func:`project_dual`).
+conjugate gives (:func:`centre_dual`) and, where the domain of
+:math:`\tilde g_C^*` is bounded, scaled into it (:func:`project_dual`);
+:class:`~mklkit.engines.common.Certificate` assembles the primal, the dual
+and the gap.
 
 Sign convention (``components/base.py``): ``loss.jit.conj(y, u)`` is the
 ordinary conjugate :math:`\ell^*(y, u)`; the dual uses :math:`u = -\rho`.
@@ -49,6 +51,7 @@ __all__ = [
     "regularizer_conjugate",
     "primal_objective",
     "dual_objective",
+    "centre_dual",
     "project_dual",
     "project_sum_box",
     "scale_into_radius",
@@ -378,6 +381,32 @@ def dual_box(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     return -sl.conj_upper(), -sl.conj_lower()
 
 
+def centre_dual(
+    rho: np.ndarray, lower: np.ndarray, upper: np.ndarray, bias: bool = True
+) -> np.ndarray:
+    r"""The Euclidean projection of a dual point onto :math:`\mathbf 1^\top\rho = 0` in its box.
+
+    With a bias: the projection onto :math:`\{\rho: \mathbf 1^\top\rho = 0,\ l \le \rho
+    \le u\}`.  When the plain shift :math:`\rho - \mathbf 1(\mathbf 1^\top\rho)/N` (the
+    paper's centring) stays inside the box it is that projection and is returned;
+    otherwise :func:`project_sum_box` finds it (plain centring would leave the
+    domain of e.g. the hinge conjugate).  Without a bias: the clipping into the
+    box.  Returns a new array.
+
+    Raises
+    ------
+    ValueError
+        As :func:`project_sum_box`, when no point of the box has a zero sum.
+    """
+    rho = np.asarray(rho, dtype=np.float64)
+    if not bias:
+        return np.clip(rho, lower, upper)
+    shifted = rho - float(np.sum(rho)) / rho.size
+    if np.all((shifted >= lower) & (shifted <= upper)):
+        return shifted
+    return project_sum_box(rho, lower, upper)
+
+
 def project_dual(
     problem: Problem, rho: np.ndarray, *, norms: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -385,20 +414,19 @@ def project_dual(
 
     First the point is projected onto the equality constraint *and* the box
     :math:`[l_i, u_i]` that the domain of :math:`\ell^*(y_i, -\rho_i)` gives
-    (:func:`dual_box`): the exact Euclidean projection
-    :math:`\tilde\rho_i = \mathrm{clip}(\rho_i - \tau, l_i, u_i)`
-    (:func:`project_sum_box`; without a bias only the clipping).  Inside the
-    box this is the paper's centring :math:`\rho - \mathbf 1(\mathbf 1^\top\rho)/N`;
-    plain centring would leave the domain of e.g. the hinge conjugate.  Then,
-    when the domain of :math:`\tilde g_C^*` is the ball of radius
-    :math:`R` = ``regularizer.conj_radius(C)`` (finite), the point is scaled
-    into it:
+    (:func:`dual_box`, :func:`centre_dual`: the plain centring when it stays in
+    the box, the exact projection :func:`project_sum_box` otherwise; without a
+    bias only the clipping).  Then, when the domain of :math:`\tilde g_C^*` is
+    the ball of radius :math:`R` = ``regularizer.conj_radius(C)`` (finite), the
+    point is scaled into it (:func:`scale_into_radius`):
 
     .. math::
         \tilde\rho' = \tilde\rho / \max\{\max_m \|\tilde\rho\|_{K_m}/R,\ 1\}.
 
     Scaling towards 0 keeps the box when it contains 0 (every loss bounded
-    below).
+    below).  Every engine's certificate makes its dual point feasible this
+    way; an engine that computes the block norms of the projected point in a
+    pass of its own calls the two steps itself.
 
     Parameters
     ----------
@@ -417,26 +445,17 @@ def project_dual(
     norms : ndarray (M,)
         :math:`\|\tilde\rho'\|_{K_m}`.
     """
-    rho = np.array(rho, dtype=np.float64)
+    rho = np.asarray(rho, dtype=np.float64)
     lo, hi = dual_box(problem)
-    inside = bool(np.all((rho >= lo) & (rho <= hi)))
+    unchanged = bool(np.all((rho >= lo) & (rho <= hi)))
     if problem.bias:
-        total = float(np.sum(rho))
-        if inside and abs(total) <= _CENTRED * float(np.sum(np.abs(rho))):
-            rho -= total / rho.size
-            rho = np.clip(rho, lo, hi)
-        else:
-            norms = None
-            rho = project_sum_box(rho, lo, hi)
-    elif not inside:
-        norms = None
-        rho = np.clip(rho, lo, hi)
-    if norms is None:
+        unchanged = unchanged and abs(float(np.sum(rho))) <= _CENTRED * float(np.sum(np.abs(rho)))
+    rho = centre_dual(rho, lo, hi, problem.bias)
+    if norms is None or not unchanged:
         norms = dual_block_norms(problem.bank, rho)
     else:
         norms = np.array(norms, dtype=np.float64)
-    rho, norms = scale_into_radius(rho, norms, float(problem.regularizer.conj_radius(problem.C)))
-    return rho, norms
+    return scale_into_radius(rho, norms, float(problem.regularizer.conj_radius(problem.C)))
 
 
 def scale_into_radius(

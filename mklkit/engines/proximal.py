@@ -113,9 +113,10 @@ certified the way of ``spicy`` (SpicyMKL §6.1): the bias is replaced by
 this only lowers the primal objective), the dual point is
 :math:`\rho = -\partial_z\ell(y, f + b^\star)`, which then lies inside the
 domain of the loss conjugate and has :math:`\mathbf 1^\top\rho = 0` up to
-rounding (the rest is removed along the coordinates with the most room),
-and :func:`~mklkit.engines.common.projected_dual_objective` projects and
-scales it.  Its block norms are computed exactly except for blocks whose
+rounding (the rest is removed by the projection onto the zero sum in the
+box, :func:`~mklkit.engines.common.centre_dual`), and
+:meth:`Certificate.at <mklkit.engines.common.Certificate.at>` scales it and
+assembles the gap.  Its block norms are computed exactly except for blocks whose
 bound :math:`B_m` already gives :math:`\tilde g_C^*(B_m) = 0` inside the
 conjugate's domain (then the exact norm gives the same dual value).  The
 primal objective :math:`P(\alpha, b^\star)` is recomputed from an exact
@@ -367,33 +368,7 @@ class _Run(Algorithm):
         return x * ynorm - gx - self.mu * x * x
 
     # -- certificate ----------------------------------------------------------
-    def centre(self, rho: np.ndarray) -> np.ndarray:
-        r"""Remove the rounding residue of :math:`\mathbf 1^\top\rho` inside the loss conjugate's domain.
-
-        ``rho`` is :math:`-\partial_z\ell` at the optimal bias, so the residue
-        is tiny; it is taken from the coordinates in proportion to their
-        distance to the domain boundary (in the direction of the change), so
-        that no coordinate leaves the domain.
-        """
-        s = float(np.sum(rho))
-        if s == 0.0:
-            return rho
-        # rho_i lies in [-upper_i, -lower_i]: room in the direction of the change
-        room = rho + self.upper if s > 0.0 else -self.lower - rho
-        free = ~np.isfinite(room)
-        if np.any(free):
-            out = rho.copy()
-            out[free] -= s / int(np.sum(free))
-            return out
-        room = np.maximum(room, 0.0)
-        total = float(np.sum(room))
-        if total > abs(s):
-            return rho - s * (room / total)
-        # no room (should not happen): plain centring; projected_dual_objective
-        # then projects onto the box
-        return rho - s / rho.size
-
-    def certificate(self, x: _Iterate) -> dict[str, Any]:
+    def certificate(self, x: _Iterate) -> common.Certificate:
         """Exact primal at (alpha, b*) and the projected dual (module docstring)."""
         y = self.y
         f_approx = x.z - x.b
@@ -401,8 +376,8 @@ class _Run(Algorithm):
         if self.bias:
             b_star = common.optimal_bias(self.loss, y, f_approx, x.b, weights=self.sl.w)
         rho = -self.deriv(common.as_vector(f_approx + b_star))
-        if self.bias:
-            rho = self.centre(rho)
+        if self.bias:        # the rounding residue of the sum, removed inside the box
+            rho = common.centre_dual(rho, -self.upper, -self.lower)
         # which dual block norms must be exact
         allm = np.arange(self.M, dtype=np.int64)
         bnd = self.screen.bounds(rho, allm) if self.engine.screening else np.full(self.M, np.inf)
@@ -436,16 +411,15 @@ class _Run(Algorithm):
         zs = f + b_star if self.bias else f
         P = float(np.sum(self.loss_values(common.as_vector(zs)))) + self.reg_value(norms)
         # dual
+        extra = {"b_star": b_star, "n_exact": int(np.sum(want))}
         if self.mu == 0.0:
-            D, rho_f, _ = common.projected_dual_objective(self.problem, rho, norms=norms_rho)
-        else:
-            rho_f = rho
-            D = -common.loss_conjugate(self.loss, y, rho, self.sl.w) - float(np.sum(self.reg_conj(norms_rho)))
-        gap = common.relative_gap(P, D)
-        return {"P": P, "D": D, "gap": gap, "b_star": b_star, "rho": rho_f,
-                "norms": norms, "n_exact": int(np.sum(want))}
+            return common.Certificate.at(self.problem, P, rho, norms, dual_norms=norms_rho,
+                                         **extra)
+        # the conjugate of g_C + mu x^2 has an unbounded domain: rho is feasible as it is
+        D = -common.loss_conjugate(self.loss, y, rho, self.sl.w) - float(np.sum(self.reg_conj(norms_rho)))
+        return common.Certificate.of(P, D, rho, norms, **extra)
 
-    def offer(self, x: _Iterate, cert: dict[str, Any], it: int) -> None:
+    def offer(self, x: _Iterate, cert: common.Certificate, it: int) -> None:
         """Offer a certified iterate to the incumbents (the gap uses the best of each)."""
         alpha = norms = None
         if math.isfinite(cert["P"]) and cert["P"] < self.run.incumbents.primal:
@@ -527,7 +501,7 @@ class _Run(Algorithm):
         beta = 0.0
         counts = {"restarts": 0, "backtracks": 0, "computed": 0}
 
-        def record(c: dict[str, Any]) -> dict[str, Any]:
+        def record(c: common.Certificate) -> dict[str, Any]:
             extra = {"step_size": 1.0 / L, "momentum": beta, "n_restarts": counts["restarts"],
                      "n_backtracks": counts["backtracks"], "n_computed": counts["computed"],
                      "n_exact_dual": c["n_exact"], "bias": c["b_star"], "step_rule": step_rule}

@@ -300,8 +300,7 @@ def dual_value(problem: Any, rho: np.ndarray) -> float:
         return common.projected_dual_objective(problem, rho)[0]
     _, conj = _reg_terms(problem)
     lo, hi = common.dual_box(problem)
-    r = np.asarray(rho, dtype=np.float64)
-    r = common.project_sum_box(r, lo, hi) if problem.bias else np.clip(r, lo, hi)
+    r = common.centre_dual(rho, lo, hi, problem.bias)
     norms = common.dual_block_norms(problem.bank, r)
     return -(common.loss_conjugate(problem.loss, problem.y, r, problem.sample_weight) + conj(norms))
 

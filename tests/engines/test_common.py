@@ -444,6 +444,67 @@ def test_project_dual_keeps_the_hinge_box():
     assert not math.isfinite(common.dual_objective(pb, c))
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_centre_dual_is_the_projection_and_the_shift_inside(seed):
+    rng = np.random.default_rng(seed)
+    n = 25
+    y = np.where(rng.random(n) < 0.4, -1.0, 1.0)
+    lo, hi = np.minimum(0.0, y), np.maximum(0.0, y)      # 0 <= y rho <= 1
+    # far from the box: the exact projection
+    rho = y * rng.uniform(-0.5, 1.5, n) + 0.3 * rng.standard_normal(n)
+    r = common.centre_dual(rho, lo, hi)
+    np.testing.assert_allclose(r, sorted_reference_projection(rho, lo, hi), atol=1e-12)
+    assert np.all(r >= lo) and np.all(r <= hi)
+    # inside, with a residue the shift absorbs: the plain centring, which is the projection
+    inner = y * rng.uniform(0.2, 0.8, n)
+    inner += 1e-3 * rng.standard_normal(n)
+    c = common.centre_dual(inner, lo, hi)
+    np.testing.assert_array_equal(c, inner - np.sum(inner) / n)
+    np.testing.assert_allclose(c, sorted_reference_projection(inner, lo, hi), atol=1e-12)
+    assert abs(np.sum(c)) <= 1e-14 * np.sum(np.abs(c))
+    # without a bias: the clipping
+    np.testing.assert_array_equal(common.centre_dual(rho, lo, hi, bias=False),
+                                  np.clip(rho, lo, hi))
+    with pytest.raises(ValueError, match="zero sum"):
+        common.centre_dual(rho, np.abs(lo) + 0.1, np.abs(hi) + 0.2)
+
+
+def test_certificate_at_projects_and_assembles_the_gap():
+    K = random_bank(46)
+    y = labels(47)
+    pb = Problem(K=K, y=y, loss=Hinge(), regularizer=L1(), C=0.05)
+    rho = y * np.linspace(0.0, 1.0, N) + 0.2       # outside the box and not centred
+    norms = np.linspace(0.0, 1.0, M)
+    cert = common.Certificate.at(pb, 3.0, rho, norms, bias=0.5)
+    D, rho_f, _ = common.projected_dual_objective(pb, rho)
+    assert cert.primal == 3.0 and cert.dual == D and math.isfinite(D)
+    assert cert.gap == common.relative_gap(3.0, D)
+    np.testing.assert_array_equal(cert.rho, rho_f)
+    assert cert["P"] == cert.primal and cert["D"] == cert.dual and cert["gap"] == cert.gap
+    assert cert["norms"] is norms and cert["bias"] == 0.5
+    with pytest.raises(KeyError):
+        cert["z"]
+    other = common.Certificate.of(2.0, -math.inf, rho, norms)
+    assert other.gap == math.inf and other.extra == {}
+
+
+def test_certify_keeps_the_better_dual_point():
+    K = random_bank(48)
+    y = labels(49)
+    pb = Problem(K=K, y=y, loss=Hinge(), regularizer=L1(), C=0.05)
+    alpha = 0.01 * np.random.default_rng(1).standard_normal((M, N))
+    own = common.certify(pb, alpha, 0.1)
+    assert own.primal == pytest.approx(common.primal_objective(pb, alpha, 0.1), rel=1e-12)
+    assert math.isfinite(own.dual) and own.dual <= own.primal
+    # a dual point that certifies more is kept, one that certifies less is not
+    better = common.zero_solution(Problem(K=K, y=y, loss=Hinge(), regularizer=L1(), C=1e6)).rho
+    D_better = common.projected_dual_objective(pb, better)[0]
+    both = common.certify(pb, alpha, 0.1, rho=better)
+    assert both.dual == max(own.dual, D_better)
+    assert both.gap == common.relative_gap(both.primal, both.dual)
+    assert common.certify(pb, alpha, 0.1, rho=np.full(N, np.nan)).dual == own.dual
+
+
 @pytest.mark.parametrize(
     "P,D,expect",
     [(10.0, 9.0, 0.1), (-4.0, -5.0, 0.25), (0.0, -1e-3, 1e-3), (2.0, -math.inf, math.inf)],

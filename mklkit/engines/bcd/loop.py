@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -55,7 +55,7 @@ class _Iterate:
     #: the smoothing of a non-smooth loss (0 for a smooth one)
     smoothing: float
     #: the certificate of (beta, b) (:meth:`_BcdRun.certify`)
-    cert: dict[str, Any]
+    cert: common.Certificate
     switch: MethodSwitch
     #: the predictions at (beta, b) when known without a pass (the smoothing's new start)
     z: np.ndarray | None = None
@@ -127,37 +127,31 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         return self.lip_loss if math.isfinite(self.lip_loss) and self.lip_loss > 0 else 1.0
 
     # -- certificate ------------------------------------------------------------
-    def centre(self, rho: np.ndarray) -> np.ndarray:
-        r"""Projection onto :math:`\mathbf 1^\top\rho = 0` inside the dual box: the plain
-        shift when it stays inside, else :func:`~mklkit.engines.common.project_sum_box`."""
-        shifted = rho - float(np.sum(rho)) / rho.size
-        if np.all((shifted >= self.rho_lo) & (shifted <= self.rho_hi)):
-            return shifted
-        return common.project_sum_box(rho, self.rho_lo, self.rho_hi)
-
-    def certify(self, beta: np.ndarray, b: float, smoothing: float) -> dict[str, Any]:
-        """Primal, dual and gap at ``(beta, b)`` from the exact predictions (module docstring)."""
+    def certify(self, beta: np.ndarray, b: float, smoothing: float) -> common.Certificate:
+        """Primal, dual and gap at ``(beta, b)`` from the exact predictions (module docstring);
+        the dual point is made feasible by :func:`~mklkit.engines.common.centre_dual` before
+        the pass that gives its block norms and the gradient, and scaled by
+        :meth:`~mklkit.engines.common.Certificate.at`."""
         problem = self.problem
         z = self.bank.expand(beta) + (b if self.bias else 0.0)
         smooth_val, u = self.loss_terms(z, smoothing, value=not self.smooth)
         rho = -u
         if self.bias:
-            rho = self.centre(rho)
+            rho = common.centre_dual(rho, self.rho_lo, self.rho_hi)
         t = self.bank.project(rho)
-        D, rho_f, _ = common.projected_dual_objective(
-            problem, rho, norms=segment_norms(t, self.f.starts))
         norms = segment_norms(beta, self.f.starts)
         reg_val = common.regularizer_value(self.reg, norms, self.C)
         P = common.loss_value(self.loss, self.y, z, self.sl.w) + reg_val
-        gap = common.relative_gap(P, D)
-        out = {"P": P, "D": D, "gap": gap, "rho": rho_f, "grad": -t, "norms": norms,
-               "z": z, "sum_u": float(np.sum(u))}
+        cert = common.Certificate.at(problem, P, rho, norms,
+                                     dual_norms=segment_norms(t, self.f.starts),
+                                     grad=-t, z=z, sum_u=float(np.sum(u)))
         if not self.smooth:
+            rho_f = cert.rho
             P_mu = float(np.sum(smooth_val)) + reg_val
-            D_mu = D - 0.5 * smoothing * float(rho_f @ rho_f)
-            out["gap_smoothed"] = P_mu - D_mu
-            out["smoothing_error"] = (P - P_mu) + 0.5 * smoothing * float(rho_f @ rho_f)
-        return out
+            D_mu = cert.dual - 0.5 * smoothing * float(rho_f @ rho_f)
+            cert.extra["gap_smoothed"] = P_mu - D_mu
+            cert.extra["smoothing_error"] = (P - P_mu) + 0.5 * smoothing * float(rho_f @ rho_f)
+        return cert
 
     # -- working sets -------------------------------------------------------------
     def working_set(self, score: np.ndarray, norms: np.ndarray) -> np.ndarray:
@@ -211,7 +205,7 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
 
     def newton_to_tol(self, ws: np.ndarray, beta: np.ndarray, b: float, z: np.ndarray,
                       smoothing: float, tol_in: float
-                      ) -> tuple[float, np.ndarray, dict[str, Any] | None]:
+                      ) -> tuple[float, np.ndarray, common.Certificate | None]:
         """Newton steps on a working set one call at a time, certifying after each: the run's
         ``tol`` ends them as well as ``tol_in`` and ``max_newton`` (on w8a, 39,799 points,
         the second of two steps, 3 s, took the gap from 5.6e-4 to 3.7e-4 for tol 1e-3).
@@ -325,7 +319,7 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
                 "in a row" if st.quiet >= STALL_ITERATIONS else None))
 
     def solve_set(self, st: _Iterate, ws: np.ndarray, tol_in: float
-                  ) -> tuple[np.ndarray, dict[str, Any] | None, int, bool]:
+                  ) -> tuple[np.ndarray, common.Certificate | None, int, bool]:
         """Solve the working set ``ws`` to ``tol_in`` from ``st`` (then polish its support),
         counting the iteration; back at the start when a value is not finite.  Returns the
         jitted loop's statistics, the certificate of :meth:`newton_to_tol` (or None), the
@@ -336,7 +330,7 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         # a new working set gets NEW_SET_NEWTON Newton steps: its solution changes the
         # scores that choose the next one
         fresh = st.prev_ws is None or not np.array_equal(ws, st.prev_ws)
-        ended: dict[str, Any] | None = None
+        ended: common.Certificate | None = None
         # a smooth loss's working set is polished once it is met again (its support
         # settled): a new one changes the scores that choose the next
         polish = self.polish_on or (not fresh and st.cert["gap"] <= SMOOTH_POLISH_GAP

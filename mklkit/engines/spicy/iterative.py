@@ -411,7 +411,7 @@ class _Iterative(Algorithm):
         """
         problem = self.problem
         lo, hi = -self.upper, -self.lower
-        rho_t = common.project_sum_box(rho, lo, hi) if self.bias else np.clip(rho, lo, hi)
+        rho_t = common.centre_dual(rho, lo, hi, self.bias)
         dn = float(np.linalg.norm(rho_t - rho))
         norms = np.sqrt(np.maximum(KR @ rho, 0.0)) + self.sqrt_trace * dn
         radius = float(problem.regularizer.conj_radius(self.C))
@@ -486,18 +486,18 @@ class _Iterative(Algorithm):
             self.b += self.gamma_b * float(np.sum(self.rho))
         self.loss.update_multipliers(self.rho)
 
-    def objectives(self) -> tuple[float, float, float, np.ndarray, np.ndarray]:
+    def objectives(self) -> common.Certificate:
         """Primal at (alpha, b*) and dual at the projected rho (§6.1); resyncs K_m rho.
 
         ``b*`` is the bias minimizing the primal for the current α
-        (:func:`common.optimal_bias`, started at the augmented-Lagrangian b).
+        (:func:`common.optimal_bias`, started at the augmented-Lagrangian b), in
+        the certificate's ``extra`` as ``bias``.  The projection
+        (:func:`common.centre_dual`) comes before the pass over the bank that
+        gives :math:`K_m\rho` and the projected point's block norms, the scaling
+        (:func:`common.scale_into_radius`) after it.
         """
         problem = self.problem
-        lo, hi = -self.upper, -self.lower
-        if self.bias:
-            rho_t = common.project_sum_box(self.rho, lo, hi)
-        else:
-            rho_t = np.clip(self.rho, lo, hi)
+        rho_t = common.centre_dual(self.rho, -self.upper, -self.lower, self.bias)
         KR, norms = self.bank.matvecs_and_norms(common.as_vector(self.rho), common.as_vector(rho_t))
         self.KR = KR
         rho_t, norms = common.scale_into_radius(
@@ -508,7 +508,7 @@ class _Iterative(Algorithm):
         xnorm = np.sqrt(self.aa)
         P = common.loss_value(problem.loss, self.y, f + b, self.sl.w) + common.regularizer_value(
             problem.regularizer, xnorm, self.C)
-        return P, D, b, rho_t, xnorm
+        return common.Certificate.of(P, D, rho_t, xnorm, bias=b)
 
     # -- main loop ---------------------------------------------------------------------
     def run_loop(self) -> SolveResult:
@@ -529,8 +529,8 @@ class _Iterative(Algorithm):
                 q = self.kernel_part(self.rho, self.KR)
             self.outer_update(q)
             it += 1
-            P, D, b_out, rho_t, norms = self.objectives()
-            gap = common.relative_gap(P, D)
+            cert = self.objectives()
+            P, D, gap, b_out, rho_t = cert.primal, cert.dual, cert.gap, cert["bias"], cert.rho
             run.offer(it, primal=P, alpha=self.alpha_full(), bias=b_out,
                       norms=self.block_norms_full(), dual=D, rho=rho_t)
             extra = {

@@ -110,8 +110,8 @@ class _OneStep(Algorithm):
                 b = common.optimal_bias(self.problem.loss, y, f, b0, weights=self.sl.w)
             P = common.loss_value(self.problem.loss, y, f + b, self.sl.w) + common.regularizer_value(
                 self.problem.regularizer, alpha_norms, self.C)
-            D, rho_f, _ = common.projected_dual_objective(self.problem, rho, norms=norms)
-            gap = common.relative_gap(P, D)
+            cert = common.Certificate.at(self.problem, P, rho, alpha_norms, dual_norms=norms)
+            D, rho_f, gap = cert.dual, cert.rho, cert.gap
             finite = math.isfinite(P) and math.isfinite(D) and math.isfinite(F)
             run.offer(it, primal=P, alpha=coef[:, None] * rho[None, :], bias=b,
                       norms=alpha_norms.copy(), dual=D, rho=rho_f)

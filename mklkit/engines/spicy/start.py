@@ -92,6 +92,13 @@ def _centre(rho: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     is infinite.  So the sum is spread evenly over the coordinates that stay
     strictly inside (all of them, normally); ``rho`` is returned as it is
     when none can take it.
+
+    This is not the certificate's projection
+    (:func:`~mklkit.engines.common.centre_dual`): the point is the Newton
+    iterate itself, which must stay strictly inside the domain (the
+    conjugate's derivatives are infinite on its boundary), whereas the
+    Euclidean projection puts coordinates on the boundary.  The certificate
+    projects a copy (:meth:`~mklkit.engines.common.Certificate.at`).
     """
     total = float(np.sum(rho))
     free = np.ones(rho.size, dtype=bool)

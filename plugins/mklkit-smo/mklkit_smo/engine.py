@@ -50,6 +50,7 @@ from mklkit.engines.capabilities import (
     LINEAR_CONJUGATE,
     PNORM_PENALTY,
 )
+from mklkit.engines.common import relative_gap
 from mklkit.problem import Problem
 from mklkit.result import SolveResult, Status
 
@@ -634,10 +635,8 @@ class _SmoRun(Algorithm):
         primal_p = self.U * L + self.reg.omega(self.c, self.d)
         P = self.C * primal_p
         D = self.C * dual_p
-        if math.isfinite(P) and math.isfinite(D):
-            gap = (P - D) / abs(P) if P != 0.0 else P - D
-        else:
-            gap = math.nan
+        # the SMO-MKL dual (9)/(23) is feasible at every iterate: no projection, only the gap
+        gap = relative_gap(P, D) if math.isfinite(P) and math.isfinite(D) else math.nan
         return {"objective": P, "dual_objective": D, "gap": gap, "bias": b,
                 "objective_smo": primal_p, "dual_objective_smo": dual_p}
 

@@ -72,6 +72,7 @@ import numpy as np
 from mklkit.components.base import Param
 from mklkit.engines.base import Engine, Requires, Run, needs
 from mklkit.engines.capabilities import ARRAY_BANK, HINGE_CONJUGATE, L1_SQUARED_FORM
+from mklkit.engines.common import relative_gap
 from mklkit.problem import Problem
 from mklkit.result import SolveResult, Status
 
@@ -817,7 +818,7 @@ class _Skm:
         norms = eta * np.sqrt(np.maximum(c, 0.0))
         P = 0.5 * float(np.sum(self.dt * norms)) ** 2 + self.U * hinge
         D = float(np.sum(beta)) - 0.5 * float(np.max(c / self.dt**2))
-        gap = (P - D) / abs(P) if P != 0.0 else P - D
+        gap = relative_gap(P, D) if math.isfinite(P) else math.nan
         return {"e1": e1, "e2": e2, "P": P, "D": D, "gap": gap, "bias": b}
 
     def _record(self, stage: int, kappa: float, run: _SkmRun, ev: dict[str, float],
