@@ -192,6 +192,58 @@ def _shape_of(X: Any) -> tuple[int, ...]:
     return tuple(X.shape) if hasattr(X, "shape") else np.shape(X)
 
 
+def _training_points(X: Any, feature_names: Sequence[str] | None
+                     ) -> tuple[Any, int, int, list[str] | None]:
+    """The points of ``X`` (unwrapped from a :class:`Dataset`), checked to be a non-empty 2-d
+    array, their ``N`` and ``d``, and the feature names as strings."""
+    if isinstance(X, Dataset):
+        if feature_names is None:
+            feature_names = X.feature_names
+        X = X.X
+    shape = _shape_of(X)
+    if len(shape) != 2 or shape[0] < 1 or shape[1] < 1:
+        raise BankError(f"X must be a non-empty 2-d array (samples x features); got shape {shape}")
+    N, d = int(shape[0]), int(shape[1])
+    if feature_names is not None:
+        feature_names = [str(n) for n in feature_names]
+    return X, N, d, feature_names
+
+
+def _normalize_bank(K: np.ndarray, specs: Sequence[BankKernel], normalize: str
+                    ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Normalise the Gram matrices ``K`` in place; their traces before normalisation and (for
+    ``"diagonal"``) their diagonals.  A kernel that cannot be normalised is a :class:`BankError`."""
+    M, N = K.shape[0], K.shape[1]
+    traces = np.empty(M)
+    train_diag = np.empty((M, N)) if normalize == "diagonal" else None
+    for m in range(M):
+        Km = K[m]
+        t = float(np.trace(Km))
+        traces[m] = t
+        if normalize == "trace":
+            if not (t > 0.0 and math.isfinite(t)):
+                raise BankError(
+                    f"kernel {m} {specs[m].label!r} has trace {t!r}; unit-trace normalisation "
+                    "needs a positive trace (a constant-zero feature?); drop the feature or use "
+                    "normalize='diagonal' or 'none'"
+                )
+            Km /= t
+        elif normalize == "diagonal":
+            dg = np.diagonal(Km).copy()
+            if not np.all(dg > 0.0):
+                i = int(np.argmin(dg))
+                raise BankError(
+                    f"kernel {m} {specs[m].label!r} has k(x, x) = {float(dg[i])!r} at sample {i}; "
+                    "unit-diagonal normalisation needs k(x, x) > 0 for every training point; "
+                    "use normalize='trace' or 'none'"
+                )
+            train_diag[m] = dg  # type: ignore[index]
+            s = np.sqrt(dg)
+            divide_outer_inplace(Km, s, s)
+            np.fill_diagonal(Km, 1.0)
+    return traces, train_diag
+
+
 class KernelBank:
     """A bank of ``M`` Gram matrices on ``N`` training points.
 
@@ -311,16 +363,7 @@ class KernelBank:
         KernelBank
         """
         normalize = _check_normalize(normalize)
-        if isinstance(X, Dataset):
-            if feature_names is None:
-                feature_names = X.feature_names
-            X = X.X
-        shape = _shape_of(X)
-        if len(shape) != 2 or shape[0] < 1 or shape[1] < 1:
-            raise BankError(f"X must be a non-empty 2-d array (samples x features); got shape {shape}")
-        N, d = int(shape[0]), int(shape[1])
-        if feature_names is not None:
-            feature_names = [str(n) for n in feature_names]
+        X, N, d, feature_names = _training_points(X, feature_names)
         specs = expand_bank(entries_or_preset, d, feature_names, resolve, root=root)
         M = len(specs)
         _check_budget(M, N, N, memory_budget_bytes, "kernel bank")
@@ -331,33 +374,7 @@ class KernelBank:
         K = np.empty((M, N, N), dtype=np.float64)
         bar = _ProgressReporter(M, "building kernel bank", _progress_callback(progress))
         _fill(K, specs, local, XA, None, bar)
-        traces = np.empty(M)
-        train_diag = np.empty((M, N)) if normalize == "diagonal" else None
-        for m in range(M):
-            Km = K[m]
-            t = float(np.trace(Km))
-            traces[m] = t
-            if normalize == "trace":
-                if not (t > 0.0 and math.isfinite(t)):
-                    raise BankError(
-                        f"kernel {m} {specs[m].label!r} has trace {t!r}; unit-trace normalisation "
-                        "needs a positive trace (a constant-zero feature?); drop the feature or use "
-                        "normalize='diagonal' or 'none'"
-                    )
-                Km /= t
-            elif normalize == "diagonal":
-                dg = np.diagonal(Km).copy()
-                if not np.all(dg > 0.0):
-                    i = int(np.argmin(dg))
-                    raise BankError(
-                        f"kernel {m} {specs[m].label!r} has k(x, x) = {float(dg[i])!r} at sample {i}; "
-                        "unit-diagonal normalisation needs k(x, x) > 0 for every training point; "
-                        "use normalize='trace' or 'none'"
-                    )
-                train_diag[m] = dg  # type: ignore[index]
-                s = np.sqrt(dg)
-                divide_outer_inplace(Km, s, s)
-                np.fill_diagonal(Km, 1.0)
+        traces, train_diag = _normalize_bank(K, specs, normalize)
         logger.info(
             "built %d kernels on %d samples (%s, normalize=%s) in %.2f s",
             M, N, format_bytes(K.nbytes), normalize, time.perf_counter() - t0,

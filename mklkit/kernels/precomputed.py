@@ -104,6 +104,31 @@ def precomputed_from_npz(
         Naming the file, the array and the kernel index.
     """
     p = os.fspath(path)
+    arrays = _read_npz(p)
+    K_train = _as_kernel_array(arrays["K_train"], f"{p}: K_train", copy=False)
+    if K_train.shape[1] != K_train.shape[2]:
+        raise BankError(f"{p}: K_train must have shape (M, N, N); got {K_train.shape}")
+    M, N = K_train.shape[0], K_train.shape[1]
+    y_train = _labels(arrays["y_train"], f"{p}: y_train", N)
+    names = _npz_names(arrays, p, M)
+    K_test, y_test = _npz_test(arrays, p, K_train.shape)
+    bank = cls.from_precomputed(
+        K_train, names=names, normalize=normalize, sym_rtol=sym_rtol, check_psd=check_psd,
+        source=f"{p}: K_train", copy=False,
+    )
+    bank.source = p
+    test_diag = None
+    if K_test is not None:
+        test_diag = _normalize_npz_test(bank, arrays, p, K_test, normalize)
+    elif "K_test_diag" in arrays:
+        raise BankError(f"{p}: K_test_diag is given without K_test")
+    return PrecomputedKernels(bank=bank, y_train=y_train, K_test=K_test, y_test=y_test, source=p,
+                              test_diag=test_diag)
+
+
+def _read_npz(p: str) -> dict[str, np.ndarray]:
+    """The arrays of the ``.npz`` file ``p``; a :class:`BankError` for a missing or unreadable
+    file, a missing required array or an unknown one."""
     if not os.path.isfile(p):
         raise BankError(f"{p}: precomputed kernel file not found")
     try:
@@ -125,24 +150,30 @@ def precomputed_from_npz(
                 f"{p}: unknown array {unknown[0]!r}{did_you_mean(unknown[0], list(allowed))}; "
                 f"allowed: {', '.join(allowed)}"
             )
-        arrays = {k: z[k] for k in keys}
-    K_train = _as_kernel_array(arrays["K_train"], f"{p}: K_train", copy=False)
-    if K_train.shape[1] != K_train.shape[2]:
-        raise BankError(f"{p}: K_train must have shape (M, N, N); got {K_train.shape}")
-    M, N = K_train.shape[0], K_train.shape[1]
-    y_train = _labels(arrays["y_train"], f"{p}: y_train", N)
-    names = None
-    if "names" in arrays:
-        nm = arrays["names"]
-        if nm.ndim != 1 or nm.shape[0] != M:
-            raise BankError(f"{p}: names must have shape ({M},) (one per kernel); got {nm.shape}")
-        names = [str(v) for v in nm]
+        return {k: z[k] for k in keys}
+
+
+def _npz_names(arrays: dict[str, np.ndarray], p: str, M: int) -> list[str] | None:
+    """The kernel names of the file (``None`` without ``names``), one per kernel."""
+    if "names" not in arrays:
+        return None
+    nm = arrays["names"]
+    if nm.ndim != 1 or nm.shape[0] != M:
+        raise BankError(f"{p}: names must have shape ({M},) (one per kernel); got {nm.shape}")
+    return [str(v) for v in nm]
+
+
+def _npz_test(arrays: dict[str, np.ndarray], p: str, train_shape: tuple[int, ...]
+              ) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``K_test`` (checked, shaped to match ``K_train``) and ``y_test`` of the file, each ``None``
+    when absent; ``y_test`` without ``K_test`` is a :class:`BankError`."""
+    M, N = train_shape[0], train_shape[1]
     K_test = y_test = None
     if "K_test" in arrays:
         K_test = _as_kernel_array(arrays["K_test"], f"{p}: K_test", copy=False)
         if K_test.shape[0] != M or K_test.shape[2] != N:
             raise BankError(
-                f"{p}: K_test must have shape ({M}, N_test, {N}) to match K_train {K_train.shape}; "
+                f"{p}: K_test must have shape ({M}, N_test, {N}) to match K_train {train_shape}; "
                 f"got {K_test.shape}"
             )
         _check_kernels(K_test, f"{p}: K_test", square=False)
@@ -150,33 +181,31 @@ def precomputed_from_npz(
         if K_test is None:
             raise BankError(f"{p}: y_test is given without K_test")
         y_test = _labels(arrays["y_test"], f"{p}: y_test", K_test.shape[1])
-    bank = cls.from_precomputed(
-        K_train, names=names, normalize=normalize, sym_rtol=sym_rtol, check_psd=check_psd,
-        source=f"{p}: K_train", copy=False,
-    )
-    bank.source = p
-    if K_test is not None:
-        test_diag = None
-        if "K_test_diag" in arrays:
-            test_diag = np.asarray(arrays["K_test_diag"], dtype=np.float64)
-            if test_diag.shape != (M, K_test.shape[1]):
-                raise BankError(
-                    f"{p}: K_test_diag must have shape ({M}, {K_test.shape[1]}); got {test_diag.shape}"
-                )
-        elif normalize == "diagonal":
-            raise BankError(
-                f"{p}: normalize='diagonal' needs the array K_test_diag (M, N_test) with the test "
-                "points' own k(x, x) to normalise K_test"
-            )
-        try:
-            bank.normalize_cross(K_test, test_diag)
-        except BankError as exc:
-            raise BankError(f"{p}: K_test: {exc}") from None
-    elif "K_test_diag" in arrays:
-        raise BankError(f"{p}: K_test_diag is given without K_test")
-    return PrecomputedKernels(bank=bank, y_train=y_train, K_test=K_test, y_test=y_test, source=p,
-                              test_diag=test_diag if K_test is not None else None)
+    return K_test, y_test
 
+
+def _normalize_npz_test(bank: "KernelBank", arrays: dict[str, np.ndarray], p: str, K_test: np.ndarray,
+                        normalize: str) -> np.ndarray | None:
+    """Normalise ``K_test`` in place like the training kernels of ``bank``; the file's
+    ``K_test_diag`` (needed for ``"diagonal"``), or ``None``."""
+    M = bank.n_kernels
+    test_diag = None
+    if "K_test_diag" in arrays:
+        test_diag = np.asarray(arrays["K_test_diag"], dtype=np.float64)
+        if test_diag.shape != (M, K_test.shape[1]):
+            raise BankError(
+                f"{p}: K_test_diag must have shape ({M}, {K_test.shape[1]}); got {test_diag.shape}"
+            )
+    elif normalize == "diagonal":
+        raise BankError(
+            f"{p}: normalize='diagonal' needs the array K_test_diag (M, N_test) with the test "
+            "points' own k(x, x) to normalise K_test"
+        )
+    try:
+        bank.normalize_cross(K_test, test_diag)
+    except BankError as exc:
+        raise BankError(f"{p}: K_test: {exc}") from None
+    return test_diag
 
 @dataclass
 class PrecomputedKernels:

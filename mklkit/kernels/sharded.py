@@ -39,7 +39,7 @@ import numpy as np
 
 from ..data import Dataset
 from .build import KernelBank, estimate_bytes, format_bytes
-from .description import DEFAULT_MEMORY_BUDGET, BankError, Resolver, expand_bank
+from .description import DEFAULT_MEMORY_BUDGET, BankError, BankKernel, Resolver, expand_bank
 from .ops import ArrayBank, GramBank
 
 __all__ = ["ShardedBank", "ShardLostError", "CommStats"]
@@ -174,6 +174,78 @@ class _Shard:
         return self.ops.combine(self._rows(A, idx), idx)
 
 
+def _training_points(X: Any, feature_names: Sequence[str] | None) -> tuple[Any, int, int, Sequence[str] | None]:
+    """The points of ``X`` (unwrapped from a :class:`Dataset`, with its feature names unless
+    given), checked to be a non-empty 2-d array, and their ``N`` and ``d``."""
+    if isinstance(X, Dataset):
+        if feature_names is None:
+            feature_names = X.feature_names
+        X = X.X
+    shape = tuple(X.shape) if hasattr(X, "shape") else np.shape(X)
+    if len(shape) != 2 or shape[0] < 1 or shape[1] < 1:
+        raise BankError(f"X must be a non-empty 2-d array (samples x features); got shape {shape}")
+    return X, int(shape[0]), int(shape[1]), feature_names
+
+
+def _chosen_workers(info: Mapping[str, Any], workers: Sequence[str] | None, M: int) -> list[str]:
+    """The addresses of the workers that get a shard: those asked for (default: all, sorted), each
+    checked to be a worker of the client, at most one per kernel."""
+    if workers is None:
+        workers = sorted(info)
+    workers = [str(w) for w in workers]
+    unknown = [w for w in workers if w not in info]
+    if unknown:
+        raise ValueError(f"workers: {unknown[0]!r} is not a worker of this client; "
+                         f"workers: {', '.join(sorted(info)) or 'none'}")
+    if not workers:
+        raise ValueError("a ShardedBank needs at least one Dask worker; the client has none")
+    return workers[:min(len(workers), M)]
+
+
+def _shard_budgets(info: Mapping[str, Any], workers: list[str], bounds: np.ndarray, N: int,
+                   memory_budget_bytes: float | None) -> list[float]:
+    """The bytes each shard may take on its worker; a :class:`BankError` for a shard that needs
+    more (naming the worker, before anything is built)."""
+    budgets = []
+    for w, addr in enumerate(workers):
+        Mw = int(bounds[w + 1] - bounds[w])
+        limit = memory_budget_bytes
+        if limit is None:
+            limit = _worker_budget(info[addr])
+        need = estimate_bytes(Mw, N)
+        if need > limit:
+            raise BankError(
+                f"shard {w} (kernels {bounds[w]}..{bounds[w + 1] - 1}, {Mw} x {N} x {N} float64) "
+                f"needs about {format_bytes(need)} but worker {addr} allows "
+                f"{format_bytes(limit)}; use more workers, fewer kernels or samples, or "
+                "workers with a larger memory_limit")
+        budgets.append(limit)
+    return budgets
+
+
+def _start_shards(client: Any, X: Any, specs: Sequence[BankKernel], workers: list[str], bounds: np.ndarray,
+                  budgets: list[float], normalize: str, resolve: Resolver | Mapping[str, type] | None
+                  ) -> tuple[list[Any], list[Any]]:
+    """Send ``X`` once to every worker and build each shard in an actor on its worker; the actors'
+    futures and the actors (all cancelled if one fails)."""
+    X_future = client.scatter(X, workers=workers, broadcast=True, hash=False)
+    futures = []
+    try:
+        for w, addr in enumerate(workers):
+            lo, hi = int(bounds[w]), int(bounds[w + 1])
+            entries = [s.to_dict() for s in specs[lo:hi]]
+            futures.append(client.submit(
+                _Shard, X_future, entries, normalize, lo, budgets[w], resolve,
+                workers=[addr], allow_other_workers=False, actor=True, pure=False))
+        actors = [f.result() for f in futures]
+    except Exception:
+        client.cancel(futures)
+        raise
+    finally:
+        del X_future
+    return futures, actors
+
+
 class ShardedBank(GramBank):
     """A Gram bank spread over Dask workers, one contiguous shard of kernels per worker.
 
@@ -263,58 +335,15 @@ class ShardedBank(GramBank):
         ValueError
             Without workers.
         """
-        if isinstance(X, Dataset):
-            if feature_names is None:
-                feature_names = X.feature_names
-            X = X.X
-        shape = tuple(X.shape) if hasattr(X, "shape") else np.shape(X)
-        if len(shape) != 2 or shape[0] < 1 or shape[1] < 1:
-            raise BankError(f"X must be a non-empty 2-d array (samples x features); got shape {shape}")
-        N, d = int(shape[0]), int(shape[1])
+        X, N, d, feature_names = _training_points(X, feature_names)
         specs = expand_bank(entries_or_preset, d, feature_names, resolve, root=root)
         M = len(specs)
         info = client.scheduler_info()["workers"]
-        if workers is None:
-            workers = sorted(info)
-        workers = [str(w) for w in workers]
-        unknown = [w for w in workers if w not in info]
-        if unknown:
-            raise ValueError(f"workers: {unknown[0]!r} is not a worker of this client; "
-                             f"workers: {', '.join(sorted(info)) or 'none'}")
-        if not workers:
-            raise ValueError("a ShardedBank needs at least one Dask worker; the client has none")
-        W = min(len(workers), M)
-        workers = workers[:W]
+        workers = _chosen_workers(info, workers, M)
+        W = len(workers)
         bounds = np.array([(M * w) // W for w in range(W + 1)], dtype=np.int64)
-        budgets = []
-        for w, addr in enumerate(workers):
-            Mw = int(bounds[w + 1] - bounds[w])
-            limit = memory_budget_bytes
-            if limit is None:
-                limit = _worker_budget(info[addr])
-            need = estimate_bytes(Mw, N)
-            if need > limit:
-                raise BankError(
-                    f"shard {w} (kernels {bounds[w]}..{bounds[w + 1] - 1}, {Mw} x {N} x {N} float64) "
-                    f"needs about {format_bytes(need)} but worker {addr} allows "
-                    f"{format_bytes(limit)}; use more workers, fewer kernels or samples, or "
-                    "workers with a larger memory_limit")
-            budgets.append(limit)
-        X_future = client.scatter(X, workers=workers, broadcast=True, hash=False)
-        futures = []
-        try:
-            for w, addr in enumerate(workers):
-                lo, hi = int(bounds[w]), int(bounds[w + 1])
-                entries = [s.to_dict() for s in specs[lo:hi]]
-                futures.append(client.submit(
-                    _Shard, X_future, entries, normalize, lo, budgets[w], resolve,
-                    workers=[addr], allow_other_workers=False, actor=True, pure=False))
-            actors = [f.result() for f in futures]
-        except Exception:
-            client.cancel(futures)
-            raise
-        finally:
-            del X_future
+        budgets = _shard_budgets(info, workers, bounds, N, memory_budget_bytes)
+        futures, actors = _start_shards(client, X, specs, workers, bounds, budgets, normalize, resolve)
         bank = cls(client, futures, actors, bounds, N, workers, [s.label for s in specs], normalize)
         bank._cross_source = (X, specs, feature_names)
         logger.info("built %d kernels on %d samples over %d workers (%s in all)", M, N, W,

@@ -159,6 +159,49 @@ def _reg_expr(name: str, norms, squares, C: float, lam: float | None, q: float |
     raise ValueError(f"unknown regularizer {name!r}; known: {', '.join(REGULARIZERS)}")
 
 
+def _reference_problem(factors, y: np.ndarray, loss_name: str, reg_name: str, C: float, *,
+                       lam: float | None, q: float | None, eps: float | None, delta: float | None,
+                       d0: float | None, tau: float | None, p: float | None, bias: bool,
+                       sample_weight: np.ndarray | None):
+    r"""The cvxpy problem of the MKL primal on the factors :math:`K_m \approx L_m L_m^\top`, with its
+    block variables :math:`\beta_m` and its bias variable (``None`` without a bias)."""
+    betas = [cp.Variable(L.shape[1]) for L, _ in factors]
+    b = cp.Variable() if bias else None
+    z = sum(L @ beta for (L, _), beta in zip(factors, betas))
+    if bias:
+        z = z + b
+    norms = [cp.norm(beta, 2) for beta in betas]
+    squares = [cp.sum_squares(beta) for beta in betas]
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    objective = _loss_expr(loss_name, y, z, eps, delta, tau, w) + _reg_expr(
+        reg_name, norms, squares, C, lam, q, betas, d0, p)
+    return cp.Problem(cp.Minimize(objective)), betas, b
+
+
+def _solve_with_retries(prob, tol: float) -> float:
+    """Solve ``prob`` with Clarabel at ``tol``, then 10 and 100 times looser until its status is
+    optimal; the tolerance of the last attempt."""
+    used = tol
+    for used in (tol, 10 * tol, 100 * tol):
+        with warnings.catch_warnings():
+            # "Solution may be inaccurate": the status says so and the loop retries
+            warnings.simplefilter("ignore", UserWarning)
+            try:
+                prob.solve(
+                    solver=cp.CLARABEL,
+                    tol_gap_abs=used,
+                    tol_gap_rel=used,
+                    tol_feas=used,
+                    tol_ktratio=1e-8,
+                    max_iter=500,
+                )
+            except cp.error.SolverError:   # a numerical failure: retry at the next tolerance
+                continue
+        if prob.status == cp.OPTIMAL:
+            break
+    return used
+
+
 def solve_reference(
     K: np.ndarray,
     y: np.ndarray,
@@ -209,35 +252,10 @@ def solve_reference(
     """
     y = np.asarray(y, dtype=np.float64)
     factors = factor_bank(K, eig_tol)
-    betas = [cp.Variable(L.shape[1]) for L, _ in factors]
-    b = cp.Variable() if bias else None
-    z = sum(L @ beta for (L, _), beta in zip(factors, betas))
-    if bias:
-        z = z + b
-    norms = [cp.norm(beta, 2) for beta in betas]
-    squares = [cp.sum_squares(beta) for beta in betas]
-    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    objective = _loss_expr(loss_name, y, z, eps, delta, tau, w) + _reg_expr(
-        reg_name, norms, squares, C, lam, q, betas, d0, p)
-    prob = cp.Problem(cp.Minimize(objective))
-    used = tol
-    for used in (tol, 10 * tol, 100 * tol):
-        with warnings.catch_warnings():
-            # "Solution may be inaccurate": the status says so and the loop retries
-            warnings.simplefilter("ignore", UserWarning)
-            try:
-                prob.solve(
-                    solver=cp.CLARABEL,
-                    tol_gap_abs=used,
-                    tol_gap_rel=used,
-                    tol_feas=used,
-                    tol_ktratio=1e-8,
-                    max_iter=500,
-                )
-            except cp.error.SolverError:   # a numerical failure: retry at the next tolerance
-                continue
-        if prob.status == cp.OPTIMAL:
-            break
+    prob, betas, b = _reference_problem(factors, y, loss_name, reg_name, C, lam=lam, q=q, eps=eps,
+                                        delta=delta, d0=d0, tau=tau, p=p, bias=bias,
+                                        sample_weight=sample_weight)
+    used = _solve_with_retries(prob, tol)
     if prob.status != cp.OPTIMAL:
         raise ReferenceError(
             f"Clarabel status {prob.status!r} (not optimal) for {loss_name} x {reg_name}, "
