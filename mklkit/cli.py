@@ -98,25 +98,38 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"mklkit {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    _add_validate_and_run(sub)
+    _add_sweep(sub)
+    _add_report_and_plugins(sub)
+    _add_check_plugin(sub)
+    _add_new_plugin_and_schema(sub)
+    return p
 
-    def add(name: str, help_: str, func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help_, description=help_)
-        sp.set_defaults(func=func)
-        return sp
 
-    def overrides(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument(
-            "--set", action="append", default=[], metavar="KEY.PATH=VALUE", dest="overrides",
-            help="override a spec value (parsed as YAML), e.g. --set problem.C=0.1; repeatable",
-        )
+def _add_command(sub: Any, name: str, help_: str, func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+    """The subcommand ``name`` (its help is also its description), running ``func``."""
+    sp = sub.add_parser(name, help=help_, description=help_)
+    sp.set_defaults(func=func)
+    return sp
 
-    sp = add("validate", "check a spec completely (data, labels, kernels, engine) without solving", _cmd_validate)
+
+def _add_overrides(sp: argparse.ArgumentParser) -> None:
+    """The repeatable ``--set KEY.PATH=VALUE`` of the commands that read a spec."""
+    sp.add_argument(
+        "--set", action="append", default=[], metavar="KEY.PATH=VALUE", dest="overrides",
+        help="override a spec value (parsed as YAML), e.g. --set problem.C=0.1; repeatable",
+    )
+
+
+def _add_validate_and_run(sub: Any) -> None:
+    """The ``validate`` and ``run`` subcommands."""
+    sp = _add_command(sub, "validate", "check a spec completely (data, labels, kernels, engine) without solving", _cmd_validate)
     sp.add_argument("spec", metavar="SPEC", help="YAML spec file")
-    overrides(sp)
+    _add_overrides(sp)
 
-    sp = add("run", "solve a spec and write summary.json, history.json, solution.npz", _cmd_run)
+    sp = _add_command(sub, "run", "solve a spec and write summary.json, history.json, solution.npz", _cmd_run)
     sp.add_argument("spec", metavar="SPEC", help="YAML spec file")
-    overrides(sp)
+    _add_overrides(sp)
     sp.add_argument("--out", metavar="DIR", help="output directory (default: the spec's output.dir, else runs/<spec name>)")
     sp.add_argument("--quiet", "-q", action="store_true",
                     help="no progress lines on stderr (nor warnings about plugins that could not be loaded)")
@@ -126,12 +139,15 @@ def _parser() -> argparse.ArgumentParser:
                     help="build the kernel bank in shards on a dask.distributed cluster, e.g. tcp://127.0.0.1:8786 "
                     "(the same as --set kernels.sharded.scheduler=ADDRESS; needs mklkit[dask])")
 
-    sp = add(
-        "sweep", "run a grid of problems (lists in the spec) with cross-validation, write results.csv "
+
+def _add_sweep(sub: Any) -> None:
+    """The ``sweep`` subcommand."""
+    sp = _add_command(
+        sub, "sweep", "run a grid of problems (lists in the spec) with cross-validation, write results.csv "
         "and refit the best configuration (docs/sweeps.md)", _cmd_sweep,
     )
     sp.add_argument("spec", metavar="SPEC", help="YAML sweep spec (a run spec with lists and a cv section)")
-    overrides(sp)
+    _add_overrides(sp)
     where = sp.add_mutually_exclusive_group()
     where.add_argument("--workers", type=int, default=1, metavar="N",
                        help="local worker processes (default 1: solve in this process)")
@@ -145,15 +161,21 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--quiet", "-q", action="store_true",
                     help="no progress lines on stderr (nor warnings about plugins that could not be loaded)")
 
-    sp = add("report", "draw gap.png, active.png, weights.png into a run directory", _cmd_report)
+
+def _add_report_and_plugins(sub: Any) -> None:
+    """The ``report`` and ``plugins`` subcommands."""
+    sp = _add_command(sub, "report", "draw gap.png, active.png, weights.png into a run directory", _cmd_report)
     sp.add_argument("out", metavar="OUT", help="run directory written by 'mklkit run'")
     sp.add_argument("--top", type=int, default=15, metavar="K", help="label the K largest kernel weights (default 15)")
 
-    add("plugins", "list the installed components (losses, regularizers, kernels, engines) and plugins", _cmd_plugins)
+    _add_command(sub, "plugins", "list the installed components (losses, regularizers, kernels, engines) and plugins", _cmd_plugins)
 
-    sp = add("check-plugin", "run the conformance kits on the component(s) named NAME: losses and "
-             "regularizers at their default parameters and at random parameter points, engines "
-             "(engine:NAME) on the kit's problems", _cmd_check_plugin)
+
+def _add_check_plugin(sub: Any) -> None:
+    """The ``check-plugin`` subcommand."""
+    sp = _add_command(sub, "check-plugin", "run the conformance kits on the component(s) named NAME: losses and "
+                      "regularizers at their default parameters and at random parameter points, engines "
+                      "(engine:NAME) on the kit's problems", _cmd_check_plugin)
     sp.add_argument("name", metavar="NAME", help="component name, kind:name (e.g. engine:spicy), "
                     "or a plugin/distribution name")
     sp.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", dest="params",
@@ -167,15 +189,17 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--max-problems", type=int, default=None, metavar="N",
                     help="engines: solve at most N of the kit's problems (default: all that the engine supports)")
 
-    sp = add("new-plugin", "create the skeleton of a plugin distribution", _cmd_new_plugin)
+
+def _add_new_plugin_and_schema(sub: Any) -> None:
+    """The ``new-plugin`` and ``schema`` subcommands."""
+    sp = _add_command(sub, "new-plugin", "create the skeleton of a plugin distribution", _cmd_new_plugin)
     sp.add_argument("name", metavar="NAME", help="component name: lowercase letters, digits, underscores")
     sp.add_argument("--dest", default=".", metavar="DIR", help="folder to create it in (default: .)")
     sp.add_argument("--kind", default="loss", choices=("loss", "regularizer"), help="component kind (default: loss)")
 
-    sp = add("schema", "print a JSON Schema of the spec format (generated from the spec's models)", _cmd_schema)
+    sp = _add_command(sub, "schema", "print a JSON Schema of the spec format (generated from the spec's models)", _cmd_schema)
     sp.add_argument("--sweep", action="store_true",
                     help="the schema of a sweep spec: lists at the sweep keys and the cv section")
-    return p
 
 
 # ---------------------------------------------------------------------------

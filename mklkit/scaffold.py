@@ -86,11 +86,7 @@ def new_plugin(name: str, dest: str | os.PathLike[str] = ".", kind: str = "loss"
         ``dest/mklkit-<name>`` exists already; nothing is overwritten.
     """
     name = _check_name(name)
-    if kind not in SCAFFOLD_KINDS:
-        raise ValueError(
-            f"plugin kind must be one of {', '.join(map(repr, SCAFFOLD_KINDS))}; got {kind!r}"
-        )
-
+    _check_kind(kind)
     dest = Path(dest)
     dist = "mklkit-" + name.replace("_", "-")
     target = dest / dist
@@ -100,7 +96,23 @@ def new_plugin(name: str, dest: str | os.PathLike[str] = ".", kind: str = "loss"
         )
     package = f"mklkit_{name}"
     module = "loss" if kind == "loss" else "regularizer"
-    values = {
+    values = _template_values(name, kind, package, dist, module)
+    _write_distribution(dest, dist, target, _templates_by_path(name, kind, package, module), values)
+    logger.info("created plugin %s in %s", dist, target)
+    return target
+
+
+def _check_kind(kind: object) -> None:
+    """Raise ValueError unless ``kind`` is one of :data:`SCAFFOLD_KINDS`."""
+    if kind not in SCAFFOLD_KINDS:
+        raise ValueError(
+            f"plugin kind must be one of {', '.join(map(repr, SCAFFOLD_KINDS))}; got {kind!r}"
+        )
+
+
+def _template_values(name: str, kind: str, package: str, dist: str, module: str) -> dict[str, str]:
+    """The values substituted into the templates (``$name``, ``$package``, ...)."""
+    return {
         "name": name,
         "package": package,
         "dist": dist,
@@ -109,8 +121,12 @@ def new_plugin(name: str, dest: str | os.PathLike[str] = ".", kind: str = "loss"
         "module": module,
         "mklkit_version": __version__,
     }
+
+
+def _templates_by_path(name: str, kind: str, package: str, module: str) -> dict[str, str]:
+    """The files of the distribution: path inside it -> template."""
     component = _templates.LOSS if kind == "loss" else _templates.REGULARIZER
-    files = {
+    return {
         "pyproject.toml": _templates.PYPROJECT,
         "README.md": _templates.README,
         f"{package}/__init__.py": _templates.INIT,
@@ -118,6 +134,14 @@ def new_plugin(name: str, dest: str | os.PathLike[str] = ".", kind: str = "loss"
         f"{package}/{module}.py": component,
         f"tests/test_{name}.py": _templates.TEST,
     }
+
+
+def _write_distribution(dest: Path, dist: str, target: Path, files: dict[str, str], values: dict[str, str]) -> None:
+    """Write the files into a hidden folder in ``dest``, then rename it to ``target``.
+
+    Nothing is left behind when writing fails, and an existing ``target`` is
+    never overwritten.
+    """
     dest.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dist}-", dir=dest))
     try:
@@ -133,5 +157,3 @@ def new_plugin(name: str, dest: str | os.PathLike[str] = ".", kind: str = "loss"
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    logger.info("created plugin %s in %s", dist, target)
-    return target

@@ -216,41 +216,19 @@ def solve_prepared(
         raise ValueError("solve_prepared solves one problem; a target of more than two classes needs solve_multiclass")
     from .compilation import announce_compilation
     from .engines.base import solve_from
-    from .kernels import DEFAULT_MEMORY_BUDGET
-    from .pipeline.refine import refine_prepared, rounds_of
 
     engine = spec.engine.engine
     what = (f"loss {problem.loss.name!r}, regularizer {problem.regularizer.name!r} "
             f"and engine {engine.name!r}")
     t0 = time.perf_counter()
-    selection = refinement = None
-    refine_s = 0.0
+    refinement = refine_s = None
     with announce_compilation(what, warn=warn_compilation):
-        from .pipeline.heldout import path_decides, path_engine, select_C
-
-        if spec.problem.C == "path" or (spec.problem.C == "auto" and path_decides(problem)):
-            # C chosen on held-out rows; the run then solves all rows at it
-            from .pipeline import problem_at
-            from .pipeline.settings import auto_C
-
-            step = None if callback is None else (lambda rec: callback({"stage": "C path", **rec}))
-            on_path = path_engine(engine)
-            selection = select_C(problem, lambda p, warm: solve_from(on_path, p, None, warm), auto_C,
-                                 progress=step)
-            problem = problem_at(problem, C=selection.C)
-            warm_start = warm_start if selection.start is None else selection.start
-            selection.start = None
+        selection, problem, warm_start = _C_on_path(spec, problem, engine, callback, warm_start)
         result = solve_from(engine, problem, callback, warm_start)
-        asked = spec.problem.C == "path"   # refine "auto": with C: path as asked for (not auto's path)
-        if rounds_of(prepared, asked):   # more rank for the kernels in use (pipeline.refine)
-            t_refine = time.perf_counter()
-            step = None if callback is None else (lambda rec: callback({"stage": "refine", **rec}))
-            prepared, (result,), refinement = refine_prepared(
-                prepared.with_C(problem.C), [result],
-                lambda p, warm: [solve_from(engine, p.problem, None, warm[0])],
-                spec.kernels.budget or DEFAULT_MEMORY_BUDGET, asked, progress=step)
+        refined = _refine(prepared, problem, result, callback)
+        if refined is not None:
+            prepared, result, refinement, refine_s = refined
             problem = prepared.problem
-            refine_s = time.perf_counter() - t_refine
     solve_s = time.perf_counter() - t0
     given_C = spec.problem.C
     if isinstance(given_C, str):  # the run records the C that 'auto' or 'path' gave
@@ -260,6 +238,77 @@ def solve_prepared(
 
         warn_if_trivial(result, problem.C, where=f"{spec.file or 'spec'}: problem.C", auto=given_C in ("auto", "scale"))
     data = prepared.data
+    return RunResult(
+        spec=spec,
+        result=result,
+        kernel_names=list(prepared.kernel_names),
+        task=data.task,
+        dataset=data.name,
+        n_train=data.n_train,
+        n_test=data.n_test,
+        n_features=data.n_features,
+        metrics=_evaluate(prepared, problem, result),
+        timings=_timings(prepared, solve_s, selection, refine_s),
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        factor=problem.bank.approximation() if problem.representation == "factor" else None,
+        labels=_class_labels(data),
+        C_selection=selection,
+        factor_refinement=refinement,
+    )
+
+
+def _C_on_path(spec: Spec, problem: Any, engine: Any, callback: Callable[[dict[str, Any]], Any] | None,
+               warm_start: SolveResult | None) -> tuple[Any, Any, SolveResult | None]:
+    """C chosen on held-out rows (``C: path``, or ``auto`` where the path decides); the run then solves all rows at it.
+
+    The selection (None: C is not chosen on a path), the problem at its C and
+    the warm start to solve it from.
+    """
+    from .engines.base import solve_from
+    from .pipeline import problem_at
+    from .pipeline.heldout import path_decides, path_engine, select_C
+    from .pipeline.settings import auto_C
+
+    if not (spec.problem.C == "path" or (spec.problem.C == "auto" and path_decides(problem))):
+        return None, problem, warm_start
+    step = None if callback is None else (lambda rec: callback({"stage": "C path", **rec}))
+    on_path = path_engine(engine)
+    selection = select_C(problem, lambda p, warm: solve_from(on_path, p, None, warm), auto_C,
+                         progress=step)
+    problem = problem_at(problem, C=selection.C)
+    warm_start = warm_start if selection.start is None else selection.start
+    selection.start = None
+    return selection, problem, warm_start
+
+
+def _refine(prepared: Prepared, problem: Any, result: SolveResult,
+            callback: Callable[[dict[str, Any]], Any] | None) -> tuple[Prepared, SolveResult, Any, float] | None:
+    """More rank for the kernels in use (:mod:`mklkit.pipeline.refine`), solving again.
+
+    The prepared spec, the result, the refinement and the seconds it took;
+    None when the factors are not refined.
+    """
+    from .engines.base import solve_from
+    from .kernels import DEFAULT_MEMORY_BUDGET
+    from .pipeline.refine import refine_prepared, rounds_of
+
+    spec = prepared.spec
+    engine = spec.engine.engine
+    asked = spec.problem.C == "path"   # refine "auto": with C: path as asked for (not auto's path)
+    if not rounds_of(prepared, asked):
+        return None
+    t_refine = time.perf_counter()
+    step = None if callback is None else (lambda rec: callback({"stage": "refine", **rec}))
+    prepared, (result,), refinement = refine_prepared(
+        prepared.with_C(problem.C), [result],
+        lambda p, warm: [solve_from(engine, p.problem, None, warm[0])],
+        spec.kernels.budget or DEFAULT_MEMORY_BUDGET, asked, progress=step)
+    return prepared, result, refinement, time.perf_counter() - t_refine
+
+
+def _evaluate(prepared: Prepared, problem: Any, result: SolveResult) -> dict[str, float | None]:
+    """The accuracy (classification) or RMSE (regression) on the training part and on the test part (None: none)."""
+    data = prepared.data
     task = data.task
     metrics = _metrics(task, problem.y, prepared.train_decision(result), "train")
     f_test = prepared.test_decision(result)
@@ -267,29 +316,19 @@ def solve_prepared(
         metrics.update(_metrics(task, data.y_test, f_test, "test"))
     else:
         metrics.update({("test_accuracy" if task == "classification" else "test_rmse"): None})
+    return metrics
+
+
+def _timings(prepared: Prepared, solve_s: float, selection: Any, refine_s: float | None) -> dict[str, float]:
+    """The preparation's timings with ``solve_s`` and ``total_s``, and the parts of ``solve_s`` that the
+    held-out path (``path_s``) and refining the factors (``refine_s``) took."""
     timings = {**prepared.timings, "solve_s": solve_s}
     timings["total_s"] = sum(timings.values())
     if selection is not None:  # the part of solve_s that the held-out path took
         timings["path_s"] = float(selection.time_s)
-    if refinement is not None:  # the part of solve_s that refining the factors took
+    if refine_s is not None:  # the part of solve_s that refining the factors took
         timings["refine_s"] = refine_s
-    return RunResult(
-        spec=spec,
-        result=result,
-        kernel_names=list(prepared.kernel_names),
-        task=task,
-        dataset=data.name,
-        n_train=data.n_train,
-        n_test=data.n_test,
-        n_features=data.n_features,
-        metrics=metrics,
-        timings={k: float(v) for k, v in timings.items()},
-        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        factor=problem.bank.approximation() if problem.representation == "factor" else None,
-        labels=_class_labels(data),
-        C_selection=selection,
-        factor_refinement=refinement,
-    )
+    return {k: float(v) for k, v in timings.items()}
 
 
 def _class_labels(data: Any) -> dict[str, Any] | None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import json
 import os
@@ -248,7 +249,25 @@ def parse_sweep(
     def parse(r: dict) -> Spec:
         return validate_spec(r, file, folder, overridden)
 
-    # -- the axes ---------------------------------------------------------------
+    data_key, data_values = _data_axis(err, raw)
+    losses, regs, biases, Cs_raw = _problem_axes(err, raw)
+    solvers = _expand_component(err, "engine", raw["engine"]) if "engine" in raw else [_MISSING]
+    point = functools.partial(_grid_point, raw, data_key)
+    first = (data_values[0], losses[0], regs[0], biases[0], solvers[0])
+    Cs_sorted = _sorted_Cs(err, lambda C: parse(point(*first, C)), Cs_raw, raw)
+    configs = _configs(err, parse, point, axes, data_values, (losses, regs, biases, solvers), Cs_sorted[0])
+    _check_one_score(err, configs)
+    spec0 = configs[0].spec
+    return Sweep(
+        file=file, folder=folder, overridden=tuple(overridden), raw=raw, cv=cv, axes=axes, Cs=Cs_sorted,
+        configs=configs,
+        data_values=[next(c.labels["dataset"] for c in configs if c.data_index == di) for di in range(len(data_values))],
+        output_dir=spec0.output.dir,
+    )
+
+
+def _data_axis(err: Callable[..., SpecError], raw: dict) -> tuple[str | None, list[Any]]:
+    """The data axis: the key listing the data sets (``builtin`` or ``train``) and its values (``[None]``: none)."""
     data = raw.get("data") if isinstance(raw.get("data"), dict) else None
     data_key = None
     data_values: list[Any] = [None]
@@ -257,6 +276,11 @@ def parse_sweep(
             if isinstance(data.get(k), list):
                 data_key = k
                 data_values = _nonempty(err, f"data.{k}", data[k])
+    return data_key, data_values
+
+
+def _problem_axes(err: Callable[..., SpecError], raw: dict) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """The values of ``problem.loss``, ``regularizer``, ``bias`` and ``C`` (``[_MISSING]``: not given)."""
     problem = raw.get("problem") if isinstance(raw.get("problem"), dict) else None
     losses: list[Any] = [_MISSING]
     regs: list[Any] = [_MISSING]
@@ -271,40 +295,45 @@ def parse_sweep(
             biases = _nonempty(err, "problem.bias", problem["bias"]) if isinstance(problem["bias"], list) else [problem["bias"]]
         if "C" in problem:
             Cs_raw = _nonempty(err, "problem.C", problem["C"]) if isinstance(problem["C"], list) else [problem["C"]]
-    solvers: list[Any] = [_MISSING]
-    if "engine" in raw:
-        solvers = _expand_component(err, "engine", raw["engine"])
+    return losses, regs, biases, Cs_raw
 
-    def point(d: Any, loss: Any, reg: Any, bias: Any, solver: Any, C: Any) -> dict:
-        r = copy.deepcopy(raw)
-        if data_key is not None:
-            r["data"][data_key] = d
-        for sec, key, v in (("problem", "loss", loss), ("problem", "regularizer", reg), ("problem", "bias", bias), ("problem", "C", C)):
-            if v is not _MISSING:
-                r[sec][key] = copy.deepcopy(v)
-        if solver is not _MISSING:
-            r["engine"] = copy.deepcopy(solver)
-        return r
 
-    # -- C: every value valid, distinct; sorted descending ----------------------
-    first = (data_values[0], losses[0], regs[0], biases[0], solvers[0])
+def _grid_point(raw: dict, data_key: str | None, d: Any, loss: Any, reg: Any, bias: Any, solver: Any, C: Any) -> dict:
+    """A copy of the spec with one value of every axis (``_MISSING``: the spec's own)."""
+    r = copy.deepcopy(raw)
+    if data_key is not None:
+        r["data"][data_key] = d
+    for sec, key, v in (("problem", "loss", loss), ("problem", "regularizer", reg), ("problem", "bias", bias), ("problem", "C", C)):
+        if v is not _MISSING:
+            r[sec][key] = copy.deepcopy(v)
+    if solver is not _MISSING:
+        r["engine"] = copy.deepcopy(solver)
+    return r
+
+
+def _sorted_Cs(err: Callable[..., SpecError], spec_at: Callable[[Any], Spec], Cs_raw: list[Any],
+               raw: dict) -> tuple[float, ...]:
+    """The values of C, each valid at the first grid point (``spec_at(C)``) and distinct; sorted descending."""
     Cs: list[float] = []
     for C in Cs_raw:
-        spec = parse(point(*first, C))
+        spec = spec_at(C)
         if isinstance(spec.problem.C, str):  # auto (the default): a sweep selects C by validation
             raise err("problem.C", "a sweep needs numbers at problem.C", "auto" if C is _MISSING else C,
                       "a number > 0 or a list of numbers > 0")
         if spec.problem.C in Cs:
             raise err("problem.C", "the same value twice in the list", raw["problem"]["C"], "distinct numbers > 0")
         Cs.append(spec.problem.C)
-    Cs_sorted = tuple(sorted(Cs, reverse=True))
+    return tuple(sorted(Cs, reverse=True))
 
-    # -- every grid point without C ---------------------------------------------
+
+def _configs(err: Callable[..., SpecError], parse: Callable[[dict], Spec], point: Callable[..., dict],
+             axes: list[tuple[str, Any]], data_values: list[Any], lists: tuple[list[Any], ...], C: float) -> list[Config]:
+    """Every grid point without C (validated at ``C``), data set by data set; no two the same problem."""
     configs: list[Config] = []
     seen: dict[tuple, int] = {}
     for di, d in enumerate(data_values):
-        for loss, reg, bias, solver in itertools.product(losses, regs, biases, solvers):
-            r = point(d, loss, reg, bias, solver, Cs_sorted[0])
+        for loss, reg, bias, solver in itertools.product(*lists):
+            r = point(d, loss, reg, bias, solver, C)
             spec = parse(r)
             labels = _labels(spec, r)
             key = tuple(labels[k] for k in KEY_COLUMNS[:5])
@@ -315,6 +344,11 @@ def parse_sweep(
                 )
             seen[key] = len(configs)
             configs.append(Config(index=len(configs), raw=r, spec=spec, labels=labels, data_index=di))
+    return configs
+
+
+def _check_one_score(err: Callable[..., SpecError], configs: list[Config]) -> None:
+    """The grid's losses are all classification losses or all regression losses (one kind of score)."""
     tasks = {c.spec.problem.loss.task for c in configs}
     if len(tasks) > 1:
         names = sorted({f"{c.spec.problem.loss.name} ({c.spec.problem.loss.task})" for c in configs})
@@ -322,13 +356,6 @@ def parse_sweep(
             "problem.loss", "a sweep compares one kind of score; the list mixes classification and regression losses",
             ", ".join(names), "only classification losses (accuracy) or only regression losses (RMSE)",
         )
-    spec0 = configs[0].spec
-    return Sweep(
-        file=file, folder=folder, overridden=tuple(overridden), raw=raw, cv=cv, axes=axes, Cs=Cs_sorted,
-        configs=configs,
-        data_values=[next(c.labels["dataset"] for c in configs if c.data_index == di) for di in range(len(data_values))],
-        output_dir=spec0.output.dir,
-    )
 
 
 

@@ -174,48 +174,72 @@ def run_sweep(
     SweepTaskError
         Some tasks raised; the other rows are saved, ``resume`` retries them.
     """
-    from ..io import OutputError, write_json, write_text
-
     t_start = time.perf_counter()
     out = Path(out_dir) if out_dir is not None else sweep.output_dir
     key = out_key or ("--out" if out_dir is not None else "output.dir")
+    tasks = _checked_tasks(sweep, out, key, workers, scheduler, resume, force)
+    fingerprint = sweep.fingerprint()
+    done = _kept_rows(sweep, tasks, out, fingerprint) if resume and (out / RESULTS).exists() else {}
+    meta = _start_output(sweep, out, key, tasks, done, fingerprint, force)
+    todo = [t for t in tasks if t.index not in done]
+    backend = connect_backend(sweep, min(workers, len(todo)), scheduler) if todo else None
+    backend_name = backend.name if backend is not None else "none (nothing left to solve)"
+    _emit(progress, {"event": "start", "n_tasks": len(tasks), "n_skipped": len(done), "backend": backend_name,
+                     "n_rows": sweep.n_rows})
+    new = _run_tasks(backend, todo, out / RESULTS, progress, heartbeat_s)
+    return _complete(sweep, out, tasks, done, new, meta, backend_name, progress, t_start)
+
+
+def _checked_tasks(sweep: Sweep, out: Path, key: str, workers: int, scheduler: str | None, resume: bool,
+                   force: bool) -> list[Task]:
+    """Check the backend, the output directory and every grid point and fold; the sweep's tasks."""
     check_backend(sweep, workers, scheduler)
     _check_out(sweep, out, resume, force, key)
     sweep.check()
     threads = 1 if scheduler is not None else (_default_threads(workers) if workers > 1 else None)
-    tasks = sweep.tasks(threads=threads)
-    fingerprint = sweep.fingerprint()
+    return sweep.tasks(threads=threads)
+
+
+def _kept_rows(sweep: Sweep, tasks: Sequence[Task], out: Path,
+               fingerprint: dict[str, Any]) -> dict[int, list[dict[str, str]]]:
+    """The rows of the tasks that an earlier run of the same grid in ``out`` completed (``resume``)."""
+    from ..io import OutputError
+
     results_path = out / RESULTS
     sweep_path = out / SWEEP_JSON
-
-    # -- what an earlier run left ---------------------------------------------
+    try:
+        previous = json.loads(sweep_path.read_text(encoding="utf-8")) if sweep_path.exists() else None
+    except (OSError, ValueError):
+        previous = None
+    if previous is None or previous.get("grid") != fingerprint:
+        what = "the grid or the cross-validation differs" if previous is not None else f"{SWEEP_JSON} is missing or unreadable"
+        raise sweep.error(
+            "--resume", f"{results_path} was written by another sweep ({what})", str(out),
+            "the same spec and --set values, --force to start over, or a new --out",
+        )
+    try:
+        old = read_results(results_path)
+    except OutputError as exc:
+        raise sweep.error("--resume", f"{RESULTS}: {exc.problem}", str(results_path), exc.allowed) from None
     done: dict[int, list[dict[str, str]]] = {}
-    if resume and results_path.exists():
-        try:
-            previous = json.loads(sweep_path.read_text(encoding="utf-8")) if sweep_path.exists() else None
-        except (OSError, ValueError):
-            previous = None
-        if previous is None or previous.get("grid") != fingerprint:
-            what = "the grid or the cross-validation differs" if previous is not None else f"{SWEEP_JSON} is missing or unreadable"
-            raise sweep.error(
-                "--resume", f"{results_path} was written by another sweep ({what})", str(out),
-                "the same spec and --set values, --force to start over, or a new --out",
-            )
-        try:
-            old = read_results(results_path)
-        except OutputError as exc:
-            raise sweep.error("--resume", f"{RESULTS}: {exc.problem}", str(results_path), exc.allowed) from None
-        by_key: dict[tuple, dict[str, str]] = {tuple(r[c] for c in KEY_COLUMNS): r for r in old}
-        for t in tasks:
-            rows = [by_key.get(_row_key({**t.labels, "C": C, "split": t.split})) for C in sweep.Cs]
-            if all(r is not None for r in rows):
-                done[t.index] = rows  # type: ignore[assignment]
+    by_key: dict[tuple, dict[str, str]] = {tuple(r[c] for c in KEY_COLUMNS): r for r in old}
+    for t in tasks:
+        rows = [by_key.get(_row_key({**t.labels, "C": C, "split": t.split})) for C in sweep.Cs]
+        if all(r is not None for r in rows):
+            done[t.index] = rows  # type: ignore[assignment]
+    return done
+
+
+def _start_output(sweep: Sweep, out: Path, key: str, tasks: Sequence[Task], done: Mapping[int, list[dict[str, str]]],
+                  fingerprint: dict[str, Any], force: bool) -> dict[str, Any]:
+    """Create ``out``, write ``sweep.json`` (not complete) and ``results.csv`` holding the rows kept; the metadata."""
+    from .. import __version__
+    from ..io import write_json, write_text
+
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise sweep.error(key, f"cannot create the directory ({exc.strerror or exc})", str(out), "a writable path") from None
-    from .. import __version__
-
     meta: dict[str, Any] = {
         "spec_file": sweep.file, "grid": fingerprint, "axes": [k for k, _ in sweep.axes],
         "n_configs": len(sweep.configs), "n_tasks": len(tasks), "n_rows": sweep.n_rows,
@@ -225,22 +249,22 @@ def run_sweep(
     }
     if force:
         _remove_earlier_outputs(sweep, out, key)
-    write_json(sweep_path, meta)
+    write_json(out / SWEEP_JSON, meta)
     # the file holds exactly the complete tasks kept (a cut-off line or a partial task is dropped)
-    write_text(results_path, _csv_text([r for t in tasks if t.index in done for r in done[t.index]], header=True))
+    write_text(out / RESULTS, _csv_text([r for t in tasks if t.index in done for r in done[t.index]], header=True))
+    return meta
 
-    # -- run the rest ----------------------------------------------------------
-    todo = [t for t in tasks if t.index not in done]
-    backend: Any
-    if not todo:
-        backend = None
-    else:
-        backend = connect_backend(sweep, min(workers, len(todo)), scheduler)
-    backend_name = backend.name if backend is not None else "none (nothing left to solve)"
+
+def _run_tasks(backend: Any, todo: Sequence[Task], results_path: Path,
+               progress: Callable[[dict[str, Any]], Any] | None,
+               heartbeat_s: float | None) -> dict[int, list[dict[str, Any]]]:
+    """Solve the tasks left on the backend (then closed), appending each one's rows to ``results.csv``.
+
+    Reports a ``task`` event per finished task (and ``heartbeat`` events
+    between them); the rows of the tasks solved, by task index.
+    """
     new: dict[int, list[dict[str, Any]]] = {}
     errors: list[tuple[Task, BaseException]] = []
-    _emit(progress, {"event": "start", "n_tasks": len(tasks), "n_skipped": len(done), "backend": backend_name,
-                     "n_rows": sweep.n_rows})
     t_run = time.perf_counter()
     every = HEARTBEAT_S if heartbeat_s is None else float(heartbeat_s)
     watch = (_Heartbeat(backend, len(todo), progress, every, t_run)
@@ -256,29 +280,51 @@ def run_sweep(
                 else:
                     errors.append((task, exc))
                     logger.warning("task %d (%s) failed: %s", task.index, task.describe(), exc)
-                elapsed = time.perf_counter() - t_run
-                _emit(progress, {
-                    "event": "task", "done": i, "total": len(todo), "task": task.describe(),
-                    "failed": exc is not None, "error": None if exc is None else f"{type(exc).__name__}: {exc}",
-                    "time_s": sum(float(r["time_s"]) for r in rows) if rows else None,
-                    "elapsed_s": elapsed, "eta_s": elapsed / i * (len(todo) - i),
-                })
+                _emit(progress, _task_event(i, len(todo), task, rows, exc, t_run))
     finally:
         if watch is not None:
             watch.close()
         if backend is not None:
             backend.close()
     if errors:
-        task, exc = errors[0]
-        if isinstance(exc, (SpecError, OutputError)):
-            raise exc
-        raise SweepTaskError(
-            f"{len(errors)} of {len(todo)} task(s) failed; their rows are missing from {results_path} "
-            f"('mklkit sweep --resume' retries them); first: task {task.index} ({task.describe()}): "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
+        _raise_task_error(errors, len(todo), results_path)
+    return new
 
-    # -- complete: grid order, best refit, sweep.json ---------------------------
+
+def _task_event(i: int, total: int, task: Task, rows: Sequence[Mapping[str, Any]] | None,
+                exc: BaseException | None, t_run: float) -> dict[str, Any]:
+    """The ``task`` progress event of the ``i``-th of ``total`` tasks to finish."""
+    elapsed = time.perf_counter() - t_run
+    return {
+        "event": "task", "done": i, "total": total, "task": task.describe(),
+        "failed": exc is not None, "error": None if exc is None else f"{type(exc).__name__}: {exc}",
+        "time_s": sum(float(r["time_s"]) for r in rows) if rows else None,
+        "elapsed_s": elapsed, "eta_s": elapsed / i * (total - i),
+    }
+
+
+def _raise_task_error(errors: Sequence[tuple[Task, BaseException]], total: int, results_path: Path) -> None:
+    """Raise the first task's error when it is a user error, else :class:`SweepTaskError` naming it."""
+    from ..io import OutputError
+
+    task, exc = errors[0]
+    if isinstance(exc, (SpecError, OutputError)):
+        raise exc
+    raise SweepTaskError(
+        f"{len(errors)} of {total} task(s) failed; their rows are missing from {results_path} "
+        f"('mklkit sweep --resume' retries them); first: task {task.index} ({task.describe()}): "
+        f"{type(exc).__name__}: {exc}"
+    ) from exc
+
+
+def _complete(sweep: Sweep, out: Path, tasks: Sequence[Task], done: Mapping[int, list[dict[str, str]]],
+              new: Mapping[int, list[dict[str, Any]]], meta: dict[str, Any], backend_name: str,
+              progress: Callable[[dict[str, Any]], Any] | None, t_start: float) -> SweepResult:
+    """Rewrite ``results.csv`` in grid order, refit the best, mark ``sweep.json`` complete; the result."""
+    from ..io import write_json, write_text
+
+    results_path = out / RESULTS
+    sweep_path = out / SWEEP_JSON
     rows_all: list[dict[str, str]] = []
     for t in tasks:
         part = done.get(t.index) or new[t.index]
