@@ -334,60 +334,32 @@ def build_factor_bank(
         normalised.
     """
     limit = _check_settings(rank, tol, method, seed, normalize, memory_budget, max_exact_dim, root)
-    X, specs = _points_and_specs(bank, X, feature_names, resolve)
-    kinds = [_choose_method(s, m, method, rank, max_exact_dim, root) for m, s in enumerate(specs)]
-    sparse_bank = sp.issparse(X) and all(k == "linear" for k in kinds)
-    plan = _fit_budget(specs, kinds, X, sparse_bank, rank, limit, root)
-    return _factor_bank(specs, kinds, X, sparse_bank, plan, _Budget(limit, X.shape[0], root), normalize=normalize,
-                        tol=float(tol), seed=seed, root=root, sample_weight=sample_weight)
-
-
-def _points_and_specs(bank: Any, X: Any, feature_names: Sequence[str] | None,
-                      resolve: Resolver | Mapping[str, type] | None) -> tuple[Any, list[BankKernel]]:
-    """The checked training points (unwrapped from a :class:`Dataset`) and the expanded kernels of ``bank``."""
+    tol = float(tol)
     if isinstance(X, Dataset):
         if feature_names is None:
             feature_names = X.feature_names
         X = X.X
     X = _as_points(X, "X")
+    N, d = X.shape
     if isinstance(bank, (list, tuple)) and bank and all(isinstance(s, BankKernel) for s in bank):
-        return X, list(bank)
-    return X, expand_bank(bank, X.shape[1], feature_names, resolve)
-
-
-@dataclass
-class _Plan:
-    """What the factors of one :func:`build_factor_bank` call need, known before anything is allocated."""
-
-    rank: int | None
-    exact_bytes: int
-    working: int
-    fair_rank: int
-
-
-def _fit_budget(specs: Sequence[BankKernel], kinds: list[str], X: Any, sparse_bank: bool, rank: int | None,
-                limit: float, root: str) -> _Plan:
-    """The bytes of the exact factors and of the working space, checked against ``limit``, and
-    ``rank`` capped (with a :class:`RankCapWarning`) to the N points and to what fits."""
-    N = X.shape[0]
+        specs = list(bank)
+    else:
+        specs = expand_bank(bank, d, feature_names, resolve)
     M = len(specs)
+    kinds = [_choose_method(s, m, method, rank, max_exact_dim, root) for m, s in enumerate(specs)]
     approx = [m for m in range(M) if kinds[m] in APPROX_METHODS]
+    sparse_bank = sp.issparse(X) and all(k == "linear" for k in kinds)
+    budget = _Budget(limit, N, root)
+
+    # -- what is known before anything is allocated -------------------------
     exact_bytes = sum(_exact_bytes(specs[m], kinds[m], X, N, sparse_bank)
                       for m in range(M) if m not in approx)
     working = _working_bytes(N, [specs[m] for m in approx])
     if rank is not None and rank > N:
         warnings.warn(RankCapWarning(_key(root, "rank"), rank, f"more than the N = {N} training points; capped "
-                                     f"to rank {N}"), stacklevel=3)
+                                     f"to rank {N}"), stacklevel=2)
         rank = N
-    _check_fixed_bytes(exact_bytes, working, len(approx), N, limit, root)
-    fair_rank = int((limit - exact_bytes - working) // (8 * N * max(len(approx), 1)))
-    if rank is not None and approx:
-        rank = _rank_within_budget(rank, len(approx), N, exact_bytes + working, fair_rank, limit, root)
-    return _Plan(rank, exact_bytes, working, fair_rank)
-
-
-def _check_fixed_bytes(exact_bytes: int, working: int, n_approx: int, N: int, limit: float, root: str) -> None:
-    """Refuse (:class:`FactorError`) exact factors and working space that alone exceed ``limit``."""
+    per_kernel = 8 * N * rank if rank is not None else 0
     if exact_bytes + working > limit:
         if exact_bytes:
             plus = f" (plus {format_bytes(working)} of working space)" if working else ""
@@ -396,43 +368,29 @@ def _check_fixed_bytes(exact_bytes: int, working: int, n_approx: int, N: int, li
                     "'pivoted_cholesky' with a rank")
         else:
             # nothing exact: the rows of the kernels that pivoted Cholesky / Nystrom work on
-            what = (f"factoring {n_approx} kernels on {N} points needs "
+            what = (f"factoring {len(approx)} kernels on {N} points needs "
                     f"{format_bytes(working)} of working space but memory_budget is "
                     f"{format_bytes(limit)}; raise memory_budget")
         raise FactorError(f"{_budget_key(root)}: {what}", key=_budget_key(root), problem=what)
+    fair_rank = int((limit - exact_bytes - working) // (8 * N * max(len(approx), 1)))
+    if rank is not None and approx and exact_bytes + working + len(approx) * per_kernel > limit:
+        what = (f"{len(approx)} approximated kernels x rank {rank} x {N} points need "
+                f"{format_bytes(len(approx) * per_kernel)} (plus "
+                f"{format_bytes(exact_bytes + working)} for exact factors and working space) but "
+                f"memory_budget is {format_bytes(limit)}; rank <= {fair_rank} fits")
+        if fair_rank < 1:
+            raise FactorError(f"{_key(root, 'rank')} = {rank}: {what}", key=_key(root, "rank"),
+                              problem=what, value=rank)
+        warnings.warn(RankCapWarning(_key(root, "rank"), rank, f"{what}; capped to rank {fair_rank}"), stacklevel=2)
+        rank = fair_rank
 
-
-def _rank_within_budget(rank: int, n_approx: int, N: int, fixed: int, fair_rank: int, limit: float,
-                        root: str) -> int:
-    """``rank``, or ``fair_rank`` (with a :class:`RankCapWarning`) when ``n_approx`` kernels at ``rank``
-    do not fit ``limit`` besides the ``fixed`` bytes; a :class:`FactorError` when not even rank 1 fits."""
-    per_kernel = 8 * N * rank
-    if fixed + n_approx * per_kernel <= limit:
-        return rank
-    what = (f"{n_approx} approximated kernels x rank {rank} x {N} points need "
-            f"{format_bytes(n_approx * per_kernel)} (plus "
-            f"{format_bytes(fixed)} for exact factors and working space) but "
-            f"memory_budget is {format_bytes(limit)}; rank <= {fair_rank} fits")
-    if fair_rank < 1:
-        raise FactorError(f"{_key(root, 'rank')} = {rank}: {what}", key=_key(root, "rank"),
-                          problem=what, value=rank)
-    warnings.warn(RankCapWarning(_key(root, "rank"), rank, f"{what}; capped to rank {fair_rank}"), stacklevel=4)
-    return fair_rank
-
-
-def _factor_bank(specs: Sequence[BankKernel], kinds: list[str], X: Any, sparse_bank: bool, plan: _Plan,
-                 budget: _Budget, *, normalize: str, tol: float, seed: int, root: str,
-                 sample_weight: np.ndarray | None) -> FactorBank:
-    """Factor every kernel within ``budget`` and assemble the :class:`FactorBank` (logged with its
-    total rank, methods, size and residual trace)."""
-    N, d = X.shape
     t0 = time.perf_counter()
     groups = _Groups(X)
     order = np.random.default_rng(np.random.SeedSequence(int(seed))).permutation(N)
     factors: list[KernelFactor] = []
     blocks: list[Any] = []
-    budget.take(plan.exact_bytes)
-    run = _Factorization(normalize, plan.rank, tol, order, budget, plan.working, plan.fair_rank, root,
+    budget.take(exact_bytes)
+    run = _Factorization(normalize, rank, tol, order, budget, working, fair_rank, root,
                          weights=None if sample_weight is None
                          else np.asarray(sample_weight, dtype=np.float64))
     for m, spec in enumerate(specs):
@@ -446,7 +404,7 @@ def _factor_bank(specs: Sequence[BankKernel], kinds: list[str], X: Any, sparse_b
     out = FactorBank(LT, starts, trace_error=[kf.trace_error for kf in factors], factor_map=fmap)
     logger.info(
         "factored %d kernels on %d samples in %.2f s: total rank %d (%s), %s; residual trace "
-        "%.3g of the total", len(specs), N, time.perf_counter() - t0, out.total_rank,
+        "%.3g of the total", M, N, time.perf_counter() - t0, out.total_rank,
         ", ".join(f"{k} {kinds.count(k)}" for k in dict.fromkeys(kinds)), format_bytes(out.nbytes),
         out.overall_trace_error)
     return out
@@ -456,40 +414,17 @@ def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Fact
                 ) -> tuple[KernelFactor, Any]:
     """Kernel ``m``: its :class:`KernelFactor` and its rows of :math:`L^\\top` (an array, a CSR
     matrix, or an :class:`_Approx`)."""
-    normalize = run.normalize
+    func, label = spec.function, spec.label
+    normalize, rank, tol, budget, root = run.normalize, run.rank, run.tol, run.budget, run.root
     N = groups.X.shape[0]
     kf = KernelFactor(spec, kind, 0, 1.0, 0.0)
     if kind in ("linear", "poly_map"):
         blk, diag = _exact_rows(kf, groups, False, "X")
     else:
         A = np.ascontiguousarray(groups.dense(spec.features))
-        diag = _diag(spec.function, A, spec.label, "X")
+        diag = _diag(func, A, label, "X")
     tr_raw = float(diag.sum()) if run.weights is None else float(np.asarray(diag) @ run.weights)
-    where = f"kernel {m} {spec.label!r}"
-    _check_normalizable(where, normalize, tr_raw, diag)
-    scale = kf.scale = 1.0 / math.sqrt(tr_raw) if normalize == "trace" else 1.0
-    trace = kf.trace = ((1.0 if run.weights is None else float(diag.sum()) / tr_raw)
-                        if normalize == "trace" else
-                        float(N) if normalize == "diagonal" else tr_raw)
-    if kind in ("linear", "poly_map"):
-        if normalize == "diagonal":
-            blk = _scale_columns(blk, diag)
-        kf.rank = int(blk.shape[0])
-    else:
-        blk = _approximate(kf, A, diag, groups, run, where)
-    sq = _squared_norm(blk) * scale * scale
-    kf.trace_error = max(trace - sq, 0.0)
-    if kind in ("linear", "poly_map") and scale != 1.0:
-        blk = blk * scale
-    elif isinstance(blk, _Approx) and scale != 1.0:
-        for b in blk.blocks:
-            b *= scale
-    return kf, blk
-
-
-def _check_normalizable(where: str, normalize: str, tr_raw: float, diag: np.ndarray) -> None:
-    """Refuse (:class:`BankError`) a kernel without a positive trace (``"trace"``) or with a
-    non-positive :math:`k(x, x)` (``"diagonal"``)."""
+    where = f"kernel {m} {label!r}"
     if normalize == "trace" and not (tr_raw > 0.0 and math.isfinite(tr_raw)):
         raise BankError(f"{where} has trace {tr_raw!r}; unit-trace normalisation needs a positive "
                         "trace (a constant-zero feature?); drop the feature or use "
@@ -499,106 +434,82 @@ def _check_normalizable(where: str, normalize: str, tr_raw: float, diag: np.ndar
         raise BankError(f"{where} has k(x, x) = {float(diag[i])!r} at sample {i}; unit-diagonal "
                         "normalisation needs k(x, x) > 0 for every training point; use "
                         "normalize='trace' or 'none'")
-
-
-@dataclass
-class _Points:
-    """The points an approximation factors the kernel on, with their weights and diagonals."""
-
-    P: np.ndarray                      # the points (all N, or the distinct ones)
-    w: np.ndarray | None               # how often each distinct point occurs (None: all N points)
-    dP: np.ndarray | None              # the unit-diagonal divisors k(p, p) (None: not "diagonal")
-    dk: np.ndarray                     # k(p, p)
-    dup: tuple[np.ndarray, np.ndarray] | None   # (index among the distinct points, counts)
-
-
-def _points_to_factor(kf: KernelFactor, A: np.ndarray, diag: np.ndarray, groups: _Groups,
-                      normalize: str) -> _Points:
-    """All N points, or for pivoted Cholesky the distinct ones when some repeat."""
-    N = groups.X.shape[0]
-    dn = diag if normalize == "diagonal" else None
-    # Pivoted Cholesky on the distinct points, each weighted by how often it occurs:
-    # K = P K_u P^T with P the (N, u) indicator of the points' copies; with c the counts,
-    # the factor of C^(1/2) K_u C^(1/2) has the residual trace of K itself (so the same
-    # tolerance and the greedy choice weighted by multiplicity), and L = P C^(-1/2) L~.
-    dup = None
-    if kf.method == "pivoted_cholesky":
-        U, inverse, counts = groups.unique(kf.spec.features)
-        if U.shape[0] < N:
-            dup = (inverse, counts)
-    if dup is None:
-        return _Points(A, None, dn, diag, None)
-    copy = np.empty(U.shape[0], dtype=np.intp)
-    copy[dup[0]] = np.arange(N)          # one copy of each distinct point (all are equal)
-    return _Points(U, dup[1], None if dn is None else dn[copy], diag[copy], dup)
-
-
-def _approximate(kf: KernelFactor, A: np.ndarray, diag: np.ndarray, groups: _Groups, run: _Factorization,
-                 where: str) -> _Approx:
-    """The rows of :math:`L^\\top` of an approximated kernel by pivoted Cholesky or Nyström
-    (``kf`` gets the basis, points and rank that map new points)."""
-    func, label = kf.spec.function, kf.spec.label
-    pts = _points_to_factor(kf, A, diag, groups, run.normalize)
-    P, w, dP = pts.P, pts.w, pts.dP
-    # rows of the weighted kernel: k(p_i, p_j) sqrt(c_i c_j) / sqrt(dn_i dn_j)
-    dw = dP if w is None else (1.0 / w if dP is None else dP / w)
-    d0 = np.ones(P.shape[0]) if dP is not None else pts.dk.copy()
-    if w is not None:
-        d0 *= w
-
-    base = groups.base_rows(kf.spec.features, func.uses, pts.dup is not None) if func.uses is not None else None
-
-    def rows(idx: np.ndarray) -> np.ndarray:
-        return _kernel_rows(func, np.ascontiguousarray(P[idx]), P,
-                            None if dw is None else dw[idx], dw, label,
-                            None if base is None else base(idx))
-
-    on_full = _budget_exhausted(run, where, groups.X.shape[0])
-    run.budget.take(run.working)
-    if kf.method == "pivoted_cholesky":
-        cap = groups.X.shape[0] if run.rank is None else min(run.rank, groups.X.shape[0])
-        blk, piv = _pivoted_cholesky(rows, d0, min(cap, P.shape[0]), run.tol, run.budget, on_full)
-        _keep_pivots(kf, blk, piv, pts)
+    scale = kf.scale = 1.0 / math.sqrt(tr_raw) if normalize == "trace" else 1.0
+    trace = kf.trace = ((1.0 if run.weights is None else float(diag.sum()) / tr_raw)
+                        if normalize == "trace" else
+                        float(N) if normalize == "diagonal" else tr_raw)
+    if kind in ("linear", "poly_map"):
+        if normalize == "diagonal":
+            blk = _scale_columns(blk, diag)
+        kf.rank = int(blk.shape[0])
     else:
-        dn = diag if run.normalize == "diagonal" else None
-        blk, S, W = _nystrom(rows, d0, run.rank, run.tol, run.order, run.budget, on_full)
-        kf.basis, kf.points = W, np.ascontiguousarray(A[S])
-        kf.point_diag = None if dn is None else dn[S].copy()
-    run.budget.release(run.working)
-    kf.rank = blk.rank
-    return blk
+        dn = diag if normalize == "diagonal" else None
+        # Pivoted Cholesky on the distinct points, each weighted by how often it occurs:
+        # K = P K_u P^T with P the (N, u) indicator of the points' copies; with c the counts,
+        # the factor of C^(1/2) K_u C^(1/2) has the residual trace of K itself (so the same
+        # tolerance and the greedy choice weighted by multiplicity), and L = P C^(-1/2) L~.
+        dup = None
+        if kind == "pivoted_cholesky":
+            U, inverse, counts = groups.unique(spec.features)
+            if U.shape[0] < N:
+                dup = (inverse, counts)
+        if dup is None:
+            P, w, dP, dk = A, None, dn, diag
+        else:
+            copy = np.empty(U.shape[0], dtype=np.intp)
+            copy[dup[0]] = np.arange(N)          # one copy of each distinct point (all are equal)
+            P, w, dk = U, dup[1], diag[copy]
+            dP = None if dn is None else dn[copy]
+        # rows of the weighted kernel: k(p_i, p_j) sqrt(c_i c_j) / sqrt(dn_i dn_j)
+        dw = dP if w is None else (1.0 / w if dP is None else dP / w)
+        d0 = np.ones(P.shape[0]) if dP is not None else dk.copy()
+        if w is not None:
+            d0 *= w
 
+        base = groups.base_rows(spec.features, func.uses, dup is not None) if func.uses is not None else None
 
-def _budget_exhausted(run: _Factorization, where: str, N: int) -> Callable[[int, float], None]:
-    """What the factorization calls when ``tol`` is not reached before the budget is full: a
-    :class:`FactorError` naming the residual reached and the settings that would fit."""
-    root, tol, budget = run.root, run.tol, run.budget
+        def rows(idx: np.ndarray) -> np.ndarray:
+            return _kernel_rows(func, np.ascontiguousarray(P[idx]), P,
+                                None if dw is None else dw[idx], dw, label,
+                                None if base is None else base(idx))
 
-    def on_full(r: int, rel: float) -> None:
-        what = (f"not reached within {_budget_key(root)} = {format_bytes(budget.limit)}: "
-                f"{where} has relative residual trace {rel:.3g} at rank {r}, and no more rows "
-                f"of {N} points fit (total rank so far {run.rank_so_far + r}); loosen "
-                f"{_key(root, 'tol')}, set {_key(root, 'rank')} <= {run.fair_rank} (fits for "
-                f"every approximated kernel) or raise {_budget_key(root)}")
-        raise FactorError(f"{_key(root, 'tol')} = {tol:g} is {what}", key=_key(root, "tol"),
-                          problem=what, value=tol)
+        def on_full(r: int, rel: float) -> None:
+            what = (f"not reached within {_budget_key(root)} = {format_bytes(budget.limit)}: "
+                    f"{where} has relative residual trace {rel:.3g} at rank {r}, and no more rows "
+                    f"of {N} points fit (total rank so far {run.rank_so_far + r}); loosen "
+                    f"{_key(root, 'tol')}, set {_key(root, 'rank')} <= {run.fair_rank} (fits for "
+                    f"every approximated kernel) or raise {_budget_key(root)}")
+            raise FactorError(f"{_key(root, 'tol')} = {tol:g} is {what}", key=_key(root, "tol"),
+                              problem=what, value=tol)
 
-    return on_full
-
-
-def _keep_pivots(kf: KernelFactor, blk: _Approx, piv: np.ndarray, pts: _Points) -> None:
-    """The pivoted Cholesky factor of the distinct points made unweighted, and its pivots' basis,
-    points and diagonals kept in ``kf``."""
-    if pts.w is not None:   # back to the unweighted factor of the distinct points
+        budget.take(run.working)
+        cap = N if rank is None else min(rank, N)
+        if kind == "pivoted_cholesky":
+            blk, piv = _pivoted_cholesky(rows, d0, min(cap, P.shape[0]), tol, budget, on_full)
+            if w is not None:   # back to the unweighted factor of the distinct points
+                for b in blk.blocks:
+                    b /= np.sqrt(w)
+            # L_P = L[P, :]; row j of L^T is zero at the pivots before j: L_P is lower triangular
+            LPt = np.vstack([b[:, piv] for b in blk.blocks]) if blk.blocks else np.zeros((0, 0))
+            kf.basis = np.ascontiguousarray(LPt.T)
+            kf.points = np.ascontiguousarray(P[piv])
+            kf.point_diag = None if dP is None else dP[piv].copy()
+            if dup is not None:   # every copy of a distinct point gets its column when assembled
+                blk.columns, blk.counts = dup
+        else:
+            blk, S, W = _nystrom(rows, d0, rank, tol, run.order, budget, on_full)
+            kf.basis, kf.points = W, np.ascontiguousarray(A[S])
+            kf.point_diag = None if dn is None else dn[S].copy()
+        budget.release(run.working)
+        kf.rank = blk.rank
+    sq = _squared_norm(blk) * scale * scale
+    kf.trace_error = max(trace - sq, 0.0)
+    if kind in ("linear", "poly_map") and scale != 1.0:
+        blk = blk * scale
+    elif isinstance(blk, _Approx) and scale != 1.0:
         for b in blk.blocks:
-            b /= np.sqrt(pts.w)
-    # L_P = L[P, :]; row j of L^T is zero at the pivots before j: L_P is lower triangular
-    LPt = np.vstack([b[:, piv] for b in blk.blocks]) if blk.blocks else np.zeros((0, 0))
-    kf.basis = np.ascontiguousarray(LPt.T)
-    kf.points = np.ascontiguousarray(pts.P[piv])
-    kf.point_diag = None if pts.dP is None else pts.dP[piv].copy()
-    if pts.dup is not None:   # every copy of a distinct point gets its column when assembled
-        blk.columns, blk.counts = pts.dup
+            b *= scale
+    return kf, blk
 
 
 def _squared_norm(blk: Any) -> float:
