@@ -16,7 +16,7 @@ import math
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -335,8 +335,7 @@ class Certificate:
     :func:`project_dual` makes feasible) or :meth:`of` (both values already
     known, e.g. a dual the engine evaluates in a form of its own).  Values an
     engine carries beside the certificate (its predictions, the bias it used,
-    a smoothed gap) are in :attr:`extra`; ``cert[key]`` reads ``"P"``,
-    ``"D"``, ``"gap"``, ``"rho"``, ``"norms"`` and the keys of :attr:`extra`.
+    a smoothed gap) are in :attr:`extra`.
 
     Attributes
     ----------
@@ -361,9 +360,6 @@ class Certificate:
     norms: np.ndarray
     extra: dict[str, Any] = field(default_factory=dict)
 
-    _NAMES: ClassVar[dict[str, str]] = {"P": "primal", "D": "dual", "gap": "gap", "rho": "rho",
-                                        "norms": "norms"}
-
     @classmethod
     def of(cls, primal: float, dual: float, rho: np.ndarray, norms: np.ndarray,
            **extra: Any) -> "Certificate":
@@ -379,10 +375,6 @@ class Certificate:
         known)."""
         dual, rho_f, _ = projected_dual_objective(problem, rho, norms=dual_norms)
         return cls.of(primal, dual, rho_f, norms, **extra)
-
-    def __getitem__(self, key: str) -> Any:
-        name = self._NAMES.get(key)
-        return getattr(self, name) if name is not None else self.extra[key]
 
 
 def certify(problem: Problem, alpha: np.ndarray, bias: float,

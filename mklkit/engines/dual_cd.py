@@ -314,28 +314,28 @@ class _DualCDRun(Algorithm):
             norms = c * dual_norms
             cert = self.certify(beta, b, norms, rho, dual_norms)
             before = (inc.primal, inc.dual)
-            if math.isfinite(cert["P"]) and cert["P"] < inc.primal:
-                inc.offer_primal(cert["P"], it, beta=cert["beta"], bias=cert["bias"],
-                                 norms=cert["norms"])
-            inc.offer_dual(cert["D"], it, rho=cert["rho"])
+            if math.isfinite(cert.primal) and cert.primal < inc.primal:
+                inc.offer_primal(cert.primal, it, beta=cert.extra["beta"], bias=cert.extra["bias"],
+                                 norms=cert.norms)
+            inc.offer_dual(cert.dual, it, rho=cert.rho)
             quiet = 0 if (inc.primal, inc.dual) != before else quiet + 1
             active = d > 0.0
-            run.record(it, cert["P"], cert["D"], cert["gap"], int(np.sum(cert["norms"] > 0.0)),
+            run.record(it, cert.primal, cert.dual, cert.gap, int(np.sum(cert.norms > 0.0)),
                        epochs=epochs, eps=eps, kernels_in_play=int(np.sum(active)))
-            if not (math.isfinite(cert["P"]) and np.all(np.isfinite(rho))):
+            if not (math.isfinite(cert.primal) and np.all(np.isfinite(rho))):
                 run.end(Status.NUMERICAL_ERROR, it, why=f"non-finite values at iteration {it}")
                 break
-            if run.check(it, cert["gap"], stalled=(
+            if run.check(it, cert.gap, stalled=(
                     f"no lower primal or higher dual value in {quiet} iterations in a row"
                     if quiet >= STALL_ITERATIONS else None)):
                 break
             slack = 0.01 * max(inc.primal - inc.dual, 0.0)
-            if cert["P"] > p_last + slack:
+            if cert.primal > p_last + slack:
                 stretch[:] = 1.0             # it overshot: plain steps again
-            p_last = min(p_last, cert["P"])
+            p_last = min(p_last, cert.primal)
             d, stretch, last_step = self.next_weights(d, norms, dual_norms, stretch, last_step)
-            gap_abs = max(min(inc.primal, cert["P"]) - max(inc.dual, cert["D"]), 0.0)
-            gap_rel = gap_abs / max(abs(min(inc.primal, cert["P"])), 1e-300)
+            gap_abs = max(min(inc.primal, cert.primal) - max(inc.dual, cert.dual), 0.0)
+            gap_rel = gap_abs / max(abs(min(inc.primal, cert.primal)), 1e-300)
             eps = max(min(eps, EPS_RATIO * max(gap_abs / max(n_eff, 1.0), FIRST_EPS * gap_rel)),
                       1e-12)
         st = inc.primal_state

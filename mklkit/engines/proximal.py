@@ -422,14 +422,14 @@ class _Run(Algorithm):
     def offer(self, x: _Iterate, cert: common.Certificate, it: int) -> None:
         """Offer a certified iterate to the incumbents (the gap uses the best of each)."""
         alpha = norms = None
-        if math.isfinite(cert["P"]) and cert["P"] < self.run.incumbents.primal:
+        if math.isfinite(cert.primal) and cert.primal < self.run.incumbents.primal:
             alpha = np.zeros((self.M, self.N))
             norms = np.zeros(self.M)
             if x.idx.size:
                 alpha[x.idx] = x.A
-                norms[x.idx] = cert["norms"]
-        self.run.offer(it, primal=cert["P"] if alpha is not None else None, alpha=alpha,
-                       bias=cert["b_star"], norms=norms, dual=cert["D"], rho=cert["rho"])
+                norms[x.idx] = cert.norms
+        self.run.offer(it, primal=cert.primal if alpha is not None else None, alpha=alpha,
+                       bias=cert.extra["b_star"], norms=norms, dual=cert.dual, rho=cert.rho)
 
     # -- main loop -------------------------------------------------------------
     def start(self) -> _Iterate:
@@ -504,20 +504,20 @@ class _Run(Algorithm):
         def record(c: common.Certificate) -> dict[str, Any]:
             extra = {"step_size": 1.0 / L, "momentum": beta, "n_restarts": counts["restarts"],
                      "n_backtracks": counts["backtracks"], "n_computed": counts["computed"],
-                     "n_exact_dual": c["n_exact"], "bias": c["b_star"], "step_rule": step_rule}
+                     "n_exact_dual": c.extra["n_exact"], "bias": c.extra["b_star"], "step_rule": step_rule}
             for key in counts:
                 counts[key] = 0
-            return run.record(it, c["P"], c["D"], c["gap"], x.idx.size, **extra)
+            return run.record(it, c.primal, c.dual, c.gap, x.idx.size, **extra)
 
         cert = self.certificate(x)
         checked = 0
         self.offer(x, cert, it)
-        if not (math.isfinite(cert["P"]) and not math.isnan(cert["gap"])):
+        if not (math.isfinite(cert.primal) and not math.isnan(cert.gap)):
             run.end(Status.NUMERICAL_ERROR, 0, f"non-finite objective at the start "
-                                               f"(primal {cert['P']!r})")
-        elif cert["gap"] <= run.tol:
+                                               f"(primal {cert.primal!r})")
+        elif cert.gap <= run.tol:
             run.end(Status.CONVERGED, 0, f"at the start, {x.idx.size} active kernels",
-                    gap=cert["gap"])
+                    gap=cert.gap)
 
         while run.status is None:
             # ---- the point v = x + beta (x - x_prev): prediction and gradient ----
@@ -635,10 +635,10 @@ class _Run(Algorithm):
                 self.offer(x, cert, it)
                 record(cert)
                 logger.debug("proximal it=%d P=%.12g D=%.12g gap=%.3e active=%d L=%.3g",
-                             it, cert["P"], cert["D"], cert["gap"], x.idx.size, L)
-                if not (math.isfinite(cert["P"]) and not math.isnan(cert["gap"])):
+                             it, cert.primal, cert.dual, cert.gap, x.idx.size, L)
+                if not (math.isfinite(cert.primal) and not math.isnan(cert.gap)):
                     run.end(Status.NUMERICAL_ERROR, it, f"non-finite objective (primal "
-                                                        f"{cert['P']!r}, dual {cert['D']!r})")
+                                                        f"{cert.primal!r}, dual {cert.dual!r})")
                 else:
                     run.check(it)
 

@@ -695,7 +695,7 @@ def test_newton_steps_on_a_working_set_end_at_the_run_tolerance(monkeypatch, los
     def spy_certify(self, beta, b, mu):
         out = certify(self, beta, b, mu)
         if within[0]:
-            runs[-1].append(out["gap"])
+            runs[-1].append(out.gap)
         return out
 
     monkeypatch.setattr(_BcdRun, "newton_to_tol", spy_to_tol)

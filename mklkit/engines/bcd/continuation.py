@@ -135,8 +135,8 @@ class Continuation:
     def next_smoothing(self, smoothing: float, cert: dict[str, Any], tol: float) -> float:
         r"""The next smoothing: smaller once the smoothed problem is solved to within its
         smoothing error :math:`E = P - P_\mu + \tfrac\mu2\|\rho\|^2` (module docstring)."""
-        err = cert["smoothing_error"]
-        if not (cert["gap_smoothed"] <= err and err > 0.0):
+        err = cert.extra["smoothing_error"]
+        if not (cert.extra["gap_smoothed"] <= err and err > 0.0):
             return smoothing
-        target = 0.5 * tol * abs(cert["P"]) / err
+        target = 0.5 * tol * abs(cert.primal) / err
         return smoothing * max(float(self.engine.mu_factor), min(target, 1.0))

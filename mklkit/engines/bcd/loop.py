@@ -224,7 +224,7 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
                     or total[kb.ST_NEWTON] >= int(self.engine.max_newton)):
                 return b, total, None
             cert = self.certify(beta, b, smoothing)
-            if cert["gap"] <= self.run.tol:
+            if cert.gap <= self.run.tol:
                 return b, total, cert
 
     # -- main loop ------------------------------------------------------------------
@@ -255,32 +255,32 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         beta, b = self.start()
         smoothing = self.initial_smoothing()
         cert = self.certify(beta, b, smoothing)
-        st = _Iterate(beta, b, smoothing, cert, MethodSwitch(self.method, cert["gap"]))
+        st = _Iterate(beta, b, smoothing, cert, MethodSwitch(self.method, cert.gap))
         self.offer(st)
-        if not math.isfinite(cert["P"]):
+        if not math.isfinite(cert.primal):
             self.run.end(Status.NUMERICAL_ERROR, 0, why=f"non-finite objective at the start "
-                                                        f"(primal {cert['P']!r})")
+                                                        f"(primal {cert.primal!r})")
         else:
-            self.run.check(0, cert["gap"])
+            self.run.check(0, cert.gap)
         return st
 
     def offer(self, st: _Iterate) -> None:
         """Offer the certified point of ``st`` to the incumbents (its primal when lower)."""
         inc, c = self.run.incumbents, st.cert
-        if math.isfinite(c["P"]) and c["P"] < inc.primal:
-            inc.offer_primal(c["P"], st.it, beta=st.beta.copy(), bias=st.b, norms=c["norms"])
-        inc.offer_dual(c["D"], st.it, rho=c["rho"])
+        if math.isfinite(c.primal) and c.primal < inc.primal:
+            inc.offer_primal(c.primal, st.it, beta=st.beta.copy(), bias=st.b, norms=c.norms)
+        inc.offer_dual(c.dual, st.it, rho=c.rho)
 
     def iterate(self, st: _Iterate) -> None:
         """One outer iteration: choose the working set, solve it (and polish), certify, move
         the smoothing, record, choose the next inner solver, check the run."""
         run, kb = self.run, self.kb
         inc = run.incumbents
-        score = self.scores(st.beta, st.cert["grad"], st.smoothing)
+        score = self.scores(st.beta, st.cert.extra["grad"], st.smoothing)
         viol = float(np.max(score)) if score.size else 0.0
         if self.bias:
-            viol = max(viol, abs(st.cert["sum_u"]))
-        ws = self.working_set(score, st.cert["norms"])
+            viol = max(viol, abs(st.cert.extra["sum_u"]))
+        ws = self.working_set(score, st.cert.norms)
         method = st.switch.method
         tol_in = float(self.engine.inner_ratio) * viol
         stats, ended, n_polish, failed = self.solve_set(st, ws, tol_in)
@@ -295,26 +295,26 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         st.z = None
         before = st.smoothing
         self.advance_smoothing(st)
-        run.record(st.it, cert["P"], cert["D"], cert["gap"], int(np.sum(cert["norms"] > 0)),
+        run.record(st.it, cert.primal, cert.dual, cert.gap, int(np.sum(cert.norms > 0)),
                    ws_size=int(ws.size), violation=viol, epochs=int(stats[kb.ST_EPOCHS]),
                    newton_steps=int(stats[kb.ST_NEWTON]),
                    line_search=int(stats[kb.ST_LINE_SEARCH]),
                    anderson=int(stats[kb.ST_ANDERSON]), polish_steps=n_polish,
                    mu=before, method=method)
         logger.debug("bcd it=%d P=%.12g D=%.12g gap=%.3e ws=%d epochs=%d mu=%.3g", st.it,
-                     cert["P"], cert["D"], cert["gap"], ws.size,
+                     cert.primal, cert.dual, cert.gap, ws.size,
                      int(stats[kb.ST_EPOCHS]), before)
         progress = inc.primal < prev_primal or inc.dual > prev_dual or st.smoothing < before
         st.quiet = 0 if progress else st.quiet + 1
         # Newton's line search rejecting its steps down to nothing (the decrease at the
         # objective's rounding while the dual point still improves) is a stall too
         halvings = stats[kb.ST_LINE_SEARCH] / max(stats[kb.ST_NEWTON], 1.0)
-        st.switch.update(halvings, cert["gap"], st.smoothing == before)
-        if failed or not math.isfinite(cert["P"]):
+        st.switch.update(halvings, cert.gap, st.smoothing == before)
+        if failed or not math.isfinite(cert.primal):
             run.end(Status.NUMERICAL_ERROR, st.it,
                     why=f"non-finite value in the working-set solve of iteration {st.it}")
         else:
-            run.check(st.it, cert["gap"], stalled=(
+            run.check(st.it, cert.gap, stalled=(
                 f"no lower primal, higher dual or smaller smoothing in {st.quiet} iterations "
                 "in a row" if st.quiet >= STALL_ITERATIONS else None))
 
@@ -326,14 +326,14 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         polish steps and whether the solve failed."""
         kb = self.kb
         saved = (st.beta.copy(), st.b)
-        z = st.cert["z"] if st.z is None else st.z
+        z = st.cert.extra["z"] if st.z is None else st.z
         # a new working set gets NEW_SET_NEWTON Newton steps: its solution changes the
         # scores that choose the next one
         fresh = st.prev_ws is None or not np.array_equal(ws, st.prev_ws)
         ended: common.Certificate | None = None
         # a smooth loss's working set is polished once it is met again (its support
         # settled): a new one changes the scores that choose the next
-        polish = self.polish_on or (not fresh and st.cert["gap"] <= SMOOTH_POLISH_GAP
+        polish = self.polish_on or (not fresh and st.cert.gap <= SMOOTH_POLISH_GAP
                                     and self.polishes(ws))
         if fresh or st.switch.method != "newton" or polish:
             st.b, stats = self.solve_ws(ws, st.beta, st.b, z, st.smoothing, tol_in,
@@ -355,7 +355,7 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
     def advance_smoothing(self, st: _Iterate) -> None:
         """A non-smooth loss's smoothing, made smaller once the smoothed problem is solved
         (:meth:`next_smoothing`), and the start for it (:meth:`smoothing_start`)."""
-        if not self.smooth and min(st.cert["gap"], self.run.incumbents.gap) > self.run.tol:
+        if not self.smooth and min(st.cert.gap, self.run.incumbents.gap) > self.run.tol:
             before = st.smoothing
             st.smoothing = self.next_smoothing(before, st.cert, self.run.tol)
             if st.smoothing < before:

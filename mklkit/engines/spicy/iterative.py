@@ -530,7 +530,7 @@ class _Iterative(Algorithm):
             self.outer_update(q)
             it += 1
             cert = self.objectives()
-            P, D, gap, b_out, rho_t = cert.primal, cert.dual, cert.gap, cert["bias"], cert.rho
+            P, D, gap, b_out, rho_t = cert.primal, cert.dual, cert.gap, cert.extra["bias"], cert.rho
             run.offer(it, primal=P, alpha=self.alpha_full(), bias=b_out,
                       norms=self.block_norms_full(), dual=D, rho=rho_t)
             extra = {
