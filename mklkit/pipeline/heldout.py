@@ -39,7 +39,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -314,14 +314,12 @@ class _Kept:
     the non-zero rows (kernels)."""
 
     def __init__(self, result: Any, bank: Any = None) -> None:
-        import dataclasses
-
         self.bank = bank
         self.beta: np.ndarray | None = None
         alpha = getattr(result, "alpha", None)
         if bank is not None and isinstance(alpha, np.ndarray) and alpha.ndim == 2:
             self.beta = bank.coefficients(alpha)
-            self.result = dataclasses.replace(result, alpha=None, dual=None, history=[])
+            self.result = replace(result, alpha=None, dual=None, history=[])
             self.nbytes = 0           # R numbers: never held against KEEP_BYTES
             return
         self.result = pack_results(result)
@@ -332,8 +330,6 @@ class _Kept:
         r"""The solution as a warm start on all ``n`` rows: coefficients 0 on the held-out rows
         (on factors the minimum-norm coefficients of its :math:`\beta` on the fitting rows: the
         same :math:`\beta` on all rows, the same predictor)."""
-        import dataclasses
-
         if self.beta is not None:
             r, part = self.result, self.bank.alpha_from_beta(self.beta)
         else:
@@ -341,7 +337,7 @@ class _Kept:
             part = r.alpha
         alpha = np.zeros((part.shape[0], n))
         alpha[:, fit] = part
-        return dataclasses.replace(r, alpha=alpha, dual=None, history=[])
+        return replace(r, alpha=alpha, dual=None, history=[])
 
 
 # ---------------------------------------------------------------------------
