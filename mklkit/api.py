@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ._interrupts import interrupt_guard
+from .io import write_multiclass_run
 from .pipeline import Prepared
 from .solving import RunResult, solve_prepared
 from .spec import Spec, SpecError, load_spec as _load_spec
@@ -277,7 +278,6 @@ class MulticlassRunResult:
 
     def write(self, out_dir: str | os.PathLike[str] | None = None, force: bool = False) -> dict[str, Path]:
         """Write a run directory per class and the top-level ``summary.json`` (:func:`mklkit.io.write_multiclass_run`)."""
-        from .io import write_multiclass_run
 
         return write_multiclass_run(self, self.spec.output.dir if out_dir is None else out_dir, force=force)
 

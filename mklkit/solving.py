@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from .io import to_jsonable, write_run
 from .pipeline import Prepared
 from .spec import Spec
 
@@ -96,7 +97,6 @@ class RunResult:
 
     def history(self) -> list[dict[str, Any]]:
         """The engine's per-iteration records (JSON-able)."""
-        from .io import to_jsonable
 
         return to_jsonable(list(self.result.history))
 
@@ -176,7 +176,6 @@ class RunResult:
 
         Raises :class:`mklkit.io.OutputError` if run files exist and ``force`` is false.
         """
-        from .io import write_run
 
         return write_run(self, self.spec.output.dir if out_dir is None else out_dir, force=force)
 

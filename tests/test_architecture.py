@@ -198,16 +198,15 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     # api.py, solving.py and sweep/ load no numerics at import either (the CLI imports them for
     # `mklkit validate` and the one-line errors); the numerics load when a spec is solved
     **{(s, m): "no numerics at import" for s, m in (
-        ("mklkit.api", "mklkit.io"), ("mklkit.api", "mklkit.kernels"), ("mklkit.api", "mklkit.pipeline.data"), ("mklkit.api", "mklkit.sweep"),
+        ("mklkit.api", "mklkit.kernels"), ("mklkit.api", "mklkit.pipeline.data"), ("mklkit.api", "mklkit.sweep"),
         ("mklkit.solving", "mklkit"), ("mklkit.solving", "mklkit.compilation"),
-        ("mklkit.solving", "mklkit.engines.base"), ("mklkit.solving", "mklkit.io"),
+        ("mklkit.solving", "mklkit.engines.base"),
         ("mklkit.solving", "mklkit.kernels"), ("mklkit.solving", "mklkit.pipeline"),
         ("mklkit.solving", "mklkit.pipeline.heldout"), ("mklkit.solving", "mklkit.pipeline.refine"),
         ("mklkit.solving", "mklkit.pipeline.settings"), ("mklkit.solving", "mklkit.result"),
         ("mklkit.sweep.backends", "mklkit._dask"), ("mklkit.sweep.backends", "mklkit.plugins"),
-        ("mklkit.sweep.backends", "mklkit.result"), ("mklkit.sweep.grid", "mklkit.io"),
-        ("mklkit.sweep.results", "mklkit.io"), ("mklkit.sweep.runner", "mklkit"),
-        ("mklkit.sweep.runner", "mklkit.io"))},
+        ("mklkit.sweep.backends", "mklkit.result"),
+        ("mklkit.sweep.runner", "mklkit"))},
 }
 
 MODULES = {_module(p) for p in FILES}

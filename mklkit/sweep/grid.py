@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ..io import to_jsonable
 from ..pipeline import CVSettings, Data, PipelineError, make_folds
 from ..spec import (
     SWEEP_SECTION,
@@ -153,7 +154,6 @@ class Sweep:
 
     def fingerprint(self) -> dict[str, Any]:
         """What identifies the grid (compared on ``resume``)."""
-        from ..io import to_jsonable
 
         configs = []
         for c in self.configs:

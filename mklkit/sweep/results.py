@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from ..io import OutputError
+
 if TYPE_CHECKING:  # pragma: no cover
     from .grid import Config, Sweep
 
@@ -71,7 +73,6 @@ def _row_key(row: Mapping[str, Any]) -> tuple[str, ...]:
 
 def read_results(path: str | os.PathLike[str]) -> list[dict[str, str]]:
     """The rows of a ``results.csv`` as strings; a last line cut off by an interruption is dropped."""
-    from ..io import OutputError
 
     text = Path(path).read_text(encoding="utf-8")
     if text and not text.endswith("\n"):

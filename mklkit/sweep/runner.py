@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ..io import OutputError, check_output_dir, write_json, write_text
 from ..solving import solve_prepared
 from ..spec import SpecError, validate_spec
 from .backends import _default_threads, check_backend, connect_backend
@@ -47,7 +48,6 @@ class SweepTaskError(RuntimeError):
 
 
 def _check_out(sweep: Sweep, out: Path, resume: bool, force: bool, key: str) -> None:
-    from ..io import OutputError, check_output_dir
 
     if out.exists() and not out.is_dir():
         raise sweep.error(key, "exists and is not a directory", str(out), "a new or existing directory")
@@ -203,7 +203,6 @@ def _checked_tasks(sweep: Sweep, out: Path, key: str, workers: int, scheduler: s
 def _kept_rows(sweep: Sweep, tasks: Sequence[Task], out: Path,
                fingerprint: dict[str, Any]) -> dict[int, list[dict[str, str]]]:
     """The rows of the tasks that an earlier run of the same grid in ``out`` completed (``resume``)."""
-    from ..io import OutputError
 
     results_path = out / RESULTS
     sweep_path = out / SWEEP_JSON
@@ -234,7 +233,6 @@ def _start_output(sweep: Sweep, out: Path, key: str, tasks: Sequence[Task], done
                   fingerprint: dict[str, Any], force: bool) -> dict[str, Any]:
     """Create ``out``, write ``sweep.json`` (not complete) and ``results.csv`` holding the rows kept; the metadata."""
     from .. import __version__
-    from ..io import write_json, write_text
 
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -305,7 +303,6 @@ def _task_event(i: int, total: int, task: Task, rows: Sequence[Mapping[str, Any]
 
 def _raise_task_error(errors: Sequence[tuple[Task, BaseException]], total: int, results_path: Path) -> None:
     """Raise the first task's error when it is a user error, else :class:`SweepTaskError` naming it."""
-    from ..io import OutputError
 
     task, exc = errors[0]
     if isinstance(exc, (SpecError, OutputError)):
@@ -321,7 +318,6 @@ def _complete(sweep: Sweep, out: Path, tasks: Sequence[Task], done: Mapping[int,
               new: Mapping[int, list[dict[str, Any]]], meta: dict[str, Any], backend_name: str,
               progress: Callable[[dict[str, Any]], Any] | None, t_start: float) -> SweepResult:
     """Rewrite ``results.csv`` in grid order, refit the best, mark ``sweep.json`` complete; the result."""
-    from ..io import write_json, write_text
 
     results_path = out / RESULTS
     sweep_path = out / SWEEP_JSON
