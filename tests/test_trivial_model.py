@@ -153,10 +153,14 @@ def test_a_sweep_needs_numbers_at_C(C):
 # weights.png: a readable title, and where the weight is when there are many kernels
 # ---------------------------------------------------------------------------
 def _drawn(monkeypatch):
+    """mklkit.report and the list of the figures it saves (each kept when written)."""
+    from matplotlib.figure import Figure
+
     from mklkit import report
 
     figs = []
-    monkeypatch.setattr(report, "_save", lambda fig, path: figs.append(fig) or path)
+    savefig = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: figs.append(fig) or savefig(fig, *a, **k))
     return report, figs
 
 
@@ -195,6 +199,7 @@ def test_plots_of_a_trivial_run_say_so(tmp_path, monkeypatch):
     report.plot_gap(summary, history, tmp_path / "g.png")
     report.plot_active(summary, history, tmp_path / "a.png")
     report.plot_weights(summary, tmp_path / "w.png")
+    assert len(figs) == 3 and all((tmp_path / f).is_file() for f in ("g.png", "a.png", "w.png"))
     for fig in figs:
         texts = [t.get_text() for ax in fig.axes for t in ax.texts]
         assert any(t.startswith(report.TRIVIAL_NOTE + ": C = 100, C_max = 3.88") for t in texts), texts
