@@ -182,23 +182,20 @@ def test_callback_falsy_return_does_not_stop():
     assert res.converged and calls == list(range(1, res.iterations + 1))
 
 
-def test_failed_line_search_is_reported_as_stalled(monkeypatch):
-    """A direction along which no step decreases F ends the solve with status stalled."""
-    import mklkit.engines.spicy.one_step as spicy_module
+def test_failed_line_search_is_reported_as_stalled():
+    """A Newton step that no trial step length makes acceptable ends the solve with status stalled.
 
-    newton = spicy_module._newton_direction
-
-    def far(H, g, bias):
-        delta, nu, method = newton(H, g, bias)
-        return 1e12 * delta, nu, method
-
-    monkeypatch.setattr(spicy_module, "_newton_direction", far)
+    With one shrinking by 0.99 and an Armijo constant of 0.49, neither trial step of the first
+    Newton step on this problem decreases F enough (with the defaults it converges)."""
     K, y = liver()
     pb = Problem(K=K, y=y, loss=Squared(), regularizer=Lq(q=1.5), C=0.1)
+    strict = {"max_backtrack": 1, "backtrack": 0.99, "armijo": 0.49}
     with pytest.warns(ConvergenceWarning, match="line search failed"):
-        res = Spicy(tol=TOL, max_backtrack=3).solve(pb)
-    assert res.status == Status.STALLED and res.iterations == 0
+        res = Spicy(tol=TOL, method="one_step", **strict).solve(pb)
+    assert res.status == Status.STALLED and res.iterations == 0 and not res.converged
+    assert "line search failed at Newton step 1" in res.message
     assert math.isfinite(res.objective) and math.isfinite(res.gap)
+    assert Spicy(tol=TOL, method="one_step").solve(pb).converged
 
 
 class NaNConjugate(ElasticNet):
