@@ -392,26 +392,51 @@ def _system_error_from_interrupt(*args, **kwargs):
         raise SystemError("CPUDispatcher(<function f>) returned a result with an exception set")
 
 
-def test_python_entry_points_raise_keyboard_interrupt(monkeypatch):
+def _engine_raising(name: str, raise_error: Callable[[], Any]) -> type:
+    """A third-party engine on the skeleton whose algorithm raises what ``raise_error`` raises."""
+    from mklkit.engines import Engine
+
+    class Raising(Engine):
+        description = "test engine: its algorithm raises"
+
+        def _solve(self, problem, run, warm_start):
+            raise_error()
+
+    Raising.name = name
+    return Raising
+
+
+def test_python_entry_points_raise_keyboard_interrupt():
     """``Engine.solve``, the estimators' ``fit`` and ``fit_path`` re-raise the numba SystemError that a
     Ctrl-C caused as a KeyboardInterrupt (chained to it); another SystemError stays what it is."""
     from sklearn.datasets import make_classification
 
-    from mklkit.engines.spicy import Spicy
     from mklkit.estimators import MKLClassifier
+    from mklkit.testing import registered
 
-    X, y = make_classification(40, 4, random_state=0)
-    monkeypatch.setattr(Spicy, "_solve", lambda self, *a, **k: _system_error_from_interrupt())
-    est = MKLClassifier([{"function": "rbf", "width": 1.0}, {"function": "linear"}], engine="spicy")
-    with pytest.raises(KeyboardInterrupt) as info:
-        est.fit(X, y)
-    assert isinstance(info.value.__cause__, SystemError)
-    with pytest.raises(KeyboardInterrupt):
-        est.fit_path(X, y, [0.1, 0.01])
-
-    def plain(self, *a, **k):
+    def plain():
         raise SystemError("something else")
 
-    monkeypatch.setattr(Spicy, "_solve", plain)
-    with pytest.raises(SystemError, match="something else"):
-        est.fit(X, y)
+    X, y = make_classification(40, 4, random_state=0)
+    kernels = [{"function": "rbf", "width": 1.0}, {"function": "linear"}]
+    with registered(_engine_raising("interrupted_in_c", _system_error_from_interrupt),
+                    _engine_raising("plain_system_error", plain)):
+        est = MKLClassifier(kernels, engine="interrupted_in_c")
+        with pytest.raises(KeyboardInterrupt) as info:
+            est.fit(X, y)
+        assert isinstance(info.value.__cause__, SystemError)
+        with pytest.raises(KeyboardInterrupt):
+            est.fit_path(X, y, [0.1, 0.01])
+        with pytest.raises(SystemError, match="something else"):
+            MKLClassifier(kernels, engine="plain_system_error").fit(X, y)
+    # Engine.solve itself, outside any estimator
+    from mklkit.components.losses import Logistic
+    from mklkit.components.regularizers import L1
+    from mklkit.problem import Problem
+
+    G = X @ X.T
+    pb = Problem(K=np.stack([G / np.trace(G), np.eye(len(y)) / len(y)]), y=2.0 * y - 1.0, loss=Logistic(),
+                 regularizer=L1(), C=1e-3)
+    with pytest.raises(KeyboardInterrupt) as info:
+        _engine_raising("interrupted_in_c", _system_error_from_interrupt)().solve(pb)
+    assert isinstance(info.value.__cause__, SystemError)
