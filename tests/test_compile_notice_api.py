@@ -6,18 +6,11 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
-import warnings
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import yaml
-from numba.core import event
 
-import mklkit.compilation as compilation
-from mklkit import CompilationWarning
-from mklkit.cli import main
 
 SPEC = {
     "data": {"builtin": "sonar", "test_size": 0.25, "seed": 0},
@@ -36,9 +29,18 @@ def _spec(tmp_path: Path, sweep: bool = False) -> Path:
     return p
 
 
-@pytest.fixture
-def cold(monkeypatch):
-    """Every solve compiles (a numba:compile event, as on an empty cache); no warning shown yet in this process."""
+#: A fresh process (no warning shown yet) in which every solve compiles: a numba:compile event, as
+#: on an empty cache.  ``api`` runs the spec twice and prints the CompilationWarnings it saw;
+#: ``cli ARGS`` is the command line.
+COLD = textwrap.dedent("""
+    import json, sys, warnings
+    from contextlib import contextmanager
+
+    from numba.core import event
+
+    import mklkit.compilation as compilation
+    from mklkit import CompilationWarning
+
     real = compilation.announce_compilation
 
     @contextmanager
@@ -48,30 +50,44 @@ def cold(monkeypatch):
             event.end_event("numba:compile")
             yield
 
-    monkeypatch.setattr(compilation, "announce_compilation", compiling)
-    monkeypatch.setattr(compilation, "_warned", threading.Event())
-
-
-def test_api_run_warns_once_per_process(tmp_path, cold):
+    compilation.announce_compilation = compiling
+    if sys.argv[1] == "cli":
+        from mklkit.cli import main
+        sys.exit(main(sys.argv[2:]))
     from mklkit.api import run
 
-    spec = _spec(tmp_path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
-        run(str(spec))
-        run(str(spec))
-    notes = [w for w in caught if issubclass(w.category, CompilationWarning)]
-    assert len(notes) == 1, [str(w.message) for w in caught]
-    assert "compiling numba code for loss 'logistic', regularizer 'l1' and engine 'spicy'" in str(notes[0].message)
-    assert notes[0].filename == __file__  # points at the caller of run, not into mklkit
+        run(sys.argv[2])
+        run(sys.argv[2])
+    print(json.dumps([{"text": str(w.message), "file": w.filename} for w in caught
+                      if issubclass(w.category, CompilationWarning)]))
+""")
+
+
+def _cold(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    script = tmp_path / "cold.py"
+    script.write_text(COLD)
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                          timeout=900, cwd=tmp_path)
+
+
+def test_api_run_warns_once_per_process(tmp_path):
+    r = _cold(tmp_path, "api", str(_spec(tmp_path)))
+    assert r.returncode == 0, r.stderr
+    notes = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(notes) == 1, notes
+    assert "compiling numba code for loss 'logistic', regularizer 'l1' and engine 'spicy'" in notes[0]["text"]
+    assert notes[0]["file"].endswith("cold.py")  # points at the caller of run, not into mklkit
 
 
 @pytest.mark.parametrize("command", ["run", "sweep"])
-def test_the_command_line_says_it_in_one_line(tmp_path, cold, capsys, command):
+def test_the_command_line_says_it_in_one_line(tmp_path, command):
     # a sweep refits its best configuration with mklkit.api.run, which warns; the line is said once
     spec = _spec(tmp_path, sweep=command == "sweep")
-    assert main([command, str(spec), "--out", str(tmp_path / "out")]) == 0
-    err = capsys.readouterr().err
+    r = _cold(tmp_path, "cli", command, str(spec), "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    err = r.stderr
     lines = [ln for ln in err.splitlines() if "compiling numba code" in ln]
     assert lines and all(ln.startswith("mklkit: compiling numba code") for ln in lines), err
     assert "warning: mklkit: compiling" not in err
