@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -295,88 +296,98 @@ def test_a_rank_that_does_not_fit_is_capped_to_what_fits():
 
     X = ionosphere_points()
     bank = [{"function": "rbf", "width": widths(X.shape[1])}]
-    with pytest.warns(RankCapWarning, match=r"^kernels\.factor\.rank = 300: 3 approximated kernels x rank 300 "
-                      r"x 351 points need 2\.4 MiB .* but memory_budget is 976\.6 KiB; rank <= (\d+) fits; "
-                      r"capped to rank \1$") as rec:
+    with pytest.warns(RankCapWarning, match=r"kernels\.factor\.rank = 300.*3 approximated kernels.*351 points.*"
+                      r"2\.4 MiB.*memory_budget.*976\.6 KiB.*rank <= (\d+) fits.*capped to rank \1\b") as rec:
         fb = build_factor_bank(bank, X, rank=300, memory_budget=1e6, root="kernels.factor")
-    fits = int(str(rec[0].message).rsplit(" ", 1)[1])
+    assert rec[0].message.key == "kernels.factor.rank" and rec[0].message.value == 300
+    fits = int(re.search(r"capped to rank (\d+)", str(rec[0].message)).group(1))
     assert 1 <= fb.ranks.max() <= fits < 300
 
 
 def test_a_tolerance_that_does_not_fit_is_reported_with_what_fits():
     X = ionosphere_points()
     bank = [{"function": "rbf", "width": widths(X.shape[1])}]
-    with pytest.raises(FactorError, match=r"^kernels\.factor\.tol = 1e-06 is not reached within "
-                       r"kernels\.memory_budget = 976\.6 KiB: kernel 0 'rbf\(width=2\.915\)\[all\]' "
-                       r"has relative residual trace .* at rank \d+, .* set kernels\.factor\.rank <= \d+ "
-                       r"\(fits for every approximated kernel\)") as err:
+    with pytest.raises(FactorError, match=r"kernels\.factor\.tol = 1e-06.*kernels\.memory_budget = 976\.6 KiB.*"
+                       r"kernel 0 'rbf\(width=2\.915\)\[all\]'.*residual trace.*kernels\.factor\.rank <= \d+") as err:
         build_factor_bank(bank, X, tol=1e-6, memory_budget=1e6, root="kernels.factor")
     assert err.value.key == "kernels.factor.tol"
-    fit = int(str(err.value).split("rank <= ")[1].split(" ")[0])
+    fit = int(re.search(r"rank <= (\d+)", str(err.value)).group(1))
     fb = build_factor_bank(bank, X, rank=fit, tol=1e-6, memory_budget=1e6)    # what it says fits
     assert fb.ranks.tolist() == [fit] * 3
-    with pytest.raises(FactorError, match=r"^memory_budget: the exact factors need 1\.3 MiB but memory_budget "
-                       r"is 976\.6 KiB; raise memory_budget or use method 'pivoted_cholesky' with a rank$"):
+    with pytest.raises(FactorError, match=r"memory_budget.*exact factors.*1\.3 MiB.*976\.6 KiB.*raise memory_budget.*"
+                       r"'pivoted_cholesky'"):
         build_factor_bank([{"function": "poly", "degree": 2, "features": [list(range(30))]}], X,
                           memory_budget=1e6, max_exact_dim=1000)
     # nothing exact: only the approximation's working space is over the budget, and a rank
     # (which the user may have given) is no way out
-    with pytest.raises(FactorError, match=r"^memory_budget: factoring 3 kernels on \d+ points needs "
-                       r"[\d.]+ KiB of working space but memory_budget is 9\.8 KiB; raise "
-                       r"memory_budget$"):
+    with pytest.raises(FactorError, match=r"memory_budget.*3 kernels on \d+ points.*[\d.]+ KiB of working space.*"
+                       r"9\.8 KiB.*raise memory_budget") as err:
         build_factor_bank(bank, X, rank=5, memory_budget=1e4)
+    assert err.value.key == "memory_budget" and "rank" not in str(err.value)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"rank": 0}, r"^rank must be an integer >= 1 or None \(as needed for tol\); got 0$"),
-    ({"rank": 2.5}, r"^rank must be an integer >= 1 or None .*; got 2\.5$"),
-    ({"rank": True}, r"^rank must be an integer >= 1 or None .*; got True$"),
-    ({"tol": 1.0}, r"^tol must be a number in \[0, 1\) \(the relative residual trace\); got 1\.0$"),
-    ({"tol": -1e-3}, r"^tol must be a number in \[0, 1\) .*; got -0\.001$"),
-    ({"tol": "small"}, r"^tol must be a number in \[0, 1\) .*; got 'small'$"),
-    ({"tol": float("nan")}, r"^tol must be a number in \[0, 1\) .*; got nan$"),
-    ({"method": "exakt"}, r"^method must be one of 'auto', 'exact', 'pivoted_cholesky', 'nystrom'; got 'exakt' \(did you mean 'exact'\?\)$"),
-    ({"seed": -1}, r"^seed must be an integer >= 0; got -1$"),
-    ({"normalize": "unit"}, r"^normalize must be one of 'trace', 'diagonal', 'none'; got 'unit'$"),
-    ({"memory_budget": 0}, r"^memory_budget must be a number of bytes > 0 or None; got 0$"),
-    ({"max_exact_dim": 0}, r"^max_exact_dim must be an integer >= 1; got 0$"),
-    ({"method": "exact"}, r"^method: kernel 0 'rbf\(width=1\)\[all\]' has no explicit feature map \(exact factors "
-                          r"exist for the built-in linear and poly kernels\); use method 'auto', 'pivoted_cholesky' or 'nystrom'$"),
+@pytest.mark.parametrize("kwargs, allowed", [
+    ({"rank": 0}, "an integer >= 1 or None"),
+    ({"rank": 2.5}, "an integer >= 1 or None"),
+    ({"rank": True}, "an integer >= 1 or None"),
+    ({"tol": 1.0}, "a number in [0, 1)"),
+    ({"tol": -1e-3}, "a number in [0, 1)"),
+    ({"tol": "small"}, "a number in [0, 1)"),
+    ({"tol": float("nan")}, "a number in [0, 1)"),
+    ({"method": "exakt"}, "'auto', 'exact', 'pivoted_cholesky', 'nystrom'"),
+    ({"seed": -1}, "an integer >= 0"),
+    ({"normalize": "unit"}, "'trace', 'diagonal', 'none'"),
+    ({"memory_budget": 0}, "a number of bytes > 0 or None"),
+    ({"max_exact_dim": 0}, "an integer >= 1"),
 ])
-def test_bad_settings_are_one_line_errors(kwargs, match):
+def test_bad_settings_are_one_line_errors(kwargs, allowed):
+    """Each names its key, the offending value and what is allowed, on one line."""
     X = ionosphere_points()[:50]
-    with pytest.raises(FactorError, match=match):
+    (key, value), = kwargs.items()
+    with pytest.raises(FactorError, match=rf"{key}.*{re.escape(allowed)}.*got {re.escape(repr(value))}") as info:
         build_factor_bank([{"function": "rbf", "width": 1.0}], X, **kwargs)
+    err = info.value
+    assert err.key == key and allowed in err.allowed and "\n" not in str(err)
+    assert err.value == value or (value != value and err.value != err.value)   # nan is nan
+    if value == "exakt":
+        assert "did you mean 'exact'" in str(err)
 
 
 def test_exact_method_errors_name_the_setting():
     X = ionosphere_points()[:50]
-    with pytest.raises(FactorError, match=r"^f\.method: kernel 0 'poly\(degree=3\)\[all\]': its monomial map has "
-                       r"7770 dimensions > max_exact_dim = 256; use method 'auto' \(pivoted Cholesky for it\) "
-                       r"or raise max_exact_dim$"):
+    with pytest.raises(FactorError, match=r"f\.method.*kernel 0 'poly\(degree=3\)\[all\]'.*7770 dimensions.*"
+                       r"max_exact_dim = 256.*method 'auto'.*raise max_exact_dim") as info:
         build_factor_bank([{"function": "poly", "degree": 3}], X, method="exact", root="f")
-    with pytest.raises(FactorError, match=r"^method: kernel 0 'linear\[all\]': its exact factor has rank 34 > "
-                       r"rank = 10; raise rank or use method 'auto'$"):
+    assert info.value.key == "f.method"
+    with pytest.raises(FactorError, match=r"method.*kernel 0 'linear\[all\]'.*rank 34 > rank = 10.*raise rank.*"
+                       r"method 'auto'") as info:
         build_factor_bank(["linear"], X, method="exact", rank=10)
+    assert info.value.key == "method"
+    # a kernel without an explicit feature map: the methods that factor it
+    with pytest.raises(FactorError, match=r"method.*kernel 0 'rbf\(width=1\)\[all\]'.*no explicit feature map.*"
+                       r"'auto', 'pivoted_cholesky' or 'nystrom'") as info:
+        build_factor_bank([{"function": "rbf", "width": 1.0}], X, method="exact")
+    assert info.value.key == "method" and "\n" not in str(info.value)
 
 
 def test_bad_data_and_unnormalisable_kernels_are_refused():
     X = ionosphere_points()[:50]
     bad = X.copy()
     bad[3, 2] = np.nan
-    with pytest.raises(BankError, match=r"^X\[3, 2\] is nan; NaN and infinite values are not allowed$"):
+    with pytest.raises(BankError, match=r"X\[3, 2\] is nan.*not allowed"):
         build_factor_bank(["linear"], bad)
     zero = X.copy()
     zero[:, 1] = 0.0
-    with pytest.raises(BankError, match=r"^kernel 0 'linear\[x1\]' has trace 0\.0; unit-trace normalisation"):
+    with pytest.raises(BankError, match=r"kernel 0 'linear\[x1\]'.*trace 0\.0.*unit-trace"):
         build_factor_bank([{"function": "linear", "features": [1]}], zero)
     zero[7, 0] = 0.0
-    with pytest.raises(BankError, match=r"^kernel 0 'linear\[x0\]' has k\(x, x\) = 0\.0 at sample 7; unit-diagonal"):
+    with pytest.raises(BankError, match=r"kernel 0 'linear\[x0\]'.*k\(x, x\) = 0\.0 at sample 7.*unit-diagonal"):
         build_factor_bank([{"function": "linear", "features": [0]}], zero, normalize="diagonal")
     fb = build_factor_bank(["linear"], X)
-    with pytest.raises(BankError, match=r"^X_new must have shape \(n, 34\) like the training data; got \(4, 3\)$"):
+    with pytest.raises(BankError, match=r"X_new.*\(n, 34\).*got \(4, 3\)"):
         fb.transform(np.ones((4, 3)))
-    with pytest.raises(ValueError, match=r"^this FactorBank has no map to new points \(factor_map is None: it was made as FactorBank\(LT, starts\)\); build it with mklkit\.kernels\.factorize\.build_factor_bank \(kernels on data\), or with FactorBank\.from_factors"):
+    with pytest.raises(ValueError, match=r"no map to new points.*FactorBank\(LT, starts\).*build_factor_bank.*"
+                       r"FactorBank\.from_factors"):
         FactorBank(np.ones((2, 3)), [0, 2]).transform(np.ones((2, 3)))
 
 
@@ -408,7 +419,7 @@ def test_base_rows_are_the_base_matrix_rows(kind, cols):
     assert np.max(np.abs(got - ref)) <= 1e-12 * np.max(np.abs(ref))
     if kind == "sqdist":
         assert got[0, 7] == 0.0 and got[1, 3] == 0.0
-    with pytest.raises(ValueError, match=r"^base kind must be one of 'sqdist', 'inner'; got 'l1'$"):
+    with pytest.raises(ValueError, match=r"base kind.*'sqdist', 'inner'.*got 'l1'"):
         BaseRows("l1", X)
 
 
