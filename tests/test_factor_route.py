@@ -72,7 +72,7 @@ def test_factor_true_is_not_the_tolerance_route(ionosphere):
 def test_a_rank_above_N_is_capped_with_a_warning(ionosphere):
     X, _ = ionosphere
     N = X.shape[0]
-    with pytest.warns(RankCapWarning, match=rf"^kernels\.factor\.rank = 1000000000: .*N = {N}.*capped to rank {N}$"):
+    with pytest.warns(RankCapWarning, match=rf"kernels\.factor\.rank = 1000000000.*N = {N}.*capped to rank {N}\b"):
         fb = build_factor_bank(RBF, X, rank=10**9, tol=0.0, root="kernels.factor")
     assert fb.ranks.max() <= N
     ref = build_factor_bank(RBF, X, rank=N, tol=0.0)
@@ -85,19 +85,21 @@ def test_a_rank_above_N_is_capped_with_a_warning(ionosphere):
 def test_estimator_says_a_rank_is_capped(ionosphere):
     X, y = ionosphere
     # the estimator's parameter is named (factor.rank), as in its errors; the warning comes once
-    with pytest.warns(RankCapWarning, match=r"^MKLClassifier: factor\.rank = 1000000000: .*N = \d+.*"
-                      r"capped to rank \d+$") as rec:
+    with pytest.warns(RankCapWarning, match=r"MKLClassifier: factor\.rank = 1000000000.*N = (\d+).*"
+                      r"capped to rank \1\b") as rec:
         clf = MKLClassifier(RBF, factor={"rank": 10**9}).fit(X, y)
-    assert len([w for w in rec if w.category is RankCapWarning]) == 1
+    caps = [str(w.message) for w in rec if w.category is RankCapWarning]
+    assert len(caps) == 1 and "kernels.factor" not in caps[0]
     assert max(clf.factor_approximation_["ranks"]) <= X.shape[0]
     # beyond the budget: capped to what fits, both ranks named
-    with pytest.warns(RankCapWarning, match=r"^MKLClassifier: factor\.rank = 300: 3 approximated kernels x rank 300 "
-                      r"x \d+ points need .* rank <= (\d+) fits; capped to rank \1$"):
+    with pytest.warns(RankCapWarning, match=r"MKLClassifier: factor\.rank = 300.*3 approximated kernels.*"
+                      r"rank <= (\d+) fits.*capped to rank \1\b"):
         small = MKLClassifier(RBF, factor={"rank": 300}, memory_budget="1MB").fit(X, y)
     assert max(small.factor_approximation_["ranks"]) < 300
     # outside an estimator the warning names the spec key again
-    with pytest.warns(RankCapWarning, match=r"^kernels\.factor\.rank = 1000000000: "):
+    with pytest.warns(RankCapWarning, match=r"kernels\.factor\.rank = 1000000000") as rec:
         build_factor_bank(RBF, X, rank=10**9, tol=0.0, root="kernels.factor")
+    assert all("MKLClassifier" not in str(w.message) for w in rec)
 
 
 def test_spec_factor_true_takes_autos_factors(tmp_path):
