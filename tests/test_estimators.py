@@ -319,9 +319,8 @@ def test_engine_params_tol_and_max_iter(ionosphere):
         ({"kernels": [{"function": "rbf", "widht": 1}]}, ValueError, "widht"),
         ({"standardize": "yes"}, ParamError, "standardize must be 'auto', True or False"),
         ({"memory_budget": "lots"}, ParamError, "memory_budget must be"),
-        ({"memory_budget": 1000}, ValueError, r"^MKLClassifier: memory_budget: the kernel bank needs about .* "
-                                              r"more than the budget of 1000 B; got 1000; allowed: a larger "
-                                              r"memory budget, fewer kernels, or fewer samples$"),
+        ({"memory_budget": 1000}, ValueError, r"MKLClassifier: memory_budget.*kernel bank.*1000 B.*got 1000.*"
+                                              r"allowed: a larger memory budget"),
     ],
 )
 def test_validation_errors(params, exc, match):
@@ -338,9 +337,8 @@ def test_memory_budget_of_the_test_kernels_names_the_parameter():
     rng = np.random.RandomState(0)
     X, y = rng.randn(20, 3), np.arange(20) % 2
     clf = MKLClassifier(kernels=TINY_BANK, memory_budget=2 * estimate_bytes(3, 20)).fit(X, y)
-    with pytest.raises(ValueError, match=r"^MKLClassifier: cross-kernel bank needs about .* \(3 kernels x 2000 x 20 "
-                                         r"float64 .* but memory_budget is .*; use fewer kernels or samples, or "
-                                         r"raise memory_budget$"):
+    with pytest.raises(ValueError, match=r"MKLClassifier: cross-kernel bank.*3 kernels x 2000 x 20.*memory_budget.*"
+                                         r"fewer kernels or samples.*raise memory_budget"):
         clf.predict(rng.randn(2000, 3))
     assert clf.predict(X[:5]).shape == (5,)
 
@@ -359,9 +357,8 @@ class _Refuses(Engine):
 def test_unsupported_pair_names_the_reason_and_alternatives():
     X = np.random.RandomState(0).randn(20, 3)
     y = np.arange(20) % 2
-    with pytest.raises(ValueError, match=r"^MKLClassifier: engine: engine 'refuses' cannot solve this problem: it is a "
-                       r"test engine; got 'refuses'; allowed: an engine that supports loss 'logistic' x "
-                       r"regularizer 'elasticnet': .*spicy"):
+    with pytest.raises(ValueError, match=r"MKLClassifier: engine.*'refuses'.*it is a test engine.*allowed:.*"
+                       r"loss 'logistic'.*regularizer 'elasticnet'.*spicy"):
         MKLClassifier(TINY_BANK, engine=_Refuses()).fit(X, y)
 
 
@@ -607,18 +604,19 @@ def test_exact_factor_bank_gives_the_dense_answer(ionosphere):
     assert approx["relative_trace_error"] == pytest.approx(rbf.bank_.trace_error.sum() / full.sum())
     assert 0 < approx["relative_trace_error"] <= 0.05 * (1 + 1e-9)
     np.testing.assert_allclose(fac.decision_function(X_te), dense.decision_function(X_te), rtol=1e-7, atol=1e-8)
-    with pytest.raises(ValueError, match=r"^MKLClassifier: factor\.rank: invalid value; got 0; allowed: an integer >= 1"):
+    with pytest.raises(ValueError, match=r"MKLClassifier: factor\.rank.*got 0.*allowed: an integer >= 1"):
         MKLClassifier(bank, factor={"rank": 0}).fit(X_tr, y_tr)
     with pytest.raises(ParamError, match=r"factor must be 'auto', None/False \(Gram matrices\), True or a mapping"):
         MKLClassifier(bank, factor={"rnak": 2}).fit(X_tr, y_tr)
     # a factorization that does not fit names the estimator's parameter, once
-    with pytest.raises(ValueError, match=r"^MKLClassifier: memory_budget: the exact factors need "
-                       r"[^:]* but memory_budget is 9\.8 KiB; raise memory_budget"):
+    with pytest.raises(ValueError, match=r"MKLClassifier: memory_budget.*exact factors.*9\.8 KiB.*"
+                       r"raise memory_budget") as info:
         MKLClassifier(bank, factor=True, memory_budget="10KB").fit(X_tr, y_tr)
+    assert str(info.value).count("memory_budget:") == 1
     from mklkit.kernels.factorize import RankCapWarning
 
-    with pytest.warns(RankCapWarning, match=r"rank = 200: \d+ approximated kernels x rank 200 x \d+ points "
-                      r"need .* rank <= (\d+) fits; capped to rank \1$"):
+    with pytest.warns(RankCapWarning, match=r"rank = 200.*approximated kernels.*rank <= (\d+) fits.*"
+                      r"capped to rank \1\b"):
         capped = MKLClassifier([{"function": "rbf", "width": [0.5, 3.0]}], factor={"rank": 200},
                                memory_budget="600KB").fit(X_tr, y_tr)
     assert max(capped.factor_approximation_["ranks"]) < 200
