@@ -42,8 +42,9 @@ def _with(**changes: dict) -> dict:
 # engine: is the section that selects the engine
 # ---------------------------------------------------------------------------
 def test_engine_errors_name_the_engine_key():
-    with pytest.raises(SpecError, match=r"^t\.yaml: engine\.tol: invalid value; got -1"):
+    with pytest.raises(SpecError, match=r"t\.yaml: engine\.tol.*got -1") as info:
         parse_spec(_with(engine={"tol": -1}), file="t.yaml")
+    assert info.value.key == "engine.tol"
 
 
 @pytest.mark.parametrize("with_engine", [False, True], ids=["alone", "with-engine"])
@@ -148,10 +149,10 @@ def test_an_engine_that_needs_an_array_is_refused_for_a_factor_bank(monkeypatch)
                             problem={"loss": "hinge", "regularizer": {"name": "kl"}, "C": 0.5},
                             engine={"name": "smo_mkl", "tol": 1e-6}),
                       file="t.yaml")
-    with pytest.raises(SpecError, match=r"^t\.yaml: engine\.name: engine 'smo_mkl' cannot solve this problem: "
-                                        r"it works on Gram banks held as one array, not as a factor bank.*allowed: "
-                                        r"an engine that supports .* on a factor bank: .*spicy"):
+    with pytest.raises(SpecError, match=r"t\.yaml: engine\.name.*'smo_mkl'.*not as a factor bank.*allowed:.*"
+                                        r"factor bank.*spicy") as info:
         spec.prepare()
+    assert info.value.key == "engine.name"
 
 
 def test_proximal_is_accepted_for_a_factor_bank():
