@@ -372,7 +372,7 @@ def test_engine_support_is_checked_before_building(monkeypatch):
     monkeypatch.setattr(Spicy, "supports", lambda self, problem: f"no {problem.regularizer.name} today")
     monkeypatch.setattr(Spicy, "solve", lambda self, problem, callback=None: pytest.fail("solve called"))
     spec = parse_spec(json.loads(json.dumps(TINY)), file="t.yaml")
-    with pytest.raises(SpecError, match=r"t\.yaml: engine\.name: engine 'spicy' cannot solve this problem: no elasticnet today; got 'spicy'; allowed: "):
+    with pytest.raises(SpecError, match=r"t\.yaml: engine\.name.*'spicy'.*no elasticnet today.*allowed: "):
         spec.prepare(build=False)
     with pytest.raises(SpecError, match=r"no elasticnet today"):
         spec.prepare()
@@ -381,7 +381,7 @@ def test_engine_support_is_checked_before_building(monkeypatch):
 def test_memory_budget_is_checked_before_building():
     raw = json.loads(json.dumps(TINY))
     raw["kernels"] = {"preset": "simplemkl", "memory_budget": "1MiB"}
-    with pytest.raises(SpecError, match=r"kernels\.memory_budget: the kernel bank needs about .* more than the budget of 1\.0 MiB; got '1MiB'"):
+    with pytest.raises(SpecError, match=r"kernels\.memory_budget.*kernel bank.*1\.0 MiB.*got '1MiB'"):
         parse_spec(raw, file="t.yaml").prepare(build=False)
 
 
@@ -437,19 +437,24 @@ def test_json_schema_is_generated_from_the_models():
 def test_messages_say_what_the_schema_allows():
     raw = json.loads(json.dumps(TINY))
     raw["data"]["seed"] = -1
-    with pytest.raises(SpecError, match=r"^t\.yaml: data\.seed: invalid value; got -1; allowed: an integer >= 0$"):
+    with pytest.raises(SpecError, match=r"t\.yaml: data\.seed.*got -1.*allowed: an integer >= 0") as info:
         parse_spec(raw, file="t.yaml")
+    assert info.value.key == "data.seed" and info.value.allowed == "an integer >= 0"
     raw = json.loads(json.dumps(TINY))
     raw["kernels"]["normalize"] = "unit"
-    with pytest.raises(SpecError, match=r"^t\.yaml: kernels\.normalize: invalid value; got 'unit'; allowed: one of "
-                                        r"'trace', 'diagonal', 'none'$"):
+    with pytest.raises(SpecError, match=r"t\.yaml: kernels\.normalize.*got 'unit'.*"
+                                        r"allowed: one of 'trace', 'diagonal', 'none'") as info:
         parse_spec(raw, file="t.yaml")
+    assert info.value.key == "kernels.normalize"
     raw = json.loads(json.dumps(TINY))
     raw["data"]["sed"] = 1
-    with pytest.raises(SpecError, match=r"^t\.yaml: data\.sed: unknown key \(did you mean 'seed'\?\); got 'sed'; "
-                                        r"allowed: builtin, train, test, format, target, drop, positive, sample_weight, "
-                                        r"class_weight, test_size, train_size, seed, standardize$"):
+    with pytest.raises(SpecError, match=r"t\.yaml: data\.sed.*unknown key.*did you mean 'seed'.*got 'sed'.*"
+                                        r"allowed: ") as info:
         parse_spec(raw, file="t.yaml")
+    assert info.value.key == "data.sed"
+    assert info.value.allowed.split(", ") == ["builtin", "train", "test", "format", "target", "drop", "positive",
+                                              "sample_weight", "class_weight", "test_size", "train_size", "seed",
+                                              "standardize"]
 
 
 def test_resolved_spec_is_the_models_dump():
