@@ -70,7 +70,7 @@ def test_builtin_matches_plain_numpy_read():
 
 
 def test_unknown_builtin():
-    with pytest.raises(DataError, match=r"unknown builtin data set 'sonr' \(did you mean 'sonar'\?\); available: sonar, ionosphere"):
+    with pytest.raises(DataError, match=r"unknown builtin data set 'sonr'.*did you mean 'sonar'.*available: sonar, ionosphere"):
         load_builtin("sonr")
     assert issubclass(DataError, ValueError)
 
@@ -130,7 +130,7 @@ def test_missing_file_and_unknown_format(tmp_path):
     with pytest.raises(DataError, match=r"t\.dat: cannot tell the file format"):
         load_file(path)
     assert load_file(path, fmt="csv").n_samples == 3
-    with pytest.raises(DataError, match=r"fmt must be one of 'csv', 'npz', 'libsvm'; got 'xls'"):
+    with pytest.raises(DataError, match=r"fmt.*'csv', 'npz', 'libsvm'.*got 'xls'"):
         load_file(path, fmt="xls")
 
 

@@ -55,8 +55,8 @@ def test_from_factors_equals_the_linear_kernels_of_the_groups(normalize):
 
 def test_from_factors_refuses_a_sparse_matrix():
     L = sp.random(20, 6, density=0.3, format="csr", random_state=0)
-    with pytest.raises(BankError, match=r"L_train must be a dense array; got a scipy\.sparse csr matrix of "
-                                        r"shape \(20, 6\); convert it with \.toarray\(\)"):
+    with pytest.raises(BankError, match=r"L_train.*dense array.*scipy\.sparse csr matrix.*\(20, 6\).*"
+                                        r"\.toarray\(\)"):
         FactorBank.from_factors(L, ranks=[3, 3])
 
 
@@ -105,7 +105,7 @@ def test_from_factors_errors(change, match):
 def test_test_rows_of_the_wrong_width_are_refused():
     a = arrays()
     fb = FactorBank.from_factors(a["L_train"], a["starts"])
-    with pytest.raises(BankError, match=r"L_new must have R = 12 columns like L_train; got shape \(10, 11\)"):
+    with pytest.raises(BankError, match=r"L_new.*R = 12 columns.*got shape \(10, 11\)"):
         fb.transform(a["L_test"][:, :11])
 
 
@@ -235,8 +235,8 @@ def test_memory_is_checked_from_the_headers_before_loading(tmp_path, monkeypatch
     loaded = []
     real = np.load
     monkeypatch.setattr(np, "load", lambda *a, **k: loaded.append(a) or real(*a, **k))
-    with pytest.raises(BankError, match=r"f\.npz: the factors \(L_train \(40, 12\) and L_test \(10, 12\)\) need "
-                                        r"about 8\.4 KiB as float64 .* more than the memory budget of 1000 B") as info:
+    with pytest.raises(BankError, match=r"f\.npz: .*L_train \(40, 12\).*L_test \(10, 12\).*8\.4 KiB.*"
+                                        r"memory budget of 1000 B") as info:
         load_precomputed_factors(p, memory_budget=1000)
     assert info.value.key == "memory_budget"
     assert loaded == []  # nothing was loaded

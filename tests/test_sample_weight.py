@@ -180,8 +180,7 @@ def test_unsupported_engine_refuses_weights(small, engine):
 def test_estimator_names_the_engines_that_accept_weights():
     X, y = make_classification(60, 4, n_informative=3, n_redundant=0, random_state=0)
     est = MKLClassifier(TINY_BANK, engine="smo_mkl", regularizer="kl", loss="hinge")
-    with pytest.raises(ValueError, match=r"engine 'smo_mkl' cannot solve this problem: the problem "
-                                         r"has sample weights"):
+    with pytest.raises(ValueError, match=r"engine 'smo_mkl'.*sample weights"):
         est.fit(X, y, sample_weight=np.arange(60) % 3 + 1.0)
     est.fit(X, y, sample_weight=np.ones(60))          # weights all 1: the unweighted problem
     assert est.solved_by_ == "smo_mkl"

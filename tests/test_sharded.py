@@ -145,8 +145,8 @@ def test_warm_start_on_sharded_bank(sharded, local, data):
 def test_problem_K_of_a_sharded_bank_is_refused(sharded, data):
     p = Problem(K=sharded, y=data[1], loss=Logistic(), regularizer=L1(), C=0.5)
     assert p.n_kernels == M and p.n_samples == 70 and p.bank is sharded
-    with pytest.raises(BankAccessError, match=r"problem\.K: the Gram bank is a ShardedBank "
-                                              r"\(20 kernels on 70 points.*engine 'spicy'"):
+    with pytest.raises(BankAccessError, match=r"problem\.K: .*ShardedBank.*20 kernels on 70 points.*"
+                                              r"engine 'spicy'"):
         p.K
     assert "ShardedBank" in repr(p)
 
@@ -168,13 +168,12 @@ def test_smo_mkl_refuses_a_sharded_bank(sharded, data):
 
 
 def test_shard_over_its_worker_budget_is_refused(client, data):
-    with pytest.raises(BankError, match=r"shard 0 \(kernels 0\.\.9, 10 x 70 x 70 float64\) needs "
-                                        r"about .* but worker tcp://.* allows 1\.0 KiB"):
+    with pytest.raises(BankError, match=r"shard 0.*kernels 0\.\.9.*10 x 70 x 70.*worker tcp://.*1\.0 KiB"):
         ShardedBank.build(client, data[0], ENTRIES, memory_budget_bytes=1024)
 
 
 def test_unknown_worker_and_closed_bank(client, data):
-    with pytest.raises(ValueError, match=r"workers: 'tcp://nowhere:1' is not a worker of this client"):
+    with pytest.raises(ValueError, match=r"workers.*'tcp://nowhere:1'.*not a worker"):
         ShardedBank.build(client, data[0], ENTRIES, workers=["tcp://nowhere:1"])
     bank = ShardedBank.build(client, data[0], ["linear"])     # one kernel: one shard
     assert len(bank.workers) == 1 and bank.shape == (1, 70, 70)

@@ -160,7 +160,7 @@ def test_sweep_errors_name_key_and_value(changes, key, problem, shown):
 
 def test_too_many_folds_for_a_class_is_refused_before_solving(tmp_path):
     sw = parse_sweep(grid(cv={"folds": 200}), file="g.yaml")
-    with pytest.raises(SpecError, match=r"g\.yaml: cv\.folds: cannot make 200 stratified folds of sonar: class .* has only \d+ training rows"):
+    with pytest.raises(SpecError, match=r"g\.yaml: cv\.folds.*200 stratified folds.*class .* \d+ training rows"):
         sw.check()
 
 
@@ -190,7 +190,7 @@ def test_run_spec_refuses_sweep_lists_and_points_to_sweep(key, value):
 
 def test_run_spec_refuses_cv_section():
     raw = grid(problem={"C": 0.5, "regularizer": "l1"})
-    with pytest.raises(SpecError, match=r"g\.yaml: cv: cross-validation is only done by 'mklkit sweep'.*got \{'folds': 3"):
+    with pytest.raises(SpecError, match=r"g\.yaml: cv.*'mklkit sweep'.*got \{'folds': 3"):
         parse_spec(raw, file="g.yaml")
 
 
@@ -308,7 +308,7 @@ def test_best_configuration_is_refitted_and_written(tmp_path):
 def test_existing_sweep_is_not_overwritten(tmp_path):
     sw = parse_sweep(grid(problem={"C": 1.0}), file="g.yaml")
     run_sweep(sw, tmp_path / "o")
-    with pytest.raises(SpecError, match=r"--out: already holds a sweep \(results\.csv, sweep\.json\); nothing was overwritten.*allowed: --resume"):
+    with pytest.raises(SpecError, match=r"--out.*already holds a sweep.*results\.csv.*nothing was overwritten.*allowed: --resume"):
         run_sweep(sw, tmp_path / "o")
     assert len(run_sweep(sw, tmp_path / "o", force=True).rows) == 6
 
@@ -395,7 +395,7 @@ def test_resume_with_a_complete_sweep_solves_nothing(tmp_path):
 def test_resume_refuses_a_different_grid(tmp_path):
     run_sweep(parse_sweep(grid(problem={"C": 1.0}), file="g.yaml"), tmp_path / "o")
     other = parse_sweep(grid(problem={"C": 1.0}, cv={"seed": 1}), file="g.yaml")
-    with pytest.raises(SpecError, match=r"--resume: .*results\.csv was written by another sweep \(the grid or the cross-validation differs\)"):
+    with pytest.raises(SpecError, match=r"--resume.*results\.csv.*another sweep.*grid or the cross-validation"):
         run_sweep(other, tmp_path / "o", resume=True)
 
 
@@ -408,13 +408,13 @@ def test_resume_refuses_a_sweep_json_with_configs_under_solver(tmp_path):
     for config in meta["grid"]["configs"]:
         config["solver"] = config.pop("engine")
     path.write_text(json.dumps(meta))
-    with pytest.raises(SpecError, match=r"--resume: .*results\.csv was written by another sweep \(the grid or the cross-validation differs\)"):
+    with pytest.raises(SpecError, match=r"--resume.*results\.csv.*another sweep.*grid or the cross-validation"):
         run_sweep(sw, tmp_path / "o", resume=True)
 
 
 def test_workers_and_scheduler_are_exclusive(tmp_path):
     sw = parse_sweep(GRID, file="g.yaml")
-    with pytest.raises(SpecError, match="--workers: a Dask scheduler runs the tasks on its own workers"):
+    with pytest.raises(SpecError, match="--workers.*Dask scheduler.*own workers"):
         run_sweep(sw, tmp_path / "o", workers=2, scheduler="tcp://127.0.0.1:1")
 
 
@@ -431,7 +431,7 @@ def test_cli_rejects_bad_workers(tmp_path, capsys, extra):
 def test_missing_dask_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
     sw = parse_sweep(grid(problem={"C": 1.0}), file="g.yaml")
-    with pytest.raises(SpecError, match=r"g\.yaml: --scheduler: a Dask scheduler needs dask\.distributed.*allowed: pip install 'mklkit\[dask\]'"):
+    with pytest.raises(SpecError, match=r"g\.yaml: --scheduler.*dask\.distributed.*allowed: pip install 'mklkit\[dask\]'"):
         run_sweep(sw, tmp_path / "o", scheduler="tcp://127.0.0.1:1")
 
 

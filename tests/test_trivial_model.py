@@ -145,7 +145,7 @@ def test_a_sweep_needs_numbers_at_C(C):
         problem["C"] = C
     raw = {"data": {"builtin": "sonar"}, "kernels": {"bank": BANK}, "problem": problem,
            "engine": {"name": "spicy", "tol": [1e-2, 1e-3]}, "cv": {"folds": 3}}
-    with pytest.raises(SpecError, match=r"g\.yaml: problem\.C: a sweep needs numbers at problem\.C; got 'auto'"):
+    with pytest.raises(SpecError, match=r"g\.yaml: problem\.C.*sweep needs numbers.*got 'auto'"):
         parse_sweep(raw, file="g.yaml")
 
 

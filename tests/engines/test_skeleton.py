@@ -207,8 +207,7 @@ def test_an_engine_without_an_algorithm_is_refused_at_registration():
             register(Nothing)
 
     with pytest.raises(ComponentValidationError,
-                       match=r"engine .*Nothing does not implement solve\(problem, callback\) "
-                             r"\(or the skeleton's _solve"):
+                       match=r"engine .*Nothing.*solve\(problem, callback\).*_solve"):
         Registry().register_plugin(Plugin, "d")
 
 
@@ -273,7 +272,7 @@ def test_a_requirement_is_of_one_kind():
     with pytest.raises(ValueError, match=r"the options of a requirement are of one kind; "
                                          r"got \['loss', 'regularizer'\]"):
         Requirement((SMOOTH_PRIMAL, common.SEPARABLE_SUMS.options[0]))
-    with pytest.raises(ValueError, match=r"Requires.regularizer holds a requirement of the loss"):
+    with pytest.raises(ValueError, match=r"Requires\.regularizer.*requirement of the loss"):
         Requires(regularizer=(SMOOTH_PRIMAL,))
 
 
@@ -290,10 +289,8 @@ def test_a_bank_that_is_not_one_array_is_declined_with_its_own_words():
     bank = _OpaqueFactors(LT, [0, 30, 60, 90])
     pb = Problem(K=bank, y=y, loss=Logistic(), regularizer=L1(), C=0.1)
     why = Proximal().supports(pb)
-    assert why.startswith("problem.K: a FactorBank keeps each kernel as a factor")
-    assert "not as one (M, N, N) array; this engine reads the whole Gram bank as one array" in why
-    with pytest.raises(UnsupportedBankError, match=r"engine 'proximal' cannot solve this "
-                                                   r"problem: problem.K: a FactorBank keeps") as err:
+    assert why.startswith("problem.K: ") and "FactorBank" in why and "(M, N, N) array" in why
+    with pytest.raises(UnsupportedBankError, match=r"engine 'proximal'.*problem\.K: .*FactorBank") as err:
         Proximal().solve(pb)
     assert isinstance(err.value, BankAccessError) and isinstance(err.value, ValueError)
     assert Spicy().supports(pb) is None  # spicy works through the bank's operations
