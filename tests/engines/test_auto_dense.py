@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -115,8 +116,7 @@ def test_a_rank_cap_makes_the_factors_inexact_and_says_so():
     K, _ = a9a()
     fac = exact_factors(K, max_rank=20)
     assert not fac.exact
-    assert fac.reason.startswith("the pivoted Cholesky factor of kernel 0 (rank 20 of 300) "
-                                 "leaves out")
+    assert re.search(r"kernel 0 .*rank 20 of 300.*leaves out", fac.reason), fac.reason
     assert np.all(fac.ranks == 20) and np.all(fac.relative_trace_error > 1e-10)
 
 
@@ -218,10 +218,9 @@ def test_inexact_factors_fall_back_to_spicy_on_the_dense_bank(monkeypatch):
     pb = problem("logistic", "l1")
     res = Auto(tol=1e-8, dense_factor_min_samples=N).solve(pb)
     assert res.converged and res.engine == "auto"
-    assert res.message.startswith("auto -> spicy (a dense bank of N = 300 >= 300 samples and "
-                                  "M = 3 <= 10 kernels: bcd on its exact factors, but the pivoted Cholesky factor of kernel 0 "
-                                  "(rank 20 of 300) leaves out")
-    assert "spicy on the dense bank instead" in res.message
+    assert res.message.startswith("auto -> spicy") and res.solved_by == "spicy"
+    assert re.search(r"N = 300 >= 300.*M = 3 <= 10.*exact factors.*kernel 0 .*rank 20 of 300.*"
+                     r"spicy on the dense bank", res.message), res.message
     assert {h["engine"] for h in res.history} == {"spicy"}
     assert rel(res.objective, Spicy(tol=1e-8).solve(pb).objective) <= 1e-6
 
@@ -247,8 +246,8 @@ def test_inexact_factors_without_a_dense_engine_are_certified_on_the_dense_bank(
     monkeypatch.setattr(auto_module, "DENSE_FACTOR_MAX_RANK", 20)
     with pytest.warns(auto_module.ConvergenceWarning):
         res = auto.solve(pb)
-    assert res.message.startswith("auto -> bcd on inexact factors of the dense bank (rank 60 "
-                                  "of 3 x 300")
+    assert res.message.startswith("auto -> bcd") and res.solved_by == "bcd"
+    assert re.search(r"inexact factors.*rank 60 of 3 x 300", res.message), res.message
     assert not res.converged and res.gap > 1e-6
     # the values are the dense problem's: a point of rank-20 factors is far from its optimum
     assert rel(res.objective, common.primal_objective(pb, res.alpha, res.bias)) <= 1e-12
@@ -268,7 +267,7 @@ def test_a_dense_gap_above_tol_is_continued_by_spicy(monkeypatch):
     pb = problem("logistic", "l1")
     res = Auto(tol=1e-8, dense_factor_min_samples=N).solve(pb)
     assert res.converged and res.gap <= 1e-8
-    assert "bcd then spicy: bcd's point on the factors: on the dense bank" in res.message
+    assert re.search(r"bcd then spicy.*dense bank", res.message), res.message
     engines = [h["engine"] for h in res.history]
     assert engines[0] == "bcd" and engines[-1] == "spicy"
     # without the fallback the status says that the dense gap missed tol

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 import warnings
 
 import numpy as np
@@ -167,7 +168,7 @@ def test_a_skeleton_engine_is_registered_and_solves():
     assert res.C_max == common.zero_solution(pb).C_max
     # what it does not support, it says, from its declaration alone
     why = eng.supports(_problem(Hinge()))
-    assert why == ("the loss hinge is not differentiable (smooth_primal is False)")
+    assert "loss hinge" in why and "smooth_primal is False" in why
 
 
 class OldStyle(Engine):
@@ -262,10 +263,9 @@ def test_reasons_come_from_the_declaration():
     # alternatives, then a reason shared by two lacks said once
     eng = Spicy(method="one_step")
     why = eng.supports(_problem(Hinge(), L1()))
-    assert why == ("the loss hinge has no smooth conjugate (smooth_conjugate = False) and the "
-                   "regularizer l1 has a non-smooth conjugate (smooth_conjugate = False): "
-                   "method 'one_step' (§4.3) needs smooth conjugates; use method 'iterative' "
-                   "or 'auto'")
+    assert re.search(r"loss hinge.*smooth_conjugate = False.*regularizer l1.*smooth_conjugate = False.*"
+                     r"method 'one_step'.*'iterative'.*'auto'", why), why
+    assert why.count("needs smooth conjugates") == 1
 
 
 def test_a_requirement_is_of_one_kind():
