@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -54,7 +55,7 @@ def test_a_dishonest_engine_fails_with_the_command_that_reproduces_it(capsys, ze
     code = main(["check-plugin", "engine:zero_gap", "--param", "max_iter=1", "--max-problems", "1", "--seed", "3"])
     out, err = capsys.readouterr()
     line = one_line_error(code, err)
-    assert "engine:zero_gap failed the conformance checks at 1 of 1 parameter point" in line
+    assert re.search(r"engine:zero_gap.*failed.*1 of 1 parameter point", line), line
     assert any(row.split()[:2] == ["FAIL", "gap_consistent"] for row in out.splitlines()), out
     assert "reproduce: mklkit check-plugin engine:zero_gap --param max_iter=1 --seed 3 --max-problems 1" in out
 

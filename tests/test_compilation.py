@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import os
 import subprocess
 import sys
@@ -76,8 +77,7 @@ def test_a_cache_load_is_not_a_compilation(tmp_path):
     for r in outs:
         assert r.returncode == 0, r.stderr
         assert r.stdout.splitlines()[-1] == "4.0"
-    assert "mklkit.compilation: compiling numba code for twice (first use, cached afterwards)" \
-        in outs[0].stdout
+    assert re.search(r"mklkit\.compilation: compiling numba code for twice\b", outs[0].stdout), outs[0].stdout
     assert NOTE not in outs[1].stdout
     assert any((tmp_path / "cache").rglob("*.nbi"))
 

@@ -284,7 +284,7 @@ def test_auto_says_when_it_approximates_a_polynomial_kernel(caplog):
     with caplog.at_level(logging.INFO, logger="mklkit.kernels.factorize"):
         fb = build_factor_bank(bank, X, tol=1e-4)
     assert fb.factor_map.methods == ["poly_map", "pivoted_cholesky"]
-    assert "monomial map of 1891 dimensions > max_exact_dim = 256; pivoted Cholesky instead" in caplog.text
+    assert re.search(r"monomial map of 1891 dimensions.*max_exact_dim = 256.*pivoted Cholesky", caplog.text)
     assert build_factor_bank(bank, X, max_exact_dim=2000).factor_map.methods == ["poly_map"] * 2
     # a rank below the exact one: approximated within the rank
     fb = build_factor_bank([{"function": "linear"}], X, rank=10)

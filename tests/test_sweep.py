@@ -496,7 +496,7 @@ def test_a_pool_sweep_reports_a_broken_plugin_once(tmp_path):
     err = _pool_sweep_with_a_broken_plugin(tmp_path)
     broken = [ln for ln in err.splitlines() if "'broken_demo'" in ln]
     assert len(broken) == 1, err
-    assert broken[0].startswith("warning: mklkit plugin 'broken_demo' from distribution mklkit-broken-demo 0.1.0")
+    assert broken[0].startswith("warning: ") and "mklkit-broken-demo 0.1.0" in broken[0]
     assert "ModuleNotFoundError: No module named 'numba_nightly'" in broken[0]
 
 
