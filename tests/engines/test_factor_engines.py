@@ -16,13 +16,12 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from mklkit._jit import proximal as kprox
 from mklkit.components.losses import EpsInsensitive, Hinge, Logistic, Squared
 from mklkit.components.regularizers import L1, ElasticNet
 from mklkit.data import load_builtin
 from mklkit.engines.proximal import Proximal
 from mklkit.engines.spicy import Spicy
-from mklkit.engines.spicy import factor_newton, one_step
+from mklkit.engines.spicy import factor_newton
 from mklkit.kernels.factor import FactorBank
 from mklkit.kernels.factorize import build_factor_bank
 from mklkit.problem import Problem
@@ -93,10 +92,18 @@ def _raise(*args, **kwargs):
     raise AssertionError("an N x N helper was called on the factor path")
 
 
-#: What forms or factors an N x N matrix: the Hessian sum of both spicy methods, the
-#: one-step method's dense Newton solve, the proximal engine's sum of kernels.
-DENSE_HELPERS = ((FactorBank, "accumulate_hessian"), (FactorBank, "to_array"),
-                 (one_step, "_newton_direction"), (kprox, "bank_summary"))
+#: What forms an N x N matrix from a factor bank: the Hessian sum of both spicy methods and
+#: the bank as one array (which the proximal engine's sum of kernels and any dense Newton
+#: solve would need; ``problem.K`` of a factor bank refuses by itself).
+DENSE_HELPERS = ((FactorBank, "accumulate_hessian"), (FactorBank, "to_array"))
+
+#: How spicy's Newton systems on a factor bank are solved (history key ``solver``): the
+#: low-rank solvers, or a gradient step; never a dense N x N factorization.
+LOW_RANK_SOLVERS = {"woodbury", "cg", "gradient"}
+
+
+def _solvers(*results) -> set[str]:
+    return {h["solver"].split("+")[0] for r in results for h in r.history if "solver" in h}
 
 
 @pytest.fixture
@@ -123,6 +130,7 @@ def _check_agreement(engine, name, loss, reg, C, monkeypatch):
             mp.setattr(target, attr, _raise)
         res = engine.solve(_problem(fb, y, loss, reg, C))
     assert res.converged and res.gap <= engine.tol
+    assert _solvers(res) <= LOW_RANK_SOLVERS
     assert _rel(res.objective, dense.objective) <= 1e-6
     ref = reference(name, loss, reg, C, **PARAMS.get(loss, {}), **PARAMS.get(reg, {}))
     assert _rel(res.objective, ref) <= 1e-4
@@ -163,6 +171,7 @@ def test_warm_starts_on_a_factor_bank_reach_the_dense_optimum(engine, loss, reg,
         first = engine.solve(_problem(fb, y, loss, reg, 0.6))
         res = engine.solve(_problem(fb, y, loss, reg, 0.3), warm_start=first)
     assert res.converged and res.gap <= engine.tol
+    assert _solvers(first, res) <= LOW_RANK_SOLVERS
     assert _rel(res.objective, dense.objective) <= 1e-6
 
 
@@ -241,7 +250,7 @@ def test_no_n_by_n_array_is_allocated_on_the_factor_path(engine, loss, reg, no_d
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert np.isfinite(res.objective) and res.gap <= 1e-2
+    assert np.isfinite(res.objective) and res.gap <= 1e-2 and _solvers(res) <= LOW_RANK_SOLVERS
     assert peak < N * N * 8 / 4, f"peak {peak / 2**20:.1f} MiB"
 
 
