@@ -187,10 +187,13 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     # `import mklkit.estimators` (and the held-out path and the refinement it imports) loads
     # neither numba nor the kernels: they load on the first fit
     **{(s, m): "numba on the first fit" for s, m in (
-        ("mklkit.estimators._base", "mklkit._jit.gram"), ("mklkit.estimators._base", "mklkit.compilation"),
-        ("mklkit.estimators._base", "mklkit.engines.base"), ("mklkit.estimators._base", "mklkit.engines.common"),
-        ("mklkit.estimators._base", "mklkit.kernels"), ("mklkit.estimators._base", "mklkit.kernels.factorize.build"),
-        ("mklkit.estimators._base", "mklkit.kernels.precomputed"),
+        ("mklkit.estimators._checks", "mklkit.engines.base"), ("mklkit.estimators._checks", "mklkit.kernels"),
+        ("mklkit.estimators._prepare", "mklkit._jit.gram"), ("mklkit.estimators._prepare", "mklkit.kernels"),
+        ("mklkit.estimators._prepare", "mklkit.kernels.factorize.build"),
+        ("mklkit.estimators._prepare", "mklkit.kernels.precomputed"),
+        ("mklkit.estimators._solve", "mklkit.compilation"), ("mklkit.estimators._solve", "mklkit.engines.base"),
+        ("mklkit.estimators._solve", "mklkit.kernels"), ("mklkit.estimators._predict", "mklkit.kernels"),
+        ("mklkit.estimators._base", "mklkit.engines.common"),
         ("mklkit.pipeline.heldout", "mklkit.engines.common"),
         ("mklkit.pipeline.heldout", "mklkit.kernels.factor"),
         ("mklkit.pipeline.refine", "mklkit.kernels.factorize"),

@@ -17,7 +17,7 @@ Usage is documented in ``docs/api.md``.
 """
 from __future__ import annotations
 
-from ._base import DEFAULT_ALL_WIDTH_FACTORS, DEFAULT_DEGREES, DEFAULT_EACH_WIDTHS, default_kernels, feature_kinds
+from ._defaults import DEFAULT_ALL_WIDTH_FACTORS, DEFAULT_DEGREES, DEFAULT_EACH_WIDTHS, default_kernels, feature_kinds
 from ._classes import MKLClassifier, MKLRegressor
 from ._path import MKLPath
 
