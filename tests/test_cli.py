@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import yaml
 
-from mklkit import cli
+from mklkit.cli import output as cli_output
 from mklkit.cli import main
 from mklkit.engines.base import Engine
 from mklkit.plugins import get_registry
@@ -612,8 +612,8 @@ def test_not_converged_warns_and_strict_exits_3(tmp_path, capsys):
 
 
 def test_progress_lines(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 0.0)
-    monkeypatch.setattr(cli, "PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr(cli_output, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(cli_output, "PROGRESS_EVERY_S", 0.0)
     p = spec_file(tmp_path)
     code, _, err = run_cli(["run", p, "--out", tmp_path / "a"], capsys)
     assert code == 0
@@ -728,9 +728,9 @@ def test_subprocess_validate_quickstart():
 
 def test_progress_line_of_a_record_between_certificates(capsys, monkeypatch):
     """smo_mkl records only its dual objective between certificates: no 'objective nan, gap nan'."""
-    monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 0.0)
-    monkeypatch.setattr(cli, "PROGRESS_EVERY_S", 0.0)
-    lines = cli._IterationLines(195, enabled=True)
+    monkeypatch.setattr(cli_output, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(cli_output, "PROGRESS_EVERY_S", 0.0)
+    lines = cli_output.IterationLines(195, enabled=True)
     lines({"iteration": 621, "objective": float("nan"), "dual_objective": 27.5, "gap": float("nan"),
            "n_active": 195})
     lines({"iteration": 700, "objective": 27.3, "dual_objective": 27.25, "gap": 1e-3, "n_active": 12})

@@ -7,7 +7,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-
 #: Gaussian widths on all features, as multiples of sqrt(d) (standardised
 #: features have squared distances of about 2d).
 DEFAULT_ALL_WIDTH_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
