@@ -176,12 +176,13 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     # line through `mklkit.spec.errors`, also after a Ctrl-C stopped numpy's import
     # (tests/test_cli_interrupt.py); the numerics load when data are read or a bank is built
     **{(s, m): "no numerics at import" for s, m in (
-        ("mklkit.pipeline.settings", "mklkit.components.base"), ("mklkit.pipeline.settings", "mklkit.data"),
-        ("mklkit.pipeline.settings", "mklkit.kernels"), ("mklkit.pipeline.settings", "mklkit.kernels.description"),
-        ("mklkit.pipeline.settings", "mklkit.kernels.factorize"),
-        ("mklkit.pipeline.data", "mklkit._jit.gram"), ("mklkit.pipeline.data", "mklkit._multiclass"),
-        ("mklkit.pipeline.data", "mklkit.components.base"), ("mklkit.pipeline.data", "mklkit.data"),
-        ("mklkit.pipeline.data", "mklkit.kernels"),
+        ("mklkit.pipeline.settings", "mklkit.data"), ("mklkit.pipeline.problem_settings", "mklkit.components.base"),
+        ("mklkit.pipeline.bank_settings", "mklkit.kernels"),
+        ("mklkit.pipeline.bank_settings", "mklkit.kernels.description"),
+        ("mklkit.pipeline.bank_settings", "mklkit.kernels.factorize"),
+        ("mklkit.pipeline.data", "mklkit._jit.gram"), ("mklkit.pipeline.data", "mklkit.data"),
+        ("mklkit.pipeline.labels", "mklkit._multiclass"), ("mklkit.pipeline.labels", "mklkit.components.base"),
+        ("mklkit.pipeline.loading", "mklkit.data"), ("mklkit.pipeline.loading", "mklkit.kernels"),
         ("mklkit.pipeline.bank", "mklkit._jit.gram"), ("mklkit.pipeline.bank", "mklkit.kernels"),
         ("mklkit.pipeline.bank", "mklkit.kernels.factorize"), ("mklkit.pipeline.bank", "mklkit.kernels.sharded"),
         ("mklkit.pipeline.assemble", "mklkit._multiclass"), ("mklkit.pipeline.assemble", "mklkit.problem"),
