@@ -198,7 +198,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
         ("mklkit.estimators._solve", "mklkit.kernels"), ("mklkit.estimators._predict", "mklkit.kernels"),
         ("mklkit.estimators._base", "mklkit.engines.common"),
         ("mklkit.pipeline.heldout", "mklkit.engines.common"),
-        ("mklkit.pipeline.heldout", "mklkit.kernels.factor"),
+        ("mklkit.pipeline.heldout_rows", "mklkit.kernels.factor"),
         ("mklkit.pipeline.refine", "mklkit.kernels.factorize"),
         ("mklkit.pipeline.refine", "mklkit.kernels.factorize.build"))},
     # api.py, solving.py and sweep/ load no numerics at import either (the CLI imports them for
