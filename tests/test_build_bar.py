@@ -5,7 +5,7 @@ import sys
 
 import numpy as np
 
-from mklkit.cli import _BuildBar
+from mklkit.cli.output import BuildBar
 from mklkit.kernels import KernelBank
 
 #: 189 Gaussian widths: a bank of 189 kernels on a small data set
@@ -18,7 +18,7 @@ def _terminal(monkeypatch, tty: bool = True) -> None:
 
 def test_the_bar_reaches_the_total_of_each_build(monkeypatch, capsys):
     _terminal(monkeypatch)
-    bar = _BuildBar(enabled=True)
+    bar = BuildBar(enabled=True)
     X = np.random.default_rng(1).standard_normal((20, 2))
     for k in range(2):
         bank = KernelBank.build(X, BANK, progress=bar)
@@ -32,7 +32,7 @@ def test_the_bar_reaches_the_total_of_each_build(monkeypatch, capsys):
 def test_quiet_or_not_a_terminal_draws_nothing(monkeypatch, capsys):
     X = np.zeros((5, 1)) + np.arange(5)[:, None]
     _terminal(monkeypatch)
-    KernelBank.build(X, BANK, progress=_BuildBar(enabled=False))
+    KernelBank.build(X, BANK, progress=BuildBar(enabled=False))
     _terminal(monkeypatch, tty=False)
-    KernelBank.build(X, BANK, progress=_BuildBar(enabled=True))
+    KernelBank.build(X, BANK, progress=BuildBar(enabled=True))
     assert capsys.readouterr().err == ""

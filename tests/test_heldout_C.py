@@ -11,7 +11,8 @@ from mklkit import MKLClassifier, MKLRegressor
 from mklkit.engines.common import zero_solution
 from mklkit.kernels.factor import FactorBank
 from mklkit.pipeline import problem_at
-from mklkit.pipeline.heldout import PathSettings, _Rows, select_C, split_rows
+from mklkit.pipeline.heldout import PathSettings, select_C
+from mklkit.pipeline.heldout_rows import HeldoutRows, split_rows
 from mklkit.plugins import get_registry
 from mklkit.problem import Problem
 
@@ -66,7 +67,7 @@ def test_split_is_stratified_disjoint_and_complete():
 def test_held_out_predictions_match_the_result_on_gram_and_factor_banks():
     problem = _gram_problem(120)
     fit, held = split_rows(problem.y, 0.25, seed=0, stratify=True)
-    rows = _Rows(problem, fit, held)
+    rows = HeldoutRows(problem, fit, held)
     result = _solve(problem_at(rows.problem, C=0.05 * zero_solution(rows.problem).C_max), None)
     assert result.active_set.size > 0
     # the result's own prediction from the cross kernels of the held-out rows
@@ -74,7 +75,7 @@ def test_held_out_predictions_match_the_result_on_gram_and_factor_banks():
     assert np.allclose(rows.decision(result), expected, rtol=0, atol=1e-10)
     # the same kernels as exact factors (eigen-decomposition): the factor route predicts the same
     fproblem = _exact_factors(problem)
-    frows = _Rows(fproblem, fit, held)
+    frows = HeldoutRows(fproblem, fit, held)
     assert np.allclose(frows.problem.bank.to_array(), rows.problem.K, atol=1e-9)
     assert np.allclose(frows.decision(result), expected, rtol=0, atol=1e-7)
 
@@ -117,7 +118,7 @@ def test_the_fit_on_all_rows_starts_from_the_chosen_solution():
     start = sel.start
     assert start.alpha.shape == (4, 300) and not np.any(start.alpha[:, held])
     # the same predictor: on the held-out rows the start predicts what the path scored
-    rows = _Rows(problem, fit, held)
+    rows = HeldoutRows(problem, fit, held)
     fit_result = type(start)(**{**start.__dict__, "alpha": start.alpha[:, fit]})
     assert np.allclose(start.decision_function(problem.K[:, held]), rows.decision(fit_result), atol=1e-12)
     engine = create("engine", {"name": "proximal", "tol": 1e-6})   # an engine that starts from alpha
@@ -316,11 +317,11 @@ def test_a_spec_with_C_path_records_the_choice(tmp_path):
 
 
 def test_the_command_line_shows_the_path_and_the_choice(tmp_path, capsys, monkeypatch):
-    from mklkit import cli
+    from mklkit.cli import output as cli_output
     from mklkit.cli import main
 
-    monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 0.0)
-    monkeypatch.setattr(cli, "PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr(cli_output, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(cli_output, "PROGRESS_EVERY_S", 0.0)
     spec = _path_spec(tmp_path)
     assert main(["run", str(spec), "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr()

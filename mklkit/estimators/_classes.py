@@ -21,7 +21,8 @@ from .._multiclass import (
 )
 from ..components.base import CLASSIFICATION, REGRESSION
 from ..components.params import ParamError
-from ._base import _MULTICLASS, _BaseMKL, _check_choice, _is_logistic
+from ._base import BaseMKL
+from ._checks import MULTICLASS, check_choice, is_logistic
 
 # ---------------------------------------------------------------------------
 # Public estimators
@@ -189,7 +190,7 @@ _ATTR_DOC = """\
 """
 
 
-class MKLClassifier(ClassifierMixin, _BaseMKL):
+class MKLClassifier(ClassifierMixin, BaseMKL):
     __doc__ = f"""Multiple Kernel Learning classifier.
 
     Learns a combination of kernels and a kernel classifier together; binary
@@ -302,7 +303,7 @@ class MKLClassifier(ClassifierMixin, _BaseMKL):
 
     def _encode_targets(self, y: np.ndarray, sample_weight: np.ndarray | None = None
                         ) -> tuple[np.ndarray | None, list[BinaryTask]]:
-        multiclass = _check_choice(self.multiclass, "multiclass", _MULTICLASS, self._owner)
+        multiclass = check_choice(self.multiclass, "multiclass", MULTICLASS, self._owner)
         check_classification_targets(y)
         classes, codes = encode_classes(y)
         if classes.size < 2:
@@ -352,7 +353,7 @@ class MKLClassifier(ClassifierMixin, _BaseMKL):
             return self.classes_[(d > 0).astype(int)]
         return self.classes_[np.argmax(d, axis=1)]
 
-    @available_if(_is_logistic)
+    @available_if(is_logistic)
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities, (n, n_classes); logistic loss only (see Notes)."""
         F = self._task_values(X)
@@ -363,7 +364,7 @@ class MKLClassifier(ClassifierMixin, _BaseMKL):
             return pairwise_coupling(F, self._tasks, len(self.classes_))
         return ovr_proba(F)
 
-    @available_if(_is_logistic)
+    @available_if(is_logistic)
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`."""
         with np.errstate(divide="ignore"):
@@ -375,7 +376,7 @@ class MKLClassifier(ClassifierMixin, _BaseMKL):
         return tags
 
 
-class MKLRegressor(RegressorMixin, _BaseMKL):
+class MKLRegressor(RegressorMixin, BaseMKL):
     __doc__ = f"""Multiple Kernel Learning regressor.
 
     Parameters

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from .assemble import Prepared, check_support, prepare, probe_problem, problem_at
 from .bank import TestSide, check_memory, choose_representation, kernel_resolver, new_points, rows_of
-from .data import Data, array_data, fold, gram_data, load_data, make_folds, standardize
+from .data import Data, array_data, fold, gram_data, make_folds, standardize
+from .loading import load_data
 from .errors import PipelineError, one_line_error
 from .settings import (
     DEFAULTS,

@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .bank import (
     TestSide,
-    _build_bank,
-    _expand,
-    _given_factor_bank,
-    _precomputed_bank,
+    build_bank,
     check_memory,
     choose_representation,
+    expand_entries,
     factor_representation,
+    given_factor_bank,
     given_factor_memory,
+    precomputed_bank,
     rows_of,
 )
 from ..plugins import get_registry
@@ -325,7 +325,7 @@ def _held_precomputed(d: Data, bank: BankSettings, problem: ProblemSettings, eng
     check_support(engine, probe_problem(y, M, problem, sample_weight=d.w_train), engine_key)
     if not build:
         return _Held(names, M, rep)
-    kb, test = _precomputed_bank(d, bank)
+    kb, test = precomputed_bank(d, bank)
     return _Held(list(kb.names), M, rep, obj=kb, K=kb.K, test=test)
 
 
@@ -339,7 +339,7 @@ def _held_given_factors(d: Data, bank: BankSettings, problem: ProblemSettings, e
     check_support(engine, probe_problem(y, M, problem, "factor", d.w_train), engine_key)
     if not build:
         return _Held(names, M, "factor", memory)
-    obj, test = _given_factor_bank(d, bank)
+    obj, test = given_factor_bank(d, bank)
     return _Held(list(obj.factor_map.names), M, "factor", memory, obj=obj, K=obj, test=test)
 
 
@@ -381,7 +381,7 @@ def _held_described(d: Data, bank: BankSettings, problem: ProblemSettings, engin
     """A description expanded on the data's columns: its representation chosen, the memory budget and the
     engine checked, then (``build``) the bank built in that representation."""
     bank.representation.check()
-    specs = _expand(bank, d)
+    specs = expand_entries(bank, d)
     names = [k.label for k in specs]
     M = len(specs)
     chosen, rep = _choose(specs, d, bank, problem, engine, y, ovo)
@@ -391,7 +391,7 @@ def _held_described(d: Data, bank: BankSettings, problem: ProblemSettings, engin
     check_support(engine, probe_problem(y, M, problem, rep, d.w_train), engine_key)
     if not build:
         return _Held(names, M, rep, memory, chosen)
-    obj, test = _build_bank(d, bank, progress, chosen)
+    obj, test = build_bank(d, bank, progress, chosen)
     return _Held(list(obj.names) if rep != "factor" else list(obj.factor_map.names), M, rep, memory, chosen,
                  obj=obj, K=obj.K if rep == "array" else obj, test=test)
 

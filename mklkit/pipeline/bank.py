@@ -229,7 +229,7 @@ def rows_of(K: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
     return out
 
 
-def _expand(bank: BankSettings, d: Data) -> list[Any]:
+def expand_entries(bank: BankSettings, d: Data) -> list[Any]:
     from ..kernels import BankError, expand_bank
 
     try:
@@ -247,7 +247,7 @@ def _client(rep: Representation) -> Any:
     return connect(str(rep.scheduler), error)
 
 
-def _build_bank(d: Data, bank: BankSettings, progress: Callable[[dict[str, Any]], Any] | None,
+def build_bank(d: Data, bank: BankSettings, progress: Callable[[dict[str, Any]], Any] | None,
                 rep: Representation | None = None) -> tuple[Any, TestSide | None]:
     """The training bank in its representation (``rep``, default the settings'), and the test side."""
     import numpy as np
@@ -289,7 +289,7 @@ def _factor_error() -> type:
     return FactorError
 
 
-def _precomputed_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None]:
+def precomputed_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None]:
     """Normalise raw precomputed kernels on the training part; the test kernels the same way."""
     from ..kernels import BankError, KernelBank
 
@@ -324,7 +324,7 @@ def given_factor_memory(d: Data) -> dict[str, int]:
     return need
 
 
-def _given_factor_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None]:
+def given_factor_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None]:
     """The bank of precomputed factors, normalised on the training rows; the test rows go through its map."""
     from ..kernels import BankError, FactorBank
 

@@ -113,11 +113,9 @@ import warnings
 import weakref
 from typing import Any, ClassVar
 
-import numpy as np
-
 from ..components.params import Param
 from ..engines import common
-from ..engines.base import COMMON_PARAMS, Callback, Engine, Run
+from ..engines.base import COMMON_PARAMS, Engine, Run
 from ..engines.bcd import BCD
 from ..engines.capabilities import Requires
 from ..engines.dual_cd import DualCD
@@ -126,7 +124,8 @@ from ..engines.spicy import Spicy
 from ..kernels.factorize.dense import exact_factors
 from ..plugins import get_registry
 from ..problem import Problem
-from ..result import ConvergenceWarning, SolveResult, Status
+from ..result import SolveResult, Status
+from .fallback import EngineSwitchWarning, Fallback, StallWatch, finite_point
 
 __all__ = ["Auto", "AUTO_ENGINES", "specificity", "DENSE_FACTOR_MAX_RANK", "StallWatch",
            "EngineSwitchWarning"]
@@ -138,45 +137,6 @@ logger = logging.getLogger("mklkit.engines.auto")
 #: kernel's numerical rank).  A cap makes the factors inexact for kernels of larger
 #: rank, and auto then solves the dense problem with ``spicy``.
 DENSE_FACTOR_MAX_RANK: int | None = None
-
-
-class EngineSwitchWarning(UserWarning):
-    """Emitted when ``auto`` stops an engine that made no progress and another continues."""
-
-
-class StallWatch:
-    r"""The window rule on a delegate's certified gap (rule 6 of the module docstring).
-
-    Called with each history record; returns True (stop the delegate) when,
-    after :math:`k \ge` ``window`` records, the best relative gap so far is
-    not below ``ratio`` times the best gap of the first :math:`\lfloor k/2\rfloor`
-    records (an infinite or NaN gap counts as no gap).  :attr:`reason` then
-    says so.
-    """
-
-    def __init__(self, window: int, ratio: float, unit: str = "iteration") -> None:
-        self.window, self.ratio, self.unit = int(window), float(ratio), unit
-        self.best: list[float] = []
-        self.iterations: list[int] = []
-        self.reason: str | None = None
-
-    def __call__(self, rec: dict[str, Any]) -> bool:
-        gap = float(rec.get("gap", math.nan))
-        gap = gap if gap >= 0.0 and math.isfinite(gap) else math.inf
-        best = min(self.best[-1], gap) if self.best else gap
-        self.best.append(best)
-        self.iterations.append(int(rec.get("iteration", len(self.best))))
-        k = len(self.best)
-        if k < self.window:
-            return False
-        then = self.best[k // 2 - 1]
-        if best < self.ratio * then:
-            return False
-        self.reason = (f"no progress: best relative duality gap {best:.3e} after "
-                       f"{self.unit} {self.iterations[-1]}, {then:.3e} after "
-                       f"{self.unit} {self.iterations[k // 2 - 1]} (stall_ratio {self.ratio:g})")
-        return True
-
 
 #: The last problem routed by its C_max and that C_max (a weak reference, the value).
 _ROUTED: list[Any] = [None, math.nan]
@@ -194,7 +154,7 @@ def _routing_c_max(problem: Problem) -> float:
     return float(value)
 
 
-class Auto(Engine):
+class Auto(Fallback, Engine):
     r"""Delegates to the fastest engine that supports the problem (module docstring).
 
     Parameters
@@ -410,59 +370,6 @@ class Auto(Engine):
             result = self._continue(problem, callback, engine.name, first, warm_start) or result
         return dataclasses.replace(result, engine=self.name)
 
-    def _after_fallback(self, problem: Problem, engine: Engine, why: str,
-                        warm_start: SolveResult | None) -> tuple[Engine, str]:
-        """The engine that finished the warm start, where ``auto`` had to fall back to it there.
-
-        Along a warm-started path (decreasing C, the same bank) the first choice that
-        stalled at one C stalls at the next: on digits' one-vs-rest problems (181 Gram
-        matrices, ``C="path"``) ``spicy`` made no progress at small C and each solve paid
-        its stalled iterations before ``proximal`` took over (12 stalled starts; 8 with
-        this rule).  It applies to a warm start solved by ``auto`` on the same rows and
-        kernels, with its history (a solve of the same path): there the first choice was
-        this one, so another engine finished it after a fallback (or by this rule).  A warm
-        start carried from other rows (the held-out path's to the fit on all rows, without
-        history) keeps the choice made here.  The fallback still applies in the other
-        direction.
-        """
-        if (warm_start is None or warm_start.engine != self.name or not self.fallback
-                or not warm_start.history):
-            return engine, why
-        done = warm_start.solved_by
-        if done == engine.name or np.shape(warm_start.alpha) != (problem.n_kernels, problem.n_samples):
-            return engine, why
-        other = next((e for e in self._applicable(problem) if e.name == done), None)
-        if other is None:
-            return engine, why
-        return other, f"{why}; but {done} finished the warm start after {engine.name} fell short there"
-
-    def _applicable(self, problem: Problem) -> list[Engine]:
-        """The general engines that solve ``problem`` on its bank."""
-        return [e for e in self._engines()
-                if e.supports(problem) is None and problem.representation in e.representations]
-
-    def _other(self, problem: Problem, name: str) -> Engine | None:
-        """The general engine that continues after ``name`` (None if none applies)."""
-        return next((e for e in self._applicable(problem) if e.name != name), None)
-
-    def _continue(self, problem: Problem, callback: Callback | None, name: str,
-                  first: SolveResult, warm_start: SolveResult | None,
-                  why: str | None = None) -> SolveResult | None:
-        """A general engine other than ``name`` continues from ``first`` (None if none applies)."""
-        other = self._other(problem, name)
-        if other is None:
-            return None
-        start = first if _finite_point(first) else warm_start
-        second = self._run(other, problem, callback, start, first.iterations)
-        why = why or f"{name} ended {first.status} ({first.message})"
-        return dataclasses.replace(
-            second,
-            history=list(first.history) + list(second.history),
-            iterations=first.iterations + second.iterations,
-            time_s=first.time_s + second.time_s,
-            message=f"auto -> {name} then {other.name}: {why}; {second.message}",
-        )
-
     def _solve_on_factors(self, problem: Problem, run: Run, bcd: Engine, why: str,
                           warm_start: SolveResult | None) -> SolveResult:
         """Rule 2: exact factors of the dense bank, bcd on them, the dense certificate."""
@@ -515,7 +422,7 @@ class Auto(Engine):
             primal=cert.primal, dual=cert.dual, iterations=first.iterations,
             history=first.history, message=f"{first.message}; {dense}", time_s=run.elapsed(),
             norms=cert.norms, rho=cert.rho, C_max=first.C_max, warn=False)
-        if not met and self.fallback and status != Status.STOPPED and _finite_point(certified):
+        if not met and self.fallback and status != Status.STOPPED and finite_point(certified):
             stalled = watch is not None and watch.reason is not None
             why = f"{first.message}; {dense}" if stalled else f"bcd's point on the factors: {dense}"
             second = self._continue(problem, callback, bcd.name, certified, warm_start,
@@ -525,32 +432,6 @@ class Auto(Engine):
                                            message=f"{route}: {second.message}")
         return dataclasses.replace(certified, engine=self.name,
                                    message=f"{route}: {certified.message}")
-
-    @staticmethod
-    def _run(engine: Engine, problem: Problem, callback: Callback | None,
-             warm_start: SolveResult | None, offset: int,
-             watch: StallWatch | None = None) -> SolveResult:
-        """Run a delegate; records get ``engine`` and iterations shifted by ``offset``.
-
-        With ``watch``, a record after which it sees no progress stops the delegate
-        (``watch.reason`` is set; the caller's callback is asked first and wins).
-        """
-        name = engine.name
-
-        def tag(rec: dict[str, Any]) -> dict[str, Any]:
-            return {**rec, "iteration": rec["iteration"] + offset, "engine": name}
-
-        cb = None
-        if callback is not None or watch is not None:
-            def cb(rec: dict[str, Any]) -> Any:
-                if callback is not None and callback(tag(rec)):
-                    return True
-                return watch is not None and watch(rec)
-        with warnings.catch_warnings():
-            # the delegate's warning is re-issued for the final result only
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            res = engine.solve(problem, cb, warm_start=warm_start)
-        return dataclasses.replace(res, history=[tag(h) for h in res.history])
 
 
 def _as_factor_probe(problem: Problem) -> Problem | None:
@@ -597,10 +478,6 @@ def specificity(engine_cls: type) -> int:
     value = count("loss", requires.loss) * count("regularizer", requires.regularizer)
     _SPECIFICITY[key] = value
     return value
-
-
-def _finite_point(res: SolveResult) -> bool:
-    return bool(np.all(np.isfinite(res.alpha))) and math.isfinite(res.bias)
 
 
 AUTO_ENGINES = (Auto,)

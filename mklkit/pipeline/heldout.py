@@ -39,15 +39,23 @@ import math
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..components.base import CLASSIFICATION
-from ..result import pack_results, unpack_results
 from .assemble import problem_at
-from .bank import TestSide, rows_of
+from .heldout_rows import (
+    KEEP_BYTES,
+    HeldoutRows,
+    KeptSolution,
+    criterion_of,
+    effective_size,
+    held_out_scores,
+    paired_excess,
+    split_rows,
+)
 
 
 @dataclass(frozen=True)
@@ -240,151 +248,10 @@ def path_decides(problem: Any, settings: PathSettings | None = None) -> bool:
     if problem.representation not in ("array", "factor"):
         return False
     w = problem.sample_weight
-    n = float(problem.n_samples) if w is None else _effective_size(np.asarray(w, dtype=np.float64))
+    n = float(problem.n_samples) if w is None else effective_size(np.asarray(w, dtype=np.float64))
     return s.held_out * n >= AUTO_MIN_HELD
 
 
-# ---------------------------------------------------------------------------
-# Rows of a problem
-# ---------------------------------------------------------------------------
-def split_rows(y: np.ndarray, fraction: float, seed: int, stratify: bool) -> tuple[np.ndarray, np.ndarray]:
-    """``(fit, held)`` sorted row indices; by class when ``stratify`` (each class keeps a row on both sides)."""
-    rng = np.random.default_rng(seed)
-    groups = [np.flatnonzero(y == c) for c in np.unique(y)] if stratify else [np.arange(y.size)]
-    held = []
-    for g in groups:
-        k = round(fraction * g.size)
-        k = min(max(k, 1 if g.size > 1 else 0), g.size - 1)
-        held.append(rng.permutation(g)[:k])
-    held_rows = np.sort(np.concatenate(held)).astype(np.intp)
-    mask = np.ones(y.size, dtype=bool)
-    mask[held_rows] = False
-    return np.flatnonzero(mask).astype(np.intp), held_rows
-
-
-class _Rows:
-    """The fitting rows' problem and the held-out rows' predictions, through the problem's bank."""
-
-    def __init__(self, problem: Any, fit: np.ndarray, held: np.ndarray) -> None:
-        self.fit, self.held = fit, held
-        rep = problem.representation
-        w = problem.sample_weight
-        wf = None if w is None else w[fit]
-        y = np.asarray(problem.y)[fit]
-        self._K: np.ndarray | None = None     # a Gram bank: its held-out x fitting blocks are read per value
-        self.factor_bank: Any = None          # a factor bank: the fitting rows' factors
-        if rep == "array":
-            self._K = problem.K
-            self.problem = problem_at(problem, y=y, K=rows_of(problem.K, fit), sample_weight=wf)
-        elif rep == "factor":
-            from ..kernels.factor import FactorBank
-
-            bank = problem.bank
-            share = fit.size / max(problem.n_samples, 1)
-            self.factor_bank = FactorBank(bank.sample_columns(fit), bank.starts,
-                                          trace_error=np.asarray(bank.trace_error) * share)
-            # the held-out rows are new points of the fitting rows' factors: their factor rows
-            self._side = TestSide(_factor_rows=bank.sample_columns(held))
-            self.problem = problem_at(problem, y=y, K=self.factor_bank, sample_weight=wf)
-        else:
-            raise ValueError(f"C='path' needs the kernels in memory (Gram matrices or factors); "
-                             f"the bank is a {rep} bank: give C a number")
-
-    def decision(self, result: Any) -> np.ndarray:
-        """Predictions on the held-out rows of a solve on the fitting rows."""
-        if self._K is None:
-            return self._side.decision_function(result, self.factor_bank)
-        f = np.full(self.held.size, float(result.bias))
-        alpha = np.asarray(result.alpha, dtype=np.float64)
-        block = np.ix_(self.held, self.fit)
-        for m in np.asarray(result.active_set, dtype=np.intp):
-            f += self._K[m][block] @ alpha[m]
-        return f
-
-
-#: Bytes of path solutions on Gram matrices kept to start the fit on all rows from (the largest C
-#: dropped first, never the least held-out criterion so far).  On factors a solution is kept as its
-#: factor coordinates (R numbers), all of them.
-KEEP_BYTES = 256 * 2**20
-
-
-class _Kept:
-    r"""A path solution while it waits: on factors its coordinates :math:`\beta = L^\top\alpha`
-    (its coefficients are rebuilt when it is used); on Gram matrices its coefficients reduced to
-    the non-zero rows (kernels)."""
-
-    def __init__(self, result: Any, bank: Any = None) -> None:
-        self.bank = bank
-        self.beta: np.ndarray | None = None
-        alpha = getattr(result, "alpha", None)
-        if bank is not None and isinstance(alpha, np.ndarray) and alpha.ndim == 2:
-            self.beta = bank.coefficients(alpha)
-            self.result = replace(result, alpha=None, dual=None, history=[])
-            self.nbytes = 0           # R numbers: never held against KEEP_BYTES
-            return
-        self.result = pack_results(result)
-        alpha = self.result.alpha
-        self.nbytes = int(getattr(alpha, "values", alpha).nbytes)
-
-    def on_rows(self, fit: np.ndarray, n: int) -> Any:
-        r"""The solution as a warm start on all ``n`` rows: coefficients 0 on the held-out rows
-        (on factors the minimum-norm coefficients of its :math:`\beta` on the fitting rows: the
-        same :math:`\beta` on all rows, the same predictor)."""
-        if self.beta is not None:
-            r, part = self.result, self.bank.alpha_from_beta(self.beta)
-        else:
-            r = unpack_results(self.result)
-            part = r.alpha
-        alpha = np.zeros((part.shape[0], n))
-        alpha[:, fit] = part
-        return replace(r, alpha=alpha, dual=None, history=[])
-
-
-# ---------------------------------------------------------------------------
-# Scores
-# ---------------------------------------------------------------------------
-def _held_out(loss: Any, y: np.ndarray, f: np.ndarray, w: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray | None, float]:
-    """The problem's own loss on every held-out row; for classification 1 where the label is
-    wrong and 0 where right (else ``None``); the accuracy (classification) or :math:`R^2`
-    (regression), weighted by ``w``."""
-    per_row = np.asarray(loss.jit.value(y, np.ascontiguousarray(f), loss.param_vector), dtype=np.float64)
-    sw = float(w.sum())
-    if loss.task == CLASSIFICATION:
-        wrong = (np.where(f >= 0.0, 1.0, -1.0) != y).astype(np.float64)
-        return per_row, wrong, 1.0 - float(wrong @ w) / sw
-    centre = float(y @ w) / sw
-    var = float(((y - centre) ** 2) @ w) / sw
-    mse = float(((y - f) ** 2) @ w) / sw
-    return per_row, None, (1.0 - mse / var if var > 0.0 else -mse)
-
-
-def criterion_of(loss: Any) -> str:
-    """What chooses C on held-out rows for ``loss``: ``"error"`` (the error rate) for a
-    classification loss whose primal is not smooth (``smooth_primal`` false: the hinge), else
-    ``"loss"`` (the loss itself; module docstring)."""
-    return "error" if loss.task == CLASSIFICATION and not loss.smooth_primal else "loss"
-
-
-def _effective_size(w: np.ndarray) -> float:
-    """Kish's effective number of rows of weights ``w`` (their count when all are equal)."""
-    return float(w.sum()) ** 2 / float(np.sum(w * w)) if w.size else 0.0
-
-
-def _excess(rows: np.ndarray, best: int, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per value: the mean held-out loss above the least one's, and its standard error (paired:
-    the same rows under both values, so the noise the rows share cancels)."""
-    diff = rows - rows[best]
-    sw = float(w.sum())
-    n_eff = _effective_size(w)
-    mean = diff @ w / sw
-    var = ((diff - mean[:, None]) ** 2) @ w / sw
-    return mean, np.sqrt(var / n_eff)
-
-
-# ---------------------------------------------------------------------------
-# The path
-# ---------------------------------------------------------------------------
 def path_engine(engine: Any, settings: PathSettings | None = None) -> Any:
     """The engine of the path's solves: ``engine`` with its ``tol`` times ``settings.tol_ratio``
     (an engine without a ``tol`` parameter as it is)."""
@@ -395,7 +262,7 @@ def path_engine(engine: Any, settings: PathSettings | None = None) -> Any:
     return type(engine)(**{**params, "tol": float(params["tol"]) * s.tol_ratio})
 
 
-def _drop_kept(kept: list[_Kept], best: int) -> None:
+def _drop_kept(kept: list[KeptSolution], best: int) -> None:
     """Free the kept solutions beyond :data:`KEEP_BYTES`, the largest C first, never ``best``."""
     while sum(k.nbytes for k in kept if k.result is not None) > KEEP_BYTES:
         drop = next((i for i, k in enumerate(kept) if k.result is not None and k.nbytes and i != best),
@@ -455,13 +322,13 @@ class _Walk:
     gaps: list[float] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
     #: the solutions on the fitting rows, to start the fit on all rows from
-    kept: list[_Kept] = field(default_factory=list)
+    kept: list[KeptSolution] = field(default_factory=list)
     stopped: str = "the end of the path"
     best: int = -1        # the least criterion
     material: int = -1    # the last minimum that lowered it materially
 
     def record(self, C: float, result: Any, scored: tuple[np.ndarray, np.ndarray, float], t0: float) -> None:
-        """One solve at ``C``: its held-out loss, criterion and metric (``scored``: :func:`_held_out`), its
+        """One solve at ``C``: its held-out loss, criterion and metric (``scored``: :func:`held_out_scores`), its
         statistics and its time since ``t0``."""
         per_row, wrong, metric = scored
         w_held = self.w_held
@@ -488,7 +355,7 @@ class _Walk:
         criterion rose past its minimum by more than the paired standard error, or flattened."""
         best, last, criterion = self.best, len(self.scores) - 1, self.criterion
         if C < prior_fit and best < last:
-            rise, rise_se = _excess(np.array([self.per_rows[-1], self.per_rows[best]]), 1, self.w_held)
+            rise, rise_se = paired_excess(np.array([self.per_rows[-1], self.per_rows[best]]), 1, self.w_held)
             if rise[0] > rise_se[0]:
                 self.stopped = (f"the held-out {criterion} turned (it rose past its minimum by more than its "
                                 "paired standard error)")
@@ -508,7 +375,7 @@ class _Walk:
         return kept[min(held_on, key=lambda i: (abs(i - chosen), -i))].on_rows(fit, n) if held_on else None
 
 
-def _walk(rows: _Rows, solve: Callable[[Any, Any], Any], ratios: np.ndarray, ref_fit: float, prior_fit: float,
+def _walk(rows: HeldoutRows, solve: Callable[[Any, Any], Any], ratios: np.ndarray, ref_fit: float, prior_fit: float,
           y_held: np.ndarray, w_held: np.ndarray, s: PathSettings,
           progress: Callable[[dict[str, Any]], Any] | None) -> _Walk:
     """Solve the fitting rows' problem down the path, each solve warm-started from the last and scored on
@@ -523,8 +390,8 @@ def _walk(rows: _Rows, solve: Callable[[Any, Any], Any], ratios: np.ndarray, ref
             warnings.simplefilter("ignore")
             result = solve(problem_at(part, C=C), previous)
         previous = result
-        walk.kept.append(_Kept(result, rows.factor_bank))
-        walk.record(C, result, _held_out(part.loss, y_held, rows.decision(result), w_held), t0)
+        walk.kept.append(KeptSolution(result, rows.factor_bank))
+        walk.record(C, result, held_out_scores(part.loss, y_held, rows.decision(result), w_held), t0)
         if progress is not None:
             progress({"C": C, "ratio": float(r), "loss": walk.losses[-1], "metric": walk.metrics[-1],
                       "n_active": walk.n_act[-1]})
@@ -567,14 +434,14 @@ def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[An
     w_all = problem.sample_weight
     fit, held = split_rows(y_all, s.held_out, s.seed, stratify=task == CLASSIFICATION)
     w_held = np.ones(held.size) if w_all is None else np.asarray(w_all)[held]
-    if _effective_size(w_held) < s.min_held:
+    if effective_size(w_held) < s.min_held:
         return _unscored(s, prior_all, fit, held, t_start,
                          f"the prior C: {held.size} held-out rows are fewer than {s.min_held}")
-    rows = _Rows(problem, fit, held)
+    rows = HeldoutRows(problem, fit, held)
     reference, ref_fit, prior_fit, ratios = _path_on(rows.problem, prior, s)
     walk = _walk(rows, solve, ratios, ref_fit, prior_fit, y_all[held], w_held, s, progress)
     best = walk.best
-    excess, excess_se = _excess(np.array(walk.per_rows), best, w_held)
+    excess, excess_se = paired_excess(np.array(walk.per_rows), best, w_held)
     ratio_arr = np.array(walk.Cs) / ref_fit
     prior_ratio = prior_fit / ref_fit
     chosen = _closest_to_prior(excess, excess_se, ratio_arr, prior_ratio)

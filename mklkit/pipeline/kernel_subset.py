@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .heldout import _excess
+from .heldout_rows import paired_excess
 
 __all__ = ["kernels_on_all_features", "supports_subset", "subset_problem", "restrict_result", "widen_result",
            "prefer_subset"]
@@ -84,5 +84,5 @@ def prefer_subset(whole: Any, subset: Any) -> tuple[bool, float, float]:
     a, b = whole.chosen_rows, subset.chosen_rows
     if a is None or b is None or whole.held_weights is None or a.shape != b.shape:
         return False, float("nan"), float("nan")
-    diff, se = _excess(np.array([b, a]), 1, whole.held_weights)
+    diff, se = paired_excess(np.array([b, a]), 1, whole.held_weights)
     return bool(diff[0] <= se[0]), float(diff[0]), float(se[0])

@@ -181,7 +181,7 @@ def connect_backend(sweep: Sweep, workers: int, scheduler: str | None) -> Backen
     return Backend(client=connect(scheduler, sweep.error), address=scheduler)
 
 
-def _default_threads(workers: int) -> int:
+def default_threads(workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, workers))
 
 

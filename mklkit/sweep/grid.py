@@ -170,7 +170,7 @@ class Sweep:
         """``[(train rows, validation rows), ...]`` of the config's training part (or its Gram matrices)."""
         key = (config.data_index, config.spec.problem.loss.task)
         if key not in self._folds:
-            data = _raw_data(config.spec)
+            data = raw_data(config.spec)
             try:
                 self._folds[key] = make_folds(self.cv, data)
             except PipelineError as exc:
@@ -427,7 +427,7 @@ def _labels(spec: Spec, raw: dict) -> dict[str, str]:
 # ---------------------------------------------------------------------------
 # Data and folds
 # ---------------------------------------------------------------------------
-def _raw_data(spec: Spec) -> Data:
+def raw_data(spec: Spec) -> Data:
     """The training (and test) part of the spec's data, not standardized."""
     assert spec.data is not None
     return spec.model_copy(update={"data": spec.data.model_copy(update={"standardize": False})}).load_data()

@@ -47,7 +47,7 @@ TIMING_COLUMNS: tuple[str, ...] = ("time_s", "bank_s")
 # ---------------------------------------------------------------------------
 # results.csv
 # ---------------------------------------------------------------------------
-def _cell(v: Any) -> str:
+def csv_cell(v: Any) -> str:
     if v is None:
         return ""
     if isinstance(v, bool):
@@ -57,18 +57,18 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-def _csv_text(rows: Sequence[Mapping[str, Any]], header: bool = False) -> str:
+def csv_text(rows: Sequence[Mapping[str, Any]], header: bool = False) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     if header:
         w.writerow(COLUMNS)
     for row in rows:
-        w.writerow([_cell(row.get(c)) for c in COLUMNS])
+        w.writerow([csv_cell(row.get(c)) for c in COLUMNS])
     return buf.getvalue()
 
 
-def _row_key(row: Mapping[str, Any]) -> tuple[str, ...]:
-    return tuple(_cell(row.get(c)) if not isinstance(row.get(c), str) else row[c] for c in KEY_COLUMNS)
+def row_key(row: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(csv_cell(row.get(c)) if not isinstance(row.get(c), str) else row[c] for c in KEY_COLUMNS)
 
 
 def read_results(path: str | os.PathLike[str]) -> list[dict[str, str]]:
@@ -84,9 +84,9 @@ def read_results(path: str | os.PathLike[str]) -> list[dict[str, str]]:
     return [dict(r) for r in reader if len(r) == len(COLUMNS) and None not in r.values()]
 
 
-def _append(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+def append_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     """Append one task's rows in a single write, flushed to disk."""
-    text = _csv_text(rows)
+    text = csv_text(rows)
     with open(path, "a", encoding="utf-8", newline="") as fh:
         fh.write(text)
         fh.flush()
@@ -170,7 +170,7 @@ class SweepResult:
         return sum(1 for r in self.rows if r["converged"] != "true")
 
 
-def _score(task: str) -> tuple[str, float]:
+def score_column(task: str) -> tuple[str, float]:
     """The validation column and its sign (+1: higher is better)."""
     return ("val_accuracy", 1.0) if task == "classification" else ("val_rmse", -1.0)
 
@@ -182,7 +182,7 @@ def select_best(sweep: Sweep, rows: Sequence[Mapping[str, str]]) -> list[tuple[i
     """
     import numpy as np
 
-    column, sign = _score(sweep.task_kind)
+    column, sign = score_column(sweep.task_kind)
     scores: dict[tuple, list[float]] = {}
     for r in rows:
         if r.get(column) in (None, ""):
@@ -195,7 +195,7 @@ def select_best(sweep: Sweep, rows: Sequence[Mapping[str, str]]) -> list[tuple[i
             if c.data_index != di:
                 continue
             for C in sweep.Cs:
-                vals = scores.get(tuple(c.labels[k] for k in KEY_COLUMNS[:5]) + (_cell(C),))
+                vals = scores.get(tuple(c.labels[k] for k in KEY_COLUMNS[:5]) + (csv_cell(C),))
                 if not vals:
                     continue
                 a = np.asarray(vals)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..io import OutputError, check_output_dir, write_json, write_text
 from ..solving import solve_prepared
 from ..spec import SpecError, validate_spec
-from .backends import _default_threads, check_backend, connect_backend
+from .backends import check_backend, connect_backend, default_threads
 from .grid import Sweep, Task
 from .results import (
     BEST_DIR,
@@ -24,12 +24,12 @@ from .results import (
     SWEEP_JSON,
     Best,
     SweepResult,
-    _append,
-    _cell,
-    _csv_text,
-    _row_key,
-    _score,
+    append_rows,
+    csv_cell,
+    csv_text,
     read_results,
+    row_key,
+    score_column,
     select_best,
 )
 from .task import solve_task
@@ -196,7 +196,7 @@ def _checked_tasks(sweep: Sweep, out: Path, key: str, workers: int, scheduler: s
     check_backend(sweep, workers, scheduler)
     _check_out(sweep, out, resume, force, key)
     sweep.check()
-    threads = 1 if scheduler is not None else (_default_threads(workers) if workers > 1 else None)
+    threads = 1 if scheduler is not None else (default_threads(workers) if workers > 1 else None)
     return sweep.tasks(threads=threads)
 
 
@@ -223,7 +223,7 @@ def _kept_rows(sweep: Sweep, tasks: Sequence[Task], out: Path,
     done: dict[int, list[dict[str, str]]] = {}
     by_key: dict[tuple, dict[str, str]] = {tuple(r[c] for c in KEY_COLUMNS): r for r in old}
     for t in tasks:
-        rows = [by_key.get(_row_key({**t.labels, "C": C, "split": t.split})) for C in sweep.Cs]
+        rows = [by_key.get(row_key({**t.labels, "C": C, "split": t.split})) for C in sweep.Cs]
         if all(r is not None for r in rows):
             done[t.index] = rows  # type: ignore[assignment]
     return done
@@ -249,7 +249,7 @@ def _start_output(sweep: Sweep, out: Path, key: str, tasks: Sequence[Task], done
         _remove_earlier_outputs(sweep, out, key)
     write_json(out / SWEEP_JSON, meta)
     # the file holds exactly the complete tasks kept (a cut-off line or a partial task is dropped)
-    write_text(out / RESULTS, _csv_text([r for t in tasks if t.index in done for r in done[t.index]], header=True))
+    write_text(out / RESULTS, csv_text([r for t in tasks if t.index in done for r in done[t.index]], header=True))
     return meta
 
 
@@ -273,7 +273,7 @@ def _run_tasks(backend: Any, todo: Sequence[Task], results_path: Path,
                 if watch is not None:
                     watch.finished(i)
                 if exc is None:
-                    _append(results_path, rows)
+                    append_rows(results_path, rows)
                     new[task.index] = rows
                 else:
                     errors.append((task, exc))
@@ -324,8 +324,8 @@ def _complete(sweep: Sweep, out: Path, tasks: Sequence[Task], done: Mapping[int,
     rows_all: list[dict[str, str]] = []
     for t in tasks:
         part = done.get(t.index) or new[t.index]
-        rows_all.extend({c: (r[c] if isinstance(r.get(c), str) else _cell(r.get(c))) for c in COLUMNS} for r in part)
-    write_text(results_path, _csv_text(rows_all, header=True))
+        rows_all.extend({c: (r[c] if isinstance(r.get(c), str) else csv_cell(r.get(c))) for c in COLUMNS} for r in part)
+    write_text(results_path, csv_text(rows_all, header=True))
     best = _refit_best(sweep, out, rows_all, progress)
     files = {"results": results_path, "sweep": sweep_path}
     files.update({f"best:{b.dataset}": b.dir for b in best})
@@ -401,7 +401,7 @@ def _emit(progress: Callable[[dict[str, Any]], Any] | None, event: dict[str, Any
 
 def _refit_best(sweep: Sweep, out: Path, rows: Sequence[Mapping[str, str]],
                 progress: Callable[[dict[str, Any]], Any] | None) -> list[Best]:
-    column, _ = _score(sweep.task_kind)
+    column, _ = score_column(sweep.task_kind)
     dirs = _best_dirs(sweep, out)
     result = []
     for di, config, C, mean, std, n in select_best(sweep, rows):

@@ -10,7 +10,7 @@ from typing import Any
 from ..pipeline import Data, fold
 from ..solving import RunResult, solve_prepared
 from ..spec import validate_spec
-from .grid import Task, _raw_data
+from .grid import Task, raw_data
 
 __all__ = ["solve_task"]
 
@@ -45,7 +45,7 @@ def solve_task(task: Task) -> list[dict[str, Any]]:
     key = json.dumps([task.file, task.raw.get("data"), spec.problem.loss.task], sort_keys=True, default=str)
     data = _DATA_CACHE.get(key)
     if data is None:
-        data = _raw_data(spec)
+        data = raw_data(spec)
         _DATA_CACHE.clear()
         _DATA_CACHE[key] = data
     part = fold(data, task.train, task.val, standardized=spec.data.standardize)

@@ -29,7 +29,7 @@ from mklkit.kernels.build import KernelBank
 from mklkit.kernels.factorize.dense import ExactFactorBank, exact_factors
 from mklkit.plugins import get_registry
 from mklkit.problem import Problem
-from mklkit.result import Status
+from mklkit.result import ConvergenceWarning, Status
 from mklkit.testing import check_engine, registered
 
 try:
@@ -244,7 +244,7 @@ def test_inexact_factors_without_a_dense_engine_are_certified_on_the_dense_bank(
     ref = Spicy(tol=1e-8).solve(Problem(K=K, y=y, loss=Hinge(), regularizer=L1(), C=0.05))
     assert rel(P, ref.objective) <= 1e-5
     monkeypatch.setattr(auto_module, "DENSE_FACTOR_MAX_RANK", 20)
-    with pytest.warns(auto_module.ConvergenceWarning):
+    with pytest.warns(ConvergenceWarning):
         res = auto.solve(pb)
     assert res.message.startswith("auto -> bcd") and res.solved_by == "bcd"
     assert re.search(r"inexact factors.*rank 60 of 3 x 300", res.message), res.message
@@ -271,7 +271,7 @@ def test_a_dense_gap_above_tol_is_continued_by_spicy(monkeypatch):
     engines = [h["engine"] for h in res.history]
     assert engines[0] == "bcd" and engines[-1] == "spicy"
     # without the fallback the status says that the dense gap missed tol
-    with pytest.warns(auto_module.ConvergenceWarning, match=r"relative duality gap .* > tol 1e-08"):
+    with pytest.warns(ConvergenceWarning, match=r"relative duality gap .* > tol 1e-08"):
         res = Auto(tol=1e-8, dense_factor_min_samples=N, fallback=False).solve(pb)
     assert res.status == Status.STALLED and res.gap > 1e-8
     assert rel(res.objective, common.primal_objective(pb, res.alpha, res.bias)) <= 1e-12

@@ -1,0 +1,236 @@
+"""Solving the prepared tasks: each C warm-started from the last, ``C="path"`` and ``C="scale"``, refined factors."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import sys
+import time
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from ..pipeline import PipelineError, problem_at
+from ..pipeline.heldout import path_decides, path_engine, select_C
+from ..pipeline.kernel_subset import (
+    kernels_on_all_features,
+    prefer_subset,
+    restrict_result,
+    subset_problem,
+    supports_subset,
+    widen_result,
+)
+from ..pipeline.refine import refine_prepared
+from ..pipeline.settings import AUTO_C_SCALE, auto_C, kernel_resolver
+from ._checks import check_budget, spec_name
+from ._prepare import FitState
+
+logger = logging.getLogger("mklkit.estimators")
+
+
+@contextlib.contextmanager
+def verbosity(verbose: int) -> Iterator[None]:
+    """Show mklkit's log records on stderr while ``verbose`` is set.
+
+    ``verbose=1``: INFO (bank building, one line per engine iteration and per
+    solve); ``verbose>=2``: DEBUG (the engines' own step details).  When the
+    application has configured logging (the root logger has handlers), the
+    records go there; otherwise a temporary stderr handler is attached.
+    """
+    if not verbose:
+        yield
+        return
+    lg = logging.getLogger("mklkit")
+    old_level = lg.level
+    handler = None
+    if not lg.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
+        lg.addHandler(handler)
+    lg.setLevel(logging.INFO if int(verbose) <= 1 else logging.DEBUG)
+    try:
+        yield
+    finally:
+        lg.setLevel(old_level)
+        if handler is not None:
+            lg.removeHandler(handler)
+
+
+def _auto_scale(task: str) -> float:
+    return AUTO_C_SCALE.get(task, 1.0)
+
+
+class Solving:
+    """The solves of a fit or a path (a base of :class:`~mklkit.estimators._base.BaseMKL`)."""
+
+    def _run_task(self, prep: FitState, t: int, Cs: Sequence[float], warm: Any = None) -> list[Any]:
+        """Solve task ``t`` for every C in ``Cs`` in turn, each warm-started from the previous
+        (the first from ``warm``, a result of the task on the same rows)."""
+        task = prep.tasks[t]
+        from ..engines.base import solve_from
+
+        base = prep.prepared.subproblem(task.y, task.rows)  # the task's rows of the shared bank, once
+        where = (f"{self._owner}: problem {t + 1}/{len(prep.tasks)}"
+                 + (f" ({task.describe(prep.classes)})" if prep.classes is not None
+                    and len(prep.tasks) > 1 else ""))
+        results: list[Any] = []
+        keep = prep.subset.get(t)   # the kernels the held-out rows kept (pipeline.kernel_subset)
+        work = base if keep is None else subset_problem(base, keep)
+        previous = warm if keep is None else restrict_result(warm, keep)
+        for C in Cs:
+            if isinstance(C, str) and C == "auto":   # held-out rows decide where there are enough of them
+
+                C = "path" if path_decides(base) else "scale"
+            if isinstance(C, str) and C == "path":
+                C, work = self._path_C(prep, t, base, where)
+                keep = prep.subset.get(t)
+                previous = prep.selection[t].start  # the chosen path solution, on all rows
+                prep.selection[t].start = None
+            elif isinstance(C, str):  # "scale"
+                C = self._auto_C(base)
+                logger.info("%s: C='%s' is %.6g (the root mean diagonal of the kernels, x %g)",
+                            where, self.C, C, _auto_scale(self._task))
+            problem = problem_at(work, C=C)
+            self._check_support(prep.engine, problem)
+            callback = None
+            if self.verbose:
+                def callback(rec: dict[str, Any], _w: str = where, _C: float = C) -> bool:
+                    logger.info("%s C=%g it=%d objective=%.6g gap=%.3e active=%d", _w, _C,
+                                rec.get("iteration", -1), rec.get("objective", math.nan),
+                                rec.get("gap", math.nan), rec.get("n_active", -1))
+                    return False
+            result = solve_from(prep.engine, problem, callback, previous)
+            prep.task_C[t] = float(C)  # the last C of the task (C="auto" resolves per task)
+            logger.info("%s C=%g: %s", where, C, result.message or result.status)
+            results.append(result if keep is None else widen_result(result, keep, base.n_kernels))
+            previous = result
+        return results
+
+    def _run_all(self, prep: FitState, Cs: Sequence[float] | None = None,
+                 warm: Sequence[Any] | None = None) -> list[list[Any]]:
+        """``out[t][c]``: the result of task t at ``Cs[c]`` (``None``: each task's own last C,
+        warm-started from ``warm[t]``); tasks in parallel (``n_jobs``)."""
+        n_tasks = len(prep.tasks)
+        n_jobs = getattr(self, "n_jobs", None)
+
+        def args(t: int) -> tuple[Any, ...]:
+            return (prep, t, [prep.task_C[t]] if Cs is None else Cs, None if warm is None else warm[t])
+
+        if n_tasks > 1 and n_jobs not in (None, 1):
+            from joblib import Parallel, delayed
+
+            return list(Parallel(n_jobs=n_jobs, prefer="threads")(
+                delayed(self._run_task)(*args(t)) for t in range(n_tasks)))
+        return [self._run_task(*args(t)) for t in range(n_tasks)]
+
+    def _refine(self, prep: FitState, results: list[Any]) -> list[Any]:
+        """Factors that follow the solution (:mod:`mklkit.pipeline.refine`) when the bank's factor
+        settings ask for it (``{"refine": ...}``; by default when ``C="path"``)."""
+        from ..kernels import DEFAULT_MEMORY_BUDGET
+
+        def resolve(prepared: Any, warm: list[Any]) -> list[Any]:
+            prep.prepared = prepared
+            return [r[0] for r in self._run_all(prep, None, warm)]
+
+        def progress(rec: dict[str, Any]) -> None:
+            logger.info("%s: factors refined for %d kernels (rank %s -> %s): total rank %d, %.2f s",
+                        self._owner, len(rec["kernels"]), rec["ranks_before"], rec["ranks_after"],
+                        rec["total_rank"], rec["time_s"])
+
+        t0 = time.perf_counter()
+        prepared, results, info = refine_prepared(
+            prep.prepared, results, resolve, check_budget(self.memory_budget, self._owner) or DEFAULT_MEMORY_BUDGET,
+            isinstance(self.C, str) and self.C == "path", progress=progress)
+        if info is not None:
+            prep.prepared, prep.bank = prepared, prepared.bank
+            prep.approximation = prepared.bank.approximation()
+            prep.refinement = info
+            prep.timings["refine_s"] = time.perf_counter() - t0
+        return results
+
+    def _compiling(self) -> Any:
+        """The once-per-process note that numba compiles (:func:`mklkit.compilation.announce_compilation`)."""
+        from ..compilation import announce_compilation
+
+        what = (f"loss {spec_name(self.loss)!r}, regularizer {spec_name(self.regularizer)!r} "
+                f"and engine {spec_name(self.engine)!r}")
+        return announce_compilation(what, warn=True)
+
+    def _path_C(self, prep: FitState, t: int, problem: Any, where: str) -> tuple[float, Any]:
+        """``C="path"``: C chosen on held-out rows of the task's problem (:mod:`mklkit.pipeline.heldout`);
+        with the default bank, also its kernels on all features alone, kept unless the whole bank does
+        better on the same rows (:mod:`mklkit.pipeline.kernel_subset`).  Returns C and the problem
+        (the task's, or the kept kernels') to fit at it."""
+        from ..engines.base import solve_from
+
+        engine = path_engine(prep.engine)
+
+        def solve(p: Any, warm: Any) -> Any:
+            return solve_from(engine, p, None, warm)
+
+        def progress(rec: dict[str, Any]) -> None:
+            logger.info("%s: C=%.4g (%.3g of the reference) held-out loss %.5f, metric %.4f, "
+                        "%d active kernels", where, rec["C"], rec["ratio"], rec["loss"], rec["metric"],
+                        rec["n_active"])
+
+        def path(p: Any) -> Any:
+            try:
+                return select_C(p, solve, self._auto_C, progress=progress)
+            except ValueError as exc:
+                raise ValueError(f"{self._owner}: {exc}") from None
+
+        self._check_support(prep.engine, problem)   # the path's problems are of the same kind
+        sel = path(problem)
+        prep.selection[t] = sel
+        logger.info("%s: C='path' chose %.6g in %.2f s\n%s", where, sel.C, sel.time_s, sel.summary())
+        keep = self._subset_candidate(prep, problem)
+        if keep is None:
+            sel.chosen_rows = sel.held_weights = None
+            return sel.C, problem
+        part = subset_problem(problem, keep)
+        sub = path(part)
+        kept, diff, se = prefer_subset(sel, sub)
+        sel.chosen_rows = sel.held_weights = sub.chosen_rows = sub.held_weights = None
+        names = [problem.kernel_names[m] for m in keep] if problem.kernel_names else keep.tolist()
+        prep.bank_choice[t] = {
+            "kept": "kernels on all features" if kept else "whole bank", "kernels": names,
+            "criterion": sel.criterion, "difference": diff, "difference_se": se,
+            "whole_bank_C": sel.C, "subset_C": sub.C, "whole_bank_path_s": sel.time_s,
+            "subset_path_s": sub.time_s}
+        logger.info("%s: the %d kernels on all features alone: held-out %s %+.5f +- %.5f against the "
+                    "whole bank of %d -> %s (path %.2f s)\n%s", where, keep.size, sel.criterion, diff, se,
+                    problem.n_kernels, prep.bank_choice[t]["kept"], sub.time_s, sub.summary())
+        if not kept:
+            return sel.C, problem
+        prep.subset[t] = keep
+        prep.selection[t] = sub
+        return sub.C, part
+
+    def _subset_candidate(self, prep: FitState, problem: Any) -> np.ndarray | None:
+        """The kernels on all features of the default bank (``kernels="auto"``), for a single
+        problem on Gram matrices or factors whose bank has Gaussian kernels on single features
+        (real-valued features); else ``None``.  Banks of indicators (one linear kernel each) are
+        left whole: on a9a and w8a the kernels on all features alone were within one standard
+        error of the whole bank (+0.18 and +0.08 points), and their path cost a9a 20 s more."""
+        from ..kernels import expand_bank
+
+        if not (isinstance(self.kernels, str) and self.kernels == "auto") or len(prep.tasks) != 1:
+            return None
+        if not supports_subset(problem):
+            return None
+        specs = expand_bank(prep.kernels, prep.n_features_in, resolve=kernel_resolver())
+        if len(specs) != problem.n_kernels:
+            return None
+        if not any(len(s.features) == 1 and s.function.name == "rbf" for s in specs):
+            return None
+        keep = kernels_on_all_features(specs, prep.n_features_in)
+        return keep if 0 < keep.size < problem.n_kernels else None
+
+    def _auto_C(self, problem: Any) -> float:
+        """``C="scale"`` on a task's training kernels: the rule of specs' ``problem.C: scale``
+        (:func:`mklkit.pipeline.settings.auto_C`)."""
+
+        try:
+            return auto_C(problem, key="C")
+        except PipelineError as exc:
+            raise self._error(exc) from None

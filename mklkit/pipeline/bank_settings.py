@@ -1,0 +1,326 @@
+"""The kernel bank's settings (``kernels:``): its source, normalisation, memory budget and representation
+(``ShardedSettings``, ``FactorSettings``, ``RefineSettings``, ``Representation``)."""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Annotated, Any, Callable, Literal, Mapping
+
+from pydantic import (
+    ConfigDict,
+    Field,
+    PlainValidator,
+    PrivateAttr,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from ..components.params import did_you_mean
+from ..plugins import UnknownComponentError, get_registry
+from .errors import MISSING, PipelineError, bank_error
+from .fields import DEFAULTS, FilePath, Settings, is_none, parse_bytes, shown_path
+
+
+class ShardedSettings(Settings):
+    """``kernels.sharded``: the bank in shards on the workers of a Dask cluster."""
+
+    scheduler: Any = Field(description="a Dask scheduler address such as tcp://127.0.0.1:8786 "
+                                       "(or a distributed.Client)")
+
+    @field_validator("scheduler", mode="after")
+    @classmethod
+    def _address(cls, v: Any) -> Any:
+        if isinstance(v, str) and not v.strip():
+            raise PipelineError("", "invalid value", v, "a Dask scheduler address such as tcp://127.0.0.1:8786")
+        if not isinstance(v, str) and not hasattr(v, "scheduler_info"):
+            raise PipelineError("", "invalid value", v, "a Dask scheduler address such as tcp://127.0.0.1:8786")
+        return v
+
+
+class FactorSettings(Settings):
+    """``kernels.factor``: the kernels as factors (:func:`~mklkit.kernels.factorize.build_factor_bank`).
+
+    The values are checked by :func:`mklkit.kernels.factorize.check_settings`.
+    """
+
+    model_config = ConfigDict(strict=False)
+
+    rank: Any = Field(None, description="factor columns per kernel (None: as tol needs)")
+    tol: Any = Field(1e-3, description="relative residual trace at which a factor stops")
+    method: Any = Field("auto", description="auto, exact, cholesky or nystrom")
+    seed: Any = Field(0, description="seed of the Nystrom landmarks")
+    refine: Any = Field("auto", description="grow the factors of the kernels the solution uses and solve again "
+                        "(mklkit.pipeline.refine): true (3 rounds), a number of rounds, false, or auto (true "
+                        "with problem.C: path)")
+
+    @model_validator(mode="after")
+    def _checked(self) -> "FactorSettings":
+        from ..kernels.factorize import FactorError, check_settings
+
+        try:
+            check_settings(self.rank, self.tol, self.method, self.seed)
+        except FactorError as exc:
+            raise bank_error(exc, "") from None
+        refine_rounds(self.refine)
+        return self
+
+
+@dataclass(frozen=True)
+class RefineSettings:
+    """How :func:`~mklkit.pipeline.refine.refine_factors` grows the factors of the kernels in use."""
+
+    #: most rounds of refinement after the first solve
+    rounds: int = 3
+    #: rank multiplied by this per round
+    growth: float = 4.0
+    #: relative residual trace a kernel in use is refined to
+    tol: float = 1e-3
+    #: a kernel whose dual block norm is at least this fraction of the least active one's is wanted
+    near: float = 0.9
+    #: largest rank per kernel; ``None``: :math:`\sqrt{W/N}` with
+    #: :data:`~mklkit.pipeline.refine.BLOCK_WORK` = W (a Newton
+    #: step on one block of rank r costs about N r^2 flops in ``bcd``)
+    max_rank: int | None = None
+    #: fraction of the memory budget all factors together may hold
+    share: float = 0.5
+
+    def __post_init__(self) -> None:
+        checks = {"rounds": isinstance(self.rounds, int) and self.rounds >= 0,
+                  "growth": self.growth > 1.0, "tol": 0.0 <= self.tol < 1.0, "near": 0.0 < self.near <= 1.0,
+                  "max_rank": self.max_rank is None or (isinstance(self.max_rank, int) and self.max_rank >= 1),
+                  "share": 0.0 < self.share <= 1.0}
+        bad = [k for k, ok in checks.items() if not ok]
+        if bad:
+            raise ValueError(f"RefineSettings: invalid {', '.join(f'{k}={getattr(self, k)!r}' for k in bad)} "
+                             "(rounds >= 0, growth > 1, 0 <= tol < 1, 0 < near <= 1, max_rank >= 1, "
+                             "0 < share <= 1)")
+
+
+def kernel_resolver() -> Callable[[str], type]:
+    """Kernel functions are looked up in the plugin registry (with the names it knows in errors)."""
+    from ..kernels.description import UnknownName
+
+    reg = get_registry()
+
+    def resolve(name: str) -> type:
+        try:
+            return reg.get("kernel", name)
+        except UnknownComponentError as exc:
+            raise UnknownName(exc.args[0] if exc.args else str(exc), reg.names("kernel")) from None
+
+    return resolve
+
+
+def refine_rounds(refine: Any, key: str = "refine", path: bool = False) -> int:
+    """Rounds of ``kernels.factor.refine``: ``true`` is :attr:`RefineSettings.rounds`, ``false``
+    0, an integer itself, ``"auto"`` that of ``true`` when C is asked to be chosen on held-out rows (``path``: ``C="path"``), else 0
+    (``C="auto"``'s path does not refine: on w8a refinement added 16 s to a 49 s fit for the same
+    accuracy)."""
+    import numpy as np
+
+    if isinstance(refine, str) and refine == "auto":
+        refine = bool(path)
+    if isinstance(refine, (bool, np.bool_)):
+        return RefineSettings.rounds if refine else 0
+    if isinstance(refine, numbers.Integral) and refine >= 0:
+        return int(refine)
+    raise PipelineError(key, "invalid value", refine, "true, false, auto or a number of rounds >= 0")
+
+
+@dataclass(frozen=True)
+class Representation:
+    """How the bank is held: ``kind`` and the settings of that kind (``kernels.sharded``/``kernels.factor``).
+
+    Attributes
+    ----------
+    kind : {"auto", "array", "sharded", "factor"}
+        ``"auto"`` (neither ``kernels.factor`` nor ``kernels.sharded`` given) is
+        resolved to ``"array"`` or ``"factor"`` by
+        :func:`~mklkit.pipeline.bank.choose_representation` once the bank's
+        size is known.
+    settings : ShardedSettings, FactorSettings or None
+    """
+
+    kind: str = DEFAULTS["kernels.representation"]
+    settings: Any = None
+
+    def __getattr__(self, name: str) -> Any:  # rank, tol, method, seed, scheduler
+        if name.startswith("_") or self.settings is None:
+            raise AttributeError(name)
+        return getattr(self.settings, name)
+
+    def check(self, root: str = "kernels.factor") -> None:
+        """Validate the factor settings before any data work (errors under ``root``)."""
+        if self.kind != "factor" or self.settings is None:   # None: given factors, nothing to build
+            return
+        from ..kernels.factorize import check_settings
+
+        try:
+            s = self.settings
+            check_settings(s.rank, s.tol, s.method, s.seed, root=root)
+        except ValueError as exc:
+            raise bank_error(exc, root) from None
+        refine_rounds(getattr(s, "refine", False), key=f"{root}.refine")
+
+
+def _budget(v: Any) -> Any:
+    try:
+        parse_bytes(v)
+    except ValueError:
+        raise PipelineError("", "invalid value", v, "a size such as 4GiB, 512MB or a byte count > 0") from None
+    return v
+
+
+#: The keys of ``kernels`` that say where the kernels come from (exactly one).
+KERNEL_SOURCES: tuple[str, ...] = ("preset", "bank", "precomputed", "precomputed_factors")
+
+
+class BankSettings(Settings):
+    """The kernels (the spec's ``kernels:``): a preset, bank entries, precomputed kernels or factors."""
+
+    model_config = ConfigDict(json_schema_extra={"x-one-of-keys": list(KERNEL_SOURCES)})
+
+    preset: str | None = Field(None, exclude_if=is_none, description="a kernel-bank preset (kernels.available_presets())")
+    bank: tuple[Any, ...] | None = Field(None, exclude_if=is_none, description="bank entries such as {function: rbf, width: [0.5, 1], "
+                                                    "features: all} (docs/data_and_kernels.md)",
+                                   json_schema_extra={"minItems": 1})
+    precomputed: FilePath | None = Field(None, exclude_if=is_none, description=".npz with K_train, y_train (K_test, y_test, "
+                                                           "names, K_test_diag)")
+    precomputed_factors: FilePath | None = Field(
+        None, exclude_if=is_none, description=".npz with L_train (N, R), starts (M+1,) or ranks (M,), y_train "
+                                               "(L_test, y_test, names): kernels K_m = L_m L_m^T held as factors")
+    normalize: Literal["trace", "diagonal", "none"] = Field(DEFAULTS["kernels.normalize"],
+                                                             description="kernel normalisation")
+    memory_budget: Annotated[int | float | str, PlainValidator(_budget),
+                             WithJsonSchema({"type": ["string", "integer"]})] | None = Field(
+        None, description="largest bank to build, e.g. 4GiB (default 4 GiB)")
+    sharded: ShardedSettings | None = Field(None, exclude_if=is_none, description="build the bank in shards on a Dask cluster")
+    factor: FactorSettings | Literal[False] | None = Field(
+        None, exclude_if=is_none, description="hold the kernels as factors: settings, true (the defaults), "
+        "false (Gram matrices), or absent/auto (chosen from N, M and memory_budget: docs/factor_banks.md)")
+    _given: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @field_validator("bank", mode="before")
+    @classmethod
+    def _entries(cls, v: Any) -> Any:
+        if isinstance(v, Mapping):
+            v = [v]
+        if isinstance(v, tuple):
+            v = list(v)
+        if not isinstance(v, list) or not v:
+            raise PipelineError("", "invalid value", v, "a non-empty list of kernel entries such as "
+                                "{function: rbf, width: [0.5, 1]}")
+        for i, e in enumerate(v):
+            if not isinstance(e, (Mapping, str)):
+                raise PipelineError(f"[{i}]", "invalid entry", e, "a mapping such as "
+                                    "{function: rbf, width: [0.5, 1], features: all}")
+        return tuple({"function": e} if isinstance(e, str) else dict(e) for e in v)
+
+    @field_validator("factor", mode="before")
+    @classmethod
+    def _factor_true(cls, v: Any) -> Any:
+        if v is True:
+            return {}
+        if v is None or (isinstance(v, str) and v == "auto"):
+            return None
+        if v is False or isinstance(v, (Mapping, FactorSettings)):
+            return v
+        raise PipelineError("", "invalid value", v, "a mapping with keys rank, tol, method, seed, refine; true (those "
+                            "defaults); false (Gram matrices); or auto (chosen from N, M and memory_budget)")
+
+    @model_validator(mode="after")
+    def _one_source(self, info: ValidationInfo) -> "BankSettings":
+        self._given = {k: v for k, v in ((info.context or {}).get("given") or {}).items()
+                       if k in ("precomputed", "precomputed_factors")}
+        modes = [k for k in KERNEL_SOURCES if getattr(self, k) is not None]
+        if not modes:
+            raise PipelineError("", "needs one kernel source",
+                                allowed="exactly one of " + ", ".join(f"kernels.{k}" for k in KERNEL_SOURCES))
+        if len(modes) > 1:
+            second = modes[1]
+            raise PipelineError(second, f"kernels.{modes[0]} and kernels.{second} are exclusive",
+                                list(self.bank) if second == "bank" else (  # type: ignore[arg-type]
+                                    self.preset if second == "preset" else MISSING),
+                                "exactly one of " + ", ".join(KERNEL_SOURCES),
+                                shown=repr(self.shown(second)) if second.startswith("precomputed") else None)
+        if self.preset is not None:
+            from ..kernels import available_presets
+
+            presets = list(available_presets())
+            if presets and self.preset not in presets:
+                raise PipelineError("preset", f"unknown preset{did_you_mean(self.preset, presets)}", self.preset,
+                                    ", ".join(presets))
+        if self.bank is not None:
+            from ..kernels import BankError, validate_bank
+
+            try:
+                validate_bank(list(self.bank), resolve=kernel_resolver(), root="bank")
+            except BankError as exc:
+                raise bank_error(exc, "bank", absolute=False) from None
+        for key, arrays in (("precomputed", "K_train, y_train (and K_test, y_test)"),
+                            ("precomputed_factors", "L_train, starts or ranks, y_train (and L_test, y_test)")):
+            path = getattr(self, key)
+            if path is None:
+                continue
+            shown = repr(self.shown(key))
+            if not path.is_file():
+                raise PipelineError(key, "file not found", shown=shown,
+                                    allowed=f"an existing .npz file (resolved: {path})")
+            if not path.name.lower().endswith(".npz"):
+                raise PipelineError(key, "not an NPZ file", shown=shown, allowed=f"a .npz file with {arrays}")
+            if "normalize" not in self.model_fields_set:
+                self.normalize = "none"
+        if self.sharded is not None and isinstance(self.factor, FactorSettings):
+            raise PipelineError("factor", "kernels.sharded and kernels.factor are exclusive",
+                                self.factor.model_dump(), "one representation: kernels.sharded or kernels.factor")
+        for kind in ("sharded", "factor"):
+            if getattr(self, kind) in (None, False):
+                continue
+            if self.precomputed is not None:
+                raise PipelineError(kind, "precomputed kernels are held as one array",
+                                    getattr(self, kind).model_dump(), "kernels.preset or kernels.bank with data")
+            if self.precomputed_factors is not None:
+                raise PipelineError(kind, "precomputed factors are a factor bank as given (kernels.factor builds "
+                                    "factors from data)", getattr(self, kind).model_dump(),
+                                    "no kernels.sharded or kernels.factor with kernels.precomputed_factors")
+        return self
+
+    @property
+    def budget(self) -> int | None:
+        """``memory_budget`` in bytes (``None``: the default budget)."""
+        return None if self.memory_budget is None else parse_bytes(self.memory_budget)
+
+    @property
+    def representation(self) -> Representation:
+        if self.sharded is not None:
+            return Representation("sharded", self.sharded)
+        if isinstance(self.factor, FactorSettings):
+            return Representation("factor", self.factor)
+        if self.precomputed_factors is not None:
+            return Representation("factor")
+        if self.factor is False or self.precomputed is not None:
+            return Representation("array")
+        return Representation()
+
+    @property
+    def mode(self) -> str:
+        """The kernel source: ``preset``, ``bank``, ``precomputed`` or ``precomputed_factors``."""
+        return next(k for k in KERNEL_SOURCES if getattr(self, k) is not None)
+
+    @property
+    def entries(self) -> Any:
+        """The description :func:`~mklkit.kernels.description.expand_bank` takes."""
+        return self.preset if self.preset is not None else [dict(e) for e in (self.bank or ())]
+
+    @property
+    def key(self) -> str:
+        """The spec key of the description (errors name it)."""
+        return "kernels.preset" if self.preset is not None else "kernels.bank"
+
+    def shown(self, key: str) -> str:
+        """The file of ``kernels.precomputed`` or ``kernels.precomputed_factors`` (``key``) as written."""
+        name = key.rsplit(".", 1)[-1]
+        path = getattr(self, name, None)
+        return shown_path(self._given, name, path if path is not None else "X")

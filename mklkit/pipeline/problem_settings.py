@@ -1,0 +1,180 @@
+"""The problem's settings (``problem:``, ``engine:``): the components by name or mapping, C (a number,
+``"auto"``, ``"path"``, ``"scale"`` and its rule :func:`auto_C`)."""
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Callable, Literal, Mapping
+
+from pydantic import (
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    WithJsonSchema,
+)
+
+from ..components.params import ParamError, did_you_mean
+from ..plugins import UnknownComponentError, get_registry
+from .errors import PipelineError
+from .fields import DEFAULTS, Settings
+
+
+def component_dict(comp: Any) -> dict[str, Any]:
+    """A component as its spec: ``{"name": ..., **params}``."""
+    return {"name": comp.name, **comp.get_params()}
+
+
+def _component(kind: str, default: Any = None, mapping_only: bool = False) -> Callable[[Any], Any]:
+    """A validator that makes a component (``name``, ``{name: ..., param: value}`` or an instance).
+
+    The component's own :class:`~mklkit.components.params.Param` declarations
+    validate its parameters (through the registry's ``create``); errors are
+    PipelineErrors keyed relative to the component (``name``, ``lam``).
+    """
+
+    def make(spec: Any) -> Any:
+        from ..components.base import Component
+
+        if isinstance(spec, Component):
+            return spec
+        reg = get_registry()
+        names = reg.names(kind)
+        if default is not None:
+            if spec is None:
+                spec = {"name": default}
+            elif isinstance(spec, str):
+                spec = {"name": spec}
+            elif not isinstance(spec, Mapping):
+                raise PipelineError("", "must be a mapping", spec, f"a mapping {{name: {kind.upper()}, option: "
+                                    "value, ...}")
+            elif spec.get("name") is None:
+                spec = {**spec, "name": default}
+        if isinstance(spec, str):
+            name, name_key = spec, ""
+        elif isinstance(spec, Mapping):
+            if spec.get("name") is None:
+                raise PipelineError("name", f"a {kind} mapping needs a name", dict(spec), ", ".join(names))
+            name, name_key = spec["name"], "name"
+            if not isinstance(name, str):
+                raise PipelineError(name_key, "invalid value", name, ", ".join(names))
+        else:
+            raise PipelineError("", f"invalid {kind}", spec, f"a {kind} name ({', '.join(names)}) or a mapping "
+                                "{name: ..., param: value}")
+        try:
+            cls = reg.get(kind, name)
+        except UnknownComponentError:
+            hint = did_you_mean(name, names)
+            problem = f"unknown {kind}{hint}"
+            if not hint:
+                problem += f" (no installed plugin provides {kind} {name!r}"
+                if reg.broken:
+                    problem += "; broken plugins: " + ", ".join(f"{b.name} ({b.message})" for b in reg.broken)
+                problem += ")"
+            raise PipelineError(name_key, problem, name, ", ".join(names) or "none registered") from None
+        try:
+            return reg.create(kind, dict(spec) if isinstance(spec, Mapping) else spec)
+        except ParamError as e:
+            declared = {p.name: p for p in getattr(cls, "params", ())}
+            if e.key not in declared and e.key != "name":
+                raise PipelineError(e.key, f"unknown parameter of {kind} {name!r}", e.key, e.allowed) from None
+            if e.value is None and e.key in declared and declared[e.key].required:
+                raise PipelineError(e.key, f"missing required parameter of {kind} {name!r}",
+                                    allowed=declared[e.key].allowed()) from None
+            raise PipelineError(e.key, "invalid value", e.value, e.allowed) from None
+        except (TypeError, ValueError) as e:
+            raise PipelineError("", f"cannot create {kind} {name!r}: {e}", spec) from None
+
+    return make
+
+
+def _component_type(kind: str, default: Any = None) -> Any:
+    """The annotated type of a component field: made by :func:`_component`, dumped as its spec."""
+    return Annotated[Any, PlainValidator(_component(kind, default)), PlainSerializer(component_dict),
+                     WithJsonSchema({"x-component": kind})]
+
+
+LossField = _component_type("loss")
+RegularizerField = _component_type("regularizer")
+EngineField = _component_type("engine", DEFAULTS["engine.name"])
+
+
+#: ``C = "auto"``: :math:`c\sqrt{\sum_m \mathrm{tr}K_m / (MN)}` (the root mean diagonal of the
+#: training kernels, ``1/sqrt(N)`` for unit-trace kernels), with ``c`` per task: the best
+#: scale of a grid on the bundled sets (docs/api.md, "C='auto'").
+AUTO_C_SCALE: dict[str, float] = {"classification": 1.0, "regression": 6.0}
+
+#: The names ``problem.C`` (and the estimators' ``C``) takes besides a number.
+C_NAMES = ("auto", "path", "scale")
+_C_ALLOWED = ", ".join(C_NAMES) + " or a finite number > 0"
+
+
+def _C(value: Any) -> float | str:
+    """``problem.C``: ``"auto"``, ``"path"`` (:mod:`mklkit.pipeline.heldout`), ``"scale"`` (:func:`auto_C`)
+    or a finite number > 0."""
+    if isinstance(value, str) and value.strip() in C_NAMES:
+        return value.strip()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise PipelineError("", "invalid value", value, _C_ALLOWED)
+    if not (math.isfinite(value) and value > 0):
+        raise PipelineError("", "invalid value", value, _C_ALLOWED)
+    return float(value)
+
+
+#: ``problem.C`` in the JSON Schema: a number > 0 or the string ``auto``, ``path`` or ``scale``.
+CValue = Annotated[Any, PlainValidator(_C), WithJsonSchema(
+    {"type": ["number", "string"], "exclusiveMinimum": 0, "pattern": "^(auto|path|scale)$"})]
+
+
+def auto_C(problem: Any, key: str = "problem.C") -> float:
+    r"""The C of ``C = "scale"`` on a problem's training kernels (:data:`AUTO_C_SCALE`); ``"auto"``'s
+    value where held-out rows are too few to choose C (:func:`mklkit.pipeline.heldout.path_decides`).
+
+    :math:`C = c\sqrt{\sum_m \mathrm{tr}K_m / (MN)}`, with ``c`` = 1 for
+    classification and 6 for regression losses (with sample weights the mean
+    diagonal is weighted, :math:`\sum_m\sum_i w_i (K_m)_{ii} / (M\sum_i w_i)`, as on
+    the rows repeated by integer weights); on a factor bank the traces
+    count what the factors leave out, so that C does not depend on the
+    approximation.  The same rule for specs (``problem.C: scale``) and the
+    estimators (``C="scale"``).
+
+    Raises
+    ------
+    PipelineError
+        At ``key`` when the kernels' mean diagonal is not positive.
+    """
+    import numpy as np
+
+    N = int(problem.n_samples)
+    w = getattr(problem, "sample_weight", None)
+    if w is not None and problem.representation == "array":
+        diag = np.einsum("mii->mi", problem.K)
+        mean_diag = float(np.sum(diag @ w)) / (diag.shape[0] * float(np.sum(w))) if diag.size else 0.0
+    elif w is not None and hasattr(problem.bank, "weighted_trace"):   # a factor bank
+        tr = np.asarray(problem.bank.weighted_trace(w), dtype=np.float64)
+        # the trace the factors leave out, spread evenly over the rows
+        tr = tr + np.asarray(getattr(problem.bank, "trace_error", 0.0), dtype=np.float64) * float(np.mean(w))
+        mean_diag = float(tr.sum()) / (tr.size * float(np.sum(w))) if tr.size else 0.0
+    else:
+        tr = np.asarray(problem.bank.trace(), dtype=np.float64)
+        tr = tr + np.asarray(getattr(problem.bank, "trace_error", 0.0), dtype=np.float64)
+        mean_diag = float(tr.sum()) / (tr.size * N) if tr.size and N else 0.0
+    if not (mean_diag > 0.0 and math.isfinite(mean_diag)):
+        raise PipelineError(key, f"'auto' needs kernels with a positive mean diagonal (got {mean_diag!r})",
+                            "auto", "a number > 0")
+    return AUTO_C_SCALE.get(problem.loss.task, 1.0) * math.sqrt(mean_diag)
+
+
+class ProblemSettings(Settings):
+    """Loss, regularizer (validated component instances), C, bias (the spec's ``problem:``)."""
+
+    loss: LossField = Field(description="a loss: its name, or a mapping with name and parameters")
+    regularizer: RegularizerField = Field(DEFAULTS["problem.regularizer"], validate_default=True,
+                                          description="a regularizer: its name, or a mapping with name "
+                                                      "and parameters")
+    C: CValue = Field(DEFAULTS["problem.C"], description="regularization constant: a number > 0; path (chosen "
+                      "on held-out rows); scale (the root mean diagonal of the training kernels, x 6 for "
+                      "regression losses); or auto (path with at least 2,500 training rows, else scale)")
+    bias: bool = Field(DEFAULTS["problem.bias"], description="fit an unregularized offset")
+    multiclass: Literal["ovr", "ovo"] = Field(DEFAULTS["problem.multiclass"], exclude_if=lambda v: v == "ovr",
+                                              description="more than two "
+                                              "classes: one-vs-rest (one problem per class) or one-vs-one "
+                                              "(one per pair of classes, on their rows; Gram matrices only)")
