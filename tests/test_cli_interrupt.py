@@ -111,6 +111,13 @@ def test_an_exception_after_sigint_is_an_interrupt_even_without_its_cause(tmp_pa
     assert code == EXIT_INTERRUPTED
     # the handler is Python's own again after the command
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # and the interrupt belonged to that command: progress reported after it goes on
+    from mklkit.cli.output import IterationLines
+    try:
+        IterationLines(3, enabled=False)({"iteration": 1, "objective": 1.0, "gap": 0.1, "n_active": 3})
+    except KeyboardInterrupt:
+        pytest.fail("the finished command's SIGINT stopped code that ran after it")
+    assert main(["validate", str(write_spec(tmp_path))]) == 0
 
 
 def test_without_sigint_an_internal_error_still_shows_its_traceback(tmp_path, monkeypatch):

@@ -36,6 +36,7 @@ from .errors import (
     Interrupted,
     UsageError,
     catch_sigint,
+    forget_sigint,
     is_interrupt,
     is_user_error,
     set_sigint,
@@ -88,3 +89,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     finally:
         set_sigint(previous, previous)
+        forget_sigint()

@@ -103,6 +103,14 @@ def catch_sigint() -> Any:
     return current
 
 
+def forget_sigint() -> None:
+    """Clear the record of a SIGINT once :func:`mklkit.cli.main` has returned: the flags
+    speak of one command, and code running after it (progress callbacks called from a
+    script, another ``main``) must not take an old interrupt for its own."""
+    global _sigint_received, _sigint_pending
+    _sigint_received = _sigint_pending = False
+
+
 def set_sigint(previous: Any, handler: Any) -> None:
     """Set the SIGINT handler where :func:`catch_sigint` installed its own (``previous`` not None)."""
     if previous is None:
