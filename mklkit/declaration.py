@@ -61,52 +61,79 @@ def base_class(kind: str) -> type | None:
     return KernelFunction
 
 
-def _groups(cls: type) -> dict[str, tuple[Any, type, bool]]:
-    """The named tuples of jitted functions a class declares: attribute -> (value, type, required)."""
+#: What each group of kernel methods is, for messages.
+_SIGNATURES = {
+    "loss": "(y, z, params); conj_lower and conj_upper (y, params)",
+    "constrained": "(y, u, ut, params)",
+    "regularizer": "(x, C, params); weight and penalty (x, params)",
+    "bregman": "(d, params); bregman_d0 (params)",
+}
+
+
+def _kernel_groups(cls: type) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """The kernel methods a class may write, by group: group -> (names, required names).
+
+    A loss's constrained form and a regularizer's Bregman form are all or
+    nothing: when the component writes one of their kernels (or, for the
+    constrained form, has ``smooth_conjugate=False``), all are required."""
     kind = getattr(cls, "kind", None)
+    base = base_class(kind) if kind in ("loss", "regularizer") else None
+    if base is None or not issubclass(cls, base):
+        return {}
     if kind == "loss":
-        from .components.base import ConstrainedConjugate, LossJit
-
-        groups = {"jit": (getattr(cls, "jit", None), LossJit, True)}
-        if not getattr(cls, "smooth_conjugate", True) or getattr(cls, "constrained", None) is not None:
-            groups["constrained"] = (getattr(cls, "constrained", None), ConstrainedConjugate, True)
+        groups = {"loss": (base.KERNELS, base.REQUIRED_KERNELS)}
+        cons = base.CONSTRAINED_KERNELS
+        given = any(getattr(cls, n, None) is not None for n in cons)
+        needed = getattr(cls, "smooth_conjugate", True) is False
+        groups["constrained"] = (cons, cons if (given or needed) else ())
         return groups
-    if kind == "regularizer":
-        from .components.base import BregmanJit, RegularizerJit
-
-        return {"jit": (getattr(cls, "jit", None), RegularizerJit, True),
-                "bregman": (getattr(cls, "bregman", None), BregmanJit, False)}
-    return {}
+    breg = base.BREGMAN_KERNELS
+    given = any(getattr(cls, n, None) is not None for n in breg)
+    return {"regularizer": (base.KERNELS, base.REQUIRED_KERNELS),
+            "bregman": (breg, breg if given else ())}
 
 
-def _tuple_problem(attr: str, value: Any, tuple_type: type, required: bool) -> str | None:
-    tname = tuple_type.__name__
-    if value is None:
-        return f"lacks '{attr}' (a {tname} of jitted functions)" if required else None
-    if not isinstance(value, tuple_type):
-        return f"'{attr}' must be a {tname} named tuple; got {type(value).__name__}"
-    return None
+def _missing_kernels(cls: type) -> dict[str, list[str]]:
+    """The required kernel methods ``cls`` lacks, by group."""
+    out = {}
+    for group, (_, required) in _kernel_groups(cls).items():
+        missing = [n for n in required if getattr(cls, n, None) is None]
+        if missing:
+            out[group] = missing
+    return out
+
+
+def _missing_problem(cls: type, group: str, missing: list[str]) -> str:
+    required = _kernel_groups(cls)[group][1]
+    what = {"loss": "a loss", "regularizer": "a regularizer",
+            "constrained": "the constrained form (SpicyMKL eq. 33)",
+            "bregman": "a Bregman form"}[group]
+    s = "s" if len(missing) > 1 else ""
+    lead = ("has smooth_conjugate=False but " if group == "constrained"
+            and getattr(cls, "smooth_conjugate", True) is False else "")
+    return (f"{lead}lacks the kernel method{s} {', '.join(missing)}: {what} needs "
+            f"{', '.join(required)}, each a @kernel method of {_SIGNATURES[group]} "
+            "(mklkit.components.base.kernel)")
 
 
 def unjitted_problem(component: Any) -> str | None:
-    """The fields of ``jit`` (``constrained``, ``bregman``) that are not numba ``@njit``
-    functions, as one problem; ``None`` when every one is (or none is declared)."""
+    """The kernel methods of ``component`` that are not numba ``@njit`` functions,
+    as one problem; ``None`` when every one is (missing ones are
+    :func:`declaration_problems`)."""
     cls = component if isinstance(component, type) else type(component)
     bad: list[str] = []
     kinds: list[str] = []
-    for attr, (value, tuple_type, _) in _groups(cls).items():
-        if not isinstance(value, tuple_type):
-            continue
-        for field in tuple_type._fields:
-            fn = getattr(value, field)
-            if not is_jitted(fn):
-                bad.append(f"{attr}.{field}")
+    for names, _ in _kernel_groups(cls).values():
+        for name in names:
+            fn = getattr(cls, name, None)
+            if fn is not None and not is_jitted(fn):
+                bad.append(name)
                 kinds.append(type(fn).__name__)
     if not bad:
         return None
-    return (f"{', '.join(bad)} must be numba-jitted functions (module-level "
-            f"@njit(cache=True): engines call them from jitted loops); got "
-            f"{', '.join(kinds)}")
+    return (f"{', '.join(bad)} must be numba-jitted functions (@kernel methods, "
+            "mklkit.components.base.kernel: njit(cache=True); engines call them from jitted "
+            f"loops); got {', '.join(kinds)}")
 
 
 def _params_problems(cls: type) -> list[str]:
@@ -151,17 +178,7 @@ def _loss_problems(cls: type, obj: Any) -> list[str]:
         p = _flag_problem(owner, flag, allow_property=obj is None)
         if p:
             problems.append(p)
-    smooth = getattr(owner, "smooth_conjugate", True)
-    constrained = getattr(owner, "constrained", None)
-    if smooth is False and constrained is None:
-        problems.append("has smooth_conjugate=False but lacks 'constrained' "
-                        "(a ConstrainedConjugate of jitted functions)")
-    elif "constrained" in _groups(cls):
-        from .components.base import ConstrainedConjugate
-
-        p = _tuple_problem("constrained", constrained, ConstrainedConjugate, True)
-        if p:
-            problems.append(p)
+    constrained = getattr(cls, "constrained", None)
     if constrained is not None:
         n_cons, n_aux = getattr(owner, "n_cons", None), getattr(owner, "n_aux", None)
         if isinstance(n_cons, bool) or not isinstance(n_cons, int) or n_cons < 1:
@@ -297,12 +314,8 @@ def declaration_problems(component: Any, kind: str | None = None) -> list[str]:
     if not isinstance(description, str) or not description.strip():
         problems.append("lacks 'description' (a non-empty string)")
     problems += _params_problems(cls)
-    for attr, (value, tuple_type, required) in _groups(cls).items():
-        if attr == "constrained":
-            continue  # with the loss's own rules below
-        p = _tuple_problem(attr, value, tuple_type, required)
-        if p:
-            problems.append(p)
+    for group, missing in _missing_kernels(cls).items():
+        problems.append(_missing_problem(cls, group, missing))
     if kind == "loss":
         problems += _loss_problems(cls, obj)
     elif kind == "regularizer":

@@ -19,13 +19,7 @@ from numba import njit
 import mklkit
 import mklkit.builtin
 from mklkit import plugins as plugins_mod
-from mklkit.components.base import (
-    ConstrainedConjugate,
-    Loss,
-    LossJit,
-    Regularizer,
-    RegularizerJit,
-)
+from mklkit.components.base import Loss, Regularizer
 from mklkit.components.params import Param, ParamError
 from mklkit.engines.base import Engine
 from mklkit.plugins import (
@@ -58,43 +52,24 @@ def _py_nop(a, b, c):
     return a
 
 
-LOSS_KERNELS = LossJit(*[_nop] * len(LossJit._fields))
-REG_KERNELS = RegularizerJit(*[_nop] * len(RegularizerJit._fields))
+#: Every kernel method of a loss, of its constrained form, of a regularizer: a jitted no-op.
+LOSS_KERNELS = dict.fromkeys(Loss.KERNELS, staticmethod(_nop))
+CONSTRAINED_KERNELS = dict.fromkeys(Loss.CONSTRAINED_KERNELS, staticmethod(_nop))
+REG_KERNELS = dict.fromkeys(Regularizer.KERNELS, staticmethod(_nop))
 
-
-class FakeHinge(Loss):
-    name = "hinge"
-    description = "fake hinge"
-    jit = LOSS_KERNELS
-    smooth_conjugate = False
-    constrained = ConstrainedConjugate(*[_nop] * len(ConstrainedConjugate._fields))
-    n_cons = 2
-
-
-class FakeLogistic(Loss):
-    name = "logistic"
-    description = "fake logistic"
-    jit = LOSS_KERNELS
-
-
-class FakeHuber(Loss):
-    name = "huber_fake"
-    description = "fake huber with a parameter"
-    task = "regression"
-    jit = LOSS_KERNELS
-    params = (Param("delta", 1.0, "kink", low=0.0, low_open=True),)
-
-
-class OtherHinge(Loss):
-    name = "hinge"
-    description = "another hinge"
-    jit = LOSS_KERNELS
-
-
-class FakeL1(Regularizer):
-    name = "l1"
-    description = "fake l1"
-    jit = REG_KERNELS
+FakeHinge = type("FakeHinge", (Loss,), {
+    "__module__": __name__, "name": "hinge", "description": "fake hinge", "smooth_conjugate": False,
+    "n_cons": 2, **LOSS_KERNELS, **CONSTRAINED_KERNELS})
+FakeLogistic = type("FakeLogistic", (Loss,), {
+    "__module__": __name__, "name": "logistic", "description": "fake logistic", **LOSS_KERNELS})
+FakeHuber = type("FakeHuber", (Loss,), {
+    "__module__": __name__, "name": "huber_fake", "description": "fake huber with a parameter",
+    "task": "regression", "params": (Param("delta", 1.0, "kink", low=0.0, low_open=True),),
+    **LOSS_KERNELS})
+OtherHinge = type("OtherHinge", (Loss,), {
+    "__module__": __name__, "name": "hinge", "description": "another hinge", **LOSS_KERNELS})
+FakeL1 = type("FakeL1", (Regularizer,), {
+    "__module__": __name__, "name": "l1", "description": "fake l1", **REG_KERNELS})
 
 
 class FakeEngine(Engine):
@@ -434,9 +409,9 @@ def test_provided_by_accepts_plugin_or_distribution_names() -> None:
 def _subclass(base: type, **attrs: Any) -> type:
     defaults: dict[str, Any] = {"name": "thing", "description": "a thing", "__module__": "bad_mod"}
     if base is Loss:
-        defaults["jit"] = LOSS_KERNELS
+        defaults.update(LOSS_KERNELS)
     if base is Regularizer:
-        defaults["jit"] = REG_KERNELS
+        defaults.update(REG_KERNELS)
     defaults.update(attrs)
     return type("Thing", (base,), defaults)
 
@@ -454,21 +429,28 @@ VALIDATION_CASES = [
     (_subclass(Loss, name=""), r"lacks 'name' \(a non-empty string\)"),
     (_subclass(Loss, name="two words"), r"name 'two words' is not allowed: use letters"),
     (_subclass(Loss, description=None), r"lacks 'description' \(a non-empty string\)"),
-    (_subclass(Loss, jit=None), r"lacks 'jit' \(a LossJit of jitted functions\)"),
-    (_subclass(Loss, jit=REG_KERNELS), r"'jit' must be a LossJit named tuple; got RegularizerJit"),
-    (_subclass(Loss, jit=LOSS_KERNELS._replace(conj=_py_nop, deriv=_py_nop)),
-     r"jit.deriv, jit.conj must be numba-jitted functions"),
+    (_subclass(Loss, conj_grad=None),
+     r"bad_mod.Thing lacks the kernel method conj_grad: a loss needs value, deriv, conj, "
+     r"conj_grad, conj_lower, conj_upper, each a @kernel method of \(y, z, params\)"),
+    (_subclass(Loss, conj=staticmethod(_py_nop), deriv=staticmethod(_py_nop)),
+     r"deriv, conj must be numba-jitted functions \(@kernel methods"),
     (_subclass(Loss, task="ranking"), r"task must be 'classification' or 'regression'; got 'ranking'"),
     (_subclass(Loss, smooth_conjugate=False, n_cons=1),
-     r"has smooth_conjugate=False but lacks 'constrained' \(a ConstrainedConjugate"),
-    (_subclass(Loss, smooth_conjugate=False, constrained=FakeHinge.constrained),
+     r"has smooth_conjugate=False but lacks the kernel methods l0, l0_grad, l0_hess, cons, "
+     r"cons_grad, cons_hess: the constrained form \(SpicyMKL eq. 33\) needs "),
+    (_subclass(Loss, **{**CONSTRAINED_KERNELS, "l0_hess": None}),
+     r"lacks the kernel method l0_hess: the constrained form"),
+    (_subclass(Loss, smooth_conjugate=False, **CONSTRAINED_KERNELS),
      r"n_cons must be an integer >= 1; got 0"),
     (_subclass(Loss, params=(Param("delta", 0.0, low=0.0, low_open=True),)),
      r"parameter 'delta' has default 0.0, which its own declaration does not allow \(a number > 0\)"),
     (_subclass(Loss, params=[Param("a", 1.0)]), r"'params' must be a tuple of mklkit.components.params.Param"),
     (_subclass(Loss, params=(Param("a", 1.0), Param("a", 2.0))), r"declares parameter\(s\) a twice"),
-    (_subclass(Regularizer, jit=LOSS_KERNELS), r"'jit' must be a RegularizerJit named tuple"),
-    (_subclass(Regularizer, bregman=(1, 2)), r"'bregman' must be a BregmanJit named tuple; got tuple"),
+    (_subclass(Regularizer, prox=None, weight=None),
+     r"lacks the kernel methods prox, weight: a regularizer needs value, prox, prox_deriv, "
+     r"conj, conj_grad, conj_hess, env, weight, penalty"),
+    (_subclass(Regularizer, bregman_F=staticmethod(_nop)),
+     r"lacks the kernel methods bregman_f, bregman_finv, bregman_d0: a Bregman form needs "),
     (_subclass(Engine), r"engine bad_mod.Thing does not implement solve\(problem, callback\)"),
 ]
 
@@ -484,8 +466,9 @@ def test_registration_validates_the_contract(cls: Any, match: str) -> None:
 
 
 def test_several_problems_are_reported_together() -> None:
-    cls = _subclass(Loss, name="", description="", jit=None)
-    with pytest.raises(ComponentValidationError, match="lacks 'name'.*; lacks 'description'.*; lacks 'jit'"):
+    cls = _subclass(Loss, name="", description="", value=None)
+    with pytest.raises(ComponentValidationError,
+                       match="lacks 'name'.*; lacks 'description'.*; lacks the kernel method value"):
         Registry().register_plugin(make_plugin("p", cls), "d")
 
 
@@ -670,10 +653,17 @@ def test_tutorial_code_is_copied_from_the_example_plugin() -> None:
             assert chunk.strip("\n") in source, f"docs/plugins.md block from {path} is not in it"
 
 
-def test_a_component_declaring_kernels_instead_of_jit_is_refused() -> None:
-    """The jitted functions are the class attribute ``jit``; ``kernels`` is not read in its place."""
-    cls = type("OldLoss", (Loss,), {"__module__": "old_mod", "name": "old_loss",
-                                    "description": "old style", "kernels": LOSS_KERNELS})
-    assert "jit" not in vars(cls)
-    with pytest.raises(ComponentValidationError, match=r"OldLoss lacks 'jit'"):
-        Registry().register_plugin(make_plugin("old", cls), "d")
+def test_a_component_declaring_kernel_tuples_instead_of_methods_is_refused() -> None:
+    """``jit``, ``constrained`` and ``bregman`` are derived from the kernel methods: a class
+    that assigns them is refused when it is defined, saying what to write instead."""
+    for base, attrs in ((Loss, {"jit": FakeLogistic.jit}),
+                        (Loss, {"constrained": FakeHinge.constrained, **LOSS_KERNELS}),
+                        (Regularizer, {"bregman": None, **REG_KERNELS})):
+        with pytest.raises(TypeError, match=r"old_mod.OldStyle assigns '(jit|constrained|bregman)': "
+                                            r"a component writes its numerics as @kernel methods"):
+            type("OldStyle", (base,), {"__module__": "old_mod", "name": "old", **attrs})
+    loss = FakeLogistic()
+    with pytest.raises(AttributeError, match="'jit' of FakeLogistic is derived from its @kernel"):
+        loss.jit = FakeHinge.jit
+    assert FakeLogistic.jit.conj is _nop and FakeLogistic.constrained is None
+    assert FakeHinge.constrained.l0 is _nop

@@ -82,68 +82,15 @@ r"""The $name loss.
 The template is a working scaled squared loss
 :math:`\\ell(y, z) = \\tfrac{s}{2}(z - y)^2`, whose conjugate is
 :math:`\\ell^*(y, u) = uy + u^2/(2s)` on all of :math:`\\mathbb{R}`.
-Replace the formulas (every TODO) and keep the signatures: each function
+Replace the formulas (every TODO) and keep the signatures: each kernel
 takes C-contiguous float64 arrays and the parameter vector ``params``
 (numeric parameters in declaration order) and returns a new array.
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from mklkit.components.base import REGRESSION, Loss, LossJit, Param
-
-
-# TODO: the loss value ell(y_i, z_i); params[0] is `scale`.
-@njit(cache=True)
-def value(y, z, params):
-    s = params[0]
-    out = np.empty(y.shape[0])
-    for i in range(y.shape[0]):
-        r = z[i] - y[i]
-        out[i] = 0.5 * s * r * r
-    return out
-
-
-# TODO: d ell / dz (a subgradient at kinks).
-@njit(cache=True)
-def deriv(y, z, params):
-    return params[0] * (z - y)
-
-
-# TODO: d^2 ell / dz^2 (0 where undefined).
-@njit(cache=True)
-def deriv2(y, z, params):
-    return np.full(y.shape[0], params[0])
-
-
-# TODO: the conjugate sup_z (u z - ell(y, z)); np.inf outside its domain.
-@njit(cache=True)
-def conj(y, u, params):
-    return u * y + 0.5 * u * u / params[0]
-
-
-# TODO: d ell* / du on the domain.
-@njit(cache=True)
-def conj_grad(y, u, params):
-    return y + u / params[0]
-
-
-# TODO: d^2 ell* / du^2 on the domain.
-@njit(cache=True)
-def conj_hess(y, u, params):
-    return np.full(y.shape[0], 1.0 / params[0])
-
-
-# TODO: ends of the domain of ell*(y_i, .); -inf / +inf when unbounded.
-@njit(cache=True)
-def conj_lower(y, params):
-    return np.full(y.shape[0], -np.inf)
-
-
-@njit(cache=True)
-def conj_upper(y, params):
-    return np.full(y.shape[0], np.inf)
+from mklkit.components.base import REGRESSION, Loss, Param, kernel
 
 
 class $cls(Loss):
@@ -161,25 +108,68 @@ class $cls(Loss):
     params = (
         Param("scale", 1.0, "curvature of the loss", low=0.0, low_open=True),
     )
-    jit = LossJit(
-        value=value,
-        deriv=deriv,
-        deriv2=deriv2,
-        conj=conj,
-        conj_grad=conj_grad,
-        conj_hess=conj_hess,
-        conj_lower=conj_lower,
-        conj_upper=conj_upper,
-    )
     # TODO: if the conjugate's gradient stays finite at an end of its domain
-    # (or it has a kink), set smooth_conjugate = False and give `constrained`
-    # (a ConstrainedConjugate), n_aux and n_cons; see mklkit-huber.
+    # (or it has a kink), set smooth_conjugate = False and write the kernels
+    # l0, l0_grad, l0_hess, cons, cons_grad, cons_hess of its constrained form,
+    # with n_aux and n_cons; see mklkit-huber.
     smooth_conjugate = True
     smooth_primal = True
+
+    # TODO: the loss value ell(y_i, z_i); params[0] is `scale`.
+    @kernel
+    def value(y, z, params):
+        s = params[0]
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            r = z[i] - y[i]
+            out[i] = 0.5 * s * r * r
+        return out
+
+    # TODO: d ell / dz (a subgradient at kinks).
+    @kernel
+    def deriv(y, z, params):
+        return params[0] * (z - y)
+
+    # TODO: d^2 ell / dz^2 (0 where undefined; 0 everywhere when omitted).
+    @kernel
+    def deriv2(y, z, params):
+        return np.full(y.shape[0], params[0])
+
+    # TODO: the conjugate sup_z (u z - ell(y, z)); np.inf outside its domain.
+    @kernel
+    def conj(y, u, params):
+        return u * y + 0.5 * u * u / params[0]
+
+    # TODO: d ell* / du on the domain.
+    @kernel
+    def conj_grad(y, u, params):
+        return y + u / params[0]
+
+    # TODO: d^2 ell* / du^2 on the domain (0 everywhere when omitted).
+    @kernel
+    def conj_hess(y, u, params):
+        return np.full(y.shape[0], 1.0 / params[0])
+
+    # TODO: ends of the domain of ell*(y_i, .); -inf / +inf when unbounded.
+    @kernel
+    def conj_lower(y, params):
+        return np.full(y.shape[0], -np.inf)
+
+    @kernel
+    def conj_upper(y, params):
+        return np.full(y.shape[0], np.inf)
 
     def deriv_lipschitz(self) -> float:
         """TODO: a bound on |d^2 ell / dz^2| (float("inf") if none)."""
         return float(self.scale)
+
+    def cvxpy_expr(self, y, z, w=None):
+        """TODO: sum_i w_i ell(y_i, z_i) as a cvxpy expression of the predictions z
+        (w None: all 1); mklkit's conic reference solves problems with it."""
+        import cvxpy as cp
+
+        terms = 0.5 * self.scale * cp.square(z - y)
+        return cp.sum(terms) if w is None else cp.sum(cp.multiply(w, terms))
 '''
 
 REGULARIZER = '''\
@@ -191,73 +181,13 @@ of :math:`[0, C]`, envelope :math:`(y - C)_+^2/2`, kernel weight
 :math:`d = x` and :math:`h(d) = d`.  Replace the formulas (every TODO) and
 keep the signatures: ``x``, ``v``, ``y``, ``d`` are C-contiguous float64
 arrays of non-negative numbers, ``C > 0`` and ``params`` the parameter
-vector; each function returns a new array.
+vector; each kernel returns a new array.
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from mklkit.components.base import Regularizer, RegularizerJit
-
-
-# TODO: the value C g(x^2).
-@njit(cache=True)
-def value(x, C, params):
-    return C * x
-
-
-# TODO: argmin_{x >= 0} C g(x^2) + (x - v)^2 / 2.
-@njit(cache=True)
-def prox(v, C, params):
-    return np.maximum(v - C, 0.0)
-
-
-# TODO: d prox / dv.
-@njit(cache=True)
-def prox_deriv(v, C, params):
-    return (v > C).astype(np.float64)
-
-
-# TODO: the conjugate sup_{x >= 0} x y - C g(x^2); np.inf outside its domain.
-@njit(cache=True)
-def conj(y, C, params):
-    out = np.empty(y.shape[0])
-    for i in range(y.shape[0]):
-        out[i] = 0.0 if y[i] <= C else np.inf
-    return out
-
-
-# TODO: first and second derivatives of the conjugate where smooth.
-@njit(cache=True)
-def conj_grad(y, C, params):
-    out = np.empty(y.shape[0])
-    for i in range(y.shape[0]):
-        out[i] = 0.0 if y[i] <= C else np.inf
-    return out
-
-
-# TODO: Moreau envelope of the conjugate, min_{y' >= 0} conj(y') + (y' - y)^2 / 2;
-# its derivatives are prox and prox_deriv.
-@njit(cache=True)
-def env(y, C, params):
-    r = np.maximum(y - C, 0.0)
-    return 0.5 * r * r
-
-
-# TODO: kernel weight d = 1 / (2 g'(x^2)).
-@njit(cache=True)
-def weight(x, params):
-    return x.copy()
-
-
-# TODO: h(d) = -2 g*(1 / (2 d)) of the Tikhonov form; np.inf outside its domain.
-@njit(cache=True)
-def penalty(d, params):
-    out = np.empty(d.shape[0])
-    for i in range(d.shape[0]):
-        out[i] = d[i] if d[i] >= 0.0 else np.inf
-    return out
+from mklkit.components.base import Regularizer, kernel
 
 
 class $cls(Regularizer):
@@ -266,21 +196,71 @@ class $cls(Regularizer):
     name = "$name"
     description = "TODO: one line shown by `mklkit plugins`"
     params = ()  # TODO: declare parameters with mklkit.components.base.Param
-    jit = RegularizerJit(
-        value=value,
-        prox=prox,
-        prox_deriv=prox_deriv,
-        conj=conj,
-        conj_grad=conj_grad,
-        conj_hess=conj_grad,  # 0 on the domain, inf outside
-        env=env,
-        weight=weight,
-        penalty=penalty,
-    )
+
+    # TODO: the value C g(x^2).
+    @kernel
+    def value(x, C, params):
+        return C * x
+
+    # TODO: argmin_{x >= 0} C g(x^2) + (x - v)^2 / 2.
+    @kernel
+    def prox(v, C, params):
+        return np.maximum(v - C, 0.0)
+
+    # TODO: d prox / dv.
+    @kernel
+    def prox_deriv(v, C, params):
+        return (v > C).astype(np.float64)
+
+    # TODO: the conjugate sup_{x >= 0} x y - C g(x^2); np.inf outside its domain.
+    @kernel
+    def conj(y, C, params):
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            out[i] = 0.0 if y[i] <= C else np.inf
+        return out
+
+    # TODO: first and second derivatives of the conjugate where smooth.
+    @kernel
+    def conj_grad(y, C, params):
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            out[i] = 0.0 if y[i] <= C else np.inf
+        return out
+
+    conj_hess = conj_grad  # 0 on the domain, inf outside
+
+    # TODO: Moreau envelope of the conjugate, min_{y' >= 0} conj(y') + (y' - y)^2 / 2;
+    # its derivatives are prox and prox_deriv.
+    @kernel
+    def env(y, C, params):
+        r = np.maximum(y - C, 0.0)
+        return 0.5 * r * r
+
+    # TODO: kernel weight d = 1 / (2 g'(x^2)).
+    @kernel
+    def weight(x, params):
+        return x.copy()
+
+    # TODO: h(d) = -2 g*(1 / (2 d)) of the Tikhonov form; np.inf outside its domain.
+    @kernel
+    def penalty(d, params):
+        out = np.empty(d.shape[0])
+        for i in range(d.shape[0]):
+            out[i] = d[i] if d[i] >= 0.0 else np.inf
+        return out
 
     def conj_radius(self, C: float) -> float:
         """TODO: radius of the domain of the conjugate (float("inf") if unbounded)."""
         return float(C)
+
+    def cvxpy_expr(self, norms, squares, C, betas=None):
+        """TODO: sum_m C g(x_m^2) as a cvxpy expression of the block norms ``norms``
+        (``squares``: their squares; ``betas``: the block variables); mklkit's conic
+        reference solves problems with it."""
+        import cvxpy as cp
+
+        return C * cp.sum(cp.hstack(norms))
 '''
 
 TEST = '''\

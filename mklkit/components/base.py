@@ -10,12 +10,14 @@ Design (see ``shared/STYLE.md``):
 
 * A component is a plain, picklable Python class.  ``__init__`` validates the
   parameters declared in ``params`` and stores them; nothing else.
-* Its numerics are module-level ``@njit(cache=True)`` functions of float64
-  arrays plus a float64 parameter vector (``param_vector``), exposed as the
-  class attribute ``jit`` (a :class:`LossJit` or
-  :class:`RegularizerJit` named tuple).  Engines call them from Python on
-  whole vectors or pass them to jitted loops; no jitclass is involved, so the
-  compiled code is cached on disk.
+* Its numerics are ``@kernel`` methods (:func:`kernel`: a static method
+  compiled with ``njit(cache=True)``) of float64 arrays plus a float64
+  parameter vector (``param_vector``).  Engines call them from Python on
+  whole vectors (``type(c).deriv(y, z, c.param_vector)``) or pass them to
+  jitted loops; the read-only attributes ``jit``, ``constrained`` and
+  ``bregman`` group them as a :class:`LossJit`, :class:`ConstrainedConjugate`,
+  :class:`RegularizerJit` or :class:`BregmanJit`.  No jitclass is involved, so
+  the compiled code is cached on disk.
 
 Sign convention for losses.  ``conj`` is the ordinary convex conjugate in the
 second argument, :math:`\ell^*(y, u) = \sup_z (uz - \ell(y, z))`.  The paper
@@ -25,13 +27,15 @@ evaluate the conjugate at :math:`u = -\rho`.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, NamedTuple, Sequence
+from typing import Any, Callable, ClassVar, NamedTuple, Sequence
 
 import numpy as np
+from numba import njit
 
 from .params import Param, ParamError, validate_params
 
 __all__ = [
+    "kernel",
     "Component",
     "Loss",
     "LossJit",
@@ -51,6 +55,48 @@ REGRESSION = "regression"
 
 class LabelError(ValueError):
     """Labels that a loss cannot be trained on."""
+
+
+def kernel(fn: Callable) -> staticmethod:
+    """A compiled method of a component: ``staticmethod(njit(cache=True)(fn))``.
+
+    A kernel has no ``self``: the parameters arrive as the vector ``params``
+    (the component's ``param_vector``, numeric parameters in declaration
+    order).  Kernels defined in a class body are cached on disk like
+    module-level functions.
+    """
+    return staticmethod(njit(cache=True)(fn))
+
+
+class _Derived:
+    """A read-only attribute that groups the kernel methods of a component class."""
+
+    def __init__(self, build: Callable[[type], Any]) -> None:
+        self._build = build
+        self.__doc__ = build.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, obj: Any, cls: type | None = None) -> Any:
+        return self._build(type(obj) if cls is None else cls)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        raise AttributeError(f"'{self._name}' of {type(obj).__name__} is derived from its "
+                             "@kernel methods and cannot be set")
+
+
+def _refuse_declared_tuples(cls: type, names: Sequence[str]) -> None:
+    given = [n for n in names if n in cls.__dict__]
+    if given:
+        raise TypeError(f"{cls.__module__}.{cls.__qualname__} assigns {', '.join(map(repr, given))}: "
+                        "a component writes its numerics as @kernel methods "
+                        "(mklkit.components.base.kernel), from which "
+                        f"{' and '.join(map(repr, given))} {'is' if len(given) == 1 else 'are'} derived")
+
+
+def _kernels(cls: type, names: Sequence[str]) -> list[Any]:
+    return [getattr(cls, n, None) for n in names]
 
 
 class Component:
@@ -179,21 +225,36 @@ class ConstrainedConjugate(NamedTuple):
     cons_hess: Any
 
 
+@njit(cache=True)
+def _zeros(y, z, params):
+    return np.zeros(y.shape[0])
+
+
 class Loss(Component):
     r"""A per-sample loss :math:`\ell(y, z)` of label ``y`` and prediction ``z``.
+
+    Kernels a loss writes (``@kernel`` methods)
+    --------------------------------------------
+    value, deriv, deriv2, conj, conj_grad, conj_hess, conj_lower, conj_upper
+        The fields of :class:`LossJit`, with their signatures.  ``deriv2`` and
+        ``conj_hess`` default to 0.
+    l0, l0_grad, l0_hess, cons, cons_grad, cons_hess
+        The fields of :class:`ConstrainedConjugate`, required when
+        ``smooth_conjugate`` is False.
+
+    Derived, read-only: ``jit`` (a :class:`LossJit` of the kernels) and
+    ``constrained`` (a :class:`ConstrainedConjugate`, or None when the loss
+    has no constrained form).
 
     Class attributes a loss declares
     ---------------------------------
     task : ``"classification"`` or ``"regression"``
-    jit : :class:`LossJit`
     smooth_conjugate : bool
         True when :math:`\ell^*(y,\cdot)` is twice differentiable on the interior
         of its domain and its gradient is unbounded at a finite boundary (or
         the domain is all of :math:`\mathbb{R}`): Newton with back-tracking
         then keeps iterates inside the domain (logistic, squared).  False when
         the engine must use :attr:`constrained` (hinge, ε-insensitive).
-    constrained : :class:`ConstrainedConjugate` or None
-        Required when ``smooth_conjugate`` is False.
     n_aux, n_cons : int
         ``B'`` and ``B`` of the constrained representation.
     smooth_primal : bool
@@ -212,17 +273,47 @@ class Loss(Component):
 
     kind: ClassVar[str] = "loss"
     task: ClassVar[str] = CLASSIFICATION
-    jit: ClassVar[LossJit]
     smooth_conjugate: ClassVar[bool] = True
-    constrained: ClassVar[ConstrainedConjugate | None] = None
     n_aux: ClassVar[int] = 0
     n_cons: ClassVar[int] = 0
     smooth_primal: ClassVar[bool] = True
     linear_conjugate: ClassVar[bool] = False
 
+    #: The kernels of ``jit`` and those without a default.
+    KERNELS: ClassVar[tuple[str, ...]] = LossJit._fields
+    REQUIRED_KERNELS: ClassVar[tuple[str, ...]] = ("value", "deriv", "conj", "conj_grad",
+                                                   "conj_lower", "conj_upper")
+    #: The kernels of ``constrained`` (all required when ``smooth_conjugate`` is False).
+    CONSTRAINED_KERNELS: ClassVar[tuple[str, ...]] = ConstrainedConjugate._fields
+
+    deriv2 = staticmethod(_zeros)
+    conj_hess = staticmethod(_zeros)
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        _refuse_declared_tuples(cls, ("jit", "constrained"))
+
+    @_Derived
+    def jit(cls) -> LossJit:
+        """The kernels as a :class:`LossJit` (read-only)."""
+        return LossJit(*_kernels(cls, LossJit._fields))
+
+    @_Derived
+    def constrained(cls) -> ConstrainedConjugate | None:
+        """The constrained form as a :class:`ConstrainedConjugate`; None when the
+        loss lacks any of its kernels (read-only)."""
+        fns = _kernels(cls, ConstrainedConjugate._fields)
+        return None if any(f is None for f in fns) else ConstrainedConjugate(*fns)
+
     def deriv_lipschitz(self) -> float:
         r"""A bound on :math:`\sup_z |\partial_z^2 \ell(y, z)|` (``inf`` if none)."""
         return float("inf")
+
+    def cvxpy_expr(self, y: np.ndarray, z: Any, w: np.ndarray | None = None) -> Any:
+        r""":math:`\sum_i w_i\,\ell(y_i, z_i)` as a cvxpy expression of the predictions
+        ``z`` (``w`` None: all 1), for the conic reference (:mod:`mklkit.testing.conic`);
+        ``NotImplemented`` when the loss gives none.  cvxpy is imported inside."""
+        return NotImplemented
 
     def linear_pieces(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         r"""The pieces of a conjugate declared ``linear_conjugate``, per sample.
@@ -288,21 +379,7 @@ class Loss(Component):
 # ---------------------------------------------------------------------------
 # Regularizers
 # ---------------------------------------------------------------------------
-class _RegularizerJitFields(NamedTuple):
-    value: Any
-    prox: Any
-    prox_deriv: Any
-    conj: Any
-    conj_grad: Any
-    conj_hess: Any
-    env: Any
-    env_grad: Any
-    env_hess: Any
-    weight: Any
-    penalty: Any
-
-
-class RegularizerJit(_RegularizerJitFields):
+class RegularizerJit(NamedTuple):
     r"""Jitted numerics of a block-norm regularizer (SpicyMKL §4, eq. 42).
 
     The regularizer acts on the block norms :math:`x_m = \|\alpha_m\|_{K_m} \ge 0`
@@ -322,32 +399,31 @@ class RegularizerJit(_RegularizerJitFields):
     env(y, C, params)         : Moreau envelope of the conjugate
                                 :math:`\widehat{\tilde g_C^*}(y) = \min_{y'\ge0}
                                 \tilde g_C^*(y') + (y'-y)^2/2` (§4.2)
+    env_grad(y, C, params)    : its gradient
+    env_hess(y, C, params)    : its second derivative
     weight(x, params)         : kernel weight :math:`d = 1/(2 g'(x^2))` (§4.1)
     penalty(d, params)        : :math:`h(d) = -2 g^*(1/(2d))` of the Tikhonov form
                                 (44), Table 3 (``inf`` outside its domain)
 
-    Derived, optional: ``env_grad`` and ``env_hess``, the derivatives of the
-    envelope.  By the Moreau decomposition (eq. 23) the envelope of the
-    conjugate has the gradient :math:`\mathrm{prox}(y|\tilde g_C)` and the
-    second derivative ``prox_deriv``, so they default to ``prox`` and
-    ``prox_deriv`` and engines use those.  A regularizer may still give them
-    (the fields keep their place, so positional construction with eleven
-    functions works as before); the conformance kit then checks them against
-    the derivation (``env_grad_prox``, ``env_hess_prox_deriv``).
+    By the Moreau decomposition (eq. 23) the envelope of the conjugate has the
+    gradient :math:`\mathrm{prox}(y|\tilde g_C)` and the second derivative
+    ``prox_deriv``, so the kernels ``env_grad`` and ``env_hess`` default to
+    ``prox`` and ``prox_deriv`` and engines use those.  A regularizer may still
+    write them; the conformance kit then checks them against the derivation
+    (``env_grad_prox``, ``env_hess_prox_deriv``).
     """
 
-    __slots__ = ()
-
-    def __new__(cls, value: Any, prox: Any, prox_deriv: Any, conj: Any, conj_grad: Any,
-                conj_hess: Any, env: Any, env_grad: Any = None, env_hess: Any = None,
-                weight: Any = None, penalty: Any = None) -> RegularizerJit:
-        missing = [n for n, f in (("weight", weight), ("penalty", penalty)) if f is None]
-        if missing:
-            raise TypeError(f"RegularizerJit needs {' and '.join(missing)} "
-                            "(jitted functions of (x, params) and (d, params))")
-        return super().__new__(cls, value, prox, prox_deriv, conj, conj_grad, conj_hess, env,
-                               prox if env_grad is None else env_grad,
-                               prox_deriv if env_hess is None else env_hess, weight, penalty)
+    value: Any
+    prox: Any
+    prox_deriv: Any
+    conj: Any
+    conj_grad: Any
+    conj_hess: Any
+    env: Any
+    env_grad: Any
+    env_hess: Any
+    weight: Any
+    penalty: Any
 
 
 class BregmanJit(NamedTuple):
@@ -361,6 +437,9 @@ class BregmanJit(NamedTuple):
     f(d, params)       : :math:`f = F'`
     finv(theta, params): :math:`f^{-1}`
     d0(params)         : the reference point :math:`d_0` (a scalar)
+
+    A regularizer writes them as the kernels ``bregman_F``, ``bregman_f``,
+    ``bregman_finv`` and ``bregman_d0``.
     """
 
     F: Any
@@ -432,21 +511,49 @@ class WeightNorm(NamedTuple):
         a = 0.75 * float(C) * (2.0 * float(self.lam)) ** (1.0 / 3.0)
         return 27.0 * u ** 4 / (256.0 * a ** 3)
 
+    def cvxpy_expr(self, norms: Sequence[Any], squares: Sequence[Any], C: float,
+                   betas: Any = None) -> Any:
+        r""":math:`C\,R` as a cvxpy expression of the block norms ``norms`` (the conic
+        reference); ``NotImplemented`` for the constraint form with p > 1."""
+        import cvxpy as cp
+
+        p, lam = float(self.p), self.lam
+        if lam is None:
+            if p != 1.0:
+                return NotImplemented
+            return C / 2 * cp.square(cp.sum(cp.hstack(norms)))
+        if p <= 1.0:
+            return NotImplemented
+        s = 2 * p / (p + 1)
+        return C * 0.75 * (2 * lam) ** (1 / 3) * cp.power(cp.pnorm(cp.hstack(norms), s), 4 / 3)
+
+
+_ENV_DEFAULTS = (("env_grad", "prox"), ("env_hess", "prox_deriv"))
+
 
 class Regularizer(Component):
     r"""A separable block-norm regularizer :math:`C \sum_m g(\|\alpha_m\|_{K_m}^2)`.
 
+    Kernels a regularizer writes (``@kernel`` methods)
+    ---------------------------------------------------
+    value, prox, prox_deriv, conj, conj_grad, conj_hess, env, weight, penalty
+        The fields of :class:`RegularizerJit`, with their signatures;
+        ``env_grad`` and ``env_hess`` default to ``prox`` and ``prox_deriv``.
+    bregman_F, bregman_f, bregman_finv, bregman_d0
+        Optional, all four or none: the fields of :class:`BregmanJit`.  When
+        given, the Tikhonov penalty is this Bregman divergence,
+        :math:`h(d) = r_F(d)`, so that
+        :math:`g(t) = \min_{d>0} t/(2d) + r_F(d)/2`.
+
+    Derived, read-only: ``jit`` (a :class:`RegularizerJit` of the kernels)
+    and ``bregman`` (a :class:`BregmanJit`, or None).
+
     Class attributes a regularizer declares
     ---------------------------------------
-    jit : :class:`RegularizerJit`
-    bregman : :class:`BregmanJit` or None
-        When given, the Tikhonov penalty of ``jit`` is this Bregman
-        divergence, :math:`h(d) = r_F(d)`, so that
-        :math:`g(t) = \min_{d>0} t/(2d) + r_F(d)/2`.
     separable : bool
         True (the default) when the regularizer is
         :math:`C\sum_m g(\|\alpha_m\|_{K_m}^2)`.  False when it couples the
-        blocks (e.g. a squared p-norm of the kernel weights): ``jit``
+        blocks (e.g. a squared p-norm of the kernel weights): the kernels
         then describe it on a bank of one kernel only, and engines that rely
         on separability (``jit`` applied per block) must decline it in
         ``supports``.  A non-separable regularizer also reports
@@ -460,10 +567,41 @@ class Regularizer(Component):
     """
 
     kind: ClassVar[str] = "regularizer"
-    jit: ClassVar[RegularizerJit]
-    bregman: ClassVar[BregmanJit | None] = None
     separable: ClassVar[bool] = True
     weight_norm: ClassVar[WeightNorm | None] = None
+
+    #: The kernels of ``jit`` and those without a default.
+    KERNELS: ClassVar[tuple[str, ...]] = RegularizerJit._fields
+    REQUIRED_KERNELS: ClassVar[tuple[str, ...]] = tuple(
+        f for f in RegularizerJit._fields if f not in ("env_grad", "env_hess"))
+    #: The kernels of ``bregman``, in the order of :class:`BregmanJit`.
+    BREGMAN_KERNELS: ClassVar[tuple[str, ...]] = ("bregman_F", "bregman_f", "bregman_finv",
+                                                  "bregman_d0")
+    _defaulted: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        _refuse_declared_tuples(cls, ("jit", "bregman"))
+        defaulted = set()
+        for derived, source in _ENV_DEFAULTS:
+            if derived in cls.__dict__ or (hasattr(cls, derived) and derived not in cls._defaulted):
+                continue  # written by this class or an ancestor
+            fn = getattr(cls, source, None)
+            setattr(cls, derived, None if fn is None else staticmethod(fn))
+            defaulted.add(derived)
+        cls._defaulted = frozenset(defaulted)
+
+    @_Derived
+    def jit(cls) -> RegularizerJit:
+        """The kernels as a :class:`RegularizerJit` (read-only)."""
+        return RegularizerJit(*_kernels(cls, RegularizerJit._fields))
+
+    @_Derived
+    def bregman(cls) -> BregmanJit | None:
+        """The Bregman form as a :class:`BregmanJit`; None when the regularizer
+        lacks any of its kernels (read-only)."""
+        fns = _kernels(cls, cls.BREGMAN_KERNELS)
+        return None if any(f is None for f in fns) else BregmanJit(*fns)
 
     @property
     def smooth_conjugate(self) -> bool:
@@ -485,6 +623,16 @@ class Regularizer(Component):
     def sparse(self) -> bool:
         r"""True when :math:`\tilde g_C'(0) > 0`, so that blocks can be exactly zero."""
         return True
+
+    def cvxpy_expr(self, norms: Sequence[Any], squares: Sequence[Any], C: float,
+                   betas: Any = None) -> Any:
+        r""":math:`\sum_m \tilde g_C(x_m)` as a cvxpy expression of the block norms
+        ``norms`` (``squares``: their squares, ``betas``: the block variables), for the
+        conic reference (:mod:`mklkit.testing.conic`).  The default is the form of
+        ``weight_norm`` when there is one, else ``NotImplemented``.  cvxpy is imported
+        inside."""
+        wn = self.weight_norm
+        return NotImplemented if wn is None else wn.cvxpy_expr(norms, squares, C, betas)
 
     def conj_radius(self, C: float) -> float:
         r"""Radius of the domain of :math:`\tilde g_C^*` (``inf`` if unbounded).

@@ -1,21 +1,40 @@
 r"""Built-in losses: hinge, logistic, squared, ε-insensitive.
 
 Each is written exactly as SpicyMKL §2.1 writes it; conjugates follow
-eqs. (16), (17), (34) and (35).  See ``docs/contracts.md``.
+eqs. (16), (17), (34) and (35).  See ``docs/contracts.md``.  Kernels are
+array functions ``f(y, z_or_u, params) -> ndarray`` of C-contiguous float64
+arrays; ``params`` is the component's parameter vector.
 """
 from __future__ import annotations
 
-from .._jit import losses as _k
-from .base import (
-    CLASSIFICATION,
-    REGRESSION,
-    ConstrainedConjugate,
-    Loss,
-    LossJit,
-)
+import numpy as np
+from numba import njit
+
+from .base import CLASSIFICATION, REGRESSION, Loss, kernel
 from .params import Param
 
 __all__ = ["Hinge", "Logistic", "Squared", "EpsInsensitive", "BUILTIN_LOSSES"]
+
+INF = np.inf
+
+
+# ---------------------------------------------------------------------------
+# shared: classification conjugate domain  -1 <= y u <= 0
+# ---------------------------------------------------------------------------
+@njit(cache=True)
+def cls_conj_lower(y, params):
+    out = np.empty(y.shape[0])
+    for i in range(y.shape[0]):
+        out[i] = min(-y[i], 0.0)
+    return out
+
+
+@njit(cache=True)
+def cls_conj_upper(y, params):
+    out = np.empty(y.shape[0])
+    for i in range(y.shape[0]):
+        out[i] = max(-y[i], 0.0)
+    return out
 
 
 class Hinge(Loss):
@@ -34,24 +53,100 @@ class Hinge(Loss):
     linear_conjugate = True
     n_aux = 0
     n_cons = 2
-    jit = LossJit(
-        value=_k.hinge_value,
-        deriv=_k.hinge_deriv,
-        deriv2=_k.zeros_like,
-        conj=_k.hinge_conj,
-        conj_grad=_k.hinge_conj_grad,
-        conj_hess=_k.zeros_like,
-        conj_lower=_k.cls_conj_lower,
-        conj_upper=_k.cls_conj_upper,
-    )
-    constrained = ConstrainedConjugate(
-        l0=_k.hinge_l0,
-        l0_grad=_k.hinge_l0_grad,
-        l0_hess=_k.hinge_l0_hess,
-        cons=_k.hinge_cons,
-        cons_grad=_k.hinge_cons_grad,
-        cons_hess=_k.hinge_cons_hess,
-    )
+
+    @kernel
+    def value(y, z, params):
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            out[i] = max(1.0 - y[i] * z[i], 0.0)
+        return out
+
+    @kernel
+    def deriv(y, z, params):
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            out[i] = -y[i] if y[i] * z[i] < 1.0 else 0.0
+        return out
+
+    @kernel
+    def conj(y, u, params):
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            t = y[i] * u[i]
+            out[i] = t if (-1.0 <= t <= 0.0) else INF
+        return out
+
+    @kernel
+    def conj_grad(y, u, params):
+        return y.copy()
+
+    conj_lower = staticmethod(cls_conj_lower)
+    conj_upper = staticmethod(cls_conj_upper)
+
+    # constrained form (B' = 0, B = 2):  l0* = y u,  h1 = -1 - y u,  h2 = y u
+    @kernel
+    def l0(y, u, ut, params):
+        return y * u
+
+    @kernel
+    def l0_grad(y, u, ut, params):
+        out = np.empty((y.shape[0], 1))
+        for i in range(y.shape[0]):
+            out[i, 0] = y[i]
+        return out
+
+    @kernel
+    def l0_hess(y, u, ut, params):
+        return np.zeros((y.shape[0], 1, 1))
+
+    @kernel
+    def cons(y, u, ut, params):
+        out = np.empty((y.shape[0], 2))
+        for i in range(y.shape[0]):
+            out[i, 0] = -1.0 - y[i] * u[i]
+            out[i, 1] = y[i] * u[i]
+        return out
+
+    @kernel
+    def cons_grad(y, u, ut, params):
+        out = np.empty((y.shape[0], 2, 1))
+        for i in range(y.shape[0]):
+            out[i, 0, 0] = -y[i]
+            out[i, 1, 0] = y[i]
+        return out
+
+    @kernel
+    def cons_hess(y, u, ut, params):
+        return np.zeros((y.shape[0], 2, 1, 1))
+
+    def cvxpy_expr(self, y, z, w=None):
+        import cvxpy as cp
+
+        return cp.sum(_weighted(cp.pos(1 - cp.multiply(y, z)), w))
+
+
+# ---------------------------------------------------------------------------
+# logistic helpers
+# ---------------------------------------------------------------------------
+@njit(cache=True)
+def _log1pexp(a):
+    # log(1 + exp(a)) without overflow
+    if a > 0.0:
+        return a + np.log1p(np.exp(-a))
+    return np.log1p(np.exp(a))
+
+
+@njit(cache=True)
+def _sigmoid(a):
+    if a >= 0.0:
+        return 1.0 / (1.0 + np.exp(-a))
+    e = np.exp(a)
+    return e / (1.0 + e)
+
+
+@njit(cache=True)
+def _xlogx(t):
+    return t * np.log(t) if t > 0.0 else 0.0
 
 
 class Logistic(Loss):
@@ -67,19 +162,76 @@ class Logistic(Loss):
     task = CLASSIFICATION
     smooth_conjugate = True
     smooth_primal = True
-    jit = LossJit(
-        value=_k.logistic_value,
-        deriv=_k.logistic_deriv,
-        deriv2=_k.logistic_deriv2,
-        conj=_k.logistic_conj,
-        conj_grad=_k.logistic_conj_grad,
-        conj_hess=_k.logistic_conj_hess,
-        conj_lower=_k.cls_conj_lower,
-        conj_upper=_k.cls_conj_upper,
-    )
+
+    @kernel
+    def value(y, z, params):
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            out[i] = _log1pexp(-y[i] * z[i])
+        return out
+
+    @kernel
+    def deriv(y, z, params):
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            out[i] = -y[i] * _sigmoid(-y[i] * z[i])
+        return out
+
+    @kernel
+    def deriv2(y, z, params):
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            s = _sigmoid(y[i] * z[i])
+            out[i] = s * (1.0 - s)
+        return out
+
+    @kernel
+    def conj(y, u, params):
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            t = -y[i] * u[i]
+            if 0.0 <= t <= 1.0:
+                out[i] = _xlogx(t) + _xlogx(1.0 - t)
+            else:
+                out[i] = INF
+        return out
+
+    @kernel
+    def conj_grad(y, u, params):
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            t = -y[i] * u[i]
+            if 0.0 < t < 1.0:
+                out[i] = -y[i] * (np.log(t) - np.log1p(-t))
+            elif t == 0.0:
+                out[i] = y[i] * INF
+            elif t == 1.0:
+                out[i] = -y[i] * INF
+            else:
+                out[i] = np.nan
+        return out
+
+    @kernel
+    def conj_hess(y, u, params):
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            t = -y[i] * u[i]
+            if 0.0 < t < 1.0:
+                out[i] = 1.0 / (t * (1.0 - t))
+            else:
+                out[i] = INF
+        return out
+
+    conj_lower = staticmethod(cls_conj_lower)
+    conj_upper = staticmethod(cls_conj_upper)
 
     def deriv_lipschitz(self) -> float:
         return 0.25
+
+    def cvxpy_expr(self, y, z, w=None):
+        import cvxpy as cp
+
+        return cp.sum(_weighted(cp.logistic(-cp.multiply(y, z)), w))
 
 
 class Squared(Loss):
@@ -93,19 +245,47 @@ class Squared(Loss):
     task = REGRESSION
     smooth_conjugate = True
     smooth_primal = True
-    jit = LossJit(
-        value=_k.squared_value,
-        deriv=_k.squared_deriv,
-        deriv2=_k.squared_deriv2,
-        conj=_k.squared_conj,
-        conj_grad=_k.squared_conj_grad,
-        conj_hess=_k.squared_conj_hess,
-        conj_lower=_k.unbounded_lower,
-        conj_upper=_k.unbounded_upper,
-    )
+
+    @kernel
+    def value(y, z, params):
+        r = y - z
+        return r * r
+
+    @kernel
+    def deriv(y, z, params):
+        return 2.0 * (z - y)
+
+    @kernel
+    def deriv2(y, z, params):
+        return np.full(y.shape[0], 2.0)
+
+    @kernel
+    def conj(y, u, params):
+        return u * y + 0.25 * u * u
+
+    @kernel
+    def conj_grad(y, u, params):
+        return y + 0.5 * u
+
+    @kernel
+    def conj_hess(y, u, params):
+        return np.full(y.shape[0], 0.5)
+
+    @kernel
+    def conj_lower(y, params):
+        return np.full(y.shape[0], -INF)
+
+    @kernel
+    def conj_upper(y, params):
+        return np.full(y.shape[0], INF)
 
     def deriv_lipschitz(self) -> float:
         return 2.0
+
+    def cvxpy_expr(self, y, z, w=None):
+        import cvxpy as cp
+
+        return cp.sum_squares(y - z) if w is None else cp.sum(_weighted(cp.square(y - z), w))
 
 
 class EpsInsensitive(Loss):
@@ -115,6 +295,7 @@ class EpsInsensitive(Loss):
     :math:`|u| \le 1`, non-differentiable at 0; constrained form (eq. 35):
     :math:`\ell_0^* = yu + \varepsilon(u + 2\tilde u)` with
     :math:`u - 1 \le 0,\ -1 - u \le 0,\ -\tilde u \le 0,\ -u - \tilde u \le 0`.
+    ``params = [eps]``.
     """
 
     name = "eps_insensitive"
@@ -126,24 +307,114 @@ class EpsInsensitive(Loss):
     linear_conjugate = True
     n_aux = 1
     n_cons = 4
-    jit = LossJit(
-        value=_k.eps_value,
-        deriv=_k.eps_deriv,
-        deriv2=_k.zeros_like,
-        conj=_k.eps_conj,
-        conj_grad=_k.eps_conj_grad,
-        conj_hess=_k.zeros_like,
-        conj_lower=_k.unit_lower,
-        conj_upper=_k.unit_upper,
-    )
-    constrained = ConstrainedConjugate(
-        l0=_k.eps_l0,
-        l0_grad=_k.eps_l0_grad,
-        l0_hess=_k.eps_l0_hess,
-        cons=_k.eps_cons,
-        cons_grad=_k.eps_cons_grad,
-        cons_hess=_k.eps_cons_hess,
-    )
+
+    @kernel
+    def value(y, z, params):
+        eps = params[0]
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            out[i] = max(abs(y[i] - z[i]) - eps, 0.0)
+        return out
+
+    @kernel
+    def deriv(y, z, params):
+        eps = params[0]
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            r = z[i] - y[i]
+            if r > eps:
+                out[i] = 1.0
+            elif r < -eps:
+                out[i] = -1.0
+            else:
+                out[i] = 0.0
+        return out
+
+    @kernel
+    def conj(y, u, params):
+        eps = params[0]
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            if -1.0 <= u[i] <= 1.0:
+                out[i] = y[i] * u[i] + eps * abs(u[i])
+            else:
+                out[i] = INF
+        return out
+
+    @kernel
+    def conj_grad(y, u, params):
+        eps = params[0]
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            out[i] = y[i] + eps * np.sign(u[i])
+        return out
+
+    @kernel
+    def conj_lower(y, params):
+        return np.full(y.shape[0], -1.0)
+
+    @kernel
+    def conj_upper(y, params):
+        return np.full(y.shape[0], 1.0)
+
+    # constrained form (B' = 1, B = 4), eq. (35):
+    #   l0* = y u + eps (u + 2 ut);  h = (u - 1, -1 - u, -ut, -u - ut)
+    @kernel
+    def l0(y, u, ut, params):
+        eps = params[0]
+        return y * u + eps * (u + 2.0 * ut[:, 0])
+
+    @kernel
+    def l0_grad(y, u, ut, params):
+        eps = params[0]
+        out = np.empty((y.shape[0], 2))
+        for i in range(y.shape[0]):
+            out[i, 0] = y[i] + eps
+            out[i, 1] = 2.0 * eps
+        return out
+
+    @kernel
+    def l0_hess(y, u, ut, params):
+        return np.zeros((y.shape[0], 2, 2))
+
+    @kernel
+    def cons(y, u, ut, params):
+        out = np.empty((y.shape[0], 4))
+        for i in range(y.shape[0]):
+            out[i, 0] = u[i] - 1.0
+            out[i, 1] = -1.0 - u[i]
+            out[i, 2] = -ut[i, 0]
+            out[i, 3] = -u[i] - ut[i, 0]
+        return out
+
+    @kernel
+    def cons_grad(y, u, ut, params):
+        out = np.zeros((y.shape[0], 4, 2))
+        for i in range(y.shape[0]):
+            out[i, 0, 0] = 1.0
+            out[i, 1, 0] = -1.0
+            out[i, 2, 1] = -1.0
+            out[i, 3, 0] = -1.0
+            out[i, 3, 1] = -1.0
+        return out
+
+    @kernel
+    def cons_hess(y, u, ut, params):
+        return np.zeros((y.shape[0], 4, 2, 2))
+
+    def cvxpy_expr(self, y, z, w=None):
+        import cvxpy as cp
+
+        return cp.sum(_weighted(cp.pos(cp.abs(y - z) - self.eps), w))
+
+
+def _weighted(terms, w):
+    """The per-sample terms of a cvxpy loss, times the sample weights ``w`` (if any)."""
+    if w is None:
+        return terms
+    import cvxpy as cp
+
+    return cp.multiply(w, terms)
 
 
 BUILTIN_LOSSES = (Hinge, Logistic, Squared, EpsInsensitive)

@@ -1,10 +1,13 @@
 r"""Reference solutions of the MKL primal with cvxpy + Clarabel (the ``test`` extra).
 
-Independent of mklkit's component code: losses and regularizers are written
-here directly as cvxpy expressions, by name; :func:`formulation` maps a
-problem's components to them and checks the mapping against the component
-kernels before it is trusted (the engine kit, :mod:`mklkit.testing.engines`,
-uses it).  Importing this module imports cvxpy.  Each Gram matrix is factored,
+The loss and the regularizer give their own cvxpy expressions
+(``cvxpy_expr``, see :class:`mklkit.components.base.Loss` and
+:class:`~mklkit.components.base.Regularizer`); :func:`formulation` asks a
+problem's components for them and checks each expression against the
+component's kernels at a random point before it is trusted (the engine kit,
+:mod:`mklkit.testing.engines`, uses it).  A plugin's component with a
+``cvxpy_expr`` gets a conic reference like a built-in.  Importing this module
+imports cvxpy.  Each Gram matrix is factored,
 :math:`K_m \approx L_m L_m^\top` (eigendecomposition, eigenvalues below
 ``eig_tol`` times the largest dropped), and the problem is solved in
 :math:`\beta_m = L_m^\top\alpha_m`, for which :math:`K_m\alpha_m = L_m\beta_m`
@@ -14,22 +17,14 @@ and :math:`\|\alpha_m\|_{K_m} = \|\beta_m\|_2`:
     \min_{\beta, b}\ \sum_i \ell\big(y_i, \textstyle\sum_m (L_m\beta_m)_i + b\big)
         + \sum_m \tilde g_C(\|\beta_m\|_2).
 
-Losses: ``logistic`` :math:`\log(1+e^{-yz})`, ``squared`` :math:`(y-z)^2`,
-``hinge`` :math:`\max(0, 1-yz)`, ``eps_insensitive`` :math:`\max(0, |y-z|-\varepsilon)`,
-the two losses of the ``mklkit-huber`` example plugin, ``huber``
-(:math:`\tfrac12 r^2` for :math:`|r| \le \delta`, :math:`\delta(|r| - \tfrac\delta2)` beyond)
-and ``squared_hinge`` :math:`\tfrac12\max(0, 1-yz)^2`, and the test suite's
-third-party ``pinball`` :math:`\tau(y-z)_+ + (1-\tau)(z-y)_+`.
-Regularizers :math:`\tilde g_C(x)`: ``l1`` :math:`Cx`, ``elasticnet``
-:math:`C((1-\lambda)x + \tfrac{\lambda}{2}x^2)`, ``lq`` :math:`\tfrac{C}{q}x^q`,
-``uniform`` :math:`\tfrac{C}{2}x^2`, ``kl`` :math:`C\,g(x^2)` through its
-Tikhonov form :math:`g(x^2) = \min_{d>0} \frac{x^2}{2d} + \frac12(d\log\frac d{d_0} - d + d_0)`
-(``docs/kl_regularizer.md``; an exponential cone per kernel), and
+Components are given as instances, or by their registered names with their
+parameters as keywords (``solve_reference(K, y, "eps_insensitive", "lq", C,
+eps=0.1, q=1.5)``).  Two regularizer names are forms of the kernel weights
+(:class:`~mklkit.components.base.WeightNorm`), not components:
 ``squared_l1`` :math:`\tfrac{C}{2}(\sum_m x_m)^2`, the squared block 1-norm of
 SimpleMKL (SpicyMKL eq. 5), which is not separable over kernels, and
 ``weight_pnorm`` :math:`C\tfrac34(2\lambda)^{1/3}\|x\|_s^{4/3}`, :math:`s = 2p/(p+1)`,
-the squared p-norm penalty of the kernel weights (SMO-MKL eq. 1;
-:class:`~mklkit.components.base.WeightNorm`).
+the squared p-norm penalty of the kernel weights (SMO-MKL eq. 1).
 
 Clarabel is asked for gap and feasibility tolerances ``tol``; when it stops
 at "optimal_inaccurate", the solve is repeated with 10x and 100x looser
@@ -43,13 +38,26 @@ from dataclasses import dataclass
 import cvxpy as cp
 import numpy as np
 
+from ..components.base import Loss, Regularizer, WeightNorm
 from ..engines import common
+from ..plugins import get_registry
 
 __all__ = ["ReferenceSolution", "ReferenceError", "factor_bank", "solve_reference",
-           "primal_objective_numpy", "formulation", "LOSSES", "REGULARIZERS"]
+           "primal_objective_numpy", "formulation"]
 
-LOSSES = ("logistic", "squared", "hinge", "eps_insensitive", "huber", "squared_hinge", "pinball")
-REGULARIZERS = ("l1", "elasticnet", "lq", "uniform", "kl", "squared_l1", "weight_pnorm")
+#: The regularizer names that are forms of the kernel weights, with their parameters.
+_WEIGHT_NORM_FORMS = {"squared_l1": (), "weight_pnorm": ("p", "lam")}
+
+
+def __getattr__(name: str):
+    # LOSSES, REGULARIZERS: the names with a conic formulation (registered components
+    # with a cvxpy_expr, and the kernel-weight forms)
+    if name in ("LOSSES", "REGULARIZERS"):
+        kind, base = ("loss", Loss) if name == "LOSSES" else ("regularizer", Regularizer)
+        names = [n for n in get_registry().names(kind)
+                 if get_registry().get(kind, n).cvxpy_expr is not base.cvxpy_expr]
+        return tuple(names) + (tuple(_WEIGHT_NORM_FORMS) if kind == "regularizer" else ())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ReferenceError(RuntimeError):
@@ -96,72 +104,31 @@ def factor_bank(K: np.ndarray, eig_tol: float = 1e-10):
     return out
 
 
-def _loss_expr(name: str, y: np.ndarray, z, eps: float | None, delta: float | None = None,
-               tau: float | None = None, w: np.ndarray | None = None):
-    """The loss :math:`\\sum_i w_i\\ell(y_i, z_i)` (``w`` None: all 1) as a cvxpy expression."""
-    def total(terms):
-        return cp.sum(terms) if w is None else cp.sum(cp.multiply(w, terms))
-
-    if name == "logistic":
-        return total(cp.logistic(-cp.multiply(y, z)))
-    if name == "squared":
-        return cp.sum_squares(y - z) if w is None else total(cp.square(y - z))
-    if name == "hinge":
-        return total(cp.pos(1 - cp.multiply(y, z)))
-    if name == "eps_insensitive":
-        if eps is None:
-            raise ValueError("eps_insensitive needs eps")
-        return total(cp.pos(cp.abs(y - z) - eps))
-    if name == "huber":
-        if delta is None:
-            raise ValueError("huber needs delta")
-        return 0.5 * total(cp.huber(z - y, delta))      # cvxpy's huber is twice ours
-    if name == "squared_hinge":
-        r = cp.pos(1 - cp.multiply(y, z))
-        return 0.5 * (cp.sum_squares(r) if w is None else total(cp.square(r)))
-    if name == "pinball":
-        if tau is None:
-            raise ValueError("pinball needs tau")
-        return total(tau * cp.pos(y - z) + (1 - tau) * cp.pos(z - y))
-    raise ValueError(f"unknown loss {name!r}; known: {', '.join(LOSSES)}")
-
-
-def _reg_expr(name: str, norms, squares, C: float, lam: float | None, q: float | None,
-              betas=None, d0: float | None = None, p: float | None = None):
-    if name == "l1":
-        return C * cp.sum(cp.hstack(norms))
-    if name == "elasticnet":
-        if lam is None:
-            raise ValueError("elasticnet needs lam")
-        return C * ((1 - lam) * cp.sum(cp.hstack(norms)) + lam / 2 * cp.sum(cp.hstack(squares)))
-    if name == "lq":
-        if q is None or q < 1:
-            raise ValueError("lq needs q >= 1")
-        if q == 2:
-            return C / 2 * cp.sum(cp.hstack(squares))
-        return C / q * cp.sum(cp.hstack([cp.power(n, q) for n in norms]))
-    if name == "uniform":
-        return C / 2 * cp.sum(cp.hstack(squares))
-    if name == "squared_l1":
-        return C / 2 * cp.square(cp.sum(cp.hstack(norms)))
-    if name == "weight_pnorm":
-        if p is None or lam is None or p <= 1:
+def _resolve(kind: str, spec, params: dict):
+    """The component (or kernel-weight form) ``spec`` names, made with the parameters of
+    ``params`` that it declares; ``spec`` itself when it is not a name."""
+    if not isinstance(spec, str):
+        return spec
+    given = {k: v for k, v in params.items() if v is not None}
+    if kind == "regularizer" and spec in _WEIGHT_NORM_FORMS:
+        if spec == "squared_l1":
+            return WeightNorm(1.0)
+        if given.get("p") is None or given.get("lam") is None or given["p"] <= 1:
             raise ValueError("weight_pnorm needs p > 1 and lam")
-        s = 2 * p / (p + 1)
-        return C * 0.75 * (2 * lam) ** (1 / 3) * cp.power(cp.pnorm(cp.hstack(norms), s), 4 / 3)
-    if name == "kl":
-        if d0 is None:
-            raise ValueError("kl needs d0")
-        d = cp.Variable(len(betas), pos=True)
-        terms = [cp.quad_over_lin(beta, d[m]) / 2 for m, beta in enumerate(betas)]
-        return C * (cp.sum(cp.hstack(terms))
-                    + 0.5 * cp.sum(cp.rel_entr(d, d0 * np.ones(len(betas))) - d + d0))
-    raise ValueError(f"unknown regularizer {name!r}; known: {', '.join(REGULARIZERS)}")
+        return WeightNorm(float(given["p"]), float(given["lam"]))
+    cls = get_registry().get(kind, spec)
+    return cls(**{p.name: given[p.name] for p in cls.params if p.name in given})
 
 
-def _reference_problem(factors, y: np.ndarray, loss_name: str, reg_name: str, C: float, *,
-                       lam: float | None, q: float | None, eps: float | None, delta: float | None,
-                       d0: float | None, tau: float | None, p: float | None, bias: bool,
+def _expression(component, *args):
+    expr = component.cvxpy_expr(*args)
+    if expr is NotImplemented:
+        raise ValueError(f"{getattr(component, 'name', component)!r} has no cvxpy expression "
+                         "(cvxpy_expr)")
+    return expr
+
+
+def _reference_problem(factors, y: np.ndarray, loss, reg, C: float, *, bias: bool,
                        sample_weight: np.ndarray | None):
     r"""The cvxpy problem of the MKL primal on the factors :math:`K_m \approx L_m L_m^\top`, with its
     block variables :math:`\beta_m` and its bias variable (``None`` without a bias)."""
@@ -173,8 +140,7 @@ def _reference_problem(factors, y: np.ndarray, loss_name: str, reg_name: str, C:
     norms = [cp.norm(beta, 2) for beta in betas]
     squares = [cp.sum_squares(beta) for beta in betas]
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    objective = _loss_expr(loss_name, y, z, eps, delta, tau, w) + _reg_expr(
-        reg_name, norms, squares, C, lam, q, betas, d0, p)
+    objective = _expression(loss, y, z, w) + _expression(reg, norms, squares, C, betas)
     return cp.Problem(cp.Minimize(objective)), betas, b
 
 
@@ -228,14 +194,15 @@ def solve_reference(
     K : ndarray (M, N, N)
         Symmetric positive semidefinite Gram bank.
     y : ndarray (N,)
-    loss_name : ``"logistic"``, ``"squared"``, ``"hinge"`` or ``"eps_insensitive"``
-    reg_name : ``"l1"``, ``"elasticnet"``, ``"lq"`` or ``"uniform"``
+    loss_name : loss, or the registered name of one
+    reg_name : regularizer or :class:`~mklkit.components.base.WeightNorm`, or the
+        registered name of a regularizer, or ``"squared_l1"`` / ``"weight_pnorm"``
     C : float
     lam, q, eps, delta, d0, tau, p : float, optional
-        Elastic-net mixing λ (and the λ of ``weight_pnorm``), block-norm
-        exponent q, ε of the ε-insensitive loss, δ of the Huber loss, reference
-        weight :math:`d_0` of ``kl``, quantile τ of the pinball loss, the p of
-        ``weight_pnorm``.
+        The parameters of components given by name (each goes to the component
+        that declares it): elastic-net mixing λ (and the λ of ``weight_pnorm``),
+        block-norm exponent q, ε of the ε-insensitive loss, δ of the Huber
+        loss, reference weight :math:`d_0` of ``kl``, the p of ``weight_pnorm``.
     bias : bool
     eig_tol : float
         Relative eigenvalue cut-off of the factorization.
@@ -251,15 +218,16 @@ def solve_reference(
         When Clarabel's status is not optimal.
     """
     y = np.asarray(y, dtype=np.float64)
+    params = dict(lam=lam, q=q, eps=eps, delta=delta, d0=d0, tau=tau, p=p)
+    loss, reg = _resolve("loss", loss_name, params), _resolve("regularizer", reg_name, params)
     factors = factor_bank(K, eig_tol)
-    prob, betas, b = _reference_problem(factors, y, loss_name, reg_name, C, lam=lam, q=q, eps=eps,
-                                        delta=delta, d0=d0, tau=tau, p=p, bias=bias,
+    prob, betas, b = _reference_problem(factors, y, loss, reg, C, bias=bias,
                                         sample_weight=sample_weight)
     used = _solve_with_retries(prob, tol)
     if prob.status != cp.OPTIMAL:
         raise ReferenceError(
-            f"Clarabel status {prob.status!r} (not optimal) for {loss_name} x {reg_name}, "
-            f"C={C}, lam={lam}, q={q}, eps={eps}, delta={delta}, d0={d0}, p={p}")
+            f"Clarabel status {prob.status!r} (not optimal) for {_describe(loss)} x "
+            f"{_describe(reg)}, C={C}")
     alpha = np.array([back @ beta.value for (_, back), beta in zip(factors, betas)])
     return ReferenceSolution(
         objective=float(prob.value),
@@ -289,111 +257,77 @@ def primal_objective_numpy(
     p: float | None = None,
     sample_weight: np.ndarray | None = None,
 ) -> float:
-    """The same primal objective in plain numpy (for checking any solution); ``sample_weight``
-    weights the loss terms."""
+    """The same primal objective from the components' kernels (for checking any solution);
+    components are given as in :func:`solve_reference`; ``sample_weight`` weights the loss
+    terms."""
+    params = dict(lam=lam, q=q, eps=eps, delta=delta, d0=d0, tau=tau, p=p)
+    loss, reg = _resolve("loss", loss_name, params), _resolve("regularizer", reg_name, params)
     K = np.asarray(K, dtype=np.float64)
-    z = np.einsum("mij,mj->i", K, alpha) + b
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    z = np.ascontiguousarray(np.einsum("mij,mj->i", K, alpha) + b)
     x = np.sqrt(np.maximum(np.einsum("mi,mij,mj->m", alpha, K, alpha), 0.0))
-    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-
-    def wsum(terms):
-        return float(np.sum(terms if w is None else w * terms))
-
-    if loss_name == "logistic":
-        loss = wsum(np.logaddexp(0.0, -y * z))
-    elif loss_name == "squared":
-        loss = wsum((y - z) ** 2)
-    elif loss_name == "hinge":
-        loss = wsum(np.maximum(0.0, 1 - y * z))
-    elif loss_name == "eps_insensitive":
-        loss = wsum(np.maximum(0.0, np.abs(y - z) - eps))
-    elif loss_name == "huber":
-        r = np.abs(z - y)
-        loss = wsum(np.where(r <= delta, 0.5 * r**2, delta * (r - 0.5 * delta)))
-    elif loss_name == "squared_hinge":
-        loss = 0.5 * wsum(np.maximum(0.0, 1 - y * z) ** 2)
-    elif loss_name == "pinball":
-        loss = wsum(np.maximum(tau * (y - z), (tau - 1) * (y - z)))
-    else:
-        raise ValueError(f"unknown loss {loss_name!r}")
-    if reg_name == "l1":
-        reg = C * np.sum(x)
-    elif reg_name == "elasticnet":
-        reg = C * np.sum((1 - lam) * x + lam / 2 * x**2)
-    elif reg_name == "lq":
-        reg = C / q * np.sum(x**q)
-    elif reg_name == "uniform":
-        reg = C / 2 * np.sum(x**2)
-    elif reg_name == "squared_l1":
-        reg = C / 2 * np.sum(x) ** 2
-    elif reg_name == "weight_pnorm":
-        s = 2 * p / (p + 1)
-        reg = C * 0.75 * (2 * lam) ** (1 / 3) * np.sum(x ** s) ** (4 / (3 * s))
-    elif reg_name == "kl":
-        from scipy.special import lambertw
-
-        t = x**2
-        d = d0 * np.exp(np.real(lambertw(2 * t / d0**2)) / 2)
-        reg = C * np.sum(t / d - (d - d0) / 2)
-    else:
-        raise ValueError(f"unknown regularizer {reg_name!r}")
-    return float(loss + reg)
+    terms = np.asarray(loss.jit.value(y, z, loss.param_vector), dtype=np.float64)
+    value = float(np.sum(terms if sample_weight is None
+                         else np.asarray(sample_weight, dtype=np.float64) * terms))
+    return value + _regularizer_value(reg, x, C)
 
 
-#: The parameters each named formulation takes from the component.
-_LOSS_PARAMS = {"eps_insensitive": ("eps",), "huber": ("delta",), "pinball": ("tau",)}
-_REG_PARAMS = {"elasticnet": ("lam",), "lq": ("q",), "kl": ("d0",)}
+def _regularizer_value(reg, norms: np.ndarray, C: float) -> float:
+    r""":math:`\sum_m \tilde g_C(x_m)` of a regularizer, or the value of its kernel-weight form."""
+    wn = reg if isinstance(reg, WeightNorm) else getattr(reg, "weight_norm", None)
+    if wn is not None:
+        return float(wn.value(norms, C))
+    return float(common.regularizer_value(reg, np.ascontiguousarray(norms, dtype=np.float64), C))
+
+
+def _describe(component) -> str:
+    describe = getattr(component, "describe", None)
+    return describe() if describe is not None else repr(component)
+
+
+def _value_of(expr) -> float:
+    """The value of a cvxpy expression of constants; one that has auxiliary variables (a
+    minimum over them, like the Tikhonov form of ``kl``) is minimized over them."""
+    if not expr.variables():
+        return float(expr.value)
+    prob = cp.Problem(cp.Minimize(expr))
+    prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12)
+    return float(prob.value)
 
 
 def formulation(problem) -> dict | None:
-    """The named formulation of ``problem``'s loss and regularizer, or ``None``.
+    """The conic formulation of ``problem``'s loss and regularizer, or ``None``.
 
-    The names and parameters of the components pick the cvxpy expressions
-    (a regularizer that couples the blocks by its ``weight_norm``); the
-    mapping is used only if :func:`primal_objective_numpy` with it agrees
-    with the components' own jitted functions at a random point (so a third-party
-    component that shares a name but not the mathematics gets no conic
-    reference).
+    The components give their cvxpy expressions (``cvxpy_expr``; a regularizer that
+    couples the blocks by its ``weight_norm`` has that form's).  An expression is used
+    only if it agrees with the component's own kernels at a random point, so a
+    component whose expression is wrong gets no conic reference.
 
     Returns
     -------
     dict or None
-        ``{"loss": name, "reg": name, "params": {...}}`` for
-        :func:`solve_reference`.
+        ``{"loss": loss, "reg": regularizer, "params": {}}`` for :func:`solve_reference`.
     """
     loss, reg = problem.loss, problem.regularizer
-    if loss.name not in LOSSES:
-        return None
-    params = {k: float(v) for k, v in loss.get_params().items()
-              if k in _LOSS_PARAMS.get(loss.name, ())}
-    wn = getattr(reg, "weight_norm", None)
-    if getattr(reg, "separable", True) and reg.name in REGULARIZERS:
-        reg_name = reg.name
-        params.update({k: float(v) for k, v in reg.get_params().items()
-                       if k in _REG_PARAMS.get(reg.name, ())})
-    elif wn is not None and wn.lam is None and float(wn.p) == 1.0:
-        reg_name = "squared_l1"
-    elif wn is not None and wn.lam is not None and float(wn.p) > 1.0:
-        reg_name = "weight_pnorm"
-        params.update(p=float(wn.p), lam=float(wn.lam))
-    else:
-        return None
     rng = np.random.default_rng(0)
     alpha = rng.normal(0.0, 0.3, (problem.n_kernels, problem.n_samples))
     b = 0.1 if problem.bias else 0.0
     try:
-        K = np.asarray(problem.K)
-        ours = common.loss_value(loss, problem.y, common.predict(problem.bank, alpha, b))
-        norms = common.block_norms(problem.bank, alpha)
-        ours += (common.regularizer_value(reg, norms, problem.C) if reg_name in _SEPARABLE
-                 else wn.value(norms, problem.C))
-        theirs = primal_objective_numpy(K, problem.y, alpha, b, loss.name, reg_name, problem.C,
-                                        **params)
+        y = np.asarray(problem.y, dtype=np.float64)
+        z = common.predict(problem.bank, alpha, b)
+        ours = common.loss_value(loss, y, z)
+        theirs = _value_of(_expression(loss, y, np.asarray(z), None))
+        if not abs(ours - theirs) <= 1e-9 * max(abs(ours), abs(theirs), 1.0):
+            return None
+        x = np.asarray(common.block_norms(problem.bank, alpha), dtype=np.float64)
+        ours = _regularizer_value(reg, x, problem.C)
+        betas = [np.array([xm]) for xm in x]
+        expr = _expression(reg, [cp.norm(bm, 2) for bm in betas],
+                           [cp.sum_squares(bm) for bm in betas], problem.C, betas)
+        rtol = 1e-9 if not expr.variables() else 1e-7
+        theirs = _value_of(expr)
     except Exception:  # noqa: BLE001 - no formulation then
         return None
-    if not abs(ours - theirs) <= 1e-9 * max(abs(ours), abs(theirs), 1.0):
+    if not abs(ours - theirs) <= rtol * max(abs(ours), abs(theirs), 1.0):
         return None
-    return {"loss": loss.name, "reg": reg_name, "params": params}
-
-
-_SEPARABLE = ("l1", "elasticnet", "lq", "uniform", "kl")
+    return {"loss": loss, "reg": reg, "params": {}}

@@ -9,17 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from mklkit.components.base import (
-    CLASSIFICATION,
-    REGRESSION,
-    BregmanJit,
-    ConstrainedConjugate,
-    Loss,
-    LossJit,
-    Param,
-    Regularizer,
-    RegularizerJit,
-)
+from mklkit.components.base import CLASSIFICATION, REGRESSION, Loss, Param, Regularizer
 
 INF = np.inf
 
@@ -73,7 +63,8 @@ class RefSquared(Loss):
     name = "ref_squared"
     description = "squared loss (reference)"
     task = REGRESSION
-    jit = LossJit(sq_value, sq_deriv, ones, sq_conj, sq_conj_grad, ones, lower_inf, upper_inf)
+    value, deriv, deriv2, conj, conj_grad, conj_hess, conj_lower, conj_upper = map(
+        staticmethod, (sq_value, sq_deriv, ones, sq_conj, sq_conj_grad, ones, lower_inf, upper_inf))
 
     def deriv_lipschitz(self) -> float:
         return 1.0
@@ -154,8 +145,8 @@ class RefLogistic(Loss):
     name = "ref_logistic"
     description = "logistic loss (reference)"
     task = CLASSIFICATION
-    jit = LossJit(lg_value, lg_deriv, lg_deriv2, lg_conj, lg_conj_grad, lg_conj_hess,
-                          cls_lower, cls_upper)
+    value, deriv, deriv2, conj, conj_grad, conj_hess, conj_lower, conj_upper = map(
+        staticmethod, (lg_value, lg_deriv, lg_deriv2, lg_conj, lg_conj_grad, lg_conj_hess, cls_lower, cls_upper))
 
     def deriv_lipschitz(self) -> float:
         return 0.25
@@ -250,10 +241,10 @@ class RefEpsInsensitive(Loss):
     smooth_primal = False
     n_aux = 1
     n_cons = 4
-    jit = LossJit(ei_value, ei_deriv, zeros, ei_conj, ei_conj_grad, zeros,
-                          unit_lower, unit_upper)
-    constrained = ConstrainedConjugate(ei_l0, ei_l0_grad, ei_l0_hess,
-                                       ei_cons, ei_cons_grad, ei_cons_hess)
+    value, deriv, deriv2, conj, conj_grad, conj_hess, conj_lower, conj_upper = map(
+        staticmethod, (ei_value, ei_deriv, zeros, ei_conj, ei_conj_grad, zeros, unit_lower, unit_upper))
+    l0, l0_grad, l0_hess, cons, cons_grad, cons_hess = map(
+        staticmethod, (ei_l0, ei_l0_grad, ei_l0_hess, ei_cons, ei_cons_grad, ei_cons_hess))
 
 
 # ---------------------------------------------------------------------------
@@ -350,8 +341,8 @@ class RefElasticNet(Regularizer):
     name = "ref_elasticnet"
     description = "elastic net (reference)"
     params = (Param("lam", 0.5, "weight of the squared part", low=0.0, high=1.0),)
-    jit = RegularizerJit(en_value, en_prox, en_prox_deriv, en_conj, en_conj_grad, en_conj_hess,
-                                 en_env, en_prox, en_prox_deriv, en_weight, en_penalty)
+    value, prox, prox_deriv, conj, conj_grad, conj_hess, env, env_grad, env_hess, weight, penalty = map(
+        staticmethod, (en_value, en_prox, en_prox_deriv, en_conj, en_conj_grad, en_conj_hess, en_env, en_prox, en_prox_deriv, en_weight, en_penalty))
 
     @property
     def smooth_conjugate(self) -> bool:
@@ -391,7 +382,8 @@ class RefElasticNetBregman(RefElasticNet):
     """RefElasticNet with a Bregman form."""
 
     name = "ref_elasticnet_bregman"
-    bregman = BregmanJit(kl_F, kl_f, kl_finv, kl_d0)
+    bregman_F, bregman_f, bregman_finv, bregman_d0 = map(
+        staticmethod, (kl_F, kl_f, kl_finv, kl_d0))
 
 
 # ---------------------------------------------------------------------------
@@ -492,8 +484,10 @@ class RefPinball(Loss):
     smooth_primal = False
     n_aux = 0
     n_cons = 2
-    jit = LossJit(pb_value, pb_deriv, zeros, pb_conj, pb_conj_grad, zeros, pb_lower, pb_upper)
-    constrained = ConstrainedConjugate(pb_l0, pb_l0_grad, pb_l0_hess, pb_cons, pb_cons_grad, pb_cons_hess)
+    value, deriv, deriv2, conj, conj_grad, conj_hess, conj_lower, conj_upper = map(
+        staticmethod, (pb_value, pb_deriv, zeros, pb_conj, pb_conj_grad, zeros, pb_lower, pb_upper))
+    l0, l0_grad, l0_hess, cons, cons_grad, cons_hess = map(
+        staticmethod, (pb_l0, pb_l0_grad, pb_l0_hess, pb_cons, pb_cons_grad, pb_cons_hess))
 
 
 # ---------------------------------------------------------------------------
@@ -577,8 +571,8 @@ class RefHuberNorm(Regularizer):
     name = "ref_huber_norm"
     description = "Huber function of the block norm (reference)"
     params = (Param("delta", 1.0, "end of the quadratic part", low=0.0, low_open=True),)
-    jit = RegularizerJit(hn_value, hn_prox, hn_prox_deriv, hn_conj, hn_conj_grad, hn_conj_hess,
-                                 hn_env, hn_prox, hn_prox_deriv, hn_weight, hn_penalty)
+    value, prox, prox_deriv, conj, conj_grad, conj_hess, env, env_grad, env_hess, weight, penalty = map(
+        staticmethod, (hn_value, hn_prox, hn_prox_deriv, hn_conj, hn_conj_grad, hn_conj_hess, hn_env, hn_prox, hn_prox_deriv, hn_weight, hn_penalty))
 
     @property
     def sparse(self) -> bool:

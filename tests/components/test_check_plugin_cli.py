@@ -10,7 +10,6 @@ import pytest
 
 from mklkit import plugins as plugins_mod
 from mklkit.cli import main
-from mklkit.components.base import LossJit
 from mklkit.components.params import ParamError
 from mklkit.plugins import ComponentValidationError, PluginWarning, Registry, get_registry, hookimpl
 
@@ -156,7 +155,7 @@ def _conj_hess_without_njit(y, u, params):
 class UnjittedPinball(RefPinball):
     name = "pinball"
     description = "pinball loss with one kernel left without @njit"
-    jit = LossJit(*RefPinball.jit[:5], _conj_hess_without_njit, *RefPinball.jit[6:])
+    conj_hess = staticmethod(_conj_hess_without_njit)
 
 
 class _EntryPoint:
@@ -185,7 +184,7 @@ def test_broken_plugin_says_why_it_has_no_components(broken_pinball, capsys, nam
         warnings.simplefilter("error")
         code, out, err = run_cli(["check-plugin", name], capsys)
     one_line_error(code, err, "plugin 'pinball' (mklkit-pinball 0.1.0) could not be loaded",
-                   "ComponentValidationError", "jit.conj_hess must be numba-jitted functions")
+                   "ComponentValidationError", "conj_hess must be numba-jitted functions")
     assert out == ""
 
 

@@ -11,90 +11,7 @@ knows this class.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
-
-from mklkit.components.base import REGRESSION, ConstrainedConjugate, Loss, LossJit, Param
-
-
-@njit(cache=True)
-def value(y, z, params):
-    tau = params[0]
-    r = y - z
-    return np.maximum(tau * r, (tau - 1.0) * r)
-
-
-@njit(cache=True)
-def deriv(y, z, params):
-    tau = params[0]
-    return np.where(z > y, 1.0 - tau, -tau)
-
-
-@njit(cache=True)
-def zeros(y, z, params):
-    return np.zeros(y.shape[0])
-
-
-@njit(cache=True)
-def conj(y, u, params):
-    tau = params[0]
-    out = np.empty(y.shape[0])
-    for i in range(y.shape[0]):
-        out[i] = y[i] * u[i] if -tau <= u[i] <= 1.0 - tau else np.inf
-    return out
-
-
-@njit(cache=True)
-def conj_grad(y, u, params):
-    return y.copy()
-
-
-@njit(cache=True)
-def conj_lower(y, params):
-    return np.full(y.shape[0], -params[0])
-
-
-@njit(cache=True)
-def conj_upper(y, params):
-    return np.full(y.shape[0], 1.0 - params[0])
-
-
-@njit(cache=True)
-def l0(y, u, ut, params):
-    return y * u
-
-
-@njit(cache=True)
-def l0_grad(y, u, ut, params):
-    out = np.empty((y.shape[0], 1))
-    out[:, 0] = y
-    return out
-
-
-@njit(cache=True)
-def l0_hess(y, u, ut, params):
-    return np.zeros((y.shape[0], 1, 1))
-
-
-@njit(cache=True)
-def cons(y, u, ut, params):
-    tau = params[0]
-    out = np.empty((y.shape[0], 2))
-    out[:, 0] = -tau - u
-    out[:, 1] = u - (1.0 - tau)
-    return out
-
-
-@njit(cache=True)
-def cons_grad(y, u, ut, params):
-    out = np.empty((y.shape[0], 2, 1))
-    out[:, 0, 0] = -1.0
-    out[:, 1, 0] = 1.0
-    return out
-
-
-@njit(cache=True)
-def cons_hess(y, u, ut, params):
-    return np.zeros((y.shape[0], 2, 1, 1))
+from mklkit.components.base import REGRESSION, Loss, Param, kernel
 
 
 class Pinball(Loss):
@@ -109,8 +26,73 @@ class Pinball(Loss):
     linear_conjugate = True  # y u on [-tau, 0] and on [0, 1 - tau]: the SVM-type dual
     n_aux = 0
     n_cons = 2
-    jit = LossJit(value=value, deriv=deriv, deriv2=zeros, conj=conj,
-                          conj_grad=conj_grad, conj_hess=zeros, conj_lower=conj_lower,
-                          conj_upper=conj_upper)
-    constrained = ConstrainedConjugate(l0=l0, l0_grad=l0_grad, l0_hess=l0_hess, cons=cons,
-                                       cons_grad=cons_grad, cons_hess=cons_hess)
+
+    @kernel
+    def value(y, z, params):
+        tau = params[0]
+        r = y - z
+        return np.maximum(tau * r, (tau - 1.0) * r)
+
+    @kernel
+    def deriv(y, z, params):
+        tau = params[0]
+        return np.where(z > y, 1.0 - tau, -tau)
+
+    @kernel
+    def conj(y, u, params):
+        tau = params[0]
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            out[i] = y[i] * u[i] if -tau <= u[i] <= 1.0 - tau else np.inf
+        return out
+
+    @kernel
+    def conj_grad(y, u, params):
+        return y.copy()
+
+    @kernel
+    def conj_lower(y, params):
+        return np.full(y.shape[0], -params[0])
+
+    @kernel
+    def conj_upper(y, params):
+        return np.full(y.shape[0], 1.0 - params[0])
+
+    @kernel
+    def l0(y, u, ut, params):
+        return y * u
+
+    @kernel
+    def l0_grad(y, u, ut, params):
+        out = np.empty((y.shape[0], 1))
+        out[:, 0] = y
+        return out
+
+    @kernel
+    def l0_hess(y, u, ut, params):
+        return np.zeros((y.shape[0], 1, 1))
+
+    @kernel
+    def cons(y, u, ut, params):
+        tau = params[0]
+        out = np.empty((y.shape[0], 2))
+        out[:, 0] = -tau - u
+        out[:, 1] = u - (1.0 - tau)
+        return out
+
+    @kernel
+    def cons_grad(y, u, ut, params):
+        out = np.empty((y.shape[0], 2, 1))
+        out[:, 0, 0] = -1.0
+        out[:, 1, 0] = 1.0
+        return out
+
+    @kernel
+    def cons_hess(y, u, ut, params):
+        return np.zeros((y.shape[0], 2, 1, 1))
+
+    def cvxpy_expr(self, y, z, w=None):
+        import cvxpy as cp
+
+        terms = self.tau * cp.pos(y - z) + (1 - self.tau) * cp.pos(z - y)
+        return cp.sum(terms) if w is None else cp.sum(cp.multiply(w, terms))

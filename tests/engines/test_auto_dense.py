@@ -229,7 +229,7 @@ class HingeWithoutConjugateForm(Hinge):
     """bcd smooths it through its conjugate; spicy and proximal take neither it nor its form."""
 
     name = "hinge_without_conjugate_form"
-    constrained = None
+    l0 = l0_grad = l0_hess = cons = cons_grad = cons_hess = None
 
 
 def test_inexact_factors_without_a_dense_engine_are_certified_on_the_dense_bank(monkeypatch):

@@ -323,7 +323,7 @@ class NaNProx(ElasticNet):
     """A broken regularizer whose prox is NaN everywhere."""
 
     name = "nan_prox"
-    jit = ElasticNet.jit._replace(prox=lambda v, C, p: np.full(v.shape, np.nan))
+    prox = staticmethod(lambda v, C, p: np.full(v.shape, np.nan))
 
 
 def test_nan_prox_is_a_numerical_error_not_an_exception():
@@ -417,7 +417,6 @@ class SmoothPrimalOnly(Squared):
 
     name = "squared_primal_only"
     smooth_conjugate = False
-    constrained = None
 
 
 def test_auto_prefers_spicy_and_reports_it():
@@ -479,7 +478,7 @@ class NoWay(Hinge):
     """Neither differentiable nor with a conjugate form any engine accepts."""
 
     name = "no_way"
-    constrained = None
+    l0 = l0_grad = l0_hess = cons = cons_grad = cons_hess = None
 
 
 def test_auto_without_an_engine_raises():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from mklkit.components.base import RegularizerJit, WeightNorm
+from mklkit.components.base import WeightNorm
 from mklkit.declaration import declaration_problems
 from mklkit.components.losses import EpsInsensitive, Hinge, Logistic, Squared
 from mklkit.components.regularizers import L1, ElasticNet, Lq, Uniform
@@ -324,23 +324,21 @@ def _nop(a, b, c):
 
 
 def test_envelope_derivatives_are_derived_from_the_prox():
-    k = RegularizerJit(value=_nop, prox=_nop, prox_deriv=_nop, conj=_nop, conj_grad=_nop,
-                           conj_hess=_nop, env=_nop, weight=_nop, penalty=_nop)
-    assert k.env_grad is k.prox and k.env_hess is k.prox_deriv
     for cls in (L1, ElasticNet, Lq, Uniform):
         assert cls.jit.env_grad is cls.jit.prox
         assert cls.jit.env_hess is cls.jit.prox_deriv
-    with pytest.raises(TypeError, match="RegularizerJit needs weight and penalty"):
-        RegularizerJit(_nop, _nop, _nop, _nop, _nop, _nop, _nop)
+
+    class OwnProx(ElasticNet):
+        prox = staticmethod(_nop)
+
+    assert OwnProx.jit.env_grad is _nop and OwnProx.jit.prox is _nop
+    assert OwnProx.jit.env_hess is ElasticNet.jit.prox_deriv
 
 
 class PlainElasticNet(ElasticNet):
-    """The elastic net declared without ``env_grad``/``env_hess`` (module level: it pickles)."""
+    """The elastic net, which writes no ``env_grad``/``env_hess`` kernels (module level: it pickles)."""
 
     name = "plain_en"
-    jit = RegularizerJit(**{f: getattr(ElasticNet.jit, f)
-                                    for f in ElasticNet.jit._fields
-                                    if f not in ("env_grad", "env_hess")})
 
 
 def test_a_regularizer_without_envelope_derivatives_conforms_and_registers():

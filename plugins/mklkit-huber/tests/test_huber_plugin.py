@@ -168,3 +168,45 @@ def test_plugin_module_registers_both_losses() -> None:
     record = reg.registration("loss", "huber")
     assert (record.dist, record.version, record.cls) == ("mklkit-huber", "0.1.0", Huber)
     assert reg.create("loss", {"name": "huber", "delta": 0.5}) == Huber(delta=0.5)
+
+
+# -- the conic reference from the plugin's own cvxpy expression ---------------
+def _small_problem(loss: Loss, seed: int = 0):
+    from mklkit.components.regularizers import ElasticNet
+    from mklkit.problem import Problem
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(40, 3))
+    K = np.array([np.exp(-g * ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)) for g in (0.2, 1.0)])
+    y = np.where(X[:, 0] > 0, 1.0, -1.0) if loss.task == "classification" else X[:, 0] + X[:, 1]
+    return Problem(K=K, y=y, loss=loss, regularizer=ElasticNet(lam=0.5), C=0.3)
+
+
+@pytest.mark.parametrize("loss", [Huber(delta=0.5), SquaredHinge()], ids=repr)
+def test_the_conic_reference_solves_the_plugin_loss(loss: Loss) -> None:
+    conic = pytest.importorskip("mklkit.testing.conic")
+    from mklkit.engines.spicy import Spicy
+
+    pb = _small_problem(loss)
+    spec = conic.formulation(pb)
+    assert spec is not None and spec["loss"] is loss
+    ref = conic.solve_reference(np.asarray(pb.K), pb.y, spec["loss"], spec["reg"], pb.C)
+    ours = Spicy(tol=1e-8).solve(pb)
+    assert ours.objective == pytest.approx(ref.objective, rel=1e-5)
+    assert conic.primal_objective_numpy(np.asarray(pb.K), pb.y, ref.alpha, ref.bias, loss,
+                                        spec["reg"], pb.C) == pytest.approx(ref.objective, rel=1e-6)
+
+
+class _TwiceHuber(Huber):
+    """A Huber loss whose cvxpy expression is cvxpy's huber, twice the loss."""
+
+    def cvxpy_expr(self, y, z, w=None):
+        import cvxpy as cp
+
+        return cp.sum(cp.huber(z - y, self.delta))
+
+
+def test_a_cvxpy_expression_that_disagrees_with_the_kernels_gives_no_reference() -> None:
+    conic = pytest.importorskip("mklkit.testing.conic")
+    assert conic.formulation(_small_problem(Huber(delta=0.5))) is not None
+    assert conic.formulation(_small_problem(_TwiceHuber(delta=0.5))) is None

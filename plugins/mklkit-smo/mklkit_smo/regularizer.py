@@ -51,81 +51,25 @@ from typing import ClassVar
 import numpy as np
 from numba import njit
 
-from mklkit.components.base import Param, Regularizer, RegularizerJit, WeightNorm
+from mklkit.components.base import Param, Regularizer, WeightNorm, kernel
 from mklkit.components.regularizers import Lq, Uniform
 
 __all__ = ["PnormSquared", "L1Squared"]
 
 # The one-kernel restriction is the block l_{4/3} regularizer with C' = C (2 lam)^(1/3).
-_LQ = Lq.jit
-_lq_value = _LQ.value
-_lq_prox = _LQ.prox
-_lq_prox_deriv = _LQ.prox_deriv
-_lq_conj = _LQ.conj
-_lq_conj_grad = _LQ.conj_grad
-_lq_conj_hess = _LQ.conj_hess
-_lq_env = _LQ.env
+_lq_value = Lq.value
+_lq_prox = Lq.prox
+_lq_prox_deriv = Lq.prox_deriv
+_lq_conj = Lq.conj
+_lq_conj_grad = Lq.conj_grad
+_lq_conj_hess = Lq.conj_hess
+_lq_env = Lq.env
 _Q = np.array([4.0 / 3.0])
 
 
 @njit(cache=True)
 def _ceff(C, params):
     return C * (2.0 * params[1]) ** (1.0 / 3.0)
-
-
-@njit(cache=True)
-def pn_value(x, C, params):
-    return _lq_value(x, _ceff(C, params), _Q)
-
-
-@njit(cache=True)
-def pn_prox(v, C, params):
-    return _lq_prox(v, _ceff(C, params), _Q)
-
-
-@njit(cache=True)
-def pn_prox_deriv(v, C, params):
-    return _lq_prox_deriv(v, _ceff(C, params), _Q)
-
-
-@njit(cache=True)
-def pn_conj(y, C, params):
-    return _lq_conj(y, _ceff(C, params), _Q)
-
-
-@njit(cache=True)
-def pn_conj_grad(y, C, params):
-    return _lq_conj_grad(y, _ceff(C, params), _Q)
-
-
-@njit(cache=True)
-def pn_conj_hess(y, C, params):
-    return _lq_conj_hess(y, _ceff(C, params), _Q)
-
-
-@njit(cache=True)
-def pn_env(y, C, params):
-    return _lq_env(y, _ceff(C, params), _Q)
-
-
-@njit(cache=True)
-def pn_weight(x, params):
-    # d = 1 / (2 g'(x^2)) = (x^2 / (2 lam))^(1/3) on a bank of one kernel
-    lam = params[1]
-    out = np.empty(x.shape[0])
-    for i in range(x.shape[0]):
-        out[i] = (x[i] * x[i] / (2.0 * lam)) ** (1.0 / 3.0) if x[i] > 0.0 else 0.0
-    return out
-
-
-@njit(cache=True)
-def pn_penalty(d, params):
-    # h(d) = lam d^2: twice (lam/2) ||d||_p^2 on a bank of one kernel
-    lam = params[1]
-    out = np.empty(d.shape[0])
-    for i in range(d.shape[0]):
-        out[i] = lam * d[i] * d[i] if d[i] >= 0.0 else np.inf
-    return out
 
 
 class PnormSquared(Regularizer):
@@ -156,17 +100,51 @@ class PnormSquared(Regularizer):
         Param("p", 2.0, "exponent of the norm on the kernel weights", low=1.0, low_open=True),
         Param("lam", 1.0, "weight lambda of the squared norm", low=0.0, low_open=True),
     )
-    jit: ClassVar[RegularizerJit] = RegularizerJit(
-        value=pn_value,
-        prox=pn_prox,
-        prox_deriv=pn_prox_deriv,
-        conj=pn_conj,
-        conj_grad=pn_conj_grad,
-        conj_hess=pn_conj_hess,
-        env=pn_env,
-        weight=pn_weight,
-        penalty=pn_penalty,
-    )
+    @kernel
+    def value(x, C, params):
+        return _lq_value(x, _ceff(C, params), _Q)
+
+    @kernel
+    def prox(v, C, params):
+        return _lq_prox(v, _ceff(C, params), _Q)
+
+    @kernel
+    def prox_deriv(v, C, params):
+        return _lq_prox_deriv(v, _ceff(C, params), _Q)
+
+    @kernel
+    def conj(y, C, params):
+        return _lq_conj(y, _ceff(C, params), _Q)
+
+    @kernel
+    def conj_grad(y, C, params):
+        return _lq_conj_grad(y, _ceff(C, params), _Q)
+
+    @kernel
+    def conj_hess(y, C, params):
+        return _lq_conj_hess(y, _ceff(C, params), _Q)
+
+    @kernel
+    def env(y, C, params):
+        return _lq_env(y, _ceff(C, params), _Q)
+
+    @kernel
+    def weight(x, params):
+        # d = 1 / (2 g'(x^2)) = (x^2 / (2 lam))^(1/3) on a bank of one kernel
+        lam = params[1]
+        out = np.empty(x.shape[0])
+        for i in range(x.shape[0]):
+            out[i] = (x[i] * x[i] / (2.0 * lam)) ** (1.0 / 3.0) if x[i] > 0.0 else 0.0
+        return out
+
+    @kernel
+    def penalty(d, params):
+        # h(d) = lam d^2: twice (lam/2) ||d||_p^2 on a bank of one kernel
+        lam = params[1]
+        out = np.empty(d.shape[0])
+        for i in range(d.shape[0]):
+            out[i] = lam * d[i] * d[i] if d[i] >= 0.0 else np.inf
+        return out
 
     @property
     def separable(self) -> bool:  # type: ignore[override]
@@ -197,10 +175,6 @@ class PnormSquared(Regularizer):
     def sparse(self) -> bool:
         """False: every kernel keeps a positive weight for p > 1."""
         return False
-
-    def value(self, norms: np.ndarray, C: float) -> float:
-        r"""The regularizer term :math:`C R_{p,\lambda}` at block norms ``norms`` (all blocks)."""
-        return self.weight_norm.value(norms, C)
 
     def weights(self, norms: np.ndarray) -> np.ndarray:
         r"""The minimizing kernel weights :math:`d_m \propto x_m^{2/(p+1)}` for block norms ``norms``.
@@ -257,7 +231,9 @@ class L1Squared(Regularizer):
         "squared block 1-norm 1/2 (sum_m ||f_m||)^2 (support kernel machine; non-separable)"
     )
     params: ClassVar[tuple[Param, ...]] = ()
-    jit: ClassVar[RegularizerJit] = Uniform.jit
+    # on one kernel: the kernels of the uniform regularizer
+    value, prox, prox_deriv, conj, conj_grad, conj_hess, env, weight, penalty = (
+        staticmethod(getattr(Uniform, k)) for k in Regularizer.REQUIRED_KERNELS)
     separable: ClassVar[bool] = False
     #: the p = 1 constraint form: :math:`\min_{\|d\|_1\le1}\tfrac12\sum_m\|f_m\|^2/d_m`
     weight_norm: ClassVar[WeightNorm] = WeightNorm(1.0)
@@ -271,7 +247,3 @@ class L1Squared(Regularizer):
     def sparse(self) -> bool:
         """False on one kernel (the conformance-kit meaning); see the class notes."""
         return False
-
-    def value(self, norms: np.ndarray, C: float) -> float:
-        r"""The regularizer term :math:`\frac C2(\sum_m x_m)^2` at block norms ``norms``."""
-        return self.weight_norm.value(norms, C)

@@ -10,7 +10,6 @@ from numba import njit
 
 import smo_reference as ref
 from smo_banks import ENTRIES
-from mklkit.components.base import BregmanJit
 from mklkit.components.regularizers import KL
 from mklkit.engines import common
 from mklkit.problem import Problem
@@ -365,8 +364,9 @@ class _Euclidean(KL):
     ``penalty``; the other kernels (KL's) are not used here."""
 
     name = "euclidean_bregman_test"
-    bregman = BregmanJit(F=_euc_F, f=_euc_f, finv=_euc_finv, d0=_euc_d0)
-    jit = KL.jit._replace(penalty=_euc_penalty)
+    bregman_F, bregman_f = staticmethod(_euc_F), staticmethod(_euc_f)
+    bregman_finv, bregman_d0 = staticmethod(_euc_finv), staticmethod(_euc_d0)
+    penalty = staticmethod(_euc_penalty)
 
 
 def test_any_bregman_form_is_solved(sonar_small, registry) -> None:
@@ -390,7 +390,7 @@ def test_any_bregman_form_is_solved(sonar_small, registry) -> None:
 def test_a_bregman_form_that_is_not_the_penalty_is_declined(sonar_small, registry) -> None:
     class Wrong(_Euclidean):
         name = "wrong_bregman_test"
-        jit = KL.jit  # penalty d log(d/d0) - d + d0 is not (d - d0)^2 / 2
+        penalty = KL.__dict__["penalty"]  # d log(d/d0) - d + d0 is not (d - d0)^2 / 2
 
     _, y, bank = sonar_small
     prob = Problem(K=bank.K, y=y, loss=registry.create("loss", "hinge"), regularizer=Wrong(), C=C)

@@ -47,7 +47,8 @@ def test_separable_must_be_a_bool() -> None:
     class Odd(Regularizer):
         name = "odd_separable"
         description = "a regularizer with a malformed 'separable'"
-        jit = Lq.jit
+        value, prox, prox_deriv, conj, conj_grad, conj_hess, env, weight, penalty = (
+            staticmethod(getattr(Lq, k)) for k in Regularizer.REQUIRED_KERNELS)
         separable = "no"
 
     class Plugin:

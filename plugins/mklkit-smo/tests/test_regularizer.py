@@ -54,8 +54,8 @@ def test_full_value_is_the_minimum_over_kernel_weights(p: float, lam: float) -> 
     for _ in range(3):
         x = rng.uniform(0.1, 2.0, size=5)
         num, d_num = _numerical_value(x, p, lam)
-        assert reg.value(x, 1.0) == pytest.approx(num, rel=1e-7)
-        assert reg.value(x, 2.5) == pytest.approx(2.5 * num, rel=1e-7)
+        assert reg.weight_norm.value(x, 1.0) == pytest.approx(num, rel=1e-7)
+        assert reg.weight_norm.value(x, 2.5) == pytest.approx(2.5 * num, rel=1e-7)
         np.testing.assert_allclose(reg.weights(x), d_num, rtol=1e-4)
 
 
@@ -64,14 +64,14 @@ def test_full_value_is_a_sum_over_kernels_only_for_p_2() -> None:
     for p, separable in ((1.33, False), (3.0, False), (2.0, True)):
         reg = PnormSquared(p=p, lam=0.7)
         blocks = float(np.sum(reg.jit.value(x, 1.3, reg.param_vector)))
-        full = reg.value(x, 1.3)
+        full = reg.weight_norm.value(x, 1.3)
         if separable:
             assert full == pytest.approx(blocks, rel=1e-13)
         else:
             assert abs(full - blocks) > 1e-3 * full
         # on one kernel they always agree
         one = x[:1]
-        assert reg.value(one, 1.3) == pytest.approx(
+        assert reg.weight_norm.value(one, 1.3) == pytest.approx(
             float(reg.jit.value(one, 1.3, reg.param_vector)[0]), rel=1e-13)
 
 

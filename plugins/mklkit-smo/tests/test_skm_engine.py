@@ -267,7 +267,7 @@ def test_l1_squared_one_kernel_form_passes_the_conformance_kit() -> None:
 def test_l1_squared_declares_itself_non_separable() -> None:
     reg = L1Squared()
     assert reg.separable is False and reg.smooth_conjugate is False
-    assert reg.value(np.array([1.0, 2.0, 0.0]), 0.5) == pytest.approx(0.25 * 9.0)
+    assert reg.weight_norm.value(np.array([1.0, 2.0, 0.0]), 0.5) == pytest.approx(0.25 * 9.0)
     assert get_registry().create("regularizer", "l1_squared").name == "l1_squared"
 
 
