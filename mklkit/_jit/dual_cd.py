@@ -84,7 +84,8 @@ _I1 = types.int64[::1]
 
 def _fixed_type(cls, typ):
     """Type every instance of the record class ``cls`` as ``typ`` without looking at its
-    elements (numba otherwise types a record element by element at every call)."""
+    elements (numba otherwise types a record element by element at every call): the
+    arrays of a record must be C-contiguous, float64 or int64 as registered."""
     typeof_impl.register(cls)(lambda val, c: typ)
 
 

@@ -183,7 +183,8 @@ class _DualCDRun(Algorithm):
         Z = sample_major(bank)
         if bank.sparse:
             #: what the jitted passes read: dense rows, CSR rows, which of the two
-            self.rows = kd.Rows(_NO_ROWS, Z.data, Z.indices, Z.indptr, True, self.starts)
+            self.rows = kd.Rows(_NO_ROWS, np.ascontiguousarray(Z.data, dtype=np.float64),
+                                Z.indices, Z.indptr, True, self.starts)
             self.row_norms = kd.row_block_norms_sparse(Z.data, Z.indices, Z.indptr,
                                                        self.block_of, self.M)
         else:
