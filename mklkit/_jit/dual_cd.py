@@ -24,12 +24,76 @@ by more than the last pass's extreme is left out of the next passes.
 """
 from __future__ import annotations
 
-import numpy as np
-from numba import njit
+from typing import NamedTuple
 
-__all__ = ["epoch", "row_block_norms_dense", "row_block_norms_sparse"]
+import numpy as np
+from numba import njit, types
+from numba.core.typing.typeof import typeof_impl
+
+__all__ = ["Rows", "Pieces", "Play", "Point", "epoch", "row_block_norms_dense",
+           "row_block_norms_sparse"]
 
 _CACHE = True
+
+
+class Rows(NamedTuple):
+    """The factors one row per sample: dense ``Z`` (N, R), or CSR (``data``, ``indices``,
+    ``indptr``) when ``sparse`` (the other is a placeholder, as for
+    :class:`~mklkit.kernels.factor.FactorBank`'s passes); ``starts`` (M+1,) are the
+    blocks' first columns."""
+    Z: np.ndarray
+    data: np.ndarray
+    indices: np.ndarray
+    indptr: np.ndarray
+    sparse: bool
+    starts: np.ndarray
+
+
+class Pieces(NamedTuple):
+    r"""The linear pieces of every :math:`f_i`: slope ``a_pos`` on :math:`[0,
+    \text{pos\_hi}]`, ``a_neg`` on :math:`[-\text{neg\_hi}, 0]` (N,) each."""
+    pos_hi: np.ndarray
+    neg_hi: np.ndarray
+    a_pos: np.ndarray
+    a_neg: np.ndarray
+
+
+class Play(NamedTuple):
+    r"""The ridge at fixed weights: the kernels in play (``blocks``), :math:`c_m` per
+    column (``cc``, 0 out of play), the diagonal :math:`Q_{ii}` and the augmented
+    Lagrangian's :math:`\kappa`."""
+    blocks: np.ndarray
+    cc: np.ndarray
+    Q: np.ndarray
+    kappa: float
+
+
+class Point(NamedTuple):
+    r"""The dual point, updated in place: :math:`u = L^\top\rho` (R,), :math:`\rho` (N,),
+    ``total[0]`` :math:`= \mathbf 1^\top\rho` and the sample order ``idx`` (N,),
+    whose first ``n_idx`` are not shrunk."""
+    u: np.ndarray
+    rho: np.ndarray
+    total: np.ndarray
+    idx: np.ndarray
+
+
+_F1 = types.float64[::1]
+_I1 = types.int64[::1]
+
+
+def _fixed_type(cls, typ):
+    """Type every instance of the record class ``cls`` as ``typ`` without looking at its
+    elements (numba otherwise types a record element by element at every call): the
+    arrays of a record must be C-contiguous, float64 or int64 as registered."""
+    typeof_impl.register(cls)(lambda val, c: typ)
+
+
+_fixed_type(Rows, types.NamedTuple([types.float64[:, ::1], _F1, _I1, _I1, types.boolean, _I1],
+                                   Rows))
+_fixed_type(Pieces, types.NamedUniTuple(_F1, 4, Pieces))
+_fixed_type(Play, types.NamedTuple([_I1, _F1, _F1, types.float64], Play))
+_fixed_type(Point, types.NamedTuple([_F1, _F1, _F1, _I1], Point))
 
 
 @njit(cache=_CACHE, nogil=True, inline="always")
@@ -82,15 +146,17 @@ def _projected(G, left, right):
 
 
 @njit(cache=_CACHE, nogil=True, inline="always")
-def _row_dot(i, Z, data, indices, indptr, sparse, starts, blocks, cc, u):
+def _row_dot(i, rows, blocks, cc, u):
     r""":math:`\sum_m c_m L_{m,i}^\top u_m` over the blocks in play (all columns with
     ``cc`` non-zero for sparse factors)."""
     s = 0.0
-    if sparse:
+    if rows.sparse:
+        data, indices, indptr = rows.data, rows.indices, rows.indptr
         for p in range(indptr[i], indptr[i + 1]):
             j = indices[p]
             s += data[p] * cc[j] * u[j]
         return s
+    Z, starts = rows.Z, rows.starts
     for mm in range(blocks.size):
         m = blocks[mm]
         for j in range(starts[m], starts[m + 1]):
@@ -99,14 +165,16 @@ def _row_dot(i, Z, data, indices, indptr, sparse, starts, blocks, cc, u):
 
 
 @njit(cache=_CACHE, nogil=True, inline="always")
-def _row_axpy(i, d, Z, data, indices, indptr, sparse, starts, blocks, cc, u):
+def _row_axpy(i, d, rows, blocks, cc, u):
     """``u += d`` times row ``i`` of the factors, on the blocks in play."""
-    if sparse:
+    if rows.sparse:
+        data, indices, indptr = rows.data, rows.indices, rows.indptr
         for p in range(indptr[i], indptr[i + 1]):
             j = indices[p]
             if cc[j] != 0.0:
                 u[j] += d * data[p]
         return
+    Z, starts = rows.Z, rows.starts
     for mm in range(blocks.size):
         m = blocks[mm]
         for j in range(starts[m], starts[m + 1]):
@@ -114,26 +182,23 @@ def _row_axpy(i, d, Z, data, indices, indptr, sparse, starts, blocks, cc, u):
 
 
 @njit(cache=_CACHE, nogil=True)
-def epoch(Z, data, indices, indptr, sparse, starts, blocks, cc, u, rho, pos_hi, neg_hi, a_pos,
-          a_neg, Q, b, kappa, state, idx, n_idx, pg_max_old, pg_min_old, seed):
-    r"""One pass over ``idx[:n_idx]`` in random order.
-
-    The factors one row per sample: dense ``Z`` (N, R), or CSR (``data``,
-    ``indices``, ``indptr``) when ``sparse`` (the other is a placeholder, as
-    for :class:`~mklkit.kernels.factor.FactorBank`'s passes).  ``blocks``
-    are the kernels in play, ``cc`` (R,) is :math:`c_m` per column (0 out of
-    play), ``state[0]`` is :math:`\mathbf 1^\top\rho` (updated).  Returns the
-    number of coordinates kept and the largest and smallest projected
-    gradient of the pass.
+def epoch(rows, pieces, play, point, b, n_idx, pg_max_old, pg_min_old, seed):
+    r"""One pass over ``point.idx[:n_idx]`` in random order (:class:`Rows`,
+    :class:`Pieces`, :class:`Play`; ``point`` is updated, :class:`Point`), with the
+    bias ``b`` and the last pass's extreme projected gradients.  Returns the number of
+    coordinates kept and the largest and smallest projected gradient of the pass.
     """
+    blocks, cc, Q, kappa = play.blocks, play.cc, play.Q, play.kappa
+    pos_hi, neg_hi, a_pos, a_neg = pieces.pos_hi, pieces.neg_hi, pieces.a_pos, pieces.a_neg
+    u, rho, idx = point.u, point.rho, point.idx
     _shuffle(idx, n_idx, seed)
     pg_max = -np.inf
     pg_min = np.inf
-    S = state[0]
+    S = point.total[0]
     k = 0
     while k < n_idx:
         i = idx[k]
-        G = _row_dot(i, Z, data, indices, indptr, sparse, starts, blocks, cc, u) + b + kappa * S
+        G = _row_dot(i, rows, blocks, cc, u) + b + kappa * S
         r = rho[i]
         left, right = _slopes(r, a_pos[i], a_neg[i], pos_hi[i], neg_hi[i])
         pg, gl, gr = _projected(G, left, right)
@@ -153,8 +218,8 @@ def epoch(Z, data, indices, indptr, sparse, starts, blocks, cc, u, rho, pos_hi, 
         if d != 0.0:
             rho[i] = t
             S += d
-            _row_axpy(i, d, Z, data, indices, indptr, sparse, starts, blocks, cc, u)
-    state[0] = S
+            _row_axpy(i, d, rows, blocks, cc, u)
+    point.total[0] = S
     return n_idx, pg_max, pg_min
 
 

@@ -1,14 +1,16 @@
 r"""Quantities every engine computes the same way.
 
-The objectives, the projection of a dual point and the gap are in
-:mod:`mklkit.engines.objectives` (re-exported here); this module adds the
+The objectives and the gap are in :mod:`mklkit.engines.objectives`, the
+projection of a dual point in :mod:`mklkit.engines.dual_point` (both
+re-exported here); this module adds the
 zero solution and ``C_max``, the best points of a run (:class:`Incumbents`),
 the certificate of a point (:class:`Certificate`: primal, dual and gap) and
 the assembly of a :class:`~mklkit.result.SolveResult`.
 
 Weak duality between any primal point and any feasible dual point is what
 makes these certificates (the objectives and the projection of §6.1 are
-described in :mod:`mklkit.engines.objectives`).
+described in :mod:`mklkit.engines.objectives` and
+:mod:`mklkit.engines.dual_point`).
 """
 from __future__ import annotations
 
@@ -23,22 +25,21 @@ import numpy as np
 from ..problem import Problem
 from ..result import ConvergenceWarning, SolveResult, Status
 from .capabilities import SEPARABLE, needs
+from . import dual_point as _dual_point
 from . import objectives as _objectives
+from .dual_point import *  # noqa: F403 - re-exported: common is where engines look them up
+from .dual_point import dual_box, project_dual, project_sum_box, projected_dual_objective
 from .objectives import *  # noqa: F403 - re-exported: common is where engines look them up
 from .objectives import (  # used here
     SampleLoss,
     as_vector,
     block_norms,
     dual_block_norms,
-    dual_box,
     kernel_weights,
     loss_value,
     optimal_bias,
     predict,
     primal_objective,
-    project_dual,
-    project_sum_box,
-    projected_dual_objective,
     regularizer_value,
     relative_gap,
 )
@@ -46,6 +47,7 @@ from .objectives import (  # used here
 __all__ = [
     "SEPARABLE_SUMS",
     *_objectives.__all__,
+    *_dual_point.__all__,
     "ZeroSolution",
     "zero_solution",
     "zero_result",

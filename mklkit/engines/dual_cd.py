@@ -183,11 +183,12 @@ class _DualCDRun(Algorithm):
         Z = sample_major(bank)
         if bank.sparse:
             #: what the jitted passes read: dense rows, CSR rows, which of the two
-            self.rows = (_NO_ROWS, Z.data, Z.indices, Z.indptr, True)
+            self.rows = kd.Rows(_NO_ROWS, np.ascontiguousarray(Z.data, dtype=np.float64),
+                                Z.indices, Z.indptr, True, self.starts)
             self.row_norms = kd.row_block_norms_sparse(Z.data, Z.indices, Z.indptr,
                                                        self.block_of, self.M)
         else:
-            self.rows = (Z, _NO_FLOAT, _NO_INT, _NO_INT, False)
+            self.rows = kd.Rows(Z, _NO_FLOAT, _NO_INT, _NO_INT, False, self.starts)
             self.row_norms = kd.row_block_norms_dense(Z, self.starts)
         #: kernels with a non-zero factor (the others never enter the passes)
         self.nonempty = self.row_norms.sum(axis=0) > 0.0
@@ -195,10 +196,11 @@ class _DualCDRun(Algorithm):
         # [-hi, 0] (linear_pieces), the box from the weighted domain
         _, _, s_lo, s_hi = problem.loss.linear_pieces(self.y)
         lo, hi = self.conj_domain()
-        self.pos_hi = common.as_vector(np.maximum(-lo, 0.0))
-        self.neg_hi = common.as_vector(np.maximum(hi, 0.0))
-        self.a_pos = common.as_vector(np.where(self.pos_hi > 0.0, -s_lo, 0.0))
-        self.a_neg = common.as_vector(np.where(self.neg_hi > 0.0, -s_hi, 0.0))
+        pos_hi = common.as_vector(np.maximum(-lo, 0.0))
+        neg_hi = common.as_vector(np.maximum(hi, 0.0))
+        self.pieces = kd.Pieces(pos_hi, neg_hi,
+                                common.as_vector(np.where(pos_hi > 0.0, -s_lo, 0.0)),
+                                common.as_vector(np.where(neg_hi > 0.0, -s_hi, 0.0)))
         self.threshold = float(problem.regularizer.zero_threshold(self.C))
         self.seed = 0
 
@@ -219,8 +221,8 @@ class _DualCDRun(Algorithm):
             if np.any(x > 0.0):
                 d = self.weights_of(x)
             if warm.dual is not None:
-                rho = np.clip(np.asarray(warm.dual, dtype=np.float64), -self.neg_hi,
-                              self.pos_hi)
+                rho = np.clip(np.asarray(warm.dual, dtype=np.float64), -self.pieces.neg_hi,
+                              self.pieces.pos_hi)
             if self.bias and math.isfinite(warm.bias):
                 b = float(warm.bias)
         d[~self.nonempty] = 0.0
@@ -233,23 +235,21 @@ class _DualCDRun(Algorithm):
         is at most ``eps`` on all samples (``rho``, ``u`` in place); the bias and the
         number of passes."""
         c = d / self.C
-        cc = common.as_vector(c[self.block_of])
         Q = common.as_vector(self.row_norms @ c)
         kappa = float(np.mean(Q)) if self.bias else 0.0
-        blocks = np.flatnonzero(d > 0.0).astype(np.int64)
-        idx = np.arange(self.N, dtype=np.int64)
+        play = kd.Play(np.flatnonzero(d > 0.0).astype(np.int64),
+                       common.as_vector(c[self.block_of]), Q, kappa)
+        point = kd.Point(u, rho, np.array([float(np.sum(rho))]),
+                         np.arange(self.N, dtype=np.int64))
         n_idx = self.N
-        state = np.array([float(np.sum(rho))])
         hi_old, lo_old = math.inf, -math.inf
         for epoch in range(int(self.engine.max_epochs)):
             self.seed += 1
-            n_idx, pg_max, pg_min = kd.epoch(
-                *self.rows, self.starts, blocks, cc, u, rho, self.pos_hi, self.neg_hi,
-                self.a_pos, self.a_neg, Q, b, kappa, state, idx, n_idx, hi_old, lo_old,
-                self.seed)
+            n_idx, pg_max, pg_min = kd.epoch(self.rows, self.pieces, play, point, b, n_idx,
+                                             hi_old, lo_old, self.seed)
             if self.bias:
-                b += kappa * state[0]
-            if pg_max - pg_min <= eps and abs(kappa * state[0]) <= eps:
+                b += kappa * point.total[0]
+            if pg_max - pg_min <= eps and abs(kappa * point.total[0]) <= eps:
                 if n_idx == self.N:
                     return b, epoch + 1
                 n_idx, hi_old, lo_old = self.N, math.inf, -math.inf   # all samples again

@@ -510,11 +510,11 @@ def test_sonar_simplemkl_bank_agrees_with_spicy():
 
 def test_screening_bound_is_an_upper_bound():
     """B_m >= ||v||_{K_m} for any v, from any reference with an exact norm."""
-    from mklkit.engines.proximal import _Screen
+    from mklkit.engines.proximal_blocks import ScreeningBounds
 
     K, _ = sonar()
     frob = np.sqrt(np.einsum("mij,mij->m", K, K))
-    scr = _Screen(np.sqrt(frob), K.shape[1])
+    scr = ScreeningBounds(np.sqrt(frob), K.shape[1])
     rng = np.random.default_rng(3)
     q1, q2 = rng.standard_normal((2, K.shape[1]))
     scr.add(q1, np.arange(5), common.dual_block_norms(K, q1)[:5])

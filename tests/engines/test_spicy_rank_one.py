@@ -21,7 +21,7 @@ import scipy.linalg
 from mklkit.components.losses import Logistic
 from mklkit.components.regularizers import L1
 from mklkit.engines.spicy import Spicy
-from mklkit.engines.spicy.iterative import _LM, _Iterative
+from mklkit.engines.spicy.inner import LM_FACTOR, levenberg_marquardt_direction
 from mklkit.problem import Problem
 from mklkit.result import Status
 from mklkit.testing.engines import sample_points
@@ -65,10 +65,10 @@ def test_newton_direction_is_newton_on_every_coordinate_of_a_wide_diagonal():
     dL[:5] = [1e40, 1e36, 1e30, 1e20, 1e10]
     H[np.diag_indices(n)] += dL
     g = rng.standard_normal(n)
-    d, solver = _Iterative.newton_direction(H, g, None)
+    d, solver = levenberg_marquardt_direction(H, g, None)
     assert solver == "cholesky"
     # the Levenberg-Marquardt system, solved on its own scale (diagonal scaling)
-    mu = _LM * np.linalg.norm(g)
+    mu = LM_FACTOR * np.linalg.norm(g)
     A = H + mu * np.eye(n)
     s = 1.0 / np.sqrt(np.diag(A))
     expected = -s * scipy.linalg.solve(A * np.outer(s, s), s * g, assume_a="pos")

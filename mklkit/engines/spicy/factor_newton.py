@@ -305,7 +305,7 @@ def newton_direction(H: LowRankHessian, g: np.ndarray, bias: bool,
     the solve fails (a zero of the diagonal :math:`D`).  The iterative method
     passes its Levenberg–Marquardt ridge, which grows a hundredfold on failure, at
     least to :math:`10^{-12}H_{ii}` on each coordinate
-    (:meth:`~mklkit.engines.spicy.iterative._Iterative.newton_direction`).
+    (:func:`~mklkit.engines.spicy.inner.levenberg_marquardt_direction`).
     The last resort is the (projected) steepest-descent direction.
 
     Returns

@@ -258,56 +258,83 @@ class _ConstrainedLoss:
             ln = None if lin is None else lin[live]
             xl = xi[live]
             big = 1.0 + gamma + np.max(np.abs(np.diagonal(Ef, axis1=1, axis2=2)), axis=1)
-            mineig = Ef[:, 0, 0] if n_free == 1 else np.linalg.eigvalsh(Ef)[:, 0]
-            sing = mineig <= 1e-10 * big
-            if np.any(sing):
-                inact = (sp[live][sing] <= 0.0).astype(np.float64)
-                Jf = J[sing][:, :, first:]
-                Ef = Ef.copy()
-                Ef[sing] += gamma * np.einsum("nb,nbv,nbw->nvw", inact, Jf, Jf)
-                Es = Ef[sing]
-                mineig = Es[:, 0, 0] if n_free == 1 else np.linalg.eigvalsh(Es)[:, 0]
-                still = np.flatnonzero(sing)[mineig <= 1e-10 * big[sing]]
-                Ef[still] += gamma * eye
+            Ef, sing = self._model(Ef, J, sp[live], gamma, first, big)
             d = -np.linalg.solve(Ef + (1e-12 * big)[:, None, None] * eye, gf[..., None])[..., 0]
             slope = np.sum(gf * d, axis=1)
-            f0 = f[live]
-            t = np.ones(live.size)
-            pend = np.arange(live.size)
-            new_w = wl.copy()
-            new_f = f0.copy()
-            new_sp = sp[live].copy()
-            unit = np.zeros(live.size, dtype=bool)
-            for k in range(60):
-                trial = wl[pend].copy()
-                trial[:, first:] += t[pend, None] * d[pend]
-                ft, spt = self._f(trial[:, 0], trial[:, 1:], xl[pend], gamma, r[pend],
-                                  None if ln is None else ln[pend])
-                good = np.isfinite(ft) & (ft <= f0[pend] + 1e-4 * t[pend] * slope[pend])
-                gi = pend[good]
-                new_w[gi], new_f[gi], new_sp[gi] = trial[good], ft[good], spt[good]
-                if k == 0:
-                    unit[gi] = True
-                pend = pend[~good]
-                if pend.size == 0:
-                    break
-                t[pend] *= 0.5
-            grow = np.flatnonzero(unit & sing)
-            tg = 1.0
-            while grow.size and tg < 1e18:
-                tg *= 2.0
-                trial = wl[grow].copy()
-                trial[:, first:] += tg * d[grow]
-                ft, spt = self._f(trial[:, 0], trial[:, 1:], xl[grow], gamma, r[grow],
-                                  None if ln is None else ln[grow])
-                better = np.isfinite(ft) & (ft < new_f[grow])
-                gi = grow[better]
-                new_w[gi], new_f[gi], new_sp[gi] = trial[better], ft[better], spt[better]
-                grow = gi
+            sub = (wl, xl, r, ln, first, gamma)
+            new_w, new_f, new_sp, unit = self._armijo(sub, d, f[live], slope, sp[live])
+            self._extend(sub, d, np.flatnonzero(unit & sing), new_w, new_f, new_sp)
             moved = np.any(new_w != wl, axis=1)
             w[live], f[live], sp[live] = new_w, new_f, new_sp
             live = live[moved]
         return w
+
+    def _model(self, Ef: np.ndarray, J: np.ndarray, sp: np.ndarray, gamma: float, first: int,
+               big: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r"""The Newton matrices of :meth:`_minimize`: where a block is singular the curvature
+        :math:`\gamma\nabla h_j\nabla h_j^\top` of the inactive constraints is added, and
+        :math:`\gamma I` where that is not enough; the matrices and which were singular."""
+        n_free = self.W - first
+        mineig = Ef[:, 0, 0] if n_free == 1 else np.linalg.eigvalsh(Ef)[:, 0]
+        sing = mineig <= 1e-10 * big
+        if np.any(sing):
+            inact = (sp[sing] <= 0.0).astype(np.float64)
+            Jf = J[sing][:, :, first:]
+            Ef = Ef.copy()
+            Ef[sing] += gamma * np.einsum("nb,nbv,nbw->nvw", inact, Jf, Jf)
+            Es = Ef[sing]
+            mineig = Es[:, 0, 0] if n_free == 1 else np.linalg.eigvalsh(Es)[:, 0]
+            still = np.flatnonzero(sing)[mineig <= 1e-10 * big[sing]]
+            Ef[still] += gamma * np.eye(n_free)
+        return Ef, sing
+
+    def _trial(self, sub: tuple, at: np.ndarray, step: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The points ``w + step`` of the samples at positions ``at`` of ``sub`` (the moving
+        samples' ``w``, ``xi``, rows, linear terms, first free coordinate, gamma), their
+        values and constraint values."""
+        wl, xl, r, ln, first, gamma = sub
+        trial = wl[at].copy()
+        trial[:, first:] += step
+        ft, spt = self._f(trial[:, 0], trial[:, 1:], xl[at], gamma, r[at],
+                          None if ln is None else ln[at])
+        return trial, ft, spt
+
+    def _armijo(self, sub: tuple, d: np.ndarray, f0: np.ndarray, slope: np.ndarray,
+                sp0: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per-sample Armijo back-tracking along ``d``: the new points, values, constraint
+        values, and which samples took the unit step."""
+        wl = sub[0]
+        n = wl.shape[0]
+        t = np.ones(n)
+        pend = np.arange(n)
+        new_w, new_f, new_sp = wl.copy(), f0.copy(), sp0.copy()
+        unit = np.zeros(n, dtype=bool)
+        for k in range(60):
+            trial, ft, spt = self._trial(sub, pend, t[pend, None] * d[pend])
+            good = np.isfinite(ft) & (ft <= f0[pend] + 1e-4 * t[pend] * slope[pend])
+            gi = pend[good]
+            new_w[gi], new_f[gi], new_sp[gi] = trial[good], ft[good], spt[good]
+            if k == 0:
+                unit[gi] = True
+            pend = pend[~good]
+            if pend.size == 0:
+                break
+            t[pend] *= 0.5
+        return new_w, new_f, new_sp, unit
+
+    def _extend(self, sub: tuple, d: np.ndarray, grow: np.ndarray, new_w: np.ndarray,
+                new_f: np.ndarray, new_sp: np.ndarray) -> None:
+        """Double the accepted unit steps of the samples ``grow`` while the value keeps
+        decreasing (the new points, values and constraint values in place)."""
+        tg = 1.0
+        while grow.size and tg < 1e18:
+            tg *= 2.0
+            trial, ft, spt = self._trial(sub, grow, tg * d[grow])
+            better = np.isfinite(ft) & (ft < new_f[grow])
+            gi = grow[better]
+            new_w[gi], new_f[gi], new_sp[gi] = trial[better], ft[better], spt[better]
+            grow = gi
 
     # -- the inner-objective interface ---------------------------------------------
     def begin(self, rho: np.ndarray) -> None:
