@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engines.common import relative_gap
+from ..engines.common import UNCONVERGED, relative_gap
 from ..result import ConvergenceWarning, SolveResult, Status
 from ._engine_problems import KitProblem, with_C
 from ._engine_references import Reference, dual_value, find_reference, primal_value
@@ -108,7 +108,7 @@ class _Checker:
         if res.status == Status.CONVERGED and tol is not None and not (
                 res.gap <= float(tol) * (1.0 + 1e-9) + 1e-15):
             bad.append(f"status converged with gap {res.gap:.3e} > tol {float(tol):g}")
-        unconverged = res.status in (Status.MAX_ITER, Status.STALLED, Status.NUMERICAL_ERROR)
+        unconverged = res.status in UNCONVERGED
         if unconverged and not warned:
             bad.append(f"status {res.status} without a ConvergenceWarning")
         if not unconverged and warned:

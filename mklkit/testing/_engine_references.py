@@ -25,38 +25,39 @@ __all__ = ["primal_value", "dual_value"]
 # ---------------------------------------------------------------------------
 # Objectives recomputed from the returned points
 # ---------------------------------------------------------------------------
-def _reg_terms(problem: Any) -> tuple[Any, Any]:
-    """``(value(norms), conj(dual_norms))`` of the problem's regularizer term, over all blocks."""
-    reg, C = problem.regularizer, problem.C
-    if getattr(reg, "separable", True):
-        return (lambda x: common.regularizer_value(reg, x, C),
-                lambda y: common.regularizer_conjugate(reg, y, C))
+def _weight_norm(problem: Any) -> Any:
+    """The ``weight_norm`` of a regularizer that is not separable (its objective's terms)."""
+    reg = problem.regularizer
     wn = getattr(reg, "weight_norm", None)
     if wn is None:
         raise ValueError(f"the regularizer {reg.describe()} is not separable and declares no "
                          "weight_norm: its objective cannot be recomputed")
-    return (lambda x: wn.value(x, C), lambda y: wn.conj(y, C))
+    return wn
 
 
 def primal_value(problem: Any, alpha: np.ndarray, bias: float) -> float:
     r""":math:`P(\alpha, b)` of ``problem`` from the components' jitted functions (any regularizer with a
     separable form or a ``weight_norm``)."""
-    value, _ = _reg_terms(problem)
+    if getattr(problem.regularizer, "separable", True):
+        return common.primal_objective(problem, alpha, bias)
+    wn = _weight_norm(problem)
     b = float(bias) if problem.bias else 0.0
     norms = common.block_norms(problem.bank, alpha)
     z = common.predict(problem.bank, alpha, b)
-    return common.loss_value(problem.loss, problem.y, z, problem.sample_weight) + value(norms)
+    return (common.loss_value(problem.loss, problem.y, z, problem.sample_weight)
+            + wn.value(norms, problem.C))
 
 
 def dual_value(problem: Any, rho: np.ndarray) -> float:
     r""":math:`D` at ``rho`` made feasible the standard way (SpicyMKL §6.1)."""
     if getattr(problem.regularizer, "separable", True):
         return common.projected_dual_objective(problem, rho)[0]
-    _, conj = _reg_terms(problem)
+    wn = _weight_norm(problem)
     lo, hi = common.dual_box(problem)
     r = common.centre_dual(rho, lo, hi, problem.bias)
     norms = common.dual_block_norms(problem.bank, r)
-    return -(common.loss_conjugate(problem.loss, problem.y, r, problem.sample_weight) + conj(norms))
+    return -(common.loss_conjugate(problem.loss, problem.y, r, problem.sample_weight)
+             + wn.conj(norms, problem.C))
 
 
 # ---------------------------------------------------------------------------
