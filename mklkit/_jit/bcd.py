@@ -39,9 +39,9 @@ float64 (indices int64) so that the cached signatures match.
 """
 from __future__ import annotations
 
-import numpy as np
 from collections import namedtuple
 
+import numpy as np
 from numba import njit, types
 
 from .envelope import (FLAGS, KIND_ENVELOPE, KIND_SMOOTH, envelope, gather, loss_terms, subset,
@@ -90,7 +90,7 @@ LS_STALL = 10
 #: of the working set at ``hoff[k]``, -1: none), ``allidx`` the indices of all samples.
 Sweep = namedtuple("Sweep", ["model", "check", "tol", "lam", "r", "r0", "h", "z0", "Hbuf",
                              "hoff", "allidx"])
-#: Buffers of an epoch: a block's gradient ``g`` and step ``d``, its image ``w`` (N,,
+#: Buffers of an epoch: a block's gradient ``g`` and step ``d``, its image ``w`` (N,;
 #: zero between steps), ``one`` (1,) for the regularizer's kernels and ``work`` (4, r) for
 #: :func:`~mklkit._jit.group_blocks.block_min`.
 Scratch = namedtuple("Scratch", ["g", "d", "w", "one", "work"])
