@@ -8,10 +8,12 @@ The envelope of smoothing :math:`\mu` is
 monotone :math:`z - \partial\ell^*(u) - \mu u` (:func:`envelope`), so only the
 conjugate's ``conj``, ``conj_grad`` and ``conj_hess`` are needed.
 
-Sample weights :math:`w_i > 0` travel as an array ``w`` next to ``lo``, ``hi``
-(the domain of the loss's own conjugate); an empty ``w`` (shape (0,)) is the
-unweighted loss, computed as without weights, with the same compiled
-signature as the weighted one.  The weighted smooth loss has value, derivative and second
+The samples travel as a :class:`~mklkit._jit.records.Samples` record ``smp``: the
+labels ``y``, the domain ``lo``, ``hi`` of the loss's own conjugate, the sample
+weights :math:`w_i > 0` as an array ``sw`` (empty, shape (0,): the unweighted
+loss, computed as without weights, with the same compiled signature as the
+weighted one), the loss in use ``kind`` and the smoothing ``mu``; the loss is
+a :class:`~mklkit._jit.records.LossFns` record ``loss``.  The weighted smooth loss has value, derivative and second
 derivative :math:`w_i` times the loss's.  The envelope of the weighted loss
 follows from the scaling identity :math:`(w\ell)^*(u) = w\ell^*(u/w)`: with
 :math:`u = wv`,
@@ -30,8 +32,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .records import Samples
+
 __all__ = ["FLAGS", "KIND_SMOOTH", "KIND_ENVELOPE", "envelope", "loss_terms", "sum_value", "gather",
-           "gather_w"]
+           "gather_w", "subset"]
 
 _EPS = np.finfo(np.float64).eps
 
@@ -64,7 +68,14 @@ def gather_w(w, idx):  # pragma: no cover - jitted
 
 
 @njit(cache=True)
-def envelope(y, z, lp, mu, lo, hi, w, conj, conj_grad, conj_hess, want_value):  # pragma: no cover
+def subset(smp, idx):  # pragma: no cover - jitted
+    """The :class:`~mklkit._jit.records.Samples` of the samples ``idx``."""
+    return Samples(gather(smp.y, idx), gather(smp.lo, idx), gather(smp.hi, idx),
+                   gather_w(smp.sw, idx), smp.kind, smp.mu)
+
+
+@njit(cache=True)
+def envelope(smp, z, loss, want_value):  # pragma: no cover - jitted
     r"""Derivative, curvature and value of the Moreau envelope of the loss.
 
     .. math::
@@ -85,7 +96,7 @@ def envelope(y, z, lp, mu, lo, hi, w, conj, conj_grad, conj_hess, want_value):  
     :math:`\ell^*` (the bracket closes on a jump of :math:`\varphi`) it does
     not move with :math:`z`: the curvature is 0.
 
-    With weights ``w`` (non-empty): the envelope of :math:`w_i\ell` (module
+    With weights ``smp.sw`` (non-empty): the envelope of :math:`w_i\ell` (module
     docstring), the search above with the smoothing :math:`\mu w_i` of
     sample :math:`i`, then value, :math:`u` and curvature times :math:`w_i`.
 
@@ -95,6 +106,13 @@ def envelope(y, z, lp, mu, lo, hi, w, conj, conj_grad, conj_hess, want_value):  
     u : ndarray (N,)
     h : ndarray (N,)
     """
+    y = smp.y
+    lo = smp.lo
+    hi = smp.hi
+    w = smp.sw
+    mu = smp.mu
+    lp = loss.params
+    conj_grad = loss.conj_grad
     n = z.shape[0]
     weighted = w.shape[0] > 0
     u = np.zeros(n)
@@ -169,7 +187,7 @@ def envelope(y, z, lp, mu, lo, hi, w, conj, conj_grad, conj_hess, want_value):  
         ys = gather(y, sel)
         us = gather(u, sel)
         g = conj_grad(ys, us, lp)
-        H = conj_hess(ys, us, lp)
+        H = loss.conj_hess(ys, us, lp)
         for j in range(k):
             i = sel[j]
             mi = mu * w[i] if weighted else mu
@@ -196,7 +214,7 @@ def envelope(y, z, lp, mu, lo, hi, w, conj, conj_grad, conj_hess, want_value):  
     for i in range(n):  # rounding may not leave the domain
         u[i] = min(max(u[i], lo[i]), hi[i])
     if want_value:
-        c = conj(y, u, lp)
+        c = loss.conj(y, u, lp)
         val = np.empty(n)
         for i in range(n):
             mi = mu * w[i] if weighted else mu
@@ -214,21 +232,23 @@ def envelope(y, z, lp, mu, lo, hi, w, conj, conj_grad, conj_hess, want_value):  
 
 
 @njit(cache=True)
-def loss_terms(kind, y, z, lp, mu, lo, hi, w, value, deriv, deriv2, conj, conj_grad, conj_hess,
-               want_value, want_curv):  # pragma: no cover - jitted
+def loss_terms(smp, z, loss, want_value, want_curv):  # pragma: no cover - jitted
     r"""Value, derivative and second derivative of the loss in use at ``z``.
 
-    ``KIND_SMOOTH``: the loss's own ``value``, ``deriv``, ``deriv2``;
-    ``KIND_ENVELOPE``: its Moreau envelope of smoothing ``mu``
-    (:func:`envelope`).  With weights ``w`` (non-empty) those of
+    ``smp.kind`` ``KIND_SMOOTH``: the loss's own ``value``, ``deriv``, ``deriv2``;
+    ``KIND_ENVELOPE``: its Moreau envelope of smoothing ``smp.mu``
+    (:func:`envelope`).  With weights ``smp.sw`` (non-empty) those of
     :math:`w_i\ell`: the smooth terms times :math:`w_i`, the envelope of
     :math:`w_i\ell` (module docstring).  Arrays not asked for are empty.
     """
-    if kind == KIND_ENVELOPE:
-        return envelope(y, z, lp, mu, lo, hi, w, conj, conj_grad, conj_hess, want_value)
-    v = value(y, z, lp) if want_value else np.empty(0)
-    d1 = deriv(y, z, lp)
-    d2 = deriv2(y, z, lp) if want_curv else np.empty(0)
+    if smp.kind == KIND_ENVELOPE:
+        return envelope(smp, z, loss, want_value)
+    y = smp.y
+    w = smp.sw
+    lp = loss.params
+    v = loss.value(y, z, lp) if want_value else np.empty(0)
+    d1 = loss.deriv(y, z, lp)
+    d2 = loss.deriv2(y, z, lp) if want_curv else np.empty(0)
     if w.shape[0] > 0:
         # new arrays: a kernel's output is not written into
         if want_value:
@@ -240,8 +260,6 @@ def loss_terms(kind, y, z, lp, mu, lo, hi, w, value, deriv, deriv2, conj, conj_g
 
 
 @njit(cache=True)
-def sum_value(kind, y, z, lp, mu, lo, hi, w, value, deriv, deriv2, conj, conj_grad,
-               conj_hess):  # pragma: no cover - jitted
-    v, _, _ = loss_terms(kind, y, z, lp, mu, lo, hi, w, value, deriv, deriv2, conj, conj_grad,
-                         conj_hess, FLAGS[1], FLAGS[0])
+def sum_value(smp, z, loss):  # pragma: no cover - jitted
+    v, _, _ = loss_terms(smp, z, loss, FLAGS[1], FLAGS[0])
     return np.sum(v)

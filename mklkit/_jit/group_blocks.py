@@ -1,11 +1,13 @@
 r"""Block operations of the primal engine on transposed factors (jitted).
 
 Block ``m`` of :math:`L^\top` is rows ``s:e`` of a C-contiguous (R, N) array
-``LT`` or of the CSR arrays ``indptr``, ``indices``, ``data``: its gradient
+``bank.LT`` or of the CSR arrays ``bank.indptr``, ``indices``, ``data`` (``bank``: a
+:class:`~mklkit._jit.records.Bank`): its gradient
 :math:`L_m^\top r`, curvature and image :math:`L_m d`, the regularizer's block
 prox step, violation scores, packing of working-set coordinates, the exact
 minimization of a small block on a quadratic model, and Anderson
-extrapolation.  Used by :mod:`mklkit._jit.bcd`.
+extrapolation.  The regularizer ``reg`` is a :class:`~mklkit._jit.records.RegFns`.  Used
+by :mod:`mklkit._jit.bcd`.
 """
 from __future__ import annotations
 
@@ -22,9 +24,13 @@ _EPS = np.finfo(np.float64).eps
 # blocks
 # ---------------------------------------------------------------------------
 @njit(cache=True, fastmath=_FM)
-def block_grad(sparse, LT, indptr, indices, data, s, e, r, g):  # pragma: no cover - jitted
+def block_grad(bank, s, e, r, g):  # pragma: no cover - jitted
     r""":math:`g = L_m^\top r` for the rows ``s:e``."""
-    if sparse:
+    LT = bank.LT
+    indptr = bank.indptr
+    indices = bank.indices
+    data = bank.data
+    if bank.sparse:
         for a in range(s, e):
             acc = 0.0
             for k in range(indptr[a], indptr[a + 1]):
@@ -36,10 +42,15 @@ def block_grad(sparse, LT, indptr, indices, data, s, e, r, g):  # pragma: no cov
 
 
 @njit(cache=True, fastmath=_FM)
-def block_curv(sparse, LT, indptr, indices, data, s, e, h):  # pragma: no cover - jitted
+def block_curv(bank, s, e, h):  # pragma: no cover - jitted
     r""":math:`\max_a \sum_i h_i L_{ia}^2`: the largest diagonal entry of
     :math:`L_m^\top\mathrm{diag}(h)L_m`, a lower bound of its largest
     eigenvalue (equal to it when the columns have disjoint supports)."""
+    sparse = bank.sparse
+    LT = bank.LT
+    indptr = bank.indptr
+    indices = bank.indices
+    data = bank.data
     best = 0.0
     for a in range(s, e):
         acc = 0.0
@@ -55,8 +66,13 @@ def block_curv(sparse, LT, indptr, indices, data, s, e, h):  # pragma: no cover 
 
 
 @njit(cache=True)
-def block_image(sparse, LT, indptr, indices, data, s, e, d, w):  # pragma: no cover - jitted
+def block_image(bank, s, e, d, w):  # pragma: no cover - jitted
     r""":math:`w \mathrel{+}= L_m d` (``w`` is zero on the block's support before)."""
+    sparse = bank.sparse
+    LT = bank.LT
+    indptr = bank.indptr
+    indices = bank.indices
+    data = bank.data
     for a in range(s, e):
         da = d[a - s]
         if da == 0.0:
@@ -71,18 +87,18 @@ def block_image(sparse, LT, indptr, indices, data, s, e, d, w):  # pragma: no co
 
 
 @njit(cache=True)
-def prox_scale(nv, Ct, rp, reg_prox, one):  # pragma: no cover - jitted
+def prox_scale(nv, Ct, reg, one):  # pragma: no cover - jitted
     r"""The factor :math:`\mathrm{prox}_{\tilde g_{C_t}}(\|v\|)/\|v\|` by which the block prox
     scales a block :math:`v` of norm ``nv`` (0 when the block is set to zero)."""
     if not nv > 0.0:
         return 0.0
     one[0] = nv
-    p = reg_prox(one, Ct, rp)[0]
+    p = reg.prox(one, Ct, reg.params)[0]
     return p / nv if p > 0.0 else 0.0
 
 
 @njit(cache=True)
-def prox_step(beta, s, e, g, lam, C, rp, reg_prox, one, d):  # pragma: no cover - jitted
+def prox_step(beta, s, e, g, lam, C, reg, one, d):  # pragma: no cover - jitted
     r"""Block step :math:`d = \mathrm{prox}(\|v\| \mid \tilde g_{C/\lambda})\,v/\|v\| - \beta_m`,
     :math:`v = \beta_m - g/\lambda` (rows ``s:e``, gradient ``g[:e - s]``), into ``d``;
     returns :math:`\|d\|^2`.
@@ -93,7 +109,7 @@ def prox_step(beta, s, e, g, lam, C, rp, reg_prox, one, d):  # pragma: no cover 
     for a in range(s, e):
         v = beta[a] - g[a - s] / lam
         nv2 += v * v
-    sc = prox_scale(np.sqrt(nv2), C / lam, rp, reg_prox, one)
+    sc = prox_scale(np.sqrt(nv2), C / lam, reg, one)
     dn2 = 0.0
     for a in range(s, e):
         da = sc * (beta[a] - g[a - s] / lam) - beta[a]
@@ -103,7 +119,7 @@ def prox_step(beta, s, e, g, lam, C, rp, reg_prox, one, d):  # pragma: no cover 
 
 
 @njit(cache=True)
-def scores(beta, G, starts, nu, C, rp, reg_prox):  # pragma: no cover - jitted
+def scores(beta, G, starts, nu, C, reg):  # pragma: no cover - jitted
     r"""Violation of the optimality conditions of every block.
 
     :math:`\nu_m\|\beta_m - \mathrm{prox}_{\tilde g_C/\nu_m}(\beta_m - g_m/\nu_m)\|`,
@@ -122,8 +138,7 @@ def scores(beta, G, starts, nu, C, rp, reg_prox):  # pragma: no cover - jitted
         s = starts[m]
         e = starts[m + 1]
         if e > s and nu[m] > 0.0:
-            out[m] = nu[m] * np.sqrt(prox_step(beta, s, e, G[s:e], nu[m], C, rp, reg_prox, one,
-                                                d))
+            out[m] = nu[m] * np.sqrt(prox_step(beta, s, e, G[s:e], nu[m], C, reg, one, d))
     return out
 
 
@@ -157,7 +172,7 @@ def unpack(src, rows, beta):  # pragma: no cover - jitted
 
 
 @njit(cache=True)
-def reg_sum_packed(packed, wseg, C, rp, reg_value):  # pragma: no cover - jitted
+def reg_sum_packed(packed, wseg, C, reg):  # pragma: no cover - jitted
     r""":math:`\sum_{m\in W}\tilde g_C(\|\beta_m\|)` of the rows packed by :func:`pack`."""
     nW = wseg.shape[0] - 1
     if nW == 0:
@@ -168,15 +183,15 @@ def reg_sum_packed(packed, wseg, C, rp, reg_value):  # pragma: no cover - jitted
         for p in range(wseg[k], wseg[k + 1]):
             acc += packed[p] * packed[p]
         nrm[k] = np.sqrt(acc)
-    return np.sum(reg_value(nrm, C, rp))
+    return np.sum(reg.value(nrm, C, reg.params))
 
 
 @njit(cache=True)
-def reg_sum(beta, rows, wseg, C, rp, reg_value):  # pragma: no cover - jitted
+def reg_sum(beta, rows, wseg, C, reg):  # pragma: no cover - jitted
     r""":math:`\sum_{m \in W}\tilde g_C(\|\beta_m\|)`."""
     packed = np.empty(rows.shape[0] + 1)
     pack(beta, 0.0, rows, packed)
-    return reg_sum_packed(packed, wseg, C, rp, reg_value)
+    return reg_sum_packed(packed, wseg, C, reg)
 
 
 @njit(cache=True)
@@ -240,7 +255,7 @@ def anderson(X):  # pragma: no cover - jitted
 
 
 @njit(cache=True)
-def block_min(beta, s, e, g, H, L, C, rp, reg_prox, one, d, work, max_inner):  # pragma: no cover
+def block_min(beta, s, e, g, H, L, C, reg, one, d, work, max_inner):  # pragma: no cover
     r"""Minimize the quadratic model over one block exactly (to a relative residual of
     :math:`10^{-3}`): :math:`\min_d\ g^\top d + \tfrac12 d^\top Hd + \tilde g_C(\|\beta_m + d\|)`.
 
@@ -269,7 +284,7 @@ def block_min(beta, s, e, g, H, L, C, rp, reg_prox, one, d, work, max_inner):  #
                 acc += H[a, b] * (yv[b] - beta[s + b])
             gy[a] = yv[a] - acc / L
             nv2 += gy[a] * gy[a]
-        sc = prox_scale(np.sqrt(nv2), C / L, rp, reg_prox, one)
+        sc = prox_scale(np.sqrt(nv2), C / L, reg, one)
         res2 = 0.0
         ip = 0.0
         for a in range(rk):
@@ -298,12 +313,20 @@ def block_min(beta, s, e, g, H, L, C, rp, reg_prox, one, d, work, max_inner):  #
 
 
 @njit(cache=True)
-def block_hessian(sparse, LT, s, e, m, h, supp_ptr, supp_idx, tptr, tcol, tval, out):  # pragma: no cover
+def block_hessian(bank, m, h, out):  # pragma: no cover - jitted
     r""":math:`L_m^\top\mathrm{diag}(h)L_m` into ``out`` (:math:`r_m\times r_m`): a product of
     the weighted rows (dense), or a sum over the block's samples of their rank-one terms
     (sparse, from the sample-major copy ``tptr``/``tcol``/``tval``)."""
+    s = bank.starts[m]
+    e = bank.starts[m + 1]
+    LT = bank.LT
+    supp_ptr = bank.supp_ptr
+    supp_idx = bank.supp_idx
+    tptr = bank.tptr
+    tcol = bank.tcol
+    tval = bank.tval
     rk = e - s
-    if sparse:
+    if bank.sparse:
         out[:, :] = 0.0
         for j in range(supp_ptr[m], supp_ptr[m + 1]):
             hi = h[supp_idx[j]]

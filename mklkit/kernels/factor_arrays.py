@@ -51,7 +51,8 @@ class FactorArrays:
     (block ``m`` at ``goff[m]``, -1 for the others); for a sparse bank,
     ``supp_ptr``/``supp_idx`` list the samples each block touches and
     ``tptr``/``tcol``/``tval`` hold each block's entries sample by sample (its
-    factor :math:`L_m` in CSR form, restricted to those samples).
+    factor :math:`L_m` in CSR form, restricted to those samples).  :attr:`record` holds
+    them all as the :class:`~mklkit._jit.records.Bank` that the jitted loops take.
     """
 
     def __init__(self, bank: FactorBank) -> None:
@@ -96,14 +97,13 @@ class FactorArrays:
             if small.size else small
         self.grams = np.zeros(int(np.sum(ranks[small] ** 2)))
         ones = np.ones(N) if self.sparse else np.zeros(0)
+        self._record = None
         for m in small:
             r = int(ranks[m])
             G = self.grams[self.goff[m]:self.goff[m] + r * r].reshape(r, r)
             if self.sparse:
-                # from the sample-major copy, symmetric
-                _jit().block_hessian(True, self.LT, int(self.starts[m]), int(self.starts[m + 1]),
-                                     int(m), ones, self.supp_ptr, self.supp_idx, self.tptr,
-                                     self.tcol, self.tval, G)
+                # from the sample-major copy, symmetric (the spectral norms are not known yet)
+                _jit().block_hessian(self._bank_record(np.zeros(M)), int(m), ones, G)
             else:
                 B = self.LT[self.starts[m]:self.starts[m + 1]]
                 G[:, :] = B @ B.T
@@ -117,6 +117,20 @@ class FactorArrays:
             for k, m in enumerate(ms):
                 self.eig[int(m)] = (w[k], V[k])
         self.lip = np.array([self._spectral_sq(bank, m) for m in range(M)])
+
+    def _bank_record(self, lip: np.ndarray) -> Any:
+        # the record's type is fixed: a dense factor that is not C-contiguous float64 is copied
+        LT = np.ascontiguousarray(self.LT, dtype=np.float64)
+        return _jit().Bank(self.starts, lip, LT, self.indptr, self.indices, self.data,
+                           self.supp_ptr, self.supp_idx, self.tptr, self.tcol, self.tval,
+                           self.grams, self.goff, self.sparse)
+
+    @property
+    def record(self) -> Any:
+        """The arrays as one :class:`~mklkit._jit.records.Bank` (made on the first call)."""
+        if self._record is None:
+            self._record = self._bank_record(self.lip)
+        return self._record
 
     def gram(self, m: int) -> np.ndarray:
         """:math:`L_m^\\top L_m` of a block of rank <= GRAM_MAX_RANK."""

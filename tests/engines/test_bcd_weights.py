@@ -88,12 +88,6 @@ def _solve(engine: dict, pb: Problem):
 # ---------------------------------------------------------------------------
 # the weighted loss in the jitted loops
 # ---------------------------------------------------------------------------
-def _kernels(obj):
-    k = obj.jit
-    return [getattr(k, n) or k.value for n in ("value", "deriv", "deriv2", "conj", "conj_grad",
-                                               "conj_hess")]
-
-
 @pytest.mark.parametrize("loss", ["hinge", "eps_insensitive"])
 def test_weighted_envelope(loss):
     r""":math:`(w\ell)_\mu(z) = \sup_u uz - w\ell^*(u/w) - \mu u^2/2 = w\,\ell_{\mu w}(z)`:
@@ -105,7 +99,7 @@ def test_weighted_envelope(loss):
 
     obj = get_registry().create("loss", loss)
     k, lp = obj.jit, np.ascontiguousarray(obj.param_vector, dtype=np.float64)
-    fns = _kernels(obj)
+    fns = kb.loss_fns(obj)
     rng = np.random.default_rng(3)
     n = 60
     y = np.where(rng.random(n) > 0.5, 1.0, -1.0) if obj.task == "classification" \
@@ -118,8 +112,8 @@ def test_weighted_envelope(loss):
     empty = np.zeros(0)
 
     def env(zz, ww, m=mu, yy=y, lw=lo, hw=hi):
-        return kb.eval_loss(kb.KIND_ENVELOPE, yy, np.ascontiguousarray(zz), lp, m, lw, hw, ww,
-                            *fns, True, True)
+        return kb.eval_loss(kb.samples(yy, lw, hw, ww, kb.KIND_ENVELOPE, m),
+                            np.ascontiguousarray(zz), fns, True, True)
 
     v, u, h = env(z, w)
     # the definition, over u in w [lo, hi]
@@ -169,9 +163,9 @@ def test_weighted_smooth_terms(loss):
     w = rng.uniform(0.5, 3.0, 30)
     lo = np.ascontiguousarray(k.conj_lower(y, lp), dtype=np.float64)
     hi = np.ascontiguousarray(k.conj_upper(y, lp), dtype=np.float64)
-    a = kb.eval_loss(kb.KIND_SMOOTH, y, z, lp, 0.0, lo, hi, w, *_kernels(obj), True, True)
-    b = kb.eval_loss(kb.KIND_SMOOTH, y, z, lp, 0.0, lo, hi, np.zeros(0), *_kernels(obj), True,
-                     True)
+    fns = kb.loss_fns(obj)
+    a = kb.eval_loss(kb.samples(y, lo, hi, w, kb.KIND_SMOOTH, 0.0), z, fns, True, True)
+    b = kb.eval_loss(kb.samples(y, lo, hi, None, kb.KIND_SMOOTH, 0.0), z, fns, True, True)
     for p, q in zip(a, b):
         np.testing.assert_allclose(p, w * q, rtol=1e-15)
 

@@ -84,7 +84,7 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         lk = self.lk
         # the weighted loss w_i l (SampleLoss); the jitted loops take the weights as an array
         # next to the domain [lo, hi] of the loss's own conjugate, empty when unweighted
-        self.sw = np.zeros(0) if self.sl.w is None else self.sl.w
+        self.sw = np.zeros(0) if self.sl.w is None else common.as_vector(self.sl.w)
         self.lo = common.as_vector(lk.conj_lower(self.y, self.lp))
         self.hi = common.as_vector(lk.conj_upper(self.y, self.lp))
         # the dual box: minus the domain of (w l)^*, w times the loss's
@@ -97,26 +97,34 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         # step on the working set's blocks is affordable (polishes)
         self.polish_on = engine.polish == "always" or (engine.polish == "auto" and not self.smooth)
         self.polish_cheap = engine.polish == "auto" and self.smooth
-        # a loss kernel that is not used is passed as the value kernel (same signature)
-        self.fns = tuple(kb.first_class(getattr(lk, k) or lk.value, kb.LOSS_FN) for k in
-                         ("value", "deriv", "deriv2", "conj", "conj_grad", "conj_hess"))
-        self.reg_fns = (kb.first_class(self.reg.jit.value, kb.REG_FN),
-                        kb.first_class(self.reg.jit.prox, kb.REG_FN))
+        # the records the jitted loops take (mklkit._jit.records)
+        self.loss_rec = kb.loss_fns(self.loss)
+        self.reg_rec = kb.reg_fns(self.reg)
+        self.bank_rec = self.f.record
 
     # -- jitted calls ---------------------------------------------------------
+    def samples(self, smoothing: float) -> tuple:
+        """The :class:`~mklkit._jit.records.Samples` of the loss in use at ``smoothing``."""
+        return self.kb.Samples(self.y, self.lo, self.hi, self.sw, self.kind, float(smoothing))
+
+    def eval_loss(self, z: np.ndarray, smoothing: float, value: bool, curv: bool
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Values (if asked), derivatives and curvatures (if asked) of the loss in use at
+        ``z`` (:func:`mklkit._jit.bcd.eval_loss`)."""
+        return self.kb.eval_loss(self.samples(smoothing), common.as_vector(z), self.loss_rec,
+                                 value, curv)
+
     def loss_terms(self, z: np.ndarray, smoothing: float, value: bool = False
                    ) -> tuple[np.ndarray, np.ndarray]:
         """Values (if asked) and derivatives of the loss in use at ``z``."""
-        v, d1, _ = self.kb.eval_loss(self.kind, self.y, common.as_vector(z), self.lp, smoothing,
-                                     self.lo, self.hi, self.sw, *self.fns, value, False)
+        v, d1, _ = self.eval_loss(z, smoothing, value, False)
         return v, d1
 
     def scores(self, beta: np.ndarray, grad: np.ndarray, smoothing: float) -> np.ndarray:
         """Violation of every block's optimality condition (:func:`~mklkit._jit.bcd.scores`)."""
         kappa = self.curvature_scale(smoothing)
         return self.kb.block_scores(beta, common.as_vector(grad), self.f.starts,
-                                    kappa * self.f.lip, self.C, self.rp,
-                                    self.reg_fns[1])
+                                    kappa * self.f.lip, self.C, self.reg_rec)
 
     def curvature_scale(self, smoothing: float) -> float:
         r""":math:`L`, the bound of the second derivative of the loss in use (1 if none): the
@@ -170,37 +178,24 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         """One call of :func:`mklkit._jit.bcd.solve_ws` (``method``: the run's by default;
         ``max_newton`` caps the engine's Newton steps; ``polish``: Newton steps on the support
         follow); updates ``beta``, ``z`` in place."""
-        kb, f, eng = self.kb, self.f, self.engine
+        kb, eng = self.kb, self.engine
         method = self.method if method is None else method
-        ipar = np.zeros(kb.IP_LEN, dtype=np.int64)
-        ipar[kb.IP_METHOD] = kb.METHOD_NEWTON if method == "newton" else kb.METHOD_BCD
-        ipar[kb.IP_SPARSE] = int(f.sparse)
-        ipar[kb.IP_BIAS] = int(self.bias)
-        ipar[kb.IP_KIND] = self.kind
         # with Newton steps on the support after it, coordinate descent only has to find
         # the support
         cap = int(eng.max_newton) if max_newton is None else min(int(eng.max_newton), max_newton)
-        ipar[kb.IP_MAX_NEWTON] = min(cap, 3) if polish else cap
-        ipar[kb.IP_MAX_EPOCHS] = int(eng.newton_epochs if method == "newton"
-                                     else eng.max_epochs)
-        ipar[kb.IP_ANDERSON] = int(eng.anderson)
-        ipar[kb.IP_EXACT_RANK] = min(int(eng.exact_rank), GRAM_MAX_RANK)
-        ipar[kb.IP_MAX_INNER] = int(eng.max_inner)
         lip = self.curvature_scale(smoothing) if not self.smooth else self.lip_loss
-        ipar[kb.IP_CHECK] = int(not (math.isfinite(lip) and lip > 0.0))
-        fpar = np.zeros(kb.FP_LEN)
-        fpar[kb.FP_C] = self.C
-        fpar[kb.FP_MU] = smoothing
-        fpar[kb.FP_LIP] = lip
-        fpar[kb.FP_TOL] = tol_in
-        fpar[kb.FP_RATIO] = float(eng.inner_ratio)
-        fpar[kb.FP_SCALE] = self.curvature_scale(smoothing)
+        opts = kb.BcdOptions(
+            method=kb.METHOD_NEWTON if method == "newton" else kb.METHOD_BCD,
+            with_bias=bool(self.bias), check=not (math.isfinite(lip) and lip > 0.0),
+            max_newton=min(cap, 3) if polish else cap,
+            max_epochs=int(eng.newton_epochs if method == "newton" else eng.max_epochs),
+            anderson=int(eng.anderson), exact_rank=min(int(eng.exact_rank), GRAM_MAX_RANK),
+            max_inner=int(eng.max_inner), C=float(self.C), lip=float(lip), tol=float(tol_in),
+            ratio=float(eng.inner_ratio), scale=float(self.curvature_scale(smoothing)))
         stats = np.zeros(kb.ST_LEN)
-        bvec = np.array([b])
-        kb.solve_ws(ipar, fpar, ws, f.starts, f.lip, f.LT, f.indptr, f.indices, f.data,
-                    f.supp_ptr, f.supp_idx, f.tptr, f.tcol, f.tval, f.grams, f.goff, self.y,
-                    self.lp, self.lo, self.hi, self.sw, self.rp, beta, z, bvec, stats, *self.fns,
-                    *self.reg_fns)
+        bvec = np.array([b], dtype=np.float64)
+        kb.solve_ws(opts, self.bank_rec, self.samples(smoothing), self.loss_rec, self.reg_rec,
+                    kb.bcd_state(ws, beta, z, bvec, stats))
         return float(bvec[0]) if self.bias else 0.0, stats
 
     def newton_to_tol(self, ws: np.ndarray, beta: np.ndarray, b: float, z: np.ndarray,

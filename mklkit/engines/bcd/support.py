@@ -50,9 +50,7 @@ class Support:
     def terms(self, z: np.ndarray, smoothing: float
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Values, derivatives and curvatures of the loss in use at ``z``."""
-        run = self.run
-        return run.kb.eval_loss(run.kind, run.y, common.as_vector(z), run.lp, smoothing,
-                                run.lo, run.hi, run.sw, *run.fns, True, True)
+        return self.run.eval_loss(z, smoothing, True, True)
 
     def state(self, beta: np.ndarray, b: float, smoothing: float) -> tuple:
         """The support's blocks of ``beta`` (a copy), the predictions, and :meth:`objective`
