@@ -116,6 +116,7 @@ class _Reg:
     finv: Any
     F: Any
     reg: Any
+    bregman: Any = None  # the BregmanJit of a Bregman form (None: the loops get stand-ins)
 
     def phi(self, c: np.ndarray) -> float:
         r"""The dual's regularizer part :math:`\Phi(c)` (paper scale)."""
@@ -271,7 +272,7 @@ class _View:
 
     __slots__ = ("avar", "cmap", "beta", "z", "e", "ub", "pt", "var_pos", "var_neg", "gconst",
                  "gamma", "v", "diag", "F", "Dg", "Z1", "V2", "X2", "Ri", "rows_mode", "cache",
-                 "slot_of", "point_of", "stamp")
+                 "slot_of", "point_of", "stamp", "bank", "row_cache", "state")
 
     @property
     def n_points(self) -> int:
@@ -297,7 +298,7 @@ class _SmoRun(Algorithm):
 
     def __init__(self, engine: Any, problem: Problem, run: Run,
                  warm_start: SolveResult | None = None) -> None:
-        from . import _smo
+        from . import _records, _smo
 
         super().__init__(engine, problem, run, warm_start)
         self.smo = _smo
@@ -371,33 +372,25 @@ class _SmoRun(Algorithm):
         if src is None:
             e_i = np.zeros(1, dtype=np.int64)
             e_f = np.zeros(1)
-            self.prog = dict(xr_ptr=e_i, xr_idx=e_i, xr_val=e_f, xc_ptr=e_i, xc_idx=e_i,
-                             xc_val=e_f, g_fptr=e_i, g_feat=e_i, g_sqn=np.zeros((1, 1)),
-                             k_group=e_i, k_fam=e_i, k_par=np.zeros((1, 4)),
-                             k_pn=np.zeros((0, 0)))
-            self.xi = e_f
-            self.acc = np.zeros((1, 1))
+            self.rows = _records.FeatureRows(
+                xr_ptr=e_i, xr_idx=e_i, xr_val=e_f, xc_ptr=e_i, xc_idx=e_i, xc_val=e_f,
+                g_fptr=e_i, g_feat=e_i, g_sqn=np.zeros((1, 1)), k_group=e_i, k_fam=e_i,
+                k_par=np.zeros((1, 4)), k_pn=np.zeros((0, 0)), xi=e_f, acc=np.zeros((1, 1)))
         else:
-            self.prog = src.program
-            self.xi, self.acc = src.workspace()
+            self.rows = src.feature_rows()
         self._flat: np.ndarray | None = None  # row cache storage, allocated on first use
         self._epochs: list[tuple[np.ndarray, np.ndarray]] = []  # points left out, gamma then
-        self.ipar = np.zeros(_smo.IP_LEN, dtype=np.int64)
-        self.ipar[_smo.IP_REG] = self.reg.mode
-        self.ipar[_smo.IP_ANALYTIC] = 1 if p["analytic"] else 0
-        self.ipar[_smo.IP_PARALLEL] = 1 if self.par else 0
-        self.ipar[_smo.IP_NBLOCKS] = self.nb
-        self.fpar = np.zeros(_smo.FP_LEN)
-        self.fpar[_smo.FP_U] = self.U
-        self.fpar[_smo.FP_Q] = self.reg.q
-        self.fpar[_smo.FP_LAM] = self.reg.lam
-        self.fpar[_smo.FP_FD0] = self.reg.fd0
-        self.fpar[_smo.FP_FDZ] = self.reg.Fd0
-        self.fpar[_smo.FP_D0] = self.reg.d0
-        self.fpar[_smo.FP_TAU] = 1e-12
+        self.opts = _records.SmoOptions(
+            reg_mode=int(self.reg.mode), rows_mode=_smo.ROWS_PRECOMPUTED, max_steps=0,
+            analytic=bool(p["analytic"]), parallel=bool(self.par), nblocks=int(self.nb),
+            eps=self.eps, q=float(self.reg.q), lam=float(self.reg.lam), fd0=float(self.reg.fd0),
+            tau=1e-12)
+        self.fns = _records.bregman_fns(self.reg.bregman, self.reg.bpar)
+        self.work = _records.SmoWork(self.wa, self.ww, self.wc)
+        # the full state, which the exact refreshes work on whatever the view
+        self.view = self._full = self._full_view()
         if warm_start is not None:
             self._warm(warm_start)
-        self.view = self._full_view()
         self._refresh()
 
     # -- setup -----------------------------------------------------------------
@@ -415,7 +408,7 @@ class _SmoRun(Algorithm):
         d0 = float(b.d0(pv))
         fd0 = float(np.asarray(b.f(np.array([d0]), pv))[0])
         Fd0 = float(np.asarray(b.F(np.array([d0]), pv))[0])
-        return _Reg(smo.REG_BREGMAN, 2.0, 0.5, fd0, Fd0, d0, pv, b.finv, b.F, reg)
+        return _Reg(smo.REG_BREGMAN, 2.0, 0.5, fd0, Fd0, d0, pv, b.finv, b.F, reg, b)
 
     def _cache_for(self, npts: int) -> tuple[np.ndarray, int]:
         """A row cache of (slots, M, npts) inside the ``cache_mb`` budget (at least 2 rows)."""
@@ -448,7 +441,7 @@ class _SmoRun(Algorithm):
         w.slot_of = np.full(self.N, -1, dtype=np.int64)
         w.point_of = np.full(slots, -1, dtype=np.int64)
         w.stamp = np.zeros(slots, dtype=np.int64)
-        return w
+        return self._with_records(w)
 
     def _compact_view(self, avar: np.ndarray) -> _View:
         """Compact copies for the active variables ``avar`` (global indices, sorted)."""
@@ -487,6 +480,17 @@ class _SmoRun(Algorithm):
         w.slot_of = np.full(apt.size, -1, dtype=np.int64)
         w.point_of = np.full(slots, -1, dtype=np.int64)
         w.stamp = np.zeros(slots, dtype=np.int64)
+        return self._with_records(w)
+
+    def _with_records(self, w: _View) -> _View:
+        """``w`` with the records the jitted loops take (checked once per view)."""
+        from ._records import RowCache, SmoBank, SmoState, check_record
+
+        w.bank = check_record(SmoBank(self.K, w.diag, self.nck, self.dconst, w.cmap))
+        w.row_cache = check_record(RowCache(w.cache, w.slot_of, w.point_of, w.stamp))
+        w.state = check_record(SmoState(
+            w.beta, w.z, w.e, w.ub, w.pt, w.var_pos, w.var_neg, w.gconst, w.gamma, w.v, self.c,
+            self.d, self.u1, self.u2, w.F, w.Dg, w.Z1, w.V2, w.X2, w.Ri, self.istate, self.fout))
         return w
 
     def _warm(self, ws: SolveResult) -> None:
@@ -529,19 +533,11 @@ class _SmoRun(Algorithm):
             else:
                 self.smo.sync_precomputed(self.K, sv, gsv, pts, pts.size, add, self.v)
         else:
-            p = self.prog
-            row = np.empty((self.M, pts.size))
-            self.smo.sync_features(self.par, sv, gsv, pts, pts.size, add, self.v, p["xr_ptr"],
-                                   p["xr_idx"], p["xr_val"], p["xc_ptr"], p["xc_idx"],
-                                   p["xc_val"], p["g_fptr"], p["g_feat"], p["g_sqn"],
-                                   p["k_group"], p["k_fam"], p["k_par"], p["k_pn"], self.xi,
-                                   self.acc, row)
+            self.smo.sync_features(self.par, self.rows, sv, gsv, pts, add, self.v)
 
     def _refresh(self) -> None:
         """Exact c from v and the sums on all points (only when nothing is shrunk)."""
-        self.smo.refresh(self.reg.mode, self.nb, self.par, True, self.fpar, self.reg.bpar,
-                         self.gamma, self.reg.finv, self.diag, self.nck, self.dconst, self.c,
-                         self.v, self.d, self.u1, self.u2, self.F, self.Dg, self.Z1, self.V2)
+        self.smo.refresh(self.opts, self.fns, self._full.bank, self._full.state)
 
     # -- shrinking -----------------------------------------------------------------
     @property
@@ -644,19 +640,10 @@ class _SmoRun(Algorithm):
     def _chunk(self, budget: int) -> tuple[int, int, float]:
         smo = self.smo
         w = self.view
-        p = self.prog
-        self.ipar[smo.IP_ROWS] = w.rows_mode
-        self.ipar[smo.IP_MAX_STEPS] = budget
-        self.fpar[smo.FP_EPS] = self.eps
+        self.opts = self.opts._replace(rows_mode=w.rows_mode, max_steps=int(budget),
+                                       eps=float(self.eps))
         with np.errstate(all="ignore"):
-            smo.smo_chunk(
-                self.ipar, self.fpar, self.reg.bpar, self.reg.finv, self.K, w.diag, self.nck,
-                self.dconst, w.cmap, p["xr_ptr"], p["xr_idx"], p["xr_val"], p["xc_ptr"],
-                p["xc_idx"], p["xc_val"], p["g_fptr"], p["g_feat"], p["g_sqn"], p["k_group"],
-                p["k_fam"], p["k_par"], p["k_pn"], self.xi, self.acc, w.cache, w.slot_of,
-                w.point_of, w.stamp, w.beta, w.z, w.e, w.ub, w.pt, w.var_pos, w.var_neg, w.gconst,
-                w.gamma, w.v, self.c, self.d, self.u1, self.u2, w.F, w.Dg, w.Z1, w.V2, w.X2, w.Ri,
-                self.wa, self.ww, self.wc, self.istate, self.fout)
+            smo.smo_chunk(self.opts, self.fns, w.bank, self.rows, w.row_cache, w.state, self.work)
         return (int(self.istate[smo.IS_STEPS]), int(self.istate[smo.IS_STOP]),
                 float(self.fout[smo.FO_VIOL]))
 

@@ -672,8 +672,7 @@ class _Skm:
         smo = run.smo
         c = np.ascontiguousarray(run.c, dtype=np.float64)
         d, u1, u2 = np.zeros(run.M), np.zeros(run.M), np.zeros(run.M)
-        r1 = smo.reg_coeffs(run.reg.mode, c, run.fpar[smo.FP_Q], run.fpar[smo.FP_LAM],
-                            run.fpar[smo.FP_FD0], run.reg.bpar, run.reg.finv, d, u1, u2)
+        r1 = smo.reg_coeffs(run.opts, run.fns, c, d, u1, u2)
         H = weighted_block(run.K, np.ascontiguousarray(pts, dtype=np.int64), d)
         V = run.v[:, pts]
         pv = u1 @ V
