@@ -76,8 +76,10 @@ from mklkit.engines.common import relative_gap
 from mklkit.problem import Problem
 from mklkit.result import SolveResult, Status
 
-from .engine import CACHE_MB, PARALLEL, SHRINKING, _Reg, _SmoRun, bias_and_kernel_problems
+from .engine import CACHE_MB, PARALLEL, SHRINKING, bias_and_kernel_problems
+from .loop import _SmoRun
 from .regularizer import L1Squared
+from .state import _Reg
 
 __all__ = ["SkmSMO", "MergedPoints", "opt3", "sparsify_weights", "lanckriet_problem",
            "lanckriet_weights"]
