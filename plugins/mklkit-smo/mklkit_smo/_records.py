@@ -11,11 +11,13 @@ Every loop takes a few records instead of dozens of arrays:
   (:meth:`mklkit_smo.FeatureKernels.feature_rows`);
 * :class:`RowCache` -- the LRU cache of kernel rows;
 * :class:`SmoState` -- the dual variables and the kernel sums on the current points;
-* :class:`SmoWork` -- per-kernel work arrays.
+* :class:`SmoWork` -- per-kernel work arrays;
+* :class:`KernelSums` -- what the passes over the kernels read and write, taken from the
+  state and the bank inside the loops (a smaller record to pass than both).
 
 A record is a ``NamedTuple`` of float64/int64 C-contiguous arrays and scalars.
 Each class is registered with its numba type, so that a call does not type the
-record element by element; the constructors below give every field its type.
+record element by element (:func:`check_record` checks a record's fields once).
 The records are flat: numba's parallel loops take a record only when none of
 its fields is a record itself.
 """
@@ -28,7 +30,7 @@ from numba import njit, types
 from numba.core.typing.typeof import typeof_impl
 
 __all__ = ["SmoOptions", "BregmanFns", "SmoBank", "FeatureRows", "RowCache", "SmoState",
-           "SmoWork", "FirstClass", "first_class", "bregman_fns", "check_record", "no_function",
+           "SmoWork", "KernelSums", "FirstClass", "first_class", "bregman_fns", "check_record", "no_function",
            "no_d0", "ARRAY_FN", "SCALAR_FN", "OPTS_T", "BREG_T", "BANK_T", "ROWS_T", "CACHE_T",
            "STATE_T", "WORK_T"]
 
@@ -142,6 +144,23 @@ class SmoState(NamedTuple):
     Ri: np.ndarray
     istate: np.ndarray
     fout: np.ndarray
+
+
+class KernelSums(NamedTuple):
+    """The kernel sums and coefficients of :class:`SmoState` and the diagonals of
+    :class:`SmoBank` that the passes over the kernels use (built inside the loops)."""
+
+    v: np.ndarray
+    d: np.ndarray
+    u1: np.ndarray
+    u2: np.ndarray
+    F: np.ndarray
+    Dg: np.ndarray
+    Z1: np.ndarray
+    V2: np.ndarray
+    diag: np.ndarray
+    nck: np.ndarray
+    dconst: np.ndarray
 
 
 class SmoWork(NamedTuple):

@@ -68,8 +68,8 @@ import math
 import numpy as np
 from numba import njit, prange, types
 
-from ._records import (BANK_T, BREG_T, CACHE_T, OPTS_T, ROWS_T, STATE_T, WORK_T, SmoOptions,
-                       no_function)
+from ._records import (BANK_T, BREG_T, CACHE_T, OPTS_T, ROWS_T, STATE_T, WORK_T, KernelSums,
+                       SmoOptions, no_function)
 from ._skm import skm_coeffs
 
 #: ``FLAGS[1]`` (True) and ``FLAGS[0]`` (False): constant flags passed between jitted functions as
@@ -595,23 +595,23 @@ def _get_slot(P, pin, opts, bank, rows, cache, istate):  # pragma: no cover - ji
 # passes over the (M, n_points) state
 # ---------------------------------------------------------------------------
 @njit(cache=True)
-def _pass_a_block(j0, j1, bank, st, rowI, rowJ, dI, dJ, update):  # pragma: no cover - jitted
+def _pass_a_block(j0, j1, sums, rowI, rowJ, dI, dJ, update):  # pragma: no cover - jitted
     """v_k += dI K_k[I,:] + dJ K_k[J,:], then F, Dg, Z1, V2 on the columns [j0, j1).
 
     Kernels with a constant diagonal (``dconst``) enter Dg as one number; only
     those listed in ``nck`` are read from ``diag``.
     """
-    diag = bank.diag
-    nck = bank.nck
-    dconst = bank.dconst
-    v = st.v
-    d = st.d
-    u1 = st.u1
-    u2 = st.u2
-    F = st.F
-    Dg = st.Dg
-    Z1 = st.Z1
-    V2 = st.V2
+    diag = sums.diag
+    nck = sums.nck
+    dconst = sums.dconst
+    v = sums.v
+    d = sums.d
+    u1 = sums.u1
+    u2 = sums.u2
+    F = sums.F
+    Dg = sums.Dg
+    Z1 = sums.Z1
+    V2 = sums.V2
     M = v.shape[0]
     base = 0.0
     for k in range(M):
@@ -643,20 +643,20 @@ def _pass_a_block(j0, j1, bank, st, rowI, rowJ, dI, dJ, update):  # pragma: no c
 
 
 @njit(cache=True, parallel=True)
-def _pass_a_parallel(nb, bank, st, rowI, rowJ, dI, dJ, update):  # pragma: no cover - jitted
-    N = st.v.shape[1]
+def _pass_a_parallel(nb, sums, rowI, rowJ, dI, dJ, update):  # pragma: no cover - jitted
+    N = sums.v.shape[1]
     for b in prange(nb):
         j0 = (N * b) // nb
         j1 = (N * (b + 1)) // nb
-        _pass_a_block(j0, j1, bank, st, rowI, rowJ, dI, dJ, update)
+        _pass_a_block(j0, j1, sums, rowI, rowJ, dI, dJ, update)
 
 
 @njit(cache=True)
-def _pass_a(opts, bank, st, rowI, rowJ, dI, dJ, update):  # pragma: no cover - jitted
-    if opts.parallel:
-        _pass_a_parallel(opts.nblocks, bank, st, rowI, rowJ, dI, dJ, update)
+def _pass_a(par, nb, sums, rowI, rowJ, dI, dJ, update):  # pragma: no cover - jitted
+    if par:
+        _pass_a_parallel(nb, sums, rowI, rowJ, dI, dJ, update)
     else:
-        _pass_a_block(np.int64(0), st.v.shape[1], bank, st, rowI, rowJ, dI, dJ, update)
+        _pass_a_block(np.int64(0), sums.v.shape[1], sums, rowI, rowJ, dI, dJ, update)
 
 
 @njit(cache=True)
@@ -706,6 +706,13 @@ def _exact_forms(v, gamma, c):  # pragma: no cover - jitted
         c[k] = s if s > 0.0 else 0.0
 
 
+@njit(cache=True)
+def _sums(bank, st):  # pragma: no cover - jitted
+    """The arrays the first pass reads and writes, as one record."""
+    return KernelSums(st.v, st.d, st.u1, st.u2, st.F, st.Dg, st.Z1, st.V2, bank.diag, bank.nck,
+                      bank.dconst)
+
+
 @njit(types.void(OPTS_T, BREG_T, BANK_T, STATE_T), cache=True)
 def refresh(opts, reg, bank, st):  # pragma: no cover - jitted
     """Recompute c from v (v must be exact at every point), the coefficients, and the
@@ -713,7 +720,7 @@ def refresh(opts, reg, bank, st):  # pragma: no cover - jitted
     _exact_forms(st.v, st.gamma, st.c)
     reg_coeffs(opts, reg, st.c, st.d, st.u1, st.u2)
     row = bank.diag[:, :]  # unused when update is False (a view of the layout of the solver's rows)
-    _pass_a(opts, bank, st, row, row, 0.0, 0.0, FLAGS[0])
+    _pass_a(opts.parallel, opts.nblocks, _sums(bank, st), row, row, 0.0, 0.0, FLAGS[0])
 
 
 @njit(cache=True)
@@ -836,6 +843,7 @@ def smo_chunk(opts, reg, bank, rows, cache, st, work):  # pragma: no cover - jit
     fout = st.fout
     a = work.a
     w = work.w
+    sums = _sums(bank, st)
     n = beta.shape[0]
     M = v.shape[0]
     counter = np.zeros(1, dtype=np.int64)
@@ -970,7 +978,7 @@ def smo_chunk(opts, reg, bank, rows, cache, st, work):  # pragma: no cover - jit
                   + 2.0 * dI * dJ * rowI[k, Ij] + dJ * dJ * diag[k, Ij])
             c[k] = nv if nv > 0.0 else 0.0
         r1 = reg_coeffs(opts, reg, c, d, u1, u2)
-        _pass_a(opts, bank, st, rowI, rowJ, dI, dJ, FLAGS[1])
+        _pass_a(par, nb, sums, rowI, rowJ, dI, dJ, FLAGS[1])
         steps += 1
         if not (math.isfinite(F[Ii]) and math.isfinite(c[0])):
             stop = STOP_NUMERICAL
