@@ -18,8 +18,9 @@ fit in memory.
 from __future__ import annotations
 
 from .engine import SmoMKL, kl_from_paper
+from .lanckriet import lanckriet_problem, lanckriet_weights
 from .regularizer import L1Squared, PnormSquared
-from .skm import SkmSMO, lanckriet_problem, lanckriet_weights
+from .skm import SkmSMO
 from .source import FeatureKernels, KernelSource
 
 __all__ = ["SmoMKL", "PnormSquared", "SkmSMO", "L1Squared", "FeatureKernels", "KernelSource",

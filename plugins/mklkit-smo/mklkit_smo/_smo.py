@@ -68,6 +68,8 @@ import math
 import numpy as np
 from numba import njit, prange, types
 
+from ._records import (BANK_T, BREG_T, CACHE_T, OPTS_T, ROWS_T, STATE_T, WORK_T, KernelSums,
+                       SmoOptions, no_function)
 from ._skm import skm_coeffs
 
 #: ``FLAGS[1]`` (True) and ``FLAGS[0]`` (False): constant flags passed between jitted functions as
@@ -86,6 +88,7 @@ __all__ = [
     "solve_pair",
     "compute_row",
     "no_function",
+    "SmoOptions",
     "REG_PNORM",
     "REG_BREGMAN",
     "REG_SKM",
@@ -114,24 +117,6 @@ FAM_RBF = 0
 FAM_POLY = 1
 FAM_LINEAR = 2
 
-# ipar layout
-IP_REG = 0
-IP_ROWS = 1
-IP_MAX_STEPS = 2
-IP_ANALYTIC = 3
-IP_PARALLEL = 4
-IP_NBLOCKS = 5
-IP_LEN = 6
-# fpar layout
-FP_U = 0  # the box's U (the loop itself reads the per-variable bounds ``ub``)
-FP_EPS = 1
-FP_Q = 2
-FP_LAM = 3
-FP_FD0 = 4
-FP_FDZ = 5  # F(d0)
-FP_D0 = 6
-FP_TAU = 7
-FP_LEN = 8
 # istate layout (counters, written by the chunk)
 IS_CLOCK = 0
 IS_HITS = 1
@@ -146,12 +131,6 @@ FO_VIOL = 0
 FO_LEN = 1
 
 _TINY = 1e-300
-
-
-@njit(cache=True)
-def no_function(x, params):  # pragma: no cover - jitted
-    """Stand-in for the Bregman ``finv`` when the p-norm form is used."""
-    return x.copy()
 
 
 # ---------------------------------------------------------------------------
@@ -225,30 +204,33 @@ def _bregman_coeffs(c, lam, fd0, bpar, finv, d, u1, u2):  # pragma: no cover - j
 
 
 @njit(cache=True)
-def reg_coeffs(reg_mode, c, q, lam, fd0, bpar, finv, d, u1, u2):  # pragma: no cover - jitted
+def reg_coeffs(opts, reg, c, d, u1, u2):  # pragma: no cover - jitted
     """Kernel weights ``d`` (eq. 10 / eq. 20) and curvature coefficients at ``c``.
 
     Returns ``r1``, the factor of the rank-one part of the Hessian (13).
     """
-    if reg_mode == REG_PNORM:
-        _, r1 = _pnorm_coeffs(c, q, lam, d, u1, u2)
+    if opts.reg_mode == REG_PNORM:
+        _, r1 = _pnorm_coeffs(c, opts.q, opts.lam, d, u1, u2)
         return r1
-    if reg_mode == REG_SKM:
-        return skm_coeffs(c, bpar, d, u1, u2)
-    return _bregman_coeffs(c, lam, fd0, bpar, finv, d, u1, u2)
+    if opts.reg_mode == REG_SKM:
+        return skm_coeffs(c, reg.params, d, u1, u2)
+    return _bregman_coeffs(c, opts.lam, opts.fd0, reg.params, reg.finv, d, u1, u2)
 
 
 # ---------------------------------------------------------------------------
 # the reduced two-variable problem (eq. 11)
 # ---------------------------------------------------------------------------
 @njit(cache=True)
-def _slope(reg_mode, t, lin, a, w, c, q, lam, fd0, bpar, finv, ct, d, u1, u2):  # pragma: no cover
+def _slope(opts, reg, t, lin, work, c, d, u1, u2):  # pragma: no cover - jitted
     """phi'(t) and phi''(t) of phi(t) = lin t - Phi(c + 2tw + t^2 a)."""
+    a = work.a
+    w = work.w
+    ct = work.ct
     M = c.shape[0]
     for k in range(M):
         v = c[k] + t * (2.0 * w[k] + t * a[k])
         ct[k] = v if v > 0.0 else 0.0
-    r1 = reg_coeffs(reg_mode, ct, q, lam, fd0, bpar, finv, d, u1, u2)
+    r1 = reg_coeffs(opts, reg, ct, d, u1, u2)
     g = lin
     curv = 0.0
     s1 = 0.0
@@ -325,18 +307,17 @@ def _pair_p2(lin, a, w, c, lam, thi):  # pragma: no cover - jitted
 
 
 @njit(cache=True)
-def _pair_newton(reg_mode, lin, a, w, c, thi, q, lam, fd0, bpar, finv, ct, d, u1, u2,
-                 counter):  # pragma: no cover - jitted
+def _pair_newton(opts, reg, lin, work, c, thi, d, u1, u2, counter):  # pragma: no cover - jitted
     """Safeguarded Newton-Raphson on phi'(t) = 0 over [0, thi] (phi concave).
 
     Keeps a bracket [lo, hi] with phi'(lo) > 0 > phi'(hi) and falls back to
     bisection when a Newton step leaves it or does not halve |phi'|.
     """
-    g0, h0 = _slope(reg_mode, 0.0, lin, a, w, c, q, lam, fd0, bpar, finv, ct, d, u1, u2)
+    g0, h0 = _slope(opts, reg, 0.0, lin, work, c, d, u1, u2)
     counter[0] += 1
     if not (g0 > 0.0):
         return 0.0
-    ghi, _ = _slope(reg_mode, thi, lin, a, w, c, q, lam, fd0, bpar, finv, ct, d, u1, u2)
+    ghi, _ = _slope(opts, reg, thi, lin, work, c, d, u1, u2)
     counter[0] += 1
     if ghi >= 0.0:
         return thi
@@ -354,7 +335,7 @@ def _pair_newton(reg_mode, lin, a, w, c, thi, q, lam, fd0, bpar, finv, ct, d, u1
     gscale = abs(g0)
     gprev = math.inf
     for _ in range(200):
-        g, h = _slope(reg_mode, t, lin, a, w, c, q, lam, fd0, bpar, finv, ct, d, u1, u2)
+        g, h = _slope(opts, reg, t, lin, work, c, d, u1, u2)
         counter[0] += 1
         if not math.isfinite(g):
             hi = t
@@ -383,15 +364,14 @@ def _pair_newton(reg_mode, lin, a, w, c, thi, q, lam, fd0, bpar, finv, ct, d, u1
 
 
 @njit(cache=True)
-def solve_pair(reg_mode, analytic, lin, a, w, c, thi, q, lam, fd0, bpar, finv, ct, d, u1, u2,
-               counter):  # pragma: no cover - jitted
-    """Optimal step ``t`` of the reduced problem (eq. 11) on [0, thi]."""
-    if analytic and reg_mode == REG_PNORM and q == 2.0:
-        t = _pair_p2(lin, a, w, c, lam, thi)
+def solve_pair(opts, reg, lin, work, c, thi, d, u1, u2, counter):  # pragma: no cover - jitted
+    """Optimal step ``t`` of the reduced problem (eq. 11) on [0, thi] along ``work.a``,
+    ``work.w`` (``work.ct``: scratch)."""
+    if opts.analytic and opts.reg_mode == REG_PNORM and opts.q == 2.0:
+        t = _pair_p2(lin, work.a, work.w, c, opts.lam, thi)
         if t >= 0.0:
             return t
-    return _pair_newton(reg_mode, lin, a, w, c, thi, q, lam, fd0, bpar, finv, ct, d, u1, u2,
-                        counter)
+    return _pair_newton(opts, reg, lin, work, c, thi, d, u1, u2, counter)
 
 
 # ---------------------------------------------------------------------------
@@ -419,9 +399,18 @@ def _group_products_parallel(xc_ptr, xc_idx, xc_val, g_fptr, g_feat, xi, acc):  
 
 
 @njit(cache=True)
-def _group_products(i, parallel, xr_ptr, xr_idx, xr_val, xc_ptr, xc_idx, xc_val, g_fptr, g_feat,
-                    xi, acc):  # pragma: no cover - jitted
+def _group_products(i, parallel, rows):  # pragma: no cover - jitted
     """acc[g, j] = <x_i, x_j> restricted to the features of every group g."""
+    xr_ptr = rows.xr_ptr
+    xr_idx = rows.xr_idx
+    xr_val = rows.xr_val
+    xc_ptr = rows.xc_ptr
+    xc_idx = rows.xc_idx
+    xc_val = rows.xc_val
+    g_fptr = rows.g_fptr
+    g_feat = rows.g_feat
+    xi = rows.xi
+    acc = rows.acc
     for p in range(xr_ptr[i], xr_ptr[i + 1]):
         xi[xr_idx[p]] = xr_val[p]
     G = g_fptr.shape[0] - 1
@@ -527,13 +516,16 @@ def _kernel_values_parallel(i, k_group, acc, g_sqn, k_fam, k_par, k_pn, cols, nc
 
 
 @njit(cache=True)
-def compute_row_cols(i, parallel, xr_ptr, xr_idx, xr_val, xc_ptr, xc_idx, xc_val, g_fptr, g_feat,
-                     g_sqn, k_group, k_fam, k_par, k_pn, xi, acc, cols, ncols, packed,
-                     out):  # pragma: no cover - jitted
+def compute_row_cols(i, parallel, rows, cols, ncols, packed, out):  # pragma: no cover - jitted
     """Kernel row :math:`K_k(x_i, x_j)` (normalised) of every kernel for the points
     ``j = cols[:ncols]``, at ``out[k, jj]`` (``packed``) or ``out[k, j]``."""
-    _group_products(i, parallel, xr_ptr, xr_idx, xr_val, xc_ptr, xc_idx, xc_val, g_fptr, g_feat,
-                    xi, acc)
+    g_sqn = rows.g_sqn
+    k_group = rows.k_group
+    k_fam = rows.k_fam
+    k_par = rows.k_par
+    k_pn = rows.k_pn
+    acc = rows.acc
+    _group_products(i, parallel, rows)
     if parallel:
         _kernel_values_parallel(i, k_group, acc, g_sqn, k_fam, k_par, k_pn, cols, ncols, packed,
                                 out)
@@ -544,24 +536,26 @@ def compute_row_cols(i, parallel, xr_ptr, xr_idx, xr_val, xc_ptr, xc_idx, xc_val
 
 
 @njit(cache=True)
-def compute_row(i, parallel, xr_ptr, xr_idx, xr_val, xc_ptr, xc_idx, xc_val, g_fptr, g_feat,
-                g_sqn, k_group, k_fam, k_par, k_pn, xi, acc, out):  # pragma: no cover - jitted
+def compute_row(i, parallel, rows, out):  # pragma: no cover - jitted
     """Kernel row ``out[k, j] = K_k(x_i, x_j)`` of every kernel and column (normalised)."""
     N = out.shape[1]
     cols = np.arange(N)
-    compute_row_cols(i, parallel, xr_ptr, xr_idx, xr_val, xc_ptr, xc_idx, xc_val, g_fptr, g_feat,
-                     g_sqn, k_group, k_fam, k_par, k_pn, xi, acc, cols, N, True, out)
+    compute_row_cols(i, parallel, rows, cols, N, True, out)
 
 
 @njit(cache=True)
-def _get_slot(P, pin, rows_mode, parallel, K, cmap, napt, cache, slot_of, point_of, stamp, istate,
-              xr_ptr, xr_idx, xr_val, xc_ptr, xc_idx, xc_val, g_fptr, g_feat, g_sqn, k_group,
-              k_fam, k_par, k_pn, xi, acc):  # pragma: no cover - jitted
-    """Cache slot holding the row of (compact) point ``P`` on the points ``cmap[:napt]``.
+def _get_slot(P, pin, opts, bank, rows, cache, istate):  # pragma: no cover - jitted
+    """Cache slot holding the row of (compact) point ``P`` on the points ``bank.cmap``.
 
     LRU replacement that never evicts slot ``pin``.  The row is gathered from
     the precomputed bank (``ROWS_GATHER``) or computed from the features.
     """
+    K = bank.K
+    cmap = bank.cmap
+    napt = cmap.shape[0]
+    slot_of = cache.slot_of
+    point_of = cache.point_of
+    stamp = cache.stamp
     istate[IS_CLOCK] += 1
     s = slot_of[P]
     if s >= 0:
@@ -581,17 +575,15 @@ def _get_slot(P, pin, rows_mode, parallel, K, cmap, napt, cache, slot_of, point_
             best = sl
     if point_of[best] >= 0:
         slot_of[point_of[best]] = -1
-    out = cache[best]
+    out = cache.slots[best]
     i = cmap[P]
-    if rows_mode == ROWS_GATHER:
+    if opts.rows_mode == ROWS_GATHER:
         M = out.shape[0]
         for k in range(M):
             for jj in range(napt):
                 out[k, jj] = K[k, i, cmap[jj]]
     else:
-        compute_row_cols(i, parallel, xr_ptr, xr_idx, xr_val, xc_ptr, xc_idx, xc_val, g_fptr,
-                         g_feat, g_sqn, k_group, k_fam, k_par, k_pn, xi, acc, cmap, napt, True,
-                         out)
+        compute_row_cols(i, opts.parallel, rows, cmap, napt, True, out)
     point_of[best] = P
     slot_of[P] = best
     stamp[best] = istate[IS_CLOCK]
@@ -603,13 +595,23 @@ def _get_slot(P, pin, rows_mode, parallel, K, cmap, napt, cache, slot_of, point_
 # passes over the (M, n_points) state
 # ---------------------------------------------------------------------------
 @njit(cache=True)
-def _pass_a_block(j0, j1, v, rowI, rowJ, dI, dJ, update, d, u1, u2, diag, nck, dconst, F, Dg, Z1,
-                  V2):  # pragma: no cover - jitted
+def _pass_a_block(j0, j1, sums, rowI, rowJ, dI, dJ, update):  # pragma: no cover - jitted
     """v_k += dI K_k[I,:] + dJ K_k[J,:], then F, Dg, Z1, V2 on the columns [j0, j1).
 
     Kernels with a constant diagonal (``dconst``) enter Dg as one number; only
     those listed in ``nck`` are read from ``diag``.
     """
+    diag = sums.diag
+    nck = sums.nck
+    dconst = sums.dconst
+    v = sums.v
+    d = sums.d
+    u1 = sums.u1
+    u2 = sums.u2
+    F = sums.F
+    Dg = sums.Dg
+    Z1 = sums.Z1
+    V2 = sums.V2
     M = v.shape[0]
     base = 0.0
     for k in range(M):
@@ -641,25 +643,20 @@ def _pass_a_block(j0, j1, v, rowI, rowJ, dI, dJ, update, d, u1, u2, diag, nck, d
 
 
 @njit(cache=True, parallel=True)
-def _pass_a_parallel(nb, v, rowI, rowJ, dI, dJ, update, d, u1, u2, diag, nck, dconst, F, Dg, Z1,
-                     V2):  # pragma: no cover - jitted
-    N = v.shape[1]
+def _pass_a_parallel(nb, sums, rowI, rowJ, dI, dJ, update):  # pragma: no cover - jitted
+    N = sums.v.shape[1]
     for b in prange(nb):
         j0 = (N * b) // nb
         j1 = (N * (b + 1)) // nb
-        _pass_a_block(j0, j1, v, rowI, rowJ, dI, dJ, update, d, u1, u2, diag, nck, dconst, F, Dg,
-                      Z1, V2)
+        _pass_a_block(j0, j1, sums, rowI, rowJ, dI, dJ, update)
 
 
 @njit(cache=True)
-def _pass_a(par, nb, v, rowI, rowJ, dI, dJ, update, d, u1, u2, diag, nck, dconst, F, Dg, Z1,
-            V2):  # pragma: no cover - jitted
+def _pass_a(par, nb, sums, rowI, rowJ, dI, dJ, update):  # pragma: no cover - jitted
     if par:
-        _pass_a_parallel(nb, v, rowI, rowJ, dI, dJ, update, d, u1, u2, diag, nck, dconst, F, Dg,
-                         Z1, V2)
+        _pass_a_parallel(nb, sums, rowI, rowJ, dI, dJ, update)
     else:
-        _pass_a_block(np.int64(0), v.shape[1], v, rowI, rowJ, dI, dJ, update, d, u1, u2, diag, nck,
-                      dconst, F, Dg, Z1, V2)
+        _pass_a_block(np.int64(0), sums.v.shape[1], sums, rowI, rowJ, dI, dJ, update)
 
 
 @njit(cache=True)
@@ -709,29 +706,21 @@ def _exact_forms(v, gamma, c):  # pragma: no cover - jitted
         c[k] = s if s > 0.0 else 0.0
 
 
-_f8 = types.float64
-_i8 = types.int64
-_b1 = types.boolean
-_F1 = types.float64[::1]
-_F2 = types.float64[:, ::1]
-_F3 = types.float64[:, :, ::1]
-_I1 = types.int64[::1]
-#: Signature of a Bregman ``finv(theta, params)`` passed into the loop.
-FINV_TYPE = types.FunctionType(_F1(_F1, _F1))
+@njit(cache=True)
+def _sums(bank, st):  # pragma: no cover - jitted
+    """The arrays the first pass reads and writes, as one record."""
+    return KernelSums(st.v, st.d, st.u1, st.u2, st.F, st.Dg, st.Z1, st.V2, bank.diag, bank.nck,
+                      bank.dconst)
 
 
-@njit(types.void(_i8, _i8, _b1, _b1, _F1, _F1, _F1, FINV_TYPE, _F2, _I1, _F1, _F1, _F2, _F1, _F1,
-                 _F1, _F1, _F1, _F1, _F1),
-      cache=True)
-def refresh(reg_mode, nb, par, exact_c, fpar, bpar, gamma, finv, diag, nck, dconst, c, v, d, u1,
-            u2, F, Dg, Z1, V2):  # pragma: no cover - jitted
-    """Recompute c from v (``exact_c``; v must then be exact at every point), the
-    coefficients, and the sums F, Dg, Z1, V2."""
-    if exact_c:
-        _exact_forms(v, gamma, c)
-    reg_coeffs(reg_mode, c, fpar[FP_Q], fpar[FP_LAM], fpar[FP_FD0], bpar, finv, d, u1, u2)
-    row = diag[:, :]  # unused when update is False (a view of the layout of the solver's rows)
-    _pass_a(par, nb, v, row, row, 0.0, 0.0, FLAGS[0], d, u1, u2, diag, nck, dconst, F, Dg, Z1, V2)
+@njit(types.void(OPTS_T, BREG_T, BANK_T, STATE_T), cache=True)
+def refresh(opts, reg, bank, st):  # pragma: no cover - jitted
+    """Recompute c from v (v must be exact at every point), the coefficients, and the
+    sums F, Dg, Z1, V2."""
+    _exact_forms(st.v, st.gamma, st.c)
+    reg_coeffs(opts, reg, st.c, st.d, st.u1, st.u2)
+    row = bank.diag[:, :]  # unused when update is False (a view of the layout of the solver's rows)
+    _pass_a(opts.parallel, opts.nblocks, _sums(bank, st), row, row, 0.0, 0.0, FLAGS[0])
 
 
 @njit(cache=True)
@@ -790,11 +779,12 @@ def sync_precomputed_parallel(K, sv, gsv, pts, npts, add, v):  # pragma: no cove
 
 
 @njit(cache=True)
-def sync_features(parallel, sv, gsv, pts, npts, add, v, xr_ptr, xr_idx, xr_val, xc_ptr,
-                  xc_idx, xc_val, g_fptr, g_feat, g_sqn, k_group, k_fam, k_par, k_pn, xi, acc,
-                  row):  # pragma: no cover - jitted
-    """As :func:`sync_precomputed`, with the kernel rows computed on the fly."""
+def sync_features(parallel, rows, sv, gsv, pts, add, v):  # pragma: no cover - jitted
+    """As :func:`sync_precomputed` at the points ``pts``, with the kernel rows computed
+    on the fly."""
     M = v.shape[0]
+    npts = pts.shape[0]
+    row = np.empty((M, npts))
     if not add:
         for k in range(M):
             for jj in range(npts):
@@ -802,9 +792,7 @@ def sync_features(parallel, sv, gsv, pts, npts, add, v, xr_ptr, xr_idx, xr_val, 
     for r in range(sv.shape[0]):
         i = sv[r]
         gi = gsv[r]
-        compute_row_cols(i, parallel, xr_ptr, xr_idx, xr_val, xc_ptr, xc_idx, xc_val, g_fptr,
-                         g_feat, g_sqn, k_group, k_fam, k_par, k_pn, xi, acc, pts, npts, True,
-                         row)
+        compute_row_cols(i, parallel, rows, pts, npts, True, row)
         for k in range(M):
             for jj in range(npts):
                 v[k, pts[jj]] += gi * row[k, jj]
@@ -813,54 +801,56 @@ def sync_features(parallel, sv, gsv, pts, npts, add, v, xr_ptr, xr_idx, xr_val, 
 # ---------------------------------------------------------------------------
 # the SMO loop
 # ---------------------------------------------------------------------------
-_CHUNK_SIG = types.void(
-    _I1, _F1, _F1, FINV_TYPE,            # ipar, fpar, bpar, finv
-    _F3, _F2, _I1, _F1, _I1,             # K (full bank), diag (M, n), nck, dconst, cmap
-    _I1, _I1, _F1, _I1, _I1, _F1,        # CSR and CSC of the features
-    _I1, _I1, _F2, _I1, _I1, _F2, _F2,   # g_fptr, g_feat, g_sqn, k_group, k_fam, k_par, k_pn
-    _F1, _F2,                            # xi (D,), acc (G, N)
-    _F3, _I1, _I1, _I1,                  # cache, slot_of, point_of, stamp
-    _F1, _F1, _F1, _F1, _I1, _I1, _I1,   # beta, z, e, ub, pt, var_pos, var_neg
-    _F1, _F1, _F2, _F1, _F1, _F1, _F1,   # gconst, gamma, v, c, d, u1, u2
-    _F1, _F1, _F1, _F1, _F1, _F1,        # F, Dg, Z1, V2, X2, Ri
-    _F1, _F1, _F1,                       # a, w, ct (M work)
-    _I1, _F1,                            # istate, fout
-)
+@njit(types.void(OPTS_T, BREG_T, BANK_T, ROWS_T, CACHE_T, STATE_T, WORK_T), cache=True)
+def smo_chunk(opts, reg, bank, rows, cache, st, work):  # pragma: no cover - jitted
+    """Run up to ``opts.max_steps`` SMO steps on the variables ``st.beta``.
 
-
-@njit(_CHUNK_SIG, cache=True)
-def smo_chunk(ipar, fpar, bpar, finv, K, diag, nck, dconst, cmap, xr_ptr, xr_idx, xr_val, xc_ptr,
-              xc_idx, xc_val, g_fptr, g_feat, g_sqn, k_group, k_fam, k_par, k_pn, xi, acc, cache,
-              slot_of, point_of, stamp, beta, z, e, ub, pt, var_pos, var_neg, gconst, gamma, v, c,
-              d, u1, u2, F, Dg, Z1, V2, X2, Ri, a, w, ct, istate,
-              fout):  # pragma: no cover - jitted
-    """Run up to ``ipar[IP_MAX_STEPS]`` SMO steps on the variables ``beta``.
-
-    Points are *positions* ``0..n_points-1`` (``v.shape[1]``); ``cmap`` maps them
-    to rows of the full bank or of the features (identity unless shrunk).
-    ``gconst`` holds the part of gamma owed to variables left out (shrunk).
-    The reason for stopping goes to ``istate[IS_STOP]``, the number of steps
-    to ``istate[IS_STEPS]`` and the last maximal KKT violation to ``fout``.
+    Points are *positions* ``0..n_points-1`` (``st.v.shape[1]``); ``bank.cmap`` maps
+    them to rows of the full bank or of the features (identity unless shrunk).
+    ``st.gconst`` holds the part of gamma owed to variables left out (shrunk).
+    The reason for stopping goes to ``st.istate[IS_STOP]``, the number of steps
+    to ``st.istate[IS_STEPS]`` and the last maximal KKT violation to ``st.fout``.
     """
-    reg_mode = ipar[IP_REG]
-    rows_mode = ipar[IP_ROWS]
-    max_steps = ipar[IP_MAX_STEPS]
-    analytic = ipar[IP_ANALYTIC] != 0
-    par = ipar[IP_PARALLEL] != 0
-    nb = ipar[IP_NBLOCKS]
-    eps = fpar[FP_EPS]
-    q = fpar[FP_Q]
-    lam = fpar[FP_LAM]
-    fd0 = fpar[FP_FD0]
-    tau = fpar[FP_TAU]
+    rows_mode = opts.rows_mode
+    max_steps = opts.max_steps
+    par = opts.parallel
+    nb = opts.nblocks
+    eps = opts.eps
+    tau = opts.tau
+    K = bank.K
+    diag = bank.diag
+    beta = st.beta
+    z = st.z
+    e = st.e
+    ub = st.ub
+    pt = st.pt
+    var_pos = st.var_pos
+    var_neg = st.var_neg
+    gconst = st.gconst
+    gamma = st.gamma
+    v = st.v
+    c = st.c
+    d = st.d
+    u1 = st.u1
+    u2 = st.u2
+    F = st.F
+    Dg = st.Dg
+    Z1 = st.Z1
+    V2 = st.V2
+    X2 = st.X2
+    Ri = st.Ri
+    istate = st.istate
+    fout = st.fout
+    a = work.a
+    w = work.w
+    sums = _sums(bank, st)
     n = beta.shape[0]
     M = v.shape[0]
-    napt = v.shape[1]
     counter = np.zeros(1, dtype=np.int64)
     stop = STOP_CHUNK
     steps = 0
     zero_run = 0
-    r1 = reg_coeffs(reg_mode, c, q, lam, fd0, bpar, finv, d, u1, u2)
+    r1 = reg_coeffs(opts, reg, c, d, u1, u2)
     while steps < max_steps:
         # ---- first variable: maximal violation (WSS2, first half)
         gmax = -math.inf
@@ -895,10 +885,8 @@ def smo_chunk(ipar, fpar, bpar, finv, K, diag, nck, dconst, cmap, xr_ptr, xr_idx
             rowI = K[:, Ii, :]
             sI = -1
         else:
-            sI = _get_slot(Ii, np.int64(-1), rows_mode, par, K, cmap, napt, cache, slot_of, point_of, stamp,
-                           istate, xr_ptr, xr_idx, xr_val, xc_ptr, xc_idx, xc_val, g_fptr, g_feat,
-                           g_sqn, k_group, k_fam, k_par, k_pn, xi, acc)
-            rowI = cache[sI]
+            sI = _get_slot(Ii, np.int64(-1), opts, bank, rows, cache, istate)
+            rowI = cache.slots[sI]
         _pass_b(par, nb, v, rowI, Ii, d, u2, X2, Ri)
         # ---- second variable: largest second-order gain (WSS2, second half)
         best = math.inf
@@ -932,10 +920,8 @@ def smo_chunk(ipar, fpar, bpar, finv, K, diag, nck, dconst, cmap, xr_ptr, xr_idx
         if rows_mode == ROWS_PRECOMPUTED:
             rowJ = K[:, Ij, :]
         else:
-            sJ = _get_slot(Ij, sI, rows_mode, par, K, cmap, napt, cache, slot_of, point_of, stamp,
-                           istate, xr_ptr, xr_idx, xr_val, xc_ptr, xc_idx, xc_val, g_fptr, g_feat,
-                           g_sqn, k_group, k_fam, k_par, k_pn, xi, acc)
-            rowJ = cache[sJ]
+            sJ = _get_slot(Ij, sI, opts, bank, rows, cache, istate)
+            rowJ = cache.slots[sJ]
         # ---- reduced problem along beta_i += z_i t, beta_j -= z_j t
         for k in range(M):
             ak = diag[k, Ii] + diag[k, Ij] - 2.0 * rowI[k, Ij]
@@ -945,8 +931,7 @@ def smo_chunk(ipar, fpar, bpar, finv, K, diag, nck, dconst, cmap, xr_ptr, xr_idx
         hi_i = ub[i] - beta[i] if z[i] > 0.0 else beta[i]
         hi_j = beta[j] if z[j] > 0.0 else ub[j] - beta[j]
         thi = min(hi_i, hi_j)
-        tstep = solve_pair(reg_mode, analytic, lin, a, w, c, thi, q, lam, fd0, bpar, finv, ct, d,
-                           u1, u2, counter)
+        tstep = solve_pair(opts, reg, lin, work, c, thi, d, u1, u2, counter)
         if not math.isfinite(tstep):
             stop = STOP_NUMERICAL
             break
@@ -956,7 +941,7 @@ def smo_chunk(ipar, fpar, bpar, finv, K, diag, nck, dconst, cmap, xr_ptr, xr_idx
                 stop = STOP_STALLED
                 break
             # restore the coefficients solve_pair overwrote and try again
-            r1 = reg_coeffs(reg_mode, c, q, lam, fd0, bpar, finv, d, u1, u2)
+            r1 = reg_coeffs(opts, reg, c, d, u1, u2)
             steps += 1
             continue
         zero_run = 0
@@ -992,8 +977,8 @@ def smo_chunk(ipar, fpar, bpar, finv, K, diag, nck, dconst, cmap, xr_ptr, xr_idx
             nv = (c[k] + 2.0 * (dI * v[k, Ii] + dJ * v[k, Ij]) + dI * dI * diag[k, Ii]
                   + 2.0 * dI * dJ * rowI[k, Ij] + dJ * dJ * diag[k, Ij])
             c[k] = nv if nv > 0.0 else 0.0
-        r1 = reg_coeffs(reg_mode, c, q, lam, fd0, bpar, finv, d, u1, u2)
-        _pass_a(par, nb, v, rowI, rowJ, dI, dJ, FLAGS[1], d, u1, u2, diag, nck, dconst, F, Dg, Z1, V2)
+        r1 = reg_coeffs(opts, reg, c, d, u1, u2)
+        _pass_a(par, nb, sums, rowI, rowJ, dI, dJ, FLAGS[1])
         steps += 1
         if not (math.isfinite(F[Ii]) and math.isfinite(c[0])):
             stop = STOP_NUMERICAL

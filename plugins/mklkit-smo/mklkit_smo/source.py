@@ -219,20 +219,25 @@ class FeatureKernels(KernelSource):
         """Scratch arrays for the jitted row computation: ``xi`` (D,) and ``acc`` (G, N)."""
         return np.zeros(self.n_features), np.zeros((self.n_groups, self.n_samples))
 
+    def feature_rows(self) -> Any:
+        """The record (:class:`mklkit_smo._records.FeatureRows`) the jitted row computation
+        takes: :attr:`program` and a new :meth:`workspace`."""
+        from ._records import FeatureRows, check_record
+
+        xi, acc = self.workspace()
+        return check_record(FeatureRows(**self.program, xi=xi, acc=acc))
+
     def rows(self, indices: Sequence[int], parallel: bool = False) -> np.ndarray:
         """Kernel rows :math:`K_k(x_i, \\cdot)` for the given points, shape (len, M, N)."""
         from ._smo import compute_row
 
         idx = np.asarray(indices, dtype=np.int64).ravel()
         out = np.empty((idx.size, self.n_kernels, self.n_samples))
-        xi, acc = self.workspace()
-        p = self.program
+        rows = self.feature_rows()
         for r, i in enumerate(idx):
             if not 0 <= i < self.n_samples:
                 raise IndexError(f"row {i} outside [0, {self.n_samples - 1}]")
-            compute_row(int(i), bool(parallel), p["xr_ptr"], p["xr_idx"], p["xr_val"], p["xc_ptr"],
-                        p["xc_idx"], p["xc_val"], p["g_fptr"], p["g_feat"], p["g_sqn"],
-                        p["k_group"], p["k_fam"], p["k_par"], p["k_pn"], xi, acc, out[r])
+            compute_row(int(i), bool(parallel), rows, out[r])
         return out
 
     def gram(self) -> np.ndarray:

@@ -159,20 +159,32 @@ def _pair_inputs(rng: np.random.Generator, M: int):
     return a, w, c
 
 
+def _pnorm_step(analytic: bool, q: float, lam: float, lin: float, a: np.ndarray, w: np.ndarray,
+                c: np.ndarray, thi: float) -> float:
+    """The p-norm form's step of the reduced problem (``solve_pair``)."""
+    from mklkit_smo._records import SmoOptions, SmoWork, bregman_fns
+
+    opts = SmoOptions(reg_mode=_smo.REG_PNORM, rows_mode=_smo.ROWS_PRECOMPUTED, max_steps=0,
+                      analytic=analytic, parallel=False, nblocks=1, eps=0.0, q=q, lam=lam,
+                      fd0=0.0, tau=1e-12)
+    M = c.size
+    d, u1, u2 = np.zeros(M), np.zeros(M), np.zeros(M)
+    counter = np.zeros(1, dtype=np.int64)
+    return _smo.solve_pair(opts, bregman_fns(None, np.zeros(1)), lin,
+                           SmoWork(a, w, np.zeros(M)), c, thi, d, u1, u2, counter)
+
+
 def test_analytic_p2_step_equals_the_newton_step() -> None:
     rng = np.random.default_rng(3)
     M = 7
-    work = [np.zeros(M) for _ in range(4)]
-    counter = np.zeros(1, dtype=np.int64)
     checked = 0
     for _ in range(200):
         a, w, c = _pair_inputs(rng, M)
         lam = float(rng.uniform(0.2, 3.0))
         lin = float(rng.uniform(0.0, 2.0))
         thi = float(rng.uniform(0.01, 5.0))
-        args = (lin, a, w, c, thi, 2.0, lam, 0.0, np.zeros(1), _smo.no_function, *work, counter)
-        t_cubic = _smo.solve_pair(_smo.REG_PNORM, True, *args)
-        t_newton = _smo.solve_pair(_smo.REG_PNORM, False, *args)
+        t_cubic = _pnorm_step(True, 2.0, lam, lin, a, w, c, thi)
+        t_newton = _pnorm_step(False, 2.0, lam, lin, a, w, c, thi)
         assert 0.0 <= t_cubic <= thi
         assert t_cubic == pytest.approx(t_newton, rel=1e-9, abs=1e-12)
         if 0.0 < t_cubic < thi:
@@ -189,13 +201,10 @@ def test_newton_step_solves_the_reduced_problem(p: float) -> None:
     rng = np.random.default_rng(4)
     q = p / (p - 1)
     M = 5
-    work = [np.zeros(M) for _ in range(4)]
-    counter = np.zeros(1, dtype=np.int64)
     for _ in range(100):
         a, w, c = _pair_inputs(rng, M)
         lam, lin, thi = 0.8, float(rng.uniform(0.0, 2.0)), float(rng.uniform(0.01, 5.0))
-        t = _smo.solve_pair(_smo.REG_PNORM, True, lin, a, w, c, thi, q, lam, 0.0, np.zeros(1),
-                            _smo.no_function, *work, counter)
+        t = _pnorm_step(True, q, lam, lin, a, w, c, thi)
         grid = np.linspace(0.0, thi, 20001)
         ct = c[None, :] + 2 * grid[:, None] * w[None, :] + grid[:, None] ** 2 * a[None, :]
         phi = lin * grid - np.sum(np.maximum(ct, 0) ** q, axis=1) ** (2 / q) / (8 * lam)

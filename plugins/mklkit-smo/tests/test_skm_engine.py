@@ -23,8 +23,9 @@ from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning, Status
 from mklkit.testing import assert_conforms
 from mklkit_smo import FeatureKernels, L1Squared, SkmSMO, lanckriet_problem, lanckriet_weights
+from mklkit_smo import skm_steps
 from mklkit_smo._skm import skm_coeffs, skm_eta_tilde, skm_gamma, skm_phi, skm_value_grad
-from mklkit_smo.skm import _lp_weights, opt3, sparsify_weights
+from mklkit_smo.skm_conditions import _lp_weights, opt3, sparsify_weights
 from smo_banks import ENTRIES
 
 HINGE = get_registry().create("loss", "hinge")
@@ -112,7 +113,7 @@ def _solve(problem: Problem, **params):
 
 def _staged_run(pb, kappas=(1.0, 0.5, 0.25)):
     """A run solved through the given stages (as the engine does), and its engine state."""
-    from mklkit_smo.skm import _Skm
+    from mklkit_smo.skm_run import _Skm
 
     sk = _Skm(SkmSMO(), pb, None)
     kept = np.arange(pb.n_kernels)
@@ -438,7 +439,7 @@ def test_weights_from_the_lp_are_certified_again(monkeypatch) -> None:
     # the kernel of largest weight until their eps2 is 1.5 times the target (the LP is tried
     # when eps2 <= 2 eps2).  The solve can then only be certified by the LP of (OPT3) on the
     # eps1-active kernels, whose weights must meet (OPT3) and the gap themselves
-    from mklkit_smo.skm import _Skm
+    from mklkit_smo.skm_run import _Skm
 
     pb = load_spec(SPEC).prepare(progress=False).problem
     params = dict(remove_kernels=False, extrapolate=False, merge_identical=False, newton=False)
@@ -537,7 +538,7 @@ def test_extrapolation_step_decreases_G_and_stays_feasible(sonar_small) -> None:
     pb = _small(sonar_small, 0.1)
     sk, run, kept, ends = _staged_run(pb)
     sk._set_kappa(run, 0.125, kept)
-    _check_descent_step(sk, run, pb, lambda: sk._extrapolate(run, ends[-1] - ends[-2]))
+    _check_descent_step(sk, run, pb, lambda: skm_steps.extrapolate(run, ends[-1] - ends[-2]))
 
 
 def test_hessian_of_G_by_central_differences(sonar_small) -> None:
@@ -547,7 +548,7 @@ def test_hessian_of_G_by_central_differences(sonar_small) -> None:
     sk._set_kappa(run, 0.125, kept)
     free = np.flatnonzero((run.beta > 0) & (run.beta < run.ub))
     assert free.size >= 5
-    H = sk._hessian(run, free)
+    H = skm_steps._hessian(run, free)
     params = np.ascontiguousarray(run.reg.bpar)
     K = np.ascontiguousarray(pb.K)
     y = pb.y
@@ -572,10 +573,10 @@ def test_newton_step_decreases_G_and_stays_feasible(sonar_small) -> None:
     sk, run, kept, _ = _staged_run(pb)
     sk._set_kappa(run, 0.125, kept)
     viol0 = run._violation()
-    _check_descent_step(sk, run, pb, lambda: sk._newton(run))
+    _check_descent_step(sk, run, pb, lambda: skm_steps.newton_step(run))
     # a few steps solve the stage far better than they found it (G is smooth piecewise)
     for _ in range(3):
-        sk._newton(run)
+        skm_steps.newton_step(run)
     assert run._violation() < 0.1 * viol0
 
 
@@ -591,7 +592,7 @@ def test_kernels_on_the_fly_stay_in_the_loop(sonar_small) -> None:
     assert all(h["n_kernels_in_loop"] == bank.n_kernels for h in fly.history)
     assert fly.objective == pytest.approx(pre.objective, rel=2e-3)
     # the steps that need the bank (line searches, Newton steps, merging) are off
-    from mklkit_smo.skm import _Skm
+    from mklkit_smo.skm_run import _Skm
 
     sk = _Skm(SkmSMO(), fly_pb, None)
     assert not (sk.extrapolate or sk.newton or sk.remove) and sk.merged is None

@@ -18,7 +18,7 @@ from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning, Status
 from mklkit_smo import L1Squared, SkmSMO
 from mklkit_smo import _smo
-from mklkit_smo.skm import MergedPoints
+from mklkit_smo.merge import MergedPoints
 from test_skm_engine import dk_reference, primal_from_blocks
 
 HINGE = get_registry().create("loss", "hinge")
@@ -192,7 +192,7 @@ def test_a_wrong_grouping_is_caught_on_all_points(adult_small, monkeypatch) -> N
 
 
 def test_merging_can_be_turned_off(adult_small) -> None:
-    from mklkit_smo.skm import _Skm
+    from mklkit_smo.skm_run import _Skm
 
     K, y = adult_small
     pb = _problem(K, y)
