@@ -28,7 +28,8 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit, types
-from numba.core.typing.typeof import typeof_impl
+
+from ..first_class import fixed_type
 
 __all__ = ["Rows", "Pieces", "Play", "Point", "epoch", "row_block_norms_dense",
            "row_block_norms_sparse"]
@@ -82,18 +83,11 @@ _F1 = types.float64[::1]
 _I1 = types.int64[::1]
 
 
-def _fixed_type(cls, typ):
-    """Type every instance of the record class ``cls`` as ``typ`` without looking at its
-    elements (numba otherwise types a record element by element at every call): the
-    arrays of a record must be C-contiguous, float64 or int64 as registered."""
-    typeof_impl.register(cls)(lambda val, c: typ)
-
-
-_fixed_type(Rows, types.NamedTuple([types.float64[:, ::1], _F1, _I1, _I1, types.boolean, _I1],
+fixed_type(Rows, types.NamedTuple([types.float64[:, ::1], _F1, _I1, _I1, types.boolean, _I1],
                                    Rows))
-_fixed_type(Pieces, types.NamedUniTuple(_F1, 4, Pieces))
-_fixed_type(Play, types.NamedTuple([_I1, _F1, _F1, types.float64], Play))
-_fixed_type(Point, types.NamedTuple([_F1, _F1, _F1, _I1], Point))
+fixed_type(Pieces, types.NamedUniTuple(_F1, 4, Pieces))
+fixed_type(Play, types.NamedTuple([_I1, _F1, _F1, types.float64], Play))
+fixed_type(Point, types.NamedTuple([_F1, _F1, _F1, _I1], Point))
 
 
 @njit(cache=_CACHE, nogil=True, inline="always")

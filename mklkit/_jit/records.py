@@ -22,7 +22,8 @@ from collections import namedtuple
 
 import numpy as np
 from numba import types
-from numba.core.typing.typeof import typeof_impl
+
+from ..first_class import FirstClass, first_class, fixed_type
 
 __all__ = ["LOSS_FN", "REG_FN", "FirstClass", "first_class", "LossFns", "RegFns", "Bank",
            "Samples", "BcdOptions", "BcdState", "LOSS_FNS_T", "REG_FNS_T", "BANK_T",
@@ -41,49 +42,6 @@ LOSS_FN = types.FunctionType(_F1(_F1, _F1, _F1))
 REG_FN = types.FunctionType(_F1(_F1, _f8, _F1))
 
 
-class FirstClass(types.WrapperAddressProtocol):
-    """A jitted component kernel passed into the loops by its compiled address.
-
-    Passed as itself, a dispatcher is looked up (``get_compile_result``, its
-    signature normalized and hashed) at every call of a loop, about 40 µs per
-    function and call: 0.5 ms for the 8 kernels of a working-set solve, half the
-    time of a small solve.  This object resolves the address once.
-    """
-
-    def __init__(self, fn, fn_type):
-        self._type = fn_type
-        self._sig = fn_type.signature
-        self._cres = fn.get_compile_result(self._sig)   # keeps the code alive
-        self._addr = self._cres.library.get_pointer_to_function(
-            self._cres.fndesc.llvm_cfunc_wrapper_name)
-        self.__name__ = getattr(fn, "__name__", "kernel")
-
-    def __wrapper_address__(self):
-        return self._addr
-
-    def signature(self):
-        return self._sig
-
-
-@typeof_impl.register(FirstClass)
-def _typeof_first_class(val, c):
-    # numba's own rule for the protocol builds a new FunctionType at every call
-    return val._type
-
-
-_FIRST_CLASS: dict = {}
-
-
-def first_class(fn, fn_type):
-    """``fn`` as a :class:`FirstClass` for ``fn_type`` (made once per function); anything
-    that is not a numba dispatcher (a ``cfunc``, say) is returned as it is."""
-    if not hasattr(fn, "get_compile_result"):
-        return fn
-    key = (fn, fn_type)
-    out = _FIRST_CLASS.get(key)
-    if out is None:
-        out = _FIRST_CLASS[key] = FirstClass(fn, fn_type)
-    return out
 
 
 #: The loss: ``value``, ``deriv``, ``deriv2`` (of :math:`\ell(y, z)` in ``z``), ``conj``,
@@ -135,15 +93,9 @@ BCD_OPTIONS_T = _from([_i8, _b1, _b1, _i8, _i8, _i8, _i8, _i8, _f8, _f8, _f8, _f
 BCD_STATE_T = _from([_I1, _F1, _F1, _F1, _F1], BcdState)
 
 
-def _fixed_type(cls, typ):
-    """Type every instance of the record class ``cls`` as ``typ`` without looking at its
-    fields: numba otherwise builds the named tuple's type from them at every call."""
-    typeof_impl.register(cls)(lambda val, c: typ)
-
-
 for _cls, _t in ((LossFns, LOSS_FNS_T), (RegFns, REG_FNS_T), (Bank, BANK_T),
                  (Samples, SAMPLES_T), (BcdOptions, BCD_OPTIONS_T), (BcdState, BCD_STATE_T)):
-    _fixed_type(_cls, _t)
+    fixed_type(_cls, _t)
 
 
 def _vec(a, dtype=np.float64):

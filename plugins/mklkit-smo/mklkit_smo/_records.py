@@ -27,10 +27,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit, types
-from numba.core.typing.typeof import typeof_impl
+
+from mklkit.first_class import check_record as check_fields
+from mklkit.first_class import first_class, fixed_type
 
 __all__ = ["SmoOptions", "BregmanFns", "SmoBank", "FeatureRows", "RowCache", "SmoState",
-           "SmoWork", "KernelSums", "FirstClass", "first_class", "bregman_fns", "check_record", "no_function",
+           "SmoWork", "KernelSums", "first_class", "bregman_fns", "check_record", "no_function",
            "no_d0", "ARRAY_FN", "SCALAR_FN", "OPTS_T", "BREG_T", "BANK_T", "ROWS_T", "CACHE_T",
            "STATE_T", "WORK_T"]
 
@@ -184,65 +186,13 @@ _TYPES = {SmoOptions: OPTS_T, BregmanFns: BREG_T, SmoBank: BANK_T, FeatureRows: 
           RowCache: CACHE_T, SmoState: STATE_T, SmoWork: WORK_T}
 
 
-def _fixed_type(cls: type, typ: types.Type) -> None:
-    # numba otherwise builds the NamedTuple type from the elements at every call
-    typeof_impl.register(cls)(lambda val, c: typ)
-
-
 for _cls, _typ in _TYPES.items():
-    _fixed_type(_cls, _typ)
+    fixed_type(_cls, _typ)
 
 
 def check_record(rec: Any) -> Any:
-    """``rec`` itself, after checking that every field has its declared numba type (a
-    record is not typed at a call, so a wrong field would be read as the declared type)."""
-    from numba import typeof
-
-    typ = _TYPES[type(rec)]
-    for name, want, val in zip(type(rec)._fields, typ.types, rec):
-        got = typeof(val)
-        if got != want:
-            raise TypeError(f"{type(rec).__name__}.{name} must be {want}; got {got}")
-    return rec
-
-
-class FirstClass(types.WrapperAddressProtocol):
-    """A jitted function passed into the loops by its compiled address (resolved once,
-    not at every call of a loop)."""
-
-    def __init__(self, fn: Any, fn_type: types.FunctionType) -> None:
-        self._type = fn_type
-        self._sig = fn_type.signature
-        self._cres = fn.get_compile_result(self._sig)  # keeps the code alive
-        self._addr = self._cres.library.get_pointer_to_function(
-            self._cres.fndesc.llvm_cfunc_wrapper_name)
-        self.__name__ = getattr(fn, "__name__", "function")
-
-    def __wrapper_address__(self) -> int:
-        return self._addr
-
-    def signature(self) -> Any:
-        return self._sig
-
-
-@typeof_impl.register(FirstClass)
-def _typeof_first_class(val: FirstClass, c: Any) -> types.FunctionType:
-    return val._type
-
-
-_FIRST_CLASS: dict = {}
-
-
-def first_class(fn: Any, fn_type: types.FunctionType) -> Any:
-    """``fn`` as a :class:`FirstClass` for ``fn_type`` (made once per function); anything
-    that is not a numba dispatcher (a ``cfunc``, say) is returned as it is."""
-    if not hasattr(fn, "get_compile_result"):
-        return fn
-    key = (fn, fn_type)
-    out = _FIRST_CLASS.get(key)
-    if out is None:
-        out = _FIRST_CLASS[key] = FirstClass(fn, fn_type)
-    return out
+    """``rec`` itself, after checking every field against its record's registered type."""
+    return check_fields(rec, _TYPES[type(rec)])
 
 
 @njit(cache=True)
