@@ -154,7 +154,7 @@ def test_repeated_points_are_factored_once_with_their_multiplicity(normalize):
     """Binary a9a points repeat (and some are repeated on purpose here): pivoted Cholesky
     runs on the distinct points weighted by their counts; the factor of every copy, the
     residual trace, the tolerance and the map to new points are those of the whole bank."""
-    from mklkit.kernels.factorize.algorithms import _distinct_rows
+    from mklkit.kernels.factorize.points import _distinct_rows
 
     X0, Xn = a9a_points()
     X = sp.vstack([X0, X0[:60], X0[10:20]], format="csr")

@@ -90,16 +90,14 @@ def _block_product(
 
 @njit(cache=True, fastmath=_FM)
 def _task(
-    D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, starts: np.ndarray,
-    kern: np.ndarray, V: np.ndarray, vsel: np.ndarray, W: np.ndarray, wsel: np.ndarray, two: bool,
-    out: np.ndarray, want_out: bool, p: int, sq: np.ndarray,
+    D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, k0: int, k1: int,
+    v: np.ndarray, w: np.ndarray, two: bool, out: np.ndarray, want_out: bool, sq: np.ndarray,
 ) -> None:  # pragma: no cover - jitted
-    """Task ``p`` of :func:`block_products`: ``sq[:, p]`` and ``out[p]``."""
-    m = kern[p]
-    a, b = _block_product(D, data, indices, indptr, starts[m], starts[m + 1], V[vsel[p]],
-                          W[wsel[p]], two, out[p], want_out)
-    sq[0, p] = a
-    sq[1, p] = b
+    """One task of :func:`block_products`, the kernel of rows ``k0:k1``: ``out`` (its row of
+    the products) and ``sq`` (its column of the quadratic forms, (2,))."""
+    a, b = _block_product(D, data, indices, indptr, k0, k1, v, w, two, out, want_out)
+    sq[0] = a
+    sq[1] = b
 
 
 def block_products(
@@ -130,7 +128,9 @@ def block_products(
     """
     sq = np.zeros((2, kern.shape[0]))
     for p in prange(kern.shape[0]):
-        _task(D, data, indices, indptr, starts, kern, V, vsel, W, wsel, two, out, want_out, p, sq)
+        m = kern[p]
+        _task(D, data, indices, indptr, starts[m], starts[m + 1], V[vsel[p]], W[wsel[p]], two, out[p],
+              want_out, sq[:, p])
     return sq[0], sq[1]
 
 

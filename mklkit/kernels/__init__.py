@@ -6,7 +6,7 @@
   preset) expanded to :class:`BankKernel` objects, and their validation.
 * :mod:`mklkit.kernels.build` — :class:`KernelBank`, one contiguous
   (M, N, N) float64 array of normalised Gram matrices, cross kernels, and
-  the memory estimate.
+  the memory estimate (:mod:`mklkit.kernels.memory`).
 * :mod:`mklkit.kernels.precomputed` — banks from given Gram matrices or an
   ``.npz`` file.
 * :mod:`mklkit.kernels.presets` — the ``simplemkl`` and ``smomkl`` banks.

@@ -1,8 +1,9 @@
 r"""Building kernel banks: the Gram matrices of a description in one contiguous (M, N, N) float64 array.
 
 :class:`KernelBank` holds them normalised; :meth:`KernelBank.cross` computes
-test-versus-training kernels the same way; the memory they need is
-estimated (and checked against a budget) before anything is allocated.
+test-versus-training kernels the same way (:mod:`mklkit.kernels.fill`); the
+memory they need is estimated (and checked against a budget) before anything
+is allocated (:mod:`mklkit.kernels.memory`).
 
 Normalisation
 -------------
@@ -17,22 +18,15 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
-import scipy.sparse as sp
 
-from .._jit.gram import all_finite, divide_outer_inplace, symmetrize_inplace
+from .._jit.gram import divide_outer_inplace
 from ..data import Dataset
-from .description import (
-    DEFAULT_MEMORY_BUDGET,
-    BankError,
-    BankKernel,
-    Resolver,
-    _check_normalize,
-    expand_bank,
-)
-from .functions import as_matrix, base_matrix
+from .description import BankError, BankKernel, Resolver, _check_normalize, expand_bank
+from .fill import _dense_columns, _fill, _localizer, _progress_callback, _ProgressReporter
+from .memory import MemoryBudgetError, _check_budget, estimate_bytes, estimate_peak_bytes, format_bytes
 from .precomputed import bank_from_precomputed, precomputed_from_npz
 
 __all__ = [
@@ -46,148 +40,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------
-# Memory
-# ---------------------------------------------------------------------------
-def estimate_bytes(M: int, N: int, n_rows: int | None = None) -> int:
-    """Bytes needed to build ``M`` kernels on ``N`` training points.
-
-    ``M·n_rows·N·8`` for the bank itself (``n_rows = N`` for the training
-    bank, the number of test points for :meth:`KernelBank.cross`) plus working
-    space: two ``n_rows × N`` float64 matrices (the shared distance or
-    inner-product matrix and one temporary) and the per-kernel diagonals.
-    """
-    rows = N if n_rows is None else n_rows
-    return int(8 * (M * rows * N + 2 * rows * N + M * (rows + N)))
-
-
-def estimate_peak_bytes(M: int, N: int, n_test: int = 0) -> int:
-    """Peak bytes of building ``M`` kernels on ``N`` training points, then their test kernels.
-
-    The training bank (``M·N·N·8`` bytes) stays allocated while the
-    test-versus-training kernels of ``n_test`` points (``M·n_test·N·8``) are
-    computed, so the peak is the larger of :func:`estimate_bytes` of the bank and
-    the bank plus :func:`estimate_bytes` of the test kernels (each with its own
-    working space).  ``n_test = 0``: :func:`estimate_bytes` of the bank.
-    """
-    train = estimate_bytes(M, N)
-    if n_test <= 0:
-        return train
-    return max(train, 8 * M * N * N + estimate_bytes(M, N, n_test))
-
-
-class MemoryBudgetError(BankError):
-    """A bank (or cross-kernel bank) larger than the memory budget, refused before allocating.
-
-    Attributes
-    ----------
-    what : str
-        ``"kernel bank"`` or ``"cross-kernel bank"``.
-    need, budget : float
-        Estimated bytes (:func:`estimate_bytes`) and the budget.
-    shape : tuple of int
-        ``(M, rows, N)`` of the refused array.
-    """
-
-    def __init__(self, what: str, need: float, budget: float, shape: tuple[int, int, int],
-                 key: str = "memory_budget_bytes") -> None:
-        self.what = what
-        self.need = need
-        self.budget = budget
-        self.shape = shape
-        super().__init__(self.describe(key), key=key)
-
-    def describe(self, key: str) -> str:
-        """The message, naming the budget parameter ``key`` (a caller's name for it)."""
-        M, rows, N = self.shape
-        return (
-            f"{self.what} needs about {format_bytes(self.need)} ({M} kernels x {rows} x {N} float64 "
-            f"= {format_bytes(8 * M * rows * N)}, plus working space) but {key} is "
-            f"{format_bytes(self.budget)}; use fewer kernels or samples, or raise {key}"
-        )
-
-
-def format_bytes(n: float) -> str:
-    """``512.0 MiB``, ``3.2 GiB``."""
-    if n >= 1024**3:
-        return f"{n / 1024**3:.1f} GiB"
-    if n >= 1024**2:
-        return f"{n / 1024**2:.1f} MiB"
-    if n >= 1024:
-        return f"{n / 1024:.1f} KiB"
-    return f"{int(n)} B"
-
-
-def _check_budget(M: int, N: int, rows: int, budget: float | None, what: str) -> None:
-    if budget is None:
-        budget = DEFAULT_MEMORY_BUDGET
-    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0:
-        raise BankError(f"memory_budget_bytes must be a number of bytes > 0; got {budget!r}")
-    need = estimate_bytes(M, N, rows)
-    if need > budget:
-        raise MemoryBudgetError(what, need, budget, (M, rows, N))
-
-
-# ---------------------------------------------------------------------------
-# Progress
-# ---------------------------------------------------------------------------
-class _ProgressReporter:
-    """Reports the progress of a build to a callback ``progress(event)``; library code never prints.
-
-    ``event``: ``{"what": label, "done": m, "total": M, "elapsed_s": seconds}``,
-    at most every 0.1 s and once at the end.  The command line draws a bar
-    from it (:mod:`mklkit.cli`).
-    """
-
-    def __init__(self, total: int, label: str, callback: Callable[[dict[str, Any]], Any] | None):
-        self.total = total
-        self.label = label
-        self.callback = callback
-        self._last = 0.0
-        self._reported = -1
-        self._t0 = time.monotonic()
-
-    def update(self, done: int) -> None:
-        if self.callback is None:
-            return
-        now = time.monotonic()
-        if done < self.total and now - self._last < 0.1:
-            return
-        self._last = now
-        self._reported = done
-        self.callback({"what": self.label, "done": done, "total": self.total, "elapsed_s": now - self._t0})
-
-    def close(self) -> None:
-        """Report the end, unless the last update did (the final event comes once)."""
-        if self._reported < self.total:
-            self.update(self.total)
-
-
-def _progress_callback(progress: Any) -> Callable[[dict[str, Any]], Any] | None:
-    """``progress`` if it is a callable, else ``None`` (``True``/``False``/``None``: no reports)."""
-    return progress if callable(progress) else None
-
-
-# ---------------------------------------------------------------------------
 # The bank
 # ---------------------------------------------------------------------------
-def _dense_columns(X: Any, columns: np.ndarray, name: str) -> np.ndarray:
-    """Dense float64 copy of the needed columns of ``X`` (dense or sparse), checked finite."""
-    if sp.issparse(X):
-        Xc = sp.csr_matrix(X)
-        if not np.all(np.isfinite(Xc.data)):
-            raise BankError(f"{name} contains NaN or infinite values")
-        A = np.ascontiguousarray(Xc[:, columns].toarray(), dtype=np.float64)
-    else:
-        A = np.asarray(X, dtype=np.float64)
-        if A.ndim != 2:
-            raise BankError(f"{name} must be a 2-d array (samples x features); got shape {A.shape}")
-        if not np.all(np.isfinite(A)):
-            r, j = (int(v) for v in np.argwhere(~np.isfinite(A))[0])
-            raise BankError(f"{name}[{r}, {j}] is {float(A[r, j])!r}; NaN and infinite values are not allowed")
-        A = np.ascontiguousarray(A[:, columns]) if len(columns) != A.shape[1] else as_matrix(A)
-    return A
-
-
 def _shape_of(X: Any) -> tuple[int, ...]:
     return tuple(X.shape) if hasattr(X, "shape") else np.shape(X)
 
@@ -345,7 +199,8 @@ class KernelBank:
             ``"trace"`` is SpicyMKL's :math:`K_m / \\operatorname{tr}(K_m)`.
         memory_budget_bytes : float, optional
             Refuse (``BankError``) when :func:`estimate_bytes` exceeds it,
-            before allocating.  Default :data:`DEFAULT_MEMORY_BUDGET` (4 GiB).
+            before allocating.  Default
+            :data:`~mklkit.kernels.description.DEFAULT_MEMORY_BUDGET` (4 GiB).
         progress : callable, optional
             ``progress(event)`` with ``what``, ``done``, ``total`` and
             ``elapsed_s`` while the kernels are computed (``mklkit run`` draws
@@ -506,82 +361,3 @@ class KernelBank:
     # -- precomputed (mklkit.kernels.precomputed) ---------------------------
     from_precomputed = classmethod(bank_from_precomputed)
     from_npz = classmethod(precomputed_from_npz)
-
-
-def _localizer(columns: np.ndarray, d: int) -> Callable[[tuple[int, ...]], np.ndarray]:
-    pos = np.full(d, -1, dtype=np.intp)
-    pos[columns] = np.arange(columns.size)
-
-    def local(features: tuple[int, ...]) -> np.ndarray:
-        return pos[np.asarray(features, dtype=np.intp)]
-
-    return local
-
-
-def _fill(
-    out: np.ndarray,
-    specs: Sequence[BankKernel],
-    local: Callable[[tuple[int, ...]], np.ndarray],
-    XA: np.ndarray,
-    XB: np.ndarray | None,
-    bar: _ProgressReporter,
-) -> None:
-    """``out[m] = k_m(XA_s, XB_s)``; ``XB=None``: symmetric training kernels.
-
-    Consecutive kernels on the same columns that use the same base matrix
-    (squared distances or inner products) share one computation of it.
-    """
-    all_cols = None
-    sub_key: tuple[int, ...] | None = None
-    A = B = None
-    base_key: tuple[str, tuple[int, ...]] | None = None
-    base = None
-    with np.errstate(over="ignore", invalid="ignore"):  # non-finite values are reported below
-        for m, spec in enumerate(specs):
-            if spec.features != sub_key:
-                idx = local(spec.features)
-                if all_cols is None:
-                    all_cols = np.arange(XA.shape[1])
-                if idx.size == XA.shape[1] and np.array_equal(idx, all_cols):
-                    A, B = XA, XB
-                else:
-                    A = np.ascontiguousarray(XA[:, idx])
-                    B = None if XB is None else np.ascontiguousarray(XB[:, idx])
-                sub_key = spec.features
-            func = spec.function
-            target = out[m]
-            if func.uses is not None:
-                key = (func.uses, spec.features)
-                if key != base_key:
-                    base = None  # free before allocating the next one
-                    base = base_matrix(func.uses, A, B)
-                    base_key = key
-                res = func.from_base(base, out=target)
-                if res is not target:
-                    _check_result(res, target.shape, spec, m)
-                    target[...] = res
-            else:
-                res = func.gram(A) if B is None else func.gram(A, B)
-                _check_result(res, target.shape, spec, m)
-                target[...] = res
-                if B is None:
-                    scale = float(np.max(np.abs(target)))
-                    asym = symmetrize_inplace(target)
-                    if asym > 1e-8 * scale:
-                        raise BankError(
-                            f"kernel {m} {spec.label!r}: gram(X) is not symmetric "
-                            f"(max |K - K^T| = {asym:.3g}); a kernel function must be symmetric"
-                        )
-            if not all_finite(target):
-                raise BankError(
-                    f"kernel {m} {spec.label!r} has NaN or infinite values (overflow?); standardise "
-                    "the features or change its parameters"
-                )
-            bar.update(m + 1)
-    bar.close()
-
-
-def _check_result(res: Any, shape: tuple[int, ...], spec: BankKernel, m: int) -> None:
-    if not isinstance(res, np.ndarray) or res.shape != shape:
-        got = res.shape if isinstance(res, np.ndarray) else type(res).__name__
-        raise BankError(f"kernel {m} {spec.label!r}: gram() must return an array of shape {shape}; got {got}")

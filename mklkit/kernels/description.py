@@ -41,7 +41,8 @@ value (the last parameter varying fastest); entries follow each other.
 
 The kernels of a description are :class:`BankKernel` objects; building their
 Gram matrices is :mod:`mklkit.kernels.build`, precomputed kernels are
-:mod:`mklkit.kernels.precomputed`.
+:mod:`mklkit.kernels.precomputed`.  The feature groups of an entry are read
+by :mod:`mklkit.kernels.features`, the errors are :mod:`mklkit.kernels.errors`.
 """
 from __future__ import annotations
 
@@ -53,6 +54,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..components.params import Param, ParamError, did_you_mean
+from .errors import BankError, UnknownName, _must, _unknown
+from .features import _feature_groups, _is_int, _plain, _seed
 from .functions import BUILTIN_KERNEL_FUNCTIONS, KernelFunction
 from .presets import available_presets, preset_entries
 
@@ -78,77 +81,11 @@ DEFAULT_MEMORY_BUDGET = 4 * 1024**3
 #: Degrees of freedom of the χ² in ``width: "chi2"`` draws (σ = 5χ² + 0.1).
 CHI2_DF = 1
 _ENTRY_KEYS = ("function", "features", "seed")
-_SUBSET_KEYS = ("random_subsets", "size", "seed")
 
 Resolver = Callable[[str], type]
 
-
-_NO_VALUE: Any = object()
-
-
-class BankError(ValueError):
-    """An invalid bank description, precomputed kernel file or memory request.
-
-    The message is one line for the caller of the kernels API; the parts of
-    it are kept as data, so that a spec or an estimator can name the key in
-    its own words without reading the text.
-
-    Attributes
-    ----------
-    key : str or None
-        Key path of the offending value relative to the bank, e.g.
-        ``bank[1].degree``; ``None`` when the error is not about one key.
-    problem : str
-        What is wrong, without the key (the whole message when not given).
-    value : Any
-        The offending value (:attr:`NO_VALUE` when there is none).
-    allowed : str or None
-        What would be accepted.
-    """
-
-    NO_VALUE: Any = _NO_VALUE
-
-    def __init__(self, message: str, key: str | None = None, *, problem: str | None = None,
-                 value: Any = _NO_VALUE, allowed: str | None = None):
-        super().__init__(message)
-        self.key = key
-        self.problem = problem if problem is not None else message
-        self.value = value
-        self.allowed = allowed
-
-    @property
-    def has_value(self) -> bool:
-        """Whether :attr:`value` holds an offending value."""
-        return self.value is not _NO_VALUE
-
-
-def _must(key: str, allowed: str, value: Any, note: str = "", at: str | None = None) -> BankError:
-    """``<key> must be <allowed>; got <value><note>`` (``at``: the key reported, default ``key``)."""
-    return BankError(f"{key} must be {allowed}; got {value!r}{note}", key=at or key,
-                     problem="invalid value" + note, value=value, allowed=allowed)
-
-
-def _unknown(key: str, what: str, name: Any, available: Sequence[str] | None, ctx: str = "",
-             label: str = "available", text: str | None = None, head: str | None = None) -> BankError:
-    """``<head>: unknown <what> <name> (did you mean ...?)<ctx>; <label>: <available>``.
-
-    ``head`` (default ``key``) starts the message; ``text`` replaces it when
-    the names are not known (a lookup that said why in its own words).
-    """
-    hint = did_you_mean(str(name), list(available)) if available else ""
-    shown = ", ".join(available) if available else None
-    message = text if text is not None and available is None else (
-        f"{head or key}: unknown {what} {name!r}{hint}{ctx}" + (f"; {label}: {shown}" if shown else ""))
-    problem = f"unknown {what}{hint}{ctx}" if text is None or available is not None else text
-    return BankError(message, key=key, problem=problem, value=name, allowed=shown)
-
-
-class UnknownName(LookupError):
-    """A name a lookup does not know; ``available`` lists the names it knows."""
-
-    def __init__(self, message: str, available: Sequence[str]):
-        super().__init__(message)
-        self.available = list(available)
+# their public names: mklkit.kernels.description.BankError, .UnknownName
+BankError.__module__ = UnknownName.__module__ = __name__
 
 
 # ---------------------------------------------------------------------------
@@ -247,10 +184,6 @@ class _Chi2:
 _CHI2 = _Chi2()
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
 def _flatten_presets(entries: Any, root: str) -> list[tuple[str, Any]]:
     """Expand preset names into (key path, entry) pairs."""
     if isinstance(entries, str):
@@ -294,15 +227,6 @@ def _validate_value(p: Param, value: Any, key: str) -> Any:
         raise _must(key, exc.allowed, value) from None
 
 
-def _plain(value: Any) -> Any:
-    """numpy scalars and arrays as Python numbers and lists."""
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
 def _parse_param(p: Param, value: Any, key: str) -> list[Any] | _Chi2:
     value = _plain(value)
     if isinstance(value, str) and value == "chi2":
@@ -315,123 +239,6 @@ def _parse_param(p: Param, value: Any, key: str) -> list[Any] | _Chi2:
             raise _must(key, f"{p.allowed()} or a non-empty list of such", [])
         return [_validate_value(p, _plain(v), f"{key}[{k}]") for k, v in enumerate(value)]
     return [_validate_value(p, value, key)]
-
-
-def _seed(value: Any, key: str) -> int:
-    if not _is_int(value) or value < 0:
-        raise _must(key, "an integer >= 0", value)
-    return int(value)
-
-
-def _column(v: Any, key: str, d: int | None, names: Sequence[str] | None) -> int | None:
-    if _is_int(v):
-        if v < 0 or (d is not None and v >= d):
-            rng = f"in [0, {d - 1}]" if d is not None else ">= 0"
-            raise _must(key, f"a column index {rng} or a feature name", v)
-        return int(v)
-    if isinstance(v, str):
-        if names is None:
-            return None
-        if v not in names:
-            shown = ", ".join(list(names)[:12]) + (", ..." if len(names) > 12 else "")
-            raise BankError(
-                f"{key}: unknown feature name {v!r}{did_you_mean(v, list(names))}; features: {shown}",
-                key=key, problem=f"unknown feature name{did_you_mean(v, list(names))}", value=v,
-                allowed=shown,
-            )
-        return list(names).index(v)
-    raise _must(key, "a column index or a feature name", v)
-
-
-def _group(items: Sequence[Any], key: str, d: int | None, names: Sequence[str] | None) -> tuple[int, ...] | None:
-    if len(items) == 0:
-        raise _must(key, "a list of at least one column", [])
-    cols = [_column(v, f"{key}[{k}]", d, names) for k, v in enumerate(items)]
-    if any(c is None for c in cols):
-        return None
-    seen: set[int] = set()
-    for k, c in enumerate(cols):
-        if c in seen:
-            raise BankError(f"{key} lists column {items[k]!r} twice; each column at most once",
-                            key=f"{key}[{k}]", problem=f"lists column {items[k]!r} twice",
-                            value=items[k], allowed="each column at most once")
-        seen.add(c)  # type: ignore[arg-type]
-    return tuple(cols)  # type: ignore[arg-type]
-
-
-def _feature_groups(
-    spec: Any, key: str, d: int | None, names: Sequence[str] | None, default_seed: int
-) -> list[tuple[tuple[int, ...], str]] | None:
-    """Feature groups with their labels, or ``None`` when ``d`` is unknown."""
-    spec = _plain(spec)
-    def label(cols: tuple[int, ...]) -> str:
-        nm = [names[c] if names is not None else f"x{c}" for c in cols]
-        if len(nm) > 8:
-            return ",".join(nm[:4]) + f",...(+{len(nm) - 4})"
-        return ",".join(nm)
-
-    if isinstance(spec, str):
-        if spec == "all":
-            return None if d is None else [(tuple(range(d)), "all")]
-        if spec == "each":
-            return None if d is None else [((j,), label((j,))) for j in range(d)]
-        hint = did_you_mean(spec, ["all", "each"])
-        raise BankError(
-            f"{key} must be 'all', 'each', a list of columns, a list of lists of columns or "
-            f"{{random_subsets: n, size: k, seed: s}}; got {spec!r}{hint}",
-            key=key, problem="invalid value" + hint, value=spec,
-            allowed="'all', 'each', a list of columns, a list of lists of columns or "
-                    "{random_subsets: n, size: k, seed: s}",
-        )
-    if isinstance(spec, (list, tuple)):
-        if len(spec) == 0:
-            raise _must(key, "a list of at least one column", [])
-        nested = [isinstance(v, (list, tuple)) for v in spec]
-        if all(nested):
-            groups = [_group(g, f"{key}[{k}]", d, names) for k, g in enumerate(spec)]
-        elif any(nested):
-            k = nested.index(not nested[0])
-            raise BankError(
-                f"{key} must be a list of columns or a list of lists of columns, not a mix; "
-                f"got {spec[k]!r} at position {k}",
-                key=f"{key}[{k}]", problem="a mix of columns and lists of columns", value=spec[k],
-                allowed="a list of columns or a list of lists of columns",
-            )
-        else:
-            groups = [_group(spec, key, d, names)]
-        if any(g is None for g in groups):
-            return None
-        return [(g, label(g)) for g in groups]  # type: ignore[misc]
-    if isinstance(spec, Mapping):
-        for k in spec:
-            if k not in _SUBSET_KEYS:
-                raise _unknown(f"{key}.{k}", "key", k, list(_SUBSET_KEYS), label="allowed", head=key)
-        for k in ("random_subsets", "size"):
-            if k not in spec:
-                raise BankError(f"{key}.{k} is required for random subsets", key=f"{key}.{k}",
-                                problem="is required for random subsets",
-                                allowed="{random_subsets: n, size: k, seed: s}")
-        n = spec["random_subsets"]
-        if not _is_int(n) or n < 1:
-            raise _must(f"{key}.random_subsets", "an integer >= 1", n)
-        size = spec["size"]
-        skey = f"{key}.size"
-        if _is_int(size):
-            if size < 1 or (d is not None and size > d):
-                hi = f" and <= the number of features ({d})" if d is not None else ""
-                raise _must(skey, f"an integer >= 1{hi} or a fraction in (0, 1)", size)
-            k_size = None if d is None else int(size)
-        elif isinstance(size, float) and 0.0 < size < 1.0:
-            k_size = None if d is None else max(1, int(round(size * d)))
-        else:
-            raise _must(skey, "an integer >= 1 or a fraction in (0, 1)", size)
-        seed = _seed(spec["seed"], f"{key}.seed") if "seed" in spec else default_seed
-        if d is None or k_size is None:
-            return None
-        rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[0])
-        groups = [tuple(int(c) for c in np.sort(rng.choice(d, size=k_size, replace=False))) for _ in range(int(n))]
-        return [(g, label(g)) for g in groups]
-    raise _must(key, "'all', 'each', a list of columns or {random_subsets: n, size: k, seed: s}", spec)
 
 
 def _expand(

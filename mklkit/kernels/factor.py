@@ -38,7 +38,9 @@ from the same pass.  Nothing of size N × N is formed, except by
 BLAS ``syrk``, :math:`O(N^2 R_{active})`; the engines do not call it on a factor
 bank: spicy solves its Newton systems through the factors,
 :mod:`mklkit.engines.spicy.factor_newton`) and :meth:`FactorBank.to_array`.
-Factors are built from data by :mod:`mklkit.kernels.factorize`.
+Factors are built from data by :mod:`mklkit.kernels.factorize`; what predicts
+with them, without the training factors, is
+:mod:`mklkit.kernels.factor_predictor`.
 """
 from __future__ import annotations
 
@@ -54,17 +56,18 @@ from .._jit.gram import all_finite
 from .._jit.spicy import PARALLEL_WORK
 from .ops import BankAccessError, GramBank
 from .factor_arrays import alpha_from_beta, factor_arrays
+from .factor_predictor import _NO_MAP, FactorPredictor, fold_predictor
 from .given_factors import bank_from_factors
 
 __all__ = ["FactorBank", "FactorPredictor"]
 
+# its public name (and the one pickles of fitted estimators hold): mklkit.kernels.factor.FactorPredictor
+FactorPredictor.__module__ = __name__
+
 _NO_MATRIX = np.empty((0, 0))
 _NO_FLOAT = np.empty(0)
 _NO_INT = np.empty(0, dtype=np.int64)
-_NO_MAP = ("this FactorBank has no map to new points (factor_map is None: it was made as "
-           "FactorBank(LT, starts)); build it with mklkit.kernels.factorize.build_factor_bank "
-           "(kernels on data), or with FactorBank.from_factors (given factors: transform then takes "
-           "the new points' factor rows)")
+
 
 
 def _vec(x: Any) -> np.ndarray:
@@ -336,21 +339,7 @@ class FactorBank(GramBank):
         FactorPredictor
             Its ``decision_function(X_new)`` is this bank's, (n_new, T), to round-off.
         """
-        A = np.asarray(alpha, dtype=np.float64)
-        if A.ndim == 2:
-            A = A[None]
-        if A.ndim != 3 or A.shape[1:] != self.shape[:2]:
-            raise ValueError(f"alpha must have shape {self.shape[:2]} or (T, {self.shape[0]}, "
-                             f"{self.shape[1]}); got {np.shape(alpha)}")
-        b = np.broadcast_to(np.asarray(bias, dtype=np.float64).ravel(), (A.shape[0],)).copy()
-        beta = np.stack([self.coefficients(a) for a in A])
-        if kernels is None:
-            kernels = np.flatnonzero(self._segment_sums(np.einsum("tr,tr->r", beta, beta)) > 0.0)
-        held = np.asarray(kernels, dtype=np.int64).ravel()
-        if self.factor_map is None:
-            raise ValueError(_NO_MAP)
-        return FactorPredictor(self.factor_map.fold(held, beta), b, held, self.shape[1],
-                               self.trace()[held], self.trace_error[held].copy())
+        return fold_predictor(self, alpha, bias, kernels)
 
     def _segment_sums(self, x: np.ndarray) -> np.ndarray:
         """Sums of ``x`` (R,) over the rows of each block, (M,)."""
@@ -501,60 +490,3 @@ class FactorBank(GramBank):
             G = (B @ B.T).toarray() if self.sparse else B @ B.T
             out[m] = float(np.linalg.norm(G))
         return out
-
-
-class FactorPredictor:
-    r"""Predictions of fitted solutions on a factor bank, without its training factors.
-
-    Holds, for the kernels ``kernels`` only, what maps new points to their
-    part of :math:`f_t(x) = \sum_m L_m(x)\beta_{m,t} + b_t`: the pivots or
-    landmarks with one folded coefficient vector per solution (the training
-    factors :math:`L_m`, (N, r_m) each, are not kept); see
-    :meth:`FactorBank.predictor` and
-    :class:`~mklkit.kernels.factorize.FoldedFactorMap`.  A fitted estimator
-    on a factor bank keeps one as ``bank_``.
-
-    Attributes
-    ----------
-    kernels : ndarray of int
-        The bank's kernels it holds.
-    bias : ndarray (T,)
-    n_samples : int
-        N, the training points of the bank.
-    trace_error : ndarray (n_held,)
-        The held kernels' residual traces (as :attr:`FactorBank.trace_error`).
-    """
-
-    representation = "factor"
-
-    def __init__(self, folded: Any, bias: np.ndarray, kernels: np.ndarray, n_samples: int,
-                 trace: np.ndarray, trace_error: np.ndarray) -> None:
-        self.folded = folded
-        self.bias = np.asarray(bias, dtype=np.float64)
-        self.kernels = np.asarray(kernels, dtype=np.int64)
-        self.n_samples = int(n_samples)
-        self._trace = np.asarray(trace, dtype=np.float64)
-        self.trace_error = np.asarray(trace_error, dtype=np.float64)
-
-    def __repr__(self) -> str:
-        return (f"FactorPredictor(n_kernels={self.n_kernels}, n_samples={self.n_samples}, "
-                f"n_outputs={self.bias.size})")
-
-    @property
-    def n_kernels(self) -> int:
-        """The number of kernels held."""
-        return int(self.kernels.size)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the arrays held."""
-        return int(self.folded.nbytes + self.bias.nbytes + self._trace.nbytes + self.trace_error.nbytes)
-
-    def trace(self) -> np.ndarray:
-        r""":math:`\|L_m\|_F^2` of the held kernels (as :meth:`FactorBank.trace`)."""
-        return self._trace.copy()
-
-    def decision_function(self, X_new: Any) -> np.ndarray:
-        r""":math:`\sum_m L_m(X_{new})\beta_{m,t} + b_t`, (n_new, T): the solutions'
-        :math:`\sum_m K_m(X_{new}, X)\alpha_{m,t} + b_t` on the factored kernels."""
-        return self.folded.decision_parts(X_new) + self.bias[None, :]

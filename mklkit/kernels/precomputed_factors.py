@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..components.params import did_you_mean
-from .build import format_bytes
 from .description import DEFAULT_MEMORY_BUDGET, BankError, _check_normalize
 from .factor import FactorBank
 from .given_factors import (
@@ -30,6 +29,7 @@ from .given_factors import (
     _one_layout,
     bank_from_factors,
 )
+from .memory import format_bytes
 from .precomputed import _labels
 
 __all__ = ["GivenFactorMap", "FoldedGivenFactorMap", "PrecomputedFactors", "bank_from_factors", "load_precomputed_factors",

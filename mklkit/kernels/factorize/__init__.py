@@ -85,9 +85,13 @@ what fits.  The factors of each kernel grow in blocks of 256 rows (no
 copies while growing) and are moved into the bank's one (R, N) array at
 the end, block by block.
 
-The factorizations of one kernel and the map to new points are in
-:mod:`mklkit.kernels.factorize.algorithms`; the settings, the memory checks
-and the assembly of a bank in :mod:`mklkit.kernels.factorize.build`.
+The explicit feature maps and the map to new points are in
+:mod:`mklkit.kernels.factorize.algorithms`, pivoted Cholesky and Nyström in
+:mod:`mklkit.kernels.factorize.lowrank`, the points they read in
+:mod:`mklkit.kernels.factorize.points`; one kernel factored and normalised in
+:mod:`mklkit.kernels.factorize.per_kernel`; the settings in
+:mod:`mklkit.kernels.factorize.settings`; the memory checks and the assembly
+of a bank in :mod:`mklkit.kernels.factorize.build`.
 """
 from __future__ import annotations
 

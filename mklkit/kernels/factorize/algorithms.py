@@ -1,42 +1,29 @@
-r"""The factorizations of one kernel, :math:`K \approx LL^\top`, and their extension to new points.
+r"""The factors of one kernel, :math:`K \approx LL^\top`, and their extension to new points.
 
-Explicit feature maps (``linear``, the monomial map of ``poly``), greedy
-pivoted Cholesky and Nyström, each described in
-:mod:`mklkit.kernels.factorize`; :class:`KernelFactor` (how one kernel was
-factored) and :class:`FactorMap` (the factor rows of new points).  Building
-a whole bank from its description is :mod:`mklkit.kernels.factorize.build`.
+Explicit feature maps (``linear``, the monomial map of ``poly``), described
+in :mod:`mklkit.kernels.factorize`; :class:`KernelFactor` (how one kernel was
+factored) and :class:`FactorMap` (the factor rows of new points).  Greedy
+pivoted Cholesky and Nyström are :mod:`mklkit.kernels.factorize.lowrank`,
+the points they read :mod:`mklkit.kernels.factorize.points`; building a
+whole bank from its description is :mod:`mklkit.kernels.factorize.build`.
 """
 from __future__ import annotations
 
 import itertools
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import eigh, solve_triangular
+from scipy.linalg import solve_triangular
 
-from ..._jit.factor import pivot_batch
 from ..._jit.gram import all_finite, divide_outer_inplace
-from ...data import Dataset
 from ..description import BankError, BankKernel
-from ..functions import BaseRows, KernelFunction, Linear, Poly
+from ..functions import KernelFunction, Linear, Poly
+from .points import _Groups, _new_points
 
 __all__ = ["KernelFactor", "FactorMap", "FoldedFactorMap", "poly_map_dim"]
-
-#: Candidate pivots per batch of kernel columns, and rows per block of a growing factor.
-_BATCH = 64
-_CHUNK = 256
-#: A candidate pivot is taken while its residual is at least this fraction of the largest.
-_ACCEPT = 0.5
-#: The residual diagonal counts as zero below this fraction of the largest diagonal entry.
-_FLOOR = 1e-13
-#: Nyström: eigenvalues of K_SS below this fraction of the largest are cut.  Rounding in
-#: the kernel columns is amplified by up to its inverse: entries of L L^T are accurate to
-#: about eps / _EIG_CUTOFF (2e-8) relative to the largest (pivoted Cholesky: to round-off).
-_EIG_CUTOFF = 1e-8
-_NYSTROM_START = 64
 
 
 # ---------------------------------------------------------------------------
@@ -225,7 +212,7 @@ class FactorMap:
             out[self.starts[m]:self.starts[m + 1]] = B.toarray() if sp.issparse(B) else B
         return out
 
-    def _block(self, kf: KernelFactor, groups: "_Groups") -> Any:
+    def _block(self, kf: KernelFactor, groups: _Groups) -> Any:
         """Rows of :math:`L_m(X_{new})^\\top` for one kernel, (r_m, n_new)."""
         diagonal = self.normalize == "diagonal"
         if kf.method in ("linear", "poly_map"):
@@ -329,7 +316,7 @@ class FoldedFactorMap:
         return out
 
 
-def _exact_rows(kf: KernelFactor, groups: "_Groups", diagonal: bool, name: str
+def _exact_rows(kf: KernelFactor, groups: _Groups, diagonal: bool, name: str
                 ) -> tuple[Any, np.ndarray]:
     """Rows of an exact factor (``kf.method`` linear or poly_map) for the points of ``groups``,
     (r, n), before ``kf.scale``; divided by :math:`\\sqrt{k(x,x)}` when ``diagonal``.  Also
@@ -369,252 +356,3 @@ def _diag(func: KernelFunction, A: np.ndarray, label: str, name: str) -> np.ndar
 
 def _diag_sparse(Xs: sp.csr_matrix) -> np.ndarray:
     return np.asarray(Xs.multiply(Xs).sum(axis=1), dtype=np.float64).ravel()
-
-
-# ---------------------------------------------------------------------------
-# Data
-# ---------------------------------------------------------------------------
-def _new_points(X_new: Any, n_features: int) -> Any:
-    """New points (an array, a CSR matrix or a Dataset) checked against the training data's width."""
-    if isinstance(X_new, Dataset):
-        X_new = X_new.X
-    X = _as_points(X_new, "X_new")
-    if X.shape[1] != n_features:
-        raise BankError(f"X_new must have shape (n, {n_features}) like the training data; got {X.shape}")
-    return X
-
-
-def _as_points(X: Any, name: str) -> Any:
-    """``X`` as a finite float64 CSR matrix or C-contiguous array (n, d)."""
-    if sp.issparse(X):
-        Xs = sp.csr_matrix(X, dtype=np.float64)
-        if Xs.ndim != 2 or Xs.shape[0] < 1 or Xs.shape[1] < 1:
-            raise BankError(f"{name} must be a non-empty 2-d array (samples x features); got shape "
-                            f"{Xs.shape}")
-        if not np.all(np.isfinite(Xs.data)):
-            raise BankError(f"{name} contains NaN or infinite values")
-        Xs.sort_indices()
-        return Xs
-    A = np.asarray(X, dtype=np.float64)
-    if A.ndim != 2 or A.shape[0] < 1 or A.shape[1] < 1:
-        raise BankError(f"{name} must be a non-empty 2-d array (samples x features); got shape "
-                        f"{A.shape}")
-    if not np.all(np.isfinite(A)):
-        r, j = (int(v) for v in np.argwhere(~np.isfinite(A))[0])
-        raise BankError(f"{name}[{r}, {j}] is {float(A[r, j])!r}; NaN and infinite values are not "
-                        "allowed")
-    return np.ascontiguousarray(A)
-
-
-def _distinct_rows(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``np.unique(A, axis=0, return_inverse=True, return_counts=True)`` (distinct rows in
-    order of first occurrence rather than sorted; counts as float), fast.
-
-    Rows are sorted by a 64-bit hash of their bytes (one integer sort instead of a
-    sort of byte strings), equal hashes grouped, and every row compared with the
-    first of its group; only if two different rows share a hash is ``np.unique``
-    used.
-    """
-    N = A.shape[0]
-    bits = np.ascontiguousarray(A, dtype=np.float64).view(np.uint64)
-    h = np.zeros(N, dtype=np.uint64)
-    mult = np.uint64(0x100000001B3)
-    for k in range(bits.shape[1]):   # FNV-style: exact and the same for equal rows, wherever they lie
-        h *= mult
-        h ^= bits[:, k]
-        h ^= h >> np.uint64(29)
-    order = np.argsort(h, kind="stable")
-    hs = h[order]
-    start = np.empty(N, dtype=bool)
-    start[0] = True
-    np.not_equal(hs[1:], hs[:-1], out=start[1:])
-    group = np.cumsum(start) - 1                       # group of each sorted row
-    lead = order[np.flatnonzero(start)]                # first row of each group (in sorted order)
-    if not np.array_equal(A[order], A[lead[group]]):
-        U, inverse, counts = np.unique(A, axis=0, return_inverse=True, return_counts=True)
-        return np.ascontiguousarray(U), np.ascontiguousarray(inverse.ravel()), counts.astype(np.float64)
-    inverse = np.empty(N, dtype=np.intp)
-    inverse[order] = group
-    counts = np.bincount(group).astype(np.float64)
-    return np.ascontiguousarray(A[lead]), inverse, counts
-
-
-class _Groups:
-    """The columns of one feature group at a time (the last one kept), dense or sparse."""
-
-    def __init__(self, X: Any) -> None:
-        self.X = X
-        self.sparse = sp.issparse(X)
-        self._key: tuple[int, ...] | None = None
-        self._dense: np.ndarray | None = None
-        self._base: BaseRows | None = None
-        self._unique: tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
-
-    def dense(self, features: tuple[int, ...]) -> np.ndarray:
-        if features != self._key or self._dense is None:
-            self._dense = self._base = None
-            cols = np.asarray(features, dtype=np.intp)
-            if self.sparse:
-                self._dense = np.ascontiguousarray(self.X[:, cols].toarray())
-            elif cols.size == self.X.shape[1] and np.array_equal(cols, np.arange(cols.size)):
-                self._dense = self.X
-            else:
-                self._dense = np.ascontiguousarray(self.X[:, cols])
-            self._key = features
-        return self._dense
-
-    def unique(self, features: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The distinct points of the group (u, |g|), the index of each point among them (N,),
-        and how often each occurs (u,); computed once per group (:func:`_distinct_rows`)."""
-        A = self.dense(features)
-        if self._unique is None or self._unique[0] is not A:
-            self._unique = (A, _distinct_rows(A))
-        return self._unique[1]
-
-    def base_rows(self, features: tuple[int, ...], kind: str, distinct: bool = False) -> BaseRows:
-        """Base-matrix rows of the group's points, or of its distinct points (:meth:`unique`),
-        shared by consecutive kernels on it."""
-        A = self.unique(features)[0] if distinct else self.dense(features)
-        if self._base is None or self._base.kind != kind or self._base.X is not A:
-            self._base = None
-            self._base = BaseRows(kind, A)
-        return self._base
-
-    def sparse_columns(self, features: tuple[int, ...]) -> sp.csr_matrix:
-        return sp.csr_matrix(self.X[:, np.asarray(features, dtype=np.intp)])
-
-
-# ---------------------------------------------------------------------------
-# Memory
-# ---------------------------------------------------------------------------
-class _Budget:
-    """Bytes held by factors and working space against ``memory_budget``."""
-
-    def __init__(self, limit: float, N: int, root: str) -> None:
-        self.limit = limit
-        self.N = N
-        self.root = root
-        self.used = 0
-
-    def fits(self, nbytes: float) -> bool:
-        return self.used + nbytes <= self.limit
-
-    def take(self, nbytes: int) -> None:
-        self.used += int(nbytes)
-
-    def release(self, nbytes: int) -> None:
-        self.used -= int(nbytes)
-
-    def rows_fitting(self, extra: float = 0.0) -> int:
-        """Factor rows of N float64 that fit in what is left after ``extra`` bytes."""
-        return max(0, int((self.limit - self.used - extra) // (8 * self.N)))
-
-
-# ---------------------------------------------------------------------------
-# The factorizations of one kernel
-# ---------------------------------------------------------------------------
-@dataclass
-class _Approx:
-    """A growing factor: blocks of rows of :math:`L^\\top` (each (rows, N)), and their count.
-
-    With ``columns`` the blocks hold one column per *distinct* point, and
-    point ``i`` is column ``columns[i]`` (``counts``: copies of each).
-    """
-
-    blocks: list[np.ndarray]
-    rank: int
-    columns: np.ndarray | None = None
-    counts: np.ndarray | None = None
-
-
-def _pivoted_cholesky(
-    rows: Callable[[np.ndarray], np.ndarray], d0: np.ndarray, cap: int, tol: float,
-    budget: _Budget, on_full: Callable[[int, float], None],
-) -> tuple[_Approx, np.ndarray]:
-    """Greedy pivoted Cholesky of the kernel whose rows ``rows(idx)`` gives; see module docs.
-
-    ``on_full(rank, rel_residual)`` is called (and must raise) when the next
-    block of rows would not fit the budget.
-    """
-    N = d0.size
-    d = d0.copy()
-    tr = float(d0.sum())
-    stop_sum = tol * tr
-    floor = _FLOOR * float(d0.max()) if N else 0.0
-    pivots = np.empty(cap, dtype=np.int64)
-    blocks: list[np.ndarray] = []
-    j = 0
-    while j < cap:
-        if float(d.sum()) <= stop_sum or float(d.max()) <= floor:
-            break
-        filled = j - sum(b.shape[0] for b in blocks[:-1])          # rows in use in the last block
-        if not blocks or filled == blocks[-1].shape[0]:
-            n_rows = min(_CHUNK, cap - j, budget.rows_fitting())
-            if n_rows < 1:
-                on_full(j, float(d.sum()) / tr)
-            budget.take(8 * N * n_rows)
-            blocks.append(np.empty((n_rows, N)))
-            filled = 0
-        live = np.flatnonzero(d > floor)
-        B = min(_BATCH, live.size)
-        cand = live[np.argpartition(-d[live], B - 1)[:B]] if B < live.size else live
-        cand = np.ascontiguousarray(cand, dtype=np.int64)
-        G = rows(cand)
-        for k, blk in enumerate(blocks):
-            n = blk.shape[0] if k < len(blocks) - 1 else filled
-            if n:
-                G -= blk[:n, cand].T @ blk[:n]
-        end = min(j + blocks[-1].shape[0] - filled, cap)
-        j, reason = pivot_batch(G, cand, d, blocks[-1], filled, pivots, j, end, stop_sum, floor,
-                                _ACCEPT)
-        if reason in (1, 2):
-            break
-    approx = _Approx(blocks, j)
-    _trim(approx, budget, N)
-    return approx, pivots[:j].copy()
-
-
-def _trim(approx: _Approx, budget: _Budget, N: int) -> None:
-    """Cut the last block to the rows in use, and give the rest back to the budget."""
-    if not approx.blocks:
-        return
-    held = sum(b.shape[0] for b in approx.blocks)
-    spare = held - approx.rank
-    if spare:
-        last = approx.blocks[-1]
-        keep = last.shape[0] - spare
-        approx.blocks[-1] = last[:keep].copy()
-        if keep == 0:
-            approx.blocks.pop()
-        budget.release(8 * N * spare)
-
-
-def _nystrom(
-    rows: Callable[[np.ndarray], np.ndarray], d0: np.ndarray, rank: int | None, tol: float,
-    order: np.ndarray, budget: _Budget, on_full: Callable[[int, float], None],
-) -> tuple[_Approx, np.ndarray, np.ndarray]:
-    """Nyström on the first landmarks of ``order``: ``rank`` of them, or doubling until ``tol``."""
-    N = d0.size
-    tr = float(d0.sum())
-    n = min(N, rank) if rank is not None else min(N, _NYSTROM_START)
-    rel = 1.0
-    while True:
-        S = np.ascontiguousarray(np.sort(order[:n]))
-        if not budget.fits(8 * N * 2 * n):
-            on_full(n, rel)
-        budget.take(8 * N * 2 * n)
-        C = rows(S)                               # (n, N): k(x_S, X)
-        Kss = np.ascontiguousarray(C[:, S])
-        Kss = 0.5 * (Kss + Kss.T)
-        lam, U = eigh(Kss, driver="evd", check_finite=False)
-        keep = lam > _EIG_CUTOFF * max(float(lam[-1]), 0.0)
-        W = np.ascontiguousarray(U[:, keep] / np.sqrt(lam[keep]))
-        LT = np.ascontiguousarray(W.T @ C)
-        del C
-        budget.release(8 * N * (2 * n - LT.shape[0]))
-        rel = max(tr - float(np.einsum("rn,rn->", LT, LT)), 0.0) / tr if tr > 0 else 0.0
-        if rank is not None or rel <= tol or n == N:
-            return _Approx([LT], LT.shape[0]), S, W
-        budget.release(8 * N * LT.shape[0])
-        del LT
-        n = min(N, 2 * n)

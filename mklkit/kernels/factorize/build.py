@@ -1,181 +1,52 @@
 r"""Building a :class:`~mklkit.kernels.factor.FactorBank` from a bank description and data.
 
-:func:`build_factor_bank` checks its settings (:func:`check_settings`) and
-the memory the factors need before it allocates anything, chooses a method
-per kernel, factors each kernel with :mod:`mklkit.kernels.factorize.algorithms`
-and assembles the bank; see :mod:`mklkit.kernels.factorize`.
+:func:`build_factor_bank` checks its settings
+(:mod:`mklkit.kernels.factorize.settings`) and the memory the factors need
+before it allocates anything, chooses a method per kernel, factors each
+kernel (:mod:`mklkit.kernels.factorize.per_kernel`) and assembles the bank;
+:func:`refactor_kernels` factors some kernels of a bank again at a larger
+rank.  See :mod:`mklkit.kernels.factorize`.
 """
 from __future__ import annotations
 
 import logging
-import math
 import time
 import warnings
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..._jit.factor import gather_columns
-from ...components.params import did_you_mean
 from ...data import Dataset
-from ..build import format_bytes
-from ..description import DEFAULT_MEMORY_BUDGET, NORMALIZATIONS, BankError, BankKernel, Resolver, expand_bank
+from ..memory import format_bytes
+from ..description import DEFAULT_MEMORY_BUDGET, BankKernel, Resolver, expand_bank
 from ..factor import FactorBank
 from ..functions import Linear
-from .algorithms import (
-    _BATCH,
-    FactorMap,
-    KernelFactor,
-    _Approx,
-    _as_points,
-    _Budget,
-    _diag,
-    _exact_dim,
-    _exact_rows,
-    _Groups,
-    _kernel_rows,
-    _nystrom,
-    _pivoted_cholesky,
-    _scale_columns,
+from .algorithms import FactorMap, KernelFactor, _exact_dim
+from .lowrank import _BATCH, _Approx, _Budget
+from .per_kernel import _factor_one, _Factorization
+from .points import _as_points, _Groups
+from .settings import (
+    APPROX_METHODS,
+    DEFAULT_TOL,
+    MAX_EXACT_DIM,
+    METHODS,
+    FactorError,
+    RankCapWarning,
+    _budget_key,
+    _check_settings,
+    _key,
+    check_settings,
+    warning_names,
 )
 
-__all__ = ["METHODS", "DEFAULT_TOL", "MAX_EXACT_DIM", "FactorError", "RankCapWarning", "build_factor_bank",
-           "check_settings", "exact_rank", "rank_that_fits", "refactor_kernels", "warning_names"]
+__all__ = ["METHODS", "APPROX_METHODS", "DEFAULT_TOL", "MAX_EXACT_DIM", "FactorError", "RankCapWarning",
+           "build_factor_bank", "check_settings", "exact_rank", "rank_that_fits", "refactor_kernels",
+           "warning_names"]
 
 logger = logging.getLogger(__name__)
-
-#: The factorization methods of :func:`build_factor_bank`.
-METHODS = ("auto", "exact", "pivoted_cholesky", "nystrom")
-#: The methods that approximate a kernel (the others are exact factors).
-APPROX_METHODS = ("pivoted_cholesky", "nystrom")
-#: Default relative residual trace.
-DEFAULT_TOL = 1e-3
-#: Largest dimension of an explicit polynomial feature map (``max_exact_dim``).
-MAX_EXACT_DIM = 256
-
-
-class FactorError(BankError):
-    """An invalid factorization setting, or a factorization that does not fit the memory budget.
-
-    ``key`` names the setting (``rank``, ``tol``, ``method``, ... with the
-    ``root`` prefix given to :func:`build_factor_bank`).
-    """
-
-
-class RankCapWarning(UserWarning):
-    """A factor ``rank`` above what can be used (the N training points, or what ``memory_budget``
-    holds) was capped; the message names the requested and the used rank.
-
-    ``key`` (the setting, with the ``root`` prefix: ``kernels.factor.rank``),
-    ``value`` (the requested rank) and ``problem`` are data, as in
-    :class:`~mklkit.pipeline.PipelineError`; the text is ``<key> = <value>:
-    <problem>``, or what the renderer set by :func:`warning_names` makes of
-    it (the estimators name their own parameter: ``MKLClassifier:
-    factor.rank = ...``).
-    """
-
-    def __init__(self, key: str, value: Any, problem: str) -> None:
-        self.key, self.value, self.problem = key, value, problem
-        render = _WARNING_NAMES.get()
-        super().__init__(self.message() if render is None else render(self))
-
-    def message(self, key: str | None = None) -> str:
-        """The one-line text, with ``key`` in place of the own one."""
-        return f"{self.key if key is None else key} = {self.value}: {self.problem}"
-
-    def __reduce__(self) -> Any:  # the text as rendered, not rendered again where it is unpickled
-        return _rank_cap_warning, (self.key, self.value, self.problem, str(self))
-
-
-def _rank_cap_warning(key: str, value: Any, problem: str, text: str) -> RankCapWarning:
-    w = RankCapWarning.__new__(RankCapWarning)
-    w.key, w.value, w.problem = key, value, problem
-    UserWarning.__init__(w, text)
-    return w
-
-
-_WARNING_NAMES: ContextVar[Callable[[RankCapWarning], str] | None] = ContextVar("mklkit_warning_names", default=None)
-
-
-@contextmanager
-def warning_names(render: Callable[[RankCapWarning], str]) -> Iterator[None]:
-    """Inside the block (this thread or task), a :class:`RankCapWarning` reads ``render(warning)``.
-
-    How the estimators name their parameter in the warning, as they do in
-    their errors (the warning is emitted once, with the caller's text, and
-    the warning filters see that text).
-    """
-    token = _WARNING_NAMES.set(render)
-    try:
-        yield
-    finally:
-        _WARNING_NAMES.reset(token)
-
-
-# ---------------------------------------------------------------------------
-# Settings
-# ---------------------------------------------------------------------------
-def _key(root: str, name: str) -> str:
-    return f"{root}.{name}" if root else name
-
-
-def _budget_key(root: str) -> str:
-    """The memory budget's key: a sibling of the factor settings (``kernels.factor`` ->
-    ``kernels.memory_budget``)."""
-    return _key(root.rpartition(".")[0], "memory_budget")
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
-def _is_real(v: Any) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-
-
-def _bad(root: str, name: str, allowed: str, value: Any, hint: str = "") -> FactorError:
-    key = _key(root, name)
-    return FactorError(f"{key} must be {allowed}; got {value!r}{hint}", key=key,
-                       problem="invalid value" + hint, value=value, allowed=allowed)
-
-
-def check_settings(rank: Any = None, tol: Any = DEFAULT_TOL, method: Any = "auto", seed: Any = 0,
-                   root: str = "") -> None:
-    """Validate ``rank``, ``tol``, ``method`` and ``seed`` of :func:`build_factor_bank` (no data needed).
-
-    Raises
-    ------
-    FactorError
-        With ``key`` (``<root>.rank`` ...), ``value`` and ``allowed`` as data.
-    """
-    if rank is not None and not (_is_int(rank) and rank >= 1):
-        raise _bad(root, "rank", "an integer >= 1 or None (as needed for tol)", rank)
-    if not (_is_real(tol) and 0.0 <= float(tol) < 1.0):
-        raise _bad(root, "tol", "a number in [0, 1) (the relative residual trace)", tol)
-    if method not in METHODS:
-        raise _bad(root, "method", f"one of {', '.join(map(repr, METHODS))}", method,
-                   did_you_mean(str(method), list(METHODS)))
-    if not (_is_int(seed) and seed >= 0):
-        raise _bad(root, "seed", "an integer >= 0", seed)
-
-
-def _check_settings(rank: Any, tol: Any, method: Any, seed: Any, normalize: Any, memory_budget: Any,
-                    max_exact_dim: Any, root: str) -> float:
-    """Validate the settings of :func:`build_factor_bank`; returns the budget in bytes."""
-    check_settings(rank, tol, method, seed, root)
-    if normalize not in NORMALIZATIONS:
-        raise _bad(root, "normalize", f"one of {', '.join(map(repr, NORMALIZATIONS))}", normalize,
-                   did_you_mean(str(normalize), list(NORMALIZATIONS)))
-    if not (_is_int(max_exact_dim) and max_exact_dim >= 1):
-        raise _bad(root, "max_exact_dim", "an integer >= 1", max_exact_dim)
-    budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
-    if not (_is_real(budget) and math.isfinite(budget) and budget > 0):
-        raise _bad(root, "memory_budget", "a number of bytes > 0 or None", memory_budget)
-    return float(budget)
 
 
 # ---------------------------------------------------------------------------
@@ -238,22 +109,6 @@ def _choose_method(spec: BankKernel, m: int, method: str, rank: int | None, max_
                else f"exact rank {dim} > rank = {rank}")
         logger.info("kernel %d %r: %s; pivoted Cholesky instead", m, spec.label, why)
     return "pivoted_cholesky"
-
-
-@dataclass
-class _Factorization:
-    """The settings and state of one :func:`build_factor_bank` call that every kernel reads."""
-
-    normalize: str
-    rank: int | None
-    tol: float
-    order: np.ndarray
-    budget: _Budget
-    working: int
-    fair_rank: int
-    root: str
-    rank_so_far: int = 0
-    weights: np.ndarray | None = None
 
 
 def _exact_bytes(spec: BankKernel, kind: str, X: Any, N: int, sparse_bank: bool) -> int:
@@ -334,32 +189,60 @@ def build_factor_bank(
         normalised.
     """
     limit = _check_settings(rank, tol, method, seed, normalize, memory_budget, max_exact_dim, root)
-    tol = float(tol)
+    X, specs = _points_and_specs(bank, X, feature_names, resolve)
+    kinds = [_choose_method(s, m, method, rank, max_exact_dim, root) for m, s in enumerate(specs)]
+    sparse_bank = sp.issparse(X) and all(k == "linear" for k in kinds)
+    plan = _fit_budget(specs, kinds, X, sparse_bank, rank, limit, root)
+    return _factor_bank(specs, kinds, X, sparse_bank, plan, _Budget(limit, X.shape[0], root), normalize=normalize,
+                        tol=float(tol), seed=seed, root=root, sample_weight=sample_weight)
+
+
+def _points_and_specs(bank: Any, X: Any, feature_names: Sequence[str] | None,
+                      resolve: Resolver | Mapping[str, type] | None) -> tuple[Any, list[BankKernel]]:
+    """The checked training points (unwrapped from a :class:`Dataset`) and the expanded kernels of ``bank``."""
     if isinstance(X, Dataset):
         if feature_names is None:
             feature_names = X.feature_names
         X = X.X
     X = _as_points(X, "X")
-    N, d = X.shape
     if isinstance(bank, (list, tuple)) and bank and all(isinstance(s, BankKernel) for s in bank):
-        specs = list(bank)
-    else:
-        specs = expand_bank(bank, d, feature_names, resolve)
-    M = len(specs)
-    kinds = [_choose_method(s, m, method, rank, max_exact_dim, root) for m, s in enumerate(specs)]
-    approx = [m for m in range(M) if kinds[m] in APPROX_METHODS]
-    sparse_bank = sp.issparse(X) and all(k == "linear" for k in kinds)
-    budget = _Budget(limit, N, root)
+        return X, list(bank)
+    return X, expand_bank(bank, X.shape[1], feature_names, resolve)
 
-    # -- what is known before anything is allocated -------------------------
+
+@dataclass
+class _Plan:
+    """What the factors of one :func:`build_factor_bank` call need, known before anything is allocated."""
+
+    rank: int | None
+    exact_bytes: int
+    working: int
+    fair_rank: int
+
+
+def _fit_budget(specs: Sequence[BankKernel], kinds: list[str], X: Any, sparse_bank: bool, rank: int | None,
+                limit: float, root: str) -> _Plan:
+    """The bytes of the exact factors and of the working space, checked against ``limit``, and
+    ``rank`` capped (with a :class:`RankCapWarning`) to the N points and to what fits."""
+    N = X.shape[0]
+    M = len(specs)
+    approx = [m for m in range(M) if kinds[m] in APPROX_METHODS]
     exact_bytes = sum(_exact_bytes(specs[m], kinds[m], X, N, sparse_bank)
                       for m in range(M) if m not in approx)
     working = _working_bytes(N, [specs[m] for m in approx])
     if rank is not None and rank > N:
         warnings.warn(RankCapWarning(_key(root, "rank"), rank, f"more than the N = {N} training points; capped "
-                                     f"to rank {N}"), stacklevel=2)
+                                     f"to rank {N}"), stacklevel=3)
         rank = N
-    per_kernel = 8 * N * rank if rank is not None else 0
+    _check_fixed_bytes(exact_bytes, working, len(approx), N, limit, root)
+    fair_rank = int((limit - exact_bytes - working) // (8 * N * max(len(approx), 1)))
+    if rank is not None and approx:
+        rank = _rank_within_budget(rank, len(approx), N, exact_bytes + working, fair_rank, limit, root)
+    return _Plan(rank, exact_bytes, working, fair_rank)
+
+
+def _check_fixed_bytes(exact_bytes: int, working: int, n_approx: int, N: int, limit: float, root: str) -> None:
+    """Refuse (:class:`FactorError`) exact factors and working space that alone exceed ``limit``."""
     if exact_bytes + working > limit:
         if exact_bytes:
             plus = f" (plus {format_bytes(working)} of working space)" if working else ""
@@ -368,29 +251,43 @@ def build_factor_bank(
                     "'pivoted_cholesky' with a rank")
         else:
             # nothing exact: the rows of the kernels that pivoted Cholesky / Nystrom work on
-            what = (f"factoring {len(approx)} kernels on {N} points needs "
+            what = (f"factoring {n_approx} kernels on {N} points needs "
                     f"{format_bytes(working)} of working space but memory_budget is "
                     f"{format_bytes(limit)}; raise memory_budget")
         raise FactorError(f"{_budget_key(root)}: {what}", key=_budget_key(root), problem=what)
-    fair_rank = int((limit - exact_bytes - working) // (8 * N * max(len(approx), 1)))
-    if rank is not None and approx and exact_bytes + working + len(approx) * per_kernel > limit:
-        what = (f"{len(approx)} approximated kernels x rank {rank} x {N} points need "
-                f"{format_bytes(len(approx) * per_kernel)} (plus "
-                f"{format_bytes(exact_bytes + working)} for exact factors and working space) but "
-                f"memory_budget is {format_bytes(limit)}; rank <= {fair_rank} fits")
-        if fair_rank < 1:
-            raise FactorError(f"{_key(root, 'rank')} = {rank}: {what}", key=_key(root, "rank"),
-                              problem=what, value=rank)
-        warnings.warn(RankCapWarning(_key(root, "rank"), rank, f"{what}; capped to rank {fair_rank}"), stacklevel=2)
-        rank = fair_rank
 
+
+def _rank_within_budget(rank: int, n_approx: int, N: int, fixed: int, fair_rank: int, limit: float,
+                        root: str) -> int:
+    """``rank``, or ``fair_rank`` (with a :class:`RankCapWarning`) when ``n_approx`` kernels at ``rank``
+    do not fit ``limit`` besides the ``fixed`` bytes; a :class:`FactorError` when not even rank 1 fits."""
+    per_kernel = 8 * N * rank
+    if fixed + n_approx * per_kernel <= limit:
+        return rank
+    what = (f"{n_approx} approximated kernels x rank {rank} x {N} points need "
+            f"{format_bytes(n_approx * per_kernel)} (plus "
+            f"{format_bytes(fixed)} for exact factors and working space) but "
+            f"memory_budget is {format_bytes(limit)}; rank <= {fair_rank} fits")
+    if fair_rank < 1:
+        raise FactorError(f"{_key(root, 'rank')} = {rank}: {what}", key=_key(root, "rank"),
+                          problem=what, value=rank)
+    warnings.warn(RankCapWarning(_key(root, "rank"), rank, f"{what}; capped to rank {fair_rank}"), stacklevel=4)
+    return fair_rank
+
+
+def _factor_bank(specs: Sequence[BankKernel], kinds: list[str], X: Any, sparse_bank: bool, plan: _Plan,
+                 budget: _Budget, *, normalize: str, tol: float, seed: int, root: str,
+                 sample_weight: np.ndarray | None) -> FactorBank:
+    """Factor every kernel within ``budget`` and assemble the :class:`FactorBank` (logged with its
+    total rank, methods, size and residual trace)."""
+    N, d = X.shape
     t0 = time.perf_counter()
     groups = _Groups(X)
     order = np.random.default_rng(np.random.SeedSequence(int(seed))).permutation(N)
     factors: list[KernelFactor] = []
     blocks: list[Any] = []
-    budget.take(exact_bytes)
-    run = _Factorization(normalize, rank, tol, order, budget, working, fair_rank, root,
+    budget.take(plan.exact_bytes)
+    run = _Factorization(normalize, plan.rank, tol, order, budget, plan.working, plan.fair_rank, root,
                          weights=None if sample_weight is None
                          else np.asarray(sample_weight, dtype=np.float64))
     for m, spec in enumerate(specs):
@@ -404,122 +301,10 @@ def build_factor_bank(
     out = FactorBank(LT, starts, trace_error=[kf.trace_error for kf in factors], factor_map=fmap)
     logger.info(
         "factored %d kernels on %d samples in %.2f s: total rank %d (%s), %s; residual trace "
-        "%.3g of the total", M, N, time.perf_counter() - t0, out.total_rank,
+        "%.3g of the total", len(specs), N, time.perf_counter() - t0, out.total_rank,
         ", ".join(f"{k} {kinds.count(k)}" for k in dict.fromkeys(kinds)), format_bytes(out.nbytes),
         out.overall_trace_error)
     return out
-
-
-def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Factorization
-                ) -> tuple[KernelFactor, Any]:
-    """Kernel ``m``: its :class:`KernelFactor` and its rows of :math:`L^\\top` (an array, a CSR
-    matrix, or an :class:`_Approx`)."""
-    func, label = spec.function, spec.label
-    normalize, rank, tol, budget, root = run.normalize, run.rank, run.tol, run.budget, run.root
-    N = groups.X.shape[0]
-    kf = KernelFactor(spec, kind, 0, 1.0, 0.0)
-    if kind in ("linear", "poly_map"):
-        blk, diag = _exact_rows(kf, groups, False, "X")
-    else:
-        A = np.ascontiguousarray(groups.dense(spec.features))
-        diag = _diag(func, A, label, "X")
-    tr_raw = float(diag.sum()) if run.weights is None else float(np.asarray(diag) @ run.weights)
-    where = f"kernel {m} {label!r}"
-    if normalize == "trace" and not (tr_raw > 0.0 and math.isfinite(tr_raw)):
-        raise BankError(f"{where} has trace {tr_raw!r}; unit-trace normalisation needs a positive "
-                        "trace (a constant-zero feature?); drop the feature or use "
-                        "normalize='diagonal' or 'none'")
-    if normalize == "diagonal" and not np.all(diag > 0.0):
-        i = int(np.argmin(diag))
-        raise BankError(f"{where} has k(x, x) = {float(diag[i])!r} at sample {i}; unit-diagonal "
-                        "normalisation needs k(x, x) > 0 for every training point; use "
-                        "normalize='trace' or 'none'")
-    scale = kf.scale = 1.0 / math.sqrt(tr_raw) if normalize == "trace" else 1.0
-    trace = kf.trace = ((1.0 if run.weights is None else float(diag.sum()) / tr_raw)
-                        if normalize == "trace" else
-                        float(N) if normalize == "diagonal" else tr_raw)
-    if kind in ("linear", "poly_map"):
-        if normalize == "diagonal":
-            blk = _scale_columns(blk, diag)
-        kf.rank = int(blk.shape[0])
-    else:
-        dn = diag if normalize == "diagonal" else None
-        # Pivoted Cholesky on the distinct points, each weighted by how often it occurs:
-        # K = P K_u P^T with P the (N, u) indicator of the points' copies; with c the counts,
-        # the factor of C^(1/2) K_u C^(1/2) has the residual trace of K itself (so the same
-        # tolerance and the greedy choice weighted by multiplicity), and L = P C^(-1/2) L~.
-        dup = None
-        if kind == "pivoted_cholesky":
-            U, inverse, counts = groups.unique(spec.features)
-            if U.shape[0] < N:
-                dup = (inverse, counts)
-        if dup is None:
-            P, w, dP, dk = A, None, dn, diag
-        else:
-            copy = np.empty(U.shape[0], dtype=np.intp)
-            copy[dup[0]] = np.arange(N)          # one copy of each distinct point (all are equal)
-            P, w, dk = U, dup[1], diag[copy]
-            dP = None if dn is None else dn[copy]
-        # rows of the weighted kernel: k(p_i, p_j) sqrt(c_i c_j) / sqrt(dn_i dn_j)
-        dw = dP if w is None else (1.0 / w if dP is None else dP / w)
-        d0 = np.ones(P.shape[0]) if dP is not None else dk.copy()
-        if w is not None:
-            d0 *= w
-
-        base = groups.base_rows(spec.features, func.uses, dup is not None) if func.uses is not None else None
-
-        def rows(idx: np.ndarray) -> np.ndarray:
-            return _kernel_rows(func, np.ascontiguousarray(P[idx]), P,
-                                None if dw is None else dw[idx], dw, label,
-                                None if base is None else base(idx))
-
-        def on_full(r: int, rel: float) -> None:
-            what = (f"not reached within {_budget_key(root)} = {format_bytes(budget.limit)}: "
-                    f"{where} has relative residual trace {rel:.3g} at rank {r}, and no more rows "
-                    f"of {N} points fit (total rank so far {run.rank_so_far + r}); loosen "
-                    f"{_key(root, 'tol')}, set {_key(root, 'rank')} <= {run.fair_rank} (fits for "
-                    f"every approximated kernel) or raise {_budget_key(root)}")
-            raise FactorError(f"{_key(root, 'tol')} = {tol:g} is {what}", key=_key(root, "tol"),
-                              problem=what, value=tol)
-
-        budget.take(run.working)
-        cap = N if rank is None else min(rank, N)
-        if kind == "pivoted_cholesky":
-            blk, piv = _pivoted_cholesky(rows, d0, min(cap, P.shape[0]), tol, budget, on_full)
-            if w is not None:   # back to the unweighted factor of the distinct points
-                for b in blk.blocks:
-                    b /= np.sqrt(w)
-            # L_P = L[P, :]; row j of L^T is zero at the pivots before j: L_P is lower triangular
-            LPt = np.vstack([b[:, piv] for b in blk.blocks]) if blk.blocks else np.zeros((0, 0))
-            kf.basis = np.ascontiguousarray(LPt.T)
-            kf.points = np.ascontiguousarray(P[piv])
-            kf.point_diag = None if dP is None else dP[piv].copy()
-            if dup is not None:   # every copy of a distinct point gets its column when assembled
-                blk.columns, blk.counts = dup
-        else:
-            blk, S, W = _nystrom(rows, d0, rank, tol, run.order, budget, on_full)
-            kf.basis, kf.points = W, np.ascontiguousarray(A[S])
-            kf.point_diag = None if dn is None else dn[S].copy()
-        budget.release(run.working)
-        kf.rank = blk.rank
-    sq = _squared_norm(blk) * scale * scale
-    kf.trace_error = max(trace - sq, 0.0)
-    if kind in ("linear", "poly_map") and scale != 1.0:
-        blk = blk * scale
-    elif isinstance(blk, _Approx) and scale != 1.0:
-        for b in blk.blocks:
-            b *= scale
-    return kf, blk
-
-
-def _squared_norm(blk: Any) -> float:
-    if isinstance(blk, _Approx):
-        if blk.counts is not None:   # columns of distinct points, each standing for its copies
-            return float(sum(np.einsum("rn,rn,n->", b, b, blk.counts) for b in blk.blocks))
-        return float(sum(np.einsum("rn,rn->", b, b) for b in blk.blocks))
-    if sp.issparse(blk):
-        return float(blk.multiply(blk).sum())
-    return float(np.einsum("rn,rn->", blk, blk))
 
 
 def _assemble(blocks: list[Any], starts: np.ndarray, N: int, sparse_bank: bool) -> Any:

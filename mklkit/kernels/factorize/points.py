@@ -1,0 +1,127 @@
+"""The training and new points of a factorization: checked, and one feature group at a time.
+
+:func:`_as_points` checks points (a finite float64 array or CSR matrix);
+:class:`_Groups` gives the columns of one feature group (the last one kept),
+its distinct points (:func:`_distinct_rows`) and the base-matrix rows its
+kernels share.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ...data import Dataset
+from ..description import BankError
+from ..functions import BaseRows
+
+
+def _new_points(X_new: Any, n_features: int) -> Any:
+    """New points (an array, a CSR matrix or a Dataset) checked against the training data's width."""
+    if isinstance(X_new, Dataset):
+        X_new = X_new.X
+    X = _as_points(X_new, "X_new")
+    if X.shape[1] != n_features:
+        raise BankError(f"X_new must have shape (n, {n_features}) like the training data; got {X.shape}")
+    return X
+
+
+def _as_points(X: Any, name: str) -> Any:
+    """``X`` as a finite float64 CSR matrix or C-contiguous array (n, d)."""
+    if sp.issparse(X):
+        Xs = sp.csr_matrix(X, dtype=np.float64)
+        if Xs.ndim != 2 or Xs.shape[0] < 1 or Xs.shape[1] < 1:
+            raise BankError(f"{name} must be a non-empty 2-d array (samples x features); got shape "
+                            f"{Xs.shape}")
+        if not np.all(np.isfinite(Xs.data)):
+            raise BankError(f"{name} contains NaN or infinite values")
+        Xs.sort_indices()
+        return Xs
+    A = np.asarray(X, dtype=np.float64)
+    if A.ndim != 2 or A.shape[0] < 1 or A.shape[1] < 1:
+        raise BankError(f"{name} must be a non-empty 2-d array (samples x features); got shape "
+                        f"{A.shape}")
+    if not np.all(np.isfinite(A)):
+        r, j = (int(v) for v in np.argwhere(~np.isfinite(A))[0])
+        raise BankError(f"{name}[{r}, {j}] is {float(A[r, j])!r}; NaN and infinite values are not "
+                        "allowed")
+    return np.ascontiguousarray(A)
+
+
+def _distinct_rows(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(A, axis=0, return_inverse=True, return_counts=True)`` (distinct rows in
+    order of first occurrence rather than sorted; counts as float), fast.
+
+    Rows are sorted by a 64-bit hash of their bytes (one integer sort instead of a
+    sort of byte strings), equal hashes grouped, and every row compared with the
+    first of its group; only if two different rows share a hash is ``np.unique``
+    used.
+    """
+    N = A.shape[0]
+    bits = np.ascontiguousarray(A, dtype=np.float64).view(np.uint64)
+    h = np.zeros(N, dtype=np.uint64)
+    mult = np.uint64(0x100000001B3)
+    for k in range(bits.shape[1]):   # FNV-style: exact and the same for equal rows, wherever they lie
+        h *= mult
+        h ^= bits[:, k]
+        h ^= h >> np.uint64(29)
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    start = np.empty(N, dtype=bool)
+    start[0] = True
+    np.not_equal(hs[1:], hs[:-1], out=start[1:])
+    group = np.cumsum(start) - 1                       # group of each sorted row
+    lead = order[np.flatnonzero(start)]                # first row of each group (in sorted order)
+    if not np.array_equal(A[order], A[lead[group]]):
+        U, inverse, counts = np.unique(A, axis=0, return_inverse=True, return_counts=True)
+        return np.ascontiguousarray(U), np.ascontiguousarray(inverse.ravel()), counts.astype(np.float64)
+    inverse = np.empty(N, dtype=np.intp)
+    inverse[order] = group
+    counts = np.bincount(group).astype(np.float64)
+    return np.ascontiguousarray(A[lead]), inverse, counts
+
+
+class _Groups:
+    """The columns of one feature group at a time (the last one kept), dense or sparse."""
+
+    def __init__(self, X: Any) -> None:
+        self.X = X
+        self.sparse = sp.issparse(X)
+        self._key: tuple[int, ...] | None = None
+        self._dense: np.ndarray | None = None
+        self._base: BaseRows | None = None
+        self._unique: tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
+
+    def dense(self, features: tuple[int, ...]) -> np.ndarray:
+        if features != self._key or self._dense is None:
+            self._dense = self._base = None
+            cols = np.asarray(features, dtype=np.intp)
+            if self.sparse:
+                self._dense = np.ascontiguousarray(self.X[:, cols].toarray())
+            elif cols.size == self.X.shape[1] and np.array_equal(cols, np.arange(cols.size)):
+                self._dense = self.X
+            else:
+                self._dense = np.ascontiguousarray(self.X[:, cols])
+            self._key = features
+        return self._dense
+
+    def unique(self, features: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The distinct points of the group (u, |g|), the index of each point among them (N,),
+        and how often each occurs (u,); computed once per group (:func:`_distinct_rows`)."""
+        A = self.dense(features)
+        if self._unique is None or self._unique[0] is not A:
+            self._unique = (A, _distinct_rows(A))
+        return self._unique[1]
+
+    def base_rows(self, features: tuple[int, ...], kind: str, distinct: bool = False) -> BaseRows:
+        """Base-matrix rows of the group's points, or of its distinct points (:meth:`unique`),
+        shared by consecutive kernels on it."""
+        A = self.unique(features)[0] if distinct else self.dense(features)
+        if self._base is None or self._base.kind != kind or self._base.X is not A:
+            self._base = None
+            self._base = BaseRows(kind, A)
+        return self._base
+
+    def sparse_columns(self, features: tuple[int, ...]) -> sp.csr_matrix:
+        return sp.csr_matrix(self.X[:, np.asarray(features, dtype=np.intp)])

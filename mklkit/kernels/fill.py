@@ -1,0 +1,153 @@
+"""The Gram matrices of a bank's kernels computed into an array, with progress reports.
+
+:func:`_fill` computes ``k_m(A, B)`` for every kernel of a description
+(consecutive kernels on the same columns share their squared distances or
+inner products), :func:`_dense_columns` the dense columns it reads, and
+:class:`_ProgressReporter` reports how far it is; used by
+:class:`~mklkit.kernels.build.KernelBank`.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._jit.gram import all_finite, symmetrize_inplace
+from .description import BankError, BankKernel
+from .functions import as_matrix, base_matrix
+
+
+class _ProgressReporter:
+    """Reports the progress of a build to a callback ``progress(event)``; library code never prints.
+
+    ``event``: ``{"what": label, "done": m, "total": M, "elapsed_s": seconds}``,
+    at most every 0.1 s and once at the end.  The command line draws a bar
+    from it (:mod:`mklkit.cli`).
+    """
+
+    def __init__(self, total: int, label: str, callback: Callable[[dict[str, Any]], Any] | None):
+        self.total = total
+        self.label = label
+        self.callback = callback
+        self._last = 0.0
+        self._reported = -1
+        self._t0 = time.monotonic()
+
+    def update(self, done: int) -> None:
+        if self.callback is None:
+            return
+        now = time.monotonic()
+        if done < self.total and now - self._last < 0.1:
+            return
+        self._last = now
+        self._reported = done
+        self.callback({"what": self.label, "done": done, "total": self.total, "elapsed_s": now - self._t0})
+
+    def close(self) -> None:
+        """Report the end, unless the last update did (the final event comes once)."""
+        if self._reported < self.total:
+            self.update(self.total)
+
+
+def _progress_callback(progress: Any) -> Callable[[dict[str, Any]], Any] | None:
+    """``progress`` if it is a callable, else ``None`` (``True``/``False``/``None``: no reports)."""
+    return progress if callable(progress) else None
+
+
+def _dense_columns(X: Any, columns: np.ndarray, name: str) -> np.ndarray:
+    """Dense float64 copy of the needed columns of ``X`` (dense or sparse), checked finite."""
+    if sp.issparse(X):
+        Xc = sp.csr_matrix(X)
+        if not np.all(np.isfinite(Xc.data)):
+            raise BankError(f"{name} contains NaN or infinite values")
+        A = np.ascontiguousarray(Xc[:, columns].toarray(), dtype=np.float64)
+    else:
+        A = np.asarray(X, dtype=np.float64)
+        if A.ndim != 2:
+            raise BankError(f"{name} must be a 2-d array (samples x features); got shape {A.shape}")
+        if not np.all(np.isfinite(A)):
+            r, j = (int(v) for v in np.argwhere(~np.isfinite(A))[0])
+            raise BankError(f"{name}[{r}, {j}] is {float(A[r, j])!r}; NaN and infinite values are not allowed")
+        A = np.ascontiguousarray(A[:, columns]) if len(columns) != A.shape[1] else as_matrix(A)
+    return A
+
+
+def _localizer(columns: np.ndarray, d: int) -> Callable[[tuple[int, ...]], np.ndarray]:
+    pos = np.full(d, -1, dtype=np.intp)
+    pos[columns] = np.arange(columns.size)
+
+    def local(features: tuple[int, ...]) -> np.ndarray:
+        return pos[np.asarray(features, dtype=np.intp)]
+
+    return local
+
+
+def _fill(
+    out: np.ndarray,
+    specs: Sequence[BankKernel],
+    local: Callable[[tuple[int, ...]], np.ndarray],
+    XA: np.ndarray,
+    XB: np.ndarray | None,
+    bar: _ProgressReporter,
+) -> None:
+    """``out[m] = k_m(XA_s, XB_s)``; ``XB=None``: symmetric training kernels.
+
+    Consecutive kernels on the same columns that use the same base matrix
+    (squared distances or inner products) share one computation of it.
+    """
+    all_cols = None
+    sub_key: tuple[int, ...] | None = None
+    A = B = None
+    base_key: tuple[str, tuple[int, ...]] | None = None
+    base = None
+    with np.errstate(over="ignore", invalid="ignore"):  # non-finite values are reported below
+        for m, spec in enumerate(specs):
+            if spec.features != sub_key:
+                idx = local(spec.features)
+                if all_cols is None:
+                    all_cols = np.arange(XA.shape[1])
+                if idx.size == XA.shape[1] and np.array_equal(idx, all_cols):
+                    A, B = XA, XB
+                else:
+                    A = np.ascontiguousarray(XA[:, idx])
+                    B = None if XB is None else np.ascontiguousarray(XB[:, idx])
+                sub_key = spec.features
+            func = spec.function
+            target = out[m]
+            if func.uses is not None:
+                key = (func.uses, spec.features)
+                if key != base_key:
+                    base = None  # free before allocating the next one
+                    base = base_matrix(func.uses, A, B)
+                    base_key = key
+                res = func.from_base(base, out=target)
+                if res is not target:
+                    _check_result(res, target.shape, spec, m)
+                    target[...] = res
+            else:
+                res = func.gram(A) if B is None else func.gram(A, B)
+                _check_result(res, target.shape, spec, m)
+                target[...] = res
+                if B is None:
+                    scale = float(np.max(np.abs(target)))
+                    asym = symmetrize_inplace(target)
+                    if asym > 1e-8 * scale:
+                        raise BankError(
+                            f"kernel {m} {spec.label!r}: gram(X) is not symmetric "
+                            f"(max |K - K^T| = {asym:.3g}); a kernel function must be symmetric"
+                        )
+            if not all_finite(target):
+                raise BankError(
+                    f"kernel {m} {spec.label!r} has NaN or infinite values (overflow?); standardise "
+                    "the features or change its parameters"
+                )
+            bar.update(m + 1)
+    bar.close()
+
+
+def _check_result(res: Any, shape: tuple[int, ...], spec: BankKernel, m: int) -> None:
+    if not isinstance(res, np.ndarray) or res.shape != shape:
+        got = res.shape if isinstance(res, np.ndarray) else type(res).__name__
+        raise BankError(f"kernel {m} {spec.label!r}: gram() must return an array of shape {shape}; got {got}")
