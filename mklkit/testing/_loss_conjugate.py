@@ -72,16 +72,10 @@ def _loss_sup_one(k: LossJit, p: np.ndarray, yi: float, ui: float, hints: Sequen
 
 
 def _loss_conj_sup(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
-    k, p, y, u = loss.jit, P.p, P.y, P.u
+    k, p, y = loss.jit, P.p, P.y
     ident = r.identity("conj_sup")
     # inside the domain, plus the finite ends of the domain
-    uu = [u]
-    yy = [y]
-    for b in (P.lo, P.hi):
-        fb = np.isfinite(b)
-        uu.append(b[fb])
-        yy.append(y[fb])
-    ys, us = np.concatenate(yy), np.concatenate(uu)
+    ys, us = P.with_ends()
     cv = _arr(k.conj(_f64(ys), _f64(us), p))
     hint = _arr(k.conj_grad(_f64(ys), _f64(us), p))
     sup = np.empty(ys.size)

@@ -104,12 +104,7 @@ def _constrained_value(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol:
     Ba = int(loss.n_aux)
     ident = r.identity("constrained_value")
     feas = r.identity("constrained_feasibility")
-    ys, us = [y], [P.u]
-    for b in (P.lo, P.hi):
-        fb = np.isfinite(b)
-        ys.append(y[fb])
-        us.append(b[fb])
-    ys_in, us_in = np.concatenate(ys), np.concatenate(us)
+    ys_in, us_in = P.with_ends()
     affine = _affine(cc, ys_in, us_in, np.zeros((ys_in.size, Ba)), p)
     cv = _arr(k.conj(_f64(ys_in), _f64(us_in), p))
     vals = np.empty(ys_in.size)

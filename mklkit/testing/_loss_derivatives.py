@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ._common import _ROUND, _arr, _bisect_jumps, _central, _f64, _fd_tol, _jumps, _steps, _tol
+from ._common import _FD, _ROUND, _arr, _bisect_jumps, _central, _f64, _fd_tol, _jumps, _steps, _tol
 from ._loss_points import _LossPoints, _interior
 from ._report import _Runner
 
@@ -37,6 +37,12 @@ def _loss_kinks(fun: Callable[[np.ndarray, np.ndarray], np.ndarray], ys: np.ndar
     return np.concatenate(out_y), np.concatenate(out_x)
 
 
+def _subgradient_tol(an: np.ndarray, fd: _FD, h: np.ndarray, rtol: float, atol: float) -> np.ndarray:
+    """Tolerance of ``dminus <= an <= dplus``: rtol of the largest of the three, plus rounding."""
+    return atol + rtol * np.maximum(np.abs(an), np.maximum(np.abs(fd.dplus), np.abs(fd.dminus))) \
+        + 2 * _ROUND * fd.fmax / h
+
+
 def _loss_deriv(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
     ident = r.identity("deriv_fd")
     k, p, y, z = loss.jit, P.p, P.y, P.z
@@ -54,8 +60,7 @@ def _loss_deriv(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float)
     hs = _steps(zs, 1.0)
     fds = _central(lambda zz: k.value(_f64(ys), zz, p), _f64(zs), hs)
     ans = _arr(k.deriv(_f64(ys), _f64(zs), p))
-    tol = atol + rtol * np.maximum(np.abs(ans), np.maximum(np.abs(fds.dplus), np.abs(fds.dminus))) \
-        + 2 * _ROUND * fds.fmax / hs
+    tol = _subgradient_tol(ans, fds, hs, rtol, atol)
     pts = {"y": ys, "z": zs}
     ident.at_least(ans, fds.dminus, tol, pts,
                    "deriv must be a subgradient: deriv >= left difference of value")
@@ -122,8 +127,7 @@ def _loss_conj_derivs(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: 
         hk = _steps(ku, 1.0)
         fk = _central(lambda uu: k.conj(_f64(ky), uu, p), _f64(ku), hk)
         ak = _arr(k.conj_grad(_f64(ky), _f64(ku), p))
-        tol = atol + rtol * np.maximum(np.abs(ak), np.maximum(np.abs(fk.dplus), np.abs(fk.dminus))) \
-            + 2 * _ROUND * fk.fmax / hk
+        tol = _subgradient_tol(ak, fk, hk, rtol, atol)
         ident.at_least(ak, fk.dminus, tol, {"y": ky, "u": ku},
                        "conj_grad at a kink must be a subgradient: >= left difference of conj")
         ident.at_least(fk.dplus, ak, tol, {"y": ky, "u": ku},

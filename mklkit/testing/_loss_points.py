@@ -35,6 +35,15 @@ class _LossPoints:
         self.lo, self.hi = lo, hi
         self.u, self.u_out, self.out_mask = self._draw_u(rng, lo, hi)
 
+    def with_ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """(y, u): the points inside the domain, then the finite lower and upper ends."""
+        ys, us = [self.y], [self.u]
+        for b in (self.lo, self.hi):
+            fb = np.isfinite(b)
+            ys.append(self.y[fb])
+            us.append(b[fb])
+        return np.concatenate(ys), np.concatenate(us)
+
     def _draw_u(self, rng, lo, hi):
         n = lo.size
         flo, fhi = np.isfinite(lo), np.isfinite(hi)

@@ -10,7 +10,22 @@ import numpy as np
 from ._common import _FD, _arr, _central, _f64
 
 
-class _RegPoints:
+class _RegView:
+    """Rows with a value of ``C`` each, grouped by ``C``: the points of
+    :class:`_RegPoints`, or other rows over the same values of ``C``."""
+
+    C: np.ndarray
+    Cs: list[float]
+
+    def __init__(self, P: _RegView, C: np.ndarray):
+        self.C = C
+        self.Cs = P.Cs
+
+    def groups(self) -> list[tuple[float, np.ndarray]]:
+        return [(c, np.flatnonzero(self.C == c)) for c in self.Cs]
+
+
+class _RegPoints(_RegView):
     """Random points for a regularizer, grouped by ``C``."""
 
     def __init__(self, reg: Any, rng: np.random.Generator, n: int, C: Any):
@@ -44,11 +59,8 @@ class _RegPoints:
         self.out_mask = fin
         self.d = 10.0 ** rng.uniform(-2.0, 2.0, m)
 
-    def groups(self) -> list[tuple[float, np.ndarray]]:
-        return [(c, np.flatnonzero(self.C == c)) for c in self.Cs]
 
-
-def _by_C(P: _RegPoints, fn: Callable[[np.ndarray, float], Any], a: np.ndarray,
+def _by_C(P: _RegView, fn: Callable[[np.ndarray, float], Any], a: np.ndarray,
           mask: np.ndarray | None = None) -> np.ndarray:
     """Apply ``fn(values, C)`` group-wise; rows outside ``mask`` are NaN."""
     a = np.asarray(a, dtype=np.float64)
@@ -61,18 +73,7 @@ def _by_C(P: _RegPoints, fn: Callable[[np.ndarray, float], Any], a: np.ndarray,
     return out
 
 
-class _RegView:
-    """A :class:`_RegPoints` look-alike over other rows (only ``groups``/``Cs`` used)."""
-
-    def __init__(self, P: _RegPoints, C: np.ndarray):
-        self.C = C
-        self.Cs = P.Cs
-
-    def groups(self) -> list[tuple[float, np.ndarray]]:
-        return [(c, np.flatnonzero(self.C == c)) for c in self.Cs]
-
-
-def _central_by_C(P: Any, fn: Callable[[np.ndarray, float], Any], x: np.ndarray, h: np.ndarray) -> _FD:
+def _central_by_C(P: _RegView, fn: Callable[[np.ndarray, float], Any], x: np.ndarray, h: np.ndarray) -> _FD:
     parts = []
     order = []
     for c, idx in P.groups():
