@@ -1,61 +1,31 @@
-"""The component registry: every loss, regularizer, engine and kernel function.
-
-Components reach mklkit only through plugins, the built-ins included: the
-core registers them from :mod:`mklkit.builtin` through the same hook
-(:func:`mklkit.hookspecs.mklkit_register_components`) that third-party
-distributions implement and declare under the ``mklkit`` entry-point group::
-
-    [project.entry-points.mklkit]
-    huber = "mklkit_huber.plugin"
-
-:func:`get_registry` builds the process-wide :class:`Registry` on first use:
-it registers :mod:`mklkit.builtin`, then loads every other entry point, each
-on its own.  A plugin that fails to import or to register becomes a
-:class:`BrokenPlugin` with one :class:`PluginWarning`; the others still
-load.  ``MKLKIT_DISABLE_PLUGINS=name1,name2`` skips entry points by name (or
-by distribution name) without importing them.
-
-Importing this module is cheap (it imports :mod:`pluggy` only); plugins,
-numba and numpy are imported when the registry is first built.
-"""
+"""The :class:`Registry`: components by kind and name, filled by plugins from their
+entry points, each contributed class checked against its kind's declaration."""
 from __future__ import annotations
 
 import importlib.metadata
 import os
 import re
-import threading
 import warnings
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import pluggy
 
-from . import __version__, hookspecs
-from .components.params import ParamError, did_you_mean  # stdlib only
-from .declaration import KINDS, declaration_problems, unjitted_problem  # stdlib only at import
-from .hookspecs import PROJECT, hookimpl
+from .. import __version__, hookspecs
+from ..components.params import ParamError  # stdlib only
+from ..declaration import KINDS, declaration_problems, unjitted_problem  # stdlib only at import
+from ..hookspecs import PROJECT
+from .records import (
+    DISABLE_ENV,
+    BrokenPlugin,
+    ComponentValidationError,
+    DuplicateComponentError,
+    PluginWarning,
+    Registration,
+    UnknownComponentError,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .components.base import Component
-
-__all__ = [
-    "KINDS",
-    "DISABLE_ENV",
-    "hookimpl",
-    "Registry",
-    "Registration",
-    "BrokenPlugin",
-    "PluginWarning",
-    "UnknownComponentError",
-    "DuplicateComponentError",
-    "ComponentValidationError",
-    "get_registry",
-    "reset_registry",
-    "format_listing",
-]
-
-#: Environment variable holding comma-separated plugin names to skip.
-DISABLE_ENV = "MKLKIT_DISABLE_PLUGINS"
+    from ..components.base import Component
 
 #: Entry-point group scanned for plugins.
 ENTRY_POINT_GROUP = PROJECT
@@ -65,143 +35,6 @@ CORE_DIST = "mklkit"
 BUILTIN_MODULE = "mklkit.builtin"
 
 _HOOK = "mklkit_register_components"
-
-
-# ---------------------------------------------------------------------------
-# Errors and records
-# ---------------------------------------------------------------------------
-class PluginWarning(UserWarning):
-    """A plugin could not be loaded and was skipped."""
-
-
-class UnknownComponentError(KeyError, ValueError):
-    """A component name (or kind) that no plugin provides.
-
-    The message reads ``unknown loss 'hindge' (did you mean 'hinge'?);
-    available: hinge, logistic``.
-
-    Attributes
-    ----------
-    kind : str
-        The component kind looked up (``"kind"`` for an unknown kind).
-    name : str
-        The name asked for.
-    available : list of str
-        The names that exist.
-    """
-
-    def __init__(self, kind: str, name: Any, available: Iterable[str]):
-        self.kind = kind
-        self.name = name
-        self.available = list(available)
-        what = "component kind" if kind == "kind" else kind
-        hint = did_you_mean(name, self.available) if isinstance(name, str) else ""
-        listed = ", ".join(self.available) if self.available else "none"
-        self.message = f"unknown {what} {name!r}{hint}; available: {listed}"
-        super().__init__(self.message)
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return self.message
-
-    def __reduce__(self):  # picklable across worker processes
-        return (type(self), (self.kind, self.name, self.available))
-
-
-class DuplicateComponentError(ValueError):
-    """Two plugins provide a component of the same kind and name.
-
-    Attributes
-    ----------
-    first, second : Registration
-        The registration already present and the one refused.
-    """
-
-    def __init__(self, first: Registration, second: Registration):
-        self.first = first
-        self.second = second
-        super().__init__(
-            f"{second.kind} {second.name!r} is provided twice: by distribution "
-            f"{first.provider} (module {first.module}) and by distribution "
-            f"{second.provider} (module {second.module}); uninstall one, or disable "
-            f"its plugin with {DISABLE_ENV}"
-        )
-
-    def __reduce__(self):
-        return (type(self), (self.first, self.second))
-
-
-class ComponentValidationError(TypeError):
-    """A class handed to ``register`` that does not meet its kind's contract."""
-
-
-@dataclass(frozen=True)
-class Registration:
-    """One registered component class and where it comes from.
-
-    Attributes
-    ----------
-    kind : str
-        ``"loss"``, ``"regularizer"``, ``"kernel"`` or ``"engine"``.
-    name : str
-        The component's ``name``, unique within its kind.
-    cls : type
-        The component class.
-    dist : str
-        Name of the distribution providing it (``"mklkit"`` for built-ins).
-    version : str
-        Version of that distribution (may be empty when unknown).
-    module : str
-        Module defining the class.
-    plugin : str
-        Name of the plugin (entry point) that registered it.
-    """
-
-    kind: str
-    name: str
-    cls: type
-    dist: str
-    version: str
-    module: str
-    plugin: str = ""
-
-    @property
-    def provider(self) -> str:
-        """``"dist version"`` for messages and listings."""
-        return f"{self.dist} {self.version}".strip()
-
-    @property
-    def description(self) -> str:
-        """First line of the class's ``description``."""
-        text = str(getattr(self.cls, "description", "") or "").strip()
-        return text.splitlines()[0] if text else ""
-
-
-@dataclass(frozen=True)
-class BrokenPlugin:
-    """A plugin that failed to load or register; it contributes nothing.
-
-    Attributes
-    ----------
-    name : str
-        Entry-point (plugin) name; the value to put in ``MKLKIT_DISABLE_PLUGINS``.
-    dist : str
-        Providing distribution.
-    error : BaseException
-        What went wrong.
-    version : str
-        Version of the providing distribution.
-    """
-
-    name: str
-    dist: str
-    error: BaseException = field(compare=False)
-    version: str = ""
-
-    @property
-    def message(self) -> str:
-        """``"ExceptionType: text"`` on one line."""
-        text = " ".join(str(self.error).split())
-        return f"{type(self.error).__name__}: {text}" if text else type(self.error).__name__
 
 
 # ---------------------------------------------------------------------------
@@ -566,81 +399,3 @@ def _dist_of(ep: Any) -> tuple[str, str]:
 
 def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name.strip()).lower()
-
-
-# ---------------------------------------------------------------------------
-# Process-wide registry
-# ---------------------------------------------------------------------------
-_registry: Registry | None = None
-_lock = threading.RLock()
-_building = False
-
-
-def get_registry() -> Registry:
-    """The process-wide registry, built from the installed plugins on first use.
-
-    Raises
-    ------
-    RuntimeError
-        When called while the registry is being built (from a plugin's import
-        or hook); look components up lazily instead.
-    """
-    global _registry, _building
-    reg = _registry
-    if reg is not None:
-        return reg
-    with _lock:
-        if _registry is None:
-            if _building:
-                raise RuntimeError(
-                    "get_registry() was called while the mklkit registry is being built; "
-                    "a plugin must not look components up at import or registration time"
-                )
-            _building = True
-            try:
-                _registry = Registry.load()
-            finally:
-                _building = False
-        return _registry
-
-
-def reset_registry() -> None:
-    """Forget the process-wide registry; the next :func:`get_registry` rebuilds it."""
-    global _registry
-    with _lock:
-        _registry = None
-
-
-# ---------------------------------------------------------------------------
-# Listing
-# ---------------------------------------------------------------------------
-def format_listing(reg: Registry | None = None) -> str:
-    """A table of registered components, then broken and disabled plugins.
-
-    One row per component -- kind, name, ``distribution version``, one-line
-    description -- followed by one indented line per parameter
-    (``name=default (allowed): doc``).  Used by ``mklkit plugins``.
-    """
-    reg = get_registry() if reg is None else reg
-    records = reg.registrations()
-    header = ("KIND", "NAME", "DISTRIBUTION", "DESCRIPTION")
-    rows = [(r.kind, r.name, r.provider, r.description) for r in records]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
-    indent = " " * (sum(widths) + 2 * 3)
-
-    def line(row: tuple[str, str, str, str]) -> str:
-        cells = [c.ljust(w) for c, w in zip(row[:3], widths)]
-        return "  ".join([*cells, row[3]]).rstrip()
-
-    lines = [line(header)] if rows else ["no components registered"]
-    for record, row in zip(records, rows):
-        lines.append(line(row))
-        for p in getattr(record.cls, "params", ()):
-            lines.append(f"{indent}{p.describe()}".rstrip())
-    if reg.broken:
-        lines += ["", f"broken plugins (skipped; set {DISABLE_ENV}=NAME to silence):"]
-        for b in reg.broken:
-            lines.append(f"  {b.name} ({b.dist} {b.version}): {b.message}".replace(" )", ")"))
-    if reg.disabled:
-        lines += ["", f"disabled plugins ({DISABLE_ENV}): " + ", ".join(reg.disabled)]
-    return "\n".join(lines)
