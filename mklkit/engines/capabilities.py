@@ -222,8 +222,9 @@ SMOOTH_CONJUGATE = Capability(
 
 CONSTRAINED_FORM = Capability(
     "constrained", "loss",
-    has="the constrained form of SpicyMKL eq. 33 (constrained = ConstrainedConjugate(...))",
-    lacks="has no constrained form of its conjugate (constrained = None)",
+    has="the constrained form of SpicyMKL eq. 33 (@kernel methods l0, l0_grad, l0_hess, cons, "
+        "cons_grad, cons_hess)",
+    lacks="has no constrained form of its conjugate (no @kernel methods l0 ... cons_hess)",
     test=lambda loss: loss.constrained is not None)
 
 SMOOTH_PRIMAL = Capability(
@@ -269,9 +270,10 @@ SMOOTH_REG_CONJUGATE = Capability(
 
 BREGMAN_FORM = Capability(
     "bregman", "regularizer",
-    has="a Bregman form of its kernel-weight penalty (bregman = BregmanJit(...), "
-        "separable = True)",
-    lacks="has no Bregman form of its kernel-weight penalty (bregman = None or not separable)",
+    has="a Bregman form of its kernel-weight penalty (@kernel methods bregman_F, bregman_f, "
+        "bregman_finv, bregman_d0; separable = True)",
+    lacks="has no Bregman form of its kernel-weight penalty (no bregman_* @kernel methods, "
+          "or not separable)",
     test=lambda reg: reg.bregman is not None and reg.separable is True)
 
 
