@@ -47,7 +47,7 @@ import numpy as np
 from mklkit.data import load_builtin
 from mklkit.engines import common
 from mklkit.pipeline.choose import Auto
-from mklkit.estimators._base import default_kernels
+from mklkit.estimators._defaults import default_kernels
 from mklkit.kernels.build import KernelBank
 from mklkit.plugins import get_registry
 from mklkit.problem import Problem
