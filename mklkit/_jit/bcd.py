@@ -51,9 +51,9 @@ from .group_blocks import (block_curv, block_hessian, pack, reg_sum, reg_sum_pac
                            top_eig, unpack, ws_rows)
 from .records import (BANK_T, BCD_OPTIONS_T, BCD_STATE_T, LOSS_FN, LOSS_FNS_T, REG_FN,
                       REG_FNS_T, SAMPLES_T, Bank, BcdOptions, BcdState, LossFns, RegFns, Samples,
-                      bcd_state, first_class, loss_fns, reg_fns, samples)
+                      bcd_state, loss_fns, reg_fns, samples)
 
-__all__ = ["LOSS_FN", "REG_FN", "first_class", "envelope", "loss_terms", "eval_loss", "solve_ws",
+__all__ = ["LOSS_FN", "REG_FN", "envelope", "loss_terms", "eval_loss", "solve_ws",
            "scores", "block_scores", "block_hessian", "Bank", "BcdOptions", "BcdState",
            "LossFns", "RegFns", "Samples", "bcd_state", "loss_fns", "reg_fns", "samples",
            "METHOD_BCD", "METHOD_NEWTON", "KIND_SMOOTH", "KIND_ENVELOPE",

@@ -23,9 +23,9 @@ from collections import namedtuple
 import numpy as np
 from numba import types
 
-from ..first_class import FirstClass, first_class, fixed_type
+from ..first_class import first_class, fixed_type
 
-__all__ = ["LOSS_FN", "REG_FN", "FirstClass", "first_class", "LossFns", "RegFns", "Bank",
+__all__ = ["LOSS_FN", "REG_FN", "LossFns", "RegFns", "Bank",
            "Samples", "BcdOptions", "BcdState", "LOSS_FNS_T", "REG_FNS_T", "BANK_T",
            "SAMPLES_T", "BCD_OPTIONS_T", "BCD_STATE_T", "loss_fns", "reg_fns", "samples",
            "bcd_state"]

@@ -89,8 +89,7 @@ def finish_before_interrupt() -> Iterator[None]:
 
 def catch_sigint() -> Any:
     """Install :func:`_on_sigint` where SIGINT has Python's default handler; returns what to restore."""
-    global _sigint_received, _sigint_pending
-    _sigint_received = _sigint_pending = False
+    forget_sigint()
     if threading.current_thread() is not threading.main_thread():
         return None
     try:

@@ -32,7 +32,7 @@ from mklkit.first_class import check_record as check_fields
 from mklkit.first_class import first_class, fixed_type
 
 __all__ = ["SmoOptions", "BregmanFns", "SmoBank", "FeatureRows", "RowCache", "SmoState",
-           "SmoWork", "KernelSums", "first_class", "bregman_fns", "check_record", "no_function",
+           "SmoWork", "KernelSums", "bregman_fns", "check_record", "no_function",
            "no_d0", "ARRAY_FN", "SCALAR_FN", "OPTS_T", "BREG_T", "BANK_T", "ROWS_T", "CACHE_T",
            "STATE_T", "WORK_T"]
 
