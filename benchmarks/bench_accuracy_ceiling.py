@@ -33,6 +33,7 @@ fit: what a larger factor of the kernels nearest to SVC's would add.
 Needs only the runtime dependencies (scikit-learn).  Prints a table; writes
 nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,10 +66,15 @@ def timed(fit) -> tuple[float, object]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
-    ap.add_argument("--mkl-C", nargs="*", type=float, default=[],
-                    help="further values of C for MKLClassifier on the first seed")
-    ap.add_argument("--rank", type=int, default=0,
-                    help="rank of the all-feature kernels' factors for the ceiling (0: the default fit's)")
+    ap.add_argument(
+        "--mkl-C", nargs="*", type=float, default=[], help="further values of C for MKLClassifier on the first seed"
+    )
+    ap.add_argument(
+        "--rank",
+        type=int,
+        default=0,
+        help="rank of the all-feature kernels' factors for the ceiling (0: the default fit's)",
+    )
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     from sklearn.linear_model import LogisticRegression
@@ -78,8 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     from mklkit.kernels import build_factor_bank
     from mklkit.pipeline import kernel_resolver
 
-    print("w8a, stratified 80/20 splits; accuracy on the 9,950 test points; seconds per fit "
-          "(2 shared cores)")
+    print("w8a, stratified 80/20 splits; accuracy on the 9,950 test points; seconds per fit (2 shared cores)")
     head = f"{'seed':>4} | {'method':<34} | {'fit s':>7} | {'test acc':>8} | detail"
     print(head)
     print("-" * (len(head) + 30))
@@ -91,22 +96,29 @@ def main(argv: list[str] | None = None) -> int:
 
     for k, seed in enumerate(args.seeds):
         X_tr, y_tr, X_te, y_te = load("w8a", seed)
-        sec, svc = timed(lambda: SVC(kernel="rbf", gamma=0.05, C=1.0, cache_size=2000).fit(
-            X_tr.toarray(), y_tr))
-        row(seed, "svc gamma 0.05 C 1", sec, svc.score(X_te.toarray(), y_te),
-            f"{svc.support_.size} support vectors")
+        sec, svc = timed(lambda: SVC(kernel="rbf", gamma=0.05, C=1.0, cache_size=2000).fit(X_tr.toarray(), y_tr))
+        row(seed, "svc gamma 0.05 C 1", sec, svc.score(X_te.toarray(), y_te), f"{svc.support_.size} support vectors")
         sec, clf = timed(lambda: MKLClassifier(kernels=BANK, tol=1e-3).fit(X_tr, y_tr))
-        row(seed, "mklkit defaults", sec, clf.score(X_te, y_te),
-            f"C {clf.C_:.3g}, gap {clf.dual_gap_:.1e}, {len(clf.active_kernels_)} active")
-        for C in (args.mkl_C if k == 0 else []):
+        row(
+            seed,
+            "mklkit defaults",
+            sec,
+            clf.score(X_te, y_te),
+            f"C {clf.C_:.3g}, gap {clf.dual_gap_:.1e}, {len(clf.active_kernels_)} active",
+        )
+        for C in args.mkl_C if k == 0 else []:
             sec, other = timed(lambda: MKLClassifier(kernels=BANK, tol=1e-3, C=C).fit(X_tr, y_tr))
-            row(seed, f"mklkit C {C:g}", sec, other.score(X_te, y_te),
-                f"gap {other.dual_gap_:.1e}, {len(other.active_kernels_)} active")
+            row(
+                seed,
+                f"mklkit C {C:g}",
+                sec,
+                other.score(X_te, y_te),
+                f"gap {other.dual_gap_:.1e}, {len(other.active_kernels_)} active",
+            )
             del other
         # the default fit's factors again (a fitted model keeps only its active kernels' maps):
         # pivoted Cholesky is deterministic, so its rank cap and tol give the same bank
-        bank = build_factor_bank(BANK, X_tr, rank=max(clf.factor_approximation_["ranks"]),
-                                 resolve=kernel_resolver())
+        bank = build_factor_bank(BANK, X_tr, rank=max(clf.factor_approximation_["ranks"]), resolve=kernel_resolver())
         if args.rank:
             wide = build_factor_bank(BANK[:1], X_tr, rank=args.rank, tol=1e-4, resolve=kernel_resolver())
             F1, T1 = factor_features(wide, X_te)

@@ -34,6 +34,7 @@ before the timings (one small solve per engine).
 
 Prints a table; writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,8 +55,14 @@ from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning
 from mklkit.testing.engines import sample_points
 
-A9A_PAIRS = [("hinge", "l1"), ("logistic", "l1"), ("hinge", "elasticnet"),
-             ("logistic", "elasticnet"), ("hinge", "pnorm_squared"), ("hinge", "kl")]
+A9A_PAIRS = [
+    ("hinge", "l1"),
+    ("logistic", "l1"),
+    ("hinge", "elasticnet"),
+    ("logistic", "elasticnet"),
+    ("hinge", "pnorm_squared"),
+    ("hinge", "kl"),
+]
 UCI_PAIRS = [("logistic", "l1"), ("hinge", "l1")]
 PARAMS = {"elasticnet": {"lam": 0.5}}
 
@@ -89,7 +96,7 @@ def reference(K: np.ndarray, y: np.ndarray, loss: str, reg: str, C: float) -> fl
         return float("nan")
     try:
         return solve_reference(K, y, loss, reg, C, **PARAMS.get(reg, {})).objective
-    except ReferenceError:   # Clarabel not optimal (e.g. "optimal_inaccurate")
+    except ReferenceError:  # Clarabel not optimal (e.g. "optimal_inaccurate")
         return float("nan")
 
 
@@ -103,23 +110,22 @@ def cell(name: str, engine: Any, problem: Problem) -> str:
     return text
 
 
-def run_row(label: str, K: np.ndarray, y: np.ndarray, loss: str, reg: str, C: float,
-            args: argparse.Namespace) -> None:
-    p = Problem(K=K, y=y, loss=component("loss", loss), regularizer=component("regularizer", reg),
-                C=C)
+def run_row(label: str, K: np.ndarray, y: np.ndarray, loss: str, reg: str, C: float, args: argparse.Namespace) -> None:
+    p = Problem(K=K, y=y, loss=component("loss", loss), regularizer=component("regularizer", reg), C=C)
     n = K.shape[1]
     engines = engines_for(p, args.tol)
     engines["auto"] = Auto(**({} if args.tol is None else {"tol": args.tol}))
-    cells = [f"{name}: not run" if name == "spicy" and loss == "hinge" and n > args.spicy_hinge_max
-             else cell(name, e, p) for name, e in engines.items()]
+    cells = [
+        f"{name}: not run" if name == "spicy" and loss == "hinge" and n > args.spicy_hinge_max else cell(name, e, p)
+        for name, e in engines.items()
+    ]
     if n * K.shape[0] <= args.clarabel_max:
         cells.append(f"clarabel: {reference(K, y, loss, reg, C):.8g}")
     print(f"{label:>16} {loss:>8} {reg:>13} {C:>8.4g} | " + " | ".join(cells), flush=True)
 
 
 def c_values(K: np.ndarray, y: np.ndarray, loss: str, reg: str, with_one: bool) -> list[float]:
-    p = Problem(K=K, y=y, loss=component("loss", loss), regularizer=component("regularizer", reg),
-                C=1.0)
+    p = Problem(K=K, y=y, loss=component("loss", loss), regularizer=component("regularizer", reg), C=1.0)
     c_max = common.zero_solution(p).C_max
     if not np.isfinite(c_max):
         return [1.0]
@@ -131,8 +137,7 @@ def warm_up() -> None:
     X, y = ds.X[:120], ds.y[:120].astype(np.float64)
     K = KernelBank.build(X, [{"function": "rbf", "width": [5.0, 10.0]}]).K
     for loss, reg in A9A_PAIRS:
-        p = Problem(K=K, y=y, loss=component("loss", loss),
-                    regularizer=component("regularizer", reg), C=0.5)
+        p = Problem(K=K, y=y, loss=component("loss", loss), regularizer=component("regularizer", reg), C=0.5)
         for e in engines_for(p, 1e-2).values():
             e.solve(p)
 
@@ -141,19 +146,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", nargs="+", default=["a9a", "uci"], choices=["a9a", "uci"])
     ap.add_argument("--sizes", type=int, nargs="+", default=[3000])
-    ap.add_argument("--pairs", nargs="+", default=None,
-                    help="loss:regularizer pairs of the a9a rows (default: all)")
-    ap.add_argument("--tol", type=float, default=None, help="relative duality gap "
-                    "(default: each engine's own)")
-    ap.add_argument("--kernels", type=int, default=3,
-                    help="Gaussian kernels of the a9a rows (3: widths 5 10 20)")
+    ap.add_argument("--pairs", nargs="+", default=None, help="loss:regularizer pairs of the a9a rows (default: all)")
+    ap.add_argument("--tol", type=float, default=None, help="relative duality gap (default: each engine's own)")
+    ap.add_argument("--kernels", type=int, default=3, help="Gaussian kernels of the a9a rows (3: widths 5 10 20)")
     ap.add_argument("--spicy-hinge-max", type=int, default=3000)
     ap.add_argument("--clarabel-max", type=int, default=1500)
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore", ConvergenceWarning)
     warm_up()
-    print(f"tol {args.tol if args.tol is not None else 'engine default'}; cells: engine: "
-          "seconds status objective gap; bcd* = auto forced onto exact factors")
+    print(
+        f"tol {args.tol if args.tol is not None else 'engine default'}; cells: engine: "
+        "seconds status objective gap; bcd* = auto forced onto exact factors"
+    )
     if "a9a" in args.rows:
         ds = load_builtin("a9a")
         order = np.random.default_rng(0).permutation(ds.n_samples)
@@ -161,8 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in args.sizes:
             rows = np.sort(order[:n])
             X, y = ds.X[rows], ds.y[rows].astype(np.float64)
-            widths = ([5.0, 10.0, 20.0] if args.kernels == 3
-                      else np.geomspace(2.0, 40.0, args.kernels).tolist())
+            widths = [5.0, 10.0, 20.0] if args.kernels == 3 else np.geomspace(2.0, 40.0, args.kernels).tolist()
             K = KernelBank.build(X, [{"function": "rbf", "width": widths}]).K
             for loss, reg in pairs:
                 for C in c_values(K, y, loss, reg, with_one=True):

@@ -20,6 +20,7 @@ solve per engine).
 
 Prints a table; writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[2000, 8000])
     ap.add_argument("--tol", type=float, default=1e-4, help="relative duality gap")
-    ap.add_argument("--spicy-hinge-max", type=int, default=2000,
-                    help="largest n at which spicy runs on the hinge loss")
+    ap.add_argument("--spicy-hinge-max", type=int, default=2000, help="largest n at which spicy runs on the hinge loss")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore", ConvergenceWarning)
 
@@ -69,10 +69,12 @@ def main(argv: list[str] | None = None) -> int:
                 if e.supports(p) is None:
                     e.solve(p)
 
-    print(f"a9a, Gaussian widths 10 20 40, pivoted Cholesky tol 1e-3; C = 0.1 C_max, "
-          f"gap {args.tol:g}")
-    print(f"{'n':>6} {'loss':>8} {'reg':>10} {'C':>7} {'R':>5} | "
-          + " | ".join(f"{name}: s, status, objective, gap" for name in engines) + " | auto picks")
+    print(f"a9a, Gaussian widths 10 20 40, pivoted Cholesky tol 1e-3; C = 0.1 C_max, gap {args.tol:g}")
+    print(
+        f"{'n':>6} {'loss':>8} {'reg':>10} {'C':>7} {'R':>5} | "
+        + " | ".join(f"{name}: s, status, objective, gap" for name in engines)
+        + " | auto picks"
+    )
     sys.stdout.flush()
     for n in args.sizes:
         rows = np.sort(order[:n])
@@ -97,8 +99,12 @@ def main(argv: list[str] | None = None) -> int:
                     dt = time.perf_counter() - t0
                     cells.append(f"{dt:7.2f} {r.status.value:>9} {r.objective:.8g} {r.gap:.1e}")
                 picked = Auto(tol=args.tol).choose(p)[0]
-                print(f"{n:>6} {lname:>8} {rname:>10} {C:>7.3g} {fb.LT.shape[0]:>5} | "
-                      + " | ".join(cells) + f" | {picked.name if picked else '-'}", flush=True)
+                print(
+                    f"{n:>6} {lname:>8} {rname:>10} {C:>7.3g} {fb.LT.shape[0]:>5} | "
+                    + " | ".join(cells)
+                    + f" | {picked.name if picked else '-'}",
+                    flush=True,
+                )
     return 0
 
 

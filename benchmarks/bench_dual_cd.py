@@ -21,6 +21,7 @@ fit.  Numba compiles before the timings (one small fit per engine).
 
 Prints a table; writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,13 +61,15 @@ def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("ignore", ConvergenceWarning)
 
     small = load_builtin("ionosphere")
-    for e in args.engines:   # compile before the timings
+    for e in args.engines:  # compile before the timings
         MKLClassifier(loss=args.loss, engine=e, factor=True).fit(small.X, small.y)
 
     print(f"loss {args.loss}, tol {args.tol:g}; default bank, factors rank <= 256 per kernel")
-    print(f"{'data':>5} {'reg':>10} {'C/Cmax':>7} {'engine':>7} {'fit s':>7} {'solve s':>8} "
-          f"{'status':>10} {'gap':>8} {'objective':>14} {'active':>8} {'accuracy':>8} "
-          f"{'/ SVC':>6}")
+    print(
+        f"{'data':>5} {'reg':>10} {'C/Cmax':>7} {'engine':>7} {'fit s':>7} {'solve s':>8} "
+        f"{'status':>10} {'gap':>8} {'objective':>14} {'active':>8} {'accuracy':>8} "
+        f"{'/ SVC':>6}"
+    )
     for name in args.data:
         Xa, ya, Xb, yb = split(name)
         svc_s = float("nan")
@@ -74,22 +77,27 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             svc = SVC().fit(Xa, ya)
             svc_s = time.perf_counter() - t0
-            print(f"{name:>5} {'SVC()':>10} {'':>7} {'':>7} {svc_s:7.1f} {'':>8} {'':>10} "
-                  f"{'':>8} {'':>14} {'':>8} {svc.score(Xb, yb):8.4f}", flush=True)
+            print(
+                f"{name:>5} {'SVC()':>10} {'':>7} {'':>7} {svc_s:7.1f} {'':>8} {'':>10} "
+                f"{'':>8} {'':>14} {'':>8} {svc.score(Xb, yb):8.4f}",
+                flush=True,
+            )
         for reg in args.regs:
             c_max = MKLClassifier(loss=args.loss, regularizer=reg, C=1e12).fit(Xa, ya).C_max_
             for f in args.fracs:
                 for e in args.engines:
-                    clf = MKLClassifier(loss=args.loss, regularizer=reg, C=f * c_max, engine=e,
-                                        tol=args.tol)
+                    clf = MKLClassifier(loss=args.loss, regularizer=reg, C=f * c_max, engine=e, tol=args.tol)
                     t0 = time.perf_counter()
                     clf.fit(Xa, ya)
                     fit_s = time.perf_counter() - t0
                     r = clf.result_
                     act = f"{len(clf.active_kernels_)}/{len(clf.kernel_names_)}"
-                    print(f"{name:>5} {reg:>10} {f:7.0e} {e:>7} {fit_s:7.1f} {r.time_s:8.1f} "
-                          f"{r.status.value:>10} {r.gap:8.1e} {r.objective:14.6f} {act:>8} "
-                          f"{clf.score(Xb, yb):8.4f} {r.time_s / svc_s:6.2f}", flush=True)
+                    print(
+                        f"{name:>5} {reg:>10} {f:7.0e} {e:>7} {fit_s:7.1f} {r.time_s:8.1f} "
+                        f"{r.status.value:>10} {r.gap:8.1e} {r.objective:14.6f} {act:>8} "
+                        f"{clf.score(Xb, yb):8.4f} {r.time_s / svc_s:6.2f}",
+                        flush=True,
+                    )
     return 0
 
 

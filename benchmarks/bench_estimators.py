@@ -30,6 +30,7 @@ MKLpy needs PyTorch; install it into a separate environment (for example a
 venv with CPU-only torch, ``cvxopt`` and ``MKLpy``) and run this script with
 that interpreter.  Without MKLpy, its columns are skipped with a note.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -124,8 +125,9 @@ def main() -> None:
     ap.add_argument("--data", nargs="+", default=DATASETS)
     ap.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
     ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--gram-iter", type=int, default=100,
-                    help="GRAM's max_iter (MKLpy's default 1000 takes minutes per fold)")
+    ap.add_argument(
+        "--gram-iter", type=int, default=100, help="GRAM's max_iter (MKLpy's default 1000 takes minutes per fold)"
+    )
     args = ap.parse_args()
     methods = list(args.methods)
     mklpy, why = _mklpy()
@@ -134,10 +136,11 @@ def main() -> None:
         if dropped:
             print(f"NOTE: MKLpy is not importable ({why}); skipped: {', '.join(dropped)}")
         methods = [m for m in methods if m not in ("easymkl", "gram")]
-    print(f"{args.folds}-fold stratified CV (seed 0); accuracy mean (std) in %; time: median "
-          "seconds per fit, one bank build included")
-    head = f"{'data':<11}{'N':>5}{'d':>4}{'M':>6}{'act':>6}" + "".join(
-        f"{m + ' acc':>17}{'s':>7}" for m in methods)
+    print(
+        f"{args.folds}-fold stratified CV (seed 0); accuracy mean (std) in %; time: median "
+        "seconds per fit, one bank build included"
+    )
+    head = f"{'data':<11}{'N':>5}{'d':>4}{'M':>6}{'act':>6}" + "".join(f"{m + ' acc':>17}{'s':>7}" for m in methods)
     print(head)
     print("-" * len(head))
     means = {m: [] for m in methods}
@@ -145,8 +148,7 @@ def main() -> None:
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.filterwarnings("ignore", module="MKLpy")  # torch copy-construct notices
         for name in args.data:
-            (n, d), M, act, acc, secs, failures = run_dataset(name, methods, args.folds,
-                                                              args.gram_iter)
+            (n, d), M, act, acc, secs, failures = run_dataset(name, methods, args.folds, args.gram_iter)
             row = f"{name:<11}{n:>5}{d:>4}{M:>6}{act if act is not None else '-':>6}"
             notes = []
             for m in methods:
@@ -159,8 +161,10 @@ def main() -> None:
                     mark = "*" if failures[m] else " "
                     row += f"{a.mean():>10.1f}{mark}({a.std():4.1f}){statistics.median(secs[m]):>7.2f}"
                 if failures[m]:
-                    notes.append(f"  * {m}: failed on {len(failures[m])} of {args.folds} folds "
-                                 f"({failures[m][0][:80]}); accuracy over the others")
+                    notes.append(
+                        f"  * {m}: failed on {len(failures[m])} of {args.folds} folds "
+                        f"({failures[m][0][:80]}); accuracy over the others"
+                    )
             print(row, flush=True)
             for note in notes:
                 print(note, flush=True)

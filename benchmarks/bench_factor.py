@@ -31,6 +31,7 @@ shows; the wide and the subset kernels reach the tolerance.
 
 Prints a table; writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,10 +50,8 @@ from mklkit.kernels.ops import ArrayBank
 
 SIZES = [1000, 4000, 16000, 32561]
 BANK = [
-    {"function": "rbf", "width": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0],
-     "features": "all"},
-    {"function": "rbf", "width": "chi2", "features": {"random_subsets": 40, "size": 0.1, "seed": 0},
-     "seed": 1},
+    {"function": "rbf", "width": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0], "features": "all"},
+    {"function": "rbf", "width": "chi2", "features": {"random_subsets": 40, "size": 0.1, "seed": 0}, "seed": 1},
 ]
 
 
@@ -73,9 +72,11 @@ def op_times(bank: Any, repeat: int, seed: int = 0) -> dict[str, float]:
     v = rng.standard_normal(N)
     alpha = rng.standard_normal((M, N))
     idx = np.arange(M, dtype=np.int64)
-    return {"matvecs": timed(lambda: bank.matvecs(v), repeat),
-            "dual_block_norms": timed(lambda: bank.dual_block_norms(v), repeat),
-            "combine": timed(lambda: bank.combine(alpha, idx), repeat)}
+    return {
+        "matvecs": timed(lambda: bank.matvecs(v), repeat),
+        "dual_block_norms": timed(lambda: bank.dual_block_norms(v), repeat),
+        "combine": timed(lambda: bank.combine(alpha, idx), repeat),
+    }
 
 
 def fmt_ms(t: float | None) -> str:
@@ -94,12 +95,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     ds = load_builtin("a9a")
     order = np.random.default_rng(0).permutation(ds.n_samples)
-    print(f"a9a, 50 Gaussian kernels (bench_smo_points), normalize='none'; method {args.method!r}, "
-          f"tol {args.tol:g}, rank <= {args.rank}, memory budget {args.memory_gb:g} GB; "
-          f"times per call: median of {args.repeat}")
-    head = (f"{'n':>6} | {'factor (s)':>10} {'rank R':>7} {'min/med/max r_m':>16} {'capped':>6} "
-            f"{'rel err':>8} {'worst':>7} {'others':>8} | {'factors':>9} {'dense':>9} | "
-            f"{'matvecs ms':>14} {'dual_norms ms':>14} {'combine ms':>14}")
+    print(
+        f"a9a, 50 Gaussian kernels (bench_smo_points), normalize='none'; method {args.method!r}, "
+        f"tol {args.tol:g}, rank <= {args.rank}, memory budget {args.memory_gb:g} GB; "
+        f"times per call: median of {args.repeat}"
+    )
+    head = (
+        f"{'n':>6} | {'factor (s)':>10} {'rank R':>7} {'min/med/max r_m':>16} {'capped':>6} "
+        f"{'rel err':>8} {'worst':>7} {'others':>8} | {'factors':>9} {'dense':>9} | "
+        f"{'matvecs ms':>14} {'dual_norms ms':>14} {'combine ms':>14}"
+    )
     print(head)
     print(" " * 82 + "(factor / dense)")
     print("-" * len(head))
@@ -107,8 +112,15 @@ def main(argv: list[str] | None = None) -> int:
         idx = np.sort(order[:n]) if n < ds.n_samples else np.arange(ds.n_samples)
         X = sp.csr_matrix(ds.X[idx])
         t0 = time.perf_counter()
-        fb = build_factor_bank(BANK, X, rank=args.rank, tol=args.tol, method=args.method,
-                               normalize="none", memory_budget=args.memory_gb * 1e9)
+        fb = build_factor_bank(
+            BANK,
+            X,
+            rank=args.rank,
+            tol=args.tol,
+            method=args.method,
+            normalize="none",
+            memory_budget=args.memory_gb * 1e9,
+        )
         t_fact = time.perf_counter() - t0
         r = fb.ranks
         at_cap = r >= min(args.rank, n)
@@ -124,11 +136,13 @@ def main(argv: list[str] | None = None) -> int:
             dt = dict(op_times(ArrayBank(kb.K), args.repeat))
             del kb
         cols = " ".join(f"{fmt_ms(ft[k]) + ' / ' + fmt_ms(dt[k]):>14}" for k in ft)
-        print(f"{n:6d} | {t_fact:10.1f} {fb.total_rank:7d} "
-              f"{f'{r.min()}/{int(np.median(r))}/{r.max()}':>16} {capped:6d} "
-              f"{fb.overall_trace_error:8.2e} {rel.max():7.3f} {others:8.1e} | "
-              f"{format_bytes(fb.nbytes):>9} "
-              f"{format_bytes(dense_bytes):>9} | {cols}")
+        print(
+            f"{n:6d} | {t_fact:10.1f} {fb.total_rank:7d} "
+            f"{f'{r.min()}/{int(np.median(r))}/{r.max()}':>16} {capped:6d} "
+            f"{fb.overall_trace_error:8.2e} {rel.max():7.3f} {others:8.1e} | "
+            f"{format_bytes(fb.nbytes):>9} "
+            f"{format_bytes(dense_bytes):>9} | {cols}"
+        )
         sys.stdout.flush()
         del fb
     return 0

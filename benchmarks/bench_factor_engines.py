@@ -22,6 +22,7 @@ and its solver (``factor_newton.choose_solver``: Woodbury or CG).
 
 Prints a table; writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,8 +77,7 @@ def newton_steps(res: Any) -> int:
 
 
 def fmt(res: Any, t: float) -> str:
-    return (f"{t:8.1f} {res.iterations:4d} {newton_steps(res):5d} {res.gap:9.2e} "
-            f"{res.status.value:>9s}")
+    return f"{t:8.1f} {res.iterations:4d} {newton_steps(res):5d} {res.gap:9.2e} {res.status.value:>9s}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,19 +87,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tol", type=float, default=1e-3, help="relative residual trace per kernel")
     ap.add_argument("--rank", type=int, default=1024, help="largest rank per kernel")
     ap.add_argument("--gap", type=float, default=1e-6, help="relative duality gap of the solves")
-    ap.add_argument("--dense-max", type=int, default=8000,
-                    help="largest n solved on the dense bank too")
+    ap.add_argument("--dense-max", type=int, default=8000, help="largest n solved on the dense bank too")
     ap.add_argument("--losses", nargs="+", default=list(LOSSES), choices=list(LOSSES))
     args = ap.parse_args(argv)
 
     ds = load_builtin("a9a")
     order = np.random.default_rng(0).permutation(ds.n_samples)
     bank = [{"function": "rbf", "width": list(args.widths)}]
-    print(f"a9a, Gaussian widths {args.widths}, pivoted Cholesky tol {args.tol:g} rank <= "
-          f"{args.rank}; spicy iterative, block 1-norm, C = 0.1 C_max, gap {args.gap:g}")
+    print(
+        f"a9a, Gaussian widths {args.widths}, pivoted Cholesky tol {args.tol:g} rank <= "
+        f"{args.rank}; spicy iterative, block 1-norm, C = 0.1 C_max, gap {args.gap:g}"
+    )
     head = "  time s   it  newton       gap    status"
-    print(f"{'n':>6} {'loss':>8} | {'fact s':>6} {'R':>5} | factor:{head} {'R_act':>5} "
-          f"{'solver':>8} | dense:{head} | rel obj diff")
+    print(
+        f"{'n':>6} {'loss':>8} | {'fact s':>6} {'R':>5} | factor:{head} {'R_act':>5} "
+        f"{'solver':>8} | dense:{head} | rel obj diff"
+    )
     sys.stdout.flush()
     for n in args.sizes:
         rows = np.sort(order[:n])
@@ -109,14 +112,15 @@ def main(argv: list[str] | None = None) -> int:
         t_fact = time.perf_counter() - t0
         K = fb.to_array() if n <= args.dense_max else None
         for loss in args.losses:
-            C_max = Spicy().solve(Problem(K=fb, y=y, loss=LOSSES[loss](), regularizer=L1(),
-                                          C=1e12)).C_max
+            C_max = Spicy().solve(Problem(K=fb, y=y, loss=LOSSES[loss](), regularizer=L1(), C=1e12)).C_max
             C = 0.1 * C_max
             with _Recorder() as rec:
                 res_f, t_f = solve(fb, y, loss, C, args.gap)
             r_act, solver = rec.last if rec.last else (0, "-")
-            line = (f"{n:6d} {loss:>8} | {t_fact:6.1f} {fb.total_rank:5d} | factor:"
-                    f"{fmt(res_f, t_f)} {r_act:5d} {solver:>8} | ")
+            line = (
+                f"{n:6d} {loss:>8} | {t_fact:6.1f} {fb.total_rank:5d} | factor:"
+                f"{fmt(res_f, t_f)} {r_act:5d} {solver:>8} | "
+            )
             if K is not None:
                 res_d, t_d = solve(K, y, loss, C, args.gap)
                 diff = abs(res_f.objective - res_d.objective) / abs(res_d.objective)

@@ -27,6 +27,7 @@ against log(N·R) (total, factorization and solve).
 
 Prints tables; writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,11 +54,13 @@ SIZES = {"a9a": [1000, 2000, 4000, 8000, 16000, 32561], "w8a": [1000, 4000, 1600
 
 def bank(M: int) -> list[dict[str, Any]]:
     """The first M kernels of the 50-kernel bank."""
-    wide = dict(WIDE, width=WIDE["width"][:min(M, 10)])
+    wide = dict(WIDE, width=WIDE["width"][: min(M, 10)])
     if M <= 10:
         return [wide]
-    return [wide, {"function": "rbf", "width": "chi2", "seed": 1,
-                   "features": {"random_subsets": M - 10, "size": 0.1, "seed": 0}}]
+    return [
+        wide,
+        {"function": "rbf", "width": "chi2", "seed": 1, "features": {"random_subsets": M - 10, "size": 0.1, "seed": 0}},
+    ]
 
 
 def one(X: Any, y: np.ndarray, M: int, rank: int, tol: float) -> dict[str, Any]:
@@ -74,8 +77,17 @@ def one(X: Any, y: np.ndarray, M: int, rank: int, tol: float) -> dict[str, Any]:
         warnings.simplefilter("ignore", ConvergenceWarning)
         res = Auto(tol=tol).solve(pb)
     t_solve = time.perf_counter() - t0
-    return {"N": N, "M": fb.n_kernels, "R": fb.total_rank, "cap": rank, "fac": t_fac, "solve": t_solve,
-            "gap": res.gap, "status": str(res.status), "engine": res.engine}
+    return {
+        "N": N,
+        "M": fb.n_kernels,
+        "R": fb.total_rank,
+        "cap": rank,
+        "fac": t_fac,
+        "solve": t_solve,
+        "gap": res.gap,
+        "status": str(res.status),
+        "engine": res.engine,
+    }
 
 
 def exponent(x: list[float], t: list[float]) -> float:
@@ -86,19 +98,27 @@ def exponent(x: list[float], t: list[float]) -> float:
 
 def table(rows: list[dict[str, Any]], title: str, along: str) -> None:
     print(title)
-    head = (f"{'N':>6} {'M':>3} {'cap':>4} {'R':>6} | {'factor s':>8} {'solve s':>8} {'total s':>8} | {'gap':>8} "
-            f"{'status':>10} {'engine':>6} | {'solve ns/(N R)':>14}")
+    head = (
+        f"{'N':>6} {'M':>3} {'cap':>4} {'R':>6} | {'factor s':>8} {'solve s':>8} {'total s':>8} | {'gap':>8} "
+        f"{'status':>10} {'engine':>6} | {'solve ns/(N R)':>14}"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
         tot = r["fac"] + r["solve"]
-        print(f"{r['N']:6d} {r['M']:3d} {r['cap']:4d} {r['R']:6d} | {r['fac']:8.2f} {r['solve']:8.2f} {tot:8.2f} | "
-              f"{r['gap']:8.1e} {r['status']:>10} {r['engine']:>6} | {1e9 * r['solve'] / (r['N'] * r['R']):14.2f}")
+        print(
+            f"{r['N']:6d} {r['M']:3d} {r['cap']:4d} {r['R']:6d} | {r['fac']:8.2f} {r['solve']:8.2f} {tot:8.2f} | "
+            f"{r['gap']:8.1e} {r['status']:>10} {r['engine']:>6} | {1e9 * r['solve'] / (r['N'] * r['R']):14.2f}"
+        )
     x = [float(r[along]) for r in rows]
     nr = [float(r["N"] * r["R"]) for r in rows]
     parts = {k: [r["fac"] + r["solve"] if k == "total" else r[k] for r in rows] for k in ("total", "fac", "solve")}
-    print(f"exponents vs {along}: " + ", ".join(f"{k} {exponent(x, t):.2f}" for k, t in parts.items())
-          + "; vs N·R: " + ", ".join(f"{k} {exponent(nr, t):.2f}" for k, t in parts.items()))
+    print(
+        f"exponents vs {along}: "
+        + ", ".join(f"{k} {exponent(x, t):.2f}" for k, t in parts.items())
+        + "; vs N·R: "
+        + ", ".join(f"{k} {exponent(nr, t):.2f}" for k, t in parts.items())
+    )
     print()
     sys.stdout.flush()
 
@@ -115,8 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     # compile the jitted code outside the timings
     small = load_builtin("a9a")
     one(sp.csr_matrix(small.X[:300]), small.y[:300], 12, 16, args.tol)
-    print(f"Factored route: pivoted Cholesky (tol 1e-3, rank <= {args.rank} per kernel), logistic + "
-          f"elastic net (0.5), C = 1/sqrt(N), engine auto, gap {args.tol:g}\n")
+    print(
+        f"Factored route: pivoted Cholesky (tol 1e-3, rank <= {args.rank} per kernel), logistic + "
+        f"elastic net (0.5), C = 1/sqrt(N), engine auto, gap {args.tol:g}\n"
+    )
     for name in args.data:
         ds = load_builtin(name)
         order = np.random.default_rng(0).permutation(ds.n_samples)

@@ -44,6 +44,7 @@ of the factor bank (spectral norms, sample supports).
 Needs skglm (``pip install -e ".[benchmark]"``); without it the script says
 so and exits with status 2.  Prints a table; writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,17 +79,15 @@ def load(name: str, w8a_group: int) -> tuple[sp.csr_matrix, np.ndarray, np.ndarr
     if name == "a9a":
         starts = np.concatenate([[0], np.cumsum(A9A_GROUPS)])
         for g in range(len(A9A_GROUPS)):
-            per_row = np.diff(X[:, starts[g]:starts[g + 1]].tocsr().indptr)
+            per_row = np.diff(X[:, starts[g] : starts[g + 1]].tocsr().indptr)
             if per_row.max() > 1:
-                raise SystemExit(f"a9a: group {g} is not one-hot ({per_row.max()} features "
-                                 "in one row)")
+                raise SystemExit(f"a9a: group {g} is not one-hot ({per_row.max()} features in one row)")
     else:
         starts = np.unique(np.concatenate([np.arange(0, X.shape[1], w8a_group), [X.shape[1]]]))
     return X, np.asarray(ds.y, dtype=np.float64), starts.astype(np.int64)
 
 
-def certify(problem: Problem, X: sp.csr_matrix, starts: np.ndarray, w: np.ndarray,
-            b: float) -> tuple[float, float]:
+def certify(problem: Problem, X: sp.csr_matrix, starts: np.ndarray, w: np.ndarray, b: float) -> tuple[float, float]:
     """Primal value and relative duality gap of ``(w, b)``: the dual point :math:`-\\ell'(z)`
     projected onto the feasible set, as every mklkit engine does."""
     loss, y = problem.loss, problem.y
@@ -100,8 +99,7 @@ def certify(problem: Problem, X: sp.csr_matrix, starts: np.ndarray, w: np.ndarra
     dn = np.sqrt(np.add.reduceat(t * t, starts[:-1]))
     D, _, _ = common.projected_dual_objective(problem, rho, norms=dn)
     norms = np.sqrt(np.add.reduceat(w * w, starts[:-1]))
-    P = common.loss_value(loss, y, z) + common.regularizer_value(problem.regularizer, norms,
-                                                                 problem.C)
+    P = common.loss_value(loss, y, z) + common.regularizer_value(problem.regularizer, norms, problem.C)
     return P, common.relative_gap(P, D)
 
 
@@ -155,13 +153,12 @@ def best_of(repeat: int, fn, *args):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", nargs="+", default=["a9a", "w8a"], choices=list(SIZES))
-    ap.add_argument("--sizes", nargs="+", type=int, default=None,
-                    help="numbers of rows (default: 1000, 4000, 16000 and all)")
+    ap.add_argument(
+        "--sizes", nargs="+", type=int, default=None, help="numbers of rows (default: 1000, 4000, 16000 and all)"
+    )
     ap.add_argument("--losses", nargs="+", default=list(LOSSES), choices=list(LOSSES))
-    ap.add_argument("--storage", nargs="+", default=["dense", "sparse"],
-                    choices=["dense", "sparse"])
-    ap.add_argument("--fracs", nargs="+", type=float, default=[0.5, 0.1, 0.01],
-                    help="C as fractions of C_max")
+    ap.add_argument("--storage", nargs="+", default=["dense", "sparse"], choices=["dense", "sparse"])
+    ap.add_argument("--fracs", nargs="+", type=float, default=[0.5, 0.1, 0.01], help="C as fractions of C_max")
     ap.add_argument("--tol", type=float, default=1e-8)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--w8a-group", type=int, default=10)
@@ -169,8 +166,9 @@ def main() -> int:
     try:
         import skglm
     except ImportError:
-        print("bench_group_lasso: skglm is not installed; install it with "
-              "pip install -e \".[benchmark]\"", file=sys.stderr)
+        print(
+            'bench_group_lasso: skglm is not installed; install it with pip install -e ".[benchmark]"', file=sys.stderr
+        )
         return 2
     warnings.simplefilter("ignore")
 
@@ -180,19 +178,25 @@ def main() -> int:
     for loss in args.losses:
         for storage in args.storage:
             LT = Xw.T.tocsr() if storage == "sparse" else np.ascontiguousarray(Xw.T.toarray())
-            Cw = 0.1 * common.zero_solution(Problem(K=FactorBank(LT, sw), y=yw,
-                                                    loss=LOSSES[loss](), regularizer=L1(),
-                                                    C=1.0)).C_max
+            Cw = (
+                0.1
+                * common.zero_solution(
+                    Problem(K=FactorBank(LT, sw), y=yw, loss=LOSSES[loss](), regularizer=L1(), C=1.0)
+                ).C_max
+            )
             run_mklkit(LT, sw, yw, loss, Cw, 1e-4)
-            run_skglm(Xw.tocsc() if storage == "sparse" else np.asfortranarray(Xw.toarray()), yw,
-                      sw, loss, Cw, 1e-4)
+            run_skglm(Xw.tocsc() if storage == "sparse" else np.asfortranarray(Xw.toarray()), yw, sw, loss, Cw, 1e-4)
 
-    print(f"skglm {skglm.__version__}; tol {args.tol:g}; times in seconds, best of "
-          f"{args.repeat}; speed-up = skglm time / mklkit time; gaps certified by the same "
-          "code")
-    head = (f"{'set':4} {'storage':7} {'loss':8} {'N':>6} {'groups':>6} {'C/Cmax':>6} "
-            f"{'mklkit s':>9} {'skglm s':>9} {'speed-up':>8} {'P mklkit':>18} "
-            f"{'P skglm':>18} {'rel diff':>9} {'gap mklkit':>10} {'gap skglm':>10}  solver")
+    print(
+        f"skglm {skglm.__version__}; tol {args.tol:g}; times in seconds, best of "
+        f"{args.repeat}; speed-up = skglm time / mklkit time; gaps certified by the same "
+        "code"
+    )
+    head = (
+        f"{'set':4} {'storage':7} {'loss':8} {'N':>6} {'groups':>6} {'C/Cmax':>6} "
+        f"{'mklkit s':>9} {'skglm s':>9} {'speed-up':>8} {'P mklkit':>18} "
+        f"{'P skglm':>18} {'rel diff':>9} {'gap mklkit':>10} {'gap skglm':>10}  solver"
+    )
     print(head)
     print("-" * len(head))
     rng = np.random.default_rng(0)
@@ -204,34 +208,35 @@ def main() -> int:
             rows = np.sort(order[:n])
             Xn, yn = X[rows], y[rows]
             for storage in args.storage:
-                LT = Xn.T.tocsr() if storage == "sparse" else np.ascontiguousarray(
-                    Xn.T.toarray())
+                LT = Xn.T.tocsr() if storage == "sparse" else np.ascontiguousarray(Xn.T.toarray())
                 # skglm reads sparse data by columns (CSC), dense data by columns too
                 Xs = Xn.tocsc() if storage == "sparse" else np.asfortranarray(Xn.toarray())
                 for loss in args.losses:
-                    pb = Problem(K=FactorBank(LT, starts), y=yn, loss=LOSSES[loss](),
-                                 regularizer=L1(), C=1.0)
+                    pb = Problem(K=FactorBank(LT, starts), y=yn, loss=LOSSES[loss](), regularizer=L1(), C=1.0)
                     C_max = common.zero_solution(pb).C_max
                     for frac in args.fracs:
                         pb.C = frac * C_max
-                        tm, wm, bm = best_of(args.repeat, run_mklkit, LT, starts, yn, loss,
-                                             pb.C, args.tol)
+                        tm, wm, bm = best_of(args.repeat, run_mklkit, LT, starts, yn, loss, pb.C, args.tol)
                         Pm, gm = certify(pb, Xn, starts, wm, bm)
                         try:
-                            ts, ws, bs, solver = best_of(args.repeat, run_skglm, Xs, yn, starts,
-                                                         loss, pb.C, args.tol)
+                            ts, ws, bs, solver = best_of(args.repeat, run_skglm, Xs, yn, starts, loss, pb.C, args.tol)
                         except Exception as exc:  # noqa: BLE001 - a row, not the end
-                            print(f"{name:4} {storage:7} {loss:8} {n:6d} {starts.size - 1:6d} "
-                                  f"{frac:6g} {tm:9.3f} {'failed':>9} {'':8} {Pm:18.10f} "
-                                  f"{'':18} {'':9} {gm:10.1e} {'':10}  skglm raised "
-                                  f"{type(exc).__name__}: {exc}", flush=True)
+                            print(
+                                f"{name:4} {storage:7} {loss:8} {n:6d} {starts.size - 1:6d} "
+                                f"{frac:6g} {tm:9.3f} {'failed':>9} {'':8} {Pm:18.10f} "
+                                f"{'':18} {'':9} {gm:10.1e} {'':10}  skglm raised "
+                                f"{type(exc).__name__}: {exc}",
+                                flush=True,
+                            )
                             continue
                         Ps, gs = certify(pb, Xn, starts, ws, bs)
                         rel = (Pm - Ps) / abs(Ps)
-                        print(f"{name:4} {storage:7} {loss:8} {n:6d} {starts.size - 1:6d} "
-                              f"{frac:6g} {tm:9.3f} {ts:9.3f} {ts / tm:8.2f} {Pm:18.10f} "
-                              f"{Ps:18.10f} {rel:9.1e} {gm:10.1e} {gs:10.1e}  {solver}",
-                              flush=True)
+                        print(
+                            f"{name:4} {storage:7} {loss:8} {n:6d} {starts.size - 1:6d} "
+                            f"{frac:6g} {tm:9.3f} {ts:9.3f} {ts / tm:8.2f} {Pm:18.10f} "
+                            f"{Ps:18.10f} {rel:9.1e} {gm:10.1e} {gs:10.1e}  {solver}",
+                            flush=True,
+                        )
     return 0
 
 

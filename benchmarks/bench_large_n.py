@@ -49,6 +49,7 @@ compared with the exact optimum (``spicy`` on the dense bank, gap 1e-6).
 
 Prints a table; writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -83,8 +84,7 @@ def load(name: str, seed: int = 0) -> tuple[Any, np.ndarray, Any, np.ndarray]:
         tr, te = load_builtin("a9a"), load_builtin("a9a_test")
         return tr.X, tr.y, te.X, te.y
     ds = load_builtin(name)
-    X_tr, X_te, y_tr, y_te = train_test_split(ds.X, ds.y, test_size=0.2, stratify=ds.y,
-                                              random_state=seed)
+    X_tr, X_te, y_tr, y_te = train_test_split(ds.X, ds.y, test_size=0.2, stratify=ds.y, random_state=seed)
     return X_tr, y_tr, X_te, y_te
 
 
@@ -130,13 +130,16 @@ def child(method: str, name: str, args: argparse.Namespace) -> dict[str, Any]:
         pickled = pickle.dumps(clf, protocol=pickle.HIGHEST_PROTOCOL)
         out["pickle_mib"] = len(pickled) / 2**20
         fa = clf.factor_approximation_ or {}
-        out["detail"] = (f"C {clf.C_:.3g}, {clf.engine_.name if hasattr(clf.engine_, 'name') else clf.engine_}, "
-                         f"{clf.result_.status}, gap {clf.dual_gap_:.1e}, {len(clf.active_kernels_)} active, "
-                         f"rank {fa.get('total_rank', '-')}, trace left {fa.get('relative_trace_error', float('nan')):.3f}, "
-                         f"pickled {out['pickle_mib']:.1f} MiB (training data {data_mib(X_tr):.1f} MiB)")
+        out["detail"] = (
+            f"C {clf.C_:.3g}, {clf.engine_.name if hasattr(clf.engine_, 'name') else clf.engine_}, "
+            f"{clf.result_.status}, gap {clf.dual_gap_:.1e}, {len(clf.active_kernels_)} active, "
+            f"rank {fa.get('total_rank', '-')}, trace left {fa.get('relative_trace_error', float('nan')):.3f}, "
+            f"pickled {out['pickle_mib']:.1f} MiB (training data {data_mib(X_tr):.1f} MiB)"
+        )
         if args.class_weight:
-            out["detail"] += (f", solved by {clf.solved_by_}, balanced acc "
-                              f"{balanced_accuracy_score(y_te, clf.predict(X_te)):.4f}")
+            out["detail"] += (
+                f", solved by {clf.solved_by_}, balanced acc {balanced_accuracy_score(y_te, clf.predict(X_te)):.4f}"
+            )
     out["peak_mib"] = peak_mib()
     return out
 
@@ -162,16 +165,24 @@ def exact_rows(n: int) -> list[str]:
         t_fac = time.perf_counter() - t0
         Z = clf.scaler_.transform(X) if clf.scaler_ is not None else X
         kb = KernelBank.build(Z, BANK, normalize="trace", memory_budget_bytes=8 * 50 * n * n * 2)
-        pb = Problem(K=kb.K, y=np.where(y == clf.classes_[1], 1.0, -1.0), loss=clf.loss_,
-                     regularizer=clf.regularizer_, C=clf.C_, bias=True)
+        pb = Problem(
+            K=kb.K,
+            y=np.where(y == clf.classes_[1], 1.0, -1.0),
+            loss=clf.loss_,
+            regularizer=clf.regularizer_,
+            C=clf.C_,
+            bias=True,
+        )
         p_fac = primal_objective(pb, clf.result_.alpha, clf.result_.bias)
         t0 = time.perf_counter()
         ex = Spicy(tol=1e-6).solve(pb)
         t_ex = time.perf_counter() - t0
         fa = clf.factor_approximation_
-        lines.append(f"{n:6d} {rank:5d} {fa['total_rank']:6d} {fa['relative_trace_error']:9.3f} "
-                     f"{clf.result_.objective:14.6f} {p_fac:14.6f} {ex.objective:14.6f} "
-                     f"{(p_fac - ex.objective) / abs(ex.objective):10.2e} {t_fac:7.1f} {t_ex:7.1f}")
+        lines.append(
+            f"{n:6d} {rank:5d} {fa['total_rank']:6d} {fa['relative_trace_error']:9.3f} "
+            f"{clf.result_.objective:14.6f} {p_fac:14.6f} {ex.objective:14.6f} "
+            f"{(p_fac - ex.objective) / abs(ex.objective):10.2e} {t_fac:7.1f} {t_ex:7.1f}"
+        )
         del kb, pb
     return lines
 
@@ -179,36 +190,42 @@ def exact_rows(n: int) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", nargs="+", default=["a9a", "w8a"], choices=["a9a", "w8a"])
-    ap.add_argument("--methods", nargs="+", default=["svc", "svc-dense", "mklkit"],
-                    choices=["svc", "svc-dense", "mklkit"])
+    ap.add_argument(
+        "--methods", nargs="+", default=["svc", "svc-dense", "mklkit"], choices=["svc", "svc-dense", "mklkit"]
+    )
     ap.add_argument("--svc-cache-mb", type=float, default=2000.0, help="cache_size of svc-dense")
     ap.add_argument("--w8a-gamma", type=float, default=0.05)
     ap.add_argument("--tol", type=float, default=1e-3, help="relative duality gap of the mklkit solve")
     ap.add_argument("--exact-n", type=int, default=2000, help="a9a subset with the exact bank (0: none)")
-    ap.add_argument("--class-weight", choices=["balanced"], default=None,
-                    help="fit every method with class_weight='balanced'")
+    ap.add_argument(
+        "--class-weight", choices=["balanced"], default=None, help="fit every method with class_weight='balanced'"
+    )
     ap.add_argument("--child", nargs=2, metavar=("METHOD", "DATA"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child[0], args.child[1], args)))
         return 0
     here = Path(__file__).resolve()
-    passthrough = ["--svc-cache-mb", str(args.svc_cache_mb),
-                   "--w8a-gamma", str(args.w8a_gamma), "--tol", str(args.tol)]
+    passthrough = ["--svc-cache-mb", str(args.svc_cache_mb), "--w8a-gamma", str(args.w8a_gamma), "--tol", str(args.tol)]
     if args.class_weight:
         passthrough += ["--class-weight", args.class_weight]
-    print("MKLClassifier(kernels=<50 Gaussian kernels>) with its defaults against SVC(rbf, C=1): "
-          "svc on the CSR input at its defaults, svc-dense on dense input with cache_size "
-          f"{args.svc_cache_mb:g} MB; ratios to svc; each fit in its own process")
-    head = (f"{'data':>4} {'method':>9} {'N train':>8} | {'fit s':>7} {'/ SVC':>6} | {'test acc':>8} | "
-            f"{'peak MiB':>8} | detail")
+    print(
+        "MKLClassifier(kernels=<50 Gaussian kernels>) with its defaults against SVC(rbf, C=1): "
+        "svc on the CSR input at its defaults, svc-dense on dense input with cache_size "
+        f"{args.svc_cache_mb:g} MB; ratios to svc; each fit in its own process"
+    )
+    head = (
+        f"{'data':>4} {'method':>9} {'N train':>8} | {'fit s':>7} {'/ SVC':>6} | {'test acc':>8} | "
+        f"{'peak MiB':>8} | detail"
+    )
     print(head)
     print("-" * (len(head) + 60))
     for name in args.data:
         svc_s = None
         for method in args.methods:
-            proc = subprocess.run([sys.executable, str(here), "--child", method, name, *passthrough],
-                                  capture_output=True, text=True)
+            proc = subprocess.run(
+                [sys.executable, str(here), "--child", method, name, *passthrough], capture_output=True, text=True
+            )
             if proc.returncode != 0:
                 print(f"{name:>4} {method:>9} failed: {proc.stderr.strip().splitlines()[-1:]}")
                 continue
@@ -217,17 +234,23 @@ def main(argv: list[str] | None = None) -> int:
             if method == "svc":
                 svc_s = r["fit_s"]
             ratio = f"{r['fit_s'] / svc_s:6.2f}" if svc_s else f"{'-':>6}"
-            print(f"{name:>4} {method:>9} {r['n_train']:8d} | {r['fit_s']:7.1f} {ratio} | {r['acc']:8.4f} | "
-                  f"{r['peak_mib']:8.0f} | {r['detail']}")
+            print(
+                f"{name:>4} {method:>9} {r['n_train']:8d} | {r['fit_s']:7.1f} {ratio} | {r['acc']:8.4f} | "
+                f"{r['peak_mib']:8.0f} | {r['detail']}"
+            )
             if note:
                 print(f"{'':>15}stderr: {note[0][:160]}...")
             sys.stdout.flush()
     if args.exact_n:
-        print(f"\nThe factored solution on the exact problem (a9a, {args.exact_n} points, the same 50 kernels, "
-              "unit trace): objective of the factored problem, of the exact problem at the factored "
-              "solution, and the exact optimum (spicy, gap 1e-6)")
-        print(f"{'n':>6} {'rank':>5} {'R':>6} {'trace left':>9} {'P factored':>14} {'P exact(fac)':>14} "
-              f"{'P exact opt':>14} {'excess':>10} {'fit s':>7} {'exact s':>7}")
+        print(
+            f"\nThe factored solution on the exact problem (a9a, {args.exact_n} points, the same 50 kernels, "
+            "unit trace): objective of the factored problem, of the exact problem at the factored "
+            "solution, and the exact optimum (spicy, gap 1e-6)"
+        )
+        print(
+            f"{'n':>6} {'rank':>5} {'R':>6} {'trace left':>9} {'P factored':>14} {'P exact(fac)':>14} "
+            f"{'P exact opt':>14} {'excess':>10} {'fit s':>7} {'exact s':>7}"
+        )
         for line in exact_rows(args.exact_n):
             print(line)
     return 0

@@ -20,6 +20,7 @@ If the engine does not support warm starts (``engine.supports_warm_start`` is
 False), the script says so and still runs (the two columns then measure the
 same thing).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,10 @@ def bench(name: str, regularizer: str, Cs: np.ndarray, tol: float, repeats: int,
         total = time.perf_counter() - t0
         warm_t.append(path.time_s)
         bank_t.append(total - path.time_s)
-        cold = [MKLClassifier(regularizer=regularizer, tol=tol, engine=engine, C=float(C))
-                .fit_path(X, y, [C]) for C in path.Cs]
+        cold = [
+            MKLClassifier(regularizer=regularizer, tol=tol, engine=engine, C=float(C)).fit_path(X, y, [C])
+            for C in path.Cs
+        ]
         cold_t.append(sum(p.time_s for p in cold))
     assert path is not None and cold is not None
     w_obj = np.array([r[0].objective for r in path.results])
@@ -72,8 +75,7 @@ def bench(name: str, regularizer: str, Cs: np.ndarray, tol: float, repeats: int,
         "cold_it": int(sum(int(p.n_iter[0]) for p in cold)),
         "active": f"{path.n_active[0]}..{path.n_active[-1]}",
         "obj_diff": rel,
-        "unconverged": sum(not r[0].converged for r in path.results)
-        + sum(not p.results[0][0].converged for p in cold),
+        "unconverged": sum(not r[0].converged for r in path.results) + sum(not p.results[0][0].converged for p in cold),
     }
 
 
@@ -91,16 +93,22 @@ def main() -> None:
 
     engine = get_registry().create("engine", args.engine)
     if not engine.supports_warm_start:
-        print(f"NOTE: engine {args.engine!r} does not support warm starts "
-              "(supports_warm_start is False): fit_path solves every C from a cold start, "
-              "so both columns measure the same thing.")
+        print(
+            f"NOTE: engine {args.engine!r} does not support warm starts "
+            "(supports_warm_start is False): fit_path solves every C from a cold start, "
+            "so both columns measure the same thing."
+        )
     Cs = np.geomspace(args.C_max, args.C_min, args.n_C)
-    print(f"C grid: {args.n_C} values from {args.C_max:g} to {args.C_min:g} (log-spaced), "
-          f"tol={args.tol:g}, engine={args.engine}, median of {args.repeats} runs; "
-          "default kernel bank ('auto'), standardized features")
-    head = (f"{'data':<11}{'N':>5}{'M':>5}  {'regularizer':<11}{'warm_s':>8}{'cold_s':>8}"
-            f"{'speedup':>8}{'warm_e2e':>9}{'cold_e2e':>9}{'warm_it':>8}{'cold_it':>8}"
-            f"{'active':>9}{'obj_diff':>10}{'unconv':>7}")
+    print(
+        f"C grid: {args.n_C} values from {args.C_max:g} to {args.C_min:g} (log-spaced), "
+        f"tol={args.tol:g}, engine={args.engine}, median of {args.repeats} runs; "
+        "default kernel bank ('auto'), standardized features"
+    )
+    head = (
+        f"{'data':<11}{'N':>5}{'M':>5}  {'regularizer':<11}{'warm_s':>8}{'cold_s':>8}"
+        f"{'speedup':>8}{'warm_e2e':>9}{'cold_e2e':>9}{'warm_it':>8}{'cold_it':>8}"
+        f"{'active':>9}{'obj_diff':>10}{'unconv':>7}"
+    )
     print(head)
     print("-" * len(head))
     with warnings.catch_warnings():
@@ -112,15 +120,20 @@ def main() -> None:
                 except ValueError as exc:
                     print(f"{name:<11}{'':>10}  {reg:<11}skipped: {exc}")
                     continue
-                print(f"{r['data']:<11}{r['N']:>5}{r['M']:>5}  {r['reg']:<11}{r['warm_s']:>8.2f}"
-                      f"{r['cold_s']:>8.2f}{r['cold_s'] / r['warm_s']:>7.2f}x"
-                      f"{r['warm_e2e']:>9.2f}{r['cold_e2e']:>9.2f}{r['warm_it']:>8d}"
-                      f"{r['cold_it']:>8d}{r['active']:>9}{r['obj_diff']:>10.1e}"
-                      f"{r['unconverged']:>7d}", flush=True)
-    print("warm_s/cold_s: solve time of the whole path (bank excluded); *_e2e: including the "
-          "bank build(s); *_it: outer iterations summed over the path; active: kernels at the "
-          "largest..smallest C; obj_diff: max relative objective difference warm vs cold; "
-          "unconv: solves that ended unconverged (warm + cold).")
+                print(
+                    f"{r['data']:<11}{r['N']:>5}{r['M']:>5}  {r['reg']:<11}{r['warm_s']:>8.2f}"
+                    f"{r['cold_s']:>8.2f}{r['cold_s'] / r['warm_s']:>7.2f}x"
+                    f"{r['warm_e2e']:>9.2f}{r['cold_e2e']:>9.2f}{r['warm_it']:>8d}"
+                    f"{r['cold_it']:>8d}{r['active']:>9}{r['obj_diff']:>10.1e}"
+                    f"{r['unconverged']:>7d}",
+                    flush=True,
+                )
+    print(
+        "warm_s/cold_s: solve time of the whole path (bank excluded); *_e2e: including the "
+        "bank build(s); *_it: outer iterations summed over the path; active: kernels at the "
+        "largest..smallest C; obj_diff: max relative objective difference warm vs cold; "
+        "unconv: solves that ended unconverged (warm + cold)."
+    )
 
 
 if __name__ == "__main__":

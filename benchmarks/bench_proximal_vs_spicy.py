@@ -26,6 +26,7 @@ ringnorm (7400 x 20) subsets of N rows with 8 kernels on all features
 
 Prints a table; writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,7 +56,7 @@ def training_bank(name: str, seed: int) -> tuple[np.ndarray, np.ndarray, float]:
     ds = load_builtin(name)
     train, _ = train_test_split(ds, test_size=0.2, seed=seed)
     X = np.asarray(train.X, dtype=np.float64)
-    keep = X.std(axis=0) > 0          # a constant column gives a zero-trace linear kernel
+    keep = X.std(axis=0) > 0  # a constant column gives a zero-trace linear kernel
     X = Standardizer().fit(X[:, keep]).transform(X[:, keep])
     t = time.perf_counter()
     K = KernelBank.build(X, "simplemkl").K
@@ -67,9 +68,10 @@ def ringnorm_bank(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, float]:
     rows = np.random.default_rng(seed).permutation(ds.n_samples)[:n]
     X = Standardizer().fit(ds.X[rows]).transform(ds.X[rows])
     d = X.shape[1]
-    entries = [{"function": "rbf", "width": [w * math.sqrt(d) for w in (0.25, 0.5, 1, 2, 4)],
-                "features": "all"},
-               {"function": "poly", "degree": [1, 2, 3], "features": "all"}]
+    entries = [
+        {"function": "rbf", "width": [w * math.sqrt(d) for w in (0.25, 0.5, 1, 2, 4)], "features": "all"},
+        {"function": "poly", "degree": [1, 2, 3], "features": "all"},
+    ]
     t = time.perf_counter()
     K = KernelBank.build(X, entries).K
     return K, np.asarray(ds.y[rows], dtype=np.float64), time.perf_counter() - t
@@ -92,8 +94,12 @@ def run_engine(engine, problem: Problem, repeat: int, time_limit: float) -> dict
             res = engine.solve(problem, callback=lambda rec: time.perf_counter() - t > time_limit)
             wall = time.perf_counter() - t
         runs.append((res, wall))
-    out = {"status": str(runs[0][0].status), "objective": runs[0][0].objective,
-           "n_active": int(runs[0][0].active_set.size), "wall": statistics.median(w for _, w in runs)}
+    out = {
+        "status": str(runs[0][0].status),
+        "objective": runs[0][0].objective,
+        "n_active": int(runs[0][0].active_set.size),
+        "wall": statistics.median(w for _, w in runs),
+    }
     for level in LEVELS:
         its, times = [], []
         for res, _ in runs:
@@ -121,23 +127,31 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--splits", type=int, default=1, help="number of 80/20 splits (seeds 0..)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per engine (median time)")
     ap.add_argument("--tol", type=float, default=1e-6)
-    ap.add_argument("--time-limit", type=float, default=120.0,
-                    help="seconds after which a run is stopped (status 'stopped')")
+    ap.add_argument(
+        "--time-limit", type=float, default=120.0, help="seconds after which a run is stopped (status 'stopped')"
+    )
     ap.add_argument("--prox-max-iter", type=int, default=20000)
-    ap.add_argument("--ringnorm", nargs="*", type=int, default=[],
-                    help="also ringnorm subsets of these sizes with 8 kernels")
+    ap.add_argument(
+        "--ringnorm", nargs="*", type=int, default=[], help="also ringnorm subsets of these sizes with 8 kernels"
+    )
     ap.add_argument("--regs", nargs="+", default=["elasticnet", "l1"], choices=["elasticnet", "l1"])
     args = ap.parse_args(argv)
 
     regs = {"elasticnet": ElasticNet(lam=0.5), "l1": L1()}
-    engines = {"spicy": Spicy(tol=args.tol, max_iter=500),
-               "proximal": Proximal(tol=args.tol, max_iter=args.prox_max_iter)}
-    head = (f"{'data':<10} {'N':>5} {'M':>5} {'reg':<10} {'C':>6} {'engine':<8} "
-            + " ".join(f"{'gap<=' + format(lv, 'g'):>14}" for lv in LEVELS)
-            + f" {'status':<10} {'active':>6} {'objective':>14} {'wall':>8}")
-    print("iterations and seconds to reach each relative duality gap "
-          f"(median of {args.repeat}); tol = {args.tol:g}, time limit {args.time_limit:g} s",
-          flush=True)
+    engines = {
+        "spicy": Spicy(tol=args.tol, max_iter=500),
+        "proximal": Proximal(tol=args.tol, max_iter=args.prox_max_iter),
+    }
+    head = (
+        f"{'data':<10} {'N':>5} {'M':>5} {'reg':<10} {'C':>6} {'engine':<8} "
+        + " ".join(f"{'gap<=' + format(lv, 'g'):>14}" for lv in LEVELS)
+        + f" {'status':<10} {'active':>6} {'objective':>14} {'wall':>8}"
+    )
+    print(
+        "iterations and seconds to reach each relative duality gap "
+        f"(median of {args.repeat}); tol = {args.tol:g}, time limit {args.time_limit:g} s",
+        flush=True,
+    )
     print(head)
     print("-" * len(head), flush=True)
     # compile both engines once on a small problem so that no timing includes it
@@ -152,10 +166,14 @@ def main(argv: list[str] | None = None) -> None:
                 warnings.simplefilter("ignore")
                 if e.supports(warm) is None:
                     e.solve(warm)
-    sets = [(name, seed, functools.partial(training_bank, name, seed))
-            for name in args.data for seed in range(args.splits)]
-    sets += [("ringnorm", seed, functools.partial(ringnorm_bank, n, seed))
-             for n in args.ringnorm for seed in range(args.splits)]
+    sets = [
+        (name, seed, functools.partial(training_bank, name, seed)) for name in args.data for seed in range(args.splits)
+    ]
+    sets += [
+        ("ringnorm", seed, functools.partial(ringnorm_bank, n, seed))
+        for n in args.ringnorm
+        for seed in range(args.splits)
+    ]
     for name, seed, build in sets:
         K, y, t_bank = build()
         M, N = K.shape[0], K.shape[1]
@@ -165,15 +183,16 @@ def main(argv: list[str] | None = None) -> None:
                 for ename, eng in engines.items():
                     reason = eng.supports(pb)
                     if reason is not None:
-                        print(f"{name:<10} {N:>5} {M:>5} {rname:<10} {C:>6g} {ename:<8} "
-                              f"unsupported: {reason[:60]}")
+                        print(f"{name:<10} {N:>5} {M:>5} {rname:<10} {C:>6g} {ename:<8} unsupported: {reason[:60]}")
                         continue
                     r = run_engine(eng, pb, args.repeat, args.time_limit)
-                    print(f"{name:<10} {N:>5} {M:>5} {rname:<10} {C:>6g} {ename:<8} "
-                          + " ".join(fmt(r[lv]) for lv in LEVELS)
-                          + f" {r['status']:<10} {r['n_active']:>6d} {r['objective']:>14.8g}"
-                          + f" {r['wall']:>7.2f}s",
-                          flush=True)
+                    print(
+                        f"{name:<10} {N:>5} {M:>5} {rname:<10} {C:>6g} {ename:<8} "
+                        + " ".join(fmt(r[lv]) for lv in LEVELS)
+                        + f" {r['status']:<10} {r['n_active']:>6d} {r['objective']:>14.8g}"
+                        + f" {r['wall']:>7.2f}s",
+                        flush=True,
+                    )
         del K
 
 

@@ -26,6 +26,7 @@ tol 1e-2 unless ``--tol``.
 
 Prints tables; writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,9 +60,16 @@ def data(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 def entries(m: int, seed: int = 0) -> list[dict]:
     sizes = [m // 4 + (1 if i < m % 4 else 0) for i in range(4)]
-    return [{"function": "rbf", "width": "chi2", "seed": 1000 * seed + i,
-             "features": {"random_subsets": k, "size": f, "seed": 1000 * seed + i}}
-            for i, (k, f) in enumerate(zip(sizes, FRACTIONS)) if k > 0]
+    return [
+        {
+            "function": "rbf",
+            "width": "chi2",
+            "seed": 1000 * seed + i,
+            "features": {"random_subsets": k, "size": f, "seed": 1000 * seed + i},
+        }
+        for i, (k, f) in enumerate(zip(sizes, FRACTIONS))
+        if k > 0
+    ]
 
 
 def parse_bytes(text: str) -> int:
@@ -87,14 +95,15 @@ def newton_steps(res) -> int:
     steps = [h.get("newton_steps") for h in res.history]
     if steps and all(s is not None for s in steps):
         return int(sum(steps))
-    return res.iterations             # one-step method: an iteration is a Newton step
+    return res.iterations  # one-step method: an iteration is a Newton step
 
 
 def cluster(workers: int, memory_limit):
     from distributed import Client, LocalCluster
 
-    cl = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                      memory_limit=memory_limit, dashboard_address=None)
+    cl = LocalCluster(
+        n_workers=workers, threads_per_worker=1, processes=True, memory_limit=memory_limit, dashboard_address=None
+    )
     return cl, Client(cl)
 
 
@@ -106,11 +115,15 @@ def comm_part(args) -> None:
     try:
         bank = ShardedBank.build(client, X, ent)
         M, N = bank.shape[0], bank.shape[1]
-        print(f"ringnorm N = {N}, M = {M}, bank {format_bytes(8 * M * N * N)} over "
-              f"{len(bank.workers)} workers; C = {C}, tol {args.tol:g}")
-        print(f"{'problem':>9} {'it':>3} {'newton':>6} {'local s':>8} {'shard s':>8} "
-              f"{'sent/it':>10} {'recv/it':>10} {'sent/nt':>10} {'recv/nt':>10} "
-              f"{'calls/it':>8} {'max|da|':>9}")
+        print(
+            f"ringnorm N = {N}, M = {M}, bank {format_bytes(8 * M * N * N)} over "
+            f"{len(bank.workers)} workers; C = {C}, tol {args.tol:g}"
+        )
+        print(
+            f"{'problem':>9} {'it':>3} {'newton':>6} {'local s':>8} {'shard s':>8} "
+            f"{'sent/it':>10} {'recv/it':>10} {'sent/nt':>10} {'recv/nt':>10} "
+            f"{'calls/it':>8} {'max|da|':>9}"
+        )
         for pname in args.problems:
             t_loc, r_loc = solve(local, y, pname, args.tol)
             c0 = bank.comm.copy()
@@ -120,12 +133,16 @@ def comm_part(args) -> None:
             nt = max(newton_steps(r_sh), 1)
             diff = float(np.max(np.abs(r_sh.alpha - r_loc.alpha)))
             same = "" if r_sh.iterations == r_loc.iterations else f" (local {r_loc.iterations} it)"
-            print(f"{pname:>9} {r_sh.iterations:>3} {nt:>6} {t_loc:>8.3f} {t_sh:>8.3f} "
-                  f"{format_bytes(c.sent / it):>10} {format_bytes(c.received / it):>10} "
-                  f"{format_bytes(c.sent / nt):>10} {format_bytes(c.received / nt):>10} "
-                  f"{c.calls / it:>8.1f} {diff:>9.1e}{same}")
-        print(f"(for scale: one pass of M x N products {format_bytes(8 * M * N)}, "
-              f"one N x N piece {format_bytes(8 * N * N)}, the bank {format_bytes(8 * M * N * N)})")
+            print(
+                f"{pname:>9} {r_sh.iterations:>3} {nt:>6} {t_loc:>8.3f} {t_sh:>8.3f} "
+                f"{format_bytes(c.sent / it):>10} {format_bytes(c.received / it):>10} "
+                f"{format_bytes(c.sent / nt):>10} {format_bytes(c.received / nt):>10} "
+                f"{c.calls / it:>8.1f} {diff:>9.1e}{same}"
+            )
+        print(
+            f"(for scale: one pass of M x N products {format_bytes(8 * M * N)}, "
+            f"one N x N piece {format_bytes(8 * N * N)}, the bank {format_bytes(8 * M * N * N)})"
+        )
         bank.close()
     finally:
         client.close()
@@ -139,30 +156,36 @@ def big_part(args) -> None:
     cl, client = cluster(args.big_workers, limit)
     largest = None
     try:
-        print(f"\nworkers: {args.big_workers} x memory_limit {format_bytes(limit)}; N = {N}, "
-              f"{args.big_problem}, tol {args.tol:g}")
-        print(f"{'M':>6} {'M*N^2':>14} {'bank':>10} {'x limit':>7} {'per shard':>10} "
-              f"{'build s':>8} {'solve s':>8} {'it':>4}  status")
+        print(
+            f"\nworkers: {args.big_workers} x memory_limit {format_bytes(limit)}; N = {N}, "
+            f"{args.big_problem}, tol {args.tol:g}"
+        )
+        print(
+            f"{'M':>6} {'M*N^2':>14} {'bank':>10} {'x limit':>7} {'per shard':>10} "
+            f"{'build s':>8} {'solve s':>8} {'it':>4}  status"
+        )
         for f in args.factors:
             M = max(1, int(f * limit / (8.0 * N * N)))
             ent = entries(M, seed=1)
             size = 8 * M * N * N
-            client.restart()                  # every size on fresh workers
+            client.restart()  # every size on fresh workers
             one = sorted(client.scheduler_info()["workers"])[:1]
             single = f"the bank is below one worker's memory_limit ({format_bytes(limit)})"
             if size > limit:
                 try:
                     ShardedBank.build(client, X, ent, workers=one).close()
                     single = "one worker took it"
-                except BankError as exc:     # refused before anything is built
+                except BankError as exc:  # refused before anything is built
                     single = "one worker refuses it: " + str(exc).split(";")[0]
             t0 = time.perf_counter()
             try:
                 bank = ShardedBank.build(client, X, ent)
             except (BankError, ShardLostError, Exception) as exc:  # noqa: BLE001 - reported
-                print(f"{M:>6} {M * N * N:>14,d} {format_bytes(size):>10} {size / limit:>7.2f} "
-                      f"{'':>10} {'':>8} {'':>8} {'':>4}  build failed: {type(exc).__name__}: "
-                      f"{' '.join(str(exc).split())[:160]}")
+                print(
+                    f"{M:>6} {M * N * N:>14,d} {format_bytes(size):>10} {size / limit:>7.2f} "
+                    f"{'':>10} {'':>8} {'':>8} {'':>4}  build failed: {type(exc).__name__}: "
+                    f"{' '.join(str(exc).split())[:160]}"
+                )
                 break
             t_build = time.perf_counter() - t0
             shard = max(i["nbytes"] for i in bank.shard_info())
@@ -170,23 +193,29 @@ def big_part(args) -> None:
                 t_solve, res = solve(bank, y, args.big_problem, args.tol)
                 status = res.status.value if hasattr(res.status, "value") else str(res.status)
                 ok = math.isfinite(res.objective)
-                print(f"{M:>6} {M * N * N:>14,d} {format_bytes(size):>10} {size / limit:>7.2f} "
-                      f"{format_bytes(shard):>10} {t_build:>8.1f} {t_solve:>8.1f} "
-                      f"{res.iterations:>4}  {status}, gap {res.gap:.1e}")
+                print(
+                    f"{M:>6} {M * N * N:>14,d} {format_bytes(size):>10} {size / limit:>7.2f} "
+                    f"{format_bytes(shard):>10} {t_build:>8.1f} {t_solve:>8.1f} "
+                    f"{res.iterations:>4}  {status}, gap {res.gap:.1e}"
+                )
                 print(f"{'':>6} {single}")
                 if ok:
                     largest = (M, size)
             except ShardLostError as exc:
-                print(f"{M:>6} {M * N * N:>14,d} {format_bytes(size):>10} {size / limit:>7.2f} "
-                      f"{format_bytes(shard):>10} {t_build:>8.1f} {'':>8} {'':>4}  lost: "
-                      f"{' '.join(str(exc).split())[:160]}")
+                print(
+                    f"{M:>6} {M * N * N:>14,d} {format_bytes(size):>10} {size / limit:>7.2f} "
+                    f"{format_bytes(shard):>10} {t_build:>8.1f} {'':>8} {'':>4}  lost: "
+                    f"{' '.join(str(exc).split())[:160]}"
+                )
                 break
             finally:
                 bank.close()
         if largest is not None:
             M, size = largest
-            print(f"largest M*N^2 handled: {M * N * N:,d} (M = {M}, N = {N}; {format_bytes(size)}, "
-                  f"{size / limit:.2f} x one worker's memory_limit)")
+            print(
+                f"largest M*N^2 handled: {M * N * N:,d} (M = {M}, N = {N}; {format_bytes(size)}, "
+                f"{size / limit:.2f} x one worker's memory_limit)"
+            )
         else:
             print("no bank was built and solved")
     finally:
@@ -205,8 +234,13 @@ def main() -> None:
     ap.add_argument("--big-n", type=int, default=1500, help="training points (part 2)")
     ap.add_argument("--big-workers", type=int, default=4, help="workers (part 2)")
     ap.add_argument("--big-problem", default="l1-logit", choices=list(PROBLEMS))
-    ap.add_argument("--factors", type=float, nargs="+", default=[0.5, 1.25, 1.5, 2.0],
-                    help="bank size in units of one worker's memory_limit (part 2)")
+    ap.add_argument(
+        "--factors",
+        type=float,
+        nargs="+",
+        default=[0.5, 1.25, 1.5, 2.0],
+        help="bank size in units of one worker's memory_limit (part 2)",
+    )
     ap.add_argument("--skip-comm", action="store_true")
     ap.add_argument("--skip-big", action="store_true")
     args = ap.parse_args()

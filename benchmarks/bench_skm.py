@@ -29,6 +29,7 @@ Run (the numbers depend on the machine; use ``nice`` on a shared one)::
     python benchmarks/bench_skm.py --quick     # small sizes, a few minutes
     python benchmarks/bench_skm.py             # the paper's sizes
 """
+
 from __future__ import annotations
 
 import argparse
@@ -98,12 +99,20 @@ def run_case(K: np.ndarray, y: np.ndarray, conic: bool, repeat: int = 1, **optio
             warnings.simplefilter("ignore", ConvergenceWarning)
             res = SkmSMO(**options).solve(pb)
         times.append(time.perf_counter() - t0)
-    row = {"time": float(np.min(times)), "status": str(res.status), "steps": res.iterations,
-           "stages": len(res.history), "distinct": int(res.history[0]["n_points_in_loop"]),
-           "active": int(np.sum(res.kernel_weights > 0)),
-           "gap": res.gap, "eps1n": res.history[-1]["eps1_per_n"],
-           "eps2": res.history[-1]["eps2"], "conic": float("nan"), "rel": float("nan"),
-           "weights": "LP" if res.history[-1].get("weights_from") == "lp" else "eta~"}
+    row = {
+        "time": float(np.min(times)),
+        "status": str(res.status),
+        "steps": res.iterations,
+        "stages": len(res.history),
+        "distinct": int(res.history[0]["n_points_in_loop"]),
+        "active": int(np.sum(res.kernel_weights > 0)),
+        "gap": res.gap,
+        "eps1n": res.history[-1]["eps1_per_n"],
+        "eps2": res.history[-1]["eps2"],
+        "conic": float("nan"),
+        "rel": float("nan"),
+        "weights": "LP" if res.history[-1].get("weights_from") == "lp" else "eta~",
+    }
     if conic:
         tc, val = conic_time(K, y, 1.0)
         row["conic"] = tc
@@ -118,14 +127,18 @@ def slope(xs: list[float], ts: list[float]) -> float:
 
 def table(title: str, key: str, rows: list[tuple[int, dict]]) -> None:
     print(f"\n{title}")
-    print(f"{key:>6} {'distinct':>8} {'SMO s':>8} {'steps':>9} {'stages':>6} {'active':>6} "
-          f"{'gap':>9} "
-          f"{'eps1/n':>9} {'eps2':>9} {'eta':>4} {'Clarabel s':>10} {'rel diff':>9} status")
+    print(
+        f"{key:>6} {'distinct':>8} {'SMO s':>8} {'steps':>9} {'stages':>6} {'active':>6} "
+        f"{'gap':>9} "
+        f"{'eps1/n':>9} {'eps2':>9} {'eta':>4} {'Clarabel s':>10} {'rel diff':>9} status"
+    )
     for x, r in rows:
-        print(f"{x:>6d} {r['distinct']:>8d} {r['time']:>8.3f} {r['steps']:>9d} {r['stages']:>6d} "
-              f"{r['active']:>6d} "
-              f"{r['gap']:>9.2e} {r['eps1n']:>9.2e} {r['eps2']:>9.2e} {r['weights']:>4} "
-              f"{r['conic']:>10.2f} {r['rel']:>9.1e} {r['status']}")
+        print(
+            f"{x:>6d} {r['distinct']:>8d} {r['time']:>8.3f} {r['steps']:>9d} {r['stages']:>6d} "
+            f"{r['active']:>6d} "
+            f"{r['gap']:>9.2e} {r['eps1n']:>9.2e} {r['eps2']:>9.2e} {r['weights']:>4} "
+            f"{r['conic']:>10.2f} {r['rel']:>9.1e} {r['status']}"
+        )
     xs = [x for x, _ in rows]
     print(f"fitted exponent ({key}): SMO {slope(xs, [r['time'] for _, r in rows]):.2f}", end="")
     cx = [(x, r["conic"]) for x, r in rows if np.isfinite(r["conic"])]
@@ -150,22 +163,31 @@ def warm_up() -> None:
     Xa, ya = a9a(300)  # identical points: the merged path
     run_case(gaussian_bank(Xa, 2, 12), ya, False)
     pts = np.arange(4, dtype=np.int64)
-    _smo.sync_precomputed_parallel(np.ones((2, 4, 4)), pts, np.ones(4), pts, 4, False,
-                                   np.zeros((2, 4)))
+    _smo.sync_precomputed_parallel(np.ones((2, 4, 4)), pts, np.ones(4), pts, 4, False, np.zeros((2, 4)))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes only")
-    ap.add_argument("--conic-max", type=float, default=None,
-                    help="largest m n^2 solved by cvxpy + Clarabel (default 2e6, quick 1e6)")
+    ap.add_argument(
+        "--conic-max",
+        type=float,
+        default=None,
+        help="largest m n^2 solved by cvxpy + Clarabel (default 2e6, quick 1e6)",
+    )
     ap.add_argument("--sets", nargs="+", default=["ionosphere", "wbc", "adult"])
     ap.add_argument("--repeat", type=int, default=5, help="timed solves per case (the fastest)")
-    ap.add_argument("--adult-seeds", type=int, nargs="+", default=[0, 1, 2],
-                    help="random orders of a9a whose nested subsets are timed (the step counts, "
-                         "and so the fitted exponent, vary with the data)")
-    ap.add_argument("--no-merge", action="store_true",
-                    help="solve on all points (merge_identical=False), for comparison")
+    ap.add_argument(
+        "--adult-seeds",
+        type=int,
+        nargs="+",
+        default=[0, 1, 2],
+        help="random orders of a9a whose nested subsets are timed (the step counts, "
+        "and so the fitted exponent, vary with the data)",
+    )
+    ap.add_argument(
+        "--no-merge", action="store_true", help="solve on all points (merge_identical=False), for comparison"
+    )
     args = ap.parse_args()
     conic_max = args.conic_max if args.conic_max is not None else (1e6 if args.quick else 2e6)
     opts = {"merge_identical": False} if args.no_merge else {}
@@ -195,13 +217,14 @@ def main() -> None:
                 conic = seed == args.adult_seeds[0] and 4 * n * n <= conic_max
                 rows.append((n, run_case(K, ya[:n], conic, args.repeat, **opts)))
                 del K
-            table(f"adult (a9a nested subsets, order seed {seed}), m = 4: time against n", "n",
-                  rows)
+            table(f"adult (a9a nested subsets, order seed {seed}), m = 4: time against n", "n", rows)
             slopes.append(slope([x for x, _ in rows], [r["time"] for _, r in rows]))
         if len(slopes) > 1:
-            print(f"\nadult: fitted exponents (n) over {len(slopes)} orders of the points: "
-                  + ", ".join(f"{s:.2f}" for s in slopes)
-                  + f"; mean {np.mean(slopes):.2f}, median {np.median(slopes):.2f}")
+            print(
+                f"\nadult: fitted exponents (n) over {len(slopes)} orders of the points: "
+                + ", ".join(f"{s:.2f}" for s in slopes)
+                + f"; mean {np.mean(slopes):.2f}, median {np.median(slopes):.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ Run::
     python benchmarks/bench_smo_kernels.py --quick         # up to 1e3 / 1e4
     python benchmarks/bench_smo_kernels.py --precomputed 1000 10000 --on-the-fly --p 1.33
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,8 +75,7 @@ def solve(engine, problem):
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--precomputed", nargs="*", type=int, default=[100, 1000, 3000, 10000])
-    ap.add_argument("--on-the-fly", nargs="*", type=int, default=[1000, 10000, 100000],
-                    dest="fly")
+    ap.add_argument("--on-the-fly", nargs="*", type=int, default=[1000, 10000, 100000], dest="fly")
     ap.add_argument("--p", nargs="+", type=float, default=[1.33, 2.0])
     ap.add_argument("--tol", type=float, default=1e-3)
     ap.add_argument("--cache-mb", type=float, default=512.0)
@@ -93,11 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     hinge = reg.create("loss", "hinge")
     C = 1.0 / C_PAPER
     engine = reg.create("engine", {"name": "smo_mkl", "tol": args.tol, "cache_mb": args.cache_mb})
-    print(f"Sonar N = {X.shape[0]}, D = {X.shape[1]}; Gaussian kernels on random {SUBSET}-feature "
-          f"subsets x {WIDTHS_PER_SUBSET} random widths, unit trace; hinge, C_paper = {C_PAPER:g}, "
-          f"lambda = {LAM:g}, tol = {args.tol:g}")
-    header = (f"{'kernels':>8} {'M':>7} {'p':>5} | {'time (s)':>9} {'cpu (s)':>8} {'steps':>6} "
-              f"{'rows':>6} {'gap':>8} {'status':>9} | {'build (s)':>9} {'memory':>9}")
+    print(
+        f"Sonar N = {X.shape[0]}, D = {X.shape[1]}; Gaussian kernels on random {SUBSET}-feature "
+        f"subsets x {WIDTHS_PER_SUBSET} random widths, unit trace; hinge, C_paper = {C_PAPER:g}, "
+        f"lambda = {LAM:g}, tol = {args.tol:g}"
+    )
+    header = (
+        f"{'kernels':>8} {'M':>7} {'p':>5} | {'time (s)':>9} {'cpu (s)':>8} {'steps':>6} "
+        f"{'rows':>6} {'gap':>8} {'status':>9} | {'build (s)':>9} {'memory':>9}"
+    )
     for mode, Ms in (("precomputed", args.precomputed), ("on the fly", args.fly)):
         if not Ms:
             continue
@@ -111,11 +115,12 @@ def main(argv: list[str] | None = None) -> int:
             if mode == "precomputed":
                 need = 8 * M * X.shape[0] ** 2
                 if need > args.memory_gb * 2**30:
-                    print(f"{mode:>8} {M:>7}: skipped, the bank needs {format_bytes(need)} "
-                          f"(> --memory-gb {args.memory_gb:g})")
+                    print(
+                        f"{mode:>8} {M:>7}: skipped, the bank needs {format_bytes(need)} "
+                        f"(> --memory-gb {args.memory_gb:g})"
+                    )
                     continue
-                bank = KernelBank.build(X, entries, normalize="trace",
-                                        memory_budget_bytes=int(args.memory_gb * 2**30))
+                bank = KernelBank.build(X, entries, normalize="trace", memory_budget_bytes=int(args.memory_gb * 2**30))
                 build = time.perf_counter() - t0
                 memory = format_bytes(bank.nbytes)
                 make = lambda regp: Problem(K=bank.K, y=y, loss=hinge, regularizer=regp, C=C)  # noqa: E731
@@ -130,23 +135,26 @@ def main(argv: list[str] | None = None) -> int:
                 r, wall, cpu = solve(engine, make(regp))
                 times[p].append((Mreal, wall))
                 rows = r.history[-1]["cache_misses"] if mode != "precomputed" else 0
-                print(f"{mode[:8]:>8} {Mreal:>7} {p:5.2f} | {wall:9.2f} {cpu:8.2f} {r.iterations:6d} "
-                      f"{rows:6d} {r.gap:8.1e} {str(r.status):>9} | {build:9.2f} {memory:>9}")
+                print(
+                    f"{mode[:8]:>8} {Mreal:>7} {p:5.2f} | {wall:9.2f} {cpu:8.2f} {r.iterations:6d} "
+                    f"{rows:6d} {r.gap:8.1e} {str(r.status):>9} | {build:9.2f} {memory:>9}"
+                )
                 sys.stdout.flush()
                 if args.spicy and mode == "precomputed" and p == 2.0:
                     spicy = reg.create("engine", {"name": "spicy", "tol": args.tol})
                     lq = reg.create("regularizer", {"name": "lq", "q": 4.0 / 3.0})
-                    prob = Problem(K=bank.K, y=y, loss=hinge, regularizer=lq,
-                                   C=C * (2.0 * LAM) ** (1.0 / 3.0))
+                    prob = Problem(K=bank.K, y=y, loss=hinge, regularizer=lq, C=C * (2.0 * LAM) ** (1.0 / 3.0))
                     why = spicy.supports(prob)
                     if why is not None:
                         print(f"{'spicy':>8} {Mreal:>7} {p:5.2f} | not supported: {why}")
                     else:
                         r2, wall2, cpu2 = solve(spicy, prob)
                         diff = abs(r2.objective - r.objective) / abs(r.objective)
-                        print(f"{'spicy':>8} {Mreal:>7} {p:5.2f} | {wall2:9.2f} {cpu2:8.2f} "
-                              f"{r2.iterations:6d} {'':>6} {r2.gap:8.1e} {str(r2.status):>9} | "
-                              f"objective differs by {diff:.1e} (relative)")
+                        print(
+                            f"{'spicy':>8} {Mreal:>7} {p:5.2f} | {wall2:9.2f} {cpu2:8.2f} "
+                            f"{r2.iterations:6d} {'':>6} {r2.gap:8.1e} {str(r2.status):>9} | "
+                            f"objective differs by {diff:.1e} (relative)"
+                        )
                     sys.stdout.flush()
             if mode == "precomputed":
                 del bank

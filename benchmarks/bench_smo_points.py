@@ -24,6 +24,7 @@ Run::
     python benchmarks/bench_smo_points.py --sets w8a --max-n 49749  # the full Web set
     python benchmarks/bench_smo_points.py --sets a9a --p 1.33 2
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,14 +41,11 @@ from mklkit_smo import FeatureKernels
 
 C_PAPER = 1.0
 LAM = 1.0
-SIZES = {"a9a": [1000, 2000, 4000, 8000, 16000, 32561],
-         "w8a": [1000, 2000, 4000, 8000, 16000, 32000, 49749]}
+SIZES = {"a9a": [1000, 2000, 4000, 8000, 16000, 32561], "w8a": [1000, 2000, 4000, 8000, 16000, 32000, 49749]}
 N_TEST = 4000
 BANK = [
-    {"function": "rbf", "width": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0],
-     "features": "all"},
-    {"function": "rbf", "width": "chi2", "features": {"random_subsets": 40, "size": 0.1, "seed": 0},
-     "seed": 1},
+    {"function": "rbf", "width": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0], "features": "all"},
+    {"function": "rbf", "width": "chi2", "features": {"random_subsets": 40, "size": 0.1, "seed": 0}, "seed": 1},
 ]
 
 
@@ -70,9 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     reg = get_registry()
     hinge = reg.create("loss", "hinge")
     engine = reg.create("engine", {"name": "smo_mkl", "tol": args.tol, "cache_mb": args.cache_mb})
-    print(f"50 Gaussian kernels on the fly (10 on all features, 40 on random 10 % subsets), unit "
-          f"diagonal; hinge, C_paper = {C_PAPER:g}, lambda = {LAM:g}, tol = {args.tol:g}, "
-          f"cache {args.cache_mb:g} MiB")
+    print(
+        f"50 Gaussian kernels on the fly (10 on all features, 40 on random 10 % subsets), unit "
+        f"diagonal; hinge, C_paper = {C_PAPER:g}, lambda = {LAM:g}, tol = {args.tol:g}, "
+        f"cache {args.cache_mb:g} MiB"
+    )
     for name in args.sets:
         ds = load_builtin(name)
         rng = np.random.default_rng(0)
@@ -89,8 +89,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_n is not None:
             sizes = [n for n in sizes if n <= args.max_n]
         print()
-        head = (f"{name:>4} {'n':>6} {'p':>5} | {'time (s)':>9} {'cpu (s)':>9} {'steps':>7} "
-                f"{'rows':>7} {'SVs':>6} {'gap':>8} {'status':>9} | {'test acc':>8}")
+        head = (
+            f"{name:>4} {'n':>6} {'p':>5} | {'time (s)':>9} {'cpu (s)':>9} {'steps':>7} "
+            f"{'rows':>7} {'SVs':>6} {'gap':>8} {'status':>9} | {'test acc':>8}"
+        )
         print(head)
         print("-" * len(head))
         runs: dict[float, list[tuple[int, float]]] = {p: [] for p in args.p}
@@ -107,17 +109,25 @@ def main(argv: list[str] | None = None) -> int:
                     r = engine.solve(src.problem(y, hinge, regp, 1.0 / C_PAPER))
                     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
                 runs[p].append((n, wall))
-                acc = "-" if overlap else f"{100 * np.mean(np.where(src.decision_function(r, Xte) >= 0, 1, -1) == yte):.2f}"
+                acc = (
+                    "-"
+                    if overlap
+                    else f"{100 * np.mean(np.where(src.decision_function(r, Xte) >= 0, 1, -1) == yte):.2f}"
+                )
                 last = r.history[-1]
-                print(f"{name:>4} {n:6d} {p:5.2f} | {wall:9.1f} {cpu:9.1f} {r.iterations:7d} "
-                      f"{last['cache_misses']:7d} {last['n_sv']:6d} {r.gap:8.1e} {str(r.status):>9} | "
-                      f"{acc:>8}")
+                print(
+                    f"{name:>4} {n:6d} {p:5.2f} | {wall:9.1f} {cpu:9.1f} {r.iterations:7d} "
+                    f"{last['cache_misses']:7d} {last['n_sv']:6d} {r.gap:8.1e} {str(r.status):>9} | "
+                    f"{acc:>8}"
+                )
                 sys.stdout.flush()
         for p in args.p:
             if len(runs[p]) >= 2:
                 ns, ts = zip(*runs[p])
-                print(f"  {name}, p = {p:g}: time ~ n^{fit_exponent(list(ns), list(ts)):.2f} "
-                      f"(fit over n = {ns[0]}..{ns[-1]})")
+                print(
+                    f"  {name}, p = {p:g}: time ~ n^{fit_exponent(list(ns), list(ts)):.2f} "
+                    f"(fit over n = {ns[0]}..{ns[-1]})"
+                )
     return 0
 
 

@@ -29,6 +29,7 @@ size of the Gram bank.
 
 Prints tables; writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,9 +71,16 @@ def bank(name: str, n: int, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     keep = X.std(axis=0) > 0
     X = Standardizer().fit(X[:, keep]).transform(X[:, keep])
     sizes = [m // 4 + (1 if i < m % 4 else 0) for i in range(4)]
-    entries = [{"function": "rbf", "width": "chi2", "seed": 1000 * seed + i,
-                "features": {"random_subsets": k, "size": f, "seed": 1000 * seed + i}}
-               for i, (k, f) in enumerate(zip(sizes, FRACTIONS)) if k > 0]
+    entries = [
+        {
+            "function": "rbf",
+            "width": "chi2",
+            "seed": 1000 * seed + i,
+            "features": {"random_subsets": k, "size": f, "seed": 1000 * seed + i},
+        }
+        for i, (k, f) in enumerate(zip(sizes, FRACTIONS))
+        if k > 0
+    ]
     K = KernelBank.build(X, entries, progress=False, memory_budget_bytes=8 * 2**30).K
     return K, np.asarray(ds.y, dtype=np.float64)[rows]
 
@@ -142,8 +150,10 @@ def slope(xs, ts) -> float:
 
 
 def sweep(name, what, grid, fixed, problems, repeat):
-    print(f"\n{name}: time against {what} ({'N' if what == 'M' else 'M'} = {fixed}), "
-          f"C = {C}, tol 1e-2, median of {repeat}")
+    print(
+        f"\n{name}: time against {what} ({'N' if what == 'M' else 'M'} = {fixed}), "
+        f"C = {C}, tol 1e-2, median of {repeat}"
+    )
     print(f"{what:>6}  " + "".join(f"{p + ' s':>12}{'it':>5}{'act':>6}" for p in problems))
     times = {p: [] for p in problems}
     for v in grid:
@@ -160,8 +170,10 @@ def sweep(name, what, grid, fixed, problems, repeat):
             t = statistics.median(x[0] for x in runs[p])
             times[p].append(t)
             conv = "" if all(x[3] for x in runs[p]) else "!"
-            cols.append(f"{t:>11.3f}{conv or ' '}{statistics.median(x[1] for x in runs[p]):>5g}"
-                        f"{statistics.median(x[2] for x in runs[p]):>6g}")
+            cols.append(
+                f"{t:>11.3f}{conv or ' '}{statistics.median(x[1] for x in runs[p]):>5g}"
+                f"{statistics.median(x[2] for x in runs[p]):>6g}"
+            )
         print(f"{v:>6}  " + "".join(cols), flush=True)
     print(f"{'slope':>6}  " + "".join(f"{slope(grid, times[p]):>12.2f}{'':>11}" for p in problems))
     return times
@@ -176,15 +188,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-m", type=int, default=None, help="cap the sweep over M")
     ap.add_argument("--max-n", type=int, default=None, help="cap the sweep over N")
     ap.add_argument("--skip-n", action="store_true", help="only the sweep over M")
-    ap.add_argument("--skip-target", action="store_true",
-                    help="skip the M = 3000, N = 200 time and memory measurement")
+    ap.add_argument("--skip-target", action="store_true", help="skip the M = 3000, N = 200 time and memory measurement")
     args = ap.parse_args(argv)
     max_m = 1000 if args.quick else args.max_m
     max_n = 1000 if args.quick else args.max_n
     m_grid = [m for m in M_GRID if max_m is None or m <= max_m]
     n_grid = [n for n in N_GRID if max_n is None or n <= max_n]
     print("SpicyMKL §6.2 scaling; '!' marks a median over runs that did not all converge")
-    K, y = bank(args.data[0], 60, 8, 99)            # load the cached jitted code once
+    K, y = bank(args.data[0], 60, 8, 99)  # load the cached jitted code once
     for p in args.problems:
         solve(K, y, p)
     for name in args.data:
@@ -202,10 +213,13 @@ def main(argv: list[str] | None = None) -> None:
             ts.append(t)
             peaks.append(max(rss, traced))
             mib = K.nbytes / 2**20
-            print(f"  run {r}: {t:.3f} s, {res.iterations} outer iterations, "
-                  f"gap {res.gap:.2e}; extra memory during the solve: resident "
-                  f"{rss / 2**20:.1f} MiB, traced {traced / 2**20:.1f} MiB; bank {mib:.0f} MiB; "
-                  f"peak {(K.nbytes + max(rss, traced)) / K.nbytes:.3f} x the bank", flush=True)
+            print(
+                f"  run {r}: {t:.3f} s, {res.iterations} outer iterations, "
+                f"gap {res.gap:.2e}; extra memory during the solve: resident "
+                f"{rss / 2**20:.1f} MiB, traced {traced / 2**20:.1f} MiB; bank {mib:.0f} MiB; "
+                f"peak {(K.nbytes + max(rss, traced)) / K.nbytes:.3f} x the bank",
+                flush=True,
+            )
             del K
         print(f"  median time {statistics.median(ts):.3f} s")
 

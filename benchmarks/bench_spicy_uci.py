@@ -23,6 +23,7 @@ outer iterations of SpicyMKL in the paper's Table 4.
 
 Prints a table; writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,7 +68,7 @@ def split_banks(name: str, seed: int):
     train, test = train_test_split(ds, test_size=0.2, seed=seed)
     Xtr = np.asarray(train.X, dtype=np.float64)
     Xte = np.asarray(test.X, dtype=np.float64)
-    keep = Xtr.std(axis=0) > 0          # a constant column gives a zero-trace kernel
+    keep = Xtr.std(axis=0) > 0  # a constant column gives a zero-trace kernel
     sc = Standardizer().fit(Xtr[:, keep])
     Xtr, Xte = sc.transform(Xtr[:, keep]), sc.transform(Xte[:, keep])
     bank = KernelBank.build(Xtr, "simplemkl", progress=False)
@@ -100,20 +101,29 @@ def main(argv: list[str] | None = None) -> None:
                         res = engine.solve(pb)
                     t = time.perf_counter() - t0
                     acc = float(np.mean(np.sign(res.decision_function(Kte)) == yte))
-                    runs.setdefault((pname, C), []).append(
-                        (t, acc, res.active_set.size, res.iterations, res.converged))
+                    runs.setdefault((pname, C), []).append((t, acc, res.active_set.size, res.iterations, res.converged))
             del K, Kte
         for pname in args.problems:
             for i, C in enumerate(CS):
                 r = runs[(pname, C)]
                 loss = "hinge" if pname.endswith("hinge") else "logistic"
                 paper = TABLE4[name][loss][i] if pname.startswith("l1") else None
-                rows.append((name, M, N, pname, C,
-                             statistics.median(x[0] for x in r),
-                             statistics.mean(x[1] for x in r),
-                             statistics.mean(x[2] for x in r),
-                             statistics.mean(x[3] for x in r),
-                             paper, sum(x[4] for x in r), len(r)))
+                rows.append(
+                    (
+                        name,
+                        M,
+                        N,
+                        pname,
+                        C,
+                        statistics.median(x[0] for x in r),
+                        statistics.mean(x[1] for x in r),
+                        statistics.mean(x[2] for x in r),
+                        statistics.mean(x[3] for x in r),
+                        paper,
+                        sum(x[4] for x in r),
+                        len(r),
+                    )
+                )
         print_table(rows, args)
         rows.clear()
 
@@ -124,15 +134,21 @@ _HEADER_PRINTED = False
 def print_table(rows, args) -> None:
     global _HEADER_PRINTED
     if not _HEADER_PRINTED:
-        print(f"SpicyMKL §6.1, simplemkl bank, unit trace, tol {args.tol:g}, "
-              f"{args.splits} split(s); time = median solver seconds, acc/active/iter = means")
-        print(f"{'data':<11}{'M':>5}{'N':>5}  {'problem':<9}{'C':>7}{'time s':>9}{'acc':>7}"
-              f"{'active':>8}{'iter':>7}{'Table4':>8}  conv")
+        print(
+            f"SpicyMKL §6.1, simplemkl bank, unit trace, tol {args.tol:g}, "
+            f"{args.splits} split(s); time = median solver seconds, acc/active/iter = means"
+        )
+        print(
+            f"{'data':<11}{'M':>5}{'N':>5}  {'problem':<9}{'C':>7}{'time s':>9}{'acc':>7}"
+            f"{'active':>8}{'iter':>7}{'Table4':>8}  conv"
+        )
         _HEADER_PRINTED = True
-    for (name, M, N, pname, C, t, acc, act, it, paper, conv, n) in rows:
+    for name, M, N, pname, C, t, acc, act, it, paper, conv, n in rows:
         ref = f"{paper:8.1f}" if paper is not None else f"{'-':>8}"
-        print(f"{name:<11}{M:>5}{N:>5}  {pname:<9}{C:>7g}{t:>9.3f}{acc:>7.3f}{act:>8.1f}"
-              f"{it:>7.1f}{ref}  {conv}/{n}", flush=True)
+        print(
+            f"{name:<11}{M:>5}{N:>5}  {pname:<9}{C:>7g}{t:>9.3f}{acc:>7.3f}{act:>8.1f}{it:>7.1f}{ref}  {conv}/{n}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

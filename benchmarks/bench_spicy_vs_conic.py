@@ -21,6 +21,7 @@ The objectives are compared at the end.
 
 Prints a table; writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,7 +53,7 @@ C = 0.05
 def conic(K: np.ndarray, y: np.ndarray, loss: str):
     """Factorization, compilation and Clarabel times, objective, status, mean factor rank."""
     t0 = time.perf_counter()
-    with threadpool_limits(1, user_api="blas"):   # many small eigendecompositions
+    with threadpool_limits(1, user_api="blas"):  # many small eigendecompositions
         factors = factor_bank(K, 1e-9)
     t_fac = time.perf_counter() - t0
     betas = [cp.Variable(L.shape[1]) for L, _ in factors]
@@ -67,8 +68,7 @@ def conic(K: np.ndarray, y: np.ndarray, loss: str):
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-8, tol_gap_rel=1e-8, tol_feas=1e-8,
-                   max_iter=500)
+        prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-8, tol_gap_rel=1e-8, tol_feas=1e-8, max_iter=500)
     t_total = time.perf_counter() - t0
     t_solve = float(prob.solver_stats.solve_time or 0.0)
     rank = float(np.mean([L.shape[1] for L, _ in factors]))
@@ -76,8 +76,7 @@ def conic(K: np.ndarray, y: np.ndarray, loss: str):
 
 
 def spicy(K, y, loss: str, tol: float) -> tuple[float, float, int]:
-    pb = Problem(K=K, y=y, loss=Logistic() if loss == "logistic" else Hinge(),
-                 regularizer=L1(), C=C)
+    pb = Problem(K=K, y=y, loss=Logistic() if loss == "logistic" else Hinge(), regularizer=L1(), C=C)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -94,12 +93,14 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     ms = [m for m in args.ms if args.max_m is None or m <= args.max_m]
     print(f"ringnorm, N = 200, block 1-norm, {args.loss} loss, C = {C}")
-    print(f"{'M':>5}{'rank':>7}{'factor s':>10}{'cvxpy s':>9}{'Clarabel s':>11}"
-          f"{'spicy@1e-2':>12}{'spicy@1e-6':>12}{'ratio@1e-2':>12}{'ratio@1e-6':>12}"
-          f"{'rel. obj diff':>15}  status")
+    print(
+        f"{'M':>5}{'rank':>7}{'factor s':>10}{'cvxpy s':>9}{'Clarabel s':>11}"
+        f"{'spicy@1e-2':>12}{'spicy@1e-6':>12}{'ratio@1e-2':>12}{'ratio@1e-6':>12}"
+        f"{'rel. obj diff':>15}  status"
+    )
     for M in ms:
         K, y = bank("ringnorm", 200, M, 0)
-        spicy(K, y, args.loss, 1e-2)                       # compile / warm the caches
+        spicy(K, y, args.loss, 1e-2)  # compile / warm the caches
         s2 = [spicy(K, y, args.loss, 1e-2) for _ in range(args.repeat)]
         s6 = [spicy(K, y, args.loss, 1e-6) for _ in range(args.repeat)]
         t2 = statistics.median(x[0] for x in s2)
@@ -107,8 +108,11 @@ def main(argv: list[str] | None = None) -> None:
         t_fac, t_cvx, t_cl, obj, status, rank = conic(K, y, args.loss)
         total = t_fac + t_cvx + t_cl
         diff = (s6[0][1] - obj) / abs(obj)
-        print(f"{M:>5}{rank:>7.0f}{t_fac:>10.2f}{t_cvx:>9.2f}{t_cl:>11.2f}{t2:>12.3f}{t6:>12.3f}"
-              f"{total / t2:>12.0f}{total / t6:>12.0f}{diff:>15.2e}  {status}", flush=True)
+        print(
+            f"{M:>5}{rank:>7.0f}{t_fac:>10.2f}{t_cvx:>9.2f}{t_cl:>11.2f}{t2:>12.3f}{t6:>12.3f}"
+            f"{total / t2:>12.0f}{total / t6:>12.0f}{diff:>15.2e}  {status}",
+            flush=True,
+        )
         del K
 
 

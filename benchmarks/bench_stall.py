@@ -20,6 +20,7 @@ fastest engine.
 
 Prints a table; writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,7 @@ def problem(poly: bool, C: float) -> Problem:
     y = np.where(y == 1, 1.0, -1.0)
     X_tr, _, y_tr, _ = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
     X_tr = Standardizer().fit(X_tr).transform(X_tr)
-    each = ({"function": "poly", "degree": 1, "features": "each"} if poly
-            else {"function": "linear", "features": "each"})
+    each = {"function": "poly", "degree": 1, "features": "each"} if poly else {"function": "linear", "features": "each"}
     bank = KernelBank.build(X_tr, [each, {"function": "rbf", "width": [2.0, 5.0, 10.0]}])
     return Problem(K=bank.K, y=y_tr, loss=Logistic(), regularizer=L1(), C=C)
 
@@ -77,9 +77,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
     pb = problem(args.poly, args.C)
-    print(f"breast cancer, N = {pb.n_samples}, M = {pb.n_kernels} "
-          f"({'poly degree 1' if args.poly else 'linear'} per feature + 3 rbf), logistic + l1, "
-          f"C = {args.C:g}, tol = {args.tol:g}")
+    print(
+        f"breast cancer, N = {pb.n_samples}, M = {pb.n_kernels} "
+        f"({'poly degree 1' if args.poly else 'linear'} per feature + 3 rbf), logistic + l1, "
+        f"C = {args.C:g}, tol = {args.tol:g}"
+    )
     rows: list[tuple[str, float, Any]] = []
     for name, run in runners(pb, args.tol).items():
         run()  # compiles what the engine needs
@@ -95,8 +97,7 @@ def main() -> None:
     print(f"{'engine':<22}{'time s':>9}{'x fastest':>11}{'gap':>11}{'iters':>7}  status / route")
     for name, t, res in rows:
         route = res.message.split(":")[0] if name == "auto" else ""
-        print(f"{name:<22}{t:>9.2f}{t / fastest:>11.2f}{res.gap:>11.2e}{res.iterations:>7}  "
-              f"{res.status} {route}")
+        print(f"{name:<22}{t:>9.2f}{t / fastest:>11.2f}{res.gap:>11.2e}{res.iterations:>7}  {res.status} {route}")
 
 
 if __name__ == "__main__":

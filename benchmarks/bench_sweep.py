@@ -20,6 +20,7 @@ iterations, active kernels and accuracies, objectives to 1e-6 relative.
 Needs the ``dask`` extra (``pip install 'mklkit[dask]'``).  Writes nothing
 outside a temporary folder.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -97,8 +98,10 @@ def main(argv: list[str] | None = None) -> None:
             t_dask = time.perf_counter() - t0
         finally:
             cluster.close()
-        print(f"dask:         {t_dask:8.1f} s  ({len(dask.rows)} rows, {dask.backend}; "
-              f"cluster start-up {t_start:.1f} s not included)")
+        print(
+            f"dask:         {t_dask:8.1f} s  ({len(dask.rows)} rows, {dask.backend}; "
+            f"cluster start-up {t_start:.1f} s not included)"
+        )
         print(f"speed-up:     {t_serial / t_dask:8.2f} x  with {args.workers} worker processes")
         same, worst, diffs = compare(serial.rows, dask.rows)
         print(f"same numbers: {'yes' if same else 'NO'} (largest relative objective difference {worst:.1e})")
@@ -106,8 +109,10 @@ def main(argv: list[str] | None = None) -> None:
             print("  " + d)
         for s, d in zip(serial.best, dask.best):
             agree = "same" if (s.labels, s.C) == (d.labels, d.C) else f"DASK: {d.labels['loss']} C={d.C:g}"
-            print(f"best {s.dataset:12s} loss {s.labels['loss']:9s} C={s.C:<6g} validation accuracy "
-                  f"{s.mean:.4f} +- {s.std:.4f} ({agree})")
+            print(
+                f"best {s.dataset:12s} loss {s.labels['loss']:9s} C={s.C:<6g} validation accuracy "
+                f"{s.mean:.4f} +- {s.std:.4f} ({agree})"
+            )
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ MKLpy needs PyTorch: run this script with an interpreter that has CPU-only
 torch, ``cvxopt`` and ``MKLpy`` next to mklkit.  Without MKLpy, its rows are
 skipped with a note.  Prints a table; writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,20 +74,24 @@ def fit_mklkit(engine: str, K: np.ndarray, y: np.ndarray, Kte: np.ndarray, yte: 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         t0 = time.perf_counter()
-        clf = MKLClassifier("precomputed", normalize="trace", engine=engine).fit(
-            np.moveaxis(K, 0, -1), y)
+        clf = MKLClassifier("precomputed", normalize="trace", engine=engine).fit(np.moveaxis(K, 0, -1), y)
         secs = time.perf_counter() - t0
     acc = clf.score(np.moveaxis(Kte, 0, -1), yte)
     sel = getattr(clf, "C_selection_", None)
     engine_s = clf.result_.time_s + (float(np.sum(sel.times)) if sel is not None else 0.0)
     warned = sum(issubclass(w.category, ConvergenceWarning) for w in caught)
-    return {"s": secs, "acc": acc, "engine_s": engine_s, "picked": clf.solved_by_,
-            "status": str(clf.result_.status.value) + (f" ({warned} ConvergenceWarning)" if warned else ""),
-            "C": float(clf.C_), "active": int(clf.active_kernels_.size)}
+    return {
+        "s": secs,
+        "acc": acc,
+        "engine_s": engine_s,
+        "picked": clf.solved_by_,
+        "status": str(clf.result_.status.value) + (f" ({warned} ConvergenceWarning)" if warned else ""),
+        "C": float(clf.C_),
+        "active": int(clf.active_kernels_.size),
+    }
 
 
-def fit_easymkl(EasyMKL, lam: float, K: np.ndarray, y: np.ndarray, Kte: np.ndarray,
-                yte: np.ndarray) -> dict:
+def fit_easymkl(EasyMKL, lam: float, K: np.ndarray, y: np.ndarray, Kte: np.ndarray, yte: np.ndarray) -> dict:
     import torch
 
     KL = [torch.from_numpy(K[m]) for m in range(K.shape[0])]
@@ -97,8 +102,15 @@ def fit_easymkl(EasyMKL, lam: float, K: np.ndarray, y: np.ndarray, Kte: np.ndarr
     secs = time.perf_counter() - t0
     pred = np.asarray(est.predict(KLte), dtype=np.float64)
     w = np.asarray(est.solution.weights, dtype=np.float64)
-    return {"s": secs, "acc": float(np.mean(pred == yte)), "engine_s": float("nan"), "picked": "",
-            "status": "", "C": float("nan"), "active": int(np.sum(w > 1e-8 * w.max()))}
+    return {
+        "s": secs,
+        "acc": float(np.mean(pred == yte)),
+        "engine_s": float("nan"),
+        "picked": "",
+        "status": "",
+        "C": float("nan"),
+        "active": int(np.sum(w > 1e-8 * w.max())),
+    }
 
 
 def warm_up(EasyMKL, X, y, widths: list[float]) -> None:
@@ -123,6 +135,7 @@ def limit_threads(n: int, torch_too: bool) -> None:
     numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
     if torch_too:
         import torch
+
         torch.set_num_threads(n)
 
 
@@ -133,10 +146,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--splits", type=int, default=1, help="training subsets (seeds 0, 1, ...)")
     ap.add_argument("--test", type=int, default=5000, help="points of the a9a test file")
     ap.add_argument("--engines", nargs="+", default=ENGINES)
-    ap.add_argument("--threads", type=int, default=None,
-                    help="limit BLAS, OpenMP (torch), numba and torch to this many threads")
-    ap.add_argument("--easymkl-lams", type=float, nargs="+", default=[0.1],
-                    help="EasyMKL's lam values (0.1 is MKLpy 0.6's default; the ratio uses the first)")
+    ap.add_argument(
+        "--threads", type=int, default=None, help="limit BLAS, OpenMP (torch), numba and torch to this many threads"
+    )
+    ap.add_argument(
+        "--easymkl-lams",
+        type=float,
+        nargs="+",
+        default=[0.1],
+        help="EasyMKL's lam values (0.1 is MKLpy 0.6's default; the ratio uses the first)",
+    )
     args = ap.parse_args(argv)
 
     EasyMKL, why = _easymkl()
@@ -154,11 +173,15 @@ def main(argv: list[str] | None = None) -> int:
     methods = [f"mklkit {e}" for e in args.engines]
     if EasyMKL is not None:
         methods += [f"easymkl lam={lam:g}" for lam in args.easymkl_lams]
-    print(f"a9a, {args.kernels} Gaussian kernels (widths 2..40), test: {args.test} points of "
-          f"a9a.t; {args.splits} split(s); threads: {args.threads or 'default'}; "
-          "fit seconds median over splits, accuracy mean")
-    head = (f"{'N':>6} {'method':<20}{'fit s':>9}{'engine s':>10}{'ratio':>8}{'test acc':>10}"
-            f"{'active':>8}{'C':>10}  {'picked':<10}status")
+    print(
+        f"a9a, {args.kernels} Gaussian kernels (widths 2..40), test: {args.test} points of "
+        f"a9a.t; {args.splits} split(s); threads: {args.threads or 'default'}; "
+        "fit seconds median over splits, accuracy mean"
+    )
+    head = (
+        f"{'N':>6} {'method':<20}{'fit s':>9}{'engine s':>10}{'ratio':>8}{'test acc':>10}"
+        f"{'active':>8}{'C':>10}  {'picked':<10}status"
+    )
     print(head)
     print("-" * len(head))
     for n in args.sizes:
@@ -167,9 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         for split in range(args.splits):
             rows = np.sort(np.random.default_rng(split).choice(tr.n_samples, n, replace=False))
             t0 = time.perf_counter()
-            bank = KernelBank.build(tr.X[rows], [{"function": "rbf", "width": widths}],
-                                    normalize="none")
-            K, Kte = bank.K, bank.cross(Xte)       # (M, N, N) and (M, N_test, N), unit diagonal
+            bank = KernelBank.build(tr.X[rows], [{"function": "rbf", "width": widths}], normalize="none")
+            K, Kte = bank.K, bank.cross(Xte)  # (M, N, N) and (M, N_test, N), unit diagonal
             build.append(time.perf_counter() - t0)
             y = ytr[rows]
             # one untimed fit first: the first fit after the kernels are built pays for touching
@@ -191,19 +213,25 @@ def main(argv: list[str] | None = None) -> int:
             engine_s = statistics.median(r["engine_s"] for r in runs[m])
             C = "" if np.isnan(last["C"]) else f"{last['C']:.4g}"
             status = "; ".join(sorted({r["status"] for r in runs[m]})) if last["status"] else ""
-            print(f"{n:>6} {m:<20}{secs[m]:>9.2f}{engine_s:>10.2f}{secs[m] / base:>8.2f}"
-                  f"{100 * acc[m]:>9.2f}%{last['active']:>8}{C:>10}  {last['picked']:<10}{status}")
+            print(
+                f"{n:>6} {m:<20}{secs[m]:>9.2f}{engine_s:>10.2f}{secs[m] / base:>8.2f}"
+                f"{100 * acc[m]:>9.2f}%{last['active']:>8}{C:>10}  {last['picked']:<10}{status}"
+            )
         print(f"{'':>6} kernels computed in {statistics.median(build):.1f} s (not in any time)")
         if "mklkit auto" in secs:
             fixed = [m for m in methods if m.startswith("mklkit") and m != "mklkit auto"]
             if fixed:
                 best = min(fixed, key=secs.get)
-                print(f"{'':>6} auto / fastest engine ({best.split()[1]}): "
-                      f"{secs['mklkit auto'] / secs[best]:.2f} (target <= 1.2)")
+                print(
+                    f"{'':>6} auto / fastest engine ({best.split()[1]}): "
+                    f"{secs['mklkit auto'] / secs[best]:.2f} (target <= 1.2)"
+                )
             if EasyMKL is not None:
                 ez = methods[len(args.engines)]
-                print(f"{'':>6} auto / {ez}: {secs['mklkit auto'] / base:.2f} (target <= 0.5), "
-                      f"accuracy {100 * (acc['mklkit auto'] - acc[ez]):+.2f} points")
+                print(
+                    f"{'':>6} auto / {ez}: {secs['mklkit auto'] / base:.2f} (target <= 0.5), "
+                    f"accuracy {100 * (acc['mklkit auto'] - acc[ez]):+.2f} points"
+                )
         sys.stdout.flush()
     return 0
 

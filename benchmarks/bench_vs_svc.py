@@ -37,6 +37,7 @@ between fits).  Nothing is written.
     python benchmarks/bench_vs_svc.py --data sonar liver --splits 5
     python benchmarks/bench_vs_svc.py --data twonorm --methods svc mkl mkl_path --max-train 3000
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,11 +51,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from sklearn.model_selection import (
-    GridSearchCV,
-    StratifiedShuffleSplit,
-    train_test_split,
-)
+from sklearn.model_selection import GridSearchCV, StratifiedShuffleSplit, train_test_split
 from sklearn.svm import SVC
 
 from mklkit import MKLClassifier
@@ -76,8 +73,9 @@ def fit_method(method: str, X: Any, y: np.ndarray) -> Any:
     if method == "svc_grid":
         Xd = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
         scale = 1.0 / (X.shape[1] * float(Xd.var()))
-        grid = GridSearchCV(SVC(), {"gamma": [scale * f for f in (0.1, 0.3, 1.0, 3.0)],
-                                    "C": [0.1, 1.0, 10.0, 100.0]}, cv=3)
+        grid = GridSearchCV(
+            SVC(), {"gamma": [scale * f for f in (0.1, 0.3, 1.0, 3.0)], "C": [0.1, 1.0, 10.0, 100.0]}, cv=3
+        )
         return grid.fit(X, y)
     if method == "mkl":
         return MKLClassifier().fit(X, y)
@@ -85,7 +83,7 @@ def fit_method(method: str, X: Any, y: np.ndarray) -> Any:
         return MKLClassifier(C="path").fit(X, y)
     if method == "uniform":
         return MKLClassifier(regularizer="uniform").fit(X, y)
-    if method == "mkl_l1":   # the sparsest regularizer, beside the default elastic net
+    if method == "mkl_l1":  # the sparsest regularizer, beside the default elastic net
         return MKLClassifier(regularizer="l1").fit(X, y)
     if method == "mkl_l1_path":
         return MKLClassifier(regularizer="l1", C="path").fit(X, y)
@@ -123,12 +121,13 @@ def splits(name: str, n_splits: int, max_train: int | None) -> list[tuple[Any, n
     if name == "a9a":
         tr, te = load_builtin("a9a"), load_builtin("a9a_test")
         out = [(tr.X, np.asarray(tr.y), te.X, np.asarray(te.y))]
-    elif name in ("w8a", "classif20k"):   # train_test_split with seed s: bench_large_n's w8a split at s = 0
-        if name == "classif20k":   # scikit-learn's generator: 30 features, 10 informative, 10 redundant
+    elif name in ("w8a", "classif20k"):  # train_test_split with seed s: bench_large_n's w8a split at s = 0
+        if name == "classif20k":  # scikit-learn's generator: 30 features, 10 informative, 10 redundant
             from sklearn.datasets import make_classification
 
-            X, y = make_classification(n_samples=20000, n_features=30, n_informative=10, n_redundant=10,
-                                       n_clusters_per_class=3, random_state=0)
+            X, y = make_classification(
+                n_samples=20000, n_features=30, n_informative=10, n_redundant=10, n_clusters_per_class=3, random_state=0
+            )
             test_size: float = 5000
         else:
             ds = load_builtin(name)
@@ -138,7 +137,7 @@ def splits(name: str, n_splits: int, max_train: int | None) -> list[tuple[Any, n
             a, b, ya, yb = train_test_split(X, y, test_size=test_size, stratify=y, random_state=s)
             out.append((a, ya, b, yb))
     else:
-        if name == "digits":   # scikit-learn's bundled 8 x 8 digits: 10 classes (one-vs-rest in MKLClassifier)
+        if name == "digits":  # scikit-learn's bundled 8 x 8 digits: 10 classes (one-vs-rest in MKLClassifier)
             from sklearn.datasets import load_digits
 
             X, y = load_digits(return_X_y=True)
@@ -153,8 +152,9 @@ def splits(name: str, n_splits: int, max_train: int | None) -> list[tuple[Any, n
     return out
 
 
-def run(name: str, methods: list[str], n_splits: int, max_train: int | None,
-        say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
+def run(
+    name: str, methods: list[str], n_splits: int, max_train: int | None, say: Callable[[str], None]
+) -> dict[str, dict[str, Any]]:
     acc: dict[str, list[float]] = {m: [] for m in methods}
     secs: dict[str, list[float]] = {m: [] for m in methods}
     peak: dict[str, list[float]] = {m: [] for m in methods}
@@ -173,28 +173,39 @@ def run(name: str, methods: list[str], n_splits: int, max_train: int | None,
             peak[m].append(_peak_bytes() if measured else math.nan)
             acc[m].append(float(est.score(Xb, yb)))
             if m.startswith("mkl"):
-                ratio = float(np.median(np.asarray(est.C_) / np.asarray(est.C_max_)))   # per binary problem
-                extra[m].append(f"C/Cmax {ratio:.1e}, {len(est.active_kernels_)} of "
-                                f"{len(est.kernel_names_)} kernels")
+                ratio = float(np.median(np.asarray(est.C_) / np.asarray(est.C_max_)))  # per binary problem
+                extra[m].append(f"C/Cmax {ratio:.1e}, {len(est.active_kernels_)} of {len(est.kernel_names_)} kernels")
             elif m == "svc_grid":
                 extra[m].append(f"gamma {est.best_params_['gamma']:.3g} C {est.best_params_['C']:g}")
-            say(f"  {name} split {i}: {m:9s} acc {acc[m][-1]:.4f} in {secs[m][-1]:7.2f} s, "
-                f"peak {peak[m][-1] / 2**30:.2f} GiB {extra[m][-1] if extra[m] else ''}")
+            say(
+                f"  {name} split {i}: {m:9s} acc {acc[m][-1]:.4f} in {secs[m][-1]:7.2f} s, "
+                f"peak {peak[m][-1] / 2**30:.2f} GiB {extra[m][-1] if extra[m] else ''}"
+            )
             del est
     out = {}
     for m in methods:
         a = statistics.fmean(acc[m])
         se = math.sqrt(max(a * (1 - a), 1e-12) / (n_test * len(acc[m])))
-        out[m] = {"acc": a, "se": se, "time": statistics.median(secs[m]), "peak": max(peak[m]),
-                  "n_train": n_train,
-                  "n_test": n_test, "splits": len(acc[m])}
+        out[m] = {
+            "acc": a,
+            "se": se,
+            "time": statistics.median(secs[m]),
+            "peak": max(peak[m]),
+            "n_train": n_train,
+            "n_test": n_test,
+            "splits": len(acc[m]),
+        }
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", nargs="+", default=DATASETS,
-                   help=f"data sets (default: {' '.join(DATASETS)}; also a9a, w8a, classif20k, digits)")
+    p.add_argument(
+        "--data",
+        nargs="+",
+        default=DATASETS,
+        help=f"data sets (default: {' '.join(DATASETS)}; also a9a, w8a, classif20k, digits)",
+    )
     p.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS + EXTRA_METHODS)
     p.add_argument("--splits", type=int, default=5)
     p.add_argument("--max-train", type=int, default=None)
@@ -219,8 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                 ratio = f", {r['time'] / res['svc_grid']['time']:.2f}x grid"
             if "svc" in res and m not in ("svc", "svc_grid"):
                 ratio += f", {r['time'] / res['svc']['time']:.2f}x svc"
-            cells.append(f"{r['acc']:.4f} ± {r['se']:.4f} ({r['time']:.2f} s{ratio}; "
-                         f"{r['peak'] / 2**30:.2f} GiB)")
+            cells.append(f"{r['acc']:.4f} ± {r['se']:.4f} ({r['time']:.2f} s{ratio}; {r['peak'] / 2**30:.2f} GiB)")
         print(f"| {name} ({r0['n_train']}/{r0['n_test']}, {r0['splits']}) | " + " | ".join(cells) + " |")
     return 0
 

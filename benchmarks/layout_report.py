@@ -12,6 +12,7 @@ For each tree given (default: this checkout) it prints
 ``python benchmarks/layout_report.py /path/to/old/checkout .`` puts two trees
 side by side.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,8 +20,17 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-JIT_DECORATORS = {"njit", "jit", "generated_jit", "vectorize", "guvectorize", "overload", "overload_method",
-                  "register_jitable", "cfunc"}
+JIT_DECORATORS = {
+    "njit",
+    "jit",
+    "generated_jit",
+    "vectorize",
+    "guvectorize",
+    "overload",
+    "overload_method",
+    "register_jitable",
+    "cfunc",
+}
 
 
 def _module(root: Path, path: Path) -> str:
@@ -176,16 +186,22 @@ def main() -> None:
         ("longest module (lines)", lambda t: max(t.lines.values())),
         ("functions over 80 lines (Python)", lambda t: sum(not j for *_, j in t.long_functions)),
         ("functions over 80 lines (jitted)", lambda t: sum(j for *_, j in t.long_functions)),
-        (f"jitted functions over {args.param_limit} parameters",
-         lambda t: sum(k > args.param_limit for *_, k in t.wide_jitted)),
+        (
+            f"jitted functions over {args.param_limit} parameters",
+            lambda t: sum(k > args.param_limit for *_, k in t.wide_jitted),
+        ),
         ("most parameters of a jitted function", lambda t: max((k for *_, k in t.wide_jitted), default=0)),
         ("function-level imports of mklkit modules", lambda t: t.local_imports),
         ("import cycles (function-level imports counted)", lambda t: len(t.cycles())),
     ]
     for name in sorted({k for t in trees for k in plugin_lines(t.root)}):
         rows.append((f"lines in plugin {name}", lambda t, n=name: plugin_lines(t.root).get(n, 0)))
-        rows.append((f"most parameters of a jitted function in {name}",
-                     lambda t, n=name: max((k for *_, k in _plugin_tree(t.root, n).wide_jitted), default=0)))
+        rows.append(
+            (
+                f"most parameters of a jitted function in {name}",
+                lambda t, n=name: max((k for *_, k in _plugin_tree(t.root, n).wide_jitted), default=0),
+            )
+        )
     width = max(len(r[0]) for r in rows)
     heads = [str(t.root.name) for t in trees]
     print(f"| {'measure'.ljust(width)} | " + " | ".join(h.rjust(10) for h in heads) + " |")

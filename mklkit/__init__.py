@@ -3,6 +3,7 @@
 Importing :mod:`mklkit` is cheap; the public names below are loaded on first
 use so that ``mklkit --help`` answers at once.
 """
+
 from __future__ import annotations
 
 import importlib

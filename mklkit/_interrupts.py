@@ -1,4 +1,5 @@
 """Whether an exception stands for a Ctrl-C (used by the command line and the sweep back ends)."""
+
 from __future__ import annotations
 
 import builtins

@@ -7,6 +7,7 @@ subset of the training rows; :meth:`mklkit.pipeline.Prepared.subproblem` copies 
 through :func:`mklkit.pipeline.new_points` and
 :meth:`mklkit.pipeline.TestSide.decision_function` with the task's rows.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,12 +50,10 @@ class BinaryTask:
 
     def describe(self, classes: np.ndarray) -> str:
         """``'a' vs rest`` or ``'b' vs 'a'``."""
-        pos = repr(classes[self.positive].item() if hasattr(classes[self.positive], "item")
-                   else classes[self.positive])
+        pos = repr(classes[self.positive].item() if hasattr(classes[self.positive], "item") else classes[self.positive])
         if self.negative < 0:
             return f"class {pos} vs rest"
-        neg = repr(classes[self.negative].item() if hasattr(classes[self.negative], "item")
-                   else classes[self.negative])
+        neg = repr(classes[self.negative].item() if hasattr(classes[self.negative], "item") else classes[self.negative])
         return f"class {pos} vs {neg}"
 
 
@@ -78,9 +77,7 @@ def ovr_tasks(codes: np.ndarray, n_classes: int, positive: int = 1) -> list[Bina
     """
     if n_classes == 2:
         return [BinaryTask(positive, 1 - positive, None, np.where(codes == positive, 1.0, -1.0))]
-    return [
-        BinaryTask(k, -1, None, np.where(codes == k, 1.0, -1.0)) for k in range(n_classes)
-    ]
+    return [BinaryTask(k, -1, None, np.where(codes == k, 1.0, -1.0)) for k in range(n_classes)]
 
 
 def ovo_tasks(codes: np.ndarray, n_classes: int) -> list[BinaryTask]:

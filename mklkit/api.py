@@ -9,6 +9,7 @@
 Every problem with the spec or its data raises :class:`~mklkit.spec.SpecError`
 (one line naming file, key path and value) before the solve starts.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -23,14 +24,21 @@ from .pipeline import Prepared
 from .solving import RunResult, solve_prepared
 from .spec import Spec, SpecError, load_spec as _load_spec
 
-__all__ = ["load_spec", "check", "run", "sweep", "solve_prepared", "solve_multiclass", "RunResult",
-           "MulticlassRunResult", "Validation", "SpecError"]
+__all__ = [
+    "load_spec",
+    "check",
+    "run",
+    "sweep",
+    "solve_prepared",
+    "solve_multiclass",
+    "RunResult",
+    "MulticlassRunResult",
+    "Validation",
+    "SpecError",
+]
 
 
-def load_spec(
-    path: str | os.PathLike[str],
-    overrides: Sequence[str] | Mapping[str, Any] = (),
-) -> Spec:
+def load_spec(path: str | os.PathLike[str], overrides: Sequence[str] | Mapping[str, Any] = ()) -> Spec:
     """Read and validate a spec file (see :func:`mklkit.spec.load_spec`).
 
     Parameters
@@ -73,13 +81,21 @@ class Validation:
         p, s = self.prepared, self.spec
         d = p.data
         test = f"{d.n_test} test" if d.n_test else "no test part"
-        feats = (f", {d.n_features} factor columns" if d.factor_starts is not None
-                 else f", {d.n_features} features" if d.n_features else "")
+        feats = (
+            f", {d.n_features} factor columns"
+            if d.factor_starts is not None
+            else f", {d.n_features} features"
+            if d.n_features
+            else ""
+        )
         k = s.kernels
         source = (
-            f"preset {k.preset}" if k.preset is not None
-            else f"{len(k.bank or ())} bank entries" if k.bank is not None
-            else f"precomputed {Path(str(k.precomputed)).name}" if k.precomputed is not None
+            f"preset {k.preset}"
+            if k.preset is not None
+            else f"{len(k.bank or ())} bank entries"
+            if k.bank is not None
+            else f"precomputed {Path(str(k.precomputed)).name}"
+            if k.precomputed is not None
             else f"precomputed factors {Path(str(k.precomputed_factors)).name}"
         )
         mem = ""
@@ -127,7 +143,11 @@ def _label(comp: Any) -> str:
     params = comp.get_params()
     if not params:
         return comp.name
-    return f"{comp.name}(" + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items()) + ")"
+    return (
+        f"{comp.name}("
+        + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
+        + ")"
+    )
 
 
 def check(spec: Spec | str | os.PathLike[str]) -> Validation:
@@ -237,19 +257,28 @@ class MulticlassRunResult:
 
         first = self.runs[0].summary()
         weights = np.mean([np.asarray(r.result.kernel_weights, dtype=np.float64) for r in self.runs], axis=0)
-        records = [{"index": m, "name": n, "weight": float(w)}
-                   for m, (n, w) in enumerate(zip(self.kernel_names, weights))]
+        records = [
+            {"index": m, "name": n, "weight": float(w)} for m, (n, w) in enumerate(zip(self.kernel_names, weights))
+        ]
         top = sorted(records, key=lambda k: -k["weight"])
         problems = []
         for k, r in enumerate(self.runs):
             res = r.result
             i, j = self.pairs[k] if self.pairs else (None, k)
-            problems.append({
-                "class": self.classes[j], "versus": "rest" if i is None else self.classes[i],
-                "dir": self.problem_dir(k), "status": r.status, "converged": r.converged,
-                "objective": float(res.objective), "duality_gap": float(res.gap), "iterations": int(res.iterations),
-                "n_active_kernels": r.n_active, **r.metrics,
-            })
+            problems.append(
+                {
+                    "class": self.classes[j],
+                    "versus": "rest" if i is None else self.classes[i],
+                    "dir": self.problem_dir(k),
+                    "status": r.status,
+                    "converged": r.converged,
+                    "objective": float(res.objective),
+                    "duality_gap": float(res.gap),
+                    "iterations": int(res.iterations),
+                    "n_active_kernels": r.n_active,
+                    **r.metrics,
+                }
+            )
         n_ok = sum(r.converged for r in self.runs)
         out = {
             "status": self.status,
@@ -270,8 +299,22 @@ class MulticlassRunResult:
             "top_kernels": [k["name"] for k in top[: min(10, self.n_active)]],
             "kernel_weights": records,
         }
-        for key in ("task", "dataset", "n_train", "n_test", "n_features", "engine", "engine_params", "loss",
-                    "regularizer", "C", "spec_file", "spec", "mklkit_version", "versions"):
+        for key in (
+            "task",
+            "dataset",
+            "n_train",
+            "n_test",
+            "n_features",
+            "engine",
+            "engine_params",
+            "loss",
+            "regularizer",
+            "C",
+            "spec_file",
+            "spec",
+            "mklkit_version",
+            "versions",
+        ):
             out[key] = first[key]
         out["created"] = self.created
         return out
@@ -283,9 +326,7 @@ class MulticlassRunResult:
 
 
 def solve_multiclass(
-    prepared: Prepared,
-    callback: Callable[[dict[str, Any]], Any] | None = None,
-    warn_compilation: bool = False,
+    prepared: Prepared, callback: Callable[[dict[str, Any]], Any] | None = None, warn_compilation: bool = False
 ) -> MulticlassRunResult:
     """Solve every binary problem of a prepared multiclass target (:attr:`Prepared.tasks`) on its one bank.
 
@@ -302,19 +343,25 @@ def solve_multiclass(
     runs = []
     for t, task in enumerate(tasks):
         run_t = solve_prepared(prepared.task(t), callback, warn_compilation=warn_compilation)
-        run_t.labels = {"class": data.label_of(float(task.positive)),
-                        "versus": "rest" if task.rows is None else data.label_of(float(task.negative))}
+        run_t.labels = {
+            "class": data.label_of(float(task.positive)),
+            "versus": "rest" if task.rows is None else data.label_of(float(task.negative)),
+        }
         runs.append(run_t)
     pred_train, pred_test = prepared.class_index([r.result for r in runs])
     metrics: dict[str, float | None] = {"train_accuracy": float(np.mean(pred_train == data.y_train))}
-    metrics["test_accuracy"] = (None if pred_test is None or data.y_test is None
-                                else float(np.mean(pred_test == data.y_test)))
+    metrics["test_accuracy"] = (
+        None if pred_test is None or data.y_test is None else float(np.mean(pred_test == data.y_test))
+    )
     solve_s = sum(r.timings.get("solve_s", 0.0) for r in runs)
     timings = {**{k: float(v) for k, v in prepared.timings.items()}, "solve_s": solve_s}
     timings["total_s"] = sum(timings.values())
     return MulticlassRunResult(
-        spec=runs[0].spec, classes=data.class_labels or [], runs=runs,
-        metrics=metrics, timings=timings,
+        spec=runs[0].spec,
+        classes=data.class_labels or [],
+        runs=runs,
+        metrics=metrics,
+        timings=timings,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         pairs=[(t.negative, t.positive) for t in tasks if t.rows is not None],
     )
@@ -413,5 +460,6 @@ def sweep(
 
     sw = load_sweep(spec, overrides)
     with interrupt_guard():
-        return run_sweep(sw, out_dir, workers=workers, scheduler=scheduler, resume=resume, force=force,
-                         progress=progress)
+        return run_sweep(
+            sw, out_dir, workers=workers, scheduler=scheduler, resume=resume, force=force, progress=progress
+        )

@@ -8,6 +8,7 @@ registry's own code imports no plugin, the core's included.
 Nothing here is guarded: a built-in that fails to import is an error of
 mklkit itself and must be loud.
 """
+
 from __future__ import annotations
 
 from .components.losses import BUILTIN_LOSSES
@@ -28,6 +29,14 @@ def mklkit_register_components(register: RegisterFn) -> None:
     """Register the built-in losses, regularizers, kernel functions and engines (``auto``,
     the choice among the installed engines, is the pipeline's: :mod:`mklkit.pipeline.choose`)."""
     engines = getattr(spicy, "BUILTIN_ENGINES", (spicy.Spicy,))
-    for cls in (*BUILTIN_LOSSES, *BUILTIN_REGULARIZERS, *BUILTIN_KERNEL_FUNCTIONS, *engines,
-                *PROXIMAL_ENGINES, *AUTO_ENGINES, *BCD_ENGINES, *DUAL_CD_ENGINES):
+    for cls in (
+        *BUILTIN_LOSSES,
+        *BUILTIN_REGULARIZERS,
+        *BUILTIN_KERNEL_FUNCTIONS,
+        *engines,
+        *PROXIMAL_ENGINES,
+        *AUTO_ENGINES,
+        *BCD_ENGINES,
+        *DUAL_CD_ENGINES,
+    ):
         register(cls)

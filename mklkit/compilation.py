@@ -19,6 +19,7 @@ compilation only, at no cost otherwise: nothing is broadcast when every
 function is compiled or cached, and the listener is installed only while
 someone listens to the logger.
 """
+
 from __future__ import annotations
 
 import logging
@@ -48,8 +49,9 @@ class CompilationWarning(UserWarning):
 _warned = threading.Event()  # set once the process has shown its CompilationWarning
 
 #: mklkit, numba and the standard library (context managers, threads): not the user's code.
-_OWN_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
-                  for m in (sys.modules[__name__.rpartition(".")[0]], numba, os))
+_OWN_DIRS = tuple(
+    os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (sys.modules[__name__.rpartition(".")[0]], numba, os)
+)
 
 
 def _user_stacklevel() -> int:
@@ -83,7 +85,10 @@ class _FirstCompile(event.Listener):
                 warnings.warn(
                     f"mklkit: compiling numba code for {self.what} on first use: this fit takes "
                     f"{FIRST_COMPILE_S} longer, once; the code is cached on disk, so later fits (in this "
-                    "and later processes) start at once", CompilationWarning, stacklevel=_user_stacklevel())
+                    "and later processes) start at once",
+                    CompilationWarning,
+                    stacklevel=_user_stacklevel(),
+                )
 
     def on_end(self, ev: event.Event) -> None:
         pass

@@ -12,6 +12,7 @@ caller prefixes the component (``loss mod.Class``) and joins them with
 Structure only: whether the mathematics holds (a declared smooth conjugate,
 a claimed linear conjugate, the prox) is the conformance kit's identities.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -89,8 +90,7 @@ def _kernel_groups(cls: type) -> dict[str, tuple[tuple[str, ...], tuple[str, ...
         return groups
     breg = base.BREGMAN_KERNELS
     given = any(getattr(cls, n, None) is not None for n in breg)
-    return {"regularizer": (base.KERNELS, base.REQUIRED_KERNELS),
-            "bregman": (breg, breg if given else ())}
+    return {"regularizer": (base.KERNELS, base.REQUIRED_KERNELS), "bregman": (breg, breg if given else ())}
 
 
 def _missing_kernels(cls: type) -> dict[str, list[str]]:
@@ -105,15 +105,23 @@ def _missing_kernels(cls: type) -> dict[str, list[str]]:
 
 def _missing_problem(cls: type, group: str, missing: list[str]) -> str:
     required = _kernel_groups(cls)[group][1]
-    what = {"loss": "a loss", "regularizer": "a regularizer",
-            "constrained": "the constrained form (SpicyMKL eq. 33)",
-            "bregman": "a Bregman form"}[group]
+    what = {
+        "loss": "a loss",
+        "regularizer": "a regularizer",
+        "constrained": "the constrained form (SpicyMKL eq. 33)",
+        "bregman": "a Bregman form",
+    }[group]
     s = "s" if len(missing) > 1 else ""
-    lead = ("has smooth_conjugate=False but " if group == "constrained"
-            and getattr(cls, "smooth_conjugate", True) is False else "")
-    return (f"{lead}lacks the kernel method{s} {', '.join(missing)}: {what} needs "
-            f"{', '.join(required)}, each a @kernel method of {_SIGNATURES[group]} "
-            "(mklkit.components.base.kernel)")
+    lead = (
+        "has smooth_conjugate=False but "
+        if group == "constrained" and getattr(cls, "smooth_conjugate", True) is False
+        else ""
+    )
+    return (
+        f"{lead}lacks the kernel method{s} {', '.join(missing)}: {what} needs "
+        f"{', '.join(required)}, each a @kernel method of {_SIGNATURES[group]} "
+        "(mklkit.components.base.kernel)"
+    )
 
 
 def unjitted_problem(component: Any) -> str | None:
@@ -131,9 +139,11 @@ def unjitted_problem(component: Any) -> str | None:
                 kinds.append(type(fn).__name__)
     if not bad:
         return None
-    return (f"{', '.join(bad)} must be numba-jitted functions (@kernel methods, "
-            "mklkit.components.base.kernel: njit(cache=True); engines call them from jitted "
-            f"loops); got {', '.join(kinds)}")
+    return (
+        f"{', '.join(bad)} must be numba-jitted functions (@kernel methods, "
+        "mklkit.components.base.kernel: njit(cache=True); engines call them from jitted "
+        f"loops); got {', '.join(kinds)}"
+    )
 
 
 def _params_problems(cls: type) -> list[str]:
@@ -193,8 +203,7 @@ def _regularizer_problems(cls: type, obj: Any) -> list[str]:
 
     owner = cls if obj is None else obj
     problems: list[str] = []
-    flags = ("separable",) if obj is None else ("separable", "smooth_conjugate", "sparse",
-                                                 "tikhonov_form")
+    flags = ("separable",) if obj is None else ("separable", "smooth_conjugate", "sparse", "tikhonov_form")
     for flag in flags:
         p = _flag_problem(owner, flag, allow_property=obj is None)
         if p:
@@ -204,8 +213,7 @@ def _regularizer_problems(cls: type, obj: Any) -> list[str]:
         problems.append(f"weight_norm must be a WeightNorm or None; got {type(wn).__name__}")
     elif isinstance(wn, WeightNorm):
         ok_p = isinstance(wn.p, (int, float)) and math.isfinite(wn.p) and wn.p >= 1.0
-        ok_lam = wn.lam is None or (isinstance(wn.lam, (int, float)) and wn.lam > 0
-                                    and math.isfinite(wn.lam))
+        ok_lam = wn.lam is None or (isinstance(wn.lam, (int, float)) and wn.lam > 0 and math.isfinite(wn.lam))
         if not (ok_p and ok_lam):
             problems.append(f"weight_norm must have p >= 1 and lam > 0 or None; got {wn!r}")
     if obj is not None:
@@ -216,8 +224,7 @@ def _regularizer_problems(cls: type, obj: Any) -> list[str]:
                 problems.append(f"conj_radius({C}) raised {type(exc).__name__}: {exc}")
                 break
             if not isinstance(rad, float) or not rad > 0:
-                problems.append(f"conj_radius({C}) must be a float > 0 (inf if unbounded); "
-                                f"got {rad!r}")
+                problems.append(f"conj_radius({C}) must be a float > 0 (inf if unbounded); got {rad!r}")
             elif obj.smooth_conjugate is True and math.isfinite(rad):
                 problems.append(f"smooth_conjugate is True but conj_radius({C}) = {rad} is finite")
     return problems
@@ -228,12 +235,12 @@ def _engine_problems(cls: type) -> list[str]:
 
     problems = []
     if cls.solve is Engine.solve and getattr(cls, "_solve", None) is Engine._solve:
-        problems.append("does not implement solve(problem, callback) (or the skeleton's "
-                        "_solve(problem, run, warm_start))")
+        problems.append(
+            "does not implement solve(problem, callback) (or the skeleton's _solve(problem, run, warm_start))"
+        )
     requires = getattr(cls, "requires", None)
     if not isinstance(requires, Requires):
-        problems.append(f"'requires' must be a mklkit.engines.base.Requires; got "
-                        f"{type(requires).__name__}")
+        problems.append(f"'requires' must be a mklkit.engines.base.Requires; got {type(requires).__name__}")
     return problems
 
 
@@ -263,8 +270,7 @@ def _instance_problems(obj: Any) -> list[str]:
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         problems.append(f"param_vector raised {type(exc).__name__}: {exc}")
     else:
-        if not (isinstance(pv, np.ndarray) and pv.dtype == np.float64 and pv.ndim == 1
-                and pv.flags.c_contiguous):
+        if not (isinstance(pv, np.ndarray) and pv.dtype == np.float64 and pv.ndim == 1 and pv.flags.c_contiguous):
             problems.append("param_vector must be a 1-d C-contiguous float64 array")
     try:
         clone = pickle.loads(pickle.dumps(obj))
@@ -308,8 +314,7 @@ def declaration_problems(component: Any, kind: str | None = None) -> list[str]:
     if not isinstance(name, str) or not name:
         problems.append("lacks 'name' (a non-empty string)")
     elif not _NAME_RE.fullmatch(name):
-        problems.append(f"name {name!r} is not allowed: use letters, digits, '_', '-' or '.', "
-                        "starting with a letter")
+        problems.append(f"name {name!r} is not allowed: use letters, digits, '_', '-' or '.', starting with a letter")
     description = getattr(cls, "description", None)
     if not isinstance(description, str) or not description.strip():
         problems.append("lacks 'description' (a non-empty string)")

@@ -16,6 +16,7 @@ records (named tuples).  Two things make that cheap at each call:
 The core's loops (:mod:`mklkit._jit.records`, :mod:`mklkit._jit.dual_cd`) and a
 plugin's (``mklkit_smo._records``) use the same four names.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -32,9 +33,8 @@ class FirstClass(types.WrapperAddressProtocol):
     def __init__(self, fn: Any, fn_type: types.FunctionType) -> None:
         self._type = fn_type
         self._sig = fn_type.signature
-        self._cres = fn.get_compile_result(self._sig)   # keeps the code alive
-        self._addr = self._cres.library.get_pointer_to_function(
-            self._cres.fndesc.llvm_cfunc_wrapper_name)
+        self._cres = fn.get_compile_result(self._sig)  # keeps the code alive
+        self._addr = self._cres.library.get_pointer_to_function(self._cres.fndesc.llvm_cfunc_wrapper_name)
         self.__name__ = getattr(fn, "__name__", "kernel")
 
     def __wrapper_address__(self) -> int:

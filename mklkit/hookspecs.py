@@ -20,6 +20,7 @@ below::
 This module imports nothing but :mod:`pluggy`, so that it stays cheap to
 import from the command line.
 """
+
 from __future__ import annotations
 
 from typing import Callable

@@ -25,6 +25,7 @@ Non-finite floats (NaN, inf) are written to JSON as ``null``.  Existing run
 files are never overwritten unless ``force=True`` (which also removes the
 plots of an earlier ``mklkit report``, since they showed the old run).
 """
+
 from __future__ import annotations
 
 import json
@@ -253,8 +254,9 @@ def write_run(run: RunResult, out_dir: str | os.PathLike[str], force: bool = Fal
     return {"summary": sum_path, "history": hist_path, "solution": sol_path}
 
 
-def write_multiclass_run(run: MulticlassRunResult, out_dir: str | os.PathLike[str],
-                         force: bool = False) -> dict[str, Path]:
+def write_multiclass_run(
+    run: MulticlassRunResult, out_dir: str | os.PathLike[str], force: bool = False
+) -> dict[str, Path]:
     """Write a one-vs-rest run: a run directory per class, then the top-level ``summary.json``.
 
     ``OUT/class_<k>/`` (``k`` indexes ``summary["classes"]``) holds the
@@ -296,7 +298,9 @@ def _read_json(path: Path, what: str) -> Any:
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
     except json.JSONDecodeError as exc:
-        raise OutputError(path, f"{what} is not valid JSON (line {exc.lineno}: {exc.msg})", "a file written by mklkit run") from None
+        raise OutputError(
+            path, f"{what} is not valid JSON (line {exc.lineno}: {exc.msg})", "a file written by mklkit run"
+        ) from None
     except OSError as exc:
         raise OutputError(path, f"cannot read {what} ({exc.strerror or exc})") from None
 
@@ -332,4 +336,3 @@ def read_history(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     if not isinstance(data, list):
         raise OutputError(p, f"{HISTORY} does not hold a JSON list", "a file written by mklkit run")
     return [r for r in data if isinstance(r, dict)]
-

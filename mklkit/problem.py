@@ -1,4 +1,5 @@
 """The MKL problem handed to engines."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -30,7 +31,8 @@ class _BankField:
                 raise BankAccessError(
                     f"problem.K: {exc}; this engine reads the whole Gram bank as one array. "
                     "Solve the problem with engine 'spicy' (it works through problem.bank), "
-                    "or build an in-memory bank (KernelBank.build) for this engine") from None
+                    "or build an in-memory bank (KernelBank.build) for this engine"
+                ) from None
         return K
 
     def __set__(self, obj: Any, value: Any) -> None:
@@ -97,21 +99,20 @@ class Problem:
             raise ValueError(f"K must have shape (M, N, N); got {shape}")
         self.y = self.loss.validate_labels(self.y)
         if self.y.shape[0] != shape[1]:
-            raise ValueError(
-                f"K has N={shape[1]} samples but y has {self.y.shape[0]} labels"
-            )
+            raise ValueError(f"K has N={shape[1]} samples but y has {self.y.shape[0]} labels")
         if not (self.C > 0 and np.isfinite(self.C)):
             raise ValueError(f"C must be a finite number > 0; got {self.C!r}")
         self.C = float(self.C)
         if self.sample_weight is not None:
             w = np.ascontiguousarray(self.sample_weight, dtype=np.float64)
             if w.shape != (shape[1],):
-                raise ValueError(f"sample_weight must have shape ({shape[1]},) (one weight per "
-                                 f"sample); got {w.shape}")
+                raise ValueError(f"sample_weight must have shape ({shape[1]},) (one weight per sample); got {w.shape}")
             if not (np.all(np.isfinite(w)) and np.all(w > 0.0)):
                 bad = w[~(np.isfinite(w) & (w > 0.0))]
-                raise ValueError(f"sample_weight must hold finite numbers > 0 (leave a sample of "
-                                 f"weight 0 out of the problem); got {bad[0]!r}")
+                raise ValueError(
+                    f"sample_weight must hold finite numbers > 0 (leave a sample of "
+                    f"weight 0 out of the problem); got {bad[0]!r}"
+                )
             self.sample_weight = w
 
     @property
@@ -151,6 +152,9 @@ class Problem:
     def __repr__(self) -> str:
         M, N = self.n_kernels, self.n_samples
         kind = "" if isinstance(self.__dict__["_K"], np.ndarray) else f", {self.bank!r}"
-        return (f"Problem(M={M}, N={N}{kind}, loss={self.loss.describe()}, "
-                f"regularizer={self.regularizer.describe()}, C={self.C!r}, bias={self.bias}"
-                + (", weighted" if self.weighted else "") + ")")
+        return (
+            f"Problem(M={M}, N={N}{kind}, loss={self.loss.describe()}, "
+            f"regularizer={self.regularizer.describe()}, C={self.C!r}, bias={self.bias}"
+            + (", weighted" if self.weighted else "")
+            + ")"
+        )

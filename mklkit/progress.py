@@ -6,6 +6,7 @@ through; the library reports events, and only the command line
 (:mod:`mklkit.cli`) shows them, through this module.  tqdm is imported on the
 first bar drawn, so ``mklkit --help`` does not pay for it.
 """
+
 from __future__ import annotations
 
 import sys
@@ -75,8 +76,7 @@ class Progress:
                 return
             from tqdm import tqdm
 
-            bar = self.bars[what] = tqdm(total=total, desc=f"mklkit: {what}", unit=unit, leave=False,
-                                         file=sys.stderr)
+            bar = self.bars[what] = tqdm(total=total, desc=f"mklkit: {what}", unit=unit, leave=False, file=sys.stderr)
         bar.update(done - bar.n)
         if done >= total:
             bar.refresh()

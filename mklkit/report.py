@@ -19,6 +19,7 @@ matplotlib is the optional ``plot`` extra (``pip install 'mklkit[plot]'``); it
 is imported only here, when a plot is drawn, and without pyplot (the Agg
 canvas is used directly, so no display or global figure state is involved).
 """
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,16 @@ from typing import Any
 
 from .io import REPORT_FILES, OutputError, read_history, read_summary
 
-__all__ = ["ReportError", "PLOTS", "TRIVIAL_NOTE", "plot_run", "plot_gap", "plot_active", "plot_weights",
-           "trivial_note"]
+__all__ = [
+    "ReportError",
+    "PLOTS",
+    "TRIVIAL_NOTE",
+    "plot_run",
+    "plot_gap",
+    "plot_active",
+    "plot_weights",
+    "trivial_note",
+]
 
 #: File names written by :func:`plot_run`.
 PLOTS: tuple[str, ...] = REPORT_FILES
@@ -45,7 +54,8 @@ def _matplotlib() -> tuple[Any, Any]:
         from matplotlib.figure import Figure
     except ImportError:
         raise ReportError(
-            "matplotlib", "is not installed; plots need the optional 'plot' extra",
+            "matplotlib",
+            "is not installed; plots need the optional 'plot' extra",
             "pip install 'mklkit[plot]' (or pip install matplotlib)",
         ) from None
     return Figure, FigureCanvasAgg
@@ -89,7 +99,7 @@ def trivial_note(summary: dict[str, Any]) -> str | None:
     if not trivial:
         return None
     C, C_max = summary.get("C"), summary.get("C_max")
-    values = (f": C = {C:.6g}, C_max = {C_max:.6g}" if _finite(C) and _finite(C_max) else "")
+    values = f": C = {C:.6g}, C_max = {C_max:.6g}" if _finite(C) and _finite(C_max) else ""
     return f"{TRIVIAL_NOTE}{values}\nthe model predicts a constant; use a C below C_max"
 
 

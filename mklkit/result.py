@@ -1,4 +1,5 @@
 """Solver results: one frozen record every engine returns."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -137,17 +138,21 @@ def trivial_message(C: float, C_max: float | None, where: str = "", auto: bool =
     given = f"C = {C:.6g} (from C='auto')" if auto else f"C = {C:.6g}"
     if C_max is not None and math.isfinite(C_max):
         # below C_max only for a loss with a kink at the optimal offset, where C_max is an upper bound
-        relation = (f">= C_max = {C_max:.6g}" if C >= C_max else
-                    f"< C_max = {C_max:.6g} (an upper bound of the threshold for this loss)")
+        relation = (
+            f">= C_max = {C_max:.6g}"
+            if C >= C_max
+            else f"< C_max = {C_max:.6g} (an upper bound of the threshold for this loss)"
+        )
         todo = "use a C below C_max" if auto else "use C='auto' or a C below C_max"
-        return (f"{head}all kernels are off: {given} {relation}, so the model predicts a constant; "
-                f"{todo} (e.g. {0.1 * min(C, C_max):.3g})")
+        return (
+            f"{head}all kernels are off: {given} {relation}, so the model predicts a constant; "
+            f"{todo} (e.g. {0.1 * min(C, C_max):.3g})"
+        )
     todo = "use a smaller C" if auto else "use C='auto' or a smaller C"
     return f"{head}all kernels are off at {given}, so the model predicts a constant; {todo}"
 
 
-def warn_if_trivial(result: SolveResult, C: float, where: str = "", stacklevel: int = 2,
-                    auto: bool = False) -> bool:
+def warn_if_trivial(result: SolveResult, C: float, where: str = "", stacklevel: int = 2, auto: bool = False) -> bool:
     """Warn (:class:`TrivialModelWarning`) when ``result`` has every kernel off; return whether it did.
 
     The one check used by ``mklkit run``, :func:`mklkit.api.run`, the
@@ -155,8 +160,7 @@ def warn_if_trivial(result: SolveResult, C: float, where: str = "", stacklevel: 
     """
     if not result.trivial:
         return False
-    warnings.warn(trivial_message(float(C), result.C_max, where, auto), TrivialModelWarning,
-                  stacklevel=stacklevel + 1)
+    warnings.warn(trivial_message(float(C), result.C_max, where, auto), TrivialModelWarning, stacklevel=stacklevel + 1)
     return True
 
 

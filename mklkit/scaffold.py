@@ -5,6 +5,7 @@ conformance kit (a scaled squared loss, or a block 1-norm regularizer), its
 entry point, and a test that runs :func:`mklkit.testing.assert_conforms`.
 Every place to edit is marked ``TODO``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,12 +30,7 @@ _MAX_NAME = 40
 
 
 def _check_name(name: object) -> str:
-    if (
-        not isinstance(name, str)
-        or not _NAME_RE.fullmatch(name)
-        or len(name) > _MAX_NAME
-        or name.endswith("_")
-    ):
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or len(name) > _MAX_NAME or name.endswith("_"):
         raise ValueError(
             f"plugin name {name!r} is not allowed: use lowercase letters, digits and "
             f"underscores, starting with a letter, at most {_MAX_NAME} characters "
@@ -91,9 +87,7 @@ def new_plugin(name: str, dest: str | os.PathLike[str] = ".", kind: str = "loss"
     dist = "mklkit-" + name.replace("_", "-")
     target = dest / dist
     if target.exists() or target.is_symlink():
-        raise FileExistsError(
-            f"{target} already exists; choose another plugin name or remove that folder"
-        )
+        raise FileExistsError(f"{target} already exists; choose another plugin name or remove that folder")
     package = f"mklkit_{name}"
     module = "loss" if kind == "loss" else "regularizer"
     values = _template_values(name, kind, package, dist, module)
@@ -105,9 +99,7 @@ def new_plugin(name: str, dest: str | os.PathLike[str] = ".", kind: str = "loss"
 def _check_kind(kind: object) -> None:
     """Raise ValueError unless ``kind`` is one of :data:`SCAFFOLD_KINDS`."""
     if kind not in SCAFFOLD_KINDS:
-        raise ValueError(
-            f"plugin kind must be one of {', '.join(map(repr, SCAFFOLD_KINDS))}; got {kind!r}"
-        )
+        raise ValueError(f"plugin kind must be one of {', '.join(map(repr, SCAFFOLD_KINDS))}; got {kind!r}")
 
 
 def _template_values(name: str, kind: str, package: str, dist: str, module: str) -> dict[str, str]:
@@ -150,9 +142,7 @@ def _write_distribution(dest: Path, dist: str, target: Path, files: dict[str, st
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(string.Template(template).substitute(values), encoding="utf-8")
         if target.exists():
-            raise FileExistsError(
-                f"{target} already exists; choose another plugin name or remove that folder"
-            )
+            raise FileExistsError(f"{target} already exists; choose another plugin name or remove that folder")
         staging.rename(target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -3,6 +3,7 @@
 Below both :mod:`mklkit.api` (``run``, ``mklkit run``) and :mod:`mklkit.sweep`
 (every task of a sweep, the best refit), which import it; it imports neither.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -217,8 +218,7 @@ def solve_prepared(
     from .engines.base import solve_from
 
     engine = spec.engine.engine
-    what = (f"loss {problem.loss.name!r}, regularizer {problem.regularizer.name!r} "
-            f"and engine {engine.name!r}")
+    what = f"loss {problem.loss.name!r}, regularizer {problem.regularizer.name!r} and engine {engine.name!r}"
     t0 = time.perf_counter()
     refinement = refine_s = None
     with announce_compilation(what, warn=warn_compilation):
@@ -256,8 +256,13 @@ def solve_prepared(
     )
 
 
-def _C_on_path(spec: Spec, problem: Any, engine: Any, callback: Callable[[dict[str, Any]], Any] | None,
-               warm_start: SolveResult | None) -> tuple[Any, Any, SolveResult | None]:
+def _C_on_path(
+    spec: Spec,
+    problem: Any,
+    engine: Any,
+    callback: Callable[[dict[str, Any]], Any] | None,
+    warm_start: SolveResult | None,
+) -> tuple[Any, Any, SolveResult | None]:
     """C chosen on held-out rows (``C: path``, or ``auto`` where the path decides); the run then solves all rows at it.
 
     The selection (None: C is not chosen on a path), the problem at its C and
@@ -272,16 +277,16 @@ def _C_on_path(spec: Spec, problem: Any, engine: Any, callback: Callable[[dict[s
         return None, problem, warm_start
     step = None if callback is None else (lambda rec: callback({"stage": "C path", **rec}))
     on_path = path_engine(engine)
-    selection = select_C(problem, lambda p, warm: solve_from(on_path, p, None, warm), auto_C,
-                         progress=step)
+    selection = select_C(problem, lambda p, warm: solve_from(on_path, p, None, warm), auto_C, progress=step)
     problem = problem_at(problem, C=selection.C)
     warm_start = warm_start if selection.start is None else selection.start
     selection.start = None
     return selection, problem, warm_start
 
 
-def _refine(prepared: Prepared, problem: Any, result: SolveResult,
-            callback: Callable[[dict[str, Any]], Any] | None) -> tuple[Prepared, SolveResult, Any, float] | None:
+def _refine(
+    prepared: Prepared, problem: Any, result: SolveResult, callback: Callable[[dict[str, Any]], Any] | None
+) -> tuple[Prepared, SolveResult, Any, float] | None:
     """More rank for the kernels in use (:mod:`mklkit.pipeline.refine`), solving again.
 
     The prepared spec, the result, the refinement and the seconds it took;
@@ -293,15 +298,19 @@ def _refine(prepared: Prepared, problem: Any, result: SolveResult,
 
     spec = prepared.spec
     engine = spec.engine.engine
-    asked = spec.problem.C == "path"   # refine "auto": with C: path as asked for (not auto's path)
+    asked = spec.problem.C == "path"  # refine "auto": with C: path as asked for (not auto's path)
     if not rounds_of(prepared, asked):
         return None
     t_refine = time.perf_counter()
     step = None if callback is None else (lambda rec: callback({"stage": "refine", **rec}))
     prepared, (result,), refinement = refine_prepared(
-        prepared.with_C(problem.C), [result],
+        prepared.with_C(problem.C),
+        [result],
         lambda p, warm: [solve_from(engine, p.problem, None, warm[0])],
-        spec.kernels.budget or DEFAULT_MEMORY_BUDGET, asked, progress=step)
+        spec.kernels.budget or DEFAULT_MEMORY_BUDGET,
+        asked,
+        progress=step,
+    )
     return prepared, result, refinement, time.perf_counter() - t_refine
 
 

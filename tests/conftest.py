@@ -1,4 +1,5 @@
 """Fixtures shared by the test modules of ``tests/``."""
+
 from __future__ import annotations
 
 import contextlib
@@ -22,7 +23,7 @@ def _compile_the_others():
 
     engines = [Spicy(tol=1e-7), Spicy(tol=1e-6, method="iterative"), Proximal(tol=1e-6), DualCD(tol=1e-6)]
     try:
-        import mklkit_smo   # its module compiles its explicitly typed loops on import
+        import mklkit_smo  # its module compiles its explicitly typed loops on import
     except ImportError:
         pass
     else:
@@ -58,14 +59,22 @@ def _precompile() -> None:
 
     here = str(Path(__file__).resolve().parent)
     code = f"import sys; sys.path.insert(0, {here!r}); import conftest; conftest.compile_share(%d)"
-    procs = [subprocess.Popen([sys.executable, "-c", code % k], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for k in range(len(_COMPILE_SHARES))]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code % k],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for k in range(len(_COMPILE_SHARES))
+    ]
     try:
         procs[0].wait(timeout=5.0)
-    except subprocess.TimeoutExpired:   # an empty cache: say why nothing happens for a while
-        sys.stderr.write("tests/conftest.py: compiling the engines' jitted loops into numba's cache "
-                         f"({len(procs)} processes; a minute or two after a fresh clone)\n")
+    except subprocess.TimeoutExpired:  # an empty cache: say why nothing happens for a while
+        sys.stderr.write(
+            "tests/conftest.py: compiling the engines' jitted loops into numba's cache "
+            f"({len(procs)} processes; a minute or two after a fresh clone)\n"
+        )
     for proc in procs:
         proc.wait()
 
@@ -86,8 +95,7 @@ def pytest_configure(config):
         # the controller of a parallel run of the whole suite (the paths pytest's testpaths)
         numprocesses = getattr(config.option, "numprocesses", None) or 0
         whole = getattr(config, "args_source", None) == pytest.Config.ArgsSource.TESTPATHS
-        if (numprocesses == "auto" or int(numprocesses) >= 2) and whole \
-                and not config.option.collectonly:
+        if (numprocesses == "auto" or int(numprocesses) >= 2) and whole and not config.option.collectonly:
             _precompile()
         return
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))

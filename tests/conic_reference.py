@@ -4,6 +4,7 @@
 third-party loss, ``pinball`` (``tests/engines/pinball.py``, registered
 nowhere), by name, with its ``tau``.
 """
+
 from mklkit.testing import conic
 from mklkit.testing.conic import (  # noqa: F401 - re-exported for the tests
     LOSSES,
@@ -32,5 +33,4 @@ def solve_reference(K, y, loss_name, reg_name, C, **kwargs):
 
 def primal_objective_numpy(K, y, alpha, b, loss_name, reg_name, C, **kwargs):
     """:func:`mklkit.testing.conic.primal_objective_numpy`, ``pinball`` included."""
-    return conic.primal_objective_numpy(K, y, alpha, b, _own(loss_name, kwargs), reg_name, C,
-                                        **kwargs)
+    return conic.primal_objective_numpy(K, y, alpha, b, _own(loss_name, kwargs), reg_name, C, **kwargs)

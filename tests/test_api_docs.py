@@ -1,4 +1,5 @@
 """The examples of docs/api.md and docs/plugins.md run as doctests."""
+
 from __future__ import annotations
 
 import doctest
@@ -23,7 +24,10 @@ def test_doc_examples(one_thread, name, at_least):
         # not the example's doing
         warnings.filterwarnings("ignore", category=CompilationWarning)
         failures, tried = doctest.testfile(
-            str(doc), module_relative=False, report=True, verbose=False,
+            str(doc),
+            module_relative=False,
+            report=True,
+            verbose=False,
             optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
         )
     assert tried >= at_least, f"only {tried} examples found in {doc}"

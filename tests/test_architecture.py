@@ -1,4 +1,5 @@
 """What must never import what (docs/architecture.md), read from the source with ``ast``."""
+
 from __future__ import annotations
 
 import ast
@@ -33,8 +34,11 @@ def _imports(path: Path) -> list[tuple[str, list[str]]]:
 def _type_checking(node: ast.AST) -> bool:
     test = getattr(node, "test", None)
     return isinstance(node, ast.If) and (
-        isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
-        or isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Name)
+        and test.id == "TYPE_CHECKING"
+        or isinstance(test, ast.Attribute)
+        and test.attr == "TYPE_CHECKING"
+    )
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
@@ -72,14 +76,50 @@ _TOP = ("mklkit.pipeline", "mklkit.spec", "mklkit.api", "mklkit.sweep", "mklkit.
 
 #: (modules whose source is checked, imports they must never make)
 RULES = [
-    ("mklkit._jit", ("mklkit.components", "mklkit.engines", "mklkit.kernels", "mklkit.pipeline",
-                         "mklkit.spec", "mklkit.cli", "mklkit.plugins", "mklkit.estimators")),
-    ("mklkit.components", ("mklkit.engines", "mklkit.cli", "mklkit.pipeline", "mklkit.spec", "mklkit.api",
-                           "mklkit.estimators")),
-    ("mklkit.kernels", ("mklkit.engines", "mklkit.cli", "mklkit.pipeline", "mklkit.spec", "mklkit.api",
-                        "mklkit.estimators", "mklkit.sweep")),
-    ("mklkit.engines", ("mklkit.cli", "mklkit.pipeline", "mklkit.spec", "mklkit.api", "mklkit.sweep",
-                        "mklkit.estimators", "mklkit.plugins", "mklkit.builtin", "mklkit_smo", "mklkit_huber")),
+    (
+        "mklkit._jit",
+        (
+            "mklkit.components",
+            "mklkit.engines",
+            "mklkit.kernels",
+            "mklkit.pipeline",
+            "mklkit.spec",
+            "mklkit.cli",
+            "mklkit.plugins",
+            "mklkit.estimators",
+        ),
+    ),
+    (
+        "mklkit.components",
+        ("mklkit.engines", "mklkit.cli", "mklkit.pipeline", "mklkit.spec", "mklkit.api", "mklkit.estimators"),
+    ),
+    (
+        "mklkit.kernels",
+        (
+            "mklkit.engines",
+            "mklkit.cli",
+            "mklkit.pipeline",
+            "mklkit.spec",
+            "mklkit.api",
+            "mklkit.estimators",
+            "mklkit.sweep",
+        ),
+    ),
+    (
+        "mklkit.engines",
+        (
+            "mklkit.cli",
+            "mklkit.pipeline",
+            "mklkit.spec",
+            "mklkit.api",
+            "mklkit.sweep",
+            "mklkit.estimators",
+            "mklkit.plugins",
+            "mklkit.builtin",
+            "mklkit_smo",
+            "mklkit_huber",
+        ),
+    ),
     ("mklkit.pipeline", ("mklkit.cli", "mklkit.spec", "mklkit.api", "mklkit.sweep", "mklkit.estimators")),
     ("mklkit.spec", ("mklkit.cli", "mklkit.api", "mklkit.sweep", "mklkit.estimators")),
     ("mklkit.estimators", ("mklkit.cli", "mklkit.spec", "mklkit.api", "mklkit.sweep")),
@@ -87,10 +127,31 @@ RULES = [
     ("mklkit.sweep", ("mklkit.cli", "mklkit.api")),
     ("mklkit.solving", ("mklkit.cli", "mklkit.api", "mklkit.sweep", "mklkit.estimators")),
     ("mklkit.api", ("mklkit.cli",)),
-    ("mklkit.data", ("mklkit.kernels", "mklkit.engines", "mklkit.pipeline", "mklkit.spec", "mklkit.api",
-                     "mklkit.sweep", "mklkit.estimators", "mklkit.cli")),
-    ("mklkit.problem", ("mklkit.engines", "mklkit.pipeline", "mklkit.spec", "mklkit.api", "mklkit.sweep",
-                        "mklkit.estimators", "mklkit.cli")),
+    (
+        "mklkit.data",
+        (
+            "mklkit.kernels",
+            "mklkit.engines",
+            "mklkit.pipeline",
+            "mklkit.spec",
+            "mklkit.api",
+            "mklkit.sweep",
+            "mklkit.estimators",
+            "mklkit.cli",
+        ),
+    ),
+    (
+        "mklkit.problem",
+        (
+            "mklkit.engines",
+            "mklkit.pipeline",
+            "mklkit.spec",
+            "mklkit.api",
+            "mklkit.sweep",
+            "mklkit.estimators",
+            "mklkit.cli",
+        ),
+    ),
     ("mklkit.result", ("mklkit",)),
     ("mklkit.progress", ("mklkit",)),
     ("mklkit.declaration", _TOP),
@@ -144,8 +205,12 @@ def test_engines_and_library_never_print():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
                 bad.append(f"{_module(path)}:{node.lineno} print")
-            if (isinstance(node, ast.Attribute) and node.attr in ("write", "flush")
-                    and isinstance(node.value, ast.Attribute) and node.value.attr in ("stderr", "stdout")):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("write", "flush")
+                and isinstance(node.value, ast.Attribute)
+                and node.value.attr in ("stderr", "stdout")
+            ):
                 bad.append(f"{_module(path)}:{node.lineno} sys.{node.value.attr}.{node.attr}")
     assert not bad, bad
 
@@ -156,12 +221,25 @@ def test_engines_and_library_never_print():
 LAZY_IMPORTS: dict[tuple[str, str], str] = {
     # the CLI: `mklkit --help` and the argument errors answer at once, without numpy or the
     # registry; each command imports what it runs
-    **{(f"mklkit.cli.{s}", m): "start-up" for s, m in (
-        ("parser", "mklkit"), ("parser", "mklkit.cli.run"), ("parser", "mklkit.cli.sweep"),
-        ("parser", "mklkit.cli.components"), ("output", "mklkit.spec.errors"),
-        ("run", "mklkit.api"), ("run", "mklkit.io"), ("run", "mklkit.report"), ("sweep", "mklkit.sweep"),
-        ("components", "mklkit.components.params"), ("components", "mklkit.plugins"),
-        ("components", "mklkit.scaffold"), ("components", "mklkit.spec"), ("components", "mklkit.testing"))},
+    **{
+        (f"mklkit.cli.{s}", m): "start-up"
+        for s, m in (
+            ("parser", "mklkit"),
+            ("parser", "mklkit.cli.run"),
+            ("parser", "mklkit.cli.sweep"),
+            ("parser", "mklkit.cli.components"),
+            ("output", "mklkit.spec.errors"),
+            ("run", "mklkit.api"),
+            ("run", "mklkit.io"),
+            ("run", "mklkit.report"),
+            ("sweep", "mklkit.sweep"),
+            ("components", "mklkit.components.params"),
+            ("components", "mklkit.plugins"),
+            ("components", "mklkit.scaffold"),
+            ("components", "mklkit.spec"),
+            ("components", "mklkit.testing"),
+        )
+    },
     # `import mklkit.plugins` loads no numerics (tests/test_plugins.py) and plugins.py imports
     # declaration.py: the base classes a declaration is checked against load when one is checked
     ("mklkit.declaration", "mklkit.components.base"): "numpy when checking",
@@ -175,44 +253,75 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     # `mklkit.pipeline` and `mklkit.spec` load no numerics at import: the CLI writes its one error
     # line through `mklkit.spec.errors`, also after a Ctrl-C stopped numpy's import
     # (tests/test_cli_interrupt.py); the numerics load when data are read or a bank is built
-    **{(s, m): "no numerics at import" for s, m in (
-        ("mklkit.pipeline.settings", "mklkit.data"), ("mklkit.pipeline.problem_settings", "mklkit.components.base"),
-        ("mklkit.pipeline.bank_settings", "mklkit.kernels"),
-        ("mklkit.pipeline.bank_settings", "mklkit.kernels.description"),
-        ("mklkit.pipeline.bank_settings", "mklkit.kernels.factorize"),
-        ("mklkit.pipeline.data", "mklkit._jit.gram"), ("mklkit.pipeline.data", "mklkit.data"),
-        ("mklkit.pipeline.labels", "mklkit._multiclass"), ("mklkit.pipeline.labels", "mklkit.components.base"),
-        ("mklkit.pipeline.loading", "mklkit.data"), ("mklkit.pipeline.loading", "mklkit.kernels"),
-        ("mklkit.pipeline.bank", "mklkit._jit.gram"), ("mklkit.pipeline.bank", "mklkit.kernels"),
-        ("mklkit.pipeline.bank", "mklkit.kernels.factorize"), ("mklkit.pipeline.bank", "mklkit.kernels.sharded"),
-        ("mklkit.pipeline.assemble", "mklkit._multiclass"), ("mklkit.pipeline.assemble", "mklkit.problem"),
-        ("mklkit.spec.schema", "mklkit.data"), ("mklkit.spec.schema", "mklkit.kernels"))},
+    **{
+        (s, m): "no numerics at import"
+        for s, m in (
+            ("mklkit.pipeline.settings", "mklkit.data"),
+            ("mklkit.pipeline.problem_settings", "mklkit.components.base"),
+            ("mklkit.pipeline.bank_settings", "mklkit.kernels"),
+            ("mklkit.pipeline.bank_settings", "mklkit.kernels.description"),
+            ("mklkit.pipeline.bank_settings", "mklkit.kernels.factorize"),
+            ("mklkit.pipeline.data", "mklkit._jit.gram"),
+            ("mklkit.pipeline.data", "mklkit.data"),
+            ("mklkit.pipeline.labels", "mklkit._multiclass"),
+            ("mklkit.pipeline.labels", "mklkit.components.base"),
+            ("mklkit.pipeline.loading", "mklkit.data"),
+            ("mklkit.pipeline.loading", "mklkit.kernels"),
+            ("mklkit.pipeline.bank", "mklkit._jit.gram"),
+            ("mklkit.pipeline.bank", "mklkit.kernels"),
+            ("mklkit.pipeline.bank", "mklkit.kernels.factorize"),
+            ("mklkit.pipeline.bank", "mklkit.kernels.sharded"),
+            ("mklkit.pipeline.assemble", "mklkit._multiclass"),
+            ("mklkit.pipeline.assemble", "mklkit.problem"),
+            ("mklkit.spec.schema", "mklkit.data"),
+            ("mklkit.spec.schema", "mklkit.kernels"),
+        )
+    },
     # `import mklkit.estimators` (and the held-out path and the refinement it imports) loads
     # neither numba nor the kernels: they load on the first fit
-    **{(s, m): "numba on the first fit" for s, m in (
-        ("mklkit.estimators._checks", "mklkit.engines.base"), ("mklkit.estimators._checks", "mklkit.kernels"),
-        ("mklkit.estimators._prepare", "mklkit._jit.gram"), ("mklkit.estimators._prepare", "mklkit.kernels"),
-        ("mklkit.estimators._prepare", "mklkit.kernels.factorize.build"),
-        ("mklkit.estimators._prepare", "mklkit.kernels.precomputed"),
-        ("mklkit.estimators._solve", "mklkit.compilation"), ("mklkit.estimators._solve", "mklkit.engines.base"),
-        ("mklkit.estimators._solve", "mklkit.kernels"), ("mklkit.estimators._predict", "mklkit.kernels"),
-        ("mklkit.estimators._base", "mklkit.engines.common"),
-        ("mklkit.pipeline.heldout", "mklkit.engines.common"),
-        ("mklkit.pipeline.heldout_rows", "mklkit.kernels.factor"),
-        ("mklkit.pipeline.refine", "mklkit.kernels.factorize"),
-        ("mklkit.pipeline.refine", "mklkit.kernels.factorize.build"))},
+    **{
+        (s, m): "numba on the first fit"
+        for s, m in (
+            ("mklkit.estimators._checks", "mklkit.engines.base"),
+            ("mklkit.estimators._checks", "mklkit.kernels"),
+            ("mklkit.estimators._prepare", "mklkit._jit.gram"),
+            ("mklkit.estimators._prepare", "mklkit.kernels"),
+            ("mklkit.estimators._prepare", "mklkit.kernels.factorize.build"),
+            ("mklkit.estimators._prepare", "mklkit.kernels.precomputed"),
+            ("mklkit.estimators._solve", "mklkit.compilation"),
+            ("mklkit.estimators._solve", "mklkit.engines.base"),
+            ("mklkit.estimators._solve", "mklkit.kernels"),
+            ("mklkit.estimators._predict", "mklkit.kernels"),
+            ("mklkit.estimators._base", "mklkit.engines.common"),
+            ("mklkit.pipeline.heldout", "mklkit.engines.common"),
+            ("mklkit.pipeline.heldout_rows", "mklkit.kernels.factor"),
+            ("mklkit.pipeline.refine", "mklkit.kernels.factorize"),
+            ("mklkit.pipeline.refine", "mklkit.kernels.factorize.build"),
+        )
+    },
     # api.py, solving.py and sweep/ load no numerics at import either (the CLI imports them for
     # `mklkit validate` and the one-line errors); the numerics load when a spec is solved
-    **{(s, m): "no numerics at import" for s, m in (
-        ("mklkit.api", "mklkit.kernels"), ("mklkit.api", "mklkit.pipeline.data"), ("mklkit.api", "mklkit.sweep"),
-        ("mklkit.solving", "mklkit"), ("mklkit.solving", "mklkit.compilation"),
-        ("mklkit.solving", "mklkit.engines.base"),
-        ("mklkit.solving", "mklkit.kernels"), ("mklkit.solving", "mklkit.pipeline"),
-        ("mklkit.solving", "mklkit.pipeline.heldout"), ("mklkit.solving", "mklkit.pipeline.refine"),
-        ("mklkit.solving", "mklkit.pipeline.settings"), ("mklkit.solving", "mklkit.result"),
-        ("mklkit.sweep.backends", "mklkit._dask"), ("mklkit.sweep.backends", "mklkit.plugins"),
-        ("mklkit.sweep.backends", "mklkit.result"),
-        ("mklkit.sweep.runner", "mklkit"))},
+    **{
+        (s, m): "no numerics at import"
+        for s, m in (
+            ("mklkit.api", "mklkit.kernels"),
+            ("mklkit.api", "mklkit.pipeline.data"),
+            ("mklkit.api", "mklkit.sweep"),
+            ("mklkit.solving", "mklkit"),
+            ("mklkit.solving", "mklkit.compilation"),
+            ("mklkit.solving", "mklkit.engines.base"),
+            ("mklkit.solving", "mklkit.kernels"),
+            ("mklkit.solving", "mklkit.pipeline"),
+            ("mklkit.solving", "mklkit.pipeline.heldout"),
+            ("mklkit.solving", "mklkit.pipeline.refine"),
+            ("mklkit.solving", "mklkit.pipeline.settings"),
+            ("mklkit.solving", "mklkit.result"),
+            ("mklkit.sweep.backends", "mklkit._dask"),
+            ("mklkit.sweep.backends", "mklkit.plugins"),
+            ("mklkit.sweep.backends", "mklkit.result"),
+            ("mklkit.sweep.runner", "mklkit"),
+        )
+    },
 }
 
 MODULES = {_module(p) for p in FILES}
@@ -254,7 +363,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(m)
         for d in sorted(graph.get(m, ())):
             if seen.get(d) == 1:
-                return stack[stack.index(d):] + [d]
+                return stack[stack.index(d) :] + [d]
             if d not in seen:
                 found = visit(d)
                 if found:
@@ -333,14 +442,17 @@ def test_architecture_page_names_every_module_and_only_existing_ones():
 
 @pytest.mark.parametrize("package", LAYERED)
 def test_modules_inside_a_package_import_only_the_ones_listed_before_them(package):
-    order = [p[len(package) + 1:-3].replace("/", ".") for p in _doc_paths()
-             if p.startswith(package + "/") and p.endswith(".py")]
+    order = [
+        p[len(package) + 1 : -3].replace("/", ".")
+        for p in _doc_paths()
+        if p.startswith(package + "/") and p.endswith(".py")
+    ]
     order = list(dict.fromkeys(order))
     assert order, f"docs/architecture.md lists no modules of {package}/"
     bad = []
     for i, name in enumerate(order):
         path = ROOT / package / f"{name.replace('.', '/')}.py"
-        later = {f"mklkit.{package}.{n}" for n in order[i + 1:]}
+        later = {f"mklkit.{package}.{n}" for n in order[i + 1 :]}
         for imported, names, _, _ in _all_imports(path):
             for cand in [imported] + [f"{imported}.{n}" for n in names]:
                 if cand in later and (f"mklkit.{package}.{name}", cand) not in LAZY_IMPORTS:

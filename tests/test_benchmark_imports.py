@@ -1,5 +1,6 @@
 """The benchmark scripts import what they name from mklkit: a module split must not break the
 measurements (``benchmarks/`` is outside the package, so nothing else would notice)."""
+
 from __future__ import annotations
 
 import ast

@@ -1,4 +1,5 @@
 """The bank-build progress bar of ``mklkit run`` (tqdm on a terminal; nothing when quiet or not a terminal)."""
+
 from __future__ import annotations
 
 import sys

@@ -1,4 +1,5 @@
 """``mklkit check-plugin engine:NAME`` runs the engine conformance kit (``mklkit.testing.check_engine``)."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -4,6 +4,7 @@ Most cases call ``mklkit.cli.main(argv)`` in-process (fast: numba and the
 registry load once); a few go through a subprocess to check the real console
 behaviour (no traceback, exit codes, ``--help`` speed).
 """
+
 from __future__ import annotations
 
 import copy
@@ -31,10 +32,7 @@ SPECS = Path(__file__).resolve().parent.parent / "specs"
 
 TINY: dict[str, Any] = {
     "data": {"builtin": "sonar", "test_size": 0.25, "seed": 0, "standardize": True},
-    "kernels": {
-        "bank": [{"function": "rbf", "width": [1.0, 5.0]}, {"function": "linear"}],
-        "normalize": "trace",
-    },
+    "kernels": {"bank": [{"function": "rbf", "width": [1.0, 5.0]}, {"function": "linear"}], "normalize": "trace"},
     "problem": {"loss": "logistic", "regularizer": {"name": "elasticnet", "lam": 0.5}, "C": 0.5, "bias": True},
     "engine": {"name": "spicy", "tol": 1.0e-4, "max_iter": 100},
 }
@@ -96,11 +94,26 @@ BAD_SPECS = [
     ("C-zero", {"problem": {"C": 0}}, "problem.C", "got 0"),
     ("C-negative", {"problem": {"C": -1.5}}, "problem.C", "got -1.5"),
     ("bias-not-bool", {"problem": {"bias": "maybe"}}, "problem.bias", "'maybe'"),
-    ("lam-out-of-range", {"problem": {"regularizer": {"name": "elasticnet", "lam": 1.5}}}, "problem.regularizer.lam", "got 1.5"),
+    (
+        "lam-out-of-range",
+        {"problem": {"regularizer": {"name": "elasticnet", "lam": 1.5}}},
+        "problem.regularizer.lam",
+        "got 1.5",
+    ),
     ("q-not-above-1", {"problem": {"regularizer": {"name": "lq", "q": 1}}}, "problem.regularizer.q", "got 1"),
-    ("unknown-param", {"problem": {"regularizer": {"name": "elasticnet", "lamda": 0.2}}}, "problem.regularizer.lamda", "'lamda'"),
+    (
+        "unknown-param",
+        {"problem": {"regularizer": {"name": "elasticnet", "lamda": 0.2}}},
+        "problem.regularizer.lamda",
+        "'lamda'",
+    ),
     ("unknown-loss", {"problem": {"loss": "logistc"}}, "problem.loss", "'logistc'"),
-    ("unknown-regularizer", {"problem": {"regularizer": "no_such_regularizer"}}, "problem.regularizer", "'no_such_regularizer'"),
+    (
+        "unknown-regularizer",
+        {"problem": {"regularizer": "no_such_regularizer"}},
+        "problem.regularizer",
+        "'no_such_regularizer'",
+    ),
     ("unknown-engine", {"engine": {"name": "no_such_engine"}}, "engine.name", "'no_such_engine'"),
     ("engine-option-range", {"engine": {"tol": -1.0}}, "engine.tol", "got -1.0"),
     ("engine-option-type", {"engine": {"max_iter": "many"}}, "engine.max_iter", "'many'"),
@@ -119,11 +132,21 @@ BAD_SPECS = [
     ("unknown-kernel-function", {"kernels": {"bank": [{"function": "rbff"}]}}, "kernels.bank[0].function", "'rbff'"),
     ("kernel-param-range", {"kernels": {"bank": [{"function": "poly", "degree": 0}]}}, "kernels.bank[0].degree", "0"),
     ("kernel-unknown-key", {"kernels": {"bank": [{"function": "rbf", "widht": 2}]}}, "kernels.bank[0].widht", "widht"),
-    ("kernel-feature-name", {"kernels": {"bank": [{"function": "rbf", "features": ["x1", "x999"]}]}}, "kernels.bank[0].features[1]", "'x999'"),
+    (
+        "kernel-feature-name",
+        {"kernels": {"bank": [{"function": "rbf", "features": ["x1", "x999"]}]}},
+        "kernels.bank[0].features[1]",
+        "'x999'",
+    ),
     ("missing-loss", {"problem": {"loss": None}}, "problem.loss", "required key is missing"),
     ("memory-budget-too-small", {"kernels": {"memory_budget": "10KiB"}}, "kernels.memory_budget", "'10KiB'"),
     ("target-unknown-column", {"data": {"target": "nope"}}, "data.target", "'nope'"),
-    ("continuous-target", {"data": {"builtin": "liver", "target": "drinks", "drop": ["y"]}}, "problem.loss", "'logistic'"),
+    (
+        "continuous-target",
+        {"data": {"builtin": "liver", "target": "drinks", "drop": ["y"]}},
+        "problem.loss",
+        "'logistic'",
+    ),
 ]
 
 
@@ -157,8 +180,15 @@ def test_memory_budget_counts_the_test_kernels(tmp_path, capsys, command):
     # Gram matrices asked for (without kernels.factor a bank over the budget is held as factors)
     p = spec_file(tmp_path, data={"test_size": 0.5}, kernels={"memory_budget": budget, "factor": False})
     code, out, err = run_cli([command, p, *extra], capsys)
-    assert_user_error(code, err, str(p), "kernels.memory_budget", f"the kernel bank needs about {format_bytes(peak)}",
-                      "held while its test kernels (3 x 104 x 104) are computed", f"got {budget}")
+    assert_user_error(
+        code,
+        err,
+        str(p),
+        "kernels.memory_budget",
+        f"the kernel bank needs about {format_bytes(peak)}",
+        "held while its test kernels (3 x 104 x 104) are computed",
+        f"got {budget}",
+    )
     assert out == "" and not out_dir.exists()
     p = spec_file(tmp_path, data={"test_size": 0.5}, kernels={"memory_budget": peak, "factor": False})
     code, out, err = run_cli([command, p, *extra], capsys)
@@ -192,7 +222,12 @@ def test_engine_does_not_support_the_problem(tmp_path, capsys, picky_engine, com
     argv = [command, p] + (["--out", tmp_path / "out"] if command == "run" else [])
     code, out, err = run_cli(argv, capsys)
     assert_user_error(
-        code, err, str(p), "engine.name", f"'{picky_engine}'", "cannot solve this problem",
+        code,
+        err,
+        str(p),
+        "engine.name",
+        f"'{picky_engine}'",
+        "cannot solve this problem",
         "it refuses logistic with elasticnet",
         "allowed: an engine that supports loss 'logistic' x regularizer 'elasticnet': ",
     )
@@ -209,8 +244,9 @@ def test_unknown_component_lists_available(tmp_path, capsys):
 
 
 #: docs/specs.md's table of the shipped specs: (spec, "runs today" column).
-SPEC_TABLE = re.findall(r"^\| `([\w.]+\.yaml)` \| .*? \| (.*?) \|$",
-                        (SPECS.parent / "docs" / "specs.md").read_text(encoding="utf-8"), re.M)
+SPEC_TABLE = re.findall(
+    r"^\| `([\w.]+\.yaml)` \| .*? \| (.*?) \|$", (SPECS.parent / "docs" / "specs.md").read_text(encoding="utf-8"), re.M
+)
 
 
 def test_spec_table_lists_every_shipped_spec():
@@ -221,8 +257,11 @@ def test_spec_table_lists_every_shipped_spec():
 SLOW_SPECS = {"smomkl_uci.yaml", "spicymkl_uci.yaml", "spicymkl_ida.yaml"}
 
 
-@pytest.mark.parametrize("name, runs", [pytest.param(n, r, marks=pytest.mark.slow) if n in SLOW_SPECS else (n, r)
-                                        for n, r in SPEC_TABLE], ids=[name for name, _ in SPEC_TABLE])
+@pytest.mark.parametrize(
+    "name, runs",
+    [pytest.param(n, r, marks=pytest.mark.slow) if n in SLOW_SPECS else (n, r) for n, r in SPEC_TABLE],
+    ids=[name for name, _ in SPEC_TABLE],
+)
 def test_spec_table_says_what_runs(tmp_path, capsys, name, runs):
     if runs.startswith("with `mklkit sweep`"):
         code, out, err = run_cli(["sweep", SPECS / name, "--dry-run"], capsys)
@@ -236,10 +275,10 @@ def test_spec_table_says_what_runs(tmp_path, capsys, name, runs):
     assert json.loads((tmp_path / "summary.json").read_text())["status"] == "converged"
 
 
-@pytest.mark.parametrize("name, regularizer, engine", [
-    ("smomkl_uci.yaml", "pnorm_squared", "smo_mkl"),
-    ("skm.yaml", "l1_squared", "skm_smo"),
-])
+@pytest.mark.parametrize(
+    "name, regularizer, engine",
+    [("smomkl_uci.yaml", "pnorm_squared", "smo_mkl"), ("skm.yaml", "l1_squared", "skm_smo")],
+)
 def test_shipped_specs_with_missing_plugins_say_so(capsys, monkeypatch, name, regularizer, engine):
     """Without the mklkit-smo plugin (its entry point 'smo' skipped through
     $MKLKIT_DISABLE_PLUGINS, whether or not it is installed), 'validate' names the
@@ -255,8 +294,9 @@ def test_shipped_specs_with_missing_plugins_say_so(capsys, monkeypatch, name, re
             code, _, err = run_cli(["validate", SPECS / name], capsys)
         finally:
             reset_registry()
-    assert_user_error(code, err, name, "problem.regularizer.name", repr(regularizer), "unknown",
-                      "allowed:", "elasticnet")
+    assert_user_error(
+        code, err, name, "problem.regularizer.name", repr(regularizer), "unknown", "allowed:", "elasticnet"
+    )
     assert regularizer not in err.split("allowed:")[1]
     if "smo" in get_registry().plugins:  # installed (the README's install): the spec validates
         code, out, err = run_cli(["validate", SPECS / name], capsys)
@@ -509,7 +549,8 @@ def test_written_files_follow_the_umask(tmp_path, capsys, umask):
     capsys.readouterr()
     written = modes()
     assert {"summary.json", "history.json", "solution.npz", "results.csv", "sweep.json"} <= {
-        Path(p).name for p in written}
+        Path(p).name for p in written
+    }
     assert set(written.values()) == {oct(0o666 & ~umask)}, written
     # the plots of 'mklkit report' (the optional 'plot' extra) are written the same way
     pytest.importorskip("matplotlib")
@@ -534,8 +575,19 @@ def test_run_writes_results_and_refuses_to_overwrite(tmp_path, capsys, monkeypat
         assert (out_dir / name).is_file()
     s = json.loads((out_dir / "summary.json").read_text())
     for key in (
-        "status", "objective", "duality_gap", "iterations", "time_s", "n_kernels", "n_active_kernels",
-        "kernel_weights", "train_accuracy", "test_accuracy", "spec", "mklkit_version", "engine",
+        "status",
+        "objective",
+        "duality_gap",
+        "iterations",
+        "time_s",
+        "n_kernels",
+        "n_active_kernels",
+        "kernel_weights",
+        "train_accuracy",
+        "test_accuracy",
+        "spec",
+        "mklkit_version",
+        "engine",
     ):
         assert key in s, key
     import mklkit
@@ -563,9 +615,10 @@ def test_run_writes_results_and_refuses_to_overwrite(tmp_path, capsys, monkeypat
     zpred = np.einsum("mij,mj->i", prob.K[act], alpha) + b
     norms = np.sqrt(np.maximum(np.einsum("mi,mij,mj->m", alpha, prob.K[act], alpha), 0.0))
     reg = prob.regularizer
-    primal = prob.loss.jit.value(prob.y, zpred, prob.loss.param_vector).sum() + reg.jit.value(
-        np.ascontiguousarray(norms), prob.C, reg.param_vector
-    ).sum()
+    primal = (
+        prob.loss.jit.value(prob.y, zpred, prob.loss.param_vector).sum()
+        + reg.jit.value(np.ascontiguousarray(norms), prob.C, reg.param_vector).sum()
+    )
     assert s["objective"] == pytest.approx(primal, rel=1e-6)
     assert s["train_accuracy"] == pytest.approx(np.mean(np.where(zpred >= 0, 1, -1) == prob.y))
     before = (out_dir / "summary.json").read_text()
@@ -674,9 +727,23 @@ def test_svr_with_l1_above_and_below_c_max(tmp_path, capsys, C):
     # iterative method used to end at max_iter with an objective worse than alpha = 0
     bank = "[{function: rbf, width: [1, 2, 4]}, {function: linear, features: each}]"
     code, out, err = run_cli(
-        ["run", SPECS / "regression_eps.yaml", "--set", "problem.regularizer=l1",
-         "--set", f"problem.C={C}", "--set", f"kernels.bank={bank}",
-         "--set", "engine.max_iter=100", "--out", tmp_path / "r", "--quiet"], capsys)
+        [
+            "run",
+            SPECS / "regression_eps.yaml",
+            "--set",
+            "problem.regularizer=l1",
+            "--set",
+            f"problem.C={C}",
+            "--set",
+            f"kernels.bank={bank}",
+            "--set",
+            "engine.max_iter=100",
+            "--out",
+            tmp_path / "r",
+            "--quiet",
+        ],
+        capsys,
+    )
     assert code == 0, err
     s = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert s["status"] == "converged" and s["duality_gap"] <= 1e-3
@@ -692,8 +759,7 @@ def test_svr_with_l1_above_and_below_c_max(tmp_path, capsys, C):
 # ---------------------------------------------------------------------------
 def _proc(*args: Any, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "mklkit.cli", *map(str, args)],
-        capture_output=True, text=True, cwd=cwd, timeout=120,
+        [sys.executable, "-m", "mklkit.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=120
     )
 
 
@@ -704,8 +770,14 @@ def test_subprocess_help_is_fast():
     assert r.returncode == 0 and "validate" in r.stdout
     assert elapsed < 2.0  # well under a second in practice; loose for loaded machines
     r = subprocess.run(
-        [sys.executable, "-c", "import sys, mklkit.cli; print(sorted(m for m in ('numpy', 'numba', 'mklkit.plugins', 'yaml') if m in sys.modules))"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-c",
+            "import sys, mklkit.cli; print(sorted(m for m in ('numpy', 'numba', 'mklkit.plugins', 'yaml') if m in sys.modules))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert r.stdout.strip() == "[]"
 
@@ -738,10 +810,16 @@ def dual_only_engine():
         def solve(self, problem, callback=None, warm_start=None):
             M = problem.n_kernels
             if callback is not None:
-                callback({"iteration": 621, "objective": float("nan"), "dual_objective": 27.5,
-                          "gap": float("nan"), "n_active": M})
-                callback({"iteration": 700, "objective": 27.3, "dual_objective": 27.25, "gap": 1e-3,
-                          "n_active": 1})
+                callback(
+                    {
+                        "iteration": 621,
+                        "objective": float("nan"),
+                        "dual_objective": 27.5,
+                        "gap": float("nan"),
+                        "n_active": M,
+                    }
+                )
+                callback({"iteration": 700, "objective": 27.3, "dual_objective": 27.25, "gap": 1e-3, "n_active": 1})
             spicy = get_registry().get("engine", "spicy")(tol=self.tol, max_iter=self.max_iter)
             return spicy.solve(problem)
 
@@ -765,9 +843,12 @@ def test_validate_says_when_the_bank_is_chosen_as_approximate_factors(tmp_path, 
     """Without kernels.factor, a bank whose Gram matrices do not fit is held as approximate
     factors: validate says so on stderr (with the reason) and in its summary line; with
     kernels.factor: false the memory check refuses it."""
-    spec = {"data": {"builtin": "a9a", "test_size": 0.2, "seed": 0},
-            "kernels": {"bank": [{"function": "rbf", "width": [3, 10]}]},
-            "problem": {"loss": "logistic", "regularizer": "l1", "C": 0.01}, "engine": {"name": "auto"}}
+    spec = {
+        "data": {"builtin": "a9a", "test_size": 0.2, "seed": 0},
+        "kernels": {"bank": [{"function": "rbf", "width": [3, 10]}]},
+        "problem": {"loss": "logistic", "regularizer": "l1", "C": 0.01},
+        "engine": {"name": "auto"},
+    }
     p = spec_file(tmp_path, spec)
     code, out, err = run_cli(["validate", p], capsys)
     assert code == 0, err

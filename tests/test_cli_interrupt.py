@@ -6,6 +6,7 @@ exception set``, caused by the KeyboardInterrupt; the in-process tests raise
 exactly that from the functions the commands call.  The subprocess tests send
 SIGINT to a real ``mklkit run`` at several points.
 """
+
 from __future__ import annotations
 
 import os
@@ -113,6 +114,7 @@ def test_an_exception_after_sigint_is_an_interrupt_even_without_its_cause(tmp_pa
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     # and the interrupt belonged to that command: progress reported after it goes on
     from mklkit.cli.output import IterationLines
+
     try:
         IterationLines(3, enabled=False)({"iteration": 1, "objective": 1.0, "gap": 0.1, "n_active": 3})
     except KeyboardInterrupt:
@@ -177,12 +179,20 @@ def test_report_interrupted_exits_130_with_one_line(tmp_path, capsys, monkeypatc
 # ---------------------------------------------------------------------------
 # a real process, interrupted at several points
 # ---------------------------------------------------------------------------
-def run_and_interrupt(argv: list[str], when: Callable[[str, float], bool], timeout: float = 120.0) -> tuple[int, str, str]:
+def run_and_interrupt(
+    argv: list[str], when: Callable[[str, float], bool], timeout: float = 120.0
+) -> tuple[int, str, str]:
     """Run ``argv`` with stderr on a terminal (so the bank's progress bar shows), send SIGINT
     once ``when(stderr so far, seconds)`` holds; (exit code, stderr, stderr after the signal)."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
-                            cwd=SPECS.parent, preexec_fn=_default_sigint)
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+        cwd=SPECS.parent,
+        preexec_fn=_default_sigint,
+    )
     os.close(slave)
     buf, sent, t0 = b"", None, time.monotonic()
     try:
@@ -213,6 +223,7 @@ def run_and_interrupt(argv: list[str], when: Callable[[str, float], bool], timeo
 #: Written by the child once ``mklkit.cli`` is imported, before ``main`` runs.
 CLI_IMPORTED = "test: mklkit.cli imported"
 
+
 def _after(marker: str, delay: float) -> Callable[[str, float], bool]:
     """True from ``delay`` seconds after ``marker`` first appears on stderr."""
     seen: list[float] = []
@@ -221,6 +232,7 @@ def _after(marker: str, delay: float) -> Callable[[str, float], bool]:
         if marker in err and not seen:
             seen.append(t)
         return bool(seen) and t >= seen[0] + delay
+
     return point
 
 
@@ -239,12 +251,23 @@ POINTS = {
 @pytest.mark.parametrize("point", [pytest.param(p, marks=pytest.mark.slow) if p == "bank" else p for p in POINTS])
 def test_mklkit_run_interrupted_exits_130_with_one_line(tmp_path, point):
     out = tmp_path / "out"
-    argv = [sys.executable, "-c", "import sys; from mklkit.cli import main; "
-            f"sys.stderr.write({CLI_IMPORTED!r} + '\\n'); sys.stderr.flush(); sys.exit(main())",
-            # proximal gradient to a gap it cannot reach (round-off stops it near 1e-9): a solve that lasts
-            "run", str(SPECS / "spicymkl_uci.yaml"), "--set", "engine.name=proximal", "--set", "engine.tol=1e-15",
-            "--set", "engine.max_iter=100000000",
-            "--out", str(out)]
+    argv = [
+        sys.executable,
+        "-c",
+        "import sys; from mklkit.cli import main; "
+        f"sys.stderr.write({CLI_IMPORTED!r} + '\\n'); sys.stderr.flush(); sys.exit(main())",
+        # proximal gradient to a gap it cannot reach (round-off stops it near 1e-9): a solve that lasts
+        "run",
+        str(SPECS / "spicymkl_uci.yaml"),
+        "--set",
+        "engine.name=proximal",
+        "--set",
+        "engine.tol=1e-15",
+        "--set",
+        "engine.max_iter=100000000",
+        "--out",
+        str(out),
+    ]
     code, err, after = run_and_interrupt(argv, POINTS[point]())
     assert code == EXIT_INTERRUPTED, err
     assert "Traceback" not in err and "Error" not in err, err
@@ -294,9 +317,23 @@ with registered(Swallows):
 
 def test_a_sigint_lost_inside_other_code_still_stops_the_run(tmp_path):
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-c", _SWALLOWING_ENGINE, "run", str(SPECS / "quickstart.yaml"),
-                           "--set", "engine.name=swallows_sigint", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300, preexec_fn=_default_sigint)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _SWALLOWING_ENGINE,
+            "run",
+            str(SPECS / "quickstart.yaml"),
+            "--set",
+            "engine.name=swallows_sigint",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_default_sigint,
+    )
     assert proc.returncode == EXIT_INTERRUPTED, proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith(("mklkit: interrupted", "mklkit run: interrupted"))
     assert "Traceback" not in proc.stderr
@@ -329,10 +366,26 @@ def test_an_interrupted_local_pool_stops_its_workers(tmp_path):
     spec = write_spec(tmp_path, problem={**TINY["problem"], "C": [0.1, 1.0]}, cv={"folds": 2, "seed": 0})
     marks = tmp_path / "marks"
     marks.mkdir()
-    proc = subprocess.Popen([sys.executable, "-c", _SLOW_POOL_SWEEP, str(marks), "sweep", str(spec),
-                             "--workers", "2", "--out", str(tmp_path / "o"), "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=_default_sigint)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            _SLOW_POOL_SWEEP,
+            str(marks),
+            "sweep",
+            str(spec),
+            "--workers",
+            "2",
+            "--out",
+            str(tmp_path / "o"),
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_default_sigint,
+    )
     t0 = time.monotonic()
     while len(list(marks.iterdir())) < 2 and proc.poll() is None and time.monotonic() - t0 < 240:
         time.sleep(0.1)
@@ -426,8 +479,9 @@ def test_python_entry_points_raise_keyboard_interrupt():
 
     X, y = make_classification(40, 4, random_state=0)
     kernels = [{"function": "rbf", "width": 1.0}, {"function": "linear"}]
-    with registered(_engine_raising("interrupted_in_c", _system_error_from_interrupt),
-                    _engine_raising("plain_system_error", plain)):
+    with registered(
+        _engine_raising("interrupted_in_c", _system_error_from_interrupt), _engine_raising("plain_system_error", plain)
+    ):
         est = MKLClassifier(kernels, engine="interrupted_in_c")
         with pytest.raises(KeyboardInterrupt) as info:
             est.fit(X, y)
@@ -442,8 +496,13 @@ def test_python_entry_points_raise_keyboard_interrupt():
     from mklkit.problem import Problem
 
     G = X @ X.T
-    pb = Problem(K=np.stack([G / np.trace(G), np.eye(len(y)) / len(y)]), y=2.0 * y - 1.0, loss=Logistic(),
-                 regularizer=L1(), C=1e-3)
+    pb = Problem(
+        K=np.stack([G / np.trace(G), np.eye(len(y)) / len(y)]),
+        y=2.0 * y - 1.0,
+        loss=Logistic(),
+        regularizer=L1(),
+        C=1e-3,
+    )
     with pytest.raises(KeyboardInterrupt) as info:
         _engine_raising("interrupted_in_c", _system_error_from_interrupt)().solve(pb)
     assert isinstance(info.value.__cause__, SystemError)

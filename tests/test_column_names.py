@@ -5,6 +5,7 @@ file, arrays given to the estimators) name their columns from ``x0``; the
 spec's ``features`` take those names or the same 0-based indices, and the
 kernel names in ``summary.json`` and ``solution.npz`` use them.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,12 @@ def _bank(cols: list[Any]) -> list[dict[str, Any]]:
 
 
 def _run(tmp_path: Path, name: str, train: str, cols: list[Any], capsys) -> dict[str, Any]:
-    spec = {"data": {"train": train, "test_size": 0.25, "seed": 0}, "kernels": {"bank": _bank(cols)},
-            "problem": PROBLEM, "engine": ENGINE}
+    spec = {
+        "data": {"train": train, "test_size": 0.25, "seed": 0},
+        "kernels": {"bank": _bank(cols)},
+        "problem": PROBLEM,
+        "engine": ENGINE,
+    }
     p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump(spec, sort_keys=False))
     code = main(["run", str(p), "--out", str(tmp_path / name), "--quiet"])
@@ -64,8 +69,11 @@ def test_unnamed_columns_are_named_from_x0(tmp_path, capsys, liver):
 
 def test_a_name_past_the_last_column_lists_the_names(tmp_path, capsys, liver):
     np.savez(tmp_path / "unnamed.npz", X=liver.X, y=liver.y)
-    spec = {"data": {"train": "unnamed.npz"}, "kernels": {"bank": [{"function": "linear", "features": ["x6"]}]},
-            "problem": PROBLEM}
+    spec = {
+        "data": {"train": "unnamed.npz"},
+        "kernels": {"bank": [{"function": "linear", "features": ["x6"]}]},
+        "problem": PROBLEM,
+    }
     p = tmp_path / "bad.yaml"
     p.write_text(yaml.safe_dump(spec))
     assert main(["validate", str(p)]) == 2

@@ -1,4 +1,5 @@
 """The note that numba is compiling: once, on a compilation, never on a cache load."""
+
 from __future__ import annotations
 
 import logging
@@ -35,9 +36,10 @@ def test_one_record_when_numba_compiles(caplog):
     with caplog.at_level(logging.INFO, logger="mklkit.compilation"):
         with announce_compilation("the test functions"):
             assert outer(1.0) == 3.0  # compiles outer and, inside it, inner
-            assert outer(2) == 5.0    # a second signature: compiled again, said once
+            assert outer(2) == 5.0  # a second signature: compiled again, said once
     assert [r.getMessage() for r in caplog.records] == [
-        "compiling numba code for the test functions (first use, cached afterwards)"]
+        "compiling numba code for the test functions (first use, cached afterwards)"
+    ]
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="mklkit.compilation"):
         with announce_compilation("the test functions"):
@@ -55,13 +57,15 @@ def test_nothing_is_logged_when_nobody_listens(caplog):
 
 def test_a_cache_load_is_not_a_compilation(tmp_path):
     # two processes share an on-disk cache: the first compiles, the second loads
-    (tmp_path / "cached_mod.py").write_text(textwrap.dedent("""
+    (tmp_path / "cached_mod.py").write_text(
+        textwrap.dedent("""
         from numba import njit
 
         @njit(cache=True)
         def twice(x):
             return 2.0 * x
-    """))
+    """)
+    )
     script = textwrap.dedent("""
         import logging, sys
         logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stdout)
@@ -70,10 +74,17 @@ def test_a_cache_load_is_not_a_compilation(tmp_path):
         with announce_compilation("twice"):
             print(cached_mod.twice(2.0))
     """)
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"),
-           "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    outs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
-                           timeout=120, cwd=tmp_path) for _ in range(2)]
+    env = {
+        **os.environ,
+        "NUMBA_CACHE_DIR": str(tmp_path / "cache"),
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+    }
+    outs = [
+        subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path
+        )
+        for _ in range(2)
+    ]
     for r in outs:
         assert r.returncode == 0, r.stderr
         assert r.stdout.splitlines()[-1] == "4.0"
@@ -85,14 +96,31 @@ def test_a_cache_load_is_not_a_compilation(tmp_path):
 @pytest.mark.slow
 def test_first_run_says_it_compiles_and_the_second_does_not(tmp_path):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
-    runs = [subprocess.run([sys.executable, "-m", "mklkit.cli", "run", str(SPECS / "quickstart.yaml"),
-                            "--out", str(tmp_path / f"run{i}")], capture_output=True, text=True,
-                           env=env, timeout=600) for i in range(2)]
+    runs = [
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mklkit.cli",
+                "run",
+                str(SPECS / "quickstart.yaml"),
+                "--out",
+                str(tmp_path / f"run{i}"),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+        for i in range(2)
+    ]
     for r in runs:
         assert r.returncode == 0, r.stderr
     first = [ln for ln in runs[0].stderr.splitlines() if NOTE in ln]
-    assert first == ["mklkit: compiling numba code for loss 'logistic', regularizer 'elasticnet' and "
-                     "engine 'spicy' (first use, cached afterwards)"]
+    assert first == [
+        "mklkit: compiling numba code for loss 'logistic', regularizer 'elasticnet' and "
+        "engine 'spicy' (first use, cached afterwards)"
+    ]
     assert NOTE not in runs[1].stderr
 
 
@@ -119,8 +147,7 @@ def test_the_jitted_loops_compile_once_per_function(tmp_path):
         print("COMPILED", len(seen))
     """)
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
-                          timeout=900)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout.split("COMPILED")[-1]) >= 10, done.stdout
     assert "MULTI" not in done.stdout, done.stdout

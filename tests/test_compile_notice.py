@@ -1,4 +1,5 @@
 """The estimators say once per process, visibly, that numba compiles on first use."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,14 @@ SCRIPT = textwrap.dedent("""
 def _run(tmp_path, cache):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
     (tmp_path / "fit_twice.py").write_text(SCRIPT)
-    r = subprocess.run([sys.executable, str(tmp_path / "fit_twice.py")], capture_output=True, text=True,
-                       env=env, timeout=900, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, str(tmp_path / "fit_twice.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
 

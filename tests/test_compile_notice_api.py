@@ -1,4 +1,5 @@
 """``mklkit.api.run`` says once per process, visibly, that numba compiles; the command line says it once."""
+
 from __future__ import annotations
 
 import json
@@ -69,8 +70,9 @@ COLD = textwrap.dedent("""
 def _cold(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     script = tmp_path / "cold.py"
     script.write_text(COLD)
-    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
-                          timeout=900, cwd=tmp_path)
+    return subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=900, cwd=tmp_path
+    )
 
 
 def test_api_run_warns_once_per_process(tmp_path):
@@ -114,8 +116,14 @@ SCRIPT = textwrap.dedent("""
 def _run_script(tmp_path: Path, cache: Path) -> list[dict]:
     script = tmp_path / "run_twice.py"
     script.write_text(SCRIPT)
-    r = subprocess.run([sys.executable, str(script), str(_spec(tmp_path))], capture_output=True, text=True,
-                       env={**os.environ, "NUMBA_CACHE_DIR": str(cache)}, timeout=900, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, str(script), str(_spec(tmp_path))],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NUMBA_CACHE_DIR": str(cache)},
+        timeout=900,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
 

@@ -1,4 +1,5 @@
 """Builtin data sets, file loaders, splitting and standardisation."""
+
 from __future__ import annotations
 
 import gzip
@@ -7,15 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from mklkit.data import (
-    DataError,
-    Dataset,
-    Standardizer,
-    available,
-    load_builtin,
-    load_file,
-    train_test_split,
-)
+from mklkit.data import DataError, Dataset, Standardizer, available, load_builtin, load_file, train_test_split
 
 # rows, features, +1, -1 — the table of mklkit/data/README.md
 README_TABLE = {
@@ -70,7 +63,9 @@ def test_builtin_matches_plain_numpy_read():
 
 
 def test_unknown_builtin():
-    with pytest.raises(DataError, match=r"unknown builtin data set 'sonr'.*did you mean 'sonar'.*available: sonar, ionosphere"):
+    with pytest.raises(
+        DataError, match=r"unknown builtin data set 'sonr'.*did you mean 'sonar'.*available: sonar, ionosphere"
+    ):
         load_builtin("sonr")
     assert issubclass(DataError, ValueError)
 
@@ -106,7 +101,11 @@ def test_csv_default_and_named_target(tmp_path):
 @pytest.mark.parametrize(
     "text, kwargs, match",
     [
-        (CSV, {"target": "lable"}, r"t\.csv: no target column 'lable' \(did you mean 'label'\?\); columns: a, b, label, c"),
+        (
+            CSV,
+            {"target": "lable"},
+            r"t\.csv: no target column 'lable' \(did you mean 'label'\?\); columns: a, b, label, c",
+        ),
         (CSV, {"target": 7}, r"t\.csv: target column index 7 is out of range; the file has 4 columns"),
         ("a,b\n1,2\n3,x\n", {}, r"t\.csv: row 2 \(line 3\), column 'b': non-numeric value 'x'"),
         ("a,b\n1,2\n,4\n", {}, r"t\.csv: row 2 \(line 3\), column 'a': an empty cell"),
@@ -276,7 +275,7 @@ def test_standardizer_weights_are_repeated_rows(sparse):
     rng = np.random.default_rng(3)
     X = rng.standard_normal((30, 4)) * [1.0, 5.0, 0.1, 1.0] + [0.0, 3.0, -2.0, 0.0]
     w = rng.integers(0, 4, 30).astype(float)
-    X[w > 0, 3] = 7.0                     # constant where the weight is not 0
+    X[w > 0, 3] = 7.0  # constant where the weight is not 0
     rep = X.repeat(w.astype(int), axis=0)
     make = sp.csr_matrix if sparse else np.asarray
     a = Standardizer().fit(make(X), sample_weight=w)
@@ -288,5 +287,4 @@ def test_standardizer_weights_are_repeated_rows(sparse):
     out = a.transform(make(X))
     out = out.toarray() if sparse else out
     mu = 0.0 if sparse else rep[:, :3].mean(axis=0)
-    np.testing.assert_allclose(out[:, :3], (X[:, :3] - mu) / rep[:, :3].std(axis=0), rtol=1e-10,
-                               atol=1e-12)
+    np.testing.assert_allclose(out[:, :3], (X[:, :3] - mu) / rep[:, :3].std(axis=0), rtol=1e-10, atol=1e-12)

@@ -1,4 +1,5 @@
 """The default bank follows what each feature is: indicators get one linear kernel, constants none."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,14 +12,16 @@ from mklkit.kernels import KernelBank
 
 def _mixed(n: int = 60, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    return np.column_stack([
-        rng.normal(size=n),                       # 0 real
-        rng.integers(0, 2, n).astype(float),      # 1 indicator
-        np.full(n, 3.0),                          # 2 constant
-        rng.normal(size=n),                       # 3 real
-        np.where(rng.random(n) < 0.5, -1.5, 2.0),  # 4 two values, neither 0
-        rng.integers(0, 3, n).astype(float),      # 5 three values
-    ])
+    return np.column_stack(
+        [
+            rng.normal(size=n),  # 0 real
+            rng.integers(0, 2, n).astype(float),  # 1 indicator
+            np.full(n, 3.0),  # 2 constant
+            rng.normal(size=n),  # 3 real
+            np.where(rng.random(n) < 0.5, -1.5, 2.0),  # 4 two values, neither 0
+            rng.integers(0, 3, n).astype(float),  # 5 three values
+        ]
+    )
 
 
 def test_feature_kinds_dense_and_sparse_agree():
@@ -44,7 +47,7 @@ def test_indicators_get_one_linear_kernel_and_constants_none():
     bank = KernelBank.build(X, entries, normalize="trace")
     each = [n for n in bank.names if "[x" in n]
     per_feature = {j: [n for n in each if n.endswith(f"[x{j}]")] for j in range(X.shape[1])}
-    assert per_feature[2] == []                                   # constant
+    assert per_feature[2] == []  # constant
     assert [n.split("[")[0] for n in per_feature[1]] == ["linear"]
     assert [n.split("[")[0] for n in per_feature[4]] == ["linear"]
     for j in (0, 3, 5):

@@ -1,4 +1,5 @@
 """The engine that produced the answer is recorded: ``SolveResult.solved_by``, ``solved_by_``, summary.json."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,9 +40,18 @@ def test_auto_records_its_delegate(sonar_xy):
 
 def test_replacing_the_engine_name_keeps_the_solver():
     """A wrapper that renames the result (auto does) keeps who solved it."""
-    r = SolveResult(status=Status.CONVERGED, objective=1.0, dual_objective=1.0, gap=0.0, iterations=1,
-                    alpha=np.zeros((1, 2)), bias=0.0, kernel_weights=np.ones(1), block_norms=np.ones(1),
-                    engine="bcd")
+    r = SolveResult(
+        status=Status.CONVERGED,
+        objective=1.0,
+        dual_objective=1.0,
+        gap=0.0,
+        iterations=1,
+        alpha=np.zeros((1, 2)),
+        bias=0.0,
+        kernel_weights=np.ones(1),
+        block_norms=np.ones(1),
+        engine="bcd",
+    )
     assert r.solved_by == "bcd"
     wrapped = dataclasses.replace(r, engine="auto")
     assert (wrapped.engine, wrapped.solved_by) == ("auto", "bcd")

@@ -1,4 +1,5 @@
 """What a fitted estimator keeps: predictions after pickling, and pickles the size of what prediction needs."""
+
 from __future__ import annotations
 
 import pickle
@@ -14,8 +15,11 @@ from mklkit.kernels.factor import FactorPredictor
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-BANK = [{"function": "rbf", "width": [1.0, 3.0]}, {"function": "poly", "degree": 2},
-        {"function": "linear", "features": [0, 1, 2]}]
+BANK = [
+    {"function": "rbf", "width": [1.0, 3.0]},
+    {"function": "poly", "degree": 2},
+    {"function": "linear", "features": [0, 1, 2]},
+]
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +41,11 @@ def _nbytes(X) -> int:
 def test_factor_predictor_gives_the_banks_predictions(method, normalize):
     rng = np.random.default_rng(0)
     X, X_new = rng.normal(size=(200, 5)), rng.normal(size=(30, 5))
-    X[40:50] = X[:10]   # repeated points: pivots of the distinct points
+    X[40:50] = X[:10]  # repeated points: pivots of the distinct points
     fb = build_factor_bank(BANK, X, method=method, normalize=normalize, rank=30, tol=1e-8)
     M, N = fb.shape[:2]
     alpha = rng.normal(size=(2, M, N))
-    alpha[:, 1] = 0.0     # an inactive kernel is not kept
+    alpha[:, 1] = 0.0  # an inactive kernel is not kept
     pred = fb.predictor(alpha, [0.5, -1.0])
     assert 1 not in pred.kernels.tolist() and pred.n_kernels == M - 1
     expected = np.column_stack([fb.decision_function(X_new, alpha[t], b) for t, b in enumerate((0.5, -1.0))])
@@ -60,8 +64,12 @@ def test_factor_predictor_of_sparse_exact_and_given_factors():
     fb = build_factor_bank([{"function": "linear", "features": "each"}], Xs)
     assert fb.sparse
     alpha = rng.normal(size=fb.shape[:2])
-    np.testing.assert_allclose(fb.predictor(alpha, 0.3).decision_function(Xs_new)[:, 0],
-                               fb.decision_function(Xs_new, alpha, 0.3), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        fb.predictor(alpha, 0.3).decision_function(Xs_new)[:, 0],
+        fb.decision_function(Xs_new, alpha, 0.3),
+        rtol=1e-12,
+        atol=1e-12,
+    )
     L, L_new = rng.normal(size=(300, 12)), rng.normal(size=(25, 12))
     for normalize in ("trace", "diagonal", "none"):
         given = FactorBank.from_factors(L, ranks=[4, 3, 5], normalize=normalize)
@@ -69,8 +77,9 @@ def test_factor_predictor_of_sparse_exact_and_given_factors():
         a[1] = 0.0
         pred = given.predictor(a, -0.2)
         assert pred.kernels.tolist() == [0, 2]
-        np.testing.assert_allclose(pred.decision_function(L_new)[:, 0], given.decision_function(L_new, a, -0.2),
-                                   rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(
+            pred.decision_function(L_new)[:, 0], given.decision_function(L_new, a, -0.2), rtol=1e-10, atol=1e-12
+        )
 
 
 def test_factor_predictor_needs_a_map():
@@ -88,12 +97,17 @@ def test_predictions_survive_pickling_binary_and_multiclass(wine, factor, sparse
     X_tr, X_te, y_tr, _ = wine
     if sparse:
         X_tr, X_te = sp.csr_matrix(np.maximum(X_tr, 0.0)), sp.csr_matrix(np.maximum(X_te, 0.0))
-    bank = ([{"function": "linear"}, {"function": "linear", "features": [0, 1, 2]}]
-            if factor == {"method": "exact"} else BANK)
+    bank = (
+        [{"function": "linear"}, {"function": "linear", "features": [0, 1, 2]}]
+        if factor == {"method": "exact"}
+        else BANK
+    )
     binary = y_tr != 2
-    for clf, X, y in ((MKLClassifier(bank, factor=factor), X_tr[binary], y_tr[binary]),
-                      (MKLClassifier(bank, factor=factor, multiclass="ovr"), X_tr, y_tr),
-                      (MKLRegressor(bank, factor=factor), X_tr, y_tr.astype(float))):
+    for clf, X, y in (
+        (MKLClassifier(bank, factor=factor), X_tr[binary], y_tr[binary]),
+        (MKLClassifier(bank, factor=factor, multiclass="ovr"), X_tr, y_tr),
+        (MKLRegressor(bank, factor=factor), X_tr, y_tr.astype(float)),
+    ):
         clf.fit(X, y)
         assert (getattr(clf.bank_, "representation", "array") == "factor") == (factor is not False)
         if factor is not False:
@@ -146,8 +160,10 @@ def test_pickle_of_a_factor_fit_is_small(a9a):
     the training data 0.5 MiB; the pickled model holds the active kernels' pivots (sparse, as the
     data), their coefficients and the results (alpha's non-zero rows)."""
     X_tr, y_tr, X_te, _ = a9a
-    bank = [{"function": "rbf", "width": [3.0, 6.0, 10.0], "features": "all"},
-            {"function": "rbf", "width": 4.0, "features": {"random_subsets": 5, "size": 0.2, "seed": 0}}]
+    bank = [
+        {"function": "rbf", "width": [3.0, 6.0, 10.0], "features": "all"},
+        {"function": "rbf", "width": 4.0, "features": {"random_subsets": 5, "size": 0.2, "seed": 0}},
+    ]
     clf = MKLClassifier(bank, factor={"rank": 64}).fit(X_tr, y_tr)
     R, N = clf.factor_approximation_["total_rank"], X_tr.shape[0]
     blob = pickle.dumps(clf)

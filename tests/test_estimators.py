@@ -1,4 +1,5 @@
 """scikit-learn estimators: conventions, multiclass, precomputed kernels, paths, pickling."""
+
 from __future__ import annotations
 
 import logging
@@ -87,7 +88,7 @@ def test_defaults_work_out_of_the_box(ionosphere):
     X_tr, X_te, y_tr, y_te = ionosphere
     clf = MKLClassifier().fit(X_tr, y_tr)
     assert clf.score(X_te, y_te) > 0.88
-    kinds = feature_kinds(X_tr)   # ionosphere: one indicator, one constant column
+    kinds = feature_kinds(X_tr)  # ionosphere: one indicator, one constant column
     M = 7 + int(np.sum(kinds == "binary")) + 3 * int(np.sum(kinds == "real"))
     assert len(clf.kernel_names_) == M == clf.kernel_weights_.shape[0]
     assert clf.kernels_ == default_kernels(X_tr.shape[1], X_tr)
@@ -186,8 +187,7 @@ def test_ovr_problem_equals_binary_fit(wine):
     clf = MKLClassifier(SMALL_BANK, tol=1e-8).fit(X_tr, y_tr)
     k = 1
     binary = MKLClassifier(SMALL_BANK, tol=1e-8).fit(X_tr, np.where(y_tr == clf.classes_[k], 1, -1))
-    np.testing.assert_allclose(clf.decision_function(X_te)[:, k], binary.decision_function(X_te),
-                               rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(clf.decision_function(X_te)[:, k], binary.decision_function(X_te), rtol=1e-8, atol=1e-10)
 
 
 def test_ovo_pair_equals_binary_fit_on_its_rows(wine):
@@ -201,8 +201,7 @@ def test_ovo_pair_equals_binary_fit_on_its_rows(wine):
     rows = np.isin(y_tr, clf.classes_[[0, 2]])  # second pair: classes 0 (-1) and 2 (+1)
     pair = MKLClassifier(SMALL_BANK, **opts)
     pair.fit(X_tr[rows], np.where(y_tr[rows] == clf.classes_[2], 1, -1))
-    np.testing.assert_allclose(clf._task_values(X_te)[:, 1], pair.decision_function(X_te),
-                               rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(clf._task_values(X_te)[:, 1], pair.decision_function(X_te), rtol=1e-8, atol=1e-10)
 
 
 def test_n_jobs_gives_identical_results(wine):
@@ -246,8 +245,7 @@ def test_precomputed_matches_feature_mode(ionosphere):
     K_train, K_test = np.moveaxis(raw.K, 0, -1), np.moveaxis(raw.cross(B), 0, -1)  # (N, N, M), (n, N, M)
     feat = MKLClassifier(SMALL_BANK).fit(X_tr, y_tr)
     pre = MKLClassifier("precomputed", normalize="trace").fit(K_train, y_tr)
-    np.testing.assert_allclose(pre.decision_function(K_test), feat.decision_function(X_te),
-                               rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(pre.decision_function(K_test), feat.decision_function(X_te), rtol=1e-8, atol=1e-10)
     assert pre.n_features_in_ == X_tr.shape[0]
     assert pre.kernels_ == "precomputed"
     N, M = K_train.shape[1], K_train.shape[2]
@@ -292,8 +290,9 @@ def test_components_by_name_mapping_or_instance(ionosphere):
 
 def test_engine_params_tol_and_max_iter(ionosphere):
     X_tr, _, y_tr, _ = ionosphere
-    clf = MKLClassifier(SMALL_BANK, engine={"name": "spicy", "tol": 0.5},
-                        engine_params={"max_iter": 7}, tol=1e-6).fit(X_tr, y_tr)
+    clf = MKLClassifier(SMALL_BANK, engine={"name": "spicy", "tol": 0.5}, engine_params={"max_iter": 7}, tol=1e-6).fit(
+        X_tr, y_tr
+    )
     assert clf.engine_.tol == 1e-6 and clf.engine_.max_iter == 7
     assert clf.dual_gap_ <= 1e-6
     with pytest.warns(mklkit.ConvergenceWarning, match="max_iter=1"):
@@ -319,8 +318,12 @@ def test_engine_params_tol_and_max_iter(ionosphere):
         ({"kernels": [{"function": "rbf", "widht": 1}]}, ValueError, "widht"),
         ({"standardize": "yes"}, ParamError, "standardize must be 'auto', True or False"),
         ({"memory_budget": "lots"}, ParamError, "memory_budget must be"),
-        ({"memory_budget": 1000}, ValueError, r"MKLClassifier: memory_budget.*kernel bank.*1000 B.*got 1000.*"
-                                              r"allowed: a larger memory budget"),
+        (
+            {"memory_budget": 1000},
+            ValueError,
+            r"MKLClassifier: memory_budget.*kernel bank.*1000 B.*got 1000.*"
+            r"allowed: a larger memory budget",
+        ),
     ],
 )
 def test_validation_errors(params, exc, match):
@@ -337,8 +340,11 @@ def test_memory_budget_of_the_test_kernels_names_the_parameter():
     rng = np.random.RandomState(0)
     X, y = rng.randn(20, 3), np.arange(20) % 2
     clf = MKLClassifier(kernels=TINY_BANK, memory_budget=2 * estimate_bytes(3, 20)).fit(X, y)
-    with pytest.raises(ValueError, match=r"MKLClassifier: cross-kernel bank.*3 kernels x 2000 x 20.*memory_budget.*"
-                                         r"fewer kernels or samples.*raise memory_budget"):
+    with pytest.raises(
+        ValueError,
+        match=r"MKLClassifier: cross-kernel bank.*3 kernels x 2000 x 20.*memory_budget.*"
+        r"fewer kernels or samples.*raise memory_budget",
+    ):
         clf.predict(rng.randn(2000, 3))
     assert clf.predict(X[:5]).shape == (5,)
 
@@ -357,8 +363,11 @@ class _Refuses(Engine):
 def test_unsupported_pair_names_the_reason_and_alternatives():
     X = np.random.RandomState(0).randn(20, 3)
     y = np.arange(20) % 2
-    with pytest.raises(ValueError, match=r"MKLClassifier: engine.*'refuses'.*it is a test engine.*allowed:.*"
-                       r"loss 'logistic'.*regularizer 'elasticnet'.*spicy"):
+    with pytest.raises(
+        ValueError,
+        match=r"MKLClassifier: engine.*'refuses'.*it is a test engine.*allowed:.*"
+        r"loss 'logistic'.*regularizer 'elasticnet'.*spicy",
+    ):
         MKLClassifier(TINY_BANK, engine=_Refuses()).fit(X, y)
 
 
@@ -397,8 +406,7 @@ def test_fit_path_warm_starts_in_decreasing_C(ionosphere):
     fit = MKLClassifier(SMALL_BANK, C=0.1, tol=1e-6).fit(X_tr, y_tr)
     at = path.estimator(1)
     assert at.C == 0.1
-    np.testing.assert_allclose(at.decision_function(X_te), fit.decision_function(X_te),
-                               rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(at.decision_function(X_te), fit.decision_function(X_te), rtol=1e-8, atol=1e-10)
     assert path.kernel_weights.shape == (3, len(path.kernel_names))
     assert path.gaps.shape == path.n_iter.shape == (3,)
     assert "active" in path.summary()
@@ -418,7 +426,7 @@ def test_fit_path_from_c_max(ionosphere):
     assert path.n_active[0] == 0 and path.n_iter[0] == 0 and path.n_active[-1] > 0
     fit = MKLClassifier(SMALL_BANK, regularizer="l1", C=0.99 * C_max, tol=1e-6).fit(X_tr, y_tr)
     assert fit.C_max_ == pytest.approx(C_max, rel=1e-12)
-    assert fit.active_kernels_.size > 0            # just below C_max a kernel comes on
+    assert fit.active_kernels_.size > 0  # just below C_max a kernel comes on
     with pytest.raises(ParamError, match="no finite C_max"):
         MKLClassifier(SMALL_BANK, regularizer="uniform").fit_path(X_tr, y_tr, 3)
     with pytest.raises(ParamError, match="Cs must be a number of values >= 1"):
@@ -447,9 +455,7 @@ def test_params_clone_pipeline_grid_search(wine):
     pipe = make_pipeline(StandardScaler(), MKLClassifier(SMALL_BANK, standardize=False))
     assert pipe.fit(X_tr, y_tr).score(X_te, y_te) > 0.9
     grid = GridSearchCV(
-        MKLClassifier(SMALL_BANK),
-        {"C": [0.01, 0.1], "regularizer": ["elasticnet", {"name": "lq", "q": 1.5}]},
-        cv=3,
+        MKLClassifier(SMALL_BANK), {"C": [0.01, 0.1], "regularizer": ["elasticnet", {"name": "lq", "q": 1.5}]}, cv=3
     ).fit(X_tr, y_tr)
     assert len(grid.cv_results_["params"]) == 4
     assert grid.best_estimator_.score(X_te, y_te) > 0.9
@@ -502,8 +508,10 @@ def test_verbose_writes_to_stderr_only(monkeypatch, capsys):
 # Package namespace and specs from Python
 # ---------------------------------------------------------------------------
 def test_lazy_namespace_stays_cheap():
-    code = ("import sys, mklkit; heavy = [m for m in ('numba', 'sklearn', 'scipy') "
-            "if m in sys.modules]; assert not heavy, heavy")
+    code = (
+        "import sys, mklkit; heavy = [m for m in ('numba', 'sklearn', 'scipy') "
+        "if m in sys.modules]; assert not heavy, heavy"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert {"MKLClassifier", "MKLRegressor", "MKLPath", "load_spec", "run"} <= set(mklkit.__all__)
@@ -512,7 +520,8 @@ def test_lazy_namespace_stays_cheap():
 
 def test_load_spec_and_run_from_the_namespace(tmp_path):
     spec_file = tmp_path / "tiny.yaml"
-    spec_file.write_text(textwrap.dedent("""
+    spec_file.write_text(
+        textwrap.dedent("""
         data: {builtin: sonar, test_size: 0.25, seed: 0}
         kernels:
           bank:
@@ -521,7 +530,8 @@ def test_load_spec_and_run_from_the_namespace(tmp_path):
         problem: {loss: logistic, regularizer: {name: elasticnet, lam: 0.5}, C: 0.1}
         engine: {name: spicy, tol: 1.0e-3}
         output: {dir: out}
-    """))
+    """)
+    )
     spec = mklkit.load_spec(spec_file, overrides=["problem.C=0.05"])
     assert spec.problem.C == 0.05
     result = mklkit.run(spec)
@@ -597,8 +607,9 @@ def test_exact_factor_bank_gives_the_dense_answer(ionosphere):
     assert fac.result_.objective == pytest.approx(dense.result_.objective, rel=1e-8)
     assert fac.factor_approximation_["relative_trace_error"] == pytest.approx(0.0, abs=1e-12)
     assert dense.factor_approximation_ is None
-    rbf = MKLClassifier([{"function": "rbf", "width": [0.5, 3.0]}], tol=1e-6,
-                        factor={"method": "pivoted_cholesky", "tol": 0.05}).fit(X_tr, y_tr)
+    rbf = MKLClassifier(
+        [{"function": "rbf", "width": [0.5, 3.0]}], tol=1e-6, factor={"method": "pivoted_cholesky", "tol": 0.05}
+    ).fit(X_tr, y_tr)
     approx = rbf.factor_approximation_
     full = rbf.bank_.trace() + rbf.bank_.trace_error
     assert approx["relative_trace_error"] == pytest.approx(rbf.bank_.trace_error.sum() / full.sum())
@@ -609,16 +620,23 @@ def test_exact_factor_bank_gives_the_dense_answer(ionosphere):
     with pytest.raises(ParamError, match=r"factor must be 'auto', None/False \(Gram matrices\), True or a mapping"):
         MKLClassifier(bank, factor={"rnak": 2}).fit(X_tr, y_tr)
     # a factorization that does not fit names the estimator's parameter, once
-    with pytest.raises(ValueError, match=r"MKLClassifier: memory_budget.*exact factors.*9\.8 KiB.*"
-                       r"raise memory_budget") as info:
+    with pytest.raises(
+        ValueError,
+        match=r"MKLClassifier: memory_budget.*exact factors.*9\.8 KiB.*"
+        r"raise memory_budget",
+    ) as info:
         MKLClassifier(bank, factor=True, memory_budget="10KB").fit(X_tr, y_tr)
     assert str(info.value).count("memory_budget:") == 1
     from mklkit.kernels.factorize import RankCapWarning
 
-    with pytest.warns(RankCapWarning, match=r"rank = 200.*approximated kernels.*rank <= (\d+) fits.*"
-                      r"capped to rank \1\b"):
-        capped = MKLClassifier([{"function": "rbf", "width": [0.5, 3.0]}], factor={"rank": 200},
-                               memory_budget="600KB").fit(X_tr, y_tr)
+    with pytest.warns(
+        RankCapWarning,
+        match=r"rank = 200.*approximated kernels.*rank <= (\d+) fits.*"
+        r"capped to rank \1\b",
+    ):
+        capped = MKLClassifier(
+            [{"function": "rbf", "width": [0.5, 3.0]}], factor={"rank": 200}, memory_budget="600KB"
+        ).fit(X_tr, y_tr)
     assert max(capped.factor_approximation_["ranks"]) < 200
 
 
@@ -656,7 +674,7 @@ def test_factor_auto_holds_large_banks_as_factors_and_says_why(caplog):
     majority = max(np.mean(y == 1), np.mean(y == -1))
     assert clf.dual_gap_ <= 1e-3 and clf.score(X, y) > majority
     small = MKLClassifier(bank).fit(X[:300], y[:300])
-    assert small.factor_approximation_ is None                       # Gram matrices fit: exact
+    assert small.factor_approximation_ is None  # Gram matrices fit: exact
 
 
 def test_standardize_auto_keeps_sparse_features_and_scales_dense_ones():
@@ -668,6 +686,7 @@ def test_standardize_auto_keeps_sparse_features_and_scales_dense_ones():
     np.testing.assert_allclose(sparse.decision_function(X), raw.decision_function(X), rtol=1e-10, atol=1e-12)
     dense = MKLClassifier(bank).fit(X.toarray(), y)
     scaled = MKLClassifier(bank, standardize=True).fit(X.toarray(), y)
-    np.testing.assert_allclose(dense.decision_function(X.toarray()), scaled.decision_function(X.toarray()),
-                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        dense.decision_function(X.toarray()), scaled.decision_function(X.toarray()), rtol=1e-10, atol=1e-12
+    )
     assert sparse.scaler_ is None and dense.scaler_ is not None

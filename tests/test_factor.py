@@ -1,4 +1,5 @@
 """Building factor banks (mklkit.kernels.factorize): exact and approximate factors of real data."""
+
 from __future__ import annotations
 
 import functools
@@ -44,8 +45,7 @@ def ionosphere_points():
 @functools.lru_cache(maxsize=None)
 def a9a_points(n=300, n_new=40):
     """The first ``n`` training and ``n_new`` test points of a9a, sparse (123 binary features)."""
-    return (sp.csr_matrix(load_builtin("a9a").X[:n]),
-            sp.csr_matrix(load_builtin("a9a_test").X[:n_new]))
+    return (sp.csr_matrix(load_builtin("a9a").X[:n]), sp.csr_matrix(load_builtin("a9a_test").X[:n_new]))
 
 
 def widths(d, factors=(0.5, 1.0, 2.0)):
@@ -88,7 +88,7 @@ def test_linear_factors_of_sparse_features_stay_sparse(normalize):
     fb = build_factor_bank(bank, X, normalize=normalize)
     kb = KernelBank.build(X, bank, normalize=normalize)
     assert fb.sparse and fb.factor_map.sparse
-    assert fb.nbytes < 8 * fb.total_rank * fb.n_samples / 3      # a9a is 11 % dense
+    assert fb.nbytes < 8 * fb.total_rank * fb.n_samples / 3  # a9a is 11 % dense
     K = fb.to_array()
     for m in range(3):
         assert max_rel(K[m], kb.K[m]) <= 1e-10
@@ -118,8 +118,10 @@ def test_a_bank_with_approximate_kernels_on_sparse_features_is_dense():
 def test_pivoted_cholesky_to_full_rank_reproduces_the_bank(normalize):
     X, _, _ = sonar_points()
     d = X.shape[1]
-    bank = [{"function": "rbf", "width": widths(d)},
-            {"function": "poly", "degree": 3, "scale": 1.0 / d}]          # map too large: approximated
+    bank = [
+        {"function": "rbf", "width": widths(d)},
+        {"function": "poly", "degree": 3, "scale": 1.0 / d},
+    ]  # map too large: approximated
     fb = build_factor_bank(bank, X, tol=0.0, normalize=normalize)
     kb = KernelBank.build(X, bank, normalize=normalize)
     assert fb.factor_map.methods == ["pivoted_cholesky"] * 4
@@ -163,7 +165,7 @@ def test_repeated_points_are_factored_once_with_their_multiplicity(normalize):
     assert U.shape[0] <= X.shape[0] - 70 and np.array_equal(U[inverse], A) and counts.sum() == X.shape[0]
     U2, inv2, c2 = np.unique(A, axis=0, return_inverse=True, return_counts=True)
     assert U.shape == U2.shape and np.array_equal(np.sort(counts), np.sort(c2.astype(float)))
-    sub = A[:, :12]                                                   # a few features: many copies
+    sub = A[:, :12]  # a few features: many copies
     Us, inv_s, _ = _distinct_rows(sub)
     assert Us.shape[0] < 40 and np.array_equal(Us[inv_s], sub)
     bank = [{"function": "rbf", "width": [1.0, 3.0]}, {"function": "rbf", "width": 2.0, "features": list(range(12))}]
@@ -175,8 +177,7 @@ def test_repeated_points_are_factored_once_with_their_multiplicity(normalize):
     fb = build_factor_bank(bank, X, tol=1e-2, method="pivoted_cholesky", normalize=normalize)
     assert np.all(fb.relative_trace_error <= 1e-2)
     # exact up to the rounding of the traces (about N = 370 with unit diagonals)
-    np.testing.assert_allclose(fb.trace_error, true_tr - fb.trace(), rtol=0,
-                               atol=1e-13 * np.max(true_tr))
+    np.testing.assert_allclose(fb.trace_error, true_tr - fb.trace(), rtol=0, atol=1e-13 * np.max(true_tr))
     # copies get equal rows, and the map to new points gives the training rows back
     LT = fb.LT
     np.testing.assert_array_equal(LT[:, :60], LT[:, 300:360])
@@ -197,7 +198,7 @@ def test_trace_error_falls_with_tol_and_is_the_residual_trace(method):
         fb = build_factor_bank(bank, X, tol=tol, method=method)
         err = fb.trace_error
         assert np.all(fb.relative_trace_error <= tol)
-        assert np.allclose(err, true_tr - fb.trace(), rtol=0, atol=1e-13)   # exact, from the diagonal
+        assert np.allclose(err, true_tr - fb.trace(), rtol=0, atol=1e-13)  # exact, from the diagonal
         assert np.all(err <= last_err) and fb.total_rank >= last_rank
         assert fb.overall_trace_error == pytest.approx(err.sum() / true_tr.sum())
         last_err, last_rank = err, fb.total_rank
@@ -217,7 +218,7 @@ def test_rank_caps_the_factors_and_reports_the_error():
     for method in ("pivoted_cholesky", "nystrom"):
         fb = build_factor_bank(bank, X, rank=25, tol=1e-9, method=method)
         assert fb.ranks.max() <= 25 and fb.ranks[0] == 25
-        assert fb.relative_trace_error[0] > 1e-2           # a narrow kernel: far from the tol
+        assert fb.relative_trace_error[0] > 1e-2  # a narrow kernel: far from the tol
 
 
 @pytest.mark.parametrize("method", ["pivoted_cholesky", "nystrom"])
@@ -225,8 +226,10 @@ def test_rank_caps_the_factors_and_reports_the_error():
 def test_approximate_factors_extend_to_new_points_within_their_error(method, normalize):
     X, _, Xn = sonar_points()
     d = X.shape[1]
-    bank = [{"function": "rbf", "width": widths(d, (1.0, 2.0))},
-            {"function": "poly", "degree": 3, "scale": 1.0 / d, "offset": 1.0}]
+    bank = [
+        {"function": "rbf", "width": widths(d, (1.0, 2.0))},
+        {"function": "poly", "degree": 3, "scale": 1.0 / d, "offset": 1.0},
+    ]
     kb = KernelBank.build(X, bank, normalize=normalize)
     fb = build_factor_bank(bank, X, tol=1e-3, method=method, normalize=normalize)
     for approx, exact in assert_new_points_within_the_residual(fb, kb, Xn, normalize):
@@ -249,9 +252,11 @@ def test_predictions_from_factors_match_the_dense_ones():
 def test_spicy_on_factored_kernels_converges_to_the_dense_optimum(reg):
     X, y, _ = sonar_points()
     d = X.shape[1]
-    bank = [{"function": "rbf", "width": widths(d, (1.0, 2.0, 4.0))},
-            {"function": "poly", "degree": 2, "scale": 1.0 / d},
-            {"function": "linear", "features": [[0, 1, 2, 3, 4], [10, 11, 12]]}]
+    bank = [
+        {"function": "rbf", "width": widths(d, (1.0, 2.0, 4.0))},
+        {"function": "poly", "degree": 2, "scale": 1.0 / d},
+        {"function": "linear", "features": [[0, 1, 2, 3, 4], [10, 11, 12]]},
+    ]
     kb = KernelBank.build(X, bank)
     ref = Spicy(tol=1e-10).solve(Problem(K=kb.K, y=y, loss=Logistic(), regularizer=reg, C=0.5))
     assert ref.converged
@@ -261,7 +266,7 @@ def test_spicy_on_factored_kernels_converges_to_the_dense_optimum(reg):
         res = Spicy(tol=1e-10).solve(Problem(K=fb, y=y, loss=Logistic(), regularizer=reg, C=0.5))
         assert res.converged and res.gap <= 1e-10
         gaps.append(abs(res.objective - ref.objective) / ref.objective)
-    assert gaps[0] > 1e-4                                 # a coarse factor changes the problem
+    assert gaps[0] > 1e-4  # a coarse factor changes the problem
     assert all(b <= a for a, b in zip(gaps, gaps[1:]))
     assert gaps[-1] <= 1e-6
 
@@ -275,7 +280,7 @@ def test_factorizations_are_deterministic():
         assert np.array_equal(a.LT, b.LT) and np.array_equal(a.starts, b.starts)
     c = build_factor_bank(bank, X, rank=30, method="nystrom", seed=4)
     d_ = build_factor_bank(bank, X, rank=30, method="nystrom", seed=3)
-    assert not np.array_equal(c.LT, d_.LT)                  # other landmarks
+    assert not np.array_equal(c.LT, d_.LT)  # other landmarks
 
 
 def test_auto_says_when_it_approximates_a_polynomial_kernel(caplog):
@@ -296,8 +301,11 @@ def test_a_rank_that_does_not_fit_is_capped_to_what_fits():
 
     X = ionosphere_points()
     bank = [{"function": "rbf", "width": widths(X.shape[1])}]
-    with pytest.warns(RankCapWarning, match=r"kernels\.factor\.rank = 300.*3 approximated kernels.*351 points.*"
-                      r"2\.4 MiB.*memory_budget.*976\.6 KiB.*rank <= (\d+) fits.*capped to rank \1\b") as rec:
+    with pytest.warns(
+        RankCapWarning,
+        match=r"kernels\.factor\.rank = 300.*3 approximated kernels.*351 points.*"
+        r"2\.4 MiB.*memory_budget.*976\.6 KiB.*rank <= (\d+) fits.*capped to rank \1\b",
+    ) as rec:
         fb = build_factor_bank(bank, X, rank=300, memory_budget=1e6, root="kernels.factor")
     assert rec[0].message.key == "kernels.factor.rank" and rec[0].message.value == 300
     fits = int(re.search(r"capped to rank (\d+)", str(rec[0].message)).group(1))
@@ -307,65 +315,87 @@ def test_a_rank_that_does_not_fit_is_capped_to_what_fits():
 def test_a_tolerance_that_does_not_fit_is_reported_with_what_fits():
     X = ionosphere_points()
     bank = [{"function": "rbf", "width": widths(X.shape[1])}]
-    with pytest.raises(FactorError, match=r"kernels\.factor\.tol = 1e-06.*kernels\.memory_budget = 976\.6 KiB.*"
-                       r"kernel 0 'rbf\(width=2\.915\)\[all\]'.*residual trace.*kernels\.factor\.rank <= \d+") as err:
+    with pytest.raises(
+        FactorError,
+        match=r"kernels\.factor\.tol = 1e-06.*kernels\.memory_budget = 976\.6 KiB.*"
+        r"kernel 0 'rbf\(width=2\.915\)\[all\]'.*residual trace.*kernels\.factor\.rank <= \d+",
+    ) as err:
         build_factor_bank(bank, X, tol=1e-6, memory_budget=1e6, root="kernels.factor")
     assert err.value.key == "kernels.factor.tol"
     fit = int(re.search(r"rank <= (\d+)", str(err.value)).group(1))
-    fb = build_factor_bank(bank, X, rank=fit, tol=1e-6, memory_budget=1e6)    # what it says fits
+    fb = build_factor_bank(bank, X, rank=fit, tol=1e-6, memory_budget=1e6)  # what it says fits
     assert fb.ranks.tolist() == [fit] * 3
-    with pytest.raises(FactorError, match=r"memory_budget.*exact factors.*1\.3 MiB.*976\.6 KiB.*raise memory_budget.*"
-                       r"'pivoted_cholesky'"):
-        build_factor_bank([{"function": "poly", "degree": 2, "features": [list(range(30))]}], X,
-                          memory_budget=1e6, max_exact_dim=1000)
+    with pytest.raises(
+        FactorError,
+        match=r"memory_budget.*exact factors.*1\.3 MiB.*976\.6 KiB.*raise memory_budget.*"
+        r"'pivoted_cholesky'",
+    ):
+        build_factor_bank(
+            [{"function": "poly", "degree": 2, "features": [list(range(30))]}], X, memory_budget=1e6, max_exact_dim=1000
+        )
     # nothing exact: only the approximation's working space is over the budget, and a rank
     # (which the user may have given) is no way out
-    with pytest.raises(FactorError, match=r"memory_budget.*3 kernels on \d+ points.*[\d.]+ KiB of working space.*"
-                       r"9\.8 KiB.*raise memory_budget") as err:
+    with pytest.raises(
+        FactorError,
+        match=r"memory_budget.*3 kernels on \d+ points.*[\d.]+ KiB of working space.*"
+        r"9\.8 KiB.*raise memory_budget",
+    ) as err:
         build_factor_bank(bank, X, rank=5, memory_budget=1e4)
     assert err.value.key == "memory_budget" and "rank" not in str(err.value)
 
 
-@pytest.mark.parametrize("kwargs, allowed", [
-    ({"rank": 0}, "an integer >= 1 or None"),
-    ({"rank": 2.5}, "an integer >= 1 or None"),
-    ({"rank": True}, "an integer >= 1 or None"),
-    ({"tol": 1.0}, "a number in [0, 1)"),
-    ({"tol": -1e-3}, "a number in [0, 1)"),
-    ({"tol": "small"}, "a number in [0, 1)"),
-    ({"tol": float("nan")}, "a number in [0, 1)"),
-    ({"method": "exakt"}, "'auto', 'exact', 'pivoted_cholesky', 'nystrom'"),
-    ({"seed": -1}, "an integer >= 0"),
-    ({"normalize": "unit"}, "'trace', 'diagonal', 'none'"),
-    ({"memory_budget": 0}, "a number of bytes > 0 or None"),
-    ({"max_exact_dim": 0}, "an integer >= 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, allowed",
+    [
+        ({"rank": 0}, "an integer >= 1 or None"),
+        ({"rank": 2.5}, "an integer >= 1 or None"),
+        ({"rank": True}, "an integer >= 1 or None"),
+        ({"tol": 1.0}, "a number in [0, 1)"),
+        ({"tol": -1e-3}, "a number in [0, 1)"),
+        ({"tol": "small"}, "a number in [0, 1)"),
+        ({"tol": float("nan")}, "a number in [0, 1)"),
+        ({"method": "exakt"}, "'auto', 'exact', 'pivoted_cholesky', 'nystrom'"),
+        ({"seed": -1}, "an integer >= 0"),
+        ({"normalize": "unit"}, "'trace', 'diagonal', 'none'"),
+        ({"memory_budget": 0}, "a number of bytes > 0 or None"),
+        ({"max_exact_dim": 0}, "an integer >= 1"),
+    ],
+)
 def test_bad_settings_are_one_line_errors(kwargs, allowed):
     """Each names its key, the offending value and what is allowed, on one line."""
     X = ionosphere_points()[:50]
-    (key, value), = kwargs.items()
+    ((key, value),) = kwargs.items()
     with pytest.raises(FactorError, match=rf"{key}.*{re.escape(allowed)}.*got {re.escape(repr(value))}") as info:
         build_factor_bank([{"function": "rbf", "width": 1.0}], X, **kwargs)
     err = info.value
     assert err.key == key and allowed in err.allowed and "\n" not in str(err)
-    assert err.value == value or (value != value and err.value != err.value)   # nan is nan
+    assert err.value == value or (value != value and err.value != err.value)  # nan is nan
     if value == "exakt":
         assert "did you mean 'exact'" in str(err)
 
 
 def test_exact_method_errors_name_the_setting():
     X = ionosphere_points()[:50]
-    with pytest.raises(FactorError, match=r"f\.method.*kernel 0 'poly\(degree=3\)\[all\]'.*7770 dimensions.*"
-                       r"max_exact_dim = 256.*method 'auto'.*raise max_exact_dim") as info:
+    with pytest.raises(
+        FactorError,
+        match=r"f\.method.*kernel 0 'poly\(degree=3\)\[all\]'.*7770 dimensions.*"
+        r"max_exact_dim = 256.*method 'auto'.*raise max_exact_dim",
+    ) as info:
         build_factor_bank([{"function": "poly", "degree": 3}], X, method="exact", root="f")
     assert info.value.key == "f.method"
-    with pytest.raises(FactorError, match=r"method.*kernel 0 'linear\[all\]'.*rank 34 > rank = 10.*raise rank.*"
-                       r"method 'auto'") as info:
+    with pytest.raises(
+        FactorError,
+        match=r"method.*kernel 0 'linear\[all\]'.*rank 34 > rank = 10.*raise rank.*"
+        r"method 'auto'",
+    ) as info:
         build_factor_bank(["linear"], X, method="exact", rank=10)
     assert info.value.key == "method"
     # a kernel without an explicit feature map: the methods that factor it
-    with pytest.raises(FactorError, match=r"method.*kernel 0 'rbf\(width=1\)\[all\]'.*no explicit feature map.*"
-                       r"'auto', 'pivoted_cholesky' or 'nystrom'") as info:
+    with pytest.raises(
+        FactorError,
+        match=r"method.*kernel 0 'rbf\(width=1\)\[all\]'.*no explicit feature map.*"
+        r"'auto', 'pivoted_cholesky' or 'nystrom'",
+    ) as info:
         build_factor_bank([{"function": "rbf", "width": 1.0}], X, method="exact")
     assert info.value.key == "method" and "\n" not in str(info.value)
 
@@ -386,15 +416,20 @@ def test_bad_data_and_unnormalisable_kernels_are_refused():
     fb = build_factor_bank(["linear"], X)
     with pytest.raises(BankError, match=r"X_new.*\(n, 34\).*got \(4, 3\)"):
         fb.transform(np.ones((4, 3)))
-    with pytest.raises(ValueError, match=r"no map to new points.*FactorBank\(LT, starts\).*build_factor_bank.*"
-                       r"FactorBank\.from_factors"):
+    with pytest.raises(
+        ValueError,
+        match=r"no map to new points.*FactorBank\(LT, starts\).*build_factor_bank.*"
+        r"FactorBank\.from_factors",
+    ):
         FactorBank(np.ones((2, 3)), [0, 2]).transform(np.ones((2, 3)))
 
 
 def test_diagonal_normalisation_gives_new_points_with_zero_diagonal_a_zero_row():
     X = ionosphere_points()[:60]
-    bank = [{"function": "linear", "features": [[2, 3]]}, {"function": "poly", "degree": 2, "offset": 0.0,
-                                                          "features": [[2, 3]]}]
+    bank = [
+        {"function": "linear", "features": [[2, 3]]},
+        {"function": "poly", "degree": 2, "offset": 0.0, "features": [[2, 3]]},
+    ]
     fb = build_factor_bank(bank, X, normalize="diagonal")
     Xn = X[:5].copy()
     Xn[1, [2, 3]] = 0.0
@@ -413,7 +448,7 @@ def test_base_rows_are_the_base_matrix_rows(kind, cols):
     from mklkit.kernels.functions import BaseRows, base_matrix
 
     X = ionosphere_points()[:, :cols]
-    X[7] = X[3]                                            # a duplicate point: distance exactly 0
+    X[7] = X[3]  # a duplicate point: distance exactly 0
     idx = np.array([3, 7, 0, 100], dtype=np.int64)
     got, ref = BaseRows(kind, X)(idx), base_matrix(kind, X)[idx]
     assert np.max(np.abs(got - ref)) <= 1e-12 * np.max(np.abs(ref))
@@ -428,8 +463,9 @@ def test_docs_factor_banks_examples_run():
     from pathlib import Path
 
     doc = Path(__file__).resolve().parents[1] / "docs" / "factor_banks.md"
-    failures, tried = doctest.testfile(str(doc), module_relative=False, report=True,
-                                       optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    failures, tried = doctest.testfile(
+        str(doc), module_relative=False, report=True, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+    )
     assert tried >= 20 and failures == 0, (failures, tried)
 
 
@@ -438,7 +474,7 @@ def test_resolved_kernel_specs_and_datasets_are_accepted():
 
     ds = load_builtin("ionosphere")
     bank = [{"function": "rbf", "width": [3.0, 6.0], "features": {"random_subsets": 2, "size": 5}}]
-    a = build_factor_bank(bank, ds, tol=1e-4)                              # a Dataset
+    a = build_factor_bank(bank, ds, tol=1e-4)  # a Dataset
     b = build_factor_bank(expand_bank(bank, ds.n_features, ds.feature_names), ds.X, tol=1e-4)
     assert a.factor_map.names == b.factor_map.names and len(a.factor_map.names) == 4
     assert np.array_equal(a.LT, b.LT)

@@ -1,4 +1,5 @@
 """FactorBank: every bank operation against the dense bank of its Gram matrices."""
+
 from __future__ import annotations
 
 import functools
@@ -60,16 +61,22 @@ def a9a_linear() -> FactorBank:
     return FactorBank.from_blocks([X[:, list(g)] for g in groups])
 
 
-BANKS = {"random_dense": random_dense, "random_sparse": random_sparse,
-         "sonar_linear": sonar_linear, "a9a_sparse": a9a_linear}
+BANKS = {
+    "random_dense": random_dense,
+    "random_sparse": random_sparse,
+    "sonar_linear": sonar_linear,
+    "a9a_sparse": a9a_linear,
+}
 
 
-@pytest.fixture(params=[(name, par) for name in BANKS for par in (False, True)],
-                ids=lambda p: f"{p[0]}-{'parallel' if p[1] else 'serial'}")
+@pytest.fixture(
+    params=[(name, par) for name in BANKS for par in (False, True)],
+    ids=lambda p: f"{p[0]}-{'parallel' if p[1] else 'serial'}",
+)
 def banks(request):
     """The factor bank (serial or parallel loops) and the dense bank of its Gram matrices."""
     name, par = request.param
-    if par:   # the parallel loops on every core
+    if par:  # the parallel loops on every core
         request.getfixturevalue("machine_threads")
     fb = BANKS[name]()
     fb._par = par
@@ -125,8 +132,8 @@ def test_accumulate_hessian(banks):
     fb.accumulate_hessian(H, idx, s, KR, t, 8)
     ab.accumulate_hessian(H_ref, idx, s, KR, t, 8)
     assert_close(H - H0, H_ref - H0)
-    assert np.array_equal(H - H0, (H - H0).T)             # exactly symmetric increments
-    HF = np.asfortranarray(H0)                              # any layout of H works
+    assert np.array_equal(H - H0, (H - H0).T)  # exactly symmetric increments
+    HF = np.asfortranarray(H0)  # any layout of H works
     fb.accumulate_hessian(HF, idx, s, KR, t, 8)
     assert_close(HF - H0, H_ref - H0)
 
@@ -135,11 +142,11 @@ def test_matvecs_rows_block_norms_combine(banks):
     fb, ab = banks
     M, N = fb.n_kernels, fb.n_samples
     rng = np.random.default_rng(4)
-    idx = np.array([M - 1, 0, 1, 0], dtype=np.int64)          # repeats allowed
+    idx = np.array([M - 1, 0, 1, 0], dtype=np.int64)  # repeats allowed
     A = rng.standard_normal((idx.size, N))
     assert_close(fb.matvecs_rows(A, idx), ab.matvecs_rows(A, idx))
     alpha = rng.standard_normal((M, N))
-    alpha[1] = 0.0                                              # a zero row is skipped
+    alpha[1] = 0.0  # a zero row is skipped
     assert_close(fb.block_norms(alpha), ab.block_norms(alpha))
     sub = np.array([0, 2, M - 1], dtype=np.int64)
     assert_close(fb.combine(alpha, sub), ab.combine(alpha, sub))
@@ -154,17 +161,16 @@ def test_coefficients_give_the_combined_prediction(banks):
     beta = fb.coefficients(alpha)
     assert beta.shape == (fb.total_rank,)
     assert_close(fb.expand(beta), ab.combine(alpha, np.arange(M)))
-    assert_close(np.sqrt(np.bincount(fb._row_block, beta * beta, minlength=M)),
-                 ab.block_norms(alpha))
+    assert_close(np.sqrt(np.bincount(fb._row_block, beta * beta, minlength=M)), ab.block_norms(alpha))
 
 
 def test_combinations_are_the_blocks_of_the_factors_times_their_coordinates(banks):
     fb, _ = banks
     M, N = fb.n_kernels, fb.n_samples
     c = np.random.default_rng(6).standard_normal(fb.total_rank)
-    c[fb.starts[0]:fb.starts[1]] = 0.0                       # a kernel with coordinates 0
+    c[fb.starts[0] : fb.starts[1]] = 0.0  # a kernel with coordinates 0
     L = fb.LT.toarray() if fb.sparse else fb.LT
-    ref = np.array([c[fb.starts[m]:fb.starts[m + 1]] @ L[fb.starts[m]:fb.starts[m + 1]] for m in range(M)])
+    ref = np.array([c[fb.starts[m] : fb.starts[m + 1]] @ L[fb.starts[m] : fb.starts[m + 1]] for m in range(M)])
     got = fb.combinations(c)
     assert got.shape == (M, N)
     assert_close(got, ref)

@@ -1,4 +1,5 @@
 """``factor=True`` takes the factors ``factor="auto"`` takes when it factors; ranks that cannot be used are capped."""
+
 from __future__ import annotations
 
 import warnings
@@ -36,12 +37,15 @@ def _built_ranks(est=None, approximation=None, refinement=None):
 
 def _fit(X, y, factor, **kw):
     with warnings.catch_warnings():
-        warnings.simplefilter("error", RankCapWarning)   # auto's ranks are never capped
+        warnings.simplefilter("error", RankCapWarning)  # auto's ranks are never capped
         return MKLClassifier(factor=factor, **kw).fit(X, y)
 
 
-@pytest.mark.parametrize("kernels, budget", [(RBF, "2MB"), (RBF, None), (LINEAR, None)],
-                         ids=["approximate", "approximate-default-budget", "exact"])
+@pytest.mark.parametrize(
+    "kernels, budget",
+    [(RBF, "2MB"), (RBF, None), (LINEAR, None)],
+    ids=["approximate", "approximate-default-budget", "exact"],
+)
 def test_factor_true_takes_autos_factors(ionosphere, kernels, budget):
     """Where auto factors (here: approximate factors because the Gram matrices exceed a 2 MB budget;
     exact factors of linear kernels), True gives the same factors (method, ranks, residual), the same
@@ -62,7 +66,7 @@ def test_factor_true_takes_autos_factors(ionosphere, kernels, budget):
 def test_factor_true_is_not_the_tolerance_route(ionosphere):
     """The former route of True (rank as tol needs, up to N) gave larger factors than auto's rule."""
     X, y = ionosphere
-    narrow = [{"function": "rbf", "width": 1.0}]   # nearly diagonal: tol 1e-3 needs almost N columns
+    narrow = [{"function": "rbf", "width": 1.0}]  # nearly diagonal: tol 1e-3 needs almost N columns
     true = _fit(X, y, True, kernels=narrow)
     by_tol = _fit(X, y, {"tol": 1e-3}, kernels=narrow)
     assert _built_ranks(true) == [min(AUTO_RANK, X.shape[0])]
@@ -79,21 +83,27 @@ def test_a_rank_above_N_is_capped_with_a_warning(ionosphere):
     np.testing.assert_array_equal(fb.LT, ref.LT)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RankCapWarning)
-        build_factor_bank(RBF, X, rank=N, tol=1e-3)   # N itself is not capped
+        build_factor_bank(RBF, X, rank=N, tol=1e-3)  # N itself is not capped
 
 
 def test_estimator_says_a_rank_is_capped(ionosphere):
     X, y = ionosphere
     # the estimator's parameter is named (factor.rank), as in its errors; the warning comes once
-    with pytest.warns(RankCapWarning, match=r"MKLClassifier: factor\.rank = 1000000000.*N = (\d+).*"
-                      r"capped to rank \1\b") as rec:
+    with pytest.warns(
+        RankCapWarning,
+        match=r"MKLClassifier: factor\.rank = 1000000000.*N = (\d+).*"
+        r"capped to rank \1\b",
+    ) as rec:
         clf = MKLClassifier(RBF, factor={"rank": 10**9}).fit(X, y)
     caps = [str(w.message) for w in rec if w.category is RankCapWarning]
     assert len(caps) == 1 and "kernels.factor" not in caps[0]
     assert max(clf.factor_approximation_["ranks"]) <= X.shape[0]
     # beyond the budget: capped to what fits, both ranks named
-    with pytest.warns(RankCapWarning, match=r"MKLClassifier: factor\.rank = 300.*3 approximated kernels.*"
-                      r"rank <= (\d+) fits.*capped to rank \1\b"):
+    with pytest.warns(
+        RankCapWarning,
+        match=r"MKLClassifier: factor\.rank = 300.*3 approximated kernels.*"
+        r"rank <= (\d+) fits.*capped to rank \1\b",
+    ):
         small = MKLClassifier(RBF, factor={"rank": 300}, memory_budget="1MB").fit(X, y)
     assert max(small.factor_approximation_["ranks"]) < 300
     # outside an estimator the warning names the spec key again
@@ -107,8 +117,10 @@ def test_spec_factor_true_takes_autos_factors(tmp_path):
     from mklkit.api import load_spec, run
 
     spec = tmp_path / "s.yaml"
-    spec.write_text("data: {builtin: ionosphere, test_size: 0.2}\n"
-                    "kernels: {bank: [{function: rbf, width: 1.0}], factor: true}\n"
-                    "problem: {loss: logistic, regularizer: l1, C: 0.1}\n")
+    spec.write_text(
+        "data: {builtin: ionosphere, test_size: 0.2}\n"
+        "kernels: {bank: [{function: rbf, width: 1.0}], factor: true}\n"
+        "problem: {loss: logistic, regularizer: l1, C: 0.1}\n"
+    )
     res = run(load_spec(str(spec)))
     assert _built_ranks(approximation=res.factor, refinement=res.factor_refinement) == [min(AUTO_RANK, res.n_train)]

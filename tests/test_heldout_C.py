@@ -1,4 +1,5 @@
 """C="path": C chosen on held-out rows along a warm-started path (mklkit.pipeline.heldout)."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,11 @@ from mklkit.problem import Problem
 def create(kind, name):
     return get_registry().create(kind, name)
 
-KERNELS = [{"function": "rbf", "width": [0.5, 2.0, 8.0], "features": "all"},
-           {"function": "poly", "degree": 1, "features": "all"}]
+
+KERNELS = [
+    {"function": "rbf", "width": [0.5, 2.0, 8.0], "features": "all"},
+    {"function": "poly", "degree": 1, "features": "all"},
+]
 
 
 def _data(n: int, seed: int = 0, noise: float = 0.3) -> tuple[np.ndarray, np.ndarray]:
@@ -36,8 +40,9 @@ def _gram_problem(n: int, seed: int = 0, loss: str = "logistic") -> Problem:
     sq = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
     K = np.stack([np.exp(-sq / (2 * w * w)) for w in (0.5, 2.0, 8.0)] + [X @ X.T + 1.0])
     K /= np.einsum("mii->m", K)[:, None, None] / n
-    return Problem(K=K, y=y.astype(float), loss=create("loss", loss),
-                   regularizer=create("regularizer", "elasticnet"), C=1.0)
+    return Problem(
+        K=K, y=y.astype(float), loss=create("loss", loss), regularizer=create("regularizer", "elasticnet"), C=1.0
+    )
 
 
 def _solve(problem: Problem, warm):
@@ -86,13 +91,13 @@ def test_a_bad_prior_is_overruled_by_enough_held_out_data():
     sel = select_C(problem, _solve, prior=lambda p: 0.9 * zero_solution(p).C_max)  # every kernel off
     assert sel.excess[sel.chosen] <= sel.excess_se[sel.chosen]
     majority = max(np.mean(problem.y == 1), np.mean(problem.y == -1))
-    assert sel.metrics[sel.chosen] > majority + 0.1        # held-out accuracy: it learned
-    assert sel.excess[0] > 3 * sel.excess_se[0]             # the trivial start is told apart
+    assert sel.metrics[sel.chosen] > majority + 0.1  # held-out accuracy: it learned
+    assert sel.excess[0] > 3 * sel.excess_se[0]  # the trivial start is told apart
     assert sel.C < 0.5 * c_max
     # the path went on while the held-out loss fell, and stopped where it rose significantly
     assert "rose" in sel.stopped and 1 <= sel.Cs.size - 1 - sel.best < sel.settings.patience
     assert sel.excess[-1] > sel.excess_se[-1]
-    assert np.all(sel.losses[1:sel.best + 1] <= sel.losses[0])
+    assert np.all(sel.losses[1 : sel.best + 1] <= sel.losses[0])
     # the C of all rows is the chosen fraction of all rows' C_max
     assert sel.C == pytest.approx(sel.ratios[sel.chosen] * c_max, rel=1e-12)
     assert sel.n_held + sel.n_fit == 600
@@ -121,7 +126,7 @@ def test_the_fit_on_all_rows_starts_from_the_chosen_solution():
     rows = HeldoutRows(problem, fit, held)
     fit_result = type(start)(**{**start.__dict__, "alpha": start.alpha[:, fit]})
     assert np.allclose(start.decision_function(problem.K[:, held]), rows.decision(fit_result), atol=1e-12)
-    engine = create("engine", {"name": "proximal", "tol": 1e-6})   # an engine that starts from alpha
+    engine = create("engine", {"name": "proximal", "tol": 1e-6})  # an engine that starts from alpha
     at = problem_at(problem, C=sel.C)
     warm, cold = engine.solve(at, None, warm_start=start), engine.solve(at, None)
     assert warm.gap <= 1e-6 and cold.gap <= 1e-6
@@ -134,7 +139,7 @@ def test_the_start_survives_a_long_path(bank, monkeypatch):
     (factors: kept as their coordinates) or from the nearest one kept (Gram matrices)."""
     import mklkit.pipeline.heldout as heldout
 
-    monkeypatch.setattr(heldout, "KEEP_BYTES", 0)      # as if every solution were too large to keep
+    monkeypatch.setattr(heldout, "KEEP_BYTES", 0)  # as if every solution were too large to keep
     problem = _gram_problem(300)
     if bank == "factor":
         problem = _exact_factors(problem)
@@ -146,7 +151,7 @@ def test_the_start_survives_a_long_path(bank, monkeypatch):
         return results[-1]
 
     sel = select_C(problem, solve, prior=lambda p: 0.02 * zero_solution(p).C_max)
-    assert sel.chosen < sel.Cs.size - 1                  # values were solved after the chosen one
+    assert sel.chosen < sel.Cs.size - 1  # values were solved after the chosen one
     fit, held = split_rows(problem.y, 0.2, seed=0, stratify=True)
     start = sel.start
     assert start is not None and not np.any(start.alpha[:, held])
@@ -174,8 +179,7 @@ def _well_specified(n: int = 1500) -> Problem:
     y = np.where(rng.random(n) < p, 1.0, -1.0)
     K = np.stack([np.outer(X[:, j], X[:, j]) for j in range(6)] + [X @ X.T])
     K /= np.einsum("mii->m", K)[:, None, None] / n
-    return Problem(K=K, y=y, loss=create("loss", "logistic"), regularizer=create("regularizer", "elasticnet"),
-                   C=1.0)
+    return Problem(K=K, y=y, loss=create("loss", "logistic"), regularizer=create("regularizer", "elasticnet"), C=1.0)
 
 
 def test_a_flat_held_out_loss_ends_the_path():
@@ -185,7 +189,7 @@ def test_a_flat_held_out_loss_ends_the_path():
     flat = select_C(problem, _solve, prior, settings=PathSettings(flat=0.05))
     assert "flattened" in flat.stopped and "flattened" not in every.stopped
     assert flat.Cs.size < every.Cs.size
-    assert np.allclose(flat.losses, every.losses[:flat.Cs.size], rtol=1e-6)   # the same path, cut short
+    assert np.allclose(flat.losses, every.losses[: flat.Cs.size], rtol=1e-6)  # the same path, cut short
     # the last material minimum: the values after it lowered the loss by at most 5 % of its decrease so
     # far; `patience` of them ended the path
     L = flat.losses
@@ -194,8 +198,8 @@ def test_a_flat_held_out_loss_ends_the_path():
         if L[material] - L[j] > 0.05 * (L[0] - L[material]):
             material = j
     assert L.size - 1 - material == flat.settings.patience
-    assert np.all(L[material] - L[material + 1:] <= 0.05 * (L[0] - L[material]))
-    assert flat.best > material                       # a new minimum, but not a material one
+    assert np.all(L[material] - L[material + 1 :] <= 0.05 * (L[0] - L[material]))
+    assert flat.best > material  # a new minimum, but not a material one
     # the choice is the same: within one standard error of the least loss, nearest the prior
     assert flat.C == pytest.approx(every.C, rel=1e-12)
     with pytest.raises(ValueError, match="flat"):
@@ -229,11 +233,11 @@ def test_the_hinge_chooses_by_the_held_out_error_rate_and_the_logistic_by_its_lo
     hinge = _gram_problem(400, loss="hinge")
     sel = select_C(hinge, _solve, prior=lambda p: 0.02 * zero_solution(p).C_max)
     assert sel.criterion == "error" and criterion_of(hinge.loss) == "error"
-    errors = 1.0 - sel.metrics                      # unweighted rows: the mean error rate
+    errors = 1.0 - sel.metrics  # unweighted rows: the mean error rate
     assert sel.best == int(np.argmin(errors))
     assert np.allclose(sel.excess, errors - errors[sel.best], atol=1e-12)
     assert sel.excess[sel.chosen] <= sel.excess_se[sel.chosen]
-    assert np.all(sel.losses > 0) and not np.allclose(sel.losses, errors)   # the hinge loss is still reported
+    assert np.all(sel.losses > 0) and not np.allclose(sel.losses, errors)  # the hinge loss is still reported
     assert "error" in sel.stopped or sel.stopped == "the end of the path"
     assert "least error" in sel.summary() or sel.chosen == sel.best
     logistic = select_C(_gram_problem(300), _solve, prior=lambda p: 0.02 * zero_solution(p).C_max)
@@ -254,10 +258,10 @@ def test_classifier_reports_the_path_and_fits_all_rows_at_the_chosen_C():
     sel = clf.C_selection_
     assert clf.C_ == pytest.approx(sel.C)
     assert clf.C_ == pytest.approx(sel.ratios[sel.chosen] * clf.C_max_, rel=1e-9)
-    assert clf.dual_gap_ <= 1e-2                       # the fit on all rows is certified
+    assert clf.dual_gap_ <= 1e-2  # the fit on all rows is certified
     assert sel.losses.size == sel.metrics.size == sel.Cs.size >= 2
     assert clf.score(X, y) > 0.8
-    assert sel.start is None                           # used by the fit, not kept
+    assert sel.start is None  # used by the fit, not kept
     # a refit at a number forgets the selection
     clf.set_params(C=1.0).fit(X, y)
     assert not hasattr(clf, "C_selection_")
@@ -296,7 +300,8 @@ def _path_spec(tmp_path):
         "data: {builtin: liver, test_size: 0.3, seed: 0, standardize: true}\n"
         "kernels: {bank: [{function: rbf, width: [1, 3, 10], features: all}], normalize: trace}\n"
         "problem: {loss: logistic, regularizer: {name: elasticnet, lam: 0.5}, C: path}\n"
-        "engine: {name: spicy, tol: 1.0e-6}\n")
+        "engine: {name: spicy, tol: 1.0e-6}\n"
+    )
     return spec
 
 
@@ -327,7 +332,7 @@ def test_the_command_line_shows_the_path_and_the_choice(tmp_path, capsys, monkey
     out = capsys.readouterr()
     lines = [ln for ln in out.err.splitlines() if ln.startswith("mklkit: C path:")]
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert len(lines) == len(summary["C_selection"]["Cs"])         # one line per value of C
+    assert len(lines) == len(summary["C_selection"]["Cs"])  # one line per value of C
     assert "chosen on" in out.out and "held-out rows" in out.out
 
 
@@ -340,11 +345,13 @@ def test_path_decides_by_the_effective_number_of_held_out_rows():
     n = int(AUTO_MIN_HELD / PathSettings().held_out)
     X, y = _data(n)
     bank = FactorBank(np.ascontiguousarray(X.T), [0, 2, 4])
-    base = Problem(K=bank, y=y.astype(float), loss=create("loss", "logistic"),
-                   regularizer=create("regularizer", "l1"), C=1.0)
+    base = Problem(
+        K=bank, y=y.astype(float), loss=create("loss", "logistic"), regularizer=create("regularizer", "l1"), C=1.0
+    )
     assert path_decides(base)
-    assert not path_decides(problem_at(base, y=y[:-1].astype(float), K=FactorBank(np.ascontiguousarray(X[:-1].T),
-                                                                                  [0, 2, 4])))
+    assert not path_decides(
+        problem_at(base, y=y[:-1].astype(float), K=FactorBank(np.ascontiguousarray(X[:-1].T), [0, 2, 4]))
+    )
     # weights: the effective number of rows (Kish), not their count
     w = np.ones(n)
     w[: n // 2] = 1e-6
@@ -358,15 +365,15 @@ def _indicators(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 def test_auto_chooses_C_on_held_out_rows_from_2500_rows_and_scale_never_does():
     X, y = _indicators(2600)
-    linear = [{"function": "linear", "features": [[0], [1], [2], [3], [4], [5]]}]   # exact factors: cheap
+    linear = [{"function": "linear", "features": [[0], [1], [2], [3], [4], [5]]}]  # exact factors: cheap
     auto = MKLClassifier(kernels=linear, regularizer="l1").fit(X, y)
     sel = auto.C_selection_
     assert sel.n_held >= 500 and sel.chosen >= 0
     assert auto.C_ == pytest.approx(sel.ratios[sel.chosen] * auto.C_max_, rel=1e-9)
-    assert auto.dual_gap_ <= 1e-2 and auto.factor_refinement_ is None   # auto's path does not refine
+    assert auto.dual_gap_ <= 1e-2 and auto.factor_refinement_ is None  # auto's path does not refine
     scale = MKLClassifier(kernels=linear, regularizer="l1", C="scale").fit(X, y)
     assert not hasattr(scale, "C_selection_")
-    assert scale.C_ == pytest.approx(1.0 / np.sqrt(X.shape[0]), rel=1e-12)   # unit-trace kernels
+    assert scale.C_ == pytest.approx(1.0 / np.sqrt(X.shape[0]), rel=1e-12)  # unit-trace kernels
     # below 2,500 rows "auto" is the rule
     small = MKLClassifier(kernels=linear, regularizer="l1").fit(X[:2400], y[:2400])
     assert not hasattr(small, "C_selection_") and small.C_ == pytest.approx(1.0 / np.sqrt(2400), rel=1e-12)
@@ -377,16 +384,23 @@ def test_a_spec_with_C_auto_chooses_on_held_out_rows_with_enough_rows(tmp_path):
 
     X, y = _indicators(3600)
     path = tmp_path / "d.csv"
-    np.savetxt(path, np.column_stack([X, y]), delimiter=",", header=",".join(
-        [f"x{j}" for j in range(X.shape[1])] + ["y"]), comments="")
+    np.savetxt(
+        path,
+        np.column_stack([X, y]),
+        delimiter=",",
+        header=",".join([f"x{j}" for j in range(X.shape[1])] + ["y"]),
+        comments="",
+    )
     spec = tmp_path / "s.yaml"
     spec.write_text(
         f"data: {{train: {path}, target: y, test_size: 0.25, seed: 0}}\n"
         "kernels: {bank: [{function: linear, features: each}], factor: true}\n"
-        "problem: {loss: logistic, regularizer: l1}\n")
+        "problem: {loss: logistic, regularizer: l1}\n"
+    )
     res = run(load_spec(spec))
     assert res.C_selection is not None and res.C_selection.chosen >= 0
     assert float(res.spec.problem.C) == pytest.approx(
-        res.C_selection.ratios[res.C_selection.chosen] * res.result.C_max, rel=1e-9)
+        res.C_selection.ratios[res.C_selection.chosen] * res.result.C_max, rel=1e-9
+    )
     scaled = run(load_spec(spec, overrides=["problem.C=scale"]))
     assert scaled.C_selection is None

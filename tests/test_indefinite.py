@@ -1,4 +1,5 @@
 """Indefinite precomputed kernels are refused by one check, from the command line and the estimators."""
+
 from __future__ import annotations
 
 import re
@@ -59,10 +60,10 @@ def test_the_bound_is_rtol_times_the_trace_on_either_side(factor, refused):
     if refused:
         with pytest.raises(BankError, match=r"K\[1\] is not positive semidefinite") as exc:
             check_psd(K, "K")
-        assert _eigenvalue(str(exc.value)) == pytest.approx(lam, rel=1e-5)   # 6 digits printed
+        assert _eigenvalue(str(exc.value)) == pytest.approx(lam, rel=1e-5)  # 6 digits printed
     else:
         check_psd(K, "K")
-    assert np.array_equal(K, before)   # not modified
+    assert np.array_equal(K, before)  # not modified
 
 
 @pytest.mark.parametrize("C", [1.0, "auto"])
@@ -84,8 +85,11 @@ def test_cli_refuses_indefinite_kernels(tmp_path, capsys):
     from mklkit.cli import main
 
     np.savez(tmp_path / "k.npz", K_train=_bank(), y_train=_labels(), names=np.array(["good", "bad"]))
-    spec = {"kernels": {"precomputed": "k.npz"}, "problem": {"loss": "logistic", "C": 0.1},
-            "output": {"dir": str(tmp_path / "out")}}
+    spec = {
+        "kernels": {"precomputed": "k.npz"},
+        "problem": {"loss": "logistic", "C": 0.1},
+        "output": {"dir": str(tmp_path / "out")},
+    }
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
     code = main(["run", str(tmp_path / "s.yaml"), "--quiet"])
     err = capsys.readouterr().err.strip()

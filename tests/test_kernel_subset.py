@@ -1,5 +1,6 @@
 """The default bank's kernels on all features, kept on held-out rows when the whole bank does no
 better (mklkit.pipeline.kernel_subset)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -13,12 +14,7 @@ from mklkit.components.regularizers import ElasticNet
 from mklkit.engines.spicy import Spicy
 from mklkit.estimators import default_kernels
 from mklkit.kernels import KernelBank, build_factor_bank
-from mklkit.pipeline.kernel_subset import (
-    prefer_subset,
-    restrict_result,
-    subset_problem,
-    widen_result,
-)
+from mklkit.pipeline.kernel_subset import prefer_subset, restrict_result, subset_problem, widen_result
 from mklkit.problem import Problem
 
 N, D = 800, 4
@@ -49,7 +45,7 @@ def test_classes_that_need_the_features_jointly_keep_the_kernels_on_all_features
     assert choice["difference"] <= choice["difference_se"]
     on_all = [i for i, name in enumerate(clf.kernel_names_) if name.endswith("[all]")]
     assert choice["kernels"] == [clf.kernel_names_[i] for i in on_all]
-    assert len(clf.kernel_names_) == 7 + 3 * D          # the whole bank is still described
+    assert len(clf.kernel_names_) == 7 + 3 * D  # the whole bank is still described
     others = np.setdiff1d(np.arange(len(clf.kernel_names_)), on_all)
     assert np.all(clf.kernel_weights_[others] == 0.0) and np.all(clf.result_.alpha[others] == 0.0)
     assert set(clf.active_kernels_.tolist()) <= set(on_all)
@@ -74,10 +70,13 @@ def test_classes_that_follow_single_features_keep_the_whole_bank():
     assert np.any(clf.kernel_weights_[[not n.endswith("[all]") for n in clf.kernel_names_]] > 0.0)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"kernels": [{"function": "rbf", "width": [1.0, 3.0]}, {"function": "rbf", "width": 1.0, "features": "each"}]},
-    {"C": 0.05},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"kernels": [{"function": "rbf", "width": [1.0, 3.0]}, {"function": "rbf", "width": 1.0, "features": "each"}]},
+        {"C": 0.05},
+    ],
+)
 def test_no_choice_without_the_default_bank_and_a_held_out_path(kwargs):
     X = _points(6, 300)
     clf = MKLClassifier(**{"C": "path", **kwargs}).fit(X, _joint(X, 0.3, 7))
@@ -112,7 +111,7 @@ def test_the_subset_is_kept_unless_the_whole_bank_is_better_beyond_the_paired_er
         assert diff == pytest.approx(shift + 0.1 * noise.mean())
         assert se == pytest.approx(0.1 * noise.std() / np.sqrt(400))
     whole, sub = _rows(np.zeros(10))
-    sub.chosen_rows = None   # a path that scored nothing keeps the whole bank
+    sub.chosen_rows = None  # a path that scored nothing keeps the whole bank
     assert prefer_subset(whole, sub)[0] is False
 
 
@@ -121,15 +120,13 @@ def test_a_subset_problem_is_the_problem_on_those_kernels(factored):
     X = _points(10, 120)
     y = np.where(X[:, 0] > 0, 1.0, -1.0)
     specs = [{"function": "rbf", "width": [1.0, 2.0, 4.0]}, {"function": "poly", "degree": 2}]
-    bank = (build_factor_bank(specs, X, rank=None, tol=1e-12) if factored else
-            KernelBank.build(X, specs).K)
+    bank = build_factor_bank(specs, X, rank=None, tol=1e-12) if factored else KernelBank.build(X, specs).K
     whole = Problem(K=bank, y=y, loss=Logistic(), regularizer=ElasticNet(), C=0.05)
     keep = np.array([0, 3])
     part = subset_problem(whole, keep)
-    assert part.n_kernels == 2 and type(part.bank) is type(whole.bank)   # the same kind of bank
+    assert part.n_kernels == 2 and type(part.bank) is type(whole.bank)  # the same kind of bank
     rho = np.random.default_rng(11).normal(size=y.size)
-    np.testing.assert_allclose(part.bank.dual_block_norms(rho), whole.bank.dual_block_norms(rho)[keep],
-                               rtol=1e-12)
+    np.testing.assert_allclose(part.bank.dual_block_norms(rho), whole.bank.dual_block_norms(rho)[keep], rtol=1e-12)
     r = Spicy(tol=1e-8).solve(part)
     wide = widen_result(r, keep, 4)
     assert wide.alpha.shape == (4, y.size) and np.all(wide.alpha[[1, 2]] == 0.0)
@@ -138,8 +135,12 @@ def test_a_subset_problem_is_the_problem_on_those_kernels(factored):
     back = restrict_result(wide, keep)
     np.testing.assert_array_equal(back.alpha, r.alpha)
     # the widened result predicts on the whole bank what the subset's result predicts on its own
-    np.testing.assert_allclose(whole.bank.combine(wide.alpha, wide.active_set),
-                               part.bank.combine(r.alpha, r.active_set), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        whole.bank.combine(wide.alpha, wide.active_set),
+        part.bank.combine(r.alpha, r.active_set),
+        rtol=1e-10,
+        atol=1e-12,
+    )
 
 
 def test_a_subset_of_exact_factors_keeps_their_pivots():

@@ -1,4 +1,5 @@
 """Kernel functions, bank descriptions, KernelBank building, cross kernels, precomputed banks."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -45,9 +46,7 @@ def sk_kernel(func: KernelFunction, X, Z=None):
     if isinstance(func, RBF):
         return pairwise_kernels(X, Z, metric="rbf", gamma=1.0 / (2.0 * func.width**2))
     if isinstance(func, Poly):
-        return pairwise_kernels(
-            X, Z, metric="polynomial", degree=func.degree, gamma=func.scale, coef0=func.offset
-        )
+        return pairwise_kernels(X, Z, metric="polynomial", degree=func.degree, gamma=func.scale, coef0=func.offset)
     if isinstance(func, Linear):
         return pairwise_kernels(X, Z, metric="linear")
     raise AssertionError(func)
@@ -72,7 +71,9 @@ def test_gram_matches_sklearn(func, data):
     np.testing.assert_allclose(func.gram(X), sk_kernel(func, X), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(func.gram(X, Z), sk_kernel(func, X, Z), rtol=1e-12, atol=1e-12)
     # a single column takes the exact-difference path
-    np.testing.assert_allclose(func.gram(X[:, :1], Z[:, :1]), sk_kernel(func, X[:, :1], Z[:, :1]), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        func.gram(X[:, :1], Z[:, :1]), sk_kernel(func, X[:, :1], Z[:, :1]), rtol=1e-12, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize("func", FUNCS, ids=repr)
@@ -199,7 +200,10 @@ def test_random_subsets_and_chi2_widths():
 @pytest.mark.parametrize(
     "entries, match",
     [
-        ([{"function": "rfb"}], r"bank\[0\]\.function: unknown kernel function 'rfb' \(did you mean 'rbf'\?\); available: linear, poly, rbf"),
+        (
+            [{"function": "rfb"}],
+            r"bank\[0\]\.function: unknown kernel function 'rfb' \(did you mean 'rbf'\?\); available: linear, poly, rbf",
+        ),
         ([{"width": 1}], r"bank\[0\]\.function is required"),
         ([{"function": "rbf"}, {"function": "poly", "degree": 0}], r"bank\[1\]\.degree must be an integer >= 1; got 0"),
         ([{"function": "rbf", "width": [1, -2]}], r"bank\[0\]\.width\[1\] must be a number > 0; got -2"),
@@ -212,10 +216,16 @@ def test_random_subsets_and_chi2_widths():
         ([{"function": "rbf", "features": [1, 1]}], r"bank\[0\]\.features lists column 1 twice"),
         ([{"function": "rbf", "features": [[0], 1]}], r"not a mix"),
         ([{"function": "rbf", "features": {"random_subsets": 2}}], r"bank\[0\]\.features\.size is required"),
-        ([{"function": "rbf", "features": {"random_subsets": 2, "size": 7}}], r"bank\[0\]\.features\.size must be .*<= the number of features \(4\)"),
+        (
+            [{"function": "rbf", "features": {"random_subsets": 2, "size": 7}}],
+            r"bank\[0\]\.features\.size must be .*<= the number of features \(4\)",
+        ),
         ([{"function": "rbf", "features": {"random_subset": 2, "size": 1}}], r"did you mean 'random_subsets'"),
         ([{"function": "rbf", "seed": -1}], r"bank\[0\]\.seed must be an integer >= 0"),
-        ([{"preset": "simplmkl"}], r"bank\[0\]\.preset: unknown kernel-bank preset 'simplmkl' \(did you mean 'simplemkl'\?\)"),
+        (
+            [{"preset": "simplmkl"}],
+            r"bank\[0\]\.preset: unknown kernel-bank preset 'simplmkl' \(did you mean 'simplemkl'\?\)",
+        ),
         ("smo", r"bank: unknown kernel-bank preset 'smo'"),
         ([], r"bank must be a non-empty list"),
         ([3], r"bank\[0\] must be a mapping"),
@@ -286,8 +296,11 @@ def test_read_only_points(normalize, d):
     """Read-only points (``setflags(write=False)``, memory-mapped data) build and cross."""
     rng = np.random.default_rng(d)
     X, Z = rng.standard_normal((30, d)), rng.standard_normal((9, d))
-    entries = [{"function": "rbf", "width": [1.0, 2.0]}, {"function": "poly", "degree": 2},
-               {"function": "rbf", "width": 1.0, "features": [0]}]
+    entries = [
+        {"function": "rbf", "width": [1.0, 2.0]},
+        {"function": "poly", "degree": 2},
+        {"function": "rbf", "width": 1.0, "features": [0]},
+    ]
     ref = KernelBank.build(X, entries, normalize=normalize)
     ref_c = ref.cross(Z)
     Xr, Zr = X.copy(), Z.copy()

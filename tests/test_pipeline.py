@@ -1,4 +1,5 @@
 """The pipeline behind run, sweep and the estimators: engine section, representations, precomputed folds."""
+
 from __future__ import annotations
 
 import json
@@ -72,8 +73,12 @@ def test_exact_factors_give_the_dense_answer_through_run(tmp_path):
     np.testing.assert_allclose(fac.result.kernel_weights, dense.result.kernel_weights, atol=1e-8)
     assert fac.metrics == pytest.approx(dense.metrics, abs=1e-12)
     out = tmp_path / "out"
-    assert main(["run", str(write(tmp_path, _with(kernels={"factor": {"method": "exact"}}))), "--out", str(out),
-                 "--quiet"]) == 0
+    assert (
+        main(
+            ["run", str(write(tmp_path, _with(kernels={"factor": {"method": "exact"}}))), "--out", str(out), "--quiet"]
+        )
+        == 0
+    )
     s = json.loads((out / "summary.json").read_text())
     assert s["spec"]["kernels"]["factor"]["method"] == "exact"
     assert s["objective"] == pytest.approx(dense.result.objective, rel=1e-8)
@@ -90,7 +95,7 @@ def test_approximate_factors_report_what_they_leave_out(tmp_path, capsys):
     prep = parse_spec(spec, file="f.yaml").prepare()
     fb = prep.problem.bank
     full = fb.trace() + fb.trace_error
-    assert fb.trace_error.sum() > 0            # the narrow kernel is not low-rank
+    assert fb.trace_error.sum() > 0  # the narrow kernel is not low-rank
     out = tmp_path / "out"
     assert main(["run", str(write(tmp_path, spec)), "--out", str(out)]) == 0
     s = json.loads((out / "summary.json").read_text())["factor"]
@@ -101,16 +106,19 @@ def test_approximate_factors_report_what_they_leave_out(tmp_path, capsys):
     assert "factors     total rank" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("factor, key, shown", [
-    ({"rank": 0}, "kernels.factor.rank", "got 0"),
-    ({"rank": 2.5}, "kernels.factor.rank", "got 2.5"),
-    ({"tol": 1.5}, "kernels.factor.tol", "got 1.5"),
-    ({"method": "cholesky"}, "kernels.factor.method", "got 'cholesky'"),
-    ({"rnak": 3}, "kernels.factor.rnak", "got 'rnak'"),
-    ({"refine": "yes"}, "kernels.factor.refine", "got 'yes'"),
-    ("maybe", "kernels.factor", "got 'maybe'; allowed: a mapping with keys"),
-    (7, "kernels.factor", "got 7; allowed: a mapping with keys"),
-])
+@pytest.mark.parametrize(
+    "factor, key, shown",
+    [
+        ({"rank": 0}, "kernels.factor.rank", "got 0"),
+        ({"rank": 2.5}, "kernels.factor.rank", "got 2.5"),
+        ({"tol": 1.5}, "kernels.factor.tol", "got 1.5"),
+        ({"method": "cholesky"}, "kernels.factor.method", "got 'cholesky'"),
+        ({"rnak": 3}, "kernels.factor.rnak", "got 'rnak'"),
+        ({"refine": "yes"}, "kernels.factor.refine", "got 'yes'"),
+        ("maybe", "kernels.factor", "got 'maybe'; allowed: a mapping with keys"),
+        (7, "kernels.factor", "got 7; allowed: a mapping with keys"),
+    ],
+)
 def test_bad_factor_settings_are_one_line_errors(tmp_path, capsys, factor, key, shown):
     p = write(tmp_path, _with(kernels={"factor": factor}))
     assert main(["validate", str(p)]) == 2
@@ -122,9 +130,16 @@ def test_a_sweep_over_C_on_a_factor_bank_equals_the_dense_sweep(tmp_path):
     # every C of a task reuses the fold's bank: the problem at the next C keeps the factor bank
     grid = {**BASE, "problem": {**BASE["problem"], "C": [0.5, 0.05]}, "cv": {"folds": 2, "seed": 0}}
     dense = run_sweep(load_sweep(write(tmp_path, grid, "d.yaml")), tmp_path / "d")
-    fac = run_sweep(load_sweep(write(tmp_path, _with(**{k: v for k, v in grid.items() if k != "kernels"},
-                                                     kernels={"factor": {"method": "exact"}}), "f.yaml")),
-                    tmp_path / "f")
+    fac = run_sweep(
+        load_sweep(
+            write(
+                tmp_path,
+                _with(**{k: v for k, v in grid.items() if k != "kernels"}, kernels={"factor": {"method": "exact"}}),
+                "f.yaml",
+            )
+        ),
+        tmp_path / "f",
+    )
     assert len(fac.rows) == len(dense.rows) == 4
     for a, b in zip(dense.rows, fac.rows):
         assert (a["C"], a["split"]) == (b["C"], b["split"]) and b["status"] == "converged"
@@ -145,12 +160,19 @@ def test_an_engine_that_needs_an_array_is_refused_for_a_factor_bank(monkeypatch)
     from mklkit.kernels import factorize
 
     monkeypatch.setattr(factorize, "build_factor_bank", lambda *a, **k: pytest.fail("bank built"))
-    spec = parse_spec(_with(kernels={"factor": {"method": "exact"}},
-                            problem={"loss": "hinge", "regularizer": {"name": "kl"}, "C": 0.5},
-                            engine={"name": "smo_mkl", "tol": 1e-6}),
-                      file="t.yaml")
-    with pytest.raises(SpecError, match=r"t\.yaml: engine\.name.*'smo_mkl'.*not as a factor bank.*allowed:.*"
-                                        r"factor bank.*spicy") as info:
+    spec = parse_spec(
+        _with(
+            kernels={"factor": {"method": "exact"}},
+            problem={"loss": "hinge", "regularizer": {"name": "kl"}, "C": 0.5},
+            engine={"name": "smo_mkl", "tol": 1e-6},
+        ),
+        file="t.yaml",
+    )
+    with pytest.raises(
+        SpecError,
+        match=r"t\.yaml: engine\.name.*'smo_mkl'.*not as a factor bank.*allowed:.*"
+        r"factor bank.*spicy",
+    ) as info:
         spec.prepare()
     assert info.value.key == "engine.name"
 
@@ -196,9 +218,13 @@ def test_sweep_over_precomputed_kernels_equals_the_folds_by_hand(tmp_path):
 
     K, y = _raw_liver()
     np.savez(tmp_path / "k.npz", K_train=K, y_train=y)
-    spec = {"data": {"test_size": 0}, "kernels": {"precomputed": "k.npz", "normalize": "trace"},
-            "problem": {"loss": "logistic", "regularizer": {"name": "elasticnet", "lam": 0.5}, "C": [0.5, 0.1]},
-            "engine": {"name": "spicy", "tol": 1e-8, "max_iter": 300}, "cv": {"folds": 3, "seed": 0}}
+    spec = {
+        "data": {"test_size": 0},
+        "kernels": {"precomputed": "k.npz", "normalize": "trace"},
+        "problem": {"loss": "logistic", "regularizer": {"name": "elasticnet", "lam": 0.5}, "C": [0.5, 0.1]},
+        "engine": {"name": "spicy", "tol": 1e-8, "max_iter": 300},
+        "cv": {"folds": 3, "seed": 0},
+    }
     res = run_sweep(load_sweep(write(tmp_path, spec)), tmp_path / "out")
     assert len(res.rows) == 6
     reg = get_registry()
@@ -233,11 +259,11 @@ def test_given_kernels_are_copied_kernels_first_and_their_rows_taken(layout):
 
     rng = np.random.default_rng(3)
     K = rng.normal(size=(4, 37, 37))
-    if layout == "samples first":       # np.stack(..., axis=-1): C-contiguous (N, N, M)
+    if layout == "samples first":  # np.stack(..., axis=-1): C-contiguous (N, N, M)
         given = np.moveaxis(np.ascontiguousarray(np.moveaxis(K, 0, -1)), 2, 0)
     elif layout == "kernels first":
         given = K
-    elif layout == "view of kernels first":   # np.moveaxis(K, 0, -1) passed, moved back
+    elif layout == "view of kernels first":  # np.moveaxis(K, 0, -1) passed, moved back
         given = np.moveaxis(np.moveaxis(K, 0, -1), 2, 0)
     else:
         given = np.moveaxis(np.moveaxis(K, 0, -1).astype(np.float32), 2, 0)
@@ -246,5 +272,5 @@ def test_given_kernels_are_copied_kernels_first_and_their_rows_taken(layout):
     np.testing.assert_array_equal(out, np.asarray(given, dtype=np.float64))
     rows = np.array([5, 0, 36, 5, 17])
     np.testing.assert_array_equal(rows_of(out, rows), out[:, rows][:, :, rows])
-    strided, few = out[:, ::2, ::2], rows[:3] % 19       # not contiguous: numpy's gather
+    strided, few = out[:, ::2, ::2], rows[:3] % 19  # not contiguous: numpy's gather
     np.testing.assert_array_equal(rows_of(strided, few), strided[:, few][:, :, few])

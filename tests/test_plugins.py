@@ -1,4 +1,5 @@
 """The plugin registry, the built-in plugin, the scaffold and the plugin tutorial."""
+
 from __future__ import annotations
 
 import importlib
@@ -57,19 +58,40 @@ LOSS_KERNELS = dict.fromkeys(Loss.KERNELS, staticmethod(_nop))
 CONSTRAINED_KERNELS = dict.fromkeys(Loss.CONSTRAINED_KERNELS, staticmethod(_nop))
 REG_KERNELS = dict.fromkeys(Regularizer.KERNELS, staticmethod(_nop))
 
-FakeHinge = type("FakeHinge", (Loss,), {
-    "__module__": __name__, "name": "hinge", "description": "fake hinge", "smooth_conjugate": False,
-    "n_cons": 2, **LOSS_KERNELS, **CONSTRAINED_KERNELS})
-FakeLogistic = type("FakeLogistic", (Loss,), {
-    "__module__": __name__, "name": "logistic", "description": "fake logistic", **LOSS_KERNELS})
-FakeHuber = type("FakeHuber", (Loss,), {
-    "__module__": __name__, "name": "huber_fake", "description": "fake huber with a parameter",
-    "task": "regression", "params": (Param("delta", 1.0, "kink", low=0.0, low_open=True),),
-    **LOSS_KERNELS})
-OtherHinge = type("OtherHinge", (Loss,), {
-    "__module__": __name__, "name": "hinge", "description": "another hinge", **LOSS_KERNELS})
-FakeL1 = type("FakeL1", (Regularizer,), {
-    "__module__": __name__, "name": "l1", "description": "fake l1", **REG_KERNELS})
+FakeHinge = type(
+    "FakeHinge",
+    (Loss,),
+    {
+        "__module__": __name__,
+        "name": "hinge",
+        "description": "fake hinge",
+        "smooth_conjugate": False,
+        "n_cons": 2,
+        **LOSS_KERNELS,
+        **CONSTRAINED_KERNELS,
+    },
+)
+FakeLogistic = type(
+    "FakeLogistic",
+    (Loss,),
+    {"__module__": __name__, "name": "logistic", "description": "fake logistic", **LOSS_KERNELS},
+)
+FakeHuber = type(
+    "FakeHuber",
+    (Loss,),
+    {
+        "__module__": __name__,
+        "name": "huber_fake",
+        "description": "fake huber with a parameter",
+        "task": "regression",
+        "params": (Param("delta", 1.0, "kink", low=0.0, low_open=True),),
+        **LOSS_KERNELS,
+    },
+)
+OtherHinge = type(
+    "OtherHinge", (Loss,), {"__module__": __name__, "name": "hinge", "description": "another hinge", **LOSS_KERNELS}
+)
+FakeL1 = type("FakeL1", (Regularizer,), {"__module__": __name__, "name": "l1", "description": "fake l1", **REG_KERNELS})
 
 
 class FakeEngine(Engine):
@@ -103,8 +125,15 @@ class FakeDist:
 class FakeEntryPoint:
     """Stands for an importlib.metadata.EntryPoint of the ``mklkit`` group."""
 
-    def __init__(self, name: str, target: Any = None, error: BaseException | None = None,
-                 dist: str = "", version: str = "1.0", value: str | None = None):
+    def __init__(
+        self,
+        name: str,
+        target: Any = None,
+        error: BaseException | None = None,
+        dist: str = "",
+        version: str = "1.0",
+        value: str | None = None,
+    ):
         self.name = name
         self.value = value or f"{name}_pkg.plugin"
         self.group = "mklkit"
@@ -139,8 +168,9 @@ def fake_core(monkeypatch):
 @pytest.fixture
 def reg() -> Registry:
     r = Registry()
-    r.register_plugin(make_plugin("core_fake", FakeHinge, FakeLogistic, FakeHuber, FakeL1),
-                      "mklkit", "0.1.0", name="mklkit")
+    r.register_plugin(
+        make_plugin("core_fake", FakeHinge, FakeLogistic, FakeHuber, FakeL1), "mklkit", "0.1.0", name="mklkit"
+    )
     return r
 
 
@@ -195,9 +225,7 @@ def test_register_returns_the_class_so_it_works_as_a_decorator() -> None:
 def test_unknown_component_says_did_you_mean_and_lists_the_available(reg: Registry) -> None:
     with pytest.raises(UnknownComponentError) as info:
         reg.get("loss", "hindge")
-    assert str(info.value) == (
-        "unknown loss 'hindge' (did you mean 'hinge'?); available: hinge, huber_fake, logistic"
-    )
+    assert str(info.value) == ("unknown loss 'hindge' (did you mean 'hinge'?); available: hinge, huber_fake, logistic")
     assert isinstance(info.value, KeyError) and isinstance(info.value, ValueError)
     assert info.value.available == ["hinge", "huber_fake", "logistic"]
     assert str(pickle.loads(pickle.dumps(info.value))) == str(info.value)
@@ -219,7 +247,11 @@ def test_create_from_a_name_a_mapping_or_an_instance(reg: Registry) -> None:
     [
         ({"name": "huber_fake", "delta": -1}, ParamError, r"huber_fake: delta must be a number > 0; got -1"),
         ({"name": "huber_fake", "delt": 1}, ParamError, r"huber_fake: .*'delt'.*\(did you mean 'delta'\?\)"),
-        ({"delta": 1}, ParamError, r"loss: name must be given: a loss spec names its loss \(one of hinge, huber_fake, logistic\)"),
+        (
+            {"delta": 1},
+            ParamError,
+            r"loss: name must be given: a loss spec names its loss \(one of hinge, huber_fake, logistic\)",
+        ),
         ({"name": 3}, ParamError, r"loss: name must be a string naming a loss; got 3"),
         (3.5, ParamError, r"loss must be a loss name or a mapping with a 'name' key; got 3.5"),
         ("hubber_fake", UnknownComponentError, r"did you mean 'huber_fake'"),
@@ -318,8 +350,7 @@ def test_disable_env_var_skips_entry_points_without_importing_them(monkeypatch) 
 
 
 def test_the_core_is_registered_first_and_once(fake_core) -> None:
-    core_ep = FakeEntryPoint("mklkit", error=AssertionError("loaded twice"),
-                             dist="mklkit", value="mklkit.builtin")
+    core_ep = FakeEntryPoint("mklkit", error=AssertionError("loaded twice"), dist="mklkit", value="mklkit.builtin")
     clash = FakeEntryPoint("clash", target=make_plugin("clash_pkg.plugin", OtherHinge))
     with pytest.warns(PluginWarning, match="loss 'hinge' is provided twice"):
         reg = Registry.load([clash, core_ep], disabled=())
@@ -429,28 +460,41 @@ VALIDATION_CASES = [
     (_subclass(Loss, name=""), r"lacks 'name' \(a non-empty string\)"),
     (_subclass(Loss, name="two words"), r"name 'two words' is not allowed: use letters"),
     (_subclass(Loss, description=None), r"lacks 'description' \(a non-empty string\)"),
-    (_subclass(Loss, conj_grad=None),
-     r"bad_mod.Thing lacks the kernel method conj_grad: a loss needs value, deriv, conj, "
-     r"conj_grad, conj_lower, conj_upper, each a @kernel method of \(y, z, params\)"),
-    (_subclass(Loss, conj=staticmethod(_py_nop), deriv=staticmethod(_py_nop)),
-     r"deriv, conj must be numba-jitted functions \(@kernel methods"),
+    (
+        _subclass(Loss, conj_grad=None),
+        r"bad_mod.Thing lacks the kernel method conj_grad: a loss needs value, deriv, conj, "
+        r"conj_grad, conj_lower, conj_upper, each a @kernel method of \(y, z, params\)",
+    ),
+    (
+        _subclass(Loss, conj=staticmethod(_py_nop), deriv=staticmethod(_py_nop)),
+        r"deriv, conj must be numba-jitted functions \(@kernel methods",
+    ),
     (_subclass(Loss, task="ranking"), r"task must be 'classification' or 'regression'; got 'ranking'"),
-    (_subclass(Loss, smooth_conjugate=False, n_cons=1),
-     r"has smooth_conjugate=False but lacks the kernel methods l0, l0_grad, l0_hess, cons, "
-     r"cons_grad, cons_hess: the constrained form \(SpicyMKL eq. 33\) needs "),
-    (_subclass(Loss, **{**CONSTRAINED_KERNELS, "l0_hess": None}),
-     r"lacks the kernel method l0_hess: the constrained form"),
-    (_subclass(Loss, smooth_conjugate=False, **CONSTRAINED_KERNELS),
-     r"n_cons must be an integer >= 1; got 0"),
-    (_subclass(Loss, params=(Param("delta", 0.0, low=0.0, low_open=True),)),
-     r"parameter 'delta' has default 0.0, which its own declaration does not allow \(a number > 0\)"),
+    (
+        _subclass(Loss, smooth_conjugate=False, n_cons=1),
+        r"has smooth_conjugate=False but lacks the kernel methods l0, l0_grad, l0_hess, cons, "
+        r"cons_grad, cons_hess: the constrained form \(SpicyMKL eq. 33\) needs ",
+    ),
+    (
+        _subclass(Loss, **{**CONSTRAINED_KERNELS, "l0_hess": None}),
+        r"lacks the kernel method l0_hess: the constrained form",
+    ),
+    (_subclass(Loss, smooth_conjugate=False, **CONSTRAINED_KERNELS), r"n_cons must be an integer >= 1; got 0"),
+    (
+        _subclass(Loss, params=(Param("delta", 0.0, low=0.0, low_open=True),)),
+        r"parameter 'delta' has default 0.0, which its own declaration does not allow \(a number > 0\)",
+    ),
     (_subclass(Loss, params=[Param("a", 1.0)]), r"'params' must be a tuple of mklkit.components.params.Param"),
     (_subclass(Loss, params=(Param("a", 1.0), Param("a", 2.0))), r"declares parameter\(s\) a twice"),
-    (_subclass(Regularizer, prox=None, weight=None),
-     r"lacks the kernel methods prox, weight: a regularizer needs value, prox, prox_deriv, "
-     r"conj, conj_grad, conj_hess, env, weight, penalty"),
-    (_subclass(Regularizer, bregman_F=staticmethod(_nop)),
-     r"lacks the kernel methods bregman_f, bregman_finv, bregman_d0: a Bregman form needs "),
+    (
+        _subclass(Regularizer, prox=None, weight=None),
+        r"lacks the kernel methods prox, weight: a regularizer needs value, prox, prox_deriv, "
+        r"conj, conj_grad, conj_hess, env, weight, penalty",
+    ),
+    (
+        _subclass(Regularizer, bregman_F=staticmethod(_nop)),
+        r"lacks the kernel methods bregman_f, bregman_finv, bregman_d0: a Bregman form needs ",
+    ),
     (_subclass(Engine), r"engine bad_mod.Thing does not implement solve\(problem, callback\)"),
 ]
 
@@ -467,8 +511,9 @@ def test_registration_validates_the_contract(cls: Any, match: str) -> None:
 
 def test_several_problems_are_reported_together() -> None:
     cls = _subclass(Loss, name="", description="", value=None)
-    with pytest.raises(ComponentValidationError,
-                       match="lacks 'name'.*; lacks 'description'.*; lacks the kernel method value"):
+    with pytest.raises(
+        ComponentValidationError, match="lacks 'name'.*; lacks 'description'.*; lacks the kernel method value"
+    ):
         Registry().register_plugin(make_plugin("p", cls), "d")
 
 
@@ -592,9 +637,7 @@ def test_new_regularizer_plugin_loads_and_its_kernels_run(tmp_path: Path) -> Non
         y = np.array([0.0, 0.3, 0.7, 1.5, 4.0])
         prox = k.prox(y, C, p)
         # Moreau decomposition: env(y) + value(prox) + (prox - y)^2 / 2 = y^2 / 2
-        np.testing.assert_allclose(
-            k.env(y, C, p) + k.value(prox, C, p) + 0.5 * (prox - y) ** 2, 0.5 * y**2
-        )
+        np.testing.assert_allclose(k.env(y, C, p) + k.value(prox, C, p) + 0.5 * (prox - y) ** 2, 0.5 * y**2)
         # Tikhonov form: g(x^2) = min_d x^2/(2d) + h(d)/2 at d = weight(x)
         x = np.array([0.5, 1.0, 3.0])
         d = k.weight(x, p)
@@ -630,7 +673,9 @@ def test_new_plugin_refuses_to_overwrite(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["My-Loss", "1loss", "", "loss_", "ünï", "a" * 41, "two words"])
 def test_new_plugin_validates_the_name(tmp_path: Path, name: str) -> None:
-    with pytest.raises(ValueError, match=r"plugin name .* is not allowed: use lowercase letters, digits and underscores"):
+    with pytest.raises(
+        ValueError, match=r"plugin name .* is not allowed: use lowercase letters, digits and underscores"
+    ):
         new_plugin(name, tmp_path)
     assert list(tmp_path.iterdir()) == []
 
@@ -656,11 +701,16 @@ def test_tutorial_code_is_copied_from_the_example_plugin() -> None:
 def test_a_component_declaring_kernel_tuples_instead_of_methods_is_refused() -> None:
     """``jit``, ``constrained`` and ``bregman`` are derived from the kernel methods: a class
     that assigns them is refused when it is defined, saying what to write instead."""
-    for base, attrs in ((Loss, {"jit": FakeLogistic.jit}),
-                        (Loss, {"constrained": FakeHinge.constrained, **LOSS_KERNELS}),
-                        (Regularizer, {"bregman": None, **REG_KERNELS})):
-        with pytest.raises(TypeError, match=r"old_mod.OldStyle assigns '(jit|constrained|bregman)': "
-                                            r"a component writes its numerics as @kernel methods"):
+    for base, attrs in (
+        (Loss, {"jit": FakeLogistic.jit}),
+        (Loss, {"constrained": FakeHinge.constrained, **LOSS_KERNELS}),
+        (Regularizer, {"bregman": None, **REG_KERNELS}),
+    ):
+        with pytest.raises(
+            TypeError,
+            match=r"old_mod.OldStyle assigns '(jit|constrained|bregman)': "
+            r"a component writes its numerics as @kernel methods",
+        ):
             type("OldStyle", (base,), {"__module__": "old_mod", "name": "old", **attrs})
     loss = FakeLogistic()
     with pytest.raises(AttributeError, match="'jit' of FakeLogistic is derived from its @kernel"):

@@ -1,5 +1,6 @@
 """Factors that follow the solution: the kernels the solution uses get more rank, and the problems
 are solved again (``mklkit.pipeline.refine``)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,7 +42,7 @@ def test_refactor_refuses_what_it_cannot_do():
     X = rng.normal(size=(100, 5))
     fb = build_factor_bank(BANK, X, rank=10)
     with pytest.raises(ValueError, match="not an approximated kernel"):
-        refactor_kernels(fb, X, [2], 20)           # the linear kernel is exact
+        refactor_kernels(fb, X, [2], 20)  # the linear kernel is exact
     with pytest.raises(ValueError, match="shape"):
         refactor_kernels(fb, X[:50], [0], 20)
 
@@ -63,8 +64,9 @@ NARROW = [{"function": "rbf", "width": [1.0, 3.0, 8.0]}, {"function": "linear"}]
 
 
 def _fit(X, y, factor, **kw):
-    return MKLClassifier(kernels=NARROW, factor=factor, standardize=False, C=kw.pop("C", 0.05), tol=1e-7,
-                         **kw).fit(X, y)
+    return MKLClassifier(kernels=NARROW, factor=factor, standardize=False, C=kw.pop("C", 0.05), tol=1e-7, **kw).fit(
+        X, y
+    )
 
 
 def test_refinement_moves_the_solution_to_the_exact_problem(ionosphere):
@@ -107,8 +109,14 @@ def test_refinement_keeps_within_the_budget_and_the_rounds(ionosphere):
         return results
 
     for rows, stopped in ((R, "memory budget"), (R + 30, None)):
-        out, _, info = refine_factors(bank, X, [est.result_], resolve, memory_budget=8 * N * 1000,
-                                      settings=RefineSettings(rounds=3, share=rows / 1000))
+        out, _, info = refine_factors(
+            bank,
+            X,
+            [est.result_],
+            resolve,
+            memory_budget=8 * N * 1000,
+            settings=RefineSettings(rounds=3, share=rows / 1000),
+        )
         assert out.total_rank <= rows
         if stopped:
             assert info.stopped == stopped and not info.rounds and out is bank
@@ -122,7 +130,7 @@ def test_wanted_kernels_are_the_active_and_the_nearly_active(ionosphere):
     res = est.result_
     active = res.kernel_weights > 0
     assert np.array_equal(wanted_kernels(_bank(X), [res], 1.0) | active, wanted_kernels(_bank(X), [res], 1.0))
-    assert wanted_kernels(_bank(X), [res], 1e-12).all()       # every kernel is "near" at a tiny fraction
+    assert wanted_kernels(_bank(X), [res], 1e-12).all()  # every kernel is "near" at a tiny fraction
 
 
 def _bank(X):
@@ -145,10 +153,12 @@ def test_a_spec_refines_its_factors_and_reports_it(tmp_path, capsys):
 
     from mklkit.cli import main
 
-    spec = {"data": {"builtin": "ionosphere", "test_size": 0.25, "seed": 0, "standardize": True},
-            "kernels": {"bank": [{"function": "rbf", "width": [1.0, 3.0]}], "factor": {"rank": 8, "refine": 2}},
-            "problem": {"loss": "logistic", "regularizer": "l1", "C": 0.05},
-            "engine": {"name": "bcd", "tol": 1e-6}}
+    spec = {
+        "data": {"builtin": "ionosphere", "test_size": 0.25, "seed": 0, "standardize": True},
+        "kernels": {"bank": [{"function": "rbf", "width": [1.0, 3.0]}], "factor": {"rank": 8, "refine": 2}},
+        "problem": {"loss": "logistic", "regularizer": "l1", "C": 0.05},
+        "engine": {"name": "bcd", "tol": 1e-6},
+    }
     runs = {}
     for refine in (2, False):
         spec["kernels"]["factor"]["refine"] = refine
@@ -195,7 +205,7 @@ def test_the_warm_start_predicts_what_the_last_solution_predicted(ionosphere, me
     f_old, f_new = old.combine(res.alpha, act), new.combine(warm.alpha, act)
     np.testing.assert_allclose(f_new, f_old, rtol=0, atol=1e-8 * np.abs(f_old).max())
     assert np.all(new.block_norms(warm.alpha) <= old.block_norms(res.alpha) * (1 + 1e-8) + 1e-12)
-    np.testing.assert_array_equal(warm.alpha[3], res.alpha[3])    # the exact linear kernel: unchanged
+    np.testing.assert_array_equal(warm.alpha[3], res.alpha[3])  # the exact linear kernel: unchanged
 
 
 def test_a_spec_with_C_path_refines_at_the_chosen_C(tmp_path):
@@ -204,10 +214,12 @@ def test_a_spec_with_C_path_refines_at_the_chosen_C(tmp_path):
     from mklkit.api import load_spec, run
 
     p = tmp_path / "s.yaml"
-    p.write_text("data: {builtin: ionosphere, test_size: 0.25, seed: 0, standardize: true}\n"
-                 "kernels: {bank: [{function: rbf, width: [1.0, 3.0]}], factor: {rank: 8}}\n"
-                 "problem: {loss: logistic, regularizer: l1, C: path}\n"
-                 "engine: {name: bcd, tol: 1.0e-6}\n")
+    p.write_text(
+        "data: {builtin: ionosphere, test_size: 0.25, seed: 0, standardize: true}\n"
+        "kernels: {bank: [{function: rbf, width: [1.0, 3.0]}], factor: {rank: 8}}\n"
+        "problem: {loss: logistic, regularizer: l1, C: path}\n"
+        "engine: {name: bcd, tol: 1.0e-6}\n"
+    )
     res = run(load_spec(str(p)))
     assert res.factor_refinement is not None and res.factor_refinement.rounds
     assert res.spec.problem.C == pytest.approx(res.C_selection.C)
@@ -227,6 +239,6 @@ def test_a_factor_mapping_with_only_refine_takes_autos_factors():
     off = MKLClassifier(kernels=bank, factor={"refine": False}, C="path").fit(X, y)
     on = MKLClassifier(kernels=bank, factor={"refine": 1}, C=0.01).fit(X, y)
     assert off.factor_approximation_["ranks"] == plain.factor_approximation_["ranks"]
-    assert off.factor_refinement_ is None                       # C="path" would refine by default
+    assert off.factor_refinement_ is None  # C="path" would refine by default
     assert on.factor_refinement_ is not None and len(on.factor_refinement_.rounds) <= 1
     assert on.factor_approximation_["ranks"][0] >= plain.factor_approximation_["ranks"][0]

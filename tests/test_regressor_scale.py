@@ -1,4 +1,5 @@
 """MKLRegressor's defaults do not depend on the scale of the target (``standardize_y``)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """PNG reports of run directories (mklkit.report) and the result files they read (mklkit.io)."""
+
 from __future__ import annotations
 
 import json
@@ -15,17 +16,37 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 def fake_run(d: Path, n_iter: int = 6, M: int = 40, history: bool = True) -> Path:
     d.mkdir(parents=True, exist_ok=True)
-    weights = [{"index": m, "name": f"rbf(width={m})[x{m}]", "weight": (1.0 / (m + 1) if m % 3 else 0.0), "block_norm": 0.1}
-               for m in range(M)]
+    weights = [
+        {"index": m, "name": f"rbf(width={m})[x{m}]", "weight": (1.0 / (m + 1) if m % 3 else 0.0), "block_norm": 0.1}
+        for m in range(M)
+    ]
     summary = {
-        "status": "converged", "objective": 12.5, "duality_gap": 1e-5, "tol": 1e-4, "iterations": n_iter,
-        "n_kernels": M, "n_active_kernels": sum(w["weight"] > 0 for w in weights), "kernel_weights": weights,
-        "dataset": "sonar", "loss": "logistic", "regularizer": "elasticnet", "C": 0.5, "engine": "spicy",
+        "status": "converged",
+        "objective": 12.5,
+        "duality_gap": 1e-5,
+        "tol": 1e-4,
+        "iterations": n_iter,
+        "n_kernels": M,
+        "n_active_kernels": sum(w["weight"] > 0 for w in weights),
+        "kernel_weights": weights,
+        "dataset": "sonar",
+        "loss": "logistic",
+        "regularizer": "elasticnet",
+        "C": 0.5,
+        "engine": "spicy",
     }
     write_json(d / "summary.json", summary)
     if history:
-        hist = [{"iteration": i + 1, "objective": 20.0 / (i + 1), "gap": 10.0 ** -(i + 1), "n_active": M - 3 * i, "time_s": 0.1 * i}
-                for i in range(n_iter)]
+        hist = [
+            {
+                "iteration": i + 1,
+                "objective": 20.0 / (i + 1),
+                "gap": 10.0 ** -(i + 1),
+                "n_active": M - 3 * i,
+                "time_s": 0.1 * i,
+            }
+            for i in range(n_iter)
+        ]
         hist.append({"iteration": n_iter + 1, "objective": 1.0, "gap": None, "n_active": 5, "time_s": 1.0})
         write_json(d / "history.json", hist)
     return d
@@ -101,7 +122,9 @@ def test_read_history_and_json_helpers(tmp_path):
     hist = read_history(d)
     assert len(hist) == 7 and hist[-1]["gap"] is None
     assert to_jsonable({"a": np.float64(np.inf), "b": np.arange(2), "c": (np.int64(3), float("nan"))}) == {
-        "a": None, "b": [0, 1], "c": [3, None]
+        "a": None,
+        "b": [0, 1],
+        "c": [3, None],
     }
 
 

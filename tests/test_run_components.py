@@ -6,6 +6,7 @@ converge to its tolerance, write an objective equal to the primal
 recomputed from the written solution, and agree with cvxpy + Clarabel on
 the same problem (built from the same spec) to 1e-4 relative.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,9 @@ TOL = 1e-6
 #: (at C = 0.05 Clarabel fails numerically on hinge x kl for this data)
 C = 0.5
 CLASSIFICATION = {"data": {"builtin": "sonar", "test_size": 0.6, "seed": 1, "standardize": True}}
-REGRESSION = {"data": {"builtin": "liver", "target": "drinks", "drop": ["y"], "test_size": 0.7,
-                       "seed": 1, "standardize": True}}
+REGRESSION = {
+    "data": {"builtin": "liver", "target": "drinks", "drop": ["y"], "test_size": 0.7, "seed": 1, "standardize": True}
+}
 LOSSES = {
     "hinge": ({"name": "hinge"}, CLASSIFICATION),
     "logistic": ({"name": "logistic"}, CLASSIFICATION),
@@ -46,20 +48,25 @@ REGULARIZERS = {
     "kl": {"name": "kl", "d0": 1.0},
 }
 #: every loss and every regularizer at least once in the fast suite
-FAST = [("hinge", "l1"), ("logistic", "elasticnet"), ("squared", "lq"),
-        ("eps_insensitive", "uniform"), ("huber", "kl"), ("squared_hinge", "l1")]
-CASES = FAST + [pytest.param(lo, rg, marks=pytest.mark.slow)
-                for lo in LOSSES for rg in REGULARIZERS if (lo, rg) not in FAST]
-IDS = [f"{a}-{b}" for a, b in FAST] + [f"{lo}-{rg}" for lo in LOSSES for rg in REGULARIZERS
-                                        if (lo, rg) not in FAST]
+FAST = [
+    ("hinge", "l1"),
+    ("logistic", "elasticnet"),
+    ("squared", "lq"),
+    ("eps_insensitive", "uniform"),
+    ("huber", "kl"),
+    ("squared_hinge", "l1"),
+]
+CASES = FAST + [
+    pytest.param(lo, rg, marks=pytest.mark.slow) for lo in LOSSES for rg in REGULARIZERS if (lo, rg) not in FAST
+]
+IDS = [f"{a}-{b}" for a, b in FAST] + [f"{lo}-{rg}" for lo in LOSSES for rg in REGULARIZERS if (lo, rg) not in FAST]
 
 
 def spec_for(loss: str, reg: str) -> dict:
     loss_spec, data = LOSSES[loss]
     return {
         **data,
-        "kernels": {"bank": [{"function": "rbf", "width": [1.0, 4.0]}, {"function": "linear"}],
-                    "normalize": "trace"},
+        "kernels": {"bank": [{"function": "rbf", "width": [1.0, 4.0]}, {"function": "linear"}], "normalize": "trace"},
         "problem": {"loss": loss_spec, "regularizer": REGULARIZERS[reg], "C": C, "bias": True},
         "engine": {"name": "spicy", "tol": TOL, "max_iter": 200},
     }
@@ -88,8 +95,10 @@ def test_spicy_runs_every_pair_from_yaml(tmp_path: Path, capsys, loss: str, reg:
     zpred = np.einsum("mij,mj->i", K, alpha) + b
     norms = np.sqrt(np.maximum(np.einsum("mi,mij,mj->m", alpha, K, alpha), 0.0))
     lo, rg = prob.loss, prob.regularizer
-    primal = (lo.jit.value(prob.y, zpred, lo.param_vector).sum()
-              + rg.jit.value(np.ascontiguousarray(norms), prob.C, rg.param_vector).sum())
+    primal = (
+        lo.jit.value(prob.y, zpred, lo.param_vector).sum()
+        + rg.jit.value(np.ascontiguousarray(norms), prob.C, rg.param_vector).sum()
+    )
     assert s["objective"] == pytest.approx(primal, rel=1e-9)
     # an independent solver on the same problem
     params = {k: v for k, v in {**LOSSES[loss][0], **REGULARIZERS[reg]}.items() if k != "name"}

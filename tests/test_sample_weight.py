@@ -6,6 +6,7 @@ weights against the rows repeated that many times, the conic reference with
 the weights written into the loss directly, the refusal of the engines that
 do not accept weights, and ``class_weight``.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -31,8 +32,11 @@ TINY_BANK = [{"function": "rbf", "width": [1.0, 3.0]}, {"function": "poly", "deg
 def _engines(accepting: bool) -> list[str]:
     """Names of the installed engines whose ``requires`` accepts (or refuses) sample weights."""
     reg = get_registry()
-    return sorted(r.name for r in reg.registrations("engine")
-                  if bool(getattr(r.cls.requires, "sample_weight", False)) == accepting)
+    return sorted(
+        r.name
+        for r in reg.registrations("engine")
+        if bool(getattr(r.cls.requires, "sample_weight", False)) == accepting
+    )
 
 
 #: The engines that accept weights (``docs/engines.md``); every other installed engine
@@ -98,7 +102,7 @@ def test_sample_loss_scaling(loss):
     np.testing.assert_allclose(lower, w * lo.jit.conj_lower(y, lo.param_vector))
     np.testing.assert_allclose(upper, w * lo.jit.conj_upper(y, lo.param_vector))
     if lo.smooth_conjugate:
-        v = 0.5 * u                       # inside the domain
+        v = 0.5 * u  # inside the domain
         h = 1e-6
         num = (sl.conj(v + h) - sl.conj(v - h)) / (2 * h)
         np.testing.assert_allclose(sl.conj_grad(v), num, rtol=1e-5, atol=1e-7)
@@ -119,8 +123,9 @@ def test_c_max_accounts_for_weights(small):
 # (1) integer weights = repeated rows, for every engine that accepts weights
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("engine", ON_ARRAYS)
-@pytest.mark.parametrize("loss,reg,C", [("logistic", "elasticnet", 0.5), ("squared", "l1", 2.0)],
-                         ids=["logistic-elasticnet", "squared-l1"])
+@pytest.mark.parametrize(
+    "loss,reg,C", [("logistic", "elasticnet", 0.5), ("squared", "l1", 2.0)], ids=["logistic-elasticnet", "squared-l1"]
+)
 def test_weights_equal_repeated_rows(small, engine, loss, reg, C):
     """Same optimum as the rows repeated :math:`w_i` times: objective to 1e-7 relative,
     training predictions and kernel weights to 1e-4, both certified to ``TOL``."""
@@ -131,11 +136,11 @@ def test_weights_equal_repeated_rows(small, engine, loss, reg, C):
         a = eng.solve(weighted)
         b = eng.solve(repeated)
     assert a.gap <= TOL and b.gap <= TOL
-    assert certify(weighted, a.alpha, a.bias).gap <= 10 * TOL   # the certificate, recomputed
+    assert certify(weighted, a.alpha, a.bias).gap <= 10 * TOL  # the certificate, recomputed
     assert a.objective == pytest.approx(b.objective, rel=1e-7)
     za = np.einsum("mij,mj->i", weighted.K, a.alpha) + a.bias
-    zb = (np.einsum("mij,mj->i", repeated.K, b.alpha) + b.bias)
-    first = np.unique(rep, return_index=True)[1]           # one copy of each row
+    zb = np.einsum("mij,mj->i", repeated.K, b.alpha) + b.bias
+    first = np.unique(rep, return_index=True)[1]  # one copy of each row
     np.testing.assert_allclose(za, zb[first], atol=1e-4)
     np.testing.assert_allclose(a.kernel_weights, b.kernel_weights, atol=1e-4)
 
@@ -149,17 +154,26 @@ def test_weighted_against_conic_reference(small, engine):
     below the reference optimum (weak duality) and its primal agrees to 1e-4 relative."""
     conic = pytest.importorskip("mklkit.testing.conic")
     weighted, _, _ = _problems(small, "logistic", "elasticnet", 0.5)
-    ref = conic.solve_reference(weighted.K, weighted.y, "logistic", "elasticnet", 0.5, lam=0.5,
-                                sample_weight=weighted.sample_weight)
+    ref = conic.solve_reference(
+        weighted.K, weighted.y, "logistic", "elasticnet", 0.5, lam=0.5, sample_weight=weighted.sample_weight
+    )
     res = get_registry().create("engine", {"name": engine, "tol": 1e-8, "max_iter": 100000}).solve(weighted)
     assert res.gap <= 1e-8
     slack = 1e-6 * abs(ref.objective)
     assert res.dual_objective <= ref.objective + slack
     assert ref.objective <= res.objective + slack
     assert res.objective == pytest.approx(ref.objective, rel=1e-4)
-    ours = conic.primal_objective_numpy(weighted.K, weighted.y, res.alpha, res.bias, "logistic",
-                                        "elasticnet", 0.5, lam=0.5,
-                                        sample_weight=weighted.sample_weight)
+    ours = conic.primal_objective_numpy(
+        weighted.K,
+        weighted.y,
+        res.alpha,
+        res.bias,
+        "logistic",
+        "elasticnet",
+        0.5,
+        lam=0.5,
+        sample_weight=weighted.sample_weight,
+    )
     assert ours == pytest.approx(res.objective, rel=1e-10)
 
 
@@ -172,8 +186,11 @@ def test_unsupported_engine_refuses_weights(small, engine):
     eng = get_registry().create("engine", engine)
     reason = eng.supports(weighted)
     assert reason is not None and "sample weights" in reason
-    with pytest.raises(ValueError, match=rf"engine '{engine}' cannot solve this problem: .*"
-                                         "sample weights"):
+    with pytest.raises(
+        ValueError,
+        match=rf"engine '{engine}' cannot solve this problem: .*"
+        "sample weights",
+    ):
         eng.solve(weighted)
 
 
@@ -182,15 +199,18 @@ def test_estimator_names_the_engines_that_accept_weights():
     est = MKLClassifier(TINY_BANK, engine="smo_mkl", regularizer="kl", loss="hinge")
     with pytest.raises(ValueError, match=r"engine 'smo_mkl'.*sample weights"):
         est.fit(X, y, sample_weight=np.arange(60) % 3 + 1.0)
-    est.fit(X, y, sample_weight=np.ones(60))          # weights all 1: the unweighted problem
+    est.fit(X, y, sample_weight=np.ones(60))  # weights all 1: the unweighted problem
     assert est.solved_by_ == "smo_mkl"
     # a weighted fit on factors by bcd, which accepts weights
     fac = MKLClassifier(TINY_BANK, engine="bcd", factor=True, class_weight={0: 2.0}).fit(X, y)
     assert fac.solved_by_ == "bcd" and fac.dual_gap_ <= 1e-2
 
 
-@pytest.mark.parametrize("loss,reg,C", [("hinge", "l1", 1.0), ("eps_insensitive", "elasticnet", 0.5)],
-                         ids=["hinge-l1", "eps_insensitive-elasticnet"])
+@pytest.mark.parametrize(
+    "loss,reg,C",
+    [("hinge", "l1", 1.0), ("eps_insensitive", "elasticnet", 0.5)],
+    ids=["hinge-l1", "eps_insensitive-elasticnet"],
+)
 def test_constrained_loss_weights_equal_repeated_rows(small, loss, reg, C):
     """spicy's constrained form (eq. 33) with weights: a loss without a smooth conjugate has the
     optimum of the repeated rows and of the conic reference (weak duality), certified."""
@@ -202,10 +222,16 @@ def test_constrained_loss_weights_equal_repeated_rows(small, loss, reg, C):
         a, b = eng.solve(weighted), eng.solve(repeated)
     assert a.gap <= 1e-8 and b.gap <= 1e-8
     assert a.objective == pytest.approx(b.objective, rel=1e-6)
-    ref = conic.solve_reference(weighted.K, weighted.y, loss, reg, C,
-                                sample_weight=weighted.sample_weight,
-                                lam=getattr(weighted.regularizer, "lam", None),
-                                eps=getattr(weighted.loss, "eps", None))
+    ref = conic.solve_reference(
+        weighted.K,
+        weighted.y,
+        loss,
+        reg,
+        C,
+        sample_weight=weighted.sample_weight,
+        lam=getattr(weighted.regularizer, "lam", None),
+        eps=getattr(weighted.loss, "eps", None),
+    )
     slack = 1e-7 * abs(ref.objective)
     assert a.dual_objective <= ref.objective + slack
     assert ref.objective <= a.objective + slack
@@ -218,14 +244,12 @@ def test_constrained_loss_weights_equal_repeated_rows(small, loss, reg, C):
 def test_class_weight_with_the_hinge_loss():
     """``class_weight="balanced"`` with the hinge loss: solved (by spicy) and the same model as
     the explicit sample weights."""
-    X, y = make_classification(200, 6, n_informative=3, weights=[0.85], flip_y=0.05,
-                               class_sep=0.6, random_state=3)
+    X, y = make_classification(200, 6, n_informative=3, weights=[0.85], flip_y=0.05, class_sep=0.6, random_state=3)
     bal = MKLClassifier(TINY_BANK, loss="hinge", tol=1e-6, class_weight="balanced").fit(X, y)
     assert bal.solved_by_ == "spicy" and bal.dual_gap_ <= 1e-6
     sw = bal.class_weight_[y]
     explicit = MKLClassifier(TINY_BANK, loss="hinge", tol=1e-6).fit(X, y, sample_weight=sw)
-    np.testing.assert_allclose(bal.decision_function(X), explicit.decision_function(X),
-                               rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(bal.decision_function(X), explicit.decision_function(X), rtol=1e-9, atol=1e-10)
     plain = MKLClassifier(TINY_BANK, loss="hinge", tol=1e-6).fit(X, y)
     assert np.mean(bal.predict(X)[y == 1] == 1) > np.mean(plain.predict(X)[y == 1] == 1)
 
@@ -250,20 +274,28 @@ def test_sample_weight_validation():
     with pytest.raises(ValueError, match="class_weight"):
         MKLClassifier(TINY_BANK, class_weight="bal").fit(X, y)
     with pytest.raises(ValueError, match=r"sample_weight must hold finite numbers > 0"):
-        Problem(K=np.eye(3)[None], y=np.array([1.0, -1.0, 1.0]),
-                loss=get_registry().create("loss", "logistic"),
-                regularizer=get_registry().create("regularizer", "l1"), C=1.0,
-                sample_weight=np.array([1.0, 0.0, 1.0]))
+        Problem(
+            K=np.eye(3)[None],
+            y=np.array([1.0, -1.0, 1.0]),
+            loss=get_registry().create("loss", "logistic"),
+            regularizer=get_registry().create("regularizer", "l1"),
+            C=1.0,
+            sample_weight=np.array([1.0, 0.0, 1.0]),
+        )
 
 
 # ---------------------------------------------------------------------------
 # Estimators: weights = repeated rows, zero weight = dropped row
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize("make", [
-    lambda: MKLClassifier(TINY_BANK, tol=1e-11, max_iter=100000),
-    lambda: MKLClassifier(TINY_BANK, tol=1e-11, max_iter=100000, multiclass="ovo"),
-    lambda: MKLRegressor(TINY_BANK, tol=1e-11, max_iter=100000),
-], ids=["ovr", "ovo", "regressor"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: MKLClassifier(TINY_BANK, tol=1e-11, max_iter=100000),
+        lambda: MKLClassifier(TINY_BANK, tol=1e-11, max_iter=100000, multiclass="ovo"),
+        lambda: MKLRegressor(TINY_BANK, tol=1e-11, max_iter=100000),
+    ],
+    ids=["ovr", "ovo", "regressor"],
+)
 def test_estimator_weights_equal_repeated_rows(make):
     """scikit-learn's sample-weight equivalence (integer weights with zeros), at 1e-5:
     the standardization, the unit-trace normalisation, ``C="auto"`` and ``standardize_y``
@@ -297,8 +329,7 @@ def test_fit_path_c_max_with_weights():
 # (4) class_weight
 # ---------------------------------------------------------------------------
 def test_class_weight_balanced_raises_minority_recall():
-    X, y = make_classification(300, 6, n_informative=3, weights=[0.9], flip_y=0.05,
-                               class_sep=0.6, random_state=3)
+    X, y = make_classification(300, 6, n_informative=3, weights=[0.9], flip_y=0.05, class_sep=0.6, random_state=3)
     Xtr, ytr, Xte, yte = X[:200], y[:200], X[200:], y[200:]
     plain = MKLClassifier(TINY_BANK, tol=1e-6).fit(Xtr, ytr)
     balanced = MKLClassifier(TINY_BANK, tol=1e-6, class_weight="balanced").fit(Xtr, ytr)
@@ -310,12 +341,12 @@ def test_class_weight_balanced_raises_minority_recall():
     expected = ytr.size / (2 * counts)
     np.testing.assert_allclose(balanced.class_weight_, expected)
     explicit = MKLClassifier(TINY_BANK, tol=1e-6).fit(Xtr, ytr, sample_weight=expected[ytr])
-    np.testing.assert_allclose(balanced.decision_function(Xte), explicit.decision_function(Xte),
-                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(balanced.decision_function(Xte), explicit.decision_function(Xte), rtol=1e-10, atol=1e-12)
     # a dict multiplies into sample_weight too
     as_dict = MKLClassifier(TINY_BANK, tol=1e-6, class_weight={0: expected[0], 1: expected[1]})
-    np.testing.assert_allclose(as_dict.fit(Xtr, ytr).decision_function(Xte),
-                               explicit.decision_function(Xte), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        as_dict.fit(Xtr, ytr).decision_function(Xte), explicit.decision_function(Xte), rtol=1e-10, atol=1e-12
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -333,9 +364,14 @@ def test_weights_on_a_factor_bank(small, engine):
         lam, V = np.linalg.eigh(Km)
         keep = lam > 1e-12 * lam[-1]
         blocks.append(V[:, keep] * np.sqrt(lam[keep]))
-    factored = Problem(K=FactorBank.from_blocks(blocks), y=weighted.y, loss=weighted.loss,
-                       regularizer=weighted.regularizer, C=0.5,
-                       sample_weight=weighted.sample_weight)
+    factored = Problem(
+        K=FactorBank.from_blocks(blocks),
+        y=weighted.y,
+        loss=weighted.loss,
+        regularizer=weighted.regularizer,
+        C=0.5,
+        sample_weight=weighted.sample_weight,
+    )
     eng = get_registry().create("engine", {"name": engine, "tol": 1e-9, "max_iter": 100000})
     a, b = eng.solve(weighted), eng.solve(factored)
     assert a.gap <= 1e-9 and b.gap <= 1e-9

@@ -1,4 +1,5 @@
 """Kernel-sharded solves: a ShardedBank on a LocalCluster of two worker processes."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +26,7 @@ M = 20
 
 @pytest.fixture(scope="module")
 def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
     c = distributed.Client(cluster)
     try:
         yield c
@@ -59,7 +59,7 @@ def test_each_worker_holds_only_its_shard(sharded, local, client):
     info = sharded.shard_info()
     assert sharded.shape == (M, 70, 70) == local.K.shape
     assert len(info) == 2
-    assert len({i["pid"] for i in info}) == 2          # two worker processes
+    assert len({i["pid"] for i in info}) == 2  # two worker processes
     assert sorted(i["worker"] for i in info) == sorted(client.scheduler_info()["workers"])
     assert [i["lo"] for i in info] == [0, 10]
     assert [i["n_kernels"] for i in info] == [10, 10]
@@ -93,8 +93,7 @@ def test_operations_match_the_array_bank(sharded, local):
     alpha[idx] = A
     np.testing.assert_allclose(sharded.block_norms(alpha), ref.block_norms(alpha), rtol=1e-12)
     np.testing.assert_allclose(sharded.dual_block_norms(v), ref.dual_block_norms(v), rtol=1e-12)
-    np.testing.assert_allclose(common.predict(sharded, alpha, 0.5), common.predict(local.K, alpha, 0.5),
-                               rtol=1e-12)
+    np.testing.assert_allclose(common.predict(sharded, alpha, 0.5), common.predict(local.K, alpha, 0.5), rtol=1e-12)
 
 
 CASES = {
@@ -127,7 +126,8 @@ def test_spicy_same_solution_as_in_memory(case, sharded, local, data):
     np.testing.assert_allclose(r_sh.kernel_weights, r_mem.kernel_weights, atol=1e-8)
     # the certificate code of engines/common on the sharded bank
     assert common.primal_objective(p_sh, r_sh.alpha, r_sh.bias) == pytest.approx(
-        common.primal_objective(p_mem, r_sh.alpha, r_sh.bias), rel=1e-12)
+        common.primal_objective(p_mem, r_sh.alpha, r_sh.bias), rel=1e-12
+    )
     sent = sharded.comm - before
     assert sent.calls > 0 and sent.sent > 0 and sent.received > 0
 
@@ -145,16 +145,22 @@ def test_warm_start_on_sharded_bank(sharded, local, data):
 def test_problem_K_of_a_sharded_bank_is_refused(sharded, data):
     p = Problem(K=sharded, y=data[1], loss=Logistic(), regularizer=L1(), C=0.5)
     assert p.n_kernels == M and p.n_samples == 70 and p.bank is sharded
-    with pytest.raises(BankAccessError, match=r"problem\.K: .*ShardedBank.*20 kernels on 70 points.*"
-                                              r"engine 'spicy'"):
+    with pytest.raises(
+        BankAccessError,
+        match=r"problem\.K: .*ShardedBank.*20 kernels on 70 points.*"
+        r"engine 'spicy'",
+    ):
         p.K
     assert "ShardedBank" in repr(p)
 
 
 def test_proximal_engine_refuses_a_sharded_bank(sharded, data):
     p = Problem(K=sharded, y=data[1], loss=Logistic(), regularizer=L1(), C=0.5)
-    with pytest.raises(BankAccessError, match=r"never gathered into one \(20, 70, 70\) array.*"
-                                              r"reads the whole Gram bank"):
+    with pytest.raises(
+        BankAccessError,
+        match=r"never gathered into one \(20, 70, 70\) array.*"
+        r"reads the whole Gram bank",
+    ):
         Proximal().solve(p)
 
 
@@ -175,7 +181,7 @@ def test_shard_over_its_worker_budget_is_refused(client, data):
 def test_unknown_worker_and_closed_bank(client, data):
     with pytest.raises(ValueError, match=r"workers.*'tcp://nowhere:1'.*not a worker"):
         ShardedBank.build(client, data[0], ENTRIES, workers=["tcp://nowhere:1"])
-    bank = ShardedBank.build(client, data[0], ["linear"])     # one kernel: one shard
+    bank = ShardedBank.build(client, data[0], ["linear"])  # one kernel: one shard
     assert len(bank.workers) == 1 and bank.shape == (1, 70, 70)
     with bank:
         assert bank.dual_block_norms(np.ones(70)).shape == (1,)
@@ -191,10 +197,12 @@ def test_mklkit_run_on_a_sharded_bank_gives_the_in_memory_answer(client, tmp_pat
     from mklkit.api import load_spec, run
     from mklkit.cli import main
 
-    spec = {"data": {"builtin": "liver", "test_size": 0.25, "seed": 0},
-            "kernels": {"bank": [{"function": "rbf", "width": [1.0, 3.0]}, {"function": "poly", "degree": 2}]},
-            "problem": {"loss": "logistic", "regularizer": {"name": "elasticnet", "lam": 0.5}, "C": 0.5},
-            "engine": {"name": "spicy", "tol": 1e-9, "max_iter": 500}}
+    spec = {
+        "data": {"builtin": "liver", "test_size": 0.25, "seed": 0},
+        "kernels": {"bank": [{"function": "rbf", "width": [1.0, 3.0]}, {"function": "poly", "degree": 2}]},
+        "problem": {"loss": "logistic", "regularizer": {"name": "elasticnet", "lam": 0.5}, "C": 0.5},
+        "engine": {"name": "spicy", "tol": 1e-9, "max_iter": 500},
+    }
     p = tmp_path / "s.yaml"
     p.write_text(yaml.safe_dump(spec))
     local = run(load_spec(p))
@@ -218,5 +226,4 @@ def test_estimator_with_a_scheduler_gives_the_in_memory_answer(client, data):
     local = MKLClassifier(ENTRIES, tol=1e-9, max_iter=500).fit(X[:50], y[:50])
     sharded = MKLClassifier(ENTRIES, tol=1e-9, max_iter=500, scheduler=client).fit(X[:50], y[:50])
     assert sharded.result_.objective == pytest.approx(local.result_.objective, rel=1e-8)
-    np.testing.assert_allclose(sharded.decision_function(X[50:]), local.decision_function(X[50:]),
-                               rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(sharded.decision_function(X[50:]), local.decision_function(X[50:]), rtol=1e-7, atol=1e-8)

@@ -1,4 +1,5 @@
 """Spec parsing and validation (mklkit.spec), without the command line."""
+
 from __future__ import annotations
 
 import contextlib
@@ -11,15 +12,7 @@ import numpy as np
 import pytest
 
 from mklkit.plugins import DISABLE_ENV, get_registry, reset_registry
-from mklkit.spec import (
-    DEFAULTS,
-    SpecError,
-    json_schema,
-    load_spec,
-    parse_bytes,
-    parse_override,
-    parse_spec,
-)
+from mklkit.spec import DEFAULTS, SpecError, json_schema, load_spec, parse_bytes, parse_override, parse_spec
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"
 
@@ -51,11 +44,14 @@ def test_quickstart_parses_with_defaults_filled():
 
 
 def test_minimal_spec_gets_defaults(tmp_path):
-    p = write(tmp_path, """
+    p = write(
+        tmp_path,
+        """
         data: {builtin: liver}
         kernels: {preset: smomkl}
         problem: {loss: logistic}
-    """)
+    """,
+    )
     spec = load_spec(p)
     assert spec.data.test_size == DEFAULTS["data.test_size"]
     assert spec.data.seed == 0 and spec.data.standardize is True
@@ -67,12 +63,15 @@ def test_minimal_spec_gets_defaults(tmp_path):
 
 
 def test_scientific_notation_without_dot_is_a_number(tmp_path):
-    p = write(tmp_path, """
+    p = write(
+        tmp_path,
+        """
         data: {builtin: sonar}
         kernels: {preset: simplemkl}
         problem: {loss: logistic, C: 5e-2}
         engine: {name: spicy, tol: 1e-4, max_iter: 10}
-    """)
+    """,
+    )
     spec = load_spec(p)
     assert spec.problem.C == 0.05
     assert spec.engine.engine.tol == 1e-4
@@ -83,11 +82,14 @@ def test_relative_paths_resolve_against_spec_folder(tmp_path):
     sub = tmp_path / "exp"
     sub.mkdir()
     (sub / "d.csv").write_text("a,b,y\n1,2,1\n2,1,-1\n")
-    p = write(sub, """
+    p = write(
+        sub,
+        """
         data: {train: d.csv}
         kernels: {bank: [{function: linear}]}
         problem: {loss: logistic}
-    """)
+    """,
+    )
     spec = load_spec(p)
     assert spec.data.train == sub / "d.csv"
 
@@ -100,9 +102,17 @@ def test_relative_paths_resolve_against_spec_folder(tmp_path):
         (lambda s: s["problem"].update(C=float("inf")), "problem.C", "inf"),
         (lambda s: s["problem"].update(C="abc"), "problem.C", "'abc'"),
         (lambda s: s["problem"].update(bias="yes please"), "problem.bias", "'yes please'"),
-        (lambda s: s["problem"].update(regularizer={"name": "elasticnet", "lam": 1.5}), "problem.regularizer.lam", "1.5"),
+        (
+            lambda s: s["problem"].update(regularizer={"name": "elasticnet", "lam": 1.5}),
+            "problem.regularizer.lam",
+            "1.5",
+        ),
         (lambda s: s["problem"].update(regularizer={"name": "lq", "q": 1}), "problem.regularizer.q", "1"),
-        (lambda s: s["problem"].update(regularizer={"name": "elasticnet", "lamda": 0.1}), "problem.regularizer.lamda", "'lamda'"),
+        (
+            lambda s: s["problem"].update(regularizer={"name": "elasticnet", "lamda": 0.1}),
+            "problem.regularizer.lamda",
+            "'lamda'",
+        ),
         (lambda s: s["problem"].update(loss="logistc"), "problem.loss", "'logistc'"),
         (lambda s: s["problem"].update(loss=3), "problem.loss", "3"),
         (lambda s: s["problem"].update(loss={"eps": 0.1}), "problem.loss.name", "{'eps': 0.1}"),
@@ -214,8 +224,12 @@ def test_parse_bytes():
 #: shipped spec may name.
 REPO_PLUGINS = {
     "huber": {("loss", "huber"), ("loss", "squared_hinge")},
-    "smo": {("regularizer", "l1_squared"), ("regularizer", "pnorm_squared"),
-            ("engine", "skm_smo"), ("engine", "smo_mkl")},
+    "smo": {
+        ("regularizer", "l1_squared"),
+        ("regularizer", "pnorm_squared"),
+        ("engine", "skm_smo"),
+        ("engine", "smo_mkl"),
+    },
 }
 
 
@@ -260,11 +274,13 @@ def check_shipped_spec(path: Path, missing: set[tuple[str, str]]) -> None:
         assert e.file.endswith(path.name) and "unknown" in e.problem and named, str(e)
         assert (named.group(1), e.shown) in {(kind, repr(name)) for kind, name in missing}, (
             f"{path.name}: {e.key} names {e.shown}, which neither the installed plugins nor "
-            f"the repository's plugins that are not installed ({sorted(missing)}) provide")
+            f"the repository's plugins that are not installed ({sorted(missing)}) provide"
+        )
 
 
-@pytest.mark.parametrize("disabled", [(), ("smo",), ("huber",), ("huber", "smo")],
-                         ids=["all-plugins", "no-smo", "no-huber", "no-plugins"])
+@pytest.mark.parametrize(
+    "disabled", [(), ("smo",), ("huber",), ("huber", "smo")], ids=["all-plugins", "no-smo", "no-huber", "no-plugins"]
+)
 def test_every_shipped_spec_parses_or_names_missing_components(monkeypatch, disabled):
     """With every plugin of the repository installed (the README's install) every shipped
     spec parses fully; without some, a spec fails only by naming one of their components."""
@@ -315,11 +331,14 @@ def test_precomputed_kernels_with_split(tmp_path):
     N = 40
     y = np.where(np.arange(N) % 2 == 0, 1.0, -1.0)
     _npz(tmp_path, K_train=_psd_bank(rng, 3, N), y_train=y, names=np.array(["a", "b", "c"]))
-    p = write(tmp_path, """
+    p = write(
+        tmp_path,
+        """
         data: {test_size: 0.25, seed: 1}
         kernels: {precomputed: k.npz, normalize: trace}
         problem: {loss: logistic, regularizer: {name: elasticnet, lam: 0.5}}
-    """)
+    """,
+    )
     prepared = load_spec(p).prepare()
     K = prepared.problem.K
     assert K.shape == (3, 30, 30) and prepared.K_test.shape == (3, 10, 30)
@@ -335,7 +354,10 @@ def test_precomputed_kernels_with_split(tmp_path):
         ("ylen", r"kernels\.precomputed: .*y_train must have shape \(20,\).*; got 'k\.npz'"),
         ("nan", r"kernels\.precomputed: .*NaN or infinite.*; got 'k\.npz'"),
         ("test", r"kernels\.precomputed: .*K_test must have shape \(2, N_test, 20\).*; got 'k\.npz'"),
-        ("labels", r"problem\.loss: labels do not fit the loss: the target looks continuous \(20 distinct values.*; got 'logistic'; allowed: a regression loss"),
+        (
+            "labels",
+            r"problem\.loss: labels do not fit the loss: the target looks continuous \(20 distinct values.*; got 'logistic'; allowed: a regression loss",
+        ),
     ],
 )
 def test_precomputed_errors(tmp_path, kind, match):
@@ -357,10 +379,13 @@ def test_precomputed_errors(tmp_path, kind, match):
     elif kind == "labels":
         arrays["y_train"] = np.linspace(0.0, 1.0, N)
     _npz(tmp_path, **arrays)
-    p = write(tmp_path, """
+    p = write(
+        tmp_path,
+        """
         kernels: {precomputed: k.npz}
         problem: {loss: logistic, regularizer: {name: elasticnet, lam: 0.5}}
-    """)
+    """,
+    )
     with pytest.raises(SpecError, match=match) as info:
         load_spec(p).prepare(build=False)
     assert str(info.value).startswith(str(p))
@@ -409,8 +434,11 @@ def test_json_schema_is_generated_from_the_models():
     props = s["properties"]
     data = next(a for a in props["data"]["anyOf"] if a.get("type") == "object")
     # the defaults are the models' (one table: DEFAULTS)
-    assert data["properties"]["test_size"]["default"] == DEFAULTS["data.test_size"] == \
-        DataSettings.model_fields["test_size"].default
+    assert (
+        data["properties"]["test_size"]["default"]
+        == DEFAULTS["data.test_size"]
+        == DataSettings.model_fields["test_size"].default
+    )
     assert props["problem"]["properties"]["C"]["default"] == DEFAULTS["problem.C"]
     assert props["problem"]["properties"]["C"]["exclusiveMinimum"] == 0
     assert props["kernels"]["properties"]["normalize"]["enum"] == ["trace", "diagonal", "none"]
@@ -429,8 +457,11 @@ def test_json_schema_is_generated_from_the_models():
     reg = sw["properties"]["problem"]["properties"]["regularizer"]["anyOf"][0]["oneOf"]
     lam = next(v for v in reg[1:] if v["properties"]["name"] == {"const": "elasticnet"})["properties"]["lam"]
     assert lam["anyOf"][1]["type"] == "array"
-    assert set(sw["properties"]["cv"]["properties"]) == set(CVSettings.model_fields) == \
-        {"folds", "splits", "test_size", "seed"}
+    assert (
+        set(sw["properties"]["cv"]["properties"])
+        == set(CVSettings.model_fields)
+        == {"folds", "splits", "test_size", "seed"}
+    )
     assert "cv" not in s["properties"]
 
 
@@ -442,25 +473,47 @@ def test_messages_say_what_the_schema_allows():
     assert info.value.key == "data.seed" and info.value.allowed == "an integer >= 0"
     raw = json.loads(json.dumps(TINY))
     raw["kernels"]["normalize"] = "unit"
-    with pytest.raises(SpecError, match=r"t\.yaml: kernels\.normalize.*got 'unit'.*"
-                                        r"allowed: one of 'trace', 'diagonal', 'none'") as info:
+    with pytest.raises(
+        SpecError,
+        match=r"t\.yaml: kernels\.normalize.*got 'unit'.*"
+        r"allowed: one of 'trace', 'diagonal', 'none'",
+    ) as info:
         parse_spec(raw, file="t.yaml")
     assert info.value.key == "kernels.normalize"
     raw = json.loads(json.dumps(TINY))
     raw["data"]["sed"] = 1
-    with pytest.raises(SpecError, match=r"t\.yaml: data\.sed.*unknown key.*did you mean 'seed'.*got 'sed'.*"
-                                        r"allowed: ") as info:
+    with pytest.raises(
+        SpecError,
+        match=r"t\.yaml: data\.sed.*unknown key.*did you mean 'seed'.*got 'sed'.*"
+        r"allowed: ",
+    ) as info:
         parse_spec(raw, file="t.yaml")
     assert info.value.key == "data.sed"
-    assert info.value.allowed.split(", ") == ["builtin", "train", "test", "format", "target", "drop", "positive",
-                                              "sample_weight", "class_weight", "test_size", "train_size", "seed",
-                                              "standardize"]
+    assert info.value.allowed.split(", ") == [
+        "builtin",
+        "train",
+        "test",
+        "format",
+        "target",
+        "drop",
+        "positive",
+        "sample_weight",
+        "class_weight",
+        "test_size",
+        "train_size",
+        "seed",
+        "standardize",
+    ]
 
 
 def test_resolved_spec_is_the_models_dump():
     spec = load_spec(SPECS / "quickstart.yaml")
     r = spec.resolved()
     assert r["kernels"] == spec.kernels.model_dump(mode="json")
-    assert r["problem"] == {"loss": {"name": "logistic"}, "regularizer": {"name": "elasticnet", "lam": 0.5},
-                            "C": spec.problem.C, "bias": True}
+    assert r["problem"] == {
+        "loss": {"name": "logistic"},
+        "regularizer": {"name": "elasticnet", "lam": 0.5},
+        "C": spec.problem.C,
+        "bias": True,
+    }
     assert r["output"] == {"dir": str(Path("runs") / "quickstart")}

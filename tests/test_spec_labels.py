@@ -5,6 +5,7 @@ Every run goes through ``mklkit.cli.main`` in-process on bundled data
 relabelled problem is the same problem, so its objective and accuracies
 equal those of the +1/-1 version, and the outputs speak the user's labels.
 """
+
 from __future__ import annotations
 
 import json
@@ -104,8 +105,12 @@ def test_precomputed_kernels_take_any_two_labels(tmp_path, capsys):
     out = {}
     for name, labels, data in (("pm", y, {}), ("ab", np.where(y > 0, 5.0, 3.0), {"positive": 5})):
         np.savez(tmp_path / f"{name}.npz", K_train=K, y_train=labels)
-        spec = {"kernels": {"precomputed": f"{name}.npz"}, "problem": PROBLEM, "engine": ENGINE,
-                "data": {"test_size": 0.25, "seed": 1, **data}}
+        spec = {
+            "kernels": {"precomputed": f"{name}.npz"},
+            "problem": PROBLEM,
+            "engine": ENGINE,
+            "data": {"test_size": 0.25, "seed": 1, **data},
+        }
         (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(spec))
         code, _, err = _run(tmp_path / f"{name}.yaml", tmp_path / name, capsys)
         assert code == 0, err
@@ -192,7 +197,10 @@ def test_three_classes_one_vs_one(tmp_path, capsys, iris):
     top = _summary(tmp_path / "ovo")
     assert top["multiclass"] == "ovo" and top["files"]["problems"] == ["pair_0_1", "pair_0_2", "pair_1_2"]
     assert [(p["class"], p["versus"]) for p in top["problems"]] == [
-        ("versicolor", "setosa"), ("virginica", "setosa"), ("virginica", "versicolor")]
+        ("versicolor", "setosa"),
+        ("virginica", "setosa"),
+        ("virginica", "versicolor"),
+    ]
     assert top["test_accuracy"] >= 0.9
     for (i, j), p in zip([(0, 1), (0, 2), (1, 2)], top["problems"]):
         tr, te = np.isin(y_tr, (i, j)), np.isin(y_te, (i, j))
@@ -217,8 +225,9 @@ def test_three_classes_one_vs_one(tmp_path, capsys, iris):
     assert res.metrics["test_accuracy"] == top["test_accuracy"]
     prepared = spec_obj.prepare(build=True)
     tasks = ovo_tasks(np.asarray(y_tr), 3)
-    F = np.column_stack([prepared.test.decision_function(r.result, prepared.bank, rows=t.rows)
-                         for r, t in zip(res.runs, tasks)])
+    F = np.column_stack(
+        [prepared.test.decision_function(r.result, prepared.bank, rows=t.rows) for r, t in zip(res.runs, tasks)]
+    )
     votes = np.argmax(ovo_decision(F, tasks, 3), axis=1)
     assert np.mean(votes == y_te) == top["test_accuracy"]
 
@@ -226,8 +235,12 @@ def test_three_classes_one_vs_one(tmp_path, capsys, iris):
 def test_one_vs_one_needs_gram_matrices(tmp_path, capsys, iris, cli_error):
     X_tr, _, y_tr, _ = iris
     _csv(tmp_path / "tr.csv", X_tr, SPECIES[y_tr], NAMES, "species")
-    spec = {"data": {"train": "tr.csv"}, "kernels": {**BANK, "factor": True},
-            "problem": {**PROBLEM, "multiclass": "ovo"}, "engine": "auto"}
+    spec = {
+        "data": {"train": "tr.csv"},
+        "kernels": {**BANK, "factor": True},
+        "problem": {**PROBLEM, "multiclass": "ovo"},
+        "engine": "auto",
+    }
     p = tmp_path / "f.yaml"
     p.write_text(yaml.safe_dump(spec, sort_keys=False))
     line = cli_error(["run", p, "--out", tmp_path / "o"])
@@ -253,8 +266,11 @@ def test_sweep_folds_refuse_more_than_two_classes(tmp_path, capsys, iris, cli_er
 
     X_tr, _, y_tr, _ = iris
     _csv(tmp_path / "tr.csv", X_tr, SPECIES[y_tr], NAMES, "species")
-    spec = parse_spec({"data": {"train": "tr.csv", "test_size": 0}, "kernels": BANK, "problem": PROBLEM},
-                      file="m.yaml", folder=tmp_path)
+    spec = parse_spec(
+        {"data": {"train": "tr.csv", "test_size": 0}, "kernels": BANK, "problem": PROBLEM},
+        file="m.yaml",
+        folder=tmp_path,
+    )
     with pytest.raises(PipelineError, match=r"cv: .*target of tr.*3 classes") as info:
         make_folds(CVSettings(), spec.load_data())
     assert info.value.key == "cv"
@@ -286,16 +302,24 @@ def test_integer_classes_are_not_called_continuous(tmp_path, capsys, liver):
 @pytest.mark.parametrize(
     "labels, positive, loss, key, needles",
     [
-        ("words", "ill", "logistic", "data.positive", ["is not one of the labels", "got 'ill'",
-                                                        "allowed: one of the labels present: 'sick', 'well'"]),
+        (
+            "words",
+            "ill",
+            "logistic",
+            "data.positive",
+            ["is not one of the labels", "got 'ill'", "allowed: one of the labels present: 'sick', 'well'"],
+        ),
         ("words", 1, "logistic", "data.positive", ["got 1", "'sick', 'well'"]),
         ("three", 2, "logistic", "data.positive", ["only for two classes", "has 3 (0, 1, 2)", "got 2"]),
         ("pm", 1, "squared", "data.positive", ["only used with a classification loss", "got 1", "'squared'"]),
     ],
 )
 def test_positive_class_errors(tmp_path, capsys, liver, labels, positive, loss, key, needles, cli_error):
-    y = {"words": np.where(liver.y > 0, "sick", "well"), "three": np.arange(liver.X.shape[0]) % 3,
-         "pm": liver.y.astype(int)}[labels]
+    y = {
+        "words": np.where(liver.y > 0, "sick", "well"),
+        "three": np.arange(liver.X.shape[0]) % 3,
+        "pm": liver.y.astype(int),
+    }[labels]
     _csv(tmp_path / "d.csv", liver.X, y, list(liver.feature_names))
     spec = _spec(tmp_path, "e", {"train": "d.csv", "positive": positive}, loss=loss)
     line = cli_error(["validate", spec])

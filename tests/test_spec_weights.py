@@ -6,6 +6,7 @@ repeated that many times, a weight 0 leaves the row out, ``balanced`` is
 ``mklkit.cli.main`` in-process on liver with a small bank, solved to a
 tight gap so that objectives can be compared.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,10 +34,15 @@ def _csv(path: Path, X: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) 
     return path
 
 
-def _spec(tmp_path: Path, name: str, data: dict[str, Any], loss: Any = "hinge",
-          engine: Any = ENGINE, regularizer: str = "l1") -> Path:
-    spec = {"data": {"test_size": 0, "standardize": False, **data}, "kernels": BANK,
-            "problem": {"loss": loss, "regularizer": regularizer, "C": 0.5}, "engine": engine}
+def _spec(
+    tmp_path: Path, name: str, data: dict[str, Any], loss: Any = "hinge", engine: Any = ENGINE, regularizer: str = "l1"
+) -> Path:
+    spec = {
+        "data": {"test_size": 0, "standardize": False, **data},
+        "kernels": BANK,
+        "problem": {"loss": loss, "regularizer": regularizer, "C": 0.5},
+        "engine": engine,
+    }
     p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump(spec, sort_keys=False))
     return p
@@ -115,15 +121,19 @@ def test_folds_keep_the_weights_of_their_rows(liver):
     assert part.X_train.shape[0] == part.w_train.size
 
 
-@pytest.mark.parametrize("data,loss,key,needles", [
-    ({"sample_weight": "nope"}, "hinge", "data.sample_weight", ["no such column", "'w'"]),
-    ({"sample_weight": "y"}, "hinge", "data.sample_weight", ["target"]),
-    ({"sample_weight": "w", "drop": ["w"]}, "hinge", "data.drop", ["sample_weight"]),
-    ({"class_weight": "balance"}, "hinge", "data.class_weight", ["balanced"]),
-    ({"class_weight": {0: -1}}, "hinge", "data.class_weight", [">= 0"]),
-    ({"class_weight": {7: 2.0}}, "hinge", "data.class_weight", ["7", "labels among 0, 1"]),
-    ({"class_weight": "balanced"}, "squared", "data.class_weight", ["classification"]),
-], ids=["unknown-column", "the-target", "dropped", "misspelt", "negative", "unknown-label", "regression"])
+@pytest.mark.parametrize(
+    "data,loss,key,needles",
+    [
+        ({"sample_weight": "nope"}, "hinge", "data.sample_weight", ["no such column", "'w'"]),
+        ({"sample_weight": "y"}, "hinge", "data.sample_weight", ["target"]),
+        ({"sample_weight": "w", "drop": ["w"]}, "hinge", "data.drop", ["sample_weight"]),
+        ({"class_weight": "balance"}, "hinge", "data.class_weight", ["balanced"]),
+        ({"class_weight": {0: -1}}, "hinge", "data.class_weight", [">= 0"]),
+        ({"class_weight": {7: 2.0}}, "hinge", "data.class_weight", ["7", "labels among 0, 1"]),
+        ({"class_weight": "balanced"}, "squared", "data.class_weight", ["classification"]),
+    ],
+    ids=["unknown-column", "the-target", "dropped", "misspelt", "negative", "unknown-label", "regression"],
+)
 def test_weight_errors_name_the_key(tmp_path, capsys, liver, data, loss, key, needles, cli_error):
     X, y, w = liver
     f = _csv(tmp_path / "w.csv", X, y, w)
@@ -136,8 +146,15 @@ def test_weight_errors_name_the_key(tmp_path, capsys, liver, data, loss, key, ne
 def test_a_negative_weight_in_the_column(tmp_path, capsys, liver):
     X, y, w = liver
     f = _csv(tmp_path / "w.csv", X, y, np.where(np.arange(y.size) == 5, -2.0, w))
-    code = main(["run", str(_spec(tmp_path, "neg", {"train": str(f), "sample_weight": "w"})),
-                 "--out", str(tmp_path / "o"), "--quiet"])
+    code = main(
+        [
+            "run",
+            str(_spec(tmp_path, "neg", {"train": str(f), "sample_weight": "w"})),
+            "--out",
+            str(tmp_path / "o"),
+            "--quiet",
+        ]
+    )
     _, err = capsys.readouterr()
     assert code == 2 and "data.sample_weight" in err and "-2" in err and "Traceback" not in err, err
 
@@ -147,8 +164,7 @@ def test_an_engine_that_refuses_weights_is_named(tmp_path, capsys, liver):
     pytest.importorskip("mklkit_smo")
     X, y, w = liver
     f = _csv(tmp_path / "w.csv", X, y)
-    spec = _spec(tmp_path, "smo", {"train": str(f), "class_weight": "balanced"}, engine="smo_mkl",
-                 regularizer="kl")
+    spec = _spec(tmp_path, "smo", {"train": str(f), "class_weight": "balanced"}, engine="smo_mkl", regularizer="kl")
     code = main(["run", str(spec), "--out", str(tmp_path / "o"), "--quiet"])
     _, err = capsys.readouterr()
     assert code == 2 and "sample weights" in err and "Traceback" not in err, err

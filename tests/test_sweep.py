@@ -1,4 +1,5 @@
 """``mklkit sweep``: grid expansion, errors, backends, interruption and resume, best refit."""
+
 from __future__ import annotations
 
 import copy
@@ -99,17 +100,25 @@ def test_sweep_grid_expands_lists_and_sorts_C_descending():
 
 
 def test_sweep_data_loss_and_engine_axes_form_a_product():
-    sw = parse_sweep(grid(
-        data={"builtin": ["sonar", "liver"]},
-        problem={"loss": ["hinge", "logistic"], "regularizer": ["l1", {"name": "elasticnet", "lam": [0.2, 0.5]}]},
-        engine={"tol": [1e-3, 1e-4]},
-        cv={"splits": 4, "test_size": 0.2, "seed": 3, "folds": None},
-    ), file="g.yaml")
+    sw = parse_sweep(
+        grid(
+            data={"builtin": ["sonar", "liver"]},
+            problem={"loss": ["hinge", "logistic"], "regularizer": ["l1", {"name": "elasticnet", "lam": [0.2, 0.5]}]},
+            engine={"tol": [1e-3, 1e-4]},
+            cv={"splits": 4, "test_size": 0.2, "seed": 3, "folds": None},
+        ),
+        file="g.yaml",
+    )
     assert len(sw.configs) == 2 * 2 * 3 * 2
     assert sw.data_values == ["sonar", "liver"]
     first = sw.configs[0].labels
-    assert first == {"dataset": "sonar", "loss": "hinge", "regularizer": "l1",
-                     "engine": "spicy(tol=0.001, max_iter=100)", "bias": "true"}
+    assert first == {
+        "dataset": "sonar",
+        "loss": "hinge",
+        "regularizer": "l1",
+        "engine": "spicy(tol=0.001, max_iter=100)",
+        "bias": "true",
+    }
     assert sw.configs[-1].labels["dataset"] == "liver"
     assert {c.labels["regularizer"] for c in sw.configs} == {"l1", "elasticnet(lam=0.2)", "elasticnet(lam=0.5)"}
     assert sw.cv.model_dump(exclude_none=True) == {"splits": 4, "test_size": 0.2, "seed": 3}
@@ -131,10 +140,25 @@ BAD_SWEEPS = [
     (dict(problem={"C": []}), "problem.C", "an empty list", "[]"),
     (dict(problem={"C": [0.1, 0.1]}), "problem.C", "the same value twice", "[0.1, 0.1]"),
     (dict(problem={"C": [0.1, -1]}), "problem.C", "invalid value", "-1"),
-    (dict(problem={"regularizer": {"name": "elasticnet", "lam": [0.2, 1.5]}}), "problem.regularizer.lam", "invalid value", "1.5"),
+    (
+        dict(problem={"regularizer": {"name": "elasticnet", "lam": [0.2, 1.5]}}),
+        "problem.regularizer.lam",
+        "invalid value",
+        "1.5",
+    ),
     (dict(problem={"loss": ["logistic", "logistc"]}), "problem.loss", "unknown loss", "'logistc'"),
-    (dict(problem={"loss": ["logistic", "squared"]}), "problem.loss", "mixes classification and regression", "squared (regression)"),
-    (dict(problem={"loss": ["logistic", "logistic"]}), "problem.loss", "two grid points are the same problem", "logistic"),
+    (
+        dict(problem={"loss": ["logistic", "squared"]}),
+        "problem.loss",
+        "mixes classification and regression",
+        "squared (regression)",
+    ),
+    (
+        dict(problem={"loss": ["logistic", "logistic"]}),
+        "problem.loss",
+        "two grid points are the same problem",
+        "logistic",
+    ),
     (dict(engine={"tol": [1e-3, -1]}), "engine.tol", "invalid value", "-1"),
     (dict(data={"builtin": ["sonar", "sonarr"]}), "data.builtin", "unknown builtin data set", "'sonarr'"),
     (dict(cv={"folds": 1}), "cv.folds", "invalid value", "1"),
@@ -164,13 +188,16 @@ def test_too_many_folds_for_a_class_is_refused_before_solving(tmp_path):
         sw.check()
 
 
-@pytest.mark.parametrize("key, value", [
-    ("problem.C", [0.1, 1.0]),
-    ("problem.regularizer.lam", [0.2, 0.5]),
-    ("problem.loss", ["hinge", "logistic"]),
-    ("engine.tol", [1e-3, 1e-4]),
-    ("data.builtin", ["sonar", "liver"]),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("problem.C", [0.1, 1.0]),
+        ("problem.regularizer.lam", [0.2, 0.5]),
+        ("problem.loss", ["hinge", "logistic"]),
+        ("engine.tol", [1e-3, 1e-4]),
+        ("data.builtin", ["sonar", "liver"]),
+    ],
+)
 def test_run_spec_refuses_sweep_lists_and_points_to_sweep(key, value):
     raw = grid(cv=None)
     raw["problem"]["C"] = 0.5
@@ -206,8 +233,11 @@ def test_cli_validate_and_run_refuse_a_sweep_spec(tmp_path, capsys, command):
     code = main([command, str(p)])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
-    line, = err.strip().splitlines()
-    assert f"{p}: problem.regularizer.lam: a list of values makes a sweep (this spec has 2: problem.regularizer.lam, problem.C)" in line
+    (line,) = err.strip().splitlines()
+    assert (
+        f"{p}: problem.regularizer.lam: a list of values makes a sweep (this spec has 2: problem.regularizer.lam, problem.C)"
+        in line
+    )
     assert f"'mklkit sweep {p}'" in line
 
 
@@ -256,11 +286,12 @@ def test_local_pool_from_a_script_without_a_main_guard(tmp_path, serial_rows):
     spec = write_spec(tmp_path, GRID)
     out = tmp_path / "out"
     script = tmp_path / "run_grid.py"
-    script.write_text("from mklkit.api import sweep\n\n"
-                      f"res = sweep({str(spec)!r}, out_dir={str(out)!r}, workers=2)\n"
-                      "print(len(res.rows), res.backend)\n")
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path)
+    script.write_text(
+        "from mklkit.api import sweep\n\n"
+        f"res = sweep({str(spec)!r}, out_dir={str(out)!r}, workers=2)\n"
+        "print(len(res.rows), res.backend)\n"
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["12", "local", "pool", "of", "2", "processes"]
     assert_rows_close(read_results(out / RESULTS), serial_rows)
@@ -270,12 +301,16 @@ def test_splits_rows_equal_mklkit_run_with_that_seed(tmp_path):
     """Split i of ``cv: {splits: n, test_size: f, seed: s}`` is ``mklkit run`` with data.seed = s + i."""
     from mklkit.api import run
 
-    raw = grid(data={"test_size": 0}, problem={"regularizer": "l1", "C": 0.5},
-               cv={"folds": None, "splits": 2, "test_size": 0.2, "seed": 4})
+    raw = grid(
+        data={"test_size": 0},
+        problem={"regularizer": "l1", "C": 0.5},
+        cv={"folds": None, "splits": 2, "test_size": 0.2, "seed": 4},
+    )
     res = run_sweep(parse_sweep(raw, file="g.yaml"), tmp_path / "o")
     for r in res.rows:
-        single = grid(data={"test_size": 0.2, "seed": 4 + int(r["split"])},
-                      problem={"regularizer": "l1", "C": 0.5}, cv=None)
+        single = grid(
+            data={"test_size": 0.2, "seed": 4 + int(r["split"])}, problem={"regularizer": "l1", "C": 0.5}, cv=None
+        )
         ref = run(parse_spec(single, file="g.yaml"))
         assert float(r["objective"]) == pytest.approx(ref.result.objective, rel=1e-10)
         assert float(r["val_accuracy"]) == ref.metrics["test_accuracy"]
@@ -297,7 +332,9 @@ def test_best_configuration_is_refitted_and_written(tmp_path):
     summary = json.loads((tmp_path / "o" / "best" / "summary.json").read_text())
     assert summary["C"] == best.C
     assert summary["regularizer"] == "elasticnet"
-    assert summary["spec"]["problem"]["regularizer"]["lam"] == float(best.labels["regularizer"][len("elasticnet(lam="):-1])
+    assert summary["spec"]["problem"]["regularizer"]["lam"] == float(
+        best.labels["regularizer"][len("elasticnet(lam=") : -1]
+    )
     assert summary["n_train"] == 156 and summary["n_test"] == 52  # refit on all training rows, held-out test part
     assert (tmp_path / "o" / "best" / "solution.npz").is_file()
     meta = json.loads((tmp_path / "o" / "sweep.json").read_text())
@@ -308,7 +345,9 @@ def test_best_configuration_is_refitted_and_written(tmp_path):
 def test_existing_sweep_is_not_overwritten(tmp_path):
     sw = parse_sweep(grid(problem={"C": 1.0}), file="g.yaml")
     run_sweep(sw, tmp_path / "o")
-    with pytest.raises(SpecError, match=r"--out.*already holds a sweep.*results\.csv.*nothing was overwritten.*allowed: --resume"):
+    with pytest.raises(
+        SpecError, match=r"--out.*already holds a sweep.*results\.csv.*nothing was overwritten.*allowed: --resume"
+    ):
         run_sweep(sw, tmp_path / "o")
     assert len(run_sweep(sw, tmp_path / "o", force=True).rows) == 6
 
@@ -431,7 +470,9 @@ def test_cli_rejects_bad_workers(tmp_path, capsys, extra):
 def test_missing_dask_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
     sw = parse_sweep(grid(problem={"C": 1.0}), file="g.yaml")
-    with pytest.raises(SpecError, match=r"g\.yaml: --scheduler.*dask\.distributed.*allowed: pip install 'mklkit\[dask\]'"):
+    with pytest.raises(
+        SpecError, match=r"g\.yaml: --scheduler.*dask\.distributed.*allowed: pip install 'mklkit\[dask\]'"
+    ):
         run_sweep(sw, tmp_path / "o", scheduler="tcp://127.0.0.1:1")
 
 
@@ -470,13 +511,23 @@ def _site_with_a_broken_plugin(tmp_path: Path) -> Path:
 
 def _pool_sweep_with_a_broken_plugin(tmp_path: Path, *options: str) -> str:
     """stderr of a two-worker sweep (two tasks that do not converge) with a broken plugin installed."""
-    p = write_spec(tmp_path, grid(problem={"regularizer": {"name": "elasticnet", "lam": 0.5}, "C": 1.0},
-                                  engine={"tol": 1e-14, "max_iter": 1}, cv={"folds": 2, "seed": 0}))
+    p = write_spec(
+        tmp_path,
+        grid(
+            problem={"regularizer": {"name": "elasticnet", "lam": 0.5}, "C": 1.0},
+            engine={"tol": 1e-14, "max_iter": 1},
+            cv={"folds": 2, "seed": 0},
+        ),
+    )
     site = _site_with_a_broken_plugin(tmp_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
-    r = subprocess.run([sys.executable, "-m", "mklkit.cli", "sweep", str(p), "--workers", "2",
-                        "--out", str(tmp_path / "o"), *options],
-                       capture_output=True, text=True, env=env, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "mklkit.cli", "sweep", str(p), "--workers", "2", "--out", str(tmp_path / "o"), *options],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     # the solves that did not converge are reported by the parent, not by each worker
     assert "ConvergenceWarning" not in r.stderr
@@ -532,8 +583,9 @@ def test_gridsearchcv_runs_mklclassifier_on_the_dask_joblib_backend(local_cluste
 
     ds = load_builtin("sonar")
     X, y = ds.X[:120], ds.y[:120]
-    est = MKLClassifier(kernels=[{"function": "rbf", "width": [1.0, 5.0]}, {"function": "linear"}],
-                        regularizer="l1", tol=1e-4)
+    est = MKLClassifier(
+        kernels=[{"function": "rbf", "width": [1.0, 5.0]}, {"function": "linear"}], regularizer="l1", tol=1e-4
+    )
     params = {"C": [0.1, 0.3]}  # below C_max (about 0.8 on these folds): every fit selects kernels
     with warnings.catch_warnings():
         warnings.simplefilter("error", TrivialModelWarning)

@@ -3,6 +3,7 @@
 An interrupted forced sweep must never leave the earlier sweep's ``best/``
 beside its own partial ``results.csv``.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -63,8 +64,14 @@ def test_interrupted_forced_sweep_leaves_no_stale_best(tmp_path, capsys, monkeyp
 def test_forced_sweep_removes_the_best_of_every_earlier_data_set(tmp_path):
     # the earlier sweep had two data sets (best/<name>/); the new one has one (best/)
     out = tmp_path / "o"
-    two = parse_sweep({**GRID, "data": {**GRID["data"], "builtin": ["sonar", "liver"]},
-                       "problem": {**GRID["problem"], "loss": "squared"}}, file="two.yaml")  # a loss for both
+    two = parse_sweep(
+        {
+            **GRID,
+            "data": {**GRID["data"], "builtin": ["sonar", "liver"]},
+            "problem": {**GRID["problem"], "loss": "squared"},
+        },
+        file="two.yaml",
+    )  # a loss for both
     run_sweep(two, out)
     assert (out / "best" / "liver" / "summary.json").is_file()
     events: list[dict[str, Any]] = []

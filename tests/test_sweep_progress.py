@@ -1,4 +1,5 @@
 """``mklkit sweep`` says how far it is while its tasks run for long without finishing (heartbeat)."""
+
 from __future__ import annotations
 
 import re
@@ -75,8 +76,11 @@ def test_cli_prints_the_heartbeat_line_and_not_with_quiet(tmp_path, slow_tasks, 
     spec = _spec(tmp_path)
     assert main(["sweep", str(spec), "--out", str(tmp_path / "a")]) == 0
     err = capsys.readouterr().err
-    line = re.search(r"mklkit sweep: 0 of 2 tasks finished, 1 running, \d+ s elapsed; "
-                     r"the longest running: (.*) for \d+ s", err)
+    line = re.search(
+        r"mklkit sweep: 0 of 2 tasks finished, 1 running, \d+ s elapsed; "
+        r"the longest running: (.*) for \d+ s",
+        err,
+    )
     assert line is not None, err
     assert line.group(1).endswith("split 0")
     assert main(["sweep", str(spec), "--out", str(tmp_path / "b"), "--quiet"]) == 0

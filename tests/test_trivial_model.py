@@ -1,4 +1,5 @@
 """A model with every kernel off (C >= C_max) is reported, not passed off as a success."""
+
 from __future__ import annotations
 
 import json
@@ -117,13 +118,16 @@ def _builtins() -> list[str]:
 def test_default_C_learns_on_every_bundled_data_set(tmp_path, name):
     """A spec that leaves problem.C out (C: auto) fits a model that is not a constant."""
     from mklkit import api
+
     data = {"builtin": name, "test_size": 0.2}
     if 0.8 * load_builtin(name).X.shape[0] > 300:
         data["train_size"] = 300  # a subsample of the training part (a9a at 300 rows: C_max 0.8)
-    spec = {"data": data,
-            "kernels": {"bank": [{"function": "rbf", "width": [0.5, 1.0, 2.0]}, {"function": "linear"}]},
-            "problem": {"loss": "logistic"},
-            "output": {"dir": str(tmp_path / "out")}}
+    spec = {
+        "data": data,
+        "kernels": {"bank": [{"function": "rbf", "width": [0.5, 1.0, 2.0]}, {"function": "linear"}]},
+        "problem": {"loss": "logistic"},
+        "output": {"dir": str(tmp_path / "out")},
+    }
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec))
     with warnings.catch_warnings():
@@ -143,8 +147,13 @@ def test_a_sweep_needs_numbers_at_C(C):
     problem = {"loss": "logistic", "regularizer": {"name": "l1"}}
     if C is not None:
         problem["C"] = C
-    raw = {"data": {"builtin": "sonar"}, "kernels": {"bank": BANK}, "problem": problem,
-           "engine": {"name": "spicy", "tol": [1e-2, 1e-3]}, "cv": {"folds": 3}}
+    raw = {
+        "data": {"builtin": "sonar"},
+        "kernels": {"bank": BANK},
+        "problem": problem,
+        "engine": {"name": "spicy", "tol": [1e-2, 1e-3]},
+        "cv": {"folds": 3},
+    }
     with pytest.raises(SpecError, match=r"g\.yaml: problem\.C.*sweep needs numbers.*got 'auto'"):
         parse_sweep(raw, file="g.yaml")
 
@@ -171,11 +180,22 @@ def test_weights_plot_groups_many_kernels_and_keeps_the_title_inside(tmp_path, m
     rng = np.random.default_rng(0)
     raw = rng.uniform(0.9, 1.1, size=(len(widths), d)) * np.array([4.0, 3.0, 2.0, 1.0])[:, None]
     raw /= raw.sum()
-    weights = [{"index": i * d + j, "name": f"rbf(width={w:g})[x{j}]", "weight": float(raw[i, j])}
-               for i, w in enumerate(widths) for j in range(d)]
-    summary = {"kernel_weights": weights, "n_kernels": len(weights), "n_active_kernels": len(weights),
-               "dataset": "a-data-set-with-a-rather-long-name-" * 3, "loss": "logistic",
-               "regularizer": "elasticnet", "C": 0.05, "engine": "auto", "status": "converged"}
+    weights = [
+        {"index": i * d + j, "name": f"rbf(width={w:g})[x{j}]", "weight": float(raw[i, j])}
+        for i, w in enumerate(widths)
+        for j in range(d)
+    ]
+    summary = {
+        "kernel_weights": weights,
+        "n_kernels": len(weights),
+        "n_active_kernels": len(weights),
+        "dataset": "a-data-set-with-a-rather-long-name-" * 3,
+        "loss": "logistic",
+        "regularizer": "elasticnet",
+        "C": 0.05,
+        "engine": "auto",
+        "status": "converged",
+    }
     report.plot_weights(summary, tmp_path / "weights.png", top_k=10)
     fig = figs[-1]
     assert len(fig.axes) == 2
@@ -193,8 +213,15 @@ def test_weights_plot_groups_many_kernels_and_keeps_the_title_inside(tmp_path, m
 def test_plots_of_a_trivial_run_say_so(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     report, figs = _drawn(monkeypatch)
-    summary = {"kernel_weights": [{"index": 0, "name": "k0", "weight": 0.0}], "n_kernels": 1,
-               "n_active_kernels": 0, "trivial": True, "C": 100.0, "C_max": 3.88, "status": "converged"}
+    summary = {
+        "kernel_weights": [{"index": 0, "name": "k0", "weight": 0.0}],
+        "n_kernels": 1,
+        "n_active_kernels": 0,
+        "trivial": True,
+        "C": 100.0,
+        "C_max": 3.88,
+        "status": "converged",
+    }
     history = [{"iteration": 0, "gap": 0.0, "n_active": 0}]
     report.plot_gap(summary, history, tmp_path / "g.png")
     report.plot_active(summary, history, tmp_path / "a.png")
@@ -208,7 +235,7 @@ def test_plots_of_a_trivial_run_say_so(tmp_path, monkeypatch):
 def test_a_trivial_model_from_c_auto_says_so_and_does_not_suggest_auto(sonar_xy):
     X, y = sonar_xy
     labels = np.unique(y)
-    tiny = {labels[0]: 1e-4, labels[1]: 1e-4}   # the loss 10^4 times smaller: C_max with it
+    tiny = {labels[0]: 1e-4, labels[1]: 1e-4}  # the loss 10^4 times smaller: C_max with it
     with pytest.warns(TrivialModelWarning, match=r"from C='auto'.*C_max = [0-9.e+-]+.*use a C below C_max") as rec:
         MKLClassifier(BANK, class_weight=tiny).fit(X, y)
     assert not any("use C='auto'" in str(w.message) for w in rec)

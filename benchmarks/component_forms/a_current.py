@@ -2,6 +2,7 @@
 ``f(y, z, params)``, passed one by one (as compiled addresses, ``FirstClass``,
 exactly as ``mklkit._jit.bcd.first_class``) to a loop compiled once with an
 explicit signature; options, bank and state positionally (17 arguments)."""
+
 from __future__ import annotations
 
 import math
@@ -26,8 +27,7 @@ class FirstClass(types.WrapperAddressProtocol):
         self._type = fn_type
         self._sig = fn_type.signature
         self._cres = fn.get_compile_result(self._sig)
-        self._addr = self._cres.library.get_pointer_to_function(
-            self._cres.fndesc.llvm_cfunc_wrapper_name)
+        self._addr = self._cres.library.get_pointer_to_function(self._cres.fndesc.llvm_cfunc_wrapper_name)
 
     def __wrapper_address__(self):
         return self._addr
@@ -128,16 +128,18 @@ def make_pen(name, **kw):
     if name == "grouplasso":
         return Component([(grouplasso_value, REG_FN), (grouplasso_prox, REG_FN)], [])
     if name == "elasticnet":
-        return Component([(elasticnet_value, REG_FN), (elasticnet_prox, REG_FN)],
-                         [kw.get("l1_ratio", 0.5)])
+        return Component([(elasticnet_value, REG_FN), (elasticnet_prox, REG_FN)], [kw.get("l1_ratio", 0.5)])
     raise KeyError(name)
 
 
 # ---------------------------------------------------------------- the loop
-@njit(types.float64(_f8, _b1, _F2, _I1, _F1, _F1, _F1, _F1, _F1, _F1, _F1, _F1, LOSS_FN,
-                    LOSS_FN, REG_FN, REG_FN), cache=True)
-def epoch(C, with_bias, LT, starts, y, lp, rp, beta, z, r, bias, lam, value, deriv, reg_value,
-          reg_prox):  # pragma: no cover - jitted
+@njit(
+    types.float64(_f8, _b1, _F2, _I1, _F1, _F1, _F1, _F1, _F1, _F1, _F1, _F1, LOSS_FN, LOSS_FN, REG_FN, REG_FN),
+    cache=True,
+)
+def epoch(
+    C, with_bias, LT, starts, y, lp, rp, beta, z, r, bias, lam, value, deriv, reg_value, reg_prox
+):  # pragma: no cover - jitted
     """One pass of proximal block coordinate descent, then a gradient step on the bias;
     returns the objective after the pass."""
     N = z.shape[0]
@@ -189,6 +191,20 @@ def fit(opts, bank, loss, pen, st, epochs):
     lam = np.append(st.lam, loss.lip)
     f = np.nan
     for _ in range(epochs):
-        f = epoch(opts.C, opts.with_bias, bank.LT, bank.starts, bank.y, loss.params,
-                  pen.params, st.beta, st.z, st.r, st.bias, lam, *loss.fns, *pen.fns)
+        f = epoch(
+            opts.C,
+            opts.with_bias,
+            bank.LT,
+            bank.starts,
+            bank.y,
+            loss.params,
+            pen.params,
+            st.beta,
+            st.z,
+            st.r,
+            st.bias,
+            lam,
+            *loss.fns,
+            *pen.fns,
+        )
     return f

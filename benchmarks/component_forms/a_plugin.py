@@ -1,4 +1,5 @@
 """A plugin loss for (a), in another module: the smoothed (Huberized) hinge."""
+
 import numpy as np
 from numba import njit
 
@@ -30,5 +31,4 @@ def smooth_hinge_deriv(y, z, params):
 
 
 def make(delta=0.5):
-    return Component([(smooth_hinge_value, LOSS_FN), (smooth_hinge_deriv, LOSS_FN)], [delta],
-                     1.0 / delta)
+    return Component([(smooth_hinge_value, LOSS_FN), (smooth_hinge_deriv, LOSS_FN)], [delta], 1.0 / delta)

@@ -1,4 +1,5 @@
 """A plugin loss for (b), in another module: the smoothed (Huberized) hinge."""
+
 import math  # noqa: F401
 
 from .b_structref import compiled, kernel

@@ -5,6 +5,7 @@ methods (``overload_method``), compiled into the loops that use them (inlined; c
 A component author writes a plain class with ``fields`` and scalar methods marked
 ``@kernel``; :func:`compiled` makes the numba type, registers the methods, and gives a
 constructor compiled once per type and cached on disk (:func:`_new`)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -39,7 +40,8 @@ def _new(t, params):  # pragma: no cover - jitted (once per component type, cach
 def _typer(fn):
     def typer(*args):
         return fn
-    typer.__signature__ = inspect.signature(fn)   # numba matches it against ``fn``'s
+
+    typer.__signature__ = inspect.signature(fn)  # numba matches it against ``fn``'s
     return typer
 
 
@@ -48,9 +50,11 @@ def compiled(cls):
     that cached loops find it again), its methods, and ``cls.jit(params)`` -> the object."""
     mod = sys.modules[cls.__module__]
     tname = cls.__name__ + "_nb"
-    typ = type(tname, (types.StructRef,), {"__module__": cls.__module__,
-                                           "__qualname__": tname,
-                                           "preprocess_fields": _preprocess})
+    typ = type(
+        tname,
+        (types.StructRef,),
+        {"__module__": cls.__module__, "__qualname__": tname, "preprocess_fields": _preprocess},
+    )
     structref.register(typ)
     setattr(mod, tname, typ)
     proxy = type(cls.__name__ + "_obj", (structref.StructRefProxy,), {})
@@ -66,12 +70,11 @@ def compiled(cls):
     with open(inspect.getsourcefile(cls), "rb") as f:
         src = hashlib.sha1(f.read()).hexdigest()[:12]
     fields = [("params", types.float64[::1]), ("src_" + src, types.int8)]
-    if os.environ.get("PROTO_NO_SRC_HASH"):     # to show the stale hit (stale_check.py)
+    if os.environ.get("PROTO_NO_SRC_HASH"):  # to show the stale hit (stale_check.py)
         fields = fields[:1]
     inst = typ(fields)
     cls.numba_type = inst
-    cls.jit = classmethod(lambda c, params=(): _new(inst, np.ascontiguousarray(params,
-                                                                             dtype=np.float64)))
+    cls.jit = classmethod(lambda c, params=(): _new(inst, np.ascontiguousarray(params, dtype=np.float64)))
     return cls
 
 

@@ -10,6 +10,7 @@ Per candidate and repetition, each in a fresh process:
   plugin2 the same again on that cache (is the plugin's compiled code reused?)
   bench   per-epoch time (median of 7 fits of 50 epochs), warm cache
 """
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,9 @@ def run(cand, mode, cache, debug=False):
         env["NUMBA_DEBUG_CACHE"] = "1"
     la = load()
     t = time.perf_counter()
-    p = subprocess.run([PY, "-m", "benchmarks.component_forms.fit", cand, mode], env=env, capture_output=True,
-                       text=True, cwd=ROOT)
+    p = subprocess.run(
+        [PY, "-m", "benchmarks.component_forms.fit", cand, mode], env=env, capture_output=True, text=True, cwd=ROOT
+    )
     wall = time.perf_counter() - t
     lines = p.stdout.strip().splitlines()
     if p.returncode != 0:
@@ -50,8 +52,7 @@ def run(cand, mode, cache, debug=False):
     rec["load"] = la
     rec["cache_loaded"] = sum("data loaded" in ln for ln in lines)
     rec["cache_saved"] = sum("data saved" in ln for ln in lines)
-    rec["warnings"] = sorted({ln.strip()[:160] for ln in p.stderr.splitlines()
-                              if "Warning" in ln})
+    rec["warnings"] = sorted({ln.strip()[:160] for ln in p.stderr.splitlines() if "Warning" in ln})
     return rec
 
 
@@ -92,8 +93,7 @@ def table(results):
     print("|---|" + "---:|" * len(cands))
     rows = [
         ("(i) cold process, empty cache: wall s", lambda r: r["cold"]["wall"]),
-        ("(i) of which import (+ explicit-signature compile) s",
-         lambda r: r["cold"]["t_import"]),
+        ("(i) of which import (+ explicit-signature compile) s", lambda r: r["cold"]["t_import"]),
         ("(i) of which make components s", lambda r: r["cold"]["fit"]["make"]),
         ("(i) of which first epoch (compile) s", lambda r: r["cold"]["fit"]["first"]),
         ("(i) all 4 built-in pairs, empty cache: wall s", lambda r: r["all"]["wall"]),
@@ -103,25 +103,33 @@ def table(results):
         ("(ii) of which first epoch s", lambda r: r["warm"]["fit"]["first"]),
         ("(ii) of which 49 epochs s", lambda r: r["warm"]["fit"]["rest"]),
         ("(iii) per epoch ms (median of 7 x 50)", lambda r: 1e3 * r["bench"]["epoch_s"]),
-        ("(iv) plugin: make + first epoch s (1st process)",
-         lambda r: r["plugin"]["plugin_make"] + r["plugin"]["plugin"]["make"]
-         + r["plugin"]["plugin"]["first"]),
+        (
+            "(iv) plugin: make + first epoch s (1st process)",
+            lambda r: r["plugin"]["plugin_make"] + r["plugin"]["plugin"]["make"] + r["plugin"]["plugin"]["first"],
+        ),
         ("(iv) plugin: new loop signatures", lambda r: r["plugin"]["plugin_new_signatures"]),
-        ("(iv) built-in pair after plugin: new signatures",
-         lambda r: r["plugin"]["again_new_signatures"]),
-        ("(iv) built-in pair after plugin: first epoch s",
-         lambda r: r["plugin"]["again"]["first"]),
-        ("(iv) plugin: make + first epoch s (2nd process)",
-         lambda r: r["plugin2"]["plugin_make"] + r["plugin2"]["plugin"]["make"]
-         + r["plugin2"]["plugin"]["first"]),
-        ("(v) warm process: cache entries loaded / saved",
-         lambda r: f'{r["warm"]["cache_loaded"]}/{r["warm"]["cache_saved"]}'),
-        ("(v) plugin 2nd process: loaded / saved",
-         lambda r: f'{r["plugin2"]["cache_loaded"]}/{r["plugin2"]["cache_saved"]}'),
+        ("(iv) built-in pair after plugin: new signatures", lambda r: r["plugin"]["again_new_signatures"]),
+        ("(iv) built-in pair after plugin: first epoch s", lambda r: r["plugin"]["again"]["first"]),
+        (
+            "(iv) plugin: make + first epoch s (2nd process)",
+            lambda r: r["plugin2"]["plugin_make"] + r["plugin2"]["plugin"]["make"] + r["plugin2"]["plugin"]["first"],
+        ),
+        (
+            "(v) warm process: cache entries loaded / saved",
+            lambda r: f"{r['warm']['cache_loaded']}/{r['warm']['cache_saved']}",
+        ),
+        (
+            "(v) plugin 2nd process: loaded / saved",
+            lambda r: f"{r['plugin2']['cache_loaded']}/{r['plugin2']['cache_saved']}",
+        ),
         ("objective after 50 epochs", lambda r: repr(r["warm"]["fit"]["f"])),
-        ("load average (min-max over the runs)",
-         lambda r: (min(v["load"] for k, v in r.items() if isinstance(v, dict)),
-                    max(v["load"] for k, v in r.items() if isinstance(v, dict)))),
+        (
+            "load average (min-max over the runs)",
+            lambda r: (
+                min(v["load"] for k, v in r.items() if isinstance(v, dict)),
+                max(v["load"] for k, v in r.items() if isinstance(v, dict)),
+            ),
+        ),
     ]
     for name, fn in rows:
         cells = []

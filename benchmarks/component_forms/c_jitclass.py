@@ -1,6 +1,7 @@
 """(c) A component is a numba ``jitclass`` (skglm's representation): parameters are
 attributes, the mathematics methods.  The loop is ``loops.epoch`` (the same source as
 (b)); a jitclass type cannot be cached, so the loop is compiled in every process."""
+
 from __future__ import annotations
 
 import math

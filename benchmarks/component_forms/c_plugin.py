@@ -1,4 +1,5 @@
 """A plugin loss for (c), in another module: the smoothed (Huberized) hinge."""
+
 from numba import float64
 from numba.experimental import jitclass
 

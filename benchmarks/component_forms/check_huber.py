@@ -2,6 +2,7 @@
 bits as ``mklkit_huber.Huber`` (every kernel, random points inside and outside the
 conjugate's domain), its record goes into a loop compiled once for every loss, and its
 ``cvxpy_expr`` agrees with the kernels."""
+
 import numpy as np
 
 from mklkit_huber.losses import Huber as Old
@@ -24,16 +25,16 @@ for delta in (0.3, 1.0, 2.5):
     for k in ("conj_lower", "conj_upper"):
         assert np.array_equal(getattr(old.jit, k)(y, p), getattr(New, k)(y, p)), k
     for k in ("l0", "l0_grad", "l0_hess", "cons", "cons_grad", "cons_hess"):
-        assert np.array_equal(getattr(old.constrained, k)(y, u, ut, p),
-                              getattr(New, k)(y, u, ut, p)), k
+        assert np.array_equal(getattr(old.constrained, k)(y, u, ut, p), getattr(New, k)(y, u, ut, p)), k
     rec = new.compiled()
     acc = 0.0
-    for v in old.jit.value(y, z, p):      # numba's np.sum adds in order (numpy's pairwise)
+    for v in old.jit.value(y, z, p):  # numba's np.sum adds in order (numpy's pairwise)
         acc += v
     assert sum_value(rec, y, z) == acc
     assert new.constrained_compiled() is not None
     try:
         import cvxpy as cp
+
         zv = cp.Variable(200)
         zv.value = z
         assert abs(new.cvxpy_expr(y, zv).value - np.sum(old.jit.value(y, z, p))) < 1e-9 * 200

@@ -8,6 +8,7 @@ as in mklkit's ``bcd`` engine:
 on ringnorm (7,400 x 20), 10 groups of 2 features, each block
 L_m = [x1, x2, x1 x2, x1^2, x2^2] (standardized): N = 7400, R = 50.
 """
+
 from __future__ import annotations
 
 import os

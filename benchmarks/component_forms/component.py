@@ -5,6 +5,7 @@ addresses plus the parameter vector, which every engine loop takes as one argume
 
 Only the part that differs from ``mklkit.components.base`` is here: ``Component``
 (parameters, ``param_vector``, pickling) and ``Param`` are mklkit's own."""
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -24,12 +25,12 @@ _F1 = types.float64[::1]
 _F2 = types.float64[:, ::1]
 _F3 = types.float64[:, :, ::1]
 _F4 = types.float64[:, :, :, ::1]
-LOSS_FN = types.FunctionType(_F1(_F1, _F1, _F1))     # f(y, z_or_u, params) -> (N,)
-BOUND_FN = types.FunctionType(_F1(_F1, _F1))         # f(y, params) -> (N,)
+LOSS_FN = types.FunctionType(_F1(_F1, _F1, _F1))  # f(y, z_or_u, params) -> (N,)
+BOUND_FN = types.FunctionType(_F1(_F1, _F1))  # f(y, params) -> (N,)
 
 
 def _cfn(out):
-    return types.FunctionType(out(_F1, _F1, _F2, _F1))   # f(y, u, ut, params)
+    return types.FunctionType(out(_F1, _F1, _F2, _F1))  # f(y, u, ut, params)
 
 
 def kernel(fn):
@@ -41,15 +42,16 @@ def kernel(fn):
 
 
 #: The compiled object of a loss: one record, one argument of every loop.
-LossFns = namedtuple("LossFns", ["value", "deriv", "deriv2", "conj", "conj_grad",
-                                 "conj_hess", "conj_lower", "conj_upper", "params"])
+LossFns = namedtuple(
+    "LossFns", ["value", "deriv", "deriv2", "conj", "conj_grad", "conj_hess", "conj_lower", "conj_upper", "params"]
+)
 LOSS_FNS_T = types.NamedTuple([LOSS_FN] * 6 + [BOUND_FN] * 2 + [_F1], LossFns)
 #: Its constrained representation (SpicyMKL eq. 33), for losses that are not
 #: ``smooth_conjugate``.
-ConstrainedFns = namedtuple("ConstrainedFns", ["l0", "l0_grad", "l0_hess", "cons",
-                                               "cons_grad", "cons_hess", "params"])
+ConstrainedFns = namedtuple("ConstrainedFns", ["l0", "l0_grad", "l0_hess", "cons", "cons_grad", "cons_hess", "params"])
 CONSTRAINED_FNS_T = types.NamedTuple(
-    [_cfn(_F1), _cfn(_F2), _cfn(_F3), _cfn(_F2), _cfn(_F3), _cfn(_F4), _F1], ConstrainedFns)
+    [_cfn(_F1), _cfn(_F2), _cfn(_F3), _cfn(_F2), _cfn(_F3), _cfn(_F4), _F1], ConstrainedFns
+)
 
 
 @njit(cache=True)
@@ -81,7 +83,7 @@ class Loss(Component):
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
-        cls._fns = None      # the compiled addresses, made once per class
+        cls._fns = None  # the compiled addresses, made once per class
 
     @classmethod
     def _addresses(cls):

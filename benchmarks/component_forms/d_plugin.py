@@ -1,4 +1,5 @@
 """A plugin loss for (d), in another module: the smoothed (Huberized) hinge."""
+
 from numba import njit
 
 from .a_plugin import smooth_hinge_deriv as vec_deriv

@@ -5,6 +5,7 @@ component; options, bank and state are records too (five arguments).
 Two granularities: ``epoch`` calls today's array functions ``f(y, z, params)`` (one
 indirect call per block, as ``a_current``); ``epoch_s`` calls scalar functions
 ``f(y_i, z_i, params)`` (one indirect call per sample, never inlined)."""
+
 from __future__ import annotations
 
 import math
@@ -108,26 +109,32 @@ def elasticnet_prox(v, C, params):
     return max(v - C * a, 0.0) / (1.0 + C * (1.0 - a))
 
 
-_VEC = {"logistic": (A.logistic_value, A.logistic_deriv, 0.25),
-        "squared": (A.squared_value, A.squared_deriv, 1.0),
-        "grouplasso": (A.grouplasso_value, A.grouplasso_prox),
-        "elasticnet": (A.elasticnet_value, A.elasticnet_prox)}
-_SCA = {"logistic": (logistic_value, logistic_deriv, 0.25),
-        "squared": (squared_value, squared_deriv, 1.0),
-        "grouplasso": (grouplasso_value, grouplasso_prox),
-        "elasticnet": (elasticnet_value, elasticnet_prox)}
+_VEC = {
+    "logistic": (A.logistic_value, A.logistic_deriv, 0.25),
+    "squared": (A.squared_value, A.squared_deriv, 1.0),
+    "grouplasso": (A.grouplasso_value, A.grouplasso_prox),
+    "elasticnet": (A.elasticnet_value, A.elasticnet_prox),
+}
+_SCA = {
+    "logistic": (logistic_value, logistic_deriv, 0.25),
+    "squared": (squared_value, squared_deriv, 1.0),
+    "grouplasso": (grouplasso_value, grouplasso_prox),
+    "elasticnet": (elasticnet_value, elasticnet_prox),
+}
 
 
 def loss_record(value, deriv, params, lip, scalar):
     t = LOSS_S if scalar else LOSS_FN
-    return (_ScalarLoss if scalar else LossRec)(FirstClass(value, t), FirstClass(deriv, t),
-                   np.ascontiguousarray(params, dtype=np.float64), float(lip))
+    return (_ScalarLoss if scalar else LossRec)(
+        FirstClass(value, t), FirstClass(deriv, t), np.ascontiguousarray(params, dtype=np.float64), float(lip)
+    )
 
 
 def pen_record(value, prox, params, scalar):
     t = REG_S if scalar else REG_FN
-    return (_ScalarPen if scalar else PenRec)(FirstClass(value, t), FirstClass(prox, t),
-                  np.ascontiguousarray(params, dtype=np.float64))
+    return (_ScalarPen if scalar else PenRec)(
+        FirstClass(value, t), FirstClass(prox, t), np.ascontiguousarray(params, dtype=np.float64)
+    )
 
 
 def make_loss(name, scalar=False, **kw):

@@ -5,6 +5,7 @@ of scalar functions).  MODE: ``fit`` (logistic + group lasso, 50 epochs), ``all`
 four built-in pairs, 50 epochs each), ``plugin`` (``fit``, then the plugin loss with the
 group lasso, then the built-in pair again), ``bench`` (per-epoch times).  Prints one JSON
 line of timings (seconds) and objectives."""
+
 from __future__ import annotations
 
 import importlib
@@ -14,8 +15,7 @@ import time
 
 T0 = time.perf_counter()
 CAND, MODE = sys.argv[1], sys.argv[2]
-MOD = {"a": "a_current", "b": "b_structref", "c": "c_jitclass", "d": "d_record",
-       "ds": "d_record"}[CAND]
+MOD = {"a": "a_current", "b": "b_structref", "c": "c_jitclass", "d": "d_record", "ds": "d_record"}[CAND]
 C_ = importlib.import_module("benchmarks.component_forms." + MOD)
 from benchmarks.component_forms import common  # noqa: E402
 
@@ -27,6 +27,7 @@ out = {"cand": CAND, "mode": MODE, "t_import": time.perf_counter() - T0}
 def dispatchers():
     if CAND in ("b", "c"):
         from benchmarks.component_forms import loops
+
         return [loops.epoch]
     if CAND == "a":
         return [C_.epoch]
@@ -52,8 +53,7 @@ def run(bank, lname, pname, epochs, loss=None):
     t = time.perf_counter()
     f = C_.fit(opts, bank, loss, pen, st, epochs - 1)
     t_rest = time.perf_counter() - t
-    return {"make": t_make, "first": t_first, "rest": t_rest, "f1": f1, "f": f,
-            "nnz": int((st.beta != 0).sum())}
+    return {"make": t_make, "first": t_first, "rest": t_rest, "f1": f1, "f": f, "nnz": int((st.beta != 0).sum())}
 
 
 t = time.perf_counter()
@@ -78,6 +78,7 @@ if MODE == "plugin":
     out["again_new_signatures"] = compiled_count() - n1
 if MODE == "bench":
     import numpy as np
+
     loss = C_.make_loss("logistic", **KW)
     pen = C_.make_pen("grouplasso", **KW)
     C = 0.1 * common.c_max(bank, -0.5 * bank.y)

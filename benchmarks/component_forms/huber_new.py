@@ -1,4 +1,5 @@
 r"""Huber loss for robust regression, as a plugin writes it in the proposed form."""
+
 import numpy as np
 
 from benchmarks.component_forms.component import Loss, Param, kernel
@@ -15,8 +16,7 @@ class Huber(Loss):
     name = "huber"
     description = "Huber loss for robust regression: quadratic near 0, linear beyond delta"
     task = REGRESSION
-    params = (Param("delta", 1.0, "residual at which the loss turns linear", low=0.0,
-                    low_open=True),)
+    params = (Param("delta", 1.0, "residual at which the loss turns linear", low=0.0, low_open=True),)
     smooth_conjugate = False
     n_cons = 2
 
@@ -102,4 +102,5 @@ class Huber(Loss):
 
     def cvxpy_expr(self, y, z):
         import cvxpy as cp
-        return 0.5 * cp.sum(cp.huber(z - y, self.delta))   # cvxpy's huber is twice ours
+
+        return 0.5 * cp.sum(cp.huber(z - y, self.delta))  # cvxpy's huber is twice ours

@@ -2,6 +2,7 @@
 ``loss.value(y, z)``, ``loss.deriv(y, z)``, ``loss.lipschitz()``, ``pen.value(x, C)``,
 ``pen.prox(v, C)`` are methods of the objects; options, bank and state are records.
 Five arguments.  Same arithmetic, in the same order, as ``a_current.epoch``."""
+
 from __future__ import annotations
 
 import math

@@ -37,29 +37,94 @@ is :math:`\max_i w_i` times the loss's bound.  The regularizer gives
 ``value`` and ``prox`` (:data:`REG_FN`).  All arrays are C-contiguous
 float64 (indices int64) so that the cached signatures match.
 """
+
 from __future__ import annotations
 
 import numpy as np
 from numba import njit, types
 
-from .bcd_descent import (CAPPED, NO_DESCENT, NUMERICAL, OK, ST_ANDERSON, ST_BACKTRACK,
-                          ST_DECREASE, ST_EPOCHS, ST_LEN, ST_LINE_SEARCH, ST_NEWTON, ST_STATUS,
-                          ST_VIOLATION, Sweep, _copy, _coordinate_descent, _true_value,
-                          _ws_violation)
+from .bcd_descent import (
+    CAPPED,
+    NO_DESCENT,
+    NUMERICAL,
+    OK,
+    ST_ANDERSON,
+    ST_BACKTRACK,
+    ST_DECREASE,
+    ST_EPOCHS,
+    ST_LEN,
+    ST_LINE_SEARCH,
+    ST_NEWTON,
+    ST_STATUS,
+    ST_VIOLATION,
+    Sweep,
+    _copy,
+    _coordinate_descent,
+    _true_value,
+    _ws_violation,
+)
 from .envelope import FLAGS, KIND_ENVELOPE, KIND_SMOOTH, envelope, loss_terms
-from .group_blocks import (block_curv, block_hessian, pack, reg_sum, reg_sum_packed, scores,
-                           top_eig, unpack, ws_rows)
-from .records import (BANK_T, BCD_OPTIONS_T, BCD_STATE_T, LOSS_FN, LOSS_FNS_T, REG_FN,
-                      REG_FNS_T, SAMPLES_T, Bank, BcdOptions, BcdState, LossFns, RegFns, Samples,
-                      bcd_state, loss_fns, reg_fns, samples)
+from .group_blocks import block_curv, block_hessian, pack, reg_sum, reg_sum_packed, scores, top_eig, unpack, ws_rows
+from .records import (
+    BANK_T,
+    BCD_OPTIONS_T,
+    BCD_STATE_T,
+    LOSS_FN,
+    LOSS_FNS_T,
+    REG_FN,
+    REG_FNS_T,
+    SAMPLES_T,
+    Bank,
+    BcdOptions,
+    BcdState,
+    LossFns,
+    RegFns,
+    Samples,
+    bcd_state,
+    loss_fns,
+    reg_fns,
+    samples,
+)
 
-__all__ = ["LOSS_FN", "REG_FN", "envelope", "loss_terms", "eval_loss", "solve_ws",
-           "scores", "block_scores", "block_hessian", "Bank", "BcdOptions", "BcdState",
-           "LossFns", "RegFns", "Samples", "bcd_state", "loss_fns", "reg_fns", "samples",
-           "METHOD_BCD", "METHOD_NEWTON", "KIND_SMOOTH", "KIND_ENVELOPE",
-           # the counters solve_ws writes (st.stats) and its status codes
-           "ST_EPOCHS", "ST_NEWTON", "ST_LINE_SEARCH", "ST_ANDERSON", "ST_BACKTRACK", "ST_STATUS",
-           "ST_VIOLATION", "ST_DECREASE", "ST_LEN", "OK", "NUMERICAL", "NO_DESCENT", "CAPPED"]
+__all__ = [
+    "LOSS_FN",
+    "REG_FN",
+    "envelope",
+    "loss_terms",
+    "eval_loss",
+    "solve_ws",
+    "scores",
+    "block_scores",
+    "block_hessian",
+    "Bank",
+    "BcdOptions",
+    "BcdState",
+    "LossFns",
+    "RegFns",
+    "Samples",
+    "bcd_state",
+    "loss_fns",
+    "reg_fns",
+    "samples",
+    "METHOD_BCD",
+    "METHOD_NEWTON",
+    "KIND_SMOOTH",
+    "KIND_ENVELOPE",
+    # the counters solve_ws writes (st.stats) and its status codes
+    "ST_EPOCHS",
+    "ST_NEWTON",
+    "ST_LINE_SEARCH",
+    "ST_ANDERSON",
+    "ST_BACKTRACK",
+    "ST_STATUS",
+    "ST_VIOLATION",
+    "ST_DECREASE",
+    "ST_LEN",
+    "OK",
+    "NUMERICAL",
+    "NO_DESCENT",
+    "CAPPED",
+]
 
 METHOD_BCD = 0  # block coordinate descent on the loss itself
 METHOD_NEWTON = 1  # proximal Newton: coordinate descent on the quadratic model
@@ -78,8 +143,7 @@ _F1 = types.float64[::1]
 _I1 = types.int64[::1]
 
 
-@njit(types.void(BCD_OPTIONS_T, BANK_T, SAMPLES_T, LOSS_FNS_T, REG_FNS_T, BCD_STATE_T),
-      cache=True)
+@njit(types.void(BCD_OPTIONS_T, BANK_T, SAMPLES_T, LOSS_FNS_T, REG_FNS_T, BCD_STATE_T), cache=True)
 def solve_ws(opts, bank, smp, loss, reg, st):  # pragma: no cover - jitted
     r"""Solve the problem restricted to the working set ``st.ws`` (and the bias), in place.
 
@@ -139,9 +203,14 @@ def solve_ws(opts, bank, smp, loss, reg, st):  # pragma: no cover - jitted
             else:
                 lam[k] = lip_loss * lip[m]
         viol, capped = _coordinate_descent(
-            opts, bank, smp, loss, reg, st,
-            Sweep(FLAGS[0], check, tol, lam, r, r, h, z, np.empty(0),
-                  np.full(nW, -1, dtype=np.int64), allidx))
+            opts,
+            bank,
+            smp,
+            loss,
+            reg,
+            st,
+            Sweep(FLAGS[0], check, tol, lam, r, r, h, z, np.empty(0), np.full(nW, -1, dtype=np.int64), allidx),
+        )
         stats[ST_VIOLATION] = viol
         if not np.isfinite(viol):
             stats[ST_STATUS] = NUMERICAL
@@ -182,10 +251,9 @@ def solve_ws(opts, bank, smp, loss, reg, st):  # pragma: no cover - jitted
                 e = starts[m + 1]
                 if hoff[k] >= 0:
                     rk = e - s
-                    Hk = Hbuf[hoff[k]:hoff[k] + rk * rk].reshape((rk, rk))
+                    Hk = Hbuf[hoff[k] : hoff[k] + rk * rk].reshape((rk, rk))
                     if hmin == hmax and bank.goff[m] >= 0:
-                        Hk[:, :] = hmax * bank.grams[bank.goff[m]:bank.goff[m] + rk * rk].reshape(
-                            (rk, rk))
+                        Hk[:, :] = hmax * bank.grams[bank.goff[m] : bank.goff[m] + rk * rk].reshape((rk, rk))
                     else:
                         block_hessian(bank, m, h, Hk)
                     lam[k] = top_eig(Hk)
@@ -207,8 +275,14 @@ def solve_ws(opts, bank, smp, loss, reg, st):  # pragma: no cover - jitted
             _copy(z0, z)
             r = r0.copy()
             viol, _ = _coordinate_descent(
-                opts, bank, smp, loss, reg, st,
-                Sweep(FLAGS[1], FLAGS[0], opts.ratio * tol, lam, r, r0, h, z0, Hbuf, use, allidx))
+                opts,
+                bank,
+                smp,
+                loss,
+                reg,
+                st,
+                Sweep(FLAGS[1], FLAGS[0], opts.ratio * tol, lam, r, r0, h, z0, Hbuf, use, allidx),
+            )
             if not np.isfinite(viol):
                 stats[ST_STATUS] = NUMERICAL
                 return

@@ -8,6 +8,7 @@ enough; :func:`_ws_violation` is the fixed-point violation of the working set th
 the proximal Newton steps of :func:`~mklkit._jit.bcd.solve_ws` stop on.  The arguments
 are the typed records of :mod:`mklkit._jit.records` (see :mod:`mklkit._jit.bcd`).
 """
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -16,8 +17,7 @@ import numpy as np
 from numba import njit
 
 from .envelope import FLAGS, gather, loss_terms, subset, sum_value
-from .group_blocks import (anderson, block_grad, block_image, block_min, pack, prox_step, reg_sum,
-                           unpack, ws_rows)
+from .group_blocks import anderson, block_grad, block_image, block_min, pack, prox_step, reg_sum, unpack, ws_rows
 
 # stats layout (written by solve_ws)
 ST_EPOCHS = 0
@@ -42,8 +42,7 @@ CAPPED = 3  # the epoch or Newton-step cap was reached
 #: epochs, ``lam`` the blocks' curvatures, ``r`` the gradient kept up to date, ``r0``,
 #: ``h``, ``z0`` the model's, ``Hbuf`` the blocks' Hessians minimized exactly (block ``k``
 #: of the working set at ``hoff[k]``, -1: none), ``allidx`` the indices of all samples.
-Sweep = namedtuple("Sweep", ["model", "check", "tol", "lam", "r", "r0", "h", "z0", "Hbuf",
-                             "hoff", "allidx"])
+Sweep = namedtuple("Sweep", ["model", "check", "tol", "lam", "r", "r0", "h", "z0", "Hbuf", "hoff", "allidx"])
 #: Buffers of an epoch: a block's gradient ``g`` and step ``d``, its image ``w`` (N,;
 #: zero between steps), ``one`` (1,) for the regularizer's kernels and ``work`` (4, r) for
 #: :func:`~mklkit._jit.group_blocks.block_min`.
@@ -114,13 +113,12 @@ def _epoch(opts, bank, smp, loss, reg, st, sweep, scr):  # pragma: no cover - ji
         e = starts[m + 1]
         if e == s or lam[k] <= 0.0:
             continue
-        sidx = bank.supp_idx[bank.supp_ptr[m]:bank.supp_ptr[m + 1]] if bank.sparse \
-            else sweep.allidx
+        sidx = bank.supp_idx[bank.supp_ptr[m] : bank.supp_ptr[m + 1]] if bank.sparse else sweep.allidx
         block_grad(bank, s, e, r, g)
         lamk = lam[k]
         if model and hoff[k] >= 0:
             rk = e - s
-            H = Hbuf[hoff[k]:hoff[k] + rk * rk].reshape((rk, rk))
+            H = Hbuf[hoff[k] : hoff[k] + rk * rk].reshape((rk, rk))
             dn2 = block_min(beta, s, e, g, H, lamk, C, reg, one, d, scr.work, opts.max_inner)
             if not np.isfinite(dn2):
                 return np.nan
@@ -263,8 +261,7 @@ def _coordinate_descent(opts, bank, smp, loss, reg, st, sweep):  # pragma: no co
     rmax = 1
     for k in range(ws.shape[0]):
         rmax = max(rmax, wseg[k + 1] - wseg[k])
-    scr = Scratch(np.empty(rmax), np.empty(rmax), np.zeros(N), np.empty(1),
-                  np.empty((4, rmax)))
+    scr = Scratch(np.empty(rmax), np.empty(rmax), np.zeros(N), np.empty(1), np.empty((4, rmax)))
     KA = n_and + 1
     Xb = np.empty((KA, D)) if n_and > 0 else np.empty((0, D))
     Xz = np.empty((KA, N)) if n_and > 0 else np.empty((0, N))

@@ -11,6 +11,7 @@ All arrays must be C-contiguous float64 (``idx`` int64) so that the cached
 signatures match.  Norms are computed as ``sqrt(max(v'Kv, 0))``: a positive
 semidefinite matrix can give a tiny negative quadratic form by rounding.
 """
+
 from __future__ import annotations
 
 import numpy as np

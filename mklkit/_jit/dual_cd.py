@@ -22,6 +22,7 @@ one more.  Shrinking as liblinear's dual solvers (Hsieh et al. 2008, §3.2):
 a coordinate at an end of its box whose projected gradient points outward
 by more than the last pass's extreme is left out of the next passes.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -31,8 +32,7 @@ from numba import njit, types
 
 from ..first_class import fixed_type
 
-__all__ = ["Rows", "Pieces", "Play", "Point", "epoch", "row_block_norms_dense",
-           "row_block_norms_sparse"]
+__all__ = ["Rows", "Pieces", "Play", "Point", "epoch", "row_block_norms_dense", "row_block_norms_sparse"]
 
 _CACHE = True
 
@@ -42,6 +42,7 @@ class Rows(NamedTuple):
     ``indptr``) when ``sparse`` (the other is a placeholder, as for
     :class:`~mklkit.kernels.factor.FactorBank`'s passes); ``starts`` (M+1,) are the
     blocks' first columns."""
+
     Z: np.ndarray
     data: np.ndarray
     indices: np.ndarray
@@ -53,6 +54,7 @@ class Rows(NamedTuple):
 class Pieces(NamedTuple):
     r"""The linear pieces of every :math:`f_i`: slope ``a_pos`` on :math:`[0,
     \text{pos\_hi}]`, ``a_neg`` on :math:`[-\text{neg\_hi}, 0]` (N,) each."""
+
     pos_hi: np.ndarray
     neg_hi: np.ndarray
     a_pos: np.ndarray
@@ -63,6 +65,7 @@ class Play(NamedTuple):
     r"""The ridge at fixed weights: the kernels in play (``blocks``), :math:`c_m` per
     column (``cc``, 0 out of play), the diagonal :math:`Q_{ii}` and the augmented
     Lagrangian's :math:`\kappa`."""
+
     blocks: np.ndarray
     cc: np.ndarray
     Q: np.ndarray
@@ -73,6 +76,7 @@ class Point(NamedTuple):
     r"""The dual point, updated in place: :math:`u = L^\top\rho` (R,), :math:`\rho` (N,),
     ``total[0]`` :math:`= \mathbf 1^\top\rho` and the sample order ``idx`` (N,),
     whose first ``n_idx`` are not shrunk."""
+
     u: np.ndarray
     rho: np.ndarray
     total: np.ndarray
@@ -83,8 +87,7 @@ _F1 = types.float64[::1]
 _I1 = types.int64[::1]
 
 
-fixed_type(Rows, types.NamedTuple([types.float64[:, ::1], _F1, _I1, _I1, types.boolean, _I1],
-                                   Rows))
+fixed_type(Rows, types.NamedTuple([types.float64[:, ::1], _F1, _I1, _I1, types.boolean, _I1], Rows))
 fixed_type(Pieces, types.NamedUniTuple(_F1, 4, Pieces))
 fixed_type(Play, types.NamedTuple([_I1, _F1, _F1, types.float64], Play))
 fixed_type(Point, types.NamedTuple([_F1, _F1, _F1, _I1], Point))
@@ -196,8 +199,7 @@ def epoch(rows, pieces, play, point, b, n_idx, pg_max_old, pg_min_old, seed):
         r = rho[i]
         left, right = _slopes(r, a_pos[i], a_neg[i], pos_hi[i], neg_hi[i])
         pg, gl, gr = _projected(G, left, right)
-        if (left == -np.inf and gr > 0.0 and gr > pg_max_old) or \
-                (right == np.inf and gl < 0.0 and gl < pg_min_old):
+        if (left == -np.inf and gr > 0.0 and gr > pg_max_old) or (right == np.inf and gl < 0.0 and gl < pg_min_old):
             n_idx -= 1
             idx[k] = idx[n_idx]
             idx[n_idx] = i

@@ -27,6 +27,7 @@ the loss's envelope of the per-sample smoothing :math:`\mu w_i` times
 :math:`u^\star = w_iv^\star` (in :math:`w_i` times the loss's domain) and
 curvature :math:`w_i/(\ell^{*\prime\prime}(v^\star) + \mu w_i) \le 1/\mu`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,8 +35,17 @@ from numba import njit
 
 from .records import Samples
 
-__all__ = ["FLAGS", "KIND_SMOOTH", "KIND_ENVELOPE", "envelope", "loss_terms", "sum_value", "gather",
-           "gather_w", "subset"]
+__all__ = [
+    "FLAGS",
+    "KIND_SMOOTH",
+    "KIND_ENVELOPE",
+    "envelope",
+    "loss_terms",
+    "sum_value",
+    "gather",
+    "gather_w",
+    "subset",
+]
 
 _EPS = np.finfo(np.float64).eps
 
@@ -47,6 +57,7 @@ FLAGS = np.array([False, True])
 
 KIND_SMOOTH = 0  # value, deriv, deriv2 of the loss
 KIND_ENVELOPE = 1  # Moreau envelope of the loss, from its conjugate
+
 
 # ---------------------------------------------------------------------------
 # the loss through its contract
@@ -70,8 +81,9 @@ def gather_w(w, idx):  # pragma: no cover - jitted
 @njit(cache=True)
 def subset(smp, idx):  # pragma: no cover - jitted
     """The :class:`~mklkit._jit.records.Samples` of the samples ``idx``."""
-    return Samples(gather(smp.y, idx), gather(smp.lo, idx), gather(smp.hi, idx),
-                   gather_w(smp.sw, idx), smp.kind, smp.mu)
+    return Samples(
+        gather(smp.y, idx), gather(smp.lo, idx), gather(smp.hi, idx), gather_w(smp.sw, idx), smp.kind, smp.mu
+    )
 
 
 @njit(cache=True)
@@ -156,8 +168,7 @@ def envelope(smp, z, loss, want_value):  # pragma: no cover - jitted
             i = sel[j]
             step = 2.0 ** min(rnd, 1000)
             if not np.isfinite(b[i]):
-                probe[j] = (a[i] if np.isfinite(a[i]) else 0.0) + (step if rnd > 0 or
-                                                                   np.isfinite(a[i]) else 0.0)
+                probe[j] = (a[i] if np.isfinite(a[i]) else 0.0) + (step if rnd > 0 or np.isfinite(a[i]) else 0.0)
             else:
                 probe[j] = b[i] - step
         g = conj_grad(gather(y, sel), probe, lp)
@@ -203,7 +214,7 @@ def envelope(smp, z, loss, want_value):  # pragma: no cover - jitted
             else:  # phi < 0 or nan: the root is below
                 b[i] = u[i]
             if b[i] - a[i] <= 4.0 * _EPS * (abs(a[i]) + abs(b[i])) + 1e-15 * width0[i]:
-                u[i] = 0.5 * (a[i] + b[i])       # a jump of phi: a kink of the conjugate
+                u[i] = 0.5 * (a[i] + b[i])  # a jump of phi: a kink of the conjugate
                 done[i] = True
                 continue
             der = H[j] + mi

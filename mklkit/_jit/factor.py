@@ -19,6 +19,7 @@ also compiled without threads, for small banks (the engines choose by
 :data:`mklkit._jit.spicy.PARALLEL_WORK`).  Arrays are C-contiguous
 float64, indices int64.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,8 +40,9 @@ _FM = {"reassoc", "contract"}
 
 
 @njit(cache=True, fastmath=_FM)
-def _dot(D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, k: int,
-         v: np.ndarray) -> float:  # pragma: no cover - jitted
+def _dot(
+    D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, k: int, v: np.ndarray
+) -> float:  # pragma: no cover - jitted
     r""":math:`\ell_k^\top v` for row ``k`` of the stacked factors."""
     s = 0.0
     if indptr.shape[0] == 0:
@@ -53,8 +55,9 @@ def _dot(D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarra
 
 
 @njit(cache=True, fastmath=_FM)
-def _axpy(D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, k: int,
-          a: float, out: np.ndarray) -> None:  # pragma: no cover - jitted
+def _axpy(
+    D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, k: int, a: float, out: np.ndarray
+) -> None:  # pragma: no cover - jitted
     r"""``out`` :math:`\mathrel{+}= a\,\ell_k`."""
     if indptr.shape[0] == 0:
         for i in range(D.shape[1]):
@@ -66,8 +69,17 @@ def _axpy(D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarr
 
 @njit(cache=True, fastmath=_FM)
 def _block_product(
-    D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
-    k0: int, k1: int, v: np.ndarray, w: np.ndarray, two: bool, out: np.ndarray, want_out: bool,
+    D: np.ndarray,
+    data: np.ndarray,
+    indices: np.ndarray,
+    indptr: np.ndarray,
+    k0: int,
+    k1: int,
+    v: np.ndarray,
+    w: np.ndarray,
+    two: bool,
+    out: np.ndarray,
+    want_out: bool,
 ) -> tuple[float, float]:  # pragma: no cover - jitted
     r"""One kernel (rows ``k0:k1``): ``out`` :math:`\leftarrow L_mL_m^\top v` (when
     ``want_out``); returns :math:`(\|v\|^2_{K_m}, \|w\|^2_{K_m})` (the second only when
@@ -90,8 +102,18 @@ def _block_product(
 
 @njit(cache=True, fastmath=_FM)
 def _task(
-    D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, k0: int, k1: int,
-    v: np.ndarray, w: np.ndarray, two: bool, out: np.ndarray, want_out: bool, sq: np.ndarray,
+    D: np.ndarray,
+    data: np.ndarray,
+    indices: np.ndarray,
+    indptr: np.ndarray,
+    k0: int,
+    k1: int,
+    v: np.ndarray,
+    w: np.ndarray,
+    two: bool,
+    out: np.ndarray,
+    want_out: bool,
+    sq: np.ndarray,
 ) -> None:  # pragma: no cover - jitted
     """One task of :func:`block_products`, the kernel of rows ``k0:k1``: ``out`` (its row of
     the products) and ``sq`` (its column of the quadratic forms, (2,))."""
@@ -101,9 +123,19 @@ def _task(
 
 
 def block_products(
-    D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, starts: np.ndarray,
-    kern: np.ndarray, V: np.ndarray, vsel: np.ndarray, W: np.ndarray, wsel: np.ndarray, two: bool,
-    out: np.ndarray, want_out: bool,
+    D: np.ndarray,
+    data: np.ndarray,
+    indices: np.ndarray,
+    indptr: np.ndarray,
+    starts: np.ndarray,
+    kern: np.ndarray,
+    V: np.ndarray,
+    vsel: np.ndarray,
+    W: np.ndarray,
+    wsel: np.ndarray,
+    two: bool,
+    out: np.ndarray,
+    want_out: bool,
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
     r"""For every ``p``: kernel ``m = kern[p]`` applied to ``v = V[vsel[p]]``.
 
@@ -129,8 +161,9 @@ def block_products(
     sq = np.zeros((2, kern.shape[0]))
     for p in prange(kern.shape[0]):
         m = kern[p]
-        _task(D, data, indices, indptr, starts[m], starts[m + 1], V[vsel[p]], W[wsel[p]], two, out[p],
-              want_out, sq[:, p])
+        _task(
+            D, data, indices, indptr, starts[m], starts[m + 1], V[vsel[p]], W[wsel[p]], two, out[p], want_out, sq[:, p]
+        )
     return sq[0], sq[1]
 
 
@@ -139,8 +172,7 @@ block_products, block_products_serial = parallel_and_serial(block_products, fast
 
 @njit(cache=True, parallel=True, fastmath=_FM)
 def row_dots(
-    D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, starts: np.ndarray,
-    V: np.ndarray,
+    D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, starts: np.ndarray, V: np.ndarray
 ) -> np.ndarray:  # pragma: no cover - jitted
     r"""The stacked coordinates :math:`\beta_m = L_m^\top v_m` (R,) with :math:`v_m` = ``V[m]``."""
     M = starts.shape[0] - 1
@@ -153,8 +185,13 @@ def row_dots(
 
 @njit(cache=True, parallel=True, fastmath=_FM)
 def block_combinations(
-    D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, starts: np.ndarray,
-    c: np.ndarray, out: np.ndarray,
+    D: np.ndarray,
+    data: np.ndarray,
+    indices: np.ndarray,
+    indptr: np.ndarray,
+    starts: np.ndarray,
+    c: np.ndarray,
+    out: np.ndarray,
 ) -> None:  # pragma: no cover - jitted
     r"""``out[m]`` :math:`= L_m c_m = \sum_{k \in m} c_k\,\ell_k` (M, N), the transpose of
     :func:`row_dots`, written in place.
@@ -190,8 +227,17 @@ def block_combinations(
 
 @njit(cache=True, fastmath=_FM)
 def pivot_batch(
-    G: np.ndarray, cand: np.ndarray, d: np.ndarray, LT: np.ndarray, row0: int, pivots: np.ndarray,
-    j0: int, jmax: int, stop_sum: float, floor: float, accept: float,
+    G: np.ndarray,
+    cand: np.ndarray,
+    d: np.ndarray,
+    LT: np.ndarray,
+    row0: int,
+    pivots: np.ndarray,
+    j0: int,
+    jmax: int,
+    stop_sum: float,
+    floor: float,
+    accept: float,
 ) -> tuple[int, int]:  # pragma: no cover - jitted
     r"""Greedy pivoted-Cholesky steps on one batch of candidate pivots.
 

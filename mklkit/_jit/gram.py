@@ -5,6 +5,7 @@ turn them into squared distances, make symmetric matrices exactly symmetric
 and check values, without the (N, N) temporaries numpy expressions would
 allocate.  All arguments are C-contiguous float64.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -53,10 +54,7 @@ def sqdist_cross_inplace(G: np.ndarray, sqx: np.ndarray, sqz: np.ndarray) -> Non
             G[i, j] = v if v > 0.0 else 0.0
 
 
-@njit(
-    "void(float64[:, ::1], float64[:, ::1], float64[:, ::1], float64[::1], float64[::1], float64)",
-    cache=True,
-)
+@njit("void(float64[:, ::1], float64[:, ::1], float64[:, ::1], float64[::1], float64[::1], float64)", cache=True)
 def sqdist_refine_inplace(
     D: np.ndarray, X: np.ndarray, Z: np.ndarray, sqx: np.ndarray, sqz: np.ndarray, tau: float
 ) -> None:  # pragma: no cover - jitted

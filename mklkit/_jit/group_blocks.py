@@ -9,6 +9,7 @@ minimization of a small block on a quadratic model, and Anderson
 extrapolation.  The regularizer ``reg`` is a :class:`~mklkit._jit.records.RegFns`.  Used
 by :mod:`mklkit._jit.bcd`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,6 +20,7 @@ from numba import njit
 _FM = {"reassoc", "contract"}
 
 _EPS = np.finfo(np.float64).eps
+
 
 # ---------------------------------------------------------------------------
 # blocks
@@ -214,7 +216,7 @@ def _cholesky_solve_ones(A):  # pragma: no cover - jitted
                 v -= A[i, k] * A[j, k]
             A[i, j] = v / d
     c = np.ones(K)
-    for i in range(K):              # L w = 1
+    for i in range(K):  # L w = 1
         v = c[i]
         for k in range(i):
             v -= A[i, k] * c[k]
@@ -251,7 +253,6 @@ def anderson(X):  # pragma: no cover - jitted
     if not (np.isfinite(s) and s != 0.0):
         return np.empty(0)
     return c / s
-
 
 
 @njit(cache=True)
@@ -296,7 +297,7 @@ def block_min(beta, s, e, g, H, L, C, reg, one, d, work, max_inner):  # pragma: 
             res0 = res
         t_next = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
         mom = (t - 1.0) / t_next
-        if ip > 0.0:        # gradient restart
+        if ip > 0.0:  # gradient restart
             mom = 0.0
             t_next = 1.0
         for a in range(rk):
@@ -342,7 +343,7 @@ def block_hessian(bank, m, h, out):  # pragma: no cover - jitted
         for a in range(rk):
             for b in range(rk):
                 out[a, b] = G[a, b]
-    for a in range(rk):      # exact symmetry
+    for a in range(rk):  # exact symmetry
         for b in range(a):
             v = 0.5 * (out[a, b] + out[b, a])
             out[a, b] = v

@@ -17,6 +17,7 @@ passes over the Gram bank:
 All arrays are C-contiguous float64 (indices int64) so that the cached
 signatures match.  Norms are ``sqrt(max(q, 0))`` of the quadratic form.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +26,7 @@ from numba import njit, prange
 from .blocks import block_norm, matvec_and_norm_into, matvec_into
 from .twins import parallel_and_serial
 
-__all__ = ["bank_summary", "certificate_pass", "certificate_pass_serial",
-           "extrapolate", "gradient_step", "prox_finish"]
+__all__ = ["bank_summary", "certificate_pass", "certificate_pass_serial", "extrapolate", "gradient_step", "prox_finish"]
 
 #: Let LLVM reassociate the inner dot products so that they vectorize; no
 #: assumption about NaN or inf is made (those flags stay off).
@@ -87,12 +87,7 @@ def _certificate_block(K, m, a, A, rho, want, KA):  # pragma: no cover - jitted
 
 
 def certificate_pass(
-    K: np.ndarray,
-    idx: np.ndarray,
-    A: np.ndarray,
-    arow: np.ndarray,
-    rho: np.ndarray,
-    want_norm: np.ndarray,
+    K: np.ndarray, idx: np.ndarray, A: np.ndarray, arow: np.ndarray, rho: np.ndarray, want_norm: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
     r"""Products :math:`K_m\alpha_m` and dual norms :math:`\|\rho\|_{K_m}` in one read.
 
@@ -131,8 +126,7 @@ certificate_pass, certificate_pass_serial = parallel_and_serial(certificate_pass
 
 @njit(cache=True, fastmath=_FM)
 def extrapolate(
-    xrow: np.ndarray, xA: np.ndarray, xU: np.ndarray,
-    prow: np.ndarray, pA: np.ndarray, pU: np.ndarray, beta: float,
+    xrow: np.ndarray, xA: np.ndarray, xU: np.ndarray, prow: np.ndarray, pA: np.ndarray, pU: np.ndarray, beta: float
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
     r"""FISTA point :math:`v = x + \beta(x - x_{prev})` and :math:`K v`, on a set of blocks.
 
@@ -195,8 +189,7 @@ def gradient_step(
 
 @njit(cache=True, fastmath=_FM)
 def prox_finish(
-    s: np.ndarray, W: np.ndarray, KW: np.ndarray, V: np.ndarray, UV: np.ndarray,
-    xrow: np.ndarray, xU: np.ndarray,
+    s: np.ndarray, W: np.ndarray, KW: np.ndarray, V: np.ndarray, UV: np.ndarray, xrow: np.ndarray, xU: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:  # pragma: no cover - jitted
     r"""Scale the blocks by the prox factors and collect what the step test needs.
 

@@ -16,6 +16,7 @@ check what the loops write into.
 * :class:`BcdOptions` — the options of one working-set solve.
 * :class:`BcdState` — the working set and the point that a solve updates in place.
 """
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -25,10 +26,26 @@ from numba import types
 
 from ..first_class import first_class, fixed_type
 
-__all__ = ["LOSS_FN", "REG_FN", "LossFns", "RegFns", "Bank",
-           "Samples", "BcdOptions", "BcdState", "LOSS_FNS_T", "REG_FNS_T", "BANK_T",
-           "SAMPLES_T", "BCD_OPTIONS_T", "BCD_STATE_T", "loss_fns", "reg_fns", "samples",
-           "bcd_state"]
+__all__ = [
+    "LOSS_FN",
+    "REG_FN",
+    "LossFns",
+    "RegFns",
+    "Bank",
+    "Samples",
+    "BcdOptions",
+    "BcdState",
+    "LOSS_FNS_T",
+    "REG_FNS_T",
+    "BANK_T",
+    "SAMPLES_T",
+    "BCD_OPTIONS_T",
+    "BCD_STATE_T",
+    "loss_fns",
+    "reg_fns",
+    "samples",
+    "bcd_state",
+]
 
 _f8 = types.float64
 _i8 = types.int64
@@ -42,13 +59,10 @@ LOSS_FN = types.FunctionType(_F1(_F1, _F1, _F1))
 REG_FN = types.FunctionType(_F1(_F1, _f8, _F1))
 
 
-
-
 #: The loss: ``value``, ``deriv``, ``deriv2`` (of :math:`\ell(y, z)` in ``z``), ``conj``,
 #: ``conj_grad``, ``conj_hess`` (of :math:`\ell^*(y, u)` in ``u``), each a :data:`LOSS_FN`,
 #: and ``params``, the loss's parameter vector.
-LossFns = namedtuple("LossFns", ["value", "deriv", "deriv2", "conj", "conj_grad", "conj_hess",
-                                 "params"])
+LossFns = namedtuple("LossFns", ["value", "deriv", "deriv2", "conj", "conj_grad", "conj_hess", "params"])
 #: The regularizer: ``value`` :math:`\tilde g_C(x)` and ``prox``
 #: :math:`\mathrm{prox}_{\tilde g_C}(x)` on block norms, each a :data:`REG_FN`, and ``params``.
 RegFns = namedtuple("RegFns", ["value", "prox", "params"])
@@ -58,8 +72,25 @@ RegFns = namedtuple("RegFns", ["value", "prox", "params"])
 #: each block touches and ``tptr``/``tcol``/``tval`` its entries sample by sample (sparse);
 #: ``grams`` the Gram matrices :math:`L_m^\top L_m` of the small blocks, block ``m`` at
 #: ``goff[m]`` (-1: none) (:class:`~mklkit.kernels.factor_arrays.FactorArrays`).
-Bank = namedtuple("Bank", ["starts", "lip", "LT", "indptr", "indices", "data", "supp_ptr",
-                           "supp_idx", "tptr", "tcol", "tval", "grams", "goff", "sparse"])
+Bank = namedtuple(
+    "Bank",
+    [
+        "starts",
+        "lip",
+        "LT",
+        "indptr",
+        "indices",
+        "data",
+        "supp_ptr",
+        "supp_idx",
+        "tptr",
+        "tcol",
+        "tval",
+        "grams",
+        "goff",
+        "sparse",
+    ],
+)
 #: The samples: labels ``y``; ``lo``, ``hi`` the domain of the loss's own conjugate;
 #: ``sw`` the sample weights (empty: unweighted); the loss in use ``kind``
 #: (``KIND_SMOOTH``: the loss itself, ``KIND_ENVELOPE``: its Moreau envelope) and the
@@ -75,9 +106,24 @@ Samples = namedtuple("Samples", ["y", "lo", "hi", "sw", "kind", "mu"])
 #: the solve; ``ratio`` (Newton: the inner tolerance over the violation); ``scale`` the
 #: curvature scale of the violation (a block's step is :math:`1/(\text{scale}\|L_m\|^2)` or
 #: shorter).
-BcdOptions = namedtuple("BcdOptions", ["method", "with_bias", "check", "max_newton",
-                                       "max_epochs", "anderson", "exact_rank", "max_inner",
-                                       "C", "lip", "tol", "ratio", "scale"])
+BcdOptions = namedtuple(
+    "BcdOptions",
+    [
+        "method",
+        "with_bias",
+        "check",
+        "max_newton",
+        "max_epochs",
+        "anderson",
+        "exact_rank",
+        "max_inner",
+        "C",
+        "lip",
+        "tol",
+        "ratio",
+        "scale",
+    ],
+)
 #: What a solve updates in place: the working set ``ws`` (block indices), the coordinates
 #: ``beta`` (R,), the predictions ``z`` (N,), the ``bias`` (1,) and ``stats`` (``ST_*``
 #: counters, :mod:`mklkit._jit.bcd`).
@@ -88,13 +134,18 @@ LOSS_FNS_T = _from([LOSS_FN] * 6 + [_F1], LossFns)
 REG_FNS_T = _from([REG_FN, REG_FN, _F1], RegFns)
 BANK_T = _from([_I1, _F1, _F2, _I1, _I1, _F1, _I1, _I1, _I1, _I1, _F1, _F1, _I1, _b1], Bank)
 SAMPLES_T = _from([_F1, _F1, _F1, _F1, _i8, _f8], Samples)
-BCD_OPTIONS_T = _from([_i8, _b1, _b1, _i8, _i8, _i8, _i8, _i8, _f8, _f8, _f8, _f8, _f8],
-                      BcdOptions)
+BCD_OPTIONS_T = _from([_i8, _b1, _b1, _i8, _i8, _i8, _i8, _i8, _f8, _f8, _f8, _f8, _f8], BcdOptions)
 BCD_STATE_T = _from([_I1, _F1, _F1, _F1, _F1], BcdState)
 
 
-for _cls, _t in ((LossFns, LOSS_FNS_T), (RegFns, REG_FNS_T), (Bank, BANK_T),
-                 (Samples, SAMPLES_T), (BcdOptions, BCD_OPTIONS_T), (BcdState, BCD_STATE_T)):
+for _cls, _t in (
+    (LossFns, LOSS_FNS_T),
+    (RegFns, REG_FNS_T),
+    (Bank, BANK_T),
+    (Samples, SAMPLES_T),
+    (BcdOptions, BCD_OPTIONS_T),
+    (BcdState, BCD_STATE_T),
+):
     fixed_type(_cls, _t)
 
 
@@ -104,8 +155,9 @@ def _vec(a, dtype=np.float64):
 
 def _inplace(name, a, dtype=np.float64):
     """``a`` itself, which a loop writes into: it must have the record's type already."""
-    if not (isinstance(a, np.ndarray) and a.dtype == dtype and a.ndim == 1
-            and a.flags.c_contiguous and a.flags.writeable):
+    if not (
+        isinstance(a, np.ndarray) and a.dtype == dtype and a.ndim == 1 and a.flags.c_contiguous and a.flags.writeable
+    ):
         raise TypeError(f"{name} must be a writeable C-contiguous 1-d {np.dtype(dtype)} array")
     return a
 
@@ -115,8 +167,10 @@ def loss_fns(loss) -> LossFns:
     a kernel the loss does not give (None) is replaced by ``value``, which has the same
     signature and is never called in its place."""
     k = loss.jit
-    fns = [first_class(getattr(k, n) or k.value, LOSS_FN)
-           for n in ("value", "deriv", "deriv2", "conj", "conj_grad", "conj_hess")]
+    fns = [
+        first_class(getattr(k, n) or k.value, LOSS_FN)
+        for n in ("value", "deriv", "deriv2", "conj", "conj_grad", "conj_hess")
+    ]
     return LossFns(*fns, _vec(loss.param_vector))
 
 
@@ -124,18 +178,17 @@ def reg_fns(reg) -> RegFns:
     """The :class:`RegFns` of a regularizer component (its ``jit`` kernels and
     ``param_vector``)."""
     k = reg.jit
-    return RegFns(first_class(k.value, REG_FN), first_class(k.prox, REG_FN),
-                  _vec(reg.param_vector))
+    return RegFns(first_class(k.value, REG_FN), first_class(k.prox, REG_FN), _vec(reg.param_vector))
 
 
 def samples(y, lo, hi, sw, kind, mu) -> Samples:
     """A :class:`Samples` with its arrays converted (``sw``: None or empty when unweighted)."""
-    return Samples(_vec(y), _vec(lo), _vec(hi), _vec(np.zeros(0) if sw is None else sw),
-                   int(kind), float(mu))
+    return Samples(_vec(y), _vec(lo), _vec(hi), _vec(np.zeros(0) if sw is None else sw), int(kind), float(mu))
 
 
 def bcd_state(ws, beta, z, bias, stats) -> BcdState:
     """A :class:`BcdState`; ``beta``, ``z``, ``bias`` and ``stats`` are written in place, so
     they must be float64 C-contiguous already (``ws`` is converted)."""
-    return BcdState(_vec(ws, np.int64), _inplace("beta", beta), _inplace("z", z),
-                    _inplace("bias", bias), _inplace("stats", stats))
+    return BcdState(
+        _vec(ws, np.int64), _inplace("beta", beta), _inplace("z", z), _inplace("bias", bias), _inplace("stats", stats)
+    )

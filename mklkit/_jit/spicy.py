@@ -21,6 +21,7 @@ also compiled without threads (``<name>_serial``), for small banks
 (:data:`PARALLEL_WORK`).
 Arrays are C-contiguous float64 (indices int64).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -52,8 +53,7 @@ _FM = {"reassoc", "contract"}
 # into them, no Python in between)
 @njit(cache=True, fastmath=_FM)
 def _hessian_rows(
-    H: np.ndarray, K: np.ndarray, idx: np.ndarray, s: np.ndarray, KR: np.ndarray,
-    t: np.ndarray, i0: int, i1: int,
+    H: np.ndarray, K: np.ndarray, idx: np.ndarray, s: np.ndarray, KR: np.ndarray, t: np.ndarray, i0: int, i1: int
 ) -> None:  # pragma: no cover - jitted
     """Rows ``i0:i1`` of :func:`accumulate_hessian`, streaming every active kernel."""
     N = H.shape[0]
@@ -86,13 +86,7 @@ def _direction_block(
 
 
 def accumulate_hessian(
-    H: np.ndarray,
-    K: np.ndarray,
-    idx: np.ndarray,
-    s: np.ndarray,
-    KR: np.ndarray,
-    t: np.ndarray,
-    block: int,
+    H: np.ndarray, K: np.ndarray, idx: np.ndarray, s: np.ndarray, KR: np.ndarray, t: np.ndarray, block: int
 ) -> None:  # pragma: no cover - jitted
     r"""Add the active-set regularizer Hessian (SpicyMKL eq. 50) to ``H`` in place.
 
@@ -198,8 +192,7 @@ matvecs_and_norms, matvecs_and_norms_serial = parallel_and_serial(matvecs_and_no
 
 @njit(cache=True, fastmath=_FM)
 def env_forms(
-    KR: np.ndarray, rho: np.ndarray, idx: np.ndarray, A: np.ndarray, aa: np.ndarray,
-    gamma: float
+    KR: np.ndarray, rho: np.ndarray, idx: np.ndarray, A: np.ndarray, aa: np.ndarray, gamma: float
 ) -> np.ndarray:  # pragma: no cover - jitted
     r"""Squared norms :math:`\|\alpha_m + \gamma\rho\|_{K_m}^2` from running products.
 

@@ -6,6 +6,7 @@ without (``prange`` is ``range``).  The engines call the single-threaded one
 for small reads, where starting and synchronising a parallel region costs
 more than the work (and much more on a loaded machine).
 """
+
 from __future__ import annotations
 
 import types
@@ -26,8 +27,7 @@ def parallel_and_serial(body: Callable[..., Any], **options: Any) -> tuple[Any, 
     """
     parallel = njit(cache=True, parallel=True, **options)(body)
     name = body.__name__ + "_serial"
-    copy = types.FunctionType(body.__code__, body.__globals__, name, body.__defaults__,
-                              body.__closure__)
+    copy = types.FunctionType(body.__code__, body.__globals__, name, body.__defaults__, body.__closure__)
     copy.__qualname__ = body.__qualname__ + "_serial"
     copy.__module__ = body.__module__
     copy.__doc__ = f"Single-threaded :func:`{body.__name__}` (small reads: no thread start-up)."

@@ -21,6 +21,7 @@ finished rows are kept; ``--resume`` retries the others).  Anything else is an i
 Heavy modules (numpy, numba, the plugin registry) are imported inside the
 commands, so ``mklkit --help`` answers at once.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,8 +81,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException as exc:  # noqa: BLE001 - interrupts and user errors become one line, the rest re-raised
         if is_interrupt(exc):
             set_sigint(previous, signal.SIG_IGN)  # a second Ctrl-C does not cut the line short
-            err(exc.line if isinstance(exc, Interrupted)
-                 else getattr(args, "interrupt_line", None) or "mklkit: interrupted")
+            err(
+                exc.line
+                if isinstance(exc, Interrupted)
+                else getattr(args, "interrupt_line", None) or "mklkit: interrupted"
+            )
             return EXIT_INTERRUPTED
         if isinstance(exc, Exception) and is_user_error(exc):
             err(exc)

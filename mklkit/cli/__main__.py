@@ -1,4 +1,5 @@
 """``python -m mklkit.cli``: the command line."""
+
 import sys
 
 from . import main

@@ -1,4 +1,5 @@
 """The commands on components: ``plugins``, ``check-plugin`` (the conformance kits), ``new-plugin``, ``schema``."""
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,7 @@ def _broken_line(reg: Any) -> str:
     """``; N plugin(s) could not be loaded: name (dist version): reason, ...`` or ``""``."""
     if not reg.broken:
         return ""
-    what = "; ".join(f"{b.name} ({b.dist} {b.version}): {b.message}".replace(" )", ")")
-                     for b in reg.broken)
+    what = "; ".join(f"{b.name} ({b.dist} {b.version}): {b.message}".replace(" )", ")") for b in reg.broken)
     return f"; {plural(len(reg.broken), 'plugin')} could not be loaded: {what}"
 
 
@@ -74,11 +74,15 @@ def _given_params(texts: Sequence[str], checked: Sequence[Any]) -> dict[str, tup
         key, sep, value_text = text.partition("=")
         key = key.strip()
         if not sep or not key.isidentifier():
-            raise UsageError(f"mklkit check-plugin: --param needs the form name=value; got {text!r}; "
-                             f"allowed: a parameter of {owners}: {allowed}")
+            raise UsageError(
+                f"mklkit check-plugin: --param needs the form name=value; got {text!r}; "
+                f"allowed: a parameter of {owners}: {allowed}"
+            )
         if key not in declared:
-            raise UsageError(f"mklkit check-plugin: --param {text}: unknown parameter {key!r}"
-                             f"{did_you_mean(key, declared)}; allowed: {allowed}")
+            raise UsageError(
+                f"mklkit check-plugin: --param {text}: unknown parameter {key!r}"
+                f"{did_you_mean(key, declared)}; allowed: {allowed}"
+            )
         try:
             _, value = parse_override(text, file="mklkit check-plugin", option="--param")
         except SpecError as exc:
@@ -158,10 +162,11 @@ def cmd_check_plugin(args: argparse.Namespace) -> int:
             text = str(report).rstrip()
             if not report.ok:
                 failed += 1
-                params = " ".join(f"--param {k}={_yaml_value(v)}"
-                                  for k, v in report.component.get_params().items())
-                text += (f"\n  reproduce: mklkit check-plugin {r.kind}:{r.name} "
-                         f"{params + ' ' if params else ''}--random 0 --seed {args.seed}")
+                params = " ".join(f"--param {k}={_yaml_value(v)}" for k, v in report.component.get_params().items())
+                text += (
+                    f"\n  reproduce: mklkit check-plugin {r.kind}:{r.name} "
+                    f"{params + ' ' if params else ''}--random 0 --seed {args.seed}"
+                )
             blocks.append(text)
         if headings:
             blocks.append("\n".join(headings))
@@ -169,8 +174,10 @@ def cmd_check_plugin(args: argparse.Namespace) -> int:
         blocks.append(f"{r.kind} {r.name}: skipped (the conformance kits check losses, regularizers and engines)")
     out("\n\n".join(blocks))
     if failed:
-        err(f"mklkit check-plugin: {args.name} failed the conformance checks at {failed} of "
-             f"{plural(total, 'parameter point')} (see the report above)")
+        err(
+            f"mklkit check-plugin: {args.name} failed the conformance checks at {failed} of "
+            f"{plural(total, 'parameter point')} (see the report above)"
+        )
         return EXIT_USAGE
     return EXIT_OK
 
@@ -193,8 +200,10 @@ def _check_engine_block(r: Any, given: dict[str, tuple[Any, str]], args: argpars
     if not report.ok:
         params = " ".join(f"--param {t}" for k, (_, t) in given.items() if k in fixed)
         limit = f" --max-problems {args.max_problems}" if args.max_problems is not None else ""
-        text += (f"\n  reproduce: mklkit check-plugin {r.kind}:{r.name} "
-                 f"{params + ' ' if params else ''}--seed {args.seed}{limit}")
+        text += (
+            f"\n  reproduce: mklkit check-plugin {r.kind}:{r.name} "
+            f"{params + ' ' if params else ''}--seed {args.seed}{limit}"
+        )
     return text, bool(report.ok)
 
 

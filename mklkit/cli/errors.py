@@ -1,4 +1,5 @@
 """The command line's exit codes, its one-line user errors and its handling of Ctrl-C."""
+
 from __future__ import annotations
 
 import signal

@@ -1,4 +1,5 @@
 """What the command line writes: its lines on stdout and stderr, progress lines and bars, library log records."""
+
 from __future__ import annotations
 
 import logging
@@ -53,20 +54,26 @@ class IterationLines:
         now = self.progress.due()
         if now is None:
             return None
-        if state.get("stage") == "C path":   # problem.C: path, one record per value of C on held-out rows
-            line = (f"mklkit: C path: C {num(state.get('C'), '.4g')}, held-out loss "
-                    f"{num(state.get('loss'), '.5g')} (metric {num(state.get('metric'), '.4f')}), "
-                    f"active {state.get('n_active', '?')}/{self.n_kernels} kernels")
-        elif state.get("stage") == "refine":   # kernels.factor.refine, one record per round
-            line = (f"mklkit: factors refined: {len(state.get('kernels', []))} kernels in use, total rank "
-                    f"{state.get('total_rank', '?')}, gap {num(max(state.get('gap') or [math.nan]), '.2e')}")
+        if state.get("stage") == "C path":  # problem.C: path, one record per value of C on held-out rows
+            line = (
+                f"mklkit: C path: C {num(state.get('C'), '.4g')}, held-out loss "
+                f"{num(state.get('loss'), '.5g')} (metric {num(state.get('metric'), '.4f')}), "
+                f"active {state.get('n_active', '?')}/{self.n_kernels} kernels"
+            )
+        elif state.get("stage") == "refine":  # kernels.factor.refine, one record per round
+            line = (
+                f"mklkit: factors refined: {len(state.get('kernels', []))} kernels in use, total rank "
+                f"{state.get('total_rank', '?')}, gap {num(max(state.get('gap') or [math.nan]), '.2e')}"
+            )
         else:
             if _finite(state.get("gap")) or not _finite(state.get("dual_objective")):
                 where = f"objective {num(state.get('objective'), '.6g')}, gap {num(state.get('gap'), '.2e')}"
             else:  # a record between certificates (smo_mkl): only the dual objective is known
                 where = f"dual objective {num(state.get('dual_objective'), '.6g')} (gap not computed here)"
-            line = (f"mklkit: iteration {state.get('iteration', '?')}: {where}, "
-                    f"active {state.get('n_active', '?')}/{self.n_kernels} kernels")
+            line = (
+                f"mklkit: iteration {state.get('iteration', '?')}: {where}, "
+                f"active {state.get('n_active', '?')}/{self.n_kernels} kernels"
+            )
         self.progress.line(one_line(f"{line}, {now:.1f} s"))
         return None
 

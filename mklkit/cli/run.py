@@ -1,4 +1,5 @@
 """The commands on one spec: ``validate``, ``run`` (and its summary) and ``report``."""
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress = IterationLines(prepared.n_kernels, enabled=not args.quiet)
     try:
         with show_logs(not args.quiet):
-            result = (solve_multiclass(prepared, progress) if prepared.tasks is not None
-                      else solve_prepared(prepared, progress))
+            result = (
+                solve_multiclass(prepared, progress)
+                if prepared.tasks is not None
+                else solve_prepared(prepared, progress)
+            )
     finally:
         prepared.close()
     with finish_before_interrupt():  # a Ctrl-C now stops the command once the solved run is written
@@ -76,24 +80,32 @@ def _multiclass_done(args: argparse.Namespace, result: Any, files: dict[str, Any
     m = result.metrics
     tol = result.spec.engine.engine.get_params().get("tol")
     kind = "one-vs-one" if result.multiclass == "ovo" else "one-vs-rest"
-    lines = [f"status      {result.status} ({len(result.runs)} {kind} problems, "
-             f"{result.timings.get('solve_s', 0.0):.2f} s solve, {result.timings.get('total_s', 0.0):.2f} s total)"]
+    lines = [
+        f"status      {result.status} ({len(result.runs)} {kind} problems, "
+        f"{result.timings.get('solve_s', 0.0):.2f} s solve, {result.timings.get('total_s', 0.0):.2f} s total)"
+    ]
     for k, run in enumerate(result.runs):
         r = run.result
-        lines.append(f"{result.problem_label(k)}: {r.status}, {plural(r.iterations, 'iteration')}, gap "
-                     f"{num(r.gap, '.2e')} (tol {num(tol, 'g')}), {run.n_active} of {run.n_kernels} kernels active"
-                     f" -> {files.get(result.problem_dir(k), '')}")
+        lines.append(
+            f"{result.problem_label(k)}: {r.status}, {plural(r.iterations, 'iteration')}, gap "
+            f"{num(r.gap, '.2e')} (tol {num(tol, 'g')}), {run.n_active} of {run.n_kernels} kernels active"
+            f" -> {files.get(result.problem_dir(k), '')}"
+        )
     test = m.get("test_accuracy")
-    lines.append(f"accuracy    train {num(m.get('train_accuracy'), '.4f')}"
-                 + (f", test {num(test, '.4f')} ({result.n_test} points)" if test is not None else ", no test part"))
+    lines.append(
+        f"accuracy    train {num(m.get('train_accuracy'), '.4f')}"
+        + (f", test {num(test, '.4f')} ({result.n_test} points)" if test is not None else ", no test part")
+    )
     lines.append(f"written     {files['summary']}")
     out("\n".join(lines))
     if result.converged:
         return EXIT_OK
     args.hidden_warnings = {"ConvergenceWarning"}
     bad = [f"class {label!r} ({run.status})" for label, run in zip(result.classes, result.runs) if not run.converged]
-    err(f"warning: the solver did not converge for {', '.join(bad)}; results were written to {out_dir}"
-         + ("" if args.strict else "; raise engine.max_iter or engine.tol (--strict makes this exit 3)"))
+    err(
+        f"warning: the solver did not converge for {', '.join(bad)}; results were written to {out_dir}"
+        + ("" if args.strict else "; raise engine.max_iter or engine.tol (--strict makes this exit 3)")
+    )
     return EXIT_NOT_CONVERGED if args.strict else EXIT_OK
 
 
@@ -116,18 +128,24 @@ def _print_summary(result: Any, files: dict[str, Any]) -> None:
     ]
     sel = getattr(result, "C_selection", None)
     if sel is not None:
-        lines.append(f"C           {sel.C:.6g} chosen on {sel.n_held} held-out rows along "
-                     f"{plural(sel.Cs.size, 'value')} ({sel.stopped}; {sel.time_s:.2f} s)")
+        lines.append(
+            f"C           {sel.C:.6g} chosen on {sel.n_held} held-out rows along "
+            f"{plural(sel.Cs.size, 'value')} ({sel.stopped}; {sel.time_s:.2f} s)"
+        )
     if result.factor is not None:
         f = result.factor
         worst = max(f["kernel_relative_trace_error"], default=0.0)
-        lines.append(f"factors     total rank {f['total_rank']}, relative trace left out "
-                     f"{f['relative_trace_error']:.2e} (worst kernel {worst:.2e})")
+        lines.append(
+            f"factors     total rank {f['total_rank']}, relative trace left out "
+            f"{f['relative_trace_error']:.2e} (worst kernel {worst:.2e})"
+        )
         ref = getattr(result, "factor_refinement", None)
         if ref is not None and ref.rounds:
             grown = sorted({k for rnd in ref.rounds for k in rnd["kernels"]})
-            lines.append(f"            {plural(len(grown), 'kernel')} in use refined in "
-                         f"{plural(len(ref.rounds), 'round')} ({ref.stopped}; {ref.time_s:.2f} s)")
+            lines.append(
+                f"            {plural(len(grown), 'kernel')} in use refined in "
+                f"{plural(len(ref.rounds), 'round')} ({ref.stopped}; {ref.time_s:.2f} s)"
+            )
     if result.task == "classification":
         test = m.get("test_accuracy")
         lines.append(
@@ -158,7 +176,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     problems = summary.get("problems")
     if isinstance(problems, list):  # a multiclass run: its iterations are in the problems' folders
         ovo = summary.get("multiclass") == "ovo"
-        out(f"a run of {len(problems)} {'one-vs-one' if ovo else 'one-vs-rest'} problems: weights.png shows the "
-             f"kernel weights averaged over the problems; the iterations of each are plotted by "
-             f"'mklkit report {args.out}/{'pair_<i>_<j>' if ovo else 'class_<k>'}'")
+        out(
+            f"a run of {len(problems)} {'one-vs-one' if ovo else 'one-vs-rest'} problems: weights.png shows the "
+            f"kernel weights averaged over the problems; the iterations of each are plotted by "
+            f"'mklkit report {args.out}/{'pair_<i>_<j>' if ovo else 'class_<k>'}'"
+        )
     return EXIT_OK

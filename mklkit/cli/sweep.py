@@ -1,4 +1,5 @@
 """The ``sweep`` command: the grid's tasks with their progress lines, the best configurations."""
+
 from __future__ import annotations
 
 import argparse
@@ -16,10 +17,17 @@ def _sweep_progress(quiet: bool) -> Callable[[dict[str, Any]], None]:
         kind = ev.get("event")
         if kind == "heartbeat":  # from the sweep's helper thread: it only writes its line
             if not sigint_received():
-                longest = (f"; the longest running: {ev['longest']} for {ev['longest_s']:.0f} s"
-                           if ev.get("longest") is not None else "")
-                shown.line(one_line(f"mklkit sweep: {ev['done']} of {plural(ev['total'], 'task')} finished, "
-                                     f"{ev['running']} running, {ev['elapsed_s']:.0f} s elapsed{longest}"))
+                longest = (
+                    f"; the longest running: {ev['longest']} for {ev['longest_s']:.0f} s"
+                    if ev.get("longest") is not None
+                    else ""
+                )
+                shown.line(
+                    one_line(
+                        f"mklkit sweep: {ev['done']} of {plural(ev['total'], 'task')} finished, "
+                        f"{ev['running']} running, {ev['elapsed_s']:.0f} s elapsed{longest}"
+                    )
+                )
             return
         if sigint_received():  # a Ctrl-C that a task's C code turned into another error stops the sweep here
             raise KeyboardInterrupt
@@ -30,13 +38,18 @@ def _sweep_progress(quiet: bool) -> Callable[[dict[str, Any]], None]:
             line = f"mklkit sweep: {ev['done']}/{ev['total']} FAILED {ev['task']}: {ev['error']}"
         elif kind == "task":
             eta = f", about {ev['eta_s']:.0f} s left" if ev["done"] < ev["total"] else ""
-            line = (f"mklkit sweep: {ev['done']}/{ev['total']} {ev['task']}: {num(ev.get('time_s'), '.2f')} s solve; "
-                    f"{ev['elapsed_s']:.0f} s elapsed{eta}")
+            line = (
+                f"mklkit sweep: {ev['done']}/{ev['total']} {ev['task']}: {num(ev.get('time_s'), '.2f')} s solve; "
+                f"{ev['elapsed_s']:.0f} s elapsed{eta}"
+            )
         elif kind == "refit":
-            line = f"mklkit sweep: refitted the best configuration of {ev['dataset']} on all training data -> {ev['dir']}"
+            line = (
+                f"mklkit sweep: refitted the best configuration of {ev['dataset']} on all training data -> {ev['dir']}"
+            )
         else:
             return
         shown.line(one_line(line))
+
     return progress
 
 
@@ -56,8 +69,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     try:
         with show_logs(not args.quiet):
             res = run_sweep(
-                sweep, out_dir, workers=args.workers, scheduler=args.scheduler, resume=args.resume,
-                force=args.force, progress=_sweep_progress(args.quiet),
+                sweep,
+                out_dir,
+                workers=args.workers,
+                scheduler=args.scheduler,
+                resume=args.resume,
+                force=args.force,
+                progress=_sweep_progress(args.quiet),
                 out_key="--out" if args.out else "output.dir",
             )
     except BaseException as exc:  # noqa: BLE001 - an interrupt, in whatever form, says what was kept
@@ -67,8 +85,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 kept = f"{plural(len(read_results(path)) if path.is_file() else 0, 'finished row')} kept in {path}"
             except Exception:  # noqa: BLE001 - an unreadable file: the line goes without the count
                 kept = f"the finished rows are kept in {path}"
-            raise Interrupted(f"mklkit sweep: interrupted; {kept}; "
-                               f"'mklkit sweep {args.spec} --resume' solves the rest") from exc
+            raise Interrupted(
+                f"mklkit sweep: interrupted; {kept}; 'mklkit sweep {args.spec} --resume' solves the rest"
+            ) from exc
         if not isinstance(exc, SweepTaskError):
             raise
         if exc.__cause__ is not None:
@@ -76,7 +95,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         err(f"mklkit sweep: {exc}")
         return 1
     lines = [
-        f"sweep       {len(res.rows)} rows ({res.n_run} tasks solved, {res.n_skipped} kept) in {res.time_s:.1f} s on {res.backend}",
+        f"sweep       {len(res.rows)} rows ({res.n_run} tasks solved, {res.n_skipped} kept) in {res.time_s:.1f} s on {res.backend}"
     ]
     for b in res.best:
         lab = b.labels
@@ -88,6 +107,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     lines.append(f"written     {res.files['results']}, {res.files['sweep']}")
     out("\n".join(lines))
     if res.n_not_converged:
-        err(f"warning: {res.n_not_converged} of {len(res.rows)} solves did not converge (column 'status' of "
-             f"{res.files['results']}); raise engine.max_iter or engine.tol")
+        err(
+            f"warning: {res.n_not_converged} of {len(res.rows)} solves did not converge (column 'status' of "
+            f"{res.files['results']}); raise engine.max_iter or engine.tol"
+        )
     return EXIT_OK

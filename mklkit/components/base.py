@@ -28,6 +28,7 @@ second argument, :math:`\ell^*(y, u) = \sup_z (uz - \ell(y, z))`.  The paper
 writes the dual of (7) with :math:`\ell^*(y_i, -\rho_i)` (eq. 15): engines
 evaluate the conjugate at :math:`u = -\rho`.
 """
+
 from __future__ import annotations
 
 from .component import CLASSIFICATION, REGRESSION, Component, LabelError, as_array, kernel
@@ -53,7 +54,16 @@ __all__ = [
 __all__ += ["Param", "ParamError", "as_array"]
 
 # Their public names: messages and ``repr`` name them by this import path.
-for _cls in (Component, LabelError, Loss, LossJit, ConstrainedConjugate, Regularizer,
-             RegularizerJit, BregmanJit, WeightNorm):
+for _cls in (
+    Component,
+    LabelError,
+    Loss,
+    LossJit,
+    ConstrainedConjugate,
+    Regularizer,
+    RegularizerJit,
+    BregmanJit,
+    WeightNorm,
+):
     _cls.__module__ = __name__
 del _cls

@@ -5,6 +5,7 @@ The contracts built on it are :class:`~mklkit.components.loss.Loss` and
 :class:`~mklkit.components.regularizer.Regularizer`; ``mklkit.components.base``
 gathers them all under one import path.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, ClassVar, Sequence
@@ -49,17 +50,20 @@ class _Derived:
         return self._build(type(obj) if cls is None else cls)
 
     def __set__(self, obj: Any, value: Any) -> None:
-        raise AttributeError(f"'{self._name}' of {type(obj).__name__} is derived from its "
-                             "@kernel methods and cannot be set")
+        raise AttributeError(
+            f"'{self._name}' of {type(obj).__name__} is derived from its @kernel methods and cannot be set"
+        )
 
 
 def _refuse_declared_tuples(cls: type, names: Sequence[str]) -> None:
     given = [n for n in names if n in cls.__dict__]
     if given:
-        raise TypeError(f"{cls.__module__}.{cls.__qualname__} assigns {', '.join(map(repr, given))}: "
-                        "a component writes its numerics as @kernel methods "
-                        "(mklkit.components.base.kernel), from which "
-                        f"{' and '.join(map(repr, given))} {'is' if len(given) == 1 else 'are'} derived")
+        raise TypeError(
+            f"{cls.__module__}.{cls.__qualname__} assigns {', '.join(map(repr, given))}: "
+            "a component writes its numerics as @kernel methods "
+            "(mklkit.components.base.kernel), from which "
+            f"{' and '.join(map(repr, given))} {'is' if len(given) == 1 else 'are'} derived"
+        )
 
 
 def _kernels(cls: type, names: Sequence[str]) -> list[Any]:
@@ -111,8 +115,7 @@ class Component:
         params = self.get_params()
         if not params:
             return self.name
-        args = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v!r}"
-                         for k, v in params.items())
+        args = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v!r}" for k, v in params.items())
         return f"{self.name}({args})"
 
     def __repr__(self) -> str:
@@ -131,7 +134,6 @@ class Component:
 
 def _rebuild(cls, values):
     return cls(**values)
-
 
 
 def as_array(x: Sequence[float] | np.ndarray) -> np.ndarray:

@@ -5,6 +5,7 @@ Kernel signatures: ``f(x, C, params)`` for everything that scales with C,
 ``f(x, params)`` for the kernel-weight map and the Tikhonov penalty ``h``
 (which are per unit C).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,6 +31,7 @@ class L1(Regularizer):
 
     name = "l1"
     description = "block 1-norm (sparse MKL, SpicyMKL eq. 4)"
+
     @kernel
     def value(x, C, params):
         return C * x
@@ -83,7 +85,6 @@ class L1(Regularizer):
         return C * cp.sum(cp.hstack(norms))
 
 
-
 # ---------------------------------------------------------------------------
 # elastic net:  g(t) = (1-lam) sqrt(t) + lam t / 2   (eq. 43, 46; §4.3.1)
 # params = [lam];  a = C (1 - lam),  b = C lam
@@ -100,9 +101,8 @@ class ElasticNet(Regularizer):
 
     name = "elasticnet"
     description = "elastic-net MKL: (1-lam)*block 1-norm + lam/2*squared block 2-norm"
-    params = (
-        Param("lam", 0.5, "weight of the squared (smooth) part", low=0.0, high=1.0),
-    )
+    params = (Param("lam", 0.5, "weight of the squared (smooth) part", low=0.0, high=1.0),)
+
     @kernel
     def value(x, C, params):
         lam = params[0]
@@ -231,6 +231,7 @@ class Uniform(Regularizer):
 
     name = "uniform"
     description = "uniform kernel weights (squared block 2-norm, all d_m = 1)"
+
     @kernel
     def value(x, C, params):
         return 0.5 * C * x * x

@@ -5,6 +5,7 @@ Kernel signatures: ``f(x, C, params)`` for everything that scales with C,
 ``f(x, params)`` for the kernel-weight map and the Tikhonov penalty ``h``
 (which are per unit C).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -115,9 +116,8 @@ class KL(Regularizer):
 
     name = "kl"
     description = "generalized KL divergence of the kernel weights from d0 (non-sparse)"
-    params = (
-        Param("d0", 1.0, "reference kernel weight", low=0.0, low_open=True),
-    )
+    params = (Param("d0", 1.0, "reference kernel weight", low=0.0, low_open=True),)
+
     @kernel
     def value(x, C, params):
         # g~_C(x) = C (x^2 / d - (d - d0) / 2) with x^2 / d = d L  and  d = d0 e^L
@@ -257,5 +257,4 @@ class KL(Regularizer):
         d0 = self.d0
         d = cp.Variable(len(betas), pos=True)
         terms = [cp.quad_over_lin(beta, d[m]) / 2 for m, beta in enumerate(betas)]
-        return C * (cp.sum(cp.hstack(terms))
-                    + 0.5 * cp.sum(cp.rel_entr(d, d0 * np.ones(len(betas))) - d + d0))
+        return C * (cp.sum(cp.hstack(terms)) + 0.5 * cp.sum(cp.rel_entr(d, d0 * np.ones(len(betas))) - d + d0))

@@ -6,6 +6,7 @@ argument, :math:`\ell^*(y, u) = \sup_z (uz - \ell(y, z))`.  The paper writes
 the dual of (7) with :math:`\ell^*(y_i, -\rho_i)` (eq. 15): engines evaluate
 the conjugate at :math:`u = -\rho`.
 """
+
 from __future__ import annotations
 
 from typing import Any, ClassVar, NamedTuple
@@ -130,8 +131,7 @@ class Loss(Component):
 
     #: The kernels of ``jit`` and those without a default.
     KERNELS: ClassVar[tuple[str, ...]] = LossJit._fields
-    REQUIRED_KERNELS: ClassVar[tuple[str, ...]] = ("value", "deriv", "conj", "conj_grad",
-                                                   "conj_lower", "conj_upper")
+    REQUIRED_KERNELS: ClassVar[tuple[str, ...]] = ("value", "deriv", "conj", "conj_grad", "conj_lower", "conj_upper")
     #: The kernels of ``constrained`` (all required when ``smooth_conjugate`` is False).
     CONSTRAINED_KERNELS: ClassVar[tuple[str, ...]] = ConstrainedConjugate._fields
 
@@ -183,10 +183,12 @@ class Loss(Component):
         lo = np.asarray(k.conj_lower(y, p), dtype=np.float64)
         hi = np.asarray(k.conj_upper(y, p), dtype=np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
-            s_lo = np.where(lo < 0.0, np.asarray(k.conj(y, as_array(np.minimum(lo, 0.0)), p))
-                            / np.where(lo < 0.0, lo, 1.0), 0.0)
-            s_hi = np.where(hi > 0.0, np.asarray(k.conj(y, as_array(np.maximum(hi, 0.0)), p))
-                            / np.where(hi > 0.0, hi, 1.0), 0.0)
+            s_lo = np.where(
+                lo < 0.0, np.asarray(k.conj(y, as_array(np.minimum(lo, 0.0)), p)) / np.where(lo < 0.0, lo, 1.0), 0.0
+            )
+            s_hi = np.where(
+                hi > 0.0, np.asarray(k.conj(y, as_array(np.maximum(hi, 0.0)), p)) / np.where(hi > 0.0, hi, 1.0), 0.0
+            )
         return lo, hi, s_lo, s_hi
 
     def validate_labels(self, y: np.ndarray) -> np.ndarray:
@@ -219,7 +221,6 @@ class Loss(Component):
                 )
             if values.size != 2:
                 raise LabelError(
-                    f"the {self.task} loss {self.name!r} needs both classes -1 and +1; "
-                    f"got only {values[0]:g}"
+                    f"the {self.task} loss {self.name!r} needs both classes -1 and +1; got only {values[0]:g}"
                 )
         return np.ascontiguousarray(yf)

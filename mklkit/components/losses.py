@@ -5,6 +5,7 @@ eqs. (16), (17), (34) and (35).  See ``docs/contracts.md``.  Kernels are
 array functions ``f(y, z_or_u, params) -> ndarray`` of C-contiguous float64
 arrays; ``params`` is the component's parameter vector.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -4,6 +4,7 @@ Kernel signatures: ``f(x, C, params)`` for everything that scales with C,
 ``f(x, params)`` for the kernel-weight map and the Tikhonov penalty ``h``
 (which are per unit C).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -50,6 +51,7 @@ class Lq(Regularizer):
     name = "lq"
     description = "block lq-norm (non-sparse lp-norm MKL), q > 1"
     params = (Param("q", 2.0, "exponent of the block norm", low=1.0, low_open=True),)
+
     @kernel
     def value(x, C, params):
         q = params[0]

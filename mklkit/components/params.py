@@ -5,6 +5,7 @@ parameters as a tuple of :class:`Param`.  Specs, the command line and the
 estimators validate through this one declaration, so a bad value is reported
 the same way everywhere.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,9 +40,7 @@ class UnknownParamError(ParamError):
 
     def __init__(self, key: str, value: Any, known: Sequence[str], owner: str = ""):
         self.known = list(known)
-        allowed = (
-            "one of " + ", ".join(self.known) if self.known else "none (no parameters)"
-        )
+        allowed = "one of " + ", ".join(self.known) if self.known else "none (no parameters)"
         ValueError.__init__(
             self,
             f"{owner + ': ' if owner else ''}unknown parameter {key!r}"
@@ -159,9 +158,7 @@ def _fmt(x: float) -> str:
     return f"{x:g}"
 
 
-def validate_params(
-    declared: Sequence[Param], given: dict[str, Any], owner: str
-) -> dict[str, Any]:
+def validate_params(declared: Sequence[Param], given: dict[str, Any], owner: str) -> dict[str, Any]:
     """Validate keyword parameters against a declaration.
 
     Unknown keys raise :class:`ParamError` listing the known ones (with a

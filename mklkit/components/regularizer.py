@@ -2,6 +2,7 @@ r"""The regularizer contract: :class:`Regularizer` with its kernels
 (:class:`RegularizerJit`), the optional Bregman form (:class:`BregmanJit`) and
 the p-norm forms of the kernel weights (:class:`WeightNorm`).
 """
+
 from __future__ import annotations
 
 import math
@@ -144,10 +145,9 @@ class WeightNorm(NamedTuple):
         if self.lam is None:
             return u * u / (2.0 * float(C))
         a = 0.75 * float(C) * (2.0 * float(self.lam)) ** (1.0 / 3.0)
-        return 27.0 * u ** 4 / (256.0 * a ** 3)
+        return 27.0 * u**4 / (256.0 * a**3)
 
-    def cvxpy_expr(self, norms: Sequence[Any], squares: Sequence[Any], C: float,
-                   betas: Any = None) -> Any:
+    def cvxpy_expr(self, norms: Sequence[Any], squares: Sequence[Any], C: float, betas: Any = None) -> Any:
         r""":math:`C\,R` as a cvxpy expression of the block norms ``norms`` (the conic
         reference); ``NotImplemented`` for the constraint form with p > 1."""
         import cvxpy as cp
@@ -208,10 +208,10 @@ class Regularizer(Component):
     #: The kernels of ``jit`` and those without a default.
     KERNELS: ClassVar[tuple[str, ...]] = RegularizerJit._fields
     REQUIRED_KERNELS: ClassVar[tuple[str, ...]] = tuple(
-        f for f in RegularizerJit._fields if f not in ("env_grad", "env_hess"))
+        f for f in RegularizerJit._fields if f not in ("env_grad", "env_hess")
+    )
     #: The kernels of ``bregman``, in the order of :class:`BregmanJit`.
-    BREGMAN_KERNELS: ClassVar[tuple[str, ...]] = ("bregman_F", "bregman_f", "bregman_finv",
-                                                  "bregman_d0")
+    BREGMAN_KERNELS: ClassVar[tuple[str, ...]] = ("bregman_F", "bregman_f", "bregman_finv", "bregman_d0")
     _defaulted: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kw: Any) -> None:
@@ -259,8 +259,7 @@ class Regularizer(Component):
         r"""True when :math:`\tilde g_C'(0) > 0`, so that blocks can be exactly zero."""
         return True
 
-    def cvxpy_expr(self, norms: Sequence[Any], squares: Sequence[Any], C: float,
-                   betas: Any = None) -> Any:
+    def cvxpy_expr(self, norms: Sequence[Any], squares: Sequence[Any], C: float, betas: Any = None) -> Any:
         r""":math:`\sum_m \tilde g_C(x_m)` as a cvxpy expression of the block norms
         ``norms`` (``squares``: their squares, ``betas``: the block variables), for the
         conic reference (:mod:`mklkit.testing.conic`).  The default is the form of
@@ -311,6 +310,7 @@ def _prox_threshold(prox: Any, params: np.ndarray) -> float:
     :math:`10^{-12}`), ``inf`` when it is zero up to :math:`10^{300}`; otherwise
     the largest probed ``v`` with a zero prox, within 4 ulps of the threshold.
     """
+
     def zero(v: float) -> bool:
         out = prox(np.array([v]), 1.0, params)
         return not float(np.asarray(out)[0]) > 0.0

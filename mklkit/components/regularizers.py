@@ -7,6 +7,7 @@ Kernel signatures: ``f(x, C, params)`` for everything that scales with C,
 ``f(x, params)`` for the kernel-weight map and the Tikhonov penalty ``h``
 (which are per unit C).
 """
+
 from __future__ import annotations
 
 from .elasticnet import ElasticNet, L1, Uniform

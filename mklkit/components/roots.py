@@ -1,4 +1,5 @@
 r"""Scalar roots shared by the built-in regularizers' kernels (compiled with numba)."""
+
 from __future__ import annotations
 
 import numpy as np

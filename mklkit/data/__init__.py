@@ -12,6 +12,7 @@ SMO-MKL (Vishwanathan et al. 2010, §6) experiments ship with the package; see
 
 Labels are kept as given (float64); the bundled sets use ``+1`` / ``-1``.
 """
+
 from __future__ import annotations
 
 from .builtin import available, load_builtin

@@ -1,4 +1,5 @@
 """The bundled data sets (``available``, ``load_builtin``); ``mklkit/data/README.md`` gives their sources."""
+
 from __future__ import annotations
 
 from importlib import resources
@@ -54,8 +55,7 @@ def load_builtin(name: str) -> Dataset:
     if name not in _BUILTIN:
         names = available()
         raise DataError(
-            f"unknown builtin data set {name!r}{did_you_mean(str(name), names)}; "
-            f"available: {', '.join(names)}"
+            f"unknown builtin data set {name!r}{did_you_mean(str(name), names)}; available: {', '.join(names)}"
         )
     filename, fmt, n_features = _BUILTIN[name]
     path = resources.files(__package__).joinpath(filename)

@@ -1,4 +1,5 @@
 """A labelled data set (``Dataset``) and the error of data that cannot be used (``DataError``)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,5 +1,6 @@
 """Data sets from files: CSV, NPZ and LIBSVM/svmlight text (``load_file``, ``detect_format``); every cell checked,
 errors naming the file, the row and the column."""
+
 from __future__ import annotations
 
 import csv
@@ -58,10 +59,7 @@ def _stem(path: Path) -> str:
 
 
 def load_file(
-    path: str | os.PathLike[str],
-    target: str | int | None = None,
-    fmt: str | None = None,
-    n_features: int | None = None,
+    path: str | os.PathLike[str], target: str | int | None = None, fmt: str | None = None, n_features: int | None = None
 ) -> Dataset:
     """Load a data set from a file.
 
@@ -142,9 +140,7 @@ def _load_csv(path: Path, target: str | int | None) -> tuple[np.ndarray, np.ndar
         )
     for r, row in enumerate(body):
         if len(row) != ncol:
-            raise DataError(
-                f"{path}: row {r + 1} (line {r + 2}) has {len(row)} cells; the header has {ncol}"
-            )
+            raise DataError(f"{path}: row {r + 1} (line {r + 2}) has {len(row)} cells; the header has {ncol}")
     # target column
     if target is None:
         t = ncol - 1
@@ -160,8 +156,7 @@ def _load_csv(path: Path, target: str | int | None) -> tuple[np.ndarray, np.ndar
     else:
         if target not in header:
             raise DataError(
-                f"{path}: no target column {target!r}{did_you_mean(target, header)}; "
-                f"columns: {', '.join(header)}"
+                f"{path}: no target column {target!r}{did_you_mean(target, header)}; columns: {', '.join(header)}"
             )
         t = header.index(target)
     feat = [j for j in range(ncol) if j != t]
@@ -180,12 +175,15 @@ def _load_csv(path: Path, target: str | int | None) -> tuple[np.ndarray, np.ndar
         empty = np.flatnonzero(labels == "")
         if empty.size:
             r = int(empty[0])
-            raise DataError(f"{path}: row {r + 1} (line {r + 2}), column {header[t]!r}: an empty cell; "
-                            "every row needs a label")
+            raise DataError(
+                f"{path}: row {r + 1} (line {r + 2}), column {header[t]!r}: an empty cell; every row needs a label"
+            )
         if any(_is_number(v) for v in labels):  # numbers with a stray word: a typo, not class names
             r = next(i for i, v in enumerate(labels) if not _is_number(v))
-            raise DataError(f"{path}: row {r + 1} (line {r + 2}), column {header[t]!r}: non-numeric value "
-                            f"{str(labels[r])!r}; the other labels are numbers (labels are all numbers or all words)")
+            raise DataError(
+                f"{path}: row {r + 1} (line {r + 2}), column {header[t]!r}: non-numeric value "
+                f"{str(labels[r])!r}; the other labels are numbers (labels are all numbers or all words)"
+            )
         _check_finite_dense(path, F, names, line_offset=2)
         return np.ascontiguousarray(F), labels, names
     _check_finite_dense(path, A, header, line_offset=2)
@@ -210,8 +208,7 @@ def _raise_bad_cell(path: Path, body: list[list[str]], header: list[str]) -> Non
             except ValueError:
                 what = "an empty cell" if not cell.strip() else f"non-numeric value {cell!r}"
                 raise DataError(
-                    f"{path}: row {r + 1} (line {r + 2}), column {header[j]!r}: {what}; "
-                    "every cell must be a number"
+                    f"{path}: row {r + 1} (line {r + 2}), column {header[j]!r}: {what}; every cell must be a number"
                 ) from None
     raise DataError(f"{path}: cannot convert the cells to numbers")  # pragma: no cover
 
@@ -265,8 +262,7 @@ def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
         feature_names = [str(v) for v in np.asarray(names).ravel()]
         if len(feature_names) != X.shape[1]:
             raise DataError(
-                f"{path}: 'feature_names' has {len(feature_names)} entries but 'X' has "
-                f"{X.shape[1]} columns"
+                f"{path}: 'feature_names' has {len(feature_names)} entries but 'X' has {X.shape[1]} columns"
             )
     _check_finite_dense(path, X, [f"{n} (X column {j})" for j, n in enumerate(feature_names)], None)
     if y.dtype.kind != "U":

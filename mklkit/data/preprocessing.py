@@ -1,4 +1,5 @@
 """Splitting (``train_test_split``, stratified by default) and scaling (``Standardizer``) of data sets."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -11,10 +12,7 @@ from .dataset import DataError, Dataset
 
 
 def train_test_split(
-    ds: Dataset,
-    test_size: float | int = 0.2,
-    seed: int | None = 0,
-    stratify: bool = True,
+    ds: Dataset, test_size: float | int = 0.2, seed: int | None = 0, stratify: bool = True
 ) -> tuple[Dataset, Dataset]:
     """Random train/test split (scikit-learn's ``train_test_split``).
 
@@ -67,11 +65,7 @@ def _take(ds: Dataset, rows: np.ndarray, part: str) -> Dataset:
     if not sp.issparse(X):
         X = np.ascontiguousarray(X)
     return replace(
-        ds,
-        X=X,
-        y=np.ascontiguousarray(ds.y[rows]),
-        feature_names=list(ds.feature_names),
-        name=f"{ds.name}[{part}]",
+        ds, X=X, y=np.ascontiguousarray(ds.y[rows]), feature_names=list(ds.feature_names), name=f"{ds.name}[{part}]"
     )
 
 
@@ -136,8 +130,7 @@ class Standardizer:
             return replace(X, X=self.transform(X.X), feature_names=list(X.feature_names))
         if X.shape[1] != self.scale_.shape[0]:
             raise DataError(
-                f"Standardizer.transform: X has {X.shape[1]} columns; it was fitted on "
-                f"{self.scale_.shape[0]}"
+                f"Standardizer.transform: X has {X.shape[1]} columns; it was fitted on {self.scale_.shape[0]}"
             )
         if sp.issparse(X):
             if not self.sparse_ and np.any(self.mean_ != 0):

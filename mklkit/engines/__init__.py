@@ -10,6 +10,7 @@ certificate every engine computes the same way), and the built-in engines
 imports the registry or the pipeline: the choice among the installed engines
 (``auto``) is the pipeline's, :mod:`mklkit.pipeline.choose`.
 """
+
 from .base import (
     COMMON_PARAMS,
     Algorithm,

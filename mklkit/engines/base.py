@@ -28,6 +28,7 @@ The skeleton does everything but the algorithm:
 An engine that overrides :meth:`Engine.solve` itself (the contract before
 the skeleton) keeps working.
 """
+
 from __future__ import annotations
 
 import math
@@ -64,8 +65,7 @@ __all__ = [
 ]
 
 COMMON_PARAMS: tuple[Param, ...] = (
-    Param("tol", 1e-2, "relative duality gap at which to stop (SpicyMKL §6.1)",
-          low=0.0, low_open=True),
+    Param("tol", 1e-2, "relative duality gap at which to stop (SpicyMKL §6.1)", low=0.0, low_open=True),
     Param("max_iter", 500, "maximum number of outer iterations", type=int, low=1),
 )
 
@@ -97,23 +97,27 @@ def check_warm_start(problem: Problem, warm_start: SolveResult) -> None:
     if alpha.shape != (M, N):
         raise ValueError(
             f"warm_start.alpha has shape {alpha.shape}; this problem needs ({M}, {N}) "
-            "(a result on the same kernels and training points)")
+            "(a result on the same kernels and training points)"
+        )
     dual = warm_start.dual
     if dual is not None and np.asarray(dual).shape != (N,):
-        raise ValueError(
-            f"warm_start.dual has shape {np.asarray(dual).shape}; this problem needs ({N},)")
-    bad = [name for name, ok in (
-        ("alpha", bool(np.all(np.isfinite(alpha)))),
-        ("bias", math.isfinite(float(warm_start.bias))),
-        ("dual", dual is None or bool(np.all(np.isfinite(np.asarray(dual, dtype=np.float64))))),
-    ) if not ok]
+        raise ValueError(f"warm_start.dual has shape {np.asarray(dual).shape}; this problem needs ({N},)")
+    bad = [
+        name
+        for name, ok in (
+            ("alpha", bool(np.all(np.isfinite(alpha)))),
+            ("bias", math.isfinite(float(warm_start.bias))),
+            ("dual", dual is None or bool(np.all(np.isfinite(np.asarray(dual, dtype=np.float64))))),
+        )
+        if not ok
+    ]
     if bad:
-        raise ValueError(f"warm_start has non-finite {', '.join(bad)}; a warm start must be "
-                         "a finite result")
+        raise ValueError(f"warm_start has non-finite {', '.join(bad)}; a warm start must be a finite result")
 
 
-def solve_from(engine: Any, problem: Problem, callback: Callback | None = None,
-               warm_start: SolveResult | None = None) -> SolveResult:
+def solve_from(
+    engine: Any, problem: Problem, callback: Callback | None = None, warm_start: SolveResult | None = None
+) -> SolveResult:
     """``engine.solve(problem, callback)``, with ``warm_start`` passed only to an engine that
     declares ``supports_warm_start`` (an engine that overrides :meth:`Engine.solve` need not
     take the keyword)."""
@@ -188,10 +192,7 @@ class Engine(Component):
 
     # -- solve ---------------------------------------------------------------
     def solve(
-        self,
-        problem: Problem,
-        callback: Callback | None = None,
-        warm_start: SolveResult | None = None,
+        self, problem: Problem, callback: Callback | None = None, warm_start: SolveResult | None = None
     ) -> SolveResult:
         """Solve ``problem``; never raise because the solve did not converge.
 
@@ -241,8 +242,7 @@ class Engine(Component):
         ``warm_start`` is checked (or ``None``); ``run.zero`` is the zero
         solution, not optimal at this ``C``.
         """
-        raise NotImplementedError(
-            f"engine {self.name!r} implements neither solve() nor _solve()")
+        raise NotImplementedError(f"engine {self.name!r} implements neither solve() nor _solve()")
 
 
 class Algorithm:
@@ -266,8 +266,7 @@ class Algorithm:
     rk, pr : the regularizer's ``kernels`` and ``param_vector``
     """
 
-    def __init__(self, engine: Engine, problem: Problem, run: Run,
-                 warm_start: SolveResult | None = None) -> None:
+    def __init__(self, engine: Engine, problem: Problem, run: Run, warm_start: SolveResult | None = None) -> None:
         self.engine = engine
         self.problem = problem
         self.run = run
@@ -291,5 +290,4 @@ class Algorithm:
 
     def reg_kernel(self, fn: Any, x: np.ndarray, C: float | None = None) -> np.ndarray:
         """A regularizer kernel ``fn`` at block norms ``x`` and ``C`` (default the problem's)."""
-        return np.asarray(fn(common.as_vector(x), self.C if C is None else float(C), self.pr),
-                          dtype=np.float64)
+        return np.asarray(fn(common.as_vector(x), self.C if C is None else float(C), self.pr), dtype=np.float64)

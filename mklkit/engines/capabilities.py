@@ -28,6 +28,7 @@ capability                of            holds when
                                         (a ``FactorBank``)
 ========================  ============  =========================================
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -160,8 +161,7 @@ class Requires:
 
     def __post_init__(self) -> None:
         for part in ("loss", "regularizer", "bank"):
-            reqs = tuple(r if isinstance(r, Requirement) else needs(r)
-                         for r in getattr(self, part))
+            reqs = tuple(r if isinstance(r, Requirement) else needs(r) for r in getattr(self, part))
             bad = [r for r in reqs if r.of != part]
             if bad:
                 raise ValueError(f"Requires.{part} holds a requirement of the {bad[0].of}")
@@ -169,14 +169,17 @@ class Requires:
 
     def __add__(self, other: Requires) -> Requires:
         # more requirements of the components: the engine's own word on weights stands
-        return Requires(self.loss + other.loss, self.regularizer + other.regularizer,
-                        self.bank + other.bank, sample_weight=self.sample_weight)
+        return Requires(
+            self.loss + other.loss,
+            self.regularizer + other.regularizer,
+            self.bank + other.bank,
+            sample_weight=self.sample_weight,
+        )
 
     def unmet(self, problem: Problem) -> list[tuple[Requirement, str]]:
         """The requirements ``problem`` does not meet, each with what is lacking."""
         out = []
-        for part, subject in ((self.loss, problem.loss), (self.regularizer, problem.regularizer),
-                              (self.bank, problem)):
+        for part, subject in ((self.loss, problem.loss), (self.regularizer, problem.regularizer), (self.bank, problem)):
             for r in part:
                 if not r.met(subject):
                     out.append((r, r.lack(subject)))
@@ -202,8 +205,10 @@ class Requires:
 
 
 #: The reason of an engine without ``Requires(sample_weight=True)`` against a weighted problem.
-WEIGHTS_REFUSED = ("the problem has sample weights (sample_weight or class_weight) and this engine "
-                   "does not accept them (Requires.sample_weight is False)")
+WEIGHTS_REFUSED = (
+    "the problem has sample weights (sample_weight or class_weight) and this engine "
+    "does not accept them (Requires.sample_weight is False)"
+)
 
 
 def _sentence(lacks: list[str], why: str | None) -> str:
@@ -215,66 +220,82 @@ def _sentence(lacks: list[str], why: str | None) -> str:
 # The catalogue
 # ---------------------------------------------------------------------------
 SMOOTH_CONJUGATE = Capability(
-    "smooth_conjugate", "loss",
+    "smooth_conjugate",
+    "loss",
     has="a smooth conjugate (smooth_conjugate = True)",
     lacks="has no smooth conjugate (smooth_conjugate = False)",
-    test=lambda loss: loss.smooth_conjugate is True)
+    test=lambda loss: loss.smooth_conjugate is True,
+)
 
 CONSTRAINED_FORM = Capability(
-    "constrained", "loss",
-    has="the constrained form of SpicyMKL eq. 33 (@kernel methods l0, l0_grad, l0_hess, cons, "
-        "cons_grad, cons_hess)",
+    "constrained",
+    "loss",
+    has="the constrained form of SpicyMKL eq. 33 (@kernel methods l0, l0_grad, l0_hess, cons, cons_grad, cons_hess)",
     lacks="has no constrained form of its conjugate (no @kernel methods l0 ... cons_hess)",
-    test=lambda loss: loss.constrained is not None)
+    test=lambda loss: loss.constrained is not None,
+)
 
 SMOOTH_PRIMAL = Capability(
-    "smooth_primal", "loss",
+    "smooth_primal",
+    "loss",
     has="a differentiable primal with a Lipschitz derivative (smooth_primal = True)",
     lacks="is not differentiable (smooth_primal is False)",
-    test=lambda loss: loss.smooth_primal is True)
+    test=lambda loss: loss.smooth_primal is True,
+)
 
 LINEAR_CONJUGATE = Capability(
-    "linear_conjugate", "loss",
+    "linear_conjugate",
+    "loss",
     has="a conjugate linear on each side of 0 on a bounded domain (linear_conjugate = True)",
-    lacks="has no conjugate linear on each side of 0 on a bounded domain "
-          "(linear_conjugate = False)",
-    test=lambda loss: loss.linear_conjugate is True)
+    lacks="has no conjugate linear on each side of 0 on a bounded domain (linear_conjugate = False)",
+    test=lambda loss: loss.linear_conjugate is True,
+)
 
 
 def _is_hinge_conjugate(loss: Any) -> bool:
     if not (loss.linear_conjugate is True and loss.task == "classification"):
         return False
     lo, hi, s_lo, s_hi = loss.linear_pieces(np.array([1.0, -1.0]))
-    return bool(np.allclose(lo, [-1.0, 0.0], rtol=0.0, atol=1e-12)
-                and np.allclose(hi, [0.0, 1.0], rtol=0.0, atol=1e-12)
-                and abs(s_lo[0] - 1.0) <= 1e-12 and abs(s_hi[1] + 1.0) <= 1e-12)
+    return bool(
+        np.allclose(lo, [-1.0, 0.0], rtol=0.0, atol=1e-12)
+        and np.allclose(hi, [0.0, 1.0], rtol=0.0, atol=1e-12)
+        and abs(s_lo[0] - 1.0) <= 1e-12
+        and abs(s_hi[1] + 1.0) <= 1e-12
+    )
 
 
 HINGE_CONJUGATE = Capability(
-    "hinge_conjugate", "loss",
+    "hinge_conjugate",
+    "loss",
     has="the hinge's conjugate y u on -1 <= y u <= 0 (linear_conjugate = True)",
     lacks="is not hinge in form: its conjugate is not y u on -1 <= y u <= 0",
-    test=_is_hinge_conjugate)
+    test=_is_hinge_conjugate,
+)
 
 SEPARABLE = Capability(
-    "separable", "regularizer",
+    "separable",
+    "regularizer",
     has="a sum over kernels of a function of one block norm (separable = True)",
     lacks="is not separable over kernels (separable = False)",
-    test=lambda reg: reg.separable is True)
+    test=lambda reg: reg.separable is True,
+)
 
 SMOOTH_REG_CONJUGATE = Capability(
-    "smooth_conjugate", "regularizer",
+    "smooth_conjugate",
+    "regularizer",
     has="a smooth conjugate (smooth_conjugate = True)",
     lacks="has a non-smooth conjugate (smooth_conjugate = False)",
-    test=lambda reg: reg.smooth_conjugate is True)
+    test=lambda reg: reg.smooth_conjugate is True,
+)
 
 BREGMAN_FORM = Capability(
-    "bregman", "regularizer",
+    "bregman",
+    "regularizer",
     has="a Bregman form of its kernel-weight penalty (@kernel methods bregman_F, bregman_f, "
-        "bregman_finv, bregman_d0; separable = True)",
-    lacks="has no Bregman form of its kernel-weight penalty (no bregman_* @kernel methods, "
-          "or not separable)",
-    test=lambda reg: reg.bregman is not None and reg.separable is True)
+    "bregman_finv, bregman_d0; separable = True)",
+    lacks="has no Bregman form of its kernel-weight penalty (no bregman_* @kernel methods, or not separable)",
+    test=lambda reg: reg.bregman is not None and reg.separable is True,
+)
 
 
 def _pnorm_penalty(reg: Any) -> bool:
@@ -283,12 +304,12 @@ def _pnorm_penalty(reg: Any) -> bool:
 
 
 PNORM_PENALTY = Capability(
-    "pnorm_penalty", "regularizer",
-    has="the squared p-norm form of the kernel weights, p > 1 "
-        "(weight_norm = WeightNorm(p, lam), SMO-MKL eq. 1)",
-    lacks="is not the squared p-norm penalty of the kernel weights "
-          "(weight_norm = WeightNorm(p, lam) with p > 1)",
-    test=_pnorm_penalty)
+    "pnorm_penalty",
+    "regularizer",
+    has="the squared p-norm form of the kernel weights, p > 1 (weight_norm = WeightNorm(p, lam), SMO-MKL eq. 1)",
+    lacks="is not the squared p-norm penalty of the kernel weights (weight_norm = WeightNorm(p, lam) with p > 1)",
+    test=_pnorm_penalty,
+)
 
 
 def _l1_squared(reg: Any) -> bool:
@@ -297,11 +318,13 @@ def _l1_squared(reg: Any) -> bool:
 
 
 L1_SQUARED_FORM = Capability(
-    "l1_squared", "regularizer",
+    "l1_squared",
+    "regularizer",
     has="the squared block 1-norm (weight_norm = WeightNorm(1))",
     lacks="is not l1_squared in form: not the squared block 1-norm "
-          "(weight_norm = WeightNorm(1), the support kernel machine's problem (P))",
-    test=_l1_squared)
+    "(weight_norm = WeightNorm(1), the support kernel machine's problem (P))",
+    test=_l1_squared,
+)
 
 
 def _array_bank(problem: Problem) -> bool:
@@ -318,10 +341,13 @@ def _array_bank_lack(problem: Problem) -> str:
 
 
 ARRAY_BANK = Capability(
-    "array_bank", "bank",
+    "array_bank",
+    "bank",
     has="a Gram bank held as one (M, N, N) array (problem.K)",
     lacks="is not held as one (M, N, N) array (problem.K)",
-    test=_array_bank, explain=_array_bank_lack)
+    test=_array_bank,
+    explain=_array_bank_lack,
+)
 
 
 def _factor_bank(problem: Problem) -> bool:
@@ -333,14 +359,19 @@ def _factor_bank(problem: Problem) -> bool:
 
 def _factor_bank_lack(problem: Problem) -> str:
     bank = problem.bank
-    return (f"the Gram bank is held as {type(bank).__name__} (representation "
-            f"{getattr(bank, 'representation', '?')!r}), not as a FactorBank (kernels held as "
-            "factors K_m = L_m L_m^T); build one with FactorBank.from_blocks or "
-            "kernels.factor in a spec, or use spicy")
+    return (
+        f"the Gram bank is held as {type(bank).__name__} (representation "
+        f"{getattr(bank, 'representation', '?')!r}), not as a FactorBank (kernels held as "
+        "factors K_m = L_m L_m^T); build one with FactorBank.from_blocks or "
+        "kernels.factor in a spec, or use spicy"
+    )
 
 
 FACTOR_BANK = Capability(
-    "factor_bank", "bank",
+    "factor_bank",
+    "bank",
     has="kernels held as factors K_m = L_m L_m^T (problem.bank is a FactorBank)",
     lacks="is not a FactorBank (kernels held as factors K_m = L_m L_m^T)",
-    test=_factor_bank, explain=_factor_bank_lack)
+    test=_factor_bank,
+    explain=_factor_bank_lack,
+)

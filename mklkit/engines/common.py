@@ -12,6 +12,7 @@ makes these certificates (the objectives and the projection of §6.1 are
 described in :mod:`mklkit.engines.objectives` and
 :mod:`mklkit.engines.dual_point`).
 """
+
 from __future__ import annotations
 
 import math
@@ -125,8 +126,7 @@ class ZeroSolution:
         return self.C >= self.C_max and math.isfinite(gap) and gap <= tol
 
 
-def _zero_dual(sl: SampleLoss, b: float, bias: bool,
-               lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+def _zero_dual(sl: SampleLoss, b: float, bias: bool, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     r"""A subgradient :math:`u \in \partial_z (w\ell)(y, b)` with :math:`\mathbf 1^\top u = 0`
     (with a bias); returns :math:`\rho = -u`.
 
@@ -200,13 +200,19 @@ def zero_solution(problem: Problem) -> ZeroSolution:
     else:
         # no threshold: alpha = 0 is never optimal, and the pass over the bank is skipped
         norms, C_max = np.full(M, math.nan), math.inf
-    primal = loss_value(loss, y, np.full(N, b0), w) + regularizer_value(reg, np.zeros(norms.size),
-                                                                      problem.C)
+    primal = loss_value(loss, y, np.full(N, b0), w) + regularizer_value(reg, np.zeros(norms.size), problem.C)
     dual = -math.inf
     if problem.C >= C_max:
         dual, _, _ = projected_dual_objective(problem, rho, norms=norms)
-    return ZeroSolution(bias=float(b0), objective=float(primal), dual_objective=float(dual),
-                        rho=rho, dual_norms=norms, C_max=float(C_max), C=float(problem.C))
+    return ZeroSolution(
+        bias=float(b0),
+        objective=float(primal),
+        dual_objective=float(dual),
+        rho=rho,
+        dual_norms=norms,
+        C_max=float(C_max),
+        C=float(problem.C),
+    )
 
 
 def zero_result(problem: Problem, zero: ZeroSolution, *, engine: str, t0: float) -> SolveResult:
@@ -218,15 +224,35 @@ def zero_result(problem: Problem, zero: ZeroSolution, *, engine: str, t0: float)
     M, N = problem.n_kernels, problem.n_samples
     gap = zero.gap
     elapsed = time.perf_counter() - t0
-    record = {"iteration": 0, "objective": zero.objective, "dual_objective": zero.dual_objective,
-              "gap": gap, "n_active": 0, "time_s": elapsed}
-    message = (f"{engine}: alpha = 0 is optimal: C = {problem.C:g} >= C_max = {zero.C_max:.6g} "
-               f"(relative duality gap {gap:.3e}); every kernel weight is 0")
+    record = {
+        "iteration": 0,
+        "objective": zero.objective,
+        "dual_objective": zero.dual_objective,
+        "gap": gap,
+        "n_active": 0,
+        "time_s": elapsed,
+    }
+    message = (
+        f"{engine}: alpha = 0 is optimal: C = {problem.C:g} >= C_max = {zero.C_max:.6g} "
+        f"(relative duality gap {gap:.3e}); every kernel weight is 0"
+    )
     rho, _ = project_dual(problem, zero.rho, norms=zero.dual_norms)
-    return build_result(problem, engine=engine, status=Status.CONVERGED, alpha=np.zeros((M, N)),
-                        bias=zero.bias, primal=zero.objective, dual=zero.dual_objective,
-                        iterations=0, history=[record], message=message, time_s=elapsed,
-                        norms=np.zeros(M), rho=rho, C_max=zero.C_max)
+    return build_result(
+        problem,
+        engine=engine,
+        status=Status.CONVERGED,
+        alpha=np.zeros((M, N)),
+        bias=zero.bias,
+        primal=zero.objective,
+        dual=zero.dual_objective,
+        iterations=0,
+        history=[record],
+        message=message,
+        time_s=elapsed,
+        norms=np.zeros(M),
+        rho=rho,
+        C_max=zero.C_max,
+    )
 
 
 class Incumbents:
@@ -251,9 +277,8 @@ class Incumbents:
         self.primal_state: dict[str, Any] = {}
         self.dual_state: dict[str, Any] = {}
         self.primal_iteration = self.dual_iteration = -2
-        if zero is not None:                      # iteration -1: the zero solution
-            self.offer_primal(zero.objective, -1, alpha=np.zeros((M, N)), bias=zero.bias,
-                              norms=np.zeros(M))
+        if zero is not None:  # iteration -1: the zero solution
+            self.offer_primal(zero.objective, -1, alpha=np.zeros((M, N)), bias=zero.bias, norms=np.zeros(M))
 
     def offer_primal(self, value: float, iteration: int, **state: Any) -> bool:
         """Keep ``state`` if ``value`` is a finite primal value below the incumbent."""
@@ -303,8 +328,7 @@ def incumbent_result(
     """
     st = inc.primal_state
     if inc.primal_iteration != iterations:
-        where = ("alpha = 0 (the zero solution)" if inc.primal_iteration < 0
-                 else f"{unit} {inc.primal_iteration}")
+        where = "alpha = 0 (the zero solution)" if inc.primal_iteration < 0 else f"{unit} {inc.primal_iteration}"
         message += f"; the primal point is that of {where}"
     return build_result(
         problem,
@@ -363,15 +387,23 @@ class Certificate:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, primal: float, dual: float, rho: np.ndarray, norms: np.ndarray,
-           **extra: Any) -> "Certificate":
+    def of(cls, primal: float, dual: float, rho: np.ndarray, norms: np.ndarray, **extra: Any) -> "Certificate":
         """The certificate of a primal value and a dual value at the feasible point ``rho``."""
-        return cls(primal=float(primal), dual=float(dual), gap=relative_gap(primal, dual),
-                   rho=rho, norms=norms, extra=extra)
+        return cls(
+            primal=float(primal), dual=float(dual), gap=relative_gap(primal, dual), rho=rho, norms=norms, extra=extra
+        )
 
     @classmethod
-    def at(cls, problem: Problem, primal: float, rho: np.ndarray, norms: np.ndarray, *,
-           dual_norms: np.ndarray | None = None, **extra: Any) -> "Certificate":
+    def at(
+        cls,
+        problem: Problem,
+        primal: float,
+        rho: np.ndarray,
+        norms: np.ndarray,
+        *,
+        dual_norms: np.ndarray | None = None,
+        **extra: Any,
+    ) -> "Certificate":
         r"""The certificate of a primal value and the dual at ``rho`` made feasible
         (:func:`projected_dual_objective`; ``dual_norms``: :math:`\|\rho\|_{K_m}` when
         known)."""
@@ -379,8 +411,7 @@ class Certificate:
         return cls.of(primal, dual, rho_f, norms, **extra)
 
 
-def certify(problem: Problem, alpha: np.ndarray, bias: float,
-            rho: np.ndarray | None = None) -> Certificate:
+def certify(problem: Problem, alpha: np.ndarray, bias: float, rho: np.ndarray | None = None) -> Certificate:
     r"""The duality gap of ``(alpha, bias)`` on ``problem``'s bank, from scratch.
 
     The primal :math:`P(\alpha, b)` (:func:`primal_objective`), and
@@ -403,7 +434,7 @@ def certify(problem: Problem, alpha: np.ndarray, bias: float,
             continue
         try:
             cert = Certificate.at(problem, primal, point, norms)
-        except ValueError:       # no feasible projection: this point certifies nothing
+        except ValueError:  # no feasible projection: this point certifies nothing
             continue
         if cert.dual > best.dual:
             best = cert

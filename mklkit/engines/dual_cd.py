@@ -64,6 +64,7 @@ and dual points are returned; ``alpha`` is the minimum-norm representer of
 :math:`\beta` (:meth:`FactorBank.alpha_from_beta
 <mklkit.kernels.factor.FactorBank.alpha_from_beta>`).
 """
+
 from __future__ import annotations
 
 import math
@@ -147,16 +148,22 @@ class DualCD(Engine):
     supports_warm_start: ClassVar[bool] = True
     params: ClassVar[tuple[Param, ...]] = (
         COMMON_PARAMS[0],
-        Param("max_iter", 1000, "maximum number of outer iterations (kernel-weight updates)",
-              type=int, low=1),
-        Param("max_epochs", 1000, "passes over the samples per outer iteration", type=int,
-              low=1),
-        Param("max_stretch", 64.0, "largest factor on a kernel weight's log-step (1: the "
-              "plain majorize-minimize update)", low=1.0),
+        Param("max_iter", 1000, "maximum number of outer iterations (kernel-weight updates)", type=int, low=1),
+        Param("max_epochs", 1000, "passes over the samples per outer iteration", type=int, low=1),
+        Param(
+            "max_stretch",
+            64.0,
+            "largest factor on a kernel weight's log-step (1: the plain majorize-minimize update)",
+            low=1.0,
+        ),
     )
     requires: ClassVar[Requires] = Requires(
-        loss=(needs(LINEAR_CONJUGATE, why="dual coordinate descent takes exact steps on a "
-                    "conjugate linear on each side of 0"),),
+        loss=(
+            needs(
+                LINEAR_CONJUGATE,
+                why="dual coordinate descent takes exact steps on a conjugate linear on each side of 0",
+            ),
+        ),
         regularizer=(common.SEPARABLE_SUMS,),
         bank=(FACTOR_BANK,),
         sample_weight=True,  # the box of (w l)^*: w_i times the loss's
@@ -174,8 +181,7 @@ class DualCD(Engine):
 class _DualCDRun(Algorithm):
     """State of one solve."""
 
-    def __init__(self, engine: DualCD, problem: Problem, run: Run,
-                 warm_start: SolveResult | None) -> None:
+    def __init__(self, engine: DualCD, problem: Problem, run: Run, warm_start: SolveResult | None) -> None:
         super().__init__(engine, problem, run, warm_start)
         bank: FactorBank = self.bank
         self.starts = np.ascontiguousarray(bank.starts, dtype=np.int64)
@@ -183,10 +189,10 @@ class _DualCDRun(Algorithm):
         Z = sample_major(bank)
         if bank.sparse:
             #: what the jitted passes read: dense rows, CSR rows, which of the two
-            self.rows = kd.Rows(_NO_ROWS, np.ascontiguousarray(Z.data, dtype=np.float64),
-                                Z.indices, Z.indptr, True, self.starts)
-            self.row_norms = kd.row_block_norms_sparse(Z.data, Z.indices, Z.indptr,
-                                                       self.block_of, self.M)
+            self.rows = kd.Rows(
+                _NO_ROWS, np.ascontiguousarray(Z.data, dtype=np.float64), Z.indices, Z.indptr, True, self.starts
+            )
+            self.row_norms = kd.row_block_norms_sparse(Z.data, Z.indices, Z.indptr, self.block_of, self.M)
         else:
             self.rows = kd.Rows(Z, _NO_FLOAT, _NO_INT, _NO_INT, False, self.starts)
             self.row_norms = kd.row_block_norms_dense(Z, self.starts)
@@ -198,9 +204,12 @@ class _DualCDRun(Algorithm):
         lo, hi = self.conj_domain()
         pos_hi = common.as_vector(np.maximum(-lo, 0.0))
         neg_hi = common.as_vector(np.maximum(hi, 0.0))
-        self.pieces = kd.Pieces(pos_hi, neg_hi,
-                                common.as_vector(np.where(pos_hi > 0.0, -s_lo, 0.0)),
-                                common.as_vector(np.where(neg_hi > 0.0, -s_hi, 0.0)))
+        self.pieces = kd.Pieces(
+            pos_hi,
+            neg_hi,
+            common.as_vector(np.where(pos_hi > 0.0, -s_lo, 0.0)),
+            common.as_vector(np.where(neg_hi > 0.0, -s_hi, 0.0)),
+        )
         self.threshold = float(problem.regularizer.zero_threshold(self.C))
         self.seed = 0
 
@@ -221,38 +230,33 @@ class _DualCDRun(Algorithm):
             if np.any(x > 0.0):
                 d = self.weights_of(x)
             if warm.dual is not None:
-                rho = np.clip(np.asarray(warm.dual, dtype=np.float64), -self.pieces.neg_hi,
-                              self.pieces.pos_hi)
+                rho = np.clip(np.asarray(warm.dual, dtype=np.float64), -self.pieces.neg_hi, self.pieces.pos_hi)
             if self.bias and math.isfinite(warm.bias):
                 b = float(warm.bias)
         d[~self.nonempty] = 0.0
         return d, rho, b
 
     # -- one inner solve -------------------------------------------------------------
-    def inner(self, d: np.ndarray, rho: np.ndarray, u: np.ndarray, b: float,
-              eps: float) -> tuple[float, int]:
+    def inner(self, d: np.ndarray, rho: np.ndarray, u: np.ndarray, b: float, eps: float) -> tuple[float, int]:
         """Dual coordinate descent at fixed weights until the projected gradients' spread
         is at most ``eps`` on all samples (``rho``, ``u`` in place); the bias and the
         number of passes."""
         c = d / self.C
         Q = common.as_vector(self.row_norms @ c)
         kappa = float(np.mean(Q)) if self.bias else 0.0
-        play = kd.Play(np.flatnonzero(d > 0.0).astype(np.int64),
-                       common.as_vector(c[self.block_of]), Q, kappa)
-        point = kd.Point(u, rho, np.array([float(np.sum(rho))]),
-                         np.arange(self.N, dtype=np.int64))
+        play = kd.Play(np.flatnonzero(d > 0.0).astype(np.int64), common.as_vector(c[self.block_of]), Q, kappa)
+        point = kd.Point(u, rho, np.array([float(np.sum(rho))]), np.arange(self.N, dtype=np.int64))
         n_idx = self.N
         hi_old, lo_old = math.inf, -math.inf
         for epoch in range(int(self.engine.max_epochs)):
             self.seed += 1
-            n_idx, pg_max, pg_min = kd.epoch(self.rows, self.pieces, play, point, b, n_idx,
-                                             hi_old, lo_old, self.seed)
+            n_idx, pg_max, pg_min = kd.epoch(self.rows, self.pieces, play, point, b, n_idx, hi_old, lo_old, self.seed)
             if self.bias:
                 b += kappa * point.total[0]
             if pg_max - pg_min <= eps and abs(kappa * point.total[0]) <= eps:
                 if n_idx == self.N:
                     return b, epoch + 1
-                n_idx, hi_old, lo_old = self.N, math.inf, -math.inf   # all samples again
+                n_idx, hi_old, lo_old = self.N, math.inf, -math.inf  # all samples again
                 continue
             hi_old = pg_max if pg_max > 0.0 else math.inf
             lo_old = pg_min if pg_min < 0.0 else -math.inf
@@ -272,8 +276,9 @@ class _DualCDRun(Algorithm):
                 P, b = P2, b2
         return P, b
 
-    def certify(self, beta: np.ndarray, b: float, norms: np.ndarray, rho: np.ndarray,
-                dual_norms: np.ndarray) -> common.Certificate:
+    def certify(
+        self, beta: np.ndarray, b: float, norms: np.ndarray, rho: np.ndarray, dual_norms: np.ndarray
+    ) -> common.Certificate:
         """Primal at ``beta`` and, when the dual point puts some of its non-zero blocks within
         the regularizer's threshold (zero at the optimum), at ``beta`` without them: the
         lower; the dual at ``rho`` (:meth:`Certificate.at
@@ -287,8 +292,7 @@ class _DualCDRun(Algorithm):
             P0, b0 = self.primal(beta0, b, norms0)
             if P0 <= P:
                 P, b, beta, norms = P0, b0, beta0, norms0
-        return common.Certificate.at(self.problem, P, rho, norms, dual_norms=dual_norms,
-                                     bias=b, beta=beta)
+        return common.Certificate.at(self.problem, P, rho, norms, dual_norms=dual_norms, bias=b, beta=beta)
 
     # -- the outer loop ------------------------------------------------------------------
     def loop(self) -> SolveResult:
@@ -307,7 +311,7 @@ class _DualCDRun(Algorithm):
         while run.status is None:
             b, epochs = self.inner(d, rho, u, b, eps)
             it += 1
-            u = self.bank.project(rho)                   # exact, every block
+            u = self.bank.project(rho)  # exact, every block
             dual_norms = segment_norms(u, self.starts)
             c = d / self.C
             beta = c[self.block_of] * u
@@ -315,37 +319,49 @@ class _DualCDRun(Algorithm):
             cert = self.certify(beta, b, norms, rho, dual_norms)
             before = (inc.primal, inc.dual)
             if math.isfinite(cert.primal) and cert.primal < inc.primal:
-                inc.offer_primal(cert.primal, it, beta=cert.extra["beta"], bias=cert.extra["bias"],
-                                 norms=cert.norms)
+                inc.offer_primal(cert.primal, it, beta=cert.extra["beta"], bias=cert.extra["bias"], norms=cert.norms)
             inc.offer_dual(cert.dual, it, rho=cert.rho)
             quiet = 0 if (inc.primal, inc.dual) != before else quiet + 1
             active = d > 0.0
-            run.record(it, cert.primal, cert.dual, cert.gap, int(np.sum(cert.norms > 0.0)),
-                       epochs=epochs, eps=eps, kernels_in_play=int(np.sum(active)))
+            run.record(
+                it,
+                cert.primal,
+                cert.dual,
+                cert.gap,
+                int(np.sum(cert.norms > 0.0)),
+                epochs=epochs,
+                eps=eps,
+                kernels_in_play=int(np.sum(active)),
+            )
             if not (math.isfinite(cert.primal) and np.all(np.isfinite(rho))):
                 run.end(Status.NUMERICAL_ERROR, it, why=f"non-finite values at iteration {it}")
                 break
-            if run.check(it, cert.gap, stalled=(
+            if run.check(
+                it,
+                cert.gap,
+                stalled=(
                     f"no lower primal or higher dual value in {quiet} iterations in a row"
-                    if quiet >= STALL_ITERATIONS else None)):
+                    if quiet >= STALL_ITERATIONS
+                    else None
+                ),
+            ):
                 break
             slack = 0.01 * max(inc.primal - inc.dual, 0.0)
             if cert.primal > p_last + slack:
-                stretch[:] = 1.0             # it overshot: plain steps again
+                stretch[:] = 1.0  # it overshot: plain steps again
             p_last = min(p_last, cert.primal)
             d, stretch, last_step = self.next_weights(d, norms, dual_norms, stretch, last_step)
             gap_abs = max(min(inc.primal, cert.primal) - max(inc.dual, cert.dual), 0.0)
             gap_rel = gap_abs / max(abs(min(inc.primal, cert.primal)), 1e-300)
-            eps = max(min(eps, EPS_RATIO * max(gap_abs / max(n_eff, 1.0), FIRST_EPS * gap_rel)),
-                      1e-12)
+            eps = max(min(eps, EPS_RATIO * max(gap_abs / max(n_eff, 1.0), FIRST_EPS * gap_rel)), 1e-12)
         st = inc.primal_state
         if "beta" in st:
             st["alpha"] = self.bank.alpha_from_beta(st.pop("beta"))
         return run.result(it)
 
-    def next_weights(self, d: np.ndarray, norms: np.ndarray, dual_norms: np.ndarray,
-                     stretch: np.ndarray, last_step: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def next_weights(
+        self, d: np.ndarray, norms: np.ndarray, dual_norms: np.ndarray, stretch: np.ndarray, last_step: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The weights of the new block norms, extrapolated, dropped and brought back; the
         factors on the steps and the steps."""
         new = self.weights_of(norms)

@@ -7,6 +7,7 @@ within the box that the domain of the loss conjugate gives (:func:`dual_box`,
 :func:`project_dual` does both, :func:`projected_dual_objective` evaluates the
 dual objective (:mod:`mklkit.engines.objectives`) there.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,9 +31,7 @@ __all__ = [
 _CENTRED = 1e-12
 
 
-def project_sum_box(
-    rho: np.ndarray, lower: np.ndarray, upper: np.ndarray
-) -> np.ndarray:
+def project_sum_box(rho: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     r"""Euclidean projection onto :math:`\{\rho: \mathbf 1^\top\rho = 0,\ l \le \rho \le u\}`.
 
     The projection is :math:`\tilde\rho_i = \mathrm{clip}(\rho_i - \tau, l_i, u_i)`
@@ -63,9 +62,11 @@ def project_sum_box(
     lo = np.asarray(lower, dtype=np.float64)
     hi = np.asarray(upper, dtype=np.float64)
     if float(np.sum(lo)) > 0.0 or float(np.sum(hi)) < 0.0:
-        raise ValueError("no point of the box has a zero sum: the dual is infeasible "
-                         f"(sum of lower ends {float(np.sum(lo)):g}, of upper ends "
-                         f"{float(np.sum(hi)):g})")
+        raise ValueError(
+            "no point of the box has a zero sum: the dual is infeasible "
+            f"(sum of lower ends {float(np.sum(lo)):g}, of upper ends "
+            f"{float(np.sum(hi)):g})"
+        )
 
     def total(tau: float) -> float:
         return float(np.sum(np.clip(rho - tau, lo, hi)))
@@ -82,7 +83,7 @@ def project_sum_box(
         elif total(bp[-1]) > 0.0:
             left = bp[-1]
         else:
-            while j - i > 1:                      # S(bp[i]) >= 0 >= S(bp[j])
+            while j - i > 1:  # S(bp[i]) >= 0 >= S(bp[j])
                 mid = (i + j) // 2
                 if total(bp[mid]) >= 0.0:
                     i = mid
@@ -92,8 +93,11 @@ def project_sum_box(
             if total(left) == 0.0:
                 return np.clip(rho - left, lo, hi)
     # on the open piece every coordinate is clipped at the same end or free
-    probe = (left + right) / 2 if math.isfinite(left) and math.isfinite(right) else (
-        left + 1.0 if math.isfinite(left) else (right - 1.0 if math.isfinite(right) else 0.0))
+    probe = (
+        (left + right) / 2
+        if math.isfinite(left) and math.isfinite(right)
+        else (left + 1.0 if math.isfinite(left) else (right - 1.0 if math.isfinite(right) else 0.0))
+    )
     shifted = rho - probe
     free = (shifted > lo) & (shifted < hi)
     fixed = np.clip(shifted, lo, hi)[~free]
@@ -118,9 +122,7 @@ def dual_box(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     return -sl.conj_upper(), -sl.conj_lower()
 
 
-def centre_dual(
-    rho: np.ndarray, lower: np.ndarray, upper: np.ndarray, bias: bool = True
-) -> np.ndarray:
+def centre_dual(rho: np.ndarray, lower: np.ndarray, upper: np.ndarray, bias: bool = True) -> np.ndarray:
     r"""The Euclidean projection of a dual point onto :math:`\mathbf 1^\top\rho = 0` in its box.
 
     With a bias: the projection onto :math:`\{\rho: \mathbf 1^\top\rho = 0,\ l \le \rho
@@ -195,9 +197,7 @@ def project_dual(
     return scale_into_radius(rho, norms, float(problem.regularizer.conj_radius(problem.C)))
 
 
-def scale_into_radius(
-    rho: np.ndarray, norms: np.ndarray, radius: float
-) -> tuple[np.ndarray, np.ndarray]:
+def scale_into_radius(rho: np.ndarray, norms: np.ndarray, radius: float) -> tuple[np.ndarray, np.ndarray]:
     r"""Scale a dual point into the ball :math:`\max_m\|\rho\|_{K_m} \le R` (SpicyMKL §6.1).
 
     :math:`\rho' = \rho/s` with :math:`s = \max\{\max_m\|\rho\|_{K_m}/R, 1\}`, made

@@ -27,6 +27,7 @@ and the gap.
 Sign convention (``components/base.py``): ``loss.jit.conj(y, u)`` is the
 ordinary conjugate :math:`\ell^*(y, u)`; the dual uses :math:`u = -\rho`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -206,14 +207,12 @@ class SampleLoss:
 # ---------------------------------------------------------------------------
 # Objectives
 # ---------------------------------------------------------------------------
-def loss_value(loss: Loss, y: np.ndarray, z: np.ndarray,
-               weights: np.ndarray | None = None) -> float:
+def loss_value(loss: Loss, y: np.ndarray, z: np.ndarray, weights: np.ndarray | None = None) -> float:
     r""":math:`L(z) = \sum_i w_i\ell(y_i, z_i)` (:class:`SampleLoss`; :math:`w = 1` without ``weights``)."""
     return float(np.sum(SampleLoss(loss, y, weights).value(z)))
 
 
-def loss_conjugate(loss: Loss, y: np.ndarray, rho: np.ndarray,
-                   weights: np.ndarray | None = None) -> float:
+def loss_conjugate(loss: Loss, y: np.ndarray, rho: np.ndarray, weights: np.ndarray | None = None) -> float:
     r""":math:`L^*(-\rho) = \sum_i (w_i\ell)^*(y_i, -\rho_i)` (SpicyMKL eq. 15, with the
     scaling of :class:`SampleLoss`); ``inf`` outside the domain."""
     return float(np.sum(SampleLoss(loss, y, weights).conj(-np.asarray(rho, dtype=np.float64))))
@@ -231,12 +230,7 @@ def regularizer_conjugate(reg: Regularizer, norms: np.ndarray, C: float) -> floa
 
 
 def primal_objective(
-    problem: Problem,
-    alpha: np.ndarray,
-    bias: float,
-    *,
-    norms: np.ndarray | None = None,
-    z: np.ndarray | None = None,
+    problem: Problem, alpha: np.ndarray, bias: float, *, norms: np.ndarray | None = None, z: np.ndarray | None = None
 ) -> float:
     r"""Primal objective :math:`P(\alpha, b)` (SpicyMKL eq. 42 / eq. 7).
 
@@ -261,9 +255,7 @@ def primal_objective(
     )
 
 
-def dual_objective(
-    problem: Problem, rho: np.ndarray, *, norms: np.ndarray | None = None
-) -> float:
+def dual_objective(problem: Problem, rho: np.ndarray, *, norms: np.ndarray | None = None) -> float:
     r"""Dual objective :math:`D(\rho)` of SpicyMKL eq. (48) at ``rho`` as given.
 
     No projection is made (see :func:`projected_dual_objective`); the value
@@ -319,8 +311,10 @@ def kernel_weights(reg: Regularizer, norms: np.ndarray) -> np.ndarray:
     bad = (norms > 0) & ~np.isfinite(w)
     if np.any(bad):
         logger.warning(
-            "regularizer %r gave %d non-finite kernel weights at non-zero block norms; "
-            "they are set to 0", reg.name, int(np.sum(bad)))
+            "regularizer %r gave %d non-finite kernel weights at non-zero block norms; they are set to 0",
+            reg.name,
+            int(np.sum(bad)),
+        )
     w = np.where((norms > 0) & np.isfinite(w), w, 0.0)
     total = float(np.sum(w))
     if total > 0.0:
@@ -411,8 +405,7 @@ def _bracket(line: _BiasLine, b: float, d1: float) -> tuple[float, float, float]
     return b, far, b
 
 
-def _newton_in_bracket(line: _BiasLine, b: float, lo: float, hi: float, tol: float,
-                       max_iter: int) -> float:
+def _newton_in_bracket(line: _BiasLine, b: float, lo: float, hi: float, tol: float, max_iter: int) -> float:
     """Newton steps from ``b`` that stay inside the shrinking bracket, else bisection."""
     for _ in range(max_iter):
         d1, dabs = line.slope(b)

@@ -127,6 +127,7 @@ the dual uses the conjugate of :math:`\tilde g_C(x) + \mu x^2`,
 unbounded; objective, dual and gap then all refer to the problem with the
 :math:`\mu` term.
 """
+
 from __future__ import annotations
 
 from typing import ClassVar
@@ -190,38 +191,60 @@ class Proximal(Engine):
     params: ClassVar[tuple[Param, ...]] = (
         COMMON_PARAMS[0],
         Param("max_iter", 20000, "maximum number of proximal-gradient steps", type=int, low=1),
-        Param("step", "adaptive",
-              "step size 1/L: 'lipschitz' keeps the bound deriv_lipschitz*lambda_max, "
-              "'backtracking' starts from the curvature at the start point, 'adaptive' "
-              "starts from the bound and tries L*shrink before every step; all grow L "
-              "when the sufficient-decrease test fails",
-              type=str, choices=("lipschitz", "backtracking", "adaptive")),
-        Param("shrink", 0.5, "with step 'adaptive': factor applied to L before every step",
-              low=0.0, high=1.0, low_open=True),
-        Param("accelerated", True, "FISTA momentum (false: the paper's plain iteration)",
-              type=bool),
-        Param("restart", "gradient", "adaptive momentum restart (O'Donoghue & Candes)",
-              type=str, choices=("gradient", "none")),
+        Param(
+            "step",
+            "adaptive",
+            "step size 1/L: 'lipschitz' keeps the bound deriv_lipschitz*lambda_max, "
+            "'backtracking' starts from the curvature at the start point, 'adaptive' "
+            "starts from the bound and tries L*shrink before every step; all grow L "
+            "when the sufficient-decrease test fails",
+            type=str,
+            choices=("lipschitz", "backtracking", "adaptive"),
+        ),
+        Param(
+            "shrink",
+            0.5,
+            "with step 'adaptive': factor applied to L before every step",
+            low=0.0,
+            high=1.0,
+            low_open=True,
+        ),
+        Param("accelerated", True, "FISTA momentum (false: the paper's plain iteration)", type=bool),
+        Param(
+            "restart",
+            "gradient",
+            "adaptive momentum restart (O'Donoghue & Candes)",
+            type=str,
+            choices=("gradient", "none"),
+        ),
         Param("mu", 0.0, "weight of the strictly convex term mu*||f||^2 (Remark 1)", low=0.0),
         Param("gap_every", 10, "iterations between duality-gap checks", type=int, low=1),
-        Param("backtrack", 2.0, "factor by which L grows when the sufficient-decrease test fails",
-              low=1.0, low_open=True, high=100.0),
-        Param("max_backtrack", 60, "failed sufficient-decrease tests in a row before 'stalled'",
-              type=int, low=1),
-        Param("safety", 1.02, "factor applied to the power-iteration estimate of lambda_max",
-              low=1.0, high=10.0),
-        Param("power_iter", 100, "maximum number of power iterations for lambda_max",
-              type=int, low=1),
+        Param(
+            "backtrack",
+            2.0,
+            "factor by which L grows when the sufficient-decrease test fails",
+            low=1.0,
+            low_open=True,
+            high=100.0,
+        ),
+        Param("max_backtrack", 60, "failed sufficient-decrease tests in a row before 'stalled'", type=int, low=1),
+        Param("safety", 1.02, "factor applied to the power-iteration estimate of lambda_max", low=1.0, high=10.0),
+        Param("power_iter", 100, "maximum number of power iterations for lambda_max", type=int, low=1),
         Param("screening", True, "skip zero blocks that provably stay zero", type=bool),
     )
 
     requires: ClassVar[Requires] = Requires(
-        loss=(needs(SMOOTH_PRIMAL, why="the proximal-gradient method steps along the gradient "
-                                       "of the loss; use spicy"),),
+        loss=(
+            needs(SMOOTH_PRIMAL, why="the proximal-gradient method steps along the gradient of the loss; use spicy"),
+        ),
         regularizer=(common.SEPARABLE_SUMS,),
-        bank=(needs(ARRAY_BANK, FACTOR_BANK,
-                    why="the proximal-gradient engine reads the kernels as one array or "
-                        "through their factors"),),
+        bank=(
+            needs(
+                ARRAY_BANK,
+                FACTOR_BANK,
+                why="the proximal-gradient engine reads the kernels as one array or through their factors",
+            ),
+        ),
         sample_weight=True,  # the loss enters through SampleLoss only
     )
     representations: ClassVar[tuple[str, ...]] = ("array", "factor")

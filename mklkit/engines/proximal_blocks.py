@@ -4,6 +4,7 @@ An iterate keeps only its non-zero blocks (:class:`Iterate`); a zero block is
 skipped when a bound on its gradient norm proves that the step keeps it zero
 (:class:`ScreeningBounds`, the rule of :mod:`mklkit.engines.proximal`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,13 +17,12 @@ class Iterate:
 
     __slots__ = ("idx", "A", "U", "b", "z")
 
-    def __init__(self, idx: np.ndarray, A: np.ndarray, U: np.ndarray, b: float,
-                 z: np.ndarray) -> None:
-        self.idx = idx        # (P,) int64, sorted: non-zero blocks
-        self.A = A            # (P, N) coefficients alpha_m
-        self.U = U            # (P, N) K_m alpha_m, carried along
+    def __init__(self, idx: np.ndarray, A: np.ndarray, U: np.ndarray, b: float, z: np.ndarray) -> None:
+        self.idx = idx  # (P,) int64, sorted: non-zero blocks
+        self.A = A  # (P, N) coefficients alpha_m
+        self.U = U  # (P, N) K_m alpha_m, carried along
         self.b = b
-        self.z = z            # (N,) sum_m u_m + b
+        self.z = z  # (N,) sum_m u_m + b
 
 
 def embed(src_idx: np.ndarray, rows: np.ndarray, dst_idx: np.ndarray) -> np.ndarray:
@@ -71,7 +71,7 @@ class ScreeningBounds:
         has = ids >= 0
         if not np.any(has):
             return out
-        Q = self.Q[:self.n]
+        Q = self.Q[: self.n]
         d_minus = np.sqrt(np.maximum(np.einsum("ij,ij->i", Q - v, Q - v), 0.0))
         d_plus = np.sqrt(np.maximum(np.einsum("ij,ij->i", Q + v, Q + v), 0.0))
         dist = np.minimum(d_minus, d_plus)
@@ -90,7 +90,7 @@ class ScreeningBounds:
             return
         remap = np.full(self.n, -1, dtype=np.int64)
         remap[used] = np.arange(used.size)
-        self.Q[:used.size] = self.Q[used]
+        self.Q[: used.size] = self.Q[used]
         self.n = int(used.size)
         has = self.ref_id >= 0
         self.ref_id[has] = remap[self.ref_id[has]]

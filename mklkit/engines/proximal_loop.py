@@ -6,6 +6,7 @@ the sufficient-decrease test (L grows on failure; with the ``adaptive`` rule it
 shrinks before every step), updates the momentum with the gradient restart, and
 every ``gap_every`` steps certifies the iterate.
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,6 +30,7 @@ class _Point(NamedTuple):
     r"""The extrapolated point :math:`v = x + \beta(x - x_{\text{prev}})`: its support
     (the non-zero blocks of either), prediction, bias, loss gradient ``r`` and its sum,
     loss values and their sum."""
+
     sup: np.ndarray
     z: np.ndarray
     b: float
@@ -45,8 +47,7 @@ class _Blocks:
 
     __slots__ = ("zero", "admitted", "comp", "KR", "xrow", "V", "UV")
 
-    def __init__(self, zero: np.ndarray, admitted: np.ndarray, comp: np.ndarray,
-                 KR: np.ndarray) -> None:
+    def __init__(self, zero: np.ndarray, admitted: np.ndarray, comp: np.ndarray, KR: np.ndarray) -> None:
         self.zero, self.admitted, self.comp, self.KR = zero, admitted, comp, KR
 
 
@@ -54,6 +55,7 @@ class _Trial(NamedTuple):
     r"""One prox-gradient step: the scale of every computed block (0: the block is zero),
     the new coefficients, products, bias and prediction, :math:`\langle v - x^+, x^+ -
     x\rangle` of the blocks and whether the sufficient-decrease test passed."""
+
     scale: np.ndarray
     A: np.ndarray
     U: np.ndarray
@@ -118,8 +120,9 @@ class ProximalRun(ProximalObjective):
             A0 = np.array(self.warm_start.alpha, dtype=np.float64)
             idx = np.flatnonzero(np.any(A0 != 0.0, axis=1)).astype(np.int64)
             A = np.ascontiguousarray(A0[idx])
-            U, _ = self.passes.certificate_pass(idx, A, np.arange(idx.size, dtype=np.int64),
-                                                np.zeros(N), np.zeros(idx.size, dtype=bool))
+            U, _ = self.passes.certificate_pass(
+                idx, A, np.arange(idx.size, dtype=np.int64), np.zeros(N), np.zeros(idx.size, dtype=bool)
+            )
             b0 = float(self.warm_start.bias) if self.bias else 0.0
         else:
             idx = np.zeros(0, dtype=np.int64)
@@ -147,11 +150,9 @@ class ProximalRun(ProximalObjective):
         cert = self.certificate(x)
         self.offer(x, cert, 0)
         if not (math.isfinite(cert.primal) and not math.isnan(cert.gap)):
-            run.end(Status.NUMERICAL_ERROR, 0, f"non-finite objective at the start "
-                                               f"(primal {cert.primal!r})")
+            run.end(Status.NUMERICAL_ERROR, 0, f"non-finite objective at the start (primal {cert.primal!r})")
         elif cert.gap <= run.tol:
-            run.end(Status.CONVERGED, 0, f"at the start, {x.idx.size} active kernels",
-                    gap=cert.gap)
+            run.end(Status.CONVERGED, 0, f"at the start, {x.idx.size} active kernels", gap=cert.gap)
 
     # -- one iteration -------------------------------------------------------------
     def extrapolated(self) -> _Point | None:
@@ -170,8 +171,7 @@ class ProximalRun(ProximalObjective):
         lv = self.loss_values(zv)
         Fv = float(np.sum(lv))
         if not (math.isfinite(Fv) and np.all(np.isfinite(r))):
-            self.run.end(Status.NUMERICAL_ERROR, self.it, f"non-finite loss or gradient at "
-                                                          f"iteration {self.it + 1}")
+            self.run.end(Status.NUMERICAL_ERROR, self.it, f"non-finite loss or gradient at iteration {self.it + 1}")
             return None
         return _Point(sup, zv, bv, r, gb, lv, Fv)
 
@@ -210,8 +210,7 @@ class ProximalRun(ProximalObjective):
         """``v``'s coefficients and products on the computed blocks."""
         x, xp = self.x, self.x_prev
         blk.xrow = rows_in(x.idx, blk.comp)
-        prow = rows_in(xp.idx, blk.comp) if self.momentum != 0.0 \
-            else np.full(blk.comp.size, -1, dtype=np.int64)
+        prow = rows_in(xp.idx, blk.comp) if self.momentum != 0.0 else np.full(blk.comp.size, -1, dtype=np.int64)
         blk.V, blk.UV = kprox.extrapolate(blk.xrow, x.A, x.U, prow, xp.A, xp.U, self.momentum)
 
     def admit_more(self, v: _Point, blk: _Blocks) -> None:
@@ -245,15 +244,19 @@ class ProximalRun(ProximalObjective):
             n_bt += 1
             self.counts["backtracks"] += 1
             if n_bt > eng.max_backtrack:
-                self.run.end(Status.STALLED, self.it,
-                             f"the sufficient-decrease test failed {eng.max_backtrack} times "
-                             f"in a row at iteration {self.it + 1} (L = {self.L:.3e})")
+                self.run.end(
+                    Status.STALLED,
+                    self.it,
+                    f"the sufficient-decrease test failed {eng.max_backtrack} times "
+                    f"in a row at iteration {self.it + 1} (L = {self.L:.3e})",
+                )
                 return None
             self.L *= float(eng.backtrack)
             self.admit_more(v, blk)
         keep = step.scale > 0.0
-        new = Iterate(blk.comp[keep], np.ascontiguousarray(step.A[keep]),
-                      np.ascontiguousarray(step.U[keep]), step.b, step.z)
+        new = Iterate(
+            blk.comp[keep], np.ascontiguousarray(step.A[keep]), np.ascontiguousarray(step.U[keep]), step.b, step.z
+        )
         self.update_momentum(v, new, step.ip)
         return new
 
@@ -265,11 +268,9 @@ class ProximalRun(ProximalObjective):
         with np.errstate(invalid="ignore", divide="ignore"):
             sc = np.where(nw > 0.0, p / nw, 0.0)
         if not np.all(np.isfinite(sc)):
-            self.run.end(Status.NUMERICAL_ERROR, self.it, f"non-finite block prox at "
-                                                          f"iteration {self.it + 1}")
+            self.run.end(Status.NUMERICAL_ERROR, self.it, f"non-finite block prox at iteration {self.it + 1}")
             return None
-        A_new, U_new, f_new, dist2, ip = kprox.prox_finish(sc, W, KW, blk.V, blk.UV, blk.xrow,
-                                                           self.x.U)
+        A_new, U_new, f_new, dist2, ip = kprox.prox_finish(sc, W, KW, blk.V, blk.UV, blk.xrow, self.x.U)
         b_new = v.b - (eta / self.omega) * v.r_sum if self.bias else 0.0
         z_new = f_new + b_new
         l_new = self.loss_values(z_new)
@@ -305,21 +306,33 @@ class ProximalRun(ProximalObjective):
         self.checked = it
         self.offer(x, cert, it)
         self.record(cert)
-        logger.debug("proximal it=%d P=%.12g D=%.12g gap=%.3e active=%d L=%.3g",
-                     it, cert.primal, cert.dual, cert.gap, x.idx.size, self.L)
+        logger.debug(
+            "proximal it=%d P=%.12g D=%.12g gap=%.3e active=%d L=%.3g",
+            it,
+            cert.primal,
+            cert.dual,
+            cert.gap,
+            x.idx.size,
+            self.L,
+        )
         if not (math.isfinite(cert.primal) and not math.isnan(cert.gap)):
-            run.end(Status.NUMERICAL_ERROR, it, f"non-finite objective (primal "
-                                                f"{cert.primal!r}, dual {cert.dual!r})")
+            run.end(Status.NUMERICAL_ERROR, it, f"non-finite objective (primal {cert.primal!r}, dual {cert.dual!r})")
         else:
             run.check(it)
 
     def record(self, c: common.Certificate) -> dict[str, Any]:
         """One history record; the counters start again."""
         counts = self.counts
-        extra = {"step_size": 1.0 / self.L, "momentum": self.momentum,
-                 "n_restarts": counts["restarts"], "n_backtracks": counts["backtracks"],
-                 "n_computed": counts["computed"], "n_exact_dual": c.extra["n_exact"],
-                 "bias": c.extra["b_star"], "step_rule": self.step_rule}
+        extra = {
+            "step_size": 1.0 / self.L,
+            "momentum": self.momentum,
+            "n_restarts": counts["restarts"],
+            "n_backtracks": counts["backtracks"],
+            "n_computed": counts["computed"],
+            "n_exact_dual": c.extra["n_exact"],
+            "bias": c.extra["b_star"],
+            "step_rule": self.step_rule,
+        }
         for key in counts:
             counts[key] = 0
         return self.run.record(self.it, c.primal, c.dual, c.gap, self.x.idx.size, **extra)

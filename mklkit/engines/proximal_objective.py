@@ -6,6 +6,7 @@ certificate replaces the bias by the optimal one, projects the dual point
 and computes exactly only the dual block norms that the screening bounds do
 not settle (the section *Duality gap* of :mod:`mklkit.engines.proximal`).
 """
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,7 @@ class ProximalObjective(Algorithm):
     the loss, the prox, value and conjugate of the regularizer with that term, and the
     certificate of an iterate."""
 
-    def __init__(self, engine: Engine, problem: Problem, run: Run,
-                 warm_start: SolveResult | None) -> None:
+    def __init__(self, engine: Engine, problem: Problem, run: Run, warm_start: SolveResult | None) -> None:
         super().__init__(engine, problem, run, warm_start)
         self.passes = passes_for(problem)
         self.loss = problem.loss
@@ -48,8 +48,7 @@ class ProximalObjective(Algorithm):
         if self.mu == 0.0:
             return np.asarray(self.rk.prox(v, eta * self.C, self.pr), dtype=np.float64)
         c = 1.0 + 2.0 * eta * self.mu
-        return np.asarray(self.rk.prox(common.as_vector(v / c), eta * self.C / c, self.pr),
-                          dtype=np.float64)
+        return np.asarray(self.rk.prox(common.as_vector(v / c), eta * self.C / c, self.pr), dtype=np.float64)
 
     def reg_value(self, x: np.ndarray) -> float:
         x = common.as_vector(x)
@@ -64,8 +63,7 @@ class ProximalObjective(Algorithm):
         if self.mu == 0.0:
             return np.asarray(self.rk.conj(ynorm, self.C, self.pr), dtype=np.float64)
         c2 = 2.0 * self.mu
-        x = np.asarray(self.rk.prox(common.as_vector(ynorm / c2), self.C / c2, self.pr),
-                       dtype=np.float64)
+        x = np.asarray(self.rk.prox(common.as_vector(ynorm / c2), self.C / c2, self.pr), dtype=np.float64)
         gx = np.asarray(self.rk.value(common.as_vector(x), self.C, self.pr), dtype=np.float64)
         return x * ynorm - gx - self.mu * x * x
 
@@ -78,7 +76,7 @@ class ProximalObjective(Algorithm):
         if self.bias:
             b_star = common.optimal_bias(self.loss, y, f_approx, x.b, weights=self.sl.w)
         rho = -self.deriv(common.as_vector(f_approx + b_star))
-        if self.bias:        # the rounding residue of the sum, removed inside the box
+        if self.bias:  # the rounding residue of the sum, removed inside the box
             rho = common.centre_dual(rho, -self.upper, -self.lower)
         # which dual block norms must be exact
         allm = np.arange(self.M, dtype=np.int64)
@@ -95,8 +93,7 @@ class ProximalObjective(Algorithm):
         sel = np.flatnonzero(need | act).astype(np.int64)
         arow = rows_in(x.idx, sel)
         want = need[sel]
-        KA, nr = self.passes.certificate_pass(sel, x.A.reshape(x.idx.size, self.N), arow, rho,
-                                              want)
+        KA, nr = self.passes.certificate_pass(sel, x.A.reshape(x.idx.size, self.N), arow, rho, want)
         norms_rho = bnd.copy()
         norms_rho[sel[want]] = nr[want]
         self.screen.add(rho, sel[want], nr[want])
@@ -105,16 +102,14 @@ class ProximalObjective(Algorithm):
         # may carry components in the null space of K_m (invisible to the
         # objective) that make a fresh product differ from u_m by rounding, and
         # mixing the two would perturb the momentum x - x_prev.
-        norms = np.sqrt(np.maximum(np.einsum("ij,ij->i", x.A, KA), 0.0)) if x.idx.size \
-            else np.zeros(0)
+        norms = np.sqrt(np.maximum(np.einsum("ij,ij->i", x.A, KA), 0.0)) if x.idx.size else np.zeros(0)
         f = KA.sum(axis=0) if x.idx.size else np.zeros(self.N)
         zs = f + b_star if self.bias else f
         P = float(np.sum(self.loss_values(common.as_vector(zs)))) + self.reg_value(norms)
         # dual
         extra = {"b_star": b_star, "n_exact": int(np.sum(want))}
         if self.mu == 0.0:
-            return common.Certificate.at(self.problem, P, rho, norms, dual_norms=norms_rho,
-                                         **extra)
+            return common.Certificate.at(self.problem, P, rho, norms, dual_norms=norms_rho, **extra)
         # the conjugate of g_C + mu x^2 has an unbounded domain: rho is feasible as it is
         D = -common.loss_conjugate(self.loss, y, rho, self.sl.w) - float(np.sum(self.reg_conj(norms_rho)))
         return common.Certificate.of(P, D, rho, norms, **extra)
@@ -128,5 +123,12 @@ class ProximalObjective(Algorithm):
             if x.idx.size:
                 alpha[x.idx] = x.A
                 norms[x.idx] = cert.norms
-        self.run.offer(it, primal=cert.primal if alpha is not None else None, alpha=alpha,
-                       bias=cert.extra["b_star"], norms=norms, dual=cert.dual, rho=cert.rho)
+        self.run.offer(
+            it,
+            primal=cert.primal if alpha is not None else None,
+            alpha=alpha,
+            bias=cert.extra["b_star"],
+            norms=norms,
+            dual=cert.dual,
+            rho=cert.rho,
+        )

@@ -8,6 +8,7 @@ with no N x N array: the Lipschitz estimate (power iteration on
 norms of the screening bounds, the products :math:`K_mr` of a gradient step
 and the certificate pass (:math:`K_m\alpha_m` and :math:`\|\rho\|_{K_m}`).
 """
+
 from __future__ import annotations
 
 import math
@@ -21,8 +22,7 @@ from .._jit import proximal as kprox
 from ..kernels.factor import FactorBank
 from . import common
 
-__all__ = ["ArrayPasses", "FactorPasses", "passes_for", "lipschitz_estimate",
-           "power_iteration", "PARALLEL_MIN_WORK"]
+__all__ = ["ArrayPasses", "FactorPasses", "passes_for", "lipschitz_estimate", "power_iteration", "PARALLEL_MIN_WORK"]
 
 #: Reads of the bank smaller than this many multiply-adds (about a millisecond
 #: on one core) run without threads: starting and synchronising a parallel
@@ -43,8 +43,9 @@ def matvecs(K: np.ndarray, v: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return blocks.matvecs_subset_serial(K, v, idx)
 
 
-def certificate_pass(K: np.ndarray, idx: np.ndarray, A: np.ndarray, arow: np.ndarray,
-                     rho: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def certificate_pass(
+    K: np.ndarray, idx: np.ndarray, A: np.ndarray, arow: np.ndarray, rho: np.ndarray, want: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`mklkit._jit.proximal.certificate_pass`, threaded only for large reads."""
     fn = kprox.certificate_pass if _parallel(idx.size, K.shape[1]) else kprox.certificate_pass_serial
     return fn(K, idx, common.as_vector(A), arow, common.as_vector(rho), want)
@@ -79,9 +80,7 @@ def power_iteration(A: np.ndarray, n_iter: int = 50, rtol: float = 1e-6) -> floa
     return max(lam, 0.0)
 
 
-def lipschitz_estimate(
-    S: Any, bias: bool, n_iter: int = 50
-) -> tuple[float, float]:
+def lipschitz_estimate(S: Any, bias: bool, n_iter: int = 50) -> tuple[float, float]:
     r""":math:`\lambda_{\max}(S + \omega^{-1}\mathbf 1\mathbf 1^\top)` and the bias metric :math:`\omega`.
 
     ``S`` is :math:`\sum_m K_m` (an array, or an operator with ``shape``, ``@`` and
@@ -94,7 +93,7 @@ def lipschitz_estimate(
     n = S.shape[0]
     lam_s = power_iteration(S, n_iter)
     if not (lam_s > 0.0 and math.isfinite(lam_s)):
-        lam_s = 1.0          # all kernels vanish: any positive scale will do
+        lam_s = 1.0  # all kernels vanish: any positive scale will do
     if not bias:
         return lam_s, 1.0
     omega = n / lam_s
@@ -136,8 +135,9 @@ class ArrayPasses:
     def matvecs(self, v: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return matvecs(self.K, v, idx)
 
-    def certificate_pass(self, idx: np.ndarray, A: np.ndarray, arow: np.ndarray,
-                         rho: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def certificate_pass(
+        self, idx: np.ndarray, A: np.ndarray, arow: np.ndarray, rho: np.ndarray, want: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         return certificate_pass(self.K, idx, A, arow, rho, want)
 
 
@@ -155,8 +155,9 @@ class FactorPasses:
     def matvecs(self, v: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return self.bank.matvecs_subset(v, idx)
 
-    def certificate_pass(self, idx: np.ndarray, A: np.ndarray, arow: np.ndarray,
-                         rho: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def certificate_pass(
+        self, idx: np.ndarray, A: np.ndarray, arow: np.ndarray, rho: np.ndarray, want: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         KA = np.zeros((A.shape[0], self.bank.n_samples))
         has = arow >= 0
         if np.any(has):

@@ -4,6 +4,7 @@ r"""One solve of an engine: the clock, the history, the callback, the best point
 <mklkit.engines.base.Engine.solve>` and handed to the engine's loop; every
 ending (:data:`STOP_REASONS`) has its message from :func:`stop_message`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,18 +32,30 @@ Callback = Callable[[dict[str, Any]], Any]
 #: How a run ends, in the order :meth:`Run.check` tests them: a numerical
 #: error (tested by the engine, before), convergence, the callback, a stall
 #: (the engine's reason), the iteration limit.
-STOP_REASONS: tuple[Status, ...] = (Status.NUMERICAL_ERROR, Status.CONVERGED, Status.STOPPED,
-                                    Status.STALLED, Status.MAX_ITER)
-
+STOP_REASONS: tuple[Status, ...] = (
+    Status.NUMERICAL_ERROR,
+    Status.CONVERGED,
+    Status.STOPPED,
+    Status.STALLED,
+    Status.MAX_ITER,
+)
 
 
 def _plural(unit: str, n: int) -> str:
     return unit if n == 1 else unit + "s"
 
 
-def stop_message(engine: str, status: Status, iterations: int, *, unit: str = "iteration",
-                 gap: float = math.nan, tol: float = math.nan, max_iter: int | None = None,
-                 why: str = "") -> str:
+def stop_message(
+    engine: str,
+    status: Status,
+    iterations: int,
+    *,
+    unit: str = "iteration",
+    gap: float = math.nan,
+    tol: float = math.nan,
+    max_iter: int | None = None,
+    why: str = "",
+) -> str:
     """The one message of every ending (:data:`STOP_REASONS`).
 
     ``why`` says what happened for a stall or a numerical error (and is
@@ -120,8 +133,9 @@ class Run:
         The callback asked to stop (at the last :meth:`record`).
     """
 
-    def __init__(self, engine: Engine, problem: Problem, callback: Callback | None = None, *,
-                 unit: str | None = None) -> None:
+    def __init__(
+        self, engine: Engine, problem: Problem, callback: Callback | None = None, *, unit: str | None = None
+    ) -> None:
         self.engine = engine
         self.problem = problem
         self.callback = callback
@@ -152,9 +166,17 @@ class Run:
         return time.perf_counter() - self.t0
 
     # -- points ----------------------------------------------------------------
-    def offer(self, iteration: int, *, primal: float | None = None, alpha: np.ndarray | None = None,
-              bias: float = 0.0, norms: np.ndarray | None = None, dual: float | None = None,
-              rho: np.ndarray | None = None) -> None:
+    def offer(
+        self,
+        iteration: int,
+        *,
+        primal: float | None = None,
+        alpha: np.ndarray | None = None,
+        bias: float = 0.0,
+        norms: np.ndarray | None = None,
+        dual: float | None = None,
+        rho: np.ndarray | None = None,
+    ) -> None:
         r"""Offer a primal point (value, ``alpha`` (M, N), ``bias``, block ``norms``) and/or a
         feasible dual point (value, ``rho`` (N,)) to the incumbents.
 
@@ -171,9 +193,17 @@ class Run:
             inc.offer_dual(dual, iteration, rho=rho)
 
     # -- history and callback ------------------------------------------------------
-    def record(self, iteration: int, objective: float, dual_objective: float,
-               gap: float | None = None, n_active: int = 0, *, callback: bool = True,
-               **extra: Any) -> dict[str, Any]:
+    def record(
+        self,
+        iteration: int,
+        objective: float,
+        dual_objective: float,
+        gap: float | None = None,
+        n_active: int = 0,
+        *,
+        callback: bool = True,
+        **extra: Any,
+    ) -> dict[str, Any]:
         """Append a history record and call the callback with it.
 
         The record holds ``iteration``, ``objective``, ``dual_objective``,
@@ -185,8 +215,15 @@ class Run:
         """
         if gap is None:
             gap = common.relative_gap(objective, dual_objective)
-        rec = {"iteration": iteration, "objective": objective, "dual_objective": dual_objective,
-               "gap": gap, "n_active": int(n_active), "time_s": self.elapsed(), **extra}
+        rec = {
+            "iteration": iteration,
+            "objective": objective,
+            "dual_objective": dual_objective,
+            "gap": gap,
+            "n_active": int(n_active),
+            "time_s": self.elapsed(),
+            **extra,
+        }
         self.history.append(rec)
         self.gap = float(gap)
         if callback and self.callback is not None:
@@ -199,19 +236,23 @@ class Run:
         """The smaller of the last recorded gap and the incumbents' gap (NaN ignored)."""
         return _finite_min(self.gap, self.incumbents.gap)
 
-    def end(self, status: Status, iterations: int, why: str = "",
-            gap: float | None = None) -> bool:
+    def end(self, status: Status, iterations: int, why: str = "", gap: float | None = None) -> bool:
         """End the run with ``status`` (message by :func:`stop_message`); returns True."""
         self.status = status
         self.message = stop_message(
-            self.name, status, iterations, unit=self.unit,
-            gap=self.best_gap if gap is None else gap, tol=self.tol, max_iter=self.max_iter,
-            why=why)
+            self.name,
+            status,
+            iterations,
+            unit=self.unit,
+            gap=self.best_gap if gap is None else gap,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            why=why,
+        )
         logger.debug("%s", self.message)
         return True
 
-    def check(self, iterations: int, gap: float | None = None, *,
-              stalled: str | None = None) -> bool:
+    def check(self, iterations: int, gap: float | None = None, *, stalled: str | None = None) -> bool:
         """End the run if it is over; True when it is.
 
         In order: converged (``gap``, default the best gap, at most ``tol``),
@@ -230,9 +271,18 @@ class Run:
         return False
 
     # -- result --------------------------------------------------------------------
-    def result(self, iterations: int, *, alpha: np.ndarray | None = None, bias: float = 0.0,
-               primal: float = math.nan, dual: float = math.nan, rho: np.ndarray | None = None,
-               norms: np.ndarray | None = None, weights: np.ndarray | None = None) -> SolveResult:
+    def result(
+        self,
+        iterations: int,
+        *,
+        alpha: np.ndarray | None = None,
+        bias: float = 0.0,
+        primal: float = math.nan,
+        dual: float = math.nan,
+        rho: np.ndarray | None = None,
+        norms: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
+    ) -> SolveResult:
         """The :class:`~mklkit.result.SolveResult` of the run.
 
         From the incumbents (best primal, best dual point; the message says
@@ -247,11 +297,33 @@ class Run:
         C_max = None if self.zero is None else self.zero.C_max
         if alpha is None:
             return common.incumbent_result(
-                self.problem, self.incumbents, engine=self.name, status=self.status,
-                message=self.message, iterations=iterations, history=self.history, t0=self.t0,
-                C_max=C_max, unit=self.unit, warn=False)
+                self.problem,
+                self.incumbents,
+                engine=self.name,
+                status=self.status,
+                message=self.message,
+                iterations=iterations,
+                history=self.history,
+                t0=self.t0,
+                C_max=C_max,
+                unit=self.unit,
+                warn=False,
+            )
         return common.build_result(
-            self.problem, engine=self.name, status=self.status, alpha=alpha, bias=bias,
-            primal=primal, dual=dual, iterations=iterations, history=self.history,
-            message=self.message, time_s=self.elapsed(), norms=norms, rho=rho, C_max=C_max,
-            weights=weights, warn=False)
+            self.problem,
+            engine=self.name,
+            status=self.status,
+            alpha=alpha,
+            bias=bias,
+            primal=primal,
+            dual=dual,
+            iterations=iterations,
+            history=self.history,
+            message=self.message,
+            time_s=self.elapsed(),
+            norms=norms,
+            rho=rho,
+            C_max=C_max,
+            weights=weights,
+            warn=False,
+        )

@@ -15,11 +15,20 @@ them, builds the kernel bank once and solves; they work in ``Pipeline``,
 
 Usage is documented in ``docs/api.md``.
 """
+
 from __future__ import annotations
 
 from ._classes import MKLClassifier, MKLRegressor
 from ._defaults import DEFAULT_ALL_WIDTH_FACTORS, DEFAULT_DEGREES, DEFAULT_EACH_WIDTHS, default_kernels, feature_kinds
 from ._path import MKLPath
 
-__all__ = ["MKLClassifier", "MKLRegressor", "MKLPath", "default_kernels", "feature_kinds", "DEFAULT_ALL_WIDTH_FACTORS",
-           "DEFAULT_EACH_WIDTHS", "DEFAULT_DEGREES"]
+__all__ = [
+    "MKLClassifier",
+    "MKLRegressor",
+    "MKLPath",
+    "default_kernels",
+    "feature_kinds",
+    "DEFAULT_ALL_WIDTH_FACTORS",
+    "DEFAULT_EACH_WIDTHS",
+    "DEFAULT_DEGREES",
+]

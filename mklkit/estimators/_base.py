@@ -1,5 +1,6 @@
 """The estimators' base: fit and fit_path over the parameter checks, the fit preparation, the solves and
 the prediction of the modules before it; the fitted state, pickles and tags."""
+
 from __future__ import annotations
 
 import logging
@@ -75,8 +76,7 @@ class BaseMKL(ParameterChecks, FitPreparation, Solving, Prediction, BaseEstimato
         else:
             self.bank_ = strip_bank(prep.bank, active_idx)
         # on a factor bank: what the factors leave out of the kernels (None otherwise)
-        self.factor_approximation_ = (prep.approximation if prep.representation == "factor"
-                                      else None)
+        self.factor_approximation_ = prep.approximation if prep.representation == "factor" else None
         self.factor_refinement_ = prep.refinement
         self.n_features_in_ = prep.n_features_in
         self._tasks = prep.tasks
@@ -98,8 +98,7 @@ class BaseMKL(ParameterChecks, FitPreparation, Solving, Prediction, BaseEstimato
                 runs = [[r] for r in refined]
             finally:
                 release(prep)
-            logger.info("%s: solved %d problem(s) in %.2f s", owner, len(runs),
-                        time.perf_counter() - t0)
+            logger.info("%s: solved %d problem(s) in %.2f s", owner, len(runs), time.perf_counter() - t0)
         self._set_fitted(prep, [r[0] for r in runs])
         self._warn_trivial(prep, [r[0] for r in runs])
         return self
@@ -115,8 +114,13 @@ class BaseMKL(ParameterChecks, FitPreparation, Solving, Prediction, BaseEstimato
         if len(results) > 1:
             desc = prep.tasks[t].describe(prep.classes) if prep.classes is not None else f"problem {t + 1}"
             where = f"{self._owner}: {len(off)} of {len(results)} binary problems, e.g. {desc}: C"
-        warn_if_trivial(results[t], prep.task_C.get(t, math.nan), where=where, stacklevel=4,
-                        auto=isinstance(self.C, str) and self.C in ("auto", "scale"))
+        warn_if_trivial(
+            results[t],
+            prep.task_C.get(t, math.nan),
+            where=where,
+            stacklevel=4,
+            auto=isinstance(self.C, str) and self.C in ("auto", "scale"),
+        )
 
     def fit_path(self, X: Any, y: Any, Cs: Sequence[float] | int, sample_weight: Any = None) -> "MKLPath":
         """Solve for every C of a regularization path, warm-starting each from the last.
@@ -150,8 +154,7 @@ class BaseMKL(ParameterChecks, FitPreparation, Solving, Prediction, BaseEstimato
         n_path = Cs if isinstance(Cs, (int, np.integer)) and not isinstance(Cs, bool) else None
         if n_path is not None:
             if n_path < 1:
-                raise ParamError("Cs", Cs, "a number of values >= 1, or a sequence of numbers > 0",
-                                 owner=owner)
+                raise ParamError("Cs", Cs, "a number of values >= 1, or a sequence of numbers > 0", owner=owner)
             grid = np.array([1.0])
         else:
             values = [Cs] if np.isscalar(Cs) else list(np.asarray(Cs, dtype=object).ravel())
@@ -176,17 +179,28 @@ class BaseMKL(ParameterChecks, FitPreparation, Solving, Prediction, BaseEstimato
 
                 cmax = [r.C_max for r in _runs_at(runs, 0) if r.C_max is not None]
                 text = trivial_message(min(off), max(cmax) if cmax else None, where=f"{owner}.fit_path: Cs")
-                warnings.warn(f"{text} (all kernels off at {len(off)} of {grid.size} values of Cs: "
-                              f"{', '.join(f'{c:.6g}' for c in off)})", TrivialModelWarning, stacklevel=2)
+                warnings.warn(
+                    f"{text} (all kernels off at {len(off)} of {grid.size} values of Cs: "
+                    f"{', '.join(f'{c:.6g}' for c in off)})",
+                    TrivialModelWarning,
+                    stacklevel=2,
+                )
         per_C = [[runs[t][c] for t in range(len(runs))] for c in range(grid.size)]
         warm = bool(getattr(prep.engine, "supports_warm_start", False))
         predictors = None
         if prep.representation == "factor":  # per C the active kernels' maps; the training factors go
             predictors = [_factor_predictor(prep.bank, res, None) for res in per_C]
             prep.bank = None
-        return MKLPath(Cs=grid, results=per_C, kernel_names=list(prep.kernel_names),
-                       warm_started=warm, time_s=total, _template=clone(self), _prep=prep,
-                       _predictors=predictors)
+        return MKLPath(
+            Cs=grid,
+            results=per_C,
+            kernel_names=list(prep.kernel_names),
+            warm_started=warm,
+            time_s=total,
+            _template=clone(self),
+            _prep=prep,
+            _predictors=predictors,
+        )
 
     def _path_from_c_max(self, prep: FitState, n: int) -> np.ndarray:
         """``n`` values of C from ``C_max`` down to ``1e-3 C_max``, evenly on a log scale."""
@@ -198,9 +212,13 @@ class BaseMKL(ParameterChecks, FitPreparation, Solving, Prediction, BaseEstimato
             cmax = max(cmax, zero_solution(problem).C_max)
         if not (math.isfinite(cmax) and cmax > 0.0):
             raise ParamError(
-                "Cs", n, f"a sequence of numbers > 0: the regularizer "
+                "Cs",
+                n,
+                f"a sequence of numbers > 0: the regularizer "
                 f"{prep.regularizer.describe()} has no finite C_max (C_max = {cmax:g}), so a "
-                "path from C_max cannot be made", owner=self._owner)
+                "path from C_max cannot be made",
+                owner=self._owner,
+            )
         return cmax * np.logspace(0.0, -3.0, n)
 
     # -- pickles ----------------------------------------------------------------
@@ -242,5 +260,8 @@ def _factor_predictor(bank: Any, results: Sequence[Any], active: np.ndarray | No
     folded coefficients."""
     if active is None:
         active = np.unique(np.concatenate([np.asarray(r.active_set, dtype=np.int64) for r in results]))
-    return bank.predictor(np.stack([np.asarray(r.alpha, dtype=np.float64) for r in results]),
-                          np.array([float(r.bias) for r in results]), active)
+    return bank.predictor(
+        np.stack([np.asarray(r.alpha, dtype=np.float64) for r in results]),
+        np.array([float(r.bias) for r in results]),
+        active,
+    )

@@ -1,4 +1,5 @@
 """The estimators' parameters: each checked in ``fit``, its errors naming the parameter and what it allows."""
+
 from __future__ import annotations
 
 import logging
@@ -54,11 +55,13 @@ def check_budget(value: Any, owner: str) -> float | None:
         try:
             return float(parse_bytes(value))
         except (TypeError, ValueError):
-            raise ParamError("memory_budget", value, "None, a number of bytes > 0 or a size "
-                             "such as '512MB' or '4GiB'", owner=owner) from None
+            raise ParamError(
+                "memory_budget", value, "None, a number of bytes > 0 or a size such as '512MB' or '4GiB'", owner=owner
+            ) from None
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not value > 0:
-        raise ParamError("memory_budget", value, "None, a number of bytes > 0 or a size "
-                         "such as '512MB' or '4GiB'", owner=owner)
+        raise ParamError(
+            "memory_budget", value, "None, a number of bytes > 0 or a size such as '512MB' or '4GiB'", owner=owner
+        )
     return float(value)
 
 
@@ -75,9 +78,15 @@ def _updated_spec(spec: Any, updates: Mapping[str, Any]) -> Any:
 
 
 #: Estimator parameter of each pipeline key (errors name the parameter).
-_PARAMS = {"kernels.memory_budget": "memory_budget", "kernels.normalize": "normalize",
-           "kernels.precomputed": "X", "kernels.sharded.scheduler": "scheduler", "engine.name": "engine",
-           "data.standardize": "standardize", "problem.loss": "loss"}
+_PARAMS = {
+    "kernels.memory_budget": "memory_budget",
+    "kernels.normalize": "normalize",
+    "kernels.precomputed": "X",
+    "kernels.sharded.scheduler": "scheduler",
+    "engine.name": "engine",
+    "data.standardize": "standardize",
+    "problem.loss": "loss",
+}
 
 
 def _param_of(key: str) -> str:
@@ -86,7 +95,7 @@ def _param_of(key: str) -> str:
         return _PARAMS[key]
     for prefix, name in (("kernels.bank", "kernels"), ("kernels.preset", "kernels"), ("kernels.factor", "factor")):
         if key.startswith(prefix):
-            return name + key[len(prefix):]
+            return name + key[len(prefix) :]
     return key
 
 
@@ -113,13 +122,11 @@ class ParameterChecks:
         loss = reg.create("loss", self.loss)
         if loss.task != self._task:
             ok = [r.name for r in reg.registrations("loss") if r.cls.task == self._task]
-            raise ParamError("loss", self.loss, f"a {self._task} loss (one of {', '.join(ok)})",
-                             owner=owner)
+            raise ParamError("loss", self.loss, f"a {self._task} loss (one of {', '.join(ok)})", owner=owner)
         regularizer = reg.create("regularizer", self.regularizer)
         engine = reg.create("engine", self.engine)
         if self.engine_params is not None and not isinstance(self.engine_params, Mapping):
-            raise ParamError("engine_params", self.engine_params,
-                             "None or a mapping of engine options", owner=owner)
+            raise ParamError("engine_params", self.engine_params, "None or a mapping of engine options", owner=owner)
         updates = dict(self.engine_params or {})
         if self.tol is not None:
             updates["tol"] = self.tol
@@ -164,8 +171,12 @@ class ParameterChecks:
         if factor is True:
             factor = {}
         if not isinstance(factor, Mapping) or set(factor) - {"rank", "tol", "method", "seed", "refine"}:
-            raise ParamError("factor", factor, "'auto', None/False (Gram matrices), True or a mapping with keys "
-                             "rank, tol, method, seed, refine", owner=owner)
+            raise ParamError(
+                "factor",
+                factor,
+                "'auto', None/False (Gram matrices), True or a mapping with keys rank, tol, method, seed, refine",
+                owner=owner,
+            )
         settings = FactorSettings.model_construct(**dict(factor))
         try:
             Representation("factor", settings).check(root="factor")
@@ -180,11 +191,16 @@ class ParameterChecks:
         check_budget(self.memory_budget, owner)
         if not isinstance(self.bias, (bool, np.bool_)):
             raise ParamError("bias", self.bias, "True or False", owner=owner)
-        if not (isinstance(self.standardize, (bool, np.bool_)) or (isinstance(self.standardize, str)
-                                                                   and self.standardize == "auto")):
+        if not (
+            isinstance(self.standardize, (bool, np.bool_))
+            or (isinstance(self.standardize, str) and self.standardize == "auto")
+        ):
             raise ParamError("standardize", self.standardize, "'auto', True or False", owner=owner)
-        if (isinstance(self.verbose, (bool, np.bool_))
-                or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0):
+        if (
+            isinstance(self.verbose, (bool, np.bool_))
+            or not isinstance(self.verbose, numbers.Integral)
+            or self.verbose < 0
+        ):
             raise ParamError("verbose", self.verbose, "an integer >= 0", owner=owner)
         return normalize
 
@@ -195,28 +211,41 @@ class ParameterChecks:
                 kinds = None if X is None else feature_kinds(X)
                 bank = default_bank(n_features, kinds)
                 if kinds is not None:
-                    logger.info("%s: kernels='auto': 7 kernels on all %d features, 3 Gaussian kernels on "
-                                "each of %d features, 1 linear kernel on each of %d two-valued ones, none on "
-                                "%d constant ones", self._owner, n_features, int(np.sum(kinds == "real")),
-                                int(np.sum(kinds == "binary")), int(np.sum(kinds == "constant")))
+                    logger.info(
+                        "%s: kernels='auto': 7 kernels on all %d features, 3 Gaussian kernels on "
+                        "each of %d features, 1 linear kernel on each of %d two-valued ones, none on "
+                        "%d constant ones",
+                        self._owner,
+                        n_features,
+                        int(np.sum(kinds == "real")),
+                        int(np.sum(kinds == "binary")),
+                        int(np.sum(kinds == "constant")),
+                    )
                 return bank
             from ..kernels import available_presets
 
             if kernels not in available_presets():
                 raise ParamError(
-                    "kernels", kernels,
-                    "'auto', 'precomputed', a preset name (" + ", ".join(available_presets())
+                    "kernels",
+                    kernels,
+                    "'auto', 'precomputed', a preset name ("
+                    + ", ".join(available_presets())
                     + "), a list of bank entries (docs/data_and_kernels.md) or a mapping "
-                    "{'preset': name}", owner=self._owner)
+                    "{'preset': name}",
+                    owner=self._owner,
+                )
             return kernels
         if isinstance(kernels, Mapping):
             return [dict(kernels)]
         if isinstance(kernels, (list, tuple)) and len(kernels) > 0:
             return [dict(e) if isinstance(e, Mapping) else e for e in kernels]
         raise ParamError(
-            "kernels", kernels,
+            "kernels",
+            kernels,
             "'auto', 'precomputed', a preset name, a non-empty list of bank entries "
-            "(docs/data_and_kernels.md) or one entry as a mapping", owner=self._owner)
+            "(docs/data_and_kernels.md) or one entry as a mapping",
+            owner=self._owner,
+        )
 
     _COMPONENT_PARAMS = ("loss", "regularizer", "engine")
 

@@ -1,4 +1,5 @@
 """The public estimators: :class:`MKLClassifier` and :class:`MKLRegressor`."""
+
 from __future__ import annotations
 
 import math
@@ -301,15 +302,14 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
             raise ValueError(f"{self._owner}: sample_weight times class_weight is 0 for every sample")
         return None if np.all(out == 1.0) else out
 
-    def _encode_targets(self, y: np.ndarray, sample_weight: np.ndarray | None = None
-                        ) -> tuple[np.ndarray | None, list[BinaryTask]]:
+    def _encode_targets(
+        self, y: np.ndarray, sample_weight: np.ndarray | None = None
+    ) -> tuple[np.ndarray | None, list[BinaryTask]]:
         multiclass = check_choice(self.multiclass, "multiclass", MULTICLASS, self._owner)
         check_classification_targets(y)
         classes, codes = encode_classes(y)
         if classes.size < 2:
-            raise ValueError(
-                f"{self._owner} needs samples of at least 2 classes; got 1 class "
-                f"({classes[0]!r})")
+            raise ValueError(f"{self._owner} needs samples of at least 2 classes; got 1 class ({classes[0]!r})")
         tasks = (ovr_tasks if multiclass == "ovr" else ovo_tasks)(codes.ravel(), classes.size)
         return classes, tasks
 
@@ -464,8 +464,9 @@ class MKLRegressor(RegressorMixin, BaseMKL):
         scale = float(np.sqrt(np.average((yf - offset) ** 2, weights=sample_weight)))
         return offset, (scale if scale > 0.0 and math.isfinite(scale) else 1.0)
 
-    def _encode_targets(self, y: np.ndarray, sample_weight: np.ndarray | None = None
-                        ) -> tuple[np.ndarray | None, list[BinaryTask]]:
+    def _encode_targets(
+        self, y: np.ndarray, sample_weight: np.ndarray | None = None
+    ) -> tuple[np.ndarray | None, list[BinaryTask]]:
         yf = self._numeric_targets(y)
         offset, scale = self._target_scaling(yf, sample_weight)
         return None, [BinaryTask(0, -1, None, np.ascontiguousarray((yf - offset) / scale))]

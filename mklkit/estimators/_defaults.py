@@ -1,4 +1,5 @@
 """The default kernel bank of the estimators (``kernels="auto"``): its kernels by the kind of each feature."""
+
 from __future__ import annotations
 
 import math
@@ -24,13 +25,13 @@ def feature_kinds(X: Any) -> np.ndarray:
         N = A.shape[0]
         kinds = np.full(A.shape[1], "real", dtype=object)
         for j in range(A.shape[1]):
-            data = A.data[A.indptr[j]:A.indptr[j + 1]]
+            data = A.data[A.indptr[j] : A.indptr[j + 1]]
             values = np.unique(data if A.indptr[j + 1] - A.indptr[j] == N else np.append(data, 0.0))
             kinds[j] = "constant" if values.size == 1 else "binary" if values.size == 2 else "real"
         return kinds
     A = np.asarray(X)
     first = A[0]
-    other = A != first                        # (N, d): where a column leaves its first value
+    other = A != first  # (N, d): where a column leaves its first value
     moves = other.any(axis=0)
     second = A[np.argmax(other, axis=0), np.arange(A.shape[1])]
     two = np.all(~other | (A == second), axis=0)
@@ -75,8 +76,7 @@ def default_bank(d: int, kinds: np.ndarray | None) -> list[dict[str, Any]]:
         raise ValueError(f"n_features must be >= 1; got {d!r}")
     root = math.sqrt(d)
     bank: list[dict[str, Any]] = [
-        {"function": "rbf", "width": [round(f * root, 6) for f in DEFAULT_ALL_WIDTH_FACTORS],
-         "features": "all"},
+        {"function": "rbf", "width": [round(f * root, 6) for f in DEFAULT_ALL_WIDTH_FACTORS], "features": "all"},
         {"function": "poly", "degree": list(DEFAULT_DEGREES), "features": "all"},
     ]
     if kinds is None or np.all(kinds == "real"):
@@ -90,8 +90,11 @@ def default_bank(d: int, kinds: np.ndarray | None) -> list[dict[str, Any]]:
         if kind == "constant":
             continue
         if kind != previous:
-            bank.append({"function": "linear", "features": []} if kind == "binary" else
-                        {"function": "rbf", "width": list(DEFAULT_EACH_WIDTHS), "features": []})
+            bank.append(
+                {"function": "linear", "features": []}
+                if kind == "binary"
+                else {"function": "rbf", "width": list(DEFAULT_EACH_WIDTHS), "features": []}
+            )
         bank[-1]["features"].append([j])
         previous = kind
     return bank

@@ -1,4 +1,5 @@
 """Solutions along a regularization path (:meth:`MKLClassifier.fit_path`)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -96,8 +97,7 @@ class MKLPath:
         if not -len(self) <= i < len(self):
             raise IndexError(f"path index {i} out of range for {len(self)} values of C")
         est = clone(self._template).set_params(C=float(self.Cs[i]))
-        est._set_fitted(self._prep, list(self.results[i]),
-                        None if self._predictors is None else self._predictors[i])
+        est._set_fitted(self._prep, list(self.results[i]), None if self._predictors is None else self._predictors[i])
         return est
 
     def summary(self) -> str:
@@ -108,5 +108,6 @@ class MKLPath:
             res = self.results[i]
             lines.append(
                 f"{C:10.4g}  {act[i]:6d}  {sum(r.iterations for r in res):5d}  "
-                f"{max(r.gap for r in res):9.2e}  {sum(r.time_s for r in res):7.3f}")
+                f"{max(r.gap for r in res):9.2e}  {sum(r.time_s for r in res):7.3f}"
+            )
         return "\n".join(lines)

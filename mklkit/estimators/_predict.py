@@ -1,4 +1,5 @@
 """Prediction: the test side of new points and the decision values of every binary task."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,15 +29,17 @@ class Prediction:
             if Kx.ndim != 3 or Kx.shape[1] != N or Kx.shape[2] != M:
                 raise ValueError(
                     f"{owner}: with kernels='precomputed', X must hold the test-versus-training "
-                    f"kernels of shape (n_test, {N}, {M}); got shape {Kx.shape}")
+                    f"kernels of shape (n_test, {N}, {M}); got shape {Kx.shape}"
+                )
             sub = np.moveaxis(Kx, 2, 0)[active]
             if not np.all(np.isfinite(sub)):
                 raise ValueError(f"{owner}: X contains NaN or infinite values")
             return new_points(bank, K=sub, kernels=active)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         try:
-            return new_points(bank, X, scaler=self.scaler_, kernels=active,
-                              memory_budget=check_budget(self.memory_budget, owner))
+            return new_points(
+                bank, X, scaler=self.scaler_, kernels=active, memory_budget=check_budget(self.memory_budget, owner)
+            )
         except MemoryBudgetError as exc:
             raise ValueError(f"{owner}: {exc.describe('memory_budget')}") from None
 
@@ -46,5 +49,6 @@ class Prediction:
         if side.K is None:  # a factor bank: the fitted FactorPredictor maps the points (all tasks at once)
             return self.bank_.decision_function(side.X)
         results = self.result_ if isinstance(self.result_, list) else [self.result_]
-        return np.column_stack([side.decision_function(r, self.bank_, rows=task.rows)
-                                for r, task in zip(results, self._tasks)])
+        return np.column_stack(
+            [side.decision_function(r, self.bank_, rows=task.rows) for r, task in zip(results, self._tasks)]
+        )

@@ -1,4 +1,5 @@
 """Fit preparation: the training input validated, the bank built once through the pipeline, the tasks laid out."""
+
 from __future__ import annotations
 
 import copy
@@ -20,21 +21,23 @@ from ..pipeline import BankSettings, PipelineError, ProblemSettings
 try:  # scikit-learn >= 1.6
     from sklearn.utils.validation import validate_data
 except ImportError:  # pragma: no cover - older scikit-learn
+
     def validate_data(estimator: Any, *args: Any, **kwargs: Any) -> Any:
         return estimator._validate_data(*args, **kwargs)
+
 
 logger = logging.getLogger("mklkit.estimators")
 
 
 @dataclass
 class FitState:
-    prepared: Any                       # the pipeline's Prepared (None once the solves are done)
-    bank: Any                           # what prediction needs: the bank without K (all kernels)
+    prepared: Any  # the pipeline's Prepared (None once the solves are done)
+    bank: Any  # what prediction needs: the bank without K (all kernels)
     tasks: list[BinaryTask]
     loss: Any
     regularizer: Any
     engine: Any
-    kernels: Any                        # resolved bank entries or "precomputed"
+    kernels: Any  # resolved bank entries or "precomputed"
     kernel_names: list[str]
     scaler: Any
     classes: np.ndarray | None
@@ -45,7 +48,7 @@ class FitState:
     representation: str = "array"
     target: tuple[float, float] = (0.0, 1.0)  # regression: the engines saw (y - offset) / scale
     approximation: dict[str, Any] | None = None  # a factor bank's FactorBank.approximation()
-    refinement: Any = None              # the factors' refinement (mklkit.pipeline.refine.FactorRefinement)
+    refinement: Any = None  # the factors' refinement (mklkit.pipeline.refine.FactorRefinement)
     subset: dict[int, np.ndarray] = field(default_factory=dict)  # per task: the kernels kept (default bank)
     bank_choice: dict[int, dict[str, Any]] = field(default_factory=dict)  # per task: what chose them
 
@@ -54,13 +57,13 @@ class FitState:
 class Input:
     """The training input of a fit, validated: the pipeline's data and the settings of its bank."""
 
-    data: Any                           # the pipeline's Data (labels of the first binary problem)
-    y: np.ndarray                       # the labels as validated (rows of zero weight dropped)
-    sw: np.ndarray | None               # the sample weights of those rows
+    data: Any  # the pipeline's Data (labels of the first binary problem)
+    y: np.ndarray  # the labels as validated (rows of zero weight dropped)
+    sw: np.ndarray | None  # the sample weights of those rows
     n_features_in: int
-    kernels: Any                        # resolved bank entries or "precomputed"
-    bank_settings: Any                  # the pipeline's BankSettings
-    normalize: str                      # "auto" resolved
+    kernels: Any  # resolved bank entries or "precomputed"
+    bank_settings: Any  # the pipeline's BankSettings
+    normalize: str  # "auto" resolved
 
 
 def strip_bank(bank: Any, keep: np.ndarray | None = None) -> Any:
@@ -96,7 +99,7 @@ def _check_given_kernels(K: np.ndarray, owner: str) -> None:
     from ..kernels import BankError
     from ..kernels.precomputed import check_psd
 
-    if not all(all_finite(K[m]) for m in range(K.shape[0])):   # kernel by kernel, no (M, N, N) mask
+    if not all(all_finite(K[m]) for m in range(K.shape[0])):  # kernel by kernel, no (M, N, N) mask
         return
     try:
         check_psd(K, "X", index="[:, :, {m}]")
@@ -112,8 +115,9 @@ def release(prep: FitState) -> None:
 class FitPreparation:
     """What a fit solves, prepared once (a base of :class:`~mklkit.estimators._base.BaseMKL`)."""
 
-    def _encode_targets(self, y: np.ndarray, sample_weight: np.ndarray | None = None
-                        ) -> tuple[np.ndarray | None, list[BinaryTask]]:
+    def _encode_targets(
+        self, y: np.ndarray, sample_weight: np.ndarray | None = None
+    ) -> tuple[np.ndarray | None, list[BinaryTask]]:
         raise NotImplementedError
 
     def _gram_input(self, X: Any) -> np.ndarray:
@@ -123,7 +127,8 @@ class FitPreparation:
             raise ValueError(
                 f"{self._owner}: with kernels='precomputed', X must be the training Gram matrices of shape "
                 f"(n_samples, n_samples, n_kernels) (samples on the first two axes, as scikit-learn's "
-                f"splitters index a pairwise input); got shape {X.shape}")
+                f"splitters index a pairwise input); got shape {X.shape}"
+            )
         return np.moveaxis(X, 2, 0)
 
     def _given_kernel_input(self, X: Any, y: Any, sample_weight: Any, normalize: str, kind: str) -> Input:
@@ -131,40 +136,48 @@ class FitPreparation:
         owner = self._owner
         normalize = "none" if normalize == "auto" else normalize
         if normalize == "diagonal":
-            raise ParamError("normalize", self.normalize, "'auto', 'none' or 'trace' with "
-                             "kernels='precomputed' (unit-diagonal normalisation of test "
-                             "kernels needs the test points' own k(x, x))", owner=owner)
+            raise ParamError(
+                "normalize",
+                self.normalize,
+                "'auto', 'none' or 'trace' with "
+                "kernels='precomputed' (unit-diagonal normalisation of test "
+                "kernels needs the test points' own k(x, x))",
+                owner=owner,
+            )
         if kind not in ("array", "auto"):
-            raise ParamError("factor" if kind == "factor" else "scheduler",
-                             getattr(self, "factor", None) or getattr(self, "scheduler", None),
-                             "None with kernels='precomputed' (given kernels are held as one array)",
-                             owner=owner)
+            raise ParamError(
+                "factor" if kind == "factor" else "scheduler",
+                getattr(self, "factor", None) or getattr(self, "scheduler", None),
+                "None with kernels='precomputed' (given kernels are held as one array)",
+                owner=owner,
+            )
         K = self._gram_input(X)
         y = self._validate_y(y)
         if y.shape[0] != K.shape[1]:
-            raise ValueError(f"{owner}: X holds Gram matrices of {K.shape[1]} samples "
-                             f"but y has {y.shape[0]} labels")
+            raise ValueError(f"{owner}: X holds Gram matrices of {K.shape[1]} samples but y has {y.shape[0]} labels")
         sw = self._sample_weight(sample_weight, y)
         if sw is not None and not np.all(sw > 0.0):
-            raise ValueError(f"{owner}: with kernels='precomputed', sample_weight must be > 0 for "
-                             f"every sample (a zero weight drops the sample: leave its rows and "
-                             f"columns out of X); got {float(np.min(sw))!r}")
+            raise ValueError(
+                f"{owner}: with kernels='precomputed', sample_weight must be > 0 for "
+                f"every sample (a zero weight drops the sample: leave its rows and "
+                f"columns out of X); got {float(np.min(sw))!r}"
+            )
         data = dataclasses.replace(pipeline.gram_data(K, y, self._task), w_train=sw)
-        _check_given_kernels(data.K_train, owner)   # the contiguous copy
+        _check_given_kernels(data.K_train, owner)  # the contiguous copy
         # the estimator's own parameters are checked above; the kernels come in memory, not from a file
         bank_settings = BankSettings.model_construct(normalize=normalize, memory_budget=self.memory_budget)
         return Input(data, y, sw, int(K.shape[1]), "precomputed", bank_settings, normalize)
 
-    def _feature_input(self, X: Any, y: Any, sample_weight: Any, normalize: str,
-                       rep_settings: dict[str, Any]) -> Input:
+    def _feature_input(self, X: Any, y: Any, sample_weight: Any, normalize: str, rep_settings: dict[str, Any]) -> Input:
         """Feature vectors ``X``: validated (rows of zero weight dropped), standardized as asked, with the bank's
         description (checked by the pipeline when it is expanded: errors name the estimator's parameter)."""
         normalize = "trace" if normalize == "auto" else normalize
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
-                              y_numeric=self._task == REGRESSION, ensure_min_samples=2)
+        X, y = validate_data(
+            self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=self._task == REGRESSION, ensure_min_samples=2
+        )
         y = self._validate_y(y)
         sw = self._sample_weight(sample_weight, y)
-        if sw is not None and not np.all(sw > 0.0):   # a zero weight: the sample is dropped
+        if sw is not None and not np.all(sw > 0.0):  # a zero weight: the sample is dropped
             keep = np.flatnonzero(sw > 0.0)
             X, y, sw = X[keep], y[keep], sw[keep]
         n_features_in = int(X.shape[1])
@@ -178,7 +191,10 @@ class FitPreparation:
         bank_settings = BankSettings.model_construct(
             preset=kernels_resolved if isinstance(kernels_resolved, str) else None,
             bank=None if isinstance(kernels_resolved, str) else tuple(kernels_resolved),
-            normalize=normalize, memory_budget=self.memory_budget, **rep_settings)
+            normalize=normalize,
+            memory_budget=self.memory_budget,
+            **rep_settings,
+        )
         return Input(data, y, sw, n_features_in, kernels_resolved, bank_settings, normalize)
 
     def _binary_tasks(self, given: Input, kind: str) -> tuple[np.ndarray | None, list[BinaryTask]]:
@@ -193,8 +209,12 @@ class FitPreparation:
             given.bank_settings = given.bank_settings.model_copy(update={"factor": False})
             kind = "array"
         if kind not in ("array", "auto") and any(t.rows is not None for t in tasks):
-            raise ParamError("multiclass", getattr(self, "multiclass", None), "'ovr' with a factor or "
-                             "sharded bank (one-vs-one problems take rows of the Gram matrices)", owner=self._owner)
+            raise ParamError(
+                "multiclass",
+                getattr(self, "multiclass", None),
+                "'ovr' with a factor or sharded bank (one-vs-one problems take rows of the Gram matrices)",
+                owner=self._owner,
+            )
         y_first = np.full(given.y.shape[0], -1.0) if tasks[0].rows is not None else tasks[0].y
         if tasks[0].rows is not None:
             y_first[tasks[0].rows] = tasks[0].y
@@ -224,21 +244,38 @@ class FitPreparation:
         t0 = time.perf_counter()
         try:
             with warning_names(self._warning_text):
-                prepared = pipeline.prepare(data, given.bank_settings, settings, engine,
-                                            progress=None if self.verbose else False)
+                prepared = pipeline.prepare(
+                    data, given.bank_settings, settings, engine, progress=None if self.verbose else False
+                )
         except PipelineError as exc:
             raise self._error(exc) from None
         build_s = time.perf_counter() - t0
         bank = prepared.bank
-        logger.info("%s: %d kernels on %d samples (normalize=%s, %s) in %.2f s; %d binary problem(s)",
-                    owner, prepared.n_kernels, data.n_train, given.normalize, prepared.representation, build_s,
-                    len(tasks))
+        logger.info(
+            "%s: %d kernels on %d samples (normalize=%s, %s) in %.2f s; %d binary problem(s)",
+            owner,
+            prepared.n_kernels,
+            data.n_train,
+            given.normalize,
+            prepared.representation,
+            build_s,
+            len(tasks),
+        )
         kept = bank.cross_bank() if prepared.representation == "sharded" else bank
         return FitState(
-            prepared=prepared, bank=kept if prepared.representation == "factor" else strip_bank(kept), tasks=tasks,
-            loss=loss, regularizer=regularizer, engine=engine, kernels=given.kernels,
-            kernel_names=list(prepared.kernel_names), scaler=data.scaler, classes=classes,
-            n_features_in=given.n_features_in, timings={"bank_s": build_s}, representation=prepared.representation,
+            prepared=prepared,
+            bank=kept if prepared.representation == "factor" else strip_bank(kept),
+            tasks=tasks,
+            loss=loss,
+            regularizer=regularizer,
+            engine=engine,
+            kernels=given.kernels,
+            kernel_names=list(prepared.kernel_names),
+            scaler=data.scaler,
+            classes=classes,
+            n_features_in=given.n_features_in,
+            timings={"bank_s": build_s},
+            representation=prepared.representation,
             approximation=bank.approximation() if prepared.representation == "factor" else None,
             target=self._target_scaling(given.y, given.sw),
         )

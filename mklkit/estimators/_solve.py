@@ -1,4 +1,5 @@
 """Solving the prepared tasks: each C warm-started from the last, ``C="path"`` and ``C="scale"``, refined factors."""
+
 from __future__ import annotations
 
 import contextlib
@@ -70,16 +71,15 @@ class Solving:
         from ..engines.base import solve_from
 
         base = prep.prepared.subproblem(task.y, task.rows)  # the task's rows of the shared bank, once
-        where = (f"{self._owner}: problem {t + 1}/{len(prep.tasks)}"
-                 + (f" ({task.describe(prep.classes)})" if prep.classes is not None
-                    and len(prep.tasks) > 1 else ""))
+        where = f"{self._owner}: problem {t + 1}/{len(prep.tasks)}" + (
+            f" ({task.describe(prep.classes)})" if prep.classes is not None and len(prep.tasks) > 1 else ""
+        )
         results: list[Any] = []
-        keep = prep.subset.get(t)   # the kernels the held-out rows kept (pipeline.kernel_subset)
+        keep = prep.subset.get(t)  # the kernels the held-out rows kept (pipeline.kernel_subset)
         work = base if keep is None else subset_problem(base, keep)
         previous = warm if keep is None else restrict_result(warm, keep)
         for C in Cs:
-            if isinstance(C, str) and C == "auto":   # held-out rows decide where there are enough of them
-
+            if isinstance(C, str) and C == "auto":  # held-out rows decide where there are enough of them
                 C = "path" if path_decides(base) else "scale"
             if isinstance(C, str) and C == "path":
                 C, work = self._path_C(prep, t, base, where)
@@ -88,17 +88,30 @@ class Solving:
                 prep.selection[t].start = None
             elif isinstance(C, str):  # "scale"
                 C = self._auto_C(base)
-                logger.info("%s: C='%s' is %.6g (the root mean diagonal of the kernels, x %g)",
-                            where, self.C, C, _auto_scale(self._task))
+                logger.info(
+                    "%s: C='%s' is %.6g (the root mean diagonal of the kernels, x %g)",
+                    where,
+                    self.C,
+                    C,
+                    _auto_scale(self._task),
+                )
             problem = problem_at(work, C=C)
             self._check_support(prep.engine, problem)
             callback = None
             if self.verbose:
+
                 def callback(rec: dict[str, Any], _w: str = where, _C: float = C) -> bool:
-                    logger.info("%s C=%g it=%d objective=%.6g gap=%.3e active=%d", _w, _C,
-                                rec.get("iteration", -1), rec.get("objective", math.nan),
-                                rec.get("gap", math.nan), rec.get("n_active", -1))
+                    logger.info(
+                        "%s C=%g it=%d objective=%.6g gap=%.3e active=%d",
+                        _w,
+                        _C,
+                        rec.get("iteration", -1),
+                        rec.get("objective", math.nan),
+                        rec.get("gap", math.nan),
+                        rec.get("n_active", -1),
+                    )
                     return False
+
             result = solve_from(prep.engine, problem, callback, previous)
             prep.task_C[t] = float(C)  # the last C of the task (C="auto" resolves per task)
             logger.info("%s C=%g: %s", where, C, result.message or result.status)
@@ -106,8 +119,9 @@ class Solving:
             previous = result
         return results
 
-    def _run_all(self, prep: FitState, Cs: Sequence[float] | None = None,
-                 warm: Sequence[Any] | None = None) -> list[list[Any]]:
+    def _run_all(
+        self, prep: FitState, Cs: Sequence[float] | None = None, warm: Sequence[Any] | None = None
+    ) -> list[list[Any]]:
         """``out[t][c]``: the result of task t at ``Cs[c]`` (``None``: each task's own last C,
         warm-started from ``warm[t]``); tasks in parallel (``n_jobs``)."""
         n_tasks = len(prep.tasks)
@@ -119,8 +133,9 @@ class Solving:
         if n_tasks > 1 and n_jobs not in (None, 1):
             from joblib import Parallel, delayed
 
-            return list(Parallel(n_jobs=n_jobs, prefer="threads")(
-                delayed(self._run_task)(*args(t)) for t in range(n_tasks)))
+            return list(
+                Parallel(n_jobs=n_jobs, prefer="threads")(delayed(self._run_task)(*args(t)) for t in range(n_tasks))
+            )
         return [self._run_task(*args(t)) for t in range(n_tasks)]
 
     def _refine(self, prep: FitState, results: list[Any]) -> list[Any]:
@@ -133,14 +148,25 @@ class Solving:
             return [r[0] for r in self._run_all(prep, None, warm)]
 
         def progress(rec: dict[str, Any]) -> None:
-            logger.info("%s: factors refined for %d kernels (rank %s -> %s): total rank %d, %.2f s",
-                        self._owner, len(rec["kernels"]), rec["ranks_before"], rec["ranks_after"],
-                        rec["total_rank"], rec["time_s"])
+            logger.info(
+                "%s: factors refined for %d kernels (rank %s -> %s): total rank %d, %.2f s",
+                self._owner,
+                len(rec["kernels"]),
+                rec["ranks_before"],
+                rec["ranks_after"],
+                rec["total_rank"],
+                rec["time_s"],
+            )
 
         t0 = time.perf_counter()
         prepared, results, info = refine_prepared(
-            prep.prepared, results, resolve, check_budget(self.memory_budget, self._owner) or DEFAULT_MEMORY_BUDGET,
-            isinstance(self.C, str) and self.C == "path", progress=progress)
+            prep.prepared,
+            results,
+            resolve,
+            check_budget(self.memory_budget, self._owner) or DEFAULT_MEMORY_BUDGET,
+            isinstance(self.C, str) and self.C == "path",
+            progress=progress,
+        )
         if info is not None:
             prep.prepared, prep.bank = prepared, prepared.bank
             prep.approximation = prepared.bank.approximation()
@@ -152,8 +178,10 @@ class Solving:
         """The once-per-process note that numba compiles (:func:`mklkit.compilation.announce_compilation`)."""
         from ..compilation import announce_compilation
 
-        what = (f"loss {spec_name(self.loss)!r}, regularizer {spec_name(self.regularizer)!r} "
-                f"and engine {spec_name(self.engine)!r}")
+        what = (
+            f"loss {spec_name(self.loss)!r}, regularizer {spec_name(self.regularizer)!r} "
+            f"and engine {spec_name(self.engine)!r}"
+        )
         return announce_compilation(what, warn=True)
 
     def _path_C(self, prep: FitState, t: int, problem: Any, where: str) -> tuple[float, Any]:
@@ -169,9 +197,15 @@ class Solving:
             return solve_from(engine, p, None, warm)
 
         def progress(rec: dict[str, Any]) -> None:
-            logger.info("%s: C=%.4g (%.3g of the reference) held-out loss %.5f, metric %.4f, "
-                        "%d active kernels", where, rec["C"], rec["ratio"], rec["loss"], rec["metric"],
-                        rec["n_active"])
+            logger.info(
+                "%s: C=%.4g (%.3g of the reference) held-out loss %.5f, metric %.4f, %d active kernels",
+                where,
+                rec["C"],
+                rec["ratio"],
+                rec["loss"],
+                rec["metric"],
+                rec["n_active"],
+            )
 
         def path(p: Any) -> Any:
             try:
@@ -179,7 +213,7 @@ class Solving:
             except ValueError as exc:
                 raise ValueError(f"{self._owner}: {exc}") from None
 
-        self._check_support(prep.engine, problem)   # the path's problems are of the same kind
+        self._check_support(prep.engine, problem)  # the path's problems are of the same kind
         sel = path(problem)
         prep.selection[t] = sel
         logger.info("%s: C='path' chose %.6g in %.2f s\n%s", where, sel.C, sel.time_s, sel.summary())
@@ -193,13 +227,29 @@ class Solving:
         sel.chosen_rows = sel.held_weights = sub.chosen_rows = sub.held_weights = None
         names = [problem.kernel_names[m] for m in keep] if problem.kernel_names else keep.tolist()
         prep.bank_choice[t] = {
-            "kept": "kernels on all features" if kept else "whole bank", "kernels": names,
-            "criterion": sel.criterion, "difference": diff, "difference_se": se,
-            "whole_bank_C": sel.C, "subset_C": sub.C, "whole_bank_path_s": sel.time_s,
-            "subset_path_s": sub.time_s}
-        logger.info("%s: the %d kernels on all features alone: held-out %s %+.5f +- %.5f against the "
-                    "whole bank of %d -> %s (path %.2f s)\n%s", where, keep.size, sel.criterion, diff, se,
-                    problem.n_kernels, prep.bank_choice[t]["kept"], sub.time_s, sub.summary())
+            "kept": "kernels on all features" if kept else "whole bank",
+            "kernels": names,
+            "criterion": sel.criterion,
+            "difference": diff,
+            "difference_se": se,
+            "whole_bank_C": sel.C,
+            "subset_C": sub.C,
+            "whole_bank_path_s": sel.time_s,
+            "subset_path_s": sub.time_s,
+        }
+        logger.info(
+            "%s: the %d kernels on all features alone: held-out %s %+.5f +- %.5f against the "
+            "whole bank of %d -> %s (path %.2f s)\n%s",
+            where,
+            keep.size,
+            sel.criterion,
+            diff,
+            se,
+            problem.n_kernels,
+            prep.bank_choice[t]["kept"],
+            sub.time_s,
+            sub.summary(),
+        )
         if not kept:
             return sel.C, problem
         prep.subset[t] = keep

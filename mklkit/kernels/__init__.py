@@ -18,6 +18,7 @@
   by the caller (``FactorBank.from_factors``) or an ``.npz`` file
   (:func:`load_precomputed_factors`).
 """
+
 from __future__ import annotations
 
 from .build import KernelBank, MemoryBudgetError, estimate_bytes, estimate_peak_bytes, format_bytes
@@ -34,15 +35,7 @@ from .description import (
     validate_bank,
 )
 from .precomputed import PrecomputedKernels
-from .functions import (
-    BUILTIN_KERNEL_FUNCTIONS,
-    RBF,
-    KernelFunction,
-    Linear,
-    Poly,
-    inner_products,
-    squared_distances,
-)
+from .functions import BUILTIN_KERNEL_FUNCTIONS, RBF, KernelFunction, Linear, Poly, inner_products, squared_distances
 from .factor import FactorBank, FactorPredictor
 from .factorize import FactorError, FactorMap, RankCapWarning, build_factor_bank
 from .precomputed_factors import GivenFactorMap, PrecomputedFactors, load_precomputed_factors

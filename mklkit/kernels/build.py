@@ -13,6 +13,7 @@ Normalisation
 identical transform to test-versus-training kernels (for ``"diagonal"`` with
 the test points' own :math:`k(x, x)`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,15 +30,10 @@ from .fill import _dense_columns, _fill, _localizer, _progress_callback, _Progre
 from .memory import MemoryBudgetError, _check_budget, estimate_bytes, estimate_peak_bytes, format_bytes
 from .precomputed import bank_from_precomputed, precomputed_from_npz
 
-__all__ = [
-    "KernelBank",
-    "MemoryBudgetError",
-    "estimate_bytes",
-    "estimate_peak_bytes",
-    "format_bytes",
-]
+__all__ = ["KernelBank", "MemoryBudgetError", "estimate_bytes", "estimate_peak_bytes", "format_bytes"]
 
 logger = logging.getLogger(__name__)
+
 
 # ---------------------------------------------------------------------------
 # The bank
@@ -46,8 +42,7 @@ def _shape_of(X: Any) -> tuple[int, ...]:
     return tuple(X.shape) if hasattr(X, "shape") else np.shape(X)
 
 
-def _training_points(X: Any, feature_names: Sequence[str] | None
-                     ) -> tuple[Any, int, int, list[str] | None]:
+def _training_points(X: Any, feature_names: Sequence[str] | None) -> tuple[Any, int, int, list[str] | None]:
     """The points of ``X`` (unwrapped from a :class:`Dataset`), checked to be a non-empty 2-d
     array, their ``N`` and ``d``, and the feature names as strings."""
     if isinstance(X, Dataset):
@@ -63,8 +58,7 @@ def _training_points(X: Any, feature_names: Sequence[str] | None
     return X, N, d, feature_names
 
 
-def _normalize_bank(K: np.ndarray, specs: Sequence[BankKernel], normalize: str
-                    ) -> tuple[np.ndarray, np.ndarray | None]:
+def _normalize_bank(K: np.ndarray, specs: Sequence[BankKernel], normalize: str) -> tuple[np.ndarray, np.ndarray | None]:
     """Normalise the Gram matrices ``K`` in place; their traces before normalisation and (for
     ``"diagonal"``) their diagonals.  A kernel that cannot be normalised is a :class:`BankError`."""
     M, N = K.shape[0], K.shape[1]
@@ -232,15 +226,26 @@ class KernelBank:
         traces, train_diag = _normalize_bank(K, specs, normalize)
         logger.info(
             "built %d kernels on %d samples (%s, normalize=%s) in %.2f s",
-            M, N, format_bytes(K.nbytes), normalize, time.perf_counter() - t0,
+            M,
+            N,
+            format_bytes(K.nbytes),
+            normalize,
+            time.perf_counter() - t0,
         )
         names = [s.label for s in specs]
         fnames = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
         return cls(K, names, specs, normalize, traces, train_diag, XA, columns, d, fnames, source="data")
 
     @classmethod
-    def for_cross(cls, X: Any, specs: Sequence[BankKernel], normalize: str, traces: np.ndarray,
-                  train_diag: np.ndarray | None = None, feature_names: Sequence[str] | None = None) -> "KernelBank":
+    def for_cross(
+        cls,
+        X: Any,
+        specs: Sequence[BankKernel],
+        normalize: str,
+        traces: np.ndarray,
+        train_diag: np.ndarray | None = None,
+        feature_names: Sequence[str] | None = None,
+    ) -> "KernelBank":
         """A bank without Gram matrices that computes :meth:`cross` for kernels built elsewhere.
 
         ``specs``: the expanded kernels, ``traces`` (and ``train_diag`` for
@@ -253,15 +258,21 @@ class KernelBank:
         columns = np.unique(np.concatenate([np.asarray(s.features, dtype=np.intp) for s in specs]))
         XA = _dense_columns(X, columns, "X")
         fnames = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
-        return cls(np.empty((len(specs), N, 0)), [s.label for s in specs], list(specs), normalize,
-                   np.asarray(traces, dtype=np.float64), train_diag, XA, columns, d, fnames, source="data")
+        return cls(
+            np.empty((len(specs), N, 0)),
+            [s.label for s in specs],
+            list(specs),
+            normalize,
+            np.asarray(traces, dtype=np.float64),
+            train_diag,
+            XA,
+            columns,
+            d,
+            fnames,
+            source="data",
+        )
 
-    def cross(
-        self,
-        X_new: Any,
-        memory_budget_bytes: float | None = None,
-        progress: bool | None = None,
-    ) -> np.ndarray:
+    def cross(self, X_new: Any, memory_budget_bytes: float | None = None, progress: bool | None = None) -> np.ndarray:
         """Test-versus-training kernels with the training normalisation.
 
         Parameters
@@ -288,9 +299,7 @@ class KernelBank:
             X_new = X_new.X
         shape = _shape_of(X_new)
         if len(shape) != 2 or shape[1] != self._n_features:
-            raise BankError(
-                f"X_new must have shape (n, {self._n_features}) like the training data; got {shape}"
-            )
+            raise BankError(f"X_new must have shape (n, {self._n_features}) like the training data; got {shape}")
         n_new, N, M = int(shape[0]), self.n_samples, self.n_kernels
         _check_budget(M, N, n_new, memory_budget_bytes, "cross-kernel bank")
         XB = _dense_columns(X_new, self._columns, "X_new")
@@ -303,15 +312,15 @@ class KernelBank:
         elif self.normalize == "diagonal":
             assert self.train_diag is not None
             for m, spec in enumerate(self.specs):
-                dnew = np.asarray(spec.function.diag(np.ascontiguousarray(XB[:, local(spec.features)])), dtype=np.float64)
+                dnew = np.asarray(
+                    spec.function.diag(np.ascontiguousarray(XB[:, local(spec.features)])), dtype=np.float64
+                )
                 self._divide_diag(C[m], dnew, self.train_diag[m], m)
         return C
 
     def _divide_diag(self, Cm: np.ndarray, dnew: np.ndarray, dtrain: np.ndarray, m: int) -> None:
         if dnew.shape != (Cm.shape[0],) or not np.all(np.isfinite(dnew)) or np.any(dnew < 0):
-            raise BankError(
-                f"kernel {m} {self.names[m]!r}: k(x, x) of the new points must be finite and >= 0"
-            )
+            raise BankError(f"kernel {m} {self.names[m]!r}: k(x, x) of the new points must be finite and >= 0")
         s_new = np.sqrt(dnew)
         zero = s_new == 0.0
         s_new[zero] = 1.0
@@ -342,9 +351,7 @@ class KernelBank:
         if not isinstance(C, np.ndarray) or C.dtype != np.float64 or not C.flags.c_contiguous:
             raise BankError("test kernels must be a C-contiguous float64 array (they are normalised in place)")
         if C.ndim != 3 or C.shape[0] != self.n_kernels or C.shape[2] != self.n_samples:
-            raise BankError(
-                f"test kernels must have shape ({self.n_kernels}, n_test, {self.n_samples}); got {C.shape}"
-            )
+            raise BankError(f"test kernels must have shape ({self.n_kernels}, n_test, {self.n_samples}); got {C.shape}")
         if self.normalize == "trace":
             C /= self.traces[:, None, None]
         elif self.normalize == "diagonal":

@@ -44,6 +44,7 @@ Gram matrices is :mod:`mklkit.kernels.build`, precomputed kernels are
 :mod:`mklkit.kernels.precomputed`.  The feature groups of an entry are read
 by :mod:`mklkit.kernels.features`, the errors are :mod:`mklkit.kernels.errors`.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -105,8 +106,7 @@ def make_resolver(classes: Mapping[str, type] | Iterable[type]) -> Resolver:
         except KeyError:
             names = sorted(table)
             raise UnknownName(
-                f"unknown kernel function {name!r}{did_you_mean(name, names)}; "
-                f"available: {', '.join(names)}", names,
+                f"unknown kernel function {name!r}{did_you_mean(name, names)}; available: {', '.join(names)}", names
             ) from None
 
     return resolve
@@ -125,14 +125,15 @@ def _lookup(resolve: Resolver | Mapping[str, type] | None, name: str, key: str) 
         cls = resolve(name)
     except LookupError as exc:
         msg = exc.args[0] if exc.args else f"unknown kernel function {name!r}"
-        raise _unknown(key, "kernel function", name, getattr(exc, "available", None),
-                       text=f"{key}: {msg}") from None
+        raise _unknown(key, "kernel function", name, getattr(exc, "available", None), text=f"{key}: {msg}") from None
     if cls is None:
         raise _unknown(key, "kernel function", name, None)
     if not (isinstance(cls, type) and issubclass(cls, KernelFunction)):
         raise BankError(
-            f"{key}: {name!r} resolves to {cls!r}, which is not a KernelFunction subclass", key=key,
-            problem=f"resolves to {cls!r}, which is not a KernelFunction subclass", value=name,
+            f"{key}: {name!r} resolves to {cls!r}, which is not a KernelFunction subclass",
+            key=key,
+            problem=f"resolves to {cls!r}, which is not a KernelFunction subclass",
+            value=name,
             allowed="the name of a KernelFunction subclass",
         )
     return cls
@@ -192,8 +193,7 @@ def _flatten_presets(entries: Any, root: str) -> list[tuple[str, Any]]:
         except LookupError:
             raise _unknown(root, "kernel-bank preset", entries, available_presets()) from None
     if isinstance(entries, Mapping) or not isinstance(entries, (list, tuple)):
-        raise _must(root, f"a list of kernel entries or a preset name ({', '.join(available_presets())})",
-                    entries)
+        raise _must(root, f"a list of kernel entries or a preset name ({', '.join(available_presets())})", entries)
     if len(entries) == 0:
         raise _must(root, "a non-empty list of kernel entries", [])
     out: list[tuple[str, Any]] = []
@@ -204,8 +204,10 @@ def _flatten_presets(entries: Any, root: str) -> list[tuple[str, Any]]:
             if extra:
                 raise BankError(
                     f"{where}: a preset entry takes no other keys; got {', '.join(map(str, extra))}",
-                    key=f"{where}.{extra[0]}", problem="a preset entry takes no other keys",
-                    value=extra[0], allowed="preset alone",
+                    key=f"{where}.{extra[0]}",
+                    problem="a preset entry takes no other keys",
+                    value=extra[0],
+                    allowed="preset alone",
                 )
             name = entry["preset"]
             try:
@@ -231,8 +233,9 @@ def _parse_param(p: Param, value: Any, key: str) -> list[Any] | _Chi2:
     value = _plain(value)
     if isinstance(value, str) and value == "chi2":
         if p.type is not float:
-            raise _must(key, f"{p.allowed()} or a list of such", "chi2",
-                        " ('chi2' draws are only for real-valued parameters)")
+            raise _must(
+                key, f"{p.allowed()} or a list of such", "chi2", " ('chi2' draws are only for real-valued parameters)"
+            )
         return _CHI2
     if isinstance(value, (list, tuple)):
         if len(value) == 0:
@@ -257,9 +260,12 @@ def _expand(
         if not isinstance(entry, Mapping):
             raise _must(where, "a mapping with a 'function' key, a function name or {preset: name}", entry)
         if "function" not in entry:
-            raise BankError(f"{where}.function is required (the name of a kernel function)",
-                            key=f"{where}.function", problem="is required",
-                            allowed="the name of a kernel function")
+            raise BankError(
+                f"{where}.function is required (the name of a kernel function)",
+                key=f"{where}.function",
+                problem="is required",
+                allowed="the name of a kernel function",
+            )
         fname = entry["function"]
         if not isinstance(fname, str):
             raise _must(f"{where}.function", "a kernel function name", fname)
@@ -268,8 +274,15 @@ def _expand(
         allowed = list(_ENTRY_KEYS) + list(declared)
         for key in entry:
             if key not in allowed:
-                raise _unknown(f"{where}.{key}", "key", key, allowed, ctx=f" for kernel function {fname!r}",
-                               label="allowed", head=where)
+                raise _unknown(
+                    f"{where}.{key}",
+                    "key",
+                    key,
+                    allowed,
+                    ctx=f" for kernel function {fname!r}",
+                    label="allowed",
+                    head=where,
+                )
         seed = _seed(entry["seed"], f"{where}.seed") if "seed" in entry else 0
         grid: list[tuple[str, list[Any] | _Chi2]] = []
         for p in cls.params:
@@ -278,7 +291,8 @@ def _expand(
             elif p.required:
                 raise BankError(
                     f"{where}.{p.name} is required for kernel function {fname!r} ({p.allowed()})",
-                    key=f"{where}.{p.name}", problem=f"is required for kernel function {fname!r}",
+                    key=f"{where}.{p.name}",
+                    problem=f"is required for kernel function {fname!r}",
                     allowed=p.allowed(),
                 )
         groups = _feature_groups(entry.get("features", "all"), f"{where}.features", n_features, feature_names, seed)
@@ -348,8 +362,9 @@ def expand_bank(
         raise BankError(f"feature_names has {len(feature_names)} names but the data has {n_features} columns")
     specs = _expand(entries, int(n_features), feature_names, resolve, root)
     if not specs:
-        raise BankError(f"{root} describes no kernels", key=root, problem="describes no kernels",
-                        allowed="at least one kernel")
+        raise BankError(
+            f"{root} describes no kernels", key=root, problem="describes no kernels", allowed="at least one kernel"
+        )
     return specs
 
 

@@ -5,6 +5,7 @@ would be accepted apart from its one-line message; :func:`_must` and
 :func:`_unknown` write the two messages most checks give.  Their public
 import path is :mod:`mklkit.kernels.description` (or :mod:`mklkit.kernels`).
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -39,8 +40,15 @@ class BankError(ValueError):
 
     NO_VALUE: Any = _NO_VALUE
 
-    def __init__(self, message: str, key: str | None = None, *, problem: str | None = None,
-                 value: Any = _NO_VALUE, allowed: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        key: str | None = None,
+        *,
+        problem: str | None = None,
+        value: Any = _NO_VALUE,
+        allowed: str | None = None,
+    ):
         super().__init__(message)
         self.key = key
         self.problem = problem if problem is not None else message
@@ -55,12 +63,25 @@ class BankError(ValueError):
 
 def _must(key: str, allowed: str, value: Any, note: str = "", at: str | None = None) -> BankError:
     """``<key> must be <allowed>; got <value><note>`` (``at``: the key reported, default ``key``)."""
-    return BankError(f"{key} must be {allowed}; got {value!r}{note}", key=at or key,
-                     problem="invalid value" + note, value=value, allowed=allowed)
+    return BankError(
+        f"{key} must be {allowed}; got {value!r}{note}",
+        key=at or key,
+        problem="invalid value" + note,
+        value=value,
+        allowed=allowed,
+    )
 
 
-def _unknown(key: str, what: str, name: Any, available: Sequence[str] | None, ctx: str = "",
-             label: str = "available", text: str | None = None, head: str | None = None) -> BankError:
+def _unknown(
+    key: str,
+    what: str,
+    name: Any,
+    available: Sequence[str] | None,
+    ctx: str = "",
+    label: str = "available",
+    text: str | None = None,
+    head: str | None = None,
+) -> BankError:
     """``<head>: unknown <what> <name> (did you mean ...?)<ctx>; <label>: <available>``.
 
     ``head`` (default ``key``) starts the message; ``text`` replaces it when
@@ -68,8 +89,11 @@ def _unknown(key: str, what: str, name: Any, available: Sequence[str] | None, ct
     """
     hint = did_you_mean(str(name), list(available)) if available else ""
     shown = ", ".join(available) if available else None
-    message = text if text is not None and available is None else (
-        f"{head or key}: unknown {what} {name!r}{hint}{ctx}" + (f"; {label}: {shown}" if shown else ""))
+    message = (
+        text
+        if text is not None and available is None
+        else (f"{head or key}: unknown {what} {name!r}{hint}{ctx}" + (f"; {label}: {shown}" if shown else ""))
+    )
     problem = f"unknown {what}{hint}{ctx}" if text is None or available is not None else text
     return BankError(message, key=key, problem=problem, value=name, allowed=shown)
 

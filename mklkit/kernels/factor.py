@@ -42,6 +42,7 @@ Factors are built from data by :mod:`mklkit.kernels.factorize`; what predicts
 with them, without the training factors, is
 :mod:`mklkit.kernels.factor_predictor`.
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -69,7 +70,6 @@ _NO_FLOAT = np.empty(0)
 _NO_INT = np.empty(0, dtype=np.int64)
 
 
-
 def _vec(x: Any) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float64)
 
@@ -90,7 +90,7 @@ def _add_weighted_gram(H: np.ndarray, A: np.ndarray, c: np.ndarray) -> None:
     if T is None:
         return
     if H.flags.c_contiguous and H.dtype == np.float64:
-        kfactor.add_symmetric_lower(H, T.T)   # T is Fortran-ordered with its upper triangle set
+        kfactor.add_symmetric_lower(H, T.T)  # T is Fortran-ordered with its upper triangle set
     else:
         U = np.triu(T)
         H += U + np.triu(T, 1).T
@@ -118,16 +118,19 @@ class FactorBank(GramBank):
 
     representation = "factor"
 
-    def __init__(self, LT: Any, starts: Sequence[int], *,
-                 trace_error: Sequence[float] | None = None, factor_map: Any = None) -> None:
+    def __init__(
+        self, LT: Any, starts: Sequence[int], *, trace_error: Sequence[float] | None = None, factor_map: Any = None
+    ) -> None:
         starts = np.asarray(starts, dtype=np.int64)
         if starts.ndim != 1 or starts.size < 2 or starts[0] != 0 or np.any(np.diff(starts) < 0):
-            raise ValueError("starts must be non-decreasing offsets from 0, one more than the "
-                             f"number of kernels; got {starts.tolist()}")
+            raise ValueError(
+                "starts must be non-decreasing offsets from 0, one more than the "
+                f"number of kernels; got {starts.tolist()}"
+            )
         if sp.issparse(LT):
             LT = sp.csr_matrix(LT, dtype=np.float64)
             LT.sort_indices()
-            LT.indices = LT.indices.astype(np.int64, copy=False)   # what the jitted loops read
+            LT.indices = LT.indices.astype(np.int64, copy=False)  # what the jitted loops read
             LT.indptr = LT.indptr.astype(np.int64, copy=False)
         else:
             LT = np.ascontiguousarray(LT, dtype=np.float64)
@@ -162,8 +165,9 @@ class FactorBank(GramBank):
         self.factor_map = factor_map
 
     @classmethod
-    def from_blocks(cls, blocks: Sequence[Any], *, trace_error: Sequence[float] | None = None,
-                    factor_map: Any = None) -> "FactorBank":
+    def from_blocks(
+        cls, blocks: Sequence[Any], *, trace_error: Sequence[float] | None = None, factor_map: Any = None
+    ) -> "FactorBank":
         r"""A bank from the factors :math:`L_m` themselves, each (N, r_m), dense or sparse.
 
         Sparse blocks make a sparse bank when all of them are sparse.
@@ -174,8 +178,7 @@ class FactorBank(GramBank):
         if all(sp.issparse(b) for b in blocks):
             LT = sp.vstack([sp.csr_matrix(b.T) for b in blocks], format="csr")
         else:
-            LT = np.vstack([np.asarray(b.toarray() if sp.issparse(b) else b, dtype=np.float64).T
-                            for b in blocks])
+            LT = np.vstack([np.asarray(b.toarray() if sp.issparse(b) else b, dtype=np.float64).T for b in blocks])
         return cls(LT, starts, trace_error=trace_error, factor_map=factor_map)
 
     #: A bank from given factors (N, R) side by side, checked and normalised; its ``factor_map``
@@ -184,8 +187,7 @@ class FactorBank(GramBank):
 
     def __repr__(self) -> str:
         kind = "sparse" if self.sparse else "dense"
-        return (f"FactorBank(n_kernels={self.shape[0]}, n_samples={self.shape[1]}, "
-                f"total_rank={self.total_rank}, {kind})")
+        return f"FactorBank(n_kernels={self.shape[0]}, n_samples={self.shape[1]}, total_rank={self.total_rank}, {kind})"
 
     # -- what the factors cost ------------------------------------------------
     def approximation(self) -> dict[str, Any]:
@@ -195,9 +197,12 @@ class FactorBank(GramBank):
         :attr:`overall_trace_error` ``, "kernel_relative_trace_error":``
         :attr:`relative_trace_error` ``}``; all 0 for exact factors.
         """
-        return {"total_rank": int(self.total_rank), "ranks": [int(r) for r in self.ranks],
-                "relative_trace_error": self.overall_trace_error,
-                "kernel_relative_trace_error": [float(e) for e in self.relative_trace_error]}
+        return {
+            "total_rank": int(self.total_rank),
+            "ranks": [int(r) for r in self.ranks],
+            "relative_trace_error": self.overall_trace_error,
+            "kernel_relative_trace_error": [float(e) for e in self.relative_trace_error],
+        }
 
     # -- shape ----------------------------------------------------------------
     @property
@@ -230,7 +235,7 @@ class FactorBank(GramBank):
 
     def block(self, m: int) -> Any:
         r""":math:`L_m^\top` (r_m, N): a view of the rows of ``LT``."""
-        return self.LT[self.starts[m]:self.starts[m + 1]]
+        return self.LT[self.starts[m] : self.starts[m + 1]]
 
     def subset(self, keep: np.ndarray) -> "FactorBank":
         """The bank of the kernels ``keep`` only (their factor rows copied, their residual traces
@@ -251,8 +256,7 @@ class FactorBank(GramBank):
         return out
 
     def _no_array_message(self) -> str:
-        return ("a FactorBank keeps each kernel as a factor L_m (K_m = L_m L_m^T), not as one "
-                "(M, N, N) array")
+        return "a FactorBank keeps each kernel as a factor L_m (K_m = L_m L_m^T), not as one (M, N, N) array"
 
     def to_array(self) -> np.ndarray:
         """The dense (M, N, N) bank :math:`L_mL_m^\\top` (for small banks and tests only)."""
@@ -320,8 +324,7 @@ class FactorBank(GramBank):
         beta = self.coefficients(alpha)
         return np.asarray(self.transform(X_new).T @ beta, dtype=np.float64).ravel() + float(bias)
 
-    def predictor(self, alpha: np.ndarray, bias: Any = 0.0,
-                  kernels: Sequence[int] | None = None) -> "FactorPredictor":
+    def predictor(self, alpha: np.ndarray, bias: Any = 0.0, kernels: Sequence[int] | None = None) -> "FactorPredictor":
         r"""What predictions of solutions on new points need, without the training factors.
 
         Parameters
@@ -349,17 +352,32 @@ class FactorBank(GramBank):
     def as_array(self) -> np.ndarray:
         raise BankAccessError(self._no_array_message())
 
-    def _run(self, kern: np.ndarray, V: np.ndarray, vsel: np.ndarray, W: np.ndarray | None = None,
-             out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def _run(
+        self,
+        kern: np.ndarray,
+        V: np.ndarray,
+        vsel: np.ndarray,
+        W: np.ndarray | None = None,
+        out: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """One pass of :func:`mklkit._jit.factor.block_products` over the kernels ``kern``
         (vector ``V[vsel[p]]`` for task ``p``; ``W``: one second vector for all)."""
         kern = np.ascontiguousarray(kern, dtype=np.int64)
         P = kern.size
         zeros = np.zeros(P, dtype=np.int64)
         fn = kfactor.block_products if self._par else kfactor.block_products_serial
-        return fn(*self._store, self.starts, kern, V, np.ascontiguousarray(vsel, dtype=np.int64),
-                  V[:1] if W is None else W, zeros, W is not None,
-                  np.empty((P, 0)) if out is None else out, out is not None)
+        return fn(
+            *self._store,
+            self.starts,
+            kern,
+            V,
+            np.ascontiguousarray(vsel, dtype=np.int64),
+            V[:1] if W is None else W,
+            zeros,
+            W is not None,
+            np.empty((P, 0)) if out is None else out,
+            out is not None,
+        )
 
     def weighted_trace(self, w: np.ndarray) -> np.ndarray:
         r""":math:`\sum_i w_i (L_mL_m^\top)_{ii}` per kernel: the trace on rows repeated by
@@ -367,8 +385,7 @@ class FactorBank(GramBank):
         w = np.asarray(w, dtype=np.float64)
         if self.sparse:  # (no copy of the factors: an (R, N) temporary is the size of the bank)
             rows = np.repeat(np.arange(self.total_rank), np.diff(self.LT.indptr))
-            sq = np.bincount(rows, weights=self.LT.data * self.LT.data * w[self.LT.indices],
-                             minlength=self.total_rank)
+            sq = np.bincount(rows, weights=self.LT.data * self.LT.data * w[self.LT.indices], minlength=self.total_rank)
         else:
             sq = np.einsum("rn,rn,n->r", self.LT, self.LT, w)
         return self._segment_sums(sq)
@@ -390,20 +407,19 @@ class FactorBank(GramBank):
     def matvecs_and_norms(self, v: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         M, N, _ = self.shape
         out = np.empty((M, N))
-        _, sq = self._run(self._all, _vec(v)[None, :], np.zeros(M, dtype=np.int64),
-                          W=_vec(w)[None, :], out=out)
+        _, sq = self._run(self._all, _vec(v)[None, :], np.zeros(M, dtype=np.int64), W=_vec(w)[None, :], out=out)
         return out, np.sqrt(np.maximum(sq, 0.0))
 
-    def direction_forms(self, d: np.ndarray, KR: np.ndarray
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def direction_forms(self, d: np.ndarray, KR: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         M, N, _ = self.shape
         d = _vec(d)
         KD = np.empty((M, N))
         dKd, _ = self._run(self._all, d[None, :], np.zeros(M, dtype=np.int64), out=KD)
         return KD, _vec(KR) @ d, np.maximum(dKd, 0.0)
 
-    def accumulate_hessian(self, H: np.ndarray, idx: np.ndarray, s: np.ndarray, KR: np.ndarray,
-                           t: np.ndarray, block: int) -> None:
+    def accumulate_hessian(
+        self, H: np.ndarray, idx: np.ndarray, s: np.ndarray, KR: np.ndarray, t: np.ndarray, block: int
+    ) -> None:
         r""":math:`H \mathrel{+}= A^\top \mathrm{diag}(c) A` (BLAS ``syrk``), with :math:`A`
         the rows of the factors :math:`L_{m_p}^\top` (weight :math:`s_p`) and the
         vectors :math:`r_p` (weight :math:`t_p`); ``block`` is not used."""

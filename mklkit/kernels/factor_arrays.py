@@ -9,6 +9,7 @@ for a sparse bank each block's entries sample by sample.  From them,
 :math:`\beta_m = L_m^\top\alpha_m` back to minimum-norm coefficients
 (:meth:`FactorBank.alpha_from_beta <mklkit.kernels.factor.FactorBank.alpha_from_beta>`).
 """
+
 from __future__ import annotations
 
 import weakref
@@ -21,8 +22,15 @@ import scipy.sparse.linalg as spla
 if TYPE_CHECKING:
     from .factor import FactorBank
 
-__all__ = ["FactorArrays", "factor_arrays", "alpha_from_beta", "segment_norms", "hessian_flops",
-           "GRAM_MAX_RANK", "GRAM_MAX_BYTES"]
+__all__ = [
+    "FactorArrays",
+    "factor_arrays",
+    "alpha_from_beta",
+    "segment_norms",
+    "hessian_flops",
+    "GRAM_MAX_RANK",
+    "GRAM_MAX_BYTES",
+]
 
 #: Blocks of at most this rank get their spectral norm and the map back to
 #: alpha from the r_m x r_m Gram matrix (N r^2 flops to form, r^3 to decompose), while
@@ -39,6 +47,7 @@ GRAM_MAX_BYTES = 256 * 2**20
 def _jit():
     """The jitted block loops, compiled (or loaded from the cache) on first use."""
     from .._jit import bcd as kb
+
     return kb
 
 
@@ -77,8 +86,7 @@ class FactorArrays:
             first[1:] = (b_s[1:] != b_s[:-1]) | (i_s[1:] != i_s[:-1])
             heads = np.flatnonzero(first)
             self.supp_idx = np.ascontiguousarray(i_s[heads], dtype=np.int64)
-            self.supp_ptr = np.concatenate(
-                [[0], np.cumsum(np.bincount(b_s[heads], minlength=M))]).astype(np.int64)
+            self.supp_ptr = np.concatenate([[0], np.cumsum(np.bincount(b_s[heads], minlength=M))]).astype(np.int64)
             self.tptr = np.append(heads, order.size).astype(np.int64)
             self.tcol = np.ascontiguousarray(rows[order] - self.starts[b_s], dtype=np.int64)
             self.tval = np.ascontiguousarray(self.data[order], dtype=np.float64)
@@ -93,19 +101,18 @@ class FactorArrays:
         small = np.flatnonzero((ranks > 0) & (ranks <= GRAM_MAX_RANK))
         small = small[np.argsort(ranks[small], kind="stable")]
         small = np.sort(small[np.cumsum(8 * ranks[small].astype(np.float64) ** 2) <= GRAM_MAX_BYTES])
-        self.goff[small] = np.concatenate([[0], np.cumsum(ranks[small] ** 2)[:-1]]) \
-            if small.size else small
+        self.goff[small] = np.concatenate([[0], np.cumsum(ranks[small] ** 2)[:-1]]) if small.size else small
         self.grams = np.zeros(int(np.sum(ranks[small] ** 2)))
         ones = np.ones(N) if self.sparse else np.zeros(0)
         self._record = None
         for m in small:
             r = int(ranks[m])
-            G = self.grams[self.goff[m]:self.goff[m] + r * r].reshape(r, r)
+            G = self.grams[self.goff[m] : self.goff[m] + r * r].reshape(r, r)
             if self.sparse:
                 # from the sample-major copy, symmetric (the spectral norms are not known yet)
                 _jit().block_hessian(self._bank_record(np.zeros(M)), int(m), ones, G)
             else:
-                B = self.LT[self.starts[m]:self.starts[m + 1]]
+                B = self.LT[self.starts[m] : self.starts[m + 1]]
                 G[:, :] = B @ B.T
                 G[:, :] = 0.5 * (G + G.T)
         # eigendecompositions of the small Gram matrices, a batch per rank (spectral norms,
@@ -121,9 +128,22 @@ class FactorArrays:
     def _bank_record(self, lip: np.ndarray) -> Any:
         # the record's type is fixed: a dense factor that is not C-contiguous float64 is copied
         LT = np.ascontiguousarray(self.LT, dtype=np.float64)
-        return _jit().Bank(self.starts, lip, LT, self.indptr, self.indices, self.data,
-                           self.supp_ptr, self.supp_idx, self.tptr, self.tcol, self.tval,
-                           self.grams, self.goff, self.sparse)
+        return _jit().Bank(
+            self.starts,
+            lip,
+            LT,
+            self.indptr,
+            self.indices,
+            self.data,
+            self.supp_ptr,
+            self.supp_idx,
+            self.tptr,
+            self.tcol,
+            self.tval,
+            self.grams,
+            self.goff,
+            self.sparse,
+        )
 
     @property
     def record(self) -> Any:
@@ -135,7 +155,7 @@ class FactorArrays:
     def gram(self, m: int) -> np.ndarray:
         """:math:`L_m^\\top L_m` of a block of rank <= GRAM_MAX_RANK."""
         r = int(self.starts[m + 1] - self.starts[m])
-        return self.grams[self.goff[m]:self.goff[m] + r * r].reshape(r, r)
+        return self.grams[self.goff[m] : self.goff[m] + r * r].reshape(r, r)
 
     def _spectral_sq(self, bank: FactorBank, m: int) -> float:
         r = int(self.starts[m + 1] - self.starts[m])
@@ -148,7 +168,6 @@ class FactorArrays:
             op = spla.aslinearoperator(B.T if sp.issparse(B) else np.asarray(B).T)
             top = float(spla.svds(op, k=1, tol=1e-10, return_singular_vectors=False)[0]) ** 2
         return max(top, 0.0) * (1.0 + 1e-10)
-
 
 
 _ARRAYS: "weakref.WeakKeyDictionary[FactorBank, FactorArrays]" = weakref.WeakKeyDictionary()
@@ -194,9 +213,9 @@ def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
     M, N, _ = bank.shape
     f = factor_arrays(bank)
     own = getattr(bank, "solve_coefficients", None)
-    coef = np.zeros(f.starts[-1])          # (L_m^T L_m)^+ beta_m of the small blocks
+    coef = np.zeros(f.starts[-1])  # (L_m^T L_m)^+ beta_m of the small blocks
     small: list[int] = []
-    other: dict[int, np.ndarray] = {}      # the others' alpha_m, solved one by one
+    other: dict[int, np.ndarray] = {}  # the others' alpha_m, solved one by one
     for m in range(M):
         s, e = int(bank.starts[m]), int(bank.starts[m + 1])
         bm = beta[s:e]
@@ -229,4 +248,3 @@ def segment_norms(t: np.ndarray, starts: np.ndarray) -> np.ndarray:
         sq = np.add.reduceat(t * t, starts[:-1][nz])
         out[nz] = np.sqrt(np.maximum(sq, 0.0))
     return out
-

@@ -5,6 +5,7 @@ folds the bases of the kernels a solution uses into its coefficients
 (:meth:`~mklkit.kernels.factorize.FactorMap.fold`) and keeps only those,
 with the pivots or landmarks that map new points.
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -13,21 +14,25 @@ import numpy as np
 
 __all__ = ["FactorPredictor"]
 
-_NO_MAP = ("this FactorBank has no map to new points (factor_map is None: it was made as "
-           "FactorBank(LT, starts)); build it with mklkit.kernels.factorize.build_factor_bank "
-           "(kernels on data), or with FactorBank.from_factors (given factors: transform then takes "
-           "the new points' factor rows)")
+_NO_MAP = (
+    "this FactorBank has no map to new points (factor_map is None: it was made as "
+    "FactorBank(LT, starts)); build it with mklkit.kernels.factorize.build_factor_bank "
+    "(kernels on data), or with FactorBank.from_factors (given factors: transform then takes "
+    "the new points' factor rows)"
+)
 
 
-def fold_predictor(bank: Any, alpha: np.ndarray, bias: Any = 0.0,
-                   kernels: Sequence[int] | None = None) -> "FactorPredictor":
+def fold_predictor(
+    bank: Any, alpha: np.ndarray, bias: Any = 0.0, kernels: Sequence[int] | None = None
+) -> "FactorPredictor":
     """:meth:`FactorBank.predictor <mklkit.kernels.factor.FactorBank.predictor>` of ``bank``."""
     A = np.asarray(alpha, dtype=np.float64)
     if A.ndim == 2:
         A = A[None]
     if A.ndim != 3 or A.shape[1:] != bank.shape[:2]:
-        raise ValueError(f"alpha must have shape {bank.shape[:2]} or (T, {bank.shape[0]}, "
-                         f"{bank.shape[1]}); got {np.shape(alpha)}")
+        raise ValueError(
+            f"alpha must have shape {bank.shape[:2]} or (T, {bank.shape[0]}, {bank.shape[1]}); got {np.shape(alpha)}"
+        )
     b = np.broadcast_to(np.asarray(bias, dtype=np.float64).ravel(), (A.shape[0],)).copy()
     beta = np.stack([bank.coefficients(a) for a in A])
     if kernels is None:
@@ -35,8 +40,9 @@ def fold_predictor(bank: Any, alpha: np.ndarray, bias: Any = 0.0,
     held = np.asarray(kernels, dtype=np.int64).ravel()
     if bank.factor_map is None:
         raise ValueError(_NO_MAP)
-    return FactorPredictor(bank.factor_map.fold(held, beta), b, held, bank.shape[1],
-                           bank.trace()[held], bank.trace_error[held].copy())
+    return FactorPredictor(
+        bank.factor_map.fold(held, beta), b, held, bank.shape[1], bank.trace()[held], bank.trace_error[held].copy()
+    )
 
 
 class FactorPredictor:
@@ -64,8 +70,15 @@ class FactorPredictor:
 
     representation = "factor"
 
-    def __init__(self, folded: Any, bias: np.ndarray, kernels: np.ndarray, n_samples: int,
-                 trace: np.ndarray, trace_error: np.ndarray) -> None:
+    def __init__(
+        self,
+        folded: Any,
+        bias: np.ndarray,
+        kernels: np.ndarray,
+        n_samples: int,
+        trace: np.ndarray,
+        trace_error: np.ndarray,
+    ) -> None:
         self.folded = folded
         self.bias = np.asarray(bias, dtype=np.float64)
         self.kernels = np.asarray(kernels, dtype=np.int64)
@@ -74,8 +87,7 @@ class FactorPredictor:
         self.trace_error = np.asarray(trace_error, dtype=np.float64)
 
     def __repr__(self) -> str:
-        return (f"FactorPredictor(n_kernels={self.n_kernels}, n_samples={self.n_samples}, "
-                f"n_outputs={self.bias.size})")
+        return f"FactorPredictor(n_kernels={self.n_kernels}, n_samples={self.n_samples}, n_outputs={self.bias.size})"
 
     @property
     def n_kernels(self) -> int:

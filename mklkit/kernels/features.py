@@ -4,6 +4,7 @@
 of such lists, or ``{random_subsets: n, size: k, seed: s}``; see
 :mod:`mklkit.kernels.description`.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
@@ -48,7 +49,9 @@ def _column(v: Any, key: str, d: int | None, names: Sequence[str] | None) -> int
             shown = ", ".join(list(names)[:12]) + (", ..." if len(names) > 12 else "")
             raise BankError(
                 f"{key}: unknown feature name {v!r}{did_you_mean(v, list(names))}; features: {shown}",
-                key=key, problem=f"unknown feature name{did_you_mean(v, list(names))}", value=v,
+                key=key,
+                problem=f"unknown feature name{did_you_mean(v, list(names))}",
+                value=v,
                 allowed=shown,
             )
         return list(names).index(v)
@@ -64,9 +67,13 @@ def _group(items: Sequence[Any], key: str, d: int | None, names: Sequence[str] |
     seen: set[int] = set()
     for k, c in enumerate(cols):
         if c in seen:
-            raise BankError(f"{key} lists column {items[k]!r} twice; each column at most once",
-                            key=f"{key}[{k}]", problem=f"lists column {items[k]!r} twice",
-                            value=items[k], allowed="each column at most once")
+            raise BankError(
+                f"{key} lists column {items[k]!r} twice; each column at most once",
+                key=f"{key}[{k}]",
+                problem=f"lists column {items[k]!r} twice",
+                value=items[k],
+                allowed="each column at most once",
+            )
         seen.add(c)  # type: ignore[arg-type]
     return tuple(cols)  # type: ignore[arg-type]
 
@@ -76,6 +83,7 @@ def _feature_groups(
 ) -> list[tuple[tuple[int, ...], str]] | None:
     """Feature groups with their labels, or ``None`` when ``d`` is unknown."""
     spec = _plain(spec)
+
     def label(cols: tuple[int, ...]) -> str:
         nm = [names[c] if names is not None else f"x{c}" for c in cols]
         if len(nm) > 8:
@@ -91,9 +99,11 @@ def _feature_groups(
         raise BankError(
             f"{key} must be 'all', 'each', a list of columns, a list of lists of columns or "
             f"{{random_subsets: n, size: k, seed: s}}; got {spec!r}{hint}",
-            key=key, problem="invalid value" + hint, value=spec,
+            key=key,
+            problem="invalid value" + hint,
+            value=spec,
             allowed="'all', 'each', a list of columns, a list of lists of columns or "
-                    "{random_subsets: n, size: k, seed: s}",
+            "{random_subsets: n, size: k, seed: s}",
         )
     if isinstance(spec, (list, tuple)):
         if len(spec) == 0:
@@ -106,7 +116,9 @@ def _feature_groups(
             raise BankError(
                 f"{key} must be a list of columns or a list of lists of columns, not a mix; "
                 f"got {spec[k]!r} at position {k}",
-                key=f"{key}[{k}]", problem="a mix of columns and lists of columns", value=spec[k],
+                key=f"{key}[{k}]",
+                problem="a mix of columns and lists of columns",
+                value=spec[k],
                 allowed="a list of columns or a list of lists of columns",
             )
         else:
@@ -120,9 +132,12 @@ def _feature_groups(
                 raise _unknown(f"{key}.{k}", "key", k, list(_SUBSET_KEYS), label="allowed", head=key)
         for k in ("random_subsets", "size"):
             if k not in spec:
-                raise BankError(f"{key}.{k} is required for random subsets", key=f"{key}.{k}",
-                                problem="is required for random subsets",
-                                allowed="{random_subsets: n, size: k, seed: s}")
+                raise BankError(
+                    f"{key}.{k} is required for random subsets",
+                    key=f"{key}.{k}",
+                    problem="is required for random subsets",
+                    allowed="{random_subsets: n, size: k, seed: s}",
+                )
         n = spec["random_subsets"]
         if not _is_int(n) or n < 1:
             raise _must(f"{key}.random_subsets", "an integer >= 1", n)

@@ -6,6 +6,7 @@ inner products), :func:`_dense_columns` the dense columns it reads, and
 :class:`_ProgressReporter` reports how far it is; used by
 :class:`~mklkit.kernels.build.KernelBank`.
 """
+
 from __future__ import annotations
 
 import time

@@ -26,6 +26,7 @@ Subclass :class:`KernelFunction`, set ``name``, ``description`` and
 
 Register the class through the plugin hook like any other component.
 """
+
 from __future__ import annotations
 
 from typing import Any, ClassVar
@@ -152,8 +153,9 @@ class BaseRows:
         self.X = as_matrix(X)
         self._centred = kind == "sqdist" and self.X.shape[1] > _DIRECT_MAX_COLS
         # few columns: term by term against the transposed points (the values of squared_distances)
-        self._Xt = (np.ascontiguousarray(self.X.T) if kind == "sqdist" and 1 < self.X.shape[1] <= _DIRECT_MAX_COLS
-                    else None)
+        self._Xt = (
+            np.ascontiguousarray(self.X.T) if kind == "sqdist" and 1 < self.X.shape[1] <= _DIRECT_MAX_COLS else None
+        )
         if self._centred:
             mu = self.X.mean(axis=0) if self.X.shape[0] else np.zeros(self.X.shape[1])
             self.Xc = np.ascontiguousarray(self.X - mu)

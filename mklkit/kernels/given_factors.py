@@ -23,6 +23,7 @@ Normalisation (``normalize``) is that of the other banks:
 * ``"none"``: the factors as given (the default for given factors, as for
   given Gram matrices).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,7 +47,8 @@ __all__ = ["GivenFactorMap", "FoldedGivenFactorMap", "bank_from_factors"]
 def _sparse_refusal(where: str, A: Any) -> BankError:
     return BankError(
         f"{where} must be a dense array; got a scipy.sparse {A.format} matrix of shape {A.shape}; "
-        "convert it with .toarray() (precomputed factors are held dense)")
+        "convert it with .toarray() (precomputed factors are held dense)"
+    )
 
 
 def _factor_matrix(L: Any, where: str, R: int | None = None) -> np.ndarray:
@@ -55,8 +57,10 @@ def _factor_matrix(L: Any, where: str, R: int | None = None) -> np.ndarray:
         raise _sparse_refusal(where, L)
     A = np.asarray(L)
     if A.dtype == object:
-        raise BankError(f"{where} must be a numeric array; got dtype object (a Python object such as a "
-                        "scipy.sparse matrix? convert it with .toarray())")
+        raise BankError(
+            f"{where} must be a numeric array; got dtype object (a Python object such as a "
+            "scipy.sparse matrix? convert it with .toarray())"
+        )
     if A.dtype.kind not in "fiu":
         raise BankError(f"{where} must be a real numeric array (float or int); got dtype {A.dtype}")
     if A.ndim != 2:
@@ -68,8 +72,9 @@ def _factor_matrix(L: Any, where: str, R: int | None = None) -> np.ndarray:
     A = np.ascontiguousarray(A, dtype=np.float64)
     if not all_finite(A):
         i, j = (int(v) for v in np.argwhere(~np.isfinite(A))[0])
-        raise BankError(f"{where} has a NaN or infinite value at [{i}, {j}]: {float(A[i, j])!r}; factors "
-                        "must be finite")
+        raise BankError(
+            f"{where} has a NaN or infinite value at [{i}, {j}]: {float(A[i, j])!r}; factors must be finite"
+        )
     return A
 
 
@@ -84,8 +89,10 @@ def _int_vector(a: Any, where: str) -> np.ndarray:
 
 def _one_layout(has_starts: bool, has_ranks: bool, where: str) -> None:
     if has_starts == has_ranks:
-        raise BankError(f"{where}: the column layout needs exactly one of starts (M + 1,) or ranks (M,); "
-                        f"got {'both' if has_starts else 'neither'}")
+        raise BankError(
+            f"{where}: the column layout needs exactly one of starts (M + 1,) or ranks (M,); "
+            f"got {'both' if has_starts else 'neither'}"
+        )
 
 
 def _layout(starts: Any, ranks: Any, R: int, where: str) -> np.ndarray:
@@ -100,8 +107,10 @@ def _layout(starts: Any, ranks: Any, R: int, where: str) -> np.ndarray:
         down = np.flatnonzero(np.diff(s) < 0)
         if down.size:
             k = int(down[0]) + 1
-            raise BankError(f"{where}: starts must be non-decreasing; got starts[{k}] = {int(s[k])} < "
-                            f"starts[{k - 1}] = {int(s[k - 1])}")
+            raise BankError(
+                f"{where}: starts must be non-decreasing; got starts[{k}] = {int(s[k])} < "
+                f"starts[{k - 1}] = {int(s[k - 1])}"
+            )
         if s[-1] != R:
             raise BankError(f"{where}: starts[-1] must be R = {R} (the columns of L_train); got {int(s[-1])}")
         return s
@@ -129,7 +138,7 @@ def _block_row_norms(LT: np.ndarray, starts: np.ndarray) -> np.ndarray:
     M = starts.size - 1
     out = np.empty((M, LT.shape[1]))
     for m in range(M):
-        B = LT[starts[m]:starts[m + 1]]
+        B = LT[starts[m] : starts[m + 1]]
         out[m] = np.sqrt(np.einsum("rn,rn->n", B, B))
     return out
 
@@ -174,7 +183,7 @@ class GivenFactorMap:
 
     def rows(self, L: np.ndarray) -> np.ndarray:
         """Checked, normalised :math:`L^\\top` (R, n) of raw rows ``L`` (n, R) (zero rows stay zero)."""
-        LT = np.array(L.T, dtype=np.float64, order="C")   # a copy: the caller's rows stay as they are
+        LT = np.array(L.T, dtype=np.float64, order="C")  # a copy: the caller's rows stay as they are
         LT *= np.repeat(self.scale, np.diff(self.starts))[:, None]
         if self.normalize == "diagonal":
             norms = _block_row_norms(LT, self.starts)
@@ -204,11 +213,16 @@ class GivenFactorMap:
         if beta.ndim != 2 or beta.shape[1] != self.n_features:
             raise ValueError(f"beta must have shape (T, {self.n_features}); got {beta.shape}")
         held = np.asarray(kernels, dtype=np.intp).ravel()
-        cols = np.concatenate([np.arange(self.starts[m], self.starts[m + 1]) for m in held]
-                              + [np.zeros(0, dtype=np.int64)]).astype(np.intp)
+        cols = np.concatenate(
+            [np.arange(self.starts[m], self.starts[m + 1]) for m in held] + [np.zeros(0, dtype=np.int64)]
+        ).astype(np.intp)
         ranks = np.diff(self.starts)[held]
-        sub = GivenFactorMap([self.names[m] for m in held], np.concatenate([[0], np.cumsum(ranks)]).astype(np.int64),
-                             self.normalize, np.asarray(self.scale, dtype=np.float64)[held].copy())
+        sub = GivenFactorMap(
+            [self.names[m] for m in held],
+            np.concatenate([[0], np.cumsum(ranks)]).astype(np.int64),
+            self.normalize,
+            np.asarray(self.scale, dtype=np.float64)[held].copy(),
+        )
         return FoldedGivenFactorMap(sub, cols, self.n_features, np.ascontiguousarray(beta[:, cols].T))
 
 
@@ -286,8 +300,7 @@ def bank_from_factors(
     st = _layout(starts, ranks, L.shape[1], where)
     M = st.size - 1
     nm = _names(names, M, where)
-    fmap = GivenFactorMap(names=nm, starts=st, normalize=normalize,
-                          scale=_normalization(L, st, nm, normalize, source))
+    fmap = GivenFactorMap(names=nm, starts=st, normalize=normalize, scale=_normalization(L, st, nm, normalize, source))
     return cls(fmap.rows(L), st, factor_map=fmap)
 
 
@@ -299,20 +312,24 @@ def _normalization(L: np.ndarray, starts: np.ndarray, names: list[str], normaliz
     LT = L.T
     M = starts.size - 1
     if normalize == "trace":
-        tr = np.array([float(np.einsum("rn,rn->", B, B)) for B in (LT[starts[m]:starts[m + 1]] for m in range(M))])
+        tr = np.array([float(np.einsum("rn,rn->", B, B)) for B in (LT[starts[m] : starts[m + 1]] for m in range(M))])
         bad = np.flatnonzero(~(tr > 0))
         if bad.size:
             m = int(bad[0])
-            raise BankError(f"{source}: kernel {m} ({names[m]!r}, columns {int(starts[m])}:{int(starts[m + 1])}) "
-                            "is all zero: tr(L_m L_m^T) = 0; normalize 'trace' needs a non-zero block; drop the "
-                            "kernel or use normalize 'none'")
+            raise BankError(
+                f"{source}: kernel {m} ({names[m]!r}, columns {int(starts[m])}:{int(starts[m + 1])}) "
+                "is all zero: tr(L_m L_m^T) = 0; normalize 'trace' needs a non-zero block; drop the "
+                "kernel or use normalize 'none'"
+            )
         return 1.0 / np.sqrt(tr)
     if normalize == "diagonal":
         norms = _block_row_norms(LT, starts)
         bad = np.argwhere(~(norms > 0))
         if bad.size:
             m, i = (int(v) for v in bad[0])
-            raise BankError(f"{source}: row {i} of kernel {m} ({names[m]!r}) is zero: k(x_{i}, x_{i}) = 0; "
-                            "normalize 'diagonal' needs a non-zero row in every block; use normalize 'trace' "
-                            "or 'none'")
+            raise BankError(
+                f"{source}: row {i} of kernel {m} ({names[m]!r}) is zero: k(x_{i}, x_{i}) = 0; "
+                "normalize 'diagonal' needs a non-zero row in every block; use normalize 'trace' "
+                "or 'none'"
+            )
     return np.ones(M)

@@ -5,6 +5,7 @@ bank of :class:`~mklkit.kernels.build.KernelBank` and its cross kernels;
 :class:`MemoryBudgetError` refuses one larger than the budget;
 :func:`format_bytes` is how every bank names a size.
 """
+
 from __future__ import annotations
 
 from .description import DEFAULT_MEMORY_BUDGET, BankError
@@ -52,8 +53,9 @@ class MemoryBudgetError(BankError):
         ``(M, rows, N)`` of the refused array.
     """
 
-    def __init__(self, what: str, need: float, budget: float, shape: tuple[int, int, int],
-                 key: str = "memory_budget_bytes") -> None:
+    def __init__(
+        self, what: str, need: float, budget: float, shape: tuple[int, int, int], key: str = "memory_budget_bytes"
+    ) -> None:
         self.what = what
         self.need = need
         self.budget = budget

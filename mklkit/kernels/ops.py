@@ -33,6 +33,7 @@ A :class:`~mklkit.problem.Problem` accepts either an (M, N, N) array or a
 ``spicy`` engine) accept both, engines that read the array ``problem.K``
 get a :class:`BankAccessError` for a bank that is not one array.
 """
+
 from __future__ import annotations
 
 import abc
@@ -103,8 +104,9 @@ class GramBank(abc.ABC):
         ``KR`` the rows :math:`K_m\rho` (SpicyMKL §3.5.1)."""
 
     @abc.abstractmethod
-    def accumulate_hessian(self, H: np.ndarray, idx: np.ndarray, s: np.ndarray, KR: np.ndarray,
-                           t: np.ndarray, block: int) -> None:
+    def accumulate_hessian(
+        self, H: np.ndarray, idx: np.ndarray, s: np.ndarray, KR: np.ndarray, t: np.ndarray, block: int
+    ) -> None:
         r""":math:`H \mathrel{+}= \sum_p s_pK_{idx_p} + t_p r_pr_p^\top` in place (SpicyMKL eq. 50);
         ``KR`` (P, N) holds :math:`r_p`, ``block`` the rows per parallel task."""
 
@@ -164,17 +166,16 @@ class ArrayBank(GramBank):
         fn = kspicy.direction_forms if self._par else kspicy.direction_forms_serial
         return fn(self.K, d, KR)
 
-    def accumulate_hessian(self, H: np.ndarray, idx: np.ndarray, s: np.ndarray, KR: np.ndarray,
-                           t: np.ndarray, block: int) -> None:
+    def accumulate_hessian(
+        self, H: np.ndarray, idx: np.ndarray, s: np.ndarray, KR: np.ndarray, t: np.ndarray, block: int
+    ) -> None:
         N = self.shape[1]
-        fn = (kspicy.accumulate_hessian if idx.size * N * N >= kspicy.PARALLEL_WORK
-              else kspicy.accumulate_hessian_serial)
+        fn = kspicy.accumulate_hessian if idx.size * N * N >= kspicy.PARALLEL_WORK else kspicy.accumulate_hessian_serial
         fn(H, self.K, idx, s, KR, t, block)
 
     def matvecs_rows(self, A: np.ndarray, idx: np.ndarray) -> np.ndarray:
         N = self.shape[1]
-        fn = (blocks.matvecs_rows if idx.size * N * N >= kspicy.PARALLEL_WORK
-              else blocks.matvecs_rows_serial)
+        fn = blocks.matvecs_rows if idx.size * N * N >= kspicy.PARALLEL_WORK else blocks.matvecs_rows_serial
         return fn(self.K, A, idx)
 
     def block_norms(self, alpha: np.ndarray) -> np.ndarray:
@@ -185,4 +186,3 @@ class ArrayBank(GramBank):
 
     def combine(self, alpha: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return blocks.combine(self.K, _vec(alpha), idx)
-

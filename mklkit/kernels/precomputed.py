@@ -1,4 +1,5 @@
 """Precomputed kernels: given Gram matrices (or an ``.npz`` file) checked and normalised as a :class:`KernelBank`."""
+
 from __future__ import annotations
 
 import os
@@ -59,7 +60,9 @@ def bank_from_precomputed(
     if normalize == "trace":
         bad = np.flatnonzero(~(traces > 0))
         if bad.size:
-            raise BankError(f"{where}[{bad[0]}] has trace {float(traces[bad[0]])!r}; unit-trace normalisation needs a positive trace")
+            raise BankError(
+                f"{where}[{bad[0]}] has trace {float(traces[bad[0]])!r}; unit-trace normalisation needs a positive trace"
+            )
         K /= traces[:, None, None]
     elif normalize == "diagonal":
         train_diag = np.ascontiguousarray(np.diagonal(K, axis1=1, axis2=2))
@@ -113,8 +116,13 @@ def precomputed_from_npz(
     names = _npz_names(arrays, p, M)
     K_test, y_test = _npz_test(arrays, p, K_train.shape)
     bank = cls.from_precomputed(
-        K_train, names=names, normalize=normalize, sym_rtol=sym_rtol, check_psd=check_psd,
-        source=f"{p}: K_train", copy=False,
+        K_train,
+        names=names,
+        normalize=normalize,
+        sym_rtol=sym_rtol,
+        check_psd=check_psd,
+        source=f"{p}: K_train",
+        copy=False,
     )
     bank.source = p
     test_diag = None
@@ -122,8 +130,7 @@ def precomputed_from_npz(
         test_diag = _normalize_npz_test(bank, arrays, p, K_test, normalize)
     elif "K_test_diag" in arrays:
         raise BankError(f"{p}: K_test_diag is given without K_test")
-    return PrecomputedKernels(bank=bank, y_train=y_train, K_test=K_test, y_test=y_test, source=p,
-                              test_diag=test_diag)
+    return PrecomputedKernels(bank=bank, y_train=y_train, K_test=K_test, y_test=y_test, source=p, test_diag=test_diag)
 
 
 def _read_npz(p: str) -> dict[str, np.ndarray]:
@@ -163,8 +170,9 @@ def _npz_names(arrays: dict[str, np.ndarray], p: str, M: int) -> list[str] | Non
     return [str(v) for v in nm]
 
 
-def _npz_test(arrays: dict[str, np.ndarray], p: str, train_shape: tuple[int, ...]
-              ) -> tuple[np.ndarray | None, np.ndarray | None]:
+def _npz_test(
+    arrays: dict[str, np.ndarray], p: str, train_shape: tuple[int, ...]
+) -> tuple[np.ndarray | None, np.ndarray | None]:
     """``K_test`` (checked, shaped to match ``K_train``) and ``y_test`` of the file, each ``None``
     when absent; ``y_test`` without ``K_test`` is a :class:`BankError`."""
     M, N = train_shape[0], train_shape[1]
@@ -173,8 +181,7 @@ def _npz_test(arrays: dict[str, np.ndarray], p: str, train_shape: tuple[int, ...
         K_test = _as_kernel_array(arrays["K_test"], f"{p}: K_test", copy=False)
         if K_test.shape[0] != M or K_test.shape[2] != N:
             raise BankError(
-                f"{p}: K_test must have shape ({M}, N_test, {N}) to match K_train {train_shape}; "
-                f"got {K_test.shape}"
+                f"{p}: K_test must have shape ({M}, N_test, {N}) to match K_train {train_shape}; got {K_test.shape}"
             )
         _check_kernels(K_test, f"{p}: K_test", square=False)
     if "y_test" in arrays:
@@ -184,8 +191,9 @@ def _npz_test(arrays: dict[str, np.ndarray], p: str, train_shape: tuple[int, ...
     return K_test, y_test
 
 
-def _normalize_npz_test(bank: "KernelBank", arrays: dict[str, np.ndarray], p: str, K_test: np.ndarray,
-                        normalize: str) -> np.ndarray | None:
+def _normalize_npz_test(
+    bank: "KernelBank", arrays: dict[str, np.ndarray], p: str, K_test: np.ndarray, normalize: str
+) -> np.ndarray | None:
     """Normalise ``K_test`` in place like the training kernels of ``bank``; the file's
     ``K_test_diag`` (needed for ``"diagonal"``), or ``None``."""
     M = bank.n_kernels
@@ -193,9 +201,7 @@ def _normalize_npz_test(bank: "KernelBank", arrays: dict[str, np.ndarray], p: st
     if "K_test_diag" in arrays:
         test_diag = np.asarray(arrays["K_test_diag"], dtype=np.float64)
         if test_diag.shape != (M, K_test.shape[1]):
-            raise BankError(
-                f"{p}: K_test_diag must have shape ({M}, {K_test.shape[1]}); got {test_diag.shape}"
-            )
+            raise BankError(f"{p}: K_test_diag must have shape ({M}, {K_test.shape[1]}); got {test_diag.shape}")
     elif normalize == "diagonal":
         raise BankError(
             f"{p}: normalize='diagonal' needs the array K_test_diag (M, N_test) with the test "
@@ -206,6 +212,7 @@ def _normalize_npz_test(bank: "KernelBank", arrays: dict[str, np.ndarray], p: st
     except BankError as exc:
         raise BankError(f"{p}: K_test: {exc}") from None
     return test_diag
+
 
 @dataclass
 class PrecomputedKernels:
@@ -258,8 +265,9 @@ def _labels(y: Any, where: str, n: int) -> np.ndarray:
     return a
 
 
-def check_psd(K: Any, where: str, names: Sequence[str] | None = None, index: str = "[{m}]",
-              rtol: float = PSD_RTOL) -> None:
+def check_psd(
+    K: Any, where: str, names: Sequence[str] | None = None, index: str = "[{m}]", rtol: float = PSD_RTOL
+) -> None:
     r"""Refuse a Gram matrix of ``K`` (M, N, N) that is clearly indefinite.
 
     The one check of given kernels, used by ``kernels.precomputed`` (the
@@ -287,8 +295,7 @@ def check_psd(K: Any, where: str, names: Sequence[str] | None = None, index: str
         # (N, N, M) input's slice at N = 4,000
         Km = np.array(K[m], dtype=np.float64, order="C")
         symmetrize_inplace(Km)
-        _psd_or_refuse(Km, where + index.format(m=m), names[m] if names is not None else None, rtol,
-                       scratch=True)
+        _psd_or_refuse(Km, where + index.format(m=m), names[m] if names is not None else None, rtol, scratch=True)
 
 
 def _psd_or_refuse(Km: np.ndarray, what: str, name: Any, rtol: float, scratch: bool = False) -> None:
@@ -298,14 +305,14 @@ def _psd_or_refuse(Km: np.ndarray, what: str, name: Any, rtol: float, scratch: b
     from scipy.linalg.lapack import dpotrf
 
     tr = float(np.trace(Km))
-    if tr > 0:   # lambda_min > -rtol tr  <=>  Km + rtol tr I is positive definite
+    if tr > 0:  # lambda_min > -rtol tr  <=>  Km + rtol tr I is positive definite
         # symmetric: the transpose of a C-ordered copy is LAPACK's (Fortran) order, no copy again
         shifted = Km if scratch and Km.flags.c_contiguous else np.array(Km, dtype=np.float64, order="C")
         diagonal = np.diag(shifted).copy()
         shifted[np.diag_indices_from(shifted)] += rtol * tr
         if dpotrf(shifted.T, lower=1, overwrite_a=1, clean=0)[1] == 0:
             return
-        if shifted is Km:   # LAPACK overwrote the transpose's lower triangle, Km's upper: back
+        if shifted is Km:  # LAPACK overwrote the transpose's lower triangle, Km's upper: back
             lower = np.tril(Km, -1)
             Km[...] = lower + lower.T
             Km[np.diag_indices_from(Km)] = diagonal
@@ -322,7 +329,11 @@ def _psd_or_refuse(Km: np.ndarray, what: str, name: Any, rtol: float, scratch: b
 
 
 def _check_kernels(
-    K: np.ndarray, where: str, sym_rtol: float = 1e-8, check_psd: bool = True, square: bool = True,
+    K: np.ndarray,
+    where: str,
+    sym_rtol: float = 1e-8,
+    check_psd: bool = True,
+    square: bool = True,
     names: Sequence[str] | None = None,
 ) -> None:
     """NaN/inf, symmetry and PSD (:func:`check_psd`) checks per kernel; symmetrises square kernels in place."""

@@ -8,6 +8,7 @@ loads any array, and the arrays as :func:`~mklkit.kernels.given_factors.bank_fro
 :class:`PrecomputedFactors` holds what it read; its :meth:`~PrecomputedFactors.bank`
 is the training bank, normalised as the other banks are (``normalize``).
 """
+
 from __future__ import annotations
 
 import os
@@ -32,11 +33,18 @@ from .given_factors import (
 from .memory import format_bytes
 from .precomputed import _labels
 
-__all__ = ["GivenFactorMap", "FoldedGivenFactorMap", "PrecomputedFactors", "bank_from_factors", "load_precomputed_factors",
-           "FACTOR_ARRAYS"]
+__all__ = [
+    "GivenFactorMap",
+    "FoldedGivenFactorMap",
+    "PrecomputedFactors",
+    "bank_from_factors",
+    "load_precomputed_factors",
+    "FACTOR_ARRAYS",
+]
 
 #: The arrays a precomputed-factor ``.npz`` may hold.
 FACTOR_ARRAYS: tuple[str, ...] = ("L_train", "starts", "ranks", "y_train", "L_test", "y_test", "names")
+
 
 # ---------------------------------------------------------------------------
 # The .npz file
@@ -67,8 +75,9 @@ class PrecomputedFactors:
 
     def bank(self, normalize: str = "none") -> FactorBank:
         """The training factors as a :class:`FactorBank` (``FactorBank.from_factors``)."""
-        return FactorBank.from_factors(self.L_train, self.starts, names=self.names, normalize=normalize,
-                                       source=f"{self.source}: L_train")
+        return FactorBank.from_factors(
+            self.L_train, self.starts, names=self.names, normalize=normalize, source=f"{self.source}: L_train"
+        )
 
 
 def _headers(p: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -93,18 +102,22 @@ def _check_header(p: str, name: str, shape: tuple[int, ...], dtype: np.dtype) ->
     """Refuse what cannot be a numeric array before loading it (pickled objects, strings)."""
     if dtype.hasobject:
         if name == "names":
-            raise BankError(f"{p}: names has dtype object; save the names as a string array "
-                            "(np.array(names, dtype=str))")
+            raise BankError(
+                f"{p}: names has dtype object; save the names as a string array (np.array(names, dtype=str))"
+            )
         if shape == ():
-            raise BankError(f"{p}: {name} must be a dense numeric array; got a pickled Python object (a "
-                            f"scipy.sparse matrix saved with np.savez?); save {name}.toarray() instead")
+            raise BankError(
+                f"{p}: {name} must be a dense numeric array; got a pickled Python object (a "
+                f"scipy.sparse matrix saved with np.savez?); save {name}.toarray() instead"
+            )
         raise BankError(f"{p}: {name} must be a dense numeric array; got dtype object of shape {shape}")
     if name != "names" and dtype.kind not in "fiub":
         raise BankError(f"{p}: {name} must be a real numeric array; got dtype {dtype} of shape {shape}")
 
 
-def load_precomputed_factors(path: str | os.PathLike[str], memory_budget: float | None = None,
-                             normalize: str | None = None) -> PrecomputedFactors:
+def load_precomputed_factors(
+    path: str | os.PathLike[str], memory_budget: float | None = None, normalize: str | None = None
+) -> PrecomputedFactors:
     """Read and check a precomputed-factor ``.npz`` (raw: normalise with :meth:`PrecomputedFactors.bank`).
 
     Arrays: ``L_train`` (N, R), ``y_train`` (N,), and ``starts`` (M + 1,)
@@ -131,31 +144,40 @@ def load_precomputed_factors(path: str | os.PathLike[str], memory_budget: float 
         with open(p, "rb") as f:
             npy = f.read(6) == b"\x93NUMPY"
         what = "a single .npy array" if npy else "not a zip archive"
-        raise BankError(f"{p}: cannot read as NPZ ({what}); save the arrays with "
-                        "np.savez(path, L_train=..., starts=..., y_train=...)")
+        raise BankError(
+            f"{p}: cannot read as NPZ ({what}); save the arrays with "
+            "np.savez(path, L_train=..., starts=..., y_train=...)"
+        )
     try:
         heads = _headers(p)
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
         raise BankError(f"{p}: cannot read as NPZ ({exc})") from None
     keys = list(heads)
     if {"indptr", "indices", "data", "format", "shape"} <= set(keys):
-        raise BankError(f"{p}: the file is a scipy.sparse.save_npz file (one sparse matrix), not an .npz of named "
-                        "arrays; L_train must be a dense array: save np.savez(path, L_train=L.toarray(), "
-                        "starts=..., y_train=...)")
+        raise BankError(
+            f"{p}: the file is a scipy.sparse.save_npz file (one sparse matrix), not an .npz of named "
+            "arrays; L_train must be a dense array: save np.savez(path, L_train=L.toarray(), "
+            "starts=..., y_train=...)"
+        )
     missing = [k for k in ("L_train", "y_train") if k not in keys]
     if missing:
-        raise BankError(f"{p}: missing array{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; "
-                        f"the file has: {', '.join(keys) or 'no arrays'}")
+        raise BankError(
+            f"{p}: missing array{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; "
+            f"the file has: {', '.join(keys) or 'no arrays'}"
+        )
     unknown = [k for k in keys if k not in FACTOR_ARRAYS]
     if unknown:
-        raise BankError(f"{p}: unknown array {unknown[0]!r}{did_you_mean(unknown[0], list(FACTOR_ARRAYS))}; "
-                        f"allowed: {', '.join(FACTOR_ARRAYS)}")
+        raise BankError(
+            f"{p}: unknown array {unknown[0]!r}{did_you_mean(unknown[0], list(FACTOR_ARRAYS))}; "
+            f"allowed: {', '.join(FACTOR_ARRAYS)}"
+        )
     for k in keys:
         _check_header(p, k, *heads[k])
     _one_layout("starts" in keys, "ranks" in keys, p)
     if "L_test" in keys and "y_test" not in keys:
-        raise BankError(f"{p}: L_test is given without y_test; give both, or neither (then the rows of "
-                        "L_train are split)")
+        raise BankError(
+            f"{p}: L_test is given without y_test; give both, or neither (then the rows of L_train are split)"
+        )
     if "y_test" in keys and "L_test" not in keys:
         raise BankError(f"{p}: y_test is given without L_test")
     _check_memory(p, heads, memory_budget)
@@ -171,12 +193,12 @@ def load_precomputed_factors(path: str | os.PathLike[str], memory_budget: float 
         if "L_test" in keys:
             L_test = _factor_matrix(z["L_test"], f"{p}: L_test", R)
             y_test = _labels(z["y_test"], f"{p}: y_test", L_test.shape[0])
-    return PrecomputedFactors(L_train=L, starts=starts, names=names, y_train=y, L_test=L_test, y_test=y_test,
-                              source=p)
+    return PrecomputedFactors(L_train=L, starts=starts, names=names, y_train=y, L_test=L_test, y_test=y_test, source=p)
 
 
 def _check_memory(p: str, heads: dict[str, tuple[tuple[int, ...], np.dtype]], memory_budget: float | None) -> None:
     """The factors as float64 (and the bank's transposed copy of ``L_train``) against the budget."""
+
     def cells(name: str) -> int:
         shape = heads[name][0] if name in heads else (0,)
         return int(np.prod(shape, dtype=np.int64))
@@ -185,8 +207,14 @@ def _check_memory(p: str, heads: dict[str, tuple[tuple[int, ...], np.dtype]], me
     budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else float(memory_budget)
     if need > budget:
         test = f" and L_test {heads['L_test'][0]}" if "L_test" in heads else ""
-        problem = (f"the factors (L_train {heads['L_train'][0]}{test}) need about {format_bytes(need)} "
-                   f"as float64 (with the bank's copy of the training factors), more than the memory budget of "
-                   f"{format_bytes(budget)}")
-        raise BankError(f"{p}: {problem}", key="memory_budget", problem=problem,
-                        allowed="a larger memory budget, or fewer factor columns or rows")
+        problem = (
+            f"the factors (L_train {heads['L_train'][0]}{test}) need about {format_bytes(need)} "
+            f"as float64 (with the bank's copy of the training factors), more than the memory budget of "
+            f"{format_bytes(budget)}"
+        )
+        raise BankError(
+            f"{p}: {problem}",
+            key="memory_budget",
+            problem=problem,
+            allowed="a larger memory budget, or fewer factor columns or rows",
+        )

@@ -5,6 +5,7 @@ A preset is a list of bank entries (the ``kernels.bank`` vocabulary, see
 accepted (``KernelBank.build(X, "simplemkl")``, ``bank: smomkl`` in a spec, or
 ``{"preset": "smomkl"}`` as one entry of a list).
 """
+
 from __future__ import annotations
 
 import copy
@@ -74,7 +75,6 @@ def preset_entries(name: str) -> list[dict[str, Any]]:
     if name not in PRESETS:
         names = available_presets()
         raise LookupError(
-            f"unknown kernel-bank preset {name!r}{did_you_mean(str(name), names)}; "
-            f"available: {', '.join(names)}"
+            f"unknown kernel-bank preset {name!r}{did_you_mean(str(name), names)}; available: {', '.join(names)}"
         )
     return copy.deepcopy(PRESETS[name][0])

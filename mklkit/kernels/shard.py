@@ -5,6 +5,7 @@
 worker and answers the bank operations for them (local kernel indices) with
 the jitted loops of :class:`~mklkit.kernels.ops.ArrayBank`.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,10 +20,18 @@ from .ops import ArrayBank
 class _Shard:
     """The kernels ``lo .. lo + M_w - 1`` of a bank, built and held on one worker (a Dask actor)."""
 
-    def __init__(self, X: Any, entries: list[dict[str, Any]], normalize: str, lo: int,
-                 memory_budget_bytes: float | None, resolve: Any) -> None:
-        bank = KernelBank.build(X, entries, normalize=normalize, progress=False,
-                                memory_budget_bytes=memory_budget_bytes, resolve=resolve)
+    def __init__(
+        self,
+        X: Any,
+        entries: list[dict[str, Any]],
+        normalize: str,
+        lo: int,
+        memory_budget_bytes: float | None,
+        resolve: Any,
+    ) -> None:
+        bank = KernelBank.build(
+            X, entries, normalize=normalize, progress=False, memory_budget_bytes=memory_budget_bytes, resolve=resolve
+        )
         self.K = bank.K
         self.lo = int(lo)
         self.raw_traces = np.asarray(bank.traces, dtype=np.float64)
@@ -38,8 +47,13 @@ class _Shard:
             address = get_worker().address
         except ValueError:
             address = ""
-        return {"lo": self.lo, "n_kernels": int(self.K.shape[0]), "nbytes": int(self.K.nbytes),
-                "pid": os.getpid(), "worker": address}
+        return {
+            "lo": self.lo,
+            "n_kernels": int(self.K.shape[0]),
+            "nbytes": int(self.K.nbytes),
+            "pid": os.getpid(),
+            "worker": address,
+        }
 
     def gather(self) -> np.ndarray:
         return self.K
@@ -63,8 +77,7 @@ class _Shard:
         KD = self.ops.matvecs(d)
         return KD, KD @ d
 
-    def hessian(self, idx: np.ndarray, s: np.ndarray, KR: np.ndarray, t: np.ndarray,
-                block: int) -> np.ndarray:
+    def hessian(self, idx: np.ndarray, s: np.ndarray, KR: np.ndarray, t: np.ndarray, block: int) -> np.ndarray:
         N = self.K.shape[1]
         H = np.zeros((N, N))
         self.ops.accumulate_hessian(H, idx, s, KR, t, block)

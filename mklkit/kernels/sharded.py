@@ -28,6 +28,7 @@ that read the whole array ``problem.K`` refuse it
 ``dask.distributed`` (the optional ``mklkit[dask]`` extra) is imported only
 when a bank is built.  What runs on a worker is :mod:`mklkit.kernels.shard`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -69,8 +70,7 @@ class CommStats:
         return CommStats(self.sent, self.received, self.calls)
 
     def __sub__(self, other: "CommStats") -> "CommStats":
-        return CommStats(self.sent - other.sent, self.received - other.received,
-                         self.calls - other.calls)
+        return CommStats(self.sent - other.sent, self.received - other.received, self.calls - other.calls)
 
 
 def _nbytes(x: Any) -> int:
@@ -124,15 +124,17 @@ def _chosen_workers(info: Mapping[str, Any], workers: Sequence[str] | None, M: i
     workers = [str(w) for w in workers]
     unknown = [w for w in workers if w not in info]
     if unknown:
-        raise ValueError(f"workers: {unknown[0]!r} is not a worker of this client; "
-                         f"workers: {', '.join(sorted(info)) or 'none'}")
+        raise ValueError(
+            f"workers: {unknown[0]!r} is not a worker of this client; workers: {', '.join(sorted(info)) or 'none'}"
+        )
     if not workers:
         raise ValueError("a ShardedBank needs at least one Dask worker; the client has none")
-    return workers[:min(len(workers), M)]
+    return workers[: min(len(workers), M)]
 
 
-def _shard_budgets(info: Mapping[str, Any], workers: list[str], bounds: np.ndarray, N: int,
-                   memory_budget_bytes: float | None) -> list[float]:
+def _shard_budgets(
+    info: Mapping[str, Any], workers: list[str], bounds: np.ndarray, N: int, memory_budget_bytes: float | None
+) -> list[float]:
     """The bytes each shard may take on its worker; a :class:`BankError` for a shard that needs
     more (naming the worker, before anything is built)."""
     budgets = []
@@ -147,14 +149,22 @@ def _shard_budgets(info: Mapping[str, Any], workers: list[str], bounds: np.ndarr
                 f"shard {w} (kernels {bounds[w]}..{bounds[w + 1] - 1}, {Mw} x {N} x {N} float64) "
                 f"needs about {format_bytes(need)} but worker {addr} allows "
                 f"{format_bytes(limit)}; use more workers, fewer kernels or samples, or "
-                "workers with a larger memory_limit")
+                "workers with a larger memory_limit"
+            )
         budgets.append(limit)
     return budgets
 
 
-def _start_shards(client: Any, X: Any, specs: Sequence[BankKernel], workers: list[str], bounds: np.ndarray,
-                  budgets: list[float], normalize: str, resolve: Resolver | Mapping[str, type] | None
-                  ) -> tuple[list[Any], list[Any]]:
+def _start_shards(
+    client: Any,
+    X: Any,
+    specs: Sequence[BankKernel],
+    workers: list[str],
+    bounds: np.ndarray,
+    budgets: list[float],
+    normalize: str,
+    resolve: Resolver | Mapping[str, type] | None,
+) -> tuple[list[Any], list[Any]]:
     """Send ``X`` once to every worker and build each shard in an actor on its worker; the actors'
     futures and the actors (all cancelled if one fails)."""
     X_future = client.scatter(X, workers=workers, broadcast=True, hash=False)
@@ -163,9 +173,21 @@ def _start_shards(client: Any, X: Any, specs: Sequence[BankKernel], workers: lis
         for w, addr in enumerate(workers):
             lo, hi = int(bounds[w]), int(bounds[w + 1])
             entries = [s.to_dict() for s in specs[lo:hi]]
-            futures.append(client.submit(
-                _Shard, X_future, entries, normalize, lo, budgets[w], resolve,
-                workers=[addr], allow_other_workers=False, actor=True, pure=False))
+            futures.append(
+                client.submit(
+                    _Shard,
+                    X_future,
+                    entries,
+                    normalize,
+                    lo,
+                    budgets[w],
+                    resolve,
+                    workers=[addr],
+                    allow_other_workers=False,
+                    actor=True,
+                    pure=False,
+                )
+            )
         actors = [f.result() for f in futures]
     except Exception:
         client.cancel(futures)
@@ -200,8 +222,17 @@ class ShardedBank(GramBank):
 
     representation = "sharded"
 
-    def __init__(self, client: Any, futures: list[Any], actors: list[Any], bounds: np.ndarray,
-                 N: int, workers: list[str], names: list[str], normalize: str) -> None:
+    def __init__(
+        self,
+        client: Any,
+        futures: list[Any],
+        actors: list[Any],
+        bounds: np.ndarray,
+        N: int,
+        workers: list[str],
+        names: list[str],
+        normalize: str,
+    ) -> None:
         self.client = client
         self._futures = futures
         self._actors = actors
@@ -275,8 +306,7 @@ class ShardedBank(GramBank):
         futures, actors = _start_shards(client, X, specs, workers, bounds, budgets, normalize, resolve)
         bank = cls(client, futures, actors, bounds, N, workers, [s.label for s in specs], normalize)
         bank._cross_source = (X, specs, feature_names)
-        logger.info("built %d kernels on %d samples over %d workers (%s in all)", M, N, W,
-                    format_bytes(8 * M * N * N))
+        logger.info("built %d kernels on %d samples over %d workers (%s in all)", M, N, W, format_bytes(8 * M * N * N))
         return bank
 
     # -- life cycle --------------------------------------------------------------
@@ -299,14 +329,15 @@ class ShardedBank(GramBank):
 
     def __repr__(self) -> str:
         M, N = self.shape[0], self.shape[1]
-        return (f"ShardedBank(n_kernels={M}, n_samples={N}, shards={len(self.workers)}, "
-                f"{format_bytes(8 * M * N * N)})")
+        return f"ShardedBank(n_kernels={M}, n_samples={N}, shards={len(self.workers)}, {format_bytes(8 * M * N * N)})"
 
     def _no_array_message(self) -> str:
         M, N = self.shape[0], self.shape[1]
-        return (f"the Gram bank is a ShardedBank ({M} kernels on {N} points, kept in "
-                f"{len(self.workers)} shards on Dask workers) and is never gathered into one "
-                f"({M}, {N}, {N}) array")
+        return (
+            f"the Gram bank is a ShardedBank ({M} kernels on {N} points, kept in "
+            f"{len(self.workers)} shards on Dask workers) and is never gathered into one "
+            f"({M}, {N}, {N}) array"
+        )
 
     @property
     def nbytes(self) -> int:
@@ -341,7 +372,8 @@ class ShardedBank(GramBank):
             f"shard {w} of the ShardedBank (kernels {self.bounds[w]}..{self.bounds[w + 1] - 1}) "
             f"on worker {self.workers[w]} is lost ({type(exc).__name__}: {exc}); a worker killed "
             "for exceeding its memory_limit takes its shard with it: rebuild the bank with more "
-            "workers or a larger memory_limit")
+            "workers or a larger memory_limit"
+        )
 
     def _all(self, method: str, *a: Any) -> list[Any]:
         res = self._call(method, {w: a for w in range(len(self._actors))})
@@ -392,8 +424,7 @@ class ShardedBank(GramBank):
 
     def matvecs_and_norms(self, v: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         parts = self._all("matvecs_and_norms", _vec(v), _vec(w))
-        return (np.concatenate([p[0] for p in parts], axis=0),
-                np.concatenate([p[1] for p in parts]))
+        return (np.concatenate([p[0] for p in parts], axis=0), np.concatenate([p[1] for p in parts]))
 
     def direction_forms(self, d: np.ndarray, KR: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         parts = self._all("direction_products", _vec(d))
@@ -401,20 +432,29 @@ class ShardedBank(GramBank):
         e = np.concatenate([p[1] for p in parts])
         return KD, KR @ d, e
 
-    def accumulate_hessian(self, H: np.ndarray, idx: np.ndarray, s: np.ndarray, KR: np.ndarray,
-                           t: np.ndarray, block: int) -> None:
+    def accumulate_hessian(
+        self, H: np.ndarray, idx: np.ndarray, s: np.ndarray, KR: np.ndarray, t: np.ndarray, block: int
+    ) -> None:
         groups = self._split(idx)
-        args = {w: (np.ascontiguousarray(idx[p] - self.bounds[w]), np.ascontiguousarray(s[p]),
-                    np.ascontiguousarray(KR[p]), np.ascontiguousarray(t[p]), int(block))
-                for w, p in groups.items()}
+        args = {
+            w: (
+                np.ascontiguousarray(idx[p] - self.bounds[w]),
+                np.ascontiguousarray(s[p]),
+                np.ascontiguousarray(KR[p]),
+                np.ascontiguousarray(t[p]),
+                int(block),
+            )
+            for w, p in groups.items()
+        }
         for w, piece in sorted(self._call("hessian", args).items()):
             H += piece
 
     def matvecs_rows(self, A: np.ndarray, idx: np.ndarray) -> np.ndarray:
         out = np.empty((idx.size, self.shape[1]))
         groups = self._split(idx)
-        args = {w: (np.ascontiguousarray(A[p]), np.ascontiguousarray(idx[p] - self.bounds[w]))
-                for w, p in groups.items()}
+        args = {
+            w: (np.ascontiguousarray(A[p]), np.ascontiguousarray(idx[p] - self.bounds[w])) for w, p in groups.items()
+        }
         for w, rows in self._call("matvecs_rows", args).items():
             out[groups[w]] = rows
         return out
@@ -424,10 +464,9 @@ class ShardedBank(GramBank):
         idx = np.flatnonzero(np.any(alpha != 0.0, axis=1)).astype(np.int64)
         out = np.zeros(self.shape[0])
         groups = self._split(idx)
-        args = {w: (np.ascontiguousarray(alpha[idx[p]]), idx[p] - self.bounds[w])
-                for w, p in groups.items()}
+        args = {w: (np.ascontiguousarray(alpha[idx[p]]), idx[p] - self.bounds[w]) for w, p in groups.items()}
         for w, norms in self._call("block_norms", args).items():
-            out[self.bounds[w]:self.bounds[w + 1]] = norms
+            out[self.bounds[w] : self.bounds[w + 1]] = norms
         return out
 
     def dual_block_norms(self, rho: np.ndarray) -> np.ndarray:
@@ -438,9 +477,7 @@ class ShardedBank(GramBank):
         idx = np.asarray(idx, dtype=np.int64)
         out = np.zeros(self.shape[1])
         groups = self._split(idx)
-        args = {w: (np.ascontiguousarray(alpha[idx[p]]), idx[p] - self.bounds[w])
-                for w, p in groups.items()}
+        args = {w: (np.ascontiguousarray(alpha[idx[p]]), idx[p] - self.bounds[w]) for w, p in groups.items()}
         for w, part in sorted(self._call("combine", args).items()):
             out += part
         return out
-

@@ -23,6 +23,7 @@ into their parameter name.  No message text is parsed anywhere.
 Defaults (one table, :data:`DEFAULTS`; ``docs/specs.md`` and ``docs/api.md``
 show it).
 """
+
 from __future__ import annotations
 
 from .assemble import Prepared, check_support, prepare, probe_problem, problem_at

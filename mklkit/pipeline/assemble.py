@@ -1,4 +1,5 @@
 """Problem assembly: the engine probe, the :class:`Prepared` problem and :func:`prepare`."""
+
 from __future__ import annotations
 
 import logging
@@ -45,8 +46,13 @@ def _probe_rows(y: np.ndarray, n: int = 6) -> np.ndarray:
     return np.array(sorted(rows), dtype=np.intp)
 
 
-def probe_problem(y: np.ndarray, M: int, problem: ProblemSettings, representation: str = "array",
-                  sample_weight: np.ndarray | None = None) -> Problem:
+def probe_problem(
+    y: np.ndarray,
+    M: int,
+    problem: ProblemSettings,
+    representation: str = "array",
+    sample_weight: np.ndarray | None = None,
+) -> Problem:
     """A tiny problem with the real loss, regularizer, C, bias, labels, representation and (their rows')
     sample weights, for ``supports``."""
     import numpy as np
@@ -57,10 +63,16 @@ def probe_problem(y: np.ndarray, M: int, problem: ProblemSettings, representatio
     n = rows.size
     K = np.empty((max(M, 1), n, n))
     K[:] = np.eye(n) / n
-    return Problem(K=K, y=y[rows], loss=problem.loss, regularizer=problem.regularizer,
-                   C=1.0 if isinstance(problem.C, str) else problem.C,
-                   bias=problem.bias, extra={"representation": representation},
-                   sample_weight=None if sample_weight is None else np.asarray(sample_weight)[rows])
+    return Problem(
+        K=K,
+        y=y[rows],
+        loss=problem.loss,
+        regularizer=problem.regularizer,
+        C=1.0 if isinstance(problem.C, str) else problem.C,
+        bias=problem.bias,
+        extra={"representation": representation},
+        sample_weight=None if sample_weight is None else np.asarray(sample_weight)[rows],
+    )
 
 
 def _unsupported(engine: Engine, problem: Problem) -> str | None:
@@ -68,8 +80,10 @@ def _unsupported(engine: Engine, problem: Problem) -> str | None:
     reason = engine.supports(problem)
     representation = problem.representation
     if reason is None and representation not in getattr(engine, "representations", ("array",)):
-        reason = (f"it works on Gram banks held as one array, not as a {representation} bank "
-                  f"(its representations: {', '.join(getattr(engine, 'representations', ('array',)))})")
+        reason = (
+            f"it works on Gram banks held as one array, not as a {representation} bank "
+            f"(its representations: {', '.join(getattr(engine, 'representations', ('array',)))})"
+        )
     return reason
 
 
@@ -83,17 +97,24 @@ def check_support(engine: Engine, problem: Problem, key: str = "engine.name") ->
     representation = problem.representation
     if reason is None:
         return
-    ok = [n for n in get_registry().engines_supporting(problem, exclude=engine.name)
-          if representation in getattr(get_registry().get("engine", n), "representations", ("array",))]
+    ok = [
+        n
+        for n in get_registry().engines_supporting(problem, exclude=engine.name)
+        if representation in getattr(get_registry().get("engine", n), "representations", ("array",))
+    ]
     combo = f"loss {problem.loss.name!r} x regularizer {problem.regularizer.name!r}"
     if representation != "array":
         combo += f" on a {representation} bank"
     if problem.sample_weight is not None:
         combo += " with sample weights"
-    allowed = (f"an engine that supports {combo}: {', '.join(ok)}" if ok
-               else f"another loss or regularizer (no installed engine supports {combo})")
-    raise PipelineError(key, f"engine {engine.name!r} cannot solve this problem: {one_line(reason)}",
-                        engine.name, allowed)
+    allowed = (
+        f"an engine that supports {combo}: {', '.join(ok)}"
+        if ok
+        else f"another loss or regularizer (no installed engine supports {combo})"
+    )
+    raise PipelineError(
+        key, f"engine {engine.name!r} cannot solve this problem: {one_line(reason)}", engine.name, allowed
+    )
 
 
 @dataclass
@@ -185,8 +206,13 @@ class Prepared:
         task = self.tasks[t]
         y_test = self.data.y_test
         if task.rows is None:
-            data = replace(self.data, y_train=task.y, classes=None, positive=None,
-                           y_test=None if y_test is None else np.where(y_test == task.positive, 1.0, -1.0))
+            data = replace(
+                self.data,
+                y_train=task.y,
+                classes=None,
+                positive=None,
+                y_test=None if y_test is None else np.where(y_test == task.positive, 1.0, -1.0),
+            )
             return replace(self, data=data, problem=self.subproblem(task.y), tasks=None)
         rows = np.asarray(task.rows, dtype=np.intp)
         w = self.data.w_train
@@ -195,11 +221,18 @@ class Prepared:
             sel = np.flatnonzero((y_test == task.positive) | (y_test == task.negative))
             test = replace(test, K=np.ascontiguousarray(test.K[:, sel][:, :, rows]), _factor_rows=None)
             yt = np.where(y_test[sel] == task.positive, 1.0, -1.0)
-        data = replace(self.data, y_train=task.y, classes=None, positive=None, y_test=yt,
-                       X_train=None if self.data.X_train is None else self.data.X_train[rows],
-                       w_train=None if w is None else w[rows])
-        return replace(self, data=data, problem=self.subproblem(task.y, rows), tasks=None,
-                       test=test if yt is not None else None)
+        data = replace(
+            self.data,
+            y_train=task.y,
+            classes=None,
+            positive=None,
+            y_test=yt,
+            X_train=None if self.data.X_train is None else self.data.X_train[rows],
+            w_train=None if w is None else w[rows],
+        )
+        return replace(
+            self, data=data, problem=self.subproblem(task.y, rows), tasks=None, test=test if yt is not None else None
+        )
 
     def class_index(self, results: Any) -> tuple[np.ndarray, np.ndarray | None]:
         """Predicted class indices on the training and test parts from one result per task.
@@ -223,10 +256,17 @@ class Prepared:
         F = np.column_stack([train.decision_function(r, self.bank, rows=t.rows) for r, t in zip(results, tasks)])
         assert self.data.classes is not None
         k = len(self.data.classes)
-        F_test = None if self.test is None else np.column_stack(
-            [self.test.decision_function(r, self.bank, rows=t.rows) for r, t in zip(results, tasks)])
-        return (np.argmax(ovo_decision(F, tasks, k), axis=1),
-                None if F_test is None else np.argmax(ovo_decision(F_test, tasks, k), axis=1))
+        F_test = (
+            None
+            if self.test is None
+            else np.column_stack(
+                [self.test.decision_function(r, self.bank, rows=t.rows) for r, t in zip(results, tasks)]
+            )
+        )
+        return (
+            np.argmax(ovo_decision(F, tasks, k), axis=1),
+            None if F_test is None else np.argmax(ovo_decision(F_test, tasks, k), axis=1),
+        )
 
     def train_decision(self, result: Any) -> np.ndarray:
         """Training predictions of a solve result, in the bank's representation."""
@@ -253,8 +293,9 @@ class Prepared:
 _KEEP: Any = object()
 
 
-def problem_at(problem: Problem, *, y: Any = None, K: Any = None, C: float | str | None = None,
-               sample_weight: Any = _KEEP) -> Problem:
+def problem_at(
+    problem: Problem, *, y: Any = None, K: Any = None, C: float | str | None = None, sample_weight: Any = _KEEP
+) -> Problem:
     """``problem`` with other labels, kernels, C (``"auto"``: :func:`~mklkit.pipeline.settings.auto_C`)
     or sample weights (``None``: unweighted; not given: the problem's); its bank shared."""
     import numpy as np
@@ -265,17 +306,27 @@ def problem_at(problem: Problem, *, y: Any = None, K: Any = None, C: float | str
         K = problem.K if problem.representation == "array" else problem.bank
     if isinstance(C, str) and C == "auto":
         C = auto_C(problem)
-    return Problem(K=K, y=problem.y if y is None else np.ascontiguousarray(y, dtype=np.float64),
-                   loss=problem.loss, regularizer=problem.regularizer, C=problem.C if C is None else float(C),
-                   bias=problem.bias, kernel_names=problem.kernel_names, extra=dict(problem.extra),
-                   sample_weight=problem.sample_weight if sample_weight is _KEEP else sample_weight)
+    return Problem(
+        K=K,
+        y=problem.y if y is None else np.ascontiguousarray(y, dtype=np.float64),
+        loss=problem.loss,
+        regularizer=problem.regularizer,
+        C=problem.C if C is None else float(C),
+        bias=problem.bias,
+        kernel_names=problem.kernel_names,
+        extra=dict(problem.extra),
+        sample_weight=problem.sample_weight if sample_weight is _KEEP else sample_weight,
+    )
 
 
 def _ovo_needs_gram(rep: str) -> None:
     if rep != "array":
-        raise PipelineError("problem.multiclass", f"one-vs-one problems take row blocks of Gram matrices; "
-                            f"the bank is held as a {rep} bank", "ovo",
-                            "ovr, or Gram matrices (kernels.factor: false, no kernels.sharded)")
+        raise PipelineError(
+            "problem.multiclass",
+            f"one-vs-one problems take row blocks of Gram matrices; the bank is held as a {rep} bank",
+            "ovo",
+            "ovr, or Gram matrices (kernels.factor: false, no kernels.sharded)",
+        )
 
 
 @dataclass
@@ -310,17 +361,21 @@ def _check_labels(d: Data, problem: ProblemSettings) -> tuple[Any, list[Any] | N
     return y, tasks, ovo
 
 
-def _held_precomputed(d: Data, bank: BankSettings, problem: ProblemSettings, engine: Engine, y: Any,
-                      build: bool, engine_key: str) -> _Held:
+def _held_precomputed(
+    d: Data, bank: BankSettings, problem: ProblemSettings, engine: Engine, y: Any, build: bool, engine_key: str
+) -> _Held:
     """Given Gram matrices: checked, then (``build``) held as one array with their test side."""
     assert d.K_train is not None
     M = int(d.K_train.shape[0])
     rep = bank.representation.kind
     rep = "array" if rep == "auto" else rep
     if rep != "array":
-        raise PipelineError(f"kernels.{rep}", "precomputed kernels are held as one array",
-                            getattr(bank, rep).model_dump(), "no kernels.sharded or kernels.factor with "
-                            "kernels.precomputed")
+        raise PipelineError(
+            f"kernels.{rep}",
+            "precomputed kernels are held as one array",
+            getattr(bank, rep).model_dump(),
+            "no kernels.sharded or kernels.factor with kernels.precomputed",
+        )
     names = list(d.kernel_names or [f"k{m}" for m in range(M)])
     check_support(engine, probe_problem(y, M, problem, sample_weight=d.w_train), engine_key)
     if not build:
@@ -329,8 +384,9 @@ def _held_precomputed(d: Data, bank: BankSettings, problem: ProblemSettings, eng
     return _Held(list(kb.names), M, rep, obj=kb, K=kb.K, test=test)
 
 
-def _held_given_factors(d: Data, bank: BankSettings, problem: ProblemSettings, engine: Engine, y: Any,
-                        build: bool, engine_key: str) -> _Held:
+def _held_given_factors(
+    d: Data, bank: BankSettings, problem: ProblemSettings, engine: Engine, y: Any, build: bool, engine_key: str
+) -> _Held:
     """Given factors: checked, then (``build``) held as the factor bank they make."""
     assert d.factor_starts is not None
     M = int(d.factor_starts.size - 1)
@@ -343,8 +399,9 @@ def _held_given_factors(d: Data, bank: BankSettings, problem: ProblemSettings, e
     return _Held(list(obj.factor_map.names), M, "factor", memory, obj=obj, K=obj, test=test)
 
 
-def _choose(specs: list[Any], d: Data, bank: BankSettings, problem: ProblemSettings, engine: Engine, y: Any,
-            ovo: bool) -> tuple[Any, str]:
+def _choose(
+    specs: list[Any], d: Data, bank: BankSettings, problem: ProblemSettings, engine: Engine, y: Any, ovo: bool
+) -> tuple[Any, str]:
     """The representation of an expanded description with its settings, and its kind (logged when chosen)."""
     M = len(specs)
     rep = bank.representation.kind
@@ -353,31 +410,47 @@ def _choose(specs: list[Any], d: Data, bank: BankSettings, problem: ProblemSetti
         _ovo_needs_gram(rep)
     if rep == "auto":
         chosen, why = choose_representation(  # one-vs-one takes row blocks of Gram matrices
-            specs, d.n_train, d.n_test, bank,
-            not ovo and _supports(engine, probe_problem(y, M, problem, "factor", d.w_train)))
+            specs,
+            d.n_train,
+            d.n_test,
+            bank,
+            not ovo and _supports(engine, probe_problem(y, M, problem, "factor", d.w_train)),
+        )
         rep = chosen.kind
         # said when it approximates (a warning) or factors exactly; Gram matrices are the usual case
-        level = (logging.WARNING if rep == "factor" and chosen.rank is not None
-                 else logging.INFO if rep == "factor" else logging.DEBUG)
+        level = (
+            logging.WARNING
+            if rep == "factor" and chosen.rank is not None
+            else logging.INFO
+            if rep == "factor"
+            else logging.DEBUG
+        )
         logger.log(level, "kernels: %s", why)
     elif rep == "factor" and not chosen.settings.model_fields_set - {"refine"}:
         # kernels.factor: true (the defaults), or only refine given: the factors "auto" holds the
         # bank as when it factors, refined as asked
         fixed, why = factor_representation(specs, d.n_train, bank)
-        if fixed is not None:   # None: nothing fits, and the factorization says what it needs
+        if fixed is not None:  # None: nothing fits, and the factorization says what it needs
             given = "true"
             if "refine" in chosen.settings.model_fields_set:
                 given = f"{{refine: {chosen.settings.refine}}}"
-                fixed = replace(fixed, settings=fixed.settings.model_copy(
-                    update={"refine": chosen.settings.refine}))
+                fixed = replace(fixed, settings=fixed.settings.model_copy(update={"refine": chosen.settings.refine}))
             chosen = fixed
             logger.info("kernels: factor: %s: %s", given, why)
     return chosen, rep
 
 
-def _held_described(d: Data, bank: BankSettings, problem: ProblemSettings, engine: Engine, y: Any, ovo: bool,
-                    build: bool, progress: Callable[[dict[str, Any]], Any] | bool | None,
-                    engine_key: str) -> _Held:
+def _held_described(
+    d: Data,
+    bank: BankSettings,
+    problem: ProblemSettings,
+    engine: Engine,
+    y: Any,
+    ovo: bool,
+    build: bool,
+    progress: Callable[[dict[str, Any]], Any] | bool | None,
+    engine_key: str,
+) -> _Held:
     """A description expanded on the data's columns: its representation chosen, the memory budget and the
     engine checked, then (``build``) the bank built in that representation."""
     bank.representation.check()
@@ -392,17 +465,32 @@ def _held_described(d: Data, bank: BankSettings, problem: ProblemSettings, engin
     if not build:
         return _Held(names, M, rep, memory, chosen)
     obj, test = build_bank(d, bank, progress, chosen)
-    return _Held(list(obj.names) if rep != "factor" else list(obj.factor_map.names), M, rep, memory, chosen,
-                 obj=obj, K=obj.K if rep == "array" else obj, test=test)
+    return _Held(
+        list(obj.names) if rep != "factor" else list(obj.factor_map.names),
+        M,
+        rep,
+        memory,
+        chosen,
+        obj=obj,
+        K=obj.K if rep == "array" else obj,
+        test=test,
+    )
 
 
 def _problem(d: Data, held: _Held, y: Any, problem: ProblemSettings) -> Problem:
     """The problem on the built bank, at the settings' C (a rule's C on the problem itself)."""
     from ..problem import Problem
 
-    prob = Problem(K=held.K, y=y, loss=problem.loss, regularizer=problem.regularizer,
-                   C=1.0 if isinstance(problem.C, str) else problem.C, bias=problem.bias, kernel_names=held.names,
-                   sample_weight=d.w_train)
+    prob = Problem(
+        K=held.K,
+        y=y,
+        loss=problem.loss,
+        regularizer=problem.regularizer,
+        C=1.0 if isinstance(problem.C, str) else problem.C,
+        bias=problem.bias,
+        kernel_names=held.names,
+        sample_weight=d.w_train,
+    )
     if isinstance(problem.C, str):  # "auto", and "path"'s prior (the run chooses it: api.solve_prepared)
         prob = problem_at(prob, C=auto_C(prob))
     return prob
@@ -447,16 +535,38 @@ def prepare(
     y, tasks, ovo = _check_labels(d, problem)
     if d.precomputed:
         held = _held_precomputed(d, bank, problem, engine, y, build, engine_key)
-    elif d.factor_starts is not None:   # precomputed factors: a factor bank as given
+    elif d.factor_starts is not None:  # precomputed factors: a factor bank as given
         held = _held_given_factors(d, bank, problem, engine, y, build, engine_key)
     else:
         held = _held_described(d, bank, problem, engine, y, ovo, build, progress, engine_key)
     if not build:
-        return Prepared(d, None, None, None, held.names, held.M, held.rep, {"bank_s": 0.0}, held.memory,
-                        chosen=held.chosen, tasks=tasks)
+        return Prepared(
+            d,
+            None,
+            None,
+            None,
+            held.names,
+            held.M,
+            held.rep,
+            {"bank_s": 0.0},
+            held.memory,
+            chosen=held.chosen,
+            tasks=tasks,
+        )
     t_bank = time.perf_counter() - t0
     logger.debug("built %d kernels (%s) on %d points in %.2f s", len(held.names), held.rep, d.n_train, t_bank)
     prob = _problem(d, held, y, problem)
     check_support(engine, prob, engine_key)
-    return Prepared(d, prob, held.obj, held.test, held.names, len(held.names), held.rep, {"bank_s": t_bank},
-                    held.memory, chosen=held.chosen, tasks=tasks)
+    return Prepared(
+        d,
+        prob,
+        held.obj,
+        held.test,
+        held.names,
+        len(held.names),
+        held.rep,
+        {"bank_s": t_bank},
+        held.memory,
+        chosen=held.chosen,
+        tasks=tasks,
+    )

@@ -1,4 +1,5 @@
 """The kernel bank of the pipeline: memory check, building in its representation, the test side."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,8 +27,11 @@ def check_memory(M: int, N: int, n_test: int, bank: BankSettings, rep: Represent
     """
     from ..kernels import DEFAULT_MEMORY_BUDGET, estimate_bytes, estimate_peak_bytes, format_bytes
 
-    need = {"train": estimate_bytes(M, N), "test": estimate_bytes(M, N, n_test) if n_test else 0,
-            "peak": estimate_peak_bytes(M, N, n_test)}
+    need = {
+        "train": estimate_bytes(M, N),
+        "test": estimate_bytes(M, N, n_test) if n_test else 0,
+        "peak": estimate_peak_bytes(M, N, n_test),
+    }
     if (rep or bank.representation).kind != "array":
         return need
     budget = bank.budget or DEFAULT_MEMORY_BUDGET
@@ -52,8 +56,9 @@ DENSE_MAX_N = 5000
 AUTO_RANK = 256
 
 
-def choose_representation(specs: list[Any], N: int, n_test: int, bank: BankSettings,
-                          factor_supported: bool) -> tuple[Representation, str]:
+def choose_representation(
+    specs: list[Any], N: int, n_test: int, bank: BankSettings, factor_supported: bool
+) -> tuple[Representation, str]:
     """Gram matrices, exact factors or approximate factors, from N, M and the memory budget.
 
     Used when neither ``kernels.factor`` nor ``kernels.sharded`` is given
@@ -93,10 +98,15 @@ def choose_representation(specs: list[Any], N: int, n_test: int, bank: BankSetti
         return array, f"Gram matrices ({format_bytes(dense)} within memory_budget {format_bytes(budget)})"
     if factors is None:  # the Gram matrices' memory check says what is needed
         return array, how
-    why = (f"their Gram matrices need {format_bytes(dense)}, more than memory_budget {format_bytes(budget)}"
-           if dense > budget else f"N = {N} > {DENSE_MAX_N}: solves on Gram matrices cost O(N^3)")
-    return factors, (f"{how} because {why}; the residual is reported (factor_approximation_, summary.json "
-                     "'factor'); set kernels.factor (estimators: factor=) to choose, or false for Gram matrices")
+    why = (
+        f"their Gram matrices need {format_bytes(dense)}, more than memory_budget {format_bytes(budget)}"
+        if dense > budget
+        else f"N = {N} > {DENSE_MAX_N}: solves on Gram matrices cost O(N^3)"
+    )
+    return factors, (
+        f"{how} because {why}; the residual is reported (factor_approximation_, summary.json "
+        "'factor'); set kernels.factor (estimators: factor=) to choose, or false for Gram matrices"
+    )
 
 
 def factor_representation(specs: list[Any], N: int, bank: BankSettings) -> tuple[Representation | None, str]:
@@ -118,16 +128,20 @@ def factor_representation(specs: list[Any], N: int, bank: BankSettings) -> tuple
     if all(r is not None for r in ranks):
         R = int(sum(ranks))  # type: ignore[arg-type]
         if R < N and 8 * R * N <= budget:
-            return (Representation("factor", FactorSettings.model_construct(rank=None)),
-                    f"exact factors (every kernel has an explicit feature map; total rank {R} < N = {N})")
+            return (
+                Representation("factor", FactorSettings.model_construct(rank=None)),
+                f"exact factors (every kernel has an explicit feature map; total rank {R} < N = {N})",
+            )
     # the factors get half the budget: the engine and the factor rows of the test points need the rest
     fair = rank_that_fits(specs, N, budget / 2)
     if fair < 1:
         return None, "no factors fit memory_budget either"
     rank = min(AUTO_RANK, fair, N)
-    rep = Representation("factor", FactorSettings.model_construct(rank=rank))   # the settings' defaults otherwise
-    return rep, (f"approximate factors: {M} kernels on {N} points held as K_m ~ L_m L_m^T (pivoted Cholesky, "
-                 f"relative residual trace {rep.tol:g}, rank <= {rank} per kernel)")
+    rep = Representation("factor", FactorSettings.model_construct(rank=rank))  # the settings' defaults otherwise
+    return rep, (
+        f"approximate factors: {M} kernels on {N} points held as K_m ~ L_m L_m^T (pivoted Cholesky, "
+        f"relative residual trace {rep.tol:g}, rank <= {rank} per kernel)"
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -174,8 +188,14 @@ class TestSide:
         return f
 
 
-def new_points(bank: Any, X: Any = None, K: Any = None, scaler: Any = None,
-               kernels: np.ndarray | None = None, memory_budget: Any = None) -> TestSide:
+def new_points(
+    bank: Any,
+    X: Any = None,
+    K: Any = None,
+    scaler: Any = None,
+    kernels: np.ndarray | None = None,
+    memory_budget: Any = None,
+) -> TestSide:
     """The test side of new points (prediction), like :func:`prepare` makes it for the test part.
 
     Features ``X``: standardized with the training ``scaler`` (the one
@@ -241,14 +261,16 @@ def expand_entries(bank: BankSettings, d: Data) -> list[Any]:
 def _client(rep: Representation) -> Any:
     if rep.scheduler is not None and not isinstance(rep.scheduler, str):
         return rep.scheduler
+
     def error(key: str, problem: str, value: Any, allowed: str) -> PipelineError:
         return PipelineError("kernels.sharded.scheduler", problem, value, allowed)
 
     return connect(str(rep.scheduler), error)
 
 
-def build_bank(d: Data, bank: BankSettings, progress: Callable[[dict[str, Any]], Any] | None,
-                rep: Representation | None = None) -> tuple[Any, TestSide | None]:
+def build_bank(
+    d: Data, bank: BankSettings, progress: Callable[[dict[str, Any]], Any] | None, rep: Representation | None = None
+) -> tuple[Any, TestSide | None]:
     """The training bank in its representation (``rep``, default the settings'), and the test side."""
     import numpy as np
 
@@ -260,27 +282,53 @@ def build_bank(d: Data, bank: BankSettings, progress: Callable[[dict[str, Any]],
         if rep.kind == "factor":
             from ..kernels import build_factor_bank
 
-            fb = build_factor_bank(bank.entries, d.X_train, rank=rep.rank, tol=rep.tol, method=rep.method,
-                                   seed=rep.seed, normalize=bank.normalize, memory_budget=budget,
-                                   resolve=kernel_resolver(), feature_names=d.feature_names,
-                                   root="kernels.factor", sample_weight=d.w_train)
+            fb = build_factor_bank(
+                bank.entries,
+                d.X_train,
+                rank=rep.rank,
+                tol=rep.tol,
+                method=rep.method,
+                seed=rep.seed,
+                normalize=bank.normalize,
+                memory_budget=budget,
+                resolve=kernel_resolver(),
+                feature_names=d.feature_names,
+                root="kernels.factor",
+                sample_weight=d.w_train,
+            )
             return fb, (TestSide(X=d.X_test) if d.X_test is not None else None)
         if rep.kind == "sharded":
             from ..kernels.sharded import ShardedBank
 
-            sb = ShardedBank.build(_client(rep), d.X_train, bank.entries, normalize=bank.normalize,
-                                   resolve=kernel_resolver(), feature_names=d.feature_names, root=bank.key)
+            sb = ShardedBank.build(
+                _client(rep),
+                d.X_train,
+                bank.entries,
+                normalize=bank.normalize,
+                resolve=kernel_resolver(),
+                feature_names=d.feature_names,
+                root=bank.key,
+            )
             K_test = sb.cross(d.X_test, memory_budget_bytes=budget) if d.X_test is not None else None
             return sb, (TestSide(K=K_test) if K_test is not None else None)
-        kb = KernelBank.build(d.X_train, bank.entries, normalize=bank.normalize, memory_budget_bytes=budget,
-                              progress=progress, resolve=kernel_resolver(), feature_names=d.feature_names,
-                              root=bank.key)
+        kb = KernelBank.build(
+            d.X_train,
+            bank.entries,
+            normalize=bank.normalize,
+            memory_budget_bytes=budget,
+            progress=progress,
+            resolve=kernel_resolver(),
+            feature_names=d.feature_names,
+            root=bank.key,
+        )
         if d.w_train is not None:
             kb.weight_traces(d.w_train)
         K_test = kb.cross(d.X_test, memory_budget_bytes=budget, progress=progress) if d.X_test is not None else None
         return kb, (TestSide(K=np.ascontiguousarray(K_test, dtype=np.float64)) if K_test is not None else None)
     except BankError as exc:
-        raise bank_error(exc, "kernels.factor" if rep.kind == "factor" and isinstance(exc, _factor_error()) else bank.key) from None
+        raise bank_error(
+            exc, "kernels.factor" if rep.kind == "factor" and isinstance(exc, _factor_error()) else bank.key
+        ) from None
 
 
 def _factor_error() -> type:
@@ -296,19 +344,25 @@ def precomputed_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None]
     key = "kernels.precomputed"
     shown = bank.shown(key)
     try:
-        kb = KernelBank.from_precomputed(d.K_train, names=d.kernel_names, normalize=bank.normalize,
-                                         check_psd=False, source=shown, copy=False)
+        kb = KernelBank.from_precomputed(
+            d.K_train, names=d.kernel_names, normalize=bank.normalize, check_psd=False, source=shown, copy=False
+        )
         if d.w_train is not None:
             kb.weight_traces(d.w_train)
         K_test = d.K_test
         if K_test is not None:
             if bank.normalize == "diagonal" and d.test_diag is None:
-                raise PipelineError("kernels.normalize", "unit-diagonal normalisation of test kernels needs "
-                                    "the test points' own k(x, x)", bank.normalize,
-                                    "trace or none (or add K_test_diag to the NPZ)")
+                raise PipelineError(
+                    "kernels.normalize",
+                    "unit-diagonal normalisation of test kernels needs the test points' own k(x, x)",
+                    bank.normalize,
+                    "trace or none (or add K_test_diag to the NPZ)",
+                )
             kb.normalize_cross(K_test, d.test_diag)
     except BankError as exc:
-        raise PipelineError(key, strip_prefix(one_line(str(exc)), shown), shown=repr(shown), allowed=NPZ_ALLOWED) from None
+        raise PipelineError(
+            key, strip_prefix(one_line(str(exc)), shown), shown=repr(shown), allowed=NPZ_ALLOWED
+        ) from None
     return kb, (TestSide(K=K_test) if K_test is not None else None)
 
 
@@ -320,7 +374,7 @@ def given_factor_memory(d: Data) -> dict[str, int]:
     """
     N, R = d.X_train.shape
     need = {"train": 8 * N * R, "test": 8 * d.n_test * R}
-    need["peak"] = 2 * need["train"] + need["test"]   # the raw rows and the bank's normalised copy
+    need["peak"] = 2 * need["train"] + need["test"]  # the raw rows and the bank's normalised copy
     return need
 
 
@@ -331,9 +385,15 @@ def given_factor_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None
     key = "kernels.precomputed_factors"
     shown = bank.shown(key)
     try:
-        fb = FactorBank.from_factors(d.X_train, d.factor_starts, names=d.kernel_names, normalize=bank.normalize,
-                                     source=f"{shown}: L_train (training rows)")
+        fb = FactorBank.from_factors(
+            d.X_train,
+            d.factor_starts,
+            names=d.kernel_names,
+            normalize=bank.normalize,
+            source=f"{shown}: L_train (training rows)",
+        )
     except BankError as exc:
-        raise PipelineError(key, strip_prefix(one_line(str(exc)), shown), shown=repr(shown),
-                            allowed=FACTOR_NPZ_ALLOWED) from None
+        raise PipelineError(
+            key, strip_prefix(one_line(str(exc)), shown), shown=repr(shown), allowed=FACTOR_NPZ_ALLOWED
+        ) from None
     return fb, (TestSide(X=d.X_test) if d.X_test is not None else None)

@@ -1,5 +1,6 @@
 """The kernel bank's settings (``kernels:``): its source, normalisation, memory budget and representation
 (``ShardedSettings``, ``FactorSettings``, ``RefineSettings``, ``Representation``)."""
+
 from __future__ import annotations
 
 import numbers
@@ -26,8 +27,9 @@ from .fields import DEFAULTS, FilePath, Settings, is_none, parse_bytes, shown_pa
 class ShardedSettings(Settings):
     """``kernels.sharded``: the bank in shards on the workers of a Dask cluster."""
 
-    scheduler: Any = Field(description="a Dask scheduler address such as tcp://127.0.0.1:8786 "
-                                       "(or a distributed.Client)")
+    scheduler: Any = Field(
+        description="a Dask scheduler address such as tcp://127.0.0.1:8786 (or a distributed.Client)"
+    )
 
     @field_validator("scheduler", mode="after")
     @classmethod
@@ -51,9 +53,12 @@ class FactorSettings(Settings):
     tol: Any = Field(1e-3, description="relative residual trace at which a factor stops")
     method: Any = Field("auto", description="auto, exact, cholesky or nystrom")
     seed: Any = Field(0, description="seed of the Nystrom landmarks")
-    refine: Any = Field("auto", description="grow the factors of the kernels the solution uses and solve again "
-                        "(mklkit.pipeline.refine): true (3 rounds), a number of rounds, false, or auto (true "
-                        "with problem.C: path)")
+    refine: Any = Field(
+        "auto",
+        description="grow the factors of the kernels the solution uses and solve again "
+        "(mklkit.pipeline.refine): true (3 rounds), a number of rounds, false, or auto (true "
+        "with problem.C: path)",
+    )
 
     @model_validator(mode="after")
     def _checked(self) -> "FactorSettings":
@@ -87,15 +92,21 @@ class RefineSettings:
     share: float = 0.5
 
     def __post_init__(self) -> None:
-        checks = {"rounds": isinstance(self.rounds, int) and self.rounds >= 0,
-                  "growth": self.growth > 1.0, "tol": 0.0 <= self.tol < 1.0, "near": 0.0 < self.near <= 1.0,
-                  "max_rank": self.max_rank is None or (isinstance(self.max_rank, int) and self.max_rank >= 1),
-                  "share": 0.0 < self.share <= 1.0}
+        checks = {
+            "rounds": isinstance(self.rounds, int) and self.rounds >= 0,
+            "growth": self.growth > 1.0,
+            "tol": 0.0 <= self.tol < 1.0,
+            "near": 0.0 < self.near <= 1.0,
+            "max_rank": self.max_rank is None or (isinstance(self.max_rank, int) and self.max_rank >= 1),
+            "share": 0.0 < self.share <= 1.0,
+        }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
-            raise ValueError(f"RefineSettings: invalid {', '.join(f'{k}={getattr(self, k)!r}' for k in bad)} "
-                             "(rounds >= 0, growth > 1, 0 <= tol < 1, 0 < near <= 1, max_rank >= 1, "
-                             "0 < share <= 1)")
+            raise ValueError(
+                f"RefineSettings: invalid {', '.join(f'{k}={getattr(self, k)!r}' for k in bad)} "
+                "(rounds >= 0, growth > 1, 0 <= tol < 1, 0 < near <= 1, max_rank >= 1, "
+                "0 < share <= 1)"
+            )
 
 
 def kernel_resolver() -> Callable[[str], type]:
@@ -153,7 +164,7 @@ class Representation:
 
     def check(self, root: str = "kernels.factor") -> None:
         """Validate the factor settings before any data work (errors under ``root``)."""
-        if self.kind != "factor" or self.settings is None:   # None: given factors, nothing to build
+        if self.kind != "factor" or self.settings is None:  # None: given factors, nothing to build
             return
         from ..kernels.factorize import check_settings
 
@@ -182,24 +193,39 @@ class BankSettings(Settings):
 
     model_config = ConfigDict(json_schema_extra={"x-one-of-keys": list(KERNEL_SOURCES)})
 
-    preset: str | None = Field(None, exclude_if=is_none, description="a kernel-bank preset (kernels.available_presets())")
-    bank: tuple[Any, ...] | None = Field(None, exclude_if=is_none, description="bank entries such as {function: rbf, width: [0.5, 1], "
-                                                    "features: all} (docs/data_and_kernels.md)",
-                                   json_schema_extra={"minItems": 1})
-    precomputed: FilePath | None = Field(None, exclude_if=is_none, description=".npz with K_train, y_train (K_test, y_test, "
-                                                           "names, K_test_diag)")
+    preset: str | None = Field(
+        None, exclude_if=is_none, description="a kernel-bank preset (kernels.available_presets())"
+    )
+    bank: tuple[Any, ...] | None = Field(
+        None,
+        exclude_if=is_none,
+        description="bank entries such as {function: rbf, width: [0.5, 1], features: all} (docs/data_and_kernels.md)",
+        json_schema_extra={"minItems": 1},
+    )
+    precomputed: FilePath | None = Field(
+        None, exclude_if=is_none, description=".npz with K_train, y_train (K_test, y_test, names, K_test_diag)"
+    )
     precomputed_factors: FilePath | None = Field(
-        None, exclude_if=is_none, description=".npz with L_train (N, R), starts (M+1,) or ranks (M,), y_train "
-                                               "(L_test, y_test, names): kernels K_m = L_m L_m^T held as factors")
-    normalize: Literal["trace", "diagonal", "none"] = Field(DEFAULTS["kernels.normalize"],
-                                                             description="kernel normalisation")
-    memory_budget: Annotated[int | float | str, PlainValidator(_budget),
-                             WithJsonSchema({"type": ["string", "integer"]})] | None = Field(
-        None, description="largest bank to build, e.g. 4GiB (default 4 GiB)")
-    sharded: ShardedSettings | None = Field(None, exclude_if=is_none, description="build the bank in shards on a Dask cluster")
+        None,
+        exclude_if=is_none,
+        description=".npz with L_train (N, R), starts (M+1,) or ranks (M,), y_train "
+        "(L_test, y_test, names): kernels K_m = L_m L_m^T held as factors",
+    )
+    normalize: Literal["trace", "diagonal", "none"] = Field(
+        DEFAULTS["kernels.normalize"], description="kernel normalisation"
+    )
+    memory_budget: (
+        Annotated[int | float | str, PlainValidator(_budget), WithJsonSchema({"type": ["string", "integer"]})] | None
+    ) = Field(None, description="largest bank to build, e.g. 4GiB (default 4 GiB)")
+    sharded: ShardedSettings | None = Field(
+        None, exclude_if=is_none, description="build the bank in shards on a Dask cluster"
+    )
     factor: FactorSettings | Literal[False] | None = Field(
-        None, exclude_if=is_none, description="hold the kernels as factors: settings, true (the defaults), "
-        "false (Gram matrices), or absent/auto (chosen from N, M and memory_budget: docs/factor_banks.md)")
+        None,
+        exclude_if=is_none,
+        description="hold the kernels as factors: settings, true (the defaults), "
+        "false (Gram matrices), or absent/auto (chosen from N, M and memory_budget: docs/factor_banks.md)",
+    )
     _given: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @field_validator("bank", mode="before")
@@ -210,12 +236,14 @@ class BankSettings(Settings):
         if isinstance(v, tuple):
             v = list(v)
         if not isinstance(v, list) or not v:
-            raise PipelineError("", "invalid value", v, "a non-empty list of kernel entries such as "
-                                "{function: rbf, width: [0.5, 1]}")
+            raise PipelineError(
+                "", "invalid value", v, "a non-empty list of kernel entries such as {function: rbf, width: [0.5, 1]}"
+            )
         for i, e in enumerate(v):
             if not isinstance(e, (Mapping, str)):
-                raise PipelineError(f"[{i}]", "invalid entry", e, "a mapping such as "
-                                    "{function: rbf, width: [0.5, 1], features: all}")
+                raise PipelineError(
+                    f"[{i}]", "invalid entry", e, "a mapping such as {function: rbf, width: [0.5, 1], features: all}"
+                )
         return tuple({"function": e} if isinstance(e, str) else dict(e) for e in v)
 
     @field_validator("factor", mode="before")
@@ -227,31 +255,48 @@ class BankSettings(Settings):
             return None
         if v is False or isinstance(v, (Mapping, FactorSettings)):
             return v
-        raise PipelineError("", "invalid value", v, "a mapping with keys rank, tol, method, seed, refine; true (those "
-                            "defaults); false (Gram matrices); or auto (chosen from N, M and memory_budget)")
+        raise PipelineError(
+            "",
+            "invalid value",
+            v,
+            "a mapping with keys rank, tol, method, seed, refine; true (those "
+            "defaults); false (Gram matrices); or auto (chosen from N, M and memory_budget)",
+        )
 
     @model_validator(mode="after")
     def _one_source(self, info: ValidationInfo) -> "BankSettings":
-        self._given = {k: v for k, v in ((info.context or {}).get("given") or {}).items()
-                       if k in ("precomputed", "precomputed_factors")}
+        self._given = {
+            k: v
+            for k, v in ((info.context or {}).get("given") or {}).items()
+            if k in ("precomputed", "precomputed_factors")
+        }
         modes = [k for k in KERNEL_SOURCES if getattr(self, k) is not None]
         if not modes:
-            raise PipelineError("", "needs one kernel source",
-                                allowed="exactly one of " + ", ".join(f"kernels.{k}" for k in KERNEL_SOURCES))
+            raise PipelineError(
+                "",
+                "needs one kernel source",
+                allowed="exactly one of " + ", ".join(f"kernels.{k}" for k in KERNEL_SOURCES),
+            )
         if len(modes) > 1:
             second = modes[1]
-            raise PipelineError(second, f"kernels.{modes[0]} and kernels.{second} are exclusive",
-                                list(self.bank) if second == "bank" else (  # type: ignore[arg-type]
-                                    self.preset if second == "preset" else MISSING),
-                                "exactly one of " + ", ".join(KERNEL_SOURCES),
-                                shown=repr(self.shown(second)) if second.startswith("precomputed") else None)
+            raise PipelineError(
+                second,
+                f"kernels.{modes[0]} and kernels.{second} are exclusive",
+                list(self.bank)
+                if second == "bank"
+                # type: ignore[arg-type]
+                else (self.preset if second == "preset" else MISSING),
+                "exactly one of " + ", ".join(KERNEL_SOURCES),
+                shown=repr(self.shown(second)) if second.startswith("precomputed") else None,
+            )
         if self.preset is not None:
             from ..kernels import available_presets
 
             presets = list(available_presets())
             if presets and self.preset not in presets:
-                raise PipelineError("preset", f"unknown preset{did_you_mean(self.preset, presets)}", self.preset,
-                                    ", ".join(presets))
+                raise PipelineError(
+                    "preset", f"unknown preset{did_you_mean(self.preset, presets)}", self.preset, ", ".join(presets)
+                )
         if self.bank is not None:
             from ..kernels import BankError, validate_bank
 
@@ -259,32 +304,46 @@ class BankSettings(Settings):
                 validate_bank(list(self.bank), resolve=kernel_resolver(), root="bank")
             except BankError as exc:
                 raise bank_error(exc, "bank", absolute=False) from None
-        for key, arrays in (("precomputed", "K_train, y_train (and K_test, y_test)"),
-                            ("precomputed_factors", "L_train, starts or ranks, y_train (and L_test, y_test)")):
+        for key, arrays in (
+            ("precomputed", "K_train, y_train (and K_test, y_test)"),
+            ("precomputed_factors", "L_train, starts or ranks, y_train (and L_test, y_test)"),
+        ):
             path = getattr(self, key)
             if path is None:
                 continue
             shown = repr(self.shown(key))
             if not path.is_file():
-                raise PipelineError(key, "file not found", shown=shown,
-                                    allowed=f"an existing .npz file (resolved: {path})")
+                raise PipelineError(
+                    key, "file not found", shown=shown, allowed=f"an existing .npz file (resolved: {path})"
+                )
             if not path.name.lower().endswith(".npz"):
                 raise PipelineError(key, "not an NPZ file", shown=shown, allowed=f"a .npz file with {arrays}")
             if "normalize" not in self.model_fields_set:
                 self.normalize = "none"
         if self.sharded is not None and isinstance(self.factor, FactorSettings):
-            raise PipelineError("factor", "kernels.sharded and kernels.factor are exclusive",
-                                self.factor.model_dump(), "one representation: kernels.sharded or kernels.factor")
+            raise PipelineError(
+                "factor",
+                "kernels.sharded and kernels.factor are exclusive",
+                self.factor.model_dump(),
+                "one representation: kernels.sharded or kernels.factor",
+            )
         for kind in ("sharded", "factor"):
             if getattr(self, kind) in (None, False):
                 continue
             if self.precomputed is not None:
-                raise PipelineError(kind, "precomputed kernels are held as one array",
-                                    getattr(self, kind).model_dump(), "kernels.preset or kernels.bank with data")
+                raise PipelineError(
+                    kind,
+                    "precomputed kernels are held as one array",
+                    getattr(self, kind).model_dump(),
+                    "kernels.preset or kernels.bank with data",
+                )
             if self.precomputed_factors is not None:
-                raise PipelineError(kind, "precomputed factors are a factor bank as given (kernels.factor builds "
-                                    "factors from data)", getattr(self, kind).model_dump(),
-                                    "no kernels.sharded or kernels.factor with kernels.precomputed_factors")
+                raise PipelineError(
+                    kind,
+                    "precomputed factors are a factor bank as given (kernels.factor builds factors from data)",
+                    getattr(self, kind).model_dump(),
+                    "no kernels.sharded or kernels.factor with kernels.precomputed_factors",
+                )
         return self
 
     @property

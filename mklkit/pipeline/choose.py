@@ -104,6 +104,7 @@ dense bank (rank 8550 of 3 x 3000, ...): ...``) and every history record has
 an ``engine`` key.  The route is also logged (``logging``, level INFO).  Only
 the final status emits a ``ConvergenceWarning``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -127,8 +128,7 @@ from ..problem import Problem
 from ..result import SolveResult, Status
 from .fallback import EngineSwitchWarning, Fallback, StallWatch, finite_point
 
-__all__ = ["Auto", "AUTO_ENGINES", "specificity", "DENSE_FACTOR_MAX_RANK", "StallWatch",
-           "EngineSwitchWarning"]
+__all__ = ["Auto", "AUTO_ENGINES", "specificity", "DENSE_FACTOR_MAX_RANK", "StallWatch", "EngineSwitchWarning"]
 
 #: the route is logged under the name ``auto`` has always logged it under
 logger = logging.getLogger("mklkit.engines.auto")
@@ -212,32 +212,57 @@ class Auto(Fallback, Engine):
     zero_first: ClassVar[bool] = False
     params: ClassVar[tuple[Param, ...]] = (
         COMMON_PARAMS[0],
-        Param("max_iter", None, "maximum iterations of the delegate (null: its own default)",
-              type=int, low=1, nullable=True),
-        Param("proximal_min_samples", 1000,
-              "fewest samples for which proximal is preferred to spicy's iterative method",
-              type=int, low=1),
-        Param("proximal_ratio", 500.0,
-              "proximal is preferred to spicy's iterative method when N >= ratio * M",
-              low=0.0),
-        Param("dense_factor_min_samples", 1000,
-              "fewest samples for which a dense bank is factored exactly and solved by bcd",
-              type=int, low=1),
-        Param("dense_factor_max_kernels", 10,
-              "most kernels for which a dense bank is factored exactly (the factorization "
-              "costs M N^3 / 3 flops and up to the bank's memory again)", type=int, low=1),
-        Param("dualcd_max_ratio", 0.05,
-              "on a factor bank, a loss with a piecewise-linear conjugate (hinge, "
-              "epsilon-insensitive) goes to dualcd at C <= ratio * C_max, else to bcd",
-              low=0.0),
-        Param("fallback", True, "continue with another engine when the first stalls",
-              type=bool),
-        Param("stall_window", 8,
-              "fewest records of the delegate before the stall rule applies", type=int, low=2),
-        Param("stall_ratio", 0.9,
-              "with fallback, the delegate is stopped and another engine continues when its "
-              "best gap after k records is not below stall_ratio times that after k/2",
-              low=0.0, high=1.0, low_open=True),
+        Param(
+            "max_iter",
+            None,
+            "maximum iterations of the delegate (null: its own default)",
+            type=int,
+            low=1,
+            nullable=True,
+        ),
+        Param(
+            "proximal_min_samples",
+            1000,
+            "fewest samples for which proximal is preferred to spicy's iterative method",
+            type=int,
+            low=1,
+        ),
+        Param(
+            "proximal_ratio", 500.0, "proximal is preferred to spicy's iterative method when N >= ratio * M", low=0.0
+        ),
+        Param(
+            "dense_factor_min_samples",
+            1000,
+            "fewest samples for which a dense bank is factored exactly and solved by bcd",
+            type=int,
+            low=1,
+        ),
+        Param(
+            "dense_factor_max_kernels",
+            10,
+            "most kernels for which a dense bank is factored exactly (the factorization "
+            "costs M N^3 / 3 flops and up to the bank's memory again)",
+            type=int,
+            low=1,
+        ),
+        Param(
+            "dualcd_max_ratio",
+            0.05,
+            "on a factor bank, a loss with a piecewise-linear conjugate (hinge, "
+            "epsilon-insensitive) goes to dualcd at C <= ratio * C_max, else to bcd",
+            low=0.0,
+        ),
+        Param("fallback", True, "continue with another engine when the first stalls", type=bool),
+        Param("stall_window", 8, "fewest records of the delegate before the stall rule applies", type=int, low=2),
+        Param(
+            "stall_ratio",
+            0.9,
+            "with fallback, the delegate is stopped and another engine continues when its "
+            "best gap after k records is not below stall_ratio times that after k/2",
+            low=0.0,
+            high=1.0,
+            low_open=True,
+        ),
     )
 
     def _delegate_params(self) -> dict[str, Any]:
@@ -251,8 +276,7 @@ class Auto(Fallback, Engine):
         return Spicy(**kw), Proximal(**kw)
 
     # -- the choice ---------------------------------------------------------------
-    def _general(self, problem: Problem, dense_factors: bool = True
-                 ) -> tuple[Engine | None, str, bool]:
+    def _general(self, problem: Problem, dense_factors: bool = True) -> tuple[Engine | None, str, bool]:
         """The choice among the core's general engines (rules 0-4, rule 2 only with
         ``dense_factors``): engine, why, and whether the dense bank is to be factored first."""
         rep = problem.representation
@@ -263,10 +287,16 @@ class Auto(Fallback, Engine):
                 c_max = _routing_c_max(problem)
                 ratio = float(problem.C) / c_max if c_max > 0.0 else math.inf
                 if ratio <= self.dualcd_max_ratio:
-                    return dual_cd, (f"a loss with a piecewise-linear conjugate on a factor "
-                                     f"bank at C = {ratio:.3g} C_max <= "
-                                     f"{self.dualcd_max_ratio:g} C_max: dual coordinate "
-                                     "descent"), False
+                    return (
+                        dual_cd,
+                        (
+                            f"a loss with a piecewise-linear conjugate on a factor "
+                            f"bank at C = {ratio:.3g} C_max <= "
+                            f"{self.dualcd_max_ratio:g} C_max: dual coordinate "
+                            "descent"
+                        ),
+                        False,
+                    )
         if rep == "factor" and bcd.supports(problem) is None:
             return bcd, "a factor bank: bcd solves in the factors' coordinates", False
         N, M = problem.n_samples, problem.n_kernels
@@ -274,23 +304,36 @@ class Auto(Fallback, Engine):
         r_spicy = spicy.supports(problem)
         r_prox = prox.supports(problem)
         if r_prox is None and rep not in prox.representations:
-            r_prox = (f"it works on {' or '.join(prox.representations)} banks, not a "
-                      f"{rep} bank")
+            r_prox = f"it works on {' or '.join(prox.representations)} banks, not a {rep} bank"
         if r_spicy is None and rep not in spicy.representations:
             r_spicy = f"it does not work on a {rep} bank"
         # rules 1 and 2 apply only where spicy's one-step method does not
         spicy_one_step = r_spicy is None and spicy.uses_one_step(problem)
-        if (r_prox is None and not spicy_one_step
-                and N >= self.proximal_min_samples and N >= self.proximal_ratio * M):
-            return prox, (f"N = {N} samples >= {self.proximal_min_samples} and >= "
-                          f"{self.proximal_ratio:g} x {M} kernels"), False
-        if (dense_factors and rep == "array" and not spicy_one_step and r_prox is not None
-                and N >= self.dense_factor_min_samples and M <= self.dense_factor_max_kernels):
+        if r_prox is None and not spicy_one_step and N >= self.proximal_min_samples and N >= self.proximal_ratio * M:
+            return (
+                prox,
+                (f"N = {N} samples >= {self.proximal_min_samples} and >= {self.proximal_ratio:g} x {M} kernels"),
+                False,
+            )
+        if (
+            dense_factors
+            and rep == "array"
+            and not spicy_one_step
+            and r_prox is not None
+            and N >= self.dense_factor_min_samples
+            and M <= self.dense_factor_max_kernels
+        ):
             probe = _as_factor_probe(problem)
             if probe is not None and bcd.supports(probe) is None:
-                return bcd, (f"a dense bank of N = {N} >= {self.dense_factor_min_samples} "
-                             f"samples and M = {M} <= {self.dense_factor_max_kernels} kernels: "
-                             "bcd on its exact factors"), True
+                return (
+                    bcd,
+                    (
+                        f"a dense bank of N = {N} >= {self.dense_factor_min_samples} "
+                        f"samples and M = {M} <= {self.dense_factor_max_kernels} kernels: "
+                        "bcd on its exact factors"
+                    ),
+                    True,
+                )
         if r_spicy is None:
             return spicy, "spicy supports the problem", False
         if r_prox is None:
@@ -308,8 +351,9 @@ class Auto(Fallback, Engine):
                 continue
             try:
                 engine = reg.cls(**kw)
-                ok = (engine.supports(problem) is None and problem.representation
-                      in getattr(engine, "representations", ("array",)))
+                ok = engine.supports(problem) is None and problem.representation in getattr(
+                    engine, "representations", ("array",)
+                )
             except Exception:  # noqa: BLE001 - a broken plugin engine is no candidate
                 continue
             if ok:
@@ -322,13 +366,22 @@ class Auto(Fallback, Engine):
         if specialists:
             count, name, special = specialists[0]
             if engine is None:
-                return special, (f"{why}; {name} supports it (it accepts {count} installed "
-                                 "loss x regularizer pairs)"), False
+                return (
+                    special,
+                    (f"{why}; {name} supports it (it accepts {count} installed loss x regularizer pairs)"),
+                    False,
+                )
             mine = specificity(type(engine))
             if count < mine:
-                return special, (f"{name} supports the problem and is more specialised than "
-                                 f"{engine.name} (it accepts {count} installed loss x "
-                                 f"regularizer pairs, {engine.name} {mine})"), False
+                return (
+                    special,
+                    (
+                        f"{name} supports the problem and is more specialised than "
+                        f"{engine.name} (it accepts {count} installed loss x "
+                        f"regularizer pairs, {engine.name} {mine})"
+                    ),
+                    False,
+                )
         return engine, why, factor
 
     def choose(self, problem: Problem) -> tuple[Engine | None, str]:
@@ -353,25 +406,22 @@ class Auto(Fallback, Engine):
         logger.info("auto -> %s (%s)", engine.name, why)
         other = self._other(problem, engine.name) if self.fallback else None
         window = max(self.stall_window, int(getattr(engine, "stall_records", 0)))
-        watch = None if other is None else StallWatch(
-            window, self.stall_ratio, getattr(engine, "unit", "iteration"))
+        watch = None if other is None else StallWatch(window, self.stall_ratio, getattr(engine, "unit", "iteration"))
         first = self._run(engine, problem, callback, warm_start, 0, watch=watch)
-        result = dataclasses.replace(
-            first, message=f"auto -> {engine.name} ({why}): {first.message}")
-        if (other is not None and watch is not None and watch.reason is not None
-                and first.status == Status.STOPPED):
+        result = dataclasses.replace(first, message=f"auto -> {engine.name} ({why}): {first.message}")
+        if other is not None and watch is not None and watch.reason is not None and first.status == Status.STOPPED:
             note = f"{engine.name} made {watch.reason}"
             line = f"auto: {note}; {other.name} continues from its point"
             logger.info("%s", line)
             warnings.warn(line, EngineSwitchWarning, stacklevel=3)
-            result = self._continue(problem, callback, engine.name, first, warm_start,
-                                    why=note) or result
+            result = self._continue(problem, callback, engine.name, first, warm_start, why=note) or result
         elif self.fallback and first.status in (Status.STALLED, Status.NUMERICAL_ERROR):
             result = self._continue(problem, callback, engine.name, first, warm_start) or result
         return dataclasses.replace(result, engine=self.name)
 
-    def _solve_on_factors(self, problem: Problem, run: Run, bcd: Engine, why: str,
-                          warm_start: SolveResult | None) -> SolveResult:
+    def _solve_on_factors(
+        self, problem: Problem, run: Run, bcd: Engine, why: str, warm_start: SolveResult | None
+    ) -> SolveResult:
         """Rule 2: exact factors of the dense bank, bcd on them, the dense certificate."""
         callback = run.callback
         fac = exact_factors(problem.K, max_rank=DENSE_FACTOR_MAX_RANK)
@@ -380,37 +430,43 @@ class Auto(Fallback, Engine):
             why = f"{why}, but {fac.reason}: {other.name} on the dense bank instead"
             logger.info("auto -> %s (%s)", other.name, why)
             res = self._run(other, problem, callback, warm_start, 0)
-            return dataclasses.replace(res, engine=self.name, time_s=run.elapsed(),
-                                       message=f"auto -> {other.name} ({why}): {res.message}")
+            return dataclasses.replace(
+                res, engine=self.name, time_s=run.elapsed(), message=f"auto -> {other.name} ({why}): {res.message}"
+            )
         # inexact factors with no engine for the dense bank: bcd on them all the same, and the
         # dense certificate says how far its point is from the dense optimum
         kind = "exact" if fac.exact else "inexact"
-        route = (f"auto -> bcd on {kind} factors of the dense bank ({fac.describe()}; "
-                 f"{why.split(': ')[0]}; factored in {fac.time_s:.2f} s)")
+        route = (
+            f"auto -> bcd on {kind} factors of the dense bank ({fac.describe()}; "
+            f"{why.split(': ')[0]}; factored in {fac.time_s:.2f} s)"
+        )
         logger.info("%s", route)
-        factored = Problem(K=fac.bank, y=problem.y, loss=problem.loss,
-                           regularizer=problem.regularizer, C=problem.C, bias=problem.bias,
-                           kernel_names=problem.kernel_names,
-                           extra={k: v for k, v in problem.extra.items()
-                                  if k != "representation"},
-                           sample_weight=problem.sample_weight)
+        factored = Problem(
+            K=fac.bank,
+            y=problem.y,
+            loss=problem.loss,
+            regularizer=problem.regularizer,
+            C=problem.C,
+            bias=problem.bias,
+            kernel_names=problem.kernel_names,
+            extra={k: v for k, v in problem.extra.items() if k != "representation"},
+            sample_weight=problem.sample_weight,
+        )
         other = self._other(problem, bcd.name) if self.fallback else None
-        watch = None if other is None else StallWatch(self.stall_window, self.stall_ratio,
-                                                      bcd.unit)
-        first = self._run(BCD(**self._delegate_params()), factored, callback, warm_start, 0,
-                          watch=watch)
-        if (other is not None and watch is not None and watch.reason is not None
-                and first.status == Status.STOPPED):
+        watch = None if other is None else StallWatch(self.stall_window, self.stall_ratio, bcd.unit)
+        first = self._run(BCD(**self._delegate_params()), factored, callback, warm_start, 0, watch=watch)
+        if other is not None and watch is not None and watch.reason is not None and first.status == Status.STOPPED:
             line = f"auto: bcd made {watch.reason}; {other.name} continues from its point"
             logger.info("%s", line)
             warnings.warn(line, EngineSwitchWarning, stacklevel=4)
-            first = dataclasses.replace(first, status=Status.STALLED,
-                                        message=f"bcd made {watch.reason}")
+            first = dataclasses.replace(first, status=Status.STALLED, message=f"bcd made {watch.reason}")
         cert = common.certify(problem, first.alpha, first.bias, first.dual)
         tol = float(self.tol)
         met = math.isfinite(cert.gap) and cert.gap <= tol
-        dense = (f"on the dense bank: objective {cert.primal:.10g}, relative duality gap "
-                 f"{cert.gap:.3e} {'<=' if met else '>'} tol {tol:g}")
+        dense = (
+            f"on the dense bank: objective {cert.primal:.10g}, relative duality gap "
+            f"{cert.gap:.3e} {'<=' if met else '>'} tol {tol:g}"
+        )
         if met:
             status = Status.CONVERGED if first.status != Status.STOPPED else first.status
         elif first.status == Status.CONVERGED:
@@ -418,29 +474,46 @@ class Auto(Fallback, Engine):
         else:
             status = first.status
         certified = common.build_result(
-            problem, engine=bcd.name, status=status, alpha=first.alpha, bias=first.bias,
-            primal=cert.primal, dual=cert.dual, iterations=first.iterations,
-            history=first.history, message=f"{first.message}; {dense}", time_s=run.elapsed(),
-            norms=cert.norms, rho=cert.rho, C_max=first.C_max, warn=False)
+            problem,
+            engine=bcd.name,
+            status=status,
+            alpha=first.alpha,
+            bias=first.bias,
+            primal=cert.primal,
+            dual=cert.dual,
+            iterations=first.iterations,
+            history=first.history,
+            message=f"{first.message}; {dense}",
+            time_s=run.elapsed(),
+            norms=cert.norms,
+            rho=cert.rho,
+            C_max=first.C_max,
+            warn=False,
+        )
         if not met and self.fallback and status != Status.STOPPED and finite_point(certified):
             stalled = watch is not None and watch.reason is not None
             why = f"{first.message}; {dense}" if stalled else f"bcd's point on the factors: {dense}"
-            second = self._continue(problem, callback, bcd.name, certified, warm_start,
-                                    why=why)
+            second = self._continue(problem, callback, bcd.name, certified, warm_start, why=why)
             if second is not None:
-                return dataclasses.replace(second, engine=self.name, time_s=run.elapsed(),
-                                           message=f"{route}: {second.message}")
-        return dataclasses.replace(certified, engine=self.name,
-                                   message=f"{route}: {certified.message}")
+                return dataclasses.replace(
+                    second, engine=self.name, time_s=run.elapsed(), message=f"{route}: {second.message}"
+                )
+        return dataclasses.replace(certified, engine=self.name, message=f"{route}: {certified.message}")
 
 
 def _as_factor_probe(problem: Problem) -> Problem | None:
     """``problem`` standing for its bank held as factors (for ``supports``), or None."""
     try:
-        return Problem(K=problem.bank, y=problem.y, loss=problem.loss,
-                       regularizer=problem.regularizer, C=problem.C, bias=problem.bias,
-                       extra={**problem.extra, "representation": "factor"},
-                       sample_weight=problem.sample_weight)
+        return Problem(
+            K=problem.bank,
+            y=problem.y,
+            loss=problem.loss,
+            regularizer=problem.regularizer,
+            C=problem.C,
+            bias=problem.bias,
+            extra={**problem.extra, "representation": "factor"},
+            sample_weight=problem.sample_weight,
+        )
     except ValueError:  # pragma: no cover - the problem itself was built from the same
         return None
 

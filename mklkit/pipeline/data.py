@@ -1,4 +1,5 @@
 """The pipeline's data: ``Data``, standardizing, data given in memory (the estimators), folds."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -143,8 +144,18 @@ def array_data(X: Any, y: Any, task: str, feature_names: Sequence[str] | None = 
 
     d = int(X.shape[1])
     names = [str(n) for n in feature_names] if feature_names is not None else [f"x{j}" for j in range(d)]
-    return contiguous_data(Data(X_train=X, y_train=np.asarray(y), X_test=None, y_test=None, feature_names=names,
-                                 name=name, task=task, n_total=int(X.shape[0])))
+    return contiguous_data(
+        Data(
+            X_train=X,
+            y_train=np.asarray(y),
+            X_test=None,
+            y_test=None,
+            feature_names=names,
+            name=name,
+            task=task,
+            n_total=int(X.shape[0]),
+        )
+    )
 
 
 def kernels_in_order(K: Any) -> Any:
@@ -172,8 +183,18 @@ def gram_data(K: Any, y: Any, task: str, names: Sequence[str] | None = None, nam
     import numpy as np
 
     K = kernels_in_order(K)
-    return Data(X_train=None, y_train=np.asarray(y), X_test=None, y_test=None, feature_names=[], name=name,
-                task=task, K_train=K, kernel_names=None if names is None else list(names), n_total=int(K.shape[1]))
+    return Data(
+        X_train=None,
+        y_train=np.asarray(y),
+        X_test=None,
+        y_test=None,
+        feature_names=[],
+        name=name,
+        task=task,
+        K_train=K,
+        kernel_names=None if names is None else list(names),
+        n_total=int(K.shape[1]),
+    )
 
 
 def make_folds(cv: CVSettings, d: Data) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -191,9 +212,12 @@ def make_folds(cv: CVSettings, d: Data) -> list[tuple[np.ndarray, np.ndarray]]:
     classification = d.task == "classification"
     if d.multiclass:
         assert d.classes is not None
-        raise PipelineError("cv", f"the target of {d.name} has {len(d.classes)} classes; cross-validation solves "
-                            "binary problems", d.class_labels, "a target with two classes (mklkit run solves more "
-                            "classes one-vs-rest)")
+        raise PipelineError(
+            "cv",
+            f"the target of {d.name} has {len(d.classes)} classes; cross-validation solves binary problems",
+            d.class_labels,
+            "a target with two classes (mklkit run solves more classes one-vs-rest)",
+        )
     if cv.kind == "folds":
         from sklearn.model_selection import KFold, StratifiedKFold
 
@@ -201,17 +225,23 @@ def make_folds(cv: CVSettings, d: Data) -> list[tuple[np.ndarray, np.ndarray]]:
             classes, counts = np.unique(y, return_counts=True)
             if counts.min() < cv.n:
                 raise PipelineError(
-                    "cv.folds", f"cannot make {cv.n} stratified folds of {d.name}: class "
-                    f"{label_text(d.label_of(classes[np.argmin(counts)]))} has only {counts.min()} training rows", cv.n,
-                    f"an integer in [2, {max(2, counts.min())}] for these data")
+                    "cv.folds",
+                    f"cannot make {cv.n} stratified folds of {d.name}: class "
+                    f"{label_text(d.label_of(classes[np.argmin(counts)]))} has only {counts.min()} training rows",
+                    cv.n,
+                    f"an integer in [2, {max(2, counts.min())}] for these data",
+                )
             splitter: Any = StratifiedKFold(n_splits=cv.n, shuffle=True, random_state=cv.seed)
         else:
             if cv.n > n:
-                raise PipelineError("cv.folds", f"more folds than the {n} training rows of {d.name}", cv.n,
-                                    f"an integer in [2, {n}]")
+                raise PipelineError(
+                    "cv.folds", f"more folds than the {n} training rows of {d.name}", cv.n, f"an integer in [2, {n}]"
+                )
             splitter = KFold(n_splits=cv.n, shuffle=True, random_state=cv.seed)
-        return [(np.asarray(tr, dtype=np.intp), np.asarray(va, dtype=np.intp))
-                for tr, va in splitter.split(np.zeros((n, 1)), y)]
+        return [
+            (np.asarray(tr, dtype=np.intp), np.asarray(va, dtype=np.intp))
+            for tr, va in splitter.split(np.zeros((n, 1)), y)
+        ]
     from ..data import DataError, Dataset, train_test_split
 
     ds = Dataset(X=np.arange(n, dtype=np.float64)[:, None], y=y, feature_names=["index"], name=d.name)
@@ -220,8 +250,9 @@ def make_folds(cv: CVSettings, d: Data) -> list[tuple[np.ndarray, np.ndarray]]:
         try:
             tr, va = train_test_split(ds, test_size=cv.test_size, seed=cv.seed + i, stratify=classification)
         except DataError as exc:
-            raise PipelineError("cv.test_size", f"cannot split {d.name}: {strip_prefix(str(exc), d.name)}",
-                                cv.test_size) from None
+            raise PipelineError(
+                "cv.test_size", f"cannot split {d.name}: {strip_prefix(str(exc), d.name)}", cv.test_size
+            ) from None
         out.append((tr.X[:, 0].astype(np.intp), va.X[:, 0].astype(np.intp)))
     return out
 
@@ -249,14 +280,27 @@ def fold(d: Data, train: Any, val: Any, standardized: bool = False) -> Data:
         if d.normalized:
             raise ValueError("fold() needs raw precomputed kernels (normalised ones cannot be split)")
         diag = np.ascontiguousarray(np.diagonal(K, axis1=1, axis2=2)[:, val])
-        return replace(d, y_train=y_tr, y_test=y_va, K_train=np.ascontiguousarray(K[:, train][:, :, train]),
-                       K_test=np.ascontiguousarray(K[:, val][:, :, train]), test_diag=diag,
-                       n_total=int(train.size + val.size))
+        return replace(
+            d,
+            y_train=y_tr,
+            y_test=y_va,
+            K_train=np.ascontiguousarray(K[:, train][:, :, train]),
+            K_test=np.ascontiguousarray(K[:, val][:, :, train]),
+            test_diag=diag,
+            n_total=int(train.size + val.size),
+        )
 
     def rows(X: Any, idx: Any) -> Any:
         part = X[idx]
         return part if sp.issparse(part) else np.ascontiguousarray(part, dtype=np.float64)
 
-    out = replace(d, X_train=rows(d.X_train, train), X_test=rows(d.X_train, val), y_train=y_tr, y_test=y_va,
-                  n_total=int(train.size + val.size), scaler=None)
+    out = replace(
+        d,
+        X_train=rows(d.X_train, train),
+        X_test=rows(d.X_train, val),
+        y_train=y_tr,
+        y_test=y_va,
+        n_total=int(train.size + val.size),
+        scaler=None,
+    )
     return standardize(out) if standardized else out

@@ -6,6 +6,7 @@ of pydantic's errors (``loc``, ``type``, ``input``, ``ctx``), reading what
 is allowed from the model's JSON Schema.  The spec prefixes the file
 (:mod:`mklkit.spec.errors`), the estimators name their parameter.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,18 +15,33 @@ from typing import Any, Sequence
 from ..components.params import did_you_mean
 from ..plugins import get_registry
 
-__all__ = ["PipelineError", "one_line_error", "one_line", "key_path", "from_validation", "allowed_words", "bank_error",
-           "strip_prefix", "MISSING", "NPZ_ALLOWED", "FACTOR_NPZ_ALLOWED"]
+__all__ = [
+    "PipelineError",
+    "one_line_error",
+    "one_line",
+    "key_path",
+    "from_validation",
+    "allowed_words",
+    "bank_error",
+    "strip_prefix",
+    "MISSING",
+    "NPZ_ALLOWED",
+    "FACTOR_NPZ_ALLOWED",
+]
 
 #: "no value given" (``None`` can be the offending value)
 MISSING: Any = object()
 
 #: What a precomputed-kernel ``.npz`` holds (the ``allowed`` part of its errors).
-NPZ_ALLOWED = ("an .npz with K_train (M, N, N) symmetric PSD, y_train (N,); optional K_test (M, N_test, N), "
-               "y_test, names, K_test_diag")
+NPZ_ALLOWED = (
+    "an .npz with K_train (M, N, N) symmetric PSD, y_train (N,); optional K_test (M, N_test, N), "
+    "y_test, names, K_test_diag"
+)
 #: What a precomputed-factor ``.npz`` holds.
-FACTOR_NPZ_ALLOWED = ("an .npz with L_train (N, R) dense finite, starts (M+1,) or ranks (M,), y_train (N,); "
-                      "optional L_test (N_test, R) + y_test (N_test,), names (M,)")
+FACTOR_NPZ_ALLOWED = (
+    "an .npz with L_train (N, R) dense finite, starts (M+1,) or ranks (M,), y_train (N,); "
+    "optional L_test (N_test, R) + y_test (N_test,), names (M,)"
+)
 
 
 def _show(value: Any, limit: int = 80) -> str:
@@ -45,7 +61,7 @@ def strip_prefix(text: str, *prefixes: str) -> str:
     """``text`` without a leading ``"<prefix>: "`` (data errors start with the file they read)."""
     for prefix in prefixes:
         if prefix and text.startswith(prefix + ": "):
-            return text[len(prefix) + 2:]
+            return text[len(prefix) + 2 :]
     return text
 
 
@@ -79,8 +95,9 @@ class PipelineError(ValueError):
 
     NO_VALUE: Any = MISSING
 
-    def __init__(self, key: str, problem: str, value: Any = MISSING, allowed: str | None = None,
-                 *, shown: str | None = None) -> None:
+    def __init__(
+        self, key: str, problem: str, value: Any = MISSING, allowed: str | None = None, *, shown: str | None = None
+    ) -> None:
         self.key = key
         self.problem = one_line(problem)
         self.has_value = value is not MISSING or shown is not None
@@ -92,8 +109,11 @@ class PipelineError(ValueError):
     def message(self, key: str | None = None, problem: str | None = None) -> str:
         """The one-line message, with ``key`` (and ``problem``) in place of the own ones."""
         key = self.key if key is None else key
-        return one_line_error(f"{key}: {problem or self.problem}" if key else (problem or self.problem),
-                              self.shown if self.has_value else None, self.allowed)
+        return one_line_error(
+            f"{key}: {problem or self.problem}" if key else (problem or self.problem),
+            self.shown if self.has_value else None,
+            self.allowed,
+        )
 
     def __str__(self) -> str:
         return self.message()
@@ -151,8 +171,12 @@ def from_validation(exc: Any, schema: dict[str, Any], root: Sequence[Any] = ()) 
     ctx = err.get("ctx") or {}
     if kind == "value_error" and isinstance(ctx.get("error"), PipelineError):
         inner = ctx["error"]
-        return PipelineError(key_path(loc, inner.key), inner.problem, allowed=inner.allowed,
-                             shown=inner.shown if inner.has_value else None)
+        return PipelineError(
+            key_path(loc, inner.key),
+            inner.problem,
+            allowed=inner.allowed,
+            shown=inner.shown if inner.has_value else None,
+        )
     key = key_path(loc)
     if kind == "extra_forbidden":
         parent = _at(schema, schema, rel[:-1])
@@ -227,8 +251,20 @@ def allowed_words(root: dict[str, Any], node: dict[str, Any]) -> str:
             words.append(repr(b["const"]))
         elif b.get("type") in ("number", "integer"):
             w = "an integer" if b["type"] == "integer" else "a number"
-            lo = ("[", b["minimum"]) if "minimum" in b else ("(", b["exclusiveMinimum"]) if "exclusiveMinimum" in b else None
-            hi = ("]", b["maximum"]) if "maximum" in b else (")", b["exclusiveMaximum"]) if "exclusiveMaximum" in b else None
+            lo = (
+                ("[", b["minimum"])
+                if "minimum" in b
+                else ("(", b["exclusiveMinimum"])
+                if "exclusiveMinimum" in b
+                else None
+            )
+            hi = (
+                ("]", b["maximum"])
+                if "maximum" in b
+                else (")", b["exclusiveMaximum"])
+                if "exclusiveMaximum" in b
+                else None
+            )
             if lo and hi:
                 w += f" in {lo[0]}{_num(lo[1])}, {_num(hi[1])}{hi[0]}"
             elif lo:
@@ -250,5 +286,3 @@ def allowed_words(root: dict[str, Any], node: dict[str, Any]) -> str:
         elif "x-component" in b:
             words.append(", ".join(get_registry().names(b["x-component"])))
     return " or ".join(dict.fromkeys(words))
-
-

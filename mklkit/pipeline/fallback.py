@@ -1,6 +1,7 @@
 """How ``auto`` runs its delegates and falls back: the stall rule (:class:`StallWatch`), another general
 engine continuing from a delegate's point, and the engine that finished a warm start chosen again
 (:class:`Fallback`, a base of :class:`~mklkit.pipeline.choose.Auto`)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,9 +48,11 @@ class StallWatch:
         then = self.best[k // 2 - 1]
         if best < self.ratio * then:
             return False
-        self.reason = (f"no progress: best relative duality gap {best:.3e} after "
-                       f"{self.unit} {self.iterations[-1]}, {then:.3e} after "
-                       f"{self.unit} {self.iterations[k // 2 - 1]} (stall_ratio {self.ratio:g})")
+        self.reason = (
+            f"no progress: best relative duality gap {best:.3e} after "
+            f"{self.unit} {self.iterations[-1]}, {then:.3e} after "
+            f"{self.unit} {self.iterations[k // 2 - 1]} (stall_ratio {self.ratio:g})"
+        )
         return True
 
 
@@ -63,8 +66,9 @@ class Fallback:
     general engines that apply (``_engines``, :class:`~mklkit.pipeline.choose.Auto`'s), the one that
     continues after another, the delegates run with their records tagged."""
 
-    def _after_fallback(self, problem: Problem, engine: Engine, why: str,
-                        warm_start: SolveResult | None) -> tuple[Engine, str]:
+    def _after_fallback(
+        self, problem: Problem, engine: Engine, why: str, warm_start: SolveResult | None
+    ) -> tuple[Engine, str]:
         """The engine that finished the warm start, where ``auto`` had to fall back to it there.
 
         Along a warm-started path (decreasing C, the same bank) the first choice that
@@ -78,8 +82,7 @@ class Fallback:
         history) keeps the choice made here.  The fallback still applies in the other
         direction.
         """
-        if (warm_start is None or warm_start.engine != self.name or not self.fallback
-                or not warm_start.history):
+        if warm_start is None or warm_start.engine != self.name or not self.fallback or not warm_start.history:
             return engine, why
         done = warm_start.solved_by
         if done == engine.name or np.shape(warm_start.alpha) != (problem.n_kernels, problem.n_samples):
@@ -91,16 +94,23 @@ class Fallback:
 
     def _applicable(self, problem: Problem) -> list[Engine]:
         """The general engines that solve ``problem`` on its bank."""
-        return [e for e in self._engines()
-                if e.supports(problem) is None and problem.representation in e.representations]
+        return [
+            e for e in self._engines() if e.supports(problem) is None and problem.representation in e.representations
+        ]
 
     def _other(self, problem: Problem, name: str) -> Engine | None:
         """The general engine that continues after ``name`` (None if none applies)."""
         return next((e for e in self._applicable(problem) if e.name != name), None)
 
-    def _continue(self, problem: Problem, callback: Callback | None, name: str,
-                  first: SolveResult, warm_start: SolveResult | None,
-                  why: str | None = None) -> SolveResult | None:
+    def _continue(
+        self,
+        problem: Problem,
+        callback: Callback | None,
+        name: str,
+        first: SolveResult,
+        warm_start: SolveResult | None,
+        why: str | None = None,
+    ) -> SolveResult | None:
         """A general engine other than ``name`` continues from ``first`` (None if none applies)."""
         other = self._other(problem, name)
         if other is None:
@@ -117,9 +127,14 @@ class Fallback:
         )
 
     @staticmethod
-    def _run(engine: Engine, problem: Problem, callback: Callback | None,
-             warm_start: SolveResult | None, offset: int,
-             watch: StallWatch | None = None) -> SolveResult:
+    def _run(
+        engine: Engine,
+        problem: Problem,
+        callback: Callback | None,
+        warm_start: SolveResult | None,
+        offset: int,
+        watch: StallWatch | None = None,
+    ) -> SolveResult:
         """Run a delegate; records get ``engine`` and iterations shifted by ``offset``.
 
         With ``watch``, a record after which it sees no progress stops the delegate
@@ -132,10 +147,12 @@ class Fallback:
 
         cb = None
         if callback is not None or watch is not None:
+
             def cb(rec: dict[str, Any]) -> Any:
                 if callback is not None and callback(tag(rec)):
                     return True
                 return watch is not None and watch(rec)
+
         with warnings.catch_warnings():
             # the delegate's warning is re-issued for the final result only
             warnings.simplefilter("ignore", ConvergenceWarning)

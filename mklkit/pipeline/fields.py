@@ -1,5 +1,6 @@
 """The base of the settings models: the one table of defaults, ``Settings`` (unknown keys refused, ``None``
 the default), the field types the sections share (file paths, sizes, seeds, byte counts)."""
+
 from __future__ import annotations
 
 import math
@@ -44,9 +45,20 @@ REPRESENTATIONS: tuple[str, ...] = ("array", "sharded", "factor")
 
 
 _UNITS = {
-    "": 1, "b": 1,
-    "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3, "t": 1000**4, "tb": 1000**4,
-    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
 }
 
 
@@ -79,8 +91,7 @@ def none_is_absent(value: Any) -> Any:
 class Settings(BaseModel):
     """Base of the settings models: unknown keys refused, strict types, ``None`` means the default."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, arbitrary_types_allowed=True,
-                              validate_default=False)
+    model_config = ConfigDict(extra="forbid", strict=True, arbitrary_types_allowed=True, validate_default=False)
 
     @model_validator(mode="before")
     @classmethod

@@ -33,6 +33,7 @@ part has: :math:`C = (C_i / C^{fit}_{max})\,C^{all}_{max}` (or the prior's
 ratio for regularizers without a finite :math:`C_{max}`), which is invariant
 under repeating the rows and rescaling the kernels.
 """
+
 from __future__ import annotations
 
 import math
@@ -205,26 +206,51 @@ class HeldoutPath:
     def as_dict(self) -> dict[str, Any]:
         """Plain numbers and lists (``summary.json``'s ``C_selection``)."""
         out: dict[str, Any] = {}
-        for key in ("C", "Cs", "ratios", "losses", "metrics", "n_active", "iterations", "gaps", "times",
-                    "chosen", "best", "excess", "excess_se", "prior_C", "reference", "stopped", "n_fit",
-                    "n_held", "time_s", "criterion"):
+        for key in (
+            "C",
+            "Cs",
+            "ratios",
+            "losses",
+            "metrics",
+            "n_active",
+            "iterations",
+            "gaps",
+            "times",
+            "chosen",
+            "best",
+            "excess",
+            "excess_se",
+            "prior_C",
+            "reference",
+            "stopped",
+            "n_fit",
+            "n_held",
+            "time_s",
+            "criterion",
+        ):
             v = getattr(self, key)
             out[key] = v.tolist() if isinstance(v, np.ndarray) else v
         return out
 
     def summary(self) -> str:
         """One line per C: ratio, held-out loss and metric, active kernels, iterations, gap; the choice marked."""
-        head = (f"{'C':>10}  {'C/ref':>9}  {'loss':>8}  {'excess':>17}  {'metric':>7}  {'active':>6}  "
-                f"{'iter':>5}  {'gap':>9}  {'time_s':>7}")
+        head = (
+            f"{'C':>10}  {'C/ref':>9}  {'loss':>8}  {'excess':>17}  {'metric':>7}  {'active':>6}  "
+            f"{'iter':>5}  {'gap':>9}  {'time_s':>7}"
+        )
         lines = [head]
         for i in range(self.Cs.size):
             mark = "  <- chosen" if i == self.chosen else (f"  (least {self.criterion})" if i == self.best else "")
-            lines.append(f"{self.Cs[i]:10.4g}  {self.ratios[i]:9.3g}  {self.losses[i]:8.5f}  "
-                         f"{self.excess[i]:8.5f}+-{self.excess_se[i]:7.5f}  {self.metrics[i]:7.4f}  "
-                         f"{self.n_active[i]:6d}  {self.iterations[i]:5d}  {self.gaps[i]:9.2e}  "
-                         f"{self.times[i]:7.2f}{mark}")
-        lines.append(f"C = {self.C:.6g} ({self.stopped}; {self.n_fit} fitting and {self.n_held} "
-                     f"held-out rows, {self.time_s:.2f} s)")
+            lines.append(
+                f"{self.Cs[i]:10.4g}  {self.ratios[i]:9.3g}  {self.losses[i]:8.5f}  "
+                f"{self.excess[i]:8.5f}+-{self.excess_se[i]:7.5f}  {self.metrics[i]:7.4f}  "
+                f"{self.n_active[i]:6d}  {self.iterations[i]:5d}  {self.gaps[i]:9.2e}  "
+                f"{self.times[i]:7.2f}{mark}"
+            )
+        lines.append(
+            f"C = {self.C:.6g} ({self.stopped}; {self.n_fit} fitting and {self.n_held} "
+            f"held-out rows, {self.time_s:.2f} s)"
+        )
         return "\n".join(lines)
 
 
@@ -265,8 +291,7 @@ def path_engine(engine: Any, settings: PathSettings | None = None) -> Any:
 def _drop_kept(kept: list[KeptSolution], best: int) -> None:
     """Free the kept solutions beyond :data:`KEEP_BYTES`, the largest C first, never ``best``."""
     while sum(k.nbytes for k in kept if k.result is not None) > KEEP_BYTES:
-        drop = next((i for i, k in enumerate(kept) if k.result is not None and k.nbytes and i != best),
-                    None)
+        drop = next((i for i, k in enumerate(kept) if k.result is not None and k.nbytes and i != best), None)
         if drop is None:
             return
         kept[drop].result = None
@@ -279,23 +304,41 @@ def _c_max(problem: Any) -> float:
     return float(zero_solution(problem_at(problem, C=1.0)).C_max)
 
 
-def _unscored(s: PathSettings, prior_C: float, fit: np.ndarray, held: np.ndarray, t_start: float,
-              why: str) -> HeldoutPath:
+def _unscored(
+    s: PathSettings, prior_C: float, fit: np.ndarray, held: np.ndarray, t_start: float, why: str
+) -> HeldoutPath:
     """The prior C, with no value scored (``why``: too few held-out rows)."""
     e = np.empty(0)
-    return HeldoutPath(C=prior_C, Cs=e, ratios=e, losses=e, metrics=e, n_active=np.empty(0, dtype=int),
-                       iterations=np.empty(0, dtype=int), gaps=e, times=e, chosen=-1, best=-1,
-                       excess=e, excess_se=e, prior_C=prior_C, prior_ratio=math.nan,
-                       reference="prior", stopped=why,
-                       n_fit=int(fit.size), n_held=int(held.size),
-                       time_s=time.perf_counter() - t_start, settings=s)
+    return HeldoutPath(
+        C=prior_C,
+        Cs=e,
+        ratios=e,
+        losses=e,
+        metrics=e,
+        n_active=np.empty(0, dtype=int),
+        iterations=np.empty(0, dtype=int),
+        gaps=e,
+        times=e,
+        chosen=-1,
+        best=-1,
+        excess=e,
+        excess_se=e,
+        prior_C=prior_C,
+        prior_ratio=math.nan,
+        reference="prior",
+        stopped=why,
+        n_fit=int(fit.size),
+        n_held=int(held.size),
+        time_s=time.perf_counter() - t_start,
+        settings=s,
+    )
 
 
 def _path_on(part: Any, prior: Callable[[Any], float], s: PathSettings) -> tuple[str, float, float, np.ndarray]:
     """The path on the fitting rows: its reference (``"C_max"`` or ``"prior"``), the reference's C, the
     prior C and the ratios to the reference, largest first."""
     c_max_fit = _c_max(part)
-    n = math.floor(-math.log10(s.min_ratio) * s.per_decade + 1e-9)   # values per path below the reference
+    n = math.floor(-math.log10(s.min_ratio) * s.per_decade + 1e-9)  # values per path below the reference
     prior_fit = float(prior(part))
     if math.isfinite(c_max_fit) and c_max_fit > 0.0:
         reference, ref_fit = "C_max", c_max_fit
@@ -324,8 +367,8 @@ class _Walk:
     #: the solutions on the fitting rows, to start the fit on all rows from
     kept: list[KeptSolution] = field(default_factory=list)
     stopped: str = "the end of the path"
-    best: int = -1        # the least criterion
-    material: int = -1    # the last minimum that lowered it materially
+    best: int = -1  # the least criterion
+    material: int = -1  # the last minimum that lowered it materially
 
     def record(self, C: float, result: Any, scored: tuple[np.ndarray, np.ndarray, float], t0: float) -> None:
         """One solve at ``C``: its held-out loss, criterion and metric (``scored``: :func:`held_out_scores`), its
@@ -357,27 +400,38 @@ class _Walk:
         if C < prior_fit and best < last:
             rise, rise_se = paired_excess(np.array([self.per_rows[-1], self.per_rows[best]]), 1, self.w_held)
             if rise[0] > rise_se[0]:
-                self.stopped = (f"the held-out {criterion} turned (it rose past its minimum by more than its "
-                                "paired standard error)")
+                self.stopped = (
+                    f"the held-out {criterion} turned (it rose past its minimum by more than its paired standard error)"
+                )
                 return True
         if C < prior_fit and last - self.material >= s.patience:
-            self.stopped = (f"the held-out {criterion} turned ({s.patience} values past its minimum)"
-                            if self.material == best
-                            else f"the held-out {criterion} flattened ({s.patience} values without lowering it "
-                                 f"by more than {s.flat:g} of its decrease so far)")
+            self.stopped = (
+                f"the held-out {criterion} turned ({s.patience} values past its minimum)"
+                if self.material == best
+                else f"the held-out {criterion} flattened ({s.patience} values without lowering it "
+                f"by more than {s.flat:g} of its decrease so far)"
+            )
             return True
         return False
 
     def start(self, chosen: int, fit: np.ndarray, n: int) -> Any:
         """The kept solution of the value ``chosen`` (or the nearest kept one) on all ``n`` rows, or ``None``."""
         kept = self.kept
-        held_on = [i for i, k in enumerate(kept) if k.result is not None]   # the chosen one, or the nearest
+        held_on = [i for i, k in enumerate(kept) if k.result is not None]  # the chosen one, or the nearest
         return kept[min(held_on, key=lambda i: (abs(i - chosen), -i))].on_rows(fit, n) if held_on else None
 
 
-def _walk(rows: HeldoutRows, solve: Callable[[Any, Any], Any], ratios: np.ndarray, ref_fit: float, prior_fit: float,
-          y_held: np.ndarray, w_held: np.ndarray, s: PathSettings,
-          progress: Callable[[dict[str, Any]], Any] | None) -> _Walk:
+def _walk(
+    rows: HeldoutRows,
+    solve: Callable[[Any, Any], Any],
+    ratios: np.ndarray,
+    ref_fit: float,
+    prior_fit: float,
+    y_held: np.ndarray,
+    w_held: np.ndarray,
+    s: PathSettings,
+    progress: Callable[[dict[str, Any]], Any] | None,
+) -> _Walk:
     """Solve the fitting rows' problem down the path, each solve warm-started from the last and scored on
     the held-out rows, until the criterion turns or flattens past the prior."""
     part = rows.problem
@@ -393,8 +447,15 @@ def _walk(rows: HeldoutRows, solve: Callable[[Any, Any], Any], ratios: np.ndarra
         walk.kept.append(KeptSolution(result, rows.factor_bank))
         walk.record(C, result, held_out_scores(part.loss, y_held, rows.decision(result), w_held), t0)
         if progress is not None:
-            progress({"C": C, "ratio": float(r), "loss": walk.losses[-1], "metric": walk.metrics[-1],
-                      "n_active": walk.n_act[-1]})
+            progress(
+                {
+                    "C": C,
+                    "ratio": float(r),
+                    "loss": walk.losses[-1],
+                    "metric": walk.metrics[-1],
+                    "n_active": walk.n_act[-1],
+                }
+            )
         walk.lowest(s.flat)
         _drop_kept(walk.kept, walk.best)
         if walk.turned(C, prior_fit, s):
@@ -408,9 +469,13 @@ def _closest_to_prior(excess: np.ndarray, excess_se: np.ndarray, ratios: np.ndar
     return int(ok[np.argmin(np.abs(np.log(ratios[ok] / prior_ratio)))])
 
 
-def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[Any], float],
-             settings: PathSettings | None = None,
-             progress: Callable[[dict[str, Any]], Any] | None = None) -> HeldoutPath:
+def select_C(
+    problem: Any,
+    solve: Callable[[Any, Any], Any],
+    prior: Callable[[Any], float],
+    settings: PathSettings | None = None,
+    progress: Callable[[dict[str, Any]], Any] | None = None,
+) -> HeldoutPath:
     """Choose C for ``problem`` (all training rows) on held-out rows (module docstring).
 
     Parameters
@@ -435,8 +500,9 @@ def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[An
     fit, held = split_rows(y_all, s.held_out, s.seed, stratify=task == CLASSIFICATION)
     w_held = np.ones(held.size) if w_all is None else np.asarray(w_all)[held]
     if effective_size(w_held) < s.min_held:
-        return _unscored(s, prior_all, fit, held, t_start,
-                         f"the prior C: {held.size} held-out rows are fewer than {s.min_held}")
+        return _unscored(
+            s, prior_all, fit, held, t_start, f"the prior C: {held.size} held-out rows are fewer than {s.min_held}"
+        )
     rows = HeldoutRows(problem, fit, held)
     reference, ref_fit, prior_fit, ratios = _path_on(rows.problem, prior, s)
     walk = _walk(rows, solve, ratios, ref_fit, prior_fit, y_all[held], w_held, s, progress)
@@ -448,10 +514,28 @@ def select_C(problem: Any, solve: Callable[[Any, Any], Any], prior: Callable[[An
     ref_all = _c_max(problem) if reference == "C_max" else prior_all
     return HeldoutPath(
         start=walk.start(chosen, fit, problem.n_samples),
-        C=float(ratio_arr[chosen] * ref_all), Cs=np.array(walk.Cs), ratios=ratio_arr, losses=np.array(walk.losses),
-        metrics=np.array(walk.metrics), n_active=np.array(walk.n_act), iterations=np.array(walk.iters),
-        gaps=np.array(walk.gaps), times=np.array(walk.times), chosen=chosen, best=best,
-        excess=excess, excess_se=excess_se, prior_C=prior_all, prior_ratio=prior_ratio, reference=reference,
-        stopped=walk.stopped, n_fit=int(fit.size), n_held=int(held.size),
-        time_s=time.perf_counter() - t_start, settings=s, criterion=walk.criterion,
-        chosen_rows=walk.per_rows[chosen], held_weights=w_held)
+        C=float(ratio_arr[chosen] * ref_all),
+        Cs=np.array(walk.Cs),
+        ratios=ratio_arr,
+        losses=np.array(walk.losses),
+        metrics=np.array(walk.metrics),
+        n_active=np.array(walk.n_act),
+        iterations=np.array(walk.iters),
+        gaps=np.array(walk.gaps),
+        times=np.array(walk.times),
+        chosen=chosen,
+        best=best,
+        excess=excess,
+        excess_se=excess_se,
+        prior_C=prior_all,
+        prior_ratio=prior_ratio,
+        reference=reference,
+        stopped=walk.stopped,
+        n_fit=int(fit.size),
+        n_held=int(held.size),
+        time_s=time.perf_counter() - t_start,
+        settings=s,
+        criterion=walk.criterion,
+        chosen_rows=walk.per_rows[chosen],
+        held_weights=w_held,
+    )

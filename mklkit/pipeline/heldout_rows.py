@@ -1,5 +1,6 @@
 """The held-out rows of a problem (``C="path"``): the split, the fitting rows' problem and the held-out
 rows' predictions through the same bank, the path solutions kept meanwhile, the held-out scores."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -37,8 +38,8 @@ class HeldoutRows:
         w = problem.sample_weight
         wf = None if w is None else w[fit]
         y = np.asarray(problem.y)[fit]
-        self._K: np.ndarray | None = None     # a Gram bank: its held-out x fitting blocks are read per value
-        self.factor_bank: Any = None          # a factor bank: the fitting rows' factors
+        self._K: np.ndarray | None = None  # a Gram bank: its held-out x fitting blocks are read per value
+        self.factor_bank: Any = None  # a factor bank: the fitting rows' factors
         if rep == "array":
             self._K = problem.K
             self.problem = problem_at(problem, y=y, K=rows_of(problem.K, fit), sample_weight=wf)
@@ -47,14 +48,17 @@ class HeldoutRows:
 
             bank = problem.bank
             share = fit.size / max(problem.n_samples, 1)
-            self.factor_bank = FactorBank(bank.sample_columns(fit), bank.starts,
-                                          trace_error=np.asarray(bank.trace_error) * share)
+            self.factor_bank = FactorBank(
+                bank.sample_columns(fit), bank.starts, trace_error=np.asarray(bank.trace_error) * share
+            )
             # the held-out rows are new points of the fitting rows' factors: their factor rows
             self._side = TestSide(_factor_rows=bank.sample_columns(held))
             self.problem = problem_at(problem, y=y, K=self.factor_bank, sample_weight=wf)
         else:
-            raise ValueError(f"C='path' needs the kernels in memory (Gram matrices or factors); "
-                             f"the bank is a {rep} bank: give C a number")
+            raise ValueError(
+                f"C='path' needs the kernels in memory (Gram matrices or factors); "
+                f"the bank is a {rep} bank: give C a number"
+            )
 
     def decision(self, result: Any) -> np.ndarray:
         """Predictions on the held-out rows of a solve on the fitting rows."""
@@ -86,7 +90,7 @@ class KeptSolution:
         if bank is not None and isinstance(alpha, np.ndarray) and alpha.ndim == 2:
             self.beta = bank.coefficients(alpha)
             self.result = replace(result, alpha=None, dual=None, history=[])
-            self.nbytes = 0           # R numbers: never held against KEEP_BYTES
+            self.nbytes = 0  # R numbers: never held against KEEP_BYTES
             return
         self.result = pack_results(result)
         alpha = self.result.alpha
@@ -106,8 +110,9 @@ class KeptSolution:
         return replace(r, alpha=alpha, dual=None, history=[])
 
 
-def held_out_scores(loss: Any, y: np.ndarray, f: np.ndarray, w: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray | None, float]:
+def held_out_scores(
+    loss: Any, y: np.ndarray, f: np.ndarray, w: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None, float]:
     """The problem's own loss on every held-out row; for classification 1 where the label is
     wrong and 0 where right (else ``None``); the accuracy (classification) or :math:`R^2`
     (regression), weighted by ``w``."""

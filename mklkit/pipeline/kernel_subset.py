@@ -21,6 +21,7 @@ recomputed); its solutions are certified on it, and
 :func:`widen_result` puts them back in the whole bank's shape (the other
 kernels at weight 0) for everything downstream.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,8 +31,14 @@ import numpy as np
 
 from .heldout_rows import paired_excess
 
-__all__ = ["kernels_on_all_features", "supports_subset", "subset_problem", "restrict_result", "widen_result",
-           "prefer_subset"]
+__all__ = [
+    "kernels_on_all_features",
+    "supports_subset",
+    "subset_problem",
+    "restrict_result",
+    "widen_result",
+    "prefer_subset",
+]
 
 
 def kernels_on_all_features(specs: Sequence[Any], n_features: int) -> np.ndarray:
@@ -56,9 +63,12 @@ def restrict_result(result: Any, keep: np.ndarray) -> Any:
     """A result on the whole bank as a warm start on the kernels ``keep``."""
     if result is None:
         return None
-    return dataclasses.replace(result, alpha=np.ascontiguousarray(np.asarray(result.alpha)[keep]),
-                               kernel_weights=np.asarray(result.kernel_weights)[keep],
-                               block_norms=np.asarray(result.block_norms)[keep])
+    return dataclasses.replace(
+        result,
+        alpha=np.ascontiguousarray(np.asarray(result.alpha)[keep]),
+        kernel_weights=np.asarray(result.kernel_weights)[keep],
+        block_norms=np.asarray(result.block_norms)[keep],
+    )
 
 
 def widen_result(result: Any, keep: np.ndarray, n_kernels: int) -> Any:

@@ -1,5 +1,6 @@
 """The labels of the data: the classes of a classification target and their encoding, the checks with
 the loss, the weights of the training rows (``data.sample_weight``, ``data.class_weight``)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -38,28 +39,40 @@ class Classes:
                 raise _continuous(loss, y, key)
         self.classes, _ = encode_classes(y)
         if self.classes.size < 2:
-            raise PipelineError(key, f"labels do not fit the loss: the classification loss {loss.name!r} needs "
-                                f"at least 2 classes; got only the label {label_text(self.classes[0])}",
-                                loss.name, "a target with two or more classes, or a regression loss")
+            raise PipelineError(
+                key,
+                f"labels do not fit the loss: the classification loss {loss.name!r} needs "
+                f"at least 2 classes; got only the label {label_text(self.classes[0])}",
+                loss.name,
+                "a target with two or more classes, or a regression loss",
+            )
         self.positive: int | None = None
         if data.positive is not None:
             shown = ", ".join(label_text(c) for c in self.classes[:10]) + (", ..." if self.classes.size > 10 else "")
             if self.classes.size > 2:
-                raise PipelineError("data.positive", f"only for two classes; the target has {self.classes.size} "
-                                    f"({shown}), solved one-vs-rest", data.positive,
-                                    "no data.positive with more than two classes")
+                raise PipelineError(
+                    "data.positive",
+                    f"only for two classes; the target has {self.classes.size} ({shown}), solved one-vs-rest",
+                    data.positive,
+                    "no data.positive with more than two classes",
+                )
             self.positive = self.index(data.positive)
             if self.positive is None:
-                raise PipelineError("data.positive", "is not one of the labels of the target", data.positive,
-                                    f"one of the labels present: {shown}")
+                raise PipelineError(
+                    "data.positive",
+                    "is not one of the labels of the target",
+                    data.positive,
+                    f"one of the labels present: {shown}",
+                )
         elif self.classes.size == 2:
             self.positive = 1  # the greater label, as scikit-learn
 
     def index(self, value: Any) -> int | None:
         for k, c in enumerate(self.classes):
             c = plain(c)
-            if (not isinstance(value, str) and not isinstance(c, str) and float(value) == float(c)) \
-                    or str(value) == (c if isinstance(c, str) else f"{c:g}"):
+            if (not isinstance(value, str) and not isinstance(c, str) and float(value) == float(c)) or str(value) == (
+                c if isinstance(c, str) else f"{c:g}"
+            ):
                 return k
         return None
 
@@ -70,16 +83,22 @@ class Classes:
 
         y = np.asarray(y)
         if (y.dtype.kind in "US") != (self.classes.dtype.kind in "US"):
-            raise PipelineError(key, f"its labels are {'strings' if y.dtype.kind in 'US' else 'numbers'}, unlike "
-                                "those of the training data", shown=shown,
-                                allowed=f"labels among {', '.join(label_text(c) for c in self.classes[:10])}")
+            raise PipelineError(
+                key,
+                f"its labels are {'strings' if y.dtype.kind in 'US' else 'numbers'}, unlike those of the training data",
+                shown=shown,
+                allowed=f"labels among {', '.join(label_text(c) for c in self.classes[:10])}",
+            )
         idx = np.clip(np.searchsorted(self.classes, y), 0, self.classes.size - 1)
         bad = self.classes[idx] != y
         if np.any(bad):
             v = y[np.flatnonzero(bad)[0]]
-            raise PipelineError(key, f"has the label {label_text(v)}, which the training data do not have",
-                                shown=shown,
-                                allowed="labels among " + ", ".join(label_text(c) for c in self.classes[:10]))
+            raise PipelineError(
+                key,
+                f"has the label {label_text(v)}, which the training data do not have",
+                shown=shown,
+                allowed="labels among " + ", ".join(label_text(c) for c in self.classes[:10]),
+            )
         if self.positive is None:
             return idx.astype(np.float64)
         return np.where(idx == self.positive, 1.0, -1.0)
@@ -99,9 +118,13 @@ class Classes:
         counts = np.bincount(self.codes(y), minlength=self.classes.size)
         if counts.min() < 2:
             k = int(np.argmin(counts))
-            raise PipelineError(key, f"cannot split: the class {label_text(self.classes[k])} has {counts[k]} row; "
-                                "a stratified split needs at least 2 of every class", value,
-                                "data.test_size: 0, or more rows of every class")
+            raise PipelineError(
+                key,
+                f"cannot split: the class {label_text(self.classes[k])} has {counts[k]} row; "
+                "a stratified split needs at least 2 of every class",
+                value,
+                "data.test_size: 0, or more rows of every class",
+            )
 
     def check_train(self, y: np.ndarray, key: str, value: Any) -> None:
         """Every class in the training rows (a small subsample may lose one)."""
@@ -110,8 +133,12 @@ class Classes:
         present = np.unique(self.codes(y))
         if present.size < self.classes.size:
             missing = next(k for k in range(self.classes.size) if k not in present)
-            raise PipelineError(key, f"the training part has no row of the class {label_text(self.classes[missing])}",
-                                value, "a larger training part (every class needs training rows)")
+            raise PipelineError(
+                key,
+                f"the training part has no row of the class {label_text(self.classes[missing])}",
+                value,
+                "a larger training part (every class needs training rows)",
+            )
 
 
 def _continuous(loss: Any, y: np.ndarray, key: str) -> PipelineError:
@@ -120,11 +147,15 @@ def _continuous(loss: Any, y: np.ndarray, key: str) -> PipelineError:
 
     n = int(np.unique(y).size)
     others = [r.name for r in get_registry().registrations("loss") if getattr(r.cls, "task", None) == "regression"]
-    return PipelineError(key, f"labels do not fit the loss: the target looks continuous ({n} distinct values, not "
-                         f"all integers), and {loss.name!r} is a classification loss; a continuous target needs a "
-                         "regression loss", loss.name,
-                         f"a regression loss ({', '.join(sorted(others)) or 'none installed'}) for this target, "
-                         "or a target of class labels (integers or strings)")
+    return PipelineError(
+        key,
+        f"labels do not fit the loss: the target looks continuous ({n} distinct values, not "
+        f"all integers), and {loss.name!r} is a classification loss; a continuous target needs a "
+        "regression loss",
+        loss.name,
+        f"a regression loss ({', '.join(sorted(others)) or 'none installed'}) for this target, "
+        "or a target of class labels (integers or strings)",
+    )
 
 
 def _labels(loss: Any, y: Any, key: str = "problem.loss") -> np.ndarray:
@@ -134,18 +165,18 @@ def _labels(loss: Any, y: Any, key: str = "problem.loss") -> np.ndarray:
     try:
         return loss.validate_labels(y)
     except LabelError as exc:
-        others = [r.name for r in get_registry().registrations("loss")
-                  if getattr(r.cls, "task", None) != loss.task]
+        others = [r.name for r in get_registry().registrations("loss") if getattr(r.cls, "task", None) != loss.task]
         other_task = "regression" if loss.task == "classification" else "classification"
-        allowed = (f"a {other_task} loss ({', '.join(others) or 'none installed'}) for this target, "
-                   f"or a target that fits {loss.name!r}")
+        allowed = (
+            f"a {other_task} loss ({', '.join(others) or 'none installed'}) for this target, "
+            f"or a target that fits {loss.name!r}"
+        )
         what, got = getattr(exc, "problem", None), getattr(exc, "got", None)
         if what is None:
             what, sep, got = one_line(str(exc)).partition("; got ")
             got = got if sep else None
         if got:
-            raise PipelineError(key, f"labels do not fit the loss: {what}", allowed=allowed,
-                                shown=got) from None
+            raise PipelineError(key, f"labels do not fit the loss: {what}", allowed=allowed, shown=got) from None
         raise PipelineError(key, f"labels do not fit the loss: {what}", loss.name, allowed) from None
 
 
@@ -155,12 +186,18 @@ def encode_labels(loss: Any, data: DataSettings, y: Any) -> tuple[Classes | None
         enc = Classes(loss, data, y)
         return enc, enc.encode(y, "problem.loss")
     if data.positive is not None:
-        raise PipelineError("data.positive", "only used with a classification loss", data.positive,
-                            f"no data.positive with the regression loss {loss.name!r}")
+        raise PipelineError(
+            "data.positive",
+            "only used with a classification loss",
+            data.positive,
+            f"no data.positive with the regression loss {loss.name!r}",
+        )
     return None, _labels(loss, y)
 
 
-def encode_test_labels(enc: Classes | None, loss: Any, y: Any, key: str, shown: Any = PipelineError.NO_VALUE) -> np.ndarray:
+def encode_test_labels(
+    enc: Classes | None, loss: Any, y: Any, key: str, shown: Any = PipelineError.NO_VALUE
+) -> np.ndarray:
     """Test labels like the training labels (a label the training data lack is an error at ``key``)."""
     return _labels(loss, y) if enc is None else enc.encode(y, key, shown)
 
@@ -187,14 +224,22 @@ def weigh(d: Data, data: DataSettings, enc: Classes | None, sw: np.ndarray | Non
         bad = ~np.isfinite(sw) | (sw < 0.0)
         if np.any(bad):
             i = int(np.flatnonzero(bad)[0])
-            raise PipelineError("data.sample_weight", f"column {name!r} has the weight {sw[i]:g} in a training "
-                                "row", name, "finite numbers >= 0 (0 leaves the row out)")
+            raise PipelineError(
+                "data.sample_weight",
+                f"column {name!r} has the weight {sw[i]:g} in a training row",
+                name,
+                "finite numbers >= 0 (0 leaves the row out)",
+            )
         w = sw
     cw = data.class_weight
     if cw is not None:
         if enc is None:
-            raise PipelineError("data.class_weight", "only used with a classification loss", cw,
-                                "no data.class_weight with a regression loss")
+            raise PipelineError(
+                "data.class_weight",
+                "only used with a classification loss",
+                cw,
+                "no data.class_weight with a regression loss",
+            )
         k = enc.classes.size
         codes = enc.codes(d.y_train)
         if cw == "balanced":  # the estimators' rule (scikit-learn's), on the training part
@@ -206,9 +251,12 @@ def weigh(d: Data, data: DataSettings, enc: Classes | None, sw: np.ndarray | Non
             for label, v in cw.items():
                 i = enc.index(label)
                 if i is None:
-                    raise PipelineError("data.class_weight", f"{label_text(label)} is not one of the labels of "
-                                        "the target", cw, "labels among " + ", ".join(label_text(c) for c in
-                                                                                    enc.classes[:10]))
+                    raise PipelineError(
+                        "data.class_weight",
+                        f"{label_text(label)} is not one of the labels of the target",
+                        cw,
+                        "labels among " + ", ".join(label_text(c) for c in enc.classes[:10]),
+                    )
                 weights[i] = float(v)
         d.class_weights = weights
         w = weights[codes] if w is None else w * weights[codes]
@@ -220,8 +268,12 @@ def weigh(d: Data, data: DataSettings, enc: Classes | None, sw: np.ndarray | Non
         raise PipelineError(key, "every training row has weight 0", value, "weights > 0 for some rows")
     if np.any(w == 0.0):
         if d.precomputed:
-            raise PipelineError(key, "gives some training rows weight 0, which precomputed kernels "
-                                "cannot leave out", value, "weights > 0")
+            raise PipelineError(
+                key,
+                "gives some training rows weight 0, which precomputed kernels cannot leave out",
+                value,
+                "weights > 0",
+            )
         keep = np.flatnonzero(w > 0.0)
         d.X_train, d.y_train, w = d.X_train[keep], np.ascontiguousarray(d.y_train[keep]), w[keep]
         if enc is not None:

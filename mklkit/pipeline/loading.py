@@ -1,5 +1,6 @@
 """Loading the data of the settings: the training set (a builtin or a file) and its test part (a file or a
 split), columns dropped or taken out as weights, precomputed kernels or factors from an ``.npz``."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -44,8 +45,9 @@ def _check_columns(data: DataSettings, ds: Any) -> None:
     wcol = data.sample_weight
     if wcol is not None and wcol not in ds.feature_names:
         names = list(ds.feature_names)
-        raise PipelineError("data.sample_weight", f"no such column in {ds.name!r}{did_you_mean(wcol, names)}",
-                            wcol, ", ".join(names))
+        raise PipelineError(
+            "data.sample_weight", f"no such column in {ds.name!r}{did_you_mean(wcol, names)}", wcol, ", ".join(names)
+        )
     if ds.n_features - (wcol is not None) == 0:
         raise PipelineError("data.drop", "no feature columns left", list(data.drop), "drop fewer columns")
 
@@ -67,13 +69,20 @@ def _load_test(data: DataSettings, ds: Any, enc: Classes | None, loss: Any) -> A
         raise PipelineError("data.test", strip_prefix(str(exc), tshown, str(data.test)), shown=repr(tshown)) from None
     test = _drop(data, test, key="data.test")
     if test.n_features != ds.n_features:
-        raise PipelineError("data.test", f"has {test.n_features} feature columns but the training file has "
-                            f"{ds.n_features}", shown=repr(tshown),
-                            allowed="a test file with the same columns as data.train")
+        raise PipelineError(
+            "data.test",
+            f"has {test.n_features} feature columns but the training file has {ds.n_features}",
+            shown=repr(tshown),
+            allowed="a test file with the same columns as data.train",
+        )
     if list(test.feature_names) != list(ds.feature_names) and not ds.is_sparse:
         diff = next(a for a, b in zip(test.feature_names, ds.feature_names) if a != b)
-        raise PipelineError("data.test", f"column {diff!r} differs from the training file's columns",
-                            shown=repr(tshown), allowed=", ".join(ds.feature_names))
+        raise PipelineError(
+            "data.test",
+            f"column {diff!r} differs from the training file's columns",
+            shown=repr(tshown),
+            allowed=", ".join(ds.feature_names),
+        )
     test.y = encode_test_labels(enc, loss, test.y, "data.test", repr(tshown))
     return test
 
@@ -89,7 +98,9 @@ def _split(data: DataSettings, ds: Any, enc: Classes | None, task: str) -> tuple
     try:
         return train_test_split(ds, test_size=data.test_size, seed=data.seed, stratify=task == "classification")
     except DataError as exc:
-        raise PipelineError("data.test_size", f"cannot split: {strip_prefix(str(exc), ds.name)}", data.test_size) from None
+        raise PipelineError(
+            "data.test_size", f"cannot split: {strip_prefix(str(exc), ds.name)}", data.test_size
+        ) from None
 
 
 def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
@@ -128,10 +139,14 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
         if test is not None:
             test, _ = _pop_column(test, wcol)
     out = Data(
-        X_train=train.X, y_train=np.ascontiguousarray(train.y, dtype=np.float64),
+        X_train=train.X,
+        y_train=np.ascontiguousarray(train.y, dtype=np.float64),
         X_test=None if test is None else test.X,
         y_test=None if test is None else np.ascontiguousarray(test.y, dtype=np.float64),
-        feature_names=list(train.feature_names), name=ds.name, task=task, n_total=n_total,
+        feature_names=list(train.feature_names),
+        name=ds.name,
+        task=task,
+        n_total=n_total,
     )
     out = weigh(with_classes(out, enc), data, enc, sw)
     return standardize(out) if data.standardize else contiguous_data(out)
@@ -162,15 +177,20 @@ def _subsample(data: DataSettings, train: Any, task: str) -> Any:
     size = data.train_size if isinstance(data.train_size, float) else int(data.train_size)  # type: ignore[arg-type]
     if isinstance(size, int) and size >= n:
         if size > n:
-            raise PipelineError("data.train_size", f"larger than the {n} training rows available", data.train_size,
-                                f"a row count < {n} or a fraction")
+            raise PipelineError(
+                "data.train_size",
+                f"larger than the {n} training rows available",
+                data.train_size,
+                f"a row count < {n} or a fraction",
+            )
         return train
     rest = (n - size) if isinstance(size, int) else (1.0 - size)
     try:
         part, _ = train_test_split(train, test_size=rest, seed=data.seed + 1, stratify=task == "classification")
     except DataError as exc:
-        raise PipelineError("data.train_size", f"cannot subsample: {strip_prefix(str(exc), train.name)}",
-                            data.train_size) from None
+        raise PipelineError(
+            "data.train_size", f"cannot subsample: {strip_prefix(str(exc), train.name)}", data.train_size
+        ) from None
     return part
 
 
@@ -186,15 +206,24 @@ def _retarget(data: DataSettings, ds: Any) -> Any:
     if target == "y":
         return ds
     if target not in columns:
-        raise PipelineError("data.target", f"no such column in builtin {ds.name!r}{did_you_mean(str(target), columns)}",
-                            target, ", ".join(columns))
+        raise PipelineError(
+            "data.target",
+            f"no such column in builtin {ds.name!r}{did_you_mean(str(target), columns)}",
+            target,
+            ", ".join(columns),
+        )
     if sp.issparse(ds.X):
         raise PipelineError("data.target", f"builtin {ds.name!r} is sparse; only 'y' can be the target", target, "y")
     j = columns.index(target)
     table = np.column_stack([ds.X, ds.y])
     keep = [c for c in range(len(columns)) if c != j]
-    return Dataset(X=np.ascontiguousarray(table[:, keep]), y=np.ascontiguousarray(table[:, j]),
-                   feature_names=[columns[c] for c in keep], name=ds.name, source=ds.source)
+    return Dataset(
+        X=np.ascontiguousarray(table[:, keep]),
+        y=np.ascontiguousarray(table[:, j]),
+        feature_names=[columns[c] for c in keep],
+        name=ds.name,
+        source=ds.source,
+    )
 
 
 def _drop(data: DataSettings, ds: Any, key: str = "data.drop") -> Any:
@@ -231,8 +260,9 @@ def _load_precomputed(data: DataSettings, bank: BankSettings, loss: Any) -> Data
     def fail(exc: Exception) -> PipelineError:
         text = strip_prefix(one_line(str(exc)), str(path))
         if "normaliz" in text and "diagonal" in text:
-            return PipelineError("kernels.normalize", text, bank.normalize,
-                                 "trace or none (or add K_test_diag to the NPZ)")
+            return PipelineError(
+                "kernels.normalize", text, bank.normalize, "trace or none (or add K_test_diag to the NPZ)"
+            )
         return PipelineError(key, text, shown=repr(shown), allowed=NPZ_ALLOWED)
 
     try:
@@ -242,30 +272,54 @@ def _load_precomputed(data: DataSettings, bank: BankSettings, loss: Any) -> Data
         raise fail(exc) from None
     y, Kt, yt = pre.y_train, pre.K_test, pre.y_test
     if Kt is not None and yt is None:
-        raise PipelineError(key, "has K_test without y_test", shown=repr(shown), allowed="both K_test and y_test, or neither")
+        raise PipelineError(
+            key, "has K_test without y_test", shown=repr(shown), allowed="both K_test and y_test, or neither"
+        )
     if bank.normalize == "diagonal" and Kt is not None and pre.test_diag is None:
-        raise fail(BankError(f"{path}: normalize='diagonal' needs the array K_test_diag (M, N_test) with the "
-                             "test points' own k(x, x) to normalise K_test"))
+        raise fail(
+            BankError(
+                f"{path}: normalize='diagonal' needs the array K_test_diag (M, N_test) with the "
+                "test points' own k(x, x) to normalise K_test"
+            )
+        )
     enc, y = encode_labels(loss, data, y)
     if Kt is not None:
         yt = encode_test_labels(enc, loss, yt, key, repr(shown))
         if "test_size" in data.model_fields_set and data.test_size:
-            raise PipelineError("data.test_size", "not used: the NPZ has its own K_test", data.test_size,
-                                "no data.test_size with K_test")
+            raise PipelineError(
+                "data.test_size",
+                "not used: the NPZ has its own K_test",
+                data.test_size,
+                "no data.test_size with K_test",
+            )
     K = pre.bank.K
     N = K.shape[1]
-    out = Data(X_train=None, y_train=y, X_test=None, y_test=yt, feature_names=[], name=Path(shown).stem,
-               task=loss.task, K_train=K, K_test=Kt, kernel_names=list(pre.bank.names),
-               n_total=N + (0 if yt is None else int(yt.shape[0])), test_diag=pre.test_diag)
+    out = Data(
+        X_train=None,
+        y_train=y,
+        X_test=None,
+        y_test=yt,
+        feature_names=[],
+        name=Path(shown).stem,
+        task=loss.task,
+        K_train=K,
+        K_test=Kt,
+        kernel_names=list(pre.bank.names),
+        n_total=N + (0 if yt is None else int(yt.shape[0])),
+        test_diag=pre.test_diag,
+    )
     if Kt is None and data.test_size:
         if enc is not None:
             enc.check_split(y, "data.test_size", data.test_size)
         ds = Dataset(X=np.arange(N, dtype=np.float64)[:, None], y=y, feature_names=["index"], name=shown)
         try:
-            tr, te = train_test_split(ds, test_size=data.test_size, seed=data.seed,
-                                      stratify=loss.task == "classification")
+            tr, te = train_test_split(
+                ds, test_size=data.test_size, seed=data.seed, stratify=loss.task == "classification"
+            )
         except DataError as exc:
-            raise PipelineError("data.test_size", f"cannot split: {strip_prefix(str(exc), shown)}", data.test_size) from None
+            raise PipelineError(
+                "data.test_size", f"cannot split: {strip_prefix(str(exc), shown)}", data.test_size
+            ) from None
         out = fold(out, tr.X[:, 0].astype(np.intp), te.X[:, 0].astype(np.intp))
     return weigh(with_classes(out, enc), data, enc, None)
 
@@ -288,30 +342,51 @@ def _load_precomputed_factors(data: DataSettings, bank: BankSettings, loss: Any)
         text = strip_prefix(one_line(str(exc)), str(path))
         if exc.key == "memory_budget":
             given = bank.memory_budget
-            raise PipelineError("kernels.memory_budget", f"{shown}: {exc.problem}",
-                                given if given is not None else PipelineError.NO_VALUE, exc.allowed) from None
+            raise PipelineError(
+                "kernels.memory_budget",
+                f"{shown}: {exc.problem}",
+                given if given is not None else PipelineError.NO_VALUE,
+                exc.allowed,
+            ) from None
         raise PipelineError(key, text, shown=repr(shown), allowed=FACTOR_NPZ_ALLOWED) from None
     Lt, yt = pre.L_test, pre.y_test
     enc, y = encode_labels(loss, data, pre.y_train)
     if Lt is not None:
         yt = encode_test_labels(enc, loss, yt, key, repr(shown))
         if "test_size" in data.model_fields_set and data.test_size:
-            raise PipelineError("data.test_size", "not used: the NPZ has its own L_test", data.test_size,
-                                "no data.test_size with L_test")
+            raise PipelineError(
+                "data.test_size",
+                "not used: the NPZ has its own L_test",
+                data.test_size,
+                "no data.test_size with L_test",
+            )
     N, R = pre.L_train.shape
     columns = [f"L{j}" for j in range(R)]
-    out = Data(X_train=pre.L_train, y_train=y, X_test=Lt, y_test=yt, feature_names=columns,
-               name=Path(shown).stem, task=loss.task, kernel_names=list(pre.names),
-               n_total=N + (0 if yt is None else int(yt.shape[0])), factor_starts=pre.starts)
+    out = Data(
+        X_train=pre.L_train,
+        y_train=y,
+        X_test=Lt,
+        y_test=yt,
+        feature_names=columns,
+        name=Path(shown).stem,
+        task=loss.task,
+        kernel_names=list(pre.names),
+        n_total=N + (0 if yt is None else int(yt.shape[0])),
+        factor_starts=pre.starts,
+    )
     if Lt is None and data.test_size:
         if enc is not None:
             enc.check_split(y, "data.test_size", data.test_size)
         ds = Dataset(X=pre.L_train, y=y, feature_names=columns, name=shown)
         try:
-            tr, te = train_test_split(ds, test_size=data.test_size, seed=data.seed,
-                                      stratify=loss.task == "classification")
+            tr, te = train_test_split(
+                ds, test_size=data.test_size, seed=data.seed, stratify=loss.task == "classification"
+            )
         except DataError as exc:
-            raise PipelineError("data.test_size", f"cannot split: {strip_prefix(str(exc), shown)}", data.test_size) from None
-        out = replace(out, X_train=np.ascontiguousarray(tr.X), X_test=np.ascontiguousarray(te.X),
-                      y_train=tr.y, y_test=te.y)
+            raise PipelineError(
+                "data.test_size", f"cannot split: {strip_prefix(str(exc), shown)}", data.test_size
+            ) from None
+        out = replace(
+            out, X_train=np.ascontiguousarray(tr.X), X_test=np.ascontiguousarray(te.X), y_train=tr.y, y_test=te.y
+        )
     return weigh(with_classes(out, enc), data, enc, None)

@@ -1,16 +1,12 @@
 """The problem's settings (``problem:``, ``engine:``): the components by name or mapping, C (a number,
 ``"auto"``, ``"path"``, ``"scale"`` and its rule :func:`auto_C`)."""
+
 from __future__ import annotations
 
 import math
 from typing import Annotated, Any, Callable, Literal, Mapping
 
-from pydantic import (
-    Field,
-    PlainSerializer,
-    PlainValidator,
-    WithJsonSchema,
-)
+from pydantic import Field, PlainSerializer, PlainValidator, WithJsonSchema
 
 from ..components.params import ParamError, did_you_mean
 from ..plugins import UnknownComponentError, get_registry
@@ -44,8 +40,9 @@ def _component(kind: str, default: Any = None, mapping_only: bool = False) -> Ca
             elif isinstance(spec, str):
                 spec = {"name": spec}
             elif not isinstance(spec, Mapping):
-                raise PipelineError("", "must be a mapping", spec, f"a mapping {{name: {kind.upper()}, option: "
-                                    "value, ...}")
+                raise PipelineError(
+                    "", "must be a mapping", spec, f"a mapping {{name: {kind.upper()}, option: value, ...}}"
+                )
             elif spec.get("name") is None:
                 spec = {**spec, "name": default}
         if isinstance(spec, str):
@@ -57,8 +54,12 @@ def _component(kind: str, default: Any = None, mapping_only: bool = False) -> Ca
             if not isinstance(name, str):
                 raise PipelineError(name_key, "invalid value", name, ", ".join(names))
         else:
-            raise PipelineError("", f"invalid {kind}", spec, f"a {kind} name ({', '.join(names)}) or a mapping "
-                                "{name: ..., param: value}")
+            raise PipelineError(
+                "",
+                f"invalid {kind}",
+                spec,
+                f"a {kind} name ({', '.join(names)}) or a mapping {{name: ..., param: value}}",
+            )
         try:
             cls = reg.get(kind, name)
         except UnknownComponentError:
@@ -77,8 +78,9 @@ def _component(kind: str, default: Any = None, mapping_only: bool = False) -> Ca
             if e.key not in declared and e.key != "name":
                 raise PipelineError(e.key, f"unknown parameter of {kind} {name!r}", e.key, e.allowed) from None
             if e.value is None and e.key in declared and declared[e.key].required:
-                raise PipelineError(e.key, f"missing required parameter of {kind} {name!r}",
-                                    allowed=declared[e.key].allowed()) from None
+                raise PipelineError(
+                    e.key, f"missing required parameter of {kind} {name!r}", allowed=declared[e.key].allowed()
+                ) from None
             raise PipelineError(e.key, "invalid value", e.value, e.allowed) from None
         except (TypeError, ValueError) as e:
             raise PipelineError("", f"cannot create {kind} {name!r}: {e}", spec) from None
@@ -88,8 +90,12 @@ def _component(kind: str, default: Any = None, mapping_only: bool = False) -> Ca
 
 def _component_type(kind: str, default: Any = None) -> Any:
     """The annotated type of a component field: made by :func:`_component`, dumped as its spec."""
-    return Annotated[Any, PlainValidator(_component(kind, default)), PlainSerializer(component_dict),
-                     WithJsonSchema({"x-component": kind})]
+    return Annotated[
+        Any,
+        PlainValidator(_component(kind, default)),
+        PlainSerializer(component_dict),
+        WithJsonSchema({"x-component": kind}),
+    ]
 
 
 LossField = _component_type("loss")
@@ -120,8 +126,11 @@ def _C(value: Any) -> float | str:
 
 
 #: ``problem.C`` in the JSON Schema: a number > 0 or the string ``auto``, ``path`` or ``scale``.
-CValue = Annotated[Any, PlainValidator(_C), WithJsonSchema(
-    {"type": ["number", "string"], "exclusiveMinimum": 0, "pattern": "^(auto|path|scale)$"})]
+CValue = Annotated[
+    Any,
+    PlainValidator(_C),
+    WithJsonSchema({"type": ["number", "string"], "exclusiveMinimum": 0, "pattern": "^(auto|path|scale)$"}),
+]
 
 
 def auto_C(problem: Any, key: str = "problem.C") -> float:
@@ -148,7 +157,7 @@ def auto_C(problem: Any, key: str = "problem.C") -> float:
     if w is not None and problem.representation == "array":
         diag = np.einsum("mii->mi", problem.K)
         mean_diag = float(np.sum(diag @ w)) / (diag.shape[0] * float(np.sum(w))) if diag.size else 0.0
-    elif w is not None and hasattr(problem.bank, "weighted_trace"):   # a factor bank
+    elif w is not None and hasattr(problem.bank, "weighted_trace"):  # a factor bank
         tr = np.asarray(problem.bank.weighted_trace(w), dtype=np.float64)
         # the trace the factors leave out, spread evenly over the rows
         tr = tr + np.asarray(getattr(problem.bank, "trace_error", 0.0), dtype=np.float64) * float(np.mean(w))
@@ -158,8 +167,9 @@ def auto_C(problem: Any, key: str = "problem.C") -> float:
         tr = tr + np.asarray(getattr(problem.bank, "trace_error", 0.0), dtype=np.float64)
         mean_diag = float(tr.sum()) / (tr.size * N) if tr.size and N else 0.0
     if not (mean_diag > 0.0 and math.isfinite(mean_diag)):
-        raise PipelineError(key, f"'auto' needs kernels with a positive mean diagonal (got {mean_diag!r})",
-                            "auto", "a number > 0")
+        raise PipelineError(
+            key, f"'auto' needs kernels with a positive mean diagonal (got {mean_diag!r})", "auto", "a number > 0"
+        )
     return AUTO_C_SCALE.get(problem.loss.task, 1.0) * math.sqrt(mean_diag)
 
 
@@ -167,14 +177,22 @@ class ProblemSettings(Settings):
     """Loss, regularizer (validated component instances), C, bias (the spec's ``problem:``)."""
 
     loss: LossField = Field(description="a loss: its name, or a mapping with name and parameters")
-    regularizer: RegularizerField = Field(DEFAULTS["problem.regularizer"], validate_default=True,
-                                          description="a regularizer: its name, or a mapping with name "
-                                                      "and parameters")
-    C: CValue = Field(DEFAULTS["problem.C"], description="regularization constant: a number > 0; path (chosen "
-                      "on held-out rows); scale (the root mean diagonal of the training kernels, x 6 for "
-                      "regression losses); or auto (path with at least 2,500 training rows, else scale)")
+    regularizer: RegularizerField = Field(
+        DEFAULTS["problem.regularizer"],
+        validate_default=True,
+        description="a regularizer: its name, or a mapping with name and parameters",
+    )
+    C: CValue = Field(
+        DEFAULTS["problem.C"],
+        description="regularization constant: a number > 0; path (chosen "
+        "on held-out rows); scale (the root mean diagonal of the training kernels, x 6 for "
+        "regression losses); or auto (path with at least 2,500 training rows, else scale)",
+    )
     bias: bool = Field(DEFAULTS["problem.bias"], description="fit an unregularized offset")
-    multiclass: Literal["ovr", "ovo"] = Field(DEFAULTS["problem.multiclass"], exclude_if=lambda v: v == "ovr",
-                                              description="more than two "
-                                              "classes: one-vs-rest (one problem per class) or one-vs-one "
-                                              "(one per pair of classes, on their rows; Gram matrices only)")
+    multiclass: Literal["ovr", "ovo"] = Field(
+        DEFAULTS["problem.multiclass"],
+        exclude_if=lambda v: v == "ovr",
+        description="more than two "
+        "classes: one-vs-rest (one problem per class) or one-vs-one "
+        "(one per pair of classes, on their rows; Gram matrices only)",
+    )

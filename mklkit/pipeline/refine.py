@@ -42,6 +42,7 @@ trace 0.50), 0.940 at rank 1,000 (0.27) and 0.947 at rank 2,000 (0.16):
 the rank of the kernels in use is what the accuracy needs, not the rank of
 all of them.
 """
+
 from __future__ import annotations
 
 import math
@@ -53,8 +54,15 @@ import numpy as np
 
 from .settings import RefineSettings, refine_rounds
 
-__all__ = ["RefineSettings", "FactorRefinement", "carried", "refine_factors", "refine_prepared", "rounds_of",
-           "wanted_kernels"]
+__all__ = [
+    "RefineSettings",
+    "FactorRefinement",
+    "carried",
+    "refine_factors",
+    "refine_prepared",
+    "rounds_of",
+    "wanted_kernels",
+]
 
 
 #: Flops of one Newton step on a block that the default rank cap allows, N r^2 (about a second on
@@ -83,15 +91,22 @@ class FactorRefinement:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able."""
-        return {"rounds": self.rounds, "stopped": self.stopped, "time_s": self.time_s,
-                "settings": asdict(self.settings)}
+        return {
+            "rounds": self.rounds,
+            "stopped": self.stopped,
+            "time_s": self.time_s,
+            "settings": asdict(self.settings),
+        }
 
     def summary(self) -> str:
         """One line per round, and why it stopped."""
-        lines = [f"round {i + 1}: {len(r['kernels'])} kernels, rank {_span(r['ranks_before'])} -> "
-                 f"{_span(r['ranks_after'])}, residual trace {_span(r['trace_error_before'], '.3g')} -> "
-                 f"{_span(r['trace_error_after'], '.3g')}, total rank {r['total_rank']}, "
-                 f"{r['time_s']:.2f} s" for i, r in enumerate(self.rounds)]
+        lines = [
+            f"round {i + 1}: {len(r['kernels'])} kernels, rank {_span(r['ranks_before'])} -> "
+            f"{_span(r['ranks_after'])}, residual trace {_span(r['trace_error_before'], '.3g')} -> "
+            f"{_span(r['trace_error_after'], '.3g')}, total rank {r['total_rank']}, "
+            f"{r['time_s']:.2f} s"
+            for i, r in enumerate(self.rounds)
+        ]
         lines.append(f"stopped: {self.stopped} ({self.time_s:.2f} s)")
         return "\n".join(lines)
 
@@ -134,17 +149,16 @@ def carried(old: Any, new: Any, kernels: Sequence[int], result: Any) -> Any:
         if not np.any(a):
             continue
         Lo, Ln = old.block(m), new.block(m)
-        f = Lo.T @ (Lo @ a)                       # L_m beta_m: kernel m's part of the prediction
+        f = Lo.T @ (Lo @ a)  # L_m beta_m: kernel m's part of the prediction
         w, V = eigh(Ln @ Ln.T, check_finite=False)
         keep = w > 1e-12 * max(float(w[-1]), 0.0) * w.size
         V, w = V[:, keep], w[keep]
-        beta = V @ ((V.T @ (Ln @ f)) / w)         # G^+ L'^T f
+        beta = V @ ((V.T @ (Ln @ f)) / w)  # G^+ L'^T f
         alpha[m] = Ln.T @ (V @ ((V.T @ beta) / w))
     return dataclasses.replace(result, alpha=alpha)
 
 
-def _new_ranks(bank: Any, chosen: np.ndarray, settings: RefineSettings, budget: float
-               ) -> tuple[np.ndarray, str]:
+def _new_ranks(bank: Any, chosen: np.ndarray, settings: RefineSettings, budget: float) -> tuple[np.ndarray, str]:
     """Ranks for the ``chosen`` kernels: ``growth`` times theirs, within the caps and the budget's
     share (and what the factorization's working space leaves of the budget)."""
     from ..kernels.factorize.build import _working_bytes
@@ -155,11 +169,11 @@ def _new_ranks(bank: Any, chosen: np.ndarray, settings: RefineSettings, budget: 
     new = np.minimum(np.ceil(old * settings.growth).astype(np.int64), cap)
     working = _working_bytes(N, [bank.factor_map.kernels[m].spec for m in chosen])
     rows = int(min(settings.share * budget, budget - working) // (8 * N)) - int(bank.ranks.sum() - old.sum())
-    if new.sum() > rows:   # share what fits in proportion to the growth asked for
+    if new.sum() > rows:  # share what fits in proportion to the growth asked for
         extra = max(rows - int(old.sum()), 0)
         asked = new - old
         new = old + np.floor(asked * (extra / max(int(asked.sum()), 1))).astype(np.int64)
-    if new.sum() < MIN_GROWTH * old.sum():   # a round that adds little costs a whole solve
+    if new.sum() < MIN_GROWTH * old.sum():  # a round that adds little costs a whole solve
         capped = np.minimum(np.ceil(old * settings.growth), cap).sum() < MIN_GROWTH * old.sum()
         return new, ("rank cap" if capped else "memory budget")
     return new, ""
@@ -223,14 +237,21 @@ def refine_factors(
         t0 = time.perf_counter()
         before = bank.ranks[chosen].tolist()
         old = bank
-        bank = refactor_kernels(bank, X, chosen, new, tol=settings.tol, seed=seed,
-                                memory_budget=memory_budget, sample_weight=sample_weight)
+        bank = refactor_kernels(
+            bank, X, chosen, new, tol=settings.tol, seed=seed, memory_budget=memory_budget, sample_weight=sample_weight
+        )
         results = resolve(bank, [carried(old, bank, chosen, r) for r in results])
-        rec = {"kernels": chosen.tolist(), "ranks_before": before, "ranks_after": bank.ranks[chosen].tolist(),
-               "trace_error_before": rel[chosen].tolist(),
-               "trace_error_after": bank.relative_trace_error[chosen].tolist(),
-               "total_rank": int(bank.total_rank), "n_active": [int(len(r.active_set)) for r in results],
-               "gap": [float(r.gap) for r in results], "time_s": time.perf_counter() - t0}
+        rec = {
+            "kernels": chosen.tolist(),
+            "ranks_before": before,
+            "ranks_after": bank.ranks[chosen].tolist(),
+            "trace_error_before": rel[chosen].tolist(),
+            "trace_error_after": bank.relative_trace_error[chosen].tolist(),
+            "total_rank": int(bank.total_rank),
+            "n_active": [int(len(r.active_set)) for r in results],
+            "gap": [float(r.gap) for r in results],
+            "time_s": time.perf_counter() - t0,
+        }
         out.rounds.append(rec)
         if progress is not None:
             progress(rec)
@@ -244,16 +265,24 @@ def rounds_of(prepared: Any, path: bool) -> int:
     chosen on held-out rows, ``path``), 0 for banks not built from data as factors."""
     from ..kernels.factorize import FactorMap
 
-    settings = getattr(prepared.chosen, "settings", None)   # None: factors given, not built here
-    if (prepared.representation != "factor" or settings is None
-            or not isinstance(getattr(prepared.bank, "factor_map", None), FactorMap)):
+    settings = getattr(prepared.chosen, "settings", None)  # None: factors given, not built here
+    if (
+        prepared.representation != "factor"
+        or settings is None
+        or not isinstance(getattr(prepared.bank, "factor_map", None), FactorMap)
+    ):
         return 0
     return refine_rounds(getattr(settings, "refine", "auto"), path=path)
 
 
-def refine_prepared(prepared: Any, results: list[Any], resolve: Callable[[Any, list[Any]], list[Any]],
-                    memory_budget: float, path: bool, progress: Callable[[dict[str, Any]], Any] | None = None
-                    ) -> tuple[Any, list[Any], FactorRefinement | None]:
+def refine_prepared(
+    prepared: Any,
+    results: list[Any],
+    resolve: Callable[[Any, list[Any]], list[Any]],
+    memory_budget: float,
+    path: bool,
+    progress: Callable[[dict[str, Any]], Any] | None = None,
+) -> tuple[Any, list[Any], FactorRefinement | None]:
     """:func:`refine_factors` for the problems of a :class:`~mklkit.pipeline.Prepared` (one, or one
     per binary task on its bank): ``resolve(prepared, warm)`` solves them again on the prepared
     problem of the new bank; returns the prepared problem on the last bank, the results and the
@@ -270,7 +299,14 @@ def refine_prepared(prepared: Any, results: list[Any], resolve: Callable[[Any, l
         return resolve(held[0], warm)
 
     _, results, info = refine_factors(
-        prepared.bank, prepared.data.X_train, results, on_bank,
-        settings=RefineSettings(rounds=rounds, tol=float(settings.tol)), memory_budget=memory_budget,
-        seed=int(settings.seed), sample_weight=prepared.data.w_train, progress=progress)
+        prepared.bank,
+        prepared.data.X_train,
+        results,
+        on_bank,
+        settings=RefineSettings(rounds=rounds, tol=float(settings.tol)),
+        memory_budget=memory_budget,
+        seed=int(settings.seed),
+        sample_weight=prepared.data.w_train,
+        progress=progress,
+    )
     return held[0], results, info

@@ -7,18 +7,13 @@ problem's (:mod:`~mklkit.pipeline.problem_settings`) and their shared base
 defaults that ``docs/specs.md`` and ``docs/api.md`` show) are imported from
 their modules.
 """
+
 from __future__ import annotations
 
 import math
 from typing import Annotated, Any, Literal, Mapping
 
-from pydantic import (
-    Field,
-    PrivateAttr,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from ..components.params import did_you_mean
 from .bank_settings import (
@@ -59,11 +54,37 @@ from .problem_settings import (
     component_dict,
 )
 
-__all__ = ["DEFAULTS", "REPRESENTATIONS", "KERNEL_SOURCES", "AUTO_C_SCALE", "C_NAMES", "Settings", "none_is_absent",
-           "parse_bytes", "resolve_path", "FilePath", "TestSize", "PartSize", "Seed", "DataSettings",
-           "ShardedSettings", "FactorSettings", "RefineSettings", "Representation", "BankSettings", "kernel_resolver",
-           "refine_rounds", "component_dict", "LossField", "RegularizerField", "EngineField", "CValue", "auto_C",
-           "ProblemSettings", "CVSettings"]
+__all__ = [
+    "DEFAULTS",
+    "REPRESENTATIONS",
+    "KERNEL_SOURCES",
+    "AUTO_C_SCALE",
+    "C_NAMES",
+    "Settings",
+    "none_is_absent",
+    "parse_bytes",
+    "resolve_path",
+    "FilePath",
+    "TestSize",
+    "PartSize",
+    "Seed",
+    "DataSettings",
+    "ShardedSettings",
+    "FactorSettings",
+    "RefineSettings",
+    "Representation",
+    "BankSettings",
+    "kernel_resolver",
+    "refine_rounds",
+    "component_dict",
+    "LossField",
+    "RegularizerField",
+    "EngineField",
+    "CValue",
+    "auto_C",
+    "ProblemSettings",
+    "CVSettings",
+]
 
 
 class DataSettings(Settings):
@@ -74,26 +95,36 @@ class DataSettings(Settings):
     """
 
     builtin: str | None = Field(None, exclude_if=is_none, description="a bundled data set (mklkit.data.available())")
-    train: FilePath | None = Field(None, exclude_if=is_none, description="training file (.csv[.gz], .npz, .libsvm[.gz]); "
-                                                    "relative to the spec's folder")
+    train: FilePath | None = Field(
+        None,
+        exclude_if=is_none,
+        description="training file (.csv[.gz], .npz, .libsvm[.gz]); relative to the spec's folder",
+    )
     test: FilePath | None = Field(None, exclude_if=is_none, description="test file with the same columns")
-    format: Literal["csv", "npz", "libsvm"] | None = Field(None, exclude_if=is_none, description="file format (default: "
-                                                                           "from the file name)")
+    format: Literal["csv", "npz", "libsvm"] | None = Field(
+        None, exclude_if=is_none, description="file format (default: from the file name)"
+    )
     target: str | None = Field(None, exclude_if=is_none, description="label column (CSV, or a column of a builtin set)")
     drop: tuple[str, ...] = Field((), exclude_if=is_empty, description="feature columns to leave out")
-    positive: str | int | float | None = Field(None, exclude_if=is_none, description="the positive class of "
-                                               "two labels (default: the greater, in sorted order)")
-    sample_weight: str | None = Field(None, exclude_if=is_none, description="the column of per-row "
-                                      "weights >= 0 (taken out of the features)")
-    class_weight: Any = Field(None, exclude_if=is_none, description="'balanced' or {label: weight}: "
-                              "every row's weight times its class's (classification)")
-    test_size: TestSize = Field(DEFAULTS["data.test_size"],
-                                description="fraction or count of test rows (0: no test part)")
-    train_size: PartSize | None = Field(None, description="subsample the training part to this fraction "
-                                                         "or count")
+    positive: str | int | float | None = Field(
+        None, exclude_if=is_none, description="the positive class of two labels (default: the greater, in sorted order)"
+    )
+    sample_weight: str | None = Field(
+        None, exclude_if=is_none, description="the column of per-row weights >= 0 (taken out of the features)"
+    )
+    class_weight: Any = Field(
+        None,
+        exclude_if=is_none,
+        description="'balanced' or {label: weight}: every row's weight times its class's (classification)",
+    )
+    test_size: TestSize = Field(
+        DEFAULTS["data.test_size"], description="fraction or count of test rows (0: no test part)"
+    )
+    train_size: PartSize | None = Field(None, description="subsample the training part to this fraction or count")
     seed: Seed = Field(DEFAULTS["data.seed"], description="seed of the split")
-    standardize: bool = Field(DEFAULTS["data.standardize"], description="centre and scale the features "
-                                                                       "with training statistics")
+    standardize: bool = Field(
+        DEFAULTS["data.standardize"], description="centre and scale the features with training statistics"
+    )
     _given: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @field_validator("builtin", mode="after")
@@ -139,23 +170,37 @@ class DataSettings(Settings):
         for key in ("train", "test"):
             p = getattr(self, key)
             if p is not None and not p.is_file():
-                raise PipelineError(key, "file not found" if not p.exists() else "not a file",
-                                    allowed=f"an existing file (resolved: {p})", shown=repr(self.shown(f"data.{key}")))
+                raise PipelineError(
+                    key,
+                    "file not found" if not p.exists() else "not a file",
+                    allowed=f"an existing file (resolved: {p})",
+                    shown=repr(self.shown(f"data.{key}")),
+                )
         if self.format is not None and self.train is None:
             raise PipelineError("format", "only used with data.train", self.format, "data.train with format")
         if self.sample_weight is not None and self.sample_weight in self.drop:
-            raise PipelineError("drop", "drops the sample_weight column", self.sample_weight,
-                                "feature columns other than data.sample_weight")
+            raise PipelineError(
+                "drop",
+                "drops the sample_weight column",
+                self.sample_weight,
+                "feature columns other than data.sample_weight",
+            )
         if self.sample_weight is not None and self.sample_weight == self.target:
-            raise PipelineError("sample_weight", "is the target column", self.sample_weight,
-                                "a column other than data.target")
+            raise PipelineError(
+                "sample_weight", "is the target column", self.sample_weight, "a column other than data.target"
+            )
         if self.target is not None and self.target in self.drop:
-            raise PipelineError("drop", "drops the target column", self.target,
-                                "feature columns other than data.target")
+            raise PipelineError(
+                "drop", "drops the target column", self.target, "feature columns other than data.target"
+            )
         if self.test is not None:
             if "test_size" in given:
-                raise PipelineError("test_size", "not used when data.test gives a test file", self.test_size,
-                                    "data.test or data.test_size, not both")
+                raise PipelineError(
+                    "test_size",
+                    "not used when data.test gives a test file",
+                    self.test_size,
+                    "data.test or data.test_size, not both",
+                )
             self.test_size = 0
         return self
 
@@ -187,8 +232,9 @@ class CVSettings(Settings):
         if self.splits is None:
             if self.test_size is not None:
                 if self.folds is not None:
-                    raise PipelineError("test_size", "only used with cv.splits (k folds hold out 1/k each)",
-                                        self.test_size, allowed)
+                    raise PipelineError(
+                        "test_size", "only used with cv.splits (k folds hold out 1/k each)", self.test_size, allowed
+                    )
                 raise PipelineError("splits", "cv.test_size needs the number of splits", allowed=allowed)
             if self.folds is None:
                 self.folds = DEFAULTS["cv.folds"]

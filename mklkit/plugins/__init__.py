@@ -20,6 +20,7 @@ by distribution name) without importing them.
 here.  Importing this package is cheap (it imports :mod:`pluggy` only); plugins,
 numba and numpy are imported when the registry is first built.
 """
+
 from __future__ import annotations
 
 import threading
@@ -57,8 +58,15 @@ __all__ = [
 ]
 
 # the public classes are named where they are imported from (tracebacks, reprs, pickles)
-for _cls in (Registry, Registration, BrokenPlugin, PluginWarning, UnknownComponentError,
-             DuplicateComponentError, ComponentValidationError):
+for _cls in (
+    Registry,
+    Registration,
+    BrokenPlugin,
+    PluginWarning,
+    UnknownComponentError,
+    DuplicateComponentError,
+    ComponentValidationError,
+):
     _cls.__module__ = __name__
 del _cls
 
@@ -104,7 +112,6 @@ def reset_registry() -> None:
     global _registry
     with _lock:
         _registry = None
-
 
 
 # ---------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The records of the component registry: what a registration is, what a broken
 plugin is, and the errors the registry raises (:mod:`mklkit.plugins`)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,5 +1,6 @@
 """The :class:`Registry`: components by kind and name, filled by plugins from their
 entry points, each contributed class checked against its kind's declaration."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -97,8 +98,7 @@ class Registry:
         if _norm(CORE_DIST) in blocked:
             blocked.discard(_norm(CORE_DIST))
             warnings.warn(
-                f"{DISABLE_ENV}: the built-in components of {CORE_DIST!r} cannot be "
-                f"disabled; ignoring {CORE_DIST!r}",
+                f"{DISABLE_ENV}: the built-in components of {CORE_DIST!r} cannot be disabled; ignoring {CORE_DIST!r}",
                 PluginWarning,
                 stacklevel=2,
             )
@@ -143,9 +143,7 @@ class Registry:
                 stacklevel=3,
             )
 
-    def register_plugin(
-        self, plugin: object, dist: str, version: str = "", name: str | None = None
-    ) -> str:
+    def register_plugin(self, plugin: object, dist: str, version: str = "", name: str | None = None) -> str:
         """Register a plugin object and the components it contributes.
 
         Parameters
@@ -186,9 +184,7 @@ class Registry:
         hook_attr = getattr(plugin, _HOOK, None)
         if hook_attr is not None and self._pm.parse_hookimpl_opts(plugin, _HOOK) is None:
             raise pluggy.PluginValidationError(
-                plugin,
-                f"{where}: {_HOOK} is not decorated with @hookimpl "
-                f"(from mklkit.plugins import hookimpl)",
+                plugin, f"{where}: {_HOOK} is not decorated with @hookimpl (from mklkit.plugins import hookimpl)"
             )
         self._pm.register(plugin, name=name)
         pending: dict[tuple[str, str], Registration] = {}
@@ -224,8 +220,7 @@ class Registry:
         """
         if name not in self._plugins:
             raise ValueError(
-                f"no plugin named {name!r} is registered; registered: "
-                + (", ".join(sorted(self._plugins)) or "none")
+                f"no plugin named {name!r} is registered; registered: " + (", ".join(sorted(self._plugins)) or "none")
             )
         self._pm.unregister(name=name)
         del self._plugins[name]
@@ -300,9 +295,7 @@ class Registry:
     def provided_by(self, plugin: str) -> list[Registration]:
         """Registrations of one plugin, named by plugin or distribution name."""
         key = _norm(plugin)
-        return [
-            r for r in self.registrations() if _norm(r.plugin) == key or _norm(r.dist) == key
-        ]
+        return [r for r in self.registrations() if _norm(r.plugin) == key or _norm(r.dist) == key]
 
     def create(self, kind: str, spec: str | Mapping[str, Any] | Component) -> Component:
         """Instantiate a component from its spec.
@@ -330,8 +323,10 @@ class Registry:
             kwargs = dict(spec)
             if "name" not in kwargs:
                 raise ParamError(
-                    "name", None, f"given: a {kind} spec names its {kind} "
-                    f"(one of {', '.join(sorted(regs)) or 'none'})", owner=kind,
+                    "name",
+                    None,
+                    f"given: a {kind} spec names its {kind} (one of {', '.join(sorted(regs)) or 'none'})",
+                    owner=kind,
                 )
             name = kwargs.pop("name")
             if not isinstance(name, str):

@@ -31,6 +31,7 @@ Relative input paths (``data.train``, ``data.test``,
 ``output.dir`` resolves against the current working directory.  ``mklkit
 schema`` prints :func:`json_schema`, generated from the models.
 """
+
 from __future__ import annotations
 
 from ..pipeline import DEFAULTS, parse_bytes

@@ -12,6 +12,7 @@ a validator or by the pipeline keeps its own key, problem, value and
 allowed.  ``mklkit``'s command line prints :func:`one_line` of any user
 error.
 """
+
 from __future__ import annotations
 
 import re
@@ -83,15 +84,20 @@ def mark_override(problem: str, key: str, overridden: Sequence[str]) -> str:
     return problem
 
 
-def from_pipeline(exc: PipelineError, file: str, overridden: Sequence[str] = (),
-                  loc: Sequence[Any] = ()) -> SpecError:
+def from_pipeline(exc: PipelineError, file: str, overridden: Sequence[str] = (), loc: Sequence[Any] = ()) -> SpecError:
     """A PipelineError (its key relative to ``loc``) as the spec's one-line error."""
     key = key_path(loc, exc.key)
-    return SpecError(file, key, mark_override(exc.problem, key, overridden), allowed=exc.allowed,
-                     shown=exc.shown if exc.has_value else None)
+    return SpecError(
+        file,
+        key,
+        mark_override(exc.problem, key, overridden),
+        allowed=exc.allowed,
+        shown=exc.shown if exc.has_value else None,
+    )
 
 
-def from_validation(exc: Any, schema: dict[str, Any], file: str, overridden: Sequence[str] = (),
-                    root: Sequence[Any] = ()) -> SpecError:
+def from_validation(
+    exc: Any, schema: dict[str, Any], file: str, overridden: Sequence[str] = (), root: Sequence[Any] = ()
+) -> SpecError:
     """The first of pydantic's errors as the spec's one-line error (:func:`mklkit.pipeline.errors.from_validation`)."""
     return from_pipeline(_pipeline_error(exc, schema, root), file, overridden)

@@ -9,6 +9,7 @@ kernels are precomputed or given as factors) are the model validators of
 :class:`Spec`.  Every error becomes one :class:`~mklkit.spec.errors.SpecError`
 through :mod:`mklkit.spec.errors`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -19,14 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from pydantic import Field, PrivateAttr, RootModel, ValidationError, ValidationInfo, model_validator
 
 from .. import pipeline
-from ..pipeline import (
-    BankSettings,
-    Data,
-    DataSettings,
-    PipelineError,
-    Prepared,
-    ProblemSettings,
-)
+from ..pipeline import BankSettings, Data, DataSettings, PipelineError, Prepared, ProblemSettings
 from ..pipeline.settings import EngineField, Settings, none_is_absent
 from .errors import SpecError, from_pipeline, from_validation, mark_override
 from .yamlio import apply_overrides, read_spec_file, spec_stem
@@ -58,8 +52,13 @@ SWEEP_SECTION = "cv"
 #: ``problem.loss``, ``problem.regularizer`` and ``engine`` may also be
 #: mappings whose parameters are lists.
 SWEEP_KEYS: tuple[str, ...] = (
-    "data.builtin", "data.train", "problem.loss", "problem.regularizer", "problem.C",
-    "problem.bias", "engine",
+    "data.builtin",
+    "data.train",
+    "problem.loss",
+    "problem.regularizer",
+    "problem.C",
+    "problem.bias",
+    "engine",
 )
 #: The sweep keys that hold a component (their parameters may be lists).
 SWEEP_COMPONENTS: tuple[str, ...] = ("problem.loss", "problem.regularizer", "engine")
@@ -68,8 +67,11 @@ SWEEP_COMPONENTS: tuple[str, ...] = ("problem.loss", "problem.regularizer", "eng
 class EngineSection(RootModel[EngineField]):  # type: ignore[valid-type]
     """``engine:`` -- the engine, an instance holding its validated options."""
 
-    root: EngineField = Field(None, validate_default=True,  # type: ignore[valid-type]
-                              description="the engine: its name, or a mapping with name and options")
+    root: EngineField = Field(
+        None,
+        validate_default=True,  # type: ignore[valid-type]
+        description="the engine: its name, or a mapping with name and options",
+    )
 
     @property
     def engine(self) -> Engine:
@@ -109,11 +111,15 @@ class Spec(Settings):
 
     description: str = Field("", description="what the experiment is")
     kernels: BankSettings = Field(description="the kernel bank")
-    data: DataSettings | None = Field(None, description="the examples (not with kernels.precomputed or "
-                                                        "kernels.precomputed_factors)")
+    data: DataSettings | None = Field(
+        None, description="the examples (not with kernels.precomputed or kernels.precomputed_factors)"
+    )
     problem: ProblemSettings = Field(description="loss, regularizer, C, bias")
-    engine: EngineSection = Field(None, validate_default=True,  # type: ignore[assignment]
-                                  description="the engine")
+    engine: EngineSection = Field(
+        None,
+        validate_default=True,  # type: ignore[assignment]
+        description="the engine",
+    )
     output: OutputSpec = Field(default_factory=OutputSpec, description="where mklkit run writes")
     _file: str = PrivateAttr("<spec>")
     _folder: Path = PrivateAttr(default_factory=Path.cwd)
@@ -133,27 +139,42 @@ class Spec(Settings):
         precomputed = source.startswith("precomputed")
         if self.data is None:
             if not precomputed:
-                raise PipelineError("data", "required section is missing",
-                                    allowed="a mapping with keys " + ", ".join(DataSettings.model_fields))
+                raise PipelineError(
+                    "data",
+                    "required section is missing",
+                    allowed="a mapping with keys " + ", ".join(DataSettings.model_fields),
+                )
             self.data = DataSettings()
         given = self.data.model_fields_set
         if precomputed:
             extra = sorted(given - {"test_size", "seed", "positive", "class_weight"})
             if extra:
-                raise PipelineError(f"data.{extra[0]}", f"not used with kernels.{source} (the NPZ holds the labels)",
-                                    getattr(self.data, extra[0]),
-                                    "data.test_size, data.seed, data.positive and data.class_weight only")
+                raise PipelineError(
+                    f"data.{extra[0]}",
+                    f"not used with kernels.{source} (the NPZ holds the labels)",
+                    getattr(self.data, extra[0]),
+                    "data.test_size, data.seed, data.positive and data.class_weight only",
+                )
             self.data.standardize = False
         else:
             if "builtin" in given and "train" in given:
-                raise PipelineError("data.train", "data.builtin and data.train are exclusive",
-                                    shown=repr(self.data.shown("data.train")), allowed="one of builtin or train")
+                raise PipelineError(
+                    "data.train",
+                    "data.builtin and data.train are exclusive",
+                    shown=repr(self.data.shown("data.train")),
+                    allowed="one of builtin or train",
+                )
             if "builtin" not in given and "train" not in given:
-                raise PipelineError("data", "needs a data source",
-                                    allowed="data.builtin (a bundled data set) or data.train (a file)")
+                raise PipelineError(
+                    "data", "needs a data source", allowed="data.builtin (a bundled data set) or data.train (a file)"
+                )
             if "builtin" in given and "test" in given:
-                raise PipelineError("data.test", "a test file needs data.train, not data.builtin",
-                                    shown=repr(self.data.shown("data.test")), allowed="data.train with data.test")
+                raise PipelineError(
+                    "data.test",
+                    "a test file needs data.train, not data.builtin",
+                    shown=repr(self.data.shown("data.test")),
+                    allowed="data.train with data.test",
+                )
         if self.output.dir is None:
             self.output.dir = Path("runs") / spec_stem(self._file)
         else:
@@ -191,8 +212,13 @@ class Spec(Settings):
         return out
 
     def error(
-        self, key: str, problem: str, value: Any = SpecError.NO_VALUE, allowed: str | None = None,
-        *, shown: str | None = None,
+        self,
+        key: str,
+        problem: str,
+        value: Any = SpecError.NO_VALUE,
+        allowed: str | None = None,
+        *,
+        shown: str | None = None,
     ) -> SpecError:
         """A :class:`SpecError` for this spec (marks keys set by ``--set``)."""
         return SpecError(self.file, key, mark_override(problem, key, self.overridden), value, allowed, shown=shown)
@@ -211,7 +237,7 @@ class Spec(Settings):
             raise self.raised(exc) from None
 
     def prepare(
-        self, progress: Callable[..., Any] | bool | None = None, build: bool = True, data: Data | None = None,
+        self, progress: Callable[..., Any] | bool | None = None, build: bool = True, data: Data | None = None
     ) -> Prepared:
         """Load the data, build the kernel bank and the :class:`Problem` (:func:`mklkit.pipeline.prepare`).
 
@@ -225,8 +251,9 @@ class Spec(Settings):
         data = self.load_data() if data is None else data
         t_data = time.perf_counter() - t0
         try:
-            prepared = pipeline.prepare(data, self.kernels, self.problem, self.engine.engine, build=build,
-                                        progress=progress)
+            prepared = pipeline.prepare(
+                data, self.kernels, self.problem, self.engine.engine, build=build, progress=progress
+            )
         except PipelineError as exc:
             raise self.raised(exc) from None
         prepared.timings = {"data_s": t_data, **prepared.timings}
@@ -274,27 +301,37 @@ def refuse_sweep(raw: dict, file: str, overridden: Sequence[str] = ()) -> None:
     sweep_hint = f"or run the whole grid with 'mklkit sweep {file}' (docs/sweeps.md)"
     if SWEEP_SECTION in raw:
         raise SpecError(
-            file, SWEEP_SECTION, mark_override("cross-validation is only done by 'mklkit sweep'; 'mklkit run' and "
-                                               "'mklkit validate' solve one problem", SWEEP_SECTION, overridden),
-            raw[SWEEP_SECTION], f"no cv section for a single run, {sweep_hint}",
+            file,
+            SWEEP_SECTION,
+            mark_override(
+                "cross-validation is only done by 'mklkit sweep'; 'mklkit run' and 'mklkit validate' solve one problem",
+                SWEEP_SECTION,
+                overridden,
+            ),
+            raw[SWEEP_SECTION],
+            f"no cv section for a single run, {sweep_hint}",
         )
     lists = sweep_lists(raw)
     if lists:
         key, value = lists[0]
         more = f" (this spec has {len(lists)}: {', '.join(k for k, _ in lists)})" if len(lists) > 1 else ""
         raise SpecError(
-            file, key, mark_override(f"a list of values makes a sweep{more}; 'mklkit run' and 'mklkit validate' "
-                                     "solve one problem", key, overridden), value, f"one value, {sweep_hint}",
+            file,
+            key,
+            mark_override(
+                f"a list of values makes a sweep{more}; 'mklkit run' and 'mklkit validate' solve one problem",
+                key,
+                overridden,
+            ),
+            value,
+            f"one value, {sweep_hint}",
         )
 
 
 # ---------------------------------------------------------------------------
 # Entry points
 # ---------------------------------------------------------------------------
-def load_spec(
-    path: str | Path,
-    overrides: Sequence[str] | Mapping[str, Any] = (),
-) -> Spec:
+def load_spec(path: str | Path, overrides: Sequence[str] | Mapping[str, Any] = ()) -> Spec:
     """Read, override and validate a spec file.
 
     Parameters
@@ -316,16 +353,14 @@ def load_spec(
 
 
 def parse_spec(
-    raw: Any,
-    file: str = "<spec>",
-    folder: str | Path | None = None,
-    overrides: Sequence[str] | Mapping[str, Any] = (),
+    raw: Any, file: str = "<spec>", folder: str | Path | None = None, overrides: Sequence[str] | Mapping[str, Any] = ()
 ) -> Spec:
     """Validate an already-loaded spec mapping (see :func:`load_spec`)."""
     folder = Path(folder) if folder is not None else Path.cwd()
     if not isinstance(raw, dict):
-        raise SpecError(file, "", "the spec must be a mapping of sections", raw,
-                        "a mapping with keys " + ", ".join(TOP_KEYS))
+        raise SpecError(
+            file, "", "the spec must be a mapping of sections", raw, "a mapping with keys " + ", ".join(TOP_KEYS)
+        )
     raw, overridden = apply_overrides(raw, overrides, file)
     refuse_sweep(raw, file, overridden)
     return validate_spec(raw, file, folder, overridden)

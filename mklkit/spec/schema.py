@@ -9,6 +9,7 @@ and the kernel-bank presets.  With ``sweep=True`` it describes the sweep
 grammar: a list of values at every sweep key, list-valued component
 parameters, and the ``cv`` section.
 """
+
 from __future__ import annotations
 
 import copy
@@ -72,10 +73,15 @@ def _component_schema(kind: str, registrations: Iterable[Any], sweep: bool) -> d
         props: dict[str, Any] = {"name": {"const": r.name}}
         props.update({p.name: _param_schema(p, sweep) for p in getattr(r.cls, "params", ())})
         required = ["name"] + [p.name for p in getattr(r.cls, "params", ()) if p.required]
-        variants.append({
-            "type": "object", "description": r.description, "properties": props,
-            "required": required, "additionalProperties": False,
-        })
+        variants.append(
+            {
+                "type": "object",
+                "description": r.description,
+                "properties": props,
+                "required": required,
+                "additionalProperties": False,
+            }
+        )
     one_of: list[dict[str, Any]] = [{"type": "string", "enum": names}] if names else []
     return {"description": f"a {kind}: its name, or a mapping with name and parameters", "oneOf": one_of + variants}
 
@@ -115,11 +121,13 @@ def json_schema(sweep: bool = False) -> dict[str, Any]:
     schema = _fill(_generated(model_schema()), get_registry(), sweep)
     props = schema["properties"]
     data, kernels = _section(props, "data"), _section(props, "kernels")
-    data["properties"]["builtin"] = {"type": "string", "enum": list(available()),
-                                     "description": "a bundled data set"}
+    data["properties"]["builtin"] = {"type": "string", "enum": list(available()), "description": "a bundled data set"}
     presets = list(available_presets())
-    kernels["properties"]["preset"] = {"type": "string", "description": "a kernel-bank preset",
-                                       **({"enum": presets} if presets else {})}
+    kernels["properties"]["preset"] = {
+        "type": "string",
+        "description": "a kernel-bank preset",
+        **({"enum": presets} if presets else {}),
+    }
     kernels["properties"]["bank"]["items"] = {"type": ["object", "string"]}
     props["engine"]["default"] = {"name": DEFAULTS["engine.name"]}
     if sweep:

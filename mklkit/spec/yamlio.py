@@ -1,4 +1,5 @@
 """Reading spec files: YAML with ``safe_load`` semantics, ``--set`` overrides, file names."""
+
 from __future__ import annotations
 
 import os
@@ -26,9 +27,7 @@ class _SpecLoader(yaml.SafeLoader):
     """
 
 
-_SpecLoader.yaml_implicit_resolvers = {
-    k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
+_SpecLoader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 _FLOAT_RE = re.compile(
     r"""^(?:[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?
     |[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?
@@ -82,8 +81,11 @@ def _yaml_error(file: str, exc: yaml.YAMLError) -> SpecError:
         if m:
             tag = m.group(1).replace("tag:yaml.org,2002:", "!!")
             return SpecError(
-                file, where, "YAML tag not allowed (specs are read with yaml.safe_load)",
-                tag, "plain YAML: mappings, lists, strings, numbers, booleans, null",
+                file,
+                where,
+                "YAML tag not allowed (specs are read with yaml.safe_load)",
+                tag,
+                "plain YAML: mappings, lists, strings, numbers, booleans, null",
             )
         return SpecError(file, where, f"invalid YAML: {problem}")
     problem = getattr(exc, "problem", None) or str(exc)
@@ -124,7 +126,7 @@ def read_spec_file(path: str | os.PathLike[str], sections: str) -> Any:
 
 
 def apply_overrides(
-    raw: dict, overrides: Sequence[str] | Mapping[str, Any], file: str = "<spec>",
+    raw: dict, overrides: Sequence[str] | Mapping[str, Any], file: str = "<spec>"
 ) -> tuple[dict, tuple[str, ...]]:
     """A deep copy of ``raw`` with ``--set`` overrides applied, and the keys they set."""
     raw = _deepcopy(raw)
@@ -150,7 +152,9 @@ def parse_override(text: str, file: str = "<spec>", option: str = "--set") -> tu
     ``option`` names the command-line option in messages (``--set``, ``--param``).
     """
     if not isinstance(text, str) or "=" not in text:
-        raise SpecError(file, option, "an override needs the form key.path=value", text, "key.path=value, e.g. problem.C=0.1")
+        raise SpecError(
+            file, option, "an override needs the form key.path=value", text, "key.path=value, e.g. problem.C=0.1"
+        )
     key, _, value_text = text.partition("=")
     key = key.strip()
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*", key):
@@ -189,7 +193,10 @@ def _apply_override(raw: dict, key: str, value: Any, file: str) -> None:
             child = node[part] = {"name": child}
         elif not isinstance(child, (dict, list)):
             raise SpecError(
-                file, where, f"cannot set {key}: {where} is not a mapping (--set)", child,
+                file,
+                where,
+                f"cannot set {key}: {where} is not a mapping (--set)",
+                child,
                 f"--set {where}=VALUE to replace it",
             )
         node = child

@@ -38,6 +38,7 @@ Results
     (``OUT/best`` or ``OUT/best/<data set>``), and ``OUT/sweep.json``
     records the grid and the choice.
 """
+
 from __future__ import annotations
 
 from .backends import check_backend

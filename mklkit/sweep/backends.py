@@ -1,4 +1,5 @@
 """Where a sweep's tasks run (joblib: this process, a local loky pool, or a Dask cluster); the checks of that choice."""
+
 from __future__ import annotations
 
 import os
@@ -53,7 +54,9 @@ def _quiet_worker() -> None:
     _QUIET = True
 
 
-def _call(fn: Callable[[Task], Any], task: Task, parent: int, pool: bool) -> tuple[int, Any, BaseException | None, str | None]:
+def _call(
+    fn: Callable[[Task], Any], task: Task, parent: int, pool: bool
+) -> tuple[int, Any, BaseException | None, str | None]:
     """Run one task wherever joblib sends it: ``(index, rows, None, None)`` or ``(index, None, error, traceback)``.
 
     An exception is the task's result (the other tasks go on), except a Ctrl-C
@@ -188,7 +191,11 @@ def default_threads(workers: int) -> int:
 def check_backend(sweep: Sweep, workers: int, scheduler: str | None) -> None:
     """Reject a bad ``--workers``, or ``--workers`` beside ``--scheduler`` (:class:`SpecError`)."""
     if scheduler is not None and workers != 1:
-        raise sweep.error("--workers", "a Dask scheduler runs the tasks on its own workers", workers,
-                          "--scheduler ADDRESS or --workers N, not both")
+        raise sweep.error(
+            "--workers",
+            "a Dask scheduler runs the tasks on its own workers",
+            workers,
+            "--scheduler ADDRESS or --workers N, not both",
+        )
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise sweep.error("--workers", "invalid value", workers, "an integer >= 1")

@@ -1,4 +1,5 @@
 """The sweep spec: the grid of problems (:class:`Sweep`, :class:`Config`), its tasks and cross-validation folds."""
+
 from __future__ import annotations
 
 import copy
@@ -182,11 +183,22 @@ class Sweep:
         out = []
         for c in self.configs:
             for s, (tr, va) in enumerate(self.folds(c)):
-                out.append(Task(
-                    index=len(out), config=c.index, split=s, file=self.file, folder=str(self.folder),
-                    overridden=self.overridden, raw=c.raw, Cs=self.Cs, train=tr, val=va,
-                    labels=dict(c.labels), threads=threads,
-                ))
+                out.append(
+                    Task(
+                        index=len(out),
+                        config=c.index,
+                        split=s,
+                        file=self.file,
+                        folder=str(self.folder),
+                        overridden=self.overridden,
+                        raw=c.raw,
+                        Cs=self.Cs,
+                        train=tr,
+                        val=va,
+                        labels=dict(c.labels),
+                        threads=threads,
+                    )
+                )
         return out
 
     def check(self) -> None:
@@ -197,8 +209,11 @@ class Sweep:
         """
         seen = set()
         for c in self.configs:
-            key = json.dumps({k: v for k, v in c.raw.items() if k in ("data", "kernels", "problem", "engine")},
-                             sort_keys=True, default=str)
+            key = json.dumps(
+                {k: v for k, v in c.raw.items() if k in ("data", "kernels", "problem", "engine")},
+                sort_keys=True,
+                default=str,
+            )
             if key in seen:  # pragma: no cover - duplicates are refused earlier
                 continue
             seen.add(key)
@@ -228,16 +243,14 @@ def load_sweep(path: str | os.PathLike[str], overrides: Sequence[str] | Mapping[
 
 
 def parse_sweep(
-    raw: Any,
-    file: str = "<spec>",
-    folder: str | Path | None = None,
-    overrides: Sequence[str] | Mapping[str, Any] = (),
+    raw: Any, file: str = "<spec>", folder: str | Path | None = None, overrides: Sequence[str] | Mapping[str, Any] = ()
 ) -> Sweep:
     """Validate an already-loaded sweep spec mapping (see :func:`load_sweep`)."""
     folder = Path(folder) if folder is not None else Path.cwd()
     if not isinstance(raw, dict):
-        raise SpecError(file, "", "the spec must be a mapping of sections", raw,
-                        "a mapping with the sections of a spec and cv")
+        raise SpecError(
+            file, "", "the spec must be a mapping of sections", raw, "a mapping with the sections of a spec and cv"
+        )
     raw, overridden = apply_overrides(raw, overrides, file)
     cv_raw = raw.pop(SWEEP_SECTION, None)
     cv = validate_model(CVSettings, {} if cv_raw is None else cv_raw, file, overridden, root=(SWEEP_SECTION,))
@@ -259,9 +272,17 @@ def parse_sweep(
     _check_one_score(err, configs)
     spec0 = configs[0].spec
     return Sweep(
-        file=file, folder=folder, overridden=tuple(overridden), raw=raw, cv=cv, axes=axes, Cs=Cs_sorted,
+        file=file,
+        folder=folder,
+        overridden=tuple(overridden),
+        raw=raw,
+        cv=cv,
+        axes=axes,
+        Cs=Cs_sorted,
         configs=configs,
-        data_values=[next(c.labels["dataset"] for c in configs if c.data_index == di) for di in range(len(data_values))],
+        data_values=[
+            next(c.labels["dataset"] for c in configs if c.data_index == di) for di in range(len(data_values))
+        ],
         output_dir=spec0.output.dir,
     )
 
@@ -292,7 +313,11 @@ def _problem_axes(err: Callable[..., SpecError], raw: dict) -> tuple[list[Any], 
         if "regularizer" in problem:
             regs = _expand_component(err, "problem.regularizer", problem["regularizer"])
         if "bias" in problem:
-            biases = _nonempty(err, "problem.bias", problem["bias"]) if isinstance(problem["bias"], list) else [problem["bias"]]
+            biases = (
+                _nonempty(err, "problem.bias", problem["bias"])
+                if isinstance(problem["bias"], list)
+                else [problem["bias"]]
+            )
         if "C" in problem:
             Cs_raw = _nonempty(err, "problem.C", problem["C"]) if isinstance(problem["C"], list) else [problem["C"]]
     return losses, regs, biases, Cs_raw
@@ -303,7 +328,12 @@ def _grid_point(raw: dict, data_key: str | None, d: Any, loss: Any, reg: Any, bi
     r = copy.deepcopy(raw)
     if data_key is not None:
         r["data"][data_key] = d
-    for sec, key, v in (("problem", "loss", loss), ("problem", "regularizer", reg), ("problem", "bias", bias), ("problem", "C", C)):
+    for sec, key, v in (
+        ("problem", "loss", loss),
+        ("problem", "regularizer", reg),
+        ("problem", "bias", bias),
+        ("problem", "C", C),
+    ):
         if v is not _MISSING:
             r[sec][key] = copy.deepcopy(v)
     if solver is not _MISSING:
@@ -311,23 +341,35 @@ def _grid_point(raw: dict, data_key: str | None, d: Any, loss: Any, reg: Any, bi
     return r
 
 
-def _sorted_Cs(err: Callable[..., SpecError], spec_at: Callable[[Any], Spec], Cs_raw: list[Any],
-               raw: dict) -> tuple[float, ...]:
+def _sorted_Cs(
+    err: Callable[..., SpecError], spec_at: Callable[[Any], Spec], Cs_raw: list[Any], raw: dict
+) -> tuple[float, ...]:
     """The values of C, each valid at the first grid point (``spec_at(C)``) and distinct; sorted descending."""
     Cs: list[float] = []
     for C in Cs_raw:
         spec = spec_at(C)
         if isinstance(spec.problem.C, str):  # auto (the default): a sweep selects C by validation
-            raise err("problem.C", "a sweep needs numbers at problem.C", "auto" if C is _MISSING else C,
-                      "a number > 0 or a list of numbers > 0")
+            raise err(
+                "problem.C",
+                "a sweep needs numbers at problem.C",
+                "auto" if C is _MISSING else C,
+                "a number > 0 or a list of numbers > 0",
+            )
         if spec.problem.C in Cs:
             raise err("problem.C", "the same value twice in the list", raw["problem"]["C"], "distinct numbers > 0")
         Cs.append(spec.problem.C)
     return tuple(sorted(Cs, reverse=True))
 
 
-def _configs(err: Callable[..., SpecError], parse: Callable[[dict], Spec], point: Callable[..., dict],
-             axes: list[tuple[str, Any]], data_values: list[Any], lists: tuple[list[Any], ...], C: float) -> list[Config]:
+def _configs(
+    err: Callable[..., SpecError],
+    parse: Callable[[dict], Spec],
+    point: Callable[..., dict],
+    axes: list[tuple[str, Any]],
+    data_values: list[Any],
+    lists: tuple[list[Any], ...],
+    C: float,
+) -> list[Config]:
     """Every grid point without C (validated at ``C``), data set by data set; no two the same problem."""
     configs: list[Config] = []
     seen: dict[tuple, int] = {}
@@ -339,7 +381,9 @@ def _configs(err: Callable[..., SpecError], parse: Callable[[dict], Spec], point
             key = tuple(labels[k] for k in KEY_COLUMNS[:5])
             if key in seen:
                 raise err(
-                    _axis_of(axes), "two grid points are the same problem", ", ".join(key),
+                    _axis_of(axes),
+                    "two grid points are the same problem",
+                    ", ".join(key),
                     "distinct values in every list",
                 )
             seen[key] = len(configs)
@@ -353,10 +397,11 @@ def _check_one_score(err: Callable[..., SpecError], configs: list[Config]) -> No
     if len(tasks) > 1:
         names = sorted({f"{c.spec.problem.loss.name} ({c.spec.problem.loss.task})" for c in configs})
         raise err(
-            "problem.loss", "a sweep compares one kind of score; the list mixes classification and regression losses",
-            ", ".join(names), "only classification losses (accuracy) or only regression losses (RMSE)",
+            "problem.loss",
+            "a sweep compares one kind of score; the list mixes classification and regression losses",
+            ", ".join(names),
+            "only classification losses (accuracy) or only regression losses (RMSE)",
         )
-
 
 
 def _nonempty(err: Callable[..., SpecError], key: str, values: list) -> list:

@@ -1,4 +1,5 @@
 """``results.csv`` (columns, reading, appending), the best configuration per data set, and the finished sweep."""
+
 from __future__ import annotations
 
 import csv
@@ -33,11 +34,30 @@ BEST_DIR = "best"
 
 #: Columns of ``results.csv``; the first seven identify a row.
 COLUMNS: tuple[str, ...] = (
-    "dataset", "loss", "regularizer", "engine", "bias", "C", "split",
-    "status", "converged", "objective", "dual_objective", "gap", "iterations",
-    "n_active", "n_kernels", "n_train", "n_val",
-    "train_accuracy", "val_accuracy", "train_rmse", "val_rmse",
-    "time_s", "bank_s", "warm_start",
+    "dataset",
+    "loss",
+    "regularizer",
+    "engine",
+    "bias",
+    "C",
+    "split",
+    "status",
+    "converged",
+    "objective",
+    "dual_objective",
+    "gap",
+    "iterations",
+    "n_active",
+    "n_kernels",
+    "n_train",
+    "n_val",
+    "train_accuracy",
+    "val_accuracy",
+    "train_rmse",
+    "val_rmse",
+    "time_s",
+    "bank_s",
+    "warm_start",
 )
 KEY_COLUMNS: tuple[str, ...] = COLUMNS[:7]
 #: Columns that depend on the machine, not on the problem.
@@ -79,8 +99,11 @@ def read_results(path: str | os.PathLike[str]) -> list[dict[str, str]]:
         text = text[: text.rfind("\n") + 1]
     reader = csv.DictReader(io.StringIO(text))
     if reader.fieldnames is not None and tuple(reader.fieldnames) != COLUMNS:
-        raise OutputError(path, f"is not a results.csv of this mklkit version (columns {', '.join(reader.fieldnames)})",
-                          "--force to start over, or a new --out")
+        raise OutputError(
+            path,
+            f"is not a results.csv of this mklkit version (columns {', '.join(reader.fieldnames)})",
+            "--force to start over, or a new --out",
+        )
     return [dict(r) for r in reader if len(r) == len(COLUMNS) and None not in r.values()]
 
 
@@ -127,11 +150,24 @@ class Best:
     dir: Path
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"dataset": self.dataset, **{k: v for k, v in self.labels.items() if k != "dataset"}, "C": self.C,
-               "score": self.score, "mean": self.mean, "std": self.std, "n_splits": self.n_splits, "dir": str(self.dir)}
+        out = {
+            "dataset": self.dataset,
+            **{k: v for k, v in self.labels.items() if k != "dataset"},
+            "C": self.C,
+            "score": self.score,
+            "mean": self.mean,
+            "std": self.std,
+            "n_splits": self.n_splits,
+            "dir": str(self.dir),
+        }
         r = self.run
-        out["refit"] = {"status": r.status, "objective": float(r.result.objective), "gap": float(r.result.gap),
-                        "n_active_kernels": r.n_active, **r.metrics}
+        out["refit"] = {
+            "status": r.status,
+            "objective": float(r.result.objective),
+            "gap": float(r.result.gap),
+            "n_active_kernels": r.n_active,
+            **r.metrics,
+        }
         return out
 
 

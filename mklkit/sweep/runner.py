@@ -1,4 +1,5 @@
 """Running a sweep: the output directory, resuming, the tasks on a backend, ``results.csv``, the best refit."""
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -43,6 +44,7 @@ logger = logging.getLogger("mklkit.sweep")
 #: again after as many more (``run_sweep(heartbeat_s=...)`` overrides it).
 HEARTBEAT_S = 30.0
 
+
 class SweepTaskError(RuntimeError):
     """Some tasks raised; their rows are missing from ``results.csv`` (``resume`` retries them)."""
 
@@ -56,7 +58,9 @@ def _check_out(sweep: Sweep, out: Path, resume: bool, force: bool, key: str) -> 
     held = [n for n in (RESULTS, SWEEP_JSON) if (out / n).exists()]
     if held:
         raise sweep.error(
-            key, f"already holds a sweep ({', '.join(held)}); nothing was overwritten", str(out),
+            key,
+            f"already holds a sweep ({', '.join(held)}); nothing was overwritten",
+            str(out),
             "--resume to finish it, --force to start over, or a new directory (--out DIR)",
         )
     for d in _best_dirs(sweep, out).values():
@@ -84,7 +88,9 @@ def _remove_earlier_outputs(sweep: Sweep, out: Path, key: str) -> None:
             os.replace(best, aside)
         except OSError as exc:
             raise sweep.error(
-                key, f"cannot remove the earlier sweep's {BEST_DIR}/ ({exc.strerror or exc})", str(best),
+                key,
+                f"cannot remove the earlier sweep's {BEST_DIR}/ ({exc.strerror or exc})",
+                str(best),
                 "a directory whose earlier outputs --force may remove, or a new directory (--out DIR)",
             ) from None
     for old in out.glob(f".{BEST_DIR}.removed-*"):
@@ -184,14 +190,23 @@ def run_sweep(
     todo = [t for t in tasks if t.index not in done]
     backend = connect_backend(sweep, min(workers, len(todo)), scheduler) if todo else None
     backend_name = backend.name if backend is not None else "none (nothing left to solve)"
-    _emit(progress, {"event": "start", "n_tasks": len(tasks), "n_skipped": len(done), "backend": backend_name,
-                     "n_rows": sweep.n_rows})
+    _emit(
+        progress,
+        {
+            "event": "start",
+            "n_tasks": len(tasks),
+            "n_skipped": len(done),
+            "backend": backend_name,
+            "n_rows": sweep.n_rows,
+        },
+    )
     new = _run_tasks(backend, todo, out / RESULTS, progress, heartbeat_s)
     return _complete(sweep, out, tasks, done, new, meta, backend_name, progress, t_start)
 
 
-def _checked_tasks(sweep: Sweep, out: Path, key: str, workers: int, scheduler: str | None, resume: bool,
-                   force: bool) -> list[Task]:
+def _checked_tasks(
+    sweep: Sweep, out: Path, key: str, workers: int, scheduler: str | None, resume: bool, force: bool
+) -> list[Task]:
     """Check the backend, the output directory and every grid point and fold; the sweep's tasks."""
     check_backend(sweep, workers, scheduler)
     _check_out(sweep, out, resume, force, key)
@@ -200,8 +215,9 @@ def _checked_tasks(sweep: Sweep, out: Path, key: str, workers: int, scheduler: s
     return sweep.tasks(threads=threads)
 
 
-def _kept_rows(sweep: Sweep, tasks: Sequence[Task], out: Path,
-               fingerprint: dict[str, Any]) -> dict[int, list[dict[str, str]]]:
+def _kept_rows(
+    sweep: Sweep, tasks: Sequence[Task], out: Path, fingerprint: dict[str, Any]
+) -> dict[int, list[dict[str, str]]]:
     """The rows of the tasks that an earlier run of the same grid in ``out`` completed (``resume``)."""
 
     results_path = out / RESULTS
@@ -211,9 +227,15 @@ def _kept_rows(sweep: Sweep, tasks: Sequence[Task], out: Path,
     except (OSError, ValueError):
         previous = None
     if previous is None or previous.get("grid") != fingerprint:
-        what = "the grid or the cross-validation differs" if previous is not None else f"{SWEEP_JSON} is missing or unreadable"
+        what = (
+            "the grid or the cross-validation differs"
+            if previous is not None
+            else f"{SWEEP_JSON} is missing or unreadable"
+        )
         raise sweep.error(
-            "--resume", f"{results_path} was written by another sweep ({what})", str(out),
+            "--resume",
+            f"{results_path} was written by another sweep ({what})",
+            str(out),
             "the same spec and --set values, --force to start over, or a new --out",
         )
     try:
@@ -229,19 +251,33 @@ def _kept_rows(sweep: Sweep, tasks: Sequence[Task], out: Path,
     return done
 
 
-def _start_output(sweep: Sweep, out: Path, key: str, tasks: Sequence[Task], done: Mapping[int, list[dict[str, str]]],
-                  fingerprint: dict[str, Any], force: bool) -> dict[str, Any]:
+def _start_output(
+    sweep: Sweep,
+    out: Path,
+    key: str,
+    tasks: Sequence[Task],
+    done: Mapping[int, list[dict[str, str]]],
+    fingerprint: dict[str, Any],
+    force: bool,
+) -> dict[str, Any]:
     """Create ``out``, write ``sweep.json`` (not complete) and ``results.csv`` holding the rows kept; the metadata."""
     from .. import __version__
 
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise sweep.error(key, f"cannot create the directory ({exc.strerror or exc})", str(out), "a writable path") from None
+        raise sweep.error(
+            key, f"cannot create the directory ({exc.strerror or exc})", str(out), "a writable path"
+        ) from None
     meta: dict[str, Any] = {
-        "spec_file": sweep.file, "grid": fingerprint, "axes": [k for k, _ in sweep.axes],
-        "n_configs": len(sweep.configs), "n_tasks": len(tasks), "n_rows": sweep.n_rows,
-        "columns": list(COLUMNS), "mklkit_version": __version__,
+        "spec_file": sweep.file,
+        "grid": fingerprint,
+        "axes": [k for k, _ in sweep.axes],
+        "n_configs": len(sweep.configs),
+        "n_tasks": len(tasks),
+        "n_rows": sweep.n_rows,
+        "columns": list(COLUMNS),
+        "mklkit_version": __version__,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "complete": False,
     }
@@ -253,9 +289,13 @@ def _start_output(sweep: Sweep, out: Path, key: str, tasks: Sequence[Task], done
     return meta
 
 
-def _run_tasks(backend: Any, todo: Sequence[Task], results_path: Path,
-               progress: Callable[[dict[str, Any]], Any] | None,
-               heartbeat_s: float | None) -> dict[int, list[dict[str, Any]]]:
+def _run_tasks(
+    backend: Any,
+    todo: Sequence[Task],
+    results_path: Path,
+    progress: Callable[[dict[str, Any]], Any] | None,
+    heartbeat_s: float | None,
+) -> dict[int, list[dict[str, Any]]]:
     """Solve the tasks left on the backend (then closed), appending each one's rows to ``results.csv``.
 
     Reports a ``task`` event per finished task (and ``heartbeat`` events
@@ -265,8 +305,11 @@ def _run_tasks(backend: Any, todo: Sequence[Task], results_path: Path,
     errors: list[tuple[Task, BaseException]] = []
     t_run = time.perf_counter()
     every = HEARTBEAT_S if heartbeat_s is None else float(heartbeat_s)
-    watch = (_Heartbeat(backend, len(todo), progress, every, t_run)
-             if backend is not None and todo and progress is not None and 0 < every < float("inf") else None)
+    watch = (
+        _Heartbeat(backend, len(todo), progress, every, t_run)
+        if backend is not None and todo and progress is not None and 0 < every < float("inf")
+        else None
+    )
     try:
         if backend is not None and todo:
             for i, (task, rows, exc) in enumerate(backend.map(solve_task, todo), start=1):
@@ -289,15 +332,21 @@ def _run_tasks(backend: Any, todo: Sequence[Task], results_path: Path,
     return new
 
 
-def _task_event(i: int, total: int, task: Task, rows: Sequence[Mapping[str, Any]] | None,
-                exc: BaseException | None, t_run: float) -> dict[str, Any]:
+def _task_event(
+    i: int, total: int, task: Task, rows: Sequence[Mapping[str, Any]] | None, exc: BaseException | None, t_run: float
+) -> dict[str, Any]:
     """The ``task`` progress event of the ``i``-th of ``total`` tasks to finish."""
     elapsed = time.perf_counter() - t_run
     return {
-        "event": "task", "done": i, "total": total, "task": task.describe(),
-        "failed": exc is not None, "error": None if exc is None else f"{type(exc).__name__}: {exc}",
+        "event": "task",
+        "done": i,
+        "total": total,
+        "task": task.describe(),
+        "failed": exc is not None,
+        "error": None if exc is None else f"{type(exc).__name__}: {exc}",
         "time_s": sum(float(r["time_s"]) for r in rows) if rows else None,
-        "elapsed_s": elapsed, "eta_s": elapsed / i * (total - i),
+        "elapsed_s": elapsed,
+        "eta_s": elapsed / i * (total - i),
     }
 
 
@@ -314,9 +363,17 @@ def _raise_task_error(errors: Sequence[tuple[Task, BaseException]], total: int, 
     ) from exc
 
 
-def _complete(sweep: Sweep, out: Path, tasks: Sequence[Task], done: Mapping[int, list[dict[str, str]]],
-              new: Mapping[int, list[dict[str, Any]]], meta: dict[str, Any], backend_name: str,
-              progress: Callable[[dict[str, Any]], Any] | None, t_start: float) -> SweepResult:
+def _complete(
+    sweep: Sweep,
+    out: Path,
+    tasks: Sequence[Task],
+    done: Mapping[int, list[dict[str, str]]],
+    new: Mapping[int, list[dict[str, Any]]],
+    meta: dict[str, Any],
+    backend_name: str,
+    progress: Callable[[dict[str, Any]], Any] | None,
+    t_start: float,
+) -> SweepResult:
     """Rewrite ``results.csv`` in grid order, refit the best, mark ``sweep.json`` complete; the result."""
 
     results_path = out / RESULTS
@@ -329,14 +386,27 @@ def _complete(sweep: Sweep, out: Path, tasks: Sequence[Task], done: Mapping[int,
     best = _refit_best(sweep, out, rows_all, progress)
     files = {"results": results_path, "sweep": sweep_path}
     files.update({f"best:{b.dataset}": b.dir for b in best})
-    meta.update({
-        "complete": True, "backend": backend_name, "n_run": len(new), "n_skipped": len(done),
-        "time_s": time.perf_counter() - t_start, "best": [b.to_dict() for b in best],
-    })
+    meta.update(
+        {
+            "complete": True,
+            "backend": backend_name,
+            "n_run": len(new),
+            "n_skipped": len(done),
+            "time_s": time.perf_counter() - t_start,
+            "best": [b.to_dict() for b in best],
+        }
+    )
     write_json(sweep_path, meta)
     return SweepResult(
-        sweep=sweep, out_dir=out, rows=rows_all, n_run=len(new), n_skipped=len(done), best=best,
-        backend=backend_name, time_s=time.perf_counter() - t_start, files=files,
+        sweep=sweep,
+        out_dir=out,
+        rows=rows_all,
+        n_run=len(new),
+        n_skipped=len(done),
+        best=best,
+        backend=backend_name,
+        time_s=time.perf_counter() - t_start,
+        files=files,
     )
 
 
@@ -350,8 +420,9 @@ class _Heartbeat:
     :meth:`close` stops and joins it.
     """
 
-    def __init__(self, backend: Any, total: int, progress: Callable[[dict[str, Any]], Any],
-                 every: float, t_run: float) -> None:
+    def __init__(
+        self, backend: Any, total: int, progress: Callable[[dict[str, Any]], Any], every: float, t_run: float
+    ) -> None:
         self.backend = backend
         self.total = total
         self.progress = progress
@@ -380,11 +451,17 @@ class _Heartbeat:
             self.last = now
             oldest = min(running, key=lambda ts: ts[1]) if running else None
             try:
-                self.progress({
-                    "event": "heartbeat", "done": self.done, "total": self.total, "running": len(running),
-                    "elapsed_s": now - self.t_run, "longest": None if oldest is None else oldest[0].describe(),
-                    "longest_s": None if oldest is None else now - oldest[1],
-                })
+                self.progress(
+                    {
+                        "event": "heartbeat",
+                        "done": self.done,
+                        "total": self.total,
+                        "running": len(running),
+                        "elapsed_s": now - self.t_run,
+                        "longest": None if oldest is None else oldest[0].describe(),
+                        "longest_s": None if oldest is None else now - oldest[1],
+                    }
+                )
             except BaseException as exc:  # noqa: BLE001 - the main thread reports on its own events
                 logger.debug("sweep heartbeat stopped: %s", exc)
                 return
@@ -399,14 +476,16 @@ def _emit(progress: Callable[[dict[str, Any]], Any] | None, event: dict[str, Any
         progress(event)
 
 
-def _refit_best(sweep: Sweep, out: Path, rows: Sequence[Mapping[str, str]],
-                progress: Callable[[dict[str, Any]], Any] | None) -> list[Best]:
+def _refit_best(
+    sweep: Sweep, out: Path, rows: Sequence[Mapping[str, str]], progress: Callable[[dict[str, Any]], Any] | None
+) -> list[Best]:
     column, _ = score_column(sweep.task_kind)
     dirs = _best_dirs(sweep, out)
     result = []
     for di, config, C, mean, std, n in select_best(sweep, rows):
-        spec = validate_spec({**config.raw, "problem": {**config.raw["problem"], "C": C}}, sweep.file, sweep.folder,
-                             sweep.overridden)
+        spec = validate_spec(
+            {**config.raw, "problem": {**config.raw["problem"], "C": C}}, sweep.file, sweep.folder, sweep.overridden
+        )
         prepared = spec.prepare(progress=False)  # what mklkit.api.run does for one problem
         try:
             refit = solve_prepared(prepared, None, warn_compilation=True)
@@ -414,8 +493,17 @@ def _refit_best(sweep: Sweep, out: Path, rows: Sequence[Mapping[str, str]],
             prepared.close()
         refit.write(dirs[di], force=True)
         labels = {k: v for k, v in config.labels.items()}
-        b = Best(dataset=config.labels["dataset"], labels=labels, C=C, score=column, mean=mean, std=std,
-                 n_splits=n, run=refit, dir=dirs[di])
+        b = Best(
+            dataset=config.labels["dataset"],
+            labels=labels,
+            C=C,
+            score=column,
+            mean=mean,
+            std=std,
+            n_splits=n,
+            run=refit,
+            dir=dirs[di],
+        )
         result.append(b)
         _emit(progress, {"event": "refit", "dataset": b.dataset, "dir": str(b.dir)})
     return result

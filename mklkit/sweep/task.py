@@ -1,4 +1,5 @@
 """One task of a sweep: a grid point without C on one fold, solved in whichever process runs it."""
+
 from __future__ import annotations
 
 import json

@@ -15,6 +15,7 @@
 Both kits return a :class:`ConformanceReport` of :class:`CheckResult`; every
 public name of the two kits is importable from here.
 """
+
 from __future__ import annotations
 
 from . import components, engines

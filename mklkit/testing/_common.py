@@ -7,6 +7,7 @@ the two identities every component has (``declaration``,
 ``numba_jit``).  The rules behind the tolerances are described in
 :mod:`mklkit.testing.components`.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,11 +22,11 @@ from ._report import _Identity, _Runner
 
 _EPS = float(np.finfo(np.float64).eps)
 _SQRT_EPS = math.sqrt(_EPS)
-_ROUND = 64.0 * _EPS          # relative evaluation error credited to a kernel
-_FD_STEP = 1e-5               # relative central-difference step
-_SOLVER_RTOL = 1e-7           # relative accuracy credited to the solvers of constrained_value
-_KINK_SPREAD = 0.05           # relative disagreement of second differences at a kink
-_BIG = 1e300                  # stands for +inf inside scalar solvers
+_ROUND = 64.0 * _EPS  # relative evaluation error credited to a kernel
+_FD_STEP = 1e-5  # relative central-difference step
+_SOLVER_RTOL = 1e-7  # relative accuracy credited to the solvers of constrained_value
+_KINK_SPREAD = 0.05  # relative disagreement of second differences at a kink
+_BIG = 1e300  # stands for +inf inside scalar solvers
 
 
 # ---------------------------------------------------------------------------
@@ -57,8 +58,7 @@ def _mag(*arrays: Any) -> np.ndarray:
     return np.asarray(top)
 
 
-def _tol(rtol: float, atol: float, compared: Sequence[Any], terms: Sequence[Any] = (),
-         extra: Any = 0.0) -> np.ndarray:
+def _tol(rtol: float, atol: float, compared: Sequence[Any], terms: Sequence[Any] = (), extra: Any = 0.0) -> np.ndarray:
     """Tolerance of an identity between computed values (see :mod:`mklkit.testing.components`).
 
     ``rtol`` applies to the magnitude of the values compared (``compared``),
@@ -106,7 +106,7 @@ def _central(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, h: np.ndarray
         s = np.stack([(vals[k] - 2 * vals[0] + vals[-k]) / (k * hb) ** 2 for k in (1, 2, 4)])
         spread = np.ptp(s, axis=0)
         smax = np.max(np.abs(s), axis=0)
-        noise = 4 * _ROUND * fmax / hb ** 2
+        noise = 4 * _ROUND * fmax / hb**2
         finite = np.all(np.isfinite(np.stack(list(vals.values()))), axis=0)
         kink = ~finite | ((spread > _KINK_SPREAD * smax) & (spread > 100 * noise))
         dplus = (vals[1] - vals[0]) / ((xb + hb) - xb)
@@ -119,8 +119,9 @@ def _fd_tol(an: np.ndarray, fd: _FD, rtol: float, atol: float) -> np.ndarray:
         return atol + rtol * np.maximum(np.abs(an), np.abs(fd.d)) + fd.err
 
 
-def _sensitivity(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray,
-                 delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _sensitivity(
+    f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, delta: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """How much ``f`` moves when its (computed) argument moves by ``delta``.
 
     Returns the spread ``max |f(x +- delta) - f(x)|`` and a mask of the points
@@ -129,8 +130,7 @@ def _sensitivity(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray,
     ulps (the edge of a domain) it is not checkable at all.
     """
     x = np.asarray(x, dtype=np.float64)
-    f0, fp, fm = (_arr(f(_f64(a))) for a in (x, x + delta, np.maximum(x - delta, 0.0)
-                                             if np.all(x >= 0) else x - delta))
+    f0, fp, fm = (_arr(f(_f64(a))) for a in (x, x + delta, np.maximum(x - delta, 0.0) if np.all(x >= 0) else x - delta))
     with np.errstate(invalid="ignore"):
         spread = np.maximum(np.abs(fp - f0), np.abs(fm - f0))
     same_inf = np.isposinf(f0) & np.isposinf(fp) & np.isposinf(fm)
@@ -146,8 +146,7 @@ def _ulps(*scales: Any) -> np.ndarray:
     return 4.0 * _EPS * m
 
 
-def _scalar_min(fun: Callable[[float], float], a: float,
-                b: float) -> tuple[float, float, float, float]:
+def _scalar_min(fun: Callable[[float], float], a: float, b: float) -> tuple[float, float, float, float]:
     """Bounded Brent minimisation of a scalar function that may return inf.
 
     Returns ``(x, fun(x), err, dx)``.  :func:`scipy.optimize.fminbound` stops
@@ -165,9 +164,7 @@ def _scalar_min(fun: Callable[[float], float], a: float,
         return v if math.isfinite(v) else _BIG
 
     xatol = 1e-14 * max(1.0, abs(a), abs(b))
-    res = optimize.minimize_scalar(
-        safe, bounds=(a, b), method="bounded", options={"xatol": xatol, "maxiter": 500},
-    )
+    res = optimize.minimize_scalar(safe, bounds=(a, b), method="bounded", options={"xatol": xatol, "maxiter": 500})
     x = float(res.x)
     fx = fun(x)
     dx = 2.0 * (_SQRT_EPS * abs(x) + xatol / 3.0)
@@ -176,8 +173,9 @@ def _scalar_min(fun: Callable[[float], float], a: float,
     return x, fx, err, dx
 
 
-def _grid_sup(grid: np.ndarray, vals: np.ndarray, neg: Callable[[float], float]
-              ) -> tuple[np.ndarray, list[tuple[float, float]], float]:
+def _grid_sup(
+    grid: np.ndarray, vals: np.ndarray, neg: Callable[[float], float]
+) -> tuple[np.ndarray, list[tuple[float, float]], float]:
     """A supremum over ``grid`` refined by bounded Brent around the best grid point.
 
     ``vals`` holds the objective on ``grid`` and ``neg(t)`` is minus the
@@ -208,8 +206,9 @@ def _best(cands: list[tuple[float, float]]) -> tuple[float, float]:
     return top, arg
 
 
-def _attained(best: float, grid: np.ndarray, vals: np.ndarray, hints: Sequence[float],
-              hint_vals: Sequence[float]) -> bool:
+def _attained(
+    best: float, grid: np.ndarray, vals: np.ndarray, hints: Sequence[float], hint_vals: Sequence[float]
+) -> bool:
     """Whether a numerical supremum over ``grid`` (plus refinements) is trustworthy.
 
     It is not when the objective still rises at an end of the grid, or when a
@@ -219,8 +218,7 @@ def _attained(best: float, grid: np.ndarray, vals: np.ndarray, hints: Sequence[f
     """
     for e, nb in ((0, 1), (vals.size - 1, vals.size - 2)):
         ve, vn = vals[e], vals[nb]
-        if (math.isfinite(ve) and ve >= best - 1e-12 * (1.0 + abs(best))
-                and ve - vn > 1e-9 * (1.0 + abs(ve))):
+        if math.isfinite(ve) and ve >= best - 1e-12 * (1.0 + abs(best)) and ve - vn > 1e-9 * (1.0 + abs(ve)):
             return False
     extent = float(np.max(np.abs(grid)))
     for t, v in zip(hints, hint_vals):
@@ -239,8 +237,14 @@ def _jumps(xs: np.ndarray, d: np.ndarray, scale: float) -> np.ndarray:
     return big
 
 
-def _bisect_jumps(fun: Callable[[np.ndarray], np.ndarray], a: np.ndarray, b: np.ndarray,
-                  fa: np.ndarray, fb: np.ndarray, iters: int = 80) -> tuple[np.ndarray, np.ndarray]:
+def _bisect_jumps(
+    fun: Callable[[np.ndarray], np.ndarray],
+    a: np.ndarray,
+    b: np.ndarray,
+    fa: np.ndarray,
+    fb: np.ndarray,
+    iters: int = 80,
+) -> tuple[np.ndarray, np.ndarray]:
     """Shrink brackets ``[a, b]`` around a jump of ``fun`` to adjacent floats."""
     a, b = a.copy(), b.copy()
     mid = 0.5 * (fa + fb)
@@ -254,8 +258,9 @@ def _bisect_jumps(fun: Callable[[np.ndarray], np.ndarray], a: np.ndarray, b: np.
     return a, b
 
 
-def _check_output(ident: _Identity, name: str, out: Any, shape: tuple[int, ...],
-                  points: dict[str, Any], allow_inf: bool = False) -> np.ndarray | None:
+def _check_output(
+    ident: _Identity, name: str, out: Any, shape: tuple[int, ...], points: dict[str, Any], allow_inf: bool = False
+) -> np.ndarray | None:
     """Dtype/shape/finiteness of one kernel output; returns it as an array."""
     if not isinstance(out, np.ndarray):
         ident.fail(f"{name} returned {type(out).__name__}, expected a float64 ndarray of shape {shape}")
@@ -295,8 +300,6 @@ def _numba_kernels(r: _Runner, comp: Any) -> None:
         ident.fail(problem)
     else:
         ident.note()
-
-
 
 
 def _begin(comp: Any, kind: str, seed: int) -> tuple[np.random.Generator, _Runner]:

@@ -1,5 +1,6 @@
 """The checks of the engine kit (:mod:`mklkit.testing.engines`): one solve checked
 against what it claims, and the behaviour checks (callback, ``max_iter``, warm start)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -51,39 +52,52 @@ class _Checker:
         try:
             P_rec = primal_value(pb, res.alpha, res.bias)
         except Exception as exc:  # noqa: BLE001 - reported
-            self.fail("honest_primal", label, f"P(alpha, b) could not be recomputed "
-                                              f"({type(exc).__name__}: {exc})")
+            self.fail("honest_primal", label, f"P(alpha, b) could not be recomputed ({type(exc).__name__}: {exc})")
             return
         if _close(P, P_rec, rtol):
             self.ok("honest_primal")
         else:
-            self.fail("honest_primal", label, f"reported objective {P:.12g} but P(alpha, b) at "
-                                              f"the returned point is {P_rec:.12g}")
+            self.fail(
+                "honest_primal",
+                label,
+                f"reported objective {P:.12g} but P(alpha, b) at the returned point is {P_rec:.12g}",
+            )
         if res.dual is None:
-            self.fail("honest_dual", label, "the result has no dual point (SolveResult.dual): "
-                                            "its gap cannot be certified")
+            self.fail(
+                "honest_dual", label, "the result has no dual point (SolveResult.dual): its gap cannot be certified"
+            )
             D_rec = -math.inf
         else:
             D_rec = float(dual_value(pb, res.dual))
             if D <= D_rec + rtol * max(abs(D), abs(D_rec), 1.0):
                 self.ok("honest_dual")
             else:
-                self.fail("honest_dual", label, f"reported dual objective {D:.12g} but the "
-                                                f"returned dual point, made feasible, gives "
-                                                f"{D_rec:.12g}")
+                self.fail(
+                    "honest_dual",
+                    label,
+                    f"reported dual objective {D:.12g} but the returned dual point, made feasible, gives {D_rec:.12g}",
+                )
 
         own = relative_gap(P, D)
         rec = relative_gap(P_rec, D_rec)
         if not (gap == own or _close(gap, own, rtol) or (math.isnan(gap) and math.isnan(own))):
-            self.fail("gap_consistent", label, f"reported gap {gap:.6e} but (P - D)/|P| of the "
-                                               f"reported values is {own:.6e}")
+            self.fail(
+                "gap_consistent", label, f"reported gap {gap:.6e} but (P - D)/|P| of the reported values is {own:.6e}"
+            )
         elif gap < -rtol:
-            self.fail("gap_consistent", label, f"reported gap {gap:.6e} < 0: the dual value "
-                                               f"{D:.12g} exceeds the primal one {P:.12g}, which "
-                                               "weak duality forbids (a wrong conjugate?)")
+            self.fail(
+                "gap_consistent",
+                label,
+                f"reported gap {gap:.6e} < 0: the dual value "
+                f"{D:.12g} exceeds the primal one {P:.12g}, which "
+                "weak duality forbids (a wrong conjugate?)",
+            )
         elif not (gap >= rec - rtol * max(1.0, abs(rec) if math.isfinite(rec) else 1.0)):
-            self.fail("gap_consistent", label, f"reported gap {gap:.6e} but the gap recomputed "
-                                               f"at the returned points is {rec:.6e}")
+            self.fail(
+                "gap_consistent",
+                label,
+                f"reported gap {gap:.6e} but the gap recomputed at the returned points is {rec:.6e}",
+            )
         else:
             self.ok("gap_consistent")
         if ref is not None and math.isfinite(P_rec):
@@ -92,10 +106,13 @@ class _Checker:
             if true_lower <= gap + slack:
                 self.ok("gap_bounds_optimum")
             else:
-                self.fail("gap_bounds_optimum", label,
-                          f"reported gap {gap:.6e}, but P(alpha, b) = {P_rec:.12g} is "
-                          f"{true_lower:.6e} above the optimum {ref.objective:.12g} "
-                          f"({ref.source})")
+                self.fail(
+                    "gap_bounds_optimum",
+                    label,
+                    f"reported gap {gap:.6e}, but P(alpha, b) = {P_rec:.12g} is "
+                    f"{true_lower:.6e} above the optimum {ref.objective:.12g} "
+                    f"({ref.source})",
+                )
 
     def status(self, kp: KitProblem, res: SolveResult, warned: list[Any]) -> None:
         label = kp.label
@@ -105,15 +122,13 @@ class _Checker:
             bad.append(f"status {res.status!r} is not a mklkit.result.Status")
         elif res.converged != (res.status == Status.CONVERGED):
             bad.append("converged disagrees with status")
-        if res.status == Status.CONVERGED and tol is not None and not (
-                res.gap <= float(tol) * (1.0 + 1e-9) + 1e-15):
+        if res.status == Status.CONVERGED and tol is not None and not (res.gap <= float(tol) * (1.0 + 1e-9) + 1e-15):
             bad.append(f"status converged with gap {res.gap:.3e} > tol {float(tol):g}")
         unconverged = res.status in UNCONVERGED
         if unconverged and not warned:
             bad.append(f"status {res.status} without a ConvergenceWarning")
         if not unconverged and warned:
-            bad.append(f"status {res.status} with a ConvergenceWarning "
-                       f"({str(warned[0].message)[:80]})")
+            bad.append(f"status {res.status} with a ConvergenceWarning ({str(warned[0].message)[:80]})")
         if len(warned) > 1:
             bad.append(f"{len(warned)} ConvergenceWarnings for one solve")
         if bad:
@@ -131,10 +146,11 @@ class _Checker:
         if not math.isfinite(float(res.bias)):
             bad.append(f"bias is {res.bias!r}")
         w = np.asarray(res.kernel_weights, dtype=np.float64)
-        if w.shape != (M,) or np.any(w < 0) or not (abs(float(np.sum(w)) - 1.0) <= 1e-9
-                                                      or not np.any(w)):
-            bad.append(f"kernel_weights must be (M,) = ({M},), >= 0, summing to 1 or all 0; "
-                       f"got shape {w.shape}, sum {float(np.sum(w)):.6g}")
+        if w.shape != (M,) or np.any(w < 0) or not (abs(float(np.sum(w)) - 1.0) <= 1e-9 or not np.any(w)):
+            bad.append(
+                f"kernel_weights must be (M,) = ({M},), >= 0, summing to 1 or all 0; "
+                f"got shape {w.shape}, sum {float(np.sum(w)):.6g}"
+            )
         bn = np.asarray(res.block_norms, dtype=np.float64)
         if bn.shape != (M,) or np.any(bn < 0) or not np.all(np.isfinite(bn)):
             bad.append(f"block_norms must be finite, >= 0, of shape ({M},); got {bn.shape}")
@@ -147,10 +163,8 @@ class _Checker:
             if missing:
                 bad.append(f"history record {i} lacks {', '.join(missing)}")
                 break
-        if res.status != Status.NUMERICAL_ERROR and not (
-                math.isfinite(res.objective) and not math.isnan(res.gap)):
-            bad.append(f"objective {res.objective!r} / gap {res.gap!r} not finite without a "
-                       "numerical error")
+        if res.status != Status.NUMERICAL_ERROR and not (math.isfinite(res.objective) and not math.isnan(res.gap)):
+            bad.append(f"objective {res.objective!r} / gap {res.gap!r} not finite without a numerical error")
         if bad:
             self.fail("result_fields", label, "; ".join(bad))
         else:
@@ -192,8 +206,9 @@ class _Checker:
             return
         bad = []
         if res.status != Status.STOPPED:
-            bad.append(f"a callback returning True at the second record gave status "
-                       f"{res.status} after {len(seen)} records")
+            bad.append(
+                f"a callback returning True at the second record gave status {res.status} after {len(seen)} records"
+            )
         if len(seen) != 2:
             bad.append(f"the callback was called {len(seen)} times, not 2")
         if warned:
@@ -214,11 +229,9 @@ class _Checker:
         if res.status == Status.CONVERGED and res.gap <= 1e-12 and not warned:
             self.ok("max_iter")  # solved within one iteration, certified
         elif res.status != Status.MAX_ITER:
-            self.fail("max_iter", label, f"max_iter = 1 gave status {res.status} "
-                                         f"({res.message[:120]})")
+            self.fail("max_iter", label, f"max_iter = 1 gave status {res.status} ({res.message[:120]})")
         elif len(warned) != 1:
-            self.fail("max_iter", label, f"status max_iter with {len(warned)} "
-                                         "ConvergenceWarnings, not 1")
+            self.fail("max_iter", label, f"status max_iter with {len(warned)} ConvergenceWarnings, not 1")
         else:
             self.ok("max_iter")
         self.honest(kp, res)
@@ -234,14 +247,22 @@ class _Checker:
         self.honest(nk, warm)
         if getattr(eng, "supports_warm_start", False):
             if cold.converged and not warm.converged:
-                self.fail("warm_start", label, f"warm-started solve ended {warm.status} where "
-                                               f"the cold one converged")
-            elif warm.converged and cold.converged and not (
+                self.fail("warm_start", label, f"warm-started solve ended {warm.status} where the cold one converged")
+            elif (
+                warm.converged
+                and cold.converged
+                and not (
                     warm.objective - cold.objective
-                    <= (max(warm.gap, cold.gap) + self.rtol) * max(abs(cold.objective), 1.0)):
-                self.fail("warm_start", label, f"warm-started objective {warm.objective:.12g} "
-                                               f"above the cold one {cold.objective:.12g} by more "
-                                               "than their gaps")
+                    <= (max(warm.gap, cold.gap) + self.rtol) * max(abs(cold.objective), 1.0)
+                )
+            ):
+                self.fail(
+                    "warm_start",
+                    label,
+                    f"warm-started objective {warm.objective:.12g} "
+                    f"above the cold one {cold.objective:.12g} by more "
+                    "than their gaps",
+                )
             else:
                 self.ok("warm_start")
             wrong = dataclasses.replace(first, alpha=np.zeros((pb.n_kernels + 1, pb.n_samples)))
@@ -250,7 +271,10 @@ class _Checker:
             except ValueError:
                 self.ok("warm_start")
             else:
-                self.fail("warm_start", label, "a warm start of the wrong shape was accepted "
-                                               "(supports_warm_start is True: expected ValueError)")
+                self.fail(
+                    "warm_start",
+                    label,
+                    "a warm start of the wrong shape was accepted (supports_warm_start is True: expected ValueError)",
+                )
         else:
             self.ok("warm_start")

@@ -6,6 +6,7 @@ Small real problems from the bundled data: :func:`sample_points` (subsets of
 :func:`engine_problems`, every loss × regularizer pair an engine supports at
 a ``C`` where α = 0 is not optimal.
 """
+
 from __future__ import annotations
 
 import functools
@@ -22,14 +23,7 @@ from ..engines import common
 from ..kernels.factor import FactorBank
 from ..problem import Problem
 
-__all__ = [
-    "KitProblem",
-    "sample_bank",
-    "sample_points",
-    "exact_factors",
-    "KIT_REPRESENTATIONS",
-    "engine_problems",
-]
+__all__ = ["KitProblem", "sample_bank", "sample_points", "exact_factors", "KIT_REPRESENTATIONS", "engine_problems"]
 
 
 def standardize(X: np.ndarray) -> np.ndarray:
@@ -40,9 +34,9 @@ def standardize(X: np.ndarray) -> np.ndarray:
 
 def rbf(X: np.ndarray, width: float) -> np.ndarray:
     r"""The Gaussian kernel :math:`\exp(-\|x - x'\|^2/(2w^2))` on the rows of ``X``."""
-    sq = np.sum(X ** 2, axis=1)
+    sq = np.sum(X**2, axis=1)
     d2 = np.maximum(sq[:, None] + sq[None, :] - 2 * X @ X.T, 0.0)
-    return np.exp(-d2 / (2 * width ** 2))
+    return np.exp(-d2 / (2 * width**2))
 
 
 def sample_bank(X: np.ndarray) -> np.ndarray:
@@ -52,7 +46,7 @@ def sample_bank(X: np.ndarray) -> np.ndarray:
     Ks = [rbf(X, w * math.sqrt(d)) for w in (0.5, 1.0, 2.0)]
     Ks += [(X @ X.T / d + 1.0) ** p for p in (1, 2)]
     Ks += [rbf(X[:, [j]], 1.0) for j in range(0, d, max(1, d // 4))][:4]
-    Ks += [np.outer(X[:, 0], X[:, 0])]          # rank one
+    Ks += [np.outer(X[:, 0], X[:, 0])]  # rank one
     K = np.array([k / np.trace(k) for k in Ks])
     return np.ascontiguousarray(0.5 * (K + K.transpose(0, 2, 1)))
 
@@ -89,8 +83,7 @@ def exact_factors(K: np.ndarray, rtol: float = 1e-10) -> Any:
 
 @functools.lru_cache(maxsize=None)
 def _data(task: str, n: int, seed: int, representation: str = "array") -> tuple[Any, np.ndarray]:
-    X, y = sample_points("sonar", n, seed) if task == "classification" else \
-        sample_points("liver", n, seed + 1)
+    X, y = sample_points("sonar", n, seed) if task == "classification" else sample_points("liver", n, seed + 1)
     K = sample_bank(X)
     if representation == "factor":
         # the problem is the factor bank's own (exact to 1e-10), also for the reference
@@ -103,8 +96,7 @@ def _representation(engine: Any, representation: str | None) -> str:
     takes it, else ``factor`` when it takes that (``array`` otherwise)."""
     if representation is not None:
         if representation not in KIT_REPRESENTATIONS:
-            raise ValueError(f"representation must be one of {', '.join(KIT_REPRESENTATIONS)}; "
-                             f"got {representation!r}")
+            raise ValueError(f"representation must be one of {', '.join(KIT_REPRESENTATIONS)}; got {representation!r}")
         return representation
     reps = tuple(getattr(engine, "representations", ("array",)))
     return "factor" if "array" not in reps and "factor" in reps else "array"
@@ -119,8 +111,10 @@ class KitProblem:
 
 
 def _builtin_components() -> tuple[list[Any], list[Any]]:
-    return ([Hinge(), Logistic(), Squared(), EpsInsensitive(eps=0.1)],
-            [L1(), ElasticNet(lam=0.5), Lq(q=1.5), Uniform(), KL()])
+    return (
+        [Hinge(), Logistic(), Squared(), EpsInsensitive(eps=0.1)],
+        [L1(), ElasticNet(lam=0.5), Lq(q=1.5), Uniform(), KL()],
+    )
 
 
 def _choose_C(problem: Any) -> float:
@@ -129,10 +123,17 @@ def _choose_C(problem: Any) -> float:
     return 0.3 * c_max if math.isfinite(c_max) and c_max > 0 else 0.1
 
 
-def engine_problems(engine: Any, *, losses: Sequence[Any] | None = None,
-                    regularizers: Sequence[Any] | None = None, extra_losses: Iterable[Any] = (),
-                    extra_regularizers: Iterable[Any] = (), n_samples: int = 40,
-                    seed: int = 0, representation: str | None = None) -> list[KitProblem]:
+def engine_problems(
+    engine: Any,
+    *,
+    losses: Sequence[Any] | None = None,
+    regularizers: Sequence[Any] | None = None,
+    extra_losses: Iterable[Any] = (),
+    extra_regularizers: Iterable[Any] = (),
+    n_samples: int = 40,
+    seed: int = 0,
+    representation: str | None = None,
+) -> list[KitProblem]:
     """The kit's problems that ``engine`` supports.
 
     Every loss × regularizer pair (the built-ins by default, plus the extra
@@ -158,7 +159,7 @@ def engine_problems(engine: Any, *, losses: Sequence[Any] | None = None,
         K, y = _data(loss.task, int(n_samples), int(seed), representation)
         data = "sonar" if loss.task == "classification" else "liver"
         w = np.random.default_rng(int(seed) + 1).integers(1, 4, size=y.size).astype(np.float64)
-        weighted_left = weighs   # the first supported pair of each loss once more with weights
+        weighted_left = weighs  # the first supported pair of each loss once more with weights
         for reg in regs:
             kp = _kit_problem(engine, data, K, y, loss, reg)
             if kp is not None:
@@ -169,8 +170,9 @@ def engine_problems(engine: Any, *, losses: Sequence[Any] | None = None,
     return out
 
 
-def _kit_problem(engine: Any, data: str, K: Any, y: np.ndarray, loss: Any, reg: Any,
-                 sample_weight: np.ndarray | None = None) -> KitProblem | None:
+def _kit_problem(
+    engine: Any, data: str, K: Any, y: np.ndarray, loss: Any, reg: Any, sample_weight: np.ndarray | None = None
+) -> KitProblem | None:
     """The kit's problem of ``loss`` x ``reg`` (weighted with ``sample_weight``) at its ``C``, or None
     when ``engine`` does not support it."""
     pb = Problem(K=K, y=y, loss=loss, regularizer=reg, C=1.0, sample_weight=sample_weight)
@@ -186,7 +188,14 @@ def _kit_problem(engine: Any, data: str, K: Any, y: np.ndarray, loss: Any, reg: 
 
 def with_C(problem: Any, C: float) -> Any:
     """The same problem at another ``C`` (a new object: engines may keep state on the old one)."""
-    return Problem(K=problem.__dict__["_K"], y=problem.y, loss=problem.loss,
-                   regularizer=problem.regularizer, C=C, bias=problem.bias,
-                   kernel_names=problem.kernel_names, extra=dict(problem.extra),
-                   sample_weight=problem.sample_weight)
+    return Problem(
+        K=problem.__dict__["_K"],
+        y=problem.y,
+        loss=problem.loss,
+        regularizer=problem.regularizer,
+        C=C,
+        bias=problem.bias,
+        kernel_names=problem.kernel_names,
+        extra=dict(problem.extra),
+        sample_weight=problem.sample_weight,
+    )

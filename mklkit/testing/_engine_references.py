@@ -6,6 +6,7 @@ optimum: cvxpy with Clarabel when it is installed and the components have a
 conic formulation (:mod:`mklkit.testing.conic`), otherwise a second
 registered engine that supports the problem, solved to :math:`10^{-9}`.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,10 @@ def _weight_norm(problem: Any) -> Any:
     reg = problem.regularizer
     wn = getattr(reg, "weight_norm", None)
     if wn is None:
-        raise ValueError(f"the regularizer {reg.describe()} is not separable and declares no "
-                         "weight_norm: its objective cannot be recomputed")
+        raise ValueError(
+            f"the regularizer {reg.describe()} is not separable and declares no "
+            "weight_norm: its objective cannot be recomputed"
+        )
     return wn
 
 
@@ -44,8 +47,7 @@ def primal_value(problem: Any, alpha: np.ndarray, bias: float) -> float:
     b = float(bias) if problem.bias else 0.0
     norms = common.block_norms(problem.bank, alpha)
     z = common.predict(problem.bank, alpha, b)
-    return (common.loss_value(problem.loss, problem.y, z, problem.sample_weight)
-            + wn.value(norms, problem.C))
+    return common.loss_value(problem.loss, problem.y, z, problem.sample_weight) + wn.value(norms, problem.C)
 
 
 def dual_value(problem: Any, rho: np.ndarray) -> float:
@@ -56,8 +58,7 @@ def dual_value(problem: Any, rho: np.ndarray) -> float:
     lo, hi = common.dual_box(problem)
     r = common.centre_dual(rho, lo, hi, problem.bias)
     norms = common.dual_block_norms(problem.bank, r)
-    return -(common.loss_conjugate(problem.loss, problem.y, r, problem.sample_weight)
-             + wn.conj(norms, problem.C))
+    return -(common.loss_conjugate(problem.loss, problem.y, r, problem.sample_weight) + wn.conj(norms, problem.C))
 
 
 # ---------------------------------------------------------------------------
@@ -67,8 +68,8 @@ def dual_value(problem: Any, rho: np.ndarray) -> float:
 class Reference:
     """A reference optimum: the value, its accuracy and where it comes from."""
 
-    objective: float     # a primal value attained (an upper bound of the optimum)
-    rtol: float          # its relative accuracy as an estimate of the optimum
+    objective: float  # a primal value attained (an upper bound of the optimum)
+    rtol: float  # its relative accuracy as an estimate of the optimum
     source: str
 
 
@@ -81,11 +82,18 @@ def _conic_reference(problem: Any) -> Reference | None:
     if spec is None:
         return None
     try:
-        to_array = getattr(problem.bank, "to_array", None)    # a FactorBank's dense bank
+        to_array = getattr(problem.bank, "to_array", None)  # a FactorBank's dense bank
         K = to_array() if to_array is not None else np.asarray(problem.K)
-        sol = conic.solve_reference(K, problem.y, spec["loss"], spec["reg"],
-                                    problem.C, bias=problem.bias, sample_weight=problem.sample_weight,
-                                    **spec["params"])
+        sol = conic.solve_reference(
+            K,
+            problem.y,
+            spec["loss"],
+            spec["reg"],
+            problem.C,
+            bias=problem.bias,
+            sample_weight=problem.sample_weight,
+            **spec["params"],
+        )
     except Exception:  # noqa: BLE001 - no reference then; another one is tried
         return None
     return Reference(float(sol.objective), max(10.0 * sol.tol, 1e-7), "cvxpy + Clarabel")
@@ -105,8 +113,9 @@ def _engine_reference(engine: Any, problem: Any) -> Reference | None:
         except Exception:  # noqa: BLE001 - try the next engine
             continue
         if res.status == Status.CONVERGED and math.isfinite(res.objective):
-            return Reference(float(res.objective), max(float(res.gap), 1e-9),
-                              f"engine {reg.name!r} (gap {res.gap:.1e})")
+            return Reference(
+                float(res.objective), max(float(res.gap), 1e-9), f"engine {reg.name!r} (gap {res.gap:.1e})"
+            )
     return None
 
 

@@ -1,6 +1,7 @@
 """The checks of a loss's constrained representation of its conjugate
 (:class:`~mklkit.components.base.ConstrainedConjugate`): shapes, value against
 ``conj`` by a numerical solve, feasibility, derivatives and convexity."""
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,9 @@ def _cons_call(cc: ConstrainedConjugate, name: str, y, u, ut, p) -> np.ndarray:
     return _arr(getattr(cc, name)(_f64(y), _f64(u), _f64(ut), p))
 
 
-def _loss_constrained(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float,
-                      rng: np.random.Generator) -> None:
+def _loss_constrained(
+    r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float, rng: np.random.Generator
+) -> None:
     cc: ConstrainedConjugate = loss.constrained
     p, y = P.p, P.y
     n = y.size
@@ -28,27 +30,42 @@ def _loss_constrained(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: 
     W = 1 + Ba
     ident = r.identity("constrained_shapes")
     ut0 = np.zeros((n, Ba))
-    shapes = {"l0": (n,), "l0_grad": (n, W), "l0_hess": (n, W, W), "cons": (n, B),
-              "cons_grad": (n, B, W), "cons_hess": (n, B, W, W)}
+    shapes = {
+        "l0": (n,),
+        "l0_grad": (n, W),
+        "l0_hess": (n, W, W),
+        "cons": (n, B),
+        "cons_grad": (n, B, W),
+        "cons_hess": (n, B, W, W),
+    }
     outs = {}
     for name, shp in shapes.items():
         out = getattr(cc, name)(y, P.u, _f64(ut0), p)
         outs[name] = _check_output(ident, f"{name}(y, u, ut)", out, shp, {"y": y, "u": P.u})
     if any(v is None for v in outs.values()):
         return
-    r.run(["constrained_value", "constrained_feasibility"], _constrained_value,
-          r, loss, P, rtol, atol)
-    r.run(["l0_grad_fd", "l0_hess_fd", "cons_grad_fd", "cons_hess_fd", "constrained_convexity"],
-          _constrained_derivs, r, loss, P, rtol, atol, rng)
+    r.run(["constrained_value", "constrained_feasibility"], _constrained_value, r, loss, P, rtol, atol)
+    r.run(
+        ["l0_grad_fd", "l0_hess_fd", "cons_grad_fd", "cons_hess_fd", "constrained_convexity"],
+        _constrained_derivs,
+        r,
+        loss,
+        P,
+        rtol,
+        atol,
+        rng,
+    )
 
 
 def _affine(cc: ConstrainedConjugate, y, u, ut, p) -> bool:
-    return (np.all(_cons_call(cc, "l0_hess", y, u, ut, p) == 0.0)
-            and np.all(_cons_call(cc, "cons_hess", y, u, ut, p) == 0.0))
+    return np.all(_cons_call(cc, "l0_hess", y, u, ut, p) == 0.0) and np.all(
+        _cons_call(cc, "cons_hess", y, u, ut, p) == 0.0
+    )
 
 
-def _solve_constrained(cc: ConstrainedConjugate, p: np.ndarray, yi: float, ui: float,
-                       Ba: int, affine: bool) -> tuple[str, float, float]:
+def _solve_constrained(
+    cc: ConstrainedConjugate, p: np.ndarray, yi: float, ui: float, Ba: int, affine: bool
+) -> tuple[str, float, float]:
     """``min_ut l0 s.t. cons <= 0`` at one point: (status, value, max violation)."""
     y1, u1 = np.array([yi]), np.array([ui])
 
@@ -69,8 +86,7 @@ def _solve_constrained(cc: ConstrainedConjugate, p: np.ndarray, yi: float, ui: f
         c = cons(t0)
         return ("ok" if np.max(c) <= 0 else "infeasible"), l0(t0), float(np.max(c))
     if affine:
-        res = optimize.linprog(l0g(t0), A_ub=consg(t0), b_ub=-cons(t0),
-                               bounds=[(None, None)] * Ba, method="highs")
+        res = optimize.linprog(l0g(t0), A_ub=consg(t0), b_ub=-cons(t0), bounds=[(None, None)] * Ba, method="highs")
         if res.status == 2:
             return "infeasible", math.inf, math.inf
         if res.status == 3:
@@ -83,17 +99,30 @@ def _solve_constrained(cc: ConstrainedConjugate, p: np.ndarray, yi: float, ui: f
     c0 = cons(t0)
     z0 = np.concatenate([t0, [float(np.max(c0)) + 1.0]])
     ph1 = optimize.minimize(
-        lambda w: w[-1], z0, jac=lambda w: np.concatenate([np.zeros(Ba), [1.0]]),
-        constraints=[{"type": "ineq", "fun": lambda w: w[-1] - cons(w[:-1]),
-                      "jac": lambda w: np.hstack([-consg(w[:-1]), np.ones((c0.size, 1))])}],
-        method="SLSQP", options={"ftol": 1e-14, "maxiter": 500})
+        lambda w: w[-1],
+        z0,
+        jac=lambda w: np.concatenate([np.zeros(Ba), [1.0]]),
+        constraints=[
+            {
+                "type": "ineq",
+                "fun": lambda w: w[-1] - cons(w[:-1]),
+                "jac": lambda w: np.hstack([-consg(w[:-1]), np.ones((c0.size, 1))]),
+            }
+        ],
+        method="SLSQP",
+        options={"ftol": 1e-14, "maxiter": 500},
+    )
     s = float(ph1.x[-1])
     if s > 1e-9:
         return "infeasible", math.inf, s
     res = optimize.minimize(
-        l0, ph1.x[:-1], jac=l0g,
+        l0,
+        ph1.x[:-1],
+        jac=l0g,
         constraints=[{"type": "ineq", "fun": lambda t: -cons(t), "jac": lambda t: -consg(t)}],
-        method="SLSQP", options={"ftol": 1e-15, "maxiter": 1000})
+        method="SLSQP",
+        options={"ftol": 1e-15, "maxiter": 1000},
+    )
     t = np.asarray(res.x)
     return "ok", l0(t), float(max(np.max(cons(t)), 0.0))
 
@@ -118,17 +147,23 @@ def _constrained_value(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol:
     # the constraints are affine in u for every loss of the paper: their
     # values (and the violation a solver leaves) are of the order of max(|u|, 1)
     ctol = atol + rtol * np.maximum(np.abs(us_in), 1.0)
-    feas.require(okst & (viol <= ctol), {"y": ys_in, "u": us_in}, lambda i: (
-        f"the constraints cons(y, (u, ut)) <= 0 must be satisfiable for u in the domain "
-        f"[conj_lower, conj_upper]; the solver reports {status[i]!r} (violation {viol[i]:.3e})"))
+    feas.require(
+        okst & (viol <= ctol),
+        {"y": ys_in, "u": us_in},
+        lambda i: (
+            f"the constraints cons(y, (u, ut)) <= 0 must be satisfiable for u in the domain "
+            f"[conj_lower, conj_upper]; the solver reports {status[i]!r} (violation {viol[i]:.3e})"
+        ),
+    )
     # rtol applies to the values compared; a solver (HiGHS for affine pieces,
     # SLSQP otherwise) is credited with a relative accuracy of the size of its
     # data, the terms of l0 (of order |u| |y|, |u| |ut|, bounded by these)
     data = _mag(cv, vals, us_in)
     solver = 0.0 if Ba == 0 else _SOLVER_RTOL + (0.0 if affine else 1e-6)
     tol = _tol(rtol, atol, (vals, cv), extra=solver * data)
-    ident.compare(vals, cv, tol, {"y": ys_in, "u": us_in},
-                  "min over ut of l0(y,(u,ut)) s.t. cons <= 0 vs conj(y,u)", mask=okst)
+    ident.compare(
+        vals, cv, tol, {"y": ys_in, "u": us_in}, "min over ut of l0(y,(u,ut)) s.t. cons <= 0 vs conj(y,u)", mask=okst
+    )
     # infeasible outside the domain, just outside and far outside
     m = P.out_mask
     if m.any():
@@ -137,15 +172,20 @@ def _constrained_value(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol:
         width = np.where(np.isfinite(P.hi - P.lo), P.hi - P.lo, 1.0)[m]
         near = np.where(uo > P.hi[m], P.hi[m] + 1e-3 * width, P.lo[m] - 1e-3 * width)
         yo2, uo2 = np.concatenate([yo, yo]), np.concatenate([uo, near])
-        st_out = [_solve_constrained(cc, p, float(yo2[i]), float(uo2[i]), Ba, affine)[0]
-                  for i in range(yo2.size)]
-        feas.require(np.array([s == "infeasible" for s in st_out]), {"y": yo2, "u": uo2},
-                     lambda i: (f"cons(y, (u, ut)) <= 0 is satisfiable at u outside the domain "
-                                f"[conj_lower, conj_upper] (solver: {st_out[i]!r})"))
+        st_out = [_solve_constrained(cc, p, float(yo2[i]), float(uo2[i]), Ba, affine)[0] for i in range(yo2.size)]
+        feas.require(
+            np.array([s == "infeasible" for s in st_out]),
+            {"y": yo2, "u": uo2},
+            lambda i: (
+                f"cons(y, (u, ut)) <= 0 is satisfiable at u outside the domain "
+                f"[conj_lower, conj_upper] (solver: {st_out[i]!r})"
+            ),
+        )
 
 
-def _constrained_derivs(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float,
-                        rng: np.random.Generator) -> None:
+def _constrained_derivs(
+    r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float, rng: np.random.Generator
+) -> None:
     cc: ConstrainedConjugate = loss.constrained
     p, y = P.p, P.y
     n = y.size
@@ -161,10 +201,12 @@ def _constrained_derivs(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol
     pts = {"y": y, "u": w[:, 0]}
     for j in range(1, W):
         pts[f"ut{j - 1}"] = w[:, j]
-    for fname, gname, ident_name in (("l0", "l0_grad", "l0_grad_fd"),
-                                     ("l0_grad", "l0_hess", "l0_hess_fd"),
-                                     ("cons", "cons_grad", "cons_grad_fd"),
-                                     ("cons_grad", "cons_hess", "cons_hess_fd")):
+    for fname, gname, ident_name in (
+        ("l0", "l0_grad", "l0_grad_fd"),
+        ("l0_grad", "l0_hess", "l0_hess_fd"),
+        ("cons", "cons_grad", "cons_grad_fd"),
+        ("cons_grad", "cons_hess", "cons_hess_fd"),
+    ):
         ident = r.identity(ident_name)
         an_all = call(gname, w)
         for c in range(W):
@@ -177,16 +219,27 @@ def _constrained_derivs(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol
 
             fd = _central(fc, w[:, c], h)
             an = an_all[..., c]
-            ident.compare(an, fd.d, _fd_tol(an, fd, rtol, atol), pts,
-                          f"{gname}[..., {c}] vs central difference of {fname} in w[{c}]")
+            ident.compare(
+                an,
+                fd.d,
+                _fd_tol(an, fd, rtol, atol),
+                pts,
+                f"{gname}[..., {c}] vs central difference of {fname} in w[{c}]",
+            )
     ident = r.identity("constrained_convexity")
     for name in ("l0_hess", "cons_hess"):
         H = call(name, w)
         Hs = H.reshape(-1, W, W)
         asym = np.max(np.abs(Hs - np.swapaxes(Hs, -1, -2)), axis=(-1, -2)).reshape(H.shape[:-2])
         mag = np.max(np.abs(Hs), axis=(-1, -2)).reshape(H.shape[:-2])
-        ident.compare(asym, np.zeros_like(asym), atol + rtol * mag, pts,
-                      f"{name} must be symmetric (largest |H - H^T|)")
+        ident.compare(
+            asym, np.zeros_like(asym), atol + rtol * mag, pts, f"{name} must be symmetric (largest |H - H^T|)"
+        )
         eig = np.linalg.eigvalsh(0.5 * (Hs + np.swapaxes(Hs, -1, -2))).min(axis=-1).reshape(H.shape[:-2])
-        ident.at_least(eig, np.zeros_like(eig), atol + rtol * mag, pts,
-                       f"{name} must be positive semi-definite (smallest eigenvalue)")
+        ident.at_least(
+            eig,
+            np.zeros_like(eig),
+            atol + rtol * mag,
+            pts,
+            f"{name} must be positive semi-definite (smallest eigenvalue)",
+        )

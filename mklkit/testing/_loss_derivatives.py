@@ -1,6 +1,7 @@
 """The numerical-derivative checks of a loss: ``deriv``, ``deriv2``, ``conj_grad``,
 ``conj_hess`` against central differences and subgradients at located kinks, and
 the curvature bound ``deriv_lipschitz``."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,13 @@ from ._loss_points import _LossPoints, _interior
 from ._report import _Runner
 
 
-def _loss_kinks(fun: Callable[[np.ndarray, np.ndarray], np.ndarray], ys: np.ndarray,
-                lo: np.ndarray, hi: np.ndarray, n_grid: int = 3001) -> tuple[np.ndarray, np.ndarray]:
+def _loss_kinks(
+    fun: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    ys: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    n_grid: int = 3001,
+) -> tuple[np.ndarray, np.ndarray]:
     """Locate jumps of ``fun(y, .)`` on ``[lo, hi]`` per label; return (y, x) at both sides."""
     out_y: list[np.ndarray] = []
     out_x: list[np.ndarray] = []
@@ -39,8 +45,9 @@ def _loss_kinks(fun: Callable[[np.ndarray, np.ndarray], np.ndarray], ys: np.ndar
 
 def _subgradient_tol(an: np.ndarray, fd: _FD, h: np.ndarray, rtol: float, atol: float) -> np.ndarray:
     """Tolerance of ``dminus <= an <= dplus``: rtol of the largest of the three, plus rounding."""
-    return atol + rtol * np.maximum(np.abs(an), np.maximum(np.abs(fd.dplus), np.abs(fd.dminus))) \
-        + 2 * _ROUND * fd.fmax / h
+    return (
+        atol + rtol * np.maximum(np.abs(an), np.maximum(np.abs(fd.dplus), np.abs(fd.dminus))) + 2 * _ROUND * fd.fmax / h
+    )
 
 
 def _loss_deriv(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
@@ -50,8 +57,9 @@ def _loss_deriv(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float)
     fd = _central(lambda zz: k.value(y, zz, p), z, h)
     an = _arr(k.deriv(y, z, p))
     ok = ~fd.kink & np.isfinite(fd.d)
-    ident.compare(an, fd.d, _fd_tol(an, fd, rtol, atol), {"y": y, "z": z},
-                  "deriv vs central difference of value", mask=ok)
+    ident.compare(
+        an, fd.d, _fd_tol(an, fd, rtol, atol), {"y": y, "z": z}, "deriv vs central difference of value", mask=ok
+    )
     # subgradient at located kinks
     uniq = np.unique(y)[:8]
     ky, kz = _loss_kinks(lambda yy, zz: k.deriv(yy, zz, p), uniq, uniq - 30.0, uniq + 30.0)
@@ -62,10 +70,8 @@ def _loss_deriv(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float)
     ans = _arr(k.deriv(_f64(ys), _f64(zs), p))
     tol = _subgradient_tol(ans, fds, hs, rtol, atol)
     pts = {"y": ys, "z": zs}
-    ident.at_least(ans, fds.dminus, tol, pts,
-                   "deriv must be a subgradient: deriv >= left difference of value")
-    ident.at_least(fds.dplus, ans, tol, pts,
-                   "deriv must be a subgradient: deriv <= right difference of value")
+    ident.at_least(ans, fds.dminus, tol, pts, "deriv must be a subgradient: deriv >= left difference of value")
+    ident.at_least(fds.dplus, ans, tol, pts, "deriv must be a subgradient: deriv <= right difference of value")
 
 
 def _loss_deriv2(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
@@ -76,32 +82,35 @@ def _loss_deriv2(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float
     fv = _central(lambda zz: k.value(y, zz, p), z, h)
     an = _arr(k.deriv2(y, z, p))
     ok = ~fd.kink & ~fv.kink & np.isfinite(fd.d)
-    ident.compare(an, fd.d, _fd_tol(an, fd, rtol, atol), {"y": y, "z": z},
-                  "deriv2 vs central difference of deriv", mask=ok)
-    ident.at_least(an, np.zeros_like(an), atol, {"y": y, "z": z},
-                   "deriv2 of a convex loss must be >= 0")
+    ident.compare(
+        an, fd.d, _fd_tol(an, fd, rtol, atol), {"y": y, "z": z}, "deriv2 vs central difference of deriv", mask=ok
+    )
+    ident.at_least(an, np.zeros_like(an), atol, {"y": y, "z": z}, "deriv2 of a convex loss must be >= 0")
 
 
-def _loss_lipschitz(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float,
-                    rng: np.random.Generator) -> None:
+def _loss_lipschitz(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float, rng: np.random.Generator) -> None:
     ident = r.identity("deriv_lipschitz")
     if not loss.smooth_primal:
         ident.note()
         return
     L = float(loss.deriv_lipschitz())
     if not (L > 0 and math.isfinite(L)):
-        ident.fail(f"smooth_primal is True but deriv_lipschitz() = {L!r}; "
-                   "a finite positive bound on |deriv2| is required")
+        ident.fail(
+            f"smooth_primal is True but deriv_lipschitz() = {L!r}; a finite positive bound on |deriv2| is required"
+        )
         return
     k, p, y, z = loss.jit, P.p, P.y, P.z
     an = _arr(k.deriv2(y, z, p))
-    ident.at_least(np.full_like(an, L), np.abs(an), atol + rtol * L, {"y": y, "z": z},
-                   "deriv_lipschitz() >= |deriv2|")
+    ident.at_least(np.full_like(an, L), np.abs(an), atol + rtol * L, {"y": y, "z": z}, "deriv_lipschitz() >= |deriv2|")
     z2 = _f64(z + rng.normal(0.0, 1.0, z.size))
     d1, d2 = _arr(k.deriv(y, z, p)), _arr(k.deriv(y, z2, p))
-    ident.at_least(L * np.abs(z2 - z), np.abs(d2 - d1),
-                   _tol(rtol, atol, (L * np.abs(z2 - z), d2 - d1), (d1, d2)),
-                   {"y": y, "z": z, "z2": z2}, "deriv_lipschitz() * |z2 - z| >= |deriv(z2) - deriv(z)|")
+    ident.at_least(
+        L * np.abs(z2 - z),
+        np.abs(d2 - d1),
+        _tol(rtol, atol, (L * np.abs(z2 - z), d2 - d1), (d1, d2)),
+        {"y": y, "z": z, "z2": z2},
+        "deriv_lipschitz() * |z2 - z| >= |deriv(z2) - deriv(z)|",
+    )
 
 
 def _loss_conj_derivs(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
@@ -112,8 +121,9 @@ def _loss_conj_derivs(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: 
     fd = _central(lambda uu: k.conj(y, uu, p), u, h)
     an = _arr(k.conj_grad(y, u, p))
     ok = inside & ~fd.kink & np.isfinite(fd.d)
-    ident.compare(an, fd.d, _fd_tol(an, fd, rtol, atol), {"y": y, "u": u},
-                  "conj_grad vs central difference of conj", mask=ok)
+    ident.compare(
+        an, fd.d, _fd_tol(an, fd, rtol, atol), {"y": y, "u": u}, "conj_grad vs central difference of conj", mask=ok
+    )
     # subgradient at located kinks of the conjugate (inside the domain)
     uniq, first = np.unique(y, return_index=True)
     uniq, first = uniq[:8], first[:8]
@@ -128,15 +138,32 @@ def _loss_conj_derivs(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: 
         fk = _central(lambda uu: k.conj(_f64(ky), uu, p), _f64(ku), hk)
         ak = _arr(k.conj_grad(_f64(ky), _f64(ku), p))
         tol = _subgradient_tol(ak, fk, hk, rtol, atol)
-        ident.at_least(ak, fk.dminus, tol, {"y": ky, "u": ku},
-                       "conj_grad at a kink must be a subgradient: >= left difference of conj")
-        ident.at_least(fk.dplus, ak, tol, {"y": ky, "u": ku},
-                       "conj_grad at a kink must be a subgradient: <= right difference of conj")
+        ident.at_least(
+            ak,
+            fk.dminus,
+            tol,
+            {"y": ky, "u": ku},
+            "conj_grad at a kink must be a subgradient: >= left difference of conj",
+        )
+        ident.at_least(
+            fk.dplus,
+            ak,
+            tol,
+            {"y": ky, "u": ku},
+            "conj_grad at a kink must be a subgradient: <= right difference of conj",
+        )
     ident2 = r.identity("conj_hess_fd")
     fd2 = _central(lambda uu: k.conj_grad(y, uu, p), u, h)
     an2 = _arr(k.conj_hess(y, u, p))
     ok2 = inside & ~fd2.kink & ~fd.kink & np.isfinite(fd2.d)
-    ident2.compare(an2, fd2.d, _fd_tol(an2, fd2, rtol, atol), {"y": y, "u": u},
-                   "conj_hess vs central difference of conj_grad", mask=ok2)
-    ident2.at_least(an2, np.zeros_like(an2), atol, {"y": y, "u": u},
-                    "conj_hess of a convex conjugate must be >= 0", mask=inside)
+    ident2.compare(
+        an2,
+        fd2.d,
+        _fd_tol(an2, fd2, rtol, atol),
+        {"y": y, "u": u},
+        "conj_hess vs central difference of conj_grad",
+        mask=ok2,
+    )
+    ident2.at_least(
+        an2, np.zeros_like(an2), atol, {"y": y, "u": u}, "conj_hess of a convex conjugate must be >= 0", mask=inside
+    )

@@ -1,4 +1,5 @@
 """The random points at which the loss identities are checked."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -26,9 +27,9 @@ class _LossPoints:
         third = n // 3
         z = np.empty(n)
         z[:third] = rng.uniform(-4.0, 4.0, third)
-        z[third:2 * third] = y[third:2 * third] + rng.uniform(-1.5, 1.5, third)
+        z[third : 2 * third] = y[third : 2 * third] + rng.uniform(-1.5, 1.5, third)
         m = n - 2 * third
-        z[2 * third:] = rng.choice([-1.0, 1.0], m) * 10.0 ** rng.uniform(-3.0, 2.5, m)
+        z[2 * third :] = rng.choice([-1.0, 1.0], m) * 10.0 ** rng.uniform(-3.0, 2.5, m)
         self.z = _f64(z)
         lo = _arr(k.conj_lower(self.y, self.p))
         hi = _arr(k.conj_upper(self.y, self.p))
@@ -51,10 +52,13 @@ class _LossPoints:
         width = np.where(both, hi - lo, 1.0)
         t = rng.uniform(0.02, 0.98, n)
         mag = 10.0 ** rng.uniform(-1.5, 1.5, n)
-        u = np.where(both, lo + width * t,
-                     np.where(flo, lo + mag,
-                              np.where(fhi, hi - mag,
-                                       rng.choice([-1.0, 1.0], n) * 10.0 ** rng.uniform(-2.0, 1.5, n))))
+        u = np.where(
+            both,
+            lo + width * t,
+            np.where(
+                flo, lo + mag, np.where(fhi, hi - mag, rng.choice([-1.0, 1.0], n) * 10.0 ** rng.uniform(-2.0, 1.5, n))
+            ),
+        )
         delta = np.maximum(1.0, np.where(both, width, 1.0)) * rng.uniform(0.05, 1.0, n)
         side_hi = rng.random(n) < 0.5
         out = np.where(fhi & (side_hi | ~flo), hi + delta, lo - delta)

@@ -1,5 +1,6 @@
 """The conjugate checks of a regularizer: ``conj_grad``/``conj_hess`` against
 central differences, ``conj`` against a numerical supremum, Fenchel-Young."""
+
 from __future__ import annotations
 
 import math
@@ -8,9 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..components.base import RegularizerJit
-from ._common import (
-    _arr, _attained, _best, _f64, _fd_tol, _fin, _grid_sup, _sensitivity, _steps, _tol, _ulps,
-)
+from ._common import _arr, _attained, _best, _f64, _fd_tol, _fin, _grid_sup, _sensitivity, _steps, _tol, _ulps
 from ._reg_points import _RegPoints, _RegView, _by_C, _central_by_C
 from ._report import _Runner
 
@@ -24,23 +23,31 @@ def _reg_conj(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     fd = _central_by_C(P, lambda a, c: k.conj(a, c, p), y, h)
     an = _by_C(P, lambda a, c: k.conj_grad(a, c, p), y)
     ok = inside & ~fd.kink & np.isfinite(fd.d)
-    ident.compare(an, fd.d, _fd_tol(an, fd, rtol, atol), {"y": y, "C": P.C},
-                  "conj_grad vs central difference of conj", mask=ok)
+    ident.compare(
+        an, fd.d, _fd_tol(an, fd, rtol, atol), {"y": y, "C": P.C}, "conj_grad vs central difference of conj", mask=ok
+    )
     ident.at_least(an, np.zeros_like(an), atol, {"y": y, "C": P.C}, "conj_grad >= 0", mask=inside)
     ident2 = r.identity("conj_hess_fd")
     fd2 = _central_by_C(P, lambda a, c: k.conj_grad(a, c, p), y, h)
     an2 = _by_C(P, lambda a, c: k.conj_hess(a, c, p), y)
     ok2 = inside & ~fd2.kink & ~fd.kink & np.isfinite(fd2.d)
-    ident2.compare(an2, fd2.d, _fd_tol(an2, fd2, rtol, atol), {"y": y, "C": P.C},
-                   "conj_hess vs central difference of conj_grad", mask=ok2)
+    ident2.compare(
+        an2,
+        fd2.d,
+        _fd_tol(an2, fd2, rtol, atol),
+        {"y": y, "C": P.C},
+        "conj_hess vs central difference of conj_grad",
+        mask=ok2,
+    )
     ident2.at_least(an2, np.zeros_like(an2), atol, {"y": y, "C": P.C}, "conj_hess >= 0", mask=inside)
 
 
 _REG_GRID = np.concatenate([[0.0], 10.0 ** np.linspace(-8, 8, 161)])
 
 
-def _reg_sup_one(k: RegularizerJit, p: np.ndarray, c: float, yi: float, s: float,
-                 hints: Sequence[float]) -> tuple[float, float, bool, float, np.ndarray, np.ndarray]:
+def _reg_sup_one(
+    k: RegularizerJit, p: np.ndarray, c: float, yi: float, s: float, hints: Sequence[float]
+) -> tuple[float, float, bool, float, np.ndarray, np.ndarray]:
     """``sup_{x >= 0} x y - value(x)``: (best, argmax, attained, err, grid, grid values).
 
     ``err`` bounds how far the supremum may lie above ``best``, as in
@@ -79,18 +86,23 @@ def _reg_conj_sup(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float)
     for i in range(ys.size):
         c = float(Cs[i])
         s = max(1.0, c, float(ys[i]))
-        best, arg, attained[i], err[i], _, _ = _reg_sup_one(k, p, c, float(ys[i]), s,
-                                                            [float(hint[i]), 0.0])
+        best, arg, attained[i], err[i], _, _ = _reg_sup_one(k, p, c, float(ys[i]), s, [float(hint[i]), 0.0])
         sup[i] = best
         terms[i] = abs(ys[i] * arg) + _fin(k.value(_f64([arg]), c, p)[0])
     # relative to the values compared, as for losses: at conj_radius(C) the
     # supremum of a block-norm-like regularizer is flat out to x ~ 1e8
     tol = _tol(rtol, atol, (cv, sup), (terms,), err)
     pts = {"y": ys, "C": Cs}
-    ident.compare(cv, sup, tol, pts, "conj vs numerical sup_{x>=0} (x y - value(x))",
-                  mask=attained)
-    ident.at_least(cv, sup, tol, pts, "conj must be >= x y - value(x) for every x >= 0 (supremum "
-                   "not attained on x <= 1e8 max(1, C, y), checked from below)", mask=~attained)
+    ident.compare(cv, sup, tol, pts, "conj vs numerical sup_{x>=0} (x y - value(x))", mask=attained)
+    ident.at_least(
+        cv,
+        sup,
+        tol,
+        pts,
+        "conj must be >= x y - value(x) for every x >= 0 (supremum "
+        "not attained on x <= 1e8 max(1, C, y), checked from below)",
+        mask=~attained,
+    )
     ident2 = r.identity("conj_unbounded")
     if not m.any():
         ident2.note()
@@ -104,13 +116,17 @@ def _reg_conj_sup(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float)
         _, _, _, _, grid, vals = _reg_sup_one(k, p, c, float(yo[i]), s, [])
         s1[i] = np.max(np.where(grid <= 1e3 * s, vals, -np.inf))
         s2[i] = np.max(np.where(grid <= 1e6 * s, vals, -np.inf))
-    ident2.require(s2 >= 10.0 * np.maximum(s1, 1.0), {"y": yo, "C": Co}, lambda i: (
-        f"beyond conj_radius(C) the supremum of x y - value(x) should be unbounded, but it is "
-        f"{s1[i]:.6g} over x <= 1e3 and {s2[i]:.6g} over x <= 1e6 (scaled): conj_radius is too small"))
+    ident2.require(
+        s2 >= 10.0 * np.maximum(s1, 1.0),
+        {"y": yo, "C": Co},
+        lambda i: (
+            f"beyond conj_radius(C) the supremum of x y - value(x) should be unbounded, but it is "
+            f"{s1[i]:.6g} over x <= 1e3 and {s2[i]:.6g} over x <= 1e6 (scaled): conj_radius is too small"
+        ),
+    )
 
 
-def _reg_fenchel_young(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float,
-                       rng: np.random.Generator) -> None:
+def _reg_fenchel_young(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float, rng: np.random.Generator) -> None:
     ident = r.identity("fenchel_young")
     k, p = reg.jit, P.p
     x = rng.permutation(P.x)
@@ -118,8 +134,9 @@ def _reg_fenchel_young(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: f
     gv = _by_C(P, lambda a, c: k.value(a, c, p), x)
     cv = _by_C(P, lambda a, c: k.conj(a, c, p), y)
     tol = _tol(rtol, atol, (gv + cv, x * y), (gv, cv, x * y))
-    ident.at_least(gv + cv, x * y, tol, {"x": x, "y": y, "C": P.C},
-                   "Fenchel-Young inequality value(x) + conj(y) >= x y")
+    ident.at_least(
+        gv + cv, x * y, tol, {"x": x, "y": y, "C": P.C}, "Fenchel-Young inequality value(x) + conj(y) >= x y"
+    )
     # equality at (p, v - p) with p = prox(v)
     pr = _by_C(P, lambda a, c: k.prox(a, c, p), P.v)
     pr = np.maximum(pr, 0.0)
@@ -131,10 +148,14 @@ def _reg_fenchel_young(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: f
     du = _ulps(P.v, pr, ys)
     cond_c, ok_c = _sensitivity(lambda a: _by_C(P, lambda b, c: k.conj(b, c, p), a), ys, du)
     cond_g, ok_g = _sensitivity(lambda a: _by_C(P, lambda b, c: k.value(b, c, p), a), pr, du)
-    ident.compare(gp + cy, pr * ys,
-                  _tol(rtol, atol, (gp + cy, pr * ys), (gp, cy, pr * ys), cond_c + cond_g),
-                  {"v": P.v, "x": pr, "y": ys, "C": P.C},
-                  "Fenchel-Young equality at x = prox(v), y = v - x", mask=ok_c & ok_g)
+    ident.compare(
+        gp + cy,
+        pr * ys,
+        _tol(rtol, atol, (gp + cy, pr * ys), (gp, cy, pr * ys), cond_c + cond_g),
+        {"v": P.v, "x": pr, "y": ys, "C": P.C},
+        "Fenchel-Young equality at x = prox(v), y = v - x",
+        mask=ok_c & ok_g,
+    )
     # equality at x = conj_grad(y)
     xg = _by_C(P, lambda a, c: k.conj_grad(a, c, p), y)
     gx = _by_C(P, lambda a, c: k.value(a, c, p), np.maximum(xg, 0.0))
@@ -142,6 +163,11 @@ def _reg_fenchel_young(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: f
     reach = np.abs(xg) <= 1e8 * np.maximum(np.maximum(1.0, P.C), y)
     xs = np.where(reach, np.maximum(xg, 0.0), 0.0)
     cond, ok = _sensitivity(lambda a: _by_C(P, lambda b, c: k.value(b, c, p), a), xs, _ulps(xs))
-    ident.compare(gx + cv, xg * y, _tol(rtol, atol, (gx + cv, xg * y), (gx, cv, xg * y), cond),
-                  {"y": y, "x": xg, "C": P.C},
-                  "Fenchel-Young equality at x = conj_grad(y)", mask=reach & ok)
+    ident.compare(
+        gx + cv,
+        xg * y,
+        _tol(rtol, atol, (gx + cv, xg * y), (gx, cv, xg * y), cond),
+        {"y": y, "x": xg, "C": P.C},
+        "Fenchel-Young equality at x = conj_grad(y)",
+        mask=reach & ok,
+    )

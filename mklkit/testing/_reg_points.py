@@ -1,5 +1,6 @@
 """The random points at which the regularizer identities are checked, grouped by
 ``C``, and the group-wise evaluation of a kernel and of its central differences."""
+
 from __future__ import annotations
 
 import math
@@ -60,8 +61,9 @@ class _RegPoints(_RegView):
         self.d = 10.0 ** rng.uniform(-2.0, 2.0, m)
 
 
-def _by_C(P: _RegView, fn: Callable[[np.ndarray, float], Any], a: np.ndarray,
-          mask: np.ndarray | None = None) -> np.ndarray:
+def _by_C(
+    P: _RegView, fn: Callable[[np.ndarray, float], Any], a: np.ndarray, mask: np.ndarray | None = None
+) -> np.ndarray:
     """Apply ``fn(values, C)`` group-wise; rows outside ``mask`` are NaN."""
     a = np.asarray(a, dtype=np.float64)
     out = np.full(a.shape, np.nan)

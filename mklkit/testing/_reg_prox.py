@@ -1,5 +1,6 @@
 """The proximal checks of a regularizer: the sparsity claim, ``prox`` (optimality,
 numerical minimisation, ``prox_deriv``) and the Moreau envelope."""
+
 from __future__ import annotations
 
 import math
@@ -7,9 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ._common import (
-    _EPS, _ROUND, _arr, _f64, _fd_tol, _fin, _scalar_min, _sensitivity, _steps, _tol, _ulps,
-)
+from ._common import _EPS, _ROUND, _arr, _f64, _fd_tol, _fin, _scalar_min, _sensitivity, _steps, _tol, _ulps
 from ._reg_points import _RegPoints, _RegView, _by_C, _central_by_C
 from ._report import _Runner
 
@@ -45,23 +44,33 @@ def _reg_sparse(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
         pt = {"x": 0.0, "C": c}
         if reg.sparse:
             if not a > noise:
-                ident.fail(f"sparse is True but the right derivative of value at 0 is about "
-                           f"{a:.3e} (rounding noise {noise:.1e}, C = {c:g}): blocks cannot be "
-                           "exactly zero", pt)
+                ident.fail(
+                    f"sparse is True but the right derivative of value at 0 is about "
+                    f"{a:.3e} (rounding noise {noise:.1e}, C = {c:g}): blocks cannot be "
+                    "exactly zero",
+                    pt,
+                )
                 continue
             vs = _f64(a * np.array([0.01, 0.1, 0.45]))
             pr = _arr(k.prox(vs, c, p))
-            ident.require(pr == 0.0, {"v": vs, "C": np.full(vs.size, c)},
-                          lambda i: f"sparse is True but prox(v) = {pr[i]:.6g} != 0 below the right "
-                                    f"derivative of value at 0 ({a:.6g})")
+            ident.require(
+                pr == 0.0,
+                {"v": vs, "C": np.full(vs.size, c)},
+                lambda i: (
+                    f"sparse is True but prox(v) = {pr[i]:.6g} != 0 below the right derivative of value at 0 ({a:.6g})"
+                ),
+            )
             # zero_threshold (the C_max of every engine) is that right derivative
             t = float(reg.zero_threshold(c))
             tol_t = rtol * abs(a) + noise
             if abs(t - a) <= tol_t:
                 zt.note()
             else:
-                zt.fail(f"zero_threshold(C) = {t:.10g} but the right derivative of value at 0 "
-                        f"is {a:.10g} (tolerance {tol_t:.1e}, C = {c:g})", pt)
+                zt.fail(
+                    f"zero_threshold(C) = {t:.10g} but the right derivative of value at 0 "
+                    f"is {a:.10g} (tolerance {tol_t:.1e}, C = {c:g})",
+                    pt,
+                )
         else:
             t = float(reg.zero_threshold(c))
             if t == 0.0:
@@ -73,9 +82,12 @@ def _reg_sparse(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
             if (s_near <= 0.9 * s_far) or (abs(s_near) <= atol):
                 ident.note()
             else:
-                ident.fail(f"sparse is False but value has a positive right derivative at 0: "
-                           f"difference quotients {s_far:.6g} (step 1e-3 C) and {s_near:.6g} "
-                           f"(step 1e-12 C) do not tend to 0 (C = {c:g})", pt)
+                ident.fail(
+                    f"sparse is False but value has a positive right derivative at 0: "
+                    f"difference quotients {s_far:.6g} (step 1e-3 C) and {s_near:.6g} "
+                    f"(step 1e-12 C) do not tend to 0 (C = {c:g})",
+                    pt,
+                )
 
 
 def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
@@ -102,11 +114,10 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     fmax = np.maximum(np.abs(f0), np.maximum(np.abs(fp), np.abs(fm)))
     resid = v - pr
     tol = atol + rtol * np.maximum(v, np.abs(dplus)) + 2 * _ROUND * fmax / np.maximum(Hl, H * (Hl == 0))
-    ident.at_least(dplus, resid, tol, pts,
-                   "optimality of prox: v - prox(v) <= right derivative of value at prox(v)")
-    ident.at_least(resid, dminus, tol, pts,
-                   "optimality of prox: v - prox(v) >= left derivative of value at prox(v)",
-                   mask=Hl > 0)
+    ident.at_least(dplus, resid, tol, pts, "optimality of prox: v - prox(v) <= right derivative of value at prox(v)")
+    ident.at_least(
+        resid, dminus, tol, pts, "optimality of prox: v - prox(v) >= left derivative of value at prox(v)", mask=Hl > 0
+    )
     # numerical minimisation
     ident2 = r.identity("prox_numeric")
     pnum = np.empty(v.size)
@@ -132,8 +143,7 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     # the solver's bracket dx and, as the objective is 1-strongly convex, to
     # 2 sqrt(rounding of the objective) (closer points cannot be told apart)
     tolx = _tol(rtol, atol, (pr, pnum), extra=dx + 2.0 * np.sqrt(_ROUND * fobj))
-    ident2.compare(pr, pnum, tolx, pts,
-                   "prox(v) vs scipy minimize_scalar of value(x) + (x - v)^2/2 over [0, v]")
+    ident2.compare(pr, pnum, tolx, pts, "prox(v) vs scipy minimize_scalar of value(x) + (x - v)^2/2 over [0, v]")
     # prox_deriv
     ident3 = r.identity("prox_deriv_fd")
     vv = P.v
@@ -141,8 +151,14 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     an = _by_C(P, lambda a, c: k.prox_deriv(a, c, p), vv)
     fds = _central_by_C(P, lambda a, c: k.prox(a, c, p), vv, h)
     ok = (vv - 4 * h > 0) & ~fds.kink & np.isfinite(fds.d)
-    ident3.compare(an, fds.d, _fd_tol(an, fds, rtol, atol), {"v": vv, "C": P.C},
-                   "prox_deriv vs central difference of prox", mask=ok)
+    ident3.compare(
+        an,
+        fds.d,
+        _fd_tol(an, fds, rtol, atol),
+        {"v": vv, "C": P.C},
+        "prox_deriv vs central difference of prox",
+        mask=ok,
+    )
     ident3.at_least(an, np.zeros_like(an), atol, {"v": vv, "C": P.C}, "prox_deriv >= 0")
     ident3.at_least(np.ones_like(an), an, atol + rtol, {"v": vv, "C": P.C}, "prox_deriv <= 1")
 
@@ -157,20 +173,23 @@ def _reg_moreau(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
     pr = _by_C(V, lambda a, c: k.prox(a, c, p), y)
     gp = _by_C(V, lambda a, c: k.value(a, c, p), np.maximum(pr, 0.0))
     lhs = env + gp + 0.5 * (pr - y) ** 2
-    rhs = 0.5 * y ** 2
+    rhs = 0.5 * y**2
     pc = np.maximum(pr, 0.0)
     cond, ok = _sensitivity(lambda a: _by_C(V, lambda b, c: k.value(b, c, p), a), pc, _ulps(pc, y))
     r.identity("moreau_decomposition").compare(
-        lhs, rhs, _tol(rtol, atol, (lhs, rhs), (env, gp, 0.5 * (pr - y) ** 2, rhs), cond), pts,
-        "Moreau decomposition env(y) + value(p) + (p - y)^2/2 vs y^2/2, p = prox(y)", mask=ok)
+        lhs,
+        rhs,
+        _tol(rtol, atol, (lhs, rhs), (env, gp, 0.5 * (pr - y) ** 2, rhs), cond),
+        pts,
+        "Moreau decomposition env(y) + value(p) + (p - y)^2/2 vs y^2/2, p = prox(y)",
+        mask=ok,
+    )
     eg = _by_C(V, lambda a, c: k.env_grad(a, c, p), y)
     # prox(y) is computed from y (a shrinkage y - t): its rounding is relative to y
-    r.identity("env_grad_prox").compare(eg, pr, _tol(rtol, atol, (eg, pr), (y,)), pts,
-                                        "env_grad(y) vs prox(y)")
+    r.identity("env_grad_prox").compare(eg, pr, _tol(rtol, atol, (eg, pr), (y,)), pts, "env_grad(y) vs prox(y)")
     eh = _by_C(V, lambda a, c: k.env_hess(a, c, p), y)
     pd = _by_C(V, lambda a, c: k.prox_deriv(a, c, p), y)
-    r.identity("env_hess_prox_deriv").compare(eh, pd, _tol(rtol, atol, (eh, pd)), pts,
-                                              "env_hess(y) vs prox_deriv(y)")
+    r.identity("env_hess_prox_deriv").compare(eh, pd, _tol(rtol, atol, (eh, pd)), pts, "env_hess(y) vs prox_deriv(y)")
     # envelope from its definition
     ident = r.identity("env_min")
     rad = np.array([float(reg.conj_radius(c)) for c in C])
@@ -200,19 +219,34 @@ def _reg_moreau(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
         num[i], arg = min(finite) if finite else (math.inf, 0.0)
         terms[i] = _fin(k.conj(_f64([arg]), c, p)[0]) + 0.5 * (arg - yi) ** 2
     # relative to the envelope itself (not to y^2/2, the size of the objective at y' = 0)
-    ident.compare(env, num, _tol(rtol, atol, (env, num), (terms,), err), pts,
-                  "env(y) vs numerical min_{y' >= 0} conj(y') + (y' - y)^2/2")
+    ident.compare(
+        env,
+        num,
+        _tol(rtol, atol, (env, num), (terms,), err),
+        pts,
+        "env(y) vs numerical min_{y' >= 0} conj(y') + (y' - y)^2/2",
+    )
     # derivatives of the envelope
     vv, Cv = P.v, P.C
     h = _steps(vv, Cv)
     okd = vv - 4 * h > 0
     fd = _central_by_C(P, lambda a, c: k.env(a, c, p), vv, h)
     an = _by_C(P, lambda a, c: k.env_grad(a, c, p), vv)
-    r.identity("env_grad_fd").compare(an, fd.d, _fd_tol(an, fd, rtol, atol), {"y": vv, "C": Cv},
-                                      "env_grad vs central difference of env",
-                                      mask=okd & ~fd.kink & np.isfinite(fd.d))
+    r.identity("env_grad_fd").compare(
+        an,
+        fd.d,
+        _fd_tol(an, fd, rtol, atol),
+        {"y": vv, "C": Cv},
+        "env_grad vs central difference of env",
+        mask=okd & ~fd.kink & np.isfinite(fd.d),
+    )
     fd2 = _central_by_C(P, lambda a, c: k.env_grad(a, c, p), vv, h)
     an2 = _by_C(P, lambda a, c: k.env_hess(a, c, p), vv)
-    r.identity("env_hess_fd").compare(an2, fd2.d, _fd_tol(an2, fd2, rtol, atol), {"y": vv, "C": Cv},
-                                      "env_hess vs central difference of env_grad",
-                                      mask=okd & ~fd2.kink & ~fd.kink & np.isfinite(fd2.d))
+    r.identity("env_hess_fd").compare(
+        an2,
+        fd2.d,
+        _fd_tol(an2, fd2, rtol, atol),
+        {"y": vv, "C": Cv},
+        "env_hess vs central difference of env_grad",
+        mask=okd & ~fd2.kink & ~fd.kink & np.isfinite(fd2.d),
+    )

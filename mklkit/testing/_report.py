@@ -3,6 +3,7 @@
 Shared by the component kit (:mod:`mklkit.testing.components`) and the
 engine kit (:mod:`mklkit.testing.engines`).
 """
+
 from __future__ import annotations
 
 import math
@@ -106,10 +107,7 @@ class ConformanceReport:
                 lines.append(f"  FAIL  {c.identity:<{width}}  {c.detail}")
                 if c.point is not None:
                     lines.append(f"        {'':<{width}}  at {_fmt_point(c.point)}")
-                lines.append(
-                    f"        {'':<{width}}  |error| = {_fmt(c.worst_error)}"
-                    f" > tolerance {_fmt(c.tolerance)}"
-                )
+                lines.append(f"        {'':<{width}}  |error| = {_fmt(c.worst_error)} > tolerance {_fmt(c.tolerance)}")
         return "\n".join(lines)
 
 
@@ -188,19 +186,17 @@ class _Identity:
             return np.broadcast_to(a, shape)
         return np.broadcast_to(a.reshape(a.shape + (1,) * (len(shape) - a.ndim)), shape)
 
-    def _select(self, arrays: list[Any], points: dict[str, Any], mask: Any,
-                shape: tuple[int, ...]) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
-        m = (np.ones(shape, dtype=bool) if mask is None
-             else self._lead(np.asarray(mask, dtype=bool), shape))
+    def _select(
+        self, arrays: list[Any], points: dict[str, Any], mask: Any, shape: tuple[int, ...]
+    ) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+        m = np.ones(shape, dtype=bool) if mask is None else self._lead(np.asarray(mask, dtype=bool), shape)
         out = [self._lead(a, shape)[m] for a in arrays]
         pts = {k: self._lead(v, shape)[m] for k, v in points.items()}
         return out, pts
 
-    def compare(self, got, expected, tol, points: dict[str, Any], what: str,
-                scale=None, mask=None) -> None:
+    def compare(self, got, expected, tol, points: dict[str, Any], what: str, scale=None, mask=None) -> None:
         """Require ``|got - expected| <= tol`` elementwise (inf == inf allowed)."""
-        got, expected = np.broadcast_arrays(np.asarray(got, dtype=np.float64),
-                                            np.asarray(expected, dtype=np.float64))
+        got, expected = np.broadcast_arrays(np.asarray(got, dtype=np.float64), np.asarray(expected, dtype=np.float64))
         shape = got.shape
         sc = np.maximum(np.abs(got), np.abs(expected)) if scale is None else scale
         (got, expected, tol, sc), pts = self._select([got, expected, tol, sc], points, mask, shape)
@@ -212,15 +208,13 @@ class _Identity:
 
         def describe(i: int) -> str:
             rel = err[i] / sc[i] if sc[i] > 0 and math.isfinite(sc[i]) else math.inf
-            return (f"{what}: got {got[i]:.12g}, expected {expected[i]:.12g} "
-                    f"(relative error {_fmt(rel)})")
+            return f"{what}: got {got[i]:.12g}, expected {expected[i]:.12g} (relative error {_fmt(rel)})"
 
         self._record(err, tol, ok, pts, describe)
 
     def at_least(self, lhs, rhs, tol, points: dict[str, Any], what: str, mask=None) -> None:
         """Require ``lhs >= rhs - tol`` elementwise."""
-        lhs, rhs = np.broadcast_arrays(np.asarray(lhs, dtype=np.float64),
-                                       np.asarray(rhs, dtype=np.float64))
+        lhs, rhs = np.broadcast_arrays(np.asarray(lhs, dtype=np.float64), np.asarray(rhs, dtype=np.float64))
         (lhs, rhs, tol), pts = self._select([lhs, rhs, tol], points, mask, lhs.shape)
         with np.errstate(invalid="ignore"):
             gap = rhs - lhs
@@ -230,8 +224,7 @@ class _Identity:
         def describe(i: int) -> str:
             scale = max(abs(lhs[i]), abs(rhs[i]))
             rel = err[i] / scale if scale > 0 and math.isfinite(scale) else math.inf
-            return (f"{what}: {lhs[i]:.12g} < {rhs[i]:.12g} "
-                    f"(relative violation {_fmt(rel)})")
+            return f"{what}: {lhs[i]:.12g} < {rhs[i]:.12g} (relative violation {_fmt(rel)})"
 
         self._record(err, tol, ok, pts, describe)
 
@@ -261,14 +254,13 @@ class _Identity:
             more = f" (and {len(self.hard) - 1} more problems)" if len(self.hard) > 1 else ""
             return CheckResult(self.name, False, math.inf, 0.0, pt, msg + more)
         if self.worst is None:
-            return CheckResult(self.name, True, 0.0, 0.0, None,
-                               f"{self.n} check{'s' if self.n != 1 else ''}")
+            return CheckResult(self.name, True, 0.0, 0.0, None, f"{self.n} check{'s' if self.n != 1 else ''}")
         err, tol, pt, desc = self.worst
         if self.nfail:
-            return CheckResult(self.name, False, err, tol, pt,
-                               f"{desc}; fails at {self.nfail} of {self.n} points")
-        return CheckResult(self.name, True, err, tol, None,
-                           f"{self.n} points, worst |error| {_fmt(err)} (tolerance {_fmt(tol)})")
+            return CheckResult(self.name, False, err, tol, pt, f"{desc}; fails at {self.nfail} of {self.n} points")
+        return CheckResult(
+            self.name, True, err, tol, None, f"{self.n} points, worst |error| {_fmt(err)} (tolerance {_fmt(tol)})"
+        )
 
 
 class _Runner:
@@ -310,7 +302,4 @@ class _Runner:
                     ident.fail(f"not checked: {where} raised {type(exc).__name__} first")
 
     def report(self, seed: int | None = None) -> ConformanceReport:
-        return ConformanceReport(self.component, [self.results[n].result() for n in self.order],
-                                 seed=seed)
-
-
+        return ConformanceReport(self.component, [self.results[n].result() for n in self.order], seed=seed)

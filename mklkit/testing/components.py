@@ -152,6 +152,7 @@ minimum of a constrained representation is computed by HiGHS or SLSQP,
 credited with :math:`10^{-7}` (:math:`10^{-6}` for SLSQP) of the size of its
 data.
 """
+
 from __future__ import annotations
 
 import math
@@ -179,34 +180,72 @@ __all__ = [
 ]
 
 LOSS_IDENTITIES: tuple[str, ...] = (
-    "declaration", "numba_jit", "kernel_shapes", "conj_domain",
-    "smooth_conjugate_claim", "linear_conjugate_claim", "convexity", "deriv_fd", "deriv2_fd",
-    "deriv_lipschitz", "conj_grad_fd", "conj_hess_fd", "fenchel_young",
-    "conj_sup", "conj_unbounded", "constrained_shapes", "constrained_value",
-    "constrained_feasibility", "l0_grad_fd", "l0_hess_fd", "cons_grad_fd",
-    "cons_hess_fd", "constrained_convexity", "labels",
+    "declaration",
+    "numba_jit",
+    "kernel_shapes",
+    "conj_domain",
+    "smooth_conjugate_claim",
+    "linear_conjugate_claim",
+    "convexity",
+    "deriv_fd",
+    "deriv2_fd",
+    "deriv_lipschitz",
+    "conj_grad_fd",
+    "conj_hess_fd",
+    "fenchel_young",
+    "conj_sup",
+    "conj_unbounded",
+    "constrained_shapes",
+    "constrained_value",
+    "constrained_feasibility",
+    "l0_grad_fd",
+    "l0_hess_fd",
+    "cons_grad_fd",
+    "cons_hess_fd",
+    "constrained_convexity",
+    "labels",
 )
 """Names of the identities checked for a loss (constrained ones only when
 the loss declares ``constrained``)."""
 
 REGULARIZER_IDENTITIES: tuple[str, ...] = (
-    "declaration", "numba_jit", "kernel_shapes", "conj_domain", "convexity",
-    "value_scaling", "sparse_claim", "zero_threshold", "prox_optimality", "prox_numeric",
-    "prox_deriv_fd", "conj_sup", "conj_unbounded", "conj_grad_fd", "conj_hess_fd",
-    "fenchel_young", "moreau_decomposition", "env_grad_prox", "env_hess_prox_deriv",
-    "env_min", "env_grad_fd", "env_hess_fd", "weight_value",
-    "weight_argmin", "bregman_f_fd", "bregman_finv",
+    "declaration",
+    "numba_jit",
+    "kernel_shapes",
+    "conj_domain",
+    "convexity",
+    "value_scaling",
+    "sparse_claim",
+    "zero_threshold",
+    "prox_optimality",
+    "prox_numeric",
+    "prox_deriv_fd",
+    "conj_sup",
+    "conj_unbounded",
+    "conj_grad_fd",
+    "conj_hess_fd",
+    "fenchel_young",
+    "moreau_decomposition",
+    "env_grad_prox",
+    "env_hess_prox_deriv",
+    "env_min",
+    "env_grad_fd",
+    "env_hess_fd",
+    "weight_value",
+    "weight_argmin",
+    "bregman_f_fd",
+    "bregman_finv",
 )
 """Names of the identities checked for a regularizer (Bregman ones only when
 the regularizer declares ``bregman``)."""
 
 
-
 # ---------------------------------------------------------------------------
 # Public entry points
 # ---------------------------------------------------------------------------
-def check_component(component: Any, *, n_points: int = 64, seed: int = 0, rtol: float = 1e-6,
-                    atol: float = 1e-8) -> ConformanceReport:
+def check_component(
+    component: Any, *, n_points: int = 64, seed: int = 0, rtol: float = 1e-6, atol: float = 1e-8
+) -> ConformanceReport:
     """Check a loss or regularizer against its contract.
 
     Parameters
@@ -293,8 +332,11 @@ def _draw_value(p: Param, rng: np.random.Generator) -> Any:
         return bool(rng.random() < 0.5)
     if p.type not in (int, float):
         return p.default  # a free-form string: nothing to draw
-    default = p.default if isinstance(p.default, (int, float)) and not isinstance(p.default, bool) \
-        and math.isfinite(p.default) else None
+    default = (
+        p.default
+        if isinstance(p.default, (int, float)) and not isinstance(p.default, bool) and math.isfinite(p.default)
+        else None
+    )
     lo, hi = p.low, p.high
     r = rng.random()
     if lo is not None and not p.low_open and r < _END_PROBABILITY:
@@ -318,8 +360,7 @@ def _draw_value(p: Param, rng: np.random.Generator) -> Any:
     return float(f"{x:.4g}")
 
 
-def random_params(component: type, rng: np.random.Generator,
-                  fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def random_params(component: type, rng: np.random.Generator, fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One random valid parameter point of a component class.
 
     Every parameter is drawn from its :class:`~mklkit.components.params.Param`
@@ -362,20 +403,25 @@ def random_params(component: type, rng: np.random.Generator,
                 except ParamError as exc:  # rounding met an open end: draw again
                     last = exc
             else:
-                raise ValueError(f"{component.__name__}: no valid value of {p.name!r} "
-                                 f"({p.allowed()}) in {_DRAW_TRIES} draws; last: {last}")
+                raise ValueError(
+                    f"{component.__name__}: no valid value of {p.name!r} "
+                    f"({p.allowed()}) in {_DRAW_TRIES} draws; last: {last}"
+                )
         try:
             component(**point)
         except ParamError as exc:
             last = exc
             continue
         return point
-    raise ValueError(f"{component.__name__}: no parameter point accepted by the class in "
-                     f"{_DRAW_TRIES} draws from its declarations; last: {last}")
+    raise ValueError(
+        f"{component.__name__}: no parameter point accepted by the class in "
+        f"{_DRAW_TRIES} draws from its declarations; last: {last}"
+    )
 
 
-def parameter_points(component: type, *, n_random: int = 3, seed: int = 0,
-                     fixed: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+def parameter_points(
+    component: type, *, n_random: int = 3, seed: int = 0, fixed: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """The parameter points at which to check a component class.
 
     The default parameters first (with ``fixed`` values instead of the
@@ -430,9 +476,16 @@ def parameter_points(component: type, *, n_random: int = 3, seed: int = 0,
     return points
 
 
-def check_parameter_points(component: type, *, n_random: int = 3, seed: int = 0,
-                           fixed: Mapping[str, Any] | None = None, n_points: int = 64,
-                           rtol: float = 1e-6, atol: float = 1e-8) -> list[ConformanceReport]:
+def check_parameter_points(
+    component: type,
+    *,
+    n_random: int = 3,
+    seed: int = 0,
+    fixed: Mapping[str, Any] | None = None,
+    n_points: int = 64,
+    rtol: float = 1e-6,
+    atol: float = 1e-8,
+) -> list[ConformanceReport]:
     """Check a loss or regularizer class at its defaults and at random parameter points.
 
     A bug that shows only away from the defaults (a quantile ``tau`` read
@@ -461,13 +514,11 @@ def check_parameter_points(component: type, *, n_random: int = 3, seed: int = 0,
         One per parameter point, the defaults first.
     """
     points = parameter_points(component, n_random=n_random, seed=seed, fixed=fixed)
-    has_base = bool(points) and all(
-        p.name in (fixed or {}) or not p.required for p in component.params)
+    has_base = bool(points) and all(p.name in (fixed or {}) or not p.required for p in component.params)
     reports = []
     n_drawn = len(points) - (1 if has_base else 0)
     for i, params in enumerate(points):
-        report = check_component(component(**params), n_points=n_points, seed=seed,
-                                 rtol=rtol, atol=atol)
+        report = check_component(component(**params), n_points=n_points, seed=seed, rtol=rtol, atol=atol)
         if has_base and i == 0:
             report.origin = "the given parameters" if fixed else "the default parameters"
         else:
@@ -475,4 +526,3 @@ def check_parameter_points(component: type, *, n_random: int = 3, seed: int = 0,
             report.origin = f"random parameter point {k} of {n_drawn}"
         reports.append(report)
     return reports
-

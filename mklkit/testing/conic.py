@@ -30,6 +30,7 @@ Clarabel is asked for gap and feasibility tolerances ``tol``; when it stops
 at "optimal_inaccurate", the solve is repeated with 10x and 100x looser
 tolerances (a few of these small, badly scaled problems need it).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -42,8 +43,14 @@ from ..components.base import Loss, Regularizer, WeightNorm
 from ..engines import common
 from ..plugins import get_registry
 
-__all__ = ["ReferenceSolution", "ReferenceError", "factor_bank", "solve_reference",
-           "primal_objective_numpy", "formulation"]
+__all__ = [
+    "ReferenceSolution",
+    "ReferenceError",
+    "factor_bank",
+    "solve_reference",
+    "primal_objective_numpy",
+    "formulation",
+]
 
 #: The regularizer names that are forms of the kernel weights, with their parameters.
 _WEIGHT_NORM_FORMS = {"squared_l1": (), "weight_pnorm": ("p", "lam")}
@@ -54,8 +61,7 @@ def __getattr__(name: str):
     # with a cvxpy_expr, and the kernel-weight forms)
     if name in ("LOSSES", "REGULARIZERS"):
         kind, base = ("loss", Loss) if name == "LOSSES" else ("regularizer", Regularizer)
-        names = [n for n in get_registry().names(kind)
-                 if get_registry().get(kind, n).cvxpy_expr is not base.cvxpy_expr]
+        names = [n for n in get_registry().names(kind) if get_registry().get(kind, n).cvxpy_expr is not base.cvxpy_expr]
         return tuple(names) + (tuple(_WEIGHT_NORM_FORMS) if kind == "regularizer" else ())
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -123,13 +129,11 @@ def _resolve(kind: str, spec, params: dict):
 def _expression(component, *args):
     expr = component.cvxpy_expr(*args)
     if expr is NotImplemented:
-        raise ValueError(f"{getattr(component, 'name', component)!r} has no cvxpy expression "
-                         "(cvxpy_expr)")
+        raise ValueError(f"{getattr(component, 'name', component)!r} has no cvxpy expression (cvxpy_expr)")
     return expr
 
 
-def _reference_problem(factors, y: np.ndarray, loss, reg, C: float, *, bias: bool,
-                       sample_weight: np.ndarray | None):
+def _reference_problem(factors, y: np.ndarray, loss, reg, C: float, *, bias: bool, sample_weight: np.ndarray | None):
     r"""The cvxpy problem of the MKL primal on the factors :math:`K_m \approx L_m L_m^\top`, with its
     block variables :math:`\beta_m` and its bias variable (``None`` without a bias)."""
     betas = [cp.Variable(L.shape[1]) for L, _ in factors]
@@ -161,7 +165,7 @@ def _solve_with_retries(prob, tol: float) -> float:
                     tol_ktratio=1e-8,
                     max_iter=500,
                 )
-            except cp.error.SolverError:   # a numerical failure: retry at the next tolerance
+            except cp.error.SolverError:  # a numerical failure: retry at the next tolerance
                 continue
         if prob.status == cp.OPTIMAL:
             break
@@ -221,13 +225,12 @@ def solve_reference(
     params = dict(lam=lam, q=q, eps=eps, delta=delta, d0=d0, tau=tau, p=p)
     loss, reg = _resolve("loss", loss_name, params), _resolve("regularizer", reg_name, params)
     factors = factor_bank(K, eig_tol)
-    prob, betas, b = _reference_problem(factors, y, loss, reg, C, bias=bias,
-                                        sample_weight=sample_weight)
+    prob, betas, b = _reference_problem(factors, y, loss, reg, C, bias=bias, sample_weight=sample_weight)
     used = _solve_with_retries(prob, tol)
     if prob.status != cp.OPTIMAL:
         raise ReferenceError(
-            f"Clarabel status {prob.status!r} (not optimal) for {_describe(loss)} x "
-            f"{_describe(reg)}, C={C}")
+            f"Clarabel status {prob.status!r} (not optimal) for {_describe(loss)} x {_describe(reg)}, C={C}"
+        )
     alpha = np.array([back @ beta.value for (_, back), beta in zip(factors, betas)])
     return ReferenceSolution(
         objective=float(prob.value),
@@ -267,8 +270,7 @@ def primal_objective_numpy(
     z = np.ascontiguousarray(np.einsum("mij,mj->i", K, alpha) + b)
     x = np.sqrt(np.maximum(np.einsum("mi,mij,mj->m", alpha, K, alpha), 0.0))
     terms = np.asarray(loss.jit.value(y, z, loss.param_vector), dtype=np.float64)
-    value = float(np.sum(terms if sample_weight is None
-                         else np.asarray(sample_weight, dtype=np.float64) * terms))
+    value = float(np.sum(terms if sample_weight is None else np.asarray(sample_weight, dtype=np.float64) * terms))
     return value + _regularizer_value(reg, x, C)
 
 
@@ -322,8 +324,9 @@ def formulation(problem) -> dict | None:
         x = np.asarray(common.block_norms(problem.bank, alpha), dtype=np.float64)
         ours = _regularizer_value(reg, x, problem.C)
         betas = [np.array([xm]) for xm in x]
-        expr = _expression(reg, [cp.norm(bm, 2) for bm in betas],
-                           [cp.sum_squares(bm) for bm in betas], problem.C, betas)
+        expr = _expression(
+            reg, [cp.norm(bm, 2) for bm in betas], [cp.sum_squares(bm) for bm in betas], problem.C, betas
+        )
         rtol = 1e-9 if not expr.variables() else 1e-7
         theirs = _value_of(expr)
     except Exception:  # noqa: BLE001 - no formulation then

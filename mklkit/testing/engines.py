@@ -74,6 +74,7 @@ objectives recomputed and the reference optima found in
 :mod:`mklkit.testing._engine_references`, and the checks made in
 :mod:`mklkit.testing._engine_checks`.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
@@ -106,8 +107,17 @@ __all__ = [
 ]
 
 ENGINE_CHECKS: tuple[str, ...] = (
-    "declaration", "problems", "honest_primal", "honest_dual", "gap_consistent",
-    "gap_bounds_optimum", "status", "result_fields", "callback_stop", "max_iter", "warm_start",
+    "declaration",
+    "problems",
+    "honest_primal",
+    "honest_dual",
+    "gap_consistent",
+    "gap_bounds_optimum",
+    "status",
+    "result_fields",
+    "callback_stop",
+    "max_iter",
+    "warm_start",
 )
 """Names of the checks of an engine, in report order."""
 
@@ -115,12 +125,21 @@ ENGINE_CHECKS: tuple[str, ...] = (
 # ---------------------------------------------------------------------------
 # Public entry points
 # ---------------------------------------------------------------------------
-def check_engine(engine: Any, *, problems: Sequence[KitProblem] | None = None,
-                 losses: Sequence[Any] | None = None, regularizers: Sequence[Any] | None = None,
-                 extra_losses: Iterable[Any] = (), extra_regularizers: Iterable[Any] = (),
-                 max_problems: int | None = None, reference: str = "auto",
-                 n_samples: int = 40, seed: int = 0, rtol: float = 1e-7,
-                 representation: str | None = None) -> ConformanceReport:
+def check_engine(
+    engine: Any,
+    *,
+    problems: Sequence[KitProblem] | None = None,
+    losses: Sequence[Any] | None = None,
+    regularizers: Sequence[Any] | None = None,
+    extra_losses: Iterable[Any] = (),
+    extra_regularizers: Iterable[Any] = (),
+    max_problems: int | None = None,
+    reference: str = "auto",
+    n_samples: int = 40,
+    seed: int = 0,
+    rtol: float = 1e-7,
+    representation: str | None = None,
+) -> ConformanceReport:
     """Check an engine's results against what it claims (module docstring).
 
     Parameters
@@ -153,11 +172,9 @@ def check_engine(engine: Any, *, problems: Sequence[KitProblem] | None = None,
         problem where a check failed and what disagreed.
     """
     if getattr(engine, "kind", None) != "engine" or isinstance(engine, type):
-        raise TypeError(f"check_engine needs an engine instance (kind 'engine'); got "
-                        f"{type(engine).__name__}")
+        raise TypeError(f"check_engine needs an engine instance (kind 'engine'); got {type(engine).__name__}")
     if reference not in ("auto", "conic", "engine", "none"):
-        raise ValueError(f"reference must be 'auto', 'conic', 'engine' or 'none'; got "
-                         f"{reference!r}")
+        raise ValueError(f"reference must be 'auto', 'conic', 'engine' or 'none'; got {reference!r}")
     r = _Runner(engine)
     for name in ENGINE_CHECKS:
         r.identity(name)
@@ -166,14 +183,21 @@ def check_engine(engine: Any, *, problems: Sequence[KitProblem] | None = None,
         decl.fail(msg)
     decl.note()
     if problems is None:
-        problems = engine_problems(engine, losses=losses, regularizers=regularizers,
-                                   extra_losses=extra_losses,
-                                   extra_regularizers=extra_regularizers, n_samples=n_samples,
-                                   seed=seed, representation=representation)
+        problems = engine_problems(
+            engine,
+            losses=losses,
+            regularizers=regularizers,
+            extra_losses=extra_losses,
+            extra_regularizers=extra_regularizers,
+            n_samples=n_samples,
+            seed=seed,
+            representation=representation,
+        )
     problems = list(problems)[:max_problems] if max_problems is not None else list(problems)
     if not problems:
-        r.identity("problems").fail("the engine supports none of the kit's problems "
-                                    "(give extra_losses / extra_regularizers it supports)")
+        r.identity("problems").fail(
+            "the engine supports none of the kit's problems (give extra_losses / extra_regularizers it supports)"
+        )
         return r.report(seed)
     r.identity("problems").note(len(problems))
     ck = _Checker(r, engine, rtol, reference)
@@ -184,8 +208,7 @@ def check_engine(engine: Any, *, problems: Sequence[KitProblem] | None = None,
         def one(kp: KitProblem = kp, res: list = res) -> None:
             res[0] = ck.solve_and_check(kp)
 
-        r.run(["status", "result_fields", "honest_primal", "honest_dual", "gap_consistent",
-               "gap_bounds_optimum"], one)
+        r.run(["status", "result_fields", "honest_primal", "honest_dual", "gap_consistent", "gap_bounds_optimum"], one)
         if first is None and res[0] is not None:
             first = (kp, res[0])
     kp0 = _behaviour_problem(problems)

@@ -4,6 +4,7 @@ Each identity is described, with its tolerance, in
 :mod:`mklkit.testing.components` (Suzuki & Tomioka 2011, eqs. (15)-(17),
 (33)-(35)).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -46,8 +47,9 @@ def _loss_shapes(r: _Runner, loss: Any, P: _LossPoints) -> None:
 def _loss_conj_domain(r: _Runner, loss: Any, P: _LossPoints) -> None:
     ident = r.identity("conj_domain")
     k, p, y = loss.jit, P.p, P.y
-    ident.require(P.lo < P.hi, {"y": y}, lambda i: (
-        f"conj_lower = {P.lo[i]:.6g} is not below conj_upper = {P.hi[i]:.6g}"))
+    ident.require(
+        P.lo < P.hi, {"y": y}, lambda i: f"conj_lower = {P.lo[i]:.6g} is not below conj_upper = {P.hi[i]:.6g}"
+    )
     c_in = _arr(k.conj(y, P.u, p))
     ident.require(np.isfinite(c_in), {"y": y, "u": P.u}, "conj is not finite inside its domain")
     for name in ("conj_grad", "conj_hess"):
@@ -56,14 +58,18 @@ def _loss_conj_domain(r: _Runner, loss: Any, P: _LossPoints) -> None:
     m = P.out_mask
     if m.any():
         c_out = _arr(k.conj(y[m], P.u_out[m], p))
-        ident.require(np.isposinf(c_out), {"y": y[m], "u": P.u_out[m]},
-                      lambda i: f"conj outside the domain is {c_out[i]!r}, expected +inf")
+        ident.require(
+            np.isposinf(c_out),
+            {"y": y[m], "u": P.u_out[m]},
+            lambda i: f"conj outside the domain is {c_out[i]!r}, expected +inf",
+        )
     for b in (P.lo, P.hi):
         fb = np.isfinite(b)
         if fb.any():
             cb = _arr(k.conj(y[fb], _f64(b[fb]), p))
-            ident.require(~np.isnan(cb) & (cb > -np.inf), {"y": y[fb], "u": b[fb]},
-                          "conj at the end of its domain is NaN or -inf")
+            ident.require(
+                ~np.isnan(cb) & (cb > -np.inf), {"y": y[fb], "u": b[fb]}, "conj at the end of its domain is NaN or -inf"
+            )
 
 
 def _loss_smooth_claim(r: _Runner, loss: Any, P: _LossPoints) -> None:
@@ -78,15 +84,19 @@ def _loss_smooth_claim(r: _Runner, loss: Any, P: _LossPoints) -> None:
         if not fb.any():
             continue
         yy, bb, ww = y[fb], b[fb], width[fb]
-        g = [outward * _arr(k.conj_grad(yy, _f64(bb - outward * t * ww), p))
-             for t in (1e-3, 1e-6, 1e-12)]
+        g = [outward * _arr(k.conj_grad(yy, _f64(bb - outward * t * ww), p)) for t in (1e-3, 1e-6, 1e-12)]
         inc1, inc2 = g[1] - g[0], g[2] - g[1]
         ok = (inc1 > 0) & (inc2 >= 0.5 * inc1)
-        ident.require(ok, {"y": yy, "u": bb}, lambda i: (
-            "smooth_conjugate is True but conj_grad does not grow without bound towards this end "
-            f"of the domain (conj_grad at distances 1e-3, 1e-6, 1e-12 of the width: "
-            f"{outward * g[0][i]:.6g}, {outward * g[1][i]:.6g}, {outward * g[2][i]:.6g}); "
-            "declare smooth_conjugate = False and give a constrained representation"))
+        ident.require(
+            ok,
+            {"y": yy, "u": bb},
+            lambda i: (
+                "smooth_conjugate is True but conj_grad does not grow without bound towards this end "
+                f"of the domain (conj_grad at distances 1e-3, 1e-6, 1e-12 of the width: "
+                f"{outward * g[0][i]:.6g}, {outward * g[1][i]:.6g}, {outward * g[2][i]:.6g}); "
+                "declare smooth_conjugate = False and give a constrained representation"
+            ),
+        )
 
 
 def _loss_linear_claim(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
@@ -97,9 +107,14 @@ def _loss_linear_claim(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol:
     k, p, y, lo, hi = loss.jit, P.p, P.y, P.lo, P.hi
     pts = {"y": y, "lower": lo, "upper": hi}
     ok = np.isfinite(lo) & np.isfinite(hi) & (lo <= 0.0) & (hi >= 0.0) & (lo < hi)
-    ident.require(ok, pts, lambda i: (
-        f"linear_conjugate is True but the domain [{lo[i]:.6g}, {hi[i]:.6g}] of the conjugate "
-        "is not a bounded interval containing 0"))
+    ident.require(
+        ok,
+        pts,
+        lambda i: (
+            f"linear_conjugate is True but the domain [{lo[i]:.6g}, {hi[i]:.6g}] of the conjugate "
+            "is not a bounded interval containing 0"
+        ),
+    )
     if not ok.all():
         return
     zero = _arr(k.conj(y, _f64(np.zeros(y.size)), p))
@@ -109,40 +124,62 @@ def _loss_linear_claim(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol:
         for t in (0.2, 0.5, 0.9):
             mid = _arr(k.conj(y, _f64(t * end), p))
             line = t * at_end
-            ident.compare(mid, line, _tol(rtol, atol, (mid, line), (at_end, zero)),
-                          {**pts, "u": t * end},
-                          "linear_conjugate: conj(y, t u) vs t conj(y, u) at an end u of the domain")
+            ident.compare(
+                mid,
+                line,
+                _tol(rtol, atol, (mid, line), (at_end, zero)),
+                {**pts, "u": t * end},
+                "linear_conjugate: conj(y, t u) vs t conj(y, u) at an end u of the domain",
+            )
 
 
-def _loss_convexity(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float,
-                    rng: np.random.Generator) -> None:
+def _loss_convexity(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float, rng: np.random.Generator) -> None:
     ident = r.identity("convexity")
     k, p, y = loss.jit, P.p, P.y
     z2 = _f64(P.z + rng.normal(0.0, 2.0, P.z.size))
     mid = _f64(0.5 * (P.z + z2))
     fa, fb, fm = (_arr(k.value(y, a, p)) for a in (P.z, z2, mid))
     tol = _tol(rtol, atol, (0.5 * (fa + fb), fm), (fa, fb, fm))
-    ident.at_least(0.5 * (fa + fb), fm, tol, {"y": y, "z": P.z, "z2": z2},
-                   "midpoint convexity of value: (l(z)+l(z2))/2 >= l((z+z2)/2)")
+    ident.at_least(
+        0.5 * (fa + fb),
+        fm,
+        tol,
+        {"y": y, "z": P.z, "z2": z2},
+        "midpoint convexity of value: (l(z)+l(z2))/2 >= l((z+z2)/2)",
+    )
     # deriv non-decreasing
     zs = np.sort(np.stack([P.z, z2]), axis=0)
     da, db = _arr(k.deriv(y, _f64(zs[0]), p)), _arr(k.deriv(y, _f64(zs[1]), p))
-    ident.at_least(db, da, atol + rtol * np.maximum(np.abs(da), np.abs(db)),
-                   {"y": y, "z": zs[0], "z2": zs[1]},
-                   "deriv must be non-decreasing: deriv(z2) >= deriv(z)")
+    ident.at_least(
+        db,
+        da,
+        atol + rtol * np.maximum(np.abs(da), np.abs(db)),
+        {"y": y, "z": zs[0], "z2": zs[1]},
+        "deriv must be non-decreasing: deriv(z2) >= deriv(z)",
+    )
     # conjugate midpoint convexity inside the domain
     flo, fhi = np.isfinite(P.lo), np.isfinite(P.hi)
     t = rng.uniform(0.02, 0.98, y.size)
-    u2 = np.where(flo & fhi, P.lo + t * (P.hi - P.lo),
-                  np.where(flo, P.lo + 10 ** rng.uniform(-1.5, 1.5, y.size),
-                           np.where(fhi, P.hi - 10 ** rng.uniform(-1.5, 1.5, y.size),
-                                    rng.normal(0.0, 3.0, y.size))))
+    u2 = np.where(
+        flo & fhi,
+        P.lo + t * (P.hi - P.lo),
+        np.where(
+            flo,
+            P.lo + 10 ** rng.uniform(-1.5, 1.5, y.size),
+            np.where(fhi, P.hi - 10 ** rng.uniform(-1.5, 1.5, y.size), rng.normal(0.0, 3.0, y.size)),
+        ),
+    )
     u2 = _f64(u2)
     um = _f64(0.5 * (P.u + u2))
     ca, cb, cm = (_arr(k.conj(y, a, p)) for a in (P.u, u2, um))
     tol = _tol(rtol, atol, (0.5 * (ca + cb), cm), (ca, cb, cm))
-    ident.at_least(0.5 * (ca + cb), cm, tol, {"y": y, "u": P.u, "u2": u2},
-                   "midpoint convexity of conj: (l*(u)+l*(u2))/2 >= l*((u+u2)/2)")
+    ident.at_least(
+        0.5 * (ca + cb),
+        cm,
+        tol,
+        {"y": y, "u": P.u, "u2": u2},
+        "midpoint convexity of conj: (l*(u)+l*(u2))/2 >= l*((u+u2)/2)",
+    )
 
 
 def _loss_labels(r: _Runner, loss: Any) -> None:
@@ -168,8 +205,7 @@ def _loss_labels(r: _Runner, loss: Any) -> None:
             ident.note()
             return
         except Exception as exc:
-            ident.fail(f"validate_labels raised {type(exc).__name__} for {what}, "
-                       f"expected LabelError: {exc}")
+            ident.fail(f"validate_labels raised {type(exc).__name__} for {what}, expected LabelError: {exc}")
             return
         ident.fail(f"validate_labels accepted {what}; it must raise LabelError")
 
@@ -188,8 +224,9 @@ def _loss_labels(r: _Runner, loss: Any) -> None:
         rejects(np.array([[0.5, 1.0], [1.0, 2.0]]), "a 2-d target array")
 
 
-def check_loss(loss: Any, *, n_points: int = 64, seed: int = 0, rtol: float = 1e-6,
-               atol: float = 1e-8) -> ConformanceReport:
+def check_loss(
+    loss: Any, *, n_points: int = 64, seed: int = 0, rtol: float = 1e-6, atol: float = 1e-8
+) -> ConformanceReport:
     """Check a loss against the :class:`~mklkit.components.base.Loss` contract.
 
     Parameters
@@ -213,7 +250,8 @@ def check_loss(loss: Any, *, n_points: int = 64, seed: int = 0, rtol: float = 1e
         P = _LossPoints(loss, rng, n_points)
     except Exception as exc:
         r.identity("kernel_shapes").fail(
-            f"could not draw points (conj_lower/conj_upper raised {type(exc).__name__}: {exc})")
+            f"could not draw points (conj_lower/conj_upper raised {type(exc).__name__}: {exc})"
+        )
         r.run("labels", _loss_labels, r, loss)
         return r.report(seed)
     r.run("kernel_shapes", _loss_shapes, r, loss, P)

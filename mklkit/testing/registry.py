@@ -1,4 +1,5 @@
 """Components registered for the length of a block, as a plugin of their own would register them."""
+
 from __future__ import annotations
 
 import contextlib

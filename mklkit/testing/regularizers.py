@@ -4,6 +4,7 @@ Each identity is described, with its tolerance, in
 :mod:`mklkit.testing.components` (Suzuki & Tomioka 2011, §4, eqs. (13),
 (21)-(23), (42)-(47), Table 3).
 """
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,18 @@ import numpy as np
 
 from ..components.base import BregmanJit
 from ._common import (
-    _arr, _begin, _central, _check_output, _f64, _fd_tol, _fin, _scalar_min, _sensitivity,
-    _steps, _tol, _ulps,
+    _arr,
+    _begin,
+    _central,
+    _check_output,
+    _f64,
+    _fd_tol,
+    _fin,
+    _scalar_min,
+    _sensitivity,
+    _steps,
+    _tol,
+    _ulps,
 )
 from ._reg_conjugate import _reg_conj, _reg_conj_sup, _reg_fenchel_young
 from ._reg_points import _RegPoints, _by_C
@@ -30,8 +41,7 @@ __all__ = ["check_regularizer"]
 _OVERFLOW_FLOOR = 1e250
 
 
-def _overflow_justified(fn: Callable[[np.ndarray, float], Any], y: np.ndarray,
-                        c: float) -> np.ndarray:
+def _overflow_justified(fn: Callable[[np.ndarray, float], Any], y: np.ndarray, c: float) -> np.ndarray:
     """For each ``y`` where ``fn(y, c)`` is +inf, whether that is float64 overflow.
 
     Bisection on [0, y] finds where ``fn`` turns infinite; the value just
@@ -67,21 +77,22 @@ def _reg_shapes(r: _Runner, reg: Any, P: _RegPoints) -> None:
         for name in ("conj", "conj_grad", "conj_hess"):
             fn = getattr(k, name)
             pts_in = {"y": yin, "C": np.full(n - 1, c)}
-            out = _check_output(ident, f"{name} inside the domain", fn(yin, c, p), (n - 1,),
-                                pts_in, allow_inf=True)
+            out = _check_output(ident, f"{name} inside the domain", fn(yin, c, p), (n - 1,), pts_in, allow_inf=True)
             if out is not None:
                 ok = np.isfinite(out)
                 bad = np.isposinf(out)
                 if bad.any():
                     ok[bad] = _overflow_justified(lambda a, cc: fn(a, cc, p), yin[bad], c)
-                ident.require(ok, pts_in, f"{name} inside the domain is not finite "
-                              "(and not a float64 overflow of a huge value)")
+                ident.require(
+                    ok, pts_in, f"{name} inside the domain is not finite (and not a float64 overflow of a huge value)"
+                )
         zero = _f64([0.0])
         _check_output(ident, "conj(0)", k.conj(zero, c, p), (1,), {"y": zero, "C": np.full(1, c)})
         for name in ("conj_grad", "conj_hess"):
             # a derivative at the end of [0, inf) may be +inf (lq with q > 2)
-            out = _check_output(ident, f"{name}(0)", getattr(k, name)(zero, c, p), (1,),
-                                {"y": zero, "C": np.full(1, c)}, allow_inf=True)
+            out = _check_output(
+                ident, f"{name}(0)", getattr(k, name)(zero, c, p), (1,), {"y": zero, "C": np.full(1, c)}, allow_inf=True
+            )
             if out is not None:
                 ident.require(out != -np.inf, {"y": zero, "C": np.full(1, c)}, f"{name}(0) is -inf")
         if not np.array_equal(x, x0):
@@ -100,21 +111,24 @@ def _reg_conj_domain(r: _Runner, reg: Any, P: _RegPoints) -> None:
         bad = idx[np.isposinf(cin[idx])]
         if bad.size:
             ok[bad] = _overflow_justified(lambda a, cc: k.conj(a, cc, p), P.y_in[bad], c)
-    ident.require(ok, {"y": P.y_in, "C": P.C},
-                  "conj is not finite inside [0, conj_radius(C)) (and not a float64 overflow)")
+    ident.require(
+        ok, {"y": P.y_in, "C": P.C}, "conj is not finite inside [0, conj_radius(C)) (and not a float64 overflow)"
+    )
     c0 = _by_C(P, lambda a, c: k.conj(a, c, p), np.zeros_like(P.C))
     ident.require(np.isfinite(c0), {"y": np.zeros_like(P.C), "C": P.C}, "conj(0) is not finite")
     m = P.out_mask
     if m.any():
         cout = _by_C(P, lambda a, c: k.conj(a, c, p), np.where(m, P.y_out, 0.0), mask=m)
-        ident.require(np.isposinf(cout[m]), {"y": P.y_out[m], "C": P.C[m]},
-                      lambda i: f"conj beyond conj_radius(C) is {cout[m][i]!r}, expected +inf")
+        ident.require(
+            np.isposinf(cout[m]),
+            {"y": P.y_out[m], "C": P.C[m]},
+            lambda i: f"conj beyond conj_radius(C) is {cout[m][i]!r}, expected +inf",
+        )
         cb = _by_C(P, lambda a, c: k.conj(a, c, p), np.where(m, P.radius, 0.0), mask=m)
         ident.require(~np.isnan(cb[m]), {"y": P.radius[m], "C": P.C[m]}, "conj at conj_radius(C) is NaN")
 
 
-def _reg_convexity(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float,
-                   rng: np.random.Generator) -> None:
+def _reg_convexity(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float, rng: np.random.Generator) -> None:
     ident = r.identity("convexity")
     k, p = reg.jit, P.p
     x2 = P.x * 10.0 ** rng.uniform(-1.0, 1.0, P.x.size)
@@ -122,30 +136,47 @@ def _reg_convexity(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float
     fa, fb, fm = (_by_C(P, lambda a, c: k.value(a, c, p), a) for a in (P.x, x2, xm))
     tol = atol + rtol * _fin(fa, fb)
     pts = {"x": P.x, "x2": x2, "C": P.C}
-    ident.at_least(0.5 * (fa + fb), fm, tol, pts, "midpoint convexity of value in x",
-                   mask=np.isfinite(fa) & np.isfinite(fb))
+    ident.at_least(
+        0.5 * (fa + fb), fm, tol, pts, "midpoint convexity of value in x", mask=np.isfinite(fa) & np.isfinite(fb)
+    )
     lo, hi = np.minimum(P.x, x2), np.maximum(P.x, x2)
     flo, fhi = (_by_C(P, lambda a, c: k.value(a, c, p), a) for a in (lo, hi))
-    ident.at_least(fhi, flo, atol + rtol * np.abs(flo), {"x": lo, "x2": hi, "C": P.C},
-                   "value must be non-decreasing in x")
+    ident.at_least(
+        fhi, flo, atol + rtol * np.abs(flo), {"x": lo, "x2": hi, "C": P.C}, "value must be non-decreasing in x"
+    )
     if _tikhonov(reg):
         # g(t) = value(sqrt t, 1) concave in t (SpicyMKL eq. 42)
-        t1, t2 = P.x ** 2, x2 ** 2
+        t1, t2 = P.x**2, x2**2
         g1, g2 = (_arr(k.value(_f64(np.sqrt(t)), 1.0, p)) for t in (t1, t2))
         gm = _arr(k.value(_f64(np.sqrt(0.5 * (t1 + t2))), 1.0, p))
-        ident.at_least(gm, 0.5 * (g1 + g2), atol + rtol * (np.abs(g1) + np.abs(g2)),
-                       {"x": P.x, "x2": x2}, "g(t) = value(sqrt(t), C=1) must be concave in t")
+        ident.at_least(
+            gm,
+            0.5 * (g1 + g2),
+            atol + rtol * (np.abs(g1) + np.abs(g2)),
+            {"x": P.x, "x2": x2},
+            "g(t) = value(sqrt(t), C=1) must be concave in t",
+        )
     # conjugate convex and non-decreasing on its domain
-    y2 = np.where(P.out_mask, P.radius * rng.uniform(0.02, 0.98, P.C.size),
-                  P.y * 10 ** rng.uniform(-1, 1, P.C.size))
+    y2 = np.where(P.out_mask, P.radius * rng.uniform(0.02, 0.98, P.C.size), P.y * 10 ** rng.uniform(-1, 1, P.C.size))
     ca, cb, cm = (_by_C(P, lambda a, c: k.conj(a, c, p), a) for a in (P.y_in, y2, 0.5 * (P.y_in + y2)))
-    ident.at_least(0.5 * (ca + cb), cm, atol + rtol * (np.abs(ca) + np.abs(cb)),
-                   {"y": P.y_in, "y2": y2, "C": P.C}, "midpoint convexity of conj",
-                   mask=np.isfinite(ca) & np.isfinite(cb))
+    ident.at_least(
+        0.5 * (ca + cb),
+        cm,
+        atol + rtol * (np.abs(ca) + np.abs(cb)),
+        {"y": P.y_in, "y2": y2, "C": P.C},
+        "midpoint convexity of conj",
+        mask=np.isfinite(ca) & np.isfinite(cb),
+    )
     ylo, yhi = np.minimum(P.y_in, y2), np.maximum(P.y_in, y2)
     clo, chi = (_by_C(P, lambda a, c: k.conj(a, c, p), a) for a in (ylo, yhi))
-    ident.at_least(chi, clo, atol + rtol * np.abs(clo), {"y": ylo, "y2": yhi, "C": P.C},
-                   "conj must be non-decreasing in y", mask=np.isfinite(clo))
+    ident.at_least(
+        chi,
+        clo,
+        atol + rtol * np.abs(clo),
+        {"y": ylo, "y2": yhi, "C": P.C},
+        "conj must be non-decreasing in y",
+        mask=np.isfinite(clo),
+    )
 
 
 def _reg_scaling(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
@@ -153,8 +184,7 @@ def _reg_scaling(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) 
     k, p = reg.jit, P.p
     vc = _by_C(P, lambda a, c: k.value(a, c, p), P.x)
     v1 = _arr(k.value(_f64(P.x), 1.0, p))
-    ident.compare(vc, P.C * v1, atol + rtol * np.abs(vc), {"x": P.x, "C": P.C},
-                  "value(x, C) vs C * value(x, 1)")
+    ident.compare(vc, P.C * v1, atol + rtol * np.abs(vc), {"x": P.x, "C": P.C}, "value(x, C) vs C * value(x, 1)")
 
 
 def _tikhonov(reg: Any) -> bool:
@@ -169,43 +199,51 @@ def _reg_weight(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
     g = _arr(k.value(_f64(x), 1.0, p))
     ident = r.identity("weight_value")
     with np.errstate(divide="ignore", invalid="ignore"):
-        quad = np.where(x == 0.0, 0.0, x ** 2 / (2.0 * d))
+        quad = np.where(x == 0.0, 0.0, x**2 / (2.0 * d))
     ok_d = (d >= 0) & ~np.isnan(d) & ((d > 0) | (x == 0.0))
-    ident.require(ok_d, {"x": x, "d": d},
-                  lambda i: f"weight(x) = {d[i]!r} must be > 0 (0 only at x = 0)")
+    ident.require(ok_d, {"x": x, "d": d}, lambda i: f"weight(x) = {d[i]!r} must be > 0 (0 only at x = 0)")
     dd = np.where(ok_d & np.isfinite(d), d, 1.0)
     h = _arr(k.penalty(_f64(dd), p))
     phi = quad + 0.5 * h
     cond, ok_c = _sensitivity(lambda a: 0.5 * _arr(k.penalty(a, p)), dd, _ulps(dd))
-    ident.compare(phi, g, _tol(rtol, atol, (phi, g), (quad, 0.5 * h), cond), {"x": x, "d": d},
-                  "x^2/(2d) + penalty(d)/2 at d = weight(x) vs g(x^2) = value(x, C=1)",
-                  mask=ok_d & np.isfinite(d) & ok_c)
+    ident.compare(
+        phi,
+        g,
+        _tol(rtol, atol, (phi, g), (quad, 0.5 * h), cond),
+        {"x": x, "d": d},
+        "x^2/(2d) + penalty(d)/2 at d = weight(x) vs g(x^2) = value(x, C=1)",
+        mask=ok_d & np.isfinite(d) & ok_c,
+    )
     # d minimises x^2/(2 d) + h(d)/2 over d > 0
     ident2 = r.identity("weight_argmin")
     logd = np.linspace(-10.0, 10.0, 201)
-    grid = 10.0 ** logd
+    grid = 10.0**logd
     hg = _arr(k.penalty(_f64(grid), p))
     num = np.empty(x.size)
     err = np.zeros(x.size)
     for i in range(x.size):
         xi = float(x[i])
-        vals = xi ** 2 / (2 * grid) + 0.5 * hg
+        vals = xi**2 / (2 * grid) + 0.5 * hg
         vals = np.where(np.isnan(vals), np.inf, vals)
         j = int(np.argmin(vals))
 
         def obj(t: float, xi: float = xi) -> float:
-            dt = 10.0 ** t
-            return xi ** 2 / (2 * dt) + 0.5 * float(k.penalty(_f64([dt]), p)[0])
+            dt = 10.0**t
+            return xi**2 / (2 * dt) + 0.5 * float(k.penalty(_f64([dt]), p)[0])
 
         _, fb, err[i], _ = _scalar_min(obj, logd[max(j - 1, 0)], logd[min(j + 1, logd.size - 1)])
         num[i] = min(float(vals[j]), fb if math.isfinite(fb) else math.inf)
     # the terms at the minimum are those at d = weight(x) up to the solver's error
     tol = _tol(rtol, atol, (num, g, phi), (quad, 0.5 * h), err)
-    ident2.at_least(num, g, tol, {"x": x},
-                    "g(x^2) <= min_d x^2/(2d) + penalty(d)/2 (numerical minimum over d > 0)")
-    ident2.at_least(num, phi, tol + cond, {"x": x, "d": d},
-                    "weight(x) must minimise x^2/(2d) + penalty(d)/2 over d > 0: value at weight(x) "
-                    "exceeds the numerical minimum", mask=ok_d & np.isfinite(d) & ok_c)
+    ident2.at_least(num, g, tol, {"x": x}, "g(x^2) <= min_d x^2/(2d) + penalty(d)/2 (numerical minimum over d > 0)")
+    ident2.at_least(
+        num,
+        phi,
+        tol + cond,
+        {"x": x, "d": d},
+        "weight(x) must minimise x^2/(2d) + penalty(d)/2 over d > 0: value at weight(x) exceeds the numerical minimum",
+        mask=ok_d & np.isfinite(d) & ok_c,
+    )
 
 
 def _reg_bregman(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
@@ -222,19 +260,24 @@ def _reg_bregman(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) 
     fd = _central(lambda a: b.F(a, p), d, h)
     an = _arr(b.f(d, p))
     ok = (d - 4 * h > 0) & ~fd.kink & np.isfinite(fd.d)
-    ident.compare(an, fd.d, _fd_tol(an, fd, rtol, atol), {"d": d},
-                  "f vs central difference of F", mask=ok)
+    ident.compare(an, fd.d, _fd_tol(an, fd, rtol, atol), {"d": d}, "f vs central difference of F", mask=ok)
     srt = np.sort(d)
     fs = _arr(b.f(_f64(srt), p))
-    ident.require(np.diff(fs) > 0, {"d": srt[:-1]},
-                  "f = F' must be strictly increasing (F strictly convex)")
+    ident.require(np.diff(fs) > 0, {"d": srt[:-1]}, "f = F' must be strictly increasing (F strictly convex)")
     ident2 = r.identity("bregman_finv")
     back = _arr(b.finv(_f64(an), p))
     ident2.compare(back, d, atol + rtol * d, {"d": d}, "finv(f(d)) vs d")
 
 
-def check_regularizer(reg: Any, *, n_points: int = 64, seed: int = 0, rtol: float = 1e-6,
-                      atol: float = 1e-8, C: float | Sequence[float] | None = None) -> ConformanceReport:
+def check_regularizer(
+    reg: Any,
+    *,
+    n_points: int = 64,
+    seed: int = 0,
+    rtol: float = 1e-6,
+    atol: float = 1e-8,
+    C: float | Sequence[float] | None = None,
+) -> ConformanceReport:
     """Check a regularizer against the :class:`~mklkit.components.base.Regularizer` contract.
 
     Parameters
@@ -261,8 +304,7 @@ def check_regularizer(reg: Any, *, n_points: int = 64, seed: int = 0, rtol: floa
     except ValueError:
         raise
     except Exception as exc:
-        r.identity("kernel_shapes").fail(
-            f"could not draw points (conj_radius raised {type(exc).__name__}: {exc})")
+        r.identity("kernel_shapes").fail(f"could not draw points (conj_radius raised {type(exc).__name__}: {exc})")
         return r.report(seed)
     r.run("kernel_shapes", _reg_shapes, r, reg, P)
     r.run("conj_domain", _reg_conj_domain, r, reg, P)
@@ -273,8 +315,15 @@ def check_regularizer(reg: Any, *, n_points: int = 64, seed: int = 0, rtol: floa
     r.run(["conj_sup", "conj_unbounded"], _reg_conj_sup, r, reg, P, rtol, atol)
     r.run(["conj_grad_fd", "conj_hess_fd"], _reg_conj, r, reg, P, rtol, atol)
     r.run("fenchel_young", _reg_fenchel_young, r, reg, P, rtol, atol, rng)
-    r.run(["moreau_decomposition", "env_grad_prox", "env_hess_prox_deriv", "env_min",
-           "env_grad_fd", "env_hess_fd"], _reg_moreau, r, reg, P, rtol, atol)
+    r.run(
+        ["moreau_decomposition", "env_grad_prox", "env_hess_prox_deriv", "env_min", "env_grad_fd", "env_hess_fd"],
+        _reg_moreau,
+        r,
+        reg,
+        P,
+        rtol,
+        atol,
+    )
     if _tikhonov(reg):
         r.run(["weight_value", "weight_argmin"], _reg_weight, r, reg, P, rtol, atol)
     if getattr(reg, "bregman", None) is not None:

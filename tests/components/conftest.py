@@ -4,6 +4,7 @@ They are written here, independently of the built-ins, so that the kit can be
 tested against known-correct components and deliberately broken variants of
 them (``test_broken_components.py``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -64,7 +65,8 @@ class RefSquared(Loss):
     description = "squared loss (reference)"
     task = REGRESSION
     value, deriv, deriv2, conj, conj_grad, conj_hess, conj_lower, conj_upper = map(
-        staticmethod, (sq_value, sq_deriv, ones, sq_conj, sq_conj_grad, ones, lower_inf, upper_inf))
+        staticmethod, (sq_value, sq_deriv, ones, sq_conj, sq_conj_grad, ones, lower_inf, upper_inf)
+    )
 
     def deriv_lipschitz(self) -> float:
         return 1.0
@@ -146,7 +148,8 @@ class RefLogistic(Loss):
     description = "logistic loss (reference)"
     task = CLASSIFICATION
     value, deriv, deriv2, conj, conj_grad, conj_hess, conj_lower, conj_upper = map(
-        staticmethod, (lg_value, lg_deriv, lg_deriv2, lg_conj, lg_conj_grad, lg_conj_hess, cls_lower, cls_upper))
+        staticmethod, (lg_value, lg_deriv, lg_deriv2, lg_conj, lg_conj_grad, lg_conj_hess, cls_lower, cls_upper)
+    )
 
     def deriv_lipschitz(self) -> float:
         return 0.25
@@ -242,9 +245,11 @@ class RefEpsInsensitive(Loss):
     n_aux = 1
     n_cons = 4
     value, deriv, deriv2, conj, conj_grad, conj_hess, conj_lower, conj_upper = map(
-        staticmethod, (ei_value, ei_deriv, zeros, ei_conj, ei_conj_grad, zeros, unit_lower, unit_upper))
+        staticmethod, (ei_value, ei_deriv, zeros, ei_conj, ei_conj_grad, zeros, unit_lower, unit_upper)
+    )
     l0, l0_grad, l0_hess, cons, cons_grad, cons_hess = map(
-        staticmethod, (ei_l0, ei_l0_grad, ei_l0_hess, ei_cons, ei_cons_grad, ei_cons_hess))
+        staticmethod, (ei_l0, ei_l0_grad, ei_l0_hess, ei_cons, ei_cons_grad, ei_cons_hess)
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -342,7 +347,21 @@ class RefElasticNet(Regularizer):
     description = "elastic net (reference)"
     params = (Param("lam", 0.5, "weight of the squared part", low=0.0, high=1.0),)
     value, prox, prox_deriv, conj, conj_grad, conj_hess, env, env_grad, env_hess, weight, penalty = map(
-        staticmethod, (en_value, en_prox, en_prox_deriv, en_conj, en_conj_grad, en_conj_hess, en_env, en_prox, en_prox_deriv, en_weight, en_penalty))
+        staticmethod,
+        (
+            en_value,
+            en_prox,
+            en_prox_deriv,
+            en_conj,
+            en_conj_grad,
+            en_conj_hess,
+            en_env,
+            en_prox,
+            en_prox_deriv,
+            en_weight,
+            en_penalty,
+        ),
+    )
 
     @property
     def smooth_conjugate(self) -> bool:
@@ -382,8 +401,7 @@ class RefElasticNetBregman(RefElasticNet):
     """RefElasticNet with a Bregman form."""
 
     name = "ref_elasticnet_bregman"
-    bregman_F, bregman_f, bregman_finv, bregman_d0 = map(
-        staticmethod, (kl_F, kl_f, kl_finv, kl_d0))
+    bregman_F, bregman_f, bregman_finv, bregman_d0 = map(staticmethod, (kl_F, kl_f, kl_finv, kl_d0))
 
 
 # ---------------------------------------------------------------------------
@@ -485,9 +503,11 @@ class RefPinball(Loss):
     n_aux = 0
     n_cons = 2
     value, deriv, deriv2, conj, conj_grad, conj_hess, conj_lower, conj_upper = map(
-        staticmethod, (pb_value, pb_deriv, zeros, pb_conj, pb_conj_grad, zeros, pb_lower, pb_upper))
+        staticmethod, (pb_value, pb_deriv, zeros, pb_conj, pb_conj_grad, zeros, pb_lower, pb_upper)
+    )
     l0, l0_grad, l0_hess, cons, cons_grad, cons_hess = map(
-        staticmethod, (pb_l0, pb_l0_grad, pb_l0_hess, pb_cons, pb_cons_grad, pb_cons_hess))
+        staticmethod, (pb_l0, pb_l0_grad, pb_l0_hess, pb_cons, pb_cons_grad, pb_cons_hess)
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -572,7 +592,21 @@ class RefHuberNorm(Regularizer):
     description = "Huber function of the block norm (reference)"
     params = (Param("delta", 1.0, "end of the quadratic part", low=0.0, low_open=True),)
     value, prox, prox_deriv, conj, conj_grad, conj_hess, env, env_grad, env_hess, weight, penalty = map(
-        staticmethod, (hn_value, hn_prox, hn_prox_deriv, hn_conj, hn_conj_grad, hn_conj_hess, hn_env, hn_prox, hn_prox_deriv, hn_weight, hn_penalty))
+        staticmethod,
+        (
+            hn_value,
+            hn_prox,
+            hn_prox_deriv,
+            hn_conj,
+            hn_conj_grad,
+            hn_conj_hess,
+            hn_env,
+            hn_prox,
+            hn_prox_deriv,
+            hn_weight,
+            hn_penalty,
+        ),
+    )
 
     @property
     def sparse(self) -> bool:
@@ -582,7 +616,17 @@ class RefHuberNorm(Regularizer):
         return float(C)
 
 
-REFERENCE_COMPONENTS = (RefSquared(), RefLogistic(), RefEpsInsensitive(), RefEpsInsensitive(eps=0.0),
-                        RefElasticNet(), RefElasticNet(lam=0.0), RefElasticNet(lam=1.0),
-                        RefElasticNetBregman(lam=0.3), RefPinball(), RefPinball(tau=0.2),
-                        RefHuberNorm(), RefHuberNorm(delta=0.1))
+REFERENCE_COMPONENTS = (
+    RefSquared(),
+    RefLogistic(),
+    RefEpsInsensitive(),
+    RefEpsInsensitive(eps=0.0),
+    RefElasticNet(),
+    RefElasticNet(lam=0.0),
+    RefElasticNet(lam=1.0),
+    RefElasticNetBregman(lam=0.3),
+    RefPinball(),
+    RefPinball(tau=0.2),
+    RefHuberNorm(),
+    RefHuberNorm(delta=0.1),
+)

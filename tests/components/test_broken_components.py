@@ -5,6 +5,7 @@ one place.  The test asserts that the report fails, that the expected
 identity is among the failures, and that the report gives the point and the
 size of the error.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,26 +42,26 @@ N_POINTS = 24
 # ---------------------------------------------------------------------------
 @njit(cache=True)
 def bad_sq_conj_grad(y, u, params):
-    return u + y + 0.05                                # off by a constant
+    return u + y + 0.05  # off by a constant
 
 
 @njit(cache=True)
 def bad_sq_conj_shift(y, u, params):
-    return 0.5 * u * u + u * y + 0.1                   # conjugate off by a constant
+    return 0.5 * u * u + u * y + 0.1  # conjugate off by a constant
 
 
 @njit(cache=True)
 def bad_sq_deriv(y, z, params):
-    return 1.1 * (z - y)                               # derivative off by 10 %
+    return 1.1 * (z - y)  # derivative off by 10 %
 
 
 @njit(cache=True)
 def bad_sq_conj_hess(y, u, params):
-    return np.full(y.shape[0], 2.0)                    # second derivative is 1
+    return np.full(y.shape[0], 2.0)  # second derivative is 1
 
 
 @njit(cache=True)
-def bad_lg_conj_x2(y, u, params):                      # conjugate off by a factor 2
+def bad_lg_conj_x2(y, u, params):  # conjugate off by a factor 2
     out = np.empty(y.shape[0])
     for i in range(y.shape[0]):
         t = -y[i] * u[i]
@@ -87,7 +88,7 @@ def bad_lg_conj_hess_x2(y, u, params):
 
 @njit(cache=True)
 def bad_cls_lower_small(y, params):
-    return np.minimum(0.0, -0.5 * y)                   # domain claimed half as wide
+    return np.minimum(0.0, -0.5 * y)  # domain claimed half as wide
 
 
 @njit(cache=True)
@@ -97,7 +98,7 @@ def bad_cls_upper_small(y, params):
 
 @njit(cache=True)
 def bad_ei_l0(y, u, ut, params):
-    return y * u + params[0] * (u + ut[:, 0])          # eq. (35) has u + 2 ut
+    return y * u + params[0] * (u + ut[:, 0])  # eq. (35) has u + 2 ut
 
 
 @njit(cache=True)
@@ -108,25 +109,25 @@ def bad_sq_conj_f32(y, u, params):
 @njit(cache=True)
 def bad_en_prox_2C(v, C, params):
     lam = params[0]
-    return np.maximum(v - 2.0 * C * (1.0 - lam), 0.0) / (1.0 + C * lam)   # threshold 2C
+    return np.maximum(v - 2.0 * C * (1.0 - lam), 0.0) / (1.0 + C * lam)  # threshold 2C
 
 
 @njit(cache=True)
 def bad_en_env_sq(y, C, params):
     lam = params[0]
     p = np.maximum(y - C * (1.0 - lam), 0.0) / (1.0 + C * lam)
-    return p * p                                       # eq. (22) read as ||prox||^2, 1/2 dropped
+    return p * p  # eq. (22) read as ||prox||^2, 1/2 dropped
 
 
 @njit(cache=True)
 def bad_en_weight_l1(x, params):
-    return x.copy()                                    # the l1 map, not x/(1 - lam + lam x)
+    return x.copy()  # the l1 map, not x/(1 - lam + lam x)
 
 
 @njit(cache=True)
 def bad_en_prox_deriv(v, C, params):
     lam = params[0]
-    return np.where(v > C * (1.0 - lam), 0.5 / (1.0 + C * lam), 0.0)   # half the slope
+    return np.where(v > C * (1.0 - lam), 0.5 / (1.0 + C * lam), 0.0)  # half the slope
 
 
 @njit(cache=True)
@@ -148,7 +149,7 @@ def bad_en_value_raises(x, C, params):
 
 
 @njit(cache=True)
-def bad_pb_conj_ends(y, u, params):                    # off by 1 % at the ends of the domain
+def bad_pb_conj_ends(y, u, params):  # off by 1 % at the ends of the domain
     tau = params[0]
     out = np.empty(y.shape[0])
     for i in range(y.shape[0]):
@@ -160,7 +161,7 @@ def bad_pb_conj_ends(y, u, params):                    # off by 1 % at the ends 
 
 
 @njit(cache=True)
-def bad_hn_conj_radius(y, C, params):                  # off by 1 % at the radius C
+def bad_hn_conj_radius(y, C, params):  # off by 1 % at the radius C
     d = params[0]
     out = np.empty(y.shape[0])
     for i in range(y.shape[0]):
@@ -175,7 +176,7 @@ def bad_hn_conj_radius(y, C, params):                  # off by 1 % at the radiu
 
 @njit(cache=True)
 def bad_pb_lower_swapped(y, params):
-    return np.full(y.shape[0], params[0] - 1.0)        # [tau - 1, tau]: right only at tau = 0.5
+    return np.full(y.shape[0], params[0] - 1.0)  # [tau - 1, tau]: right only at tau = 0.5
 
 
 @njit(cache=True)
@@ -345,8 +346,12 @@ CASES = [
     (SmallDomain(), ["conj_domain", "conj_unbounded"], ["y", "u"]),
     (LooseLipschitz(), ["deriv_lipschitz"], ["y", "z"]),
     pytest.param(WrongL0(), ["constrained_value"], ["y", "u"], marks=pytest.mark.slow),
-    pytest.param(ProxThreshold2C(lam=0.0), ["prox_optimality", "prox_numeric", "moreau_decomposition"],
-                 ["v", "C"], marks=pytest.mark.slow),
+    pytest.param(
+        ProxThreshold2C(lam=0.0),
+        ["prox_optimality", "prox_numeric", "moreau_decomposition"],
+        ["v", "C"],
+        marks=pytest.mark.slow,
+    ),
     (ProxThreshold2C(lam=0.4), ["prox_optimality", "prox_numeric"], ["v", "C"]),
     (WrongEnvelope(lam=0.0), ["moreau_decomposition", "env_min", "env_grad_fd"], ["y", "C"]),
     (WrongWeight(lam=0.5), ["weight_value", "weight_argmin"], ["x"]),
@@ -482,11 +487,14 @@ def test_value_kernel_is_used_consistently():
     assert report["env_grad_prox"].passed
 
 
-
-@pytest.mark.parametrize("component, end", [
-    (PinballConjOffAtEnds(tau=0.3), lambda pt: pt["u"] in (-0.3, 0.7)),
-    (HuberNormConjOffAtRadius(delta=0.5), lambda pt: pt["y"] == pt["C"]),
-], ids=["loss", "regularizer"])
+@pytest.mark.parametrize(
+    "component, end",
+    [
+        (PinballConjOffAtEnds(tau=0.3), lambda pt: pt["u"] in (-0.3, 0.7)),
+        (HuberNormConjOffAtRadius(delta=0.5), lambda pt: pt["y"] == pt["C"]),
+    ],
+    ids=["loss", "regularizer"],
+)
 def test_conjugate_off_by_one_percent_where_the_supremum_is_flat_fails_conj_sup(component, end):
     # At the end of the domain the supremum is flat out to |z| ~ 1e8: a tolerance
     # scaled by |u z| there (about 2e+01) let a 1 % error through; it is relative

@@ -1,4 +1,5 @@
 """``mklkit check-plugin``: random parameter points, ``--param``, and plugins that fail to load."""
+
 from __future__ import annotations
 
 import re
@@ -48,8 +49,9 @@ def _plugin_module(*classes: type) -> types.ModuleType:
 def pinballs() -> Iterator[None]:
     """``ref_pinball`` (correct) and ``swapped_pinball`` (wrong for tau != 0.5), registered for the test."""
     reg = get_registry()
-    name = reg.register_plugin(_plugin_module(RefPinball, SwappedPinball), "mklkit-pinballs", "0.1",
-                               name="pinballs_test")
+    name = reg.register_plugin(
+        _plugin_module(RefPinball, SwappedPinball), "mklkit-pinballs", "0.1", name="pinballs_test"
+    )
     try:
         yield
     finally:
@@ -62,11 +64,19 @@ def test_a_bug_away_from_the_defaults_fails_with_the_point_the_seed_and_how_to_r
     assert "conformance of loss 'swapped_pinball' (SwappedPinball(tau=0.5)) at the default parameters: OK" in out
     heads = re.findall(r"^conformance of .* at random parameter point (\d) of 5: .*$", out, re.M)
     assert len(heads) == 5
-    failed = re.findall(r"^conformance of loss 'swapped_pinball' \(SwappedPinball\(tau=([0-9.]+)\)\) at random "
-                        r"parameter point \d of 5: \d+ of \d+ identities FAILED \(seed 0\)$", out, re.M)
+    failed = re.findall(
+        r"^conformance of loss 'swapped_pinball' \(SwappedPinball\(tau=([0-9.]+)\)\) at random "
+        r"parameter point \d of 5: \d+ of \d+ identities FAILED \(seed 0\)$",
+        out,
+        re.M,
+    )
     assert failed
-    repro = re.findall(r"^  reproduce: (mklkit check-plugin loss:swapped_pinball --param tau=([0-9.]+) "
-                       r"--random 0 --seed 0)$", out, re.M)
+    repro = re.findall(
+        r"^  reproduce: (mklkit check-plugin loss:swapped_pinball --param tau=([0-9.]+) "
+        r"--random 0 --seed 0)$",
+        out,
+        re.M,
+    )
     assert [tau for _, tau in repro] == failed
     line = one_line_error(code, err, "swapped_pinball failed the conformance checks at")
     assert f"at {len(failed)} of 6 parameter points" in line
@@ -74,8 +84,9 @@ def test_a_bug_away_from_the_defaults_fails_with_the_point_the_seed_and_how_to_r
     code2, out2, _ = run_cli(repro[0][0].split()[1:], capsys)
     assert code2 == 2
     head, *body = out2.splitlines()
-    assert head.startswith(f"conformance of loss 'swapped_pinball' (SwappedPinball(tau={failed[0]})) "
-                           "at the given parameters: ")
+    assert head.startswith(
+        f"conformance of loss 'swapped_pinball' (SwappedPinball(tau={failed[0]})) at the given parameters: "
+    )
     first = out.split("\n\n")[[f"tau={failed[0]})" in b.splitlines()[0] for b in out.split("\n\n")].index(True)]
     assert first.splitlines()[1:] == body
 
@@ -97,17 +108,22 @@ def test_param_values_are_checked_and_kept(pinballs, capsys):
     one_line_error(code, err, "at 1 of 1 parameter point ")
 
 
-@pytest.mark.parametrize("argv, needles", [
-    (["--param", "tua=0.2"], ["--param tua=0.2: unknown parameter 'tua' (did you mean 'tau'?)", "allowed: tau"]),
-    (["--param", "tau=1.5"], ["--param tau=1.5:", "tau must be a number in (0, 1); got 1.5"]),
-    (["--param", "tau=abc"], ["--param tau=abc:", "tau must be a number in (0, 1); got 'abc'"]),
-    (["--param", "tau"], ["--param needs the form name=value; got 'tau'", "allowed: a parameter of loss "
-                                                                        "'swapped_pinball': tau"]),
-    (["--param", "tau=[1,"], ["mklkit check-plugin (--param tau)", "YAML syntax error"]),
-    (["--random", "-1"], ["--random must be an integer >= 0; got -1"]),
-    (["--seed", "-2"], ["--seed must be an integer >= 0; got -2"]),
-    (["--random", "x"], ["--random: invalid int value: 'x'"]),
-])
+@pytest.mark.parametrize(
+    "argv, needles",
+    [
+        (["--param", "tua=0.2"], ["--param tua=0.2: unknown parameter 'tua' (did you mean 'tau'?)", "allowed: tau"]),
+        (["--param", "tau=1.5"], ["--param tau=1.5:", "tau must be a number in (0, 1); got 1.5"]),
+        (["--param", "tau=abc"], ["--param tau=abc:", "tau must be a number in (0, 1); got 'abc'"]),
+        (
+            ["--param", "tau"],
+            ["--param needs the form name=value; got 'tau'", "allowed: a parameter of loss 'swapped_pinball': tau"],
+        ),
+        (["--param", "tau=[1,"], ["mklkit check-plugin (--param tau)", "YAML syntax error"]),
+        (["--random", "-1"], ["--random must be an integer >= 0; got -1"]),
+        (["--seed", "-2"], ["--seed must be an integer >= 0; got -2"]),
+        (["--random", "x"], ["--random: invalid int value: 'x'"]),
+    ],
+)
 def test_bad_options_are_one_line_errors(pinballs, capsys, argv, needles):
     code, out, err = run_cli(["check-plugin", "swapped_pinball", *argv], capsys)
     one_line_error(code, err, *needles)
@@ -134,8 +150,9 @@ def test_a_class_that_refuses_its_declared_values_fails(capsys):
         assert "loss fussy_pinball: FAILED: FussyPinball: no parameter point accepted by the class" in out
         one_line_error(code, err, "fussy_pinball failed the conformance checks at 1 of 2 parameter points")
         code, out, err = run_cli(["check-plugin", "fussy_pinball", "--param", "tau=0.2"], capsys)
-        one_line_error(code, err, "--param tau=0.2: fussy_pinball: tau must be 0.5 (this component's own "
-                                  "check); got 0.2")
+        one_line_error(
+            code, err, "--param tau=0.2: fussy_pinball: tau must be 0.5 (this component's own check); got 0.2"
+        )
     finally:
         reg.unregister_plugin(name)
 
@@ -183,15 +200,24 @@ def test_broken_plugin_says_why_it_has_no_components(broken_pinball, capsys, nam
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         code, out, err = run_cli(["check-plugin", name], capsys)
-    one_line_error(code, err, "plugin 'pinball' (mklkit-pinball 0.1.0) could not be loaded",
-                   "ComponentValidationError", "conj_hess must be numba-jitted functions")
+    one_line_error(
+        code,
+        err,
+        "plugin 'pinball' (mklkit-pinball 0.1.0) could not be loaded",
+        "ComponentValidationError",
+        "conj_hess must be numba-jitted functions",
+    )
     assert out == ""
 
 
 def test_unknown_name_lists_the_broken_plugins(broken_pinball, capsys):
     code, _, err = run_cli(["check-plugin", "pinbal"], capsys)
-    one_line_error(code, err, "no component or plugin named 'pinbal' (did you mean 'pinball'?)",
-                   "; 1 plugin could not be loaded: pinball (mklkit-pinball 0.1.0): ComponentValidationError")
+    one_line_error(
+        code,
+        err,
+        "no component or plugin named 'pinbal' (did you mean 'pinball'?)",
+        "; 1 plugin could not be loaded: pinball (mklkit-pinball 0.1.0): ComponentValidationError",
+    )
 
 
 def test_pb_value_is_jitted():

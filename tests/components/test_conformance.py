@@ -7,6 +7,7 @@ at random parameter points drawn from their declarations
 seeds and the regularization constants.  The second half tests the kit's own
 API on the reference components of ``conftest.py``.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -47,9 +48,13 @@ N_POINTS = 24
 
 # A seed is not worth shrinking, and the example database would only write
 # files into the tree.
-FEW = settings(max_examples=3, deadline=None, database=None,
-               phases=(Phase.explicit, Phase.generate),
-               suppress_health_check=[HealthCheck.too_slow])
+FEW = settings(
+    max_examples=3,
+    deadline=None,
+    database=None,
+    phases=(Phase.explicit, Phase.generate),
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 seeds = st.integers(min_value=0, max_value=2**32 - 1)
 Cs = st.lists(st.floats(min_value=0.05, max_value=5.0), min_size=1, max_size=3)
@@ -139,9 +144,14 @@ def test_parameter_variant_conforms(variant, seed, C):
     assert report.ok, str(report)
 
 
-@pytest.mark.parametrize("kind, name, cls", [
-    pytest.param(k, n, c, marks=pytest.mark.slow if (k, n) == ("loss", "eps_insensitive") else ())
-    for (k, n), c in _CLASSES.items()], ids=[f"{k}:{n}" for k, n in _CLASSES])
+@pytest.mark.parametrize(
+    "kind, name, cls",
+    [
+        pytest.param(k, n, c, marks=pytest.mark.slow if (k, n) == ("loss", "eps_insensitive") else ())
+        for (k, n), c in _CLASSES.items()
+    ],
+    ids=[f"{k}:{n}" for k, n in _CLASSES],
+)
 @FEW
 @given(seed=seeds)
 @example(seed=0)
@@ -169,8 +179,7 @@ def test_loss_identities_are_all_checked():
     with_constraints = check_component(RefEpsInsensitive(), n_points=N_POINTS)
     assert _identities(with_constraints) == list(LOSS_IDENTITIES)
     smooth = check_component(RefSquared(), n_points=N_POINTS)
-    assert _identities(smooth) == [i for i in LOSS_IDENTITIES
-                                   if not i.startswith(("constrained", "l0_", "cons_"))]
+    assert _identities(smooth) == [i for i in LOSS_IDENTITIES if not i.startswith(("constrained", "l0_", "cons_"))]
 
 
 def test_regularizer_identities_are_all_checked():
@@ -195,8 +204,7 @@ def test_check_component_accepts_a_class_and_is_deterministic():
     b = check_component(RefLogistic(), n_points=N_POINTS, seed=7)
     assert a.component == RefLogistic()
     assert str(a) == str(b)
-    assert [(x.identity, x.worst_error) for x in a.checks] == \
-        [(x.identity, x.worst_error) for x in b.checks]
+    assert [(x.identity, x.worst_error) for x in a.checks] == [(x.identity, x.worst_error) for x in b.checks]
     c = check_component(RefLogistic(), n_points=N_POINTS, seed=8)
     assert [x.worst_error for x in a.checks] != [x.worst_error for x in c.checks]
 
@@ -333,11 +341,18 @@ def test_parameter_points_are_reproducible_and_keep_fixed_values():
     assert parameter_points(_Knobs, n_random=0) == [a[0]]
 
 
-@pytest.mark.parametrize("fixed, error, match", [
-    ({"tua": 0.2}, UnknownParamError, r"ref_pinball: unknown parameter 'tua' \(did you mean 'tau'\?\); allowed: one of tau"),
-    ({"tau": 1.5}, ParamError, r"ref_pinball: tau must be a number in \(0, 1\); got 1.5"),
-    ({"tau": "abc"}, ParamError, r"tau must be a number in \(0, 1\); got 'abc'"),
-])
+@pytest.mark.parametrize(
+    "fixed, error, match",
+    [
+        (
+            {"tua": 0.2},
+            UnknownParamError,
+            r"ref_pinball: unknown parameter 'tua' \(did you mean 'tau'\?\); allowed: one of tau",
+        ),
+        ({"tau": 1.5}, ParamError, r"ref_pinball: tau must be a number in \(0, 1\); got 1.5"),
+        ({"tau": "abc"}, ParamError, r"tau must be a number in \(0, 1\); got 'abc'"),
+    ],
+)
 def test_parameter_points_reject_bad_fixed_values(fixed, error, match):
     with pytest.raises(error, match=match):
         parameter_points(RefPinball, fixed=fixed)
@@ -372,8 +387,12 @@ def test_random_params_respect_cross_parameter_checks():
 def test_a_bug_away_from_the_defaults_is_caught_at_random_parameter_points():
     assert check_component(SwappedPinball, n_points=N_POINTS, seed=0).ok  # tau = 0.5
     reports = check_parameter_points(SwappedPinball, n_random=3, seed=4, n_points=N_POINTS)
-    assert [r.origin for r in reports] == ["the default parameters", "random parameter point 1 of 3",
-                                           "random parameter point 2 of 3", "random parameter point 3 of 3"]
+    assert [r.origin for r in reports] == [
+        "the default parameters",
+        "random parameter point 1 of 3",
+        "random parameter point 2 of 3",
+        "random parameter point 3 of 3",
+    ]
     assert reports[0].ok
     failed = [r for r in reports if not r.ok]
     assert failed
@@ -382,12 +401,12 @@ def test_a_bug_away_from_the_defaults_is_caught_at_random_parameter_points():
         assert {"conj_domain", "conj_unbounded"} <= {c.identity for c in r.failures}
         head = str(r).splitlines()[0]
         # the point and the seed that reproduce the failure
-        assert head.startswith(f"conformance of loss 'swapped_pinball' (SwappedPinball(tau={r.component.tau!r}))"
-                               f" at {r.origin}: ")
+        assert head.startswith(
+            f"conformance of loss 'swapped_pinball' (SwappedPinball(tau={r.component.tau!r})) at {r.origin}: "
+        )
         assert head.endswith("FAILED (seed 4)")
         again = check_component(SwappedPinball(tau=r.component.tau), n_points=N_POINTS, seed=4)
         assert str(again).splitlines()[1:] == str(r).splitlines()[1:]
     # given parameters are checked as they are
-    given = check_parameter_points(SwappedPinball, n_random=0, seed=4, fixed={"tau": 0.2},
-                                   n_points=N_POINTS)
+    given = check_parameter_points(SwappedPinball, n_random=0, seed=4, fixed={"tau": 0.2}, n_points=N_POINTS)
     assert len(given) == 1 and given[0].origin == "the given parameters" and not given[0].ok

@@ -1,4 +1,5 @@
 """The conic reference asks the components for their cvxpy expressions."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,7 @@ def _problem(loss, reg, seed: int = 0) -> Problem:
 
 
 @pytest.mark.parametrize("loss", [Hinge(), Logistic(), Squared(), EpsInsensitive(eps=0.2)], ids=repr)
-@pytest.mark.parametrize("reg", [L1(), ElasticNet(lam=0.3), Lq(q=1.5), Lq(q=2.0), Uniform(), KL(d0=0.7)],
-                         ids=repr)
+@pytest.mark.parametrize("reg", [L1(), ElasticNet(lam=0.3), Lq(q=1.5), Lq(q=2.0), Uniform(), KL(d0=0.7)], ids=repr)
 def test_every_builtin_has_a_formulation_that_agrees_with_its_kernels(loss, reg) -> None:
     spec = conic.formulation(_problem(loss, reg))
     assert spec is not None and spec["loss"] is loss and spec["reg"] is reg
@@ -49,9 +49,11 @@ class _WrongRegularizer(ElasticNet):
         return super().cvxpy_expr(norms, squares, 1.5 * C, betas)
 
 
-@pytest.mark.parametrize("loss, reg", [(_NoExpression(), L1()), (_WrongScale(), L1()),
-                                       (Logistic(), _WrongRegularizer(lam=0.3))],
-                         ids=["no expression", "wrong loss", "wrong regularizer"])
+@pytest.mark.parametrize(
+    "loss, reg",
+    [(_NoExpression(), L1()), (_WrongScale(), L1()), (Logistic(), _WrongRegularizer(lam=0.3))],
+    ids=["no expression", "wrong loss", "wrong regularizer"],
+)
 def test_a_missing_or_wrong_expression_gives_no_formulation(loss, reg) -> None:
     assert conic.formulation(_problem(loss, reg)) is None
     assert type(Loss.cvxpy_expr(loss, None, None)) is type(NotImplemented)

@@ -20,6 +20,7 @@ helpers check that claim without trusting the engine:
   with Clarabel's own objective (``rel``, 1e-4 by default) is checked on
   top.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -59,10 +60,12 @@ def assert_dual_feasible(problem: Any, rho: np.ndarray, dual_objective: float | 
     assert outside.size == 0, (
         f"dual coordinates {outside[:5].tolist()} are outside the loss conjugate's domain: "
         f"rho={rho[outside[:5]].tolist()}, allowed [{lo[outside[:5]].tolist()}, "
-        f"{hi[outside[:5]].tolist()}]")
+        f"{hi[outside[:5]].tolist()}]"
+    )
     if problem.bias:
         assert abs(float(np.sum(rho))) <= 1e-12 * max(1.0, float(np.sum(np.abs(rho)))), (
-            f"1'rho = {float(np.sum(rho))!r}; a problem with a bias needs 1'rho = 0")
+            f"1'rho = {float(np.sum(rho))!r}; a problem with a bias needs 1'rho = 0"
+        )
     D = common.dual_objective(problem, rho)
     if not np.isfinite(D):
         # on the boundary of a bounded dual ball (l1: ||rho||_{K_m} <= C), block norms
@@ -73,7 +76,8 @@ def assert_dual_feasible(problem: Any, rho: np.ndarray, dual_objective: float | 
     assert np.isfinite(D), (
         f"D(rho) = {D!r}: the dual point is outside the conjugates' domain by more than "
         f"rounding (block norms / C up to "
-        f"{float(np.max(common.dual_block_norms(problem.bank, rho))) / problem.C!r})")
+        f"{float(np.max(common.dual_block_norms(problem.bank, rho))) / problem.C!r})"
+    )
     if dual_objective is not None:
         assert D == pytest.approx(dual_objective, rel=1e-10, abs=1e-12)
     return D
@@ -124,17 +128,18 @@ def assert_certified(
     params = dict(params or {})
     assert res.status == Status.CONVERGED, res.message
     assert -1e-12 <= res.gap <= tol, f"gap {res.gap!r}; allowed [0, {tol!r}]"
-    assert res.gap == pytest.approx(common.relative_gap(res.objective, res.dual_objective),
-                                    rel=1e-9, abs=1e-15)
+    assert res.gap == pytest.approx(common.relative_gap(res.objective, res.dual_objective), rel=1e-9, abs=1e-15)
     # the reported objective is the primal at the returned (alpha, b), recomputed
     P = primal_objective_numpy(K, y, res.alpha, res.bias, loss, reg, C, **params)
     assert P == pytest.approx(res.objective, rel=1e-10)
     # Clarabel's point, evaluated exactly, is a primal point: P* <= P_ref
     P_ref = primal_objective_numpy(K, y, ref.alpha, ref.bias, loss, reg, C, **params)
     assert res.dual_objective <= P_ref + ROUNDING * abs(P_ref), (
-        f"weak duality fails: D = {res.dual_objective!r} > P_ref = {P_ref!r}")
+        f"weak duality fails: D = {res.dual_objective!r} > P_ref = {P_ref!r}"
+    )
     assert res.objective <= P_ref + 2 * tol * abs(P_ref), (
-        f"the claimed gap {res.gap!r} fails: P = {res.objective!r}, P_ref = {P_ref!r}")
+        f"the claimed gap {res.gap!r} fails: P = {res.objective!r}, P_ref = {P_ref!r}"
+    )
     assert res.objective == pytest.approx(ref.objective, rel=rel)
     if problem is not None:
         assert_dual_feasible(problem, res.dual, res.dual_objective)

@@ -8,6 +8,7 @@ and no auxiliary variables.  The conjugate is linear on each side of 0
 (``linear_conjugate``), so the SMO-MKL engine takes it too.  Nothing in mklkit
 knows this class.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -5,6 +5,7 @@ kernels of unit trace (the engine kit's :func:`mklkit.testing.engines.sample_ban
 conic reference solutions on them (cached); and the callback-stop check that
 every engine must pass.
 """
+
 from __future__ import annotations
 
 import functools

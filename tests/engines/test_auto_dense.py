@@ -6,6 +6,7 @@ Clarabel's), report the dense problem's gap for the ``alpha`` it returns, and
 fall back honestly when the factors are not exact or the dense gap misses
 ``tol``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -54,8 +55,7 @@ def a9a(n: int = N) -> tuple[np.ndarray, np.ndarray]:
 
 def problem(loss: str, reg: str, frac: float = 0.1) -> Problem:
     K, y = a9a()
-    C_max = common.zero_solution(Problem(K=K, y=y, loss=LOSSES[loss](), regularizer=REGS[reg](),
-                                         C=1.0)).C_max
+    C_max = common.zero_solution(Problem(K=K, y=y, loss=LOSSES[loss](), regularizer=REGS[reg](), C=1.0)).C_max
     C = frac * C_max if np.isfinite(C_max) else 1.0
     return Problem(K=K, y=y, loss=LOSSES[loss](), regularizer=REGS[reg](), C=C)
 
@@ -123,10 +123,15 @@ def test_a_rank_cap_makes_the_factors_inexact_and_says_so():
 # ---------------------------------------------------------------------------
 # the route: same optimum as spicy and Clarabel, the dense gap
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize("loss,reg", [pytest.param("hinge", "l1", marks=pytest.mark.slow),
-                                      ("logistic", "l1"),
-                                      pytest.param("hinge", "elasticnet", marks=pytest.mark.slow),
-                                      ("logistic", "elasticnet")])
+@pytest.mark.parametrize(
+    "loss,reg",
+    [
+        pytest.param("hinge", "l1", marks=pytest.mark.slow),
+        ("logistic", "l1"),
+        pytest.param("hinge", "elasticnet", marks=pytest.mark.slow),
+        ("logistic", "elasticnet"),
+    ],
+)
 def test_auto_on_exact_factors_finds_the_dense_optimum(loss, reg, caplog, monkeypatch):
     pb = problem(loss, reg)
     auto = Auto(tol=1e-8, dense_factor_min_samples=N)
@@ -147,7 +152,7 @@ def test_auto_on_exact_factors_finds_the_dense_optimum(loss, reg, caplog, monkey
     assert res.alpha.shape == (3, N)
     # the reported values are the dense problem's at the returned point
     P = common.primal_objective(pb, res.alpha, res.bias)
-    D = common.projected_dual_objective(pb, res.dual)[0]   # a no-op projection, up to ulps
+    D = common.projected_dual_objective(pb, res.dual)[0]  # a no-op projection, up to ulps
     assert rel(res.objective, P) <= 1e-12 and rel(res.dual_objective, D) <= 1e-12
     assert common.relative_gap(P, D) <= 1e-8
     assert np.allclose(res.block_norms, common.block_norms(pb.bank, res.alpha), rtol=1e-10)
@@ -180,7 +185,7 @@ def test_the_newton_polish_on_full_rank_factors_is_solved_through_the_band(monke
             H[:nA, :nA] = (LA * h) @ LA.T
             for k in range(seg.size - 1):
                 a, e = seg[k], seg[k + 1]
-                bh = units[a:e]                 # the block's direction
+                bh = units[a:e]  # the block's direction
                 assert abs(np.linalg.norm(bh) - 1.0) <= 1e-12
                 c = g1[k] / x[k]
                 H[a:e, a:e] += c * np.eye(e - a) + (g2[k] - c) * np.outer(bh, bh)
@@ -196,8 +201,12 @@ def test_the_newton_polish_on_full_rank_factors_is_solved_through_the_band(monke
     pb = problem("hinge", "l1")
     res = Auto(tol=1e-8, dense_factor_min_samples=N).solve(pb)
     assert res.converged and "then spicy" not in res.message
-    assert common.relative_gap(common.primal_objective(pb, res.alpha, res.bias),
-                               common.projected_dual_objective(pb, res.dual)[0]) <= 1e-8
+    assert (
+        common.relative_gap(
+            common.primal_objective(pb, res.alpha, res.bias), common.projected_dual_objective(pb, res.dual)[0]
+        )
+        <= 1e-8
+    )
     assert residuals, "no Newton step went through the band"
     assert all(band < nA // 2 for nA, band, _ in residuals)
     assert max(r for _, _, r in residuals) <= 1e-10
@@ -205,11 +214,10 @@ def test_the_newton_polish_on_full_rank_factors_is_solved_through_the_band(monke
 
 def test_below_the_crossover_auto_keeps_the_dense_engines():
     pb = problem("hinge", "l1")
-    assert Auto().choose(pb)[0].name == "spicy"                 # N = 300 < 1000
+    assert Auto().choose(pb)[0].name == "spicy"  # N = 300 < 1000
     engine, why = Auto(dense_factor_min_samples=300).choose(pb)
     assert engine.name == "bcd" and "N = 300 >= 300 samples and M = 3 <= 10 kernels" in why
-    assert Auto(dense_factor_min_samples=300, dense_factor_max_kernels=2).choose(pb)[0].name \
-        == "spicy"
+    assert Auto(dense_factor_min_samples=300, dense_factor_max_kernels=2).choose(pb)[0].name == "spicy"
 
 
 def test_inexact_factors_fall_back_to_spicy_on_the_dense_bank(monkeypatch):
@@ -219,8 +227,11 @@ def test_inexact_factors_fall_back_to_spicy_on_the_dense_bank(monkeypatch):
     res = Auto(tol=1e-8, dense_factor_min_samples=N).solve(pb)
     assert res.converged and res.engine == "auto"
     assert res.message.startswith("auto -> spicy") and res.solved_by == "spicy"
-    assert re.search(r"N = 300 >= 300.*M = 3 <= 10.*exact factors.*kernel 0 .*rank 20 of 300.*"
-                     r"spicy on the dense bank", res.message), res.message
+    assert re.search(
+        r"N = 300 >= 300.*M = 3 <= 10.*exact factors.*kernel 0 .*rank 20 of 300.*"
+        r"spicy on the dense bank",
+        res.message,
+    ), res.message
     assert {h["engine"] for h in res.history} == {"spicy"}
     assert rel(res.objective, Spicy(tol=1e-8).solve(pb).objective) <= 1e-6
 
@@ -307,8 +318,7 @@ class _Special(Spicy):
     description = "test engine: spicy restricted to hinge + l1"
 
     def problem_reasons(self, problem):
-        return [] if (problem.loss.name, problem.regularizer.name) == ("hinge", "l1") else [
-            "only hinge + l1"]
+        return [] if (problem.loss.name, problem.regularizer.name) == ("hinge", "l1") else ["only hinge + l1"]
 
     def _solve(self, problem, run, warm_start):
         return super()._solve(problem, run, warm_start)
@@ -318,8 +328,7 @@ def test_a_more_specialised_installed_engine_is_preferred(monkeypatch):
     from mklkit.engines.capabilities import HINGE_CONJUGATE, SEPARABLE, needs
     from mklkit.engines.base import Requires
 
-    monkeypatch.setattr(_Special, "requires", Requires(loss=(needs(HINGE_CONJUGATE),),
-                                                       regularizer=(needs(SEPARABLE),)))
+    monkeypatch.setattr(_Special, "requires", Requires(loss=(needs(HINGE_CONJUGATE),), regularizer=(needs(SEPARABLE),)))
     with registered(_Special):
         pb = problem("hinge", "l1")
         engine, why = Auto().choose(pb)
@@ -336,16 +345,14 @@ def test_auto_uses_the_smo_plugin_where_it_is_the_specialist():
     pytest.importorskip("mklkit_smo")
     reg = get_registry()
     K, y = a9a()
-    pn = Problem(K=K, y=y, loss=Hinge(), regularizer=reg.create("regularizer", "pnorm_squared"),
-                 C=0.1)
+    pn = Problem(K=K, y=y, loss=Hinge(), regularizer=reg.create("regularizer", "pnorm_squared"), C=0.1)
     engine, why = Auto().choose(pn)
     assert engine.name == "smo_mkl" and "more specialised than spicy" in why
     res = Auto(tol=1e-6).solve(pn)
     assert res.converged and res.message.startswith("auto -> smo_mkl")
     assert rel(res.objective, Spicy(tol=1e-8).solve(pn).objective) <= 1e-5
     # only skm_smo solves the squared block 1-norm: auto finds it
-    sq = Problem(K=K, y=y, loss=Hinge(), regularizer=reg.create("regularizer", "l1_squared"),
-                 C=0.1)
+    sq = Problem(K=K, y=y, loss=Hinge(), regularizer=reg.create("regularizer", "l1_squared"), C=0.1)
     assert Auto().choose(sq)[0].name == "skm_smo"
     assert Auto(tol=1e-4).solve(sq).converged
 
@@ -366,7 +373,7 @@ def test_the_newton_polish_holds_a_block_its_step_would_take_through_the_origin(
 
     def spy(self, beta, b, mu):
         seen["run"] = self
-        seen.setdefault("mu", mu)                     # the first smoothing: a wide band
+        seen.setdefault("mu", mu)  # the first smoothing: a wide band
         return polish(self, beta, b, mu)
 
     monkeypatch.setattr(SupportPolish, "polish", spy)
@@ -379,15 +386,15 @@ def test_the_newton_polish_holds_a_block_its_step_would_take_through_the_origin(
     on, off = np.flatnonzero(norms > 0), np.flatnonzero(norms == 0)
     assert on.size >= 1 and off.size >= 1
     monkeypatch.setattr(run.engine, "max_polish", 200)
-    polish(run, ref, res.bias, mu)                    # the smoothed optimum on the support
+    polish(run, ref, res.bias, mu)  # the smoothed optimum on the support
     start = 0.98 * ref
     j = off[0]
     small = np.random.default_rng(1).standard_normal(starts[j + 1] - starts[j])
-    start[starts[j]:starts[j + 1]] = 1e-3 * norms[on[0]] * small / np.linalg.norm(small)
+    start[starts[j] : starts[j + 1]] = 1e-3 * norms[on[0]] * small / np.linalg.norm(small)
     monkeypatch.setattr(run.engine, "max_polish", 8)
     moved = start.copy()
     polish(run, moved, res.bias, mu)
-    assert np.array_equal(moved[starts[j]:starts[j + 1]], start[starts[j]:starts[j + 1]])
+    assert np.array_equal(moved[starts[j] : starts[j + 1]], start[starts[j] : starts[j + 1]])
     rows = np.concatenate([np.arange(starts[m], starts[m + 1]) for m in on])
     err = np.linalg.norm(moved[rows] - ref[rows]) / np.linalg.norm(ref[rows])
-    assert err <= 2e-3, err                          # without the hold: 2e-2, no move
+    assert err <= 2e-3, err  # without the hold: 2e-2, no move

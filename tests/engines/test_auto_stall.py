@@ -7,6 +7,7 @@ are left alone, a gap that stays put is caught.  The switched solve must be
 certified (its gap, weak duality against the conic reference) and its work
 bounded.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -48,7 +49,7 @@ def _gaps(watch: StallWatch, gaps: list[float]) -> int | None:
 
 @pytest.mark.parametrize("rate", [0.5, 1.0, 2.0], ids=["1/sqrt(k)", "1/k", "1/k^2"])
 def test_stall_rule_leaves_steady_progress_alone(rate):
-    assert _gaps(StallWatch(8, 0.9), [k ** -rate for k in range(1, 2001)]) is None
+    assert _gaps(StallWatch(8, 0.9), [k**-rate for k in range(1, 2001)]) is None
 
 
 def test_stall_rule_fires_on_a_flat_gap_after_the_window():
@@ -59,15 +60,19 @@ def test_stall_rule_fires_on_a_flat_gap_after_the_window():
 
 def test_stall_rule_fires_once_progress_stops():
     # progress for 10 records, then flat: caught when the records have doubled
-    gaps = [0.5 ** k for k in range(1, 11)] + [0.5 ** 10] * 30
+    gaps = [0.5**k for k in range(1, 11)] + [0.5**10] * 30
     assert _gaps(StallWatch(8, 0.9), gaps) == 20
     # infinite or NaN gaps are no progress
     assert _gaps(StallWatch(4, 0.9), [math.inf, math.nan, math.inf, math.inf]) == 4
 
 
-LOGISTIC_ONLY = Capability("logistic_only", "loss", has="the logistic loss",
-                           lacks="is not the logistic loss",
-                           test=lambda loss: loss.name == "logistic")
+LOGISTIC_ONLY = Capability(
+    "logistic_only",
+    "loss",
+    has="the logistic loss",
+    lacks="is not the logistic loss",
+    test=lambda loss: loss.name == "logistic",
+)
 
 
 class _Idle(Engine):
@@ -109,7 +114,7 @@ def test_auto_switches_from_a_stalled_engine_and_the_result_is_certified(idle_pl
     # the idle engine ran exactly the window, then spicy finished in few outer iterations
     engines = [h["engine"] for h in res.history]
     assert engines.count("idle_logistic") == auto.stall_window
-    assert engines[auto.stall_window:] == ["spicy"] * (len(engines) - auto.stall_window)
+    assert engines[auto.stall_window :] == ["spicy"] * (len(engines) - auto.stall_window)
     assert len(engines) - auto.stall_window <= 10
     assert [h["iteration"] for h in res.history] == list(range(1, len(engines) + 1))
     ref = solve_reference(K, y, "logistic", "l1", C)
@@ -145,8 +150,13 @@ def test_the_rule_also_watches_bcd_on_exact_factors_of_a_dense_bank(monkeypatch)
     monkeypatch.setattr(Proximal, "supports", lambda self, problem: "refused in this test")
     K, y = wdbc_rank_one()
     pb = Problem(K=K, y=y, loss=Logistic(), regularizer=L1(), C=C)
-    auto = Auto(tol=TOL, dense_factor_min_samples=K.shape[1], dense_factor_max_kernels=K.shape[0],
-                stall_window=2, stall_ratio=1e-12)
+    auto = Auto(
+        tol=TOL,
+        dense_factor_min_samples=K.shape[1],
+        dense_factor_max_kernels=K.shape[0],
+        stall_window=2,
+        stall_ratio=1e-12,
+    )
     with pytest.warns(EngineSwitchWarning, match="bcd made no progress"):
         res = auto.solve(pb)
     assert "bcd on exact factors" in res.message and "then spicy" in res.message
@@ -166,7 +176,7 @@ def test_a_path_keeps_the_engine_that_finished_after_a_stall(idle_plugin):
         first = auto.solve(first_pb)
     assert first.engine == "auto" and first.solved_by == "spicy"
     pb = Problem(K=K, y=y, loss=Logistic(), regularizer=L1(), C=C / 2)
-    assert auto.choose(pb)[0].name == "idle_logistic"          # the choice without a warm start
+    assert auto.choose(pb)[0].name == "idle_logistic"  # the choice without a warm start
     with warnings.catch_warnings():
         warnings.simplefilter("error", EngineSwitchWarning)
         res = auto.solve(pb, warm_start=first)
@@ -182,7 +192,6 @@ def test_a_path_keeps_the_engine_that_finished_after_a_stall(idle_plugin):
     assert {h["engine"] for h in third.history} == {"spicy"} and third.status == Status.CONVERGED
     # a warm start that the first choice finished itself, or one carried without its history
     # (from other rows: the held-out path's start of the fit on all rows), changes nothing
-    for other in (dataclasses.replace(first, solved_by="idle_logistic"),
-                  dataclasses.replace(first, history=[])):
+    for other in (dataclasses.replace(first, solved_by="idle_logistic"), dataclasses.replace(first, history=[])):
         with pytest.warns(EngineSwitchWarning, match="idle_logistic made no progress"):
             auto.solve(pb, warm_start=other)

@@ -8,6 +8,7 @@ primal and the dual objective of every result are evaluated again here, in
 plain numpy and independently of mklkit's component code, from the returned
 ``alpha``, ``bias`` and dual point.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,19 +37,15 @@ from mklkit.result import ConvergenceWarning, Status
 try:
     from tests.conic_reference import factor_bank
     from tests.engines.pinball import Pinball
-    from tests.engines.shared import (
-        assert_incumbents, liver, reference, solve_stopped, sonar, sonar_points,
-    )
+    from tests.engines.shared import assert_incumbents, liver, reference, solve_stopped, sonar, sonar_points
 except ImportError:  # tests/ itself is on sys.path (rootdir-relative imports)
     from conic_reference import factor_bank
     from engines.pinball import Pinball
-    from engines.shared import (
-        assert_incumbents, liver, reference, solve_stopped, sonar, sonar_points,
-    )
+    from engines.shared import assert_incumbents, liver, reference, solve_stopped, sonar, sonar_points
 
-TOL = 1e-8          # engine tolerance on the relative duality gap
-REL_CONIC = 1e-4    # objective agreement with the conic reference
-REL_SPICY = 1e-6    # objective agreement with spicy on the same factor bank
+TOL = 1e-8  # engine tolerance on the relative duality gap
+REL_CONIC = 1e-4  # objective agreement with the conic reference
+REL_SPICY = 1e-6  # objective agreement with spicy on the same factor bank
 
 
 # ---------------------------------------------------------------------------
@@ -100,7 +97,8 @@ def loss_conj(name: str, y: np.ndarray, u: np.ndarray, p: dict) -> np.ndarray:
     if name == "logistic":
         t = np.clip(-y * u, 0.0, 1.0)
         out = np.where(t > 0, t * np.log(np.where(t > 0, t, 1)), 0.0) + np.where(
-            t < 1, (1 - t) * np.log(np.where(t < 1, 1 - t, 1)), 0.0)
+            t < 1, (1 - t) * np.log(np.where(t < 1, 1 - t, 1)), 0.0
+        )
         return np.where((-y * u >= -tiny) & (-y * u <= 1 + tiny), out, np.inf)
     if name == "squared":
         return u * y + u**2 / 4
@@ -125,6 +123,7 @@ def reg_values(name: str, x: np.ndarray, C: float, p: dict) -> np.ndarray:
         return C / 2 * x**2
     if name == "kl":
         from scipy.special import lambertw
+
         d0 = p["d0"]
         t = x**2
         d = d0 * np.exp(np.real(lambertw(2 * t / d0**2)) / 2)
@@ -163,30 +162,41 @@ def dual_value(K, y, rho, loss, reg, C, p) -> float:
 # ---------------------------------------------------------------------------
 # the grid
 # ---------------------------------------------------------------------------
-LOSSES = {"logistic": Logistic, "hinge": Hinge, "squared": Squared,
-          "eps_insensitive": EpsInsensitive, "pinball": Pinball}
+LOSSES = {
+    "logistic": Logistic,
+    "hinge": Hinge,
+    "squared": Squared,
+    "eps_insensitive": EpsInsensitive,
+    "pinball": Pinball,
+}
 REGS = {"l1": L1, "elasticnet": ElasticNet, "lq": Lq, "uniform": Uniform, "kl": KL}
 LOSS_PARAMS = {"eps_insensitive": {"eps": 0.1}, "pinball": {"tau": 0.3}}
 REG_PARAMS = {"elasticnet": {"lam": 0.5}, "lq": {"q": 1.5}, "kl": {"d0": 1.0}}
 #: data and C per loss: about a fifth of C_max (sonar) or half of it (liver), where
 #: several kernels are active under the block 1-norm
-DATA_C = {"logistic": ("sonar", 0.25), "hinge": ("sonar", 0.45), "squared": ("liver", 1.4),
-          "eps_insensitive": ("liver", 0.6), "pinball": ("liver", 0.18)}
+DATA_C = {
+    "logistic": ("sonar", 0.25),
+    "hinge": ("sonar", 0.45),
+    "squared": ("liver", 1.4),
+    "eps_insensitive": ("liver", 0.6),
+    "pinball": ("liver", 0.18),
+}
 
 
-def make(loss: str, reg: str, C: float | None = None, bias: bool = True,
-         data: str | None = None) -> tuple[Problem, np.ndarray, dict]:
+def make(
+    loss: str, reg: str, C: float | None = None, bias: bool = True, data: str | None = None
+) -> tuple[Problem, np.ndarray, dict]:
     """The problem on the eigen-factor bank, its dense bank and the parameters."""
     d, C0 = DATA_C[loss]
     bank, K, y = eigen_data(data or d)
     lp, rp = LOSS_PARAMS.get(loss, {}), REG_PARAMS.get(reg, {})
-    pb = Problem(K=bank, y=y, loss=LOSSES[loss](**lp), regularizer=REGS[reg](**rp),
-                 C=C0 if C is None else C, bias=bias)
+    pb = Problem(K=bank, y=y, loss=LOSSES[loss](**lp), regularizer=REGS[reg](**rp), C=C0 if C is None else C, bias=bias)
     return pb, K, {**lp, **rp}
 
 
-def check_certificate(res, pb: Problem, K: np.ndarray, loss: str, reg: str, p: dict,
-                      tol: float = TOL) -> tuple[float, float]:
+def check_certificate(
+    res, pb: Problem, K: np.ndarray, loss: str, reg: str, p: dict, tol: float = TOL
+) -> tuple[float, float]:
     """Converged, and the objective, dual objective and gap hold when evaluated again here."""
     __tracebackhide__ = True
     assert res.status == Status.CONVERGED, res.message
@@ -208,12 +218,20 @@ def check_certificate(res, pb: Problem, K: np.ndarray, loss: str, reg: str, p: d
 
 #: the pairs of the default suite: every loss and every regularizer at least once (the
 #: others run with -m slow)
-FAST = {("logistic", "l1"), ("hinge", "elasticnet"), ("squared", "lq"),
-        ("eps_insensitive", "uniform"), ("pinball", "kl"), ("hinge", "l1"),
-        ("eps_insensitive", "l1")}
-GRID = [pytest.param(loss, reg, id=f"{loss}-{reg}",
-                     marks=() if (loss, reg) in FAST else pytest.mark.slow)
-        for loss in LOSSES for reg in REGS]
+FAST = {
+    ("logistic", "l1"),
+    ("hinge", "elasticnet"),
+    ("squared", "lq"),
+    ("eps_insensitive", "uniform"),
+    ("pinball", "kl"),
+    ("hinge", "l1"),
+    ("eps_insensitive", "l1"),
+}
+GRID = [
+    pytest.param(loss, reg, id=f"{loss}-{reg}", marks=() if (loss, reg) in FAST else pytest.mark.slow)
+    for loss in LOSSES
+    for reg in REGS
+]
 
 
 @pytest.mark.parametrize("loss,reg", GRID)
@@ -229,14 +247,18 @@ def test_every_loss_and_regularizer_matches_conic_reference_and_spicy(loss, reg)
     assert res.objective == pytest.approx(spicy.objective, rel=REL_SPICY)
 
 
-SLOW_GRID = [(loss, reg, frac, bias) for loss in LOSSES for reg in REGS
-             for frac, bias in ((0.4, True), (2.5, True), (1.0, False))]
+SLOW_GRID = [
+    (loss, reg, frac, bias)
+    for loss in LOSSES
+    for reg in REGS
+    for frac, bias in ((0.4, True), (2.5, True), (1.0, False))
+]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("loss,reg,frac,bias", SLOW_GRID,
-                         ids=[f"{a}-{b}-{c}-{'bias' if d else 'nobias'}"
-                              for a, b, c, d in SLOW_GRID])
+@pytest.mark.parametrize(
+    "loss,reg,frac,bias", SLOW_GRID, ids=[f"{a}-{b}-{c}-{'bias' if d else 'nobias'}" for a, b, c, d in SLOW_GRID]
+)
 def test_grid_of_C_and_bias_matches_conic_reference_and_spicy(loss, reg, frac, bias):
     C = DATA_C[loss][1] * frac
     pb, K, p = make(loss, reg, C=C, bias=bias)
@@ -271,8 +293,7 @@ def test_linear_kernels_on_feature_groups_dense_and_sparse(loss, method):
     # a sparse bank and its dense copy
     Ks = sparse.to_array()
     pbs = Problem(K=sparse, y=y, loss=LOSSES[loss](), regularizer=L1(), C=pb.C)
-    pbd = Problem(K=FactorBank(sparse.LT.toarray(), sparse.starts), y=y, loss=LOSSES[loss](),
-                  regularizer=L1(), C=pb.C)
+    pbd = Problem(K=FactorBank(sparse.LT.toarray(), sparse.starts), y=y, loss=LOSSES[loss](), regularizer=L1(), C=pb.C)
     rs = BCD(tol=TOL, method=method).solve(pbs)
     rd = BCD(tol=TOL, method=method).solve(pbd)
     check_certificate(rs, pbs, Ks, loss, "l1", {})
@@ -300,8 +321,12 @@ def test_alpha_represents_beta():
     rng = np.random.default_rng(3)
     N = 30
     A = rng.standard_normal((N, 4))
-    blocks = [A, np.hstack([A[:, :2], A[:, :2] @ rng.standard_normal((2, 3))]),
-              np.zeros((N, 0)), rng.standard_normal((N, 40))]
+    blocks = [
+        A,
+        np.hstack([A[:, :2], A[:, :2] @ rng.standard_normal((2, 3))]),
+        np.zeros((N, 0)),
+        rng.standard_normal((N, 40)),
+    ]
     bank = FactorBank.from_blocks(blocks)
     K = bank.to_array()
     # beta in the row space of every L_m^T (as the engine's iterates are)
@@ -312,7 +337,8 @@ def test_alpha_represents_beta():
         s, e = bank.starts[m], bank.starts[m + 1]
         np.testing.assert_allclose(K[m] @ alpha[m], L @ beta[s:e], atol=1e-9)
         assert math.sqrt(max(alpha[m] @ K[m] @ alpha[m], 0.0)) == pytest.approx(
-            np.linalg.norm(beta[s:e]), rel=1e-9, abs=1e-12)
+            np.linalg.norm(beta[s:e]), rel=1e-9, abs=1e-12
+        )
     np.testing.assert_allclose(bank.coefficients(alpha), beta, atol=1e-9)
     np.testing.assert_array_equal(bank.alpha_from_beta(beta), alpha)
 
@@ -384,8 +410,7 @@ def test_warm_start_from_a_neighbouring_C():
 def test_warm_start_from_another_engine():
     """A dense-bank engine's result starts the factor-bank solve (alpha maps to beta)."""
     pb, K, p = make("squared", "elasticnet")
-    spicy = Spicy(tol=1e-3).solve(Problem(K=K, y=pb.y, loss=pb.loss,
-                                          regularizer=pb.regularizer, C=pb.C))
+    spicy = Spicy(tol=1e-3).solve(Problem(K=K, y=pb.y, loss=pb.loss, regularizer=pb.regularizer, C=pb.C))
     res = BCD(tol=TOL).solve(pb, warm_start=spicy)
     check_certificate(res, pb, K, "squared", "elasticnet", p)
 
@@ -409,8 +434,7 @@ def test_max_iter_gives_status_and_warning():
     assert res.iterations == 2 and [h["iteration"] for h in res.history] == [1, 2]
     assert math.isfinite(res.gap) and res.gap > 1e-12
     assert res.dual_objective <= res.objective
-    assert primal_value(K, pb.y, res.alpha, res.bias, "hinge", "l1", pb.C, p) == \
-        pytest.approx(res.objective, rel=1e-10)
+    assert primal_value(K, pb.y, res.alpha, res.bias, "hinge", "l1", pb.C, p) == pytest.approx(res.objective, rel=1e-10)
     assert_incumbents(res, res.history)
 
 
@@ -419,12 +443,24 @@ def test_history_records():
     res = BCD(tol=1e-6).solve(pb)
     assert res.engine == "bcd" and len(res.history) == res.iterations >= 1
     for h in res.history:
-        for key in ("objective", "dual_objective", "gap", "n_active", "time_s", "ws_size",
-                    "violation", "epochs", "newton_steps", "line_search", "anderson",
-                    "polish_steps", "mu"):
+        for key in (
+            "objective",
+            "dual_objective",
+            "gap",
+            "n_active",
+            "time_s",
+            "ws_size",
+            "violation",
+            "epochs",
+            "newton_steps",
+            "line_search",
+            "anderson",
+            "polish_steps",
+            "mu",
+        ):
             assert key in h and math.isfinite(h[key]), key
         assert h["dual_objective"] <= h["objective"] + 1e-12 * abs(h["objective"])
-        assert h["mu"] > 0          # a smoothed loss
+        assert h["mu"] > 0  # a smoothed loss
     mus = [h["mu"] for h in res.history]
     assert mus == sorted(mus, reverse=True) and mus[-1] < mus[0]
     assert_incumbents(res, res.history)
@@ -450,9 +486,11 @@ def test_supports_gives_reasons():
     dense = Problem(K=K, y=pb.y, loss=Logistic(), regularizer=L1(), C=0.1)
     why = BCD().supports(dense)
     assert "FactorBank" in why and "spicy" in why
-    with pytest.raises(UnsupportedBankError,
-                       match="engine 'bcd' cannot solve this problem: the Gram bank is held as "
-                             r"ArrayBank \(representation 'array'\), not as a FactorBank"):
+    with pytest.raises(
+        UnsupportedBankError,
+        match="engine 'bcd' cannot solve this problem: the Gram bank is held as "
+        r"ArrayBank \(representation 'array'\), not as a FactorBank",
+    ):
         BCD().solve(dense)
     coupled = Problem(K=pb.bank, y=pb.y, loss=Logistic(), regularizer=CoupledL1(), C=0.1)
     assert "coupled_l1" in BCD().supports(coupled)
@@ -472,7 +510,7 @@ def test_blas_runs_single_threaded_during_a_solve():
     def blas_threads() -> list[int]:
         return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
 
-    with threadpool_limits(limits=2, user_api="blas"):   # more than one, whatever the test run set
+    with threadpool_limits(limits=2, user_api="blas"):  # more than one, whatever the test run set
         before = blas_threads()
         seen: list[list[int]] = []
         pb, _, _ = make("hinge", "l1")
@@ -490,22 +528,34 @@ def test_a_spec_with_a_factor_bank_runs_bcd_and_an_array_spec_refuses_it():
 
     spec = {
         "data": {"builtin": "liver", "test_size": 0.25, "seed": 0},
-        "kernels": {"bank": [{"function": "linear", "features": [0, 1, 2]},
-                             {"function": "linear", "features": "each"}]},
+        "kernels": {
+            "bank": [{"function": "linear", "features": [0, 1, 2]}, {"function": "linear", "features": "each"}]
+        },
         "problem": {"loss": "logistic", "regularizer": "l1", "C": 0.5},
         "engine": {"name": "spicy", "tol": 1e-9},
     }
     gram = {**spec, "kernels": {**spec["kernels"], "factor": False}}
     dense = run(parse_spec(gram, file="d.yaml"))
     assert dense.factor is None  # Gram matrices
-    fac = run(parse_spec({**spec, "kernels": {**spec["kernels"], "factor": {"method": "exact"}},
-                          "engine": {"name": "bcd", "tol": 1e-9}}, file="f.yaml"))
+    fac = run(
+        parse_spec(
+            {
+                **spec,
+                "kernels": {**spec["kernels"], "factor": {"method": "exact"}},
+                "engine": {"name": "bcd", "tol": 1e-9},
+            },
+            file="f.yaml",
+        )
+    )
     assert dense.converged and fac.converged and fac.result.engine == "bcd"
     assert fac.result.objective == pytest.approx(dense.result.objective, rel=1e-7)
     assert fac.metrics == pytest.approx(dense.metrics, abs=1e-6)
-    with pytest.raises(SpecError, match=r"^a\.yaml: engine\.name: engine 'bcd' cannot solve this "
-                                        r"problem: the Gram bank is held as .*not as a FactorBank.*"
-                                        r"allowed: .*spicy"):
+    with pytest.raises(
+        SpecError,
+        match=r"^a\.yaml: engine\.name: engine 'bcd' cannot solve this "
+        r"problem: the Gram bank is held as .*not as a FactorBank.*"
+        r"allowed: .*spicy",
+    ):
         parse_spec({**gram, "engine": {"name": "bcd"}}, file="a.yaml").prepare()
     # without kernels.factor the representation is chosen: linear kernels are their own exact factors
     chosen = parse_spec({**spec, "engine": {"name": "bcd", "tol": 1e-9}}, file="c.yaml").prepare()
@@ -555,8 +605,7 @@ def test_smooth_loss_without_a_curvature_bound(method):
 def test_huber_plugin_loss():
     huber = pytest.importorskip("mklkit_huber")
     pb, K, _ = make("squared", "elasticnet")
-    pbh = Problem(K=pb.bank, y=pb.y, loss=huber.Huber(delta=0.5), regularizer=pb.regularizer,
-                  C=pb.C)
+    pbh = Problem(K=pb.bank, y=pb.y, loss=huber.Huber(delta=0.5), regularizer=pb.regularizer, C=pb.C)
     res = BCD(tol=TOL).solve(pbh)
     assert res.converged and -1e-12 <= res.gap <= TOL
     spicy = Spicy(tol=TOL).solve(pbh)
@@ -573,15 +622,13 @@ def test_moreau_envelope_of_the_conjugate(loss):
     k, lp = obj.jit, obj.param_vector
     rng = np.random.default_rng(1)
     n = 40
-    y = np.where(rng.random(n) > 0.5, 1.0, -1.0) if obj.task == "classification" \
-        else rng.standard_normal(n)
+    y = np.where(rng.random(n) > 0.5, 1.0, -1.0) if obj.task == "classification" else rng.standard_normal(n)
     z = y + rng.standard_normal(n) * 0.3
     lo, hi = k.conj_lower(y, lp), k.conj_upper(y, lp)
     mu = 0.2
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        v, u, h = kb.eval_loss(kb.samples(y, lo, hi, None, kb.KIND_ENVELOPE, mu), z,
-                               kb.loss_fns(obj), True, True)
+        v, u, h = kb.eval_loss(kb.samples(y, lo, hi, None, kb.KIND_ENVELOPE, mu), z, kb.loss_fns(obj), True, True)
     for i in range(n):
         grid = np.linspace(lo[i], hi[i], 200001)
         f = grid * z[i] - k.conj(np.full_like(grid, y[i]), grid, lp) - mu / 2 * grid**2
@@ -606,13 +653,15 @@ def test_the_benchmark_without_skglm_says_so_and_exits_2():
     from pathlib import Path
 
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_group_lasso.py"
-    code = ("import runpy, sys; sys.modules['skglm'] = None; "
-            f"sys.argv = [{str(script)!r}]; runpy.run_path({str(script)!r}, run_name='__main__')")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    code = (
+        "import runpy, sys; sys.modules['skglm'] = None; "
+        f"sys.argv = [{str(script)!r}]; runpy.run_path({str(script)!r}, run_name='__main__')"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip() == ("bench_group_lasso: skglm is not installed; install it with "
-                                   'pip install -e ".[benchmark]"')
+    assert proc.stderr.strip() == (
+        'bench_group_lasso: skglm is not installed; install it with pip install -e ".[benchmark]"'
+    )
 
 
 def test_the_newton_step_is_kept_at_the_rounding_of_the_objective():
@@ -629,8 +678,7 @@ def test_the_newton_step_is_kept_at_the_rounding_of_the_objective():
     X = sp.csr_matrix(ds.X, dtype=np.float64)[rows].toarray()
     y = np.asarray(ds.y, dtype=np.float64)[rows]
     starts = np.arange(0, X.shape[1] + 1, 10)
-    pb = Problem(K=FactorBank(np.ascontiguousarray(X.T), starts), y=y, loss=Squared(),
-                 regularizer=L1(), C=1.0)
+    pb = Problem(K=FactorBank(np.ascontiguousarray(X.T), starts), y=y, loss=Squared(), regularizer=L1(), C=1.0)
     pb.C = 0.1 * common.zero_solution(pb).C_max
     res = BCD(tol=1e-8).solve(pb)
     assert res.status == Status.CONVERGED, res.message
@@ -641,8 +689,7 @@ def test_the_newton_step_is_kept_at_the_rounding_of_the_objective():
     x = np.array([np.linalg.norm(X[:, g].T @ a) for g, a in zip(groups, res.alpha)])
     v = np.array([np.linalg.norm(X[:, g].T @ res.dual) for g in groups])
     P = float(np.sum(loss_values("squared", y, z, {})) + np.sum(reg_values("l1", x, pb.C, {})))
-    D = float(-np.sum(loss_conj("squared", y, -res.dual, {}))
-              - np.sum(reg_conj("l1", v, pb.C, {})))
+    D = float(-np.sum(loss_conj("squared", y, -res.dual, {})) - np.sum(reg_conj("l1", v, pb.C, {})))
     assert P == pytest.approx(res.objective, rel=1e-10)
     assert (P - D) / abs(P) <= 1e-8
 
@@ -656,7 +703,7 @@ def test_proximal_newton_does_not_stall_a_little_above_the_optimum():
 
     ds = load_builtin("w8a")
     rng = np.random.default_rng(0)
-    rng.permutation(32561)                      # the subset of benchmarks/bench_group_lasso.py
+    rng.permutation(32561)  # the subset of benchmarks/bench_group_lasso.py
     rows = np.sort(rng.permutation(ds.n_samples)[:16000])
     X = sp.csr_matrix(ds.X, dtype=np.float64)[rows]
     y = np.asarray(ds.y, dtype=np.float64)[rows]
@@ -679,7 +726,7 @@ def test_newton_steps_on_a_working_set_end_at_the_run_tolerance(monkeypatch, los
 
     pb, K, p = make(loss, reg)
     tol = 1e-3
-    runs: list[list[float]] = []          # the gaps certified inside each newton_to_tol call
+    runs: list[list[float]] = []  # the gaps certified inside each newton_to_tol call
     within = [False]
     to_tol = _BcdRun.newton_to_tol
     certify = _BcdRun.certify
@@ -706,8 +753,8 @@ def test_newton_steps_on_a_working_set_end_at_the_run_tolerance(monkeypatch, los
     inside = [gaps for gaps in runs if gaps]
     assert inside, "no working set was solved by more than one Newton step"
     for gaps in inside:
-        assert all(g > tol for g in gaps[:-1])                # a step only while the gap is above
-    assert any(gaps[-1] <= tol for gaps in inside)           # and the steps ended there
+        assert all(g > tol for g in gaps[:-1])  # a step only while the gap is above
+    assert any(gaps[-1] <= tol for gaps in inside)  # and the steps ended there
 
 
 def _w8a_groups(n: int, sparse: bool, loss: Any) -> Problem:
@@ -773,8 +820,9 @@ def test_the_loops_take_the_component_kernels_by_address():
     p = loss.param_vector
     smp = kb.samples(y, lk.conj_lower(y, p), lk.conj_upper(y, p), None, kb.KIND_SMOOTH, 0.0)
     assert typeof(smp) is records.SAMPLES_T
-    plain = kb.LossFns(*[getattr(lk, k) or lk.value for k in
-                         ("value", "deriv", "deriv2", "conj", "conj_grad", "conj_hess")], p)
+    plain = kb.LossFns(
+        *[getattr(lk, k) or lk.value for k in ("value", "deriv", "deriv2", "conj", "conj_grad", "conj_hess")], p
+    )
     fast = kb.eval_loss(smp, z, rec, True, True)
     for u, v in zip(kb.eval_loss(smp, z, plain, True, True), fast):
         np.testing.assert_array_equal(u, v)
@@ -810,7 +858,7 @@ def test_a_working_set_solve_minimizes_a_block_exactly(method, bias):
     N, r, s = 40, 3, 2.5
     Q, _ = np.linalg.qr(rng.standard_normal((N, r)))
     if bias:
-        Q, _ = np.linalg.qr(np.column_stack([np.ones(N), Q])[:, :r + 1])
+        Q, _ = np.linalg.qr(np.column_stack([np.ones(N), Q])[:, : r + 1])
         Q = Q[:, 1:]
     L = np.sqrt(s) * Q
     y = rng.standard_normal(N) + 0.7
@@ -820,15 +868,24 @@ def test_a_working_set_solve_minimizes_a_block_exactly(method, bias):
     lk = loss.jit
     p = loss.param_vector
     smp = kb.samples(y, lk.conj_lower(y, p), lk.conj_upper(y, p), None, kb.KIND_SMOOTH, 0.0)
-    opts = kb.BcdOptions(method=kb.METHOD_NEWTON if method == "newton" else kb.METHOD_BCD,
-                         with_bias=bias, check=False, max_newton=20, max_epochs=1000,
-                         anderson=0, exact_rank=r, max_inner=1000, C=C,
-                         lip=loss.deriv_lipschitz(), tol=1e-12, ratio=0.1,
-                         scale=loss.deriv_lipschitz())
+    opts = kb.BcdOptions(
+        method=kb.METHOD_NEWTON if method == "newton" else kb.METHOD_BCD,
+        with_bias=bias,
+        check=False,
+        max_newton=20,
+        max_epochs=1000,
+        anderson=0,
+        exact_rank=r,
+        max_inner=1000,
+        C=C,
+        lip=loss.deriv_lipschitz(),
+        tol=1e-12,
+        ratio=0.1,
+        scale=loss.deriv_lipschitz(),
+    )
     beta, z, b = np.zeros(r), np.zeros(N), np.zeros(1)
     stats = np.zeros(kb.ST_LEN)
-    kb.solve_ws(opts, f.record, smp, kb.loss_fns(loss), kb.reg_fns(reg),
-                kb.bcd_state(np.array([0]), beta, z, b, stats))
+    kb.solve_ws(opts, f.record, smp, kb.loss_fns(loss), kb.reg_fns(reg), kb.bcd_state(np.array([0]), beta, z, b, stats))
     yc = y - y.mean() if bias else y
     v = L.T @ yc / s
     want = max(1.0 - C / (2.0 * s * np.linalg.norm(v)), 0.0) * v
@@ -840,4 +897,4 @@ def test_a_working_set_solve_minimizes_a_block_exactly(method, bias):
     assert int(stats[kb.ST_STATUS]) in (kb.OK, kb.NO_DESCENT)
     assert stats[kb.ST_VIOLATION] <= 1e-9
     f_end = np.sum((z - y) ** 2) + C * np.linalg.norm(beta)
-    assert stats[kb.ST_DECREASE] == pytest.approx(np.sum(y ** 2) - f_end, rel=1e-9)
+    assert stats[kb.ST_DECREASE] == pytest.approx(np.sum(y**2) - f_end, rel=1e-9)

@@ -11,6 +11,7 @@ against the repeated rows), integer weights against the rows repeated
 the conic reference, and ``auto``'s route to ``bcd``.  The weights are
 non-uniform (in {1, 2, 3}), so the weighted arithmetic is exercised.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,7 +35,7 @@ except ImportError:  # tests/ itself is on sys.path (rootdir-relative imports)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TOL = 1e-9          # smooth losses: bcd's gap
+TOL = 1e-9  # smooth losses: bcd's gap
 #: The hinge (through the envelope): on these problems bcd stalls at a relative gap of about
 #: 2e-9 on the exact factors (newton; 4e-10 with method bcd) and 1e-8 to 3e-7 on the sparse
 #: bank, weighted or not (the rows repeated, unweighted, stall alike).
@@ -71,10 +72,8 @@ def _factored(small, loss: str, reg: str, C: float):
     K = _gram(X)
     blocks = _eigen_blocks(K)
     rep = np.repeat(np.arange(y.size), w.astype(int))
-    weighted = Problem(K=FactorBank.from_blocks(blocks), y=y, loss=lo, regularizer=rg, C=C,
-                       sample_weight=w)
-    repeated = Problem(K=FactorBank.from_blocks([B[rep] for B in blocks]), y=y[rep], loss=lo,
-                       regularizer=rg, C=C)
+    weighted = Problem(K=FactorBank.from_blocks(blocks), y=y, loss=lo, regularizer=rg, C=C, sample_weight=w)
+    repeated = Problem(K=FactorBank.from_blocks([B[rep] for B in blocks]), y=y[rep], loss=lo, regularizer=rg, C=C)
     dense = Problem(K=K, y=y, loss=lo, regularizer=rg, C=C, sample_weight=w)
     return weighted, repeated, dense, rep
 
@@ -102,8 +101,7 @@ def test_weighted_envelope(loss):
     fns = kb.loss_fns(obj)
     rng = np.random.default_rng(3)
     n = 60
-    y = np.where(rng.random(n) > 0.5, 1.0, -1.0) if obj.task == "classification" \
-        else rng.standard_normal(n)
+    y = np.where(rng.random(n) > 0.5, 1.0, -1.0) if obj.task == "classification" else rng.standard_normal(n)
     z = y + rng.standard_normal(n) * 0.6
     w = rng.integers(1, 4, size=n).astype(np.float64)
     lo = np.ascontiguousarray(k.conj_lower(y, lp), dtype=np.float64)
@@ -112,15 +110,13 @@ def test_weighted_envelope(loss):
     empty = np.zeros(0)
 
     def env(zz, ww, m=mu, yy=y, lw=lo, hw=hi):
-        return kb.eval_loss(kb.samples(yy, lw, hw, ww, kb.KIND_ENVELOPE, m),
-                            np.ascontiguousarray(zz), fns, True, True)
+        return kb.eval_loss(kb.samples(yy, lw, hw, ww, kb.KIND_ENVELOPE, m), np.ascontiguousarray(zz), fns, True, True)
 
     v, u, h = env(z, w)
     # the definition, over u in w [lo, hi]
     for i in range(n):
         grid = w[i] * np.linspace(lo[i], hi[i], 200001)
-        f = grid * z[i] - w[i] * k.conj(np.full_like(grid, y[i]), grid / w[i], lp) \
-            - mu / 2 * grid ** 2
+        f = grid * z[i] - w[i] * k.conj(np.full_like(grid, y[i]), grid / w[i], lp) - mu / 2 * grid**2
         assert v[i] == pytest.approx(f.max(), abs=1e-8 * w[i])
         assert u[i] == pytest.approx(grid[np.argmax(f)], abs=2e-5 * w[i])
         assert w[i] * lo[i] <= u[i] <= w[i] * hi[i]
@@ -129,21 +125,19 @@ def test_weighted_envelope(loss):
     vp, up, hp = env(z + eps, w)
     vm, um, hm = env(z - eps, w)
     np.testing.assert_allclose((vp - vm) / (2 * eps), u, rtol=1e-6, atol=1e-7)
-    smooth = (hp == h) & (hm == h)                  # the same piece of u on both sides
+    smooth = (hp == h) & (hm == h)  # the same piece of u on both sides
     assert smooth.sum() >= n // 2
     np.testing.assert_allclose(((up - um) / (2 * eps))[smooth], h[smooth], rtol=1e-6, atol=1e-7)
     inside = (h > 0) & smooth
     assert inside.any() and (h == 0).any()
-    np.testing.assert_allclose(h[inside], 1.0 / mu, rtol=1e-9)   # w / (mu w) in the band
+    np.testing.assert_allclose(h[inside], 1.0 / mu, rtol=1e-9)  # w / (mu w) in the band
     # the repeated rows: w_i copies of the loss's own envelope of smoothing mu w_i
     for c in (1.0, 2.0, 3.0):
         rows = np.flatnonzero(w == c)
         rep = np.repeat(rows, int(c))
         vr, ur, hr = env(z[rep], empty, mu * c, y[rep], lo[rep], hi[rep])
-        np.testing.assert_allclose(v[rows], vr.reshape(-1, int(c)).sum(1), rtol=1e-12,
-                                   atol=1e-13)
-        np.testing.assert_allclose(u[rows], ur.reshape(-1, int(c)).sum(1), rtol=1e-12,
-                                   atol=1e-13)
+        np.testing.assert_allclose(v[rows], vr.reshape(-1, int(c)).sum(1), rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(u[rows], ur.reshape(-1, int(c)).sum(1), rtol=1e-12, atol=1e-13)
         np.testing.assert_allclose(h[rows], hr.reshape(-1, int(c)).sum(1), rtol=1e-12)
     # weights all 1 are the unweighted arithmetic, bit for bit
     for a, b in zip(env(z, np.ones(n)), env(z, empty)):
@@ -173,13 +167,17 @@ def test_weighted_smooth_terms(loss):
 # ---------------------------------------------------------------------------
 # integer weights = repeated rows, on exact factors
 # ---------------------------------------------------------------------------
-CASES = [("logistic", "elasticnet", 0.5, "newton"), ("logistic", "elasticnet", 0.5, "bcd"),
-         ("squared", "l1", 2.0, "newton"), ("squared", "l1", 2.0, "bcd"),
-         ("hinge", "l1", 1.0, "newton"), ("hinge", "l1", 1.0, "bcd")]
+CASES = [
+    ("logistic", "elasticnet", 0.5, "newton"),
+    ("logistic", "elasticnet", 0.5, "bcd"),
+    ("squared", "l1", 2.0, "newton"),
+    ("squared", "l1", 2.0, "bcd"),
+    ("hinge", "l1", 1.0, "newton"),
+    ("hinge", "l1", 1.0, "bcd"),
+]
 
 
-@pytest.mark.parametrize("loss,reg,C,method", CASES,
-                         ids=["-".join(map(str, c)) for c in CASES])
+@pytest.mark.parametrize("loss,reg,C,method", CASES, ids=["-".join(map(str, c)) for c in CASES])
 def test_bcd_weights_equal_repeated_rows(small, loss, reg, C, method):
     """bcd on the exact factors: the weighted problem has the optimum of the rows repeated
     :math:`w_i` times (objective to 1e-7 relative, predictions to 1e-4), both certified;
@@ -199,9 +197,9 @@ def test_bcd_weights_equal_repeated_rows(small, loss, reg, C, method):
     norms = dual_block_norms(dense.bank, a.dual) * (1.0 - 1e-12)
     assert dual_objective(dense, a.dual, norms=norms) == pytest.approx(a.dual_objective, rel=1e-9)
     assert abs(np.sum(a.dual)) <= 1e-9 * np.sum(np.abs(a.dual))
-    if loss != "hinge":      # the hinge's subgradient at the primal point is no dual point
+    if loss != "hinge":  # the hinge's subgradient at the primal point is no dual point
         assert certify(dense, a.alpha, a.bias).gap <= 10 * tol
-    else:                    # the hinge's dual box is [0, w_i] (times y_i): some rho_i > 1
+    else:  # the hinge's dual box is [0, w_i] (times y_i): some rho_i > 1
         assert np.max(np.abs(a.dual)) > 1.0
     assert a.objective == pytest.approx(b.objective, rel=1e-7)
     za = np.einsum("mij,mj->i", dense.K, a.alpha) + a.bias
@@ -214,17 +212,24 @@ def test_bcd_weights_equal_repeated_rows(small, loss, reg, C, method):
 # ---------------------------------------------------------------------------
 # weak duality against the conic reference
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize("loss,reg,C", [("logistic", "elasticnet", 0.5), ("hinge", "l1", 1.0)],
-                         ids=["logistic-elasticnet", "hinge-l1"])
+@pytest.mark.parametrize(
+    "loss,reg,C", [("logistic", "elasticnet", 0.5), ("hinge", "l1", 1.0)], ids=["logistic-elasticnet", "hinge-l1"]
+)
 def test_bcd_weighted_against_conic_reference(small, loss, reg, C):
     r"""The reference writes :math:`\sum_i w_i\ell` directly: bcd's dual is below its optimum
     (weak duality) and bcd's primal above it by at most the gap."""
     conic = pytest.importorskip("mklkit.testing.conic")
     weighted, _, dense, _ = _factored(small, loss, reg, C)
     tol = 1e-8
-    ref = conic.solve_reference(dense.K, dense.y, loss, reg, C,
-                                **({"lam": 0.5} if reg == "elasticnet" else {}),
-                                sample_weight=dense.sample_weight)
+    ref = conic.solve_reference(
+        dense.K,
+        dense.y,
+        loss,
+        reg,
+        C,
+        **({"lam": 0.5} if reg == "elasticnet" else {}),
+        sample_weight=dense.sample_weight,
+    )
     res = _solve({"name": "bcd", "tol": tol, "max_iter": 100000}, weighted)
     assert res.gap <= tol
     P_ref = ref.objective
@@ -249,9 +254,10 @@ def test_auto_delegates_a_weighted_factor_bank_to_bcd(small):
 # ---------------------------------------------------------------------------
 # a sparse factor bank (CSR): the loops' sparse path gathers the weights per block
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize("loss,method", [("logistic", "bcd"), ("logistic", "newton"),
-                                         ("logistic_no_bound", "bcd"), ("hinge", "bcd"),
-                                         ("hinge", "newton")])
+@pytest.mark.parametrize(
+    "loss,method",
+    [("logistic", "bcd"), ("logistic", "newton"), ("logistic_no_bound", "bcd"), ("hinge", "bcd"), ("hinge", "newton")],
+)
 def test_weights_on_a_sparse_factor_bank(small, loss, method):
     """Linear kernels on groups of sparsified features, as CSR factors: the weighted problem
     equals the rows repeated (sparse) and the weighted problem on the dense copy.  The
@@ -267,10 +273,10 @@ def test_weights_on_a_sparse_factor_bank(small, loss, method):
     sparse = FactorBank.from_blocks(blocks)
     assert sparse.sparse
     weighted = Problem(K=sparse, y=y, loss=lo, regularizer=rg, C=1.0, sample_weight=w)
-    repeated = Problem(K=FactorBank.from_blocks([B[rep] for B in blocks]), y=y[rep], loss=lo,
-                       regularizer=rg, C=1.0)
-    dense = Problem(K=FactorBank(sparse.LT.toarray(), sparse.starts), y=y, loss=lo,
-                    regularizer=rg, C=1.0, sample_weight=w)
+    repeated = Problem(K=FactorBank.from_blocks([B[rep] for B in blocks]), y=y[rep], loss=lo, regularizer=rg, C=1.0)
+    dense = Problem(
+        K=FactorBank(sparse.LT.toarray(), sparse.starts), y=y, loss=lo, regularizer=rg, C=1.0, sample_weight=w
+    )
     tol = TOL_HINGE_SPARSE if loss == "hinge" else TOL
     eng = {"name": "bcd", "tol": tol, "max_iter": 100000, "method": method}
     a, b, c = _solve(eng, weighted), _solve(eng, repeated), _solve(eng, dense)
@@ -286,8 +292,14 @@ def test_weights_on_a_sparse_factor_bank(small, loss, method):
 def test_warm_start_of_a_weighted_problem(small):
     """A warm start from the solution at a neighbouring C reaches the cold solve's optimum."""
     weighted, _, _, _ = _factored(small, "logistic", "elasticnet", 0.5)
-    near = Problem(K=weighted.bank, y=weighted.y, loss=weighted.loss,
-                   regularizer=weighted.regularizer, C=0.4, sample_weight=weighted.sample_weight)
+    near = Problem(
+        K=weighted.bank,
+        y=weighted.y,
+        loss=weighted.loss,
+        regularizer=weighted.regularizer,
+        C=0.4,
+        sample_weight=weighted.sample_weight,
+    )
     eng = get_registry().create("engine", {"name": "bcd", "tol": TOL, "max_iter": 100000})
     cold = eng.solve(weighted)
     warm = eng.solve(weighted, warm_start=eng.solve(near))

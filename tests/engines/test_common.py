@@ -1,5 +1,6 @@
 """Shared engine quantities (``mklkit.engines.common``) and the jitted block loops,
 checked against direct numpy on small random PSD kernels."""
+
 from __future__ import annotations
 
 import math
@@ -61,12 +62,12 @@ def test_block_loops_match_numpy(seed):
     np.testing.assert_allclose(blocks.block_norms(K, v), np_norms(K, v), rtol=1e-12)
     np.testing.assert_allclose(blocks.block_norms_rows(K, A), np_norms(K, A), rtol=1e-12)
     assert blocks.block_norms_rows(K, A)[2] == 0.0
-    np.testing.assert_allclose(blocks.shifted_block_norms(K, A, v, 0.7),
-                               np_norms(K, A + 0.7 * v), rtol=1e-12)
+    np.testing.assert_allclose(blocks.shifted_block_norms(K, A, v, 0.7), np_norms(K, A + 0.7 * v), rtol=1e-12)
     np.testing.assert_allclose(blocks.matvecs(K, v), KV, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(blocks.matvecs_subset(K, v, idx), KV[idx], rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(blocks.combine(K, A, idx),
-                               np.einsum("mij,mj->i", K[idx], A[idx]), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(
+        blocks.combine(K, A, idx), np.einsum("mij,mj->i", K[idx], A[idx]), rtol=1e-12, atol=1e-15
+    )
 
 
 @pytest.mark.parametrize("block", [1, 3, 64])
@@ -88,8 +89,7 @@ def test_hessian_and_direction_forms_match_numpy(block):
     np.testing.assert_allclose(e, np.einsum("i,mij,j->m", d, K, d), rtol=1e-10, atol=1e-14)
     c = 0.37
     a = np.einsum("i,mij,j->m", rho, K, rho)
-    np.testing.assert_allclose(np.sqrt(a + 2 * c * b + c * c * e), np_norms(K, rho + c * d),
-                               rtol=1e-10)
+    np.testing.assert_allclose(np.sqrt(a + 2 * c * b + c * c * e), np_norms(K, rho + c * d), rtol=1e-10)
 
 
 def _twin_calls():
@@ -115,15 +115,15 @@ def _twin_calls():
 
     def products(fn):
         out = np.zeros((kern.size, N))
-        return (*fn(D, none, inone, inone, starts, kern, V, sel, W, sel[::-1].copy(), True, out,
-                    True), out)
+        return (*fn(D, none, inone, inone, starts, kern, V, sel, W, sel[::-1].copy(), True, out, True), out)
 
     return [
         ("blocks.matvecs_subset", lambda fn: (fn(K, v, idx),)),
         ("blocks.matvecs_rows", lambda fn: (fn(K, A, idx),)),
-        ("proximal.certificate_pass",
-         lambda fn: fn(K, idx, A, np.array([0, -1, 2], dtype=np.int64), w,
-                       np.array([True, True, False]))),
+        (
+            "proximal.certificate_pass",
+            lambda fn: fn(K, idx, A, np.array([0, -1, 2], dtype=np.int64), w, np.array([True, True, False])),
+        ),
         ("spicy.accumulate_hessian", hessian),
         ("spicy.direction_forms", lambda fn: fn(K, w, KR)),
         ("spicy.matvecs_and_norms", lambda fn: fn(K, v, w)),
@@ -146,8 +146,7 @@ def test_serial_loops_equal_their_parallel_twins(name, call):
     assert np.any(np.asarray(par[0]) != 0.0)
 
 
-@pytest.mark.parametrize("reg", [ElasticNet(lam=0.4), Lq(q=1.5), Lq(q=3.0), Uniform()],
-                         ids=repr)
+@pytest.mark.parametrize("reg", [ElasticNet(lam=0.4), Lq(q=1.5), Lq(q=3.0), Uniform()], ids=repr)
 def test_dual_hessian_eq50_is_derivative_of_gradient_eq49(reg):
     """The active-set Hessian (50) is the Jacobian of the gradient (49)."""
     K = random_bank(11)
@@ -325,14 +324,14 @@ def test_project_dual_reuses_norms_only_for_centred_points():
     pb = Problem(K=K, y=y, loss=Squared(), regularizer=ElasticNet(lam=0.5), C=1.0)
     rho = np.random.default_rng(0).standard_normal(N)
     wrong = np.full(M, 123.0)
-    _, n1 = common.project_dual(pb, rho, norms=wrong)   # not centred: recomputed
+    _, n1 = common.project_dual(pb, rho, norms=wrong)  # not centred: recomputed
     np.testing.assert_allclose(n1, np_norms(K, rho - rho.mean()), rtol=1e-12)
     centred = rho - rho.mean()
-    _, n2 = common.project_dual(pb, centred, norms=wrong)   # centred: kept
+    _, n2 = common.project_dual(pb, centred, norms=wrong)  # centred: kept
     np.testing.assert_array_equal(n2, wrong)
     nb = Problem(K=K, y=y, loss=Squared(), regularizer=ElasticNet(lam=0.5), C=1.0, bias=False)
     r3, _ = common.project_dual(nb, rho)
-    np.testing.assert_array_equal(r3, rho)   # no bias: no constraint
+    np.testing.assert_array_equal(r3, rho)  # no bias: no constraint
 
 
 def brute_force_projection(rho, lo, hi):
@@ -340,7 +339,7 @@ def brute_force_projection(rho, lo, hi):
     taus = np.linspace(-5, 5, 200001)
     sums = np.array([np.sum(np.clip(rho - t, lo, hi)) for t in taus[::100]])
     i = int(np.argmin(np.abs(sums)))
-    fine = taus[max(0, (i - 1) * 100):(i + 1) * 100 + 1]
+    fine = taus[max(0, (i - 1) * 100) : (i + 1) * 100 + 1]
     s = np.array([np.sum(np.clip(rho - t, lo, hi)) for t in fine])
     return np.clip(rho - fine[int(np.argmin(np.abs(s)))], lo, hi)
 
@@ -350,7 +349,7 @@ def test_project_sum_box_is_the_euclidean_projection(seed):
     rng = np.random.default_rng(seed)
     n = 25
     y = np.where(rng.random(n) < 0.4, -1.0, 1.0)
-    lo, hi = np.minimum(0.0, y), np.maximum(0.0, y)      # 0 <= y rho <= 1 (hinge, logistic)
+    lo, hi = np.minimum(0.0, y), np.maximum(0.0, y)  # 0 <= y rho <= 1 (hinge, logistic)
     rho = y * rng.uniform(-0.5, 1.5, n) + 0.3 * rng.standard_normal(n)
     r = common.project_sum_box(rho, lo, hi)
     assert abs(np.sum(r)) <= 1e-12 * np.sum(np.abs(r))
@@ -376,8 +375,9 @@ def sorted_reference_projection(rho, lo, hi):
     bp = np.unique(bp[np.isfinite(bp)])
     finite = np.concatenate([np.abs(rho), np.abs(lo[np.isfinite(lo)]), np.abs(hi[np.isfinite(hi)])])
     span = 10.0 * rho.size * (1.0 + float(np.max(finite)))
-    pts = np.concatenate([[-span], bp, [span]]) if bp.size == 0 else np.concatenate(
-        [[bp[0] - span], bp, [bp[-1] + span]])
+    pts = (
+        np.concatenate([[-span], bp, [span]]) if bp.size == 0 else np.concatenate([[bp[0] - span], bp, [bp[-1] + span]])
+    )
     S = np.array([np.sum(np.clip(rho - t, lo, hi)) for t in pts])
     k = int(np.flatnonzero((S[:-1] >= 0.0) & (S[1:] <= 0.0))[0])
     if S[k] == S[k + 1]:
@@ -396,13 +396,11 @@ def _boxes(draw):
     n = draw(st.integers(1, 30))
     rho = np.array(draw(st.lists(_VALUES, min_size=n, max_size=n)))
     a = np.array(draw(st.lists(_VALUES, min_size=n, max_size=n)))
-    w = np.array(draw(st.lists(st.one_of(st.floats(0.0, 5.0), st.just(0.0)), min_size=n,
-                               max_size=n)))
-    kind = np.array(draw(st.lists(st.sampled_from(["box", "box", "lower", "upper", "free"]),
-                                  min_size=n, max_size=n)))
+    w = np.array(draw(st.lists(st.one_of(st.floats(0.0, 5.0), st.just(0.0)), min_size=n, max_size=n)))
+    kind = np.array(draw(st.lists(st.sampled_from(["box", "box", "lower", "upper", "free"]), min_size=n, max_size=n)))
     lo = np.where(np.isin(kind, ["box", "lower"]), a, -np.inf)
     hi = np.where(kind == "box", a + w, np.where(kind == "upper", a, np.inf))
-    assume(np.sum(lo) < 0.0 < np.sum(hi))       # a feasible set with some room
+    assume(np.sum(lo) < 0.0 < np.sum(hi))  # a feasible set with some room
     return rho, lo, hi
 
 
@@ -433,7 +431,7 @@ def test_project_dual_keeps_the_hinge_box():
     K = random_bank(44)
     y = labels(45)
     pb = Problem(K=K, y=y, loss=Hinge(), regularizer=L1(), C=0.05)
-    rho = y * np.linspace(0.0, 1.0, N) + 0.2       # outside the box and not centred
+    rho = y * np.linspace(0.0, 1.0, N) + 0.2  # outside the box and not centred
     D, rho_f, n_f = common.projected_dual_objective(pb, rho)
     assert math.isfinite(D)
     assert np.all(y * rho_f >= 0) and np.all(y * rho_f <= 1)
@@ -449,7 +447,7 @@ def test_centre_dual_is_the_projection_and_the_shift_inside(seed):
     rng = np.random.default_rng(seed)
     n = 25
     y = np.where(rng.random(n) < 0.4, -1.0, 1.0)
-    lo, hi = np.minimum(0.0, y), np.maximum(0.0, y)      # 0 <= y rho <= 1
+    lo, hi = np.minimum(0.0, y), np.maximum(0.0, y)  # 0 <= y rho <= 1
     # far from the box: the exact projection
     rho = y * rng.uniform(-0.5, 1.5, n) + 0.3 * rng.standard_normal(n)
     r = common.centre_dual(rho, lo, hi)
@@ -463,8 +461,7 @@ def test_centre_dual_is_the_projection_and_the_shift_inside(seed):
     np.testing.assert_allclose(c, sorted_reference_projection(inner, lo, hi), atol=1e-12)
     assert abs(np.sum(c)) <= 1e-14 * np.sum(np.abs(c))
     # without a bias: the clipping
-    np.testing.assert_array_equal(common.centre_dual(rho, lo, hi, bias=False),
-                                  np.clip(rho, lo, hi))
+    np.testing.assert_array_equal(common.centre_dual(rho, lo, hi, bias=False), np.clip(rho, lo, hi))
     with pytest.raises(ValueError, match="zero sum"):
         common.centre_dual(rho, np.abs(lo) + 0.1, np.abs(hi) + 0.2)
 
@@ -473,7 +470,7 @@ def test_certificate_at_projects_and_assembles_the_gap():
     K = random_bank(46)
     y = labels(47)
     pb = Problem(K=K, y=y, loss=Hinge(), regularizer=L1(), C=0.05)
-    rho = y * np.linspace(0.0, 1.0, N) + 0.2       # outside the box and not centred
+    rho = y * np.linspace(0.0, 1.0, N) + 0.2  # outside the box and not centred
     norms = np.linspace(0.0, 1.0, M)
     cert = common.Certificate.at(pb, 3.0, rho, norms, bias=0.5)
     D, rho_f, _ = common.projected_dual_objective(pb, rho)
@@ -503,8 +500,7 @@ def test_certify_keeps_the_better_dual_point():
 
 
 @pytest.mark.parametrize(
-    "P,D,expect",
-    [(10.0, 9.0, 0.1), (-4.0, -5.0, 0.25), (0.0, -1e-3, 1e-3), (2.0, -math.inf, math.inf)],
+    "P,D,expect", [(10.0, 9.0, 0.1), (-4.0, -5.0, 0.25), (0.0, -1e-3, 1e-3), (2.0, -math.inf, math.inf)]
 )
 def test_relative_gap(P, D, expect):
     assert common.relative_gap(P, D) == pytest.approx(expect, rel=1e-12)
@@ -518,7 +514,7 @@ def test_kernel_weights_elasticnet_formula():
     reg = ElasticNet(lam=0.3)
     x = np.array([0.0, 0.5, 2.0, 0.0, 1.0])
     w = common.kernel_weights(reg, x)
-    d = np.where(x > 0, x / (1 - 0.3 + 0.3 * x), 0.0)   # SpicyMKL §4.1
+    d = np.where(x > 0, x / (1 - 0.3 + 0.3 * x), 0.0)  # SpicyMKL §4.1
     np.testing.assert_allclose(w, d / d.sum(), rtol=1e-12)
     assert w[0] == 0.0 and w[3] == 0.0
     assert np.sum(w) == pytest.approx(1.0)
@@ -529,7 +525,7 @@ def test_kernel_weights_zero_blocks_stay_zero_for_lq_above_two():
     reg = Lq(q=3.0)
     x = np.array([0.0, 0.5, 2.0])
     w = common.kernel_weights(reg, x)
-    d = np.array([0.0, 0.5 ** -1, 2.0 ** -1])
+    d = np.array([0.0, 0.5**-1, 2.0**-1])
     np.testing.assert_allclose(w, d / d.sum(), rtol=1e-12)
 
 
@@ -575,8 +571,17 @@ def test_build_result_warns_only_when_unconverged():
     pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.5), C=1.0)
     alpha = np.zeros((M, N))
     alpha[2] = 1.0
-    kw = dict(engine="x", alpha=alpha, bias=0.1, primal=2.0, dual=1.0, iterations=3,
-              history=[], message="not there yet", time_s=0.0)
+    kw = dict(
+        engine="x",
+        alpha=alpha,
+        bias=0.1,
+        primal=2.0,
+        dual=1.0,
+        iterations=3,
+        history=[],
+        message="not there yet",
+        time_s=0.0,
+    )
     with pytest.warns(ConvergenceWarning, match="not there yet"):
         r = common.build_result(pb, status=Status.MAX_ITER, **kw)
     assert r.status == Status.MAX_ITER and not r.converged

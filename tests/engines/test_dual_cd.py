@@ -8,6 +8,7 @@ conjugate (hinge, ε-insensitive, pinball) with every regularizer; without a
 bias; integer sample weights against the rows repeated; a sparse bank
 against the same factors dense; warm starts; the endings; ``auto``'s route.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -41,11 +42,19 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 TOL = 1e-8
 LOSSES = ("hinge", "eps_insensitive", "pinball")
 REGS = ("l1", "elasticnet", "lq", "uniform", "kl")
-FAST = {("hinge", "l1"), ("hinge", "elasticnet"), ("eps_insensitive", "l1"),
-        ("pinball", "kl"), ("eps_insensitive", "uniform"), ("hinge", "lq")}
-GRID = [pytest.param(loss, reg, id=f"{loss}-{reg}",
-                     marks=() if (loss, reg) in FAST else pytest.mark.slow)
-        for loss in LOSSES for reg in REGS]
+FAST = {
+    ("hinge", "l1"),
+    ("hinge", "elasticnet"),
+    ("eps_insensitive", "l1"),
+    ("pinball", "kl"),
+    ("eps_insensitive", "uniform"),
+    ("hinge", "lq"),
+}
+GRID = [
+    pytest.param(loss, reg, id=f"{loss}-{reg}", marks=() if (loss, reg) in FAST else pytest.mark.slow)
+    for loss in LOSSES
+    for reg in REGS
+]
 
 
 def _solve(pb: Problem, **params) -> mklkit.SolveResult:
@@ -66,8 +75,9 @@ def test_every_loss_and_regularizer_matches_conic_reference_and_spicy(loss, reg)
     assert res.objective == pytest.approx(spicy.objective, rel=1e-6)
 
 
-@pytest.mark.parametrize("loss,reg,frac", [("hinge", "l1", 0.3), ("hinge", "l1", 3.0),
-                                           ("eps_insensitive", "elasticnet", 0.5)])
+@pytest.mark.parametrize(
+    "loss,reg,frac", [("hinge", "l1", 0.3), ("hinge", "l1", 3.0), ("eps_insensitive", "elasticnet", 0.5)]
+)
 def test_without_bias_and_at_other_C(loss, reg, frac):
     """No bias (no constraint on the dual's sum), and C far from the grid's."""
     C = DATA_C[loss][1] * frac
@@ -101,8 +111,13 @@ def test_a_sparse_bank_gives_the_solution_of_the_same_factors_dense(loss):
     r = get_registry()
     out = []
     for sparse in (False, True):
-        pb = Problem(K=group_bank(X, 6, sparse=sparse), y=y, loss=r.create("loss", loss),
-                     regularizer=r.create("regularizer", "l1"), C=0.5)
+        pb = Problem(
+            K=group_bank(X, 6, sparse=sparse),
+            y=y,
+            loss=r.create("loss", loss),
+            regularizer=r.create("regularizer", "l1"),
+            C=0.5,
+        )
         out.append(_solve(pb))
     dense, sparse = out
     assert dense.converged and sparse.converged
@@ -144,8 +159,13 @@ def test_a_loss_without_a_linear_conjugate_is_refused_with_the_reason():
     with pytest.raises(ValueError, match="dualcd"):
         DualCD().solve(pb)
     bank, K, y = eigen_data("sonar")
-    on_array = Problem(K=K, y=y, loss=get_registry().create("loss", "hinge"),
-                       regularizer=get_registry().create("regularizer", "l1"), C=0.4)
+    on_array = Problem(
+        K=K,
+        y=y,
+        loss=get_registry().create("loss", "hinge"),
+        regularizer=get_registry().create("regularizer", "l1"),
+        C=0.4,
+    )
     assert DualCD().supports(on_array) is not None
 
 
@@ -162,8 +182,7 @@ def test_auto_takes_dualcd_for_a_hinge_loss_at_small_C_and_bcd_above():
     assert res.converged and res.history[-1]["engine"] == "dualcd"
     check_certificate(res, small_C, K, "hinge", "l1", p, tol=1e-6)
     assert Auto().choose(make("hinge", "l1", C=0.2 * c_max)[0])[0].name == "bcd"
-    assert Auto(dualcd_max_ratio=0.5).choose(make("hinge", "l1", C=0.2 * c_max)[0])[0].name \
-        == "dualcd"
+    assert Auto(dualcd_max_ratio=0.5).choose(make("hinge", "l1", C=0.2 * c_max)[0])[0].name == "dualcd"
     assert Auto().choose(make("logistic", "l1")[0])[0].name == "bcd"
 
 
@@ -171,10 +190,13 @@ def test_a_factor_bank_with_a_kernel_of_rank_zero():
     """A kernel whose factor is empty never enters the passes and keeps weight 0."""
     bank, K, y = eigen_data("sonar")
     blocks = [bank.block(m).T for m in range(bank.shape[0])] + [np.zeros((y.size, 0))]
-    pb = Problem(K=FactorBank.from_blocks(blocks), y=y,
-                 loss=get_registry().create("loss", "hinge"),
-                 regularizer=get_registry().create("regularizer", "elasticnet"),
-                 C=DATA_C["hinge"][1])
+    pb = Problem(
+        K=FactorBank.from_blocks(blocks),
+        y=y,
+        loss=get_registry().create("loss", "hinge"),
+        regularizer=get_registry().create("regularizer", "elasticnet"),
+        C=DATA_C["hinge"][1],
+    )
     res = _solve(pb)
     assert res.converged and res.kernel_weights[-1] == 0.0
     ref, _, _ = make("hinge", "elasticnet")

@@ -5,6 +5,7 @@ built-in loss x regularizer pair each engine supports runs with ``-m slow``.
 Deliberately dishonest engines must fail with a message that names what
 disagreed.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,12 +24,7 @@ from mklkit.engines.spicy import Spicy
 from mklkit.kernels.factor import FactorBank
 from mklkit.problem import Problem
 from mklkit.result import Status
-from mklkit.testing import (
-    ENGINE_CHECKS,
-    assert_engine_conforms,
-    check_engine,
-    engine_problems,
-)
+from mklkit.testing import ENGINE_CHECKS, assert_engine_conforms, check_engine, engine_problems
 
 try:
     from tests.engines.pinball import Pinball
@@ -68,8 +64,7 @@ def test_the_kit_solves_every_pair_an_engine_supports():
     labels = [kp.label for kp in engine_problems(Proximal())]
     # proximal: the smooth losses (logistic, squared) with the five regularizers, and each loss
     # once more with sample weights
-    assert len(labels) == 12 and all("hinge" not in s and "eps_insensitive" not in s
-                                     for s in labels)
+    assert len(labels) == 12 and all("hinge" not in s and "eps_insensitive" not in s for s in labels)
     assert sum(s.endswith("weighted") for s in labels) == 2
     spicy = engine_problems(Spicy())
     assert len(spicy) == 24
@@ -83,8 +78,9 @@ class IgnoresWeights(Spicy):
     name = "ignores_weights"
 
     def _solve(self, problem, run, warm_start):
-        plain = Problem(K=problem.K, y=problem.y, loss=problem.loss,
-                        regularizer=problem.regularizer, C=problem.C, bias=problem.bias)
+        plain = Problem(
+            K=problem.K, y=problem.y, loss=problem.loss, regularizer=problem.regularizer, C=problem.C, bias=problem.bias
+        )
         return super()._solve(plain, run, warm_start)
 
 
@@ -104,8 +100,7 @@ def test_the_kit_builds_factor_banks_for_an_engine_that_takes_only_those():
     assert all(isinstance(kp.problem.bank, FactorBank) for kp in factor)
     array = engine_problems(Spicy())
     assert all(kp.problem.representation == "array" for kp in array)
-    asked = engine_problems(Spicy(), representation="factor", losses=[Logistic()],
-                            regularizers=[L1()])
+    asked = engine_problems(Spicy(), representation="factor", losses=[Logistic()], regularizers=[L1()])
     assert [kp.problem.representation for kp in asked] == ["factor", "factor"]  # and weighted
     # the same problems: the factor bank is the array bank to 1e-10
     K = array[0].problem.K
@@ -115,8 +110,9 @@ def test_the_kit_builds_factor_banks_for_an_engine_that_takes_only_those():
 
 
 def test_a_skeleton_engine_of_a_third_party_passes():
-    report = check_engine(GradientMKL(tol=1e-5, max_iter=20000), max_problems=1,
-                          losses=[Logistic()], regularizers=[ElasticNet(lam=0.5)])
+    report = check_engine(
+        GradientMKL(tol=1e-5, max_iter=20000), max_problems=1, losses=[Logistic()], regularizers=[ElasticNet(lam=0.5)]
+    )
     assert report.ok, str(report)
 
 
@@ -172,16 +168,25 @@ class EarlyStop(Spicy):
         return dataclasses.replace(res, status=Status.CONVERGED)
 
 
-@pytest.mark.parametrize("engine, failing, words", [
-    (ZeroGap(tol=1e-2, max_iter=1), "gap_consistent",
-     "reported gap 0.000000e+00 but (P - D)/|P| of the reported values is"),
-    (DualIsPrimal(tol=1e-2, max_iter=1), "honest_dual",
-     "but the returned dual point, made feasible, gives"),
-    (NoDual(tol=1e-6), "honest_dual", "the result has no dual point (SolveResult.dual): its gap "
-                                      "cannot be certified"),
-    (Optimistic(tol=1e-6), "honest_primal", "but P(alpha, b) at the returned point is"),
-    (EarlyStop(tol=1e-12, max_iter=1), "status", "status converged with gap"),
-], ids=["zero-gap", "dual-is-primal", "no-dual", "optimistic", "early-stop"])
+@pytest.mark.parametrize(
+    "engine, failing, words",
+    [
+        (
+            ZeroGap(tol=1e-2, max_iter=1),
+            "gap_consistent",
+            "reported gap 0.000000e+00 but (P - D)/|P| of the reported values is",
+        ),
+        (DualIsPrimal(tol=1e-2, max_iter=1), "honest_dual", "but the returned dual point, made feasible, gives"),
+        (
+            NoDual(tol=1e-6),
+            "honest_dual",
+            "the result has no dual point (SolveResult.dual): its gap cannot be certified",
+        ),
+        (Optimistic(tol=1e-6), "honest_primal", "but P(alpha, b) at the returned point is"),
+        (EarlyStop(tol=1e-12, max_iter=1), "status", "status converged with gap"),
+    ],
+    ids=["zero-gap", "dual-is-primal", "no-dual", "optimistic", "early-stop"],
+)
 def test_a_dishonest_engine_fails_with_a_clear_message(engine, failing, words):
     report = check_engine(engine, max_problems=1, losses=[Hinge()], regularizers=[L1()])
     assert not report.ok
@@ -200,13 +205,19 @@ def test_an_engine_that_supports_nothing_fails_problems():
     assert "the engine supports none of the kit's problems" in report["problems"].detail
 
 
-@pytest.mark.parametrize("args, kw, error, match", [
-    ((Logistic(),), {}, TypeError, "check_engine needs an engine instance \\(kind 'engine'\\); "
-                                   "got Logistic"),
-    ((Spicy,), {}, TypeError, "check_engine needs an engine instance"),
-    ((Spicy(),), {"reference": "exact"}, ValueError,
-     "reference must be 'auto', 'conic', 'engine' or 'none'; got 'exact'"),
-])
+@pytest.mark.parametrize(
+    "args, kw, error, match",
+    [
+        ((Logistic(),), {}, TypeError, "check_engine needs an engine instance \\(kind 'engine'\\); got Logistic"),
+        ((Spicy,), {}, TypeError, "check_engine needs an engine instance"),
+        (
+            (Spicy(),),
+            {"reference": "exact"},
+            ValueError,
+            "reference must be 'auto', 'conic', 'engine' or 'none'; got 'exact'",
+        ),
+    ],
+)
 def test_check_engine_refuses_what_it_cannot_check(args, kw, error, match):
     with pytest.raises(error, match=match):
         check_engine(*args, **kw)
@@ -229,16 +240,22 @@ class HalfConjugate(ElasticNet):
 
 @pytest.mark.parametrize("reference", ["conic", "engine"])
 def test_a_wrong_conjugate_is_caught_against_the_reference(reference):
-    report = check_engine(Proximal(tol=1e-6), max_problems=1, losses=[Logistic()],
-                          regularizers=[HalfConjugate(lam=0.5)], reference=reference)
+    report = check_engine(
+        Proximal(tol=1e-6),
+        max_problems=1,
+        losses=[Logistic()],
+        regularizers=[HalfConjugate(lam=0.5)],
+        reference=reference,
+    )
     res = report["gap_bounds_optimum"]
     assert not res.passed and "above the optimum" in res.detail, str(report)
     assert ("cvxpy + Clarabel" if reference == "conic" else "engine 'spicy'") in res.detail
     assert not report["gap_consistent"].passed  # D > P: weak duality violated
     assert "which weak duality forbids" in report["gap_consistent"].detail
     # the same engine on the true elastic net passes against either reference
-    assert check_engine(Proximal(tol=1e-6), max_problems=1, losses=[Logistic()],
-                        regularizers=[ElasticNet(lam=0.5)], reference=reference).ok
+    assert check_engine(
+        Proximal(tol=1e-6), max_problems=1, losses=[Logistic()], regularizers=[ElasticNet(lam=0.5)], reference=reference
+    ).ok
 
 
 # ---------------------------------------------------------------------------
@@ -276,8 +293,9 @@ def test_skm_smo_passes_the_kit_with_its_regularizer():
 def test_smo_engines_pass_the_kit_on_every_pair_they_support():
     smo = pytest.importorskip("mklkit_smo")
     report = assert_engine_conforms(
-        smo.SmoMKL(tol=1e-7), extra_losses=[Pinball(tau=0.3)],
-        extra_regularizers=[smo.PnormSquared(p=1.5, lam=0.7), smo.PnormSquared(p=2.0, lam=0.3)])
+        smo.SmoMKL(tol=1e-7),
+        extra_losses=[Pinball(tau=0.3)],
+        extra_regularizers=[smo.PnormSquared(p=1.5, lam=0.7), smo.PnormSquared(p=2.0, lam=0.3)],
+    )
     assert int(report["problems"].detail.split()[0]) == 9  # 3 losses x 3 regularizers
-    assert_engine_conforms(smo.SkmSMO(tol=1e-5, sparsify=True),
-                           extra_regularizers=[smo.L1Squared()])
+    assert_engine_conforms(smo.SkmSMO(tol=1e-5, sparsify=True), extra_regularizers=[smo.L1Squared()])

@@ -8,6 +8,7 @@ objective, and with cvxpy + Clarabel to 1e-4.  On the factor path no N x N
 array may be formed (the dense Newton helpers are replaced by ones that
 raise, and a tracemalloc peak is held below N^2 float64 / 4).
 """
+
 from __future__ import annotations
 
 import functools
@@ -34,9 +35,17 @@ except ImportError:  # tests/ itself is on sys.path
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-GROUPS = {"sonar": [list(range(0, 12)), list(range(12, 24)), list(range(24, 36)),
-                    list(range(36, 48)), list(range(48, 60)), [0, 10, 20, 30, 40, 50]],
-          "liver": [[0], [1], [2], [3], [4], [0, 1, 2, 3, 4]]}
+GROUPS = {
+    "sonar": [
+        list(range(0, 12)),
+        list(range(12, 24)),
+        list(range(24, 36)),
+        list(range(36, 48)),
+        list(range(48, 60)),
+        [0, 10, 20, 30, 40, 50],
+    ],
+    "liver": [[0], [1], [2], [3], [4], [0, 1, 2, 3, 4]],
+}
 
 
 def _linear_blocks(X: np.ndarray, groups: list[list[int]]) -> FactorBank:
@@ -65,9 +74,14 @@ def reference(name: str, loss: str, reg: str, C: float, **params: float) -> floa
     return solve_reference(fb.to_array(), y, loss, reg, C, **params).objective
 
 
-COMPONENTS = {"logistic": Logistic, "hinge": Hinge, "squared": Squared,
-              "eps_insensitive": lambda: EpsInsensitive(eps=0.1),
-              "l1": L1, "elasticnet": lambda: ElasticNet(lam=0.5)}
+COMPONENTS = {
+    "logistic": Logistic,
+    "hinge": Hinge,
+    "squared": Squared,
+    "eps_insensitive": lambda: EpsInsensitive(eps=0.1),
+    "l1": L1,
+    "elasticnet": lambda: ElasticNet(lam=0.5),
+}
 PARAMS = {"eps_insensitive": {"eps": 0.1}, "elasticnet": {"lam": 0.5}}
 
 # (data, loss, regularizer, C, method): the one-step method on smooth conjugates,
@@ -138,30 +152,31 @@ def _check_agreement(engine, name, loss, reg, C, monkeypatch):
 
 
 @pytest.mark.parametrize("solver", ["woodbury", "cg"])
-@pytest.mark.parametrize("name,loss,reg,C,method", SPICY_CASES,
-                         ids=["-".join(map(str, c)) for c in SPICY_CASES])
+@pytest.mark.parametrize("name,loss,reg,C,method", SPICY_CASES, ids=["-".join(map(str, c)) for c in SPICY_CASES])
 def test_spicy_on_exact_factors_agrees_with_the_dense_bank_and_the_conic_reference(
-        name, loss, reg, C, method, solver, monkeypatch):
+    name, loss, reg, C, method, solver, monkeypatch
+):
     monkeypatch.setattr(factor_newton, "SOLVER", solver)
-    res, dense = _check_agreement(Spicy(tol=1e-9, method=method), name, loss, reg, C,
-                                  monkeypatch)
+    res, dense = _check_agreement(Spicy(tol=1e-9, method=method), name, loss, reg, C, monkeypatch)
     if method == "one_step":
         # the Newton directions came from the low-rank solver asked for
         assert {h["solver"].split("+")[0] for h in res.history if "solver" in h} == {solver}
 
 
-@pytest.mark.parametrize("name,loss,reg,C", PROXIMAL_CASES,
-                         ids=["-".join(map(str, c)) for c in PROXIMAL_CASES])
-def test_proximal_on_exact_factors_agrees_with_the_dense_bank_and_the_conic_reference(
-        name, loss, reg, C, monkeypatch):
+@pytest.mark.parametrize("name,loss,reg,C", PROXIMAL_CASES, ids=["-".join(map(str, c)) for c in PROXIMAL_CASES])
+def test_proximal_on_exact_factors_agrees_with_the_dense_bank_and_the_conic_reference(name, loss, reg, C, monkeypatch):
     _check_agreement(Proximal(tol=1e-8), name, loss, reg, C, monkeypatch)
 
 
-@pytest.mark.parametrize("engine,loss,reg", [
-    (Spicy(tol=1e-9, method="one_step"), "logistic", "elasticnet"),
-    (Spicy(tol=1e-9, method="iterative"), "hinge", "l1"),
-    (Proximal(tol=1e-8), "logistic", "l1"),
-], ids=["spicy-one_step", "spicy-iterative", "proximal"])
+@pytest.mark.parametrize(
+    "engine,loss,reg",
+    [
+        (Spicy(tol=1e-9, method="one_step"), "logistic", "elasticnet"),
+        (Spicy(tol=1e-9, method="iterative"), "hinge", "l1"),
+        (Proximal(tol=1e-8), "logistic", "l1"),
+    ],
+    ids=["spicy-one_step", "spicy-iterative", "proximal"],
+)
 def test_warm_starts_on_a_factor_bank_reach_the_dense_optimum(engine, loss, reg, monkeypatch):
     fb, y = data("sonar_rbf")
     dense = engine.solve(_problem(fb.to_array(), y, loss, reg, 0.3))
@@ -216,8 +231,8 @@ def test_low_rank_hessian_solves_match_a_dense_solve(solver, monkeypatch):
 
 def test_the_solver_is_chosen_by_its_cost_estimate():
     assert factor_newton.choose_solver(30000, 300) == "woodbury"
-    assert factor_newton.choose_solver(30000, 3000) == "cg"     # N R^2 / 8 > 50 * 2 N R
-    assert factor_newton.choose_solver(1000, 600) == "cg"       # R > N / 2
+    assert factor_newton.choose_solver(30000, 3000) == "cg"  # N R^2 / 8 > 50 * 2 N R
+    assert factor_newton.choose_solver(1000, 600) == "cg"  # R > N / 2
     assert factor_newton.choose_solver(1000, 0) == "woodbury"
 
 
@@ -230,19 +245,23 @@ def a9a_groups(n: int) -> tuple[FactorBank, np.ndarray]:
     return _linear_blocks(X, [list(g) for g in groups]), ds.y[:n].astype(np.float64)
 
 
-@pytest.mark.parametrize("engine,loss,reg", [
-    (Spicy(tol=1e-6, method="one_step"), "logistic", "elasticnet"),
-    pytest.param(Spicy(tol=1e-6, method="iterative"), "hinge", "l1", marks=pytest.mark.slow),
-    (Spicy(tol=1e-6, method="iterative"), "logistic", "l1"),
-    (Proximal(tol=1e-4, max_iter=300), "logistic", "l1"),
-], ids=["spicy-one_step", "spicy-iterative-hinge", "spicy-iterative-logistic", "proximal"])
+@pytest.mark.parametrize(
+    "engine,loss,reg",
+    [
+        (Spicy(tol=1e-6, method="one_step"), "logistic", "elasticnet"),
+        pytest.param(Spicy(tol=1e-6, method="iterative"), "hinge", "l1", marks=pytest.mark.slow),
+        (Spicy(tol=1e-6, method="iterative"), "logistic", "l1"),
+        (Proximal(tol=1e-4, max_iter=300), "logistic", "l1"),
+    ],
+    ids=["spicy-one_step", "spicy-iterative-hinge", "spicy-iterative-logistic", "proximal"],
+)
 def test_no_n_by_n_array_is_allocated_on_the_factor_path(engine, loss, reg, no_dense_helpers):
     """N = 3000: one N x N float64 array is 72 MB; the solve must peak below a quarter of it."""
     fb, y = a9a_groups(3000)
     N = fb.n_samples
     C_max = Spicy().solve(_problem(fb, y, loss, reg, 1e6)).C_max
     problem = _problem(fb, y, loss, reg, 0.1 * C_max)
-    engine.solve(problem)            # compile and warm up outside the measurement
+    engine.solve(problem)  # compile and warm up outside the measurement
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()
@@ -269,8 +288,7 @@ def test_spicy_on_a_pivoted_cholesky_bank_of_a9a_follows_the_dense_bank(loss, so
     X, y = ds.X[np.sort(order)], ds.y[np.sort(order)].astype(np.float64)
     fb = build_factor_bank([{"function": "rbf", "width": [10.0, 20.0, 40.0]}], X, tol=1e-3)
     K = fb.to_array()
-    C = 0.1 * Spicy().solve(Problem(K=fb, y=y, loss=COMPONENTS[loss](), regularizer=L1(),
-                                    C=1e6)).C_max
+    C = 0.1 * Spicy().solve(Problem(K=fb, y=y, loss=COMPONENTS[loss](), regularizer=L1(), C=1e6)).C_max
     engine = Spicy(tol=1e-8) if loss == "logistic" else Spicy(tol=1e-12, max_iter=12)
     dense = engine.solve(Problem(K=K, y=y, loss=COMPONENTS[loss](), regularizer=L1(), C=C))
     del K

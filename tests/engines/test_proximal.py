@@ -1,4 +1,5 @@
 """The proximal-gradient engine against cvxpy + Clarabel and SpicyMKL on real data."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,12 +14,7 @@ from mklkit.components.params import ParamError
 from mklkit.components.regularizers import KL, L1, ElasticNet, Lq, Uniform
 from mklkit.engines import common
 from mklkit.pipeline.choose import AUTO_ENGINES, Auto
-from mklkit.engines.proximal import (
-    PROXIMAL_ENGINES,
-    Proximal,
-    lipschitz_estimate,
-    power_iteration,
-)
+from mklkit.engines.proximal import PROXIMAL_ENGINES, Proximal, lipschitz_estimate, power_iteration
 from mklkit.engines.spicy import Spicy
 from mklkit.plugins import get_registry
 from mklkit.problem import Problem
@@ -26,17 +22,13 @@ from mklkit.result import ConvergenceWarning, Status
 
 try:
     from tests.conic_reference import primal_objective_numpy
-    from tests.engines.shared import (
-        assert_incumbents, DATA, reference, solve_stopped, sonar, sonar_points,
-    )
+    from tests.engines.shared import assert_incumbents, DATA, reference, solve_stopped, sonar, sonar_points
 except ImportError:  # tests/ itself is on sys.path (rootdir-relative imports)
     from conic_reference import primal_objective_numpy
-    from engines.shared import (
-        assert_incumbents, DATA, reference, solve_stopped, sonar, sonar_points,
-    )
+    from engines.shared import assert_incumbents, DATA, reference, solve_stopped, sonar, sonar_points
 
-TOL = 1e-8        # engine tolerance on the relative duality gap
-REL = 1e-5        # objective agreement with the conic reference and with spicy
+TOL = 1e-8  # engine tolerance on the relative duality gap
+REL = 1e-5  # objective agreement with the conic reference and with spicy
 
 
 def make(data: str, loss, reg, C: float, bias: bool = True) -> Problem:
@@ -63,8 +55,7 @@ def check_solution(res, pb: Problem, ref, loss: str, reg: str, **params) -> None
     P = primal_objective_numpy(K, y, res.alpha, res.bias, loss, reg, C, **params)
     assert P == pytest.approx(res.objective, rel=1e-10)
     # and the reported dual is the dual at the returned, feasible dual point
-    assert common.dual_objective(pb, res.dual) == pytest.approx(res.dual_objective, rel=1e-10,
-                                                                abs=1e-12)
+    assert common.dual_objective(pb, res.dual) == pytest.approx(res.dual_objective, rel=1e-10, abs=1e-12)
     if pb.bias:
         assert abs(np.sum(res.dual)) <= 1e-10 * np.sum(np.abs(res.dual))
     # predictions and block norms agree with the reference
@@ -93,8 +84,7 @@ LOSSES = {"squared": Squared, "logistic": Logistic}
 REGS = {"l1": L1, "elasticnet": ElasticNet, "lq": Lq, "uniform": Uniform}
 
 
-@pytest.mark.parametrize("data,loss,reg,C,params", CASES,
-                         ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES])
+@pytest.mark.parametrize("data,loss,reg,C,params", CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES])
 def test_matches_conic_reference_and_spicy(data, loss, reg, C, params):
     pb = make(data, LOSSES[loss](), REGS[reg](**params), C)
     res = Proximal(tol=TOL).solve(pb)
@@ -310,8 +300,19 @@ def test_history_records():
     res = Proximal(tol=1e-6).solve(pb)
     assert res.engine == "proximal" and len(res.history) >= 2
     for h in res.history:
-        for key in ("objective", "dual_objective", "gap", "n_active", "time_s", "step_size",
-                    "momentum", "n_restarts", "n_backtracks", "n_computed", "bias"):
+        for key in (
+            "objective",
+            "dual_objective",
+            "gap",
+            "n_active",
+            "time_s",
+            "step_size",
+            "momentum",
+            "n_restarts",
+            "n_backtracks",
+            "n_computed",
+            "bias",
+        ):
             assert key in h and math.isfinite(h[key]), key
         assert h["dual_objective"] <= h["objective"] + 1e-12 * abs(h["objective"])
     last = res.history[-1]
@@ -460,7 +461,7 @@ def test_auto_continues_a_stalled_spicy_solve_with_proximal(monkeypatch):
 
 
 def test_auto_prefers_proximal_to_the_iterative_method_for_many_samples_and_few_kernels():
-    pb = make("sonar", Logistic(), L1(), 0.1)     # N = 80, M = 10; l1: spicy's iterative method
+    pb = make("sonar", Logistic(), L1(), 0.1)  # N = 80, M = 10; l1: spicy's iterative method
     engine, why = Auto(proximal_min_samples=50, proximal_ratio=5).choose(pb)
     assert engine.name == "proximal" and "N = 80 samples" in why
     assert Auto(proximal_min_samples=50, proximal_ratio=10).choose(pb)[0].name == "spicy"

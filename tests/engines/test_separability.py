@@ -1,4 +1,5 @@
 """Engines of sums over kernels decline regularizers that couple the blocks."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,8 +28,11 @@ def problem(reg) -> Problem:
     return Problem(K=K, y=y, loss=Logistic(), regularizer=reg, C=0.1)
 
 
-@pytest.mark.parametrize("engine", [Spicy(), Spicy(method="iterative"), Proximal(), Auto()],
-                         ids=["spicy", "spicy-iterative", "proximal", "auto"])
+@pytest.mark.parametrize(
+    "engine",
+    [Spicy(), Spicy(method="iterative"), Proximal(), Auto()],
+    ids=["spicy", "spicy-iterative", "proximal", "auto"],
+)
 def test_non_separable_regularizer_is_declined(engine):
     pb = problem(CoupledL1())
     why = engine.supports(pb)

@@ -1,4 +1,5 @@
 """The engine skeleton (mklkit.engines.base), capabilities and what components declare."""
+
 from __future__ import annotations
 
 import math
@@ -14,20 +15,8 @@ from mklkit.declaration import declaration_problems
 from mklkit.components.losses import EpsInsensitive, Hinge, Logistic, Squared
 from mklkit.components.regularizers import L1, ElasticNet, Lq, Uniform
 from mklkit.engines import common
-from mklkit.engines.base import (
-    Engine,
-    Requires,
-    Run,
-    UnsupportedBankError,
-    check_warm_start,
-    stop_message,
-)
-from mklkit.engines.capabilities import (
-    HINGE_CONJUGATE,
-    LINEAR_CONJUGATE,
-    SMOOTH_PRIMAL,
-    Requirement,
-)
+from mklkit.engines.base import Engine, Requires, Run, UnsupportedBankError, check_warm_start, stop_message
+from mklkit.engines.capabilities import HINGE_CONJUGATE, LINEAR_CONJUGATE, SMOOTH_PRIMAL, Requirement
 from mklkit.engines.proximal import Proximal
 from mklkit.engines.spicy import Spicy
 from mklkit.kernels.factor import FactorBank
@@ -53,25 +42,31 @@ def _problem(loss=None, reg=None, C=0.1, n=40):
 # ---------------------------------------------------------------------------
 # stop messages and the run
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize("status, kw, expected", [
-    (Status.CONVERGED, {}, "e: converged, relative duality gap 1.000e-03 <= tol 0.01 after "
-                           "3 Newton steps"),
-    (Status.MAX_ITER, {}, "e: max_iter=3 Newton steps reached; relative duality gap 1.000e-03 "
-                          "> tol 0.01"),
-    (Status.STOPPED, {}, "e: stopped by the callback after 3 Newton steps (relative duality "
-                         "gap 1.000e-03)"),
-    (Status.STALLED, {"why": "line search failed"},
-     "e: stalled after 3 Newton steps: line search failed; relative duality gap 1.000e-03 > "
-     "tol 0.01"),
-    (Status.NUMERICAL_ERROR, {"why": "NaN in the Hessian"},
-     "e: numerical error after 3 Newton steps: NaN in the Hessian; relative duality gap "
-     "1.000e-03"),
-    (Status.CONVERGED, {"why": "at the start"}, "e: converged, relative duality gap 1.000e-03 "
-                                                "<= tol 0.01 after 3 Newton steps (at the start)"),
-])
+@pytest.mark.parametrize(
+    "status, kw, expected",
+    [
+        (Status.CONVERGED, {}, "e: converged, relative duality gap 1.000e-03 <= tol 0.01 after 3 Newton steps"),
+        (Status.MAX_ITER, {}, "e: max_iter=3 Newton steps reached; relative duality gap 1.000e-03 > tol 0.01"),
+        (Status.STOPPED, {}, "e: stopped by the callback after 3 Newton steps (relative duality gap 1.000e-03)"),
+        (
+            Status.STALLED,
+            {"why": "line search failed"},
+            "e: stalled after 3 Newton steps: line search failed; relative duality gap 1.000e-03 > tol 0.01",
+        ),
+        (
+            Status.NUMERICAL_ERROR,
+            {"why": "NaN in the Hessian"},
+            "e: numerical error after 3 Newton steps: NaN in the Hessian; relative duality gap 1.000e-03",
+        ),
+        (
+            Status.CONVERGED,
+            {"why": "at the start"},
+            "e: converged, relative duality gap 1.000e-03 <= tol 0.01 after 3 Newton steps (at the start)",
+        ),
+    ],
+)
 def test_one_message_for_every_ending(status, kw, expected):
-    assert stop_message("e", status, 3, unit="Newton step", gap=1e-3, tol=1e-2, max_iter=3,
-                        **kw) == expected
+    assert stop_message("e", status, 3, unit="Newton step", gap=1e-3, tol=1e-2, max_iter=3, **kw) == expected
     assert stop_message("e", Status.CONVERGED, 1, gap=0.0, tol=1.0).endswith("after 1 iteration")
 
 
@@ -207,8 +202,7 @@ def test_an_engine_without_an_algorithm_is_refused_at_registration():
         def mklkit_register_components(register):
             register(Nothing)
 
-    with pytest.raises(ComponentValidationError,
-                       match=r"engine .*Nothing.*solve\(problem, callback\).*_solve"):
+    with pytest.raises(ComponentValidationError, match=r"engine .*Nothing.*solve\(problem, callback\).*_solve"):
         Registry().register_plugin(Plugin, "d")
 
 
@@ -217,29 +211,45 @@ def test_requires_must_be_a_requires():
         name = "wrong_requires"
         requires = (SMOOTH_PRIMAL,)
 
-    assert declaration_problems(Wrong) == [
-        "'requires' must be a mklkit.engines.base.Requires; got tuple"]
+    assert declaration_problems(Wrong) == ["'requires' must be a mklkit.engines.base.Requires; got tuple"]
 
 
 # ---------------------------------------------------------------------------
 # warm starts
 # ---------------------------------------------------------------------------
 def _result(alpha, bias=0.0, dual=None):
-    return SolveResult(status=Status.CONVERGED, objective=1.0, dual_objective=1.0, gap=0.0,
-                       iterations=1, alpha=np.asarray(alpha), bias=bias,
-                       kernel_weights=np.zeros(1), block_norms=np.zeros(1), dual=dual)
+    return SolveResult(
+        status=Status.CONVERGED,
+        objective=1.0,
+        dual_objective=1.0,
+        gap=0.0,
+        iterations=1,
+        alpha=np.asarray(alpha),
+        bias=bias,
+        kernel_weights=np.zeros(1),
+        block_norms=np.zeros(1),
+        dual=dual,
+    )
 
 
-@pytest.mark.parametrize("ws, match", [
-    (lambda M, N: _result(np.zeros((M, N + 1))),
-     r"warm_start.alpha has shape \(10, 41\); this problem needs \(10, 40\)"),
-    (lambda M, N: _result(np.zeros((M, N)), dual=np.zeros(N - 1)),
-     r"warm_start.dual has shape \(39,\); this problem needs \(40,\)"),
-    (lambda M, N: _result(np.full((M, N), np.nan), bias=np.inf),
-     r"warm_start has non-finite alpha, bias; a warm start must be a finite result"),
-    (lambda M, N: _result(np.zeros((M, N)), dual=np.full(N, np.nan)),
-     r"warm_start has non-finite dual"),
-])
+@pytest.mark.parametrize(
+    "ws, match",
+    [
+        (
+            lambda M, N: _result(np.zeros((M, N + 1))),
+            r"warm_start.alpha has shape \(10, 41\); this problem needs \(10, 40\)",
+        ),
+        (
+            lambda M, N: _result(np.zeros((M, N)), dual=np.zeros(N - 1)),
+            r"warm_start.dual has shape \(39,\); this problem needs \(40,\)",
+        ),
+        (
+            lambda M, N: _result(np.full((M, N), np.nan), bias=np.inf),
+            r"warm_start has non-finite alpha, bias; a warm start must be a finite result",
+        ),
+        (lambda M, N: _result(np.zeros((M, N)), dual=np.full(N, np.nan)), r"warm_start has non-finite dual"),
+    ],
+)
 def test_warm_starts_that_do_not_fit_are_refused(ws, match):
     pb = _problem()
     bad = ws(pb.n_kernels, pb.n_samples)
@@ -263,14 +273,20 @@ def test_reasons_come_from_the_declaration():
     # alternatives, then a reason shared by two lacks said once
     eng = Spicy(method="one_step")
     why = eng.supports(_problem(Hinge(), L1()))
-    assert re.search(r"loss hinge.*smooth_conjugate = False.*regularizer l1.*smooth_conjugate = False.*"
-                     r"method 'one_step'.*'iterative'.*'auto'", why), why
+    assert re.search(
+        r"loss hinge.*smooth_conjugate = False.*regularizer l1.*smooth_conjugate = False.*"
+        r"method 'one_step'.*'iterative'.*'auto'",
+        why,
+    ), why
     assert why.count("needs smooth conjugates") == 1
 
 
 def test_a_requirement_is_of_one_kind():
-    with pytest.raises(ValueError, match=r"the options of a requirement are of one kind; "
-                                         r"got \['loss', 'regularizer'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"the options of a requirement are of one kind; "
+        r"got \['loss', 'regularizer'\]",
+    ):
         Requirement((SMOOTH_PRIMAL, common.SEPARABLE_SUMS.options[0]))
     with pytest.raises(ValueError, match=r"Requires\.regularizer.*requirement of the loss"):
         Requires(regularizer=(SMOOTH_PRIMAL,))
@@ -357,7 +373,8 @@ def test_a_regularizer_without_envelope_derivatives_conforms_and_registers():
     pb = _problem(reg=Plain(lam=0.3))
     ref = _problem(reg=ElasticNet(lam=0.3))
     assert Spicy(tol=1e-8, method="iterative").solve(pb).objective == pytest.approx(
-        Spicy(tol=1e-8, method="iterative").solve(ref).objective, rel=1e-10)
+        Spicy(tol=1e-8, method="iterative").solve(ref).objective, rel=1e-10
+    )
 
 
 def test_registry_and_kit_say_the_same_about_a_declaration():
@@ -389,22 +406,25 @@ def test_a_wrong_linear_conjugate_claim_fails_the_component_kit():
     assert check_component(Pinball(tau=0.3), n_points=16)["linear_conjugate_claim"].passed
 
 
-@pytest.mark.parametrize("wn", [WeightNorm(1.0), WeightNorm(2.0, 0.7), WeightNorm(1.5, 0.3),
-                                WeightNorm(3.0)])
+@pytest.mark.parametrize("wn", [WeightNorm(1.0), WeightNorm(2.0, 0.7), WeightNorm(1.5, 0.3), WeightNorm(3.0)])
 def test_weight_norm_value_and_conjugate(wn):
     from scipy.optimize import minimize
 
     x = np.array([0.3, 1.2, 0.0, 2.0])
     s = wn.block_exponent
-    norm = float(np.sum(x ** s)) ** (1 / s)
-    expected = 0.5 * 2.0 * norm ** 2 if wn.lam is None else \
-        2.0 * 0.75 * (2 * wn.lam) ** (1 / 3) * norm ** (4 / 3)
+    norm = float(np.sum(x**s)) ** (1 / s)
+    expected = 0.5 * 2.0 * norm**2 if wn.lam is None else 2.0 * 0.75 * (2 * wn.lam) ** (1 / 3) * norm ** (4 / 3)
     assert wn.value(x, 2.0) == pytest.approx(expected, rel=1e-12)
     y = np.array([1.0, 3.0, 0.5])
-    best = max(-minimize(lambda v: -(np.abs(v) @ y - wn.value(np.abs(v), 2.0)), x0,
-                         method="Nelder-Mead",
-                         options={"xatol": 1e-12, "fatol": 1e-14, "maxiter": 40000}).fun
-               for x0 in (np.ones(3), np.array([0.1, 5.0, 0.1]), np.full(3, 3.0)))
+    best = max(
+        -minimize(
+            lambda v: -(np.abs(v) @ y - wn.value(np.abs(v), 2.0)),
+            x0,
+            method="Nelder-Mead",
+            options={"xatol": 1e-12, "fatol": 1e-14, "maxiter": 40000},
+        ).fun
+        for x0 in (np.ones(3), np.array([0.1, 5.0, 0.1]), np.full(3, 3.0))
+    )
     assert wn.conj(y, 2.0) == pytest.approx(best, rel=1e-7)
 
 

@@ -4,6 +4,7 @@ Every built-in loss with every regularizer reaches the conic optimum of the
 same objective; the fast suite keeps at least one case of each loss and of
 each regularizer, the full grid is marked slow.
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,8 +31,8 @@ except ImportError:  # tests/ itself is on sys.path (rootdir-relative imports)
     from engines.certificates import assert_certified, assert_dual_feasible
     from engines.shared import liver, solve_stopped, sonar, sonar_points
 
-TOL = 1e-6        # engine tolerance on the relative duality gap
-REL = 1e-4        # agreement with the conic reference
+TOL = 1e-6  # engine tolerance on the relative duality gap
+REL = 1e-4  # agreement with the conic reference
 N_FAST = 60
 
 LOSSES = {
@@ -50,8 +51,14 @@ REGULARIZERS = {
 }
 #: every loss and every regularizer at least once
 FAST = [
-    ("hinge", "l1"), ("logistic", "en05"), ("squared", "lq3"), ("eps_insensitive", "uniform"),
-    ("hinge", "lq15"), ("logistic", "en0"), ("eps_insensitive", "l1"), ("squared", "l1"),
+    ("hinge", "l1"),
+    ("logistic", "en05"),
+    ("squared", "lq3"),
+    ("eps_insensitive", "uniform"),
+    ("hinge", "lq15"),
+    ("logistic", "en0"),
+    ("eps_insensitive", "l1"),
+    ("squared", "l1"),
 ]
 SLOW = [(lo, rg) for lo in LOSSES for rg in REGULARIZERS if (lo, rg) not in FAST]
 
@@ -102,8 +109,7 @@ def test_matches_conic_reference(loss_name, reg_key):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("C", [0.05, 0.5])
-@pytest.mark.parametrize("loss_name,reg_key", FAST + SLOW,
-                         ids=[f"{a}-{b}" for a, b in FAST + SLOW])
+@pytest.mark.parametrize("loss_name,reg_key", FAST + SLOW, ids=[f"{a}-{b}" for a, b in FAST + SLOW])
 def test_matches_conic_reference_full_grid(loss_name, reg_key, C):
     run_case(loss_name, reg_key, C, 80)
 
@@ -159,7 +165,7 @@ def test_squared_block_l1_is_the_same_problem():
     res = Spicy(tol=1e-8).solve(pb)
     assert res.converged
     total = float(np.sum(res.block_norms))
-    assert total > 1.5     # the two candidate constants differ
+    assert total > 1.5  # the two candidate constants differ
     Ct = C / total
     ref = solve_reference(K, y, "hinge", "squared_l1", Ct)
     ours = primal_objective_numpy(K, y, res.alpha, res.bias, "hinge", "squared_l1", Ct)
@@ -171,8 +177,7 @@ def test_squared_block_l1_is_the_same_problem():
     assert Pr == pytest.approx(res.objective, rel=1e-4)
     # with the constant as printed in eq. (6), alpha* is not optimal for (5)
     wrong = solve_reference(K, y, "hinge", "squared_l1", C * total)
-    ours_wrong = primal_objective_numpy(K, y, res.alpha, res.bias, "hinge", "squared_l1",
-                                        C * total)
+    ours_wrong = primal_objective_numpy(K, y, res.alpha, res.bias, "hinge", "squared_l1", C * total)
     assert ours_wrong > wrong.objective * (1 + 1e-2)
 
 
@@ -227,11 +232,13 @@ def test_constraint_penalty_has_the_sign_of_eq_32():
     part.xi = rng.uniform(0, 2, (y.size, 2))
     rho = y * rng.uniform(-0.5, 1.5, y.size)
     xi, zeta = part.xi[:, 0], part.xi[:, 1]
-    eq32 = (-y * rho + (np.maximum(0, xi - gamma * (1 - y * rho)) ** 2
-                        + np.maximum(0, zeta - gamma * y * rho) ** 2) / (2 * gamma))
+    eq32 = -y * rho + (np.maximum(0, xi - gamma * (1 - y * rho)) ** 2 + np.maximum(0, zeta - gamma * y * rho) ** 2) / (
+        2 * gamma
+    )
     assert part.value(rho) == pytest.approx(np.sum(eq32), rel=1e-13)
-    wrong = (-y * rho + (np.maximum(0, xi + gamma * (1 - y * rho)) ** 2
-                         + np.maximum(0, zeta + gamma * y * rho) ** 2) / (2 * gamma))
+    wrong = -y * rho + (np.maximum(0, xi + gamma * (1 - y * rho)) ** 2 + np.maximum(0, zeta + gamma * y * rho) ** 2) / (
+        2 * gamma
+    )
     assert part.value(rho) != pytest.approx(np.sum(wrong), rel=1e-3)
     # gradient and curvature in rho by central differences
     g, g_red, d, gu2 = part.derivs(rho)
@@ -293,8 +300,7 @@ def test_warm_start_reduces_iterations(loss):
 
 def test_warm_start_of_the_one_step_method():
     K, y = sonar(N_FAST)
-    first = Spicy(tol=1e-8).solve(Problem(K=K, y=y, loss=Logistic(),
-                                          regularizer=ElasticNet(lam=0.5), C=0.1))
+    first = Spicy(tol=1e-8).solve(Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.5), C=0.1))
     pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.5), C=0.09)
     cold = Spicy(tol=1e-8).solve(pb)
     warm = Spicy(tol=1e-8).solve(pb, warm_start=first)
@@ -317,11 +323,21 @@ def test_history_records():
     assert res.engine == "spicy" and res.converged
     assert [h["iteration"] for h in res.history] == list(range(1, res.iterations + 1))
     for h in res.history:
-        for key in ("objective", "dual_objective", "gap", "n_active", "time_s", "gamma",
-                    "gamma_bias", "newton_steps", "n_backtracks", "inner_grad", "bias"):
+        for key in (
+            "objective",
+            "dual_objective",
+            "gap",
+            "n_active",
+            "time_s",
+            "gamma",
+            "gamma_bias",
+            "newton_steps",
+            "n_backtracks",
+            "inner_grad",
+            "bias",
+        ):
             assert key in h and math.isfinite(h[key]), key
-        assert h["inner_status"] in ("converged", "gap reached", "max_newton", "rounding",
-                                     "line search failed")
+        assert h["inner_status"] in ("converged", "gap reached", "max_newton", "rounding", "line search failed")
         assert h["dual_objective"] <= h["objective"] + 1e-12 * abs(h["objective"])
     gammas = [h["gamma"] for h in res.history]
     assert gammas[0] == pytest.approx(GAMMA0_SCALE / 0.05)
@@ -381,8 +397,7 @@ class NoConjugateForm(Loss):
 
     name = "no_form"
     smooth_conjugate = False
-    value, deriv, deriv2, conj, conj_grad, conj_hess, conj_lower, conj_upper = (
-        staticmethod(f) for f in Hinge.jit)
+    value, deriv, deriv2, conj, conj_grad, conj_hess, conj_lower, conj_upper = (staticmethod(f) for f in Hinge.jit)
 
 
 def test_a_loss_without_either_form_is_refused():
@@ -403,8 +418,7 @@ def test_options_are_validated():
         Spicy(gamma_factor=0.5)
     assert Spicy(gamma0=None).gamma0 is None
     names = [p.name for p in Spicy.params]
-    for name in ("method", "gamma0", "gamma_factor", "gamma_max_factor", "gamma_bias",
-                 "max_newton", "inner_tol"):
+    for name in ("method", "gamma0", "gamma_factor", "gamma_max_factor", "gamma_bias", "max_newton", "inner_tol"):
         assert name in names
 
 
@@ -439,5 +453,4 @@ def test_sonar_simplemkl_bank_outer_iterations(loss_name):
         res = Spicy().solve(pb)
         assert res.converged and res.gap <= 1e-2
         assert res.iterations <= math.ceil(paper)
-        assert res.objective == pytest.approx(common.primal_objective(pb, res.alpha, res.bias),
-                                              rel=1e-10)
+        assert res.objective == pytest.approx(common.primal_objective(pb, res.alpha, res.bias), rel=1e-10)

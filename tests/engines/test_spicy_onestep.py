@@ -1,4 +1,5 @@
 """The one-step SpicyMKL method (§4.3) against cvxpy + Clarabel on real data."""
+
 from __future__ import annotations
 
 import math
@@ -17,17 +18,13 @@ from mklkit.result import ConvergenceWarning, Status
 
 try:
     from tests.engines.certificates import assert_certified, assert_dual_feasible
-    from tests.engines.shared import (
-        assert_incumbents, liver, reference, solve_stopped, sonar, sonar_points,
-    )
+    from tests.engines.shared import assert_incumbents, liver, reference, solve_stopped, sonar, sonar_points
 except ImportError:  # tests/ itself is on sys.path (rootdir-relative imports)
     from engines.certificates import assert_certified, assert_dual_feasible
-    from engines.shared import (
-        assert_incumbents, liver, reference, solve_stopped, sonar, sonar_points,
-    )
+    from engines.shared import assert_incumbents, liver, reference, solve_stopped, sonar, sonar_points
 
-TOL = 1e-8        # engine tolerance on the relative duality gap
-REL = 1e-4        # agreement with the conic reference
+TOL = 1e-8  # engine tolerance on the relative duality gap
+REL = 1e-4  # agreement with the conic reference
 
 
 def check_against_reference(res, pb, ref, loss, reg, **params):
@@ -127,8 +124,7 @@ def test_history_and_result_fields():
     assert len(res.history) == res.iterations >= 2
     assert [h["iteration"] for h in res.history] == list(range(1, res.iterations + 1))
     for h in res.history:
-        for key in ("objective", "dual_objective", "gap", "n_active", "time_s",
-                    "step_size", "newton_decrement"):
+        for key in ("objective", "dual_objective", "gap", "n_active", "time_s", "step_size", "newton_decrement"):
             assert key in h and math.isfinite(h[key]), key
         assert 0 < h["step_size"] <= 1
         assert h["dual_objective"] <= h["objective"] + 1e-12 * abs(h["objective"])
@@ -280,13 +276,12 @@ def test_initial_dual_unbounded_and_no_bias():
     np.testing.assert_allclose(initial_dual(lo, hi, bias=True), 0.0, atol=1e-12)
     yc = np.array([1.0, -1.0, 1.0])
     lg = Logistic()
-    r = initial_dual(lg.jit.conj_lower(yc, lg.param_vector),
-                     lg.jit.conj_upper(yc, lg.param_vector), bias=False)
+    r = initial_dual(lg.jit.conj_lower(yc, lg.param_vector), lg.jit.conj_upper(yc, lg.param_vector), bias=False)
     np.testing.assert_allclose(r, 0.5 * yc)
 
 
 def test_initial_dual_infeasible_raises():
-    lo = np.array([-1.0, -1.0])   # one class only: y*rho in (0, 1) for all i
+    lo = np.array([-1.0, -1.0])  # one class only: y*rho in (0, 1) for all i
     hi = np.array([0.0, 0.0])
     with pytest.raises(ValueError, match="sum"):
         initial_dual(lo, hi, bias=True)
@@ -295,11 +290,11 @@ def test_initial_dual_infeasible_raises():
 def test_centring_keeps_the_dual_point_inside():
     """Removing the rounding in 1'rho must not push a coordinate at the boundary out."""
     a, b = np.array([0.0, 0.0, -1.0, -1.0]), np.array([1.0, 1.0, 0.0, 0.0])
-    rho = np.array([1e-19, 0.5, -0.2, -0.3 + 1e-15])     # the sum is 1e-15, by rounding
-    assert (rho - np.mean(rho))[0] < a[0]                # the plain mean shift leaves the box
+    rho = np.array([1e-19, 0.5, -0.2, -0.3 + 1e-15])  # the sum is 1e-15, by rounding
+    assert (rho - np.mean(rho))[0] < a[0]  # the plain mean shift leaves the box
     out = _centre(rho, a, b)
     assert np.all((a < out) & (out < b))
-    assert out[0] == rho[0]                              # the boundary coordinate stays
+    assert out[0] == rho[0]  # the boundary coordinate stays
     assert abs(np.sum(out)) <= 1e-16
     # the usual case is the plain mean shift
     r2 = np.array([0.3, 0.6, -0.45, -0.45 + 1e-16])
@@ -321,11 +316,9 @@ def test_unnormalized_polynomial_kernel_converges():
     from mklkit.kernels import KernelBank
 
     X, y = load_wine(return_X_y=True)
-    K = KernelBank.build(Standardizer().fit_transform(X), [{"function": "poly", "degree": 3}],
-                         normalize="none").K
+    K = KernelBank.build(Standardizer().fit_transform(X), [{"function": "poly", "degree": 3}], normalize="none").K
     for cls in (0, 1):
-        pb = Problem(K=K, y=np.where(y == cls, 1.0, -1.0), loss=Logistic(),
-                     regularizer=ElasticNet(), C=1.0)
+        pb = Problem(K=K, y=np.where(y == cls, 1.0, -1.0), loss=Logistic(), regularizer=ElasticNet(), C=1.0)
         with warnings.catch_warnings():
             warnings.simplefilter("error", ConvergenceWarning)
             res = Spicy().solve(pb)
@@ -345,16 +338,15 @@ def test_logistic_dual_point_on_the_boundary_is_feasible():
     pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.5), C=10.0)
     pos, neg = np.flatnonzero(y > 0), np.flatnonzero(y < 0)
     rho = np.zeros(y.size)
-    rho[neg] = -0.0                       # y rho = +0.0 on the negatives
+    rho[neg] = -0.0  # y rho = +0.0 on the negatives
     rho[pos[0]], rho[neg[0]] = 1.0, -1.0  # y rho = 1: the other end
-    rho[pos[1]] = -0.0                    # y rho = -0.0 on a positive
+    rho[pos[1]] = -0.0  # y rho = -0.0 on a positive
     assert np.sum(rho) == 0.0 and np.signbit(rho[pos[1]])
     loss = Logistic()
     conj = loss.jit.conj(y, -rho, loss.param_vector)
     np.testing.assert_array_equal(conj, 0.0)
     D = assert_dual_feasible(pb, rho)
-    assert D == -common.regularizer_conjugate(pb.regularizer, common.dual_block_norms(K, rho),
-                                              pb.C)
+    assert D == -common.regularizer_conjugate(pb.regularizer, common.dual_block_norms(K, rho), pb.C)
     # one step outside is not: the dual objective is -inf there
     out = rho.copy()
     out[pos[1]], out[pos[2]] = -1e-12, 1e-12
@@ -375,5 +367,4 @@ def test_sonar_simplemkl_bank():
         pb = Problem(K=K, y=y, loss=Logistic(), regularizer=ElasticNet(lam=0.5), C=C)
         res = Spicy(tol=1e-6).solve(pb)
         assert res.converged and res.gap <= 1e-6
-        assert res.objective == pytest.approx(common.primal_objective(pb, res.alpha, res.bias),
-                                              rel=1e-10)
+        assert res.objective == pytest.approx(common.primal_objective(pb, res.alpha, res.bias), rel=1e-10)

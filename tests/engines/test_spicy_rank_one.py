@@ -9,6 +9,7 @@ kernels leave the Newton matrix of the other samples at the scale of
 every coordinate whatever the spread of the diagonal (the ridge that keeps
 the factorization safe is relative to each coordinate's own diagonal entry).
 """
+
 from __future__ import annotations
 
 import functools

@@ -6,6 +6,7 @@ At :math:`\\alpha = 0` with the optimal offset :math:`b_0`, the dual point
 solution at once; just below the threshold they must still converge to the
 conic optimum, and never return a point worse than :math:`\\alpha = 0`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -32,8 +33,8 @@ except ImportError:  # tests/ itself is on sys.path (rootdir-relative imports)
     from engines.pinball import Pinball
     from engines.shared import liver, sonar
 
-TOL = 1e-6        # engine tolerance on the relative duality gap
-REL = 1e-4        # agreement with the conic reference
+TOL = 1e-6  # engine tolerance on the relative duality gap
+REL = 1e-4  # agreement with the conic reference
 FACTORS = (0.5, 0.99, 1.01, 100.0)
 
 LOSSES = {
@@ -44,10 +45,7 @@ LOSSES = {
     # a third-party loss, from the contract alone
     "pinball": (Pinball(tau=0.9), {"tau": 0.9}),
 }
-REGULARIZERS = {
-    "l1": (L1(), "l1", {}),
-    "elasticnet": (ElasticNet(lam=0.5), "elasticnet", {"lam": 0.5}),
-}
+REGULARIZERS = {"l1": (L1(), "l1", {}), "elasticnet": (ElasticNet(lam=0.5), "elasticnet", {"lam": 0.5})}
 ENGINES = {"spicy": Spicy(tol=TOL, max_iter=200), "proximal": Proximal(tol=TOL, max_iter=20000)}
 
 
@@ -72,20 +70,29 @@ def reference(loss_name: str, reg_name: str, factor: float):
     loss, lp = LOSSES[loss_name]
     _, rname, rp = REGULARIZERS[reg_name]
     K, y = data_for(loss)
-    return solve_reference(K, y, loss_name, rname, factor * c_max(loss_name, reg_name),
-                           **lp, **rp)
+    return solve_reference(K, y, loss_name, rname, factor * c_max(loss_name, reg_name), **lp, **rp)
 
 
-CASES = [(e, lo, rg, f) for e in ENGINES for lo in LOSSES for rg in REGULARIZERS
-         for f in FACTORS if e == "spicy" or LOSSES[lo][0].smooth_primal]
+CASES = [
+    (e, lo, rg, f)
+    for e in ENGINES
+    for lo in LOSSES
+    for rg in REGULARIZERS
+    for f in FACTORS
+    if e == "spicy" or LOSSES[lo][0].smooth_primal
+]
 
 
-@pytest.mark.parametrize("engine,loss_name,reg_name,factor", [
-    # the default suite keeps both sides of the threshold (0.99, 1.01); far from it, -m slow
-    pytest.param(*c, marks=pytest.mark.slow if c[3] in (0.5, 100.0) else ()) for c in CASES],
-                         ids=[f"{e}-{lo}-{rg}-{f:g}Cmax" for e, lo, rg, f in CASES])
-def test_around_c_max_every_engine_reaches_the_conic_optimum(engine, loss_name, reg_name,
-                                                               factor):
+@pytest.mark.parametrize(
+    "engine,loss_name,reg_name,factor",
+    [
+        # the default suite keeps both sides of the threshold (0.99, 1.01); far from it, -m slow
+        pytest.param(*c, marks=pytest.mark.slow if c[3] in (0.5, 100.0) else ())
+        for c in CASES
+    ],
+    ids=[f"{e}-{lo}-{rg}-{f:g}Cmax" for e, lo, rg, f in CASES],
+)
+def test_around_c_max_every_engine_reaches_the_conic_optimum(engine, loss_name, reg_name, factor):
     C_max = c_max(loss_name, reg_name)
     pb = problem(loss_name, reg_name, factor * C_max)
     zero = common.zero_solution(pb)
@@ -103,8 +110,9 @@ def test_around_c_max_every_engine_reaches_the_conic_optimum(engine, loss_name, 
         assert res.iterations == 0 and res.active_set.size == 0
         assert abs(res.gap) <= 1e-12
         assert res.objective == zero.objective
-        assert np.max(np.sqrt(np.einsum("mi,mij,mj->m", ref.alpha, pb.K, ref.alpha))) \
-            <= 1e-4 * max(1.0, float(np.max(zero.dual_norms)))
+        assert np.max(np.sqrt(np.einsum("mi,mij,mj->m", ref.alpha, pb.K, ref.alpha))) <= 1e-4 * max(
+            1.0, float(np.max(zero.dual_norms))
+        )
 
 
 @pytest.mark.parametrize("loss_name", ["logistic", "squared"])
@@ -122,8 +130,7 @@ def test_c_max_is_the_exact_threshold_for_a_differentiable_loss(loss_name, reg_n
 def test_c_max_scales_with_the_regularizer_threshold():
     # elastic net: the prox threshold is C (1 - lam), so C_max is that of l1 / (1 - lam)
     for loss_name in LOSSES:
-        assert c_max(loss_name, "elasticnet") == pytest.approx(c_max(loss_name, "l1") / 0.5,
-                                                               rel=1e-12)
+        assert c_max(loss_name, "elasticnet") == pytest.approx(c_max(loss_name, "l1") / 0.5, rel=1e-12)
 
 
 @pytest.mark.parametrize("reg", [Lq(q=1.5), Uniform(), KL()], ids=lambda r: r.name)
@@ -157,9 +164,15 @@ def test_the_iterative_method_no_longer_degrades_far_above_the_threshold():
     pb = problem("eps_insensitive", "l1")
     pb.C = 100.0 * c_max("eps_insensitive", "l1")
     zero = common.zero_solution(pb)
-    runner_zero = common.ZeroSolution(bias=zero.bias, objective=zero.objective,
-                                      dual_objective=-math.inf, rho=zero.rho,
-                                      dual_norms=zero.dual_norms, C_max=math.inf, C=pb.C)
+    runner_zero = common.ZeroSolution(
+        bias=zero.bias,
+        objective=zero.objective,
+        dual_objective=-math.inf,
+        rho=zero.rho,
+        dual_norms=zero.dual_norms,
+        C_max=math.inf,
+        C=pb.C,
+    )
     from mklkit.engines.base import Run
     from mklkit.engines.spicy import _Iterative
 

@@ -1,5 +1,6 @@
 """A kernel in a class body, a jitted closure made by a factory, and a generic loop that
 takes the kernel as a dispatcher argument."""
+
 import math
 
 import numpy as np
@@ -23,12 +24,14 @@ def logistic_deriv_scalar(y, z, params):  # pragma: no cover - jitted
 
 def vectorized(f):
     """The array form of a scalar kernel, as a jitted closure."""
+
     @njit(cache=True)
     def vec(y, z, params):  # pragma: no cover - jitted
         out = np.empty(y.shape[0])
         for i in range(y.shape[0]):
             out[i] = f(y[i], z[i], params)
         return out
+
     return vec
 
 

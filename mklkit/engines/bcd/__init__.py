@@ -128,6 +128,7 @@ of a non-smooth loss), :mod:`~mklkit.engines.bcd.polish` and
 the factor bank's arrays and the map back to :math:`\alpha`:
 :mod:`mklkit.kernels.factor_arrays`.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -205,36 +206,67 @@ class BCD(Engine):
     supports_warm_start: ClassVar[bool] = True
     params: ClassVar[tuple[Param, ...]] = (
         COMMON_PARAMS[0],
-        Param("max_iter", 200, "maximum number of outer iterations (working-set solves)",
-              type=int, low=1),
-        Param("method", "auto", "inner solver: 'bcd' (coordinate descent on the loss), "
-              "'newton' (proximal Newton, coordinate descent on the quadratic model), "
-              "'auto' (newton)", type=str, choices=("auto", "bcd", "newton")),
+        Param("max_iter", 200, "maximum number of outer iterations (working-set solves)", type=int, low=1),
+        Param(
+            "method",
+            "auto",
+            "inner solver: 'bcd' (coordinate descent on the loss), "
+            "'newton' (proximal Newton, coordinate descent on the quadratic model), "
+            "'auto' (newton)",
+            type=str,
+            choices=("auto", "bcd", "newton"),
+        ),
         Param("p0", 10, "smallest working set (kernels)", type=int, low=1),
-        Param("max_epochs", 1000, "method bcd: passes over the working set per outer iteration",
-              type=int, low=1),
-        Param("max_newton", 50, "method newton: Newton steps per outer iteration", type=int,
-              low=1),
-        Param("newton_epochs", 20, "method newton: passes over the working set per Newton step",
-              type=int, low=1),
-        Param("exact_rank", 64, "method newton: blocks of at most this rank are minimized "
-              "exactly on the quadratic model (their r x r Hessian is formed at every Newton "
-              "step); 0: never", type=int, low=0),
+        Param("max_epochs", 1000, "method bcd: passes over the working set per outer iteration", type=int, low=1),
+        Param("max_newton", 50, "method newton: Newton steps per outer iteration", type=int, low=1),
+        Param("newton_epochs", 20, "method newton: passes over the working set per Newton step", type=int, low=1),
+        Param(
+            "exact_rank",
+            64,
+            "method newton: blocks of at most this rank are minimized "
+            "exactly on the quadratic model (their r x r Hessian is formed at every Newton "
+            "step); 0: never",
+            type=int,
+            low=0,
+        ),
         Param("max_inner", 50, "iterations of an exact block minimization", type=int, low=1),
-        Param("anderson", 5, "iterates combined by Anderson extrapolation (0: none)", type=int,
-              low=0, high=50),
-        Param("inner_ratio", 0.3, "the working set is solved to this fraction of the largest "
-              "violation", low=0.0, high=1.0, low_open=True, high_open=True),
-        Param("mu0", None, "initial smoothing of a non-smooth loss (null: from the data)",
-              low=0.0, low_open=True, nullable=True),
-        Param("mu_factor", 0.1, "factor by which the smoothing of a non-smooth loss decreases",
-              low=0.0, high=1.0, low_open=True, high_open=True),
-        Param("polish", "auto", "Newton steps on the non-zero blocks after every working-set "
-              "solve: 'auto' (for a smoothed non-smooth loss; for a smooth loss near the "
-              "optimum where the Newton system is cheap), 'always', 'never'", type=str,
-              choices=("auto", "always", "never")),
-        Param("max_polish", 8, "Newton steps on the non-zero blocks per outer iteration",
-              type=int, low=1),
+        Param("anderson", 5, "iterates combined by Anderson extrapolation (0: none)", type=int, low=0, high=50),
+        Param(
+            "inner_ratio",
+            0.3,
+            "the working set is solved to this fraction of the largest violation",
+            low=0.0,
+            high=1.0,
+            low_open=True,
+            high_open=True,
+        ),
+        Param(
+            "mu0",
+            None,
+            "initial smoothing of a non-smooth loss (null: from the data)",
+            low=0.0,
+            low_open=True,
+            nullable=True,
+        ),
+        Param(
+            "mu_factor",
+            0.1,
+            "factor by which the smoothing of a non-smooth loss decreases",
+            low=0.0,
+            high=1.0,
+            low_open=True,
+            high_open=True,
+        ),
+        Param(
+            "polish",
+            "auto",
+            "Newton steps on the non-zero blocks after every working-set "
+            "solve: 'auto' (for a smoothed non-smooth loss; for a smooth loss near the "
+            "optimum where the Newton system is cheap), 'always', 'never'",
+            type=str,
+            choices=("auto", "always", "never"),
+        ),
+        Param("max_polish", 8, "Newton steps on the non-zero blocks per outer iteration", type=int, low=1),
     )
 
     requires: ClassVar[Requires] = Requires(
@@ -248,15 +280,19 @@ class BCD(Engine):
         """What the loss lacks of the kernels the engine calls: ``value``, ``deriv``,
         ``deriv2`` of a smooth loss, ``conj_grad``/``conj_hess`` of one it smooths."""
         loss = problem.loss
-        need = (("value", "deriv", "deriv2", "conj", "conj_lower", "conj_upper")
-                if loss.smooth_primal else
-                ("value", "conj", "conj_grad", "conj_hess", "conj_lower", "conj_upper"))
+        need = (
+            ("value", "deriv", "deriv2", "conj", "conj_lower", "conj_upper")
+            if loss.smooth_primal
+            else ("value", "conj", "conj_grad", "conj_hess", "conj_lower", "conj_upper")
+        )
         missing = [k for k in need if getattr(loss.jit, k, None) is None]
         if not missing:
             return []
-        why = ("it is smooth (smooth_primal), so the engine needs" if loss.smooth_primal
-               else "it is not smooth (smooth_primal False), so the engine smooths it "
-               "through its conjugate and needs")
+        why = (
+            "it is smooth (smooth_primal), so the engine needs"
+            if loss.smooth_primal
+            else "it is not smooth (smooth_primal False), so the engine smooths it through its conjugate and needs"
+        )
         return [f"the loss {loss.describe()} gives no {', '.join(missing)}: {why} them"]
 
     def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
@@ -272,6 +308,7 @@ class BCD(Engine):
             global _THREADPOOLS
             if _THREADPOOLS is None:
                 from threadpoolctl import ThreadpoolController
+
                 _THREADPOOLS = ThreadpoolController()
             with _THREADPOOLS.limit(limits=BLAS_THREADS, user_api="blas"):
                 # the bank's set-up (block Gram matrices, spectral norms) included

@@ -11,6 +11,7 @@ onto the kinks is offered as a primal candidate
 (:meth:`Continuation.offer_kinks`).  Both move the band by
 :meth:`Continuation.band_shift`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -43,13 +44,14 @@ class Continuation:
         umax = np.maximum(np.abs(self.lo), np.abs(self.hi))
         umax = np.where(np.isfinite(umax), umax, 1.0)
         if self.sl.w is not None:
-            umax = self.sl.w * umax           # the domain of (w l)^*
+            umax = self.sl.w * umax  # the domain of (w l)^*
         denom = 0.5 * float(np.sum(umax * umax))
         p0 = abs(self.zero.objective)
         return 0.1 * p0 / denom if (p0 > 0.0 and denom > 0.0) else 1.0
 
-    def band_shift(self, beta: np.ndarray, b: float, smoothing: float, factor: float
-                   ) -> tuple[np.ndarray, float] | None:
+    def band_shift(
+        self, beta: np.ndarray, b: float, smoothing: float, factor: float
+    ) -> tuple[np.ndarray, float] | None:
         r"""The point whose predictions move by :math:`-(1 - \text{factor})\mu u_i` on the samples
         of the smoothing band, by the smallest change of the non-zero blocks and the bias.
 
@@ -98,8 +100,7 @@ class Continuation:
         new[sup.rows] = bA + delta[:nA]
         return new, (b + float(delta[-1]) if self.bias else b)
 
-    def offer_kinks(self, inc: common.Incumbents, beta: np.ndarray, b: float, smoothing: float,
-                    it: int) -> None:
+    def offer_kinks(self, inc: common.Incumbents, beta: np.ndarray, b: float, smoothing: float, it: int) -> None:
         """Offer the point with the smoothing band moved onto the kinks (:meth:`band_shift`)."""
         moved = self.band_shift(beta, b, smoothing, 0.0)
         if moved is None:
@@ -107,12 +108,12 @@ class Continuation:
         nb, bb = moved
         z = self.bank.expand(nb) + (bb if self.bias else 0.0)
         norms = segment_norms(nb, self.f.starts)
-        P = common.loss_value(self.loss, self.y, z, self.sl.w) + common.regularizer_value(
-            self.reg, norms, self.C)
+        P = common.loss_value(self.loss, self.y, z, self.sl.w) + common.regularizer_value(self.reg, norms, self.C)
         inc.offer_primal(P, it, beta=nb, bias=bb, norms=norms)
 
-    def smoothing_start(self, beta: np.ndarray, b: float, smoothing: float, new_smoothing: float
-                        ) -> tuple[np.ndarray, float, np.ndarray]:
+    def smoothing_start(
+        self, beta: np.ndarray, b: float, smoothing: float, new_smoothing: float
+    ) -> tuple[np.ndarray, float, np.ndarray]:
         """The start for the smaller smoothing ``new_smoothing``: the predictor of
         :meth:`band_shift` when it lowers the smoothed objective, else the point itself; with
         its predictions."""
@@ -125,8 +126,7 @@ class Continuation:
 
         def smoothed(bt: np.ndarray, zt: np.ndarray) -> float:
             v, _ = self.loss_terms(zt, new_smoothing, value=True)
-            return float(np.sum(v)) + common.regularizer_value(
-                self.reg, segment_norms(bt, self.f.starts), self.C)
+            return float(np.sum(v)) + common.regularizer_value(self.reg, segment_norms(bt, self.f.starts), self.C)
 
         if smoothed(nb, zn) < smoothed(beta, z):
             return nb, bb, zn

@@ -10,6 +10,7 @@ working set met before, :meth:`_BcdRun.newton_to_tol`), polishes the support
 (:mod:`mklkit.engines.bcd.switching`).  The state carried from one
 iteration to the next is an :class:`_Iterate`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -43,6 +44,7 @@ STALL_ITERATIONS = 5
 def _jit():
     """The jitted loops, compiled (or loaded from the cache) on first use."""
     from ..._jit import bcd as kb
+
     return kb
 
 
@@ -70,8 +72,7 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
     working sets and the outer loop (:meth:`run_loop`); the smoothing continuation and the
     support polish are its mixins."""
 
-    def __init__(self, engine: BCD, problem: Problem, run: Run,
-                 warm_start: SolveResult | None) -> None:
+    def __init__(self, engine: BCD, problem: Problem, run: Run, warm_start: SolveResult | None) -> None:
         super().__init__(engine, problem, run, warm_start)
         self.kb = kb = _jit()
         assert self.zero is not None  # the template computed it (zero_first)
@@ -107,15 +108,14 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         """The :class:`~mklkit._jit.records.Samples` of the loss in use at ``smoothing``."""
         return self.kb.Samples(self.y, self.lo, self.hi, self.sw, self.kind, float(smoothing))
 
-    def eval_loss(self, z: np.ndarray, smoothing: float, value: bool, curv: bool
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def eval_loss(
+        self, z: np.ndarray, smoothing: float, value: bool, curv: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Values (if asked), derivatives and curvatures (if asked) of the loss in use at
         ``z`` (:func:`mklkit._jit.bcd.eval_loss`)."""
-        return self.kb.eval_loss(self.samples(smoothing), common.as_vector(z), self.loss_rec,
-                                 value, curv)
+        return self.kb.eval_loss(self.samples(smoothing), common.as_vector(z), self.loss_rec, value, curv)
 
-    def loss_terms(self, z: np.ndarray, smoothing: float, value: bool = False
-                   ) -> tuple[np.ndarray, np.ndarray]:
+    def loss_terms(self, z: np.ndarray, smoothing: float, value: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Values (if asked) and derivatives of the loss in use at ``z``."""
         v, d1, _ = self.eval_loss(z, smoothing, value, False)
         return v, d1
@@ -123,8 +123,9 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
     def scores(self, beta: np.ndarray, grad: np.ndarray, smoothing: float) -> np.ndarray:
         """Violation of every block's optimality condition (:func:`~mklkit._jit.bcd.scores`)."""
         kappa = self.curvature_scale(smoothing)
-        return self.kb.block_scores(beta, common.as_vector(grad), self.f.starts,
-                                    kappa * self.f.lip, self.C, self.reg_rec)
+        return self.kb.block_scores(
+            beta, common.as_vector(grad), self.f.starts, kappa * self.f.lip, self.C, self.reg_rec
+        )
 
     def curvature_scale(self, smoothing: float) -> float:
         r""":math:`L`, the bound of the second derivative of the loss in use (1 if none): the
@@ -150,9 +151,9 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         norms = segment_norms(beta, self.f.starts)
         reg_val = common.regularizer_value(self.reg, norms, self.C)
         P = common.loss_value(self.loss, self.y, z, self.sl.w) + reg_val
-        cert = common.Certificate.at(problem, P, rho, norms,
-                                     dual_norms=segment_norms(t, self.f.starts),
-                                     grad=-t, z=z, sum_u=float(np.sum(u)))
+        cert = common.Certificate.at(
+            problem, P, rho, norms, dual_norms=segment_norms(t, self.f.starts), grad=-t, z=z, sum_u=float(np.sum(u))
+        )
         if not self.smooth:
             rho_f = cert.rho
             P_mu = float(np.sum(smooth_val)) + reg_val
@@ -172,9 +173,18 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         order = order[(key[order] > 0.0) & (self.f.lip[order] > 0.0)]
         return np.ascontiguousarray(np.sort(order), dtype=np.int64)
 
-    def solve_ws(self, ws: np.ndarray, beta: np.ndarray, b: float, z: np.ndarray, smoothing: float,
-                 tol_in: float, method: str | None = None,
-                 max_newton: int | None = None, polish: bool = False) -> tuple[float, np.ndarray]:
+    def solve_ws(
+        self,
+        ws: np.ndarray,
+        beta: np.ndarray,
+        b: float,
+        z: np.ndarray,
+        smoothing: float,
+        tol_in: float,
+        method: str | None = None,
+        max_newton: int | None = None,
+        polish: bool = False,
+    ) -> tuple[float, np.ndarray]:
         """One call of :func:`mklkit._jit.bcd.solve_ws` (``method``: the run's by default;
         ``max_newton`` caps the engine's Newton steps; ``polish``: Newton steps on the support
         follow); updates ``beta``, ``z`` in place."""
@@ -186,21 +196,34 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         lip = self.curvature_scale(smoothing) if not self.smooth else self.lip_loss
         opts = kb.BcdOptions(
             method=kb.METHOD_NEWTON if method == "newton" else kb.METHOD_BCD,
-            with_bias=bool(self.bias), check=not (math.isfinite(lip) and lip > 0.0),
+            with_bias=bool(self.bias),
+            check=not (math.isfinite(lip) and lip > 0.0),
             max_newton=min(cap, 3) if polish else cap,
             max_epochs=int(eng.newton_epochs if method == "newton" else eng.max_epochs),
-            anderson=int(eng.anderson), exact_rank=min(int(eng.exact_rank), GRAM_MAX_RANK),
-            max_inner=int(eng.max_inner), C=float(self.C), lip=float(lip), tol=float(tol_in),
-            ratio=float(eng.inner_ratio), scale=float(self.curvature_scale(smoothing)))
+            anderson=int(eng.anderson),
+            exact_rank=min(int(eng.exact_rank), GRAM_MAX_RANK),
+            max_inner=int(eng.max_inner),
+            C=float(self.C),
+            lip=float(lip),
+            tol=float(tol_in),
+            ratio=float(eng.inner_ratio),
+            scale=float(self.curvature_scale(smoothing)),
+        )
         stats = np.zeros(kb.ST_LEN)
         bvec = np.array([b], dtype=np.float64)
-        kb.solve_ws(opts, self.bank_rec, self.samples(smoothing), self.loss_rec, self.reg_rec,
-                    kb.bcd_state(ws, beta, z, bvec, stats))
+        kb.solve_ws(
+            opts,
+            self.bank_rec,
+            self.samples(smoothing),
+            self.loss_rec,
+            self.reg_rec,
+            kb.bcd_state(ws, beta, z, bvec, stats),
+        )
         return float(bvec[0]) if self.bias else 0.0, stats
 
-    def newton_to_tol(self, ws: np.ndarray, beta: np.ndarray, b: float, z: np.ndarray,
-                      smoothing: float, tol_in: float
-                      ) -> tuple[float, np.ndarray, common.Certificate | None]:
+    def newton_to_tol(
+        self, ws: np.ndarray, beta: np.ndarray, b: float, z: np.ndarray, smoothing: float, tol_in: float
+    ) -> tuple[float, np.ndarray, common.Certificate | None]:
         """Newton steps on a working set one call at a time, certifying after each: the run's
         ``tol`` ends them as well as ``tol_in`` and ``max_newton`` (on w8a, 39,799 points,
         the second of two steps, 3 s, took the gap from 5.6e-4 to 3.7e-4 for tol 1e-3).
@@ -210,13 +233,15 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         total = np.zeros(kb.ST_LEN)
         while True:
             b, stats = self.solve_ws(ws, beta, b, z, smoothing, tol_in, "newton", 1)
-            for k in (kb.ST_EPOCHS, kb.ST_NEWTON, kb.ST_LINE_SEARCH, kb.ST_ANDERSON,
-                      kb.ST_BACKTRACK, kb.ST_DECREASE):
+            for k in (kb.ST_EPOCHS, kb.ST_NEWTON, kb.ST_LINE_SEARCH, kb.ST_ANDERSON, kb.ST_BACKTRACK, kb.ST_DECREASE):
                 total[k] += stats[k]
             total[kb.ST_STATUS] = stats[kb.ST_STATUS]
             total[kb.ST_VIOLATION] = stats[kb.ST_VIOLATION]
-            if (int(stats[kb.ST_STATUS]) != kb.CAPPED or stats[kb.ST_NEWTON] < 1.0
-                    or total[kb.ST_NEWTON] >= int(self.engine.max_newton)):
+            if (
+                int(stats[kb.ST_STATUS]) != kb.CAPPED
+                or stats[kb.ST_NEWTON] < 1.0
+                or total[kb.ST_NEWTON] >= int(self.engine.max_newton)
+            ):
                 return b, total, None
             cert = self.certify(beta, b, smoothing)
             if cert.gap <= self.run.tol:
@@ -231,8 +256,7 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         b = 0.0
         if self.bias:
             b0 = float(self.warm_start.bias) if math.isfinite(self.warm_start.bias) else 0.0
-            b = common.optimal_bias(self.loss, self.y, self.bank.expand(beta), b0,
-                                    weights=self.sl.w)
+            b = common.optimal_bias(self.loss, self.y, self.bank.expand(beta), b0, weights=self.sl.w)
         return beta, b
 
     def run_loop(self) -> SolveResult:
@@ -253,8 +277,7 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         st = _Iterate(beta, b, smoothing, cert, MethodSwitch(self.method, cert.gap))
         self.offer(st)
         if not math.isfinite(cert.primal):
-            self.run.end(Status.NUMERICAL_ERROR, 0, why=f"non-finite objective at the start "
-                                                        f"(primal {cert.primal!r})")
+            self.run.end(Status.NUMERICAL_ERROR, 0, why=f"non-finite objective at the start (primal {cert.primal!r})")
         else:
             self.run.check(0, cert.gap)
         return st
@@ -283,22 +306,38 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         if not failed and not self.smooth:
             self.offer_kinks(inc, st.beta, st.b, st.smoothing, st.it)
         # the point newton_to_tol certified last is this one (no polish on that path)
-        st.cert = (ended if ended is not None and not failed
-                   else self.certify(st.beta, st.b, st.smoothing))
+        st.cert = ended if ended is not None and not failed else self.certify(st.beta, st.b, st.smoothing)
         cert = st.cert
         self.offer(st)
         st.z = None
         before = st.smoothing
         self.advance_smoothing(st)
-        run.record(st.it, cert.primal, cert.dual, cert.gap, int(np.sum(cert.norms > 0)),
-                   ws_size=int(ws.size), violation=viol, epochs=int(stats[kb.ST_EPOCHS]),
-                   newton_steps=int(stats[kb.ST_NEWTON]),
-                   line_search=int(stats[kb.ST_LINE_SEARCH]),
-                   anderson=int(stats[kb.ST_ANDERSON]), polish_steps=n_polish,
-                   mu=before, method=method)
-        logger.debug("bcd it=%d P=%.12g D=%.12g gap=%.3e ws=%d epochs=%d mu=%.3g", st.it,
-                     cert.primal, cert.dual, cert.gap, ws.size,
-                     int(stats[kb.ST_EPOCHS]), before)
+        run.record(
+            st.it,
+            cert.primal,
+            cert.dual,
+            cert.gap,
+            int(np.sum(cert.norms > 0)),
+            ws_size=int(ws.size),
+            violation=viol,
+            epochs=int(stats[kb.ST_EPOCHS]),
+            newton_steps=int(stats[kb.ST_NEWTON]),
+            line_search=int(stats[kb.ST_LINE_SEARCH]),
+            anderson=int(stats[kb.ST_ANDERSON]),
+            polish_steps=n_polish,
+            mu=before,
+            method=method,
+        )
+        logger.debug(
+            "bcd it=%d P=%.12g D=%.12g gap=%.3e ws=%d epochs=%d mu=%.3g",
+            st.it,
+            cert.primal,
+            cert.dual,
+            cert.gap,
+            ws.size,
+            int(stats[kb.ST_EPOCHS]),
+            before,
+        )
         progress = inc.primal < prev_primal or inc.dual > prev_dual or st.smoothing < before
         st.quiet = 0 if progress else st.quiet + 1
         # Newton's line search rejecting its steps down to nothing (the decrease at the
@@ -306,15 +345,23 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         halvings = stats[kb.ST_LINE_SEARCH] / max(stats[kb.ST_NEWTON], 1.0)
         st.switch.update(halvings, cert.gap, st.smoothing == before)
         if failed or not math.isfinite(cert.primal):
-            run.end(Status.NUMERICAL_ERROR, st.it,
-                    why=f"non-finite value in the working-set solve of iteration {st.it}")
+            run.end(
+                Status.NUMERICAL_ERROR, st.it, why=f"non-finite value in the working-set solve of iteration {st.it}"
+            )
         else:
-            run.check(st.it, cert.gap, stalled=(
-                f"no lower primal, higher dual or smaller smoothing in {st.quiet} iterations "
-                "in a row" if st.quiet >= STALL_ITERATIONS else None))
+            run.check(
+                st.it,
+                cert.gap,
+                stalled=(
+                    f"no lower primal, higher dual or smaller smoothing in {st.quiet} iterations in a row"
+                    if st.quiet >= STALL_ITERATIONS
+                    else None
+                ),
+            )
 
-    def solve_set(self, st: _Iterate, ws: np.ndarray, tol_in: float
-                  ) -> tuple[np.ndarray, common.Certificate | None, int, bool]:
+    def solve_set(
+        self, st: _Iterate, ws: np.ndarray, tol_in: float
+    ) -> tuple[np.ndarray, common.Certificate | None, int, bool]:
         """Solve the working set ``ws`` to ``tol_in`` from ``st`` (then polish its support),
         counting the iteration; back at the start when a value is not finite.  Returns the
         jitted loop's statistics, the certificate of :meth:`newton_to_tol` (or None), the
@@ -328,12 +375,11 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         ended: common.Certificate | None = None
         # a smooth loss's working set is polished once it is met again (its support
         # settled): a new one changes the scores that choose the next
-        polish = self.polish_on or (not fresh and st.cert.gap <= SMOOTH_POLISH_GAP
-                                    and self.polishes(ws))
+        polish = self.polish_on or (not fresh and st.cert.gap <= SMOOTH_POLISH_GAP and self.polishes(ws))
         if fresh or st.switch.method != "newton" or polish:
-            st.b, stats = self.solve_ws(ws, st.beta, st.b, z, st.smoothing, tol_in,
-                                        st.switch.method, NEW_SET_NEWTON if fresh else None,
-                                        polish)
+            st.b, stats = self.solve_ws(
+                ws, st.beta, st.b, z, st.smoothing, tol_in, st.switch.method, NEW_SET_NEWTON if fresh else None, polish
+            )
         else:
             st.b, stats, ended = self.newton_to_tol(ws, st.beta, st.b, z, st.smoothing, tol_in)
         st.prev_ws = ws

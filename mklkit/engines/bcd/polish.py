@@ -7,6 +7,7 @@ system solved by :class:`~mklkit.engines.bcd.support.Support`) reach the
 optimum there, which coordinate descent approaches slowly.  Whether a
 working set is polished: :meth:`SupportPolish.polishes`.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,12 +51,11 @@ class SupportPolish:
             return False
         if f.sparse:
             groups = np.concatenate([np.arange(f.supp_ptr[m], f.supp_ptr[m + 1]) for m in ws])
-            per = np.bincount(f.supp_idx[groups], weights=np.diff(f.tptr)[groups],
-                              minlength=self.N)
+            per = np.bincount(f.supp_idx[groups], weights=np.diff(f.tptr)[groups], minlength=self.N)
             cost = float(per @ per)
         else:
             cost = r_w * r_w * self.N
-        return cost + r_w ** 3 / 3.0 <= POLISH_MAX_FLOPS
+        return cost + r_w**3 / 3.0 <= POLISH_MAX_FLOPS
 
     def reg_derivatives(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r"""First and second derivatives of :math:`\tilde g_C` at block norms ``x > 0``.
@@ -69,8 +69,7 @@ class SupportPolish:
         x = common.as_vector(x)
         d = np.asarray(rk.weight(x, self.rp), dtype=np.float64)
         g1 = self.C * x / d
-        pd = np.asarray(rk.prox_deriv(common.as_vector(x + g1), self.C, self.rp),
-                        dtype=np.float64)
+        pd = np.asarray(rk.prox_deriv(common.as_vector(x + g1), self.C, self.rp), dtype=np.float64)
         with np.errstate(divide="ignore"):
             g2 = np.where(pd > 0.0, 1.0 / pd - 1.0, np.inf)
         return g1, np.maximum(g2, 0.0)
@@ -87,7 +86,7 @@ class SupportPolish:
         if held is not None and held.size:
             fixed = np.zeros_like(beta)
             for m in held:
-                fixed[starts[m]:starts[m + 1]] = beta[starts[m]:starts[m + 1]]
+                fixed[starts[m] : starts[m + 1]] = beta[starts[m] : starts[m + 1]]
             offset = self.bank.expand(fixed)
             nonzero[held] = False
         act = np.flatnonzero(nonzero)
@@ -99,7 +98,7 @@ class SupportPolish:
         if not self.f.sparse and act[-1] - act[0] + 1 == act.size:
             # consecutive blocks of a dense factor: a view, whatever their rank (the Newton
             # system is then solved through the smoothing band, Support.newton_step)
-            return Support(self, act, rows, LT[rows[0]:rows[-1] + 1], seg, offset)
+            return Support(self, act, rows, LT[rows[0] : rows[-1] + 1], seg, offset)
         if rows.size > POLISH_MAX_RANK:
             return None
         # a sparse factor's rows stay sparse: its Newton system costs the products of the
@@ -155,8 +154,11 @@ class SupportPolish:
                 if hsup is not None:
                     hA, hz, hF, hu, hh, hx = hsup.state(beta, b, smoothing)
                     hstep, hslope = hsup.newton_step(hA, hu, hh, hx)
-                    hnew = (self._search(hsup, hA, b, hz, hF, hstep, hslope, smoothing)
-                            if hstep is not None and hslope < -1e-15 * abs(hF) else None)
+                    hnew = (
+                        self._search(hsup, hA, b, hz, hF, hstep, hslope, smoothing)
+                        if hstep is not None and hslope < -1e-15 * abs(hF)
+                        else None
+                    )
                     # hF leaves out the held blocks' regularizer: compare on the same terms
                     if hnew is not None and (new is None or hnew[3] + (F - hF) < new[3]):
                         sup, held, new, bA, z, F = hsup, keep, hnew, hA, hz, hF
@@ -170,8 +172,17 @@ class SupportPolish:
         beta[sup.rows] = bA
         return b, steps
 
-    def _search(self, sup: Support, bA: np.ndarray, b: float, z: np.ndarray, F: float,
-                step: np.ndarray, slope: float, smoothing: float) -> tuple | None:
+    def _search(
+        self,
+        sup: Support,
+        bA: np.ndarray,
+        b: float,
+        z: np.ndarray,
+        F: float,
+        step: np.ndarray,
+        slope: float,
+        smoothing: float,
+    ) -> tuple | None:
         """Armijo backtracking from the full ``step``: the new blocks, bias, predictions,
         objective, derivatives, curvatures and norms, or None (no decrease in 40 halvings)."""
         nA = sup.rows.size

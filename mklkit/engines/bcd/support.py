@@ -8,6 +8,7 @@ Newton system there: through the samples where the loss has curvature
 the dense Hessian.  The steps themselves are taken by
 :mod:`mklkit.engines.bcd.polish`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -38,8 +39,15 @@ class Support:
     the solve ``run`` (:class:`~mklkit.engines.bcd.loop._BcdRun`), whose loss kernels it
     calls; ``offset``: the predictions of the non-zero blocks held where they are."""
 
-    def __init__(self, run: Any, blocks: np.ndarray, rows: np.ndarray, LA: np.ndarray,
-                 seg: np.ndarray, offset: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        run: Any,
+        blocks: np.ndarray,
+        rows: np.ndarray,
+        LA: np.ndarray,
+        seg: np.ndarray,
+        offset: np.ndarray | None = None,
+    ) -> None:
         self.run = run
         self.blocks = blocks
         self.rows = rows
@@ -47,8 +55,7 @@ class Support:
         self.seg = seg
         self.offset = offset
 
-    def terms(self, z: np.ndarray, smoothing: float
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def terms(self, z: np.ndarray, smoothing: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Values, derivatives and curvatures of the loss in use at ``z``."""
         return self.run.eval_loss(z, smoothing, True, True)
 
@@ -71,11 +78,12 @@ class Support:
 
     def crossing(self, bA: np.ndarray, step: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Per block: does the full step take its norm, to first order, through zero?"""
-        radial = np.add.reduceat(bA * step[:bA.size], self.seg[:-1]) / x
+        radial = np.add.reduceat(bA * step[: bA.size], self.seg[:-1]) / x
         return x + radial <= 0.0
 
-    def objective(self, bA: np.ndarray, z: np.ndarray, smoothing: float
-                  ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    def objective(
+        self, bA: np.ndarray, z: np.ndarray, smoothing: float
+    ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
         """Objective in use, derivatives, curvatures and block norms at ``bA`` with
         predictions ``z`` (:meth:`predictions`)."""
         run = self.run
@@ -84,8 +92,9 @@ class Support:
         val = float(np.sum(v)) + common.regularizer_value(run.reg, x, run.C)
         return val, u, h, x
 
-    def newton_step(self, bA: np.ndarray, u: np.ndarray, h: np.ndarray, x: np.ndarray
-                    ) -> tuple[np.ndarray | None, float]:
+    def newton_step(
+        self, bA: np.ndarray, u: np.ndarray, h: np.ndarray, x: np.ndarray
+    ) -> tuple[np.ndarray | None, float]:
         r"""The Newton direction of :meth:`~mklkit.engines.bcd.polish.SupportPolish.polish` and
         its slope.
 
@@ -102,19 +111,20 @@ class Support:
         LA, seg = self.LA, self.seg
         g1, g2 = run.reg_derivatives(x)
         sizes = np.diff(seg)
-        units = bA / np.repeat(x, sizes)                # the blocks' directions, stacked
+        units = bA / np.repeat(x, sizes)  # the blocks' directions, stacked
         grad = np.empty(n)
         grad[:nA] = LA @ u + np.repeat(g1, sizes) * units
         if run.bias:
             grad[-1] = float(np.sum(u))
-        if not (np.all(np.isfinite(grad)) and np.all(np.isfinite(g1))
-                and np.all(np.isfinite(g2)) and np.all(np.isfinite(h))):
+        if not (
+            np.all(np.isfinite(grad)) and np.all(np.isfinite(g1)) and np.all(np.isfinite(g2)) and np.all(np.isfinite(h))
+        ):
             return None, 0.0
         band = np.flatnonzero(h > 0.0)
         width = band.size + seg.size - 1
         if width <= nA // 2 and nA * width * width <= POLISH_MAX_FLOPS:
             step = self._band_solve(units, h, x, g1, g2, grad, band)
-        elif nA <= POLISH_MAX_RANK and hessian_flops(LA, band) + nA ** 3 / 3.0 <= POLISH_MAX_FLOPS:
+        elif nA <= POLISH_MAX_RANK and hessian_flops(LA, band) + nA**3 / 3.0 <= POLISH_MAX_FLOPS:
             step = self._dense_solve(units, h, x, g1, g2, grad, band)
         else:
             step = None
@@ -122,8 +132,16 @@ class Support:
             return None, 0.0
         return step, float(grad @ step)
 
-    def _dense_solve(self, units: np.ndarray, h: np.ndarray, x: np.ndarray, g1: np.ndarray,
-                     g2: np.ndarray, grad: np.ndarray, band: np.ndarray) -> np.ndarray | None:
+    def _dense_solve(
+        self,
+        units: np.ndarray,
+        h: np.ndarray,
+        x: np.ndarray,
+        g1: np.ndarray,
+        g2: np.ndarray,
+        grad: np.ndarray,
+        band: np.ndarray,
+    ) -> np.ndarray | None:
         """The Newton direction from the dense Hessian (Cholesky, else its pseudo-inverse);
         ``units``: each block divided by its norm."""
         run = self.run
@@ -164,8 +182,16 @@ class Support:
                 return None
             return -(V[:, keep] @ ((V[:, keep].T @ grad) / w[keep]))
 
-    def _band_solve(self, units: np.ndarray, h: np.ndarray, x: np.ndarray, g1: np.ndarray,
-                    g2: np.ndarray, grad: np.ndarray, band: np.ndarray) -> np.ndarray | None:
+    def _band_solve(
+        self,
+        units: np.ndarray,
+        h: np.ndarray,
+        x: np.ndarray,
+        g1: np.ndarray,
+        g2: np.ndarray,
+        grad: np.ndarray,
+        band: np.ndarray,
+    ) -> np.ndarray | None:
         r"""The Newton direction through the samples with curvature (Woodbury).
 
         Per block :math:`k` the regularizer's Hessian is
@@ -182,7 +208,7 @@ class Support:
         run = self.run
         nA = self.rows.size
         LA, seg = self.LA, self.seg
-        cinv = np.repeat(x / g1, np.diff(seg))         # D_c^{-1}, diagonal
+        cinv = np.repeat(x / g1, np.diff(seg))  # D_c^{-1}, diagonal
         if not (np.all(np.isfinite(cinv)) and np.all(cinv > 0.0)):
             return None
         radial = g2 - g1 / x
@@ -201,14 +227,14 @@ class Support:
         T[np.diag_indices_from(T)] += Sinv
         rhs = [grad[:nA]]
         if run.bias:
-            rhs.append(LA @ h)                          # the bias column of the Hessian
+            rhs.append(LA @ h)  # the bias column of the Hessian
         R = np.column_stack(rhs)
         CR = cinv[:, None] * R
         try:
             W = np.linalg.solve(T, Z.T @ CR)
         except np.linalg.LinAlgError:
             return None
-        AinvR = CR - CZ @ W                            # A^{-1} [g, c]
+        AinvR = CR - CZ @ W  # A^{-1} [g, c]
         step = np.empty(grad.size)
         if not run.bias:
             step[:] = -AinvR[:, 0]

@@ -13,10 +13,10 @@ reaches its rounding (w8a, squared loss, N = 16,000: a relative gap of
 1.1e-7 for ever, plain descent 5.9e-9).  Slow early progress is no stall:
 on a smoothed hinge (a9a, N = 3,000) plain descent there took 1,900 epochs.
 """
+
 from __future__ import annotations
 
-__all__ = ["MethodSwitch", "NEW_SET_NEWTON", "STALL_RATIO", "STALL_SLOW", "STALL_HALVINGS",
-           "ROUNDING_GAP"]
+__all__ = ["MethodSwitch", "NEW_SET_NEWTON", "STALL_RATIO", "STALL_SLOW", "STALL_HALVINGS", "ROUNDING_GAP"]
 
 #: With ``method: newton``, ``STALL_SLOW`` outer iterations in a row that each leave
 #: the gap above this fraction of the one before (at the same smoothing) send the next

@@ -108,6 +108,7 @@ minimizer of the primal in ``b`` given α (a scalar Newton started at the
 multiplier :math:`\nu`).  The solve stops when the relative duality gap
 :math:`(P - D)/|P|` (§6.1) is at most ``tol``.
 """
+
 from __future__ import annotations
 
 from typing import ClassVar
@@ -125,8 +126,7 @@ from .loss_terms import _ConstrainedLoss, _SmoothLoss  # noqa: F401 - re-exporte
 from .one_step import _OneStep
 from .start import _centre, _newton_direction, initial_dual  # noqa: F401 - re-exported
 
-__all__ = ["Spicy", "BUILTIN_ENGINES", "initial_dual", "METHODS", "BLAS_THREADS",
-           "GAMMA0_SCALE"]
+__all__ = ["Spicy", "BUILTIN_ENGINES", "initial_dual", "METHODS", "BLAS_THREADS", "GAMMA0_SCALE"]
 
 METHODS = ("auto", "one_step", "iterative")
 
@@ -195,35 +195,62 @@ class Spicy(Engine):
         "for smooth conjugates"
     )
     params: ClassVar[tuple[Param, ...]] = COMMON_PARAMS + (
-        Param("method", "auto",
-              "'iterative' (augmented Lagrangian, §3-4.2), 'one_step' (§4.3, smooth "
-              "conjugates only) or 'auto' (one-step exactly when it applies)",
-              type=str, choices=METHODS),
-        Param("armijo", 1e-4, "sufficient-decrease constant of the Armijo back-tracking (§3.5.1)",
-              low=0.0, high=0.5, low_open=True, high_open=True),
-        Param("backtrack", 0.5, "factor by which a rejected step is shrunk",
-              low=0.0, high=1.0, low_open=True, high_open=True),
-        Param("max_backtrack", 60, "maximum number of step shrinkings per Newton step",
-              type=int, low=1),
-        Param("boundary", 0.995,
-              "largest fraction of the distance to the boundary of the loss conjugate's "
-              "domain that a first trial step may cover",
-              low=0.0, high=1.0, low_open=True, high_open=True),
-        Param("gamma0", None,
-              "first proximity parameter of the iterative method (null: 10/C)",
-              low=0.0, low_open=True, nullable=True),
-        Param("gamma_factor", 10.0,
-              "growth factor of the proximity parameters per outer iteration", low=1.0),
-        Param("gamma_max_factor", 1e4,
-              "the proximity parameter stops growing at gamma_max_factor * gamma0", low=1.0),
-        Param("gamma_bias", 1.0,
-              "proximity parameter of the bias relative to that of alpha",
-              low=0.0, low_open=True),
-        Param("max_newton", 50, "maximum number of Newton steps per inner problem",
-              type=int, low=1),
-        Param("inner_tol", 0.1,
-              "inexact inner solves: gradient norm relative to the implied primal update",
-              low=0.0, low_open=True),
+        Param(
+            "method",
+            "auto",
+            "'iterative' (augmented Lagrangian, §3-4.2), 'one_step' (§4.3, smooth "
+            "conjugates only) or 'auto' (one-step exactly when it applies)",
+            type=str,
+            choices=METHODS,
+        ),
+        Param(
+            "armijo",
+            1e-4,
+            "sufficient-decrease constant of the Armijo back-tracking (§3.5.1)",
+            low=0.0,
+            high=0.5,
+            low_open=True,
+            high_open=True,
+        ),
+        Param(
+            "backtrack",
+            0.5,
+            "factor by which a rejected step is shrunk",
+            low=0.0,
+            high=1.0,
+            low_open=True,
+            high_open=True,
+        ),
+        Param("max_backtrack", 60, "maximum number of step shrinkings per Newton step", type=int, low=1),
+        Param(
+            "boundary",
+            0.995,
+            "largest fraction of the distance to the boundary of the loss conjugate's "
+            "domain that a first trial step may cover",
+            low=0.0,
+            high=1.0,
+            low_open=True,
+            high_open=True,
+        ),
+        Param(
+            "gamma0",
+            None,
+            "first proximity parameter of the iterative method (null: 10/C)",
+            low=0.0,
+            low_open=True,
+            nullable=True,
+        ),
+        Param("gamma_factor", 10.0, "growth factor of the proximity parameters per outer iteration", low=1.0),
+        Param("gamma_max_factor", 1e4, "the proximity parameter stops growing at gamma_max_factor * gamma0", low=1.0),
+        Param("gamma_bias", 1.0, "proximity parameter of the bias relative to that of alpha", low=0.0, low_open=True),
+        Param("max_newton", 50, "maximum number of Newton steps per inner problem", type=int, low=1),
+        Param(
+            "inner_tol",
+            0.1,
+            "inexact inner solves: gradient norm relative to the implied primal update",
+            low=0.0,
+            low_open=True,
+        ),
     )
     supports_warm_start: ClassVar[bool] = True
     representations: ClassVar[tuple[str, ...]] = ("array", "sharded", "factor")
@@ -240,8 +267,11 @@ class Spicy(Engine):
         """Whether :meth:`solve` runs the one-step method on ``problem``."""
         if self.method == "one_step":
             return True
-        return (self.method == "auto" and SMOOTH_CONJUGATE.holds(problem.loss)
-                and SMOOTH_REG_CONJUGATE.holds(problem.regularizer))
+        return (
+            self.method == "auto"
+            and SMOOTH_CONJUGATE.holds(problem.loss)
+            and SMOOTH_REG_CONJUGATE.holds(problem.regularizer)
+        )
 
     def requirements(self) -> Requires:
         """:attr:`requires`; with ``method = "one_step"`` both conjugates must be smooth too."""
@@ -253,8 +283,7 @@ class Spicy(Engine):
     def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
         """The one-step or the iterative method (the class docstring); a ``warm_start``'s α,
         b and dual point start the solve."""
-        runner = (_OneStep if self.uses_one_step(problem) else _Iterative)(
-            self, problem, run, warm_start)
+        runner = (_OneStep if self.uses_one_step(problem) else _Iterative)(self, problem, run, warm_start)
         if BLAS_THREADS is not None:
             with _THREADPOOLS.limit(limits=BLAS_THREADS, user_api="blas"):
                 return runner.run_loop()
@@ -262,8 +291,9 @@ class Spicy(Engine):
 
 
 _ONE_STEP_WHY = "method 'one_step' (§4.3) needs smooth conjugates; use method 'iterative' or 'auto'"
-_ONE_STEP = Requires(loss=(needs(SMOOTH_CONJUGATE, why=_ONE_STEP_WHY),),
-                     regularizer=(needs(SMOOTH_REG_CONJUGATE, why=_ONE_STEP_WHY),))
+_ONE_STEP = Requires(
+    loss=(needs(SMOOTH_CONJUGATE, why=_ONE_STEP_WHY),), regularizer=(needs(SMOOTH_REG_CONJUGATE, why=_ONE_STEP_WHY),)
+)
 
 
 BUILTIN_ENGINES = (Spicy,)

@@ -64,6 +64,7 @@ i.e. up to :math:`R' \approx 1600` for large N with the defaults; CG otherwise.
 :data:`SOLVER` forces one (``"woodbury"`` or ``"cg"``; default ``"auto"``).
 Nothing here forms an N × N array.
 """
+
 from __future__ import annotations
 
 import math
@@ -74,8 +75,7 @@ import scipy.sparse as sp
 
 from ...kernels.factor import FactorBank
 
-__all__ = ["LowRankHessian", "choose_solver", "SOLVER", "CG_ITERATIONS", "BLAS3_SPEEDUP",
-           "CG_RTOL", "REFINE_STEPS"]
+__all__ = ["LowRankHessian", "choose_solver", "SOLVER", "CG_ITERATIONS", "BLAS3_SPEEDUP", "CG_RTOL", "REFINE_STEPS"]
 
 #: ``"auto"`` (:func:`choose_solver`), ``"woodbury"`` or ``"cg"``.
 SOLVER = "auto"
@@ -104,7 +104,7 @@ def choose_solver(N: int, R: int) -> str:
         return SOLVER
     if R == 0:
         return "woodbury"
-    woodbury = (N * R * R + R ** 3 / 3.0) / BLAS3_SPEEDUP
+    woodbury = (N * R * R + R**3 / 3.0) / BLAS3_SPEEDUP
     cg = CG_ITERATIONS * 2.0 * N * R
     return "woodbury" if (2 * R <= N and woodbury <= cg) else "cg"
 
@@ -133,8 +133,16 @@ class LowRankHessian:
         :math:`\omega` of the term :math:`\omega\mathbf 1\mathbf 1^\top` (0: none).
     """
 
-    def __init__(self, bank: FactorBank, d: np.ndarray, idx: np.ndarray, s: np.ndarray,
-                 t: np.ndarray, vecs: np.ndarray, ones_weight: float = 0.0) -> None:
+    def __init__(
+        self,
+        bank: FactorBank,
+        d: np.ndarray,
+        idx: np.ndarray,
+        s: np.ndarray,
+        t: np.ndarray,
+        vecs: np.ndarray,
+        ones_weight: float = 0.0,
+    ) -> None:
         N = bank.n_samples
         self.d = np.asarray(d, dtype=np.float64)
         cols = []
@@ -142,16 +150,16 @@ class LowRankHessian:
             sp_, tp = float(s[p]), float(t[p])
             if bank.starts[m + 1] == bank.starts[m] or (sp_ == 0.0 and tp == 0.0):
                 continue
-            LT = _rows(bank, m)                       # (r, N)
+            LT = _rows(bank, m)  # (r, N)
             beta = LT @ vecs[p]
             b2 = float(beta @ beta)
-            lam = max(sp_ + tp * b2, 0.0)             # eigenvalue along beta
+            lam = max(sp_ + tp * b2, 0.0)  # eigenvalue along beta
             rs = math.sqrt(max(sp_, 0.0))
             if rs == 0.0:
-                if b2 > 0.0 and lam > 0.0:            # rank one: sqrt(t) r
+                if b2 > 0.0 and lam > 0.0:  # rank one: sqrt(t) r
                     cols.append((math.sqrt(lam / b2) * (beta @ LT))[:, None])
                 continue
-            block = rs * LT.T                         # (N, r), a scaled copy
+            block = rs * LT.T  # (N, r), a scaled copy
             if b2 > 0.0 and lam != sp_:
                 bh = beta / math.sqrt(b2)
                 block += np.outer((math.sqrt(lam) - rs) * (bh @ LT), bh)
@@ -184,8 +192,7 @@ class LowRankHessian:
             x = self._woodbury(rhs, ridge)
         else:
             cols = rhs[:, None] if rhs.ndim == 1 else rhs
-            x = np.column_stack([self._pcg(cols[:, j], ridge, None)[0]
-                                 for j in range(cols.shape[1])])
+            x = np.column_stack([self._pcg(cols[:, j], ridge, None)[0] for j in range(cols.shape[1])])
             x = x[:, 0] if rhs.ndim == 1 else x
         return x if np.all(np.isfinite(x)) else None
 
@@ -235,8 +242,7 @@ class LowRankHessian:
             x = x + apply(res)
         return x
 
-    def _pcg(self, b: np.ndarray, ridge: np.ndarray,
-             constraint: np.ndarray | None) -> tuple[np.ndarray, float]:
+    def _pcg(self, b: np.ndarray, ridge: np.ndarray, constraint: np.ndarray | None) -> tuple[np.ndarray, float]:
         r"""(Projected) CG from 0 preconditioned by the diagonal :math:`D` (+ ridge); returns
         ``x`` and the multiplier of :math:`c^\top x = 0` (``nan`` without a constraint ``c``).
 
@@ -295,8 +301,9 @@ def is_factored(bank: object) -> bool:
     return isinstance(bank, FactorBank)
 
 
-def newton_direction(H: LowRankHessian, g: np.ndarray, bias: bool,
-                     ridge: np.ndarray | None = None) -> tuple[np.ndarray, float, str]:
+def newton_direction(
+    H: LowRankHessian, g: np.ndarray, bias: bool, ridge: np.ndarray | None = None
+) -> tuple[np.ndarray, float, str]:
     r"""A Newton direction from :math:`H + \mathrm{diag}(\mathrm{ridge})`.
 
     The one-step method (``ridge=None``, ``bias`` adds :math:`\mathbf 1^\top\Delta = 0`)
@@ -326,8 +333,7 @@ def newton_direction(H: LowRankHessian, g: np.ndarray, bias: bool,
     mu = np.zeros(N) if ridge is None else np.asarray(ridge, dtype=np.float64)
     for k in range(8 if lm else 6):
         if k > 0:
-            mu = (np.maximum(mu * 100.0, 1e-12 * floor) if lm
-                  else np.full(N, scale * 1e-12 * 100.0 ** (k - 1)))
+            mu = np.maximum(mu * 100.0, 1e-12 * floor) if lm else np.full(N, scale * 1e-12 * 100.0 ** (k - 1))
         method = H.solver if k == 0 else H.solver + "+ridge"
         if bias and not lm:
             out = H.solve_constrained(g, mu)

@@ -6,6 +6,7 @@ multipliers), the inner objective of the dual point is minimized by Newton's
 method on the generalized Hessian with Armijo back-tracking (§3.5.1); see the
 package docstring of :mod:`mklkit.engines.spicy` ("Iterative method").
 """
+
 from __future__ import annotations
 
 import logging
@@ -42,8 +43,7 @@ LM_FACTOR = 1e-3
 _FLOOR = 1.5e-14
 
 
-def levenberg_marquardt_direction(H: Any, g: np.ndarray,
-                                  ridge: np.ndarray | None) -> tuple[np.ndarray, str]:
+def levenberg_marquardt_direction(H: Any, g: np.ndarray, ridge: np.ndarray | None) -> tuple[np.ndarray, str]:
     r"""Solve :math:`(H + \mathrm{diag}(\mu))\,d = -g` with the damping :math:`\mu` by
     Cholesky (on a factor bank: Woodbury or CG, :mod:`~mklkit.engines.spicy.factor_newton`).
 
@@ -109,6 +109,7 @@ class _InnerPoint(NamedTuple):
     (:meth:`InnerProblem.kernel_part`), :math:`\mathbf 1^\top\rho`, the bias term, the loss
     part's gradient (and the one for the Newton system), curvature and auxiliary gradient
     norm, the gradient and the value."""
+
     q: dict[str, Any]
     sr: float
     sb: float
@@ -123,8 +124,7 @@ class _InnerPoint(NamedTuple):
 class InnerProblem(Algorithm):
     """The primal state of the iterative method and the inner problem at it."""
 
-    def __init__(self, engine: Engine, problem: Problem, run: Run,
-                 warm_start: SolveResult | None) -> None:
+    def __init__(self, engine: Engine, problem: Problem, run: Run, warm_start: SolveResult | None) -> None:
         super().__init__(engine, problem, run, warm_start)
         self.lower, self.upper = self.conj_domain()
         if SMOOTH_CONJUGATE.holds(problem.loss):
@@ -188,8 +188,19 @@ class InnerProblem(Algorithm):
             gross = float(np.linalg.norm(np.abs(w[active]) @ np.abs(Kv)))
         else:
             grad, gross = np.zeros(self.N), 0.0
-        return {"n2": n2, "n": n, "e1": e1, "e2": e2, "w": w, "active": active, "Kv": Kv,
-                "grad": grad, "gross": gross, "env": float(np.sum(env)), "env_all": env}
+        return {
+            "n2": n2,
+            "n": n,
+            "e1": e1,
+            "e2": e2,
+            "w": w,
+            "active": active,
+            "Kv": Kv,
+            "grad": grad,
+            "gross": gross,
+            "env": float(np.sum(env)),
+            "env_all": env,
+        }
 
     def hessian(self, q: dict[str, Any], dL: np.ndarray, rho: np.ndarray) -> Any:
         r"""Generalized Hessian of the inner objective (eq. 27, generalized).
@@ -214,15 +225,14 @@ class InnerProblem(Algorithm):
                 ps = self.pos[act]
                 has = ps >= 0
                 V[has] += self.A[ps[has]]
-            return LowRankHessian(self.bank, dL, act, s, t, V,
-                                  self.gamma_b if self.bias else 0.0)
+            return LowRankHessian(self.bank, dL, act, s, t, V, self.gamma_b if self.bias else 0.0)
         H = np.diag(dL)
         if self.bias:
             H += self.gamma_b
         if act.size:
-            self.bank.accumulate_hessian(H, act, np.ascontiguousarray(s),
-                                         np.ascontiguousarray(q["Kv"]),
-                                         np.ascontiguousarray(t), self.row_block)
+            self.bank.accumulate_hessian(
+                H, act, np.ascontiguousarray(s), np.ascontiguousarray(q["Kv"]), np.ascontiguousarray(t), self.row_block
+            )
         return H
 
     # -- one inner problem ----------------------------------------------------
@@ -261,10 +271,16 @@ class InnerProblem(Algorithm):
             self.inner_move(nw, pt, c, found[0], KD, p_new)
         self.rho, self.KR = nw.rho, nw.KR
         # "gap reached": the update is certain to meet tol, a success however far Newton got
-        failed = nw.status not in ("converged", "gap reached") and \
-            not (nw.gnorm <= 1e-2 * nw.g_start)
-        return {"q": nw.q, "steps": nw.steps, "backtracks": nw.backtracks, "status": nw.status,
-                "grad_norm": nw.gnorm, "solver": nw.solver, "failed": failed}
+        failed = nw.status not in ("converged", "gap reached") and not (nw.gnorm <= 1e-2 * nw.g_start)
+        return {
+            "q": nw.q,
+            "steps": nw.steps,
+            "backtracks": nw.backtracks,
+            "status": nw.status,
+            "grad_norm": nw.gnorm,
+            "solver": nw.solver,
+            "failed": failed,
+        }
 
     def inner_point(self, nw: _Newton) -> _InnerPoint | None:
         """The inner objective and its gradient at the Newton iterate (None: non-finite)."""
@@ -274,7 +290,7 @@ class InnerProblem(Algorithm):
         sb = (self.b + gb * sr) if self.bias else 0.0
         gL, gR, dL, gu2 = loss.derivs(rho)
         if loss.constrained:
-            nw.Lval = loss.value(rho)          # derivs may have re-minimized the auxiliaries
+            nw.Lval = loss.value(rho)  # derivs may have re-minimized the auxiliaries
         g = gL + q["grad"] + sb
         phi = nw.Lval + (0.5 * sb * sb / gb if self.bias else 0.0) + q["env"] / self.gamma
         if not (math.isfinite(phi) and np.all(np.isfinite(g))):
@@ -290,8 +306,12 @@ class InnerProblem(Algorithm):
         dz = q["grad"] - self.z_kernel + (gb * pt.sr if self.bias else 0.0)
         d_primal = math.sqrt(float(dz @ dz) + self.loss.pending_change(nw.rho))
         # rounding floor: the size of the terms that cancel in the gradient
-        scale = (float(np.linalg.norm(pt.gL)) + q["gross"] + abs(self.b) * math.sqrt(self.N)
-                 + gb * float(np.sum(np.abs(nw.rho))) * math.sqrt(self.N))
+        scale = (
+            float(np.linalg.norm(pt.gL))
+            + q["gross"]
+            + abs(self.b) * math.sqrt(self.N)
+            + gb * float(np.sum(np.abs(nw.rho))) * math.sqrt(self.N)
+        )
         nw.thresh = max(eng.inner_tol * d_primal, _FLOOR * scale)
         if nw.gnorm <= nw.thresh:
             return "converged"
@@ -330,8 +350,9 @@ class InnerProblem(Algorithm):
                 delta, slope = bent, bslope
         return delta, slope
 
-    def inner_line_search(self, nw: _Newton, pt: _InnerPoint, delta: np.ndarray, slope: float
-                          ) -> tuple[float | None, float, np.ndarray]:
+    def inner_line_search(
+        self, nw: _Newton, pt: _InnerPoint, delta: np.ndarray, slope: float
+    ) -> tuple[float | None, float, np.ndarray]:
         r"""Armijo back-tracking (§3.5.1) along ``delta``: the step (None: failed), the
         objective there and :math:`K_m\delta`."""
         eng, gamma, gb, loss, rho, q = self.engine, self.gamma, self.gamma_b, self.loss, nw.rho, pt.q
@@ -359,8 +380,7 @@ class InnerProblem(Algorithm):
                 break
             nw.Lt = loss.value(rho + c * delta, c)
             if math.isfinite(nw.Lt):
-                nt = np.sqrt(np.maximum(n2c + c * (2.0 * gamma * pmc + c * gamma * gamma * eqc),
-                                        0.0))
+                nt = np.sqrt(np.maximum(n2c + c * (2.0 * gamma * pmc + c * gamma * gamma * eqc), 0.0))
                 p_new = nw.Lt + (const + float(np.sum(self.reg_kernel(self.rk.env, nt, Cg)))) / gamma
                 if self.bias:
                     sbt = self.b + gb * (pt.sr + c * sd)
@@ -371,13 +391,23 @@ class InnerProblem(Algorithm):
                     break
             c *= eng.backtrack
         nw.backtracks += nbt
-        logger.debug("spicy   newton %d: |grad| %.3e (stop at %.2e), step %.3g after %d "
-                     "back-trackings, %d active, slope %.3e, %s", nw.steps, nw.gnorm, nw.thresh,
-                     c, nbt, q["active"].size, slope, nw.solver)
+        logger.debug(
+            "spicy   newton %d: |grad| %.3e (stop at %.2e), step %.3g after %d "
+            "back-trackings, %d active, slope %.3e, %s",
+            nw.steps,
+            nw.gnorm,
+            nw.thresh,
+            c,
+            nbt,
+            q["active"].size,
+            slope,
+            nw.solver,
+        )
         return (c if accepted else None), p_new, KD
 
-    def inner_move(self, nw: _Newton, pt: _InnerPoint, c: float, delta: np.ndarray,
-                   KD: np.ndarray, p_new: float) -> None:
+    def inner_move(
+        self, nw: _Newton, pt: _InnerPoint, c: float, delta: np.ndarray, KD: np.ndarray, p_new: float
+    ) -> None:
         """The accepted Newton step."""
         nw.flat = nw.flat + 1 if pt.phi - p_new <= 1e-15 * abs(pt.phi) else 0
         nw.rho = nw.rho + c * delta
@@ -415,6 +445,7 @@ class InnerProblem(Algorithm):
         if self.bias:
             b = common.optimal_bias(problem.loss, self.y, f, b, weights=self.sl.w)
         P = common.loss_value(problem.loss, self.y, f + b, self.sl.w) + common.regularizer_value(
-            problem.regularizer, q["e1"], self.C)
+            problem.regularizer, q["e1"], self.C
+        )
         gap = common.relative_gap(P, D)
         return gap if not math.isnan(gap) else math.inf

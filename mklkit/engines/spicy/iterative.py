@@ -4,6 +4,7 @@ Inner problems (eqs. 41, 47) minimized by a semismooth Newton method; see
 the package docstring of :mod:`mklkit.engines.spicy` ("Iterative method")
 and ``docs/engines.md``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -44,11 +45,9 @@ _DIVERGED = 10.0
 class _Iterative(InnerProblem):
     """State of one run of the iterative (augmented-Lagrangian) method."""
 
-    def __init__(self, engine: Engine, problem: Problem, run: Run,
-                 warm_start: SolveResult | None) -> None:
+    def __init__(self, engine: Engine, problem: Problem, run: Run, warm_start: SolveResult | None) -> None:
         super().__init__(engine, problem, run, warm_start)
         run.unit = "outer iteration"
-
 
     def block_norms_full(self) -> np.ndarray:
         r""":math:`\|\alpha_m\|_{K_m}` for every kernel (zero outside the non-zero blocks)."""
@@ -129,9 +128,16 @@ class _Iterative(InnerProblem):
 
     def snapshot(self, record: dict[str, Any]) -> dict[str, Any]:
         """The state after an outer iteration (to go back to, or to return)."""
-        return {"S": self.S.copy(), "A": self.A.copy(), "b": self.b, "rho": self.rho.copy(),
-                "loss": self.loss.snapshot(), "xi": self.loss.multipliers_copy(),
-                "gamma": self.gamma, **record}
+        return {
+            "S": self.S.copy(),
+            "A": self.A.copy(),
+            "b": self.b,
+            "rho": self.rho.copy(),
+            "loss": self.loss.snapshot(),
+            "xi": self.loss.multipliers_copy(),
+            "gamma": self.gamma,
+            **record,
+        }
 
     def restore(self, best: dict[str, Any]) -> None:
         r"""Go back to a snapshot; one pass over the bank recomputes :math:`K_m\rho`."""
@@ -175,14 +181,14 @@ class _Iterative(InnerProblem):
         rho_t = common.centre_dual(self.rho, -self.upper, -self.lower, self.bias)
         KR, norms = self.bank.matvecs_and_norms(common.as_vector(self.rho), common.as_vector(rho_t))
         self.KR = KR
-        rho_t, norms = common.scale_into_radius(
-            rho_t, norms, float(problem.regularizer.conj_radius(self.C)))
+        rho_t, norms = common.scale_into_radius(rho_t, norms, float(problem.regularizer.conj_radius(self.C)))
         D = common.dual_objective(problem, rho_t, norms=norms)
         f = self.KA.sum(axis=0) if self.S.size else np.zeros(self.N)
         b = common.optimal_bias(problem.loss, self.y, f, self.b, weights=self.sl.w) if self.bias else 0.0
         xnorm = np.sqrt(self.aa)
         P = common.loss_value(problem.loss, self.y, f + b, self.sl.w) + common.regularizer_value(
-            problem.regularizer, xnorm, self.C)
+            problem.regularizer, xnorm, self.C
+        )
         return common.Certificate.of(P, D, rho_t, xnorm, bias=b)
 
     # -- main loop ---------------------------------------------------------------------
@@ -197,8 +203,11 @@ class _Iterative(InnerProblem):
             info = self.solve_inner()
             q = info["q"]
             if info["status"] == "non-finite" or not q:
-                run.end(Status.NUMERICAL_ERROR, it, f"non-finite inner objective at outer "
-                                                    f"iteration {it + 1} (gamma {self.gamma:.3g})")
+                run.end(
+                    Status.NUMERICAL_ERROR,
+                    it,
+                    f"non-finite inner objective at outer iteration {it + 1} (gamma {self.gamma:.3g})",
+                )
                 break
             if info["steps"] > 0:
                 q = self.kernel_part(self.rho, self.KR)
@@ -206,8 +215,9 @@ class _Iterative(InnerProblem):
             it += 1
             cert = self.objectives()
             P, D, gap, b_out, rho_t = cert.primal, cert.dual, cert.gap, cert.extra["bias"], cert.rho
-            run.offer(it, primal=P, alpha=self.alpha_full(), bias=b_out,
-                      norms=self.block_norms_full(), dual=D, rho=rho_t)
+            run.offer(
+                it, primal=P, alpha=self.alpha_full(), bias=b_out, norms=self.block_norms_full(), dual=D, rho=rho_t
+            )
             extra = {
                 "gamma": self.gamma,
                 "gamma_bias": self.gamma_b,
@@ -219,24 +229,32 @@ class _Iterative(InnerProblem):
                 "bias": b_out,
             }
             n_active = int(self.S.size)
-            logger.debug("spicy it=%d P=%.10g D=%.10g gap=%.3e active=%d gamma=%.3g newton=%d %s",
-                         it, P, D, gap, self.S.size, self.gamma, info["steps"], info["status"])
+            logger.debug(
+                "spicy it=%d P=%.10g D=%.10g gap=%.3e active=%d gamma=%.3g newton=%d %s",
+                it,
+                P,
+                D,
+                gap,
+                self.S.size,
+                self.gamma,
+                info["steps"],
+                info["status"],
+            )
             if best is None or gap < best["gap"]:
-                best = self.snapshot({"gap": gap, "P": P, "D": D, "b_out": b_out,
-                                      "rho_t": rho_t, "it": it})
+                best = self.snapshot({"gap": gap, "P": P, "D": D, "b_out": b_out, "rho_t": rho_t, "it": it})
             elif gap > _DIVERGED * best["gap"] and gap > run.tol and not best.get("restored"):
                 # lost its way: back to the best point (once), and gamma stays there
                 best["restored"] = True
                 self.restore(best)
                 self.gamma_cap = self.gamma
                 extra["restored"] = best["it"]
-                logger.debug("spicy: gap %.3e > %g x best %.3e: back to iteration %d",
-                             gap, _DIVERGED, best["gap"], best["it"])
+                logger.debug(
+                    "spicy: gap %.3e > %g x best %.3e: back to iteration %d", gap, _DIVERGED, best["gap"], best["it"]
+                )
             run.record(it, P, D, gap, n_active, **extra)
             if not math.isfinite(P) or math.isnan(D) or D == math.inf:
                 # (D = -inf, a dual point outside the conjugate's domain, only makes the gap inf)
-                run.end(Status.NUMERICAL_ERROR, it, f"non-finite objective (primal {P!r}, "
-                                                    f"dual {D!r})")
+                run.end(Status.NUMERICAL_ERROR, it, f"non-finite objective (primal {P!r}, dual {D!r})")
                 break
             stalled = None
             if gap < best_gap * (1.0 - 1e-3):
@@ -244,12 +262,10 @@ class _Iterative(InnerProblem):
             else:
                 stall += 1
                 if stall >= _STALL and self.gamma >= self.gamma_cap:
-                    stalled = (f"no progress in {stall} outer iterations (last inner solve: "
-                               f"{info['status']})")
+                    stalled = f"no progress in {stall} outer iterations (last inner solve: {info['status']})"
             if run.check(it, gap, stalled=stalled):
                 break
             self.gamma = min(self.gamma * float(eng.gamma_factor), self.gamma_cap)
             self.gamma_b = float(eng.gamma_bias) * self.gamma
 
         return run.result(it)
-

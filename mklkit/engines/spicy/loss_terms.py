@@ -6,6 +6,7 @@ terms of eq. (41) for a loss in the constrained form of eq. (33).  Both give
 the iterative method (and :class:`_SmoothLoss` the one-step method) the same
 interface: value, derivatives, steps, multipliers.
 """
+
 from __future__ import annotations
 
 import math
@@ -171,9 +172,15 @@ class _ConstrainedLoss:
         return self.w if rows is None else self.w[rows]
 
     # -- per-sample penalized function (rows: a subset of samples) ---------------
-    def _f(self, u: np.ndarray, ut: np.ndarray, xi: np.ndarray, gamma: float,
-           rows: np.ndarray | None = None, lin: np.ndarray | None = None
-           ) -> tuple[np.ndarray, np.ndarray]:
+    def _f(
+        self,
+        u: np.ndarray,
+        ut: np.ndarray,
+        xi: np.ndarray,
+        gamma: float,
+        rows: np.ndarray | None = None,
+        lin: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         cc, p = self.cc, self.p
         y = self.y if rows is None else np.ascontiguousarray(self.y[rows])
         n = y.size
@@ -190,9 +197,15 @@ class _ConstrainedLoss:
             f = f + lin[:, 0] * u + (np.sum(lin[:, 1:] * ut, axis=1) if self.Bp else 0.0)
         return f, sp
 
-    def _d(self, u: np.ndarray, ut: np.ndarray, sp: np.ndarray, gamma: float,
-           rows: np.ndarray | None = None, lin: np.ndarray | None = None
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _d(
+        self,
+        u: np.ndarray,
+        ut: np.ndarray,
+        sp: np.ndarray,
+        gamma: float,
+        rows: np.ndarray | None = None,
+        lin: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Gradient (n, W) and generalized Hessian (n, W, W) in w, and the constraint gradients."""
         cc, p = self.cc, self.p
         B, W = self.B, self.W
@@ -221,9 +234,16 @@ class _ConstrainedLoss:
             g += lin
         return g, H, J
 
-    def _minimize(self, w: np.ndarray, first: int, xi: np.ndarray, gamma: float,
-                  rows: np.ndarray | None = None, lin: np.ndarray | None = None,
-                  max_iter: int = 50) -> np.ndarray:
+    def _minimize(
+        self,
+        w: np.ndarray,
+        first: int,
+        xi: np.ndarray,
+        gamma: float,
+        rows: np.ndarray | None = None,
+        lin: np.ndarray | None = None,
+        max_iter: int = 50,
+    ) -> np.ndarray:
         r"""Minimize :math:`\sum_i f_i(w_i)` over the coordinates ``first:`` of ``w``.
 
         A semismooth Newton method vectorized over the samples ``rows``,
@@ -239,7 +259,7 @@ class _ConstrainedLoss:
         rows = np.arange(self.N) if rows is None else np.asarray(rows)
         n_free = self.W - first
         eye = np.eye(n_free)
-        live = np.arange(n)                      # positions in w still moving
+        live = np.arange(n)  # positions in w still moving
         f, sp = self._f(w[:, 0], w[:, 1:], xi, gamma, rows, lin)
         for _ in range(max_iter):
             if live.size == 0:
@@ -269,8 +289,9 @@ class _ConstrainedLoss:
             live = live[moved]
         return w
 
-    def _model(self, Ef: np.ndarray, J: np.ndarray, sp: np.ndarray, gamma: float, first: int,
-               big: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _model(
+        self, Ef: np.ndarray, J: np.ndarray, sp: np.ndarray, gamma: float, first: int, big: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         r"""The Newton matrices of :meth:`_minimize`: where a block is singular the curvature
         :math:`\gamma\nabla h_j\nabla h_j^\top` of the inactive constraints is added, and
         :math:`\gamma I` where that is not enough; the matrices and which were singular."""
@@ -288,20 +309,19 @@ class _ConstrainedLoss:
             Ef[still] += gamma * np.eye(n_free)
         return Ef, sing
 
-    def _trial(self, sub: tuple, at: np.ndarray, step: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _trial(self, sub: tuple, at: np.ndarray, step: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The points ``w + step`` of the samples at positions ``at`` of ``sub`` (the moving
         samples' ``w``, ``xi``, rows, linear terms, first free coordinate, gamma), their
         values and constraint values."""
         wl, xl, r, ln, first, gamma = sub
         trial = wl[at].copy()
         trial[:, first:] += step
-        ft, spt = self._f(trial[:, 0], trial[:, 1:], xl[at], gamma, r[at],
-                          None if ln is None else ln[at])
+        ft, spt = self._f(trial[:, 0], trial[:, 1:], xl[at], gamma, r[at], None if ln is None else ln[at])
         return trial, ft, spt
 
-    def _armijo(self, sub: tuple, d: np.ndarray, f0: np.ndarray, slope: np.ndarray,
-                sp0: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _armijo(
+        self, sub: tuple, d: np.ndarray, f0: np.ndarray, slope: np.ndarray, sp0: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per-sample Armijo back-tracking along ``d``: the new points, values, constraint
         values, and which samples took the unit step."""
         wl = sub[0]
@@ -323,8 +343,9 @@ class _ConstrainedLoss:
             t[pend] *= 0.5
         return new_w, new_f, new_sp, unit
 
-    def _extend(self, sub: tuple, d: np.ndarray, grow: np.ndarray, new_w: np.ndarray,
-                new_f: np.ndarray, new_sp: np.ndarray) -> None:
+    def _extend(
+        self, sub: tuple, d: np.ndarray, grow: np.ndarray, new_w: np.ndarray, new_f: np.ndarray, new_sp: np.ndarray
+    ) -> None:
         """Double the accepted unit steps of the samples ``grow`` while the value keeps
         decreasing (the new points, values and constraint values in place)."""
         tg = 1.0
@@ -365,8 +386,9 @@ class _ConstrainedLoss:
         E = H[:, 1:, 1:]
         big = 1.0 + self.gamma + np.max(np.abs(np.diagonal(E, axis1=1, axis2=2)), axis=1)
         mineig = E[:, 0, 0] if self.Bp == 1 else np.linalg.eigvalsh(E)[:, 0]
-        bad = np.flatnonzero((mineig <= 1e-10 * big)
-                             & (np.max(np.abs(gu), axis=1) > 1e-12 * (1.0 + np.max(np.abs(g), axis=1))))
+        bad = np.flatnonzero(
+            (mineig <= 1e-10 * big) & (np.max(np.abs(gu), axis=1) > 1e-12 * (1.0 + np.max(np.abs(g), axis=1)))
+        )
         if bad.size:
             # no curvature where the gradient points: minimize those auxiliaries out first
             w = np.empty((bad.size, self.W))
@@ -379,7 +401,7 @@ class _ConstrainedLoss:
         c = H[:, 1:, 0]
         E = E + (1e-12 * big)[:, None, None] * np.eye(self.Bp)
         sol = np.linalg.solve(E, np.concatenate([c[..., None], gu[..., None]], axis=2))
-        sens, eg = sol[..., 0], sol[..., 1]      # E^{-1} c, E^{-1} g_ut
+        sens, eg = sol[..., 0], sol[..., 1]  # E^{-1} c, E^{-1} g_ut
         self._sens, self._eg, self._gu = sens, eg, gu
         d = a - np.sum(c * sens, axis=1)
         # rho-rows of the reduced system: -g_u + c'E^{-1}g_ut enters with u = -rho
@@ -451,7 +473,7 @@ class _ConstrainedLoss:
         w[:, 1:] = self.ut
         xi = np.zeros((self.N, self.B))
         for k in range(9):
-            gamma = 10.0 ** k
+            gamma = 10.0**k
             w = self._minimize(w, 0, xi, gamma, lin=lin)
             _, sp = self._f(w[:, 0], w[:, 1:], xi, gamma)
             done = float(np.max(np.abs(sp - xi))) <= 1e-10 * (1.0 + float(np.max(np.abs(sp))))
@@ -461,4 +483,3 @@ class _ConstrainedLoss:
         self.xi = xi
         self.ut = np.ascontiguousarray(w[:, 1:])
         return -w[:, 0]
-

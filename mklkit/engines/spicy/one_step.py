@@ -3,6 +3,7 @@ r"""The one-step method of SpicyMKL (§4.3): Newton's method on the dual (48).
 Both conjugates smooth; see the package docstring of :mod:`mklkit.engines.spicy`
 ("One-step method") and ``docs/engines.md``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,6 +33,7 @@ class _Point(NamedTuple):
     :math:`\alpha_m = \text{coef}_m\rho`, :math:`\|\alpha_m\|_{K_m}`, the blocks with
     :math:`\alpha_m \ne 0`, the kernel part of the prediction, the Newton objective,
     :math:`\nabla\ell^*(-\rho)` and the bias."""
+
     G: np.ndarray
     G2: np.ndarray
     pos: np.ndarray
@@ -47,8 +49,7 @@ class _Point(NamedTuple):
 class _OneStep(Algorithm):
     """State of one run of the one-step method."""
 
-    def __init__(self, engine: Engine, problem: Problem, run: Run,
-                 warm_start: SolveResult | None) -> None:
+    def __init__(self, engine: Engine, problem: Problem, run: Run, warm_start: SolveResult | None) -> None:
         super().__init__(engine, problem, run, warm_start)
         run.unit = "Newton step"
         self.lower, self.upper = self.conj_domain()
@@ -69,7 +70,7 @@ class _OneStep(Algorithm):
             return 1.0
         best, best_s = math.inf, 1.0
         for k in range(61):
-            s = 0.5 ** k
+            s = 0.5**k
             val = self.loss.value(s * rho) + float(np.sum(self.reg_kernel(self.rk.conj, s * norms)))
             if math.isfinite(val) and val < best:
                 best, best_s = val, s
@@ -83,7 +84,7 @@ class _OneStep(Algorithm):
         run = self.run
         self.start()
         self.it = 0
-        self.multiplier = math.nan         # of 1'rho = 0 (the bias)
+        self.multiplier = math.nan  # of 1'rho = 0 (the bias)
         self.step_info: dict[str, Any] = {}
         while True:
             pt = self.evaluate()
@@ -139,8 +140,8 @@ class _OneStep(Algorithm):
         G2 = self.reg_kernel(self.rk.conj_hess, norms)
         pos = norms > 0.0
         coef = np.zeros(norms.size)
-        coef[pos] = G1[pos] / norms[pos]          # alpha_m = coef_m * rho
-        alpha_norms = np.where(pos, G1, 0.0)      # ||alpha_m||_{K_m} = G'(n_m)
+        coef[pos] = G1[pos] / norms[pos]  # alpha_m = coef_m * rho
+        alpha_norms = np.where(pos, G1, 0.0)  # ||alpha_m||_{K_m} = G'(n_m)
         prim = np.flatnonzero(coef > 0.0)
         f = coef[prim] @ self.KR[prim] if prim.size else np.zeros(self.N)
         F = self.loss.value(self.rho) + float(np.sum(G))
@@ -154,35 +155,58 @@ class _OneStep(Algorithm):
     def report(self, pt: _Point) -> bool:
         """Certify, offer and record the point; whether the run ended."""
         run, it, rho = self.run, self.it, self.rho
-        P = common.loss_value(self.problem.loss, self.y, pt.f + pt.b, self.sl.w) + \
-            common.regularizer_value(self.problem.regularizer, pt.alpha_norms, self.C)
+        P = common.loss_value(self.problem.loss, self.y, pt.f + pt.b, self.sl.w) + common.regularizer_value(
+            self.problem.regularizer, pt.alpha_norms, self.C
+        )
         cert = common.Certificate.at(self.problem, P, rho, pt.alpha_norms, dual_norms=self.norms)
         D, gap = cert.dual, cert.gap
-        run.offer(it, primal=P, alpha=pt.coef[:, None] * rho[None, :], bias=pt.b,
-                  norms=pt.alpha_norms.copy(), dual=D, rho=cert.rho)
+        run.offer(
+            it,
+            primal=P,
+            alpha=pt.coef[:, None] * rho[None, :],
+            bias=pt.b,
+            norms=pt.alpha_norms.copy(),
+            dual=D,
+            rho=cert.rho,
+        )
         if it > 0:
             run.record(it, P, D, gap, int(pt.prim.size), **self.step_info, bias=pt.b)
-            logger.debug("spicy it=%d P=%.10g D=%.10g gap=%.3e active=%d step=%.3g",
-                         it, P, D, gap, pt.prim.size, self.step_info.get("step_size", math.nan))
+            logger.debug(
+                "spicy it=%d P=%.10g D=%.10g gap=%.3e active=%d step=%.3g",
+                it,
+                P,
+                D,
+                gap,
+                pt.prim.size,
+                self.step_info.get("step_size", math.nan),
+            )
         if not (math.isfinite(P) and math.isfinite(D) and math.isfinite(pt.F)):
-            run.end(Status.NUMERICAL_ERROR, it, f"non-finite objective (primal {P!r}, "
-                                                f"dual {D!r}, Newton objective {pt.F!r})")
+            run.end(
+                Status.NUMERICAL_ERROR,
+                it,
+                f"non-finite objective (primal {P!r}, dual {D!r}, Newton objective {pt.F!r})",
+            )
             return True
         return bool(run.check(it, gap))
 
-    def hessian(self, pt: _Point, dH: np.ndarray, hidx: np.ndarray, s: np.ndarray,
-                t: np.ndarray) -> tuple[Any, bool]:
+    def hessian(self, pt: _Point, dH: np.ndarray, hidx: np.ndarray, s: np.ndarray, t: np.ndarray) -> tuple[Any, bool]:
         """The Hessian (50): low rank on a factor bank, else an N x N array; whether finite."""
         if self.factored:
             # D + sum_p L_m W_p L_m^T, no N x N matrix (factor_newton)
-            H: Any = LowRankHessian(self.bank, dH, hidx, s[hidx], t[hidx],
-                                    np.broadcast_to(self.rho, (hidx.size, self.N)))
+            H: Any = LowRankHessian(
+                self.bank, dH, hidx, s[hidx], t[hidx], np.broadcast_to(self.rho, (hidx.size, self.N))
+            )
             return H, H.finite
         H = np.diag(dH)
         if hidx.size:
-            self.bank.accumulate_hessian(H, hidx, np.ascontiguousarray(s[hidx]),
-                                         np.ascontiguousarray(self.KR[hidx]),
-                                         np.ascontiguousarray(t[hidx]), self.row_block)
+            self.bank.accumulate_hessian(
+                H,
+                hidx,
+                np.ascontiguousarray(s[hidx]),
+                np.ascontiguousarray(self.KR[hidx]),
+                np.ascontiguousarray(t[hidx]),
+                self.row_block,
+            )
         return H, bool(np.all(np.isfinite(H)))
 
     def direction(self, pt: _Point) -> tuple[np.ndarray, float, str, float] | None:
@@ -194,13 +218,12 @@ class _OneStep(Algorithm):
         t = np.zeros(norms.size)
         s = coef.copy()
         zero = ~pos & np.isfinite(pt.G2)
-        s[zero] = np.maximum(pt.G2[zero], 0.0)       # lim G'(n)/n as n -> 0
+        s[zero] = np.maximum(pt.G2[zero], 0.0)  # lim G'(n)/n as n -> 0
         t[pos] = (pt.G2[pos] - coef[pos]) / (norms[pos] ** 2)
         hidx = np.flatnonzero((s != 0.0) | (t != 0.0)).astype(np.int64)
         H, h_finite = self.hessian(pt, self.sl.conj_hess(-self.rho), hidx, s, t)
         if not (h_finite and np.all(np.isfinite(g))):
-            run.end(Status.NUMERICAL_ERROR, it, f"non-finite gradient or Hessian at "
-                                                f"Newton step {it + 1}")
+            run.end(Status.NUMERICAL_ERROR, it, f"non-finite gradient or Hessian at Newton step {it + 1}")
             return None
         if self.factored:
             delta, multiplier, method = low_rank_direction(H, g, self.bias)
@@ -217,8 +240,7 @@ class _OneStep(Algorithm):
             return None
         return delta, multiplier, method, slope
 
-    def line_search(self, pt: _Point, delta: np.ndarray, slope: float
-                    ) -> tuple[float | None, int, np.ndarray]:
+    def line_search(self, pt: _Point, delta: np.ndarray, slope: float) -> tuple[float | None, int, np.ndarray]:
         """Armijo back-tracking (§3.5.1) along ``delta``: the step (None: failed, the run
         ended), the number of shrinkings and the blocks whose conjugate can change."""
         eng, norms, sq = self.engine, self.norms, self.sq
@@ -239,9 +261,11 @@ class _OneStep(Algorithm):
                     return c, n_bt, cand
             c *= eng.backtrack
         decrement = math.sqrt(max(-slope, 0.0))
-        self.run.end(Status.STALLED, self.it, f"line search failed at Newton step "
-                                              f"{self.it + 1} (Newton decrement "
-                                              f"{decrement:.3e})")
+        self.run.end(
+            Status.STALLED,
+            self.it,
+            f"line search failed at Newton step {self.it + 1} (Newton decrement {decrement:.3e})",
+        )
         return None, n_bt, cand
 
     def move(self, c: float, delta: np.ndarray) -> None:

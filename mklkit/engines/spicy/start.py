@@ -6,6 +6,7 @@ r"""Start and Newton helpers the two SpicyMKL methods share.
 * :func:`_newton_direction`: the equality-constrained Newton system of the
   one-step method (§4.3).
 """
+
 from __future__ import annotations
 
 import math
@@ -63,7 +64,8 @@ def initial_dual(lower: np.ndarray, upper: np.ndarray, bias: bool) -> np.ndarray
     if not (np.sum(point(lo_t)) < 0.0 < np.sum(point(hi_t))):
         raise ValueError(
             "no dual point strictly inside the loss conjugate's domain satisfies "
-            "sum(rho) = 0 (are both classes present?)")
+            "sum(rho) = 0 (are both classes present?)"
+        )
     for _ in range(200):
         mid = 0.5 * (lo_t + hi_t)
         s = float(np.sum(point(mid)))
@@ -112,9 +114,7 @@ def _centre(rho: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return rho
 
 
-def _newton_direction(
-    H: np.ndarray, g: np.ndarray, bias: bool
-) -> tuple[np.ndarray, float, str]:
+def _newton_direction(H: np.ndarray, g: np.ndarray, bias: bool) -> tuple[np.ndarray, float, str]:
     r"""Solve the (equality-constrained) Newton system.
 
     Cholesky of :math:`H`; if :math:`H` is not numerically positive definite,
@@ -161,7 +161,6 @@ def _newton_direction(
         sol = np.linalg.lstsq(A, rhs, rcond=None)[0]
         return sol[:N], float(sol[N]), "lstsq"
     return np.linalg.lstsq(H, -g, rcond=None)[0], math.nan, "lstsq"
-
 
 
 def warm_dual(dual: np.ndarray, lower: np.ndarray, upper: np.ndarray, bias: bool) -> np.ndarray:

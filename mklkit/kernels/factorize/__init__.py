@@ -93,6 +93,7 @@ The explicit feature maps and the map to new points are in
 :mod:`mklkit.kernels.factorize.settings`; the memory checks and the assembly
 of a bank in :mod:`mklkit.kernels.factorize.build`.
 """
+
 from __future__ import annotations
 
 from .algorithms import FactorMap, FoldedFactorMap, KernelFactor, poly_map_dim

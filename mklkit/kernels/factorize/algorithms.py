@@ -7,6 +7,7 @@ pivoted Cholesky and Nyström are :mod:`mklkit.kernels.factorize.lowrank`,
 the points they read :mod:`mklkit.kernels.factorize.points`; building a
 whole bank from its description is :mod:`mklkit.kernels.factorize.build`.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -124,8 +125,15 @@ class KernelFactor:
         return self.trace_error / self.trace if self.trace > 0 else 0.0
 
 
-def _kernel_rows(func: KernelFunction, A: np.ndarray, B: np.ndarray, dA: np.ndarray | None,
-                 dB: np.ndarray | None, label: str, base: np.ndarray | None = None) -> np.ndarray:
+def _kernel_rows(
+    func: KernelFunction,
+    A: np.ndarray,
+    B: np.ndarray,
+    dA: np.ndarray | None,
+    dB: np.ndarray | None,
+    label: str,
+    base: np.ndarray | None = None,
+) -> np.ndarray:
     r""":math:`k(a_i, b_j)` (n_A, n_B) through the kernel function, divided by
     :math:`\sqrt{d_{A,i} d_{B,j}}` when the diagonals are given (zero where :math:`d_B = 0`).
 
@@ -136,12 +144,13 @@ def _kernel_rows(func: KernelFunction, A: np.ndarray, B: np.ndarray, dA: np.ndar
         G = func.gram(A, B) if base is None else func.from_base(base, out=base)
     if not isinstance(G, np.ndarray) or G.shape != (A.shape[0], B.shape[0]):
         got = G.shape if isinstance(G, np.ndarray) else type(G).__name__
-        raise BankError(f"kernel {label!r}: gram() must return an array of shape "
-                        f"{(A.shape[0], B.shape[0])}; got {got}")
+        raise BankError(f"kernel {label!r}: gram() must return an array of shape {(A.shape[0], B.shape[0])}; got {got}")
     G = np.ascontiguousarray(G, dtype=np.float64)
     if G.size and not all_finite(G):
-        raise BankError(f"kernel {label!r} has NaN or infinite values (overflow?); standardise the "
-                        "features or change its parameters")
+        raise BankError(
+            f"kernel {label!r} has NaN or infinite values (overflow?); standardise the "
+            "features or change its parameters"
+        )
     if dA is not None and dB is not None:
         sB = np.sqrt(dB)
         zero = sB == 0.0
@@ -209,7 +218,7 @@ class FactorMap:
         out = np.empty((int(self.starts[-1]), X.shape[0]))
         for m, kf in enumerate(self.kernels):
             B = self._block(kf, groups)
-            out[self.starts[m]:self.starts[m + 1]] = B.toarray() if sp.issparse(B) else B
+            out[self.starts[m] : self.starts[m + 1]] = B.toarray() if sp.issparse(B) else B
         return out
 
     def _block(self, kf: KernelFactor, groups: _Groups) -> Any:
@@ -241,7 +250,7 @@ class FactorMap:
         weights: list[np.ndarray] = []
         for m in np.asarray(kernels, dtype=np.intp).ravel():
             kf = self.kernels[int(m)]
-            b = np.ascontiguousarray(beta[:, self.starts[m]:self.starts[m + 1]].T)   # (r_m, T)
+            b = np.ascontiguousarray(beta[:, self.starts[m] : self.starts[m + 1]].T)  # (r_m, T)
             if kf.method == "pivoted_cholesky":
                 assert kf.basis is not None
                 w = solve_triangular(kf.basis, b, lower=True, trans="T", check_finite=False)
@@ -252,7 +261,7 @@ class FactorMap:
                 w = b
             points = kf.points
             if points is not None and 2 * np.count_nonzero(points) < points.size:
-                points = sp.csr_matrix(points)   # mostly-zero points (indicators, counts): CSR is smaller
+                points = sp.csr_matrix(points)  # mostly-zero points (indicators, counts): CSR is smaller
             held.append(replace(kf, basis=None, points=points))
             weights.append(np.ascontiguousarray(w, dtype=np.float64))
         return FoldedFactorMap(held, weights, self.normalize, self.n_features, beta.shape[0])
@@ -292,8 +301,12 @@ class FoldedFactorMap:
     def nbytes(self) -> int:
         """Bytes of the arrays held (points, their diagonals, weights)."""
         arrays = [a for kf in self.kernels for a in (kf.points, kf.point_diag, kf.coef) if a is not None]
-        return int(sum(a.data.nbytes + a.indices.nbytes + a.indptr.nbytes if sp.issparse(a) else a.nbytes
-                       for a in arrays + self.weights))
+        return int(
+            sum(
+                a.data.nbytes + a.indices.nbytes + a.indptr.nbytes if sp.issparse(a) else a.nbytes
+                for a in arrays + self.weights
+            )
+        )
 
     def decision_parts(self, X_new: Any) -> np.ndarray:
         r""":math:`\sum_m L_m(X_{new})\beta_{m,t}`, (n_new, T)."""
@@ -316,8 +329,7 @@ class FoldedFactorMap:
         return out
 
 
-def _exact_rows(kf: KernelFactor, groups: _Groups, diagonal: bool, name: str
-                ) -> tuple[Any, np.ndarray]:
+def _exact_rows(kf: KernelFactor, groups: _Groups, diagonal: bool, name: str) -> tuple[Any, np.ndarray]:
     """Rows of an exact factor (``kf.method`` linear or poly_map) for the points of ``groups``,
     (r, n), before ``kf.scale``; divided by :math:`\\sqrt{k(x,x)}` when ``diagonal``.  Also
     returns :math:`k(x, x)`."""

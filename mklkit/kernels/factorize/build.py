@@ -7,6 +7,7 @@ kernel (:mod:`mklkit.kernels.factorize.per_kernel`) and assembles the bank;
 :func:`refactor_kernels` factors some kernels of a bank again at a larger
 rank.  See :mod:`mklkit.kernels.factorize`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -42,9 +43,20 @@ from .settings import (
     warning_names,
 )
 
-__all__ = ["METHODS", "APPROX_METHODS", "DEFAULT_TOL", "MAX_EXACT_DIM", "FactorError", "RankCapWarning",
-           "build_factor_bank", "check_settings", "exact_rank", "rank_that_fits", "refactor_kernels",
-           "warning_names"]
+__all__ = [
+    "METHODS",
+    "APPROX_METHODS",
+    "DEFAULT_TOL",
+    "MAX_EXACT_DIM",
+    "FactorError",
+    "RankCapWarning",
+    "build_factor_bank",
+    "check_settings",
+    "exact_rank",
+    "rank_that_fits",
+    "refactor_kernels",
+    "warning_names",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +92,7 @@ def rank_that_fits(specs: Sequence[BankKernel], N: int, budget: float, max_exact
     return max(0, int(free // (8 * N * max(len(approx), 1))))
 
 
-def _choose_method(spec: BankKernel, m: int, method: str, rank: int | None, max_exact_dim: int,
-                   root: str) -> str:
+def _choose_method(spec: BankKernel, m: int, method: str, rank: int | None, max_exact_dim: int, root: str) -> str:
     dim = _exact_dim(spec)
     if method in APPROX_METHODS:
         return method
@@ -91,22 +102,34 @@ def _choose_method(spec: BankKernel, m: int, method: str, rank: int | None, max_
     if method == "exact":
         where = f"{_key(root, 'method')}: kernel {m} {spec.label!r}"
         if dim is None:
-            raise FactorError(f"{where} has no explicit feature map (exact factors exist for the "
-                              "built-in linear and poly kernels); use method 'auto', "
-                              "'pivoted_cholesky' or 'nystrom'", key=_key(root, "method"))
+            raise FactorError(
+                f"{where} has no explicit feature map (exact factors exist for the "
+                "built-in linear and poly kernels); use method 'auto', "
+                "'pivoted_cholesky' or 'nystrom'",
+                key=_key(root, "method"),
+            )
         if not small:
-            raise FactorError(f"{where}: its monomial map has {dim} dimensions > max_exact_dim = "
-                              f"{max_exact_dim}; use method 'auto' (pivoted Cholesky for it) or "
-                              "raise max_exact_dim", key=_key(root, "method"))
+            raise FactorError(
+                f"{where}: its monomial map has {dim} dimensions > max_exact_dim = "
+                f"{max_exact_dim}; use method 'auto' (pivoted Cholesky for it) or "
+                "raise max_exact_dim",
+                key=_key(root, "method"),
+            )
         if not within:
-            raise FactorError(f"{where}: its exact factor has rank {dim} > {_key(root, 'rank')} = "
-                              f"{rank}; raise rank or use method 'auto'", key=_key(root, "method"))
+            raise FactorError(
+                f"{where}: its exact factor has rank {dim} > {_key(root, 'rank')} = "
+                f"{rank}; raise rank or use method 'auto'",
+                key=_key(root, "method"),
+            )
         return exact
     if small and within:
         return exact
     if dim is not None:
-        why = (f"monomial map of {dim} dimensions > max_exact_dim = {max_exact_dim}" if not small
-               else f"exact rank {dim} > rank = {rank}")
+        why = (
+            f"monomial map of {dim} dimensions > max_exact_dim = {max_exact_dim}"
+            if not small
+            else f"exact rank {dim} > rank = {rank}"
+        )
         logger.info("kernel %d %r: %s; pivoted Cholesky instead", m, spec.label, why)
     return "pivoted_cholesky"
 
@@ -193,12 +216,24 @@ def build_factor_bank(
     kinds = [_choose_method(s, m, method, rank, max_exact_dim, root) for m, s in enumerate(specs)]
     sparse_bank = sp.issparse(X) and all(k == "linear" for k in kinds)
     plan = _fit_budget(specs, kinds, X, sparse_bank, rank, limit, root)
-    return _factor_bank(specs, kinds, X, sparse_bank, plan, _Budget(limit, X.shape[0], root), normalize=normalize,
-                        tol=float(tol), seed=seed, root=root, sample_weight=sample_weight)
+    return _factor_bank(
+        specs,
+        kinds,
+        X,
+        sparse_bank,
+        plan,
+        _Budget(limit, X.shape[0], root),
+        normalize=normalize,
+        tol=float(tol),
+        seed=seed,
+        root=root,
+        sample_weight=sample_weight,
+    )
 
 
-def _points_and_specs(bank: Any, X: Any, feature_names: Sequence[str] | None,
-                      resolve: Resolver | Mapping[str, type] | None) -> tuple[Any, list[BankKernel]]:
+def _points_and_specs(
+    bank: Any, X: Any, feature_names: Sequence[str] | None, resolve: Resolver | Mapping[str, type] | None
+) -> tuple[Any, list[BankKernel]]:
     """The checked training points (unwrapped from a :class:`Dataset`) and the expanded kernels of ``bank``."""
     if isinstance(X, Dataset):
         if feature_names is None:
@@ -220,19 +255,21 @@ class _Plan:
     fair_rank: int
 
 
-def _fit_budget(specs: Sequence[BankKernel], kinds: list[str], X: Any, sparse_bank: bool, rank: int | None,
-                limit: float, root: str) -> _Plan:
+def _fit_budget(
+    specs: Sequence[BankKernel], kinds: list[str], X: Any, sparse_bank: bool, rank: int | None, limit: float, root: str
+) -> _Plan:
     """The bytes of the exact factors and of the working space, checked against ``limit``, and
     ``rank`` capped (with a :class:`RankCapWarning`) to the N points and to what fits."""
     N = X.shape[0]
     M = len(specs)
     approx = [m for m in range(M) if kinds[m] in APPROX_METHODS]
-    exact_bytes = sum(_exact_bytes(specs[m], kinds[m], X, N, sparse_bank)
-                      for m in range(M) if m not in approx)
+    exact_bytes = sum(_exact_bytes(specs[m], kinds[m], X, N, sparse_bank) for m in range(M) if m not in approx)
     working = _working_bytes(N, [specs[m] for m in approx])
     if rank is not None and rank > N:
-        warnings.warn(RankCapWarning(_key(root, "rank"), rank, f"more than the N = {N} training points; capped "
-                                     f"to rank {N}"), stacklevel=3)
+        warnings.warn(
+            RankCapWarning(_key(root, "rank"), rank, f"more than the N = {N} training points; capped to rank {N}"),
+            stacklevel=3,
+        )
         rank = N
     _check_fixed_bytes(exact_bytes, working, len(approx), N, limit, root)
     fair_rank = int((limit - exact_bytes - working) // (8 * N * max(len(approx), 1)))
@@ -246,38 +283,53 @@ def _check_fixed_bytes(exact_bytes: int, working: int, n_approx: int, N: int, li
     if exact_bytes + working > limit:
         if exact_bytes:
             plus = f" (plus {format_bytes(working)} of working space)" if working else ""
-            what = (f"the exact factors need {format_bytes(exact_bytes)}{plus} but memory_budget "
-                    f"is {format_bytes(limit)}; raise memory_budget or use method "
-                    "'pivoted_cholesky' with a rank")
+            what = (
+                f"the exact factors need {format_bytes(exact_bytes)}{plus} but memory_budget "
+                f"is {format_bytes(limit)}; raise memory_budget or use method "
+                "'pivoted_cholesky' with a rank"
+            )
         else:
             # nothing exact: the rows of the kernels that pivoted Cholesky / Nystrom work on
-            what = (f"factoring {n_approx} kernels on {N} points needs "
-                    f"{format_bytes(working)} of working space but memory_budget is "
-                    f"{format_bytes(limit)}; raise memory_budget")
+            what = (
+                f"factoring {n_approx} kernels on {N} points needs "
+                f"{format_bytes(working)} of working space but memory_budget is "
+                f"{format_bytes(limit)}; raise memory_budget"
+            )
         raise FactorError(f"{_budget_key(root)}: {what}", key=_budget_key(root), problem=what)
 
 
-def _rank_within_budget(rank: int, n_approx: int, N: int, fixed: int, fair_rank: int, limit: float,
-                        root: str) -> int:
+def _rank_within_budget(rank: int, n_approx: int, N: int, fixed: int, fair_rank: int, limit: float, root: str) -> int:
     """``rank``, or ``fair_rank`` (with a :class:`RankCapWarning`) when ``n_approx`` kernels at ``rank``
     do not fit ``limit`` besides the ``fixed`` bytes; a :class:`FactorError` when not even rank 1 fits."""
     per_kernel = 8 * N * rank
     if fixed + n_approx * per_kernel <= limit:
         return rank
-    what = (f"{n_approx} approximated kernels x rank {rank} x {N} points need "
-            f"{format_bytes(n_approx * per_kernel)} (plus "
-            f"{format_bytes(fixed)} for exact factors and working space) but "
-            f"memory_budget is {format_bytes(limit)}; rank <= {fair_rank} fits")
+    what = (
+        f"{n_approx} approximated kernels x rank {rank} x {N} points need "
+        f"{format_bytes(n_approx * per_kernel)} (plus "
+        f"{format_bytes(fixed)} for exact factors and working space) but "
+        f"memory_budget is {format_bytes(limit)}; rank <= {fair_rank} fits"
+    )
     if fair_rank < 1:
-        raise FactorError(f"{_key(root, 'rank')} = {rank}: {what}", key=_key(root, "rank"),
-                          problem=what, value=rank)
+        raise FactorError(f"{_key(root, 'rank')} = {rank}: {what}", key=_key(root, "rank"), problem=what, value=rank)
     warnings.warn(RankCapWarning(_key(root, "rank"), rank, f"{what}; capped to rank {fair_rank}"), stacklevel=4)
     return fair_rank
 
 
-def _factor_bank(specs: Sequence[BankKernel], kinds: list[str], X: Any, sparse_bank: bool, plan: _Plan,
-                 budget: _Budget, *, normalize: str, tol: float, seed: int, root: str,
-                 sample_weight: np.ndarray | None) -> FactorBank:
+def _factor_bank(
+    specs: Sequence[BankKernel],
+    kinds: list[str],
+    X: Any,
+    sparse_bank: bool,
+    plan: _Plan,
+    budget: _Budget,
+    *,
+    normalize: str,
+    tol: float,
+    seed: int,
+    root: str,
+    sample_weight: np.ndarray | None,
+) -> FactorBank:
     """Factor every kernel within ``budget`` and assemble the :class:`FactorBank` (logged with its
     total rank, methods, size and residual trace)."""
     N, d = X.shape
@@ -287,9 +339,17 @@ def _factor_bank(specs: Sequence[BankKernel], kinds: list[str], X: Any, sparse_b
     factors: list[KernelFactor] = []
     blocks: list[Any] = []
     budget.take(plan.exact_bytes)
-    run = _Factorization(normalize, plan.rank, tol, order, budget, plan.working, plan.fair_rank, root,
-                         weights=None if sample_weight is None
-                         else np.asarray(sample_weight, dtype=np.float64))
+    run = _Factorization(
+        normalize,
+        plan.rank,
+        tol,
+        order,
+        budget,
+        plan.working,
+        plan.fair_rank,
+        root,
+        weights=None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64),
+    )
     for m, spec in enumerate(specs):
         kf, blk = _factor_one(m, spec, kinds[m], groups, run)
         factors.append(kf)
@@ -300,10 +360,15 @@ def _factor_bank(specs: Sequence[BankKernel], kinds: list[str], X: Any, sparse_b
     fmap = FactorMap(factors, starts, normalize, d, sparse_bank)
     out = FactorBank(LT, starts, trace_error=[kf.trace_error for kf in factors], factor_map=fmap)
     logger.info(
-        "factored %d kernels on %d samples in %.2f s: total rank %d (%s), %s; residual trace "
-        "%.3g of the total", len(specs), N, time.perf_counter() - t0, out.total_rank,
-        ", ".join(f"{k} {kinds.count(k)}" for k in dict.fromkeys(kinds)), format_bytes(out.nbytes),
-        out.overall_trace_error)
+        "factored %d kernels on %d samples in %.2f s: total rank %d (%s), %s; residual trace %.3g of the total",
+        len(specs),
+        N,
+        time.perf_counter() - t0,
+        out.total_rank,
+        ", ".join(f"{k} {kinds.count(k)}" for k in dict.fromkeys(kinds)),
+        format_bytes(out.nbytes),
+        out.overall_trace_error,
+    )
     return out
 
 
@@ -318,15 +383,14 @@ def _assemble(blocks: list[Any], starts: np.ndarray, N: int, sparse_bank: bool) 
         parts = blk.blocks if isinstance(blk, _Approx) else [blk]
         columns = blk.columns if isinstance(blk, _Approx) else None
         if columns is not None:
-            columns = np.ascontiguousarray(columns, dtype=np.int64)   # once for all parts
+            columns = np.ascontiguousarray(columns, dtype=np.int64)  # once for all parts
         while parts:
             b = parts.pop(0)
             b = b.toarray() if sp.issparse(b) else b
             if columns is None:
-                LT[r:r + b.shape[0]] = b
+                LT[r : r + b.shape[0]] = b
             else:
-                gather_columns(np.ascontiguousarray(b, dtype=np.float64), columns,
-                               LT[r:r + b.shape[0]])
+                gather_columns(np.ascontiguousarray(b, dtype=np.float64), columns, LT[r : r + b.shape[0]])
             r += b.shape[0]
             del b
     return LT
@@ -363,8 +427,9 @@ def refactor_kernels(
     """
     fmap = bank.factor_map
     if not isinstance(fmap, FactorMap) or sp.issparse(bank.LT):
-        raise ValueError("refactor_kernels needs a dense bank made by build_factor_bank (it has the kernels' "
-                         "factorizations)")
+        raise ValueError(
+            "refactor_kernels needs a dense bank made by build_factor_bank (it has the kernels' factorizations)"
+        )
     X = _as_points(X, "X")
     M, N, _ = bank.shape
     if X.shape != (N, fmap.n_features):
@@ -381,12 +446,20 @@ def refactor_kernels(
     budget = _Budget(limit, N, "")
     budget.take(kept)
     order = np.random.default_rng(np.random.SeedSequence(int(seed))).permutation(N)
-    run = _Factorization(fmap.normalize, None, float(tol), order, budget, working,
-                         max(0, int((limit - kept - working) // (8 * N * max(len(which), 1)))), "",
-                         weights=None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64))
+    run = _Factorization(
+        fmap.normalize,
+        None,
+        float(tol),
+        order,
+        budget,
+        working,
+        max(0, int((limit - kept - working) // (8 * N * max(len(which), 1)))),
+        "",
+        weights=None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64),
+    )
     groups = _Groups(X)
     factors = list(fmap.kernels)
-    blocks: list[Any] = [bank.LT[bank.starts[m]:bank.starts[m + 1]] for m in range(M)]
+    blocks: list[Any] = [bank.LT[bank.starts[m] : bank.starts[m + 1]] for m in range(M)]
     errors = np.asarray(bank.trace_error, dtype=np.float64).copy()
     t0 = time.perf_counter()
     for m, r in zip(which, ranks):
@@ -395,8 +468,15 @@ def refactor_kernels(
         factors[m], blocks[m], errors[m] = kf, blk, kf.trace_error
     starts = np.concatenate([[0], np.cumsum([kf.rank for kf in factors])]).astype(np.int64)
     LT = _assemble(blocks, starts, N, False)
-    out = FactorBank(LT, starts, trace_error=errors,
-                     factor_map=FactorMap(factors, starts, fmap.normalize, fmap.n_features, False))
-    logger.info("factored %d kernels again in %.2f s: total rank %d -> %d, residual trace %.3g of the total",
-                len(which), time.perf_counter() - t0, int(old.sum()), out.total_rank, out.overall_trace_error)
+    out = FactorBank(
+        LT, starts, trace_error=errors, factor_map=FactorMap(factors, starts, fmap.normalize, fmap.n_features, False)
+    )
+    logger.info(
+        "factored %d kernels again in %.2f s: total rank %d -> %d, residual trace %.3g of the total",
+        len(which),
+        time.perf_counter() - t0,
+        int(old.sum()),
+        out.total_rank,
+        out.overall_trace_error,
+    )
     return out

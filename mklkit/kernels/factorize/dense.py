@@ -26,6 +26,7 @@ one triangular solve, :math:`O(r_m^2)`), with :math:`K_m\alpha_m = L_m\beta_m`
 and :math:`\|\alpha_m\|_{K_m} = \|\beta_m\|_2`: coefficients of the dense
 problem, as an engine on the Gram matrices returns them.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,7 @@ from scipy.linalg import lapack, solve_triangular
 
 from ..factor import FactorBank
 
-__all__ = ["ExactFactorBank", "DenseFactorization", "exact_factors", "PIVOT_RTOL",
-           "MAX_TRACE_ERROR"]
+__all__ = ["ExactFactorBank", "DenseFactorization", "exact_factors", "PIVOT_RTOL", "MAX_TRACE_ERROR"]
 
 #: ``dpstrf`` stops at a pivot below this times the largest diagonal entry of the kernel.
 PIVOT_RTOL = 1e-14
@@ -61,16 +61,16 @@ class ExactFactorBank(FactorBank):
         ``pivots[m][k]`` in pivot order).
     """
 
-    def __init__(self, LT: np.ndarray, starts: np.ndarray, pivots: list[np.ndarray], *,
-                 trace_error: np.ndarray | None = None) -> None:
+    def __init__(
+        self, LT: np.ndarray, starts: np.ndarray, pivots: list[np.ndarray], *, trace_error: np.ndarray | None = None
+    ) -> None:
         super().__init__(LT, starts, trace_error=trace_error)
         self.pivots = [np.asarray(p, dtype=np.int64) for p in pivots]
 
     def subset(self, keep: np.ndarray) -> "ExactFactorBank":
         """The bank of the kernels ``keep`` only, with their pivots."""
         part = super().subset(keep)
-        return ExactFactorBank(part.LT, part.starts, [self.pivots[m] for m in keep],
-                               trace_error=part.trace_error)
+        return ExactFactorBank(part.LT, part.starts, [self.pivots[m] for m in keep], trace_error=part.trace_error)
 
     def solve_coefficients(self, m: int, beta_m: np.ndarray) -> np.ndarray:
         r""":math:`\alpha_m` (N,) with :math:`L_m^\top\alpha_m = \beta_m`, supported on the pivots.
@@ -82,8 +82,7 @@ class ExactFactorBank(FactorBank):
         out = np.zeros(self.shape[1])
         if p.size:
             U = self.block(m)[:, p]
-            out[p] = solve_triangular(U, np.asarray(beta_m, dtype=np.float64), lower=False,
-                                      check_finite=False)
+            out[p] = solve_triangular(U, np.asarray(beta_m, dtype=np.float64), lower=False, check_finite=False)
         return out
 
 
@@ -114,13 +113,15 @@ class DenseFactorization:
     def describe(self) -> str:
         """``rank 8550 of 3 x 3000, relative trace left out 2.2e-16``."""
         M, N, _ = self.bank.shape
-        return (f"rank {int(np.sum(self.ranks))} of {M} x {N}, relative trace left out "
-                f"{float(np.max(self.relative_trace_error, initial=0.0)):.1e}")
+        return (
+            f"rank {int(np.sum(self.ranks))} of {M} x {N}, relative trace left out "
+            f"{float(np.max(self.relative_trace_error, initial=0.0)):.1e}"
+        )
 
 
-def exact_factors(K: np.ndarray, *, rtol: float = PIVOT_RTOL,
-                  max_trace_error: float = MAX_TRACE_ERROR,
-                  max_rank: int | None = None) -> DenseFactorization:
+def exact_factors(
+    K: np.ndarray, *, rtol: float = PIVOT_RTOL, max_trace_error: float = MAX_TRACE_ERROR, max_rank: int | None = None
+) -> DenseFactorization:
     r"""Pivoted Cholesky factors of every kernel of a dense bank (module docstring).
 
     Parameters
@@ -163,8 +164,8 @@ def exact_factors(K: np.ndarray, *, rtol: float = PIVOT_RTOL,
         r = int(rank) if max_rank is None else min(int(rank), int(max_rank))
         order = np.asarray(piv, dtype=np.int64) - 1
         p = order[:r]
-        upper = c[:, :r].T                     # L^T in pivot order (r, N), a view of LAPACK's copy
-        for j in range(1, r):                  # LAPACK leaves K's entries below L^T's diagonal
+        upper = c[:, :r].T  # L^T in pivot order (r, N), a view of LAPACK's copy
+        for j in range(1, r):  # LAPACK leaves K's entries below L^T's diagonal
             upper[j, :j] = 0.0
         # columns back in sample order; take gives a C-ordered array (fancy indexing of the
         # second axis does not, and the bank would copy it again)
@@ -176,14 +177,21 @@ def exact_factors(K: np.ndarray, *, rtol: float = PIVOT_RTOL,
     LT = np.vstack(cols) if cols else np.zeros((0, N))
     starts = np.concatenate([[0], np.cumsum([b.shape[0] for b in cols])]).astype(np.int64)
     traces = np.einsum("mii->m", K)
-    bank = ExactFactorBank(LT, starts, pivots,
-                           trace_error=np.where(np.isfinite(errors), errors * np.abs(traces), 0.0))
+    bank = ExactFactorBank(LT, starts, pivots, trace_error=np.where(np.isfinite(errors), errors * np.abs(traces), 0.0))
     ranks = np.diff(starts)
     bad = [m for m in range(M) if not errors[m] <= max_trace_error]
     reason = ""
     if bad:
         m = bad[0]
-        reason = (f"the pivoted Cholesky factor of kernel {m} (rank {int(ranks[m])} of {N}) "
-                  f"leaves out {errors[m]:.1e} of its trace > {max_trace_error:g}")
-    return DenseFactorization(bank=bank, ranks=ranks, relative_trace_error=errors,
-                              exact=not bad, reason=reason, time_s=time.perf_counter() - t0)
+        reason = (
+            f"the pivoted Cholesky factor of kernel {m} (rank {int(ranks[m])} of {N}) "
+            f"leaves out {errors[m]:.1e} of its trace > {max_trace_error:g}"
+        )
+    return DenseFactorization(
+        bank=bank,
+        ranks=ranks,
+        relative_trace_error=errors,
+        exact=not bad,
+        reason=reason,
+        time_s=time.perf_counter() - t0,
+    )

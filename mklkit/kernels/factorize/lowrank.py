@@ -5,6 +5,7 @@ Greedy pivoted Cholesky (:func:`_pivoted_cholesky`) and Nyström
 read the kernel through ``rows(idx)`` (its rows at the points ``idx``) and
 grow an :class:`_Approx` while :class:`_Budget` has room.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -70,8 +71,12 @@ class _Approx:
 
 
 def _pivoted_cholesky(
-    rows: Callable[[np.ndarray], np.ndarray], d0: np.ndarray, cap: int, tol: float,
-    budget: _Budget, on_full: Callable[[int, float], None],
+    rows: Callable[[np.ndarray], np.ndarray],
+    d0: np.ndarray,
+    cap: int,
+    tol: float,
+    budget: _Budget,
+    on_full: Callable[[int, float], None],
 ) -> tuple[_Approx, np.ndarray]:
     """Greedy pivoted Cholesky of the kernel whose rows ``rows(idx)`` gives; see module docs.
 
@@ -89,7 +94,7 @@ def _pivoted_cholesky(
     while j < cap:
         if float(d.sum()) <= stop_sum or float(d.max()) <= floor:
             break
-        filled = j - sum(b.shape[0] for b in blocks[:-1])          # rows in use in the last block
+        filled = j - sum(b.shape[0] for b in blocks[:-1])  # rows in use in the last block
         if not blocks or filled == blocks[-1].shape[0]:
             n_rows = min(_CHUNK, cap - j, budget.rows_fitting())
             if n_rows < 1:
@@ -107,8 +112,7 @@ def _pivoted_cholesky(
             if n:
                 G -= blk[:n, cand].T @ blk[:n]
         end = min(j + blocks[-1].shape[0] - filled, cap)
-        j, reason = pivot_batch(G, cand, d, blocks[-1], filled, pivots, j, end, stop_sum, floor,
-                                _ACCEPT)
+        j, reason = pivot_batch(G, cand, d, blocks[-1], filled, pivots, j, end, stop_sum, floor, _ACCEPT)
         if reason in (1, 2):
             break
     approx = _Approx(blocks, j)
@@ -132,8 +136,13 @@ def _trim(approx: _Approx, budget: _Budget, N: int) -> None:
 
 
 def _nystrom(
-    rows: Callable[[np.ndarray], np.ndarray], d0: np.ndarray, rank: int | None, tol: float,
-    order: np.ndarray, budget: _Budget, on_full: Callable[[int, float], None],
+    rows: Callable[[np.ndarray], np.ndarray],
+    d0: np.ndarray,
+    rank: int | None,
+    tol: float,
+    order: np.ndarray,
+    budget: _Budget,
+    on_full: Callable[[int, float], None],
 ) -> tuple[_Approx, np.ndarray, np.ndarray]:
     """Nyström on the first landmarks of ``order``: ``rank`` of them, or doubling until ``tol``."""
     N = d0.size
@@ -145,7 +154,7 @@ def _nystrom(
         if not budget.fits(8 * N * 2 * n):
             on_full(n, rel)
         budget.take(8 * N * 2 * n)
-        C = rows(S)                               # (n, N): k(x_S, X)
+        C = rows(S)  # (n, N): k(x_S, X)
         Kss = np.ascontiguousarray(C[:, S])
         Kss = 0.5 * (Kss + Kss.T)
         lam, U = eigh(Kss, driver="evd", check_finite=False)

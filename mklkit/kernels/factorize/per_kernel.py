@@ -6,6 +6,7 @@ an exact factor (:func:`~mklkit.kernels.factorize.algorithms._exact_rows`) or
 an approximation (:mod:`mklkit.kernels.factorize.lowrank`) on all N points or,
 for pivoted Cholesky, on the distinct ones, normalised as the bank asks.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,8 +41,7 @@ class _Factorization:
     weights: np.ndarray | None = None
 
 
-def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Factorization
-                ) -> tuple[KernelFactor, Any]:
+def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Factorization) -> tuple[KernelFactor, Any]:
     """Kernel ``m``: its :class:`KernelFactor` and its rows of :math:`L^\\top` (an array, a CSR
     matrix, or an :class:`_Approx`)."""
     normalize = run.normalize
@@ -56,9 +56,13 @@ def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Fact
     where = f"kernel {m} {spec.label!r}"
     _check_normalizable(where, normalize, tr_raw, diag)
     scale = kf.scale = 1.0 / math.sqrt(tr_raw) if normalize == "trace" else 1.0
-    trace = kf.trace = ((1.0 if run.weights is None else float(diag.sum()) / tr_raw)
-                        if normalize == "trace" else
-                        float(N) if normalize == "diagonal" else tr_raw)
+    trace = kf.trace = (
+        (1.0 if run.weights is None else float(diag.sum()) / tr_raw)
+        if normalize == "trace"
+        else float(N)
+        if normalize == "diagonal"
+        else tr_raw
+    )
     if kind in ("linear", "poly_map"):
         if normalize == "diagonal":
             blk = _scale_columns(blk, diag)
@@ -79,29 +83,32 @@ def _check_normalizable(where: str, normalize: str, tr_raw: float, diag: np.ndar
     """Refuse (:class:`BankError`) a kernel without a positive trace (``"trace"``) or with a
     non-positive :math:`k(x, x)` (``"diagonal"``)."""
     if normalize == "trace" and not (tr_raw > 0.0 and math.isfinite(tr_raw)):
-        raise BankError(f"{where} has trace {tr_raw!r}; unit-trace normalisation needs a positive "
-                        "trace (a constant-zero feature?); drop the feature or use "
-                        "normalize='diagonal' or 'none'")
+        raise BankError(
+            f"{where} has trace {tr_raw!r}; unit-trace normalisation needs a positive "
+            "trace (a constant-zero feature?); drop the feature or use "
+            "normalize='diagonal' or 'none'"
+        )
     if normalize == "diagonal" and not np.all(diag > 0.0):
         i = int(np.argmin(diag))
-        raise BankError(f"{where} has k(x, x) = {float(diag[i])!r} at sample {i}; unit-diagonal "
-                        "normalisation needs k(x, x) > 0 for every training point; use "
-                        "normalize='trace' or 'none'")
+        raise BankError(
+            f"{where} has k(x, x) = {float(diag[i])!r} at sample {i}; unit-diagonal "
+            "normalisation needs k(x, x) > 0 for every training point; use "
+            "normalize='trace' or 'none'"
+        )
 
 
 @dataclass
 class _Points:
     """The points an approximation factors the kernel on, with their weights and diagonals."""
 
-    P: np.ndarray                      # the points (all N, or the distinct ones)
-    w: np.ndarray | None               # how often each distinct point occurs (None: all N points)
-    dP: np.ndarray | None              # the unit-diagonal divisors k(p, p) (None: not "diagonal")
-    dk: np.ndarray                     # k(p, p)
-    dup: tuple[np.ndarray, np.ndarray] | None   # (index among the distinct points, counts)
+    P: np.ndarray  # the points (all N, or the distinct ones)
+    w: np.ndarray | None  # how often each distinct point occurs (None: all N points)
+    dP: np.ndarray | None  # the unit-diagonal divisors k(p, p) (None: not "diagonal")
+    dk: np.ndarray  # k(p, p)
+    dup: tuple[np.ndarray, np.ndarray] | None  # (index among the distinct points, counts)
 
 
-def _points_to_factor(kf: KernelFactor, A: np.ndarray, diag: np.ndarray, groups: _Groups,
-                      normalize: str) -> _Points:
+def _points_to_factor(kf: KernelFactor, A: np.ndarray, diag: np.ndarray, groups: _Groups, normalize: str) -> _Points:
     """All N points, or for pivoted Cholesky the distinct ones when some repeat."""
     N = groups.X.shape[0]
     dn = diag if normalize == "diagonal" else None
@@ -117,12 +124,13 @@ def _points_to_factor(kf: KernelFactor, A: np.ndarray, diag: np.ndarray, groups:
     if dup is None:
         return _Points(A, None, dn, diag, None)
     copy = np.empty(U.shape[0], dtype=np.intp)
-    copy[dup[0]] = np.arange(N)          # one copy of each distinct point (all are equal)
+    copy[dup[0]] = np.arange(N)  # one copy of each distinct point (all are equal)
     return _Points(U, dup[1], None if dn is None else dn[copy], diag[copy], dup)
 
 
-def _approximate(kf: KernelFactor, A: np.ndarray, diag: np.ndarray, groups: _Groups, run: _Factorization,
-                 where: str) -> _Approx:
+def _approximate(
+    kf: KernelFactor, A: np.ndarray, diag: np.ndarray, groups: _Groups, run: _Factorization, where: str
+) -> _Approx:
     """The rows of :math:`L^\\top` of an approximated kernel by pivoted Cholesky or Nyström
     (``kf`` gets the basis, points and rank that map new points)."""
     func, label = kf.spec.function, kf.spec.label
@@ -137,9 +145,15 @@ def _approximate(kf: KernelFactor, A: np.ndarray, diag: np.ndarray, groups: _Gro
     base = groups.base_rows(kf.spec.features, func.uses, pts.dup is not None) if func.uses is not None else None
 
     def rows(idx: np.ndarray) -> np.ndarray:
-        return _kernel_rows(func, np.ascontiguousarray(P[idx]), P,
-                            None if dw is None else dw[idx], dw, label,
-                            None if base is None else base(idx))
+        return _kernel_rows(
+            func,
+            np.ascontiguousarray(P[idx]),
+            P,
+            None if dw is None else dw[idx],
+            dw,
+            label,
+            None if base is None else base(idx),
+        )
 
     on_full = _budget_exhausted(run, where, groups.X.shape[0])
     run.budget.take(run.working)
@@ -163,13 +177,14 @@ def _budget_exhausted(run: _Factorization, where: str, N: int) -> Callable[[int,
     root, tol, budget = run.root, run.tol, run.budget
 
     def on_full(r: int, rel: float) -> None:
-        what = (f"not reached within {_budget_key(root)} = {format_bytes(budget.limit)}: "
-                f"{where} has relative residual trace {rel:.3g} at rank {r}, and no more rows "
-                f"of {N} points fit (total rank so far {run.rank_so_far + r}); loosen "
-                f"{_key(root, 'tol')}, set {_key(root, 'rank')} <= {run.fair_rank} (fits for "
-                f"every approximated kernel) or raise {_budget_key(root)}")
-        raise FactorError(f"{_key(root, 'tol')} = {tol:g} is {what}", key=_key(root, "tol"),
-                          problem=what, value=tol)
+        what = (
+            f"not reached within {_budget_key(root)} = {format_bytes(budget.limit)}: "
+            f"{where} has relative residual trace {rel:.3g} at rank {r}, and no more rows "
+            f"of {N} points fit (total rank so far {run.rank_so_far + r}); loosen "
+            f"{_key(root, 'tol')}, set {_key(root, 'rank')} <= {run.fair_rank} (fits for "
+            f"every approximated kernel) or raise {_budget_key(root)}"
+        )
+        raise FactorError(f"{_key(root, 'tol')} = {tol:g} is {what}", key=_key(root, "tol"), problem=what, value=tol)
 
     return on_full
 
@@ -177,7 +192,7 @@ def _budget_exhausted(run: _Factorization, where: str, N: int) -> Callable[[int,
 def _keep_pivots(kf: KernelFactor, blk: _Approx, piv: np.ndarray, pts: _Points) -> None:
     """The pivoted Cholesky factor of the distinct points made unweighted, and its pivots' basis,
     points and diagonals kept in ``kf``."""
-    if pts.w is not None:   # back to the unweighted factor of the distinct points
+    if pts.w is not None:  # back to the unweighted factor of the distinct points
         for b in blk.blocks:
             b /= np.sqrt(pts.w)
     # L_P = L[P, :]; row j of L^T is zero at the pivots before j: L_P is lower triangular
@@ -185,13 +200,13 @@ def _keep_pivots(kf: KernelFactor, blk: _Approx, piv: np.ndarray, pts: _Points) 
     kf.basis = np.ascontiguousarray(LPt.T)
     kf.points = np.ascontiguousarray(pts.P[piv])
     kf.point_diag = None if pts.dP is None else pts.dP[piv].copy()
-    if pts.dup is not None:   # every copy of a distinct point gets its column when assembled
+    if pts.dup is not None:  # every copy of a distinct point gets its column when assembled
         blk.columns, blk.counts = pts.dup
 
 
 def _squared_norm(blk: Any) -> float:
     if isinstance(blk, _Approx):
-        if blk.counts is not None:   # columns of distinct points, each standing for its copies
+        if blk.counts is not None:  # columns of distinct points, each standing for its copies
             return float(sum(np.einsum("rn,rn,n->", b, b, blk.counts) for b in blk.blocks))
         return float(sum(np.einsum("rn,rn->", b, b) for b in blk.blocks))
     if sp.issparse(blk):

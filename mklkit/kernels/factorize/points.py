@@ -5,6 +5,7 @@
 its distinct points (:func:`_distinct_rows`) and the base-matrix rows its
 kernels share.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -32,20 +33,17 @@ def _as_points(X: Any, name: str) -> Any:
     if sp.issparse(X):
         Xs = sp.csr_matrix(X, dtype=np.float64)
         if Xs.ndim != 2 or Xs.shape[0] < 1 or Xs.shape[1] < 1:
-            raise BankError(f"{name} must be a non-empty 2-d array (samples x features); got shape "
-                            f"{Xs.shape}")
+            raise BankError(f"{name} must be a non-empty 2-d array (samples x features); got shape {Xs.shape}")
         if not np.all(np.isfinite(Xs.data)):
             raise BankError(f"{name} contains NaN or infinite values")
         Xs.sort_indices()
         return Xs
     A = np.asarray(X, dtype=np.float64)
     if A.ndim != 2 or A.shape[0] < 1 or A.shape[1] < 1:
-        raise BankError(f"{name} must be a non-empty 2-d array (samples x features); got shape "
-                        f"{A.shape}")
+        raise BankError(f"{name} must be a non-empty 2-d array (samples x features); got shape {A.shape}")
     if not np.all(np.isfinite(A)):
         r, j = (int(v) for v in np.argwhere(~np.isfinite(A))[0])
-        raise BankError(f"{name}[{r}, {j}] is {float(A[r, j])!r}; NaN and infinite values are not "
-                        "allowed")
+        raise BankError(f"{name}[{r}, {j}] is {float(A[r, j])!r}; NaN and infinite values are not allowed")
     return np.ascontiguousarray(A)
 
 
@@ -62,7 +60,7 @@ def _distinct_rows(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     bits = np.ascontiguousarray(A, dtype=np.float64).view(np.uint64)
     h = np.zeros(N, dtype=np.uint64)
     mult = np.uint64(0x100000001B3)
-    for k in range(bits.shape[1]):   # FNV-style: exact and the same for equal rows, wherever they lie
+    for k in range(bits.shape[1]):  # FNV-style: exact and the same for equal rows, wherever they lie
         h *= mult
         h ^= bits[:, k]
         h ^= h >> np.uint64(29)
@@ -71,8 +69,8 @@ def _distinct_rows(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     start = np.empty(N, dtype=bool)
     start[0] = True
     np.not_equal(hs[1:], hs[:-1], out=start[1:])
-    group = np.cumsum(start) - 1                       # group of each sorted row
-    lead = order[np.flatnonzero(start)]                # first row of each group (in sorted order)
+    group = np.cumsum(start) - 1  # group of each sorted row
+    lead = order[np.flatnonzero(start)]  # first row of each group (in sorted order)
     if not np.array_equal(A[order], A[lead[group]]):
         U, inverse, counts = np.unique(A, axis=0, return_inverse=True, return_counts=True)
         return np.ascontiguousarray(U), np.ascontiguousarray(inverse.ravel()), counts.astype(np.float64)

@@ -5,6 +5,7 @@ r"""The settings of :func:`~mklkit.kernels.factorize.build_factor_bank`: checks,
 :class:`RankCapWarning` a rank that was capped (:func:`warning_names` sets
 how the estimators name their parameter in it).
 """
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,16 @@ import numpy as np
 from ...components.params import did_you_mean
 from ..description import DEFAULT_MEMORY_BUDGET, NORMALIZATIONS, BankError
 
-__all__ = ["METHODS", "APPROX_METHODS", "DEFAULT_TOL", "MAX_EXACT_DIM", "FactorError", "RankCapWarning",
-           "check_settings", "warning_names"]
+__all__ = [
+    "METHODS",
+    "APPROX_METHODS",
+    "DEFAULT_TOL",
+    "MAX_EXACT_DIM",
+    "FactorError",
+    "RankCapWarning",
+    "check_settings",
+    "warning_names",
+]
 
 #: The factorization methods of :func:`~mklkit.kernels.factorize.build_factor_bank`.
 METHODS = ("auto", "exact", "pivoted_cholesky", "nystrom")
@@ -111,12 +120,18 @@ def _is_real(v: Any) -> bool:
 
 def _bad(root: str, name: str, allowed: str, value: Any, hint: str = "") -> FactorError:
     key = _key(root, name)
-    return FactorError(f"{key} must be {allowed}; got {value!r}{hint}", key=key,
-                       problem="invalid value" + hint, value=value, allowed=allowed)
+    return FactorError(
+        f"{key} must be {allowed}; got {value!r}{hint}",
+        key=key,
+        problem="invalid value" + hint,
+        value=value,
+        allowed=allowed,
+    )
 
 
-def check_settings(rank: Any = None, tol: Any = DEFAULT_TOL, method: Any = "auto", seed: Any = 0,
-                   root: str = "") -> None:
+def check_settings(
+    rank: Any = None, tol: Any = DEFAULT_TOL, method: Any = "auto", seed: Any = 0, root: str = ""
+) -> None:
     """Validate ``rank``, ``tol``, ``method`` and ``seed`` of
     :func:`~mklkit.kernels.factorize.build_factor_bank` (no data needed).
 
@@ -130,20 +145,27 @@ def check_settings(rank: Any = None, tol: Any = DEFAULT_TOL, method: Any = "auto
     if not (_is_real(tol) and 0.0 <= float(tol) < 1.0):
         raise _bad(root, "tol", "a number in [0, 1) (the relative residual trace)", tol)
     if method not in METHODS:
-        raise _bad(root, "method", f"one of {', '.join(map(repr, METHODS))}", method,
-                   did_you_mean(str(method), list(METHODS)))
+        raise _bad(
+            root, "method", f"one of {', '.join(map(repr, METHODS))}", method, did_you_mean(str(method), list(METHODS))
+        )
     if not (_is_int(seed) and seed >= 0):
         raise _bad(root, "seed", "an integer >= 0", seed)
 
 
-def _check_settings(rank: Any, tol: Any, method: Any, seed: Any, normalize: Any, memory_budget: Any,
-                    max_exact_dim: Any, root: str) -> float:
+def _check_settings(
+    rank: Any, tol: Any, method: Any, seed: Any, normalize: Any, memory_budget: Any, max_exact_dim: Any, root: str
+) -> float:
     """Validate the settings of :func:`~mklkit.kernels.factorize.build_factor_bank`; returns the budget
     in bytes."""
     check_settings(rank, tol, method, seed, root)
     if normalize not in NORMALIZATIONS:
-        raise _bad(root, "normalize", f"one of {', '.join(map(repr, NORMALIZATIONS))}", normalize,
-                   did_you_mean(str(normalize), list(NORMALIZATIONS)))
+        raise _bad(
+            root,
+            "normalize",
+            f"one of {', '.join(map(repr, NORMALIZATIONS))}",
+            normalize,
+            did_you_mean(str(normalize), list(NORMALIZATIONS)),
+        )
     if not (_is_int(max_exact_dim) and max_exact_dim >= 1):
         raise _bad(root, "max_exact_dim", "an integer >= 1", max_exact_dim)
     budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget

@@ -1,4 +1,5 @@
 """Huber and squared-hinge losses for mklkit, contributed as a plugin."""
+
 from __future__ import annotations
 
 from .losses import Huber, SquaredHinge

@@ -10,6 +10,7 @@ Both conjugates have a bounded domain on which their gradient stays finite,
 so they are not ``smooth_conjugate``: each also gives the constrained
 representation of SpicyMKL §3.4.2 (eq. 33) that the engine uses instead.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -50,9 +51,7 @@ class Huber(Loss):
     name = "huber"
     description = "Huber loss for robust regression: quadratic near 0, linear beyond delta"
     task = REGRESSION
-    params = (
-        Param("delta", 1.0, "residual at which the loss turns linear", low=0.0, low_open=True),
-    )
+    params = (Param("delta", 1.0, "residual at which the loss turns linear", low=0.0, low_open=True),)
     smooth_conjugate = False
     n_aux = 0
     n_cons = 2
@@ -152,7 +151,7 @@ class Huber(Loss):
     def cvxpy_expr(self, y, z, w=None):
         import cvxpy as cp
 
-        terms = cp.huber(z - y, self.delta)     # cvxpy's huber is twice ours
+        terms = cp.huber(z - y, self.delta)  # cvxpy's huber is twice ours
         return 0.5 * (cp.sum(terms) if w is None else cp.sum(cp.multiply(w, terms)))
 
 

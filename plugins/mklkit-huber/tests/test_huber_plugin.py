@@ -1,4 +1,5 @@
 """Tests of the mklkit-huber plugin: the conformance kit plus its own formula checks."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -156,9 +157,7 @@ def test_huber_tends_to_squared_loss_for_large_delta() -> None:
     y = np.array([0.0, 1.0, -2.0])
     z = np.array([3.0, -1.0, 0.5])
     loss = Huber(delta=100.0)
-    np.testing.assert_allclose(
-        loss.jit.value(y, z, loss.param_vector), 0.5 * (z - y) ** 2
-    )
+    np.testing.assert_allclose(loss.jit.value(y, z, loss.param_vector), 0.5 * (z - y) ** 2)
 
 
 def test_plugin_module_registers_both_losses() -> None:
@@ -193,8 +192,9 @@ def test_the_conic_reference_solves_the_plugin_loss(loss: Loss) -> None:
     ref = conic.solve_reference(np.asarray(pb.K), pb.y, spec["loss"], spec["reg"], pb.C)
     ours = Spicy(tol=1e-8).solve(pb)
     assert ours.objective == pytest.approx(ref.objective, rel=1e-5)
-    assert conic.primal_objective_numpy(np.asarray(pb.K), pb.y, ref.alpha, ref.bias, loss,
-                                        spec["reg"], pb.C) == pytest.approx(ref.objective, rel=1e-6)
+    assert conic.primal_objective_numpy(
+        np.asarray(pb.K), pb.y, ref.alpha, ref.bias, loss, spec["reg"], pb.C
+    ) == pytest.approx(ref.objective, rel=1e-6)
 
 
 class _TwiceHuber(Huber):

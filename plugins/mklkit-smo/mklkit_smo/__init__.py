@@ -15,6 +15,7 @@ Contributed through the ``mklkit`` entry-point group (``smo = "mklkit_smo.plugin
 :class:`FeatureKernels` computes kernel rows on the fly for banks that do not
 fit in memory.
 """
+
 from __future__ import annotations
 
 from .engine import SmoMKL, kl_from_paper
@@ -23,6 +24,15 @@ from .regularizer import L1Squared, PnormSquared
 from .skm import SkmSMO
 from .source import FeatureKernels, KernelSource
 
-__all__ = ["SmoMKL", "PnormSquared", "SkmSMO", "L1Squared", "FeatureKernels", "KernelSource",
-           "kl_from_paper", "lanckriet_problem", "lanckriet_weights"]
+__all__ = [
+    "SmoMKL",
+    "PnormSquared",
+    "SkmSMO",
+    "L1Squared",
+    "FeatureKernels",
+    "KernelSource",
+    "kl_from_paper",
+    "lanckriet_problem",
+    "lanckriet_weights",
+]
 __version__ = "0.1.0"

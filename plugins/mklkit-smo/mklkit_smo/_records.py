@@ -21,6 +21,7 @@ record element by element (:func:`check_record` checks a record's fields once).
 The records are flat: numba's parallel loops take a record only when none of
 its fields is a record itself.
 """
+
 from __future__ import annotations
 
 from typing import Any, NamedTuple
@@ -31,10 +32,29 @@ from numba import njit, types
 from mklkit.first_class import check_record as check_fields
 from mklkit.first_class import first_class, fixed_type
 
-__all__ = ["SmoOptions", "BregmanFns", "SmoBank", "FeatureRows", "RowCache", "SmoState",
-           "SmoWork", "KernelSums", "bregman_fns", "check_record", "no_function",
-           "no_d0", "ARRAY_FN", "SCALAR_FN", "OPTS_T", "BREG_T", "BANK_T", "ROWS_T", "CACHE_T",
-           "STATE_T", "WORK_T"]
+__all__ = [
+    "SmoOptions",
+    "BregmanFns",
+    "SmoBank",
+    "FeatureRows",
+    "RowCache",
+    "SmoState",
+    "SmoWork",
+    "KernelSums",
+    "bregman_fns",
+    "check_record",
+    "no_function",
+    "no_d0",
+    "ARRAY_FN",
+    "SCALAR_FN",
+    "OPTS_T",
+    "BREG_T",
+    "BANK_T",
+    "ROWS_T",
+    "CACHE_T",
+    "STATE_T",
+    "WORK_T",
+]
 
 _f8 = types.float64
 _i8 = types.int64
@@ -176,14 +196,22 @@ class SmoWork(NamedTuple):
 OPTS_T = types.NamedTuple([_i8, _i8, _i8, _b1, _b1, _i8, _f8, _f8, _f8, _f8, _f8], SmoOptions)
 BREG_T = types.NamedTuple([ARRAY_FN, ARRAY_FN, ARRAY_FN, SCALAR_FN, _F1], BregmanFns)
 BANK_T = types.NamedTuple([_F3, _F2, _I1, _F1, _I1], SmoBank)
-ROWS_T = types.NamedTuple([_I1, _I1, _F1, _I1, _I1, _F1, _I1, _I1, _F2, _I1, _I1, _F2, _F2, _F1,
-                           _F2], FeatureRows)
+ROWS_T = types.NamedTuple([_I1, _I1, _F1, _I1, _I1, _F1, _I1, _I1, _F2, _I1, _I1, _F2, _F2, _F1, _F2], FeatureRows)
 CACHE_T = types.NamedTuple([_F3, _I1, _I1, _I1], RowCache)
-STATE_T = types.NamedTuple([_F1, _F1, _F1, _F1, _I1, _I1, _I1, _F1, _F1, _F2, _F1, _F1, _F1, _F1,
-                            _F1, _F1, _F1, _F1, _F1, _F1, _I1, _F1], SmoState)
+STATE_T = types.NamedTuple(
+    [_F1, _F1, _F1, _F1, _I1, _I1, _I1, _F1, _F1, _F2, _F1, _F1, _F1, _F1, _F1, _F1, _F1, _F1, _F1, _F1, _I1, _F1],
+    SmoState,
+)
 WORK_T = types.NamedTuple([_F1, _F1, _F1], SmoWork)
-_TYPES = {SmoOptions: OPTS_T, BregmanFns: BREG_T, SmoBank: BANK_T, FeatureRows: ROWS_T,
-          RowCache: CACHE_T, SmoState: STATE_T, SmoWork: WORK_T}
+_TYPES = {
+    SmoOptions: OPTS_T,
+    BregmanFns: BREG_T,
+    SmoBank: BANK_T,
+    FeatureRows: ROWS_T,
+    RowCache: CACHE_T,
+    SmoState: STATE_T,
+    SmoWork: WORK_T,
+}
 
 
 for _cls, _typ in _TYPES.items():
@@ -216,6 +244,12 @@ def bregman_fns(bregman: Any, params: np.ndarray) -> BregmanFns:
         d0 = no_d0
     else:
         F, f, finv, d0 = bregman.F, bregman.f, bregman.finv, bregman.d0
-    return check_record(BregmanFns(first_class(F, ARRAY_FN), first_class(f, ARRAY_FN),
-                                   first_class(finv, ARRAY_FN), first_class(d0, SCALAR_FN),
-                                   params))
+    return check_record(
+        BregmanFns(
+            first_class(F, ARRAY_FN),
+            first_class(f, ARRAY_FN),
+            first_class(finv, ARRAY_FN),
+            first_class(d0, SCALAR_FN),
+            params,
+        )
+    )

@@ -43,6 +43,7 @@ rank-one part: :math:`\sum_{kl}\frac{\partial\eta_k}{\partial c_l}\,2w_kw_l
 
 ``params`` packs the per-kernel constants as ``[a_1..a_m, d_1..d_m]``.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,8 +51,18 @@ import math
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["skm_gamma", "skm_coeffs", "skm_phi", "skm_eta_tilde", "skm_value_grad",
-           "skm_line_min", "identical_groups", "sub_bank", "weighted_block", "block_forms"]
+__all__ = [
+    "skm_gamma",
+    "skm_coeffs",
+    "skm_phi",
+    "skm_eta_tilde",
+    "skm_value_grad",
+    "skm_line_min",
+    "identical_groups",
+    "sub_bank",
+    "weighted_block",
+    "block_forms",
+]
 
 
 @njit(cache=True)
@@ -288,8 +299,7 @@ def identical_groups(K, y, order, h, htol, rtol, group):  # pragma: no cover - j
     start = 0
     while start < N:
         end = start + 1
-        while (end < N and y[order[end]] == y[order[start]]
-               and h[end] - h[end - 1] <= htol):
+        while end < N and y[order[end]] == y[order[start]] and h[end] - h[end - 1] <= htol:
             end += 1
         for a in range(start, end):
             p = order[a]

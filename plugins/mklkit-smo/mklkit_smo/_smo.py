@@ -61,6 +61,7 @@ machine of Bach, Lanckriet & Jordan (2004): :math:`\Phi` of their
 Appendix B, with ``bpar`` = :math:`(a_1..a_m, d_1..d_m)`; its weights and
 curvature terms come from :mod:`mklkit_smo._skm` (engine ``skm_smo``).
 """
+
 from __future__ import annotations
 
 import math
@@ -68,8 +69,7 @@ import math
 import numpy as np
 from numba import njit, prange, types
 
-from ._records import (BANK_T, BREG_T, CACHE_T, OPTS_T, ROWS_T, STATE_T, WORK_T, KernelSums,
-                       SmoOptions, no_function)
+from ._records import BANK_T, BREG_T, CACHE_T, OPTS_T, ROWS_T, STATE_T, WORK_T, KernelSums, SmoOptions, no_function
 from ._skm import skm_coeffs
 
 #: ``FLAGS[1]`` (True) and ``FLAGS[0]`` (False): constant flags passed between jitted functions as
@@ -425,7 +425,7 @@ def _group_products(i, parallel, rows):  # pragma: no cover - jitted
 
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
-_INV_LN2 = 1.44269504088896338700e+00
+_INV_LN2 = 1.44269504088896338700e00
 
 
 @njit(cache=True)
@@ -446,10 +446,50 @@ def vexp_inplace(x, n, scale):  # pragma: no cover - jitted
             xv = -708.0
         kf = math.floor(xv * _INV_LN2 + 0.5)
         r = (xv - kf * _LN2_HI) - kf * _LN2_LO
-        p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (
-            1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 + r * (
-                1.0 / 362880 + r * (1.0 / 3628800 + r * (1.0 / 39916800 + r * (
-                    1.0 / 479001600 + r * (1.0 / 6227020800 + r / 87178291200)))))))))))))
+        p = 1.0 + r * (
+            1.0
+            + r
+            * (
+                0.5
+                + r
+                * (
+                    1.0 / 6
+                    + r
+                    * (
+                        1.0 / 24
+                        + r
+                        * (
+                            1.0 / 120
+                            + r
+                            * (
+                                1.0 / 720
+                                + r
+                                * (
+                                    1.0 / 5040
+                                    + r
+                                    * (
+                                        1.0 / 40320
+                                        + r
+                                        * (
+                                            1.0 / 362880
+                                            + r
+                                            * (
+                                                1.0 / 3628800
+                                                + r
+                                                * (
+                                                    1.0 / 39916800
+                                                    + r * (1.0 / 479001600 + r * (1.0 / 6227020800 + r / 87178291200))
+                                                )
+                                            )
+                                        )
+                                    )
+                                )
+                            )
+                        )
+                    )
+                )
+            )
+        )
         x[j] = p
         bits[j] += np.int64(kf) << 52
     for j in range(n):
@@ -458,8 +498,7 @@ def vexp_inplace(x, n, scale):  # pragma: no cover - jitted
 
 
 @njit(cache=True)
-def _kernel_values(k, i, g, acc, g_sqn, k_fam, k_par, k_pn, cols, ncols, packed,
-                   out):  # pragma: no cover - jitted
+def _kernel_values(k, i, g, acc, g_sqn, k_fam, k_par, k_pn, cols, ncols, packed, out):  # pragma: no cover - jitted
     """Kernel k against the points ``cols[:ncols]`` (sorted, distinct): ``out[k, jj]`` for
     ``packed``, else ``out[k, cols[jj]]``."""
     fam = k_fam[k]
@@ -507,12 +546,12 @@ def _kernel_values(k, i, g, acc, g_sqn, k_fam, k_par, k_pn, cols, ncols, packed,
 
 
 @njit(cache=True, parallel=True)
-def _kernel_values_parallel(i, k_group, acc, g_sqn, k_fam, k_par, k_pn, cols, ncols, packed,
-                            out):  # pragma: no cover - jitted
+def _kernel_values_parallel(
+    i, k_group, acc, g_sqn, k_fam, k_par, k_pn, cols, ncols, packed, out
+):  # pragma: no cover - jitted
     M = out.shape[0]
     for k in prange(M):
-        _kernel_values(np.int64(k), i, k_group[k], acc, g_sqn, k_fam, k_par, k_pn, cols, ncols,
-                       packed, out)
+        _kernel_values(np.int64(k), i, k_group[k], acc, g_sqn, k_fam, k_par, k_pn, cols, ncols, packed, out)
 
 
 @njit(cache=True)
@@ -527,12 +566,10 @@ def compute_row_cols(i, parallel, rows, cols, ncols, packed, out):  # pragma: no
     acc = rows.acc
     _group_products(i, parallel, rows)
     if parallel:
-        _kernel_values_parallel(i, k_group, acc, g_sqn, k_fam, k_par, k_pn, cols, ncols, packed,
-                                out)
+        _kernel_values_parallel(i, k_group, acc, g_sqn, k_fam, k_par, k_pn, cols, ncols, packed, out)
     else:
         for k in range(out.shape[0]):
-            _kernel_values(k, i, k_group[k], acc, g_sqn, k_fam, k_par, k_pn, cols, ncols, packed,
-                           out)
+            _kernel_values(k, i, k_group[k], acc, g_sqn, k_fam, k_par, k_pn, cols, ncols, packed, out)
 
 
 @njit(cache=True)
@@ -709,8 +746,7 @@ def _exact_forms(v, gamma, c):  # pragma: no cover - jitted
 @njit(cache=True)
 def _sums(bank, st):  # pragma: no cover - jitted
     """The arrays the first pass reads and writes, as one record."""
-    return KernelSums(st.v, st.d, st.u1, st.u2, st.F, st.Dg, st.Z1, st.V2, bank.diag, bank.nck,
-                      bank.dconst)
+    return KernelSums(st.v, st.d, st.u1, st.u2, st.F, st.Dg, st.Z1, st.V2, bank.diag, bank.nck, bank.dconst)
 
 
 @njit(types.void(OPTS_T, BREG_T, BANK_T, STATE_T), cache=True)
@@ -974,8 +1010,13 @@ def smo_chunk(opts, reg, bank, rows, cache, st, work):  # pragma: no cover - jit
             dJ = 0.0
         # ---- c in O(M): c + 2 (dI v_I + dJ v_J) + dI^2 K_II + 2 dI dJ K_IJ + dJ^2 K_JJ
         for k in range(M):
-            nv = (c[k] + 2.0 * (dI * v[k, Ii] + dJ * v[k, Ij]) + dI * dI * diag[k, Ii]
-                  + 2.0 * dI * dJ * rowI[k, Ij] + dJ * dJ * diag[k, Ij])
+            nv = (
+                c[k]
+                + 2.0 * (dI * v[k, Ii] + dJ * v[k, Ij])
+                + dI * dI * diag[k, Ii]
+                + 2.0 * dI * dJ * rowI[k, Ij]
+                + dJ * dJ * diag[k, Ij]
+            )
             c[k] = nv if nv > 0.0 else 0.0
         r1 = reg_coeffs(opts, reg, c, d, u1, u2)
         _pass_a(par, nb, sums, rowI, rowJ, dI, dJ, FLAGS[1])

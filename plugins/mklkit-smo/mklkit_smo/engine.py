@@ -33,6 +33,7 @@ SMO-MKL dual (9)/(23) at the final :math:`\alpha`; ``gap`` is
 :math:`(P - D)/|P|`.  The history records also carry the paper-scale values
 ``objective_smo`` and ``dual_objective_smo``.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,12 +43,7 @@ import numpy as np
 
 from mklkit.components.base import Param
 from mklkit.engines.base import Engine, Requires, Run, needs
-from mklkit.engines.capabilities import (
-    ARRAY_BANK,
-    BREGMAN_FORM,
-    LINEAR_CONJUGATE,
-    PNORM_PENALTY,
-)
+from mklkit.engines.capabilities import ARRAY_BANK, BREGMAN_FORM, LINEAR_CONJUGATE, PNORM_PENALTY
 from mklkit.problem import Problem
 from mklkit.result import SolveResult
 
@@ -57,13 +53,13 @@ from .source import FeatureKernels
 __all__ = ["SmoMKL", "kl_from_paper"]
 
 #: Options of the SMO loop that ``smo_mkl`` and ``skm_smo`` share.
-CACHE_MB = Param("cache_mb", 512.0,
-                 "LRU cache of kernel rows in MiB (kernels computed on the fly)", low=0.0,
-                 low_open=True)
-SHRINKING = Param("shrinking", True, "leave out variables stuck at a bound (LibSVM's shrinking)",
-                  type=bool)
-PARALLEL = Param("parallel", "auto", "multithreaded passes over the (M, N) state", type=str,
-                 choices=("auto", "on", "off"))
+CACHE_MB = Param(
+    "cache_mb", 512.0, "LRU cache of kernel rows in MiB (kernels computed on the fly)", low=0.0, low_open=True
+)
+SHRINKING = Param("shrinking", True, "leave out variables stuck at a bound (LibSVM's shrinking)", type=bool)
+PARALLEL = Param(
+    "parallel", "auto", "multithreaded passes over the (M, N) state", type=str, choices=("auto", "on", "off")
+)
 
 
 def kl_from_paper(lam: float, d0: float, C_paper: float) -> tuple[dict[str, Any], float]:
@@ -93,19 +89,15 @@ def bias_and_kernel_problems(problem: Problem, label: str) -> list[str]:
     kernels come from ``K`` or from a :class:`FeatureKernels` source."""
     bad = []
     if not problem.bias:
-        bad.append(f"the problem has no bias; {label} keeps the bias constraint "
-                   "y^T alpha = 0 (set bias: true)")
+        bad.append(f"the problem has no bias; {label} keeps the bias constraint y^T alpha = 0 (set bias: true)")
     src = problem.extra.get("kernel_source") if problem.extra else None
     if src is not None:
         if not isinstance(src, FeatureKernels):
-            bad.append(f"problem.extra['kernel_source'] must be a FeatureKernels; got "
-                       f"{type(src).__name__}")
+            bad.append(f"problem.extra['kernel_source'] must be a FeatureKernels; got {type(src).__name__}")
         elif src.n_samples != problem.n_samples:
-            bad.append(f"the kernel source has {src.n_samples} points but the problem has "
-                       f"{problem.n_samples} labels")
+            bad.append(f"the kernel source has {src.n_samples} points but the problem has {problem.n_samples} labels")
     elif problem.n_kernels == 0:
-        bad.append("the problem has no kernels (K has shape (0, N, N) and there is no "
-                   "kernel source)")
+        bad.append("the problem has no kernels (K has shape (0, N, N) and there is no kernel source)")
     return bad
 
 
@@ -149,24 +141,27 @@ class SmoMKL(Engine):
     )
     params: ClassVar[tuple[Param, ...]] = (
         Param("tol", 1e-3, "relative duality gap at which to stop", low=0.0, low_open=True),
-        Param("max_iter", 10_000_000, "maximum number of SMO steps (two-variable updates)",
-              type=int, low=1),
-        Param("kkt_tol", 1e-3, "initial tolerance on the maximal KKT violation of the inner loop",
-              low=0.0, low_open=True),
-        Param("check_every", 0, "SMO steps between duality-gap checks (0: automatic)", type=int,
-              low=0),
+        Param("max_iter", 10_000_000, "maximum number of SMO steps (two-variable updates)", type=int, low=1),
+        Param(
+            "kkt_tol", 1e-3, "initial tolerance on the maximal KKT violation of the inner loop", low=0.0, low_open=True
+        ),
+        Param("check_every", 0, "SMO steps between duality-gap checks (0: automatic)", type=int, low=0),
         CACHE_MB,
-        Param("analytic", True, "p = 2: solve the two-variable problem by the roots of a cubic",
-              type=bool),
+        Param("analytic", True, "p = 2: solve the two-variable problem by the roots of a cubic", type=bool),
         SHRINKING,
         PARALLEL,
     )
     supports_warm_start: ClassVar[bool] = True
     unit: ClassVar[str] = "SMO step"
     requires: ClassVar[Requires] = Requires(
-        loss=(needs(LINEAR_CONJUGATE, why="SMO-MKL solves the SVM-type dual (box-constrained "
-                                          "dual variables) of losses such as hinge and "
-                                          "eps_insensitive"),),
+        loss=(
+            needs(
+                LINEAR_CONJUGATE,
+                why="SMO-MKL solves the SVM-type dual (box-constrained "
+                "dual variables) of losses such as hinge and "
+                "eps_insensitive",
+            ),
+        ),
         regularizer=(needs(PNORM_PENALTY, BREGMAN_FORM),),
         bank=(ARRAY_BANK,),
     )
@@ -203,6 +198,8 @@ def _bregman_mismatch(reg: Any) -> str | None:
     except Exception as exc:  # noqa: BLE001 - a plugin's failure becomes the reason
         return f"evaluating the Bregman form of {reg.name!r} failed ({type(exc).__name__}: {exc})"
     if not (np.all(np.isfinite(rF)) and np.allclose(h, rF, rtol=1e-8, atol=1e-12 * max(1.0, d0))):
-        return (f"the Bregman form of {reg.describe()} is not its kernel-weight penalty "
-                "(penalty(d) != F(d) - F(d0) - (d - d0) f(d0))")
+        return (
+            f"the Bregman form of {reg.describe()} is not its kernel-weight penalty "
+            "(penalty(d) != F(d) - F(d0) - (d - d0) f(d0))"
+        )
     return None

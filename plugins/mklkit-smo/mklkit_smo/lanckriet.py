@@ -1,5 +1,6 @@
 """Lanckriet et al.'s problem (L) as an ``l1_squared`` problem (Bach, Lanckriet & Jordan
 2004, §2.3), and its kernel coefficients from a solution."""
+
 from __future__ import annotations
 
 import math
@@ -15,8 +16,9 @@ from .regularizer import L1Squared
 __all__ = ["lanckriet_problem", "lanckriet_weights"]
 
 
-def lanckriet_problem(K: np.ndarray, y: np.ndarray, C_L: float, c: float = 1.0,
-                      loss: Any = None) -> tuple[Problem, np.ndarray]:
+def lanckriet_problem(
+    K: np.ndarray, y: np.ndarray, C_L: float, c: float = 1.0, loss: Any = None
+) -> tuple[Problem, np.ndarray]:
     r"""The ``l1_squared`` problem whose solution solves Lanckriet et al.'s (L).
 
     (L) on the bank :math:`K_j` with trace constant :math:`c` and box

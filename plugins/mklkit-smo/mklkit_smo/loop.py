@@ -1,5 +1,6 @@
 """The SMO-MKL solve on its state (:class:`mklkit_smo.state._SmoState`): chunks of SMO
 steps between history records, the duality gap, the stopping rules and the result."""
+
 from __future__ import annotations
 
 import math
@@ -52,19 +53,23 @@ class _SmoRun(_SmoState):
         D = self.C * dual_p
         # the SMO-MKL dual (9)/(23) is feasible at every iterate: no projection, only the gap
         gap = relative_gap(P, D) if math.isfinite(P) and math.isfinite(D) else math.nan
-        return {"objective": P, "dual_objective": D, "gap": gap, "bias": b,
-                "objective_smo": primal_p, "dual_objective_smo": dual_p}
+        return {
+            "objective": P,
+            "dual_objective": D,
+            "gap": gap,
+            "bias": b,
+            "objective_smo": primal_p,
+            "dual_objective_smo": dual_p,
+        }
 
     # -- main loop ---------------------------------------------------------------
     def _chunk(self, budget: int) -> tuple[int, int, float]:
         smo = self.smo
         w = self.view
-        self.opts = self.opts._replace(rows_mode=w.rows_mode, max_steps=int(budget),
-                                       eps=float(self.eps))
+        self.opts = self.opts._replace(rows_mode=w.rows_mode, max_steps=int(budget), eps=float(self.eps))
         with np.errstate(all="ignore"):
             smo.smo_chunk(self.opts, self.fns, w.bank, self.rows, w.row_cache, w.state, self.work)
-        return (int(self.istate[smo.IS_STEPS]), int(self.istate[smo.IS_STOP]),
-                float(self.fout[smo.FO_VIOL]))
+        return (int(self.istate[smo.IS_STEPS]), int(self.istate[smo.IS_STOP]), float(self.fout[smo.FO_VIOL]))
 
     def run_loop(self) -> SolveResult:
         smo, run = self.smo, self.run
@@ -75,8 +80,7 @@ class _SmoRun(_SmoState):
             done, stop, viol = self._chunk(min(self.record_every, max_iter - steps))
             steps += done
             numerical = stop == smo.STOP_NUMERICAL or not np.all(np.isfinite(self.c))
-            final = (stop in (smo.STOP_KKT, smo.STOP_STALLED) or steps >= max_iter
-                     or numerical)
+            final = stop in (smo.STOP_KKT, smo.STOP_STALLED) or steps >= max_iter or numerical
             if self.shrunk:
                 self._writeback()
             if self.shrunk and final and not numerical:
@@ -87,8 +91,7 @@ class _SmoRun(_SmoState):
                     viol = self._violation()
                     rec = self._record(steps, viol, certified=True)
                     floor = viol <= self.eps and self.eps <= _EPS_FLOOR
-                    if run.check(steps, rec["gap"], stalled=self._kkt_floor(viol) if floor
-                                 else None):
+                    if run.check(steps, rec["gap"], stalled=self._kkt_floor(viol) if floor else None):
                         break
                     if viol <= self.eps:
                         self.eps = max(self.eps * 0.1, _EPS_FLOOR)
@@ -101,12 +104,14 @@ class _SmoRun(_SmoState):
                     self._refresh()
             rec = self._record(steps, viol, certified=not self.shrunk)
             gap = rec["gap"]
-            finite = math.isfinite(rec["dual_objective"]) and (
-                self.shrunk or math.isfinite(rec["objective"]))
+            finite = math.isfinite(rec["dual_objective"]) and (self.shrunk or math.isfinite(rec["objective"]))
             if numerical or not finite or not np.all(np.isfinite(self.d)):
-                run.end(Status.NUMERICAL_ERROR, steps, f"non-finite values (objective "
-                                                       f"{rec['objective']!r}, dual "
-                                                       f"{rec['dual_objective']!r})", gap=gap)
+                run.end(
+                    Status.NUMERICAL_ERROR,
+                    steps,
+                    f"non-finite values (objective {rec['objective']!r}, dual {rec['dual_objective']!r})",
+                    gap=gap,
+                )
                 break
             stalled = None
             if stop == smo.STOP_STALLED:
@@ -128,11 +133,11 @@ class _SmoRun(_SmoState):
 
     @staticmethod
     def _kkt_floor(viol: float) -> str:
-        return (f"the KKT conditions hold to {viol:.3g} but rounding limits the gap "
-                f"(KKT tolerance {_EPS_FLOOR:g} reached)")
+        return (
+            f"the KKT conditions hold to {viol:.3g} but rounding limits the gap (KKT tolerance {_EPS_FLOOR:g} reached)"
+        )
 
-    def _record(self, steps: int, viol: float, certified: bool,
-                callback: bool = True) -> dict[str, Any]:
+    def _record(self, steps: int, viol: float, certified: bool, callback: bool = True) -> dict[str, Any]:
         """A history record (:meth:`mklkit.engines.base.Run.record`); the primal (and gap)
         only when nothing is shrunk."""
         smo = self.smo
@@ -141,10 +146,20 @@ class _SmoRun(_SmoState):
                 g = self._gap()
             else:
                 dual_p = float(self.e @ self.beta) - self.reg.phi(self.c)
-                g = {"objective": math.nan, "dual_objective": self.C * dual_p, "gap": math.nan,
-                     "bias": math.nan, "objective_smo": math.nan, "dual_objective_smo": dual_p}
+                g = {
+                    "objective": math.nan,
+                    "dual_objective": self.C * dual_p,
+                    "gap": math.nan,
+                    "bias": math.nan,
+                    "objective_smo": math.nan,
+                    "dual_objective_smo": dual_p,
+                }
         return self.run.record(
-            steps, g["objective"], g["dual_objective"], g["gap"], int(np.sum(self.d > 0.0)),
+            steps,
+            g["objective"],
+            g["dual_objective"],
+            g["gap"],
+            int(np.sum(self.d > 0.0)),
             callback=callback,
             certified=bool(certified),
             kkt_violation=viol,
@@ -169,7 +184,13 @@ class _SmoRun(_SmoState):
         alpha = d[:, None] * self.gamma[None, :]
         total = float(np.sum(d))
         weights = d / total if total > 0.0 and math.isfinite(total) else np.zeros_like(d)
-        return self.run.result(steps, alpha=alpha, bias=float(last["bias"]),
-                               primal=float(last["objective"]),
-                               dual=float(last["dual_objective"]), rho=self.C * self.gamma,
-                               norms=norms, weights=weights)
+        return self.run.result(
+            steps,
+            alpha=alpha,
+            bias=float(last["bias"]),
+            primal=float(last["objective"]),
+            dual=float(last["dual_objective"]),
+            rho=self.C * self.gamma,
+            norms=norms,
+            weights=weights,
+        )

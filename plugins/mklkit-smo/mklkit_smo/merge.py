@@ -1,4 +1,5 @@
 """Identical points of the SKM's dual, merged into one variable each (exact)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -49,8 +50,9 @@ class MergedPoints:
         self.y = np.ascontiguousarray(y[self.rep], dtype=np.float64)
 
     @classmethod
-    def find(cls, K: np.ndarray, y: np.ndarray, probes: int = 8, seed: int = 0,
-             max_fraction: float = 1.0) -> "MergedPoints | None":
+    def find(
+        cls, K: np.ndarray, y: np.ndarray, probes: int = 8, seed: int = 0, max_fraction: float = 1.0
+    ) -> "MergedPoints | None":
         """Group the identical points of the bank ``K``.
 
         None when all points are distinct, or when more than ``max_fraction`` of them
@@ -80,8 +82,9 @@ class MergedPoints:
         yy = np.ascontiguousarray(y, dtype=np.float64)
         order = np.lexsort((h, yy)).astype(np.int64)
         group = np.empty(N, dtype=np.int64)
-        identical_groups(K, yy, order, np.ascontiguousarray(h[order]), 1e-9 * max(scale, 1e-300),
-                         _IDENTICAL_RTOL, group)
+        identical_groups(
+            K, yy, order, np.ascontiguousarray(h[order]), 1e-9 * max(scale, 1e-300), _IDENTICAL_RTOL, group
+        )
         n_distinct = int(np.sum(group == np.arange(N)))
         if n_distinct == N or n_distinct > max_fraction * N:
             return None

@@ -1,4 +1,5 @@
 """Entry point of the ``mklkit-smo`` distribution (``mklkit`` group)."""
+
 from __future__ import annotations
 
 from mklkit.plugins import hookimpl

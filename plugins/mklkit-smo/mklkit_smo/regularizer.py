@@ -44,6 +44,7 @@ smooth conjugate), so every engine may solve it.
 
 The whole problem is solved by the ``smo_mkl`` engine of this distribution.
 """
+
 from __future__ import annotations
 
 from typing import ClassVar
@@ -93,13 +94,12 @@ class PnormSquared(Regularizer):
     """
 
     name: ClassVar[str] = "pnorm_squared"
-    description: ClassVar[str] = (
-        "squared p-norm of the kernel weights, lam/2 ||d||_p^2 (SMO-MKL; non-separable)"
-    )
+    description: ClassVar[str] = "squared p-norm of the kernel weights, lam/2 ||d||_p^2 (SMO-MKL; non-separable)"
     params: ClassVar[tuple[Param, ...]] = (
         Param("p", 2.0, "exponent of the norm on the kernel weights", low=1.0, low_open=True),
         Param("lam", 1.0, "weight lambda of the squared norm", low=0.0, low_open=True),
     )
+
     @kernel
     def value(x, C, params):
         return _lq_value(x, _ceff(C, params), _Q)
@@ -190,7 +190,7 @@ class PnormSquared(Regularizer):
         ns = top * float(np.sum((x / top) ** s)) ** (1.0 / s)
         tau = (ns * ns / (2.0 * self.lam)) ** (1.0 / 3.0)
         u = (x / top) ** (2.0 / (self.p + 1.0))
-        return tau * u / float(np.sum(u ** self.p)) ** (1.0 / self.p)
+        return tau * u / float(np.sum(u**self.p)) ** (1.0 / self.p)
 
 
 class L1Squared(Regularizer):
@@ -227,13 +227,12 @@ class L1Squared(Regularizer):
     """
 
     name: ClassVar[str] = "l1_squared"
-    description: ClassVar[str] = (
-        "squared block 1-norm 1/2 (sum_m ||f_m||)^2 (support kernel machine; non-separable)"
-    )
+    description: ClassVar[str] = "squared block 1-norm 1/2 (sum_m ||f_m||)^2 (support kernel machine; non-separable)"
     params: ClassVar[tuple[Param, ...]] = ()
     # on one kernel: the kernels of the uniform regularizer
     value, prox, prox_deriv, conj, conj_grad, conj_hess, env, weight, penalty = (
-        staticmethod(getattr(Uniform, k)) for k in Regularizer.REQUIRED_KERNELS)
+        staticmethod(getattr(Uniform, k)) for k in Regularizer.REQUIRED_KERNELS
+    )
     separable: ClassVar[bool] = False
     #: the p = 1 constraint form: :math:`\min_{\|d\|_1\le1}\tfrac12\sum_m\|f_m\|^2/d_m`
     weight_norm: ClassVar[WeightNorm] = WeightNorm(1.0)

@@ -61,6 +61,7 @@ with the optimal bias (mklkit's primal; with ``C = 1`` it is the paper's P),
 paper-scale values (``objective_skm``, ``dual_objective_skm``), :math:`\kappa` and
 the reached (ε1, ε2) (``eps1_per_n``, ``eps2``); the message states them.
 """
+
 from __future__ import annotations
 
 from typing import ClassVar
@@ -128,33 +129,42 @@ class SkmSMO(Engine):
         "Moreau-Yosida regularized SMO; hinge loss"
     )
     params: ClassVar[tuple[Param, ...]] = (
-        Param("tol", 1e-3, "certified relative duality gap (P - D)/|P| required besides (OPT3)",
-              low=0.0, low_open=True),
-        Param("max_iter", 10_000_000, "maximum number of SMO steps over all stages", type=int,
-              low=1),
-        Param("eps1", 5e-4, "eps1/n of the (eps1, eps2)-optimality conditions (OPT3)",
-              low=0.0, low_open=True),
-        Param("eps2", 1e-4, "eps2 of (OPT3); MY stages are solved to eps2/2 (OPT4)", low=0.0,
-              low_open=True),
-        Param("mu", 0.5, "continuation factor kappa <- mu kappa", low=0.0, high=1.0,
-              low_open=True, high_open=True),
+        Param(
+            "tol", 1e-3, "certified relative duality gap (P - D)/|P| required besides (OPT3)", low=0.0, low_open=True
+        ),
+        Param("max_iter", 10_000_000, "maximum number of SMO steps over all stages", type=int, low=1),
+        Param("eps1", 5e-4, "eps1/n of the (eps1, eps2)-optimality conditions (OPT3)", low=0.0, low_open=True),
+        Param("eps2", 1e-4, "eps2 of (OPT3); MY stages are solved to eps2/2 (OPT4)", low=0.0, low_open=True),
+        Param("mu", 0.5, "continuation factor kappa <- mu kappa", low=0.0, high=1.0, low_open=True, high_open=True),
         Param("max_stages", 60, "maximum number of continuation stages", type=int, low=1),
-        Param("sparsify", False, "remove kernels while the LP of (OPT3) stays feasible (§3.4)",
-              type=bool),
-        Param("remove_kernels", True,
-              "leave out kernels with zero weight in two successive stages (checked at the end; "
-              "precomputed banks)", type=bool),
-        Param("extrapolate", True,
-              "start each stage with an exact line search along the previous stage's "
-              "displacement of alpha (precomputed banks)", type=bool),
-        Param("newton", True,
-              "start each stage with up to three Newton steps of G on the free variables "
-              "(precomputed banks)", type=bool),
-        Param("merge_identical", True,
-              "solve on the distinct points (identical points merged, exact); the last stage is "
-              "checked on all points (precomputed banks)", type=bool),
-        Param("check_every", 0, "SMO steps between exact refreshes (0: automatic)", type=int,
-              low=0),
+        Param("sparsify", False, "remove kernels while the LP of (OPT3) stays feasible (§3.4)", type=bool),
+        Param(
+            "remove_kernels",
+            True,
+            "leave out kernels with zero weight in two successive stages (checked at the end; precomputed banks)",
+            type=bool,
+        ),
+        Param(
+            "extrapolate",
+            True,
+            "start each stage with an exact line search along the previous stage's "
+            "displacement of alpha (precomputed banks)",
+            type=bool,
+        ),
+        Param(
+            "newton",
+            True,
+            "start each stage with up to three Newton steps of G on the free variables (precomputed banks)",
+            type=bool,
+        ),
+        Param(
+            "merge_identical",
+            True,
+            "solve on the distinct points (identical points merged, exact); the last stage is "
+            "checked on all points (precomputed banks)",
+            type=bool,
+        ),
+        Param("check_every", 0, "SMO steps between exact refreshes (0: automatic)", type=int, low=0),
         CACHE_MB,
         SHRINKING,
         PARALLEL,
@@ -162,8 +172,7 @@ class SkmSMO(Engine):
 
     unit: ClassVar[str] = "SMO step"
     requires: ClassVar[Requires] = Requires(
-        loss=(needs(HINGE_CONJUGATE, why="the SKM's conic dual (D_K) is that of the hinge "
-                                         "loss (a classifier)"),),
+        loss=(needs(HINGE_CONJUGATE, why="the SKM's conic dual (D_K) is that of the hinge loss (a classifier)"),),
         regularizer=(needs(L1_SQUARED_FORM, why="the SKM solves the squared block 1-norm"),),
         bank=(ARRAY_BANK,),
     )

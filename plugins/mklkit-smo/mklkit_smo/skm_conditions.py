@@ -1,5 +1,6 @@
 """The optimality conditions of the support kernel machine (Bach, Lanckriet & Jordan
 2004, §3.3: (OPT3)) and the sparsity LP of §3.4."""
+
 from __future__ import annotations
 
 import math
@@ -21,8 +22,9 @@ def _pair_sets(alpha: np.ndarray, y: np.ndarray, U: float) -> tuple[np.ndarray, 
     return up, low
 
 
-def opt3(v: np.ndarray, c: np.ndarray, alpha: np.ndarray, y: np.ndarray, U: float,
-         eta: np.ndarray, d: np.ndarray) -> tuple[float, float]:
+def opt3(
+    v: np.ndarray, c: np.ndarray, alpha: np.ndarray, y: np.ndarray, U: float, eta: np.ndarray, d: np.ndarray
+) -> tuple[float, float]:
     r"""The smallest :math:`(\varepsilon_1, \varepsilon_2)` for which :math:`(\alpha, \eta)` satisfies (OPT3).
 
     Parameters
@@ -58,8 +60,9 @@ def opt3(v: np.ndarray, c: np.ndarray, alpha: np.ndarray, y: np.ndarray, U: floa
     return e1, e2
 
 
-def _lp_weights(v: np.ndarray, alpha: np.ndarray, y: np.ndarray, U: float, d: np.ndarray,
-                allowed: np.ndarray) -> tuple[np.ndarray | None, float]:
+def _lp_weights(
+    v: np.ndarray, alpha: np.ndarray, y: np.ndarray, U: float, d: np.ndarray, allowed: np.ndarray
+) -> tuple[np.ndarray | None, float]:
     r"""The weights on ``allowed`` kernels with the least :math:`\varepsilon_2` of (OPT3) (HiGHS LP).
 
     The LP of §3.3 for a given :math:`\alpha`: variables :math:`(\eta_{allowed}, b, t)`,
@@ -78,24 +81,36 @@ def _lp_weights(v: np.ndarray, alpha: np.ndarray, y: np.ndarray, U: float, d: np
     nu, nl = int(up.sum()), int(low.sum())
     # up:   y_i - V_i eta + b <= t  ->  -V_i eta + b - t <= -y_i
     # low:  y_i - V_i eta + b >= -t ->   V_i eta - b - t <=  y_i
-    A_ub = np.vstack([np.hstack([-V[up], np.ones((nu, 1)), -np.ones((nu, 1))]),
-                      np.hstack([V[low], -np.ones((nl, 1)), -np.ones((nl, 1))])])
+    A_ub = np.vstack(
+        [
+            np.hstack([-V[up], np.ones((nu, 1)), -np.ones((nu, 1))]),
+            np.hstack([V[low], -np.ones((nl, 1)), -np.ones((nl, 1))]),
+        ]
+    )
     b_ub = np.concatenate([-y[up], y[low]])
     A_eq = np.concatenate([d[idx] ** 2, [0.0, 0.0]])[None, :]
     cost = np.zeros(idx.size + 2)
     cost[-1] = 1.0
     bounds = [(0.0, None)] * idx.size + [(None, None), (0.0, None)]
-    res = linprog(cost, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=[1.0], bounds=bounds,
-                  method="highs")
+    res = linprog(cost, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=[1.0], bounds=bounds, method="highs")
     if res.status != 0:
         return None, math.inf
     eta = np.zeros(v.shape[0])
-    eta[idx] = np.maximum(res.x[:idx.size], 0.0)
+    eta[idx] = np.maximum(res.x[: idx.size], 0.0)
     return eta, float(res.x[-1])
 
 
-def sparsify_weights(v: np.ndarray, c: np.ndarray, alpha: np.ndarray, y: np.ndarray, U: float,
-                     eta: np.ndarray, d: np.ndarray, eps1: float, eps2: float) -> np.ndarray:
+def sparsify_weights(
+    v: np.ndarray,
+    c: np.ndarray,
+    alpha: np.ndarray,
+    y: np.ndarray,
+    U: float,
+    eta: np.ndarray,
+    d: np.ndarray,
+    eps1: float,
+    eps2: float,
+) -> np.ndarray:
     r"""§3.4: drop kernels one by one while (OPT3) stays feasible (HiGHS LP each time).
 
     Kernels are tried from the smallest weight up.  For each candidate

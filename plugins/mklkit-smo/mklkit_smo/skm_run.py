@@ -1,5 +1,6 @@
 """One ``skm_smo`` solve: the continuation over kappa (:mod:`mklkit_smo.skm`) around the
 SMO state of ``smo_mkl`` with the SKM's regularizer form."""
+
 from __future__ import annotations
 
 import logging
@@ -51,8 +52,7 @@ class _SkmRun(_SmoRun):
         src = self.problem.extra.get("kernel_source") if self.problem.extra else None
         M = src.n_kernels if src is not None else self.problem.n_kernels
         bpar = np.concatenate([np.ones(M), np.zeros(M)])  # kappa = 1: a = d = 1, d(kappa) = 0
-        return _Reg(self.smo.REG_SKM, 2.0, 0.5, 0.0, 0.0, 0.0, bpar, self.smo.no_function, None,
-                    reg)
+        return _Reg(self.smo.REG_SKM, 2.0, 0.5, 0.0, 0.0, 0.0, bpar, self.smo.no_function, None, reg)
 
 
 class _Skm:
@@ -86,8 +86,7 @@ class _Skm:
         if bool(p["merge_identical"]) and src is None:
             self.merged = MergedPoints.find(problem.K, problem.y, max_fraction=_MERGE_FRACTION)
             if self.merged is not None:
-                logger.info("skm_smo: %d points, %d distinct", problem.n_samples,
-                            self.merged.rep.size)
+                logger.info("skm_smo: %d points, %d distinct", problem.n_samples, self.merged.rep.size)
 
     # -- one stage ---------------------------------------------------------------
     def _new_run(self, kept: np.ndarray, beta: np.ndarray | None) -> _SkmRun:
@@ -95,8 +94,14 @@ class _Skm:
         mp = self.merged
         K, y = (mp.K, mp.y) if mp is not None else (pb.K, pb.y)
         if kept.size < self.M or mp is not None:
-            pb = Problem(K=K[kept] if kept.size < self.M else K, y=y, loss=pb.loss,
-                         regularizer=pb.regularizer, C=pb.C, bias=pb.bias)
+            pb = Problem(
+                K=K[kept] if kept.size < self.M else K,
+                y=y,
+                loss=pb.loss,
+                regularizer=pb.regularizer,
+                C=pb.C,
+                bias=pb.bias,
+            )
         run = _SkmRun(_Options(self.engine), pb, self.outer)
         if mp is not None:
             run.ub[:] = self.U * mp.count
@@ -189,8 +194,7 @@ class _Skm:
             return v, beta
         return np.ascontiguousarray(v[:, mp.of]), mp.expand(beta, self.U)
 
-    def _evaluate(self, v: np.ndarray, c: np.ndarray, beta: np.ndarray,
-                  eta: np.ndarray) -> dict[str, float]:
+    def _evaluate(self, v: np.ndarray, c: np.ndarray, beta: np.ndarray, eta: np.ndarray) -> dict[str, float]:
         """(OPT3) reached, primal P, dual D (paper scale) and the bias at (alpha, eta)."""
         y = self.problem.y
         e1, e2 = opt3(v, c, beta, y, self.U, eta, self.dt)
@@ -205,13 +209,27 @@ class _Skm:
         gap = relative_gap(P, D) if math.isfinite(P) else math.nan
         return {"e1": e1, "e2": e2, "P": P, "D": D, "gap": gap, "bias": b}
 
-    def _record(self, stage: int, kappa: float, run: _SkmRun, ev: dict[str, float],
-                eta: np.ndarray, viol: float, m_active: int, beta: np.ndarray,
-                callback: bool = True, **more: Any) -> dict[str, Any]:
+    def _record(
+        self,
+        stage: int,
+        kappa: float,
+        run: _SkmRun,
+        ev: dict[str, float],
+        eta: np.ndarray,
+        viol: float,
+        m_active: int,
+        beta: np.ndarray,
+        callback: bool = True,
+        **more: Any,
+    ) -> dict[str, Any]:
         """A history record of a stage (:meth:`mklkit.engines.base.Run.record`)."""
         n = self.problem.n_samples
         return self.outer.record(
-            stage, self.C * ev["P"], self.C * ev["D"], ev["gap"], int(np.sum(eta > 0)),
+            stage,
+            self.C * ev["P"],
+            self.C * ev["D"],
+            ev["gap"],
+            int(np.sum(eta > 0)),
             callback=callback,
             kappa=kappa,
             smo_steps=int(self.steps),
@@ -229,8 +247,9 @@ class _Skm:
             **more,
         )
 
-    def _certify_by_lp(self, v: np.ndarray, c: np.ndarray,
-                       beta: np.ndarray) -> tuple[np.ndarray, dict[str, float]] | None:
+    def _certify_by_lp(
+        self, v: np.ndarray, c: np.ndarray, beta: np.ndarray
+    ) -> tuple[np.ndarray, dict[str, float]] | None:
         """Weights from the LP of (OPT3) on the eps1-active kernels, with their evaluation,
         when they meet (OPT3) and the gap; else None."""
         Jj = 0.5 * c / self.dt**2 - float(np.sum(beta))
@@ -289,8 +308,12 @@ class _Skm:
             if kappa < 1.0 and np.all(np.isfinite(eta)):
                 ev = self._evaluate(v, c, beta, eta)
                 eta_ev = eta
-                if (not self._met(ev) and ev["e1"] <= self.eps1 and ev["e2"] <= 2.0 * self.eps2
-                        and stop != smo.STOP_NUMERICAL):
+                if (
+                    not self._met(ev)
+                    and ev["e1"] <= self.eps1
+                    and ev["e2"] <= 2.0 * self.eps2
+                    and stop != smo.STOP_NUMERICAL
+                ):
                     # eta~ just misses (OPT3): the best weights for this alpha may not (§3.3)
                     lp = self._certify_by_lp(v, c, beta)
                     if lp is not None:
@@ -310,8 +333,7 @@ class _Skm:
             self._record(stage, kappa, run, ev, np.nan_to_num(eta), viol, kept.size, beta, **more)
             at = f"at kappa = {kappa:.3g}, stage {stage}"
             if stop == smo.STOP_NUMERICAL or not (math.isfinite(ev["P"]) and math.isfinite(ev["D"])):
-                outer.end(Status.NUMERICAL_ERROR, self.steps, f"non-finite values {at}",
-                          gap=ev["gap"])
+                outer.end(Status.NUMERICAL_ERROR, self.steps, f"non-finite values {at}", gap=ev["gap"])
                 break
             if outer.stop_requested:
                 outer.end(Status.STOPPED, self.steps, at, gap=ev["gap"])
@@ -326,8 +348,7 @@ class _Skm:
                 top = np.max(Jj[kept])
                 back = out[Jj[out] > top - self.eps1]
                 if back.size and (ok or np.max(Jj[out]) > top):
-                    logger.info("skm_smo: %d kernels left out are active again; put back",
-                                back.size)
+                    logger.info("skm_smo: %d kernels left out are active again; put back", back.size)
                     kept = np.union1d(kept, back)
                     full = self._beta_full(run)
                     run = self._new_run(kept, full)
@@ -350,13 +371,15 @@ class _Skm:
                 outer.end(Status.MAX_ITER, self.steps, at, gap=ev["gap"])
                 break
             if stop == smo.STOP_STALLED:
-                outer.end(Status.STALLED, self.steps, f"the SMO steps stopped making progress "
-                                                      f"{at}", gap=ev["gap"])
+                outer.end(Status.STALLED, self.steps, f"the SMO steps stopped making progress {at}", gap=ev["gap"])
                 break
             if stage >= self.max_stages:
-                outer.end(Status.STALLED, self.steps, f"max_stages={self.max_stages} "
-                                                      "continuation stages reached",
-                          gap=ev["gap"])
+                outer.end(
+                    Status.STALLED,
+                    self.steps,
+                    f"max_stages={self.max_stages} continuation stages reached",
+                    gap=ev["gap"],
+                )
                 break
             if self.remove and kappa < 1.0 and np.all(np.isfinite(eta)):
                 zero = eta == 0.0
@@ -373,23 +396,21 @@ class _Skm:
         if outer.status == Status.CONVERGED and self.sparsify:
             v, c = self._full_state(run, kept)
             v, beta = self._on_points(v, run.beta.copy())
-            sparse = sparsify_weights(v, c, beta, self.problem.y, self.U, eta, self.dt,
-                                      self.eps1, self.eps2)
+            sparse = sparsify_weights(v, c, beta, self.problem.y, self.U, eta, self.dt, self.eps1, self.eps2)
             if np.sum(sparse > 0) < np.sum(eta > 0):
                 ev2 = self._evaluate(v, c, beta, sparse)
-                logger.info("skm_smo: §3.4 removed %d kernels", int(np.sum(eta > 0)
-                                                                     - np.sum(sparse > 0)))
+                logger.info("skm_smo: §3.4 removed %d kernels", int(np.sum(eta > 0) - np.sum(sparse > 0)))
                 eta, ev = sparse, ev2
                 eta_ev = eta
-                self._record(stage, kappa, run, ev, eta, viol, kept.size, beta, callback=False,
-                             sparsified=True)
+                self._record(stage, kappa, run, ev, eta, viol, kept.size, beta, callback=False, sparsified=True)
         n = self.problem.n_samples
-        outer.message += (f"; (eps1, eps2)-optimality (OPT3) reached: eps1/n = "
-                          f"{ev['e1'] / n:.3g}, eps2 = {ev['e2']:.3g}; kappa = {kappa:.3g} "
-                          f"after {stage} stages")
+        outer.message += (
+            f"; (eps1, eps2)-optimality (OPT3) reached: eps1/n = "
+            f"{ev['e1'] / n:.3g}, eps2 = {ev['e2']:.3g}; kappa = {kappa:.3g} "
+            f"after {stage} stages"
+        )
         if outer.status == Status.CONVERGED:
-            outer.message += (f" (targets eps1/n = {self.eps1 / n:g}, eps2 = {self.eps2:g}, "
-                              f"tol = {self.tol:g})")
+            outer.message += f" (targets eps1/n = {self.eps1 / n:g}, eps2 = {self.eps2:g}, tol = {self.tol:g})"
         # the point whose objective ev holds (the SVM on the sum of the kernels at kappa = 1)
         return self._result(run, kept, eta_ev, ev)
 
@@ -399,8 +420,7 @@ class _Skm:
             run._unshrink()
         return run.beta.copy()
 
-    def _result(self, run: _SkmRun, kept: np.ndarray, eta: np.ndarray,
-                ev: dict[str, float]) -> SolveResult:
+    def _result(self, run: _SkmRun, kept: np.ndarray, eta: np.ndarray, ev: dict[str, float]) -> SolveResult:
         r"""The result at the weights ``eta``: blocks :math:`\eta_j K_jD(y)\alpha`."""
         eta = np.nan_to_num(np.asarray(eta, dtype=np.float64))
         v, c = self._full_state(run, kept)
@@ -409,7 +429,12 @@ class _Skm:
         total = float(np.sum(eta))
         weights = eta / total if total > 0.0 else np.zeros_like(eta)
         return self.outer.result(
-            int(self.steps), alpha=eta[:, None] * gamma[None, :], bias=float(ev.get("bias", 0.0)),
+            int(self.steps),
+            alpha=eta[:, None] * gamma[None, :],
+            bias=float(ev.get("bias", 0.0)),
             primal=float(self.C * ev.get("P", math.nan)),
-            dual=float(self.C * ev.get("D", math.nan)), rho=self.C * gamma, norms=norms,
-            weights=weights)
+            dual=float(self.C * ev.get("D", math.nan)),
+            rho=self.C * gamma,
+            norms=norms,
+            weights=weights,
+        )

@@ -5,6 +5,7 @@ along the last stage's displacement and the Newton step on the free variables.
 Directions ``d`` live in the space of ``beta`` and keep :math:`y^\top d = 0`.  Each step
 needs the full (unshrunk) state and a precomputed bank.
 """
+
 from __future__ import annotations
 
 import math
@@ -64,8 +65,7 @@ def extrapolate(run: _SkmRun, direction: np.ndarray) -> float:
         tmax = _room(run, D)
         w, q = _forms(run, D)
         # the minimizer along the line with the box ignored (G is defined there too)
-        t_line = _line_min(run, w, q, D, max(4.0 * tmax, 1.0)
-                                if tmax < math.inf else 1.0)
+        t_line = _line_min(run, w, q, D, max(4.0 * tmax, 1.0) if tmax < math.inf else 1.0)
         if t_line <= tmax or not t_line > 0.0:
             break
         # leave out the components that reach their bound before the minimizer
@@ -99,18 +99,23 @@ def _forms(run: _SkmRun, D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return run.v[:, sv] @ gd[sv], u[:, sv] @ gd[sv]
 
 
-def _line_min(run: _SkmRun, w: np.ndarray, q: np.ndarray, D: np.ndarray,
-              hi: float) -> float:
+def _line_min(run: _SkmRun, w: np.ndarray, q: np.ndarray, D: np.ndarray, hi: float) -> float:
     """The minimizer of G along d over [0, hi] (bisection on G', convex)."""
     from ._skm import skm_line_min
 
-    return float(skm_line_min(np.ascontiguousarray(run.c, dtype=np.float64),
-                              np.ascontiguousarray(w), np.ascontiguousarray(q),
-                              float(np.sum(D)), run.reg.bpar, hi))
+    return float(
+        skm_line_min(
+            np.ascontiguousarray(run.c, dtype=np.float64),
+            np.ascontiguousarray(w),
+            np.ascontiguousarray(q),
+            float(np.sum(D)),
+            run.reg.bpar,
+            hi,
+        )
+    )
 
 
-def _take_step(run: _SkmRun, D: np.ndarray, t: float, w: np.ndarray,
-               q: np.ndarray) -> float:
+def _take_step(run: _SkmRun, D: np.ndarray, t: float, w: np.ndarray, q: np.ndarray) -> float:
     """alpha += t d (components reaching a bound snapped to it) when G decreases; t or 0."""
     from ._skm import skm_phi
 

@@ -19,6 +19,7 @@ feature subset, one sparse pass gives the inner products
 squared norms), then each kernel of the group maps them elementwise.  Dense
 and sparse (CSR, e.g. LIBSVM files) features are both stored column-wise.
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -80,22 +81,14 @@ class FeatureKernels(KernelSource):
     >>> f = src.decision_function(result, X_test)              # doctest: +SKIP
     """
 
-    def __init__(
-        self,
-        X: Any,
-        bank: Any,
-        normalize: str = "trace",
-        feature_names: Sequence[str] | None = None,
-    ) -> None:
+    def __init__(self, X: Any, bank: Any, normalize: str = "trace", feature_names: Sequence[str] | None = None) -> None:
         if normalize not in _NORMALIZE:
-            raise ValueError(f"normalize must be one of {', '.join(map(repr, _NORMALIZE))}; "
-                             f"got {normalize!r}")
+            raise ValueError(f"normalize must be one of {', '.join(map(repr, _NORMALIZE))}; got {normalize!r}")
         if hasattr(X, "X") and hasattr(X, "feature_names"):  # a Dataset
             if feature_names is None:
                 feature_names = list(X.feature_names)
             X = X.X
-        Xr = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else sp.csr_matrix(
-            np.asarray(X, dtype=np.float64))
+        Xr = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else sp.csr_matrix(np.asarray(X, dtype=np.float64))
         if Xr.ndim != 2 or Xr.shape[0] < 1 or Xr.shape[1] < 1:
             raise ValueError(f"X must be a non-empty 2-d array; got shape {Xr.shape}")
         if not np.all(np.isfinite(Xr.data)):
@@ -111,7 +104,8 @@ class FeatureKernels(KernelSource):
                 raise ValueError(
                     f"kernel {m} {s.label!r}: the function {s.function.name!r} cannot be computed "
                     f"on the fly; supported: {', '.join(SUPPORTED_FUNCTIONS)} (precompute the bank "
-                    "and pass it as Problem.K instead)")
+                    "and pass it as Problem.K instead)"
+                )
             if any(f < 0 or f >= D for f in s.features):
                 raise ValueError(f"kernel {m} {s.label!r} uses a column outside [0, {D - 1}]")
         self.specs = specs
@@ -142,8 +136,7 @@ class FeatureKernels(KernelSource):
         g_fptr = np.zeros(G + 1, dtype=np.int64)
         g_fptr[1:] = np.cumsum([len(f) for f in feats])
         g_feat = np.ascontiguousarray(np.concatenate([np.asarray(f, dtype=np.int64) for f in feats]))
-        member = sp.csc_matrix(
-            (np.ones(g_feat.size), g_feat, g_fptr), shape=(self.n_features, G))
+        member = sp.csc_matrix((np.ones(g_feat.size), g_feat, g_fptr), shape=(self.n_features, G))
         g_sqn = np.asarray((Xr.multiply(Xr) @ member).T.todense(), dtype=np.float64)
         k_fam = np.empty(self.n_kernels, dtype=np.int64)
         k_par = np.zeros((self.n_kernels, 4))
@@ -168,8 +161,9 @@ class FeatureKernels(KernelSource):
             bad = np.flatnonzero(~(tr > 0))
             if bad.size:
                 m = int(bad[0])
-                raise ValueError(f"kernel {m} {self.names[m]!r} has trace {tr[m]!r}; unit-trace "
-                                 "normalisation needs a positive trace")
+                raise ValueError(
+                    f"kernel {m} {self.names[m]!r} has trace {tr[m]!r}; unit-trace normalisation needs a positive trace"
+                )
             k_par[:, 3] = 1.0 / tr
             self.traces = tr
             diag = raw / tr[:, None]
@@ -177,8 +171,10 @@ class FeatureKernels(KernelSource):
             bad = np.argwhere(~(raw > 0))
             if bad.size:
                 m, i = (int(v) for v in bad[0])
-                raise ValueError(f"kernel {m} {self.names[m]!r} has K[{i}, {i}] = {raw[m, i]!r}; "
-                                 "unit-diagonal normalisation needs a positive diagonal")
+                raise ValueError(
+                    f"kernel {m} {self.names[m]!r} has K[{i}, {i}] = {raw[m, i]!r}; "
+                    "unit-diagonal normalisation needs a positive diagonal"
+                )
             k_par[:, 3] = 1.0
             k_pn = np.ascontiguousarray(1.0 / np.sqrt(raw))
             self.traces = raw.sum(axis=1)
@@ -254,13 +250,14 @@ class FeatureKernels(KernelSource):
         """
         coef = np.asarray(coef, dtype=np.float64)
         if coef.shape != (self.n_kernels, self.n_samples):
-            raise ValueError(f"coef must have shape ({self.n_kernels}, {self.n_samples}); "
-                             f"got {coef.shape}")
-        Xn = sp.csr_matrix(X_new, dtype=np.float64) if sp.issparse(X_new) else sp.csr_matrix(
-            np.asarray(X_new, dtype=np.float64))
+            raise ValueError(f"coef must have shape ({self.n_kernels}, {self.n_samples}); got {coef.shape}")
+        Xn = (
+            sp.csr_matrix(X_new, dtype=np.float64)
+            if sp.issparse(X_new)
+            else sp.csr_matrix(np.asarray(X_new, dtype=np.float64))
+        )
         if Xn.shape[1] != self.n_features:
-            raise ValueError(f"X_new has {Xn.shape[1]} columns; the training data has "
-                             f"{self.n_features}")
+            raise ValueError(f"X_new has {Xn.shape[1]} columns; the training data has {self.n_features}")
         out = np.zeros(Xn.shape[0])
         active = [m for m in range(self.n_kernels) if np.any(coef[m] != 0.0)]
         if not active:
@@ -271,11 +268,11 @@ class FeatureKernels(KernelSource):
             by_group.setdefault(int(p["k_group"][m]), []).append(m)
         Xt = self._Xr
         for g, ms in by_group.items():
-            cols = p["g_feat"][p["g_fptr"][g]:p["g_fptr"][g + 1]]
+            cols = p["g_feat"][p["g_fptr"][g] : p["g_fptr"][g + 1]]
             A = Xt[:, cols]
             sqa = p["g_sqn"][g]
             for start in range(0, Xn.shape[0], block):
-                B = Xn[start:start + block][:, cols]
+                B = Xn[start : start + block][:, cols]
                 inner = np.asarray((B @ A.T).todense())
                 sqb = np.asarray(B.multiply(B).sum(axis=1)).ravel()
                 for m in ms:
@@ -294,15 +291,14 @@ class FeatureKernels(KernelSource):
                     Km *= par[3]
                     if self.normalize == "diagonal":
                         Km *= (1.0 / np.sqrt(raw_b))[:, None] * p["k_pn"][m][None, :]
-                    out[start:start + block] += Km @ coef[m]
+                    out[start : start + block] += Km @ coef[m]
         return out
 
     def decision_function(self, result: Any, X_new: Any) -> np.ndarray:
         r"""Predictions :math:`\sum_k K_k(x, X)\alpha_k + b` of a result on new points."""
         return self.cross_apply(X_new, result.alpha) + float(result.bias)
 
-    def problem(self, y: Any, loss: Any, regularizer: Any, C: float, bias: bool = True,
-                **extra: Any) -> Any:
+    def problem(self, y: Any, loss: Any, regularizer: Any, C: float, bias: bool = True, **extra: Any) -> Any:
         """A :class:`mklkit.problem.Problem` whose kernels come from this source.
 
         ``Problem.K`` is the empty (0, N, N) array; the engine reads the rows
@@ -310,11 +306,19 @@ class FeatureKernels(KernelSource):
         """
         from mklkit.problem import Problem
 
-        return Problem(K=np.empty((0, self.n_samples, self.n_samples)), y=y, loss=loss,
-                       regularizer=regularizer, C=C, bias=bias, kernel_names=list(self.names),
-                       extra={"kernel_source": self, **extra})
+        return Problem(
+            K=np.empty((0, self.n_samples, self.n_samples)),
+            y=y,
+            loss=loss,
+            regularizer=regularizer,
+            C=C,
+            bias=bias,
+            kernel_names=list(self.names),
+            extra={"kernel_source": self, **extra},
+        )
 
     def __repr__(self) -> str:
-        return (f"FeatureKernels(n_kernels={self.n_kernels}, n_samples={self.n_samples}, "
-                f"n_groups={self.n_groups}, normalize={self.normalize!r})")
-
+        return (
+            f"FeatureKernels(n_kernels={self.n_kernels}, n_samples={self.n_samples}, "
+            f"n_groups={self.n_groups}, normalize={self.normalize!r})"
+        )

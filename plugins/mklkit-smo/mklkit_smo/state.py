@@ -6,6 +6,7 @@ the jitted loop works on, kept exact and shrunk.
 :meth:`_SmoState._refresh`), and leaves out and brings back the variables stuck at a
 bound (LibSVM's shrinking).  The solve on it is :class:`mklkit_smo.loop._SmoRun`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -79,9 +80,35 @@ class _View:
     point), with ``gconst`` the part of gamma owed to variables left out.
     """
 
-    __slots__ = ("avar", "cmap", "beta", "z", "e", "ub", "pt", "var_pos", "var_neg", "gconst",
-                 "gamma", "v", "diag", "F", "Dg", "Z1", "V2", "X2", "Ri", "rows_mode", "cache",
-                 "slot_of", "point_of", "stamp", "bank", "row_cache", "state")
+    __slots__ = (
+        "avar",
+        "cmap",
+        "beta",
+        "z",
+        "e",
+        "ub",
+        "pt",
+        "var_pos",
+        "var_neg",
+        "gconst",
+        "gamma",
+        "v",
+        "diag",
+        "F",
+        "Dg",
+        "Z1",
+        "V2",
+        "X2",
+        "Ri",
+        "rows_mode",
+        "cache",
+        "slot_of",
+        "point_of",
+        "stamp",
+        "bank",
+        "row_cache",
+        "state",
+    )
 
     @property
     def n_points(self) -> int:
@@ -105,8 +132,7 @@ class _SmoState(Algorithm):
     dual value is a lower bound of the dual (48) at :math:`\rho`.
     """
 
-    def __init__(self, engine: Any, problem: Problem, run: Run,
-                 warm_start: SolveResult | None = None) -> None:
+    def __init__(self, engine: Any, problem: Problem, run: Run, warm_start: SolveResult | None = None) -> None:
         from . import _records, _smo
 
         super().__init__(engine, problem, run, warm_start)
@@ -167,8 +193,7 @@ class _SmoState(Algorithm):
         # SMO steps between exact refreshes of the sums and shrinking steps (LibSVM's interval),
         # and between history records (with a certified gap whenever nothing is shrunk)
         self.refresh_every = int(p["check_every"]) or int(min(max(n, 100), 1000))
-        self.record_every = int(p["check_every"]) or int(
-            max(1, min(self.refresh_every, n // _RECORDS_PER_PASS)))
+        self.record_every = int(p["check_every"]) or int(max(1, min(self.refresh_every, n // _RECORDS_PER_PASS)))
         self.shrinking = bool(p["shrinking"])
         self.cache_bytes = float(p["cache_mb"]) * 2**20
         self.n_syncs = 0
@@ -182,18 +207,39 @@ class _SmoState(Algorithm):
             e_i = np.zeros(1, dtype=np.int64)
             e_f = np.zeros(1)
             self.rows = _records.FeatureRows(
-                xr_ptr=e_i, xr_idx=e_i, xr_val=e_f, xc_ptr=e_i, xc_idx=e_i, xc_val=e_f,
-                g_fptr=e_i, g_feat=e_i, g_sqn=np.zeros((1, 1)), k_group=e_i, k_fam=e_i,
-                k_par=np.zeros((1, 4)), k_pn=np.zeros((0, 0)), xi=e_f, acc=np.zeros((1, 1)))
+                xr_ptr=e_i,
+                xr_idx=e_i,
+                xr_val=e_f,
+                xc_ptr=e_i,
+                xc_idx=e_i,
+                xc_val=e_f,
+                g_fptr=e_i,
+                g_feat=e_i,
+                g_sqn=np.zeros((1, 1)),
+                k_group=e_i,
+                k_fam=e_i,
+                k_par=np.zeros((1, 4)),
+                k_pn=np.zeros((0, 0)),
+                xi=e_f,
+                acc=np.zeros((1, 1)),
+            )
         else:
             self.rows = src.feature_rows()
         self._flat: np.ndarray | None = None  # row cache storage, allocated on first use
         self._epochs: list[tuple[np.ndarray, np.ndarray]] = []  # points left out, gamma then
         self.opts = _records.SmoOptions(
-            reg_mode=int(self.reg.mode), rows_mode=_smo.ROWS_PRECOMPUTED, max_steps=0,
-            analytic=bool(p["analytic"]), parallel=bool(self.par), nblocks=int(self.nb),
-            eps=self.eps, q=float(self.reg.q), lam=float(self.reg.lam), fd0=float(self.reg.fd0),
-            tau=1e-12)
+            reg_mode=int(self.reg.mode),
+            rows_mode=_smo.ROWS_PRECOMPUTED,
+            max_steps=0,
+            analytic=bool(p["analytic"]),
+            parallel=bool(self.par),
+            nblocks=int(self.nb),
+            eps=self.eps,
+            q=float(self.reg.q),
+            lam=float(self.reg.lam),
+            fd0=float(self.reg.fd0),
+            tau=1e-12,
+        )
         self.fns = _records.bregman_fns(self.reg.bregman, self.reg.bpar)
         self.work = _records.SmoWork(self.wa, self.ww, self.wc)
         # the full state, which the exact refreshes work on whatever the view
@@ -208,8 +254,9 @@ class _SmoState(Algorithm):
         if PNORM_PENALTY.holds(reg):
             wn = reg.weight_norm
             p = float(wn.p)
-            return _Reg(smo.REG_PNORM, p / (p - 1.0), float(wn.lam), 0.0, 0.0, 0.0,
-                        np.zeros(1), smo.no_function, None, wn)
+            return _Reg(
+                smo.REG_PNORM, p / (p - 1.0), float(wn.lam), 0.0, 0.0, 0.0, np.zeros(1), smo.no_function, None, wn
+            )
         b = reg.bregman
         pv = np.ascontiguousarray(reg.param_vector, dtype=np.float64)
         if pv.size == 0:
@@ -224,8 +271,9 @@ class _SmoState(Algorithm):
         row = 8 * self.M * npts
         slots = int(max(2, min(npts, self.cache_bytes // max(row, 1))))
         if 2 * row > self.cache_bytes and self._flat is None:
-            logger.warning("cache_mb=%g holds fewer than two kernel rows (%d bytes each); "
-                           "using two", self.cache_bytes / 2**20, row)
+            logger.warning(
+                "cache_mb=%g holds fewer than two kernel rows (%d bytes each); using two", self.cache_bytes / 2**20, row
+            )
         need = slots * self.M * npts
         if self._flat is None or self._flat.size < need:
             self._flat = np.empty(need)
@@ -236,8 +284,24 @@ class _SmoState(Algorithm):
         w = _View()
         w.avar = np.arange(self.n, dtype=np.int64)
         w.cmap = np.arange(self.N, dtype=np.int64)
-        for name in ("beta", "z", "e", "ub", "pt", "var_pos", "var_neg", "gamma", "v", "diag", "F",
-                     "Dg", "Z1", "V2", "X2", "Ri"):
+        for name in (
+            "beta",
+            "z",
+            "e",
+            "ub",
+            "pt",
+            "var_pos",
+            "var_neg",
+            "gamma",
+            "v",
+            "diag",
+            "F",
+            "Dg",
+            "Z1",
+            "V2",
+            "X2",
+            "Ri",
+        ):
             setattr(w, name, getattr(self, name))
         w.gconst = np.zeros(self.N)
         if self.source is None:
@@ -297,9 +361,32 @@ class _SmoState(Algorithm):
 
         w.bank = check_record(SmoBank(self.K, w.diag, self.nck, self.dconst, w.cmap))
         w.row_cache = check_record(RowCache(w.cache, w.slot_of, w.point_of, w.stamp))
-        w.state = check_record(SmoState(
-            w.beta, w.z, w.e, w.ub, w.pt, w.var_pos, w.var_neg, w.gconst, w.gamma, w.v, self.c,
-            self.d, self.u1, self.u2, w.F, w.Dg, w.Z1, w.V2, w.X2, w.Ri, self.istate, self.fout))
+        w.state = check_record(
+            SmoState(
+                w.beta,
+                w.z,
+                w.e,
+                w.ub,
+                w.pt,
+                w.var_pos,
+                w.var_neg,
+                w.gconst,
+                w.gamma,
+                w.v,
+                self.c,
+                self.d,
+                self.u1,
+                self.u2,
+                w.F,
+                w.Dg,
+                w.Z1,
+                w.V2,
+                w.X2,
+                w.Ri,
+                self.istate,
+                self.fout,
+            )
+        )
         return w
 
     def _warm(self, ws: SolveResult) -> None:

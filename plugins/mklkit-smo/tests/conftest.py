@@ -1,4 +1,5 @@
 """Shared fixtures: small real problems from the bundled data sets."""
+
 from __future__ import annotations
 
 import sys

@@ -5,6 +5,7 @@ A module of its own with a unique name, so that tests can import it: a bare
 imported last, which is another directory's when several test directories run
 in one session (e.g. ``pytest plugins/mklkit-smo/tests tests``).
 """
+
 from __future__ import annotations
 
 #: A few kernels of different kinds (RBF widths, polynomial degrees, a feature subset).

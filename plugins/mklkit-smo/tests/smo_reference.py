@@ -24,6 +24,7 @@ The primal of the p-norm problem in mklkit's scale,
 :math:`\sum_i\ell(y_i, f_i + b) + C\tfrac34(2\lambda)^{1/3}\|x\|_s^{4/3}` with block
 norms :math:`x_k` and :math:`s = 2p/(p+1)`, is :func:`pnorm_primal` (plain numpy).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -51,8 +52,7 @@ def _solve(prob: cp.Problem) -> None:
         try:
             with warnings.catch_warnings():  # an inaccurate attempt is retried, not used
                 warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-                prob.solve(solver=cp.CLARABEL, tol_gap_abs=tol, tol_gap_rel=tol, tol_feas=tol,
-                           max_iter=500)
+                prob.solve(solver=cp.CLARABEL, tol_gap_abs=tol, tol_gap_rel=tol, tol_feas=tol, max_iter=500)
         except cp.error.SolverError as exc:
             status = f"failed ({exc})"
             continue
@@ -62,8 +62,9 @@ def _solve(prob: cp.Problem) -> None:
     raise RuntimeError(f"Clarabel status {status!r}")
 
 
-def dual_pnorm(K: np.ndarray, y: np.ndarray, p: float, lam: float, C_paper: float,
-               task: str = "classification", eps: float = 0.0) -> tuple[float, np.ndarray]:
+def dual_pnorm(
+    K: np.ndarray, y: np.ndarray, p: float, lam: float, C_paper: float, task: str = "classification", eps: float = 0.0
+) -> tuple[float, np.ndarray]:
     r"""Optimal value and alpha of the SMO-MKL p-norm dual (paper scale).
 
     Solved in :math:`\beta = \alpha/C_p \in [0, 1]` (better conditioned for
@@ -107,8 +108,17 @@ def _loss(y: np.ndarray, z: np.ndarray, kind: str, eps: float) -> float:
     return float(np.sum(np.maximum(0.0, np.abs(y - z) - eps)))
 
 
-def pnorm_primal(K: np.ndarray, y: np.ndarray, alpha: np.ndarray, b: float, p: float, lam: float,
-                 C: float, task: str = "classification", eps: float = 0.0) -> float:
+def pnorm_primal(
+    K: np.ndarray,
+    y: np.ndarray,
+    alpha: np.ndarray,
+    b: float,
+    p: float,
+    lam: float,
+    C: float,
+    task: str = "classification",
+    eps: float = 0.0,
+) -> float:
     """mklkit-scale primal of a p-norm solution given its blocks ``alpha`` (M, N) and bias."""
     z = np.einsum("mij,mj->i", K, alpha) + b
     x = np.sqrt(np.maximum(np.einsum("mi,mij,mj->m", alpha, K, alpha), 0.0))
@@ -117,8 +127,7 @@ def pnorm_primal(K: np.ndarray, y: np.ndarray, alpha: np.ndarray, b: float, p: f
     return _loss(y, z, task, eps) + C * reg
 
 
-def kl_primal(K: np.ndarray, y: np.ndarray, alpha: np.ndarray, b: float, d0: float,
-              C: float) -> float:
+def kl_primal(K: np.ndarray, y: np.ndarray, alpha: np.ndarray, b: float, d0: float, C: float) -> float:
     r"""mklkit-scale primal with the KL regularizer, :math:`g(t) = \min_d t/(2d) + h(d)/2`.
 
     The minimum over each weight is found numerically (bounded scalar search),
@@ -130,10 +139,11 @@ def kl_primal(K: np.ndarray, y: np.ndarray, alpha: np.ndarray, b: float, d0: flo
     x2 = np.maximum(np.einsum("mi,mij,mj->m", alpha, K, alpha), 0.0)
     reg = 0.0
     for t in x2:
+
         def obj(logd: float, t: float = t) -> float:
             d = d0 * np.exp(logd)
             return t / (2.0 * d) + 0.5 * (d * np.log(d / d0) - d + d0)
-        r = minimize_scalar(obj, bounds=(-30.0, 30.0), method="bounded",
-                            options={"xatol": 1e-12})
+
+        r = minimize_scalar(obj, bounds=(-30.0, 30.0), method="bounded", options={"xatol": 1e-12})
         reg += min(float(r.fun), obj(0.0))
     return _loss(y, z, "classification", 0.0) + C * reg

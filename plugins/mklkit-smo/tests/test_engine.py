@@ -1,4 +1,5 @@
 """The smo_mkl engine: optima against cvxpy + Clarabel, steps, statuses, options."""
+
 from __future__ import annotations
 
 import math
@@ -68,8 +69,7 @@ def test_declines_other_problems_with_a_reason(registry, sonar_small) -> None:
 def test_classification_dual_matches_clarabel(sonar_small, registry, p: float) -> None:
     _, y, bank = sonar_small
     lam = 0.7
-    prob = Problem(K=bank.K, y=y, loss=registry.create("loss", "hinge"),
-                   regularizer=PnormSquared(p=p, lam=lam), C=C)
+    prob = Problem(K=bank.K, y=y, loss=registry.create("loss", "hinge"), regularizer=PnormSquared(p=p, lam=lam), C=C)
     r = _solve(prob)
     assert r.status == Status.CONVERGED and r.gap <= 1e-9
     value, _ = ref.dual_pnorm(bank.K, y, p, lam, 1.0 / C)
@@ -89,8 +89,13 @@ def test_regression_dual_matches_clarabel(liver_regression, registry, p: float) 
     _, y, bank = liver_regression
     eps = 0.1
     Cr = 0.1
-    prob = Problem(K=bank.K, y=y, loss=registry.create("loss", {"name": "eps_insensitive", "eps": eps}),
-                   regularizer=PnormSquared(p=p, lam=1.0), C=Cr)
+    prob = Problem(
+        K=bank.K,
+        y=y,
+        loss=registry.create("loss", {"name": "eps_insensitive", "eps": eps}),
+        regularizer=PnormSquared(p=p, lam=1.0),
+        C=Cr,
+    )
     r = _solve(prob)
     assert r.status == Status.CONVERGED
     value, _ = ref.dual_pnorm(bank.K, y, p, 1.0, 1.0 / Cr, task="regression", eps=eps)
@@ -101,8 +106,7 @@ def test_regression_dual_matches_clarabel(liver_regression, registry, p: float) 
 
 
 @pytest.mark.parametrize("d0, Ck", [(1.0, 0.01), (0.5, 0.2)])
-def test_kl_dual_matches_clarabel_and_the_core_primal(sonar_small, registry, d0: float,
-                                                      Ck: float) -> None:
+def test_kl_dual_matches_clarabel_and_the_core_primal(sonar_small, registry, d0: float, Ck: float) -> None:
     _, y, bank = sonar_small
     kl = registry.create("regularizer", {"name": "kl", "d0": d0})
     prob = Problem(K=bank.K, y=y, loss=registry.create("loss", "hinge"), regularizer=kl, C=Ck)
@@ -120,8 +124,9 @@ def test_kl_from_paper_maps_lambda_and_d0(sonar_small, registry) -> None:
     _, y, bank = sonar_small
     lam, d0, Cp = 2.0, 0.5, 1.0
     spec, Ck = kl_from_paper(lam, d0, Cp)
-    prob = Problem(K=bank.K, y=y, loss=registry.create("loss", "hinge"),
-                   regularizer=registry.create("regularizer", spec), C=Ck)
+    prob = Problem(
+        K=bank.K, y=y, loss=registry.create("loss", "hinge"), regularizer=registry.create("regularizer", spec), C=Ck
+    )
     r = _solve(prob)
     # the objective is the paper's (lam, d0, C_paper) optimum divided by C_paper
     assert r.dual_objective * Cp == pytest.approx(ref.dual_kl(bank.K, y, d0, lam, Cp), rel=1e-5)
@@ -136,8 +141,13 @@ def test_p2_matches_spicy_on_the_equivalent_block_lq(sonar_small, registry) -> N
     lam = 1.0
     r = _solve(Problem(K=bank.K, y=y, loss=hinge, regularizer=PnormSquared(p=2.0, lam=lam), C=C))
     spicy = registry.create("engine", {"name": "spicy", "tol": 1e-9})
-    lq = Problem(K=bank.K, y=y, loss=hinge, regularizer=registry.create("regularizer", {"name": "lq", "q": 4 / 3}),
-                 C=C * (2 * lam) ** (1 / 3))
+    lq = Problem(
+        K=bank.K,
+        y=y,
+        loss=hinge,
+        regularizer=registry.create("regularizer", {"name": "lq", "q": 4 / 3}),
+        C=C * (2 * lam) ** (1 / 3),
+    )
     if spicy.supports(lq) is not None:
         pytest.skip(f"spicy does not solve hinge + lq here: {spicy.supports(lq)}")
     r2 = spicy.solve(lq)
@@ -159,19 +169,31 @@ def _pair_inputs(rng: np.random.Generator, M: int):
     return a, w, c
 
 
-def _pnorm_step(analytic: bool, q: float, lam: float, lin: float, a: np.ndarray, w: np.ndarray,
-                c: np.ndarray, thi: float) -> float:
+def _pnorm_step(
+    analytic: bool, q: float, lam: float, lin: float, a: np.ndarray, w: np.ndarray, c: np.ndarray, thi: float
+) -> float:
     """The p-norm form's step of the reduced problem (``solve_pair``)."""
     from mklkit_smo._records import SmoOptions, SmoWork, bregman_fns
 
-    opts = SmoOptions(reg_mode=_smo.REG_PNORM, rows_mode=_smo.ROWS_PRECOMPUTED, max_steps=0,
-                      analytic=analytic, parallel=False, nblocks=1, eps=0.0, q=q, lam=lam,
-                      fd0=0.0, tau=1e-12)
+    opts = SmoOptions(
+        reg_mode=_smo.REG_PNORM,
+        rows_mode=_smo.ROWS_PRECOMPUTED,
+        max_steps=0,
+        analytic=analytic,
+        parallel=False,
+        nblocks=1,
+        eps=0.0,
+        q=q,
+        lam=lam,
+        fd0=0.0,
+        tau=1e-12,
+    )
     M = c.size
     d, u1, u2 = np.zeros(M), np.zeros(M), np.zeros(M)
     counter = np.zeros(1, dtype=np.int64)
-    return _smo.solve_pair(opts, bregman_fns(None, np.zeros(1)), lin,
-                           SmoWork(a, w, np.zeros(M)), c, thi, d, u1, u2, counter)
+    return _smo.solve_pair(
+        opts, bregman_fns(None, np.zeros(1)), lin, SmoWork(a, w, np.zeros(M)), c, thi, d, u1, u2, counter
+    )
 
 
 def test_analytic_p2_step_equals_the_newton_step() -> None:
@@ -234,11 +256,9 @@ def test_kernel_weights_are_eq_10_and_minimize_the_primal(sonar_small, registry,
 # ---------------------------------------------------------------------------
 def test_options_reach_the_same_optimum(sonar_small, registry) -> None:
     _, y, bank = sonar_small
-    prob = Problem(K=bank.K, y=y, loss=registry.create("loss", "hinge"),
-                   regularizer=PnormSquared(p=2.0, lam=1.0), C=C)
+    prob = Problem(K=bank.K, y=y, loss=registry.create("loss", "hinge"), regularizer=PnormSquared(p=2.0, lam=1.0), C=C)
     base = _solve(prob)
-    for params in ({"analytic": False}, {"shrinking": False}, {"check_every": 7},
-                   {"parallel": "on"}):
+    for params in ({"analytic": False}, {"shrinking": False}, {"check_every": 7}, {"parallel": "on"}):
         r = _solve(prob, **params)
         assert r.objective == pytest.approx(base.objective, rel=1e-8), params
         np.testing.assert_allclose(r.kernel_weights, base.kernel_weights, atol=1e-6)
@@ -246,8 +266,7 @@ def test_options_reach_the_same_optimum(sonar_small, registry) -> None:
 
 def test_max_iter_gives_a_status_and_a_warning_not_an_exception(sonar_small, registry) -> None:
     _, y, bank = sonar_small
-    prob = Problem(K=bank.K, y=y, loss=registry.create("loss", "hinge"),
-                   regularizer=PnormSquared(p=1.33), C=C)
+    prob = Problem(K=bank.K, y=y, loss=registry.create("loss", "hinge"), regularizer=PnormSquared(p=1.33), C=C)
     with pytest.warns(ConvergenceWarning, match="max_iter=20"):
         r = SmoMKL(tol=1e-9, max_iter=20).solve(prob)
     assert r.status == Status.MAX_ITER and not r.converged
@@ -257,8 +276,7 @@ def test_max_iter_gives_a_status_and_a_warning_not_an_exception(sonar_small, reg
 
 def test_callback_stops_the_solve(sonar_small, registry) -> None:
     _, y, bank = sonar_small
-    prob = Problem(K=bank.K, y=y, loss=registry.create("loss", "hinge"),
-                   regularizer=PnormSquared(p=1.33), C=C)
+    prob = Problem(K=bank.K, y=y, loss=registry.create("loss", "hinge"), regularizer=PnormSquared(p=1.33), C=C)
     seen = []
     r = SmoMKL(tol=1e-12, check_every=10).solve(prob, callback=lambda rec: seen.append(rec) or len(seen) >= 3)
     assert r.status == Status.STOPPED
@@ -280,8 +298,10 @@ def test_warm_start_reaches_the_optimum_in_fewer_steps(sonar_small, registry) ->
 
 def test_history_is_certified_at_the_end(sonar_small, registry) -> None:
     _, y, bank = sonar_small
-    r = _solve(Problem(K=bank.K, y=y, loss=registry.create("loss", "hinge"),
-                       regularizer=PnormSquared(p=3.0), C=C), check_every=25)
+    r = _solve(
+        Problem(K=bank.K, y=y, loss=registry.create("loss", "hinge"), regularizer=PnormSquared(p=3.0), C=C),
+        check_every=25,
+    )
     last = r.history[-1]
     assert last["certified"] and last["gap"] == r.gap
     assert [h["iteration"] for h in r.history] == sorted(h["iteration"] for h in r.history)
@@ -295,8 +315,7 @@ def test_history_records_the_progress_at_regular_intervals(sonar_small, registry
     # a solve of about one pass over the variables used to leave one record: one dot in
     # the gap and active-kernel plots of 'mklkit report'
     _, y, bank = sonar_small
-    prob = Problem(K=bank.K, y=y, loss=registry.create("loss", "hinge"),
-                   regularizer=PnormSquared(p=1.33), C=C_)
+    prob = Problem(K=bank.K, y=y, loss=registry.create("loss", "hinge"), regularizer=PnormSquared(p=1.33), C=C_)
     r = SmoMKL().solve(prob)
     assert r.status == Status.CONVERGED
     steps = [h["iteration"] for h in r.history]
@@ -383,8 +402,7 @@ def test_any_bregman_form_is_solved(sonar_small, registry) -> None:
 
     _, y, bank = sonar_small
     Ck, d0 = 0.05, 0.5
-    prob = Problem(K=bank.K, y=y, loss=registry.create("loss", "hinge"),
-                   regularizer=_Euclidean(d0=d0), C=Ck)
+    prob = Problem(K=bank.K, y=y, loss=registry.create("loss", "hinge"), regularizer=_Euclidean(d0=d0), C=Ck)
     r = _solve(prob)
     assert r.status == Status.CONVERGED
     # dual (21) with lam = 1/2: max 1^T a - (1/4) sum_k ((d0 + t_k)^2 - d0^2)
@@ -429,9 +447,10 @@ def web_small():
 
     ds = load_builtin("w8a")
     idx = np.sort(np.random.default_rng(0).choice(ds.n_samples, 400, replace=False))
-    bank = [{"function": "rbf", "width": [2.0, 5.0], "features": "all"},
-            {"function": "rbf", "width": 3.0,
-             "features": {"random_subsets": 2, "size": 0.2, "seed": 0}}]
+    bank = [
+        {"function": "rbf", "width": [2.0, 5.0], "features": "all"},
+        {"function": "rbf", "width": 3.0, "features": {"random_subsets": 2, "size": 0.2, "seed": 0}},
+    ]
     src = FeatureKernels(ds.X[idx], bank, normalize="none")
     return src, ds.y[idx]
 
@@ -441,8 +460,11 @@ def test_shrinking_reaches_the_same_optimum(web_small, registry, where: str) -> 
     src, y = web_small
     hinge = registry.create("loss", "hinge")
     reg = PnormSquared(p=1.33)
-    prob = (Problem(K=src.gram(), y=y, loss=hinge, regularizer=reg, C=1.0) if where == "precomputed"
-            else src.problem(y, hinge, reg, 1.0))
+    prob = (
+        Problem(K=src.gram(), y=y, loss=hinge, regularizer=reg, C=1.0)
+        if where == "precomputed"
+        else src.problem(y, hinge, reg, 1.0)
+    )
     plain = _solve(prob, shrinking=False, check_every=50)
     shrunk = _solve(prob, shrinking=True, check_every=50)
     assert min(h["n_active_variables"] for h in shrunk.history) < 0.8 * y.size

@@ -6,6 +6,7 @@ given as extra ones) and checks the reported objective, dual objective and
 gap against the returned points and against a cvxpy + Clarabel optimum,
 the status semantics, a callback stop, ``max_iter`` and warm starts.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -16,12 +17,12 @@ from mklkit.testing import assert_engine_conforms, check_engine
 pytest.importorskip("cvxpy")
 
 
-@pytest.mark.parametrize("engine, regularizer", [("smo_mkl", "pnorm_squared"),
-                                                 ("skm_smo", "l1_squared")])
+@pytest.mark.parametrize("engine, regularizer", [("smo_mkl", "pnorm_squared"), ("skm_smo", "l1_squared")])
 def test_the_smo_engines_pass_the_engine_conformance_kit(engine, regularizer):
     reg = get_registry()
-    report = assert_engine_conforms(reg.create("engine", engine),
-                                    extra_regularizers=[reg.create("regularizer", regularizer)])
+    report = assert_engine_conforms(
+        reg.create("engine", engine), extra_regularizers=[reg.create("regularizer", regularizer)]
+    )
     assert report.ok, str(report)
     # it solved problems, and each gap was held against the conic reference's optimum
     solved = int(report["problems"].detail.split()[0])

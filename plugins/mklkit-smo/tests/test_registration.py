@@ -1,4 +1,5 @@
 """Registration through the public hook, and the 'separable' contract attribute."""
+
 from __future__ import annotations
 
 import subprocess
@@ -36,8 +37,7 @@ def test_installed_entry_point_is_found_by_the_registry() -> None:
 
 def test_mklkit_plugins_lists_both() -> None:
     code = "import sys; from mklkit.cli import main; sys.exit(main(['plugins']))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     lines = [ln for ln in out.splitlines() if "mklkit-smo" in ln]
     assert any(ln.split()[:2] == ["engine", "smo_mkl"] for ln in lines)
     assert any(ln.split()[:2] == ["regularizer", "pnorm_squared"] for ln in lines)
@@ -48,7 +48,8 @@ def test_separable_must_be_a_bool() -> None:
         name = "odd_separable"
         description = "a regularizer with a malformed 'separable'"
         value, prox, prox_deriv, conj, conj_grad, conj_hess, env, weight, penalty = (
-            staticmethod(getattr(Lq, k)) for k in Regularizer.REQUIRED_KERNELS)
+            staticmethod(getattr(Lq, k)) for k in Regularizer.REQUIRED_KERNELS
+        )
         separable = "no"
 
     class Plugin:

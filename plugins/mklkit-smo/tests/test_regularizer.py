@@ -1,5 +1,6 @@
 """The pnorm_squared regularizer: its one-kernel form (conformance kit) and its full,
 non-separable value."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,8 +11,7 @@ from mklkit.components.params import ParamError
 from mklkit.testing import assert_conforms
 from mklkit_smo import PnormSquared
 
-VARIANTS = [PnormSquared(), PnormSquared(p=1.33, lam=0.5), PnormSquared(p=3.0, lam=2.0),
-            PnormSquared(p=1.1, lam=1.0)]
+VARIANTS = [PnormSquared(), PnormSquared(p=1.33, lam=0.5), PnormSquared(p=3.0, lam=2.0), PnormSquared(p=1.1, lam=1.0)]
 IDS = [repr(r) for r in VARIANTS]
 
 
@@ -35,6 +35,7 @@ def test_declares_itself_non_separable_unless_p_is_2() -> None:
 
 def _numerical_value(x: np.ndarray, p: float, lam: float) -> tuple[float, np.ndarray]:
     """min_d 1/2 sum x^2/d + lam/2 ||d||_p^2 over d > 0 (in log d)."""
+
     def obj(u: np.ndarray) -> float:
         d = np.exp(u)
         return 0.5 * np.sum(x * x / d) + 0.5 * lam * np.sum(d**p) ** (2.0 / p)
@@ -72,7 +73,8 @@ def test_full_value_is_a_sum_over_kernels_only_for_p_2() -> None:
         # on one kernel they always agree
         one = x[:1]
         assert reg.weight_norm.value(one, 1.3) == pytest.approx(
-            float(reg.jit.value(one, 1.3, reg.param_vector)[0]), rel=1e-13)
+            float(reg.jit.value(one, 1.3, reg.param_vector)[0]), rel=1e-13
+        )
 
 
 def test_parameters_are_validated() -> None:

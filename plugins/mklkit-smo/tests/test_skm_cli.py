@@ -7,6 +7,7 @@ the primal of (P) at the written solution, bracketing the optimum of (D_K)
 computed by cvxpy + Clarabel, and whose message states an (ε1, ε2)-optimality
 (OPT3) that is recomputed here from the solution.
 """
+
 from __future__ import annotations
 
 import json
@@ -119,11 +120,22 @@ def test_run_skm_spec_reports_the_primal_and_the_optimality_reached(tmp_path, ca
     assert "(eps1, eps2)-optimality (OPT3) reached" in summary["message"]
 
 
-@pytest.mark.parametrize("spec, overrides", [
-    ("smomkl_uci.yaml", ["data.test_size=0.75", "kernels.preset=null",
-                         "kernels.bank=[{function: rbf, width: [1, 5]}]", "engine.max_iter=20"]),
-    ("skm.yaml", [*OVERRIDES, "engine.max_iter=20"]),
-], ids=["smo_mkl", "skm_smo"])
+@pytest.mark.parametrize(
+    "spec, overrides",
+    [
+        (
+            "smomkl_uci.yaml",
+            [
+                "data.test_size=0.75",
+                "kernels.preset=null",
+                "kernels.bank=[{function: rbf, width: [1, 5]}]",
+                "engine.max_iter=20",
+            ],
+        ),
+        ("skm.yaml", [*OVERRIDES, "engine.max_iter=20"]),
+    ],
+    ids=["smo_mkl", "skm_smo"],
+)
 def test_not_converged_is_said_once(tmp_path, capsys, spec: str, overrides: list[str]) -> None:
     argv = ["run", str(SPEC.parent / spec), "--out", str(tmp_path / "out"), "--quiet"]
     for o in overrides:

@@ -4,6 +4,7 @@ G and its gradient against naive implementations, (D_K) against cvxpy + Clarabel
 the kernel weights against the block-l1 spicy engine through SpicyMKL eq. (6),
 Lanckriet's (L), the sparsity LP, kernel removal and the error paths.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,8 +45,7 @@ def _factors(K: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def dk_reference(K: np.ndarray, y: np.ndarray, C_paper: float,
-                 d: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+def dk_reference(K: np.ndarray, y: np.ndarray, C_paper: float, d: np.ndarray | None = None) -> tuple[float, np.ndarray]:
     r"""(D_K) as an SOCP: min 1/2 g^2 - e'a, 0 <= a <= C, y'a = 0, ||L_j' D(y) a|| <= d_j g."""
     M, N = K.shape[0], K.shape[1]
     d = np.ones(M) if d is None else d
@@ -214,8 +214,7 @@ def test_gradient_of_G_by_central_differences(seed: int, sonar_small) -> None:
 
     assert G == pytest.approx(naive_G(alpha), rel=1e-12)
     h = 1e-6
-    fd = np.array([(naive_G(alpha + h * e) - naive_G(alpha - h * e)) / (2 * h)
-                   for e in np.eye(30)])
+    fd = np.array([(naive_G(alpha + h * e) - naive_G(alpha - h * e)) / (2 * h) for e in np.eye(30)])
     np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-7)
 
 
@@ -230,8 +229,7 @@ def test_weights_and_curvature_are_the_derivatives_of_phi(seed: int) -> None:
     eta, u1, u2 = np.empty(m), np.empty(m), np.empty(m)
     r1 = skm_coeffs(c, par, eta, u1, u2)
     h = 1e-6
-    grad = np.array([(skm_phi(c + h * e, par) - skm_phi(c - h * e, par)) / (2 * h)
-                     for e in np.eye(m)])
+    grad = np.array([(skm_phi(c + h * e, par) - skm_phi(c - h * e, par)) / (2 * h) for e in np.eye(m)])
     np.testing.assert_allclose(eta, 2.0 * grad, rtol=1e-6, atol=1e-9)
     # d^2/dt^2 Phi(c + 2 t w) = 2 sum_kl d eta_k/d c_l w_k w_l = u2.w^2 + r1 (u1.w)^2
     w = rng.normal(size=m)
@@ -284,7 +282,7 @@ def test_objective_is_minus_the_optimum_of_DK(sonar_small, C) -> None:
     # mklkit's objective is C times the paper's primal (P) = -C * min (D_K)
     assert res.objective == pytest.approx(-C * ref, rel=1e-4)
     assert res.dual_objective <= res.objective and 0 <= res.gap <= 5e-5
-    assert res.C_max == math.inf            # (sum_m ||alpha_m||)^2 has no threshold at 0
+    assert res.C_max == math.inf  # (sum_m ||alpha_m||)^2 has no threshold at 0
     last = res.history[-1]
     assert last["objective_skm"] == pytest.approx(res.objective / C, rel=1e-12)
     assert last["eps1_per_n"] <= 5e-4 and last["eps2"] <= 1e-4
@@ -326,10 +324,8 @@ def test_kernel_weights_agree_with_block_l1_spicy_through_eq_6(sonar_small) -> N
     pb = Problem(K=bank.K, y=y, loss=HINGE, regularizer=L1Squared(), C=Cp / total)
     res = _solve(pb, eps1=5e-5, eps2=1e-5, tol=2e-4)
     np.testing.assert_allclose(res.kernel_weights, sp.kernel_weights, atol=2e-3)
-    np.testing.assert_allclose(res.block_norms, sp.block_norms,
-                               atol=2e-3 * (1 + np.max(sp.block_norms)))
-    assert set(np.flatnonzero(res.kernel_weights > 1e-3)) == set(
-        np.flatnonzero(sp.kernel_weights > 1e-3))
+    np.testing.assert_allclose(res.block_norms, sp.block_norms, atol=2e-3 * (1 + np.max(sp.block_norms)))
+    assert set(np.flatnonzero(res.kernel_weights > 1e-3)) == set(np.flatnonzero(sp.kernel_weights > 1e-3))
 
 
 def test_result_solves_lanckriets_problem(sonar_small) -> None:
@@ -355,8 +351,7 @@ def test_unconverged_solve_warns_and_says_so(sonar_small) -> None:
 
 
 @pytest.mark.parametrize("max_iter", [1, 40])
-def test_a_solve_stopped_in_the_first_stage_returns_the_point_it_reports(sonar_small,
-                                                                         max_iter) -> None:
+def test_a_solve_stopped_in_the_first_stage_returns_the_point_it_reports(sonar_small, max_iter) -> None:
     # the first stage is the SVM on the sum of the kernels: its objective is that of the
     # blocks with equal weights, which the result must hold (not the weights of a later stage)
     pb = _small(sonar_small)
@@ -474,8 +469,9 @@ def test_weights_from_the_lp_are_certified_again(monkeypatch) -> None:
     assert res.status == Status.CONVERGED
     last = res.history[-1]
     assert last["weights_from"] == "lp"
-    assert not any(h["eps1_per_n"] <= 5e-4 and h["eps2"] <= eps2
-                   for h in res.history if h["weights_from"] == "eta_tilde")
+    assert not any(
+        h["eps1_per_n"] <= 5e-4 and h["eps2"] <= eps2 for h in res.history if h["weights_from"] == "eta_tilde"
+    )
     assert last["eps2_eta_tilde"] >= target and last["eps2"] <= eps2
     # (OPT3) and the gap recomputed from the result; the same optimum as with eta~ itself
     gam = res.dual / pb.C
@@ -485,8 +481,7 @@ def test_weights_from_the_lp_are_certified_again(monkeypatch) -> None:
     eta = res.kernel_weights / np.sum(res.kernel_weights)
     e1, e2 = opt3(v, c, pb.y * gam, pb.y, 1.0 / pb.C, eta, np.ones(pb.n_kernels))
     assert e1 / pb.n_samples <= 5e-4 and e2 <= eps2 * (1 + 1e-6) and res.gap <= 1e-3
-    assert (last["eps1_per_n"], last["eps2"]) == pytest.approx((e1 / pb.n_samples, e2), rel=1e-6,
-                                                               abs=1e-12)
+    assert (last["eps1_per_n"], last["eps2"]) == pytest.approx((e1 / pb.n_samples, e2), rel=1e-6, abs=1e-12)
     assert res.dual_objective <= plain.objective and plain.dual_objective <= res.objective
     assert res.objective == pytest.approx(plain.objective, rel=1e-3)
 
@@ -512,8 +507,7 @@ def test_removing_zero_weight_kernels_gives_the_same_solution(sonar_small) -> No
 
 
 @pytest.mark.parametrize("option, saves_steps", [("extrapolate", False), ("newton", True)])
-def test_steps_between_stages_keep_the_solution_and_save_steps(sonar_small, option,
-                                                                saves_steps) -> None:
+def test_steps_between_stages_keep_the_solution_and_save_steps(sonar_small, option, saves_steps) -> None:
     # the line search along the last stage's displacement and the Newton steps are descent
     # steps on G that keep the constraints: the same certified optimum, (OPT3) and gap as
     # before; the Newton steps save about a tenth of the SMO steps here, the line search
@@ -620,10 +614,16 @@ def test_other_engines_decline_l1_squared(sonar_small) -> None:
     assert why is not None and "separable" in why
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"mu": 1.0}, "mu"), ({"mu": 0.0}, "mu"), ({"eps1": 0.0}, "eps1"), ({"eps2": -1.0}, "eps2"),
-    ({"max_stages": 0}, "max_stages"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"mu": 1.0}, "mu"),
+        ({"mu": 0.0}, "mu"),
+        ({"eps1": 0.0}, "eps1"),
+        ({"eps2": -1.0}, "eps2"),
+        ({"max_stages": 0}, "max_stages"),
+    ],
+)
 def test_bad_options_are_rejected(kw, match) -> None:
     with pytest.raises(ParamError, match=match):
         SkmSMO(**kw)

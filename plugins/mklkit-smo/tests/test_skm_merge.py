@@ -5,6 +5,7 @@ Adult (a9a) has binary features, so Gaussian kernels on a few of them give many
 identical points; the merged solve must give the certified optimum of the
 original problem, which cvxpy + Clarabel solves independently.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -95,8 +96,7 @@ def test_identical_points_with_other_labels_stay_apart() -> None:
     y = np.where(np.arange(30) % 2 == 0, 1.0, -1.0)
     y[10], y[3] = 1.0, 1.0
     y[20], y[5] = 1.0, -1.0
-    K = np.stack([np.exp(-np.sum((X[:, None, :2] - X[None, :, :2]) ** 2, axis=-1)),
-                  X @ X.T])
+    K = np.stack([np.exp(-np.sum((X[:, None, :2] - X[None, :, :2]) ** 2, axis=-1)), X @ X.T])
     mp = MergedPoints.find(K, y)
     assert mp is not None and mp.rep.size == 29
     assert mp.of[10] == mp.of[3]

@@ -1,4 +1,5 @@
 """specs/smomkl_uci.yaml runs through the public pipeline (``mklkit run``)."""
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,11 @@ def test_spec_runs_on_a_small_set() -> None:
 @pytest.mark.slow
 def test_cli_runs_the_spec_as_written(tmp_path: Path) -> None:
     code = "import sys; from mklkit.cli import main; sys.exit(main(sys.argv[1:]))"
-    proc = subprocess.run([sys.executable, "-c", code, "run", str(SPEC), "--out", str(tmp_path),
-                           "--force", "--quiet"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "run", str(SPEC), "--out", str(tmp_path), "--force", "--quiet"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "converged" and summary["n_kernels"] == 195

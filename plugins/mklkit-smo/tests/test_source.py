@@ -1,4 +1,5 @@
 """FeatureKernels: kernel rows on the fly equal the precomputed bank."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -54,8 +55,9 @@ def test_predictions_on_new_points_use_the_training_normalisation(wbc, normalize
     coef = np.random.default_rng(0).normal(size=(bank.n_kernels, X.shape[0]))
     Kx = bank.cross(Xnew)
     expect = np.einsum("mij,mj->i", Kx, coef)
-    np.testing.assert_allclose(src.cross_apply(Xnew, coef, block=4), expect, rtol=1e-10,
-                               atol=1e-12 * np.abs(expect).max())
+    np.testing.assert_allclose(
+        src.cross_apply(Xnew, coef, block=4), expect, rtol=1e-10, atol=1e-12 * np.abs(expect).max()
+    )
 
 
 def test_unsupported_kernel_functions_are_refused(wbc) -> None:
