@@ -32,6 +32,42 @@ from numba import njit, types
 from mklkit.first_class import check_record as check_fields
 from mklkit.first_class import first_class, fixed_type
 
+#: ``FLAGS[1]`` (True) and ``FLAGS[0]`` (False): constant flags passed between jitted functions as
+#: runtime values.  numba compiles a callee once per literal argument (``Literal[bool](True)``), so
+#: literal flags (and literal integers) in two callers would compile it and all it calls twice.
+FLAGS = np.array([False, True])
+
+REG_PNORM = 0
+REG_BREGMAN = 1
+REG_SKM = 2  # Moreau-Yosida regularized SKM (Bach et al. 2004), bpar = [a_1..a_m, d_1..d_m]
+ROWS_PRECOMPUTED = 0  # rows are views of the full bank K
+ROWS_FEATURES = 1  # rows computed from the features into the cache
+ROWS_GATHER = 2  # rows gathered from K on the active points into the cache
+
+STOP_CHUNK = 0  # the chunk's step budget is used up
+STOP_KKT = 1  # maximal KKT violation <= eps
+STOP_NUMERICAL = 2  # a non-finite value appeared
+STOP_STALLED = 3  # steps stopped making progress
+
+FAM_RBF = 0
+FAM_POLY = 1
+FAM_LINEAR = 2
+
+# istate layout (counters, written by the chunk)
+IS_CLOCK = 0
+IS_HITS = 1
+IS_MISSES = 2
+IS_STEPS = 3
+IS_STOP = 4
+IS_ZERO_STEPS = 5
+IS_NEWTON = 6
+IS_LEN = 7
+# fout layout
+FO_VIOL = 0
+FO_LEN = 1
+
+_TINY = 1e-300
+
 __all__ = [
     "SmoOptions",
     "BregmanFns",
