@@ -23,6 +23,9 @@ Problems (data bundled in ``shared/data``):
   and 1.  The time is the whole path's.
 * ``SMOOTH_POLISH_GAP`` (bcd): w8a, 1,000 points, the same bank, logistic + l1,
   C = 1e-3, ``tol`` 1e-3.  Candidates 1e-2 and ``inf`` (polish at any gap).
+* ``GAMMA0_SCALE`` (spicy, iterative method): the breast-cancer set, 398 points, the same
+  bank, logistic + l1, C = 0.01.  Candidates 10 and 1 (the first proximity parameter
+  10/C or 1/C).
 * ``GRAM_MAX_RANK`` (bcd): scikit-learn's ``make_classification`` (15,000 points, 20
   features, seed 0), 4 Gaussian kernels of rank at most 1,200, logistic + l1, C = 1e-3.
   Candidates 2,048 (every block's spectral norm from its Gram matrix) and 512 (the larger
@@ -149,6 +152,13 @@ CASES = [
         [1, None],
         lambda a: cancer(80),
         dict(loss="hinge", regularizer="l1", C=0.01, engine={"name": "spicy"}, factor=False),
+        kernels=CANCER_BANK,
+    ),
+    Case(
+        "GAMMA0_SCALE",
+        [10.0, 1.0],
+        lambda a: cancer(398),
+        dict(loss="logistic", regularizer="l1", C=0.01, engine={"name": "spicy", "method": "iterative"}, factor=False),
         kernels=CANCER_BANK,
     ),
     Case(
