@@ -76,12 +76,8 @@ class Support:
     def newton_step(
         self, bA: np.ndarray, u: np.ndarray, h: np.ndarray, x: np.ndarray
     ) -> tuple[np.ndarray | None, float]:
-        r"""The Newton direction on the support and its slope (None where there is none).
-
-        The Hessian is :math:`D + L_A\,\mathrm{diag}(\ell'')L_A^\top`, :math:`D` the
-        regularizer's block-diagonal part; solved through the samples with curvature when
-        they are few (:meth:`_band_solve`), else from the dense Hessian.
-        """
+        r"""The Newton direction on the support (Hessian :math:`D + L_A\,\mathrm{diag}(\ell'')
+        L_A^\top`, :math:`D` the regularizer's block-diagonal part) and its slope, or None."""
         run = self.run
         nA = self.rows.size
         n = nA + int(run.bias)
@@ -111,9 +107,8 @@ class Support:
 
     def _dense_solve(self, units, h, x, g1, g2, grad, band) -> np.ndarray | None:
         """The Newton direction from the dense Hessian (Cholesky, else its pseudo-inverse);
-        ``units``: the blocks divided by their norms ``x``, ``g1``, ``g2``: the regularizer's
-        derivatives there (:meth:`SupportPolish.reg_derivatives`), ``band``: the samples with
-        curvature ``h > 0``."""
+        ``units``: the blocks over their norms ``x``, ``g1``, ``g2``: the regularizer's
+        derivatives (:meth:`SupportPolish.reg_derivatives`), ``band``: where ``h > 0``."""
         nA = self.rows.size
         n = grad.size
         LA, seg = self.LA, self.seg
@@ -355,14 +350,10 @@ class Continuation:
         self, beta: np.ndarray, b: float, smoothing: float, factor: float
     ) -> tuple[np.ndarray, float] | None:
         r"""The point whose predictions move by :math:`-(1 - \text{factor})\mu u_i` on the
-        smoothing band, by the smallest change of the non-zero blocks and the bias.
-
-        In the band the smoothed solution has :math:`z_i = p_i + \mu u_i`, :math:`p_i` the
-        kink (weighted too: the shift is :math:`\mu w_iv_i = \mu u_i`).  ``factor = 0`` puts
-        the band on the kinks, a primal point off the optimum at second order in :math:`\mu`
-        instead of first; ``factor = mu'/mu`` predicts the solution at :math:`\mu'`.  None
-        without a band or a non-zero block.
-        """
+        smoothing band (where :math:`z_i = p_i + \mu u_i`, :math:`p_i` the kink), by the
+        smallest change of the non-zero blocks and the bias, or None.  ``factor = 0`` puts the
+        band on the kinks (a primal point off at second order in :math:`\mu`, not first);
+        ``factor = mu'/mu`` predicts the solution at :math:`\mu'`."""
         sup = self.support(beta)
         if sup is None:
             return None
