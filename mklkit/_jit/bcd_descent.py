@@ -1,13 +1,6 @@
-r"""Block coordinate descent on a working set: the passes and their driver for
-:func:`mklkit._jit.bcd.solve_ws`.
-
-:func:`_epoch` is one pass of block coordinate descent over the working set, then the
-bias, on the loss itself or on its local quadratic model; :func:`_coordinate_descent`
-repeats passes with Anderson extrapolation until the violation of a pass is small
-enough; :func:`_ws_violation` is the fixed-point violation of the working set that
-the proximal Newton steps of :func:`~mklkit._jit.bcd.solve_ws` stop on.  The arguments
-are the typed records of :mod:`mklkit._jit.records` (see :mod:`mklkit._jit.bcd`).
-"""
+r"""Block coordinate descent on a working set for :func:`mklkit._jit.bcd.solve_ws`: the
+passes (:func:`_epoch`), their driver with Anderson extrapolation and the working set's
+violation; the ``ST_*`` counters and status codes of a solve."""
 
 from __future__ import annotations
 
@@ -36,26 +29,19 @@ NO_DESCENT = 2  # the line search found no decrease (rounding level)
 CAPPED = 3  # the epoch or Newton-step cap was reached
 
 
-#: What one call of :func:`_coordinate_descent` works on: ``model`` (descent on the
-#: quadratic model :math:`r = r_0 + h\circ(z - z_0)`, else on the loss itself), ``check``
-#: (every step of the latter checked on the loss), ``tol`` the violation that ends the
-#: epochs, ``lam`` the blocks' curvatures, ``r`` the gradient kept up to date, ``r0``,
-#: ``h``, ``z0`` the model's, ``Hbuf`` the blocks' Hessians minimized exactly (block ``k``
-#: of the working set at ``hoff[k]``, -1: none), ``allidx`` the indices of all samples.
+#: What one call of :func:`_coordinate_descent` works on: ``model`` (descent on the model
+#: :math:`r = r_0 + h\circ(z - z_0)`, else on the loss; ``check``: steps checked on it), the
+#: blocks' curvatures ``lam``, the gradient ``r`` kept up to date, the Hessians ``Hbuf`` of the
+#: blocks minimized exactly (block ``k`` at ``hoff[k]``, -1: none).
 Sweep = namedtuple("Sweep", ["model", "check", "tol", "lam", "r", "r0", "h", "z0", "Hbuf", "hoff", "allidx"])
-#: Buffers of an epoch: a block's gradient ``g`` and step ``d``, its image ``w`` (N,;
-#: zero between steps), ``one`` (1,) for the regularizer's kernels and ``work`` (4, r) for
-#: :func:`~mklkit._jit.group_blocks.block_min`.
+#: Buffers of an epoch: a block's gradient ``g``, step ``d`` and image ``w`` (N,; zero between
+#: steps), ``one`` (1,) and ``work`` (4, r) for :func:`~mklkit._jit.group_blocks.block_min`.
 Scratch = namedtuple("Scratch", ["g", "d", "w", "one", "work"])
 
 
-# ---------------------------------------------------------------------------
-# the passes over the working set
-# ---------------------------------------------------------------------------
 @njit(cache=True)
 def _copy(dst, src):  # pragma: no cover - jitted
-    # an element loop: a slice assignment ``dst[:] = src`` makes numba compile its
-    # shape-mismatch error message (string formatting) into every caller
+    # ``dst[:] = src`` would compile its shape-mismatch message into every caller
     for i in range(src.shape[0]):
         dst[i] = src[i]
 
@@ -72,20 +58,12 @@ def _refresh_true(smp, sidx, z, loss, r):  # pragma: no cover - jitted
 def _epoch(opts, bank, smp, loss, reg, st, sweep, scr):  # pragma: no cover - jitted
     r"""One pass of block coordinate descent over the working set, then the bias.
 
-    Block step (prox-gradient on block ``m`` with curvature :math:`\lambda_m`):
-    :math:`\beta_m^+ = \mathrm{prox}(\|v\| \mid \tilde g_{C/\lambda_m})\,v/\|v\|`,
-    :math:`v = \beta_m - g_m/\lambda_m`.  ``sweep.model``: ``r`` is the gradient of the
-    quadratic model, :math:`r = r_0 + h\circ(z - z_0)`, and the step is
-    accepted when :math:`d^\top L_m^\top\mathrm{diag}(h)L_md \le \lambda_m\|d\|^2`
-    (else :math:`\lambda_m` grows and the step is redone: the model then
-    decreases monotonically).  Otherwise ``r`` is :math:`\ell'(z)`, refreshed
-    on the block's samples; with ``sweep.check`` the step must pass the
-    sufficient-decrease test of the loss itself.  A block of the model whose
-    Hessian :math:`L_m^\top\mathrm{diag}(h)L_m` is at ``Hbuf[hoff[k]:]``
-    (``hoff[k] >= 0``) is minimized exactly instead (:func:`block_min`).
-    ``sweep`` is a :class:`Sweep`, ``scr`` a :class:`Scratch`.  Returns the largest
-    :math:`\lambda_m\|\beta_m^+ - \beta_m\|` and bias gradient seen (the
-    violation of the pass), or ``nan`` on a non-finite value.
+    Block step :math:`\beta_m^+ = \mathrm{prox}(\|v\| \mid \tilde g_{C/\lambda_m})\,v/\|v\|`,
+    :math:`v = \beta_m - g_m/\lambda_m`; on the model accepted when
+    :math:`d^\top L_m^\top\mathrm{diag}(h)L_md \le \lambda_m\|d\|^2` (else :math:`\lambda_m`
+    grows), on the loss with ``check`` when it passes the sufficient-decrease test; a block
+    with its Hessian in ``Hbuf`` is minimized exactly (:func:`block_min`).  Returns the
+    violation of the pass (``nan`` on a non-finite value).
     """
     model = sweep.model
     check = sweep.check
@@ -218,8 +196,8 @@ def _epoch(opts, bank, smp, loss, reg, st, sweep, scr):  # pragma: no cover - ji
 
 @njit(cache=True)
 def _model_value(r0, h, z, z0, beta, rows, wseg, C, reg):  # pragma: no cover - jitted
-    r"""Quadratic model :math:`r_0^\top\delta + \tfrac12\delta^\top\mathrm{diag}(h)\delta`,
-    :math:`\delta = z - z_0`, plus the regularizer on the working set."""
+    r""":math:`r_0^\top\delta + \tfrac12\delta^\top\mathrm{diag}(h)\delta`, :math:`\delta = z - z_0`,
+    plus the regularizer on the working set."""
     acc = 0.0
     for i in range(z.shape[0]):
         dz = z[i] - z0[i]
@@ -235,15 +213,10 @@ def _true_value(smp, z, loss, beta, rows, wseg, C, reg):  # pragma: no cover - j
 
 @njit(cache=True)
 def _coordinate_descent(opts, bank, smp, loss, reg, st, sweep):  # pragma: no cover - jitted
-    r"""Epochs of :func:`_epoch` with Anderson extrapolation, until the violation of a
-    pass is at most ``sweep.tol`` or ``opts.max_epochs`` passes.
-
-    Every ``n_and + 1`` passes (``n_and = opts.anderson``) the last ``n_and + 1`` iterates
-    (working-set rows and bias) give extrapolation weights (:func:`anderson`) that are
-    applied to them and to the predictions; the extrapolated point is kept
-    when it lowers the objective (the model's with ``sweep.model``).  Returns the
-    last violation (``nan`` on a non-finite value) and whether the cap was hit.
-    """
+    r"""Epochs of :func:`_epoch` until the violation is at most ``sweep.tol`` or
+    ``opts.max_epochs``; every ``opts.anderson + 1`` epochs the extrapolated point
+    (:func:`anderson`) is kept when it lowers the objective (the model's with
+    ``sweep.model``).  Returns the last violation and whether the cap was hit."""
     model = sweep.model
     r = sweep.r
     r0 = sweep.r0
@@ -316,9 +289,8 @@ def _coordinate_descent(opts, bank, smp, loss, reg, st, sweep):  # pragma: no co
 
 @njit(cache=True)
 def _ws_violation(opts, bank, reg, st, lam, r):  # pragma: no cover - jitted
-    r"""Fixed-point violation of the working set (and bias) at the gradient ``r``, for block
-    steps of curvature :math:`\max(\lambda_m, \text{scale}\,\|L_m\|_2^2)` (``opts.scale``:
-    that of the outer loop's scores at least, so that both measure alike)."""
+    r"""Fixed-point violation of the working set and bias at the gradient ``r``, for block steps
+    of curvature :math:`\max(\lambda_m, \text{scale}\,\|L_m\|_2^2)` (as the outer scores)."""
     ws = st.ws
     starts = bank.starts
     rmax = 1

@@ -1,15 +1,7 @@
-r"""Jitted loops over a Gram bank :math:`K \in \mathbb{R}^{M \times N \times N}`.
-
-Every engine needs the block norms :math:`\|v\|_{K_m} = \sqrt{v^\top K_m v}`
-for all ``M`` kernels (SpicyMKL §3.5.2: the hot loop when ``M`` is large),
-products :math:`K_m v` for a subset of kernels and the prediction
-:math:`\sum_m K_m \alpha_m`.  The loops here are array-only and parallel over
-kernels (``prange``); the Gram matrices are symmetric, so :math:`K_m v` is
-computed row by row on contiguous memory.
-
-All arrays must be C-contiguous float64 (``idx`` int64) so that the cached
-signatures match.  Norms are computed as ``sqrt(max(v'Kv, 0))``: a positive
-semidefinite matrix can give a tiny negative quadratic form by rounding.
+r"""Jitted loops over a Gram bank :math:`K` (M, N, N), parallel over kernels: block norms
+:math:`\|v\|_{K_m} = \sqrt{\max(v^\top K_mv, 0)}` (SpicyMKL §3.5.2), products :math:`K_mv`
+(row by row: :math:`K_m` is symmetric) and the prediction :math:`\sum_m K_m\alpha_m`.
+Arrays are C-contiguous float64 (indices int64) so that the cached signatures match.
 """
 
 from __future__ import annotations
@@ -19,29 +11,11 @@ from numba import njit, prange
 
 from .twins import parallel_and_serial
 
-#: Let LLVM reassociate the inner dot products so that they vectorize; no
-#: assumption about NaN or inf is made (those flags stay off).
+#: Let LLVM reassociate the inner dot products so that they vectorize (no NaN or inf assumption).
 _FM = {"reassoc", "contract"}
 
-__all__ = [
-    "block_norms",
-    "block_norms_rows",
-    "shifted_block_norms",
-    "matvecs",
-    "matvecs_subset",
-    "matvecs_subset_serial",
-    "combine",
-    "matvecs_rows",
-    "matvecs_rows_serial",
-    "matvec_into",
-    "block_norm",
-    "matvec_and_norm_into",
-]
 
-
-# -- one kernel: the building blocks of every pass over the bank ------------
-# Compiled with the loops that call them (no Python in between), so that the
-# parallel loops and their single-threaded twins share one body.
+# one kernel: the building blocks of the passes and of their single-threaded twins
 @njit(cache=True, fastmath=_FM)
 def matvec_into(K: np.ndarray, m: int, v: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
     r"""``out`` :math:`\leftarrow K_m v` (row by row: :math:`K_m` is symmetric)."""
@@ -70,7 +44,7 @@ def block_norm(K: np.ndarray, m: int, v: np.ndarray) -> float:  # pragma: no cov
 def matvec_and_norm_into(
     K: np.ndarray, m: int, v: np.ndarray, w: np.ndarray, out: np.ndarray
 ) -> float:  # pragma: no cover - jitted
-    r"""``out`` :math:`\leftarrow K_m v` and the return value :math:`\|w\|_{K_m}`, in one read of :math:`K_m`."""
+    r"""``out`` :math:`\leftarrow K_mv`; returns :math:`\|w\|_{K_m}`; one read of :math:`K_m`."""
     N = K.shape[1]
     acc = 0.0
     for i in range(N):
@@ -87,17 +61,7 @@ def matvec_and_norm_into(
 
 @njit(cache=True, parallel=True, fastmath=_FM)
 def block_norms(K: np.ndarray, v: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
-    r"""All block norms :math:`\|v\|_{K_m}`, ``m = 1..M`` (SpicyMKL §3.5.2).
-
-    Parameters
-    ----------
-    K : ndarray (M, N, N)
-    v : ndarray (N,)
-
-    Returns
-    -------
-    ndarray (M,)
-    """
+    r"""All block norms :math:`\|v\|_{K_m}` (M,)."""
     M = K.shape[0]
     out = np.empty(M)
     for m in prange(M):
@@ -107,18 +71,7 @@ def block_norms(K: np.ndarray, v: np.ndarray) -> np.ndarray:  # pragma: no cover
 
 @njit(cache=True, parallel=True, fastmath=_FM)
 def block_norms_rows(K: np.ndarray, A: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
-    r"""Block norms :math:`\|\alpha_m\|_{K_m}` of per-kernel vectors.
-
-    Parameters
-    ----------
-    K : ndarray (M, N, N)
-    A : ndarray (M, N)
-        Row ``m`` is :math:`\alpha_m`.  Zero rows are skipped.
-
-    Returns
-    -------
-    ndarray (M,)
-    """
+    r"""Block norms :math:`\|\alpha_m\|_{K_m}` of the rows of ``A`` (M, N); zero rows skipped."""
     M = K.shape[0]
     N = K.shape[1]
     out = np.zeros(M)
@@ -134,46 +87,8 @@ def block_norms_rows(K: np.ndarray, A: np.ndarray) -> np.ndarray:  # pragma: no 
 
 
 @njit(cache=True, parallel=True, fastmath=_FM)
-def shifted_block_norms(
-    K: np.ndarray, A: np.ndarray, v: np.ndarray, gamma: float
-) -> np.ndarray:  # pragma: no cover - jitted
-    r"""Block norms :math:`\|\alpha_m + \gamma v\|_{K_m}` for all ``m``.
-
-    The quantity of the augmented-Lagrangian inner problem (SpicyMKL eq. 47,
-    §3.5.2).
-
-    Parameters
-    ----------
-    K : ndarray (M, N, N)
-    A : ndarray (M, N)
-        Row ``m`` is :math:`\alpha_m`.
-    v : ndarray (N,)
-    gamma : float
-
-    Returns
-    -------
-    ndarray (M,)
-    """
-    M = K.shape[0]
-    N = K.shape[1]
-    out = np.empty(M)
-    for m in prange(M):
-        w = np.empty(N)
-        for j in range(N):
-            w[j] = A[m, j] + gamma * v[j]
-        out[m] = block_norm(K, m, w)
-    return out
-
-
-@njit(cache=True, parallel=True, fastmath=_FM)
 def matvecs(K: np.ndarray, v: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
-    r"""All products :math:`K_m v`, returned as rows of an (M, N) array.
-
-    Parameters
-    ----------
-    K : ndarray (M, N, N)
-    v : ndarray (N,)
-    """
+    r"""All products :math:`K_mv` as the rows of an (M, N) array."""
     M = K.shape[0]
     N = K.shape[1]
     out = np.empty((M, N))
@@ -183,14 +98,7 @@ def matvecs(K: np.ndarray, v: np.ndarray) -> np.ndarray:  # pragma: no cover - j
 
 
 def matvecs_subset(K: np.ndarray, v: np.ndarray, idx: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
-    r"""Products :math:`K_m v` for ``m`` in ``idx``, as rows of a (len(idx), N) array.
-
-    Parameters
-    ----------
-    K : ndarray (M, N, N)
-    v : ndarray (N,)
-    idx : ndarray of int64
-    """
+    r"""Products :math:`K_mv` for ``m`` in ``idx``, as rows."""
     P = idx.shape[0]
     N = K.shape[1]
     out = np.empty((P, N))
@@ -204,23 +112,8 @@ matvecs_subset, matvecs_subset_serial = parallel_and_serial(matvecs_subset, fast
 
 @njit(cache=True, parallel=True, fastmath=_FM)
 def combine(K: np.ndarray, A: np.ndarray, idx: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
-    r"""The combined prediction :math:`\sum_{m \in idx} K_m \alpha_m` (SpicyMKL eq. 7).
-
-    Parallel over samples, so that the sum over kernels needs no reduction
-    across threads.
-
-    Parameters
-    ----------
-    K : ndarray (M, N, N)
-    A : ndarray (M, N)
-        Row ``m`` is :math:`\alpha_m`.
-    idx : ndarray of int64
-        Kernels to include (the non-zero blocks).
-
-    Returns
-    -------
-    ndarray (N,)
-    """
+    r"""The prediction :math:`\sum_{m \in idx} K_m\alpha_m` (SpicyMKL eq. 7), parallel over
+    samples so that no reduction crosses threads."""
     N = K.shape[1]
     out = np.zeros(N)
     for i in prange(N):
@@ -234,15 +127,7 @@ def combine(K: np.ndarray, A: np.ndarray, idx: np.ndarray) -> np.ndarray:  # pra
 
 
 def matvecs_rows(K: np.ndarray, A: np.ndarray, idx: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
-    r"""Per-kernel products :math:`K_{idx_p}\alpha_p`, as rows of a (len(idx), N) array.
-
-    Parameters
-    ----------
-    K : ndarray (M, N, N)
-    A : ndarray (len(idx), N)
-        Row ``p`` is the coefficient vector of kernel ``idx[p]``.
-    idx : ndarray of int64
-    """
+    r"""Products :math:`K_{idx_p}\alpha_p` (``A`` row ``p``), as rows."""
     P = idx.shape[0]
     N = K.shape[1]
     out = np.empty((P, N))

@@ -1,30 +1,18 @@
-r"""Block operations of the primal engine on transposed factors (jitted).
-
-Block ``m`` of :math:`L^\top` is rows ``s:e`` of a C-contiguous (R, N) array
-``bank.LT`` or of the CSR arrays ``bank.indptr``, ``indices``, ``data`` (``bank``: a
-:class:`~mklkit._jit.records.Bank`): its gradient
-:math:`L_m^\top r`, curvature and image :math:`L_m d`, the regularizer's block
-prox step, violation scores, packing of working-set coordinates, the exact
-minimization of a small block on a quadratic model, and Anderson
-extrapolation.  The regularizer ``reg`` is a :class:`~mklkit._jit.records.RegFns`.  Used
-by :mod:`mklkit._jit.bcd`.
-"""
+r"""Block operations of the bcd engine on transposed factors (jitted): block ``m`` is the rows
+``s:e`` of ``bank.LT`` or of its CSR arrays (a :class:`~mklkit._jit.records.Bank`); ``reg``
+is a :class:`~mklkit._jit.records.RegFns`."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-#: Let LLVM reassociate the reductions so that they vectorize; no assumption
-#: about NaN or inf is made (those flags stay off).
+#: Let LLVM reassociate the reductions so that they vectorize (no NaN or inf assumption).
 _FM = {"reassoc", "contract"}
 
 _EPS = np.finfo(np.float64).eps
 
 
-# ---------------------------------------------------------------------------
-# blocks
-# ---------------------------------------------------------------------------
 @njit(cache=True, fastmath=_FM)
 def block_grad(bank, s, e, r, g):  # pragma: no cover - jitted
     r""":math:`g = L_m^\top r` for the rows ``s:e``."""
@@ -45,9 +33,8 @@ def block_grad(bank, s, e, r, g):  # pragma: no cover - jitted
 
 @njit(cache=True, fastmath=_FM)
 def block_curv(bank, s, e, h):  # pragma: no cover - jitted
-    r""":math:`\max_a \sum_i h_i L_{ia}^2`: the largest diagonal entry of
-    :math:`L_m^\top\mathrm{diag}(h)L_m`, a lower bound of its largest
-    eigenvalue (equal to it when the columns have disjoint supports)."""
+    r""":math:`\max_a \sum_i h_i L_{ia}^2`, the largest diagonal entry of
+    :math:`L_m^\top\mathrm{diag}(h)L_m` (a lower bound of its largest eigenvalue)."""
     sparse = bank.sparse
     LT = bank.LT
     indptr = bank.indptr
@@ -90,8 +77,7 @@ def block_image(bank, s, e, d, w):  # pragma: no cover - jitted
 
 @njit(cache=True)
 def prox_scale(nv, Ct, reg, one):  # pragma: no cover - jitted
-    r"""The factor :math:`\mathrm{prox}_{\tilde g_{C_t}}(\|v\|)/\|v\|` by which the block prox
-    scales a block :math:`v` of norm ``nv`` (0 when the block is set to zero)."""
+    r""":math:`\mathrm{prox}_{\tilde g_{C_t}}(\|v\|)/\|v\|` for a block of norm ``nv`` (0: zeroed)."""
     if not nv > 0.0:
         return 0.0
     one[0] = nv
@@ -102,11 +88,7 @@ def prox_scale(nv, Ct, reg, one):  # pragma: no cover - jitted
 @njit(cache=True)
 def prox_step(beta, s, e, g, lam, C, reg, one, d):  # pragma: no cover - jitted
     r"""Block step :math:`d = \mathrm{prox}(\|v\| \mid \tilde g_{C/\lambda})\,v/\|v\| - \beta_m`,
-    :math:`v = \beta_m - g/\lambda` (rows ``s:e``, gradient ``g[:e - s]``), into ``d``;
-    returns :math:`\|d\|^2`.
-
-    Uses :math:`\tilde g_C/\lambda = \tilde g_{C/\lambda}` (the regularizer is linear in C).
-    """
+    :math:`v = \beta_m - g/\lambda`, into ``d``; returns :math:`\|d\|^2`."""
     nv2 = 0.0
     for a in range(s, e):
         v = beta[a] - g[a - s] / lam
@@ -122,13 +104,8 @@ def prox_step(beta, s, e, g, lam, C, reg, one, d):  # pragma: no cover - jitted
 
 @njit(cache=True)
 def scores(beta, G, starts, nu, C, reg):  # pragma: no cover - jitted
-    r"""Violation of the optimality conditions of every block.
-
-    :math:`\nu_m\|\beta_m - \mathrm{prox}_{\tilde g_C/\nu_m}(\beta_m - g_m/\nu_m)\|`,
-    the fixed-point residual of a block step of length :math:`1/\nu_m` with
-    gradient ``G[starts[m]:starts[m + 1]]`` (0 exactly at optimality; for a
-    zero block of a sparse regularizer it is :math:`(\|g_m\| - t_C)_+`).
-    """
+    r"""Every block's violation :math:`\nu_m\|\beta_m - \mathrm{prox}_{\tilde g_C/\nu_m}(\beta_m -
+    g_m/\nu_m)\|`, the fixed-point residual of a block step with the gradient ``G``."""
     M = starts.shape[0] - 1
     out = np.zeros(M)
     one = np.empty(1)
@@ -198,9 +175,8 @@ def reg_sum(beta, rows, wseg, C, reg):  # pragma: no cover - jitted
 
 @njit(cache=True)
 def _cholesky_solve_ones(A):  # pragma: no cover - jitted
-    r""":math:`A^{-1}\mathbf 1` for a small symmetric positive definite ``A`` (overwritten by
-    its Cholesky factor); NaN where a pivot is not positive.  (Written out: numba's
-    ``np.linalg.solve`` costs seconds of compilation for a K x K system, K <= 10.)"""
+    r""":math:`A^{-1}\mathbf 1` for a small SPD ``A`` (overwritten by its Cholesky factor); NaN
+    on a non-positive pivot.  (numba's ``np.linalg.solve`` costs seconds of compilation.)"""
     K = A.shape[0]
     for j in range(K):
         d = A[j, j]
@@ -231,13 +207,9 @@ def _cholesky_solve_ones(A):  # pragma: no cover - jitted
 
 @njit(cache=True)
 def anderson(X):  # pragma: no cover - jitted
-    r"""Anderson extrapolation weights from the iterates ``X`` (K + 1, D).
-
-    With :math:`U` the K differences of consecutive iterates, the weights
-    :math:`c = (U U^\top)^{-1}\mathbf 1 / \mathbf 1^\top(UU^\top)^{-1}\mathbf 1`
-    combine the last K iterates (Anderson 1965; Bertrand & Massias 2021,
-    eq. 6).  A tiny ridge keeps the system regular; empty when it is not.
-    """
+    r"""Anderson extrapolation weights :math:`c = (UU^\top)^{-1}\mathbf 1 / \mathbf
+    1^\top(UU^\top)^{-1}\mathbf 1` from the iterates ``X`` (K + 1, D), :math:`U` their
+    differences (Bertrand & Massias 2021, eq. 6), with a tiny ridge; empty when singular."""
     K = X.shape[0] - 1
     U = np.ascontiguousarray(X[1:] - X[:-1])
     A = U @ U.T
@@ -257,16 +229,9 @@ def anderson(X):  # pragma: no cover - jitted
 
 @njit(cache=True)
 def block_min(beta, s, e, g, H, L, C, reg, one, d, work, max_inner):  # pragma: no cover
-    r"""Minimize the quadratic model over one block exactly (to a relative residual of
-    :math:`10^{-3}`): :math:`\min_d\ g^\top d + \tfrac12 d^\top Hd + \tilde g_C(\|\beta_m + d\|)`.
-
-    Accelerated proximal gradient on the :math:`r_m`-dimensional problem
-    (FISTA with the gradient restart of O'Donoghue & Candès 2015), step
-    :math:`1/L`, :math:`L \ge \lambda_{\max}(H)`; each iteration costs
-    :math:`O(r_m^2)` and touches no sample.  The first iteration is the
-    plain block step of :func:`prox_step`.  Writes ``d``; returns
-    :math:`\|d\|^2`.
-    """
+    r"""Minimize :math:`g^\top d + \tfrac12 d^\top Hd + \tilde g_C(\|\beta_m + d\|)` over one
+    block to a relative residual of :math:`10^{-3}`: FISTA with gradient restart, step
+    :math:`1/L`, :math:`L \ge \lambda_{\max}(H)`.  Writes ``d``; returns :math:`\|d\|^2`."""
     rk = e - s
     x = work[0]
     xn = work[1]
@@ -315,9 +280,8 @@ def block_min(beta, s, e, g, H, L, C, reg, one, d, work, max_inner):  # pragma: 
 
 @njit(cache=True)
 def block_hessian(bank, m, h, out):  # pragma: no cover - jitted
-    r""":math:`L_m^\top\mathrm{diag}(h)L_m` into ``out`` (:math:`r_m\times r_m`): a product of
-    the weighted rows (dense), or a sum over the block's samples of their rank-one terms
-    (sparse, from the sample-major copy ``tptr``/``tcol``/``tval``)."""
+    r""":math:`L_m^\top\mathrm{diag}(h)L_m` into ``out`` (sparse: from the sample-major copy
+    ``tptr``/``tcol``/``tval``)."""
     s = bank.starts[m]
     e = bank.starts[m + 1]
     LT = bank.LT
@@ -352,9 +316,8 @@ def block_hessian(bank, m, h, out):  # pragma: no cover - jitted
 
 @njit(cache=True)
 def top_eig(H):  # pragma: no cover - jitted
-    r"""An upper estimate of :math:`\lambda_{\max}(H)` for a symmetric PSD ``H``: the smaller
-    of the Gershgorin bound and 1.02 times 30 power iterations (never below the largest
-    diagonal entry)."""
+    r"""An upper estimate of :math:`\lambda_{\max}(H)` (PSD ``H``): the smaller of the Gershgorin
+    bound and 1.02 times 30 power iterations, at least the largest diagonal entry."""
     rk = H.shape[0]
     gers = 0.0
     dmax = 0.0

@@ -1,21 +1,7 @@
-r"""Jitted loops of the proximal-gradient engine (Mosci et al. 2008; FISTA).
-
-The engine keeps, for every non-zero block, the coefficients
-:math:`\alpha_m` and their image :math:`u_m = K_m\alpha_m`; one iteration
-then needs a single product :math:`K_m r` per block that is not screened
-(``mklkit._jit.blocks.matvecs_subset``).  The loops here are the other
-passes over the Gram bank:
-
-* :func:`bank_summary`: :math:`\sum_m K_m` (for the Lipschitz constant) and
-  the Frobenius norms :math:`\|K_m\|_F \ge \lambda_{\max}(K_m)` (for the
-  screening bounds), in one read of the bank;
-* :func:`certificate_pass`: at a duality-gap check, :math:`K_m\alpha_m` for the
-  non-zero blocks (exact predictions, no drift) and the dual block norms
-  :math:`\|\rho\|_{K_m}` for the blocks that need them, in one read of each
-  Gram matrix involved.
-
-All arrays are C-contiguous float64 (indices int64) so that the cached
-signatures match.  Norms are ``sqrt(max(q, 0))`` of the quadratic form.
+r"""Jitted loops of the proximal-gradient engine (:mod:`mklkit.engines.proximal`) besides the
+products :math:`K_mr` (:mod:`mklkit._jit.blocks`): one read of the bank for
+:math:`\sum_m K_m` and :math:`\|K_m\|_F`, the certificate pass, and the per-block
+arithmetic of a step on the compact iterates (non-zero blocks with :math:`u_m = K_m\alpha_m`).
 """
 
 from __future__ import annotations
@@ -26,32 +12,15 @@ from numba import njit, prange
 from .blocks import block_norm, matvec_and_norm_into, matvec_into
 from .twins import parallel_and_serial
 
-__all__ = ["bank_summary", "certificate_pass", "certificate_pass_serial", "extrapolate", "gradient_step", "prox_finish"]
 
-#: Let LLVM reassociate the inner dot products so that they vectorize; no
-#: assumption about NaN or inf is made (those flags stay off).
+#: Let LLVM reassociate the inner dot products so that they vectorize (no NaN or inf assumption).
 _FM = {"reassoc", "contract"}
 
 
 @njit(cache=True, parallel=True, fastmath=_FM)
 def bank_summary(K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
-    r"""The sum :math:`\sum_m K_m` and the Frobenius norms :math:`\|K_m\|_F`.
-
-    Parallel over rows, so that no reduction crosses threads; the bank is
-    read once.
-
-    Parameters
-    ----------
-    K : ndarray (M, N, N)
-
-    Returns
-    -------
-    S : ndarray (N, N)
-        :math:`\sum_m K_m`.
-    frob : ndarray (M,)
-        :math:`\|K_m\|_F`, an upper bound of :math:`\lambda_{\max}(K_m)` for a
-        positive semidefinite :math:`K_m`.
-    """
+    r""":math:`\sum_m K_m` and :math:`\|K_m\|_F \ge \lambda_{\max}(K_m)` in one read (parallel
+    over rows: no reduction crosses threads)."""
     M = K.shape[0]
     N = K.shape[1]
     S = np.zeros((N, N))
@@ -89,30 +58,8 @@ def _certificate_block(K, m, a, A, rho, want, KA):  # pragma: no cover - jitted
 def certificate_pass(
     K: np.ndarray, idx: np.ndarray, A: np.ndarray, arow: np.ndarray, rho: np.ndarray, want_norm: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
-    r"""Products :math:`K_m\alpha_m` and dual norms :math:`\|\rho\|_{K_m}` in one read.
-
-    For every ``p``, kernel ``m = idx[p]`` is read once; if ``arow[p] >= 0``
-    the product :math:`K_m A_{arow[p]}` is stored in row ``arow[p]`` of the
-    first output, and if ``want_norm[p]`` the norm :math:`\|\rho\|_{K_m}` in
-    entry ``p`` of the second (0 otherwise).  Parallel over kernels;
-    :func:`certificate_pass_serial` is the same loop without threads.
-
-    Parameters
-    ----------
-    K : ndarray (M, N, N)
-    idx : ndarray (P,) of int64
-    A : ndarray (Q, N)
-        Coefficient rows :math:`\alpha_m`.
-    arow : ndarray (P,) of int64
-        Row of ``A`` belonging to ``idx[p]``, or -1.
-    rho : ndarray (N,)
-    want_norm : ndarray (P,) of bool
-
-    Returns
-    -------
-    KA : ndarray (Q, N)
-    norms : ndarray (P,)
-    """
+    r""":math:`K_m\alpha_m` (row ``arow[p]`` of ``A``, if >= 0) and :math:`\|\rho\|_{K_m}` (if
+    ``want_norm[p]``, else 0) for every ``m = idx[p]``, in one read; parallel over kernels."""
     P = idx.shape[0]
     KA = np.zeros((A.shape[0], K.shape[1]))
     norms = np.zeros(P)
@@ -128,16 +75,8 @@ certificate_pass, certificate_pass_serial = parallel_and_serial(certificate_pass
 def extrapolate(
     xrow: np.ndarray, xA: np.ndarray, xU: np.ndarray, prow: np.ndarray, pA: np.ndarray, pU: np.ndarray, beta: float
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
-    r"""FISTA point :math:`v = x + \beta(x - x_{prev})` and :math:`K v`, on a set of blocks.
-
-    Row ``p`` of the outputs belongs to the ``p``-th block of the set; its
-    rows in the compact iterates are ``xrow[p]`` and ``prow[p]`` (-1 where
-    the block is zero in that iterate).
-
-    Returns
-    -------
-    V, UV : ndarray (P, N)
-    """
+    r"""The FISTA point :math:`v = x + \beta(x - x_{prev})` and :math:`Kv` on a set of blocks,
+    whose rows in the compact iterates are ``xrow``, ``prow`` (-1: zero there)."""
     P = xrow.shape[0]
     N = xA.shape[1]
     V = np.zeros((P, N))
@@ -161,15 +100,7 @@ def extrapolate(
 def gradient_step(
     V: np.ndarray, UV: np.ndarray, r: np.ndarray, KR: np.ndarray, eta: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - jitted
-    r"""The gradient step :math:`w_m = v_m - \eta r` with :math:`K_m w_m` and :math:`\|w_m\|_{K_m}`.
-
-    :math:`K_m w_m = K_m v_m - \eta K_m r` needs no product with :math:`K_m`.
-
-    Returns
-    -------
-    W, KW : ndarray (P, N)
-    norms : ndarray (P,)
-    """
+    r""":math:`w_m = v_m - \eta r`, :math:`K_mw_m = K_mv_m - \eta K_mr` and :math:`\|w_m\|_{K_m}`."""
     P = V.shape[0]
     N = V.shape[1]
     W = np.empty((P, N))
@@ -191,24 +122,9 @@ def gradient_step(
 def prox_finish(
     s: np.ndarray, W: np.ndarray, KW: np.ndarray, V: np.ndarray, UV: np.ndarray, xrow: np.ndarray, xU: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:  # pragma: no cover - jitted
-    r"""Scale the blocks by the prox factors and collect what the step test needs.
-
-    With :math:`\alpha^+_m = s_m w_m` and :math:`u^+_m = s_m K_m w_m`:
-
-    * ``f``: :math:`\sum_m u^+_m` (the new prediction without the bias);
-    * ``dist2``: :math:`\sum_m (\alpha^+_m - v_m)^\top(u^+_m - u_{v,m})
-      = \|x^+ - v\|^2` in the product RKHS;
-    * ``ip``: :math:`\sum_m (v_m - \alpha^+_m)^\top(u^+_m - u_{x,m})
-      = \langle v - x^+, x^+ - x\rangle` (gradient restart test), ``xU`` being
-      the rows :math:`K_m\alpha_m` of the current iterate (``xrow[p] = -1``
-      where it is zero).
-
-    Returns
-    -------
-    A, U : ndarray (P, N)
-    f : ndarray (N,)
-    dist2, ip : float
-    """
+    r""":math:`\alpha^+_m = s_mw_m`, :math:`u^+_m = s_mK_mw_m`, their sum ``f`` over blocks,
+    ``dist2`` :math:`= \|x^+ - v\|^2` and ``ip`` :math:`= \langle v - x^+, x^+ - x\rangle` in
+    the product RKHS (``xU``: the current iterate's rows, ``xrow`` -1 where zero)."""
     P = W.shape[0]
     N = W.shape[1]
     A = np.empty((P, N))

@@ -172,7 +172,7 @@ def test_the_newton_polish_on_full_rank_factors_is_solved_through_the_band(monke
     the non-zero blocks are solved by the Woodbury identity through the samples of the smoothing
     band.  Each step is checked against the explicitly formed Hessian, and bcd alone reaches
     the tight gap (no spicy continuation)."""
-    from mklkit.engines.bcd.support import Support
+    from mklkit.engines.bcd.polish import Support
 
     residuals: list[tuple[int, int, float]] = []
     band_solve = Support._band_solve

@@ -27,9 +27,10 @@ from mklkit.components.regularizers import KL, L1, ElasticNet, Lq, Uniform
 from mklkit.declaration import declaration_problems
 from mklkit.engines import common
 from mklkit.engines.base import UnsupportedBankError
-from mklkit.engines.bcd import BCD, BCD_ENGINES, alpha_from_beta
+from mklkit.engines.bcd import BCD, BCD_ENGINES
 from mklkit.engines.spicy import Spicy
 from mklkit.kernels.factor import FactorBank
+from mklkit.kernels.factor_arrays import alpha_from_beta
 from mklkit.plugins import get_registry
 from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning, Status

@@ -62,7 +62,6 @@ def test_block_loops_match_numpy(seed):
     np.testing.assert_allclose(blocks.block_norms(K, v), np_norms(K, v), rtol=1e-12)
     np.testing.assert_allclose(blocks.block_norms_rows(K, A), np_norms(K, A), rtol=1e-12)
     assert blocks.block_norms_rows(K, A)[2] == 0.0
-    np.testing.assert_allclose(blocks.shifted_block_norms(K, A, v, 0.7), np_norms(K, A + 0.7 * v), rtol=1e-12)
     np.testing.assert_allclose(blocks.matvecs(K, v), KV, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(blocks.matvecs_subset(K, v, idx), KV[idx], rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(

@@ -14,7 +14,8 @@ from mklkit.components.params import ParamError
 from mklkit.components.regularizers import KL, L1, ElasticNet, Lq, Uniform
 from mklkit.engines import common
 from mklkit.pipeline.choose import AUTO_ENGINES, Auto
-from mklkit.engines.proximal import PROXIMAL_ENGINES, Proximal, lipschitz_estimate, power_iteration
+from mklkit.engines.proximal import PROXIMAL_ENGINES, Proximal
+from mklkit.engines.proximal_objective import lipschitz_estimate, power_iteration
 from mklkit.engines.spicy import Spicy
 from mklkit.plugins import get_registry
 from mklkit.problem import Problem
@@ -511,7 +512,7 @@ def test_sonar_simplemkl_bank_agrees_with_spicy():
 
 def test_screening_bound_is_an_upper_bound():
     """B_m >= ||v||_{K_m} for any v, from any reference with an exact norm."""
-    from mklkit.engines.proximal_blocks import ScreeningBounds
+    from mklkit.engines.proximal_objective import ScreeningBounds
 
     K, _ = sonar()
     frob = np.sqrt(np.einsum("mij,mij->m", K, K))

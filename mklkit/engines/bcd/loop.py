@@ -1,15 +1,7 @@
-r"""The working-set loop of the bcd engine.
-
-Every outer iteration certifies the current point, scores every block by
-the violation of its optimality condition, solves the problem restricted to
-the non-zero blocks and the most violating others (one call of
-:func:`mklkit._jit.bcd.solve_ws`, or Newton steps one call at a time on a
-working set met before, :meth:`_BcdRun.newton_to_tol`), polishes the support
-(:mod:`mklkit.engines.bcd.polish`), moves the smoothing of a non-smooth loss
-(:mod:`mklkit.engines.bcd.continuation`) and chooses the next inner solver
-(:mod:`mklkit.engines.bcd.switching`).  The state carried from one
-iteration to the next is an :class:`_Iterate`.
-"""
+r"""The working-set loop of the bcd engine (docs/engines.md, bcd): every outer iteration
+certifies the point, scores the blocks, solves the working set
+(:func:`mklkit._jit.bcd.solve_ws`), polishes the support, moves the smoothing and chooses
+the next inner solver (:class:`MethodSwitch`)."""
 
 from __future__ import annotations
 
@@ -25,20 +17,34 @@ from ...problem import Problem
 from ...result import SolveResult, Status
 from .. import common
 from ..base import Algorithm, Run
-from .continuation import Continuation
-from .polish import SMOOTH_POLISH_GAP, SupportPolish
-from .switching import NEW_SET_NEWTON, MethodSwitch
+from .polish import SMOOTH_POLISH_GAP, Continuation, SupportPolish
 
 if TYPE_CHECKING:
     from . import BCD
 
-__all__ = ["STALL_ITERATIONS"]
-
 logger = logging.getLogger("mklkit.engines.bcd")
 
-#: Outer iterations in a row without a lower primal value, a higher dual value
-#: or a smaller smoothing before the solve is declared stalled.
+#: Outer iterations in a row without a lower primal, a higher dual or a smaller smoothing
+#: before the solve is declared stalled.
 STALL_ITERATIONS = 5
+#: With ``method: newton``, STALL_SLOW outer iterations in a row that each leave the gap
+#: above STALL_RATIO times the one before (same smoothing), or one whose Newton steps took
+#: STALL_HALVINGS line-search halvings each (the jitted loop's ``LS_STALL``), send the next
+#: working set to plain coordinate descent.  One such iteration is no stall: warm-started
+#: from a larger C, plain descent took 50-60 s to a gap of 2e-6 where Newton needs 2-5 s for
+#: 1e-3 (w8a, 8,000 points, the 50 kernels of bench_large_n, logistic + elastic net); nor is
+#: slow early progress (smoothed hinge, a9a, 3,000 points: plain descent took 1,900 epochs).
+STALL_RATIO = 0.9
+STALL_SLOW = 2
+STALL_HALVINGS = 10
+#: After a stall by halvings below this relative gap, where the objective's decrease nears
+#: its rounding (w8a, squared loss, 16,000 points: Newton stuck at 1.1e-7, plain descent
+#: 5.9e-9), the run stays with coordinate descent.
+ROUNDING_GAP = 1e-6
+#: Newton steps on a working set that differs from the last one (``max_newton`` on one met
+#: before): w8a, 50 kernels, 39,799 points, logistic + elastic net to gap 1e-3: 9.4 s
+#: instead of 20.9 s, the working set growing from 10 to 48 blocks in one step each.
+NEW_SET_NEWTON = 1
 
 
 def _jit():
@@ -49,6 +55,36 @@ def _jit():
 
 
 @dataclasses.dataclass
+class MethodSwitch:
+    """The inner solver of the next working set (``method``): the run's (``base``), or
+    ``bcd`` after a stall of proximal Newton."""
+
+    base: str
+    gap_before: float
+    method: str
+    #: the last Newton iteration's steps took STALL_HALVINGS line-search halvings each
+    stuck: bool = False
+    #: outer iterations in a row that moved the gap by less than STALL_RATIO
+    slow: int = 0
+
+    def update(self, halvings: float, gap: float, same_smoothing: bool) -> bool:
+        """After an outer iteration (its line-search halvings per Newton step, the gap it
+        left): whether it stalled, which sends the next working set to ``bcd``."""
+        if self.method == "bcd":
+            # back to Newton, unless its line search failed near the rounding level
+            stalled = self.stuck and self.base != "bcd" and gap <= ROUNDING_GAP
+            self.slow = 0
+        else:
+            self.stuck = halvings >= STALL_HALVINGS
+            slower = same_smoothing and gap > STALL_RATIO * self.gap_before
+            self.slow = self.slow + 1 if slower else 0
+            stalled = same_smoothing and (self.slow >= STALL_SLOW or self.stuck)
+        self.method = "bcd" if stalled else self.base
+        self.gap_before = gap
+        return stalled
+
+
+@dataclasses.dataclass
 class _Iterate:
     """What the outer iterations carry from one to the next."""
 
@@ -56,10 +92,9 @@ class _Iterate:
     b: float
     #: the smoothing of a non-smooth loss (0 for a smooth one)
     smoothing: float
-    #: the certificate of (beta, b) (:meth:`_BcdRun.certify`)
     cert: common.Certificate
     switch: MethodSwitch
-    #: the predictions at (beta, b) when known without a pass (the smoothing's new start)
+    #: the predictions at (beta, b) when known without a pass
     z: np.ndarray | None = None
     it: int = 0
     #: iterations in a row without a lower primal, a higher dual or a smaller smoothing
@@ -68,82 +103,54 @@ class _Iterate:
 
 
 class _BcdRun(Algorithm, Continuation, SupportPolish):
-    """State of one solve: the problem unpacked for the jitted loops, the certificate, the
-    working sets and the outer loop (:meth:`run_loop`); the smoothing continuation and the
-    support polish are its mixins."""
+    """One solve: the problem unpacked for the jitted loops and the outer loop."""
 
     def __init__(self, engine: BCD, problem: Problem, run: Run, warm_start: SolveResult | None) -> None:
         super().__init__(engine, problem, run, warm_start)
         self.kb = kb = _jit()
-        assert self.zero is not None  # the template computed it (zero_first)
         self.f = self.bank.solver_arrays()
         self.y = common.as_vector(problem.y)
         self.loss = problem.loss
         self.reg = problem.regularizer
-        self.lp = common.as_vector(self.pl)
         self.rp = common.as_vector(self.pr)
-        lk = self.lk
-        # the weighted loss w_i l (SampleLoss); the jitted loops take the weights as an array
-        # next to the domain [lo, hi] of the loss's own conjugate, empty when unweighted
+        lp = common.as_vector(self.pl)
+        # the weights of w_i l go next to the domain [lo, hi] of the loss's own conjugate
         self.sw = np.zeros(0) if self.sl.w is None else common.as_vector(self.sl.w)
-        self.lo = common.as_vector(lk.conj_lower(self.y, self.lp))
-        self.hi = common.as_vector(lk.conj_upper(self.y, self.lp))
-        # the dual box: minus the domain of (w l)^*, w times the loss's
+        self.lo = common.as_vector(self.lk.conj_lower(self.y, lp))
+        self.hi = common.as_vector(self.lk.conj_upper(self.y, lp))
         self.rho_lo, self.rho_hi = -self.sl.conj_upper(), -self.sl.conj_lower()
         self.smooth = bool(self.loss.smooth_primal)
         self.kind = kb.KIND_SMOOTH if self.smooth else kb.KIND_ENVELOPE
         self.lip_loss = float(self.sl.deriv_lipschitz()) if self.smooth else math.inf
         self.method = engine.method if engine.method != "auto" else "newton"
-        # 'auto': always for a smoothed non-smooth loss; for a smooth loss where the Newton
-        # step on the working set's blocks is affordable (polishes)
         self.polish_on = engine.polish == "always" or (engine.polish == "auto" and not self.smooth)
         self.polish_cheap = engine.polish == "auto" and self.smooth
-        # the records the jitted loops take (mklkit._jit.records)
         self.loss_rec = kb.loss_fns(self.loss)
         self.reg_rec = kb.reg_fns(self.reg)
-        self.bank_rec = self.f.record
 
     # -- jitted calls ---------------------------------------------------------
     def samples(self, smoothing: float) -> tuple:
-        """The :class:`~mklkit._jit.records.Samples` of the loss in use at ``smoothing``."""
         return self.kb.Samples(self.y, self.lo, self.hi, self.sw, self.kind, float(smoothing))
 
     def eval_loss(
         self, z: np.ndarray, smoothing: float, value: bool, curv: bool
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Values (if asked), derivatives and curvatures (if asked) of the loss in use at
-        ``z`` (:func:`mklkit._jit.bcd.eval_loss`)."""
+        """Values (if asked), derivatives and curvatures (if asked) of the loss in use."""
         return self.kb.eval_loss(self.samples(smoothing), common.as_vector(z), self.loss_rec, value, curv)
 
-    def loss_terms(self, z: np.ndarray, smoothing: float, value: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Values (if asked) and derivatives of the loss in use at ``z``."""
-        v, d1, _ = self.eval_loss(z, smoothing, value, False)
-        return v, d1
-
-    def scores(self, beta: np.ndarray, grad: np.ndarray, smoothing: float) -> np.ndarray:
-        """Violation of every block's optimality condition (:func:`~mklkit._jit.bcd.scores`)."""
-        kappa = self.curvature_scale(smoothing)
-        return self.kb.block_scores(
-            beta, common.as_vector(grad), self.f.starts, kappa * self.f.lip, self.C, self.reg_rec
-        )
-
     def curvature_scale(self, smoothing: float) -> float:
-        r""":math:`L`, the bound of the second derivative of the loss in use (1 if none): the
-        weighted loss's (:math:`\max_i w_i` times the loss's), or :math:`1/\mu` for the
-        envelope, weighted or not."""
+        r"""The bound :math:`L` of the second derivative of the loss in use (:math:`1/\mu` for
+        the envelope; 1 if none)."""
         if not self.smooth:
             return 1.0 / smoothing
         return self.lip_loss if math.isfinite(self.lip_loss) and self.lip_loss > 0 else 1.0
 
     # -- certificate ------------------------------------------------------------
     def certify(self, beta: np.ndarray, b: float, smoothing: float) -> common.Certificate:
-        """Primal, dual and gap at ``(beta, b)`` from the exact predictions (module docstring);
-        the dual point is made feasible by :func:`~mklkit.engines.common.centre_dual` before
-        the pass that gives its block norms and the gradient, and scaled by
-        :meth:`~mklkit.engines.common.Certificate.at`."""
-        problem = self.problem
+        """Primal, dual and gap at ``(beta, b)`` from the exact predictions; for a smoothed
+        loss also the smoothed gap and the smoothing error."""
         z = self.bank.expand(beta) + (b if self.bias else 0.0)
-        smooth_val, u = self.loss_terms(z, smoothing, value=not self.smooth)
+        smooth_val, u, _ = self.eval_loss(z, smoothing, not self.smooth, False)
         rho = -u
         if self.bias:
             rho = common.centre_dual(rho, self.rho_lo, self.rho_hi)
@@ -152,7 +159,14 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         reg_val = common.regularizer_value(self.reg, norms, self.C)
         P = common.loss_value(self.loss, self.y, z, self.sl.w) + reg_val
         cert = common.Certificate.at(
-            problem, P, rho, norms, dual_norms=segment_norms(t, self.f.starts), grad=-t, z=z, sum_u=float(np.sum(u))
+            self.problem,
+            P,
+            rho,
+            norms,
+            dual_norms=segment_norms(t, self.f.starts),
+            grad=-t,
+            z=z,
+            sum_u=float(np.sum(u)),
         )
         if not self.smooth:
             rho_f = cert.rho
@@ -166,38 +180,24 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
     def working_set(self, score: np.ndarray, norms: np.ndarray) -> np.ndarray:
         """The non-zero blocks and the most violating others, ``max(p0, 2 n_active)`` in all."""
         active = norms > 0.0
-        n_act = int(np.sum(active))
-        size = min(self.M, max(int(self.engine.p0), 2 * n_act))
+        size = min(self.M, max(int(self.engine.p0), 2 * int(np.sum(active))))
         key = np.where(active, np.inf, score)
         order = np.argsort(-key, kind="stable")[:size]
         order = order[(key[order] > 0.0) & (self.f.lip[order] > 0.0)]
         return np.ascontiguousarray(np.sort(order), dtype=np.int64)
 
-    def solve_ws(
-        self,
-        ws: np.ndarray,
-        beta: np.ndarray,
-        b: float,
-        z: np.ndarray,
-        smoothing: float,
-        tol_in: float,
-        method: str | None = None,
-        max_newton: int | None = None,
-        polish: bool = False,
-    ) -> tuple[float, np.ndarray]:
-        """One call of :func:`mklkit._jit.bcd.solve_ws` (``method``: the run's by default;
-        ``max_newton`` caps the engine's Newton steps; ``polish``: Newton steps on the support
-        follow); updates ``beta``, ``z`` in place."""
+    def solve_ws(self, st: _Iterate, ws, z, tol_in: float, method: str, max_newton=None, polish=False) -> np.ndarray:
+        """One call of :func:`mklkit._jit.bcd.solve_ws` from ``st`` (``max_newton`` caps the
+        engine's Newton steps; with ``polish`` the support's Newton steps follow), updating
+        ``st.beta``, ``st.b`` and ``z``; returns its statistics."""
         kb, eng = self.kb, self.engine
-        method = self.method if method is None else method
-        # with Newton steps on the support after it, coordinate descent only has to find
-        # the support
         cap = int(eng.max_newton) if max_newton is None else min(int(eng.max_newton), max_newton)
-        lip = self.curvature_scale(smoothing) if not self.smooth else self.lip_loss
+        lip = self.curvature_scale(st.smoothing) if not self.smooth else self.lip_loss
         opts = kb.BcdOptions(
             method=kb.METHOD_NEWTON if method == "newton" else kb.METHOD_BCD,
             with_bias=bool(self.bias),
             check=not (math.isfinite(lip) and lip > 0.0),
+            # with Newton steps on the support after it, descent only has to find the support
             max_newton=min(cap, 3) if polish else cap,
             max_epochs=int(eng.newton_epochs if method == "newton" else eng.max_epochs),
             anderson=int(eng.anderson),
@@ -207,32 +207,26 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
             lip=float(lip),
             tol=float(tol_in),
             ratio=float(eng.inner_ratio),
-            scale=float(self.curvature_scale(smoothing)),
+            scale=float(self.curvature_scale(st.smoothing)),
         )
         stats = np.zeros(kb.ST_LEN)
-        bvec = np.array([b], dtype=np.float64)
-        kb.solve_ws(
-            opts,
-            self.bank_rec,
-            self.samples(smoothing),
-            self.loss_rec,
-            self.reg_rec,
-            kb.bcd_state(ws, beta, z, bvec, stats),
-        )
-        return float(bvec[0]) if self.bias else 0.0, stats
+        bvec = np.array([st.b], dtype=np.float64)
+        state = kb.bcd_state(ws, st.beta, z, bvec, stats)
+        kb.solve_ws(opts, self.f.record, self.samples(st.smoothing), self.loss_rec, self.reg_rec, state)
+        st.b = float(bvec[0]) if self.bias else 0.0
+        return stats
 
     def newton_to_tol(
-        self, ws: np.ndarray, beta: np.ndarray, b: float, z: np.ndarray, smoothing: float, tol_in: float
-    ) -> tuple[float, np.ndarray, common.Certificate | None]:
-        """Newton steps on a working set one call at a time, certifying after each: the run's
-        ``tol`` ends them as well as ``tol_in`` and ``max_newton`` (on w8a, 39,799 points,
-        the second of two steps, 3 s, took the gap from 5.6e-4 to 3.7e-4 for tol 1e-3).
-        Returns the bias, the summed statistics, and the certificate of the final point when
-        the tolerance ended the steps (else None)."""
+        self, st: _Iterate, ws: np.ndarray, z: np.ndarray, tol_in: float
+    ) -> tuple[np.ndarray, common.Certificate | None]:
+        """Newton steps on a working set one call at a time, certifying after each, until
+        ``tol_in``, ``max_newton`` or the run's ``tol`` (w8a, 39,799 points: the second of two
+        steps, 3 s, took the gap from 5.6e-4 to 3.7e-4 for tol 1e-3).  Returns the summed
+        statistics and the certificate of the final point when the run's ``tol`` ended them."""
         kb = self.kb
         total = np.zeros(kb.ST_LEN)
         while True:
-            b, stats = self.solve_ws(ws, beta, b, z, smoothing, tol_in, "newton", 1)
+            stats = self.solve_ws(st, ws, z, tol_in, "newton", 1)
             for k in (kb.ST_EPOCHS, kb.ST_NEWTON, kb.ST_LINE_SEARCH, kb.ST_ANDERSON, kb.ST_BACKTRACK, kb.ST_DECREASE):
                 total[k] += stats[k]
             total[kb.ST_STATUS] = stats[kb.ST_STATUS]
@@ -242,10 +236,10 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
                 or stats[kb.ST_NEWTON] < 1.0
                 or total[kb.ST_NEWTON] >= int(self.engine.max_newton)
             ):
-                return b, total, None
-            cert = self.certify(beta, b, smoothing)
+                return total, None
+            cert = self.certify(st.beta, st.b, st.smoothing)
             if cert.gap <= self.run.tol:
-                return b, total, cert
+                return total, cert
 
     # -- main loop ------------------------------------------------------------------
     def start(self) -> tuple[np.ndarray, float]:
@@ -260,27 +254,22 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         return beta, b
 
     def run_loop(self) -> SolveResult:
-        """Outer iterations until :meth:`Run.check` ends the run; the incumbents' result."""
-        st = self.begin()
+        """Outer iterations until the run ends; the incumbents' result."""
+        beta, b = self.start()
+        smoothing = self.initial_smoothing()
+        cert = self.certify(beta, b, smoothing)
+        st = _Iterate(beta, b, smoothing, cert, MethodSwitch(self.method, cert.gap, self.method))
+        self.offer(st)
+        if not math.isfinite(cert.primal):
+            self.run.end(Status.NUMERICAL_ERROR, 0, why=f"non-finite objective at the start (primal {cert.primal!r})")
+        else:
+            self.run.check(0, cert.gap)
         while self.run.status is None:
             self.iterate(st)
         st_primal = self.run.incumbents.primal_state
         if "beta" in st_primal:
             st_primal["alpha"] = self.bank.alpha_from_beta(st_primal.pop("beta"))
         return self.run.result(st.it)
-
-    def begin(self) -> _Iterate:
-        """The start certified and offered, and the run checked at iteration 0."""
-        beta, b = self.start()
-        smoothing = self.initial_smoothing()
-        cert = self.certify(beta, b, smoothing)
-        st = _Iterate(beta, b, smoothing, cert, MethodSwitch(self.method, cert.gap))
-        self.offer(st)
-        if not math.isfinite(cert.primal):
-            self.run.end(Status.NUMERICAL_ERROR, 0, why=f"non-finite objective at the start (primal {cert.primal!r})")
-        else:
-            self.run.check(0, cert.gap)
-        return st
 
     def offer(self, st: _Iterate) -> None:
         """Offer the certified point of ``st`` to the incumbents (its primal when lower)."""
@@ -290,29 +279,29 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         inc.offer_dual(c.dual, st.it, rho=c.rho)
 
     def iterate(self, st: _Iterate) -> None:
-        """One outer iteration: choose the working set, solve it (and polish), certify, move
-        the smoothing, record, choose the next inner solver, check the run."""
+        """One outer iteration: working set, solve (and polish), certificate, smoothing,
+        record, next inner solver, check."""
         run, kb = self.run, self.kb
         inc = run.incumbents
-        score = self.scores(st.beta, st.cert.extra["grad"], st.smoothing)
+        kappa = self.curvature_scale(st.smoothing)
+        grad = common.as_vector(st.cert.extra["grad"])
+        score = kb.block_scores(st.beta, grad, self.f.starts, kappa * self.f.lip, self.C, self.reg_rec)
         viol = float(np.max(score)) if score.size else 0.0
         if self.bias:
             viol = max(viol, abs(st.cert.extra["sum_u"]))
         ws = self.working_set(score, st.cert.norms)
         method = st.switch.method
-        tol_in = float(self.engine.inner_ratio) * viol
-        stats, ended, n_polish, failed = self.solve_set(st, ws, tol_in)
+        stats, ended, n_polish, failed = self.solve_set(st, ws, float(self.engine.inner_ratio) * viol)
         prev_primal, prev_dual = inc.primal, inc.dual
         if not failed and not self.smooth:
             self.offer_kinks(inc, st.beta, st.b, st.smoothing, st.it)
         # the point newton_to_tol certified last is this one (no polish on that path)
-        st.cert = ended if ended is not None and not failed else self.certify(st.beta, st.b, st.smoothing)
-        cert = st.cert
+        st.cert = cert = ended if ended is not None and not failed else self.certify(st.beta, st.b, st.smoothing)
         self.offer(st)
         st.z = None
         before = st.smoothing
         self.advance_smoothing(st)
-        run.record(
+        rec = run.record(
             st.it,
             cert.primal,
             cert.dual,
@@ -329,19 +318,13 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
             method=method,
         )
         logger.debug(
-            "bcd it=%d P=%.12g D=%.12g gap=%.3e ws=%d epochs=%d mu=%.3g",
-            st.it,
-            cert.primal,
-            cert.dual,
-            cert.gap,
-            ws.size,
-            int(stats[kb.ST_EPOCHS]),
-            before,
+            "bcd it=%(iteration)d P=%(objective).12g D=%(dual_objective).12g gap=%(gap).3e ws=%(ws_size)d "
+            "epochs=%(epochs)d mu=%(mu).3g",
+            rec,
         )
         progress = inc.primal < prev_primal or inc.dual > prev_dual or st.smoothing < before
         st.quiet = 0 if progress else st.quiet + 1
-        # Newton's line search rejecting its steps down to nothing (the decrease at the
-        # objective's rounding while the dual point still improves) is a stall too
+        # Newton's line search rejecting its steps down to nothing is a stall too
         halvings = stats[kb.ST_LINE_SEARCH] / max(stats[kb.ST_NEWTON], 1.0)
         st.switch.update(halvings, cert.gap, st.smoothing == before)
         if failed or not math.isfinite(cert.primal):
@@ -349,39 +332,27 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
                 Status.NUMERICAL_ERROR, st.it, why=f"non-finite value in the working-set solve of iteration {st.it}"
             )
         else:
-            run.check(
-                st.it,
-                cert.gap,
-                stalled=(
-                    f"no lower primal, higher dual or smaller smoothing in {st.quiet} iterations in a row"
-                    if st.quiet >= STALL_ITERATIONS
-                    else None
-                ),
-            )
+            quiet = f"no lower primal, higher dual or smaller smoothing in {st.quiet} iterations in a row"
+            run.check(st.it, cert.gap, stalled=quiet if st.quiet >= STALL_ITERATIONS else None)
 
     def solve_set(
         self, st: _Iterate, ws: np.ndarray, tol_in: float
     ) -> tuple[np.ndarray, common.Certificate | None, int, bool]:
         """Solve the working set ``ws`` to ``tol_in`` from ``st`` (then polish its support),
-        counting the iteration; back at the start when a value is not finite.  Returns the
-        jitted loop's statistics, the certificate of :meth:`newton_to_tol` (or None), the
-        polish steps and whether the solve failed."""
+        back at the start when a value is not finite.  Returns the statistics, the
+        certificate of :meth:`newton_to_tol` (or None), the polish steps and whether the
+        solve failed."""
         kb = self.kb
         saved = (st.beta.copy(), st.b)
         z = st.cert.extra["z"] if st.z is None else st.z
-        # a new working set gets NEW_SET_NEWTON Newton steps: its solution changes the
-        # scores that choose the next one
         fresh = st.prev_ws is None or not np.array_equal(ws, st.prev_ws)
         ended: common.Certificate | None = None
-        # a smooth loss's working set is polished once it is met again (its support
-        # settled): a new one changes the scores that choose the next
+        # a smooth loss's working set is polished once met again (its support settled)
         polish = self.polish_on or (not fresh and st.cert.gap <= SMOOTH_POLISH_GAP and self.polishes(ws))
         if fresh or st.switch.method != "newton" or polish:
-            st.b, stats = self.solve_ws(
-                ws, st.beta, st.b, z, st.smoothing, tol_in, st.switch.method, NEW_SET_NEWTON if fresh else None, polish
-            )
+            stats = self.solve_ws(st, ws, z, tol_in, st.switch.method, NEW_SET_NEWTON if fresh else None, polish)
         else:
-            st.b, stats, ended = self.newton_to_tol(ws, st.beta, st.b, z, st.smoothing, tol_in)
+            stats, ended = self.newton_to_tol(st, ws, z, tol_in)
         st.prev_ws = ws
         st.it += 1
         failed = int(stats[kb.ST_STATUS]) == kb.NUMERICAL or not np.all(np.isfinite(st.beta))
@@ -394,8 +365,8 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         return stats, ended, n_polish, failed
 
     def advance_smoothing(self, st: _Iterate) -> None:
-        """A non-smooth loss's smoothing, made smaller once the smoothed problem is solved
-        (:meth:`next_smoothing`), and the start for it (:meth:`smoothing_start`)."""
+        """A non-smooth loss's smoothing made smaller once the smoothed problem is solved, and
+        the start for it."""
         if not self.smooth and min(st.cert.gap, self.run.incumbents.gap) > self.run.tol:
             before = st.smoothing
             st.smoothing = self.next_smoothing(before, st.cert, self.run.tol)
