@@ -282,7 +282,6 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     **{
         (s, m): "numba on the first fit"
         for s, m in (
-            ("mklkit.estimators._checks", "mklkit.engines.base"),
             ("mklkit.estimators._checks", "mklkit.kernels"),
             ("mklkit.estimators._prepare", "mklkit._jit.gram"),
             ("mklkit.estimators._prepare", "mklkit.kernels"),

@@ -5,26 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..pipeline import new_points
 from ._checks import check_budget
-from ._prepare import validate_data
 
 
 class Prediction:
     """The decision values of a fitted estimator (a base of :class:`~mklkit.estimators._base.BaseMKL`)."""
 
     def _test_side(self, X: Any) -> Any:
-        """The test side of ``X`` (:func:`mklkit.pipeline.new_points`): kernels of the active kernels, or factor rows."""
+        """The test side of ``X`` (:func:`mklkit.pipeline.new_points`): the active kernels, or factor rows."""
         from ..kernels import MemoryBudgetError
 
         check_is_fitted(self, "result_")
         owner = self._owner
-        bank = self.bank_
         active = np.asarray(self.active_kernels_, dtype=np.intp)
         if self._precomputed():
-            M, N = len(self.kernel_names_), bank.n_samples
+            M, N = len(self.kernel_names_), self.bank_.n_samples
             Kx = np.asarray(X)
             if Kx.ndim != 3 or Kx.shape[1] != N or Kx.shape[2] != M:
                 raise ValueError(
@@ -34,12 +32,11 @@ class Prediction:
             sub = np.moveaxis(Kx, 2, 0)[active]
             if not np.all(np.isfinite(sub)):
                 raise ValueError(f"{owner}: X contains NaN or infinite values")
-            return new_points(bank, K=sub, kernels=active)
+            return new_points(self.bank_, K=sub, kernels=active)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        budget = check_budget(self.memory_budget, owner)
         try:
-            return new_points(
-                bank, X, scaler=self.scaler_, kernels=active, memory_budget=check_budget(self.memory_budget, owner)
-            )
+            return new_points(self.bank_, X, scaler=self.scaler_, kernels=active, memory_budget=budget)
         except MemoryBudgetError as exc:
             raise ValueError(f"{owner}: {exc.describe('memory_budget')}") from None
 
