@@ -290,7 +290,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
             ("mklkit.estimators._solve", "mklkit.compilation"),
             ("mklkit.estimators._solve", "mklkit.engines.base"),
             ("mklkit.estimators._solve", "mklkit.kernels"),
-            ("mklkit.estimators._predict", "mklkit.kernels"),
+            ("mklkit.estimators._base", "mklkit.kernels"),
             ("mklkit.estimators._base", "mklkit.engines.common"),
             ("mklkit.pipeline.heldout", "mklkit.engines.common"),
             ("mklkit.pipeline.heldout_rows", "mklkit.kernels.factor"),

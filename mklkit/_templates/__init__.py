@@ -101,12 +101,7 @@ class $cls(Loss):
     # TODO: the loss value ell(y_i, z_i); params[0] is `scale`.
     @kernel
     def value(y, z, params):
-        s = params[0]
-        out = np.empty(y.shape[0])
-        for i in range(y.shape[0]):
-            r = z[i] - y[i]
-            out[i] = 0.5 * s * r * r
-        return out
+        return 0.5 * params[0] * (z - y) ** 2
 
     # TODO: d ell / dz (a subgradient at kinks).
     @kernel
@@ -193,10 +188,7 @@ class $cls(Regularizer):
     # derivatives where smooth (here 0 on the domain, inf outside).
     @kernel
     def conj(y, C, params):
-        out = np.empty(y.shape[0])
-        for i in range(y.shape[0]):
-            out[i] = 0.0 if y[i] <= C else np.inf
-        return out
+        return np.where(y <= C, 0.0, np.inf)
 
     conj_grad = conj_hess = conj
 
@@ -214,10 +206,7 @@ class $cls(Regularizer):
     # TODO: h(d) = -2 g*(1 / (2 d)) of the Tikhonov form; np.inf outside its domain.
     @kernel
     def penalty(d, params):
-        out = np.empty(d.shape[0])
-        for i in range(d.shape[0]):
-            out[i] = d[i] if d[i] >= 0.0 else np.inf
-        return out
+        return np.where(d >= 0.0, d, np.inf)
 
     def conj_radius(self, C: float) -> float:
         """TODO: radius of the domain of the conjugate (float("inf") if unbounded)."""
