@@ -282,7 +282,6 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     **{
         (s, m): "numba on the first fit"
         for s, m in (
-            ("mklkit.estimators._checks", "mklkit.engines.base"),
             ("mklkit.estimators._checks", "mklkit.kernels"),
             ("mklkit.estimators._prepare", "mklkit._jit.gram"),
             ("mklkit.estimators._prepare", "mklkit.kernels"),
@@ -291,7 +290,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
             ("mklkit.estimators._solve", "mklkit.compilation"),
             ("mklkit.estimators._solve", "mklkit.engines.base"),
             ("mklkit.estimators._solve", "mklkit.kernels"),
-            ("mklkit.estimators._predict", "mklkit.kernels"),
+            ("mklkit.estimators._base", "mklkit.kernels"),
             ("mklkit.estimators._base", "mklkit.engines.common"),
             ("mklkit.pipeline.heldout", "mklkit.engines.common"),
             ("mklkit.pipeline.heldout_rows", "mklkit.kernels.factor"),

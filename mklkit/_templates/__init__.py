@@ -1,14 +1,6 @@
-"""File templates for :func:`mklkit.scaffold.new_plugin`.
-
-Each constant is a :class:`string.Template` source; the placeholders are
-``$name`` (component and entry-point name), ``$package`` (``mklkit_<name>``),
-``$dist`` (``mklkit-<name>``), ``$cls`` (class name), ``$kind``
-(``loss``/``regularizer``), ``$module`` (module holding the class) and
-``$mklkit_version``.
-"""
+"""File templates (:class:`string.Template` sources) for :func:`mklkit.scaffold.new_plugin`: ``$name`` (component and
+entry-point name), ``$package``, ``$dist``, ``$cls``, ``$kind``, ``$module`` and ``$mklkit_version``."""
 from __future__ import annotations
-
-__all__ = ["PYPROJECT", "README", "INIT", "PLUGIN", "LOSS", "REGULARIZER", "TEST"]
 
 PYPROJECT = '''\
 [build-system]
@@ -48,8 +40,7 @@ The `$name` $kind for mklkit.
     python -m pytest                 # runs the conformance kit on it
     mklkit check-plugin $name        # the same, from the command line
 
-Edit `$package/$module.py`: every place to change is marked TODO.  See
-"Write your own plugin" (`docs/plugins.md`) in mklkit.
+Edit `$package/$module.py`: every place to change is marked TODO (mklkit's `docs/plugins.md`).
 '''
 
 INIT = '''\
@@ -77,14 +68,9 @@ def mklkit_register_components(register):
 '''
 
 LOSS = '''\
-r"""The $name loss.
-
-The template is a working scaled squared loss
-:math:`\\ell(y, z) = \\tfrac{s}{2}(z - y)^2`, whose conjugate is
-:math:`\\ell^*(y, u) = uy + u^2/(2s)` on all of :math:`\\mathbb{R}`.
-Replace the formulas (every TODO) and keep the signatures: each kernel
-takes C-contiguous float64 arrays and the parameter vector ``params``
-(numeric parameters in declaration order) and returns a new array.
+r"""The $name loss: a working scaled squared loss :math:`\\ell(y, z) = \\tfrac{s}{2}(z - y)^2`, conjugate
+:math:`\\ell^*(y, u) = uy + u^2/(2s)`.  Replace the formulas (every TODO), keep the signatures: each kernel takes
+C-contiguous float64 arrays and ``params`` (numeric parameters in declaration order) and returns a new array.
 """
 from __future__ import annotations
 
@@ -105,25 +91,17 @@ class $cls(Loss):
     name = "$name"
     description = "TODO: one line shown by `mklkit plugins`"
     task = REGRESSION  # TODO: or CLASSIFICATION (labels in {-1, +1})
-    params = (
-        Param("scale", 1.0, "curvature of the loss", low=0.0, low_open=True),
-    )
-    # TODO: if the conjugate's gradient stays finite at an end of its domain
-    # (or it has a kink), set smooth_conjugate = False and write the kernels
-    # l0, l0_grad, l0_hess, cons, cons_grad, cons_hess of its constrained form,
-    # with n_aux and n_cons; see mklkit-huber.
+    params = (Param("scale", 1.0, "curvature of the loss", low=0.0, low_open=True),)
+    # TODO: if the conjugate's gradient stays finite at an end of its domain (or it has a kink), set
+    # smooth_conjugate = False and write the kernels l0, l0_grad, l0_hess, cons, cons_grad, cons_hess of its
+    # constrained form, with n_aux and n_cons; see mklkit-huber.
     smooth_conjugate = True
     smooth_primal = True
 
     # TODO: the loss value ell(y_i, z_i); params[0] is `scale`.
     @kernel
     def value(y, z, params):
-        s = params[0]
-        out = np.empty(y.shape[0])
-        for i in range(y.shape[0]):
-            r = z[i] - y[i]
-            out[i] = 0.5 * s * r * r
-        return out
+        return 0.5 * params[0] * (z - y) ** 2
 
     # TODO: d ell / dz (a subgradient at kinks).
     @kernel
@@ -164,8 +142,7 @@ class $cls(Loss):
         return float(self.scale)
 
     def cvxpy_expr(self, y, z, w=None):
-        """TODO: sum_i w_i ell(y_i, z_i) as a cvxpy expression of the predictions z
-        (w None: all 1); mklkit's conic reference solves problems with it."""
+        """TODO: sum_i w_i ell(y_i, z_i) as a cvxpy expression of z (w None: all 1), for mklkit's conic reference."""
         import cvxpy as cp
 
         terms = 0.5 * self.scale * cp.square(z - y)
@@ -173,15 +150,10 @@ class $cls(Loss):
 '''
 
 REGULARIZER = '''\
-r"""The $name regularizer.
-
-The template is a working block 1-norm :math:`\\tilde g_C(x) = C x`
-(:math:`g(t) = \\sqrt t`): prox :math:`(v - C)_+`, conjugate the indicator
-of :math:`[0, C]`, envelope :math:`(y - C)_+^2/2`, kernel weight
-:math:`d = x` and :math:`h(d) = d`.  Replace the formulas (every TODO) and
-keep the signatures: ``x``, ``v``, ``y``, ``d`` are C-contiguous float64
-arrays of non-negative numbers, ``C > 0`` and ``params`` the parameter
-vector; each kernel returns a new array.
+r"""The $name regularizer: a working block 1-norm :math:`\\tilde g_C(x) = C x` (:math:`g(t) = \\sqrt t`): prox
+:math:`(v - C)_+`, conjugate the indicator of :math:`[0, C]`, envelope :math:`(y - C)_+^2/2`, kernel weight
+:math:`d = x`, :math:`h(d) = d`.  Replace the formulas (every TODO), keep the signatures: ``x``, ``v``, ``y``, ``d``
+are C-contiguous float64 arrays of numbers >= 0, ``C > 0``, ``params`` the parameter vector; each returns a new array.
 """
 from __future__ import annotations
 
@@ -212,26 +184,15 @@ class $cls(Regularizer):
     def prox_deriv(v, C, params):
         return (v > C).astype(np.float64)
 
-    # TODO: the conjugate sup_{x >= 0} x y - C g(x^2); np.inf outside its domain.
+    # TODO: the conjugate sup_{x >= 0} x y - C g(x^2) (np.inf outside its domain), and its first and second
+    # derivatives where smooth (here 0 on the domain, inf outside).
     @kernel
     def conj(y, C, params):
-        out = np.empty(y.shape[0])
-        for i in range(y.shape[0]):
-            out[i] = 0.0 if y[i] <= C else np.inf
-        return out
+        return np.where(y <= C, 0.0, np.inf)
 
-    # TODO: first and second derivatives of the conjugate where smooth.
-    @kernel
-    def conj_grad(y, C, params):
-        out = np.empty(y.shape[0])
-        for i in range(y.shape[0]):
-            out[i] = 0.0 if y[i] <= C else np.inf
-        return out
+    conj_grad = conj_hess = conj
 
-    conj_hess = conj_grad  # 0 on the domain, inf outside
-
-    # TODO: Moreau envelope of the conjugate, min_{y' >= 0} conj(y') + (y' - y)^2 / 2;
-    # its derivatives are prox and prox_deriv.
+    # TODO: Moreau envelope of the conjugate, min_{y' >= 0} conj(y') + (y' - y)^2 / 2 (derivatives: prox, prox_deriv).
     @kernel
     def env(y, C, params):
         r = np.maximum(y - C, 0.0)
@@ -245,19 +206,15 @@ class $cls(Regularizer):
     # TODO: h(d) = -2 g*(1 / (2 d)) of the Tikhonov form; np.inf outside its domain.
     @kernel
     def penalty(d, params):
-        out = np.empty(d.shape[0])
-        for i in range(d.shape[0]):
-            out[i] = d[i] if d[i] >= 0.0 else np.inf
-        return out
+        return np.where(d >= 0.0, d, np.inf)
 
     def conj_radius(self, C: float) -> float:
         """TODO: radius of the domain of the conjugate (float("inf") if unbounded)."""
         return float(C)
 
     def cvxpy_expr(self, norms, squares, C, betas=None):
-        """TODO: sum_m C g(x_m^2) as a cvxpy expression of the block norms ``norms``
-        (``squares``: their squares; ``betas``: the block variables); mklkit's conic
-        reference solves problems with it."""
+        """TODO: sum_m C g(x_m^2) as a cvxpy expression of the block norms ``norms`` (``squares``: their squares;
+        ``betas``: the block variables), for mklkit's conic reference."""
         import cvxpy as cp
 
         return C * cp.sum(cp.hstack(norms))

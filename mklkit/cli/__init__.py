@@ -1,25 +1,10 @@
-"""The ``mklkit`` command line; the only package that writes to stdout or sets exit codes.
+"""The ``mklkit`` command line (its commands: ``docs/specs.md``); the only package that writes to stdout or sets
+exit codes.
 
-Commands::
-
-    mklkit validate SPEC [--set key.path=value ...]
-    mklkit run SPEC [--set key.path=value ...] [--out DIR] [--quiet] [--force] [--strict]
-    mklkit sweep SPEC [--set ...] [--scheduler ADDRESS | --workers N] [--out DIR] [--resume | --force] [--dry-run]
-    mklkit report OUT [--top K]
-    mklkit plugins
-    mklkit check-plugin NAME [--param name=value ...] [--random N] [--seed S] [--max-problems N]
-                                      (NAME, kind:NAME such as engine:spicy, or a plugin/distribution name)
-    mklkit new-plugin NAME [--dest DIR] [--kind loss|regularizer]
-    mklkit schema
-
-Exit codes: 0 success; 2 a user error (bad spec, data, option, name -- one
-line on stderr, no traceback) or a failed plugin check; 3 a run that did not
-converge, with ``--strict`` (without it: exit 0 and a warning on stderr);
-130 interrupted.  ``mklkit sweep`` exits 1 when some of its tasks failed (the
-finished rows are kept; ``--resume`` retries the others).  Anything else is an internal error and shows a traceback.
-
-Heavy modules (numpy, numba, the plugin registry) are imported inside the
-commands, so ``mklkit --help`` answers at once.
+Exit codes: 0 success; 2 a user error (bad spec, data, option, name: one line on stderr, no traceback) or a failed
+plugin check; 3 a run that did not converge, with ``--strict``; 130 interrupted; 1 a sweep some of whose tasks
+failed.  Anything else is an internal error and shows a traceback.  Heavy modules are imported inside the commands,
+so ``mklkit --help`` answers at once.
 """
 
 from __future__ import annotations
@@ -58,9 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         argv = list(sys.argv[1:] if argv is None else argv)
         previous = catch_sigint()
-        parser = make_parser()
         try:
-            args = parser.parse_args(argv)
+            args = make_parser().parse_args(argv)
         except SystemExit as exc:  # --help, --version
             return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
         if getattr(args, "func", None) is None:
@@ -70,11 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         with warnings.catch_warnings(record=True) as caught:  # shown as one line each
             code = command(args)(args)
-        hidden = set(getattr(args, "hidden_warnings", ()))
-        # said by a line of its own (the INFO record of mklkit.compilation, SHOWN_LOGGERS), not again
-        hidden.add("CompilationWarning")
+        # a CompilationWarning is said by the INFO record of mklkit.compilation; a broken plugin by 'mklkit plugins'
+        hidden = {*getattr(args, "hidden_warnings", ()), "CompilationWarning"}
         if getattr(args, "quiet", False):
-            hidden.add("PluginWarning")  # a broken plugin: 'mklkit plugins' lists it
+            hidden.add("PluginWarning")
         for line in warning_lines(caught, hidden):
             err(line)
         return code

@@ -11,6 +11,7 @@ from .output import err, out, plural
 #: Component kinds ``mklkit check-plugin`` checks: losses and regularizers by
 #: ``mklkit.testing.check_component``, engines by ``mklkit.testing.check_engine``.
 CHECKABLE_KINDS = ("loss", "regularizer", "engine")
+_CHECK = "mklkit check-plugin"
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
@@ -20,15 +21,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _broken_line(reg: Any) -> str:
-    """``; N plugin(s) could not be loaded: name (dist version): reason, ...`` or ``""``."""
-    if not reg.broken:
-        return ""
-    what = "; ".join(f"{b.name} ({b.dist} {b.version}): {b.message}".replace(" )", ")") for b in reg.broken)
-    return f"; {plural(len(reg.broken), 'plugin')} could not be loaded: {what}"
-
-
 def _find_components(reg: Any, name: str) -> list[Any]:
+    """The registrations ``name`` (``kind:name``, a component or a plugin name) stands for."""
     from ..components.params import did_you_mean
     from ..plugins import KINDS
 
@@ -37,27 +31,28 @@ def _find_components(reg: Any, name: str) -> list[Any]:
         kind, _, name = name.partition(":")
         if kind not in KINDS:
             raise UsageError(
-                f"mklkit check-plugin: unknown component kind {kind!r}{did_you_mean(kind, list(KINDS))}; "
+                f"{_CHECK}: unknown component kind {kind!r}{did_you_mean(kind, list(KINDS))}; "
                 f"got {kind + ':' + name!r}; allowed: {', '.join(KINDS)}"
             )
     regs = reg.registrations(kind)
-    found = [r for r in regs if r.name == name]
-    if not found and kind is None:
-        found = list(reg.provided_by(name))
+    found = [r for r in regs if r.name == name] or (list(reg.provided_by(name)) if kind is None else [])
     if found:
         return found
-    # a plugin that failed to load provides nothing: say why instead of "no such name"
     b = reg.broken_plugin(name) if kind is None else None
-    if b is not None:
+    if b is not None:  # a plugin that failed to load provides nothing: say why instead of "no such name"
         raise UsageError(
-            f"mklkit check-plugin: plugin {b.name!r} ({b.dist} {b.version}) could not be loaded, "
+            f"{_CHECK}: plugin {b.name!r} ({b.dist} {b.version}) could not be loaded, "
             f"so it provides no components: {b.message}".replace(" )", ")")
         )
     names = [f"{r.kind}:{r.name}" for r in regs]
     plain = sorted({r.name for r in regs} | set(reg.plugins) | {b.name for b in reg.broken})
+    broken = ""
+    if reg.broken:
+        what = "; ".join(f"{b.name} ({b.dist} {b.version}): {b.message}".replace(" )", ")") for b in reg.broken)
+        broken = f"; {plural(len(reg.broken), 'plugin')} could not be loaded: {what}"
     raise UsageError(
-        f"mklkit check-plugin: no component or plugin named {name!r}"
-        f"{did_you_mean(name, plain)}; got {name!r}; allowed: {', '.join(names)}{_broken_line(reg)}"
+        f"{_CHECK}: no component or plugin named {name!r}{did_you_mean(name, plain)}; got {name!r}; "
+        f"allowed: {', '.join(names)}{broken}"
     )
 
 
@@ -71,140 +66,145 @@ def _given_params(texts: Sequence[str], checked: Sequence[Any]) -> dict[str, tup
     allowed = ", ".join(declared) if declared else f"none ({owners} has no parameters)"
     given: dict[str, tuple[Any, str]] = {}
     for text in texts:
-        key, sep, value_text = text.partition("=")
+        key, sep, _ = text.partition("=")
         key = key.strip()
         if not sep or not key.isidentifier():
             raise UsageError(
-                f"mklkit check-plugin: --param needs the form name=value; got {text!r}; "
+                f"{_CHECK}: --param needs the form name=value; got {text!r}; "
                 f"allowed: a parameter of {owners}: {allowed}"
             )
         if key not in declared:
             raise UsageError(
-                f"mklkit check-plugin: --param {text}: unknown parameter {key!r}"
-                f"{did_you_mean(key, declared)}; allowed: {allowed}"
+                f"{_CHECK}: --param {text}: unknown parameter {key!r}{did_you_mean(key, declared)}; allowed: {allowed}"
             )
         try:
-            _, value = parse_override(text, file="mklkit check-plugin", option="--param")
+            given[key] = (parse_override(text, file=_CHECK, option="--param")[1], text)
         except SpecError as exc:
             raise UsageError(str(exc)) from None
-        given[key] = (value, text)
     return given
 
 
 def _yaml_value(v: Any) -> str:
     """A parameter value as ``--param`` reads it back (YAML)."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        import json
+    import json
 
+    if v is None or isinstance(v, (bool, str)):
         return json.dumps(v)
     return repr(v)
 
 
-def cmd_check_plugin(args: argparse.Namespace) -> int:
-    from ..components.params import ParamError
-    from ..plugins import get_registry
-    from ..testing import check_parameter_points
+def _fixed(r: Any, given: dict[str, tuple[Any, str]]) -> dict[str, Any]:
+    """The ``--param`` values that the component ``r`` declares."""
+    return {k: v for k, (v, _) in given.items() if any(p.name == k for p in r.cls.params)}
 
-    if args.random < 0:
-        raise UsageError(f"mklkit check-plugin: --random must be an integer >= 0; got {args.random}")
-    if args.seed < 0:
-        raise UsageError(f"mklkit check-plugin: --seed must be an integer >= 0; got {args.seed}")
-    if args.max_problems is not None and args.max_problems < 1:
-        raise UsageError(f"mklkit check-plugin: --max-problems must be an integer >= 1; got {args.max_problems}")
-    reg = get_registry()
-    found = _find_components(reg, args.name)
+
+def _refused(exc: Exception, fixed: dict[str, Any], given: dict[str, tuple[Any, str]]) -> None:
+    """Raise the one-line error of a ``--param`` value the component refuses (``exc``)."""
+    from ..components.params import ParamError
+
+    if isinstance(exc, ParamError) and fixed:
+        text = given[exc.key][1] if exc.key in given else " ".join(t for _, t in given.values())
+        raise UsageError(f"{_CHECK}: --param {text}: {exc}") from None
+
+
+def cmd_check_plugin(args: argparse.Namespace) -> int:
+    from ..plugins import get_registry
+
+    for option, value, least in (
+        ("random", args.random, 0),
+        ("seed", args.seed, 0),
+        ("max-problems", args.max_problems, 1),
+    ):
+        if value is not None and value < least:
+            raise UsageError(f"{_CHECK}: --{option} must be an integer >= {least}; got {value}")
+    found = _find_components(get_registry(), args.name)
     checkable = [r for r in found if r.kind in CHECKABLE_KINDS]
     skipped = [r for r in found if r.kind not in CHECKABLE_KINDS]
     if not checkable:
         what = ", ".join(f"{r.kind} {r.name!r}" for r in skipped)
         raise UsageError(
-            f"mklkit check-plugin: the conformance kits check losses, regularizers and engines; "
-            f"got {what}; allowed: a loss, regularizer or engine name, e.g. engine:spicy (see 'mklkit plugins')"
+            f"{_CHECK}: the conformance kits check losses, regularizers and engines; got {what}; "
+            "allowed: a loss, regularizer or engine name, e.g. engine:spicy (see 'mklkit plugins')"
         )
     given = _given_params(args.params, checkable)
     failed = total = 0
     blocks: list[str] = []
     for r in checkable:
-        if r.kind == "engine":
-            text, ok = _check_engine_block(r, given, args)
-            failed, total = failed + (not ok), total + 1
-            blocks.append(text)
-            continue
-        fixed = {k: v for k, (v, _) in given.items() if any(p.name == k for p in r.cls.params)}
-        try:
-            reports = check_parameter_points(r.cls, n_random=args.random, seed=args.seed, fixed=fixed)
-        except ValueError as exc:
-            if isinstance(exc, ParamError) and fixed:  # a --param value the component refuses
-                text = given[exc.key][1] if exc.key in given else " ".join(t for _, t in given.values())
-                raise UsageError(f"mklkit check-plugin: --param {text}: {exc}") from None
-            # the class refuses its defaults or every draw from its declarations: a failure
-            failed, total = failed + 1, total + 1
-            blocks.append(f"{r.kind} {r.name}: FAILED: {exc}")
-            try:  # the defaults (or given values) may still be checkable
-                reports = check_parameter_points(r.cls, n_random=0, seed=args.seed, fixed=fixed)
-            except ValueError:
-                continue
-        # in order: the first point's whole report, the whole report of every failing
-        # point, and the heading only of the other passing points
-        headings: list[str] = []
-        for i, report in enumerate(reports):
-            total += 1
-            if report.ok and i > 0:
-                headings.append(str(report).splitlines()[0])
-                continue
-            if headings:
-                blocks.append("\n".join(headings))
-                headings = []
-            text = str(report).rstrip()
-            if not report.ok:
-                failed += 1
-                params = " ".join(f"--param {k}={_yaml_value(v)}" for k, v in report.component.get_params().items())
-                text += (
-                    f"\n  reproduce: mklkit check-plugin {r.kind}:{r.name} "
-                    f"{params + ' ' if params else ''}--random 0 --seed {args.seed}"
-                )
-            blocks.append(text)
-        if headings:
-            blocks.append("\n".join(headings))
-    for r in skipped:
-        blocks.append(f"{r.kind} {r.name}: skipped (the conformance kits check losses, regularizers and engines)")
+        check = _check_engine if r.kind == "engine" else _check_component
+        texts, n_failed, n_total = check(r, given, args)
+        blocks += texts
+        failed, total = failed + n_failed, total + n_total
+    blocks += [
+        f"{r.kind} {r.name}: skipped (the conformance kits check losses, regularizers and engines)" for r in skipped
+    ]
     out("\n\n".join(blocks))
     if failed:
         err(
-            f"mklkit check-plugin: {args.name} failed the conformance checks at {failed} of "
+            f"{_CHECK}: {args.name} failed the conformance checks at {failed} of "
             f"{plural(total, 'parameter point')} (see the report above)"
         )
         return EXIT_USAGE
     return EXIT_OK
 
 
-def _check_engine_block(r: Any, given: dict[str, tuple[Any, str]], args: argparse.Namespace) -> tuple[str, bool]:
-    """The engine kit (:func:`mklkit.testing.check_engine`) on the engine ``r``: (report text, passed)."""
-    from ..components.params import ParamError
+def _check_component(r: Any, given: dict[str, tuple[Any, str]], args: argparse.Namespace) -> tuple[list[str], int, int]:
+    """The component kit on a loss or regularizer at its parameter points: (report blocks, failed, checked).
+
+    The blocks: the first point's whole report, the whole report of every failing point, the heading only of the
+    other passing points."""
+    from ..testing import check_parameter_points
+
+    fixed = _fixed(r, given)
+    blocks: list[str] = []
+    failed = total = 0
+    try:
+        reports = check_parameter_points(r.cls, n_random=args.random, seed=args.seed, fixed=fixed)
+    except ValueError as exc:
+        _refused(exc, fixed, given)
+        # the class refuses its defaults or every draw from its declarations: a failure
+        failed, total = 1, 1
+        blocks.append(f"{r.kind} {r.name}: FAILED: {exc}")
+        try:  # the defaults (or given values) may still be checkable
+            reports = check_parameter_points(r.cls, n_random=0, seed=args.seed, fixed=fixed)
+        except ValueError:
+            return blocks, failed, total
+    headings: list[str] = []
+    for i, report in enumerate(reports):
+        total += 1
+        if report.ok and i > 0:
+            headings.append(str(report).splitlines()[0])
+            continue
+        if headings:
+            blocks.append("\n".join(headings))
+            headings = []
+        text = str(report).rstrip()
+        if not report.ok:
+            failed += 1
+            params = "".join(f"--param {k}={_yaml_value(v)} " for k, v in report.component.get_params().items())
+            text += f"\n  reproduce: {_CHECK} {r.kind}:{r.name} {params}--random 0 --seed {args.seed}"
+        blocks.append(text)
+    if headings:
+        blocks.append("\n".join(headings))
+    return blocks, failed, total
+
+
+def _check_engine(r: Any, given: dict[str, tuple[Any, str]], args: argparse.Namespace) -> tuple[list[str], int, int]:
+    """The engine kit (:func:`mklkit.testing.check_engine`) on the engine ``r``: ([report], failed, 1)."""
     from ..testing import check_engine
 
-    fixed = {k: v for k, (v, _) in given.items() if any(p.name == k for p in r.cls.params)}
+    fixed = _fixed(r, given)
     try:
         engine = r.cls(**fixed)
     except ValueError as exc:
-        if isinstance(exc, ParamError) and fixed:  # a --param value the engine refuses
-            text = given[exc.key][1] if exc.key in given else " ".join(t for _, t in given.values())
-            raise UsageError(f"mklkit check-plugin: --param {text}: {exc}") from None
-        return f"{r.kind} {r.name}: FAILED: its defaults are refused: {exc}", False
+        _refused(exc, fixed, given)
+        return [f"{r.kind} {r.name}: FAILED: its defaults are refused: {exc}"], 1, 1
     report = check_engine(engine, seed=args.seed, max_problems=args.max_problems)
     text = str(report).rstrip()
     if not report.ok:
-        params = " ".join(f"--param {t}" for k, (_, t) in given.items() if k in fixed)
+        params = "".join(f"--param {t} " for k, (_, t) in given.items() if k in fixed)
         limit = f" --max-problems {args.max_problems}" if args.max_problems is not None else ""
-        text += (
-            f"\n  reproduce: mklkit check-plugin {r.kind}:{r.name} "
-            f"{params + ' ' if params else ''}--seed {args.seed}{limit}"
-        )
-    return text, bool(report.ok)
+        text += f"\n  reproduce: {_CHECK} {r.kind}:{r.name} {params}--seed {args.seed}{limit}"
+    return [text], int(not report.ok), 1
 
 
 def cmd_new_plugin(args: argparse.Namespace) -> int:

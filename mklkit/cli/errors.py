@@ -15,11 +15,6 @@ EXIT_USAGE = 2
 EXIT_NOT_CONVERGED = 3
 EXIT_INTERRUPTED = 130
 
-
-class UsageError(Exception):
-    """A command-line problem, reported as one line with exit code 2."""
-
-
 #: The exceptions that are user errors: one line, exit code 2 (looked up in the modules loaded).
 USER_ERRORS = (
     ("mklkit.spec", "SpecError"),
@@ -33,6 +28,10 @@ USER_ERRORS = (
 )
 
 
+class UsageError(Exception):
+    """A command-line problem, reported as one line with exit code 2."""
+
+
 class Interrupted(KeyboardInterrupt):
     """An interrupt a command reports in its own words (``line``) instead of ``mklkit: interrupted``."""
 
@@ -41,22 +40,14 @@ class Interrupted(KeyboardInterrupt):
         self.line = line
 
 
-#: Set by :func:`_on_sigint` when this process received SIGINT during :func:`main`.
-_sigint_received = False
-#: While True (:func:`finish_before_interrupt`), SIGINT is held back ...
-_sigint_deferred = False
-#: ... and recorded here.
-_sigint_pending = False
+#: Whether this process received SIGINT during :func:`main`; while deferred (:func:`finish_before_interrupt`),
+#: a SIGINT is only recorded as pending.
+_sigint_received = _sigint_deferred = _sigint_pending = False
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
-    """Python's own SIGINT behaviour (raise :class:`KeyboardInterrupt`), recorded first.
-
-    A KeyboardInterrupt raised inside C code (numba loading a cached function,
-    a BLAS call, an unpickler) may come back as another exception, e.g.
-    ``SystemError: ... returned a result with an exception set``; the record
-    lets :func:`is_interrupt` recognise it whatever it became.
-    """
+    """Python's SIGINT behaviour, recorded first: a KeyboardInterrupt raised inside C code (numba, BLAS, an
+    unpickler) may come back as another exception, which :func:`is_interrupt` then recognises."""
     global _sigint_received, _sigint_pending
     _sigint_received = True
     if _sigint_deferred:
@@ -66,10 +57,8 @@ def _on_sigint(signum: int, frame: Any) -> None:
 
 
 def lost_interrupt() -> None:
-    """Raise the :class:`KeyboardInterrupt` of a SIGINT this process received but that did not
-    stop it: raised inside C code (numba loading or compiling a function), it can come back as
-    an error that code handles.  Called by the progress callbacks, so the command stops at the
-    next progress event instead of running to its end."""
+    """Raise the KeyboardInterrupt of a SIGINT received that did not stop the command (turned into an error that
+    C code handled); the progress callbacks call it, so the command stops at the next progress event."""
     if _sigint_received and not _sigint_deferred:
         raise KeyboardInterrupt
 
@@ -104,43 +93,31 @@ def catch_sigint() -> Any:
 
 
 def forget_sigint() -> None:
-    """Clear the record of a SIGINT once :func:`mklkit.cli.main` has returned: the flags
-    speak of one command, and code running after it (progress callbacks called from a
-    script, another ``main``) must not take an old interrupt for its own."""
+    """Clear the record of a SIGINT once :func:`mklkit.cli.main` returns: code running after it must not take an
+    old interrupt for its own."""
     global _sigint_received, _sigint_pending
     _sigint_received = _sigint_pending = False
 
 
 def set_sigint(previous: Any, handler: Any) -> None:
     """Set the SIGINT handler where :func:`catch_sigint` installed its own (``previous`` not None)."""
-    if previous is None:
-        return
-    try:
-        signal.signal(signal.SIGINT, handler)
-    except (ValueError, OSError):  # pragma: no cover
-        pass
+    if previous is not None:
+        try:
+            signal.signal(signal.SIGINT, handler)
+        except (ValueError, OSError):  # pragma: no cover
+            pass
 
 
 def is_interrupt(exc: BaseException) -> bool:
-    """Whether ``exc`` ends an interrupted command.
-
-    True for a :class:`KeyboardInterrupt` anywhere in its ``__cause__`` /
-    ``__context__`` chain (one raised inside C code may surface as the
-    ``SystemError`` it caused) and for any exception once this process has
-    received SIGINT during :func:`main`.
-    """
+    """Whether ``exc`` ends an interrupted command: a KeyboardInterrupt in its cause/context chain, or any
+    exception once this process received SIGINT."""
     return caused_by_interrupt(exc) or _sigint_received
 
 
 def is_user_error(exc: BaseException) -> bool:
     if isinstance(exc, UsageError):
         return True
-    for module, name in USER_ERRORS:
-        mod = sys.modules.get(module)
-        cls = getattr(mod, name, None) if mod is not None else None
-        if cls is not None and isinstance(exc, cls):
-            return True
-    return False
+    return any(isinstance(exc, getattr(sys.modules.get(module), name, ())) for module, name in USER_ERRORS)
 
 
 def sigint_received() -> bool:

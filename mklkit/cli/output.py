@@ -11,18 +11,15 @@ from typing import Any, Iterator, Sequence
 from ..progress import AFTER_S, EVERY_S, Progress
 from .errors import lost_interrupt
 
-#: Library loggers whose INFO records ``run`` and ``sweep`` show on stderr
-#: (not with ``--quiet``): the note that numba is compiling (mklkit.compilation).
+#: Library loggers whose INFO records ``run`` and ``sweep`` show on stderr (not with ``--quiet``).
 SHOWN_LOGGERS = ("mklkit.compilation", "mklkit.pipeline")
-
-#: Progress lines and bars start once the work has run this long (seconds), and throttled lines are
-#: printed at most this often (:mod:`mklkit.progress`, which draws them).
+#: Progress lines and bars start after this long (seconds); throttled lines come at most this often.
 PROGRESS_AFTER_S = AFTER_S
 PROGRESS_EVERY_S = EVERY_S
 
 
 def one_line(text: object) -> str:
-    """One line of text: the spec's formatter (:func:`mklkit.spec.errors.one_line`) writes every error line."""
+    """One line of text (:func:`mklkit.spec.errors.one_line`, imported when first needed)."""
     from ..spec.errors import one_line
 
     return one_line(text)
@@ -42,6 +39,17 @@ def progress_lines(enabled: bool) -> Progress:
     return Progress(enabled, after_s=PROGRESS_AFTER_S, every_s=PROGRESS_EVERY_S)
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def num(v: Any, fmt: str) -> str:
+    try:
+        return format(float(v), fmt)
+    except (TypeError, ValueError):
+        return "?"
+
+
 class IterationLines:
     """Engine callback printing one progress line per second on stderr after the first second."""
 
@@ -53,37 +61,31 @@ class IterationLines:
         lost_interrupt()
         now = self.progress.due()
         if now is None:
-            return None
-        if state.get("stage") == "C path":  # problem.C: path, one record per value of C on held-out rows
+            return
+        get = state.get
+        active = f"active {get('n_active', '?')}/{self.n_kernels} kernels"
+        if get("stage") == "C path":  # problem.C: path, one record per value of C on held-out rows
             line = (
-                f"mklkit: C path: C {num(state.get('C'), '.4g')}, held-out loss "
-                f"{num(state.get('loss'), '.5g')} (metric {num(state.get('metric'), '.4f')}), "
-                f"active {state.get('n_active', '?')}/{self.n_kernels} kernels"
+                f"mklkit: C path: C {num(get('C'), '.4g')}, held-out loss {num(get('loss'), '.5g')} "
+                f"(metric {num(get('metric'), '.4f')}), {active}"
             )
-        elif state.get("stage") == "refine":  # kernels.factor.refine, one record per round
+        elif get("stage") == "refine":  # kernels.factor.refine, one record per round
             line = (
-                f"mklkit: factors refined: {len(state.get('kernels', []))} kernels in use, total rank "
-                f"{state.get('total_rank', '?')}, gap {num(max(state.get('gap') or [math.nan]), '.2e')}"
+                f"mklkit: factors refined: {len(get('kernels', []))} kernels in use, total rank "
+                f"{get('total_rank', '?')}, gap {num(max(get('gap') or [math.nan]), '.2e')}"
             )
         else:
-            if _finite(state.get("gap")) or not _finite(state.get("dual_objective")):
-                where = f"objective {num(state.get('objective'), '.6g')}, gap {num(state.get('gap'), '.2e')}"
+            if _finite(get("gap")) or not _finite(get("dual_objective")):
+                where = f"objective {num(get('objective'), '.6g')}, gap {num(get('gap'), '.2e')}"
             else:  # a record between certificates (smo_mkl): only the dual objective is known
-                where = f"dual objective {num(state.get('dual_objective'), '.6g')} (gap not computed here)"
-            line = (
-                f"mklkit: iteration {state.get('iteration', '?')}: {where}, "
-                f"active {state.get('n_active', '?')}/{self.n_kernels} kernels"
-            )
+                where = f"dual objective {num(get('dual_objective'), '.6g')} (gap not computed here)"
+            line = f"mklkit: iteration {get('iteration', '?')}: {where}, {active}"
         self.progress.line(one_line(f"{line}, {now:.1f} s"))
-        return None
 
 
 class BuildBar:
-    """The kernel-bank build's bar on stderr, on a terminal, for builds longer than :data:`PROGRESS_AFTER_S`.
-
-    The library reports ``{"what", "done", "total", "elapsed_s"}`` events
-    (:class:`mklkit.kernels.KernelBank` ``progress``); the command line draws them.
-    """
+    """The kernel-bank build's bar on stderr (:class:`mklkit.kernels.KernelBank`'s ``progress`` events), on a
+    terminal, for builds longer than :data:`PROGRESS_AFTER_S`."""
 
     def __init__(self, enabled: bool):
         self.progress = progress_lines(enabled)
@@ -102,18 +104,16 @@ class _StderrLines(logging.Handler):
 
 @contextmanager
 def show_logs(enabled: bool) -> Iterator[None]:
-    """While the block runs, show the INFO records of :data:`SHOWN_LOGGERS` on stderr."""
+    """While the block runs, show the INFO records of :data:`SHOWN_LOGGERS` on stderr (once: not propagated)."""
     if not enabled:
         yield
         return
     handler = _StderrLines(logging.INFO)
-    saved = []
-    for name in SHOWN_LOGGERS:
-        lg = logging.getLogger(name)
-        saved.append((lg, lg.level, lg.propagate))
+    saved = [(lg, lg.level, lg.propagate) for lg in map(logging.getLogger, SHOWN_LOGGERS)]
+    for lg, _, _ in saved:
         lg.addHandler(handler)
         lg.setLevel(logging.INFO)
-        lg.propagate = False  # shown here once, not again by a handler of the root logger
+        lg.propagate = False
     try:
         yield
     finally:
@@ -123,10 +123,6 @@ def show_logs(enabled: bool) -> Iterator[None]:
             lg.propagate = propagate
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def _finite(v: Any) -> bool:
     try:
         return math.isfinite(float(v))
@@ -134,22 +130,11 @@ def _finite(v: Any) -> bool:
         return False
 
 
-def num(v: Any, fmt: str) -> str:
-    try:
-        return format(float(v), fmt)
-    except (TypeError, ValueError):
-        return "?"
-
-
 def warning_lines(caught: Sequence[Any], hidden: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """One ``warning: <text>`` line per distinct warning, leaving out the categories in ``hidden``."""
-    seen: list[str] = []
-    for w in caught:
-        cat = getattr(w.category, "__name__", "Warning")
-        text = one_line(w.message)
-        if cat == "NumbaExperimentalFeatureWarning" or cat in hidden:
-            continue
-        line = f"warning: {text}"
-        if line not in seen:
-            seen.append(line)
-    return seen
+    lines = [
+        f"warning: {one_line(w.message)}"
+        for w in caught
+        if getattr(w.category, "__name__", "Warning") not in hidden | {"NumbaExperimentalFeatureWarning"}
+    ]
+    return list(dict.fromkeys(lines))

@@ -17,11 +17,9 @@ def _sweep_progress(quiet: bool) -> Callable[[dict[str, Any]], None]:
         kind = ev.get("event")
         if kind == "heartbeat":  # from the sweep's helper thread: it only writes its line
             if not sigint_received():
-                longest = (
-                    f"; the longest running: {ev['longest']} for {ev['longest_s']:.0f} s"
-                    if ev.get("longest") is not None
-                    else ""
-                )
+                longest = ""
+                if ev.get("longest") is not None:
+                    longest = f"; the longest running: {ev['longest']} for {ev['longest_s']:.0f} s"
                 shown.line(
                     one_line(
                         f"mklkit sweep: {ev['done']} of {plural(ev['total'], 'task')} finished, "
@@ -33,22 +31,20 @@ def _sweep_progress(quiet: bool) -> Callable[[dict[str, Any]], None]:
             raise KeyboardInterrupt
         if kind == "start":
             skipped = f", {ev['n_skipped']} finished earlier" if ev.get("n_skipped") else ""
-            line = f"mklkit sweep: {plural(ev['n_tasks'], 'task')} ({ev['n_rows']} rows){skipped}; running on {ev['backend']}"
+            line = f"{plural(ev['n_tasks'], 'task')} ({ev['n_rows']} rows){skipped}; running on {ev['backend']}"
         elif kind == "task" and ev.get("failed"):
-            line = f"mklkit sweep: {ev['done']}/{ev['total']} FAILED {ev['task']}: {ev['error']}"
+            line = f"{ev['done']}/{ev['total']} FAILED {ev['task']}: {ev['error']}"
         elif kind == "task":
             eta = f", about {ev['eta_s']:.0f} s left" if ev["done"] < ev["total"] else ""
             line = (
-                f"mklkit sweep: {ev['done']}/{ev['total']} {ev['task']}: {num(ev.get('time_s'), '.2f')} s solve; "
+                f"{ev['done']}/{ev['total']} {ev['task']}: {num(ev.get('time_s'), '.2f')} s solve; "
                 f"{ev['elapsed_s']:.0f} s elapsed{eta}"
             )
         elif kind == "refit":
-            line = (
-                f"mklkit sweep: refitted the best configuration of {ev['dataset']} on all training data -> {ev['dir']}"
-            )
+            line = f"refitted the best configuration of {ev['dataset']} on all training data -> {ev['dir']}"
         else:
             return
-        shown.line(one_line(line))
+        shown.line(one_line(f"mklkit sweep: {line}"))
 
     return progress
 

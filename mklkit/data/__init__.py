@@ -1,16 +1,10 @@
-"""Data sets: the bundled benchmarks, file loaders, splitting and scaling.
-
-The benchmark files of the SpicyMKL (Suzuki & Tomioka 2011, §6.1, §6.2) and
-SMO-MKL (Vishwanathan et al. 2010, §6) experiments ship with the package; see
-``mklkit/data/README.md`` for their sources, preprocessing and citations.
+"""Data sets: the bundled benchmarks of the SpicyMKL (Suzuki & Tomioka 2011, §6.1, §6.2) and SMO-MKL
+(Vishwanathan et al. 2010, §6) experiments (sources and citations: ``mklkit/data/README.md``), file loaders,
+splitting and scaling.  Labels are kept as given (float64); the bundled sets use ``+1`` / ``-1``.
 
 >>> from mklkit.data import load_builtin, train_test_split, Standardizer
->>> ds = load_builtin("sonar")
->>> train, test = train_test_split(ds, test_size=0.2, seed=0)
->>> scaler = Standardizer().fit(train.X)
->>> X_train, X_test = scaler.transform(train.X), scaler.transform(test.X)
-
-Labels are kept as given (float64); the bundled sets use ``+1`` / ``-1``.
+>>> train, test = train_test_split(load_builtin("sonar"), test_size=0.2, seed=0)
+>>> X_train = Standardizer().fit(train.X).transform(train.X)
 """
 
 from __future__ import annotations

@@ -8,23 +8,13 @@ from ..components.params import did_you_mean
 from .dataset import DataError, Dataset
 from .files import load_file
 
-#: name -> (file name, format, n_features for LIBSVM files)
-_BUILTIN: dict[str, tuple[str, str, int | None]] = {
-    "sonar": ("sonar.csv.gz", "csv", None),
-    "ionosphere": ("ionosphere.csv.gz", "csv", None),
-    "liver": ("liver.csv.gz", "csv", None),
-    "pima": ("pima.csv.gz", "csv", None),
-    "wpbc": ("wpbc.csv.gz", "csv", None),
-    "wdbc": ("wdbc.csv.gz", "csv", None),
-    "wbc": ("wbc.csv.gz", "csv", None),
-    "australian": ("australian.csv.gz", "csv", None),
-    "ringnorm": ("ringnorm.csv.gz", "csv", None),
-    "twonorm": ("twonorm.csv.gz", "csv", None),
-    "waveform": ("waveform.csv.gz", "csv", None),
-    "splice": ("splice.csv.gz", "csv", None),
-    "a9a": ("a9a.libsvm.gz", "libsvm", 123),
-    "a9a_test": ("a9a.t.libsvm.gz", "libsvm", 123),
-    "w8a": ("w8a.libsvm.gz", "libsvm", 300),
+_CSV = "sonar ionosphere liver pima wpbc wdbc wbc australian ringnorm twonorm waveform splice".split()
+#: name -> (file name, n_features for LIBSVM files), in the order of the data README
+_BUILTIN: dict[str, tuple[str, int | None]] = {
+    **{name: (f"{name}.csv.gz", None) for name in _CSV},
+    "a9a": ("a9a.libsvm.gz", 123),
+    "a9a_test": ("a9a.t.libsvm.gz", 123),
+    "w8a": ("w8a.libsvm.gz", 300),
 }
 
 
@@ -39,8 +29,8 @@ def load_builtin(name: str) -> Dataset:
     Parameters
     ----------
     name : str
-        One of :func:`available`.  The CSV sets load dense; ``a9a``,
-        ``a9a_test`` (123 features) and ``w8a`` (300 features) load as CSR.
+        One of :func:`available`.  The CSV sets load dense; ``a9a``, ``a9a_test`` (123 features) and ``w8a`` (300
+        features) load as CSR.
 
     Returns
     -------
@@ -57,10 +47,8 @@ def load_builtin(name: str) -> Dataset:
         raise DataError(
             f"unknown builtin data set {name!r}{did_you_mean(str(name), names)}; available: {', '.join(names)}"
         )
-    filename, fmt, n_features = _BUILTIN[name]
-    path = resources.files(__package__).joinpath(filename)
-    with resources.as_file(path) as real:
-        ds = load_file(real, fmt=fmt, n_features=n_features)
-    ds.name = name
-    ds.source = name
+    filename, n_features = _BUILTIN[name]
+    with resources.as_file(resources.files(__package__).joinpath(filename)) as real:
+        ds = load_file(real, n_features=n_features)
+    ds.name = ds.source = name
     return ds

@@ -19,10 +19,9 @@ class Dataset:
     Attributes
     ----------
     X : ndarray of shape (n_samples, n_features) or scipy.sparse.csr_matrix
-        Features, float64.  LIBSVM files stay sparse (CSR).
+        Features, float64 (LIBSVM files stay sparse).
     y : ndarray of shape (n_samples,)
-        Labels (or regression targets), float64; class labels that are not
-        numbers (a CSV column of words, an NPZ string array) stay strings.
+        Labels (or regression targets), float64; class labels that are not numbers stay strings.
     feature_names : list of str
         One name per column of ``X``.
     name : str
@@ -54,6 +53,6 @@ class Dataset:
 
     def __repr__(self) -> str:
         return (
-            f"Dataset(name={self.name!r}, n_samples={self.n_samples}, "
-            f"n_features={self.n_features}, sparse={self.is_sparse}, source={self.source!r})"
+            f"Dataset(name={self.name!r}, n_samples={self.n_samples}, n_features={self.n_features}, "
+            f"sparse={self.is_sparse}, source={self.source!r})"
         )

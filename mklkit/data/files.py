@@ -17,45 +17,27 @@ import scipy.sparse as sp
 from ..components.params import did_you_mean
 from .dataset import DataError, Dataset
 
-#: the package's logger (the file loaders' records are its own)
 logger = logging.getLogger("mklkit.data")
 
 _FORMATS = ("csv", "npz", "libsvm")
-_LIBSVM_SUFFIXES = (".libsvm", ".svm", ".txt")
+#: format of each file suffix (after a compression suffix .gz or .bz2)
+_SUFFIXES = {".csv": "csv", ".npz": "npz", ".libsvm": "libsvm", ".svm": "libsvm", ".txt": "libsvm"}
 
 
 def detect_format(path: str | os.PathLike[str], default: str | None = None) -> str:
     """File format from the name: ``"csv"``, ``"npz"`` or ``"libsvm"``.
 
-    Compression suffixes (``.gz``, ``.bz2``) are ignored.  An unknown suffix
-    returns ``default`` if given, else raises :class:`DataError`.
+    Compression suffixes (``.gz``, ``.bz2``) are ignored.  An unknown suffix returns ``default`` if given, else
+    raises :class:`DataError`.
     """
-    path = Path(path)
-    name = path.name.lower()
-    for comp in (".gz", ".bz2"):
-        if name.endswith(comp):
-            name = name[: -len(comp)]
-    if name.endswith(".csv"):
-        return "csv"
-    if name.endswith(".npz"):
-        return "npz"
-    if name.endswith(_LIBSVM_SUFFIXES):
-        return "libsvm"
-    if default is not None:
-        return default
-    raise DataError(
-        f"{path}: cannot tell the file format from the name; use a name ending in "
-        ".csv, .csv.gz, .npz, .libsvm, .svm or .txt (optionally .gz), or pass "
-        "fmt='csv', 'npz' or 'libsvm'"
-    )
-
-
-def _stem(path: Path) -> str:
-    name = path.name
-    for suffix in (".gz", ".bz2", ".csv", ".npz", ".libsvm", ".svm", ".txt"):
-        if name.lower().endswith(suffix):
-            name = name[: -len(suffix)]
-    return name
+    name = Path(path).name.lower().removesuffix(".gz").removesuffix(".bz2")
+    fmt = next((f for suffix, f in _SUFFIXES.items() if name.endswith(suffix)), default)
+    if fmt is None:
+        raise DataError(
+            f"{Path(path)}: cannot tell the file format from the name; use a name ending in .csv, .csv.gz, .npz, "
+            ".libsvm, .svm or .txt (optionally .gz), or pass fmt='csv', 'npz' or 'libsvm'"
+        )
+    return fmt
 
 
 def load_file(
@@ -66,30 +48,28 @@ def load_file(
     Parameters
     ----------
     path : path-like
-        CSV (``.csv``, ``.csv.gz``) with one header row; NPZ with arrays
-        ``X`` and ``y`` (optionally ``feature_names``); LIBSVM/svmlight text
-        (``.libsvm``, ``.svm``, ``.txt``, each optionally ``.gz``).
+        CSV (``.csv``, ``.csv.gz``) with one header row; NPZ with arrays ``X`` and ``y`` (optionally
+        ``feature_names``); LIBSVM/svmlight text (``.libsvm``, ``.svm``, ``.txt``, each optionally ``.gz``).
     target : str or int, optional
-        CSV only: the label column, by name or 0-based index.  Default: the
-        last column.  Every other column is a feature.
+        CSV only: the label column, by name or 0-based index (default: the last column); every other column is a
+        feature.
     fmt : {"csv", "npz", "libsvm"}, optional
         Overrides detection from the file name.
     n_features : int, optional
-        LIBSVM only: number of columns (pass it: a test file may not use the
-        highest index).  Default: the highest index in the file.
+        LIBSVM only: number of columns (pass it: a test file may not use the highest index).  Default: the highest
+        index in the file.
 
     Returns
     -------
     Dataset
-        Dense float64 ``X`` for CSV/NPZ, ``scipy.sparse.csr_matrix`` for
-        LIBSVM; ``name`` is the file stem, ``source`` the path.
+        Dense float64 ``X`` for CSV/NPZ, ``scipy.sparse.csr_matrix`` for LIBSVM; ``name`` is the file stem,
+        ``source`` the path.
 
     Raises
     ------
     DataError
-        Missing file; unknown format; missing target column or NPZ array;
-        ragged rows; non-numeric, NaN or infinite cells (the message names the
-        file, the row and the column).
+        Missing file; unknown format; missing target column or NPZ array; ragged rows; non-numeric, NaN or infinite
+        cells (the message names the file, the row and the column).
     """
     p = Path(path)
     if not p.is_file():
@@ -109,13 +89,38 @@ def load_file(
     else:
         X, y, names = _load_libsvm(p, n_features)
     logger.debug("loaded %s: %d rows, %d features", p, X.shape[0], X.shape[1])
-    return Dataset(X=X, y=y, feature_names=names, name=_stem(p), source=str(p))
+    stem = p.name
+    for suffix in (".gz", ".bz2", *_SUFFIXES):
+        if stem.lower().endswith(suffix):
+            stem = stem[: -len(suffix)]
+    return Dataset(X=X, y=y, feature_names=names, name=stem, source=str(p))
+
+
+def _target_column(path: Path, header: list[str], target: str | int | None) -> int:
+    """The index of the CSV label column ``target`` (default: the last)."""
+    ncol = len(header)
+    if target is None:
+        return ncol - 1
+    if isinstance(target, bool) or not isinstance(target, (int, str)):
+        raise DataError(f"{path}: target must be a column name or index; got {target!r}")
+    if isinstance(target, int):
+        if not -ncol <= target < ncol:
+            raise DataError(
+                f"{path}: target column index {target} is out of range; the file has {ncol} columns: "
+                f"{', '.join(header)}"
+            )
+        return target % ncol
+    if target not in header:
+        raise DataError(
+            f"{path}: no target column {target!r}{did_you_mean(target, header)}; columns: {', '.join(header)}"
+        )
+    return header.index(target)
 
 
 def _open_text(path: Path) -> io.TextIOBase:
     if path.name.lower().endswith(".gz"):
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, "r", encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")
 
 
 def _load_csv(path: Path, target: str | int | None) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -128,68 +133,47 @@ def _load_csv(path: Path, target: str | int | None) -> tuple[np.ndarray, np.ndar
         rows.pop()  # trailing blank lines
     if not rows:
         raise DataError(f"{path}: empty file; a header row and at least one data row are needed")
-    header = [h.strip() for h in rows[0]]
-    body = rows[1:]
+    header, body = [h.strip() for h in rows[0]], rows[1:]
     if not body:
         raise DataError(f"{path}: no data rows below the header")
     ncol = len(header)
     if ncol < 2:
         raise DataError(
-            f"{path}: the header has {ncol} column; at least one feature and one target "
-            "column are needed (is the file comma-separated?)"
+            f"{path}: the header has {ncol} column; at least one feature and one target column are needed "
+            "(is the file comma-separated?)"
         )
     for r, row in enumerate(body):
         if len(row) != ncol:
             raise DataError(f"{path}: row {r + 1} (line {r + 2}) has {len(row)} cells; the header has {ncol}")
-    # target column
-    if target is None:
-        t = ncol - 1
-    elif isinstance(target, bool) or not isinstance(target, (int, str)):
-        raise DataError(f"{path}: target must be a column name or index; got {target!r}")
-    elif isinstance(target, int):
-        if not -ncol <= target < ncol:
-            raise DataError(
-                f"{path}: target column index {target} is out of range; the file has "
-                f"{ncol} columns: {', '.join(header)}"
-            )
-        t = target % ncol
-    else:
-        if target not in header:
-            raise DataError(
-                f"{path}: no target column {target!r}{did_you_mean(target, header)}; columns: {', '.join(header)}"
-            )
-        t = header.index(target)
+    t = _target_column(path, header, target)
     feat = [j for j in range(ncol) if j != t]
+    names = [header[j] for j in feat]
     try:
         A = np.array(body, dtype=np.float64)
     except ValueError:
         A = None
     if A is None:  # class labels that are words: the features must still be numbers
         labels = np.array([row[t].strip() for row in body])
-        names = [header[j] for j in feat]
-        rows = [[row[j] for j in feat] for row in body]
+        cells = [[row[j] for j in feat] for row in body]
         try:
-            F = np.array(rows, dtype=np.float64)
+            F = np.array(cells, dtype=np.float64)
         except ValueError:
-            _raise_bad_cell(path, rows, names)
-        empty = np.flatnonzero(labels == "")
-        if empty.size:
-            r = int(empty[0])
+            _raise_bad_cell(path, cells, names)
+        bad = next((r for r, v in enumerate(labels) if v == ""), None)
+        if bad is not None:
             raise DataError(
-                f"{path}: row {r + 1} (line {r + 2}), column {header[t]!r}: an empty cell; every row needs a label"
+                f"{path}: row {bad + 1} (line {bad + 2}), column {header[t]!r}: an empty cell; every row needs a label"
             )
         if any(_is_number(v) for v in labels):  # numbers with a stray word: a typo, not class names
             r = next(i for i, v in enumerate(labels) if not _is_number(v))
             raise DataError(
-                f"{path}: row {r + 1} (line {r + 2}), column {header[t]!r}: non-numeric value "
-                f"{str(labels[r])!r}; the other labels are numbers (labels are all numbers or all words)"
+                f"{path}: row {r + 1} (line {r + 2}), column {header[t]!r}: non-numeric value {str(labels[r])!r}; "
+                "the other labels are numbers (labels are all numbers or all words)"
             )
-        _check_finite_dense(path, F, names, line_offset=2)
+        _check_finite(path, F, names, line_offset=2)
         return np.ascontiguousarray(F), labels, names
-    _check_finite_dense(path, A, header, line_offset=2)
-    X = np.ascontiguousarray(A[:, feat])
-    y = np.ascontiguousarray(A[:, t])
-    return X, y, [header[j] for j in feat]
+    _check_finite(path, A, header, line_offset=2)
+    return np.ascontiguousarray(A[:, feat]), np.ascontiguousarray(A[:, t]), names
 
 
 def _is_number(cell: str) -> bool:
@@ -203,9 +187,7 @@ def _is_number(cell: str) -> bool:
 def _raise_bad_cell(path: Path, body: list[list[str]], header: list[str]) -> None:
     for r, row in enumerate(body):
         for j, cell in enumerate(row):
-            try:
-                float(cell)
-            except ValueError:
+            if not _is_number(cell):
                 what = "an empty cell" if not cell.strip() else f"non-numeric value {cell!r}"
                 raise DataError(
                     f"{path}: row {r + 1} (line {r + 2}), column {header[j]!r}: {what}; every cell must be a number"
@@ -213,7 +195,7 @@ def _raise_bad_cell(path: Path, body: list[list[str]], header: list[str]) -> Non
     raise DataError(f"{path}: cannot convert the cells to numbers")  # pragma: no cover
 
 
-def _check_finite_dense(path: Path, A: np.ndarray, header: Sequence[str], line_offset: int | None) -> None:
+def _check_finite(path: Path, A: np.ndarray, header: Sequence[str], line_offset: int | None) -> None:
     bad = ~np.isfinite(A)
     if bad.any():
         r, j = (int(v) for v in np.argwhere(bad)[0])
@@ -227,19 +209,17 @@ def _check_finite_dense(path: Path, A: np.ndarray, header: Sequence[str], line_o
 def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
     try:
         with np.load(path, allow_pickle=False) as z:
-            keys = list(z.files)
-            missing = [k for k in ("X", "y") if k not in keys]
+            missing = [k for k in ("X", "y") if k not in z.files]
             if missing:
                 raise DataError(
-                    f"{path}: missing array{'s' if len(missing) > 1 else ''} "
-                    f"{', '.join(map(repr, missing))}; the file has: {', '.join(keys) or 'no arrays'}"
+                    f"{path}: missing array{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; "
+                    f"the file has: {', '.join(z.files) or 'no arrays'}"
                 )
-            X = z["X"]
-            y = z["y"]
-            names = z["feature_names"] if "feature_names" in keys else None
-    except DataError:
-        raise
+            X, y = z["X"], z["y"]
+            names = z["feature_names"] if "feature_names" in z.files else None
     except (OSError, ValueError) as exc:
+        if isinstance(exc, DataError):
+            raise
         raise DataError(f"{path}: cannot read as NPZ ({exc})") from None
     if X.ndim != 2:
         raise DataError(f"{path}: array 'X' must be 2-d (samples x features); got shape {X.shape}")
@@ -249,37 +229,19 @@ def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
         raise DataError(f"{path}: 'X' has {X.shape[0]} rows but 'y' has {y.shape[0]} entries")
     if X.shape[0] == 0:
         raise DataError(f"{path}: 'X' has no rows")
+    words = y.dtype.kind in "US"  # class labels as strings
     for key, arr in (("X", X), ("y", y)):
-        if key == "y" and arr.dtype.kind in "US":  # class labels as strings
-            continue
-        if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+        if not (key == "y" and words) and not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
             raise DataError(f"{path}: array {key!r} must be numeric; got dtype {arr.dtype}")
     X = np.ascontiguousarray(X, dtype=np.float64)
-    y = np.ascontiguousarray(y.astype(str)) if y.dtype.kind in "US" else np.ascontiguousarray(y, dtype=np.float64)
-    if names is None:
-        feature_names = [f"x{j}" for j in range(X.shape[1])]
-    else:
-        feature_names = [str(v) for v in np.asarray(names).ravel()]
-        if len(feature_names) != X.shape[1]:
-            raise DataError(
-                f"{path}: 'feature_names' has {len(feature_names)} entries but 'X' has {X.shape[1]} columns"
-            )
-    _check_finite_dense(path, X, [f"{n} (X column {j})" for j, n in enumerate(feature_names)], None)
-    if y.dtype.kind != "U":
-        _check_finite_dense(path, y[:, None], ["y"], None)
+    y = np.ascontiguousarray(y.astype(str)) if words else np.ascontiguousarray(y, dtype=np.float64)
+    feature_names = [f"x{j}" for j in range(X.shape[1])] if names is None else [str(v) for v in np.ravel(names)]
+    if len(feature_names) != X.shape[1]:
+        raise DataError(f"{path}: 'feature_names' has {len(feature_names)} entries but 'X' has {X.shape[1]} columns")
+    _check_finite(path, X, [f"{n} (X column {j})" for j, n in enumerate(feature_names)], None)
+    if not words:
+        _check_finite(path, y[:, None], ["y"], None)
     return X, y, feature_names
-
-
-def _int32_indices(X: sp.csr_matrix) -> sp.csr_matrix:
-    """``X`` with int32 ``indices`` and ``indptr`` when they fit (in place).
-
-    scikit-learn's libsvm-based estimators (``SVC``) accept only 32-bit index
-    arrays, and ``load_svmlight_file`` may give 64-bit ones.
-    """
-    if max(X.nnz, *X.shape) < np.iinfo(np.int32).max:
-        X.indices = X.indices.astype(np.int32, copy=False)
-        X.indptr = X.indptr.astype(np.int32, copy=False)
-    return X
 
 
 def _load_libsvm(path: Path, n_features: int | None) -> tuple[sp.csr_matrix, np.ndarray, list[str]]:
@@ -293,22 +255,23 @@ def _load_libsvm(path: Path, n_features: int | None) -> tuple[sp.csr_matrix, np.
         X, y = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64)
     except (ValueError, RuntimeError, OSError, UnicodeDecodeError) as exc:
         raise DataError(f"{path}: cannot read as LIBSVM text ({exc})") from None
-    X = _int32_indices(sp.csr_matrix(X, dtype=np.float64))
+    X = sp.csr_matrix(X, dtype=np.float64)
+    if max(X.nnz, *X.shape) < np.iinfo(np.int32).max:  # scikit-learn's SVC takes 32-bit indices only
+        X.indices = X.indices.astype(np.int32, copy=False)
+        X.indptr = X.indptr.astype(np.int32, copy=False)
     X.sort_indices()
     if X.shape[0] == 0:
         raise DataError(f"{path}: no data rows")
-    bad = ~np.isfinite(X.data)
-    if bad.any():
-        k = int(np.flatnonzero(bad)[0])
-        r = int(np.searchsorted(X.indptr, k, side="right") - 1)
-        j = int(X.indices[k])
+    bad = np.flatnonzero(~np.isfinite(X.data))
+    if bad.size:
+        k = int(bad[0])
+        r, j = int(np.searchsorted(X.indptr, k, side="right") - 1), int(X.indices[k])
         raise DataError(
             f"{path}: row {r + 1}, column x{j} (index {j + 1}): value {float(X.data[k])!r}; "
             "NaN and infinite values are not allowed"
         )
-    bad_y = ~np.isfinite(y)
-    if bad_y.any():
-        r = int(np.flatnonzero(bad_y)[0])
+    bad = np.flatnonzero(~np.isfinite(y))
+    if bad.size:
+        r = int(bad[0])
         raise DataError(f"{path}: row {r + 1}, label: value {float(y[r])!r}; NaN and infinite labels are not allowed")
-    names = [f"x{j}" for j in range(X.shape[1])]
-    return X, np.ascontiguousarray(y, dtype=np.float64), names
+    return X, np.ascontiguousarray(y, dtype=np.float64), [f"x{j}" for j in range(X.shape[1])]

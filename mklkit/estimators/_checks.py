@@ -20,6 +20,17 @@ logger = logging.getLogger("mklkit.estimators")
 
 NORMALIZE = ("auto", "trace", "diagonal", "none")
 MULTICLASS = ("ovr", "ovo")
+#: Estimator parameter of each pipeline key (errors name the parameter).
+_PARAMS = {
+    "kernels.memory_budget": "memory_budget",
+    "kernels.normalize": "normalize",
+    "kernels.precomputed": "X",
+    "kernels.sharded.scheduler": "scheduler",
+    "engine.name": "engine",
+    "data.standardize": "standardize",
+    "problem.loss": "loss",
+}
+_PREFIXES = (("kernels.bank", "kernels"), ("kernels.preset", "kernels"), ("kernels.factor", "factor"))
 
 
 def spec_name(spec: Any) -> str | None:
@@ -32,14 +43,19 @@ def spec_name(spec: Any) -> str | None:
     return getattr(spec, "name", None)
 
 
+def is_logistic(est: Any) -> bool:
+    return spec_name(est.loss) == "logistic"
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
 def check_C(C: Any, owner: str, key: str = "C", allow_auto: bool = False) -> float:
     allowed = "'auto', 'path', 'scale' or a finite number > 0" if allow_auto else "a finite number > 0"
-    if isinstance(C, (bool, np.bool_)) or not isinstance(C, numbers.Real):
+    if _is_bool(C) or not isinstance(C, numbers.Real) or not (float(C) > 0.0 and math.isfinite(float(C))):
         raise ParamError(key, C, allowed, owner=owner)
-    value = float(C)
-    if not (value > 0.0 and math.isfinite(value)):
-        raise ParamError(key, C, allowed, owner=owner)
-    return value
+    return float(C)
 
 
 def check_choice(value: Any, key: str, choices: Sequence[str], owner: str) -> str:
@@ -51,56 +67,26 @@ def check_choice(value: Any, key: str, choices: Sequence[str], owner: str) -> st
 def check_budget(value: Any, owner: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, str):
-        try:
+    try:
+        if isinstance(value, str):
             return float(parse_bytes(value))
-        except (TypeError, ValueError):
-            raise ParamError(
-                "memory_budget", value, "None, a number of bytes > 0 or a size such as '512MB' or '4GiB'", owner=owner
-            ) from None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not value > 0:
-        raise ParamError(
-            "memory_budget", value, "None, a number of bytes > 0 or a size such as '512MB' or '4GiB'", owner=owner
-        )
-    return float(value)
-
-
-def _updated_spec(spec: Any, updates: Mapping[str, Any]) -> Any:
-    """A component spec with some parameters changed, in mapping or instance form."""
-
-    if isinstance(spec, Component):
-        return type(spec)(**{**spec.get_params(), **updates})
-    if isinstance(spec, str):
-        return {"name": spec, **updates}
-    if isinstance(spec, Mapping):
-        return {**spec, **updates}
-    return spec  # invalid; fit reports it
-
-
-#: Estimator parameter of each pipeline key (errors name the parameter).
-_PARAMS = {
-    "kernels.memory_budget": "memory_budget",
-    "kernels.normalize": "normalize",
-    "kernels.precomputed": "X",
-    "kernels.sharded.scheduler": "scheduler",
-    "engine.name": "engine",
-    "data.standardize": "standardize",
-    "problem.loss": "loss",
-}
+        if not _is_bool(value) and isinstance(value, numbers.Real) and value > 0:
+            return float(value)
+    except (TypeError, ValueError):
+        pass
+    raise ParamError(
+        "memory_budget", value, "None, a number of bytes > 0 or a size such as '512MB' or '4GiB'", owner=owner
+    ) from None
 
 
 def _param_of(key: str) -> str:
     """The estimator parameter of a pipeline key (``kernels.bank[1].width`` -> ``kernels[1].width``)."""
     if key in _PARAMS:
         return _PARAMS[key]
-    for prefix, name in (("kernels.bank", "kernels"), ("kernels.preset", "kernels"), ("kernels.factor", "factor")):
+    for prefix, name in _PREFIXES:
         if key.startswith(prefix):
             return name + key[len(prefix) :]
     return key
-
-
-def is_logistic(est: Any) -> bool:
-    return spec_name(est.loss) == "logistic"
 
 
 class ParameterChecks:
@@ -115,18 +101,17 @@ class ParameterChecks:
 
     def _components(self) -> tuple[Any, Any, Any]:
         """Loss, regularizer and engine instances; errors say what is allowed."""
-        from ..engines.base import Engine
-
         reg = get_registry()
-        owner = self._owner
         loss = reg.create("loss", self.loss)
         if loss.task != self._task:
-            ok = [r.name for r in reg.registrations("loss") if r.cls.task == self._task]
-            raise ParamError("loss", self.loss, f"a {self._task} loss (one of {', '.join(ok)})", owner=owner)
+            ok = ", ".join(r.name for r in reg.registrations("loss") if r.cls.task == self._task)
+            raise ParamError("loss", self.loss, f"a {self._task} loss (one of {ok})", owner=self._owner)
         regularizer = reg.create("regularizer", self.regularizer)
         engine = reg.create("engine", self.engine)
         if self.engine_params is not None and not isinstance(self.engine_params, Mapping):
-            raise ParamError("engine_params", self.engine_params, "None or a mapping of engine options", owner=owner)
+            raise ParamError(
+                "engine_params", self.engine_params, "None or a mapping of engine options", owner=self._owner
+            )
         updates = dict(self.engine_params or {})
         if self.tol is not None:
             updates["tol"] = self.tol
@@ -134,13 +119,10 @@ class ParameterChecks:
             updates["max_iter"] = self.max_iter
         if updates:
             engine = type(engine)(**{**engine.get_params(), **updates})
-        if not isinstance(engine, Engine):  # pragma: no cover - registry guarantees it
-            raise ParamError("engine", self.engine, "an mklkit engine", owner=owner)
         return loss, regularizer, engine
 
     def _check_support(self, engine: Any, problem: Any) -> None:
         """The pipeline's engine check (:func:`mklkit.pipeline.check_support`), naming the ``engine`` parameter."""
-
         try:
             check_support(engine, problem)
         except PipelineError as exc:
@@ -151,13 +133,12 @@ class ParameterChecks:
         return ValueError(f"{self._owner}: {exc.message(key=_param_of(exc.key))}")
 
     def _warning_text(self, warning: Any) -> str:
-        """A keyed warning (:class:`~mklkit.kernels.factorize.RankCapWarning`) in this estimator's words, as :meth:`_error`."""
+        """A keyed warning (:class:`~mklkit.kernels.factorize.RankCapWarning`) in this estimator's words."""
         return f"{self._owner}: {warning.message(key=_param_of(warning.key))}"
 
     def _representation(self) -> tuple[str, dict[str, Any]]:
-        """The bank representation of the ``factor`` / ``scheduler`` parameters: its kind
-        (``"auto"``, ``"array"``, ``"sharded"`` or ``"factor"``) and its BankSettings keys."""
-
+        """The bank representation of ``factor`` / ``scheduler``: its kind (``"auto"``, ``"array"``, ``"sharded"``
+        or ``"factor"``) and its BankSettings keys."""
         owner = self._owner
         factor, scheduler = getattr(self, "factor", None), getattr(self, "scheduler", None)
         if factor not in (None, False, "auto") and scheduler is not None:
@@ -168,8 +149,7 @@ class ParameterChecks:
             return "auto", {}
         if factor is None or factor is False:
             return "array", {"factor": False}
-        if factor is True:
-            factor = {}
+        factor = {} if factor is True else factor
         if not isinstance(factor, Mapping) or set(factor) - {"rank", "tol", "method", "seed", "refine"}:
             raise ParamError(
                 "factor",
@@ -189,52 +169,35 @@ class ParameterChecks:
         owner = self._owner
         normalize = check_choice(self.normalize, "normalize", NORMALIZE, owner)
         check_budget(self.memory_budget, owner)
-        if not isinstance(self.bias, (bool, np.bool_)):
+        if not _is_bool(self.bias):
             raise ParamError("bias", self.bias, "True or False", owner=owner)
-        if not (
-            isinstance(self.standardize, (bool, np.bool_))
-            or (isinstance(self.standardize, str) and self.standardize == "auto")
-        ):
+        if not (_is_bool(self.standardize) or (isinstance(self.standardize, str) and self.standardize == "auto")):
             raise ParamError("standardize", self.standardize, "'auto', True or False", owner=owner)
-        if (
-            isinstance(self.verbose, (bool, np.bool_))
-            or not isinstance(self.verbose, numbers.Integral)
-            or self.verbose < 0
-        ):
+        if _is_bool(self.verbose) or not isinstance(self.verbose, numbers.Integral) or self.verbose < 0:
             raise ParamError("verbose", self.verbose, "an integer >= 0", owner=owner)
         return normalize
 
-    def _bank_entries(self, n_features: int, X: Any = None) -> Any:
-        kernels = self.kernels
-        if isinstance(kernels, str):
-            if kernels == "auto":
-                kinds = None if X is None else feature_kinds(X)
-                bank = default_bank(n_features, kinds)
-                if kinds is not None:
-                    logger.info(
-                        "%s: kernels='auto': 7 kernels on all %d features, 3 Gaussian kernels on "
-                        "each of %d features, 1 linear kernel on each of %d two-valued ones, none on "
-                        "%d constant ones",
-                        self._owner,
-                        n_features,
-                        int(np.sum(kinds == "real")),
-                        int(np.sum(kinds == "binary")),
-                        int(np.sum(kinds == "constant")),
-                    )
-                return bank
-            from ..kernels import available_presets
+    def _bank_entries(self, n_features: int, X: Any) -> Any:
+        """The bank's entries of ``kernels`` (``"auto"``: :func:`default_bank` of ``X``'s feature kinds)."""
+        from ..kernels import available_presets
 
-            if kernels not in available_presets():
-                raise ParamError(
-                    "kernels",
-                    kernels,
-                    "'auto', 'precomputed', a preset name ("
-                    + ", ".join(available_presets())
-                    + "), a list of bank entries (docs/data_and_kernels.md) or a mapping "
-                    "{'preset': name}",
-                    owner=self._owner,
-                )
+        kernels = self.kernels
+        if isinstance(kernels, str) and kernels == "auto":
+            kinds = feature_kinds(X)
+            logger.info(
+                f"{self._owner}: kernels='auto': 7 kernels on all {n_features} features, 3 Gaussian kernels on each "
+                f"of {np.sum(kinds == 'real')} features, 1 linear kernel on each of {np.sum(kinds == 'binary')} "
+                f"two-valued ones, none on {np.sum(kinds == 'constant')} constant ones"
+            )
+            return default_bank(n_features, kinds)
+        if isinstance(kernels, str) and kernels in available_presets():
             return kernels
+        if isinstance(kernels, str):
+            allowed = (
+                f"'auto', 'precomputed', a preset name ({', '.join(available_presets())}), a list of bank entries "
+                "(docs/data_and_kernels.md) or a mapping {'preset': name}"
+            )
+            raise ParamError("kernels", kernels, allowed, owner=self._owner)
         if isinstance(kernels, Mapping):
             return [dict(kernels)]
         if isinstance(kernels, (list, tuple)) and len(kernels) > 0:
@@ -242,28 +205,31 @@ class ParameterChecks:
         raise ParamError(
             "kernels",
             kernels,
-            "'auto', 'precomputed', a preset name, a non-empty list of bank entries "
-            "(docs/data_and_kernels.md) or one entry as a mapping",
+            "'auto', 'precomputed', a preset name, a non-empty list of bank entries (docs/data_and_kernels.md) or "
+            "one entry as a mapping",
             owner=self._owner,
         )
 
-    _COMPONENT_PARAMS = ("loss", "regularizer", "engine")
-
     def set_params(self, **params: Any) -> "ParameterChecks":
-        """Set parameters; ``regularizer__lam=0.2`` sets one component parameter.
+        """Set parameters; ``regularizer__lam=0.2`` sets one parameter of a component.
 
-        For ``loss``, ``regularizer`` and ``engine``, a key ``<name>__<param>``
-        replaces the component spec by one with that parameter changed,
-        whatever form it was given in (name, mapping or instance), so that
-        ``GridSearchCV`` can search over ``{"regularizer__lam": [...]}``.
-        The value is validated by the component in ``fit``.
+        For ``loss``, ``regularizer`` and ``engine``, a key ``<name>__<param>`` replaces the component spec by one
+        with that parameter changed, whatever form it was given in (name, mapping or instance), so that
+        ``GridSearchCV`` can search over ``{"regularizer__lam": [...]}``; ``fit`` validates the value.
         """
         nested: dict[str, dict[str, Any]] = {}
         for key in list(params):
             head, sep, sub = key.partition("__")
-            if sep and head in self._COMPONENT_PARAMS and "__" not in sub:
+            if sep and head in ("loss", "regularizer", "engine") and "__" not in sub:
                 nested.setdefault(head, {})[sub] = params.pop(key)
         super().set_params(**params)
         for head, updates in nested.items():
-            setattr(self, head, _updated_spec(getattr(self, head), updates))
+            spec = getattr(self, head)
+            if isinstance(spec, Component):
+                spec = type(spec)(**{**spec.get_params(), **updates})
+            elif isinstance(spec, str):
+                spec = {"name": spec, **updates}
+            elif isinstance(spec, Mapping):
+                spec = {**spec, **updates}
+            setattr(self, head, spec)  # an invalid spec is kept: fit reports it
         return self

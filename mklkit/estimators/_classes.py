@@ -25,198 +25,124 @@ from ..components.params import ParamError
 from ._base import BaseMKL
 from ._checks import MULTICLASS, check_choice, is_logistic
 
-# ---------------------------------------------------------------------------
-# Public estimators
-# ---------------------------------------------------------------------------
 _COMMON_DOC = """\
     kernels : "auto", "precomputed", str, list or mapping, default="auto"
-        The kernel bank.  ``"auto"``: :func:`default_kernels` (7 + 3d kernels
-        on the standardised features; one linear kernel, not three Gaussians,
-        on a two-valued feature, and none on a constant one).  Where C is
-        chosen on held-out rows (below) of a single problem and some feature
-        has Gaussian kernels of its own (more than two values), the held-out
-        path is also run on the bank's kernels on all features alone, and those are
-        kept unless the whole bank is better on the same rows by more than
-        the paired standard error (``bank_choice_``;
-        :mod:`mklkit.pipeline.kernel_subset`).  A preset name (``"simplemkl"``,
-        ``"smomkl"``) or a list of bank entries, the vocabulary of the YAML
-        ``kernels.bank`` section (``docs/data_and_kernels.md``), e.g.
-        ``[{"function": "rbf", "width": [1, 5]}, {"function": "poly",
-        "degree": 2, "features": "each"}]``.  ``"precomputed"``: ``X`` is
-        the training Gram matrices, shape (N, N, M) (samples on the first
-        two axes, kernels last: ``np.stack(Ks, axis=-1)``), in ``fit``, and
-        the test-versus-training kernels, shape (N_test, N, M), in
-        ``predict``/``decision_function``; the estimator is pairwise, so
-        ``GridSearchCV`` and ``cross_val_score`` split it.
+        The kernel bank: ``"auto"`` (:func:`default_kernels` on the standardised features; with C chosen on held-out
+        rows of one problem, its kernels on all features alone are kept unless the whole bank is better beyond the
+        paired standard error, ``bank_choice_``), a preset name (``"simplemkl"``, ``"smomkl"``), or bank entries as
+        in the YAML ``kernels.bank`` section (``docs/data_and_kernels.md``), e.g. ``[{"function": "rbf", "width":
+        [1, 5]}]``.  ``"precomputed"``: ``X`` is the Gram matrices, (N, N, M) in ``fit`` (``np.stack(Ks,
+        axis=-1)``) and (N_test, N, M) in ``predict``; the estimator is then pairwise.
     regularizer : str, mapping or Regularizer, default="elasticnet"
-        A registered regularizer by name, as ``{"name": ..., **params}``, or
-        an instance (a plugin's too).  The default elastic net (λ = 0.5) is
-        sparse in the kernels and has a smooth conjugate, which the spicy
-        engine's one-step Newton method solves in a few steps.
+        A registered regularizer by name, as ``{"name": ..., **params}``, or an instance (a plugin's too).  The
+        default elastic net (λ = 0.5) is sparse in the kernels and has a smooth conjugate.
     C : float, "auto", "path" or "scale", default="auto"
-        Regularization constant > 0 (larger: fewer, smoother kernels).
-        ``"auto"``: ``"path"`` where the held-out part has at least 500 rows
-        (2,500 training rows per binary problem, kernels in memory), else
-        ``"scale"`` (:func:`mklkit.pipeline.heldout.path_decides`).
-        ``"path"``: C chosen on held-out rows (20 %%, stratified) along a
-        warm-started path from ``C_max`` down (2 values per decade), by the
-        least held-out loss (the error rate for the hinge) within one
-        standard error, nearest to ``"scale"``'s value
-        (:func:`mklkit.pipeline.heldout.select_C`; the path is
-        ``C_selection_``).
-        ``"scale"``: :math:`%(C)s\\sqrt{\\bar d}` with :math:`\\bar d` the mean
-        diagonal of the training kernels, i.e. :math:`%(C)s/\\sqrt N` for
-        unit-trace kernels.  With unit-trace kernels the penalty measured in
-        the norms of the unit-diagonal kernels is :math:`C\\sqrt N`, so a
-        fixed C regularizes more as N grows; ``"scale"`` keeps that penalty
-        at %(C)s for every N (as a fixed C does for an SVM).  %(C_note)s
-        The value used is ``C_``.
+        Regularization constant > 0 (larger: fewer, smoother kernels).  ``"path"``: chosen on 20 %% held-out rows
+        along a warm-started path from ``C_max`` down (:func:`mklkit.pipeline.heldout.select_C`, ``C_selection_``).
+        ``"scale"``: :math:`%(C)s\\sqrt{\\bar d}`, :math:`\\bar d` the mean diagonal of the training kernels
+        (:math:`%(C)s/\\sqrt N` at unit trace), a penalty the same for every N.  %(C_note)s  ``"auto"``: ``"path"``
+        from 2,500 training rows per binary problem, else ``"scale"``.  The value used is ``C_``.
     bias : bool, default=True
         Fit an unregularized offset.
     engine : str, mapping or Engine, default="auto"
-        Any registered engine (``mklkit plugins`` lists them); ``"auto"``
-        picks one for the problem and the bank (``docs/engines.md``).
+        Any registered engine (``mklkit plugins``); ``"auto"`` picks one for the problem and the bank
+        (``docs/engines.md``).
     engine_params : dict, optional
-        Options of the engine (see ``docs/engines.md``).
+        Options of the engine (``docs/engines.md``).
     tol : float, optional
-        Relative duality gap at which the engine stops; ``None``: the
-        engine's default (spicy: 1e-2, as in SpicyMKL §6.1).  Overrides
-        ``engine_params["tol"]``.
+        Relative duality gap at which the engine stops (``None``: the engine's default, spicy's 1e-2 as in SpicyMKL
+        §6.1); overrides ``engine_params["tol"]``.
     max_iter : int, optional
-        Maximum number of outer iterations; ``None``: the engine's default.
+        Maximum number of outer iterations (``None``: the engine's default).
     normalize : {"auto", "trace", "diagonal", "none"}, default="auto"
-        Kernel normalisation: ``"auto"`` is ``"trace"`` (unit trace, SpicyMKL
-        §6.1) for a kernel bank and ``"none"`` for precomputed kernels.
+        Kernel normalisation; ``"auto"``: unit trace (SpicyMKL §6.1) for a bank, none for precomputed kernels.
     standardize : "auto" or bool, default="auto"
-        Centre and scale every feature with training statistics before the
-        kernels are computed (sparse input is only scaled).  ``"auto"``:
-        dense input is standardized, sparse input (indicators, counts) is
-        used as it is: scaling a rare binary feature by its small standard
-        deviation makes one mismatch dominate every distance (on a9a the
-        test accuracy drops from 85.2 %% to 85.1 %%, docs/api.md).  Ignored
-        for precomputed kernels.
+        Centre and scale the features with training statistics (sparse input is only scaled); ``"auto"``: dense
+        input only (scaling rare indicators costs accuracy: a9a 85.2 %% -> 85.1 %%, docs/api.md).
     memory_budget : int, float or str, optional
-        Largest Gram bank to build (the training bank in ``fit``, the
-        test-versus-training kernels in ``predict``), in bytes or as
-        ``"512MB"``/``"4GiB"`` (default 4 GiB); checked before anything is
-        allocated.
+        Largest bank to build (in ``fit``; the test kernels in ``predict``), in bytes or as ``"512MB"``/``"4GiB"``
+        (default 4 GiB); checked before anything is allocated.
     factor : "auto", None, False, True or dict, default="auto"
-        Hold the kernels as factors :math:`K_m \approx L_mL_m^\top`
-        (:func:`mklkit.kernels.build_factor_bank`): ``{"rank": r, "tol": t,
-        "method": m, "seed": s, "refine": f}`` (a ``rank`` above N or the budget is capped,
-        with a ``RankCapWarning``; ``refine``: True, a number of rounds, False, or
-        "auto" (the default: True with ``C="path"``): after the solve, the kernels
-        in use get more rank and the problem is solved again,
-        :mod:`mklkit.pipeline.refine`); ``True``: factors with the settings
-        ``"auto"`` takes when it factors, whatever N
-        (:func:`mklkit.pipeline.bank.factor_representation`); predictions go
-        through the factor rows of the new points (``docs/factor_banks.md``).
-        ``None``/``False``: Gram matrices.  ``"auto"``: exact factors where
-        every kernel has a small explicit feature map, Gram matrices where
-        they fit ``memory_budget`` and N <= 5,000, approximate factors
-        otherwise (said on stderr, with the reason; the residual is in
-        ``factor_approximation_``); see
-        :func:`mklkit.pipeline.bank.choose_representation`.
+        Kernels as factors :math:`K_m \\approx L_mL_m^\\top` (``docs/factor_banks.md``): ``{"rank", "tol",
+        "method", "seed", "refine"}`` (``refine``: more rank for the kernels in use after the solve, by default with
+        ``C="path"``, :mod:`mklkit.pipeline.refine`), ``True`` (the settings of ``"auto"``), ``None``/``False``
+        (Gram matrices), ``"auto"``: exact factors for small explicit feature maps, Gram matrices within
+        ``memory_budget`` and N <= 5,000, approximate factors otherwise (said on stderr).
     scheduler : str or distributed.Client, optional
-        Build the bank in shards on a Dask cluster (``ShardedBank``); the
-        shards are released after ``fit``.  Exclusive with ``factor``.
+        Build the bank in shards on a Dask cluster, released after ``fit``; exclusive with ``factor``.
     verbose : int, default=0
-        1: log the bank build and every engine iteration (module
-        :mod:`logging`, shown on stderr unless the application configured
-        logging); 2: also the engines' debug records.
+        1: log the bank build and every engine iteration (:mod:`logging`, on stderr unless the application
+        configured logging); 2: also the engines' debug records.
 """
 
 _ATTR_DOC = """\
     kernel_weights_ : ndarray of shape (n_kernels,) or (n_problems, n_kernels)
-        Kernel weights :math:`d_m` (summing to 1) of the solution; one row
-        per binary problem for multiclass fits.
+        Kernel weights :math:`d_m` (summing to 1); one row per binary problem for multiclass fits.
     active_kernels_ : ndarray of int
-        Indices of the kernels with a non-zero block in at least one problem
-        (the only ones computed at prediction time).
+        Indices of the kernels with a non-zero block in some problem (the only ones computed to predict).
     kernel_names_ : list of str
         One label per kernel of the bank, e.g. ``rbf(width=2)[x3]``.
     kernels_ : list or str
         The resolved bank description (``"precomputed"`` for Gram input).
-    n_iter_ : int or ndarray of int
-        Outer iterations of the engine (one per binary problem for multiclass).
-    dual_gap_ : float or ndarray
-        Final relative duality gaps (certificates of optimality).
-    C_ : float
-        The C of the fit (``C`` itself, or what ``"auto"``, ``"path"`` or ``"scale"`` gave).
+    n_iter_, dual_gap_ : int and float, or ndarrays
+        Outer iterations and final relative duality gaps (certificates of optimality); one per binary problem.
+    C_, C_max_ : float or ndarray
+        The C of the fit, and the smallest C at which every kernel is off (``inf`` for non-sparse regularizers), where
+        a path starts (``fit_path(X, y, Cs=20)``); one per binary problem.
     C_selection_ : HeldoutPath or list of HeldoutPath
-        Where C was chosen on held-out rows (``C="path"``, and ``"auto"``
-        with enough rows): the held-out path and its choice
-        (:class:`mklkit.pipeline.heldout.HeldoutPath`; one per binary problem).
+        Where C was chosen on held-out rows: the path and its choice (:class:`mklkit.pipeline.heldout.HeldoutPath`).
     bank_choice_ : dict or None
-        With ``kernels="auto"`` and C chosen on held-out rows of a single
-        problem: which bank was kept (``"kept"``: ``"kernels on all
-        features"`` or ``"whole bank"``), the kernels on all features
-        (``"kernels"``), the held-out criterion of their path's choice minus
-        the whole bank's (``"difference"``) and its paired standard error
-        (``"difference_se"``), each path's C and seconds.  The kernels left
-        out have weight 0.  None otherwise.
-    C_max_ : float or ndarray
-        The smallest C at which every kernel is off (``inf`` for non-sparse
-        regularizers; one per binary problem for multiclass): a path of C
-        starts just below it (``fit_path(X, y, Cs=20)``).
-    factor_approximation_ : dict or None
-        With ``factor``: the ranks and the relative trace the factors leave
-        out, overall and per kernel
-        (:meth:`mklkit.kernels.factor.FactorBank.approximation`) of the last
-        (refined) bank; None on a dense or sharded bank.
-    factor_refinement_ : FactorRefinement or None
-        The factors grown for the kernels the solution uses, round by round
-        (:mod:`mklkit.pipeline.refine`); None without refinement.
+        With ``kernels="auto"`` and C chosen on held-out rows of one problem: the bank ``"kept"`` (``"kernels on all
+        features"`` or ``"whole bank"``), the ``"kernels"`` on all features, the held-out ``"difference"`` of their
+        path's choice from the whole bank's, its ``"difference_se"``, each path's C and seconds.
+    factor_approximation_, factor_refinement_ : dict, FactorRefinement or None
+        On a factor bank, what the factors leave out (:meth:`mklkit.kernels.factor.FactorBank.approximation`) and
+        their refinement round by round (:mod:`mklkit.pipeline.refine`).
     result_ : SolveResult or list of SolveResult
         The engines' full results (``alpha``, ``bias``, ``history``, ...).
     loss_, regularizer_, engine_ : components
         The resolved components, with their parameters.
     solved_by_ : str or ndarray of str
-        The engine that produced the answer: ``engine_``'s name, or, for
-        ``engine="auto"``, the engine it delegated to (after any fallback);
-        one per binary problem for multiclass fits.
+        The engine that produced the answer (for ``engine="auto"``, its delegate after any fallback).
     scaler_ : mklkit.data.Standardizer or None
     bank_ : KernelBank or FactorPredictor
-        What prediction needs: the active kernels' specifications,
-        normalisation constants and the (standardised) training points; its
-        ``K`` is empty (the training Gram matrices are not kept).  On a
-        factor bank: a :class:`~mklkit.kernels.factor.FactorPredictor` of the
-        active kernels (pivots or landmarks and folded coefficients; the
-        training factors are not kept).
+        What prediction needs: the active kernels' specifications, normalisation constants and training points (no
+        Gram matrices), or a :class:`~mklkit.kernels.factor.FactorPredictor` on a factor bank.
     n_features_in_ : int
-        Number of features (for precomputed kernels: the number of training
-        samples, the last dimension of the test kernels).
+        Number of features (for precomputed kernels: the number of training samples).
     feature_names_in_ : ndarray of str
         Column names, when ``X`` was a data frame with string column names.
 """
 
 
+def _store(est: BaseMKL, params: dict[str, Any]) -> None:
+    """Keep the constructor's arguments as they are (scikit-learn's convention; ``fit`` checks them)."""
+    for key, value in params.items():
+        if key != "self":
+            setattr(est, key, value)
+
+
 class MKLClassifier(ClassifierMixin, BaseMKL):
     __doc__ = f"""Multiple Kernel Learning classifier.
 
-    Learns a combination of kernels and a kernel classifier together; binary
-    labels of any type; several classes through one-vs-rest (default) or
-    one-vs-one, all binary problems sharing one Gram bank.
+    Learns a combination of kernels and a kernel classifier together; binary labels of any type; several classes
+    through one-vs-rest (default) or one-vs-one, all binary problems sharing one Gram bank.
 
     Parameters
     ----------
     loss : str, mapping or Loss, default="logistic"
-        A registered classification loss.  ``predict_proba`` needs the
-        logistic loss.  Whether a loss/regularizer pair is supported depends
-        on the engine: the error message names the engines that can solve it.
-{_COMMON_DOC % dict(C="1", C_note="The scale 1 (C = 0.05 at N = 400) is the best of a grid on the bundled UCI sets and reaches SVC's accuracy on a9a (docs/api.md).")}
+        A registered classification loss (``predict_proba`` needs the logistic loss); the error message of an
+        unsupported loss/regularizer pair names the engines that can solve it.
+{_COMMON_DOC % dict(C="1", C_note="The scale 1 (C = 0.05 at N = 400) is the best of a grid on the UCI sets and reaches SVC's accuracy on a9a (docs/api.md).")}
     multiclass : {{"ovr", "ovo"}}, default="ovr"
-        One-vs-rest (one problem per class on all rows) or one-vs-one (one
-        problem per pair of classes on their rows only).
+        One-vs-rest (one problem per class on all rows) or one-vs-one (one problem per pair of classes on their
+        rows only).
     n_jobs : int, optional
-        Binary problems solved in parallel (threads; the jitted kernels
-        release the GIL).  ``None``: one at a time.
+        Binary problems solved in parallel (threads; the jitted kernels release the GIL).  ``None``: one at a time.
     class_weight : None, "balanced" or dict, default=None
-        Weights of the classes, multiplied into ``sample_weight`` (as in
-        ``SVC``): a dict ``{{label: weight}}`` (missing labels weigh 1), or
-        ``"balanced"``: ``n_samples / (n_classes * np.bincount(y))`` on the
-        labels given to ``fit``.  A weighted problem is solved by the engines
-        that accept sample weights (``docs/engines.md``).
+        Weights of the classes, multiplied into ``sample_weight`` (as in ``SVC``): ``{{label: weight}}`` (missing
+        labels weigh 1), or ``"balanced"``: ``n_samples / (n_classes * np.bincount(y))``.  A weighted problem is
+        solved by the engines that accept sample weights (``docs/engines.md``).
 
     Attributes
     ----------
@@ -227,11 +153,9 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
 {_ATTR_DOC}
     Notes
     -----
-    ``predict_proba`` (logistic loss only): binary :math:`P(y = c_1) =
-    \\sigma(f)`, the sigmoid of the decision function, which the logistic
-    loss models; one-vs-rest: the normalised sigmoids
-    :math:`\\sigma(f_k)/\\sum_j\\sigma(f_j)`; one-vs-one: pairwise coupling
-    of the pairwise sigmoids (Wu, Lin & Weng 2004, method 2).
+    ``predict_proba`` (logistic loss only): binary :math:`P(y = c_1) = \\sigma(f)`, the sigmoid of the decision
+    function; one-vs-rest: the normalised sigmoids :math:`\\sigma(f_k)/\\sum_j\\sigma(f_j)`; one-vs-one: pairwise
+    coupling of the pairwise sigmoids (Wu, Lin & Weng 2004, method 2).
     """
 
     _task = CLASSIFICATION
@@ -258,24 +182,7 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
         verbose: int = 0,
         class_weight: Any = None,
     ) -> None:
-        self.kernels = kernels
-        self.loss = loss
-        self.regularizer = regularizer
-        self.C = C
-        self.bias = bias
-        self.engine = engine
-        self.engine_params = engine_params
-        self.tol = tol
-        self.max_iter = max_iter
-        self.normalize = normalize
-        self.standardize = standardize
-        self.class_weight = class_weight
-        self.multiclass = multiclass
-        self.n_jobs = n_jobs
-        self.memory_budget = memory_budget
-        self.factor = factor
-        self.scheduler = scheduler
-        self.verbose = verbose
+        _store(self, locals())
 
     def _sample_weight(self, sample_weight: Any, y: np.ndarray) -> np.ndarray | None:
         """``sample_weight`` (validated) times the weight of each sample's class (``class_weight``)."""
@@ -285,15 +192,15 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
         check_classification_targets(y)
         classes = np.unique(y)
         cw = self.class_weight
-        if cw is not None and not (isinstance(cw, str) and cw == "balanced") and not isinstance(cw, Mapping):
+        if not (cw is None or (isinstance(cw, str) and cw == "balanced") or isinstance(cw, Mapping)):
             raise ParamError("class_weight", cw, "None, 'balanced' or a dict {label: weight}", owner=self._owner)
         try:
-            weights = compute_class_weight(cw, classes=classes, y=y)
+            weights = np.asarray(compute_class_weight(cw, classes=classes, y=y), dtype=np.float64)
         except ValueError as exc:
             raise ValueError(f"{self._owner}: class_weight: {exc}") from None
         if not (np.all(np.isfinite(weights)) and np.all(weights >= 0.0)):
             raise ParamError("class_weight", cw, "weights that are finite numbers >= 0", owner=self._owner)
-        self.class_weight_ = np.asarray(weights, dtype=np.float64)
+        self.class_weight_ = weights
         if np.all(weights == 1.0):
             return sw
         per_sample = weights[np.searchsorted(classes, y)]
@@ -310,8 +217,7 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
         classes, codes = encode_classes(y)
         if classes.size < 2:
             raise ValueError(f"{self._owner} needs samples of at least 2 classes; got 1 class ({classes[0]!r})")
-        tasks = (ovr_tasks if multiclass == "ovr" else ovo_tasks)(codes.ravel(), classes.size)
-        return classes, tasks
+        return classes, (ovr_tasks if multiclass == "ovr" else ovo_tasks)(codes.ravel(), classes.size)
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "MKLClassifier":
         """Build the kernel bank and solve the MKL problem(s).
@@ -319,13 +225,11 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
         Parameters
         ----------
         X : array-like or sparse matrix of shape (n_samples, n_features)
-            Training data; with ``kernels="precomputed"`` an array (M, N, N)
-            of Gram matrices.
+            Training data; with ``kernels="precomputed"`` the Gram matrices, (N, N, M).
         y : array-like of shape (n_samples,)
             Class labels (any two or more values).
         sample_weight : array-like of shape (n_samples,), optional
-            Weights >= 0 of the samples' loss terms, multiplied by ``class_weight``
-            (see :meth:`MKLRegressor.fit`).
+            Weights >= 0 of the samples' loss terms, multiplied by ``class_weight`` (see :meth:`MKLRegressor.fit`).
 
         Returns
         -------
@@ -336,8 +240,7 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
     def decision_function(self, X: Any) -> np.ndarray:
         """Decision values: (n,) for two classes (positive: ``classes_[1]``), else (n, n_classes).
 
-        One-vs-one fits return scikit-learn's ``SVC`` "ovr" shape: votes plus
-        a tie-breaking confidence in (-1/3, 1/3).
+        One-vs-one fits return ``SVC``'s "ovr" shape: votes plus a tie-breaking confidence in (-1/3, 1/3).
         """
         F = self._task_values(X)
         if len(self.classes_) == 2:
@@ -382,26 +285,22 @@ class MKLRegressor(RegressorMixin, BaseMKL):
     Parameters
     ----------
     loss : str, mapping or Loss, default="squared"
-        A registered regression loss (``squared``, ``eps_insensitive``,
-        ``huber``, a plugin's), subject to the engine's support.
+        A registered regression loss (``squared``, ``eps_insensitive``, ``huber``, a plugin's), subject to the
+        engine's support.
 {_COMMON_DOC % dict(C="6", C_note="The scale 6 (C = 0.3 at N = 400) is the best of a grid on diabetes and liver/drinks (docs/api.md).")}
     standardize_y : bool, default=True
-        Fit the targets standardized, :math:`(y - \\bar y)/s_y` (not
-        centred with ``bias=False``; :math:`s_y` is then the root mean
-        square), and map predictions back: ``C`` (and ``C="auto"``) and
-        the ``eps``/``delta`` of the ``eps_insensitive`` and ``huber``
-        losses are then in units of the target's standard deviation, so the
-        defaults suit any target scale (on raw diabetes targets, std 77, the
-        ``eps_insensitive`` loss reaches R² 0.06 without it and 0.39 with
-        it, docs/api.md).  ``dual_gap_`` and ``result_`` refer to the
-        standardized problem.  ``False``: the targets as given.
+        Fit the targets standardized, :math:`(y - \\bar y)/s_y` (not centred with ``bias=False``; :math:`s_y` is
+        then the root mean square), and map predictions back: ``C`` and the ``eps``/``delta`` of the
+        ``eps_insensitive`` and ``huber`` losses are then in units of the target's standard deviation, so the
+        defaults suit any target scale (raw diabetes targets, std 77: ``eps_insensitive`` reaches R² 0.06 without
+        it, 0.39 with it, docs/api.md).  ``dual_gap_`` and ``result_`` refer to the standardized problem.
 
     Attributes
     ----------
 {_ATTR_DOC}
     y_offset_, y_scale_ : float
-        The targets the engines saw were ``(y - y_offset_) / y_scale_``
-        (``0`` and ``1`` with ``standardize_y=False``); ``predict`` undoes it.
+        The engines saw ``(y - y_offset_) / y_scale_`` (``0`` and ``1`` with ``standardize_y=False``); ``predict``
+        undoes it.
     """
 
     _task = REGRESSION
@@ -426,22 +325,7 @@ class MKLRegressor(RegressorMixin, BaseMKL):
         verbose: int = 0,
         standardize_y: bool = True,
     ) -> None:
-        self.kernels = kernels
-        self.loss = loss
-        self.regularizer = regularizer
-        self.C = C
-        self.bias = bias
-        self.engine = engine
-        self.engine_params = engine_params
-        self.tol = tol
-        self.max_iter = max_iter
-        self.normalize = normalize
-        self.standardize = standardize
-        self.memory_budget = memory_budget
-        self.factor = factor
-        self.scheduler = scheduler
-        self.verbose = verbose
-        self.standardize_y = standardize_y
+        _store(self, locals())
 
     def _numeric_targets(self, y: np.ndarray) -> np.ndarray:
         try:
@@ -453,8 +337,7 @@ class MKLRegressor(RegressorMixin, BaseMKL):
         return yf
 
     def _target_scaling(self, y: np.ndarray, sample_weight: np.ndarray | None = None) -> tuple[float, float]:
-        """``(offset, scale)``: the engines see ``(y - offset) / scale`` (``standardize_y``; weighted
-        mean and root mean square with ``sample_weight``)."""
+        """``(offset, scale)``: the engines see ``(y - offset) / scale`` (weighted with ``sample_weight``)."""
         if not isinstance(self.standardize_y, (bool, np.bool_)):
             raise ParamError("standardize_y", self.standardize_y, "True or False", owner=self._owner)
         if not self.standardize_y:
@@ -477,18 +360,15 @@ class MKLRegressor(RegressorMixin, BaseMKL):
         Parameters
         ----------
         X : array-like or sparse matrix of shape (n_samples, n_features)
-            Training data; with ``kernels="precomputed"`` an array (M, N, N).
+            Training data; with ``kernels="precomputed"`` the Gram matrices, (N, N, M).
         y : array-like of shape (n_samples,)
             Real targets.
         sample_weight : array-like of shape (n_samples,), optional
-            Weights :math:`w_i \ge 0` of the loss terms,
-            :math:`\sum_i w_i\ell(y_i, f(x_i)) + C\sum_m g(\|f_m\|^2)`: an integer
-            weight is the sample repeated that many times (the standardisation of
-            the features and of ``y``, the unit-trace normalisation and ``C="auto"``
-            are weighted too), a weight 0 drops the sample (with
-            ``kernels="precomputed"`` every weight must be > 0).  Weights all 1 are
-            the unweighted problem; other weights are solved by the engines that
-            accept sample weights (``proximal``, and ``auto`` among them).
+            Weights :math:`w_i \ge 0` of the loss terms, :math:`\sum_i w_i\ell(y_i, f(x_i)) + C\sum_m g(\|f_m\|^2)`:
+            an integer weight is the sample repeated that many times (the standardisation of the features and of
+            ``y``, the unit-trace normalisation and ``C="auto"`` are weighted too), a weight 0 drops the sample
+            (with ``kernels="precomputed"`` every weight must be > 0).  Weights all 1 are the unweighted problem;
+            others are solved by the engines that accept sample weights (``proximal``, and ``auto``).
 
         Returns
         -------

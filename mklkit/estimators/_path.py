@@ -12,9 +12,6 @@ from sklearn.base import clone
 from ..result import _NonZeroRows, pack_results, unpack_results  # noqa: F401
 
 
-# ---------------------------------------------------------------------------
-# Regularization path
-# ---------------------------------------------------------------------------
 @dataclass
 class MKLPath:
     """Solutions along a regularization path (:meth:`MKLClassifier.fit_path`).
@@ -24,8 +21,7 @@ class MKLPath:
     Cs : ndarray (n_Cs,)
         The regularization constants, largest first (the solve order).
     results : list of list of SolveResult
-        ``results[i][t]``: binary problem ``t`` at ``Cs[i]`` (one problem for
-        binary classification and regression).
+        ``results[i][t]``: binary problem ``t`` at ``Cs[i]`` (one problem for binary classification and regression).
     kernel_names : list of str
     warm_started : bool
         Whether the engine used the warm starts (``engine.supports_warm_start``).
@@ -44,7 +40,6 @@ class MKLPath:
     _predictors: list[Any] | None = field(repr=False, default=None)
 
     def __getstate__(self) -> dict[str, Any]:
-        # pickled results keep the non-zero rows of their coefficients only
         return {**self.__dict__, "results": pack_results(self.results)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -52,6 +47,11 @@ class MKLPath:
 
     def __len__(self) -> int:
         return int(self.Cs.size)
+
+    def _per_C(self, attr: str, dtype: Any = None) -> np.ndarray:
+        """``attr`` of every result, (n_Cs,) for one problem, else (n_Cs, n_problems)."""
+        A = np.array([[getattr(r, attr) for r in res] for res in self.results], dtype=dtype)
+        return A[:, 0] if A.shape[1] == 1 else A
 
     @property
     def active_kernels(self) -> list[np.ndarray]:
@@ -72,20 +72,17 @@ class MKLPath:
     @property
     def kernel_weights(self) -> np.ndarray:
         """(n_Cs, n_kernels), or (n_Cs, n_problems, n_kernels) for multiclass."""
-        W = np.array([[r.kernel_weights for r in res] for res in self.results], dtype=np.float64)
-        return W[:, 0] if W.shape[1] == 1 else W
+        return self._per_C("kernel_weights", np.float64)
 
     @property
     def n_iter(self) -> np.ndarray:
         """Outer iterations per C (and per binary problem for multiclass)."""
-        A = np.array([[r.iterations for r in res] for res in self.results])
-        return A[:, 0] if A.shape[1] == 1 else A
+        return self._per_C("iterations")
 
     @property
     def gaps(self) -> np.ndarray:
         """Final relative duality gaps per C (and per binary problem)."""
-        A = np.array([[r.gap for r in res] for res in self.results], dtype=np.float64)
-        return A[:, 0] if A.shape[1] == 1 else A
+        return self._per_C("gap", np.float64)
 
     @property
     def solve_times(self) -> np.ndarray:
@@ -103,11 +100,9 @@ class MKLPath:
     def summary(self) -> str:
         """One line per C: C, active kernels, iterations, gap, seconds."""
         lines = [f"{'C':>10}  {'active':>6}  {'iter':>5}  {'gap':>9}  {'time_s':>7}"]
-        act = self.n_active
-        for i, C in enumerate(self.Cs):
-            res = self.results[i]
+        for C, res, act in zip(self.Cs, self.results, self.n_active):
             lines.append(
-                f"{C:10.4g}  {act[i]:6d}  {sum(r.iterations for r in res):5d}  "
+                f"{C:10.4g}  {act:6d}  {sum(r.iterations for r in res):5d}  "
                 f"{max(r.gap for r in res):9.2e}  {sum(r.time_s for r in res):7.3f}"
             )
         return "\n".join(lines)

@@ -6,7 +6,6 @@ import contextlib
 import logging
 import math
 import sys
-import time
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -31,13 +30,8 @@ logger = logging.getLogger("mklkit.estimators")
 
 @contextlib.contextmanager
 def verbosity(verbose: int) -> Iterator[None]:
-    """Show mklkit's log records on stderr while ``verbose`` is set.
-
-    ``verbose=1``: INFO (bank building, one line per engine iteration and per
-    solve); ``verbose>=2``: DEBUG (the engines' own step details).  When the
-    application has configured logging (the root logger has handlers), the
-    records go there; otherwise a temporary stderr handler is attached.
-    """
+    """mklkit's log records at INFO (``verbose=1``) or DEBUG (``>=2``) while the block runs: to the application's
+    handlers where it configured logging, else to stderr."""
     if not verbose:
         yield
         return
@@ -57,23 +51,19 @@ def verbosity(verbose: int) -> Iterator[None]:
             lg.removeHandler(handler)
 
 
-def _auto_scale(task: str) -> float:
-    return AUTO_C_SCALE.get(task, 1.0)
-
-
 class Solving:
     """The solves of a fit or a path (a base of :class:`~mklkit.estimators._base.BaseMKL`)."""
 
     def _run_task(self, prep: FitState, t: int, Cs: Sequence[float], warm: Any = None) -> list[Any]:
-        """Solve task ``t`` for every C in ``Cs`` in turn, each warm-started from the previous
-        (the first from ``warm``, a result of the task on the same rows)."""
-        task = prep.tasks[t]
+        """Solve task ``t`` for every C in ``Cs`` in turn, each warm-started from the previous (the first from
+        ``warm``, a result of the task on the same rows)."""
         from ..engines.base import solve_from
 
+        task = prep.tasks[t]
         base = prep.prepared.subproblem(task.y, task.rows)  # the task's rows of the shared bank, once
-        where = f"{self._owner}: problem {t + 1}/{len(prep.tasks)}" + (
-            f" ({task.describe(prep.classes)})" if prep.classes is not None and len(prep.tasks) > 1 else ""
-        )
+        where = f"{self._owner}: problem {t + 1}/{len(prep.tasks)}"
+        if prep.classes is not None and len(prep.tasks) > 1:
+            where += f" ({task.describe(prep.classes)})"
         results: list[Any] = []
         keep = prep.subset.get(t)  # the kernels the held-out rows kept (pipeline.kernel_subset)
         work = base if keep is None else subset_problem(base, keep)
@@ -88,13 +78,8 @@ class Solving:
                 prep.selection[t].start = None
             elif isinstance(C, str):  # "scale"
                 C = self._auto_C(base)
-                logger.info(
-                    "%s: C='%s' is %.6g (the root mean diagonal of the kernels, x %g)",
-                    where,
-                    self.C,
-                    C,
-                    _auto_scale(self._task),
-                )
+                scale = AUTO_C_SCALE.get(self._task, 1.0)
+                logger.info(f"{where}: C='{self.C}' is {C:.6g} (the root mean diagonal of the kernels, x {scale:g})")
             problem = problem_at(work, C=C)
             self._check_support(prep.engine, problem)
             callback = None
@@ -114,7 +99,7 @@ class Solving:
 
             result = solve_from(prep.engine, problem, callback, previous)
             prep.task_C[t] = float(C)  # the last C of the task (C="auto" resolves per task)
-            logger.info("%s C=%g: %s", where, C, result.message or result.status)
+            logger.info(f"{where} C={C:g}: {result.message or result.status}")
             results.append(result if keep is None else widen_result(result, keep, base.n_kernels))
             previous = result
         return results
@@ -122,25 +107,23 @@ class Solving:
     def _run_all(
         self, prep: FitState, Cs: Sequence[float] | None = None, warm: Sequence[Any] | None = None
     ) -> list[list[Any]]:
-        """``out[t][c]``: the result of task t at ``Cs[c]`` (``None``: each task's own last C,
-        warm-started from ``warm[t]``); tasks in parallel (``n_jobs``)."""
-        n_tasks = len(prep.tasks)
+        """``out[t][c]``: the result of task t at ``Cs[c]`` (``None``: each task's own last C, warm-started from
+        ``warm[t]``); tasks in parallel threads (``n_jobs``)."""
         n_jobs = getattr(self, "n_jobs", None)
 
         def args(t: int) -> tuple[Any, ...]:
             return (prep, t, [prep.task_C[t]] if Cs is None else Cs, None if warm is None else warm[t])
 
-        if n_tasks > 1 and n_jobs not in (None, 1):
+        if len(prep.tasks) > 1 and n_jobs not in (None, 1):
             from joblib import Parallel, delayed
 
-            return list(
-                Parallel(n_jobs=n_jobs, prefer="threads")(delayed(self._run_task)(*args(t)) for t in range(n_tasks))
-            )
-        return [self._run_task(*args(t)) for t in range(n_tasks)]
+            tasks = (delayed(self._run_task)(*args(t)) for t in range(len(prep.tasks)))
+            return list(Parallel(n_jobs=n_jobs, prefer="threads")(tasks))
+        return [self._run_task(*args(t)) for t in range(len(prep.tasks))]
 
     def _refine(self, prep: FitState, results: list[Any]) -> list[Any]:
-        """Factors that follow the solution (:mod:`mklkit.pipeline.refine`) when the bank's factor
-        settings ask for it (``{"refine": ...}``; by default when ``C="path"``)."""
+        """Factors that follow the solution (:mod:`mklkit.pipeline.refine`) when the bank's factor settings ask for
+        it (``{"refine": ...}``; by default with ``C="path"``)."""
         from ..kernels import DEFAULT_MEMORY_BUDGET
 
         def resolve(prepared: Any, warm: list[Any]) -> list[Any]:
@@ -149,29 +132,17 @@ class Solving:
 
         def progress(rec: dict[str, Any]) -> None:
             logger.info(
-                "%s: factors refined for %d kernels (rank %s -> %s): total rank %d, %.2f s",
-                self._owner,
-                len(rec["kernels"]),
-                rec["ranks_before"],
-                rec["ranks_after"],
-                rec["total_rank"],
-                rec["time_s"],
+                f"{self._owner}: factors refined for {len(rec['kernels'])} kernels (rank {rec['ranks_before']} -> "
+                f"{rec['ranks_after']}): total rank {rec['total_rank']}, {rec['time_s']:.2f} s"
             )
 
-        t0 = time.perf_counter()
-        prepared, results, info = refine_prepared(
-            prep.prepared,
-            results,
-            resolve,
-            check_budget(self.memory_budget, self._owner) or DEFAULT_MEMORY_BUDGET,
-            isinstance(self.C, str) and self.C == "path",
-            progress=progress,
-        )
+        budget = check_budget(self.memory_budget, self._owner) or DEFAULT_MEMORY_BUDGET
+        by_path = isinstance(self.C, str) and self.C == "path"
+        prepared, results, info = refine_prepared(prep.prepared, results, resolve, budget, by_path, progress=progress)
         if info is not None:
             prep.prepared, prep.bank = prepared, prepared.bank
             prep.approximation = prepared.bank.approximation()
             prep.refinement = info
-            prep.timings["refine_s"] = time.perf_counter() - t0
         return results
 
     def _compiling(self) -> Any:
@@ -185,16 +156,12 @@ class Solving:
         return announce_compilation(what, warn=True)
 
     def _path_C(self, prep: FitState, t: int, problem: Any, where: str) -> tuple[float, Any]:
-        """``C="path"``: C chosen on held-out rows of the task's problem (:mod:`mklkit.pipeline.heldout`);
-        with the default bank, also its kernels on all features alone, kept unless the whole bank does
-        better on the same rows (:mod:`mklkit.pipeline.kernel_subset`).  Returns C and the problem
-        (the task's, or the kept kernels') to fit at it."""
+        """``C="path"``: C chosen on held-out rows of the task's problem (:mod:`mklkit.pipeline.heldout`); with the
+        default bank, also of its kernels on all features alone, kept unless the whole bank does better on the same
+        rows (:mod:`mklkit.pipeline.kernel_subset`).  Returns C and the problem to fit at it."""
         from ..engines.base import solve_from
 
         engine = path_engine(prep.engine)
-
-        def solve(p: Any, warm: Any) -> Any:
-            return solve_from(engine, p, None, warm)
 
         def progress(rec: dict[str, Any]) -> None:
             logger.info(
@@ -209,14 +176,13 @@ class Solving:
 
         def path(p: Any) -> Any:
             try:
-                return select_C(p, solve, self._auto_C, progress=progress)
+                return select_C(p, lambda q, warm: solve_from(engine, q, None, warm), self._auto_C, progress=progress)
             except ValueError as exc:
                 raise ValueError(f"{self._owner}: {exc}") from None
 
         self._check_support(prep.engine, problem)  # the path's problems are of the same kind
-        sel = path(problem)
-        prep.selection[t] = sel
-        logger.info("%s: C='path' chose %.6g in %.2f s\n%s", where, sel.C, sel.time_s, sel.summary())
+        sel = prep.selection[t] = path(problem)
+        logger.info(f"{where}: C='path' chose {sel.C:.6g} in {sel.time_s:.2f} s\n{sel.summary()}")
         keep = self._subset_candidate(prep, problem)
         if keep is None:
             sel.chosen_rows = sel.held_weights = None
@@ -225,10 +191,9 @@ class Solving:
         sub = path(part)
         kept, diff, se = prefer_subset(sel, sub)
         sel.chosen_rows = sel.held_weights = sub.chosen_rows = sub.held_weights = None
-        names = [problem.kernel_names[m] for m in keep] if problem.kernel_names else keep.tolist()
         prep.bank_choice[t] = {
             "kept": "kernels on all features" if kept else "whole bank",
-            "kernels": names,
+            "kernels": [problem.kernel_names[m] for m in keep] if problem.kernel_names else keep.tolist(),
             "criterion": sel.criterion,
             "difference": diff,
             "difference_se": se,
@@ -238,17 +203,9 @@ class Solving:
             "subset_path_s": sub.time_s,
         }
         logger.info(
-            "%s: the %d kernels on all features alone: held-out %s %+.5f +- %.5f against the "
-            "whole bank of %d -> %s (path %.2f s)\n%s",
-            where,
-            keep.size,
-            sel.criterion,
-            diff,
-            se,
-            problem.n_kernels,
-            prep.bank_choice[t]["kept"],
-            sub.time_s,
-            sub.summary(),
+            f"{where}: the {keep.size} kernels on all features alone: held-out {sel.criterion} {diff:+.5f} +- "
+            f"{se:.5f} against the whole bank of {problem.n_kernels} -> {prep.bank_choice[t]['kept']} "
+            f"(path {sub.time_s:.2f} s)\n{sub.summary()}"
         )
         if not kept:
             return sel.C, problem
@@ -257,11 +214,10 @@ class Solving:
         return sub.C, part
 
     def _subset_candidate(self, prep: FitState, problem: Any) -> np.ndarray | None:
-        """The kernels on all features of the default bank (``kernels="auto"``), for a single
-        problem on Gram matrices or factors whose bank has Gaussian kernels on single features
-        (real-valued features); else ``None``.  Banks of indicators (one linear kernel each) are
-        left whole: on a9a and w8a the kernels on all features alone were within one standard
-        error of the whole bank (+0.18 and +0.08 points), and their path cost a9a 20 s more."""
+        """The default bank's kernels on all features (``kernels="auto"``, a single problem whose bank has Gaussian
+        kernels on single features), else ``None``.  Banks of indicators are left whole: on a9a and w8a the kernels
+        on all features alone were within one standard error of the whole bank (+0.18 and +0.08 points), and their
+        path cost a9a 20 s more."""
         from ..kernels import expand_bank
 
         if not (isinstance(self.kernels, str) and self.kernels == "auto") or len(prep.tasks) != 1:
@@ -269,17 +225,13 @@ class Solving:
         if not supports_subset(problem):
             return None
         specs = expand_bank(prep.kernels, prep.n_features_in, resolve=kernel_resolver())
-        if len(specs) != problem.n_kernels:
-            return None
-        if not any(len(s.features) == 1 and s.function.name == "rbf" for s in specs):
+        if len(specs) != problem.n_kernels or not any(len(s.features) == 1 and s.function.name == "rbf" for s in specs):
             return None
         keep = kernels_on_all_features(specs, prep.n_features_in)
         return keep if 0 < keep.size < problem.n_kernels else None
 
     def _auto_C(self, problem: Any) -> float:
-        """``C="scale"`` on a task's training kernels: the rule of specs' ``problem.C: scale``
-        (:func:`mklkit.pipeline.settings.auto_C`)."""
-
+        """``C="scale"`` on a task's training kernels (:func:`mklkit.pipeline.settings.auto_C`)."""
         try:
             return auto_C(problem, key="C")
         except PipelineError as exc:
