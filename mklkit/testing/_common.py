@@ -1,12 +1,5 @@
-"""What the loss and regularizer checks of the component kit share.
-
-Floating-point constants, tolerances, central differences with their error
-estimates, bounded scalar minimisation and the trust in a numerical
-supremum, the location of jumps (kinks), the check of one kernel output, and
-the two identities every component has (``declaration``,
-``numba_jit``).  The rules behind the tolerances are described in
-:mod:`mklkit.testing.components`.
-"""
+"""What the loss and regularizer checks share: tolerances, central differences, scalar optima,
+kinks, the check of one kernel output and the identities of every component (docs/plugins.md §7)."""
 
 from __future__ import annotations
 
@@ -29,9 +22,6 @@ _KINK_SPREAD = 0.05  # relative disagreement of second differences at a kink
 _BIG = 1e300  # stands for +inf inside scalar solvers
 
 
-# ---------------------------------------------------------------------------
-# Numerical utilities
-# ---------------------------------------------------------------------------
 def _f64(x: Any) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float64)
 
@@ -59,15 +49,8 @@ def _mag(*arrays: Any) -> np.ndarray:
 
 
 def _tol(rtol: float, atol: float, compared: Sequence[Any], terms: Sequence[Any] = (), extra: Any = 0.0) -> np.ndarray:
-    """Tolerance of an identity between computed values (see :mod:`mklkit.testing.components`).
-
-    ``rtol`` applies to the magnitude of the values compared (``compared``),
-    never to the terms they were computed from: a sum of large terms that
-    cancel is compared at its own size.  The rounding of those terms (each
-    credited with :data:`_ROUND` relative error) and ``extra`` (the error
-    estimate of a finite difference, a numerical optimum or a computed
-    point) are added on top.
-    """
+    """Tolerance of an identity: ``rtol`` of the values ``compared`` (never of the ``terms`` they
+    were computed from), plus the rounding of those terms and ``extra``, an error estimate."""
     return atol + rtol * _mag(*compared) + _ROUND * _fin(*terms) + extra
 
 
@@ -119,16 +102,19 @@ def _fd_tol(an: np.ndarray, fd: _FD, rtol: float, atol: float) -> np.ndarray:
         return atol + rtol * np.maximum(np.abs(an), np.abs(fd.d)) + fd.err
 
 
+def _compare_fd(
+    ident: _Identity, an: Any, fd: _FD, rtol: float, atol: float, points: dict, what: str, mask: Any = True
+) -> None:
+    """Compare ``an`` with the central difference ``fd`` within ``mask``, where ``fd`` is finite
+    and away from kinks."""
+    ident.compare(an, fd.d, _fd_tol(an, fd, rtol, atol), points, what, mask=mask & ~fd.kink & np.isfinite(fd.d))
+
+
 def _sensitivity(
     f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, delta: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """How much ``f`` moves when its (computed) argument moves by ``delta``.
-
-    Returns the spread ``max |f(x +- delta) - f(x)|`` and a mask of the points
-    where it is finite.  An identity evaluated at a computed point is only
-    checkable up to this spread; where ``f`` jumps to ``inf`` within a few
-    ulps (the edge of a domain) it is not checkable at all.
-    """
+    """``max |f(x +- delta) - f(x)|``, how far an identity at a computed point ``x`` is checkable,
+    and where it is finite (not where ``f`` jumps to ``inf`` within ``delta``)."""
     x = np.asarray(x, dtype=np.float64)
     f0, fp, fm = (_arr(f(_f64(a))) for a in (x, x + delta, np.maximum(x - delta, 0.0) if np.all(x >= 0) else x - delta))
     with np.errstate(invalid="ignore"):
@@ -147,14 +133,10 @@ def _ulps(*scales: Any) -> np.ndarray:
 
 
 def _scalar_min(fun: Callable[[float], float], a: float, b: float) -> tuple[float, float, float, float]:
-    """Bounded Brent minimisation of a scalar function that may return inf.
+    """Bounded Brent minimisation of a scalar function that may return inf: ``(x, fun(x), err, dx)``.
 
-    Returns ``(x, fun(x), err, dx)``.  :func:`scipy.optimize.fminbound` stops
-    once the minimiser is bracketed within ``dx = 2 (sqrt(eps) |x| + xatol/3)``
-    of ``x``; for a convex ``fun`` the rise over ``dx`` on the side away from
-    the minimiser is at least ``fun(x) - min fun``, so ``err``, the larger
-    rise of the two sides, bounds how far the value found lies above the
-    minimum (rounding of the values is credited by the callers).
+    Brent stops with the minimiser within ``dx`` of ``x``; for a convex ``fun`` the larger rise
+    ``err`` over ``dx`` bounds how far ``fun(x)`` lies above the minimum.
     """
     if not (b > a):
         return a, fun(a), 0.0, 0.0
@@ -176,13 +158,8 @@ def _scalar_min(fun: Callable[[float], float], a: float, b: float) -> tuple[floa
 def _grid_sup(
     grid: np.ndarray, vals: np.ndarray, neg: Callable[[float], float]
 ) -> tuple[np.ndarray, list[tuple[float, float]], float]:
-    """A supremum over ``grid`` refined by bounded Brent around the best grid point.
-
-    ``vals`` holds the objective on ``grid`` and ``neg(t)`` is minus the
-    objective at ``t``.  Returns the grid values (NaN read as ``-inf``), the
-    candidates ``(value, arg)`` for :func:`_best` (every grid point and
-    Brent's point) and the error bound of :func:`_scalar_min`.
-    """
+    """A supremum of ``vals`` on ``grid`` refined by Brent on ``neg`` (minus the objective): the
+    values (NaN as ``-inf``), the candidates ``(value, arg)`` and the error bound of :func:`_scalar_min`."""
     vals = np.where(np.isnan(vals), -np.inf, vals)
     i = int(np.argmax(vals))
     a, b = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
@@ -192,11 +169,8 @@ def _grid_sup(
 
 
 def _best(cands: list[tuple[float, float]]) -> tuple[float, float]:
-    """Largest value among ``(value, arg)`` candidates; ties go to the smallest ``|arg|``.
-
-    A flat supremum (hinge at the end of its domain) is then reported at a
-    moderate argument, which keeps the tolerance scale ``|u z|`` honest.
-    """
+    """Largest value among ``(value, arg)`` candidates, ties to the smallest ``|arg|`` (a flat
+    supremum is reported at a moderate argument)."""
     finite = [c for c in cands if math.isfinite(c[0])]
     if not finite:
         return -math.inf, 0.0
@@ -209,13 +183,8 @@ def _best(cands: list[tuple[float, float]]) -> tuple[float, float]:
 def _attained(
     best: float, grid: np.ndarray, vals: np.ndarray, hints: Sequence[float], hint_vals: Sequence[float]
 ) -> bool:
-    """Whether a numerical supremum over ``grid`` (plus refinements) is trustworthy.
-
-    It is not when the objective still rises at an end of the grid, or when a
-    candidate maximiser offered by the component lies beyond the grid and the
-    objective cannot be evaluated there (overflow): the supremum is then only
-    known from below.
-    """
+    """Whether a numerical supremum is attained: not when the objective still rises at an end of
+    the grid, or a hint beyond the grid cannot be evaluated (then it is known only from below)."""
     for e, nb in ((0, 1), (vals.size - 1, vals.size - 2)):
         ve, vn = vals[e], vals[nb]
         if math.isfinite(ve) and ve >= best - 1e-12 * (1.0 + abs(best)) and ve - vn > 1e-9 * (1.0 + abs(ve)):
@@ -279,34 +248,22 @@ def _check_output(
     return out
 
 
-# ---------------------------------------------------------------------------
-# Identities of every component
-# ---------------------------------------------------------------------------
-def _declaration(r: _Runner, comp: Any, kind: str) -> None:
-    """The declaration, by the checker the registry uses
-    (:func:`mklkit.declaration.declaration_problems`)."""
-    ident = r.identity("declaration")
-    problems = declaration_problems(comp, kind=kind)
-    if problems:
-        ident.fail("; ".join(problems))
-    else:
-        ident.note()
-
-
-def _numba_kernels(r: _Runner, comp: Any) -> None:
-    ident = r.identity("numba_jit")
-    problem = unjitted_problem(comp)
-    if problem is not None:
-        ident.fail(problem)
+def _no_problems(ident: _Identity, problems: Callable[[], Any]) -> None:
+    """``ident`` holds when ``problems()`` finds none (messages: a list, or one or None)."""
+    found = problems()
+    if isinstance(found, str):
+        found = [found]
+    if found:
+        ident.fail("; ".join(found))
     else:
         ident.note()
 
 
 def _begin(comp: Any, kind: str, seed: int) -> tuple[np.random.Generator, _Runner]:
-    """The random generator and the runner of one check, after the identities every
-    component has (``declaration``, ``numba_jit``)."""
+    """The random generator and the runner of one check, after the identities of every component:
+    ``declaration`` (the registry's checker) and ``numba_jit``."""
     rng = np.random.default_rng(seed)
     r = _Runner(comp)
-    r.run("declaration", _declaration, r, comp, kind)
-    r.run("numba_jit", _numba_kernels, r, comp)
+    r.run("declaration", _no_problems, r.identity("declaration"), lambda: declaration_problems(comp, kind=kind))
+    r.run("numba_jit", _no_problems, r.identity("numba_jit"), lambda: unjitted_problem(comp))
     return rng, r

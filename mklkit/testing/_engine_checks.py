@@ -1,5 +1,4 @@
-"""The checks of the engine kit (:mod:`mklkit.testing.engines`): one solve checked
-against what it claims, and the behaviour checks (callback, ``max_iter``, warm start)."""
+"""The checks of the engine kit: one solve against what it claims, and the behaviour checks."""
 
 from __future__ import annotations
 
@@ -44,6 +43,14 @@ class _Checker:
 
     def ok(self, check: str) -> None:
         self.r.identity(check).note()
+
+    def verdict(self, check: str, label: str, bad: list[str]) -> bool:
+        """Fail ``check`` with the problems in ``bad``, or count a pass; whether it passed."""
+        if bad:
+            self.fail(check, label, "; ".join(bad))
+        else:
+            self.ok(check)
+        return not bad
 
     def honest(self, kp: KitProblem, res: SolveResult, ref: Reference | None = None) -> None:
         """honest_primal, honest_dual, gap_consistent and (with ``ref``) gap_bounds_optimum."""
@@ -131,10 +138,7 @@ class _Checker:
             bad.append(f"status {res.status} with a ConvergenceWarning ({str(warned[0].message)[:80]})")
         if len(warned) > 1:
             bad.append(f"{len(warned)} ConvergenceWarnings for one solve")
-        if bad:
-            self.fail("status", label, "; ".join(bad))
-        else:
-            self.ok("status")
+        self.verdict("status", label, bad)
 
     def fields(self, kp: KitProblem, res: SolveResult) -> None:
         pb, label = kp.problem, kp.label
@@ -165,12 +169,8 @@ class _Checker:
                 break
         if res.status != Status.NUMERICAL_ERROR and not (math.isfinite(res.objective) and not math.isnan(res.gap)):
             bad.append(f"objective {res.objective!r} / gap {res.gap!r} not finite without a numerical error")
-        if bad:
-            self.fail("result_fields", label, "; ".join(bad))
-        else:
-            self.ok("result_fields")
+        self.verdict("result_fields", label, bad)
 
-    # -- one problem ---------------------------------------------------------------
     def solve_and_check(self, kp: KitProblem) -> SolveResult | None:
         self.r.current = "status"
         res, warned = _solve(self.engine, kp.problem)
@@ -182,7 +182,6 @@ class _Checker:
         self.honest(kp, res, ref)
         return res
 
-    # -- behaviour -------------------------------------------------------------------
     def variant(self, **changes: Any) -> Any | None:
         params = dict(self.engine.get_params())
         declared = {p.name for p in getattr(type(self.engine), "params", ())}
@@ -213,10 +212,7 @@ class _Checker:
             bad.append(f"the callback was called {len(seen)} times, not 2")
         if warned:
             bad.append("a stopped solve emitted a ConvergenceWarning")
-        if bad:
-            self.fail("callback_stop", label, "; ".join(bad))
-        else:
-            self.ok("callback_stop")
+        if self.verdict("callback_stop", label, bad):
             self.honest(kp, res)
 
     def max_iter(self, kp: KitProblem) -> None:

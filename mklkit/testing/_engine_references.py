@@ -1,11 +1,5 @@
-"""What the engine kit (:mod:`mklkit.testing.engines`) compares a result with.
-
-The objectives recomputed from the returned points with the components'
-jitted functions (:func:`primal_value`, :func:`dual_value`), and a reference
-optimum: cvxpy with Clarabel when it is installed and the components have a
-conic formulation (:mod:`mklkit.testing.conic`), otherwise a second
-registered engine that supports the problem, solved to :math:`10^{-9}`.
-"""
+"""What the engine kit compares a result with: the objectives recomputed from the returned points,
+and a reference optimum (cvxpy + Clarabel, :mod:`mklkit.testing.conic`, else another engine)."""
 
 from __future__ import annotations
 
@@ -23,11 +17,8 @@ from ..result import ConvergenceWarning, Status
 __all__ = ["primal_value", "dual_value"]
 
 
-# ---------------------------------------------------------------------------
-# Objectives recomputed from the returned points
-# ---------------------------------------------------------------------------
 def _weight_norm(problem: Any) -> Any:
-    """The ``weight_norm`` of a regularizer that is not separable (its objective's terms)."""
+    """The ``weight_norm`` of a regularizer that is not separable."""
     reg = problem.regularizer
     wn = getattr(reg, "weight_norm", None)
     if wn is None:
@@ -39,8 +30,7 @@ def _weight_norm(problem: Any) -> Any:
 
 
 def primal_value(problem: Any, alpha: np.ndarray, bias: float) -> float:
-    r""":math:`P(\alpha, b)` of ``problem`` from the components' jitted functions (any regularizer with a
-    separable form or a ``weight_norm``)."""
+    r""":math:`P(\alpha, b)` of ``problem`` from the components' jitted functions."""
     if getattr(problem.regularizer, "separable", True):
         return common.primal_objective(problem, alpha, bias)
     wn = _weight_norm(problem)
@@ -61,15 +51,12 @@ def dual_value(problem: Any, rho: np.ndarray) -> float:
     return -(common.loss_conjugate(problem.loss, problem.y, r, problem.sample_weight) + wn.conj(norms, problem.C))
 
 
-# ---------------------------------------------------------------------------
-# References
-# ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Reference:
-    """A reference optimum: the value, its accuracy and where it comes from."""
+    """A reference optimum: a primal value attained, its relative accuracy and its source."""
 
-    objective: float  # a primal value attained (an upper bound of the optimum)
-    rtol: float  # its relative accuracy as an estimate of the optimum
+    objective: float
+    rtol: float
     source: str
 
 

@@ -1,5 +1,4 @@
-"""The conjugate checks of a loss: the Fenchel-Young inequality and equalities,
-and ``conj`` against a numerical supremum of ``u z - l(y, z)``."""
+"""The conjugate checks of a loss: Fenchel-Young, and ``conj`` against a numerical supremum."""
 
 from __future__ import annotations
 
@@ -24,7 +23,6 @@ def _loss_fenchel_young(
     uz = u * zr
     tol = _tol(rtol, atol, (lv + cv, uz), (lv, cv, uz))
     ident.at_least(lv + cv, uz, tol, {"y": y, "z": zr, "u": u}, "Fenchel-Young inequality l(y,z) + l*(y,u) >= u z")
-    # equality at u = l'(y, z)
     lz = _arr(k.value(y, z, p))
     g = _arr(k.deriv(y, z, p))
     cg = _arr(k.conj(y, g, p))
@@ -38,11 +36,10 @@ def _loss_fenchel_young(
         "Fenchel-Young equality at u = deriv(y,z): l + l* vs u z",
         mask=ok,
     )
-    # equality at z = d l*/du (y, u)
     zg = _arr(k.conj_grad(y, u, p))
     lg = _arr(k.value(y, _f64(zg), p))
     uzg = u * zg
-    # beyond the range of the supremum grid the loss may overflow: not checkable
+    # beyond the supremum's grid the loss may overflow
     reach = np.abs(zg - y) <= 1e8
     cond, ok = _sensitivity(lambda a: k.value(y, a, p), zg, _ulps(1.0, zg))
     ident.compare(
@@ -61,12 +58,8 @@ _LOSS_GRID = np.concatenate([-(10.0 ** np.linspace(8, -4, 121)), [0.0], 10.0 ** 
 def _loss_sup_one(
     k: LossJit, p: np.ndarray, yi: float, ui: float, hints: Sequence[float]
 ) -> tuple[float, float, bool, float, np.ndarray, np.ndarray]:
-    """``sup_z u z - l(y, z)`` at one point.
-
-    Returns (best, argmax, attained, err, grid offsets, grid values), with
-    ``err`` the bound of :func:`_scalar_min` on how far the supremum may lie
-    above ``best`` (every candidate is a lower bound up to rounding).
-    """
+    """``sup_z u z - l(y, z)``: (best, argmax, attained, err, grid offsets, grid values), ``err``
+    bounding how far the supremum may lie above ``best``."""
     grid = _f64(yi + _LOSS_GRID)
     yv = np.full(grid.size, yi)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -86,7 +79,6 @@ def _loss_sup_one(
 def _loss_conj_sup(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
     k, p, y = loss.jit, P.p, P.y
     ident = r.identity("conj_sup")
-    # inside the domain, plus the finite ends of the domain
     ys, us = P.with_ends()
     cv = _arr(k.conj(_f64(ys), _f64(us), p))
     hint = _arr(k.conj_grad(_f64(ys), _f64(us), p))
@@ -99,10 +91,7 @@ def _loss_conj_sup(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: flo
         sup[i] = best
         lv = float(k.value(np.array([ys[i]]), np.array([arg]), p)[0])
         terms[i] = abs(us[i] * arg) + _fin(lv)
-    # rtol applies to the values compared only: where the supremum is flat (a
-    # piecewise-linear loss at an end of its domain) the maximiser may lie at
-    # |z| ~ 1e8 while l* is of order 1, and |u z|, |l| there enter only
-    # through the rounding of u z - l (_ROUND each) and the solver's bound
+    # rtol of the values compared only: a flat supremum may lie at |z| ~ 1e8 where l* ~ 1
     tol = _tol(rtol, atol, (cv, sup), (terms,), err)
     pts = {"y": ys, "u": us}
     ident.compare(cv, sup, tol, pts, "conj vs numerical sup_z (u z - l(y,z))", mask=attained)
@@ -114,7 +103,6 @@ def _loss_conj_sup(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: flo
         "conj must be >= u z - l(y,z) for every z (supremum not attained on |z - y| <= 1e8, checked from below)",
         mask=~attained,
     )
-    # outside the domain the supremum is unbounded
     ident2 = r.identity("conj_unbounded")
     m = P.out_mask
     if not m.any():

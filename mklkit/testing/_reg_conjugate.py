@@ -1,5 +1,4 @@
-"""The conjugate checks of a regularizer: ``conj_grad``/``conj_hess`` against
-central differences, ``conj`` against a numerical supremum, Fenchel-Young."""
+"""The conjugate checks of a regularizer: derivatives, numerical supremum, Fenchel-Young."""
 
 from __future__ import annotations
 
@@ -9,36 +8,26 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..components.base import RegularizerJit
-from ._common import _arr, _attained, _best, _f64, _fd_tol, _fin, _grid_sup, _sensitivity, _steps, _tol, _ulps
+from ._common import _arr, _attained, _best, _f64, _compare_fd, _fin, _grid_sup, _sensitivity, _steps, _tol, _ulps
 from ._reg_points import _RegPoints, _RegView, _by_C, _central_by_C
 from ._report import _Runner
 
 
 def _reg_conj(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
-    k, p = reg.jit, P.p
+    k = reg.jit
     y = P.y_in
     h = _steps(y, P.C)
     inside = (y - 4 * h > 0) & (y + 4 * h < P.radius)
     ident = r.identity("conj_grad_fd")
-    fd = _central_by_C(P, lambda a, c: k.conj(a, c, p), y, h)
-    an = _by_C(P, lambda a, c: k.conj_grad(a, c, p), y)
-    ok = inside & ~fd.kink & np.isfinite(fd.d)
-    ident.compare(
-        an, fd.d, _fd_tol(an, fd, rtol, atol), {"y": y, "C": P.C}, "conj_grad vs central difference of conj", mask=ok
-    )
+    fd = _central_by_C(P, k.conj, y, h)
+    an = _by_C(P, k.conj_grad, y)
+    _compare_fd(ident, an, fd, rtol, atol, {"y": y, "C": P.C}, "conj_grad vs central difference of conj", inside)
     ident.at_least(an, np.zeros_like(an), atol, {"y": y, "C": P.C}, "conj_grad >= 0", mask=inside)
     ident2 = r.identity("conj_hess_fd")
-    fd2 = _central_by_C(P, lambda a, c: k.conj_grad(a, c, p), y, h)
-    an2 = _by_C(P, lambda a, c: k.conj_hess(a, c, p), y)
-    ok2 = inside & ~fd2.kink & ~fd.kink & np.isfinite(fd2.d)
-    ident2.compare(
-        an2,
-        fd2.d,
-        _fd_tol(an2, fd2, rtol, atol),
-        {"y": y, "C": P.C},
-        "conj_hess vs central difference of conj_grad",
-        mask=ok2,
-    )
+    fd2 = _central_by_C(P, k.conj_grad, y, h)
+    an2 = _by_C(P, k.conj_hess, y)
+    what = "conj_hess vs central difference of conj_grad"
+    _compare_fd(ident2, an2, fd2, rtol, atol, {"y": y, "C": P.C}, what, inside & ~fd.kink)
     ident2.at_least(an2, np.zeros_like(an2), atol, {"y": y, "C": P.C}, "conj_hess >= 0", mask=inside)
 
 
@@ -48,11 +37,7 @@ _REG_GRID = np.concatenate([[0.0], 10.0 ** np.linspace(-8, 8, 161)])
 def _reg_sup_one(
     k: RegularizerJit, p: np.ndarray, c: float, yi: float, s: float, hints: Sequence[float]
 ) -> tuple[float, float, bool, float, np.ndarray, np.ndarray]:
-    """``sup_{x >= 0} x y - value(x)``: (best, argmax, attained, err, grid, grid values).
-
-    ``err`` bounds how far the supremum may lie above ``best``, as in
-    :func:`mklkit.testing._loss_conjugate._loss_sup_one`.
-    """
+    """``sup_{x >= 0} x y - value(x)``: (best, argmax, attained, err, grid, grid values)."""
     grid = _f64(s * _REG_GRID)
     with np.errstate(invalid="ignore", over="ignore"):
         vals = yi * grid - _arr(k.value(grid, c, p))
@@ -77,8 +62,8 @@ def _reg_conj_sup(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float)
     ys = np.concatenate([P.y_in, [0.0] * len(P.Cs), P.radius[m]])
     Cs = np.concatenate([P.C, P.Cs, P.C[m]])
     V = _RegView(P, Cs)
-    cv = _by_C(V, lambda a, c: k.conj(a, c, p), ys)
-    hint = _by_C(V, lambda a, c: k.conj_grad(a, c, p), ys)
+    cv = _by_C(V, k.conj, ys)
+    hint = _by_C(V, k.conj_grad, ys)
     sup = np.empty(ys.size)
     terms = np.empty(ys.size)
     err = np.empty(ys.size)
@@ -89,8 +74,6 @@ def _reg_conj_sup(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float)
         best, arg, attained[i], err[i], _, _ = _reg_sup_one(k, p, c, float(ys[i]), s, [float(hint[i]), 0.0])
         sup[i] = best
         terms[i] = abs(ys[i] * arg) + _fin(k.value(_f64([arg]), c, p)[0])
-    # relative to the values compared, as for losses: at conj_radius(C) the
-    # supremum of a block-norm-like regularizer is flat out to x ~ 1e8
     tol = _tol(rtol, atol, (cv, sup), (terms,), err)
     pts = {"y": ys, "C": Cs}
     ident.compare(cv, sup, tol, pts, "conj vs numerical sup_{x>=0} (x y - value(x))", mask=attained)
@@ -128,26 +111,25 @@ def _reg_conj_sup(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float)
 
 def _reg_fenchel_young(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float, rng: np.random.Generator) -> None:
     ident = r.identity("fenchel_young")
-    k, p = reg.jit, P.p
+    k = reg.jit
     x = rng.permutation(P.x)
     y = P.y_in
-    gv = _by_C(P, lambda a, c: k.value(a, c, p), x)
-    cv = _by_C(P, lambda a, c: k.conj(a, c, p), y)
+    gv = _by_C(P, k.value, x)
+    cv = _by_C(P, k.conj, y)
     tol = _tol(rtol, atol, (gv + cv, x * y), (gv, cv, x * y))
     ident.at_least(
         gv + cv, x * y, tol, {"x": x, "y": y, "C": P.C}, "Fenchel-Young inequality value(x) + conj(y) >= x y"
     )
-    # equality at (p, v - p) with p = prox(v)
-    pr = _by_C(P, lambda a, c: k.prox(a, c, p), P.v)
+    pr = _by_C(P, k.prox, P.v)
     pr = np.maximum(pr, 0.0)
     ys = P.v - pr
     near = np.isfinite(P.radius) & (ys > P.radius) & (ys <= P.radius * (1 + 1e-12))
     ys = np.where(near, P.radius, np.maximum(ys, 0.0))
-    gp = _by_C(P, lambda a, c: k.value(a, c, p), pr)
-    cy = _by_C(P, lambda a, c: k.conj(a, c, p), ys)
+    gp = _by_C(P, k.value, pr)
+    cy = _by_C(P, k.conj, ys)
     du = _ulps(P.v, pr, ys)
-    cond_c, ok_c = _sensitivity(lambda a: _by_C(P, lambda b, c: k.conj(b, c, p), a), ys, du)
-    cond_g, ok_g = _sensitivity(lambda a: _by_C(P, lambda b, c: k.value(b, c, p), a), pr, du)
+    cond_c, ok_c = _sensitivity(lambda a: _by_C(P, k.conj, a), ys, du)
+    cond_g, ok_g = _sensitivity(lambda a: _by_C(P, k.value, a), pr, du)
     ident.compare(
         gp + cy,
         pr * ys,
@@ -156,13 +138,12 @@ def _reg_fenchel_young(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: f
         "Fenchel-Young equality at x = prox(v), y = v - x",
         mask=ok_c & ok_g,
     )
-    # equality at x = conj_grad(y)
-    xg = _by_C(P, lambda a, c: k.conj_grad(a, c, p), y)
-    gx = _by_C(P, lambda a, c: k.value(a, c, p), np.maximum(xg, 0.0))
-    # beyond the range of the supremum grid value may overflow: not checkable
+    xg = _by_C(P, k.conj_grad, y)
+    gx = _by_C(P, k.value, np.maximum(xg, 0.0))
+    # beyond the supremum's grid value may overflow
     reach = np.abs(xg) <= 1e8 * np.maximum(np.maximum(1.0, P.C), y)
     xs = np.where(reach, np.maximum(xg, 0.0), 0.0)
-    cond, ok = _sensitivity(lambda a: _by_C(P, lambda b, c: k.value(b, c, p), a), xs, _ulps(xs))
+    cond, ok = _sensitivity(lambda a: _by_C(P, k.value, a), xs, _ulps(xs))
     ident.compare(
         gx + cv,
         xg * y,

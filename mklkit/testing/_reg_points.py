@@ -1,8 +1,9 @@
-"""The random points at which the regularizer identities are checked, grouped by
-``C``, and the group-wise evaluation of a kernel and of its central differences."""
+"""The random points of the regularizer identities, grouped by ``C``, and the group-wise evaluation
+of a kernel ``fn(values, C, params)`` and of its central differences."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Callable
 
@@ -12,15 +13,16 @@ from ._common import _FD, _arr, _central, _f64
 
 
 class _RegView:
-    """Rows with a value of ``C`` each, grouped by ``C``: the points of
-    :class:`_RegPoints`, or other rows over the same values of ``C``."""
+    """Rows with a value of ``C`` each, over the values ``Cs`` of the points ``P``."""
 
     C: np.ndarray
     Cs: list[float]
+    p: np.ndarray
 
     def __init__(self, P: _RegView, C: np.ndarray):
         self.C = C
         self.Cs = P.Cs
+        self.p = P.p
 
     def groups(self) -> list[tuple[float, np.ndarray]]:
         return [(c, np.flatnonzero(self.C == c)) for c in self.Cs]
@@ -61,31 +63,23 @@ class _RegPoints(_RegView):
         self.d = 10.0 ** rng.uniform(-2.0, 2.0, m)
 
 
-def _by_C(
-    P: _RegView, fn: Callable[[np.ndarray, float], Any], a: np.ndarray, mask: np.ndarray | None = None
-) -> np.ndarray:
-    """Apply ``fn(values, C)`` group-wise; rows outside ``mask`` are NaN."""
+def _by_C(P: _RegView, fn: Callable[..., Any], a: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """``fn(values, C, params)`` group-wise; rows outside ``mask`` are NaN."""
     a = np.asarray(a, dtype=np.float64)
     out = np.full(a.shape, np.nan)
     for c, idx in P.groups():
         if mask is not None:
             idx = idx[mask[idx]]
         if idx.size:
-            out[idx] = _arr(fn(_f64(a[idx]), c))
+            out[idx] = _arr(fn(_f64(a[idx]), c, P.p))
     return out
 
 
-def _central_by_C(P: _RegView, fn: Callable[[np.ndarray, float], Any], x: np.ndarray, h: np.ndarray) -> _FD:
-    parts = []
-    order = []
-    for c, idx in P.groups():
-        if idx.size:
-            parts.append(_central(lambda a, c=c: fn(a, c), _f64(x[idx]), h[idx]))
-            order.append(idx)
-    idx = np.concatenate(order)
+def _central_by_C(P: _RegView, fn: Callable[..., Any], x: np.ndarray, h: np.ndarray) -> _FD:
+    """Central differences of ``fn(values, C, params)`` group-wise."""
+    groups = [(c, idx) for c, idx in P.groups() if idx.size]
+    parts = [_central(lambda a, c=c: fn(a, c, P.p), _f64(x[idx]), h[idx]) for c, idx in groups]
+    idx = np.concatenate([idx for _, idx in groups])
     inv = np.empty_like(idx)
     inv[idx] = np.arange(idx.size)
-    fields = {}
-    for name in ("d", "err", "kink", "fmax", "dplus", "dminus"):
-        fields[name] = np.concatenate([getattr(pt, name) for pt in parts])[inv]
-    return _FD(**fields)
+    return _FD(*(np.concatenate([getattr(pt, f.name) for pt in parts])[inv] for f in dataclasses.fields(_FD)))

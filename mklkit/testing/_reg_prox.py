@@ -1,5 +1,4 @@
-"""The proximal checks of a regularizer: the sparsity claim, ``prox`` (optimality,
-numerical minimisation, ``prox_deriv``) and the Moreau envelope."""
+"""The proximal checks of a regularizer: the sparsity claim, ``prox`` and the Moreau envelope."""
 
 from __future__ import annotations
 
@@ -8,26 +7,15 @@ from typing import Any
 
 import numpy as np
 
-from ._common import _EPS, _ROUND, _arr, _f64, _fd_tol, _fin, _scalar_min, _sensitivity, _steps, _tol, _ulps
+from ._common import _EPS, _ROUND, _arr, _f64, _compare_fd, _fin, _scalar_min, _sensitivity, _steps, _tol, _ulps
 from ._reg_points import _RegPoints, _RegView, _by_C, _central_by_C
 from ._report import _Runner
 
 
 def _reg_sparse(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
-    r"""``sparse`` must match the right derivative of ``value`` at 0.
-
-    The right derivative :math:`a = \tilde g_C'(0^+)` is estimated by
-    Richardson extrapolation of difference quotients, :math:`2D(h) - D(2h)`
-    with :math:`h = 10^{-12}C` (exact for a linear-plus-quadratic value such
-    as the elastic net).  A sparse regularizer needs :math:`a` above the
-    rounding noise of that estimate and ``prox(v) = 0`` for
-    :math:`0 < v \le 0.45a`.  A non-sparse one needs a difference quotient
-    that tends to 0: it must shrink by 10 % or more between steps
-    :math:`10^{-3}C` and :math:`10^{-12}C` (so :math:`x^q` with
-    :math:`q - 1 \lesssim 0.004` looks sparse in double precision).
-    ``zero_threshold(C)`` (derived from ``prox``, or the component's own) must
-    equal :math:`a` for a sparse regularizer and 0 otherwise.
-    """
+    r"""``sparse`` and ``zero_threshold`` against :math:`a = \tilde g_C'(0^+) \approx 2D(h) - D(2h)`,
+    :math:`h = 10^{-12}C` (Richardson): sparse needs :math:`a` above its noise and ``prox`` = 0 below
+    :math:`0.45a`; non-sparse, difference quotients shrinking by 10 % from step :math:`10^{-3}C`."""
     ident = r.identity("sparse_claim")
     zt = r.identity("zero_threshold")
     k, p = reg.jit, P.p
@@ -60,7 +48,6 @@ def _reg_sparse(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
                     f"sparse is True but prox(v) = {pr[i]:.6g} != 0 below the right derivative of value at 0 ({a:.6g})"
                 ),
             )
-            # zero_threshold (the C_max of every engine) is that right derivative
             t = float(reg.zero_threshold(c))
             tol_t = rtol * abs(a) + noise
             if abs(t - a) <= tol_t:
@@ -95,19 +82,18 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     v = np.concatenate([[0.0], P.v])
     C = np.concatenate([[P.Cs[0]], P.C])
     Pv = _RegView(P, C)
-    pr = _by_C(Pv, lambda a, c: k.prox(a, c, p), v)
+    pr = _by_C(Pv, k.prox, v)
     pts = {"v": v, "C": C}
     ident = r.identity("prox_optimality")
     tolb = atol + rtol * v
     ident.at_least(pr, np.zeros_like(pr), tolb, pts, "prox(v) >= 0")
     ident.at_least(v, pr, tolb, pts, "prox(v) <= v (value is non-decreasing)")
-    # subgradient condition with one-sided differences of value at p
     pc = np.maximum(pr, 0.0)
     H = 1e-6 * np.maximum(pc, C)
     Hl = np.minimum(H, pc)
-    f0 = _by_C(Pv, lambda a, c: k.value(a, c, p), pc)
-    fp = _by_C(Pv, lambda a, c: k.value(a, c, p), pc + H)
-    fm = _by_C(Pv, lambda a, c: k.value(a, c, p), pc - Hl)
+    f0 = _by_C(Pv, k.value, pc)
+    fp = _by_C(Pv, k.value, pc + H)
+    fm = _by_C(Pv, k.value, pc - Hl)
     with np.errstate(invalid="ignore", divide="ignore"):
         dplus = (fp - f0) / ((pc + H) - pc)
         dminus = np.where(Hl > 0, (f0 - fm) / np.where(Hl > 0, pc - (pc - Hl), 1.0), -np.inf)
@@ -118,7 +104,6 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     ident.at_least(
         resid, dminus, tol, pts, "optimality of prox: v - prox(v) >= left derivative of value at prox(v)", mask=Hl > 0
     )
-    # numerical minimisation
     ident2 = r.identity("prox_numeric")
     pnum = np.empty(v.size)
     dx = np.zeros(v.size)
@@ -139,28 +124,44 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
         xb, fb, _, dx[i] = _scalar_min(obj, a, b)
         pnum[i] = xb if fb <= gv[j] else grid[j]
         fobj[i] = _fin(k.value(_f64([pnum[i]]), c, p)[0]) + 0.5 * (pnum[i] - vi) ** 2
-    # relative to the prox itself (not to max(v, C)); the minimiser is known to
-    # the solver's bracket dx and, as the objective is 1-strongly convex, to
-    # 2 sqrt(rounding of the objective) (closer points cannot be told apart)
+    # the minimiser of a 1-strongly convex objective is known to dx and 2 sqrt(its rounding)
     tolx = _tol(rtol, atol, (pr, pnum), extra=dx + 2.0 * np.sqrt(_ROUND * fobj))
     ident2.compare(pr, pnum, tolx, pts, "prox(v) vs scipy minimize_scalar of value(x) + (x - v)^2/2 over [0, v]")
-    # prox_deriv
     ident3 = r.identity("prox_deriv_fd")
     vv = P.v
     h = _steps(vv, P.C)
-    an = _by_C(P, lambda a, c: k.prox_deriv(a, c, p), vv)
-    fds = _central_by_C(P, lambda a, c: k.prox(a, c, p), vv, h)
-    ok = (vv - 4 * h > 0) & ~fds.kink & np.isfinite(fds.d)
-    ident3.compare(
-        an,
-        fds.d,
-        _fd_tol(an, fds, rtol, atol),
-        {"v": vv, "C": P.C},
-        "prox_deriv vs central difference of prox",
-        mask=ok,
+    an = _by_C(P, k.prox_deriv, vv)
+    fds = _central_by_C(P, k.prox, vv, h)
+    _compare_fd(
+        ident3, an, fds, rtol, atol, {"v": vv, "C": P.C}, "prox_deriv vs central difference of prox", vv - 4 * h > 0
     )
     ident3.at_least(an, np.zeros_like(an), atol, {"v": vv, "C": P.C}, "prox_deriv >= 0")
     ident3.at_least(np.ones_like(an), an, atol + rtol, {"v": vv, "C": P.C}, "prox_deriv <= 1")
+
+
+def _env_min_one(k: Any, p: np.ndarray, c: float, yi: float, b: float, pr: float) -> tuple[float, float, float]:
+    """``min_{0 <= t <= b} conj(t) + (t - y)^2/2`` over a grid, Brent and the hint ``y - prox(y)``:
+    the minimum, the size of its terms and the error bound of :func:`_scalar_min`."""
+
+    def obj(t: float) -> float:
+        return float(k.conj(_f64([t]), c, p)[0]) + 0.5 * (t - yi) ** 2
+
+    cands = [(obj(0.0), 0.0), (obj(b), b)]
+    err = 0.0
+    if b > 0:
+        grid = np.linspace(0.0, b, 65)
+        gv = _arr(k.conj(_f64(grid), c, p)) + 0.5 * (grid - yi) ** 2
+        gv = np.where(np.isnan(gv), np.inf, gv)
+        j = int(np.argmin(gv))
+        cands.append((float(gv[j]), float(grid[j])))
+        tb, fb, err, _ = _scalar_min(obj, grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)])
+        cands.append((fb, tb))
+    hint = yi - float(pr)
+    if math.isfinite(hint) and 0.0 <= hint <= b:
+        cands.append((obj(hint), hint))
+    finite = [q for q in cands if math.isfinite(q[0])]
+    num, arg = min(finite) if finite else (math.inf, 0.0)
+    return num, _fin(k.conj(_f64([arg]), c, p)[0]) + 0.5 * (arg - yi) ** 2, err
 
 
 def _reg_moreau(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
@@ -169,13 +170,13 @@ def _reg_moreau(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
     C = np.concatenate([[P.Cs[0]], P.C])
     V = _RegView(P, C)
     pts = {"y": y, "C": C}
-    env = _by_C(V, lambda a, c: k.env(a, c, p), y)
-    pr = _by_C(V, lambda a, c: k.prox(a, c, p), y)
-    gp = _by_C(V, lambda a, c: k.value(a, c, p), np.maximum(pr, 0.0))
+    env = _by_C(V, k.env, y)
+    pr = _by_C(V, k.prox, y)
+    gp = _by_C(V, k.value, np.maximum(pr, 0.0))
     lhs = env + gp + 0.5 * (pr - y) ** 2
     rhs = 0.5 * y**2
     pc = np.maximum(pr, 0.0)
-    cond, ok = _sensitivity(lambda a: _by_C(V, lambda b, c: k.value(b, c, p), a), pc, _ulps(pc, y))
+    cond, ok = _sensitivity(lambda a: _by_C(V, k.value, a), pc, _ulps(pc, y))
     r.identity("moreau_decomposition").compare(
         lhs,
         rhs,
@@ -184,69 +185,30 @@ def _reg_moreau(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
         "Moreau decomposition env(y) + value(p) + (p - y)^2/2 vs y^2/2, p = prox(y)",
         mask=ok,
     )
-    eg = _by_C(V, lambda a, c: k.env_grad(a, c, p), y)
+    eg = _by_C(V, k.env_grad, y)
     # prox(y) is computed from y (a shrinkage y - t): its rounding is relative to y
     r.identity("env_grad_prox").compare(eg, pr, _tol(rtol, atol, (eg, pr), (y,)), pts, "env_grad(y) vs prox(y)")
-    eh = _by_C(V, lambda a, c: k.env_hess(a, c, p), y)
-    pd = _by_C(V, lambda a, c: k.prox_deriv(a, c, p), y)
+    eh = _by_C(V, k.env_hess, y)
+    pd = _by_C(V, k.prox_deriv, y)
     r.identity("env_hess_prox_deriv").compare(eh, pd, _tol(rtol, atol, (eh, pd)), pts, "env_hess(y) vs prox_deriv(y)")
-    # envelope from its definition
-    ident = r.identity("env_min")
     rad = np.array([float(reg.conj_radius(c)) for c in C])
-    num = np.empty(y.size)
-    terms = np.zeros(y.size)
-    err = np.zeros(y.size)
-    for i in range(y.size):
-        c, yi = float(C[i]), float(y[i])
-        b = min(yi, rad[i])
-
-        def obj(t: float, c: float = c, yi: float = yi) -> float:
-            return float(k.conj(_f64([t]), c, p)[0]) + 0.5 * (t - yi) ** 2
-
-        cands = [(obj(0.0), 0.0), (obj(b), b)]
-        if b > 0:
-            grid = np.linspace(0.0, b, 65)
-            gv = _arr(k.conj(_f64(grid), c, p)) + 0.5 * (grid - yi) ** 2
-            gv = np.where(np.isnan(gv), np.inf, gv)
-            j = int(np.argmin(gv))
-            cands.append((float(gv[j]), float(grid[j])))
-            tb, fb, err[i], _ = _scalar_min(obj, grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)])
-            cands.append((fb, tb))
-        hint = yi - float(pr[i])
-        if math.isfinite(hint) and 0.0 <= hint <= b:
-            cands.append((obj(hint), hint))
-        finite = [q for q in cands if math.isfinite(q[0])]
-        num[i], arg = min(finite) if finite else (math.inf, 0.0)
-        terms[i] = _fin(k.conj(_f64([arg]), c, p)[0]) + 0.5 * (arg - yi) ** 2
+    one = [_env_min_one(k, p, float(C[i]), float(y[i]), min(float(y[i]), rad[i]), pr[i]) for i in range(y.size)]
+    num, terms, err = (np.array(col, dtype=np.float64) for col in zip(*one))
     # relative to the envelope itself (not to y^2/2, the size of the objective at y' = 0)
-    ident.compare(
+    r.identity("env_min").compare(
         env,
         num,
         _tol(rtol, atol, (env, num), (terms,), err),
         pts,
         "env(y) vs numerical min_{y' >= 0} conj(y') + (y' - y)^2/2",
     )
-    # derivatives of the envelope
-    vv, Cv = P.v, P.C
-    h = _steps(vv, Cv)
+    vv, pts_v = P.v, {"y": P.v, "C": P.C}
+    h = _steps(vv, P.C)
     okd = vv - 4 * h > 0
-    fd = _central_by_C(P, lambda a, c: k.env(a, c, p), vv, h)
-    an = _by_C(P, lambda a, c: k.env_grad(a, c, p), vv)
-    r.identity("env_grad_fd").compare(
-        an,
-        fd.d,
-        _fd_tol(an, fd, rtol, atol),
-        {"y": vv, "C": Cv},
-        "env_grad vs central difference of env",
-        mask=okd & ~fd.kink & np.isfinite(fd.d),
-    )
-    fd2 = _central_by_C(P, lambda a, c: k.env_grad(a, c, p), vv, h)
-    an2 = _by_C(P, lambda a, c: k.env_hess(a, c, p), vv)
-    r.identity("env_hess_fd").compare(
-        an2,
-        fd2.d,
-        _fd_tol(an2, fd2, rtol, atol),
-        {"y": vv, "C": Cv},
-        "env_hess vs central difference of env_grad",
-        mask=okd & ~fd2.kink & ~fd.kink & np.isfinite(fd2.d),
-    )
+    fd = _central_by_C(P, k.env, vv, h)
+    an = _by_C(P, k.env_grad, vv)
+    _compare_fd(r.identity("env_grad_fd"), an, fd, rtol, atol, pts_v, "env_grad vs central difference of env", okd)
+    fd2 = _central_by_C(P, k.env_grad, vv, h)
+    an2 = _by_C(P, k.env_hess, vv)
+    what = "env_hess vs central difference of env_grad"
+    _compare_fd(r.identity("env_hess_fd"), an2, fd2, rtol, atol, pts_v, what, okd & ~fd.kink)
