@@ -230,10 +230,7 @@ class Registry:
     def broken_plugin(self, plugin: str) -> BrokenPlugin | None:
         """The :class:`BrokenPlugin` named by plugin or distribution name, or None."""
         key = _norm(plugin)
-        for b in self._broken:
-            if key in (_norm(b.name), _norm(b.dist)):
-                return b
-        return None
+        return next((b for b in self._broken if key in (_norm(b.name), _norm(b.dist))), None)
 
     def provided_by(self, plugin: str) -> list[Registration]:
         """Registrations of one plugin, named by plugin or distribution name."""
@@ -257,12 +254,8 @@ class Registry:
         elif isinstance(spec, Mapping):
             kwargs = dict(spec)
             if "name" not in kwargs:
-                raise ParamError(
-                    "name",
-                    None,
-                    f"given: a {kind} spec names its {kind} (one of {', '.join(sorted(regs)) or 'none'})",
-                    owner=kind,
-                )
+                names = ", ".join(sorted(regs)) or "none"
+                raise ParamError("name", None, f"given: a {kind} spec names its {kind} (one of {names})", owner=kind)
             name = kwargs.pop("name")
             if not isinstance(name, str):
                 raise ParamError("name", name, f"a string naming a {kind}", owner=kind)

@@ -1,8 +1,10 @@
-"""What the loss and regularizer checks share: tolerances, central differences, scalar optima,
-kinks, the check of one kernel output and the identities of every component (docs/plugins.md §7)."""
+"""What the loss and regularizer checks share: tolerances, central differences, scalar optima, kinks,
+the random points, the check of one kernel output and the identities of every component
+(docs/plugins.md §7)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -10,6 +12,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from scipy import optimize
 
+from ..components.base import CLASSIFICATION
 from ..declaration import declaration_problems, unjitted_problem
 from ._report import _Identity, _Runner
 
@@ -52,6 +55,17 @@ def _tol(rtol: float, atol: float, compared: Sequence[Any], terms: Sequence[Any]
     """Tolerance of an identity: ``rtol`` of the values ``compared`` (never of the ``terms`` they
     were computed from), plus the rounding of those terms and ``extra``, an error estimate."""
     return atol + rtol * _mag(*compared) + _ROUND * _fin(*terms) + extra
+
+
+def _sum_identity(ident, parts, rhs, rtol, atol, points, what, cond=0.0, mask=None, at_least=False) -> None:
+    """Require ``sum(parts) == rhs`` (``>=`` with ``at_least``) within :func:`_tol` of both sides, the
+    rounding of every term and ``cond``."""
+    lhs = sum(parts[1:], parts[0])
+    tol = _tol(rtol, atol, (lhs, rhs), (*parts, rhs), cond)
+    if at_least:
+        ident.at_least(lhs, rhs, tol, points, what, mask=mask)
+    else:
+        ident.compare(lhs, rhs, tol, points, what, mask=mask)
 
 
 def _steps(x: np.ndarray, scale: np.ndarray | float) -> np.ndarray:
@@ -196,6 +210,21 @@ def _attained(
     return True
 
 
+def _sup_checks(ident, cv, found, points, rtol, atol, what, what_below) -> None:
+    """``cv`` against numerical suprema ``found``, rows ``(best, size of its terms, attained, err)``:
+    equal where attained, else at least ``best`` (rtol of the values compared only: a flat supremum
+    may lie at ``|z| ~ 1e8`` where the conjugate is of order 1)."""
+    sup, terms, attained, err = (np.array(col) for col in zip(*found))
+    tol = _tol(rtol, atol, (cv, sup), (terms,), err)
+    ident.compare(cv, sup, tol, points, what, mask=attained.astype(bool))
+    ident.at_least(cv, sup, tol, points, what_below, mask=~attained.astype(bool))
+
+
+def _sup_within(offsets: np.ndarray, vals: np.ndarray, s: float) -> tuple[float, float]:
+    """The largest of ``vals`` over ``|offsets| <= 1e3 s`` and over ``1e6 s``."""
+    return tuple(float(np.max(np.where(np.abs(offsets) <= f * s, vals, -np.inf))) for f in (1e3, 1e6))
+
+
 def _jumps(xs: np.ndarray, d: np.ndarray, scale: float) -> np.ndarray:
     """Indices ``i`` where ``d`` jumps between ``xs[i]`` and ``xs[i+1]``."""
     delta = np.abs(np.diff(d, axis=-1))
@@ -267,3 +296,137 @@ def _begin(comp: Any, kind: str, seed: int) -> tuple[np.random.Generator, _Runne
     r.run("declaration", _no_problems, r.identity("declaration"), lambda: declaration_problems(comp, kind=kind))
     r.run("numba_jit", _no_problems, r.identity("numba_jit"), lambda: unjitted_problem(comp))
     return rng, r
+
+
+class _LossPoints:
+    """Random points for a loss."""
+
+    def __init__(self, loss: Any, rng: np.random.Generator, n: int):
+        k = loss.jit
+        self.p = _f64(loss.param_vector)
+        n = max(int(n), 8)
+        if loss.task == CLASSIFICATION:
+            y = rng.choice(np.array([-1.0, 1.0]), size=n)
+            y[0], y[1] = -1.0, 1.0
+        else:
+            y = np.round(rng.normal(0.0, 2.0, size=n), 3)
+            y[0] = 0.0
+        self.y = _f64(y)
+        third = n // 3
+        z = np.empty(n)
+        z[:third] = rng.uniform(-4.0, 4.0, third)
+        z[third : 2 * third] = y[third : 2 * third] + rng.uniform(-1.5, 1.5, third)
+        m = n - 2 * third
+        z[2 * third :] = rng.choice([-1.0, 1.0], m) * 10.0 ** rng.uniform(-3.0, 2.5, m)
+        self.z = _f64(z)
+        lo = _arr(k.conj_lower(self.y, self.p))
+        hi = _arr(k.conj_upper(self.y, self.p))
+        self.lo, self.hi = lo, hi
+        self.u, self.u_out, self.out_mask = self._draw_u(rng, lo, hi)
+
+    def with_ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """(y, u): the points inside the domain, then the finite lower and upper ends."""
+        ys, us = [self.y], [self.u]
+        for b in (self.lo, self.hi):
+            fb = np.isfinite(b)
+            ys.append(self.y[fb])
+            us.append(b[fb])
+        return np.concatenate(ys), np.concatenate(us)
+
+    def _draw_u(self, rng, lo, hi):
+        n = lo.size
+        flo, fhi = np.isfinite(lo), np.isfinite(hi)
+        both = flo & fhi
+        width = np.where(both, hi - lo, 1.0)
+        t = rng.uniform(0.02, 0.98, n)
+        mag = 10.0 ** rng.uniform(-1.5, 1.5, n)
+        u = np.where(
+            both,
+            lo + width * t,
+            np.where(
+                flo, lo + mag, np.where(fhi, hi - mag, rng.choice([-1.0, 1.0], n) * 10.0 ** rng.uniform(-2.0, 1.5, n))
+            ),
+        )
+        delta = np.maximum(1.0, np.where(both, width, 1.0)) * rng.uniform(0.05, 1.0, n)
+        side_hi = rng.random(n) < 0.5
+        out = np.where(fhi & (side_hi | ~flo), hi + delta, lo - delta)
+        out_mask = flo | fhi
+        return _f64(u), _f64(np.where(out_mask, out, 0.0)), out_mask
+
+
+def _interior(P: _LossPoints, u: np.ndarray, h: np.ndarray, k: int = 4) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        return (u - k * h > P.lo) & (u + k * h < P.hi)
+
+
+class _RegView:
+    """Rows with a value of ``C`` each, over the values ``Cs`` of the points ``P``."""
+
+    C: np.ndarray
+    Cs: list[float]
+    p: np.ndarray
+
+    def __init__(self, P: _RegView, C: np.ndarray):
+        self.C = C
+        self.Cs = P.Cs
+        self.p = P.p
+
+    def groups(self) -> list[tuple[float, np.ndarray]]:
+        return [(c, np.flatnonzero(self.C == c)) for c in self.Cs]
+
+
+class _RegPoints(_RegView):
+    """Random points for a regularizer, grouped by ``C``."""
+
+    def __init__(self, reg: Any, rng: np.random.Generator, n: int, C: Any):
+        self.p = _f64(reg.param_vector)
+        n = max(int(n), 8)
+        if C is None:
+            Cs = 10.0 ** rng.uniform(math.log10(0.05), math.log10(5.0), 3)
+        else:
+            Cs = np.atleast_1d(np.asarray(C, dtype=np.float64))
+        if Cs.size == 0 or not np.all(Cs > 0) or not np.all(np.isfinite(Cs)):
+            raise ValueError(f"C must be positive and finite; got {Cs!r}")
+        Cs = np.array(list(dict.fromkeys(float(c) for c in Cs)))
+        self.Cs = [float(c) for c in Cs]
+        per = max(n // len(self.Cs), 6)
+        self.C = np.repeat(Cs, per)
+        m = self.C.size
+
+        def draw() -> np.ndarray:
+            half = m // 2
+            a = np.empty(m)
+            a[:half] = self.C[:half] * 10.0 ** rng.uniform(-2.0, 1.3, half)
+            a[half:] = 10.0 ** rng.uniform(-2.0, 1.0, m - half)
+            return a
+
+        self.x, self.v, self.y = draw(), draw(), draw()
+        self.radius = np.array([float(reg.conj_radius(c)) for c in self.C])
+        fin = np.isfinite(self.radius)
+        t = rng.uniform(0.02, 0.98, m)
+        self.y_in = np.where(fin, self.radius * t, self.y)
+        self.y_out = np.where(fin, self.radius * (1.0 + rng.uniform(0.05, 1.0, m)), np.nan)
+        self.out_mask = fin
+        self.d = 10.0 ** rng.uniform(-2.0, 2.0, m)
+
+
+def _by_C(P: _RegView, fn: Callable[..., Any], a: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """``fn(values, C, params)`` group-wise; rows outside ``mask`` are NaN."""
+    a = np.asarray(a, dtype=np.float64)
+    out = np.full(a.shape, np.nan)
+    for c, idx in P.groups():
+        if mask is not None:
+            idx = idx[mask[idx]]
+        if idx.size:
+            out[idx] = _arr(fn(_f64(a[idx]), c, P.p))
+    return out
+
+
+def _central_by_C(P: _RegView, fn: Callable[..., Any], x: np.ndarray, h: np.ndarray) -> _FD:
+    """Central differences of ``fn(values, C, params)`` group-wise."""
+    groups = [(c, idx) for c, idx in P.groups() if idx.size]
+    parts = [_central(lambda a, c=c: fn(a, c, P.p), _f64(x[idx]), h[idx]) for c, idx in groups]
+    idx = np.concatenate([idx for _, idx in groups])
+    inv = np.empty_like(idx)
+    inv[idx] = np.arange(idx.size)
+    return _FD(*(np.concatenate([getattr(pt, f.name) for pt in parts])[inv] for f in dataclasses.fields(_FD)))

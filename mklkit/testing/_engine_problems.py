@@ -17,8 +17,6 @@ from ..engines import common
 from ..kernels.factor import FactorBank
 from ..problem import Problem
 
-__all__ = ["KitProblem", "sample_bank", "sample_points", "exact_factors", "KIT_REPRESENTATIONS", "engine_problems"]
-
 
 def standardize(X: np.ndarray) -> np.ndarray:
     """Columns centred and scaled to unit standard deviation (constant columns centred only)."""
@@ -75,9 +73,7 @@ def exact_factors(K: np.ndarray, rtol: float = 1e-10) -> Any:
 def _data(task: str, n: int, seed: int, representation: str = "array") -> tuple[Any, np.ndarray]:
     X, y = sample_points("sonar", n, seed) if task == "classification" else sample_points("liver", n, seed + 1)
     K = sample_bank(X)
-    if representation == "factor":
-        return exact_factors(K), y
-    return K, y
+    return (exact_factors(K) if representation == "factor" else K), y
 
 
 def _representation(engine: Any, representation: str | None) -> str:

@@ -9,8 +9,7 @@ import numpy as np
 from scipy import optimize
 
 from ..components.base import ConstrainedConjugate
-from ._common import _SOLVER_RTOL, _arr, _central, _check_output, _f64, _fd_tol, _mag, _steps, _tol
-from ._loss_points import _LossPoints
+from ._common import _SOLVER_RTOL, _arr, _central, _check_output, _f64, _fd_tol, _LossPoints, _mag, _steps, _tol
 from ._report import _Runner
 
 

@@ -8,8 +8,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-__all__ = ["CheckResult", "ConformanceReport"]
-
 
 @dataclass(frozen=True)
 class CheckResult:
@@ -115,11 +113,7 @@ class _Identity:
         self.hard: list[tuple[str, dict | None]] = []
 
     def _point(self, points: dict[str, np.ndarray], i: int) -> dict[str, Any]:
-        pt: dict[str, Any] = {}
-        for k, v in points.items():
-            pt[k] = float(np.asarray(v).reshape(-1)[i])
-        pt["params"] = dict(self.params)
-        return pt
+        return {**{k: float(np.asarray(v).reshape(-1)[i]) for k, v in points.items()}, "params": dict(self.params)}
 
     def _record(self, err, tol, ok, points, describe) -> None:
         err = np.asarray(err, dtype=np.float64).reshape(-1)
@@ -147,8 +141,6 @@ class _Identity:
         a = np.asarray(a)
         if a.dtype != bool:
             a = a.astype(np.float64, copy=False)
-        if a.ndim == 0:
-            return np.broadcast_to(a, shape)
         return np.broadcast_to(a.reshape(a.shape + (1,) * (len(shape) - a.ndim)), shape)
 
     def _select(
@@ -237,15 +229,13 @@ class _Runner:
             self.params = dict(component.get_params())
         except Exception:  # pragma: no cover - a broken get_params is reported by declaration
             self.params = {}
-        self.results: dict[str, _Identity] = {}
-        self.order: list[str] = []
+        self.results: dict[str, _Identity] = {}  # in report order
         self.current = ""
 
     def identity(self, name: str) -> _Identity:
         """The accumulator of ``name``; it becomes the one being checked."""
         if name not in self.results:
             self.results[name] = _Identity(name, self.params)
-            self.order.append(name)
         self.current = name
         return self.results[name]
 
@@ -267,4 +257,4 @@ class _Runner:
                     ident.fail(f"not checked: {where} raised {type(exc).__name__} first")
 
     def report(self, seed: int | None = None) -> ConformanceReport:
-        return ConformanceReport(self.component, [self.results[n].result() for n in self.order], seed=seed)
+        return ConformanceReport(self.component, [ident.result() for ident in self.results.values()], seed=seed)

@@ -79,12 +79,12 @@ def check_component(
     if isinstance(component, type):
         component = component()
     kind = getattr(component, "kind", None)
-    check = {"loss": check_loss, "regularizer": check_regularizer}.get(kind)
-    if check is None:
+    if kind not in ("loss", "regularizer"):
         raise TypeError(
             f"check_component needs a loss or a regularizer (kind 'loss' or 'regularizer'); "
             f"got {type(component).__name__} with kind {kind!r}"
         )
+    check = check_loss if kind == "loss" else check_regularizer
     return check(component, n_points=n_points, seed=seed, rtol=rtol, atol=atol)
 
 

@@ -8,11 +8,16 @@ from typing import Any
 import numpy as np
 
 from ..components.base import CLASSIFICATION, LabelError
-from ._common import _ROUND, _arr, _begin, _check_output, _f64, _tol
-from ._loss_conjugate import _loss_conj_sup, _loss_fenchel_young
+from ._common import _ROUND, _arr, _begin, _check_output, _f64, _LossPoints, _tol
 from ._loss_constrained import _loss_constrained
-from ._loss_derivatives import _loss_conj_derivs, _loss_deriv, _loss_deriv2, _loss_lipschitz
-from ._loss_points import _LossPoints
+from ._loss_numeric import (
+    _loss_conj_derivs,
+    _loss_conj_sup,
+    _loss_deriv,
+    _loss_deriv2,
+    _loss_fenchel_young,
+    _loss_lipschitz,
+)
 from ._report import ConformanceReport, _Runner
 
 __all__ = ["check_loss"]

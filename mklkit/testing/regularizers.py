@@ -12,20 +12,20 @@ from ..components.base import BregmanJit
 from ._common import (
     _arr,
     _begin,
+    _by_C,
     _central,
     _check_output,
-    _f64,
     _compare_fd,
+    _f64,
     _fin,
+    _RegPoints,
     _scalar_min,
     _sensitivity,
     _steps,
     _tol,
     _ulps,
 )
-from ._reg_conjugate import _reg_conj, _reg_conj_sup, _reg_fenchel_young
-from ._reg_points import _RegPoints, _by_C
-from ._reg_prox import _reg_moreau, _reg_prox, _reg_sparse
+from ._reg_numeric import _reg_conj, _reg_conj_sup, _reg_fenchel_young, _reg_moreau, _reg_prox, _reg_sparse
 from ._report import ConformanceReport, _Runner
 
 __all__ = ["check_regularizer"]

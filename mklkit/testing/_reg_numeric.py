@@ -1,14 +1,37 @@
-"""The proximal checks of a regularizer: the sparsity claim, ``prox`` and the Moreau envelope."""
+"""The numerical checks of a regularizer: the sparsity claim, ``prox``, the Moreau envelope, and the
+conjugate (derivatives, numerical supremum, Fenchel-Young)."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-from ._common import _EPS, _ROUND, _arr, _f64, _compare_fd, _fin, _scalar_min, _sensitivity, _steps, _tol, _ulps
-from ._reg_points import _RegPoints, _RegView, _by_C, _central_by_C
+from ..components.base import RegularizerJit
+from ._common import (
+    _sup_checks,
+    _sup_within,
+    _sum_identity,
+    _EPS,
+    _ROUND,
+    _arr,
+    _attained,
+    _best,
+    _by_C,
+    _central_by_C,
+    _compare_fd,
+    _f64,
+    _fin,
+    _grid_sup,
+    _RegPoints,
+    _RegView,
+    _scalar_min,
+    _sensitivity,
+    _steps,
+    _tol,
+    _ulps,
+)
 from ._report import _Runner
 
 
@@ -173,18 +196,11 @@ def _reg_moreau(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
     env = _by_C(V, k.env, y)
     pr = _by_C(V, k.prox, y)
     gp = _by_C(V, k.value, np.maximum(pr, 0.0))
-    lhs = env + gp + 0.5 * (pr - y) ** 2
-    rhs = 0.5 * y**2
     pc = np.maximum(pr, 0.0)
     cond, ok = _sensitivity(lambda a: _by_C(V, k.value, a), pc, _ulps(pc, y))
-    r.identity("moreau_decomposition").compare(
-        lhs,
-        rhs,
-        _tol(rtol, atol, (lhs, rhs), (env, gp, 0.5 * (pr - y) ** 2, rhs), cond),
-        pts,
-        "Moreau decomposition env(y) + value(p) + (p - y)^2/2 vs y^2/2, p = prox(y)",
-        mask=ok,
-    )
+    what = "Moreau decomposition env(y) + value(p) + (p - y)^2/2 vs y^2/2, p = prox(y)"
+    parts = (env, gp, 0.5 * (pr - y) ** 2)
+    _sum_identity(r.identity("moreau_decomposition"), parts, 0.5 * y**2, rtol, atol, pts, what, cond=cond, mask=ok)
     eg = _by_C(V, k.env_grad, y)
     # prox(y) is computed from y (a shrinkage y - t): its rounding is relative to y
     r.identity("env_grad_prox").compare(eg, pr, _tol(rtol, atol, (eg, pr), (y,)), pts, "env_grad(y) vs prox(y)")
@@ -212,3 +228,114 @@ def _reg_moreau(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
     an2 = _by_C(P, k.env_hess, vv)
     what = "env_hess vs central difference of env_grad"
     _compare_fd(r.identity("env_hess_fd"), an2, fd2, rtol, atol, pts_v, what, okd & ~fd.kink)
+
+
+def _reg_conj(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
+    k = reg.jit
+    y = P.y_in
+    h = _steps(y, P.C)
+    inside = (y - 4 * h > 0) & (y + 4 * h < P.radius)
+    ident = r.identity("conj_grad_fd")
+    fd = _central_by_C(P, k.conj, y, h)
+    an = _by_C(P, k.conj_grad, y)
+    _compare_fd(ident, an, fd, rtol, atol, {"y": y, "C": P.C}, "conj_grad vs central difference of conj", inside)
+    ident.at_least(an, np.zeros_like(an), atol, {"y": y, "C": P.C}, "conj_grad >= 0", mask=inside)
+    ident2 = r.identity("conj_hess_fd")
+    fd2 = _central_by_C(P, k.conj_grad, y, h)
+    an2 = _by_C(P, k.conj_hess, y)
+    what = "conj_hess vs central difference of conj_grad"
+    _compare_fd(ident2, an2, fd2, rtol, atol, {"y": y, "C": P.C}, what, inside & ~fd.kink)
+    ident2.at_least(an2, np.zeros_like(an2), atol, {"y": y, "C": P.C}, "conj_hess >= 0", mask=inside)
+
+
+_REG_GRID = np.concatenate([[0.0], 10.0 ** np.linspace(-8, 8, 161)])
+
+
+def _reg_sup_one(
+    k: RegularizerJit, p: np.ndarray, c: float, yi: float, s: float, hints: Sequence[float]
+) -> tuple[float, float, bool, float, np.ndarray, np.ndarray]:
+    """``sup_{x >= 0} x y - value(x)``: (best, the size of its terms, attained, err, grid, grid values)."""
+    grid = _f64(s * _REG_GRID)
+    with np.errstate(invalid="ignore", over="ignore"):
+        vals = yi * grid - _arr(k.value(grid, c, p))
+
+    def neg(t: float) -> float:
+        return -(yi * t - float(k.value(_f64([t]), c, p)[0]))
+
+    vals, cands, err = _grid_sup(grid, vals, neg)
+    hints = [t for t in hints if math.isfinite(t) and t >= 0]
+    hint_vals = [-neg(t) for t in hints]
+    cands += list(zip(hint_vals, hints))
+    best, arg = _best(cands)
+    # x >= 0: only the upper end of the grid can leave the supremum open
+    ok = _attained(best, grid, np.concatenate([[-np.inf, -np.inf], vals]), hints, hint_vals)
+    arg = float(arg)
+    return float(best), abs(yi * arg) + _fin(k.value(_f64([arg]), c, p)[0]), ok, err, grid, vals
+
+
+def _reg_conj_sup(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
+    k, p = reg.jit, P.p
+    ident = r.identity("conj_sup")
+    m = P.out_mask
+    ys = np.concatenate([P.y_in, [0.0] * len(P.Cs), P.radius[m]])
+    Cs = np.concatenate([P.C, P.Cs, P.C[m]])
+    V = _RegView(P, Cs)
+    cv = _by_C(V, k.conj, ys)
+    hint = _by_C(V, k.conj_grad, ys)
+    found = [
+        _reg_sup_one(k, p, float(c), float(yi), max(1.0, float(c), float(yi)), [float(h), 0.0])[:4]
+        for yi, c, h in zip(ys, Cs, hint)
+    ]
+    what = "conj vs numerical sup_{x>=0} (x y - value(x))"
+    below = "conj must be >= x y - value(x) for every x >= 0 (supremum not attained on x <= 1e8 max(1, C, y), checked from below)"
+    _sup_checks(ident, cv, found, {"y": ys, "C": Cs}, rtol, atol, what, below)
+    ident2 = r.identity("conj_unbounded")
+    if not m.any():
+        ident2.note()
+        return
+    yo, Co = P.y_out[m], P.C[m]
+
+    def within(yi: float, c: float) -> tuple[float, float]:
+        s = max(1.0, c, yi)
+        return _sup_within(*_reg_sup_one(k, p, c, yi, s, [])[4:], s)
+
+    s1, s2 = np.array([within(float(yi), float(c)) for yi, c in zip(yo, Co)]).T
+    ident2.require(
+        s2 >= 10.0 * np.maximum(s1, 1.0),
+        {"y": yo, "C": Co},
+        lambda i: (
+            f"beyond conj_radius(C) the supremum of x y - value(x) should be unbounded, but it is "
+            f"{s1[i]:.6g} over x <= 1e3 and {s2[i]:.6g} over x <= 1e6 (scaled): conj_radius is too small"
+        ),
+    )
+
+
+def _reg_fenchel_young(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float, rng: np.random.Generator) -> None:
+    ident = r.identity("fenchel_young")
+    k = reg.jit
+    x = rng.permutation(P.x)
+    y = P.y_in
+    gv = _by_C(P, k.value, x)
+    cv = _by_C(P, k.conj, y)
+    what = "Fenchel-Young inequality value(x) + conj(y) >= x y"
+    _sum_identity(ident, (gv, cv), x * y, rtol, atol, {"x": x, "y": y, "C": P.C}, what, at_least=True)
+    pr = _by_C(P, k.prox, P.v)
+    pr = np.maximum(pr, 0.0)
+    ys = P.v - pr
+    near = np.isfinite(P.radius) & (ys > P.radius) & (ys <= P.radius * (1 + 1e-12))
+    ys = np.where(near, P.radius, np.maximum(ys, 0.0))
+    gp = _by_C(P, k.value, pr)
+    cy = _by_C(P, k.conj, ys)
+    du = _ulps(P.v, pr, ys)
+    cond_c, ok_c = _sensitivity(lambda a: _by_C(P, k.conj, a), ys, du)
+    cond_g, ok_g = _sensitivity(lambda a: _by_C(P, k.value, a), pr, du)
+    pts = {"v": P.v, "x": pr, "y": ys, "C": P.C}
+    what = "Fenchel-Young equality at x = prox(v), y = v - x"
+    _sum_identity(ident, (gp, cy), pr * ys, rtol, atol, pts, what, cond=cond_c + cond_g, mask=ok_c & ok_g)
+    xg = _by_C(P, k.conj_grad, y)
+    gx = _by_C(P, k.value, np.maximum(xg, 0.0))
+    reach = np.abs(xg) <= 1e8 * np.maximum(np.maximum(1.0, P.C), y)  # beyond the supremum's grid value may overflow
+    xs = np.where(reach, np.maximum(xg, 0.0), 0.0)
+    cond, ok = _sensitivity(lambda a: _by_C(P, k.value, a), xs, _ulps(xs))
+    what = "Fenchel-Young equality at x = conj_grad(y)"
+    _sum_identity(ident, (gx, cv), xg * y, rtol, atol, {"y": y, "x": xg, "C": P.C}, what, cond=cond, mask=reach & ok)
