@@ -76,11 +76,8 @@ class Registry:
         blocked = {_norm(d) for d in disabled if d.strip()}
         if _norm(CORE_DIST) in blocked:
             blocked.discard(_norm(CORE_DIST))
-            warnings.warn(
-                f"{DISABLE_ENV}: the built-in components of {CORE_DIST!r} cannot be disabled; ignoring {CORE_DIST!r}",
-                PluginWarning,
-                stacklevel=2,
-            )
+            msg = f"{DISABLE_ENV}: the built-in components of {CORE_DIST!r} cannot be disabled; ignoring {CORE_DIST!r}"
+            warnings.warn(msg, PluginWarning, stacklevel=2)
         if builtin:
             # loaded by name, as every plugin is: the registry imports none of its plugins
             core = importlib.import_module(BUILTIN_MODULE)
@@ -113,13 +110,11 @@ class Registry:
                 raise
             broken = BrokenPlugin(ep.name, dist, exc, version)
             self._broken.append(broken)
-            warnings.warn(
-                f"mklkit plugin {ep.name!r} from distribution {broken.dist} "
-                f"{broken.version} could not be loaded and is skipped: {broken.message} "
-                f"(set {DISABLE_ENV}={ep.name} to skip it silently)".replace("  ", " "),
-                PluginWarning,
-                stacklevel=3,
+            msg = (
+                f"mklkit plugin {ep.name!r} from distribution {broken.dist} {broken.version} could not be loaded and "
+                f"is skipped: {broken.message} (set {DISABLE_ENV}={ep.name} to skip it silently)"
             )
+            warnings.warn(msg.replace("  ", " "), PluginWarning, stacklevel=3)
 
     def register_plugin(self, plugin: object, dist: str, version: str = "", name: str | None = None) -> str:
         """Register a plugin (a module or object holding ``@hookimpl`` functions) and its components,
@@ -141,8 +136,7 @@ class Registry:
         if self._pm.is_blocked(name):
             raise ValueError(f"plugin {name!r} is disabled; remove it from {DISABLE_ENV}")
         where = f"plugin {name!r} ({dist} {version})".replace(" )", ")")
-        hook_attr = getattr(plugin, _HOOK, None)
-        if hook_attr is not None and self._pm.parse_hookimpl_opts(plugin, _HOOK) is None:
+        if getattr(plugin, _HOOK, None) is not None and self._pm.parse_hookimpl_opts(plugin, _HOOK) is None:
             raise pluggy.PluginValidationError(
                 plugin, f"{where}: {_HOOK} is not decorated with @hookimpl (from mklkit.plugins import hookimpl)"
             )
