@@ -1,24 +1,10 @@
-"""The component registry: every loss, regularizer, engine and kernel function.
+"""The component registry: every loss, regularizer, engine and kernel function, built-ins included,
+reaches mklkit through a plugin of the ``mklkit`` entry-point group (docs/plugins.md).
 
-Components reach mklkit only through plugins, the built-ins included: the
-core registers them from :mod:`mklkit.builtin` through the same hook
-(:func:`mklkit.hookspecs.mklkit_register_components`) that third-party
-distributions implement and declare under the ``mklkit`` entry-point group::
-
-    [project.entry-points.mklkit]
-    huber = "mklkit_huber.plugin"
-
-:func:`get_registry` builds the process-wide :class:`Registry` on first use:
-it registers :mod:`mklkit.builtin`, then loads every other entry point, each
-on its own.  A plugin that fails to import or to register becomes a
-:class:`BrokenPlugin` with one :class:`PluginWarning`; the others still
-load.  ``MKLKIT_DISABLE_PLUGINS=name1,name2`` skips entry points by name (or
-by distribution name) without importing them.
-
-:mod:`mklkit.plugins.records` holds the records and the errors,
-:mod:`mklkit.plugins.registry` the :class:`Registry`; both are re-exported
-here.  Importing this package is cheap (it imports :mod:`pluggy` only); plugins,
-numba and numpy are imported when the registry is first built.
+:func:`get_registry` builds the process-wide :class:`Registry` on first use: :mod:`mklkit.builtin`
+first, then every other entry point on its own; one that fails becomes a :class:`BrokenPlugin` with a
+:class:`PluginWarning`, and ``MKLKIT_DISABLE_PLUGINS`` skips some.  Importing this package imports
+:mod:`pluggy` only.
 """
 
 from __future__ import annotations
@@ -71,9 +57,6 @@ for _cls in (
 del _cls
 
 
-# ---------------------------------------------------------------------------
-# Process-wide registry
-# ---------------------------------------------------------------------------
 _registry: Registry | None = None
 _lock = threading.RLock()
 _building = False
@@ -85,8 +68,7 @@ def get_registry() -> Registry:
     Raises
     ------
     RuntimeError
-        When called while the registry is being built (from a plugin's import
-        or hook); look components up lazily instead.
+        When called while the registry is being built (from a plugin's import or hook).
     """
     global _registry, _building
     reg = _registry
@@ -114,16 +96,9 @@ def reset_registry() -> None:
         _registry = None
 
 
-# ---------------------------------------------------------------------------
-# Listing
-# ---------------------------------------------------------------------------
 def format_listing(reg: Registry | None = None) -> str:
-    """A table of registered components, then broken and disabled plugins.
-
-    One row per component -- kind, name, ``distribution version``, one-line
-    description -- followed by one indented line per parameter
-    (``name=default (allowed): doc``).  Used by ``mklkit plugins``.
-    """
+    """The table of ``mklkit plugins``: a row per component (kind, name, distribution, description)
+    and a line per parameter, then the broken and disabled plugins."""
     reg = get_registry() if reg is None else reg
     records = reg.registrations()
     header = ("KIND", "NAME", "DISTRIBUTION", "DESCRIPTION")

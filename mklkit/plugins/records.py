@@ -1,5 +1,4 @@
-"""The records of the component registry: what a registration is, what a broken
-plugin is, and the errors the registry raises (:mod:`mklkit.plugins`)."""
+"""The records of the component registry and the errors it raises (:mod:`mklkit.plugins`)."""
 
 from __future__ import annotations
 
@@ -12,28 +11,14 @@ from ..components.params import did_you_mean  # stdlib only
 DISABLE_ENV = "MKLKIT_DISABLE_PLUGINS"
 
 
-# ---------------------------------------------------------------------------
-# Errors and records
-# ---------------------------------------------------------------------------
 class PluginWarning(UserWarning):
     """A plugin could not be loaded and was skipped."""
 
 
 class UnknownComponentError(KeyError, ValueError):
-    """A component name (or kind) that no plugin provides.
-
-    The message reads ``unknown loss 'hindge' (did you mean 'hinge'?);
-    available: hinge, logistic``.
-
-    Attributes
-    ----------
-    kind : str
-        The component kind looked up (``"kind"`` for an unknown kind).
-    name : str
-        The name asked for.
-    available : list of str
-        The names that exist.
-    """
+    """A component name (or kind: ``kind == "kind"``) that no plugin provides; ``kind``, ``name`` and
+    the ``available`` names are attributes (``unknown loss 'hindge' (did you mean 'hinge'?);
+    available: hinge, logistic``)."""
 
     def __init__(self, kind: str, name: Any, available: Iterable[str]):
         self.kind = kind
@@ -53,13 +38,8 @@ class UnknownComponentError(KeyError, ValueError):
 
 
 class DuplicateComponentError(ValueError):
-    """Two plugins provide a component of the same kind and name.
-
-    Attributes
-    ----------
-    first, second : Registration
-        The registration already present and the one refused.
-    """
+    """Two plugins provide a component of the same kind and name: the registrations ``first`` (already
+    present) and ``second`` (refused)."""
 
     def __init__(self, first: Registration, second: Registration):
         self.first = first
@@ -81,25 +61,8 @@ class ComponentValidationError(TypeError):
 
 @dataclass(frozen=True)
 class Registration:
-    """One registered component class and where it comes from.
-
-    Attributes
-    ----------
-    kind : str
-        ``"loss"``, ``"regularizer"``, ``"kernel"`` or ``"engine"``.
-    name : str
-        The component's ``name``, unique within its kind.
-    cls : type
-        The component class.
-    dist : str
-        Name of the distribution providing it (``"mklkit"`` for built-ins).
-    version : str
-        Version of that distribution (may be empty when unknown).
-    module : str
-        Module defining the class.
-    plugin : str
-        Name of the plugin (entry point) that registered it.
-    """
+    """One registered component class (``kind``, ``name`` unique within it, ``cls``), the distribution
+    and version providing it (``"mklkit"`` for built-ins), its module and the plugin that registered it."""
 
     kind: str
     name: str
@@ -123,19 +86,8 @@ class Registration:
 
 @dataclass(frozen=True)
 class BrokenPlugin:
-    """A plugin that failed to load or register; it contributes nothing.
-
-    Attributes
-    ----------
-    name : str
-        Entry-point (plugin) name; the value to put in ``MKLKIT_DISABLE_PLUGINS``.
-    dist : str
-        Providing distribution.
-    error : BaseException
-        What went wrong.
-    version : str
-        Version of the providing distribution.
-    """
+    """A plugin that failed to load or register, and contributes nothing: its entry-point ``name`` (for
+    ``MKLKIT_DISABLE_PLUGINS``), distribution, ``error`` and distribution version."""
 
     name: str
     dist: str

@@ -1,5 +1,5 @@
-"""The :class:`Registry`: components by kind and name, filled by plugins from their
-entry points, each contributed class checked against its kind's declaration."""
+"""The :class:`Registry`: components by kind and name, filled by plugins, each class checked against
+its kind's declaration."""
 
 from __future__ import annotations
 
@@ -28,26 +28,16 @@ from .records import (
 if TYPE_CHECKING:  # pragma: no cover
     from ..components.base import Component
 
-#: Entry-point group scanned for plugins.
 ENTRY_POINT_GROUP = PROJECT
-
-#: Distribution and plugin name of the core's own plugin.
-CORE_DIST = "mklkit"
+CORE_DIST = "mklkit"  # distribution and plugin name of the core's own plugin
 BUILTIN_MODULE = "mklkit.builtin"
 
 _HOOK = "mklkit_register_components"
 
 
-# ---------------------------------------------------------------------------
-# Registry
-# ---------------------------------------------------------------------------
 class Registry:
-    """Components by kind and name, filled by plugins.
-
-    ``Registry()`` is empty: add plugins with :meth:`register_plugin` (tests
-    do this).  :meth:`Registry.load` builds a full registry from the
-    installed entry points; :func:`get_registry` keeps one per process.
-    """
+    """Components by kind and name, filled by plugins: ``Registry()`` is empty (add plugins with
+    :meth:`register_plugin`), :meth:`Registry.load` reads the installed entry points."""
 
     def __init__(self) -> None:
         self._pm = pluggy.PluginManager(PROJECT)
@@ -57,7 +47,6 @@ class Registry:
         self._broken: list[BrokenPlugin] = []
         self._disabled: list[str] = []
 
-    # -- building ---------------------------------------------------------
     @classmethod
     def load(
         cls,
@@ -72,24 +61,14 @@ class Registry:
         Parameters
         ----------
         entry_points : iterable of importlib.metadata.EntryPoint, optional
-            Defaults to the installed ``mklkit`` group.  Any object with
-            ``name``, ``value``, ``load()`` and optionally ``dist`` will do.
-            Entry points naming :mod:`mklkit.builtin` are skipped: the core
-            is registered first, exactly once, whether or not its own entry
-            point is installed.
+            Defaults to the installed ``mklkit`` group (objects with ``name``, ``value``, ``load()``
+            and optionally ``dist``); those naming :mod:`mklkit.builtin` are skipped.
         disabled : iterable of str, optional
-            Plugin (entry-point) or distribution names to skip without
-            importing them.  Defaults to ``$MKLKIT_DISABLE_PLUGINS``.
+            Plugin or distribution names to skip unimported; defaults to ``$MKLKIT_DISABLE_PLUGINS``.
         builtin : bool
-            Register :mod:`mklkit.builtin` first (default).  Its failures
-            are never caught.
+            Register :mod:`mklkit.builtin` first (its failures are never caught).
         strict : bool
-            Raise the first plugin failure instead of recording a
-            :class:`BrokenPlugin` and warning.
-
-        Returns
-        -------
-        Registry
+            Raise the first plugin failure instead of recording a :class:`BrokenPlugin` and warning.
         """
         reg = cls()
         if disabled is None:
@@ -97,14 +76,10 @@ class Registry:
         blocked = {_norm(d) for d in disabled if d.strip()}
         if _norm(CORE_DIST) in blocked:
             blocked.discard(_norm(CORE_DIST))
-            warnings.warn(
-                f"{DISABLE_ENV}: the built-in components of {CORE_DIST!r} cannot be disabled; ignoring {CORE_DIST!r}",
-                PluginWarning,
-                stacklevel=2,
-            )
+            msg = f"{DISABLE_ENV}: the built-in components of {CORE_DIST!r} cannot be disabled; ignoring {CORE_DIST!r}"
+            warnings.warn(msg, PluginWarning, stacklevel=2)
         if builtin:
-            # the core is loaded by its entry point's value, as every plugin is: the
-            # registry's code imports none of the modules that register into it
+            # loaded by name, as every plugin is: the registry imports none of its plugins
             core = importlib.import_module(BUILTIN_MODULE)
             reg.register_plugin(core, CORE_DIST, __version__, name=CORE_DIST)
         if entry_points is None:
@@ -135,33 +110,16 @@ class Registry:
                 raise
             broken = BrokenPlugin(ep.name, dist, exc, version)
             self._broken.append(broken)
-            warnings.warn(
-                f"mklkit plugin {ep.name!r} from distribution {broken.dist} "
-                f"{broken.version} could not be loaded and is skipped: {broken.message} "
-                f"(set {DISABLE_ENV}={ep.name} to skip it silently)".replace("  ", " "),
-                PluginWarning,
-                stacklevel=3,
+            msg = (
+                f"mklkit plugin {ep.name!r} from distribution {broken.dist} {broken.version} could not be loaded and "
+                f"is skipped: {broken.message} (set {DISABLE_ENV}={ep.name} to skip it silently)"
             )
+            warnings.warn(msg.replace("  ", " "), PluginWarning, stacklevel=3)
 
     def register_plugin(self, plugin: object, dist: str, version: str = "", name: str | None = None) -> str:
-        """Register a plugin object and the components it contributes.
-
-        Parameters
-        ----------
-        plugin : module or object
-            Holds ``@hookimpl`` functions, usually a module.
-        dist : str
-            Name of the distribution providing it (recorded on every
-            registration).
-        version : str
-            Version of that distribution.
-        name : str, optional
-            Plugin name; defaults to the module's ``__name__``.
-
-        Returns
-        -------
-        str
-            The plugin name, for :meth:`unregister_plugin`.
+        """Register a plugin (a module or object holding ``@hookimpl`` functions) and its components,
+        recorded as of distribution ``dist`` ``version``; returns the plugin ``name`` (by default the
+        module's ``__name__``).  All or nothing.
 
         Raises
         ------
@@ -172,17 +130,13 @@ class Registry:
         ValueError
             The plugin (or its name) is already registered, or disabled.
         pluggy.PluginValidationError
-            A hook function has a wrong signature, an unknown ``mklkit_*``
-            hook name, or lacks ``@hookimpl``.
-
-        Nothing is registered when an error is raised.
+            A hook function has a wrong signature, an unknown ``mklkit_*`` name, or lacks ``@hookimpl``.
         """
         name = name or getattr(plugin, "__name__", None) or dist
         if self._pm.is_blocked(name):
             raise ValueError(f"plugin {name!r} is disabled; remove it from {DISABLE_ENV}")
         where = f"plugin {name!r} ({dist} {version})".replace(" )", ")")
-        hook_attr = getattr(plugin, _HOOK, None)
-        if hook_attr is not None and self._pm.parse_hookimpl_opts(plugin, _HOOK) is None:
+        if getattr(plugin, _HOOK, None) is not None and self._pm.parse_hookimpl_opts(plugin, _HOOK) is None:
             raise pluggy.PluginValidationError(
                 plugin, f"{where}: {_HOOK} is not decorated with @hookimpl (from mklkit.plugins import hookimpl)"
             )
@@ -211,13 +165,7 @@ class Registry:
         return name
 
     def unregister_plugin(self, name: str) -> None:
-        """Remove a plugin and every component it registered.
-
-        Raises
-        ------
-        ValueError
-            No plugin of that name is registered.
-        """
+        """Remove a plugin and every component it registered (``ValueError`` for an unknown name)."""
         if name not in self._plugins:
             raise ValueError(
                 f"no plugin named {name!r} is registered; registered: " + (", ".join(sorted(self._plugins)) or "none")
@@ -228,7 +176,6 @@ class Registry:
             for key in [k for k, r in regs.items() if r.plugin == name]:
                 del regs[key]
 
-    # -- queries ------------------------------------------------------------
     def _of_kind(self, kind: str) -> dict[str, Registration]:
         try:
             return self._regs[kind]
@@ -244,13 +191,7 @@ class Registry:
             raise UnknownComponentError(kind, name, sorted(regs)) from None
 
     def get(self, kind: str, name: str) -> type:
-        """The component class registered as ``name`` of ``kind``.
-
-        Raises
-        ------
-        UnknownComponentError
-            With a did-you-mean and the available names.
-        """
+        """The component class registered as ``name`` of ``kind`` (else :class:`UnknownComponentError`)."""
         return self.registration(kind, name).cls
 
     def names(self, kind: str) -> list[str]:
@@ -267,12 +208,8 @@ class Registry:
         return [self._regs[k][n] for k in kinds for n in sorted(self._regs[k])]
 
     def engines_supporting(self, problem: Any, exclude: str | None = None) -> list[str]:
-        """Sorted names of the engines whose default instance supports ``problem``.
-
-        ``exclude`` (the engine that declined) is skipped.  An engine whose
-        construction or ``supports`` raises is left out: a plugin's failure
-        must not hide the error being reported.
-        """
+        """Sorted names of the engines, but ``exclude``, whose default instance supports ``problem``
+        (one that raises is left out: it must not hide the error being reported)."""
         ok = []
         for r in self.registrations("engine"):
             if r.name == exclude:
@@ -287,10 +224,7 @@ class Registry:
     def broken_plugin(self, plugin: str) -> BrokenPlugin | None:
         """The :class:`BrokenPlugin` named by plugin or distribution name, or None."""
         key = _norm(plugin)
-        for b in self._broken:
-            if key in (_norm(b.name), _norm(b.dist)):
-                return b
-        return None
+        return next((b for b in self._broken if key in (_norm(b.name), _norm(b.dist))), None)
 
     def provided_by(self, plugin: str) -> list[Registration]:
         """Registrations of one plugin, named by plugin or distribution name."""
@@ -298,16 +232,8 @@ class Registry:
         return [r for r in self.registrations() if _norm(r.plugin) == key or _norm(r.dist) == key]
 
     def create(self, kind: str, spec: str | Mapping[str, Any] | Component) -> Component:
-        """Instantiate a component from its spec.
-
-        Parameters
-        ----------
-        kind : str
-            Component kind.
-        spec : str or mapping or component
-            A name (``"hinge"``), a mapping ``{"name": "huber", "delta": 2.0}``
-            whose other keys are the parameters, or an instance of that kind
-            (returned as is).
+        """Instantiate a component of ``kind`` from a name (``"hinge"``), a mapping
+        ``{"name": "huber", "delta": 2.0}`` or an instance (returned as is).
 
         Raises
         ------
@@ -322,12 +248,8 @@ class Registry:
         elif isinstance(spec, Mapping):
             kwargs = dict(spec)
             if "name" not in kwargs:
-                raise ParamError(
-                    "name",
-                    None,
-                    f"given: a {kind} spec names its {kind} (one of {', '.join(sorted(regs)) or 'none'})",
-                    owner=kind,
-                )
+                names = ", ".join(sorted(regs)) or "none"
+                raise ParamError("name", None, f"given: a {kind} spec names its {kind} (one of {names})", owner=kind)
             name = kwargs.pop("name")
             if not isinstance(name, str):
                 raise ParamError("name", name, f"a string naming a {kind}", owner=kind)
@@ -362,9 +284,6 @@ class Registry:
         return f"Registry({counts}, broken={len(self._broken)})"
 
 
-# ---------------------------------------------------------------------------
-# Validation of contributed classes
-# ---------------------------------------------------------------------------
 def _validate(cls: Any, where: str, dist: str, version: str, plugin: str) -> Registration:
     """The :class:`Registration` of ``cls``, or the declaration's problems
     (:func:`mklkit.declaration.declaration_problems`) as one error."""

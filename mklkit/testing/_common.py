@@ -1,15 +1,10 @@
-"""What the loss and regularizer checks of the component kit share.
-
-Floating-point constants, tolerances, central differences with their error
-estimates, bounded scalar minimisation and the trust in a numerical
-supremum, the location of jumps (kinks), the check of one kernel output, and
-the two identities every component has (``declaration``,
-``numba_jit``).  The rules behind the tolerances are described in
-:mod:`mklkit.testing.components`.
-"""
+"""What the loss and regularizer checks share: tolerances, central differences, scalar optima, kinks,
+the random points, the check of one kernel output and the identities of every component
+(docs/plugins.md §7)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -17,6 +12,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from scipy import optimize
 
+from ..components.base import CLASSIFICATION
 from ..declaration import declaration_problems, unjitted_problem
 from ._report import _Identity, _Runner
 
@@ -29,9 +25,6 @@ _KINK_SPREAD = 0.05  # relative disagreement of second differences at a kink
 _BIG = 1e300  # stands for +inf inside scalar solvers
 
 
-# ---------------------------------------------------------------------------
-# Numerical utilities
-# ---------------------------------------------------------------------------
 def _f64(x: Any) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float64)
 
@@ -59,16 +52,20 @@ def _mag(*arrays: Any) -> np.ndarray:
 
 
 def _tol(rtol: float, atol: float, compared: Sequence[Any], terms: Sequence[Any] = (), extra: Any = 0.0) -> np.ndarray:
-    """Tolerance of an identity between computed values (see :mod:`mklkit.testing.components`).
-
-    ``rtol`` applies to the magnitude of the values compared (``compared``),
-    never to the terms they were computed from: a sum of large terms that
-    cancel is compared at its own size.  The rounding of those terms (each
-    credited with :data:`_ROUND` relative error) and ``extra`` (the error
-    estimate of a finite difference, a numerical optimum or a computed
-    point) are added on top.
-    """
+    """Tolerance of an identity: ``rtol`` of the values ``compared`` (never of the ``terms`` they
+    were computed from), plus the rounding of those terms and ``extra``, an error estimate."""
     return atol + rtol * _mag(*compared) + _ROUND * _fin(*terms) + extra
+
+
+def _sum_identity(ident, parts, rhs, rtol, atol, points, what, cond=0.0, mask=None, at_least=False) -> None:
+    """Require ``sum(parts) == rhs`` (``>=`` with ``at_least``) within :func:`_tol` of both sides, the
+    rounding of every term and ``cond``."""
+    lhs = sum(parts[1:], parts[0])
+    tol = _tol(rtol, atol, (lhs, rhs), (*parts, rhs), cond)
+    if at_least:
+        ident.at_least(lhs, rhs, tol, points, what, mask=mask)
+    else:
+        ident.compare(lhs, rhs, tol, points, what, mask=mask)
 
 
 def _steps(x: np.ndarray, scale: np.ndarray | float) -> np.ndarray:
@@ -119,16 +116,19 @@ def _fd_tol(an: np.ndarray, fd: _FD, rtol: float, atol: float) -> np.ndarray:
         return atol + rtol * np.maximum(np.abs(an), np.abs(fd.d)) + fd.err
 
 
+def _compare_fd(
+    ident: _Identity, an: Any, fd: _FD, rtol: float, atol: float, points: dict, what: str, mask: Any = True
+) -> None:
+    """Compare ``an`` with the central difference ``fd`` within ``mask``, where ``fd`` is finite
+    and away from kinks."""
+    ident.compare(an, fd.d, _fd_tol(an, fd, rtol, atol), points, what, mask=mask & ~fd.kink & np.isfinite(fd.d))
+
+
 def _sensitivity(
     f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, delta: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """How much ``f`` moves when its (computed) argument moves by ``delta``.
-
-    Returns the spread ``max |f(x +- delta) - f(x)|`` and a mask of the points
-    where it is finite.  An identity evaluated at a computed point is only
-    checkable up to this spread; where ``f`` jumps to ``inf`` within a few
-    ulps (the edge of a domain) it is not checkable at all.
-    """
+    """``max |f(x +- delta) - f(x)|``, how far an identity at a computed point ``x`` is checkable,
+    and where it is finite (not where ``f`` jumps to ``inf`` within ``delta``)."""
     x = np.asarray(x, dtype=np.float64)
     f0, fp, fm = (_arr(f(_f64(a))) for a in (x, x + delta, np.maximum(x - delta, 0.0) if np.all(x >= 0) else x - delta))
     with np.errstate(invalid="ignore"):
@@ -147,14 +147,10 @@ def _ulps(*scales: Any) -> np.ndarray:
 
 
 def _scalar_min(fun: Callable[[float], float], a: float, b: float) -> tuple[float, float, float, float]:
-    """Bounded Brent minimisation of a scalar function that may return inf.
+    """Bounded Brent minimisation of a scalar function that may return inf: ``(x, fun(x), err, dx)``.
 
-    Returns ``(x, fun(x), err, dx)``.  :func:`scipy.optimize.fminbound` stops
-    once the minimiser is bracketed within ``dx = 2 (sqrt(eps) |x| + xatol/3)``
-    of ``x``; for a convex ``fun`` the rise over ``dx`` on the side away from
-    the minimiser is at least ``fun(x) - min fun``, so ``err``, the larger
-    rise of the two sides, bounds how far the value found lies above the
-    minimum (rounding of the values is credited by the callers).
+    Brent stops with the minimiser within ``dx`` of ``x``; for a convex ``fun`` the larger rise
+    ``err`` over ``dx`` bounds how far ``fun(x)`` lies above the minimum.
     """
     if not (b > a):
         return a, fun(a), 0.0, 0.0
@@ -176,13 +172,8 @@ def _scalar_min(fun: Callable[[float], float], a: float, b: float) -> tuple[floa
 def _grid_sup(
     grid: np.ndarray, vals: np.ndarray, neg: Callable[[float], float]
 ) -> tuple[np.ndarray, list[tuple[float, float]], float]:
-    """A supremum over ``grid`` refined by bounded Brent around the best grid point.
-
-    ``vals`` holds the objective on ``grid`` and ``neg(t)`` is minus the
-    objective at ``t``.  Returns the grid values (NaN read as ``-inf``), the
-    candidates ``(value, arg)`` for :func:`_best` (every grid point and
-    Brent's point) and the error bound of :func:`_scalar_min`.
-    """
+    """A supremum of ``vals`` on ``grid`` refined by Brent on ``neg`` (minus the objective): the
+    values (NaN as ``-inf``), the candidates ``(value, arg)`` and the error bound of :func:`_scalar_min`."""
     vals = np.where(np.isnan(vals), -np.inf, vals)
     i = int(np.argmax(vals))
     a, b = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
@@ -192,11 +183,8 @@ def _grid_sup(
 
 
 def _best(cands: list[tuple[float, float]]) -> tuple[float, float]:
-    """Largest value among ``(value, arg)`` candidates; ties go to the smallest ``|arg|``.
-
-    A flat supremum (hinge at the end of its domain) is then reported at a
-    moderate argument, which keeps the tolerance scale ``|u z|`` honest.
-    """
+    """Largest value among ``(value, arg)`` candidates, ties to the smallest ``|arg|`` (a flat
+    supremum is reported at a moderate argument)."""
     finite = [c for c in cands if math.isfinite(c[0])]
     if not finite:
         return -math.inf, 0.0
@@ -209,13 +197,8 @@ def _best(cands: list[tuple[float, float]]) -> tuple[float, float]:
 def _attained(
     best: float, grid: np.ndarray, vals: np.ndarray, hints: Sequence[float], hint_vals: Sequence[float]
 ) -> bool:
-    """Whether a numerical supremum over ``grid`` (plus refinements) is trustworthy.
-
-    It is not when the objective still rises at an end of the grid, or when a
-    candidate maximiser offered by the component lies beyond the grid and the
-    objective cannot be evaluated there (overflow): the supremum is then only
-    known from below.
-    """
+    """Whether a numerical supremum is attained: not when the objective still rises at an end of
+    the grid, or a hint beyond the grid cannot be evaluated (then it is known only from below)."""
     for e, nb in ((0, 1), (vals.size - 1, vals.size - 2)):
         ve, vn = vals[e], vals[nb]
         if math.isfinite(ve) and ve >= best - 1e-12 * (1.0 + abs(best)) and ve - vn > 1e-9 * (1.0 + abs(ve)):
@@ -225,6 +208,21 @@ def _attained(
         if math.isfinite(t) and abs(t) > extent and not math.isfinite(v):
             return False
     return True
+
+
+def _sup_checks(ident, cv, found, points, rtol, atol, what, what_below) -> None:
+    """``cv`` against numerical suprema ``found``, rows ``(best, size of its terms, attained, err)``:
+    equal where attained, else at least ``best`` (rtol of the values compared only: a flat supremum
+    may lie at ``|z| ~ 1e8`` where the conjugate is of order 1)."""
+    sup, terms, attained, err = (np.array(col) for col in zip(*found))
+    tol = _tol(rtol, atol, (cv, sup), (terms,), err)
+    ident.compare(cv, sup, tol, points, what, mask=attained.astype(bool))
+    ident.at_least(cv, sup, tol, points, what_below, mask=~attained.astype(bool))
+
+
+def _sup_within(offsets: np.ndarray, vals: np.ndarray, s: float) -> tuple[float, float]:
+    """The largest of ``vals`` over ``|offsets| <= 1e3 s`` and over ``1e6 s``."""
+    return tuple(float(np.max(np.where(np.abs(offsets) <= f * s, vals, -np.inf))) for f in (1e3, 1e6))
 
 
 def _jumps(xs: np.ndarray, d: np.ndarray, scale: float) -> np.ndarray:
@@ -279,34 +277,156 @@ def _check_output(
     return out
 
 
-# ---------------------------------------------------------------------------
-# Identities of every component
-# ---------------------------------------------------------------------------
-def _declaration(r: _Runner, comp: Any, kind: str) -> None:
-    """The declaration, by the checker the registry uses
-    (:func:`mklkit.declaration.declaration_problems`)."""
-    ident = r.identity("declaration")
-    problems = declaration_problems(comp, kind=kind)
-    if problems:
-        ident.fail("; ".join(problems))
-    else:
-        ident.note()
-
-
-def _numba_kernels(r: _Runner, comp: Any) -> None:
-    ident = r.identity("numba_jit")
-    problem = unjitted_problem(comp)
-    if problem is not None:
-        ident.fail(problem)
+def _no_problems(ident: _Identity, problems: Callable[[], Any]) -> None:
+    """``ident`` holds when ``problems()`` finds none (messages: a list, or one or None)."""
+    found = problems()
+    if isinstance(found, str):
+        found = [found]
+    if found:
+        ident.fail("; ".join(found))
     else:
         ident.note()
 
 
 def _begin(comp: Any, kind: str, seed: int) -> tuple[np.random.Generator, _Runner]:
-    """The random generator and the runner of one check, after the identities every
-    component has (``declaration``, ``numba_jit``)."""
+    """The random generator and the runner of one check, after the identities of every component:
+    ``declaration`` (the registry's checker) and ``numba_jit``."""
     rng = np.random.default_rng(seed)
     r = _Runner(comp)
-    r.run("declaration", _declaration, r, comp, kind)
-    r.run("numba_jit", _numba_kernels, r, comp)
+    r.run("declaration", _no_problems, r.identity("declaration"), lambda: declaration_problems(comp, kind=kind))
+    r.run("numba_jit", _no_problems, r.identity("numba_jit"), lambda: unjitted_problem(comp))
     return rng, r
+
+
+class _LossPoints:
+    """Random points for a loss."""
+
+    def __init__(self, loss: Any, rng: np.random.Generator, n: int):
+        k = loss.jit
+        self.p = _f64(loss.param_vector)
+        n = max(int(n), 8)
+        if loss.task == CLASSIFICATION:
+            y = rng.choice(np.array([-1.0, 1.0]), size=n)
+            y[0], y[1] = -1.0, 1.0
+        else:
+            y = np.round(rng.normal(0.0, 2.0, size=n), 3)
+            y[0] = 0.0
+        self.y = _f64(y)
+        third = n // 3
+        z = np.empty(n)
+        z[:third] = rng.uniform(-4.0, 4.0, third)
+        z[third : 2 * third] = y[third : 2 * third] + rng.uniform(-1.5, 1.5, third)
+        m = n - 2 * third
+        z[2 * third :] = rng.choice([-1.0, 1.0], m) * 10.0 ** rng.uniform(-3.0, 2.5, m)
+        self.z = _f64(z)
+        lo = _arr(k.conj_lower(self.y, self.p))
+        hi = _arr(k.conj_upper(self.y, self.p))
+        self.lo, self.hi = lo, hi
+        self.u, self.u_out, self.out_mask = self._draw_u(rng, lo, hi)
+
+    def with_ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """(y, u): the points inside the domain, then the finite lower and upper ends."""
+        ys, us = [self.y], [self.u]
+        for b in (self.lo, self.hi):
+            fb = np.isfinite(b)
+            ys.append(self.y[fb])
+            us.append(b[fb])
+        return np.concatenate(ys), np.concatenate(us)
+
+    def _draw_u(self, rng, lo, hi):
+        n = lo.size
+        flo, fhi = np.isfinite(lo), np.isfinite(hi)
+        both = flo & fhi
+        width = np.where(both, hi - lo, 1.0)
+        t = rng.uniform(0.02, 0.98, n)
+        mag = 10.0 ** rng.uniform(-1.5, 1.5, n)
+        u = np.where(
+            both,
+            lo + width * t,
+            np.where(
+                flo, lo + mag, np.where(fhi, hi - mag, rng.choice([-1.0, 1.0], n) * 10.0 ** rng.uniform(-2.0, 1.5, n))
+            ),
+        )
+        delta = np.maximum(1.0, np.where(both, width, 1.0)) * rng.uniform(0.05, 1.0, n)
+        side_hi = rng.random(n) < 0.5
+        out = np.where(fhi & (side_hi | ~flo), hi + delta, lo - delta)
+        out_mask = flo | fhi
+        return _f64(u), _f64(np.where(out_mask, out, 0.0)), out_mask
+
+
+def _interior(P: _LossPoints, u: np.ndarray, h: np.ndarray, k: int = 4) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        return (u - k * h > P.lo) & (u + k * h < P.hi)
+
+
+class _RegView:
+    """Rows with a value of ``C`` each, over the values ``Cs`` of the points ``P``."""
+
+    C: np.ndarray
+    Cs: list[float]
+    p: np.ndarray
+
+    def __init__(self, P: _RegView, C: np.ndarray):
+        self.C = C
+        self.Cs = P.Cs
+        self.p = P.p
+
+    def groups(self) -> list[tuple[float, np.ndarray]]:
+        return [(c, np.flatnonzero(self.C == c)) for c in self.Cs]
+
+
+class _RegPoints(_RegView):
+    """Random points for a regularizer, grouped by ``C``."""
+
+    def __init__(self, reg: Any, rng: np.random.Generator, n: int, C: Any):
+        self.p = _f64(reg.param_vector)
+        n = max(int(n), 8)
+        if C is None:
+            Cs = 10.0 ** rng.uniform(math.log10(0.05), math.log10(5.0), 3)
+        else:
+            Cs = np.atleast_1d(np.asarray(C, dtype=np.float64))
+        if Cs.size == 0 or not np.all(Cs > 0) or not np.all(np.isfinite(Cs)):
+            raise ValueError(f"C must be positive and finite; got {Cs!r}")
+        Cs = np.array(list(dict.fromkeys(float(c) for c in Cs)))
+        self.Cs = [float(c) for c in Cs]
+        per = max(n // len(self.Cs), 6)
+        self.C = np.repeat(Cs, per)
+        m = self.C.size
+
+        def draw() -> np.ndarray:
+            half = m // 2
+            a = np.empty(m)
+            a[:half] = self.C[:half] * 10.0 ** rng.uniform(-2.0, 1.3, half)
+            a[half:] = 10.0 ** rng.uniform(-2.0, 1.0, m - half)
+            return a
+
+        self.x, self.v, self.y = draw(), draw(), draw()
+        self.radius = np.array([float(reg.conj_radius(c)) for c in self.C])
+        fin = np.isfinite(self.radius)
+        t = rng.uniform(0.02, 0.98, m)
+        self.y_in = np.where(fin, self.radius * t, self.y)
+        self.y_out = np.where(fin, self.radius * (1.0 + rng.uniform(0.05, 1.0, m)), np.nan)
+        self.out_mask = fin
+        self.d = 10.0 ** rng.uniform(-2.0, 2.0, m)
+
+
+def _by_C(P: _RegView, fn: Callable[..., Any], a: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """``fn(values, C, params)`` group-wise; rows outside ``mask`` are NaN."""
+    a = np.asarray(a, dtype=np.float64)
+    out = np.full(a.shape, np.nan)
+    for c, idx in P.groups():
+        if mask is not None:
+            idx = idx[mask[idx]]
+        if idx.size:
+            out[idx] = _arr(fn(_f64(a[idx]), c, P.p))
+    return out
+
+
+def _central_by_C(P: _RegView, fn: Callable[..., Any], x: np.ndarray, h: np.ndarray) -> _FD:
+    """Central differences of ``fn(values, C, params)`` group-wise."""
+    groups = [(c, idx) for c, idx in P.groups() if idx.size]
+    parts = [_central(lambda a, c=c: fn(a, c, P.p), _f64(x[idx]), h[idx]) for c, idx in groups]
+    idx = np.concatenate([idx for _, idx in groups])
+    inv = np.empty_like(idx)
+    inv[idx] = np.arange(idx.size)
+    return _FD(*(np.concatenate([getattr(pt, f.name) for pt in parts])[inv] for f in dataclasses.fields(_FD)))

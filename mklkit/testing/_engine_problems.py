@@ -1,11 +1,5 @@
-"""The problems of the engine kit (:mod:`mklkit.testing.engines`).
-
-Small real problems from the bundled data: :func:`sample_points` (subsets of
-``sonar`` for classification and ``liver`` for regression), the bank
-:func:`sample_bank` held as one array or as its :func:`exact_factors`, and
-:func:`engine_problems`, every loss × regularizer pair an engine supports at
-a ``C`` where α = 0 is not optimal.
-"""
+"""The problems of the engine kit: bundled points, the bank :func:`sample_bank` (as an array or its
+:func:`exact_factors`), every loss × regularizer pair an engine supports at a ``C`` where α = 0 is not optimal."""
 
 from __future__ import annotations
 
@@ -22,8 +16,6 @@ from ..data import load_builtin
 from ..engines import common
 from ..kernels.factor import FactorBank
 from ..problem import Problem
-
-__all__ = ["KitProblem", "sample_bank", "sample_points", "exact_factors", "KIT_REPRESENTATIONS", "engine_problems"]
 
 
 def standardize(X: np.ndarray) -> np.ndarray:
@@ -52,11 +44,8 @@ def sample_bank(X: np.ndarray) -> np.ndarray:
 
 
 def sample_points(name: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` random rows of a bundled data set, standardized, and their targets.
-
-    ``sonar``: the 60 features and the ±1 labels; ``liver``: the five blood
-    tests and the standardized ``drinks`` column (a regression target).
-    """
+    """``n`` random rows of a bundled data set, standardized, and their targets: ``sonar`` and its
+    ±1 labels, or ``liver``'s five blood tests and its standardized ``drinks`` column."""
     ds = load_builtin(name)
     rows = np.random.default_rng(seed).permutation(ds.n_samples)[:n]
     if name == "liver":
@@ -70,9 +59,8 @@ KIT_REPRESENTATIONS: tuple[str, ...] = ("array", "factor")
 
 
 def exact_factors(K: np.ndarray, rtol: float = 1e-10) -> Any:
-    r"""A :class:`~mklkit.kernels.factor.FactorBank` of the Gram bank ``K`` (M, N, N): block
-    ``m`` is :math:`V_m\Lambda_m^{1/2}` of the eigenvalues of :math:`K_m` above ``rtol``
-    times its largest, so :math:`L_mL_m^\top = K_m` up to that relative error."""
+    r"""The :class:`~mklkit.kernels.factor.FactorBank` of the Gram bank ``K`` (M, N, N): blocks
+    :math:`V_m\Lambda_m^{1/2}` of the eigenvalues above ``rtol`` times the largest."""
     blocks = []
     for Km in K:
         w, V = np.linalg.eigh(0.5 * (Km + Km.T))
@@ -85,15 +73,11 @@ def exact_factors(K: np.ndarray, rtol: float = 1e-10) -> Any:
 def _data(task: str, n: int, seed: int, representation: str = "array") -> tuple[Any, np.ndarray]:
     X, y = sample_points("sonar", n, seed) if task == "classification" else sample_points("liver", n, seed + 1)
     K = sample_bank(X)
-    if representation == "factor":
-        # the problem is the factor bank's own (exact to 1e-10), also for the reference
-        return exact_factors(K), y
-    return K, y
+    return (exact_factors(K) if representation == "factor" else K), y
 
 
 def _representation(engine: Any, representation: str | None) -> str:
-    """The kit's representation for ``engine``: the one asked, else ``array`` when the engine
-    takes it, else ``factor`` when it takes that (``array`` otherwise)."""
+    """The representation asked, else ``factor`` for an engine that takes it but not ``array``."""
     if representation is not None:
         if representation not in KIT_REPRESENTATIONS:
             raise ValueError(f"representation must be one of {', '.join(KIT_REPRESENTATIONS)}; got {representation!r}")
@@ -108,13 +92,6 @@ class KitProblem:
 
     label: str
     problem: Any
-
-
-def _builtin_components() -> tuple[list[Any], list[Any]]:
-    return (
-        [Hinge(), Logistic(), Squared(), EpsInsensitive(eps=0.1)],
-        [L1(), ElasticNet(lam=0.5), Lq(q=1.5), Uniform(), KL()],
-    )
 
 
 def _choose_C(problem: Any) -> float:
@@ -136,23 +113,19 @@ def engine_problems(
 ) -> list[KitProblem]:
     """The kit's problems that ``engine`` supports.
 
-    Every loss × regularizer pair (the built-ins by default, plus the extra
-    components) on ``n_samples`` bundled points: ``sonar`` for a
-    classification loss, ``liver`` for a regression loss; ``C`` is 0.3
-    ``C_max`` (0.1 for a regularizer without a threshold).  The bank is
-    :func:`sample_bank`, held as one array (``representation="array"``) or
-    as its exact factors (``"factor"``, :func:`exact_factors`); by default
-    ``array`` when the engine's ``representations`` have it, else ``factor``
-    when they have that.
-
-    An engine that accepts sample weights (``Requires(sample_weight=True)``)
-    also gets, for every loss, its first supported pair again with integer
-    weights in {1, 2, 3} (``weighted`` in the label).
+    Every loss × regularizer pair (the built-ins by default, plus the extra components) on
+    ``n_samples`` points of ``sonar`` (classification) or ``liver`` (regression), at ``C`` = 0.3
+    ``C_max`` (0.1 without a threshold), the bank held as an array or as its exact factors
+    (``representation``; by default ``array`` when the engine takes it).  An engine that accepts
+    sample weights also gets each loss's first supported pair with integer weights in {1, 2, 3}.
     """
     representation = _representation(engine, representation)
-    b_losses, b_regs = _builtin_components()
-    losses = list(b_losses if losses is None else losses) + list(extra_losses)
-    regs = list(b_regs if regularizers is None else regularizers) + list(extra_regularizers)
+    if losses is None:
+        losses = [Hinge(), Logistic(), Squared(), EpsInsensitive(eps=0.1)]
+    if regularizers is None:
+        regularizers = [L1(), ElasticNet(lam=0.5), Lq(q=1.5), Uniform(), KL()]
+    losses = list(losses) + list(extra_losses)
+    regs = list(regularizers) + list(extra_regularizers)
     weighs = bool(getattr(engine.requirements(), "sample_weight", False))
     out = []
     for loss in losses:
@@ -173,8 +146,7 @@ def engine_problems(
 def _kit_problem(
     engine: Any, data: str, K: Any, y: np.ndarray, loss: Any, reg: Any, sample_weight: np.ndarray | None = None
 ) -> KitProblem | None:
-    """The kit's problem of ``loss`` x ``reg`` (weighted with ``sample_weight``) at its ``C``, or None
-    when ``engine`` does not support it."""
+    """The kit's problem of ``loss`` x ``reg`` at its ``C``, or None when ``engine`` does not support it."""
     pb = Problem(K=K, y=y, loss=loss, regularizer=reg, C=1.0, sample_weight=sample_weight)
     try:
         if engine.supports(pb) is not None:
@@ -187,7 +159,7 @@ def _kit_problem(
 
 
 def with_C(problem: Any, C: float) -> Any:
-    """The same problem at another ``C`` (a new object: engines may keep state on the old one)."""
+    """The same problem at another ``C``, a new object (engines may keep state on the old one)."""
     return Problem(
         K=problem.__dict__["_K"],
         y=problem.y,

@@ -1,6 +1,4 @@
-"""The checks of a loss's constrained representation of its conjugate
-(:class:`~mklkit.components.base.ConstrainedConjugate`): shapes, value against
-``conj`` by a numerical solve, feasibility, derivatives and convexity."""
+"""The checks of a loss's constrained conjugate (:class:`~mklkit.components.base.ConstrainedConjugate`)."""
 
 from __future__ import annotations
 
@@ -11,8 +9,7 @@ import numpy as np
 from scipy import optimize
 
 from ..components.base import ConstrainedConjugate
-from ._common import _SOLVER_RTOL, _arr, _central, _check_output, _f64, _fd_tol, _mag, _steps, _tol
-from ._loss_points import _LossPoints
+from ._common import _SOLVER_RTOL, _arr, _central, _check_output, _f64, _fd_tol, _LossPoints, _mag, _steps, _tol
 from ._report import _Runner
 
 
@@ -45,16 +42,8 @@ def _loss_constrained(
     if any(v is None for v in outs.values()):
         return
     r.run(["constrained_value", "constrained_feasibility"], _constrained_value, r, loss, P, rtol, atol)
-    r.run(
-        ["l0_grad_fd", "l0_hess_fd", "cons_grad_fd", "cons_hess_fd", "constrained_convexity"],
-        _constrained_derivs,
-        r,
-        loss,
-        P,
-        rtol,
-        atol,
-        rng,
-    )
+    derivs = ["l0_grad_fd", "l0_hess_fd", "cons_grad_fd", "cons_hess_fd", "constrained_convexity"]
+    r.run(derivs, _constrained_derivs, r, loss, P, rtol, atol, rng)
 
 
 def _affine(cc: ConstrainedConjugate, y, u, ut, p) -> bool:
@@ -95,7 +84,7 @@ def _solve_constrained(
             return f"linprog status {res.status}: {res.message}", math.nan, math.nan
         t = np.asarray(res.x)
         return "ok", l0(t), float(max(np.max(cons(t)), 0.0))
-    # phase 1: min s subject to cons_j <= s
+    # phase 1: min s s.t. cons <= s
     c0 = cons(t0)
     z0 = np.concatenate([t0, [float(np.max(c0)) + 1.0]])
     ph1 = optimize.minimize(
@@ -136,16 +125,12 @@ def _constrained_value(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol:
     ys_in, us_in = P.with_ends()
     affine = _affine(cc, ys_in, us_in, np.zeros((ys_in.size, Ba)), p)
     cv = _arr(k.conj(_f64(ys_in), _f64(us_in), p))
-    vals = np.empty(ys_in.size)
-    viol = np.empty(ys_in.size)
-    status: list[str] = []
-    for i in range(ys_in.size):
-        st, v, vio = _solve_constrained(cc, p, float(ys_in[i]), float(us_in[i]), Ba, affine)
-        status.append(st)
-        vals[i], viol[i] = v, vio
+    solved = [_solve_constrained(cc, p, float(yi), float(ui), Ba, affine) for yi, ui in zip(ys_in, us_in)]
+    status = [st for st, _, _ in solved]
+    vals = np.array([v for _, v, _ in solved], dtype=np.float64)
+    viol = np.array([vio for _, _, vio in solved], dtype=np.float64)
     okst = np.array([s == "ok" for s in status])
-    # the constraints are affine in u for every loss of the paper: their
-    # values (and the violation a solver leaves) are of the order of max(|u|, 1)
+    # constraints affine in u (every loss of the paper): violations of the order of max(|u|, 1)
     ctol = atol + rtol * np.maximum(np.abs(us_in), 1.0)
     feas.require(
         okst & (viol <= ctol),
@@ -155,20 +140,15 @@ def _constrained_value(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol:
             f"[conj_lower, conj_upper]; the solver reports {status[i]!r} (violation {viol[i]:.3e})"
         ),
     )
-    # rtol applies to the values compared; a solver (HiGHS for affine pieces,
-    # SLSQP otherwise) is credited with a relative accuracy of the size of its
-    # data, the terms of l0 (of order |u| |y|, |u| |ut|, bounded by these)
+    # HiGHS or SLSQP is credited with a relative accuracy of the size of its data
     data = _mag(cv, vals, us_in)
     solver = 0.0 if Ba == 0 else _SOLVER_RTOL + (0.0 if affine else 1e-6)
     tol = _tol(rtol, atol, (vals, cv), extra=solver * data)
-    ident.compare(
-        vals, cv, tol, {"y": ys_in, "u": us_in}, "min over ut of l0(y,(u,ut)) s.t. cons <= 0 vs conj(y,u)", mask=okst
-    )
-    # infeasible outside the domain, just outside and far outside
+    what = "min over ut of l0(y,(u,ut)) s.t. cons <= 0 vs conj(y,u)"
+    ident.compare(vals, cv, tol, {"y": ys_in, "u": us_in}, what, mask=okst)
     m = P.out_mask
     if m.any():
-        yo = y[m]
-        uo = P.u_out[m]
+        yo, uo = y[m], P.u_out[m]
         width = np.where(np.isfinite(P.hi - P.lo), P.hi - P.lo, 1.0)[m]
         near = np.where(uo > P.hi[m], P.hi[m] + 1e-3 * width, P.lo[m] - 1e-3 * width)
         yo2, uo2 = np.concatenate([yo, yo]), np.concatenate([uo, near])
@@ -198,9 +178,7 @@ def _constrained_derivs(
     def call(name: str, ww: np.ndarray) -> np.ndarray:
         return _cons_call(cc, name, y, ww[:, 0], ww[:, 1:], p)
 
-    pts = {"y": y, "u": w[:, 0]}
-    for j in range(1, W):
-        pts[f"ut{j - 1}"] = w[:, j]
+    pts = {"y": y, "u": w[:, 0], **{f"ut{j - 1}": w[:, j] for j in range(1, W)}}
     for fname, gname, ident_name in (
         ("l0", "l0_grad", "l0_grad_fd"),
         ("l0_grad", "l0_hess", "l0_hess_fd"),
@@ -219,27 +197,17 @@ def _constrained_derivs(
 
             fd = _central(fc, w[:, c], h)
             an = an_all[..., c]
-            ident.compare(
-                an,
-                fd.d,
-                _fd_tol(an, fd, rtol, atol),
-                pts,
-                f"{gname}[..., {c}] vs central difference of {fname} in w[{c}]",
-            )
+            what = f"{gname}[..., {c}] vs central difference of {fname} in w[{c}]"
+            ident.compare(an, fd.d, _fd_tol(an, fd, rtol, atol), pts, what)
     ident = r.identity("constrained_convexity")
     for name in ("l0_hess", "cons_hess"):
         H = call(name, w)
         Hs = H.reshape(-1, W, W)
         asym = np.max(np.abs(Hs - np.swapaxes(Hs, -1, -2)), axis=(-1, -2)).reshape(H.shape[:-2])
         mag = np.max(np.abs(Hs), axis=(-1, -2)).reshape(H.shape[:-2])
-        ident.compare(
-            asym, np.zeros_like(asym), atol + rtol * mag, pts, f"{name} must be symmetric (largest |H - H^T|)"
-        )
+        tol = atol + rtol * mag
+        ident.compare(asym, np.zeros_like(asym), tol, pts, f"{name} must be symmetric (largest |H - H^T|)")
         eig = np.linalg.eigvalsh(0.5 * (Hs + np.swapaxes(Hs, -1, -2))).min(axis=-1).reshape(H.shape[:-2])
         ident.at_least(
-            eig,
-            np.zeros_like(eig),
-            atol + rtol * mag,
-            pts,
-            f"{name} must be positive semi-definite (smallest eigenvalue)",
+            eig, np.zeros_like(eig), tol, pts, f"{name} must be positive semi-definite (smallest eigenvalue)"
         )

@@ -1,8 +1,4 @@
-"""Reports of the conformance kits: one :class:`CheckResult` per identity or check.
-
-Shared by the component kit (:mod:`mklkit.testing.components`) and the
-engine kit (:mod:`mklkit.testing.engines`).
-"""
+"""Reports of the conformance kits (components and engines): one :class:`CheckResult` per identity."""
 
 from __future__ import annotations
 
@@ -12,35 +8,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-__all__ = ["CheckResult", "ConformanceReport"]
 
-
-# ---------------------------------------------------------------------------
-# Results
-# ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CheckResult:
-    """Outcome of one identity.
-
-    Attributes
-    ----------
-    identity : str
-        Name of the identity (see :data:`LOSS_IDENTITIES`,
-        :data:`REGULARIZER_IDENTITIES`).
-    passed : bool
-        True when the identity held at every point tried.
-    worst_error : float
-        Absolute error at the worst point (largest error/tolerance ratio);
-        ``inf`` for a structural failure such as an exception.
-    tolerance : float
-        Tolerance at that point.
-    point : dict or None
-        The worst point: labels/arguments (``y``, ``z``, ``u``, ``x``, ``v``,
-        ``d``), ``C`` and the component's ``params``.
-    detail : str
-        What was compared, the values, the relative error and how many points
-        failed.
-    """
+    """Outcome of one identity: whether it held at every point, the absolute error and the
+    tolerance at the worst point (largest ratio; ``inf`` for a structural failure), that point
+    (arguments, ``C``, the component's ``params``) and what was compared."""
 
     identity: str
     passed: bool
@@ -52,21 +25,9 @@ class CheckResult:
 
 @dataclass
 class ConformanceReport:
-    """All :class:`CheckResult` of one component.
-
-    Attributes
-    ----------
-    component : Loss or Regularizer
-        The instance that was checked.
-    checks : list of CheckResult
-        One result per identity, in the order checked.
-    seed : int or None
-        Seed of the random points (shown when the report fails).
-    origin : str
-        Where the parameter point comes from (``"default parameters"``,
-        ``"random parameter point 2 of 5"``; set by
-        :func:`check_parameter_points`), shown in the heading.
-    """
+    """The :class:`CheckResult` of each identity of one component, in the order checked, the
+    seed of the random points and the ``origin`` of the parameter point (set by
+    :func:`check_parameter_points`)."""
 
     component: Any
     checks: list[CheckResult] = field(default_factory=list)
@@ -120,6 +81,13 @@ def _fmt(x: float) -> str:
     return f"{x:.3e}"
 
 
+def _assert_ok(report: ConformanceReport) -> ConformanceReport:
+    """``report``, or ``AssertionError(str(report))`` when it failed."""
+    if not report.ok:
+        raise AssertionError(str(report))
+    return report
+
+
 def _fmt_val(v: Any) -> str:
     if isinstance(v, (float, np.floating)):
         return f"{float(v):.10g}"
@@ -132,9 +100,6 @@ def _fmt_point(point: dict[str, Any]) -> str:
     return ", ".join(f"{k}={_fmt_val(v)}" for k, v in point.items())
 
 
-# ---------------------------------------------------------------------------
-# Bookkeeping of one identity
-# ---------------------------------------------------------------------------
 class _Identity:
     """Accumulates comparisons for one identity and keeps the worst point."""
 
@@ -147,13 +112,8 @@ class _Identity:
         self.worst: tuple[float, float, dict | None, str] | None = None
         self.hard: list[tuple[str, dict | None]] = []
 
-    # -- utilities ------------------------------------------------------
     def _point(self, points: dict[str, np.ndarray], i: int) -> dict[str, Any]:
-        pt: dict[str, Any] = {}
-        for k, v in points.items():
-            pt[k] = float(np.asarray(v).reshape(-1)[i])
-        pt["params"] = dict(self.params)
-        return pt
+        return {**{k: float(np.asarray(v).reshape(-1)[i]) for k, v in points.items()}, "params": dict(self.params)}
 
     def _record(self, err, tol, ok, points, describe) -> None:
         err = np.asarray(err, dtype=np.float64).reshape(-1)
@@ -175,15 +135,12 @@ class _Identity:
             self.worst_ratio = float(ratio[i])
             self.worst = (float(err[i]), float(tol[i]), self._point(points, i), describe(i))
 
-    # -- public to the checks -------------------------------------------
     @staticmethod
     def _lead(a: Any, shape: tuple[int, ...]) -> np.ndarray:
         """Broadcast an array indexed by point (leading axis) to ``shape``."""
         a = np.asarray(a)
         if a.dtype != bool:
             a = a.astype(np.float64, copy=False)
-        if a.ndim == 0:
-            return np.broadcast_to(a, shape)
         return np.broadcast_to(a.reshape(a.shape + (1,) * (len(shape) - a.ndim)), shape)
 
     def _select(
@@ -272,15 +229,13 @@ class _Runner:
             self.params = dict(component.get_params())
         except Exception:  # pragma: no cover - a broken get_params is reported by declaration
             self.params = {}
-        self.results: dict[str, _Identity] = {}
-        self.order: list[str] = []
+        self.results: dict[str, _Identity] = {}  # in report order
         self.current = ""
 
     def identity(self, name: str) -> _Identity:
         """The accumulator of ``name``; it becomes the one being checked."""
         if name not in self.results:
             self.results[name] = _Identity(name, self.params)
-            self.order.append(name)
         self.current = name
         return self.results[name]
 
@@ -302,4 +257,4 @@ class _Runner:
                     ident.fail(f"not checked: {where} raised {type(exc).__name__} first")
 
     def report(self, seed: int | None = None) -> ConformanceReport:
-        return ConformanceReport(self.component, [self.results[n].result() for n in self.order], seed=seed)
+        return ConformanceReport(self.component, [ident.result() for ident in self.results.values()], seed=seed)

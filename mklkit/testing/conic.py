@@ -1,34 +1,17 @@
-r"""Reference solutions of the MKL primal with cvxpy + Clarabel (the ``test`` extra).
+r"""Reference solutions of the MKL primal with cvxpy + Clarabel (the ``test`` extra; imports cvxpy).
 
-The loss and the regularizer give their own cvxpy expressions
-(``cvxpy_expr``, see :class:`mklkit.components.base.Loss` and
-:class:`~mklkit.components.base.Regularizer`); :func:`formulation` asks a
-problem's components for them and checks each expression against the
-component's kernels at a random point before it is trusted (the engine kit,
-:mod:`mklkit.testing.engines`, uses it).  A plugin's component with a
-``cvxpy_expr`` gets a conic reference like a built-in.  Importing this module
-imports cvxpy.  Each Gram matrix is factored,
-:math:`K_m \approx L_m L_m^\top` (eigendecomposition, eigenvalues below
-``eig_tol`` times the largest dropped), and the problem is solved in
-:math:`\beta_m = L_m^\top\alpha_m`, for which :math:`K_m\alpha_m = L_m\beta_m`
-and :math:`\|\alpha_m\|_{K_m} = \|\beta_m\|_2`:
+The components give their cvxpy expressions (``cvxpy_expr``), trusted by :func:`formulation` only
+where they agree with their kernels.  With :math:`K_m \approx L_m L_m^\top` (eigenvalues below
+``eig_tol`` times the largest dropped) the problem is solved in :math:`\beta_m = L_m^\top\alpha_m`:
 
 .. math::
     \min_{\beta, b}\ \sum_i \ell\big(y_i, \textstyle\sum_m (L_m\beta_m)_i + b\big)
         + \sum_m \tilde g_C(\|\beta_m\|_2).
 
-Components are given as instances, or by their registered names with their
-parameters as keywords (``solve_reference(K, y, "eps_insensitive", "lq", C,
-eps=0.1, q=1.5)``).  Two regularizer names are forms of the kernel weights
-(:class:`~mklkit.components.base.WeightNorm`), not components:
-``squared_l1`` :math:`\tfrac{C}{2}(\sum_m x_m)^2`, the squared block 1-norm of
-SimpleMKL (SpicyMKL eq. 5), which is not separable over kernels, and
-``weight_pnorm`` :math:`C\tfrac34(2\lambda)^{1/3}\|x\|_s^{4/3}`, :math:`s = 2p/(p+1)`,
-the squared p-norm penalty of the kernel weights (SMO-MKL eq. 1).
-
-Clarabel is asked for gap and feasibility tolerances ``tol``; when it stops
-at "optimal_inaccurate", the solve is repeated with 10x and 100x looser
-tolerances (a few of these small, badly scaled problems need it).
+Components are instances or registered names with keyword parameters (``solve_reference(K, y,
+"eps_insensitive", "lq", C, eps=0.1, q=1.5)``); ``squared_l1`` :math:`\tfrac{C}{2}(\sum_m x_m)^2`
+(SpicyMKL eq. 5) and ``weight_pnorm`` :math:`C\tfrac34(2\lambda)^{1/3}\|x\|_s^{4/3}`,
+:math:`s = 2p/(p+1)` (SMO-MKL eq. 1) name forms of the kernel weights.
 """
 
 from __future__ import annotations
@@ -72,12 +55,8 @@ class ReferenceError(RuntimeError):
 
 @dataclass(frozen=True)
 class ReferenceSolution:
-    """Solution of the reference problem.
-
-    ``objective`` is Clarabel's optimal value; ``alpha`` (M, N) and ``bias``
-    the primal solution mapped back from β; ``status`` Clarabel's status
-    through cvxpy; ``ranks`` the factor ranks.
-    """
+    """Solution of the reference problem: Clarabel's optimal value, ``alpha`` (M, N) and ``bias``
+    mapped back from β, Clarabel's status, the factor ranks and the tolerance used."""
 
     objective: float
     alpha: np.ndarray
@@ -92,12 +71,8 @@ class ReferenceSolution:
 
 
 def factor_bank(K: np.ndarray, eig_tol: float = 1e-10):
-    r"""Factors :math:`K_m \approx L_m L_m^\top` and the maps back to α.
-
-    Returns a list of ``(L, back)`` with ``L`` of shape (N, r_m) and
-    ``back`` (N, r_m) such that :math:`\alpha_m = back\,\beta_m` satisfies
-    :math:`L_m^\top\alpha_m = \beta_m`.
-    """
+    r"""``(L, back)`` per kernel: :math:`K_m \approx L_m L_m^\top`, and :math:`\alpha_m = back\,\beta_m`
+    satisfies :math:`L_m^\top\alpha_m = \beta_m`."""
     out = []
     for Km in np.asarray(K, dtype=np.float64):
         w, V = np.linalg.eigh(0.5 * (Km + Km.T))
@@ -111,8 +86,7 @@ def factor_bank(K: np.ndarray, eig_tol: float = 1e-10):
 
 
 def _resolve(kind: str, spec, params: dict):
-    """The component (or kernel-weight form) ``spec`` names, made with the parameters of
-    ``params`` that it declares; ``spec`` itself when it is not a name."""
+    """The component (or kernel-weight form) named ``spec``, with the ``params`` it declares."""
     if not isinstance(spec, str):
         return spec
     given = {k: v for k, v in params.items() if v is not None}
@@ -134,8 +108,7 @@ def _expression(component, *args):
 
 
 def _reference_problem(factors, y: np.ndarray, loss, reg, C: float, *, bias: bool, sample_weight: np.ndarray | None):
-    r"""The cvxpy problem of the MKL primal on the factors :math:`K_m \approx L_m L_m^\top`, with its
-    block variables :math:`\beta_m` and its bias variable (``None`` without a bias)."""
+    r"""The cvxpy problem of the MKL primal on the factors, its variables :math:`\beta_m` and bias."""
     betas = [cp.Variable(L.shape[1]) for L, _ in factors]
     b = cp.Variable() if bias else None
     z = sum(L @ beta for (L, _), beta in zip(factors, betas))
@@ -149,8 +122,8 @@ def _reference_problem(factors, y: np.ndarray, loss, reg, C: float, *, bias: boo
 
 
 def _solve_with_retries(prob, tol: float) -> float:
-    """Solve ``prob`` with Clarabel at ``tol``, then 10 and 100 times looser until its status is
-    optimal; the tolerance of the last attempt."""
+    """Solve ``prob`` with Clarabel at ``tol``, then 10 and 100 times looser until optimal (a few
+    small, badly scaled problems need it); the tolerance of the last attempt."""
     used = tol
     for used in (tol, 10 * tol, 100 * tol):
         with warnings.catch_warnings():
@@ -197,24 +170,16 @@ def solve_reference(
     ----------
     K : ndarray (M, N, N)
         Symmetric positive semidefinite Gram bank.
-    y : ndarray (N,)
-    loss_name : loss, or the registered name of one
-    reg_name : regularizer or :class:`~mklkit.components.base.WeightNorm`, or the
-        registered name of a regularizer, or ``"squared_l1"`` / ``"weight_pnorm"``
-    C : float
+    loss_name, reg_name
+        Components, or registered names (``"squared_l1"``, ``"weight_pnorm"`` for the kernel weights).
     lam, q, eps, delta, d0, tau, p : float, optional
-        The parameters of components given by name (each goes to the component
-        that declares it): elastic-net mixing λ (and the λ of ``weight_pnorm``),
-        block-norm exponent q, ε of the ε-insensitive loss, δ of the Huber
-        loss, reference weight :math:`d_0` of ``kl``, the p of ``weight_pnorm``.
-    bias : bool
+        The parameters of components given by name, each to the component that declares it.
     eig_tol : float
         Relative eigenvalue cut-off of the factorization.
     tol : float
         Clarabel's gap and feasibility tolerances.
     sample_weight : ndarray (N,), optional
-        Weights :math:`w_i > 0` of the loss terms, :math:`\\sum_i w_i\\ell(y_i, z_i)`
-        (written here directly, not through the scaling of the conjugate).
+        Weights of the loss terms, :math:`\\sum_i w_i\\ell(y_i, z_i)`.
 
     Raises
     ------
@@ -260,9 +225,7 @@ def primal_objective_numpy(
     p: float | None = None,
     sample_weight: np.ndarray | None = None,
 ) -> float:
-    """The same primal objective from the components' kernels (for checking any solution);
-    components are given as in :func:`solve_reference`; ``sample_weight`` weights the loss
-    terms."""
+    """The same primal objective from the components' kernels, components as in :func:`solve_reference`."""
     params = dict(lam=lam, q=q, eps=eps, delta=delta, d0=d0, tau=tau, p=p)
     loss, reg = _resolve("loss", loss_name, params), _resolve("regularizer", reg_name, params)
     K = np.asarray(K, dtype=np.float64)
@@ -288,8 +251,7 @@ def _describe(component) -> str:
 
 
 def _value_of(expr) -> float:
-    """The value of a cvxpy expression of constants; one that has auxiliary variables (a
-    minimum over them, like the Tikhonov form of ``kl``) is minimized over them."""
+    """The value of a cvxpy expression of constants, minimized over its auxiliary variables if any."""
     if not expr.variables():
         return float(expr.value)
     prob = cp.Problem(cp.Minimize(expr))
@@ -298,18 +260,9 @@ def _value_of(expr) -> float:
 
 
 def formulation(problem) -> dict | None:
-    """The conic formulation of ``problem``'s loss and regularizer, or ``None``.
-
-    The components give their cvxpy expressions (``cvxpy_expr``; a regularizer that
-    couples the blocks by its ``weight_norm`` has that form's).  An expression is used
-    only if it agrees with the component's own kernels at a random point, so a
-    component whose expression is wrong gets no conic reference.
-
-    Returns
-    -------
-    dict or None
-        ``{"loss": loss, "reg": regularizer, "params": {}}`` for :func:`solve_reference`.
-    """
+    """The conic formulation of ``problem``'s components, ``{"loss": loss, "reg": regularizer,
+    "params": {}}`` for :func:`solve_reference`, or ``None`` when a component's ``cvxpy_expr``
+    disagrees with its kernels at a random point."""
     loss, reg = problem.loss, problem.regularizer
     rng = np.random.default_rng(0)
     alpha = rng.normal(0.0, 0.3, (problem.n_kernels, problem.n_samples))

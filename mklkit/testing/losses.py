@@ -1,9 +1,5 @@
-r"""The loss identities of the component kit: :func:`check_loss`.
-
-Each identity is described, with its tolerance, in
-:mod:`mklkit.testing.components` (Suzuki & Tomioka 2011, eqs. (15)-(17),
-(33)-(35)).
-"""
+"""The loss identities of the component kit, :func:`check_loss` (docs/plugins.md §7; Suzuki & Tomioka
+2011, eqs. (15)-(17), (33)-(35))."""
 
 from __future__ import annotations
 
@@ -12,11 +8,16 @@ from typing import Any
 import numpy as np
 
 from ..components.base import CLASSIFICATION, LabelError
-from ._common import _ROUND, _arr, _begin, _check_output, _f64, _tol
-from ._loss_conjugate import _loss_conj_sup, _loss_fenchel_young
+from ._common import _ROUND, _arr, _begin, _check_output, _f64, _LossPoints, _tol
 from ._loss_constrained import _loss_constrained
-from ._loss_derivatives import _loss_conj_derivs, _loss_deriv, _loss_deriv2, _loss_lipschitz
-from ._loss_points import _LossPoints
+from ._loss_numeric import (
+    _loss_conj_derivs,
+    _loss_conj_sup,
+    _loss_deriv,
+    _loss_deriv2,
+    _loss_fenchel_young,
+    _loss_lipschitz,
+)
 from ._report import ConformanceReport, _Runner
 
 __all__ = ["check_loss"]
@@ -26,8 +27,7 @@ def _loss_shapes(r: _Runner, loss: Any, P: _LossPoints) -> None:
     ident = r.identity("kernel_shapes")
     k, p, y, z, u = loss.jit, P.p, P.y, P.z, P.u
     n = y.size
-    # finite on the sampled range; at extreme predictions a fast-growing loss
-    # may overflow to inf, but never give NaN
+    # at extreme predictions a fast-growing loss may overflow to inf, never to NaN
     extreme = _f64(np.tile([-1e6, -1e3, 1e3, 1e6], n // 4 + 1)[:n])
     for zz, allow_inf in ((z, False), (extreme, True)):
         y0, z0 = y.copy(), zz.copy()
@@ -137,27 +137,12 @@ def _loss_convexity(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: fl
     ident = r.identity("convexity")
     k, p, y = loss.jit, P.p, P.y
     z2 = _f64(P.z + rng.normal(0.0, 2.0, P.z.size))
-    mid = _f64(0.5 * (P.z + z2))
-    fa, fb, fm = (_arr(k.value(y, a, p)) for a in (P.z, z2, mid))
-    tol = _tol(rtol, atol, (0.5 * (fa + fb), fm), (fa, fb, fm))
-    ident.at_least(
-        0.5 * (fa + fb),
-        fm,
-        tol,
-        {"y": y, "z": P.z, "z2": z2},
-        "midpoint convexity of value: (l(z)+l(z2))/2 >= l((z+z2)/2)",
-    )
-    # deriv non-decreasing
+    what = "midpoint convexity of value: (l(z)+l(z2))/2 >= l((z+z2)/2)"
+    _midpoint_convex(ident, lambda a: k.value(y, a, p), P.z, z2, rtol, atol, {"y": y, "z": P.z, "z2": z2}, what)
     zs = np.sort(np.stack([P.z, z2]), axis=0)
     da, db = _arr(k.deriv(y, _f64(zs[0]), p)), _arr(k.deriv(y, _f64(zs[1]), p))
-    ident.at_least(
-        db,
-        da,
-        atol + rtol * np.maximum(np.abs(da), np.abs(db)),
-        {"y": y, "z": zs[0], "z2": zs[1]},
-        "deriv must be non-decreasing: deriv(z2) >= deriv(z)",
-    )
-    # conjugate midpoint convexity inside the domain
+    what = "deriv must be non-decreasing: deriv(z2) >= deriv(z)"
+    ident.at_least(db, da, atol + rtol * np.maximum(np.abs(da), np.abs(db)), {"y": y, "z": zs[0], "z2": zs[1]}, what)
     flo, fhi = np.isfinite(P.lo), np.isfinite(P.hi)
     t = rng.uniform(0.02, 0.98, y.size)
     u2 = np.where(
@@ -170,16 +155,17 @@ def _loss_convexity(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: fl
         ),
     )
     u2 = _f64(u2)
-    um = _f64(0.5 * (P.u + u2))
-    ca, cb, cm = (_arr(k.conj(y, a, p)) for a in (P.u, u2, um))
-    tol = _tol(rtol, atol, (0.5 * (ca + cb), cm), (ca, cb, cm))
-    ident.at_least(
-        0.5 * (ca + cb),
-        cm,
-        tol,
-        {"y": y, "u": P.u, "u2": u2},
-        "midpoint convexity of conj: (l*(u)+l*(u2))/2 >= l*((u+u2)/2)",
-    )
+    what = "midpoint convexity of conj: (l*(u)+l*(u2))/2 >= l*((u+u2)/2)"
+    _midpoint_convex(ident, lambda a: k.conj(y, a, p), P.u, u2, rtol, atol, {"y": y, "u": P.u, "u2": u2}, what)
+
+
+def _midpoint_convex(
+    ident: Any, f: Any, a: np.ndarray, b: np.ndarray, rtol: float, atol: float, pts: dict, what: str
+) -> None:
+    """Require ``(f(a) + f(b))/2 >= f((a + b)/2)``."""
+    fa, fb, fm = (_arr(f(x)) for x in (a, b, _f64(0.5 * (a + b))))
+    avg = 0.5 * (fa + fb)
+    ident.at_least(avg, fm, _tol(rtol, atol, (avg, fm), (fa, fb, fm)), pts, what)
 
 
 def _loss_labels(r: _Runner, loss: Any) -> None:
@@ -227,24 +213,8 @@ def _loss_labels(r: _Runner, loss: Any) -> None:
 def check_loss(
     loss: Any, *, n_points: int = 64, seed: int = 0, rtol: float = 1e-6, atol: float = 1e-8
 ) -> ConformanceReport:
-    """Check a loss against the :class:`~mklkit.components.base.Loss` contract.
-
-    Parameters
-    ----------
-    loss : Loss
-        The instance to check.
-    n_points : int
-        Number of random points per identity (at least 8).
-    seed : int
-        Seed of the :func:`numpy.random.default_rng` drawing the points.
-    rtol, atol : float
-        Relative and absolute tolerances (see :mod:`mklkit.testing.components` for how
-        finite-difference and solver errors are added).
-
-    Returns
-    -------
-    ConformanceReport
-    """
+    """Check a loss against the :class:`~mklkit.components.base.Loss` contract, at ``n_points``
+    (at least 8) random points per identity drawn with ``seed``, with tolerances ``rtol``, ``atol``."""
     rng, r = _begin(loss, "loss", seed)
     try:
         P = _LossPoints(loss, rng, n_points)

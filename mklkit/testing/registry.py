@@ -13,12 +13,8 @@ __all__ = ["registered"]
 
 @contextlib.contextmanager
 def registered(*classes: type, dist: str | None = None) -> Iterator[str]:
-    """Register ``classes`` in the process-wide registry through a plugin of their own, for the block.
-
-    The plugin goes through the same hook as an installed one
-    (``mklkit_register_components``), so every check of the registry applies;
-    it is unregistered when the block ends.  Yields the first component's
-    name.
+    """Register ``classes`` in the process-wide registry for the block, through a plugin of their own
+    and the same hook as an installed one; yields the first component's name.
 
     >>> from mklkit.testing import registered
     >>> with registered(MyEngine):                       # doctest: +SKIP

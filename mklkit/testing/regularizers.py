@@ -1,9 +1,5 @@
-r"""The regularizer identities of the component kit: :func:`check_regularizer`.
-
-Each identity is described, with its tolerance, in
-:mod:`mklkit.testing.components` (Suzuki & Tomioka 2011, §4, eqs. (13),
-(21)-(23), (42)-(47), Table 3).
-"""
+"""The regularizer identities of the component kit, :func:`check_regularizer` (docs/plugins.md §7;
+Suzuki & Tomioka 2011, §4, eqs. (13), (21)-(23), (42)-(47), Table 3)."""
 
 from __future__ import annotations
 
@@ -16,50 +12,45 @@ from ..components.base import BregmanJit
 from ._common import (
     _arr,
     _begin,
+    _by_C,
     _central,
     _check_output,
+    _compare_fd,
     _f64,
-    _fd_tol,
     _fin,
+    _RegPoints,
     _scalar_min,
     _sensitivity,
     _steps,
     _tol,
     _ulps,
 )
-from ._reg_conjugate import _reg_conj, _reg_conj_sup, _reg_fenchel_young
-from ._reg_points import _RegPoints, _by_C
-from ._reg_prox import _reg_moreau, _reg_prox, _reg_sparse
+from ._reg_numeric import _reg_conj, _reg_conj_sup, _reg_fenchel_young, _reg_moreau, _reg_prox, _reg_sparse
 from ._report import ConformanceReport, _Runner
 
 __all__ = ["check_regularizer"]
 
 
-#: A conjugate (or its derivatives) may return +inf inside its domain only
-#: where the true value exceeds the float64 range: just below the point where
-#: it turns infinite, the finite values must already be at least this large.
+#: A conjugate may be +inf inside its domain only by overflow: just below, it is at least this large.
 _OVERFLOW_FLOOR = 1e250
 
 
-def _overflow_justified(fn: Callable[[np.ndarray, float], Any], y: np.ndarray, c: float) -> np.ndarray:
-    """For each ``y`` where ``fn(y, c)`` is +inf, whether that is float64 overflow.
-
-    Bisection on [0, y] finds where ``fn`` turns infinite; the value just
-    below must be at least :data:`_OVERFLOW_FLOOR`.
-    """
+def _overflow_justified(fn: Callable[..., Any], p: np.ndarray, y: np.ndarray, c: float) -> np.ndarray:
+    """Whether ``fn(y, c) = +inf`` is an overflow: the value just below where it turns infinite
+    (bisection on [0, y]) is at least :data:`_OVERFLOW_FLOOR`."""
     y = np.asarray(y, dtype=np.float64)
     out = np.zeros(y.shape, dtype=bool)
     for i, yi in enumerate(y):
         lo, hi = 0.0, float(yi)
-        if not math.isfinite(float(_arr(fn(_f64([lo]), c))[0])):
+        if not math.isfinite(float(_arr(fn(_f64([lo]), c, p))[0])):
             continue
         for _ in range(80):
             mid = 0.5 * (lo + hi)
-            if math.isfinite(float(_arr(fn(_f64([mid]), c))[0])):
+            if math.isfinite(float(_arr(fn(_f64([mid]), c, p))[0])):
                 lo = mid
             else:
                 hi = mid
-        out[i] = float(_arr(fn(_f64([lo]), c))[0]) >= _OVERFLOW_FLOOR
+        out[i] = float(_arr(fn(_f64([lo]), c, p))[0]) >= _OVERFLOW_FLOOR
     return out
 
 
@@ -82,19 +73,16 @@ def _reg_shapes(r: _Runner, reg: Any, P: _RegPoints) -> None:
                 ok = np.isfinite(out)
                 bad = np.isposinf(out)
                 if bad.any():
-                    ok[bad] = _overflow_justified(lambda a, cc: fn(a, cc, p), yin[bad], c)
-                ident.require(
-                    ok, pts_in, f"{name} inside the domain is not finite (and not a float64 overflow of a huge value)"
-                )
-        zero = _f64([0.0])
-        _check_output(ident, "conj(0)", k.conj(zero, c, p), (1,), {"y": zero, "C": np.full(1, c)})
+                    ok[bad] = _overflow_justified(fn, p, yin[bad], c)
+                what = f"{name} inside the domain is not finite (and not a float64 overflow of a huge value)"
+                ident.require(ok, pts_in, what)
+        zero, pts0 = _f64([0.0]), {"y": _f64([0.0]), "C": np.full(1, c)}
+        _check_output(ident, "conj(0)", k.conj(zero, c, p), (1,), pts0)
         for name in ("conj_grad", "conj_hess"):
-            # a derivative at the end of [0, inf) may be +inf (lq with q > 2)
-            out = _check_output(
-                ident, f"{name}(0)", getattr(k, name)(zero, c, p), (1,), {"y": zero, "C": np.full(1, c)}, allow_inf=True
-            )
+            # +inf at the end of [0, inf) is allowed (lq with q > 2)
+            out = _check_output(ident, f"{name}(0)", getattr(k, name)(zero, c, p), (1,), pts0, allow_inf=True)
             if out is not None:
-                ident.require(out != -np.inf, {"y": zero, "C": np.full(1, c)}, f"{name}(0) is -inf")
+                ident.require(out != -np.inf, pts0, f"{name}(0) is -inf")
         if not np.array_equal(x, x0):
             ident.fail("a kernel modified its input array")
     x = _f64(P.x)
@@ -105,26 +93,25 @@ def _reg_shapes(r: _Runner, reg: Any, P: _RegPoints) -> None:
 def _reg_conj_domain(r: _Runner, reg: Any, P: _RegPoints) -> None:
     ident = r.identity("conj_domain")
     k, p = reg.jit, P.p
-    cin = _by_C(P, lambda a, c: k.conj(a, c, p), P.y_in)
+    cin = _by_C(P, k.conj, P.y_in)
     ok = np.isfinite(cin)
     for c, idx in P.groups():
         bad = idx[np.isposinf(cin[idx])]
         if bad.size:
-            ok[bad] = _overflow_justified(lambda a, cc: k.conj(a, cc, p), P.y_in[bad], c)
-    ident.require(
-        ok, {"y": P.y_in, "C": P.C}, "conj is not finite inside [0, conj_radius(C)) (and not a float64 overflow)"
-    )
-    c0 = _by_C(P, lambda a, c: k.conj(a, c, p), np.zeros_like(P.C))
+            ok[bad] = _overflow_justified(k.conj, p, P.y_in[bad], c)
+    what = "conj is not finite inside [0, conj_radius(C)) (and not a float64 overflow)"
+    ident.require(ok, {"y": P.y_in, "C": P.C}, what)
+    c0 = _by_C(P, k.conj, np.zeros_like(P.C))
     ident.require(np.isfinite(c0), {"y": np.zeros_like(P.C), "C": P.C}, "conj(0) is not finite")
     m = P.out_mask
     if m.any():
-        cout = _by_C(P, lambda a, c: k.conj(a, c, p), np.where(m, P.y_out, 0.0), mask=m)
+        cout = _by_C(P, k.conj, np.where(m, P.y_out, 0.0), mask=m)
         ident.require(
             np.isposinf(cout[m]),
             {"y": P.y_out[m], "C": P.C[m]},
             lambda i: f"conj beyond conj_radius(C) is {cout[m][i]!r}, expected +inf",
         )
-        cb = _by_C(P, lambda a, c: k.conj(a, c, p), np.where(m, P.radius, 0.0), mask=m)
+        cb = _by_C(P, k.conj, np.where(m, P.radius, 0.0), mask=m)
         ident.require(~np.isnan(cb[m]), {"y": P.radius[m], "C": P.C[m]}, "conj at conj_radius(C) is NaN")
 
 
@@ -133,56 +120,36 @@ def _reg_convexity(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float
     k, p = reg.jit, P.p
     x2 = P.x * 10.0 ** rng.uniform(-1.0, 1.0, P.x.size)
     xm = 0.5 * (P.x + x2)
-    fa, fb, fm = (_by_C(P, lambda a, c: k.value(a, c, p), a) for a in (P.x, x2, xm))
+    fa, fb, fm = (_by_C(P, k.value, a) for a in (P.x, x2, xm))
     tol = atol + rtol * _fin(fa, fb)
     pts = {"x": P.x, "x2": x2, "C": P.C}
-    ident.at_least(
-        0.5 * (fa + fb), fm, tol, pts, "midpoint convexity of value in x", mask=np.isfinite(fa) & np.isfinite(fb)
-    )
+    finite = np.isfinite(fa) & np.isfinite(fb)
+    ident.at_least(0.5 * (fa + fb), fm, tol, pts, "midpoint convexity of value in x", mask=finite)
     lo, hi = np.minimum(P.x, x2), np.maximum(P.x, x2)
-    flo, fhi = (_by_C(P, lambda a, c: k.value(a, c, p), a) for a in (lo, hi))
-    ident.at_least(
-        fhi, flo, atol + rtol * np.abs(flo), {"x": lo, "x2": hi, "C": P.C}, "value must be non-decreasing in x"
-    )
+    flo, fhi = (_by_C(P, k.value, a) for a in (lo, hi))
+    what = "value must be non-decreasing in x"
+    ident.at_least(fhi, flo, atol + rtol * np.abs(flo), {"x": lo, "x2": hi, "C": P.C}, what)
     if _tikhonov(reg):
         # g(t) = value(sqrt t, 1) concave in t (SpicyMKL eq. 42)
         t1, t2 = P.x**2, x2**2
         g1, g2 = (_arr(k.value(_f64(np.sqrt(t)), 1.0, p)) for t in (t1, t2))
         gm = _arr(k.value(_f64(np.sqrt(0.5 * (t1 + t2))), 1.0, p))
-        ident.at_least(
-            gm,
-            0.5 * (g1 + g2),
-            atol + rtol * (np.abs(g1) + np.abs(g2)),
-            {"x": P.x, "x2": x2},
-            "g(t) = value(sqrt(t), C=1) must be concave in t",
-        )
-    # conjugate convex and non-decreasing on its domain
+        what = "g(t) = value(sqrt(t), C=1) must be concave in t"
+        ident.at_least(gm, 0.5 * (g1 + g2), atol + rtol * (np.abs(g1) + np.abs(g2)), {"x": P.x, "x2": x2}, what)
     y2 = np.where(P.out_mask, P.radius * rng.uniform(0.02, 0.98, P.C.size), P.y * 10 ** rng.uniform(-1, 1, P.C.size))
-    ca, cb, cm = (_by_C(P, lambda a, c: k.conj(a, c, p), a) for a in (P.y_in, y2, 0.5 * (P.y_in + y2)))
-    ident.at_least(
-        0.5 * (ca + cb),
-        cm,
-        atol + rtol * (np.abs(ca) + np.abs(cb)),
-        {"y": P.y_in, "y2": y2, "C": P.C},
-        "midpoint convexity of conj",
-        mask=np.isfinite(ca) & np.isfinite(cb),
-    )
+    ca, cb, cm = (_by_C(P, k.conj, a) for a in (P.y_in, y2, 0.5 * (P.y_in + y2)))
+    tol, pts = atol + rtol * (np.abs(ca) + np.abs(cb)), {"y": P.y_in, "y2": y2, "C": P.C}
+    ident.at_least(0.5 * (ca + cb), cm, tol, pts, "midpoint convexity of conj", mask=np.isfinite(ca) & np.isfinite(cb))
     ylo, yhi = np.minimum(P.y_in, y2), np.maximum(P.y_in, y2)
-    clo, chi = (_by_C(P, lambda a, c: k.conj(a, c, p), a) for a in (ylo, yhi))
-    ident.at_least(
-        chi,
-        clo,
-        atol + rtol * np.abs(clo),
-        {"y": ylo, "y2": yhi, "C": P.C},
-        "conj must be non-decreasing in y",
-        mask=np.isfinite(clo),
-    )
+    clo, chi = (_by_C(P, k.conj, a) for a in (ylo, yhi))
+    pts = {"y": ylo, "y2": yhi, "C": P.C}
+    ident.at_least(chi, clo, atol + rtol * np.abs(clo), pts, "conj must be non-decreasing in y", mask=np.isfinite(clo))
 
 
 def _reg_scaling(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
     ident = r.identity("value_scaling")
     k, p = reg.jit, P.p
-    vc = _by_C(P, lambda a, c: k.value(a, c, p), P.x)
+    vc = _by_C(P, k.value, P.x)
     v1 = _arr(k.value(_f64(P.x), 1.0, p))
     ident.compare(vc, P.C * v1, atol + rtol * np.abs(vc), {"x": P.x, "C": P.C}, "value(x, C) vs C * value(x, 1)")
 
@@ -206,15 +173,9 @@ def _reg_weight(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
     h = _arr(k.penalty(_f64(dd), p))
     phi = quad + 0.5 * h
     cond, ok_c = _sensitivity(lambda a: 0.5 * _arr(k.penalty(a, p)), dd, _ulps(dd))
-    ident.compare(
-        phi,
-        g,
-        _tol(rtol, atol, (phi, g), (quad, 0.5 * h), cond),
-        {"x": x, "d": d},
-        "x^2/(2d) + penalty(d)/2 at d = weight(x) vs g(x^2) = value(x, C=1)",
-        mask=ok_d & np.isfinite(d) & ok_c,
-    )
-    # d minimises x^2/(2 d) + h(d)/2 over d > 0
+    what = "x^2/(2d) + penalty(d)/2 at d = weight(x) vs g(x^2) = value(x, C=1)"
+    checkable = ok_d & np.isfinite(d) & ok_c
+    ident.compare(phi, g, _tol(rtol, atol, (phi, g), (quad, 0.5 * h), cond), {"x": x, "d": d}, what, mask=checkable)
     ident2 = r.identity("weight_argmin")
     logd = np.linspace(-10.0, 10.0, 201)
     grid = 10.0**logd
@@ -233,17 +194,12 @@ def _reg_weight(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
 
         _, fb, err[i], _ = _scalar_min(obj, logd[max(j - 1, 0)], logd[min(j + 1, logd.size - 1)])
         num[i] = min(float(vals[j]), fb if math.isfinite(fb) else math.inf)
-    # the terms at the minimum are those at d = weight(x) up to the solver's error
     tol = _tol(rtol, atol, (num, g, phi), (quad, 0.5 * h), err)
     ident2.at_least(num, g, tol, {"x": x}, "g(x^2) <= min_d x^2/(2d) + penalty(d)/2 (numerical minimum over d > 0)")
-    ident2.at_least(
-        num,
-        phi,
-        tol + cond,
-        {"x": x, "d": d},
-        "weight(x) must minimise x^2/(2d) + penalty(d)/2 over d > 0: value at weight(x) exceeds the numerical minimum",
-        mask=ok_d & np.isfinite(d) & ok_c,
+    what = (
+        "weight(x) must minimise x^2/(2d) + penalty(d)/2 over d > 0: value at weight(x) exceeds the numerical minimum"
     )
+    ident2.at_least(num, phi, tol + cond, {"x": x, "d": d}, what, mask=checkable)
 
 
 def _reg_bregman(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
@@ -259,8 +215,7 @@ def _reg_bregman(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) 
     h = _steps(d, d0f)
     fd = _central(lambda a: b.F(a, p), d, h)
     an = _arr(b.f(d, p))
-    ok = (d - 4 * h > 0) & ~fd.kink & np.isfinite(fd.d)
-    ident.compare(an, fd.d, _fd_tol(an, fd, rtol, atol), {"d": d}, "f vs central difference of F", mask=ok)
+    _compare_fd(ident, an, fd, rtol, atol, {"d": d}, "f vs central difference of F", d - 4 * h > 0)
     srt = np.sort(d)
     fs = _arr(b.f(_f64(srt), p))
     ident.require(np.diff(fs) > 0, {"d": srt[:-1]}, "f = F' must be strictly increasing (F strictly convex)")
@@ -278,26 +233,9 @@ def check_regularizer(
     atol: float = 1e-8,
     C: float | Sequence[float] | None = None,
 ) -> ConformanceReport:
-    """Check a regularizer against the :class:`~mklkit.components.base.Regularizer` contract.
-
-    Parameters
-    ----------
-    reg : Regularizer
-        The instance to check.
-    n_points : int
-        Number of random points per identity, split over the values of ``C``.
-    seed : int
-        Seed of the :func:`numpy.random.default_rng` drawing the points.
-    rtol, atol : float
-        Relative and absolute tolerances.
-    C : float or sequence of float, optional
-        Regularization constants to check at; by default three values drawn
-        log-uniformly from [0.05, 5].
-
-    Returns
-    -------
-    ConformanceReport
-    """
+    """Check a regularizer against the :class:`~mklkit.components.base.Regularizer` contract, at
+    ``n_points`` random points per identity (split over the values of ``C``; by default three
+    drawn log-uniformly from [0.05, 5]) drawn with ``seed``, with tolerances ``rtol``, ``atol``."""
     rng, r = _begin(reg, "regularizer", seed)
     try:
         P = _RegPoints(reg, rng, n_points, C)
@@ -315,15 +253,8 @@ def check_regularizer(
     r.run(["conj_sup", "conj_unbounded"], _reg_conj_sup, r, reg, P, rtol, atol)
     r.run(["conj_grad_fd", "conj_hess_fd"], _reg_conj, r, reg, P, rtol, atol)
     r.run("fenchel_young", _reg_fenchel_young, r, reg, P, rtol, atol, rng)
-    r.run(
-        ["moreau_decomposition", "env_grad_prox", "env_hess_prox_deriv", "env_min", "env_grad_fd", "env_hess_fd"],
-        _reg_moreau,
-        r,
-        reg,
-        P,
-        rtol,
-        atol,
-    )
+    moreau = ["moreau_decomposition", "env_grad_prox", "env_hess_prox_deriv", "env_min", "env_grad_fd", "env_hess_fd"]
+    r.run(moreau, _reg_moreau, r, reg, P, rtol, atol)
     if _tikhonov(reg):
         r.run(["weight_value", "weight_argmin"], _reg_weight, r, reg, P, rtol, atol)
     if getattr(reg, "bregman", None) is not None:
