@@ -83,13 +83,8 @@ class LowRankHessian:
         return (dd if x.ndim == 1 else dd[:, None]) * x + self.V @ (self.V.T @ x)
 
     def solve(self, rhs: np.ndarray, ridge: np.ndarray) -> np.ndarray | None:
-        r""":math:`(H + \mathrm{diag}(\mathrm{ridge}))^{-1}` rhs (N,) or (N, k); ``None`` if not finite."""
-        if self.solver == "woodbury":
-            x = self._woodbury(rhs, ridge)
-        else:
-            cols = rhs[:, None] if rhs.ndim == 1 else rhs
-            x = np.column_stack([self._pcg(cols[:, j], ridge, None)[0] for j in range(cols.shape[1])])
-            x = x[:, 0] if rhs.ndim == 1 else x
+        r""":math:`(H + \mathrm{diag}(\mathrm{ridge}))^{-1}` rhs (N,); ``None`` if not finite."""
+        x = self._woodbury(rhs, ridge) if self.solver == "woodbury" else self._pcg(rhs, ridge, None)[0]
         return x if np.all(np.isfinite(x)) else None
 
     def solve_constrained(self, g: np.ndarray, ridge: np.ndarray) -> tuple[np.ndarray, float] | None:
@@ -147,17 +142,18 @@ class LowRankHessian:
         cpc = 0.0 if constraint is None else float(constraint @ pc)
         nu = 0.0
 
-        def reset(r: np.ndarray) -> float:
+        def reset(r: np.ndarray) -> None:
             # residual resetting (Gould, Hribar & Nocedal 2001, §6): r's component along c moves
             # into the multiplier
-            return 0.0 if pc is None else float(pc @ r) / cpc
+            nonlocal nu
+            shift = 0.0 if pc is None else float(pc @ r) / cpc
+            if shift:
+                r -= shift * constraint
+                nu += shift
 
         x = np.zeros(N)
         r = b.copy()
-        shift = reset(r)
-        if shift:
-            r -= shift * constraint
-            nu += shift
+        reset(r)
         z = pinv * r
         p = z.copy()
         rz = float(r @ z)
@@ -172,10 +168,7 @@ class LowRankHessian:
             a = rz / pHp
             x += a * p
             r -= a * Hp
-            shift = reset(r)
-            if shift:
-                r -= shift * constraint
-                nu += shift
+            reset(r)
             z = pinv * r
             rz_new = float(r @ z)
             p = z + (rz_new / rz) * p

@@ -241,12 +241,8 @@ class InnerProblem(_SpicyAlgorithm):
         dz = q["grad"] - self.z_kernel + (gb * pt.sr if self.bias else 0.0)
         d_primal = math.sqrt(float(dz @ dz) + self.loss.pending_change(nw.rho))
         # rounding floor: the size of the terms that cancel in the gradient
-        scale = (
-            float(np.linalg.norm(pt.gL))
-            + q["gross"]
-            + abs(self.b) * math.sqrt(self.N)
-            + gb * float(np.sum(np.abs(nw.rho))) * math.sqrt(self.N)
-        )
+        rho_term = gb * float(np.sum(np.abs(nw.rho))) * math.sqrt(self.N)
+        scale = float(np.linalg.norm(pt.gL)) + q["gross"] + abs(self.b) * math.sqrt(self.N) + rho_term
         nw.thresh = max(eng.inner_tol * d_primal, _FLOOR * scale)
         if nw.gnorm <= nw.thresh:
             return "converged"

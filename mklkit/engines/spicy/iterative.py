@@ -32,17 +32,12 @@ class _Iterative(InnerProblem):
         super().__init__(*args)
         self.run.unit = "outer iteration"
 
-    def block_norms_full(self) -> np.ndarray:
-        norms = np.zeros(self.M)
+    def full(self) -> tuple[np.ndarray, np.ndarray]:
+        r"""α (M, N) and :math:`\|\alpha_m\|_{K_m}` of every kernel."""
+        alpha, norms = np.zeros((self.M, self.N)), np.zeros(self.M)
         if self.S.size:
-            norms[self.S] = np.sqrt(self.aa)
-        return norms
-
-    def alpha_full(self) -> np.ndarray:
-        alpha = np.zeros((self.M, self.N))
-        if self.S.size:
-            alpha[self.S] = self.A
-        return alpha
+            alpha[self.S], norms[self.S] = self.A, np.sqrt(self.aa)
+        return alpha, norms
 
     def start(self) -> None:
         eng = self.engine
@@ -151,9 +146,8 @@ class _Iterative(InnerProblem):
             it += 1
             cert = self.objectives()
             P, D, gap, b_out, rho_t = cert.primal, cert.dual, cert.gap, cert.extra["bias"], cert.rho
-            run.offer(
-                it, primal=P, alpha=self.alpha_full(), bias=b_out, norms=self.block_norms_full(), dual=D, rho=rho_t
-            )
+            alpha, norms = self.full()
+            run.offer(it, primal=P, alpha=alpha, bias=b_out, norms=norms, dual=D, rho=rho_t)
             extra = dict(gamma=self.gamma, gamma_bias=self.gamma_b, newton_steps=info["steps"])
             extra.update(n_backtracks=info["backtracks"], inner_grad=info["grad_norm"], inner_status=info["status"])
             extra.update(gamma_retries=info["retries"], bias=b_out)

@@ -14,7 +14,23 @@ from ...problem import Problem
 from .. import common
 
 
-class _SmoothLoss:
+class _LossTerms:
+    """What a loss without auxiliaries, multipliers or a bounded domain does: nothing."""
+
+    def _nothing(self, *args: Any) -> None:
+        return None
+
+    def _zero(self, *args: Any) -> float:
+        return 0.0
+
+    def max_step(self, rho: np.ndarray, delta: np.ndarray) -> float:
+        return math.inf
+
+    set_gamma = begin = accept = update_multipliers = snapshot = restore = ridge = bend = _nothing
+    aux_direction = pending_change = _zero
+
+
+class _SmoothLoss(_LossTerms):
     r""":math:`\sum_i (w_i\ell)^*(y_i, -\rho_i)` for a loss with a smooth conjugate (§3.3), whose
     unbounded gradient at a finite boundary keeps Newton with back-tracking inside."""
 
@@ -24,12 +40,6 @@ class _SmoothLoss:
         self.y = problem.y
         self.sl = common.SampleLoss.of(problem)
         self.lower, self.upper = lower, upper
-
-    def set_gamma(self, gamma: float) -> None:
-        pass
-
-    def begin(self, rho: np.ndarray) -> None:
-        pass
 
     def value(self, rho: np.ndarray, c: float = 0.0) -> float:
         u = -rho
@@ -45,12 +55,6 @@ class _SmoothLoss:
         d = self.sl.conj_hess(u)
         return g, g, d, 0.0
 
-    def aux_direction(self, delta: np.ndarray) -> float:
-        return 0.0
-
-    def accept(self, c: float) -> None:
-        pass
-
     def max_step(self, rho: np.ndarray, delta: np.ndarray) -> float:
         """The largest c with -(rho + c delta) in the closed domain."""
         u, du = -rho, -delta
@@ -63,9 +67,6 @@ class _SmoothLoss:
             if np.any(up):
                 c = min(c, float(np.min((self.upper[up] - u[up]) / du[up])))
         return c
-
-    def ridge(self, g: np.ndarray) -> np.ndarray | None:
-        return None
 
     def bend(self, rho: np.ndarray, delta: np.ndarray, boundary: float) -> np.ndarray | None:
         r"""``delta`` with each coordinate cut to ``boundary`` times its distance to the
@@ -80,20 +81,8 @@ class _SmoothLoss:
             return None
         return delta * np.minimum(1.0, boundary * room)
 
-    def update_multipliers(self, rho: np.ndarray) -> None:
-        pass
 
-    def pending_change(self, rho: np.ndarray) -> float:
-        return 0.0
-
-    def snapshot(self) -> Any:
-        return None
-
-    def restore(self, state: Any) -> None:
-        pass
-
-
-class _ConstrainedLoss:
+class _ConstrainedLoss(_LossTerms):
     r"""The terms of eq. (41) for the constrained form of eq. (33): per sample, with
     :math:`w = (u, \tilde u)`, :math:`u = -\rho_i`,
     :math:`f_i(w) = \ell_0^*(y_i, w) + \frac1{2\gamma}\sum_j\max(0, \xi_{ij} + \gamma h_j(y_i, w))^2`.
@@ -333,12 +322,6 @@ class _ConstrainedLoss:
     def accept(self, c: float) -> None:
         if self.Bp:
             self.ut = self.ut + c * self.dut
-
-    def max_step(self, rho: np.ndarray, delta: np.ndarray) -> float:
-        return math.inf
-
-    def bend(self, rho: np.ndarray, delta: np.ndarray, boundary: float) -> None:
-        return None
 
     def ridge(self, g: np.ndarray) -> np.ndarray:
         """Per-sample Levenberg–Marquardt ridge: ``|g|`` over the width of the conjugate's domain
