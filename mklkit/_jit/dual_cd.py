@@ -4,8 +4,6 @@ al. 2008, §3.2) on :math:`\sum_i f_i(\rho_i) + \frac12\sum_m c_m\|L_m^\top\rho\
 :math:`u = L^\top\rho` of the blocks in play is kept up to date.
 """
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 import numpy as np

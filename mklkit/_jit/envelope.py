@@ -4,8 +4,6 @@ found from the conjugate alone (jitted, for :mod:`mklkit._jit.bcd`).  With sampl
 ``sw`` is the unweighted loss with the same compiled signature (``docs/engines.md``).
 """
 
-from __future__ import annotations
-
 import numpy as np
 from numba import njit
 

@@ -3,7 +3,6 @@ the Hessian over the active kernels (eqs. 27, 50), the forms of a line search an
 resynchronization of :math:`K_m\rho`; ``<name>_serial`` twins for small banks.
 """
 
-
 import numpy as np
 from numba import njit, prange
 

@@ -26,9 +26,12 @@ BLAS_THREADS: int | None = 1
 _THREADPOOLS = ThreadpoolController()
 
 
+_POSITIVE = dict(low=0.0, low_open=True)
+
+
 def _open(high: float) -> dict:
     """The bounds of the open interval (0, ``high``)."""
-    return dict(low=0.0, high=high, low_open=True, high_open=True)
+    return dict(_POSITIVE, high=high, high_open=True)
 
 
 class Spicy(Engine):
@@ -42,23 +45,12 @@ class Spicy(Engine):
         Outer iterations (iterative method) or Newton steps (one-step method).
     method : {"auto", "one_step", "iterative"}
         ``auto`` uses the one-step method when both conjugates are smooth.
-    armijo, backtrack, max_backtrack : float, float, int
-        The Armijo back-tracking: sufficient-decrease constant, shrinking factor, most shrinkings.
-    boundary : float
-        Largest fraction of the distance to the loss conjugate's domain boundary a first trial
-        step may cover.
-    gamma0 : float or None
-        First proximity parameter γ of the iterative method; ``None``: ``GAMMA0_SCALE / C``
-        (10/C).
-    gamma_factor, gamma_max_factor : float
-        γ and :math:`\gamma_b` grow by ``gamma_factor`` per outer iteration, up to
-        ``gamma_max_factor * gamma0``.
-    gamma_bias : float
-        :math:`\gamma_b / \gamma`.
-    max_newton : int
-        Newton steps per inner problem.
-    inner_tol : float
-        Inexact inner solves: the gradient norm against the primal update it implies.
+    armijo, backtrack, max_backtrack, boundary : float, float, int, float
+        The Armijo line search; ``boundary``: the largest fraction of the way to the loss
+        conjugate's domain boundary that a first trial step covers.
+    gamma0, gamma_factor, gamma_max_factor, gamma_bias, max_newton, inner_tol
+        The proximity parameters γ (``gamma0=None``: ``GAMMA0_SCALE / C``) and the inexact
+        inner solves of the iterative method (:attr:`params`, ``docs/engines.md``).
     """
 
     name: ClassVar[str] = "spicy"
@@ -87,23 +79,14 @@ class Spicy(Engine):
             **_open(1.0),
         ),
         Param(
-            "gamma0",
-            None,
-            "first proximity parameter of the iterative method (null: 10/C)",
-            low=0.0,
-            low_open=True,
-            nullable=True,
+            "gamma0", None, "first proximity parameter of the iterative method (null: 10/C)", **_POSITIVE, nullable=True
         ),
         Param("gamma_factor", 10.0, "growth factor of the proximity parameters per outer iteration", low=1.0),
         Param("gamma_max_factor", 1e4, "the proximity parameter stops growing at gamma_max_factor * gamma0", low=1.0),
-        Param("gamma_bias", 1.0, "proximity parameter of the bias relative to that of alpha", low=0.0, low_open=True),
+        Param("gamma_bias", 1.0, "proximity parameter of the bias relative to that of alpha", **_POSITIVE),
         Param("max_newton", 50, "maximum number of Newton steps per inner problem", type=int, low=1),
         Param(
-            "inner_tol",
-            0.1,
-            "inexact inner solves: gradient norm relative to the implied primal update",
-            low=0.0,
-            low_open=True,
+            "inner_tol", 0.1, "inexact inner solves: gradient norm relative to the implied primal update", **_POSITIVE
         ),
     )
     supports_warm_start: ClassVar[bool] = True

@@ -107,17 +107,12 @@ class InnerProblem(_SpicyAlgorithm):
         self.loss: Any = loss_terms(self.problem, self.lower, self.upper)
         # sqrt(trace K_m) >= sqrt(lambda_max(K_m)) bounds ||d||_{K_m} / ||d||
         self.sqrt_trace = np.sqrt(np.maximum(self.bank.trace(), 0.0))
-        # the non-zero blocks S, their alpha_m, K_m alpha_m, alpha_m'K_m alpha_m
-        self.S = np.zeros(0, dtype=np.int64)
-        self.A = np.zeros((0, self.N))
-        self.KA = np.zeros((0, self.N))
-        self.aa = np.zeros(0)
-        self.pos = np.full(self.M, -1, dtype=np.int64)
-        self.z_kernel = np.zeros(self.N)
+        self.set_alpha(np.zeros(0, dtype=np.int64), np.zeros((0, self.N)))
         self.b = 0.0
 
     def set_alpha(self, S: np.ndarray, A: np.ndarray) -> None:
-        """Install the non-zero blocks and their exact products (reads |S| kernels)."""
+        r"""The non-zero blocks ``S``, their :math:`\alpha_m`, :math:`K_m\alpha_m`,
+        :math:`\alpha_m^\top K_m\alpha_m` and :math:`\sum_m K_m\alpha_m` (reads |S| kernels)."""
         self.S = np.ascontiguousarray(S, dtype=np.int64)
         self.A = np.ascontiguousarray(A, dtype=np.float64).reshape(self.S.size, self.N)
         self.KA = self.bank.matvecs_rows(self.A, self.S) if self.S.size else np.zeros((0, self.N))

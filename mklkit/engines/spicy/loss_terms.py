@@ -95,18 +95,13 @@ class _ConstrainedLoss(_LossTerms):
 
     def __init__(self, problem: Problem, lower: np.ndarray, upper: np.ndarray) -> None:
         loss = problem.loss
-        self.y = problem.y
-        self.cc = loss.constrained
-        self.p = loss.param_vector
-        self.N = self.y.size
-        self.B = int(loss.n_cons)
-        self.Bp = int(loss.n_aux)
+        self.y, self.cc, self.p = problem.y, loss.constrained, loss.param_vector
+        self.w = common.SampleLoss.of(problem).w
+        self.N, self.B, self.Bp = self.y.size, int(loss.n_cons), int(loss.n_aux)
         self.W = 1 + self.Bp
         self.xi = np.zeros((self.N, self.B))
-        self.ut = np.zeros((self.N, self.Bp))
-        self.dut = np.zeros((self.N, self.Bp))
+        self.ut, self.dut = np.zeros((self.N, self.Bp)), np.zeros((self.N, self.Bp))
         self.gamma = 1.0
-        self.w = common.SampleLoss.of(problem).w
         width = np.asarray(upper, dtype=np.float64) - np.asarray(lower, dtype=np.float64)
         self.width = np.where(np.isfinite(width) & (width > 0.0), width, np.inf)
         self._gu = None

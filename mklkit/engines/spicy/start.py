@@ -130,10 +130,7 @@ def _newton_direction(H: Any, g: np.ndarray, bias: bool) -> tuple[np.ndarray, fl
             nu = float(np.sum(x1)) / den
             return x1 - nu * x2, nu, method
     if bias:
-        A = np.zeros((N + 1, N + 1))
-        A[:N, :N] = H
-        A[:N, N] = 1.0
-        A[N, :N] = 1.0
+        A = np.block([[H, ones[:, None]], [ones[None, :], np.zeros((1, 1))]])
         rhs = np.concatenate([-g, [0.0]])
         sol = np.linalg.lstsq(A, rhs, rcond=None)[0]
         return sol[:N], float(sol[N]), "lstsq"
