@@ -1,8 +1,6 @@
-r"""Jitted passes of the ``dualcd`` engine: dual coordinate descent with shrinking (Hsieh et
-al. 2008, §3.2) on :math:`\sum_i f_i(\rho_i) + \frac12\sum_m c_m\|L_m^\top\rho\|^2
-+ b\mathbf 1^\top\rho + \frac\kappa2(\mathbf 1^\top\rho)^2`, :math:`f_i` piecewise linear;
-:math:`u = L^\top\rho` of the blocks in play is kept up to date.
-"""
+r"""Jitted passes of ``dualcd``: coordinate descent with shrinking (Hsieh et al. 2008, §3.2) on
+:math:`\sum_i f_i(\rho_i) + \frac12\sum_m c_m\|L_m^\top\rho\|^2 + b\mathbf 1^\top\rho +
+\frac\kappa2(\mathbf 1^\top\rho)^2`, :math:`f_i` piecewise linear, :math:`u = L^\top\rho` kept."""
 
 from typing import NamedTuple
 

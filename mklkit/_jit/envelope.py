@@ -45,13 +45,9 @@ def subset(smp, idx):  # pragma: no cover - jitted
 
 @njit(cache=True)
 def envelope(smp, z, loss, want_value):  # pragma: no cover - jitted
-    r"""``(value, u, h)``: value (empty unless ``want_value``), derivative :math:`u^\star(z)` and
-    curvature of the envelope.  :math:`u^\star` is the root of the decreasing
-    :math:`z - \partial\ell^*(u) - \mu u` on the conjugate's domain: the ends first, brackets
-    for infinite ends by doubling, then safeguarded Newton or bisection.  The curvature is
-    :math:`1/(\ell^{*\prime\prime} + \mu)`, 0 at an end or a kink; weighted: smoothing
-    :math:`\mu w_i`, then value, :math:`u` and curvature times :math:`w_i`.
-    """
+    r"""``(value, u, h)`` of the envelope: :math:`u^\star(z)` is the root of the decreasing
+    :math:`z - \partial\ell^*(u) - \mu u` in the conjugate's domain (ends, doubling brackets, then
+    safeguarded Newton), ``h`` :math:`= 1/(\ell^{*\prime\prime} + \mu)`, 0 at an end or a kink."""
     y = smp.y
     lo = smp.lo
     hi = smp.hi

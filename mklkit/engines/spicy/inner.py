@@ -161,8 +161,8 @@ class InnerProblem(_SpicyAlgorithm):
             n2=n2, n=n, e1=e1, e2=e2, w=w, active=active, Kv=Kv, grad=grad, gross=gross, env=env_sum, env_all=env
         )
 
-    def hessian(self, q: dict[str, Any], dL: np.ndarray, rho: np.ndarray) -> Any:
-        """The generalized Hessian (eq. 27): (N, N), or a :class:`LowRankHessian` on a factor bank."""
+    def hessian(self, q: dict[str, Any], dL: np.ndarray, rho: np.ndarray) -> tuple[Any, bool]:
+        """The generalized Hessian (eq. 27) and whether it is finite."""
         gamma = self.gamma
         act = q["active"]
         s = t = np.zeros(0)
@@ -172,13 +172,8 @@ class InnerProblem(_SpicyAlgorithm):
             t = np.zeros(act.size)
             pos = n > 0.0
             t[pos] = gamma * (e2[pos] - w[pos]) / (n[pos] * n[pos])
-        if self.factored:
-            return LowRankHessian(self.bank, dL, act, s, t, self.shifted(act, rho), self.gamma_b if self.bias else 0.0)
-        H = np.diag(dL)
-        if self.bias:
-            H += self.gamma_b
-        self.add_hessian(H, act, s, q["Kv"], t)
-        return H
+        vecs = self.shifted(act, rho) if self.factored else None
+        return self.newton_matrix(dL, act, s, t, q["Kv"], vecs, self.gamma_b if self.bias else 0.0)
 
     def inner(self) -> dict[str, Any]:
         r"""Semismooth Newton with back-tracking on the inner objective (eqs. 41, 47), inexact:
@@ -252,8 +247,8 @@ class InnerProblem(_SpicyAlgorithm):
     def inner_direction(self, nw: _Newton, pt: _InnerPoint) -> tuple[np.ndarray, float] | str:
         """The Newton direction (bent into a bounded conjugate's domain) and slope, or why none."""
         loss, rho = self.loss, nw.rho
-        H = self.hessian(pt.q, pt.dL, rho)
-        if not (H.finite if self.factored else np.all(np.isfinite(H))):
+        H, finite = self.hessian(pt.q, pt.dL, rho)
+        if not finite:
             return "non-finite"
         g = pt.g
         g_rhs = pt.gR + pt.q["grad"] + pt.sb

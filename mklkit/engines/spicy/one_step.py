@@ -11,7 +11,6 @@ import numpy as np
 
 from ...result import SolveResult, Status
 from .. import common
-from .factor_newton import LowRankHessian
 from .loss_terms import _SmoothLoss
 from .start import _centre, _newton_direction, _SpicyAlgorithm, initial_dual, warm_dual
 
@@ -144,16 +143,6 @@ class _OneStep(_SpicyAlgorithm):
             return True
         return bool(run.check(it, gap))
 
-    def hessian(self, pt: _Point, dH: np.ndarray, hidx: np.ndarray, s: np.ndarray, t: np.ndarray) -> tuple[Any, bool]:
-        """The Hessian (50), low rank on a factor bank, and whether it is finite."""
-        if self.factored:
-            rows = np.broadcast_to(self.rho, (hidx.size, self.N))
-            H: Any = LowRankHessian(self.bank, dH, hidx, s[hidx], t[hidx], rows)
-            return H, H.finite
-        H = np.diag(dH)
-        self.add_hessian(H, hidx, s[hidx], self.KR[hidx], t[hidx])
-        return H, bool(np.all(np.isfinite(H)))
-
     def direction(self, pt: _Point) -> tuple[np.ndarray, float, str, float] | None:
         """The Newton direction from the gradient (49) and Hessian (50), or projected steepest
         descent, with the multiplier, the solver and the slope (None: the run ended)."""
@@ -165,7 +154,8 @@ class _OneStep(_SpicyAlgorithm):
         s[zero] = np.maximum(pt.G2[zero], 0.0)  # lim G'(n)/n as n -> 0
         t[pos] = (pt.G2[pos] - coef[pos]) / (norms[pos] ** 2)
         hidx = np.flatnonzero((s != 0.0) | (t != 0.0)).astype(np.int64)
-        H, h_finite = self.hessian(pt, self.sl.conj_hess(-self.rho), hidx, s, t)
+        rows = np.broadcast_to(self.rho, (hidx.size, self.N))
+        H, h_finite = self.newton_matrix(self.sl.conj_hess(-self.rho), hidx, s[hidx], t[hidx], self.KR[hidx], rows)
         if not (h_finite and np.all(np.isfinite(g))):
             run.end(Status.NUMERICAL_ERROR, it, f"non-finite gradient or Hessian at Newton step {it + 1}")
             return None

@@ -25,11 +25,20 @@ class _SpicyAlgorithm(Algorithm):
         self.row_block = max(8, -(-self.N // (2 * numba.get_num_threads())))
         self.factored = isinstance(self.bank, FactorBank)
 
-    def add_hessian(self, H: np.ndarray, idx: np.ndarray, s: np.ndarray, KR: np.ndarray, t: np.ndarray) -> None:
-        r""":math:`H \mathrel{+}= \sum_p s_pK_{m_p} + t_pr_pr_p^\top` over the kernels ``idx``."""
+    def newton_matrix(self, d, idx, s, t, KR, vecs, ones: float = 0.0) -> tuple[Any, bool]:
+        r""":math:`\mathrm{diag}(d) + \omega\mathbf 1\mathbf 1^\top + \sum_p s_pK_{m_p} + t_pr_pr_p^\top`,
+        :math:`r_p` = ``KR[p]`` :math:`= K_{m_p}v_p` (eqs. 27, 50), a :class:`LowRankHessian` on a
+        factor bank (``vecs``: the :math:`v_p`), and whether it is finite."""
+        if self.factored:
+            H = LowRankHessian(self.bank, d, idx, s, t, vecs, ones)
+            return H, H.finite
+        H = np.diag(d)
+        if ones:
+            H += ones
         if idx.size:
             contiguous = np.ascontiguousarray
             self.bank.accumulate_hessian(H, idx, contiguous(s), contiguous(KR), contiguous(t), self.row_block)
+        return H, bool(np.all(np.isfinite(H)))
 
 
 def initial_dual(lower: np.ndarray, upper: np.ndarray, bias: bool) -> np.ndarray:
