@@ -1,29 +1,6 @@
-r"""Jitted passes of the ``dualcd`` engine: dual coordinate descent with shrinking.
-
-One pass (:func:`epoch`) minimizes, one sample
-at a time in random order, the dual of a block-ridge problem on a factor
-bank,
-
-.. math::
-    F(\rho) = \sum_i f_i(\rho_i) + \tfrac12\sum_m c_m\|L_m^\top\rho\|^2
-              + b\,\mathbf 1^\top\rho + \tfrac\kappa2(\mathbf 1^\top\rho)^2,
-
-with :math:`f_i(\rho) = (w_i\ell)^*(y_i, -\rho)` piecewise linear (a loss
-declared ``linear_conjugate``): slope ``a_pos[i]`` on :math:`[0,
-\text{pos\_hi}_i]` and ``a_neg[i]`` on :math:`[-\text{neg\_hi}_i, 0]`.  The
-last two terms are the augmented Lagrangian of :math:`\mathbf 1^\top\rho = 0`
-(multiplier :math:`b`, the bias).  The pass keeps :math:`u = L^\top\rho` of
-the blocks in ``blocks`` up to date (the others' are refreshed by the
-caller), so that a coordinate's gradient :math:`(L\beta)_i + b + \kappa
-\mathbf 1^\top\rho` with :math:`\beta_m = c_m u_m` costs one row of the
-factors, and its exact minimization (a quadratic on each linear piece,
-curvature :math:`Q_{ii} + \kappa`, :math:`Q_{ii} = \sum_m c_m\|L_{m,i}\|^2`)
-one more.  Shrinking as liblinear's dual solvers (Hsieh et al. 2008, §3.2):
-a coordinate at an end of its box whose projected gradient points outward
-by more than the last pass's extreme is left out of the next passes.
-"""
-
-from __future__ import annotations
+r"""Jitted passes of ``dualcd``: coordinate descent with shrinking (Hsieh et al. 2008, §3.2) on
+:math:`\sum_i f_i(\rho_i) + \frac12\sum_m c_m\|L_m^\top\rho\|^2 + b\mathbf 1^\top\rho +
+\frac\kappa2(\mathbf 1^\top\rho)^2`, :math:`f_i` piecewise linear, :math:`u = L^\top\rho` kept."""
 
 from typing import NamedTuple
 
@@ -32,16 +9,10 @@ from numba import njit, types
 
 from ..first_class import fixed_type
 
-__all__ = ["Rows", "Pieces", "Play", "Point", "epoch", "row_block_norms_dense", "row_block_norms_sparse"]
-
-_CACHE = True
-
 
 class Rows(NamedTuple):
-    """The factors one row per sample: dense ``Z`` (N, R), or CSR (``data``, ``indices``,
-    ``indptr``) when ``sparse`` (the other is a placeholder, as for
-    :class:`~mklkit.kernels.factor.FactorBank`'s passes); ``starts`` (M+1,) are the
-    blocks' first columns."""
+    """The factors one row per sample: dense ``Z`` (N, R), or CSR when ``sparse`` (the other a
+    placeholder); ``starts`` (M+1,): the blocks' first columns."""
 
     Z: np.ndarray
     data: np.ndarray
@@ -62,9 +33,8 @@ class Pieces(NamedTuple):
 
 
 class Play(NamedTuple):
-    r"""The ridge at fixed weights: the kernels in play (``blocks``), :math:`c_m` per
-    column (``cc``, 0 out of play), the diagonal :math:`Q_{ii}` and the augmented
-    Lagrangian's :math:`\kappa`."""
+    r"""The kernels in play, :math:`c_m` per column (``cc``, 0 out of play), the diagonal
+    :math:`Q_{ii}` and the augmented Lagrangian's :math:`\kappa`."""
 
     blocks: np.ndarray
     cc: np.ndarray
@@ -73,9 +43,8 @@ class Play(NamedTuple):
 
 
 class Point(NamedTuple):
-    r"""The dual point, updated in place: :math:`u = L^\top\rho` (R,), :math:`\rho` (N,),
-    ``total[0]`` :math:`= \mathbf 1^\top\rho` and the sample order ``idx`` (N,),
-    whose first ``n_idx`` are not shrunk."""
+    r"""The dual point, in place: :math:`u = L^\top\rho`, :math:`\rho`, ``total[0]`` :math:`=
+    \mathbf 1^\top\rho` and the sample order ``idx`` (the first ``n_idx`` not shrunk)."""
 
     u: np.ndarray
     rho: np.ndarray
@@ -86,14 +55,13 @@ class Point(NamedTuple):
 _F1 = types.float64[::1]
 _I1 = types.int64[::1]
 
-
 fixed_type(Rows, types.NamedTuple([types.float64[:, ::1], _F1, _I1, _I1, types.boolean, _I1], Rows))
 fixed_type(Pieces, types.NamedUniTuple(_F1, 4, Pieces))
 fixed_type(Play, types.NamedTuple([_I1, _F1, _F1, types.float64], Play))
 fixed_type(Point, types.NamedTuple([_F1, _F1, _F1, _I1], Point))
 
 
-@njit(cache=_CACHE, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _slopes(r, a_pos, a_neg, pos_hi, neg_hi):
     """Left and right slopes of :math:`f_i` at ``r`` (infinite at the ends of its box)."""
     if r > 0.0:
@@ -108,7 +76,7 @@ def _slopes(r, a_pos, a_neg, pos_hi, neg_hi):
     return left, right
 
 
-@njit(cache=_CACHE, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _minimize(r, G, H, a_pos, a_neg, pos_hi, neg_hi):
     r"""The minimizer of :math:`f_i(t) + G(t - r) + \tfrac H2(t - r)^2` over the box."""
     t = r - (G + a_pos) / H
@@ -120,7 +88,7 @@ def _minimize(r, G, H, a_pos, a_neg, pos_hi, neg_hi):
     return 0.0
 
 
-@njit(cache=_CACHE, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _shuffle(idx, n, seed):
     np.random.seed(seed)
     for k in range(n - 1, 0, -1):
@@ -130,7 +98,7 @@ def _shuffle(idx, n, seed):
         idx[j] = t
 
 
-@njit(cache=_CACHE, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _projected(G, left, right):
     """The projected gradient: the point of the subdifferential interval nearest 0."""
     gl = G + left
@@ -142,10 +110,9 @@ def _projected(G, left, right):
     return 0.0, gl, gr
 
 
-@njit(cache=_CACHE, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _row_dot(i, rows, blocks, cc, u):
-    r""":math:`\sum_m c_m L_{m,i}^\top u_m` over the blocks in play (all columns with
-    ``cc`` non-zero for sparse factors)."""
+    r""":math:`\sum_m c_m L_{m,i}^\top u_m` over the blocks in play."""
     s = 0.0
     if rows.sparse:
         data, indices, indptr = rows.data, rows.indices, rows.indptr
@@ -161,7 +128,7 @@ def _row_dot(i, rows, blocks, cc, u):
     return s
 
 
-@njit(cache=_CACHE, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _row_axpy(i, d, rows, blocks, cc, u):
     """``u += d`` times row ``i`` of the factors, on the blocks in play."""
     if rows.sparse:
@@ -178,13 +145,10 @@ def _row_axpy(i, d, rows, blocks, cc, u):
             u[j] += d * Z[i, j]
 
 
-@njit(cache=_CACHE, nogil=True)
+@njit(cache=True, nogil=True)
 def epoch(rows, pieces, play, point, b, n_idx, pg_max_old, pg_min_old, seed):
-    r"""One pass over ``point.idx[:n_idx]`` in random order (:class:`Rows`,
-    :class:`Pieces`, :class:`Play`; ``point`` is updated, :class:`Point`), with the
-    bias ``b`` and the last pass's extreme projected gradients.  Returns the number of
-    coordinates kept and the largest and smallest projected gradient of the pass.
-    """
+    """One pass over ``point.idx[:n_idx]`` in random order, shrinking against the last pass's
+    extreme projected gradients; the coordinates kept and this pass's extremes."""
     blocks, cc, Q, kappa = play.blocks, play.cc, play.Q, play.kappa
     pos_hi, neg_hi, a_pos, a_neg = pieces.pos_hi, pieces.neg_hi, pieces.a_pos, pieces.a_neg
     u, rho, idx = point.u, point.rho, point.idx
@@ -219,7 +183,7 @@ def epoch(rows, pieces, play, point, b, n_idx, pg_max_old, pg_min_old, seed):
     return n_idx, pg_max, pg_min
 
 
-@njit(cache=_CACHE, nogil=True)
+@njit(cache=True, nogil=True)
 def row_block_norms_dense(Z, starts):
     r""":math:`\|L_{m,i}\|^2` of every sample and block, (N, M)."""
     N = Z.shape[0]
@@ -234,7 +198,7 @@ def row_block_norms_dense(Z, starts):
     return out
 
 
-@njit(cache=_CACHE, nogil=True)
+@njit(cache=True, nogil=True)
 def row_block_norms_sparse(data, indices, indptr, block_of, M):
     r""":math:`\|L_{m,i}\|^2` of every sample and block from CSR factors, (N, M)."""
     N = indptr.size - 1

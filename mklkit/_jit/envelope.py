@@ -1,67 +1,24 @@
-r"""The loss of the primal engines through its contract: its own value and
-derivatives, or the Moreau envelope of a non-smooth loss found from its
-conjugate (jitted; used by :mod:`mklkit._jit.bcd`).
-
-The envelope of smoothing :math:`\mu` is
-:math:`\ell_\mu(z) = \sup_u\, uz - \ell^*(y, u) - \mu u^2/2`; its derivative
-:math:`u^*(z)` in ``[lo, hi]`` (the conjugate's domain) is the root of the
-monotone :math:`z - \partial\ell^*(u) - \mu u` (:func:`envelope`), so only the
-conjugate's ``conj``, ``conj_grad`` and ``conj_hess`` are needed.
-
-The samples travel as a :class:`~mklkit._jit.records.Samples` record ``smp``: the
-labels ``y``, the domain ``lo``, ``hi`` of the loss's own conjugate, the sample
-weights :math:`w_i > 0` as an array ``sw`` (empty, shape (0,): the unweighted
-loss, computed as without weights, with the same compiled signature as the
-weighted one), the loss in use ``kind`` and the smoothing ``mu``; the loss is
-a :class:`~mklkit._jit.records.LossFns` record ``loss``.  The weighted smooth loss has value, derivative and second
-derivative :math:`w_i` times the loss's.  The envelope of the weighted loss
-follows from the scaling identity :math:`(w\ell)^*(u) = w\ell^*(u/w)`: with
-:math:`u = wv`,
-
-.. math::
-    (w\ell)_\mu(z) = \sup_u\, uz - w\ell^*(u/w) - \tfrac\mu2u^2
-    = w\sup_v\, \big(vz - \ell^*(v) - \tfrac{\mu w}2v^2\big) = w\,\ell_{\mu w}(z),
-
-the loss's envelope of the per-sample smoothing :math:`\mu w_i` times
-:math:`w_i`: value :math:`w_i\ell_{\mu w_i}(z)`, derivative
-:math:`u^\star = w_iv^\star` (in :math:`w_i` times the loss's domain) and
-curvature :math:`w_i/(\ell^{*\prime\prime}(v^\star) + \mu w_i) \le 1/\mu`.
+r"""A loss or its Moreau envelope :math:`\ell_\mu(z) = \sup_u uz - \ell^*(y, u) - \mu u^2/2`
+found from the conjugate alone (jitted, for :mod:`mklkit._jit.bcd`).  With sample weights
+:math:`(w\ell)_\mu = w\,\ell_{\mu w}` (from :math:`(w\ell)^*(u) = w\ell^*(u/w)`); an empty
+``sw`` is the unweighted loss with the same compiled signature (``docs/engines.md``).
 """
-
-from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
 from .records import Samples
 
-__all__ = [
-    "FLAGS",
-    "KIND_SMOOTH",
-    "KIND_ENVELOPE",
-    "envelope",
-    "loss_terms",
-    "sum_value",
-    "gather",
-    "gather_w",
-    "subset",
-]
-
 _EPS = np.finfo(np.float64).eps
 
-#: ``FLAGS[1]`` (True) and ``FLAGS[0]`` (False) are the constant flags jitted functions pass each
-#: other (``want_value``, ``model``, ...).  numba compiles a callee once per *literal* argument, so a
-#: literal ``True`` in one caller and ``False`` in another would compile it twice (and everything it
-#: calls); an element of this array is a plain ``bool``, one compiled signature for all callers.
+#: ``FLAGS[1]``/``FLAGS[0]``: True/False as plain bools, not literals, which numba would
+#: compile a callee for once each.
 FLAGS = np.array([False, True])
 
 KIND_SMOOTH = 0  # value, deriv, deriv2 of the loss
 KIND_ENVELOPE = 1  # Moreau envelope of the loss, from its conjugate
 
 
-# ---------------------------------------------------------------------------
-# the loss through its contract
-# ---------------------------------------------------------------------------
 @njit(cache=True)
 def gather(src, idx):  # pragma: no cover - jitted
     out = np.empty(idx.shape[0])
@@ -88,36 +45,9 @@ def subset(smp, idx):  # pragma: no cover - jitted
 
 @njit(cache=True)
 def envelope(smp, z, loss, want_value):  # pragma: no cover - jitted
-    r"""Derivative, curvature and value of the Moreau envelope of the loss.
-
-    .. math::
-        \ell_\mu(y, z) = \sup_u\ \{uz - \ell^*(y, u) - \tfrac\mu2 u^2\},\qquad
-        \ell_\mu'(y, z) = u^\star(z) \in [\mathrm{lower}, \mathrm{upper}],
-
-    with :math:`u^\star` the root of the decreasing function
-    :math:`\varphi(u) = z - \partial_u\ell^*(y, u) - \mu u` on the domain
-    :math:`[\mathrm{lower}, \mathrm{upper}]` of the conjugate.  The ends are
-    tested first (:math:`\varphi(\mathrm{upper}) \ge 0` gives
-    :math:`u^\star = \mathrm{upper}`, :math:`\varphi(\mathrm{lower}) \le 0` gives
-    :math:`u^\star = \mathrm{lower}`); an infinite end is replaced by a
-    bracket found by doubling steps; then safeguarded Newton steps
-    (``conj_hess``) inside the bracket, or bisection, vectorized over the
-    samples not yet converged.  At a regular root the curvature is
-    :math:`\ell_\mu'' = 1/(\partial_u^2\ell^* + \mu) \le 1/\mu`; where
-    :math:`u^\star` sits at an end of the domain or at a kink of
-    :math:`\ell^*` (the bracket closes on a jump of :math:`\varphi`) it does
-    not move with :math:`z`: the curvature is 0.
-
-    With weights ``smp.sw`` (non-empty): the envelope of :math:`w_i\ell` (module
-    docstring), the search above with the smoothing :math:`\mu w_i` of
-    sample :math:`i`, then value, :math:`u` and curvature times :math:`w_i`.
-
-    Returns
-    -------
-    value : ndarray (N,) (empty unless ``want_value``)
-    u : ndarray (N,)
-    h : ndarray (N,)
-    """
+    r"""``(value, u, h)`` of the envelope: :math:`u^\star(z)` is the root of the decreasing
+    :math:`z - \partial\ell^*(u) - \mu u` in the conjugate's domain (ends, doubling brackets, then
+    safeguarded Newton), ``h`` :math:`= 1/(\ell^{*\prime\prime} + \mu)`, 0 at an end or a kink."""
     y = smp.y
     lo = smp.lo
     hi = smp.hi
@@ -244,14 +174,8 @@ def envelope(smp, z, loss, want_value):  # pragma: no cover - jitted
 
 @njit(cache=True)
 def loss_terms(smp, z, loss, want_value, want_curv):  # pragma: no cover - jitted
-    r"""Value, derivative and second derivative of the loss in use at ``z``.
-
-    ``smp.kind`` ``KIND_SMOOTH``: the loss's own ``value``, ``deriv``, ``deriv2``;
-    ``KIND_ENVELOPE``: its Moreau envelope of smoothing ``smp.mu``
-    (:func:`envelope`).  With weights ``smp.sw`` (non-empty) those of
-    :math:`w_i\ell`: the smooth terms times :math:`w_i`, the envelope of
-    :math:`w_i\ell` (module docstring).  Arrays not asked for are empty.
-    """
+    """Value, derivative and curvature at ``z`` of the loss (``KIND_SMOOTH``) or its envelope,
+    times the weights if any; arrays not asked for are empty."""
     if smp.kind == KIND_ENVELOPE:
         return envelope(smp, z, loss, want_value)
     y = smp.y

@@ -1,68 +1,6 @@
-r"""Engine ``dualcd``: dual coordinate descent with shrinking on a factor bank.
-
-For losses whose conjugate is linear on each side of 0 on a bounded domain
-(``linear_conjugate``: hinge, ε-insensitive, pinball) the dual of the MKL
-problem on a factor bank :math:`K_m = L_mL_m^\top` is an SVM-type dual.
-The engine solves it the way liblinear solves the linear SVM (Hsieh et al.
-2008), inside the block structure of MKL.
-
-Kernel weights and block ridges
--------------------------------
-Every separable regularizer of the contract is :math:`\tilde g_C(x) =
-C\,g(x^2)` with :math:`g` concave, so at block norms :math:`x^0` it lies
-below its tangent in :math:`x^2` (SpicyMKL §4.1, the Tikhonov form eq. 44):
-
-.. math::
-    \tilde g_C(x) \le \text{const} + \frac{C}{2d_m}x^2,\qquad
-    d_m = \frac{1}{2g'((x^0_m)^2)} \ (\text{the regularizer's } \texttt{weight}),
-
-with equality at :math:`x^0`.  With the weights fixed, the problem is a
-ridge problem on the blocks (a linear SVM on the features
-:math:`\sqrt{d_m/C}\,L_m` for the hinge), whose dual
-
-.. math::
-    \min_\rho\ \sum_i (w_i\ell)^*(y_i, -\rho_i) + \sum_m \frac{d_m}{2C}\|L_m^\top\rho\|^2
-    \quad (\mathbf 1^\top\rho = 0 \text{ with a bias})
-
-is minimized one sample at a time (:mod:`mklkit._jit.dual_cd`): a
-coordinate's step is exact (a quadratic on each linear piece of the
-conjugate), costs two rows of the factors, and coordinates at an end of
-their box are shrunk away.  The constraint :math:`\mathbf 1^\top\rho = 0` is
-held by an augmented Lagrangian whose multiplier is the bias.  Then
-:math:`\beta_m = (d_m/C)L_m^\top\rho`, the weights are those of the new
-block norms, and so on: a majorize–minimize scheme on the primal objective
-(for the block 1-norm :math:`d_m = x_m`, the variational form of
-SimpleMKL's and Kloft et al.'s wrapper algorithms).
-
-The weights' updates are a fixed-point iteration, slow where kernels share
-what they explain.  A weight that keeps moving the same way is extrapolated:
-its step :math:`\log d^{new}_m - \log d_m` is multiplied by a factor that
-grows by 1.5 per update (up to ``max_stretch``) while the step's sign stays
-and falls back to 1 when it turns (a weight moves by a factor of at most
-100 per update); all factors fall back to 1 when the
-primal value rises by more than 1 % of the gap (the majorize–minimize
-update itself never raises it).  A weight below ``1e-12`` of the largest
-whose dual block norm is within the regularizer's threshold
-:math:`\tilde g_C'(0^+)` is set to 0 (the kernel leaves the passes), and a
-kernel at weight 0 whose dual block norm exceeds the threshold by more than
-half the tolerance comes back.  Each inner
-solve stops at a spread of projected gradients of 0.3 times the larger of
-the outer gap per sample and a tenth of the relative gap (0.1 at first,
-never rising).
-
-Certificate
------------
-After every inner solve: :math:`L^\top\rho` from the factors, the primal
-at :math:`(\beta, b)` and at the optimal bias for :math:`\beta` (and, where
-the dual point puts non-zero blocks within the regularizer's threshold,
-where they are zero at the optimum, the same without them: the lower
-value is kept, so that a sparse regularizer gives exact zeros), and the dual
-at :math:`\rho` projected onto :math:`\mathbf 1^\top\rho = 0` in its box and
-scaled into the regularizer's domain
-(:func:`~mklkit.engines.common.projected_dual_objective`).  The best primal
-and dual points are returned; ``alpha`` is the minimum-norm representer of
-:math:`\beta` (:meth:`FactorBank.alpha_from_beta
-<mklkit.kernels.factor.FactorBank.alpha_from_beta>`).
+r"""Engine ``dualcd``: dual coordinate descent with shrinking on a factor bank (Hsieh et al.
+2008) for losses with a piecewise-linear conjugate, inside a majorize-minimize loop on the
+kernel weights (SpicyMKL §4.1, eq. 44); ``docs/engines.md`` ("dualcd").
 """
 
 from __future__ import annotations
@@ -84,32 +22,26 @@ from . import common
 from .base import COMMON_PARAMS, Algorithm, Engine, Run
 from .capabilities import FACTOR_BANK, LINEAR_CONJUGATE, Requires, needs
 
-__all__ = ["DualCD", "DUAL_CD_ENGINES"]
-
-#: Spread of projected gradients at which the first inner solve stops (liblinear's default).
+#: Spread of projected gradients at which the first inner solve stops (liblinear's default);
+#: later ones stop at EPS_RATIO times the larger of the gap per sample and FIRST_EPS times the
+#: relative gap, never rising.
 FIRST_EPS = 0.1
-#: The inner solves stop at this fraction of the larger of the outer gap per sample and
-#: FIRST_EPS times the relative gap.
 EPS_RATIO = 0.3
-#: Weights below this fraction of the largest are set to 0.
+#: Weights below DROP times the largest are set to 0; a kernel that comes back starts at
+#: RETURN_WEIGHT times the median weight in play.
 DROP = 1e-12
-#: A kernel that comes back starts at this fraction of the median weight in play.
 RETURN_WEIGHT = 1e-2
 #: Largest change of a weight's logarithm in one extrapolated update (a factor 100).
 MAX_MOVE = math.log(100.0)
 #: Outer iterations without a lower primal or a higher dual value before the run stalls.
 STALL_ITERATIONS = 30
 
-_NO_ROWS = np.zeros((0, 0))
-_NO_FLOAT = np.zeros(0)
-_NO_INT = np.zeros(0, dtype=np.int64)
-
+_WHY = "dual coordinate descent takes exact steps on a conjugate linear on each side of 0"
 _SAMPLE_MAJOR: "weakref.WeakKeyDictionary[FactorBank, Any]" = weakref.WeakKeyDictionary()
 
 
 def sample_major(bank: FactorBank) -> Any:
-    """The factors with one row per sample, (N, R): C-ordered, or CSR for a sparse bank
-    (kept with the bank while it lives)."""
+    """The factors one row per sample, (N, R), C-ordered or CSR; kept while the bank lives."""
     Z = _SAMPLE_MAJOR.get(bank)
     if Z is None:
         if bank.sparse:
@@ -124,20 +56,8 @@ def sample_major(bank: FactorBank) -> Any:
 
 
 class DualCD(Engine):
-    r"""Dual coordinate descent with shrinking on a factor bank (module docstring).
-
-    Parameters
-    ----------
-    tol : float
-        Relative duality gap at which to stop.
-    max_iter : int
-        Maximum number of outer iterations (kernel-weight updates).
-    max_epochs : int
-        Passes over the samples per outer iteration.
-    max_stretch : float
-        Largest factor on a kernel weight's log-step (1: the plain
-        majorize-minimize update).
-    """
+    """Dual coordinate descent with shrinking on a factor bank, for losses with a piecewise-linear
+    conjugate (``docs/engines.md``, "dualcd"); the options are in :attr:`params`."""
 
     name: ClassVar[str] = "dualcd"
     description: ClassVar[str] = (
@@ -158,20 +78,14 @@ class DualCD(Engine):
         ),
     )
     requires: ClassVar[Requires] = Requires(
-        loss=(
-            needs(
-                LINEAR_CONJUGATE,
-                why="dual coordinate descent takes exact steps on a conjugate linear on each side of 0",
-            ),
-        ),
+        loss=(needs(LINEAR_CONJUGATE, why=_WHY),),
         regularizer=(common.SEPARABLE_SUMS,),
         bank=(FACTOR_BANK,),
         sample_weight=True,  # the box of (w l)^*: w_i times the loss's
     )
     representations: ClassVar[tuple[str, ...]] = ("factor",)
-    #: fewest records before ``auto``'s stall rule may stop the engine: while the kernel
-    #: weights settle, the best gap can stay put for several updates (sonar, hinge + l1 at
-    #: 0.04 C_max: the same gap after 4 and 8 updates, 1e-6 after about 25)
+    #: records before ``auto``'s stall rule applies (sonar, hinge + l1 at 0.04 C_max: the
+    #: same gap after 4 and 8 weight updates, 1e-6 after about 25)
     stall_records: ClassVar[int] = 40
 
     def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
@@ -179,8 +93,6 @@ class DualCD(Engine):
 
 
 class _DualCDRun(Algorithm):
-    """State of one solve."""
-
     def __init__(self, engine: DualCD, problem: Problem, run: Run, warm_start: SolveResult | None) -> None:
         super().__init__(engine, problem, run, warm_start)
         bank: FactorBank = self.bank
@@ -188,39 +100,31 @@ class _DualCDRun(Algorithm):
         self.block_of = np.repeat(np.arange(self.M), np.diff(self.starts))
         Z = sample_major(bank)
         if bank.sparse:
-            #: what the jitted passes read: dense rows, CSR rows, which of the two
-            self.rows = kd.Rows(
-                _NO_ROWS, np.ascontiguousarray(Z.data, dtype=np.float64), Z.indices, Z.indptr, True, self.starts
-            )
+            data = np.ascontiguousarray(Z.data, dtype=np.float64)
+            self.rows = kd.Rows(np.zeros((0, 0)), data, Z.indices, Z.indptr, True, self.starts)
             self.row_norms = kd.row_block_norms_sparse(Z.data, Z.indices, Z.indptr, self.block_of, self.M)
         else:
-            self.rows = kd.Rows(Z, _NO_FLOAT, _NO_INT, _NO_INT, False, self.starts)
+            none = np.zeros(0, dtype=np.int64)
+            self.rows = kd.Rows(Z, np.zeros(0), none, none, False, self.starts)
             self.row_norms = kd.row_block_norms_dense(Z, self.starts)
-        #: kernels with a non-zero factor (the others never enter the passes)
-        self.nonempty = self.row_norms.sum(axis=0) > 0.0
-        # the pieces of f_i(rho) = (w l)^*(y_i, -rho): slopes -s_lo on [0, -lo], -s_hi on
-        # [-hi, 0] (linear_pieces), the box from the weighted domain
+        self.nonempty = self.row_norms.sum(axis=0) > 0.0  # the others never enter the passes
+        # f_i(rho) = (w l)^*(y_i, -rho): slope -s_lo on [0, -lo], -s_hi on [-hi, 0]
         _, _, s_lo, s_hi = problem.loss.linear_pieces(self.y)
         lo, hi = self.conj_domain()
         pos_hi = common.as_vector(np.maximum(-lo, 0.0))
         neg_hi = common.as_vector(np.maximum(hi, 0.0))
-        self.pieces = kd.Pieces(
-            pos_hi,
-            neg_hi,
-            common.as_vector(np.where(pos_hi > 0.0, -s_lo, 0.0)),
-            common.as_vector(np.where(neg_hi > 0.0, -s_hi, 0.0)),
-        )
+        a_pos = common.as_vector(np.where(pos_hi > 0.0, -s_lo, 0.0))
+        a_neg = common.as_vector(np.where(neg_hi > 0.0, -s_hi, 0.0))
+        self.pieces = kd.Pieces(pos_hi, neg_hi, a_pos, a_neg)
         self.threshold = float(problem.regularizer.zero_threshold(self.C))
         self.seed = 0
 
-    # -- weights ------------------------------------------------------------------
     def weights_of(self, norms: np.ndarray) -> np.ndarray:
-        """The regularizer's kernel weights :math:`d_m` at block norms (module docstring)."""
+        """The regularizer's kernel weights :math:`d_m` at block norms."""
         return np.asarray(self.rk.weight(common.as_vector(norms), self.pr), dtype=np.float64)
 
     def start(self) -> tuple[np.ndarray, np.ndarray, float]:
-        """Weights, dual point and bias: the warm start's, else weights 1 and the zero
-        solution's bias."""
+        """Weights, dual point and bias: the warm start's, else 1, 0 and the zero solution's bias."""
         warm, zero = self.warm_start, self.zero
         b = zero.bias if (zero is not None and self.bias) else 0.0
         d = np.ones(self.M)
@@ -236,11 +140,9 @@ class _DualCDRun(Algorithm):
         d[~self.nonempty] = 0.0
         return d, rho, b
 
-    # -- one inner solve -------------------------------------------------------------
     def inner(self, d: np.ndarray, rho: np.ndarray, u: np.ndarray, b: float, eps: float) -> tuple[float, int]:
-        """Dual coordinate descent at fixed weights until the projected gradients' spread
-        is at most ``eps`` on all samples (``rho``, ``u`` in place); the bias and the
-        number of passes."""
+        """Passes at fixed weights until the projected gradients' spread is at most ``eps`` on all
+        samples (``rho``, ``u`` in place); the bias and the number of passes."""
         c = d / self.C
         Q = common.as_vector(self.row_norms @ c)
         kappa = float(np.mean(Q)) if self.bias else 0.0
@@ -262,10 +164,8 @@ class _DualCDRun(Algorithm):
             lo_old = pg_min if pg_min < 0.0 else -math.inf
         return b, int(self.engine.max_epochs)
 
-    # -- certificate -----------------------------------------------------------------
     def primal(self, beta: np.ndarray, b: float, norms: np.ndarray) -> tuple[float, float]:
-        """Primal value at ``(beta, b)`` or at the optimal bias for ``beta``, whichever is
-        lower, and that bias."""
+        """The lower primal value at ``(beta, b)`` and at the optimal bias for ``beta``; its bias."""
         f = self.bank.expand(beta)
         reg_val = common.regularizer_value(self.problem.regularizer, norms, self.C)
         P = common.loss_value(self.problem.loss, self.y, f + b, self.sl.w) + reg_val
@@ -279,10 +179,8 @@ class _DualCDRun(Algorithm):
     def certify(
         self, beta: np.ndarray, b: float, norms: np.ndarray, rho: np.ndarray, dual_norms: np.ndarray
     ) -> common.Certificate:
-        """Primal at ``beta`` and, when the dual point puts some of its non-zero blocks within
-        the regularizer's threshold (zero at the optimum), at ``beta`` without them: the
-        lower; the dual at ``rho`` (:meth:`Certificate.at
-        <mklkit.engines.common.Certificate.at>`)."""
+        """The lower primal at ``beta`` and at ``beta`` without the non-zero blocks whose dual
+        norm is within the regularizer's threshold (zero at the optimum); the dual at ``rho``."""
         P, b = self.primal(beta, b, norms)
         idle = (norms > 0.0) & (dual_norms <= self.threshold)
         if np.any(idle) and self.threshold > 0.0:
@@ -294,10 +192,8 @@ class _DualCDRun(Algorithm):
                 P, b, beta, norms = P0, b0, beta0, norms0
         return common.Certificate.at(self.problem, P, rho, norms, dual_norms=dual_norms, bias=b, beta=beta)
 
-    # -- the outer loop ------------------------------------------------------------------
     def loop(self) -> SolveResult:
-        """Inner solves and weight updates until :meth:`Run.check` ends the run; the
-        incumbents' result."""
+        """Inner solves and weight updates until the run ends; the incumbents' result."""
         run = self.run
         inc = run.incumbents
         d, rho, b = self.start()
@@ -322,29 +218,13 @@ class _DualCDRun(Algorithm):
                 inc.offer_primal(cert.primal, it, beta=cert.extra["beta"], bias=cert.extra["bias"], norms=cert.norms)
             inc.offer_dual(cert.dual, it, rho=cert.rho)
             quiet = 0 if (inc.primal, inc.dual) != before else quiet + 1
-            active = d > 0.0
-            run.record(
-                it,
-                cert.primal,
-                cert.dual,
-                cert.gap,
-                int(np.sum(cert.norms > 0.0)),
-                epochs=epochs,
-                eps=eps,
-                kernels_in_play=int(np.sum(active)),
-            )
+            n_nonzero, in_play = int(np.sum(cert.norms > 0.0)), int(np.sum(d > 0.0))
+            run.record(it, cert.primal, cert.dual, cert.gap, n_nonzero, epochs=epochs, eps=eps, kernels_in_play=in_play)
             if not (math.isfinite(cert.primal) and np.all(np.isfinite(rho))):
                 run.end(Status.NUMERICAL_ERROR, it, why=f"non-finite values at iteration {it}")
                 break
-            if run.check(
-                it,
-                cert.gap,
-                stalled=(
-                    f"no lower primal or higher dual value in {quiet} iterations in a row"
-                    if quiet >= STALL_ITERATIONS
-                    else None
-                ),
-            ):
+            stalled = f"no lower primal or higher dual value in {quiet} iterations in a row"
+            if run.check(it, cert.gap, stalled=stalled if quiet >= STALL_ITERATIONS else None):
                 break
             slack = 0.01 * max(inc.primal - inc.dual, 0.0)
             if cert.primal > p_last + slack:
@@ -363,7 +243,7 @@ class _DualCDRun(Algorithm):
         self, d: np.ndarray, norms: np.ndarray, dual_norms: np.ndarray, stretch: np.ndarray, last_step: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The weights of the new block norms, extrapolated, dropped and brought back; the
-        factors on the steps and the steps."""
+        stretch factors and the log-steps."""
         new = self.weights_of(norms)
         moving = (d > 0.0) & (new > 0.0)
         step = np.zeros(self.M)
@@ -374,8 +254,8 @@ class _DualCDRun(Algorithm):
         new[moving] = d[moving] * np.exp(move)
         top = float(np.max(new)) if new.size else 0.0
         new[(new < DROP * top) & (dual_norms <= self.threshold)] = 0.0
-        # back in play: a kernel at weight 0 whose dual block norm is above the threshold by
-        # more than half the tolerance (scaled into the dual ball, the dual point loses less)
+        # back in play: above the threshold by more than half the tolerance (the dual point,
+        # scaled into the ball, loses less)
         over = self.threshold * (1.0 + 0.5 * self.run.tol) if self.threshold > 0 else 0.0
         back = (new == 0.0) & (dual_norms > over) & self.nonempty
         if np.any(back):

@@ -18,7 +18,9 @@ from mklkit.components.losses import EpsInsensitive, Hinge, Logistic, Squared
 from mklkit.components.params import ParamError
 from mklkit.components.regularizers import KL, L1, ElasticNet, Lq, Uniform
 from mklkit.engines import common
-from mklkit.engines.spicy import GAMMA0_SCALE, Spicy, _ConstrainedLoss
+from mklkit.engines.spicy import Spicy
+from mklkit.engines.spicy.iterative import GAMMA0_SCALE
+from mklkit.engines.spicy.loss_terms import _ConstrainedLoss
 from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning, Status
 

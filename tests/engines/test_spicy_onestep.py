@@ -12,7 +12,8 @@ from mklkit.components.losses import EpsInsensitive, Hinge, Logistic, Squared
 from mklkit.components.params import ParamError
 from mklkit.components.regularizers import KL, L1, ElasticNet, Lq, Uniform
 from mklkit.engines import common
-from mklkit.engines.spicy import BUILTIN_ENGINES, Spicy, _centre, initial_dual
+from mklkit.engines.spicy import BUILTIN_ENGINES, Spicy
+from mklkit.engines.spicy.start import _centre, initial_dual
 from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning, Status
 

@@ -1,61 +1,38 @@
-r"""The inner problem of SpicyMKL's iterative method (eqs. 41, 47) and its semismooth Newton.
-
-At fixed :math:`\gamma` and primal state (the non-zero blocks, their
-:math:`\alpha_m` and :math:`K_m\alpha_m`, the bias and the loss's
-multipliers), the inner objective of the dual point is minimized by Newton's
-method on the generalized Hessian with Armijo back-tracking (§3.5.1); see the
-package docstring of :mod:`mklkit.engines.spicy` ("Iterative method").
-"""
+"""The inner problem of SpicyMKL's iterative method (eqs. 41, 47) at a fixed primal state and
+its semismooth Newton method (``docs/engines.md``, "Newton's method on the inner problem")."""
 
 from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import numba
 import numpy as np
 import scipy.linalg
 
 from ..._jit import spicy as kspicy
-from ...problem import Problem
-from ...result import SolveResult
 from .. import common
-from ..base import Algorithm, Engine, Run
 from ..capabilities import SMOOTH_CONJUGATE
-from .factor_newton import LowRankHessian, is_factored
+from .factor_newton import LowRankHessian
 from .factor_newton import newton_direction as low_rank_direction
 from .loss_terms import _ConstrainedLoss, _SmoothLoss
-
-__all__ = ["InnerProblem", "LM_FACTOR", "levenberg_marquardt_direction"]
+from .start import _SpicyAlgorithm
 
 logger = logging.getLogger("mklkit.engines.spicy.iterative")
 
-
-#: Levenberg-Marquardt factor: the Newton system is H + mu I with
-#: mu = LM_FACTOR * ||grad||, so that directions where the generalized Hessian is
-#: singular (no active kernel or constraint yet) get bounded steps, while
-#: the ridge vanishes at the solution (superlinear convergence is kept).
+#: Levenberg-Marquardt ridge LM_FACTOR * ||grad||: bounded steps where the Hessian is singular,
+#: vanishing at the solution.
 LM_FACTOR = 1e-3
-
-#: Rounding floor of the inner stopping test, relative to the size of the
-#: terms that cancel in the gradient (about 64 ulps).
+#: Rounding floor of the inner stopping test, relative to the terms that cancel in the gradient.
 _FLOOR = 1.5e-14
 
 
 def levenberg_marquardt_direction(H: Any, g: np.ndarray, ridge: np.ndarray | None) -> tuple[np.ndarray, str]:
-    r"""Solve :math:`(H + \mathrm{diag}(\mu))\,d = -g` with the damping :math:`\mu` by
-    Cholesky (on a factor bank: Woodbury or CG, :mod:`~mklkit.engines.spicy.factor_newton`).
-
-    :math:`\mu_i` is the loss part's per-sample ridge where it has one
-    (:meth:`_ConstrainedLoss.ridge`), else ``LM_FACTOR``:math:`\,\|g\|`, plus a
-    rounding floor :math:`10^{-14}H_{ii}` relative to the coordinate's own
-    diagonal entry; it grows a hundredfold (at least to :math:`10^{-12}H_{ii}`)
-    whenever the factorization fails.  A floor relative to :math:`\max_i H_{ii}`
-    would freeze every coordinate but the largest when the diagonal spans
-    many orders of magnitude: the logistic conjugate's curvature
-    :math:`1/(t(1-t))` reaches :math:`10^{40}` at samples far from the margin.
-    """
+    r"""``(d, method)`` of :math:`(H + \mathrm{diag}(\mu))\,d = -g` by Cholesky (on a factor bank
+    :func:`.factor_newton.newton_direction`): :math:`\mu` is the loss's per-sample ``ridge`` or
+    ``LM_FACTOR`` :math:`\|g\|`, plus :math:`10^{-14}H_{ii}` of each coordinate's own diagonal,
+    a hundredfold larger after each failed factorization."""
     N = g.size
     low_rank = isinstance(H, LowRankHessian)
     diag = np.abs(H.diag if low_rank else np.diag(H))
@@ -65,7 +42,6 @@ def levenberg_marquardt_direction(H: Any, g: np.ndarray, ridge: np.ndarray | Non
         damping = np.full(N, LM_FACTOR * gnorm)
     else:
         damping = np.where(np.isfinite(ridge), ridge, LM_FACTOR * gnorm)
-    # rounding floor per coordinate, relative to its own diagonal entry
     floor = np.where(diag > 0.0, diag, scale)
     damping = damping + 1e-14 * floor
     if low_rank:
@@ -86,29 +62,30 @@ def levenberg_marquardt_direction(H: Any, g: np.ndarray, ridge: np.ndarray | Non
     return -g / scale, "gradient"
 
 
+@dataclass
 class _Newton:
-    r"""The state of Newton's method on one inner problem: the dual point and its products
-    :math:`K_m\rho`, the loss part's value there and at the last trial, the counters, the
-    status, the last solver, gradient norms (now, at the start) and stopping threshold,
-    the kernel part at the last point."""
+    r"""Newton's method on one inner problem: the point and :math:`K_m\rho`, the loss part's value
+    there and at the last trial, the counters, status, solver, gradient norms and threshold."""
 
-    def __init__(self, rho: np.ndarray, KR: np.ndarray, Lval: float) -> None:
-        self.rho, self.KR, self.Lval = rho, KR, Lval
-        self.Lt = math.inf
-        self.steps = self.backtracks = self.flat = 0
-        self.status = "converged"
-        self.solver = ""
-        self.gnorm = math.nan
-        self.g_start = math.inf
-        self.thresh = math.nan
-        self.q: dict[str, Any] = {}
+    rho: np.ndarray
+    KR: np.ndarray
+    Lval: float
+    Lt: float = math.inf
+    steps: int = 0
+    backtracks: int = 0
+    flat: int = 0
+    status: str = "converged"
+    solver: str = ""
+    gnorm: float = math.nan
+    g_start: float = math.inf
+    thresh: float = math.nan
+    q: dict[str, Any] = field(default_factory=dict)
 
 
 class _InnerPoint(NamedTuple):
-    r"""The inner objective at a Newton iterate: the kernel part
-    (:meth:`InnerProblem.kernel_part`), :math:`\mathbf 1^\top\rho`, the bias term, the loss
-    part's gradient (and the one for the Newton system), curvature and auxiliary gradient
-    norm, the gradient and the value."""
+    r"""The inner objective at a Newton iterate: kernel part, :math:`\mathbf 1^\top\rho`, bias
+    term, the loss part's gradient (full and reduced), curvature and auxiliary gradient norm,
+    the gradient and the value."""
 
     q: dict[str, Any]
     sr: float
@@ -121,55 +98,51 @@ class _InnerPoint(NamedTuple):
     phi: float
 
 
-class InnerProblem(Algorithm):
+class InnerProblem(_SpicyAlgorithm):
     """The primal state of the iterative method and the inner problem at it."""
 
-    def __init__(self, engine: Engine, problem: Problem, run: Run, warm_start: SolveResult | None) -> None:
-        super().__init__(engine, problem, run, warm_start)
-        self.lower, self.upper = self.conj_domain()
-        if SMOOTH_CONJUGATE.holds(problem.loss):
-            self.loss: Any = _SmoothLoss(problem, self.lower, self.upper)
-        else:
-            self.loss = _ConstrainedLoss(problem, self.lower, self.upper)
-        self.row_block = max(8, -(-self.N // (2 * numba.get_num_threads())))
-        self.factored = is_factored(self.bank)
-        # sqrt(trace K_m) >= sqrt(lambda_max(K_m)) bounds ||d||_{K_m} / ||d|| (O(MN))
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        loss_terms = _SmoothLoss if SMOOTH_CONJUGATE.holds(self.problem.loss) else _ConstrainedLoss
+        self.loss: Any = loss_terms(self.problem, self.lower, self.upper)
+        # sqrt(trace K_m) >= sqrt(lambda_max(K_m)) bounds ||d||_{K_m} / ||d||
         self.sqrt_trace = np.sqrt(np.maximum(self.bank.trace(), 0.0))
-        # primal state: the non-zero blocks S, their alpha_m, K_m alpha_m, alpha_m'K_m alpha_m
-        self.S = np.zeros(0, dtype=np.int64)
-        self.A = np.zeros((0, self.N))
-        self.KA = np.zeros((0, self.N))
-        self.aa = np.zeros(0)
-        self.pos = np.full(self.M, -1, dtype=np.int64)
-        self.z_kernel = np.zeros(self.N)
+        self.set_alpha(np.zeros(0, dtype=np.int64), np.zeros((0, self.N)))
         self.b = 0.0
 
-    # -- primal state ------------------------------------------------------------
     def set_alpha(self, S: np.ndarray, A: np.ndarray) -> None:
-        """Install the non-zero blocks and their exact products (reads |S| kernels)."""
+        r"""The non-zero blocks ``S``, their :math:`\alpha_m`, :math:`K_m\alpha_m`,
+        :math:`\alpha_m^\top K_m\alpha_m` and :math:`\sum_m K_m\alpha_m` (reads |S| kernels)."""
         self.S = np.ascontiguousarray(S, dtype=np.int64)
         self.A = np.ascontiguousarray(A, dtype=np.float64).reshape(self.S.size, self.N)
-        if self.S.size:
-            self.KA = self.bank.matvecs_rows(self.A, self.S)
-        else:
-            self.KA = np.zeros((0, self.N))
+        self.KA = self.bank.matvecs_rows(self.A, self.S) if self.S.size else np.zeros((0, self.N))
         self.aa = np.maximum(np.einsum("pn,pn->p", self.A, self.KA), 0.0)
         self.z_kernel = self.KA.sum(axis=0) if self.S.size else np.zeros(self.N)
         self.pos = np.full(self.M, -1, dtype=np.int64)
         self.pos[self.S] = np.arange(self.S.size)
 
-    def kernel_part(self, rho: np.ndarray, KR: np.ndarray) -> dict[str, Any]:
-        r"""Regularizer part of the inner objective at ρ (eqs. 26, 27, 47).
+    def plus_alpha(self, idx: np.ndarray, X: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``X`` (a row per kernel of ``idx``) plus the ``rows`` (``A`` or ``KA``) of the non-zero blocks."""
+        if self.S.size and idx.size:
+            ps = self.pos[idx]
+            has = ps >= 0
+            X[has] += rows[ps[has]]
+        return X
 
-        Returns the block norms :math:`n_m = \|\alpha_m + \gamma\rho\|_{K_m}`
-        (and squares), the envelope's derivatives, the active kernels with
-        their rows :math:`K_m v_m`, the gradient and the envelope sum.
-        """
+    def shifted(self, idx: np.ndarray, rho: np.ndarray) -> np.ndarray:
+        r""":math:`\alpha_m + \gamma\rho` for the kernels ``idx``."""
+        V = np.empty((idx.size, self.N))
+        V[:] = self.gamma * rho
+        return self.plus_alpha(idx, V, self.A)
+
+    def kernel_part(self, rho: np.ndarray, KR: np.ndarray) -> dict[str, Any]:
+        r"""The regularizer part at ρ (eqs. 26, 27, 47): the norms :math:`n_m = \|\alpha_m +
+        \gamma\rho\|_{K_m}` (and squares), the envelope's derivatives (prox, prox', by Moreau), the
+        active kernels with their :math:`K_mv_m`, the gradient and the envelope."""
         gamma = self.gamma
         Cg = gamma * self.C
         n2 = kspicy.env_forms(KR, rho, self.S, self.A, self.aa, gamma)
         n = np.sqrt(n2)
-        # the envelope's derivatives are prox and prox' (Moreau, eq. 23)
         e1 = self.reg_kernel(self.rk.prox, n, Cg)
         e2 = self.reg_kernel(self.rk.prox_deriv, n, Cg)
         env = self.reg_kernel(self.rk.env, n, Cg)
@@ -177,38 +150,19 @@ class InnerProblem(Algorithm):
         active = np.flatnonzero((e1 > 0.0) | (~pos_n & (e2 > 0.0))).astype(np.int64)
         w = np.zeros(self.M)
         w[pos_n] = e1[pos_n] / n[pos_n]
-        Kv = gamma * KR[active]
-        if self.S.size:
-            ps = self.pos[active]
-            has = ps >= 0
-            if np.any(has):
-                Kv[has] += self.KA[ps[has]]
+        Kv = self.plus_alpha(active, gamma * KR[active], self.KA)
         if active.size:
             grad = w[active] @ Kv
             gross = float(np.linalg.norm(np.abs(w[active]) @ np.abs(Kv)))
         else:
             grad, gross = np.zeros(self.N), 0.0
-        return {
-            "n2": n2,
-            "n": n,
-            "e1": e1,
-            "e2": e2,
-            "w": w,
-            "active": active,
-            "Kv": Kv,
-            "grad": grad,
-            "gross": gross,
-            "env": float(np.sum(env)),
-            "env_all": env,
-        }
+        env_sum = float(np.sum(env))
+        return dict(
+            n2=n2, n=n, e1=e1, e2=e2, w=w, active=active, Kv=Kv, grad=grad, gross=gross, env=env_sum, env_all=env
+        )
 
-    def hessian(self, q: dict[str, Any], dL: np.ndarray, rho: np.ndarray) -> Any:
-        r"""Generalized Hessian of the inner objective (eq. 27, generalized).
-
-        An (N, N) array, or on a factor bank a :class:`LowRankHessian`
-        (:math:`D + \sum_m L_mW_mL_m^\top + \gamma_b\mathbf 1\mathbf 1^\top` with
-        :math:`v_m = \alpha_m + \gamma\rho`; no N x N matrix).
-        """
+    def hessian(self, q: dict[str, Any], dL: np.ndarray, rho: np.ndarray) -> tuple[Any, bool]:
+        """The generalized Hessian (eq. 27) and whether it is finite."""
         gamma = self.gamma
         act = q["active"]
         s = t = np.zeros(0)
@@ -218,33 +172,12 @@ class InnerProblem(Algorithm):
             t = np.zeros(act.size)
             pos = n > 0.0
             t[pos] = gamma * (e2[pos] - w[pos]) / (n[pos] * n[pos])
-        if self.factored:
-            V = np.empty((act.size, self.N))
-            V[:] = gamma * rho
-            if self.S.size and act.size:
-                ps = self.pos[act]
-                has = ps >= 0
-                V[has] += self.A[ps[has]]
-            return LowRankHessian(self.bank, dL, act, s, t, V, self.gamma_b if self.bias else 0.0)
-        H = np.diag(dL)
-        if self.bias:
-            H += self.gamma_b
-        if act.size:
-            self.bank.accumulate_hessian(
-                H, act, np.ascontiguousarray(s), np.ascontiguousarray(q["Kv"]), np.ascontiguousarray(t), self.row_block
-            )
-        return H
+        vecs = self.shifted(act, rho) if self.factored else None
+        return self.newton_matrix(dL, act, s, t, q["Kv"], vecs, self.gamma_b if self.bias else 0.0)
 
-    # -- one inner problem ----------------------------------------------------
     def inner(self) -> dict[str, Any]:
-        r"""Minimize the inner objective (eqs. 41, 47) by semismooth Newton with back-tracking.
-
-        Stops when :math:`\|\nabla\varphi\| \le` ``inner_tol`` :math:`\cdot\|\Delta\|`, where
-        :math:`\|\Delta\|^2 = \|z^+ - z\|^2 + \|\xi^+ - \xi\|^2` is the change of the
-        predictions and multipliers that the update (38)-(40) would make at the
-        current point; or at a rounding floor, after ``max_newton`` steps, or
-        when the objective stops decreasing.
-        """
+        r"""Semismooth Newton with back-tracking on the inner objective (eqs. 41, 47), inexact:
+        :math:`\|\nabla\varphi\|` against the change the update (38)-(40) would make."""
         self.loss.set_gamma(self.gamma)
         self.loss.begin(self.rho)
         nw = _Newton(self.rho, self.KR, self.loss.value(self.rho))
@@ -272,18 +205,12 @@ class InnerProblem(Algorithm):
         self.rho, self.KR = nw.rho, nw.KR
         # "gap reached": the update is certain to meet tol, a success however far Newton got
         failed = nw.status not in ("converged", "gap reached") and not (nw.gnorm <= 1e-2 * nw.g_start)
-        return {
-            "q": nw.q,
-            "steps": nw.steps,
-            "backtracks": nw.backtracks,
-            "status": nw.status,
-            "grad_norm": nw.gnorm,
-            "solver": nw.solver,
-            "failed": failed,
-        }
+        return dict(
+            q=nw.q, steps=nw.steps, backtracks=nw.backtracks, status=nw.status, grad_norm=nw.gnorm, failed=failed
+        )
 
     def inner_point(self, nw: _Newton) -> _InnerPoint | None:
-        """The inner objective and its gradient at the Newton iterate (None: non-finite)."""
+        """The inner objective and gradient at the Newton iterate (None: non-finite)."""
         gb, loss, rho = self.gamma_b, self.loss, nw.rho
         nw.q = q = self.kernel_part(rho, nw.KR)
         sr = float(np.sum(rho))
@@ -300,18 +227,12 @@ class InnerProblem(Algorithm):
     def inner_stop(self, nw: _Newton, pt: _InnerPoint, k: int) -> str | None:
         """Why Newton stops at this point (None: it goes on)."""
         eng, gb, q = self.engine, self.gamma_b, pt.q
-        # inexact solve: the gradient against the change of the predictions (and of
-        # the multipliers) that the update would make:
-        # z+ - z = sum_m K_m (alpha+_m - alpha_m) + (b+ - b) 1
+        # the change of the predictions the update would make: sum_m K_m (alpha+_m - alpha_m) + (b+ - b)
         dz = q["grad"] - self.z_kernel + (gb * pt.sr if self.bias else 0.0)
         d_primal = math.sqrt(float(dz @ dz) + self.loss.pending_change(nw.rho))
         # rounding floor: the size of the terms that cancel in the gradient
-        scale = (
-            float(np.linalg.norm(pt.gL))
-            + q["gross"]
-            + abs(self.b) * math.sqrt(self.N)
-            + gb * float(np.sum(np.abs(nw.rho))) * math.sqrt(self.N)
-        )
+        rho_term = gb * float(np.sum(np.abs(nw.rho))) * math.sqrt(self.N)
+        scale = float(np.linalg.norm(pt.gL)) + q["gross"] + abs(self.b) * math.sqrt(self.N) + rho_term
         nw.thresh = max(eng.inner_tol * d_primal, _FLOOR * scale)
         if nw.gnorm <= nw.thresh:
             return "converged"
@@ -324,11 +245,10 @@ class InnerProblem(Algorithm):
         return None
 
     def inner_direction(self, nw: _Newton, pt: _InnerPoint) -> tuple[np.ndarray, float] | str:
-        """The Newton direction (bent into a bounded conjugate's domain) and its slope, or
-        why there is none."""
+        """The Newton direction (bent into a bounded conjugate's domain) and slope, or why none."""
         loss, rho = self.loss, nw.rho
-        H = self.hessian(pt.q, pt.dL, rho)
-        if not (H.finite if self.factored else np.all(np.isfinite(H))):
+        H, finite = self.hessian(pt.q, pt.dL, rho)
+        if not finite:
             return "non-finite"
         g = pt.g
         g_rhs = pt.gR + pt.q["grad"] + pt.sb
@@ -340,9 +260,7 @@ class InnerProblem(Algorithm):
             nw.solver = "gradient"
             if not slope < 0.0:
                 return "no descent direction"
-        # a bounded smooth conjugate: shorten only the coordinates that would
-        # leave its domain, so one sample near the boundary does not stop
-        # the whole step (kept when it is still a descent direction)
+        # a bounded smooth conjugate: only the coordinates that would leave its domain are cut
         bent = loss.bend(rho, delta, self.engine.boundary)
         if bent is not None:
             bslope = float(g @ bent)
@@ -350,11 +268,8 @@ class InnerProblem(Algorithm):
                 delta, slope = bent, bslope
         return delta, slope
 
-    def inner_line_search(
-        self, nw: _Newton, pt: _InnerPoint, delta: np.ndarray, slope: float
-    ) -> tuple[float | None, float, np.ndarray]:
-        r"""Armijo back-tracking (§3.5.1) along ``delta``: the step (None: failed), the
-        objective there and :math:`K_m\delta`."""
+    def inner_line_search(self, nw: _Newton, pt: _InnerPoint, delta, slope: float) -> tuple[float | None, float, Any]:
+        r"""Armijo back-tracking (§3.5.1): the step (None: failed), the objective there, :math:`K_m\delta`."""
         eng, gamma, gb, loss, rho, q = self.engine, self.gamma, self.gamma_b, self.loss, nw.rho, pt.q
         Cg = gamma * self.C
         KD, bq, eq = self.bank.direction_forms(common.as_vector(delta), nw.KR)
@@ -391,23 +306,11 @@ class InnerProblem(Algorithm):
                     break
             c *= eng.backtrack
         nw.backtracks += nbt
-        logger.debug(
-            "spicy   newton %d: |grad| %.3e (stop at %.2e), step %.3g after %d "
-            "back-trackings, %d active, slope %.3e, %s",
-            nw.steps,
-            nw.gnorm,
-            nw.thresh,
-            c,
-            nbt,
-            q["active"].size,
-            slope,
-            nw.solver,
-        )
+        debug = "spicy   newton %d: |grad| %.3e (stop %.2e), step %.3g after %d backtracks, %d active, slope %.3e, %s"
+        logger.debug(debug, nw.steps, nw.gnorm, nw.thresh, c, nbt, q["active"].size, slope, nw.solver)
         return (c if accepted else None), p_new, KD
 
-    def inner_move(
-        self, nw: _Newton, pt: _InnerPoint, c: float, delta: np.ndarray, KD: np.ndarray, p_new: float
-    ) -> None:
+    def inner_move(self, nw: _Newton, pt: _InnerPoint, c: float, delta, KD, p_new: float) -> None:
         """The accepted Newton step."""
         nw.flat = nw.flat + 1 if pt.phi - p_new <= 1e-15 * abs(pt.phi) else 0
         nw.rho = nw.rho + c * delta
@@ -417,19 +320,9 @@ class InnerProblem(Algorithm):
         nw.steps += 1
 
     def bound_gap(self, rho: np.ndarray, KR: np.ndarray, q: dict[str, Any]) -> float:
-        r"""An upper bound on the gap that an update at ρ would give, without a pass over the bank.
-
-        The primal is evaluated where the update (38)-(40) would put it
-        (:math:`z^+ = \sum_m K_m\,\mathrm{prox}(v_m) + b^+`, block norms
-        ``prox``), with the best bias.  The dual point is projected as in
-        §6.1, but its block norms are bounded instead of computed:
-        :math:`\|\tilde\rho\|_{K_m} \le \|\rho\|_{K_m} + \sqrt{\mathrm{tr}\,K_m}\,\|\tilde\rho-\rho\|`
-        (from the running products :math:`K_m\rho`).  Scaling by the bound
-        keeps the point feasible and :math:`\tilde g^*_C` is non-decreasing, so
-        the dual value is a lower bound of the dual at a feasible point.  Lets
-        the last inner problem stop as soon as the requested gap is certain
-        (checked exactly after the update).
-        """
+        r"""An upper bound on the gap after an update at ρ, without a pass over the bank: the
+        primal where the update would put it, the dual at the projected point with its block norms
+        bounded by :math:`\|\rho\|_{K_m} + \sqrt{\mathrm{tr}K_m}\|\tilde\rho - \rho\|`."""
         problem = self.problem
         lo, hi = -self.upper, -self.lower
         rho_t = common.centre_dual(rho, lo, hi, self.bias)

@@ -1,10 +1,6 @@
-r"""The loss terms of the inner objective of SpicyMKL.
-
-:class:`_SmoothLoss`: :math:`\sum_i\ell^*(y_i, -\rho_i)` for a loss with a
-smooth conjugate (§3.3); :class:`_ConstrainedLoss`: the augmented-Lagrangian
-terms of eq. (41) for a loss in the constrained form of eq. (33).  Both give
-the iterative method (and :class:`_SmoothLoss` the one-step method) the same
-interface: value, derivatives, steps, multipliers.
+r"""The loss terms of SpicyMKL's inner objective, with one interface: :class:`_SmoothLoss`
+(:math:`\sum_i\ell^*(y_i, -\rho_i)`, §3.3) and :class:`_ConstrainedLoss` (eq. 41 for the
+constrained form of eq. 33).
 """
 
 from __future__ import annotations
@@ -17,16 +13,26 @@ import numpy as np
 from ...problem import Problem
 from .. import common
 
-__all__ = ["_SmoothLoss", "_ConstrainedLoss"]
+
+class _LossTerms:
+    """What a loss without auxiliaries, multipliers or a bounded domain does: nothing."""
+
+    def _nothing(self, *args: Any) -> None:
+        return None
+
+    def _zero(self, *args: Any) -> float:
+        return 0.0
+
+    def max_step(self, rho: np.ndarray, delta: np.ndarray) -> float:
+        return math.inf
+
+    set_gamma = begin = accept = update_multipliers = snapshot = restore = ridge = bend = _nothing
+    aux_direction = pending_change = _zero
 
 
-class _SmoothLoss:
-    r""":math:`\sum_i (w_i\ell)^*(y_i, -\rho_i)` for a loss with a smooth conjugate (§3.3).
-
-    Newton with back-tracking keeps :math:`-\rho` inside the domain because
-    the conjugate's gradient is unbounded at a finite boundary.  The weighted
-    conjugate (sample weights) is :class:`~mklkit.engines.common.SampleLoss`'s.
-    """
+class _SmoothLoss(_LossTerms):
+    r""":math:`\sum_i (w_i\ell)^*(y_i, -\rho_i)` for a loss with a smooth conjugate (§3.3), whose
+    unbounded gradient at a finite boundary keeps Newton with back-tracking inside."""
 
     constrained = False
 
@@ -34,12 +40,6 @@ class _SmoothLoss:
         self.y = problem.y
         self.sl = common.SampleLoss.of(problem)
         self.lower, self.upper = lower, upper
-
-    def set_gamma(self, gamma: float) -> None:
-        """The smooth conjugate does not depend on γ."""
-
-    def begin(self, rho: np.ndarray) -> None:
-        """Nothing to prepare."""
 
     def value(self, rho: np.ndarray, c: float = 0.0) -> float:
         u = -rho
@@ -55,14 +55,8 @@ class _SmoothLoss:
         d = self.sl.conj_hess(u)
         return g, g, d, 0.0
 
-    def aux_direction(self, delta: np.ndarray) -> float:
-        return 0.0
-
-    def accept(self, c: float) -> None:
-        """Nothing to keep between Newton steps."""
-
     def max_step(self, rho: np.ndarray, delta: np.ndarray) -> float:
-        """Largest c with -(rho + c delta) inside the closed domain of the conjugate."""
+        """The largest c with -(rho + c delta) in the closed domain."""
         u, du = -rho, -delta
         c = math.inf
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -73,9 +67,6 @@ class _SmoothLoss:
             if np.any(up):
                 c = min(c, float(np.min((self.upper[up] - u[up]) / du[up])))
         return c
-
-    def ridge(self, g: np.ndarray) -> np.ndarray | None:
-        return None
 
     def bend(self, rho: np.ndarray, delta: np.ndarray, boundary: float) -> np.ndarray | None:
         r"""``delta`` with each coordinate cut to ``boundary`` times its distance to the
@@ -90,103 +81,46 @@ class _SmoothLoss:
             return None
         return delta * np.minimum(1.0, boundary * room)
 
-    def update_multipliers(self, rho: np.ndarray) -> None:
-        """A smooth conjugate has no constraints."""
 
-    def pending_change(self, rho: np.ndarray) -> float:
-        return 0.0
-
-    def snapshot(self) -> Any:
-        return None
-
-    def restore(self, state: Any) -> None:
-        """Nothing changes during an inner solve."""
-
-    def multipliers_copy(self) -> Any:
-        return None
-
-    def set_multipliers(self, xi: Any) -> None:
-        """A smooth conjugate has no multipliers."""
-
-
-class _ConstrainedLoss:
-    r"""The loss terms of eq. (41) for a loss in the constrained form of eq. (33).
-
-    Per sample, with :math:`w = (u, \tilde u)` and :math:`u = -\rho_i`,
-
-    .. math::
-        f_i(w) = \ell_0^*(y_i, w) + \frac1{2\gamma}\sum_j \max(0, \xi_{ij} + \gamma h_j(y_i, w))^2 .
-
-    Newton's method runs on :math:`(\rho, \tilde u)` jointly; the auxiliary
-    variables couple only with their own :math:`\rho_i`, so they are
-    eliminated from every Newton system by the per-sample Schur complement
-    :math:`a_i - c_i^\top E_i^{-1} c_i` of the Hessian
-    :math:`\begin{pmatrix} a_i & c_i^\top \\ c_i & E_i\end{pmatrix}` in
-    :math:`(u, \tilde u)`; the system stays :math:`N \times N`.  :math:`c_i`
-    lies in the range of :math:`E_i` (the block matrix is positive
-    semidefinite), so a tiny ridge on :math:`E_i` suffices.  Where
-    :math:`E_i` is singular while the gradient in :math:`\tilde u_i` is not
-    zero (no constraint active in some direction, e.g. at the start), the
-    auxiliary variables of those samples are first minimized out
-    (:meth:`minimize_aux`).
-
-    With sample weights :math:`w_i` the conjugate is
-    :math:`(w_i\ell)^*(y_i, u) = w_i\ell^*(y_i, u/w_i)`
-    (:class:`~mklkit.engines.common.SampleLoss`), so the per-sample function is
-
-    .. math::
-        f_i(u, \tilde u) = w_i\,\ell_0^*(y_i, v, \tilde u)
-            + \frac1{2\gamma}\sum_j \max(0, \xi_{ij} + \gamma h_j(y_i, v, \tilde u))^2,
-        \qquad v = u / w_i :
-
-    its derivatives are those in :math:`(v, \tilde u)` (with :math:`\ell_0^*`
-    weighted) with the :math:`u`-row and column divided by :math:`w_i`.
+class _ConstrainedLoss(_LossTerms):
+    r"""The terms of eq. (41) for the constrained form of eq. (33): per sample, with
+    :math:`w = (u, \tilde u)`, :math:`u = -\rho_i`,
+    :math:`f_i(w) = \ell_0^*(y_i, w) + \frac1{2\gamma}\sum_j\max(0, \xi_{ij} + \gamma h_j(y_i, w))^2`.
+    The auxiliaries are eliminated from the Newton system by the per-sample Schur complement
+    (minimized out first where their block is singular); sample weights enter through
+    :math:`v = u/w_i` (``docs/engines.md``, "Constrained losses").
     """
 
     constrained = True
 
     def __init__(self, problem: Problem, lower: np.ndarray, upper: np.ndarray) -> None:
         loss = problem.loss
-        self.y = problem.y
-        self.cc = loss.constrained
-        self.p = loss.param_vector
-        self.N = self.y.size
-        self.B = int(loss.n_cons)
-        self.Bp = int(loss.n_aux)
+        self.y, self.cc, self.p = problem.y, loss.constrained, loss.param_vector
+        self.w = common.SampleLoss.of(problem).w
+        self.N, self.B, self.Bp = self.y.size, int(loss.n_cons), int(loss.n_aux)
         self.W = 1 + self.Bp
         self.xi = np.zeros((self.N, self.B))
-        self.ut = np.zeros((self.N, self.Bp))
-        self.dut = np.zeros((self.N, self.Bp))
+        self.ut, self.dut = np.zeros((self.N, self.Bp)), np.zeros((self.N, self.Bp))
         self.gamma = 1.0
-        self.w = common.SampleLoss.of(problem).w
         width = np.asarray(upper, dtype=np.float64) - np.asarray(lower, dtype=np.float64)
         self.width = np.where(np.isfinite(width) & (width > 0.0), width, np.inf)
-        self._E = self._c = self._gu = None
+        self._gu = None
 
     def set_gamma(self, gamma: float) -> None:
         self.gamma = float(gamma)
 
-    def _weights(self, rows: np.ndarray | None) -> np.ndarray | None:
-        if self.w is None:
-            return None
-        return self.w if rows is None else self.w[rows]
-
-    # -- per-sample penalized function (rows: a subset of samples) ---------------
-    def _f(
-        self,
-        u: np.ndarray,
-        ut: np.ndarray,
-        xi: np.ndarray,
-        gamma: float,
-        rows: np.ndarray | None = None,
-        lin: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        cc, p = self.cc, self.p
+    def _at(self, u: np.ndarray, ut: np.ndarray, rows: np.ndarray | None) -> tuple:
+        """The labels, :math:`v = u/w`, the auxiliaries and the weights of the samples ``rows``."""
         y = self.y if rows is None else np.ascontiguousarray(self.y[rows])
-        n = y.size
-        w = self._weights(rows)
+        w = None if self.w is None else (self.w if rows is None else self.w[rows])
         v = common.as_vector(u) if w is None else common.as_vector(np.asarray(u) / w)
-        ut = np.ascontiguousarray(ut, dtype=np.float64).reshape(n, self.Bp)
+        return y, v, np.ascontiguousarray(ut, dtype=np.float64).reshape(y.size, self.Bp), w
+
+    def _f(self, u, ut, xi, gamma: float, rows=None, lin=None) -> tuple[np.ndarray, np.ndarray]:
+        """:math:`f_i` of the samples ``rows`` (plus ``lin`` times w) and the penalty's active parts."""
+        cc, p = self.cc, self.p
+        y, v, ut, w = self._at(u, ut, rows)
+        n = y.size
         f = np.asarray(cc.l0(y, v, ut, p), dtype=np.float64)
         if w is not None:
             f = w * f
@@ -197,23 +131,12 @@ class _ConstrainedLoss:
             f = f + lin[:, 0] * u + (np.sum(lin[:, 1:] * ut, axis=1) if self.Bp else 0.0)
         return f, sp
 
-    def _d(
-        self,
-        u: np.ndarray,
-        ut: np.ndarray,
-        sp: np.ndarray,
-        gamma: float,
-        rows: np.ndarray | None = None,
-        lin: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _d(self, u, ut, sp, gamma: float, rows=None, lin=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Gradient (n, W) and generalized Hessian (n, W, W) in w, and the constraint gradients."""
         cc, p = self.cc, self.p
         B, W = self.B, self.W
-        y = self.y if rows is None else np.ascontiguousarray(self.y[rows])
+        y, v, ut, w = self._at(u, ut, rows)
         n = y.size
-        w = self._weights(rows)
-        v = common.as_vector(u) if w is None else common.as_vector(np.asarray(u) / w)
-        ut = np.ascontiguousarray(ut, dtype=np.float64).reshape(n, self.Bp)
         g = np.array(cc.l0_grad(y, v, ut, p), dtype=np.float64).reshape(n, W)
         H = np.array(cc.l0_hess(y, v, ut, p), dtype=np.float64).reshape(n, W, W)
         J = np.array(cc.cons_grad(y, v, ut, p), dtype=np.float64).reshape(n, B, W)
@@ -234,26 +157,10 @@ class _ConstrainedLoss:
             g += lin
         return g, H, J
 
-    def _minimize(
-        self,
-        w: np.ndarray,
-        first: int,
-        xi: np.ndarray,
-        gamma: float,
-        rows: np.ndarray | None = None,
-        lin: np.ndarray | None = None,
-        max_iter: int = 50,
-    ) -> np.ndarray:
-        r"""Minimize :math:`\sum_i f_i(w_i)` over the coordinates ``first:`` of ``w``.
-
-        A semismooth Newton method vectorized over the samples ``rows``,
-        with per-sample Armijo back-tracking on the samples still moving.
-        Where the generalized Hessian block is singular (no constraint
-        active in some direction) the curvature :math:`\gamma\nabla h_j\nabla h_j^\top`
-        of the inactive constraints is added, as if they were active (a
-        majorizing model), and an accepted unit step is extended by doubling
-        while the value keeps decreasing.  Returns the new ``w``.
-        """
+    def _minimize(self, w, first: int, xi, gamma: float, rows=None, lin=None, max_iter: int = 50) -> np.ndarray:
+        r"""``w`` with :math:`\sum_i f_i(w_i)` minimized over its coordinates ``first:``: semismooth
+        Newton vectorized over the samples ``rows``, per-sample Armijo back-tracking; unit steps
+        on a singular block (:meth:`_model`) are extended by doubling."""
         w = np.array(w, dtype=np.float64)
         n = w.shape[0]
         rows = np.arange(self.N) if rows is None else np.asarray(rows)
@@ -289,12 +196,10 @@ class _ConstrainedLoss:
             live = live[moved]
         return w
 
-    def _model(
-        self, Ef: np.ndarray, J: np.ndarray, sp: np.ndarray, gamma: float, first: int, big: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        r"""The Newton matrices of :meth:`_minimize`: where a block is singular the curvature
-        :math:`\gamma\nabla h_j\nabla h_j^\top` of the inactive constraints is added, and
-        :math:`\gamma I` where that is not enough; the matrices and which were singular."""
+    def _model(self, Ef, J, sp, gamma: float, first: int, big) -> tuple[np.ndarray, np.ndarray]:
+        r"""The Newton matrices of :meth:`_minimize` and which were singular: there the inactive
+        constraints' curvature :math:`\gamma\nabla h_j\nabla h_j^\top` is added (a majorizing
+        model), and :math:`\gamma I` where that is not enough."""
         n_free = self.W - first
         mineig = Ef[:, 0, 0] if n_free == 1 else np.linalg.eigvalsh(Ef)[:, 0]
         sing = mineig <= 1e-10 * big
@@ -310,20 +215,17 @@ class _ConstrainedLoss:
         return Ef, sing
 
     def _trial(self, sub: tuple, at: np.ndarray, step: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The points ``w + step`` of the samples at positions ``at`` of ``sub`` (the moving
-        samples' ``w``, ``xi``, rows, linear terms, first free coordinate, gamma), their
-        values and constraint values."""
+        """``w + step`` at the positions ``at`` of ``sub`` (the moving samples' ``w``, ``xi``, rows,
+        linear terms, first free coordinate, gamma), its values and penalty parts."""
         wl, xl, r, ln, first, gamma = sub
         trial = wl[at].copy()
         trial[:, first:] += step
         ft, spt = self._f(trial[:, 0], trial[:, 1:], xl[at], gamma, r[at], None if ln is None else ln[at])
         return trial, ft, spt
 
-    def _armijo(
-        self, sub: tuple, d: np.ndarray, f0: np.ndarray, slope: np.ndarray, sp0: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Per-sample Armijo back-tracking along ``d``: the new points, values, constraint
-        values, and which samples took the unit step."""
+    def _armijo(self, sub: tuple, d, f0, slope, sp0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per-sample Armijo back-tracking along ``d``: the new points, values, penalty parts, and
+        which samples took the unit step."""
         wl = sub[0]
         n = wl.shape[0]
         t = np.ones(n)
@@ -343,11 +245,8 @@ class _ConstrainedLoss:
             t[pend] *= 0.5
         return new_w, new_f, new_sp, unit
 
-    def _extend(
-        self, sub: tuple, d: np.ndarray, grow: np.ndarray, new_w: np.ndarray, new_f: np.ndarray, new_sp: np.ndarray
-    ) -> None:
-        """Double the accepted unit steps of the samples ``grow`` while the value keeps
-        decreasing (the new points, values and constraint values in place)."""
+    def _extend(self, sub: tuple, d, grow, new_w, new_f, new_sp) -> None:
+        """Double the unit steps of the samples ``grow`` while the value decreases (in place)."""
         tg = 1.0
         while grow.size and tg < 1e18:
             tg *= 2.0
@@ -357,7 +256,6 @@ class _ConstrainedLoss:
             new_w[gi], new_f[gi], new_sp[gi] = trial[better], ft[better], spt[better]
             grow = gi
 
-    # -- the inner-objective interface ---------------------------------------------
     def begin(self, rho: np.ndarray) -> None:
         """Minimize the auxiliary variables out for the current ρ, ξ and γ."""
         if self.Bp == 0:
@@ -374,8 +272,8 @@ class _ConstrainedLoss:
         return val if math.isfinite(val) else math.inf
 
     def derivs(self, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-        r"""Gradient in ρ, the right-hand side of the reduced Newton system, the
-        Schur-complement diagonal and :math:`\|\nabla_{\tilde u}\|^2`."""
+        r"""Gradient in ρ, right-hand side of the reduced Newton system, Schur-complement diagonal
+        and :math:`\|\nabla_{\tilde u}\|^2`."""
         u = -np.asarray(rho, dtype=np.float64)
         _, sp = self._f(u, self.ut, self.xi, self.gamma)
         g, H, _ = self._d(u, self.ut, sp, self.gamma)
@@ -409,8 +307,8 @@ class _ConstrainedLoss:
         return -g[:, 0], g_red, np.maximum(d, 0.0), float(np.sum(gu * gu))
 
     def aux_direction(self, delta: np.ndarray) -> float:
-        r"""Back-substitute :math:`\Delta\tilde u_i = E_i^{-1}(c_i\Delta\rho_i - g_{\tilde u,i})`;
-        returns :math:`\nabla_{\tilde u}^\top\Delta\tilde u` (part of the slope)."""
+        r""":math:`\nabla_{\tilde u}^\top\Delta\tilde u`, the auxiliaries' step
+        :math:`\Delta\tilde u_i = E_i^{-1}(c_i\Delta\rho_i - g_{\tilde u,i})` kept."""
         if self.Bp == 0:
             return 0.0
         self.dut = self._sens * delta[:, None] - self._eg
@@ -420,17 +318,9 @@ class _ConstrainedLoss:
         if self.Bp:
             self.ut = self.ut + c * self.dut
 
-    def max_step(self, rho: np.ndarray, delta: np.ndarray) -> float:
-        return math.inf
-
-    def bend(self, rho: np.ndarray, delta: np.ndarray, boundary: float) -> None:
-        return None
-
     def ridge(self, g: np.ndarray) -> np.ndarray:
-        r"""Per-sample Levenberg–Marquardt ridge :math:`|g_i|/w_i` (:math:`w_i`: width of the
-        conjugate's domain): a sample on a linear piece of the conjugate moves
-        at most about the width of its domain per Newton step.  ``inf`` where
-        the domain is unbounded (the global ridge applies there)."""
+        """Per-sample Levenberg–Marquardt ridge: ``|g|`` over the width of the conjugate's domain
+        (``inf`` where unbounded)."""
         finite = np.isfinite(self.width)
         return np.where(finite, np.abs(g) / np.where(finite, self.width, 1.0), np.inf)
 
@@ -445,27 +335,15 @@ class _ConstrainedLoss:
         return float(np.sum((sp - self.xi) ** 2))
 
     def snapshot(self) -> Any:
-        return self.ut.copy()
+        return self.ut.copy(), self.xi.copy()
 
     def restore(self, state: Any) -> None:
-        self.ut = state.copy()
-
-    def multipliers_copy(self) -> np.ndarray:
-        return self.xi.copy()
-
-    def set_multipliers(self, xi: np.ndarray) -> None:
-        self.xi = xi.copy()
+        self.ut, self.xi = state[0].copy(), state[1].copy()
 
     def estimate_multipliers(self, z: np.ndarray, rho: np.ndarray) -> np.ndarray:
-        r"""Multipliers ξ and a dual point consistent with the predictions ``z`` (warm starts).
-
-        At a solution, :math:`u_i` maximizes :math:`z_iu - \ell^*(y_i, u)`, i.e.
-        solves :math:`\min\{\ell_0^*(y_i, w) - z_iu : h(y_i, w) \le 0\}`, and ξ
-        are its multipliers.  Each sample's small problem is solved by the
-        same augmented-Lagrangian iteration (γ = 1, 10, ..., 10^8), vectorized
-        over samples.  Sets ξ and the auxiliary variables; returns
-        :math:`\rho = -u`.
-        """
+        r"""ρ with the multipliers ξ and auxiliaries (set) consistent with the predictions ``z``: each
+        sample's :math:`\min\{\ell_0^*(y_i, w) - z_iu : h(y_i, w) \le 0\}` by the same augmented
+        Lagrangian (γ = 1, 10, ..., 10^8), vectorized over samples."""
         lin = np.zeros((self.N, self.W))
         lin[:, 0] = -np.asarray(z, dtype=np.float64)
         w = np.zeros((self.N, self.W))

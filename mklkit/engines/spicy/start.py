@@ -1,44 +1,53 @@
-r"""Start and Newton helpers the two SpicyMKL methods share.
-
-* :func:`initial_dual`: a strictly feasible dual start;
-* :func:`warm_dual`: a warm start's dual point made feasible;
-* :func:`_centre`: :math:`\mathbf 1^\top\rho = 0` restored inside the box;
-* :func:`_newton_direction`: the equality-constrained Newton system of the
-  one-step method (§4.3).
-"""
+"""The dual start and the Newton system the two SpicyMKL methods share (``docs/engines.md``)."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import numba
 import numpy as np
 import scipy.linalg
 
+from ...kernels.factor import FactorBank
 from .. import common
+from ..base import Algorithm
+from .factor_newton import LowRankHessian
+from .factor_newton import newton_direction as low_rank_direction
 
-__all__ = ["initial_dual", "warm_dual", "_centre", "_newton_direction"]
+
+class _SpicyAlgorithm(Algorithm):
+    """What both methods unpack: the conjugate's domain and how the Hessians are held."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.lower, self.upper = self.conj_domain()
+        self.row_block = max(8, -(-self.N // (2 * numba.get_num_threads())))
+        self.factored = isinstance(self.bank, FactorBank)
+
+    def newton_matrix(self, d, idx, s, t, KR, vecs, ones: float = 0.0) -> tuple[Any, bool]:
+        r""":math:`\mathrm{diag}(d) + \omega\mathbf 1\mathbf 1^\top + \sum_p s_pK_{m_p} + t_pr_pr_p^\top`,
+        :math:`r_p` = ``KR[p]`` :math:`= K_{m_p}v_p` (eqs. 27, 50), a :class:`LowRankHessian` on a
+        factor bank (``vecs``: the :math:`v_p`), and whether it is finite."""
+        if self.factored:
+            H = LowRankHessian(self.bank, d, idx, s, t, vecs, ones)
+            return H, H.finite
+        H = np.diag(d)
+        if ones:
+            H += ones
+        if idx.size:
+            contiguous = np.ascontiguousarray
+            self.bank.accumulate_hessian(H, idx, contiguous(s), contiguous(KR), contiguous(t), self.row_block)
+        return H, bool(np.all(np.isfinite(H)))
 
 
 def initial_dual(lower: np.ndarray, upper: np.ndarray, bias: bool) -> np.ndarray:
-    r"""A strictly feasible dual start.
+    r"""A dual start strictly inside the box :math:`(-upper, -lower)` of the loss conjugate's domain.
 
-    ``lower``/``upper`` bound the domain of :math:`\ell^*(y_i, u)` in
-    :math:`u = -\rho_i`, so :math:`\rho_i \in (-upper_i, -lower_i)`.  Every
-    coordinate follows the same monotone path :math:`\rho_i(\theta)`,
-    :math:`\theta \in (0, 1)`, through the interior of its interval (linear
-    on a bounded interval, rational on a half-line, ``tan`` on the real
-    line); with a bias, :math:`\theta` is chosen by bisection so that
-    :math:`\mathbf 1^\top\rho = 0`, otherwise :math:`\theta = 1/2`.
-
-    For the logistic loss this gives the class-balanced point
-    :math:`\rho_i = y_i N_{-y_i}/N` (the dual of α = 0 with the optimal
-    bias); for the squared loss :math:`\rho = 0`.
-
-    Raises
-    ------
-    ValueError
-        When no strictly interior point with :math:`\mathbf 1^\top\rho = 0`
-        exists (e.g. a classification loss with one class only).
+    Every coordinate follows one monotone path :math:`\rho_i(\theta)` through its interval;
+    :math:`\theta = 1/2`, or with a bias the :math:`\theta` of :math:`\mathbf 1^\top\rho = 0` by
+    bisection (the class-balanced point for the logistic loss).  ``ValueError`` when there is
+    none (one class only).
     """
     a = -np.asarray(upper, dtype=np.float64)
     b = -np.asarray(lower, dtype=np.float64)
@@ -85,23 +94,9 @@ def initial_dual(lower: np.ndarray, upper: np.ndarray, bias: bool) -> np.ndarray
 
 
 def _centre(rho: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    r"""``rho`` shifted onto :math:`\mathbf 1^\top\rho = 0` without leaving the box :math:`(a, b)`.
-
-    Newton steps keep the sum at zero up to rounding, which the shift
-    removes.  Subtracting the mean from every coordinate can push one that
-    has converged to the boundary of the loss conjugate's domain (it gets
-    within 1e-19 of it on badly scaled kernels) outside, where the conjugate
-    is infinite.  So the sum is spread evenly over the coordinates that stay
-    strictly inside (all of them, normally); ``rho`` is returned as it is
-    when none can take it.
-
-    This is not the certificate's projection
-    (:func:`~mklkit.engines.common.centre_dual`): the point is the Newton
-    iterate itself, which must stay strictly inside the domain (the
-    conjugate's derivatives are infinite on its boundary), whereas the
-    Euclidean projection puts coordinates on the boundary.  The certificate
-    projects a copy (:meth:`~mklkit.engines.common.Certificate.at`).
-    """
+    r"""``rho`` shifted onto :math:`\mathbf 1^\top\rho = 0`, the sum spread over the coordinates that
+    stay strictly inside the box :math:`(a, b)`: unlike the certificate's projection, the Newton
+    iterate must stay where the conjugate's derivatives are finite."""
     total = float(np.sum(rho))
     free = np.ones(rho.size, dtype=bool)
     while total != 0.0 and np.any(free):
@@ -114,21 +109,12 @@ def _centre(rho: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return rho
 
 
-def _newton_direction(H: np.ndarray, g: np.ndarray, bias: bool) -> tuple[np.ndarray, float, str]:
-    r"""Solve the (equality-constrained) Newton system.
-
-    Cholesky of :math:`H`; if :math:`H` is not numerically positive definite,
-    a ridge :math:`\tau I` growing from :math:`10^{-12}\max_i H_{ii}`, and as
-    a last resort a least-squares solve of the full KKT matrix.
-
-    Returns
-    -------
-    delta : ndarray (N,)
-    nu : float
-        Multiplier of :math:`\mathbf 1^\top\rho = 0` (``nan`` without a bias).
-    method : str
-        ``"cholesky"``, ``"ridge"`` or ``"lstsq"``.
-    """
+def _newton_direction(H: Any, g: np.ndarray, bias: bool) -> tuple[np.ndarray, float, str]:
+    r"""``(delta, nu, method)``: the Newton step, with a bias under :math:`\mathbf 1^\top\Delta = 0`
+    (``nu`` its multiplier, else ``nan``), by Cholesky, a growing ridge (``"ridge"``) or ``"lstsq"``
+    of the KKT matrix (§4.3); on a factor bank by :func:`.factor_newton.newton_direction`."""
+    if isinstance(H, LowRankHessian):
+        return low_rank_direction(H, g, bias)
     N = g.size
     ones = np.ones(N)
     scale = max(float(np.max(np.abs(np.diag(H)))), 1e-300)
@@ -153,10 +139,7 @@ def _newton_direction(H: np.ndarray, g: np.ndarray, bias: bool) -> tuple[np.ndar
             nu = float(np.sum(x1)) / den
             return x1 - nu * x2, nu, method
     if bias:
-        A = np.zeros((N + 1, N + 1))
-        A[:N, :N] = H
-        A[:N, N] = 1.0
-        A[N, :N] = 1.0
+        A = np.block([[H, ones[:, None]], [ones[None, :], np.zeros((1, 1))]])
         rhs = np.concatenate([-g, [0.0]])
         sol = np.linalg.lstsq(A, rhs, rcond=None)[0]
         return sol[:N], float(sol[N]), "lstsq"
@@ -164,14 +147,8 @@ def _newton_direction(H: np.ndarray, g: np.ndarray, bias: bool) -> tuple[np.ndar
 
 
 def warm_dual(dual: np.ndarray, lower: np.ndarray, upper: np.ndarray, bias: bool) -> np.ndarray:
-    r"""A warm start's dual point projected into the closed domain of the loss conjugate.
-
-    ``lower``/``upper`` bound :math:`u = -\rho_i`; the point is clipped to
-    :math:`[-upper, -lower]` and, with a bias, projected onto
-    :math:`\mathbf 1^\top\rho = 0` within that box
-    (:func:`~mklkit.engines.common.project_sum_box`).  A convex combination
-    with a strictly interior start (:func:`initial_dual`) stays strictly inside.
-    """
+    """A warm start's dual point clipped into the closed box and, with a bias, projected onto
+    :math:`\\mathbf 1^\\top\\rho = 0` within it."""
     lo, hi = -upper, -lower
     cand = np.clip(np.asarray(dual, dtype=np.float64), lo, hi)
     if bias:
