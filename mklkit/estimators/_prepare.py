@@ -228,7 +228,7 @@ class FitPreparation:
         representation) is checked on the pipeline's tiny probe problem
         before any kernel is computed.
         """
-        from ..kernels.factorize.build import warning_names
+        from ..kernels.factorize.settings import warning_names
 
         owner = self._owner
         loss, regularizer, engine = self._components()
