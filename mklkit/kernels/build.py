@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -17,7 +18,7 @@ import numpy as np
 from .._jit.gram import divide_outer_inplace
 from ..data import Dataset
 from .description import BankError, BankKernel, Resolver, _check_normalize, expand_bank
-from .fill import _dense_columns, _fill, _localizer, _progress_callback, _ProgressReporter
+from .fill import _dense_columns, _fill, _localizer
 from .memory import MemoryBudgetError, _check_budget, estimate_bytes, estimate_peak_bytes, format_bytes
 from .precomputed import bank_from_precomputed, precomputed_from_npz
 
@@ -79,6 +80,7 @@ def _normalize_bank(K: np.ndarray, specs: Sequence[BankKernel], normalize: str) 
     return traces, train_diag
 
 
+@dataclass(eq=False)
 class KernelBank:
     """A bank of ``M`` Gram matrices on ``N`` training points.
 
@@ -100,31 +102,17 @@ class KernelBank:
     feature_names : list of str or None
     """
 
-    def __init__(
-        self,
-        K: np.ndarray,
-        names: list[str],
-        specs: list[BankKernel] | None,
-        normalize: str,
-        traces: np.ndarray,
-        train_diag: np.ndarray | None,
-        X_train: np.ndarray | None = None,
-        columns: np.ndarray | None = None,
-        n_features: int | None = None,
-        feature_names: list[str] | None = None,
-        source: str = "",
-    ) -> None:
-        self.K = K
-        self.names = names
-        self.specs = specs
-        self.normalize = normalize
-        self.traces = traces
-        self.train_diag = train_diag
-        self.feature_names = feature_names
-        self.source = source
-        self._X_train = X_train
-        self._columns = columns
-        self._n_features = n_features
+    K: np.ndarray
+    names: list[str]
+    specs: list[BankKernel] | None
+    normalize: str
+    traces: np.ndarray
+    train_diag: np.ndarray | None
+    _X_train: np.ndarray | None = None
+    _columns: np.ndarray | None = None
+    _n_features: int | None = None
+    feature_names: list[str] | None = None
+    source: str = ""
 
     @property
     def n_kernels(self) -> int:
@@ -192,8 +180,7 @@ class KernelBank:
         local = _localizer(columns, d)
         t0 = time.perf_counter()
         K = np.empty((M, N, N), dtype=np.float64)
-        bar = _ProgressReporter(M, "building kernel bank", _progress_callback(progress))
-        _fill(K, specs, local, XA, None, bar)
+        _fill(K, specs, local, XA, None, "building kernel bank", progress)
         traces, train_diag = _normalize_bank(K, specs, normalize)
         logger.info(
             "built %d kernels on %d samples (%s, normalize=%s) in %.2f s",
@@ -251,8 +238,7 @@ class KernelBank:
         XB = _dense_columns(X_new, self._columns, "X_new")
         local = _localizer(self._columns, self._n_features)
         C = np.empty((M, n_new, N), dtype=np.float64)
-        bar = _ProgressReporter(M, "computing test kernels", _progress_callback(progress))
-        _fill(C, self.specs, local, XB, self._X_train, bar)
+        _fill(C, self.specs, local, XB, self._X_train, "computing test kernels", progress)
         if self.normalize == "trace":
             C /= self.traces[:, None, None]
         elif self.normalize == "diagonal":

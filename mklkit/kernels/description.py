@@ -200,15 +200,8 @@ def _expand(
         allowed = list(_ENTRY_KEYS) + list(declared)
         for key in entry:
             if key not in allowed:
-                raise _unknown(
-                    f"{where}.{key}",
-                    "key",
-                    key,
-                    allowed,
-                    ctx=f" for kernel function {fname!r}",
-                    label="allowed",
-                    head=where,
-                )
+                ctx = f" for kernel function {fname!r}"
+                raise _unknown(f"{where}.{key}", "key", key, allowed, ctx=ctx, label="allowed", head=where)
         seed = _seed(entry["seed"], f"{where}.seed") if "seed" in entry else 0
         grid: list[tuple[str, list[Any] | _Chi2]] = []
         for p in cls.params:

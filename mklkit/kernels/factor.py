@@ -259,32 +259,17 @@ class FactorBank(GramBank):
         """Sums of ``x`` (R,) over the rows of each block, (M,)."""
         return np.bincount(self._row_block, weights=x, minlength=self.shape[0])
 
-    def _run(
-        self,
-        kern: np.ndarray,
-        V: np.ndarray,
-        vsel: np.ndarray,
-        W: np.ndarray | None = None,
-        out: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """One pass of :func:`mklkit._jit.factor.block_products` over ``kern`` (vector ``V[vsel[p]]`` for
-        task ``p``; ``W``: one second vector for all)."""
+    def _run(self, kern: Any, V: np.ndarray, vsel: Any = None, W: Any = None, out: Any = None) -> Any:
+        """One pass of :func:`mklkit._jit.factor.block_products` over ``kern``: vector ``V[vsel[p]]`` for task
+        ``p`` (``vsel=None``: ``V[0]`` for all), one second vector ``W`` for all."""
         kern = np.ascontiguousarray(kern, dtype=np.int64)
         P = kern.size
         zeros = np.zeros(P, dtype=np.int64)
+        vsel = zeros if vsel is None else np.ascontiguousarray(vsel, dtype=np.int64)
+        W2 = V[:1] if W is None else W
+        target = np.empty((P, 0)) if out is None else out
         fn = kfactor.block_products if self._par else kfactor.block_products_serial
-        return fn(
-            *self._store,
-            self.starts,
-            kern,
-            V,
-            np.ascontiguousarray(vsel, dtype=np.int64),
-            V[:1] if W is None else W,
-            zeros,
-            W is not None,
-            np.empty((P, 0)) if out is None else out,
-            out is not None,
-        )
+        return fn(*self._store, self.starts, kern, V, vsel, W2, zeros, W is not None, target, out is not None)
 
     def weighted_trace(self, w: np.ndarray) -> np.ndarray:
         r""":math:`\sum_i w_i (L_mL_m^\top)_{ii}` per kernel."""
@@ -309,14 +294,14 @@ class FactorBank(GramBank):
     def matvecs_and_norms(self, v: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         M, N, _ = self.shape
         out = np.empty((M, N))
-        _, sq = self._run(self._all, _vec(v)[None, :], np.zeros(M, dtype=np.int64), W=_vec(w)[None, :], out=out)
+        _, sq = self._run(self._all, _vec(v)[None, :], W=_vec(w)[None, :], out=out)
         return out, np.sqrt(np.maximum(sq, 0.0))
 
     def direction_forms(self, d: np.ndarray, KR: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         M, N, _ = self.shape
         d = _vec(d)
         KD = np.empty((M, N))
-        dKd, _ = self._run(self._all, d[None, :], np.zeros(M, dtype=np.int64), out=KD)
+        dKd, _ = self._run(self._all, d[None, :], out=KD)
         return KD, _vec(KR) @ d, np.maximum(dKd, 0.0)
 
     def accumulate_hessian(
@@ -377,7 +362,7 @@ class FactorBank(GramBank):
         idx = np.asarray(idx, dtype=np.int64)
         out = np.empty((idx.size, self.shape[1]))
         if idx.size:
-            self._run(idx, _vec(v)[None, :], np.zeros(idx.size, dtype=np.int64), out=out)
+            self._run(idx, _vec(v)[None, :], out=out)
         return out
 
     def dual_block_norms_subset(self, rho: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -385,7 +370,7 @@ class FactorBank(GramBank):
         idx = np.asarray(idx, dtype=np.int64)
         if idx.size == 0:
             return np.zeros(0)
-        sq, _ = self._run(idx, _vec(rho)[None, :], np.zeros(idx.size, dtype=np.int64))
+        sq, _ = self._run(idx, _vec(rho)[None, :])
         return np.sqrt(np.maximum(sq, 0.0))
 
     def sum_matvec(self, x: np.ndarray) -> np.ndarray:

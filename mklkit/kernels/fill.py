@@ -16,10 +16,10 @@ from .functions import as_matrix, base_matrix
 class _ProgressReporter:
     """Reports ``{"what", "done", "total", "elapsed_s"}`` to ``callback`` at most every 0.1 s and once at the end."""
 
-    def __init__(self, total: int, label: str, callback: Callable[[dict[str, Any]], Any] | None):
+    def __init__(self, total: int, label: str, progress: Any):
         self.total = total
         self.label = label
-        self.callback = callback
+        self.callback = progress if callable(progress) else None
         self._last = 0.0
         self._reported = -1
         self._t0 = time.monotonic()
@@ -38,11 +38,6 @@ class _ProgressReporter:
         """Report the end, unless the last update did."""
         if self._reported < self.total:
             self.update(self.total)
-
-
-def _progress_callback(progress: Any) -> Callable[[dict[str, Any]], Any] | None:
-    """``progress`` if it is a callable, else ``None`` (no reports)."""
-    return progress if callable(progress) else None
 
 
 def _dense_columns(X: Any, columns: np.ndarray, name: str) -> np.ndarray:
@@ -79,10 +74,12 @@ def _fill(
     local: Callable[[tuple[int, ...]], np.ndarray],
     XA: np.ndarray,
     XB: np.ndarray | None,
-    bar: _ProgressReporter,
+    label: str,
+    progress: Any,
 ) -> None:
     """``out[m] = k_m(XA_s, XB_s)`` (``XB=None``: symmetric training kernels); consecutive kernels on the
     same columns share their base matrix."""
+    bar = _ProgressReporter(len(specs), label, progress)
     all_cols = None
     sub_key: tuple[int, ...] | None = None
     A = B = None

@@ -21,17 +21,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from .factor import FactorBank
 
 
-def _sparse_refusal(where: str, A: Any) -> BankError:
-    return BankError(
-        f"{where} must be a dense array; got a scipy.sparse {A.format} matrix of shape {A.shape}; "
-        "convert it with .toarray() (precomputed factors are held dense)"
-    )
-
-
 def _factor_matrix(L: Any, where: str, R: int | None = None) -> np.ndarray:
     """``L`` (n, R) as a finite float64 C-contiguous array; ``R``: the columns it must have."""
     if sp.issparse(L):
-        raise _sparse_refusal(where, L)
+        raise BankError(
+            f"{where} must be a dense array; got a scipy.sparse {L.format} matrix of shape {L.shape}; "
+            "convert it with .toarray() (precomputed factors are held dense)"
+        )
     A = np.asarray(L)
     if A.dtype == object:
         raise BankError(
@@ -180,10 +176,6 @@ class FoldedGivenFactorMap:
     cols: np.ndarray
     n_features: int
     weights: np.ndarray
-
-    @property
-    def n_outputs(self) -> int:
-        return int(self.weights.shape[1])
 
     @property
     def nbytes(self) -> int:

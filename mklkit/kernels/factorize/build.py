@@ -120,52 +120,34 @@ def build_factor_bank(
     Parameters
     ----------
     bank : list of entries, preset name, or list of BankKernel
-        The kernels (the vocabulary of :func:`~mklkit.kernels.description.expand_bank`).
     X : ndarray (N, d), scipy.sparse matrix or Dataset
-        Training points (NaN and inf refused).
     rank : int, optional
-        Largest rank per approximated kernel (and per exact factor, else pivoted Cholesky in
-        ``"auto"``); ``None``: as large as ``tol`` needs.  Nyström: the number of landmarks.
+        Largest rank per approximated kernel (an exact factor above it: pivoted Cholesky in ``"auto"``);
+        ``None``: as large as ``tol`` needs.  Nyström: the number of landmarks.
     tol : float in [0, 1)
         Stop when :math:`\mathrm{tr}(K_m - L_mL_m^\top) \le` ``tol`` :math:`\cdot\,\mathrm{tr}K_m`.
     method : {"auto", "exact", "pivoted_cholesky", "nystrom"}
         ``"auto"``: exact factors where the feature map is exact and small, else pivoted Cholesky.
     seed : int >= 0
-        Nyström landmarks (pivoted Cholesky is deterministic).
+        Nyström landmarks.
     normalize : {"trace", "diagonal", "none"}
-        As :meth:`KernelBank.build <mklkit.kernels.build.KernelBank.build>`.
+        As :meth:`KernelBank.build <mklkit.kernels.build.KernelBank.build>`; with ``sample_weight`` (N,),
+        ``"trace"`` divides by :math:`\sum_i w_i k_m(x_i, x_i)`.
     memory_budget : float, optional
         Bytes for the factors and the working space (default 4 GiB).
     max_exact_dim : int
         Largest explicit polynomial map (default 256).
-    resolve, feature_names
-        As :func:`~mklkit.kernels.description.expand_bank`.
-    root : str
-        Prefix of the keys named in errors (``"kernels.factor"`` gives ``kernels.factor.tol``).
-    sample_weight : ndarray (N,), optional
-        With ``"trace"``, the divisor is the weighted trace :math:`\sum_i w_i k_m(x_i, x_i)`.
+    resolve, feature_names, root
+        As :func:`~mklkit.kernels.description.expand_bank` (``root``: prefix of the keys in errors).
 
     Returns
     -------
     FactorBank
-        With ``trace_error`` per kernel and ``factor_map`` (:class:`FactorMap`).
-
-    Raises
-    ------
-    FactorError
-        A bad setting, or factors that do not fit ``memory_budget``.
-    BankError
-        A bad bank description, bad data, or a kernel that cannot be normalised.
+        With ``trace_error`` per kernel and ``factor_map`` (:class:`FactorMap`).  Raises
+        :class:`FactorError` for a bad setting or factors over ``memory_budget``, ``BankError`` for bad data.
     """
     limit = _check_settings(rank, tol, method, seed, normalize, memory_budget, max_exact_dim, root)
-    if isinstance(X, Dataset):
-        feature_names = X.feature_names if feature_names is None else feature_names
-        X = X.X
-    X = _as_points(X, "X")
-    if isinstance(bank, (list, tuple)) and bank and all(isinstance(s, BankKernel) for s in bank):
-        specs = list(bank)
-    else:
-        specs = expand_bank(bank, X.shape[1], feature_names, resolve)
+    X, specs = _points_and_specs(bank, X, feature_names, resolve)
     kinds = [_choose_method(s, m, method, rank, max_exact_dim, root) for m, s in enumerate(specs)]
     sparse_bank = sp.issparse(X) and all(k == "linear" for k in kinds)
     rank, exact_bytes, working, fair_rank = _fit_budget(specs, kinds, X, sparse_bank, rank, limit, root)
@@ -184,14 +166,7 @@ def build_factor_bank(
         factors.append(kf)
         blocks.append(blk)
         run.rank_so_far += kf.rank
-    starts = _starts(factors)
-    fmap = FactorMap(factors, starts, normalize, d, sparse_bank)
-    out = FactorBank(
-        _assemble(blocks, starts, N, sparse_bank),
-        starts,
-        trace_error=[kf.trace_error for kf in factors],
-        factor_map=fmap,
-    )
+    out = _bank(factors, blocks, N, normalize, d, sparse_bank, [kf.trace_error for kf in factors])
     logger.info(
         "factored %d kernels on %d samples in %.2f s: total rank %d (%s), %s; residual trace %.3g of the total",
         len(specs),
@@ -214,8 +189,24 @@ def _weights(sample_weight: np.ndarray | None) -> np.ndarray | None:
     return None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
 
 
-def _starts(factors: Sequence[KernelFactor]) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum([kf.rank for kf in factors])]).astype(np.int64)
+def _points_and_specs(bank: Any, X: Any, feature_names: Any, resolve: Any) -> tuple[Any, list[BankKernel]]:
+    """The checked training points (unwrapped from a :class:`Dataset`) and the expanded kernels of ``bank``."""
+    if isinstance(X, Dataset):
+        feature_names = X.feature_names if feature_names is None else feature_names
+        X = X.X
+    X = _as_points(X, "X")
+    if isinstance(bank, (list, tuple)) and bank and all(isinstance(s, BankKernel) for s in bank):
+        return X, list(bank)
+    return X, expand_bank(bank, X.shape[1], feature_names, resolve)
+
+
+def _bank(
+    factors: list[KernelFactor], blocks: list, N: int, normalize: str, d: int, sparse: bool, err: Any
+) -> FactorBank:
+    """The bank of the kernels' factors and rows, with their :class:`FactorMap`."""
+    starts = np.concatenate([[0], np.cumsum([kf.rank for kf in factors])]).astype(np.int64)
+    fmap = FactorMap(factors, starts, normalize, d, sparse)
+    return FactorBank(_assemble(blocks, starts, N, sparse), starts, trace_error=err, factor_map=fmap)
 
 
 def _fit_budget(
@@ -352,9 +343,7 @@ def refactor_kernels(
         run.rank = min(int(r), N)
         kf, blk = _factor_one(m, factors[m].spec, factors[m].method, groups, run)
         factors[m], blocks[m], errors[m] = kf, blk, kf.trace_error
-    starts = _starts(factors)
-    fmap = FactorMap(factors, starts, fmap.normalize, fmap.n_features, False)
-    out = FactorBank(_assemble(blocks, starts, N, False), starts, trace_error=errors, factor_map=fmap)
+    out = _bank(factors, blocks, N, fmap.normalize, fmap.n_features, False, errors)
     logger.info(
         "factored %d kernels again in %.2f s: total rank %d -> %d, residual trace %.3g of the total",
         len(which),
