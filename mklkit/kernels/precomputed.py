@@ -111,20 +111,25 @@ def _read_npz(p: str) -> dict[str, np.ndarray]:
         raise BankError(f"{p}: cannot read as NPZ ({exc})") from None
     with z:
         keys = list(z.files)
-        missing = [k for k in ("K_train", "y_train") if k not in keys]
-        if missing:
-            raise BankError(
-                f"{p}: missing array{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; "
-                f"the file has: {', '.join(keys) or 'no arrays'}"
-            )
-        allowed = ("K_train", "y_train", "K_test", "y_test", "names", "K_test_diag")
-        unknown = [k for k in keys if k not in allowed]
-        if unknown:
-            raise BankError(
-                f"{p}: unknown array {unknown[0]!r}{did_you_mean(unknown[0], list(allowed))}; "
-                f"allowed: {', '.join(allowed)}"
-            )
+        _check_npz_keys(
+            p, keys, ("K_train", "y_train"), ("K_train", "y_train", "K_test", "y_test", "names", "K_test_diag")
+        )
         return {k: z[k] for k in keys}
+
+
+def _check_npz_keys(p: str, keys: list[str], required: tuple[str, ...], allowed: tuple[str, ...]) -> None:
+    """Refuse a file without the ``required`` arrays or with one not ``allowed``."""
+    missing = [k for k in required if k not in keys]
+    if missing:
+        raise BankError(
+            f"{p}: missing array{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; "
+            f"the file has: {', '.join(keys) or 'no arrays'}"
+        )
+    unknown = [k for k in keys if k not in allowed]
+    if unknown:
+        raise BankError(
+            f"{p}: unknown array {unknown[0]!r}{did_you_mean(unknown[0], list(allowed))}; allowed: {', '.join(allowed)}"
+        )
 
 
 def _npz_names(arrays: dict[str, np.ndarray], p: str, M: int) -> list[str] | None:

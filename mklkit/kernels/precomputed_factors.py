@@ -12,12 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..components.params import did_you_mean
 from .description import DEFAULT_MEMORY_BUDGET, BankError, _check_normalize
 from .factor import FactorBank
 from .given_factors import _factor_matrix, _layout, _names, _normalization, _one_layout
 from .memory import format_bytes
-from .precomputed import _labels
+from .precomputed import _check_npz_keys, _labels
 
 #: The arrays a precomputed-factor ``.npz`` may hold.
 FACTOR_ARRAYS: tuple[str, ...] = ("L_train", "starts", "ranks", "y_train", "L_test", "y_test", "names")
@@ -111,18 +110,7 @@ def load_precomputed_factors(
             "arrays; L_train must be a dense array: save np.savez(path, L_train=L.toarray(), "
             "starts=..., y_train=...)"
         )
-    missing = [k for k in ("L_train", "y_train") if k not in keys]
-    if missing:
-        raise BankError(
-            f"{p}: missing array{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; "
-            f"the file has: {', '.join(keys) or 'no arrays'}"
-        )
-    unknown = [k for k in keys if k not in FACTOR_ARRAYS]
-    if unknown:
-        raise BankError(
-            f"{p}: unknown array {unknown[0]!r}{did_you_mean(unknown[0], list(FACTOR_ARRAYS))}; "
-            f"allowed: {', '.join(FACTOR_ARRAYS)}"
-        )
+    _check_npz_keys(p, keys, ("L_train", "y_train"), FACTOR_ARRAYS)
     for k in keys:
         _check_header(p, k, *heads[k])
     _one_layout("starts" in keys, "ranks" in keys, p)

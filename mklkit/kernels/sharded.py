@@ -49,13 +49,9 @@ class CommStats:
 def _nbytes(x: Any) -> int:
     if isinstance(x, np.ndarray):
         return int(x.nbytes)
-    if isinstance(x, (tuple, list)):
-        return sum(_nbytes(v) for v in x)
-    if isinstance(x, dict):
-        return sum(_nbytes(v) for v in x.values())
-    if x is None:
-        return 0
-    return 8
+    if isinstance(x, (tuple, list, dict)):
+        return sum(_nbytes(v) for v in (x.values() if isinstance(x, dict) else x))
+    return 0 if x is None else 8
 
 
 #: Default share of a worker's ``memory_limit`` its process may reach (Dask pauses at 0.8).
