@@ -8,7 +8,6 @@ Normalisation: ``"trace"`` (SpicyMKL §6.1) :math:`K_m / \operatorname{tr}(K_m)`
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -17,7 +16,7 @@ import numpy as np
 
 from .._jit.gram import divide_outer_inplace
 from ..data import Dataset
-from .description import BankError, BankKernel, Resolver, _check_normalize, expand_bank
+from .description import BankError, BankKernel, Resolver, _check_normalizable, _check_normalize, expand_bank
 from .fill import _dense_columns, _fill, _localizer
 from .memory import MemoryBudgetError, _check_budget, estimate_bytes, estimate_peak_bytes, format_bytes
 from .precomputed import bank_from_precomputed, precomputed_from_npz
@@ -56,23 +55,11 @@ def _normalize_bank(K: np.ndarray, specs: Sequence[BankKernel], normalize: str) 
         Km = K[m]
         t = float(np.trace(Km))
         traces[m] = t
+        dg = np.diagonal(Km).copy() if normalize == "diagonal" else None
+        _check_normalizable(f"kernel {m} {specs[m].label!r}", normalize, t, dg)
         if normalize == "trace":
-            if not (t > 0.0 and math.isfinite(t)):
-                raise BankError(
-                    f"kernel {m} {specs[m].label!r} has trace {t!r}; unit-trace normalisation "
-                    "needs a positive trace (a constant-zero feature?); drop the feature or use "
-                    "normalize='diagonal' or 'none'"
-                )
             Km /= t
         elif normalize == "diagonal":
-            dg = np.diagonal(Km).copy()
-            if not np.all(dg > 0.0):
-                i = int(np.argmin(dg))
-                raise BankError(
-                    f"kernel {m} {specs[m].label!r} has k(x, x) = {float(dg[i])!r} at sample {i}; "
-                    "unit-diagonal normalisation needs k(x, x) > 0 for every training point; "
-                    "use normalize='trace' or 'none'"
-                )
             train_diag[m] = dg  # type: ignore[index]
             s = np.sqrt(dg)
             divide_outer_inplace(Km, s, s)

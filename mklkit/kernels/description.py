@@ -9,6 +9,7 @@ Kernels are ordered by entry, feature group, then parameter value; see ``docs/da
 from __future__ import annotations
 
 import itertools
+import math
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -102,6 +103,23 @@ def _check_normalize(normalize: str) -> str:
             f"{did_you_mean(str(normalize), list(NORMALIZATIONS))}"
         )
     return normalize
+
+
+def _check_normalizable(where: str, normalize: str, tr_raw: float, diag: np.ndarray | None) -> None:
+    """Refuse a kernel without a positive trace (``"trace"``) or with some :math:`k(x, x) \\le 0` (``"diagonal"``)."""
+    if normalize == "trace" and not (tr_raw > 0.0 and math.isfinite(tr_raw)):
+        raise BankError(
+            f"{where} has trace {tr_raw!r}; unit-trace normalisation needs a positive "
+            "trace (a constant-zero feature?); drop the feature or use "
+            "normalize='diagonal' or 'none'"
+        )
+    if normalize == "diagonal" and not np.all(diag > 0.0):  # type: ignore[operator]
+        i = int(np.argmin(diag))
+        raise BankError(
+            f"{where} has k(x, x) = {float(diag[i])!r} at sample {i}; unit-diagonal "
+            "normalisation needs k(x, x) > 0 for every training point; use "
+            "normalize='trace' or 'none'"
+        )
 
 
 class _Chi2:

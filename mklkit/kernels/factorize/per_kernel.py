@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..memory import format_bytes
-from ..description import BankError, BankKernel
+from ..description import BankKernel, _check_normalizable
 from .algorithms import KernelFactor, _diag, _exact_rows, _kernel_rows, _scale_columns
 from .lowrank import _Approx, _Budget, _nystrom, _pivoted_cholesky
 from .points import _Groups
@@ -66,23 +66,6 @@ def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Fact
         for b in blk.blocks:
             b *= scale
     return kf, blk
-
-
-def _check_normalizable(where: str, normalize: str, tr_raw: float, diag: np.ndarray) -> None:
-    """Refuse a kernel without a positive trace (``"trace"``) or with some :math:`k(x, x) \\le 0` (``"diagonal"``)."""
-    if normalize == "trace" and not (tr_raw > 0.0 and math.isfinite(tr_raw)):
-        raise BankError(
-            f"{where} has trace {tr_raw!r}; unit-trace normalisation needs a positive "
-            "trace (a constant-zero feature?); drop the feature or use "
-            "normalize='diagonal' or 'none'"
-        )
-    if normalize == "diagonal" and not np.all(diag > 0.0):
-        i = int(np.argmin(diag))
-        raise BankError(
-            f"{where} has k(x, x) = {float(diag[i])!r} at sample {i}; unit-diagonal "
-            "normalisation needs k(x, x) > 0 for every training point; use "
-            "normalize='trace' or 'none'"
-        )
 
 
 @dataclass
