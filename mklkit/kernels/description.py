@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..components.params import Param, ParamError, did_you_mean
-from .errors import BankError, UnknownName, _must, _unknown
+from .errors import BankError, UnknownName, _must, _required, _unknown
 from .features import _feature_groups, _is_int, _plain, _seed
 from .functions import BUILTIN_KERNEL_FUNCTIONS, KernelFunction
 from .presets import available_presets, preset_entries
@@ -204,12 +204,7 @@ def _expand(
         if not isinstance(entry, Mapping):
             raise _must(where, "a mapping with a 'function' key, a function name or {preset: name}", entry)
         if "function" not in entry:
-            raise BankError(
-                f"{where}.function is required (the name of a kernel function)",
-                key=f"{where}.function",
-                problem="is required",
-                allowed="the name of a kernel function",
-            )
+            raise _required(f"{where}.function", "is required", "the name of a kernel function")
         fname = entry["function"]
         if not isinstance(fname, str):
             raise _must(f"{where}.function", "a kernel function name", fname)
@@ -226,12 +221,7 @@ def _expand(
             if p.name in entry:
                 grid.append((p.name, _parse_param(p, entry[p.name], f"{where}.{p.name}")))
             elif p.required:
-                raise BankError(
-                    f"{where}.{p.name} is required for kernel function {fname!r} ({p.allowed()})",
-                    key=f"{where}.{p.name}",
-                    problem=f"is required for kernel function {fname!r}",
-                    allowed=p.allowed(),
-                )
+                raise _required(f"{where}.{p.name}", f"is required for kernel function {fname!r}", p.allowed())
         groups = _feature_groups(entry.get("features", "all"), f"{where}.features", n_features, feature_names, seed)
         fixed = [(name, vals) for name, vals in grid if not isinstance(vals, _Chi2)]
         drawn = [name for name, vals in grid if isinstance(vals, _Chi2)]

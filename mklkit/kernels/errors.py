@@ -51,6 +51,12 @@ def _must(key: str, allowed: str, value: Any, note: str = "", at: str | None = N
     )
 
 
+def _required(key: str, problem: str, allowed: str, show: bool = True) -> BankError:
+    """``<key> <problem> (<allowed>)`` (without the parenthesis unless ``show``) for a missing key."""
+    message = f"{key} {problem} ({allowed})" if show else f"{key} {problem}"
+    return BankError(message, key=key, problem=problem, allowed=allowed)
+
+
 def _unknown(
     key: str,
     what: str,

@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..components.params import did_you_mean
-from .errors import BankError, _must, _unknown
+from .errors import BankError, _must, _required, _unknown
 
 _SUBSET_KEYS = ("random_subsets", "size", "seed")
 
@@ -134,11 +134,8 @@ def _random_subsets(spec: Mapping, key: str, d: int | None, default_seed: int) -
             raise _unknown(f"{key}.{k}", "key", k, list(_SUBSET_KEYS), label="allowed", head=key)
     for k in ("random_subsets", "size"):
         if k not in spec:
-            raise BankError(
-                f"{key}.{k} is required for random subsets",
-                key=f"{key}.{k}",
-                problem="is required for random subsets",
-                allowed="{random_subsets: n, size: k, seed: s}",
+            raise _required(
+                f"{key}.{k}", "is required for random subsets", "{random_subsets: n, size: k, seed: s}", False
             )
     n = spec["random_subsets"]
     if not _is_int(n) or n < 1:
