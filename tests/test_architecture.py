@@ -285,7 +285,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
             ("mklkit.estimators._checks", "mklkit.kernels"),
             ("mklkit.estimators._prepare", "mklkit._jit.gram"),
             ("mklkit.estimators._prepare", "mklkit.kernels"),
-            ("mklkit.estimators._prepare", "mklkit.kernels.factorize.build"),
+            ("mklkit.estimators._prepare", "mklkit.kernels.factorize.settings"),
             ("mklkit.estimators._prepare", "mklkit.kernels.precomputed"),
             ("mklkit.estimators._solve", "mklkit.compilation"),
             ("mklkit.estimators._solve", "mklkit.engines.base"),

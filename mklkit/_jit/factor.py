@@ -1,23 +1,8 @@
-r"""Jitted loops over a factor bank :math:`K_m = L_m L_m^\top`.
+r"""Jitted loops over a factor bank :math:`K_m = L_m L_m^\top`, stored as :math:`L^\top` (R, N).
 
-The factors are stored transposed and stacked, :math:`L^\top \in \mathbb{R}^{R\times N}`
-(block ``m`` = rows ``starts[m]:starts[m+1]``), either as a C-contiguous
-array ``D`` (R, N) or in CSR form ``(data, indices, indptr)``.  Every loop
-takes both; a dense bank passes empty CSR arrays (``indptr.shape[0] == 0``
-selects the dense path), a sparse one an empty ``D``.
-
-One kernel's product :math:`K_m v = \sum_{k \in m} (\ell_k^\top v)\,\ell_k`
-(:math:`\ell_k` the rows of :math:`L_m^\top`) is computed row by row: the dot
-product and the update of the result read the same row, which is still in
-cache for the second read, so the whole pass reads the factors from memory
-once, where two BLAS calls (:math:`t = L_m^\top v`, then :math:`L_m t`) read
-them twice.  The same pass gives :math:`\|v\|^2_{K_m} = \sum_k (\ell_k^\top v)^2`
-and, for a second vector, :math:`\|w\|^2_{K_m}`.
-
-Loops are parallel over kernels (``prange``); :func:`block_products` is
-also compiled without threads, for small banks (the engines choose by
-:data:`mklkit._jit.spicy.PARALLEL_WORK`).  Arrays are C-contiguous
-float64, indices int64.
+Every loop takes the factors dense, ``D`` (R, N), or as CSR ``(data, indices, indptr)`` (an empty
+``indptr`` selects the dense path).  :math:`K_m v = \sum_k (\ell_k^\top v)\,\ell_k` is computed row by
+row, so a pass reads the factors once and gives :math:`\|v\|^2_{K_m}` on the way.
 """
 
 from __future__ import annotations
@@ -26,15 +11,6 @@ import numpy as np
 from numba import njit, prange
 
 from .twins import parallel_and_serial
-
-__all__ = [
-    "block_products",
-    "block_products_serial",
-    "row_dots",
-    "block_combinations",
-    "pivot_batch",
-    "add_symmetric_lower",
-]
 
 _FM = {"reassoc", "contract"}
 
@@ -81,9 +57,8 @@ def _block_product(
     out: np.ndarray,
     want_out: bool,
 ) -> tuple[float, float]:  # pragma: no cover - jitted
-    r"""One kernel (rows ``k0:k1``): ``out`` :math:`\leftarrow L_mL_m^\top v` (when
-    ``want_out``); returns :math:`(\|v\|^2_{K_m}, \|w\|^2_{K_m})` (the second only when
-    ``two``, else 0)."""
+    r"""One kernel (rows ``k0:k1``): ``out`` :math:`\leftarrow L_mL_m^\top v` (``want_out``); returns
+    :math:`(\|v\|^2_{K_m}, \|w\|^2_{K_m})` (the second 0 unless ``two``)."""
     if want_out:
         for i in range(out.shape[0]):
             out[i] = 0.0
@@ -115,8 +90,7 @@ def _task(
     want_out: bool,
     sq: np.ndarray,
 ) -> None:  # pragma: no cover - jitted
-    """One task of :func:`block_products`, the kernel of rows ``k0:k1``: ``out`` (its row of
-    the products) and ``sq`` (its column of the quadratic forms, (2,))."""
+    """One task of :func:`block_products`: ``out`` and ``sq`` (2,) of the kernel of rows ``k0:k1``."""
     a, b = _block_product(D, data, indices, indptr, k0, k1, v, w, two, out, want_out)
     sq[0] = a
     sq[1] = b
@@ -137,27 +111,9 @@ def block_products(
     out: np.ndarray,
     want_out: bool,
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
-    r"""For every ``p``: kernel ``m = kern[p]`` applied to ``v = V[vsel[p]]``.
-
-    Parameters
-    ----------
-    D, data, indices, indptr : the stacked factors :math:`L^\top` (dense or CSR; see module)
-    starts : ndarray (M + 1,)
-        Row offsets of the blocks.
-    kern : ndarray (P,)
-        Kernel of each task (repeats allowed).
-    V : ndarray (n_v, N)
-        Vectors; task ``p`` uses row ``vsel[p]``.
-    W : ndarray (n_w, N)
-        Second vectors, used when ``two``; task ``p`` uses row ``wsel[p]``.
-    out : ndarray (P, N)
-        Row ``p`` :math:`\leftarrow K_m v` when ``want_out`` (else unused: pass (P, 0)).
-
-    Returns
-    -------
-    sq_v, sq_w : ndarray (P,)
-        :math:`v^\top K_m v` and :math:`w^\top K_m w` (0 unless ``two``).
-    """
+    r"""For every task ``p``, kernel ``m = kern[p]`` on ``v = V[vsel[p]]`` (and ``w = W[wsel[p]]`` when
+    ``two``): ``out[p]`` :math:`\leftarrow K_m v` when ``want_out``; returns :math:`v^\top K_m v` and
+    :math:`w^\top K_m w`, (P,) each."""
     sq = np.zeros((2, kern.shape[0]))
     for p in prange(kern.shape[0]):
         m = kern[p]
@@ -193,13 +149,8 @@ def block_combinations(
     c: np.ndarray,
     out: np.ndarray,
 ) -> None:  # pragma: no cover - jitted
-    r"""``out[m]`` :math:`= L_m c_m = \sum_{k \in m} c_k\,\ell_k` (M, N), the transpose of
-    :func:`row_dots`, written in place.
-
-    Dense factors: parallel over chunks of samples (every thread reads its columns of every
-    row once; a bank's blocks differ in rank by hundreds, so kernels would share the work
-    unevenly); sparse ones: parallel over kernels.
-    """
+    r"""``out[m]`` :math:`= L_m c_m` (M, N) in place, the transpose of :func:`row_dots`; dense factors in
+    parallel over chunks of samples (blocks differ in rank too much to share kernels evenly)."""
     M = starts.shape[0] - 1
     if indptr.shape[0] == 0:
         N = D.shape[1]
@@ -239,30 +190,13 @@ def pivot_batch(
     floor: float,
     accept: float,
 ) -> tuple[int, int]:  # pragma: no cover - jitted
-    r"""Greedy pivoted-Cholesky steps on one batch of candidate pivots.
+    r"""Greedy pivoted-Cholesky steps (Harbrecht, Peters & Schneider 2012, Alg. 1) on one batch of candidates.
 
-    ``G`` (B, N) holds the residual kernel rows :math:`(K - L L^\top)[c, :]`
-    of the candidate points ``cand``; ``d`` (N,) the residual diagonal;
-    ``pivots[:j0]`` the pivots so far.  While the residual trace exceeds
-    ``stop_sum``, the largest residual diagonal exceeds ``floor``,
-    ``j < jmax`` and the best unused candidate :math:`c` has
-    :math:`d_c \ge` ``accept`` :math:`\cdot \max d`, it takes :math:`c` as
-    pivot ``j``: row ``row0 + j - j0`` of ``LT`` :math:`\leftarrow G_c/\sqrt{d_c}`
-    (exactly zero at the earlier pivots, so that :math:`L_P` is lower
-    triangular), :math:`d \mathrel{-}= \ell_j^2`, and the other candidates'
-    rows are updated.  Each step is one step of the pivoted Cholesky
-    decomposition (Harbrecht, Peters & Schneider 2012, Alg. 1) with the pivot
-    chosen among the candidates.
-
-    Returns
-    -------
-    j : int
-        The number of pivots now (``pivots[:j]``; rows ``row0 .. row0 + j - j0``
-        of ``LT`` written).
-    reason : int
-        0: batch used up or its best candidate below ``accept``;
-        1: residual trace at most ``stop_sum``; 2: residual diagonal at most
-        ``floor``; 3: ``jmax`` reached.
+    ``G`` (B, N): residual kernel rows of the candidates ``cand``; ``d``: the residual diagonal.  While the
+    best unused candidate :math:`c` has :math:`d_c \ge` ``accept`` :math:`\cdot \max d`, row
+    ``row0 + j - j0`` of ``LT`` :math:`\leftarrow G_c/\sqrt{d_c}` (zero at earlier pivots).  Returns the
+    number of pivots ``j`` and why it stopped: 0 batch used up, 1 trace at most ``stop_sum``, 2 diagonal at
+    most ``floor``, 3 ``jmax`` reached.
     """
     B = G.shape[0]
     N = G.shape[1]
@@ -315,12 +249,8 @@ def pivot_batch(
 
 @njit(cache=True, parallel=True)
 def add_symmetric_lower(H: np.ndarray, T: np.ndarray) -> None:  # pragma: no cover - jitted
-    r"""``H`` :math:`\mathrel{+}=` the symmetric matrix whose lower triangle is that of ``T``.
-
-    ``T`` is the C-contiguous view of a BLAS ``syrk`` result (only one
-    triangle is written there); tiles of 64 × 64 keep the transposed reads
-    in cache.  The increments of ``H`` are exactly symmetric.
-    """
+    r"""``H`` :math:`\mathrel{+}=` the symmetric matrix whose lower triangle is that of ``T`` (a ``syrk`` result),
+    in 64 × 64 tiles."""
     N = H.shape[0]
     B = 64
     nb = (N + B - 1) // B
@@ -337,13 +267,7 @@ def add_symmetric_lower(H: np.ndarray, T: np.ndarray) -> None:  # pragma: no cov
 
 @njit(cache=True, parallel=True)
 def gather_columns(src: np.ndarray, columns: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
-    r"""``out[a, i] = src[a, columns[i]]``: the rows of a factor held on distinct points,
-    one column per point (``columns`` int64), written in place, rows in parallel.
-
-    ``np.take(src, columns, axis=1, out=out)`` takes three times as long, and
-    without ``out`` it allocates (and first-touches) a temporary as large as the
-    rows: 50 of them on w8a.
-    """
+    r"""``out[a, i] = src[a, columns[i]]`` in place, rows in parallel (three times faster than ``np.take``)."""
     for a in prange(src.shape[0]):
         s = src[a]
         o = out[a]

@@ -1,36 +1,14 @@
-"""Jitted loops for Gram matrices: in-place passes over (N, N) float64 arrays.
-
-The matrix products themselves go through BLAS (``X @ Z.T``); these loops
-turn them into squared distances, make symmetric matrices exactly symmetric
-and check values, without the (N, N) temporaries numpy expressions would
-allocate.  All arguments are C-contiguous float64.
-"""
+"""Jitted in-place passes over (N, N) float64 Gram matrices (distances, symmetry, checks), no temporaries."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange, types
 
-__all__ = [
-    "sqdist_symmetric_inplace",
-    "sqdist_cross_inplace",
-    "sqdist_refine_inplace",
-    "sqdist_direct",
-    "divide_outer_inplace",
-    "symmetrize_inplace",
-    "all_finite",
-    "kernels_first",
-    "take_square",
-]
-
 
 @njit("void(float64[:, ::1], float64[::1])", cache=True)
 def sqdist_symmetric_inplace(G: np.ndarray, sq: np.ndarray) -> None:  # pragma: no cover - jitted
-    """Turn the Gram matrix ``G = X Xᵀ`` into squared distances, in place.
-
-    ``D_ij = sq_i + sq_j - 2 G_ij`` averaged with its transpose, clipped at 0,
-    zero diagonal: the result is exactly symmetric and non-negative.
-    """
+    """Turn ``G = X Xᵀ`` into squared distances in place, exactly symmetric, clipped at 0, zero diagonal."""
     n = G.shape[0]
     for i in range(n):
         G[i, i] = 0.0
@@ -58,14 +36,8 @@ def sqdist_cross_inplace(G: np.ndarray, sqx: np.ndarray, sqz: np.ndarray) -> Non
 def sqdist_refine_inplace(
     D: np.ndarray, X: np.ndarray, Z: np.ndarray, sqx: np.ndarray, sqz: np.ndarray, tau: float
 ) -> None:  # pragma: no cover - jitted
-    """Recompute ``D_ij = sum_k (X_ik - Z_jk)^2`` directly where cancellation can bite.
-
-    The BLAS form ``sqx_i + sqz_j - 2 <x_i, z_j>`` loses relative accuracy when
-    ``D_ij`` is small against ``sqx_i + sqz_j``; entries with
-    ``D_ij <= tau (sqx_i + sqz_j)`` are recomputed term by term, so identical
-    points get exactly 0 and near-duplicates full accuracy.  The test and the
-    direct sum are symmetric in (i, j), so a symmetric ``D`` stays symmetric.
-    """
+    """Recompute ``D_ij = sum_k (X_ik - Z_jk)^2`` term by term where ``D_ij <= tau (sqx_i + sqz_j)`` (where
+    the BLAS form cancels); symmetric in (i, j)."""
     n, m = D.shape
     d = X.shape[1]
     for i in range(n):
@@ -78,20 +50,13 @@ def sqdist_refine_inplace(
                 D[i, j] = s
 
 
-#: A C-contiguous float64 matrix that the loop only reads: writeable and
-#: read-only arrays (``X.setflags(write=False)``, memory-mapped data) both match.
+#: A C-contiguous float64 matrix the loop only reads (writeable or read-only).
 _READ_MATRIX = types.Array(types.float64, 2, "C", readonly=True)
 
 
 @njit(types.void(_READ_MATRIX, _READ_MATRIX, types.float64[:, ::1]), cache=True)
 def sqdist_direct(X: np.ndarray, Z: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
-    """``out_ij = sum_k (X_ik - Z_jk)^2`` term by term (for few columns).
-
-    Exact up to the rounding of each term; with ``Z`` the same array as ``X``
-    the result is exactly symmetric with zero diagonal, since
-    ``(a - b)^2 == (b - a)^2`` in floating point and the terms are summed in
-    the same order.
-    """
+    """``out_ij = sum_k (X_ik - Z_jk)^2`` term by term (few columns); exactly symmetric for ``Z`` = ``X``."""
     n, m = out.shape
     d = X.shape[1]
     for i in range(n):
@@ -105,9 +70,8 @@ def sqdist_direct(X: np.ndarray, Z: np.ndarray, out: np.ndarray) -> None:  # pra
 
 @njit(types.void(_READ_MATRIX, _READ_MATRIX, types.float64[:, ::1]), cache=True)
 def sqdist_rows_t(A: np.ndarray, Xt: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
-    """``out_ij = sum_k (A_ik - Xt_kj)^2`` for points ``A`` (n, d) against ``Xt`` (d, N), the
-    points transposed: the same terms summed in the same order as :func:`sqdist_direct` (equal
-    results), with the inner loop running along the contiguous rows of ``Xt`` (vectorized)."""
+    """:func:`sqdist_direct` of ``A`` (n, d) against the transposed points ``Xt`` (d, N): equal results,
+    the inner loop along the contiguous rows of ``Xt``."""
     n, d = A.shape
     N = Xt.shape[1]
     for i in range(n):
@@ -162,12 +126,7 @@ def all_finite(A: np.ndarray) -> bool:  # pragma: no cover - jitted
 
 @njit("void(float64[:, :, ::1], float64[:, :, ::1])", cache=True, parallel=True)
 def kernels_first(src: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
-    """``out[m, i, j] = src[i, j, m]``: kernels given samples first, (N, N, M), as one
-    kernel after the other, (M, N, N); rows in parallel.
-
-    ``np.array(np.moveaxis(src, 2, 0), order="C")`` reads ``src`` with a stride of
-    M entries: 20 kernels of 4,000 points took 5.6 s.
-    """
+    """``out[m, i, j] = src[i, j, m]``, rows in parallel (numpy's strided copy took 5.6 s for 20 × 4,000²)."""
     n, n2, M = src.shape
     for i in prange(n):
         for j in range(n2):
@@ -177,8 +136,7 @@ def kernels_first(src: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover
 
 @njit("void(float64[:, :, ::1], int64[::1], float64[:, :, ::1])", cache=True, parallel=True)
 def take_square(K: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
-    """``out[m] = K[m][rows][:, rows]``: the same rows and columns of every kernel, one output
-    row at a time in parallel."""
+    """``out[m] = K[m][rows][:, rows]``, output rows in parallel."""
     M = K.shape[0]
     n = rows.shape[0]
     for t in prange(M * n):

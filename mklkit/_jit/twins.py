@@ -1,11 +1,4 @@
-"""One loop body compiled twice: with threads and without.
-
-A pass over the bank is written once, with ``numba.prange`` for its outer
-loop, and compiled with ``parallel=True`` (the loop runs on threads) and
-without (``prange`` is ``range``).  The engines call the single-threaded one
-for small reads, where starting and synchronising a parallel region costs
-more than the work (and much more on a loaded machine).
-"""
+"""One loop body compiled with threads (``prange``) and without, for small reads."""
 
 from __future__ import annotations
 
@@ -14,17 +7,10 @@ from typing import Any, Callable
 
 from numba import njit
 
-__all__ = ["parallel_and_serial"]
-
 
 def parallel_and_serial(body: Callable[..., Any], **options: Any) -> tuple[Any, Any]:
-    """``(parallel, serial)``: ``body`` jitted with and without ``parallel=True``, both cached.
-
-    The serial dispatcher compiles a copy of ``body`` named ``<name>_serial``:
-    numba names its cache files after the function and its first line, not
-    after the compile options, so two dispatchers of one function would
-    load each other's machine code.  ``options`` go to both (``fastmath``).
-    """
+    """``(parallel, serial)``: ``body`` jitted with and without ``parallel=True``, both cached; the serial one
+    compiles a copy named ``<name>_serial`` (numba names cache files after the function, not the options)."""
     parallel = njit(cache=True, parallel=True, **options)(body)
     name = body.__name__ + "_serial"
     copy = types.FunctionType(body.__code__, body.__globals__, name, body.__defaults__, body.__closure__)

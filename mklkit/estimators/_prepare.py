@@ -182,7 +182,7 @@ class FitPreparation:
     def _prepare(self, X: Any, y: Any, C: float, sample_weight: Any = None) -> FitState:
         """Validate everything, build the bank once (:func:`mklkit.pipeline.prepare`; the engine's support is
         checked on its probe problem before any kernel is computed) and lay out the tasks."""
-        from ..kernels.factorize.build import warning_names
+        from ..kernels.factorize.settings import warning_names
 
         loss, regularizer, engine = self._components()
         normalize = self._checked_options()

@@ -1,32 +1,23 @@
-r"""Building kernel banks: the Gram matrices of a description in one contiguous (M, N, N) float64 array.
+r"""Kernel banks: the normalised Gram matrices of a description in one contiguous (M, N, N) float64 array.
 
-:class:`KernelBank` holds them normalised; :meth:`KernelBank.cross` computes
-test-versus-training kernels the same way (:mod:`mklkit.kernels.fill`); the
-memory they need is estimated (and checked against a budget) before anything
-is allocated (:mod:`mklkit.kernels.memory`).
-
-Normalisation
--------------
-``"trace"`` (SpicyMKL §6.1): :math:`K_m \leftarrow K_m / \operatorname{tr}(K_m)`.
-``"diagonal"``: :math:`K_{m,ij} \leftarrow K_{m,ij} / \sqrt{K_{m,ii} K_{m,jj}}`.
-``"none"``.  The constants are kept, and :meth:`KernelBank.cross` applies the
-identical transform to test-versus-training kernels (for ``"diagonal"`` with
-the test points' own :math:`k(x, x)`).
+Normalisation: ``"trace"`` (SpicyMKL §6.1) :math:`K_m / \operatorname{tr}(K_m)`; ``"diagonal"``
+:math:`K_{m,ij} / \sqrt{K_{m,ii} K_{m,jj}}`; ``"none"``.  The constants are kept, and
+:meth:`KernelBank.cross` applies the same transform to test kernels.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from .._jit.gram import divide_outer_inplace
 from ..data import Dataset
-from .description import BankError, BankKernel, Resolver, _check_normalize, expand_bank
-from .fill import _dense_columns, _fill, _localizer, _progress_callback, _ProgressReporter
+from .description import BankError, BankKernel, Resolver, _check_normalizable, _check_normalize, expand_bank
+from .fill import _dense_columns, _fill, _localizer
 from .memory import MemoryBudgetError, _check_budget, estimate_bytes, estimate_peak_bytes, format_bytes
 from .precomputed import bank_from_precomputed, precomputed_from_npz
 
@@ -35,16 +26,13 @@ __all__ = ["KernelBank", "MemoryBudgetError", "estimate_bytes", "estimate_peak_b
 logger = logging.getLogger(__name__)
 
 
-# ---------------------------------------------------------------------------
-# The bank
-# ---------------------------------------------------------------------------
 def _shape_of(X: Any) -> tuple[int, ...]:
     return tuple(X.shape) if hasattr(X, "shape") else np.shape(X)
 
 
 def _training_points(X: Any, feature_names: Sequence[str] | None) -> tuple[Any, int, int, list[str] | None]:
-    """The points of ``X`` (unwrapped from a :class:`Dataset`), checked to be a non-empty 2-d
-    array, their ``N`` and ``d``, and the feature names as strings."""
+    """The points of ``X`` (unwrapped from a :class:`Dataset`), checked 2-d and non-empty, ``N``, ``d``
+    and the feature names as strings."""
     if isinstance(X, Dataset):
         if feature_names is None:
             feature_names = X.feature_names
@@ -59,8 +47,7 @@ def _training_points(X: Any, feature_names: Sequence[str] | None) -> tuple[Any, 
 
 
 def _normalize_bank(K: np.ndarray, specs: Sequence[BankKernel], normalize: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """Normalise the Gram matrices ``K`` in place; their traces before normalisation and (for
-    ``"diagonal"``) their diagonals.  A kernel that cannot be normalised is a :class:`BankError`."""
+    """Normalise ``K`` in place; the traces before and (``"diagonal"``) the diagonals."""
     M, N = K.shape[0], K.shape[1]
     traces = np.empty(M)
     train_diag = np.empty((M, N)) if normalize == "diagonal" else None
@@ -68,23 +55,11 @@ def _normalize_bank(K: np.ndarray, specs: Sequence[BankKernel], normalize: str) 
         Km = K[m]
         t = float(np.trace(Km))
         traces[m] = t
+        dg = np.diagonal(Km).copy() if normalize == "diagonal" else None
+        _check_normalizable(f"kernel {m} {specs[m].label!r}", normalize, t, dg)
         if normalize == "trace":
-            if not (t > 0.0 and math.isfinite(t)):
-                raise BankError(
-                    f"kernel {m} {specs[m].label!r} has trace {t!r}; unit-trace normalisation "
-                    "needs a positive trace (a constant-zero feature?); drop the feature or use "
-                    "normalize='diagonal' or 'none'"
-                )
             Km /= t
         elif normalize == "diagonal":
-            dg = np.diagonal(Km).copy()
-            if not np.all(dg > 0.0):
-                i = int(np.argmin(dg))
-                raise BankError(
-                    f"kernel {m} {specs[m].label!r} has k(x, x) = {float(dg[i])!r} at sample {i}; "
-                    "unit-diagonal normalisation needs k(x, x) > 0 for every training point; "
-                    "use normalize='trace' or 'none'"
-                )
             train_diag[m] = dg  # type: ignore[index]
             s = np.sqrt(dg)
             divide_outer_inplace(Km, s, s)
@@ -92,57 +67,40 @@ def _normalize_bank(K: np.ndarray, specs: Sequence[BankKernel], normalize: str) 
     return traces, train_diag
 
 
+@dataclass(eq=False)
 class KernelBank:
     """A bank of ``M`` Gram matrices on ``N`` training points.
 
-    Build one with :meth:`build` (from data and a description),
-    :meth:`from_precomputed` or :meth:`from_npz`.
+    Build one with :meth:`build`, :meth:`from_precomputed` or :meth:`from_npz`.
 
     Attributes
     ----------
     K : ndarray (M, N, N)
         C-contiguous float64, each ``K[m]`` exactly symmetric, normalised.
     names : list of str
-        One readable label per kernel, e.g. ``rbf(width=0.5)[x3]``.
+        One label per kernel, e.g. ``rbf(width=0.5)[x3]``.
     specs : list of BankKernel or None
-        Resolved function, parameters and 0-based feature indices per kernel
-        (``None`` for precomputed banks).
+        The kernels (``None`` for precomputed banks).
     normalize : {"trace", "diagonal", "none"}
     traces : ndarray (M,)
-        ``trace(K_m)`` before normalisation (the divisor for ``"trace"``).
+        ``trace(K_m)`` before normalisation.
     train_diag : ndarray (M, N) or None
-        ``diag(K_m)`` before normalisation (kept for ``"diagonal"``).
+        ``diag(K_m)`` before normalisation (``"diagonal"``).
     feature_names : list of str or None
-        Names of the data columns the bank was built on.
     """
 
-    def __init__(
-        self,
-        K: np.ndarray,
-        names: list[str],
-        specs: list[BankKernel] | None,
-        normalize: str,
-        traces: np.ndarray,
-        train_diag: np.ndarray | None,
-        X_train: np.ndarray | None = None,
-        columns: np.ndarray | None = None,
-        n_features: int | None = None,
-        feature_names: list[str] | None = None,
-        source: str = "",
-    ) -> None:
-        self.K = K
-        self.names = names
-        self.specs = specs
-        self.normalize = normalize
-        self.traces = traces
-        self.train_diag = train_diag
-        self.feature_names = feature_names
-        self.source = source
-        self._X_train = X_train
-        self._columns = columns
-        self._n_features = n_features
+    K: np.ndarray
+    names: list[str]
+    specs: list[BankKernel] | None
+    normalize: str
+    traces: np.ndarray
+    train_diag: np.ndarray | None
+    _X_train: np.ndarray | None = None
+    _columns: np.ndarray | None = None
+    _n_features: int | None = None
+    feature_names: list[str] | None = None
+    source: str = ""
 
-    # -- basic properties --------------------------------------------------
     @property
     def n_kernels(self) -> int:
         """M."""
@@ -167,7 +125,6 @@ class KernelBank:
             f"normalize={self.normalize!r}, {format_bytes(self.nbytes)})"
         )
 
-    # -- building ----------------------------------------------------------
     @classmethod
     def build(
         cls,
@@ -185,31 +142,20 @@ class KernelBank:
         Parameters
         ----------
         X : ndarray (N, d), scipy.sparse matrix or Dataset
-            Training points.  Sparse input is densified, restricted to the
-            columns the bank uses (the bank works on dense arrays only).
+            Training points (sparse input is densified, restricted to the columns the bank uses).
         entries_or_preset : list of entries or str
-            Bank description or preset name (module docstring).
+            Bank description or preset name.
         normalize : {"trace", "diagonal", "none"}
-            ``"trace"`` is SpicyMKL's :math:`K_m / \\operatorname{tr}(K_m)`.
         memory_budget_bytes : float, optional
-            Refuse (``BankError``) when :func:`estimate_bytes` exceeds it,
-            before allocating.  Default
-            :data:`~mklkit.kernels.description.DEFAULT_MEMORY_BUDGET` (4 GiB).
+            Refuse (``BankError``) when :func:`estimate_bytes` exceeds it (default 4 GiB).
         progress : callable, optional
-            ``progress(event)`` with ``what``, ``done``, ``total`` and
-            ``elapsed_s`` while the kernels are computed (``mklkit run`` draws
-            a bar from it); anything else: no reports.
+            ``progress(event)`` with ``what``, ``done``, ``total`` and ``elapsed_s``.
         resolve : callable or mapping, optional
-            Kernel-function lookup (default: built-ins); see :func:`expand_bank`.
+            Kernel-function lookup (default: built-ins).
         feature_names : sequence of str, optional
             Column names (default: the Dataset's, else ``x0 .. x(d-1)``).
         root : str
-            Prefix of key paths in description errors (``"kernels.bank"``
-            when the description comes from a spec file).
-
-        Returns
-        -------
-        KernelBank
+            Prefix of key paths in description errors.
         """
         normalize = _check_normalize(normalize)
         X, N, d, feature_names = _training_points(X, feature_names)
@@ -221,8 +167,7 @@ class KernelBank:
         local = _localizer(columns, d)
         t0 = time.perf_counter()
         K = np.empty((M, N, N), dtype=np.float64)
-        bar = _ProgressReporter(M, "building kernel bank", _progress_callback(progress))
-        _fill(K, specs, local, XA, None, bar)
+        _fill(K, specs, local, XA, None, "building kernel bank", progress)
         traces, train_diag = _normalize_bank(K, specs, normalize)
         logger.info(
             "built %d kernels on %d samples (%s, normalize=%s) in %.2f s",
@@ -246,49 +191,24 @@ class KernelBank:
         train_diag: np.ndarray | None = None,
         feature_names: Sequence[str] | None = None,
     ) -> "KernelBank":
-        """A bank without Gram matrices that computes :meth:`cross` for kernels built elsewhere.
-
-        ``specs``: the expanded kernels, ``traces`` (and ``train_diag`` for
-        ``"diagonal"``): their constants before normalisation on the training
-        points ``X``.  ``K`` is an empty (M, N, 0) array.
-        """
+        """A bank without Gram matrices (``K`` empty (M, N, 0)) that computes :meth:`cross` for the kernels
+        ``specs`` built elsewhere on ``X``, with their ``traces`` (and ``train_diag``)."""
         normalize = _check_normalize(normalize)
         shape = _shape_of(X)
         N, d = int(shape[0]), int(shape[1])
         columns = np.unique(np.concatenate([np.asarray(s.features, dtype=np.intp) for s in specs]))
         XA = _dense_columns(X, columns, "X")
         fnames = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
-        return cls(
-            np.empty((len(specs), N, 0)),
-            [s.label for s in specs],
-            list(specs),
-            normalize,
-            np.asarray(traces, dtype=np.float64),
-            train_diag,
-            XA,
-            columns,
-            d,
-            fnames,
-            source="data",
-        )
+        traces = np.asarray(traces, dtype=np.float64)
+        names = [s.label for s in specs]
+        K = np.empty((len(specs), N, 0))
+        return cls(K, names, list(specs), normalize, traces, train_diag, XA, columns, d, fnames, source="data")
 
     def cross(self, X_new: Any, memory_budget_bytes: float | None = None, progress: bool | None = None) -> np.ndarray:
-        """Test-versus-training kernels with the training normalisation.
+        """Test-versus-training kernels (M, N_new, N) of ``X_new`` with the training normalisation.
 
-        Parameters
-        ----------
-        X_new : ndarray (N_new, d), sparse matrix or Dataset
-            New points with the same columns as the training data.
-
-        Returns
-        -------
-        ndarray (M, N_new, N)
-            ``C[m, i, j] = k_m(x_new_i, x_j)`` transformed like ``K[m]``:
-            divided by the training trace (``"trace"``), or by
-            :math:`\\sqrt{k_m(x_{new,i}, x_{new,i})\\, k_m(x_j, x_j)}`
-            (``"diagonal"``; a new point with :math:`k_m(x, x) = 0` gets a
-            zero row, since then :math:`k_m(x, \\cdot) = 0`).
-            ``bank.cross(X_train)`` reproduces ``bank.K`` up to round-off.
+        ``"diagonal"`` divides by the new points' own :math:`\\sqrt{k_m(x, x)}` (a zero row where it is 0);
+        ``bank.cross(X_train)`` reproduces ``bank.K`` up to round-off.
         """
         if self.specs is None or self._X_train is None or self._columns is None:
             raise BankError(
@@ -305,8 +225,7 @@ class KernelBank:
         XB = _dense_columns(X_new, self._columns, "X_new")
         local = _localizer(self._columns, self._n_features)
         C = np.empty((M, n_new, N), dtype=np.float64)
-        bar = _ProgressReporter(M, "computing test kernels", _progress_callback(progress))
-        _fill(C, self.specs, local, XB, self._X_train, bar)
+        _fill(C, self.specs, local, XB, self._X_train, "computing test kernels", progress)
         if self.normalize == "trace":
             C /= self.traces[:, None, None]
         elif self.normalize == "diagonal":
@@ -328,13 +247,8 @@ class KernelBank:
         Cm[zero] = 0.0
 
     def weight_traces(self, sample_weight: np.ndarray) -> None:
-        r"""Make unit-trace normalisation weighted: :math:`K_m / \sum_i w_i k_m(x_i, x_i)`.
-
-        The trace of the kernel on the rows repeated by integer weights
-        :math:`w_i`; the test kernels follow (``traces`` is the divisor of
-        :meth:`cross` and :meth:`normalize_cross`).  In place; nothing to do
-        for the other normalisations (``"diagonal"`` is per point).
-        """
+        r"""Make ``"trace"`` normalisation weighted, :math:`K_m / \sum_i w_i k_m(x_i, x_i)`, in place (the
+        test kernels follow)."""
         if self.normalize != "trace":
             return
         w = np.asarray(sample_weight, dtype=np.float64)
@@ -343,11 +257,8 @@ class KernelBank:
         self.traces = np.asarray(self.traces, dtype=np.float64) * tau
 
     def normalize_cross(self, C: np.ndarray, test_diag: np.ndarray | None = None) -> np.ndarray:
-        """Apply this bank's normalisation to raw test kernels ``C`` (M, N_new, N), in place.
-
-        ``test_diag`` (M, N_new), the test points' :math:`k_m(x, x)`, is
-        needed for ``"diagonal"``.  Returns ``C``.
-        """
+        """Apply this bank's normalisation to raw test kernels ``C`` (M, N_new, N) in place and return it
+        (``"diagonal"`` needs ``test_diag`` (M, N_new), the test points' :math:`k_m(x, x)`)."""
         if not isinstance(C, np.ndarray) or C.dtype != np.float64 or not C.flags.c_contiguous:
             raise BankError("test kernels must be a C-contiguous float64 array (they are normalised in place)")
         if C.ndim != 3 or C.shape[0] != self.n_kernels or C.shape[2] != self.n_samples:
@@ -365,6 +276,5 @@ class KernelBank:
                 self._divide_diag(C[m], np.array(test_diag[m], dtype=np.float64), self.train_diag[m], m)
         return C
 
-    # -- precomputed (mklkit.kernels.precomputed) ---------------------------
     from_precomputed = classmethod(bank_from_precomputed)
     from_npz = classmethod(precomputed_from_npz)

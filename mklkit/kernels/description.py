@@ -1,53 +1,15 @@
-r"""Bank descriptions: entries (or a preset) -> the list of kernels they describe, validated.
+r"""Bank descriptions: entries (or a preset name) expanded to one :class:`BankKernel` per kernel, validated.
 
-Bank descriptions
------------------
-A bank is described by a list of entries (the ``kernels.bank`` vocabulary of
-specs and estimators), or by a preset name (``"simplemkl"``, ``"smomkl"``,
-see :mod:`mklkit.kernels.presets`)::
-
-    [{"function": "rbf", "width": [0.5, 1, 2], "features": "all"},
-     {"function": "poly", "degree": [1, 2, 3], "features": "each"},
-     {"function": "rbf", "width": "chi2",
-      "features": {"random_subsets": 20, "size": 3, "seed": 0}},
-     {"preset": "smomkl"}]
-
-Keys of an entry:
-
-``function``
-    Name of a kernel function (``rbf``, ``poly``, ``linear`` or a plugin's).
-    A bare string entry ``"linear"`` means ``{"function": "linear"}``.
-parameters of the function (``width``, ``degree``, ...)
-    A value, or a list of values: lists expand to one kernel per value (the
-    Cartesian product when several parameters are lists).  A real-valued
-    parameter may be ``"chi2"``: every kernel gets its own draw
-    :math:`5\chi^2_1 + 0.1` (SpicyMKL §6.2 "σ = 5χ² + 0.1"; the paper does not
-    give the degrees of freedom, we use 1).
-``features``
-    ``"all"`` (default): one kernel on all columns; ``"each"``: one kernel per
-    single column; a list of 0-based column indices or feature names (one
-    kernel on that group); a list of such lists (one kernel per group);
-    ``{"random_subsets": n, "size": k, "seed": s}``: n kernels on random
-    column subsets of k columns (or of ``round(k·d)`` columns for a fraction
-    0 < k < 1), drawn without replacement within a subset.
-``seed``
-    Integer >= 0 (default 0) for ``"chi2"`` draws and for random subsets whose
-    mapping has no own ``seed``.  Draws are reproducible for equal seeds.
-``preset``
-    Alone in an entry: expands to the entries of that preset.
-
-Within one entry, kernels are ordered by feature group, then by parameter
-value (the last parameter varying fastest); entries follow each other.
-
-The kernels of a description are :class:`BankKernel` objects; building their
-Gram matrices is :mod:`mklkit.kernels.build`, precomputed kernels are
-:mod:`mklkit.kernels.precomputed`.  The feature groups of an entry are read
-by :mod:`mklkit.kernels.features`, the errors are :mod:`mklkit.kernels.errors`.
+An entry names a ``function``, its parameters (a value or a list: one kernel per combination; a
+real parameter may be ``"chi2"``: :math:`5\chi^2_1 + 0.1` per kernel, SpicyMKL §6.2), ``features``
+(:mod:`mklkit.kernels.features`) and a ``seed``; ``{"preset": name}`` expands to a preset's entries.
+Kernels are ordered by entry, feature group, then parameter value; see ``docs/data_and_kernels.md``.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -55,24 +17,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..components.params import Param, ParamError, did_you_mean
-from .errors import BankError, UnknownName, _must, _unknown
+from .errors import BankError, UnknownName, _must, _required, _unknown
 from .features import _feature_groups, _is_int, _plain, _seed
 from .functions import BUILTIN_KERNEL_FUNCTIONS, KernelFunction
 from .presets import available_presets, preset_entries
-
-__all__ = [
-    "BankError",
-    "UnknownName",
-    "BankKernel",
-    "NORMALIZATIONS",
-    "DEFAULT_MEMORY_BUDGET",
-    "CHI2_DF",
-    "builtin_resolver",
-    "make_resolver",
-    "expand_bank",
-    "validate_bank",
-    "count_kernels",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -89,15 +37,8 @@ Resolver = Callable[[str], type]
 BankError.__module__ = UnknownName.__module__ = __name__
 
 
-# ---------------------------------------------------------------------------
-# Function lookup
-# ---------------------------------------------------------------------------
 def make_resolver(classes: Mapping[str, type] | Iterable[type]) -> Resolver:
-    """A ``resolve(name) -> class`` over a mapping or an iterable of classes.
-
-    Unknown names raise ``LookupError`` with a did-you-mean and the list of
-    available names.
-    """
+    """A ``resolve(name) -> class`` over a mapping or an iterable of classes (``LookupError`` for others)."""
     table = dict(classes) if isinstance(classes, Mapping) else {c.name: c for c in classes}
 
     def resolve(name: str) -> type:
@@ -139,24 +80,10 @@ def _lookup(resolve: Resolver | Mapping[str, type] | None, name: str, key: str) 
     return cls
 
 
-# ---------------------------------------------------------------------------
-# Bank descriptions
-# ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class BankKernel:
-    """One resolved kernel of a bank.
-
-    Attributes
-    ----------
-    function : KernelFunction
-        The kernel function with its parameter values.
-    features : tuple of int
-        0-based column indices of the data it is applied to.
-    label : str
-        Readable name, e.g. ``rbf(width=0.5)[x3]``.
-    entry : int
-        Index of the bank entry it came from (after preset expansion).
-    """
+    """One resolved kernel of a bank: its ``function`` (with parameter values), ``features`` (0-based
+    columns), ``label`` (e.g. ``rbf(width=0.5)[x3]``) and ``entry`` (index after preset expansion)."""
 
     function: KernelFunction
     features: tuple[int, ...]
@@ -176,6 +103,23 @@ def _check_normalize(normalize: str) -> str:
             f"{did_you_mean(str(normalize), list(NORMALIZATIONS))}"
         )
     return normalize
+
+
+def _check_normalizable(where: str, normalize: str, tr_raw: float, diag: np.ndarray | None) -> None:
+    """Refuse a kernel without a positive trace (``"trace"``) or with some :math:`k(x, x) \\le 0` (``"diagonal"``)."""
+    if normalize == "trace" and not (tr_raw > 0.0 and math.isfinite(tr_raw)):
+        raise BankError(
+            f"{where} has trace {tr_raw!r}; unit-trace normalisation needs a positive "
+            "trace (a constant-zero feature?); drop the feature or use "
+            "normalize='diagonal' or 'none'"
+        )
+    if normalize == "diagonal" and not np.all(diag > 0.0):  # type: ignore[operator]
+        i = int(np.argmin(diag))
+        raise BankError(
+            f"{where} has k(x, x) = {float(diag[i])!r} at sample {i}; unit-diagonal "
+            "normalisation needs k(x, x) > 0 for every training point; use "
+            "normalize='trace' or 'none'"
+        )
 
 
 class _Chi2:
@@ -260,12 +204,7 @@ def _expand(
         if not isinstance(entry, Mapping):
             raise _must(where, "a mapping with a 'function' key, a function name or {preset: name}", entry)
         if "function" not in entry:
-            raise BankError(
-                f"{where}.function is required (the name of a kernel function)",
-                key=f"{where}.function",
-                problem="is required",
-                allowed="the name of a kernel function",
-            )
+            raise _required(f"{where}.function", "is required", "the name of a kernel function")
         fname = entry["function"]
         if not isinstance(fname, str):
             raise _must(f"{where}.function", "a kernel function name", fname)
@@ -274,27 +213,15 @@ def _expand(
         allowed = list(_ENTRY_KEYS) + list(declared)
         for key in entry:
             if key not in allowed:
-                raise _unknown(
-                    f"{where}.{key}",
-                    "key",
-                    key,
-                    allowed,
-                    ctx=f" for kernel function {fname!r}",
-                    label="allowed",
-                    head=where,
-                )
+                ctx = f" for kernel function {fname!r}"
+                raise _unknown(f"{where}.{key}", "key", key, allowed, ctx=ctx, label="allowed", head=where)
         seed = _seed(entry["seed"], f"{where}.seed") if "seed" in entry else 0
         grid: list[tuple[str, list[Any] | _Chi2]] = []
         for p in cls.params:
             if p.name in entry:
                 grid.append((p.name, _parse_param(p, entry[p.name], f"{where}.{p.name}")))
             elif p.required:
-                raise BankError(
-                    f"{where}.{p.name} is required for kernel function {fname!r} ({p.allowed()})",
-                    key=f"{where}.{p.name}",
-                    problem=f"is required for kernel function {fname!r}",
-                    allowed=p.allowed(),
-                )
+                raise _required(f"{where}.{p.name}", f"is required for kernel function {fname!r}", p.allowed())
         groups = _feature_groups(entry.get("features", "all"), f"{where}.features", n_features, feature_names, seed)
         fixed = [(name, vals) for name, vals in grid if not isinstance(vals, _Chi2)]
         drawn = [name for name, vals in grid if isinstance(vals, _Chi2)]
@@ -338,16 +265,13 @@ def expand_bank(
     Parameters
     ----------
     entries : list of entries or str
-        Bank description or preset name (see module docstring).
+        Bank description or preset name.
     n_features : int
         Number of data columns.
     feature_names : sequence of str, optional
-        Column names (default ``x0 .. x(d-1)``, 0-based like the indices), for name-based ``features`` and
-        labels.
+        Column names (default ``x0 .. x(d-1)``) for name-based ``features`` and labels.
     resolve : callable or mapping, optional
-        ``resolve(name) -> KernelFunction subclass``, raising ``LookupError``
-        for unknown names (default: the built-ins).  The plugin registry
-        passes its own lookup here.
+        ``resolve(name) -> KernelFunction subclass``, ``LookupError`` for unknown names (default: built-ins).
     root : str
         Prefix of key paths in error messages (``"kernels.bank"`` in specs).
 
@@ -374,11 +298,7 @@ def validate_bank(
     root: str = "bank",
     feature_names: Sequence[str] | None = None,
 ) -> None:
-    """Check a bank description without data (structure, names, parameter values).
-
-    Column indices are checked against ``feature_names`` only when given.
-    Raises :class:`BankError` like :func:`expand_bank`.
-    """
+    """Check a bank description without data (columns only against ``feature_names`` when given)."""
     n = len(feature_names) if feature_names is not None else None
     _expand(entries, n, feature_names, resolve, root)
 
@@ -389,5 +309,5 @@ def count_kernels(
     feature_names: Sequence[str] | None = None,
     resolve: Resolver | Mapping[str, type] | None = None,
 ) -> int:
-    """Number of kernels ``M`` a description gives for ``n_features`` columns (no Gram matrices)."""
+    """Number of kernels ``M`` a description gives for ``n_features`` columns."""
     return len(expand_bank(entries, n_features, feature_names, resolve))

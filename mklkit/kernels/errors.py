@@ -1,18 +1,10 @@
-"""The errors of bank descriptions: :class:`BankError` with its parts as data, and their messages.
-
-:class:`BankError` keeps the key, the problem, the offending value and what
-would be accepted apart from its one-line message; :func:`_must` and
-:func:`_unknown` write the two messages most checks give.  Their public
-import path is :mod:`mklkit.kernels.description` (or :mod:`mklkit.kernels`).
-"""
+"""The errors of bank descriptions: :class:`BankError` with its parts as data, and their messages."""
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from ..components.params import did_you_mean
-
-__all__ = ["BankError", "UnknownName"]
 
 
 _NO_VALUE: Any = object()
@@ -21,21 +13,8 @@ _NO_VALUE: Any = object()
 class BankError(ValueError):
     """An invalid bank description, precomputed kernel file or memory request.
 
-    The message is one line for the caller of the kernels API; the parts of
-    it are kept as data, so that a spec or an estimator can name the key in
-    its own words without reading the text.
-
-    Attributes
-    ----------
-    key : str or None
-        Key path of the offending value relative to the bank, e.g.
-        ``bank[1].degree``; ``None`` when the error is not about one key.
-    problem : str
-        What is wrong, without the key (the whole message when not given).
-    value : Any
-        The offending value (:attr:`NO_VALUE` when there is none).
-    allowed : str or None
-        What would be accepted.
+    The parts of the one-line message are kept as data: ``key`` (e.g. ``bank[1].degree``, or ``None``),
+    ``problem`` (without the key), ``value`` (:attr:`NO_VALUE` when none) and ``allowed``.
     """
 
     NO_VALUE: Any = _NO_VALUE
@@ -72,6 +51,12 @@ def _must(key: str, allowed: str, value: Any, note: str = "", at: str | None = N
     )
 
 
+def _required(key: str, problem: str, allowed: str, show: bool = True) -> BankError:
+    """``<key> <problem> (<allowed>)`` (without the parenthesis unless ``show``) for a missing key."""
+    message = f"{key} {problem} ({allowed})" if show else f"{key} {problem}"
+    return BankError(message, key=key, problem=problem, allowed=allowed)
+
+
 def _unknown(
     key: str,
     what: str,
@@ -82,11 +67,8 @@ def _unknown(
     text: str | None = None,
     head: str | None = None,
 ) -> BankError:
-    """``<head>: unknown <what> <name> (did you mean ...?)<ctx>; <label>: <available>``.
-
-    ``head`` (default ``key``) starts the message; ``text`` replaces it when
-    the names are not known (a lookup that said why in its own words).
-    """
+    """``<head>: unknown <what> <name> (did you mean ...?)<ctx>; <label>: <available>``; ``text`` replaces
+    it when the names are not known."""
     hint = did_you_mean(str(name), list(available)) if available else ""
     shown = ", ".join(available) if available else None
     message = (

@@ -1,46 +1,10 @@
 r"""Factor banks: each kernel as a factor :math:`K_m = L_m L_m^\top`, :math:`L_m \in \mathbb{R}^{N\times r_m}`.
 
-A bank of ``M`` Gram matrices costs :math:`M N^2` memory and every
-operation of :class:`~mklkit.kernels.ops.GramBank` reads all of it.  Held as
-factors, it costs :math:`N R` with :math:`R = \sum_m r_m`, and every
-operation costs :math:`O(N R)`:
-
-=========================  ==============================================================
-operation                  with factors
-=========================  ==============================================================
-``trace()``                :math:`\|L_m\|_F^2`
-``matvecs(v)``             :math:`L_m (L_m^\top v)`
-``block_norms(alpha)``     :math:`\|L_m^\top\alpha_m\|_2`
-``dual_block_norms(rho)``  :math:`\|L_m^\top\rho\|_2`
-``combine(alpha, idx)``    :math:`\sum_m L_m (L_m^\top\alpha_m)`
-=========================  ==============================================================
-
-In the coordinates :math:`\beta_m = L_m^\top\alpha_m` the MKL problem
-(SpicyMKL eq. 42) is a generalized group lasso,
-:math:`\min_{\beta,b}\sum_i\ell(y_i, (L\beta)_i + b) + \sum_m\tilde g_C(\|\beta_m\|_2)`,
-which primal engines solve directly (:meth:`FactorBank.project`,
-:meth:`FactorBank.expand`).
-
-Storage: the transposed factors stacked as one (R, N) array ``LT`` (block
-``m`` is the rows ``starts[m]:starts[m+1]``, contiguous), either a
-C-contiguous float64 array or a ``scipy.sparse`` CSR matrix (exact factors
-of linear kernels on sparse features).  ``LT`` is read, never written; do
-not modify it after construction.
-
-Cost.  Every pass over the kernels is one call of a jitted loop of
-:mod:`mklkit._jit.factor`, parallel over kernels from
-:data:`~mklkit._jit.spicy.PARALLEL_WORK` stored values on: a product
-:math:`K_mv` reads each row of :math:`L_m^\top` from memory once (its dot
-with :math:`v` and its update of the result share the cached row), and
-``matvecs_and_norms`` and ``direction_forms`` take their quadratic forms
-from the same pass.  Nothing of size N × N is formed, except by
-:meth:`FactorBank.accumulate_hessian` (which adds to an (N, N) Hessian by
-BLAS ``syrk``, :math:`O(N^2 R_{active})`; the engines do not call it on a factor
-bank: spicy solves its Newton systems through the factors,
-:mod:`mklkit.engines.spicy.factor_newton`) and :meth:`FactorBank.to_array`.
-Factors are built from data by :mod:`mklkit.kernels.factorize`; what predicts
-with them, without the training factors, is
-:mod:`mklkit.kernels.factor_predictor`.
+The transposed factors are stacked as one (R, N) array ``LT`` (C-contiguous float64, or CSR for exact
+linear factors of sparse features; read, never written).  Every operation of
+:class:`~mklkit.kernels.ops.GramBank` costs :math:`O(NR)` (one pass of :mod:`mklkit._jit.factor`), and
+:meth:`FactorBank.project` / :meth:`FactorBank.expand` give the coordinates
+:math:`\beta_m = L_m^\top\alpha_m` of the group lasso form (SpicyMKL eq. 42); see ``docs/factor_banks.md``.
 """
 
 from __future__ import annotations
@@ -55,7 +19,7 @@ from scipy.linalg.blas import dsyrk
 from .._jit import factor as kfactor
 from .._jit.gram import all_finite
 from .._jit.spicy import PARALLEL_WORK
-from .ops import BankAccessError, GramBank
+from .ops import GramBank, _vec
 from .factor_arrays import alpha_from_beta, factor_arrays
 from .factor_predictor import _NO_MAP, FactorPredictor, fold_predictor
 from .given_factors import bank_from_factors
@@ -70,17 +34,9 @@ _NO_FLOAT = np.empty(0)
 _NO_INT = np.empty(0, dtype=np.int64)
 
 
-def _vec(x: Any) -> np.ndarray:
-    return np.ascontiguousarray(x, dtype=np.float64)
-
-
 def _add_weighted_gram(H: np.ndarray, A: np.ndarray, c: np.ndarray) -> None:
-    r""":math:`H \mathrel{+}= A^\top \mathrm{diag}(c)\, A` in place, from the rows ``A`` (K, N).
-
-    Two BLAS ``syrk`` calls (the rows of positive and of negative weight,
-    scaled by :math:`\sqrt{|c|}`) fill one triangle of an (N, N) buffer,
-    at half the cost of a ``gemm``; it is added to ``H`` symmetrically.
-    """
+    r""":math:`H \mathrel{+}= A^\top \mathrm{diag}(c)\, A` in place by two BLAS ``syrk`` (rows of positive and
+    of negative weight), half the cost of a ``gemm``."""
     pos, neg = c > 0.0, c < 0.0
     T = None
     for rows, sign in ((pos, 1.0), (neg, -1.0)):
@@ -102,18 +58,13 @@ class FactorBank(GramBank):
     Parameters
     ----------
     LT : ndarray (R, N) or scipy.sparse matrix (R, N)
-        The transposed factors stacked by rows: block ``m`` is
-        ``LT[starts[m]:starts[m + 1]]`` :math:`= L_m^\top`.
+        The transposed factors stacked by rows: ``LT[starts[m]:starts[m + 1]]`` :math:`= L_m^\top`.
     starts : sequence of int (M + 1,)
-        Row offsets of the blocks; ``starts[0] = 0``, ``starts[-1] = R``,
-        non-decreasing (a block may have rank 0).
+        Row offsets of the blocks, non-decreasing from 0 to R.
     trace_error : ndarray (M,), optional
-        :math:`\mathrm{tr}(K_m) - \|L_m\|_F^2 \ge 0` of the kernels the factors
-        approximate (0 for exact factors, the default).
+        :math:`\mathrm{tr}(K_m) - \|L_m\|_F^2 \ge 0` (default 0: exact factors).
     factor_map : optional
-        An object whose ``transform(X_new)`` gives the factor rows of new
-        points, (R, n_new) (a :class:`mklkit.kernels.factorize.FactorMap`
-        for banks built by :func:`~mklkit.kernels.factorize.build_factor_bank`).
+        Its ``transform(X_new)`` gives the factor rows of new points (R, n_new).
     """
 
     representation = "factor"
@@ -152,7 +103,6 @@ class FactorBank(GramBank):
         if not np.all(np.isfinite(err) & (err >= 0.0)):
             raise ValueError(f"trace_error must be finite and >= 0; got {err.tolist()}")
         self.trace_error = err
-        #: the arrays the jitted passes read: ``(D, data, indices, indptr)``
         if self.sparse:
             self._store = (_NO_MATRIX, LT.data, LT.indices, LT.indptr)
         else:
@@ -161,17 +111,13 @@ class FactorBank(GramBank):
         self._par = work >= PARALLEL_WORK
         self._all = np.arange(M, dtype=np.int64)
         self._row_block = np.repeat(self._all, np.diff(starts))
-        #: what maps new points to their factor rows (:meth:`transform`), if any
         self.factor_map = factor_map
 
     @classmethod
     def from_blocks(
         cls, blocks: Sequence[Any], *, trace_error: Sequence[float] | None = None, factor_map: Any = None
     ) -> "FactorBank":
-        r"""A bank from the factors :math:`L_m` themselves, each (N, r_m), dense or sparse.
-
-        Sparse blocks make a sparse bank when all of them are sparse.
-        """
+        r"""A bank from the factors :math:`L_m` themselves, each (N, r_m); sparse when all are sparse."""
         if not blocks:
             raise ValueError("a factor bank needs at least one kernel")
         starts = np.concatenate([[0], np.cumsum([b.shape[1] for b in blocks])]).astype(np.int64)
@@ -181,22 +127,16 @@ class FactorBank(GramBank):
             LT = np.vstack([np.asarray(b.toarray() if sp.issparse(b) else b, dtype=np.float64).T for b in blocks])
         return cls(LT, starts, trace_error=trace_error, factor_map=factor_map)
 
-    #: A bank from given factors (N, R) side by side, checked and normalised; its ``factor_map``
-    #: normalises raw rows of new points the same way (:mod:`mklkit.kernels.precomputed_factors`).
+    #: A bank from given factors (N, R) side by side (:func:`~mklkit.kernels.given_factors.bank_from_factors`).
     from_factors = classmethod(bank_from_factors)
 
     def __repr__(self) -> str:
         kind = "sparse" if self.sparse else "dense"
         return f"FactorBank(n_kernels={self.shape[0]}, n_samples={self.shape[1]}, total_rank={self.total_rank}, {kind})"
 
-    # -- what the factors cost ------------------------------------------------
     def approximation(self) -> dict[str, Any]:
-        """What the factors leave out of the kernels they stand for (JSON-able).
-
-        ``{"total_rank": R, "ranks": [r_m], "relative_trace_error":``
-        :attr:`overall_trace_error` ``, "kernel_relative_trace_error":``
-        :attr:`relative_trace_error` ``}``; all 0 for exact factors.
-        """
+        """What the factors leave out (JSON-able): ``total_rank``, ``ranks``, ``relative_trace_error`` and
+        ``kernel_relative_trace_error``."""
         return {
             "total_rank": int(self.total_rank),
             "ranks": [int(r) for r in self.ranks],
@@ -204,7 +144,6 @@ class FactorBank(GramBank):
             "kernel_relative_trace_error": [float(e) for e in self.relative_trace_error],
         }
 
-    # -- shape ----------------------------------------------------------------
     @property
     def ranks(self) -> np.ndarray:
         """:math:`r_m` for every kernel, (M,)."""
@@ -238,16 +177,14 @@ class FactorBank(GramBank):
         return self.LT[self.starts[m] : self.starts[m + 1]]
 
     def subset(self, keep: np.ndarray) -> "FactorBank":
-        """The bank of the kernels ``keep`` only (their factor rows copied, their residual traces
-        kept; no factor map: a bank to solve on, not to predict with)."""
+        """The bank of the kernels ``keep`` only (no factor map: to solve on, not to predict with)."""
         rows = np.concatenate([np.arange(self.starts[m], self.starts[m + 1]) for m in keep])
         starts = np.concatenate([[0], np.cumsum(np.diff(self.starts)[keep])])
         return FactorBank(self.LT[rows], starts, trace_error=self.trace_error[keep])
 
     def sample_columns(self, samples: np.ndarray) -> Any:
-        """The columns of ``LT`` of the points ``samples`` (int indices), (R, len(samples)), a new
-        array (dense: gathered row by row in parallel; numpy's column indexing of a C-ordered
-        array takes ten times as long: 1.4 s against 0.1 s for w8a's 1,800 x 31,839)."""
+        """The columns of ``LT`` of the points ``samples``, (R, len(samples)), a new array (dense: gathered
+        in parallel, ten times faster than numpy's column indexing on w8a)."""
         idx = np.ascontiguousarray(samples, dtype=np.int64)
         if self.sparse:
             return self.LT[:, idx]
@@ -268,7 +205,6 @@ class FactorBank(GramBank):
             out[m] = B.T @ B
         return out
 
-    # -- the coordinates of the group lasso -------------------------------------
     def project(self, v: np.ndarray) -> np.ndarray:
         r""":math:`L^\top v` (R,): all :math:`L_m^\top v` stacked."""
         return np.asarray(self.LT @ _vec(v), dtype=np.float64).ravel()
@@ -278,17 +214,14 @@ class FactorBank(GramBank):
         return np.asarray(self.LT.T @ _vec(beta), dtype=np.float64).ravel()
 
     def coefficients(self, alpha: np.ndarray) -> np.ndarray:
-        r"""The stacked coordinates :math:`\beta_m = L_m^\top\alpha_m` (R,) of dual
-        coefficients ``alpha`` (M, N): :math:`K_m\alpha_m = L_m\beta_m`, so a prediction
-        :math:`\sum_m K_m(x, X)\alpha_m + b` is :math:`\sum_m L_{m}(x)\beta_m + b`."""
+        r"""The stacked coordinates :math:`\beta_m = L_m^\top\alpha_m` (R,) of ``alpha`` (M, N)."""
         alpha = _vec(alpha)
         if alpha.shape != self.shape[:2]:
             raise ValueError(f"alpha must have shape {self.shape[:2]}; got {alpha.shape}")
         return kfactor.row_dots(*self._store, self.starts, alpha)
 
     def combinations(self, c: np.ndarray) -> np.ndarray:
-        r"""The transpose of :meth:`coefficients`: :math:`L_m c_m` for every kernel, (M, N), of
-        stacked block coordinates ``c`` (R,)."""
+        r""":math:`L_m c_m` for every kernel, (M, N): the transpose of :meth:`coefficients`."""
         c = np.ascontiguousarray(c, dtype=np.float64)
         if c.shape != (self.total_rank,):
             raise ValueError(f"c must have shape ({self.total_rank},); got {c.shape}")
@@ -297,132 +230,85 @@ class FactorBank(GramBank):
         return out
 
     def solver_arrays(self) -> Any:
-        """The arrays block solvers read (spectral norms, small blocks' Gram matrices and their
-        eigendecompositions, a sparse bank's entries by sample): a
-        :class:`~mklkit.kernels.factor_arrays.FactorArrays`, computed on the first call and
-        kept while the bank lives."""
+        """The :class:`~mklkit.kernels.factor_arrays.FactorArrays` block solvers read (kept with the bank)."""
         return factor_arrays(self)
 
     def alpha_from_beta(self, beta: np.ndarray) -> np.ndarray:
-        r"""The inverse of :meth:`coefficients`: minimum-norm coefficients :math:`\alpha` (M, N)
-        with :math:`L_m^\top\alpha_m = \beta_m`
-        (:func:`~mklkit.kernels.factor_arrays.alpha_from_beta`)."""
+        r"""Minimum-norm :math:`\alpha` (M, N) with :math:`L_m^\top\alpha_m = \beta_m`: the inverse of
+        :meth:`coefficients`."""
         return alpha_from_beta(self, beta)
 
     def transform(self, X_new: Any) -> Any:
-        r"""The factor rows :math:`L_{m}(X_{new})^\top` of new points, stacked like ``LT``:
-        (R, n_new), dense or CSR like ``LT``; :math:`K_m(X_{new}, X) \approx
-        L_m(X_{new}) L_m^\top`."""
+        r"""The factor rows :math:`L_{m}(X_{new})^\top` of new points stacked like ``LT``, (R, n_new)."""
         if self.factor_map is None:
             raise ValueError(_NO_MAP)
         return self.factor_map.transform(X_new)
 
     def decision_function(self, X_new: Any, alpha: np.ndarray, bias: float = 0.0) -> np.ndarray:
-        r"""Predictions :math:`\sum_m L_m(X_{new})\beta_m + b`, :math:`\beta_m = L_m^\top\alpha_m`:
-        the :math:`\sum_m K_m(X_{new}, X)\alpha_m + b` of the factored kernels, with no
-        :math:`n_{new} \times N` matrix (``alpha``, ``bias``: e.g. a solve result's)."""
+        r"""Predictions :math:`\sum_m L_m(X_{new})\beta_m + b`, :math:`\beta_m = L_m^\top\alpha_m`."""
         beta = self.coefficients(alpha)
         return np.asarray(self.transform(X_new).T @ beta, dtype=np.float64).ravel() + float(bias)
 
     def predictor(self, alpha: np.ndarray, bias: Any = 0.0, kernels: Sequence[int] | None = None) -> "FactorPredictor":
-        r"""What predictions of solutions on new points need, without the training factors.
-
-        Parameters
-        ----------
-        alpha : ndarray (M, N) or (T, M, N)
-            Dual coefficients of one solution or of ``T`` (e.g. the binary problems of a
-            one-vs-rest fit).
-        bias : float or ndarray (T,)
-        kernels : sequence of int, optional
-            The kernels to keep (those with a non-zero block); ``None``: the kernels with
-            a non-zero :math:`\beta_m = L_m^\top\alpha_m` in some solution.
-
-        Returns
-        -------
-        FactorPredictor
-            Its ``decision_function(X_new)`` is this bank's, (n_new, T), to round-off.
-        """
+        r"""What predictions of the solutions ``alpha`` (M, N) or (T, M, N) and ``bias`` on new points
+        need, without the training factors; ``kernels``: those to keep (default: those with a
+        non-zero :math:`\beta_m` in some solution)."""
         return fold_predictor(self, alpha, bias, kernels)
 
     def _segment_sums(self, x: np.ndarray) -> np.ndarray:
         """Sums of ``x`` (R,) over the rows of each block, (M,)."""
         return np.bincount(self._row_block, weights=x, minlength=self.shape[0])
 
-    # -- GramBank ----------------------------------------------------------------
-    def as_array(self) -> np.ndarray:
-        raise BankAccessError(self._no_array_message())
-
-    def _run(
-        self,
-        kern: np.ndarray,
-        V: np.ndarray,
-        vsel: np.ndarray,
-        W: np.ndarray | None = None,
-        out: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """One pass of :func:`mklkit._jit.factor.block_products` over the kernels ``kern``
-        (vector ``V[vsel[p]]`` for task ``p``; ``W``: one second vector for all)."""
+    def _run(self, kern: Any, V: np.ndarray, vsel: Any = None, W: Any = None, out: Any = None) -> Any:
+        """One pass of :func:`mklkit._jit.factor.block_products` over ``kern``: vector ``V[vsel[p]]`` for task
+        ``p`` (``vsel=None``: ``V[0]`` for all), one second vector ``W`` for all."""
         kern = np.ascontiguousarray(kern, dtype=np.int64)
         P = kern.size
         zeros = np.zeros(P, dtype=np.int64)
+        vsel = zeros if vsel is None else np.ascontiguousarray(vsel, dtype=np.int64)
+        W2 = V[:1] if W is None else W
+        target = np.empty((P, 0)) if out is None else out
         fn = kfactor.block_products if self._par else kfactor.block_products_serial
-        return fn(
-            *self._store,
-            self.starts,
-            kern,
-            V,
-            np.ascontiguousarray(vsel, dtype=np.int64),
-            V[:1] if W is None else W,
-            zeros,
-            W is not None,
-            np.empty((P, 0)) if out is None else out,
-            out is not None,
-        )
+        return fn(*self._store, self.starts, kern, V, vsel, W2, zeros, W is not None, target, out is not None)
 
     def weighted_trace(self, w: np.ndarray) -> np.ndarray:
-        r""":math:`\sum_i w_i (L_mL_m^\top)_{ii}` per kernel: the trace on rows repeated by
-        integer weights ``w`` (N,) (sample weights, ``C="auto"``)."""
-        w = np.asarray(w, dtype=np.float64)
-        if self.sparse:  # (no copy of the factors: an (R, N) temporary is the size of the bank)
-            rows = np.repeat(np.arange(self.total_rank), np.diff(self.LT.indptr))
-            sq = np.bincount(rows, weights=self.LT.data * self.LT.data * w[self.LT.indices], minlength=self.total_rank)
-        else:
-            sq = np.einsum("rn,rn,n->r", self.LT, self.LT, w)
-        return self._segment_sums(sq)
+        r""":math:`\sum_i w_i (L_mL_m^\top)_{ii}` per kernel."""
+        return self._row_squares(np.asarray(w, dtype=np.float64))
 
     def trace(self) -> np.ndarray:
+        return self._row_squares(None)
+
+    def _row_squares(self, w: np.ndarray | None) -> np.ndarray:
+        """The (weighted) squared norms of the rows of ``LT`` summed per kernel."""
         if self.sparse:
             rows = np.repeat(np.arange(self.total_rank), np.diff(self.LT.indptr))
-            sq = np.bincount(rows, weights=self.LT.data * self.LT.data, minlength=self.total_rank)
+            values = self.LT.data * self.LT.data if w is None else self.LT.data * self.LT.data * w[self.LT.indices]
+            sq = np.bincount(rows, weights=values, minlength=self.total_rank)
         else:
-            sq = np.einsum("rn,rn->r", self.LT, self.LT)
+            sq = np.einsum("rn,rn->r", self.LT, self.LT) if w is None else np.einsum("rn,rn,n->r", self.LT, self.LT, w)
         return self._segment_sums(sq)
 
     def matvecs(self, v: np.ndarray) -> np.ndarray:
-        M, N, _ = self.shape
-        out = np.empty((M, N))
-        self._run(self._all, _vec(v)[None, :], np.zeros(M, dtype=np.int64), out=out)
-        return out
+        return self.matvecs_subset(v, self._all)
 
     def matvecs_and_norms(self, v: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         M, N, _ = self.shape
         out = np.empty((M, N))
-        _, sq = self._run(self._all, _vec(v)[None, :], np.zeros(M, dtype=np.int64), W=_vec(w)[None, :], out=out)
+        _, sq = self._run(self._all, _vec(v)[None, :], W=_vec(w)[None, :], out=out)
         return out, np.sqrt(np.maximum(sq, 0.0))
 
     def direction_forms(self, d: np.ndarray, KR: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         M, N, _ = self.shape
         d = _vec(d)
         KD = np.empty((M, N))
-        dKd, _ = self._run(self._all, d[None, :], np.zeros(M, dtype=np.int64), out=KD)
+        dKd, _ = self._run(self._all, d[None, :], out=KD)
         return KD, _vec(KR) @ d, np.maximum(dKd, 0.0)
 
     def accumulate_hessian(
         self, H: np.ndarray, idx: np.ndarray, s: np.ndarray, KR: np.ndarray, t: np.ndarray, block: int
     ) -> None:
-        r""":math:`H \mathrel{+}= A^\top \mathrm{diag}(c) A` (BLAS ``syrk``), with :math:`A`
-        the rows of the factors :math:`L_{m_p}^\top` (weight :math:`s_p`) and the
-        vectors :math:`r_p` (weight :math:`t_p`); ``block`` is not used."""
+        r""":math:`H \mathrel{+}= A^\top \mathrm{diag}(c) A`, :math:`A` the rows of :math:`L_{m_p}^\top` (weight
+        :math:`s_p`) and :math:`r_p` (weight :math:`t_p`); ``block`` is not used."""
         idx = np.asarray(idx, dtype=np.int64)
         s, t, KR = np.asarray(s, dtype=np.float64), np.asarray(t, dtype=np.float64), _vec(KR)
         rows, coef = [], []
@@ -460,9 +346,7 @@ class FactorBank(GramBank):
         return out
 
     def dual_block_norms(self, rho: np.ndarray) -> np.ndarray:
-        M = self.shape[0]
-        sq, _ = self._run(self._all, _vec(rho)[None, :], np.zeros(M, dtype=np.int64))
-        return np.sqrt(np.maximum(sq, 0.0))
+        return self.dual_block_norms_subset(rho, self._all)
 
     def combine(self, alpha: np.ndarray, idx: np.ndarray) -> np.ndarray:
         idx = np.asarray(idx, dtype=np.int64)
@@ -473,13 +357,12 @@ class FactorBank(GramBank):
         self._run(idx, alpha, idx, out=out)
         return out.sum(axis=0)
 
-    # -- passes the proximal-gradient engine needs (all O(N R) or less per call) ----
     def matvecs_subset(self, v: np.ndarray, idx: np.ndarray) -> np.ndarray:
         r""":math:`K_m v` for the kernels ``idx`` (P,), (P, N), in one pass over their factors."""
         idx = np.asarray(idx, dtype=np.int64)
         out = np.empty((idx.size, self.shape[1]))
         if idx.size:
-            self._run(idx, _vec(v)[None, :], np.zeros(idx.size, dtype=np.int64), out=out)
+            self._run(idx, _vec(v)[None, :], out=out)
         return out
 
     def dual_block_norms_subset(self, rho: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -487,7 +370,7 @@ class FactorBank(GramBank):
         idx = np.asarray(idx, dtype=np.int64)
         if idx.size == 0:
             return np.zeros(0)
-        sq, _ = self._run(idx, _vec(rho)[None, :], np.zeros(idx.size, dtype=np.int64))
+        sq, _ = self._run(idx, _vec(rho)[None, :])
         return np.sqrt(np.maximum(sq, 0.0))
 
     def sum_matvec(self, x: np.ndarray) -> np.ndarray:
@@ -495,11 +378,7 @@ class FactorBank(GramBank):
         return self.expand(self.project(x))
 
     def frobenius_norms(self) -> np.ndarray:
-        r""":math:`\|K_m\|_F = \|L_m^\top L_m\|_F \ge \lambda_{\max}(K_m)` for every kernel, (M,).
-
-        From the :math:`r_m \times r_m` Gram matrices of the factors,
-        :math:`O(N\sum_m r_m^2)` in all.
-        """
+        r""":math:`\|K_m\|_F = \|L_m^\top L_m\|_F \ge \lambda_{\max}(K_m)` for every kernel, (M,)."""
         out = np.zeros(self.shape[0])
         for m in range(self.shape[0]):
             B = self.block(m)

@@ -1,13 +1,7 @@
-r"""The arrays of a :class:`~mklkit.kernels.factor.FactorBank` that block solvers read.
+r"""The arrays of a :class:`~mklkit.kernels.factor.FactorBank` that block solvers read, computed once per bank.
 
-Computed once per bank and kept while the bank lives
-(:meth:`FactorBank.solver_arrays <mklkit.kernels.factor.FactorBank.solver_arrays>`):
-the spectral norms :math:`\|L_m\|_2^2` of the blocks, the Gram matrices
-:math:`L_m^\top L_m` of the small ones with their eigendecompositions, and
-for a sparse bank each block's entries sample by sample.  From them,
-:func:`alpha_from_beta` maps the stacked coordinates
-:math:`\beta_m = L_m^\top\alpha_m` back to minimum-norm coefficients
-(:meth:`FactorBank.alpha_from_beta <mklkit.kernels.factor.FactorBank.alpha_from_beta>`).
+Spectral norms :math:`\|L_m\|_2^2`, the Gram matrices :math:`L_m^\top L_m` of the small blocks with
+their eigendecompositions, a sparse bank's entries sample by sample, and :func:`alpha_from_beta`.
 """
 
 from __future__ import annotations
@@ -22,23 +16,9 @@ import scipy.sparse.linalg as spla
 if TYPE_CHECKING:
     from .factor import FactorBank
 
-__all__ = [
-    "FactorArrays",
-    "factor_arrays",
-    "alpha_from_beta",
-    "segment_norms",
-    "hessian_flops",
-    "GRAM_MAX_RANK",
-    "GRAM_MAX_BYTES",
-]
-
-#: Blocks of at most this rank get their spectral norm and the map back to
-#: alpha from the r_m x r_m Gram matrix (N r^2 flops to form, r^3 to decompose), while
-#: all those Gram matrices together fit :data:`GRAM_MAX_BYTES` (the smallest blocks
-#: first); larger ones from sparse iterative solvers (svds, LSQR), which on the
-#: ill-conditioned blocks of narrow Gaussian kernels cost far more: at 512, a refined
-#: make_classification bank (15,000 points, 4 blocks of rank 736 then 1,154) took 153 s
-#: in its two solves, at 2,048 82 s, with the same iterations and gaps.
+#: Blocks of at most this rank get their spectral norm and the map back to alpha from the r_m x r_m
+#: Gram matrix while all of those fit :data:`GRAM_MAX_BYTES` (smallest first); larger ones from svds
+#: and LSQR (at 512 a refined 15,000-point bank took 153 s, at 2,048 82 s; ``docs/engines.md``).
 GRAM_MAX_RANK = 2048
 #: Bytes of all the blocks' Gram matrices (and as much again for their eigenvectors).
 GRAM_MAX_BYTES = 256 * 2**20
@@ -52,16 +32,12 @@ def _jit():
 
 
 class FactorArrays:
-    """Arrays of a :class:`FactorBank` for the jitted loops, computed once per bank
-    (:func:`factor_arrays`).
+    """Arrays of a :class:`FactorBank` for the jitted loops (:func:`factor_arrays`).
 
-    ``lip[m]`` is :math:`\\|L_m\\|_2^2`; ``grams`` holds the Gram matrices
-    :math:`L_m^\\top L_m` of the blocks of rank at most :data:`GRAM_MAX_RANK`
-    (block ``m`` at ``goff[m]``, -1 for the others); for a sparse bank,
-    ``supp_ptr``/``supp_idx`` list the samples each block touches and
-    ``tptr``/``tcol``/``tval`` hold each block's entries sample by sample (its
-    factor :math:`L_m` in CSR form, restricted to those samples).  :attr:`record` holds
-    them all as the :class:`~mklkit._jit.records.Bank` that the jitted loops take.
+    ``lip[m]`` is :math:`\\|L_m\\|_2^2`; ``grams`` the Gram matrices :math:`L_m^\\top L_m` of the small
+    blocks (block ``m`` at ``goff[m]``, else -1); for a sparse bank ``supp_ptr``/``supp_idx`` list the
+    samples each block touches and ``tptr``/``tcol``/``tval`` its entries sample by sample;
+    :attr:`record` is all of them as a :class:`~mklkit._jit.records.Bank`.
     """
 
     def __init__(self, bank: FactorBank) -> None:
@@ -115,8 +91,7 @@ class FactorArrays:
                 B = self.LT[self.starts[m] : self.starts[m + 1]]
                 G[:, :] = B @ B.T
                 G[:, :] = 0.5 * (G + G.T)
-        # eigendecompositions of the small Gram matrices, a batch per rank (spectral norms,
-        # alpha_from_beta)
+        # eigendecompositions of the small Gram matrices, a batch per rank
         self.eig: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for r in np.unique(ranks[small]):
             ms = small[ranks[small] == r]
@@ -128,22 +103,8 @@ class FactorArrays:
     def _bank_record(self, lip: np.ndarray) -> Any:
         # the record's type is fixed: a dense factor that is not C-contiguous float64 is copied
         LT = np.ascontiguousarray(self.LT, dtype=np.float64)
-        return _jit().Bank(
-            self.starts,
-            lip,
-            LT,
-            self.indptr,
-            self.indices,
-            self.data,
-            self.supp_ptr,
-            self.supp_idx,
-            self.tptr,
-            self.tcol,
-            self.tval,
-            self.grams,
-            self.goff,
-            self.sparse,
-        )
+        arrays = (self.indptr, self.indices, self.data, self.supp_ptr, self.supp_idx, self.tptr, self.tcol, self.tval)
+        return _jit().Bank(self.starts, lip, LT, *arrays, self.grams, self.goff, self.sparse)
 
     @property
     def record(self) -> Any:
@@ -174,8 +135,7 @@ _ARRAYS: "weakref.WeakKeyDictionary[FactorBank, FactorArrays]" = weakref.WeakKey
 
 
 def factor_arrays(bank: FactorBank) -> FactorArrays:
-    """The :class:`FactorArrays` of ``bank``, computed on the first call and kept while the
-    bank lives."""
+    """The :class:`FactorArrays` of ``bank``, computed on the first call and kept while the bank lives."""
     f = _ARRAYS.get(bank)
     if f is None:
         f = _ARRAYS[bank] = FactorArrays(bank)
@@ -183,9 +143,7 @@ def factor_arrays(bank: FactorBank) -> FactorArrays:
 
 
 def hessian_flops(LA: Any, cols: np.ndarray | None = None) -> float:
-    r"""Cost of :math:`L_A\,\mathrm{diag}(h)L_A^\top` over the samples ``cols`` (all: None):
-    :math:`r_A^2|\text{cols}|` for dense rows, the sum over the samples of the squared
-    number of their entries for sparse ones."""
+    r"""Flops of :math:`L_A\,\mathrm{diag}(h)L_A^\top` over the samples ``cols`` (``None``: all)."""
     if sp.issparse(LA):
         per = np.bincount(LA.indices, minlength=LA.shape[1]).astype(np.float64)
         return float(np.sum(per * per if cols is None else per[cols] ** 2))
@@ -194,28 +152,19 @@ def hessian_flops(LA: Any, cols: np.ndarray | None = None) -> float:
 
 
 def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
-    r"""Coefficients :math:`\alpha` (M, N) with :math:`L_m^\top\alpha_m = \beta_m`, of minimum norm.
+    r"""Minimum-norm :math:`\alpha` (M, N) with :math:`L_m^\top\alpha_m = \beta_m`.
 
-    :math:`\alpha_m = L_m(L_m^\top L_m)^+\beta_m` through the eigendecomposition
-    of the :math:`r_m\times r_m` Gram matrix (eigenvalues below
-    :math:`10^{-12}\lambda_{\max}r_m` dropped), or LSQR on
-    :math:`L_m^\top\alpha_m = \beta_m` for ranks above :data:`GRAM_MAX_RANK`.
-    Then :math:`K_m\alpha_m = L_m\beta_m` and :math:`\|\alpha_m\|_{K_m} = \|\beta_m\|`
-    whenever :math:`\beta_m` lies in the row space of :math:`L_m^\top` (it
-    does for every iterate of the engine).
-
-    A bank that solves :math:`L_m^\top\alpha_m = \beta_m` itself
-    (``bank.solve_coefficients(m, beta_m)``, e.g. the triangular solve of
-    :class:`~mklkit.kernels.factorize.dense.ExactFactorBank`) is asked instead:
-    any solution gives the same :math:`K_m\alpha_m` and block norm.  LSQR on
-    an ill-conditioned factor of rank 2,850 ran 9,600 iterations (50 s).
+    :math:`\alpha_m = L_m(L_m^\top L_m)^+\beta_m` by the eigendecomposition of the small Gram matrix
+    (eigenvalues below :math:`10^{-12}\lambda_{\max}r_m` dropped), else LSQR; a bank with its own
+    ``solve_coefficients(m, beta_m)`` (:class:`~mklkit.kernels.factorize.dense.ExactFactorBank`) is
+    asked instead (LSQR on an ill-conditioned factor of rank 2,850 took 50 s).
     """
     M, N, _ = bank.shape
     f = factor_arrays(bank)
     own = getattr(bank, "solve_coefficients", None)
     coef = np.zeros(f.starts[-1])  # (L_m^T L_m)^+ beta_m of the small blocks
     small: list[int] = []
-    other: dict[int, np.ndarray] = {}  # the others' alpha_m, solved one by one
+    other: dict[int, np.ndarray] = {}
     for m in range(M):
         s, e = int(bank.starts[m]), int(bank.starts[m + 1])
         bm = beta[s:e]
@@ -231,7 +180,6 @@ def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
         else:
             op = spla.aslinearoperator(bank.block(m))
             other[m] = spla.lsqr(op, bm, atol=1e-14, btol=1e-14, iter_lim=10 * (e - s))[0]
-    # alpha_m = L_m coef_m for the small blocks in one pass (the others' coef_m are 0)
     alpha = bank.combinations(coef) if small else np.zeros((M, N))
     for m, a in other.items():
         alpha[m] = a

@@ -1,18 +1,10 @@
-r"""Predictions of solutions on a factor bank without its training factors: :class:`FactorPredictor`.
-
-:meth:`FactorBank.predictor <mklkit.kernels.factor.FactorBank.predictor>`
-folds the bases of the kernels a solution uses into its coefficients
-(:meth:`~mklkit.kernels.factorize.FactorMap.fold`) and keeps only those,
-with the pivots or landmarks that map new points.
-"""
+"""Predictions of solutions on a factor bank without its training factors: :class:`FactorPredictor`."""
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 import numpy as np
-
-__all__ = ["FactorPredictor"]
 
 _NO_MAP = (
     "this FactorBank has no map to new points (factor_map is None: it was made as "
@@ -46,39 +38,16 @@ def fold_predictor(
 
 
 class FactorPredictor:
-    r"""Predictions of fitted solutions on a factor bank, without its training factors.
+    r"""Predictions :math:`f_t(x) = \sum_m L_m(x)\beta_{m,t} + b_t` of fitted solutions on a factor bank.
 
-    Holds, for the kernels ``kernels`` only, what maps new points to their
-    part of :math:`f_t(x) = \sum_m L_m(x)\beta_{m,t} + b_t`: the pivots or
-    landmarks with one folded coefficient vector per solution (the training
-    factors :math:`L_m`, (N, r_m) each, are not kept); see
-    :meth:`FactorBank.predictor <mklkit.kernels.factor.FactorBank.predictor>` and
-    :class:`~mklkit.kernels.factorize.FoldedFactorMap`.  A fitted estimator
-    on a factor bank keeps one as ``bank_``.
-
-    Attributes
-    ----------
-    kernels : ndarray of int
-        The bank's kernels it holds.
-    bias : ndarray (T,)
-    n_samples : int
-        N, the training points of the bank.
-    trace_error : ndarray (n_held,)
-        The held kernels' residual traces (as
-        :attr:`FactorBank.trace_error <mklkit.kernels.factor.FactorBank.trace_error>`).
+    Holds, for the bank's kernels ``kernels`` only, the pivots or landmarks with one folded
+    coefficient vector per solution, the ``bias`` (T,), N (``n_samples``) and the held kernels'
+    ``trace_error``; a fitted estimator on a factor bank keeps one as ``bank_``.
     """
 
     representation = "factor"
 
-    def __init__(
-        self,
-        folded: Any,
-        bias: np.ndarray,
-        kernels: np.ndarray,
-        n_samples: int,
-        trace: np.ndarray,
-        trace_error: np.ndarray,
-    ) -> None:
+    def __init__(self, folded: Any, bias: Any, kernels: Any, n_samples: int, trace: Any, trace_error: Any) -> None:
         self.folded = folded
         self.bias = np.asarray(bias, dtype=np.float64)
         self.kernels = np.asarray(kernels, dtype=np.int64)
@@ -100,11 +69,9 @@ class FactorPredictor:
         return int(self.folded.nbytes + self.bias.nbytes + self._trace.nbytes + self.trace_error.nbytes)
 
     def trace(self) -> np.ndarray:
-        r""":math:`\|L_m\|_F^2` of the held kernels (as
-        :meth:`FactorBank.trace <mklkit.kernels.factor.FactorBank.trace>`)."""
+        r""":math:`\|L_m\|_F^2` of the held kernels."""
         return self._trace.copy()
 
     def decision_function(self, X_new: Any) -> np.ndarray:
-        r""":math:`\sum_m L_m(X_{new})\beta_{m,t} + b_t`, (n_new, T): the solutions'
-        :math:`\sum_m K_m(X_{new}, X)\alpha_{m,t} + b_t` on the factored kernels."""
+        r""":math:`\sum_m L_m(X_{new})\beta_{m,t} + b_t`, (n_new, T)."""
         return self.folded.decision_parts(X_new) + self.bias[None, :]

@@ -1,9 +1,4 @@
-"""The ``features`` of a bank entry: the column groups its kernels are applied to, with their labels.
-
-``"all"``, ``"each"``, a list of columns (indices or feature names), a list
-of such lists, or ``{random_subsets: n, size: k, seed: s}``; see
-:mod:`mklkit.kernels.description`.
-"""
+"""The ``features`` of a bank entry: the column groups its kernels are applied to, with their labels."""
 
 from __future__ import annotations
 
@@ -12,7 +7,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..components.params import did_you_mean
-from .errors import BankError, _must, _unknown
+from .errors import BankError, _must, _required, _unknown
 
 _SUBSET_KEYS = ("random_subsets", "size", "seed")
 
@@ -127,35 +122,37 @@ def _feature_groups(
             return None
         return [(g, label(g)) for g in groups]  # type: ignore[misc]
     if isinstance(spec, Mapping):
-        for k in spec:
-            if k not in _SUBSET_KEYS:
-                raise _unknown(f"{key}.{k}", "key", k, list(_SUBSET_KEYS), label="allowed", head=key)
-        for k in ("random_subsets", "size"):
-            if k not in spec:
-                raise BankError(
-                    f"{key}.{k} is required for random subsets",
-                    key=f"{key}.{k}",
-                    problem="is required for random subsets",
-                    allowed="{random_subsets: n, size: k, seed: s}",
-                )
-        n = spec["random_subsets"]
-        if not _is_int(n) or n < 1:
-            raise _must(f"{key}.random_subsets", "an integer >= 1", n)
-        size = spec["size"]
-        skey = f"{key}.size"
-        if _is_int(size):
-            if size < 1 or (d is not None and size > d):
-                hi = f" and <= the number of features ({d})" if d is not None else ""
-                raise _must(skey, f"an integer >= 1{hi} or a fraction in (0, 1)", size)
-            k_size = None if d is None else int(size)
-        elif isinstance(size, float) and 0.0 < size < 1.0:
-            k_size = None if d is None else max(1, int(round(size * d)))
-        else:
-            raise _must(skey, "an integer >= 1 or a fraction in (0, 1)", size)
-        seed = _seed(spec["seed"], f"{key}.seed") if "seed" in spec else default_seed
-        if d is None or k_size is None:
-            return None
-        rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[0])
-        groups = [tuple(int(c) for c in np.sort(rng.choice(d, size=k_size, replace=False))) for _ in range(int(n))]
-        return [(g, label(g)) for g in groups]
+        groups = _random_subsets(spec, key, d, default_seed)
+        return None if groups is None else [(g, label(g)) for g in groups]
     raise _must(key, "'all', 'each', a list of columns or {random_subsets: n, size: k, seed: s}", spec)
+
+
+def _random_subsets(spec: Mapping, key: str, d: int | None, default_seed: int) -> list[tuple[int, ...]] | None:
+    """The groups of ``{random_subsets: n, size: k, seed: s}``, or ``None`` when ``d`` is unknown."""
+    for k in spec:
+        if k not in _SUBSET_KEYS:
+            raise _unknown(f"{key}.{k}", "key", k, list(_SUBSET_KEYS), label="allowed", head=key)
+    for k in ("random_subsets", "size"):
+        if k not in spec:
+            raise _required(
+                f"{key}.{k}", "is required for random subsets", "{random_subsets: n, size: k, seed: s}", False
+            )
+    n = spec["random_subsets"]
+    if not _is_int(n) or n < 1:
+        raise _must(f"{key}.random_subsets", "an integer >= 1", n)
+    size = spec["size"]
+    skey = f"{key}.size"
+    if _is_int(size):
+        if size < 1 or (d is not None and size > d):
+            hi = f" and <= the number of features ({d})" if d is not None else ""
+            raise _must(skey, f"an integer >= 1{hi} or a fraction in (0, 1)", size)
+        k_size = None if d is None else int(size)
+    elif isinstance(size, float) and 0.0 < size < 1.0:
+        k_size = None if d is None else max(1, int(round(size * d)))
+    else:
+        raise _must(skey, "an integer >= 1 or a fraction in (0, 1)", size)
+    seed = _seed(spec["seed"], f"{key}.seed") if "seed" in spec else default_seed
+    if d is None or k_size is None:
+        return None
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[0])
+    return [tuple(int(c) for c in np.sort(rng.choice(d, size=k_size, replace=False))) for _ in range(int(n))]

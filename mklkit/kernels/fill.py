@@ -1,11 +1,4 @@
-"""The Gram matrices of a bank's kernels computed into an array, with progress reports.
-
-:func:`_fill` computes ``k_m(A, B)`` for every kernel of a description
-(consecutive kernels on the same columns share their squared distances or
-inner products), :func:`_dense_columns` the dense columns it reads, and
-:class:`_ProgressReporter` reports how far it is; used by
-:class:`~mklkit.kernels.build.KernelBank`.
-"""
+"""The Gram matrices of a bank's kernels computed into an array, with progress reports."""
 
 from __future__ import annotations
 
@@ -21,17 +14,12 @@ from .functions import as_matrix, base_matrix
 
 
 class _ProgressReporter:
-    """Reports the progress of a build to a callback ``progress(event)``; library code never prints.
+    """Reports ``{"what", "done", "total", "elapsed_s"}`` to ``callback`` at most every 0.1 s and once at the end."""
 
-    ``event``: ``{"what": label, "done": m, "total": M, "elapsed_s": seconds}``,
-    at most every 0.1 s and once at the end.  The command line draws a bar
-    from it (:mod:`mklkit.cli`).
-    """
-
-    def __init__(self, total: int, label: str, callback: Callable[[dict[str, Any]], Any] | None):
+    def __init__(self, total: int, label: str, progress: Any):
         self.total = total
         self.label = label
-        self.callback = callback
+        self.callback = progress if callable(progress) else None
         self._last = 0.0
         self._reported = -1
         self._t0 = time.monotonic()
@@ -47,14 +35,9 @@ class _ProgressReporter:
         self.callback({"what": self.label, "done": done, "total": self.total, "elapsed_s": now - self._t0})
 
     def close(self) -> None:
-        """Report the end, unless the last update did (the final event comes once)."""
+        """Report the end, unless the last update did."""
         if self._reported < self.total:
             self.update(self.total)
-
-
-def _progress_callback(progress: Any) -> Callable[[dict[str, Any]], Any] | None:
-    """``progress`` if it is a callable, else ``None`` (``True``/``False``/``None``: no reports)."""
-    return progress if callable(progress) else None
 
 
 def _dense_columns(X: Any, columns: np.ndarray, name: str) -> np.ndarray:
@@ -91,13 +74,12 @@ def _fill(
     local: Callable[[tuple[int, ...]], np.ndarray],
     XA: np.ndarray,
     XB: np.ndarray | None,
-    bar: _ProgressReporter,
+    label: str,
+    progress: Any,
 ) -> None:
-    """``out[m] = k_m(XA_s, XB_s)``; ``XB=None``: symmetric training kernels.
-
-    Consecutive kernels on the same columns that use the same base matrix
-    (squared distances or inner products) share one computation of it.
-    """
+    """``out[m] = k_m(XA_s, XB_s)`` (``XB=None``: symmetric training kernels); consecutive kernels on the
+    same columns share their base matrix."""
+    bar = _ProgressReporter(len(specs), label, progress)
     all_cols = None
     sub_key: tuple[int, ...] | None = None
     A = B = None

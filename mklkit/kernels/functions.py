@@ -1,30 +1,8 @@
-r"""Kernel functions: the ``kernel`` component kind.
+r"""Kernel functions, the ``kernel`` component kind: built-ins ``rbf``, ``poly`` and ``linear``.
 
-A kernel function turns two sets of points into a Gram matrix.  Built-ins:
-
-* ``rbf`` — Gaussian, :math:`k(x, z) = \exp(-\|x - z\|^2 / (2\sigma^2))` with
-  ``width`` :math:`\sigma > 0`.  This is the "bandwidth" convention of
-  SimpleMKL (Rakotomamonjy et al. 2008) and SpicyMKL (Suzuki & Tomioka 2011,
-  §6): the same :math:`\sigma` values give the same kernels as there.  In
-  scikit-learn's notation, ``gamma = 1 / (2 width**2)``.
-* ``poly`` — :math:`k(x, z) = (s\langle x, z\rangle + c)^p` with ``degree`` p,
-  ``offset`` c (default 1) and ``scale`` s (default 1).
-* ``linear`` — :math:`k(x, z) = \langle x, z\rangle`.
-
-Writing a kernel function
--------------------------
-Subclass :class:`KernelFunction`, set ``name``, ``description`` and
-``params`` (a tuple of :class:`~mklkit.components.params.Param`), and either
-
-1. set ``uses = "sqdist"`` (the kernel is a function of squared Euclidean
-   distances) or ``uses = "inner"`` (of inner products) and implement the
-   elementwise map :meth:`KernelFunction.from_base`; Gram matrices, diagonals
-   and the sharing of one distance matrix across many kernels on the same
-   features then come for free; or
-2. override :meth:`KernelFunction.gram` (and preferably
-   :meth:`KernelFunction.diag`) directly.
-
-Register the class through the plugin hook like any other component.
+A kernel function sets ``uses = "sqdist"`` or ``"inner"`` and implements the elementwise map
+:meth:`KernelFunction.from_base` (Gram matrices, diagonals and the sharing of one base matrix across
+kernels come for free), or overrides :meth:`KernelFunction.gram` (and :meth:`KernelFunction.diag`).
 """
 
 from __future__ import annotations
@@ -44,19 +22,6 @@ from .._jit.gram import (
 from ..components.base import Component
 from ..components.params import Param
 
-__all__ = [
-    "KernelFunction",
-    "RBF",
-    "Poly",
-    "Linear",
-    "BUILTIN_KERNEL_FUNCTIONS",
-    "as_matrix",
-    "base_matrix",
-    "BaseRows",
-    "squared_distances",
-    "inner_products",
-]
-
 BASES = ("sqdist", "inner")
 #: Up to this many columns, squared distances are summed term by term (no BLAS).
 _DIRECT_MAX_COLS = 12
@@ -73,16 +38,10 @@ def as_matrix(X: Any, name: str = "X") -> np.ndarray:
 
 
 def squared_distances(X: np.ndarray, Z: np.ndarray | None = None) -> np.ndarray:
-    r"""Squared Euclidean distances :math:`\|x_i - z_j\|^2`, shape (n_X, n_Z).
+    r"""Squared Euclidean distances :math:`\|x_i - z_j\|^2`, (n_X, n_Z); ``Z=None``: exactly symmetric, zero diagonal.
 
-    With ``Z=None`` the result is for ``X`` against itself: exactly symmetric,
-    zero diagonal.  Inputs with at most 12 columns are summed term by term
-    (exact per term, and faster than BLAS there); otherwise the
-    columns are centred on the mean of ``X`` (distances do not change), the
-    BLAS product :math:`X Z^\top` is combined with the squared norms (tiny
-    negative round-off clipped to 0), and the few entries that are small
-    against the norms (near-duplicate points, where that formula cancels) are
-    recomputed term by term, so identical points are at distance exactly 0.
+    Up to 12 columns summed term by term; else by BLAS on columns centred on the mean of ``X``, with the
+    entries small against the norms (near-duplicates) recomputed term by term.
     """
     X = as_matrix(X)
     Zm = None if Z is None else as_matrix(Z, "Z")
@@ -137,14 +96,8 @@ def base_matrix(kind: str, X: np.ndarray, Z: np.ndarray | None = None) -> np.nda
 
 
 class BaseRows:
-    """Rows of ``base_matrix(kind, X)`` for any subset of the points, ``X`` prepared once.
-
-    ``rows(idx)`` is ``base_matrix(kind, X[idx], X)`` (up to round-off):
-    for squared distances on more than 12 columns, the centred points and
-    their squared norms are computed once, so that each call costs one BLAS
-    product and the near-duplicate refinement of :func:`squared_distances`.
-    Used to compute kernel columns in batches (pivoted Cholesky, Nyström).
-    """
+    """``rows(idx)``: ``base_matrix(kind, X[idx], X)`` (up to round-off), with ``X`` centred and its squared
+    norms computed once (kernel columns in batches: pivoted Cholesky, Nyström)."""
 
     def __init__(self, kind: str, X: np.ndarray) -> None:
         if kind not in BASES:
@@ -188,28 +141,15 @@ def base_diagonal(kind: str, X: np.ndarray) -> np.ndarray:
 
 
 class KernelFunction(Component):
-    """Base class of kernel functions (component kind ``"kernel"``).
-
-    Class attributes
-    ----------------
-    uses : {"sqdist", "inner"} or None
-        The base matrix this kernel is an elementwise function of; ``None``
-        when the subclass overrides :meth:`gram` itself.
-    """
+    """Base class of kernel functions (component kind ``"kernel"``); ``uses``: the base matrix
+    (``"sqdist"``, ``"inner"``) it is an elementwise function of, ``None`` when it overrides :meth:`gram`."""
 
     kind: ClassVar[str] = "kernel"
     uses: ClassVar[str | None] = None
 
     def gram(self, X: np.ndarray, Z: np.ndarray | None = None) -> np.ndarray:
-        """Gram matrix :math:`k(x_i, z_j)`, float64 of shape (n_X, n_Z).
-
-        Parameters
-        ----------
-        X, Z : ndarray (n, d)
-            Dense float64 points, already restricted to this kernel's
-            features.  ``Z=None`` (or ``Z is X``) means ``X`` against itself:
-            the result is then exactly symmetric.
-        """
+        """Gram matrix :math:`k(x_i, z_j)` (n_X, n_Z) of dense float64 points restricted to this kernel's
+        features; ``Z=None`` (or ``Z is X``): ``X`` against itself, exactly symmetric."""
         if self.uses is None:
             raise NotImplementedError(
                 f"kernel function {self.name!r} must override gram() or set uses to "
@@ -221,12 +161,8 @@ class KernelFunction(Component):
         return self.from_base(base, out=base)
 
     def from_base(self, base: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """Elementwise map from the base matrix (``uses``) to kernel values.
-
-        Must accept any shape, write the result into ``out`` (which may be
-        ``base`` itself, or another array of the same shape that ``base``
-        must not be changed through) and return ``out``.
-        """
+        """Elementwise map from the base matrix (``uses``) to kernel values, of any shape, written into and
+        returning ``out`` (``base`` itself, or another array: then ``base`` must not change)."""
         raise NotImplementedError(f"kernel function {self.name!r} does not implement from_base()")
 
     def diag(self, X: np.ndarray) -> np.ndarray:
@@ -243,11 +179,8 @@ class KernelFunction(Component):
         return out
 
     def label(self) -> str:
-        """Readable label such as ``rbf(width=0.5)`` or ``poly(degree=2,offset=0)``.
-
-        Shows the first declared parameter always and the others where they
-        differ from their defaults.
-        """
+        """Label such as ``rbf(width=0.5)`` or ``poly(degree=2,offset=0)``: the first parameter, and the
+        others where they differ from their defaults."""
         shown = []
         for k, p in enumerate(self.params):
             v = self._param_values[p.name]
@@ -257,17 +190,12 @@ class KernelFunction(Component):
 
 
 def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
 class RBF(KernelFunction):
-    r"""Gaussian kernel :math:`k(x, z) = \exp(-\|x - z\|^2 / (2\sigma^2))`.
-
-    ``width`` is the bandwidth :math:`\sigma` of SimpleMKL and SpicyMKL §6
-    (scikit-learn's ``rbf`` with ``gamma = 1/(2σ²)``).  Unit diagonal.
-    """
+    r"""Gaussian kernel :math:`k(x, z) = \exp(-\|x - z\|^2 / (2\sigma^2))`, ``width`` :math:`\sigma` as in
+    SimpleMKL and SpicyMKL §6 (scikit-learn's ``gamma = 1/(2σ²)``)."""
 
     name: ClassVar[str] = "rbf"
     description: ClassVar[str] = "Gaussian kernel exp(-||x-z||^2 / (2 width^2))"

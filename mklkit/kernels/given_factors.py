@@ -1,27 +1,9 @@
 r"""Given factors: a :class:`~mklkit.kernels.factor.FactorBank` from factors :math:`L_m` the caller holds.
 
-A caller who has factors of their own (random features, their own Nyström,
-an embedding, the columns of feature groups) gives them side by side as one
-(N, R) array ``L`` with the column layout of the kernels (``starts``
-(M + 1,), or ``ranks`` (M,)): kernel ``m`` is
-:math:`K_m = L_m L_m^\top` with :math:`L_m` = ``L[:, starts[m]:starts[m+1]]``.
-
-:func:`bank_from_factors` (``FactorBank.from_factors``) checks and
-normalises them into a bank whose ``factor_map`` (:class:`GivenFactorMap`)
-normalises the factor rows of new points the same way, so that
-``bank.transform(L_new)`` and ``bank.decision_function(L_new, alpha, b)``
-take raw rows (n_new, R) as ``X_new``.  The checks of the arrays are shared
-with the ``.npz`` reader (:mod:`mklkit.kernels.precomputed_factors`).
-
-Normalisation (``normalize``) is that of the other banks:
-
-* ``"trace"``: :math:`L_m / \|L_m\|_F`, so that :math:`\mathrm{tr}(L_mL_m^\top) = 1`;
-  the test rows get the training scale;
-* ``"diagonal"``: every row of every block divided by its norm, so that
-  :math:`k_m(x, x) = 1` (training and new rows alike; a zero row of a new
-  point stays zero);
-* ``"none"``: the factors as given (the default for given factors, as for
-  given Gram matrices).
+The factors come side by side as one (N, R) array with the column layout ``starts`` (M + 1,) or
+``ranks`` (M,).  Normalisation: ``"trace"`` divides :math:`L_m` by :math:`\|L_m\|_F`, ``"diagonal"``
+each row of a block by its norm, ``"none"`` (the default) keeps them; the bank's ``factor_map``
+(:class:`GivenFactorMap`) normalises raw rows of new points the same way.
 """
 
 from __future__ import annotations
@@ -38,23 +20,14 @@ from .description import BankError, _check_normalize
 if TYPE_CHECKING:  # pragma: no cover
     from .factor import FactorBank
 
-__all__ = ["GivenFactorMap", "FoldedGivenFactorMap", "bank_from_factors"]
-
-
-# ---------------------------------------------------------------------------
-# Checks of the arrays (shared by the file and the Python entry point)
-# ---------------------------------------------------------------------------
-def _sparse_refusal(where: str, A: Any) -> BankError:
-    return BankError(
-        f"{where} must be a dense array; got a scipy.sparse {A.format} matrix of shape {A.shape}; "
-        "convert it with .toarray() (precomputed factors are held dense)"
-    )
-
 
 def _factor_matrix(L: Any, where: str, R: int | None = None) -> np.ndarray:
     """``L`` (n, R) as a finite float64 C-contiguous array; ``R``: the columns it must have."""
     if sp.issparse(L):
-        raise _sparse_refusal(where, L)
+        raise BankError(
+            f"{where} must be a dense array; got a scipy.sparse {L.format} matrix of shape {L.shape}; "
+            "convert it with .toarray() (precomputed factors are held dense)"
+        )
     A = np.asarray(L)
     if A.dtype == object:
         raise BankError(
@@ -135,36 +108,15 @@ def _names(names: Any, M: int, where: str) -> list[str]:
 
 def _block_row_norms(LT: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """:math:`\\|L_m[i]\\|_2` for every kernel ``m`` and row ``i``, (M, n), from ``LT`` (R, n)."""
-    M = starts.size - 1
-    out = np.empty((M, LT.shape[1]))
-    for m in range(M):
-        B = LT[starts[m] : starts[m + 1]]
-        out[m] = np.sqrt(np.einsum("rn,rn->n", B, B))
-    return out
+    blocks = (LT[starts[m] : starts[m + 1]] for m in range(starts.size - 1))
+    return np.array([np.sqrt(np.einsum("rn,rn->n", B, B)) for B in blocks]).reshape(starts.size - 1, LT.shape[1])
 
 
-# ---------------------------------------------------------------------------
-# The map of new points, and the bank
-# ---------------------------------------------------------------------------
 @dataclass
 class GivenFactorMap:
-    r"""The ``factor_map`` of a bank of given factors: raw factor rows of new points -> the bank's rows.
-
-    The "points" of such a bank are their factor rows: ``transform(L_new)``
-    takes ``L_new`` (n_new, R), raw like the training factors were given,
-    and returns :math:`L(X_{new})^\top` (R, n_new) normalised like the
-    training factors (:func:`bank_from_factors`).
-
-    Attributes
-    ----------
-    names : list of str
-        One per kernel.
-    starts : ndarray (M + 1,)
-    normalize : {"trace", "diagonal", "none"}
-    scale : ndarray (M,)
-        The factor each block is multiplied by (``"trace"``:
-        :math:`1/\|L_m\|_F` of the training factors; otherwise 1).
-    """
+    r"""The ``factor_map`` of a bank of given factors: raw factor rows of new points (n_new, R) -> the bank's
+    rows :math:`L(X_{new})^\top` (R, n_new); ``scale`` (M,) multiplies each block (``"trace"``:
+    :math:`1/\|L_m\|_F` of the training factors, else 1)."""
 
     names: list[str]
     starts: np.ndarray
@@ -192,23 +144,11 @@ class GivenFactorMap:
         return LT
 
     def transform(self, X_new: Any) -> np.ndarray:
-        """Factor rows of new points.
-
-        Parameters
-        ----------
-        X_new : ndarray (n_new, R)
-            Their raw factor rows, in the column layout of the training factors.
-
-        Returns
-        -------
-        ndarray (R, n_new)
-            Block ``m`` (rows ``starts[m]:starts[m+1]``) is :math:`L_m(X_{new})^\\top`.
-        """
+        """Factor rows (R, n_new) of new points given by their raw factor rows ``X_new`` (n_new, R)."""
         return self.rows(_factor_matrix(X_new, "L_new", self.n_features))
 
     def fold(self, kernels: Sequence[int], beta: np.ndarray) -> "FoldedGivenFactorMap":
-        r"""The sums :math:`\sum_m L_m(X_{new})\beta_{m,t}` over the kernels ``kernels`` for
-        the coefficients ``beta`` (T, R) (stacked like the rows of the bank)."""
+        r""":math:`\sum_m L_m(X_{new})\beta_{m,t}` over ``kernels`` for ``beta`` (T, R)."""
         beta = np.asarray(beta, dtype=np.float64)
         if beta.ndim != 2 or beta.shape[1] != self.n_features:
             raise ValueError(f"beta must have shape (T, {self.n_features}); got {beta.shape}")
@@ -238,10 +178,6 @@ class FoldedGivenFactorMap:
     weights: np.ndarray
 
     @property
-    def n_outputs(self) -> int:
-        return int(self.weights.shape[1])
-
-    @property
     def nbytes(self) -> int:
         return int(self.weights.nbytes + self.cols.nbytes + self.held.scale.nbytes)
 
@@ -266,33 +202,21 @@ def bank_from_factors(
     Parameters
     ----------
     L_train : array (N, R)
-        The factors of all kernels side by side, dense (a ``scipy.sparse``
-        matrix is refused: convert it with ``.toarray()``).
+        The factors side by side, dense (convert a ``scipy.sparse`` matrix with ``.toarray()``).
     starts : sequence of int (M + 1,), optional
-        Column offsets: kernel ``m`` is ``L_train[:, starts[m]:starts[m+1]]``;
-        ``starts[0] = 0``, non-decreasing, ``starts[-1] = R``.
+        Column offsets, non-decreasing from 0 to R: kernel ``m`` is ``L_train[:, starts[m]:starts[m+1]]``.
     ranks : sequence of int (M,), optional
-        Instead of ``starts``: the columns of each kernel, each >= 1, summing to R.
+        Instead of ``starts``: the columns of each kernel, each >= 1.
     names : sequence of str (M,), optional
         Default ``k0``, ``k1``, ...
     normalize : {"none", "trace", "diagonal"}
-        ``"trace"``: each block divided by its Frobenius norm
-        (:math:`\mathrm{tr}(L_mL_m^\top) = 1`); ``"diagonal"``: each row of
-        each block divided by its norm (:math:`k_m(x_i, x_i) = 1`); ``"none"``.
     source : str
-        How errors name the factors (a file and array, e.g. ``f.npz: L_train``).
+        How errors name the factors (e.g. ``f.npz: L_train``).
 
     Returns
     -------
     FactorBank
-        Its ``factor_map`` (:class:`GivenFactorMap`) normalises raw test
-        rows (n_test, R) the same way: ``bank.transform(L_test)``,
-        ``bank.decision_function(L_test, alpha, bias)``.
-
-    Raises
-    ------
-    BankError
-        One line naming ``source``, the array, what was found and what is allowed.
+        Its ``transform(L_test)`` and ``decision_function(L_test, alpha, bias)`` take raw rows (n_test, R).
     """
     normalize = _check_normalize(normalize)
     L = _factor_matrix(L_train, source)
@@ -305,10 +229,8 @@ def bank_from_factors(
 
 
 def _normalization(L: np.ndarray, starts: np.ndarray, names: list[str], normalize: str, source: str) -> np.ndarray:
-    """The scale of each block (M,) that ``normalize`` gives the training factors ``L`` (N, R).
-
-    Refuses a zero block (``"trace"``) and a zero row of a block (``"diagonal"``).
-    """
+    """The scale of each block (M,) that ``normalize`` gives ``L`` (N, R); refuses a zero block (``"trace"``)
+    or a zero row of a block (``"diagonal"``)."""
     LT = L.T
     M = starts.size - 1
     if normalize == "trace":

@@ -1,39 +1,20 @@
-"""The memory of a dense kernel bank, estimated and checked before anything is allocated.
-
-:func:`estimate_bytes` and :func:`estimate_peak_bytes` for the (M, N, N)
-bank of :class:`~mklkit.kernels.build.KernelBank` and its cross kernels;
-:class:`MemoryBudgetError` refuses one larger than the budget;
-:func:`format_bytes` is how every bank names a size.
-"""
+"""The memory of a dense kernel bank, estimated and checked before anything is allocated."""
 
 from __future__ import annotations
 
 from .description import DEFAULT_MEMORY_BUDGET, BankError
 
-__all__ = ["MemoryBudgetError", "estimate_bytes", "estimate_peak_bytes", "format_bytes"]
-
 
 def estimate_bytes(M: int, N: int, n_rows: int | None = None) -> int:
-    """Bytes needed to build ``M`` kernels on ``N`` training points.
-
-    ``M·n_rows·N·8`` for the bank itself (``n_rows = N`` for the training
-    bank, the number of test points for :meth:`KernelBank.cross`) plus working
-    space: two ``n_rows × N`` float64 matrices (the shared distance or
-    inner-product matrix and one temporary) and the per-kernel diagonals.
-    """
+    """Bytes needed to build ``M`` kernels on ``N`` training points: ``8·M·n_rows·N`` (``n_rows``: N, or the
+    test points of :meth:`KernelBank.cross`) plus two ``n_rows × N`` matrices and the diagonals."""
     rows = N if n_rows is None else n_rows
     return int(8 * (M * rows * N + 2 * rows * N + M * (rows + N)))
 
 
 def estimate_peak_bytes(M: int, N: int, n_test: int = 0) -> int:
-    """Peak bytes of building ``M`` kernels on ``N`` training points, then their test kernels.
-
-    The training bank (``M·N·N·8`` bytes) stays allocated while the
-    test-versus-training kernels of ``n_test`` points (``M·n_test·N·8``) are
-    computed, so the peak is the larger of :func:`estimate_bytes` of the bank and
-    the bank plus :func:`estimate_bytes` of the test kernels (each with its own
-    working space).  ``n_test = 0``: :func:`estimate_bytes` of the bank.
-    """
+    """Peak bytes of building ``M`` kernels on ``N`` training points, then the test kernels of ``n_test``
+    points while the bank is held."""
     train = estimate_bytes(M, N)
     if n_test <= 0:
         return train
@@ -41,25 +22,13 @@ def estimate_peak_bytes(M: int, N: int, n_test: int = 0) -> int:
 
 
 class MemoryBudgetError(BankError):
-    """A bank (or cross-kernel bank) larger than the memory budget, refused before allocating.
-
-    Attributes
-    ----------
-    what : str
-        ``"kernel bank"`` or ``"cross-kernel bank"``.
-    need, budget : float
-        Estimated bytes (:func:`estimate_bytes`) and the budget.
-    shape : tuple of int
-        ``(M, rows, N)`` of the refused array.
-    """
+    """A bank (``what``: ``"kernel bank"`` or ``"cross-kernel bank"``) of ``shape`` (M, rows, N) whose
+    estimated bytes ``need`` exceed ``budget``, refused before allocating."""
 
     def __init__(
         self, what: str, need: float, budget: float, shape: tuple[int, int, int], key: str = "memory_budget_bytes"
     ) -> None:
-        self.what = what
-        self.need = need
-        self.budget = budget
-        self.shape = shape
+        self.what, self.need, self.budget, self.shape = what, need, budget, shape
         super().__init__(self.describe(key), key=key)
 
     def describe(self, key: str) -> str:

@@ -1,37 +1,9 @@
-r"""The operations on a Gram bank that SpicyMKL and the duality-gap code need.
+r"""The operations on a Gram bank that SpicyMKL and the duality-gap code need (:class:`GramBank`).
 
-Every pass of the SpicyMKL engine (both methods) and of the certificate code
-in :mod:`mklkit.engines.common` over the bank :math:`K \in \mathbb{R}^{M\times N\times N}`
-is one of the operations of :class:`GramBank`.  Each is a sum or a
-concatenation over kernels, so it decomposes over any partition of the
-kernel indices :math:`m` (Suzuki & Tomioka 2011, §3.5.2: the block norms,
-and the gradient (49) and Hessian (50) sums over the active kernels):
-
-=========================  ==========================================  ======================
-operation                  result                                      size of the result
-=========================  ==========================================  ======================
-``trace()``                :math:`\mathrm{tr}\,K_m`                    M
-``matvecs(v)``             :math:`K_m v`                               M × N
-``matvecs_and_norms(v,w)`` :math:`K_m v` and :math:`\|w\|_{K_m}`       M × N, M
-``direction_forms(d, KR)`` :math:`K_m d`, :math:`d^\top K_m\rho`,
-                           :math:`d^\top K_m d`                        M × N, M, M
-``accumulate_hessian``     :math:`H \mathrel{+}= \sum_p s_pK_{m_p} + t_p r_pr_p^\top`  N × N
-``matvecs_rows(A, idx)``   :math:`K_{m_p}\alpha_p`                     P × N
-``block_norms(alpha)``     :math:`\|\alpha_m\|_{K_m}`                  M
-``dual_block_norms(rho)``  :math:`\|\rho\|_{K_m}`                      M
-``combine(alpha, idx)``    :math:`\sum_{m\in idx} K_m\alpha_m`          N
-=========================  ==========================================  ======================
-
-:class:`ArrayBank` is the in-memory bank: each operation is exactly one call
-of the jitted loop the engine called before (:mod:`mklkit._jit.blocks`,
-:mod:`mklkit._jit.spicy`), with the same choice between the parallel
-loop and its single-threaded twin.  :class:`mklkit.kernels.sharded.ShardedBank`
-keeps its kernels on Dask workers and runs each operation on every shard.
-
-A :class:`~mklkit.problem.Problem` accepts either an (M, N, N) array or a
-:class:`GramBank` as ``K``; engines that work through ``problem.bank`` (the
-``spicy`` engine) accept both, engines that read the array ``problem.K``
-get a :class:`BankAccessError` for a bank that is not one array.
+Each is a sum or a concatenation over kernels, so it decomposes over any partition of the kernels
+(Suzuki & Tomioka 2011, §3.5.2, eqs. 49–50).  :class:`ArrayBank` holds one (M, N, N) array and calls
+the jitted loops of :mod:`mklkit._jit`; engines that read the array itself get a
+:class:`BankAccessError` for other banks.
 """
 
 from __future__ import annotations
@@ -56,17 +28,12 @@ def _vec(x: Any) -> np.ndarray:
 
 
 class GramBank(abc.ABC):
-    """A bank of ``M`` symmetric positive semidefinite Gram matrices on ``N`` points.
-
-    Arrays passed in and returned are C-contiguous float64 (indices int64);
-    kernel indices are global (``0 .. M-1``).
-    """
+    """A bank of ``M`` symmetric positive semidefinite Gram matrices on ``N`` points (arrays C-contiguous
+    float64, indices int64)."""
 
     #: ``(M, N, N)``
     shape: tuple[int, int, int]
-    #: Where the kernels are held: ``"array"`` (one array in this process),
-    #: ``"sharded"`` (Dask workers), ``"factor"`` (factors L_m); engines
-    #: declare the representations they work on (``Engine.representations``).
+    #: Where the kernels are held: ``"array"``, ``"sharded"`` (Dask workers) or ``"factor"`` (factors L_m).
     representation: str = "array"
 
     @property
@@ -128,12 +95,8 @@ class GramBank(abc.ABC):
 
 
 class ArrayBank(GramBank):
-    """An in-memory bank: one C-contiguous (M, N, N) float64 array.
-
-    Every operation is one call of the jitted loop of
-    :mod:`mklkit._jit`; the single-threaded twin is used below
-    :data:`mklkit._jit.spicy.PARALLEL_WORK` entries read.
-    """
+    """An in-memory bank: one C-contiguous (M, N, N) float64 array; the single-threaded loops below
+    :data:`mklkit._jit.spicy.PARALLEL_WORK` entries read."""
 
     __slots__ = ("K", "shape", "_par")
 

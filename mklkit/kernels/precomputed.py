@@ -15,12 +15,8 @@ from .description import BankError, _check_normalize
 if TYPE_CHECKING:  # pragma: no cover
     from .build import KernelBank
 
-__all__ = ["PSD_RTOL", "PrecomputedKernels", "bank_from_precomputed", "check_psd", "precomputed_from_npz"]
-
-#: A given Gram matrix is refused as indefinite when its smallest eigenvalue is
-#: below ``-PSD_RTOL x |trace|`` (rounding leaves eigenvalues of a PSD matrix
-#: around ``-1e-15 x trace``; an indefinite kernel makes the MKL problem non-convex
-#: and its duality gap no certificate).
+#: A given Gram matrix is refused as indefinite when its smallest eigenvalue is below ``-PSD_RTOL x |trace|``
+#: (rounding leaves about ``-1e-15 x trace``; an indefinite kernel makes the problem non-convex).
 PSD_RTOL = 1e-6
 
 
@@ -34,15 +30,8 @@ def bank_from_precomputed(
     source: str = "K",
     copy: bool = True,
 ) -> "KernelBank":
-    """A bank from given Gram matrices (M, N, N), checked and normalised.
-
-    Checks every kernel for NaN/inf, symmetry (``max|K - Kᵀ| <=
-    sym_rtol · max|K|``; it is then symmetrised exactly) and clear
-    indefiniteness (smallest eigenvalue ``< -1e-6 · trace``, by
-    ``scipy.linalg.eigvalsh(..., subset_by_index=[0, 0])``).  Errors name
-    ``source``, the array and the kernel index.  ``copy=False`` lets it
-    work in place on a C-contiguous float64 ``K``.
-    """
+    """A bank from given Gram matrices (M, N, N), checked (finite, ``max|K - Kᵀ| <= sym_rtol · max|K|``, then
+    symmetrised; :func:`check_psd`) and normalised; errors name ``source``.  ``copy=False`` works in place."""
     normalize = _check_normalize(normalize)
     where = source
     K = _as_kernel_array(K, where, copy=copy)
@@ -87,24 +76,11 @@ def precomputed_from_npz(
     sym_rtol: float = 1e-8,
     check_psd: bool = True,
 ) -> "PrecomputedKernels":
-    """Load precomputed kernels from an ``.npz`` file.
+    """Load precomputed kernels from an ``.npz`` file (:class:`PrecomputedKernels`).
 
-    Arrays: ``K_train`` (M, N, N) and ``y_train`` (N,) required;
-    ``K_test`` (M, N_test, N), ``y_test`` (N_test,), ``names`` (M,
-    strings) and ``K_test_diag`` (M, N_test; the test points' own
-    :math:`k_m(x, x)`, needed to normalise ``K_test`` with
-    ``normalize="diagonal"``) optional.  ``K_test`` gets the same
-    normalisation as ``K_train``.
-
-    Returns
-    -------
-    PrecomputedKernels
-        ``bank``, ``y_train``, ``K_test``, ``y_test``.
-
-    Raises
-    ------
-    BankError
-        Naming the file, the array and the kernel index.
+    Arrays: ``K_train`` (M, N, N) and ``y_train`` (N,); optional ``K_test`` (M, N_test, N), normalised
+    like ``K_train``, ``y_test``, ``names`` (M,) and ``K_test_diag`` (M, N_test), the test points'
+    :math:`k_m(x, x)` (needed for ``"diagonal"``).  A :class:`BankError` names the file and the array.
     """
     p = os.fspath(path)
     arrays = _read_npz(p)
@@ -115,15 +91,7 @@ def precomputed_from_npz(
     y_train = _labels(arrays["y_train"], f"{p}: y_train", N)
     names = _npz_names(arrays, p, M)
     K_test, y_test = _npz_test(arrays, p, K_train.shape)
-    bank = cls.from_precomputed(
-        K_train,
-        names=names,
-        normalize=normalize,
-        sym_rtol=sym_rtol,
-        check_psd=check_psd,
-        source=f"{p}: K_train",
-        copy=False,
-    )
+    bank = cls.from_precomputed(K_train, names, normalize, sym_rtol, check_psd, source=f"{p}: K_train", copy=False)
     bank.source = p
     test_diag = None
     if K_test is not None:
@@ -134,8 +102,7 @@ def precomputed_from_npz(
 
 
 def _read_npz(p: str) -> dict[str, np.ndarray]:
-    """The arrays of the ``.npz`` file ``p``; a :class:`BankError` for a missing or unreadable
-    file, a missing required array or an unknown one."""
+    """The arrays of the ``.npz`` file ``p``, all of them known and the required ones there."""
     if not os.path.isfile(p):
         raise BankError(f"{p}: precomputed kernel file not found")
     try:
@@ -144,24 +111,29 @@ def _read_npz(p: str) -> dict[str, np.ndarray]:
         raise BankError(f"{p}: cannot read as NPZ ({exc})") from None
     with z:
         keys = list(z.files)
-        missing = [k for k in ("K_train", "y_train") if k not in keys]
-        if missing:
-            raise BankError(
-                f"{p}: missing array{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; "
-                f"the file has: {', '.join(keys) or 'no arrays'}"
-            )
-        allowed = ("K_train", "y_train", "K_test", "y_test", "names", "K_test_diag")
-        unknown = [k for k in keys if k not in allowed]
-        if unknown:
-            raise BankError(
-                f"{p}: unknown array {unknown[0]!r}{did_you_mean(unknown[0], list(allowed))}; "
-                f"allowed: {', '.join(allowed)}"
-            )
+        _check_npz_keys(
+            p, keys, ("K_train", "y_train"), ("K_train", "y_train", "K_test", "y_test", "names", "K_test_diag")
+        )
         return {k: z[k] for k in keys}
 
 
+def _check_npz_keys(p: str, keys: list[str], required: tuple[str, ...], allowed: tuple[str, ...]) -> None:
+    """Refuse a file without the ``required`` arrays or with one not ``allowed``."""
+    missing = [k for k in required if k not in keys]
+    if missing:
+        raise BankError(
+            f"{p}: missing array{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; "
+            f"the file has: {', '.join(keys) or 'no arrays'}"
+        )
+    unknown = [k for k in keys if k not in allowed]
+    if unknown:
+        raise BankError(
+            f"{p}: unknown array {unknown[0]!r}{did_you_mean(unknown[0], list(allowed))}; allowed: {', '.join(allowed)}"
+        )
+
+
 def _npz_names(arrays: dict[str, np.ndarray], p: str, M: int) -> list[str] | None:
-    """The kernel names of the file (``None`` without ``names``), one per kernel."""
+    """The kernel names of the file, or ``None``."""
     if "names" not in arrays:
         return None
     nm = arrays["names"]
@@ -173,8 +145,7 @@ def _npz_names(arrays: dict[str, np.ndarray], p: str, M: int) -> list[str] | Non
 def _npz_test(
     arrays: dict[str, np.ndarray], p: str, train_shape: tuple[int, ...]
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """``K_test`` (checked, shaped to match ``K_train``) and ``y_test`` of the file, each ``None``
-    when absent; ``y_test`` without ``K_test`` is a :class:`BankError`."""
+    """``K_test`` (checked against ``K_train``) and ``y_test`` of the file, each ``None`` when absent."""
     M, N = train_shape[0], train_shape[1]
     K_test = y_test = None
     if "K_test" in arrays:
@@ -194,8 +165,7 @@ def _npz_test(
 def _normalize_npz_test(
     bank: "KernelBank", arrays: dict[str, np.ndarray], p: str, K_test: np.ndarray, normalize: str
 ) -> np.ndarray | None:
-    """Normalise ``K_test`` in place like the training kernels of ``bank``; the file's
-    ``K_test_diag`` (needed for ``"diagonal"``), or ``None``."""
+    """Normalise ``K_test`` in place like ``bank``; the file's ``K_test_diag``, or ``None``."""
     M = bank.n_kernels
     test_diag = None
     if "K_test_diag" in arrays:
@@ -216,26 +186,15 @@ def _normalize_npz_test(
 
 @dataclass
 class PrecomputedKernels:
-    """What :meth:`KernelBank.from_npz` returns.
-
-    Attributes
-    ----------
-    bank : KernelBank
-        The checked, normalised training kernels (``specs`` is ``None``).
-    y_train : ndarray (N,)
-    K_test : ndarray (M, N_test, N) or None
-        Test-versus-training kernels, normalised like ``bank.K``.
-    y_test : ndarray (N_test,) or None
-    source : str
-        The file path.
-    """
+    """What :meth:`KernelBank.from_npz` returns: the normalised training ``bank``, ``y_train``, ``K_test``
+    (normalised like ``bank.K``) and ``y_test`` (``None`` when absent), the file path ``source`` and its
+    ``test_diag`` (the test points' k(x, x), before normalisation)."""
 
     bank: KernelBank
     y_train: np.ndarray
     K_test: np.ndarray | None
     y_test: np.ndarray | None
     source: str = ""
-    #: ``K_test_diag`` (M, N_test) of the file: the test points' own k(x, x), before normalisation.
     test_diag: np.ndarray | None = None
 
 
@@ -268,45 +227,27 @@ def _labels(y: Any, where: str, n: int) -> np.ndarray:
 def check_psd(
     K: Any, where: str, names: Sequence[str] | None = None, index: str = "[{m}]", rtol: float = PSD_RTOL
 ) -> None:
-    r"""Refuse a Gram matrix of ``K`` (M, N, N) that is clearly indefinite.
+    r"""Refuse (:class:`BankError`) a Gram matrix of ``K`` (M, N, N) whose smallest eigenvalue is below
+    ``-rtol x |trace|`` (or negative with a trace <= 0); ``K`` is not modified.
 
-    The one check of given kernels, used by ``kernels.precomputed`` (the
-    command line, :meth:`KernelBank.from_npz`) and by the estimators'
-    ``kernels="precomputed"``.  Kernel ``m`` is refused when its smallest
-    eigenvalue :math:`\lambda_{\min}` (of the symmetric part) is below
-    ``-rtol x |trace|`` (or negative with a trace <= 0).  The test is a
-    Cholesky factorization of :math:`K_m + \text{rtol}\,|\text{tr}\,K_m|\,I`,
-    which succeeds exactly when :math:`\lambda_{\min}` is above the bound; only
-    when it fails is :math:`\lambda_{\min}` computed
-    (``scipy.linalg.eigvalsh(..., subset_by_index=[0, 0])``), to decide at the
-    bound and to name it in the error.  The factorization costs a tenth of the
-    eigenvalue (N = 4,000: 0.52 s against 6.0 s).  ``K`` is not modified.
-
-    Raises
-    ------
-    BankError
-        ``<where><index> ('<name>') is not positive semidefinite: smallest
-        eigenvalue <λ> < -<rtol> x |trace| = <bound>; allowed: ...``;
-        ``index`` is formatted with ``m`` (``"[{m}]"``, ``"[:, :, {m}]"``).
+    The test is a Cholesky factorization of :math:`K_m + \text{rtol}\,|\text{tr}\,K_m|\,I` (a tenth of
+    the cost of the eigenvalue, which is computed only when it fails); errors name
+    ``where`` + ``index`` formatted with ``m``.
     """
     for m in range(np.shape(K)[0]):
-        # a C-ordered copy (K is not modified: the Cholesky overwrites the copy; K may be a
-        # strided view), made symmetric in place: 0.06 s against 0.2 s for (Km + Km.T) / 2 of an
-        # (N, N, M) input's slice at N = 4,000
+        # a C-ordered copy (the Cholesky overwrites it), made symmetric in place
         Km = np.array(K[m], dtype=np.float64, order="C")
         symmetrize_inplace(Km)
         _psd_or_refuse(Km, where + index.format(m=m), names[m] if names is not None else None, rtol, scratch=True)
 
 
 def _psd_or_refuse(Km: np.ndarray, what: str, name: Any, rtol: float, scratch: bool = False) -> None:
-    """The test of :func:`check_psd` on one symmetric ``Km``; ``Km`` is overwritten when it is
-    ``scratch`` (then a refusal computes the eigenvalue of what it was)."""
+    """The test of :func:`check_psd` on one symmetric ``Km`` (overwritten when ``scratch``)."""
     from scipy.linalg import eigvalsh
     from scipy.linalg.lapack import dpotrf
 
     tr = float(np.trace(Km))
     if tr > 0:  # lambda_min > -rtol tr  <=>  Km + rtol tr I is positive definite
-        # symmetric: the transpose of a C-ordered copy is LAPACK's (Fortran) order, no copy again
         shifted = Km if scratch and Km.flags.c_contiguous else np.array(Km, dtype=np.float64, order="C")
         diagonal = np.diag(shifted).copy()
         shifted[np.diag_indices_from(shifted)] += rtol * tr
@@ -336,7 +277,7 @@ def _check_kernels(
     square: bool = True,
     names: Sequence[str] | None = None,
 ) -> None:
-    """NaN/inf, symmetry and PSD (:func:`check_psd`) checks per kernel; symmetrises square kernels in place."""
+    """NaN/inf, symmetry and PSD checks per kernel; symmetrises square kernels in place."""
     for m in range(K.shape[0]):
         Km = K[m]
         if not all_finite(Km):

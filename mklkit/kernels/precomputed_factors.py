@@ -1,12 +1,7 @@
-r"""Precomputed factors: a :class:`~mklkit.kernels.factor.FactorBank` from an ``.npz`` file of factors.
+"""Precomputed factors: a :class:`~mklkit.kernels.factor.FactorBank` from an ``.npz`` file of factors.
 
-:func:`load_precomputed_factors` reads factors :math:`L_m` given by the
-caller from an ``.npz`` file (``kernels.precomputed_factors`` in a spec),
-checking the array headers (dtype, shape, the memory they need) before it
-loads any array, and the arrays as :func:`~mklkit.kernels.given_factors.bank_from_factors`
-(``FactorBank.from_factors``, factors given in Python) checks them.
-:class:`PrecomputedFactors` holds what it read; its :meth:`~PrecomputedFactors.bank`
-is the training bank, normalised as the other banks are (``normalize``).
+:func:`load_precomputed_factors` checks the array headers (dtype, shape, memory) before it loads any
+array, and the arrays as :func:`~mklkit.kernels.given_factors.bank_from_factors` does.
 """
 
 from __future__ import annotations
@@ -17,53 +12,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..components.params import did_you_mean
 from .description import DEFAULT_MEMORY_BUDGET, BankError, _check_normalize
 from .factor import FactorBank
-from .given_factors import (
-    FoldedGivenFactorMap,
-    GivenFactorMap,
-    _factor_matrix,
-    _layout,
-    _names,
-    _normalization,
-    _one_layout,
-    bank_from_factors,
-)
+from .given_factors import _factor_matrix, _layout, _names, _normalization, _one_layout
 from .memory import format_bytes
-from .precomputed import _labels
-
-__all__ = [
-    "GivenFactorMap",
-    "FoldedGivenFactorMap",
-    "PrecomputedFactors",
-    "bank_from_factors",
-    "load_precomputed_factors",
-    "FACTOR_ARRAYS",
-]
+from .precomputed import _check_npz_keys, _labels
 
 #: The arrays a precomputed-factor ``.npz`` may hold.
 FACTOR_ARRAYS: tuple[str, ...] = ("L_train", "starts", "ranks", "y_train", "L_test", "y_test", "names")
 
 
-# ---------------------------------------------------------------------------
-# The .npz file
-# ---------------------------------------------------------------------------
 @dataclass
 class PrecomputedFactors:
-    """The checked, raw contents of a precomputed-factor file (:func:`load_precomputed_factors`).
-
-    Attributes
-    ----------
-    L_train : ndarray (N, R)
-    starts : ndarray (M + 1,)
-    names : list of str
-    y_train : ndarray (N,)
-    L_test : ndarray (N_test, R) or None
-    y_test : ndarray (N_test,) or None
-    source : str
-        The file path.
-    """
+    """The checked, raw contents of a precomputed-factor file: ``L_train`` (N, R), ``starts`` (M + 1,),
+    ``names``, ``y_train``, ``L_test`` and ``y_test`` (or ``None``) and the file path ``source``."""
 
     L_train: np.ndarray
     starts: np.ndarray
@@ -120,22 +82,11 @@ def load_precomputed_factors(
 ) -> PrecomputedFactors:
     """Read and check a precomputed-factor ``.npz`` (raw: normalise with :meth:`PrecomputedFactors.bank`).
 
-    Arrays: ``L_train`` (N, R), ``y_train`` (N,), and ``starts`` (M + 1,)
-    or ``ranks`` (M,) (exactly one); optional ``L_test`` (N_test, R) with
-    ``y_test`` (N_test,), ``names`` (M,).  Before any array is loaded, the
-    headers are checked: every array numeric (a pickled ``scipy.sparse``
-    matrix, or a ``scipy.sparse.save_npz`` file, is refused with how to
-    convert it), and ``L_train`` plus ``L_test`` as float64, with the bank's
-    copy of the training factors, within ``memory_budget`` bytes (default
-    4 GiB).  ``normalize``: also check that ``L_train`` can be normalised
-    so (no zero block for ``"trace"``, no zero row for ``"diagonal"``; rows
-    numbered as in the file).
-
-    Raises
-    ------
-    BankError
-        One line naming the file and the array (key ``memory_budget`` when
-        the factors do not fit).
+    Arrays: ``L_train`` (N, R), ``y_train`` (N,), exactly one of ``starts`` (M + 1,) or ``ranks`` (M,);
+    optional ``L_test`` with ``y_test``, and ``names`` (M,).  The headers are checked first: every array
+    numeric, and the factors as float64 (with the bank's copy) within ``memory_budget`` bytes (default
+    4 GiB).  ``normalize``: also check that ``L_train`` can be normalised so.  A :class:`BankError` names
+    the file and the array (key ``memory_budget`` when the factors do not fit).
     """
     p = os.fspath(path)
     if not os.path.isfile(p):
@@ -159,18 +110,7 @@ def load_precomputed_factors(
             "arrays; L_train must be a dense array: save np.savez(path, L_train=L.toarray(), "
             "starts=..., y_train=...)"
         )
-    missing = [k for k in ("L_train", "y_train") if k not in keys]
-    if missing:
-        raise BankError(
-            f"{p}: missing array{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; "
-            f"the file has: {', '.join(keys) or 'no arrays'}"
-        )
-    unknown = [k for k in keys if k not in FACTOR_ARRAYS]
-    if unknown:
-        raise BankError(
-            f"{p}: unknown array {unknown[0]!r}{did_you_mean(unknown[0], list(FACTOR_ARRAYS))}; "
-            f"allowed: {', '.join(FACTOR_ARRAYS)}"
-        )
+    _check_npz_keys(p, keys, ("L_train", "y_train"), FACTOR_ARRAYS)
     for k in keys:
         _check_header(p, k, *heads[k])
     _one_layout("starts" in keys, "ranks" in keys, p)
@@ -197,7 +137,7 @@ def load_precomputed_factors(
 
 
 def _check_memory(p: str, heads: dict[str, tuple[tuple[int, ...], np.dtype]], memory_budget: float | None) -> None:
-    """The factors as float64 (and the bank's transposed copy of ``L_train``) against the budget."""
+    """The factors as float64 (and the bank's copy of ``L_train``) against the budget."""
 
     def cells(name: str) -> int:
         shape = heads[name][0] if name in heads else (0,)

@@ -1,10 +1,4 @@
-"""Kernel-bank presets from the MKL literature.
-
-A preset is a list of bank entries (the ``kernels.bank`` vocabulary, see
-:mod:`mklkit.kernels.description`); use it by name anywhere a bank description is
-accepted (``KernelBank.build(X, "simplemkl")``, ``bank: smomkl`` in a spec, or
-``{"preset": "smomkl"}`` as one entry of a list).
-"""
+"""Kernel-bank presets from the MKL literature, usable by name wherever a bank description is."""
 
 from __future__ import annotations
 
@@ -12,8 +6,6 @@ import copy
 from typing import Any
 
 from ..components.params import did_you_mean
-
-__all__ = ["PRESETS", "SIMPLEMKL_WIDTHS", "SMOMKL_WIDTHS", "preset_entries", "available_presets"]
 
 #: Gaussian widths of SpicyMKL §6.1: 0.1 0.25 0.5 0.75 1 2 3 ... 20 (24 values).
 SIMPLEMKL_WIDTHS: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75) + tuple(float(w) for w in range(1, 21))
@@ -64,14 +56,7 @@ def available_presets() -> list[str]:
 
 
 def preset_entries(name: str) -> list[dict[str, Any]]:
-    """A fresh copy of a preset's bank entries.
-
-    Raises
-    ------
-    LookupError
-        For an unknown name; the message has a did-you-mean and the list of
-        presets (bank building turns it into a ``BankError``).
-    """
+    """A fresh copy of a preset's bank entries (``LookupError`` for an unknown name)."""
     if name not in PRESETS:
         names = available_presets()
         raise LookupError(

@@ -1,10 +1,4 @@
-"""One shard of a :class:`~mklkit.kernels.sharded.ShardedBank`: kernels built and held on one Dask worker.
-
-:class:`_Shard` is the Dask actor: it builds its kernels with
-:meth:`KernelBank.build <mklkit.kernels.build.KernelBank.build>` on the
-worker and answers the bank operations for them (local kernel indices) with
-the jitted loops of :class:`~mklkit.kernels.ops.ArrayBank`.
-"""
+"""One shard of a :class:`~mklkit.kernels.sharded.ShardedBank`: kernels built and held on one Dask worker."""
 
 from __future__ import annotations
 
@@ -39,7 +33,6 @@ class _Shard:
         self.ops = ArrayBank(self.K)
         del bank
 
-    # -- inspection ----------------------------------------------------------
     def info(self) -> dict[str, Any]:
         from distributed import get_worker
 
@@ -62,7 +55,6 @@ class _Shard:
         """The shard's traces and (``"diagonal"``) diagonals before normalisation."""
         return self.raw_traces, self.raw_diag
 
-    # -- the bank operations on this shard (local kernel indices) --------------
     def trace(self) -> np.ndarray:
         return self.ops.trace()
 
@@ -83,19 +75,19 @@ class _Shard:
         self.ops.accumulate_hessian(H, idx, s, KR, t, block)
         return H
 
-    def matvecs_rows(self, A: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    def matvecs_rows(self, idx: np.ndarray, A: np.ndarray) -> np.ndarray:
         return self.ops.matvecs_rows(A, idx)
 
-    def _rows(self, A: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    def _rows(self, idx: np.ndarray, A: np.ndarray) -> np.ndarray:
         full = np.zeros((self.K.shape[0], self.K.shape[1]))
         full[idx] = A
         return full
 
-    def block_norms(self, A: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        return self.ops.block_norms(self._rows(A, idx))
+    def block_norms(self, idx: np.ndarray, A: np.ndarray) -> np.ndarray:
+        return self.ops.block_norms(self._rows(idx, A))
 
     def dual_block_norms(self, rho: np.ndarray) -> np.ndarray:
         return self.ops.dual_block_norms(rho)
 
-    def combine(self, A: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        return self.ops.combine(self._rows(A, idx), idx)
+    def combine(self, idx: np.ndarray, A: np.ndarray) -> np.ndarray:
+        return self.ops.combine(self._rows(idx, A), idx)

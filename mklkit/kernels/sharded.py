@@ -1,32 +1,10 @@
-r"""A Gram bank whose kernels are built and kept on Dask workers.
+"""A Gram bank whose kernels are built and kept on Dask workers, one contiguous shard per worker.
 
-:class:`ShardedBank` splits the kernel indices :math:`m = 0..M-1` into one
-contiguous shard per worker.  Each worker builds its shard itself with
-:meth:`KernelBank.build <mklkit.kernels.build.KernelBank.build>` from the
-training features and the shard's part of the bank description (one entry
-per kernel, resolved on the client, so χ² widths and random feature subsets
-are the ones the whole description gives), and keeps it in a Dask actor:
-the bank never exists in one process.
-
-Every operation of :class:`~mklkit.kernels.ops.GramBank` is a sum or a
-concatenation over kernels (SpicyMKL §3.5.2, eqs. 49–50), so it runs on
-each shard with the same jitted loops as the in-memory bank and only these
-travel:
-
-* to the workers: N-vectors (:math:`\rho`, a search direction), the rows
-  :math:`\alpha_m` and :math:`K_m v_m` of the shard's active kernels, and
-  per-kernel scalars;
-* back: per-kernel scalars (block norms, quadratic forms, traces), the rows
-  :math:`K_m v` (M × N in all for a full pass), and one N × N Hessian piece
-  per shard with active kernels, summed over them on the worker.
-
-``problem = Problem(K=ShardedBank.build(client, X, bank), y=..., ...)`` is then
-solved by the ``spicy`` engine exactly as with an in-memory bank; engines
-that read the whole array ``problem.K`` refuse it
-(:class:`~mklkit.kernels.ops.BankAccessError`).
-
-``dask.distributed`` (the optional ``mklkit[dask]`` extra) is imported only
-when a bank is built.  What runs on a worker is :mod:`mklkit.kernels.shard`.
+Each worker builds its shard (:mod:`mklkit.kernels.shard`) from the training points and its kernels'
+entries (resolved on the client, so χ² widths and random subsets are those of the whole description);
+every :class:`~mklkit.kernels.ops.GramBank` operation runs on the shards (SpicyMKL §3.5.2, eqs.
+49–50) and only vectors, per-kernel scalars and Hessian pieces travel.  ``dask.distributed`` (the
+``mklkit[dask]`` extra) is imported only when a bank is built; see ``docs/sweeps.md``.
 """
 
 from __future__ import annotations
@@ -37,11 +15,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..data import Dataset
-from .build import KernelBank
-from .description import DEFAULT_MEMORY_BUDGET, BankError, BankKernel, Resolver, expand_bank
+from .build import KernelBank, _training_points
+from .description import DEFAULT_MEMORY_BUDGET, BankError, Resolver, expand_bank
 from .memory import estimate_bytes, format_bytes
-from .ops import GramBank
+from .ops import GramBank, _vec
 from .shard import _Shard
 
 __all__ = ["ShardedBank", "ShardLostError", "CommStats"]
@@ -55,12 +32,8 @@ class ShardLostError(RuntimeError):
 
 @dataclass
 class CommStats:
-    """Bytes of arrays shipped between the client and the shards (payloads only).
-
-    ``sent``: client to workers; ``received``: workers to client; ``calls``:
-    shard method calls.  Python scalars and indices count 8 bytes each;
-    framing and pickling overhead are not counted.
-    """
+    """Bytes of arrays shipped to (``sent``) and from (``received``) the shards, and shard ``calls``
+    (payloads only; a Python scalar counts 8 bytes)."""
 
     sent: int = 0
     received: int = 0
@@ -76,21 +49,12 @@ class CommStats:
 def _nbytes(x: Any) -> int:
     if isinstance(x, np.ndarray):
         return int(x.nbytes)
-    if isinstance(x, (tuple, list)):
-        return sum(_nbytes(v) for v in x)
-    if isinstance(x, dict):
-        return sum(_nbytes(v) for v in x.values())
-    if x is None:
-        return 0
-    return 8
+    if isinstance(x, (tuple, list, dict)):
+        return sum(_nbytes(v) for v in (x.values() if isinstance(x, dict) else x))
+    return 0 if x is None else 8
 
 
-def _vec(x: Any) -> np.ndarray:
-    return np.ascontiguousarray(x, dtype=np.float64)
-
-
-#: Default share of a worker's ``memory_limit`` that the worker's process,
-#: its shard included, may reach (Dask's pause threshold is 0.8).
+#: Default share of a worker's ``memory_limit`` its process may reach (Dask pauses at 0.8).
 WORKER_MEMORY_FRACTION = 0.75
 
 
@@ -103,22 +67,8 @@ def _worker_budget(info: Mapping[str, Any]) -> float:
     return max(WORKER_MEMORY_FRACTION * limit - used, 1.0)
 
 
-def _training_points(X: Any, feature_names: Sequence[str] | None) -> tuple[Any, int, int, Sequence[str] | None]:
-    """The points of ``X`` (unwrapped from a :class:`Dataset`, with its feature names unless
-    given), checked to be a non-empty 2-d array, and their ``N`` and ``d``."""
-    if isinstance(X, Dataset):
-        if feature_names is None:
-            feature_names = X.feature_names
-        X = X.X
-    shape = tuple(X.shape) if hasattr(X, "shape") else np.shape(X)
-    if len(shape) != 2 or shape[0] < 1 or shape[1] < 1:
-        raise BankError(f"X must be a non-empty 2-d array (samples x features); got shape {shape}")
-    return X, int(shape[0]), int(shape[1]), feature_names
-
-
 def _chosen_workers(info: Mapping[str, Any], workers: Sequence[str] | None, M: int) -> list[str]:
-    """The addresses of the workers that get a shard: those asked for (default: all, sorted), each
-    checked to be a worker of the client, at most one per kernel."""
+    """The workers that get a shard: those asked for (default: all, sorted), at most one per kernel."""
     if workers is None:
         workers = sorted(info)
     workers = [str(w) for w in workers]
@@ -135,14 +85,11 @@ def _chosen_workers(info: Mapping[str, Any], workers: Sequence[str] | None, M: i
 def _shard_budgets(
     info: Mapping[str, Any], workers: list[str], bounds: np.ndarray, N: int, memory_budget_bytes: float | None
 ) -> list[float]:
-    """The bytes each shard may take on its worker; a :class:`BankError` for a shard that needs
-    more (naming the worker, before anything is built)."""
+    """The bytes each shard may take on its worker; a :class:`BankError` for a shard that needs more."""
     budgets = []
     for w, addr in enumerate(workers):
         Mw = int(bounds[w + 1] - bounds[w])
-        limit = memory_budget_bytes
-        if limit is None:
-            limit = _worker_budget(info[addr])
+        limit = _worker_budget(info[addr]) if memory_budget_bytes is None else memory_budget_bytes
         need = estimate_bytes(Mw, N)
         if need > limit:
             raise BankError(
@@ -155,69 +102,12 @@ def _shard_budgets(
     return budgets
 
 
-def _start_shards(
-    client: Any,
-    X: Any,
-    specs: Sequence[BankKernel],
-    workers: list[str],
-    bounds: np.ndarray,
-    budgets: list[float],
-    normalize: str,
-    resolve: Resolver | Mapping[str, type] | None,
-) -> tuple[list[Any], list[Any]]:
-    """Send ``X`` once to every worker and build each shard in an actor on its worker; the actors'
-    futures and the actors (all cancelled if one fails)."""
-    X_future = client.scatter(X, workers=workers, broadcast=True, hash=False)
-    futures = []
-    try:
-        for w, addr in enumerate(workers):
-            lo, hi = int(bounds[w]), int(bounds[w + 1])
-            entries = [s.to_dict() for s in specs[lo:hi]]
-            futures.append(
-                client.submit(
-                    _Shard,
-                    X_future,
-                    entries,
-                    normalize,
-                    lo,
-                    budgets[w],
-                    resolve,
-                    workers=[addr],
-                    allow_other_workers=False,
-                    actor=True,
-                    pure=False,
-                )
-            )
-        actors = [f.result() for f in futures]
-    except Exception:
-        client.cancel(futures)
-        raise
-    finally:
-        del X_future
-    return futures, actors
-
-
 class ShardedBank(GramBank):
     """A Gram bank spread over Dask workers, one contiguous shard of kernels per worker.
 
-    Its :attr:`representation` is ``"sharded"``.
-
-    Build one with :meth:`build`; release the workers' memory with
-    :meth:`close` (or use it as a context manager).  The bank is tied to the
-    ``client`` it was built with.
-
-    Attributes
-    ----------
-    shape : tuple
-        ``(M, N, N)``.
-    names : list of str
-        One label per kernel (as :class:`~mklkit.kernels.build.KernelBank` names them).
-    bounds : ndarray (W + 1,)
-        Shard ``w`` holds kernels ``bounds[w] .. bounds[w + 1] - 1``.
-    workers : list of str
-        Address of the worker holding each shard.
-    comm : CommStats
-        Running count of the bytes shipped by the bank operations.
+    Build one with :meth:`build`; release the workers' memory with :meth:`close` (or a ``with``
+    block).  Shard ``w`` on ``workers[w]`` holds kernels ``bounds[w] .. bounds[w + 1] - 1``; ``comm``
+    counts the bytes the operations ship (:class:`CommStats`).
     """
 
     representation = "sharded"
@@ -262,38 +152,12 @@ class ShardedBank(GramBank):
     ) -> "ShardedBank":
         """Build the bank of a description on the workers of ``client``, one shard per worker.
 
-        Parameters
-        ----------
-        client : distributed.Client
-        X : ndarray (N, d), scipy.sparse matrix or Dataset
-            Training points; sent once to every worker.
-        entries_or_preset : list of entries or str
-            Bank description (:mod:`mklkit.kernels.description`).
-        normalize : {"trace", "diagonal", "none"}
-            Per kernel, as :meth:`KernelBank.build`.
-        workers : sequence of str, optional
-            Worker addresses to use (default: all, sorted); at most one shard
-            each, and no more shards than kernels.
-        memory_budget_bytes : float, optional
-            Bytes a shard may take on its worker (:func:`estimate_bytes`).
-            Default: :data:`WORKER_MEMORY_FRACTION` of the worker's
-            ``memory_limit`` less the memory its process already uses (Dask
-            pauses a worker at 80 % of its limit and restarts it at 95 %), or
-            :data:`DEFAULT_MEMORY_BUDGET` for a worker without a limit.
-        resolve : callable or mapping, optional
-            Kernel-function lookup (default: the built-ins); it is sent to
-            the workers, so it must be picklable.
-        feature_names : sequence of str, optional
-        root : str
-            Prefix of key paths in description errors.
-
-        Raises
-        ------
-        BankError
-            For an invalid description, or a shard larger than its worker's
-            budget (naming the worker, before anything is built).
-        ValueError
-            Without workers.
+        ``X`` is sent once to every worker; ``normalize``, ``resolve`` (picklable), ``feature_names``
+        and ``root`` are as for :meth:`KernelBank.build`.  ``workers``: the addresses to use (default:
+        all).  ``memory_budget_bytes``: bytes a shard may take (default
+        :data:`WORKER_MEMORY_FRACTION` of the worker's ``memory_limit`` less what its process uses,
+        or :data:`DEFAULT_MEMORY_BUDGET` without a limit).  Raises :class:`BankError` for a bad
+        description or a shard over its budget, ``ValueError`` without workers.
         """
         X, N, d, feature_names = _training_points(X, feature_names)
         specs = expand_bank(entries_or_preset, d, feature_names, resolve, root=root)
@@ -303,13 +167,26 @@ class ShardedBank(GramBank):
         W = len(workers)
         bounds = np.array([(M * w) // W for w in range(W + 1)], dtype=np.int64)
         budgets = _shard_budgets(info, workers, bounds, N, memory_budget_bytes)
-        futures, actors = _start_shards(client, X, specs, workers, bounds, budgets, normalize, resolve)
+        X_future = client.scatter(X, workers=workers, broadcast=True, hash=False)
+        futures = []
+        try:  # each shard built in an actor on its worker; all cancelled if one fails
+            for w, addr in enumerate(workers):
+                lo, hi = int(bounds[w]), int(bounds[w + 1])
+                args = (X_future, [s.to_dict() for s in specs[lo:hi]], normalize, lo, budgets[w], resolve)
+                futures.append(
+                    client.submit(_Shard, *args, workers=[addr], allow_other_workers=False, actor=True, pure=False)
+                )
+            actors = [f.result() for f in futures]
+        except Exception:
+            client.cancel(futures)
+            raise
+        finally:
+            del X_future
         bank = cls(client, futures, actors, bounds, N, workers, [s.label for s in specs], normalize)
         bank._cross_source = (X, specs, feature_names)
         logger.info("built %d kernels on %d samples over %d workers (%s in all)", M, N, W, format_bytes(8 * M * N * N))
         return bank
 
-    # -- life cycle --------------------------------------------------------------
     def close(self) -> None:
         """Drop the shards (the workers free their memory)."""
         if self._closed:
@@ -344,7 +221,6 @@ class ShardedBank(GramBank):
         """Bytes of all shards together (:math:`8MN^2`)."""
         return 8 * self.shape[0] * self.shape[1] * self.shape[2]
 
-    # -- dispatch ----------------------------------------------------------------
     def _call(self, method: str, args: dict[int, tuple[Any, ...]]) -> dict[int, Any]:
         """Run ``method`` on the shards in ``args`` (concurrently); their results by shard."""
         if self._closed:
@@ -381,14 +257,9 @@ class ShardedBank(GramBank):
 
     def _split(self, idx: np.ndarray) -> dict[int, np.ndarray]:
         """Positions into ``idx`` of the kernels of each shard (shards with none left out)."""
-        idx = np.asarray(idx, dtype=np.int64)
-        shard = np.searchsorted(self.bounds, idx, side="right") - 1
-        out = {}
-        for w in np.unique(shard):
-            out[int(w)] = np.flatnonzero(shard == w)
-        return out
+        shard = np.searchsorted(self.bounds, np.asarray(idx, dtype=np.int64), side="right") - 1
+        return {int(w): np.flatnonzero(shard == w) for w in np.unique(shard)}
 
-    # -- GramBank ----------------------------------------------------------------
     def gather(self) -> np.ndarray:
         """The whole (M, N, N) array, fetched from the workers (for tests and small banks)."""
         return np.concatenate(self._all("gather"), axis=0)
@@ -402,12 +273,7 @@ class ShardedBank(GramBank):
         return KernelBank.for_cross(X, specs, self.normalize, traces, diag, feature_names)
 
     def cross(self, X_new: Any, memory_budget_bytes: float | None = None) -> np.ndarray:
-        """Test-versus-training kernels (M, N_new, N) normalised like the shards, built in this process.
-
-        The same as :meth:`KernelBank.cross` of the in-memory bank: the kernel
-        functions of the description on the training points the bank was
-        built from, divided by the shards' traces (or diagonals).
-        """
+        """Test-versus-training kernels (M, N_new, N) normalised like the shards, built in this process."""
         return self.cross_bank().cross(X_new, memory_budget_bytes=memory_budget_bytes)
 
     def shard_info(self) -> list[dict[str, Any]]:
@@ -432,30 +298,27 @@ class ShardedBank(GramBank):
         e = np.concatenate([p[1] for p in parts])
         return KD, KR @ d, e
 
+    def _on_shards(self, method: str, idx: np.ndarray, *arrays: Any, extra: tuple = ()) -> tuple[dict, dict]:
+        """Run ``method(local idx, rows of arrays..., *extra)`` on the shards holding the kernels ``idx``;
+        the positions into ``idx`` of each shard's kernels, and the results by shard."""
+        groups = self._split(idx)
+        args = {
+            w: (np.ascontiguousarray(idx[p] - self.bounds[w]), *(np.ascontiguousarray(a[p]) for a in arrays), *extra)
+            for w, p in groups.items()
+        }
+        return groups, self._call(method, args)
+
     def accumulate_hessian(
         self, H: np.ndarray, idx: np.ndarray, s: np.ndarray, KR: np.ndarray, t: np.ndarray, block: int
     ) -> None:
-        groups = self._split(idx)
-        args = {
-            w: (
-                np.ascontiguousarray(idx[p] - self.bounds[w]),
-                np.ascontiguousarray(s[p]),
-                np.ascontiguousarray(KR[p]),
-                np.ascontiguousarray(t[p]),
-                int(block),
-            )
-            for w, p in groups.items()
-        }
-        for w, piece in sorted(self._call("hessian", args).items()):
+        _, pieces = self._on_shards("hessian", idx, s, KR, t, extra=(int(block),))
+        for w, piece in sorted(pieces.items()):
             H += piece
 
     def matvecs_rows(self, A: np.ndarray, idx: np.ndarray) -> np.ndarray:
         out = np.empty((idx.size, self.shape[1]))
-        groups = self._split(idx)
-        args = {
-            w: (np.ascontiguousarray(A[p]), np.ascontiguousarray(idx[p] - self.bounds[w])) for w, p in groups.items()
-        }
-        for w, rows in self._call("matvecs_rows", args).items():
+        groups, res = self._on_shards("matvecs_rows", idx, A)
+        for w, rows in res.items():
             out[groups[w]] = rows
         return out
 
@@ -463,9 +326,7 @@ class ShardedBank(GramBank):
         alpha = _vec(alpha)
         idx = np.flatnonzero(np.any(alpha != 0.0, axis=1)).astype(np.int64)
         out = np.zeros(self.shape[0])
-        groups = self._split(idx)
-        args = {w: (np.ascontiguousarray(alpha[idx[p]]), idx[p] - self.bounds[w]) for w, p in groups.items()}
-        for w, norms in self._call("block_norms", args).items():
+        for w, norms in self._on_shards("block_norms", idx, alpha[idx])[1].items():
             out[self.bounds[w] : self.bounds[w + 1]] = norms
         return out
 
@@ -473,11 +334,8 @@ class ShardedBank(GramBank):
         return np.concatenate(self._all("dual_block_norms", _vec(rho)))
 
     def combine(self, alpha: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        alpha = _vec(alpha)
         idx = np.asarray(idx, dtype=np.int64)
         out = np.zeros(self.shape[1])
-        groups = self._split(idx)
-        args = {w: (np.ascontiguousarray(alpha[idx[p]]), idx[p] - self.bounds[w]) for w, p in groups.items()}
-        for w, part in sorted(self._call("combine", args).items()):
+        for w, part in sorted(self._on_shards("combine", idx, _vec(alpha)[idx])[1].items()):
             out += part
         return out

@@ -1,12 +1,4 @@
-r"""The factors of one kernel, :math:`K \approx LL^\top`, and their extension to new points.
-
-Explicit feature maps (``linear``, the monomial map of ``poly``), described
-in :mod:`mklkit.kernels.factorize`; :class:`KernelFactor` (how one kernel was
-factored) and :class:`FactorMap` (the factor rows of new points).  Greedy
-pivoted Cholesky and Nyström are :mod:`mklkit.kernels.factorize.lowrank`,
-the points they read :mod:`mklkit.kernels.factorize.points`; building a
-whole bank from its description is :mod:`mklkit.kernels.factorize.build`.
-"""
+"""The factors of one kernel (exact feature maps, :class:`KernelFactor`) and their extension to new points."""
 
 from __future__ import annotations
 
@@ -24,22 +16,18 @@ from ..description import BankError, BankKernel
 from ..functions import KernelFunction, Linear, Poly
 from .points import _Groups, _new_points
 
-__all__ = ["KernelFactor", "FactorMap", "FoldedFactorMap", "poly_map_dim"]
 
-
-# ---------------------------------------------------------------------------
-# Explicit feature maps
-# ---------------------------------------------------------------------------
 def poly_map_dim(n_features: int, degree: int, offset: float) -> int:
-    r"""Dimension of the monomial map of :math:`(s\langle x,z\rangle + c)^p` on ``n_features``
-    features: :math:`\binom{d+p}{p}`, or :math:`\binom{d+p-1}{p}` when :math:`c = 0`."""
+    r"""Dimension of the monomial map of :math:`(s\langle x,z\rangle + c)^p`: :math:`\binom{d+p}{p}`, or
+    :math:`\binom{d+p-1}{p}` when :math:`c = 0`."""
     if offset > 0.0:
         return math.comb(n_features + degree, degree)
     return math.comb(n_features + degree - 1, degree)
 
 
 def _poly_monomials(func: Poly, d: int) -> tuple[list[tuple[int, ...]], np.ndarray]:
-    r"""Multi-indices (as sorted column tuples) and coefficients of the monomial map."""
+    r"""Multi-indices (sorted column tuples) and coefficients of the monomial map
+    :math:`\phi_\alpha(x) = \sqrt{\binom{p}{j} c^{p-j} s^j j!/\alpha!}\;x^\alpha`, :math:`|\alpha| = j \le p`."""
     p, c, s = int(func.degree), float(func.offset), float(func.scale)
     terms: list[tuple[int, ...]] = []
     coef: list[float] = []
@@ -76,35 +64,15 @@ def _exact_dim(spec: BankKernel) -> int | None:
     return None
 
 
-# ---------------------------------------------------------------------------
-# Per-kernel factors and the map to new points
-# ---------------------------------------------------------------------------
 @dataclass
 class KernelFactor:
     """How kernel ``m`` of a factor bank was factored, and what extends it to new points.
 
-    Attributes
-    ----------
-    spec : BankKernel
-        Function, parameters and feature group.
-    method : {"linear", "poly_map", "pivoted_cholesky", "nystrom"}
-    rank : int
-        :math:`r_m`.
-    scale : float
-        Factor on every row of the map: :math:`1/\\sqrt{\\mathrm{tr}K}` for
-        ``"trace"``, else 1.
-    trace : float
-        :math:`\\mathrm{tr}K_m` of the normalised kernel (from its diagonal).
-    trace_error : float
-        :math:`\\mathrm{tr}K_m - \\|L_m\\|_F^2` (clipped at 0).
-    points : ndarray (p, |g|) or None
-        Pivots (pivoted Cholesky) or landmarks (Nyström), their feature values.
-    point_diag : ndarray (p,) or None
-        :math:`k(x, x)` of those points (``"diagonal"`` normalisation).
-    basis : ndarray or None
-        :math:`L_P` (r, r) lower triangular (pivoted Cholesky) or
-        :math:`U_k\\Lambda_k^{-1/2}` (p, r) (Nyström), before ``scale``.
-    terms, coef : monomials and their coefficients (``"poly_map"``).
+    ``scale``: factor on every row (:math:`1/\\sqrt{\\mathrm{tr}K}` for ``"trace"``, else 1); ``trace``:
+    :math:`\\mathrm{tr}K_m` normalised; ``trace_error``: :math:`\\mathrm{tr}K_m - \\|L_m\\|_F^2`;
+    ``points``: the pivots or landmarks, ``point_diag`` their :math:`k(x, x)` (``"diagonal"``);
+    ``basis``: :math:`L_P` (pivoted Cholesky) or :math:`U_k\\Lambda_k^{-1/2}` (Nyström), before
+    ``scale``; ``terms``, ``coef``: the monomial map (``"poly_map"``).
     """
 
     spec: BankKernel
@@ -134,12 +102,8 @@ def _kernel_rows(
     label: str,
     base: np.ndarray | None = None,
 ) -> np.ndarray:
-    r""":math:`k(a_i, b_j)` (n_A, n_B) through the kernel function, divided by
-    :math:`\sqrt{d_{A,i} d_{B,j}}` when the diagonals are given (zero where :math:`d_B = 0`).
-
-    ``base``: the function's base matrix of ``A`` against ``B``, already
-    computed (:class:`~mklkit.kernels.functions.BaseRows`); it is overwritten.
-    """
+    r""":math:`k(a_i, b_j)` (n_A, n_B), divided by :math:`\sqrt{d_{A,i} d_{B,j}}` when the diagonals are
+    given (zero where :math:`d_B = 0`); ``base``: the base matrix of ``A`` against ``B``, overwritten."""
     with np.errstate(over="ignore", invalid="ignore"):
         G = func.gram(A, B) if base is None else func.from_base(base, out=base)
     if not isinstance(G, np.ndarray) or G.shape != (A.shape[0], B.shape[0]):
@@ -162,23 +126,10 @@ def _kernel_rows(
 
 @dataclass
 class FactorMap:
-    """The map from points to the stacked factor rows of a factor bank.
+    """The map from points to the stacked factor rows :math:`L(X_{new})^\\top` (R, n_new) of a factor bank.
 
-    :meth:`transform` gives :math:`L(X_{new})^\\top` (R, n_new) with
-    :math:`L_m(X_{new}) L_m^\\top \\approx K_m(X_{new}, X)` (equal for exact
-    factors), normalised like the training bank.
-
-    Attributes
-    ----------
-    kernels : list of KernelFactor
-        One per kernel, in bank order.
-    starts : ndarray (M + 1,)
-    normalize : {"trace", "diagonal", "none"}
-    n_features : int
-        Columns of the training data (new points must have as many).
-    sparse : bool
-        ``transform`` returns CSR (every kernel an exact linear factor on
-        sparse features).
+    ``kernels``: one :class:`KernelFactor` per kernel; ``n_features``: columns of the training data;
+    ``sparse``: :meth:`transform` returns CSR (every kernel an exact linear factor on sparse features).
     """
 
     kernels: list[KernelFactor]
@@ -194,23 +145,12 @@ class FactorMap:
 
     @property
     def methods(self) -> list[str]:
-        """How each kernel was factored: ``linear``, ``poly_map``, ``pivoted_cholesky``, ``nystrom``."""
+        """How each kernel was factored (``linear``, ``poly_map``, ``pivoted_cholesky``, ``nystrom``)."""
         return [k.method for k in self.kernels]
 
     def transform(self, X_new: Any) -> Any:
-        """Factor rows of new points.
-
-        Parameters
-        ----------
-        X_new : ndarray (n_new, d), scipy.sparse matrix or Dataset
-            Points with the columns of the training data.
-
-        Returns
-        -------
-        ndarray or scipy.sparse.csr_matrix (R, n_new)
-            Block ``m`` (rows ``starts[m]:starts[m+1]``) is :math:`L_m(X_{new})^\\top`;
-            CSR when ``sparse``.
-        """
+        """Factor rows of new points ``X_new`` (n_new, d): block ``m`` of the (R, n_new) result is
+        :math:`L_m(X_{new})^\\top`, normalised like the training bank; CSR when ``sparse``."""
         X = _new_points(X_new, self.n_features)
         groups = _Groups(X)
         if self.sparse:
@@ -223,15 +163,11 @@ class FactorMap:
 
     def _block(self, kf: KernelFactor, groups: _Groups) -> Any:
         """Rows of :math:`L_m(X_{new})^\\top` for one kernel, (r_m, n_new)."""
-        diagonal = self.normalize == "diagonal"
         if kf.method in ("linear", "poly_map"):
-            B, _ = _exact_rows(kf, groups, diagonal, "X_new")
+            B, _ = _exact_rows(kf, groups, self.normalize == "diagonal", "X_new")
         else:
             assert kf.points is not None and kf.basis is not None
-            spec = kf.spec
-            A = groups.dense(spec.features)
-            dnew = _diag(spec.function, A, spec.label, "X_new") if diagonal else None
-            C = _kernel_rows(spec.function, kf.points, A, kf.point_diag, dnew, spec.label)
+            C = _new_kernel_rows(kf, kf.points, groups, self.normalize)
             if kf.method == "pivoted_cholesky":
                 B = solve_triangular(kf.basis, C, lower=True, check_finite=False)
             else:
@@ -240,9 +176,8 @@ class FactorMap:
         return B * kf.scale if kf.scale != 1.0 else B
 
     def fold(self, kernels: Sequence[int], beta: np.ndarray) -> "FoldedFactorMap":
-        r"""The sums :math:`\sum_m L_m(X_{new})\beta_{m,t}` over the kernels ``kernels``
-        for the coefficients ``beta`` (T, R) (stacked like the rows of the bank), with
-        the bases folded into the coefficients (:class:`FoldedFactorMap`)."""
+        r""":math:`\sum_m L_m(X_{new})\beta_{m,t}` over ``kernels`` for ``beta`` (T, R), the bases folded
+        into the coefficients (:class:`FoldedFactorMap`)."""
         beta = np.asarray(beta, dtype=np.float64)
         if beta.ndim != 2 or beta.shape[1] != int(self.starts[-1]):
             raise ValueError(f"beta must have shape (T, {int(self.starts[-1])}); got {beta.shape}")
@@ -269,26 +204,10 @@ class FactorMap:
 
 @dataclass
 class FoldedFactorMap:
-    r"""Sums :math:`\sum_m L_m(X_{new})\beta_{m,t}` of some kernels of a :class:`FactorMap`
-    and ``T`` coefficient vectors, without the training factors (:meth:`FactorMap.fold`).
-
-    The basis of each kernel is folded into its coefficients:
-    :math:`L_m(x)\beta = s\,k(x, X_P)\,L_P^{-\top}\beta` (pivoted Cholesky),
-    :math:`s\,k(x, X_S)\,U_k\Lambda_k^{-1/2}\beta` (Nyström),
-    :math:`s\,\phi(x)^\top\beta` (explicit maps), so that only the pivots or
-    landmarks and one vector per kernel and solution are kept.
-
-    Attributes
-    ----------
-    kernels : list of KernelFactor
-        The held kernels (their ``basis`` dropped; mostly-zero ``points`` held as CSR).
-    weights : list of ndarray (p_m, T)
-        Per kernel: :math:`L_P^{-\top}\beta_m`, :math:`U_k\Lambda_k^{-1/2}\beta_m` or
-        :math:`\beta_m`.
-    normalize : {"trace", "diagonal", "none"}
-    n_features : int
-    n_outputs : int
-        T.
+    r"""Sums :math:`\sum_m L_m(X_{new})\beta_{m,t}` of some kernels and ``T`` coefficient vectors, without
+    the training factors (:meth:`FactorMap.fold`): :math:`s\,k(x, X_P)\,L_P^{-\top}\beta` (pivoted
+    Cholesky), :math:`s\,k(x, X_S)\,U_k\Lambda_k^{-1/2}\beta` (Nyström), :math:`s\,\phi(x)^\top\beta`
+    (exact); ``weights[m]`` (p_m, T) holds what multiplies the kernel rows.
     """
 
     kernels: list[KernelFactor]
@@ -312,27 +231,30 @@ class FoldedFactorMap:
         r""":math:`\sum_m L_m(X_{new})\beta_{m,t}`, (n_new, T)."""
         X = _new_points(X_new, self.n_features)
         groups = _Groups(X)
-        diagonal = self.normalize == "diagonal"
         out = np.zeros((X.shape[0], self.n_outputs))
         for kf, w in zip(self.kernels, self.weights):
             if kf.method in ("linear", "poly_map"):
-                B, _ = _exact_rows(kf, groups, diagonal, "X_new")
+                B, _ = _exact_rows(kf, groups, self.normalize == "diagonal", "X_new")
             else:
                 assert kf.points is not None
-                spec = kf.spec
-                A = groups.dense(spec.features)
-                dnew = _diag(spec.function, A, spec.label, "X_new") if diagonal else None
                 P = kf.points.toarray() if sp.issparse(kf.points) else kf.points
-                B = _kernel_rows(spec.function, P, A, kf.point_diag, dnew, spec.label)
+                B = _new_kernel_rows(kf, P, groups, self.normalize)
             part = np.asarray(B.T @ w, dtype=np.float64)
             out += part * kf.scale if kf.scale != 1.0 else part
         return out
 
 
+def _new_kernel_rows(kf: KernelFactor, P: np.ndarray, groups: _Groups, normalize: str) -> np.ndarray:
+    """Kernel rows of the pivots or landmarks ``P`` against new points, normalised for ``"diagonal"``."""
+    spec = kf.spec
+    A = groups.dense(spec.features)
+    dnew = _diag(spec.function, A, spec.label, "X_new") if normalize == "diagonal" else None
+    return _kernel_rows(spec.function, P, A, kf.point_diag, dnew, spec.label)
+
+
 def _exact_rows(kf: KernelFactor, groups: _Groups, diagonal: bool, name: str) -> tuple[Any, np.ndarray]:
-    """Rows of an exact factor (``kf.method`` linear or poly_map) for the points of ``groups``,
-    (r, n), before ``kf.scale``; divided by :math:`\\sqrt{k(x,x)}` when ``diagonal``.  Also
-    returns :math:`k(x, x)`."""
+    """Rows (r, n) of an exact factor before ``kf.scale`` (divided by :math:`\\sqrt{k(x,x)}` when
+    ``diagonal``), and :math:`k(x, x)`."""
     spec = kf.spec
     if kf.method == "linear" and groups.sparse:
         Xs = groups.sparse_columns(spec.features)

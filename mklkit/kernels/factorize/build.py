@@ -1,19 +1,10 @@
-r"""Building a :class:`~mklkit.kernels.factor.FactorBank` from a bank description and data.
-
-:func:`build_factor_bank` checks its settings
-(:mod:`mklkit.kernels.factorize.settings`) and the memory the factors need
-before it allocates anything, chooses a method per kernel, factors each
-kernel (:mod:`mklkit.kernels.factorize.per_kernel`) and assembles the bank;
-:func:`refactor_kernels` factors some kernels of a bank again at a larger
-rank.  See :mod:`mklkit.kernels.factorize`.
-"""
+"""Building a :class:`~mklkit.kernels.factor.FactorBank` from a bank description and data, within a memory budget."""
 
 from __future__ import annotations
 
 import logging
 import time
 import warnings
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -33,44 +24,18 @@ from .settings import (
     APPROX_METHODS,
     DEFAULT_TOL,
     MAX_EXACT_DIM,
-    METHODS,
     FactorError,
     RankCapWarning,
     _budget_key,
     _check_settings,
     _key,
-    check_settings,
-    warning_names,
 )
-
-__all__ = [
-    "METHODS",
-    "APPROX_METHODS",
-    "DEFAULT_TOL",
-    "MAX_EXACT_DIM",
-    "FactorError",
-    "RankCapWarning",
-    "build_factor_bank",
-    "check_settings",
-    "exact_rank",
-    "rank_that_fits",
-    "refactor_kernels",
-    "warning_names",
-]
 
 logger = logging.getLogger(__name__)
 
 
-# ---------------------------------------------------------------------------
-# The bank
-# ---------------------------------------------------------------------------
 def exact_rank(spec: BankKernel, max_exact_dim: int = MAX_EXACT_DIM) -> int | None:
-    """Rank of the exact factor that ``method="auto"`` gives a kernel (its explicit feature map), or ``None``.
-
-    ``linear``: the number of its features; ``poly``: the dimension of its
-    monomial map when it is at most ``max_exact_dim``; other kernels have no
-    exact factor here (they are approximated).
-    """
+    """Rank of the exact factor ``method="auto"`` gives a kernel (``linear``, a small enough ``poly``), or ``None``."""
     dim = _exact_dim(spec)
     if dim is None or (type(spec.function) is not Linear and dim > max_exact_dim):
         return None
@@ -84,8 +49,7 @@ def _working_bytes(N: int, approx: Sequence[BankKernel]) -> int:
 
 
 def rank_that_fits(specs: Sequence[BankKernel], N: int, budget: float, max_exact_dim: int = MAX_EXACT_DIM) -> int:
-    """The largest rank per approximated kernel (``method="auto"``) whose factors fit ``budget``
-    bytes with the exact factors (dense) and the working space; 0 when none fits."""
+    """The largest rank per approximated kernel (``method="auto"``) that fits ``budget`` bytes; 0 when none."""
     approx = [s for s in specs if exact_rank(s, max_exact_dim) is None]
     exact = 8 * N * sum(exact_rank(s, max_exact_dim) or 0 for s in specs)
     free = budget - exact - _working_bytes(N, approx)
@@ -102,26 +66,20 @@ def _choose_method(spec: BankKernel, m: int, method: str, rank: int | None, max_
     if method == "exact":
         where = f"{_key(root, 'method')}: kernel {m} {spec.label!r}"
         if dim is None:
-            raise FactorError(
-                f"{where} has no explicit feature map (exact factors exist for the "
-                "built-in linear and poly kernels); use method 'auto', "
-                "'pivoted_cholesky' or 'nystrom'",
-                key=_key(root, "method"),
+            why = (
+                " has no explicit feature map (exact factors exist for the built-in linear and poly kernels); "
+                "use method 'auto', 'pivoted_cholesky' or 'nystrom'"
             )
-        if not small:
-            raise FactorError(
-                f"{where}: its monomial map has {dim} dimensions > max_exact_dim = "
-                f"{max_exact_dim}; use method 'auto' (pivoted Cholesky for it) or "
-                "raise max_exact_dim",
-                key=_key(root, "method"),
+        elif not small:
+            why = (
+                f": its monomial map has {dim} dimensions > max_exact_dim = {max_exact_dim}; use method 'auto' "
+                "(pivoted Cholesky for it) or raise max_exact_dim"
             )
-        if not within:
-            raise FactorError(
-                f"{where}: its exact factor has rank {dim} > {_key(root, 'rank')} = "
-                f"{rank}; raise rank or use method 'auto'",
-                key=_key(root, "method"),
-            )
-        return exact
+        elif not within:
+            why = f": its exact factor has rank {dim} > {_key(root, 'rank')} = {rank}; raise rank or use method 'auto'"
+        else:
+            return exact
+        raise FactorError(f"{where}{why}", key=_key(root, "method"))
     if small and within:
         return exact
     if dim is not None:
@@ -134,7 +92,7 @@ def _choose_method(spec: BankKernel, m: int, method: str, rank: int | None, max_
     return "pivoted_cholesky"
 
 
-def _exact_bytes(spec: BankKernel, kind: str, X: Any, N: int, sparse_bank: bool) -> int:
+def _exact_bytes(spec: BankKernel, X: Any, N: int, sparse_bank: bool) -> int:
     if sparse_bank:
         nnz = int(X[:, np.asarray(spec.features, dtype=np.intp)].nnz)
         return 16 * nnz + 8 * (len(spec.features) + 1)
@@ -157,208 +115,58 @@ def build_factor_bank(
     root: str = "",
     sample_weight: np.ndarray | None = None,
 ) -> FactorBank:
-    r"""Factor every kernel of a bank description on the training points ``X``.
-
-    ``sample_weight`` (N,), optional: with ``normalize="trace"`` the divisor is the
-    weighted trace :math:`\sum_i w_i k_m(x_i, x_i)` (the trace of the kernel on the
-    rows repeated by integer weights), as :meth:`KernelBank.weight_traces` does.
+    r"""Factor every kernel of a bank description on the training points ``X`` (``docs/factor_banks.md``).
 
     Parameters
     ----------
     bank : list of entries, preset name, or list of BankKernel
-        The kernels (the vocabulary of :func:`~mklkit.kernels.description.expand_bank`).
     X : ndarray (N, d), scipy.sparse matrix or Dataset
-        Training points (NaN and inf refused).
     rank : int, optional
-        Largest rank per approximated kernel (and per exact factor, which
-        otherwise falls back to pivoted Cholesky in ``"auto"``); ``None``:
-        as large as ``tol`` needs (at most N).  For Nyström: the number of
-        landmarks.
+        Largest rank per approximated kernel (an exact factor above it: pivoted Cholesky in ``"auto"``);
+        ``None``: as large as ``tol`` needs.  Nyström: the number of landmarks.
     tol : float in [0, 1)
-        Stop when :math:`\mathrm{tr}(K_m - L_mL_m^\top) \le` ``tol``
-        :math:`\cdot\,\mathrm{tr}K_m` (0: until numerically exhausted).
+        Stop when :math:`\mathrm{tr}(K_m - L_mL_m^\top) \le` ``tol`` :math:`\cdot\,\mathrm{tr}K_m`.
     method : {"auto", "exact", "pivoted_cholesky", "nystrom"}
-        ``"auto"``: exact factors where the feature map is exact and small,
-        pivoted Cholesky otherwise.  ``"exact"`` refuses kernels without one.
+        ``"auto"``: exact factors where the feature map is exact and small, else pivoted Cholesky.
     seed : int >= 0
-        Nyström landmarks (pivoted Cholesky is deterministic).
+        Nyström landmarks.
     normalize : {"trace", "diagonal", "none"}
-        As :meth:`KernelBank.build <mklkit.kernels.build.KernelBank.build>`.
+        As :meth:`KernelBank.build <mklkit.kernels.build.KernelBank.build>`; with ``sample_weight`` (N,),
+        ``"trace"`` divides by :math:`\sum_i w_i k_m(x_i, x_i)`.
     memory_budget : float, optional
-        Bytes for the factors and the working space (default 4 GiB); see
-        :mod:`mklkit.kernels.factorize`.
+        Bytes for the factors and the working space (default 4 GiB).
     max_exact_dim : int
         Largest explicit polynomial map (default 256).
-    resolve, feature_names
-        As :func:`~mklkit.kernels.description.expand_bank`.
-    root : str
-        Prefix of the keys named in errors (``"kernels.factor"`` gives
-        ``kernels.factor.tol``).
+    resolve, feature_names, root
+        As :func:`~mklkit.kernels.description.expand_bank` (``root``: prefix of the keys in errors).
 
     Returns
     -------
     FactorBank
-        With ``trace_error`` per kernel and ``factor_map``
-        (:class:`FactorMap`: ``transform(X_new)``, the per-kernel methods,
-        ranks and errors).
-
-    Raises
-    ------
-    FactorError
-        A bad setting, or factors that do not fit ``memory_budget`` (one
-        line naming the key and what fits).
-    BankError
-        A bad bank description, bad data, or a kernel that cannot be
-        normalised.
+        With ``trace_error`` per kernel and ``factor_map`` (:class:`FactorMap`).  Raises
+        :class:`FactorError` for a bad setting or factors over ``memory_budget``, ``BankError`` for bad data.
     """
     limit = _check_settings(rank, tol, method, seed, normalize, memory_budget, max_exact_dim, root)
     X, specs = _points_and_specs(bank, X, feature_names, resolve)
     kinds = [_choose_method(s, m, method, rank, max_exact_dim, root) for m, s in enumerate(specs)]
     sparse_bank = sp.issparse(X) and all(k == "linear" for k in kinds)
-    plan = _fit_budget(specs, kinds, X, sparse_bank, rank, limit, root)
-    return _factor_bank(
-        specs,
-        kinds,
-        X,
-        sparse_bank,
-        plan,
-        _Budget(limit, X.shape[0], root),
-        normalize=normalize,
-        tol=float(tol),
-        seed=seed,
-        root=root,
-        sample_weight=sample_weight,
-    )
-
-
-def _points_and_specs(
-    bank: Any, X: Any, feature_names: Sequence[str] | None, resolve: Resolver | Mapping[str, type] | None
-) -> tuple[Any, list[BankKernel]]:
-    """The checked training points (unwrapped from a :class:`Dataset`) and the expanded kernels of ``bank``."""
-    if isinstance(X, Dataset):
-        if feature_names is None:
-            feature_names = X.feature_names
-        X = X.X
-    X = _as_points(X, "X")
-    if isinstance(bank, (list, tuple)) and bank and all(isinstance(s, BankKernel) for s in bank):
-        return X, list(bank)
-    return X, expand_bank(bank, X.shape[1], feature_names, resolve)
-
-
-@dataclass
-class _Plan:
-    """What the factors of one :func:`build_factor_bank` call need, known before anything is allocated."""
-
-    rank: int | None
-    exact_bytes: int
-    working: int
-    fair_rank: int
-
-
-def _fit_budget(
-    specs: Sequence[BankKernel], kinds: list[str], X: Any, sparse_bank: bool, rank: int | None, limit: float, root: str
-) -> _Plan:
-    """The bytes of the exact factors and of the working space, checked against ``limit``, and
-    ``rank`` capped (with a :class:`RankCapWarning`) to the N points and to what fits."""
-    N = X.shape[0]
-    M = len(specs)
-    approx = [m for m in range(M) if kinds[m] in APPROX_METHODS]
-    exact_bytes = sum(_exact_bytes(specs[m], kinds[m], X, N, sparse_bank) for m in range(M) if m not in approx)
-    working = _working_bytes(N, [specs[m] for m in approx])
-    if rank is not None and rank > N:
-        warnings.warn(
-            RankCapWarning(_key(root, "rank"), rank, f"more than the N = {N} training points; capped to rank {N}"),
-            stacklevel=3,
-        )
-        rank = N
-    _check_fixed_bytes(exact_bytes, working, len(approx), N, limit, root)
-    fair_rank = int((limit - exact_bytes - working) // (8 * N * max(len(approx), 1)))
-    if rank is not None and approx:
-        rank = _rank_within_budget(rank, len(approx), N, exact_bytes + working, fair_rank, limit, root)
-    return _Plan(rank, exact_bytes, working, fair_rank)
-
-
-def _check_fixed_bytes(exact_bytes: int, working: int, n_approx: int, N: int, limit: float, root: str) -> None:
-    """Refuse (:class:`FactorError`) exact factors and working space that alone exceed ``limit``."""
-    if exact_bytes + working > limit:
-        if exact_bytes:
-            plus = f" (plus {format_bytes(working)} of working space)" if working else ""
-            what = (
-                f"the exact factors need {format_bytes(exact_bytes)}{plus} but memory_budget "
-                f"is {format_bytes(limit)}; raise memory_budget or use method "
-                "'pivoted_cholesky' with a rank"
-            )
-        else:
-            # nothing exact: the rows of the kernels that pivoted Cholesky / Nystrom work on
-            what = (
-                f"factoring {n_approx} kernels on {N} points needs "
-                f"{format_bytes(working)} of working space but memory_budget is "
-                f"{format_bytes(limit)}; raise memory_budget"
-            )
-        raise FactorError(f"{_budget_key(root)}: {what}", key=_budget_key(root), problem=what)
-
-
-def _rank_within_budget(rank: int, n_approx: int, N: int, fixed: int, fair_rank: int, limit: float, root: str) -> int:
-    """``rank``, or ``fair_rank`` (with a :class:`RankCapWarning`) when ``n_approx`` kernels at ``rank``
-    do not fit ``limit`` besides the ``fixed`` bytes; a :class:`FactorError` when not even rank 1 fits."""
-    per_kernel = 8 * N * rank
-    if fixed + n_approx * per_kernel <= limit:
-        return rank
-    what = (
-        f"{n_approx} approximated kernels x rank {rank} x {N} points need "
-        f"{format_bytes(n_approx * per_kernel)} (plus "
-        f"{format_bytes(fixed)} for exact factors and working space) but "
-        f"memory_budget is {format_bytes(limit)}; rank <= {fair_rank} fits"
-    )
-    if fair_rank < 1:
-        raise FactorError(f"{_key(root, 'rank')} = {rank}: {what}", key=_key(root, "rank"), problem=what, value=rank)
-    warnings.warn(RankCapWarning(_key(root, "rank"), rank, f"{what}; capped to rank {fair_rank}"), stacklevel=4)
-    return fair_rank
-
-
-def _factor_bank(
-    specs: Sequence[BankKernel],
-    kinds: list[str],
-    X: Any,
-    sparse_bank: bool,
-    plan: _Plan,
-    budget: _Budget,
-    *,
-    normalize: str,
-    tol: float,
-    seed: int,
-    root: str,
-    sample_weight: np.ndarray | None,
-) -> FactorBank:
-    """Factor every kernel within ``budget`` and assemble the :class:`FactorBank` (logged with its
-    total rank, methods, size and residual trace)."""
+    rank, exact_bytes, working, fair_rank = _fit_budget(specs, kinds, X, sparse_bank, rank, limit, root)
     N, d = X.shape
     t0 = time.perf_counter()
+    budget = _Budget(limit, N, root)
+    budget.take(exact_bytes)
+    run = _Factorization(
+        normalize, rank, float(tol), _order(seed, N), budget, working, fair_rank, root, weights=_weights(sample_weight)
+    )
     groups = _Groups(X)
-    order = np.random.default_rng(np.random.SeedSequence(int(seed))).permutation(N)
     factors: list[KernelFactor] = []
     blocks: list[Any] = []
-    budget.take(plan.exact_bytes)
-    run = _Factorization(
-        normalize,
-        plan.rank,
-        tol,
-        order,
-        budget,
-        plan.working,
-        plan.fair_rank,
-        root,
-        weights=None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64),
-    )
     for m, spec in enumerate(specs):
         kf, blk = _factor_one(m, spec, kinds[m], groups, run)
         factors.append(kf)
         blocks.append(blk)
         run.rank_so_far += kf.rank
-    starts = np.concatenate([[0], np.cumsum([kf.rank for kf in factors])]).astype(np.int64)
-    LT = _assemble(blocks, starts, N, sparse_bank)
-    fmap = FactorMap(factors, starts, normalize, d, sparse_bank)
-    out = FactorBank(LT, starts, trace_error=[kf.trace_error for kf in factors], factor_map=fmap)
+    out = _bank(factors, blocks, N, normalize, d, sparse_bank, [kf.trace_error for kf in factors])
     logger.info(
         "factored %d kernels on %d samples in %.2f s: total rank %d (%s), %s; residual trace %.3g of the total",
         len(specs),
@@ -370,6 +178,84 @@ def _factor_bank(
         out.overall_trace_error,
     )
     return out
+
+
+def _order(seed: int, N: int) -> np.ndarray:
+    """The order in which Nyström takes its landmarks."""
+    return np.random.default_rng(np.random.SeedSequence(int(seed))).permutation(N)
+
+
+def _weights(sample_weight: np.ndarray | None) -> np.ndarray | None:
+    return None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+
+
+def _points_and_specs(bank: Any, X: Any, feature_names: Any, resolve: Any) -> tuple[Any, list[BankKernel]]:
+    """The checked training points (unwrapped from a :class:`Dataset`) and the expanded kernels of ``bank``."""
+    if isinstance(X, Dataset):
+        feature_names = X.feature_names if feature_names is None else feature_names
+        X = X.X
+    X = _as_points(X, "X")
+    if isinstance(bank, (list, tuple)) and bank and all(isinstance(s, BankKernel) for s in bank):
+        return X, list(bank)
+    return X, expand_bank(bank, X.shape[1], feature_names, resolve)
+
+
+def _bank(
+    factors: list[KernelFactor], blocks: list, N: int, normalize: str, d: int, sparse: bool, err: Any
+) -> FactorBank:
+    """The bank of the kernels' factors and rows, with their :class:`FactorMap`."""
+    starts = np.concatenate([[0], np.cumsum([kf.rank for kf in factors])]).astype(np.int64)
+    fmap = FactorMap(factors, starts, normalize, d, sparse)
+    return FactorBank(_assemble(blocks, starts, N, sparse), starts, trace_error=err, factor_map=fmap)
+
+
+def _fit_budget(
+    specs: Sequence[BankKernel], kinds: list[str], X: Any, sparse_bank: bool, rank: int | None, limit: float, root: str
+) -> tuple[int | None, int, int, int]:
+    """``(rank, exact_bytes, working, fair_rank)``: the bytes of the exact factors and of the working
+    space, checked against ``limit``, and ``rank`` capped (with a :class:`RankCapWarning`) to N and to what fits."""
+    N = X.shape[0]
+    approx = [m for m in range(len(specs)) if kinds[m] in APPROX_METHODS]
+    exact_bytes = sum(_exact_bytes(specs[m], X, N, sparse_bank) for m in range(len(specs)) if m not in approx)
+    working = _working_bytes(N, [specs[m] for m in approx])
+    if rank is not None and rank > N:
+        problem = f"more than the N = {N} training points; capped to rank {N}"
+        warnings.warn(RankCapWarning(_key(root, "rank"), rank, problem), stacklevel=3)
+        rank = N
+    if exact_bytes + working > limit:
+        if exact_bytes:
+            plus = f" (plus {format_bytes(working)} of working space)" if working else ""
+            what = (
+                f"the exact factors need {format_bytes(exact_bytes)}{plus} but memory_budget "
+                f"is {format_bytes(limit)}; raise memory_budget or use method 'pivoted_cholesky' with a rank"
+            )
+        else:
+            what = (
+                f"factoring {len(approx)} kernels on {N} points needs {format_bytes(working)} of working space "
+                f"but memory_budget is {format_bytes(limit)}; raise memory_budget"
+            )
+        raise FactorError(f"{_budget_key(root)}: {what}", key=_budget_key(root), problem=what)
+    fair_rank = int((limit - exact_bytes - working) // (8 * N * max(len(approx), 1)))
+    if rank is not None and approx:
+        rank = _rank_within_budget(rank, len(approx), N, exact_bytes + working, fair_rank, limit, root)
+    return rank, exact_bytes, working, fair_rank
+
+
+def _rank_within_budget(rank: int, n_approx: int, N: int, fixed: int, fair_rank: int, limit: float, root: str) -> int:
+    """``rank``, or ``fair_rank`` (with a :class:`RankCapWarning`) when ``n_approx`` kernels at ``rank``
+    do not fit ``limit`` besides the ``fixed`` bytes; a :class:`FactorError` when not even rank 1 fits."""
+    per_kernel = 8 * N * rank
+    if fixed + n_approx * per_kernel <= limit:
+        return rank
+    what = (
+        f"{n_approx} approximated kernels x rank {rank} x {N} points need {format_bytes(n_approx * per_kernel)} "
+        f"(plus {format_bytes(fixed)} for exact factors and working space) but memory_budget is "
+        f"{format_bytes(limit)}; rank <= {fair_rank} fits"
+    )
+    if fair_rank < 1:
+        raise FactorError(f"{_key(root, 'rank')} = {rank}: {what}", key=_key(root, "rank"), problem=what, value=rank)
+    warnings.warn(RankCapWarning(_key(root, "rank"), rank, f"{what}; capped to rank {fair_rank}"), stacklevel=4)
+    return fair_rank
 
 
 def _assemble(blocks: list[Any], starts: np.ndarray, N: int, sparse_bank: bool) -> Any:
@@ -407,23 +293,14 @@ def refactor_kernels(
     memory_budget: float | None = None,
     sample_weight: np.ndarray | None = None,
 ) -> FactorBank:
-    r"""``bank`` with the approximated kernels ``kernels`` factored again at ``rank`` (per kernel).
+    """``bank`` with the approximated kernels ``kernels`` factored again at ``rank`` (per kernel).
 
-    Each kernel keeps its method (pivoted Cholesky or Nyström) and its
-    normalisation; the other kernels keep their rows unchanged.  Pivoted
-    Cholesky is deterministic and Nyström takes the first landmarks of the
-    same ``seed``'s order, so a larger rank continues the same
-    factorization (the same first pivots, nested landmarks) and the residual
-    trace can only shrink.  ``X`` (and ``sample_weight``) must be the points
-    the bank was built on (:func:`build_factor_bank`).
-
-    Raises
-    ------
-    ValueError
-        A bank without a :class:`FactorMap`, points of another shape, or a
-        kernel that is not approximated.
-    FactorError
-        The new factors (with the unchanged rows) do not fit ``memory_budget``.
+    Each kernel keeps its method and normalisation, the others their rows.  Pivoted Cholesky is
+    deterministic and Nyström takes the first landmarks of the same ``seed``'s order, so a larger
+    rank continues the same factorization.  ``X`` (and ``sample_weight``) must be the points the
+    bank was built on.  Raises ``ValueError`` for a bank without a :class:`FactorMap`, points of
+    another shape or a kernel that is not approximated; :class:`FactorError` when the new factors
+    do not fit ``memory_budget``.
     """
     fmap = bank.factor_map
     if not isinstance(fmap, FactorMap) or sp.issparse(bank.LT):
@@ -445,17 +322,17 @@ def refactor_kernels(
     working = _working_bytes(N, [fmap.kernels[m].spec for m in which])
     budget = _Budget(limit, N, "")
     budget.take(kept)
-    order = np.random.default_rng(np.random.SeedSequence(int(seed))).permutation(N)
+    fair_rank = max(0, int((limit - kept - working) // (8 * N * max(len(which), 1))))
     run = _Factorization(
         fmap.normalize,
         None,
         float(tol),
-        order,
+        _order(seed, N),
         budget,
         working,
-        max(0, int((limit - kept - working) // (8 * N * max(len(which), 1)))),
+        fair_rank,
         "",
-        weights=None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64),
+        weights=_weights(sample_weight),
     )
     groups = _Groups(X)
     factors = list(fmap.kernels)
@@ -466,11 +343,7 @@ def refactor_kernels(
         run.rank = min(int(r), N)
         kf, blk = _factor_one(m, factors[m].spec, factors[m].method, groups, run)
         factors[m], blocks[m], errors[m] = kf, blk, kf.trace_error
-    starts = np.concatenate([[0], np.cumsum([kf.rank for kf in factors])]).astype(np.int64)
-    LT = _assemble(blocks, starts, N, False)
-    out = FactorBank(
-        LT, starts, trace_error=errors, factor_map=FactorMap(factors, starts, fmap.normalize, fmap.n_features, False)
-    )
+    out = _bank(factors, blocks, N, fmap.normalize, fmap.n_features, False, errors)
     logger.info(
         "factored %d kernels again in %.2f s: total rank %d -> %d, residual trace %.3g of the total",
         len(which),

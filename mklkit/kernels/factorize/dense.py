@@ -1,30 +1,8 @@
-r"""Exact factors of a dense Gram bank: :math:`K_m = L_mL_m^\top` to round-off, by pivoted Cholesky.
+r"""Exact factors of a dense Gram bank, :math:`K_m = L_mL_m^\top` to round-off, by LAPACK's pivoted Cholesky.
 
-A bank already held as Gram matrices (an (M, N, N) array) is factored
-kernel by kernel with LAPACK's rank-revealing pivoted Cholesky
-(``dpstrf``, BLAS-3; Higham 2009, "Cholesky factorization", §3): with a
-permutation :math:`P_m`,
-
-.. math::
-    P_m^\top K_m P_m = \begin{pmatrix} L_{11} \\ L_{21} \end{pmatrix}
-        \begin{pmatrix} L_{11} \\ L_{21} \end{pmatrix}^\top + S,
-
-:math:`L_{11}` lower triangular :math:`r_m\times r_m`, stopping when the
-largest diagonal entry of the Schur complement :math:`S` falls below
-``rtol`` times the largest diagonal entry of :math:`K_m`.  The trace left
-out, :math:`\mathrm{tr}(K_m) - \|L_m\|_F^2 = \mathrm{tr}(S)`, is measured and
-reported; at ``rtol`` near machine precision the factors are the kernels
-themselves to round-off, so an engine of factor banks solves the dense
-problem (:mod:`mklkit.pipeline.choose` certifies its answer on the dense bank
-again).  Cost :math:`O(N^2 r_m)` per kernel, no :math:`N\times N` matrix
-besides LAPACK's working copy.
-
-The triangular block also maps stacked coordinates back:
-:math:`L_m^\top\alpha_m = \beta_m` has the solution supported on the pivots,
-:math:`\alpha_{m,\pi} = L_{11}^{-\top}\beta_m` (:meth:`ExactFactorBank.solve_coefficients`,
-one triangular solve, :math:`O(r_m^2)`), with :math:`K_m\alpha_m = L_m\beta_m`
-and :math:`\|\alpha_m\|_{K_m} = \|\beta_m\|_2`: coefficients of the dense
-problem, as an engine on the Gram matrices returns them.
+``dpstrf`` (Higham 2009, §3) stops when the largest diagonal entry of the Schur complement falls below
+``rtol`` times the largest of :math:`K_m`; the trace left out is measured.  The triangular block maps
+coordinates back: :math:`\alpha_{m,\pi} = L_{11}^{-\top}\beta_m` (:meth:`ExactFactorBank.solve_coefficients`).
 """
 
 from __future__ import annotations
@@ -38,28 +16,16 @@ from scipy.linalg import lapack, solve_triangular
 
 from ..factor import FactorBank
 
-__all__ = ["ExactFactorBank", "DenseFactorization", "exact_factors", "PIVOT_RTOL", "MAX_TRACE_ERROR"]
-
 #: ``dpstrf`` stops at a pivot below this times the largest diagonal entry of the kernel.
 PIVOT_RTOL = 1e-14
 
-#: Largest relative trace left out, :math:`\mathrm{tr}(K_m - L_mL_m^\top)/\mathrm{tr}K_m`,
-#: for which the factors count as the kernel itself.
+#: Largest relative trace left out for which the factors count as the kernel itself.
 MAX_TRACE_ERROR = 1e-10
 
 
 class ExactFactorBank(FactorBank):
-    r"""A :class:`~mklkit.kernels.factor.FactorBank` of pivoted Cholesky factors of dense kernels.
-
-    Parameters
-    ----------
-    LT, starts, trace_error
-        As for :class:`~mklkit.kernels.factor.FactorBank`.
-    pivots : sequence of ndarray
-        ``pivots[m]`` (r_m,): the samples of the triangular block of kernel
-        ``m`` (row ``k`` of :math:`L_m^\top` is zero before sample
-        ``pivots[m][k]`` in pivot order).
-    """
+    """A :class:`~mklkit.kernels.factor.FactorBank` of pivoted Cholesky factors of dense kernels, with
+    ``pivots[m]`` (r_m,) the samples of the triangular block of kernel ``m``."""
 
     def __init__(
         self, LT: np.ndarray, starts: np.ndarray, pivots: list[np.ndarray], *, trace_error: np.ndarray | None = None
@@ -73,11 +39,7 @@ class ExactFactorBank(FactorBank):
         return ExactFactorBank(part.LT, part.starts, [self.pivots[m] for m in keep], trace_error=part.trace_error)
 
     def solve_coefficients(self, m: int, beta_m: np.ndarray) -> np.ndarray:
-        r""":math:`\alpha_m` (N,) with :math:`L_m^\top\alpha_m = \beta_m`, supported on the pivots.
-
-        :math:`L_m^\top` restricted to the pivot columns is :math:`L_{11}^\top`
-        (upper triangular), so :math:`\alpha_{m,\pi} = L_{11}^{-\top}\beta_m`.
-        """
+        r""":math:`\alpha_m` (N,) with :math:`L_m^\top\alpha_m = \beta_m`, supported on the pivots."""
         p = self.pivots[m]
         out = np.zeros(self.shape[1])
         if p.size:
@@ -88,20 +50,8 @@ class ExactFactorBank(FactorBank):
 
 @dataclass(frozen=True)
 class DenseFactorization:
-    """The outcome of :func:`exact_factors`.
-
-    Attributes
-    ----------
-    bank : ExactFactorBank
-    ranks : ndarray (M,)
-    relative_trace_error : ndarray (M,)
-        :math:`|\\mathrm{tr}K_m - \\|L_m\\|_F^2| / \\mathrm{tr}K_m`.
-    exact : bool
-        Every kernel's relative trace error is at most ``max_trace_error``.
-    reason : str
-        Why the factors are not exact (empty when they are).
-    time_s : float
-    """
+    """The outcome of :func:`exact_factors`: ``exact`` when every kernel's relative trace error is at most
+    ``max_trace_error``, else ``reason`` says why not."""
 
     bank: ExactFactorBank
     ranks: np.ndarray
@@ -122,25 +72,8 @@ class DenseFactorization:
 def exact_factors(
     K: np.ndarray, *, rtol: float = PIVOT_RTOL, max_trace_error: float = MAX_TRACE_ERROR, max_rank: int | None = None
 ) -> DenseFactorization:
-    r"""Pivoted Cholesky factors of every kernel of a dense bank (module docstring).
-
-    Parameters
-    ----------
-    K : ndarray (M, N, N)
-        Symmetric positive semidefinite Gram matrices (read, not modified).
-    rtol : float
-        Pivot tolerance relative to each kernel's largest diagonal entry.
-    max_trace_error : float
-        The factors are exact when every kernel's relative trace left out is
-        at most this.
-    max_rank : int, optional
-        Keep at most this many columns per kernel (the factors are then
-        exact only if the kernels have that rank).
-
-    Returns
-    -------
-    DenseFactorization
-    """
+    """Pivoted Cholesky factors of every kernel of ``K`` (M, N, N) (not modified); ``rtol``: pivot tolerance
+    relative to the largest diagonal entry; ``max_rank``: at most this many columns per kernel."""
     t0 = time.perf_counter()
     K = np.asarray(K, dtype=np.float64)
     M, N, _ = K.shape
@@ -167,8 +100,7 @@ def exact_factors(
         upper = c[:, :r].T  # L^T in pivot order (r, N), a view of LAPACK's copy
         for j in range(1, r):  # LAPACK leaves K's entries below L^T's diagonal
             upper[j, :j] = 0.0
-        # columns back in sample order; take gives a C-ordered array (fancy indexing of the
-        # second axis does not, and the bank would copy it again)
+        # columns back in sample order; take gives a C-ordered array (fancy indexing does not)
         block = np.take(upper, np.argsort(order), axis=1)
         cols.append(block)
         pivots.append(p)
@@ -187,11 +119,4 @@ def exact_factors(
             f"the pivoted Cholesky factor of kernel {m} (rank {int(ranks[m])} of {N}) "
             f"leaves out {errors[m]:.1e} of its trace > {max_trace_error:g}"
         )
-    return DenseFactorization(
-        bank=bank,
-        ranks=ranks,
-        relative_trace_error=errors,
-        exact=not bad,
-        reason=reason,
-        time_s=time.perf_counter() - t0,
-    )
+    return DenseFactorization(bank, ranks, errors, not bad, reason, time.perf_counter() - t0)

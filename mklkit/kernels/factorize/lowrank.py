@@ -1,10 +1,4 @@
-r"""The low-rank factors of one kernel, :math:`K \approx LL^\top`, within a memory budget.
-
-Greedy pivoted Cholesky (:func:`_pivoted_cholesky`) and Nyström
-(:func:`_nystrom`), each described in :mod:`mklkit.kernels.factorize`; both
-read the kernel through ``rows(idx)`` (its rows at the points ``idx``) and
-grow an :class:`_Approx` while :class:`_Budget` has room.
-"""
+"""Pivoted Cholesky and Nyström of one kernel, read through ``rows(idx)``, within a memory budget."""
 
 from __future__ import annotations
 
@@ -23,9 +17,8 @@ _CHUNK = 256
 _ACCEPT = 0.5
 #: The residual diagonal counts as zero below this fraction of the largest diagonal entry.
 _FLOOR = 1e-13
-#: Nyström: eigenvalues of K_SS below this fraction of the largest are cut.  Rounding in
-#: the kernel columns is amplified by up to its inverse: entries of L L^T are accurate to
-#: about eps / _EIG_CUTOFF (2e-8) relative to the largest (pivoted Cholesky: to round-off).
+#: Nyström: eigenvalues of K_SS below this fraction of the largest are cut (rounding is amplified
+#: by up to its inverse: entries of L L^T accurate to about 2e-8 of the largest).
 _EIG_CUTOFF = 1e-8
 _NYSTROM_START = 64
 
@@ -48,21 +41,15 @@ class _Budget:
     def release(self, nbytes: int) -> None:
         self.used -= int(nbytes)
 
-    def rows_fitting(self, extra: float = 0.0) -> int:
-        """Factor rows of N float64 that fit in what is left after ``extra`` bytes."""
-        return max(0, int((self.limit - self.used - extra) // (8 * self.N)))
+    def rows_fitting(self) -> int:
+        """Factor rows of N float64 that fit in what is left."""
+        return max(0, int((self.limit - self.used) // (8 * self.N)))
 
 
-# ---------------------------------------------------------------------------
-# The factorizations of one kernel
-# ---------------------------------------------------------------------------
 @dataclass
 class _Approx:
-    """A growing factor: blocks of rows of :math:`L^\\top` (each (rows, N)), and their count.
-
-    With ``columns`` the blocks hold one column per *distinct* point, and
-    point ``i`` is column ``columns[i]`` (``counts``: copies of each).
-    """
+    """A growing factor: blocks of rows of :math:`L^\\top` (each (rows, N)) and the rank; with ``columns``
+    one column per distinct point (point ``i`` is column ``columns[i]``, ``counts`` copies of each)."""
 
     blocks: list[np.ndarray]
     rank: int
@@ -78,11 +65,8 @@ def _pivoted_cholesky(
     budget: _Budget,
     on_full: Callable[[int, float], None],
 ) -> tuple[_Approx, np.ndarray]:
-    """Greedy pivoted Cholesky of the kernel whose rows ``rows(idx)`` gives; see module docs.
-
-    ``on_full(rank, rel_residual)`` is called (and must raise) when the next
-    block of rows would not fit the budget.
-    """
+    """Greedy pivoted Cholesky of the kernel whose rows ``rows(idx)`` gives, in batches of ``_BATCH``
+    candidates; ``on_full(rank, rel_residual)`` raises when the next block of rows does not fit."""
     N = d0.size
     d = d0.copy()
     tr = float(d0.sum())

@@ -1,11 +1,4 @@
-r"""One kernel of a bank factored: its normalisation, its factor rows and its :class:`KernelFactor`.
-
-:func:`_factor_one` is what :func:`~mklkit.kernels.factorize.build_factor_bank`
-and :func:`~mklkit.kernels.factorize.build.refactor_kernels` do per kernel:
-an exact factor (:func:`~mklkit.kernels.factorize.algorithms._exact_rows`) or
-an approximation (:mod:`mklkit.kernels.factorize.lowrank`) on all N points or,
-for pivoted Cholesky, on the distinct ones, normalised as the bank asks.
-"""
+"""One kernel of a bank factored (exact or approximated, on all points or the distinct ones) and normalised."""
 
 from __future__ import annotations
 
@@ -17,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..memory import format_bytes
-from ..description import BankError, BankKernel
+from ..description import BankKernel, _check_normalizable
 from .algorithms import KernelFactor, _diag, _exact_rows, _kernel_rows, _scale_columns
 from .lowrank import _Approx, _Budget, _nystrom, _pivoted_cholesky
 from .points import _Groups
@@ -26,8 +19,7 @@ from .settings import FactorError, _budget_key, _key
 
 @dataclass
 class _Factorization:
-    """The settings and state of one :func:`~mklkit.kernels.factorize.build_factor_bank` call that
-    every kernel reads."""
+    """The settings and state of one ``build_factor_bank`` call that every kernel reads."""
 
     normalize: str
     rank: int | None
@@ -42,8 +34,7 @@ class _Factorization:
 
 
 def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Factorization) -> tuple[KernelFactor, Any]:
-    """Kernel ``m``: its :class:`KernelFactor` and its rows of :math:`L^\\top` (an array, a CSR
-    matrix, or an :class:`_Approx`)."""
+    """Kernel ``m``: its :class:`KernelFactor` and its rows of :math:`L^\\top` (array, CSR or :class:`_Approx`)."""
     normalize = run.normalize
     N = groups.X.shape[0]
     kf = KernelFactor(spec, kind, 0, 1.0, 0.0)
@@ -56,13 +47,11 @@ def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Fact
     where = f"kernel {m} {spec.label!r}"
     _check_normalizable(where, normalize, tr_raw, diag)
     scale = kf.scale = 1.0 / math.sqrt(tr_raw) if normalize == "trace" else 1.0
-    trace = kf.trace = (
-        (1.0 if run.weights is None else float(diag.sum()) / tr_raw)
-        if normalize == "trace"
-        else float(N)
-        if normalize == "diagonal"
-        else tr_raw
-    )
+    if normalize == "trace":
+        trace = 1.0 if run.weights is None else float(diag.sum()) / tr_raw
+    else:
+        trace = float(N) if normalize == "diagonal" else tr_raw
+    kf.trace = trace
     if kind in ("linear", "poly_map"):
         if normalize == "diagonal":
             blk = _scale_columns(blk, diag)
@@ -79,43 +68,25 @@ def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Fact
     return kf, blk
 
 
-def _check_normalizable(where: str, normalize: str, tr_raw: float, diag: np.ndarray) -> None:
-    """Refuse (:class:`BankError`) a kernel without a positive trace (``"trace"``) or with a
-    non-positive :math:`k(x, x)` (``"diagonal"``)."""
-    if normalize == "trace" and not (tr_raw > 0.0 and math.isfinite(tr_raw)):
-        raise BankError(
-            f"{where} has trace {tr_raw!r}; unit-trace normalisation needs a positive "
-            "trace (a constant-zero feature?); drop the feature or use "
-            "normalize='diagonal' or 'none'"
-        )
-    if normalize == "diagonal" and not np.all(diag > 0.0):
-        i = int(np.argmin(diag))
-        raise BankError(
-            f"{where} has k(x, x) = {float(diag[i])!r} at sample {i}; unit-diagonal "
-            "normalisation needs k(x, x) > 0 for every training point; use "
-            "normalize='trace' or 'none'"
-        )
-
-
 @dataclass
 class _Points:
-    """The points an approximation factors the kernel on, with their weights and diagonals."""
+    """The points ``P`` an approximation factors the kernel on (all N, or the distinct ones with their
+    counts ``w`` and ``dup`` = (index among them, counts)), their ``k(p, p)`` ``dk`` and the
+    unit-diagonal divisors ``dP`` (``None`` unless ``"diagonal"``)."""
 
-    P: np.ndarray  # the points (all N, or the distinct ones)
-    w: np.ndarray | None  # how often each distinct point occurs (None: all N points)
-    dP: np.ndarray | None  # the unit-diagonal divisors k(p, p) (None: not "diagonal")
-    dk: np.ndarray  # k(p, p)
-    dup: tuple[np.ndarray, np.ndarray] | None  # (index among the distinct points, counts)
+    P: np.ndarray
+    w: np.ndarray | None
+    dP: np.ndarray | None
+    dk: np.ndarray
+    dup: tuple[np.ndarray, np.ndarray] | None
 
 
 def _points_to_factor(kf: KernelFactor, A: np.ndarray, diag: np.ndarray, groups: _Groups, normalize: str) -> _Points:
-    """All N points, or for pivoted Cholesky the distinct ones when some repeat."""
+    r"""All N points, or for pivoted Cholesky the distinct ones when some repeat: with :math:`P` their
+    indicator and :math:`C` their counts, :math:`K = PK_uP^\top` and the factor of :math:`C^{1/2}K_uC^{1/2}`
+    has the residual trace of :math:`K` (the same tolerance), :math:`L = PC^{-1/2}\tilde L`."""
     N = groups.X.shape[0]
     dn = diag if normalize == "diagonal" else None
-    # Pivoted Cholesky on the distinct points, each weighted by how often it occurs:
-    # K = P K_u P^T with P the (N, u) indicator of the points' copies; with c the counts,
-    # the factor of C^(1/2) K_u C^(1/2) has the residual trace of K itself (so the same
-    # tolerance and the greedy choice weighted by multiplicity), and L = P C^(-1/2) L~.
     dup = None
     if kf.method == "pivoted_cholesky":
         U, inverse, counts = groups.unique(kf.spec.features)
@@ -131,8 +102,7 @@ def _points_to_factor(kf: KernelFactor, A: np.ndarray, diag: np.ndarray, groups:
 def _approximate(
     kf: KernelFactor, A: np.ndarray, diag: np.ndarray, groups: _Groups, run: _Factorization, where: str
 ) -> _Approx:
-    """The rows of :math:`L^\\top` of an approximated kernel by pivoted Cholesky or Nyström
-    (``kf`` gets the basis, points and rank that map new points)."""
+    """The rows of :math:`L^\\top` by pivoted Cholesky or Nyström; ``kf`` gets the basis, points and rank."""
     func, label = kf.spec.function, kf.spec.label
     pts = _points_to_factor(kf, A, diag, groups, run.normalize)
     P, w, dP = pts.P, pts.w, pts.dP
@@ -145,15 +115,8 @@ def _approximate(
     base = groups.base_rows(kf.spec.features, func.uses, pts.dup is not None) if func.uses is not None else None
 
     def rows(idx: np.ndarray) -> np.ndarray:
-        return _kernel_rows(
-            func,
-            np.ascontiguousarray(P[idx]),
-            P,
-            None if dw is None else dw[idx],
-            dw,
-            label,
-            None if base is None else base(idx),
-        )
+        dA = None if dw is None else dw[idx]
+        return _kernel_rows(func, np.ascontiguousarray(P[idx]), P, dA, dw, label, None if base is None else base(idx))
 
     on_full = _budget_exhausted(run, where, groups.X.shape[0])
     run.budget.take(run.working)
@@ -172,8 +135,7 @@ def _approximate(
 
 
 def _budget_exhausted(run: _Factorization, where: str, N: int) -> Callable[[int, float], None]:
-    """What the factorization calls when ``tol`` is not reached before the budget is full: a
-    :class:`FactorError` naming the residual reached and the settings that would fit."""
+    """What runs when ``tol`` is not reached before the budget is full: a :class:`FactorError`."""
     root, tol, budget = run.root, run.tol, run.budget
 
     def on_full(r: int, rel: float) -> None:
@@ -190,9 +152,8 @@ def _budget_exhausted(run: _Factorization, where: str, N: int) -> Callable[[int,
 
 
 def _keep_pivots(kf: KernelFactor, blk: _Approx, piv: np.ndarray, pts: _Points) -> None:
-    """The pivoted Cholesky factor of the distinct points made unweighted, and its pivots' basis,
-    points and diagonals kept in ``kf``."""
-    if pts.w is not None:  # back to the unweighted factor of the distinct points
+    """Unweight the factor of the distinct points; keep the pivots' basis, points and diagonals in ``kf``."""
+    if pts.w is not None:
         for b in blk.blocks:
             b /= np.sqrt(pts.w)
     # L_P = L[P, :]; row j of L^T is zero at the pivots before j: L_P is lower triangular
@@ -206,7 +167,7 @@ def _keep_pivots(kf: KernelFactor, blk: _Approx, piv: np.ndarray, pts: _Points) 
 
 def _squared_norm(blk: Any) -> float:
     if isinstance(blk, _Approx):
-        if blk.counts is not None:  # columns of distinct points, each standing for its copies
+        if blk.counts is not None:  # columns of distinct points, each for its copies
             return float(sum(np.einsum("rn,rn,n->", b, b, blk.counts) for b in blk.blocks))
         return float(sum(np.einsum("rn,rn->", b, b) for b in blk.blocks))
     if sp.issparse(blk):

@@ -1,10 +1,4 @@
-"""The training and new points of a factorization: checked, and one feature group at a time.
-
-:func:`_as_points` checks points (a finite float64 array or CSR matrix);
-:class:`_Groups` gives the columns of one feature group (the last one kept),
-its distinct points (:func:`_distinct_rows`) and the base-matrix rows its
-kernels share.
-"""
+"""The points of a factorization: checked, and one feature group at a time."""
 
 from __future__ import annotations
 
@@ -48,14 +42,8 @@ def _as_points(X: Any, name: str) -> Any:
 
 
 def _distinct_rows(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``np.unique(A, axis=0, return_inverse=True, return_counts=True)`` (distinct rows in
-    order of first occurrence rather than sorted; counts as float), fast.
-
-    Rows are sorted by a 64-bit hash of their bytes (one integer sort instead of a
-    sort of byte strings), equal hashes grouped, and every row compared with the
-    first of its group; only if two different rows share a hash is ``np.unique``
-    used.
-    """
+    """``np.unique(A, axis=0, return_inverse=True, return_counts=True)`` (rows in order of first occurrence,
+    counts as float), by a 64-bit hash of the rows; ``np.unique`` only if two different rows share a hash."""
     N = A.shape[0]
     bits = np.ascontiguousarray(A, dtype=np.float64).view(np.uint64)
     h = np.zeros(N, dtype=np.uint64)
@@ -105,16 +93,14 @@ class _Groups:
         return self._dense
 
     def unique(self, features: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The distinct points of the group (u, |g|), the index of each point among them (N,),
-        and how often each occurs (u,); computed once per group (:func:`_distinct_rows`)."""
+        """The distinct points of the group, the index of each point among them and their counts."""
         A = self.dense(features)
         if self._unique is None or self._unique[0] is not A:
             self._unique = (A, _distinct_rows(A))
         return self._unique[1]
 
     def base_rows(self, features: tuple[int, ...], kind: str, distinct: bool = False) -> BaseRows:
-        """Base-matrix rows of the group's points, or of its distinct points (:meth:`unique`),
-        shared by consecutive kernels on it."""
+        """Base-matrix rows of the group's (distinct) points, shared by consecutive kernels on it."""
         A = self.unique(features)[0] if distinct else self.dense(features)
         if self._base is None or self._base.kind != kind or self._base.X is not A:
             self._base = None

@@ -1,10 +1,4 @@
-r"""The settings of :func:`~mklkit.kernels.factorize.build_factor_bank`: checks, errors, warnings.
-
-:func:`check_settings` validates ``rank``, ``tol``, ``method`` and ``seed``
-(no data needed); :class:`FactorError` names the setting at fault and
-:class:`RankCapWarning` a rank that was capped (:func:`warning_names` sets
-how the estimators name their parameter in it).
-"""
+"""The settings of :func:`~mklkit.kernels.factorize.build_factor_bank`: checks, errors, warnings."""
 
 from __future__ import annotations
 
@@ -18,17 +12,6 @@ import numpy as np
 from ...components.params import did_you_mean
 from ..description import DEFAULT_MEMORY_BUDGET, NORMALIZATIONS, BankError
 
-__all__ = [
-    "METHODS",
-    "APPROX_METHODS",
-    "DEFAULT_TOL",
-    "MAX_EXACT_DIM",
-    "FactorError",
-    "RankCapWarning",
-    "check_settings",
-    "warning_names",
-]
-
 #: The factorization methods of :func:`~mklkit.kernels.factorize.build_factor_bank`.
 METHODS = ("auto", "exact", "pivoted_cholesky", "nystrom")
 #: The methods that approximate a kernel (the others are exact factors).
@@ -40,23 +23,17 @@ MAX_EXACT_DIM = 256
 
 
 class FactorError(BankError):
-    """An invalid factorization setting, or a factorization that does not fit the memory budget.
+    """An invalid factorization setting, or factors that do not fit the memory budget.
 
-    ``key`` names the setting (``rank``, ``tol``, ``method``, ... with the
-    ``root`` prefix given to :func:`~mklkit.kernels.factorize.build_factor_bank`).
+    ``key`` names the setting, with the ``root`` prefix given to ``build_factor_bank``.
     """
 
 
 class RankCapWarning(UserWarning):
-    """A factor ``rank`` above what can be used (the N training points, or what ``memory_budget``
-    holds) was capped; the message names the requested and the used rank.
+    """A factor ``rank`` above what can be used (the N points, or what ``memory_budget`` holds) was capped.
 
-    ``key`` (the setting, with the ``root`` prefix: ``kernels.factor.rank``),
-    ``value`` (the requested rank) and ``problem`` are data, as in
-    :class:`~mklkit.pipeline.PipelineError`; the text is ``<key> = <value>:
-    <problem>``, or what the renderer set by :func:`warning_names` makes of
-    it (the estimators name their own parameter: ``MKLClassifier:
-    factor.rank = ...``).
+    ``key``, ``value`` (the requested rank) and ``problem`` are data; the text is
+    ``<key> = <value>: <problem>``, or what the renderer set by :func:`warning_names` makes of it.
     """
 
     def __init__(self, key: str, value: Any, problem: str) -> None:
@@ -84,12 +61,7 @@ _WARNING_NAMES: ContextVar[Callable[[RankCapWarning], str] | None] = ContextVar(
 
 @contextmanager
 def warning_names(render: Callable[[RankCapWarning], str]) -> Iterator[None]:
-    """Inside the block (this thread or task), a :class:`RankCapWarning` reads ``render(warning)``.
-
-    How the estimators name their parameter in the warning, as they do in
-    their errors (the warning is emitted once, with the caller's text, and
-    the warning filters see that text).
-    """
+    """Inside the block (this thread or task), a :class:`RankCapWarning` reads ``render(warning)``."""
     token = _WARNING_NAMES.set(render)
     try:
         yield
@@ -97,16 +69,12 @@ def warning_names(render: Callable[[RankCapWarning], str]) -> Iterator[None]:
         _WARNING_NAMES.reset(token)
 
 
-# ---------------------------------------------------------------------------
-# Settings
-# ---------------------------------------------------------------------------
 def _key(root: str, name: str) -> str:
     return f"{root}.{name}" if root else name
 
 
 def _budget_key(root: str) -> str:
-    """The memory budget's key: a sibling of the factor settings (``kernels.factor`` ->
-    ``kernels.memory_budget``)."""
+    """The memory budget's key, a sibling of the factor settings (``kernels.memory_budget``)."""
     return _key(root.rpartition(".")[0], "memory_budget")
 
 
@@ -129,11 +97,15 @@ def _bad(root: str, name: str, allowed: str, value: Any, hint: str = "") -> Fact
     )
 
 
+def _one_of(root: str, name: str, value: Any, choices: tuple[str, ...]) -> FactorError:
+    allowed = f"one of {', '.join(map(repr, choices))}"
+    return _bad(root, name, allowed, value, did_you_mean(str(value), list(choices)))
+
+
 def check_settings(
     rank: Any = None, tol: Any = DEFAULT_TOL, method: Any = "auto", seed: Any = 0, root: str = ""
 ) -> None:
-    """Validate ``rank``, ``tol``, ``method`` and ``seed`` of
-    :func:`~mklkit.kernels.factorize.build_factor_bank` (no data needed).
+    """Validate ``rank``, ``tol``, ``method`` and ``seed`` of ``build_factor_bank`` (no data needed).
 
     Raises
     ------
@@ -145,9 +117,7 @@ def check_settings(
     if not (_is_real(tol) and 0.0 <= float(tol) < 1.0):
         raise _bad(root, "tol", "a number in [0, 1) (the relative residual trace)", tol)
     if method not in METHODS:
-        raise _bad(
-            root, "method", f"one of {', '.join(map(repr, METHODS))}", method, did_you_mean(str(method), list(METHODS))
-        )
+        raise _one_of(root, "method", method, METHODS)
     if not (_is_int(seed) and seed >= 0):
         raise _bad(root, "seed", "an integer >= 0", seed)
 
@@ -155,17 +125,10 @@ def check_settings(
 def _check_settings(
     rank: Any, tol: Any, method: Any, seed: Any, normalize: Any, memory_budget: Any, max_exact_dim: Any, root: str
 ) -> float:
-    """Validate the settings of :func:`~mklkit.kernels.factorize.build_factor_bank`; returns the budget
-    in bytes."""
+    """Validate all settings of ``build_factor_bank``; returns the budget in bytes."""
     check_settings(rank, tol, method, seed, root)
     if normalize not in NORMALIZATIONS:
-        raise _bad(
-            root,
-            "normalize",
-            f"one of {', '.join(map(repr, NORMALIZATIONS))}",
-            normalize,
-            did_you_mean(str(normalize), list(NORMALIZATIONS)),
-        )
+        raise _one_of(root, "normalize", normalize, NORMALIZATIONS)
     if not (_is_int(max_exact_dim) and max_exact_dim >= 1):
         raise _bad(root, "max_exact_dim", "an integer >= 1", max_exact_dim)
     budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
