@@ -22,7 +22,8 @@ from ..pipeline.kernel_subset import (
     widen_result,
 )
 from ..pipeline.refine import refine_prepared
-from ..pipeline.settings import AUTO_C_SCALE, auto_C, kernel_resolver
+from ..pipeline.bank_settings import kernel_resolver
+from ..pipeline.problem_settings import AUTO_C_SCALE, auto_C
 from ._checks import check_budget, spec_name
 from ._prepare import FitState
 
@@ -278,7 +279,7 @@ class Solving:
 
     def _auto_C(self, problem: Any) -> float:
         """``C="scale"`` on a task's training kernels: the rule of specs' ``problem.C: scale``
-        (:func:`mklkit.pipeline.settings.auto_C`)."""
+        (:func:`mklkit.pipeline.problem_settings.auto_C`)."""
 
         try:
             return auto_C(problem, key="C")

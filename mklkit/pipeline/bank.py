@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from .._dask import connect
 from .data import Data
 from .errors import FACTOR_NPZ_ALLOWED, MISSING, NPZ_ALLOWED, PipelineError, bank_error, one_line, strip_prefix
-from .settings import BankSettings, FactorSettings, Representation, kernel_resolver, parse_bytes
+from .bank_settings import BankSettings, FactorSettings, Representation, kernel_resolver
+from .fields import parse_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np

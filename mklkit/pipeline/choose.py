@@ -1,108 +1,11 @@
-r"""``auto``: the choice of the engine per problem, above the engines.
+r"""``auto``: the engine chosen per problem among the installed ones (registered as the engine ``auto``).
 
-``auto`` is not an engine of its own but the policy that picks one: it asks
-the registry for the installed engines, may change the bank's representation
-(the exact factors of a dense bank for ``bcd``) and certifies the chosen
-engine's point on the problem it was given.  It is registered as the engine
-``auto`` so that a spec, the estimators and the API name it like an engine.
-
-Rule (from ``benchmarks/bench_proximal_vs_spicy.py``,
-``benchmarks/bench_auto_factor.py`` and ``benchmarks/bench_auto_dense.py``,
-see ``docs/engines.md``).  First the general engines of the core:
-
-0. ``dualcd`` on a factor bank for a loss with a piecewise-linear conjugate
-   (``linear_conjugate``: hinge, ε-insensitive) and a separable regularizer
-   at :math:`C \le` ``dualcd_max_ratio`` (0.05) :math:`\times C_{max}`: its
-   dual coordinate descent was 2 to 6 times faster than ``bcd`` at
-   0.01 and 0.001 :math:`C_{max}` on all of a9a (default bank, hinge with the
-   block 1-norm and the elastic net; ``benchmarks/bench_dual_cd.py``) and
-   ``bcd`` stalled on w8a at 0.01 :math:`C_{max}`, while ``bcd`` was faster at
-   0.1 :math:`C_{max}` (a9a 1.6 s against 10.5 s, w8a 37 s against 51 s).
-   Otherwise ``bcd`` on a factor bank when it
-   supports the problem (a separable regularizer): it works in the primal
-   coordinates :math:`\beta_m = L_m^\top\alpha_m` at :math:`O(N r_m)` a block
-   step.  On a9a with three Gaussian kernels factored to rank 602-651 it was
-   14 times faster than ``spicy`` for the hinge loss at N = 2,000 (4 s
-   against 56 s, where ``spicy`` stalled) and 2 times faster for the
-   logistic loss at N = 8,000, with the block 1-norm at 0.1 C_max.
-1. ``proximal`` when ``spicy`` would need its iterative method (a loss or
-   regularizer without a smooth conjugate, e.g. ``l1``), the problem has
-   many samples for its kernels, :math:`N \ge` ``proximal_ratio`` (500)
-   :math:`\times M` and :math:`N \ge` ``proximal_min_samples`` (1000), and
-   ``proximal`` supports it.  The iterative method takes several Newton
-   steps per outer iteration, each factoring an :math:`N\times N` matrix
-   (:math:`O(N^3)`); a proximal-gradient step reads the kernels once
-   (:math:`O(MN^2)`).  Logistic loss with the block 1-norm at 0.1 C_max on
-   a9a (Gaussian kernels; ``benchmarks/bench_auto_dense.py --kernels M``):
-   proximal was 4.5 times faster than spicy at N = 3,000 and 3.2 times at
-   6,000 with M = 3; even at N = 5,000 with M = 10 (spicy 1.4 times faster
-   at 3,000); spicy 2.3 times faster at N = 4,000 with M = 20.  Where
-   spicy's one-step method applies (smooth conjugates: logistic or squared
-   loss with the elastic net, ...) spicy was faster at every size measured
-   (N = 2,000-6,000, M = 3-20: 1.8-8 times).
-2. ``bcd`` on the **exact factors of a dense bank** (one (M, N, N) array)
-   when ``spicy`` would need its iterative method and ``proximal`` does not
-   apply (a loss without a derivative: hinge, ε-insensitive; for the
-   logistic loss with the block 1-norm on a9a, N = 3,000, bcd on exact
-   factors took 3.2 s against spicy's 5.9 with M = 3 and 13.5 s against 5.3
-   with M = 10), ``bcd`` supports the
-   problem on factors, :math:`N \ge` ``dense_factor_min_samples`` (1000)
-   and :math:`M \le` ``dense_factor_max_kernels`` (10): every Gram matrix
-   is factored by pivoted Cholesky to round-off
-   (:func:`mklkit.kernels.factorize.dense.exact_factors`; relative trace left
-   out at most :data:`~mklkit.kernels.factorize.dense.MAX_TRACE_ERROR`, else
-   ``spicy`` solves the dense problem and the message says why), ``bcd``
-   solves the factored problem (with its Newton polish on the non-zero
-   blocks for a non-smooth loss, solved through the smoothing band), and its
-   point is **certified again on the dense bank**
-   (:func:`mklkit.engines.common.certify`): the result's objective, dual
-   objective and gap are the dense problem's, and its ``alpha`` is in the
-   dense problem's coordinates (the triangular solve of
-   :meth:`~mklkit.kernels.factorize.dense.ExactFactorBank.solve_coefficients`).
-   When the dense gap is above ``tol`` a warm-started ``spicy`` continues
-   (with ``fallback``), else the status says so.  On a9a (N = 3,000) with
-   the hinge loss and the block 1-norm at 0.1 C_max it took 10 s, spicy
-   506 s; at N = 1,000, 1.3 s against 9 s.  Where spicy's one-step method
-   applies (smooth conjugates, e.g. logistic with the elastic net) spicy
-   stays: 0.02 s against 1.6 s.
-3. Otherwise ``spicy`` whenever it supports the problem.  On the SpicyMKL
-   §6.1 problems (hundreds to thousands of kernels, :math:`N \le 614`) its
-   few Newton steps were 4-70 times faster than proximal gradient at every
-   tolerance.
-4. Otherwise ``proximal`` (e.g. a plugin loss with a differentiable primal
-   and no conjugate form ``spicy`` can use).
-
-Then **every other installed engine** (the registry's, plugins included;
-none is named here) that supports the problem on its bank is a candidate,
-and the most *specialised* engine wins: the one whose declared requirements
-(:attr:`~mklkit.engines.base.Engine.requires` on the loss and the
-regularizer) accept the fewest of the installed loss x regularizer pairs
-(:func:`specificity`).  An engine written for a narrow problem class
-exploits its structure: SMO-MKL (``smo_mkl``: hinge-type losses with the
-p-norm or a Bregman penalty of the kernel weights) solves the box-constrained
-dual with O(N) two-variable steps and no N x N factorization.  A candidate
-replaces the general choice only when it is more specialised (ties keep the
-general engine); when no general engine applies, the most specialised
-candidate does (``skm_smo`` for ``l1_squared``).
-
-5. If the chosen engine ends ``stalled`` or ``numerical_error`` and another
-   general engine (``spicy``, else ``proximal``) supports the problem, it
-   continues from the last point (warm start).
-6. While the chosen engine runs, auto watches its certified gap (the window
-   rule of :class:`StallWatch`): when the best gap after :math:`k` records is
-   not below ``stall_ratio`` times the best gap after :math:`\lfloor k/2\rfloor`
-   (:math:`k \ge` ``stall_window``), the delegate is stopped and the other
-   general engine continues from its incumbents (α, b and the dual point), with
-   a :class:`EngineSwitchWarning`.  Doubling the iterations halves a gap that
-   falls as :math:`1/k` and quarters one that falls as :math:`1/k^2`, so the
-   rule leaves slow but steady solvers alone; a gap that stays put is caught
-   after as many records again as it took to get there.
-
-The result carries ``engine = "auto"``; its message starts with the route
-and why (``auto -> spicy (...): ...``, ``auto -> bcd on exact factors of the
-dense bank (rank 8550 of 3 x 3000, ...): ...``) and every history record has
-an ``engine`` key.  The route is also logged (``logging``, level INFO).  Only
-the final status emits a ``ConvergenceWarning``.
+The rules, their measurements and the fallback are in ``docs/engines.md`` ("auto"): ``dualcd`` or
+``bcd`` on a factor bank (rule 0), ``proximal`` for many samples where ``spicy`` would need its
+iterative method (1), ``bcd`` on the exact factors of a dense bank, certified again on the dense bank
+(2), else ``spicy`` (3), else ``proximal`` (4); a more specialised installed engine
+(:func:`specificity`) where one applies; another general engine continues a stalled or failed solve
+(5) or one whose certified gap stops falling (6, :class:`StallWatch`).
 """
 
 from __future__ import annotations
@@ -155,44 +58,28 @@ def _routing_c_max(problem: Problem) -> float:
 
 
 class Auto(Fallback, Engine):
-    r"""Delegates to the fastest engine that supports the problem (module docstring).
+    r"""Delegates to the fastest engine that supports the problem (``docs/engines.md``, "auto").
 
     Parameters
     ----------
     tol : float
         Relative duality gap at which to stop, passed to the delegate.
     max_iter : int or None
-        Passed to the delegate (its own unit: Newton or outer steps for
-        ``spicy``, proximal-gradient steps for ``proximal``, SMO steps for an
-        SMO engine); ``None`` keeps each engine's own default.
-    proximal_min_samples : int
-        Fewest samples for which ``proximal`` is preferred to ``spicy``'s
-        iterative method.
-    proximal_ratio : float
+        Passed to the delegate (in its own unit); ``None`` keeps its default.
+    proximal_min_samples, proximal_ratio : int, float
         ``proximal`` is preferred to ``spicy``'s iterative method when
-        :math:`N \ge` ratio :math:`\times M`.
-    dense_factor_min_samples : int
-        Fewest samples for which a dense bank is factored exactly and solved
-        by ``bcd``.
-    dense_factor_max_kernels : int
-        Most kernels for which it is: the factorization costs
-        :math:`MN^3/3` flops and up to the bank's memory again (the crossover
-        was measured on three kernels).
+        :math:`N \ge` ``proximal_min_samples`` and :math:`N \ge` ``proximal_ratio`` :math:`\times M`.
+    dense_factor_min_samples, dense_factor_max_kernels : int
+        A dense bank of at least that many samples and at most that many kernels is factored
+        exactly and solved by ``bcd``.
     dualcd_max_ratio : float
-        On a factor bank, a loss with a piecewise-linear conjugate goes to
-        ``dualcd`` at :math:`C \le` ratio :math:`\times C_{max}`, else to ``bcd``.
+        On a factor bank, a loss with a piecewise-linear conjugate goes to ``dualcd`` at
+        :math:`C \le` ratio :math:`\times C_{max}`, else to ``bcd``.
     fallback : bool
-        Continue with another engine when the first stalls or fails
-        numerically, or when ``bcd``'s point on exact factors does not meet
-        ``tol`` on the dense bank; and stop a delegate that makes no progress
-        (``stall_window``, ``stall_ratio``).
-    stall_window : int
-        Fewest history records of the delegate before the stall rule applies
-        (or the delegate's own ``stall_records``, when larger).
-    stall_ratio : float
-        The delegate makes no progress when its best gap after :math:`k`
-        records is not below ``stall_ratio`` times its best gap after
-        :math:`\lfloor k/2\rfloor` (:class:`StallWatch`).
+        Continue with another engine when the first stalls, fails numerically, or (on exact
+        factors) misses ``tol`` on the dense bank; stop a delegate that makes no progress.
+    stall_window, stall_ratio : int, float
+        The stall rule of :class:`StallWatch` (at least ``stall_window`` records).
     """
 
     name: ClassVar[str] = "auto"

@@ -1,5 +1,4 @@
-"""The base of the settings models: the one table of defaults, ``Settings`` (unknown keys refused, ``None``
-the default), the field types the sections share (file paths, sizes, seeds, byte counts)."""
+"""The base of the settings models: the table of defaults, ``Settings`` and the field types the sections share."""
 
 from __future__ import annotations
 
@@ -44,21 +43,8 @@ DEFAULTS: dict[str, Any] = {
 REPRESENTATIONS: tuple[str, ...] = ("array", "sharded", "factor")
 
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1000,
-    "kb": 1000,
-    "m": 1000**2,
-    "mb": 1000**2,
-    "g": 1000**3,
-    "gb": 1000**3,
-    "t": 1000**4,
-    "tb": 1000**4,
-    "kib": 1024,
-    "mib": 1024**2,
-    "gib": 1024**3,
-    "tib": 1024**4,
+_UNITS = {"": 1, "b": 1} | {
+    p + suffix: base**i for i, p in enumerate("kmgt", 1) for suffix, base in (("", 1000), ("b", 1000), ("ib", 1024))
 }
 
 
@@ -109,6 +95,11 @@ def is_empty(v: Any) -> bool:
 
 def shown_path(given: Mapping[str, str], key: str, path: Any) -> str:
     return given.get(key, str(path))
+
+
+def given_paths(info: ValidationInfo, keys: Any) -> dict[str, str]:
+    """The file paths of ``keys`` as written (recorded by :data:`FilePath` in the validation context)."""
+    return {k: v for k, v in ((info.context or {}).get("given") or {}).items() if k in keys}
 
 
 def resolve_path(value: Any, folder: Path | None) -> Path:

@@ -11,7 +11,8 @@ from ..components.params import did_you_mean
 from .data import Data, contiguous_data, fold, standardize
 from .errors import FACTOR_NPZ_ALLOWED, NPZ_ALLOWED, PipelineError, one_line, strip_prefix
 from .labels import Classes, encode_labels, encode_test_labels, weigh, with_classes
-from .settings import BankSettings, DataSettings
+from .bank_settings import BankSettings
+from .settings import DataSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np

@@ -52,7 +52,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .settings import RefineSettings, refine_rounds
+from .bank_settings import RefineSettings, refine_rounds
 
 __all__ = [
     "RefineSettings",

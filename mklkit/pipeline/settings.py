@@ -1,12 +1,4 @@
-"""Settings of the pipeline (data, bank, problem, cross-validation) in one place.
-
-The data (``DataSettings``) and cross-validation (``CVSettings``) sections
-are here; the bank's (:mod:`~mklkit.pipeline.bank_settings`), the
-problem's (:mod:`~mklkit.pipeline.problem_settings`) and their shared base
-(:mod:`~mklkit.pipeline.fields`, with :data:`DEFAULTS`, the one table of
-defaults that ``docs/specs.md`` and ``docs/api.md`` show) are imported from
-their modules.
-"""
+"""The data (``data:``) and cross-validation (``cv:``) sections of the settings."""
 
 from __future__ import annotations
 
@@ -16,83 +8,12 @@ from typing import Annotated, Any, Literal, Mapping
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from ..components.params import did_you_mean
-from .bank_settings import (
-    KERNEL_SOURCES,
-    BankSettings,
-    FactorSettings,
-    RefineSettings,
-    Representation,
-    ShardedSettings,
-    kernel_resolver,
-    refine_rounds,
-)
 from .errors import PipelineError
-from .fields import (
-    DEFAULTS,
-    REPRESENTATIONS,
-    FilePath,
-    PartSize,
-    Seed,
-    Settings,
-    TestSize,
-    is_empty,
-    is_none,
-    none_is_absent,
-    parse_bytes,
-    resolve_path,
-    shown_path,
-)
-from .problem_settings import (
-    AUTO_C_SCALE,
-    C_NAMES,
-    CValue,
-    EngineField,
-    LossField,
-    ProblemSettings,
-    RegularizerField,
-    auto_C,
-    component_dict,
-)
-
-__all__ = [
-    "DEFAULTS",
-    "REPRESENTATIONS",
-    "KERNEL_SOURCES",
-    "AUTO_C_SCALE",
-    "C_NAMES",
-    "Settings",
-    "none_is_absent",
-    "parse_bytes",
-    "resolve_path",
-    "FilePath",
-    "TestSize",
-    "PartSize",
-    "Seed",
-    "DataSettings",
-    "ShardedSettings",
-    "FactorSettings",
-    "RefineSettings",
-    "Representation",
-    "BankSettings",
-    "kernel_resolver",
-    "refine_rounds",
-    "component_dict",
-    "LossField",
-    "RegularizerField",
-    "EngineField",
-    "CValue",
-    "auto_C",
-    "ProblemSettings",
-    "CVSettings",
-]
+from .fields import DEFAULTS, FilePath, PartSize, Seed, Settings, TestSize, given_paths, is_empty, is_none, shown_path
 
 
 class DataSettings(Settings):
-    """Where the examples come from and how they are split (the spec's ``data:``).
-
-    Which keys were given is :attr:`model_fields_set`; :meth:`shown` gives a
-    file path as written.
-    """
+    """Where the examples come from and how they are split (the spec's ``data:``)."""
 
     builtin: str | None = Field(None, exclude_if=is_none, description="a bundled data set (mklkit.data.available())")
     train: FilePath | None = Field(
@@ -165,7 +86,7 @@ class DataSettings(Settings):
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> "DataSettings":
-        self._given = {k: v for k, v in ((info.context or {}).get("given") or {}).items() if k in ("train", "test")}
+        self._given = given_paths(info, ("train", "test"))
         given = self.model_fields_set
         for key in ("train", "test"):
             p = getattr(self, key)
@@ -211,13 +132,8 @@ class DataSettings(Settings):
 
 
 class CVSettings(Settings):
-    """K-fold cross-validation or repeated random splits of the training part (the sweep's ``cv:``).
-
-    ``folds``: that many stratified (classification) folds, shuffled with
-    ``seed`` (the default: :data:`DEFAULTS` ``cv.folds``).  ``splits``: that
-    many random splits, split ``i`` holding out ``test_size`` with seed
-    ``seed + i`` exactly as ``mklkit run`` does with ``data.seed = seed + i``.
-    """
+    """K-fold cross-validation (``folds``, stratified for classification) or ``splits`` random splits of
+    the training part, split ``i`` as ``mklkit run`` with ``data.seed = seed + i`` (the sweep's ``cv:``)."""
 
     folds: Annotated[int, Field(ge=2)] | None = Field(None, description="k of k-fold cross-validation")
     splits: Annotated[int, Field(ge=1)] | None = Field(None, description="number of random splits")
