@@ -7,18 +7,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from .bank import (
-    TestSide,
-    build_bank,
-    check_memory,
-    choose_representation,
-    expand_entries,
-    factor_representation,
-    given_factor_bank,
-    given_factor_memory,
-    precomputed_bank,
-    rows_of,
-)
+from .bank import TestSide, build_bank, check_memory, choose_representation, expand_entries, factor_representation
+from .bank import given_factor_bank, given_factor_memory, precomputed_bank, rows_of
 from ..plugins import get_registry
 from .data import Data
 from .errors import PipelineError, one_line
@@ -214,27 +204,21 @@ class Prepared:
 
         from .._multiclass import ovo_decision
 
-        assert self.tasks is not None and self.problem is not None
-        tasks = self.tasks
-        if all(t.rows is None for t in tasks):
-            F = np.column_stack([self.train_decision(r) for r in results])
-            F_test = None if self.test is None else np.column_stack([self.test_decision(r) for r in results])
-            return np.argmax(F, axis=1), None if F_test is None else np.argmax(F_test, axis=1)
-        train = TestSide(K=self.problem.K)
-        F = np.column_stack([train.decision_function(r, self.bank, rows=t.rows) for r, t in zip(results, tasks)])
-        assert self.data.classes is not None
-        k = len(self.data.classes)
-        F_test = (
-            None
-            if self.test is None
-            else np.column_stack(
-                [self.test.decision_function(r, self.bank, rows=t.rows) for r, t in zip(results, tasks)]
-            )
-        )
-        return (
-            np.argmax(ovo_decision(F, tasks, k), axis=1),
-            None if F_test is None else np.argmax(ovo_decision(F_test, tasks, k), axis=1),
-        )
+        assert self.tasks is not None and self.problem is not None and self.data.classes is not None
+        tasks, k = self.tasks, len(self.data.classes)
+        ovr = all(t.rows is None for t in tasks)
+
+        def classes(train: bool) -> np.ndarray | None:
+            if not train and self.test is None:
+                return None
+            if ovr:
+                decide = self.train_decision if train else self.test_decision
+                return np.argmax(np.column_stack([decide(r) for r in results]), axis=1)
+            side = TestSide(K=self.problem.K) if train else self.test
+            F = np.column_stack([side.decision_function(r, self.bank, rows=t.rows) for r, t in zip(results, tasks)])
+            return np.argmax(ovo_decision(F, tasks, k), axis=1)
+
+        return classes(True), classes(False)
 
     def train_decision(self, result: Any) -> np.ndarray:
         """Training predictions of a solve result, in the bank's representation."""
@@ -268,20 +252,15 @@ def problem_at(
     (``None``: unweighted; not given: the problem's); its bank shared."""
     import numpy as np
 
-    from ..problem import Problem
-
     if K is None:
         K = problem.K if problem.representation == "array" else problem.bank
     if isinstance(C, str) and C == "auto":
         C = auto_C(problem)
-    return Problem(
+    return replace(
+        problem,
         K=K,
         y=problem.y if y is None else np.ascontiguousarray(y, dtype=np.float64),
-        loss=problem.loss,
-        regularizer=problem.regularizer,
         C=problem.C if C is None else float(C),
-        bias=problem.bias,
-        kernel_names=problem.kernel_names,
         extra=dict(problem.extra),
         sample_weight=problem.sample_weight if sample_weight is _KEEP else sample_weight,
     )

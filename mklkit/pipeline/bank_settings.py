@@ -6,16 +6,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Literal, Mapping
 
-from pydantic import (
-    ConfigDict,
-    Field,
-    PlainValidator,
-    PrivateAttr,
-    ValidationInfo,
-    WithJsonSchema,
-    field_validator,
-    model_validator,
-)
+from pydantic import ConfigDict, Field, PlainValidator, PrivateAttr, ValidationInfo, WithJsonSchema, field_validator
+from pydantic import model_validator
 
 from ..components.params import did_you_mean
 from ..plugins import UnknownComponentError, get_registry

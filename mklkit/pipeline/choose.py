@@ -174,16 +174,11 @@ class Auto(Fallback, Engine):
                 c_max = _routing_c_max(problem)
                 ratio = float(problem.C) / c_max if c_max > 0.0 else math.inf
                 if ratio <= self.dualcd_max_ratio:
-                    return (
-                        dual_cd,
-                        (
-                            f"a loss with a piecewise-linear conjugate on a factor "
-                            f"bank at C = {ratio:.3g} C_max <= "
-                            f"{self.dualcd_max_ratio:g} C_max: dual coordinate "
-                            "descent"
-                        ),
-                        False,
+                    why = (
+                        f"a loss with a piecewise-linear conjugate on a factor bank at C = {ratio:.3g} C_max <= "
+                        f"{self.dualcd_max_ratio:g} C_max: dual coordinate descent"
                     )
+                    return dual_cd, why, False
         if rep == "factor" and bcd.supports(problem) is None:
             return bcd, "a factor bank: bcd solves in the factors' coordinates", False
         N, M = problem.n_samples, problem.n_kernels
@@ -197,11 +192,8 @@ class Auto(Fallback, Engine):
         # rules 1 and 2 apply only where spicy's one-step method does not
         spicy_one_step = r_spicy is None and spicy.uses_one_step(problem)
         if r_prox is None and not spicy_one_step and N >= self.proximal_min_samples and N >= self.proximal_ratio * M:
-            return (
-                prox,
-                (f"N = {N} samples >= {self.proximal_min_samples} and >= {self.proximal_ratio:g} x {M} kernels"),
-                False,
-            )
+            why = f"N = {N} samples >= {self.proximal_min_samples} and >= {self.proximal_ratio:g} x {M} kernels"
+            return prox, why, False
         if (
             dense_factors
             and rep == "array"
@@ -210,17 +202,15 @@ class Auto(Fallback, Engine):
             and N >= self.dense_factor_min_samples
             and M <= self.dense_factor_max_kernels
         ):
-            probe = _as_factor_probe(problem)
-            if probe is not None and bcd.supports(probe) is None:
-                return (
-                    bcd,
-                    (
-                        f"a dense bank of N = {N} >= {self.dense_factor_min_samples} "
-                        f"samples and M = {M} <= {self.dense_factor_max_kernels} kernels: "
-                        "bcd on its exact factors"
-                    ),
-                    True,
+            probe = dataclasses.replace(
+                problem, K=problem.bank, kernel_names=None, extra={**problem.extra, "representation": "factor"}
+            )
+            if bcd.supports(probe) is None:
+                why = (
+                    f"a dense bank of N = {N} >= {self.dense_factor_min_samples} samples and "
+                    f"M = {M} <= {self.dense_factor_max_kernels} kernels: bcd on its exact factors"
                 )
+                return bcd, why, True
         if r_spicy is None:
             return spicy, "spicy supports the problem", False
         if r_prox is None:
@@ -255,20 +245,16 @@ class Auto(Fallback, Engine):
             if engine is None:
                 return (
                     special,
-                    (f"{why}; {name} supports it (it accepts {count} installed loss x regularizer pairs)"),
+                    f"{why}; {name} supports it (it accepts {count} installed loss x regularizer pairs)",
                     False,
                 )
             mine = specificity(type(engine))
             if count < mine:
-                return (
-                    special,
-                    (
-                        f"{name} supports the problem and is more specialised than "
-                        f"{engine.name} (it accepts {count} installed loss x "
-                        f"regularizer pairs, {engine.name} {mine})"
-                    ),
-                    False,
+                why = (
+                    f"{name} supports the problem and is more specialised than {engine.name} (it accepts "
+                    f"{count} installed loss x regularizer pairs, {engine.name} {mine})"
                 )
+                return special, why, False
         return engine, why, factor
 
     def choose(self, problem: Problem) -> tuple[Engine | None, str]:
@@ -328,17 +314,8 @@ class Auto(Fallback, Engine):
             f"{why.split(': ')[0]}; factored in {fac.time_s:.2f} s)"
         )
         logger.info("%s", route)
-        factored = Problem(
-            K=fac.bank,
-            y=problem.y,
-            loss=problem.loss,
-            regularizer=problem.regularizer,
-            C=problem.C,
-            bias=problem.bias,
-            kernel_names=problem.kernel_names,
-            extra={k: v for k, v in problem.extra.items() if k != "representation"},
-            sample_weight=problem.sample_weight,
-        )
+        extra = {k: v for k, v in problem.extra.items() if k != "representation"}
+        factored = dataclasses.replace(problem, K=fac.bank, extra=extra)
         other = self._other(problem, bcd.name) if self.fallback else None
         watch = None if other is None else StallWatch(self.stall_window, self.stall_ratio, bcd.unit)
         first = self._run(BCD(**self._delegate_params()), factored, callback, warm_start, 0, watch=watch)
@@ -386,23 +363,6 @@ class Auto(Fallback, Engine):
                     second, engine=self.name, time_s=run.elapsed(), message=f"{route}: {second.message}"
                 )
         return dataclasses.replace(certified, engine=self.name, message=f"{route}: {certified.message}")
-
-
-def _as_factor_probe(problem: Problem) -> Problem | None:
-    """``problem`` standing for its bank held as factors (for ``supports``), or None."""
-    try:
-        return Problem(
-            K=problem.bank,
-            y=problem.y,
-            loss=problem.loss,
-            regularizer=problem.regularizer,
-            C=problem.C,
-            bias=problem.bias,
-            extra={**problem.extra, "representation": "factor"},
-            sample_weight=problem.sample_weight,
-        )
-    except ValueError:  # pragma: no cover - the problem itself was built from the same
-        return None
 
 
 _SPECIFICITY: dict[tuple[int, int, type], int] = {}

@@ -7,16 +7,8 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Callable, Mapping
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PlainValidator,
-    ValidationInfo,
-    WithJsonSchema,
-    model_validator,
-)
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, ValidationInfo, WithJsonSchema
+from pydantic import model_validator
 
 from .errors import PipelineError
 

@@ -23,16 +23,8 @@ import numpy as np
 
 from ..components.base import CLASSIFICATION
 from .assemble import problem_at
-from .heldout_rows import (
-    KEEP_BYTES,
-    HeldoutRows,
-    KeptSolution,
-    criterion_of,
-    effective_size,
-    held_out_scores,
-    paired_excess,
-    split_rows,
-)
+from .heldout_rows import KEEP_BYTES, HeldoutRows, KeptSolution, criterion_of, effective_size, held_out_scores
+from .heldout_rows import paired_excess, split_rows
 
 
 @dataclass(frozen=True)
@@ -353,15 +345,7 @@ def _walk(
         walk.kept.append(KeptSolution(result, rows.factor_bank))
         walk.record(C, result, held_out_scores(part.loss, y_held, rows.decision(result), w_held), t0)
         if progress is not None:
-            progress(
-                {
-                    "C": C,
-                    "ratio": float(r),
-                    "loss": walk.losses[-1],
-                    "metric": walk.metrics[-1],
-                    "n_active": walk.n_act[-1],
-                }
-            )
+            progress(dict(C=C, ratio=float(r), loss=walk.losses[-1], metric=walk.metrics[-1], n_active=walk.n_act[-1]))
         walk.lowest(s.flat)
         _drop_kept(walk.kept, walk.best)
         if walk.turned(C, prior_fit, s):

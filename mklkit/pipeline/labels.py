@@ -15,12 +15,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class Classes:
-    """The class labels of a classification target: the one encoder of ``mklkit run`` (and ``validate``, ``sweep``).
-
-    ``classes`` come from :func:`mklkit._multiclass.encode_classes` (the
-    estimators' encoder): sorted, so the default positive class of two is
-    the greater, as in scikit-learn.
-    """
+    """The class labels of a classification target (sorted, as the estimators' encoder: the positive class of
+    two is the greater by default) and their encoding."""
 
     def __init__(self, loss: Any, data: DataSettings, y: Any, key: str = "problem.loss"):
         import numpy as np
@@ -210,12 +206,8 @@ def with_classes(out: Data, enc: Classes | None) -> Data:
 
 
 def weigh(d: Data, data: DataSettings, enc: Classes | None, sw: np.ndarray | None) -> Data:
-    """``d.w_train`` from the ``data.sample_weight`` column ``sw`` (training rows) times the weight of
-    each row's class (``data.class_weight``): the estimators' ``sample_weight`` and ``class_weight``.
-
-    Rows of weight 0 leave the training part (as in the estimators); weights that are all 1 are the
-    unweighted problem (``None``).
-    """
+    """``d.w_train``: the ``data.sample_weight`` column ``sw`` times each row's ``data.class_weight`` (rows of
+    weight 0 leave the training part; all 1: ``None``)."""
     import numpy as np
 
     w = None
