@@ -12,7 +12,7 @@ from pydantic import model_validator
 from ..components.params import did_you_mean
 from ..plugins import UnknownComponentError, get_registry
 from .errors import MISSING, PipelineError, bank_error
-from .fields import DEFAULTS, FilePath, Settings, given_paths, is_none, parse_bytes, shown_path
+from .fields import DEFAULTS, FilePath, Settings, given_paths, is_none, parse_bytes
 
 _SCHEDULER = "a Dask scheduler address such as tcp://127.0.0.1:8786"
 
@@ -353,4 +353,4 @@ class BankSettings(Settings):
         """The file of ``kernels.precomputed`` or ``kernels.precomputed_factors`` (``key``) as written."""
         name = key.rsplit(".", 1)[-1]
         path = getattr(self, name, None)
-        return shown_path(self._given, name, path if path is not None else "X")
+        return self._given.get(name, str(path if path is not None else "X"))

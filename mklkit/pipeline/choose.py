@@ -58,29 +58,8 @@ def _routing_c_max(problem: Problem) -> float:
 
 
 class Auto(Fallback, Engine):
-    r"""Delegates to the fastest engine that supports the problem (``docs/engines.md``, "auto").
-
-    Parameters
-    ----------
-    tol : float
-        Relative duality gap at which to stop, passed to the delegate.
-    max_iter : int or None
-        Passed to the delegate (in its own unit); ``None`` keeps its default.
-    proximal_min_samples, proximal_ratio : int, float
-        ``proximal`` is preferred to ``spicy``'s iterative method when
-        :math:`N \ge` ``proximal_min_samples`` and :math:`N \ge` ``proximal_ratio`` :math:`\times M`.
-    dense_factor_min_samples, dense_factor_max_kernels : int
-        A dense bank of at least that many samples and at most that many kernels is factored
-        exactly and solved by ``bcd``.
-    dualcd_max_ratio : float
-        On a factor bank, a loss with a piecewise-linear conjugate goes to ``dualcd`` at
-        :math:`C \le` ratio :math:`\times C_{max}`, else to ``bcd``.
-    fallback : bool
-        Continue with another engine when the first stalls, fails numerically, or (on exact
-        factors) misses ``tol`` on the dense bank; stop a delegate that makes no progress.
-    stall_window, stall_ratio : int, float
-        The stall rule of :class:`StallWatch` (at least ``stall_window`` records).
-    """
+    """Delegates to the fastest engine that supports the problem (``docs/engines.md``, "auto"); its options
+    are declared in :attr:`params` (``tol`` and ``max_iter`` are passed to the delegate)."""
 
     name: ClassVar[str] = "auto"
     description: ClassVar[str] = (

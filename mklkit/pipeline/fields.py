@@ -59,13 +59,6 @@ def parse_bytes(value: Any) -> int:
     return int(n)
 
 
-def none_is_absent(value: Any) -> Any:
-    """A mapping without its ``None`` values: in a spec ``key: null`` means the default."""
-    if isinstance(value, Mapping):
-        return {k: v for k, v in value.items() if v is not None}
-    return value
-
-
 class Settings(BaseModel):
     """Base of the settings models: unknown keys refused, strict types, ``None`` means the default."""
 
@@ -74,7 +67,7 @@ class Settings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _drop_none(cls, value: Any) -> Any:
-        return none_is_absent(value)
+        return {k: v for k, v in value.items() if v is not None} if isinstance(value, Mapping) else value
 
 
 def is_none(v: Any) -> bool:
@@ -85,19 +78,9 @@ def is_empty(v: Any) -> bool:
     return not v
 
 
-def shown_path(given: Mapping[str, str], key: str, path: Any) -> str:
-    return given.get(key, str(path))
-
-
 def given_paths(info: ValidationInfo, keys: Any) -> dict[str, str]:
     """The file paths of ``keys`` as written (recorded by :data:`FilePath` in the validation context)."""
     return {k: v for k, v in ((info.context or {}).get("given") or {}).items() if k in keys}
-
-
-def resolve_path(value: Any, folder: Path | None) -> Path:
-    """A path as written, relative to ``folder`` (the spec's folder) unless absolute."""
-    p = Path(value).expanduser()
-    return p if p.is_absolute() or folder is None else folder / p
 
 
 def _path(value: Any, info: ValidationInfo) -> Any:
@@ -109,7 +92,8 @@ def _path(value: Any, info: ValidationInfo) -> Any:
     given = (info.context or {}).get("given")
     if given is not None and info.field_name is not None:
         given[info.field_name] = value
-    return resolve_path(value, (info.context or {}).get("folder"))
+    p, folder = Path(value).expanduser(), (info.context or {}).get("folder")
+    return p if p.is_absolute() or folder is None else folder / p
 
 
 #: A file path: written as a string, resolved against the spec's folder.

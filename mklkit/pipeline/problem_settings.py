@@ -18,7 +18,7 @@ def component_dict(comp: Any) -> dict[str, Any]:
     return {"name": comp.name, **comp.get_params()}
 
 
-def _component(kind: str, default: Any = None, mapping_only: bool = False) -> Callable[[Any], Any]:
+def _component(kind: str, default: Any = None) -> Callable[[Any], Any]:
     """A validator that makes a component from ``name``, ``{name: ..., param: value}`` or an instance; its
     ``Param`` declarations validate its parameters, errors keyed relative to it (``lam``)."""
 

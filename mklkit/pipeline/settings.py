@@ -9,7 +9,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 
 from ..components.params import did_you_mean
 from .errors import PipelineError
-from .fields import DEFAULTS, FilePath, PartSize, Seed, Settings, TestSize, given_paths, is_empty, is_none, shown_path
+from .fields import DEFAULTS, FilePath, PartSize, Seed, Settings, TestSize, given_paths, is_empty, is_none
 
 
 class DataSettings(Settings):
@@ -128,7 +128,7 @@ class DataSettings(Settings):
     def shown(self, key: str) -> str:
         """A file path as written (``key`` is ``data.train``, ``data.test``)."""
         name = key.split(".")[-1]
-        return shown_path(self._given, name, getattr(self, name))
+        return self._given.get(name, str(getattr(self, name)))
 
 
 class CVSettings(Settings):

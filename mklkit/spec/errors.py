@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from ..pipeline import PipelineError
 from ..pipeline.errors import from_validation as _pipeline_error
-from ..pipeline.errors import key_path, one_line
+from ..pipeline.errors import one_line
 
 
 class SpecError(PipelineError):
@@ -58,13 +58,12 @@ def mark_override(problem: str, key: str, overridden: Sequence[str]) -> str:
     return problem
 
 
-def from_pipeline(exc: PipelineError, file: str, overridden: Sequence[str] = (), loc: Sequence[Any] = ()) -> SpecError:
-    """A PipelineError (its key relative to ``loc``) as the spec's one-line error."""
-    key = key_path(loc, exc.key)
+def from_pipeline(exc: PipelineError, file: str, overridden: Sequence[str] = ()) -> SpecError:
+    """A PipelineError as the spec's one-line error."""
     return SpecError(
         file,
-        key,
-        mark_override(exc.problem, key, overridden),
+        exc.key,
+        mark_override(exc.problem, exc.key, overridden),
         allowed=exc.allowed,
         shown=exc.shown if exc.has_value else None,
     )
