@@ -279,7 +279,7 @@ class Solving:
 
     def _auto_C(self, problem: Any) -> float:
         """``C="scale"`` on a task's training kernels: the rule of specs' ``problem.C: scale``
-        (:func:`mklkit.pipeline.problem_settings.auto_C`)."""
+        (:func:`mklkit.pipeline.settings.auto_C`)."""
 
         try:
             return auto_C(problem, key="C")

@@ -47,22 +47,20 @@ def probe_problem(
     """A tiny problem with the real settings, labels, representation and sample weights, for ``supports``."""
     import numpy as np
 
-    from ..problem import Problem
-
     rows = _probe_rows(y)
     n = rows.size
     K = np.empty((max(M, 1), n, n))
     K[:] = np.eye(n) / n
-    return Problem(
-        K=K,
-        y=y[rows],
-        loss=problem.loss,
-        regularizer=problem.regularizer,
-        C=1.0 if isinstance(problem.C, str) else problem.C,
-        bias=problem.bias,
-        extra={"representation": representation},
-        sample_weight=None if sample_weight is None else np.asarray(sample_weight)[rows],
-    )
+    w = None if sample_weight is None else np.asarray(sample_weight)[rows]
+    return _of_settings(problem, K, y[rows], extra={"representation": representation}, sample_weight=w)
+
+
+def _of_settings(problem: ProblemSettings, K: Any, y: Any, **kw: Any) -> Problem:
+    """The problem of the settings on ``K`` and ``y`` (a named C as 1.0)."""
+    from ..problem import Problem
+
+    C = 1.0 if isinstance(problem.C, str) else problem.C
+    return Problem(K=K, y=y, loss=problem.loss, regularizer=problem.regularizer, C=C, bias=problem.bias, **kw)
 
 
 def _unsupported(engine: Engine, problem: Problem) -> str | None:
@@ -409,18 +407,7 @@ def _held_described(
 
 def _problem(d: Data, held: _Held, y: Any, problem: ProblemSettings) -> Problem:
     """The problem on the built bank at the settings' C (a named C: :func:`auto_C` on it)."""
-    from ..problem import Problem
-
-    prob = Problem(
-        K=held.K,
-        y=y,
-        loss=problem.loss,
-        regularizer=problem.regularizer,
-        C=1.0 if isinstance(problem.C, str) else problem.C,
-        bias=problem.bias,
-        kernel_names=held.names,
-        sample_weight=d.w_train,
-    )
+    prob = _of_settings(problem, held.K, y, kernel_names=held.names, sample_weight=d.w_train)
     if isinstance(problem.C, str):  # "auto", and "path"'s prior (the run chooses it: api.solve_prepared)
         prob = problem_at(prob, C=auto_C(prob))
     return prob

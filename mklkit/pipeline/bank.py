@@ -226,6 +226,7 @@ def build_bank(
 
     rep = rep or bank.representation
     budget = bank.budget
+    common = {"normalize": bank.normalize, "resolve": kernel_resolver(), "feature_names": d.feature_names}
     try:
         if rep.kind == "factor":
             from ..kernels import build_factor_bank
@@ -233,14 +234,12 @@ def build_bank(
             fb = build_factor_bank(
                 bank.entries,
                 d.X_train,
+                **common,
                 rank=rep.rank,
                 tol=rep.tol,
                 method=rep.method,
                 seed=rep.seed,
-                normalize=bank.normalize,
                 memory_budget=budget,
-                resolve=kernel_resolver(),
-                feature_names=d.feature_names,
                 root="kernels.factor",
                 sample_weight=d.w_train,
             )
@@ -248,26 +247,11 @@ def build_bank(
         if rep.kind == "sharded":
             from ..kernels.sharded import ShardedBank
 
-            sb = ShardedBank.build(
-                _client(rep),
-                d.X_train,
-                bank.entries,
-                normalize=bank.normalize,
-                resolve=kernel_resolver(),
-                feature_names=d.feature_names,
-                root=bank.key,
-            )
+            sb = ShardedBank.build(_client(rep), d.X_train, bank.entries, **common, root=bank.key)
             K_test = sb.cross(d.X_test, memory_budget_bytes=budget) if d.X_test is not None else None
             return sb, (TestSide(K=K_test) if K_test is not None else None)
         kb = KernelBank.build(
-            d.X_train,
-            bank.entries,
-            normalize=bank.normalize,
-            memory_budget_bytes=budget,
-            progress=progress,
-            resolve=kernel_resolver(),
-            feature_names=d.feature_names,
-            root=bank.key,
+            d.X_train, bank.entries, **common, memory_budget_bytes=budget, progress=progress, root=bank.key
         )
         if d.w_train is not None:
             kb.weight_traces(d.w_train)

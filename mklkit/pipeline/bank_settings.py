@@ -12,7 +12,7 @@ from pydantic import model_validator
 from ..components.params import did_you_mean
 from ..plugins import UnknownComponentError, get_registry
 from .errors import MISSING, PipelineError, bank_error
-from .fields import DEFAULTS, FilePath, Settings, given_paths, is_none, parse_bytes
+from .fields import DEFAULTS, FilePath, Settings, absent, given_paths, parse_bytes
 
 _SCHEDULER = "a Dask scheduler address such as tcp://127.0.0.1:8786"
 
@@ -165,23 +165,15 @@ class BankSettings(Settings):
 
     model_config = ConfigDict(json_schema_extra={"x-one-of-keys": list(KERNEL_SOURCES)})
 
-    preset: str | None = Field(
-        None, exclude_if=is_none, description="a kernel-bank preset (kernels.available_presets())"
-    )
-    bank: tuple[Any, ...] | None = Field(
-        None,
-        exclude_if=is_none,
-        description="bank entries such as {function: rbf, width: [0.5, 1], features: all} (docs/data_and_kernels.md)",
+    preset: str | None = absent("a kernel-bank preset (kernels.available_presets())")
+    bank: tuple[Any, ...] | None = absent(
+        "bank entries such as {function: rbf, width: [0.5, 1], features: all} (docs/data_and_kernels.md)",
         json_schema_extra={"minItems": 1},
     )
-    precomputed: FilePath | None = Field(
-        None, exclude_if=is_none, description=".npz with K_train, y_train (K_test, y_test, names, K_test_diag)"
-    )
-    precomputed_factors: FilePath | None = Field(
-        None,
-        exclude_if=is_none,
-        description=".npz with L_train (N, R), starts (M+1,) or ranks (M,), y_train "
-        "(L_test, y_test, names): kernels K_m = L_m L_m^T held as factors",
+    precomputed: FilePath | None = absent(".npz with K_train, y_train (K_test, y_test, names, K_test_diag)")
+    precomputed_factors: FilePath | None = absent(
+        ".npz with L_train (N, R), starts (M+1,) or ranks (M,), y_train "
+        "(L_test, y_test, names): kernels K_m = L_m L_m^T held as factors"
     )
     normalize: Literal["trace", "diagonal", "none"] = Field(
         DEFAULTS["kernels.normalize"], description="kernel normalisation"
@@ -189,14 +181,10 @@ class BankSettings(Settings):
     memory_budget: (
         Annotated[int | float | str, PlainValidator(_budget), WithJsonSchema({"type": ["string", "integer"]})] | None
     ) = Field(None, description="largest bank to build, e.g. 4GiB (default 4 GiB)")
-    sharded: ShardedSettings | None = Field(
-        None, exclude_if=is_none, description="build the bank in shards on a Dask cluster"
-    )
-    factor: FactorSettings | Literal[False] | None = Field(
-        None,
-        exclude_if=is_none,
-        description="hold the kernels as factors: settings, true (the defaults), "
-        "false (Gram matrices), or absent/auto (chosen from N, M and memory_budget: docs/factor_banks.md)",
+    sharded: ShardedSettings | None = absent("build the bank in shards on a Dask cluster")
+    factor: FactorSettings | Literal[False] | None = absent(
+        "hold the kernels as factors: settings, true (the defaults), "
+        "false (Gram matrices), or absent/auto (chosen from N, M and memory_budget: docs/factor_banks.md)"
     )
     _given: dict[str, str] = PrivateAttr(default_factory=dict)
 

@@ -348,15 +348,8 @@ _SPECIFICITY: dict[tuple[int, int, type], int] = {}
 
 
 def specificity(engine_cls: type) -> int:
-    r"""How many installed loss x regularizer pairs ``engine_cls.requires`` accepts.
-
-    Each registered loss and regularizer, built with its default parameters,
-    is tested against the engine's declared requirements on the loss and on
-    the regularizer (the bank's are left out); the count is
-    :math:`|\{\text{losses met}\}| \times |\{\text{regularizers met}\}|`.  The
-    smaller, the more specialised the engine.  Components that cannot be
-    built with defaults are skipped.  Cached per registry and number of registrations.
-    """
+    """How many installed loss x regularizer pairs (built with their defaults) ``engine_cls.requires``
+    accepts: losses met times regularizers met, the fewer the more specialised (cached per registry)."""
     registry = get_registry()
     key = (id(registry), len(registry.registrations()), engine_cls)
     if key in _SPECIFICITY:

@@ -74,6 +74,11 @@ def is_none(v: Any) -> bool:
     return v is None
 
 
+def absent(description: str, **kw: Any) -> Any:
+    """A field that is ``None`` unless given, left out of dumps then."""
+    return Field(None, exclude_if=is_none, description=description, **kw)
+
+
 def is_empty(v: Any) -> bool:
     return not v
 

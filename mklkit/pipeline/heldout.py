@@ -366,20 +366,10 @@ def select_C(
     settings: PathSettings | None = None,
     progress: Callable[[dict[str, Any]], Any] | None = None,
 ) -> HeldoutPath:
-    """Choose C for ``problem`` (all training rows) on held-out rows (module docstring).
+    """Choose C for ``problem`` (all training rows, Gram matrices or factors) on held-out rows.
 
-    Parameters
-    ----------
-    problem : Problem
-        On all training rows, Gram matrices or factors; its C is not used.
-    solve : callable
-        ``solve(problem, warm_start)`` -> SolveResult (``warm_start``: the
-        previous result or ``None``).
-    prior : callable
-        ``prior(problem)`` -> the prior C of a problem (``C="scale"``'s rule).
-    settings : PathSettings, optional
-    progress : callable, optional
-        Called with ``{"C", "ratio", "loss", "metric", "n_active"}`` after each solve.
+    ``solve(problem, warm_start)`` gives a SolveResult, ``prior(problem)`` the prior C; ``progress`` is
+    called with ``{"C", "ratio", "loss", "metric", "n_active"}`` after each solve.
     """
     s = settings or PathSettings()
     t_start = time.perf_counter()

@@ -61,11 +61,9 @@ def _load_test(data: DataSettings, ds: Any, enc: Classes | None, loss: Any) -> A
     assert data.test is not None
     tshown = data.shown("data.test")
     try:
-        n_features = ds.n_features if (data.format or detect_format(data.test, default="libsvm")) == "libsvm" else None
-        kwargs: dict[str, Any] = {"target": data.target, "fmt": data.format}
-        if n_features is not None:
-            kwargs["n_features"] = n_features
-        test = load_file(data.test, **kwargs)
+        libsvm = (data.format or detect_format(data.test, default="libsvm")) == "libsvm"
+        kwargs = {"n_features": ds.n_features} if libsvm else {}
+        test = load_file(data.test, target=data.target, fmt=data.format, **kwargs)
     except DataError as exc:
         raise PipelineError("data.test", strip_prefix(str(exc), tshown, str(data.test)), shown=repr(tshown)) from None
     test = _drop(data, test, key="data.test")

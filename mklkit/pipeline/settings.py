@@ -9,35 +9,23 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 
 from ..components.params import did_you_mean
 from .errors import PipelineError
-from .fields import DEFAULTS, FilePath, PartSize, Seed, Settings, TestSize, given_paths, is_empty, is_none
+from .fields import DEFAULTS, FilePath, PartSize, Seed, Settings, TestSize, absent, given_paths, is_empty
 
 
 class DataSettings(Settings):
     """Where the examples come from and how they are split (the spec's ``data:``)."""
 
-    builtin: str | None = Field(None, exclude_if=is_none, description="a bundled data set (mklkit.data.available())")
-    train: FilePath | None = Field(
-        None,
-        exclude_if=is_none,
-        description="training file (.csv[.gz], .npz, .libsvm[.gz]); relative to the spec's folder",
-    )
-    test: FilePath | None = Field(None, exclude_if=is_none, description="test file with the same columns")
-    format: Literal["csv", "npz", "libsvm"] | None = Field(
-        None, exclude_if=is_none, description="file format (default: from the file name)"
-    )
-    target: str | None = Field(None, exclude_if=is_none, description="label column (CSV, or a column of a builtin set)")
+    builtin: str | None = absent("a bundled data set (mklkit.data.available())")
+    train: FilePath | None = absent("training file (.csv[.gz], .npz, .libsvm[.gz]); relative to the spec's folder")
+    test: FilePath | None = absent("test file with the same columns")
+    format: Literal["csv", "npz", "libsvm"] | None = absent("file format (default: from the file name)")
+    target: str | None = absent("label column (CSV, or a column of a builtin set)")
     drop: tuple[str, ...] = Field((), exclude_if=is_empty, description="feature columns to leave out")
-    positive: str | int | float | None = Field(
-        None, exclude_if=is_none, description="the positive class of two labels (default: the greater, in sorted order)"
+    positive: str | int | float | None = absent(
+        "the positive class of two labels (default: the greater, in sorted order)"
     )
-    sample_weight: str | None = Field(
-        None, exclude_if=is_none, description="the column of per-row weights >= 0 (taken out of the features)"
-    )
-    class_weight: Any = Field(
-        None,
-        exclude_if=is_none,
-        description="'balanced' or {label: weight}: every row's weight times its class's (classification)",
-    )
+    sample_weight: str | None = absent("the column of per-row weights >= 0 (taken out of the features)")
+    class_weight: Any = absent("'balanced' or {label: weight}: every row's weight times its class's (classification)")
     test_size: TestSize = Field(
         DEFAULTS["data.test_size"], description="fraction or count of test rows (0: no test part)"
     )

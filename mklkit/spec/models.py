@@ -225,51 +225,25 @@ def sweep_lists(raw: Any) -> list[tuple[str, Any]]:
 
 def refuse_sweep(raw: dict, file: str, overridden: Sequence[str] = ()) -> None:
     """A ``cv`` section or a list at a sweep key: only ``mklkit sweep`` takes those."""
-    sweep_hint = f"or run the whole grid with 'mklkit sweep {file}' (docs/sweeps.md)"
+    one = "'mklkit run' and 'mklkit validate' solve one problem"
+    hint = f"or run the whole grid with 'mklkit sweep {file}' (docs/sweeps.md)"
+
+    def refused(key: str, problem: str, value: Any, allowed: str) -> SpecError:
+        return SpecError(file, key, mark_override(problem, key, overridden), value, allowed)
+
     if SWEEP_SECTION in raw:
-        raise SpecError(
-            file,
-            SWEEP_SECTION,
-            mark_override(
-                "cross-validation is only done by 'mklkit sweep'; 'mklkit run' and 'mklkit validate' solve one problem",
-                SWEEP_SECTION,
-                overridden,
-            ),
-            raw[SWEEP_SECTION],
-            f"no cv section for a single run, {sweep_hint}",
-        )
+        problem = f"cross-validation is only done by 'mklkit sweep'; {one}"
+        raise refused(SWEEP_SECTION, problem, raw[SWEEP_SECTION], f"no cv section for a single run, {hint}")
     lists = sweep_lists(raw)
     if lists:
         key, value = lists[0]
         more = f" (this spec has {len(lists)}: {', '.join(k for k, _ in lists)})" if len(lists) > 1 else ""
-        raise SpecError(
-            file,
-            key,
-            mark_override(
-                f"a list of values makes a sweep{more}; 'mklkit run' and 'mklkit validate' solve one problem",
-                key,
-                overridden,
-            ),
-            value,
-            f"one value, {sweep_hint}",
-        )
+        raise refused(key, f"a list of values makes a sweep{more}; {one}", value, f"one value, {hint}")
 
 
 def load_spec(path: str | Path, overrides: Sequence[str] | Mapping[str, Any] = ()) -> Spec:
-    """Read, override and validate a spec file.
-
-    Parameters
-    ----------
-    path : path-like
-        The YAML file.
-    overrides : sequence of ``"key.path=value"`` or mapping
-        Applied before validation (``--set``); string values are parsed as YAML.
-
-    Raises
-    ------
-    SpecError
-        Anything wrong, as one line naming the file and key path.
-    """
+    """Read a spec file, apply ``overrides`` (``"key.path=value"`` strings parsed as YAML, or a mapping)
+    and validate it; anything wrong is one :class:`SpecError`."""
     file = str(path)
     raw = read_spec_file(path, "data, kernels, problem, engine, output")
     return parse_spec(raw, file=file, folder=Path(path).resolve().parent, overrides=overrides)

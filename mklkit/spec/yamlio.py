@@ -153,15 +153,19 @@ _EXCLUSIVE: dict[str, tuple[str, ...]] = {
 } | {"data.builtin": ("data.train", "data.test", "data.format"), "data.train": ("data.builtin",)}
 
 
+def _list_index(node: list, part: str, where: str, file: str) -> int:
+    if not part.isdigit() or int(part) >= len(node):
+        raise SpecError(file, where, "no such list entry (--set)", part, f"an index in 0..{len(node) - 1}")
+    return int(part)
+
+
 def _apply_override(raw: dict, key: str, value: Any, file: str) -> None:
     parts = key.split(".")
     node: Any = raw
     for depth, part in enumerate(parts[:-1]):
         where = ".".join(parts[: depth + 1])
         if isinstance(node, list):
-            if not part.isdigit() or int(part) >= len(node):
-                raise SpecError(file, where, "no such list entry (--set)", part, f"an index in 0..{len(node) - 1}")
-            idx = int(part)
+            idx = _list_index(node, part, where, file)
             if isinstance(node[idx], str):  # short form of a bank entry or component
                 node[idx] = {"function" if where.startswith("kernels.bank") else "name": node[idx]}
             node = node[idx]
@@ -182,9 +186,7 @@ def _apply_override(raw: dict, key: str, value: Any, file: str) -> None:
         node = child
     last = parts[-1]
     if isinstance(node, list):
-        if not last.isdigit() or int(last) >= len(node):
-            raise SpecError(file, key, "no such list entry (--set)", last, f"an index in 0..{len(node) - 1}")
-        node[int(last)] = value
+        node[_list_index(node, last, key, file)] = value
     else:
         node[last] = value
     for other in _EXCLUSIVE.get(key, ()):
