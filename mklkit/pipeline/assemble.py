@@ -427,19 +427,8 @@ def prepare(
 
     The description is expanded on the data's columns, the memory budget checked and the engine asked
     on a tiny probe problem; then (``build=True``) the bank, its test side and the problem are built.
-
-    Parameters
-    ----------
-    d : Data
-        From :func:`load_data`, :func:`fold`, :func:`array_data` or :func:`gram_data`.
-    bank, problem : settings
-    engine : Engine
-    build : bool
-        ``False``: stop after the checks (``mklkit validate``); ``problem`` is ``None``.
-    progress : callable or bool, optional
-        Progress of the bank build.
-    engine_key : str
-        The key that names the engine in errors.
+    ``build=False`` stops after the checks (``mklkit validate``; the problem is ``None``); ``progress``
+    follows the bank build; ``engine_key`` names the engine in errors.
 
     Raises
     ------

@@ -70,17 +70,9 @@ class Settings(BaseModel):
         return {k: v for k, v in value.items() if v is not None} if isinstance(value, Mapping) else value
 
 
-def is_none(v: Any) -> bool:
-    return v is None
-
-
 def absent(description: str, **kw: Any) -> Any:
     """A field that is ``None`` unless given, left out of dumps then."""
-    return Field(None, exclude_if=is_none, description=description, **kw)
-
-
-def is_empty(v: Any) -> bool:
-    return not v
+    return Field(None, exclude_if=lambda v: v is None, description=description, **kw)
 
 
 def given_paths(info: ValidationInfo, keys: Any) -> dict[str, str]:

@@ -353,12 +353,6 @@ def _walk(
     return walk
 
 
-def _closest_to_prior(excess: np.ndarray, excess_se: np.ndarray, ratios: np.ndarray, prior_ratio: float) -> int:
-    """Within one standard error of the least held-out criterion: the value closest to the prior (log scale)."""
-    ok = np.flatnonzero(excess <= excess_se)
-    return int(ok[np.argmin(np.abs(np.log(ratios[ok] / prior_ratio)))])
-
-
 def select_C(
     problem: Any,
     solve: Callable[[Any, Any], Any],
@@ -390,7 +384,8 @@ def select_C(
     excess, excess_se = paired_excess(np.array(walk.per_rows), best, w_held)
     ratio_arr = np.array(walk.Cs) / ref_fit
     prior_ratio = prior_fit / ref_fit
-    chosen = _closest_to_prior(excess, excess_se, ratio_arr, prior_ratio)
+    ok = np.flatnonzero(excess <= excess_se)  # within one standard error of the least: the nearest the prior
+    chosen = int(ok[np.argmin(np.abs(np.log(ratio_arr[ok] / prior_ratio)))])
     ref_all = _c_max(problem) if reference == "C_max" else prior_all
     return HeldoutPath(
         start=walk.start(chosen, fit, problem.n_samples),

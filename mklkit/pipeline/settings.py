@@ -9,7 +9,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 
 from ..components.params import did_you_mean
 from .errors import PipelineError
-from .fields import DEFAULTS, FilePath, PartSize, Seed, Settings, TestSize, absent, given_paths, is_empty
+from .fields import DEFAULTS, FilePath, PartSize, Seed, Settings, TestSize, absent, given_paths
 
 
 class DataSettings(Settings):
@@ -20,7 +20,7 @@ class DataSettings(Settings):
     test: FilePath | None = absent("test file with the same columns")
     format: Literal["csv", "npz", "libsvm"] | None = absent("file format (default: from the file name)")
     target: str | None = absent("label column (CSV, or a column of a builtin set)")
-    drop: tuple[str, ...] = Field((), exclude_if=is_empty, description="feature columns to leave out")
+    drop: tuple[str, ...] = Field((), exclude_if=lambda v: not v, description="feature columns to leave out")
     positive: str | int | float | None = absent(
         "the positive class of two labels (default: the greater, in sorted order)"
     )
