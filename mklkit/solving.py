@@ -271,7 +271,7 @@ def _C_on_path(
     from .engines.base import solve_from
     from .pipeline import problem_at
     from .pipeline.heldout import path_decides, path_engine, select_C
-    from .pipeline.settings import auto_C
+    from .pipeline.problem_settings import auto_C
 
     if not (spec.problem.C == "path" or (spec.problem.C == "auto" and path_decides(problem))):
         return None, problem, warm_start

@@ -313,7 +313,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
             ("mklkit.solving", "mklkit.pipeline"),
             ("mklkit.solving", "mklkit.pipeline.heldout"),
             ("mklkit.solving", "mklkit.pipeline.refine"),
-            ("mklkit.solving", "mklkit.pipeline.settings"),
+            ("mklkit.solving", "mklkit.pipeline.problem_settings"),
             ("mklkit.solving", "mklkit.result"),
             ("mklkit.sweep.backends", "mklkit._dask"),
             ("mklkit.sweep.backends", "mklkit.plugins"),

@@ -356,7 +356,7 @@ def test_class_weight_balanced_raises_minority_recall():
 def test_weights_on_a_factor_bank(small, engine):
     """The weighted problem on exact factors of the kernels has the optimum of the Gram bank."""
     from mklkit.kernels.factor import FactorBank
-    from mklkit.pipeline.settings import auto_C
+    from mklkit.pipeline.problem_settings import auto_C
 
     weighted, _, _ = _problems(small, "logistic", "elasticnet", 0.5)
     blocks = []

@@ -18,7 +18,7 @@ from .._interrupts import interrupt_guard
 from ..components.base import CLASSIFICATION, REGRESSION
 from ..components.params import ParamError
 from ..pipeline import new_points
-from ..pipeline.settings import C_NAMES
+from ..pipeline.problem_settings import C_NAMES
 from ..result import TrivialModelWarning, trivial_message, warn_if_trivial
 from ._checks import ParameterChecks, check_budget, check_C
 from ._path import MKLPath, pack_results, unpack_results

@@ -12,7 +12,7 @@ import numpy as np
 from ..components.base import Component
 from ..components.params import ParamError
 from ..pipeline import PipelineError, Representation, check_support, parse_bytes
-from ..pipeline.settings import FactorSettings, ShardedSettings
+from ..pipeline.bank_settings import FactorSettings, ShardedSettings
 from ..plugins import get_registry
 from ._defaults import default_bank, feature_kinds
 

@@ -21,7 +21,8 @@ from ..pipeline.kernel_subset import (
     widen_result,
 )
 from ..pipeline.refine import refine_prepared
-from ..pipeline.settings import AUTO_C_SCALE, auto_C, kernel_resolver
+from ..pipeline.bank_settings import kernel_resolver
+from ..pipeline.problem_settings import AUTO_C_SCALE, auto_C
 from ._checks import check_budget, spec_name
 from ._prepare import FitState
 

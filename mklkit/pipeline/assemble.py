@@ -7,22 +7,13 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from .bank import (
-    TestSide,
-    build_bank,
-    check_memory,
-    choose_representation,
-    expand_entries,
-    factor_representation,
-    given_factor_bank,
-    given_factor_memory,
-    precomputed_bank,
-    rows_of,
-)
+from .bank import TestSide, build_bank, check_memory, choose_representation, expand_entries, factor_representation
+from .bank import given_factor_bank, given_factor_memory, precomputed_bank, rows_of
 from ..plugins import get_registry
 from .data import Data
 from .errors import PipelineError, one_line
-from .settings import BankSettings, ProblemSettings, auto_C
+from .bank_settings import BankSettings
+from .problem_settings import ProblemSettings, auto_C
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -34,7 +25,7 @@ logger = logging.getLogger("mklkit.pipeline")
 
 
 def _probe_rows(y: np.ndarray, n: int = 6) -> np.ndarray:
-    """A few row indices that include every label value (both classes)."""
+    """A few row indices that include every label value."""
     import numpy as np
 
     rows: list[int] = [int(np.flatnonzero(y == v)[0]) for v in np.unique(y)[:n]]
@@ -53,26 +44,23 @@ def probe_problem(
     representation: str = "array",
     sample_weight: np.ndarray | None = None,
 ) -> Problem:
-    """A tiny problem with the real loss, regularizer, C, bias, labels, representation and (their rows')
-    sample weights, for ``supports``."""
+    """A tiny problem with the real settings, labels, representation and sample weights, for ``supports``."""
     import numpy as np
-
-    from ..problem import Problem
 
     rows = _probe_rows(y)
     n = rows.size
     K = np.empty((max(M, 1), n, n))
     K[:] = np.eye(n) / n
-    return Problem(
-        K=K,
-        y=y[rows],
-        loss=problem.loss,
-        regularizer=problem.regularizer,
-        C=1.0 if isinstance(problem.C, str) else problem.C,
-        bias=problem.bias,
-        extra={"representation": representation},
-        sample_weight=None if sample_weight is None else np.asarray(sample_weight)[rows],
-    )
+    w = None if sample_weight is None else np.asarray(sample_weight)[rows]
+    return _of_settings(problem, K, y[rows], extra={"representation": representation}, sample_weight=w)
+
+
+def _of_settings(problem: ProblemSettings, K: Any, y: Any, **kw: Any) -> Problem:
+    """The problem of the settings on ``K`` and ``y`` (a named C as 1.0)."""
+    from ..problem import Problem
+
+    C = 1.0 if isinstance(problem.C, str) else problem.C
+    return Problem(K=K, y=y, loss=problem.loss, regularizer=problem.regularizer, C=C, bias=problem.bias, **kw)
 
 
 def _unsupported(engine: Engine, problem: Problem) -> str | None:
@@ -85,10 +73,6 @@ def _unsupported(engine: Engine, problem: Problem) -> str | None:
             f"(its representations: {', '.join(getattr(engine, 'representations', ('array',)))})"
         )
     return reason
-
-
-def _supports(engine: Engine, problem: Problem) -> bool:
-    return _unsupported(engine, problem) is None
 
 
 def check_support(engine: Engine, problem: Problem, key: str = "engine.name") -> None:
@@ -119,26 +103,12 @@ def check_support(engine: Engine, problem: Problem, key: str = "engine.name") ->
 
 @dataclass
 class Prepared:
-    """Everything an engine needs, plus the test side for evaluation: the one prepared type.
+    """Everything an engine needs, plus the test side for evaluation.
 
-    Attributes
-    ----------
-    data : Data
-    problem : Problem or None
-        ``None`` when prepared with ``build=False`` (``mklkit validate``).
-    bank : KernelBank, ShardedBank, FactorBank or None
-        The bank object (it knows how to map new points: ``cross``,
-        ``normalize_cross`` or ``transform``).
-    test : TestSide or None
-        ``None`` without a test part.
-    kernel_names : list of str
-    n_kernels : int
-    representation : str
-    timings : dict
-        ``data_s``, ``bank_s`` seconds.
-    memory : dict
-        Estimated bytes of the training bank (``train``), the test kernels
-        (``test``) and their ``peak`` (checked against the budget).
+    ``problem`` is ``None`` when prepared with ``build=False`` (``mklkit validate``); ``bank`` maps new
+    points (``cross``, ``normalize_cross`` or ``transform``); ``test`` is ``None`` without a test part;
+    ``timings`` holds ``data_s`` and ``bank_s``; ``memory`` the estimated bytes of the training bank
+    (``train``), the test kernels (``test``) and their ``peak``.
     """
 
     data: Data
@@ -150,13 +120,12 @@ class Prepared:
     representation: str = "array"
     timings: dict[str, float] = field(default_factory=dict)
     memory: dict[str, int] = field(default_factory=dict)
-    #: what it was prepared from (the :class:`~mklkit.spec.Spec` of ``mklkit run``), or ``None``
+    #: the :class:`~mklkit.spec.Spec` of ``mklkit run``, or ``None``
     spec: Any = None
-    #: the representation with its settings (chosen by :func:`~mklkit.pipeline.bank.choose_representation`
-    #: when the settings left it open), or ``None`` for given kernels or factors
+    #: the representation with its settings, or ``None`` for given kernels or factors
     chosen: Any = None
-    #: a target of more than two classes: its one-vs-rest problems (:class:`mklkit._multiclass.BinaryTask`,
-    #: class k against the rest, on the one bank); :attr:`problem` is the first.  ``None`` otherwise.
+    #: more than two classes: the binary tasks (:class:`mklkit._multiclass.BinaryTask`) on the one
+    #: bank, :attr:`problem` the first; ``None`` otherwise
     tasks: list[Any] | None = None
 
     @property
@@ -175,12 +144,8 @@ class Prepared:
         return replace(self, bank=bank, problem=problem_at(self.problem, K=bank))
 
     def subproblem(self, y: np.ndarray, rows: np.ndarray | None = None, C: float | None = None) -> Problem:
-        """The problem on the training rows ``rows`` (``None``: all) with labels ``y``, at ``C``.
-
-        One binary task of a multiclass decomposition shares the bank: a
-        one-vs-one task gets the ``M x n x n`` block of its rows (a copy, made
-        here; only an array bank has one).
-        """
+        """The problem on the training rows ``rows`` (``None``: all; a copy of their block of an
+        array bank) with labels ``y``, at ``C``."""
         import numpy as np
 
         assert self.problem is not None
@@ -193,13 +158,8 @@ class Prepared:
         return problem_at(self.problem, y=y, K=K, C=C, sample_weight=w)
 
     def task(self, t: int) -> "Prepared":
-        """The binary problem ``t`` of a multiclass target as a binary :class:`Prepared`.
-
-        One-vs-rest: its data's labels are +1 for the class ``tasks[t].positive``
-        and -1 for the rest (training and test part); the bank is shared.
-        One-vs-one: the rows of its two classes only (training and test part),
-        +1 for ``positive``; the problem holds their block of the Gram matrices.
-        """
+        """The binary task ``t`` as a binary :class:`Prepared`: +1 for the class ``positive``, -1 for
+        the rest on the shared bank (one-vs-rest), or the rows of its two classes only (one-vs-one)."""
         import numpy as np
 
         assert self.tasks is not None and self.problem is not None
@@ -235,38 +195,28 @@ class Prepared:
         )
 
     def class_index(self, results: Any) -> tuple[np.ndarray, np.ndarray | None]:
-        """Predicted class indices on the training and test parts from one result per task.
-
-        One-vs-rest: each row goes to the class whose problem gives it the
-        largest decision value; one-vs-one: the votes of the pairs, ties
-        broken by their confidences (:func:`mklkit._multiclass.ovo_decision`,
-        as scikit-learn's ``SVC``).  ``None`` for the test part when there is none.
-        """
+        """Predicted class indices on the training and test parts (``None`` without one) from one
+        result per task: the largest decision value (one-vs-rest) or the pairs' votes
+        (:func:`mklkit._multiclass.ovo_decision`)."""
         import numpy as np
 
         from .._multiclass import ovo_decision
 
-        assert self.tasks is not None and self.problem is not None
-        tasks = self.tasks
-        if all(t.rows is None for t in tasks):
-            F = np.column_stack([self.train_decision(r) for r in results])
-            F_test = None if self.test is None else np.column_stack([self.test_decision(r) for r in results])
-            return np.argmax(F, axis=1), None if F_test is None else np.argmax(F_test, axis=1)
-        train = TestSide(K=self.problem.K)
-        F = np.column_stack([train.decision_function(r, self.bank, rows=t.rows) for r, t in zip(results, tasks)])
-        assert self.data.classes is not None
-        k = len(self.data.classes)
-        F_test = (
-            None
-            if self.test is None
-            else np.column_stack(
-                [self.test.decision_function(r, self.bank, rows=t.rows) for r, t in zip(results, tasks)]
-            )
-        )
-        return (
-            np.argmax(ovo_decision(F, tasks, k), axis=1),
-            None if F_test is None else np.argmax(ovo_decision(F_test, tasks, k), axis=1),
-        )
+        assert self.tasks is not None and self.problem is not None and self.data.classes is not None
+        tasks, k = self.tasks, len(self.data.classes)
+        ovr = all(t.rows is None for t in tasks)
+
+        def classes(train: bool) -> np.ndarray | None:
+            if not train and self.test is None:
+                return None
+            if ovr:
+                decide = self.train_decision if train else self.test_decision
+                return np.argmax(np.column_stack([decide(r) for r in results]), axis=1)
+            side = TestSide(K=self.problem.K) if train else self.test
+            F = np.column_stack([side.decision_function(r, self.bank, rows=t.rows) for r, t in zip(results, tasks)])
+            return np.argmax(ovo_decision(F, tasks, k), axis=1)
+
+        return classes(True), classes(False)
 
     def train_decision(self, result: Any) -> np.ndarray:
         """Training predictions of a solve result, in the bank's representation."""
@@ -296,24 +246,19 @@ _KEEP: Any = object()
 def problem_at(
     problem: Problem, *, y: Any = None, K: Any = None, C: float | str | None = None, sample_weight: Any = _KEEP
 ) -> Problem:
-    """``problem`` with other labels, kernels, C (``"auto"``: :func:`~mklkit.pipeline.settings.auto_C`)
-    or sample weights (``None``: unweighted; not given: the problem's); its bank shared."""
+    """``problem`` with other labels, kernels, C (``"auto"``: :func:`auto_C`) or sample weights
+    (``None``: unweighted; not given: the problem's); its bank shared."""
     import numpy as np
-
-    from ..problem import Problem
 
     if K is None:
         K = problem.K if problem.representation == "array" else problem.bank
     if isinstance(C, str) and C == "auto":
         C = auto_C(problem)
-    return Problem(
+    return replace(
+        problem,
         K=K,
         y=problem.y if y is None else np.ascontiguousarray(y, dtype=np.float64),
-        loss=problem.loss,
-        regularizer=problem.regularizer,
         C=problem.C if C is None else float(C),
-        bias=problem.bias,
-        kernel_names=problem.kernel_names,
         extra=dict(problem.extra),
         sample_weight=problem.sample_weight if sample_weight is _KEEP else sample_weight,
     )
@@ -331,13 +276,12 @@ def _ovo_needs_gram(rep: str) -> None:
 
 @dataclass
 class _Held:
-    """The training bank as :func:`prepare` holds it: ``obj``, ``K`` and ``test`` stay ``None`` until it is built."""
+    """The training bank as :func:`prepare` holds it (``obj``, ``K``, ``test``: once built)."""
 
     names: list[str]
     M: int
     rep: str
     memory: dict[str, int] = field(default_factory=dict)
-    #: the representation with its settings; ``None`` for given kernels or factors
     chosen: Any = None
     obj: Any = None
     K: Any = None
@@ -345,11 +289,12 @@ class _Held:
 
 
 def _check_labels(d: Data, problem: ProblemSettings) -> tuple[Any, list[Any] | None, bool]:
-    """The labels the checks see, the tasks of a multiclass target (or ``None``) and whether they are one-vs-one."""
+    """The labels the checks see (a multiclass target's first one-vs-rest task's), the tasks (or
+    ``None``) and whether they are one-vs-one."""
     tasks = None
     y = d.y_train
     ovo = d.multiclass and problem.multiclass == "ovo"
-    if d.multiclass:  # the first one-vs-rest problem's labels stand for all of them in the checks
+    if d.multiclass:
         import numpy as np
 
         from .._multiclass import ovo_tasks, ovr_tasks
@@ -361,48 +306,38 @@ def _check_labels(d: Data, problem: ProblemSettings) -> tuple[Any, list[Any] | N
     return y, tasks, ovo
 
 
-def _held_precomputed(
+def _held_given(
     d: Data, bank: BankSettings, problem: ProblemSettings, engine: Engine, y: Any, build: bool, engine_key: str
 ) -> _Held:
-    """Given Gram matrices: checked, then (``build``) held as one array with their test side."""
-    assert d.K_train is not None
-    M = int(d.K_train.shape[0])
-    rep = bank.representation.kind
-    rep = "array" if rep == "auto" else rep
-    if rep != "array":
-        raise PipelineError(
-            f"kernels.{rep}",
-            "precomputed kernels are held as one array",
-            getattr(bank, rep).model_dump(),
-            "no kernels.sharded or kernels.factor with kernels.precomputed",
-        )
+    """Given Gram matrices (held as one array) or factors: checked, then (``build``) held with their test side."""
+    if d.factor_starts is not None:
+        M, rep, memory = int(d.factor_starts.size - 1), "factor", given_factor_memory(d)
+    else:
+        assert d.K_train is not None
+        M, rep, memory = int(d.K_train.shape[0]), bank.representation.kind, {}
+        if rep not in ("auto", "array"):
+            raise PipelineError(
+                f"kernels.{rep}",
+                "precomputed kernels are held as one array",
+                getattr(bank, rep).model_dump(),
+                "no kernels.sharded or kernels.factor with kernels.precomputed",
+            )
+        rep = "array"
     names = list(d.kernel_names or [f"k{m}" for m in range(M)])
-    check_support(engine, probe_problem(y, M, problem, sample_weight=d.w_train), engine_key)
+    check_support(engine, probe_problem(y, M, problem, rep, d.w_train), engine_key)
     if not build:
-        return _Held(names, M, rep)
+        return _Held(names, M, rep, memory)
+    if rep == "factor":
+        obj, test = given_factor_bank(d, bank)
+        return _Held(list(obj.factor_map.names), M, rep, memory, obj=obj, K=obj, test=test)
     kb, test = precomputed_bank(d, bank)
     return _Held(list(kb.names), M, rep, obj=kb, K=kb.K, test=test)
-
-
-def _held_given_factors(
-    d: Data, bank: BankSettings, problem: ProblemSettings, engine: Engine, y: Any, build: bool, engine_key: str
-) -> _Held:
-    """Given factors: checked, then (``build``) held as the factor bank they make."""
-    assert d.factor_starts is not None
-    M = int(d.factor_starts.size - 1)
-    names = list(d.kernel_names or [f"k{m}" for m in range(M)])
-    memory = given_factor_memory(d)
-    check_support(engine, probe_problem(y, M, problem, "factor", d.w_train), engine_key)
-    if not build:
-        return _Held(names, M, "factor", memory)
-    obj, test = given_factor_bank(d, bank)
-    return _Held(list(obj.factor_map.names), M, "factor", memory, obj=obj, K=obj, test=test)
 
 
 def _choose(
     specs: list[Any], d: Data, bank: BankSettings, problem: ProblemSettings, engine: Engine, y: Any, ovo: bool
 ) -> tuple[Any, str]:
-    """The representation of an expanded description with its settings, and its kind (logged when chosen)."""
+    """The representation of an expanded description and its kind (logged when chosen)."""
     M = len(specs)
     rep = bank.representation.kind
     chosen = bank.representation
@@ -414,21 +349,14 @@ def _choose(
             d.n_train,
             d.n_test,
             bank,
-            not ovo and _supports(engine, probe_problem(y, M, problem, "factor", d.w_train)),
+            not ovo and _unsupported(engine, probe_problem(y, M, problem, "factor", d.w_train)) is None,
         )
         rep = chosen.kind
-        # said when it approximates (a warning) or factors exactly; Gram matrices are the usual case
-        level = (
-            logging.WARNING
-            if rep == "factor" and chosen.rank is not None
-            else logging.INFO
-            if rep == "factor"
-            else logging.DEBUG
-        )
+        # a warning when it approximates; Gram matrices are the usual case
+        level = logging.DEBUG if rep != "factor" else logging.INFO if chosen.rank is None else logging.WARNING
         logger.log(level, "kernels: %s", why)
     elif rep == "factor" and not chosen.settings.model_fields_set - {"refine"}:
-        # kernels.factor: true (the defaults), or only refine given: the factors "auto" holds the
-        # bank as when it factors, refined as asked
+        # kernels.factor: true or only refine given: the factors "auto" would take, refined as asked
         fixed, why = factor_representation(specs, d.n_train, bank)
         if fixed is not None:  # None: nothing fits, and the factorization says what it needs
             given = "true"
@@ -451,8 +379,8 @@ def _held_described(
     progress: Callable[[dict[str, Any]], Any] | bool | None,
     engine_key: str,
 ) -> _Held:
-    """A description expanded on the data's columns: its representation chosen, the memory budget and the
-    engine checked, then (``build``) the bank built in that representation."""
+    """A description expanded on the data's columns, its representation chosen, memory and engine
+    checked, then (``build``) built."""
     bank.representation.check()
     specs = expand_entries(bank, d)
     names = [k.label for k in specs]
@@ -478,19 +406,8 @@ def _held_described(
 
 
 def _problem(d: Data, held: _Held, y: Any, problem: ProblemSettings) -> Problem:
-    """The problem on the built bank, at the settings' C (a rule's C on the problem itself)."""
-    from ..problem import Problem
-
-    prob = Problem(
-        K=held.K,
-        y=y,
-        loss=problem.loss,
-        regularizer=problem.regularizer,
-        C=1.0 if isinstance(problem.C, str) else problem.C,
-        bias=problem.bias,
-        kernel_names=held.names,
-        sample_weight=d.w_train,
-    )
+    """The problem on the built bank at the settings' C (a named C: :func:`auto_C` on it)."""
+    prob = _of_settings(problem, held.K, y, kernel_names=held.names, sample_weight=d.w_train)
     if isinstance(problem.C, str):  # "auto", and "path"'s prior (the run chooses it: api.solve_prepared)
         prob = problem_at(prob, C=auto_C(prob))
     return prob
@@ -508,24 +425,10 @@ def prepare(
 ) -> Prepared:
     """The bank of ``bank`` on ``d`` and the :class:`Problem`, checked before any kernel is built.
 
-    Order: expand the description on the data's columns (no Gram matrices),
-    check the memory budget (training bank + test kernels), ask the engine
-    whether it supports the loss, regularizer and representation on a tiny
-    probe problem; then (``build=True``) build the bank in its
-    representation, the test side, and the problem.
-
-    Parameters
-    ----------
-    d : Data
-        From :func:`load_data`, :func:`fold`, :func:`array_data` or :func:`gram_data`.
-    bank, problem : settings
-    engine : Engine
-    build : bool
-        ``False``: stop after the checks (``mklkit validate``); ``problem`` is ``None``.
-    progress : callable or bool, optional
-        Progress of the bank build (``KernelBank.build``'s ``progress``).
-    engine_key : str
-        The key that names the engine in errors (``engine.name``).
+    The description is expanded on the data's columns, the memory budget checked and the engine asked
+    on a tiny probe problem; then (``build=True``) the bank, its test side and the problem are built.
+    ``build=False`` stops after the checks (``mklkit validate``; the problem is ``None``); ``progress``
+    follows the bank build; ``engine_key`` names the engine in errors.
 
     Raises
     ------
@@ -533,40 +436,16 @@ def prepare(
     """
     t0 = time.perf_counter()
     y, tasks, ovo = _check_labels(d, problem)
-    if d.precomputed:
-        held = _held_precomputed(d, bank, problem, engine, y, build, engine_key)
-    elif d.factor_starts is not None:  # precomputed factors: a factor bank as given
-        held = _held_given_factors(d, bank, problem, engine, y, build, engine_key)
+    if d.precomputed or d.factor_starts is not None:
+        held = _held_given(d, bank, problem, engine, y, build, engine_key)
     else:
         held = _held_described(d, bank, problem, engine, y, ovo, build, progress, engine_key)
-    if not build:
-        return Prepared(
-            d,
-            None,
-            None,
-            None,
-            held.names,
-            held.M,
-            held.rep,
-            {"bank_s": 0.0},
-            held.memory,
-            chosen=held.chosen,
-            tasks=tasks,
-        )
-    t_bank = time.perf_counter() - t0
-    logger.debug("built %d kernels (%s) on %d points in %.2f s", len(held.names), held.rep, d.n_train, t_bank)
-    prob = _problem(d, held, y, problem)
-    check_support(engine, prob, engine_key)
+    timings, prob, M = {"bank_s": 0.0}, None, held.M
+    if build:
+        timings["bank_s"], M = time.perf_counter() - t0, len(held.names)
+        logger.debug("built %d kernels (%s) on %d points in %.2f s", M, held.rep, d.n_train, timings["bank_s"])
+        prob = _problem(d, held, y, problem)
+        check_support(engine, prob, engine_key)
     return Prepared(
-        d,
-        prob,
-        held.obj,
-        held.test,
-        held.names,
-        len(held.names),
-        held.rep,
-        {"bank_s": t_bank},
-        held.memory,
-        chosen=held.chosen,
-        tasks=tasks,
+        d, prob, held.obj, held.test, held.names, M, held.rep, timings, held.memory, chosen=held.chosen, tasks=tasks
     )

@@ -8,23 +8,16 @@ from typing import TYPE_CHECKING, Any, Callable
 from .._dask import connect
 from .data import Data
 from .errors import FACTOR_NPZ_ALLOWED, MISSING, NPZ_ALLOWED, PipelineError, bank_error, one_line, strip_prefix
-from .settings import BankSettings, FactorSettings, Representation, kernel_resolver, parse_bytes
+from .bank_settings import BankSettings, FactorSettings, Representation, kernel_resolver
+from .fields import parse_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
 
-# ---------------------------------------------------------------------------
-# Checks before anything is built
-# ---------------------------------------------------------------------------
 def check_memory(M: int, N: int, n_test: int, bank: BankSettings, rep: Representation | None = None) -> dict[str, int]:
-    """Refuse a bank and its test kernels larger than ``kernels.memory_budget`` before building.
-
-    The run holds the training bank while it computes the test kernels: the
-    budget is compared with that peak (:func:`~mklkit.kernels.estimate_peak_bytes`).
-    A factor bank is checked by :func:`~mklkit.kernels.build_factor_bank`
-    itself; a sharded bank per worker by :meth:`ShardedBank.build`.
-    """
+    """Refuse a Gram bank whose peak with its test kernels (:func:`~mklkit.kernels.estimate_peak_bytes`) is
+    above ``kernels.memory_budget``, before building (factor and sharded banks check their own)."""
     from ..kernels import DEFAULT_MEMORY_BUDGET, estimate_bytes, estimate_peak_bytes, format_bytes
 
     need = {
@@ -49,8 +42,7 @@ def check_memory(M: int, N: int, n_test: int, bank: BankSettings, rep: Represent
     return need
 
 
-#: Above this many training points a bank whose representation is chosen (``kernels.factor`` absent)
-#: is held as factors even where its Gram matrices fit: a dense solve costs O(N^3) per Newton step.
+#: Above this many training points a chosen representation is factors even where the Gram matrices fit.
 DENSE_MAX_N = 5000
 #: Largest rank per approximated kernel when the representation is chosen.
 AUTO_RANK = 256
@@ -59,29 +51,11 @@ AUTO_RANK = 256
 def choose_representation(
     specs: list[Any], N: int, n_test: int, bank: BankSettings, factor_supported: bool
 ) -> tuple[Representation, str]:
-    """Gram matrices, exact factors or approximate factors, from N, M and the memory budget.
+    """The representation of a bank whose settings leave it open, and one line saying why.
 
-    Used when neither ``kernels.factor`` nor ``kernels.sharded`` is given
-    (the estimators' ``factor="auto"``).  In this order:
-
-    1. every kernel has an exact factor (:func:`~mklkit.kernels.factorize.exact_rank`:
-       linear kernels, small polynomial maps) of total rank below N that
-       fits the budget: **exact factors** (the same problem, cheaper);
-    2. the Gram matrices (and the test kernels) fit ``memory_budget`` and
-       N <= :data:`DENSE_MAX_N`: **Gram matrices** (exact);
-    3. otherwise **approximate factors** (pivoted Cholesky, relative
-       residual trace 1e-3, at most :data:`AUTO_RANK` columns per kernel or
-       what half the budget allows: the engine and the factor rows of the
-       test points need the other half); the reason is logged as a warning
-       on ``mklkit.pipeline`` (shown on stderr).
-
-    An engine that does not run on factor banks (``factor_supported``
-    false) gets the Gram matrices (and the usual memory check).
-
-    Returns
-    -------
-    (Representation, str)
-        The representation and one line saying why.
+    Exact factors (:func:`factor_representation`) where every kernel has one; else Gram matrices where
+    they fit ``memory_budget`` and N <= :data:`DENSE_MAX_N`; else approximate factors.  An engine that
+    does not run on factors (``factor_supported`` false) gets Gram matrices.
     """
     from ..kernels import DEFAULT_MEMORY_BUDGET, estimate_peak_bytes, format_bytes
 
@@ -110,15 +84,9 @@ def choose_representation(
 
 
 def factor_representation(specs: list[Any], N: int, bank: BankSettings) -> tuple[Representation | None, str]:
-    """The factors :func:`choose_representation` holds a bank as when it factors (its steps 1 and 3).
-
-    Exact factors (settings ``rank=None``) when every kernel has one, of
-    total rank below N, within ``memory_budget``; otherwise approximate
-    factors with the default tolerance and at most :data:`AUTO_RANK` columns
-    per kernel, N, or what half the budget allows.  ``None`` (and why) when
-    not even one column per kernel fits.  The estimators' ``factor=True``
-    takes the same factors.
-    """
+    """The factors a bank is held as when it factors (and why): exact (``rank=None``) when every kernel has
+    an exact factor of total rank below N within the budget, else approximate with at most :data:`AUTO_RANK`
+    columns per kernel or what half the budget allows; ``None`` when not one column fits."""
     from ..kernels import DEFAULT_MEMORY_BUDGET
     from ..kernels.factorize import exact_rank, rank_that_fits
 
@@ -144,20 +112,11 @@ def factor_representation(specs: list[Any], N: int, bank: BankSettings) -> tuple
     )
 
 
-# ---------------------------------------------------------------------------
-# Prepared problem
-# ---------------------------------------------------------------------------
 @dataclass
 class TestSide:
-    """What predictions on new points need: their kernels against the training points, or their factor rows.
-
-    ``K`` (M_held, n, N) normalised like the training bank (``array`` and
-    ``sharded`` banks, precomputed kernels), holding the bank's kernels
-    ``kernels`` (``None``: all of them; a fitted estimator keeps only its
-    active kernels); or, for a factor bank, ``X`` (the new points) --
-    predictions then go through the factor rows of ``X`` (computed once) with
-    no n x N matrix.
-    """
+    """What predictions on new points need: their kernels ``K`` (M_held, n, N) against the training points,
+    normalised like the bank, of the bank's kernels ``kernels`` (``None``: all); or, on a factor bank, the
+    points ``X`` (their factor rows computed once)."""
 
     K: np.ndarray | None = None
     X: Any = None
@@ -165,11 +124,8 @@ class TestSide:
     _factor_rows: Any = field(default=None, repr=False)
 
     def decision_function(self, result: Any, bank: Any, rows: np.ndarray | None = None) -> np.ndarray:
-        r"""Predictions :math:`\sum_m K_m(X_{new}, X)\alpha_m + b` of a solve result.
-
-        ``rows``: the training rows the result's problem used (a one-vs-one
-        task of a multiclass fit; ``None``: all).
-        """
+        r"""Predictions :math:`\sum_m K_m(X_{new}, X)\alpha_m + b` of a solve result (``rows``: the training rows
+        its problem used, ``None``: all)."""
         import numpy as np
 
         if self.K is None:
@@ -196,14 +152,9 @@ def new_points(
     kernels: np.ndarray | None = None,
     memory_budget: Any = None,
 ) -> TestSide:
-    """The test side of new points (prediction), like :func:`prepare` makes it for the test part.
-
-    Features ``X``: standardized with the training ``scaler`` (the one
-    :func:`standardize` fitted), then the kernels against the training
-    points of ``bank`` (``bank.cross``; a factor bank: its factor rows).
-    Precomputed ``K`` (the bank's kernels ``kernels``, raw): normalised like
-    the training kernels (``bank.normalize_cross``).  ``kernels`` names the
-    bank's kernels that ``bank`` holds (``None``: all).
+    """The test side of new points: features ``X`` standardized with ``scaler``, then their kernels against
+    ``bank`` (a factor bank: their factor rows); or raw precomputed ``K`` normalised like the training
+    kernels.  ``kernels``: the bank's kernels ``bank`` holds (``None``: all).
 
     Raises
     ------
@@ -229,11 +180,8 @@ def new_points(
 
 
 def rows_of(K: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
-    """``K[:, rows][:, :, rows]`` as one new C-contiguous array (``K`` itself for ``None``).
-
-    One parallel jitted gather (:func:`~mklkit._jit.gram.take_square`) for a C-contiguous
-    float64 bank (20 kernels of 4,000 points to 3,200: 4.4 s with ``np.take`` twice per
-    kernel); kernel by kernel with ``np.take`` otherwise."""
+    """``K[:, rows][:, :, rows]`` as one new C-contiguous array (``K`` itself for ``None``), by one parallel
+    jitted gather for a C-contiguous float64 bank."""
     import numpy as np
 
     from .._jit.gram import take_square
@@ -274,10 +222,11 @@ def build_bank(
     """The training bank in its representation (``rep``, default the settings'), and the test side."""
     import numpy as np
 
-    from ..kernels import BankError, KernelBank
+    from ..kernels import BankError, FactorError, KernelBank
 
     rep = rep or bank.representation
     budget = bank.budget
+    common = {"normalize": bank.normalize, "resolve": kernel_resolver(), "feature_names": d.feature_names}
     try:
         if rep.kind == "factor":
             from ..kernels import build_factor_bank
@@ -285,14 +234,12 @@ def build_bank(
             fb = build_factor_bank(
                 bank.entries,
                 d.X_train,
+                **common,
                 rank=rep.rank,
                 tol=rep.tol,
                 method=rep.method,
                 seed=rep.seed,
-                normalize=bank.normalize,
                 memory_budget=budget,
-                resolve=kernel_resolver(),
-                feature_names=d.feature_names,
                 root="kernels.factor",
                 sample_weight=d.w_train,
             )
@@ -300,26 +247,11 @@ def build_bank(
         if rep.kind == "sharded":
             from ..kernels.sharded import ShardedBank
 
-            sb = ShardedBank.build(
-                _client(rep),
-                d.X_train,
-                bank.entries,
-                normalize=bank.normalize,
-                resolve=kernel_resolver(),
-                feature_names=d.feature_names,
-                root=bank.key,
-            )
+            sb = ShardedBank.build(_client(rep), d.X_train, bank.entries, **common, root=bank.key)
             K_test = sb.cross(d.X_test, memory_budget_bytes=budget) if d.X_test is not None else None
             return sb, (TestSide(K=K_test) if K_test is not None else None)
         kb = KernelBank.build(
-            d.X_train,
-            bank.entries,
-            normalize=bank.normalize,
-            memory_budget_bytes=budget,
-            progress=progress,
-            resolve=kernel_resolver(),
-            feature_names=d.feature_names,
-            root=bank.key,
+            d.X_train, bank.entries, **common, memory_budget_bytes=budget, progress=progress, root=bank.key
         )
         if d.w_train is not None:
             kb.weight_traces(d.w_train)
@@ -327,18 +259,12 @@ def build_bank(
         return kb, (TestSide(K=np.ascontiguousarray(K_test, dtype=np.float64)) if K_test is not None else None)
     except BankError as exc:
         raise bank_error(
-            exc, "kernels.factor" if rep.kind == "factor" and isinstance(exc, _factor_error()) else bank.key
+            exc, "kernels.factor" if rep.kind == "factor" and isinstance(exc, FactorError) else bank.key
         ) from None
 
 
-def _factor_error() -> type:
-    from ..kernels import FactorError
-
-    return FactorError
-
-
 def precomputed_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None]:
-    """Normalise raw precomputed kernels on the training part; the test kernels the same way."""
+    """The bank of raw precomputed kernels normalised on the training part, and its test side."""
     from ..kernels import BankError, KernelBank
 
     key = "kernels.precomputed"
@@ -367,11 +293,7 @@ def precomputed_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None]
 
 
 def given_factor_memory(d: Data) -> dict[str, int]:
-    """Bytes of the bank of precomputed factors (``train``), its test rows (``test``) and their ``peak``.
-
-    The file was checked against ``kernels.memory_budget`` from its headers
-    before it was loaded (:func:`~mklkit.kernels.load_precomputed_factors`).
-    """
+    """Bytes of the bank of precomputed factors (``train``), its test rows (``test``) and their ``peak``."""
     N, R = d.X_train.shape
     need = {"train": 8 * N * R, "test": 8 * d.n_test * R}
     need["peak"] = 2 * need["train"] + need["test"]  # the raw rows and the bank's normalised copy

@@ -1,5 +1,4 @@
-"""The kernel bank's settings (``kernels:``): its source, normalisation, memory budget and representation
-(``ShardedSettings``, ``FactorSettings``, ``RefineSettings``, ``Representation``)."""
+"""The kernel bank's settings (``kernels:``): source, normalisation, memory budget and representation."""
 
 from __future__ import annotations
 
@@ -7,45 +6,32 @@ import numbers
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Literal, Mapping
 
-from pydantic import (
-    ConfigDict,
-    Field,
-    PlainValidator,
-    PrivateAttr,
-    ValidationInfo,
-    WithJsonSchema,
-    field_validator,
-    model_validator,
-)
+from pydantic import ConfigDict, Field, PlainValidator, PrivateAttr, ValidationInfo, WithJsonSchema, field_validator
+from pydantic import model_validator
 
 from ..components.params import did_you_mean
 from ..plugins import UnknownComponentError, get_registry
 from .errors import MISSING, PipelineError, bank_error
-from .fields import DEFAULTS, FilePath, Settings, is_none, parse_bytes, shown_path
+from .fields import DEFAULTS, FilePath, Settings, absent, given_paths, parse_bytes
+
+_SCHEDULER = "a Dask scheduler address such as tcp://127.0.0.1:8786"
 
 
 class ShardedSettings(Settings):
     """``kernels.sharded``: the bank in shards on the workers of a Dask cluster."""
 
-    scheduler: Any = Field(
-        description="a Dask scheduler address such as tcp://127.0.0.1:8786 (or a distributed.Client)"
-    )
+    scheduler: Any = Field(description=f"{_SCHEDULER} (or a distributed.Client)")
 
     @field_validator("scheduler", mode="after")
     @classmethod
     def _address(cls, v: Any) -> Any:
-        if isinstance(v, str) and not v.strip():
-            raise PipelineError("", "invalid value", v, "a Dask scheduler address such as tcp://127.0.0.1:8786")
-        if not isinstance(v, str) and not hasattr(v, "scheduler_info"):
-            raise PipelineError("", "invalid value", v, "a Dask scheduler address such as tcp://127.0.0.1:8786")
+        if not (v.strip() if isinstance(v, str) else hasattr(v, "scheduler_info")):
+            raise PipelineError("", "invalid value", v, _SCHEDULER)
         return v
 
 
 class FactorSettings(Settings):
-    """``kernels.factor``: the kernels as factors (:func:`~mklkit.kernels.factorize.build_factor_bank`).
-
-    The values are checked by :func:`mklkit.kernels.factorize.check_settings`.
-    """
+    """``kernels.factor``: the kernels as factors (:func:`~mklkit.kernels.factorize.build_factor_bank`)."""
 
     model_config = ConfigDict(strict=False)
 
@@ -62,13 +48,7 @@ class FactorSettings(Settings):
 
     @model_validator(mode="after")
     def _checked(self) -> "FactorSettings":
-        from ..kernels.factorize import FactorError, check_settings
-
-        try:
-            check_settings(self.rank, self.tol, self.method, self.seed)
-        except FactorError as exc:
-            raise bank_error(exc, "") from None
-        refine_rounds(self.refine)
+        Representation("factor", self).check(root="")
         return self
 
 
@@ -84,9 +64,7 @@ class RefineSettings:
     tol: float = 1e-3
     #: a kernel whose dual block norm is at least this fraction of the least active one's is wanted
     near: float = 0.9
-    #: largest rank per kernel; ``None``: :math:`\sqrt{W/N}` with
-    #: :data:`~mklkit.pipeline.refine.BLOCK_WORK` = W (a Newton
-    #: step on one block of rank r costs about N r^2 flops in ``bcd``)
+    #: largest rank per kernel; ``None``: :math:`\sqrt{W/N}`, W = :data:`~mklkit.pipeline.refine.BLOCK_WORK`
     max_rank: int | None = None
     #: fraction of the memory budget all factors together may hold
     share: float = 0.5
@@ -110,7 +88,7 @@ class RefineSettings:
 
 
 def kernel_resolver() -> Callable[[str], type]:
-    """Kernel functions are looked up in the plugin registry (with the names it knows in errors)."""
+    """Kernel functions looked up in the plugin registry (with the names it knows in errors)."""
     from ..kernels.description import UnknownName
 
     reg = get_registry()
@@ -125,10 +103,9 @@ def kernel_resolver() -> Callable[[str], type]:
 
 
 def refine_rounds(refine: Any, key: str = "refine", path: bool = False) -> int:
-    """Rounds of ``kernels.factor.refine``: ``true`` is :attr:`RefineSettings.rounds`, ``false``
-    0, an integer itself, ``"auto"`` that of ``true`` when C is asked to be chosen on held-out rows (``path``: ``C="path"``), else 0
-    (``C="auto"``'s path does not refine: on w8a refinement added 16 s to a 49 s fit for the same
-    accuracy)."""
+    """Rounds of ``kernels.factor.refine``: ``true`` :attr:`RefineSettings.rounds`, ``false`` 0, an
+    integer itself, ``"auto"`` that of ``true`` when C is chosen on held-out rows (``path``), else 0
+    (``docs/factor_banks.md``)."""
     import numpy as np
 
     if isinstance(refine, str) and refine == "auto":
@@ -142,17 +119,8 @@ def refine_rounds(refine: Any, key: str = "refine", path: bool = False) -> int:
 
 @dataclass(frozen=True)
 class Representation:
-    """How the bank is held: ``kind`` and the settings of that kind (``kernels.sharded``/``kernels.factor``).
-
-    Attributes
-    ----------
-    kind : {"auto", "array", "sharded", "factor"}
-        ``"auto"`` (neither ``kernels.factor`` nor ``kernels.sharded`` given) is
-        resolved to ``"array"`` or ``"factor"`` by
-        :func:`~mklkit.pipeline.bank.choose_representation` once the bank's
-        size is known.
-    settings : ShardedSettings, FactorSettings or None
-    """
+    """How the bank is held: ``kind`` (``"auto"``, ``"array"``, ``"sharded"``, ``"factor"``) and the
+    settings of that kind; ``"auto"`` is resolved by :func:`~mklkit.pipeline.bank.choose_representation`."""
 
     kind: str = DEFAULTS["kernels.representation"]
     settings: Any = None
@@ -173,7 +141,7 @@ class Representation:
             check_settings(s.rank, s.tol, s.method, s.seed, root=root)
         except ValueError as exc:
             raise bank_error(exc, root) from None
-        refine_rounds(getattr(s, "refine", False), key=f"{root}.refine")
+        refine_rounds(getattr(s, "refine", False), key=f"{root}.refine" if root else "refine")
 
 
 def _budget(v: Any) -> Any:
@@ -186,6 +154,10 @@ def _budget(v: Any) -> Any:
 
 #: The keys of ``kernels`` that say where the kernels come from (exactly one).
 KERNEL_SOURCES: tuple[str, ...] = ("preset", "bank", "precomputed", "precomputed_factors")
+_NPZ_ARRAYS = {
+    "precomputed": "K_train, y_train (and K_test, y_test)",
+    "precomputed_factors": "L_train, starts or ranks, y_train (and L_test, y_test)",
+}
 
 
 class BankSettings(Settings):
@@ -193,23 +165,15 @@ class BankSettings(Settings):
 
     model_config = ConfigDict(json_schema_extra={"x-one-of-keys": list(KERNEL_SOURCES)})
 
-    preset: str | None = Field(
-        None, exclude_if=is_none, description="a kernel-bank preset (kernels.available_presets())"
-    )
-    bank: tuple[Any, ...] | None = Field(
-        None,
-        exclude_if=is_none,
-        description="bank entries such as {function: rbf, width: [0.5, 1], features: all} (docs/data_and_kernels.md)",
+    preset: str | None = absent("a kernel-bank preset (kernels.available_presets())")
+    bank: tuple[Any, ...] | None = absent(
+        "bank entries such as {function: rbf, width: [0.5, 1], features: all} (docs/data_and_kernels.md)",
         json_schema_extra={"minItems": 1},
     )
-    precomputed: FilePath | None = Field(
-        None, exclude_if=is_none, description=".npz with K_train, y_train (K_test, y_test, names, K_test_diag)"
-    )
-    precomputed_factors: FilePath | None = Field(
-        None,
-        exclude_if=is_none,
-        description=".npz with L_train (N, R), starts (M+1,) or ranks (M,), y_train "
-        "(L_test, y_test, names): kernels K_m = L_m L_m^T held as factors",
+    precomputed: FilePath | None = absent(".npz with K_train, y_train (K_test, y_test, names, K_test_diag)")
+    precomputed_factors: FilePath | None = absent(
+        ".npz with L_train (N, R), starts (M+1,) or ranks (M,), y_train "
+        "(L_test, y_test, names): kernels K_m = L_m L_m^T held as factors"
     )
     normalize: Literal["trace", "diagonal", "none"] = Field(
         DEFAULTS["kernels.normalize"], description="kernel normalisation"
@@ -217,14 +181,10 @@ class BankSettings(Settings):
     memory_budget: (
         Annotated[int | float | str, PlainValidator(_budget), WithJsonSchema({"type": ["string", "integer"]})] | None
     ) = Field(None, description="largest bank to build, e.g. 4GiB (default 4 GiB)")
-    sharded: ShardedSettings | None = Field(
-        None, exclude_if=is_none, description="build the bank in shards on a Dask cluster"
-    )
-    factor: FactorSettings | Literal[False] | None = Field(
-        None,
-        exclude_if=is_none,
-        description="hold the kernels as factors: settings, true (the defaults), "
-        "false (Gram matrices), or absent/auto (chosen from N, M and memory_budget: docs/factor_banks.md)",
+    sharded: ShardedSettings | None = absent("build the bank in shards on a Dask cluster")
+    factor: FactorSettings | Literal[False] | None = absent(
+        "hold the kernels as factors: settings, true (the defaults), "
+        "false (Gram matrices), or absent/auto (chosen from N, M and memory_budget: docs/factor_banks.md)"
     )
     _given: dict[str, str] = PrivateAttr(default_factory=dict)
 
@@ -265,11 +225,7 @@ class BankSettings(Settings):
 
     @model_validator(mode="after")
     def _one_source(self, info: ValidationInfo) -> "BankSettings":
-        self._given = {
-            k: v
-            for k, v in ((info.context or {}).get("given") or {}).items()
-            if k in ("precomputed", "precomputed_factors")
-        }
+        self._given = given_paths(info, _NPZ_ARRAYS)
         modes = [k for k in KERNEL_SOURCES if getattr(self, k) is not None]
         if not modes:
             raise PipelineError(
@@ -282,13 +238,29 @@ class BankSettings(Settings):
             raise PipelineError(
                 second,
                 f"kernels.{modes[0]} and kernels.{second} are exclusive",
-                list(self.bank)
-                if second == "bank"
-                # type: ignore[arg-type]
-                else (self.preset if second == "preset" else MISSING),
+                list(self.bank) if second == "bank" else MISSING,  # type: ignore[arg-type]
                 "exactly one of " + ", ".join(KERNEL_SOURCES),
                 shown=repr(self.shown(second)) if second.startswith("precomputed") else None,
             )
+        self._check_description()
+        for key, arrays in _NPZ_ARRAYS.items():
+            path = getattr(self, key)
+            if path is None:
+                continue
+            shown = repr(self.shown(key))
+            if not path.is_file():
+                raise PipelineError(
+                    key, "file not found", shown=shown, allowed=f"an existing .npz file (resolved: {path})"
+                )
+            if not path.name.lower().endswith(".npz"):
+                raise PipelineError(key, "not an NPZ file", shown=shown, allowed=f"a .npz file with {arrays}")
+            if "normalize" not in self.model_fields_set:
+                self.normalize = "none"
+        self._check_representation()
+        return self
+
+    def _check_description(self) -> None:
+        """A known preset; bank entries that :func:`~mklkit.kernels.validate_bank` accepts."""
         if self.preset is not None:
             from ..kernels import available_presets
 
@@ -304,22 +276,9 @@ class BankSettings(Settings):
                 validate_bank(list(self.bank), resolve=kernel_resolver(), root="bank")
             except BankError as exc:
                 raise bank_error(exc, "bank", absolute=False) from None
-        for key, arrays in (
-            ("precomputed", "K_train, y_train (and K_test, y_test)"),
-            ("precomputed_factors", "L_train, starts or ranks, y_train (and L_test, y_test)"),
-        ):
-            path = getattr(self, key)
-            if path is None:
-                continue
-            shown = repr(self.shown(key))
-            if not path.is_file():
-                raise PipelineError(
-                    key, "file not found", shown=shown, allowed=f"an existing .npz file (resolved: {path})"
-                )
-            if not path.name.lower().endswith(".npz"):
-                raise PipelineError(key, "not an NPZ file", shown=shown, allowed=f"a .npz file with {arrays}")
-            if "normalize" not in self.model_fields_set:
-                self.normalize = "none"
+
+    def _check_representation(self) -> None:
+        """At most one of ``sharded`` and ``factor``, neither with given kernels or factors."""
         if self.sharded is not None and isinstance(self.factor, FactorSettings):
             raise PipelineError(
                 "factor",
@@ -328,23 +287,23 @@ class BankSettings(Settings):
                 "one representation: kernels.sharded or kernels.factor",
             )
         for kind in ("sharded", "factor"):
-            if getattr(self, kind) in (None, False):
+            settings = getattr(self, kind)
+            if settings in (None, False):
                 continue
             if self.precomputed is not None:
                 raise PipelineError(
                     kind,
                     "precomputed kernels are held as one array",
-                    getattr(self, kind).model_dump(),
+                    settings.model_dump(),
                     "kernels.preset or kernels.bank with data",
                 )
             if self.precomputed_factors is not None:
                 raise PipelineError(
                     kind,
                     "precomputed factors are a factor bank as given (kernels.factor builds factors from data)",
-                    getattr(self, kind).model_dump(),
+                    settings.model_dump(),
                     "no kernels.sharded or kernels.factor with kernels.precomputed_factors",
                 )
-        return self
 
     @property
     def budget(self) -> int | None:
@@ -382,4 +341,4 @@ class BankSettings(Settings):
         """The file of ``kernels.precomputed`` or ``kernels.precomputed_factors`` (``key``) as written."""
         name = key.rsplit(".", 1)[-1]
         path = getattr(self, name, None)
-        return shown_path(self._given, name, path if path is not None else "X")
+        return self._given.get(name, str(path if path is not None else "X"))

@@ -1,108 +1,11 @@
-r"""``auto``: the choice of the engine per problem, above the engines.
+r"""``auto``: the engine chosen per problem among the installed ones (registered as the engine ``auto``).
 
-``auto`` is not an engine of its own but the policy that picks one: it asks
-the registry for the installed engines, may change the bank's representation
-(the exact factors of a dense bank for ``bcd``) and certifies the chosen
-engine's point on the problem it was given.  It is registered as the engine
-``auto`` so that a spec, the estimators and the API name it like an engine.
-
-Rule (from ``benchmarks/bench_proximal_vs_spicy.py``,
-``benchmarks/bench_auto_factor.py`` and ``benchmarks/bench_auto_dense.py``,
-see ``docs/engines.md``).  First the general engines of the core:
-
-0. ``dualcd`` on a factor bank for a loss with a piecewise-linear conjugate
-   (``linear_conjugate``: hinge, ε-insensitive) and a separable regularizer
-   at :math:`C \le` ``dualcd_max_ratio`` (0.05) :math:`\times C_{max}`: its
-   dual coordinate descent was 2 to 6 times faster than ``bcd`` at
-   0.01 and 0.001 :math:`C_{max}` on all of a9a (default bank, hinge with the
-   block 1-norm and the elastic net; ``benchmarks/bench_dual_cd.py``) and
-   ``bcd`` stalled on w8a at 0.01 :math:`C_{max}`, while ``bcd`` was faster at
-   0.1 :math:`C_{max}` (a9a 1.6 s against 10.5 s, w8a 37 s against 51 s).
-   Otherwise ``bcd`` on a factor bank when it
-   supports the problem (a separable regularizer): it works in the primal
-   coordinates :math:`\beta_m = L_m^\top\alpha_m` at :math:`O(N r_m)` a block
-   step.  On a9a with three Gaussian kernels factored to rank 602-651 it was
-   14 times faster than ``spicy`` for the hinge loss at N = 2,000 (4 s
-   against 56 s, where ``spicy`` stalled) and 2 times faster for the
-   logistic loss at N = 8,000, with the block 1-norm at 0.1 C_max.
-1. ``proximal`` when ``spicy`` would need its iterative method (a loss or
-   regularizer without a smooth conjugate, e.g. ``l1``), the problem has
-   many samples for its kernels, :math:`N \ge` ``proximal_ratio`` (500)
-   :math:`\times M` and :math:`N \ge` ``proximal_min_samples`` (1000), and
-   ``proximal`` supports it.  The iterative method takes several Newton
-   steps per outer iteration, each factoring an :math:`N\times N` matrix
-   (:math:`O(N^3)`); a proximal-gradient step reads the kernels once
-   (:math:`O(MN^2)`).  Logistic loss with the block 1-norm at 0.1 C_max on
-   a9a (Gaussian kernels; ``benchmarks/bench_auto_dense.py --kernels M``):
-   proximal was 4.5 times faster than spicy at N = 3,000 and 3.2 times at
-   6,000 with M = 3; even at N = 5,000 with M = 10 (spicy 1.4 times faster
-   at 3,000); spicy 2.3 times faster at N = 4,000 with M = 20.  Where
-   spicy's one-step method applies (smooth conjugates: logistic or squared
-   loss with the elastic net, ...) spicy was faster at every size measured
-   (N = 2,000-6,000, M = 3-20: 1.8-8 times).
-2. ``bcd`` on the **exact factors of a dense bank** (one (M, N, N) array)
-   when ``spicy`` would need its iterative method and ``proximal`` does not
-   apply (a loss without a derivative: hinge, ε-insensitive; for the
-   logistic loss with the block 1-norm on a9a, N = 3,000, bcd on exact
-   factors took 3.2 s against spicy's 5.9 with M = 3 and 13.5 s against 5.3
-   with M = 10), ``bcd`` supports the
-   problem on factors, :math:`N \ge` ``dense_factor_min_samples`` (1000)
-   and :math:`M \le` ``dense_factor_max_kernels`` (10): every Gram matrix
-   is factored by pivoted Cholesky to round-off
-   (:func:`mklkit.kernels.factorize.dense.exact_factors`; relative trace left
-   out at most :data:`~mklkit.kernels.factorize.dense.MAX_TRACE_ERROR`, else
-   ``spicy`` solves the dense problem and the message says why), ``bcd``
-   solves the factored problem (with its Newton polish on the non-zero
-   blocks for a non-smooth loss, solved through the smoothing band), and its
-   point is **certified again on the dense bank**
-   (:func:`mklkit.engines.common.certify`): the result's objective, dual
-   objective and gap are the dense problem's, and its ``alpha`` is in the
-   dense problem's coordinates (the triangular solve of
-   :meth:`~mklkit.kernels.factorize.dense.ExactFactorBank.solve_coefficients`).
-   When the dense gap is above ``tol`` a warm-started ``spicy`` continues
-   (with ``fallback``), else the status says so.  On a9a (N = 3,000) with
-   the hinge loss and the block 1-norm at 0.1 C_max it took 10 s, spicy
-   506 s; at N = 1,000, 1.3 s against 9 s.  Where spicy's one-step method
-   applies (smooth conjugates, e.g. logistic with the elastic net) spicy
-   stays: 0.02 s against 1.6 s.
-3. Otherwise ``spicy`` whenever it supports the problem.  On the SpicyMKL
-   §6.1 problems (hundreds to thousands of kernels, :math:`N \le 614`) its
-   few Newton steps were 4-70 times faster than proximal gradient at every
-   tolerance.
-4. Otherwise ``proximal`` (e.g. a plugin loss with a differentiable primal
-   and no conjugate form ``spicy`` can use).
-
-Then **every other installed engine** (the registry's, plugins included;
-none is named here) that supports the problem on its bank is a candidate,
-and the most *specialised* engine wins: the one whose declared requirements
-(:attr:`~mklkit.engines.base.Engine.requires` on the loss and the
-regularizer) accept the fewest of the installed loss x regularizer pairs
-(:func:`specificity`).  An engine written for a narrow problem class
-exploits its structure: SMO-MKL (``smo_mkl``: hinge-type losses with the
-p-norm or a Bregman penalty of the kernel weights) solves the box-constrained
-dual with O(N) two-variable steps and no N x N factorization.  A candidate
-replaces the general choice only when it is more specialised (ties keep the
-general engine); when no general engine applies, the most specialised
-candidate does (``skm_smo`` for ``l1_squared``).
-
-5. If the chosen engine ends ``stalled`` or ``numerical_error`` and another
-   general engine (``spicy``, else ``proximal``) supports the problem, it
-   continues from the last point (warm start).
-6. While the chosen engine runs, auto watches its certified gap (the window
-   rule of :class:`StallWatch`): when the best gap after :math:`k` records is
-   not below ``stall_ratio`` times the best gap after :math:`\lfloor k/2\rfloor`
-   (:math:`k \ge` ``stall_window``), the delegate is stopped and the other
-   general engine continues from its incumbents (α, b and the dual point), with
-   a :class:`EngineSwitchWarning`.  Doubling the iterations halves a gap that
-   falls as :math:`1/k` and quarters one that falls as :math:`1/k^2`, so the
-   rule leaves slow but steady solvers alone; a gap that stays put is caught
-   after as many records again as it took to get there.
-
-The result carries ``engine = "auto"``; its message starts with the route
-and why (``auto -> spicy (...): ...``, ``auto -> bcd on exact factors of the
-dense bank (rank 8550 of 3 x 3000, ...): ...``) and every history record has
-an ``engine`` key.  The route is also logged (``logging``, level INFO).  Only
-the final status emits a ``ConvergenceWarning``.
+The rules, their measurements and the fallback are in ``docs/engines.md`` ("auto"): ``dualcd`` or
+``bcd`` on a factor bank (rule 0), ``proximal`` for many samples where ``spicy`` would need its
+iterative method (1), ``bcd`` on the exact factors of a dense bank, certified again on the dense bank
+(2), else ``spicy`` (3), else ``proximal`` (4); a more specialised installed engine
+(:func:`specificity`) where one applies; another general engine continues a stalled or failed solve
+(5) or one whose certified gap stops falling (6, :class:`StallWatch`).
 """
 
 from __future__ import annotations
@@ -155,45 +58,8 @@ def _routing_c_max(problem: Problem) -> float:
 
 
 class Auto(Fallback, Engine):
-    r"""Delegates to the fastest engine that supports the problem (module docstring).
-
-    Parameters
-    ----------
-    tol : float
-        Relative duality gap at which to stop, passed to the delegate.
-    max_iter : int or None
-        Passed to the delegate (its own unit: Newton or outer steps for
-        ``spicy``, proximal-gradient steps for ``proximal``, SMO steps for an
-        SMO engine); ``None`` keeps each engine's own default.
-    proximal_min_samples : int
-        Fewest samples for which ``proximal`` is preferred to ``spicy``'s
-        iterative method.
-    proximal_ratio : float
-        ``proximal`` is preferred to ``spicy``'s iterative method when
-        :math:`N \ge` ratio :math:`\times M`.
-    dense_factor_min_samples : int
-        Fewest samples for which a dense bank is factored exactly and solved
-        by ``bcd``.
-    dense_factor_max_kernels : int
-        Most kernels for which it is: the factorization costs
-        :math:`MN^3/3` flops and up to the bank's memory again (the crossover
-        was measured on three kernels).
-    dualcd_max_ratio : float
-        On a factor bank, a loss with a piecewise-linear conjugate goes to
-        ``dualcd`` at :math:`C \le` ratio :math:`\times C_{max}`, else to ``bcd``.
-    fallback : bool
-        Continue with another engine when the first stalls or fails
-        numerically, or when ``bcd``'s point on exact factors does not meet
-        ``tol`` on the dense bank; and stop a delegate that makes no progress
-        (``stall_window``, ``stall_ratio``).
-    stall_window : int
-        Fewest history records of the delegate before the stall rule applies
-        (or the delegate's own ``stall_records``, when larger).
-    stall_ratio : float
-        The delegate makes no progress when its best gap after :math:`k`
-        records is not below ``stall_ratio`` times its best gap after
-        :math:`\lfloor k/2\rfloor` (:class:`StallWatch`).
-    """
+    """Delegates to the fastest engine that supports the problem (``docs/engines.md``, "auto"); its options
+    are declared in :attr:`params` (``tol`` and ``max_iter`` are passed to the delegate)."""
 
     name: ClassVar[str] = "auto"
     description: ClassVar[str] = (
@@ -287,16 +153,11 @@ class Auto(Fallback, Engine):
                 c_max = _routing_c_max(problem)
                 ratio = float(problem.C) / c_max if c_max > 0.0 else math.inf
                 if ratio <= self.dualcd_max_ratio:
-                    return (
-                        dual_cd,
-                        (
-                            f"a loss with a piecewise-linear conjugate on a factor "
-                            f"bank at C = {ratio:.3g} C_max <= "
-                            f"{self.dualcd_max_ratio:g} C_max: dual coordinate "
-                            "descent"
-                        ),
-                        False,
+                    why = (
+                        f"a loss with a piecewise-linear conjugate on a factor bank at C = {ratio:.3g} C_max <= "
+                        f"{self.dualcd_max_ratio:g} C_max: dual coordinate descent"
                     )
+                    return dual_cd, why, False
         if rep == "factor" and bcd.supports(problem) is None:
             return bcd, "a factor bank: bcd solves in the factors' coordinates", False
         N, M = problem.n_samples, problem.n_kernels
@@ -310,11 +171,8 @@ class Auto(Fallback, Engine):
         # rules 1 and 2 apply only where spicy's one-step method does not
         spicy_one_step = r_spicy is None and spicy.uses_one_step(problem)
         if r_prox is None and not spicy_one_step and N >= self.proximal_min_samples and N >= self.proximal_ratio * M:
-            return (
-                prox,
-                (f"N = {N} samples >= {self.proximal_min_samples} and >= {self.proximal_ratio:g} x {M} kernels"),
-                False,
-            )
+            why = f"N = {N} samples >= {self.proximal_min_samples} and >= {self.proximal_ratio:g} x {M} kernels"
+            return prox, why, False
         if (
             dense_factors
             and rep == "array"
@@ -323,17 +181,15 @@ class Auto(Fallback, Engine):
             and N >= self.dense_factor_min_samples
             and M <= self.dense_factor_max_kernels
         ):
-            probe = _as_factor_probe(problem)
-            if probe is not None and bcd.supports(probe) is None:
-                return (
-                    bcd,
-                    (
-                        f"a dense bank of N = {N} >= {self.dense_factor_min_samples} "
-                        f"samples and M = {M} <= {self.dense_factor_max_kernels} kernels: "
-                        "bcd on its exact factors"
-                    ),
-                    True,
+            probe = dataclasses.replace(
+                problem, K=problem.bank, kernel_names=None, extra={**problem.extra, "representation": "factor"}
+            )
+            if bcd.supports(probe) is None:
+                why = (
+                    f"a dense bank of N = {N} >= {self.dense_factor_min_samples} samples and "
+                    f"M = {M} <= {self.dense_factor_max_kernels} kernels: bcd on its exact factors"
                 )
+                return bcd, why, True
         if r_spicy is None:
             return spicy, "spicy supports the problem", False
         if r_prox is None:
@@ -368,20 +224,16 @@ class Auto(Fallback, Engine):
             if engine is None:
                 return (
                     special,
-                    (f"{why}; {name} supports it (it accepts {count} installed loss x regularizer pairs)"),
+                    f"{why}; {name} supports it (it accepts {count} installed loss x regularizer pairs)",
                     False,
                 )
             mine = specificity(type(engine))
             if count < mine:
-                return (
-                    special,
-                    (
-                        f"{name} supports the problem and is more specialised than "
-                        f"{engine.name} (it accepts {count} installed loss x "
-                        f"regularizer pairs, {engine.name} {mine})"
-                    ),
-                    False,
+                why = (
+                    f"{name} supports the problem and is more specialised than {engine.name} (it accepts "
+                    f"{count} installed loss x regularizer pairs, {engine.name} {mine})"
                 )
+                return special, why, False
         return engine, why, factor
 
     def choose(self, problem: Problem) -> tuple[Engine | None, str]:
@@ -441,17 +293,8 @@ class Auto(Fallback, Engine):
             f"{why.split(': ')[0]}; factored in {fac.time_s:.2f} s)"
         )
         logger.info("%s", route)
-        factored = Problem(
-            K=fac.bank,
-            y=problem.y,
-            loss=problem.loss,
-            regularizer=problem.regularizer,
-            C=problem.C,
-            bias=problem.bias,
-            kernel_names=problem.kernel_names,
-            extra={k: v for k, v in problem.extra.items() if k != "representation"},
-            sample_weight=problem.sample_weight,
-        )
+        extra = {k: v for k, v in problem.extra.items() if k != "representation"}
+        factored = dataclasses.replace(problem, K=fac.bank, extra=extra)
         other = self._other(problem, bcd.name) if self.fallback else None
         watch = None if other is None else StallWatch(self.stall_window, self.stall_ratio, bcd.unit)
         first = self._run(BCD(**self._delegate_params()), factored, callback, warm_start, 0, watch=watch)
@@ -501,36 +344,12 @@ class Auto(Fallback, Engine):
         return dataclasses.replace(certified, engine=self.name, message=f"{route}: {certified.message}")
 
 
-def _as_factor_probe(problem: Problem) -> Problem | None:
-    """``problem`` standing for its bank held as factors (for ``supports``), or None."""
-    try:
-        return Problem(
-            K=problem.bank,
-            y=problem.y,
-            loss=problem.loss,
-            regularizer=problem.regularizer,
-            C=problem.C,
-            bias=problem.bias,
-            extra={**problem.extra, "representation": "factor"},
-            sample_weight=problem.sample_weight,
-        )
-    except ValueError:  # pragma: no cover - the problem itself was built from the same
-        return None
-
-
 _SPECIFICITY: dict[tuple[int, int, type], int] = {}
 
 
 def specificity(engine_cls: type) -> int:
-    r"""How many installed loss x regularizer pairs ``engine_cls.requires`` accepts.
-
-    Each registered loss and regularizer, built with its default parameters,
-    is tested against the engine's declared requirements on the loss and on
-    the regularizer (the bank's are left out); the count is
-    :math:`|\{\text{losses met}\}| \times |\{\text{regularizers met}\}|`.  The
-    smaller, the more specialised the engine.  Components that cannot be
-    built with defaults are skipped.  Cached per registry and number of registrations.
-    """
+    """How many installed loss x regularizer pairs (built with their defaults) ``engine_cls.requires``
+    accepts: losses met times regularizers met, the fewer the more specialised (cached per registry)."""
     registry = get_registry()
     key = (id(registry), len(registry.registrations()), engine_cls)
     if key in _SPECIFICITY:

@@ -14,15 +14,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass
 class Data:
-    """Training/test data after loading, label checks, splitting and scaling.
-
-    Feature data: ``X_train``/``X_test``.  Precomputed kernels: ``K_train``
-    (M, N, N) and ``K_test`` (M, N_test, N), raw or normalised
-    (``normalized``), ``X_*`` are ``None``.  Precomputed factors: ``X_train``
-    (N, R) and ``X_test`` (N_test, R) are their raw rows, laid out by
-    ``factor_starts`` (M + 1,), never standardized.  ``X_test``/``K_test``/``y_test``
-    are ``None`` without a test part.
-    """
+    """Training/test data after loading, label checks, splitting and scaling: features ``X_*``; or
+    precomputed kernels ``K_train`` (M, N, N), ``K_test`` (M, N_test, N); or the raw rows ``X_*`` of
+    precomputed factors laid out by ``factor_starts``.  The test part is ``None`` when there is none."""
 
     X_train: Any
     y_train: np.ndarray
@@ -43,9 +37,8 @@ class Data:
     scaler: Any = None
     #: column offsets of the kernels in the rows of precomputed factors (``X_*``); ``None`` otherwise.
     factor_starts: np.ndarray | None = None
-    #: classification: the distinct labels as the data give them, in sorted order; ``None`` for regression.
-    #: Two classes: ``y_*`` are +1 for ``classes[positive]`` and -1 for the other.  More: ``y_*`` are
-    #: the class indices 0 .. K-1 (float64), solved one-vs-rest (:attr:`mklkit.pipeline.Prepared.tasks`).
+    #: the sorted labels of a classification target (``None``: regression); ``y_*`` are +1/-1
+    #: (``classes[positive]`` +1) for two classes, else the class indices 0 .. K-1 (float64)
     classes: np.ndarray | None = None
     #: the index into ``classes`` of the positive class (+1) of two classes; ``None`` otherwise.
     positive: int | None = None
@@ -118,13 +111,8 @@ def contiguous_data(d: Data) -> Data:
 
 
 def standardize(d: Data, scaler: Any = None) -> Data:
-    """Centre and scale ``X_train`` (and ``X_test``) with training statistics: the one standardize path.
-
-    With ``d.w_train`` the statistics are weighted (those of the rows repeated by integer weights).
-
-    ``scaler``: a fitted :class:`~mklkit.data.Standardizer` to apply instead
-    (prediction).  Precomputed kernels and factors are returned unchanged.
-    """
+    """Centre and scale ``X_train`` (and ``X_test``) with (weighted) training statistics, or with a fitted
+    ``scaler``; precomputed kernels and factors are returned unchanged."""
     from ..data import DataError, Standardizer
 
     if d.precomputed or d.X_train is None or d.factor_starts is not None:
@@ -159,8 +147,7 @@ def array_data(X: Any, y: Any, task: str, feature_names: Sequence[str] | None = 
 
 
 def kernels_in_order(K: Any) -> Any:
-    """A C-contiguous float64 copy of kernels (M, N, N); a view of samples-first kernels
-    (N, N, M) (the estimators' input) is copied by one parallel pass over the original."""
+    """A C-contiguous float64 copy of kernels (M, N, N) (from a samples-first view by one parallel pass)."""
     import numpy as np
 
     from .._jit.gram import kernels_first
@@ -175,11 +162,7 @@ def kernels_in_order(K: Any) -> Any:
 
 
 def gram_data(K: Any, y: Any, task: str, names: Sequence[str] | None = None, name: str = "X") -> Data:
-    """Precomputed training kernels (M, N, N) given in memory, not yet normalised.
-
-    ``K`` is copied (the bank normalises its training kernels in place; the
-    caller's array stays as it was).
-    """
+    """Precomputed training kernels (M, N, N) given in memory, copied (the bank normalises them in place)."""
     import numpy as np
 
     K = kernels_in_order(K)
@@ -198,13 +181,8 @@ def gram_data(K: Any, y: Any, task: str, names: Sequence[str] | None = None, nam
 
 
 def make_folds(cv: CVSettings, d: Data) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``[(train rows, validation rows), ...]`` of the training part of ``d``.
-
-    Raises
-    ------
-    PipelineError
-        At ``cv.folds`` or ``cv.test_size`` when the data cannot be split so.
-    """
+    """``[(train rows, validation rows), ...]`` of the training part of ``d`` (a PipelineError at
+    ``cv.folds`` or ``cv.test_size`` when the data cannot be split so)."""
     import numpy as np
 
     y = d.y_train
@@ -258,13 +236,8 @@ def make_folds(cv: CVSettings, d: Data) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def fold(d: Data, train: Any, val: Any, standardized: bool = False) -> Data:
-    """The rows ``train`` as training part and ``val`` as test part of ``d``'s training part.
-
-    Features: the rows (standardized on the fold's training rows when
-    ``standardized``).  Precomputed kernels: ``K[:, train][:, :, train]`` for
-    training and ``K[:, val][:, :, train]`` for the test side (raw: the
-    normalisation is computed on the training part by :func:`prepare`).
-    """
+    """The rows ``train`` and ``val`` of ``d``'s training part as training and test part (features
+    standardized on ``train`` when ``standardized``; raw precomputed kernels as blocks)."""
     import numpy as np
     import scipy.sparse as sp
 

@@ -1,11 +1,5 @@
-"""The pipeline's error, and the one conversion of pydantic's structured errors into it.
-
-A :class:`PipelineError` carries its key (the spec's key path), problem,
-value and allowed as data; :func:`from_validation` makes one from the first
-of pydantic's errors (``loc``, ``type``, ``input``, ``ctx``), reading what
-is allowed from the model's JSON Schema.  The spec prefixes the file
-(:mod:`mklkit.spec.errors`), the estimators name their parameter.
-"""
+"""The pipeline's error, its key, problem, value and allowed as data, and the one conversion of pydantic's
+structured errors into it (what is allowed read from the model's JSON Schema)."""
 
 from __future__ import annotations
 
@@ -14,20 +8,6 @@ from typing import Any, Sequence
 
 from ..components.params import did_you_mean
 from ..plugins import get_registry
-
-__all__ = [
-    "PipelineError",
-    "one_line_error",
-    "one_line",
-    "key_path",
-    "from_validation",
-    "allowed_words",
-    "bank_error",
-    "strip_prefix",
-    "MISSING",
-    "NPZ_ALLOWED",
-    "FACTOR_NPZ_ALLOWED",
-]
 
 #: "no value given" (``None`` can be the offending value)
 MISSING: Any = object()
@@ -76,15 +56,12 @@ def one_line_error(head: str, shown: str | None, allowed: str | None) -> str:
 
 
 class PipelineError(ValueError):
-    """A problem with the data, the bank or the problem settings, with its key as data.
-
-    ``str(err)`` reads ``<key>: <problem>; got <value>; allowed: <allowed>``.
+    """A problem with the data, the bank or the problem settings: ``<key>: <problem>; got <value>; allowed: <allowed>``.
 
     Attributes
     ----------
     key : str
-        Spec key path (``data.target``, ``kernels.bank[1].width``); the
-        estimators map it to their parameter name.
+        Spec key path (``kernels.bank[1].width``); the estimators map it to their parameter name.
     problem : str
     value : Any
         The offending value (:attr:`has_value` tells whether there is one).
@@ -120,12 +97,8 @@ class PipelineError(ValueError):
 
 
 def bank_error(exc: Exception, base: str, absolute: bool = True) -> PipelineError:
-    """A :class:`~mklkit.kernels.description.BankError` as a PipelineError under ``base``, from its data.
-
-    ``absolute``: keys under ``kernels.`` (``kernels.bank[1].width``);
-    otherwise as the bank names them (``bank[1].width``, relative to the
-    ``kernels`` section).
-    """
+    """A :class:`~mklkit.kernels.description.BankError` as a PipelineError under ``base``; ``absolute``:
+    keys under ``kernels.``, else relative to it (``bank[1].width``)."""
     key = getattr(exc, "key", None) or base
     if key.startswith("bank"):
         key = "kernels." + key if absolute else key
@@ -148,22 +121,14 @@ def key_path(loc: Sequence[Any], key: str = "") -> str:
     return out
 
 
-# ---------------------------------------------------------------------------
-# pydantic's errors
-# ---------------------------------------------------------------------------
 def from_validation(exc: Any, schema: dict[str, Any], root: Sequence[Any] = ()) -> PipelineError:
-    """The first of pydantic's errors (a ``ValidationError``) as a :class:`PipelineError`.
+    """The first of pydantic's errors (a ``ValidationError``; an unknown key first) as a :class:`PipelineError`.
 
-    ``schema`` is the JSON Schema of the validated model: what is allowed
-    (the keys of a section, a number's range, the choices of a string) is
-    read from it, so the message and ``mklkit schema`` say the same.
-    ``root`` is where the model sits in a spec (``("cv",)`` for the sweep's
-    cross-validation section); the key of the error is the whole path.
-    A PipelineError raised by a validator keeps its problem, value and
-    allowed; its key is taken as relative to where pydantic found it.
+    What is allowed is read from ``schema``, the validated model's JSON Schema, so the message and
+    ``mklkit schema`` agree; ``root`` is where the model sits in a spec (``("cv",)``).  A PipelineError
+    raised by a validator keeps its parts, its key relative to where pydantic found it.
     """
     errors = exc.errors(include_url=False)
-    # an unknown key first (it is often the cause of a missing one: a misspelt key)
     err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     rel = [part for part in err["loc"] if not _union_member(part)]
     loc = list(root) + rel
@@ -194,8 +159,7 @@ def from_validation(exc: Any, schema: dict[str, Any], root: Sequence[Any] = ()) 
 
 
 def _union_member(part: Any) -> bool:
-    """Whether a part of pydantic's ``loc`` names a member of a union (``literal[False]``,
-    ``function-after[_checked(), FactorSettings]``), not a key of the spec."""
+    """Whether a part of pydantic's ``loc`` names a member of a union (``literal[False]``), not a key."""
     return isinstance(part, str) and ("[" in part or part in ("bool", "int", "float", "str", "none"))
 
 
@@ -241,6 +205,12 @@ def _num(x: float) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 
+def _bound(b: dict[str, Any], key: str) -> tuple[bool, Any] | None:
+    """``(closed, value)`` of a number's ``minimum`` or ``maximum`` (or its exclusive form), or ``None``."""
+    strict = "exclusive" + key.capitalize()
+    return (True, b[key]) if key in b else (False, b[strict]) if strict in b else None
+
+
 def allowed_words(root: dict[str, Any], node: dict[str, Any]) -> str:
     """What a schema node allows, in words (``a number > 0``, ``one of 'trace', 'none'``)."""
     words = []
@@ -251,26 +221,13 @@ def allowed_words(root: dict[str, Any], node: dict[str, Any]) -> str:
             words.append(repr(b["const"]))
         elif b.get("type") in ("number", "integer"):
             w = "an integer" if b["type"] == "integer" else "a number"
-            lo = (
-                ("[", b["minimum"])
-                if "minimum" in b
-                else ("(", b["exclusiveMinimum"])
-                if "exclusiveMinimum" in b
-                else None
-            )
-            hi = (
-                ("]", b["maximum"])
-                if "maximum" in b
-                else (")", b["exclusiveMaximum"])
-                if "exclusiveMaximum" in b
-                else None
-            )
+            lo, hi = _bound(b, "minimum"), _bound(b, "maximum")
             if lo and hi:
-                w += f" in {lo[0]}{_num(lo[1])}, {_num(hi[1])}{hi[0]}"
+                w += f" in {'[' if lo[0] else '('}{_num(lo[1])}, {_num(hi[1])}{']' if hi[0] else ')'}"
             elif lo:
-                w += f" {'>=' if lo[0] == '[' else '>'} {_num(lo[1])}"
+                w += f" {'>=' if lo[0] else '>'} {_num(lo[1])}"
             elif hi:
-                w += f" {'<=' if hi[0] == ']' else '<'} {_num(hi[1])}"
+                w += f" {'<=' if hi[0] else '<'} {_num(hi[1])}"
             if b["type"] == "number" and b.get("x-finite", True) and not (lo and hi):
                 w = w.replace("a number", "a finite number", 1)
             words.append(w)

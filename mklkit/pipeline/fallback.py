@@ -1,6 +1,5 @@
 """How ``auto`` runs its delegates and falls back: the stall rule (:class:`StallWatch`), another general
-engine continuing from a delegate's point, and the engine that finished a warm start chosen again
-(:class:`Fallback`, a base of :class:`~mklkit.pipeline.choose.Auto`)."""
+engine continuing from a delegate's point (:class:`Fallback`, a base of :class:`~mklkit.pipeline.choose.Auto`)."""
 
 from __future__ import annotations
 
@@ -21,14 +20,9 @@ class EngineSwitchWarning(UserWarning):
 
 
 class StallWatch:
-    r"""The window rule on a delegate's certified gap (rule 6 of the module docstring).
-
-    Called with each history record; returns True (stop the delegate) when,
-    after :math:`k \ge` ``window`` records, the best relative gap so far is
-    not below ``ratio`` times the best gap of the first :math:`\lfloor k/2\rfloor`
-    records (an infinite or NaN gap counts as no gap).  :attr:`reason` then
-    says so.
-    """
+    r"""The stall rule on a delegate's certified gap: called with each history record, True (stop) when after
+    :math:`k \ge` ``window`` records the best gap is not below ``ratio`` times the best of the first
+    :math:`\lfloor k/2\rfloor` (a non-finite gap counts as none); :attr:`reason` then says so."""
 
     def __init__(self, window: int, ratio: float, unit: str = "iteration") -> None:
         self.window, self.ratio, self.unit = int(window), float(ratio), unit
@@ -62,26 +56,15 @@ def finite_point(res: SolveResult) -> bool:
 
 
 class Fallback:
-    """The fallback of ``auto`` (its parameters ``fallback``, ``stall_window``, ``stall_ratio``): the
-    general engines that apply (``_engines``, :class:`~mklkit.pipeline.choose.Auto`'s), the one that
-    continues after another, the delegates run with their records tagged."""
+    """The fallback of :class:`~mklkit.pipeline.choose.Auto` among its general engines (``_engines``), and its
+    delegates run with their records tagged."""
 
     def _after_fallback(
         self, problem: Problem, engine: Engine, why: str, warm_start: SolveResult | None
     ) -> tuple[Engine, str]:
-        """The engine that finished the warm start, where ``auto`` had to fall back to it there.
-
-        Along a warm-started path (decreasing C, the same bank) the first choice that
-        stalled at one C stalls at the next: on digits' one-vs-rest problems (181 Gram
-        matrices, ``C="path"``) ``spicy`` made no progress at small C and each solve paid
-        its stalled iterations before ``proximal`` took over (12 stalled starts; 8 with
-        this rule).  It applies to a warm start solved by ``auto`` on the same rows and
-        kernels, with its history (a solve of the same path): there the first choice was
-        this one, so another engine finished it after a fallback (or by this rule).  A warm
-        start carried from other rows (the held-out path's to the fit on all rows, without
-        history) keeps the choice made here.  The fallback still applies in the other
-        direction.
-        """
+        """The engine that finished a warm start of ``auto`` on the same rows and kernels (with history) after
+        falling back from this choice: along a path the first choice that stalled at one C stalls at the
+        next (``docs/engines.md``, "Stall switch")."""
         if warm_start is None or warm_start.engine != self.name or not self.fallback or not warm_start.history:
             return engine, why
         done = warm_start.solved_by
@@ -135,11 +118,8 @@ class Fallback:
         offset: int,
         watch: StallWatch | None = None,
     ) -> SolveResult:
-        """Run a delegate; records get ``engine`` and iterations shifted by ``offset``.
-
-        With ``watch``, a record after which it sees no progress stops the delegate
-        (``watch.reason`` is set; the caller's callback is asked first and wins).
-        """
+        """Run a delegate, its records tagged with ``engine`` and iterations shifted by ``offset``; ``watch`` may
+        stop it (the caller's callback is asked first)."""
         name = engine.name
 
         def tag(rec: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,4 @@
-"""The base of the settings models: the one table of defaults, ``Settings`` (unknown keys refused, ``None``
-the default), the field types the sections share (file paths, sizes, seeds, byte counts)."""
+"""The base of the settings models: the table of defaults, ``Settings`` and the field types the sections share."""
 
 from __future__ import annotations
 
@@ -8,16 +7,8 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Callable, Mapping
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PlainValidator,
-    ValidationInfo,
-    WithJsonSchema,
-    model_validator,
-)
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, ValidationInfo, WithJsonSchema
+from pydantic import model_validator
 
 from .errors import PipelineError
 
@@ -44,21 +35,8 @@ DEFAULTS: dict[str, Any] = {
 REPRESENTATIONS: tuple[str, ...] = ("array", "sharded", "factor")
 
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1000,
-    "kb": 1000,
-    "m": 1000**2,
-    "mb": 1000**2,
-    "g": 1000**3,
-    "gb": 1000**3,
-    "t": 1000**4,
-    "tb": 1000**4,
-    "kib": 1024,
-    "mib": 1024**2,
-    "gib": 1024**3,
-    "tib": 1024**4,
+_UNITS = {"": 1, "b": 1} | {
+    p + suffix: base**i for i, p in enumerate("kmgt", 1) for suffix, base in (("", 1000), ("b", 1000), ("ib", 1024))
 }
 
 
@@ -81,13 +59,6 @@ def parse_bytes(value: Any) -> int:
     return int(n)
 
 
-def none_is_absent(value: Any) -> Any:
-    """A mapping without its ``None`` values: in a spec ``key: null`` means the default."""
-    if isinstance(value, Mapping):
-        return {k: v for k, v in value.items() if v is not None}
-    return value
-
-
 class Settings(BaseModel):
     """Base of the settings models: unknown keys refused, strict types, ``None`` means the default."""
 
@@ -96,25 +67,17 @@ class Settings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _drop_none(cls, value: Any) -> Any:
-        return none_is_absent(value)
+        return {k: v for k, v in value.items() if v is not None} if isinstance(value, Mapping) else value
 
 
-def is_none(v: Any) -> bool:
-    return v is None
+def absent(description: str, **kw: Any) -> Any:
+    """A field that is ``None`` unless given, left out of dumps then."""
+    return Field(None, exclude_if=lambda v: v is None, description=description, **kw)
 
 
-def is_empty(v: Any) -> bool:
-    return not v
-
-
-def shown_path(given: Mapping[str, str], key: str, path: Any) -> str:
-    return given.get(key, str(path))
-
-
-def resolve_path(value: Any, folder: Path | None) -> Path:
-    """A path as written, relative to ``folder`` (the spec's folder) unless absolute."""
-    p = Path(value).expanduser()
-    return p if p.is_absolute() or folder is None else folder / p
+def given_paths(info: ValidationInfo, keys: Any) -> dict[str, str]:
+    """The file paths of ``keys`` as written (recorded by :data:`FilePath` in the validation context)."""
+    return {k: v for k, v in ((info.context or {}).get("given") or {}).items() if k in keys}
 
 
 def _path(value: Any, info: ValidationInfo) -> Any:
@@ -126,7 +89,8 @@ def _path(value: Any, info: ValidationInfo) -> Any:
     given = (info.context or {}).get("given")
     if given is not None and info.field_name is not None:
         given[info.field_name] = value
-    return resolve_path(value, (info.context or {}).get("folder"))
+    p, folder = Path(value).expanduser(), (info.context or {}).get("folder")
+    return p if p.is_absolute() or folder is None else folder / p
 
 
 #: A file path: written as a string, resolved against the spec's folder.

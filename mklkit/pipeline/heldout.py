@@ -1,37 +1,13 @@
-r"""C chosen by held-out data: one warm-started regularization path on part of the rows.
+r"""``C="path"``: C chosen on held-out rows along one warm-started regularization path.
 
-``C="path"`` (estimators) solves the problem on a stratified part of the
-training rows for a decreasing sequence of C, from :math:`C_{max}` (every
-kernel off) down, each solve warm-started from the last; after each solve
-the held-out rows are predicted through the same bank (their Gram rows, or
-their factor rows: nothing is computed again) and scored.  The path stops
-once the held-out *criterion* has *turned* or *flattened*, past the prior C
-(below): it rose past its minimum by more than the paired standard error, or
-``patience`` values passed without lowering it by more than ``flat`` (1 %)
-of its decrease along the path so far (glmnet ends its paths on a relative
-change of the training deviance the same way).
-
-The criterion (:func:`criterion_of`) is the mean held-out loss of the problem's
-own loss (logistic, squared, ε-insensitive, ...), a proper score of the
-predictions; for a classification loss whose primal is not smooth (the hinge)
-it is the held-out error rate instead.  The hinge loss keeps falling as C
-shrinks long after the accuracy has turned: on a9a (26,049 fitting rows, the
-elastic net) its held-out value fell from 0.358 at ``3.16e-3 C_max`` to 0.332
-at ``1e-6 C_max`` while the held-out accuracy peaked at ``3.16e-4 C_max``
-(0.8569) and fell after, so the path ran to C values where the solves are the
-slowest and chose one there.
-
-Which C: among the values whose held-out criterion is within one standard error of
-the least (paired over the held-out rows), the one closest (on a log scale) to a *prior* C, the rule of
-``C="scale"`` (:func:`~mklkit.pipeline.settings.auto_C`).  A held-out score
-of a few dozen points cannot tell neighbouring values of C apart, and there
-the prior is the better guess (on the bundled UCI sets the held-out
-accuracy's maximum alone was up to 5 points less accurate than the prior); with
-thousands of held-out points the standard error is small and the data decide.  The
-chosen value is carried to all rows as a fraction of the reference each
-part has: :math:`C = (C_i / C^{fit}_{max})\,C^{all}_{max}` (or the prior's
-ratio for regularizers without a finite :math:`C_{max}`), which is invariant
-under repeating the rows and rescaling the kernels.
+The problem on a stratified part of the training rows is solved for C from :math:`C_{max}` down,
+each solve warm-started from the last, and the held-out rows are scored through the same bank
+(:func:`~mklkit.pipeline.heldout_rows.criterion_of`: the problem's own loss, or the error rate for
+a non-smooth classification loss).  The path ends once the criterion has turned or flattened past
+the prior C (``C="scale"``, :func:`~mklkit.pipeline.problem_settings.auto_C`).  Of the values within
+one paired standard error of the least, the one nearest the prior (log scale) is chosen and carried
+to all rows as :math:`C = (C_i / C^{fit}_{max})\,C^{all}_{max}` (or the prior's ratio without a
+finite :math:`C_{max}`).  Rationale and measurements: ``docs/api.md`` ("C chosen on held-out data").
 """
 
 from __future__ import annotations
@@ -40,69 +16,42 @@ import math
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
 from ..components.base import CLASSIFICATION
 from .assemble import problem_at
-from .heldout_rows import (
-    KEEP_BYTES,
-    HeldoutRows,
-    KeptSolution,
-    criterion_of,
-    effective_size,
-    held_out_scores,
-    paired_excess,
-    split_rows,
-)
+from .heldout_rows import KEEP_BYTES, HeldoutRows, KeptSolution, criterion_of, effective_size, held_out_scores
+from .heldout_rows import paired_excess, split_rows
 
 
 @dataclass(frozen=True)
 class PathSettings:
-    """How ``C="path"`` searches.
+    """How ``C="path"`` searches (``docs/api.md``).
 
     Attributes
     ----------
     held_out : float
         Fraction of the rows held out (stratified by class).
     per_decade : int
-        Values of C per decade of the path (2: on w8a and the 20,000-point
-        ``make_classification`` set the same choice and accuracy as 4, with
-        the path in 22 s instead of 35 s and 70 s instead of 84 s).
+        Values of C per decade (2: the choice of 4 in 22 s instead of 35 s on w8a).
     min_ratio : float
-        The path ends at ``min_ratio * C_max`` at the latest (or ``min_ratio``
-        times the prior for regularizers without a finite ``C_max``); it
-        usually stops before, where the held-out loss turns (on w8a, 31,839
-        fitting rows, the least held-out loss lies near ``1e-5 C_max``).
+        The path ends at ``min_ratio * C_max`` (or times the prior) at the latest.
     patience : int
-        Values past the last material minimum of the held-out criterion (and
-        past the prior) that stop the path when it has not risen
-        significantly before.
+        Values past the last material minimum (and past the prior) that end the path.
     flat : float
-        A new minimum is material when it lowers the criterion by more than
-        this fraction of its decrease from the first value to the last
-        material minimum.  On a9a (26,049 fitting rows) the held-out loss
-        fell by 0.237 from ``0.316 C_max`` to ``3.16e-4 C_max`` and by 0.004
-        over the next eight values; with 0.01 the path stops three values
-        earlier (after ``1e-6 C_max``, 5.6 s less) at the same choice.  0: every
-        new minimum counts.
+        A new minimum is material when it lowers the criterion by more than this fraction of its
+        decrease so far (0.01: on a9a three values and 5.6 s less at the same choice).
     tol_ratio : float
-        The path's solves stop at this multiple of the fit's relative
-        duality gap (:func:`path_engine`); the fit on all rows at the chosen
-        C is solved to the fit's own, warm-started from the path.  Their
-        solutions only rank the values of C on held-out rows: with 3
-        (relative gap 3e-2 for the default 1e-2) the default fit took 9.5–10.4 s
-        instead of 15.7–15.8 s on ringnorm, 16.5 / 19.4 s instead of
-        20.6 / 26.9 s on w8a and 12.0 s instead of 15.0 s on a9a, with the same
-        choices on twonorm, ringnorm, a9a and 4 of 5 waveform splits (test
-        accuracy within 0.0005 on every set).
+        The path's solves stop at this multiple of the fit's ``tol`` (:func:`path_engine`; 3: the
+        default fit in 9.5-10.4 s instead of 15.7 s on ringnorm, 12.0 s instead of 15.0 s on a9a,
+        the same choices).
     seed : int
         Seed of the held-out split.
     min_held : int
-        Fewest held-out rows (weighted count) worth scoring; below, the
-        prior C is used and ``stopped`` says why.
+        Fewest held-out rows (weighted count) worth scoring; below, the prior C.
     """
 
     held_out: float = 0.2
@@ -127,6 +76,10 @@ class PathSettings:
             raise ValueError(f"tol_ratio must be >= 1; got {self.tol_ratio!r}")
 
 
+#: Fields of :class:`HeldoutPath` left out of :meth:`HeldoutPath.as_dict`.
+_NOT_SAVED = ("prior_ratio", "settings", "start", "chosen_rows", "held_weights")
+
+
 @dataclass
 class HeldoutPath:
     """The path ``C="path"`` solved and what it chose (an estimator's ``C_selection_``).
@@ -135,34 +88,20 @@ class HeldoutPath:
     ----------
     C : float
         The C of the fit on all rows.
-    Cs : ndarray
-        The values of C solved on the fitting rows, largest first.
-    ratios : ndarray
-        ``Cs`` over the reference (``C_max`` of the fitting rows, or the prior).
-    losses : ndarray
-        Mean loss of the problem (e.g. the logistic loss) on the held-out
-        rows per value (weighted by the sample weights).
-    metrics : ndarray
-        Held-out accuracy (classification) or :math:`R^2` (regression) per value.
+    Cs, ratios : ndarray
+        The values of C solved on the fitting rows, largest first, and over the reference.
+    losses, metrics : ndarray
+        Per value: mean held-out loss, and accuracy (classification) or :math:`R^2`.
     criterion : str
-        What chooses C: ``"loss"`` (``losses``) or ``"error"`` (one minus
-        ``metrics``, for the hinge and other non-smooth classification losses).
+        What chooses C: ``"loss"`` or ``"error"`` (one minus ``metrics``).
     n_active, iterations, gaps, times : ndarray
-        Per value: active kernels, engine iterations, final relative gap,
-        seconds.
-    chosen : int
-        Index of the chosen value in ``Cs`` (-1 when none was scored).
-    best : int
-        Index of the smallest held-out criterion.
+        Per value: active kernels, iterations, relative gap, seconds.
+    chosen, best : int
+        Index of the chosen value (-1 when none was scored) and of the least criterion.
     excess, excess_se : ndarray
-        Per value: the mean held-out criterion above the least (at ``best``)
-        and its standard error, paired over the held-out rows (the same rows
-        under both values of C): values with ``excess <= excess_se`` cannot
-        be told from the best.
-    prior_C : float
-        The prior (``C="scale"``'s rule) on all rows.
-    prior_ratio : float
-        The prior of the fitting rows over their reference.
+        Per value: the mean held-out criterion above the least and its paired standard error.
+    prior_C, prior_ratio : float
+        The prior on all rows, and the fitting rows' prior over their reference.
     reference : str
         ``"C_max"`` or ``"prior"``: what the ratios are relative to.
     stopped : str
@@ -193,47 +132,24 @@ class HeldoutPath:
     time_s: float = 0.0
     criterion: str = "loss"
     settings: PathSettings = field(default_factory=PathSettings)
-    #: the chosen solution on the fitting rows as a start on all rows (its coefficients zero on
-    #: the held-out rows: the same predictor), for the fit at ``C`` (on Gram matrices whose path
-    #: solutions outgrew ``KEEP_BYTES``, the kept one nearest it); ``None`` once used
+    #: the chosen solution (or the nearest kept one) as a start on all rows; ``None`` once used
     start: Any = field(default=None, repr=False, compare=False)
-    #: the criterion on each held-out row at the chosen value, and the rows' weights (to compare
-    #: two paths over the same rows: :func:`mklkit.pipeline.kernel_subset.prefer_subset`); ``None``
-    #: once compared
+    #: the criterion per held-out row at the chosen value and the rows' weights
+    #: (:func:`mklkit.pipeline.kernel_subset.prefer_subset`); ``None`` once compared
     chosen_rows: Any = field(default=None, repr=False, compare=False)
     held_weights: Any = field(default=None, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain numbers and lists (``summary.json``'s ``C_selection``)."""
         out: dict[str, Any] = {}
-        for key in (
-            "C",
-            "Cs",
-            "ratios",
-            "losses",
-            "metrics",
-            "n_active",
-            "iterations",
-            "gaps",
-            "times",
-            "chosen",
-            "best",
-            "excess",
-            "excess_se",
-            "prior_C",
-            "reference",
-            "stopped",
-            "n_fit",
-            "n_held",
-            "time_s",
-            "criterion",
-        ):
-            v = getattr(self, key)
-            out[key] = v.tolist() if isinstance(v, np.ndarray) else v
+        for f in fields(self):
+            if f.name not in _NOT_SAVED:
+                v = getattr(self, f.name)
+                out[f.name] = v.tolist() if isinstance(v, np.ndarray) else v
         return out
 
     def summary(self) -> str:
-        """One line per C: ratio, held-out loss and metric, active kernels, iterations, gap; the choice marked."""
+        """One line per C (ratio, held-out loss and metric, active kernels, iterations, gap), the choice marked."""
         head = (
             f"{'C':>10}  {'C/ref':>9}  {'loss':>8}  {'excess':>17}  {'metric':>7}  {'active':>6}  "
             f"{'iter':>5}  {'gap':>9}  {'time_s':>7}"
@@ -255,21 +171,13 @@ class HeldoutPath:
 
 
 #: Fewest held-out rows (weighted count) for which ``C="auto"`` chooses C on held-out data
-#: (:func:`path_decides`): 2,500 training rows at the default 20 %.
+#: (:func:`path_decides`): 2,500 training rows at the default 20 % (``docs/api.md``).
 AUTO_MIN_HELD = 500
 
 
 def path_decides(problem: Any, settings: PathSettings | None = None) -> bool:
-    """Whether ``C="auto"`` chooses C on held-out rows of ``problem`` (else the ``"scale"`` rule).
-
-    The held-out part must have at least :data:`AUTO_MIN_HELD` rows (by their
-    effective number under sample weights) and the kernels must be in memory
-    (Gram matrices or factors).  Below, a held-out score cannot tell
-    neighbouring values of C apart and the rule is as good: on the bundled
-    UCI sets (135 to 537 training rows) the path's choice was 0.3 points
-    *less* accurate on average than the rule's (``docs/api.md``), at 1 to 6
-    times the time of a whole ``SVC`` grid search.
-    """
+    """Whether ``C="auto"`` chooses C on held-out rows of ``problem`` (else the ``"scale"`` rule):
+    at least :data:`AUTO_MIN_HELD` held-out rows (effective number) and the kernels in memory."""
     s = settings or PathSettings()
     if problem.representation not in ("array", "factor"):
         return False
@@ -279,8 +187,7 @@ def path_decides(problem: Any, settings: PathSettings | None = None) -> bool:
 
 
 def path_engine(engine: Any, settings: PathSettings | None = None) -> Any:
-    """The engine of the path's solves: ``engine`` with its ``tol`` times ``settings.tol_ratio``
-    (an engine without a ``tol`` parameter as it is)."""
+    """``engine`` with its ``tol`` times ``settings.tol_ratio`` (one without ``tol`` as it is)."""
     s = settings or PathSettings()
     params = engine.get_params() if hasattr(engine, "get_params") else {}
     if s.tol_ratio == 1.0 or not isinstance(params.get("tol"), (int, float)):
@@ -298,7 +205,6 @@ def _drop_kept(kept: list[KeptSolution], best: int) -> None:
 
 
 def _c_max(problem: Any) -> float:
-    """:math:`C_{max}` of ``problem`` (every kernel off below it; not finite for some regularizers)."""
     from ..engines.common import zero_solution
 
     return float(zero_solution(problem_at(problem, C=1.0)).C_max)
@@ -307,22 +213,15 @@ def _c_max(problem: Any) -> float:
 def _unscored(
     s: PathSettings, prior_C: float, fit: np.ndarray, held: np.ndarray, t_start: float, why: str
 ) -> HeldoutPath:
-    """The prior C, with no value scored (``why``: too few held-out rows)."""
-    e = np.empty(0)
+    """The prior C, with no value scored."""
+    e, ints = np.empty(0), np.empty(0, dtype=int)
     return HeldoutPath(
         C=prior_C,
-        Cs=e,
-        ratios=e,
-        losses=e,
-        metrics=e,
-        n_active=np.empty(0, dtype=int),
-        iterations=np.empty(0, dtype=int),
-        gaps=e,
-        times=e,
+        **dict.fromkeys(("Cs", "ratios", "losses", "metrics", "gaps", "times", "excess", "excess_se"), e),
+        n_active=ints,
+        iterations=ints,
         chosen=-1,
         best=-1,
-        excess=e,
-        excess_se=e,
         prior_C=prior_C,
         prior_ratio=math.nan,
         reference="prior",
@@ -335,8 +234,8 @@ def _unscored(
 
 
 def _path_on(part: Any, prior: Callable[[Any], float], s: PathSettings) -> tuple[str, float, float, np.ndarray]:
-    """The path on the fitting rows: its reference (``"C_max"`` or ``"prior"``), the reference's C, the
-    prior C and the ratios to the reference, largest first."""
+    """The reference (``"C_max"`` or ``"prior"``), its C and the prior C on the fitting rows, and the
+    ratios of the path to the reference, largest first."""
     c_max_fit = _c_max(part)
     n = math.floor(-math.log10(s.min_ratio) * s.per_decade + 1e-9)  # values per path below the reference
     prior_fit = float(prior(part))
@@ -351,7 +250,7 @@ def _path_on(part: Any, prior: Callable[[Any], float], s: PathSettings) -> tuple
 
 @dataclass
 class _Walk:
-    """The values of the path solved so far, with their held-out scores and the index of the least."""
+    """The values of the path solved so far, their held-out scores and the least."""
 
     criterion: str
     w_held: np.ndarray
@@ -364,7 +263,6 @@ class _Walk:
     iters: list[int] = field(default_factory=list)
     gaps: list[float] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
-    #: the solutions on the fitting rows, to start the fit on all rows from
     kept: list[KeptSolution] = field(default_factory=list)
     stopped: str = "the end of the path"
     best: int = -1  # the least criterion
@@ -447,26 +345,12 @@ def _walk(
         walk.kept.append(KeptSolution(result, rows.factor_bank))
         walk.record(C, result, held_out_scores(part.loss, y_held, rows.decision(result), w_held), t0)
         if progress is not None:
-            progress(
-                {
-                    "C": C,
-                    "ratio": float(r),
-                    "loss": walk.losses[-1],
-                    "metric": walk.metrics[-1],
-                    "n_active": walk.n_act[-1],
-                }
-            )
+            progress(dict(C=C, ratio=float(r), loss=walk.losses[-1], metric=walk.metrics[-1], n_active=walk.n_act[-1]))
         walk.lowest(s.flat)
         _drop_kept(walk.kept, walk.best)
         if walk.turned(C, prior_fit, s):
             break
     return walk
-
-
-def _closest_to_prior(excess: np.ndarray, excess_se: np.ndarray, ratios: np.ndarray, prior_ratio: float) -> int:
-    """Within one standard error of the least held-out criterion: the value closest to the prior (log scale)."""
-    ok = np.flatnonzero(excess <= excess_se)
-    return int(ok[np.argmin(np.abs(np.log(ratios[ok] / prior_ratio)))])
 
 
 def select_C(
@@ -476,20 +360,10 @@ def select_C(
     settings: PathSettings | None = None,
     progress: Callable[[dict[str, Any]], Any] | None = None,
 ) -> HeldoutPath:
-    """Choose C for ``problem`` (all training rows) on held-out rows (module docstring).
+    """Choose C for ``problem`` (all training rows, Gram matrices or factors) on held-out rows.
 
-    Parameters
-    ----------
-    problem : Problem
-        On all training rows, Gram matrices or factors; its C is not used.
-    solve : callable
-        ``solve(problem, warm_start)`` -> SolveResult (``warm_start``: the
-        previous result or ``None``).
-    prior : callable
-        ``prior(problem)`` -> the prior C of a problem (``C="scale"``'s rule).
-    settings : PathSettings, optional
-    progress : callable, optional
-        Called with ``{"C", "ratio", "loss", "metric", "n_active"}`` after each solve.
+    ``solve(problem, warm_start)`` gives a SolveResult, ``prior(problem)`` the prior C; ``progress`` is
+    called with ``{"C", "ratio", "loss", "metric", "n_active"}`` after each solve.
     """
     s = settings or PathSettings()
     t_start = time.perf_counter()
@@ -510,7 +384,8 @@ def select_C(
     excess, excess_se = paired_excess(np.array(walk.per_rows), best, w_held)
     ratio_arr = np.array(walk.Cs) / ref_fit
     prior_ratio = prior_fit / ref_fit
-    chosen = _closest_to_prior(excess, excess_se, ratio_arr, prior_ratio)
+    ok = np.flatnonzero(excess <= excess_se)  # within one standard error of the least: the nearest the prior
+    chosen = int(ok[np.argmin(np.abs(np.log(ratio_arr[ok] / prior_ratio)))])
     ref_all = _c_max(problem) if reference == "C_max" else prior_all
     return HeldoutPath(
         start=walk.start(chosen, fit, problem.n_samples),

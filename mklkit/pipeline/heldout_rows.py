@@ -1,5 +1,5 @@
-"""The held-out rows of a problem (``C="path"``): the split, the fitting rows' problem and the held-out
-rows' predictions through the same bank, the path solutions kept meanwhile, the held-out scores."""
+"""The held-out rows of a problem (``C="path"``): the split, the fitting rows' problem and the held-out rows'
+predictions through the same bank, the path solutions kept meanwhile, the held-out scores."""
 
 from __future__ import annotations
 
@@ -72,16 +72,14 @@ class HeldoutRows:
         return f
 
 
-#: Bytes of path solutions on Gram matrices kept to start the fit on all rows from (the largest C
-#: dropped first, never the least held-out criterion so far).  On factors a solution is kept as its
-#: factor coordinates (R numbers), all of them.
+#: Bytes of path solutions on Gram matrices kept to start the fit on all rows from (on factors every
+#: solution is kept, as its R factor coordinates).
 KEEP_BYTES = 256 * 2**20
 
 
 class KeptSolution:
-    r"""A path solution while it waits: on factors its coordinates :math:`\beta = L^\top\alpha`
-    (its coefficients are rebuilt when it is used); on Gram matrices its coefficients reduced to
-    the non-zero rows (kernels)."""
+    r"""A path solution while it waits: on factors its coordinates :math:`\beta = L^\top\alpha`, on Gram
+    matrices its coefficients of the non-zero kernels."""
 
     def __init__(self, result: Any, bank: Any = None) -> None:
         self.bank = bank
@@ -97,9 +95,7 @@ class KeptSolution:
         self.nbytes = int(getattr(alpha, "values", alpha).nbytes)
 
     def on_rows(self, fit: np.ndarray, n: int) -> Any:
-        r"""The solution as a warm start on all ``n`` rows: coefficients 0 on the held-out rows
-        (on factors the minimum-norm coefficients of its :math:`\beta` on the fitting rows: the
-        same :math:`\beta` on all rows, the same predictor)."""
+        r"""The solution as a warm start on all ``n`` rows, 0 on the held-out rows (the same predictor)."""
         if self.beta is not None:
             r, part = self.result, self.bank.alpha_from_beta(self.beta)
         else:
@@ -113,9 +109,8 @@ class KeptSolution:
 def held_out_scores(
     loss: Any, y: np.ndarray, f: np.ndarray, w: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray | None, float]:
-    """The problem's own loss on every held-out row; for classification 1 where the label is
-    wrong and 0 where right (else ``None``); the accuracy (classification) or :math:`R^2`
-    (regression), weighted by ``w``."""
+    """The loss on every held-out row, the wrong labels (1/0; ``None`` in regression) and the accuracy or
+    :math:`R^2`, weighted by ``w``."""
     per_row = np.asarray(loss.jit.value(y, np.ascontiguousarray(f), loss.param_vector), dtype=np.float64)
     sw = float(w.sum())
     if loss.task == CLASSIFICATION:
@@ -128,9 +123,8 @@ def held_out_scores(
 
 
 def criterion_of(loss: Any) -> str:
-    """What chooses C on held-out rows for ``loss``: ``"error"`` (the error rate) for a
-    classification loss whose primal is not smooth (``smooth_primal`` false: the hinge), else
-    ``"loss"`` (the loss itself; module docstring)."""
+    """What chooses C on held-out rows: ``"error"`` for a classification loss whose primal is not smooth (the
+    hinge: its held-out value keeps falling after the accuracy turned, ``docs/api.md``), else ``"loss"``."""
     return "error" if loss.task == CLASSIFICATION and not loss.smooth_primal else "loss"
 
 
@@ -140,8 +134,7 @@ def effective_size(w: np.ndarray) -> float:
 
 
 def paired_excess(rows: np.ndarray, best: int, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per value: the mean held-out loss above the least one's, and its standard error (paired:
-    the same rows under both values, so the noise the rows share cancels)."""
+    """Per value: the mean held-out loss above that of ``best``, and its standard error paired over the rows."""
     diff = rows - rows[best]
     sw = float(w.sum())
     n_eff = effective_size(w)

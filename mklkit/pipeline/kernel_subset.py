@@ -1,26 +1,6 @@
-r"""The kernels on all features alone, chosen on held-out rows when they cost nothing.
-
-At the small C that the held-out path chooses on a few thousand rows and
-more, the elastic net's kernel weights are nearly uniform, so the model is
-close to the plain sum of the bank.  In the default bank the :math:`3d`
-kernels on single features then outweigh the 7 on all features, and where
-the classes depend on the features jointly that costs accuracy (twonorm,
-ringnorm, waveform, the 20,000-point ``make_classification`` set of
-``benchmarks/bench_vs_svc.py``); where they follow single features or one-hot
-groups (splice, the small UCI sets) the single-feature kernels are what
-wins.  So the estimators with the default bank run the held-out path twice
-when it decides C: on the whole bank and on its kernels on all features,
-over the same held-out rows, and keep the smaller bank unless the whole one
-is better by more than the paired standard error of the difference
-(:func:`prefer_subset`) — the sparsest model that costs no held-out
-accuracy.
-
-The smaller bank is a problem on some of the bank's kernels
-(:func:`subset_problem`: Gram matrices or factor blocks taken out, nothing
-recomputed); its solutions are certified on it, and
-:func:`widen_result` puts them back in the whole bank's shape (the other
-kernels at weight 0) for everything downstream.
-"""
+"""A problem on some of a bank's kernels and its results in the whole bank's shape: with the default bank
+the estimators keep its kernels on all features when their held-out path is no worse than the whole
+bank's beyond the paired standard error (:func:`prefer_subset`; ``docs/api.md``)."""
 
 from __future__ import annotations
 
@@ -31,25 +11,14 @@ import numpy as np
 
 from .heldout_rows import paired_excess
 
-__all__ = [
-    "kernels_on_all_features",
-    "supports_subset",
-    "subset_problem",
-    "restrict_result",
-    "widen_result",
-    "prefer_subset",
-]
-
 
 def kernels_on_all_features(specs: Sequence[Any], n_features: int) -> np.ndarray:
-    """Indices of the kernels (:class:`~mklkit.kernels.BankKernel`) whose features are all
-    ``n_features`` columns."""
+    """Indices of the kernels (:class:`~mklkit.kernels.BankKernel`) on all ``n_features`` columns."""
     return np.array([m for m, s in enumerate(specs) if len(set(s.features)) == n_features], dtype=np.int64)
 
 
 def supports_subset(problem: Any) -> bool:
-    """Whether the problem's bank can give a bank of some of its kernels (``subset``: Gram
-    matrices in memory, factors)."""
+    """Whether the problem's bank can give a bank of some of its kernels (Gram matrices in memory, factors)."""
     return callable(getattr(problem.bank, "subset", None))
 
 
@@ -72,25 +41,18 @@ def restrict_result(result: Any, keep: np.ndarray) -> Any:
 
 
 def widen_result(result: Any, keep: np.ndarray, n_kernels: int) -> Any:
-    """A result on the kernels ``keep`` in the shape of the whole bank of ``n_kernels``: the
-    others at weight 0, coefficients 0 (the same predictor; the gap is the subset problem's)."""
+    """A result on the kernels ``keep`` in the shape of the whole bank of ``n_kernels`` (the others 0)."""
     alpha = np.zeros((n_kernels, np.asarray(result.alpha).shape[1]))
     alpha[keep] = result.alpha
-    weights = np.zeros(n_kernels)
-    weights[keep] = result.kernel_weights
-    norms = np.zeros(n_kernels)
-    norms[keep] = result.block_norms
+    weights, norms = np.zeros(n_kernels), np.zeros(n_kernels)
+    weights[keep], norms[keep] = result.kernel_weights, result.block_norms
     return dataclasses.replace(result, alpha=alpha, kernel_weights=weights, block_norms=norms)
 
 
 def prefer_subset(whole: Any, subset: Any) -> tuple[bool, float, float]:
-    """Whether the subset's path (a :class:`~mklkit.pipeline.heldout.HeldoutPath`) is kept over
-    the whole bank's: unless the whole bank's held-out criterion at its chosen C is lower than
-    the subset's by more than the paired standard error over the same held-out rows.
-
-    Returns ``(keep the subset, mean criterion of the subset minus the whole bank's, its
-    standard error)``.
-    """
+    """``(keep the subset, its mean held-out criterion minus the whole bank's, the paired standard error)``
+    of two :class:`~mklkit.pipeline.heldout.HeldoutPath`: the subset unless the whole bank is better by more
+    than the standard error."""
     a, b = whole.chosen_rows, subset.chosen_rows
     if a is None or b is None or whole.held_weights is None or a.shape != b.shape:
         return False, float("nan"), float("nan")

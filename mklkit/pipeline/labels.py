@@ -15,12 +15,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class Classes:
-    """The class labels of a classification target: the one encoder of ``mklkit run`` (and ``validate``, ``sweep``).
-
-    ``classes`` come from :func:`mklkit._multiclass.encode_classes` (the
-    estimators' encoder): sorted, so the default positive class of two is
-    the greater, as in scikit-learn.
-    """
+    """The class labels of a classification target (sorted, as the estimators' encoder: the positive class of
+    two is the greater by default) and their encoding."""
 
     def __init__(self, loss: Any, data: DataSettings, y: Any, key: str = "problem.loss"):
         import numpy as np
@@ -28,10 +24,8 @@ class Classes:
         from .._multiclass import encode_classes
 
         y = np.asarray(y)
-        if y.ndim != 1 or y.size == 0:
-            _labels(loss, y, key)  # the loss's own message (shape, empty)
-        if y.dtype.kind in "fc" and not np.all(np.isfinite(y)):
-            _labels(loss, y, key)
+        if y.ndim != 1 or y.size == 0 or (y.dtype.kind in "fc" and not np.all(np.isfinite(y))):
+            _labels(loss, y, key)  # the loss's own message (shape, empty, not finite)
         if y.dtype.kind == "f":
             from sklearn.utils.multiclass import type_of_target
 
@@ -67,6 +61,11 @@ class Classes:
         elif self.classes.size == 2:
             self.positive = 1  # the greater label, as scikit-learn
 
+    @property
+    def among(self) -> str:
+        """``labels among ...`` (the first ten), what a label must be."""
+        return "labels among " + ", ".join(label_text(c) for c in self.classes[:10])
+
     def index(self, value: Any) -> int | None:
         for k, c in enumerate(self.classes):
             c = plain(c)
@@ -87,7 +86,7 @@ class Classes:
                 key,
                 f"its labels are {'strings' if y.dtype.kind in 'US' else 'numbers'}, unlike those of the training data",
                 shown=shown,
-                allowed=f"labels among {', '.join(label_text(c) for c in self.classes[:10])}",
+                allowed=self.among,
             )
         idx = np.clip(np.searchsorted(self.classes, y), 0, self.classes.size - 1)
         bad = self.classes[idx] != y
@@ -97,7 +96,7 @@ class Classes:
                 key,
                 f"has the label {label_text(v)}, which the training data do not have",
                 shown=shown,
-                allowed="labels among " + ", ".join(label_text(c) for c in self.classes[:10]),
+                allowed=self.among,
             )
         if self.positive is None:
             return idx.astype(np.float64)
@@ -210,12 +209,8 @@ def with_classes(out: Data, enc: Classes | None) -> Data:
 
 
 def weigh(d: Data, data: DataSettings, enc: Classes | None, sw: np.ndarray | None) -> Data:
-    """``d.w_train`` from the ``data.sample_weight`` column ``sw`` (training rows) times the weight of
-    each row's class (``data.class_weight``): the estimators' ``sample_weight`` and ``class_weight``.
-
-    Rows of weight 0 leave the training part (as in the estimators); weights that are all 1 are the
-    unweighted problem (``None``).
-    """
+    """``d.w_train``: the ``data.sample_weight`` column ``sw`` times each row's ``data.class_weight`` (rows of
+    weight 0 leave the training part; all 1: ``None``)."""
     import numpy as np
 
     w = None
@@ -255,7 +250,7 @@ def weigh(d: Data, data: DataSettings, enc: Classes | None, sw: np.ndarray | Non
                         "data.class_weight",
                         f"{label_text(label)} is not one of the labels of the target",
                         cw,
-                        "labels among " + ", ".join(label_text(c) for c in enc.classes[:10]),
+                        enc.among,
                     )
                 weights[i] = float(v)
         d.class_weights = weights

@@ -1,5 +1,5 @@
-"""Loading the data of the settings: the training set (a builtin or a file) and its test part (a file or a
-split), columns dropped or taken out as weights, precomputed kernels or factors from an ``.npz``."""
+"""``load_data``: a builtin set or files, the test part (a file or a split), columns dropped or taken out as
+weights, precomputed kernels or factors from an ``.npz``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from ..components.params import did_you_mean
 from .data import Data, contiguous_data, fold, standardize
 from .errors import FACTOR_NPZ_ALLOWED, NPZ_ALLOWED, PipelineError, one_line, strip_prefix
 from .labels import Classes, encode_labels, encode_test_labels, weigh, with_classes
-from .settings import BankSettings, DataSettings
+from .bank_settings import BankSettings
+from .settings import DataSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -60,11 +61,9 @@ def _load_test(data: DataSettings, ds: Any, enc: Classes | None, loss: Any) -> A
     assert data.test is not None
     tshown = data.shown("data.test")
     try:
-        n_features = ds.n_features if (data.format or detect_format(data.test, default="libsvm")) == "libsvm" else None
-        kwargs: dict[str, Any] = {"target": data.target, "fmt": data.format}
-        if n_features is not None:
-            kwargs["n_features"] = n_features
-        test = load_file(data.test, **kwargs)
+        libsvm = (data.format or detect_format(data.test, default="libsvm")) == "libsvm"
+        kwargs = {"n_features": ds.n_features} if libsvm else {}
+        test = load_file(data.test, target=data.target, fmt=data.format, **kwargs)
     except DataError as exc:
         raise PipelineError("data.test", strip_prefix(str(exc), tshown, str(data.test)), shown=repr(tshown)) from None
     test = _drop(data, test, key="data.test")
@@ -88,7 +87,7 @@ def _load_test(data: DataSettings, ds: Any, enc: Classes | None, loss: Any) -> A
 
 
 def _split(data: DataSettings, ds: Any, enc: Classes | None, task: str) -> tuple[Any, Any]:
-    """The training and test parts of ``ds`` (split when ``data.test_size``; no test part otherwise)."""
+    """The training and test parts of ``ds`` (no test part when ``data.test_size`` is 0)."""
     from ..data import DataError, train_test_split
 
     if not data.test_size:
@@ -104,10 +103,8 @@ def _split(data: DataSettings, ds: Any, enc: Classes | None, task: str) -> tuple
 
 
 def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
-    """Load, check and split the data of the settings (standardized when ``data.standardize``).
-
-    Precomputed kernels are loaded raw (normalised by :func:`prepare`, on the
-    training part only).
+    """Load, check and split the data of the settings (standardized when ``data.standardize``; precomputed
+    kernels raw, normalised on the training part by :func:`prepare`).
 
     Raises
     ------
@@ -157,17 +154,25 @@ def _pop_column(ds: Any, name: str) -> tuple[Any, np.ndarray]:
     import numpy as np
     import scipy.sparse as sp
 
-    from ..data import Dataset
-
     names = list(ds.feature_names)
     j = names.index(name)
     col = ds.X[:, j]
     col = np.asarray(col.toarray() if sp.issparse(col) else col, dtype=np.float64).ravel()
-    keep = [k for k in range(len(names)) if k != j]
+    return _keep_columns(ds, [k for k in range(len(names)) if k != j]), col
+
+
+def _keep_columns(ds: Any, keep: list[int]) -> Any:
+    """``ds`` with the feature columns ``keep`` only."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from ..data import Dataset
+
     X = ds.X[:, keep]
     if not sp.issparse(X):
         X = np.ascontiguousarray(X)
-    return Dataset(X=X, y=ds.y, feature_names=[names[k] for k in keep], name=ds.name, source=ds.source), col
+    names = list(ds.feature_names)
+    return Dataset(X=X, y=ds.y, feature_names=[names[j] for j in keep], name=ds.name, source=ds.source)
 
 
 def _subsample(data: DataSettings, train: Any, task: str) -> Any:
@@ -227,29 +232,33 @@ def _retarget(data: DataSettings, ds: Any) -> Any:
 
 
 def _drop(data: DataSettings, ds: Any, key: str = "data.drop") -> Any:
-    import numpy as np
-    import scipy.sparse as sp
-
-    from ..data import Dataset
-
     if not data.drop:
         return ds
     names = list(ds.feature_names)
     for c in data.drop:
         if c not in names:
             raise PipelineError(key, f"no feature column {c!r} to drop{did_you_mean(c, names)}", c, ", ".join(names))
-    keep = [j for j, n in enumerate(names) if n not in data.drop]
-    X = ds.X[:, keep]
-    if not sp.issparse(X):
-        X = np.ascontiguousarray(X)
-    return Dataset(X=X, y=ds.y, feature_names=[names[j] for j in keep], name=ds.name, source=ds.source)
+    return _keep_columns(ds, [j for j, n in enumerate(names) if n not in data.drop])
+
+
+def _own_test(data: DataSettings, enc: Classes | None, loss: Any, y: Any, key: str, shown: str, arrays: str) -> Any:
+    """The labels of the NPZ's own test part (``arrays``), where ``data.test_size`` has no use."""
+    y = encode_test_labels(enc, loss, y, key, repr(shown))
+    if "test_size" in data.model_fields_set and data.test_size:
+        raise PipelineError(
+            "data.test_size",
+            f"not used: the NPZ has its own {arrays}",
+            data.test_size,
+            f"no data.test_size with {arrays}",
+        )
+    return y
 
 
 def _load_precomputed(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
     """``kernels.precomputed``: checked by :meth:`KernelBank.from_npz`, split (not normalised) here."""
     import numpy as np
 
-    from ..data import DataError, Dataset, train_test_split
+    from ..data import Dataset
     from ..kernels import BankError, KernelBank
 
     path = bank.precomputed
@@ -284,14 +293,7 @@ def _load_precomputed(data: DataSettings, bank: BankSettings, loss: Any) -> Data
         )
     enc, y = encode_labels(loss, data, y)
     if Kt is not None:
-        yt = encode_test_labels(enc, loss, yt, key, repr(shown))
-        if "test_size" in data.model_fields_set and data.test_size:
-            raise PipelineError(
-                "data.test_size",
-                "not used: the NPZ has its own K_test",
-                data.test_size,
-                "no data.test_size with K_test",
-            )
+        yt = _own_test(data, enc, loss, yt, key, shown, "K_test")
     K = pre.bank.K
     N = K.shape[1]
     out = Data(
@@ -309,17 +311,8 @@ def _load_precomputed(data: DataSettings, bank: BankSettings, loss: Any) -> Data
         test_diag=pre.test_diag,
     )
     if Kt is None and data.test_size:
-        if enc is not None:
-            enc.check_split(y, "data.test_size", data.test_size)
         ds = Dataset(X=np.arange(N, dtype=np.float64)[:, None], y=y, feature_names=["index"], name=shown)
-        try:
-            tr, te = train_test_split(
-                ds, test_size=data.test_size, seed=data.seed, stratify=loss.task == "classification"
-            )
-        except DataError as exc:
-            raise PipelineError(
-                "data.test_size", f"cannot split: {strip_prefix(str(exc), shown)}", data.test_size
-            ) from None
+        tr, te = _split(data, ds, enc, loss.task)
         out = fold(out, tr.X[:, 0].astype(np.intp), te.X[:, 0].astype(np.intp))
     return weigh(with_classes(out, enc), data, enc, None)
 
@@ -329,7 +322,7 @@ def _load_precomputed_factors(data: DataSettings, bank: BankSettings, loss: Any)
     (headers against ``kernels.memory_budget`` first), the rows split (not normalised) here."""
     import numpy as np
 
-    from ..data import DataError, Dataset, train_test_split
+    from ..data import Dataset
     from ..kernels import BankError, load_precomputed_factors
 
     path = bank.precomputed_factors
@@ -352,14 +345,7 @@ def _load_precomputed_factors(data: DataSettings, bank: BankSettings, loss: Any)
     Lt, yt = pre.L_test, pre.y_test
     enc, y = encode_labels(loss, data, pre.y_train)
     if Lt is not None:
-        yt = encode_test_labels(enc, loss, yt, key, repr(shown))
-        if "test_size" in data.model_fields_set and data.test_size:
-            raise PipelineError(
-                "data.test_size",
-                "not used: the NPZ has its own L_test",
-                data.test_size,
-                "no data.test_size with L_test",
-            )
+        yt = _own_test(data, enc, loss, yt, key, shown, "L_test")
     N, R = pre.L_train.shape
     columns = [f"L{j}" for j in range(R)]
     out = Data(
@@ -375,17 +361,7 @@ def _load_precomputed_factors(data: DataSettings, bank: BankSettings, loss: Any)
         factor_starts=pre.starts,
     )
     if Lt is None and data.test_size:
-        if enc is not None:
-            enc.check_split(y, "data.test_size", data.test_size)
-        ds = Dataset(X=pre.L_train, y=y, feature_names=columns, name=shown)
-        try:
-            tr, te = train_test_split(
-                ds, test_size=data.test_size, seed=data.seed, stratify=loss.task == "classification"
-            )
-        except DataError as exc:
-            raise PipelineError(
-                "data.test_size", f"cannot split: {strip_prefix(str(exc), shown)}", data.test_size
-            ) from None
+        tr, te = _split(data, Dataset(X=pre.L_train, y=y, feature_names=columns, name=shown), enc, loss.task)
         out = replace(
             out, X_train=np.ascontiguousarray(tr.X), X_test=np.ascontiguousarray(te.X), y_train=tr.y, y_test=te.y
         )

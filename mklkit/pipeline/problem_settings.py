@@ -1,5 +1,4 @@
-"""The problem's settings (``problem:``, ``engine:``): the components by name or mapping, C (a number,
-``"auto"``, ``"path"``, ``"scale"`` and its rule :func:`auto_C`)."""
+"""The problem's settings (``problem:``, ``engine:``): components by name or mapping, and C."""
 
 from __future__ import annotations
 
@@ -19,13 +18,9 @@ def component_dict(comp: Any) -> dict[str, Any]:
     return {"name": comp.name, **comp.get_params()}
 
 
-def _component(kind: str, default: Any = None, mapping_only: bool = False) -> Callable[[Any], Any]:
-    """A validator that makes a component (``name``, ``{name: ..., param: value}`` or an instance).
-
-    The component's own :class:`~mklkit.components.params.Param` declarations
-    validate its parameters (through the registry's ``create``); errors are
-    PipelineErrors keyed relative to the component (``name``, ``lam``).
-    """
+def _component(kind: str, default: Any = None) -> Callable[[Any], Any]:
+    """A validator that makes a component from ``name``, ``{name: ..., param: value}`` or an instance; its
+    ``Param`` declarations validate its parameters, errors keyed relative to it (``lam``)."""
 
     def make(spec: Any) -> Any:
         from ..components.base import Component
@@ -103,9 +98,7 @@ RegularizerField = _component_type("regularizer")
 EngineField = _component_type("engine", DEFAULTS["engine.name"])
 
 
-#: ``C = "auto"``: :math:`c\sqrt{\sum_m \mathrm{tr}K_m / (MN)}` (the root mean diagonal of the
-#: training kernels, ``1/sqrt(N)`` for unit-trace kernels), with ``c`` per task: the best
-#: scale of a grid on the bundled sets (docs/api.md, "C='auto'").
+#: ``c`` of :func:`auto_C` per task: the best scale of a grid on the bundled sets (docs/api.md, "C='auto'").
 AUTO_C_SCALE: dict[str, float] = {"classification": 1.0, "regression": 6.0}
 
 #: The names ``problem.C`` (and the estimators' ``C``) takes besides a number.
@@ -114,13 +107,10 @@ _C_ALLOWED = ", ".join(C_NAMES) + " or a finite number > 0"
 
 
 def _C(value: Any) -> float | str:
-    """``problem.C``: ``"auto"``, ``"path"`` (:mod:`mklkit.pipeline.heldout`), ``"scale"`` (:func:`auto_C`)
-    or a finite number > 0."""
+    """``problem.C``: one of :data:`C_NAMES` or a finite number > 0."""
     if isinstance(value, str) and value.strip() in C_NAMES:
         return value.strip()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise PipelineError("", "invalid value", value, _C_ALLOWED)
-    if not (math.isfinite(value) and value > 0):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
         raise PipelineError("", "invalid value", value, _C_ALLOWED)
     return float(value)
 
@@ -134,16 +124,9 @@ CValue = Annotated[
 
 
 def auto_C(problem: Any, key: str = "problem.C") -> float:
-    r"""The C of ``C = "scale"`` on a problem's training kernels (:data:`AUTO_C_SCALE`); ``"auto"``'s
-    value where held-out rows are too few to choose C (:func:`mklkit.pipeline.heldout.path_decides`).
-
-    :math:`C = c\sqrt{\sum_m \mathrm{tr}K_m / (MN)}`, with ``c`` = 1 for
-    classification and 6 for regression losses (with sample weights the mean
-    diagonal is weighted, :math:`\sum_m\sum_i w_i (K_m)_{ii} / (M\sum_i w_i)`, as on
-    the rows repeated by integer weights); on a factor bank the traces
-    count what the factors leave out, so that C does not depend on the
-    approximation.  The same rule for specs (``problem.C: scale``) and the
-    estimators (``C="scale"``).
+    r"""The C of ``C = "scale"`` (and of ``"auto"`` without a held-out path): :math:`c\sqrt{\bar d}`, with
+    :math:`\bar d = \sum_m \mathrm{tr}K_m / (MN)` the (weighted) mean diagonal of the training kernels,
+    what factors leave out included, and ``c`` of :data:`AUTO_C_SCALE`.
 
     Raises
     ------

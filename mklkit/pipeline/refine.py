@@ -1,46 +1,14 @@
-r"""Factors that follow the solution: more rank for the kernels the solution uses.
+r"""Factors that follow the solution: more rank for the approximated kernels the solution uses.
 
-A bank held as approximate factors (:func:`~mklkit.kernels.build_factor_bank`,
-rank at most :data:`~mklkit.pipeline.bank.AUTO_RANK` per kernel) solves a
-problem near the one stated: each kernel :math:`K_m` is replaced by
-:math:`L_mL_m^\top`, which leaves out the residual trace
-:math:`\mathrm{tr}(K_m - L_mL_m^\top)`.  Only the kernels the solution uses
-need to be accurate, so after the first solve :func:`refine_factors`
-repeats, at most :attr:`RefineSettings.rounds` times:
-
-1. the kernels **wanted**: active in some solution (weight > 0), or close
-   to it — a dual block norm :math:`\|L_m^\top\rho\|` at least
-   :attr:`RefineSettings.near` times the least of the active kernels'
-   (the kernels the optimality condition is about to switch on);
-2. of those, the approximated kernels whose relative residual trace is
-   above :attr:`RefineSettings.tol` get :attr:`RefineSettings.growth` times
-   their rank (at most N and :attr:`RefineSettings.max_rank`, by default
-   :math:`\sqrt{W/N}` for a Newton step of :data:`BLOCK_WORK` flops; all factors
-   together within :attr:`RefineSettings.share` of the memory budget), by
-   the same factorization continued
-   (:func:`~mklkit.kernels.factorize.build.refactor_kernels`: the same first
-   pivots, nested landmarks);
-3. every problem is solved again on the new bank at the same C and
-   certified by its own duality gap as every solve is, warm-started from a
-   point that predicts what the last solution predicted (:func:`carried`:
-   each refined kernel's new factor coordinates are the least-squares fit
-   of its part of the prediction, exact since the continued factorization's
-   span holds the old one), so the solve starts from the last objective
-   value.
-
-It stops when no wanted kernel is left above ``tol`` (``"converged"``),
-when the ranks cannot grow by :data:`MIN_GROWTH` together within the budget
-or the caps (``"memory budget"``, ``"rank cap"``), or after the last round
-(``"rounds"``).  Each round's
-kernels, ranks, residual traces, active kernels and seconds are kept
-(:class:`FactorRefinement`).
-
-On the 20,000-point ``make_classification`` set of
-``benchmarks/bench_vs_svc.py`` a single Gaussian kernel of width
-:math:`0.7\sqrt d` reaches held-out accuracy 0.908 at rank 256 (residual
-trace 0.50), 0.940 at rank 1,000 (0.27) and 0.947 at rank 2,000 (0.16):
-the rank of the kernels in use is what the accuracy needs, not the rank of
-all of them.
+After the first solve on a factor bank, :func:`refine_factors` repeats at most
+:attr:`RefineSettings.rounds` times: the kernels *wanted* (active, or with a dual block norm at least
+:attr:`RefineSettings.near` times the least active one's) whose relative residual trace is above
+:attr:`RefineSettings.tol` get :attr:`RefineSettings.growth` times their rank by the same
+factorization continued (within the caps and the memory budget's share), and every problem is solved
+again, warm-started from a point that predicts what the last solution predicted (:func:`carried`).
+It stops when no wanted kernel is left above ``tol`` (``"converged"``), when the ranks cannot grow by
+:data:`MIN_GROWTH` (``"memory budget"``, ``"rank cap"``), or after the last round (``"rounds"``).
+Measurements: ``docs/factor_banks.md`` ("Factors that follow the solution").
 """
 
 from __future__ import annotations
@@ -52,18 +20,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .settings import RefineSettings, refine_rounds
-
-__all__ = [
-    "RefineSettings",
-    "FactorRefinement",
-    "carried",
-    "refine_factors",
-    "refine_prepared",
-    "rounds_of",
-    "wanted_kernels",
-]
-
+from .bank_settings import RefineSettings, refine_rounds
 
 #: Flops of one Newton step on a block that the default rank cap allows, N r^2 (about a second on
 #: two cores): rank 2,580 at N = 3,000, 1,150 at 15,000, 700 at 40,000.
@@ -76,13 +33,9 @@ MIN_GROWTH = 1.25
 
 @dataclass
 class FactorRefinement:
-    """What :func:`refine_factors` did: one entry of ``rounds`` per refinement.
-
-    Each round: ``kernels`` (indices refined), ``ranks_before``/``ranks_after``
-    (theirs), ``trace_error_before``/``trace_error_after`` (their relative
-    residual traces), ``total_rank`` (of the new bank), ``n_active`` (per
-    problem, after the new solve), ``gap`` (per problem) and ``time_s``.
-    """
+    """What :func:`refine_factors` did: per round the ``kernels`` refined, their ``ranks_before``/``_after``
+    and ``trace_error_before``/``_after``, the new bank's ``total_rank``, ``n_active`` and ``gap`` per
+    problem, ``time_s``."""
 
     rounds: list[dict[str, Any]] = field(default_factory=list)
     stopped: str = ""
@@ -131,14 +84,9 @@ def wanted_kernels(bank: Any, results: Sequence[Any], near: float) -> np.ndarray
 
 
 def carried(old: Any, new: Any, kernels: Sequence[int], result: Any) -> Any:
-    r"""``result`` as a warm start on the refined bank ``new``: for each refined kernel,
-    coefficients :math:`\alpha'_m` whose factor coordinates :math:`\beta'_m = L_m'^\top\alpha'_m`
-    are the least-squares fit of the old part of the prediction,
-    :math:`\beta'_m = \arg\min\|L'_m\beta' - L_m\beta_m\|` (exact when the old factor's
-    columns lie in the new one's span, as the continued factorization gives), of minimum norm
-    (:math:`\alpha'_m = L'_m G^+\beta'_m`, :math:`G = L_m'^\top L'_m`).  The warm start then
-    predicts what the last solution predicted, at no larger block norm; other kernels keep theirs.
-    """
+    r"""``result`` as a warm start on the refined bank ``new``: each refined kernel's
+    :math:`\beta'_m = \arg\min\|L'_m\beta' - L_m\beta_m\|` (exact for a continued factorization) with
+    the minimum-norm :math:`\alpha'_m = L'_m G^+\beta'_m`, :math:`G = L_m'^\top L'_m`."""
     import dataclasses
 
     from scipy.linalg import eigh
@@ -159,8 +107,8 @@ def carried(old: Any, new: Any, kernels: Sequence[int], result: Any) -> Any:
 
 
 def _new_ranks(bank: Any, chosen: np.ndarray, settings: RefineSettings, budget: float) -> tuple[np.ndarray, str]:
-    """Ranks for the ``chosen`` kernels: ``growth`` times theirs, within the caps and the budget's
-    share (and what the factorization's working space leaves of the budget)."""
+    """Ranks for the ``chosen`` kernels, ``growth`` times theirs within the caps and the budget's share,
+    and why not (``""``, ``"rank cap"``, ``"memory budget"``)."""
     from ..kernels.factorize.build import _working_bytes
 
     M, N, _ = bank.shape
@@ -191,27 +139,12 @@ def refine_factors(
     sample_weight: np.ndarray | None = None,
     progress: Callable[[dict[str, Any]], Any] | None = None,
 ) -> tuple[Any, list[Any], FactorRefinement]:
-    """Grow the factors of the kernels the solutions use, and solve again (module docs).
+    """Grow the factors of the kernels the solutions use and solve again (module docstring).
 
-    Parameters
-    ----------
-    bank : FactorBank
-        Made by :func:`~mklkit.kernels.build_factor_bank` on ``X`` (and ``sample_weight``).
-    results : list of SolveResult
-        One per problem on ``bank``.
-    resolve : callable
-        ``resolve(new_bank, results)``: the problems solved again on ``new_bank``
-        warm-started from ``results``, one result each.
-    memory_budget : float
-        Bytes; the factors together keep within ``settings.share`` of it.
-    progress : callable, optional
-        Called with each round's record (:class:`FactorRefinement`).
-
-    Returns
-    -------
-    (FactorBank, list of SolveResult, FactorRefinement)
-        The last bank and its results (``bank`` and ``results`` themselves when
-        nothing was refined).
+    ``bank`` was made by :func:`~mklkit.kernels.build_factor_bank` on ``X`` (and ``sample_weight``);
+    ``resolve(new_bank, warm)`` solves the problems again, one result per result of ``results``;
+    ``progress`` is called with each round's record.  Returns the last bank, its results and the
+    :class:`FactorRefinement`.
     """
     from ..kernels.factorize.build import APPROX_METHODS, refactor_kernels
 
@@ -260,9 +193,8 @@ def refine_factors(
 
 
 def rounds_of(prepared: Any, path: bool) -> int:
-    """Refinement rounds a prepared problem asks for: its factor settings' ``refine``
-    (:func:`~mklkit.pipeline.settings.refine_rounds`; the default ``"auto"`` refines when C was
-    chosen on held-out rows, ``path``), 0 for banks not built from data as factors."""
+    """Refinement rounds a prepared problem asks for (:func:`refine_rounds`; ``path``: C chosen on held-out
+    rows), 0 for banks not built from data as factors."""
     from ..kernels.factorize import FactorMap
 
     settings = getattr(prepared.chosen, "settings", None)  # None: factors given, not built here
@@ -283,11 +215,9 @@ def refine_prepared(
     path: bool,
     progress: Callable[[dict[str, Any]], Any] | None = None,
 ) -> tuple[Any, list[Any], FactorRefinement | None]:
-    """:func:`refine_factors` for the problems of a :class:`~mklkit.pipeline.Prepared` (one, or one
-    per binary task on its bank): ``resolve(prepared, warm)`` solves them again on the prepared
-    problem of the new bank; returns the prepared problem on the last bank, the results and the
-    record (``None`` when its settings ask for no refinement; ``path``: C was chosen on held-out
-    rows)."""
+    """:func:`refine_factors` for the problems of a :class:`~mklkit.pipeline.Prepared` (``resolve(prepared,
+    warm)`` solves them on the new bank): the last prepared problem, the results and the record (``None``
+    without refinement)."""
     rounds = rounds_of(prepared, path)
     if not rounds:
         return prepared, results, None

@@ -1,12 +1,4 @@
-"""Settings of the pipeline (data, bank, problem, cross-validation) in one place.
-
-The data (``DataSettings``) and cross-validation (``CVSettings``) sections
-are here; the bank's (:mod:`~mklkit.pipeline.bank_settings`), the
-problem's (:mod:`~mklkit.pipeline.problem_settings`) and their shared base
-(:mod:`~mklkit.pipeline.fields`, with :data:`DEFAULTS`, the one table of
-defaults that ``docs/specs.md`` and ``docs/api.md`` show) are imported from
-their modules.
-"""
+"""The data (``data:``) and cross-validation (``cv:``) sections of the settings."""
 
 from __future__ import annotations
 
@@ -16,107 +8,24 @@ from typing import Annotated, Any, Literal, Mapping
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from ..components.params import did_you_mean
-from .bank_settings import (
-    KERNEL_SOURCES,
-    BankSettings,
-    FactorSettings,
-    RefineSettings,
-    Representation,
-    ShardedSettings,
-    kernel_resolver,
-    refine_rounds,
-)
 from .errors import PipelineError
-from .fields import (
-    DEFAULTS,
-    REPRESENTATIONS,
-    FilePath,
-    PartSize,
-    Seed,
-    Settings,
-    TestSize,
-    is_empty,
-    is_none,
-    none_is_absent,
-    parse_bytes,
-    resolve_path,
-    shown_path,
-)
-from .problem_settings import (
-    AUTO_C_SCALE,
-    C_NAMES,
-    CValue,
-    EngineField,
-    LossField,
-    ProblemSettings,
-    RegularizerField,
-    auto_C,
-    component_dict,
-)
-
-__all__ = [
-    "DEFAULTS",
-    "REPRESENTATIONS",
-    "KERNEL_SOURCES",
-    "AUTO_C_SCALE",
-    "C_NAMES",
-    "Settings",
-    "none_is_absent",
-    "parse_bytes",
-    "resolve_path",
-    "FilePath",
-    "TestSize",
-    "PartSize",
-    "Seed",
-    "DataSettings",
-    "ShardedSettings",
-    "FactorSettings",
-    "RefineSettings",
-    "Representation",
-    "BankSettings",
-    "kernel_resolver",
-    "refine_rounds",
-    "component_dict",
-    "LossField",
-    "RegularizerField",
-    "EngineField",
-    "CValue",
-    "auto_C",
-    "ProblemSettings",
-    "CVSettings",
-]
+from .fields import DEFAULTS, FilePath, PartSize, Seed, Settings, TestSize, absent, given_paths
 
 
 class DataSettings(Settings):
-    """Where the examples come from and how they are split (the spec's ``data:``).
+    """Where the examples come from and how they are split (the spec's ``data:``)."""
 
-    Which keys were given is :attr:`model_fields_set`; :meth:`shown` gives a
-    file path as written.
-    """
-
-    builtin: str | None = Field(None, exclude_if=is_none, description="a bundled data set (mklkit.data.available())")
-    train: FilePath | None = Field(
-        None,
-        exclude_if=is_none,
-        description="training file (.csv[.gz], .npz, .libsvm[.gz]); relative to the spec's folder",
+    builtin: str | None = absent("a bundled data set (mklkit.data.available())")
+    train: FilePath | None = absent("training file (.csv[.gz], .npz, .libsvm[.gz]); relative to the spec's folder")
+    test: FilePath | None = absent("test file with the same columns")
+    format: Literal["csv", "npz", "libsvm"] | None = absent("file format (default: from the file name)")
+    target: str | None = absent("label column (CSV, or a column of a builtin set)")
+    drop: tuple[str, ...] = Field((), exclude_if=lambda v: not v, description="feature columns to leave out")
+    positive: str | int | float | None = absent(
+        "the positive class of two labels (default: the greater, in sorted order)"
     )
-    test: FilePath | None = Field(None, exclude_if=is_none, description="test file with the same columns")
-    format: Literal["csv", "npz", "libsvm"] | None = Field(
-        None, exclude_if=is_none, description="file format (default: from the file name)"
-    )
-    target: str | None = Field(None, exclude_if=is_none, description="label column (CSV, or a column of a builtin set)")
-    drop: tuple[str, ...] = Field((), exclude_if=is_empty, description="feature columns to leave out")
-    positive: str | int | float | None = Field(
-        None, exclude_if=is_none, description="the positive class of two labels (default: the greater, in sorted order)"
-    )
-    sample_weight: str | None = Field(
-        None, exclude_if=is_none, description="the column of per-row weights >= 0 (taken out of the features)"
-    )
-    class_weight: Any = Field(
-        None,
-        exclude_if=is_none,
-        description="'balanced' or {label: weight}: every row's weight times its class's (classification)",
-    )
+    sample_weight: str | None = absent("the column of per-row weights >= 0 (taken out of the features)")
+    class_weight: Any = absent("'balanced' or {label: weight}: every row's weight times its class's (classification)")
     test_size: TestSize = Field(
         DEFAULTS["data.test_size"], description="fraction or count of test rows (0: no test part)"
     )
@@ -165,7 +74,7 @@ class DataSettings(Settings):
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> "DataSettings":
-        self._given = {k: v for k, v in ((info.context or {}).get("given") or {}).items() if k in ("train", "test")}
+        self._given = given_paths(info, ("train", "test"))
         given = self.model_fields_set
         for key in ("train", "test"):
             p = getattr(self, key)
@@ -207,17 +116,12 @@ class DataSettings(Settings):
     def shown(self, key: str) -> str:
         """A file path as written (``key`` is ``data.train``, ``data.test``)."""
         name = key.split(".")[-1]
-        return shown_path(self._given, name, getattr(self, name))
+        return self._given.get(name, str(getattr(self, name)))
 
 
 class CVSettings(Settings):
-    """K-fold cross-validation or repeated random splits of the training part (the sweep's ``cv:``).
-
-    ``folds``: that many stratified (classification) folds, shuffled with
-    ``seed`` (the default: :data:`DEFAULTS` ``cv.folds``).  ``splits``: that
-    many random splits, split ``i`` holding out ``test_size`` with seed
-    ``seed + i`` exactly as ``mklkit run`` does with ``data.seed = seed + i``.
-    """
+    """K-fold cross-validation (``folds``, stratified for classification) or ``splits`` random splits of
+    the training part, split ``i`` as ``mklkit run`` with ``data.seed = seed + i`` (the sweep's ``cv:``)."""
 
     folds: Annotated[int, Field(ge=2)] | None = Field(None, description="k of k-fold cross-validation")
     splits: Annotated[int, Field(ge=1)] | None = Field(None, description="number of random splits")

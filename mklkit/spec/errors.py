@@ -1,17 +1,4 @@
-"""The one-line error of specs, and the one formatter that writes it.
-
-Every problem with a spec, wherever it is found, becomes one
-:class:`SpecError` whose message reads::
-
-    <file>: <key.path>: <problem>; got <value>; allowed: <what is allowed>
-
-:func:`from_validation` turns pydantic's structured errors (``loc``,
-``type``, ``input``, ``ctx``) into that line, reading what is allowed from
-the models' JSON Schema; a :class:`~mklkit.pipeline.PipelineError` raised by
-a validator or by the pipeline keeps its own key, problem, value and
-allowed.  ``mklkit``'s command line prints :func:`one_line` of any user
-error.
-"""
+"""The one-line error of specs: ``<file>: <key.path>: <problem>; got <value>; allowed: <what is allowed>``."""
 
 from __future__ import annotations
 
@@ -19,27 +6,20 @@ import re
 from typing import Any, Sequence
 
 from ..pipeline import PipelineError
-from ..pipeline.errors import key_path
 from ..pipeline.errors import from_validation as _pipeline_error
-
-__all__ = ["SpecError", "from_validation", "from_pipeline", "mark_override", "one_line", "key_path"]
+from ..pipeline.errors import one_line
 
 
 class SpecError(PipelineError):
-    """A spec problem, reported as one line naming file, key path and value.
-
-    ``str(err)`` reads
-    ``<file>: <key.path>: <what is wrong>; got <value>; allowed: <what is allowed>``
-    (the ``got`` part is left out when there is no value, e.g. a missing key):
-    a :class:`~mklkit.pipeline.PipelineError` with the file in front.
+    """A spec problem, one line naming file, key path and value: a :class:`~mklkit.pipeline.PipelineError`
+    with the file in front (``got`` is left out when there is no value).
 
     Attributes
     ----------
     file : str
-        The spec file as given (or ``"<spec>"`` for an in-memory mapping).
+        The spec file as given (``"<spec>"`` for an in-memory mapping).
     key : str
-        Dotted key path (``problem.regularizer.lam``); a YAML syntax error
-        uses ``line L, column C``.
+        Dotted key path (``problem.regularizer.lam``; ``line L, column C`` for YAML syntax).
     problem : str
         What is wrong.
     value : Any
@@ -65,11 +45,6 @@ class SpecError(PipelineError):
         return f"{self.file}: {super().message(key, problem)}"
 
 
-def one_line(exc: object) -> str:
-    """The one-line message of a user error (what ``mklkit`` prints before exiting with 2), or of any text."""
-    return " ".join(str(exc).split())
-
-
 def mark_override(problem: str, key: str, overridden: Sequence[str]) -> str:
     """``problem`` marked ``(set by --set)`` when ``key`` was set on the command line."""
 
@@ -77,20 +52,18 @@ def mark_override(problem: str, key: str, overridden: Sequence[str]) -> str:
         return re.sub(r"\[(\d+)\]", r".\1", k)
 
     k = norm(key)
-    for o in overridden:
-        o = norm(o)
+    for o in map(norm, overridden):
         if k == o or k.startswith(o + ".") or o.startswith(k + "."):
             return f"{problem} (set by --set)"
     return problem
 
 
-def from_pipeline(exc: PipelineError, file: str, overridden: Sequence[str] = (), loc: Sequence[Any] = ()) -> SpecError:
-    """A PipelineError (its key relative to ``loc``) as the spec's one-line error."""
-    key = key_path(loc, exc.key)
+def from_pipeline(exc: PipelineError, file: str, overridden: Sequence[str] = ()) -> SpecError:
+    """A PipelineError as the spec's one-line error."""
     return SpecError(
         file,
-        key,
-        mark_override(exc.problem, key, overridden),
+        exc.key,
+        mark_override(exc.problem, exc.key, overridden),
         allowed=exc.allowed,
         shown=exc.shown if exc.has_value else None,
     )
@@ -101,3 +74,6 @@ def from_validation(
 ) -> SpecError:
     """The first of pydantic's errors as the spec's one-line error (:func:`mklkit.pipeline.errors.from_validation`)."""
     return from_pipeline(_pipeline_error(exc, schema, root), file, overridden)
+
+
+__all__ = ["SpecError", "one_line", "mark_override", "from_pipeline", "from_validation"]

@@ -1,14 +1,5 @@
-"""The spec as typed models: ``yaml.safe_load`` -> :class:`Spec` (pydantic) -> the pipeline's settings.
-
-The sections are the pipeline's settings models
-(:class:`~mklkit.pipeline.DataSettings`, :class:`~mklkit.pipeline.BankSettings`,
-:class:`~mklkit.pipeline.ProblemSettings`), the engine section
-(:class:`EngineSection`, a component made by the registry) and
-:class:`OutputSpec`.  Rules between sections (a data source unless the
-kernels are precomputed or given as factors) are the model validators of
-:class:`Spec`.  Every error becomes one :class:`~mklkit.spec.errors.SpecError`
-through :mod:`mklkit.spec.errors`.
-"""
+"""The spec as typed models: the pipeline's settings as sections, :class:`EngineSection`, :class:`OutputSpec`,
+the rules between sections (validators of :class:`Spec`), the sweep grammar and the entry points."""
 
 from __future__ import annotations
 
@@ -21,36 +12,19 @@ from pydantic import Field, PrivateAttr, RootModel, ValidationError, ValidationI
 
 from .. import pipeline
 from ..pipeline import BankSettings, Data, DataSettings, PipelineError, Prepared, ProblemSettings
-from ..pipeline.settings import EngineField, Settings, none_is_absent
+from ..pipeline.fields import Settings
+from ..pipeline.problem_settings import EngineField
 from .errors import SpecError, from_pipeline, from_validation, mark_override
 from .yamlio import apply_overrides, read_spec_file, spec_stem
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engines.base import Engine
 
-__all__ = [
-    "Spec",
-    "EngineSection",
-    "OutputSpec",
-    "TOP_KEYS",
-    "SWEEP_KEYS",
-    "SWEEP_SECTION",
-    "sweep_lists",
-    "refuse_sweep",
-    "load_spec",
-    "parse_spec",
-    "validate_spec",
-    "model_schema",
-    "validate_model",
-]
-
 #: The sections of a spec.
 TOP_KEYS: tuple[str, ...] = ("description", "data", "kernels", "problem", "engine", "output")
 #: Top-level section of a sweep spec (``mklkit sweep``): the cross-validation.
 SWEEP_SECTION = "cv"
 #: Keys of a sweep spec that may hold a list of values (one grid axis each).
-#: ``problem.loss``, ``problem.regularizer`` and ``engine`` may also be
-#: mappings whose parameters are lists.
 SWEEP_KEYS: tuple[str, ...] = (
     "data.builtin",
     "data.train",
@@ -68,10 +42,8 @@ class EngineSection(RootModel[EngineField]):  # type: ignore[valid-type]
     """``engine:`` -- the engine, an instance holding its validated options."""
 
     root: EngineField = Field(
-        None,
-        validate_default=True,  # type: ignore[valid-type]
-        description="the engine: its name, or a mapping with name and options",
-    )
+        None, validate_default=True, description="the engine: its name, or a mapping with name and options"
+    )  # type: ignore[valid-type]
 
     @property
     def engine(self) -> Engine:
@@ -91,23 +63,8 @@ class OutputSpec(Settings):
 
 
 class Spec(Settings):
-    """A validated spec.
-
-    Attributes
-    ----------
-    data : DataSettings
-    kernels : BankSettings
-    problem : ProblemSettings
-    engine : EngineSection
-    output : OutputSpec
-    description : str
-    file : str
-        The spec file as given on the command line (used in messages).
-    folder : Path
-        Folder against which relative input paths were resolved.
-    overridden : tuple of str
-        Key paths set by ``--set``.
-    """
+    """A validated spec: the sections, and the ``file`` as given, the ``folder`` relative input paths
+    resolve against and the key paths ``overridden`` by ``--set``."""
 
     description: str = Field("", description="what the experiment is")
     kernels: BankSettings = Field(description="the kernel bank")
@@ -115,21 +72,11 @@ class Spec(Settings):
         None, description="the examples (not with kernels.precomputed or kernels.precomputed_factors)"
     )
     problem: ProblemSettings = Field(description="loss, regularizer, C, bias")
-    engine: EngineSection = Field(
-        None,
-        validate_default=True,  # type: ignore[assignment]
-        description="the engine",
-    )
+    engine: EngineSection = Field(None, validate_default=True, description="the engine")  # type: ignore[assignment]
     output: OutputSpec = Field(default_factory=OutputSpec, description="where mklkit run writes")
     _file: str = PrivateAttr("<spec>")
     _folder: Path = PrivateAttr(default_factory=Path.cwd)
     _overridden: tuple[str, ...] = PrivateAttr(())
-
-    @model_validator(mode="before")
-    @classmethod
-    def _drop_none(cls, value: Any) -> Any:
-        """``key: null`` means the default."""
-        return none_is_absent(value)
 
     @model_validator(mode="after")
     def _sections_agree(self, info: ValidationInfo) -> "Spec":
@@ -181,7 +128,6 @@ class Spec(Settings):
             self.output.dir = self.output.dir.expanduser()
         return self
 
-    # -- what the spec is --------------------------------------------------------
     @property
     def file(self) -> str:
         return self._file
@@ -223,29 +169,21 @@ class Spec(Settings):
         """A :class:`SpecError` for this spec (marks keys set by ``--set``)."""
         return SpecError(self.file, key, mark_override(problem, key, self.overridden), value, allowed, shown=shown)
 
-    def raised(self, exc: PipelineError) -> SpecError:
-        """A pipeline error as this spec's one-line error."""
-        return from_pipeline(exc, self.file, self.overridden)
-
-    # -- stage 2: the pipeline -------------------------------------------------
     def load_data(self) -> Data:
         """Load, check, split and standardize the data (no kernels yet)."""
         assert self.data is not None
         try:
             return pipeline.load_data(self.data, self.kernels, self.problem.loss)
         except PipelineError as exc:
-            raise self.raised(exc) from None
+            raise from_pipeline(exc, self.file, self.overridden) from None
 
     def prepare(
         self, progress: Callable[..., Any] | bool | None = None, build: bool = True, data: Data | None = None
     ) -> Prepared:
         """Load the data, build the kernel bank and the :class:`Problem` (:func:`mklkit.pipeline.prepare`).
 
-        With ``build=False`` only the checks run (bank description against
-        the columns, memory budget, engine support on a probe problem) and
-        :attr:`Prepared.problem` is ``None``; this is what ``mklkit validate``
-        runs.  ``data`` replaces :meth:`load_data` (``mklkit sweep`` passes
-        one cross-validation fold).
+        ``build=False``: only the checks (``mklkit validate``; the problem is ``None``).  ``data``
+        replaces :meth:`load_data` (one fold of ``mklkit sweep``).
         """
         t0 = time.perf_counter()
         data = self.load_data() if data is None else data
@@ -255,7 +193,7 @@ class Spec(Settings):
                 data, self.kernels, self.problem, self.engine.engine, build=build, progress=progress
             )
         except PipelineError as exc:
-            raise self.raised(exc) from None
+            raise from_pipeline(exc, self.file, self.overridden) from None
         prepared.timings = {"data_s": t_data, **prepared.timings}
         prepared.spec = self
         return prepared
@@ -267,21 +205,10 @@ def model_schema() -> dict[str, Any]:
     return Spec.model_json_schema()
 
 
-# ---------------------------------------------------------------------------
-# Sweep lists in a run spec
-# ---------------------------------------------------------------------------
 def sweep_lists(raw: Any) -> list[tuple[str, Any]]:
-    """The sweep axes of a raw spec mapping: ``[(key path, value), ...]``.
-
-    A list at one of :data:`SWEEP_KEYS` (``problem.C: [0.005, 0.05, 0.5]``,
-    ``problem.loss: [hinge, logistic]``, ``data.builtin: [liver, sonar]``), or
-    a list-valued parameter of a loss, regularizer or engine mapping
-    (``problem.regularizer: {name: elasticnet, lam: [0.2, 0.5]}``,
-    ``engine: {name: spicy, tol: [1e-2, 1e-3]}``; the key path is then the
-    parameter's).  Kernel-bank parameters are not sweep axes: a list there
-    means one kernel per value.  ``mklkit run`` refuses all of them;
-    ``mklkit sweep`` (:mod:`mklkit.sweep`) expands them into a grid.
-    """
+    """The sweep axes of a raw spec mapping, ``[(key path, value), ...]``: a list at one of
+    :data:`SWEEP_KEYS`, or a list-valued parameter of a component at :data:`SWEEP_COMPONENTS`
+    (``docs/sweeps.md``)."""
     out: list[tuple[str, Any]] = []
     if not isinstance(raw, dict):
         return out
@@ -298,55 +225,25 @@ def sweep_lists(raw: Any) -> list[tuple[str, Any]]:
 
 def refuse_sweep(raw: dict, file: str, overridden: Sequence[str] = ()) -> None:
     """A ``cv`` section or a list at a sweep key: only ``mklkit sweep`` takes those."""
-    sweep_hint = f"or run the whole grid with 'mklkit sweep {file}' (docs/sweeps.md)"
+    one = "'mklkit run' and 'mklkit validate' solve one problem"
+    hint = f"or run the whole grid with 'mklkit sweep {file}' (docs/sweeps.md)"
+
+    def refused(key: str, problem: str, value: Any, allowed: str) -> SpecError:
+        return SpecError(file, key, mark_override(problem, key, overridden), value, allowed)
+
     if SWEEP_SECTION in raw:
-        raise SpecError(
-            file,
-            SWEEP_SECTION,
-            mark_override(
-                "cross-validation is only done by 'mklkit sweep'; 'mklkit run' and 'mklkit validate' solve one problem",
-                SWEEP_SECTION,
-                overridden,
-            ),
-            raw[SWEEP_SECTION],
-            f"no cv section for a single run, {sweep_hint}",
-        )
+        problem = f"cross-validation is only done by 'mklkit sweep'; {one}"
+        raise refused(SWEEP_SECTION, problem, raw[SWEEP_SECTION], f"no cv section for a single run, {hint}")
     lists = sweep_lists(raw)
     if lists:
         key, value = lists[0]
         more = f" (this spec has {len(lists)}: {', '.join(k for k, _ in lists)})" if len(lists) > 1 else ""
-        raise SpecError(
-            file,
-            key,
-            mark_override(
-                f"a list of values makes a sweep{more}; 'mklkit run' and 'mklkit validate' solve one problem",
-                key,
-                overridden,
-            ),
-            value,
-            f"one value, {sweep_hint}",
-        )
+        raise refused(key, f"a list of values makes a sweep{more}; {one}", value, f"one value, {hint}")
 
 
-# ---------------------------------------------------------------------------
-# Entry points
-# ---------------------------------------------------------------------------
 def load_spec(path: str | Path, overrides: Sequence[str] | Mapping[str, Any] = ()) -> Spec:
-    """Read, override and validate a spec file.
-
-    Parameters
-    ----------
-    path : path-like
-        The YAML file.
-    overrides : sequence of ``"key.path=value"`` or mapping
-        Applied before validation (``--set`` on the command line); values
-        given as strings are parsed as YAML.
-
-    Raises
-    ------
-    SpecError
-        Anything wrong, as one line naming the file and key path.
-    """
+    """Read a spec file, apply ``overrides`` (``"key.path=value"`` strings parsed as YAML, or a mapping)
+    and validate it; anything wrong is one :class:`SpecError`."""
     file = str(path)
     raw = read_spec_file(path, "data, kernels, problem, engine, output")
     return parse_spec(raw, file=file, folder=Path(path).resolve().parent, overrides=overrides)
@@ -373,8 +270,6 @@ def validate_spec(raw: dict, file: str, folder: Path, overridden: Sequence[str] 
         spec = Spec.model_validate(raw, context=ctx)
     except ValidationError as exc:
         raise from_validation(exc, model_schema(), file, overridden) from None
-    except PipelineError as exc:  # pragma: no cover - validators' errors arrive wrapped
-        raise from_pipeline(exc, file, overridden) from None
     spec._folder = folder
     spec._overridden = tuple(overridden)
     return spec

@@ -1,14 +1,5 @@
-"""``mklkit schema``: the JSON Schema of a spec, generated from the models.
-
-:func:`json_schema` takes pydantic's schema of :class:`~mklkit.spec.models.Spec`
-(and of :class:`~mklkit.pipeline.CVSettings` for sweeps), inlines its
-definitions and puts in what only the installed plugins know: every loss,
-regularizer and engine with the schema of its
-:class:`~mklkit.components.params.Param` declarations, the bundled data sets
-and the kernel-bank presets.  With ``sweep=True`` it describes the sweep
-grammar: a list of values at every sweep key, list-valued component
-parameters, and the ``cv`` section.
-"""
+"""``mklkit schema``: pydantic's JSON Schema of :class:`~mklkit.spec.models.Spec` with what only the installed
+plugins know (components and their ``Param``\ s, data sets, presets); with ``sweep=True`` the sweep grammar."""
 
 from __future__ import annotations
 
@@ -20,8 +11,6 @@ from ..components.params import Param
 from ..pipeline import CVSettings, DEFAULTS
 from ..plugins import get_registry
 from .models import SWEEP_KEYS, SWEEP_SECTION, model_schema
-
-__all__ = ["json_schema"]
 
 
 def _inline(node: Any, defs: dict[str, Any]) -> Any:
@@ -36,8 +25,8 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
-def _generated(model_schema_: dict[str, Any]) -> dict[str, Any]:
-    return _inline(copy.deepcopy(model_schema_), model_schema_.get("$defs", {}))
+def _generated(schema: dict[str, Any]) -> dict[str, Any]:
+    return _inline(copy.deepcopy(schema), schema.get("$defs", {}))
 
 
 def _listed(node: dict[str, Any]) -> dict[str, Any]:
@@ -110,11 +99,8 @@ def _section(props: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def json_schema(sweep: bool = False) -> dict[str, Any]:
-    """A JSON Schema (draft 2020-12) of the spec, with the installed components.
-
-    ``sweep=True``: the schema of a sweep spec (``mklkit sweep``): lists at
-    the sweep keys and at component parameters, and the ``cv`` section.
-    """
+    """A JSON Schema (draft 2020-12) of the spec with the installed components; ``sweep=True``: of a sweep
+    spec (lists at the sweep keys and component parameters, the ``cv`` section)."""
     from ..data import available
     from ..kernels import available_presets
 

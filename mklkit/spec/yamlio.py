@@ -9,22 +9,12 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from ..pipeline.bank_settings import KERNEL_SOURCES
 from .errors import SpecError
 
-__all__ = ["read_spec_file", "load_yaml_text", "parse_override", "apply_overrides", "spec_stem"]
 
-
-# ---------------------------------------------------------------------------
-# YAML loading: safe_load semantics, duplicate keys refused, 1e-4 is a float
-# ---------------------------------------------------------------------------
 class _SpecLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses duplicate keys and reads ``1e-4`` as a float.
-
-    PyYAML (YAML 1.1) reads ``1e-4`` (no dot) as a string; YAML 1.2 and every
-    user reads it as a number.  Only safe constructors are registered, so an
-    object tag such as ``!!python/object`` is an error, exactly as with
-    :func:`yaml.safe_load`.
-    """
+    """``yaml.SafeLoader`` that refuses duplicate keys and reads ``1e-4`` as a float (as YAML 1.2 does)."""
 
 
 _SpecLoader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
@@ -102,11 +92,8 @@ def load_yaml_text(text: str, file: str) -> Any:
 
 
 def read_spec_file(path: str | os.PathLike[str], sections: str) -> Any:
-    """The YAML mapping of a spec file, or a :class:`SpecError` naming the file.
-
-    ``sections`` lists the sections a spec of this kind has (for the message
-    about an empty file).
-    """
+    """The YAML mapping of a spec file, or a :class:`SpecError` naming the file (``sections``: what an
+    empty file lacks)."""
     file = str(path)
     p = Path(path)
     if not p.exists():
@@ -147,10 +134,7 @@ def _deepcopy(x: Any) -> Any:
 
 
 def parse_override(text: str, file: str = "<spec>", option: str = "--set") -> tuple[str, Any]:
-    """Split ``"key.path=value"`` and parse the value as YAML (``1e-3`` is a number).
-
-    ``option`` names the command-line option in messages (``--set``, ``--param``).
-    """
+    """Split ``"key.path=value"`` and parse the value as YAML (``option``: the option named in messages)."""
     if not isinstance(text, str) or "=" not in text:
         raise SpecError(
             file, option, "an override needs the form key.path=value", text, "key.path=value, e.g. problem.C=0.1"
@@ -163,14 +147,16 @@ def parse_override(text: str, file: str = "<spec>", option: str = "--set") -> tu
     return key, value
 
 
+#: A key set by ``--set`` removes the keys it excludes.
 _EXCLUSIVE: dict[str, tuple[str, ...]] = {
-    "kernels.preset": ("kernels.bank", "kernels.precomputed", "kernels.precomputed_factors"),
-    "kernels.bank": ("kernels.preset", "kernels.precomputed", "kernels.precomputed_factors"),
-    "kernels.precomputed": ("kernels.preset", "kernels.bank", "kernels.precomputed_factors"),
-    "kernels.precomputed_factors": ("kernels.preset", "kernels.bank", "kernels.precomputed"),
-    "data.builtin": ("data.train", "data.test", "data.format"),
-    "data.train": ("data.builtin",),
-}
+    f"kernels.{k}": tuple(f"kernels.{o}" for o in KERNEL_SOURCES if o != k) for k in KERNEL_SOURCES
+} | {"data.builtin": ("data.train", "data.test", "data.format"), "data.train": ("data.builtin",)}
+
+
+def _list_index(node: list, part: str, where: str, file: str) -> int:
+    if not part.isdigit() or int(part) >= len(node):
+        raise SpecError(file, where, "no such list entry (--set)", part, f"an index in 0..{len(node) - 1}")
+    return int(part)
 
 
 def _apply_override(raw: dict, key: str, value: Any, file: str) -> None:
@@ -179,9 +165,7 @@ def _apply_override(raw: dict, key: str, value: Any, file: str) -> None:
     for depth, part in enumerate(parts[:-1]):
         where = ".".join(parts[: depth + 1])
         if isinstance(node, list):
-            if not part.isdigit() or int(part) >= len(node):
-                raise SpecError(file, where, "no such list entry (--set)", part, f"an index in 0..{len(node) - 1}")
-            idx = int(part)
+            idx = _list_index(node, part, where, file)
             if isinstance(node[idx], str):  # short form of a bank entry or component
                 node[idx] = {"function" if where.startswith("kernels.bank") else "name": node[idx]}
             node = node[idx]
@@ -202,9 +186,7 @@ def _apply_override(raw: dict, key: str, value: Any, file: str) -> None:
         node = child
     last = parts[-1]
     if isinstance(node, list):
-        if not last.isdigit() or int(last) >= len(node):
-            raise SpecError(file, key, "no such list entry (--set)", last, f"an index in 0..{len(node) - 1}")
-        node[int(last)] = value
+        node[_list_index(node, last, key, file)] = value
     else:
         node[last] = value
     for other in _EXCLUSIVE.get(key, ()):
