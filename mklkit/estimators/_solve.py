@@ -232,7 +232,7 @@ class Solving:
         return keep if 0 < keep.size < problem.n_kernels else None
 
     def _auto_C(self, problem: Any) -> float:
-        """``C="scale"`` on a task's training kernels (:func:`mklkit.pipeline.settings.auto_C`)."""
+        """``C="scale"`` on a task's training kernels (:func:`mklkit.pipeline.problem_settings.auto_C`)."""
         try:
             return auto_C(problem, key="C")
         except PipelineError as exc:
