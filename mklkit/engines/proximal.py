@@ -136,8 +136,8 @@ from ..components.params import Param
 from ..problem import Problem
 from ..result import SolveResult
 from . import common
-from .base import COMMON_PARAMS, Engine, Requires, Run, needs
-from .capabilities import ARRAY_BANK, FACTOR_BANK, SMOOTH_PRIMAL
+from .base import COMMON_PARAMS, Engine, Requires, Run
+from .capabilities import ARRAY_BANK, FACTOR_BANK, SMOOTH_PRIMAL, needs
 from .proximal_loop import ProximalRun
 from .proximal_passes import lipschitz_estimate, power_iteration
 

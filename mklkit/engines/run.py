@@ -1,9 +1,5 @@
-r"""One solve of an engine: the clock, the history, the callback, the best points and the ending.
-
-:class:`Run` is created by :meth:`Engine.solve
-<mklkit.engines.base.Engine.solve>` and handed to the engine's loop; every
-ending (:data:`STOP_REASONS`) has its message from :func:`stop_message`.
-"""
+"""One solve of an engine (:class:`Run`): the clock, the history, the callback, the best points,
+the ending and its message (:func:`stop_message`); ``docs/engines.md``, "The run"."""
 
 from __future__ import annotations
 
@@ -21,24 +17,11 @@ from . import common
 if TYPE_CHECKING:
     from .base import Engine
 
-__all__ = ["Callback", "Run", "STOP_REASONS", "stop_message"]
-
 logger = logging.getLogger(__name__)
 
 #: ``callback(state) -> bool``; ``state`` is the history record of the outer
 #: iteration just finished; a truthy return stops the solve (status STOPPED).
 Callback = Callable[[dict[str, Any]], Any]
-
-#: How a run ends, in the order :meth:`Run.check` tests them: a numerical
-#: error (tested by the engine, before), convergence, the callback, a stall
-#: (the engine's reason), the iteration limit.
-STOP_REASONS: tuple[Status, ...] = (
-    Status.NUMERICAL_ERROR,
-    Status.CONVERGED,
-    Status.STOPPED,
-    Status.STALLED,
-    Status.MAX_ITER,
-)
 
 
 def _plural(unit: str, n: int) -> str:
@@ -56,16 +39,11 @@ def stop_message(
     max_iter: int | None = None,
     why: str = "",
 ) -> str:
-    """The one message of every ending (:data:`STOP_REASONS`).
+    """The one message of every ending, e.g.
+    ``spicy: converged, relative duality gap 3.1e-09 <= tol 1e-08 after 7 Newton steps``.
 
-    ``why`` says what happened for a stall or a numerical error (and is
-    appended in parentheses to the others).  Examples::
-
-        spicy: converged, relative duality gap 3.1e-09 <= tol 1e-08 after 7 Newton steps
-        proximal: max_iter=40 iterations reached; relative duality gap 2.0e-03 > tol 1e-06
-        smo_mkl: stopped by the callback after 120 SMO steps (relative duality gap 4.4e-02)
-        spicy: stalled after 3 Newton steps: line search failed (Newton decrement 1.2e-09);
-            relative duality gap 2.1e-07 > tol 1e-12
+    ``why`` says what happened for a stall or a numerical error (and is appended in
+    parentheses to the others).
     """
     after = f"after {iterations} {_plural(unit, iterations)}"
     g = f"relative duality gap {gap:.3e}"
@@ -94,43 +72,13 @@ def _finite_min(*values: float) -> float:
 
 
 class Run:
-    r"""One solve: the clock, the history, the callback, the incumbents and the ending.
+    """One solve, created by :meth:`Engine.solve` and handed to :meth:`Engine._solve`.
 
-    Created by :meth:`Engine.solve` and handed to :meth:`Engine._solve`.  An
-    engine's loop
-
-    * offers each certified point (:meth:`offer`): the best primal and the
-      best dual point seen are returned (:class:`~mklkit.engines.common.Incumbents`);
-    * records each outer iteration (:meth:`record`), which calls the
-      callback: a truthy return asks to stop;
-    * ends the run with :meth:`check` (converged, stopped by the callback,
-      stalled, ``max_iter``, in that order) or :meth:`end` (an engine's own
-      reason, e.g. a numerical error);
-    * returns :meth:`result`.
-
-    Attributes
-    ----------
-    engine : Engine
-    problem : Problem
-    callback : callable or None
-    unit : str
-        What ``iterations`` count, for messages (``"iteration"``, ``"Newton step"``).
-    tol : float
-        The engine's ``tol``.
-    max_iter : int or None
-        The engine's ``max_iter``.
-    t0 : float
-        ``time.perf_counter()`` at the start.
-    history : list of dict
-    incumbents : Incumbents
-    zero : ZeroSolution or None
-        The zero solution, when the template computed it (its point is the
-        first incumbent).
-    status : Status or None
-        Set by :meth:`end`; ``None`` while running.
-    message : str
-    stop_requested : bool
-        The callback asked to stop (at the last :meth:`record`).
+    The engine's loop offers each certified point (:meth:`offer`; the best primal and
+    dual points are returned), records each outer iteration (:meth:`record`, which calls
+    the callback), ends the run with :meth:`check` or :meth:`end` and returns
+    :meth:`result`.  ``unit`` names what ``iterations`` count in messages; ``zero`` is the
+    zero solution when the template computed it; ``status`` is None while running.
     """
 
     def __init__(
@@ -162,10 +110,8 @@ class Run:
         self.incumbents = common.Incumbents(zero, self.problem.n_kernels, self.problem.n_samples)
 
     def elapsed(self) -> float:
-        """Seconds since the start."""
         return time.perf_counter() - self.t0
 
-    # -- points ----------------------------------------------------------------
     def offer(
         self,
         iteration: int,
@@ -177,13 +123,9 @@ class Run:
         dual: float | None = None,
         rho: np.ndarray | None = None,
     ) -> None:
-        r"""Offer a primal point (value, ``alpha`` (M, N), ``bias``, block ``norms``) and/or a
-        feasible dual point (value, ``rho`` (N,)) to the incumbents.
-
-        Arrays are kept as given: pass arrays the engine does not modify
-        later.  ``norms`` are computed (one pass over the bank) when not
-        given and the point is better than the incumbent.
-        """
+        """Offer a primal point (``alpha`` (M, N), ``bias``, block ``norms``, computed when
+        missing and needed) and/or a feasible dual point ``rho`` to the incumbents; arrays
+        are kept as given."""
         inc = self.incumbents
         if primal is not None and math.isfinite(primal) and primal < inc.primal:
             if norms is None:
@@ -192,7 +134,6 @@ class Run:
         if dual is not None:
             inc.offer_dual(dual, iteration, rho=rho)
 
-    # -- history and callback ------------------------------------------------------
     def record(
         self,
         iteration: int,
@@ -204,15 +145,9 @@ class Run:
         callback: bool = True,
         **extra: Any,
     ) -> dict[str, Any]:
-        """Append a history record and call the callback with it.
-
-        The record holds ``iteration``, ``objective``, ``dual_objective``,
-        ``gap`` (the relative gap of the two when not given), ``n_active``,
-        ``time_s`` and ``extra`` in that order.  A truthy return of the
-        callback sets :attr:`stop_requested` (the run stops at the next
-        :meth:`check`, unless it converged).  ``callback=False`` for a record
-        made after the run ended.
-        """
+        """Append a history record (``iteration``, ``objective``, ``dual_objective``, ``gap``,
+        ``n_active``, ``time_s``, ``extra``) and, unless ``callback=False``, call the callback
+        with it: a truthy return sets :attr:`stop_requested`."""
         if gap is None:
             gap = common.relative_gap(objective, dual_objective)
         rec = {
@@ -230,7 +165,6 @@ class Run:
             self.stop_requested = bool(self.callback(rec))
         return rec
 
-    # -- ending --------------------------------------------------------------------
     @property
     def best_gap(self) -> float:
         """The smaller of the last recorded gap and the incumbents' gap (NaN ignored)."""
@@ -253,12 +187,9 @@ class Run:
         return True
 
     def check(self, iterations: int, gap: float | None = None, *, stalled: str | None = None) -> bool:
-        """End the run if it is over; True when it is.
-
-        In order: converged (``gap``, default the best gap, at most ``tol``),
-        stopped (the callback asked at the last :meth:`record`), ``stalled``
-        (the engine's reason, when given), ``max_iter`` reached.
-        """
+        """End the run if it is over, in this order: converged (``gap``, default the best gap,
+        at most ``tol``), stopped by the callback, ``stalled`` (the engine's reason),
+        ``max_iter`` reached; True when it is."""
         g = self.best_gap if gap is None else _finite_min(gap, self.incumbents.gap)
         if g <= self.tol:
             return self.end(Status.CONVERGED, iterations, gap=g)
@@ -270,7 +201,6 @@ class Run:
             return self.end(Status.MAX_ITER, iterations, gap=g)
         return False
 
-    # -- result --------------------------------------------------------------------
     def result(
         self,
         iterations: int,
@@ -283,32 +213,19 @@ class Run:
         norms: np.ndarray | None = None,
         weights: np.ndarray | None = None,
     ) -> SolveResult:
-        """The :class:`~mklkit.result.SolveResult` of the run.
-
-        From the incumbents (best primal, best dual point; the message says
-        where the primal point comes from when it is not the last iterate),
-        or, when ``alpha`` is given, of that point with the values given
-        (``weights``: kernel weights of an engine whose regularizer's
-        ``weight`` kernel does not give them).  No warning here:
-        :meth:`Engine.solve` warns once.
-        """
+        """The :class:`~mklkit.result.SolveResult` of the ended run: of the incumbents, or of
+        ``alpha`` with the values given (``weights``: for a regularizer whose ``weight``
+        kernel does not give them).  No warning: :meth:`Engine.solve` warns once."""
         if self.status is None:
             raise RuntimeError(f"{self.name}: Run.result before the run ended (call end or check)")
-        C_max = None if self.zero is None else self.zero.C_max
-        if alpha is None:
-            return common.incumbent_result(
-                self.problem,
-                self.incumbents,
-                engine=self.name,
-                status=self.status,
-                message=self.message,
-                iterations=iterations,
-                history=self.history,
-                t0=self.t0,
-                C_max=C_max,
-                unit=self.unit,
-                warn=False,
-            )
+        message = self.message
+        if alpha is None:  # the incumbents; the message says where the primal point comes from
+            inc, it = self.incumbents, self.incumbents.primal_iteration
+            if it != iterations:
+                where = "alpha = 0 (the zero solution)" if it < 0 else f"{self.unit} {it}"
+                message += f"; the primal point is that of {where}"
+            alpha, bias, norms = inc.primal_state["alpha"], inc.primal_state["bias"], inc.primal_state["norms"]
+            primal, dual, rho = inc.primal, inc.dual, inc.dual_state.get("rho")
         return common.build_result(
             self.problem,
             engine=self.name,
@@ -319,11 +236,10 @@ class Run:
             dual=dual,
             iterations=iterations,
             history=self.history,
-            message=self.message,
+            message=message,
             time_s=self.elapsed(),
             norms=norms,
             rho=rho,
-            C_max=C_max,
+            C_max=None if self.zero is None else self.zero.C_max,
             weights=weights,
-            warn=False,
         )

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from ..engines.common import UNCONVERGED, relative_gap
+from ..engines.common import UNCONVERGED
+from ..engines.objectives import relative_gap
 from ..result import ConvergenceWarning, SolveResult, Status
 from ._engine_problems import KitProblem, with_C
 from ._engine_references import Reference, dual_value, find_reference, primal_value
