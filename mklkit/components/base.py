@@ -1,10 +1,6 @@
-r"""Component contracts: :class:`Component` and :func:`kernel`, :class:`Loss`,
-:class:`Regularizer` and :class:`WeightNorm`, the tuples of their kernels.
-
-Every engine is generic over these contracts, and a plugin implements them as the
-built-ins do.  ``conj`` is the ordinary conjugate :math:`\ell^*(y, u)`; engines evaluate
-it at :math:`u = -\rho` (SpicyMKL eq. 15).  Everything is described in ``docs/contracts.md``.
-"""
+"""Component contracts, which every engine is generic over and a plugin implements as the
+built-ins do: :class:`Component` and :func:`kernel`, :class:`Loss`, :class:`Regularizer` and
+:class:`WeightNorm` (``docs/contracts.md``; equations are SpicyMKL's)."""
 
 from __future__ import annotations
 
@@ -25,11 +21,8 @@ class LabelError(ValueError):
 
 
 def kernel(fn: Callable) -> staticmethod:
-    """A compiled method of a component: ``staticmethod(njit(cache=True)(fn))``.
-
-    A kernel has no ``self``: the component's numeric parameters arrive as the
-    vector ``params`` (its ``param_vector``).
-    """
+    """A compiled method of a component, ``staticmethod(njit(cache=True)(fn))``: no ``self``,
+    the numeric parameters arrive as the vector ``params`` (``param_vector``)."""
     return staticmethod(njit(cache=True)(fn))
 
 
@@ -68,11 +61,8 @@ def _kernels(cls: type, names: Sequence[str]) -> list[Any]:
 
 
 class Component:
-    """Base of every pluggable component.
-
-    Subclasses set the class attributes ``kind``, ``name``, ``description`` and
-    ``params``; instances hold the validated parameter values as attributes.
-    """
+    """Base of every pluggable component: a subclass sets ``kind``, ``name``, ``description``
+    and ``params``; instances hold the validated parameter values as attributes."""
 
     kind: ClassVar[str] = ""
     name: ClassVar[str] = ""
@@ -90,8 +80,7 @@ class Component:
         """Cross-parameter checks; raise :class:`ParamError`."""
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """Validated parameters in declaration order (scikit-learn's ``get_params``, so
-        ``clone`` copies a component; values are never estimators, ``deep`` adds nothing)."""
+        """Validated parameters in declaration order (scikit-learn's ``get_params``)."""
         return dict(self._param_values)
 
     @property
@@ -131,18 +120,10 @@ def as_array(x: Sequence[float] | np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float64)
 
 
-# ---------------------------------------------------------------------------
-# Losses
-# ---------------------------------------------------------------------------
 class LossJit(NamedTuple):
-    r"""The kernels of a loss, vectorized over samples: ``f(y, z_or_u, params)`` of (N,)
-    float64 arrays (``conj_lower``, ``conj_upper``: ``f(y, params)``), returning new arrays.
-
-    ``value`` :math:`\ell`, ``deriv`` :math:`\partial_z\ell` (a subgradient at kinks),
-    ``deriv2`` :math:`\partial_z^2\ell`, ``conj`` :math:`\ell^*` (``inf`` outside the domain),
-    ``conj_grad``, ``conj_hess`` its derivatives, ``conj_lower``/``conj_upper`` the ends of
-    the domain of :math:`\ell^*(y_i, \cdot)`.
-    """
+    r"""The kernels of a loss, ``f(y, z_or_u, params)`` (``conj_lower``, ``conj_upper``:
+    ``f(y, params)``) of (N,) float64 arrays: :math:`\ell`, its derivatives in ``z``, the
+    conjugate :math:`\ell^*(y, u)` (``inf`` outside its domain), its derivatives and domain."""
 
     value: Any
     deriv: Any
@@ -155,13 +136,9 @@ class LossJit(NamedTuple):
 
 
 class ConstrainedConjugate(NamedTuple):
-    r"""The constrained form of a non-smooth conjugate (SpicyMKL §3.4.2, eq. 33):
-    :math:`\ell^*(y, u) = \min_{\tilde u} \{\ell_0^*(y, (u, \tilde u)) : h_j(y, (u, \tilde u)) \le 0\}`.
-
-    Kernels ``f(y, u, ut, params)`` with ``u`` (N,), ``ut`` (N, B'): ``l0`` (N,),
-    ``l0_grad`` (N, 1+B'), ``l0_hess`` (N, 1+B', 1+B'), ``cons`` (N, B), ``cons_grad``
-    (N, B, 1+B'), ``cons_hess`` (N, B, 1+B', 1+B').
-    """
+    r"""The constrained form of a non-smooth conjugate (SpicyMKL eq. 33),
+    :math:`\ell^*(y, u) = \min_{\tilde u} \{\ell_0^*(y, (u, \tilde u)) : h_j \le 0\}`: kernels
+    ``f(y, u, ut, params)`` of :math:`\ell_0^*`, the :math:`h_j` and their derivatives."""
 
     l0: Any
     l0_grad: Any
@@ -177,15 +154,9 @@ def _zeros(y, z, params):
 
 
 class Loss(Component):
-    r"""A per-sample loss :math:`\ell(y, z)` of label ``y`` and prediction ``z``.
-
-    A loss writes the kernels of :class:`LossJit` as ``@kernel`` methods (``deriv2`` and
-    ``conj_hess`` default to 0) and, when ``smooth_conjugate`` is False, those of
-    :class:`ConstrainedConjugate`.  ``jit`` and ``constrained`` (None without its kernels)
-    group them, read-only.  The class attributes ``task``, ``smooth_conjugate``, ``n_aux``,
-    ``n_cons``, ``smooth_primal`` and ``linear_conjugate`` are described in
-    ``docs/contracts.md``.
-    """
+    r"""A per-sample loss :math:`\ell(y, z)`: the kernels of :class:`LossJit` as ``@kernel``
+    methods (``deriv2``, ``conj_hess`` default to 0) and, unless ``smooth_conjugate``, those of
+    :class:`ConstrainedConjugate`, grouped read-only as ``jit`` and ``constrained``."""
 
     kind: ClassVar[str] = "loss"
     task: ClassVar[str] = CLASSIFICATION
@@ -223,18 +194,13 @@ class Loss(Component):
         return float("inf")
 
     def cvxpy_expr(self, y: np.ndarray, z: Any, w: np.ndarray | None = None) -> Any:
-        r""":math:`\sum_i w_i\,\ell(y_i, z_i)` as a cvxpy expression of the predictions ``z``
-        (``w`` None: all 1) for the conic reference; ``NotImplemented`` when there is none."""
+        r""":math:`\sum_i w_i\,\ell(y_i, z_i)` as a cvxpy expression (the conic reference), or ``NotImplemented``."""
         return NotImplemented
 
     def linear_pieces(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        r"""The pieces of a ``linear_conjugate`` conjugate, per sample, derived from ``jit``.
-
-        Returns ``lower, upper, slope_lower, slope_upper`` (N,): the domain ends
-        :math:`l \le 0 \le u` and the slopes :math:`s_- = \ell^*(y, l)/l`,
-        :math:`s_+ = \ell^*(y, u)/u` (0 for an empty piece), so that
-        :math:`\ell(y, z) = -l\,(s_- - z)_+ + u\,(z - s_+)_+`.
-        """
+        r"""``lower, upper, slope_lower, slope_upper`` (N,) of a ``linear_conjugate`` loss: the
+        domain ends :math:`l \le 0 \le u` and the slopes :math:`\ell^*(y, l)/l`,
+        :math:`\ell^*(y, u)/u` (0 for an empty piece)."""
         y = as_array(y)
         k, p = self.jit, self.param_vector
         lo = np.asarray(k.conj_lower(y, p), dtype=np.float64)
@@ -279,21 +245,10 @@ class Loss(Component):
         return np.ascontiguousarray(yf)
 
 
-# ---------------------------------------------------------------------------
-# Regularizers
-# ---------------------------------------------------------------------------
 class RegularizerJit(NamedTuple):
-    r"""The kernels of a block-norm regularizer :math:`\tilde g_C(x) = C\,g(x^2)` (SpicyMKL
-    §4, eq. 42), vectorized over block norms: ``f(x, C, params)``, except ``weight(x,
-    params)`` and ``penalty(d, params)`` (per unit C).
-
-    ``value`` :math:`\tilde g_C`, ``prox`` :math:`\mathrm{prox}(v|\tilde g_C)` on
-    :math:`x \ge 0` and ``prox_deriv`` its derivative, ``conj`` :math:`\tilde g_C^*` (eq. 45;
-    ``inf`` outside its domain), ``conj_grad``, ``conj_hess``, ``env`` the Moreau envelope of
-    the conjugate (§4.2) with ``env_grad``, ``env_hess`` (by eq. 23: ``prox`` and
-    ``prox_deriv``, their defaults), ``weight`` :math:`d = 1/(2 g'(x^2))` (§4.1),
-    ``penalty`` :math:`h(d)` of the Tikhonov form (44), Table 3.
-    """
+    r"""The kernels of a regularizer :math:`\tilde g_C(x) = C\,g(x^2)` of the block norms
+    (SpicyMKL §4), ``f(x, C, params)`` (``weight``, ``penalty``: ``f(x, params)``): value, prox,
+    conjugate (eq. 45), Moreau envelope of the conjugate, kernel weight and Tikhonov penalty."""
 
     value: Any
     prox: Any
@@ -309,10 +264,9 @@ class RegularizerJit(NamedTuple):
 
 
 class BregmanJit(NamedTuple):
-    r"""The Bregman form :math:`r_F(d) = F(d) - F(d_0) - (d - d_0)^\top f(d_0)` of a
-    kernel-weight penalty (SMO-MKL §5.2), elementwise: ``F(d, params)``, ``f = F'``,
-    ``finv`` :math:`f^{-1}` and ``d0(params)``, written as the kernels ``bregman_F``,
-    ``bregman_f``, ``bregman_finv``, ``bregman_d0``."""
+    r"""The Bregman form :math:`r_F(d) = F(d) - F(d_0) - (d - d_0)^\top f(d_0)` of a kernel-weight
+    penalty (SMO-MKL §5.2): the kernels ``bregman_F``, ``bregman_f`` (:math:`F'`),
+    ``bregman_finv`` and ``bregman_d0``."""
 
     F: Any
     f: Any
@@ -321,13 +275,10 @@ class BregmanJit(NamedTuple):
 
 
 class WeightNorm(NamedTuple):
-    r"""A regularizer given by a p-norm of the kernel weights (coupling the blocks).
-
-    With block norms :math:`x_m` and :math:`s = 2p/(p+1)`, ``lam`` given is the squared
-    p-norm penalty (SMO-MKL eq. 1), :math:`R = \tfrac34(2\lambda)^{1/3}\|x\|_s^{4/3}`;
-    ``lam`` None the p-norm constraint, :math:`R = \tfrac12\|x\|_s^2` (``p = 1``: the
-    support kernel machine, Bach et al. 2004, problem (P)).  The term is :math:`C\,R`.
-    """
+    r"""A regularizer :math:`C\,R` given by a p-norm of the kernel weights: with
+    :math:`s = 2p/(p+1)`, the squared p-norm penalty :math:`R = \tfrac34(2\lambda)^{1/3}\|x\|_s^{4/3}`
+    (SMO-MKL eq. 1), or with ``lam`` None the constraint :math:`R = \tfrac12\|x\|_s^2`
+    (``p = 1``: the support kernel machine, Bach et al. 2004)."""
 
     p: float
     lam: float | None = None
@@ -356,9 +307,8 @@ class WeightNorm(NamedTuple):
         return float(C) * 0.75 * (2.0 * float(self.lam)) ** (1.0 / 3.0) * n ** (4.0 / 3.0)
 
     def conj(self, dual_norms: np.ndarray, C: float) -> float:
-        r"""The conjugate of :math:`C\,R` at the dual block norms: :math:`\varphi^*(\|y\|_{s^*})`,
-        :math:`u^2/(2C)` for the constraint, :math:`27u^4/(256a^3)`,
-        :math:`a = \tfrac34 C(2\lambda)^{1/3}`, for the penalty."""
+        r"""The conjugate of :math:`C\,R` at the dual block norms (:math:`u = \|y\|_{s^*}`):
+        :math:`u^2/(2C)`, or :math:`27u^4/(256a^3)` with :math:`a = \tfrac34 C(2\lambda)^{1/3}`."""
         s = self.block_exponent
         dual = math.inf if s == 1.0 else s / (s - 1.0)
         u = self._norm(dual_norms, dual)
@@ -387,15 +337,10 @@ _ENV_DEFAULTS = (("env_grad", "prox"), ("env_hess", "prox_deriv"))
 
 
 class Regularizer(Component):
-    r"""A block-norm regularizer :math:`C \sum_m g(\|\alpha_m\|_{K_m}^2)`.
-
-    A regularizer writes the kernels of :class:`RegularizerJit` as ``@kernel`` methods
-    (``env_grad``, ``env_hess`` default to ``prox``, ``prox_deriv``) and optionally all
-    four of :class:`BregmanJit` (then :math:`h(d) = r_F(d)`).  ``jit`` and ``bregman``
-    (None without its kernels) group them, read-only.  The class attributes ``separable``
-    and ``weight_norm`` (a :class:`WeightNorm` or None) are described in
-    ``docs/contracts.md``.
-    """
+    r"""A block-norm regularizer :math:`C \sum_m g(\|\alpha_m\|_{K_m}^2)`: the kernels of
+    :class:`RegularizerJit` as ``@kernel`` methods (``env_grad``, ``env_hess`` default to
+    ``prox``, ``prox_deriv``) and optionally those of :class:`BregmanJit`, grouped read-only
+    as ``jit`` and ``bregman``."""
 
     kind: ClassVar[str] = "regularizer"
     separable: ClassVar[bool] = True
@@ -448,9 +393,8 @@ class Regularizer(Component):
         return True
 
     def cvxpy_expr(self, norms: Sequence[Any], squares: Sequence[Any], C: float, betas: Any = None) -> Any:
-        r""":math:`\sum_m \tilde g_C(x_m)` as a cvxpy expression of the block norms ``norms``
-        (``squares``: their squares, ``betas``: the block variables) for the conic reference;
-        by default that of ``weight_norm``, else ``NotImplemented``."""
+        r""":math:`\sum_m \tilde g_C(x_m)` as a cvxpy expression of the block norms, their squares and
+        the block variables (the conic reference): that of ``weight_norm``, else ``NotImplemented``."""
         wn = self.weight_norm
         return NotImplemented if wn is None else wn.cvxpy_expr(norms, squares, C, betas)
 
@@ -459,13 +403,8 @@ class Regularizer(Component):
         return float("inf")
 
     def zero_threshold(self, C: float) -> float:
-        r""":math:`t_C = \tilde g_C'(0^+)`, the largest dual block norm at which a block stays zero.
-
-        :math:`\sup\{v \ge 0 : \mathrm{prox}(v \mid \tilde g_C) = 0\}` (SpicyMKL eq. 13:
-        :math:`C` for ``l1``), found by bisection of ``jit.prox`` at ``C = 1`` and scaled;
-        0 for a regularizer that is not :attr:`sparse`.  It gives ``C_max``
-        (:func:`mklkit.engines.common.zero_solution`).
-        """
+        r""":math:`t_C = \tilde g_C'(0^+)`, the largest dual block norm at which a block stays zero
+        (SpicyMKL eq. 13; it gives ``C_max``): by bisection of ``jit.prox`` at ``C = 1``, scaled."""
         t1 = self.__dict__.get("_zero_threshold_1")
         if t1 is None:
             t1 = _prox_threshold(self.jit.prox, self.param_vector) if self.sparse else 0.0

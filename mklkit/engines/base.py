@@ -157,7 +157,7 @@ class Engine(Component):
             zero = common.zero_solution(problem)
             run.set_zero(zero)
             if zero.optimal(run.tol):
-                return common.zero_result(problem, zero, engine=self.name, t0=run.t0)
+                return run.zero_result()
         with interrupt_guard():
             result = self._solve(problem, run, warm_start)
         if result.status in common.UNCONVERGED:

@@ -9,6 +9,8 @@ them: no engine tests the name or the class of a component.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, Callable
 
 import numpy as np
@@ -126,28 +128,11 @@ class Requires:
             sample_weight=self.sample_weight,
         )
 
-    def unmet(self, problem: Problem) -> list[tuple[Requirement, str]]:
-        """The requirements ``problem`` does not meet, each with what is lacking."""
-        out = []
-        for part, subject in ((self.loss, problem.loss), (self.regularizer, problem.regularizer), (self.bank, problem)):
-            for r in part:
-                if not r.met(subject):
-                    out.append((r, r.lack(subject)))
-        return out
-
     def reasons(self, problem: Problem) -> list[str]:
         """One sentence per reason (consecutive lacks with the same ``why`` joined by "and")."""
-        out: list[str] = []
-        group: list[str] = []
-        why = None
-        for req, lack in self.unmet(problem):
-            if group and req.why != why:
-                out.append(_sentence(group, why))
-                group = []
-            group.append(lack)
-            why = req.why
-        if group:
-            out.append(_sentence(group, why))
+        parts = ((self.loss, problem.loss), (self.regularizer, problem.regularizer), (self.bank, problem))
+        unmet = [(r.why, r.lack(subject)) for reqs, subject in parts for r in reqs if not r.met(subject)]
+        out = [_sentence([lack for _, lack in group], why) for why, group in groupby(unmet, key=itemgetter(0))]
         if getattr(problem, "sample_weight", None) is not None and not self.sample_weight:
             out.append(WEIGHTS_REFUSED)
         return out

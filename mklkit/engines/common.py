@@ -1,17 +1,11 @@
-r"""The dual side of the certificate every engine computes the same way (``docs/engines.md``,
-"What every engine reports").
-
-The dual objective :math:`D(\rho)` (SpicyMKL eq. 48) at a point made feasible the paper's
-way (§6.1, :func:`project_dual`), the zero solution and ``C_max`` (:func:`zero_solution`),
-the best points of a run (:class:`Incumbents`), the certificate of a point
-(:class:`Certificate`) and the assembly of a :class:`~mklkit.result.SolveResult`.  The
-primal side is :mod:`mklkit.engines.objectives`.
-"""
+r"""The dual side of the certificate every engine computes the same way (``docs/engines.md``):
+:math:`D(\rho)` (SpicyMKL eq. 48) at a point made feasible the paper's way (§6.1), the zero
+solution and ``C_max``, the best points of a run, the certificate of a point and the
+:class:`~mklkit.result.SolveResult`.  The primal side is :mod:`mklkit.engines.objectives`."""
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,9 +40,6 @@ SEPARABLE_SUMS = needs(SEPARABLE, why="this engine solves sums over kernels of a
 _CENTRED = 1e-12
 
 
-# ---------------------------------------------------------------------------
-# The dual objective at a feasible point (SpicyMKL §6.1)
-# ---------------------------------------------------------------------------
 def loss_conjugate(loss: Loss, y: np.ndarray, rho: np.ndarray, weights: np.ndarray | None = None) -> float:
     r""":math:`L^*(-\rho) = \sum_i (w_i\ell)^*(y_i, -\rho_i)` (SpicyMKL eq. 15); ``inf`` outside the domain."""
     return float(np.sum(SampleLoss(loss, y, weights).conj(-np.asarray(rho, dtype=np.float64))))
@@ -201,9 +192,6 @@ def projected_dual_objective(
     return dual_objective(problem, rho_f, norms=norms_f), rho_f, norms_f
 
 
-# ---------------------------------------------------------------------------
-# The zero solution and C_max
-# ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ZeroSolution:
     r"""The solution :math:`\alpha = 0`, :math:`b = b_0` (``bias``) of a problem at ``C``.
@@ -298,45 +286,6 @@ def zero_solution(problem: Problem) -> ZeroSolution:
     )
 
 
-def zero_result(problem: Problem, zero: ZeroSolution, *, engine: str, t0: float) -> SolveResult:
-    """The certified result α = 0, :math:`b = b_0` (``C >= C_max``), with one history record."""
-    M, N = problem.n_kernels, problem.n_samples
-    gap = zero.gap
-    elapsed = time.perf_counter() - t0
-    record = {
-        "iteration": 0,
-        "objective": zero.objective,
-        "dual_objective": zero.dual_objective,
-        "gap": gap,
-        "n_active": 0,
-        "time_s": elapsed,
-    }
-    message = (
-        f"{engine}: alpha = 0 is optimal: C = {problem.C:g} >= C_max = {zero.C_max:.6g} "
-        f"(relative duality gap {gap:.3e}); every kernel weight is 0"
-    )
-    rho, _ = project_dual(problem, zero.rho, norms=zero.dual_norms)
-    return build_result(
-        problem,
-        engine=engine,
-        status=Status.CONVERGED,
-        alpha=np.zeros((M, N)),
-        bias=zero.bias,
-        primal=zero.objective,
-        dual=zero.dual_objective,
-        iterations=0,
-        history=[record],
-        message=message,
-        time_s=elapsed,
-        norms=np.zeros(M),
-        rho=rho,
-        C_max=zero.C_max,
-    )
-
-
-# ---------------------------------------------------------------------------
-# The best points of a run and the certificate of a point
-# ---------------------------------------------------------------------------
 class Incumbents:
     """The best primal and the best dual point seen: by weak duality their gap certifies the
     primal point and is never larger than the current iterate's.  ``offer_primal`` and
@@ -347,7 +296,7 @@ class Incumbents:
         self.dual = -math.inf
         self.primal_state: dict[str, Any] = {}
         self.dual_state: dict[str, Any] = {}
-        self.primal_iteration = self.dual_iteration = -2
+        self.primal_iteration = -2
         if zero is not None:  # iteration -1: the zero solution
             self.offer_primal(zero.objective, -1, alpha=np.zeros((M, N)), bias=zero.bias, norms=np.zeros(M))
 
@@ -359,7 +308,7 @@ class Incumbents:
 
     def offer_dual(self, value: float, iteration: int, **state: Any) -> bool:
         if math.isfinite(value) and value > self.dual:
-            self.dual, self.dual_state, self.dual_iteration = float(value), state, iteration
+            self.dual, self.dual_state = float(value), state
             return True
         return False
 

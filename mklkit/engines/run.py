@@ -39,29 +39,18 @@ def stop_message(
     max_iter: int | None = None,
     why: str = "",
 ) -> str:
-    """The one message of every ending, e.g.
-    ``spicy: converged, relative duality gap 3.1e-09 <= tol 1e-08 after 7 Newton steps``.
-
-    ``why`` says what happened for a stall or a numerical error (and is appended in
-    parentheses to the others).
-    """
+    """The one message of every ending (``docs/engines.md``): ``why`` says what happened for a
+    stall or a numerical error, in parentheses after the others."""
     after = f"after {iterations} {_plural(unit, iterations)}"
     g = f"relative duality gap {gap:.3e}"
-    if status == Status.CONVERGED:
-        text = f"converged, {g} <= tol {tol:g} {after}"
-    elif status == Status.MAX_ITER:
-        text = f"max_iter={max_iter} {_plural(unit, int(max_iter or 0))} reached; {g} > tol {tol:g}"
-    elif status == Status.STOPPED:
-        text = f"stopped by the callback {after} ({g})"
-    elif status == Status.STALLED:
-        text = f"stalled {after}: {why or 'no progress'}; {g} > tol {tol:g}"
-        why = ""
-    elif status == Status.NUMERICAL_ERROR:
-        text = f"numerical error {after}: {why or 'non-finite values'}; {g}"
-        why = ""
-    else:  # pragma: no cover - every Status is handled above
-        raise ValueError(f"unknown status {status!r}")
-    if why:
+    text = {
+        Status.CONVERGED: f"converged, {g} <= tol {tol:g} {after}",
+        Status.MAX_ITER: f"max_iter={max_iter} {_plural(unit, int(max_iter or 0))} reached; {g} > tol {tol:g}",
+        Status.STOPPED: f"stopped by the callback {after} ({g})",
+        Status.STALLED: f"stalled {after}: {why or 'no progress'}; {g} > tol {tol:g}",
+        Status.NUMERICAL_ERROR: f"numerical error {after}: {why or 'non-finite values'}; {g}",
+    }[status]
+    if why and status not in (Status.STALLED, Status.NUMERICAL_ERROR):
         text += f" ({why})"
     return f"{engine}: {text}"
 
@@ -72,14 +61,9 @@ def _finite_min(*values: float) -> float:
 
 
 class Run:
-    """One solve, created by :meth:`Engine.solve` and handed to :meth:`Engine._solve`.
-
-    The engine's loop offers each certified point (:meth:`offer`; the best primal and
-    dual points are returned), records each outer iteration (:meth:`record`, which calls
-    the callback), ends the run with :meth:`check` or :meth:`end` and returns
-    :meth:`result`.  ``unit`` names what ``iterations`` count in messages; ``zero`` is the
-    zero solution when the template computed it; ``status`` is None while running.
-    """
+    """One solve, handed to :meth:`Engine._solve`: its loop offers each certified point
+    (:meth:`offer`), records each outer iteration (:meth:`record`, which calls the callback),
+    ends the run (:meth:`check`, :meth:`end`) and returns :meth:`result`."""
 
     def __init__(
         self, engine: Engine, problem: Problem, callback: Callback | None = None, *, unit: str | None = None
@@ -200,6 +184,26 @@ class Run:
         if self.max_iter is not None and iterations >= self.max_iter:
             return self.end(Status.MAX_ITER, iterations, gap=g)
         return False
+
+    def zero_result(self) -> SolveResult:
+        """The certified result α = 0, :math:`b = b_0` (``C >= C_max``), with one history record."""
+        zero, M = self.zero, self.problem.n_kernels
+        self.record(0, zero.objective, zero.dual_objective, zero.gap, callback=False)
+        self.status = Status.CONVERGED
+        self.message = (
+            f"{self.name}: alpha = 0 is optimal: C = {self.problem.C:g} >= C_max = {zero.C_max:.6g} "
+            f"(relative duality gap {zero.gap:.3e}); every kernel weight is 0"
+        )
+        rho, _ = common.project_dual(self.problem, zero.rho, norms=zero.dual_norms)
+        return self.result(
+            0,
+            alpha=np.zeros((M, self.problem.n_samples)),
+            bias=zero.bias,
+            primal=zero.objective,
+            dual=zero.dual_objective,
+            rho=rho,
+            norms=np.zeros(M),
+        )
 
     def result(
         self,
