@@ -13,12 +13,8 @@ class ParamError(ValueError):
     the key path), ``value`` as given, ``allowed`` in words ("a number > 1")."""
 
     def __init__(self, key: str, value: Any, allowed: str, owner: str = ""):
-        self.key = key
-        self.value = value
-        self.allowed = allowed
-        self.owner = owner
-        where = f"{owner}: " if owner else ""
-        super().__init__(f"{where}{key} must be {allowed}; got {value!r}")
+        self.key, self.value, self.allowed, self.owner = key, value, allowed, owner
+        super().__init__(f"{owner + ': ' if owner else ''}{key} must be {allowed}; got {value!r}")
 
 
 class UnknownParamError(ParamError):

@@ -1,10 +1,6 @@
-r"""The primal side of the certificate every engine computes the same way.
-
-:math:`P(\alpha, b) = \sum_i w_i\,\ell(y_i, \sum_m (K_m\alpha_m)_i + b) + \sum_m \tilde g_C(\|\alpha_m\|_{K_m})`
-(SpicyMKL eq. 42 in representer form), the weighted loss (:class:`SampleLoss`), block norms,
-predictions, the relative gap, kernel weights and the optimal offset; the dual side is
-:mod:`mklkit.engines.common`.
-"""
+r"""The primal side of the certificate every engine computes the same way: :math:`P(\alpha, b)`
+(SpicyMKL eq. 42), the weighted loss, block norms, predictions, the relative gap, kernel
+weights and the optimal offset; the dual side is :mod:`mklkit.engines.common`."""
 
 from __future__ import annotations
 
@@ -55,13 +51,9 @@ def predict(K: np.ndarray | GramBank, alpha: np.ndarray, bias: float = 0.0) -> n
 
 
 class SampleLoss:
-    r"""The data term :math:`\sum_i w_i\,\ell(y_i, z_i)` per sample: the one place where sample
-    weights (> 0, or None) meet the loss.
-
-    Every quantity follows from :math:`(w\ell)^*(y, u) = w\,\ell^*(y, u/w)`: the domain of
-    the conjugate is :math:`w_i` times the loss's, the derivatives in :math:`z` are :math:`w`
-    times the loss's.  Methods take and return (N,) float64 arrays.
-    """
+    r"""The data term :math:`\sum_i w_i\,\ell(y_i, z_i)` per sample, the one place where sample
+    weights (> 0, or None) meet the loss, by :math:`(w\ell)^*(y, u) = w\,\ell^*(y, u/w)`;
+    methods take and return (N,) float64 arrays."""
 
     def __init__(self, loss: Loss, y: np.ndarray, weights: np.ndarray | None = None) -> None:
         self.loss = loss
@@ -226,8 +218,7 @@ class _BiasLine:
 
 
 def _bracket(line: _BiasLine, b: float, d1: float) -> tuple[float, float, float]:
-    """Doubling steps from ``b`` (slope ``d1``) until the slope changes sign: the bracket
-    ``lo <= hi`` with slope(lo) <= 0 <= slope(hi), and the last point before the change."""
+    """``lo, hi, b``: doubling steps from ``b`` (slope ``d1``) until the slope changes sign."""
     d2 = line.curvature(b)
     step = abs(d1) / d2 if d2 > 0.0 and math.isfinite(d2) else 1.0
     step = max(step, 1e-12 * (1.0 + abs(b)))

@@ -16,8 +16,7 @@ from mklkit.components.losses import EpsInsensitive, Hinge, Logistic, Squared
 from mklkit.components.elasticnet import ElasticNet, L1, Uniform
 from mklkit.components.lq import Lq
 from mklkit.engines import common
-from mklkit.engines.base import Engine, Requires, Run, UnsupportedBankError, check_warm_start
-from mklkit.engines.run import stop_message
+from mklkit.engines.base import Engine, Requires, Run, UnsupportedBankError, check_warm_start, stop_message
 from mklkit.engines.capabilities import HINGE_CONJUGATE, LINEAR_CONJUGATE, SMOOTH_PRIMAL, Requirement
 from mklkit.engines.proximal import Proximal
 from mklkit.engines.spicy import Spicy
