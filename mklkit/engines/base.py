@@ -230,7 +230,7 @@ class Run:
     ) -> SolveResult:
         """The :class:`~mklkit.result.SolveResult` of the ended run: of the incumbents, or of
         ``alpha`` with the values given (``weights``: for a regularizer whose ``weight``
-        kernel does not give them).  No warning: :meth:`Engine.solve` warns once."""
+        kernel does not give them); no warning, :meth:`Engine.solve` warns once."""
         if self.status is None:
             raise RuntimeError(f"{self.name}: Run.result before the run ended (call end or check)")
         message = self.message
@@ -257,6 +257,7 @@ class Run:
             rho=rho,
             C_max=None if self.zero is None else self.zero.C_max,
             weights=weights,
+            warn=False,
         )
 
 

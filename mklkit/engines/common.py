@@ -6,6 +6,7 @@ solution and ``C_max``, the best points of a run, the certificate of a point and
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 
 from ..components.base import Loss, Regularizer
 from ..problem import Problem
-from ..result import SolveResult, Status
+from ..result import ConvergenceWarning, SolveResult, Status
 from .capabilities import SEPARABLE, needs
 from .objectives import (
     SampleLoss,
@@ -396,9 +397,12 @@ def build_result(
     norms: np.ndarray | None = None,
     rho: np.ndarray | None = None,
     C_max: float | None = None,
+    stacklevel: int = 3,
     weights: np.ndarray | None = None,
+    warn: bool = True,
 ) -> SolveResult:
-    r"""A :class:`~mklkit.result.SolveResult` (no warning: :meth:`Engine.solve` warns).
+    r"""A :class:`~mklkit.result.SolveResult`; with ``warn``, ``message`` as a
+    :class:`~mklkit.result.ConvergenceWarning` for a status in :data:`UNCONVERGED`.
 
     It holds ``alpha`` itself when a float64 array (a copy of an (M, N) array costs 0.2 s per
     solve on w8a's bank).  ``norms`` (:math:`\|\alpha_m\|_{K_m}`) are computed when not
@@ -413,6 +417,8 @@ def build_result(
         weights = kernel_weights(problem.regularizer, norms)
     else:
         weights = np.array(weights, dtype=np.float64)
+    if warn and status in UNCONVERGED:
+        warnings.warn(message, ConvergenceWarning, stacklevel=stacklevel)
     return SolveResult(
         status=status,
         objective=float(primal),
