@@ -31,7 +31,7 @@ import warnings
 import numpy as np
 
 from mklkit.components.losses import Hinge, Logistic
-from mklkit.components.regularizers import L1, ElasticNet
+from mklkit.components.elasticnet import ElasticNet, L1
 from mklkit.data import load_builtin
 from mklkit.pipeline.choose import Auto
 from mklkit.engines.bcd import BCD

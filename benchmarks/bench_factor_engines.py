@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from mklkit.components.losses import Hinge, Logistic
-from mklkit.components.regularizers import L1
+from mklkit.components.elasticnet import L1
 from mklkit.data import load_builtin
 from mklkit.engines.spicy import Spicy
 from mklkit.engines.spicy import factor_newton

@@ -40,7 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mklkit.components.losses import Logistic
-from mklkit.components.regularizers import ElasticNet
+from mklkit.components.elasticnet import ElasticNet
 from mklkit.data import load_builtin
 from mklkit.pipeline.choose import Auto
 from mklkit.kernels.description import DEFAULT_MEMORY_BUDGET, expand_bank

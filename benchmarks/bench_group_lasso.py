@@ -57,7 +57,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mklkit.components.losses import Logistic, Squared
-from mklkit.components.regularizers import L1
+from mklkit.components.elasticnet import L1
 from mklkit.data import load_builtin
 from mklkit.engines import common
 from mklkit.engines.bcd import BCD

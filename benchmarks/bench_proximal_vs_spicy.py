@@ -39,7 +39,7 @@ import warnings
 import numpy as np
 
 from mklkit.components.losses import Logistic
-from mklkit.components.regularizers import L1, ElasticNet
+from mklkit.components.elasticnet import ElasticNet, L1
 from mklkit.data import Standardizer, load_builtin, train_test_split
 from mklkit.engines.proximal import Proximal
 from mklkit.engines.spicy import Spicy

@@ -44,7 +44,7 @@ import warnings
 import numpy as np
 
 from mklkit.components.losses import Hinge, Logistic
-from mklkit.components.regularizers import L1, ElasticNet
+from mklkit.components.elasticnet import ElasticNet, L1
 from mklkit.data import Standardizer, load_builtin
 from mklkit.engines.spicy import Spicy
 from mklkit.kernels import KernelBank

@@ -42,7 +42,7 @@ from bench_spicy_scaling import bank  # noqa: E402
 from tests.conic_reference import factor_bank  # noqa: E402
 
 from mklkit.components.losses import Hinge, Logistic  # noqa: E402
-from mklkit.components.regularizers import L1  # noqa: E402
+from mklkit.components.elasticnet import L1  # noqa: E402
 from mklkit.engines.spicy import Spicy  # noqa: E402
 from mklkit.problem import Problem  # noqa: E402
 from mklkit.result import ConvergenceWarning  # noqa: E402

@@ -33,7 +33,7 @@ from sklearn.datasets import load_breast_cancer
 from sklearn.model_selection import train_test_split
 
 from mklkit.components.losses import Logistic
-from mklkit.components.regularizers import L1
+from mklkit.components.elasticnet import L1
 from mklkit.data import Standardizer
 from mklkit.pipeline.choose import Auto
 from mklkit.engines.bcd import BCD

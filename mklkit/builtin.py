@@ -1,39 +1,36 @@
 """The built-in components, registered through the public plugin hook.
 
-mklkit is its own first plugin: this module is named by the ``mklkit`` entry
-point of mklkit's own distribution and is registered by
-:meth:`mklkit.plugins.Registry.load` exactly as a third-party plugin is:
-loaded by that name (:data:`mklkit.plugins.BUILTIN_MODULE`), so the
-registry's own code imports no plugin, the core's included.
-Nothing here is guarded: a built-in that fails to import is an error of
-mklkit itself and must be loud.
+This module is named by the ``mklkit`` entry point of mklkit's own distribution and
+loaded by :meth:`mklkit.plugins.Registry.load` like any plugin.  Nothing here is
+guarded: a built-in that fails to import must be loud.
 """
 
 from __future__ import annotations
 
+from .components.elasticnet import L1, ElasticNet, Uniform
+from .components.kl import KL
 from .components.losses import BUILTIN_LOSSES
-from .components.regularizers import BUILTIN_REGULARIZERS
-from .engines import spicy
+from .components.lq import Lq
 from .engines.bcd import BCD_ENGINES
 from .engines.dual_cd import DUAL_CD_ENGINES
 from .engines.proximal import PROXIMAL_ENGINES
+from .engines.spicy import BUILTIN_ENGINES as SPICY_ENGINES
 from .hookspecs import RegisterFn, hookimpl
 from .kernels.functions import BUILTIN_KERNEL_FUNCTIONS
 from .pipeline.choose import AUTO_ENGINES
 
-__all__ = ["mklkit_register_components"]
+BUILTIN_REGULARIZERS = (L1, ElasticNet, Lq, Uniform, KL)
 
 
 @hookimpl
 def mklkit_register_components(register: RegisterFn) -> None:
-    """Register the built-in losses, regularizers, kernel functions and engines (``auto``,
-    the choice among the installed engines, is the pipeline's: :mod:`mklkit.pipeline.choose`)."""
-    engines = getattr(spicy, "BUILTIN_ENGINES", (spicy.Spicy,))
+    """Register the built-in losses, regularizers, kernel functions and engines (``auto``
+    is the pipeline's: :mod:`mklkit.pipeline.choose`)."""
     for cls in (
         *BUILTIN_LOSSES,
         *BUILTIN_REGULARIZERS,
         *BUILTIN_KERNEL_FUNCTIONS,
-        *engines,
+        *SPICY_ENGINES,
         *PROXIMAL_ENGINES,
         *AUTO_ENGINES,
         *BCD_ENGINES,

@@ -1,23 +1,11 @@
 """Say when numba compiles, so that a first solve is not a silent wait.
 
-The first solve of each loss x regularizer x engine compiles the jitted
-functions it calls (tens of seconds); later ones load them from numba's
-on-disk cache (``cache=True``) in well under a second.  :func:`announce_compilation`
-logs one INFO record on the logger ``mklkit.compilation`` when compilation
-starts inside its block; the command line shows it on stderr.  With
-``warn=True`` (the estimators' ``fit`` and ``fit_path``, :func:`mklkit.api.run`), the first
-compilation of the process also emits one :class:`CompilationWarning`,
-which Python shows by default: a first fit is then not a silent wait.
-
-How compilation is told from a cache load: numba broadcasts a
-``"numba:compile"`` event (:mod:`numba.core.event`) only when a dispatcher
-compiles.  In numba 0.68, ``Dispatcher.compile`` first calls
-``self._cache.load_overload``; on a hit it returns without any event, and
-only on a miss does it wrap ``self._compiler.compile`` in
-``trigger_event("numba:compile")``.  So a listener on that event hears real
-compilation only, at no cost otherwise: nothing is broadcast when every
-function is compiled or cached, and the listener is installed only while
-someone listens to the logger.
+The first solve of each loss x regularizer x engine compiles its jitted functions (tens of
+seconds); later ones load them from numba's disk cache.  :func:`announce_compilation` logs
+one INFO record on ``mklkit.compilation`` when compilation starts inside its block and, with
+``warn=True``, the first compilation of the process emits one :class:`CompilationWarning`.
+Numba broadcasts ``"numba:compile"`` only on a cache miss (``Dispatcher.compile``, numba
+0.68), so the listener hears real compilation only, and it is installed only when needed.
 """
 
 from __future__ import annotations
@@ -32,8 +20,6 @@ from typing import Iterator
 
 import numba
 from numba.core import event
-
-__all__ = ["CompilationWarning", "announce_compilation"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,9 +58,7 @@ class _FirstCompile(event.Listener):
     """Logs (and, with ``warn``, warns once per process) at the first compilation it hears."""
 
     def __init__(self, what: str, warn: bool = False) -> None:
-        self.what = what
-        self.warn = warn
-        self.heard = False
+        self.what, self.warn, self.heard = what, warn, False
 
     def on_start(self, ev: event.Event) -> None:
         if not self.heard:
@@ -96,23 +80,15 @@ class _FirstCompile(event.Listener):
 
 @contextmanager
 def announce_compilation(what: str, warn: bool = False) -> Iterator[None]:
-    """Log once when numba compiles (not when it loads a cached function) inside the block.
+    """Log once (INFO, logger ``mklkit.compilation``) when numba compiles inside the block.
 
     Parameters
     ----------
     what : str
-        What is being compiled, for the message: ``"loss 'logistic',
-        regularizer 'elasticnet' and engine 'spicy'"``.
+        What is compiled, for the message: ``"loss 'logistic', regularizer 'elasticnet' and
+        engine 'spicy'"``.
     warn : bool
-        Also emit a :class:`CompilationWarning` at the first compilation of
-        the process (once per process, whatever the block).
-
-    Notes
-    -----
-    The record is ``compiling numba code for <what> (first use, cached
-    afterwards)`` at level INFO on the logger ``mklkit.compilation``.  When
-    that logger does not pass INFO records (and no warning is due), no
-    listener is installed.
+        Also emit a :class:`CompilationWarning` at the first compilation of the process.
     """
     warn = warn and not _warned.is_set()
     if not (warn or logger.isEnabledFor(logging.INFO)):

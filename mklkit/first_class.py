@@ -1,20 +1,10 @@
 r"""What a jitted loop takes besides arrays: compiled functions by address, records of fixed type.
 
-A loop compiled once for every component receives the component's kernels as
-first-class functions (numba ``FunctionType``) and groups its other arguments into
-records (named tuples).  Two things make that cheap at each call:
-
-* :class:`FirstClass` (made by :func:`first_class`) resolves a dispatcher's compiled
-  address once; passed as itself, a dispatcher is looked up at every call of a loop
-  (about 40 µs per function).
-* :func:`fixed_type` registers a record class with one numba type, so an argument of
-  that class is typed without looking at its fields (typing a named tuple field by
-  field costs about 100 µs per call).  The price: numba no longer checks the fields,
-  so a builder checks them once (:func:`check_record`) where they do not come from
-  known types.
-
-The core's loops (:mod:`mklkit._jit.records`, :mod:`mklkit._jit.dual_cd`) and a
-plugin's (``mklkit_smo._records``) use the same four names.
+:func:`first_class` resolves a dispatcher's compiled address once (passed as itself, it is
+looked up at every call, about 40 µs per function); :func:`fixed_type` gives a record class
+one numba type, so that it is not typed field by field at each call (about 100 µs), and
+:func:`check_record` then checks its fields once where they do not come from known types.
+The core's loops and the SMO plugin's use them.
 """
 
 from __future__ import annotations
@@ -23,8 +13,6 @@ from typing import Any
 
 from numba import types
 from numba.core.typing.typeof import typeof_impl
-
-__all__ = ["FirstClass", "first_class", "fixed_type", "check_record"]
 
 
 class FirstClass(types.WrapperAddressProtocol):
@@ -72,9 +60,8 @@ def fixed_type(cls: type, typ: types.Type) -> None:
 
 
 def check_record(rec: Any, typ: types.Type) -> Any:
-    """``rec`` itself, after checking that every field has the numba type ``typ`` declares
-    for it (a record of fixed type is not typed at a call, so a wrong field would be
-    read as the declared type); raises :class:`TypeError` naming the field."""
+    """``rec``, after checking that every field has the numba type ``typ`` declares for it
+    (:class:`TypeError` naming the field otherwise)."""
     from numba import typeof
 
     for name, want, val in zip(type(rec)._fields, typ.types, rec):

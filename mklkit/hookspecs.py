@@ -1,24 +1,9 @@
-"""Hook specifications of the ``mklkit`` plugin system.
+"""Hook specifications of the ``mklkit`` plugin system (``docs/plugins.md``).
 
-Every component of mklkit -- loss, regularizer, engine, kernel function --
-is contributed through the hooks declared here, the built-ins included
-(:mod:`mklkit.builtin` is the first plugin).  A plugin is a module named by
-an entry point of the ``mklkit`` group::
-
-    [project.entry-points.mklkit]
-    huber = "mklkit_huber.plugin"
-
-whose functions are decorated with :data:`hookimpl` and named after a spec
-below::
-
-    from mklkit.plugins import hookimpl
-
-    @hookimpl
-    def mklkit_register_components(register):
-        register(Huber)
-
-This module imports nothing but :mod:`pluggy`, so that it stays cheap to
-import from the command line.
+A plugin is a module named by an entry point of the ``mklkit`` group whose functions,
+decorated with :data:`hookimpl`, are named after a spec below; the built-ins are the
+first plugin (:mod:`mklkit.builtin`).  Only :mod:`pluggy` is imported, so that the
+command line stays quick to start.
 """
 
 from __future__ import annotations
@@ -27,55 +12,33 @@ from typing import Callable
 
 import pluggy
 
-__all__ = ["PROJECT", "hookspec", "hookimpl", "RegisterFn", "mklkit_register_components"]
-
 #: Project name shared by the markers and the plugin manager.
 PROJECT = "mklkit"
 
-#: Marks a function of this module as a hook specification.
 hookspec = pluggy.HookspecMarker(PROJECT)
 
-#: Marks a plugin function as the implementation of a hook (re-exported by
-#: :mod:`mklkit.plugins`).
+#: Marks a plugin function as the implementation of a hook (re-exported by :mod:`mklkit.plugins`).
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
-#: ``register(cls) -> cls``: the callable handed to
-#: :func:`mklkit_register_components`.
+#: ``register(cls) -> cls``: the callable handed to :func:`mklkit_register_components`.
 RegisterFn = Callable[[type], type]
 
 
 @hookspec
 def mklkit_register_components(register: RegisterFn) -> None:
-    """Contribute component classes.
+    """Contribute component classes: call ``register(cls)`` once for each.
 
-    Call ``register(cls)`` once for every component class the plugin
-    provides.  ``register`` dispatches on the class attribute ``cls.kind``:
-
-    ``"loss"``
-        a subclass of :class:`mklkit.components.base.Loss`
-    ``"regularizer"``
-        a subclass of :class:`mklkit.components.base.Regularizer`
-    ``"engine"``
-        a subclass of :class:`mklkit.engines.base.Engine`
-    ``"kernel"``
-        a subclass of :class:`mklkit.kernels.functions.KernelFunction`
-
-    Each class must set a non-empty ``name`` (unique within its kind across
-    all installed plugins) and ``description``; losses and regularizers
-    also their jitted ``kernels`` named tuple.  ``register`` validates the
-    class on the spot and raises an error naming the plugin and what is
-    missing; it returns the class unchanged, so it may also be used as a
-    decorator.
+    ``register`` dispatches on ``cls.kind`` (``"loss"``, ``"regularizer"``, ``"engine"``,
+    ``"kernel"``: subclasses of :class:`mklkit.components.base.Loss`,
+    :class:`mklkit.components.base.Regularizer`, :class:`mklkit.engines.base.Engine`,
+    :class:`mklkit.kernels.functions.KernelFunction`), validates the class on the spot
+    (an error names the plugin and what is missing) and returns it, so it may decorate.
+    Each class sets a ``name`` unique within its kind and a ``description``.  The hook is
+    called once per plugin when the registry is first needed
+    (:func:`mklkit.plugins.get_registry`).
 
     Parameters
     ----------
     register : callable
         ``register(cls) -> cls``.
-
-    Notes
-    -----
-    The hook is called once per plugin, right after the plugin is loaded,
-    when the process-wide registry is first needed
-    (:func:`mklkit.plugins.get_registry`); importing mklkit alone loads no
-    plugin.
     """

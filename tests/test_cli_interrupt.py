@@ -454,7 +454,7 @@ def _system_error_from_interrupt(*args, **kwargs):
 
 def _engine_raising(name: str, raise_error: Callable[[], Any]) -> type:
     """A third-party engine on the skeleton whose algorithm raises what ``raise_error`` raises."""
-    from mklkit.engines import Engine
+    from mklkit.engines.base import Engine
 
     class Raising(Engine):
         description = "test engine: its algorithm raises"
@@ -492,7 +492,7 @@ def test_python_entry_points_raise_keyboard_interrupt():
             MKLClassifier(kernels, engine="plain_system_error").fit(X, y)
     # Engine.solve itself, outside any estimator
     from mklkit.components.losses import Logistic
-    from mklkit.components.regularizers import L1
+    from mklkit.components.elasticnet import L1
     from mklkit.problem import Problem
 
     G = X @ X.T

@@ -133,7 +133,7 @@ def test_the_jitted_loops_compile_once_per_function(tmp_path):
         import gc
         from numba.core.registry import CPUDispatcher
         from mklkit.components.losses import Hinge, Logistic
-        from mklkit.components.regularizers import L1
+        from mklkit.components.elasticnet import L1
         from mklkit.engines.bcd import BCD
         from mklkit.testing.engines import engine_problems
         for kp in engine_problems(BCD(), losses=[Logistic(), Hinge()], regularizers=[L1()]):

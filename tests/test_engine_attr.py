@@ -83,7 +83,7 @@ N_A9A = 300
 @pytest.fixture(scope="module")
 def a9a_problem():
     from mklkit.components.losses import Hinge
-    from mklkit.components.regularizers import L1
+    from mklkit.components.elasticnet import L1
     from mklkit.data import load_builtin
     from mklkit.engines import common
     from mklkit.kernels.build import KernelBank

@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from mklkit.components.losses import Logistic
-from mklkit.components.regularizers import L1, ElasticNet
+from mklkit.components.elasticnet import ElasticNet, L1
 from mklkit.data import load_builtin
 from mklkit.engines.spicy import Spicy
 from mklkit.kernels import BankError, KernelBank

@@ -10,7 +10,7 @@ import pytest
 
 from mklkit import MKLClassifier
 from mklkit.components.losses import Logistic
-from mklkit.components.regularizers import ElasticNet
+from mklkit.components.elasticnet import ElasticNet
 from mklkit.engines.spicy import Spicy
 from mklkit.estimators import default_kernels
 from mklkit.kernels import KernelBank, build_factor_bank

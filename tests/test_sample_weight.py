@@ -18,7 +18,8 @@ from sklearn.metrics import recall_score
 
 import mklkit
 from mklkit.data import load_builtin
-from mklkit.engines.common import SampleLoss, certify, zero_solution
+from mklkit.engines.common import certify, zero_solution
+from mklkit.engines.objectives import SampleLoss
 from mklkit.estimators import MKLClassifier, MKLRegressor
 from mklkit.plugins import get_registry
 from mklkit.problem import Problem

@@ -8,7 +8,7 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from mklkit.components.losses import Hinge, Logistic  # noqa: E402
-from mklkit.components.regularizers import L1, ElasticNet  # noqa: E402
+from mklkit.components.elasticnet import ElasticNet, L1  # noqa: E402
 from mklkit.engines import common  # noqa: E402
 from mklkit.engines.proximal import Proximal  # noqa: E402
 from mklkit.engines.spicy import Spicy  # noqa: E402
@@ -166,7 +166,7 @@ def test_proximal_engine_refuses_a_sharded_bank(sharded, data):
 
 def test_smo_mkl_refuses_a_sharded_bank(sharded, data):
     smo = pytest.importorskip("mklkit_smo.engine")
-    from mklkit.components.regularizers import KL
+    from mklkit.components.kl import KL
 
     p = Problem(K=sharded, y=data[1], loss=Hinge(), regularizer=KL(), C=0.5)
     with pytest.raises(BankAccessError, match=r"engine 'spicy'"):

@@ -1,69 +1,438 @@
-r"""Component contracts: losses and regularizers.
-
-Every engine of mklkit is generic over these two contracts; a third-party
-plugin implements them exactly as the built-ins do.  The mathematics is in
-``docs/contracts.md``; equation numbers refer to Suzuki & Tomioka (2011),
-"SpicyMKL: a fast algorithm for Multiple Kernel Learning with thousands of
-kernels" (``shared/papers/suzuki2011_spicymkl.txt``).
-
-This module gathers the contracts under one import path; the code is in
-``component.py`` (:class:`Component`, :func:`kernel`), ``loss.py`` (:class:`Loss`)
-and ``regularizer.py`` (:class:`Regularizer`, :class:`WeightNorm`).
-
-Design (see ``shared/STYLE.md``):
-
-* A component is a plain, picklable Python class.  ``__init__`` validates the
-  parameters declared in ``params`` and stores them; nothing else.
-* Its numerics are ``@kernel`` methods (:func:`kernel`: a static method
-  compiled with ``njit(cache=True)``) of float64 arrays plus a float64
-  parameter vector (``param_vector``).  Engines call them from Python on
-  whole vectors (``type(c).deriv(y, z, c.param_vector)``) or pass them to
-  jitted loops; the read-only attributes ``jit``, ``constrained`` and
-  ``bregman`` group them as a :class:`LossJit`, :class:`ConstrainedConjugate`,
-  :class:`RegularizerJit` or :class:`BregmanJit`.  No jitclass is involved, so
-  the compiled code is cached on disk.
-
-Sign convention for losses.  ``conj`` is the ordinary convex conjugate in the
-second argument, :math:`\ell^*(y, u) = \sup_z (uz - \ell(y, z))`.  The paper
-writes the dual of (7) with :math:`\ell^*(y_i, -\rho_i)` (eq. 15): engines
-evaluate the conjugate at :math:`u = -\rho`.
-"""
+"""Component contracts, which every engine is generic over and a plugin implements as the
+built-ins do: :class:`Component` and :func:`kernel`, :class:`Loss`, :class:`Regularizer` and
+:class:`WeightNorm` (``docs/contracts.md``; equations are SpicyMKL's)."""
 
 from __future__ import annotations
 
-from .component import CLASSIFICATION, REGRESSION, Component, LabelError, as_array, kernel
-from .component import _rebuild  # noqa: F401  (pickles of components name it by this path)
-from .loss import ConstrainedConjugate, Loss, LossJit
-from .params import Param, ParamError
-from .regularizer import BregmanJit, Regularizer, RegularizerJit, WeightNorm
+import math
+from typing import Any, Callable, ClassVar, NamedTuple, Sequence
 
-__all__ = [
-    "kernel",
-    "Component",
-    "Loss",
-    "LossJit",
-    "ConstrainedConjugate",
-    "Regularizer",
-    "RegularizerJit",
-    "BregmanJit",
-    "WeightNorm",
-    "LabelError",
-    "CLASSIFICATION",
-    "REGRESSION",
-]
-__all__ += ["Param", "ParamError", "as_array"]
+import numpy as np
+from numba import njit
 
-# Their public names: messages and ``repr`` name them by this import path.
-for _cls in (
-    Component,
-    LabelError,
-    Loss,
-    LossJit,
-    ConstrainedConjugate,
-    Regularizer,
-    RegularizerJit,
-    BregmanJit,
-    WeightNorm,
-):
-    _cls.__module__ = __name__
-del _cls
+from .params import Param, ParamError, validate_params  # noqa: F401 - ParamError: importable with the contracts
+
+CLASSIFICATION = "classification"
+REGRESSION = "regression"
+
+
+class LabelError(ValueError):
+    """Labels that a loss cannot be trained on."""
+
+
+def kernel(fn: Callable) -> staticmethod:
+    """A compiled method of a component, ``staticmethod(njit(cache=True)(fn))``: no ``self``,
+    the numeric parameters arrive as the vector ``params`` (``param_vector``)."""
+    return staticmethod(njit(cache=True)(fn))
+
+
+class _Derived:
+    """A read-only attribute that groups the kernel methods of a component class."""
+
+    def __init__(self, build: Callable[[type], Any]) -> None:
+        self._build = build
+        self.__doc__ = build.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, obj: Any, cls: type | None = None) -> Any:
+        return self._build(type(obj) if cls is None else cls)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        raise AttributeError(
+            f"'{self._name}' of {type(obj).__name__} is derived from its @kernel methods and cannot be set"
+        )
+
+
+def _refuse_declared_tuples(cls: type, names: Sequence[str]) -> None:
+    given = [n for n in names if n in cls.__dict__]
+    if given:
+        raise TypeError(
+            f"{cls.__module__}.{cls.__qualname__} assigns {', '.join(map(repr, given))}: "
+            "a component writes its numerics as @kernel methods "
+            "(mklkit.components.base.kernel), from which "
+            f"{' and '.join(map(repr, given))} {'is' if len(given) == 1 else 'are'} derived"
+        )
+
+
+def _kernels(cls: type, names: Sequence[str]) -> list[Any]:
+    return [getattr(cls, n, None) for n in names]
+
+
+class Component:
+    """Base of every pluggable component: a subclass sets ``kind``, ``name``, ``description``
+    and ``params``; instances hold the validated parameter values as attributes."""
+
+    kind: ClassVar[str] = ""
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    params: ClassVar[tuple[Param, ...]] = ()
+
+    def __init__(self, **kwargs: Any) -> None:
+        values = validate_params(self.params, kwargs, owner=self.name or type(self).__name__)
+        self._param_values = values
+        for key, val in values.items():
+            setattr(self, key, val)
+        self._check()
+
+    def _check(self) -> None:
+        """Cross-parameter checks; raise :class:`ParamError`."""
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """Validated parameters in declaration order (scikit-learn's ``get_params``)."""
+        return dict(self._param_values)
+
+    @property
+    def param_vector(self) -> np.ndarray:
+        """Numeric parameters as a C-contiguous float64 vector (declaration order)."""
+        vals = [float(v) for v in self._param_values.values() if isinstance(v, (int, float))]
+        return np.ascontiguousarray(vals, dtype=np.float64)
+
+    def describe(self) -> str:
+        """The name with the parameters, for messages: ``elasticnet(lam=0.5)``."""
+        params = self.get_params()
+        if not params:
+            return self.name
+        args = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v!r}" for k, v in params.items())
+        return f"{self.name}({args})"
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self._param_values.items())
+        return f"{type(self).__name__}({args})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self._param_values == other._param_values  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), tuple(self._param_values.items())))
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), self._param_values))
+
+
+def _rebuild(cls, values):
+    return cls(**values)
+
+
+def as_array(x: Sequence[float] | np.ndarray) -> np.ndarray:
+    """C-contiguous float64 array, without a copy where possible (cached signatures match)."""
+    return np.ascontiguousarray(x, dtype=np.float64)
+
+
+class LossJit(NamedTuple):
+    r"""The kernels of a loss, ``f(y, z_or_u, params)`` (``conj_lower``, ``conj_upper``:
+    ``f(y, params)``) of (N,) float64 arrays: :math:`\ell`, its derivatives in ``z``, the
+    conjugate :math:`\ell^*(y, u)` (``inf`` outside its domain), its derivatives and domain."""
+
+    value: Any
+    deriv: Any
+    deriv2: Any
+    conj: Any
+    conj_grad: Any
+    conj_hess: Any
+    conj_lower: Any
+    conj_upper: Any
+
+
+class ConstrainedConjugate(NamedTuple):
+    r"""The constrained form of a non-smooth conjugate (SpicyMKL eq. 33),
+    :math:`\ell^*(y, u) = \min_{\tilde u} \{\ell_0^*(y, (u, \tilde u)) : h_j \le 0\}`: kernels
+    ``f(y, u, ut, params)`` of :math:`\ell_0^*`, the :math:`h_j` and their derivatives."""
+
+    l0: Any
+    l0_grad: Any
+    l0_hess: Any
+    cons: Any
+    cons_grad: Any
+    cons_hess: Any
+
+
+@njit(cache=True)
+def _zeros(y, z, params):
+    return np.zeros(y.shape[0])
+
+
+class Loss(Component):
+    r"""A per-sample loss :math:`\ell(y, z)`: the kernels of :class:`LossJit` as ``@kernel``
+    methods (``deriv2``, ``conj_hess`` default to 0) and, unless ``smooth_conjugate``, those of
+    :class:`ConstrainedConjugate`, grouped read-only as ``jit`` and ``constrained``."""
+
+    kind: ClassVar[str] = "loss"
+    task: ClassVar[str] = CLASSIFICATION
+    smooth_conjugate: ClassVar[bool] = True
+    n_aux: ClassVar[int] = 0
+    n_cons: ClassVar[int] = 0
+    smooth_primal: ClassVar[bool] = True
+    linear_conjugate: ClassVar[bool] = False
+
+    #: The kernels of ``jit``, those without a default, and those of ``constrained``.
+    KERNELS: ClassVar[tuple[str, ...]] = LossJit._fields
+    REQUIRED_KERNELS: ClassVar[tuple[str, ...]] = ("value", "deriv", "conj", "conj_grad", "conj_lower", "conj_upper")
+    CONSTRAINED_KERNELS: ClassVar[tuple[str, ...]] = ConstrainedConjugate._fields
+
+    deriv2 = staticmethod(_zeros)
+    conj_hess = staticmethod(_zeros)
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        _refuse_declared_tuples(cls, ("jit", "constrained"))
+
+    @_Derived
+    def jit(cls) -> LossJit:
+        """The kernels as a :class:`LossJit` (read-only)."""
+        return LossJit(*_kernels(cls, LossJit._fields))
+
+    @_Derived
+    def constrained(cls) -> ConstrainedConjugate | None:
+        """The constrained form as a :class:`ConstrainedConjugate`; None when a kernel is missing."""
+        fns = _kernels(cls, ConstrainedConjugate._fields)
+        return None if any(f is None for f in fns) else ConstrainedConjugate(*fns)
+
+    def deriv_lipschitz(self) -> float:
+        r"""A bound on :math:`\sup_z |\partial_z^2 \ell(y, z)|` (``inf`` if none)."""
+        return float("inf")
+
+    def cvxpy_expr(self, y: np.ndarray, z: Any, w: np.ndarray | None = None) -> Any:
+        r""":math:`\sum_i w_i\,\ell(y_i, z_i)` as a cvxpy expression (the conic reference), or ``NotImplemented``."""
+        return NotImplemented
+
+    def linear_pieces(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        r"""``lower, upper, slope_lower, slope_upper`` (N,) of a ``linear_conjugate`` loss: the
+        domain ends :math:`l \le 0 \le u` and the slopes :math:`\ell^*(y, l)/l`,
+        :math:`\ell^*(y, u)/u` (0 for an empty piece)."""
+        y = as_array(y)
+        k, p = self.jit, self.param_vector
+        lo = np.asarray(k.conj_lower(y, p), dtype=np.float64)
+        hi = np.asarray(k.conj_upper(y, p), dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s_lo = np.where(
+                lo < 0.0, np.asarray(k.conj(y, as_array(np.minimum(lo, 0.0)), p)) / np.where(lo < 0.0, lo, 1.0), 0.0
+            )
+            s_hi = np.where(
+                hi > 0.0, np.asarray(k.conj(y, as_array(np.maximum(hi, 0.0)), p)) / np.where(hi > 0.0, hi, 1.0), 0.0
+            )
+        return lo, hi, s_lo, s_hi
+
+    def validate_labels(self, y: np.ndarray) -> np.ndarray:
+        """The labels as a float64 vector; :class:`LabelError` unless finite (and exactly the
+        two values -1 and +1 for a classification loss)."""
+        y = np.asarray(y)
+        if y.ndim != 1:
+            raise LabelError(f"labels must be a 1-d vector; got shape {y.shape}")
+        if y.size == 0:
+            raise LabelError("labels are empty")
+        try:
+            yf = y.astype(np.float64)
+        except (TypeError, ValueError):
+            raise LabelError(f"labels must be numbers; got dtype {y.dtype}") from None
+        if not np.all(np.isfinite(yf)):
+            raise LabelError("labels contain NaN or inf")
+        if self.task == CLASSIFICATION:
+            values = np.unique(yf)
+            if not np.all(np.isin(values, (-1.0, 1.0))):
+                shown = ", ".join(f"{v:g}" for v in values[:6])
+                more = ", ..." if values.size > 6 else ""
+                kind = "a continuous target" if values.size > 10 else "labels"
+                raise LabelError(
+                    f"the {self.task} loss {self.name!r} needs labels in {{-1, +1}}; "
+                    f"got {kind} with values {{{shown}{more}}}"
+                )
+            if values.size != 2:
+                raise LabelError(
+                    f"the {self.task} loss {self.name!r} needs both classes -1 and +1; got only {values[0]:g}"
+                )
+        return np.ascontiguousarray(yf)
+
+
+class RegularizerJit(NamedTuple):
+    r"""The kernels of a regularizer :math:`\tilde g_C(x) = C\,g(x^2)` of the block norms
+    (SpicyMKL §4), ``f(x, C, params)`` (``weight``, ``penalty``: ``f(x, params)``): value, prox,
+    conjugate (eq. 45), Moreau envelope of the conjugate, kernel weight and Tikhonov penalty."""
+
+    value: Any
+    prox: Any
+    prox_deriv: Any
+    conj: Any
+    conj_grad: Any
+    conj_hess: Any
+    env: Any
+    env_grad: Any
+    env_hess: Any
+    weight: Any
+    penalty: Any
+
+
+class BregmanJit(NamedTuple):
+    r"""The Bregman form :math:`r_F(d) = F(d) - F(d_0) - (d - d_0)^\top f(d_0)` of a kernel-weight
+    penalty (SMO-MKL §5.2): the kernels ``bregman_F``, ``bregman_f`` (:math:`F'`),
+    ``bregman_finv`` and ``bregman_d0``."""
+
+    F: Any
+    f: Any
+    finv: Any
+    d0: Any
+
+
+class WeightNorm(NamedTuple):
+    r"""A regularizer :math:`C\,R` given by a p-norm of the kernel weights: with
+    :math:`s = 2p/(p+1)`, the squared p-norm penalty :math:`R = \tfrac34(2\lambda)^{1/3}\|x\|_s^{4/3}`
+    (SMO-MKL eq. 1), or with ``lam`` None the constraint :math:`R = \tfrac12\|x\|_s^2`
+    (``p = 1``: the support kernel machine, Bach et al. 2004)."""
+
+    p: float
+    lam: float | None = None
+
+    @property
+    def block_exponent(self) -> float:
+        """:math:`s = 2p/(p+1)`, the exponent of the norm of the block norms."""
+        return 2.0 * float(self.p) / (float(self.p) + 1.0)
+
+    def _norm(self, x: np.ndarray, s: float) -> float:
+        x = np.asarray(x, dtype=np.float64)
+        top = float(np.max(x)) if x.size else 0.0
+        if top <= 0.0:
+            return 0.0
+        if math.isinf(s):
+            return top
+        if s == 1.0:
+            return float(np.sum(x))
+        return top * float(np.sum((x / top) ** s)) ** (1.0 / s)
+
+    def value(self, norms: np.ndarray, C: float) -> float:
+        r""":math:`C\,R` at the block norms ``norms`` (all kernels)."""
+        n = self._norm(norms, self.block_exponent)
+        if self.lam is None:
+            return 0.5 * float(C) * n * n
+        return float(C) * 0.75 * (2.0 * float(self.lam)) ** (1.0 / 3.0) * n ** (4.0 / 3.0)
+
+    def conj(self, dual_norms: np.ndarray, C: float) -> float:
+        r"""The conjugate of :math:`C\,R` at the dual block norms (:math:`u = \|y\|_{s^*}`):
+        :math:`u^2/(2C)`, or :math:`27u^4/(256a^3)` with :math:`a = \tfrac34 C(2\lambda)^{1/3}`."""
+        s = self.block_exponent
+        dual = math.inf if s == 1.0 else s / (s - 1.0)
+        u = self._norm(dual_norms, dual)
+        if self.lam is None:
+            return u * u / (2.0 * float(C))
+        a = 0.75 * float(C) * (2.0 * float(self.lam)) ** (1.0 / 3.0)
+        return 27.0 * u**4 / (256.0 * a**3)
+
+    def cvxpy_expr(self, norms: Sequence[Any], squares: Sequence[Any], C: float, betas: Any = None) -> Any:
+        r""":math:`C\,R` as a cvxpy expression of the block norms; ``NotImplemented`` for the
+        constraint form with p > 1."""
+        import cvxpy as cp
+
+        p, lam = float(self.p), self.lam
+        if lam is None:
+            if p != 1.0:
+                return NotImplemented
+            return C / 2 * cp.square(cp.sum(cp.hstack(norms)))
+        if p <= 1.0:
+            return NotImplemented
+        s = 2 * p / (p + 1)
+        return C * 0.75 * (2 * lam) ** (1 / 3) * cp.power(cp.pnorm(cp.hstack(norms), s), 4 / 3)
+
+
+_ENV_DEFAULTS = (("env_grad", "prox"), ("env_hess", "prox_deriv"))
+
+
+class Regularizer(Component):
+    r"""A block-norm regularizer :math:`C \sum_m g(\|\alpha_m\|_{K_m}^2)`: the kernels of
+    :class:`RegularizerJit` as ``@kernel`` methods (``env_grad``, ``env_hess`` default to
+    ``prox``, ``prox_deriv``) and optionally those of :class:`BregmanJit`, grouped read-only
+    as ``jit`` and ``bregman``."""
+
+    kind: ClassVar[str] = "regularizer"
+    separable: ClassVar[bool] = True
+    weight_norm: ClassVar[WeightNorm | None] = None
+
+    #: The kernels of ``jit``, those without a default, and those of ``bregman``.
+    KERNELS: ClassVar[tuple[str, ...]] = RegularizerJit._fields
+    REQUIRED_KERNELS: ClassVar[tuple[str, ...]] = tuple(
+        f for f in RegularizerJit._fields if f not in ("env_grad", "env_hess")
+    )
+    BREGMAN_KERNELS: ClassVar[tuple[str, ...]] = ("bregman_F", "bregman_f", "bregman_finv", "bregman_d0")
+    _defaulted: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        _refuse_declared_tuples(cls, ("jit", "bregman"))
+        defaulted = set()
+        for derived, source in _ENV_DEFAULTS:
+            if derived in cls.__dict__ or (hasattr(cls, derived) and derived not in cls._defaulted):
+                continue  # written by this class or an ancestor
+            fn = getattr(cls, source, None)
+            setattr(cls, derived, None if fn is None else staticmethod(fn))
+            defaulted.add(derived)
+        cls._defaulted = frozenset(defaulted)
+
+    @_Derived
+    def jit(cls) -> RegularizerJit:
+        """The kernels as a :class:`RegularizerJit` (read-only)."""
+        return RegularizerJit(*_kernels(cls, RegularizerJit._fields))
+
+    @_Derived
+    def bregman(cls) -> BregmanJit | None:
+        """The Bregman form as a :class:`BregmanJit`; None when a kernel is missing."""
+        fns = _kernels(cls, cls.BREGMAN_KERNELS)
+        return None if any(f is None for f in fns) else BregmanJit(*fns)
+
+    @property
+    def smooth_conjugate(self) -> bool:
+        r"""Whether :math:`\tilde g_C^*` is twice differentiable on [0, ∞) (SpicyMKL §4.3)."""
+        return False
+
+    @property
+    def tikhonov_form(self) -> bool:
+        """Whether ``g`` is concave, so that ``weight`` and ``penalty`` exist (SpicyMKL §4.1)."""
+        return True
+
+    @property
+    def sparse(self) -> bool:
+        r"""Whether :math:`\tilde g_C'(0) > 0`, so that blocks can be exactly zero."""
+        return True
+
+    def cvxpy_expr(self, norms: Sequence[Any], squares: Sequence[Any], C: float, betas: Any = None) -> Any:
+        r""":math:`\sum_m \tilde g_C(x_m)` as a cvxpy expression of the block norms, their squares and
+        the block variables (the conic reference): that of ``weight_norm``, else ``NotImplemented``."""
+        wn = self.weight_norm
+        return NotImplemented if wn is None else wn.cvxpy_expr(norms, squares, C, betas)
+
+    def conj_radius(self, C: float) -> float:
+        r"""Radius of the domain of :math:`\tilde g_C^*` (``inf`` if unbounded; SpicyMKL §6.1)."""
+        return float("inf")
+
+    def zero_threshold(self, C: float) -> float:
+        r""":math:`t_C = \tilde g_C'(0^+)`, the largest dual block norm at which a block stays zero
+        (SpicyMKL eq. 13; it gives ``C_max``): by bisection of ``jit.prox`` at ``C = 1``, scaled."""
+        t1 = self.__dict__.get("_zero_threshold_1")
+        if t1 is None:
+            t1 = _prox_threshold(self.jit.prox, self.param_vector) if self.sparse else 0.0
+            self.__dict__["_zero_threshold_1"] = t1
+        return float(C) * t1
+
+
+def _prox_threshold(prox: Any, params: np.ndarray) -> float:
+    r""":math:`\sup\{v \ge 0: \mathrm{prox}(v \mid \tilde g_1) = 0\}` within 4 ulps by bisection:
+    0 when the prox is positive at :math:`10^{-12}`, ``inf`` when zero up to :math:`10^{300}`."""
+
+    def zero(v: float) -> bool:
+        out = prox(np.array([v]), 1.0, params)
+        return not float(np.asarray(out)[0]) > 0.0
+
+    if not zero(1e-12):
+        return 0.0
+    lo, hi = 1e-12, 1.0
+    while zero(hi):
+        lo, hi = hi, 2.0 * hi
+        if hi > 1e300:
+            return float("inf")
+    for _ in range(2000):
+        if hi - lo <= 4.0 * np.finfo(np.float64).eps * hi:
+            break
+        mid = 0.5 * (lo + hi)
+        if zero(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo

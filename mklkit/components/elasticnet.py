@@ -1,26 +1,16 @@
-r"""The elastic-net family :math:`g(t) = a\sqrt t + b\,t/2`: the block 1-norm
-``l1`` (:math:`b = 0`), ``elasticnet`` and ``uniform`` (:math:`a = 0`).
-
-Kernel signatures: ``f(x, C, params)`` for everything that scales with C,
-``f(x, params)`` for the kernel-weight map and the Tikhonov penalty ``h``
-(which are per unit C).
-"""
+r"""The elastic-net family :math:`g(t) = a\sqrt t + b\,t/2`: the block 1-norm ``l1``
+(:math:`b = 0`), ``elasticnet`` and ``uniform`` (:math:`a = 0`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .component import kernel
+from .base import Regularizer, kernel
 from .params import Param
-from .regularizer import Regularizer
-from .roots import INF
 
-__all__ = ["L1", "ElasticNet", "Uniform"]
+INF = np.inf
 
 
-# ---------------------------------------------------------------------------
-# block 1-norm:  g(t) = sqrt(t),  g~_C(x) = C x   (eq. 4, 13, 21, 22)
-# ---------------------------------------------------------------------------
 class L1(Regularizer):
     r"""Block 1-norm :math:`C\sum_m\|\alpha_m\|_{K_m}`, :math:`g(t) = \sqrt t` (eq. 4).
 
@@ -85,10 +75,6 @@ class L1(Regularizer):
         return C * cp.sum(cp.hstack(norms))
 
 
-# ---------------------------------------------------------------------------
-# elastic net:  g(t) = (1-lam) sqrt(t) + lam t / 2   (eq. 43, 46; §4.3.1)
-# params = [lam];  a = C (1 - lam),  b = C lam
-# ---------------------------------------------------------------------------
 class ElasticNet(Regularizer):
     r"""Elastic net :math:`C\sum_m((1-\lambda)\|\alpha_m\|_{K_m} + \tfrac\lambda2\|\alpha_m\|_{K_m}^2)` (eq. 43).
 
@@ -219,9 +205,6 @@ class ElasticNet(Regularizer):
         return C * ((1 - lam) * cp.sum(cp.hstack(norms)) + lam / 2 * cp.sum(cp.hstack(squares)))
 
 
-# ---------------------------------------------------------------------------
-# uniform:  g(t) = t / 2,  g~_C(x) = C x^2 / 2  (Table 3, d_m = 1)
-# ---------------------------------------------------------------------------
 class Uniform(Regularizer):
     r"""Uniform combination :math:`\frac C2\sum_m\|\alpha_m\|_{K_m}^2`: every :math:`d_m = 1`.
 

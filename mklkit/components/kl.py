@@ -1,31 +1,40 @@
-r"""The generalized KL divergence on the kernel weights, ``kl``
-(``docs/kl_regularizer.md``).
-
-Kernel signatures: ``f(x, C, params)`` for everything that scales with C,
-``f(x, params)`` for the kernel-weight map and the Tikhonov penalty ``h``
-(which are per unit C).
-"""
+r"""The generalized KL divergence on the kernel weights, ``kl`` (``docs/kl_regularizer.md``):
+:math:`h(d) = d\log(d/d_0) - d + d_0`, :math:`d = d_0\exp(W(2t/d_0^2)/2)`,
+:math:`\tilde g_C^*(y) = \tfrac{C d_0}{2}(e^{y^2/C^2} - 1)`; ``params = [d0]``."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from .component import kernel
+from .base import Regularizer, kernel
 from .params import Param
-from .regularizer import Regularizer
-from .roots import INF, lambertw0
 
-__all__ = ["KL"]
+INF = np.inf
 
 
-# ---------------------------------------------------------------------------
-# generalized KL divergence on kernel weights (docs/kl_regularizer.md):
-#   h(d) = d log(d / d0) - d + d0,
-#   g(t) = t / d - d / 2 + d0 / 2  with  d = d0 exp(W(2 t / d0^2) / 2),
-#   g~*_C(y) = (C d0 / 2) (exp(y^2 / C^2) - 1).
-# params = [d0]
-# ---------------------------------------------------------------------------
+@njit(cache=True)
+def lambertw0(z):
+    r"""Principal branch :math:`W_0(z)` for ``z >= 0`` (Halley's iteration)."""
+    if z == 0.0:
+        return 0.0
+    if z < 3.0:
+        w = np.log1p(z)
+    else:
+        lz = np.log(z)
+        w = lz - np.log(lz)
+    for _ in range(60):
+        ew = np.exp(w)
+        f = w * ew - z
+        wp1 = w + 1.0
+        denom = ew * wp1 - (w + 2.0) * f / (2.0 * wp1)
+        dw = f / denom
+        w -= dw
+        if abs(dw) <= 1e-15 * (1.0 + abs(w)):
+            break
+    return w
+
+
 @njit(cache=True)
 def _lambertw0_log(logz):
     r"""W_0(e^{logz}) for large arguments: Newton on :math:`w + \log w = \log z`."""
@@ -64,13 +73,9 @@ def _kl_conj_hess1(y, C, d0):
 
 @njit(cache=True)
 def _kl_conj_prox_t(v, C, d0):
-    r"""t = s / C for the conjugate's prox: :math:`s + d_0 (s/C) e^{(s/C)^2} = v`.
-
-    Solved in log form, :math:`\psi(t) = t^2 + \log t + \log d_0 - \log(v - Ct) = 0`
-    on :math:`0 < t < v/C`, where ψ is increasing and Newton's method is
-    well behaved even when the exponential is far beyond float64 range;
-    safeguarded by bisection on the bracket.
-    """
+    r"""t = s / C for the conjugate's prox :math:`s + d_0 (s/C) e^{(s/C)^2} = v`: Newton on
+    :math:`t^2 + \log t + \log d_0 - \log(v - Ct) = 0` (increasing, no overflow), safeguarded
+    by bisection."""
     if v <= 0.0:
         return 0.0
     lo = 0.0
@@ -104,15 +109,9 @@ def _kl_conj_prox1(v, C, d0):
 
 
 class KL(Regularizer):
-    r"""Generalized KL divergence on kernel weights (SMO-MKL §5.2, eq. 22).
-
-    Tikhonov penalty :math:`h(d) = d\log(d/d_0) - d + d_0`; through
-    :math:`g(t) = \inf_{d>0} t/(2d) + h(d)/2` (SpicyMKL §4.1) this gives
-    :math:`d(t) = d_0\exp(W(2t/d_0^2)/2)`,
-    :math:`g(t) = t/d - (d - d_0)/2` and the smooth conjugate
-    :math:`\tilde g_C^*(y) = \tfrac{C d_0}{2}(e^{y^2/C^2} - 1)`.
-    Derivation: ``docs/kl_regularizer.md``.
-    """
+    r"""Generalized KL divergence on kernel weights (SMO-MKL §5.2, eq. 22):
+    :math:`h(d) = d\log(d/d_0) - d + d_0`, :math:`g(t) = t/d - (d - d_0)/2` (SpicyMKL §4.1);
+    derivation in ``docs/kl_regularizer.md``."""
 
     name = "kl"
     description = "generalized KL divergence of the kernel weights from d0 (non-sparse)"

@@ -1,10 +1,5 @@
-r"""Built-in losses: hinge, logistic, squared, ε-insensitive.
-
-Each is written exactly as SpicyMKL §2.1 writes it; conjugates follow
-eqs. (16), (17), (34) and (35).  See ``docs/contracts.md``.  Kernels are
-array functions ``f(y, z_or_u, params) -> ndarray`` of C-contiguous float64
-arrays; ``params`` is the component's parameter vector.
-"""
+r"""Built-in losses as SpicyMKL §2.1 writes them: hinge, logistic, squared, ε-insensitive
+(conjugates: eqs. 16, 17, 34, 35)."""
 
 from __future__ import annotations
 
@@ -19,9 +14,7 @@ __all__ = ["Hinge", "Logistic", "Squared", "EpsInsensitive", "BUILTIN_LOSSES"]
 INF = np.inf
 
 
-# ---------------------------------------------------------------------------
-# shared: classification conjugate domain  -1 <= y u <= 0
-# ---------------------------------------------------------------------------
+# the domain -1 <= y u <= 0 of a classification loss's conjugate
 @njit(cache=True)
 def cls_conj_lower(y, params):
     out = np.empty(y.shape[0])
@@ -126,9 +119,6 @@ class Hinge(Loss):
         return cp.sum(_weighted(cp.pos(1 - cp.multiply(y, z)), w))
 
 
-# ---------------------------------------------------------------------------
-# logistic helpers
-# ---------------------------------------------------------------------------
 @njit(cache=True)
 def _log1pexp(a):
     # log(1 + exp(a)) without overflow

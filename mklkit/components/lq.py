@@ -1,27 +1,40 @@
-r"""The block lq-norm ``lq``: :math:`g(t) = t^{q/2}/q`, q > 1 (SpicyMKL §4.3.2).
-
-Kernel signatures: ``f(x, C, params)`` for everything that scales with C,
-``f(x, params)`` for the kernel-weight map and the Tikhonov penalty ``h``
-(which are per unit C).
-"""
+r"""The block lq-norm ``lq``: :math:`g(t) = t^{q/2}/q`, q > 1 (SpicyMKL §4.3.2); ``params = [q]``,
+:math:`r = q/(q-1)`, :math:`\tilde g_C^*(y) = C^{1-r} y^r / r`."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from .component import kernel
+from .base import Regularizer, kernel
 from .params import Param
-from .regularizer import Regularizer
-from .roots import INF, solve_power_eq
 
-__all__ = ["Lq"]
+INF = np.inf
 
 
-# ---------------------------------------------------------------------------
-# block lq-norm:  g(t) = t^(q/2) / q,  g~_C(x) = C x^q / q  (§4.3.2), q > 1
-# params = [q];  r = q / (q - 1);  g~*_C(y) = C^(1-r) y^r / r
-# ---------------------------------------------------------------------------
+@njit(cache=True)
+def solve_power_eq(v, c, k):
+    r"""Root :math:`t \in [0, v]` of :math:`t + c t^k = v` (``v >= 0``, ``c > 0``, ``k >= 1``) by
+    Newton from :math:`\min(v, (v/c)^{1/k})`, monotone since the left side is convex."""
+    if v <= 0.0:
+        return 0.0
+    t = min(v, (v / c) ** (1.0 / k))
+    for _ in range(200):
+        f = t + c * t**k - v
+        if f <= 0.0:
+            break
+        fp = 1.0 + c * k * t ** (k - 1.0)
+        step = f / fp
+        t_new = t - step
+        if t_new <= 0.0:
+            t_new = 0.5 * t
+        if abs(t - t_new) <= 1e-15 * max(t, 1e-300):
+            t = t_new
+            break
+        t = t_new
+    return t
+
+
 @njit(cache=True)
 def _lq_prox1(v, C, q):
     # p + C p^(q-1) = v.  For q >= 2 solve it directly (convex in p); for

@@ -1,10 +1,5 @@
-"""Parameter declarations shared by every component kind.
-
-A component (loss, regularizer, kernel function, engine) declares its
-parameters as a tuple of :class:`Param`.  Specs, the command line and the
-estimators validate through this one declaration, so a bad value is reported
-the same way everywhere.
-"""
+"""Parameter declarations (:class:`Param`) of every component kind: specs, the command line
+and the estimators validate through them, so a bad value is reported the same way everywhere."""
 
 from __future__ import annotations
 
@@ -14,25 +9,12 @@ from typing import Any, Sequence
 
 
 class ParamError(ValueError):
-    """A parameter value that its declaration does not allow.
-
-    Attributes
-    ----------
-    key : str
-        Parameter name (the spec layer prefixes the key path).
-    value : Any
-        The offending value, as given.
-    allowed : str
-        What is allowed, in words ("a number > 1").
-    """
+    """A parameter value that its declaration does not allow: ``key`` (the spec layer prefixes
+    the key path), ``value`` as given, ``allowed`` in words ("a number > 1")."""
 
     def __init__(self, key: str, value: Any, allowed: str, owner: str = ""):
-        self.key = key
-        self.value = value
-        self.allowed = allowed
-        self.owner = owner
-        where = f"{owner}: " if owner else ""
-        super().__init__(f"{where}{key} must be {allowed}; got {value!r}")
+        self.key, self.value, self.allowed, self.owner = key, value, allowed, owner
+        super().__init__(f"{owner + ': ' if owner else ''}{key} must be {allowed}; got {value!r}")
 
 
 class UnknownParamError(ParamError):
@@ -69,7 +51,9 @@ class Param:
     low, high : float, optional
         Bounds for numbers; ``low_open``/``high_open`` make them strict.
     choices : sequence, optional
-        Allowed values for strings.
+        Allowed values.
+    nullable : bool
+        Whether None is allowed.
     """
 
     name: str
@@ -115,36 +99,29 @@ class Param:
             return None
         err = ParamError(self.name, value, self.allowed(), owner)
         if self.type is bool:
-            if not isinstance(value, (bool,)):
+            if not isinstance(value, bool):
                 raise err
-            return bool(value)
+            return value
         if self.type is str:
-            if not isinstance(value, str):
-                raise err
-            if self.choices is not None and value not in self.choices:
+            if not isinstance(value, str) or (self.choices is not None and value not in self.choices):
                 raise err
             return value
         # numbers: reject bools and strings explicitly (YAML 'yes' -> True)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise err
         if self.type is int:
-            if isinstance(value, float):
-                if not value.is_integer():
-                    raise err
+            if isinstance(value, float) and not value.is_integer():
+                raise err
             value = int(value)
         else:
             value = float(value)
             if math.isnan(value):
                 raise err
-        if self.low is not None:
-            if value < self.low or (self.low_open and value == self.low):
-                raise err
-        if self.high is not None:
-            if value > self.high or (self.high_open and value == self.high):
-                raise err
-        if self.type is float and math.isinf(value):
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
             raise err
-        if self.choices is not None and value not in self.choices:
+        if self.high is not None and (value > self.high or (self.high_open and value == self.high)):
+            raise err
+        if (self.type is float and math.isinf(value)) or (self.choices is not None and value not in self.choices):
             raise err
         return value
 
@@ -159,12 +136,8 @@ def _fmt(x: float) -> str:
 
 
 def validate_params(declared: Sequence[Param], given: dict[str, Any], owner: str) -> dict[str, Any]:
-    """Validate keyword parameters against a declaration.
-
-    Unknown keys raise :class:`ParamError` listing the known ones (with a
-    did-you-mean); missing required keys raise too.  Returns a full mapping
-    with defaults filled in, in declaration order.
-    """
+    """The keyword parameters validated, defaults filled in, in declaration order; an unknown
+    key (with a did-you-mean) or a missing required one raises :class:`ParamError`."""
     known = {p.name: p for p in declared}
     for key in given:
         if key not in known:

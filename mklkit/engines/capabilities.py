@@ -1,63 +1,22 @@
-r"""What an engine can require of a problem: capabilities of the loss, the regularizer and the bank.
+"""What an engine can require of a problem: capabilities of the loss, the regularizer and the
+bank (the catalogue is in ``docs/contracts.md``, "Capabilities").
 
-An engine states its needs in :attr:`mklkit.engines.base.Engine.requires`
-(a :class:`Requires` of :class:`Requirement`), and
-:meth:`~mklkit.engines.base.Engine.supports` derives its reason from them:
-no engine tests the name or the class of a component.  Each capability is
-a property of the component contracts (``components/base.py``), so a
-third-party component that declares it is solved like a built-in.  The
-catalogue (documented in ``docs/contracts.md``, "Capabilities"):
-
-========================  ============  =========================================
-capability                of            holds when
-========================  ============  =========================================
-``SMOOTH_CONJUGATE``      loss          ``smooth_conjugate`` (SpicyMKL §3.3)
-``CONSTRAINED_FORM``      loss          ``constrained`` given (eq. 33)
-``SMOOTH_PRIMAL``         loss          ``smooth_primal`` (gradient steps)
-``LINEAR_CONJUGATE``      loss          ``linear_conjugate``: the SVM-type dual
-``HINGE_CONJUGATE``       loss          the conjugate is the hinge's, :math:`yu` on
-                                        :math:`-1 \le yu \le 0` (derived from
-                                        :meth:`~mklkit.components.base.Loss.linear_pieces`)
-``SEPARABLE``             regularizer   ``separable``
-``SMOOTH_REG_CONJUGATE``  regularizer   ``smooth_conjugate`` (one-step method)
-``BREGMAN_FORM``          regularizer   separable with ``bregman`` (SMO-MKL §5.2)
-``PNORM_PENALTY``         regularizer   ``weight_norm`` with ``lam`` (SMO-MKL eq. 1)
-``L1_SQUARED_FORM``       regularizer   ``weight_norm`` is ``WeightNorm(1)`` (the SKM)
-``ARRAY_BANK``            bank          ``problem.K`` is one (M, N, N) array
-``FACTOR_BANK``           bank          ``problem.representation`` is ``"factor"``
-                                        (a ``FactorBank``)
-========================  ============  =========================================
+An engine states its needs in :attr:`~mklkit.engines.base.Engine.requires` (a
+:class:`Requires`) and :meth:`~mklkit.engines.base.Engine.supports` derives its reason from
+them: no engine tests the name or the class of a component.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, Callable
 
 import numpy as np
 
 from ..kernels.ops import BankAccessError
 from ..problem import Problem
-
-__all__ = [
-    "Capability",
-    "Requirement",
-    "Requires",
-    "needs",
-    "WEIGHTS_REFUSED",
-    "SMOOTH_CONJUGATE",
-    "CONSTRAINED_FORM",
-    "SMOOTH_PRIMAL",
-    "LINEAR_CONJUGATE",
-    "HINGE_CONJUGATE",
-    "SEPARABLE",
-    "SMOOTH_REG_CONJUGATE",
-    "BREGMAN_FORM",
-    "PNORM_PENALTY",
-    "L1_SQUARED_FORM",
-    "ARRAY_BANK",
-    "FACTOR_BANK",
-]
 
 _SUBJECT = {"loss": "the loss", "regularizer": "the regularizer", "bank": "the Gram bank"}
 
@@ -72,16 +31,12 @@ class Capability:
         Short name, e.g. ``"smooth_primal"``.
     of : {"loss", "regularizer", "bank"}
         What it is a property of; a bank capability is tested on the problem.
-    has : str
-        Noun phrase for messages: ``"a smooth conjugate (smooth_conjugate = True)"``.
-    lacks : str
-        Predicate for messages: ``"has no smooth conjugate (smooth_conjugate = False)"``.
+    has, lacks : str
+        For messages: ``"a smooth conjugate (...)"``, ``"has no smooth conjugate (...)"``.
     test : callable
-        ``test(component) -> bool`` (``test(problem)`` for the bank); an
-        exception counts as lacking it.
+        ``test(component) -> bool`` (``test(problem)`` for the bank); raising is lacking it.
     explain : callable, optional
-        ``explain(subject) -> str``: a message for the lack that replaces
-        ``lacks`` (e.g. the bank's own words).
+        ``explain(subject) -> str``, a message for the lack that replaces ``lacks``.
     """
 
     name: str
@@ -140,18 +95,15 @@ def needs(*options: Capability, why: str = "") -> Requirement:
 
 @dataclass(frozen=True)
 class Requires:
-    r"""What an engine needs of a problem: requirements of the loss, the regularizer, the bank.
+    """What an engine needs of a problem.
 
     Attributes
     ----------
     loss, regularizer, bank : tuple of Requirement (or Capability)
-        Every requirement must be met; a bare :class:`Capability` is a
-        requirement with that one option.
+        Every requirement must be met; a bare :class:`Capability` is one with that one option.
     sample_weight : bool
-        Whether the engine accepts a weighted problem (``problem.sample_weight``
-        given): it solves :math:`\sum_i w_i\ell(y_i, z_i)` through
-        :class:`~mklkit.engines.objectives.SampleLoss`.  False (the default,
-        also for every plugin engine that does not say so) refuses one.
+        Whether the engine accepts a weighted problem (through
+        :class:`~mklkit.engines.objectives.SampleLoss`); False by default.
     """
 
     loss: tuple[Any, ...] = ()
@@ -176,29 +128,11 @@ class Requires:
             sample_weight=self.sample_weight,
         )
 
-    def unmet(self, problem: Problem) -> list[tuple[Requirement, str]]:
-        """The requirements ``problem`` does not meet, each with what is lacking."""
-        out = []
-        for part, subject in ((self.loss, problem.loss), (self.regularizer, problem.regularizer), (self.bank, problem)):
-            for r in part:
-                if not r.met(subject):
-                    out.append((r, r.lack(subject)))
-        return out
-
     def reasons(self, problem: Problem) -> list[str]:
-        """One sentence per reason: consecutive lacks with the same ``why`` are joined by
-        "and" and followed by it once."""
-        out: list[str] = []
-        group: list[str] = []
-        why = None
-        for req, lack in self.unmet(problem):
-            if group and req.why != why:
-                out.append(_sentence(group, why))
-                group = []
-            group.append(lack)
-            why = req.why
-        if group:
-            out.append(_sentence(group, why))
+        """One sentence per reason (consecutive lacks with the same ``why`` joined by "and")."""
+        parts = ((self.loss, problem.loss), (self.regularizer, problem.regularizer), (self.bank, problem))
+        unmet = [(r.why, r.lack(subject)) for reqs, subject in parts for r in reqs if not r.met(subject)]
+        out = [_sentence([lack for _, lack in group], why) for why, group in groupby(unmet, key=itemgetter(0))]
         if getattr(problem, "sample_weight", None) is not None and not self.sample_weight:
             out.append(WEIGHTS_REFUSED)
         return out
@@ -216,9 +150,7 @@ def _sentence(lacks: list[str], why: str | None) -> str:
     return f"{text}: {why}" if why else text
 
 
-# ---------------------------------------------------------------------------
-# The catalogue
-# ---------------------------------------------------------------------------
+# The catalogue (docs/contracts.md, "Capabilities")
 SMOOTH_CONJUGATE = Capability(
     "smooth_conjugate",
     "loss",
@@ -351,9 +283,7 @@ ARRAY_BANK = Capability(
 
 
 def _factor_bank(problem: Problem) -> bool:
-    # the representation, not the class: a probe problem of the pipeline stands for a factor
-    # bank not built yet (Problem.representation); a bank of representation "factor" is a
-    # FactorBank
+    # the representation, not the class: the pipeline's probe problem has no bank yet
     return problem.representation == "factor"
 
 

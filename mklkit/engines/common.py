@@ -1,37 +1,22 @@
-r"""Quantities every engine computes the same way.
-
-The objectives and the gap are in :mod:`mklkit.engines.objectives`, the
-projection of a dual point in :mod:`mklkit.engines.dual_point` (both
-re-exported here); this module adds the
-zero solution and ``C_max``, the best points of a run (:class:`Incumbents`),
-the certificate of a point (:class:`Certificate`: primal, dual and gap) and
-the assembly of a :class:`~mklkit.result.SolveResult`.
-
-Weak duality between any primal point and any feasible dual point is what
-makes these certificates (the objectives and the projection of §6.1 are
-described in :mod:`mklkit.engines.objectives` and
-:mod:`mklkit.engines.dual_point`).
-"""
+r"""The dual side of the certificate every engine computes the same way (``docs/engines.md``):
+:math:`D(\rho)` (SpicyMKL eq. 48) at a point made feasible the paper's way (§6.1), the zero
+solution and ``C_max``, the best points of a run, the certificate of a point and the
+:class:`~mklkit.result.SolveResult`.  The primal side is :mod:`mklkit.engines.objectives`."""
 
 from __future__ import annotations
 
 import math
-import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ..components.base import Loss, Regularizer
 from ..problem import Problem
 from ..result import ConvergenceWarning, SolveResult, Status
 from .capabilities import SEPARABLE, needs
-from . import dual_point as _dual_point
-from . import objectives as _objectives
-from .dual_point import *  # noqa: F403 - re-exported: common is where engines look them up
-from .dual_point import dual_box, project_dual, project_sum_box, projected_dual_objective
-from .objectives import *  # noqa: F403 - re-exported: common is where engines look them up
-from .objectives import (  # used here
+from .objectives import (
     SampleLoss,
     as_vector,
     block_norms,
@@ -45,66 +30,178 @@ from .objectives import (  # used here
     relative_gap,
 )
 
-__all__ = [
-    "SEPARABLE_SUMS",
-    *_objectives.__all__,
-    *_dual_point.__all__,
-    "ZeroSolution",
-    "zero_solution",
-    "zero_result",
-    "Incumbents",
-    "incumbent_result",
-    "Certificate",
-    "certify",
-    "build_result",
-    "UNCONVERGED",
-]
-
 #: Statuses that come with a :class:`~mklkit.result.ConvergenceWarning`.
 UNCONVERGED = (Status.MAX_ITER, Status.STALLED, Status.NUMERICAL_ERROR)
 
-#: Why engines of sums over kernels need ``separable`` (the reason of :data:`SEPARABLE_SUMS`).
-SEPARABLE_WHY = "this engine solves sums over kernels of a function of one block norm"
+#: SpicyMKL and the proximal engine work block by block (prox, conjugate and envelope of one
+#: block norm): a regularizer that couples the blocks is declined, not solved block-wise.
+SEPARABLE_SUMS = needs(SEPARABLE, why="this engine solves sums over kernels of a function of one block norm")
 
-#: SpicyMKL and the proximal engine minimize :math:`C\\sum_m g(\\|\\alpha_m\\|_{K_m})`
-#: block by block (prox, conjugate and envelope of one block norm); a
-#: regularizer that couples the blocks (``separable = False``) is a
-#: different problem, so it is declined rather than solved block-wise.
-SEPARABLE_SUMS = needs(SEPARABLE, why=SEPARABLE_WHY)
+#: :math:`|\mathbf 1^\top\rho| / \|\rho\|_1` below which :func:`project_dual` keeps the given norms.
+_CENTRED = 1e-12
 
 
-# ---------------------------------------------------------------------------
-# The zero solution and C_max
-# ---------------------------------------------------------------------------
+def loss_conjugate(loss: Loss, y: np.ndarray, rho: np.ndarray, weights: np.ndarray | None = None) -> float:
+    r""":math:`L^*(-\rho) = \sum_i (w_i\ell)^*(y_i, -\rho_i)` (SpicyMKL eq. 15); ``inf`` outside the domain."""
+    return float(np.sum(SampleLoss(loss, y, weights).conj(-np.asarray(rho, dtype=np.float64))))
+
+
+def regularizer_conjugate(reg: Regularizer, norms: np.ndarray, C: float) -> float:
+    r""":math:`\sum_m \tilde g_C^*(y_m)` at dual block norms (SpicyMKL eq. 45); ``inf`` outside its domain."""
+    return float(np.sum(reg.jit.conj(as_vector(norms), float(C), reg.param_vector)))
+
+
+def dual_objective(problem: Problem, rho: np.ndarray, *, norms: np.ndarray | None = None) -> float:
+    r""":math:`D(\rho)` of SpicyMKL eq. (48) at ``rho`` as given (``-inf`` outside the domain);
+    ``norms``: :math:`\|\rho\|_{K_m}` when known."""
+    if norms is None:
+        norms = dual_block_norms(problem.bank, rho)
+    val = loss_conjugate(problem.loss, problem.y, rho, problem.sample_weight) + regularizer_conjugate(
+        problem.regularizer, norms, problem.C
+    )
+    return -val
+
+
+def project_sum_box(rho: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    r"""Euclidean projection onto :math:`\{\rho: \mathbf 1^\top\rho = 0,\ l \le \rho \le u\}`.
+
+    :math:`\tilde\rho = \mathrm{clip}(\rho - \tau, l, u)` with the shift :math:`\tau` found by
+    a binary search over the breakpoints of the piecewise-linear sum (:math:`O(N\log N)`),
+    then exactly on its piece.  Infinite bounds are allowed; ``ValueError`` when the set is
+    empty.
+    """
+    rho = np.asarray(rho, dtype=np.float64)
+    lo = np.asarray(lower, dtype=np.float64)
+    hi = np.asarray(upper, dtype=np.float64)
+    if float(np.sum(lo)) > 0.0 or float(np.sum(hi)) < 0.0:
+        raise ValueError(
+            "no point of the box has a zero sum: the dual is infeasible "
+            f"(sum of lower ends {float(np.sum(lo)):g}, of upper ends "
+            f"{float(np.sum(hi)):g})"
+        )
+
+    def total(tau: float) -> float:
+        return float(np.sum(np.clip(rho - tau, lo, hi)))
+
+    with np.errstate(invalid="ignore"):
+        bp = np.concatenate([rho - hi, rho - lo])
+    bp = np.unique(bp[np.isfinite(bp)])
+    # S(left) >= 0 >= S(right) on the piece [left, right]
+    left, right = -math.inf, math.inf
+    if bp.size:
+        i, j = 0, bp.size - 1
+        if total(bp[0]) < 0.0:
+            right = bp[0]
+        elif total(bp[-1]) > 0.0:
+            left = bp[-1]
+        else:
+            while j - i > 1:  # S(bp[i]) >= 0 >= S(bp[j])
+                mid = (i + j) // 2
+                if total(bp[mid]) >= 0.0:
+                    i = mid
+                else:
+                    j = mid
+            left, right = bp[i], bp[j]
+            if total(left) == 0.0:
+                return np.clip(rho - left, lo, hi)
+    # on the open piece every coordinate is clipped at the same end or free
+    probe = (
+        (left + right) / 2
+        if math.isfinite(left) and math.isfinite(right)
+        else (left + 1.0 if math.isfinite(left) else (right - 1.0 if math.isfinite(right) else 0.0))
+    )
+    shifted = rho - probe
+    free = (shifted > lo) & (shifted < hi)
+    fixed = np.clip(shifted, lo, hi)[~free]
+    if np.any(free):
+        tau = (float(np.sum(rho[free])) + float(np.sum(fixed))) / int(np.sum(free))
+        if math.isfinite(left):
+            tau = max(tau, left)
+        if math.isfinite(right):
+            tau = min(tau, right)
+    else:
+        tau = probe
+    return np.clip(rho - tau, lo, hi)
+
+
+def dual_box(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    r"""Bounds of :math:`\rho_i`, :math:`[-\mathrm{upper}_i, -\mathrm{lower}_i]` of the domain of
+    the (weighted) loss conjugate in :math:`u = -\rho_i`."""
+    sl = SampleLoss.of(problem)
+    return -sl.conj_upper(), -sl.conj_lower()
+
+
+def centre_dual(rho: np.ndarray, lower: np.ndarray, upper: np.ndarray, bias: bool = True) -> np.ndarray:
+    r"""A new array: the projection of ``rho`` onto :math:`\mathbf 1^\top\rho = 0` in its box
+    (the paper's plain centring when it stays in the box, else :func:`project_sum_box`);
+    without a bias the clipping into the box."""
+    rho = np.asarray(rho, dtype=np.float64)
+    if not bias:
+        return np.clip(rho, lower, upper)
+    shifted = rho - float(np.sum(rho)) / rho.size
+    if np.all((shifted >= lower) & (shifted <= upper)):
+        return shifted
+    return project_sum_box(rho, lower, upper)
+
+
+def project_dual(
+    problem: Problem, rho: np.ndarray, *, norms: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""A dual point made feasible the way of SpicyMKL §6.1, with its block norms.
+
+    :func:`centre_dual` in the box of :func:`dual_box`, then :func:`scale_into_radius`
+    when the domain of :math:`\tilde g_C^*` is a ball (``conj_radius``).  ``norms``
+    (:math:`\|\rho\|_{K_m}`) are reused when the projection leaves ``rho`` unchanged
+    (centred to :math:`10^{-12}\|\rho\|_1` and inside the box), else recomputed.
+    """
+    rho = np.asarray(rho, dtype=np.float64)
+    lo, hi = dual_box(problem)
+    unchanged = bool(np.all((rho >= lo) & (rho <= hi)))
+    if problem.bias:
+        unchanged = unchanged and abs(float(np.sum(rho))) <= _CENTRED * float(np.sum(np.abs(rho)))
+    rho = centre_dual(rho, lo, hi, problem.bias)
+    if norms is None or not unchanged:
+        norms = dual_block_norms(problem.bank, rho)
+    else:
+        norms = np.array(norms, dtype=np.float64)
+    return scale_into_radius(rho, norms, float(problem.regularizer.conj_radius(problem.C)))
+
+
+def scale_into_radius(rho: np.ndarray, norms: np.ndarray, radius: float) -> tuple[np.ndarray, np.ndarray]:
+    r"""New arrays :math:`\rho/s`, norms :math:`/s` with :math:`s = \max\{\max_m\|\rho\|_{K_m}/R, 1\}`
+    made a few ulps larger when rounding would leave a norm above :math:`R` (SpicyMKL §6.1)."""
+    rho = np.array(rho, dtype=np.float64)
+    norms = np.array(norms, dtype=np.float64)
+    if not (math.isfinite(radius) and norms.size):
+        return rho, norms
+    top = float(np.max(norms))
+    if top <= radius:
+        return rho, norms
+    scale = top / radius
+    for _ in range(8):
+        if float(np.max(norms / scale)) <= radius:
+            break
+        scale *= 1.0 + 4.0 * np.finfo(np.float64).eps
+    return rho / scale, norms / scale
+
+
+def projected_dual_objective(
+    problem: Problem, rho: np.ndarray, *, norms: np.ndarray | None = None
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """``(dual, rho_feasible, norms)``: :func:`dual_objective` at the point of :func:`project_dual`."""
+    rho_f, norms_f = project_dual(problem, rho, norms=norms)
+    return dual_objective(problem, rho_f, norms=norms_f), rho_f, norms_f
+
+
 @dataclass(frozen=True)
 class ZeroSolution:
-    r"""The solution :math:`\alpha = 0` with the optimal offset, its dual point and ``C_max``.
+    r"""The solution :math:`\alpha = 0`, :math:`b = b_0` (``bias``) of a problem at ``C``.
 
-    Attributes
-    ----------
-    bias : float
-        :math:`b_0 = \mathrm{argmin}_b \sum_i\ell(y_i, b)` (0 without a bias).
-    objective : float
-        :math:`P(0, b_0)`.
-    dual_objective : float
-        When ``C >= C_max``: :math:`D` at :attr:`rho` made feasible
-        (:func:`project_dual`), equal to :attr:`objective` up to rounding;
-        ``-inf`` (not evaluated) below.
-    rho : ndarray (N,)
-        :math:`\rho^0 = -u` with :math:`u_i \in \partial_z\ell(y_i, b_0)` and
-        :math:`\mathbf 1^\top\rho^0 = 0` (with a bias): the dual point of the
-        zero solution, before any scaling into the regularizer's domain.
-    dual_norms : ndarray (M,)
-        :math:`\|\rho^0\|_{K_m}` (NaN when the regularizer has no threshold,
-        :math:`t_1 = 0`: they are not needed then).
-    C : float
-        The problem's ``C``, at which :attr:`dual_objective` is evaluated.
-    C_max : float
-        :math:`\max_m\|\rho^0\|_{K_m} / t_1` with :math:`t_1` the regularizer's
-        :meth:`~mklkit.components.base.Regularizer.zero_threshold` at ``C = 1``:
-        for every :math:`C \ge C_{max}`, :math:`\alpha = 0` is optimal, with a
-        zero duality gap.  ``inf`` when no ``C`` makes it optimal (a non-sparse
-        regularizer and :math:`\rho^0 \ne 0`).
+    ``objective`` :math:`P(0, b_0)`; ``rho`` its dual point :math:`\rho^0 = -u`,
+    :math:`u_i \in \partial_z\ell(y_i, b_0)`, with ``dual_norms`` :math:`\|\rho^0\|_{K_m}`
+    (NaN without a threshold); ``C_max`` :math:`\max_m\|\rho^0\|_{K_m} / t_1` (``inf`` when no
+    ``C`` makes α = 0 optimal); ``dual_objective`` :math:`D` at ``rho`` made feasible when
+    ``C >= C_max`` (``-inf`` below).
     """
 
     bias: float
@@ -117,7 +214,6 @@ class ZeroSolution:
 
     @property
     def gap(self) -> float:
-        """Relative duality gap of the zero solution at the problem's ``C``."""
         return relative_gap(self.objective, self.dual_objective)
 
     def optimal(self, tol: float) -> bool:
@@ -127,17 +223,10 @@ class ZeroSolution:
 
 
 def _zero_dual(sl: SampleLoss, b: float, bias: bool, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-    r"""A subgradient :math:`u \in \partial_z (w\ell)(y, b)` with :math:`\mathbf 1^\top u = 0`
-    (with a bias); returns :math:`\rho = -u`.
-
-    ``sl.deriv`` (:class:`~mklkit.engines.objectives.SampleLoss`) gives one
-    subgradient per sample.  Where the loss
-    has a kink at :math:`b`, the one-sided derivatives (a step of
-    :math:`10^{-9}(1 + |b|)` either side) span the subdifferential, and the
-    given subgradients are projected onto the zero sum within those intervals
-    (:func:`project_sum_box`): the selection nearest to ``deriv``.  ``lower``
-    and ``upper`` (the domain of the conjugate) are the fallback box.
-    """
+    r""":math:`\rho = -u` for a subgradient :math:`u \in \partial_z (w\ell)(y, b)` with
+    :math:`\mathbf 1^\top u = 0` (with a bias): at kinks, the one-sided derivatives
+    (:math:`\pm 10^{-9}(1 + |b|)`) bound ``sl.deriv`` projected by :func:`project_sum_box`
+    (``lower``, ``upper``: the fallback box)."""
     n = sl.y.size
 
     def d(z: float) -> np.ndarray:
@@ -158,29 +247,13 @@ def _zero_dual(sl: SampleLoss, b: float, bias: bool, lower: np.ndarray, upper: n
 
 
 def zero_solution(problem: Problem) -> ZeroSolution:
-    r"""The zero solution :math:`(\alpha, b) = (0, b_0)` of ``problem``, certified against ``C_max``.
+    r"""The zero solution of ``problem``, certified against ``C_max``.
 
-    With sample weights, :math:`b_0` minimizes :math:`\sum_i w_i\ell(y_i, b)` and
-    :math:`\rho^0 = -w\,\ell'(b_0)` (:class:`~mklkit.engines.objectives.SampleLoss`),
-    so ``C_max`` accounts for the weights.
-
-    At :math:`\alpha = 0` the optimality conditions of eq. (42) are
-    :math:`-\rho^0 \in \partial L(b_0\mathbf 1)`, :math:`\mathbf 1^\top\rho^0 = 0` and
-    :math:`\|\rho^0\|_{K_m} \le \tilde g_C'(0^+)` for every kernel: the
-    lasso-type threshold (as ``lambda_max`` in glmnet and celer), here
-    :math:`C_{max} = \max_m\|\rho^0\|_{K_m}/t_1`.  Weak duality certifies it:
-    for :math:`C \ge C_{max}` the dual point :math:`\rho^0` is feasible and
-    Fenchel–Young makes :math:`D(\rho^0) = P(0, b_0)`.
-
-    For a loss differentiable at :math:`b_0` (logistic, squared) ``C_max`` is
-    the exact threshold.  Where the loss has kinks at :math:`b_0` (hinge,
-    ε-insensitive) the dual point is one subgradient selection
-    (:func:`_zero_dual`), so ``C_max`` is an upper bound of the exact
-    threshold: α = 0 is still certified optimal for every :math:`C \ge C_{max}`,
-    and engines reach it iteratively below.
-
-    Costs one pass over the bank (:math:`\|\rho^0\|_{K_m}`; none for a regularizer
-    without a threshold) and a 1-d search for :math:`b_0`.
+    At :math:`\alpha = 0` the optimality conditions of eq. (42) hold when
+    :math:`\|\rho^0\|_{K_m} \le t_C` for every kernel (the lasso-type threshold, as
+    ``lambda_max`` in glmnet), i.e. for :math:`C \ge C_{max}`; Fenchel–Young then makes
+    :math:`D(\rho^0) = P(0, b_0)`.  Exact for a loss differentiable at :math:`b_0`, an upper
+    bound of the threshold at kinks (hinge).  One pass over the bank.
     """
     loss, reg = problem.loss, problem.regularizer
     y = as_vector(problem.y)
@@ -197,8 +270,7 @@ def zero_solution(problem: Problem) -> ZeroSolution:
         norms = dual_block_norms(problem.bank, rho)
         top = float(np.max(norms)) if norms.size else 0.0
         C_max = top / t1 if top > 0.0 else 0.0
-    else:
-        # no threshold: alpha = 0 is never optimal, and the pass over the bank is skipped
+    else:  # no threshold: alpha = 0 is never optimal, no pass over the bank
         norms, C_max = np.full(M, math.nan), math.inf
     primal = loss_value(loss, y, np.full(N, b0), w) + regularizer_value(reg, np.zeros(norms.size), problem.C)
     dual = -math.inf
@@ -215,82 +287,29 @@ def zero_solution(problem: Problem) -> ZeroSolution:
     )
 
 
-def zero_result(problem: Problem, zero: ZeroSolution, *, engine: str, t0: float) -> SolveResult:
-    r"""The certified result :math:`\alpha = 0`, :math:`b = b_0` when ``C >= C_max``.
-
-    Engines return it before iterating (:meth:`ZeroSolution.optimal`); one
-    history record (iteration 0) carries the objectives.
-    """
-    M, N = problem.n_kernels, problem.n_samples
-    gap = zero.gap
-    elapsed = time.perf_counter() - t0
-    record = {
-        "iteration": 0,
-        "objective": zero.objective,
-        "dual_objective": zero.dual_objective,
-        "gap": gap,
-        "n_active": 0,
-        "time_s": elapsed,
-    }
-    message = (
-        f"{engine}: alpha = 0 is optimal: C = {problem.C:g} >= C_max = {zero.C_max:.6g} "
-        f"(relative duality gap {gap:.3e}); every kernel weight is 0"
-    )
-    rho, _ = project_dual(problem, zero.rho, norms=zero.dual_norms)
-    return build_result(
-        problem,
-        engine=engine,
-        status=Status.CONVERGED,
-        alpha=np.zeros((M, N)),
-        bias=zero.bias,
-        primal=zero.objective,
-        dual=zero.dual_objective,
-        iterations=0,
-        history=[record],
-        message=message,
-        time_s=elapsed,
-        norms=np.zeros(M),
-        rho=rho,
-        C_max=zero.C_max,
-    )
-
-
 class Incumbents:
-    r"""The best primal point and the best dual point an engine has seen.
-
-    Weak duality holds between *any* primal point and *any* feasible dual
-    point, so the smallest primal value and the largest dual value seen
-    bound the optimum from both sides: their relative gap certifies the
-    primal incumbent, and it is never larger than the gap of the current
-    iterate.  Engines return the incumbents, so a solve that stalls or
-    oscillates never returns a point worse than one it has already seen
-    (the zero solution included, when given).
-
-    ``offer_primal(value, **state)`` and ``offer_dual(value, **state)`` keep
-    the state of the better value (copies are the caller's concern: pass
-    arrays that are not modified later).
-    """
+    """The best primal and the best dual point seen: by weak duality their gap certifies the
+    primal point and is never larger than the current iterate's.  ``offer_primal`` and
+    ``offer_dual`` keep the ``state`` (arrays not modified later) of a better value."""
 
     def __init__(self, zero: ZeroSolution | None = None, M: int = 0, N: int = 0) -> None:
         self.primal = math.inf
         self.dual = -math.inf
         self.primal_state: dict[str, Any] = {}
         self.dual_state: dict[str, Any] = {}
-        self.primal_iteration = self.dual_iteration = -2
+        self.primal_iteration = -2
         if zero is not None:  # iteration -1: the zero solution
             self.offer_primal(zero.objective, -1, alpha=np.zeros((M, N)), bias=zero.bias, norms=np.zeros(M))
 
     def offer_primal(self, value: float, iteration: int, **state: Any) -> bool:
-        """Keep ``state`` if ``value`` is a finite primal value below the incumbent."""
         if math.isfinite(value) and value < self.primal:
             self.primal, self.primal_state, self.primal_iteration = float(value), state, iteration
             return True
         return False
 
     def offer_dual(self, value: float, iteration: int, **state: Any) -> bool:
-        """Keep ``state`` if ``value`` is a finite dual value above the incumbent."""
         if math.isfinite(value) and value > self.dual:
-            self.dual, self.dual_state, self.dual_iteration = float(value), state, iteration
+            self.dual, self.dual_state = float(value), state
             return True
         return False
 
@@ -302,81 +321,12 @@ class Incumbents:
         return relative_gap(self.primal, self.dual)
 
 
-def incumbent_result(
-    problem: Problem,
-    inc: Incumbents,
-    *,
-    engine: str,
-    status: Status,
-    message: str,
-    iterations: int,
-    history: list[dict[str, Any]],
-    t0: float,
-    C_max: float | None,
-    unit: str = "iteration",
-    stacklevel: int = 4,
-    warn: bool = True,
-) -> SolveResult:
-    """The result of a run from its :class:`Incumbents`: best primal and best dual point.
-
-    The primal state offered must hold ``alpha`` (M, N), ``bias`` and
-    ``norms`` (M,); the dual state ``rho``.  When the primal point is not
-    the last iterate, the message says where it comes from (``unit`` names
-    an iteration of the engine).  ``warn``: as for :func:`build_result`
-    (:class:`mklkit.engines.base.Run` builds results without and
-    :meth:`mklkit.engines.base.Engine.solve` warns once).
-    """
-    st = inc.primal_state
-    if inc.primal_iteration != iterations:
-        where = "alpha = 0 (the zero solution)" if inc.primal_iteration < 0 else f"{unit} {inc.primal_iteration}"
-        message += f"; the primal point is that of {where}"
-    return build_result(
-        problem,
-        engine=engine,
-        status=status,
-        alpha=st["alpha"],
-        bias=st["bias"],
-        primal=inc.primal,
-        dual=inc.dual,
-        iterations=iterations,
-        history=history,
-        message=message,
-        time_s=time.perf_counter() - t0,
-        norms=st["norms"],
-        rho=inc.dual_state.get("rho"),
-        C_max=C_max,
-        stacklevel=stacklevel + 1,
-        warn=warn,
-    )
-
-
-# ---------------------------------------------------------------------------
-# Certificate of a given point
-# ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Certificate:
-    r"""Primal and dual objectives of a point and their gap: what every engine certifies.
+    r"""The primal value, the dual value at the feasible point ``rho``, their relative
+    ``gap``, the primal block ``norms`` and the engine's own values (``extra``).
 
-    Build it with :meth:`at` (the primal value and a dual point that
-    :func:`project_dual` makes feasible) or :meth:`of` (both values already
-    known, e.g. a dual the engine evaluates in a form of its own).  Values an
-    engine carries beside the certificate (its predictions, the bias it used,
-    a smoothed gap) are in :attr:`extra`.
-
-    Attributes
-    ----------
-    primal : float
-        :math:`P(\alpha, b)`.
-    dual : float
-        :math:`D(\tilde\rho)` at the feasible dual point :attr:`rho`.
-    gap : float
-        :func:`relative_gap` of the two.
-    rho : ndarray (N,)
-        That feasible dual point.
-    norms : ndarray (M,)
-        :math:`\|\alpha_m\|_{K_m}`.
-    extra : dict
-        The engine's own values.
+    Build it with :meth:`at` (``rho`` made feasible here) or :meth:`of` (both values known).
     """
 
     primal: float
@@ -388,7 +338,6 @@ class Certificate:
 
     @classmethod
     def of(cls, primal: float, dual: float, rho: np.ndarray, norms: np.ndarray, **extra: Any) -> "Certificate":
-        """The certificate of a primal value and a dual value at the feasible point ``rho``."""
         return cls(
             primal=float(primal), dual=float(dual), gap=relative_gap(primal, dual), rho=rho, norms=norms, extra=extra
         )
@@ -404,24 +353,15 @@ class Certificate:
         dual_norms: np.ndarray | None = None,
         **extra: Any,
     ) -> "Certificate":
-        r"""The certificate of a primal value and the dual at ``rho`` made feasible
-        (:func:`projected_dual_objective`; ``dual_norms``: :math:`\|\rho\|_{K_m}` when
-        known)."""
+        r"""With the dual at ``rho`` made feasible (:func:`projected_dual_objective`;
+        ``dual_norms``: :math:`\|\rho\|_{K_m}` when known)."""
         dual, rho_f, _ = projected_dual_objective(problem, rho, norms=dual_norms)
         return cls.of(primal, dual, rho_f, norms, **extra)
 
 
 def certify(problem: Problem, alpha: np.ndarray, bias: float, rho: np.ndarray | None = None) -> Certificate:
-    r"""The duality gap of ``(alpha, bias)`` on ``problem``'s bank, from scratch.
-
-    The primal :math:`P(\alpha, b)` (:func:`primal_objective`), and
-    the dual at two feasible points (:meth:`Certificate.at`): the
-    given ``rho`` (e.g. the dual point an engine returned on another
-    representation of the same kernels) and :math:`-\ell'(z)` at the
-    predictions :math:`z = \sum_m K_m\alpha_m + b`; the certificate with the
-    larger dual value is kept (weak duality holds for either).  One pass over
-    the bank for the block norms and the predictions, one for each dual point.
-    """
+    r"""The duality gap of ``(alpha, bias)`` from scratch: the dual at the given ``rho`` and at
+    :math:`-\ell'(z)` at the predictions, the larger kept (weak duality holds for either)."""
     b = float(bias) if problem.bias else 0.0
     alpha = np.asarray(alpha, dtype=np.float64)
     norms = block_norms(problem.bank, alpha)
@@ -441,9 +381,6 @@ def certify(problem: Problem, alpha: np.ndarray, bias: float, rho: np.ndarray | 
     return best
 
 
-# ---------------------------------------------------------------------------
-# Result
-# ---------------------------------------------------------------------------
 def build_result(
     problem: Problem,
     *,
@@ -464,29 +401,14 @@ def build_result(
     weights: np.ndarray | None = None,
     warn: bool = True,
 ) -> SolveResult:
-    r"""Assemble a :class:`~mklkit.result.SolveResult` and warn when unconverged.
+    r"""A :class:`~mklkit.result.SolveResult`; with ``warn``, ``message`` as a
+    :class:`~mklkit.result.ConvergenceWarning` for a status in :data:`UNCONVERGED`.
 
-    Kernel weights are :func:`kernel_weights` of the primal block norms
-    unless given.  The result holds ``alpha`` itself when it is a float64
-    array (the engine's run has ended; nothing writes to it after).  With
-    ``warn``, statuses in :data:`UNCONVERGED` emit ``message`` as a
-    :class:`~mklkit.result.ConvergenceWarning` (never an exception).
-
-    Parameters
-    ----------
-    norms : ndarray (M,), optional
-        :math:`\|\alpha_m\|_{K_m}`; computed when not given.
-    rho : ndarray (N,), optional
-        The dual point used for ``dual``.
-    C_max : float, optional
-        :attr:`ZeroSolution.C_max` of the problem, when the engine computed it.
-    weights : ndarray (M,), optional
-        Kernel weights summing to 1 (or all 0), for an engine whose
-        regularizer's ``weight`` kernel does not give them (a regularizer
-        that couples the blocks).
+    It holds ``alpha`` itself when a float64 array (a copy of an (M, N) array costs 0.2 s per
+    solve on w8a's bank).  ``norms`` (:math:`\|\alpha_m\|_{K_m}`) are computed when not
+    given; ``weights`` (kernel weights) are :func:`kernel_weights` of them unless given, for
+    a regularizer that couples the blocks.  ``rho``: the dual point of ``dual``.
     """
-    # the result takes ``alpha`` over (a copy only to convert it): the engines hand in a fresh
-    # array, and a copy of an (M, N) array costs 0.2 s per solve on w8a's bank
     alpha = np.asarray(alpha, dtype=np.float64)
     if norms is None:
         norms = block_norms(problem.bank, alpha)
@@ -495,14 +417,13 @@ def build_result(
         weights = kernel_weights(problem.regularizer, norms)
     else:
         weights = np.array(weights, dtype=np.float64)
-    gap = relative_gap(primal, dual)
     if warn and status in UNCONVERGED:
         warnings.warn(message, ConvergenceWarning, stacklevel=stacklevel)
     return SolveResult(
         status=status,
         objective=float(primal),
         dual_objective=float(dual),
-        gap=float(gap),
+        gap=float(relative_gap(primal, dual)),
         iterations=int(iterations),
         alpha=alpha,
         bias=float(bias) if problem.bias else 0.0,

@@ -1,32 +1,6 @@
-r"""The objectives and the certificate every engine computes the same way.
-
-The primal problem (SpicyMKL eq. 42 in representer form) and its dual
-(eq. 48, with the generalized conjugate of eq. 45) are
-
-.. math::
-    P(\alpha, b) &= \sum_i w_i\,\ell\big(y_i, \textstyle\sum_m (K_m\alpha_m)_i + b\big)
-                  + \sum_m \tilde g_C(\|\alpha_m\|_{K_m}), \\
-    D(\rho) &= -\sum_i (w_i\ell)^*(y_i, -\rho_i) - \sum_m \tilde g_C^*(\|\rho\|_{K_m}),
-    \qquad \mathbf 1^\top\rho = 0 \text{ (with a bias)},
-
-with per-sample weights :math:`w_i > 0` (``problem.sample_weight``; all 1
-when it is None).  The weighted loss and its conjugate are
-:class:`SampleLoss`, by the scaling identity
-:math:`(w\ell)^*(u) = w\,\ell^*(u/w)`; everything here goes through it.
-
-Weak duality gives :math:`D(\rho) \le P(\alpha, b)` for every feasible pair,
-so the relative gap :math:`(P - D)/|P|` certifies a solution.  Every engine
-reports it the paper's way (§6.1): the dual point is projected onto
-:math:`\mathbf 1^\top\rho = 0` within the box that the domain of the loss
-conjugate gives (:func:`~mklkit.engines.dual_point.centre_dual`) and, where the
-domain of :math:`\tilde g_C^*` is bounded, scaled into it
-(:func:`~mklkit.engines.dual_point.project_dual`);
-:class:`~mklkit.engines.common.Certificate` assembles the primal, the dual
-and the gap.
-
-Sign convention (``components/base.py``): ``loss.jit.conj(y, u)`` is the
-ordinary conjugate :math:`\ell^*(y, u)`; the dual uses :math:`u = -\rho`.
-"""
+r"""The primal side of the certificate every engine computes the same way: :math:`P(\alpha, b)`
+(SpicyMKL eq. 42), the weighted loss, block norms, predictions, the relative gap, kernel
+weights and the optimal offset; the dual side is :mod:`mklkit.engines.common`."""
 
 from __future__ import annotations
 
@@ -41,23 +15,6 @@ from ..components.base import Loss, Regularizer
 from ..kernels.ops import GramBank
 from ..problem import Problem
 
-__all__ = [
-    "SampleLoss",
-    "as_vector",
-    "block_norms",
-    "dual_block_norms",
-    "predict",
-    "loss_value",
-    "loss_conjugate",
-    "regularizer_value",
-    "regularizer_conjugate",
-    "primal_objective",
-    "dual_objective",
-    "relative_gap",
-    "kernel_weights",
-    "optimal_bias",
-]
-
 logger = logging.getLogger(__name__)
 
 
@@ -66,49 +23,24 @@ def as_vector(x: Any) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float64)
 
 
-# ---------------------------------------------------------------------------
-# Block norms and predictions
-# ---------------------------------------------------------------------------
 def block_norms(K: np.ndarray | GramBank, alpha: np.ndarray) -> np.ndarray:
-    r"""Primal block norms :math:`\|\alpha_m\|_{K_m} = \sqrt{\alpha_m^\top K_m \alpha_m}`.
-
-    Parameters
-    ----------
-    K : ndarray (M, N, N) or GramBank
-    alpha : ndarray (M, N)
-
-    Returns
-    -------
-    ndarray (M,)
-    """
+    r""":math:`\|\alpha_m\|_{K_m} = \sqrt{\alpha_m^\top K_m \alpha_m}` (M,) of ``alpha`` (M, N);
+    ``K`` an (M, N, N) array or a :class:`~mklkit.kernels.ops.GramBank`."""
     if isinstance(K, GramBank):
         return K.block_norms(as_vector(alpha))
     return blocks.block_norms_rows(as_vector(K), as_vector(alpha))
 
 
 def dual_block_norms(K: np.ndarray | GramBank, rho: np.ndarray) -> np.ndarray:
-    r"""Dual block norms :math:`\|\rho\|_{K_m}` for every kernel (SpicyMKL eq. 45).
-
-    Parameters
-    ----------
-    K : ndarray (M, N, N) or GramBank
-    rho : ndarray (N,)
-
-    Returns
-    -------
-    ndarray (M,)
-    """
+    r"""Dual block norms :math:`\|\rho\|_{K_m}` (M,) of ``rho`` (N,) (SpicyMKL eq. 45)."""
     if isinstance(K, GramBank):
         return K.dual_block_norms(as_vector(rho))
     return blocks.block_norms(as_vector(K), as_vector(rho))
 
 
 def predict(K: np.ndarray | GramBank, alpha: np.ndarray, bias: float = 0.0) -> np.ndarray:
-    r"""Training predictions :math:`z = \sum_m K_m\alpha_m + b` (SpicyMKL eq. 7).
-
-    Only the non-zero blocks are touched.  ``K`` is an (M, N, N) array or a
-    :class:`~mklkit.kernels.ops.GramBank`.
-    """
+    r"""Training predictions :math:`z = \sum_m K_m\alpha_m + b` (SpicyMKL eq. 7), from the
+    non-zero blocks only."""
     alpha = as_vector(alpha)
     idx = np.flatnonzero(np.any(alpha != 0.0, axis=1)).astype(np.int64)
     if idx.size == 0:
@@ -118,33 +50,10 @@ def predict(K: np.ndarray | GramBank, alpha: np.ndarray, bias: float = 0.0) -> n
     return blocks.combine(as_vector(K), alpha, idx) + float(bias)
 
 
-# ---------------------------------------------------------------------------
-# The weighted loss
-# ---------------------------------------------------------------------------
 class SampleLoss:
-    r"""The data term :math:`\sum_i w_i\,\ell(y_i, z_i)` of a problem, per sample: the one
-    place where sample weights meet the loss.
-
-    With weights :math:`w_i > 0` every quantity of the loss follows from the
-    scaling identity of the conjugate,
-
-    .. math::
-        (w\ell)^*(y, u) = \sup_z\, uz - w\,\ell(y, z) = w\,\ell^*(y, u/w),
-
-    so :math:`\partial_u (w\ell)^* = \ell^{*\prime}(u/w)`,
-    :math:`\partial_u^2 (w\ell)^* = \ell^{*\prime\prime}(u/w)/w`, the domain of
-    :math:`(w\ell)^*(y_i,\cdot)` is :math:`w_i` times that of
-    :math:`\ell^*(y_i,\cdot)`, and the derivatives in :math:`z` (and the
-    Lipschitz constant of :math:`\partial_z`) are :math:`w` times those of
-    :math:`\ell`.  Without weights (``weights=None``) the methods are the
-    loss's own ``jit`` kernels.  All methods take and return (N,) float64 arrays.
-
-    Parameters
-    ----------
-    loss : Loss
-    y : ndarray (N,)
-    weights : ndarray (N,) of numbers > 0, optional
-    """
+    r"""The data term :math:`\sum_i w_i\,\ell(y_i, z_i)` per sample, the one place where sample
+    weights (> 0, or None) meet the loss, by :math:`(w\ell)^*(y, u) = w\,\ell^*(y, u/w)`;
+    methods take and return (N,) float64 arrays."""
 
     def __init__(self, loss: Loss, y: np.ndarray, weights: np.ndarray | None = None) -> None:
         self.loss = loss
@@ -204,18 +113,9 @@ class SampleLoss:
         return L if self.w is None or self.w.size == 0 else L * float(np.max(self.w))
 
 
-# ---------------------------------------------------------------------------
-# Objectives
-# ---------------------------------------------------------------------------
 def loss_value(loss: Loss, y: np.ndarray, z: np.ndarray, weights: np.ndarray | None = None) -> float:
-    r""":math:`L(z) = \sum_i w_i\ell(y_i, z_i)` (:class:`SampleLoss`; :math:`w = 1` without ``weights``)."""
+    r""":math:`L(z) = \sum_i w_i\ell(y_i, z_i)` (:math:`w = 1` without ``weights``)."""
     return float(np.sum(SampleLoss(loss, y, weights).value(z)))
-
-
-def loss_conjugate(loss: Loss, y: np.ndarray, rho: np.ndarray, weights: np.ndarray | None = None) -> float:
-    r""":math:`L^*(-\rho) = \sum_i (w_i\ell)^*(y_i, -\rho_i)` (SpicyMKL eq. 15, with the
-    scaling of :class:`SampleLoss`); ``inf`` outside the domain."""
-    return float(np.sum(SampleLoss(loss, y, weights).conj(-np.asarray(rho, dtype=np.float64))))
 
 
 def regularizer_value(reg: Regularizer, norms: np.ndarray, C: float) -> float:
@@ -223,28 +123,11 @@ def regularizer_value(reg: Regularizer, norms: np.ndarray, C: float) -> float:
     return float(np.sum(reg.jit.value(as_vector(norms), float(C), reg.param_vector)))
 
 
-def regularizer_conjugate(reg: Regularizer, norms: np.ndarray, C: float) -> float:
-    r""":math:`\sum_m \tilde g_C^*(y_m)` at dual block norms ``y`` (SpicyMKL eq. 45);
-    ``inf`` outside its domain."""
-    return float(np.sum(reg.jit.conj(as_vector(norms), float(C), reg.param_vector)))
-
-
 def primal_objective(
     problem: Problem, alpha: np.ndarray, bias: float, *, norms: np.ndarray | None = None, z: np.ndarray | None = None
 ) -> float:
-    r"""Primal objective :math:`P(\alpha, b)` (SpicyMKL eq. 42 / eq. 7).
-
-    Parameters
-    ----------
-    problem : Problem
-    alpha : ndarray (M, N)
-    bias : float
-        Ignored (taken as 0) when ``problem.bias`` is False.
-    norms : ndarray (M,), optional
-        :math:`\|\alpha_m\|_{K_m}` if already known.
-    z : ndarray (N,), optional
-        :math:`\sum_m K_m\alpha_m + b` if already known.
-    """
+    r"""Primal objective :math:`P(\alpha, b)` (SpicyMKL eq. 42; ``bias`` ignored without one);
+    ``norms`` (:math:`\|\alpha_m\|_{K_m}`) and ``z`` (the predictions) when known."""
     b = float(bias) if problem.bias else 0.0
     if norms is None:
         norms = block_norms(problem.bank, alpha)
@@ -255,34 +138,9 @@ def primal_objective(
     )
 
 
-def dual_objective(problem: Problem, rho: np.ndarray, *, norms: np.ndarray | None = None) -> float:
-    r"""Dual objective :math:`D(\rho)` of SpicyMKL eq. (48) at ``rho`` as given.
-
-    No projection is made (see :func:`projected_dual_objective`); the value
-    is ``-inf`` outside the domain of the conjugates.
-
-    Parameters
-    ----------
-    problem : Problem
-    rho : ndarray (N,)
-    norms : ndarray (M,), optional
-        :math:`\|\rho\|_{K_m}` if already known.
-    """
-    if norms is None:
-        norms = dual_block_norms(problem.bank, rho)
-    val = loss_conjugate(problem.loss, problem.y, rho, problem.sample_weight) + regularizer_conjugate(
-        problem.regularizer, norms, problem.C
-    )
-    return -val
-
-
 def relative_gap(primal: float, dual: float) -> float:
-    r"""Relative duality gap :math:`(P - D)/|P|` (SpicyMKL §6.1).
-
-    When :math:`P = 0` the absolute gap :math:`P - D` is returned.  The
-    value is ``inf`` when the dual point is outside the domain
-    (:math:`D = -\infty`) and ``nan`` when either value is ``nan``.
-    """
+    r"""Relative duality gap :math:`(P - D)/|P|` (SpicyMKL §6.1): :math:`P - D` when
+    :math:`P = 0`, ``inf`` when :math:`D = -\infty`, ``nan`` when either is ``nan``."""
     primal = float(primal)
     dual = float(dual)
     if math.isnan(primal) or math.isnan(dual):
@@ -294,18 +152,8 @@ def relative_gap(primal: float, dual: float) -> float:
 
 
 def kernel_weights(reg: Regularizer, norms: np.ndarray) -> np.ndarray:
-    r"""Kernel weights :math:`d_m = 1/(2 g'(\|\alpha_m\|_{K_m}^2))` (SpicyMKL §4.1), summing to 1.
-
-    Blocks with :math:`\|\alpha_m\|_{K_m} = 0` get weight 0 (they take no part
-    in the predictor whatever the formula gives there); if every block is
-    zero all weights are zero.
-
-    Parameters
-    ----------
-    reg : Regularizer
-    norms : ndarray (M,)
-        Primal block norms.
-    """
+    r"""Kernel weights :math:`d_m = 1/(2 g'(\|\alpha_m\|_{K_m}^2))` (SpicyMKL §4.1) at the primal
+    block ``norms``, summing to 1; 0 on zero blocks (all 0 when every block is)."""
     norms = as_vector(norms)
     w = np.asarray(reg.jit.weight(norms, reg.param_vector), dtype=np.float64)
     bad = (norms > 0) & ~np.isfinite(w)
@@ -332,25 +180,9 @@ def optimal_bias(
     max_iter: int = 100,
     weights: np.ndarray | None = None,
 ) -> float:
-    r"""The offset minimizing :math:`\phi(b) = \sum_i w_i\ell(y_i, f_i + b)` for fixed ``f``.
-
-    :math:`\phi` is convex, so its (sub)derivative :math:`\sum_i\partial_z\ell`
-    is non-decreasing: the minimizer is bracketed by doubling steps from
-    ``b0``, then located by Newton steps that stay inside the bracket,
-    falling back to bisection (the only option for piecewise-linear losses
-    such as the hinge, whose second derivative vanishes).  The returned value
-    never has a larger :math:`\phi` than ``b0``.
-
-    Parameters
-    ----------
-    loss : Loss
-    y, f : ndarray (N,)
-        Labels and the kernel part :math:`\sum_m K_m\alpha_m` of the prediction.
-    b0 : float
-        Starting point (e.g. the multiplier of :math:`\mathbf 1^\top\rho = 0`).
-    weights : ndarray (N,), optional
-        Sample weights :math:`w_i > 0` (:class:`SampleLoss`); all 1 when None.
-    """
+    r"""The offset minimizing the convex :math:`\phi(b) = \sum_i w_i\ell(y_i, f_i + b)` for the
+    kernel part ``f`` of the predictions: bracketed by doubling steps from ``b0``, then Newton
+    steps inside the bracket or bisection (piecewise-linear losses); never worse than ``b0``."""
     line = _BiasLine(SampleLoss(loss, y, weights), as_vector(f))
     b = float(b0) if math.isfinite(b0) else 0.0
     f0 = line.value(b)
@@ -386,8 +218,7 @@ class _BiasLine:
 
 
 def _bracket(line: _BiasLine, b: float, d1: float) -> tuple[float, float, float]:
-    """Doubling steps from ``b`` (slope ``d1``) until the slope changes sign: the bracket
-    ``lo <= hi`` with slope(lo) <= 0 <= slope(hi), and the last point before the change."""
+    """``lo, hi, b``: doubling steps from ``b`` (slope ``d1``) until the slope changes sign."""
     d2 = line.curvature(b)
     step = abs(d1) / d2 if d2 > 0.0 and math.isfinite(d2) else 1.0
     step = max(step, 1e-12 * (1.0 + abs(b)))

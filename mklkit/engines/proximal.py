@@ -25,8 +25,8 @@ from ..components.params import Param
 from ..problem import Problem
 from ..result import SolveResult, Status
 from . import common
-from .base import COMMON_PARAMS, Engine, Requires, Run, needs
-from .capabilities import ARRAY_BANK, FACTOR_BANK, SMOOTH_PRIMAL
+from .base import COMMON_PARAMS, Engine, Requires, Run
+from .capabilities import ARRAY_BANK, FACTOR_BANK, SMOOTH_PRIMAL, needs
 from .proximal_objective import Iterate, ProximalObjective, ScreeningBounds, embed, rows_in
 
 __all__ = ["Proximal", "PROXIMAL_ENGINES"]

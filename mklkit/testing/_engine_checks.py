@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from ..engines import common
-from ..engines.common import UNCONVERGED, relative_gap
+from ..engines.common import UNCONVERGED
+from ..engines.objectives import relative_gap
 from ..plugins import get_registry
 from ..result import ConvergenceWarning, SolveResult, Status
 from ._engine_problems import KitProblem, with_C

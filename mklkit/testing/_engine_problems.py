@@ -11,7 +11,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..components.losses import EpsInsensitive, Hinge, Logistic, Squared
-from ..components.regularizers import KL, L1, ElasticNet, Lq, Uniform
+from ..components.elasticnet import ElasticNet, L1, Uniform
+from ..components.kl import KL
+from ..components.lq import Lq
 from ..data import load_builtin
 from ..engines import common
 from ..kernels.factor import FactorBank

@@ -66,7 +66,7 @@ def registered(kind: str) -> list[tuple[str, type]]:
         from mklkit.plugins import get_registry
     except ImportError:  # registry not available: the built-in tuples
         from mklkit.components.losses import BUILTIN_LOSSES
-        from mklkit.components.regularizers import BUILTIN_REGULARIZERS
+        from mklkit.builtin import BUILTIN_REGULARIZERS
 
         classes = BUILTIN_LOSSES if kind == "loss" else BUILTIN_REGULARIZERS
         return [(cls.name, cls) for cls in classes]

@@ -7,7 +7,9 @@ import pytest
 
 from mklkit.components.base import Loss, WeightNorm
 from mklkit.components.losses import EpsInsensitive, Hinge, Logistic, Squared
-from mklkit.components.regularizers import KL, L1, ElasticNet, Lq, Uniform
+from mklkit.components.elasticnet import ElasticNet, L1, Uniform
+from mklkit.components.kl import KL
+from mklkit.components.lq import Lq
 from mklkit.problem import Problem
 
 conic = pytest.importorskip("mklkit.testing.conic")

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mklkit.engines.common import relative_gap
+from mklkit.engines.objectives import relative_gap
 from mklkit.result import ConvergenceWarning, Status
 from mklkit.testing.engines import sample_bank as bank, sample_points
 

@@ -19,7 +19,7 @@ import pytest
 
 import mklkit.pipeline.choose as auto_module
 from mklkit.components.losses import Hinge, Logistic
-from mklkit.components.regularizers import L1, ElasticNet
+from mklkit.components.elasticnet import ElasticNet, L1
 from mklkit.data import load_builtin
 from mklkit.engines import common
 from mklkit.pipeline.choose import Auto, specificity

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from mklkit.components.losses import Logistic
-from mklkit.components.regularizers import L1
+from mklkit.components.elasticnet import L1
 from mklkit.pipeline.choose import Auto, EngineSwitchWarning, StallWatch
 from mklkit.engines.base import Engine, Requires
 from mklkit.engines.proximal import Proximal

@@ -23,7 +23,9 @@ import scipy.sparse as sp
 
 from mklkit.components.losses import EpsInsensitive, Hinge, Logistic, Squared
 from mklkit.components.params import ParamError
-from mklkit.components.regularizers import KL, L1, ElasticNet, Lq, Uniform
+from mklkit.components.elasticnet import ElasticNet, L1, Uniform
+from mklkit.components.kl import KL
+from mklkit.components.lq import Lq
 from mklkit.declaration import declaration_problems
 from mklkit.engines import common
 from mklkit.engines.base import UnsupportedBankError

@@ -23,7 +23,8 @@ import scipy.sparse as sp
 
 import mklkit
 from mklkit.components.losses import Logistic
-from mklkit.engines.common import certify, dual_block_norms, dual_objective, primal_objective
+from mklkit.engines.common import certify, dual_objective
+from mklkit.engines.objectives import dual_block_norms, primal_objective
 from mklkit.kernels.factor import FactorBank
 from mklkit.plugins import get_registry
 from mklkit.problem import Problem

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from mklkit._jit import blocks
 from mklkit._jit import spicy as kspicy
 from mklkit.components.losses import Hinge, Logistic, Squared
-from mklkit.components.regularizers import L1, ElasticNet, Lq, Uniform
+from mklkit.components.elasticnet import ElasticNet, L1, Uniform
+from mklkit.components.lq import Lq
 from mklkit.engines import common
 from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning, Status

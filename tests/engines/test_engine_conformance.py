@@ -15,7 +15,7 @@ import pytest
 from numba import njit
 
 from mklkit.components.losses import Hinge, Logistic
-from mklkit.components.regularizers import L1, ElasticNet
+from mklkit.components.elasticnet import ElasticNet, L1
 from mklkit.pipeline.choose import Auto
 from mklkit.engines.bcd import BCD
 from mklkit.engines.dual_cd import DualCD
@@ -272,7 +272,7 @@ def test_smo_mkl_solves_a_third_party_loss_of_the_svm_form():
     # the pinball loss declares linear_conjugate: SMO-MKL takes it (two boxes of widths
     # tau and 1 - tau per point), and the optimum agrees with cvxpy + Clarabel
     smo = pytest.importorskip("mklkit_smo")
-    from mklkit.components.regularizers import KL
+    from mklkit.components.kl import KL
 
     eng = smo.SmoMKL(tol=1e-8)
     problems = engine_problems(eng, losses=[Pinball(tau=0.3)], regularizers=[KL()])

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from mklkit.components.losses import EpsInsensitive, Hinge, Logistic, Squared
-from mklkit.components.regularizers import L1, ElasticNet
+from mklkit.components.elasticnet import ElasticNet, L1
 from mklkit.data import load_builtin
 from mklkit.engines.proximal import Proximal
 from mklkit.engines.spicy import Spicy

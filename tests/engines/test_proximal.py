@@ -11,7 +11,9 @@ import pytest
 
 from mklkit.components.losses import Hinge, Logistic, Squared
 from mklkit.components.params import ParamError
-from mklkit.components.regularizers import KL, L1, ElasticNet, Lq, Uniform
+from mklkit.components.elasticnet import ElasticNet, L1, Uniform
+from mklkit.components.kl import KL
+from mklkit.components.lq import Lq
 from mklkit.engines import common
 from mklkit.pipeline.choose import AUTO_ENGINES, Auto
 from mklkit.engines.proximal import PROXIMAL_ENGINES, Proximal

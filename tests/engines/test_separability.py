@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mklkit.components.losses import Logistic
-from mklkit.components.regularizers import L1
+from mklkit.components.elasticnet import L1
 from mklkit.pipeline.choose import Auto
 from mklkit.engines.proximal import Proximal
 from mklkit.engines.spicy import Spicy

@@ -13,7 +13,8 @@ from numba import njit
 from mklkit.components.base import WeightNorm
 from mklkit.declaration import declaration_problems
 from mklkit.components.losses import EpsInsensitive, Hinge, Logistic, Squared
-from mklkit.components.regularizers import L1, ElasticNet, Lq, Uniform
+from mklkit.components.elasticnet import ElasticNet, L1, Uniform
+from mklkit.components.lq import Lq
 from mklkit.engines import common
 from mklkit.engines.base import Engine, Requires, Run, UnsupportedBankError, check_warm_start, stop_message
 from mklkit.engines.capabilities import HINGE_CONJUGATE, LINEAR_CONJUGATE, SMOOTH_PRIMAL, Requirement

@@ -16,7 +16,9 @@ import pytest
 from mklkit.components.base import Loss
 from mklkit.components.losses import EpsInsensitive, Hinge, Logistic, Squared
 from mklkit.components.params import ParamError
-from mklkit.components.regularizers import KL, L1, ElasticNet, Lq, Uniform
+from mklkit.components.elasticnet import ElasticNet, L1, Uniform
+from mklkit.components.kl import KL
+from mklkit.components.lq import Lq
 from mklkit.engines import common
 from mklkit.engines.spicy import Spicy
 from mklkit.engines.spicy.iterative import GAMMA0_SCALE

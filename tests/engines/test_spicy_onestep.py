@@ -10,7 +10,9 @@ import pytest
 
 from mklkit.components.losses import EpsInsensitive, Hinge, Logistic, Squared
 from mklkit.components.params import ParamError
-from mklkit.components.regularizers import KL, L1, ElasticNet, Lq, Uniform
+from mklkit.components.elasticnet import ElasticNet, L1, Uniform
+from mklkit.components.kl import KL
+from mklkit.components.lq import Lq
 from mklkit.engines import common
 from mklkit.engines.spicy import BUILTIN_ENGINES, Spicy
 from mklkit.engines.spicy.start import _centre, initial_dual

@@ -20,7 +20,7 @@ import pytest
 import scipy.linalg
 
 from mklkit.components.losses import Logistic
-from mklkit.components.regularizers import L1
+from mklkit.components.elasticnet import L1
 from mklkit.engines.spicy import Spicy
 from mklkit.engines.spicy.inner import LM_FACTOR, levenberg_marquardt_direction
 from mklkit.problem import Problem

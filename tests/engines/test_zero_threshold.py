@@ -17,7 +17,9 @@ import numpy as np
 import pytest
 
 from mklkit.components.losses import EpsInsensitive, Hinge, Logistic, Squared
-from mklkit.components.regularizers import KL, L1, ElasticNet, Lq, Uniform
+from mklkit.components.elasticnet import ElasticNet, L1, Uniform
+from mklkit.components.kl import KL
+from mklkit.components.lq import Lq
 from mklkit.engines import common
 from mklkit.engines.proximal import Proximal
 from mklkit.engines.spicy import Spicy

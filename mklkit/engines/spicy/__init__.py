@@ -12,8 +12,8 @@ from ...components.params import Param
 from ...problem import Problem
 from ...result import SolveResult
 from .. import common
-from ..base import COMMON_PARAMS, Engine, Requires, Run, needs
-from ..capabilities import CONSTRAINED_FORM, SMOOTH_CONJUGATE, SMOOTH_REG_CONJUGATE
+from ..base import COMMON_PARAMS, Engine, Requires, Run
+from ..capabilities import CONSTRAINED_FORM, SMOOTH_CONJUGATE, SMOOTH_REG_CONJUGATE, needs
 from .iterative import _Iterative
 from .one_step import _OneStep
 

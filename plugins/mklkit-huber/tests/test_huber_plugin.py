@@ -171,7 +171,7 @@ def test_plugin_module_registers_both_losses() -> None:
 
 # -- the conic reference from the plugin's own cvxpy expression ---------------
 def _small_problem(loss: Loss, seed: int = 0):
-    from mklkit.components.regularizers import ElasticNet
+    from mklkit.components.elasticnet import ElasticNet
     from mklkit.problem import Problem
 
     rng = np.random.default_rng(seed)

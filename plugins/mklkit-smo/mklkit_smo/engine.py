@@ -42,8 +42,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mklkit.components.base import Param
-from mklkit.engines.base import Engine, Requires, Run, needs
-from mklkit.engines.capabilities import ARRAY_BANK, BREGMAN_FORM, LINEAR_CONJUGATE, PNORM_PENALTY
+from mklkit.engines.base import Engine, Requires, Run
+from mklkit.engines.capabilities import ARRAY_BANK, BREGMAN_FORM, LINEAR_CONJUGATE, PNORM_PENALTY, needs
 from mklkit.problem import Problem
 from mklkit.result import SolveResult
 

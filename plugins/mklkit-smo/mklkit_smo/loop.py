@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from mklkit.engines.common import relative_gap
+from mklkit.engines.objectives import relative_gap
 from mklkit.result import SolveResult, Status
 
 from .state import _SmoState

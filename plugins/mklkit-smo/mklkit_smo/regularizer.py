@@ -53,7 +53,8 @@ import numpy as np
 from numba import njit
 
 from mklkit.components.base import Param, Regularizer, WeightNorm, kernel
-from mklkit.components.regularizers import Lq, Uniform
+from mklkit.components.elasticnet import Uniform
+from mklkit.components.lq import Lq
 
 __all__ = ["PnormSquared", "L1Squared"]
 

@@ -67,8 +67,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from mklkit.components.base import Param
-from mklkit.engines.base import Engine, Requires, Run, needs
-from mklkit.engines.capabilities import ARRAY_BANK, HINGE_CONJUGATE, L1_SQUARED_FORM
+from mklkit.engines.base import Engine, Requires, Run
+from mklkit.engines.capabilities import ARRAY_BANK, HINGE_CONJUGATE, L1_SQUARED_FORM, needs
 from mklkit.problem import Problem
 from mklkit.result import SolveResult
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mklkit.engines.base import Run
-from mklkit.engines.common import relative_gap
+from mklkit.engines.objectives import relative_gap
 from mklkit.problem import Problem
 from mklkit.result import SolveResult, Status
 

@@ -11,7 +11,7 @@ from numba import njit
 
 import smo_reference as ref
 from smo_banks import ENTRIES
-from mklkit.components.regularizers import KL
+from mklkit.components.kl import KL
 from mklkit.engines import common
 from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning, Status

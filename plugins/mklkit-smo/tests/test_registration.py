@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mklkit.components.base import Regularizer
-from mklkit.components.regularizers import Lq
+from mklkit.components.lq import Lq
 from mklkit.plugins import ComponentValidationError, Registry, get_registry, hookimpl
 from mklkit_smo import PnormSquared, SmoMKL
 from mklkit_smo import plugin as smo_plugin

@@ -17,7 +17,7 @@ import pytest
 
 from mklkit.api import load_spec
 from mklkit.components.params import ParamError, UnknownParamError
-from mklkit.components.regularizers import L1
+from mklkit.components.elasticnet import L1
 from mklkit.engines.spicy import Spicy
 from mklkit.plugins import get_registry
 from mklkit.problem import Problem
