@@ -13,8 +13,6 @@ from ..solving import RunResult, solve_prepared
 from ..spec import validate_spec
 from .grid import Task, raw_data
 
-__all__ = ["solve_task"]
-
 _DATA_CACHE: dict[str, Data] = {}
 
 
@@ -36,11 +34,8 @@ def _limit_threads(n: int | None) -> None:
 
 
 def solve_task(task: Task) -> list[dict[str, Any]]:
-    """Solve one task: build the fold's bank once, solve every C (descending, warm-started).
-
-    Returns one row (a mapping of :data:`COLUMNS`) per C.  Deterministic:
-    the same task gives the same rows in any process.
-    """
+    """One row (a mapping of :data:`COLUMNS`) per C: the fold's bank built once, every C solved in
+    descending order, warm-started; the same rows in any process."""
     _limit_threads(task.threads)
     spec = validate_spec(task.raw, task.file, Path(task.folder), task.overridden)
     key = json.dumps([task.file, task.raw.get("data"), spec.problem.loss.task], sort_keys=True, default=str)
@@ -55,8 +50,7 @@ def solve_task(task: Task) -> list[dict[str, Any]]:
     bank_s = time.perf_counter() - t0
     assert prepared.problem is not None
     warm = bool(getattr(spec.engine.engine, "supports_warm_start", False))
-    rows = []
-    previous = None
+    rows, previous = [], None
     for C in task.Cs:
         spec_c = spec.model_copy(update={"problem": spec.problem.model_copy(update={"C": C})})
         prep_c = replace(prepared.with_C(C), spec=spec_c)
