@@ -1,13 +1,7 @@
-"""Running specs from Python: the same pipeline and result as ``mklkit run``.
+"""Running specs from Python: the same pipeline and result as ``mklkit run`` and ``mklkit sweep``.
 
->>> from mklkit.api import load_spec, run
->>> spec = load_spec("specs/quickstart.yaml", overrides=["problem.C=0.1"])
->>> result = run(spec)                       # RunResult
->>> result.status, result.metrics["test_accuracy"]
+>>> result = run(load_spec("specs/quickstart.yaml", overrides=["problem.C=0.1"]))   # RunResult
 >>> result.write("runs/quickstart", force=True)   # summary.json, history.json, solution.npz
-
-Every problem with the spec or its data raises :class:`~mklkit.spec.SpecError`
-(one line naming file, key path and value) before the solve starts.
 """
 
 from __future__ import annotations
@@ -54,13 +48,9 @@ class Validation:
         """One line: data, kernels, problem, solver."""
         p, s, d, k = self.prepared, self.spec, self.prepared.data, self.spec.kernels
         test = f"{d.n_test} test" if d.n_test else "no test part"
-        feats = (
-            f", {d.n_features} factor columns"
-            if d.factor_starts is not None
-            else f", {d.n_features} features"
-            if d.n_features
-            else ""
-        )
+        feats = f", {d.n_features} features" if d.n_features else ""
+        if d.factor_starts is not None:
+            feats = f", {d.n_features} factor columns"
         source = (
             f"preset {k.preset}"
             if k.preset is not None

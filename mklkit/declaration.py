@@ -243,21 +243,10 @@ def _instance_problems(obj: Any) -> list[str]:
 def declaration_problems(component: Any, kind: str | None = None) -> list[str]:
     """What is wrong with the declaration of ``component``; empty when nothing is.
 
-    Parameters
-    ----------
-    component : component class or instance
-        A class is checked as the registry sees it (properties are not
-        evaluated); an instance also has its properties evaluated,
-        ``conj_radius`` (regularizers), ``param_vector`` and a pickle round
-        trip checked.
-    kind : str, optional
-        The kind to check against (default: ``component.kind``).
-
-    Returns
-    -------
-    list of str
-        One phrase per problem, in declaration order.  The numba check of the
-        jitted functions is :func:`unjitted_problem`.
+    A class is checked as the registry sees it (properties not evaluated); an instance also has its
+    properties, ``conj_radius`` (regularizers), ``param_vector`` and a pickle round trip checked.  ``kind``
+    defaults to ``component.kind``.  One phrase per problem, in declaration order; the numba check of
+    the kernel methods is :func:`unjitted_problem`.
     """
     obj = None if isinstance(component, type) else component
     cls = component if obj is None else type(component)

@@ -69,13 +69,8 @@ def to_jsonable(obj: Any) -> Any:
 
 
 def check_output_dir(out_dir: str | os.PathLike[str], force: bool = False) -> Path:
-    """``out_dir`` as a Path, checked for writing a run (nothing is created).
-
-    Raises
-    ------
-    OutputError
-        ``out_dir`` is a file, or already holds run files and ``force`` is false.
-    """
+    """``out_dir`` as a Path, checked for writing a run (nothing is created); :class:`OutputError` when it is
+    a file, or holds run files and ``force`` is false."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise OutputError(out, "exists and is not a directory", "a new or existing directory")
@@ -135,13 +130,8 @@ def _atomic_write(path: Path, write: Callable[[str], None], suffix: str = "") ->
 
 def write_run(run: RunResult, out_dir: str | os.PathLike[str], force: bool = False) -> dict[str, Path]:
     """Write ``summary.json``, ``history.json`` and ``solution.npz`` of a run into ``out_dir`` (created if
-    missing); ``{"summary": path, "history": path, "solution": path}``.
-
-    Raises
-    ------
-    OutputError
-        See :func:`check_output_dir`; also when the directory cannot be created.
-    """
+    missing): ``{"summary": path, "history": path, "solution": path}``.  Raises :class:`OutputError` as
+    :func:`check_output_dir`, and when the directory cannot be created."""
     import numpy as np
 
     out = check_output_dir(out_dir, force)
@@ -213,13 +203,7 @@ def _read_json(path: Path, what: str) -> Any:
 
 
 def read_summary(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """The ``summary.json`` of a run directory.
-
-    Raises
-    ------
-    OutputError
-        No such directory, no summary, or not valid JSON.
-    """
+    """The ``summary.json`` of a run directory; :class:`OutputError` when there is none or it is not valid JSON."""
     d = Path(run_dir)
     if not d.is_dir():
         raise OutputError(d, "no such run directory", "a directory written by 'mklkit run'")
@@ -234,12 +218,8 @@ def read_summary(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
 
 def read_history(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The per-iteration records (``history.json``, else ``summary["history"]``; may be empty)."""
-    d = Path(run_dir)
-    p = d / HISTORY
-    if p.is_file():
-        data = _read_json(p, HISTORY)
-    else:
-        data = read_summary(d).get("history", [])
+    p = Path(run_dir) / HISTORY
+    data = _read_json(p, HISTORY) if p.is_file() else read_summary(run_dir).get("history", [])
     if not isinstance(data, list):
         raise OutputError(p, f"{HISTORY} does not hold a JSON list", "a file written by mklkit run")
     return [r for r in data if isinstance(r, dict)]

@@ -198,15 +198,8 @@ def plot_weights(summary: dict[str, Any], path: Path, top_k: int = 15) -> Path:
 
 
 def plot_run(run_dir: str | os.PathLike[str], top_k: int = 15) -> list[Path]:
-    """Write ``gap.png``, ``active.png`` and ``weights.png`` into a run directory.
-
-    Raises
-    ------
-    ReportError
-        matplotlib missing (the ``plot`` extra).
-    OutputError
-        ``run_dir`` has no readable ``summary.json``.
-    """
+    """Write ``gap.png``, ``active.png`` and ``weights.png`` into a run directory.  Raises
+    :class:`ReportError` without matplotlib, :class:`OutputError` without a readable ``summary.json``."""
     summary, history = read_summary(run_dir), read_history(run_dir)
     _matplotlib()
     out = Path(run_dir)

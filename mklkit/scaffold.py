@@ -39,28 +39,16 @@ def _class_name(name: str, kind: str) -> str:
 
 
 def new_plugin(name: str, dest: str | os.PathLike[str] = ".", kind: str = "loss") -> Path:
-    """Create a plugin distribution ``mklkit-<name>/`` in ``dest``.
-
-    The distribution (and folder) name is ``mklkit-<name>`` with underscores
-    written as hyphens; the package is ``mklkit_<name>``.  The layout is::
-
-        mklkit-<name>/
-            pyproject.toml           entry point: <name> = "mklkit_<name>.plugin"
-            README.md
-            mklkit_<name>/__init__.py
-            mklkit_<name>/plugin.py  @hookimpl mklkit_register_components
-            mklkit_<name>/<kind>.py  the component, with TODOs
-            tests/test_<name>.py     runs mklkit.testing.assert_conforms
+    """Create the plugin distribution ``mklkit-<name>/`` (package ``mklkit_<name>``) in ``dest``; its layout
+    is in ``docs/plugins.md``.
 
     Parameters
     ----------
     name : str
-        Component and entry-point name: lowercase letters, digits and
-        underscores, starting with a letter.
+        Component and entry-point name: lowercase letters, digits and underscores, starting with a letter.
     dest : path-like
         Folder in which to create the distribution (created if missing).
     kind : {"loss", "regularizer"}
-        Component kind of the skeleton.
 
     Returns
     -------

@@ -16,8 +16,6 @@ from .pipeline import Prepared
 from .spec import Spec
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
-
     from .result import SolveResult
 
 
@@ -138,15 +136,6 @@ class RunResult:
         return write_run(self, self.spec.output.dir if out_dir is None else out_dir, force=force)
 
 
-def _metrics(task: str, y: np.ndarray, f: np.ndarray, part: str) -> dict[str, float | None]:
-    import numpy as np
-
-    if task == "classification":
-        pred = np.where(f >= 0, 1.0, -1.0)
-        return {f"{part}_accuracy": float(np.mean(pred == y))}
-    return {f"{part}_rmse": float(np.sqrt(np.mean((f - y) ** 2)))}
-
-
 def solve_prepared(
     prepared: Prepared,
     callback: Callable[[dict[str, Any]], Any] | None = None,
@@ -262,14 +251,20 @@ def _refine(
 
 def _evaluate(prepared: Prepared, problem: Any, result: SolveResult) -> dict[str, float | None]:
     """The accuracy (classification) or RMSE (regression) on the training part and on the test part (None: none)."""
-    data, task = prepared.data, prepared.data.task
-    metrics = _metrics(task, problem.y, prepared.train_decision(result), "train")
-    f_test = prepared.test_decision(result)
-    if f_test is not None and data.y_test is not None:
-        metrics.update(_metrics(task, data.y_test, f_test, "test"))
-    else:
-        metrics.update({("test_accuracy" if task == "classification" else "test_rmse"): None})
-    return metrics
+    import numpy as np
+
+    classification = prepared.data.task == "classification"
+
+    def score(y: Any, f: Any) -> float | None:
+        if f is None or y is None:
+            return None
+        if classification:
+            return float(np.mean(np.where(f >= 0, 1.0, -1.0) == y))
+        return float(np.sqrt(np.mean((f - y) ** 2)))
+
+    name = "accuracy" if classification else "rmse"
+    train = score(problem.y, prepared.train_decision(result))
+    return {f"train_{name}": train, f"test_{name}": score(prepared.data.y_test, prepared.test_decision(result))}
 
 
 def _timings(prepared: Prepared, solve_s: float, selection: Any, refine_s: float | None) -> dict[str, float]:

@@ -5,17 +5,8 @@ from __future__ import annotations
 
 from .backends import check_backend
 from .grid import Config, Sweep, Task, load_sweep, parse_sweep
-from .results import (
-    COLUMNS,
-    KEY_COLUMNS,
-    RESULTS,
-    SWEEP_JSON,
-    TIMING_COLUMNS,
-    Best,
-    SweepResult,
-    read_results,
-    select_best,
-)
+from .results import COLUMNS, KEY_COLUMNS, RESULTS, SWEEP_JSON, TIMING_COLUMNS, Best, SweepResult
+from .results import read_results, select_best
 from .runner import SweepTaskError, run_sweep
 
 __all__ = [

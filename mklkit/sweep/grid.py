@@ -1,29 +1,24 @@
-"""The sweep spec: the grid of problems (:class:`Sweep`, :class:`Config`), its tasks and cross-validation folds."""
+"""The sweep spec: the grid of problems (:class:`Sweep`, :class:`Config`), its cross-validation folds and
+its tasks (:class:`Task`, solved by :func:`solve_task` in whichever process runs it)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import itertools
 import json
 import os
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..io import to_jsonable
-from ..pipeline import CVSettings, Data, PipelineError, make_folds
-from ..spec import (
-    SWEEP_SECTION,
-    Spec,
-    SpecError,
-    apply_overrides,
-    mark_override,
-    read_spec_file,
-    sweep_lists,
-    validate_model,
-    validate_spec,
-)
+from ..pipeline import CVSettings, Data, PipelineError, fold, make_folds
+from ..solving import RunResult, solve_prepared
+from ..spec import SWEEP_SECTION, Spec, SpecError, apply_overrides, mark_override, read_spec_file
+from ..spec import sweep_lists, validate_model, validate_spec
 from .results import KEY_COLUMNS
 
 _Error = Callable[..., SpecError]
@@ -130,25 +125,14 @@ class Sweep:
 
     def tasks(self, threads: int | None = None) -> list[Task]:
         """Every task, in grid order (config, then split)."""
-        out = []
+        out: list[Task] = []
         for c in self.configs:
-            for s, (tr, va) in enumerate(self.folds(c)):
-                out.append(
-                    Task(
-                        index=len(out),
-                        config=c.index,
-                        split=s,
-                        file=self.file,
-                        folder=str(self.folder),
-                        overridden=self.overridden,
-                        raw=c.raw,
-                        Cs=self.Cs,
-                        train=tr,
-                        val=va,
-                        labels=dict(c.labels),
-                        threads=threads,
-                    )
-                )
+            common = dict(config=c.index, file=self.file, folder=str(self.folder), overridden=self.overridden)
+            common.update(raw=c.raw, Cs=self.Cs, threads=threads)
+            out += [
+                Task(index=len(out) + s, split=s, train=tr, val=va, labels=dict(c.labels), **common)
+                for s, (tr, va) in enumerate(self.folds(c))
+            ]
         return out
 
     def check(self) -> None:
@@ -227,20 +211,9 @@ def parse_sweep(
             ", ".join(sorted({f"{c.spec.problem.loss.name} ({c.spec.problem.loss.task})" for c in configs})),
             "only classification losses (accuracy) or only regression losses (RMSE)",
         )
-    return Sweep(
-        file=file,
-        folder=folder,
-        overridden=tuple(overridden),
-        raw=raw,
-        cv=cv,
-        axes=axes,
-        Cs=Cs_sorted,
-        configs=configs,
-        data_values=[
-            next(c.labels["dataset"] for c in configs if c.data_index == di) for di in range(len(data_values))
-        ],
-        output_dir=configs[0].spec.output.dir,
-    )
+    names = [next(c.labels["dataset"] for c in configs if c.data_index == di) for di in range(len(data_values))]
+    output_dir = configs[0].spec.output.dir
+    return Sweep(file, folder, tuple(overridden), raw, cv, axes, Cs_sorted, configs, names, output_dir)
 
 
 def _grid_point(raw: dict, data_key: str | None, d: Any, loss: Any, reg: Any, bias: Any, solver: Any, C: Any) -> dict:
@@ -362,3 +335,73 @@ def raw_data(spec: Spec) -> Data:
     """The training (and test) part of the spec's data, not standardized."""
     assert spec.data is not None
     return spec.model_copy(update={"data": spec.data.model_copy(update={"standardize": False})}).load_data()
+
+
+_DATA_CACHE: dict[str, Data] = {}
+
+
+def _limit_threads(n: int | None) -> None:
+    if n is None:
+        return
+    with contextlib.suppress(Exception):  # a thread limit is an optimisation only
+        import numba
+
+        numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))
+    with contextlib.suppress(Exception):
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(int(n))
+
+
+def solve_task(task: Task) -> list[dict[str, Any]]:
+    """One row (a mapping of :data:`COLUMNS`) per C: the fold's bank built once, every C solved in
+    descending order, warm-started; the same rows in any process."""
+    _limit_threads(task.threads)
+    spec = validate_spec(task.raw, task.file, Path(task.folder), task.overridden)
+    key = json.dumps([task.file, task.raw.get("data"), spec.problem.loss.task], sort_keys=True, default=str)
+    data = _DATA_CACHE.get(key)
+    if data is None:
+        data = raw_data(spec)
+        _DATA_CACHE.clear()
+        _DATA_CACHE[key] = data
+    part = fold(data, task.train, task.val, standardized=spec.data.standardize)
+    t0 = time.perf_counter()
+    prepared = spec.prepare(progress=False, data=part)
+    bank_s = time.perf_counter() - t0
+    assert prepared.problem is not None
+    warm = bool(getattr(spec.engine.engine, "supports_warm_start", False))
+    rows, previous = [], None
+    for C in task.Cs:
+        spec_c = spec.model_copy(update={"problem": spec.problem.model_copy(update={"C": C})})
+        prep_c = replace(prepared.with_C(C), spec=spec_c)
+        run = solve_prepared(prep_c, None, warm_start=previous if warm else None, warn_trivial=False)
+        rows.append(_row(task, C, run, bank_s, warm and previous is not None))
+        previous = run.result
+    return rows
+
+
+def _row(task: Task, C: float, run: RunResult, bank_s: float, warm: bool) -> dict[str, Any]:
+    r = run.result
+    m = run.metrics
+    return {
+        **task.labels,
+        "C": C,
+        "split": task.split,
+        "status": str(r.status),
+        "converged": bool(r.converged),
+        "objective": float(r.objective),
+        "dual_objective": float(r.dual_objective),
+        "gap": float(r.gap),
+        "iterations": int(r.iterations),
+        "n_active": run.n_active,
+        "n_kernels": run.n_kernels,
+        "n_train": run.n_train,
+        "n_val": run.n_test,
+        "train_accuracy": m.get("train_accuracy"),
+        "val_accuracy": m.get("test_accuracy"),
+        "train_rmse": m.get("train_rmse"),
+        "val_rmse": m.get("test_rmse"),
+        "time_s": float(run.timings.get("solve_s", r.time_s)),
+        "bank_s": float(bank_s),
+        "warm_start": warm,
+    }

@@ -18,24 +18,9 @@ from ..io import OutputError, check_output_dir, write_json, write_text
 from ..solving import solve_prepared
 from ..spec import SpecError, validate_spec
 from .backends import check_backend, connect_backend, default_threads
-from .grid import Sweep, Task
-from .results import (
-    BEST_DIR,
-    COLUMNS,
-    KEY_COLUMNS,
-    RESULTS,
-    SWEEP_JSON,
-    Best,
-    SweepResult,
-    append_rows,
-    csv_cell,
-    csv_text,
-    read_results,
-    row_key,
-    score_column,
-    select_best,
-)
-from .task import solve_task
+from .grid import Sweep, Task, solve_task
+from .results import BEST_DIR, COLUMNS, KEY_COLUMNS, RESULTS, SWEEP_JSON, Best, SweepResult, append_rows
+from .results import csv_cell, csv_text, read_results, row_key, score_column, select_best
 
 logger = logging.getLogger("mklkit.sweep")
 
@@ -172,7 +157,9 @@ def run_sweep(
     start = {"event": "start", "n_tasks": len(tasks), "n_skipped": len(done), "backend": backend_name}
     _emit(progress, {**start, "n_rows": sweep.n_rows})
     new = _run_tasks(backend, todo, out / RESULTS, progress, heartbeat_s) if backend is not None else {}
-    return _complete(sweep, out, tasks, done, new, meta, backend_name, progress, t_start)
+    meta.update(backend=backend_name, n_run=len(new), n_skipped=len(done))
+    rows = [r for t in tasks for r in done.get(t.index) or new[t.index]]
+    return _complete(sweep, out, rows, meta, progress, t_start)
 
 
 def _kept_rows(
@@ -285,30 +272,20 @@ def _run_tasks(
 def _complete(
     sweep: Sweep,
     out: Path,
-    tasks: Sequence[Task],
-    done: _Rows,
-    new: _Rows,
+    rows: Sequence[Mapping[str, Any]],
     meta: dict[str, Any],
-    backend_name: str,
     progress: _Progress,
     t_start: float,
 ) -> SweepResult:
     """Rewrite ``results.csv`` in grid order, refit the best, mark ``sweep.json`` complete; the result."""
-    results_path, sweep_path = out / RESULTS, out / SWEEP_JSON
-    rows_all = [
-        {c: (r[c] if isinstance(r.get(c), str) else csv_cell(r.get(c))) for c in COLUMNS}
-        for t in tasks
-        for r in done.get(t.index) or new[t.index]
-    ]
-    write_text(results_path, csv_text(rows_all, header=True))
+    rows_all = [{c: (r[c] if isinstance(r.get(c), str) else csv_cell(r.get(c))) for c in COLUMNS} for r in rows]
+    write_text(out / RESULTS, csv_text(rows_all, header=True))
     best = _refit_best(sweep, out, rows_all, progress)
-    files = {"results": results_path, "sweep": sweep_path, **{f"best:{b.dataset}": b.dir for b in best}}
-    meta.update(complete=True, backend=backend_name, n_run=len(new), n_skipped=len(done))
-    meta.update(time_s=time.perf_counter() - t_start, best=[b.to_dict() for b in best])
-    write_json(sweep_path, meta)
-    return SweepResult(
-        sweep, out, rows_all, len(new), len(done), best, backend_name, time.perf_counter() - t_start, files
-    )
+    meta.update(complete=True, time_s=time.perf_counter() - t_start, best=[b.to_dict() for b in best])
+    write_json(out / SWEEP_JSON, meta)
+    files = {"results": out / RESULTS, "sweep": out / SWEEP_JSON, **{f"best:{b.dataset}": b.dir for b in best}}
+    n_run, n_skipped, backend = meta["n_run"], meta["n_skipped"], meta["backend"]
+    return SweepResult(sweep, out, rows_all, n_run, n_skipped, best, backend, time.perf_counter() - t_start, files)
 
 
 class _Heartbeat:
