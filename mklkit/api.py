@@ -327,20 +327,9 @@ def sweep(
     force: bool = False,
     progress: Callable[[dict[str, Any]], Any] | None = None,
 ) -> Any:
-    """Run a sweep spec: the whole grid, cross-validated, then the best refit (``mklkit sweep``).
-
-    Parameters
-    ----------
-    spec : path-like
-        A sweep spec: lists at grid keys and a ``cv`` section (``docs/sweeps.md``).
-    overrides : sequence of ``"key.path=value"``, or a mapping
-        Like ``--set``.
-    out_dir : path-like, optional
-        Default: the spec's ``output.dir`` (``runs/<spec name>``).
-    workers, scheduler, resume, force, progress
-        As :func:`mklkit.sweep.run_sweep`: local worker processes (joblib's loky pool), a
-        ``dask.distributed`` scheduler address (needs ``mklkit[dask]``), keep the rows of an
-        interrupted run of the same sweep, start over, progress events.
+    """Run a sweep spec (``docs/sweeps.md``): the whole grid, cross-validated, then the best refit, as
+    ``mklkit sweep`` does; ``overrides`` like ``--set``, the other arguments as
+    :func:`mklkit.sweep.run_sweep` (``out_dir`` defaults to the spec's ``output.dir``).
 
     Returns
     -------
