@@ -157,7 +157,7 @@ class MulticlassRunResult:
 
     @property
     def n_kernels(self) -> int:
-        return len(self.kernel_names)
+        return self.runs[0].n_kernels
 
     @property
     def n_active(self) -> int:
@@ -285,7 +285,8 @@ def run(
     Parameters
     ----------
     spec : Spec or path
-        A validated spec (:func:`load_spec`) or a spec file.
+        A validated spec (:func:`load_spec`) or a spec file; :class:`SpecError` for anything wrong with
+        it or its data, before the solve starts.
     callback : callable, optional
         ``callback(state)`` with the history record after every outer iteration; a truthy return
         stops the solve.  With ``problem.C: path`` also after each C on the held-out rows, with
@@ -296,14 +297,8 @@ def run(
     Returns
     -------
     RunResult or MulticlassRunResult
-        ``.write(dir)`` writes it, as ``mklkit run`` does; a :class:`MulticlassRunResult` for more than
-        two classes.  The first solve of a process that compiles numba code emits one
-        :class:`mklkit.CompilationWarning`.
-
-    Raises
-    ------
-    SpecError
-        Anything wrong with the spec or its data, before the solve starts.
+        ``.write(dir)`` writes it, as ``mklkit run`` does.  The first numba compilation of a process
+        emits one :class:`mklkit.CompilationWarning`.
     """
     spec = _as_spec(spec)
     with interrupt_guard():

@@ -102,22 +102,21 @@ def write_text(path: str | os.PathLike[str], text: str) -> Path:
     return _atomic_write(Path(path), write)
 
 
-def _new_file(folder: Path, prefix: str, suffix: str) -> str:
-    """Create an empty file with a fresh name in ``folder``, its mode following the umask (not
-    ``tempfile.mkstemp``'s 0600, which the rename would keep)."""
+def _atomic_write(path: Path, write: Callable[[str], None], suffix: str = "") -> Path:
+    """Call ``write(tmp)`` on a new temporary file beside ``path``, then rename it (removed if writing fails).
+
+    The file is created with ``os.open`` so that its mode follows the umask (``tempfile.mkstemp``'s
+    0600 would stay with the result file).
+    """
     for _ in range(100):
-        name = str(folder / f"{prefix}{secrets.token_hex(6)}{suffix}")
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}{suffix}")
         try:
-            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            break
         except FileExistsError:
             continue
-        return name
-    raise FileExistsError(f"{folder}: no free name for a temporary file {prefix}*{suffix}")
-
-
-def _atomic_write(path: Path, write: Callable[[str], None], suffix: str = "") -> Path:
-    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it (removed if writing fails)."""
-    tmp = _new_file(path.parent, f".{path.name}.", suffix)
+    else:
+        raise FileExistsError(f"{path.parent}: no free name for a temporary file .{path.name}.*{suffix}")
     try:
         write(tmp)
         os.replace(tmp, path)

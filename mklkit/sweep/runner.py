@@ -110,18 +110,12 @@ def run_sweep(
 
     Parameters
     ----------
-    sweep : Sweep
-        From :func:`load_sweep`.
-    out_dir : path-like, optional
-        Default ``sweep.output_dir``.
-    workers : int
-        1: this process; N > 1: joblib's loky pool (``cpu_count // N`` numba/BLAS threads a worker).
-    scheduler : str, optional
-        A ``dask.distributed`` scheduler address; each task runs single-threaded.  Exclusive with
-        ``workers > 1``.
+    workers, scheduler : int, str
+        1: this process; N > 1: joblib's loky pool (``cpu_count // N`` threads a worker); or the address
+        of a ``dask.distributed`` scheduler (each task single-threaded), not both.
     resume, force : bool
-        Keep the complete tasks of an earlier run of the same grid in ``out_dir``; or start over
-        there (its ``best/`` refits are removed first).
+        Keep the complete tasks of an earlier run of the same grid in ``out_dir`` (default
+        ``sweep.output_dir``); or start over there (its ``best/`` refits are removed first).
     progress : callable, optional
         ``progress(event)``; ``event["event"]`` is ``start`` (``n_tasks``, ``n_skipped``, ``backend``,
         ``n_rows``), ``task`` (``done``, ``total``, ``task``, ``failed``, ``error``, ``time_s``,
@@ -129,10 +123,9 @@ def run_sweep(
         ``longest``, ``longest_s``; from a helper thread every ``heartbeat_s`` seconds without a
         finished task) or ``refit`` (``dataset``, ``dir``).  An exception it raises stops the sweep
         after the task's rows were saved.
-    out_key : str, optional
-        How errors name the output directory (``--out`` or ``output.dir``).
-    heartbeat_s : float, optional
-        Default :data:`HEARTBEAT_S`; 0 or ``inf``: no heartbeat.
+    out_key, heartbeat_s : str, float, optional
+        How errors name the output directory (``--out`` or ``output.dir``); the heartbeat interval
+        (default :data:`HEARTBEAT_S`; 0 or ``inf``: none).
 
     Raises
     ------
