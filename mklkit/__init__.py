@@ -1,7 +1,6 @@
 """mklkit: certifiably correct Multiple Kernel Learning solvers with plugins.
 
-Importing :mod:`mklkit` is cheap; the public names below are loaded on first
-use so that ``mklkit --help`` answers at once.
+The public names are loaded on first use, so that ``mklkit --help`` answers at once.
 """
 
 from __future__ import annotations
@@ -12,29 +11,20 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Param": "mklkit.components.params",
-    "ParamError": "mklkit.components.params",
-    "Loss": "mklkit.components.base",
-    "Regularizer": "mklkit.components.base",
-    "LossJit": "mklkit.components.base",
-    "RegularizerJit": "mklkit.components.base",
-    "ConstrainedConjugate": "mklkit.components.base",
-    "BregmanJit": "mklkit.components.base",
-    "LabelError": "mklkit.components.base",
-    "Engine": "mklkit.engines.base",
-    "Problem": "mklkit.problem",
-    "SolveResult": "mklkit.result",
-    "Status": "mklkit.result",
-    "ConvergenceWarning": "mklkit.result",
-    "TrivialModelWarning": "mklkit.result",
-    "CompilationWarning": "mklkit.compilation",
-    "hookimpl": "mklkit.plugins",
-    "get_registry": "mklkit.plugins",
-    "load_spec": "mklkit.api",
-    "run": "mklkit.api",
-    "MKLClassifier": "mklkit.estimators",
-    "MKLRegressor": "mklkit.estimators",
-    "MKLPath": "mklkit.estimators",
+    name: module
+    for module, names in (
+        ("mklkit.components.params", "Param ParamError"),
+        ("mklkit.components.base", "Loss Regularizer LabelError"),
+        ("mklkit.components.base", "LossJit RegularizerJit ConstrainedConjugate BregmanJit"),
+        ("mklkit.engines.base", "Engine"),
+        ("mklkit.problem", "Problem"),
+        ("mklkit.result", "SolveResult Status ConvergenceWarning TrivialModelWarning"),
+        ("mklkit.compilation", "CompilationWarning"),
+        ("mklkit.plugins", "hookimpl get_registry"),
+        ("mklkit.api", "load_spec run"),
+        ("mklkit.estimators", "MKLClassifier MKLRegressor MKLPath"),
+    )
+    for name in names.split()
 }
 
 __all__ = ["__version__", *sorted(_LAZY)]

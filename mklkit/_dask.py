@@ -4,19 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["connect", "CONNECT_TIMEOUT"]
-
 #: Seconds to wait for the scheduler before giving up.
 CONNECT_TIMEOUT = 20
 
 
 def connect(address: str, error: Callable[..., Exception]) -> Any:
-    """A ``distributed.Client`` connected to ``address``.
-
-    ``error(key, problem, value, allowed)`` makes the exception raised when
-    dask.distributed is missing or the scheduler cannot be reached (a one-line
-    user error on the command line).
-    """
+    """A ``distributed.Client`` connected to ``address``; ``error(key, problem, value, allowed)`` makes the
+    exception raised when dask.distributed is missing or the scheduler cannot be reached."""
     try:
         from distributed import Client
     except ImportError as exc:

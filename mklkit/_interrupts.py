@@ -6,19 +6,12 @@ import builtins
 import contextlib
 from typing import Any, Iterator
 
-__all__ = ["caused_by_interrupt", "interrupt_guard"]
-
 _EXCEPTION_GROUPS: Any = getattr(builtins, "BaseExceptionGroup", ())
 
 
 def caused_by_interrupt(exc: BaseException) -> bool:
-    """Whether a :class:`KeyboardInterrupt` is ``exc`` or in its ``__cause__`` / ``__context__`` chain.
-
-    A KeyboardInterrupt raised inside C code (numba loading a cached
-    function, a BLAS call, an unpickler) may come back as the exception it
-    caused, e.g. ``SystemError: ... returned a result with an exception set``.
-    Exception groups are searched too.
-    """
+    """Whether a :class:`KeyboardInterrupt` is ``exc`` or in its ``__cause__`` / ``__context__`` chain or
+    exception groups (one raised inside C code, e.g. numba or BLAS, may come back as a ``SystemError``)."""
     seen: set[int] = set()
     todo: list[BaseException | None] = [exc]
     while todo:
@@ -36,11 +29,8 @@ def caused_by_interrupt(exc: BaseException) -> bool:
 
 @contextlib.contextmanager
 def interrupt_guard() -> Iterator[None]:
-    """Raise an exception that a Ctrl-C caused (:func:`caused_by_interrupt`) again as the
-    :class:`KeyboardInterrupt` it stands for (chained to it), so that Python callers of the public entry
-    points (``mklkit.run``, ``mklkit.sweep``, ``Engine.solve``, the estimators' ``fit``) see a Ctrl-C as a
-    Ctrl-C.  A context manager, not a wrapper: the frames (and the ``stacklevel`` of warnings) stay as
-    they are."""
+    """Raise an exception that a Ctrl-C caused again as the :class:`KeyboardInterrupt` it stands for, for
+    the callers of the public entry points (a context manager: the ``stacklevel`` of warnings is kept)."""
     try:
         yield
     except KeyboardInterrupt:

@@ -1,13 +1,7 @@
-"""Running specs from Python: the same pipeline and result as ``mklkit run``.
+"""Running specs from Python: the same pipeline and result as ``mklkit run`` and ``mklkit sweep``.
 
->>> from mklkit.api import load_spec, run
->>> spec = load_spec("specs/quickstart.yaml", overrides=["problem.C=0.1"])
->>> result = run(spec)                       # RunResult
->>> result.status, result.metrics["test_accuracy"]
+>>> result = run(load_spec("specs/quickstart.yaml", overrides=["problem.C=0.1"]))   # RunResult
 >>> result.write("runs/quickstart", force=True)   # summary.json, history.json, solution.npz
-
-Every problem with the spec or its data raises :class:`~mklkit.spec.SpecError`
-(one line naming file, key path and value) before the solve starts.
 """
 
 from __future__ import annotations
@@ -22,7 +16,7 @@ from ._interrupts import interrupt_guard
 from .io import write_multiclass_run
 from .pipeline import Prepared
 from .solving import RunResult, solve_prepared
-from .spec import Spec, SpecError, load_spec as _load_spec
+from .spec import Spec, SpecError, load_spec
 
 __all__ = [
     "load_spec",
@@ -38,57 +32,25 @@ __all__ = [
 ]
 
 
-def load_spec(path: str | os.PathLike[str], overrides: Sequence[str] | Mapping[str, Any] = ()) -> Spec:
-    """Read and validate a spec file (see :func:`mklkit.spec.load_spec`).
-
-    Parameters
-    ----------
-    path : path-like
-        The YAML spec.
-    overrides : sequence of ``"key.path=value"`` strings, or a mapping
-        Applied before validation, exactly like ``--set``.
-
-    Raises
-    ------
-    SpecError
-    """
-    return _load_spec(path, overrides)
-
-
 def _as_spec(spec: Spec | str | os.PathLike[str]) -> Spec:
-    return spec if isinstance(spec, Spec) else _load_spec(spec)
+    return spec if isinstance(spec, Spec) else load_spec(spec)
 
 
-# ---------------------------------------------------------------------------
-# validate
-# ---------------------------------------------------------------------------
 @dataclass
 class Validation:
-    """What ``mklkit validate`` found: the spec is runnable.
-
-    Attributes
-    ----------
-    spec : Spec
-    prepared : Prepared
-        Data loaded and checked, bank resolved (not built), engine support checked.
-    """
+    """What ``mklkit validate`` found: the spec is runnable (``prepared``: data loaded and checked,
+    bank resolved but not built, engine support checked)."""
 
     spec: Spec
     prepared: Prepared
 
     def summary(self) -> str:
         """One line: data, kernels, problem, solver."""
-        p, s = self.prepared, self.spec
-        d = p.data
+        p, s, d, k = self.prepared, self.spec, self.prepared.data, self.spec.kernels
         test = f"{d.n_test} test" if d.n_test else "no test part"
-        feats = (
-            f", {d.n_features} factor columns"
-            if d.factor_starts is not None
-            else f", {d.n_features} features"
-            if d.n_features
-            else ""
-        )
-        k = s.kernels
+        feats = f", {d.n_features} features" if d.n_features else ""
+        if d.factor_starts is not None:
+            feats = f", {d.n_features} factor columns"
         source = (
             f"preset {k.preset}"
             if k.preset is not None
@@ -113,7 +75,7 @@ class Validation:
 
 
 def _classes_note(d: Any, multiclass: str = "ovr") -> str:
-    """``, classes 0, 1 (positive 1)`` or ``, 3 classes one-vs-rest: ...`` (or one-vs-one)."""
+    """``, classes 0, 1 (positive 1)`` or ``, 3 classes one-vs-rest: ...``."""
     from .pipeline.data import label_text
 
     if d.classes is None:
@@ -140,56 +102,28 @@ def _representation(k: Any, chosen: Any = None) -> str:
 
 
 def _label(comp: Any) -> str:
-    params = comp.get_params()
-    if not params:
-        return comp.name
-    return (
-        f"{comp.name}("
-        + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
-        + ")"
-    )
+    params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in comp.get_params().items())
+    return f"{comp.name}({params})" if params else comp.name
 
 
 def check(spec: Spec | str | os.PathLike[str]) -> Validation:
-    """Full validation without building the bank or solving (``mklkit validate``).
-
-    Loads the data (labels, NaN/inf, shapes), resolves the kernel bank against
-    the columns and checks its memory estimate, and asks the engine whether it
-    supports the problem.  Raises :class:`SpecError`.
-    """
+    """Full validation without building the bank or solving (``mklkit validate``): the data loaded and
+    checked, the bank resolved and its memory estimated, the engine asked whether it supports the
+    problem.  Raises :class:`SpecError`."""
     spec = _as_spec(spec)
     return Validation(spec, spec.prepare(build=False))
 
 
-# ---------------------------------------------------------------------------
-# run
-# ---------------------------------------------------------------------------
 _MULTICLASS_WORDS = {"ovr": "one-vs-rest", "ovo": "one-vs-one"}
 
 
 @dataclass
 class MulticlassRunResult:
-    """A run on a target of more than two classes: one binary problem per class (class k against the rest),
-    or per pair of classes (``problem.multiclass: ovo``).
-
-    Attributes
-    ----------
-    spec : Spec
-    classes : list
-        The classes in the data's own labels, sorted.
-    runs : list of RunResult
-        One-vs-rest: ``runs[k]``, the problem of ``classes[k]`` against the rest (its labels +1/-1);
-        one-vs-one: one per pair ``i < j`` in scikit-learn's order, ``classes[j]`` (+1) against
-        ``classes[i]``, on their rows.
-    metrics : dict
-        ``train_accuracy``, ``test_accuracy`` of the predicted class (one-vs-rest: the class whose
-        problem gives the largest decision value; one-vs-one: the most votes); ``test_accuracy`` is
-        ``None`` without a test part.
-    pairs : list of (int, int)
-        One-vs-one: the class indices ``(i, j)`` of each problem; empty for one-vs-rest.
-    timings : dict
-        ``data_s``, ``bank_s``, ``solve_s`` (all problems), ``total_s``.
-    """
+    """A run on a target of more than two classes: one binary problem per class against the rest
+    (``runs[k]``: ``classes[k]``, the sorted classes in the data's own labels), or per pair ``(i, j)``
+    in ``pairs`` (``problem.multiclass: ovo``; scikit-learn's order, ``classes[j]`` +1 against
+    ``classes[i]`` on their rows).  ``metrics``: the accuracies of the predicted class (largest decision
+    value, or most votes); ``timings``: ``data_s``, ``bank_s``, ``solve_s`` (all problems), ``total_s``."""
 
     spec: Spec
     classes: list[Any]
@@ -214,7 +148,7 @@ class MulticlassRunResult:
 
     @property
     def status(self) -> str:
-        """``converged`` when every problem converged, else the status of the first that did not."""
+        """``converged``, or the status of the first problem that did not converge."""
         return next((r.status for r in self.runs if not r.converged), "converged")
 
     @property
@@ -223,7 +157,7 @@ class MulticlassRunResult:
 
     @property
     def n_kernels(self) -> int:
-        return len(self.kernel_names)
+        return self.runs[0].n_kernels
 
     @property
     def n_active(self) -> int:
@@ -237,8 +171,7 @@ class MulticlassRunResult:
         return self.runs[0].n_test
 
     def problem_dir(self, k: int) -> str:
-        """The folder of problem ``k`` inside the run directory: ``class_<k>`` (one-vs-rest) or
-        ``pair_<i>_<j>`` (one-vs-one, classes i and j)."""
+        """The folder of problem ``k`` in the run directory: ``class_<k>`` or ``pair_<i>_<j>``."""
         if self.pairs:
             i, j = self.pairs[k]
             return f"pair_{i}_{j}"
@@ -280,6 +213,7 @@ class MulticlassRunResult:
                 }
             )
         n_ok = sum(r.converged for r in self.runs)
+        copied = "task dataset n_train n_test n_features engine engine_params loss regularizer C spec_file spec"
         out = {
             "status": self.status,
             "converged": self.converged,
@@ -299,45 +233,21 @@ class MulticlassRunResult:
             "top_kernels": [k["name"] for k in top[: min(10, self.n_active)]],
             "kernel_weights": records,
         }
-        for key in (
-            "task",
-            "dataset",
-            "n_train",
-            "n_test",
-            "n_features",
-            "engine",
-            "engine_params",
-            "loss",
-            "regularizer",
-            "C",
-            "spec_file",
-            "spec",
-            "mklkit_version",
-            "versions",
-        ):
-            out[key] = first[key]
-        out["created"] = self.created
-        return out
+        return {**out, **{k: first[k] for k in f"{copied} mklkit_version versions".split()}, "created": self.created}
 
     def write(self, out_dir: str | os.PathLike[str] | None = None, force: bool = False) -> dict[str, Path]:
-        """Write a run directory per class and the top-level ``summary.json`` (:func:`mklkit.io.write_multiclass_run`)."""
-
+        """Write a run directory per problem and the top-level ``summary.json`` (:func:`mklkit.io.write_multiclass_run`)."""
         return write_multiclass_run(self, self.spec.output.dir if out_dir is None else out_dir, force=force)
 
 
 def solve_multiclass(
     prepared: Prepared, callback: Callable[[dict[str, Any]], Any] | None = None, warn_compilation: bool = False
 ) -> MulticlassRunResult:
-    """Solve every binary problem of a prepared multiclass target (:attr:`Prepared.tasks`) on its one bank.
-
-    Each problem is evaluated like :func:`solve_prepared` (its accuracies are
-    those of class k against the rest); the predicted class of a row is the
-    one whose problem gives it the largest decision value.
-    """
+    """Solve and evaluate (:func:`solve_prepared`) every binary problem of a prepared multiclass target
+    (:attr:`Prepared.tasks`) on its one bank, and the accuracies of the predicted class."""
     import numpy as np
 
-    tasks = prepared.tasks
-    data = prepared.data
+    tasks, data = prepared.tasks, prepared.data
     if tasks is None or data.classes is None:
         raise ValueError("solve_multiclass needs a Prepared of a target with more than two classes")
     runs = []
@@ -349,10 +259,8 @@ def solve_multiclass(
         }
         runs.append(run_t)
     pred_train, pred_test = prepared.class_index([r.result for r in runs])
-    metrics: dict[str, float | None] = {"train_accuracy": float(np.mean(pred_train == data.y_train))}
-    metrics["test_accuracy"] = (
-        None if pred_test is None or data.y_test is None else float(np.mean(pred_test == data.y_test))
-    )
+    test = None if pred_test is None or data.y_test is None else float(np.mean(pred_test == data.y_test))
+    metrics = {"train_accuracy": float(np.mean(pred_train == data.y_train)), "test_accuracy": test}
     solve_s = sum(r.timings.get("solve_s", 0.0) for r in runs)
     timings = {**{k: float(v) for k, v in prepared.timings.items()}, "solve_s": solve_s}
     timings["total_s"] = sum(timings.values())
@@ -377,29 +285,20 @@ def run(
     Parameters
     ----------
     spec : Spec or path
-        A validated spec (:func:`load_spec`) or a spec file.
+        A validated spec (:func:`load_spec`) or a spec file; :class:`SpecError` for anything wrong with
+        it or its data, before the solve starts.
     callback : callable, optional
-        ``callback(state)`` after every outer iteration of the engine
-        (``state`` is the history record); a truthy return stops the solve.
-        With ``problem.C: path`` it is also called after each value of C on
-        the held-out rows, with ``{"stage": "C path", "C", "ratio", "loss",
-        "metric", "n_active"}`` (its return is not used there).
+        ``callback(state)`` with the history record after every outer iteration; a truthy return
+        stops the solve.  With ``problem.C: path`` also after each C on the held-out rows, with
+        ``{"stage": "C path", "C", "ratio", "loss", "metric", "n_active"}`` (its return unused).
     progress : bool, optional
-        Progress bar of the kernel-bank build on stderr (default: only for
-        large banks on a terminal).
+        Progress bar of the bank build on stderr (default: large banks on a terminal).
 
     Returns
     -------
     RunResult or MulticlassRunResult
-        ``.write(dir)`` writes it; ``mklkit run`` does exactly this.  The first
-        solve in a process that compiles numba code emits one
-        :class:`mklkit.CompilationWarning` (``mklkit run`` says it in a line of its own).  A target of
-        more than two classes gives a :class:`MulticlassRunResult` (one problem per class).
-
-    Raises
-    ------
-    SpecError
-        Anything wrong with the spec or its data, before the solve starts.
+        ``.write(dir)`` writes it, as ``mklkit run`` does.  The first numba compilation of a process
+        emits one :class:`mklkit.CompilationWarning`.
     """
     spec = _as_spec(spec)
     with interrupt_guard():
@@ -412,9 +311,6 @@ def run(
             prepared.close()
 
 
-# ---------------------------------------------------------------------------
-# sweep
-# ---------------------------------------------------------------------------
 def sweep(
     spec: str | os.PathLike[str],
     overrides: Sequence[str] | Mapping[str, Any] = (),
@@ -426,31 +322,9 @@ def sweep(
     force: bool = False,
     progress: Callable[[dict[str, Any]], Any] | None = None,
 ) -> Any:
-    """Run a sweep spec: the whole grid, cross-validated, then the best refit (``mklkit sweep``).
-
-    Parameters
-    ----------
-    spec : path-like
-        A sweep spec: lists at ``problem.C``, component parameters, ``solver``
-        options, ``problem.loss``, ``data.builtin`` ...; a ``cv`` section
-        (see ``docs/sweeps.md``).
-    overrides : sequence of ``"key.path=value"``, or a mapping
-        Like ``--set``.
-    out_dir : path-like, optional
-        Default: the spec's ``output.dir`` (``runs/<spec name>``).
-    workers : int
-        Local worker processes (1: in this process; N > 1: joblib's loky
-        pool, whose workers do not run the main script again).
-    scheduler : str, optional
-        Address of a ``dask.distributed`` scheduler (needs ``mklkit[dask]``).
-    resume : bool
-        Keep the rows of an earlier, interrupted run of the same sweep and
-        solve only the missing ones.
-    force : bool
-        Start over in an output directory that holds an earlier sweep.
-    progress : callable, optional
-        Called with one event mapping per finished task (see
-        :func:`mklkit.sweep.run_sweep`).
+    """Run a sweep spec (``docs/sweeps.md``): the whole grid, cross-validated, then the best refit, as
+    ``mklkit sweep`` does; ``overrides`` like ``--set``, the other arguments as
+    :func:`mklkit.sweep.run_sweep` (``out_dir`` defaults to the spec's ``output.dir``).
 
     Returns
     -------

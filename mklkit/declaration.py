@@ -1,30 +1,16 @@
-"""One checker of what a component declares.
-
-The registry (:func:`mklkit.plugins.Registry.register_plugin`, on a class)
-and the conformance kit (:mod:`mklkit.testing`, on an instance) both call
-:func:`declaration_problems`, so a declaration is judged by the same rules
-and described in the same words wherever it is checked.  Every problem is
-one phrase saying what is wrong and what is allowed, e.g.
-``"task must be 'classification' or 'regression'; got 'ranking'"``; the
-caller prefixes the component (``loss mod.Class``) and joins them with
-``"; "``.
-
-Structure only: whether the mathematics holds (a declared smooth conjugate,
-a claimed linear conjugate, the prox) is the conformance kit's identities.
+"""One checker of what a component declares, for the registry (on a class) and the conformance kit (on an
+instance): each problem is one phrase saying what is wrong and what is allowed.  Structure only: whether
+the mathematics holds is the conformance kit's identities.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import math
 import pickle
 import re
 from typing import Any
 
 from .components.params import Param, ParamError
-
-__all__ = ["KINDS", "declaration_problems", "unjitted_problem", "is_jitted", "base_class"]
 
 #: Component kinds, in listing order.
 KINDS: tuple[str, ...] = ("loss", "regularizer", "kernel", "engine")
@@ -34,49 +20,39 @@ _NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*")
 
 def is_jitted(fn: Any) -> bool:
     """Whether ``fn`` is a numba ``@njit`` dispatcher."""
-    try:
-        from numba.core.dispatcher import Dispatcher
-    except Exception:  # pragma: no cover - numba is a dependency
-        return False
+    from numba.core.dispatcher import Dispatcher
+
     return isinstance(fn, Dispatcher)
 
 
-def base_class(kind: str) -> type | None:
-    """The base class of a component kind (``None`` when that contract is not built in)."""
-    if kind == "loss":
-        from .components.base import Loss
+def base_class(kind: str) -> type:
+    """The base class of a component kind."""
+    if kind in ("loss", "regularizer"):
+        from .components.base import Loss, Regularizer
 
-        return Loss
-    if kind == "regularizer":
-        from .components.base import Regularizer
-
-        return Regularizer
+        return Loss if kind == "loss" else Regularizer
     if kind == "engine":
         from .engines.base import Engine
 
         return Engine
-    if importlib.util.find_spec("mklkit.kernels.functions") is None:
-        return None  # kernel-function contract not available in this build
     from .kernels.functions import KernelFunction
 
     return KernelFunction
 
 
-#: What each group of kernel methods is, for messages.
-_SIGNATURES = {
-    "loss": "(y, z, params); conj_lower and conj_upper (y, params)",
-    "constrained": "(y, u, ut, params)",
-    "regularizer": "(x, C, params); weight and penalty (x, params)",
-    "bregman": "(d, params); bregman_d0 (params)",
+#: Each group of kernel methods in words, and its signatures, for messages.
+_GROUPS = {
+    "loss": ("a loss", "(y, z, params); conj_lower and conj_upper (y, params)"),
+    "constrained": ("the constrained form (SpicyMKL eq. 33)", "(y, u, ut, params)"),
+    "regularizer": ("a regularizer", "(x, C, params); weight and penalty (x, params)"),
+    "bregman": ("a Bregman form", "(d, params); bregman_d0 (params)"),
 }
 
 
 def _kernel_groups(cls: type) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
-    """The kernel methods a class may write, by group: group -> (names, required names).
-
-    A loss's constrained form and a regularizer's Bregman form are all or
-    nothing: when the component writes one of their kernels (or, for the
-    constrained form, has ``smooth_conjugate=False``), all are required."""
+    """The kernel methods a class may write, by group: group -> (names, required names).  A loss's
+    constrained form (also required by ``smooth_conjugate=False``) and a regularizer's Bregman form are
+    all or nothing."""
     kind = getattr(cls, "kind", None)
     base = base_class(kind) if kind in ("loss", "regularizer") else None
     if base is None or not issubclass(cls, base):
@@ -93,24 +69,18 @@ def _kernel_groups(cls: type) -> dict[str, tuple[tuple[str, ...], tuple[str, ...
     return {"regularizer": (base.KERNELS, base.REQUIRED_KERNELS), "bregman": (breg, breg if given else ())}
 
 
-def _missing_kernels(cls: type) -> dict[str, list[str]]:
-    """The required kernel methods ``cls`` lacks, by group."""
-    out = {}
+def _missing_problems(cls: type) -> list[str]:
+    """The required kernel methods ``cls`` lacks, one problem per group."""
+    problems = []
     for group, (_, required) in _kernel_groups(cls).items():
         missing = [n for n in required if getattr(cls, n, None) is None]
         if missing:
-            out[group] = missing
-    return out
+            problems.append(_missing_problem(cls, group, missing, required))
+    return problems
 
 
-def _missing_problem(cls: type, group: str, missing: list[str]) -> str:
-    required = _kernel_groups(cls)[group][1]
-    what = {
-        "loss": "a loss",
-        "regularizer": "a regularizer",
-        "constrained": "the constrained form (SpicyMKL eq. 33)",
-        "bregman": "a Bregman form",
-    }[group]
+def _missing_problem(cls: type, group: str, missing: list[str], required: tuple[str, ...]) -> str:
+    what, signatures = _GROUPS[group]
     s = "s" if len(missing) > 1 else ""
     lead = (
         "has smooth_conjugate=False but "
@@ -119,30 +89,23 @@ def _missing_problem(cls: type, group: str, missing: list[str]) -> str:
     )
     return (
         f"{lead}lacks the kernel method{s} {', '.join(missing)}: {what} needs "
-        f"{', '.join(required)}, each a @kernel method of {_SIGNATURES[group]} "
+        f"{', '.join(required)}, each a @kernel method of {signatures} "
         "(mklkit.components.base.kernel)"
     )
 
 
 def unjitted_problem(component: Any) -> str | None:
-    """The kernel methods of ``component`` that are not numba ``@njit`` functions,
-    as one problem; ``None`` when every one is (missing ones are
-    :func:`declaration_problems`)."""
+    """The kernel methods of ``component`` that are not numba ``@njit`` functions, as one problem; ``None``
+    when every one is (missing ones are :func:`declaration_problems`)."""
     cls = component if isinstance(component, type) else type(component)
-    bad: list[str] = []
-    kinds: list[str] = []
-    for names, _ in _kernel_groups(cls).values():
-        for name in names:
-            fn = getattr(cls, name, None)
-            if fn is not None and not is_jitted(fn):
-                bad.append(name)
-                kinds.append(type(fn).__name__)
+    methods = [(name, getattr(cls, name, None)) for names, _ in _kernel_groups(cls).values() for name in names]
+    bad = [(name, type(fn).__name__) for name, fn in methods if fn is not None and not is_jitted(fn)]
     if not bad:
         return None
     return (
-        f"{', '.join(bad)} must be numba-jitted functions (@kernel methods, "
+        f"{', '.join(n for n, _ in bad)} must be numba-jitted functions (@kernel methods, "
         "mklkit.components.base.kernel: njit(cache=True); engines call them from jitted "
-        f"loops); got {', '.join(kinds)}"
+        f"loops); got {', '.join(k for _, k in bad)}"
     )
 
 
@@ -169,11 +132,13 @@ def _params_problems(cls: type) -> list[str]:
     return problems
 
 
-def _flag_problem(owner: Any, attr: str, allow_property: bool) -> str | None:
-    value = getattr(owner, attr, None)
-    if isinstance(value, bool) or (allow_property and isinstance(value, property)):
-        return None
-    return f"{attr} must be True or False; got {value!r}"
+def _flag_problems(owner: Any, attrs: tuple[str, ...], allow_property: bool) -> list[str]:
+    values = [(attr, getattr(owner, attr, None)) for attr in attrs]
+    return [
+        f"{attr} must be True or False; got {v!r}"
+        for attr, v in values
+        if not (isinstance(v, bool) or (allow_property and isinstance(v, property)))
+    ]
 
 
 def _loss_problems(cls: type, obj: Any) -> list[str]:
@@ -184,10 +149,7 @@ def _loss_problems(cls: type, obj: Any) -> list[str]:
     task = getattr(owner, "task", None)
     if task not in (CLASSIFICATION, REGRESSION):
         problems.append(f"task must be {CLASSIFICATION!r} or {REGRESSION!r}; got {task!r}")
-    for flag in ("smooth_conjugate", "smooth_primal", "linear_conjugate"):
-        p = _flag_problem(owner, flag, allow_property=obj is None)
-        if p:
-            problems.append(p)
+    problems += _flag_problems(owner, ("smooth_conjugate", "smooth_primal", "linear_conjugate"), obj is None)
     constrained = getattr(cls, "constrained", None)
     if constrained is not None:
         n_cons, n_aux = getattr(owner, "n_cons", None), getattr(owner, "n_aux", None)
@@ -204,10 +166,7 @@ def _regularizer_problems(cls: type, obj: Any) -> list[str]:
     owner = cls if obj is None else obj
     problems: list[str] = []
     flags = ("separable",) if obj is None else ("separable", "smooth_conjugate", "sparse", "tikhonov_form")
-    for flag in flags:
-        p = _flag_problem(owner, flag, allow_property=obj is None)
-        if p:
-            problems.append(p)
+    problems += _flag_problems(owner, flags, obj is None)
     wn = getattr(owner, "weight_norm", None)
     if not (wn is None or isinstance(wn, WeightNorm) or (obj is None and isinstance(wn, property))):
         problems.append(f"weight_norm must be a WeightNorm or None; got {type(wn).__name__}")
@@ -246,16 +205,15 @@ def _engine_problems(cls: type) -> list[str]:
 
 def _kernel_function_problems(cls: type, base: type) -> list[str]:
     """``uses`` + ``from_base``, or an own ``gram`` (mklkit.kernels.functions)."""
-    if not hasattr(base, "uses") or not hasattr(base, "gram"):
-        return []
-    bases = tuple(getattr(importlib.import_module(base.__module__), "BASES", ("sqdist", "inner")))
+    from .kernels.functions import BASES
+
     uses = getattr(cls, "uses", None)
     if uses is None:
         if cls.gram is base.gram:
-            return [f"must override gram() or set 'uses' to one of {', '.join(map(repr, bases))}"]
+            return [f"must override gram() or set 'uses' to one of {', '.join(map(repr, BASES))}"]
         return []
-    if uses not in bases:
-        return [f"'uses' must be one of {', '.join(map(repr, bases))} or None; got {uses!r}"]
+    if uses not in BASES:
+        return [f"'uses' must be one of {', '.join(map(repr, BASES))} or None; got {uses!r}"]
     if getattr(cls, "from_base", None) is getattr(base, "from_base", None):
         return [f"sets uses={uses!r} but does not implement from_base()"]
     return []
@@ -285,21 +243,10 @@ def _instance_problems(obj: Any) -> list[str]:
 def declaration_problems(component: Any, kind: str | None = None) -> list[str]:
     """What is wrong with the declaration of ``component``; empty when nothing is.
 
-    Parameters
-    ----------
-    component : component class or instance
-        A class is checked as the registry sees it (properties are not
-        evaluated); an instance also has its properties evaluated,
-        ``conj_radius`` (regularizers), ``param_vector`` and a pickle round
-        trip checked.
-    kind : str, optional
-        The kind to check against (default: ``component.kind``).
-
-    Returns
-    -------
-    list of str
-        One phrase per problem, in declaration order.  The numba check of the
-        jitted functions is :func:`unjitted_problem`.
+    A class is checked as the registry sees it (properties not evaluated); an instance also has its
+    properties, ``conj_radius`` (regularizers), ``param_vector`` and a pickle round trip checked.  ``kind``
+    defaults to ``component.kind``.  One phrase per problem, in declaration order; the numba check of
+    the kernel methods is :func:`unjitted_problem`.
     """
     obj = None if isinstance(component, type) else component
     cls = component if obj is None else type(component)
@@ -307,7 +254,7 @@ def declaration_problems(component: Any, kind: str | None = None) -> list[str]:
     if kind not in KINDS:
         return [f"kind must be one of {', '.join(map(repr, KINDS))}; got {kind!r}"]
     base = base_class(kind)
-    if base is not None and not issubclass(cls, base):
+    if not issubclass(cls, base):
         return [f"must be a subclass of {base.__module__}.{base.__qualname__}"]
     problems: list[str] = []
     name = getattr(cls, "name", None)
@@ -319,15 +266,14 @@ def declaration_problems(component: Any, kind: str | None = None) -> list[str]:
     if not isinstance(description, str) or not description.strip():
         problems.append("lacks 'description' (a non-empty string)")
     problems += _params_problems(cls)
-    for group, missing in _missing_kernels(cls).items():
-        problems.append(_missing_problem(cls, group, missing))
+    problems += _missing_problems(cls)
     if kind == "loss":
         problems += _loss_problems(cls, obj)
     elif kind == "regularizer":
         problems += _regularizer_problems(cls, obj)
     elif kind == "engine":
         problems += _engine_problems(cls)
-    elif base is not None:
+    else:
         problems += _kernel_function_problems(cls, base)
     if obj is not None and kind in ("loss", "regularizer"):
         problems += _instance_problems(obj)

@@ -1,59 +1,22 @@
-"""Writing and reading run results: ``summary.json``, ``history.json``, ``solution.npz``.
+"""Run directories: ``summary.json``, ``history.json``, ``solution.npz`` (``docs/specs.md``), and
+``class_<k>/`` or ``pair_<i>_<j>/`` with a top-level ``summary.json`` for a multiclass run.
 
-A run directory (``mklkit run`` output) holds:
-
-``summary.json``
-    Status, objective, duality gap, iterations, timings, kernel weights with
-    names, accuracies (or RMSEs), the resolved spec, versions.  See
-    ``docs/specs.md`` for every field.
-``history.json``
-    One record per outer iteration: ``iteration``, ``objective``,
-    ``dual_objective``, ``gap``, ``n_active``, ``time_s`` (and engine
-    specific keys).
-``solution.npz``
-    ``alpha`` (n_active, N) for the active kernels, ``active`` (their indices
-    into the bank), ``bias``, ``kernel_names`` (all M), ``kernel_weights``
-    (M,), ``block_norms`` (M,).
-
-A target of more than two classes is solved one-vs-rest
-(:func:`write_multiclass_run`): ``class_0/``, ``class_1/``, ... each hold the
-three files of the problem of one class against the rest, and the top-level
-``summary.json`` lists the classes, each problem's folder, status and gap,
-and the accuracy of the predicted class.
-
-Non-finite floats (NaN, inf) are written to JSON as ``null``.  Existing run
-files are never overwritten unless ``force=True`` (which also removes the
-plots of an earlier ``mklkit report``, since they showed the old run).
+JSON is strict (non-finite floats as ``null``); files are written atomically, and existing run files
+are overwritten only with ``force`` (which also removes the plots of an earlier ``mklkit report``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     from .api import MulticlassRunResult, RunResult
-
-__all__ = [
-    "SUMMARY",
-    "HISTORY",
-    "SOLUTION",
-    "RUN_FILES",
-    "REPORT_FILES",
-    "OutputError",
-    "check_output_dir",
-    "write_run",
-    "write_multiclass_run",
-    "write_json",
-    "write_text",
-    "read_summary",
-    "read_history",
-    "to_jsonable",
-]
 
 SUMMARY = "summary.json"
 HISTORY = "history.json"
@@ -65,17 +28,8 @@ REPORT_FILES: tuple[str, ...] = ("gap.png", "active.png", "weights.png")
 
 
 class OutputError(ValueError):
-    """An output directory that cannot be written, or a run directory that cannot be read.
-
-    Attributes
-    ----------
-    path : str
-        The directory (or file).
-    problem : str
-        What is wrong.
-    allowed : str
-        What would work.
-    """
+    """An output directory that cannot be written, or a run directory that cannot be read: its ``path``,
+    the ``problem`` and what would be ``allowed``."""
 
     def __init__(self, path: str | os.PathLike[str], problem: str, allowed: str = ""):
         self.path = str(path)
@@ -107,34 +61,21 @@ def to_jsonable(obj: Any) -> Any:
         import numpy as np
     except ImportError:  # pragma: no cover
         return str(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
+    if isinstance(obj, (np.bool_, np.integer, np.ndarray)):
+        return to_jsonable(obj.tolist())
     if isinstance(obj, np.floating):
         return to_jsonable(float(obj))
-    if isinstance(obj, np.ndarray):
-        return to_jsonable(obj.tolist())
     return str(obj)
 
 
-def _existing(out: Path) -> list[str]:
-    return [name for name in RUN_FILES if (out / name).exists()]
-
-
 def check_output_dir(out_dir: str | os.PathLike[str], force: bool = False) -> Path:
-    """Check that a run may be written to ``out_dir`` (nothing is created).
-
-    Raises
-    ------
-    OutputError
-        ``out_dir`` is a file, or already holds run files and ``force`` is false.
-    """
+    """``out_dir`` as a Path, checked for writing a run (nothing is created); :class:`OutputError` when it is
+    a file, or holds run files and ``force`` is false."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise OutputError(out, "exists and is not a directory", "a new or existing directory")
     if out.is_dir() and not force:
-        existing = _existing(out)
+        existing = [name for name in RUN_FILES if (out / name).exists()]
         if existing:
             raise OutputError(
                 out,
@@ -161,63 +102,35 @@ def write_text(path: str | os.PathLike[str], text: str) -> Path:
     return _atomic_write(Path(path), write)
 
 
-def _new_file(folder: Path, prefix: str, suffix: str) -> str:
-    """Create an empty file with a fresh name in ``folder``; its mode follows the umask.
+def _atomic_write(path: Path, write: Callable[[str], None], suffix: str = "") -> Path:
+    """Call ``write(tmp)`` on a new temporary file beside ``path``, then rename it (removed if writing fails).
 
-    ``tempfile.mkstemp`` would create it with mode 0600 whatever the umask, and
-    the rename would keep that mode for a result file.
+    The file is created with ``os.open`` so that its mode follows the umask (``tempfile.mkstemp``'s
+    0600 would stay with the result file).
     """
     for _ in range(100):
-        name = str(folder / f"{prefix}{secrets.token_hex(6)}{suffix}")
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}{suffix}")
         try:
-            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            break
         except FileExistsError:
             continue
-        return name
-    raise FileExistsError(f"{folder}: no free name for a temporary file {prefix}*{suffix}")
-
-
-def _atomic_write(path: Path, write: Callable[[str], None], suffix: str = "") -> Path:
-    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it.
-
-    A reader never sees a half-written file; the temporary file is removed
-    if writing fails.  The file gets the mode ``0666`` less the umask, as a
-    file written directly would.
-    """
-    tmp = _new_file(path.parent, f".{path.name}.", suffix)
+    else:
+        raise FileExistsError(f"{path.parent}: no free name for a temporary file .{path.name}.*{suffix}")
     try:
         write(tmp)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
     return path
 
 
 def write_run(run: RunResult, out_dir: str | os.PathLike[str], force: bool = False) -> dict[str, Path]:
-    """Write ``summary.json``, ``history.json`` and ``solution.npz`` of a run.
-
-    Parameters
-    ----------
-    run : RunResult
-    out_dir : path-like
-        Created if missing.
-    force : bool
-        Overwrite existing run files.
-
-    Returns
-    -------
-    dict
-        ``{"summary": path, "history": path, "solution": path}``.
-
-    Raises
-    ------
-    OutputError
-        See :func:`check_output_dir`; also when the directory cannot be created.
-    """
+    """Write ``summary.json``, ``history.json`` and ``solution.npz`` of a run into ``out_dir`` (created if
+    missing): ``{"summary": path, "history": path, "solution": path}``.  Raises :class:`OutputError` as
+    :func:`check_output_dir`, and when the directory cannot be created."""
     import numpy as np
 
     out = check_output_dir(out_dir, force)
@@ -226,11 +139,7 @@ def write_run(run: RunResult, out_dir: str | os.PathLike[str], force: bool = Fal
     except OSError as exc:
         raise OutputError(out, f"cannot create the directory ({exc.strerror or exc})", "a writable path") from None
     if force:
-        for name in REPORT_FILES:
-            try:
-                (out / name).unlink()
-            except FileNotFoundError:
-                pass
+        _remove(out, REPORT_FILES)
     res = run.result
     active = np.asarray(res.active_set, dtype=np.int64)
     sol_path = out / SOLUTION
@@ -257,23 +166,9 @@ def write_run(run: RunResult, out_dir: str | os.PathLike[str], force: bool = Fal
 def write_multiclass_run(
     run: MulticlassRunResult, out_dir: str | os.PathLike[str], force: bool = False
 ) -> dict[str, Path]:
-    """Write a one-vs-rest run: a run directory per class, then the top-level ``summary.json``.
-
-    ``OUT/class_<k>/`` (``k`` indexes ``summary["classes"]``) holds the
-    ``summary.json``, ``history.json`` and ``solution.npz`` of the problem of
-    class k against the rest (``mklkit report OUT/class_<k>`` plots it);
-    ``OUT/summary.json`` is written last.
-
-    Returns
-    -------
-    dict
-        ``{"summary": path, "class_0": folder, ...}``.
-
-    Raises
-    ------
-    OutputError
-        As :func:`write_run`, for ``out_dir`` or one of its class folders.
-    """
+    """Write a multiclass run: a run directory per problem (:meth:`MulticlassRunResult.problem_dir`), then
+    the top-level ``summary.json``; ``{"summary": path, "class_0": folder, ...}``.  Raises
+    :class:`OutputError` as :func:`write_run`, for ``out_dir`` or a problem's folder."""
     out = check_output_dir(out_dir, force)
     for k in range(len(run.runs)):
         check_output_dir(out / run.problem_dir(k), force)
@@ -283,14 +178,15 @@ def write_multiclass_run(
         write_run(sub, folder, force=force)
         written[run.problem_dir(k)] = folder
     if force:
-        for name in (*REPORT_FILES, HISTORY, SOLUTION):
-            try:
-                (out / name).unlink()
-            except FileNotFoundError:
-                pass
+        _remove(out, (*REPORT_FILES, HISTORY, SOLUTION))
     summary = run.summary()
     summary["files"] = {"problems": [run.problem_dir(k) for k in range(len(run.runs))]}
     return {"summary": write_json(out / SUMMARY, summary), **written}
+
+
+def _remove(out: Path, names: Sequence[str]) -> None:
+    for name in names:
+        (out / name).unlink(missing_ok=True)
 
 
 def _read_json(path: Path, what: str) -> Any:
@@ -306,13 +202,7 @@ def _read_json(path: Path, what: str) -> Any:
 
 
 def read_summary(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """The ``summary.json`` of a run directory.
-
-    Raises
-    ------
-    OutputError
-        No such directory, no summary, or not valid JSON.
-    """
+    """The ``summary.json`` of a run directory; :class:`OutputError` when there is none or it is not valid JSON."""
     d = Path(run_dir)
     if not d.is_dir():
         raise OutputError(d, "no such run directory", "a directory written by 'mklkit run'")
@@ -327,12 +217,8 @@ def read_summary(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
 
 def read_history(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The per-iteration records (``history.json``, else ``summary["history"]``; may be empty)."""
-    d = Path(run_dir)
-    p = d / HISTORY
-    if p.is_file():
-        data = _read_json(p, HISTORY)
-    else:
-        data = read_summary(d).get("history", [])
+    p = Path(run_dir) / HISTORY
+    data = _read_json(p, HISTORY) if p.is_file() else read_summary(run_dir).get("history", [])
     if not isinstance(data, list):
         raise OutputError(p, f"{HISTORY} does not hold a JSON list", "a file written by mklkit run")
     return [r for r in data if isinstance(r, dict)]

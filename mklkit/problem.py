@@ -12,13 +12,8 @@ from .kernels.ops import ArrayBank, BankAccessError, GramBank
 
 
 class _BankField:
-    """The ``K`` field of :class:`Problem`: the array, or a clear error for a bank kept elsewhere.
-
-    ``problem.bank`` gives the bank operations either way; ``problem.K`` is
-    the (M, N, N) array, which a :class:`~mklkit.kernels.ops.GramBank` that
-    does not hold one (e.g. a :class:`~mklkit.kernels.sharded.ShardedBank`)
-    refuses with :class:`~mklkit.kernels.ops.BankAccessError`.
-    """
+    """The ``K`` field of :class:`Problem`: the (M, N, N) array, or a :class:`~mklkit.kernels.ops.BankAccessError`
+    saying what to do for a bank that holds none (e.g. a :class:`~mklkit.kernels.sharded.ShardedBank`)."""
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         if obj is None:
@@ -53,29 +48,19 @@ class Problem:
     Attributes
     ----------
     K : ndarray (M, N, N) or GramBank
-        Contiguous float64 Gram bank (symmetric positive semidefinite), or a
-        :class:`~mklkit.kernels.ops.GramBank` such as a
-        :class:`~mklkit.kernels.sharded.ShardedBank` whose kernels stay on
-        Dask workers.  Reading ``problem.K`` gives the array; for a bank
-        that is not one array it raises
-        :class:`~mklkit.kernels.ops.BankAccessError` (engines that work
-        through :attr:`bank` accept both).
+        Contiguous float64 Gram bank (symmetric PSD), or a :class:`~mklkit.kernels.ops.GramBank` such as
+        a :class:`~mklkit.kernels.sharded.ShardedBank`; reading ``problem.K`` of a bank that is not one
+        array raises :class:`~mklkit.kernels.ops.BankAccessError` (engines working through :attr:`bank`
+        accept both).
     y : ndarray (N,)
-        Labels, already validated by ``loss.validate_labels``.
-    loss, regularizer : components
+        Labels, validated by ``loss.validate_labels``.
     C : float
         Regularization constant, > 0.
     bias : bool
         Fit the unregularized offset b (adds the constraint 1ᵀρ = 0 to the dual).
-    kernel_names : list of str, optional
-        One label per kernel for reports.
     sample_weight : ndarray (N,), optional
-        Per-sample weights :math:`w_i > 0` of the loss terms (finite, float64);
-        ``None`` is the unweighted problem.  The weighted loss
-        :math:`w_i\ell(y_i, \cdot)` and its conjugate are defined once, in
-        :class:`mklkit.engines.objectives.SampleLoss`; only engines that
-        declare ``Requires(sample_weight=True)`` accept a weighted problem.
-        A sample of weight 0 is no part of the problem: leave its row out.
+        Finite weights :math:`w_i > 0` of the loss terms (:class:`mklkit.engines.objectives.SampleLoss`;
+        only for engines with ``Requires(sample_weight=True)``); leave out a row of weight 0.
     """
 
     K: Any = _BankField()  # type: ignore[assignment]
@@ -122,8 +107,7 @@ class Problem:
 
     @property
     def bank(self) -> GramBank:
-        """The Gram bank's operations (:mod:`mklkit.kernels.ops`): an
-        :class:`~mklkit.kernels.ops.ArrayBank` over ``K``, or the given bank."""
+        """The Gram bank's operations: an :class:`~mklkit.kernels.ops.ArrayBank` over ``K``, or the given bank."""
         bank = self.__dict__.get("_bank")
         if bank is None:
             K = self.__dict__["_K"]
@@ -133,12 +117,8 @@ class Problem:
 
     @property
     def representation(self) -> str:
-        """Where the kernels are held: ``"array"``, ``"sharded"`` or ``"factor"``.
-
-        The bank's :attr:`~mklkit.kernels.ops.GramBank.representation`, or
-        ``extra["representation"]`` (a probe problem stands for a bank not
-        built yet); engines say in :meth:`Engine.supports` which they take.
-        """
+        """Where the kernels are held: ``"array"``, ``"sharded"`` or ``"factor"`` (the bank's, or
+        ``extra["representation"]`` of a probe problem standing for a bank not built yet)."""
         return str(self.extra.get("representation") or self.bank.representation)
 
     @property

@@ -1,19 +1,11 @@
-"""Progress on stderr for the command line: lines (at most one a second) and tqdm bars.
-
-The one path that ``mklkit run`` (the engine's iteration lines, the kernel-bank
-build bar) and ``mklkit sweep`` (a line per finished task, the heartbeat) draw
-through; the library reports events, and only the command line
-(:mod:`mklkit.cli`) shows them, through this module.  tqdm is imported on the
-first bar drawn, so ``mklkit --help`` does not pay for it.
-"""
+"""Progress on stderr for the command line (:mod:`mklkit.cli`), the one path it draws through: lines
+(at most one a second) and tqdm bars (tqdm imported on the first bar drawn)."""
 
 from __future__ import annotations
 
 import sys
 import time
 from typing import Any
-
-__all__ = ["AFTER_S", "EVERY_S", "Progress"]
 
 #: Throttled lines and bars start once the work has run this long (seconds) ...
 AFTER_S = 1.0
@@ -29,12 +21,7 @@ def _tty() -> bool:
 
 
 class Progress:
-    """A command's progress on stderr; nothing at all when not ``enabled`` (``--quiet``).
-
-    :meth:`line` writes a line now (above any bar being drawn); :meth:`due`
-    says whether a throttled line is due (after :data:`AFTER_S`, then every
-    :data:`EVERY_S`); :meth:`bar` draws a tqdm bar, on a terminal only.
-    """
+    """A command's progress on stderr; nothing at all when not ``enabled`` (``--quiet``)."""
 
     def __init__(self, enabled: bool = True, after_s: float = AFTER_S, every_s: float = EVERY_S):
         self.enabled = enabled
@@ -55,6 +42,7 @@ class Progress:
         return now
 
     def line(self, text: str) -> None:
+        """Write a line now, above any bar being drawn."""
         if not self.enabled:
             return
         if self.bars:  # above the bars, which are drawn again below it
@@ -66,8 +54,8 @@ class Progress:
         sys.stderr.flush()
 
     def bar(self, what: str, done: int, total: int, elapsed_s: float, unit: str = "it") -> None:
-        """Bar ``what`` at ``done`` of ``total``: drawn on a terminal once the work runs longer than
-        :data:`AFTER_S`; closed (and a later bar of that name starts anew) when ``done`` reaches ``total``."""
+        """Bar ``what`` at ``done`` of ``total``, on a terminal once the work runs longer than ``after_s``;
+        closed when ``done`` reaches ``total``."""
         if not self.enabled or not _tty():
             return
         bar = self.bars.get(what)

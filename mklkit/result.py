@@ -31,42 +31,24 @@ class SolveResult:
 
     Attributes
     ----------
-    status : Status
-    objective : float
+    objective, dual_objective : float
         Primal value :math:`\\sum_i \\ell(y_i, z_i) + \\sum_m \\tilde g_C(\\|\\alpha_m\\|_{K_m})`
-        (SpicyMKL eq. 42 in representer form).
-    dual_objective : float
-        Value of the dual at the engine's projected dual point (SpicyMKL §6.1).
+        (SpicyMKL eq. 42), and the dual at the engine's projected dual point ``dual`` (§6.1).
     gap : float
         Relative duality gap ``(objective - dual_objective) / |objective|``.
-    iterations : int
-        Outer iterations.
     alpha : ndarray (M, N)
         Coefficients of every block (zero rows for inactive kernels).
-    bias : float
-    kernel_weights : ndarray (M,)
-        :math:`d_m = 1 / (2 g'(\\|\\alpha_m\\|^2_{K_m}))`, normalised to sum 1.
-    block_norms : ndarray (M,)
-        :math:`\\|\\alpha_m\\|_{K_m}`.
+    kernel_weights, block_norms : ndarray (M,)
+        :math:`d_m = 1 / (2 g'(\\|\\alpha_m\\|^2_{K_m}))` normalised to sum 1, and :math:`\\|\\alpha_m\\|_{K_m}`.
     history : list of dict
-        Per outer iteration: ``iteration``, ``objective``, ``dual_objective``,
-        ``gap``, ``n_active``, ``time_s`` (and engine-specific keys).
-    message : str
-    time_s : float
-    engine : str
-        The engine that was asked to solve (``"auto"`` when ``auto`` chose).
-    dual : ndarray (N,), optional
-        The dual point ρ used for the gap.
+        Per outer iteration: ``iteration``, ``objective``, ``dual_objective``, ``gap``, ``n_active``,
+        ``time_s`` (and engine-specific keys).
+    engine, solved_by : str
+        The engine asked to solve (``"auto"`` when ``auto`` chose), and the one whose iterates gave
+        the final point (``auto``'s delegate after any fallback; default ``engine``).
     C_max : float, optional
-        The smallest ``C`` at which α = 0 is certified optimal
-        (:func:`mklkit.engines.common.zero_solution`): every kernel is
-        inactive for ``C >= C_max``, so a regularization path starts just
-        below it.  ``inf`` when no ``C`` makes α = 0 optimal (non-sparse
-        regularizers); ``None`` when the engine did not compute it.
-    solved_by : str
-        The engine whose iterates gave the final point: ``engine`` itself,
-        or, for ``auto``, the delegate that produced the answer (after any
-        fallback).  Defaults to ``engine``.
+        The smallest ``C`` at which α = 0 is certified optimal (:func:`mklkit.engines.common.zero_solution`);
+        ``inf`` when none is (non-sparse regularizers), ``None`` when not computed.
     """
 
     status: Status
@@ -105,11 +87,8 @@ class SolveResult:
         return np.flatnonzero(self.block_norms > 0)
 
     def decision_function(self, K_cross: np.ndarray) -> np.ndarray:
-        """Predictions :math:`\\sum_m K_m(X_{new}, X)\\alpha_m + b`.
-
-        ``K_cross`` has shape (M, N_new, N) (test-vs-train kernels, normalised
-        like the training bank).
-        """
+        """Predictions :math:`\\sum_m K_m(X_{new}, X)\\alpha_m + b` of test-vs-train kernels ``K_cross``
+        (M, N_new, N), normalised like the training bank."""
         K_cross = np.asarray(K_cross, dtype=np.float64)
         active = self.active_set
         if active.size == 0:
@@ -122,18 +101,12 @@ class ConvergenceWarning(UserWarning):
 
 
 class TrivialModelWarning(UserWarning):
-    """Emitted when a solve ends with every kernel off (typically ``C >= C_max``).
-
-    Such a model predicts one constant (for classification: one class);
-    see :func:`warn_if_trivial`.
-    """
+    """Emitted when a solve ends with every kernel off (typically ``C >= C_max``): the model predicts a constant."""
 
 
 def trivial_message(C: float, C_max: float | None, where: str = "", auto: bool = False) -> str:
-    """The one line of :class:`TrivialModelWarning`: ``C``, ``C_max`` and what to do.
-
-    ``auto``: C was chosen by ``C='auto'``, so the advice is a smaller C, not ``'auto'``.
-    """
+    """The one line of :class:`TrivialModelWarning`: ``C``, ``C_max`` and what to do (``auto``: C came from
+    ``C='auto'``, so the advice is a smaller C)."""
     head = f"{where}: " if where else ""
     given = f"C = {C:.6g} (from C='auto')" if auto else f"C = {C:.6g}"
     if C_max is not None and math.isfinite(C_max):
@@ -153,23 +126,15 @@ def trivial_message(C: float, C_max: float | None, where: str = "", auto: bool =
 
 
 def warn_if_trivial(result: SolveResult, C: float, where: str = "", stacklevel: int = 2, auto: bool = False) -> bool:
-    """Warn (:class:`TrivialModelWarning`) when ``result`` has every kernel off; return whether it did.
-
-    The one check used by ``mklkit run``, :func:`mklkit.api.run`, the
-    estimators' ``fit`` and a sweep's refit of its best configuration.
-    """
+    """Warn (:class:`TrivialModelWarning`) when ``result`` has every kernel off; return whether it did."""
     if not result.trivial:
         return False
     warnings.warn(trivial_message(float(C), result.C_max, where, auto), TrivialModelWarning, stacklevel=stacklevel + 1)
     return True
 
 
-# ---------------------------------------------------------------------------
-# Pickles and kept solutions: the non-zero rows of the coefficients
-# ---------------------------------------------------------------------------
 class _NonZeroRows:
-    """The non-zero rows of an (M, N) coefficient array (a pickled result's ``alpha``): the rows
-    of inactive kernels are zero and are restored as zeros on loading."""
+    """The non-zero rows of an (M, N) coefficient array (a pickled or kept result's ``alpha``)."""
 
     def __init__(self, alpha: np.ndarray) -> None:
         self.shape = alpha.shape

@@ -1,10 +1,5 @@
-"""Create the skeleton of a plugin distribution (``mklkit new-plugin NAME``).
-
-The skeleton is a working plugin from the start: a component that passes the
-conformance kit (a scaled squared loss, or a block 1-norm regularizer), its
-entry point, and a test that runs :func:`mklkit.testing.assert_conforms`.
-Every place to edit is marked ``TODO``.
-"""
+"""The skeleton of a plugin distribution (``mklkit new-plugin NAME``): a component that passes the
+conformance kit, its entry point and its test, every place to edit marked ``TODO``."""
 
 from __future__ import annotations
 
@@ -17,8 +12,6 @@ import tempfile
 from pathlib import Path
 
 from . import __version__, _templates
-
-__all__ = ["new_plugin", "SCAFFOLD_KINDS"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,28 +39,16 @@ def _class_name(name: str, kind: str) -> str:
 
 
 def new_plugin(name: str, dest: str | os.PathLike[str] = ".", kind: str = "loss") -> Path:
-    """Create a plugin distribution ``mklkit-<name>/`` in ``dest``.
-
-    The distribution (and folder) name is ``mklkit-<name>`` with underscores
-    written as hyphens; the package is ``mklkit_<name>``.  The layout is::
-
-        mklkit-<name>/
-            pyproject.toml           entry point: <name> = "mklkit_<name>.plugin"
-            README.md
-            mklkit_<name>/__init__.py
-            mklkit_<name>/plugin.py  @hookimpl mklkit_register_components
-            mklkit_<name>/<kind>.py  the component, with TODOs
-            tests/test_<name>.py     runs mklkit.testing.assert_conforms
+    """Create the plugin distribution ``mklkit-<name>/`` (package ``mklkit_<name>``) in ``dest``; its layout
+    is in ``docs/plugins.md``.
 
     Parameters
     ----------
     name : str
-        Component and entry-point name: lowercase letters, digits and
-        underscores, starting with a letter.
+        Component and entry-point name: lowercase letters, digits and underscores, starting with a letter.
     dest : path-like
         Folder in which to create the distribution (created if missing).
     kind : {"loss", "regularizer"}
-        Component kind of the skeleton.
 
     Returns
     -------
@@ -82,58 +63,31 @@ def new_plugin(name: str, dest: str | os.PathLike[str] = ".", kind: str = "loss"
         ``dest/mklkit-<name>`` exists already; nothing is overwritten.
     """
     name = _check_name(name)
-    _check_kind(kind)
+    if kind not in SCAFFOLD_KINDS:
+        raise ValueError(f"plugin kind must be one of {', '.join(map(repr, SCAFFOLD_KINDS))}; got {kind!r}")
     dest = Path(dest)
     dist = "mklkit-" + name.replace("_", "-")
     target = dest / dist
     if target.exists() or target.is_symlink():
         raise FileExistsError(f"{target} already exists; choose another plugin name or remove that folder")
     package = f"mklkit_{name}"
-    module = "loss" if kind == "loss" else "regularizer"
-    values = _template_values(name, kind, package, dist, module)
-    _write_distribution(dest, dist, target, _templates_by_path(name, kind, package, module), values)
-    logger.info("created plugin %s in %s", dist, target)
-    return target
-
-
-def _check_kind(kind: object) -> None:
-    """Raise ValueError unless ``kind`` is one of :data:`SCAFFOLD_KINDS`."""
-    if kind not in SCAFFOLD_KINDS:
-        raise ValueError(f"plugin kind must be one of {', '.join(map(repr, SCAFFOLD_KINDS))}; got {kind!r}")
-
-
-def _template_values(name: str, kind: str, package: str, dist: str, module: str) -> dict[str, str]:
-    """The values substituted into the templates (``$name``, ``$package``, ...)."""
-    return {
-        "name": name,
-        "package": package,
-        "dist": dist,
-        "cls": _class_name(name, kind),
-        "kind": kind,
-        "module": module,
-        "mklkit_version": __version__,
-    }
-
-
-def _templates_by_path(name: str, kind: str, package: str, module: str) -> dict[str, str]:
-    """The files of the distribution: path inside it -> template."""
-    component = _templates.LOSS if kind == "loss" else _templates.REGULARIZER
-    return {
+    files = {
         "pyproject.toml": _templates.PYPROJECT,
         "README.md": _templates.README,
         f"{package}/__init__.py": _templates.INIT,
         f"{package}/plugin.py": _templates.PLUGIN,
-        f"{package}/{module}.py": component,
+        f"{package}/{kind}.py": _templates.LOSS if kind == "loss" else _templates.REGULARIZER,
         f"tests/test_{name}.py": _templates.TEST,
     }
+    values = {"name": name, "package": package, "dist": dist, "cls": _class_name(name, kind), "kind": kind}
+    _write_distribution(dest, dist, target, files, {**values, "module": kind, "mklkit_version": __version__})
+    logger.info("created plugin %s in %s", dist, target)
+    return target
 
 
 def _write_distribution(dest: Path, dist: str, target: Path, files: dict[str, str], values: dict[str, str]) -> None:
-    """Write the files into a hidden folder in ``dest``, then rename it to ``target``.
-
-    Nothing is left behind when writing fails, and an existing ``target`` is
-    never overwritten.
-    """
+    """Write the files into a hidden folder in ``dest``, then rename it to ``target`` (never overwritten;
+    nothing is left behind when writing fails)."""
     dest.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dist}-", dir=dest))
     try:

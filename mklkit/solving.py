@@ -1,8 +1,5 @@
-"""Solving one prepared spec and evaluating it: :class:`RunResult` and :func:`solve_prepared`.
-
-Below both :mod:`mklkit.api` (``run``, ``mklkit run``) and :mod:`mklkit.sweep`
-(every task of a sweep, the best refit), which import it; it imports neither.
-"""
+"""Solving one prepared spec and evaluating it (:class:`RunResult`, :func:`solve_prepared`), for
+:mod:`mklkit.api` and :mod:`mklkit.sweep` alike."""
 
 from __future__ import annotations
 
@@ -19,37 +16,15 @@ from .pipeline import Prepared
 from .spec import Spec
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
-
     from .result import SolveResult
-
-__all__ = ["RunResult", "solve_prepared"]
 
 
 @dataclass
 class RunResult:
-    """One finished run: what ``mklkit run`` prints and writes.
+    """One finished run: what ``mklkit run`` prints and writes (``summary.json``'s fields, ``docs/specs.md``).
 
-    Attributes
-    ----------
-    spec : Spec
-    result : SolveResult
-        The engine's result.
-    kernel_names : list of str
-        One per kernel of the bank (M).
-    task : {"classification", "regression"}
-    dataset : str
-    n_train, n_test, n_features : int
-    metrics : dict
-        ``train_accuracy``/``test_accuracy`` or ``train_rmse``/``test_rmse``
-        (test values ``None`` without a test part).
-    timings : dict
-        Seconds: ``data_s``, ``bank_s``, ``solve_s``, ``total_s``.
-    factor : dict or None
-        On a factor bank (``kernels.factor``), what the factors leave out
-        (:meth:`mklkit.kernels.factor.FactorBank.approximation`); None otherwise.
-    created : str
-        ISO 8601 UTC time stamp of the run's end.
+    ``metrics``: ``train_accuracy``/``test_accuracy`` or ``train_rmse``/``test_rmse`` (test values
+    ``None`` without a test part); ``timings``: seconds ``data_s``, ``bank_s``, ``solve_s``, ``total_s``.
     """
 
     spec: Spec
@@ -64,14 +39,10 @@ class RunResult:
     timings: dict[str, float] = field(default_factory=dict)
     created: str = ""
     factor: dict[str, Any] | None = None
-    #: the classes in the data's own labels (``classes``, ``positive_class``; one-vs-rest: ``class``), or None
     labels: dict[str, Any] | None = None
-    #: ``problem.C: path``: the held-out path and its choice (:class:`mklkit.pipeline.heldout.HeldoutPath`)
     C_selection: Any = None
-    #: factors grown for the kernels in use (:class:`mklkit.pipeline.refine.FactorRefinement`), or None
     factor_refinement: Any = None
 
-    # -- convenience ----------------------------------------------------------
     @property
     def status(self) -> str:
         return str(self.result.status)
@@ -98,11 +69,11 @@ class RunResult:
 
     def history(self) -> list[dict[str, Any]]:
         """The engine's per-iteration records (JSON-able)."""
-
         return to_jsonable(list(self.result.history))
 
     def summary(self) -> dict[str, Any]:
         """The content of ``summary.json`` (see ``docs/specs.md``)."""
+        import numba
         import numpy as np
         import scipy
         import sklearn
@@ -112,7 +83,7 @@ class RunResult:
         r = self.result
         engine = self.spec.engine.engine
         top = sorted(self.kernel_weights(), key=lambda k: -k["weight"])
-        out: dict[str, Any] = {
+        return {
             "status": self.status,
             "converged": self.converged,
             "message": r.message,
@@ -133,22 +104,16 @@ class RunResult:
             "n_features": self.n_features,
             **self.metrics,
             "engine": engine.name,
-            # the engine that produced the answer (auto's delegate, after any fallback)
             "solved_by": r.solved_by or engine.name,
             "engine_params": engine.get_params(),
             "loss": self.spec.problem.loss.name,
             "regularizer": self.spec.problem.regularizer.name,
             "C": self.spec.problem.C,
-            # problem.C: path: the values tried on held-out rows and the one chosen (else null)
             "C_selection": None if self.C_selection is None else self.C_selection.as_dict(),
-            # factors grown for the kernels the solution uses (kernels.factor.refine), or null
             "factor_refinement": None if self.factor_refinement is None else self.factor_refinement.as_dict(),
-            # every kernel is off for C >= C_max (null: not computed, or no finite one)
             "C_max": r.C_max,
-            # every kernel off: the model predicts a constant (a TrivialModelWarning was emitted)
             "trivial": bool(r.trivial),
             **(self.labels or {}),
-            # on a factor bank: ranks and the relative trace the factors leave out (else null)
             "factor": self.factor,
             "top_kernels": [k["name"] for k in top[: min(10, self.n_active)]],
             "kernel_weights": self.kernel_weights(),
@@ -161,33 +126,14 @@ class RunResult:
                 "numpy": np.__version__,
                 "scipy": scipy.__version__,
                 "scikit-learn": sklearn.__version__,
+                "numba": numba.__version__,
             },
             "created": self.created,
         }
-        try:
-            import numba
-
-            out["versions"]["numba"] = numba.__version__
-        except ImportError:  # pragma: no cover
-            pass
-        return out
 
     def write(self, out_dir: str | os.PathLike[str] | None = None, force: bool = False) -> dict[str, Path]:
-        """Write the run files into ``out_dir`` (default: the spec's ``output.dir``).
-
-        Raises :class:`mklkit.io.OutputError` if run files exist and ``force`` is false.
-        """
-
+        """Write the run files into ``out_dir`` (default: the spec's ``output.dir``; :func:`mklkit.io.write_run`)."""
         return write_run(self, self.spec.output.dir if out_dir is None else out_dir, force=force)
-
-
-def _metrics(task: str, y: np.ndarray, f: np.ndarray, part: str) -> dict[str, float | None]:
-    import numpy as np
-
-    if task == "classification":
-        pred = np.where(f >= 0, 1.0, -1.0)
-        return {f"{part}_accuracy": float(np.mean(pred == y))}
-    return {f"{part}_rmse": float(np.sqrt(np.mean((f - y) ** 2)))}
 
 
 def solve_prepared(
@@ -199,17 +145,12 @@ def solve_prepared(
 ) -> RunResult:
     """Solve an already prepared spec and evaluate it on the training and test parts.
 
-    ``warm_start`` (a result on the same bank, e.g. at the previous C of a
-    path) is passed to engines that use it (``engine.supports_warm_start``)
-    and ignored by the others.  With ``warn_trivial``, a model with every
-    kernel off emits :class:`mklkit.result.TrivialModelWarning` naming C and C_max.
-    Numba compiling on first use is logged (INFO, ``mklkit.compilation``);
-    with ``warn_compilation`` (:func:`mklkit.api.run`) the first compilation of the
-    process also emits one :class:`mklkit.CompilationWarning`, as the
-    estimators do.
+    ``warm_start``: a result on the same bank, for engines that use one.  ``warn_trivial``: a
+    :class:`mklkit.result.TrivialModelWarning` when every kernel is off.  ``warn_compilation``: the
+    first numba compilation of the process emits one :class:`mklkit.CompilationWarning` (it is logged
+    in any case).
     """
-    spec = prepared.spec
-    problem = prepared.problem
+    spec, problem = prepared.spec, prepared.problem
     if problem is None or spec is None:
         raise ValueError("solve_prepared needs a Prepared built by Spec.prepare(build=True)")
     if prepared.tasks is not None:
@@ -263,11 +204,8 @@ def _C_on_path(
     callback: Callable[[dict[str, Any]], Any] | None,
     warm_start: SolveResult | None,
 ) -> tuple[Any, Any, SolveResult | None]:
-    """C chosen on held-out rows (``C: path``, or ``auto`` where the path decides); the run then solves all rows at it.
-
-    The selection (None: C is not chosen on a path), the problem at its C and
-    the warm start to solve it from.
-    """
+    """The selection of C on held-out rows (``C: path``, or ``auto`` where the path decides; else None),
+    the problem at its C and the warm start to solve it from."""
     from .engines.base import solve_from
     from .pipeline import problem_at
     from .pipeline.heldout import path_decides, path_engine, select_C
@@ -287,11 +225,8 @@ def _C_on_path(
 def _refine(
     prepared: Prepared, problem: Any, result: SolveResult, callback: Callable[[dict[str, Any]], Any] | None
 ) -> tuple[Prepared, SolveResult, Any, float] | None:
-    """More rank for the kernels in use (:mod:`mklkit.pipeline.refine`), solving again.
-
-    The prepared spec, the result, the refinement and the seconds it took;
-    None when the factors are not refined.
-    """
+    """More rank for the kernels in use, solved again (:mod:`mklkit.pipeline.refine`): the prepared spec,
+    the result, the refinement and its seconds; None when the factors are not refined."""
     from .engines.base import solve_from
     from .kernels import DEFAULT_MEMORY_BUDGET
     from .pipeline.refine import refine_prepared, rounds_of
@@ -316,25 +251,30 @@ def _refine(
 
 def _evaluate(prepared: Prepared, problem: Any, result: SolveResult) -> dict[str, float | None]:
     """The accuracy (classification) or RMSE (regression) on the training part and on the test part (None: none)."""
-    data = prepared.data
-    task = data.task
-    metrics = _metrics(task, problem.y, prepared.train_decision(result), "train")
-    f_test = prepared.test_decision(result)
-    if f_test is not None and data.y_test is not None:
-        metrics.update(_metrics(task, data.y_test, f_test, "test"))
-    else:
-        metrics.update({("test_accuracy" if task == "classification" else "test_rmse"): None})
-    return metrics
+    import numpy as np
+
+    classification = prepared.data.task == "classification"
+
+    def score(y: Any, f: Any) -> float | None:
+        if f is None or y is None:
+            return None
+        if classification:
+            return float(np.mean(np.where(f >= 0, 1.0, -1.0) == y))
+        return float(np.sqrt(np.mean((f - y) ** 2)))
+
+    name = "accuracy" if classification else "rmse"
+    train = score(problem.y, prepared.train_decision(result))
+    return {f"train_{name}": train, f"test_{name}": score(prepared.data.y_test, prepared.test_decision(result))}
 
 
 def _timings(prepared: Prepared, solve_s: float, selection: Any, refine_s: float | None) -> dict[str, float]:
-    """The preparation's timings with ``solve_s`` and ``total_s``, and the parts of ``solve_s`` that the
+    """The preparation's timings with ``solve_s``, ``total_s`` and the parts of ``solve_s`` that the
     held-out path (``path_s``) and refining the factors (``refine_s``) took."""
     timings = {**prepared.timings, "solve_s": solve_s}
     timings["total_s"] = sum(timings.values())
-    if selection is not None:  # the part of solve_s that the held-out path took
+    if selection is not None:
         timings["path_s"] = float(selection.time_s)
-    if refine_s is not None:  # the part of solve_s that refining the factors took
+    if refine_s is not None:
         timings["refine_s"] = refine_s
     return {k: float(v) for k, v in timings.items()}
 

@@ -13,10 +13,7 @@ from typing import Any, Callable, Iterator, Sequence
 from .._interrupts import caused_by_interrupt
 from .grid import Sweep, Task
 
-__all__ = ["check_backend"]
-
-#: Whether this process quietened itself as a pool worker (:func:`_quiet_worker`).
-_QUIET = False
+_QUIET = False  # this process quietened itself as a pool worker
 
 
 class _RemoteTraceback(Exception):
@@ -27,16 +24,8 @@ class _RemoteTraceback(Exception):
 
 
 def _quiet_worker() -> None:
-    """Set up a local pool worker: the warnings its parent reports itself are not repeated, Ctrl-C is the parent's.
-
-    The parent loaded the same plugin entry points (to read the sweep) and shows a
-    broken plugin once; a solve that does not converge is reported by the status
-    of its row and the sweep's summary.  A worker would print each on the terminal
-    again, once per worker, whatever the command line's ``--quiet``.  Ctrl-C
-    reaches every process of the terminal's group: the parent stops the pool,
-    a worker does not print a traceback of its own; it started with SIGINT
-    blocked (:func:`_sigint_blocked`) and unblocks it now.
-    """
+    """Set up a local pool worker: no plugin or convergence warnings (the parent reports them once)
+    and Ctrl-C ignored (the parent stops the pool); SIGINT, blocked while it started, is unblocked."""
     global _QUIET
     if _QUIET:
         return
@@ -57,11 +46,8 @@ def _quiet_worker() -> None:
 def _call(
     fn: Callable[[Task], Any], task: Task, parent: int, pool: bool
 ) -> tuple[int, Any, BaseException | None, str | None]:
-    """Run one task wherever joblib sends it: ``(index, rows, None, None)`` or ``(index, None, error, traceback)``.
-
-    An exception is the task's result (the other tasks go on), except a Ctrl-C
-    in this process, which may surface from C code (numba) as another error.
-    """
+    """``(index, rows, None, None)`` or ``(index, None, error, traceback)`` of one task wherever joblib runs
+    it: an exception is the task's result, except a Ctrl-C in this process (perhaps surfacing as another error)."""
     here = os.getpid() == parent
     if pool and not here:
         _quiet_worker()
@@ -75,12 +61,8 @@ def _call(
 
 @contextmanager
 def _sigint_blocked() -> Iterator[None]:
-    """SIGINT held back (not lost) in this thread while it starts worker processes.
-
-    A new process inherits the mask, so a Ctrl-C while it imports mklkit does
-    not kill it with a traceback before :func:`_quiet_worker` makes it ignore
-    SIGINT.
-    """
+    """SIGINT held back (not lost) while worker processes start: they inherit the mask until
+    :func:`_quiet_worker` makes them ignore it."""
     import signal
 
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
@@ -96,10 +78,8 @@ def _sigint_blocked() -> Iterator[None]:
 class Backend:
     """The tasks of a sweep on joblib: ``workers=1`` in this process, ``workers=N`` a loky pool, or a Dask client.
 
-    :meth:`map` yields ``(task, rows, error)`` as the tasks finish;
-    :meth:`running` tells the sweep's heartbeat which tasks are being solved
-    (the oldest unfinished ones, one per worker, in the order they were handed
-    out) and since when; :meth:`close` stops what is left.
+    :meth:`map` yields ``(task, rows, error)`` as the tasks finish; :meth:`running` the tasks being
+    solved (the oldest unfinished ones, one per slot) and since when; :meth:`close` stops what is left.
     """
 
     def __init__(self, workers: int = 1, client: Any = None, address: str | None = None):
@@ -127,7 +107,6 @@ class Backend:
         return Parallel(n_jobs=self.workers, backend="loky", return_as="generator_unordered", batch_size=1)
 
     def _started(self, now: float) -> None:
-        """The first ``slots`` unfinished tasks are running; those new among them run since ``now``."""
         for t in list(self._left.values())[: self.slots]:
             self._since.setdefault(t.index, now)
 
@@ -157,13 +136,12 @@ class Backend:
                 yield t, None, exc
 
     def running(self) -> list[tuple[Task, float]]:
-        """The tasks being solved and since when (``time.perf_counter()``), oldest first; read by the heartbeat."""
         with self._lock:
             running = [(t, self._since[t.index]) for t in list(self._left.values())[: self.slots]]
         return sorted(running, key=lambda ts: ts[1])
 
     def close(self) -> None:
-        """Stop the tasks left, if any (an interrupted or failed sweep): joblib stops the pool's workers or cancels the Dask tasks."""
+        """Stop the tasks left: joblib stops the pool's workers or cancels the Dask tasks."""
         try:
             if self._gen is not None:
                 with warnings.catch_warnings():  # joblib's note that unfinished tasks were cancelled
@@ -176,7 +154,6 @@ class Backend:
 
 
 def connect_backend(sweep: Sweep, workers: int, scheduler: str | None) -> Backend:
-    """The backend of a sweep's tasks (``scheduler``: a Dask client, its errors as :class:`SpecError`)."""
     if scheduler is None:
         return Backend(workers)
     from .._dask import connect

@@ -1,62 +1,33 @@
-"""The sweep spec: the grid of problems (:class:`Sweep`, :class:`Config`), its tasks and cross-validation folds."""
+"""The sweep spec: the grid of problems (:class:`Sweep`, :class:`Config`), its cross-validation folds and
+its tasks (:class:`Task`, solved by :func:`solve_task` in whichever process runs it)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import itertools
 import json
 import os
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..io import to_jsonable
-from ..pipeline import CVSettings, Data, PipelineError, make_folds
-from ..spec import (
-    SWEEP_SECTION,
-    Spec,
-    SpecError,
-    apply_overrides,
-    mark_override,
-    read_spec_file,
-    spec_stem,
-    sweep_lists,
-    validate_model,
-    validate_spec,
-)
+from ..pipeline import CVSettings, Data, PipelineError, fold, make_folds
+from ..solving import RunResult, solve_prepared
+from ..spec import SWEEP_SECTION, Spec, SpecError, apply_overrides, mark_override, read_spec_file
+from ..spec import sweep_lists, validate_model, validate_spec
 from .results import KEY_COLUMNS
 
-__all__ = ["CV_KEYS", "CVSpec", "Config", "Task", "Sweep", "load_sweep", "parse_sweep"]
-
-CV_KEYS: tuple[str, ...] = ("folds", "splits", "test_size", "seed")
-
-# ---------------------------------------------------------------------------
-# The sweep spec
-# ---------------------------------------------------------------------------
-#: The ``cv:`` section (:class:`mklkit.pipeline.CVSettings`).
-CVSpec = CVSettings
+_Error = Callable[..., SpecError]
 
 
 @dataclass(frozen=True)
 class Config:
-    """One grid point without C.
-
-    Attributes
-    ----------
-    index : int
-        Position in the grid (data set, loss, regularizer, bias, engine; the
-        last varies fastest).
-    raw : dict
-        The concrete spec mapping (``problem.C`` = the largest C).
-    spec : Spec
-        ``raw`` validated.
-    labels : dict
-        ``dataset``, ``loss``, ``regularizer``, ``engine``, ``bias`` as
-        written to ``results.csv``.
-    data_index : int
-        Which value of the data axis.
-    """
+    """One grid point without C: its concrete spec mapping ``raw`` (``problem.C`` the largest C) and
+    ``spec``, its ``labels`` in ``results.csv`` and which value of the data axis it uses."""
 
     index: int
     raw: dict
@@ -67,11 +38,7 @@ class Config:
 
 @dataclass(frozen=True)
 class Task:
-    """One unit of work: a grid point without C on one fold; a row per C.
-
-    Picklable and small (the fold is given by row indices); :func:`solve_task`
-    runs it in any process that can import mklkit and read the data.
-    """
+    """One unit of work, picklable and small: a grid point without C on one fold (row indices); a row per C."""
 
     index: int
     config: int
@@ -93,40 +60,21 @@ class Task:
 
 @dataclass
 class Sweep:
-    """A validated sweep spec: the grid, the cross-validation and the C values.
-
-    Attributes
-    ----------
-    file, folder, overridden
-        As in :class:`~mklkit.spec.Spec`.
-    raw : dict
-        The spec mapping after ``--set``, without ``cv``.
-    cv : CVSpec
-    axes : list of (key path, list)
-        The lists found (:func:`mklkit.spec.sweep_lists`).
-    Cs : tuple of float
-        Descending (the order of the warm-started path).
-    configs : list of Config
-    data_values : list of str
-        The data axis (builtin names or training files as written).
-    output_dir : Path
-    """
+    """A validated sweep spec: the grid (``axes``: the lists found, ``configs``), the cross-validation
+    ``cv``, the C values ``Cs`` (descending, the order of the warm-started path) and the data axis
+    ``data_values``; ``raw`` is the spec mapping after ``--set``, without ``cv``."""
 
     file: str
     folder: Path
     overridden: tuple[str, ...]
     raw: dict
-    cv: CVSpec
+    cv: CVSettings
     axes: list[tuple[str, Any]]
     Cs: tuple[float, ...]
     configs: list[Config]
     data_values: list[str]
     output_dir: Path
     _folds: dict[Any, list[tuple[Any, Any]]] = field(default_factory=dict, repr=False)
-
-    @property
-    def name(self) -> str:
-        return spec_stem(self.file)
 
     @property
     def task_kind(self) -> str:
@@ -142,11 +90,11 @@ class Sweep:
         return self.n_tasks * len(self.Cs)
 
     def error(self, key: str, problem: str, value: Any = SpecError.NO_VALUE, allowed: str | None = None) -> SpecError:
-        return SpecError(self.file, key, mark_override(problem, key, self.overridden), value, allowed)
+        return _error(self.file, self.overridden, key, problem, value, allowed)
 
     def summary(self) -> str:
         """One line: grid size, cross-validation, tasks and rows."""
-        axes = ", ".join(f"{k} ({len(_flat(v))})" for k, v in self.axes) or "no lists"
+        axes = ", ".join(f"{k} ({len(v) if isinstance(v, list) else 1})" for k, v in self.axes) or "no lists"
         return (
             f"{self.file}: {len(self.configs)} grid point(s) x {len(self.Cs)} C value(s) "
             f"[{axes}]; {self.cv.describe()}; {self.n_tasks} tasks, {self.n_rows} rows; "
@@ -155,7 +103,6 @@ class Sweep:
 
     def fingerprint(self) -> dict[str, Any]:
         """What identifies the grid (compared on ``resume``)."""
-
         configs = []
         for c in self.configs:
             r = c.spec.resolved()
@@ -166,63 +113,42 @@ class Sweep:
         fp = {"cv": self.cv.model_dump(exclude_none=True), "C": list(self.Cs), "configs": configs}
         return json.loads(json.dumps(to_jsonable(fp)))
 
-    # -- data and folds ---------------------------------------------------------
     def folds(self, config: Config) -> list[tuple[Any, Any]]:
         """``[(train rows, validation rows), ...]`` of the config's training part (or its Gram matrices)."""
         key = (config.data_index, config.spec.problem.loss.task)
         if key not in self._folds:
-            data = raw_data(config.spec)
             try:
-                self._folds[key] = make_folds(self.cv, data)
+                self._folds[key] = make_folds(self.cv, raw_data(config.spec))
             except PipelineError as exc:
                 raise self.error(exc.key, exc.problem, exc.value, exc.allowed) from None
         return self._folds[key]
 
     def tasks(self, threads: int | None = None) -> list[Task]:
         """Every task, in grid order (config, then split)."""
-        out = []
+        out: list[Task] = []
         for c in self.configs:
-            for s, (tr, va) in enumerate(self.folds(c)):
-                out.append(
-                    Task(
-                        index=len(out),
-                        config=c.index,
-                        split=s,
-                        file=self.file,
-                        folder=str(self.folder),
-                        overridden=self.overridden,
-                        raw=c.raw,
-                        Cs=self.Cs,
-                        train=tr,
-                        val=va,
-                        labels=dict(c.labels),
-                        threads=threads,
-                    )
-                )
+            common = dict(config=c.index, file=self.file, folder=str(self.folder), overridden=self.overridden)
+            common.update(raw=c.raw, Cs=self.Cs, threads=threads)
+            out += [
+                Task(index=len(out) + s, split=s, train=tr, val=va, labels=dict(c.labels), **common)
+                for s, (tr, va) in enumerate(self.folds(c))
+            ]
         return out
 
     def check(self) -> None:
-        """Stage-2 validation of every grid point (data, labels, bank, memory, engine) and the folds.
-
-        What :func:`mklkit.api.check` does for a run spec: the data loaded,
-        the bank resolved (not built), the engine's support checked.
-        """
+        """Every distinct grid point checked as :func:`mklkit.api.check` checks a spec, and its folds."""
         seen = set()
         for c in self.configs:
-            key = json.dumps(
-                {k: v for k, v in c.raw.items() if k in ("data", "kernels", "problem", "engine")},
-                sort_keys=True,
-                default=str,
-            )
-            if key in seen:  # pragma: no cover - duplicates are refused earlier
-                continue
-            seen.add(key)
-            c.spec.prepare(build=False)
-            self.folds(c)
+            sections = {k: v for k, v in c.raw.items() if k in ("data", "kernels", "problem", "engine")}
+            key = json.dumps(sections, sort_keys=True, default=str)
+            if key not in seen:
+                seen.add(key)
+                c.spec.prepare(build=False)
+                self.folds(c)
 
 
-def _flat(v: Any) -> list[Any]:
-    return v if isinstance(v, list) else [v]
+def _error(file: str, overridden: Sequence[str], key: str, problem: str, value: Any, allowed: str | None) -> SpecError:
+    return SpecError(file, key, mark_override(problem, key, overridden), value, allowed)
 
 
 _MISSING: Any = object()
@@ -234,12 +160,10 @@ def load_sweep(path: str | os.PathLike[str], overrides: Sequence[str] | Mapping[
     Raises
     ------
     SpecError
-        As :func:`mklkit.spec.load_spec`, naming the key of the offending
-        list or list entry.
+        As :func:`mklkit.spec.load_spec`, naming the key of the offending list or list entry.
     """
-    file = str(path)
     raw = read_spec_file(path, "data, kernels, problem, engine, cv, output")
-    return parse_sweep(raw, file=file, folder=Path(path).resolve().parent, overrides=overrides)
+    return parse_sweep(raw, file=str(path), folder=Path(path).resolve().parent, overrides=overrides)
 
 
 def parse_sweep(
@@ -257,70 +181,39 @@ def parse_sweep(
     axes = sweep_lists(raw)
 
     def err(key: str, problem: str, value: Any = SpecError.NO_VALUE, allowed: str | None = None) -> SpecError:
-        return SpecError(file, key, mark_override(problem, key, overridden), value, allowed)
+        return _error(file, overridden, key, problem, value, allowed)
 
     def parse(r: dict) -> Spec:
         return validate_spec(r, file, folder, overridden)
 
-    data_key, data_values = _data_axis(err, raw)
-    losses, regs, biases, Cs_raw = _problem_axes(err, raw)
+    data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
+    data_key, data_values = None, [None]
+    for k in ("builtin", "train"):
+        if isinstance(data.get(k), list):
+            data_key, data_values = k, _nonempty(err, f"data.{k}", data[k])
+    problem = raw.get("problem") if isinstance(raw.get("problem"), dict) else {}
+
+    def axis(key: str, expand: Callable[..., list[Any]]) -> list[Any]:
+        return expand(err, f"problem.{key}", problem[key]) if key in problem else [_MISSING]
+
+    losses, regs = axis("loss", _expand_component), axis("regularizer", _expand_component)
+    biases, Cs_raw = axis("bias", _values), axis("C", _values)
     solvers = _expand_component(err, "engine", raw["engine"]) if "engine" in raw else [_MISSING]
     point = functools.partial(_grid_point, raw, data_key)
     first = (data_values[0], losses[0], regs[0], biases[0], solvers[0])
     Cs_sorted = _sorted_Cs(err, lambda C: parse(point(*first, C)), Cs_raw, raw)
     configs = _configs(err, parse, point, axes, data_values, (losses, regs, biases, solvers), Cs_sorted[0])
-    _check_one_score(err, configs)
-    spec0 = configs[0].spec
-    return Sweep(
-        file=file,
-        folder=folder,
-        overridden=tuple(overridden),
-        raw=raw,
-        cv=cv,
-        axes=axes,
-        Cs=Cs_sorted,
-        configs=configs,
-        data_values=[
-            next(c.labels["dataset"] for c in configs if c.data_index == di) for di in range(len(data_values))
-        ],
-        output_dir=spec0.output.dir,
-    )
-
-
-def _data_axis(err: Callable[..., SpecError], raw: dict) -> tuple[str | None, list[Any]]:
-    """The data axis: the key listing the data sets (``builtin`` or ``train``) and its values (``[None]``: none)."""
-    data = raw.get("data") if isinstance(raw.get("data"), dict) else None
-    data_key = None
-    data_values: list[Any] = [None]
-    if data is not None:
-        for k in ("builtin", "train"):
-            if isinstance(data.get(k), list):
-                data_key = k
-                data_values = _nonempty(err, f"data.{k}", data[k])
-    return data_key, data_values
-
-
-def _problem_axes(err: Callable[..., SpecError], raw: dict) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
-    """The values of ``problem.loss``, ``regularizer``, ``bias`` and ``C`` (``[_MISSING]``: not given)."""
-    problem = raw.get("problem") if isinstance(raw.get("problem"), dict) else None
-    losses: list[Any] = [_MISSING]
-    regs: list[Any] = [_MISSING]
-    biases: list[Any] = [_MISSING]
-    Cs_raw: list[Any] = [_MISSING]
-    if problem is not None:
-        if "loss" in problem:
-            losses = _expand_component(err, "problem.loss", problem["loss"])
-        if "regularizer" in problem:
-            regs = _expand_component(err, "problem.regularizer", problem["regularizer"])
-        if "bias" in problem:
-            biases = (
-                _nonempty(err, "problem.bias", problem["bias"])
-                if isinstance(problem["bias"], list)
-                else [problem["bias"]]
-            )
-        if "C" in problem:
-            Cs_raw = _nonempty(err, "problem.C", problem["C"]) if isinstance(problem["C"], list) else [problem["C"]]
-    return losses, regs, biases, Cs_raw
+    tasks = {c.spec.problem.loss.task for c in configs}
+    if len(tasks) > 1:
+        raise err(
+            "problem.loss",
+            "a sweep compares one kind of score; the list mixes classification and regression losses",
+            ", ".join(sorted({f"{c.spec.problem.loss.name} ({c.spec.problem.loss.task})" for c in configs})),
+            "only classification losses (accuracy) or only regression losses (RMSE)",
+        )
+    names = [next(c.labels["dataset"] for c in configs if c.data_index == di) for di in range(len(data_values))]
+    output_dir = configs[0].spec.output.dir
+    return Sweep(file, folder, tuple(overridden), raw, cv, axes, Cs_sorted, configs, names, output_dir)
 
 
 def _grid_point(raw: dict, data_key: str | None, d: Any, loss: Any, reg: Any, bias: Any, solver: Any, C: Any) -> dict:
@@ -328,22 +221,15 @@ def _grid_point(raw: dict, data_key: str | None, d: Any, loss: Any, reg: Any, bi
     r = copy.deepcopy(raw)
     if data_key is not None:
         r["data"][data_key] = d
-    for sec, key, v in (
-        ("problem", "loss", loss),
-        ("problem", "regularizer", reg),
-        ("problem", "bias", bias),
-        ("problem", "C", C),
-    ):
+    for key, v in (("loss", loss), ("regularizer", reg), ("bias", bias), ("C", C)):
         if v is not _MISSING:
-            r[sec][key] = copy.deepcopy(v)
+            r["problem"][key] = copy.deepcopy(v)
     if solver is not _MISSING:
         r["engine"] = copy.deepcopy(solver)
     return r
 
 
-def _sorted_Cs(
-    err: Callable[..., SpecError], spec_at: Callable[[Any], Spec], Cs_raw: list[Any], raw: dict
-) -> tuple[float, ...]:
+def _sorted_Cs(err: _Error, spec_at: Callable[[Any], Spec], Cs_raw: list[Any], raw: dict) -> tuple[float, ...]:
     """The values of C, each valid at the first grid point (``spec_at(C)``) and distinct; sorted descending."""
     Cs: list[float] = []
     for C in Cs_raw:
@@ -362,7 +248,7 @@ def _sorted_Cs(
 
 
 def _configs(
-    err: Callable[..., SpecError],
+    err: _Error,
     parse: Callable[[dict], Spec],
     point: Callable[..., dict],
     axes: list[tuple[str, Any]],
@@ -372,7 +258,7 @@ def _configs(
 ) -> list[Config]:
     """Every grid point without C (validated at ``C``), data set by data set; no two the same problem."""
     configs: list[Config] = []
-    seen: dict[tuple, int] = {}
+    seen: set[tuple] = set()
     for di, d in enumerate(data_values):
         for loss, reg, bias, solver in itertools.product(*lists):
             r = point(d, loss, reg, bias, solver, C)
@@ -381,30 +267,17 @@ def _configs(
             key = tuple(labels[k] for k in KEY_COLUMNS[:5])
             if key in seen:
                 raise err(
-                    _axis_of(axes),
+                    axes[0][0] if axes else "problem",
                     "two grid points are the same problem",
                     ", ".join(key),
                     "distinct values in every list",
                 )
-            seen[key] = len(configs)
+            seen.add(key)
             configs.append(Config(index=len(configs), raw=r, spec=spec, labels=labels, data_index=di))
     return configs
 
 
-def _check_one_score(err: Callable[..., SpecError], configs: list[Config]) -> None:
-    """The grid's losses are all classification losses or all regression losses (one kind of score)."""
-    tasks = {c.spec.problem.loss.task for c in configs}
-    if len(tasks) > 1:
-        names = sorted({f"{c.spec.problem.loss.name} ({c.spec.problem.loss.task})" for c in configs})
-        raise err(
-            "problem.loss",
-            "a sweep compares one kind of score; the list mixes classification and regression losses",
-            ", ".join(names),
-            "only classification losses (accuracy) or only regression losses (RMSE)",
-        )
-
-
-def _nonempty(err: Callable[..., SpecError], key: str, values: list) -> list:
+def _nonempty(err: _Error, key: str, values: list) -> list:
     if not values:
         raise err(key, "an empty list gives no grid points", values, "a non-empty list of values")
     for v in values:
@@ -413,7 +286,11 @@ def _nonempty(err: Callable[..., SpecError], key: str, values: list) -> list:
     return list(values)
 
 
-def _expand_component(err: Callable[..., SpecError], key: str, value: Any) -> list[Any]:
+def _values(err: _Error, key: str, value: Any) -> list[Any]:
+    return _nonempty(err, key, value) if isinstance(value, list) else [value]
+
+
+def _expand_component(err: _Error, key: str, value: Any) -> list[Any]:
     """A component given as a list and/or with list-valued parameters -> concrete specs."""
     if isinstance(value, list):
         _nonempty(err, key, value)
@@ -423,19 +300,13 @@ def _expand_component(err: Callable[..., SpecError], key: str, value: Any) -> li
                 raise err(key, "a list inside a list", v, "one list of components, e.g. [hinge, logistic]")
             out.extend(_expand_component(err, key, v))
         return out
-    if isinstance(value, dict):
-        lists = [(k, v) for k, v in value.items() if isinstance(v, list)]
-        for k, v in lists:
-            _nonempty(err, f"{key}.{k}", v)
-        if not lists:
-            return [value]
-        names = [k for k, _ in lists]
-        return [{**value, **dict(zip(names, combo))} for combo in itertools.product(*(v for _, v in lists))]
-    return [value]
-
-
-def _axis_of(axes: list[tuple[str, Any]]) -> str:
-    return axes[0][0] if axes else "problem"
+    if not isinstance(value, dict):
+        return [value]
+    lists = [(k, v) for k, v in value.items() if isinstance(v, list)]
+    for k, v in lists:
+        _nonempty(err, f"{key}.{k}", v)
+    names = [k for k, _ in lists]
+    return [{**value, **dict(zip(names, combo))} for combo in itertools.product(*(v for _, v in lists))]
 
 
 def _component_label(comp: Any, given: Any) -> str:
@@ -448,20 +319,11 @@ def _component_label(comp: Any, given: Any) -> str:
     return f"{comp.name}(" + ", ".join(f"{k}={params[k]!r}" for k in shown) + ")"
 
 
-def _data_label(spec: Spec, raw: dict) -> str:
-    d = raw.get("data") or {}
-    if d.get("builtin") is not None:
-        return str(d["builtin"])
-    if d.get("train") is not None:
-        return str(d["train"])
-    precomputed = (raw.get("kernels") or {}).get("precomputed")
-    return str(precomputed) if precomputed is not None else spec.name
-
-
 def _labels(spec: Spec, raw: dict) -> dict[str, str]:
-    problem = raw.get("problem") or {}
+    d, problem = raw.get("data") or {}, raw.get("problem") or {}
+    given = (d.get("builtin"), d.get("train"), (raw.get("kernels") or {}).get("precomputed"))
     return {
-        "dataset": _data_label(spec, raw),
+        "dataset": next((str(v) for v in given if v is not None), spec.name),
         "loss": _component_label(spec.problem.loss, problem.get("loss")),
         "regularizer": _component_label(spec.problem.regularizer, problem.get("regularizer")),
         "engine": _component_label(spec.engine.engine, raw.get("engine")),
@@ -469,10 +331,77 @@ def _labels(spec: Spec, raw: dict) -> dict[str, str]:
     }
 
 
-# ---------------------------------------------------------------------------
-# Data and folds
-# ---------------------------------------------------------------------------
 def raw_data(spec: Spec) -> Data:
     """The training (and test) part of the spec's data, not standardized."""
     assert spec.data is not None
     return spec.model_copy(update={"data": spec.data.model_copy(update={"standardize": False})}).load_data()
+
+
+_DATA_CACHE: dict[str, Data] = {}
+
+
+def _limit_threads(n: int | None) -> None:
+    if n is None:
+        return
+    with contextlib.suppress(Exception):  # a thread limit is an optimisation only
+        import numba
+
+        numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))
+    with contextlib.suppress(Exception):
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(int(n))
+
+
+def solve_task(task: Task) -> list[dict[str, Any]]:
+    """One row (a mapping of :data:`COLUMNS`) per C: the fold's bank built once, every C solved in
+    descending order, warm-started; the same rows in any process."""
+    _limit_threads(task.threads)
+    spec = validate_spec(task.raw, task.file, Path(task.folder), task.overridden)
+    key = json.dumps([task.file, task.raw.get("data"), spec.problem.loss.task], sort_keys=True, default=str)
+    data = _DATA_CACHE.get(key)
+    if data is None:
+        data = raw_data(spec)
+        _DATA_CACHE.clear()
+        _DATA_CACHE[key] = data
+    part = fold(data, task.train, task.val, standardized=spec.data.standardize)
+    t0 = time.perf_counter()
+    prepared = spec.prepare(progress=False, data=part)
+    bank_s = time.perf_counter() - t0
+    assert prepared.problem is not None
+    warm = bool(getattr(spec.engine.engine, "supports_warm_start", False))
+    rows, previous = [], None
+    for C in task.Cs:
+        spec_c = spec.model_copy(update={"problem": spec.problem.model_copy(update={"C": C})})
+        prep_c = replace(prepared.with_C(C), spec=spec_c)
+        run = solve_prepared(prep_c, None, warm_start=previous if warm else None, warn_trivial=False)
+        rows.append(_row(task, C, run, bank_s, warm and previous is not None))
+        previous = run.result
+    return rows
+
+
+def _row(task: Task, C: float, run: RunResult, bank_s: float, warm: bool) -> dict[str, Any]:
+    r = run.result
+    m = run.metrics
+    return {
+        **task.labels,
+        "C": C,
+        "split": task.split,
+        "status": str(r.status),
+        "converged": bool(r.converged),
+        "objective": float(r.objective),
+        "dual_objective": float(r.dual_objective),
+        "gap": float(r.gap),
+        "iterations": int(r.iterations),
+        "n_active": run.n_active,
+        "n_kernels": run.n_kernels,
+        "n_train": run.n_train,
+        "n_val": run.n_test,
+        "train_accuracy": m.get("train_accuracy"),
+        "val_accuracy": m.get("test_accuracy"),
+        "train_rmse": m.get("train_rmse"),
+        "val_rmse": m.get("test_rmse"),
+        "time_s": float(run.timings.get("solve_s", r.time_s)),
+        "bank_s": float(bank_s),
+        "warm_start": warm,
+    }

@@ -15,58 +15,20 @@ from ..io import OutputError
 if TYPE_CHECKING:  # pragma: no cover
     from .grid import Config, Sweep
 
-__all__ = [
-    "COLUMNS",
-    "KEY_COLUMNS",
-    "TIMING_COLUMNS",
-    "RESULTS",
-    "SWEEP_JSON",
-    "BEST_DIR",
-    "Best",
-    "SweepResult",
-    "read_results",
-    "select_best",
-]
-
 RESULTS = "results.csv"
 SWEEP_JSON = "sweep.json"
 BEST_DIR = "best"
 
 #: Columns of ``results.csv``; the first seven identify a row.
-COLUMNS: tuple[str, ...] = (
-    "dataset",
-    "loss",
-    "regularizer",
-    "engine",
-    "bias",
-    "C",
-    "split",
-    "status",
-    "converged",
-    "objective",
-    "dual_objective",
-    "gap",
-    "iterations",
-    "n_active",
-    "n_kernels",
-    "n_train",
-    "n_val",
-    "train_accuracy",
-    "val_accuracy",
-    "train_rmse",
-    "val_rmse",
-    "time_s",
-    "bank_s",
-    "warm_start",
+COLUMNS: tuple[str, ...] = tuple(
+    "dataset loss regularizer engine bias C split status converged objective dual_objective gap iterations "
+    "n_active n_kernels n_train n_val train_accuracy val_accuracy train_rmse val_rmse time_s bank_s warm_start".split()
 )
 KEY_COLUMNS: tuple[str, ...] = COLUMNS[:7]
 #: Columns that depend on the machine, not on the problem.
 TIMING_COLUMNS: tuple[str, ...] = ("time_s", "bank_s")
 
 
-# ---------------------------------------------------------------------------
-# results.csv
-# ---------------------------------------------------------------------------
 def csv_cell(v: Any) -> str:
     if v is None:
         return ""
@@ -82,18 +44,16 @@ def csv_text(rows: Sequence[Mapping[str, Any]], header: bool = False) -> str:
     w = csv.writer(buf, lineterminator="\n")
     if header:
         w.writerow(COLUMNS)
-    for row in rows:
-        w.writerow([csv_cell(row.get(c)) for c in COLUMNS])
+    w.writerows([csv_cell(row.get(c)) for c in COLUMNS] for row in rows)
     return buf.getvalue()
 
 
 def row_key(row: Mapping[str, Any]) -> tuple[str, ...]:
-    return tuple(csv_cell(row.get(c)) if not isinstance(row.get(c), str) else row[c] for c in KEY_COLUMNS)
+    return tuple(row[c] if isinstance(row.get(c), str) else csv_cell(row.get(c)) for c in KEY_COLUMNS)
 
 
 def read_results(path: str | os.PathLike[str]) -> list[dict[str, str]]:
     """The rows of a ``results.csv`` as strings; a last line cut off by an interruption is dropped."""
-
     text = Path(path).read_text(encoding="utf-8")
     if text and not text.endswith("\n"):
         text = text[: text.rfind("\n") + 1]
@@ -116,28 +76,11 @@ def append_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
         os.fsync(fh.fileno())
 
 
-# ---------------------------------------------------------------------------
-# Running a sweep
-# ---------------------------------------------------------------------------
 @dataclass
 class Best:
-    """The best configuration of one data set, refitted on its whole training part.
-
-    Attributes
-    ----------
-    dataset : str
-    labels : dict
-        ``loss``, ``regularizer``, ``engine``, ``bias`` of the configuration.
-    C : float
-    score : str
-        ``val_accuracy`` (higher is better) or ``val_rmse`` (lower is better).
-    mean, std : float
-        Over the folds/splits.
-    n_splits : int
-    run : RunResult
-        The refit (``run.write`` was called on ``dir``).
-    dir : Path
-    """
+    """The best configuration of one data set (``labels``: its ``loss``, ``regularizer``, ``engine``,
+    ``bias``; ``score``: ``val_accuracy`` or ``val_rmse``, its ``mean`` and ``std`` over ``n_splits``),
+    refitted on the whole training part (``run``, written to ``dir``)."""
 
     dataset: str
     labels: dict
@@ -150,7 +93,9 @@ class Best:
     dir: Path
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
+        r = self.run
+        refit = {"status": r.status, "objective": float(r.result.objective), "gap": float(r.result.gap)}
+        return {
             "dataset": self.dataset,
             **{k: v for k, v in self.labels.items() if k != "dataset"},
             "C": self.C,
@@ -159,37 +104,15 @@ class Best:
             "std": self.std,
             "n_splits": self.n_splits,
             "dir": str(self.dir),
+            "refit": {**refit, "n_active_kernels": r.n_active, **r.metrics},
         }
-        r = self.run
-        out["refit"] = {
-            "status": r.status,
-            "objective": float(r.result.objective),
-            "gap": float(r.result.gap),
-            "n_active_kernels": r.n_active,
-            **r.metrics,
-        }
-        return out
 
 
 @dataclass
 class SweepResult:
-    """A finished sweep.
-
-    Attributes
-    ----------
-    sweep : Sweep
-    out_dir : Path
-    rows : list of dict
-        Every row of ``results.csv`` (strings, as written), in grid order.
-    n_run, n_skipped : int
-        Tasks solved now, and tasks kept from an earlier run (``resume``).
-    best : list of Best
-        One per data set.
-    backend : str
-    time_s : float
-    files : dict
-        ``results``, ``sweep`` (``sweep.json``) and one entry per refit.
-    """
+    """A finished sweep: ``rows`` of ``results.csv`` (strings, in grid order), the tasks solved now
+    (``n_run``) and kept from an earlier run (``n_skipped``), the ``best`` of each data set, and the
+    ``files`` written (``results``, ``sweep`` and one per refit)."""
 
     sweep: Sweep
     out_dir: Path
@@ -221,25 +144,17 @@ def select_best(sweep: Sweep, rows: Sequence[Mapping[str, str]]) -> list[tuple[i
     column, sign = score_column(sweep.task_kind)
     scores: dict[tuple, list[float]] = {}
     for r in rows:
-        if r.get(column) in (None, ""):
-            continue
-        scores.setdefault(tuple(r[c] for c in KEY_COLUMNS[:6]), []).append(float(r[column]))
+        if r.get(column) not in (None, ""):
+            scores.setdefault(tuple(r[c] for c in KEY_COLUMNS[:6]), []).append(float(r[column]))
     out = []
     for di in range(len(sweep.data_values)):
         best = None
-        for c in sweep.configs:
-            if c.data_index != di:
-                continue
+        for c in (c for c in sweep.configs if c.data_index == di):
             for C in sweep.Cs:
                 vals = scores.get(tuple(c.labels[k] for k in KEY_COLUMNS[:5]) + (csv_cell(C),))
-                if not vals:
-                    continue
-                a = np.asarray(vals)
-                mean = float(np.mean(a))
-                if not math.isfinite(mean):
-                    continue
-                if best is None or sign * mean > sign * best[3]:
-                    best = (di, c, C, mean, float(np.std(a)), len(vals))
+                mean = float(np.mean(np.asarray(vals))) if vals else math.nan
+                if math.isfinite(mean) and (best is None or sign * mean > sign * best[3]):
+                    best = (di, c, C, mean, float(np.std(np.asarray(vals))), len(vals))
         if best is not None:
             out.append(best)
     return out

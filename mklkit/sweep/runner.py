@@ -7,42 +7,28 @@ import json
 import logging
 import os
 import re
+import secrets
+import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..io import OutputError, check_output_dir, write_json, write_text
 from ..solving import solve_prepared
 from ..spec import SpecError, validate_spec
 from .backends import check_backend, connect_backend, default_threads
-from .grid import Sweep, Task
-from .results import (
-    BEST_DIR,
-    COLUMNS,
-    KEY_COLUMNS,
-    RESULTS,
-    SWEEP_JSON,
-    Best,
-    SweepResult,
-    append_rows,
-    csv_cell,
-    csv_text,
-    read_results,
-    row_key,
-    score_column,
-    select_best,
-)
-from .task import solve_task
-
-__all__ = ["SweepTaskError", "run_sweep"]
+from .grid import Sweep, Task, solve_task
+from .results import BEST_DIR, COLUMNS, KEY_COLUMNS, RESULTS, SWEEP_JSON, Best, SweepResult, append_rows
+from .results import csv_cell, csv_text, read_results, row_key, score_column, select_best
 
 logger = logging.getLogger("mklkit.sweep")
 
-#: Seconds without a finished task after which a sweep reports a ``heartbeat``
-#: progress event (tasks finished and running, the longest running task), and
-#: again after as many more (``run_sweep(heartbeat_s=...)`` overrides it).
+#: Seconds without a finished task between two ``heartbeat`` progress events.
 HEARTBEAT_S = 30.0
+
+_Progress = Optional[Callable[[dict[str, Any]], Any]]
+_Rows = Mapping[int, list[dict[str, Any]]]
 
 
 class SweepTaskError(RuntimeError):
@@ -50,7 +36,6 @@ class SweepTaskError(RuntimeError):
 
 
 def _check_out(sweep: Sweep, out: Path, resume: bool, force: bool, key: str) -> None:
-
     if out.exists() and not out.is_dir():
         raise sweep.error(key, "exists and is not a directory", str(out), "a new or existing directory")
     if resume or force:
@@ -71,21 +56,12 @@ def _check_out(sweep: Sweep, out: Path, resume: bool, force: bool, key: str) -> 
 
 
 def _remove_earlier_outputs(sweep: Sweep, out: Path, key: str) -> None:
-    """Remove what an earlier sweep in ``out`` derived from its rows (``best/``) before a forced sweep writes.
-
-    ``best/`` is first renamed to a hidden name and then deleted, so an
-    interruption never leaves a partly deleted or a stale ``best/`` beside the
-    new sweep's ``results.csv``; a hidden copy left by an earlier interruption
-    is deleted too.
-    """
-    import secrets
-    import shutil
-
+    """Remove an earlier sweep's ``best/`` before a forced sweep writes: renamed aside first, so that an
+    interruption never leaves a partly deleted one; hidden copies left by an earlier interruption go too."""
     best = out / BEST_DIR
     if best.exists() or best.is_symlink():
-        aside = out / f".{BEST_DIR}.removed-{secrets.token_hex(4)}"
         try:
-            os.replace(best, aside)
+            os.replace(best, out / f".{BEST_DIR}.removed-{secrets.token_hex(4)}")
         except OSError as exc:
             raise sweep.error(
                 key,
@@ -126,52 +102,30 @@ def run_sweep(
     scheduler: str | None = None,
     resume: bool = False,
     force: bool = False,
-    progress: Callable[[dict[str, Any]], Any] | None = None,
+    progress: _Progress = None,
     out_key: str | None = None,
     heartbeat_s: float | None = None,
 ) -> SweepResult:
-    """Run every task of a sweep, append its rows to ``results.csv``, refit the best.
+    """Run every task of a sweep, append its rows to ``results.csv``, refit the best (``docs/sweeps.md``).
 
     Parameters
     ----------
-    sweep : Sweep
-        From :func:`load_sweep`.
-    out_dir : path-like, optional
-        Default ``sweep.output_dir``.
-    workers : int
-        1: solve in this process; N > 1: joblib's loky pool of N processes
-        (each limited to ``cpu_count // N`` numba/BLAS threads).
-    scheduler : str, optional
-        A ``dask.distributed`` scheduler address (``tcp://host:8786``); each
-        task is one Dask task running single-threaded (start workers with
-        ``--nthreads 1`` and as many processes as cores).  Exclusive with
-        ``workers > 1``.
-    resume : bool
-        Keep the complete tasks of an earlier run in ``out_dir`` (same grid)
-        and solve the others.
-    force : bool
-        Start over in a directory holding an earlier sweep; its ``best/``
-        refits are removed before anything is written.
+    workers, scheduler : int, str
+        1: this process; N > 1: joblib's loky pool (``cpu_count // N`` threads a worker); or the address
+        of a ``dask.distributed`` scheduler (each task single-threaded), not both.
+    resume, force : bool
+        Keep the complete tasks of an earlier run of the same grid in ``out_dir`` (default
+        ``sweep.output_dir``); or start over there (its ``best/`` refits are removed first).
     progress : callable, optional
-        ``progress(event)`` with ``event["event"]`` one of ``start``
-        (``n_tasks``, ``n_skipped``, ``backend``), ``task`` (``done``,
-        ``total``, ``task``, ``failed``, ``error``, ``time_s``,
-        ``elapsed_s``, ``eta_s``), ``heartbeat`` (``done``, ``total``,
-        ``running``, ``elapsed_s``, ``longest``: the label of the longest
-        running task or None, ``longest_s``) and ``refit`` (``dataset``,
-        ``dir``).  An exception it raises stops the sweep after the task's
-        rows were saved.  ``heartbeat`` events come from a helper thread
-        (joined before ``run_sweep`` returns) every ``heartbeat_s`` seconds
-        without a finished task; an exception raised there only stops them.
-    out_key : str, optional
-        How errors name the output directory (``--out`` or ``output.dir``).
-    heartbeat_s : float, optional
-        Seconds between ``heartbeat`` events (default :data:`HEARTBEAT_S`);
-        0 or ``inf``: none.
-
-    Returns
-    -------
-    SweepResult
+        ``progress(event)``; ``event["event"]`` is ``start`` (``n_tasks``, ``n_skipped``, ``backend``,
+        ``n_rows``), ``task`` (``done``, ``total``, ``task``, ``failed``, ``error``, ``time_s``,
+        ``elapsed_s``, ``eta_s``), ``heartbeat`` (``done``, ``total``, ``running``, ``elapsed_s``,
+        ``longest``, ``longest_s``; from a helper thread every ``heartbeat_s`` seconds without a
+        finished task) or ``refit`` (``dataset``, ``dir``).  An exception it raises stops the sweep
+        after the task's rows were saved.
+    out_key, heartbeat_s : str, float, optional
+        How errors name the output directory (``--out`` or ``output.dir``); the heartbeat interval
+        (default :data:`HEARTBEAT_S`; 0 or ``inf``: none).
 
     Raises
     ------
@@ -183,55 +137,37 @@ def run_sweep(
     t_start = time.perf_counter()
     out = Path(out_dir) if out_dir is not None else sweep.output_dir
     key = out_key or ("--out" if out_dir is not None else "output.dir")
-    tasks = _checked_tasks(sweep, out, key, workers, scheduler, resume, force)
+    check_backend(sweep, workers, scheduler)
+    _check_out(sweep, out, resume, force, key)
+    sweep.check()
+    tasks = sweep.tasks(threads=1 if scheduler is not None else (default_threads(workers) if workers > 1 else None))
     fingerprint = sweep.fingerprint()
     done = _kept_rows(sweep, tasks, out, fingerprint) if resume and (out / RESULTS).exists() else {}
     meta = _start_output(sweep, out, key, tasks, done, fingerprint, force)
     todo = [t for t in tasks if t.index not in done]
     backend = connect_backend(sweep, min(workers, len(todo)), scheduler) if todo else None
     backend_name = backend.name if backend is not None else "none (nothing left to solve)"
-    _emit(
-        progress,
-        {
-            "event": "start",
-            "n_tasks": len(tasks),
-            "n_skipped": len(done),
-            "backend": backend_name,
-            "n_rows": sweep.n_rows,
-        },
-    )
-    new = _run_tasks(backend, todo, out / RESULTS, progress, heartbeat_s)
-    return _complete(sweep, out, tasks, done, new, meta, backend_name, progress, t_start)
-
-
-def _checked_tasks(
-    sweep: Sweep, out: Path, key: str, workers: int, scheduler: str | None, resume: bool, force: bool
-) -> list[Task]:
-    """Check the backend, the output directory and every grid point and fold; the sweep's tasks."""
-    check_backend(sweep, workers, scheduler)
-    _check_out(sweep, out, resume, force, key)
-    sweep.check()
-    threads = 1 if scheduler is not None else (default_threads(workers) if workers > 1 else None)
-    return sweep.tasks(threads=threads)
+    start = {"event": "start", "n_tasks": len(tasks), "n_skipped": len(done), "backend": backend_name}
+    _emit(progress, {**start, "n_rows": sweep.n_rows})
+    new = _run_tasks(backend, todo, out / RESULTS, progress, heartbeat_s) if backend is not None else {}
+    meta.update(backend=backend_name, n_run=len(new), n_skipped=len(done))
+    rows = [r for t in tasks for r in done.get(t.index) or new[t.index]]
+    return _complete(sweep, out, rows, meta, progress, t_start)
 
 
 def _kept_rows(
     sweep: Sweep, tasks: Sequence[Task], out: Path, fingerprint: dict[str, Any]
 ) -> dict[int, list[dict[str, str]]]:
     """The rows of the tasks that an earlier run of the same grid in ``out`` completed (``resume``)."""
-
-    results_path = out / RESULTS
-    sweep_path = out / SWEEP_JSON
+    results_path, sweep_path = out / RESULTS, out / SWEEP_JSON
     try:
         previous = json.loads(sweep_path.read_text(encoding="utf-8")) if sweep_path.exists() else None
     except (OSError, ValueError):
         previous = None
     if previous is None or previous.get("grid") != fingerprint:
-        what = (
-            "the grid or the cross-validation differs"
-            if previous is not None
-            else f"{SWEEP_JSON} is missing or unreadable"
-        )
+        what = f"{SWEEP_JSON} is missing or unreadable"
+        if previous is not None:
+            what = "the grid or the cross-validation differs"
         raise sweep.error(
             "--resume",
             f"{results_path} was written by another sweep ({what})",
@@ -242,23 +178,17 @@ def _kept_rows(
         old = read_results(results_path)
     except OutputError as exc:
         raise sweep.error("--resume", f"{RESULTS}: {exc.problem}", str(results_path), exc.allowed) from None
-    done: dict[int, list[dict[str, str]]] = {}
-    by_key: dict[tuple, dict[str, str]] = {tuple(r[c] for c in KEY_COLUMNS): r for r in old}
+    by_key = {tuple(r[c] for c in KEY_COLUMNS): r for r in old}
+    done = {}
     for t in tasks:
         rows = [by_key.get(row_key({**t.labels, "C": C, "split": t.split})) for C in sweep.Cs]
-        if all(r is not None for r in rows):
-            done[t.index] = rows  # type: ignore[assignment]
+        if None not in rows:
+            done[t.index] = rows
     return done
 
 
 def _start_output(
-    sweep: Sweep,
-    out: Path,
-    key: str,
-    tasks: Sequence[Task],
-    done: Mapping[int, list[dict[str, str]]],
-    fingerprint: dict[str, Any],
-    force: bool,
+    sweep: Sweep, out: Path, key: str, tasks: Sequence[Task], done: _Rows, fingerprint: dict[str, Any], force: bool
 ) -> dict[str, Any]:
     """Create ``out``, write ``sweep.json`` (not complete) and ``results.csv`` holding the rows kept; the metadata."""
     from .. import __version__
@@ -284,160 +214,84 @@ def _start_output(
     if force:
         _remove_earlier_outputs(sweep, out, key)
     write_json(out / SWEEP_JSON, meta)
-    # the file holds exactly the complete tasks kept (a cut-off line or a partial task is dropped)
+    # exactly the complete tasks kept (a cut-off line or a partial task is dropped)
     write_text(out / RESULTS, csv_text([r for t in tasks if t.index in done for r in done[t.index]], header=True))
     return meta
 
 
 def _run_tasks(
-    backend: Any,
-    todo: Sequence[Task],
-    results_path: Path,
-    progress: Callable[[dict[str, Any]], Any] | None,
-    heartbeat_s: float | None,
+    backend: Any, todo: Sequence[Task], results_path: Path, progress: _Progress, heartbeat_s: float | None
 ) -> dict[int, list[dict[str, Any]]]:
-    """Solve the tasks left on the backend (then closed), appending each one's rows to ``results.csv``.
-
-    Reports a ``task`` event per finished task (and ``heartbeat`` events
-    between them); the rows of the tasks solved, by task index.
-    """
+    """Solve the tasks left on the backend (then closed), appending each one's rows to ``results.csv``
+    and reporting a ``task`` event; the rows by task index."""
     new: dict[int, list[dict[str, Any]]] = {}
     errors: list[tuple[Task, BaseException]] = []
     t_run = time.perf_counter()
     every = HEARTBEAT_S if heartbeat_s is None else float(heartbeat_s)
-    watch = (
-        _Heartbeat(backend, len(todo), progress, every, t_run)
-        if backend is not None and todo and progress is not None and 0 < every < float("inf")
-        else None
-    )
+    beat = progress is not None and 0 < every < float("inf")
+    watch = _Heartbeat(backend, len(todo), progress, every, t_run) if beat else None
     try:
-        if backend is not None and todo:
-            for i, (task, rows, exc) in enumerate(backend.map(solve_task, todo), start=1):
-                if watch is not None:
-                    watch.finished(i)
-                if exc is None:
-                    append_rows(results_path, rows)
-                    new[task.index] = rows
-                else:
-                    errors.append((task, exc))
-                    logger.warning("task %d (%s) failed: %s", task.index, task.describe(), exc)
-                _emit(progress, _task_event(i, len(todo), task, rows, exc, t_run))
+        for i, (task, rows, exc) in enumerate(backend.map(solve_task, todo), start=1):
+            if watch is not None:
+                watch.done, watch.last = i, time.perf_counter()
+            if exc is None:
+                append_rows(results_path, rows)
+                new[task.index] = rows
+            else:
+                errors.append((task, exc))
+                logger.warning("task %d (%s) failed: %s", task.index, task.describe(), exc)
+            elapsed = time.perf_counter() - t_run
+            event = {"event": "task", "done": i, "total": len(todo), "task": task.describe(), "failed": exc is not None}
+            event["error"] = None if exc is None else f"{type(exc).__name__}: {exc}"
+            event["time_s"] = sum(float(r["time_s"]) for r in rows) if rows else None
+            _emit(progress, {**event, "elapsed_s": elapsed, "eta_s": elapsed / i * (len(todo) - i)})
     finally:
         if watch is not None:
-            watch.close()
-        if backend is not None:
-            backend.close()
+            watch.stop.set()
+            watch.thread.join()
+        backend.close()
     if errors:
-        _raise_task_error(errors, len(todo), results_path)
+        task, exc = errors[0]
+        if isinstance(exc, (SpecError, OutputError)):
+            raise exc
+        raise SweepTaskError(
+            f"{len(errors)} of {len(todo)} task(s) failed; their rows are missing from {results_path} "
+            f"('mklkit sweep --resume' retries them); first: task {task.index} ({task.describe()}): "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
     return new
-
-
-def _task_event(
-    i: int, total: int, task: Task, rows: Sequence[Mapping[str, Any]] | None, exc: BaseException | None, t_run: float
-) -> dict[str, Any]:
-    """The ``task`` progress event of the ``i``-th of ``total`` tasks to finish."""
-    elapsed = time.perf_counter() - t_run
-    return {
-        "event": "task",
-        "done": i,
-        "total": total,
-        "task": task.describe(),
-        "failed": exc is not None,
-        "error": None if exc is None else f"{type(exc).__name__}: {exc}",
-        "time_s": sum(float(r["time_s"]) for r in rows) if rows else None,
-        "elapsed_s": elapsed,
-        "eta_s": elapsed / i * (total - i),
-    }
-
-
-def _raise_task_error(errors: Sequence[tuple[Task, BaseException]], total: int, results_path: Path) -> None:
-    """Raise the first task's error when it is a user error, else :class:`SweepTaskError` naming it."""
-
-    task, exc = errors[0]
-    if isinstance(exc, (SpecError, OutputError)):
-        raise exc
-    raise SweepTaskError(
-        f"{len(errors)} of {total} task(s) failed; their rows are missing from {results_path} "
-        f"('mklkit sweep --resume' retries them); first: task {task.index} ({task.describe()}): "
-        f"{type(exc).__name__}: {exc}"
-    ) from exc
 
 
 def _complete(
     sweep: Sweep,
     out: Path,
-    tasks: Sequence[Task],
-    done: Mapping[int, list[dict[str, str]]],
-    new: Mapping[int, list[dict[str, Any]]],
+    rows: Sequence[Mapping[str, Any]],
     meta: dict[str, Any],
-    backend_name: str,
-    progress: Callable[[dict[str, Any]], Any] | None,
+    progress: _Progress,
     t_start: float,
 ) -> SweepResult:
     """Rewrite ``results.csv`` in grid order, refit the best, mark ``sweep.json`` complete; the result."""
-
-    results_path = out / RESULTS
-    sweep_path = out / SWEEP_JSON
-    rows_all: list[dict[str, str]] = []
-    for t in tasks:
-        part = done.get(t.index) or new[t.index]
-        rows_all.extend({c: (r[c] if isinstance(r.get(c), str) else csv_cell(r.get(c))) for c in COLUMNS} for r in part)
-    write_text(results_path, csv_text(rows_all, header=True))
+    rows_all = [{c: (r[c] if isinstance(r.get(c), str) else csv_cell(r.get(c))) for c in COLUMNS} for r in rows]
+    write_text(out / RESULTS, csv_text(rows_all, header=True))
     best = _refit_best(sweep, out, rows_all, progress)
-    files = {"results": results_path, "sweep": sweep_path}
-    files.update({f"best:{b.dataset}": b.dir for b in best})
-    meta.update(
-        {
-            "complete": True,
-            "backend": backend_name,
-            "n_run": len(new),
-            "n_skipped": len(done),
-            "time_s": time.perf_counter() - t_start,
-            "best": [b.to_dict() for b in best],
-        }
-    )
-    write_json(sweep_path, meta)
-    return SweepResult(
-        sweep=sweep,
-        out_dir=out,
-        rows=rows_all,
-        n_run=len(new),
-        n_skipped=len(done),
-        best=best,
-        backend=backend_name,
-        time_s=time.perf_counter() - t_start,
-        files=files,
-    )
+    meta.update(complete=True, time_s=time.perf_counter() - t_start, best=[b.to_dict() for b in best])
+    write_json(out / SWEEP_JSON, meta)
+    files = {"results": out / RESULTS, "sweep": out / SWEEP_JSON, **{f"best:{b.dataset}": b.dir for b in best}}
+    n_run, n_skipped, backend = meta["n_run"], meta["n_skipped"], meta["backend"]
+    return SweepResult(sweep, out, rows_all, n_run, n_skipped, best, backend, time.perf_counter() - t_start, files)
 
 
 class _Heartbeat:
-    """A helper thread reporting ``heartbeat`` events while tasks run for long without finishing.
+    """A helper thread calling ``progress`` with a ``heartbeat`` event every ``every`` seconds without a
+    finished task (``done`` and ``last`` are set by the caller); it polls the backend's running tasks
+    once a second.  Stop it with ``stop.set()`` and join ``thread``."""
 
-    Every ``every`` seconds without a finished task it calls ``progress`` with
-    the number of tasks finished and running and the longest running task (as
-    the backend knows them: :meth:`running`).  It polls the backend once a
-    second so that a pool's task start times are known to within a second.
-    :meth:`close` stops and joins it.
-    """
-
-    def __init__(
-        self, backend: Any, total: int, progress: Callable[[dict[str, Any]], Any], every: float, t_run: float
-    ) -> None:
-        self.backend = backend
-        self.total = total
-        self.progress = progress
-        self.every = every
-        self.t_run = t_run
-        self.done = 0
-        self.last = t_run
+    def __init__(self, backend: Any, total: int, progress: Callable[..., Any], every: float, t_run: float) -> None:
+        self.backend, self.total, self.progress, self.every, self.t_run = backend, total, progress, every, t_run
+        self.done, self.last = 0, t_run
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="mklkit-sweep-heartbeat", daemon=True)
         self.thread.start()
-
-    def finished(self, done: int) -> None:
-        """``done`` tasks have finished; the next heartbeat is ``every`` seconds from now."""
-        self.done = done
-        self.last = time.perf_counter()
 
     def _loop(self) -> None:
         while not self.stop.wait(min(1.0, self.every)):
@@ -450,60 +304,35 @@ class _Heartbeat:
                 continue
             self.last = now
             oldest = min(running, key=lambda ts: ts[1]) if running else None
+            event = {"event": "heartbeat", "done": self.done, "total": self.total, "running": len(running)}
+            event["elapsed_s"] = now - self.t_run
+            event["longest"] = None if oldest is None else oldest[0].describe()
+            event["longest_s"] = None if oldest is None else now - oldest[1]
             try:
-                self.progress(
-                    {
-                        "event": "heartbeat",
-                        "done": self.done,
-                        "total": self.total,
-                        "running": len(running),
-                        "elapsed_s": now - self.t_run,
-                        "longest": None if oldest is None else oldest[0].describe(),
-                        "longest_s": None if oldest is None else now - oldest[1],
-                    }
-                )
+                self.progress(event)
             except BaseException as exc:  # noqa: BLE001 - the main thread reports on its own events
                 logger.debug("sweep heartbeat stopped: %s", exc)
                 return
 
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join()
 
-
-def _emit(progress: Callable[[dict[str, Any]], Any] | None, event: dict[str, Any]) -> None:
+def _emit(progress: _Progress, event: dict[str, Any]) -> None:
     if progress is not None:
         progress(event)
 
 
-def _refit_best(
-    sweep: Sweep, out: Path, rows: Sequence[Mapping[str, str]], progress: Callable[[dict[str, Any]], Any] | None
-) -> list[Best]:
+def _refit_best(sweep: Sweep, out: Path, rows: Sequence[Mapping[str, str]], progress: _Progress) -> list[Best]:
     column, _ = score_column(sweep.task_kind)
     dirs = _best_dirs(sweep, out)
     result = []
     for di, config, C, mean, std, n in select_best(sweep, rows):
-        spec = validate_spec(
-            {**config.raw, "problem": {**config.raw["problem"], "C": C}}, sweep.file, sweep.folder, sweep.overridden
-        )
-        prepared = spec.prepare(progress=False)  # what mklkit.api.run does for one problem
-        try:
+        raw = {**config.raw, "problem": {**config.raw["problem"], "C": C}}
+        prepared = validate_spec(raw, sweep.file, sweep.folder, sweep.overridden).prepare(progress=False)
+        try:  # what mklkit.api.run does for one problem
             refit = solve_prepared(prepared, None, warn_compilation=True)
         finally:
             prepared.close()
         refit.write(dirs[di], force=True)
-        labels = {k: v for k, v in config.labels.items()}
-        b = Best(
-            dataset=config.labels["dataset"],
-            labels=labels,
-            C=C,
-            score=column,
-            mean=mean,
-            std=std,
-            n_splits=n,
-            run=refit,
-            dir=dirs[di],
-        )
+        b = Best(config.labels["dataset"], dict(config.labels), C, column, mean, std, n, refit, dirs[di])
         result.append(b)
         _emit(progress, {"event": "refit", "dataset": b.dataset, "dir": str(b.dir)})
     return result
