@@ -6,7 +6,8 @@ a small solve uses, ...).  ``docs/tuned_constants.md`` lists them with the rows 
 script that justify their values; the code cites that page.
 
 Each case solves one problem with the constant set to each of its candidate values (the
-first is the shipped one), in this process, with everything else at its default.  Printed
+first is the shipped one), in this process, with everything else at its default, after one
+untimed solve at the shipped value (compilation and first-call costs).  Printed
 per row: the constant, its value, the solve time (best of ``--repeat``; the factorization
 is not included), its ratio to the shipped value's, the iterations, the certified
 relative duality gap and the status.
@@ -213,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---:|---:|---:|---:|---|")
     for case in cases:
         X, y = case.data(args)
+        solve(case, X, y, args.tol)  # untimed: compilation and first-call costs
         base = None
         for value in case.values:
             old = set_constant(case.name, value)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 #: Blocks of at most this rank get their spectral norm and the map back to alpha from the r_m x r_m
 #: Gram matrix while all of those fit :data:`GRAM_MAX_BYTES` (smallest first); larger ones from svds
-#: and LSQR (at 512 a refined 15,000-point bank took 153 s, at 2,048 82 s; ``docs/engines.md``).
+#: and LSQR, far dearer on the ill-conditioned blocks of narrow Gaussians (``docs/tuned_constants.md``).
 GRAM_MAX_RANK = 2048
 #: Bytes of all the blocks' Gram matrices (and as much again for their eigenvectors).
 GRAM_MAX_BYTES = 256 * 2**20

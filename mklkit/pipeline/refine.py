@@ -27,7 +27,7 @@ from .bank_settings import RefineSettings, refine_rounds
 BLOCK_WORK = 2e10
 
 #: A round is taken only if it grows the chosen kernels' total rank by this factor at least
-#: (w8a, 10,000 points: a third round from 1,236 to 1,270 took 91 s for nothing measurable).
+#: (``docs/tuned_constants.md``).
 MIN_GROWTH = 1.25
 
 

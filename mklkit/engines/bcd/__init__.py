@@ -24,10 +24,9 @@ from .loop import _BcdRun
 
 __all__ = ["BCD", "BCD_ENGINES"]
 
-#: BLAS threads during a solve (``None``: leave the BLAS library as it is).  The bank's
-#: parallel jitted passes keep their threads spinning, and a multi-threaded Cholesky next
-#: to them oversubscribes the cores (two busy cores: a 176 x 176 factorization 0.3 s with
-#: two BLAS threads, 0.2 ms with one; a hinge solve on 80 samples 18 s against 0.9 s).
+#: BLAS threads during a solve (``None``: leave the BLAS library as it is): a multi-threaded
+#: Cholesky next to the bank's spinning parallel passes oversubscribes the cores
+#: (``docs/tuned_constants.md``).
 BLAS_THREADS: int | None = 1
 
 _THREADPOOLS: Any = None

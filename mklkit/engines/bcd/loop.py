@@ -30,20 +30,15 @@ STALL_ITERATIONS = 5
 #: With ``method: newton``, STALL_SLOW outer iterations in a row that each leave the gap
 #: above STALL_RATIO times the one before (same smoothing), or one whose Newton steps took
 #: STALL_HALVINGS line-search halvings each (the jitted loop's ``LS_STALL``), send the next
-#: working set to plain coordinate descent.  One such iteration is no stall: warm-started
-#: from a larger C, plain descent took 50-60 s to a gap of 2e-6 where Newton needs 2-5 s for
-#: 1e-3 (w8a, 8,000 points, the 50 kernels of bench_large_n, logistic + elastic net); nor is
-#: slow early progress (smoothed hinge, a9a, 3,000 points: plain descent took 1,900 epochs).
+#: working set to plain coordinate descent (``docs/tuned_constants.md``).
 STALL_RATIO = 0.9
 STALL_SLOW = 2
 STALL_HALVINGS = 10
 #: After a stall by halvings below this relative gap, where the objective's decrease nears
-#: its rounding (w8a, squared loss, 16,000 points: Newton stuck at 1.1e-7, plain descent
-#: 5.9e-9), the run stays with coordinate descent.
+#: its rounding, the run stays with coordinate descent (``docs/tuned_constants.md``).
 ROUNDING_GAP = 1e-6
 #: Newton steps on a working set that differs from the last one (``max_newton`` on one met
-#: before): w8a, 50 kernels, 39,799 points, logistic + elastic net to gap 1e-3: 9.4 s
-#: instead of 20.9 s, the working set growing from 10 to 48 blocks in one step each.
+#: before; ``docs/tuned_constants.md``).
 NEW_SET_NEWTON = 1
 
 

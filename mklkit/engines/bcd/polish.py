@@ -26,8 +26,7 @@ POLISH_MAX_RANK = 4000
 #: the dense Hessian.  Dearer steps are left to coordinate descent.
 POLISH_MAX_FLOPS = 4e9
 #: A smooth loss's support is polished (``polish: auto``) once the relative gap is below
-#: this: farther the support still changes (w8a, 1,000 points, logistic + l1: 8 steps at gap
-#: 0.75 doubled the time).
+#: this: farther the support still changes (``docs/tuned_constants.md``).
 SMOOTH_POLISH_GAP = 1e-2
 
 

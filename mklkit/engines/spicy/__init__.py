@@ -20,7 +20,7 @@ from .one_step import _OneStep
 METHODS = ("auto", "one_step", "iterative")
 
 #: BLAS threads during a solve (``None``: leave the BLAS library as it is); more oversubscribe
-#: the cores next to the jitted loops' spinning threads (``docs/engines.md``, "Cost and threads").
+#: the cores next to the jitted loops' spinning threads (``docs/tuned_constants.md``).
 BLAS_THREADS: int | None = 1
 
 _THREADPOOLS = ThreadpoolController()

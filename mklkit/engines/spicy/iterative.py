@@ -17,7 +17,7 @@ from .start import initial_dual, warm_dual
 logger = logging.getLogger(__name__)
 
 #: gamma0 = GAMMA0_SCALE / C: 1/C is the scale of gamma for unit-trace kernels, and ten times
-#: that saved an outer iteration on the §6.1 problems (benchmarks/README.md).
+#: that saves an outer iteration (``docs/tuned_constants.md``).
 GAMMA0_SCALE = 10.0
 #: Outer iterations without a lower best gap (gamma at its cap) before the solve stalls.
 _STALL = 12
