@@ -201,13 +201,15 @@ def solve(case: Case, X: Any, y: np.ndarray, tol: float) -> tuple[float, int, fl
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("constants", nargs="*", help="constants to measure (default: all)")
+    names = sorted({c.name for c in CASES})
+    ap.add_argument("constants", nargs="*", metavar="CONSTANT", help=f"any of {', '.join(names)} (default: all)")
     ap.add_argument("--n", type=int, default=8000, help="w8a points of the NEW_SET_NEWTON and STALL_SLOW cases")
     ap.add_argument("--repeat", type=int, default=3, help="runs per value; the best time is printed")
     ap.add_argument("--tol", type=float, default=1e-3, help="relative duality gap of every solve")
     args = ap.parse_args(argv)
-    import mklkit.engines.bcd  # noqa: F401  (the engines' modules bind the constants)
-    import mklkit.engines.spicy  # noqa: F401
+    unknown = sorted(set(args.constants) - set(names))
+    if unknown:
+        ap.error(f"unknown constant {', '.join(unknown)}; measured are {', '.join(names)}")
 
     cases = [c for c in CASES if not args.constants or c.name in args.constants]
     print("| constant | engine | value | time (s) | ratio | iterations | gap | status |")
