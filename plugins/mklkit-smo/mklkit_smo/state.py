@@ -72,6 +72,27 @@ class _Reg:
         return float(np.sum(0.5 * d * c + self.lam * rF))
 
 
+#: The state's arrays a view holds: the state's own when unshrunk, compact copies when shrunk.
+_STATE_ARRAYS = (
+    "beta",
+    "z",
+    "e",
+    "ub",
+    "pt",
+    "var_pos",
+    "var_neg",
+    "gamma",
+    "v",
+    "diag",
+    "F",
+    "Dg",
+    "Z1",
+    "V2",
+    "X2",
+    "Ri",
+)
+
+
 class _View:
     """The arrays one call of the jitted loop works on.
 
@@ -83,23 +104,8 @@ class _View:
     __slots__ = (
         "avar",
         "cmap",
-        "beta",
-        "z",
-        "e",
-        "ub",
-        "pt",
-        "var_pos",
-        "var_neg",
         "gconst",
-        "gamma",
-        "v",
-        "diag",
-        "F",
-        "Dg",
-        "Z1",
-        "V2",
-        "X2",
-        "Ri",
+        *_STATE_ARRAYS,
         "rows_mode",
         "cache",
         "slot_of",
@@ -284,24 +290,7 @@ class _SmoState(Algorithm):
         w = _View()
         w.avar = np.arange(self.n, dtype=np.int64)
         w.cmap = np.arange(self.N, dtype=np.int64)
-        for name in (
-            "beta",
-            "z",
-            "e",
-            "ub",
-            "pt",
-            "var_pos",
-            "var_neg",
-            "gamma",
-            "v",
-            "diag",
-            "F",
-            "Dg",
-            "Z1",
-            "V2",
-            "X2",
-            "Ri",
-        ):
+        for name in _STATE_ARRAYS:
             setattr(w, name, getattr(self, name))
         w.gconst = np.zeros(self.N)
         if self.source is None:
