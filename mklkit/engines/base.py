@@ -9,6 +9,7 @@ points and the ending) and warns once when unconverged.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -76,13 +77,11 @@ class Run:
     (:meth:`offer`), records each outer iteration (:meth:`record`, which calls the callback),
     ends the run (:meth:`check`, :meth:`end`) and returns :meth:`result`."""
 
-    def __init__(
-        self, engine: Engine, problem: Problem, callback: Callback | None = None, *, unit: str | None = None
-    ) -> None:
+    def __init__(self, engine: Engine, problem: Problem, callback: Callback | None = None) -> None:
         self.engine = engine
         self.problem = problem
         self.callback = callback
-        self.unit = unit or engine.unit
+        self.unit = engine.unit
         self.tol = float(getattr(engine, "tol", math.nan))
         mi = getattr(engine, "max_iter", None)
         self.max_iter = None if mi is None else int(mi)
@@ -117,12 +116,19 @@ class Run:
         norms: np.ndarray | None = None,
         dual: float | None = None,
         rho: np.ndarray | None = None,
+        rows: np.ndarray | None = None,
     ) -> None:
         """Offer a primal point (``alpha`` (M, N), ``bias``, block ``norms``, computed when
         missing and needed) and/or a feasible dual point ``rho`` to the incumbents; arrays
-        are kept as given."""
+        are kept as given.  With ``rows``, ``alpha`` and ``norms`` hold those blocks only."""
         inc = self.incumbents
         if primal is not None and math.isfinite(primal) and primal < inc.primal:
+            if rows is not None:
+                M = self.problem.n_kernels
+                full, full_norms = np.zeros((M, self.problem.n_samples)), np.zeros(M)
+                if len(rows):
+                    full[rows], full_norms[rows] = alpha, norms
+                alpha, norms = full, full_norms
             if norms is None:
                 norms = common.block_norms(self.problem.bank, alpha)
             inc.offer_primal(primal, iteration, alpha=alpha, bias=bias, norms=norms)
@@ -235,11 +241,13 @@ class Run:
             raise RuntimeError(f"{self.name}: Run.result before the run ended (call end or check)")
         message = self.message
         if alpha is None:  # the incumbents; the message says where the primal point comes from
-            inc, it = self.incumbents, self.incumbents.primal_iteration
+            inc, it, point = self.incumbents, self.incumbents.primal_iteration, self.incumbents.primal_state
             if it != iterations:
                 where = "alpha = 0 (the zero solution)" if it < 0 else f"{self.unit} {it}"
                 message += f"; the primal point is that of {where}"
-            alpha, bias, norms = inc.primal_state["alpha"], inc.primal_state["bias"], inc.primal_state["norms"]
+            # a factor engine's point is its coefficients beta (FactorBank.coefficients)
+            alpha = point["alpha"] if "alpha" in point else self.problem.bank.alpha_from_beta(point["beta"])
+            bias, norms = point["bias"], point["norms"]
             primal, dual, rho = inc.primal, inc.dual, inc.dual_state.get("rho")
         return common.build_result(
             self.problem,
@@ -259,6 +267,29 @@ class Run:
             weights=weights,
             warn=False,
         )
+
+
+#: The bounds of an option in (0, inf); :func:`open_interval`: in (0, ``high``).
+POSITIVE = {"low": 0.0, "low_open": True}
+
+
+def open_interval(high: float) -> dict[str, Any]:
+    return dict(POSITIVE, high=high, high_open=True)
+
+
+_THREADPOOLS: Any = None
+
+
+def blas_threads(limit: int | None) -> Any:
+    """A context that runs BLAS on ``limit`` threads (``None``: leaves the BLAS library as it is)."""
+    global _THREADPOOLS
+    if limit is None:
+        return contextlib.nullcontext()
+    if _THREADPOOLS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _THREADPOOLS = ThreadpoolController()
+    return _THREADPOOLS.limit(limits=limit, user_api="blas")
 
 
 COMMON_PARAMS: tuple[Param, ...] = (

@@ -22,11 +22,12 @@ from .objectives import (
     block_norms,
     dual_block_norms,
     kernel_weights,
-    loss_value,
+    loss_value,  # noqa: F401 - the engines' names, re-exported
     optimal_bias,
     predict,
     primal_objective,
-    regularizer_value,
+    primal_value,
+    regularizer_value,  # noqa: F401 - the engines' names, re-exported
     relative_gap,
 )
 
@@ -272,7 +273,7 @@ def zero_solution(problem: Problem) -> ZeroSolution:
         C_max = top / t1 if top > 0.0 else 0.0
     else:  # no threshold: alpha = 0 is never optimal, no pass over the bank
         norms, C_max = np.full(M, math.nan), math.inf
-    primal = loss_value(loss, y, np.full(N, b0), w) + regularizer_value(reg, np.zeros(norms.size), problem.C)
+    primal = primal_value(problem, np.full(N, b0), np.zeros(norms.size))
     dual = -math.inf
     if problem.C >= C_max:
         dual, _, _ = projected_dual_objective(problem, rho, norms=norms)
@@ -301,17 +302,13 @@ class Incumbents:
         if zero is not None:  # iteration -1: the zero solution
             self.offer_primal(zero.objective, -1, alpha=np.zeros((M, N)), bias=zero.bias, norms=np.zeros(M))
 
-    def offer_primal(self, value: float, iteration: int, **state: Any) -> bool:
+    def offer_primal(self, value: float, iteration: int, **state: Any) -> None:
         if math.isfinite(value) and value < self.primal:
             self.primal, self.primal_state, self.primal_iteration = float(value), state, iteration
-            return True
-        return False
 
-    def offer_dual(self, value: float, iteration: int, **state: Any) -> bool:
+    def offer_dual(self, value: float, iteration: int, **state: Any) -> None:
         if math.isfinite(value) and value > self.dual:
             self.dual, self.dual_state = float(value), state
-            return True
-        return False
 
     @property
     def gap(self) -> float:

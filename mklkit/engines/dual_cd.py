@@ -167,11 +167,10 @@ class _DualCDRun(Algorithm):
     def primal(self, beta: np.ndarray, b: float, norms: np.ndarray) -> tuple[float, float]:
         """The lower primal value at ``(beta, b)`` and at the optimal bias for ``beta``; its bias."""
         f = self.bank.expand(beta)
-        reg_val = common.regularizer_value(self.problem.regularizer, norms, self.C)
-        P = common.loss_value(self.problem.loss, self.y, f + b, self.sl.w) + reg_val
+        P = common.primal_value(self.problem, f + b, norms)
         if self.bias:
             b2 = common.optimal_bias(self.problem.loss, self.y, f, b, weights=self.sl.w)
-            P2 = common.loss_value(self.problem.loss, self.y, f + b2, self.sl.w) + reg_val
+            P2 = common.primal_value(self.problem, f + b2, norms)
             if P2 < P:
                 P, b = P2, b2
         return P, b
@@ -214,8 +213,7 @@ class _DualCDRun(Algorithm):
             norms = c * dual_norms
             cert = self.certify(beta, b, norms, rho, dual_norms)
             before = (inc.primal, inc.dual)
-            if math.isfinite(cert.primal) and cert.primal < inc.primal:
-                inc.offer_primal(cert.primal, it, beta=cert.extra["beta"], bias=cert.extra["bias"], norms=cert.norms)
+            inc.offer_primal(cert.primal, it, beta=cert.extra["beta"], bias=cert.extra["bias"], norms=cert.norms)
             inc.offer_dual(cert.dual, it, rho=cert.rho)
             quiet = 0 if (inc.primal, inc.dual) != before else quiet + 1
             n_nonzero, in_play = int(np.sum(cert.norms > 0.0)), int(np.sum(d > 0.0))
@@ -234,9 +232,6 @@ class _DualCDRun(Algorithm):
             gap_abs = max(min(inc.primal, cert.primal) - max(inc.dual, cert.dual), 0.0)
             gap_rel = gap_abs / max(abs(min(inc.primal, cert.primal)), 1e-300)
             eps = max(min(eps, EPS_RATIO * max(gap_abs / max(n_eff, 1.0), FIRST_EPS * gap_rel)), 1e-12)
-        st = inc.primal_state
-        if "beta" in st:
-            st["alpha"] = self.bank.alpha_from_beta(st.pop("beta"))
         return run.result(it)
 
     def next_weights(

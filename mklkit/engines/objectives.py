@@ -133,6 +133,11 @@ def primal_objective(
         norms = block_norms(problem.bank, alpha)
     if z is None:
         z = predict(problem.bank, alpha, b)
+    return primal_value(problem, z, norms)
+
+
+def primal_value(problem: Problem, z: np.ndarray, norms: np.ndarray) -> float:
+    r""":math:`P` (SpicyMKL eq. 42) from the predictions ``z`` and the primal block ``norms``."""
     return loss_value(problem.loss, problem.y, z, problem.sample_weight) + regularizer_value(
         problem.regularizer, norms, problem.C
     )

@@ -310,19 +310,7 @@ class ProximalObjective(Algorithm):
 
     def offer(self, x: Iterate, cert: common.Certificate, it: int) -> None:
         """Offer a certified iterate to the incumbents."""
-        alpha = norms = None
-        if math.isfinite(cert.primal) and cert.primal < self.run.incumbents.primal:
-            alpha = np.zeros((self.M, self.N))
-            norms = np.zeros(self.M)
-            if x.idx.size:
-                alpha[x.idx] = x.A
-                norms[x.idx] = cert.norms
+        b = cert.extra["b_star"]
         self.run.offer(
-            it,
-            primal=cert.primal if alpha is not None else None,
-            alpha=alpha,
-            bias=cert.extra["b_star"],
-            norms=norms,
-            dual=cert.dual,
-            rho=cert.rho,
+            it, primal=cert.primal, alpha=x.A, bias=b, norms=cert.norms, dual=cert.dual, rho=cert.rho, rows=x.idx
         )

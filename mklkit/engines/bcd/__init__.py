@@ -12,13 +12,13 @@ non-zero blocks and the smoothing continuation).
 from __future__ import annotations
 
 import warnings
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ...components.params import Param
 from ...problem import Problem
 from ...result import SolveResult
 from .. import common
-from ..base import COMMON_PARAMS, Engine, Requires, Run
+from ..base import COMMON_PARAMS, POSITIVE, Engine, Requires, Run, blas_threads, open_interval
 from ..capabilities import FACTOR_BANK
 from .loop import _BcdRun
 
@@ -28,10 +28,7 @@ __all__ = ["BCD", "BCD_ENGINES"]
 #: Cholesky next to the bank's spinning parallel passes oversubscribes the cores
 #: (``docs/tuned_constants.md``).
 BLAS_THREADS: int | None = 1
-
-_THREADPOOLS: Any = None
-_FRACTION = {"low": 0.0, "high": 1.0, "low_open": True, "high_open": True}
-_POSITIVE = {"low": 0.0, "low_open": True}
+_FRACTION = open_interval(1.0)
 
 
 class BCD(Engine):
@@ -73,7 +70,7 @@ class BCD(Engine):
         Param("max_inner", 50, "iterations of an exact block minimization", type=int, low=1),
         Param("anderson", 5, "iterates combined by Anderson extrapolation (0: none)", type=int, low=0, high=50),
         Param("inner_ratio", 0.3, "the working set is solved to this fraction of the largest violation", **_FRACTION),
-        Param("mu0", None, "initial smoothing of a non-smooth loss (null: from the data)", **_POSITIVE, nullable=True),
+        Param("mu0", None, "initial smoothing of a non-smooth loss (null: from the data)", **POSITIVE, nullable=True),
         Param("mu_factor", 0.1, "factor by which the smoothing of a non-smooth loss decreases", **_FRACTION),
         Param(
             "polish",
@@ -113,18 +110,10 @@ class BCD(Engine):
     def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
         from numba.core.errors import NumbaExperimentalFeatureWarning
 
-        global _THREADPOOLS
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), blas_threads(BLAS_THREADS):
             # the jitted loops take the component kernels as first-class functions
             warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
-            if BLAS_THREADS is None:
-                return _BcdRun(self, problem, run, warm_start).run_loop()
-            if _THREADPOOLS is None:
-                from threadpoolctl import ThreadpoolController
-
-                _THREADPOOLS = ThreadpoolController()
-            with _THREADPOOLS.limit(limits=BLAS_THREADS, user_api="blas"):
-                return _BcdRun(self, problem, run, warm_start).run_loop()
+            return _BcdRun(self, problem, run, warm_start).run_loop()
 
 
 BCD_ENGINES = (BCD,)

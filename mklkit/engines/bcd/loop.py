@@ -261,9 +261,6 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
             self.run.check(0, cert.gap)
         while self.run.status is None:
             self.iterate(st)
-        st_primal = self.run.incumbents.primal_state
-        if "beta" in st_primal:
-            st_primal["alpha"] = self.bank.alpha_from_beta(st_primal.pop("beta"))
         return self.run.result(st.it)
 
     def offer(self, st: _Iterate) -> None:

@@ -391,7 +391,7 @@ class Continuation:
         nb, bb = moved
         z = self.bank.expand(nb) + (bb if self.bias else 0.0)
         norms = segment_norms(nb, self.f.starts)
-        P = common.loss_value(self.loss, self.y, z, self.sl.w) + common.regularizer_value(self.reg, norms, self.C)
+        P = common.primal_value(self.problem, z, norms)
         inc.offer_primal(P, it, beta=nb, bias=bb, norms=norms)
 
     def smoothing_start(

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from threadpoolctl import ThreadpoolController
-
 from ...components.params import Param
 from ...problem import Problem
 from ...result import SolveResult
 from .. import common
-from ..base import COMMON_PARAMS, Engine, Requires, Run
+from ..base import COMMON_PARAMS, POSITIVE, Engine, Requires, Run, blas_threads, open_interval
 from ..capabilities import CONSTRAINED_FORM, SMOOTH_CONJUGATE, SMOOTH_REG_CONJUGATE, needs
 from .iterative import _Iterative
 from .one_step import _OneStep
@@ -22,16 +20,6 @@ METHODS = ("auto", "one_step", "iterative")
 #: BLAS threads during a solve (``None``: leave the BLAS library as it is); more oversubscribe
 #: the cores next to the jitted loops' spinning threads (``docs/tuned_constants.md``).
 BLAS_THREADS: int | None = 1
-
-_THREADPOOLS = ThreadpoolController()
-
-
-_POSITIVE = dict(low=0.0, low_open=True)
-
-
-def _open(high: float) -> dict:
-    """The bounds of the open interval (0, ``high``)."""
-    return dict(_POSITIVE, high=high, high_open=True)
 
 
 class Spicy(Engine):
@@ -68,25 +56,27 @@ class Spicy(Engine):
             type=str,
             choices=METHODS,
         ),
-        Param("armijo", 1e-4, "sufficient-decrease constant of the Armijo back-tracking (§3.5.1)", **_open(0.5)),
-        Param("backtrack", 0.5, "factor by which a rejected step is shrunk", **_open(1.0)),
+        Param(
+            "armijo", 1e-4, "sufficient-decrease constant of the Armijo back-tracking (§3.5.1)", **open_interval(0.5)
+        ),
+        Param("backtrack", 0.5, "factor by which a rejected step is shrunk", **open_interval(1.0)),
         Param("max_backtrack", 60, "maximum number of step shrinkings per Newton step", type=int, low=1),
         Param(
             "boundary",
             0.995,
             "largest fraction of the distance to the boundary of the loss conjugate's "
             "domain that a first trial step may cover",
-            **_open(1.0),
+            **open_interval(1.0),
         ),
         Param(
-            "gamma0", None, "first proximity parameter of the iterative method (null: 10/C)", **_POSITIVE, nullable=True
+            "gamma0", None, "first proximity parameter of the iterative method (null: 10/C)", **POSITIVE, nullable=True
         ),
         Param("gamma_factor", 10.0, "growth factor of the proximity parameters per outer iteration", low=1.0),
         Param("gamma_max_factor", 1e4, "the proximity parameter stops growing at gamma_max_factor * gamma0", low=1.0),
-        Param("gamma_bias", 1.0, "proximity parameter of the bias relative to that of alpha", **_POSITIVE),
+        Param("gamma_bias", 1.0, "proximity parameter of the bias relative to that of alpha", **POSITIVE),
         Param("max_newton", 50, "maximum number of Newton steps per inner problem", type=int, low=1),
         Param(
-            "inner_tol", 0.1, "inexact inner solves: gradient norm relative to the implied primal update", **_POSITIVE
+            "inner_tol", 0.1, "inexact inner solves: gradient norm relative to the implied primal update", **POSITIVE
         ),
     )
     supports_warm_start: ClassVar[bool] = True
@@ -118,10 +108,8 @@ class Spicy(Engine):
     def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
         """The one-step or the iterative method, started at a ``warm_start``'s α, b and dual point."""
         runner = (_OneStep if self.uses_one_step(problem) else _Iterative)(self, problem, run, warm_start)
-        if BLAS_THREADS is not None:
-            with _THREADPOOLS.limit(limits=BLAS_THREADS, user_api="blas"):
-                return runner.run_loop()
-        return runner.run_loop()
+        with blas_threads(BLAS_THREADS):
+            return runner.run_loop()
 
 
 _ONE_STEP_WHY = "method 'one_step' (§4.3) needs smooth conjugates; use method 'iterative' or 'auto'"

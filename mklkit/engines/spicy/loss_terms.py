@@ -55,28 +55,24 @@ class _SmoothLoss(_LossTerms):
         d = self.sl.conj_hess(u)
         return g, g, d, 0.0
 
-    def max_step(self, rho: np.ndarray, delta: np.ndarray) -> float:
-        """The largest c with -(rho + c delta) in the closed domain."""
-        u, du = -rho, -delta
-        c = math.inf
-        with np.errstate(divide="ignore", invalid="ignore"):
-            dn = (du < 0) & np.isfinite(self.lower)
-            if np.any(dn):
-                c = min(c, float(np.min((self.lower[dn] - u[dn]) / du[dn])))
-            up = (du > 0) & np.isfinite(self.upper)
-            if np.any(up):
-                c = min(c, float(np.min((self.upper[up] - u[up]) / du[up])))
-        return c
-
-    def bend(self, rho: np.ndarray, delta: np.ndarray, boundary: float) -> np.ndarray | None:
-        r"""``delta`` with each coordinate cut to ``boundary`` times its distance to the
-        domain boundary (``None`` when no coordinate would leave it)."""
+    def room(self, rho: np.ndarray, delta: np.ndarray) -> np.ndarray:
+        """Per coordinate, the largest c with -(rho + c delta) in the closed domain."""
         u, du = -rho, -delta
         room = np.full(u.size, np.inf)
         dn = du < 0
         room[dn] = (self.lower[dn] - u[dn]) / du[dn]
         up = du > 0
         room[up] = (self.upper[up] - u[up]) / du[up]
+        return room
+
+    def max_step(self, rho: np.ndarray, delta: np.ndarray) -> float:
+        """The largest c with -(rho + c delta) in the closed domain."""
+        return float(np.min(self.room(rho, delta), initial=math.inf))
+
+    def bend(self, rho: np.ndarray, delta: np.ndarray, boundary: float) -> np.ndarray | None:
+        r"""``delta`` with each coordinate cut to ``boundary`` times its distance to the
+        domain boundary (``None`` when no coordinate would leave it)."""
+        room = self.room(rho, delta)
         if not np.any(room < 1.0 / boundary):
             return None
         return delta * np.minimum(1.0, boundary * room)

@@ -126,9 +126,7 @@ class _OneStep(_SpicyAlgorithm):
     def report(self, pt: _Point) -> bool:
         """Certify, offer and record the point; whether the run ended."""
         run, it, rho = self.run, self.it, self.rho
-        P = common.loss_value(self.problem.loss, self.y, pt.f + pt.b, self.sl.w) + common.regularizer_value(
-            self.problem.regularizer, pt.alpha_norms, self.C
-        )
+        P = common.primal_value(self.problem, pt.f + pt.b, pt.alpha_norms)
         cert = common.Certificate.at(self.problem, P, rho, pt.alpha_norms, dual_norms=self.norms)
         D, gap = cert.dual, cert.gap
         alpha = pt.coef[:, None] * rho[None, :]
