@@ -33,8 +33,9 @@ class Capability:
         What it is a property of; a bank capability is tested on the problem.
     has, lacks : str
         For messages: ``"a smooth conjugate (...)"``, ``"has no smooth conjugate (...)"``.
-    test : callable
+    test : callable, optional
         ``test(component) -> bool`` (``test(problem)`` for the bank); raising is lacking it.
+        By default the component's flag ``name`` is True.
     explain : callable, optional
         ``explain(subject) -> str``, a message for the lack that replaces ``lacks``.
     """
@@ -43,13 +44,13 @@ class Capability:
     of: str
     has: str
     lacks: str
-    test: Callable[[Any], bool] = field(repr=False)
+    test: Callable[[Any], bool] | None = field(default=None, repr=False)
     explain: Callable[[Any], str] | None = field(default=None, repr=False, compare=False)
 
     def holds(self, subject: Any) -> bool:
         """Whether ``subject`` (a component, or the problem for a bank capability) has it."""
         try:
-            return bool(self.test(subject))
+            return bool(self.test(subject)) if self.test else getattr(subject, self.name) is True
         except Exception:  # noqa: BLE001 - a component that cannot tell lacks it
             return False
 
@@ -156,7 +157,6 @@ SMOOTH_CONJUGATE = Capability(
     "loss",
     has="a smooth conjugate (smooth_conjugate = True)",
     lacks="has no smooth conjugate (smooth_conjugate = False)",
-    test=lambda loss: loss.smooth_conjugate is True,
 )
 
 CONSTRAINED_FORM = Capability(
@@ -172,7 +172,6 @@ SMOOTH_PRIMAL = Capability(
     "loss",
     has="a differentiable primal with a Lipschitz derivative (smooth_primal = True)",
     lacks="is not differentiable (smooth_primal is False)",
-    test=lambda loss: loss.smooth_primal is True,
 )
 
 LINEAR_CONJUGATE = Capability(
@@ -180,7 +179,6 @@ LINEAR_CONJUGATE = Capability(
     "loss",
     has="a conjugate linear on each side of 0 on a bounded domain (linear_conjugate = True)",
     lacks="has no conjugate linear on each side of 0 on a bounded domain (linear_conjugate = False)",
-    test=lambda loss: loss.linear_conjugate is True,
 )
 
 
@@ -209,7 +207,6 @@ SEPARABLE = Capability(
     "regularizer",
     has="a sum over kernels of a function of one block norm (separable = True)",
     lacks="is not separable over kernels (separable = False)",
-    test=lambda reg: reg.separable is True,
 )
 
 SMOOTH_REG_CONJUGATE = Capability(
@@ -217,7 +214,6 @@ SMOOTH_REG_CONJUGATE = Capability(
     "regularizer",
     has="a smooth conjugate (smooth_conjugate = True)",
     lacks="has a non-smooth conjugate (smooth_conjugate = False)",
-    test=lambda reg: reg.smooth_conjugate is True,
 )
 
 BREGMAN_FORM = Capability(

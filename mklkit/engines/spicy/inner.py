@@ -9,15 +9,13 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
-import scipy.linalg
 
 from ..._jit import spicy as kspicy
 from .. import common
 from ..capabilities import SMOOTH_CONJUGATE
 from .factor_newton import LowRankHessian
-from .factor_newton import newton_direction as low_rank_direction
 from .loss_terms import _ConstrainedLoss, _SmoothLoss
-from .start import _SpicyAlgorithm
+from .start import _newton_direction, _SpicyAlgorithm
 
 logger = logging.getLogger("mklkit.engines.spicy.iterative")
 
@@ -29,37 +27,20 @@ _FLOOR = 1.5e-14
 
 
 def levenberg_marquardt_direction(H: Any, g: np.ndarray, ridge: np.ndarray | None) -> tuple[np.ndarray, str]:
-    r"""``(d, method)`` of :math:`(H + \mathrm{diag}(\mu))\,d = -g` by Cholesky (on a factor bank
-    :func:`.factor_newton.newton_direction`): :math:`\mu` is the loss's per-sample ``ridge`` or
-    ``LM_FACTOR`` :math:`\|g\|`, plus :math:`10^{-14}H_{ii}` of each coordinate's own diagonal,
-    a hundredfold larger after each failed factorization."""
-    N = g.size
-    low_rank = isinstance(H, LowRankHessian)
-    diag = np.abs(H.diag if low_rank else np.diag(H))
+    r"""``(d, method)`` of :math:`(H + \mathrm{diag}(\mu))\,d = -g` (:func:`.start._newton_direction`):
+    :math:`\mu` is the loss's per-sample ``ridge`` or ``LM_FACTOR`` :math:`\|g\|`, plus
+    :math:`10^{-14}H_{ii}` of each coordinate's own diagonal, a hundredfold larger after each
+    failed factorization."""
+    diag = np.abs(H.diag if isinstance(H, LowRankHessian) else np.diag(H))
     scale = max(float(np.max(diag)), 1e-300)
     gnorm = float(np.linalg.norm(g))
     if ridge is None:
-        damping = np.full(N, LM_FACTOR * gnorm)
+        damping = np.full(g.size, LM_FACTOR * gnorm)
     else:
         damping = np.where(np.isfinite(ridge), ridge, LM_FACTOR * gnorm)
-    floor = np.where(diag > 0.0, diag, scale)
-    damping = damping + 1e-14 * floor
-    if low_rank:
-        d, _, method = low_rank_direction(H, g, False, ridge=damping)
-        return d, method
-    for k in range(8):
-        Hk = H.copy()
-        Hk[np.diag_indices(N)] += damping
-        try:
-            cf = scipy.linalg.cho_factor(Hk, lower=True, check_finite=False)
-        except np.linalg.LinAlgError:
-            damping = np.maximum(damping * 100.0, 1e-12 * floor)
-            continue
-        d = scipy.linalg.cho_solve(cf, -g, check_finite=False)
-        if np.all(np.isfinite(d)):
-            return d, "cholesky" if k == 0 else "ridge"
-        damping = np.maximum(damping * 100.0, 1e-12 * floor)
-    return -g / scale, "gradient"
+    damping = damping + 1e-14 * np.where(diag > 0.0, diag, scale)
+    d, _, method = _newton_direction(H, g, False, damping)
+    return d, method
 
 
 @dataclass
@@ -109,6 +90,11 @@ class InnerProblem(_SpicyAlgorithm):
         self.sqrt_trace = np.sqrt(np.maximum(self.bank.trace(), 0.0))
         self.set_alpha(np.zeros(0, dtype=np.int64), np.zeros((0, self.N)))
         self.b = 0.0
+
+    @property
+    def gamma_b(self) -> float:
+        """The proximity parameter of the bias, ``gamma_bias`` times γ."""
+        return float(self.engine.gamma_bias) * self.gamma
 
     def set_alpha(self, S: np.ndarray, A: np.ndarray) -> None:
         r"""The non-zero blocks ``S``, their :math:`\alpha_m`, :math:`K_m\alpha_m`,
@@ -337,8 +323,6 @@ class InnerProblem(_SpicyAlgorithm):
         b = self.b + self.gamma_b * float(np.sum(rho)) if self.bias else 0.0
         if self.bias:
             b = common.optimal_bias(problem.loss, self.y, f, b, weights=self.sl.w)
-        P = common.loss_value(problem.loss, self.y, f + b, self.sl.w) + common.regularizer_value(
-            problem.regularizer, q["e1"], self.C
-        )
+        P = common.primal_value(problem, f + b, q["e1"])
         gap = common.relative_gap(P, D)
         return gap if not math.isnan(gap) else math.inf

@@ -32,18 +32,10 @@ class _Iterative(InnerProblem):
         super().__init__(*args)
         self.run.unit = "outer iteration"
 
-    def full(self) -> tuple[np.ndarray, np.ndarray]:
-        r"""α (M, N) and :math:`\|\alpha_m\|_{K_m}` of every kernel."""
-        alpha, norms = np.zeros((self.M, self.N)), np.zeros(self.M)
-        if self.S.size:
-            alpha[self.S], norms[self.S] = self.A, np.sqrt(self.aa)
-        return alpha, norms
-
     def start(self) -> None:
         eng = self.engine
         self.gamma0 = float(eng.gamma0) if eng.gamma0 is not None else GAMMA0_SCALE / self.C
         self.gamma = self.gamma0
-        self.gamma_b = float(eng.gamma_bias) * self.gamma
         self.gamma_cap = self.gamma0 * float(eng.gamma_max_factor)
         self.gamma_floor = self.gamma0 * 1e-3
         rho0 = initial_dual(self.lower, self.upper, self.bias)
@@ -81,7 +73,6 @@ class _Iterative(InnerProblem):
             self.rho, self.KR = saved[0].copy(), saved[1].copy()
             self.loss.restore(saved[2])
             self.gamma = max(self.gamma / float(self.engine.gamma_factor), self.gamma_floor)
-            self.gamma_b = float(self.engine.gamma_bias) * self.gamma
             info = self.inner()
         info["retries"] = tries
         return info
@@ -99,7 +90,6 @@ class _Iterative(InnerProblem):
         self.loss.restore(best["loss"])
         self.KR = self.bank.matvecs(self.rho)
         self.gamma = best["gamma"]
-        self.gamma_b = float(self.engine.gamma_bias) * self.gamma
 
     def outer_update(self, q: dict[str, Any]) -> None:
         """eqs. (38)-(40): alpha by the block prox, b, xi."""
@@ -121,9 +111,7 @@ class _Iterative(InnerProblem):
         f = self.z_kernel
         b = common.optimal_bias(problem.loss, self.y, f, self.b, weights=self.sl.w) if self.bias else 0.0
         xnorm = np.sqrt(self.aa)
-        P = common.loss_value(problem.loss, self.y, f + b, self.sl.w) + common.regularizer_value(
-            problem.regularizer, xnorm, self.C
-        )
+        P = common.primal_value(problem, f + b, xnorm)
         return common.Certificate.of(P, D, rho_t, xnorm, bias=b)
 
     def run_loop(self) -> SolveResult:
@@ -146,8 +134,7 @@ class _Iterative(InnerProblem):
             it += 1
             cert = self.objectives()
             P, D, gap, b_out, rho_t = cert.primal, cert.dual, cert.gap, cert.extra["bias"], cert.rho
-            alpha, norms = self.full()
-            run.offer(it, primal=P, alpha=alpha, bias=b_out, norms=norms, dual=D, rho=rho_t)
+            run.offer(it, primal=P, alpha=self.A, bias=b_out, norms=np.sqrt(self.aa), dual=D, rho=rho_t, rows=self.S)
             extra = dict(gamma=self.gamma, gamma_bias=self.gamma_b, newton_steps=info["steps"])
             extra.update(n_backtracks=info["backtracks"], inner_grad=info["grad_norm"], inner_status=info["status"])
             extra.update(gamma_retries=info["retries"], bias=b_out)
@@ -178,5 +165,4 @@ class _Iterative(InnerProblem):
             if run.check(it, gap, stalled=stalled):
                 break
             self.gamma = min(self.gamma * float(eng.gamma_factor), self.gamma_cap)
-            self.gamma_b = float(eng.gamma_bias) * self.gamma
         return run.result(it)

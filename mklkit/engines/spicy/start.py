@@ -109,21 +109,29 @@ def _centre(rho: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return rho
 
 
-def _newton_direction(H: Any, g: np.ndarray, bias: bool) -> tuple[np.ndarray, float, str]:
+def _newton_direction(
+    H: Any, g: np.ndarray, bias: bool, ridge: np.ndarray | None = None
+) -> tuple[np.ndarray, float, str]:
     r"""``(delta, nu, method)``: the Newton step, with a bias under :math:`\mathbf 1^\top\Delta = 0`
     (``nu`` its multiplier, else ``nan``), by Cholesky, a growing ridge (``"ridge"``) or ``"lstsq"``
-    of the KKT matrix (§4.3); on a factor bank by :func:`.factor_newton.newton_direction`."""
+    of the KKT matrix (§4.3); with a Levenberg–Marquardt ``ridge`` (N,), growing a hundredfold
+    after each failure, or steepest descent (``"gradient"``); on a factor bank by
+    :func:`.factor_newton.newton_direction`."""
     if isinstance(H, LowRankHessian):
-        return low_rank_direction(H, g, bias)
+        return low_rank_direction(H, g, bias, ridge=ridge)
     N = g.size
     ones = np.ones(N)
-    scale = max(float(np.max(np.abs(np.diag(H)))), 1e-300)
-    method = "cholesky"
-    for k in range(6):
-        Hk = H
-        if k > 0:
-            Hk = H + (scale * 1e-12 * 100.0 ** (k - 1)) * np.eye(N)
-            method = "ridge"
+    diag = np.abs(np.diag(H))
+    scale = max(float(np.max(diag)), 1e-300)
+    for k in range(6 if ridge is None else 8):
+        if ridge is None:
+            Hk = H if k == 0 else H + (scale * 1e-12 * 100.0 ** (k - 1)) * np.eye(N)
+        else:
+            if k > 0:
+                ridge = np.maximum(ridge * 100.0, 1e-12 * np.where(diag > 0.0, diag, scale))
+            Hk = H.copy()
+            Hk[np.diag_indices(N)] += ridge
+        method = "cholesky" if k == 0 else "ridge"
         try:
             cf = scipy.linalg.cho_factor(Hk, lower=True, check_finite=False)
         except np.linalg.LinAlgError:
@@ -138,6 +146,8 @@ def _newton_direction(H: Any, g: np.ndarray, bias: bool) -> tuple[np.ndarray, fl
         if den > 0.0 and np.all(np.isfinite(x1)) and np.all(np.isfinite(x2)):
             nu = float(np.sum(x1)) / den
             return x1 - nu * x2, nu, method
+    if ridge is not None:
+        return -g / scale, math.nan, "gradient"
     if bias:
         A = np.block([[H, ones[:, None]], [ones[None, :], np.zeros((1, 1))]])
         rhs = np.concatenate([-g, [0.0]])
