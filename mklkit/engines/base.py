@@ -187,10 +187,14 @@ class Run:
         logger.debug("%s", self.message)
         return True
 
-    def check(self, iterations: int, gap: float | None = None, *, stalled: str | None = None) -> bool:
-        """End the run if it is over, in this order: converged (``gap``, default the best gap,
-        at most ``tol``), stopped by the callback, ``stalled`` (the engine's reason),
-        ``max_iter`` reached; True when it is."""
+    def check(
+        self, iterations: int, gap: float | None = None, *, stalled: str | None = None, error: str | None = None
+    ) -> bool:
+        """End the run if it is over, in this order: a numerical ``error`` (the engine's reason),
+        converged (``gap``, default the best gap, at most ``tol``), stopped by the callback,
+        ``stalled`` (the engine's reason), ``max_iter`` reached; True when it is."""
+        if error:
+            return self.end(Status.NUMERICAL_ERROR, iterations, why=error)
         g = self.best_gap if gap is None else _finite_min(gap, self.incumbents.gap)
         if g <= self.tol:
             return self.end(Status.CONVERGED, iterations, gap=g)
@@ -316,15 +320,12 @@ def check_warm_start(problem: Problem, warm_start: SolveResult) -> None:
     dual = warm_start.dual
     if dual is not None and np.asarray(dual).shape != (N,):
         raise ValueError(f"warm_start.dual has shape {np.asarray(dual).shape}; this problem needs ({N},)")
-    bad = [
-        name
-        for name, ok in (
-            ("alpha", bool(np.all(np.isfinite(alpha)))),
-            ("bias", math.isfinite(float(warm_start.bias))),
-            ("dual", dual is None or bool(np.all(np.isfinite(np.asarray(dual, dtype=np.float64))))),
-        )
-        if not ok
-    ]
+    finite = {
+        "alpha": np.all(np.isfinite(alpha)),
+        "bias": math.isfinite(float(warm_start.bias)),
+        "dual": dual is None or np.all(np.isfinite(np.asarray(dual, dtype=np.float64))),
+    }
+    bad = [name for name, ok in finite.items() if not ok]
     if bad:
         raise ValueError(f"warm_start has non-finite {', '.join(bad)}; a warm start must be a finite result")
 

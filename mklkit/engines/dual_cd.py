@@ -17,7 +17,7 @@ from ..components.params import Param
 from ..kernels.factor import FactorBank
 from ..kernels.factor_arrays import segment_norms
 from ..problem import Problem
-from ..result import SolveResult, Status
+from ..result import SolveResult
 from . import common
 from .base import COMMON_PARAMS, Algorithm, Engine, Run
 from .capabilities import FACTOR_BANK, LINEAR_CONJUGATE, Requires, needs
@@ -218,11 +218,10 @@ class _DualCDRun(Algorithm):
             quiet = 0 if (inc.primal, inc.dual) != before else quiet + 1
             n_nonzero, in_play = int(np.sum(cert.norms > 0.0)), int(np.sum(d > 0.0))
             run.record(it, cert.primal, cert.dual, cert.gap, n_nonzero, epochs=epochs, eps=eps, kernels_in_play=in_play)
-            if not (math.isfinite(cert.primal) and np.all(np.isfinite(rho))):
-                run.end(Status.NUMERICAL_ERROR, it, why=f"non-finite values at iteration {it}")
-                break
+            finite = math.isfinite(cert.primal) and np.all(np.isfinite(rho))
+            error = None if finite else f"non-finite values at iteration {it}"
             stalled = f"no lower primal or higher dual value in {quiet} iterations in a row"
-            if run.check(it, cert.gap, stalled=stalled if quiet >= STALL_ITERATIONS else None):
+            if run.check(it, cert.gap, stalled=stalled if quiet >= STALL_ITERATIONS else None, error=error):
                 break
             slack = 0.01 * max(inc.primal - inc.dual, 0.0)
             if cert.primal > p_last + slack:

@@ -311,10 +311,8 @@ class ProximalRun(ProximalObjective):
         run.record(it, c.primal, c.dual, c.gap, x.idx.size, **extra)
         args = (it, c.primal, c.dual, c.gap, x.idx.size, self.L)
         logger.debug("proximal it=%d P=%.12g D=%.12g gap=%.3e active=%d L=%.3g", *args)
-        if not (math.isfinite(c.primal) and not math.isnan(c.gap)):
-            run.end(Status.NUMERICAL_ERROR, it, f"non-finite objective (primal {c.primal!r}, dual {c.dual!r})")
-        else:
-            run.check(it)
+        finite = math.isfinite(c.primal) and not math.isnan(c.gap)
+        run.check(it, error=None if finite else f"non-finite objective (primal {c.primal!r}, dual {c.dual!r})")
 
 
 class Proximal(Engine):

@@ -102,6 +102,11 @@ def test_check_ends_in_the_documented_order():
     eng = _Counting(tol=1e-9, max_iter=4)
     run = eng._solve(pb, Run(eng, pb), None)
     assert run.status == Status.MAX_ITER and run.message.startswith("counting: max_iter=4 ")
+    # the engine's numerical error first, even when converged
+    run = Run(eng, pb)
+    run.record(1, 1.0, 1.0, 0.0, 0)
+    assert run.check(1, 0.0, error="NaN in the step") and run.status == Status.NUMERICAL_ERROR
+    assert run.message.startswith("counting: numerical error after 1 iteration: NaN in the step")
 
 
 def test_result_before_the_end_is_an_error():

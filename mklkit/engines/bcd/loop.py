@@ -14,7 +14,7 @@ import numpy as np
 
 from ...kernels.factor_arrays import GRAM_MAX_RANK, segment_norms
 from ...problem import Problem
-from ...result import SolveResult, Status
+from ...result import SolveResult
 from .. import common
 from ..base import Algorithm, Run
 from .polish import SMOOTH_POLISH_GAP, Continuation, SupportPolish
@@ -255,10 +255,8 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         cert = self.certify(beta, b, smoothing)
         st = _Iterate(beta, b, smoothing, cert, MethodSwitch(self.method, cert.gap, self.method))
         self.offer(st)
-        if not math.isfinite(cert.primal):
-            self.run.end(Status.NUMERICAL_ERROR, 0, why=f"non-finite objective at the start (primal {cert.primal!r})")
-        else:
-            self.run.check(0, cert.gap)
+        error = None if math.isfinite(cert.primal) else f"non-finite objective at the start (primal {cert.primal!r})"
+        self.run.check(0, cert.gap, error=error)
         while self.run.status is None:
             self.iterate(st)
         return self.run.result(st.it)
@@ -319,13 +317,10 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         # Newton's line search rejecting its steps down to nothing is a stall too
         halvings = stats[kb.ST_LINE_SEARCH] / max(stats[kb.ST_NEWTON], 1.0)
         st.switch.update(halvings, cert.gap, st.smoothing == before)
-        if failed or not math.isfinite(cert.primal):
-            run.end(
-                Status.NUMERICAL_ERROR, st.it, why=f"non-finite value in the working-set solve of iteration {st.it}"
-            )
-        else:
-            quiet = f"no lower primal, higher dual or smaller smoothing in {st.quiet} iterations in a row"
-            run.check(st.it, cert.gap, stalled=quiet if st.quiet >= STALL_ITERATIONS else None)
+        quiet = f"no lower primal, higher dual or smaller smoothing in {st.quiet} iterations in a row"
+        finite = not failed and math.isfinite(cert.primal)
+        error = None if finite else f"non-finite value in the working-set solve of iteration {st.it}"
+        run.check(st.it, cert.gap, stalled=quiet if st.quiet >= STALL_ITERATIONS else None, error=error)
 
     def solve_set(
         self, st: _Iterate, ws: np.ndarray, tol_in: float

@@ -152,9 +152,8 @@ class _Iterative(InnerProblem):
                     "spicy: gap %.3e > %g x best %.3e: back to iteration %d", gap, _DIVERGED, best["gap"], best["it"]
                 )
             run.record(it, P, D, gap, n_active, **extra)
-            if not math.isfinite(P) or math.isnan(D) or D == math.inf:  # D = -inf: an infinite gap
-                run.end(Status.NUMERICAL_ERROR, it, f"non-finite objective (primal {P!r}, dual {D!r})")
-                break
+            finite = math.isfinite(P) and not math.isnan(D) and D != math.inf  # D = -inf: an infinite gap
+            error = None if finite else f"non-finite objective (primal {P!r}, dual {D!r})"
             stalled = None
             if gap < best_gap * (1.0 - 1e-3):
                 best_gap, stall = gap, 0
@@ -162,7 +161,7 @@ class _Iterative(InnerProblem):
                 stall += 1
                 if stall >= _STALL and self.gamma >= self.gamma_cap:
                     stalled = f"no progress in {stall} outer iterations (last inner solve: {info['status']})"
-            if run.check(it, gap, stalled=stalled):
+            if run.check(it, gap, stalled=stalled, error=error):
                 break
             self.gamma = min(self.gamma * float(eng.gamma_factor), self.gamma_cap)
         return run.result(it)

@@ -135,11 +135,9 @@ class _OneStep(_SpicyAlgorithm):
             run.record(it, P, D, gap, int(pt.prim.size), **self.step_info, bias=pt.b)
             step = self.step_info.get("step_size", math.nan)
             logger.debug("spicy it=%d P=%.10g D=%.10g gap=%.3e active=%d step=%.3g", it, P, D, gap, pt.prim.size, step)
-        if not (math.isfinite(P) and math.isfinite(D) and math.isfinite(pt.F)):
-            why = f"non-finite objective (primal {P!r}, dual {D!r}, Newton objective {pt.F!r})"
-            run.end(Status.NUMERICAL_ERROR, it, why)
-            return True
-        return bool(run.check(it, gap))
+        finite = math.isfinite(P) and math.isfinite(D) and math.isfinite(pt.F)
+        error = None if finite else f"non-finite objective (primal {P!r}, dual {D!r}, Newton objective {pt.F!r})"
+        return run.check(it, gap, error=error)
 
     def direction(self, pt: _Point) -> tuple[np.ndarray, float, str, float] | None:
         """The Newton direction from the gradient (49) and Hessian (50), or projected steepest
