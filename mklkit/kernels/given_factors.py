@@ -16,6 +16,7 @@ import scipy.sparse as sp
 
 from .._jit.gram import all_finite
 from .description import BankError, _check_normalize
+from .precomputed import _names
 
 if TYPE_CHECKING:  # pragma: no cover
     from .factor import FactorBank
@@ -95,15 +96,6 @@ def _layout(starts: Any, ranks: Any, R: int, where: str) -> np.ndarray:
     if int(r.sum()) != R:
         raise BankError(f"{where}: ranks must sum to R = {R} (the columns of L_train); got sum {int(r.sum())}")
     return np.concatenate([[0], np.cumsum(r)]).astype(np.int64)
-
-
-def _names(names: Any, M: int, where: str) -> list[str]:
-    if names is None:
-        return [f"k{m}" for m in range(M)]
-    nm = np.asarray(names)
-    if nm.ndim != 1 or nm.shape[0] != M:
-        raise BankError(f"{where}: names must have shape ({M},) (one per kernel); got {nm.shape}")
-    return [str(v) for v in nm]
 
 
 def _block_row_norms(LT: np.ndarray, starts: np.ndarray) -> np.ndarray:
