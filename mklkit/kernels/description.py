@@ -65,8 +65,10 @@ def _lookup(resolve: Resolver | Mapping[str, type] | None, name: str, key: str) 
     try:
         cls = resolve(name)
     except LookupError as exc:
-        msg = exc.args[0] if exc.args else f"unknown kernel function {name!r}"
-        raise _unknown(key, "kernel function", name, getattr(exc, "available", None), text=f"{key}: {msg}") from None
+        if getattr(exc, "available", None) is not None:
+            raise _unknown(key, "kernel function", name, exc.available) from None  # type: ignore[attr-defined]
+        text = f"{key}: {exc.args[0] if exc.args else f'unknown kernel function {name!r}'}"
+        raise BankError(text, key=key, value=name) from None
     if cls is None:
         raise _unknown(key, "kernel function", name, None)
     if not (isinstance(cls, type) and issubclass(cls, KernelFunction)):
@@ -209,8 +211,7 @@ def _expand(
         if not isinstance(fname, str):
             raise _must(f"{where}.function", "a kernel function name", fname)
         cls = _lookup(resolve, fname, f"{where}.function")
-        declared = {p.name: p for p in cls.params}
-        allowed = list(_ENTRY_KEYS) + list(declared)
+        allowed = list(_ENTRY_KEYS) + [p.name for p in cls.params]
         for key in entry:
             if key not in allowed:
                 ctx = f" for kernel function {fname!r}"
@@ -227,14 +228,7 @@ def _expand(
         drawn = [name for name, vals in grid if isinstance(vals, _Chi2)]
         combos = list(itertools.product(*[vals for _, vals in fixed]))  # type: ignore[misc]
         rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
-        if groups is None:
-            # validation without data: instantiate once per combination
-            for combo in combos:
-                params = dict(zip([n for n, _ in fixed], combo))
-                params.update({name: 1.0 for name in drawn if declared[name].required})
-                _instantiate(cls, params, where, drawn)
-            continue
-        for cols, flabel in groups:
+        for cols, flabel in groups or [((), "")]:  # without data: each combination once, on no columns
             for combo in combos:
                 params = dict(zip([n for n, _ in fixed], combo))
                 for name in drawn:
