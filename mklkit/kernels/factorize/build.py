@@ -17,8 +17,7 @@ from ..description import DEFAULT_MEMORY_BUDGET, BankKernel, Resolver, expand_ba
 from ..factor import FactorBank
 from ..functions import Linear
 from .algorithms import FactorMap, KernelFactor, _exact_dim
-from .lowrank import _BATCH, _Approx, _Budget
-from .per_kernel import _factor_one, _Factorization
+from .per_kernel import _BATCH, _Approx, _Budget, _factor_one, _Factorization
 from .points import _as_points, _Groups
 from .settings import (
     APPROX_METHODS,
@@ -193,9 +192,8 @@ def _run(
     root: str,
     sample_weight: np.ndarray | None,
 ) -> _Factorization:
-    """The state of one factorization, ``held`` bytes of the budget ``limit`` taken, the Nyström landmarks
-    in the order of ``seed``."""
-    budget = _Budget(limit, N, root)
+    """The state of one factorization, with ``held`` bytes of the budget ``limit`` taken."""
+    budget = _Budget(limit, N)
     budget.take(held)
     order = np.random.default_rng(np.random.SeedSequence(int(seed))).permutation(N)
     weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
