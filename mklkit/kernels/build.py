@@ -31,8 +31,7 @@ def _shape_of(X: Any) -> tuple[int, ...]:
 
 
 def _training_points(X: Any, feature_names: Sequence[str] | None) -> tuple[Any, int, int, list[str] | None]:
-    """The points of ``X`` (unwrapped from a :class:`Dataset`), checked 2-d and non-empty, ``N``, ``d``
-    and the feature names as strings."""
+    """``X`` (unwrapped from a :class:`Dataset`) checked 2-d and non-empty, ``N``, ``d``, the feature names."""
     if isinstance(X, Dataset):
         if feature_names is None:
             feature_names = X.feature_names

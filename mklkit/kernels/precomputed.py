@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._jit.gram import all_finite, divide_outer_inplace, symmetrize_inplace
 from ..components.params import did_you_mean
@@ -19,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 #: A given Gram matrix is refused as indefinite when its smallest eigenvalue is below ``-PSD_RTOL x |trace|``
 #: (rounding leaves about ``-1e-15 x trace``; an indefinite kernel makes the problem non-convex).
 PSD_RTOL = 1e-6
+_KERNEL_AXES = "kernels x rows x columns"
 
 
 def bank_from_precomputed(
@@ -34,7 +36,7 @@ def bank_from_precomputed(
     """A bank from given Gram matrices (M, N, N), checked (finite, ``max|K - Kᵀ| <= sym_rtol · max|K|``, then
     symmetrised; :func:`check_psd`) and normalised; errors name ``source``.  ``copy=False`` works in place."""
     normalize = _check_normalize(normalize)
-    K = _as_kernel_array(K, source, copy=copy)
+    K = _dense_array(K, source, 3, _KERNEL_AXES, copy=copy)
     if K.shape[1] != K.shape[2]:
         raise BankError(f"{source} must have shape (M, N, N); got {K.shape}")
     M = K.shape[0]
@@ -45,8 +47,7 @@ def bank_from_precomputed(
 
 
 def _normalize_bank(K: np.ndarray, where: Sequence[str], normalize: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """Normalise ``K`` in place (kernel ``m`` named ``where[m]`` in errors); the traces before and
-    (``"diagonal"``) the diagonals."""
+    """Normalise ``K`` in place; the traces before and (``"diagonal"``) the diagonals."""
     M, N = K.shape[0], K.shape[1]
     traces = np.empty(M)
     train_diag = np.empty((M, N)) if normalize == "diagonal" else None
@@ -81,16 +82,15 @@ def precomputed_from_npz(
     """
     p = os.fspath(path)
     arrays = _read_npz(p)
-    K_train = _as_kernel_array(arrays["K_train"], f"{p}: K_train", copy=False)
+    K_train = _dense_array(arrays["K_train"], f"{p}: K_train", 3, _KERNEL_AXES)
     if K_train.shape[1] != K_train.shape[2]:
         raise BankError(f"{p}: K_train must have shape (M, N, N); got {K_train.shape}")
     M, N = K_train.shape[0], K_train.shape[1]
     y_train = _labels(arrays["y_train"], f"{p}: y_train", N)
     names = _names(arrays["names"], M, p) if "names" in arrays else None
-    K_test, y_test = _npz_test(arrays, p, K_train.shape)
     bank = cls.from_precomputed(K_train, names, normalize, sym_rtol, check_psd, source=f"{p}: K_train", copy=False)
     bank.source = p
-    test_diag = None if K_test is None else _normalize_npz_test(bank, arrays, p, K_test, normalize)
+    K_test, y_test, test_diag = _npz_test(arrays, p, bank, normalize)
     return PrecomputedKernels(bank=bank, y_train=y_train, K_test=K_test, y_test=y_test, source=p, test_diag=test_diag)
 
 
@@ -108,8 +108,7 @@ def _read_npz(p: str) -> dict[str, np.ndarray]:
 
 
 def _npz_headers(p: str, what: str, example: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-    """``{array name: (shape, dtype)}`` of the precomputed-``what`` file ``p``, read from the ``.npy`` headers
-    only; ``example``: the ``np.savez`` call named to a file that is not an ``.npz``."""
+    """``{array name: (shape, dtype)}`` of the ``.npz`` file ``p``, read from the ``.npy`` headers only."""
     from numpy.lib import format as npy
 
     if not os.path.isfile(p):
@@ -185,28 +184,19 @@ def _names(names: Any, M: int, where: str) -> list[str]:
 
 
 def _npz_test(
-    arrays: dict[str, np.ndarray], p: str, train_shape: tuple[int, ...]
-) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """``K_test`` (checked against ``K_train``) and ``y_test`` of the file, each ``None`` when absent."""
-    M, N = train_shape[0], train_shape[1]
-    K_test = y_test = None
-    if "K_test" in arrays:
-        K_test = _as_kernel_array(arrays["K_test"], f"{p}: K_test", copy=False)
-        if K_test.shape[0] != M or K_test.shape[2] != N:
-            raise BankError(
-                f"{p}: K_test must have shape ({M}, N_test, {N}) to match K_train {train_shape}; got {K_test.shape}"
-            )
-        _check_kernels(K_test, f"{p}: K_test", square=False)
-    if "y_test" in arrays:
-        y_test = _labels(arrays["y_test"], f"{p}: y_test", K_test.shape[1])
-    return K_test, y_test
-
-
-def _normalize_npz_test(
-    bank: "KernelBank", arrays: dict[str, np.ndarray], p: str, K_test: np.ndarray, normalize: str
-) -> np.ndarray | None:
-    """Normalise ``K_test`` in place like ``bank``; the file's ``K_test_diag``, or ``None``."""
-    M = bank.n_kernels
+    arrays: dict[str, np.ndarray], p: str, bank: "KernelBank", normalize: str
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """``K_test`` checked and normalised in place like ``bank``, ``y_test`` and ``K_test_diag`` (or ``None``)."""
+    if "K_test" not in arrays:
+        return None, None, None
+    M, N = bank.n_kernels, bank.n_samples
+    K_test = _dense_array(arrays["K_test"], f"{p}: K_test", 3, _KERNEL_AXES)
+    if K_test.shape[0] != M or K_test.shape[2] != N:
+        raise BankError(
+            f"{p}: K_test must have shape ({M}, N_test, {N}) to match K_train {bank.K.shape}; got {K_test.shape}"
+        )
+    _check_kernels(K_test, f"{p}: K_test", square=False)
+    y_test = _labels(arrays["y_test"], f"{p}: y_test", K_test.shape[1]) if "y_test" in arrays else None
     test_diag = None
     if "K_test_diag" in arrays:
         test_diag = np.asarray(arrays["K_test_diag"], dtype=np.float64)
@@ -221,7 +211,7 @@ def _normalize_npz_test(
         bank.normalize_cross(K_test, test_diag)
     except BankError as exc:
         raise BankError(f"{p}: K_test: {exc}") from None
-    return test_diag
+    return K_test, y_test, test_diag
 
 
 @dataclass
@@ -238,14 +228,25 @@ class PrecomputedKernels:
     test_diag: np.ndarray | None = None
 
 
-def _as_kernel_array(K: Any, where: str, copy: bool = True) -> np.ndarray:
-    A = np.asarray(K)
-    if A.ndim != 3:
-        raise BankError(f"{where} must be a 3-d array (kernels x rows x columns); got shape {A.shape}")
+def _dense_array(A: Any, where: str, ndim: int, axes: str, copy: bool = False) -> np.ndarray:
+    """``A`` as a non-empty C-contiguous float64 array of ``ndim`` dimensions (``axes``), a copy when ``copy``."""
+    if sp.issparse(A):
+        raise BankError(
+            f"{where} must be a dense array; got a scipy.sparse {A.format} matrix of shape {A.shape}; "
+            "convert it with .toarray() (precomputed kernels and factors are held dense)"
+        )
+    A = np.asarray(A)
+    if A.dtype == object:
+        raise BankError(
+            f"{where} must be a numeric array; got dtype object (a Python object such as a "
+            "scipy.sparse matrix? convert it with .toarray())"
+        )
+    if A.dtype.kind not in "fiu":
+        raise BankError(f"{where} must be a real numeric array (float or int); got dtype {A.dtype}")
+    if A.ndim != ndim:
+        raise BankError(f"{where} must be a {ndim}-d array ({axes}); got shape {A.shape}")
     if A.size == 0:
         raise BankError(f"{where} is empty; got shape {A.shape}")
-    if not (np.issubdtype(A.dtype, np.floating) or np.issubdtype(A.dtype, np.integer)):
-        raise BankError(f"{where} must be numeric; got dtype {A.dtype}")
     if copy:
         return np.array(A, dtype=np.float64, order="C", copy=True)
     return np.ascontiguousarray(A, dtype=np.float64)
