@@ -347,11 +347,16 @@ class FactorBank(GramBank):
         A = np.vstack(parts) if len(parts) > 1 else parts[0]
         _add_weighted_gram(H, A, np.concatenate(coef))
 
-    def matvecs_rows(self, A: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    def _products(self, idx: Any, V: np.ndarray, vsel: Any = None) -> np.ndarray:
+        r""":math:`K_{idx_p}` times ``V[vsel[p]]`` (``vsel=None``: ``V[0]``) for every ``p``, (P, N)."""
         idx = np.asarray(idx, dtype=np.int64)
         out = np.empty((idx.size, self.shape[1]))
-        self._run(idx, _vec(A), np.arange(idx.size), out=out)
+        if idx.size:
+            self._run(idx, V, vsel, out=out)
         return out
+
+    def matvecs_rows(self, A: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return self._products(idx, _vec(A), np.arange(len(idx)))
 
     def block_norms(self, alpha: np.ndarray) -> np.ndarray:
         alpha = _vec(alpha)
@@ -366,21 +371,11 @@ class FactorBank(GramBank):
         return self.dual_block_norms_subset(rho, self._all)
 
     def combine(self, alpha: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        idx = np.asarray(idx, dtype=np.int64)
-        if idx.size == 0:
-            return np.zeros(self.shape[1])
-        alpha = _vec(alpha)
-        out = np.empty((idx.size, self.shape[1]))
-        self._run(idx, alpha, idx, out=out)
-        return out.sum(axis=0)
+        return self._products(idx, _vec(alpha), idx).sum(axis=0)
 
     def matvecs_subset(self, v: np.ndarray, idx: np.ndarray) -> np.ndarray:
         r""":math:`K_m v` for the kernels ``idx`` (P,), (P, N), in one pass over their factors."""
-        idx = np.asarray(idx, dtype=np.int64)
-        out = np.empty((idx.size, self.shape[1]))
-        if idx.size:
-            self._run(idx, _vec(v)[None, :], out=out)
-        return out
+        return self._products(idx, _vec(v)[None, :])
 
     def dual_block_norms_subset(self, rho: np.ndarray, idx: np.ndarray) -> np.ndarray:
         r""":math:`\|\rho\|_{K_m}` for the kernels ``idx`` (P,), (P,)."""

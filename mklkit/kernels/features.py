@@ -90,16 +90,10 @@ def _feature_groups(
             return None if d is None else [(tuple(range(d)), "all")]
         if spec == "each":
             return None if d is None else [((j,), label((j,))) for j in range(d)]
-        hint = did_you_mean(spec, ["all", "each"])
-        raise BankError(
-            f"{key} must be 'all', 'each', a list of columns, a list of lists of columns or "
-            f"{{random_subsets: n, size: k, seed: s}}; got {spec!r}{hint}",
-            key=key,
-            problem="invalid value" + hint,
-            value=spec,
-            allowed="'all', 'each', a list of columns, a list of lists of columns or "
-            "{random_subsets: n, size: k, seed: s}",
+        allowed = (
+            "'all', 'each', a list of columns, a list of lists of columns or {random_subsets: n, size: k, seed: s}"
         )
+        raise _must(key, allowed, spec, did_you_mean(spec, ["all", "each"]))
     if isinstance(spec, (list, tuple)):
         if len(spec) == 0:
             raise _must(key, "a list of at least one column", [])
