@@ -59,17 +59,15 @@ def _group(items: Sequence[Any], key: str, d: int | None, names: Sequence[str] |
     cols = [_column(v, f"{key}[{k}]", d, names) for k, v in enumerate(items)]
     if any(c is None for c in cols):
         return None
-    seen: set[int] = set()
-    for k, c in enumerate(cols):
-        if c in seen:
-            raise BankError(
-                f"{key} lists column {items[k]!r} twice; each column at most once",
-                key=f"{key}[{k}]",
-                problem=f"lists column {items[k]!r} twice",
-                value=items[k],
-                allowed="each column at most once",
-            )
-        seen.add(c)  # type: ignore[arg-type]
+    k = next((j for j, c in enumerate(cols) if c in cols[:j]), None)  # the first column listed again
+    if k is not None:
+        raise BankError(
+            f"{key} lists column {items[k]!r} twice; each column at most once",
+            key=f"{key}[{k}]",
+            problem=f"lists column {items[k]!r} twice",
+            value=items[k],
+            allowed="each column at most once",
+        )
     return tuple(cols)  # type: ignore[arg-type]
 
 
