@@ -16,10 +16,10 @@ import numpy as np
 
 from .._jit.gram import divide_outer_inplace
 from ..data import Dataset
-from .description import BankError, BankKernel, Resolver, _check_normalizable, _check_normalize, expand_bank
+from .description import BankError, BankKernel, Resolver, _check_normalize, expand_bank
 from .fill import _dense_columns, _fill, _localizer
 from .memory import MemoryBudgetError, _check_budget, estimate_bytes, estimate_peak_bytes, format_bytes
-from .precomputed import bank_from_precomputed, precomputed_from_npz
+from .precomputed import _normalize_bank, bank_from_precomputed, precomputed_from_npz
 
 __all__ = ["KernelBank", "MemoryBudgetError", "estimate_bytes", "estimate_peak_bytes", "format_bytes"]
 
@@ -31,8 +31,7 @@ def _shape_of(X: Any) -> tuple[int, ...]:
 
 
 def _training_points(X: Any, feature_names: Sequence[str] | None) -> tuple[Any, int, int, list[str] | None]:
-    """The points of ``X`` (unwrapped from a :class:`Dataset`), checked 2-d and non-empty, ``N``, ``d``
-    and the feature names as strings."""
+    """``X`` (unwrapped from a :class:`Dataset`) checked 2-d and non-empty, ``N``, ``d``, the feature names."""
     if isinstance(X, Dataset):
         if feature_names is None:
             feature_names = X.feature_names
@@ -44,27 +43,6 @@ def _training_points(X: Any, feature_names: Sequence[str] | None) -> tuple[Any, 
     if feature_names is not None:
         feature_names = [str(n) for n in feature_names]
     return X, N, d, feature_names
-
-
-def _normalize_bank(K: np.ndarray, specs: Sequence[BankKernel], normalize: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """Normalise ``K`` in place; the traces before and (``"diagonal"``) the diagonals."""
-    M, N = K.shape[0], K.shape[1]
-    traces = np.empty(M)
-    train_diag = np.empty((M, N)) if normalize == "diagonal" else None
-    for m in range(M):
-        Km = K[m]
-        t = float(np.trace(Km))
-        traces[m] = t
-        dg = np.diagonal(Km).copy() if normalize == "diagonal" else None
-        _check_normalizable(f"kernel {m} {specs[m].label!r}", normalize, t, dg)
-        if normalize == "trace":
-            Km /= t
-        elif normalize == "diagonal":
-            train_diag[m] = dg  # type: ignore[index]
-            s = np.sqrt(dg)
-            divide_outer_inplace(Km, s, s)
-            np.fill_diagonal(Km, 1.0)
-    return traces, train_diag
 
 
 @dataclass(eq=False)
@@ -162,13 +140,13 @@ class KernelBank:
         specs = expand_bank(entries_or_preset, d, feature_names, resolve, root=root)
         M = len(specs)
         _check_budget(M, N, N, memory_budget_bytes, "kernel bank")
-        columns = np.unique(np.concatenate([np.asarray(s.features, dtype=np.intp) for s in specs]))
-        XA = _dense_columns(X, columns, "X")
-        local = _localizer(columns, d)
+        bank = cls.for_cross(X, specs, normalize, np.empty(M), None, feature_names)
         t0 = time.perf_counter()
         K = np.empty((M, N, N), dtype=np.float64)
-        _fill(K, specs, local, XA, None, "building kernel bank", progress)
-        traces, train_diag = _normalize_bank(K, specs, normalize)
+        _fill(K, specs, _localizer(bank._columns, d), bank._X_train, None, "building kernel bank", progress)
+        labels = [f"kernel {m} {s.label!r}" for m, s in enumerate(specs)]
+        bank.traces, bank.train_diag = _normalize_bank(K, labels, normalize)
+        bank.K = K
         logger.info(
             "built %d kernels on %d samples (%s, normalize=%s) in %.2f s",
             M,
@@ -177,9 +155,7 @@ class KernelBank:
             normalize,
             time.perf_counter() - t0,
         )
-        names = [s.label for s in specs]
-        fnames = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
-        return cls(K, names, specs, normalize, traces, train_diag, XA, columns, d, fnames, source="data")
+        return bank
 
     @classmethod
     def for_cross(
@@ -226,15 +202,11 @@ class KernelBank:
         local = _localizer(self._columns, self._n_features)
         C = np.empty((M, n_new, N), dtype=np.float64)
         _fill(C, self.specs, local, XB, self._X_train, "computing test kernels", progress)
-        if self.normalize == "trace":
-            C /= self.traces[:, None, None]
-        elif self.normalize == "diagonal":
-            assert self.train_diag is not None
-            for m, spec in enumerate(self.specs):
-                dnew = np.asarray(
-                    spec.function.diag(np.ascontiguousarray(XB[:, local(spec.features)])), dtype=np.float64
-                )
-                self._divide_diag(C[m], dnew, self.train_diag[m], m)
+        if self.normalize != "diagonal":
+            return self.normalize_cross(C)
+        for m, spec in enumerate(self.specs):
+            dnew = np.asarray(spec.function.diag(np.ascontiguousarray(XB[:, local(spec.features)])), dtype=np.float64)
+            self._divide_diag(C[m], dnew, self.train_diag[m], m)  # type: ignore[index]
         return C
 
     def _divide_diag(self, Cm: np.ndarray, dnew: np.ndarray, dtrain: np.ndarray, m: int) -> None:

@@ -65,8 +65,10 @@ def _lookup(resolve: Resolver | Mapping[str, type] | None, name: str, key: str) 
     try:
         cls = resolve(name)
     except LookupError as exc:
-        msg = exc.args[0] if exc.args else f"unknown kernel function {name!r}"
-        raise _unknown(key, "kernel function", name, getattr(exc, "available", None), text=f"{key}: {msg}") from None
+        if getattr(exc, "available", None) is not None:
+            raise _unknown(key, "kernel function", name, exc.available) from None  # type: ignore[attr-defined]
+        text = f"{key}: {exc.args[0] if exc.args else f'unknown kernel function {name!r}'}"
+        raise BankError(text, key=key, value=name) from None
     if cls is None:
         raise _unknown(key, "kernel function", name, None)
     if not (isinstance(cls, type) and issubclass(cls, KernelFunction)):
@@ -122,20 +124,24 @@ def _check_normalizable(where: str, normalize: str, tr_raw: float, diag: np.ndar
         )
 
 
-class _Chi2:
-    """Marker for a parameter drawn as 5·χ²+0.1 per kernel."""
+#: What a parameter drawn as 5·χ²+0.1 per kernel is parsed to (instead of its list of values).
+_CHI2 = "chi2"
 
 
-_CHI2 = _Chi2()
+def _preset(name: Any, key: str) -> list[dict[str, Any]]:
+    """The entries of the preset ``name`` given at ``key``."""
+    if not isinstance(name, str):
+        raise _must(key, f"one of {', '.join(available_presets())}", name)
+    try:
+        return preset_entries(name)
+    except LookupError:
+        raise _unknown(key, "kernel-bank preset", name, available_presets()) from None
 
 
 def _flatten_presets(entries: Any, root: str) -> list[tuple[str, Any]]:
     """Expand preset names into (key path, entry) pairs."""
     if isinstance(entries, str):
-        try:
-            return [(f"{root}[{k}]", e) for k, e in enumerate(preset_entries(entries))]
-        except LookupError:
-            raise _unknown(root, "kernel-bank preset", entries, available_presets()) from None
+        return [(f"{root}[{k}]", e) for k, e in enumerate(_preset(entries, root))]
     if isinstance(entries, Mapping) or not isinstance(entries, (list, tuple)):
         raise _must(root, f"a list of kernel entries or a preset name ({', '.join(available_presets())})", entries)
     if len(entries) == 0:
@@ -153,13 +159,7 @@ def _flatten_presets(entries: Any, root: str) -> list[tuple[str, Any]]:
                     value=extra[0],
                     allowed="preset alone",
                 )
-            name = entry["preset"]
-            try:
-                sub = preset_entries(name) if isinstance(name, str) else None
-            except LookupError:
-                raise _unknown(f"{where}.preset", "kernel-bank preset", name, available_presets()) from None
-            if sub is None:
-                raise _must(f"{where}.preset", f"one of {', '.join(available_presets())}", name)
+            sub = _preset(entry["preset"], f"{where}.preset")
             out.extend((f"{where}.preset[{k}]", e) for k, e in enumerate(sub))
         else:
             out.append((where, entry))
@@ -173,7 +173,7 @@ def _validate_value(p: Param, value: Any, key: str) -> Any:
         raise _must(key, exc.allowed, value) from None
 
 
-def _parse_param(p: Param, value: Any, key: str) -> list[Any] | _Chi2:
+def _parse_param(p: Param, value: Any, key: str) -> list[Any] | str:
     value = _plain(value)
     if isinstance(value, str) and value == "chi2":
         if p.type is not float:
@@ -209,32 +209,24 @@ def _expand(
         if not isinstance(fname, str):
             raise _must(f"{where}.function", "a kernel function name", fname)
         cls = _lookup(resolve, fname, f"{where}.function")
-        declared = {p.name: p for p in cls.params}
-        allowed = list(_ENTRY_KEYS) + list(declared)
+        allowed = list(_ENTRY_KEYS) + [p.name for p in cls.params]
         for key in entry:
             if key not in allowed:
                 ctx = f" for kernel function {fname!r}"
                 raise _unknown(f"{where}.{key}", "key", key, allowed, ctx=ctx, label="allowed", head=where)
         seed = _seed(entry["seed"], f"{where}.seed") if "seed" in entry else 0
-        grid: list[tuple[str, list[Any] | _Chi2]] = []
+        grid: list[tuple[str, list[Any] | str]] = []
         for p in cls.params:
             if p.name in entry:
                 grid.append((p.name, _parse_param(p, entry[p.name], f"{where}.{p.name}")))
             elif p.required:
                 raise _required(f"{where}.{p.name}", f"is required for kernel function {fname!r}", p.allowed())
         groups = _feature_groups(entry.get("features", "all"), f"{where}.features", n_features, feature_names, seed)
-        fixed = [(name, vals) for name, vals in grid if not isinstance(vals, _Chi2)]
-        drawn = [name for name, vals in grid if isinstance(vals, _Chi2)]
+        fixed = [(name, vals) for name, vals in grid if vals != _CHI2]
+        drawn = [name for name, vals in grid if vals == _CHI2]
         combos = list(itertools.product(*[vals for _, vals in fixed]))  # type: ignore[misc]
         rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
-        if groups is None:
-            # validation without data: instantiate once per combination
-            for combo in combos:
-                params = dict(zip([n for n, _ in fixed], combo))
-                params.update({name: 1.0 for name in drawn if declared[name].required})
-                _instantiate(cls, params, where, drawn)
-            continue
-        for cols, flabel in groups:
+        for cols, flabel in groups or [((), "")]:  # without data: each combination once, on no columns
             for combo in combos:
                 params = dict(zip([n for n, _ in fixed], combo))
                 for name in drawn:

@@ -40,9 +40,11 @@ class BankError(ValueError):
         return self.value is not _NO_VALUE
 
 
-def _must(key: str, allowed: str, value: Any, note: str = "", at: str | None = None) -> BankError:
+def _must(
+    key: str, allowed: str, value: Any, note: str = "", at: str | None = None, cls: type[BankError] = BankError
+) -> BankError:
     """``<key> must be <allowed>; got <value><note>`` (``at``: the key reported, default ``key``)."""
-    return BankError(
+    return cls(
         f"{key} must be {allowed}; got {value!r}{note}",
         key=at or key,
         problem="invalid value" + note,
@@ -64,20 +66,13 @@ def _unknown(
     available: Sequence[str] | None,
     ctx: str = "",
     label: str = "available",
-    text: str | None = None,
     head: str | None = None,
 ) -> BankError:
-    """``<head>: unknown <what> <name> (did you mean ...?)<ctx>; <label>: <available>``; ``text`` replaces
-    it when the names are not known."""
+    """``<head>: unknown <what> <name> (did you mean ...?)<ctx>; <label>: <available>``."""
     hint = did_you_mean(str(name), list(available)) if available else ""
     shown = ", ".join(available) if available else None
-    message = (
-        text
-        if text is not None and available is None
-        else (f"{head or key}: unknown {what} {name!r}{hint}{ctx}" + (f"; {label}: {shown}" if shown else ""))
-    )
-    problem = f"unknown {what}{hint}{ctx}" if text is None or available is not None else text
-    return BankError(message, key=key, problem=problem, value=name, allowed=shown)
+    message = f"{head or key}: unknown {what} {name!r}{hint}{ctx}" + (f"; {label}: {shown}" if shown else "")
+    return BankError(message, key=key, problem=f"unknown {what}{hint}{ctx}", value=name, allowed=shown)
 
 
 class UnknownName(LookupError):

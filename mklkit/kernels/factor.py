@@ -21,14 +21,16 @@ from .._jit.gram import all_finite
 from .._jit.spicy import PARALLEL_WORK
 from .ops import GramBank, _vec
 from .factor_arrays import alpha_from_beta, factor_arrays
-from .factor_predictor import _NO_MAP, FactorPredictor, fold_predictor
 from .given_factors import bank_from_factors
 
 __all__ = ["FactorBank", "FactorPredictor"]
 
-# its public name (and the one pickles of fitted estimators hold): mklkit.kernels.factor.FactorPredictor
-FactorPredictor.__module__ = __name__
-
+_NO_MAP = (
+    "this FactorBank has no map to new points (factor_map is None: it was made as "
+    "FactorBank(LT, starts)); build it with mklkit.kernels.factorize.build_factor_bank "
+    "(kernels on data), or with FactorBank.from_factors (given factors: transform then takes "
+    "the new points' factor rows)"
+)
 _NO_MATRIX = np.empty((0, 0))
 _NO_FLOAT = np.empty(0)
 _NO_INT = np.empty(0, dtype=np.int64)
@@ -253,7 +255,22 @@ class FactorBank(GramBank):
         r"""What predictions of the solutions ``alpha`` (M, N) or (T, M, N) and ``bias`` on new points
         need, without the training factors; ``kernels``: those to keep (default: those with a
         non-zero :math:`\beta_m` in some solution)."""
-        return fold_predictor(self, alpha, bias, kernels)
+        A = np.asarray(alpha, dtype=np.float64)
+        if A.ndim == 2:
+            A = A[None]
+        if A.ndim != 3 or A.shape[1:] != self.shape[:2]:
+            raise ValueError(
+                f"alpha must have shape {self.shape[:2]} or (T, {self.shape[0]}, {self.shape[1]}); got {np.shape(alpha)}"
+            )
+        b = np.broadcast_to(np.asarray(bias, dtype=np.float64).ravel(), (A.shape[0],)).copy()
+        beta = np.stack([self.coefficients(a) for a in A])
+        if kernels is None:
+            kernels = np.flatnonzero(self._segment_sums(np.einsum("tr,tr->r", beta, beta)) > 0.0)
+        held = np.asarray(kernels, dtype=np.int64).ravel()
+        if self.factor_map is None:
+            raise ValueError(_NO_MAP)
+        folded = self.factor_map.fold(held, beta)
+        return FactorPredictor(folded, b, held, self.shape[1], self.trace()[held], self.trace_error[held].copy())
 
     def _segment_sums(self, x: np.ndarray) -> np.ndarray:
         """Sums of ``x`` (R,) over the rows of each block, (M,)."""
@@ -330,11 +347,16 @@ class FactorBank(GramBank):
         A = np.vstack(parts) if len(parts) > 1 else parts[0]
         _add_weighted_gram(H, A, np.concatenate(coef))
 
-    def matvecs_rows(self, A: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    def _products(self, idx: Any, V: np.ndarray, vsel: Any = None) -> np.ndarray:
+        r""":math:`K_{idx_p}` times ``V[vsel[p]]`` (``vsel=None``: ``V[0]``) for every ``p``, (P, N)."""
         idx = np.asarray(idx, dtype=np.int64)
         out = np.empty((idx.size, self.shape[1]))
-        self._run(idx, _vec(A), np.arange(idx.size), out=out)
+        if idx.size:
+            self._run(idx, V, vsel, out=out)
         return out
+
+    def matvecs_rows(self, A: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return self._products(idx, _vec(A), np.arange(len(idx)))
 
     def block_norms(self, alpha: np.ndarray) -> np.ndarray:
         alpha = _vec(alpha)
@@ -349,21 +371,11 @@ class FactorBank(GramBank):
         return self.dual_block_norms_subset(rho, self._all)
 
     def combine(self, alpha: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        idx = np.asarray(idx, dtype=np.int64)
-        if idx.size == 0:
-            return np.zeros(self.shape[1])
-        alpha = _vec(alpha)
-        out = np.empty((idx.size, self.shape[1]))
-        self._run(idx, alpha, idx, out=out)
-        return out.sum(axis=0)
+        return self._products(idx, _vec(alpha), idx).sum(axis=0)
 
     def matvecs_subset(self, v: np.ndarray, idx: np.ndarray) -> np.ndarray:
         r""":math:`K_m v` for the kernels ``idx`` (P,), (P, N), in one pass over their factors."""
-        idx = np.asarray(idx, dtype=np.int64)
-        out = np.empty((idx.size, self.shape[1]))
-        if idx.size:
-            self._run(idx, _vec(v)[None, :], out=out)
-        return out
+        return self._products(idx, _vec(v)[None, :])
 
     def dual_block_norms_subset(self, rho: np.ndarray, idx: np.ndarray) -> np.ndarray:
         r""":math:`\|\rho\|_{K_m}` for the kernels ``idx`` (P,), (P,)."""
@@ -385,3 +397,43 @@ class FactorBank(GramBank):
             G = (B @ B.T).toarray() if self.sparse else B @ B.T
             out[m] = float(np.linalg.norm(G))
         return out
+
+
+class FactorPredictor:
+    r"""Predictions :math:`f_t(x) = \sum_m L_m(x)\beta_{m,t} + b_t` of fitted solutions on a factor bank.
+
+    Holds, for the bank's kernels ``kernels`` only, the pivots or landmarks with one folded
+    coefficient vector per solution, the ``bias`` (T,), N (``n_samples``) and the held kernels'
+    ``trace_error``; a fitted estimator on a factor bank keeps one as ``bank_``.
+    """
+
+    representation = "factor"
+
+    def __init__(self, folded: Any, bias: Any, kernels: Any, n_samples: int, trace: Any, trace_error: Any) -> None:
+        self.folded = folded
+        self.bias = np.asarray(bias, dtype=np.float64)
+        self.kernels = np.asarray(kernels, dtype=np.int64)
+        self.n_samples = int(n_samples)
+        self._trace = np.asarray(trace, dtype=np.float64)
+        self.trace_error = np.asarray(trace_error, dtype=np.float64)
+
+    def __repr__(self) -> str:
+        return f"FactorPredictor(n_kernels={self.n_kernels}, n_samples={self.n_samples}, n_outputs={self.bias.size})"
+
+    @property
+    def n_kernels(self) -> int:
+        """The number of kernels held."""
+        return int(self.kernels.size)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays held."""
+        return int(self.folded.nbytes + self.bias.nbytes + self._trace.nbytes + self.trace_error.nbytes)
+
+    def trace(self) -> np.ndarray:
+        r""":math:`\|L_m\|_F^2` of the held kernels."""
+        return self._trace.copy()
+
+    def decision_function(self, X_new: Any) -> np.ndarray:
+        r""":math:`\sum_m L_m(X_{new})\beta_{m,t} + b_t`, (n_new, T)."""
+        return self.folded.decision_parts(X_new) + self.bias[None, :]

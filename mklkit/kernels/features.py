@@ -59,17 +59,15 @@ def _group(items: Sequence[Any], key: str, d: int | None, names: Sequence[str] |
     cols = [_column(v, f"{key}[{k}]", d, names) for k, v in enumerate(items)]
     if any(c is None for c in cols):
         return None
-    seen: set[int] = set()
-    for k, c in enumerate(cols):
-        if c in seen:
-            raise BankError(
-                f"{key} lists column {items[k]!r} twice; each column at most once",
-                key=f"{key}[{k}]",
-                problem=f"lists column {items[k]!r} twice",
-                value=items[k],
-                allowed="each column at most once",
-            )
-        seen.add(c)  # type: ignore[arg-type]
+    k = next((j for j, c in enumerate(cols) if c in cols[:j]), None)  # the first column listed again
+    if k is not None:
+        raise BankError(
+            f"{key} lists column {items[k]!r} twice; each column at most once",
+            key=f"{key}[{k}]",
+            problem=f"lists column {items[k]!r} twice",
+            value=items[k],
+            allowed="each column at most once",
+        )
     return tuple(cols)  # type: ignore[arg-type]
 
 
@@ -90,16 +88,10 @@ def _feature_groups(
             return None if d is None else [(tuple(range(d)), "all")]
         if spec == "each":
             return None if d is None else [((j,), label((j,))) for j in range(d)]
-        hint = did_you_mean(spec, ["all", "each"])
-        raise BankError(
-            f"{key} must be 'all', 'each', a list of columns, a list of lists of columns or "
-            f"{{random_subsets: n, size: k, seed: s}}; got {spec!r}{hint}",
-            key=key,
-            problem="invalid value" + hint,
-            value=spec,
-            allowed="'all', 'each', a list of columns, a list of lists of columns or "
-            "{random_subsets: n, size: k, seed: s}",
+        allowed = (
+            "'all', 'each', a list of columns, a list of lists of columns or {random_subsets: n, size: k, seed: s}"
         )
+        raise _must(key, allowed, spec, did_you_mean(spec, ["all", "each"]))
     if isinstance(spec, (list, tuple)):
         if len(spec) == 0:
             raise _must(key, "a list of at least one column", [])

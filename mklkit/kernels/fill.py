@@ -14,14 +14,13 @@ from .functions import as_matrix, base_matrix
 
 
 class _ProgressReporter:
-    """Reports ``{"what", "done", "total", "elapsed_s"}`` to ``callback`` at most every 0.1 s and once at the end."""
+    """Reports ``{"what", "done", "total", "elapsed_s"}`` to ``callback`` at most every 0.1 s, and when all are done."""
 
     def __init__(self, total: int, label: str, progress: Any):
         self.total = total
         self.label = label
         self.callback = progress if callable(progress) else None
         self._last = 0.0
-        self._reported = -1
         self._t0 = time.monotonic()
 
     def update(self, done: int) -> None:
@@ -31,13 +30,7 @@ class _ProgressReporter:
         if done < self.total and now - self._last < 0.1:
             return
         self._last = now
-        self._reported = done
         self.callback({"what": self.label, "done": done, "total": self.total, "elapsed_s": now - self._t0})
-
-    def close(self) -> None:
-        """Report the end, unless the last update did."""
-        if self._reported < self.total:
-            self.update(self.total)
 
 
 def _dense_columns(X: Any, columns: np.ndarray, name: str) -> np.ndarray:
@@ -99,6 +92,7 @@ def _fill(
                 sub_key = spec.features
             func = spec.function
             target = out[m]
+            where = f"kernel {m} {spec.label!r}"
             if func.uses is not None:
                 key = (func.uses, spec.features)
                 if key != base_key:
@@ -107,30 +101,32 @@ def _fill(
                     base_key = key
                 res = func.from_base(base, out=target)
                 if res is not target:
-                    _check_result(res, target.shape, spec, m)
+                    _check_result(res, target.shape, where)
                     target[...] = res
             else:
                 res = func.gram(A) if B is None else func.gram(A, B)
-                _check_result(res, target.shape, spec, m)
+                _check_result(res, target.shape, where)
                 target[...] = res
                 if B is None:
                     scale = float(np.max(np.abs(target)))
                     asym = symmetrize_inplace(target)
                     if asym > 1e-8 * scale:
                         raise BankError(
-                            f"kernel {m} {spec.label!r}: gram(X) is not symmetric "
+                            f"{where}: gram(X) is not symmetric "
                             f"(max |K - K^T| = {asym:.3g}); a kernel function must be symmetric"
                         )
-            if not all_finite(target):
-                raise BankError(
-                    f"kernel {m} {spec.label!r} has NaN or infinite values (overflow?); standardise "
-                    "the features or change its parameters"
-                )
+            _check_finite(target, where)
             bar.update(m + 1)
-    bar.close()
 
 
-def _check_result(res: Any, shape: tuple[int, ...], spec: BankKernel, m: int) -> None:
+def _check_result(res: Any, shape: tuple[int, ...], where: str) -> None:
     if not isinstance(res, np.ndarray) or res.shape != shape:
         got = res.shape if isinstance(res, np.ndarray) else type(res).__name__
-        raise BankError(f"kernel {m} {spec.label!r}: gram() must return an array of shape {shape}; got {got}")
+        raise BankError(f"{where}: gram() must return an array of shape {shape}; got {got}")
+
+
+def _check_finite(G: np.ndarray, where: str) -> None:
+    if not all_finite(G):
+        raise BankError(
+            f"{where} has NaN or infinite values (overflow?); standardise the features or change its parameters"
+        )

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-import scipy.sparse as sp
 
 from .._jit.gram import all_finite
 from .description import BankError, _check_normalize
+from .precomputed import _dense_array, _names
 
 if TYPE_CHECKING:  # pragma: no cover
     from .factor import FactorBank
@@ -23,26 +23,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def _factor_matrix(L: Any, where: str, R: int | None = None) -> np.ndarray:
     """``L`` (n, R) as a finite float64 C-contiguous array; ``R``: the columns it must have."""
-    if sp.issparse(L):
-        raise BankError(
-            f"{where} must be a dense array; got a scipy.sparse {L.format} matrix of shape {L.shape}; "
-            "convert it with .toarray() (precomputed factors are held dense)"
-        )
-    A = np.asarray(L)
-    if A.dtype == object:
-        raise BankError(
-            f"{where} must be a numeric array; got dtype object (a Python object such as a "
-            "scipy.sparse matrix? convert it with .toarray())"
-        )
-    if A.dtype.kind not in "fiu":
-        raise BankError(f"{where} must be a real numeric array (float or int); got dtype {A.dtype}")
-    if A.ndim != 2:
-        raise BankError(f"{where} must be a 2-d array (samples x factor columns); got shape {A.shape}")
-    if A.size == 0:
-        raise BankError(f"{where} is empty; got shape {A.shape}")
+    A = _dense_array(L, where, 2, "samples x factor columns")
     if R is not None and A.shape[1] != R:
         raise BankError(f"{where} must have R = {R} columns like L_train; got shape {A.shape}")
-    A = np.ascontiguousarray(A, dtype=np.float64)
     if not all_finite(A):
         i, j = (int(v) for v in np.argwhere(~np.isfinite(A))[0])
         raise BankError(
@@ -95,15 +78,6 @@ def _layout(starts: Any, ranks: Any, R: int, where: str) -> np.ndarray:
     if int(r.sum()) != R:
         raise BankError(f"{where}: ranks must sum to R = {R} (the columns of L_train); got sum {int(r.sum())}")
     return np.concatenate([[0], np.cumsum(r)]).astype(np.int64)
-
-
-def _names(names: Any, M: int, where: str) -> list[str]:
-    if names is None:
-        return [f"k{m}" for m in range(M)]
-    nm = np.asarray(names)
-    if nm.ndim != 1 or nm.shape[0] != M:
-        raise BankError(f"{where}: names must have shape ({M},) (one per kernel); got {nm.shape}")
-    return [str(v) for v in nm]
 
 
 def _block_row_norms(LT: np.ndarray, starts: np.ndarray) -> np.ndarray:

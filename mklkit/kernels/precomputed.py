@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import zipfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._jit.gram import all_finite, divide_outer_inplace, symmetrize_inplace
 from ..components.params import did_you_mean
-from .description import BankError, _check_normalize
+from .description import BankError, _check_normalizable, _check_normalize
 
 if TYPE_CHECKING:  # pragma: no cover
     from .build import KernelBank
@@ -18,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 #: A given Gram matrix is refused as indefinite when its smallest eigenvalue is below ``-PSD_RTOL x |trace|``
 #: (rounding leaves about ``-1e-15 x trace``; an indefinite kernel makes the problem non-convex).
 PSD_RTOL = 1e-6
+_KERNEL_AXES = "kernels x rows x columns"
 
 
 def bank_from_precomputed(
@@ -33,40 +36,35 @@ def bank_from_precomputed(
     """A bank from given Gram matrices (M, N, N), checked (finite, ``max|K - Kᵀ| <= sym_rtol · max|K|``, then
     symmetrised; :func:`check_psd`) and normalised; errors name ``source``.  ``copy=False`` works in place."""
     normalize = _check_normalize(normalize)
-    where = source
-    K = _as_kernel_array(K, where, copy=copy)
+    K = _dense_array(K, source, 3, _KERNEL_AXES, copy=copy)
     if K.shape[1] != K.shape[2]:
-        raise BankError(f"{where} must have shape (M, N, N); got {K.shape}")
+        raise BankError(f"{source} must have shape (M, N, N); got {K.shape}")
     M = K.shape[0]
-    if names is not None and len(names) != M:
-        raise BankError(f"{where}: {len(names)} kernel names for {M} kernels")
-    _check_kernels(K, where, sym_rtol=sym_rtol, check_psd=check_psd, square=True, names=names)
-    if names is None:
-        names = [f"k{m}" for m in range(M)]
-    names = [str(n) for n in names]
-    traces = np.trace(K, axis1=1, axis2=2).astype(np.float64)
-    train_diag = None
-    if normalize == "trace":
-        bad = np.flatnonzero(~(traces > 0))
-        if bad.size:
-            raise BankError(
-                f"{where}[{bad[0]}] has trace {float(traces[bad[0]])!r}; unit-trace normalisation needs a positive trace"
-            )
-        K /= traces[:, None, None]
-    elif normalize == "diagonal":
-        train_diag = np.ascontiguousarray(np.diagonal(K, axis1=1, axis2=2))
-        bad = np.argwhere(~(train_diag > 0))
-        if bad.size:
-            m, i = (int(v) for v in bad[0])
-            raise BankError(
-                f"{where}[{m}] has K[{i}, {i}] = {float(train_diag[m, i])!r}; unit-diagonal normalisation "
-                "needs a positive diagonal"
-            )
-        for m in range(M):
-            s = np.sqrt(train_diag[m])
-            divide_outer_inplace(K[m], s, s)
-            np.fill_diagonal(K[m], 1.0)
-    return cls(K, names, None, normalize, traces, train_diag, source=source)
+    labels = _names(names, M, source)
+    _check_kernels(K, source, sym_rtol=sym_rtol, check_psd=check_psd, square=True, names=names)
+    traces, train_diag = _normalize_bank(K, [f"{source}[{m}]" for m in range(M)], normalize)
+    return cls(K, labels, None, normalize, traces, train_diag, source=source)
+
+
+def _normalize_bank(K: np.ndarray, where: Sequence[str], normalize: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """Normalise ``K`` in place; the traces before and (``"diagonal"``) the diagonals."""
+    M, N = K.shape[0], K.shape[1]
+    traces = np.empty(M)
+    train_diag = np.empty((M, N)) if normalize == "diagonal" else None
+    for m in range(M):
+        Km = K[m]
+        t = float(np.trace(Km))
+        traces[m] = t
+        dg = np.diagonal(Km).copy() if normalize == "diagonal" else None
+        _check_normalizable(where[m], normalize, t, dg)
+        if normalize == "trace":
+            Km /= t
+        elif normalize == "diagonal":
+            train_diag[m] = dg  # type: ignore[index]
+            s = np.sqrt(dg)
+            divide_outer_inplace(Km, s, s)
+            np.fill_diagonal(Km, 1.0)
+    return traces, train_diag
 
 
 def precomputed_from_npz(
@@ -84,41 +82,67 @@ def precomputed_from_npz(
     """
     p = os.fspath(path)
     arrays = _read_npz(p)
-    K_train = _as_kernel_array(arrays["K_train"], f"{p}: K_train", copy=False)
+    K_train = _dense_array(arrays["K_train"], f"{p}: K_train", 3, _KERNEL_AXES)
     if K_train.shape[1] != K_train.shape[2]:
         raise BankError(f"{p}: K_train must have shape (M, N, N); got {K_train.shape}")
     M, N = K_train.shape[0], K_train.shape[1]
     y_train = _labels(arrays["y_train"], f"{p}: y_train", N)
-    names = _npz_names(arrays, p, M)
-    K_test, y_test = _npz_test(arrays, p, K_train.shape)
+    names = _names(arrays["names"], M, p) if "names" in arrays else None
     bank = cls.from_precomputed(K_train, names, normalize, sym_rtol, check_psd, source=f"{p}: K_train", copy=False)
     bank.source = p
-    test_diag = None
-    if K_test is not None:
-        test_diag = _normalize_npz_test(bank, arrays, p, K_test, normalize)
-    elif "K_test_diag" in arrays:
-        raise BankError(f"{p}: K_test_diag is given without K_test")
+    K_test, y_test, test_diag = _npz_test(arrays, p, bank, normalize)
     return PrecomputedKernels(bank=bank, y_train=y_train, K_test=K_test, y_test=y_test, source=p, test_diag=test_diag)
 
 
+#: The arrays a precomputed-kernel ``.npz`` may hold, those it must, and (array, the one it needs).
+KERNEL_ARRAYS = ("K_train", "y_train", "K_test", "y_test", "names", "K_test_diag")
+KERNEL_PAIRS = (("y_test", "K_test", ""), ("K_test_diag", "K_test", ""))
+
+
 def _read_npz(p: str) -> dict[str, np.ndarray]:
-    """The arrays of the ``.npz`` file ``p``, all of them known and the required ones there."""
+    """The arrays of the ``.npz`` file ``p``, checked by :func:`_npz_headers` and :func:`_check_arrays` first."""
+    heads = _npz_headers(p, "kernel", "np.savez(path, K_train=..., y_train=...)")
+    _check_arrays(p, heads, ("K_train", "y_train"), KERNEL_ARRAYS, KERNEL_PAIRS)
+    with np.load(p, allow_pickle=False) as z:
+        return {k: z[k] for k in heads}
+
+
+def _npz_headers(p: str, what: str, example: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """``{array name: (shape, dtype)}`` of the ``.npz`` file ``p``, read from the ``.npy`` headers only."""
+    from numpy.lib import format as npy
+
     if not os.path.isfile(p):
-        raise BankError(f"{p}: precomputed kernel file not found")
+        raise BankError(f"{p}: precomputed {what} file not found")
+    if not zipfile.is_zipfile(p):
+        with open(p, "rb") as f:
+            kind = "a single .npy array" if f.read(6) == b"\x93NUMPY" else "not a zip archive"
+        raise BankError(f"{p}: cannot read as NPZ ({kind}); save the arrays with {example}")
+    out = {}
     try:
-        z = np.load(p, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+        with zipfile.ZipFile(p) as zf:
+            for info in zf.infolist():
+                if not info.filename.endswith(".npy"):
+                    continue
+                with zf.open(info) as f:
+                    version = npy.read_magic(f)
+                    read = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+                    shape, _, dtype = read(f)
+                out[info.filename[:-4]] = (tuple(int(n) for n in shape), dtype)
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
         raise BankError(f"{p}: cannot read as NPZ ({exc})") from None
-    with z:
-        keys = list(z.files)
-        _check_npz_keys(
-            p, keys, ("K_train", "y_train"), ("K_train", "y_train", "K_test", "y_test", "names", "K_test_diag")
-        )
-        return {k: z[k] for k in keys}
+    return out
 
 
-def _check_npz_keys(p: str, keys: list[str], required: tuple[str, ...], allowed: tuple[str, ...]) -> None:
-    """Refuse a file without the ``required`` arrays or with one not ``allowed``."""
+def _check_arrays(
+    p: str,
+    heads: dict[str, tuple[tuple[int, ...], np.dtype]],
+    required: tuple[str, ...],
+    allowed: tuple[str, ...],
+    pairs: tuple[tuple[str, str, str], ...],
+) -> None:
+    """Refuse a file without the ``required`` arrays, with one not ``allowed``, one that cannot be a numeric
+    array (pickled objects, strings: from its header), or an array of ``pairs`` without the one it needs."""
+    keys = list(heads)
     missing = [k for k in required if k not in keys]
     if missing:
         raise BankError(
@@ -130,43 +154,49 @@ def _check_npz_keys(p: str, keys: list[str], required: tuple[str, ...], allowed:
         raise BankError(
             f"{p}: unknown array {unknown[0]!r}{did_you_mean(unknown[0], list(allowed))}; allowed: {', '.join(allowed)}"
         )
+    for name, (shape, dtype) in heads.items():
+        if dtype.hasobject and name == "names":
+            raise BankError(
+                f"{p}: names has dtype object; save the names as a string array (np.array(names, dtype=str))"
+            )
+        if dtype.hasobject and shape == ():
+            raise BankError(
+                f"{p}: {name} must be a dense numeric array; got a pickled Python object (a "
+                f"scipy.sparse matrix saved with np.savez?); save {name}.toarray() instead"
+            )
+        if dtype.hasobject:
+            raise BankError(f"{p}: {name} must be a dense numeric array; got dtype object of shape {shape}")
+        if name != "names" and dtype.kind not in "fiub":
+            raise BankError(f"{p}: {name} must be a real numeric array; got dtype {dtype} of shape {shape}")
+    for name, needs, note in pairs:
+        if name in keys and needs not in keys:
+            raise BankError(f"{p}: {name} is given without {needs}{note}")
 
 
-def _npz_names(arrays: dict[str, np.ndarray], p: str, M: int) -> list[str] | None:
-    """The kernel names of the file, or ``None``."""
-    if "names" not in arrays:
-        return None
-    nm = arrays["names"]
+def _names(names: Any, M: int, where: str) -> list[str]:
+    """The kernel names (default ``k0``, ``k1``, ...), one per kernel."""
+    if names is None:
+        return [f"k{m}" for m in range(M)]
+    nm = np.asarray(names)
     if nm.ndim != 1 or nm.shape[0] != M:
-        raise BankError(f"{p}: names must have shape ({M},) (one per kernel); got {nm.shape}")
+        raise BankError(f"{where}: names must have shape ({M},) (one per kernel); got {nm.shape}")
     return [str(v) for v in nm]
 
 
 def _npz_test(
-    arrays: dict[str, np.ndarray], p: str, train_shape: tuple[int, ...]
-) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """``K_test`` (checked against ``K_train``) and ``y_test`` of the file, each ``None`` when absent."""
-    M, N = train_shape[0], train_shape[1]
-    K_test = y_test = None
-    if "K_test" in arrays:
-        K_test = _as_kernel_array(arrays["K_test"], f"{p}: K_test", copy=False)
-        if K_test.shape[0] != M or K_test.shape[2] != N:
-            raise BankError(
-                f"{p}: K_test must have shape ({M}, N_test, {N}) to match K_train {train_shape}; got {K_test.shape}"
-            )
-        _check_kernels(K_test, f"{p}: K_test", square=False)
-    if "y_test" in arrays:
-        if K_test is None:
-            raise BankError(f"{p}: y_test is given without K_test")
-        y_test = _labels(arrays["y_test"], f"{p}: y_test", K_test.shape[1])
-    return K_test, y_test
-
-
-def _normalize_npz_test(
-    bank: "KernelBank", arrays: dict[str, np.ndarray], p: str, K_test: np.ndarray, normalize: str
-) -> np.ndarray | None:
-    """Normalise ``K_test`` in place like ``bank``; the file's ``K_test_diag``, or ``None``."""
-    M = bank.n_kernels
+    arrays: dict[str, np.ndarray], p: str, bank: "KernelBank", normalize: str
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """``K_test`` checked and normalised in place like ``bank``, ``y_test`` and ``K_test_diag`` (or ``None``)."""
+    if "K_test" not in arrays:
+        return None, None, None
+    M, N = bank.n_kernels, bank.n_samples
+    K_test = _dense_array(arrays["K_test"], f"{p}: K_test", 3, _KERNEL_AXES)
+    if K_test.shape[0] != M or K_test.shape[2] != N:
+        raise BankError(
+            f"{p}: K_test must have shape ({M}, N_test, {N}) to match K_train {bank.K.shape}; got {K_test.shape}"
+        )
+    _check_kernels(K_test, f"{p}: K_test", square=False)
+    y_test = _labels(arrays["y_test"], f"{p}: y_test", K_test.shape[1]) if "y_test" in arrays else None
     test_diag = None
     if "K_test_diag" in arrays:
         test_diag = np.asarray(arrays["K_test_diag"], dtype=np.float64)
@@ -181,7 +211,7 @@ def _normalize_npz_test(
         bank.normalize_cross(K_test, test_diag)
     except BankError as exc:
         raise BankError(f"{p}: K_test: {exc}") from None
-    return test_diag
+    return K_test, y_test, test_diag
 
 
 @dataclass
@@ -198,14 +228,25 @@ class PrecomputedKernels:
     test_diag: np.ndarray | None = None
 
 
-def _as_kernel_array(K: Any, where: str, copy: bool = True) -> np.ndarray:
-    A = np.asarray(K)
-    if A.ndim != 3:
-        raise BankError(f"{where} must be a 3-d array (kernels x rows x columns); got shape {A.shape}")
+def _dense_array(A: Any, where: str, ndim: int, axes: str, copy: bool = False) -> np.ndarray:
+    """``A`` as a non-empty C-contiguous float64 array of ``ndim`` dimensions (``axes``), a copy when ``copy``."""
+    if sp.issparse(A):
+        raise BankError(
+            f"{where} must be a dense array; got a scipy.sparse {A.format} matrix of shape {A.shape}; "
+            "convert it with .toarray() (precomputed kernels and factors are held dense)"
+        )
+    A = np.asarray(A)
+    if A.dtype == object:
+        raise BankError(
+            f"{where} must be a numeric array; got dtype object (a Python object such as a "
+            "scipy.sparse matrix? convert it with .toarray())"
+        )
+    if A.dtype.kind not in "fiu":
+        raise BankError(f"{where} must be a real numeric array (float or int); got dtype {A.dtype}")
+    if A.ndim != ndim:
+        raise BankError(f"{where} must be a {ndim}-d array ({axes}); got shape {A.shape}")
     if A.size == 0:
         raise BankError(f"{where} is empty; got shape {A.shape}")
-    if not (np.issubdtype(A.dtype, np.floating) or np.issubdtype(A.dtype, np.integer)):
-        raise BankError(f"{where} must be numeric; got dtype {A.dtype}")
     if copy:
         return np.array(A, dtype=np.float64, order="C", copy=True)
     return np.ascontiguousarray(A, dtype=np.float64)

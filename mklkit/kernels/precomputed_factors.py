@@ -7,19 +7,22 @@ array, and the arrays as :func:`~mklkit.kernels.given_factors.bank_from_factors`
 from __future__ import annotations
 
 import os
-import zipfile
 from dataclasses import dataclass
 
 import numpy as np
 
 from .description import DEFAULT_MEMORY_BUDGET, BankError, _check_normalize
 from .factor import FactorBank
-from .given_factors import _factor_matrix, _layout, _names, _normalization, _one_layout
+from .given_factors import _factor_matrix, _layout, _normalization, _one_layout
 from .memory import format_bytes
-from .precomputed import _check_npz_keys, _labels
+from .precomputed import _check_arrays, _labels, _names, _npz_headers
 
-#: The arrays a precomputed-factor ``.npz`` may hold.
+#: The arrays a precomputed-factor ``.npz`` may hold, and (array, the one it needs).
 FACTOR_ARRAYS: tuple[str, ...] = ("L_train", "starts", "ranks", "y_train", "L_test", "y_test", "names")
+FACTOR_PAIRS = (
+    ("L_test", "y_test", "; give both, or neither (then the rows of L_train are split)"),
+    ("y_test", "L_test", ""),
+)
 
 
 @dataclass
@@ -42,41 +45,6 @@ class PrecomputedFactors:
         )
 
 
-def _headers(p: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-    """``{array name: (shape, dtype)}`` of an ``.npz``, read from the ``.npy`` headers only."""
-    from numpy.lib import format as npy
-
-    out = {}
-    with zipfile.ZipFile(p) as zf:
-        for info in zf.infolist():
-            name = info.filename
-            if not name.endswith(".npy"):
-                continue
-            with zf.open(info) as f:
-                version = npy.read_magic(f)
-                read = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
-                shape, _, dtype = read(f)
-            out[name[:-4]] = (tuple(int(n) for n in shape), dtype)
-    return out
-
-
-def _check_header(p: str, name: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
-    """Refuse what cannot be a numeric array before loading it (pickled objects, strings)."""
-    if dtype.hasobject:
-        if name == "names":
-            raise BankError(
-                f"{p}: names has dtype object; save the names as a string array (np.array(names, dtype=str))"
-            )
-        if shape == ():
-            raise BankError(
-                f"{p}: {name} must be a dense numeric array; got a pickled Python object (a "
-                f"scipy.sparse matrix saved with np.savez?); save {name}.toarray() instead"
-            )
-        raise BankError(f"{p}: {name} must be a dense numeric array; got dtype object of shape {shape}")
-    if name != "names" and dtype.kind not in "fiub":
-        raise BankError(f"{p}: {name} must be a real numeric array; got dtype {dtype} of shape {shape}")
-
-
 def load_precomputed_factors(
     path: str | os.PathLike[str], memory_budget: float | None = None, normalize: str | None = None
 ) -> PrecomputedFactors:
@@ -89,20 +57,7 @@ def load_precomputed_factors(
     the file and the array (key ``memory_budget`` when the factors do not fit).
     """
     p = os.fspath(path)
-    if not os.path.isfile(p):
-        raise BankError(f"{p}: precomputed factor file not found")
-    if not zipfile.is_zipfile(p):
-        with open(p, "rb") as f:
-            npy = f.read(6) == b"\x93NUMPY"
-        what = "a single .npy array" if npy else "not a zip archive"
-        raise BankError(
-            f"{p}: cannot read as NPZ ({what}); save the arrays with "
-            "np.savez(path, L_train=..., starts=..., y_train=...)"
-        )
-    try:
-        heads = _headers(p)
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise BankError(f"{p}: cannot read as NPZ ({exc})") from None
+    heads = _npz_headers(p, "factor", "np.savez(path, L_train=..., starts=..., y_train=...)")
     keys = list(heads)
     if {"indptr", "indices", "data", "format", "shape"} <= set(keys):
         raise BankError(
@@ -110,16 +65,8 @@ def load_precomputed_factors(
             "arrays; L_train must be a dense array: save np.savez(path, L_train=L.toarray(), "
             "starts=..., y_train=...)"
         )
-    _check_npz_keys(p, keys, ("L_train", "y_train"), FACTOR_ARRAYS)
-    for k in keys:
-        _check_header(p, k, *heads[k])
+    _check_arrays(p, heads, ("L_train", "y_train"), FACTOR_ARRAYS, FACTOR_PAIRS)
     _one_layout("starts" in keys, "ranks" in keys, p)
-    if "L_test" in keys and "y_test" not in keys:
-        raise BankError(
-            f"{p}: L_test is given without y_test; give both, or neither (then the rows of L_train are split)"
-        )
-    if "y_test" in keys and "L_test" not in keys:
-        raise BankError(f"{p}: y_test is given without L_test")
     _check_memory(p, heads, memory_budget)
     with np.load(p, allow_pickle=False) as z:
         L = _factor_matrix(z["L_train"], f"{p}: L_train")

@@ -1,6 +1,6 @@
 """A Gram bank whose kernels are built and kept on Dask workers, one contiguous shard per worker.
 
-Each worker builds its shard (:mod:`mklkit.kernels.shard`) from the training points and its kernels'
+Each worker builds its shard (a Dask actor) from the training points and its kernels'
 entries (resolved on the client, so χ² widths and random subsets are those of the whole description);
 every :class:`~mklkit.kernels.ops.GramBank` operation runs on the shards (SpicyMKL §3.5.2, eqs.
 49–50) and only vectors, per-kernel scalars and Hessian pieces travel.  ``dask.distributed`` (the
@@ -10,6 +10,7 @@ every :class:`~mklkit.kernels.ops.GramBank` operation runs on the shards (SpicyM
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -18,8 +19,7 @@ import numpy as np
 from .build import KernelBank, _training_points
 from .description import DEFAULT_MEMORY_BUDGET, BankError, Resolver, expand_bank
 from .memory import estimate_bytes, format_bytes
-from .ops import GramBank, _vec
-from .shard import _Shard
+from .ops import ArrayBank, GramBank, _vec
 
 __all__ = ["ShardedBank", "ShardLostError", "CommStats"]
 
@@ -100,6 +100,68 @@ def _shard_budgets(
             )
         budgets.append(limit)
     return budgets
+
+
+class _Shard(ArrayBank):
+    """The kernels ``lo .. lo + M_w - 1`` of a bank, built and held on one worker (a Dask actor)."""
+
+    def __init__(
+        self,
+        X: Any,
+        entries: list[dict[str, Any]],
+        normalize: str,
+        lo: int,
+        memory_budget_bytes: float | None,
+        resolve: Any,
+    ) -> None:
+        bank = KernelBank.build(
+            X, entries, normalize=normalize, progress=False, memory_budget_bytes=memory_budget_bytes, resolve=resolve
+        )
+        super().__init__(bank.K)
+        self.lo = int(lo)
+        self.raw_traces = np.asarray(bank.traces, dtype=np.float64)
+        self.raw_diag = bank.train_diag
+
+    def info(self) -> dict[str, Any]:
+        from distributed import get_worker
+
+        try:
+            address = get_worker().address
+        except ValueError:
+            address = ""
+        return {
+            "lo": self.lo,
+            "n_kernels": int(self.K.shape[0]),
+            "nbytes": int(self.K.nbytes),
+            "pid": os.getpid(),
+            "worker": address,
+        }
+
+    def constants(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The shard's traces and (``"diagonal"``) diagonals before normalisation."""
+        return self.raw_traces, self.raw_diag
+
+    def direction_products(self, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r""":math:`K_m d` and :math:`d^\top K_m d` (the forms with ρ are made by the client)."""
+        KD = self.matvecs(d)
+        return KD, KD @ d
+
+    def hessian(self, s: np.ndarray, KR: np.ndarray, t: np.ndarray, idx: np.ndarray, block: int) -> np.ndarray:
+        N = self.K.shape[1]
+        H = np.zeros((N, N))
+        self.accumulate_hessian(H, idx, s, KR, t, block)
+        return H
+
+    def _rows(self, A: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        full = np.zeros((self.K.shape[0], self.K.shape[1]))
+        full[idx] = A
+        return full
+
+    def rows_block_norms(self, A: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return self.block_norms(self._rows(A, idx))
+
+    def rows_combine(self, A: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return self.combine(self._rows(A, idx), idx)
 
 
 class ShardedBank(GramBank):
@@ -262,7 +324,7 @@ class ShardedBank(GramBank):
 
     def gather(self) -> np.ndarray:
         """The whole (M, N, N) array, fetched from the workers (for tests and small banks)."""
-        return np.concatenate(self._all("gather"), axis=0)
+        return np.concatenate(self._all("as_array"), axis=0)
 
     def cross_bank(self) -> KernelBank:
         """A :class:`KernelBank` without Gram matrices that computes this bank's test kernels locally."""
@@ -299,11 +361,11 @@ class ShardedBank(GramBank):
         return KD, KR @ d, e
 
     def _on_shards(self, method: str, idx: np.ndarray, *arrays: Any, extra: tuple = ()) -> tuple[dict, dict]:
-        """Run ``method(local idx, rows of arrays..., *extra)`` on the shards holding the kernels ``idx``;
+        """Run ``method(rows of arrays..., local idx, *extra)`` on the shards holding the kernels ``idx``;
         the positions into ``idx`` of each shard's kernels, and the results by shard."""
         groups = self._split(idx)
         args = {
-            w: (np.ascontiguousarray(idx[p] - self.bounds[w]), *(np.ascontiguousarray(a[p]) for a in arrays), *extra)
+            w: (*(np.ascontiguousarray(a[p]) for a in arrays), np.ascontiguousarray(idx[p] - self.bounds[w]), *extra)
             for w, p in groups.items()
         }
         return groups, self._call(method, args)
@@ -326,7 +388,7 @@ class ShardedBank(GramBank):
         alpha = _vec(alpha)
         idx = np.flatnonzero(np.any(alpha != 0.0, axis=1)).astype(np.int64)
         out = np.zeros(self.shape[0])
-        for w, norms in self._on_shards("block_norms", idx, alpha[idx])[1].items():
+        for w, norms in self._on_shards("rows_block_norms", idx, alpha[idx])[1].items():
             out[self.bounds[w] : self.bounds[w + 1]] = norms
         return out
 
@@ -336,6 +398,6 @@ class ShardedBank(GramBank):
     def combine(self, alpha: np.ndarray, idx: np.ndarray) -> np.ndarray:
         idx = np.asarray(idx, dtype=np.int64)
         out = np.zeros(self.shape[1])
-        for w, part in sorted(self._on_shards("combine", idx, _vec(alpha)[idx])[1].items()):
+        for w, part in sorted(self._on_shards("rows_combine", idx, _vec(alpha)[idx])[1].items()):
             out += part
         return out

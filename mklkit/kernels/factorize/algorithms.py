@@ -11,8 +11,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import solve_triangular
 
-from ..._jit.gram import all_finite, divide_outer_inplace
+from ..._jit.gram import divide_outer_inplace
 from ..description import BankError, BankKernel
+from ..fill import _check_finite, _check_result
 from ..functions import KernelFunction, Linear, Poly
 from .points import _Groups, _new_points
 
@@ -106,15 +107,10 @@ def _kernel_rows(
     given (zero where :math:`d_B = 0`); ``base``: the base matrix of ``A`` against ``B``, overwritten."""
     with np.errstate(over="ignore", invalid="ignore"):
         G = func.gram(A, B) if base is None else func.from_base(base, out=base)
-    if not isinstance(G, np.ndarray) or G.shape != (A.shape[0], B.shape[0]):
-        got = G.shape if isinstance(G, np.ndarray) else type(G).__name__
-        raise BankError(f"kernel {label!r}: gram() must return an array of shape {(A.shape[0], B.shape[0])}; got {got}")
+    _check_result(G, (A.shape[0], B.shape[0]), f"kernel {label!r}")
     G = np.ascontiguousarray(G, dtype=np.float64)
-    if G.size and not all_finite(G):
-        raise BankError(
-            f"kernel {label!r} has NaN or infinite values (overflow?); standardise the "
-            "features or change its parameters"
-        )
+    if G.size:
+        _check_finite(G, f"kernel {label!r}")
     if dA is not None and dB is not None:
         sB = np.sqrt(dB)
         zero = sB == 0.0
@@ -163,16 +159,11 @@ class FactorMap:
 
     def _block(self, kf: KernelFactor, groups: _Groups) -> Any:
         """Rows of :math:`L_m(X_{new})^\\top` for one kernel, (r_m, n_new)."""
-        if kf.method in ("linear", "poly_map"):
-            B, _ = _exact_rows(kf, groups, self.normalize == "diagonal", "X_new")
-        else:
-            assert kf.points is not None and kf.basis is not None
-            C = _new_kernel_rows(kf, kf.points, groups, self.normalize)
-            if kf.method == "pivoted_cholesky":
-                B = solve_triangular(kf.basis, C, lower=True, check_finite=False)
-            else:
-                B = kf.basis.T @ C
-            B = np.ascontiguousarray(B)
+        B = _new_rows(kf, kf.points, groups, self.normalize)
+        if kf.method == "pivoted_cholesky":
+            B = np.ascontiguousarray(solve_triangular(kf.basis, B, lower=True, check_finite=False))
+        elif kf.method == "nystrom":
+            B = np.ascontiguousarray(kf.basis.T @ B)  # type: ignore[union-attr]
         return B * kf.scale if kf.scale != 1.0 else B
 
     def fold(self, kernels: Sequence[int], beta: np.ndarray) -> "FoldedFactorMap":
@@ -233,19 +224,17 @@ class FoldedFactorMap:
         groups = _Groups(X)
         out = np.zeros((X.shape[0], self.n_outputs))
         for kf, w in zip(self.kernels, self.weights):
-            if kf.method in ("linear", "poly_map"):
-                B, _ = _exact_rows(kf, groups, self.normalize == "diagonal", "X_new")
-            else:
-                assert kf.points is not None
-                P = kf.points.toarray() if sp.issparse(kf.points) else kf.points
-                B = _new_kernel_rows(kf, P, groups, self.normalize)
-            part = np.asarray(B.T @ w, dtype=np.float64)
+            P = kf.points.toarray() if sp.issparse(kf.points) else kf.points
+            part = np.asarray(_new_rows(kf, P, groups, self.normalize).T @ w, dtype=np.float64)
             out += part * kf.scale if kf.scale != 1.0 else part
         return out
 
 
-def _new_kernel_rows(kf: KernelFactor, P: np.ndarray, groups: _Groups, normalize: str) -> np.ndarray:
-    """Kernel rows of the pivots or landmarks ``P`` against new points, normalised for ``"diagonal"``."""
+def _new_rows(kf: KernelFactor, P: Any, groups: _Groups, normalize: str) -> Any:
+    """Rows of new points before the basis and ``kf.scale``: the exact map, or the kernel rows of the pivots
+    or landmarks ``P`` against them; normalised for ``"diagonal"``."""
+    if kf.method in ("linear", "poly_map"):
+        return _exact_rows(kf, groups, normalize == "diagonal", "X_new")[0]
     spec = kf.spec
     A = groups.dense(spec.features)
     dnew = _diag(spec.function, A, spec.label, "X_new") if normalize == "diagonal" else None

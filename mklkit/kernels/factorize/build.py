@@ -17,8 +17,7 @@ from ..description import DEFAULT_MEMORY_BUDGET, BankKernel, Resolver, expand_ba
 from ..factor import FactorBank
 from ..functions import Linear
 from .algorithms import FactorMap, KernelFactor, _exact_dim
-from .lowrank import _BATCH, _Approx, _Budget
-from .per_kernel import _factor_one, _Factorization
+from .per_kernel import _BATCH, _Approx, _Budget, _factor_one, _Factorization
 from .points import _as_points, _Groups
 from .settings import (
     APPROX_METHODS,
@@ -52,8 +51,12 @@ def rank_that_fits(specs: Sequence[BankKernel], N: int, budget: float, max_exact
     """The largest rank per approximated kernel (``method="auto"``) that fits ``budget`` bytes; 0 when none."""
     approx = [s for s in specs if exact_rank(s, max_exact_dim) is None]
     exact = 8 * N * sum(exact_rank(s, max_exact_dim) or 0 for s in specs)
-    free = budget - exact - _working_bytes(N, approx)
-    return max(0, int(free // (8 * N * max(len(approx), 1))))
+    return _fair_rank(budget - exact - _working_bytes(N, approx), N, len(approx))
+
+
+def _fair_rank(free: float, N: int, n_approx: int) -> int:
+    """The rank each of ``n_approx`` approximated kernels gets of ``free`` bytes."""
+    return max(0, int(free // (8 * N * max(n_approx, 1))))
 
 
 def _choose_method(spec: BankKernel, m: int, method: str, rank: int | None, max_exact_dim: int, root: str) -> str:
@@ -153,11 +156,7 @@ def build_factor_bank(
     rank, exact_bytes, working, fair_rank = _fit_budget(specs, kinds, X, sparse_bank, rank, limit, root)
     N, d = X.shape
     t0 = time.perf_counter()
-    budget = _Budget(limit, N, root)
-    budget.take(exact_bytes)
-    run = _Factorization(
-        normalize, rank, float(tol), _order(seed, N), budget, working, fair_rank, root, weights=_weights(sample_weight)
-    )
+    run = _run(normalize, rank, tol, seed, N, limit, exact_bytes, working, fair_rank, root, sample_weight)
     groups = _Groups(X)
     factors: list[KernelFactor] = []
     blocks: list[Any] = []
@@ -180,13 +179,25 @@ def build_factor_bank(
     return out
 
 
-def _order(seed: int, N: int) -> np.ndarray:
-    """The order in which Nyström takes its landmarks."""
-    return np.random.default_rng(np.random.SeedSequence(int(seed))).permutation(N)
-
-
-def _weights(sample_weight: np.ndarray | None) -> np.ndarray | None:
-    return None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+def _run(
+    normalize: str,
+    rank: int | None,
+    tol: float,
+    seed: int,
+    N: int,
+    limit: float,
+    held: int,
+    working: int,
+    fair_rank: int,
+    root: str,
+    sample_weight: np.ndarray | None,
+) -> _Factorization:
+    """The state of one factorization, with ``held`` bytes of the budget ``limit`` taken."""
+    budget = _Budget(limit, N)
+    budget.take(held)
+    order = np.random.default_rng(np.random.SeedSequence(int(seed))).permutation(N)
+    weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    return _Factorization(normalize, rank, float(tol), order, budget, working, fair_rank, root, weights=weights)
 
 
 def _points_and_specs(bank: Any, X: Any, feature_names: Any, resolve: Any) -> tuple[Any, list[BankKernel]]:
@@ -235,7 +246,7 @@ def _fit_budget(
                 f"but memory_budget is {format_bytes(limit)}; raise memory_budget"
             )
         raise FactorError(f"{_budget_key(root)}: {what}", key=_budget_key(root), problem=what)
-    fair_rank = int((limit - exact_bytes - working) // (8 * N * max(len(approx), 1)))
+    fair_rank = _fair_rank(limit - exact_bytes - working, N, len(approx))
     if rank is not None and approx:
         rank = _rank_within_budget(rank, len(approx), N, exact_bytes + working, fair_rank, limit, root)
     return rank, exact_bytes, working, fair_rank
@@ -320,20 +331,8 @@ def refactor_kernels(
     old = bank.ranks
     kept = 8 * N * int(old.sum() - old[which].sum())
     working = _working_bytes(N, [fmap.kernels[m].spec for m in which])
-    budget = _Budget(limit, N, "")
-    budget.take(kept)
-    fair_rank = max(0, int((limit - kept - working) // (8 * N * max(len(which), 1))))
-    run = _Factorization(
-        fmap.normalize,
-        None,
-        float(tol),
-        _order(seed, N),
-        budget,
-        working,
-        fair_rank,
-        "",
-        weights=_weights(sample_weight),
-    )
+    fair_rank = _fair_rank(limit - kept - working, N, len(which))
+    run = _run(fmap.normalize, None, tol, seed, N, limit, kept, working, fair_rank, "", sample_weight)
     groups = _Groups(X)
     factors = list(fmap.kernels)
     blocks: list[Any] = [bank.LT[bank.starts[m] : bank.starts[m + 1]] for m in range(M)]

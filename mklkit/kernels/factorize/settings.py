@@ -11,6 +11,8 @@ import numpy as np
 
 from ...components.params import did_you_mean
 from ..description import DEFAULT_MEMORY_BUDGET, NORMALIZATIONS, BankError
+from ..errors import _must
+from ..features import _is_int
 
 #: The factorization methods of :func:`~mklkit.kernels.factorize.build_factor_bank`.
 METHODS = ("auto", "exact", "pivoted_cholesky", "nystrom")
@@ -78,26 +80,15 @@ def _budget_key(root: str) -> str:
     return _key(root.rpartition(".")[0], "memory_budget")
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
 def _is_real(v: Any) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
 
 
-def _bad(root: str, name: str, allowed: str, value: Any, hint: str = "") -> FactorError:
-    key = _key(root, name)
-    return FactorError(
-        f"{key} must be {allowed}; got {value!r}{hint}",
-        key=key,
-        problem="invalid value" + hint,
-        value=value,
-        allowed=allowed,
-    )
+def _bad(root: str, name: str, allowed: str, value: Any, hint: str = "") -> BankError:
+    return _must(_key(root, name), allowed, value, hint, cls=FactorError)
 
 
-def _one_of(root: str, name: str, value: Any, choices: tuple[str, ...]) -> FactorError:
+def _one_of(root: str, name: str, value: Any, choices: tuple[str, ...]) -> BankError:
     allowed = f"one of {', '.join(map(repr, choices))}"
     return _bad(root, name, allowed, value, did_you_mean(str(value), list(choices)))
 
