@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -162,14 +163,4 @@ def _kit_problem(
 
 def with_C(problem: Any, C: float) -> Any:
     """The same problem at another ``C``, a new object (engines may keep state on the old one)."""
-    return Problem(
-        K=problem.__dict__["_K"],
-        y=problem.y,
-        loss=problem.loss,
-        regularizer=problem.regularizer,
-        C=C,
-        bias=problem.bias,
-        kernel_names=problem.kernel_names,
-        extra=dict(problem.extra),
-        sample_weight=problem.sample_weight,
-    )
+    return dataclasses.replace(problem, K=problem.__dict__["_K"], C=C, extra=dict(problem.extra))

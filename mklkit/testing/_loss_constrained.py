@@ -26,30 +26,17 @@ def _loss_constrained(
     Ba, B = int(loss.n_aux), int(loss.n_cons)
     W = 1 + Ba
     ident = r.identity("constrained_shapes")
-    ut0 = np.zeros((n, Ba))
-    shapes = {
-        "l0": (n,),
-        "l0_grad": (n, W),
-        "l0_hess": (n, W, W),
-        "cons": (n, B),
-        "cons_grad": (n, B, W),
-        "cons_hess": (n, B, W, W),
-    }
-    outs = {}
-    for name, shp in shapes.items():
-        out = getattr(cc, name)(y, P.u, _f64(ut0), p)
-        outs[name] = _check_output(ident, f"{name}(y, u, ut)", out, shp, {"y": y, "u": P.u})
-    if any(v is None for v in outs.values()):
+    tails = {"l0": (), "l0_grad": (W,), "l0_hess": (W, W), "cons": (B,), "cons_grad": (B, W), "cons_hess": (B, W, W)}
+    ut0 = _f64(np.zeros((n, Ba)))
+    outs = [
+        _check_output(ident, f"{name}(y, u, ut)", getattr(cc, name)(y, P.u, ut0, p), (n, *tail), {"y": y, "u": P.u})
+        for name, tail in tails.items()
+    ]
+    if any(out is None for out in outs):
         return
     r.run(["constrained_value", "constrained_feasibility"], _constrained_value, r, loss, P, rtol, atol)
     derivs = ["l0_grad_fd", "l0_hess_fd", "cons_grad_fd", "cons_hess_fd", "constrained_convexity"]
     r.run(derivs, _constrained_derivs, r, loss, P, rtol, atol, rng)
-
-
-def _affine(cc: ConstrainedConjugate, y, u, ut, p) -> bool:
-    return np.all(_cons_call(cc, "l0_hess", y, u, ut, p) == 0.0) and np.all(
-        _cons_call(cc, "cons_hess", y, u, ut, p) == 0.0
-    )
 
 
 def _solve_constrained(
@@ -123,7 +110,8 @@ def _constrained_value(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol:
     ident = r.identity("constrained_value")
     feas = r.identity("constrained_feasibility")
     ys_in, us_in = P.with_ends()
-    affine = _affine(cc, ys_in, us_in, np.zeros((ys_in.size, Ba)), p)
+    ut = np.zeros((ys_in.size, Ba))
+    affine = all(np.all(_cons_call(cc, name, ys_in, us_in, ut, p) == 0.0) for name in ("l0_hess", "cons_hess"))
     cv = _arr(k.conj(_f64(ys_in), _f64(us_in), p))
     solved = [_solve_constrained(cc, p, float(yi), float(ui), Ba, affine) for yi, ui in zip(ys_in, us_in)]
     status = [st for st, _, _ in solved]

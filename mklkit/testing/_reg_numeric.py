@@ -10,25 +10,22 @@ import numpy as np
 
 from ..components.base import RegularizerJit
 from ._common import (
-    _sup_checks,
-    _sup_within,
-    _sum_identity,
     _EPS,
     _ROUND,
     _arr,
-    _attained,
-    _best,
     _by_C,
     _central_by_C,
     _compare_fd,
     _f64,
     _fin,
-    _grid_sup,
     _RegPoints,
-    _RegView,
     _scalar_min,
     _sensitivity,
     _steps,
+    _sum_identity,
+    _sup_checks,
+    _sup_one,
+    _sup_within,
     _tol,
     _ulps,
 )
@@ -104,7 +101,7 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     k, p = reg.jit, P.p
     v = np.concatenate([[0.0], P.v])
     C = np.concatenate([[P.Cs[0]], P.C])
-    Pv = _RegView(P, C)
+    Pv = P.view(C)
     pr = _by_C(Pv, k.prox, v)
     pts = {"v": v, "C": C}
     ident = r.identity("prox_optimality")
@@ -191,7 +188,7 @@ def _reg_moreau(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
     k, p = reg.jit, P.p
     y = np.concatenate([[0.0], P.v])
     C = np.concatenate([[P.Cs[0]], P.C])
-    V = _RegView(P, C)
+    V = P.view(C)
     pts = {"y": y, "C": C}
     env = _by_C(V, k.env, y)
     pr = _by_C(V, k.prox, y)
@@ -251,26 +248,10 @@ def _reg_conj(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
 _REG_GRID = np.concatenate([[0.0], 10.0 ** np.linspace(-8, 8, 161)])
 
 
-def _reg_sup_one(
-    k: RegularizerJit, p: np.ndarray, c: float, yi: float, s: float, hints: Sequence[float]
-) -> tuple[float, float, bool, float, np.ndarray, np.ndarray]:
-    """``sup_{x >= 0} x y - value(x)``: (best, the size of its terms, attained, err, grid, grid values)."""
-    grid = _f64(s * _REG_GRID)
-    with np.errstate(invalid="ignore", over="ignore"):
-        vals = yi * grid - _arr(k.value(grid, c, p))
-
-    def neg(t: float) -> float:
-        return -(yi * t - float(k.value(_f64([t]), c, p)[0]))
-
-    vals, cands, err = _grid_sup(grid, vals, neg)
-    hints = [t for t in hints if math.isfinite(t) and t >= 0]
-    hint_vals = [-neg(t) for t in hints]
-    cands += list(zip(hint_vals, hints))
-    best, arg = _best(cands)
-    # x >= 0: only the upper end of the grid can leave the supremum open
-    ok = _attained(best, grid, np.concatenate([[-np.inf, -np.inf], vals]), hints, hint_vals)
-    arg = float(arg)
-    return float(best), abs(yi * arg) + _fin(k.value(_f64([arg]), c, p)[0]), ok, err, grid, vals
+def _reg_sup(k: RegularizerJit, p: np.ndarray, c: float, yi: float, hints: Sequence[float]) -> tuple:
+    """:func:`_sup_one` of ``sup_{x >= 0} x y - value(x)`` on ``s _REG_GRID``, ``s = max(1, C, y)``."""
+    s = max(1.0, c, yi)
+    return _sup_one(lambda x: k.value(x, c, p), yi, 0.0, s * _REG_GRID, hints, 0.0)
 
 
 def _reg_conj_sup(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
@@ -279,13 +260,10 @@ def _reg_conj_sup(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float)
     m = P.out_mask
     ys = np.concatenate([P.y_in, [0.0] * len(P.Cs), P.radius[m]])
     Cs = np.concatenate([P.C, P.Cs, P.C[m]])
-    V = _RegView(P, Cs)
+    V = P.view(Cs)
     cv = _by_C(V, k.conj, ys)
     hint = _by_C(V, k.conj_grad, ys)
-    found = [
-        _reg_sup_one(k, p, float(c), float(yi), max(1.0, float(c), float(yi)), [float(h), 0.0])[:4]
-        for yi, c, h in zip(ys, Cs, hint)
-    ]
+    found = [_reg_sup(k, p, float(c), float(yi), [float(h), 0.0])[:4] for yi, c, h in zip(ys, Cs, hint)]
     what = "conj vs numerical sup_{x>=0} (x y - value(x))"
     below = "conj must be >= x y - value(x) for every x >= 0 (supremum not attained on x <= 1e8 max(1, C, y), checked from below)"
     _sup_checks(ident, cv, found, {"y": ys, "C": Cs}, rtol, atol, what, below)
@@ -295,11 +273,8 @@ def _reg_conj_sup(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float)
         return
     yo, Co = P.y_out[m], P.C[m]
 
-    def within(yi: float, c: float) -> tuple[float, float]:
-        s = max(1.0, c, yi)
-        return _sup_within(*_reg_sup_one(k, p, c, yi, s, [])[4:], s)
-
-    s1, s2 = np.array([within(float(yi), float(c)) for yi, c in zip(yo, Co)]).T
+    within = [_sup_within(*_reg_sup(k, p, c, yi, [])[4:], max(1.0, c, yi)) for yi, c in zip(yo.tolist(), Co.tolist())]
+    s1, s2 = np.array(within).T
     ident2.require(
         s2 >= 10.0 * np.maximum(s1, 1.0),
         {"y": yo, "C": Co},

@@ -35,23 +35,26 @@ __all__ = ["check_regularizer"]
 _OVERFLOW_FLOOR = 1e250
 
 
-def _overflow_justified(fn: Callable[..., Any], p: np.ndarray, y: np.ndarray, c: float) -> np.ndarray:
-    """Whether ``fn(y, c) = +inf`` is an overflow: the value just below where it turns infinite
-    (bisection on [0, y]) is at least :data:`_OVERFLOW_FLOOR`."""
-    y = np.asarray(y, dtype=np.float64)
-    out = np.zeros(y.shape, dtype=bool)
-    for i, yi in enumerate(y):
-        lo, hi = 0.0, float(yi)
-        if not math.isfinite(float(_arr(fn(_f64([lo]), c, p))[0])):
+def _finite_or_overflow(fn: Callable[..., Any], p: np.ndarray, y: np.ndarray, out: np.ndarray, c: float) -> np.ndarray:
+    """Where ``out = fn(y, c)`` is finite, or +inf by an overflow: the value just below where it turns
+    infinite (bisection on [0, y]) is at least :data:`_OVERFLOW_FLOOR`."""
+
+    def at(t: float) -> float:
+        return float(_arr(fn(_f64([t]), c, p))[0])
+
+    ok = np.isfinite(out)
+    for i in np.flatnonzero(np.isposinf(out)):
+        lo, hi = 0.0, float(y[i])
+        if not math.isfinite(at(lo)):
             continue
         for _ in range(80):
             mid = 0.5 * (lo + hi)
-            if math.isfinite(float(_arr(fn(_f64([mid]), c, p))[0])):
+            if math.isfinite(at(mid)):
                 lo = mid
             else:
                 hi = mid
-        out[i] = float(_arr(fn(_f64([lo]), c, p))[0]) >= _OVERFLOW_FLOOR
-    return out
+        ok[i] = at(lo) >= _OVERFLOW_FLOOR
+    return ok
 
 
 def _reg_shapes(r: _Runner, reg: Any, P: _RegPoints) -> None:
@@ -70,12 +73,8 @@ def _reg_shapes(r: _Runner, reg: Any, P: _RegPoints) -> None:
             pts_in = {"y": yin, "C": np.full(n - 1, c)}
             out = _check_output(ident, f"{name} inside the domain", fn(yin, c, p), (n - 1,), pts_in, allow_inf=True)
             if out is not None:
-                ok = np.isfinite(out)
-                bad = np.isposinf(out)
-                if bad.any():
-                    ok[bad] = _overflow_justified(fn, p, yin[bad], c)
                 what = f"{name} inside the domain is not finite (and not a float64 overflow of a huge value)"
-                ident.require(ok, pts_in, what)
+                ident.require(_finite_or_overflow(fn, p, yin, out, c), pts_in, what)
         zero, pts0 = _f64([0.0]), {"y": _f64([0.0]), "C": np.full(1, c)}
         _check_output(ident, "conj(0)", k.conj(zero, c, p), (1,), pts0)
         for name in ("conj_grad", "conj_hess"):
@@ -96,9 +95,7 @@ def _reg_conj_domain(r: _Runner, reg: Any, P: _RegPoints) -> None:
     cin = _by_C(P, k.conj, P.y_in)
     ok = np.isfinite(cin)
     for c, idx in P.groups():
-        bad = idx[np.isposinf(cin[idx])]
-        if bad.size:
-            ok[bad] = _overflow_justified(k.conj, p, P.y_in[bad], c)
+        ok[idx] = _finite_or_overflow(k.conj, p, P.y_in[idx], cin[idx], c)
     what = "conj is not finite inside [0, conj_radius(C)) (and not a float64 overflow)"
     ident.require(ok, {"y": P.y_in, "C": P.C}, what)
     c0 = _by_C(P, k.conj, np.zeros_like(P.C))
