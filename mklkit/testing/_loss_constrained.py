@@ -114,9 +114,8 @@ def _constrained_value(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol:
     affine = all(np.all(_cons_call(cc, name, ys_in, us_in, ut, p) == 0.0) for name in ("l0_hess", "cons_hess"))
     cv = _arr(k.conj(_f64(ys_in), _f64(us_in), p))
     solved = [_solve_constrained(cc, p, float(yi), float(ui), Ba, affine) for yi, ui in zip(ys_in, us_in)]
-    status = [st for st, _, _ in solved]
-    vals = np.array([v for _, v, _ in solved], dtype=np.float64)
-    viol = np.array([vio for _, _, vio in solved], dtype=np.float64)
+    status, vals, viol = zip(*solved)
+    vals, viol = np.array(vals, dtype=np.float64), np.array(viol, dtype=np.float64)
     okst = np.array([s == "ok" for s in status])
     # constraints affine in u (every loss of the paper): violations of the order of max(|u|, 1)
     ctol = atol + rtol * np.maximum(np.abs(us_in), 1.0)

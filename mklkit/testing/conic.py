@@ -107,6 +107,29 @@ def _expression(component, *args):
     return expr
 
 
+def _solve_with_retries(prob, tol: float) -> float:
+    """Solve ``prob`` with Clarabel at ``tol``, then 10 and 100 times looser until optimal (a few
+    small, badly scaled problems need it); the tolerance of the last attempt."""
+    for used in (tol, 10 * tol, 100 * tol):
+        with warnings.catch_warnings():
+            # "Solution may be inaccurate": the status says so and the loop retries
+            warnings.simplefilter("ignore", UserWarning)
+            try:
+                prob.solve(
+                    solver=cp.CLARABEL,
+                    tol_gap_abs=used,
+                    tol_gap_rel=used,
+                    tol_feas=used,
+                    tol_ktratio=1e-8,
+                    max_iter=500,
+                )
+            except cp.error.SolverError:  # a numerical failure: retry at the next tolerance
+                continue
+        if prob.status == cp.OPTIMAL:
+            break
+    return used
+
+
 def solve_reference(
     K: np.ndarray,
     y: np.ndarray,
@@ -161,24 +184,7 @@ def solve_reference(
     squares = [cp.sum_squares(beta) for beta in betas]
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     prob = cp.Problem(cp.Minimize(_expression(loss, y, z, w) + _expression(reg, norms, squares, C, betas)))
-    # Clarabel at tol, then 10 and 100 times looser until optimal (a few small, badly scaled problems need it)
-    for used in (tol, 10 * tol, 100 * tol):
-        with warnings.catch_warnings():
-            # "Solution may be inaccurate": the status says so and the loop retries
-            warnings.simplefilter("ignore", UserWarning)
-            try:
-                prob.solve(
-                    solver=cp.CLARABEL,
-                    tol_gap_abs=used,
-                    tol_gap_rel=used,
-                    tol_feas=used,
-                    tol_ktratio=1e-8,
-                    max_iter=500,
-                )
-            except cp.error.SolverError:  # a numerical failure: retry at the next tolerance
-                continue
-        if prob.status == cp.OPTIMAL:
-            break
+    used = _solve_with_retries(prob, tol)
     if prob.status != cp.OPTIMAL:
         raise ReferenceError(
             f"Clarabel status {prob.status!r} (not optimal) for {_describe(loss)} x {_describe(reg)}, C={C}"

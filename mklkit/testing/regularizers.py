@@ -126,7 +126,7 @@ def _reg_convexity(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float
     flo, fhi = (_by_C(P, k.value, a) for a in (lo, hi))
     what = "value must be non-decreasing in x"
     ident.at_least(fhi, flo, atol + rtol * np.abs(flo), {"x": lo, "x2": hi, "C": P.C}, what)
-    if _tikhonov(reg):
+    if getattr(reg, "tikhonov_form", True):
         # g(t) = value(sqrt t, 1) concave in t (SpicyMKL eq. 42)
         t1, t2 = P.x**2, x2**2
         g1, g2 = (_arr(k.value(_f64(np.sqrt(t)), 1.0, p)) for t in (t1, t2))
@@ -149,11 +149,6 @@ def _reg_scaling(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) 
     vc = _by_C(P, k.value, P.x)
     v1 = _arr(k.value(_f64(P.x), 1.0, p))
     ident.compare(vc, P.C * v1, atol + rtol * np.abs(vc), {"x": P.x, "C": P.C}, "value(x, C) vs C * value(x, 1)")
-
-
-def _tikhonov(reg: Any) -> bool:
-    """False for a regularizer declaring ``tikhonov_form = False`` (``g`` not concave)."""
-    return bool(getattr(reg, "tikhonov_form", True))
 
 
 def _reg_weight(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
@@ -252,7 +247,7 @@ def check_regularizer(
     r.run("fenchel_young", _reg_fenchel_young, r, reg, P, rtol, atol, rng)
     moreau = ["moreau_decomposition", "env_grad_prox", "env_hess_prox_deriv", "env_min", "env_grad_fd", "env_hess_fd"]
     r.run(moreau, _reg_moreau, r, reg, P, rtol, atol)
-    if _tikhonov(reg):
+    if getattr(reg, "tikhonov_form", True):  # False: g not concave, no weight identities
         r.run(["weight_value", "weight_argmin"], _reg_weight, r, reg, P, rtol, atol)
     if getattr(reg, "bregman", None) is not None:
         r.run(["bregman_f_fd", "bregman_finv"], _reg_bregman, r, reg, P, rtol, atol)
