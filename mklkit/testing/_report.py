@@ -106,13 +106,14 @@ class _Identity:
         self.worst: tuple[float, float, dict | None, str] | None = None
         self.hard: list[tuple[str, dict | None]] = []
 
-    def _record(self, err, tol, ok, points, describe) -> None:
+    def _record(self, err, tol, points, describe) -> None:
+        """Count the points where ``err <= tol`` and keep the worst one."""
         err = np.asarray(err, dtype=np.float64).reshape(-1)
         tol = np.broadcast_to(np.asarray(tol, dtype=np.float64), err.shape).reshape(-1)
         # an infinite or NaN tolerance would accept anything: demand an exact match
         bad_tol = ~np.isfinite(tol)
+        ok = (err <= tol) & ~(bad_tol & (err > 0))
         tol = np.where(bad_tol, 0.0, tol)
-        ok = np.asarray(ok, dtype=bool).reshape(-1) & ~(bad_tol & (err > 0))
         self.n += err.size
         self.nfail += int(np.count_nonzero(~ok))
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -150,14 +151,13 @@ class _Identity:
             same_inf = np.isinf(got) & np.isinf(expected) & (np.sign(got) == np.sign(expected))
             err = np.where(same_inf, 0.0, np.abs(got - expected))
         err = np.where(np.isnan(err), np.inf, err)
-        ok = err <= tol
 
         def describe(i: int) -> str:
             sc = np.maximum(np.abs(got[i]), np.abs(expected[i]))
             rel = err[i] / sc if sc > 0 and math.isfinite(sc) else math.inf
             return f"{what}: got {got[i]:.12g}, expected {expected[i]:.12g} (relative error {_fmt(rel)})"
 
-        self._record(err, tol, ok, pts, describe)
+        self._record(err, tol, pts, describe)
 
     def at_least(self, lhs, rhs, tol, points: dict[str, Any], what: str, mask=None) -> None:
         """Require ``lhs >= rhs - tol`` elementwise."""
@@ -166,14 +166,13 @@ class _Identity:
         with np.errstate(invalid="ignore"):
             gap = rhs - lhs
             err = np.where(np.isnan(gap), np.inf, np.maximum(gap, 0.0))
-        ok = err <= tol
 
         def describe(i: int) -> str:
             scale = max(abs(lhs[i]), abs(rhs[i]))
             rel = err[i] / scale if scale > 0 and math.isfinite(scale) else math.inf
             return f"{what}: {lhs[i]:.12g} < {rhs[i]:.12g} (relative violation {_fmt(rel)})"
 
-        self._record(err, tol, ok, pts, describe)
+        self._record(err, tol, pts, describe)
 
     def require(self, ok, points: dict[str, Any], what: Callable[[int], str] | str) -> None:
         """Require a boolean property elementwise (no error size)."""
@@ -181,7 +180,7 @@ class _Identity:
         (ok,), pts = self._select([ok], points, None, ok.shape)
         err = np.where(ok, 0.0, np.inf)
         describe = what if callable(what) else (lambda i: what)
-        self._record(err, np.zeros_like(err), ok, pts, describe)
+        self._record(err, np.zeros_like(err), pts, describe)
 
     def fail(self, message: str, point: dict[str, Any] | None = None) -> None:
         """Record a structural failure."""
