@@ -193,8 +193,6 @@ def _constrained_derivs(
         asym = np.max(np.abs(Hs - np.swapaxes(Hs, -1, -2)), axis=(-1, -2)).reshape(H.shape[:-2])
         mag = np.max(np.abs(Hs), axis=(-1, -2)).reshape(H.shape[:-2])
         tol = atol + rtol * mag
-        ident.compare(asym, np.zeros_like(asym), tol, pts, f"{name} must be symmetric (largest |H - H^T|)")
+        ident.compare(asym, 0.0, tol, pts, f"{name} must be symmetric (largest |H - H^T|)")
         eig = np.linalg.eigvalsh(0.5 * (Hs + np.swapaxes(Hs, -1, -2))).min(axis=-1).reshape(H.shape[:-2])
-        ident.at_least(
-            eig, np.zeros_like(eig), tol, pts, f"{name} must be positive semi-definite (smallest eigenvalue)"
-        )
+        ident.at_least(eig, 0.0, tol, pts, f"{name} must be positive semi-definite (smallest eigenvalue)")

@@ -106,7 +106,7 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     pts = {"v": v, "C": C}
     ident = r.identity("prox_optimality")
     tolb = atol + rtol * v
-    ident.at_least(pr, np.zeros_like(pr), tolb, pts, "prox(v) >= 0")
+    ident.at_least(pr, 0.0, tolb, pts, "prox(v) >= 0")
     ident.at_least(v, pr, tolb, pts, "prox(v) <= v (value is non-decreasing)")
     pc = np.maximum(pr, 0.0)
     H = 1e-6 * np.maximum(pc, C)
@@ -125,18 +125,15 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
         resid, dminus, tol, pts, "optimality of prox: v - prox(v) >= left derivative of value at prox(v)", mask=Hl > 0
     )
     ident2 = r.identity("prox_numeric")
-    pnum = np.empty(v.size)
-    dx = np.zeros(v.size)
-    fobj = np.zeros(v.size)
+    pnum, dx, fobj = np.zeros(v.size), np.zeros(v.size), np.zeros(v.size)
     for i in range(v.size):
         c, vi = float(C[i]), float(v[i])
+        if vi == 0.0:  # prox(0) = 0
+            continue
 
         def obj(t: float, c: float = c, vi: float = vi) -> float:
             return float(k.value(_f64([t]), c, p)[0]) + 0.5 * (t - vi) ** 2
 
-        if vi == 0.0:
-            pnum[i] = 0.0
-            continue
         grid = np.linspace(0.0, vi, 65)
         gv = _arr(k.value(_f64(grid), c, p)) + 0.5 * (grid - vi) ** 2
         j = int(np.argmin(gv))
@@ -155,8 +152,8 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     _compare_fd(
         ident3, an, fds, rtol, atol, {"v": vv, "C": P.C}, "prox_deriv vs central difference of prox", vv - 4 * h > 0
     )
-    ident3.at_least(an, np.zeros_like(an), atol, {"v": vv, "C": P.C}, "prox_deriv >= 0")
-    ident3.at_least(np.ones_like(an), an, atol + rtol, {"v": vv, "C": P.C}, "prox_deriv <= 1")
+    ident3.at_least(an, 0.0, atol, {"v": vv, "C": P.C}, "prox_deriv >= 0")
+    ident3.at_least(1.0, an, atol + rtol, {"v": vv, "C": P.C}, "prox_deriv <= 1")
 
 
 def _env_min_one(k: Any, p: np.ndarray, c: float, yi: float, b: float, pr: float) -> tuple[float, float, float]:
@@ -208,13 +205,8 @@ def _reg_moreau(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
     one = [_env_min_one(k, p, float(C[i]), float(y[i]), min(float(y[i]), rad[i]), pr[i]) for i in range(y.size)]
     num, terms, err = (np.array(col, dtype=np.float64) for col in zip(*one))
     # relative to the envelope itself (not to y^2/2, the size of the objective at y' = 0)
-    r.identity("env_min").compare(
-        env,
-        num,
-        _tol(rtol, atol, (env, num), (terms,), err),
-        pts,
-        "env(y) vs numerical min_{y' >= 0} conj(y') + (y' - y)^2/2",
-    )
+    what = "env(y) vs numerical min_{y' >= 0} conj(y') + (y' - y)^2/2"
+    r.identity("env_min").compare(env, num, _tol(rtol, atol, (env, num), (terms,), err), pts, what)
     vv, pts_v = P.v, {"y": P.v, "C": P.C}
     h = _steps(vv, P.C)
     okd = vv - 4 * h > 0
@@ -236,13 +228,13 @@ def _reg_conj(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     fd = _central_by_C(P, k.conj, y, h)
     an = _by_C(P, k.conj_grad, y)
     _compare_fd(ident, an, fd, rtol, atol, {"y": y, "C": P.C}, "conj_grad vs central difference of conj", inside)
-    ident.at_least(an, np.zeros_like(an), atol, {"y": y, "C": P.C}, "conj_grad >= 0", mask=inside)
+    ident.at_least(an, 0.0, atol, {"y": y, "C": P.C}, "conj_grad >= 0", mask=inside)
     ident2 = r.identity("conj_hess_fd")
     fd2 = _central_by_C(P, k.conj_grad, y, h)
     an2 = _by_C(P, k.conj_hess, y)
     what = "conj_hess vs central difference of conj_grad"
     _compare_fd(ident2, an2, fd2, rtol, atol, {"y": y, "C": P.C}, what, inside & ~fd.kink)
-    ident2.at_least(an2, np.zeros_like(an2), atol, {"y": y, "C": P.C}, "conj_hess >= 0", mask=inside)
+    ident2.at_least(an2, 0.0, atol, {"y": y, "C": P.C}, "conj_hess >= 0", mask=inside)
 
 
 _REG_GRID = np.concatenate([[0.0], 10.0 ** np.linspace(-8, 8, 161)])

@@ -137,13 +137,8 @@ def _loss_linear_claim(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol:
         for t in (0.2, 0.5, 0.9):
             mid = _arr(k.conj(y, _f64(t * end), p))
             line = t * at_end
-            ident.compare(
-                mid,
-                line,
-                _tol(rtol, atol, (mid, line), (at_end, zero)),
-                {**pts, "u": t * end},
-                "linear_conjugate: conj(y, t u) vs t conj(y, u) at an end u of the domain",
-            )
+            what = "linear_conjugate: conj(y, t u) vs t conj(y, u) at an end u of the domain"
+            ident.compare(mid, line, _tol(rtol, atol, (mid, line), (at_end, zero)), {**pts, "u": t * end}, what)
 
 
 def _loss_convexity(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float, rng: np.random.Generator) -> None:
@@ -292,7 +287,7 @@ def _loss_deriv2(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float
     fv = _central(lambda zz: k.value(y, zz, p), z, h)
     an = _arr(k.deriv2(y, z, p))
     _compare_fd(ident, an, fd, rtol, atol, {"y": y, "z": z}, "deriv2 vs central difference of deriv", ~fv.kink)
-    ident.at_least(an, np.zeros_like(an), atol, {"y": y, "z": z}, "deriv2 of a convex loss must be >= 0")
+    ident.at_least(an, 0.0, atol, {"y": y, "z": z}, "deriv2 of a convex loss must be >= 0")
 
 
 def _loss_lipschitz(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float, rng: np.random.Generator) -> None:
@@ -308,16 +303,12 @@ def _loss_lipschitz(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: fl
         return
     k, p, y, z = loss.jit, P.p, P.y, P.z
     an = _arr(k.deriv2(y, z, p))
-    ident.at_least(np.full_like(an, L), np.abs(an), atol + rtol * L, {"y": y, "z": z}, "deriv_lipschitz() >= |deriv2|")
+    ident.at_least(L, np.abs(an), atol + rtol * L, {"y": y, "z": z}, "deriv_lipschitz() >= |deriv2|")
     z2 = _f64(z + rng.normal(0.0, 1.0, z.size))
     d1, d2 = _arr(k.deriv(y, z, p)), _arr(k.deriv(y, z2, p))
-    ident.at_least(
-        L * np.abs(z2 - z),
-        np.abs(d2 - d1),
-        _tol(rtol, atol, (L * np.abs(z2 - z), d2 - d1), (d1, d2)),
-        {"y": y, "z": z, "z2": z2},
-        "deriv_lipschitz() * |z2 - z| >= |deriv(z2) - deriv(z)|",
-    )
+    bound, change = L * np.abs(z2 - z), d2 - d1
+    what = "deriv_lipschitz() * |z2 - z| >= |deriv(z2) - deriv(z)|"
+    ident.at_least(bound, np.abs(change), _tol(rtol, atol, (bound, change), (d1, d2)), {"y": y, "z": z, "z2": z2}, what)
 
 
 def _loss_conj_derivs(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
@@ -348,9 +339,7 @@ def _loss_conj_derivs(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: 
     an2 = _arr(k.conj_hess(y, u, p))
     what = "conj_hess vs central difference of conj_grad"
     _compare_fd(ident2, an2, fd2, rtol, atol, {"y": y, "u": u}, what, inside & ~fd.kink)
-    ident2.at_least(
-        an2, np.zeros_like(an2), atol, {"y": y, "u": u}, "conj_hess of a convex conjugate must be >= 0", mask=inside
-    )
+    ident2.at_least(an2, 0.0, atol, {"y": y, "u": u}, "conj_hess of a convex conjugate must be >= 0", mask=inside)
 
 
 def _loss_fenchel_young(
