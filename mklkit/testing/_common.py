@@ -321,6 +321,21 @@ class _RegView:
         """Rows with the values ``C``."""
         return _RegView(C, self.Cs, self.p)
 
+    def by_C(self, fn: Callable[..., Any], a: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """``fn(values, C, params)`` group-wise; rows outside ``mask`` are NaN."""
+        a = np.asarray(a, dtype=np.float64)
+        out = np.full(a.shape, np.nan)
+        for c, idx in self.groups():
+            if mask is not None:
+                idx = idx[mask[idx]]
+            if idx.size:
+                out[idx] = _arr(fn(_f64(a[idx]), c, self.p))
+        return out
+
+    def central(self, fn: Callable[..., Any], x: np.ndarray, h: np.ndarray) -> _FD:
+        """Central differences of ``fn(values, C, params)`` group-wise."""
+        return _central(lambda a: self.by_C(fn, a), x, h)
+
 
 class _RegPoints(_RegView):
     """Random points for a regularizer, grouped by ``C``."""
@@ -355,20 +370,3 @@ class _RegPoints(_RegView):
         self.y_out = np.where(fin, self.radius * (1.0 + rng.uniform(0.05, 1.0, m)), np.nan)
         self.out_mask = fin
         self.d = 10.0 ** rng.uniform(-2.0, 2.0, m)
-
-
-def _by_C(P: _RegView, fn: Callable[..., Any], a: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-    """``fn(values, C, params)`` group-wise; rows outside ``mask`` are NaN."""
-    a = np.asarray(a, dtype=np.float64)
-    out = np.full(a.shape, np.nan)
-    for c, idx in P.groups():
-        if mask is not None:
-            idx = idx[mask[idx]]
-        if idx.size:
-            out[idx] = _arr(fn(_f64(a[idx]), c, P.p))
-    return out
-
-
-def _central_by_C(P: _RegView, fn: Callable[..., Any], x: np.ndarray, h: np.ndarray) -> _FD:
-    """Central differences of ``fn(values, C, params)`` group-wise."""
-    return _central(lambda a: _by_C(P, fn, a), x, h)

@@ -13,8 +13,6 @@ from ._common import (
     _EPS,
     _ROUND,
     _arr,
-    _by_C,
-    _central_by_C,
     _compare_fd,
     _f64,
     _fin,
@@ -102,7 +100,7 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     v = np.concatenate([[0.0], P.v])
     C = np.concatenate([[P.Cs[0]], P.C])
     Pv = P.view(C)
-    pr = _by_C(Pv, k.prox, v)
+    pr = Pv.by_C(k.prox, v)
     pts = {"v": v, "C": C}
     ident = r.identity("prox_optimality")
     tolb = atol + rtol * v
@@ -111,9 +109,9 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     pc = np.maximum(pr, 0.0)
     H = 1e-6 * np.maximum(pc, C)
     Hl = np.minimum(H, pc)
-    f0 = _by_C(Pv, k.value, pc)
-    fp = _by_C(Pv, k.value, pc + H)
-    fm = _by_C(Pv, k.value, pc - Hl)
+    f0 = Pv.by_C(k.value, pc)
+    fp = Pv.by_C(k.value, pc + H)
+    fm = Pv.by_C(k.value, pc - Hl)
     with np.errstate(invalid="ignore", divide="ignore"):
         dplus = (fp - f0) / ((pc + H) - pc)
         dminus = np.where(Hl > 0, (f0 - fm) / np.where(Hl > 0, pc - (pc - Hl), 1.0), -np.inf)
@@ -147,8 +145,8 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     ident3 = r.identity("prox_deriv_fd")
     vv = P.v
     h = _steps(vv, P.C)
-    an = _by_C(P, k.prox_deriv, vv)
-    fds = _central_by_C(P, k.prox, vv, h)
+    an = P.by_C(k.prox_deriv, vv)
+    fds = P.central(k.prox, vv, h)
     _compare_fd(
         ident3, an, fds, rtol, atol, {"v": vv, "C": P.C}, "prox_deriv vs central difference of prox", vv - 4 * h > 0
     )
@@ -187,19 +185,19 @@ def _reg_moreau(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
     C = np.concatenate([[P.Cs[0]], P.C])
     V = P.view(C)
     pts = {"y": y, "C": C}
-    env = _by_C(V, k.env, y)
-    pr = _by_C(V, k.prox, y)
-    gp = _by_C(V, k.value, np.maximum(pr, 0.0))
+    env = V.by_C(k.env, y)
+    pr = V.by_C(k.prox, y)
+    gp = V.by_C(k.value, np.maximum(pr, 0.0))
     pc = np.maximum(pr, 0.0)
-    cond, ok = _sensitivity(lambda a: _by_C(V, k.value, a), pc, _ulps(pc, y))
+    cond, ok = _sensitivity(lambda a: V.by_C(k.value, a), pc, _ulps(pc, y))
     what = "Moreau decomposition env(y) + value(p) + (p - y)^2/2 vs y^2/2, p = prox(y)"
     parts = (env, gp, 0.5 * (pr - y) ** 2)
     _sum_identity(r.identity("moreau_decomposition"), parts, 0.5 * y**2, rtol, atol, pts, what, cond=cond, mask=ok)
-    eg = _by_C(V, k.env_grad, y)
+    eg = V.by_C(k.env_grad, y)
     # prox(y) is computed from y (a shrinkage y - t): its rounding is relative to y
     r.identity("env_grad_prox").compare(eg, pr, _tol(rtol, atol, (eg, pr), (y,)), pts, "env_grad(y) vs prox(y)")
-    eh = _by_C(V, k.env_hess, y)
-    pd = _by_C(V, k.prox_deriv, y)
+    eh = V.by_C(k.env_hess, y)
+    pd = V.by_C(k.prox_deriv, y)
     r.identity("env_hess_prox_deriv").compare(eh, pd, _tol(rtol, atol, (eh, pd)), pts, "env_hess(y) vs prox_deriv(y)")
     rad = np.array([float(reg.conj_radius(c)) for c in C])
     one = [_env_min_one(k, p, float(C[i]), float(y[i]), min(float(y[i]), rad[i]), pr[i]) for i in range(y.size)]
@@ -210,11 +208,11 @@ def _reg_moreau(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
     vv, pts_v = P.v, {"y": P.v, "C": P.C}
     h = _steps(vv, P.C)
     okd = vv - 4 * h > 0
-    fd = _central_by_C(P, k.env, vv, h)
-    an = _by_C(P, k.env_grad, vv)
+    fd = P.central(k.env, vv, h)
+    an = P.by_C(k.env_grad, vv)
     _compare_fd(r.identity("env_grad_fd"), an, fd, rtol, atol, pts_v, "env_grad vs central difference of env", okd)
-    fd2 = _central_by_C(P, k.env_grad, vv, h)
-    an2 = _by_C(P, k.env_hess, vv)
+    fd2 = P.central(k.env_grad, vv, h)
+    an2 = P.by_C(k.env_hess, vv)
     what = "env_hess vs central difference of env_grad"
     _compare_fd(r.identity("env_hess_fd"), an2, fd2, rtol, atol, pts_v, what, okd & ~fd.kink)
 
@@ -225,13 +223,13 @@ def _reg_conj(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     h = _steps(y, P.C)
     inside = (y - 4 * h > 0) & (y + 4 * h < P.radius)
     ident = r.identity("conj_grad_fd")
-    fd = _central_by_C(P, k.conj, y, h)
-    an = _by_C(P, k.conj_grad, y)
+    fd = P.central(k.conj, y, h)
+    an = P.by_C(k.conj_grad, y)
     _compare_fd(ident, an, fd, rtol, atol, {"y": y, "C": P.C}, "conj_grad vs central difference of conj", inside)
     ident.at_least(an, 0.0, atol, {"y": y, "C": P.C}, "conj_grad >= 0", mask=inside)
     ident2 = r.identity("conj_hess_fd")
-    fd2 = _central_by_C(P, k.conj_grad, y, h)
-    an2 = _by_C(P, k.conj_hess, y)
+    fd2 = P.central(k.conj_grad, y, h)
+    an2 = P.by_C(k.conj_hess, y)
     what = "conj_hess vs central difference of conj_grad"
     _compare_fd(ident2, an2, fd2, rtol, atol, {"y": y, "C": P.C}, what, inside & ~fd.kink)
     ident2.at_least(an2, 0.0, atol, {"y": y, "C": P.C}, "conj_hess >= 0", mask=inside)
@@ -253,8 +251,8 @@ def _reg_conj_sup(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float)
     ys = np.concatenate([P.y_in, [0.0] * len(P.Cs), P.radius[m]])
     Cs = np.concatenate([P.C, P.Cs, P.C[m]])
     V = P.view(Cs)
-    cv = _by_C(V, k.conj, ys)
-    hint = _by_C(V, k.conj_grad, ys)
+    cv = V.by_C(k.conj, ys)
+    hint = V.by_C(k.conj_grad, ys)
     found = [_reg_sup(k, p, float(c), float(yi), [float(h), 0.0])[:4] for yi, c, h in zip(ys, Cs, hint)]
     what = "conj vs numerical sup_{x>=0} (x y - value(x))"
     below = "conj must be >= x y - value(x) for every x >= 0 (supremum not attained on x <= 1e8 max(1, C, y), checked from below)"
@@ -282,27 +280,27 @@ def _reg_fenchel_young(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: f
     k = reg.jit
     x = rng.permutation(P.x)
     y = P.y_in
-    gv = _by_C(P, k.value, x)
-    cv = _by_C(P, k.conj, y)
+    gv = P.by_C(k.value, x)
+    cv = P.by_C(k.conj, y)
     what = "Fenchel-Young inequality value(x) + conj(y) >= x y"
     _sum_identity(ident, (gv, cv), x * y, rtol, atol, {"x": x, "y": y, "C": P.C}, what, at_least=True)
-    pr = _by_C(P, k.prox, P.v)
+    pr = P.by_C(k.prox, P.v)
     pr = np.maximum(pr, 0.0)
     ys = P.v - pr
     near = np.isfinite(P.radius) & (ys > P.radius) & (ys <= P.radius * (1 + 1e-12))
     ys = np.where(near, P.radius, np.maximum(ys, 0.0))
-    gp = _by_C(P, k.value, pr)
-    cy = _by_C(P, k.conj, ys)
+    gp = P.by_C(k.value, pr)
+    cy = P.by_C(k.conj, ys)
     du = _ulps(P.v, pr, ys)
-    cond_c, ok_c = _sensitivity(lambda a: _by_C(P, k.conj, a), ys, du)
-    cond_g, ok_g = _sensitivity(lambda a: _by_C(P, k.value, a), pr, du)
+    cond_c, ok_c = _sensitivity(lambda a: P.by_C(k.conj, a), ys, du)
+    cond_g, ok_g = _sensitivity(lambda a: P.by_C(k.value, a), pr, du)
     pts = {"v": P.v, "x": pr, "y": ys, "C": P.C}
     what = "Fenchel-Young equality at x = prox(v), y = v - x"
     _sum_identity(ident, (gp, cy), pr * ys, rtol, atol, pts, what, cond=cond_c + cond_g, mask=ok_c & ok_g)
-    xg = _by_C(P, k.conj_grad, y)
-    gx = _by_C(P, k.value, np.maximum(xg, 0.0))
+    xg = P.by_C(k.conj_grad, y)
+    gx = P.by_C(k.value, np.maximum(xg, 0.0))
     reach = np.abs(xg) <= 1e8 * np.maximum(np.maximum(1.0, P.C), y)  # beyond the supremum's grid value may overflow
     xs = np.where(reach, np.maximum(xg, 0.0), 0.0)
-    cond, ok = _sensitivity(lambda a: _by_C(P, k.value, a), xs, _ulps(xs))
+    cond, ok = _sensitivity(lambda a: P.by_C(k.value, a), xs, _ulps(xs))
     what = "Fenchel-Young equality at x = conj_grad(y)"
     _sum_identity(ident, (gx, cv), xg * y, rtol, atol, {"y": y, "x": xg, "C": P.C}, what, cond=cond, mask=reach & ok)

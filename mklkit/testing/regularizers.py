@@ -12,7 +12,6 @@ from ..components.base import BregmanJit
 from ._common import (
     _arr,
     _begin,
-    _by_C,
     _central,
     _check_output,
     _compare_fd,
@@ -92,23 +91,23 @@ def _reg_shapes(r: _Runner, reg: Any, P: _RegPoints) -> None:
 def _reg_conj_domain(r: _Runner, reg: Any, P: _RegPoints) -> None:
     ident = r.identity("conj_domain")
     k, p = reg.jit, P.p
-    cin = _by_C(P, k.conj, P.y_in)
+    cin = P.by_C(k.conj, P.y_in)
     ok = np.isfinite(cin)
     for c, idx in P.groups():
         ok[idx] = _finite_or_overflow(k.conj, p, P.y_in[idx], cin[idx], c)
     what = "conj is not finite inside [0, conj_radius(C)) (and not a float64 overflow)"
     ident.require(ok, {"y": P.y_in, "C": P.C}, what)
-    c0 = _by_C(P, k.conj, np.zeros_like(P.C))
+    c0 = P.by_C(k.conj, np.zeros_like(P.C))
     ident.require(np.isfinite(c0), {"y": np.zeros_like(P.C), "C": P.C}, "conj(0) is not finite")
     m = P.out_mask
     if m.any():
-        cout = _by_C(P, k.conj, np.where(m, P.y_out, 0.0), mask=m)
+        cout = P.by_C(k.conj, np.where(m, P.y_out, 0.0), mask=m)
         ident.require(
             np.isposinf(cout[m]),
             {"y": P.y_out[m], "C": P.C[m]},
             lambda i: f"conj beyond conj_radius(C) is {cout[m][i]!r}, expected +inf",
         )
-        cb = _by_C(P, k.conj, np.where(m, P.radius, 0.0), mask=m)
+        cb = P.by_C(k.conj, np.where(m, P.radius, 0.0), mask=m)
         ident.require(~np.isnan(cb[m]), {"y": P.radius[m], "C": P.C[m]}, "conj at conj_radius(C) is NaN")
 
 
@@ -117,13 +116,13 @@ def _reg_convexity(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float
     k, p = reg.jit, P.p
     x2 = P.x * 10.0 ** rng.uniform(-1.0, 1.0, P.x.size)
     xm = 0.5 * (P.x + x2)
-    fa, fb, fm = (_by_C(P, k.value, a) for a in (P.x, x2, xm))
+    fa, fb, fm = (P.by_C(k.value, a) for a in (P.x, x2, xm))
     tol = atol + rtol * _fin(fa, fb)
     pts = {"x": P.x, "x2": x2, "C": P.C}
     finite = np.isfinite(fa) & np.isfinite(fb)
     ident.at_least(0.5 * (fa + fb), fm, tol, pts, "midpoint convexity of value in x", mask=finite)
     lo, hi = np.minimum(P.x, x2), np.maximum(P.x, x2)
-    flo, fhi = (_by_C(P, k.value, a) for a in (lo, hi))
+    flo, fhi = (P.by_C(k.value, a) for a in (lo, hi))
     what = "value must be non-decreasing in x"
     ident.at_least(fhi, flo, atol + rtol * np.abs(flo), {"x": lo, "x2": hi, "C": P.C}, what)
     if getattr(reg, "tikhonov_form", True):
@@ -134,11 +133,11 @@ def _reg_convexity(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float
         what = "g(t) = value(sqrt(t), C=1) must be concave in t"
         ident.at_least(gm, 0.5 * (g1 + g2), atol + rtol * (np.abs(g1) + np.abs(g2)), {"x": P.x, "x2": x2}, what)
     y2 = np.where(P.out_mask, P.radius * rng.uniform(0.02, 0.98, P.C.size), P.y * 10 ** rng.uniform(-1, 1, P.C.size))
-    ca, cb, cm = (_by_C(P, k.conj, a) for a in (P.y_in, y2, 0.5 * (P.y_in + y2)))
+    ca, cb, cm = (P.by_C(k.conj, a) for a in (P.y_in, y2, 0.5 * (P.y_in + y2)))
     tol, pts = atol + rtol * (np.abs(ca) + np.abs(cb)), {"y": P.y_in, "y2": y2, "C": P.C}
     ident.at_least(0.5 * (ca + cb), cm, tol, pts, "midpoint convexity of conj", mask=np.isfinite(ca) & np.isfinite(cb))
     ylo, yhi = np.minimum(P.y_in, y2), np.maximum(P.y_in, y2)
-    clo, chi = (_by_C(P, k.conj, a) for a in (ylo, yhi))
+    clo, chi = (P.by_C(k.conj, a) for a in (ylo, yhi))
     pts = {"y": ylo, "y2": yhi, "C": P.C}
     ident.at_least(chi, clo, atol + rtol * np.abs(clo), pts, "conj must be non-decreasing in y", mask=np.isfinite(clo))
 
@@ -146,7 +145,7 @@ def _reg_convexity(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float
 def _reg_scaling(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
     ident = r.identity("value_scaling")
     k, p = reg.jit, P.p
-    vc = _by_C(P, k.value, P.x)
+    vc = P.by_C(k.value, P.x)
     v1 = _arr(k.value(_f64(P.x), 1.0, p))
     ident.compare(vc, P.C * v1, atol + rtol * np.abs(vc), {"x": P.x, "C": P.C}, "value(x, C) vs C * value(x, 1)")
 
