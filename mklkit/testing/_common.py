@@ -1,10 +1,10 @@
-"""What the loss and regularizer checks share: tolerances, central differences, scalar optima, kinks,
-the random points, the check of one kernel output and the identities of every component
+"""What the loss and regularizer checks share: tolerances, central differences, scalar optima and
+suprema, the random points, the check of one kernel output and the identities of every component
 (docs/plugins.md §7)."""
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -33,22 +33,19 @@ def _arr(out: Any) -> np.ndarray:
     return np.asarray(out, dtype=np.float64)
 
 
+def _finite_abs(a: Any) -> np.ndarray:
+    a = np.abs(np.asarray(a, dtype=np.float64))
+    return np.where(np.isfinite(a), a, 0.0)
+
+
 def _fin(*arrays: Any) -> np.ndarray:
     """Sum of the absolute values of the finite entries (a scale for tolerances)."""
-    total = 0.0
-    for a in arrays:
-        a = np.abs(np.asarray(a, dtype=np.float64))
-        total = total + np.where(np.isfinite(a), a, 0.0)
-    return np.asarray(total)
+    return np.asarray(sum(map(_finite_abs, arrays), 0.0))
 
 
 def _mag(*arrays: Any) -> np.ndarray:
     """Elementwise largest absolute finite entry: the magnitude of the values compared."""
-    top: Any = 0.0
-    for a in arrays:
-        a = np.abs(np.asarray(a, dtype=np.float64))
-        top = np.maximum(top, np.where(np.isfinite(a), a, 0.0))
-    return np.asarray(top)
+    return np.asarray(functools.reduce(np.maximum, map(_finite_abs, arrays), 0.0))
 
 
 def _tol(rtol: float, atol: float, compared: Sequence[Any], terms: Sequence[Any] = (), extra: Any = 0.0) -> np.ndarray:
@@ -140,10 +137,7 @@ def _sensitivity(
 
 def _ulps(*scales: Any) -> np.ndarray:
     """A few ulps of the largest of ``scales`` (rounding of a computed point)."""
-    m = 0.0
-    for a in scales:
-        m = np.maximum(m, _fin(a))
-    return 4.0 * _EPS * m
+    return 4.0 * _EPS * functools.reduce(np.maximum, map(_fin, scales), 0.0)
 
 
 def _scalar_min(fun: Callable[[float], float], a: float, b: float) -> tuple[float, float, float, float]:
@@ -169,29 +163,34 @@ def _scalar_min(fun: Callable[[float], float], a: float, b: float) -> tuple[floa
     return x, fx, err, dx
 
 
-def _grid_sup(
-    grid: np.ndarray, vals: np.ndarray, neg: Callable[[float], float]
-) -> tuple[np.ndarray, list[tuple[float, float]], float]:
-    """A supremum of ``vals`` on ``grid`` refined by Brent on ``neg`` (minus the objective): the
-    values (NaN as ``-inf``), the candidates ``(value, arg)`` and the error bound of :func:`_scalar_min`."""
+def _sup_one(
+    g: Callable[[np.ndarray], Any], u: float, at: float, offsets: np.ndarray, hints: Sequence[float], x_min: float
+) -> tuple[float, Any, bool, float, np.ndarray, np.ndarray]:
+    """``sup_{t >= x_min} u t - g(t)`` on the grid ``at + offsets`` (NaN as ``-inf``), refined by Brent
+    and the ``hints``: (best, the size of its terms, attained, err, offsets, grid values), ``err``
+    bounding how far the supremum may lie above ``best``."""
+    grid = _f64(at + offsets)
+    with np.errstate(invalid="ignore", over="ignore"):
+        vals = u * grid - _arr(g(grid))
+
+    def neg(t: float) -> float:
+        return -(u * t - float(g(_f64([t]))[0]))
+
     vals = np.where(np.isnan(vals), -np.inf, vals)
     i = int(np.argmax(vals))
-    a, b = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
-    xb, fb, err, _ = _scalar_min(neg, a, b)
-    cands = [(float(v), float(g)) for v, g in zip(vals, grid)] + [(-fb, xb)]
-    return vals, cands, err
-
-
-def _best(cands: list[tuple[float, float]]) -> tuple[float, float]:
-    """Largest value among ``(value, arg)`` candidates, ties to the smallest ``|arg|`` (a flat
-    supremum is reported at a moderate argument)."""
+    xb, fb, err, _ = _scalar_min(neg, grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)])
+    hints = [t for t in hints if math.isfinite(t) and t >= x_min]
+    hint_vals = [-neg(t) for t in hints]
+    cands = [(float(v), float(x)) for v, x in zip(vals, grid)] + [(-fb, xb)] + list(zip(hint_vals, hints))
+    # a flat supremum is reported at a moderate argument: ties go to the smallest |t|
     finite = [c for c in cands if math.isfinite(c[0])]
-    if not finite:
-        return -math.inf, 0.0
-    top = max(c[0] for c in finite)
-    near = [c for c in finite if c[0] >= top - 1e-12 * (1.0 + abs(top))]
-    val, arg = min(near, key=lambda c: abs(c[1]))
-    return top, arg
+    best = max(c[0] for c in finite) if finite else -math.inf
+    near = [c for c in finite if c[0] >= best - 1e-12 * (1.0 + abs(best))]
+    arg = min(near, key=lambda c: abs(c[1]))[1] if finite else 0.0
+    # over t >= x_min > -inf only the upper end of the grid can leave the supremum open
+    ends = vals if x_min == -math.inf else np.concatenate([[-np.inf, -np.inf], vals])
+    ok = _attained(best, grid - at, ends, [t - at for t in hints], hint_vals)
+    return float(best), abs(u * arg) + _fin(float(g(_f64([arg]))[0])), ok, err, offsets, vals
 
 
 def _attained(
@@ -225,37 +224,6 @@ def _sup_within(offsets: np.ndarray, vals: np.ndarray, s: float) -> tuple[float,
     return tuple(float(np.max(np.where(np.abs(offsets) <= f * s, vals, -np.inf))) for f in (1e3, 1e6))
 
 
-def _jumps(xs: np.ndarray, d: np.ndarray, scale: float) -> np.ndarray:
-    """Indices ``i`` where ``d`` jumps between ``xs[i]`` and ``xs[i+1]``."""
-    delta = np.abs(np.diff(d, axis=-1))
-    left = np.concatenate([delta[..., :1] * 0 + np.inf, delta[..., :-1]], axis=-1)
-    right = np.concatenate([delta[..., 1:], delta[..., :1] * 0 + np.inf], axis=-1)
-    with np.errstate(invalid="ignore"):
-        big = (delta > 1e-6 * scale) & (delta > 10 * np.maximum(left, right))
-    return big
-
-
-def _bisect_jumps(
-    fun: Callable[[np.ndarray], np.ndarray],
-    a: np.ndarray,
-    b: np.ndarray,
-    fa: np.ndarray,
-    fb: np.ndarray,
-    iters: int = 80,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Shrink brackets ``[a, b]`` around a jump of ``fun`` to adjacent floats."""
-    a, b = a.copy(), b.copy()
-    mid = 0.5 * (fa + fb)
-    sgn = np.sign(fb - fa)
-    for _ in range(iters):
-        c = 0.5 * (a + b)
-        fc = _arr(fun(_f64(c)))
-        left = sgn * (fc - mid) < 0
-        a = np.where(left, c, a)
-        b = np.where(left, b, c)
-    return a, b
-
-
 def _check_output(
     ident: _Identity, name: str, out: Any, shape: tuple[int, ...], points: dict[str, Any], allow_inf: bool = False
 ) -> np.ndarray | None:
@@ -277,24 +245,13 @@ def _check_output(
     return out
 
 
-def _no_problems(ident: _Identity, problems: Callable[[], Any]) -> None:
-    """``ident`` holds when ``problems()`` finds none (messages: a list, or one or None)."""
-    found = problems()
-    if isinstance(found, str):
-        found = [found]
-    if found:
-        ident.fail("; ".join(found))
-    else:
-        ident.note()
-
-
 def _begin(comp: Any, kind: str, seed: int) -> tuple[np.random.Generator, _Runner]:
     """The random generator and the runner of one check, after the identities of every component:
     ``declaration`` (the registry's checker) and ``numba_jit``."""
     rng = np.random.default_rng(seed)
     r = _Runner(comp)
-    r.run("declaration", _no_problems, r.identity("declaration"), lambda: declaration_problems(comp, kind=kind))
-    r.run("numba_jit", _no_problems, r.identity("numba_jit"), lambda: unjitted_problem(comp))
+    r.run("declaration", lambda: r.identity("declaration").verdict(declaration_problems(comp, kind=kind)))
+    r.run("numba_jit", lambda: r.identity("numba_jit").verdict(unjitted_problem(comp)))
     return rng, r
 
 
@@ -319,22 +276,8 @@ class _LossPoints:
         m = n - 2 * third
         z[2 * third :] = rng.choice([-1.0, 1.0], m) * 10.0 ** rng.uniform(-3.0, 2.5, m)
         self.z = _f64(z)
-        lo = _arr(k.conj_lower(self.y, self.p))
-        hi = _arr(k.conj_upper(self.y, self.p))
-        self.lo, self.hi = lo, hi
-        self.u, self.u_out, self.out_mask = self._draw_u(rng, lo, hi)
-
-    def with_ends(self) -> tuple[np.ndarray, np.ndarray]:
-        """(y, u): the points inside the domain, then the finite lower and upper ends."""
-        ys, us = [self.y], [self.u]
-        for b in (self.lo, self.hi):
-            fb = np.isfinite(b)
-            ys.append(self.y[fb])
-            us.append(b[fb])
-        return np.concatenate(ys), np.concatenate(us)
-
-    def _draw_u(self, rng, lo, hi):
-        n = lo.size
+        lo = self.lo = _arr(k.conj_lower(self.y, self.p))
+        hi = self.hi = _arr(k.conj_upper(self.y, self.p))
         flo, fhi = np.isfinite(lo), np.isfinite(hi)
         both = flo & fhi
         width = np.where(both, hi - lo, 1.0)
@@ -350,29 +293,48 @@ class _LossPoints:
         delta = np.maximum(1.0, np.where(both, width, 1.0)) * rng.uniform(0.05, 1.0, n)
         side_hi = rng.random(n) < 0.5
         out = np.where(fhi & (side_hi | ~flo), hi + delta, lo - delta)
-        out_mask = flo | fhi
-        return _f64(u), _f64(np.where(out_mask, out, 0.0)), out_mask
+        self.out_mask = flo | fhi
+        self.u, self.u_out = _f64(u), _f64(np.where(self.out_mask, out, 0.0))
+
+    def with_ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """(y, u): the points inside the domain, then the finite lower and upper ends."""
+        ys, us = [self.y], [self.u]
+        for b in (self.lo, self.hi):
+            fb = np.isfinite(b)
+            ys.append(self.y[fb])
+            us.append(b[fb])
+        return np.concatenate(ys), np.concatenate(us)
 
 
-def _interior(P: _LossPoints, u: np.ndarray, h: np.ndarray, k: int = 4) -> np.ndarray:
-    with np.errstate(invalid="ignore"):
-        return (u - k * h > P.lo) & (u + k * h < P.hi)
-
-
+@dataclass
 class _RegView:
-    """Rows with a value of ``C`` each, over the values ``Cs`` of the points ``P``."""
+    """Rows with a value of ``C`` each, over the values ``Cs``."""
 
     C: np.ndarray
     Cs: list[float]
     p: np.ndarray
 
-    def __init__(self, P: _RegView, C: np.ndarray):
-        self.C = C
-        self.Cs = P.Cs
-        self.p = P.p
-
     def groups(self) -> list[tuple[float, np.ndarray]]:
         return [(c, np.flatnonzero(self.C == c)) for c in self.Cs]
+
+    def view(self, C: np.ndarray) -> _RegView:
+        """Rows with the values ``C``."""
+        return _RegView(C, self.Cs, self.p)
+
+    def by_C(self, fn: Callable[..., Any], a: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """``fn(values, C, params)`` group-wise; rows outside ``mask`` are NaN."""
+        a = np.asarray(a, dtype=np.float64)
+        out = np.full(a.shape, np.nan)
+        for c, idx in self.groups():
+            if mask is not None:
+                idx = idx[mask[idx]]
+            if idx.size:
+                out[idx] = _arr(fn(_f64(a[idx]), c, self.p))
+        return out
+
+    def central(self, fn: Callable[..., Any], x: np.ndarray, h: np.ndarray) -> _FD:
+        """Central differences of ``fn(values, C, params)`` group-wise."""
+        return _central(lambda a: self.by_C(fn, a), x, h)
 
 
 class _RegPoints(_RegView):
@@ -408,25 +370,3 @@ class _RegPoints(_RegView):
         self.y_out = np.where(fin, self.radius * (1.0 + rng.uniform(0.05, 1.0, m)), np.nan)
         self.out_mask = fin
         self.d = 10.0 ** rng.uniform(-2.0, 2.0, m)
-
-
-def _by_C(P: _RegView, fn: Callable[..., Any], a: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-    """``fn(values, C, params)`` group-wise; rows outside ``mask`` are NaN."""
-    a = np.asarray(a, dtype=np.float64)
-    out = np.full(a.shape, np.nan)
-    for c, idx in P.groups():
-        if mask is not None:
-            idx = idx[mask[idx]]
-        if idx.size:
-            out[idx] = _arr(fn(_f64(a[idx]), c, P.p))
-    return out
-
-
-def _central_by_C(P: _RegView, fn: Callable[..., Any], x: np.ndarray, h: np.ndarray) -> _FD:
-    """Central differences of ``fn(values, C, params)`` group-wise."""
-    groups = [(c, idx) for c, idx in P.groups() if idx.size]
-    parts = [_central(lambda a, c=c: fn(a, c, P.p), _f64(x[idx]), h[idx]) for c, idx in groups]
-    idx = np.concatenate([idx for _, idx in groups])
-    inv = np.empty_like(idx)
-    inv[idx] = np.arange(idx.size)
-    return _FD(*(np.concatenate([getattr(pt, f.name) for pt in parts])[inv] for f in dataclasses.fields(_FD)))

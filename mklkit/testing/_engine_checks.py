@@ -143,19 +143,9 @@ class _Checker:
         self.rtol = rtol
         self.reference = reference
 
-    def fail(self, check: str, label: str, message: str) -> None:
-        self.r.identity(check).fail(f"{label}: {message}", {"problem": label})
-
-    def ok(self, check: str) -> None:
-        self.r.identity(check).note()
-
     def verdict(self, check: str, label: str, bad: list[str]) -> bool:
-        """Fail ``check`` with the problems in ``bad``, or count a pass; whether it passed."""
-        if bad:
-            self.fail(check, label, "; ".join(bad))
-        else:
-            self.ok(check)
-        return not bad
+        """Fail ``check`` at the problem ``label`` with the messages in ``bad``, or count a pass; whether it passed."""
+        return self.r.identity(check).verdict(bad, label)
 
     def honest(self, kp: KitProblem, res: SolveResult, ref: Reference | None = None) -> None:
         """honest_primal, honest_dual, gap_consistent and (with ``ref``) gap_bounds_optimum."""
@@ -164,15 +154,14 @@ class _Checker:
         try:
             P_rec = primal_value(pb, res.alpha, res.bias)
         except Exception as exc:  # noqa: BLE001 - reported
-            self.fail("honest_primal", label, f"P(alpha, b) could not be recomputed ({type(exc).__name__}: {exc})")
+            self.verdict("honest_primal", label, [f"P(alpha, b) could not be recomputed ({type(exc).__name__}: {exc})"])
             return
         wrong = f"reported objective {P:.12g} but P(alpha, b) at the returned point is {P_rec:.12g}"
         self.verdict("honest_primal", label, [] if _close(P, P_rec, rtol) else [wrong])
         if res.dual is None:
             D_rec = -math.inf
-            self.fail(
-                "honest_dual", label, "the result has no dual point (SolveResult.dual): its gap cannot be certified"
-            )
+            no_dual = "the result has no dual point (SolveResult.dual): its gap cannot be certified"
+            self.verdict("honest_dual", label, [no_dual])
         else:
             D_rec = float(dual_value(pb, res.dual))
             wrong = f"reported dual objective {D:.12g} but the returned dual point, made feasible, gives {D_rec:.12g}"
@@ -294,7 +283,7 @@ class _Checker:
         res, warned = _solve(eng, kp.problem, callback=cb)
         label = kp.label
         if res.status == Status.CONVERGED and len(seen) <= 2:
-            self.ok("callback_stop")  # converged before the callback asked
+            self.verdict("callback_stop", label, [])  # converged before the callback asked
             return
         bad = []
         if res.status != Status.STOPPED:
@@ -316,18 +305,13 @@ class _Checker:
             return
         res, warned = _solve(eng, kp.problem)
         if res.status == Status.CONVERGED and res.gap <= 1e-12 and not warned:
-            self.ok("max_iter")  # solved within one iteration, certified
+            bad = []  # solved within one iteration, certified
         elif res.status != Status.MAX_ITER:
-            self.fail("max_iter", label, f"max_iter = 1 gave status {res.status} ({res.message[:120]})")
-        elif len(warned) != 1:
-            self.fail("max_iter", label, f"status max_iter with {len(warned)} ConvergenceWarnings, not 1")
+            bad = [f"max_iter = 1 gave status {res.status} ({res.message[:120]})"]
         else:
-            self.ok("max_iter")
+            bad = [f"status max_iter with {len(warned)} ConvergenceWarnings, not 1"] if len(warned) != 1 else []
+        self.verdict("max_iter", label, bad)
         self.honest(kp, res)
-
-    def _slack(self, warm: SolveResult, cold: SolveResult) -> float:
-        """How far a warm-started objective may lie above the cold one: their gaps."""
-        return (max(warm.gap, cold.gap) + self.rtol) * max(abs(cold.objective), 1.0)
 
     def warm_start(self, kp: KitProblem, first: SolveResult) -> None:
         eng = self.engine
@@ -338,12 +322,13 @@ class _Checker:
         warm, _ = _solve(eng, near, warm_start=first)
         self.honest(KitProblem(label, near), warm)
         if not getattr(eng, "supports_warm_start", False):
-            self.ok("warm_start")
+            self.verdict("warm_start", label, [])
             return
         bad = []
+        slack = (max(warm.gap, cold.gap) + self.rtol) * max(abs(cold.objective), 1.0)  # their gaps
         if cold.converged and not warm.converged:
             bad.append(f"warm-started solve ended {warm.status} where the cold one converged")
-        elif warm.converged and cold.converged and not (warm.objective - cold.objective <= self._slack(warm, cold)):
+        elif warm.converged and cold.converged and not (warm.objective - cold.objective <= slack):
             bad.append(
                 f"warm-started objective {warm.objective:.12g} above the cold one {cold.objective:.12g} by more "
                 "than their gaps"
@@ -352,11 +337,7 @@ class _Checker:
         wrong = dataclasses.replace(first, alpha=np.zeros((pb.n_kernels + 1, pb.n_samples)))
         try:
             _solve(eng, near, warm_start=wrong)
+            bad = ["a warm start of the wrong shape was accepted (supports_warm_start is True: expected ValueError)"]
         except ValueError:
-            self.ok("warm_start")
-        else:
-            self.fail(
-                "warm_start",
-                label,
-                "a warm start of the wrong shape was accepted (supports_warm_start is True: expected ValueError)",
-            )
+            bad = []
+        self.verdict("warm_start", label, bad)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -96,12 +97,6 @@ class KitProblem:
     problem: Any
 
 
-def _choose_C(problem: Any) -> float:
-    """A ``C`` at which α = 0 is not optimal: 0.3 ``C_max`` (0.1 when ``C_max`` is infinite)."""
-    c_max = common.zero_solution(problem).C_max
-    return 0.3 * c_max if math.isfinite(c_max) and c_max > 0 else 0.1
-
-
 def engine_problems(
     engine: Any,
     *,
@@ -153,7 +148,8 @@ def _kit_problem(
     try:
         if engine.supports(pb) is not None:
             return None
-        pb.C = float(_choose_C(pb))
+        c_max = common.zero_solution(pb).C_max  # a C at which alpha = 0 is not optimal
+        pb.C = float(0.3 * c_max) if math.isfinite(c_max) and c_max > 0 else 0.1
     except Exception:  # noqa: BLE001 - reported by the checks that use the problem
         pb.C = 0.1
     label = f"{data} {loss.describe()} x {reg.describe()}, C = {pb.C:.4g}"
@@ -162,14 +158,4 @@ def _kit_problem(
 
 def with_C(problem: Any, C: float) -> Any:
     """The same problem at another ``C``, a new object (engines may keep state on the old one)."""
-    return Problem(
-        K=problem.__dict__["_K"],
-        y=problem.y,
-        loss=problem.loss,
-        regularizer=problem.regularizer,
-        C=C,
-        bias=problem.bias,
-        kernel_names=problem.kernel_names,
-        extra=dict(problem.extra),
-        sample_weight=problem.sample_weight,
-    )
+    return dataclasses.replace(problem, K=problem.__dict__["_K"], C=C, extra=dict(problem.extra))

@@ -26,30 +26,17 @@ def _loss_constrained(
     Ba, B = int(loss.n_aux), int(loss.n_cons)
     W = 1 + Ba
     ident = r.identity("constrained_shapes")
-    ut0 = np.zeros((n, Ba))
-    shapes = {
-        "l0": (n,),
-        "l0_grad": (n, W),
-        "l0_hess": (n, W, W),
-        "cons": (n, B),
-        "cons_grad": (n, B, W),
-        "cons_hess": (n, B, W, W),
-    }
-    outs = {}
-    for name, shp in shapes.items():
-        out = getattr(cc, name)(y, P.u, _f64(ut0), p)
-        outs[name] = _check_output(ident, f"{name}(y, u, ut)", out, shp, {"y": y, "u": P.u})
-    if any(v is None for v in outs.values()):
+    tails = {"l0": (), "l0_grad": (W,), "l0_hess": (W, W), "cons": (B,), "cons_grad": (B, W), "cons_hess": (B, W, W)}
+    ut0 = _f64(np.zeros((n, Ba)))
+    outs = [
+        _check_output(ident, f"{name}(y, u, ut)", getattr(cc, name)(y, P.u, ut0, p), (n, *tail), {"y": y, "u": P.u})
+        for name, tail in tails.items()
+    ]
+    if any(out is None for out in outs):
         return
     r.run(["constrained_value", "constrained_feasibility"], _constrained_value, r, loss, P, rtol, atol)
     derivs = ["l0_grad_fd", "l0_hess_fd", "cons_grad_fd", "cons_hess_fd", "constrained_convexity"]
     r.run(derivs, _constrained_derivs, r, loss, P, rtol, atol, rng)
-
-
-def _affine(cc: ConstrainedConjugate, y, u, ut, p) -> bool:
-    return np.all(_cons_call(cc, "l0_hess", y, u, ut, p) == 0.0) and np.all(
-        _cons_call(cc, "cons_hess", y, u, ut, p) == 0.0
-    )
 
 
 def _solve_constrained(
@@ -123,12 +110,12 @@ def _constrained_value(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol:
     ident = r.identity("constrained_value")
     feas = r.identity("constrained_feasibility")
     ys_in, us_in = P.with_ends()
-    affine = _affine(cc, ys_in, us_in, np.zeros((ys_in.size, Ba)), p)
+    ut = np.zeros((ys_in.size, Ba))
+    affine = all(np.all(_cons_call(cc, name, ys_in, us_in, ut, p) == 0.0) for name in ("l0_hess", "cons_hess"))
     cv = _arr(k.conj(_f64(ys_in), _f64(us_in), p))
     solved = [_solve_constrained(cc, p, float(yi), float(ui), Ba, affine) for yi, ui in zip(ys_in, us_in)]
-    status = [st for st, _, _ in solved]
-    vals = np.array([v for _, v, _ in solved], dtype=np.float64)
-    viol = np.array([vio for _, _, vio in solved], dtype=np.float64)
+    status, vals, viol = zip(*solved)
+    vals, viol = np.array(vals, dtype=np.float64), np.array(viol, dtype=np.float64)
     okst = np.array([s == "ok" for s in status])
     # constraints affine in u (every loss of the paper): violations of the order of max(|u|, 1)
     ctol = atol + rtol * np.maximum(np.abs(us_in), 1.0)
@@ -206,8 +193,6 @@ def _constrained_derivs(
         asym = np.max(np.abs(Hs - np.swapaxes(Hs, -1, -2)), axis=(-1, -2)).reshape(H.shape[:-2])
         mag = np.max(np.abs(Hs), axis=(-1, -2)).reshape(H.shape[:-2])
         tol = atol + rtol * mag
-        ident.compare(asym, np.zeros_like(asym), tol, pts, f"{name} must be symmetric (largest |H - H^T|)")
+        ident.compare(asym, 0.0, tol, pts, f"{name} must be symmetric (largest |H - H^T|)")
         eig = np.linalg.eigvalsh(0.5 * (Hs + np.swapaxes(Hs, -1, -2))).min(axis=-1).reshape(H.shape[:-2])
-        ident.at_least(
-            eig, np.zeros_like(eig), tol, pts, f"{name} must be positive semi-definite (smallest eigenvalue)"
-        )
+        ident.at_least(eig, 0.0, tol, pts, f"{name} must be positive semi-definite (smallest eigenvalue)")

@@ -10,25 +10,20 @@ import numpy as np
 
 from ..components.base import RegularizerJit
 from ._common import (
-    _sup_checks,
-    _sup_within,
-    _sum_identity,
     _EPS,
     _ROUND,
     _arr,
-    _attained,
-    _best,
-    _by_C,
-    _central_by_C,
     _compare_fd,
     _f64,
     _fin,
-    _grid_sup,
     _RegPoints,
-    _RegView,
     _scalar_min,
     _sensitivity,
     _steps,
+    _sum_identity,
+    _sup_checks,
+    _sup_one,
+    _sup_within,
     _tol,
     _ulps,
 )
@@ -104,19 +99,19 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     k, p = reg.jit, P.p
     v = np.concatenate([[0.0], P.v])
     C = np.concatenate([[P.Cs[0]], P.C])
-    Pv = _RegView(P, C)
-    pr = _by_C(Pv, k.prox, v)
+    Pv = P.view(C)
+    pr = Pv.by_C(k.prox, v)
     pts = {"v": v, "C": C}
     ident = r.identity("prox_optimality")
     tolb = atol + rtol * v
-    ident.at_least(pr, np.zeros_like(pr), tolb, pts, "prox(v) >= 0")
+    ident.at_least(pr, 0.0, tolb, pts, "prox(v) >= 0")
     ident.at_least(v, pr, tolb, pts, "prox(v) <= v (value is non-decreasing)")
     pc = np.maximum(pr, 0.0)
     H = 1e-6 * np.maximum(pc, C)
     Hl = np.minimum(H, pc)
-    f0 = _by_C(Pv, k.value, pc)
-    fp = _by_C(Pv, k.value, pc + H)
-    fm = _by_C(Pv, k.value, pc - Hl)
+    f0 = Pv.by_C(k.value, pc)
+    fp = Pv.by_C(k.value, pc + H)
+    fm = Pv.by_C(k.value, pc - Hl)
     with np.errstate(invalid="ignore", divide="ignore"):
         dplus = (fp - f0) / ((pc + H) - pc)
         dminus = np.where(Hl > 0, (f0 - fm) / np.where(Hl > 0, pc - (pc - Hl), 1.0), -np.inf)
@@ -128,18 +123,15 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
         resid, dminus, tol, pts, "optimality of prox: v - prox(v) >= left derivative of value at prox(v)", mask=Hl > 0
     )
     ident2 = r.identity("prox_numeric")
-    pnum = np.empty(v.size)
-    dx = np.zeros(v.size)
-    fobj = np.zeros(v.size)
+    pnum, dx, fobj = np.zeros(v.size), np.zeros(v.size), np.zeros(v.size)
     for i in range(v.size):
         c, vi = float(C[i]), float(v[i])
+        if vi == 0.0:  # prox(0) = 0
+            continue
 
         def obj(t: float, c: float = c, vi: float = vi) -> float:
             return float(k.value(_f64([t]), c, p)[0]) + 0.5 * (t - vi) ** 2
 
-        if vi == 0.0:
-            pnum[i] = 0.0
-            continue
         grid = np.linspace(0.0, vi, 65)
         gv = _arr(k.value(_f64(grid), c, p)) + 0.5 * (grid - vi) ** 2
         j = int(np.argmin(gv))
@@ -153,13 +145,13 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     ident3 = r.identity("prox_deriv_fd")
     vv = P.v
     h = _steps(vv, P.C)
-    an = _by_C(P, k.prox_deriv, vv)
-    fds = _central_by_C(P, k.prox, vv, h)
+    an = P.by_C(k.prox_deriv, vv)
+    fds = P.central(k.prox, vv, h)
     _compare_fd(
         ident3, an, fds, rtol, atol, {"v": vv, "C": P.C}, "prox_deriv vs central difference of prox", vv - 4 * h > 0
     )
-    ident3.at_least(an, np.zeros_like(an), atol, {"v": vv, "C": P.C}, "prox_deriv >= 0")
-    ident3.at_least(np.ones_like(an), an, atol + rtol, {"v": vv, "C": P.C}, "prox_deriv <= 1")
+    ident3.at_least(an, 0.0, atol, {"v": vv, "C": P.C}, "prox_deriv >= 0")
+    ident3.at_least(1.0, an, atol + rtol, {"v": vv, "C": P.C}, "prox_deriv <= 1")
 
 
 def _env_min_one(k: Any, p: np.ndarray, c: float, yi: float, b: float, pr: float) -> tuple[float, float, float]:
@@ -191,41 +183,36 @@ def _reg_moreau(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
     k, p = reg.jit, P.p
     y = np.concatenate([[0.0], P.v])
     C = np.concatenate([[P.Cs[0]], P.C])
-    V = _RegView(P, C)
+    V = P.view(C)
     pts = {"y": y, "C": C}
-    env = _by_C(V, k.env, y)
-    pr = _by_C(V, k.prox, y)
-    gp = _by_C(V, k.value, np.maximum(pr, 0.0))
+    env = V.by_C(k.env, y)
+    pr = V.by_C(k.prox, y)
+    gp = V.by_C(k.value, np.maximum(pr, 0.0))
     pc = np.maximum(pr, 0.0)
-    cond, ok = _sensitivity(lambda a: _by_C(V, k.value, a), pc, _ulps(pc, y))
+    cond, ok = _sensitivity(lambda a: V.by_C(k.value, a), pc, _ulps(pc, y))
     what = "Moreau decomposition env(y) + value(p) + (p - y)^2/2 vs y^2/2, p = prox(y)"
     parts = (env, gp, 0.5 * (pr - y) ** 2)
     _sum_identity(r.identity("moreau_decomposition"), parts, 0.5 * y**2, rtol, atol, pts, what, cond=cond, mask=ok)
-    eg = _by_C(V, k.env_grad, y)
+    eg = V.by_C(k.env_grad, y)
     # prox(y) is computed from y (a shrinkage y - t): its rounding is relative to y
     r.identity("env_grad_prox").compare(eg, pr, _tol(rtol, atol, (eg, pr), (y,)), pts, "env_grad(y) vs prox(y)")
-    eh = _by_C(V, k.env_hess, y)
-    pd = _by_C(V, k.prox_deriv, y)
+    eh = V.by_C(k.env_hess, y)
+    pd = V.by_C(k.prox_deriv, y)
     r.identity("env_hess_prox_deriv").compare(eh, pd, _tol(rtol, atol, (eh, pd)), pts, "env_hess(y) vs prox_deriv(y)")
     rad = np.array([float(reg.conj_radius(c)) for c in C])
     one = [_env_min_one(k, p, float(C[i]), float(y[i]), min(float(y[i]), rad[i]), pr[i]) for i in range(y.size)]
     num, terms, err = (np.array(col, dtype=np.float64) for col in zip(*one))
     # relative to the envelope itself (not to y^2/2, the size of the objective at y' = 0)
-    r.identity("env_min").compare(
-        env,
-        num,
-        _tol(rtol, atol, (env, num), (terms,), err),
-        pts,
-        "env(y) vs numerical min_{y' >= 0} conj(y') + (y' - y)^2/2",
-    )
+    what = "env(y) vs numerical min_{y' >= 0} conj(y') + (y' - y)^2/2"
+    r.identity("env_min").compare(env, num, _tol(rtol, atol, (env, num), (terms,), err), pts, what)
     vv, pts_v = P.v, {"y": P.v, "C": P.C}
     h = _steps(vv, P.C)
     okd = vv - 4 * h > 0
-    fd = _central_by_C(P, k.env, vv, h)
-    an = _by_C(P, k.env_grad, vv)
+    fd = P.central(k.env, vv, h)
+    an = P.by_C(k.env_grad, vv)
     _compare_fd(r.identity("env_grad_fd"), an, fd, rtol, atol, pts_v, "env_grad vs central difference of env", okd)
-    fd2 = _central_by_C(P, k.env_grad, vv, h)
-    an2 = _by_C(P, k.env_hess, vv)
+    fd2 = P.central(k.env_grad, vv, h)
+    an2 = P.by_C(k.env_hess, vv)
     what = "env_hess vs central difference of env_grad"
     _compare_fd(r.identity("env_hess_fd"), an2, fd2, rtol, atol, pts_v, what, okd & ~fd.kink)
 
@@ -236,41 +223,25 @@ def _reg_conj(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     h = _steps(y, P.C)
     inside = (y - 4 * h > 0) & (y + 4 * h < P.radius)
     ident = r.identity("conj_grad_fd")
-    fd = _central_by_C(P, k.conj, y, h)
-    an = _by_C(P, k.conj_grad, y)
+    fd = P.central(k.conj, y, h)
+    an = P.by_C(k.conj_grad, y)
     _compare_fd(ident, an, fd, rtol, atol, {"y": y, "C": P.C}, "conj_grad vs central difference of conj", inside)
-    ident.at_least(an, np.zeros_like(an), atol, {"y": y, "C": P.C}, "conj_grad >= 0", mask=inside)
+    ident.at_least(an, 0.0, atol, {"y": y, "C": P.C}, "conj_grad >= 0", mask=inside)
     ident2 = r.identity("conj_hess_fd")
-    fd2 = _central_by_C(P, k.conj_grad, y, h)
-    an2 = _by_C(P, k.conj_hess, y)
+    fd2 = P.central(k.conj_grad, y, h)
+    an2 = P.by_C(k.conj_hess, y)
     what = "conj_hess vs central difference of conj_grad"
     _compare_fd(ident2, an2, fd2, rtol, atol, {"y": y, "C": P.C}, what, inside & ~fd.kink)
-    ident2.at_least(an2, np.zeros_like(an2), atol, {"y": y, "C": P.C}, "conj_hess >= 0", mask=inside)
+    ident2.at_least(an2, 0.0, atol, {"y": y, "C": P.C}, "conj_hess >= 0", mask=inside)
 
 
 _REG_GRID = np.concatenate([[0.0], 10.0 ** np.linspace(-8, 8, 161)])
 
 
-def _reg_sup_one(
-    k: RegularizerJit, p: np.ndarray, c: float, yi: float, s: float, hints: Sequence[float]
-) -> tuple[float, float, bool, float, np.ndarray, np.ndarray]:
-    """``sup_{x >= 0} x y - value(x)``: (best, the size of its terms, attained, err, grid, grid values)."""
-    grid = _f64(s * _REG_GRID)
-    with np.errstate(invalid="ignore", over="ignore"):
-        vals = yi * grid - _arr(k.value(grid, c, p))
-
-    def neg(t: float) -> float:
-        return -(yi * t - float(k.value(_f64([t]), c, p)[0]))
-
-    vals, cands, err = _grid_sup(grid, vals, neg)
-    hints = [t for t in hints if math.isfinite(t) and t >= 0]
-    hint_vals = [-neg(t) for t in hints]
-    cands += list(zip(hint_vals, hints))
-    best, arg = _best(cands)
-    # x >= 0: only the upper end of the grid can leave the supremum open
-    ok = _attained(best, grid, np.concatenate([[-np.inf, -np.inf], vals]), hints, hint_vals)
-    arg = float(arg)
-    return float(best), abs(yi * arg) + _fin(k.value(_f64([arg]), c, p)[0]), ok, err, grid, vals
+def _reg_sup(k: RegularizerJit, p: np.ndarray, c: float, yi: float, hints: Sequence[float]) -> tuple:
+    """:func:`_sup_one` of ``sup_{x >= 0} x y - value(x)`` on ``s _REG_GRID``, ``s = max(1, C, y)``."""
+    s = max(1.0, c, yi)
+    return _sup_one(lambda x: k.value(x, c, p), yi, 0.0, s * _REG_GRID, hints, 0.0)
 
 
 def _reg_conj_sup(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
@@ -279,13 +250,10 @@ def _reg_conj_sup(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float)
     m = P.out_mask
     ys = np.concatenate([P.y_in, [0.0] * len(P.Cs), P.radius[m]])
     Cs = np.concatenate([P.C, P.Cs, P.C[m]])
-    V = _RegView(P, Cs)
-    cv = _by_C(V, k.conj, ys)
-    hint = _by_C(V, k.conj_grad, ys)
-    found = [
-        _reg_sup_one(k, p, float(c), float(yi), max(1.0, float(c), float(yi)), [float(h), 0.0])[:4]
-        for yi, c, h in zip(ys, Cs, hint)
-    ]
+    V = P.view(Cs)
+    cv = V.by_C(k.conj, ys)
+    hint = V.by_C(k.conj_grad, ys)
+    found = [_reg_sup(k, p, float(c), float(yi), [float(h), 0.0])[:4] for yi, c, h in zip(ys, Cs, hint)]
     what = "conj vs numerical sup_{x>=0} (x y - value(x))"
     below = "conj must be >= x y - value(x) for every x >= 0 (supremum not attained on x <= 1e8 max(1, C, y), checked from below)"
     _sup_checks(ident, cv, found, {"y": ys, "C": Cs}, rtol, atol, what, below)
@@ -295,11 +263,8 @@ def _reg_conj_sup(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float)
         return
     yo, Co = P.y_out[m], P.C[m]
 
-    def within(yi: float, c: float) -> tuple[float, float]:
-        s = max(1.0, c, yi)
-        return _sup_within(*_reg_sup_one(k, p, c, yi, s, [])[4:], s)
-
-    s1, s2 = np.array([within(float(yi), float(c)) for yi, c in zip(yo, Co)]).T
+    within = [_sup_within(*_reg_sup(k, p, c, yi, [])[4:], max(1.0, c, yi)) for yi, c in zip(yo.tolist(), Co.tolist())]
+    s1, s2 = np.array(within).T
     ident2.require(
         s2 >= 10.0 * np.maximum(s1, 1.0),
         {"y": yo, "C": Co},
@@ -315,27 +280,27 @@ def _reg_fenchel_young(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: f
     k = reg.jit
     x = rng.permutation(P.x)
     y = P.y_in
-    gv = _by_C(P, k.value, x)
-    cv = _by_C(P, k.conj, y)
+    gv = P.by_C(k.value, x)
+    cv = P.by_C(k.conj, y)
     what = "Fenchel-Young inequality value(x) + conj(y) >= x y"
     _sum_identity(ident, (gv, cv), x * y, rtol, atol, {"x": x, "y": y, "C": P.C}, what, at_least=True)
-    pr = _by_C(P, k.prox, P.v)
+    pr = P.by_C(k.prox, P.v)
     pr = np.maximum(pr, 0.0)
     ys = P.v - pr
     near = np.isfinite(P.radius) & (ys > P.radius) & (ys <= P.radius * (1 + 1e-12))
     ys = np.where(near, P.radius, np.maximum(ys, 0.0))
-    gp = _by_C(P, k.value, pr)
-    cy = _by_C(P, k.conj, ys)
+    gp = P.by_C(k.value, pr)
+    cy = P.by_C(k.conj, ys)
     du = _ulps(P.v, pr, ys)
-    cond_c, ok_c = _sensitivity(lambda a: _by_C(P, k.conj, a), ys, du)
-    cond_g, ok_g = _sensitivity(lambda a: _by_C(P, k.value, a), pr, du)
+    cond_c, ok_c = _sensitivity(lambda a: P.by_C(k.conj, a), ys, du)
+    cond_g, ok_g = _sensitivity(lambda a: P.by_C(k.value, a), pr, du)
     pts = {"v": P.v, "x": pr, "y": ys, "C": P.C}
     what = "Fenchel-Young equality at x = prox(v), y = v - x"
     _sum_identity(ident, (gp, cy), pr * ys, rtol, atol, pts, what, cond=cond_c + cond_g, mask=ok_c & ok_g)
-    xg = _by_C(P, k.conj_grad, y)
-    gx = _by_C(P, k.value, np.maximum(xg, 0.0))
+    xg = P.by_C(k.conj_grad, y)
+    gx = P.by_C(k.value, np.maximum(xg, 0.0))
     reach = np.abs(xg) <= 1e8 * np.maximum(np.maximum(1.0, P.C), y)  # beyond the supremum's grid value may overflow
     xs = np.where(reach, np.maximum(xg, 0.0), 0.0)
-    cond, ok = _sensitivity(lambda a: _by_C(P, k.value, a), xs, _ulps(xs))
+    cond, ok = _sensitivity(lambda a: P.by_C(k.value, a), xs, _ulps(xs))
     what = "Fenchel-Young equality at x = conj_grad(y)"
     _sum_identity(ident, (gx, cv), xg * y, rtol, atol, {"y": y, "x": xg, "C": P.C}, what, cond=cond, mask=reach & ok)

@@ -62,10 +62,8 @@ class ConformanceReport:
         lines = [f"conformance of {kind} {name!r} ({comp!r}){at}: {verdict}"]
         width = max((len(c.identity) for c in self.checks), default=0)
         for c in self.checks:
-            if c.passed:
-                lines.append(f"  PASS  {c.identity:<{width}}  {c.detail}")
-            else:
-                lines.append(f"  FAIL  {c.identity:<{width}}  {c.detail}")
+            lines.append(f"  {'PASS' if c.passed else 'FAIL'}  {c.identity:<{width}}  {c.detail}")
+            if not c.passed:
                 if c.point is not None:
                     lines.append(f"        {'':<{width}}  at {_fmt_point(c.point)}")
                 lines.append(f"        {'':<{width}}  |error| = {_fmt(c.worst_error)} > tolerance {_fmt(c.tolerance)}")
@@ -73,12 +71,8 @@ class ConformanceReport:
 
 
 def _fmt(x: float) -> str:
-    if x is None:
-        return "n/a"
     x = float(x)
-    if math.isnan(x) or math.isinf(x):
-        return str(x)
-    return f"{x:.3e}"
+    return f"{x:.3e}" if math.isfinite(x) else str(x)
 
 
 def _assert_ok(report: ConformanceReport) -> ConformanceReport:
@@ -112,19 +106,16 @@ class _Identity:
         self.worst: tuple[float, float, dict | None, str] | None = None
         self.hard: list[tuple[str, dict | None]] = []
 
-    def _point(self, points: dict[str, np.ndarray], i: int) -> dict[str, Any]:
-        return {**{k: float(np.asarray(v).reshape(-1)[i]) for k, v in points.items()}, "params": dict(self.params)}
-
-    def _record(self, err, tol, ok, points, describe) -> None:
+    def _record(self, err, tol, points, describe) -> None:
+        """Count the points where ``err <= tol`` and keep the worst one."""
         err = np.asarray(err, dtype=np.float64).reshape(-1)
         tol = np.broadcast_to(np.asarray(tol, dtype=np.float64), err.shape).reshape(-1)
         # an infinite or NaN tolerance would accept anything: demand an exact match
         bad_tol = ~np.isfinite(tol)
+        ok = (err <= tol) & ~(bad_tol & (err > 0))
         tol = np.where(bad_tol, 0.0, tol)
-        ok = np.asarray(ok, dtype=bool).reshape(-1) & ~(bad_tol & (err > 0))
         self.n += err.size
-        nbad = int(np.count_nonzero(~ok))
-        self.nfail += nbad
+        self.nfail += int(np.count_nonzero(~ok))
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(ok, err / np.maximum(tol, 1e-300), np.inf)
         ratio = np.where(np.isnan(ratio), np.inf, ratio)
@@ -133,7 +124,8 @@ class _Identity:
         i = int(np.argmax(ratio))
         if ratio[i] > self.worst_ratio or self.worst is None:
             self.worst_ratio = float(ratio[i])
-            self.worst = (float(err[i]), float(tol[i]), self._point(points, i), describe(i))
+            point = {**{k: float(np.asarray(v).reshape(-1)[i]) for k, v in points.items()}, "params": dict(self.params)}
+            self.worst = (float(err[i]), float(tol[i]), point, describe(i))
 
     @staticmethod
     def _lead(a: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -151,23 +143,21 @@ class _Identity:
         pts = {k: self._lead(v, shape)[m] for k, v in points.items()}
         return out, pts
 
-    def compare(self, got, expected, tol, points: dict[str, Any], what: str, scale=None, mask=None) -> None:
+    def compare(self, got, expected, tol, points: dict[str, Any], what: str, mask=None) -> None:
         """Require ``|got - expected| <= tol`` elementwise (inf == inf allowed)."""
         got, expected = np.broadcast_arrays(np.asarray(got, dtype=np.float64), np.asarray(expected, dtype=np.float64))
-        shape = got.shape
-        sc = np.maximum(np.abs(got), np.abs(expected)) if scale is None else scale
-        (got, expected, tol, sc), pts = self._select([got, expected, tol, sc], points, mask, shape)
+        (got, expected, tol), pts = self._select([got, expected, tol], points, mask, got.shape)
         with np.errstate(invalid="ignore"):
             same_inf = np.isinf(got) & np.isinf(expected) & (np.sign(got) == np.sign(expected))
             err = np.where(same_inf, 0.0, np.abs(got - expected))
         err = np.where(np.isnan(err), np.inf, err)
-        ok = err <= tol
 
         def describe(i: int) -> str:
-            rel = err[i] / sc[i] if sc[i] > 0 and math.isfinite(sc[i]) else math.inf
+            sc = np.maximum(np.abs(got[i]), np.abs(expected[i]))
+            rel = err[i] / sc if sc > 0 and math.isfinite(sc) else math.inf
             return f"{what}: got {got[i]:.12g}, expected {expected[i]:.12g} (relative error {_fmt(rel)})"
 
-        self._record(err, tol, ok, pts, describe)
+        self._record(err, tol, pts, describe)
 
     def at_least(self, lhs, rhs, tol, points: dict[str, Any], what: str, mask=None) -> None:
         """Require ``lhs >= rhs - tol`` elementwise."""
@@ -176,14 +166,13 @@ class _Identity:
         with np.errstate(invalid="ignore"):
             gap = rhs - lhs
             err = np.where(np.isnan(gap), np.inf, np.maximum(gap, 0.0))
-        ok = err <= tol
 
         def describe(i: int) -> str:
             scale = max(abs(lhs[i]), abs(rhs[i]))
             rel = err[i] / scale if scale > 0 and math.isfinite(scale) else math.inf
             return f"{what}: {lhs[i]:.12g} < {rhs[i]:.12g} (relative violation {_fmt(rel)})"
 
-        self._record(err, tol, ok, pts, describe)
+        self._record(err, tol, pts, describe)
 
     def require(self, ok, points: dict[str, Any], what: Callable[[int], str] | str) -> None:
         """Require a boolean property elementwise (no error size)."""
@@ -191,7 +180,7 @@ class _Identity:
         (ok,), pts = self._select([ok], points, None, ok.shape)
         err = np.where(ok, 0.0, np.inf)
         describe = what if callable(what) else (lambda i: what)
-        self._record(err, np.zeros_like(err), ok, pts, describe)
+        self._record(err, np.zeros_like(err), pts, describe)
 
     def fail(self, message: str, point: dict[str, Any] | None = None) -> None:
         """Record a structural failure."""
@@ -200,6 +189,18 @@ class _Identity:
         if point is not None:
             point = {**point, "params": dict(self.params)}
         self.hard.append((message, point))
+
+    def verdict(self, problems: Sequence[str] | str | None, label: str | None = None) -> bool:
+        """Fail with ``problems`` (a list, or one message or None; prefixed by the problem ``label``), or
+        count a pass; whether it passed."""
+        if isinstance(problems, str):
+            problems = [problems]
+        if not problems:
+            self.note()
+            return True
+        message = "; ".join(problems)
+        self.fail(message if label is None else f"{label}: {message}", None if label is None else {"problem": label})
+        return False
 
     def note(self, count: int = 1) -> None:
         """Count points that passed a check without an error size."""

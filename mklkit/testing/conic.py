@@ -107,24 +107,9 @@ def _expression(component, *args):
     return expr
 
 
-def _reference_problem(factors, y: np.ndarray, loss, reg, C: float, *, bias: bool, sample_weight: np.ndarray | None):
-    r"""The cvxpy problem of the MKL primal on the factors, its variables :math:`\beta_m` and bias."""
-    betas = [cp.Variable(L.shape[1]) for L, _ in factors]
-    b = cp.Variable() if bias else None
-    z = sum(L @ beta for (L, _), beta in zip(factors, betas))
-    if bias:
-        z = z + b
-    norms = [cp.norm(beta, 2) for beta in betas]
-    squares = [cp.sum_squares(beta) for beta in betas]
-    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    objective = _expression(loss, y, z, w) + _expression(reg, norms, squares, C, betas)
-    return cp.Problem(cp.Minimize(objective)), betas, b
-
-
 def _solve_with_retries(prob, tol: float) -> float:
     """Solve ``prob`` with Clarabel at ``tol``, then 10 and 100 times looser until optimal (a few
     small, badly scaled problems need it); the tolerance of the last attempt."""
-    used = tol
     for used in (tol, 10 * tol, 100 * tol):
         with warnings.catch_warnings():
             # "Solution may be inaccurate": the status says so and the loop retries
@@ -190,7 +175,15 @@ def solve_reference(
     params = dict(lam=lam, q=q, eps=eps, delta=delta, d0=d0, tau=tau, p=p)
     loss, reg = _resolve("loss", loss_name, params), _resolve("regularizer", reg_name, params)
     factors = factor_bank(K, eig_tol)
-    prob, betas, b = _reference_problem(factors, y, loss, reg, C, bias=bias, sample_weight=sample_weight)
+    betas = [cp.Variable(L.shape[1]) for L, _ in factors]
+    b = cp.Variable() if bias else None
+    z = sum(L @ beta for (L, _), beta in zip(factors, betas))
+    if bias:
+        z = z + b
+    norms = [cp.norm(beta, 2) for beta in betas]
+    squares = [cp.sum_squares(beta) for beta in betas]
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    prob = cp.Problem(cp.Minimize(_expression(loss, y, z, w) + _expression(reg, norms, squares, C, betas)))
     used = _solve_with_retries(prob, tol)
     if prob.status != cp.OPTIMAL:
         raise ReferenceError(

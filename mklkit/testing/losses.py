@@ -1,23 +1,36 @@
 """The loss identities of the component kit, :func:`check_loss` (docs/plugins.md §7; Suzuki & Tomioka
-2011, eqs. (15)-(17), (33)-(35))."""
+2011, eqs. (15)-(17), (33)-(35)): the declared domain and claims, convexity, derivatives against central
+differences (subgradients at kinks), ``deriv_lipschitz``, Fenchel-Young, the conjugate against a numerical
+supremum and the labels."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..components.base import CLASSIFICATION, LabelError
-from ._common import _ROUND, _arr, _begin, _check_output, _f64, _LossPoints, _tol
-from ._loss_constrained import _loss_constrained
-from ._loss_numeric import (
-    _loss_conj_derivs,
-    _loss_conj_sup,
-    _loss_deriv,
-    _loss_deriv2,
-    _loss_fenchel_young,
-    _loss_lipschitz,
+from ..components.base import CLASSIFICATION, LabelError, LossJit
+from ._common import (
+    _FD,
+    _ROUND,
+    _arr,
+    _begin,
+    _central,
+    _check_output,
+    _compare_fd,
+    _f64,
+    _LossPoints,
+    _sensitivity,
+    _steps,
+    _sum_identity,
+    _sup_checks,
+    _sup_one,
+    _sup_within,
+    _tol,
+    _ulps,
 )
+from ._loss_constrained import _loss_constrained
 from ._report import ConformanceReport, _Runner
 
 __all__ = ["check_loss"]
@@ -124,13 +137,8 @@ def _loss_linear_claim(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol:
         for t in (0.2, 0.5, 0.9):
             mid = _arr(k.conj(y, _f64(t * end), p))
             line = t * at_end
-            ident.compare(
-                mid,
-                line,
-                _tol(rtol, atol, (mid, line), (at_end, zero)),
-                {**pts, "u": t * end},
-                "linear_conjugate: conj(y, t u) vs t conj(y, u) at an end u of the domain",
-            )
+            what = "linear_conjugate: conj(y, t u) vs t conj(y, u) at an end u of the domain"
+            ident.compare(mid, line, _tol(rtol, atol, (mid, line), (at_end, zero)), {**pts, "u": t * end}, what)
 
 
 def _loss_convexity(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float, rng: np.random.Generator) -> None:
@@ -208,6 +216,191 @@ def _loss_labels(r: _Runner, loss: Any) -> None:
         rejects(np.array([0.5, np.nan, 1.0]), "targets with NaN")
         rejects(np.array([0.5, np.inf, 1.0]), "targets with inf")
         rejects(np.array([[0.5, 1.0], [1.0, 2.0]]), "a 2-d target array")
+
+
+def _loss_kinks(
+    fun: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    ys: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    n_grid: int = 3001,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Jumps of ``fun(y, .)`` on ``[lo, hi]`` per label, bisected to adjacent floats: (y, x) at both sides of each."""
+    t = np.linspace(0.0, 1.0, n_grid)
+    Y = np.repeat(ys, n_grid)
+    X = (lo[:, None] + (hi - lo)[:, None] * t[None, :]).reshape(-1)
+    d = _arr(fun(_f64(Y), _f64(X))).reshape(ys.size, n_grid)
+    Xg = X.reshape(ys.size, n_grid)
+    scale = max(1.0, float(np.nanmax(np.abs(d))) if np.isfinite(d).any() else 1.0)
+    # a jump: a step above 1e-6 of the scale and 10 times both neighbouring steps
+    delta = np.abs(np.diff(d, axis=-1))
+    left = np.concatenate([delta[..., :1] * 0 + np.inf, delta[..., :-1]], axis=-1)
+    right = np.concatenate([delta[..., 1:], delta[..., :1] * 0 + np.inf], axis=-1)
+    with np.errstate(invalid="ignore"):
+        rows, cols = np.nonzero((delta > 1e-6 * scale) & (delta > 10 * np.maximum(left, right)))
+    if rows.size == 0:
+        return np.empty(0), np.empty(0)
+    a, b = Xg[rows, cols], Xg[rows, cols + 1]
+    fa, fb = d[rows, cols], d[rows, cols + 1]
+    yk = _f64(ys[rows])
+    mid, sgn = 0.5 * (fa + fb), np.sign(fb - fa)
+    for _ in range(80):
+        c = 0.5 * (a + b)
+        below = sgn * (_arr(fun(yk, _f64(c))) - mid) < 0
+        a = np.where(below, c, a)
+        b = np.where(below, b, c)
+    return np.concatenate([yk, yk]), np.concatenate([a, b])
+
+
+def _subgradient(ident: Any, an: Any, fd: _FD, h: Any, rtol: float, atol: float, pts: dict, what: str, f: str) -> None:
+    """Require ``dminus <= an <= dplus`` (the one-sided differences of ``f``) within rtol of the largest
+    of the three, plus rounding."""
+    tol = (
+        atol + rtol * np.maximum(np.abs(an), np.maximum(np.abs(fd.dplus), np.abs(fd.dminus))) + 2 * _ROUND * fd.fmax / h
+    )
+    ident.at_least(an, fd.dminus, tol, pts, f"{what} >= left difference of {f}")
+    ident.at_least(fd.dplus, an, tol, pts, f"{what} <= right difference of {f}")
+
+
+def _loss_deriv(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
+    ident = r.identity("deriv_fd")
+    k, p, y, z = loss.jit, P.p, P.y, P.z
+    h = _steps(z, 1.0)
+    fd = _central(lambda zz: k.value(y, zz, p), z, h)
+    an = _arr(k.deriv(y, z, p))
+    _compare_fd(ident, an, fd, rtol, atol, {"y": y, "z": z}, "deriv vs central difference of value")
+    uniq = np.unique(y)[:8]
+    ky, kz = _loss_kinks(lambda yy, zz: k.deriv(yy, zz, p), uniq, uniq - 30.0, uniq + 30.0)
+    ys = np.concatenate([y, ky])
+    zs = np.concatenate([z, kz])
+    hs = _steps(zs, 1.0)
+    fds = _central(lambda zz: k.value(_f64(ys), zz, p), _f64(zs), hs)
+    ans = _arr(k.deriv(_f64(ys), _f64(zs), p))
+    _subgradient(ident, ans, fds, hs, rtol, atol, {"y": ys, "z": zs}, "deriv must be a subgradient: deriv", "value")
+
+
+def _loss_deriv2(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
+    ident = r.identity("deriv2_fd")
+    k, p, y, z = loss.jit, P.p, P.y, P.z
+    h = _steps(z, 1.0)
+    fd = _central(lambda zz: k.deriv(y, zz, p), z, h)
+    fv = _central(lambda zz: k.value(y, zz, p), z, h)
+    an = _arr(k.deriv2(y, z, p))
+    _compare_fd(ident, an, fd, rtol, atol, {"y": y, "z": z}, "deriv2 vs central difference of deriv", ~fv.kink)
+    ident.at_least(an, 0.0, atol, {"y": y, "z": z}, "deriv2 of a convex loss must be >= 0")
+
+
+def _loss_lipschitz(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float, rng: np.random.Generator) -> None:
+    ident = r.identity("deriv_lipschitz")
+    if not loss.smooth_primal:
+        ident.note()
+        return
+    L = float(loss.deriv_lipschitz())
+    if not (L > 0 and math.isfinite(L)):
+        ident.fail(
+            f"smooth_primal is True but deriv_lipschitz() = {L!r}; a finite positive bound on |deriv2| is required"
+        )
+        return
+    k, p, y, z = loss.jit, P.p, P.y, P.z
+    an = _arr(k.deriv2(y, z, p))
+    ident.at_least(L, np.abs(an), atol + rtol * L, {"y": y, "z": z}, "deriv_lipschitz() >= |deriv2|")
+    z2 = _f64(z + rng.normal(0.0, 1.0, z.size))
+    d1, d2 = _arr(k.deriv(y, z, p)), _arr(k.deriv(y, z2, p))
+    bound, change = L * np.abs(z2 - z), d2 - d1
+    what = "deriv_lipschitz() * |z2 - z| >= |deriv(z2) - deriv(z)|"
+    ident.at_least(bound, np.abs(change), _tol(rtol, atol, (bound, change), (d1, d2)), {"y": y, "z": z, "z2": z2}, what)
+
+
+def _loss_conj_derivs(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
+    k, p, y, u = loss.jit, P.p, P.y, P.u
+    h = _steps(u, 1.0)
+    with np.errstate(invalid="ignore"):
+        inside = (u - 4 * h > P.lo) & (u + 4 * h < P.hi)
+    ident = r.identity("conj_grad_fd")
+    fd = _central(lambda uu: k.conj(y, uu, p), u, h)
+    an = _arr(k.conj_grad(y, u, p))
+    _compare_fd(ident, an, fd, rtol, atol, {"y": y, "u": u}, "conj_grad vs central difference of conj", inside)
+    uniq, first = np.unique(y, return_index=True)
+    uniq, first = uniq[:8], first[:8]
+    lo, hi = P.lo[first], P.hi[first]
+    flo, fhi = np.isfinite(lo), np.isfinite(hi)
+    a = np.where(flo, lo, np.where(fhi, hi - 60.0, -30.0))
+    b = np.where(fhi, hi, a + 60.0)
+    pad = 0.01 * (b - a)
+    ky, ku = _loss_kinks(lambda yy, uu: k.conj_grad(yy, uu, p), uniq, a + pad, b - pad)
+    if ky.size:
+        hk = _steps(ku, 1.0)
+        fk = _central(lambda uu: k.conj(_f64(ky), uu, p), _f64(ku), hk)
+        ak = _arr(k.conj_grad(_f64(ky), _f64(ku), p))
+        what = "conj_grad at a kink must be a subgradient:"
+        _subgradient(ident, ak, fk, hk, rtol, atol, {"y": ky, "u": ku}, what, "conj")
+    ident2 = r.identity("conj_hess_fd")
+    fd2 = _central(lambda uu: k.conj_grad(y, uu, p), u, h)
+    an2 = _arr(k.conj_hess(y, u, p))
+    what = "conj_hess vs central difference of conj_grad"
+    _compare_fd(ident2, an2, fd2, rtol, atol, {"y": y, "u": u}, what, inside & ~fd.kink)
+    ident2.at_least(an2, 0.0, atol, {"y": y, "u": u}, "conj_hess of a convex conjugate must be >= 0", mask=inside)
+
+
+def _loss_fenchel_young(
+    r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float, rng: np.random.Generator
+) -> None:
+    ident = r.identity("fenchel_young")
+    k, p, y, z, u = loss.jit, P.p, P.y, P.z, P.u
+    zr = _f64(rng.permutation(z))
+    lv, cv = _arr(k.value(y, zr, p)), _arr(k.conj(y, u, p))
+    what = "Fenchel-Young inequality l(y,z) + l*(y,u) >= u z"
+    _sum_identity(ident, (lv, cv), u * zr, rtol, atol, {"y": y, "z": zr, "u": u}, what, at_least=True)
+    g = _arr(k.deriv(y, z, p))
+    parts = (_arr(k.value(y, z, p)), _arr(k.conj(y, g, p)))
+    cond, ok = _sensitivity(lambda a: k.conj(y, a, p), g, _ulps(1.0, g))
+    what = "Fenchel-Young equality at u = deriv(y,z): l + l* vs u z"
+    _sum_identity(ident, parts, g * z, rtol, atol, {"y": y, "z": z, "u": g}, what, cond=cond, mask=ok)
+    zg = _arr(k.conj_grad(y, u, p))
+    reach = np.abs(zg - y) <= 1e8  # beyond the supremum's grid the loss may overflow
+    cond, ok = _sensitivity(lambda a: k.value(y, a, p), zg, _ulps(1.0, zg))
+    what = "Fenchel-Young equality at z = conj_grad(y,u): l + l* vs u z"
+    parts = (_arr(k.value(y, _f64(zg), p)), cv)
+    _sum_identity(ident, parts, u * zg, rtol, atol, {"y": y, "u": u, "z": zg}, what, cond=cond, mask=reach & ok)
+
+
+_LOSS_GRID = np.concatenate([-(10.0 ** np.linspace(8, -4, 121)), [0.0], 10.0 ** np.linspace(-4, 8, 121)])
+
+
+def _loss_sup(k: LossJit, p: np.ndarray, yi: float, ui: float, hints: Sequence[float]) -> tuple:
+    """:func:`_sup_one` of ``sup_z u z - l(y, z)`` on ``y + _LOSS_GRID``."""
+    return _sup_one(lambda z: k.value(_f64(np.full(z.size, yi)), z, p), ui, yi, _LOSS_GRID, hints, -math.inf)
+
+
+def _loss_conj_sup(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
+    k, p, y = loss.jit, P.p, P.y
+    ident = r.identity("conj_sup")
+    ys, us = P.with_ends()
+    cv = _arr(k.conj(_f64(ys), _f64(us), p))
+    hint = _arr(k.conj_grad(_f64(ys), _f64(us), p))
+    found = [_loss_sup(k, p, float(yi), float(ui), [float(h)])[:4] for yi, ui, h in zip(ys, us, hint)]
+    below = "conj must be >= u z - l(y,z) for every z (supremum not attained on |z - y| <= 1e8, checked from below)"
+    _sup_checks(ident, cv, found, {"y": ys, "u": us}, rtol, atol, "conj vs numerical sup_z (u z - l(y,z))", below)
+    ident2 = r.identity("conj_unbounded")
+    m = P.out_mask
+    if not m.any():
+        ident2.note()
+        return
+    yo, uo = y[m], P.u_out[m]
+    co = _arr(k.conj(_f64(yo), _f64(uo), p))
+    s1, s2 = np.array([_sup_within(*_loss_sup(k, p, float(yi), float(ui), [])[4:], 1.0) for yi, ui in zip(yo, uo)]).T
+    ident2.require(
+        s2 >= 10.0 * np.maximum(s1, 1.0),
+        {"y": yo, "u": uo},
+        lambda i: (
+            f"outside [conj_lower, conj_upper] the supremum of u z - l(y,z) should be unbounded, "
+            f"but it is {s1[i]:.6g} over |z - y| <= 1e3 and {s2[i]:.6g} over |z - y| <= 1e6: "
+            "the declared domain is too small"
+        ),
+    )
+    ident2.require(
+        np.isposinf(co), {"y": yo, "u": uo}, lambda i: f"conj outside the domain is {co[i]!r}, expected +inf"
+    )
 
 
 def check_loss(

@@ -12,7 +12,6 @@ from ..components.base import BregmanJit
 from ._common import (
     _arr,
     _begin,
-    _by_C,
     _central,
     _check_output,
     _compare_fd,
@@ -35,23 +34,26 @@ __all__ = ["check_regularizer"]
 _OVERFLOW_FLOOR = 1e250
 
 
-def _overflow_justified(fn: Callable[..., Any], p: np.ndarray, y: np.ndarray, c: float) -> np.ndarray:
-    """Whether ``fn(y, c) = +inf`` is an overflow: the value just below where it turns infinite
-    (bisection on [0, y]) is at least :data:`_OVERFLOW_FLOOR`."""
-    y = np.asarray(y, dtype=np.float64)
-    out = np.zeros(y.shape, dtype=bool)
-    for i, yi in enumerate(y):
-        lo, hi = 0.0, float(yi)
-        if not math.isfinite(float(_arr(fn(_f64([lo]), c, p))[0])):
+def _finite_or_overflow(fn: Callable[..., Any], p: np.ndarray, y: np.ndarray, out: np.ndarray, c: float) -> np.ndarray:
+    """Where ``out = fn(y, c)`` is finite, or +inf by an overflow: the value just below where it turns
+    infinite (bisection on [0, y]) is at least :data:`_OVERFLOW_FLOOR`."""
+
+    def at(t: float) -> float:
+        return float(_arr(fn(_f64([t]), c, p))[0])
+
+    ok = np.isfinite(out)
+    for i in np.flatnonzero(np.isposinf(out)):
+        lo, hi = 0.0, float(y[i])
+        if not math.isfinite(at(lo)):
             continue
         for _ in range(80):
             mid = 0.5 * (lo + hi)
-            if math.isfinite(float(_arr(fn(_f64([mid]), c, p))[0])):
+            if math.isfinite(at(mid)):
                 lo = mid
             else:
                 hi = mid
-        out[i] = float(_arr(fn(_f64([lo]), c, p))[0]) >= _OVERFLOW_FLOOR
-    return out
+        ok[i] = at(lo) >= _OVERFLOW_FLOOR
+    return ok
 
 
 def _reg_shapes(r: _Runner, reg: Any, P: _RegPoints) -> None:
@@ -70,12 +72,8 @@ def _reg_shapes(r: _Runner, reg: Any, P: _RegPoints) -> None:
             pts_in = {"y": yin, "C": np.full(n - 1, c)}
             out = _check_output(ident, f"{name} inside the domain", fn(yin, c, p), (n - 1,), pts_in, allow_inf=True)
             if out is not None:
-                ok = np.isfinite(out)
-                bad = np.isposinf(out)
-                if bad.any():
-                    ok[bad] = _overflow_justified(fn, p, yin[bad], c)
                 what = f"{name} inside the domain is not finite (and not a float64 overflow of a huge value)"
-                ident.require(ok, pts_in, what)
+                ident.require(_finite_or_overflow(fn, p, yin, out, c), pts_in, what)
         zero, pts0 = _f64([0.0]), {"y": _f64([0.0]), "C": np.full(1, c)}
         _check_output(ident, "conj(0)", k.conj(zero, c, p), (1,), pts0)
         for name in ("conj_grad", "conj_hess"):
@@ -93,25 +91,23 @@ def _reg_shapes(r: _Runner, reg: Any, P: _RegPoints) -> None:
 def _reg_conj_domain(r: _Runner, reg: Any, P: _RegPoints) -> None:
     ident = r.identity("conj_domain")
     k, p = reg.jit, P.p
-    cin = _by_C(P, k.conj, P.y_in)
+    cin = P.by_C(k.conj, P.y_in)
     ok = np.isfinite(cin)
     for c, idx in P.groups():
-        bad = idx[np.isposinf(cin[idx])]
-        if bad.size:
-            ok[bad] = _overflow_justified(k.conj, p, P.y_in[bad], c)
+        ok[idx] = _finite_or_overflow(k.conj, p, P.y_in[idx], cin[idx], c)
     what = "conj is not finite inside [0, conj_radius(C)) (and not a float64 overflow)"
     ident.require(ok, {"y": P.y_in, "C": P.C}, what)
-    c0 = _by_C(P, k.conj, np.zeros_like(P.C))
+    c0 = P.by_C(k.conj, np.zeros_like(P.C))
     ident.require(np.isfinite(c0), {"y": np.zeros_like(P.C), "C": P.C}, "conj(0) is not finite")
     m = P.out_mask
     if m.any():
-        cout = _by_C(P, k.conj, np.where(m, P.y_out, 0.0), mask=m)
+        cout = P.by_C(k.conj, np.where(m, P.y_out, 0.0), mask=m)
         ident.require(
             np.isposinf(cout[m]),
             {"y": P.y_out[m], "C": P.C[m]},
             lambda i: f"conj beyond conj_radius(C) is {cout[m][i]!r}, expected +inf",
         )
-        cb = _by_C(P, k.conj, np.where(m, P.radius, 0.0), mask=m)
+        cb = P.by_C(k.conj, np.where(m, P.radius, 0.0), mask=m)
         ident.require(~np.isnan(cb[m]), {"y": P.radius[m], "C": P.C[m]}, "conj at conj_radius(C) is NaN")
 
 
@@ -120,16 +116,16 @@ def _reg_convexity(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float
     k, p = reg.jit, P.p
     x2 = P.x * 10.0 ** rng.uniform(-1.0, 1.0, P.x.size)
     xm = 0.5 * (P.x + x2)
-    fa, fb, fm = (_by_C(P, k.value, a) for a in (P.x, x2, xm))
+    fa, fb, fm = (P.by_C(k.value, a) for a in (P.x, x2, xm))
     tol = atol + rtol * _fin(fa, fb)
     pts = {"x": P.x, "x2": x2, "C": P.C}
     finite = np.isfinite(fa) & np.isfinite(fb)
     ident.at_least(0.5 * (fa + fb), fm, tol, pts, "midpoint convexity of value in x", mask=finite)
     lo, hi = np.minimum(P.x, x2), np.maximum(P.x, x2)
-    flo, fhi = (_by_C(P, k.value, a) for a in (lo, hi))
+    flo, fhi = (P.by_C(k.value, a) for a in (lo, hi))
     what = "value must be non-decreasing in x"
     ident.at_least(fhi, flo, atol + rtol * np.abs(flo), {"x": lo, "x2": hi, "C": P.C}, what)
-    if _tikhonov(reg):
+    if getattr(reg, "tikhonov_form", True):
         # g(t) = value(sqrt t, 1) concave in t (SpicyMKL eq. 42)
         t1, t2 = P.x**2, x2**2
         g1, g2 = (_arr(k.value(_f64(np.sqrt(t)), 1.0, p)) for t in (t1, t2))
@@ -137,11 +133,11 @@ def _reg_convexity(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float
         what = "g(t) = value(sqrt(t), C=1) must be concave in t"
         ident.at_least(gm, 0.5 * (g1 + g2), atol + rtol * (np.abs(g1) + np.abs(g2)), {"x": P.x, "x2": x2}, what)
     y2 = np.where(P.out_mask, P.radius * rng.uniform(0.02, 0.98, P.C.size), P.y * 10 ** rng.uniform(-1, 1, P.C.size))
-    ca, cb, cm = (_by_C(P, k.conj, a) for a in (P.y_in, y2, 0.5 * (P.y_in + y2)))
+    ca, cb, cm = (P.by_C(k.conj, a) for a in (P.y_in, y2, 0.5 * (P.y_in + y2)))
     tol, pts = atol + rtol * (np.abs(ca) + np.abs(cb)), {"y": P.y_in, "y2": y2, "C": P.C}
     ident.at_least(0.5 * (ca + cb), cm, tol, pts, "midpoint convexity of conj", mask=np.isfinite(ca) & np.isfinite(cb))
     ylo, yhi = np.minimum(P.y_in, y2), np.maximum(P.y_in, y2)
-    clo, chi = (_by_C(P, k.conj, a) for a in (ylo, yhi))
+    clo, chi = (P.by_C(k.conj, a) for a in (ylo, yhi))
     pts = {"y": ylo, "y2": yhi, "C": P.C}
     ident.at_least(chi, clo, atol + rtol * np.abs(clo), pts, "conj must be non-decreasing in y", mask=np.isfinite(clo))
 
@@ -149,14 +145,9 @@ def _reg_convexity(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float
 def _reg_scaling(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
     ident = r.identity("value_scaling")
     k, p = reg.jit, P.p
-    vc = _by_C(P, k.value, P.x)
+    vc = P.by_C(k.value, P.x)
     v1 = _arr(k.value(_f64(P.x), 1.0, p))
     ident.compare(vc, P.C * v1, atol + rtol * np.abs(vc), {"x": P.x, "C": P.C}, "value(x, C) vs C * value(x, 1)")
-
-
-def _tikhonov(reg: Any) -> bool:
-    """False for a regularizer declaring ``tikhonov_form = False`` (``g`` not concave)."""
-    return bool(getattr(reg, "tikhonov_form", True))
 
 
 def _reg_weight(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
@@ -255,7 +246,7 @@ def check_regularizer(
     r.run("fenchel_young", _reg_fenchel_young, r, reg, P, rtol, atol, rng)
     moreau = ["moreau_decomposition", "env_grad_prox", "env_hess_prox_deriv", "env_min", "env_grad_fd", "env_hess_fd"]
     r.run(moreau, _reg_moreau, r, reg, P, rtol, atol)
-    if _tikhonov(reg):
+    if getattr(reg, "tikhonov_form", True):  # False: g not concave, no weight identities
         r.run(["weight_value", "weight_argmin"], _reg_weight, r, reg, P, rtol, atol)
     if getattr(reg, "bregman", None) is not None:
         r.run(["bregman_f_fd", "bregman_finv"], _reg_bregman, r, reg, P, rtol, atol)
