@@ -8,6 +8,7 @@ are overwritten only with ``force`` (which also removes the plots of an earlier 
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import math
 import os
@@ -41,47 +42,38 @@ class OutputError(ValueError):
 
 def to_jsonable(obj: Any) -> Any:
     """Plain JSON data: numpy scalars/arrays to Python, non-finite floats to None, Paths to str."""
-    import enum
+    import numpy as np
 
-    if obj is None or isinstance(obj, (bool, str)):
-        return obj
     if isinstance(obj, enum.Enum):
         return to_jsonable(obj.value)
-    if isinstance(obj, int):
+    if obj is None or isinstance(obj, (bool, str, int)):
         return obj
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
-    if isinstance(obj, Path):
-        return str(obj)
     if isinstance(obj, Mapping):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):
         return [to_jsonable(v) for v in obj]
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover
-        return str(obj)
-    if isinstance(obj, (np.bool_, np.integer, np.ndarray)):
+    if isinstance(obj, (np.bool_, np.integer, np.floating, np.ndarray)):
         return to_jsonable(obj.tolist())
-    if isinstance(obj, np.floating):
-        return to_jsonable(float(obj))
     return str(obj)
 
 
-def check_output_dir(out_dir: str | os.PathLike[str], force: bool = False) -> Path:
-    """``out_dir`` as a Path, checked for writing a run (nothing is created); :class:`OutputError` when it is
-    a file, or holds run files and ``force`` is false."""
+def check_output_dir(
+    out_dir: str | os.PathLike[str],
+    force: bool = False,
+    files: Sequence[str] = RUN_FILES,
+    what: str = "the results of a run",
+    allowed: str = "a new directory (--out DIR), or --force to overwrite",
+) -> Path:
+    """``out_dir`` as a Path, checked for writing (nothing is created); :class:`OutputError` when it is a file,
+    or holds some of ``files`` (``what`` they are) and ``force`` is false."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise OutputError(out, "exists and is not a directory", "a new or existing directory")
-    if out.is_dir() and not force:
-        existing = [name for name in RUN_FILES if (out / name).exists()]
-        if existing:
-            raise OutputError(
-                out,
-                f"already holds the results of a run ({', '.join(existing)}); nothing was overwritten",
-                "a new directory (--out DIR), or --force to overwrite",
-            )
+    existing = [name for name in files if (out / name).exists()] if out.is_dir() and not force else []
+    if existing:
+        raise OutputError(out, f"already holds {what} ({', '.join(existing)}); nothing was overwritten", allowed)
     return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import logging
@@ -36,23 +37,14 @@ class SweepTaskError(RuntimeError):
 
 
 def _check_out(sweep: Sweep, out: Path, resume: bool, force: bool, key: str) -> None:
-    if out.exists() and not out.is_dir():
-        raise sweep.error(key, "exists and is not a directory", str(out), "a new or existing directory")
-    if resume or force:
-        return
-    held = [n for n in (RESULTS, SWEEP_JSON) if (out / n).exists()]
-    if held:
-        raise sweep.error(
-            key,
-            f"already holds a sweep ({', '.join(held)}); nothing was overwritten",
-            str(out),
-            "--resume to finish it, --force to start over, or a new directory (--out DIR)",
-        )
-    for d in _best_dirs(sweep, out).values():
-        try:
-            check_output_dir(d, force=False)
-        except OutputError as exc:
-            raise sweep.error(key, exc.problem, str(d), exc.allowed) from None
+    allowed = "--resume to finish it, --force to start over, or a new directory (--out DIR)"
+    try:
+        check_output_dir(out, resume or force, (RESULTS, SWEEP_JSON), "a sweep", allowed)
+        if not (resume or force):
+            for d in _best_dirs(sweep, out).values():
+                check_output_dir(d)
+    except OutputError as exc:
+        raise sweep.error(key, exc.problem, exc.path, exc.allowed) from None
 
 
 def _remove_earlier_outputs(sweep: Sweep, out: Path, key: str) -> None:
@@ -73,10 +65,8 @@ def _remove_earlier_outputs(sweep: Sweep, out: Path, key: str) -> None:
         if old.is_dir() and not old.is_symlink():
             shutil.rmtree(old, ignore_errors=True)
         else:
-            try:
+            with contextlib.suppress(OSError):
                 old.unlink()
-            except OSError:
-                pass
 
 
 def _best_dirs(sweep: Sweep, out: Path) -> dict[int, Path]:
