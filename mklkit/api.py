@@ -17,6 +17,7 @@ import numpy as np
 from ._interrupts import interrupt_guard
 from .io import write_multiclass_run
 from .pipeline import Prepared
+from .result import active_union
 from .solving import RunResult, solve_prepared, timings
 from .spec import Spec, SpecError, load_spec
 
@@ -163,7 +164,7 @@ class MulticlassRunResult:
     @property
     def n_active(self) -> int:
         """Kernels active in at least one problem."""
-        return int(np.unique(np.concatenate([np.asarray(r.result.active_set) for r in self.runs])).size)
+        return int(active_union([r.result for r in self.runs]).size)
 
     @property
     def n_test(self) -> int:

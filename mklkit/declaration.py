@@ -74,24 +74,16 @@ def _missing_problems(cls: type) -> list[str]:
     problems = []
     for group, (_, required) in _kernel_groups(cls).items():
         missing = [n for n in required if getattr(cls, n, None) is None]
-        if missing:
-            problems.append(_missing_problem(cls, group, missing, required))
+        if not missing:
+            continue
+        what, signatures = _GROUPS[group]
+        unsmooth = group == "constrained" and getattr(cls, "smooth_conjugate", True) is False
+        problems.append(
+            f"{'has smooth_conjugate=False but ' if unsmooth else ''}lacks the kernel method"
+            f"{'s' if len(missing) > 1 else ''} {', '.join(missing)}: {what} needs {', '.join(required)}, each a "
+            f"@kernel method of {signatures} (mklkit.components.base.kernel)"
+        )
     return problems
-
-
-def _missing_problem(cls: type, group: str, missing: list[str], required: tuple[str, ...]) -> str:
-    what, signatures = _GROUPS[group]
-    s = "s" if len(missing) > 1 else ""
-    lead = (
-        "has smooth_conjugate=False but "
-        if group == "constrained" and getattr(cls, "smooth_conjugate", True) is False
-        else ""
-    )
-    return (
-        f"{lead}lacks the kernel method{s} {', '.join(missing)}: {what} needs "
-        f"{', '.join(required)}, each a @kernel method of {signatures} "
-        "(mklkit.components.base.kernel)"
-    )
 
 
 def unjitted_problem(component: Any) -> str | None:

@@ -162,18 +162,14 @@ def write_multiclass_run(
     the top-level ``summary.json``; ``{"summary": path, "class_0": folder, ...}``.  Raises
     :class:`OutputError` as :func:`write_run`, for ``out_dir`` or a problem's folder."""
     out = check_output_dir(out_dir, force)
-    for k in range(len(run.runs)):
-        check_output_dir(out / run.problem_dir(k), force)
-    written: dict[str, Path] = {}
-    for k, sub in enumerate(run.runs):
-        folder = out / run.problem_dir(k)
+    folders = {run.problem_dir(k): check_output_dir(out / run.problem_dir(k), force) for k in range(len(run.runs))}
+    for sub, folder in zip(run.runs, folders.values()):
         write_run(sub, folder, force=force)
-        written[run.problem_dir(k)] = folder
     if force:
         _remove(out, (*REPORT_FILES, HISTORY, SOLUTION))
     summary = run.summary()
-    summary["files"] = {"problems": [run.problem_dir(k) for k in range(len(run.runs))]}
-    return {"summary": write_json(out / SUMMARY, summary), **written}
+    summary["files"] = {"problems": list(folders)}
+    return {"summary": write_json(out / SUMMARY, summary), **folders}
 
 
 def _remove(out: Path, names: Sequence[str]) -> None:

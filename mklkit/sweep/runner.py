@@ -155,9 +155,9 @@ def _kept_rows(
     except (OSError, ValueError):
         previous = None
     if previous is None or previous.get("grid") != fingerprint:
-        what = f"{SWEEP_JSON} is missing or unreadable"
-        if previous is not None:
-            what = "the grid or the cross-validation differs"
+        what = (
+            f"{SWEEP_JSON} is missing or unreadable" if previous is None else "the grid or the cross-validation differs"
+        )
         raise sweep.error(
             "--resume",
             f"{results_path} was written by another sweep ({what})",
