@@ -117,6 +117,8 @@ def check(spec: Spec | str | os.PathLike[str]) -> Validation:
 
 
 _MULTICLASS_WORDS = {"ovr": "one-vs-rest", "ovo": "one-vs-one"}
+#: The keys of each binary problem's ``summary.json`` that a multiclass summary lists per problem.
+_PROBLEM_KEYS = ("status", "converged", "objective", "duality_gap", "iterations", "n_active_kernels")
 
 
 @dataclass
@@ -186,7 +188,7 @@ class MulticlassRunResult:
 
     def summary(self) -> dict[str, Any]:
         """The top-level ``summary.json`` of a multiclass run (see ``docs/specs.md``)."""
-        first = self.runs[0].summary()
+        own = [r.summary() for r in self.runs]
         weights = np.mean([np.asarray(r.result.kernel_weights, dtype=np.float64) for r in self.runs], axis=0)
         records = [
             {"index": m, "name": n, "weight": float(w)} for m, (n, w) in enumerate(zip(self.kernel_names, weights))
@@ -194,21 +196,12 @@ class MulticlassRunResult:
         top = sorted(records, key=lambda k: -k["weight"])
         problems = []
         for k, r in enumerate(self.runs):
-            res = r.result
             i, j = self.pairs[k] if self.pairs else (None, k)
+            versus = "rest" if i is None else self.classes[i]
             problems.append(
-                {
-                    "class": self.classes[j],
-                    "versus": "rest" if i is None else self.classes[i],
-                    "dir": self.problem_dir(k),
-                    "status": r.status,
-                    "converged": r.converged,
-                    "objective": float(res.objective),
-                    "duality_gap": float(res.gap),
-                    "iterations": int(res.iterations),
-                    "n_active_kernels": r.n_active,
-                    **r.metrics,
-                }
+                {"class": self.classes[j], "versus": versus, "dir": self.problem_dir(k)}
+                | {key: own[k][key] for key in _PROBLEM_KEYS}
+                | r.metrics
             )
         n_ok = sum(r.converged for r in self.runs)
         copied = "task dataset n_train n_test n_features engine engine_params loss regularizer C spec_file spec"
@@ -221,7 +214,7 @@ class MulticlassRunResult:
             "n_classes": len(self.classes),
             "problems": problems,
             "duality_gap": max(float(r.result.gap) for r in self.runs),
-            "tol": first["tol"],
+            "tol": own[0]["tol"],
             "iterations": sum(int(r.result.iterations) for r in self.runs),
             "time_s": float(self.timings.get("solve_s", 0.0)),
             "timings": dict(self.timings),
@@ -231,7 +224,7 @@ class MulticlassRunResult:
             "top_kernels": [k["name"] for k in top[: min(10, self.n_active)]],
             "kernel_weights": records,
         }
-        return {**out, **{k: first[k] for k in f"{copied} mklkit_version versions".split()}, "created": self.created}
+        return {**out, **{k: own[0][k] for k in f"{copied} mklkit_version versions".split()}, "created": self.created}
 
     def write(self, out_dir: str | os.PathLike[str] | None = None, force: bool = False) -> dict[str, Path]:
         """Write a run directory per problem and the top-level ``summary.json`` (:func:`mklkit.io.write_multiclass_run`)."""

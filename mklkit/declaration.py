@@ -142,13 +142,11 @@ def _loss_problems(cls: type, obj: Any) -> list[str]:
     if task not in (CLASSIFICATION, REGRESSION):
         problems.append(f"task must be {CLASSIFICATION!r} or {REGRESSION!r}; got {task!r}")
     problems += _flag_problems(owner, ("smooth_conjugate", "smooth_primal", "linear_conjugate"), obj is None)
-    constrained = getattr(cls, "constrained", None)
-    if constrained is not None:
-        n_cons, n_aux = getattr(owner, "n_cons", None), getattr(owner, "n_aux", None)
-        if isinstance(n_cons, bool) or not isinstance(n_cons, int) or n_cons < 1:
-            problems.append(f"n_cons must be an integer >= 1; got {n_cons!r}")
-        if isinstance(n_aux, bool) or not isinstance(n_aux, int) or n_aux < 0:
-            problems.append(f"n_aux must be an integer >= 0; got {n_aux!r}")
+    if getattr(cls, "constrained", None) is not None:
+        for attr, least in (("n_cons", 1), ("n_aux", 0)):
+            value = getattr(owner, attr, None)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                problems.append(f"{attr} must be an integer >= {least}; got {value!r}")
     return problems
 
 
@@ -156,9 +154,8 @@ def _regularizer_problems(cls: type, obj: Any) -> list[str]:
     from .components.base import WeightNorm
 
     owner = cls if obj is None else obj
-    problems: list[str] = []
     flags = ("separable",) if obj is None else ("separable", "smooth_conjugate", "sparse", "tikhonov_form")
-    problems += _flag_problems(owner, flags, obj is None)
+    problems = _flag_problems(owner, flags, obj is None)
     wn = getattr(owner, "weight_norm", None)
     if not (wn is None or isinstance(wn, WeightNorm) or (obj is None and isinstance(wn, property))):
         problems.append(f"weight_norm must be a WeightNorm or None; got {type(wn).__name__}")

@@ -91,10 +91,10 @@ def write_text(path: str | os.PathLike[str], text: str) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
 
-    return _atomic_write(Path(path), write)
+    return atomic_write(Path(path), write)
 
 
-def _atomic_write(path: Path, write: Callable[[str], None], suffix: str = "") -> Path:
+def atomic_write(path: Path, write: Callable[[str], None], suffix: str = "") -> Path:
     """Call ``write(tmp)`` on a new temporary file beside ``path``, then rename it (removed if writing fails).
 
     The file is created with ``os.open`` so that its mode follows the umask (``tempfile.mkstemp``'s
@@ -135,7 +135,7 @@ def write_run(run: RunResult, out_dir: str | os.PathLike[str], force: bool = Fal
     res = run.result
     active = np.asarray(res.active_set, dtype=np.int64)
     sol_path = out / SOLUTION
-    _atomic_write(
+    atomic_write(
         sol_path,
         lambda tmp: np.savez_compressed(
             tmp,
