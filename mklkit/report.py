@@ -11,8 +11,10 @@ import textwrap
 from pathlib import Path
 from typing import Any, Callable
 
-from .io import OutputError, atomic_write, read_history, read_summary
+from .io import REPORT_FILES, OutputError, atomic_write, read_history, read_summary
 
+#: File names written by :func:`plot_run`.
+PLOTS: tuple[str, ...] = REPORT_FILES
 #: What the plots of a run with every kernel off say.
 TRIVIAL_NOTE = "all kernels off (C \u2265 C_max)"
 

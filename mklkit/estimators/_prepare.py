@@ -136,7 +136,6 @@ class FitPreparation:
         X, y = validate_data(
             self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=self._task == REGRESSION, ensure_min_samples=2
         )
-        y = self._validate_y(y)
         sw = self._sample_weight(sample_weight, y)
         if sw is not None and not np.all(sw > 0.0):  # a zero weight: the sample is dropped
             keep = np.flatnonzero(sw > 0.0)
@@ -229,9 +228,7 @@ class FitPreparation:
         for weights all 1)."""
         if sample_weight is None:
             return None
-        sw = _check_sample_weight(sample_weight, y, dtype=np.float64, ensure_non_negative=True)
-        if not np.all(np.isfinite(sw)):
-            raise ValueError(f"{self._owner}: sample_weight must be finite")
+        sw = _check_sample_weight(sample_weight, y, dtype=np.float64, ensure_non_negative=True)  # finite too
         if not np.any(sw > 0.0):
             raise ValueError(f"{self._owner}: sample_weight must have a weight > 0; got all zeros")
         return None if np.all(sw == 1.0) else np.array(sw, dtype=np.float64)

@@ -261,7 +261,7 @@ def _complete(
     t_start: float,
 ) -> SweepResult:
     """Rewrite ``results.csv`` in grid order, refit the best, mark ``sweep.json`` complete; the result."""
-    rows_all = [{c: (r[c] if isinstance(r.get(c), str) else csv_cell(r.get(c))) for c in COLUMNS} for r in rows]
+    rows_all = [{c: csv_cell(r.get(c)) for c in COLUMNS} for r in rows]
     write_text(out / RESULTS, csv_text(rows_all, header=True))
     best = _refit_best(sweep, out, rows_all, progress)
     meta.update(complete=True, time_s=time.perf_counter() - t_start, best=[b.to_dict() for b in best])
