@@ -12,10 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
+
 from ._interrupts import interrupt_guard
 from .io import write_multiclass_run
 from .pipeline import Prepared
-from .solving import RunResult, solve_prepared
+from .result import active_union
+from .solving import RunResult, solve_prepared, timings
 from .spec import Spec, SpecError, load_spec
 
 __all__ = [
@@ -88,17 +91,16 @@ def _classes_note(d: Any, multiclass: str = "ovr") -> str:
 
 def _representation(k: Any, chosen: Any = None) -> str:
     rep = chosen if chosen is not None else k.representation
-    picked = " chosen for its size" if k.representation.kind == "auto" else ""
-    if rep.kind == "factor" and picked:
-        what = "exact" if rep.rank is None else f"approximate, rank <= {rep.rank}, tol {rep.tol:g}"
-        return f" on a factor bank ({what};{picked}: kernels.factor)"
     if rep.kind == "sharded":
         return f" on a sharded bank ({rep.scheduler})"
-    if rep.kind == "factor" and rep.settings is None:
+    if rep.kind != "factor":
+        return ""
+    if k.representation.kind == "auto":
+        what = "exact" if rep.rank is None else f"approximate, rank <= {rep.rank}, tol {rep.tol:g}"
+        return f" on a factor bank ({what}; chosen for its size: kernels.factor)"
+    if rep.settings is None:
         return " on a factor bank (as given)"
-    if rep.kind == "factor":
-        return f" on a factor bank (rank {rep.rank}, tol {rep.tol:g}, method {rep.method})"
-    return ""
+    return f" on a factor bank (rank {rep.rank}, tol {rep.tol:g}, method {rep.method})"
 
 
 def _label(comp: Any) -> str:
@@ -115,6 +117,8 @@ def check(spec: Spec | str | os.PathLike[str]) -> Validation:
 
 
 _MULTICLASS_WORDS = {"ovr": "one-vs-rest", "ovo": "one-vs-one"}
+#: The keys of each binary problem's ``summary.json`` that a multiclass summary lists per problem.
+_PROBLEM_KEYS = ("status", "converged", "objective", "duality_gap", "iterations", "n_active_kernels")
 
 
 @dataclass
@@ -162,9 +166,7 @@ class MulticlassRunResult:
     @property
     def n_active(self) -> int:
         """Kernels active in at least one problem."""
-        import numpy as np
-
-        return int(np.unique(np.concatenate([np.asarray(r.result.active_set) for r in self.runs])).size)
+        return int(active_union([r.result for r in self.runs]).size)
 
     @property
     def n_test(self) -> int:
@@ -186,9 +188,7 @@ class MulticlassRunResult:
 
     def summary(self) -> dict[str, Any]:
         """The top-level ``summary.json`` of a multiclass run (see ``docs/specs.md``)."""
-        import numpy as np
-
-        first = self.runs[0].summary()
+        own = [r.summary() for r in self.runs]
         weights = np.mean([np.asarray(r.result.kernel_weights, dtype=np.float64) for r in self.runs], axis=0)
         records = [
             {"index": m, "name": n, "weight": float(w)} for m, (n, w) in enumerate(zip(self.kernel_names, weights))
@@ -196,21 +196,12 @@ class MulticlassRunResult:
         top = sorted(records, key=lambda k: -k["weight"])
         problems = []
         for k, r in enumerate(self.runs):
-            res = r.result
             i, j = self.pairs[k] if self.pairs else (None, k)
+            versus = "rest" if i is None else self.classes[i]
             problems.append(
-                {
-                    "class": self.classes[j],
-                    "versus": "rest" if i is None else self.classes[i],
-                    "dir": self.problem_dir(k),
-                    "status": r.status,
-                    "converged": r.converged,
-                    "objective": float(res.objective),
-                    "duality_gap": float(res.gap),
-                    "iterations": int(res.iterations),
-                    "n_active_kernels": r.n_active,
-                    **r.metrics,
-                }
+                {"class": self.classes[j], "versus": versus, "dir": self.problem_dir(k)}
+                | {key: own[k][key] for key in _PROBLEM_KEYS}
+                | r.metrics
             )
         n_ok = sum(r.converged for r in self.runs)
         copied = "task dataset n_train n_test n_features engine engine_params loss regularizer C spec_file spec"
@@ -223,7 +214,7 @@ class MulticlassRunResult:
             "n_classes": len(self.classes),
             "problems": problems,
             "duality_gap": max(float(r.result.gap) for r in self.runs),
-            "tol": first["tol"],
+            "tol": own[0]["tol"],
             "iterations": sum(int(r.result.iterations) for r in self.runs),
             "time_s": float(self.timings.get("solve_s", 0.0)),
             "timings": dict(self.timings),
@@ -233,7 +224,7 @@ class MulticlassRunResult:
             "top_kernels": [k["name"] for k in top[: min(10, self.n_active)]],
             "kernel_weights": records,
         }
-        return {**out, **{k: first[k] for k in f"{copied} mklkit_version versions".split()}, "created": self.created}
+        return {**out, **{k: own[0][k] for k in f"{copied} mklkit_version versions".split()}, "created": self.created}
 
     def write(self, out_dir: str | os.PathLike[str] | None = None, force: bool = False) -> dict[str, Path]:
         """Write a run directory per problem and the top-level ``summary.json`` (:func:`mklkit.io.write_multiclass_run`)."""
@@ -245,8 +236,6 @@ def solve_multiclass(
 ) -> MulticlassRunResult:
     """Solve and evaluate (:func:`solve_prepared`) every binary problem of a prepared multiclass target
     (:attr:`Prepared.tasks`) on its one bank, and the accuracies of the predicted class."""
-    import numpy as np
-
     tasks, data = prepared.tasks, prepared.data
     if tasks is None or data.classes is None:
         raise ValueError("solve_multiclass needs a Prepared of a target with more than two classes")
@@ -261,15 +250,12 @@ def solve_multiclass(
     pred_train, pred_test = prepared.class_index([r.result for r in runs])
     test = None if pred_test is None or data.y_test is None else float(np.mean(pred_test == data.y_test))
     metrics = {"train_accuracy": float(np.mean(pred_train == data.y_train)), "test_accuracy": test}
-    solve_s = sum(r.timings.get("solve_s", 0.0) for r in runs)
-    timings = {**{k: float(v) for k, v in prepared.timings.items()}, "solve_s": solve_s}
-    timings["total_s"] = sum(timings.values())
     return MulticlassRunResult(
         spec=runs[0].spec,
         classes=data.class_labels or [],
         runs=runs,
         metrics=metrics,
-        timings=timings,
+        timings=timings(prepared, sum(r.timings.get("solve_s", 0.0) for r in runs)),
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         pairs=[(t.negative, t.positive) for t in tasks if t.rows is not None],
     )

@@ -74,24 +74,16 @@ def _missing_problems(cls: type) -> list[str]:
     problems = []
     for group, (_, required) in _kernel_groups(cls).items():
         missing = [n for n in required if getattr(cls, n, None) is None]
-        if missing:
-            problems.append(_missing_problem(cls, group, missing, required))
+        if not missing:
+            continue
+        what, signatures = _GROUPS[group]
+        unsmooth = group == "constrained" and getattr(cls, "smooth_conjugate", True) is False
+        problems.append(
+            f"{'has smooth_conjugate=False but ' if unsmooth else ''}lacks the kernel method"
+            f"{'s' if len(missing) > 1 else ''} {', '.join(missing)}: {what} needs {', '.join(required)}, each a "
+            f"@kernel method of {signatures} (mklkit.components.base.kernel)"
+        )
     return problems
-
-
-def _missing_problem(cls: type, group: str, missing: list[str], required: tuple[str, ...]) -> str:
-    what, signatures = _GROUPS[group]
-    s = "s" if len(missing) > 1 else ""
-    lead = (
-        "has smooth_conjugate=False but "
-        if group == "constrained" and getattr(cls, "smooth_conjugate", True) is False
-        else ""
-    )
-    return (
-        f"{lead}lacks the kernel method{s} {', '.join(missing)}: {what} needs "
-        f"{', '.join(required)}, each a @kernel method of {signatures} "
-        "(mklkit.components.base.kernel)"
-    )
 
 
 def unjitted_problem(component: Any) -> str | None:
@@ -150,13 +142,11 @@ def _loss_problems(cls: type, obj: Any) -> list[str]:
     if task not in (CLASSIFICATION, REGRESSION):
         problems.append(f"task must be {CLASSIFICATION!r} or {REGRESSION!r}; got {task!r}")
     problems += _flag_problems(owner, ("smooth_conjugate", "smooth_primal", "linear_conjugate"), obj is None)
-    constrained = getattr(cls, "constrained", None)
-    if constrained is not None:
-        n_cons, n_aux = getattr(owner, "n_cons", None), getattr(owner, "n_aux", None)
-        if isinstance(n_cons, bool) or not isinstance(n_cons, int) or n_cons < 1:
-            problems.append(f"n_cons must be an integer >= 1; got {n_cons!r}")
-        if isinstance(n_aux, bool) or not isinstance(n_aux, int) or n_aux < 0:
-            problems.append(f"n_aux must be an integer >= 0; got {n_aux!r}")
+    if getattr(cls, "constrained", None) is not None:
+        for attr, least in (("n_cons", 1), ("n_aux", 0)):
+            value = getattr(owner, attr, None)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                problems.append(f"{attr} must be an integer >= {least}; got {value!r}")
     return problems
 
 
@@ -164,9 +154,8 @@ def _regularizer_problems(cls: type, obj: Any) -> list[str]:
     from .components.base import WeightNorm
 
     owner = cls if obj is None else obj
-    problems: list[str] = []
     flags = ("separable",) if obj is None else ("separable", "smooth_conjugate", "sparse", "tikhonov_form")
-    problems += _flag_problems(owner, flags, obj is None)
+    problems = _flag_problems(owner, flags, obj is None)
     wn = getattr(owner, "weight_norm", None)
     if not (wn is None or isinstance(wn, WeightNorm) or (obj is None and isinstance(wn, property))):
         problems.append(f"weight_norm must be a WeightNorm or None; got {type(wn).__name__}")

@@ -9,6 +9,7 @@ The core's loops and the SMO plugin's use them.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from numba import types
@@ -38,19 +39,11 @@ def _typeof_first_class(val: FirstClass, c: Any) -> types.FunctionType:
     return val._type
 
 
-_FIRST_CLASS: dict = {}
-
-
+@functools.cache
 def first_class(fn: Any, fn_type: types.FunctionType) -> Any:
     """``fn`` as a :class:`FirstClass` for ``fn_type`` (made once per function); anything
     that is not a numba dispatcher (a ``cfunc``, say) is returned as it is."""
-    if not hasattr(fn, "get_compile_result"):
-        return fn
-    key = (fn, fn_type)
-    out = _FIRST_CLASS.get(key)
-    if out is None:
-        out = _FIRST_CLASS[key] = FirstClass(fn, fn_type)
-    return out
+    return FirstClass(fn, fn_type) if hasattr(fn, "get_compile_result") else fn
 
 
 def fixed_type(cls: type, typ: types.Type) -> None:

@@ -8,6 +8,7 @@ are overwritten only with ``force`` (which also removes the plots of an earlier 
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import math
 import os
@@ -41,47 +42,38 @@ class OutputError(ValueError):
 
 def to_jsonable(obj: Any) -> Any:
     """Plain JSON data: numpy scalars/arrays to Python, non-finite floats to None, Paths to str."""
-    import enum
+    import numpy as np
 
-    if obj is None or isinstance(obj, (bool, str)):
-        return obj
     if isinstance(obj, enum.Enum):
         return to_jsonable(obj.value)
-    if isinstance(obj, int):
+    if obj is None or isinstance(obj, (bool, str, int)):
         return obj
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
-    if isinstance(obj, Path):
-        return str(obj)
     if isinstance(obj, Mapping):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):
         return [to_jsonable(v) for v in obj]
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover
-        return str(obj)
-    if isinstance(obj, (np.bool_, np.integer, np.ndarray)):
+    if isinstance(obj, (np.bool_, np.integer, np.floating, np.ndarray)):
         return to_jsonable(obj.tolist())
-    if isinstance(obj, np.floating):
-        return to_jsonable(float(obj))
     return str(obj)
 
 
-def check_output_dir(out_dir: str | os.PathLike[str], force: bool = False) -> Path:
-    """``out_dir`` as a Path, checked for writing a run (nothing is created); :class:`OutputError` when it is
-    a file, or holds run files and ``force`` is false."""
+def check_output_dir(
+    out_dir: str | os.PathLike[str],
+    force: bool = False,
+    files: Sequence[str] = RUN_FILES,
+    what: str = "the results of a run",
+    allowed: str = "a new directory (--out DIR), or --force to overwrite",
+) -> Path:
+    """``out_dir`` as a Path, checked for writing (nothing is created); :class:`OutputError` when it is a file,
+    or holds some of ``files`` (``what`` they are) and ``force`` is false."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise OutputError(out, "exists and is not a directory", "a new or existing directory")
-    if out.is_dir() and not force:
-        existing = [name for name in RUN_FILES if (out / name).exists()]
-        if existing:
-            raise OutputError(
-                out,
-                f"already holds the results of a run ({', '.join(existing)}); nothing was overwritten",
-                "a new directory (--out DIR), or --force to overwrite",
-            )
+    existing = [name for name in files if (out / name).exists()] if out.is_dir() and not force else []
+    if existing:
+        raise OutputError(out, f"already holds {what} ({', '.join(existing)}); nothing was overwritten", allowed)
     return out
 
 
@@ -99,10 +91,10 @@ def write_text(path: str | os.PathLike[str], text: str) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
 
-    return _atomic_write(Path(path), write)
+    return atomic_write(Path(path), write)
 
 
-def _atomic_write(path: Path, write: Callable[[str], None], suffix: str = "") -> Path:
+def atomic_write(path: Path, write: Callable[[str], None], suffix: str = "") -> Path:
     """Call ``write(tmp)`` on a new temporary file beside ``path``, then rename it (removed if writing fails).
 
     The file is created with ``os.open`` so that its mode follows the umask (``tempfile.mkstemp``'s
@@ -143,7 +135,7 @@ def write_run(run: RunResult, out_dir: str | os.PathLike[str], force: bool = Fal
     res = run.result
     active = np.asarray(res.active_set, dtype=np.int64)
     sol_path = out / SOLUTION
-    _atomic_write(
+    atomic_write(
         sol_path,
         lambda tmp: np.savez_compressed(
             tmp,
@@ -170,18 +162,14 @@ def write_multiclass_run(
     the top-level ``summary.json``; ``{"summary": path, "class_0": folder, ...}``.  Raises
     :class:`OutputError` as :func:`write_run`, for ``out_dir`` or a problem's folder."""
     out = check_output_dir(out_dir, force)
-    for k in range(len(run.runs)):
-        check_output_dir(out / run.problem_dir(k), force)
-    written: dict[str, Path] = {}
-    for k, sub in enumerate(run.runs):
-        folder = out / run.problem_dir(k)
+    folders = {run.problem_dir(k): check_output_dir(out / run.problem_dir(k), force) for k in range(len(run.runs))}
+    for sub, folder in zip(run.runs, folders.values()):
         write_run(sub, folder, force=force)
-        written[run.problem_dir(k)] = folder
     if force:
         _remove(out, (*REPORT_FILES, HISTORY, SOLUTION))
     summary = run.summary()
-    summary["files"] = {"problems": [run.problem_dir(k) for k in range(len(run.runs))]}
-    return {"summary": write_json(out / SUMMARY, summary), **written}
+    summary["files"] = {"problems": list(folders)}
+    return {"summary": write_json(out / SUMMARY, summary), **folders}
 
 
 def _remove(out: Path, names: Sequence[str]) -> None:

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Callable
 
-from .io import REPORT_FILES, OutputError, read_history, read_summary
+from .io import REPORT_FILES, OutputError, atomic_write, read_history, read_summary
 
 #: File names written by :func:`plot_run`.
 PLOTS: tuple[str, ...] = REPORT_FILES
@@ -56,10 +56,7 @@ def _save(fig: Any, summary: dict[str, Any], path: Path) -> Path:
     width = max(30, int(fig.get_figwidth() * 100 / 6.2))
     lines = [w for line in title.split("\n") for w in (textwrap.wrap(line, width) or [""])]
     fig.suptitle("\n".join(lines), fontsize=9)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, format="png")
-    os.replace(tmp, path)
-    return path
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"), suffix=".png")
 
 
 def trivial_note(summary: dict[str, Any]) -> str | None:

@@ -96,6 +96,11 @@ class SolveResult:
         return np.einsum("mij,mj->i", K_cross[active], self.alpha[active]) + self.bias
 
 
+def active_union(results: Any) -> np.ndarray:
+    """Indices of the kernels active in at least one of ``results``, sorted."""
+    return np.unique(np.concatenate([np.asarray(r.active_set, dtype=np.int64) for r in results]))
+
+
 class ConvergenceWarning(UserWarning):
     """Emitted (on stderr, through :mod:`warnings`) when a solve ends unconverged."""
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+import numpy as np
+
 from .io import to_jsonable, write_run
 from .pipeline import Prepared
 from .spec import Spec
@@ -74,7 +76,6 @@ class RunResult:
     def summary(self) -> dict[str, Any]:
         """The content of ``summary.json`` (see ``docs/specs.md``)."""
         import numba
-        import numpy as np
         import scipy
         import sklearn
 
@@ -188,7 +189,7 @@ def solve_prepared(
         n_test=data.n_test,
         n_features=data.n_features,
         metrics=_evaluate(prepared, problem, result),
-        timings=_timings(prepared, solve_s, selection, refine_s),
+        timings=timings(prepared, solve_s, selection, refine_s),
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         factor=problem.bank.approximation() if problem.representation == "factor" else None,
         labels=_class_labels(data),
@@ -251,8 +252,6 @@ def _refine(
 
 def _evaluate(prepared: Prepared, problem: Any, result: SolveResult) -> dict[str, float | None]:
     """The accuracy (classification) or RMSE (regression) on the training part and on the test part (None: none)."""
-    import numpy as np
-
     classification = prepared.data.task == "classification"
 
     def score(y: Any, f: Any) -> float | None:
@@ -267,16 +266,18 @@ def _evaluate(prepared: Prepared, problem: Any, result: SolveResult) -> dict[str
     return {f"train_{name}": train, f"test_{name}": score(prepared.data.y_test, prepared.test_decision(result))}
 
 
-def _timings(prepared: Prepared, solve_s: float, selection: Any, refine_s: float | None) -> dict[str, float]:
+def timings(
+    prepared: Prepared, solve_s: float, selection: Any = None, refine_s: float | None = None
+) -> dict[str, float]:
     """The preparation's timings with ``solve_s``, ``total_s`` and the parts of ``solve_s`` that the
     held-out path (``path_s``) and refining the factors (``refine_s``) took."""
-    timings = {**prepared.timings, "solve_s": solve_s}
-    timings["total_s"] = sum(timings.values())
+    out = {**prepared.timings, "solve_s": solve_s}
+    out["total_s"] = sum(out.values())
     if selection is not None:
-        timings["path_s"] = float(selection.time_s)
+        out["path_s"] = float(selection.time_s)
     if refine_s is not None:
-        timings["refine_s"] = refine_s
-    return {k: float(v) for k, v in timings.items()}
+        out["refine_s"] = refine_s
+    return {k: float(v) for k, v in out.items()}
 
 
 def _class_labels(data: Any) -> dict[str, Any] | None:

@@ -19,7 +19,7 @@ from ..components.base import CLASSIFICATION, REGRESSION
 from ..components.params import ParamError
 from ..pipeline import new_points
 from ..pipeline.problem_settings import C_NAMES
-from ..result import TrivialModelWarning, trivial_message, warn_if_trivial
+from ..result import TrivialModelWarning, active_union, trivial_message, warn_if_trivial
 from ._checks import ParameterChecks, check_budget, check_C
 from ._path import MKLPath, pack_results, unpack_results
 from ._prepare import FitPreparation, FitState, strip_bank
@@ -41,10 +41,7 @@ class BaseMKL(ParameterChecks, FitPreparation, Solving, BaseEstimator):
         def per_task(values: list[Any], dtype: Any = None) -> Any:
             return values[0] if single else np.array(values, dtype=dtype)
 
-        active = np.zeros(len(prep.kernel_names), dtype=bool)
-        for r in results:
-            active[r.active_set] = True
-        active_idx = np.flatnonzero(active)
+        active_idx = active_union(results)
         self.result_ = results[0] if single else list(results)
         self.kernel_weights_ = per_task([np.array(r.kernel_weights, dtype=np.float64) for r in results], np.float64)
         self.active_kernels_ = active_idx
@@ -245,7 +242,6 @@ class BaseMKL(ParameterChecks, FitPreparation, Solving, BaseEstimator):
 def _factor_predictor(bank: Any, results: Sequence[Any], active: np.ndarray | None) -> Any:
     """The :class:`~mklkit.kernels.factor.FactorPredictor` of the results (one per task): the maps of the
     ``active`` kernels (``None``: those active in some result) and their folded coefficients."""
-    if active is None:
-        active = np.unique(np.concatenate([np.asarray(r.active_set, dtype=np.int64) for r in results]))
+    active = active_union(results) if active is None else active
     alpha = np.stack([np.asarray(r.alpha, dtype=np.float64) for r in results])
     return bank.predictor(alpha, np.array([float(r.bias) for r in results]), active)

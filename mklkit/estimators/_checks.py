@@ -112,11 +112,8 @@ class ParameterChecks:
             raise ParamError(
                 "engine_params", self.engine_params, "None or a mapping of engine options", owner=self._owner
             )
-        updates = dict(self.engine_params or {})
-        if self.tol is not None:
-            updates["tol"] = self.tol
-        if self.max_iter is not None:
-            updates["max_iter"] = self.max_iter
+        given = {"tol": self.tol, "max_iter": self.max_iter}
+        updates = {**(self.engine_params or {}), **{k: v for k, v in given.items() if v is not None}}
         if updates:
             engine = type(engine)(**{**engine.get_params(), **updates})
         return loss, regularizer, engine

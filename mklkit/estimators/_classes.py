@@ -211,13 +211,14 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
 
     def _encode_targets(
         self, y: np.ndarray, sample_weight: np.ndarray | None = None
-    ) -> tuple[np.ndarray | None, list[BinaryTask]]:
+    ) -> tuple[np.ndarray | None, list[BinaryTask], tuple[float, float]]:
+        """The classes, the binary problems and ``(offset, scale)`` of the targets the engines see."""
         multiclass = check_choice(self.multiclass, "multiclass", MULTICLASS, self._owner)
         check_classification_targets(y)
         classes, codes = encode_classes(y)
         if classes.size < 2:
             raise ValueError(f"{self._owner} needs samples of at least 2 classes; got 1 class ({classes[0]!r})")
-        return classes, (ovr_tasks if multiclass == "ovr" else ovo_tasks)(codes.ravel(), classes.size)
+        return classes, (ovr_tasks if multiclass == "ovr" else ovo_tasks)(codes.ravel(), classes.size), (0.0, 1.0)
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "MKLClassifier":
         """Build the kernel bank and solve the MKL problem(s).
@@ -336,23 +337,22 @@ class MKLRegressor(RegressorMixin, BaseMKL):
             raise ValueError(f"{self._owner}: y contains NaN or infinite values")
         return yf
 
-    def _target_scaling(self, y: np.ndarray, sample_weight: np.ndarray | None = None) -> tuple[float, float]:
+    def _target_scaling(self, yf: np.ndarray, sample_weight: np.ndarray | None = None) -> tuple[float, float]:
         """``(offset, scale)``: the engines see ``(y - offset) / scale`` (weighted with ``sample_weight``)."""
         if not isinstance(self.standardize_y, (bool, np.bool_)):
             raise ParamError("standardize_y", self.standardize_y, "True or False", owner=self._owner)
         if not self.standardize_y:
             return 0.0, 1.0
-        yf = self._numeric_targets(y)
         offset = float(np.average(yf, weights=sample_weight)) if self.bias else 0.0
         scale = float(np.sqrt(np.average((yf - offset) ** 2, weights=sample_weight)))
         return offset, (scale if scale > 0.0 and math.isfinite(scale) else 1.0)
 
     def _encode_targets(
         self, y: np.ndarray, sample_weight: np.ndarray | None = None
-    ) -> tuple[np.ndarray | None, list[BinaryTask]]:
+    ) -> tuple[np.ndarray | None, list[BinaryTask], tuple[float, float]]:
         yf = self._numeric_targets(y)
         offset, scale = self._target_scaling(yf, sample_weight)
-        return None, [BinaryTask(0, -1, None, np.ascontiguousarray((yf - offset) / scale))]
+        return None, [BinaryTask(0, -1, None, np.ascontiguousarray((yf - offset) / scale))], (offset, scale)
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "MKLRegressor":
         r"""Build the kernel bank and solve the MKL problem.

@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.base import clone
 
 # pickles of fitted estimators name _NonZeroRows here
-from ..result import _NonZeroRows, pack_results, unpack_results  # noqa: F401
+from ..result import _NonZeroRows, active_union, pack_results, unpack_results  # noqa: F401
 
 
 @dataclass
@@ -56,13 +56,7 @@ class MKLPath:
     @property
     def active_kernels(self) -> list[np.ndarray]:
         """Per C: indices of the kernels active in at least one binary problem."""
-        out = []
-        for res in self.results:
-            act = np.zeros(len(self.kernel_names), dtype=bool)
-            for r in res:
-                act[r.active_set] = True
-            out.append(np.flatnonzero(act))
-        return out
+        return [active_union(res) for res in self.results]
 
     @property
     def n_active(self) -> np.ndarray:

@@ -136,7 +136,6 @@ class FitPreparation:
         X, y = validate_data(
             self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=self._task == REGRESSION, ensure_min_samples=2
         )
-        y = self._validate_y(y)
         sw = self._sample_weight(sample_weight, y)
         if sw is not None and not np.all(sw > 0.0):  # a zero weight: the sample is dropped
             keep = np.flatnonzero(sw > 0.0)
@@ -158,10 +157,10 @@ class FitPreparation:
         )
         return Input(data, y, sw, n_features_in, kernels, bank_settings, normalize)
 
-    def _binary_tasks(self, given: Input, kind: str) -> tuple[np.ndarray | None, list[BinaryTask]]:
-        """The classes and binary problems of the labels (one-vs-one problems take rows of Gram matrices); the
-        labels of the first problem on every row become the data's, for the pipeline's checks."""
-        classes, tasks = self._encode_targets(given.y, given.sw)
+    def _binary_tasks(self, given: Input, kind: str) -> tuple[np.ndarray | None, list[BinaryTask], tuple[float, float]]:
+        """:meth:`_encode_targets` of the labels (one-vs-one problems take rows of Gram matrices); the labels of the
+        first problem on every row become the data's, for the pipeline's checks."""
+        classes, tasks, target = self._encode_targets(given.y, given.sw)
         rows = any(t.rows is not None for t in tasks)
         if kind == "auto" and rows:
             given.bank_settings = given.bank_settings.model_copy(update={"factor": False})
@@ -177,7 +176,7 @@ class FitPreparation:
             y_first = np.full(given.y.shape[0], -1.0)
             y_first[tasks[0].rows] = tasks[0].y
         given.data.y_train = np.ascontiguousarray(y_first, dtype=np.float64)
-        return classes, tasks
+        return classes, tasks, target
 
     def _prepare(self, X: Any, y: Any, C: float, sample_weight: Any = None) -> FitState:
         """Validate everything, build the bank once (:func:`mklkit.pipeline.prepare`; the engine's support is
@@ -191,7 +190,7 @@ class FitPreparation:
             given = self._given_kernel_input(X, y, sample_weight, normalize, kind)
         else:
             given = self._feature_input(X, y, sample_weight, normalize, rep_settings)
-        classes, tasks = self._binary_tasks(given, kind)
+        classes, tasks, target = self._binary_tasks(given, kind)
         data = given.data
         settings = ProblemSettings(loss=loss, regularizer=regularizer, C=C, bias=bool(self.bias))
         t0 = time.perf_counter()
@@ -221,21 +220,15 @@ class FitPreparation:
             n_features_in=given.n_features_in,
             representation=rep,
             approximation=bank.approximation() if rep == "factor" else None,
-            target=self._target_scaling(given.y, given.sw),
+            target=target,
         )
-
-    def _target_scaling(self, y: np.ndarray, sample_weight: np.ndarray | None = None) -> tuple[float, float]:
-        """``(offset, scale)`` of the targets the engines see (regression, ``standardize_y``)."""
-        return 0.0, 1.0
 
     def _sample_weight(self, sample_weight: Any, y: np.ndarray) -> np.ndarray | None:
         """The weights of a fit, validated by scikit-learn's ``_check_sample_weight``; ``None``: unweighted (also
         for weights all 1)."""
         if sample_weight is None:
             return None
-        sw = _check_sample_weight(sample_weight, y, dtype=np.float64, ensure_non_negative=True)
-        if not np.all(np.isfinite(sw)):
-            raise ValueError(f"{self._owner}: sample_weight must be finite")
+        sw = _check_sample_weight(sample_weight, y, dtype=np.float64, ensure_non_negative=True)  # finite too
         if not np.any(sw > 0.0):
             raise ValueError(f"{self._owner}: sample_weight must have a weight > 0; got all zeros")
         return None if np.all(sw == 1.0) else np.array(sw, dtype=np.float64)

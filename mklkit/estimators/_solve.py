@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import sys
@@ -52,6 +53,19 @@ def verbosity(verbose: int) -> Iterator[None]:
             lg.removeHandler(handler)
 
 
+def _log_iteration(where: str, rec: dict[str, Any]) -> bool:
+    """The engines' callback with ``verbose``: one log record per outer iteration."""
+    logger.info(
+        "%s it=%d objective=%.6g gap=%.3e active=%d",
+        where,
+        rec.get("iteration", -1),
+        rec.get("objective", math.nan),
+        rec.get("gap", math.nan),
+        rec.get("n_active", -1),
+    )
+    return False
+
+
 class Solving:
     """The solves of a fit or a path (a base of :class:`~mklkit.estimators._base.BaseMKL`)."""
 
@@ -83,21 +97,7 @@ class Solving:
                 logger.info(f"{where}: C='{self.C}' is {C:.6g} (the root mean diagonal of the kernels, x {scale:g})")
             problem = problem_at(work, C=C)
             self._check_support(prep.engine, problem)
-            callback = None
-            if self.verbose:
-
-                def callback(rec: dict[str, Any], _w: str = where, _C: float = C) -> bool:
-                    logger.info(
-                        "%s C=%g it=%d objective=%.6g gap=%.3e active=%d",
-                        _w,
-                        _C,
-                        rec.get("iteration", -1),
-                        rec.get("objective", math.nan),
-                        rec.get("gap", math.nan),
-                        rec.get("n_active", -1),
-                    )
-                    return False
-
+            callback = functools.partial(_log_iteration, f"{where} C={C:g}") if self.verbose else None
             result = solve_from(prep.engine, problem, callback, previous)
             prep.task_C[t] = float(C)  # the last C of the task (C="auto" resolves per task)
             logger.info(f"{where} C={C:g}: {result.message or result.status}")
@@ -166,13 +166,8 @@ class Solving:
 
         def progress(rec: dict[str, Any]) -> None:
             logger.info(
-                "%s: C=%.4g (%.3g of the reference) held-out loss %.5f, metric %.4f, %d active kernels",
-                where,
-                rec["C"],
-                rec["ratio"],
-                rec["loss"],
-                rec["metric"],
-                rec["n_active"],
+                f"{where}: C={rec['C']:.4g} ({rec['ratio']:.3g} of the reference) held-out loss {rec['loss']:.5f}, "
+                f"metric {rec['metric']:.4f}, {rec['n_active']:d} active kernels"
             )
 
         def path(p: Any) -> Any:

@@ -49,7 +49,7 @@ def csv_text(rows: Sequence[Mapping[str, Any]], header: bool = False) -> str:
 
 
 def row_key(row: Mapping[str, Any]) -> tuple[str, ...]:
-    return tuple(row[c] if isinstance(row.get(c), str) else csv_cell(row.get(c)) for c in KEY_COLUMNS)
+    return tuple(csv_cell(row.get(c)) for c in KEY_COLUMNS)
 
 
 def read_results(path: str | os.PathLike[str]) -> list[dict[str, str]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import logging
@@ -36,23 +37,14 @@ class SweepTaskError(RuntimeError):
 
 
 def _check_out(sweep: Sweep, out: Path, resume: bool, force: bool, key: str) -> None:
-    if out.exists() and not out.is_dir():
-        raise sweep.error(key, "exists and is not a directory", str(out), "a new or existing directory")
-    if resume or force:
-        return
-    held = [n for n in (RESULTS, SWEEP_JSON) if (out / n).exists()]
-    if held:
-        raise sweep.error(
-            key,
-            f"already holds a sweep ({', '.join(held)}); nothing was overwritten",
-            str(out),
-            "--resume to finish it, --force to start over, or a new directory (--out DIR)",
-        )
-    for d in _best_dirs(sweep, out).values():
-        try:
-            check_output_dir(d, force=False)
-        except OutputError as exc:
-            raise sweep.error(key, exc.problem, str(d), exc.allowed) from None
+    allowed = "--resume to finish it, --force to start over, or a new directory (--out DIR)"
+    try:
+        check_output_dir(out, resume or force, (RESULTS, SWEEP_JSON), "a sweep", allowed)
+        if not (resume or force):
+            for d in _best_dirs(sweep, out).values():
+                check_output_dir(d)
+    except OutputError as exc:
+        raise sweep.error(key, exc.problem, exc.path, exc.allowed) from None
 
 
 def _remove_earlier_outputs(sweep: Sweep, out: Path, key: str) -> None:
@@ -73,10 +65,8 @@ def _remove_earlier_outputs(sweep: Sweep, out: Path, key: str) -> None:
         if old.is_dir() and not old.is_symlink():
             shutil.rmtree(old, ignore_errors=True)
         else:
-            try:
+            with contextlib.suppress(OSError):
                 old.unlink()
-            except OSError:
-                pass
 
 
 def _best_dirs(sweep: Sweep, out: Path) -> dict[int, Path]:
@@ -165,9 +155,9 @@ def _kept_rows(
     except (OSError, ValueError):
         previous = None
     if previous is None or previous.get("grid") != fingerprint:
-        what = f"{SWEEP_JSON} is missing or unreadable"
-        if previous is not None:
-            what = "the grid or the cross-validation differs"
+        what = (
+            f"{SWEEP_JSON} is missing or unreadable" if previous is None else "the grid or the cross-validation differs"
+        )
         raise sweep.error(
             "--resume",
             f"{results_path} was written by another sweep ({what})",
@@ -271,7 +261,7 @@ def _complete(
     t_start: float,
 ) -> SweepResult:
     """Rewrite ``results.csv`` in grid order, refit the best, mark ``sweep.json`` complete; the result."""
-    rows_all = [{c: (r[c] if isinstance(r.get(c), str) else csv_cell(r.get(c))) for c in COLUMNS} for r in rows]
+    rows_all = [{c: csv_cell(r.get(c)) for c in COLUMNS} for r in rows]
     write_text(out / RESULTS, csv_text(rows_all, header=True))
     best = _refit_best(sweep, out, rows_all, progress)
     meta.update(complete=True, time_s=time.perf_counter() - t_start, best=[b.to_dict() for b in best])
