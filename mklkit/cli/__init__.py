@@ -14,19 +14,8 @@ import signal
 import sys
 from typing import Sequence
 
-from .errors import (
-    EXIT_INTERRUPTED,
-    EXIT_NOT_CONVERGED,
-    EXIT_OK,
-    EXIT_USAGE,
-    Interrupted,
-    UsageError,
-    catch_sigint,
-    forget_sigint,
-    is_interrupt,
-    is_user_error,
-    set_sigint,
-)
+from .errors import EXIT_INTERRUPTED, EXIT_NOT_CONVERGED, EXIT_OK, EXIT_USAGE, UsageError, catch_sigint, forget_sigint
+from .errors import is_interrupt, is_user_error, set_sigint
 from .output import err, warning_lines
 from .parser import command
 from .parser import parser as make_parser
@@ -47,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = make_parser().parse_args(argv)
         except SystemExit as exc:  # --help, --version
             return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
-        if getattr(args, "func", None) is None:
+        if args.command is None:
             raise UsageError(
                 "mklkit: a command is required: validate, run, sweep, report, plugins, check-plugin, "
                 "new-plugin, schema (see 'mklkit --help')"
@@ -64,11 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException as exc:  # noqa: BLE001 - interrupts and user errors become one line, the rest re-raised
         if is_interrupt(exc):
             set_sigint(previous, signal.SIG_IGN)  # a second Ctrl-C does not cut the line short
-            err(
-                exc.line
-                if isinstance(exc, Interrupted)
-                else getattr(args, "interrupt_line", None) or "mklkit: interrupted"
-            )
+            err(getattr(args, "interrupt_line", None) or "mklkit: interrupted")  # a command's own words, if it has any
             return EXIT_INTERRUPTED
         if isinstance(exc, Exception) and is_user_error(exc):
             err(exc)

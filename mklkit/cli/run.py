@@ -37,13 +37,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     args.interrupt_line = f"mklkit run: interrupted; nothing was written to {out_dir}"
     with show_logs(not args.quiet):
         prepared = spec.prepare(progress=BuildBar(enabled=not args.quiet))
-    progress = IterationLines(prepared.n_kernels, enabled=not args.quiet)
-    try:
-        with show_logs(not args.quiet):
+        try:
             solve = solve_multiclass if prepared.tasks is not None else solve_prepared
-            result = solve(prepared, progress)
-    finally:
-        prepared.close()
+            result = solve(prepared, IterationLines(prepared.n_kernels, enabled=not args.quiet))
+        finally:
+            prepared.close()
     with finish_before_interrupt():  # a Ctrl-C now stops the command once the solved run is written
         try:
             files = result.write(out_dir, force=args.force)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any, Callable
 
-from .errors import EXIT_OK, Interrupted, is_interrupt, sigint_received
+from .errors import EXIT_OK, is_interrupt, sigint_received
 from .output import err, num, one_line, out, plural, progress_lines, show_logs
 
 
@@ -81,9 +81,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 kept = f"{plural(len(read_results(path)) if path.is_file() else 0, 'finished row')} kept in {path}"
             except Exception:  # noqa: BLE001 - an unreadable file: the line goes without the count
                 kept = f"the finished rows are kept in {path}"
-            raise Interrupted(
+            args.interrupt_line = (
                 f"mklkit sweep: interrupted; {kept}; 'mklkit sweep {args.spec} --resume' solves the rest"
-            ) from exc
+            )
+            raise
         if not isinstance(exc, SweepTaskError):
             raise
         if exc.__cause__ is not None:

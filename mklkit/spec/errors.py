@@ -26,6 +26,8 @@ class SpecError(PipelineError):
         The offending value (absent: :data:`SpecError.NO_VALUE`).
     allowed : str or None
         What would be accepted.
+
+    ``overridden``: the key paths set by ``--set``; a problem at one of them is marked ``(set by --set)``.
     """
 
     def __init__(
@@ -37,9 +39,10 @@ class SpecError(PipelineError):
         allowed: str | None = None,
         *,
         shown: str | None = None,
+        overridden: Sequence[str] = (),
     ) -> None:
         self.file = str(file)
-        super().__init__(key, problem, value, allowed, shown=shown)
+        super().__init__(key, mark_override(problem, key, overridden), value, allowed, shown=shown)
 
     def message(self, key: str | None = None, problem: str | None = None) -> str:
         return f"{self.file}: {super().message(key, problem)}"
@@ -60,13 +63,8 @@ def mark_override(problem: str, key: str, overridden: Sequence[str]) -> str:
 
 def from_pipeline(exc: PipelineError, file: str, overridden: Sequence[str] = ()) -> SpecError:
     """A PipelineError as the spec's one-line error."""
-    return SpecError(
-        file,
-        exc.key,
-        mark_override(exc.problem, exc.key, overridden),
-        allowed=exc.allowed,
-        shown=exc.shown if exc.has_value else None,
-    )
+    shown = exc.shown if exc.has_value else None
+    return SpecError(file, exc.key, exc.problem, allowed=exc.allowed, shown=shown, overridden=overridden)
 
 
 def from_validation(

@@ -1,16 +1,15 @@
-"""``mklkit schema``: pydantic's JSON Schema of :class:`~mklkit.spec.models.Spec` with what only the installed
+r"""``mklkit schema``: pydantic's JSON Schema of :class:`~mklkit.spec.models.Spec` with what only the installed
 plugins know (components and their ``Param``\ s, data sets, presets); with ``sweep=True`` the sweep grammar."""
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Any, Iterable
 
 from ..components.params import Param
 from ..pipeline import CVSettings, DEFAULTS
 from ..plugins import get_registry
-from .models import SWEEP_KEYS, SWEEP_SECTION, model_schema
+from .models import SWEEP_KEYS, SWEEP_SECTION, Spec, model_schema
 
 
 def _inline(node: Any, defs: dict[str, Any]) -> Any:
@@ -26,7 +25,8 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
 
 
 def _generated(schema: dict[str, Any]) -> dict[str, Any]:
-    return _inline(copy.deepcopy(schema), schema.get("$defs", {}))
+    """``schema`` inlined, in new containers (``schema`` is left as it is)."""
+    return _inline(schema, schema.get("$defs", {}))
 
 
 def _listed(node: dict[str, Any]) -> dict[str, Any]:
@@ -104,7 +104,7 @@ def json_schema(sweep: bool = False) -> dict[str, Any]:
     from ..data import available
     from ..kernels import available_presets
 
-    schema = _fill(_generated(model_schema()), get_registry(), sweep)
+    schema = _fill(_generated(model_schema(Spec)), get_registry(), sweep)
     props = schema["properties"]
     data, kernels = _section(props, "data"), _section(props, "kernels")
     data["properties"]["builtin"] = {"type": "string", "enum": list(available()), "description": "a bundled data set"}
@@ -124,7 +124,7 @@ def json_schema(sweep: bool = False) -> dict[str, Any]:
                 sec["properties"][sub] = _listed(sec["properties"][sub])
             else:
                 props[section] = _listed(props[section])
-        props[SWEEP_SECTION] = _generated(CVSettings.model_json_schema())
+        props[SWEEP_SECTION] = _generated(model_schema(CVSettings))
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "mklkit sweep spec" if sweep else "mklkit spec",
