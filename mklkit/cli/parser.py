@@ -38,10 +38,8 @@ def parser() -> argparse.ArgumentParser:
 
 def command(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
     """The function of the parsed command, its module imported now (``mklkit --help`` imports none)."""
-    if args.command in ("validate", "run", "report"):
+    if args.command in ("validate", "run", "report", "sweep"):
         from . import run as module
-    elif args.command == "sweep":
-        from . import sweep as module
     else:
         from . import components as module
     return getattr(module, "cmd_" + args.command.replace("-", "_"))

@@ -6,7 +6,6 @@ import re
 from typing import Any, Sequence
 
 from ..pipeline import PipelineError
-from ..pipeline.errors import from_validation as _pipeline_error
 from ..pipeline.errors import one_line
 
 
@@ -50,14 +49,9 @@ class SpecError(PipelineError):
 
 def mark_override(problem: str, key: str, overridden: Sequence[str]) -> str:
     """``problem`` marked ``(set by --set)`` when ``key`` was set on the command line."""
-
-    def norm(k: str) -> str:
-        return re.sub(r"\[(\d+)\]", r".\1", k)
-
-    k = norm(key)
-    for o in map(norm, overridden):
-        if k == o or k.startswith(o + ".") or o.startswith(k + "."):
-            return f"{problem} (set by --set)"
+    k, *given = (re.sub(r"\[(\d+)\]", r".\1", path) for path in (key, *overridden))  # bank[1] as bank.1
+    if any(k == o or k.startswith(o + ".") or o.startswith(k + ".") for o in given):
+        return f"{problem} (set by --set)"
     return problem
 
 
@@ -67,11 +61,4 @@ def from_pipeline(exc: PipelineError, file: str, overridden: Sequence[str] = ())
     return SpecError(file, exc.key, exc.problem, allowed=exc.allowed, shown=shown, overridden=overridden)
 
 
-def from_validation(
-    exc: Any, schema: dict[str, Any], file: str, overridden: Sequence[str] = (), root: Sequence[Any] = ()
-) -> SpecError:
-    """The first of pydantic's errors as the spec's one-line error (:func:`mklkit.pipeline.errors.from_validation`)."""
-    return from_pipeline(_pipeline_error(exc, schema, root), file, overridden)
-
-
-__all__ = ["SpecError", "one_line", "mark_override", "from_pipeline", "from_validation"]
+__all__ = ["SpecError", "one_line", "mark_override", "from_pipeline"]

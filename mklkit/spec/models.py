@@ -12,9 +12,10 @@ from pydantic import Field, PrivateAttr, RootModel, ValidationError, ValidationI
 
 from .. import pipeline
 from ..pipeline import BankSettings, Data, DataSettings, PipelineError, Prepared, ProblemSettings
+from ..pipeline.errors import from_validation
 from ..pipeline.fields import Settings
 from ..pipeline.problem_settings import EngineField
-from .errors import SpecError, from_pipeline, from_validation
+from .errors import SpecError, from_pipeline
 from .yamlio import apply_overrides, read_spec_file, spec_stem
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -271,4 +272,4 @@ def validate_model(
     try:
         return cls.model_validate(raw, context=context)
     except ValidationError as exc:
-        raise from_validation(exc, model_schema(cls), file, overridden, root=root) from None
+        raise from_pipeline(from_validation(exc, model_schema(cls), root), file, overridden) from None
