@@ -16,7 +16,7 @@ from typing import Sequence
 
 from .errors import EXIT_INTERRUPTED, EXIT_NOT_CONVERGED, EXIT_OK, EXIT_USAGE, UsageError, catch_sigint, forget_sigint
 from .errors import is_interrupt, is_user_error, set_sigint
-from .output import err, warning_lines
+from .output import err, one_line
 from .parser import command
 from .parser import parser as make_parser
 
@@ -44,10 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings(record=True) as caught:  # shown as one line each
             code = command(args)(args)
         # a CompilationWarning is said by the INFO record of mklkit.compilation; a broken plugin by 'mklkit plugins'
-        hidden = {*getattr(args, "hidden_warnings", ()), "CompilationWarning"}
+        hidden = {*getattr(args, "hidden_warnings", ()), "CompilationWarning", "NumbaExperimentalFeatureWarning"}
         if getattr(args, "quiet", False):
             hidden.add("PluginWarning")
-        for line in warning_lines(caught, hidden):
+        shown = [w for w in caught if w.category.__name__ not in hidden]
+        for line in dict.fromkeys(f"warning: {one_line(w.message)}" for w in shown):  # once each
             err(line)
         return code
     except BaseException as exc:  # noqa: BLE001 - interrupts and user errors become one line, the rest re-raised

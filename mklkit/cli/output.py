@@ -7,7 +7,7 @@ import logging
 import math
 import sys
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator
 
 from ..progress import AFTER_S, EVERY_S, Progress
 from .errors import lost_interrupt, sigint_received
@@ -167,13 +167,3 @@ def _finite(v: Any) -> bool:
         return math.isfinite(float(v))
     except (TypeError, ValueError):
         return False
-
-
-def warning_lines(caught: Sequence[Any], hidden: set[str] | frozenset[str] = frozenset()) -> list[str]:
-    """One ``warning: <text>`` line per distinct warning, leaving out the categories in ``hidden``."""
-    lines = [
-        f"warning: {one_line(w.message)}"
-        for w in caught
-        if getattr(w.category, "__name__", "Warning") not in hidden | {"NumbaExperimentalFeatureWarning"}
-    ]
-    return list(dict.fromkeys(lines))

@@ -4,7 +4,7 @@ plugins know (components and their ``Param``\ s, data sets, presets); with ``swe
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Any, Sequence
 
 from ..components.params import Param
 from ..pipeline import CVSettings, DEFAULTS
@@ -53,24 +53,21 @@ def _param_schema(p: Param, sweep: bool) -> dict[str, Any]:
     return _listed(s) if sweep else s
 
 
-def _component_schema(kind: str, registrations: Iterable[Any], sweep: bool) -> dict[str, Any]:
+def _component_schema(kind: str, registrations: Sequence[Any], sweep: bool) -> dict[str, Any]:
     """A component: its name, or a mapping with name and the parameters its ``Param``s declare."""
     variants: list[dict[str, Any]] = []
-    names = []
     for r in registrations:
-        names.append(r.name)
-        props: dict[str, Any] = {"name": {"const": r.name}}
-        props.update({p.name: _param_schema(p, sweep) for p in getattr(r.cls, "params", ())})
-        required = ["name"] + [p.name for p in getattr(r.cls, "params", ()) if p.required]
+        params = getattr(r.cls, "params", ())
         variants.append(
             {
                 "type": "object",
                 "description": r.description,
-                "properties": props,
-                "required": required,
+                "properties": {"name": {"const": r.name}, **{p.name: _param_schema(p, sweep) for p in params}},
+                "required": ["name", *(p.name for p in params if p.required)],
                 "additionalProperties": False,
             }
         )
+    names = [r.name for r in registrations]
     one_of: list[dict[str, Any]] = [{"type": "string", "enum": names}] if names else []
     return {"description": f"a {kind}: its name, or a mapping with name and parameters", "oneOf": one_of + variants}
 
