@@ -14,20 +14,9 @@ import signal
 import sys
 from typing import Sequence
 
-from .errors import (
-    EXIT_INTERRUPTED,
-    EXIT_NOT_CONVERGED,
-    EXIT_OK,
-    EXIT_USAGE,
-    Interrupted,
-    UsageError,
-    catch_sigint,
-    forget_sigint,
-    is_interrupt,
-    is_user_error,
-    set_sigint,
-)
-from .output import err, warning_lines
+from .errors import EXIT_INTERRUPTED, EXIT_NOT_CONVERGED, EXIT_OK, EXIT_USAGE, UsageError, catch_sigint, forget_sigint
+from .errors import is_interrupt, is_user_error, set_sigint
+from .output import err, one_line
 from .parser import command
 from .parser import parser as make_parser
 
@@ -47,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = make_parser().parse_args(argv)
         except SystemExit as exc:  # --help, --version
             return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
-        if getattr(args, "func", None) is None:
+        if args.command is None:
             raise UsageError(
                 "mklkit: a command is required: validate, run, sweep, report, plugins, check-plugin, "
                 "new-plugin, schema (see 'mklkit --help')"
@@ -55,20 +44,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings(record=True) as caught:  # shown as one line each
             code = command(args)(args)
         # a CompilationWarning is said by the INFO record of mklkit.compilation; a broken plugin by 'mklkit plugins'
-        hidden = {*getattr(args, "hidden_warnings", ()), "CompilationWarning"}
+        hidden = {*getattr(args, "hidden_warnings", ()), "CompilationWarning", "NumbaExperimentalFeatureWarning"}
         if getattr(args, "quiet", False):
             hidden.add("PluginWarning")
-        for line in warning_lines(caught, hidden):
+        shown = [w for w in caught if w.category.__name__ not in hidden]
+        for line in dict.fromkeys(f"warning: {one_line(w.message)}" for w in shown):  # once each
             err(line)
         return code
     except BaseException as exc:  # noqa: BLE001 - interrupts and user errors become one line, the rest re-raised
         if is_interrupt(exc):
             set_sigint(previous, signal.SIG_IGN)  # a second Ctrl-C does not cut the line short
-            err(
-                exc.line
-                if isinstance(exc, Interrupted)
-                else getattr(args, "interrupt_line", None) or "mklkit: interrupted"
-            )
+            err(getattr(args, "interrupt_line", None) or "mklkit: interrupted")  # a command's own words, if it has any
             return EXIT_INTERRUPTED
         if isinstance(exc, Exception) and is_user_error(exc):
             err(exc)

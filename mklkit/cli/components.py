@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 from typing import Any, Sequence
 
 from .errors import EXIT_OK, EXIT_USAGE, UsageError
@@ -59,7 +60,7 @@ def _find_components(reg: Any, name: str) -> list[Any]:
 def _given_params(texts: Sequence[str], checked: Sequence[Any]) -> dict[str, tuple[Any, str]]:
     """``--param name=value`` options: name -> (value parsed as YAML, the text given)."""
     from ..components.params import did_you_mean
-    from ..spec import SpecError, parse_override
+    from ..spec import parse_override
 
     declared = list(dict.fromkeys(p.name for r in checked for p in r.cls.params))
     owners = ", ".join(f"{r.kind} {r.name!r}" for r in checked)
@@ -77,10 +78,7 @@ def _given_params(texts: Sequence[str], checked: Sequence[Any]) -> dict[str, tup
             raise UsageError(
                 f"{_CHECK}: --param {text}: unknown parameter {key!r}{did_you_mean(key, declared)}; allowed: {allowed}"
             )
-        try:
-            given[key] = (parse_override(text, file=_CHECK, option="--param")[1], text)
-        except SpecError as exc:
-            raise UsageError(str(exc)) from None
+        given[key] = (parse_override(text, file=_CHECK, option="--param")[1], text)  # a SpecError is one line too
     return given
 
 
@@ -168,23 +166,18 @@ def _check_component(r: Any, given: dict[str, tuple[Any, str]], args: argparse.N
             reports = check_parameter_points(r.cls, n_random=0, seed=args.seed, fixed=fixed)
         except ValueError:
             return blocks, failed, total
-    headings: list[str] = []
-    for i, report in enumerate(reports):
-        total += 1
-        if report.ok and i > 0:
-            headings.append(str(report).splitlines()[0])
+    total += len(reports)
+    for brief, group in itertools.groupby(enumerate(reports), key=lambda point: point[0] > 0 and point[1].ok):
+        if brief:  # passing points after the first: one block of their headings
+            blocks.append("\n".join(str(report).splitlines()[0] for _, report in group))
             continue
-        if headings:
-            blocks.append("\n".join(headings))
-            headings = []
-        text = str(report).rstrip()
-        if not report.ok:
-            failed += 1
-            params = "".join(f"--param {k}={_yaml_value(v)} " for k, v in report.component.get_params().items())
-            text += f"\n  reproduce: {_CHECK} {r.kind}:{r.name} {params}--random 0 --seed {args.seed}"
-        blocks.append(text)
-    if headings:
-        blocks.append("\n".join(headings))
+        for _, report in group:
+            text = str(report).rstrip()
+            if not report.ok:
+                failed += 1
+                params = "".join(f"--param {k}={_yaml_value(v)} " for k, v in report.component.get_params().items())
+                text += f"\n  reproduce: {_CHECK} {r.kind}:{r.name} {params}--random 0 --seed {args.seed}"
+            blocks.append(text)
     return blocks, failed, total
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
-import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, Iterator
 
 from .._interrupts import caused_by_interrupt
@@ -17,8 +16,7 @@ EXIT_INTERRUPTED = 130
 
 #: The exceptions that are user errors: one line, exit code 2 (looked up in the modules loaded).
 USER_ERRORS = (
-    ("mklkit.spec", "SpecError"),
-    ("mklkit.pipeline", "PipelineError"),
+    ("mklkit.pipeline", "PipelineError"),  # and its SpecError
     ("mklkit.io", "OutputError"),
     ("mklkit.data", "DataError"),
     ("mklkit.kernels", "BankError"),
@@ -30,14 +28,6 @@ USER_ERRORS = (
 
 class UsageError(Exception):
     """A command-line problem, reported as one line with exit code 2."""
-
-
-class Interrupted(KeyboardInterrupt):
-    """An interrupt a command reports in its own words (``line``) instead of ``mklkit: interrupted``."""
-
-    def __init__(self, line: str):
-        super().__init__(line)
-        self.line = line
 
 
 #: Whether this process received SIGINT during :func:`main`; while deferred (:func:`finish_before_interrupt`),
@@ -79,15 +69,12 @@ def finish_before_interrupt() -> Iterator[None]:
 
 def catch_sigint() -> Any:
     """Install :func:`_on_sigint` where SIGINT has Python's default handler; returns what to restore."""
-    forget_sigint()
-    if threading.current_thread() is not threading.main_thread():
-        return None
     try:
         current = signal.getsignal(signal.SIGINT)
         if current is not signal.default_int_handler:  # ignored (a background job) or someone else's
             return None
         signal.signal(signal.SIGINT, _on_sigint)
-    except (ValueError, OSError):  # pragma: no cover - no signals here
+    except (ValueError, OSError):  # not the main thread, or no signals here
         return None
     return current
 
@@ -102,10 +89,8 @@ def forget_sigint() -> None:
 def set_sigint(previous: Any, handler: Any) -> None:
     """Set the SIGINT handler where :func:`catch_sigint` installed its own (``previous`` not None)."""
     if previous is not None:
-        try:
+        with suppress(ValueError, OSError):  # pragma: no cover
             signal.signal(signal.SIGINT, handler)
-        except (ValueError, OSError):  # pragma: no cover
-            pass
 
 
 def is_interrupt(exc: BaseException) -> bool:

@@ -1,4 +1,5 @@
-"""What the command line writes: its lines on stdout and stderr, progress lines and bars, library log records."""
+"""What the command line writes: its lines on stdout and stderr, the progress lines and bars of run and sweep,
+library log records."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ import logging
 import math
 import sys
 from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator
 
 from ..progress import AFTER_S, EVERY_S, Progress
-from .errors import lost_interrupt
+from .errors import lost_interrupt, sigint_received
 
 #: Library loggers whose INFO records ``run`` and ``sweep`` show on stderr (not with ``--quiet``).
 SHOWN_LOGGERS = ("mklkit.compilation", "mklkit.pipeline")
@@ -95,6 +96,44 @@ class BuildBar:
         self.progress.bar(ev["what"], int(ev["done"]), int(ev["total"]), ev["elapsed_s"], unit="kernel")
 
 
+def sweep_lines(enabled: bool) -> Callable[[dict[str, Any]], None]:
+    """The sweep's callback: a line per task, its start and its refits, and a heartbeat while tasks run."""
+    shown = progress_lines(enabled)
+
+    def progress(ev: dict[str, Any]) -> None:
+        kind = ev.get("event")
+        if sigint_received():
+            if kind == "heartbeat":  # from the sweep's helper thread: it only writes its line
+                return
+            raise KeyboardInterrupt  # a Ctrl-C that a task's C code turned into another error stops the sweep here
+        if kind == "heartbeat":
+            longest = ""
+            if ev.get("longest") is not None:
+                longest = f"; the longest running: {ev['longest']} for {ev['longest_s']:.0f} s"
+            line = (
+                f"{ev['done']} of {plural(ev['total'], 'task')} finished, {ev['running']} running, "
+                f"{ev['elapsed_s']:.0f} s elapsed{longest}"
+            )
+        elif kind == "start":
+            skipped = f", {ev['n_skipped']} finished earlier" if ev.get("n_skipped") else ""
+            line = f"{plural(ev['n_tasks'], 'task')} ({ev['n_rows']} rows){skipped}; running on {ev['backend']}"
+        elif kind == "task" and ev.get("failed"):
+            line = f"{ev['done']}/{ev['total']} FAILED {ev['task']}: {ev['error']}"
+        elif kind == "task":
+            eta = f", about {ev['eta_s']:.0f} s left" if ev["done"] < ev["total"] else ""
+            line = (
+                f"{ev['done']}/{ev['total']} {ev['task']}: {num(ev.get('time_s'), '.2f')} s solve; "
+                f"{ev['elapsed_s']:.0f} s elapsed{eta}"
+            )
+        elif kind == "refit":
+            line = f"refitted the best configuration of {ev['dataset']} on all training data -> {ev['dir']}"
+        else:
+            return
+        shown.line(one_line(f"mklkit sweep: {line}"))
+
+    return progress
+
+
 class _StderrLines(logging.Handler):
     """Shows a library log record as one ``mklkit: <message>`` line on stderr."""
 
@@ -128,13 +167,3 @@ def _finite(v: Any) -> bool:
         return math.isfinite(float(v))
     except (TypeError, ValueError):
         return False
-
-
-def warning_lines(caught: Sequence[Any], hidden: set[str] | frozenset[str] = frozenset()) -> list[str]:
-    """One ``warning: <text>`` line per distinct warning, leaving out the categories in ``hidden``."""
-    lines = [
-        f"warning: {one_line(w.message)}"
-        for w in caught
-        if getattr(w.category, "__name__", "Warning") not in hidden | {"NumbaExperimentalFeatureWarning"}
-    ]
-    return list(dict.fromkeys(lines))

@@ -38,19 +38,16 @@ def parser() -> argparse.ArgumentParser:
 
 def command(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
     """The function of the parsed command, its module imported now (``mklkit --help`` imports none)."""
-    if args.func in ("cmd_validate", "cmd_run", "cmd_report"):
+    if args.command in ("validate", "run", "report", "sweep"):
         from . import run as module
-    elif args.func == "cmd_sweep":
-        from . import sweep as module
     else:
         from . import components as module
-    return getattr(module, args.func)
+    return getattr(module, "cmd_" + args.command.replace("-", "_"))
 
 
 def _add(sub: Any, name: str, help_: str, spec: str | None = None) -> argparse.ArgumentParser:
     """The subcommand ``name``, run by ``cmd_<name>`` (:func:`command`); with ``spec``, a SPEC file and --set."""
     sp = sub.add_parser(name, help=help_, description=help_)
-    sp.set_defaults(func="cmd_" + name.replace("-", "_"))
     if spec is not None:
         sp.add_argument("spec", metavar="SPEC", help=spec)
         sp.add_argument(

@@ -1,13 +1,15 @@
-"""The commands on one spec: ``validate``, ``run`` (and its summary) and ``report``."""
+"""The commands on specs: ``validate``, ``run`` (and its summary), ``report`` and ``sweep`` (and its best
+configurations)."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import Any
 
-from .errors import EXIT_NOT_CONVERGED, EXIT_OK, UsageError, finish_before_interrupt
-from .output import BuildBar, IterationLines, err, num, one_line, out, plural, show_logs
+from .errors import EXIT_NOT_CONVERGED, EXIT_OK, UsageError, finish_before_interrupt, is_interrupt
+from .output import BuildBar, IterationLines, err, num, one_line, out, plural, show_logs, sweep_lines
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -37,13 +39,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     args.interrupt_line = f"mklkit run: interrupted; nothing was written to {out_dir}"
     with show_logs(not args.quiet):
         prepared = spec.prepare(progress=BuildBar(enabled=not args.quiet))
-    progress = IterationLines(prepared.n_kernels, enabled=not args.quiet)
-    try:
-        with show_logs(not args.quiet):
+        try:
             solve = solve_multiclass if prepared.tasks is not None else solve_prepared
-            result = solve(prepared, progress)
-    finally:
-        prepared.close()
+            result = solve(prepared, IterationLines(prepared.n_kernels, enabled=not args.quiet))
+        finally:
+            prepared.close()
     with finish_before_interrupt():  # a Ctrl-C now stops the command once the solved run is written
         try:
             files = result.write(out_dir, force=args.force)
@@ -151,5 +151,67 @@ def cmd_report(args: argparse.Namespace) -> int:
             f"a run of {len(problems)} {'one-vs-one' if ovo else 'one-vs-rest'} problems: weights.png shows the "
             f"kernel weights averaged over the problems; the iterations of each are plotted by "
             f"'mklkit report {args.out}/{'pair_<i>_<j>' if ovo else 'class_<k>'}'"
+        )
+    return EXIT_OK
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    import traceback
+    from pathlib import Path
+
+    from ..sweep import RESULTS, SweepTaskError, check_backend, load_sweep, read_results, run_sweep
+
+    sweep = load_sweep(args.spec, args.overrides)
+    if args.dry_run:
+        check_backend(sweep, args.workers, args.scheduler)
+        sweep.check()
+        out(f"ok: {sweep.summary()}")
+        return EXIT_OK
+    out_dir = Path(args.out) if args.out else sweep.output_dir
+    try:
+        with show_logs(not args.quiet):
+            res = run_sweep(
+                sweep,
+                out_dir,
+                workers=args.workers,
+                scheduler=args.scheduler,
+                resume=args.resume,
+                force=args.force,
+                progress=sweep_lines(not args.quiet),
+                out_key="--out" if args.out else "output.dir",
+            )
+    except BaseException as exc:  # noqa: BLE001 - an interrupt, in whatever form, says what was kept
+        if is_interrupt(exc):
+            path = out_dir / RESULTS
+            try:
+                kept = f"{plural(len(read_results(path)) if path.is_file() else 0, 'finished row')} kept in {path}"
+            except Exception:  # noqa: BLE001 - an unreadable file: the line goes without the count
+                kept = f"the finished rows are kept in {path}"
+            args.interrupt_line = (
+                f"mklkit sweep: interrupted; {kept}; 'mklkit sweep {args.spec} --resume' solves the rest"
+            )
+            raise
+        if not isinstance(exc, SweepTaskError):
+            raise
+        if exc.__cause__ is not None:
+            traceback.print_exception(exc.__cause__, file=sys.stderr)
+        err(f"mklkit sweep: {exc}")
+        return 1
+    lines = [
+        f"sweep       {len(res.rows)} rows ({res.n_run} tasks solved, {res.n_skipped} kept) in {res.time_s:.1f} s on {res.backend}"
+    ]
+    for b in res.best:
+        lab = b.labels
+        metric = "accuracy" if b.score == "val_accuracy" else "rmse"
+        lines.append(
+            f"best        {b.dataset}: loss {lab['loss']}, regularizer {lab['regularizer']}, engine {lab['engine']}, "
+            f"C={b.C:g}: validation {metric} {b.mean:.4f} +- {b.std:.4f} ({b.n_splits} folds) -> {b.dir}"
+        )
+    lines.append(f"written     {res.files['results']}, {res.files['sweep']}")
+    out("\n".join(lines))
+    if res.n_not_converged:
+        err(
+            f"warning: {res.n_not_converged} of {len(res.rows)} solves did not converge (column 'status' of "
+            f"{res.files['results']}); raise engine.max_iter or engine.tol"
         )
     return EXIT_OK

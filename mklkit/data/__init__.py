@@ -14,13 +14,5 @@ from .dataset import DataError, Dataset
 from .files import detect_format, load_file
 from .preprocessing import Standardizer, train_test_split
 
-__all__ = [
-    "DataError",
-    "Dataset",
-    "available",
-    "detect_format",
-    "load_builtin",
-    "load_file",
-    "train_test_split",
-    "Standardizer",
-]
+__all__ = ["DataError", "Dataset", "available", "detect_format", "load_builtin", "load_file", "train_test_split"]
+__all__ += ["Standardizer"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import io
 import logging
 import os
 from pathlib import Path
@@ -117,15 +116,10 @@ def _target_column(path: Path, header: list[str], target: str | int | None) -> i
     return header.index(target)
 
 
-def _open_text(path: Path) -> io.TextIOBase:
-    if path.name.lower().endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
-
-
 def _load_csv(path: Path, target: str | int | None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
-        with _open_text(path) as fh:
+        with opener(path, "rt", encoding="utf-8", newline="") as fh:
             rows = list(csv.reader(fh))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise DataError(f"{path}: cannot read as CSV text ({exc})") from None

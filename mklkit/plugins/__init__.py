@@ -13,48 +13,21 @@ import threading
 
 from ..declaration import KINDS  # stdlib only at import
 from ..hookspecs import hookimpl
-from .records import (
-    DISABLE_ENV,
-    BrokenPlugin,
-    ComponentValidationError,
-    DuplicateComponentError,
-    PluginWarning,
-    Registration,
-    UnknownComponentError,
-)
 from .registry import BUILTIN_MODULE as BUILTIN_MODULE  # names the core's plugin (mklkit.builtin)
 from .registry import CORE_DIST as CORE_DIST
 from .registry import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
-from .registry import Registry
+from .registry import DISABLE_ENV, BrokenPlugin, ComponentValidationError, DuplicateComponentError, PluginWarning
+from .registry import Registration, Registry, UnknownComponentError
 
-__all__ = [
-    "KINDS",
-    "DISABLE_ENV",
-    "hookimpl",
-    "Registry",
-    "Registration",
-    "BrokenPlugin",
-    "PluginWarning",
-    "UnknownComponentError",
-    "DuplicateComponentError",
-    "ComponentValidationError",
-    "get_registry",
-    "reset_registry",
-    "format_listing",
-]
+__all__ = ["KINDS", "DISABLE_ENV", "hookimpl", "Registry", "Registration", "BrokenPlugin", "PluginWarning"]
+__all__ += ["UnknownComponentError", "DuplicateComponentError", "ComponentValidationError", "get_registry"]
+__all__ += ["reset_registry", "format_listing"]
 
 # the public classes are named where they are imported from (tracebacks, reprs, pickles)
-for _cls in (
-    Registry,
-    Registration,
-    BrokenPlugin,
-    PluginWarning,
-    UnknownComponentError,
-    DuplicateComponentError,
-    ComponentValidationError,
-):
-    _cls.__module__ = __name__
-del _cls
+for _name in __all__:
+    if isinstance(globals().get(_name), type):
+        globals()[_name].__module__ = __name__
+del _name
 
 
 _registry: Registry | None = None

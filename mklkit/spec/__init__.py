@@ -11,7 +11,7 @@ directory.
 from __future__ import annotations
 
 from ..pipeline import DEFAULTS, parse_bytes
-from .errors import SpecError, from_pipeline, from_validation, mark_override, one_line
+from .errors import SpecError, from_pipeline, mark_override, one_line
 from .models import SWEEP_COMPONENTS, SWEEP_KEYS, SWEEP_SECTION, TOP_KEYS, EngineSection, OutputSpec, Spec, load_spec
 from .models import parse_spec, refuse_sweep, sweep_lists, validate_model, validate_spec
 from .schema import json_schema
@@ -21,5 +21,5 @@ SpecError.__module__ = __name__  # its public name: mklkit.spec.SpecError
 
 __all__ = ["SpecError", "Spec", "EngineSection", "OutputSpec", "DEFAULTS", "load_spec", "parse_spec", "validate_spec"]
 __all__ += ["parse_override", "parse_bytes", "read_spec_file", "apply_overrides", "spec_stem", "json_schema"]
-__all__ += ["sweep_lists", "refuse_sweep", "one_line", "mark_override", "validate_model", "from_validation"]
+__all__ += ["sweep_lists", "refuse_sweep", "one_line", "mark_override", "validate_model"]
 __all__ += ["from_pipeline", "TOP_KEYS", "SWEEP_KEYS", "SWEEP_COMPONENTS", "SWEEP_SECTION"]

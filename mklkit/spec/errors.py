@@ -6,7 +6,6 @@ import re
 from typing import Any, Sequence
 
 from ..pipeline import PipelineError
-from ..pipeline.errors import from_validation as _pipeline_error
 from ..pipeline.errors import one_line
 
 
@@ -26,6 +25,8 @@ class SpecError(PipelineError):
         The offending value (absent: :data:`SpecError.NO_VALUE`).
     allowed : str or None
         What would be accepted.
+
+    ``overridden``: the key paths set by ``--set``; a problem at one of them is marked ``(set by --set)``.
     """
 
     def __init__(
@@ -37,9 +38,10 @@ class SpecError(PipelineError):
         allowed: str | None = None,
         *,
         shown: str | None = None,
+        overridden: Sequence[str] = (),
     ) -> None:
         self.file = str(file)
-        super().__init__(key, problem, value, allowed, shown=shown)
+        super().__init__(key, mark_override(problem, key, overridden), value, allowed, shown=shown)
 
     def message(self, key: str | None = None, problem: str | None = None) -> str:
         return f"{self.file}: {super().message(key, problem)}"
@@ -47,33 +49,16 @@ class SpecError(PipelineError):
 
 def mark_override(problem: str, key: str, overridden: Sequence[str]) -> str:
     """``problem`` marked ``(set by --set)`` when ``key`` was set on the command line."""
-
-    def norm(k: str) -> str:
-        return re.sub(r"\[(\d+)\]", r".\1", k)
-
-    k = norm(key)
-    for o in map(norm, overridden):
-        if k == o or k.startswith(o + ".") or o.startswith(k + "."):
-            return f"{problem} (set by --set)"
+    k, *given = (re.sub(r"\[(\d+)\]", r".\1", path) for path in (key, *overridden))  # bank[1] as bank.1
+    if any(k == o or k.startswith(o + ".") or o.startswith(k + ".") for o in given):
+        return f"{problem} (set by --set)"
     return problem
 
 
 def from_pipeline(exc: PipelineError, file: str, overridden: Sequence[str] = ()) -> SpecError:
     """A PipelineError as the spec's one-line error."""
-    return SpecError(
-        file,
-        exc.key,
-        mark_override(exc.problem, exc.key, overridden),
-        allowed=exc.allowed,
-        shown=exc.shown if exc.has_value else None,
-    )
+    shown = exc.shown if exc.has_value else None
+    return SpecError(file, exc.key, exc.problem, allowed=exc.allowed, shown=shown, overridden=overridden)
 
 
-def from_validation(
-    exc: Any, schema: dict[str, Any], file: str, overridden: Sequence[str] = (), root: Sequence[Any] = ()
-) -> SpecError:
-    """The first of pydantic's errors as the spec's one-line error (:func:`mklkit.pipeline.errors.from_validation`)."""
-    return from_pipeline(_pipeline_error(exc, schema, root), file, overridden)
-
-
-__all__ = ["SpecError", "one_line", "mark_override", "from_pipeline", "from_validation"]
+__all__ = ["SpecError", "one_line", "mark_override", "from_pipeline"]

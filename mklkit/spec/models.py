@@ -12,9 +12,10 @@ from pydantic import Field, PrivateAttr, RootModel, ValidationError, ValidationI
 
 from .. import pipeline
 from ..pipeline import BankSettings, Data, DataSettings, PipelineError, Prepared, ProblemSettings
+from ..pipeline.errors import from_validation
 from ..pipeline.fields import Settings
 from ..pipeline.problem_settings import EngineField
-from .errors import SpecError, from_pipeline, from_validation, mark_override
+from .errors import SpecError, from_pipeline
 from .yamlio import apply_overrides, read_spec_file, spec_stem
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,6 +37,12 @@ SWEEP_KEYS: tuple[str, ...] = (
 )
 #: The sweep keys that hold a component (their parameters may be lists).
 SWEEP_COMPONENTS: tuple[str, ...] = ("problem.loss", "problem.regularizer", "engine")
+
+#: The keys of ``data:`` that ``data.builtin`` excludes: (key, problem, allowed).
+_NOT_WITH_BUILTIN = (
+    ("data.train", "data.builtin and data.train are exclusive", "one of builtin or train"),
+    ("data.test", "a test file needs data.train, not data.builtin", "data.train with data.test"),
+)
 
 
 class EngineSection(RootModel[EngineField]):  # type: ignore[valid-type]
@@ -103,25 +110,14 @@ class Spec(Settings):
                     "data.test_size, data.seed, data.positive and data.class_weight only",
                 )
             self.data.standardize = False
-        else:
-            if "builtin" in given and "train" in given:
-                raise PipelineError(
-                    "data.train",
-                    "data.builtin and data.train are exclusive",
-                    shown=repr(self.data.shown("data.train")),
-                    allowed="one of builtin or train",
-                )
-            if "builtin" not in given and "train" not in given:
-                raise PipelineError(
-                    "data", "needs a data source", allowed="data.builtin (a bundled data set) or data.train (a file)"
-                )
-            if "builtin" in given and "test" in given:
-                raise PipelineError(
-                    "data.test",
-                    "a test file needs data.train, not data.builtin",
-                    shown=repr(self.data.shown("data.test")),
-                    allowed="data.train with data.test",
-                )
+        elif "builtin" not in given and "train" not in given:
+            raise PipelineError(
+                "data", "needs a data source", allowed="data.builtin (a bundled data set) or data.train (a file)"
+            )
+        elif "builtin" in given:
+            for key, problem, allowed in _NOT_WITH_BUILTIN:
+                if key.removeprefix("data.") in given:
+                    raise PipelineError(key, problem, shown=repr(self.data.shown(key)), allowed=allowed)
         if self.output.dir is None:
             self.output.dir = Path("runs") / spec_stem(self._file)
         else:
@@ -167,7 +163,7 @@ class Spec(Settings):
         shown: str | None = None,
     ) -> SpecError:
         """A :class:`SpecError` for this spec (marks keys set by ``--set``)."""
-        return SpecError(self.file, key, mark_override(problem, key, self.overridden), value, allowed, shown=shown)
+        return SpecError(self.file, key, problem, value, allowed, shown=shown, overridden=self.overridden)
 
     def load_data(self) -> Data:
         """Load, check, split and standardize the data (no kernels yet)."""
@@ -200,9 +196,9 @@ class Spec(Settings):
 
 
 @functools.lru_cache(maxsize=None)
-def model_schema() -> dict[str, Any]:
-    """The JSON Schema of :class:`Spec` as pydantic generates it (messages read what is allowed from it)."""
-    return Spec.model_json_schema()
+def model_schema(cls: Any) -> dict[str, Any]:
+    """The JSON Schema of a model as pydantic generates it (messages read what is allowed from it)."""
+    return cls.model_json_schema()
 
 
 def sweep_lists(raw: Any) -> list[tuple[str, Any]]:
@@ -227,18 +223,16 @@ def refuse_sweep(raw: dict, file: str, overridden: Sequence[str] = ()) -> None:
     """A ``cv`` section or a list at a sweep key: only ``mklkit sweep`` takes those."""
     one = "'mklkit run' and 'mklkit validate' solve one problem"
     hint = f"or run the whole grid with 'mklkit sweep {file}' (docs/sweeps.md)"
-
-    def refused(key: str, problem: str, value: Any, allowed: str) -> SpecError:
-        return SpecError(file, key, mark_override(problem, key, overridden), value, allowed)
-
     if SWEEP_SECTION in raw:
         problem = f"cross-validation is only done by 'mklkit sweep'; {one}"
-        raise refused(SWEEP_SECTION, problem, raw[SWEEP_SECTION], f"no cv section for a single run, {hint}")
+        allowed = f"no cv section for a single run, {hint}"
+        raise SpecError(file, SWEEP_SECTION, problem, raw[SWEEP_SECTION], allowed, overridden=overridden)
     lists = sweep_lists(raw)
     if lists:
         key, value = lists[0]
         more = f" (this spec has {len(lists)}: {', '.join(k for k, _ in lists)})" if len(lists) > 1 else ""
-        raise refused(key, f"a list of values makes a sweep{more}; {one}", value, f"one value, {hint}")
+        problem = f"a list of values makes a sweep{more}; {one}"
+        raise SpecError(file, key, problem, value, f"one value, {hint}", overridden=overridden)
 
 
 def load_spec(path: str | Path, overrides: Sequence[str] | Mapping[str, Any] = ()) -> Spec:
@@ -265,19 +259,17 @@ def parse_spec(
 
 def validate_spec(raw: dict, file: str, folder: Path, overridden: Sequence[str] = ()) -> Spec:
     """The :class:`Spec` of one (sweep-free) mapping, or its first problem as a :class:`SpecError`."""
-    ctx: dict[str, Any] = {"file": file, "folder": folder, "given": {}}
-    try:
-        spec = Spec.model_validate(raw, context=ctx)
-    except ValidationError as exc:
-        raise from_validation(exc, model_schema(), file, overridden) from None
+    spec = validate_model(Spec, raw, file, overridden, context={"file": file, "folder": folder, "given": {}})
     spec._folder = folder
     spec._overridden = tuple(overridden)
     return spec
 
 
-def validate_model(cls: Any, raw: Any, file: str, overridden: Sequence[str] = (), root: Sequence[str] = ()) -> Any:
-    """``cls.model_validate(raw)`` with its first problem as a :class:`SpecError` at ``root``."""
+def validate_model(
+    cls: Any, raw: Any, file: str, overridden: Sequence[str] = (), root: Sequence[str] = (), context: Any = None
+) -> Any:
+    """``cls.model_validate(raw, context=context)`` with its first problem as a :class:`SpecError` at ``root``."""
     try:
-        return cls.model_validate(raw)
+        return cls.model_validate(raw, context=context)
     except ValidationError as exc:
-        raise from_validation(exc, cls.model_json_schema(), file, overridden, root=root) from None
+        raise from_pipeline(from_validation(exc, model_schema(cls), root), file, overridden) from None

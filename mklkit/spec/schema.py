@@ -1,16 +1,15 @@
-"""``mklkit schema``: pydantic's JSON Schema of :class:`~mklkit.spec.models.Spec` with what only the installed
+r"""``mklkit schema``: pydantic's JSON Schema of :class:`~mklkit.spec.models.Spec` with what only the installed
 plugins know (components and their ``Param``\ s, data sets, presets); with ``sweep=True`` the sweep grammar."""
 
 from __future__ import annotations
 
-import copy
 import math
-from typing import Any, Iterable
+from typing import Any, Sequence
 
 from ..components.params import Param
 from ..pipeline import CVSettings, DEFAULTS
 from ..plugins import get_registry
-from .models import SWEEP_KEYS, SWEEP_SECTION, model_schema
+from .models import SWEEP_KEYS, SWEEP_SECTION, Spec, model_schema
 
 
 def _inline(node: Any, defs: dict[str, Any]) -> Any:
@@ -26,7 +25,8 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
 
 
 def _generated(schema: dict[str, Any]) -> dict[str, Any]:
-    return _inline(copy.deepcopy(schema), schema.get("$defs", {}))
+    """``schema`` inlined, in new containers (``schema`` is left as it is)."""
+    return _inline(schema, schema.get("$defs", {}))
 
 
 def _listed(node: dict[str, Any]) -> dict[str, Any]:
@@ -53,24 +53,21 @@ def _param_schema(p: Param, sweep: bool) -> dict[str, Any]:
     return _listed(s) if sweep else s
 
 
-def _component_schema(kind: str, registrations: Iterable[Any], sweep: bool) -> dict[str, Any]:
+def _component_schema(kind: str, registrations: Sequence[Any], sweep: bool) -> dict[str, Any]:
     """A component: its name, or a mapping with name and the parameters its ``Param``s declare."""
     variants: list[dict[str, Any]] = []
-    names = []
     for r in registrations:
-        names.append(r.name)
-        props: dict[str, Any] = {"name": {"const": r.name}}
-        props.update({p.name: _param_schema(p, sweep) for p in getattr(r.cls, "params", ())})
-        required = ["name"] + [p.name for p in getattr(r.cls, "params", ()) if p.required]
+        params = getattr(r.cls, "params", ())
         variants.append(
             {
                 "type": "object",
                 "description": r.description,
-                "properties": props,
-                "required": required,
+                "properties": {"name": {"const": r.name}, **{p.name: _param_schema(p, sweep) for p in params}},
+                "required": ["name", *(p.name for p in params if p.required)],
                 "additionalProperties": False,
             }
         )
+    names = [r.name for r in registrations]
     one_of: list[dict[str, Any]] = [{"type": "string", "enum": names}] if names else []
     return {"description": f"a {kind}: its name, or a mapping with name and parameters", "oneOf": one_of + variants}
 
@@ -104,7 +101,7 @@ def json_schema(sweep: bool = False) -> dict[str, Any]:
     from ..data import available
     from ..kernels import available_presets
 
-    schema = _fill(_generated(model_schema()), get_registry(), sweep)
+    schema = _fill(_generated(model_schema(Spec)), get_registry(), sweep)
     props = schema["properties"]
     data, kernels = _section(props, "data"), _section(props, "kernels")
     data["properties"]["builtin"] = {"type": "string", "enum": list(available()), "description": "a bundled data set"}
@@ -124,7 +121,7 @@ def json_schema(sweep: bool = False) -> dict[str, Any]:
                 sec["properties"][sub] = _listed(sec["properties"][sub])
             else:
                 props[section] = _listed(props[section])
-        props[SWEEP_SECTION] = _generated(CVSettings.model_json_schema())
+        props[SWEEP_SECTION] = _generated(model_schema(CVSettings))
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "mklkit sweep spec" if sweep else "mklkit spec",

@@ -17,7 +17,6 @@ class _SpecLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that refuses duplicate keys and reads ``1e-4`` as a float (as YAML 1.2 does)."""
 
 
-_SpecLoader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 _FLOAT_RE = re.compile(
     r"""^(?:[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?
     |[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?
@@ -25,11 +24,10 @@ _FLOAT_RE = re.compile(
     |\.(?:nan|NaN|NAN))$""",
     re.X,
 )
+# on its own copy of SafeLoader's resolvers (add_implicit_resolver copies them)
 _SpecLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_RE, list("-+0123456789."))
-# keep ints as ints: the int resolver must win for plain digits
-for _first in list("-+0123456789"):
-    _rs = _SpecLoader.yaml_implicit_resolvers.get(_first, [])
-    _rs.sort(key=lambda r: 0 if r[0] == "tag:yaml.org,2002:int" else 1)
+for _first in "-+0123456789":  # keep ints as ints: the int resolver must win for plain digits
+    _SpecLoader.yaml_implicit_resolvers[_first].sort(key=lambda r: 0 if r[0] == "tag:yaml.org,2002:int" else 1)
 
 
 def _construct_mapping(loader: _SpecLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
