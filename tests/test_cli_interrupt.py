@@ -9,6 +9,7 @@ SIGINT to a real ``mklkit run`` at several points.
 
 from __future__ import annotations
 
+import ast
 import os
 import pty
 import select
@@ -277,6 +278,44 @@ def test_mklkit_run_interrupted_exits_130_with_one_line(tmp_path, point):
     # after the signal: at most a progress line already on its way, then the one line
     assert all(line.startswith("mklkit") for line in after.strip().splitlines()), after
     assert not (out / "summary.json").exists()
+
+
+#: A Ctrl-C at the first import the command makes; every import tried after it is recorded.
+_INTERRUPTED_IMPORT = """
+import sys
+from mklkit.cli import main
+
+
+class InterruptFirstImport:
+    def __init__(self):
+        self.after = []
+
+    def find_spec(self, name, path=None, target=None):
+        if not self.after:
+            self.after.append("<interrupted: " + name + ">")
+            raise KeyboardInterrupt
+        self.after.append(name)
+        return None
+
+
+finder = InterruptFirstImport()
+sys.meta_path.insert(0, finder)
+code = main(sys.argv[1:])
+sys.meta_path.remove(finder)
+print(repr(finder.after))
+sys.exit(code)
+"""
+
+
+def test_the_interrupt_line_imports_nothing():
+    # a Ctrl-C that cuts a first import short (a C extension's initialisation, such as _decimal's) must not be
+    # followed by that import again: the extension would print a warning beside the one line
+    argv = [sys.executable, "-c", _INTERRUPTED_IMPORT, "validate", str(SPECS / "quickstart.yaml")]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, preexec_fn=_default_sigint)
+    assert proc.returncode == EXIT_INTERRUPTED, proc.stderr
+    one_interrupt_line(proc.stderr)
+    tried = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    assert tried[0].startswith("<interrupted") and tried[1:] == [], tried
 
 
 #: An engine whose first iteration receives SIGINT inside code that swallows the KeyboardInterrupt,

@@ -20,10 +20,12 @@ PROGRESS_EVERY_S = EVERY_S
 
 
 def one_line(text: object) -> str:
-    """One line of text (:func:`mklkit.spec.errors.one_line`, imported when first needed)."""
-    from ..spec.errors import one_line
+    """``text`` on one line, as :func:`mklkit.pipeline.errors.one_line` writes it.
 
-    return one_line(text)
+    Written here, not imported: the line of a Ctrl-C that lands inside a first import must not import again
+    (a C extension whose initialisation was cut short, such as ``_decimal``, prints a warning when imported twice).
+    """
+    return " ".join(str(text).split())
 
 
 def out(text: str = "") -> None:
