@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .errors import PipelineError, strip_prefix
@@ -20,11 +20,11 @@ class Data:
 
     X_train: Any
     y_train: np.ndarray
-    X_test: Any
-    y_test: np.ndarray | None
-    feature_names: list[str]
     name: str
     task: str
+    X_test: Any = None
+    y_test: np.ndarray | None = None
+    feature_names: list[str] = field(default_factory=list)
     K_train: np.ndarray | None = None
     K_test: np.ndarray | None = None
     kernel_names: list[str] | None = None
@@ -133,16 +133,7 @@ def array_data(X: Any, y: Any, task: str, feature_names: Sequence[str] | None = 
     d = int(X.shape[1])
     names = [str(n) for n in feature_names] if feature_names is not None else [f"x{j}" for j in range(d)]
     return contiguous_data(
-        Data(
-            X_train=X,
-            y_train=np.asarray(y),
-            X_test=None,
-            y_test=None,
-            feature_names=names,
-            name=name,
-            task=task,
-            n_total=int(X.shape[0]),
-        )
+        Data(X_train=X, y_train=np.asarray(y), feature_names=names, name=name, task=task, n_total=int(X.shape[0]))
     )
 
 
@@ -169,9 +160,6 @@ def gram_data(K: Any, y: Any, task: str, names: Sequence[str] | None = None, nam
     return Data(
         X_train=None,
         y_train=np.asarray(y),
-        X_test=None,
-        y_test=None,
-        feature_names=[],
         name=name,
         task=task,
         K_train=K,

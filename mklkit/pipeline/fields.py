@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Callable, Mapping
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, ValidationInfo, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, PrivateAttr, ValidationInfo
+from pydantic import WithJsonSchema
 from pydantic import model_validator
 
 from .errors import PipelineError
@@ -63,11 +64,18 @@ class Settings(BaseModel):
     """Base of the settings models: unknown keys refused, strict types, ``None`` means the default."""
 
     model_config = ConfigDict(extra="forbid", strict=True, arbitrary_types_allowed=True, validate_default=False)
+    _given: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
     def _drop_none(cls, value: Any) -> Any:
         return {k: v for k, v in value.items() if v is not None} if isinstance(value, Mapping) else value
+
+    def shown(self, key: str) -> str:
+        """The file of ``key`` (``data.train``, ``kernels.precomputed``...) as written in the spec."""
+        name = key.rsplit(".", 1)[-1]
+        path = getattr(self, name, None)
+        return self._given.get(name, str(path if path is not None else "X"))
 
 
 def absent(description: str, **kw: Any) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal, Mapping
 
-from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ..components.params import did_you_mean
 from .errors import PipelineError
@@ -34,7 +34,6 @@ class DataSettings(Settings):
     standardize: bool = Field(
         DEFAULTS["data.standardize"], description="centre and scale the features with training statistics"
     )
-    _given: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @field_validator("builtin", mode="after")
     @classmethod
@@ -112,11 +111,6 @@ class DataSettings(Settings):
                 )
             self.test_size = 0
         return self
-
-    def shown(self, key: str) -> str:
-        """A file path as written (``key`` is ``data.train``, ``data.test``)."""
-        name = key.split(".")[-1]
-        return self._given.get(name, str(getattr(self, name)))
 
 
 class CVSettings(Settings):
