@@ -63,7 +63,7 @@ def _of_settings(problem: ProblemSettings, K: Any, y: Any, **kw: Any) -> Problem
     return Problem(K=K, y=y, loss=problem.loss, regularizer=problem.regularizer, C=C, bias=problem.bias, **kw)
 
 
-def _unsupported(engine: Engine, problem: Problem) -> str | None:
+def unsupported(engine: Engine, problem: Problem) -> str | None:
     """Why ``engine`` cannot solve ``problem`` in its representation, or ``None``."""
     reason = engine.supports(problem)
     representation = problem.representation
@@ -77,7 +77,7 @@ def _unsupported(engine: Engine, problem: Problem) -> str | None:
 
 def check_support(engine: Engine, problem: Problem, key: str = "engine.name") -> None:
     """Refuse an engine that cannot solve ``problem`` (its reason, and the engines that can)."""
-    reason = _unsupported(engine, problem)
+    reason = unsupported(engine, problem)
     representation = problem.representation
     if reason is None:
         return
@@ -313,7 +313,7 @@ def _choose(
             d.n_train,
             d.n_test,
             bank,
-            not ovo and _unsupported(engine, probe_problem(y, len(specs), problem, "factor", d.w_train)) is None,
+            not ovo and unsupported(engine, probe_problem(y, len(specs), problem, "factor", d.w_train)) is None,
         )
         # a warning when it approximates; Gram matrices are the usual case
         level = logging.DEBUG if chosen.kind != "factor" else logging.INFO if chosen.rank is None else logging.WARNING

@@ -9,7 +9,7 @@ from .._dask import connect
 from .data import Data
 from .errors import FACTOR_NPZ_ALLOWED, MISSING, NPZ_ALLOWED, PipelineError, bank_error, one_line, strip_prefix
 from .bank_settings import BankSettings, FactorSettings, Representation, kernel_resolver
-from .fields import parse_bytes
+from .settings import parse_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np

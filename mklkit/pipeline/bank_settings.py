@@ -12,7 +12,7 @@ from pydantic import model_validator
 from ..components.params import did_you_mean
 from ..plugins import UnknownComponentError, get_registry
 from .errors import MISSING, PipelineError, bank_error
-from .fields import DEFAULTS, FilePath, Settings, absent, given_paths, parse_bytes
+from .settings import DEFAULTS, FilePath, Settings, absent, given_paths, parse_bytes
 
 _SCHEDULER = "a Dask scheduler address such as tcp://127.0.0.1:8786"
 

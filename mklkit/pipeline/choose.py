@@ -11,6 +11,7 @@ iterative method (1), ``bcd`` on the exact factors of a dense bank, certified ag
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import warnings
@@ -29,6 +30,7 @@ from ..kernels.factorize.dense import exact_factors
 from ..plugins import get_registry
 from ..problem import Problem
 from ..result import SolveResult, Status
+from .assemble import unsupported
 from .fallback import EngineSwitchWarning, Fallback, StallWatch, finite_point
 
 __all__ = ["Auto", "AUTO_ENGINES", "specificity", "DENSE_FACTOR_MAX_RANK", "StallWatch", "EngineSwitchWarning"]
@@ -207,9 +209,7 @@ class Auto(Fallback, Engine):
                 continue
             try:
                 engine = reg.cls(**kw)
-                ok = engine.supports(problem) is None and problem.representation in getattr(
-                    engine, "representations", ("array",)
-                )
+                ok = unsupported(engine, problem) is None
             except Exception:  # noqa: BLE001 - a broken plugin engine is no candidate
                 continue
             if ok:
@@ -344,16 +344,15 @@ class Auto(Fallback, Engine):
         return dataclasses.replace(certified, engine=self.name, message=f"{route}: {certified.message}")
 
 
-_SPECIFICITY: dict[tuple[int, int, type], int] = {}
-
-
 def specificity(engine_cls: type) -> int:
     """How many installed loss x regularizer pairs (built with their defaults) ``engine_cls.requires``
     accepts: losses met times regularizers met, the fewer the more specialised (cached per registry)."""
     registry = get_registry()
-    key = (id(registry), len(registry.registrations()), engine_cls)
-    if key in _SPECIFICITY:
-        return _SPECIFICITY[key]
+    return _specificity(registry, len(registry.registrations()), engine_cls)
+
+
+@functools.cache
+def _specificity(registry: Any, n_registered: int, engine_cls: type) -> int:
     requires = engine_cls.requires
 
     def count(kind: str, reqs: tuple[Any, ...]) -> int:
@@ -367,9 +366,7 @@ def specificity(engine_cls: type) -> int:
                 n += 1
         return n
 
-    value = count("loss", requires.loss) * count("regularizer", requires.regularizer)
-    _SPECIFICITY[key] = value
-    return value
+    return count("loss", requires.loss) * count("regularizer", requires.regularizer)
 
 
 AUTO_ENGINES = (Auto,)

@@ -12,7 +12,7 @@ from pydantic import Field, PrivateAttr, RootModel, ValidationError, ValidationI
 
 from .. import pipeline
 from ..pipeline import BankSettings, Data, DataSettings, PipelineError, Prepared, ProblemSettings
-from ..pipeline.fields import Settings
+from ..pipeline.settings import Settings
 from ..pipeline.problem_settings import EngineField
 from .errors import SpecError, from_pipeline, from_validation, mark_override
 from .yamlio import apply_overrides, read_spec_file, spec_stem
