@@ -63,7 +63,7 @@ def _of_settings(problem: ProblemSettings, K: Any, y: Any, **kw: Any) -> Problem
     return Problem(K=K, y=y, loss=problem.loss, regularizer=problem.regularizer, C=C, bias=problem.bias, **kw)
 
 
-def unsupported(engine: Engine, problem: Problem) -> str | None:
+def _unsupported(engine: Engine, problem: Problem) -> str | None:
     """Why ``engine`` cannot solve ``problem`` in its representation, or ``None``."""
     reason = engine.supports(problem)
     representation = problem.representation
@@ -77,7 +77,7 @@ def unsupported(engine: Engine, problem: Problem) -> str | None:
 
 def check_support(engine: Engine, problem: Problem, key: str = "engine.name") -> None:
     """Refuse an engine that cannot solve ``problem`` (its reason, and the engines that can)."""
-    reason = unsupported(engine, problem)
+    reason = _unsupported(engine, problem)
     representation = problem.representation
     if reason is None:
         return
@@ -258,19 +258,17 @@ def problem_at(
 def _check_labels(d: Data, problem: ProblemSettings) -> tuple[Any, list[Any] | None, bool]:
     """The labels the checks see (a multiclass target's first one-vs-rest task's), the tasks (or
     ``None``) and whether they are one-vs-one."""
-    tasks = None
-    y = d.y_train
     ovo = d.multiclass and problem.multiclass == "ovo"
-    if d.multiclass:
-        import numpy as np
+    if not d.multiclass:
+        return d.y_train, None, ovo
+    import numpy as np
 
-        from .._multiclass import ovo_tasks, ovr_tasks
+    from .._multiclass import ovo_tasks, ovr_tasks
 
-        assert d.classes is not None
-        codes = np.asarray(d.y_train, dtype=np.intp)
-        y = ovr_tasks(codes, len(d.classes))[0].y
-        tasks = (ovo_tasks if ovo else ovr_tasks)(codes, len(d.classes))
-    return y, tasks, ovo
+    assert d.classes is not None
+    codes = np.asarray(d.y_train, dtype=np.intp)
+    tasks = (ovo_tasks if ovo else ovr_tasks)(codes, len(d.classes))
+    return ovr_tasks(codes, len(d.classes))[0].y, tasks, ovo
 
 
 def _held(held: Prepared, bank: Any, test: TestSide | None) -> Prepared:
@@ -313,7 +311,7 @@ def _choose(
             d.n_train,
             d.n_test,
             bank,
-            not ovo and unsupported(engine, probe_problem(y, len(specs), problem, "factor", d.w_train)) is None,
+            not ovo and _unsupported(engine, probe_problem(y, len(specs), problem, "factor", d.w_train)) is None,
         )
         # a warning when it approximates; Gram matrices are the usual case
         level = logging.DEBUG if chosen.kind != "factor" else logging.INFO if chosen.rank is None else logging.WARNING

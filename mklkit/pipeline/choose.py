@@ -30,7 +30,6 @@ from ..kernels.factorize.dense import exact_factors
 from ..plugins import get_registry
 from ..problem import Problem
 from ..result import SolveResult, Status
-from .assemble import unsupported
 from .fallback import EngineSwitchWarning, Fallback, StallWatch, finite_point
 
 __all__ = ["Auto", "AUTO_ENGINES", "specificity", "DENSE_FACTOR_MAX_RANK", "StallWatch", "EngineSwitchWarning"]
@@ -209,7 +208,9 @@ class Auto(Fallback, Engine):
                 continue
             try:
                 engine = reg.cls(**kw)
-                ok = unsupported(engine, problem) is None
+                ok = engine.supports(problem) is None and problem.representation in getattr(
+                    engine, "representations", ("array",)
+                )
             except Exception:  # noqa: BLE001 - a broken plugin engine is no candidate
                 continue
             if ok:

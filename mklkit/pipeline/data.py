@@ -231,37 +231,29 @@ def fold(d: Data, train: Any, val: Any, standardized: bool = False) -> Data:
 
     train = np.asarray(train, dtype=np.intp)
     val = np.asarray(val, dtype=np.intp)
-    y_tr = np.ascontiguousarray(d.y_train[train])
-    if d.w_train is not None:
-        d = replace(d, w_train=np.ascontiguousarray(d.w_train[train]))
-    y_va = np.ascontiguousarray(d.y_train[val])
+    w = d.w_train
+    d = replace(
+        d,
+        y_train=np.ascontiguousarray(d.y_train[train]),
+        y_test=np.ascontiguousarray(d.y_train[val]),
+        w_train=None if w is None else np.ascontiguousarray(w[train]),
+        n_total=int(train.size + val.size),
+    )
     if d.precomputed:
         K = d.K_train
         assert K is not None
         if d.normalized:
             raise ValueError("fold() needs raw precomputed kernels (normalised ones cannot be split)")
-        diag = np.ascontiguousarray(np.diagonal(K, axis1=1, axis2=2)[:, val])
         return replace(
             d,
-            y_train=y_tr,
-            y_test=y_va,
             K_train=np.ascontiguousarray(K[:, train][:, :, train]),
             K_test=np.ascontiguousarray(K[:, val][:, :, train]),
-            test_diag=diag,
-            n_total=int(train.size + val.size),
+            test_diag=np.ascontiguousarray(np.diagonal(K, axis1=1, axis2=2)[:, val]),
         )
 
     def rows(X: Any, idx: Any) -> Any:
         part = X[idx]
         return part if sp.issparse(part) else np.ascontiguousarray(part, dtype=np.float64)
 
-    out = replace(
-        d,
-        X_train=rows(d.X_train, train),
-        X_test=rows(d.X_train, val),
-        y_train=y_tr,
-        y_test=y_va,
-        n_total=int(train.size + val.size),
-        scaler=None,
-    )
+    out = replace(d, X_train=rows(d.X_train, train), X_test=rows(d.X_train, val), scaler=None)
     return standardize(out) if standardized else out

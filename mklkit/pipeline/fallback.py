@@ -13,7 +13,6 @@ import numpy as np
 from ..engines.base import Callback, Engine
 from ..problem import Problem
 from ..result import ConvergenceWarning, SolveResult
-from .assemble import unsupported
 
 
 class EngineSwitchWarning(UserWarning):
@@ -78,7 +77,9 @@ class Fallback:
 
     def _applicable(self, problem: Problem) -> list[Engine]:
         """The general engines that solve ``problem`` on its bank."""
-        return [e for e in self._engines() if unsupported(e, problem) is None]
+        return [
+            e for e in self._engines() if e.supports(problem) is None and problem.representation in e.representations
+        ]
 
     def _other(self, problem: Problem, name: str) -> Engine | None:
         """The general engine that continues after ``name`` (None if none applies)."""
