@@ -3,6 +3,7 @@ weights, precomputed kernels or factors from an ``.npz``."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -165,13 +166,11 @@ def _keep_columns(ds: Any, keep: list[int]) -> Any:
     import numpy as np
     import scipy.sparse as sp
 
-    from ..data import Dataset
-
     X = ds.X[:, keep]
     if not sp.issparse(X):
         X = np.ascontiguousarray(X)
     names = list(ds.feature_names)
-    return Dataset(X=X, y=ds.y, feature_names=[names[j] for j in keep], name=ds.name, source=ds.source)
+    return replace(ds, X=X, feature_names=[names[j] for j in keep])
 
 
 def _subsample(data: DataSettings, train: Any, task: str) -> Any:
@@ -203,8 +202,6 @@ def _retarget(data: DataSettings, ds: Any) -> Any:
     import numpy as np
     import scipy.sparse as sp
 
-    from ..data import Dataset
-
     target = data.target
     columns = list(ds.feature_names) + ["y"]
     if target == "y":
@@ -218,7 +215,7 @@ def _retarget(data: DataSettings, ds: Any) -> Any:
         )
     if sp.issparse(ds.X):
         raise PipelineError("data.target", f"builtin {ds.name!r} is sparse; only 'y' can be the target", target, "y")
-    table = Dataset(X=np.column_stack([ds.X, ds.y]), y=ds.y, feature_names=columns, name=ds.name, source=ds.source)
+    table = replace(ds, X=np.column_stack([ds.X, ds.y]), feature_names=columns)
     retargeted, y = _pop_column(table, target)
     retargeted.y = y
     return retargeted
