@@ -11,7 +11,7 @@ from .bank import TestSide, build_bank, check_memory, choose_representation, exp
 from .bank import given_bank, given_factor_memory, rows_of
 from ..plugins import get_registry
 from .data import Data
-from .errors import PipelineError, one_line
+from .errors import MISSING, PipelineError, one_line
 from .bank_settings import BankSettings
 from .problem_settings import ProblemSettings, auto_C
 
@@ -231,11 +231,8 @@ class Prepared:
             close()
 
 
-_KEEP: Any = object()
-
-
 def problem_at(
-    problem: Problem, *, y: Any = None, K: Any = None, C: float | str | None = None, sample_weight: Any = _KEEP
+    problem: Problem, *, y: Any = None, K: Any = None, C: float | str | None = None, sample_weight: Any = MISSING
 ) -> Problem:
     """``problem`` with other labels, kernels, C (``"auto"``: :func:`auto_C`) or sample weights
     (``None``: unweighted; not given: the problem's); its bank shared."""
@@ -251,7 +248,7 @@ def problem_at(
         y=problem.y if y is None else np.ascontiguousarray(y, dtype=np.float64),
         C=problem.C if C is None else float(C),
         extra=dict(problem.extra),
-        sample_weight=problem.sample_weight if sample_weight is _KEEP else sample_weight,
+        sample_weight=problem.sample_weight if sample_weight is MISSING else sample_weight,
     )
 
 
