@@ -14,10 +14,9 @@ from .bank import TestSide, check_memory, choose_representation, new_points, row
 from .bank_settings import BankSettings, Representation, kernel_resolver
 from .data import Data, array_data, fold, gram_data, make_folds, standardize
 from .errors import PipelineError, one_line_error
-from .fields import DEFAULTS, REPRESENTATIONS, parse_bytes
 from .loading import load_data
 from .problem_settings import ProblemSettings, component_dict
-from .settings import CVSettings, DataSettings
+from .settings import DEFAULTS, REPRESENTATIONS, CVSettings, DataSettings, parse_bytes
 
 PipelineError.__module__ = __name__  # its public name: mklkit.pipeline.PipelineError
 

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from .bank import TestSide, build_bank, check_memory, choose_representation, expand_entries, factor_representation
-from .bank import given_factor_bank, given_factor_memory, precomputed_bank, rows_of
+from .bank import given_bank, given_factor_memory, rows_of
 from ..plugins import get_registry
 from .data import Data
-from .errors import PipelineError, one_line
+from .errors import MISSING, PipelineError, one_line
 from .bank_settings import BankSettings
 from .problem_settings import ProblemSettings, auto_C
 
@@ -149,13 +149,15 @@ class Prepared:
         import numpy as np
 
         assert self.problem is not None
-        if rows is not None and self.representation != "array":
+        if rows is None:
+            return problem_at(self.problem, y=y, C=C)
+        if self.representation != "array":
             raise ValueError(f"a {self.representation} bank has no row subsets (one-vs-one tasks need an array)")
-        K = None if rows is None else rows_of(self.problem.K, np.asarray(rows, dtype=np.intp))
+        rows = np.asarray(rows, dtype=np.intp)
         w = self.problem.sample_weight
-        if w is not None and rows is not None:
-            w = w[np.asarray(rows, dtype=np.intp)]
-        return problem_at(self.problem, y=y, K=K, C=C, sample_weight=w)
+        return problem_at(
+            self.problem, y=y, K=rows_of(self.problem.K, rows), C=C, sample_weight=w if w is None else w[rows]
+        )
 
     def task(self, t: int) -> "Prepared":
         """The binary task ``t`` as a binary :class:`Prepared`: +1 for the class ``positive``, -1 for
@@ -164,35 +166,24 @@ class Prepared:
 
         assert self.tasks is not None and self.problem is not None
         task = self.tasks[t]
-        y_test = self.data.y_test
+        y_test, binary = self.data.y_test, {"y_train": task.y, "classes": None, "positive": None}
         if task.rows is None:
-            data = replace(
-                self.data,
-                y_train=task.y,
-                classes=None,
-                positive=None,
-                y_test=None if y_test is None else np.where(y_test == task.positive, 1.0, -1.0),
+            yt = None if y_test is None else np.where(y_test == task.positive, 1.0, -1.0)
+            return replace(
+                self, data=replace(self.data, y_test=yt, **binary), problem=self.subproblem(task.y), tasks=None
             )
-            return replace(self, data=data, problem=self.subproblem(task.y), tasks=None)
         rows = np.asarray(task.rows, dtype=np.intp)
-        w = self.data.w_train
+        w, X = self.data.w_train, self.data.X_train
         test, yt = self.test, None
         if y_test is not None and test is not None and test.K is not None:
             sel = np.flatnonzero((y_test == task.positive) | (y_test == task.negative))
             test = replace(test, K=np.ascontiguousarray(test.K[:, sel][:, :, rows]), _factor_rows=None)
             yt = np.where(y_test[sel] == task.positive, 1.0, -1.0)
         data = replace(
-            self.data,
-            y_train=task.y,
-            classes=None,
-            positive=None,
-            y_test=yt,
-            X_train=None if self.data.X_train is None else self.data.X_train[rows],
-            w_train=None if w is None else w[rows],
+            self.data, y_test=yt, X_train=X if X is None else X[rows], w_train=w if w is None else w[rows], **binary
         )
-        return replace(
-            self, data=data, problem=self.subproblem(task.y, rows), tasks=None, test=test if yt is not None else None
-        )
+        problem = self.subproblem(task.y, rows)
+        return replace(self, data=data, problem=problem, tasks=None, test=test if yt is not None else None)
 
     def class_index(self, results: Any) -> tuple[np.ndarray, np.ndarray | None]:
         """Predicted class indices on the training and test parts (``None`` without one) from one
@@ -240,11 +231,8 @@ class Prepared:
             close()
 
 
-_KEEP: Any = object()
-
-
 def problem_at(
-    problem: Problem, *, y: Any = None, K: Any = None, C: float | str | None = None, sample_weight: Any = _KEEP
+    problem: Problem, *, y: Any = None, K: Any = None, C: float | str | None = None, sample_weight: Any = MISSING
 ) -> Problem:
     """``problem`` with other labels, kernels, C (``"auto"``: :func:`auto_C`) or sample weights
     (``None``: unweighted; not given: the problem's); its bank shared."""
@@ -260,100 +248,70 @@ def problem_at(
         y=problem.y if y is None else np.ascontiguousarray(y, dtype=np.float64),
         C=problem.C if C is None else float(C),
         extra=dict(problem.extra),
-        sample_weight=problem.sample_weight if sample_weight is _KEEP else sample_weight,
+        sample_weight=problem.sample_weight if sample_weight is MISSING else sample_weight,
     )
 
 
-def _ovo_needs_gram(rep: str) -> None:
-    if rep != "array":
+def _check_labels(d: Data, problem: ProblemSettings) -> tuple[Any, list[Any] | None, bool]:
+    """The labels the checks see (a multiclass target's first one-vs-rest task's), the tasks (or
+    ``None``) and whether they are one-vs-one."""
+    ovo = d.multiclass and problem.multiclass == "ovo"
+    if not d.multiclass:
+        return d.y_train, None, ovo
+    import numpy as np
+
+    from .._multiclass import ovo_tasks, ovr_tasks
+
+    assert d.classes is not None
+    codes = np.asarray(d.y_train, dtype=np.intp)
+    tasks = (ovo_tasks if ovo else ovr_tasks)(codes, len(d.classes))
+    return ovr_tasks(codes, len(d.classes))[0].y, tasks, ovo
+
+
+def _held(held: Prepared, bank: Any, test: TestSide | None) -> Prepared:
+    """``held`` with its built ``bank`` (the names it gives its kernels) and test side."""
+    names = bank.factor_map.names if held.representation == "factor" else bank.names
+    return replace(held, bank=bank, test=test, kernel_names=list(names))
+
+
+def _held_given(
+    d: Data, bank: BankSettings, problem: ProblemSettings, engine: Engine, y: Any, build: bool, engine_key: str
+) -> Prepared:
+    """Given Gram matrices (held as one array) or factors: checked, then (``build``) held with their test side."""
+    factors = d.factor_starts is not None
+    M = int(d.factor_starts.size - 1) if factors else int(d.K_train.shape[0])  # type: ignore[union-attr]
+    rep = "factor" if factors else "array"
+    names = list(d.kernel_names or [f"k{m}" for m in range(M)])
+    check_support(engine, probe_problem(y, M, problem, rep, d.w_train), engine_key)
+    held = Prepared(d, None, None, None, names, M, rep, memory=given_factor_memory(d) if factors else {})
+    if not build:
+        return held
+    return _held(held, *given_bank(d, bank))
+
+
+def _choose(
+    specs: list[Any], d: Data, bank: BankSettings, problem: ProblemSettings, engine: Engine, y: Any, ovo: bool
+) -> Any:
+    """The representation of an expanded description (logged when chosen)."""
+    chosen = bank.representation
+    rep = chosen.kind
+    if ovo and rep not in ("auto", "array"):
         raise PipelineError(
             "problem.multiclass",
             f"one-vs-one problems take row blocks of Gram matrices; the bank is held as a {rep} bank",
             "ovo",
             "ovr, or Gram matrices (kernels.factor: false, no kernels.sharded)",
         )
-
-
-@dataclass
-class _Held:
-    """The training bank as :func:`prepare` holds it (``obj``, ``K``, ``test``: once built)."""
-
-    names: list[str]
-    M: int
-    rep: str
-    memory: dict[str, int] = field(default_factory=dict)
-    chosen: Any = None
-    obj: Any = None
-    K: Any = None
-    test: TestSide | None = None
-
-
-def _check_labels(d: Data, problem: ProblemSettings) -> tuple[Any, list[Any] | None, bool]:
-    """The labels the checks see (a multiclass target's first one-vs-rest task's), the tasks (or
-    ``None``) and whether they are one-vs-one."""
-    tasks = None
-    y = d.y_train
-    ovo = d.multiclass and problem.multiclass == "ovo"
-    if d.multiclass:
-        import numpy as np
-
-        from .._multiclass import ovo_tasks, ovr_tasks
-
-        assert d.classes is not None
-        codes = np.asarray(d.y_train, dtype=np.intp)
-        y = ovr_tasks(codes, len(d.classes))[0].y
-        tasks = (ovo_tasks if ovo else ovr_tasks)(codes, len(d.classes))
-    return y, tasks, ovo
-
-
-def _held_given(
-    d: Data, bank: BankSettings, problem: ProblemSettings, engine: Engine, y: Any, build: bool, engine_key: str
-) -> _Held:
-    """Given Gram matrices (held as one array) or factors: checked, then (``build``) held with their test side."""
-    if d.factor_starts is not None:
-        M, rep, memory = int(d.factor_starts.size - 1), "factor", given_factor_memory(d)
-    else:
-        assert d.K_train is not None
-        M, rep, memory = int(d.K_train.shape[0]), bank.representation.kind, {}
-        if rep not in ("auto", "array"):
-            raise PipelineError(
-                f"kernels.{rep}",
-                "precomputed kernels are held as one array",
-                getattr(bank, rep).model_dump(),
-                "no kernels.sharded or kernels.factor with kernels.precomputed",
-            )
-        rep = "array"
-    names = list(d.kernel_names or [f"k{m}" for m in range(M)])
-    check_support(engine, probe_problem(y, M, problem, rep, d.w_train), engine_key)
-    if not build:
-        return _Held(names, M, rep, memory)
-    if rep == "factor":
-        obj, test = given_factor_bank(d, bank)
-        return _Held(list(obj.factor_map.names), M, rep, memory, obj=obj, K=obj, test=test)
-    kb, test = precomputed_bank(d, bank)
-    return _Held(list(kb.names), M, rep, obj=kb, K=kb.K, test=test)
-
-
-def _choose(
-    specs: list[Any], d: Data, bank: BankSettings, problem: ProblemSettings, engine: Engine, y: Any, ovo: bool
-) -> tuple[Any, str]:
-    """The representation of an expanded description and its kind (logged when chosen)."""
-    M = len(specs)
-    rep = bank.representation.kind
-    chosen = bank.representation
-    if ovo and rep != "auto":
-        _ovo_needs_gram(rep)
     if rep == "auto":
         chosen, why = choose_representation(  # one-vs-one takes row blocks of Gram matrices
             specs,
             d.n_train,
             d.n_test,
             bank,
-            not ovo and _unsupported(engine, probe_problem(y, M, problem, "factor", d.w_train)) is None,
+            not ovo and _unsupported(engine, probe_problem(y, len(specs), problem, "factor", d.w_train)) is None,
         )
-        rep = chosen.kind
         # a warning when it approximates; Gram matrices are the usual case
-        level = logging.DEBUG if rep != "factor" else logging.INFO if chosen.rank is None else logging.WARNING
+        level = logging.DEBUG if chosen.kind != "factor" else logging.INFO if chosen.rank is None else logging.WARNING
         logger.log(level, "kernels: %s", why)
     elif rep == "factor" and not chosen.settings.model_fields_set - {"refine"}:
         # kernels.factor: true or only refine given: the factors "auto" would take, refined as asked
@@ -365,7 +323,7 @@ def _choose(
                 fixed = replace(fixed, settings=fixed.settings.model_copy(update={"refine": chosen.settings.refine}))
             chosen = fixed
             logger.info("kernels: factor: %s: %s", given, why)
-    return chosen, rep
+    return chosen
 
 
 def _held_described(
@@ -378,39 +336,17 @@ def _held_described(
     build: bool,
     progress: Callable[[dict[str, Any]], Any] | bool | None,
     engine_key: str,
-) -> _Held:
+) -> Prepared:
     """A description expanded on the data's columns, its representation chosen, memory and engine
     checked, then (``build``) built."""
     bank.representation.check()
     specs = expand_entries(bank, d)
-    names = [k.label for k in specs]
     M = len(specs)
-    chosen, rep = _choose(specs, d, bank, problem, engine, y, ovo)
-    if ovo:
-        _ovo_needs_gram(rep)
+    chosen = _choose(specs, d, bank, problem, engine, y, ovo)
     memory = check_memory(M, d.n_train, d.n_test, bank, chosen)
-    check_support(engine, probe_problem(y, M, problem, rep, d.w_train), engine_key)
-    if not build:
-        return _Held(names, M, rep, memory, chosen)
-    obj, test = build_bank(d, bank, progress, chosen)
-    return _Held(
-        list(obj.names) if rep != "factor" else list(obj.factor_map.names),
-        M,
-        rep,
-        memory,
-        chosen,
-        obj=obj,
-        K=obj.K if rep == "array" else obj,
-        test=test,
-    )
-
-
-def _problem(d: Data, held: _Held, y: Any, problem: ProblemSettings) -> Problem:
-    """The problem on the built bank at the settings' C (a named C: :func:`auto_C` on it)."""
-    prob = _of_settings(problem, held.K, y, kernel_names=held.names, sample_weight=d.w_train)
-    if isinstance(problem.C, str):  # "auto", and "path"'s prior (the run chooses it: api.solve_prepared)
-        prob = problem_at(prob, C=auto_C(prob))
-    return prob
+    check_support(engine, probe_problem(y, M, problem, chosen.kind, d.w_train), engine_key)
+    held = Prepared(d, None, None, None, [k.label for k in specs], M, chosen.kind, memory=memory, chosen=chosen)
+    return _held(held, *build_bank(d, bank, progress, chosen)) if build else held
 
 
 def prepare(
@@ -440,12 +376,14 @@ def prepare(
         held = _held_given(d, bank, problem, engine, y, build, engine_key)
     else:
         held = _held_described(d, bank, problem, engine, y, ovo, build, progress, engine_key)
-    timings, prob, M = {"bank_s": 0.0}, None, held.M
-    if build:
-        timings["bank_s"], M = time.perf_counter() - t0, len(held.names)
-        logger.debug("built %d kernels (%s) on %d points in %.2f s", M, held.rep, d.n_train, timings["bank_s"])
-        prob = _problem(d, held, y, problem)
-        check_support(engine, prob, engine_key)
-    return Prepared(
-        d, prob, held.obj, held.test, held.names, M, held.rep, timings, held.memory, chosen=held.chosen, tasks=tasks
-    )
+    if not build:
+        return replace(held, timings={"bank_s": 0.0}, tasks=tasks)
+    bank_s = time.perf_counter() - t0
+    M, rep = len(held.kernel_names), held.representation
+    logger.debug("built %d kernels (%s) on %d points in %.2f s", M, rep, d.n_train, bank_s)
+    K = held.bank.K if rep == "array" else held.bank
+    prob = _of_settings(problem, K, y, kernel_names=held.kernel_names, sample_weight=d.w_train)
+    if isinstance(problem.C, str):  # "auto", and "path"'s prior (the run chooses it: api.solve_prepared)
+        prob = problem_at(prob, C=auto_C(prob))
+    check_support(engine, prob, engine_key)
+    return replace(held, problem=prob, n_kernels=M, timings={"bank_s": bank_s}, tasks=tasks)

@@ -9,7 +9,7 @@ from .._dask import connect
 from .data import Data
 from .errors import FACTOR_NPZ_ALLOWED, MISSING, NPZ_ALLOWED, PipelineError, bank_error, one_line, strip_prefix
 from .bank_settings import BankSettings, FactorSettings, Representation, kernel_resolver
-from .fields import parse_bytes
+from .settings import parse_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -263,13 +263,24 @@ def build_bank(
         ) from None
 
 
-def precomputed_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None]:
-    """The bank of raw precomputed kernels normalised on the training part, and its test side."""
-    from ..kernels import BankError, KernelBank
+def given_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None]:
+    """The bank of given kernels or factors (the rows ``X_*`` of ``factor_starts``) normalised on the training
+    part, and its test side (test kernels normalised alike; test rows through the factors' map)."""
+    from ..kernels import BankError, FactorBank, KernelBank
 
-    key = "kernels.precomputed"
+    factors = d.factor_starts is not None
+    key = "kernels.precomputed_factors" if factors else "kernels.precomputed"
     shown = bank.shown(key)
     try:
+        if factors:
+            fb = FactorBank.from_factors(
+                d.X_train,
+                d.factor_starts,
+                names=d.kernel_names,
+                normalize=bank.normalize,
+                source=f"{shown}: L_train (training rows)",
+            )
+            return fb, (TestSide(X=d.X_test) if d.X_test is not None else None)
         kb = KernelBank.from_precomputed(
             d.K_train, names=d.kernel_names, normalize=bank.normalize, check_psd=False, source=shown, copy=False
         )
@@ -286,9 +297,8 @@ def precomputed_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None]
                 )
             kb.normalize_cross(K_test, d.test_diag)
     except BankError as exc:
-        raise PipelineError(
-            key, strip_prefix(one_line(str(exc)), shown), shown=repr(shown), allowed=NPZ_ALLOWED
-        ) from None
+        allowed = FACTOR_NPZ_ALLOWED if factors else NPZ_ALLOWED
+        raise PipelineError(key, strip_prefix(one_line(str(exc)), shown), shown=repr(shown), allowed=allowed) from None
     return kb, (TestSide(K=K_test) if K_test is not None else None)
 
 
@@ -298,24 +308,3 @@ def given_factor_memory(d: Data) -> dict[str, int]:
     need = {"train": 8 * N * R, "test": 8 * d.n_test * R}
     need["peak"] = 2 * need["train"] + need["test"]  # the raw rows and the bank's normalised copy
     return need
-
-
-def given_factor_bank(d: Data, bank: BankSettings) -> tuple[Any, TestSide | None]:
-    """The bank of precomputed factors, normalised on the training rows; the test rows go through its map."""
-    from ..kernels import BankError, FactorBank
-
-    key = "kernels.precomputed_factors"
-    shown = bank.shown(key)
-    try:
-        fb = FactorBank.from_factors(
-            d.X_train,
-            d.factor_starts,
-            names=d.kernel_names,
-            normalize=bank.normalize,
-            source=f"{shown}: L_train (training rows)",
-        )
-    except BankError as exc:
-        raise PipelineError(
-            key, strip_prefix(one_line(str(exc)), shown), shown=repr(shown), allowed=FACTOR_NPZ_ALLOWED
-        ) from None
-    return fb, (TestSide(X=d.X_test) if d.X_test is not None else None)

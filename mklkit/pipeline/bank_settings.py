@@ -6,13 +6,13 @@ import numbers
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Literal, Mapping
 
-from pydantic import ConfigDict, Field, PlainValidator, PrivateAttr, ValidationInfo, WithJsonSchema, field_validator
+from pydantic import ConfigDict, Field, PlainValidator, ValidationInfo, WithJsonSchema, field_validator
 from pydantic import model_validator
 
 from ..components.params import did_you_mean
 from ..plugins import UnknownComponentError, get_registry
 from .errors import MISSING, PipelineError, bank_error
-from .fields import DEFAULTS, FilePath, Settings, absent, given_paths, parse_bytes
+from .settings import DEFAULTS, FilePath, Settings, absent, given_paths, parse_bytes
 
 _SCHEDULER = "a Dask scheduler address such as tcp://127.0.0.1:8786"
 
@@ -186,7 +186,6 @@ class BankSettings(Settings):
         "hold the kernels as factors: settings, true (the defaults), "
         "false (Gram matrices), or absent/auto (chosen from N, M and memory_budget: docs/factor_banks.md)"
     )
-    _given: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @field_validator("bank", mode="before")
     @classmethod
@@ -336,9 +335,3 @@ class BankSettings(Settings):
     def key(self) -> str:
         """The spec key of the description (errors name it)."""
         return "kernels.preset" if self.preset is not None else "kernels.bank"
-
-    def shown(self, key: str) -> str:
-        """The file of ``kernels.precomputed`` or ``kernels.precomputed_factors`` (``key``) as written."""
-        name = key.rsplit(".", 1)[-1]
-        path = getattr(self, name, None)
-        return self._given.get(name, str(path if path is not None else "X"))

@@ -11,6 +11,7 @@ iterative method (1), ``bcd`` on the exact factors of a dense bank, certified ag
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import warnings
@@ -344,16 +345,15 @@ class Auto(Fallback, Engine):
         return dataclasses.replace(certified, engine=self.name, message=f"{route}: {certified.message}")
 
 
-_SPECIFICITY: dict[tuple[int, int, type], int] = {}
-
-
 def specificity(engine_cls: type) -> int:
     """How many installed loss x regularizer pairs (built with their defaults) ``engine_cls.requires``
     accepts: losses met times regularizers met, the fewer the more specialised (cached per registry)."""
     registry = get_registry()
-    key = (id(registry), len(registry.registrations()), engine_cls)
-    if key in _SPECIFICITY:
-        return _SPECIFICITY[key]
+    return _specificity(registry, len(registry.registrations()), engine_cls)
+
+
+@functools.cache
+def _specificity(registry: Any, n_registered: int, engine_cls: type) -> int:
     requires = engine_cls.requires
 
     def count(kind: str, reqs: tuple[Any, ...]) -> int:
@@ -367,9 +367,7 @@ def specificity(engine_cls: type) -> int:
                 n += 1
         return n
 
-    value = count("loss", requires.loss) * count("regularizer", requires.regularizer)
-    _SPECIFICITY[key] = value
-    return value
+    return count("loss", requires.loss) * count("regularizer", requires.regularizer)
 
 
 AUTO_ENGINES = (Auto,)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .errors import PipelineError, strip_prefix
@@ -20,11 +20,11 @@ class Data:
 
     X_train: Any
     y_train: np.ndarray
-    X_test: Any
-    y_test: np.ndarray | None
-    feature_names: list[str]
     name: str
     task: str
+    X_test: Any = None
+    y_test: np.ndarray | None = None
+    feature_names: list[str] = field(default_factory=list)
     K_train: np.ndarray | None = None
     K_test: np.ndarray | None = None
     kernel_names: list[str] | None = None
@@ -133,16 +133,7 @@ def array_data(X: Any, y: Any, task: str, feature_names: Sequence[str] | None = 
     d = int(X.shape[1])
     names = [str(n) for n in feature_names] if feature_names is not None else [f"x{j}" for j in range(d)]
     return contiguous_data(
-        Data(
-            X_train=X,
-            y_train=np.asarray(y),
-            X_test=None,
-            y_test=None,
-            feature_names=names,
-            name=name,
-            task=task,
-            n_total=int(X.shape[0]),
-        )
+        Data(X_train=X, y_train=np.asarray(y), feature_names=names, name=name, task=task, n_total=int(X.shape[0]))
     )
 
 
@@ -169,9 +160,6 @@ def gram_data(K: Any, y: Any, task: str, names: Sequence[str] | None = None, nam
     return Data(
         X_train=None,
         y_train=np.asarray(y),
-        X_test=None,
-        y_test=None,
-        feature_names=[],
         name=name,
         task=task,
         K_train=K,
@@ -243,37 +231,29 @@ def fold(d: Data, train: Any, val: Any, standardized: bool = False) -> Data:
 
     train = np.asarray(train, dtype=np.intp)
     val = np.asarray(val, dtype=np.intp)
-    y_tr = np.ascontiguousarray(d.y_train[train])
-    if d.w_train is not None:
-        d = replace(d, w_train=np.ascontiguousarray(d.w_train[train]))
-    y_va = np.ascontiguousarray(d.y_train[val])
+    w = d.w_train
+    d = replace(
+        d,
+        y_train=np.ascontiguousarray(d.y_train[train]),
+        y_test=np.ascontiguousarray(d.y_train[val]),
+        w_train=None if w is None else np.ascontiguousarray(w[train]),
+        n_total=int(train.size + val.size),
+    )
     if d.precomputed:
         K = d.K_train
         assert K is not None
         if d.normalized:
             raise ValueError("fold() needs raw precomputed kernels (normalised ones cannot be split)")
-        diag = np.ascontiguousarray(np.diagonal(K, axis1=1, axis2=2)[:, val])
         return replace(
             d,
-            y_train=y_tr,
-            y_test=y_va,
             K_train=np.ascontiguousarray(K[:, train][:, :, train]),
             K_test=np.ascontiguousarray(K[:, val][:, :, train]),
-            test_diag=diag,
-            n_total=int(train.size + val.size),
+            test_diag=np.ascontiguousarray(np.diagonal(K, axis1=1, axis2=2)[:, val]),
         )
 
     def rows(X: Any, idx: Any) -> Any:
         part = X[idx]
         return part if sp.issparse(part) else np.ascontiguousarray(part, dtype=np.float64)
 
-    out = replace(
-        d,
-        X_train=rows(d.X_train, train),
-        X_test=rows(d.X_train, val),
-        y_train=y_tr,
-        y_test=y_va,
-        n_total=int(train.size + val.size),
-        scaler=None,
-    )
+    out = replace(d, X_train=rows(d.X_train, train), X_test=rows(d.X_train, val), scaler=None)
     return standardize(out) if standardized else out

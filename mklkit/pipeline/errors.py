@@ -211,6 +211,9 @@ def _bound(b: dict[str, Any], key: str) -> tuple[bool, Any] | None:
     return (True, b[key]) if key in b else (False, b[strict]) if strict in b else None
 
 
+_TYPE_WORDS = {"boolean": "true or false", "string": "a string", "array": "a list"}
+
+
 def allowed_words(root: dict[str, Any], node: dict[str, Any]) -> str:
     """What a schema node allows, in words (``a number > 0``, ``one of 'trace', 'none'``)."""
     words = []
@@ -231,12 +234,8 @@ def allowed_words(root: dict[str, Any], node: dict[str, Any]) -> str:
             if b["type"] == "number" and b.get("x-finite", True) and not (lo and hi):
                 w = w.replace("a number", "a finite number", 1)
             words.append(w)
-        elif b.get("type") == "boolean":
-            words.append("true or false")
-        elif b.get("type") == "string":
-            words.append("a string")
-        elif b.get("type") == "array":
-            words.append("a list")
+        elif b.get("type") in _TYPE_WORDS:
+            words.append(_TYPE_WORDS[b["type"]])
         elif b.get("type") == "object" or "properties" in b:
             props = list(b.get("properties", {}))
             words.append("a mapping with keys " + ", ".join(props) if props else "a mapping")

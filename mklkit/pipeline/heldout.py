@@ -210,29 +210,6 @@ def _c_max(problem: Any) -> float:
     return float(zero_solution(problem_at(problem, C=1.0)).C_max)
 
 
-def _unscored(
-    s: PathSettings, prior_C: float, fit: np.ndarray, held: np.ndarray, t_start: float, why: str
-) -> HeldoutPath:
-    """The prior C, with no value scored."""
-    e, ints = np.empty(0), np.empty(0, dtype=int)
-    return HeldoutPath(
-        C=prior_C,
-        **dict.fromkeys(("Cs", "ratios", "losses", "metrics", "gaps", "times", "excess", "excess_se"), e),
-        n_active=ints,
-        iterations=ints,
-        chosen=-1,
-        best=-1,
-        prior_C=prior_C,
-        prior_ratio=math.nan,
-        reference="prior",
-        stopped=why,
-        n_fit=int(fit.size),
-        n_held=int(held.size),
-        time_s=time.perf_counter() - t_start,
-        settings=s,
-    )
-
-
 def _path_on(part: Any, prior: Callable[[Any], float], s: PathSettings) -> tuple[str, float, float, np.ndarray]:
     """The reference (``"C_max"`` or ``"prior"``), its C and the prior C on the fitting rows, and the
     ratios of the path to the reference, largest first."""
@@ -248,21 +225,19 @@ def _path_on(part: Any, prior: Callable[[Any], float], s: PathSettings) -> tuple
     return reference, ref_fit, prior_fit, ratios
 
 
+#: What :class:`HeldoutPath` records per value of C.
+_PER_VALUE = ("Cs", "losses", "metrics", "n_active", "iterations", "gaps", "times")
+
+
 @dataclass
 class _Walk:
     """The values of the path solved so far, their held-out scores and the least."""
 
     criterion: str
     w_held: np.ndarray
-    Cs: list[float] = field(default_factory=list)
+    values: dict[str, list[Any]] = field(default_factory=lambda: {k: [] for k in _PER_VALUE})
     per_rows: list[np.ndarray] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
-    losses: list[float] = field(default_factory=list)
-    metrics: list[float] = field(default_factory=list)
-    n_act: list[int] = field(default_factory=list)
-    iters: list[int] = field(default_factory=list)
-    gaps: list[float] = field(default_factory=list)
-    times: list[float] = field(default_factory=list)
     kept: list[KeptSolution] = field(default_factory=list)
     stopped: str = "the end of the path"
     best: int = -1  # the least criterion
@@ -273,15 +248,17 @@ class _Walk:
         statistics and its time since ``t0``."""
         per_row, wrong, metric = scored
         w_held = self.w_held
-        self.Cs.append(C)
-        self.losses.append(float(per_row @ w_held) / float(w_held.sum()))
         self.per_rows.append(wrong if self.criterion == "error" else per_row)
         self.scores.append(float(self.per_rows[-1] @ w_held) / float(w_held.sum()))
-        self.metrics.append(metric)
-        self.n_act.append(int(np.asarray(result.active_set).size))
-        self.iters.append(int(result.iterations))
-        self.gaps.append(float(result.gap))
-        self.times.append(time.perf_counter() - t0)
+        loss = float(per_row @ w_held) / float(w_held.sum())
+        n_active = int(np.asarray(result.active_set).size)
+        row = (C, loss, metric, n_active, int(result.iterations), float(result.gap), time.perf_counter() - t0)
+        for column, v in zip(self.values.values(), row):
+            column.append(v)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The records per value as :class:`HeldoutPath`'s arrays."""
+        return {k: np.array(v, dtype=int if k in ("n_active", "iterations") else float) for k, v in self.values.items()}
 
     def lowest(self, flat: float) -> None:
         """The least criterion, and the last minimum that lowered it by more than ``flat`` of its decrease."""
@@ -345,7 +322,16 @@ def _walk(
         walk.kept.append(KeptSolution(result, rows.factor_bank))
         walk.record(C, result, held_out_scores(part.loss, y_held, rows.decision(result), w_held), t0)
         if progress is not None:
-            progress(dict(C=C, ratio=float(r), loss=walk.losses[-1], metric=walk.metrics[-1], n_active=walk.n_act[-1]))
+            values = walk.values
+            progress(
+                dict(
+                    C=C,
+                    ratio=float(r),
+                    loss=values["losses"][-1],
+                    metric=values["metrics"][-1],
+                    n_active=values["n_active"][-1],
+                )
+            )
         walk.lowest(s.flat)
         _drop_kept(walk.kept, walk.best)
         if walk.turned(C, prior_fit, s):
@@ -373,16 +359,29 @@ def select_C(
     w_all = problem.sample_weight
     fit, held = split_rows(y_all, s.held_out, s.seed, stratify=task == CLASSIFICATION)
     w_held = np.ones(held.size) if w_all is None else np.asarray(w_all)[held]
-    if effective_size(w_held) < s.min_held:
-        return _unscored(
-            s, prior_all, fit, held, t_start, f"the prior C: {held.size} held-out rows are fewer than {s.min_held}"
+    common = dict(prior_C=prior_all, n_fit=int(fit.size), n_held=int(held.size), settings=s)
+    if effective_size(w_held) < s.min_held:  # the prior C, with no value scored
+        e = np.empty(0)
+        return HeldoutPath(
+            C=prior_all,
+            **_Walk("loss", w_held).arrays(),
+            ratios=e,
+            excess=e,
+            excess_se=e,
+            chosen=-1,
+            best=-1,
+            prior_ratio=math.nan,
+            reference="prior",
+            stopped=f"the prior C: {held.size} held-out rows are fewer than {s.min_held}",
+            time_s=time.perf_counter() - t_start,
+            **common,
         )
     rows = HeldoutRows(problem, fit, held)
     reference, ref_fit, prior_fit, ratios = _path_on(rows.problem, prior, s)
     walk = _walk(rows, solve, ratios, ref_fit, prior_fit, y_all[held], w_held, s, progress)
     best = walk.best
     excess, excess_se = paired_excess(np.array(walk.per_rows), best, w_held)
-    ratio_arr = np.array(walk.Cs) / ref_fit
+    ratio_arr = np.array(walk.values["Cs"]) / ref_fit
     prior_ratio = prior_fit / ref_fit
     ok = np.flatnonzero(excess <= excess_se)  # within one standard error of the least: the nearest the prior
     chosen = int(ok[np.argmin(np.abs(np.log(ratio_arr[ok] / prior_ratio)))])
@@ -390,27 +389,18 @@ def select_C(
     return HeldoutPath(
         start=walk.start(chosen, fit, problem.n_samples),
         C=float(ratio_arr[chosen] * ref_all),
-        Cs=np.array(walk.Cs),
+        **walk.arrays(),
         ratios=ratio_arr,
-        losses=np.array(walk.losses),
-        metrics=np.array(walk.metrics),
-        n_active=np.array(walk.n_act),
-        iterations=np.array(walk.iters),
-        gaps=np.array(walk.gaps),
-        times=np.array(walk.times),
         chosen=chosen,
         best=best,
         excess=excess,
         excess_se=excess_se,
-        prior_C=prior_all,
         prior_ratio=prior_ratio,
         reference=reference,
         stopped=walk.stopped,
-        n_fit=int(fit.size),
-        n_held=int(held.size),
         time_s=time.perf_counter() - t_start,
-        settings=s,
         criterion=walk.criterion,
         chosen_rows=walk.per_rows[chosen],
         held_weights=w_held,
+        **common,
     )

@@ -201,18 +201,14 @@ def encode_test_labels(
     return _labels(loss, y) if enc is None else enc.encode(y, key, shown)
 
 
-def with_classes(out: Data, enc: Classes | None) -> Data:
-    """The classes on ``out`` (its ``y_*`` are already the engines' labels)."""
-    if enc is not None:
-        out.classes, out.positive = enc.classes, enc.positive
-    return out
-
-
 def weigh(d: Data, data: DataSettings, enc: Classes | None, sw: np.ndarray | None) -> Data:
-    """``d.w_train``: the ``data.sample_weight`` column ``sw`` times each row's ``data.class_weight`` (rows of
-    weight 0 leave the training part; all 1: ``None``)."""
+    """``d`` with the classes of ``enc`` (its ``y_*`` are already the engines' labels) and ``d.w_train``: the
+    ``data.sample_weight`` column ``sw`` times each row's ``data.class_weight`` (rows of weight 0 leave the
+    training part; all 1: ``None``)."""
     import numpy as np
 
+    if enc is not None:
+        d.classes, d.positive = enc.classes, enc.positive
     w = None
     if sw is not None:
         name = data.sample_weight

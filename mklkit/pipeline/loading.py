@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..components.params import did_you_mean
 from .data import Data, contiguous_data, fold, standardize
 from .errors import FACTOR_NPZ_ALLOWED, NPZ_ALLOWED, PipelineError, one_line, strip_prefix
-from .labels import Classes, encode_labels, encode_test_labels, weigh, with_classes
+from .labels import Classes, encode_labels, encode_test_labels, weigh
 from .bank_settings import BankSettings
 from .settings import DataSettings
 
@@ -145,7 +145,7 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
         task=task,
         n_total=n_total,
     )
-    out = weigh(with_classes(out, enc), data, enc, sw)
+    out = weigh(out, data, enc, sw)
     return standardize(out) if data.standardize else contiguous_data(out)
 
 
@@ -166,13 +166,11 @@ def _keep_columns(ds: Any, keep: list[int]) -> Any:
     import numpy as np
     import scipy.sparse as sp
 
-    from ..data import Dataset
-
     X = ds.X[:, keep]
     if not sp.issparse(X):
         X = np.ascontiguousarray(X)
     names = list(ds.feature_names)
-    return Dataset(X=X, y=ds.y, feature_names=[names[j] for j in keep], name=ds.name, source=ds.source)
+    return replace(ds, X=X, feature_names=[names[j] for j in keep])
 
 
 def _subsample(data: DataSettings, train: Any, task: str) -> Any:
@@ -204,8 +202,6 @@ def _retarget(data: DataSettings, ds: Any) -> Any:
     import numpy as np
     import scipy.sparse as sp
 
-    from ..data import Dataset
-
     target = data.target
     columns = list(ds.feature_names) + ["y"]
     if target == "y":
@@ -219,16 +215,10 @@ def _retarget(data: DataSettings, ds: Any) -> Any:
         )
     if sp.issparse(ds.X):
         raise PipelineError("data.target", f"builtin {ds.name!r} is sparse; only 'y' can be the target", target, "y")
-    j = columns.index(target)
-    table = np.column_stack([ds.X, ds.y])
-    keep = [c for c in range(len(columns)) if c != j]
-    return Dataset(
-        X=np.ascontiguousarray(table[:, keep]),
-        y=np.ascontiguousarray(table[:, j]),
-        feature_names=[columns[c] for c in keep],
-        name=ds.name,
-        source=ds.source,
-    )
+    table = replace(ds, X=np.column_stack([ds.X, ds.y]), feature_names=columns)
+    retargeted, y = _pop_column(table, target)
+    retargeted.y = y
+    return retargeted
 
 
 def _drop(data: DataSettings, ds: Any, key: str = "data.drop") -> Any:
@@ -241,33 +231,44 @@ def _drop(data: DataSettings, ds: Any, key: str = "data.drop") -> Any:
     return _keep_columns(ds, [j for j, n in enumerate(names) if n not in data.drop])
 
 
-def _own_test(data: DataSettings, enc: Classes | None, loss: Any, y: Any, key: str, shown: str, arrays: str) -> Any:
-    """The labels of the NPZ's own test part (``arrays``), where ``data.test_size`` has no use."""
-    y = encode_test_labels(enc, loss, y, key, repr(shown))
-    if "test_size" in data.model_fields_set and data.test_size:
-        raise PipelineError(
-            "data.test_size",
-            f"not used: the NPZ has its own {arrays}",
-            data.test_size,
-            f"no data.test_size with {arrays}",
-        )
-    return y
+def _given_data(
+    data: DataSettings, loss: Any, key: str, shown: str, arrays: str, y: Any, y_test: Any, own_test: bool, **given: Any
+) -> Data:
+    """Given kernels or factors as :class:`Data`: the labels encoded, and the NPZ's own test part ``arrays``
+    (where ``data.test_size`` has no use) or the rows split."""
+    import numpy as np
+
+    from ..data import Dataset
+
+    enc, y = encode_labels(loss, data, y)
+    if own_test:
+        y_test = encode_test_labels(enc, loss, y_test, key, repr(shown))
+        if "test_size" in data.model_fields_set and data.test_size:
+            raise PipelineError(
+                "data.test_size",
+                f"not used: the NPZ has its own {arrays}",
+                data.test_size,
+                f"no data.test_size with {arrays}",
+            )
+    N = int(y.shape[0])
+    n_total = N + (0 if y_test is None else int(y_test.shape[0]))
+    out = Data(y_train=y, y_test=y_test, name=Path(shown).stem, task=loss.task, n_total=n_total, **given)
+    if not own_test and data.test_size:
+        ds = Dataset(X=np.arange(N, dtype=np.float64)[:, None], y=y, feature_names=["index"], name=shown)
+        tr, te = _split(data, ds, enc, loss.task)
+        out = fold(out, tr.X[:, 0].astype(np.intp), te.X[:, 0].astype(np.intp))
+    return weigh(out, data, enc, None)
 
 
 def _load_precomputed(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
     """``kernels.precomputed``: checked by :meth:`KernelBank.from_npz`, split (not normalised) here."""
-    import numpy as np
-
-    from ..data import Dataset
     from ..kernels import BankError, KernelBank
 
-    path = bank.precomputed
+    path, key = bank.precomputed, "kernels.precomputed"
     assert path is not None
-    shown = bank.shown("kernels.precomputed")
-    key = "kernels.precomputed"
+    shown = bank.shown(key)
 
-    def fail(exc: Exception) -> PipelineError:
-        text = strip_prefix(one_line(str(exc)), str(path))
+    def fail(text: str) -> PipelineError:
         if "normaliz" in text and "diagonal" in text:
             return PipelineError(
                 "kernels.normalize", text, bank.normalize, "trace or none (or add K_test_diag to the NPZ)"
@@ -278,61 +279,45 @@ def _load_precomputed(data: DataSettings, bank: BankSettings, loss: Any) -> Data
         # checked and loaded raw: the normalisation is computed on the training part (prepare)
         pre = KernelBank.from_npz(path, normalize="none")
     except BankError as exc:
-        raise fail(exc) from None
-    y, Kt, yt = pre.y_train, pre.K_test, pre.y_test
-    if Kt is not None and yt is None:
+        raise fail(strip_prefix(one_line(str(exc)), str(path))) from None
+    Kt = pre.K_test
+    if Kt is not None and pre.y_test is None:
         raise PipelineError(
             key, "has K_test without y_test", shown=repr(shown), allowed="both K_test and y_test, or neither"
         )
     if bank.normalize == "diagonal" and Kt is not None and pre.test_diag is None:
         raise fail(
-            BankError(
-                f"{path}: normalize='diagonal' needs the array K_test_diag (M, N_test) with the "
-                "test points' own k(x, x) to normalise K_test"
-            )
+            "normalize='diagonal' needs the array K_test_diag (M, N_test) with the test points' own k(x, x) to "
+            "normalise K_test"
         )
-    enc, y = encode_labels(loss, data, y)
-    if Kt is not None:
-        yt = _own_test(data, enc, loss, yt, key, shown, "K_test")
-    K = pre.bank.K
-    N = K.shape[1]
-    out = Data(
+    return _given_data(
+        data,
+        loss,
+        key,
+        shown,
+        "K_test",
+        pre.y_train,
+        pre.y_test,
+        Kt is not None,
         X_train=None,
-        y_train=y,
-        X_test=None,
-        y_test=yt,
-        feature_names=[],
-        name=Path(shown).stem,
-        task=loss.task,
-        K_train=K,
+        K_train=pre.bank.K,
         K_test=Kt,
         kernel_names=list(pre.bank.names),
-        n_total=N + (0 if yt is None else int(yt.shape[0])),
         test_diag=pre.test_diag,
     )
-    if Kt is None and data.test_size:
-        ds = Dataset(X=np.arange(N, dtype=np.float64)[:, None], y=y, feature_names=["index"], name=shown)
-        tr, te = _split(data, ds, enc, loss.task)
-        out = fold(out, tr.X[:, 0].astype(np.intp), te.X[:, 0].astype(np.intp))
-    return weigh(with_classes(out, enc), data, enc, None)
 
 
 def _load_precomputed_factors(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
     """``kernels.precomputed_factors``: checked by :func:`~mklkit.kernels.load_precomputed_factors`
     (headers against ``kernels.memory_budget`` first), the rows split (not normalised) here."""
-    import numpy as np
-
-    from ..data import Dataset
     from ..kernels import BankError, load_precomputed_factors
 
-    path = bank.precomputed_factors
+    path, key = bank.precomputed_factors, "kernels.precomputed_factors"
     assert path is not None
-    key = "kernels.precomputed_factors"
     shown = bank.shown(key)
     try:
         pre = load_precomputed_factors(path, memory_budget=bank.budget, normalize=bank.normalize)
     except BankError as exc:
-        text = strip_prefix(one_line(str(exc)), str(path))
         if exc.key == "memory_budget":
             given = bank.memory_budget
             raise PipelineError(
@@ -341,28 +326,20 @@ def _load_precomputed_factors(data: DataSettings, bank: BankSettings, loss: Any)
                 given if given is not None else PipelineError.NO_VALUE,
                 exc.allowed,
             ) from None
+        text = strip_prefix(one_line(str(exc)), str(path))
         raise PipelineError(key, text, shown=repr(shown), allowed=FACTOR_NPZ_ALLOWED) from None
-    Lt, yt = pre.L_test, pre.y_test
-    enc, y = encode_labels(loss, data, pre.y_train)
-    if Lt is not None:
-        yt = _own_test(data, enc, loss, yt, key, shown, "L_test")
-    N, R = pre.L_train.shape
-    columns = [f"L{j}" for j in range(R)]
-    out = Data(
+    return _given_data(
+        data,
+        loss,
+        key,
+        shown,
+        "L_test",
+        pre.y_train,
+        pre.y_test,
+        pre.L_test is not None,
         X_train=pre.L_train,
-        y_train=y,
-        X_test=Lt,
-        y_test=yt,
-        feature_names=columns,
-        name=Path(shown).stem,
-        task=loss.task,
+        X_test=pre.L_test,
+        feature_names=[f"L{j}" for j in range(pre.L_train.shape[1])],
         kernel_names=list(pre.names),
-        n_total=N + (0 if yt is None else int(yt.shape[0])),
         factor_starts=pre.starts,
     )
-    if Lt is None and data.test_size:
-        tr, te = _split(data, Dataset(X=pre.L_train, y=y, feature_names=columns, name=shown), enc, loss.task)
-        out = replace(
-            out, X_train=np.ascontiguousarray(tr.X), X_test=np.ascontiguousarray(te.X), y_train=tr.y, y_test=te.y
-        )
-    return weigh(with_classes(out, enc), data, enc, None)

@@ -10,7 +10,7 @@ from pydantic import Field, PlainSerializer, PlainValidator, WithJsonSchema
 from ..components.params import ParamError, did_you_mean
 from ..plugins import UnknownComponentError, get_registry
 from .errors import PipelineError
-from .fields import DEFAULTS, Settings
+from .settings import DEFAULTS, Settings
 
 
 def component_dict(comp: Any) -> dict[str, Any]:

@@ -44,12 +44,7 @@ class FactorRefinement:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able."""
-        return {
-            "rounds": self.rounds,
-            "stopped": self.stopped,
-            "time_s": self.time_s,
-            "settings": asdict(self.settings),
-        }
+        return asdict(self)
 
     def summary(self) -> str:
         """One line per round, and why it stopped."""
