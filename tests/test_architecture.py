@@ -227,7 +227,6 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
             ("parser", "mklkit"),
             ("parser", "mklkit.cli.run"),
             ("parser", "mklkit.cli.components"),
-            ("output", "mklkit.spec.errors"),
             ("run", "mklkit.api"),
             ("run", "mklkit.io"),
             ("run", "mklkit.report"),
@@ -249,9 +248,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     # the jitted loops of bcd are compiled (or loaded from numba's cache) when bcd first solves
     ("mklkit.engines.bcd.loop", "mklkit._jit.bcd"): "compiled on first use",
     ("mklkit.kernels.factor_arrays", "mklkit._jit.bcd"): "compiled on first use",
-    # `mklkit.pipeline` and `mklkit.spec` load no numerics at import: the CLI writes its one error
-    # line through `mklkit.spec.errors`, also after a Ctrl-C stopped numpy's import
-    # (tests/test_cli_interrupt.py); the numerics load when data are read or a bank is built
+    # `mklkit.pipeline` and `mklkit.spec` load no numerics at import; the numerics load when data
+    # are read or a bank is built
     **{
         (s, m): "no numerics at import"
         for s, m in (
