@@ -2,8 +2,6 @@ r"""Block operations of the bcd engine on transposed factors (jitted): block ``m
 ``s:e`` of ``bank.LT`` or of its CSR arrays (a :class:`~mklkit._jit.records.Bank`); ``reg``
 is a :class:`~mklkit._jit.records.RegFns`."""
 
-from __future__ import annotations
-
 import numpy as np
 from numba import njit
 
