@@ -7,14 +7,11 @@ Arrays are C-contiguous float64 (indices int64) so that the cached signatures ma
 import numpy as np
 from numba import njit, prange
 
-from .twins import parallel_and_serial
-
-#: Let LLVM reassociate the inner dot products so that they vectorize (no NaN or inf assumption).
-_FM = {"reassoc", "contract"}
+from .twins import FM, parallel_and_serial
 
 
 # one kernel: the building blocks of the passes and of their single-threaded twins
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True, fastmath=FM)
 def matvec_into(K, m, v, out):  # pragma: no cover - jitted
     r"""``out`` :math:`\leftarrow K_m v` (row by row: :math:`K_m` is symmetric)."""
     N = K.shape[1]
@@ -25,7 +22,7 @@ def matvec_into(K, m, v, out):  # pragma: no cover - jitted
         out[i] = s
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True, fastmath=FM)
 def block_norm(K, m, v):  # pragma: no cover - jitted
     r""":math:`\|v\|_{K_m} = \sqrt{\max(v^\top K_m v, 0)}`."""
     N = K.shape[1]
@@ -38,7 +35,7 @@ def block_norm(K, m, v):  # pragma: no cover - jitted
     return np.sqrt(acc) if acc > 0.0 else 0.0
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True, fastmath=FM)
 def matvec_and_norm_into(K, m, v, w, out):  # pragma: no cover - jitted
     r"""``out`` :math:`\leftarrow K_mv`; returns :math:`\|w\|_{K_m}`; one read of :math:`K_m`."""
     N = K.shape[1]
@@ -55,7 +52,7 @@ def matvec_and_norm_into(K, m, v, w, out):  # pragma: no cover - jitted
     return np.sqrt(acc) if acc > 0.0 else 0.0
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
+@njit(cache=True, parallel=True, fastmath=FM)
 def block_norms(K, v):  # pragma: no cover - jitted
     r"""All block norms :math:`\|v\|_{K_m}` (M,)."""
     M = K.shape[0]
@@ -65,7 +62,7 @@ def block_norms(K, v):  # pragma: no cover - jitted
     return out
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
+@njit(cache=True, parallel=True, fastmath=FM)
 def block_norms_rows(K, A):  # pragma: no cover - jitted
     r"""Block norms :math:`\|\alpha_m\|_{K_m}` of the rows of ``A`` (M, N); zero rows skipped."""
     M = K.shape[0]
@@ -82,7 +79,7 @@ def block_norms_rows(K, A):  # pragma: no cover - jitted
     return out
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
+@njit(cache=True, parallel=True, fastmath=FM)
 def matvecs(K, v):  # pragma: no cover - jitted
     r"""All products :math:`K_mv` as the rows of an (M, N) array."""
     M = K.shape[0]
@@ -103,10 +100,10 @@ def matvecs_subset(K, v, idx):  # pragma: no cover - jitted
     return out
 
 
-matvecs_subset, matvecs_subset_serial = parallel_and_serial(matvecs_subset, fastmath=_FM)
+matvecs_subset, matvecs_subset_serial = parallel_and_serial(matvecs_subset, fastmath=FM)
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
+@njit(cache=True, parallel=True, fastmath=FM)
 def combine(K, A, idx):  # pragma: no cover - jitted
     r"""The prediction :math:`\sum_{m \in idx} K_m\alpha_m` (SpicyMKL eq. 7), parallel over
     samples so that no reduction crosses threads."""
@@ -132,4 +129,4 @@ def matvecs_rows(K, A, idx):  # pragma: no cover - jitted
     return out
 
 
-matvecs_rows, matvecs_rows_serial = parallel_and_serial(matvecs_rows, fastmath=_FM)
+matvecs_rows, matvecs_rows_serial = parallel_and_serial(matvecs_rows, fastmath=FM)

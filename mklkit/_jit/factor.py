@@ -8,12 +8,10 @@ row, so a pass reads the factors once and gives :math:`\|v\|^2_{K_m}` on the way
 import numpy as np
 from numba import njit, prange
 
-from .twins import parallel_and_serial
-
-_FM = {"reassoc", "contract"}
+from .twins import FM, parallel_and_serial
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True, fastmath=FM)
 def _dot(D, data, indices, indptr, k, v):  # pragma: no cover - jitted
     r""":math:`\ell_k^\top v` for row ``k`` of the stacked factors."""
     s = 0.0
@@ -26,7 +24,7 @@ def _dot(D, data, indices, indptr, k, v):  # pragma: no cover - jitted
     return s
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True, fastmath=FM)
 def _axpy(D, data, indices, indptr, k, a, out):  # pragma: no cover - jitted
     r"""``out`` :math:`\mathrel{+}= a\,\ell_k`."""
     if indptr.shape[0] == 0:
@@ -37,7 +35,7 @@ def _axpy(D, data, indices, indptr, k, a, out):  # pragma: no cover - jitted
             out[indices[j]] += a * data[j]
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True, fastmath=FM)
 def _block_product(D, data, indices, indptr, k0, k1, v, w, two, out, want_out):  # pragma: no cover - jitted
     r"""One kernel (rows ``k0:k1``): ``out`` :math:`\leftarrow L_mL_m^\top v` (``want_out``); returns
     :math:`(\|v\|^2_{K_m}, \|w\|^2_{K_m})` (the second 0 unless ``two``)."""
@@ -57,7 +55,7 @@ def _block_product(D, data, indices, indptr, k0, k1, v, w, two, out, want_out): 
     return sv, sw
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True, fastmath=FM)
 def _task(D, data, indices, indptr, k0, k1, v, w, two, out, want_out, sq):  # pragma: no cover - jitted
     """One task of :func:`block_products`: ``out`` and ``sq`` (2,) of the kernel of rows ``k0:k1``."""
     a, b = _block_product(D, data, indices, indptr, k0, k1, v, w, two, out, want_out)
@@ -80,10 +78,10 @@ def block_products(
     return sq[0], sq[1]
 
 
-block_products, block_products_serial = parallel_and_serial(block_products, fastmath=_FM)
+block_products, block_products_serial = parallel_and_serial(block_products, fastmath=FM)
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
+@njit(cache=True, parallel=True, fastmath=FM)
 def row_dots(D, data, indices, indptr, starts, V):  # pragma: no cover - jitted
     r"""The stacked coordinates :math:`\beta_m = L_m^\top v_m` (R,) with :math:`v_m` = ``V[m]``."""
     M = starts.shape[0] - 1
@@ -94,7 +92,7 @@ def row_dots(D, data, indices, indptr, starts, V):  # pragma: no cover - jitted
     return t
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
+@njit(cache=True, parallel=True, fastmath=FM)
 def block_combinations(D, data, indices, indptr, starts, c, out):  # pragma: no cover - jitted
     r"""``out[m]`` :math:`= L_m c_m` (M, N) in place, the transpose of :func:`row_dots`; dense factors in
     parallel over chunks of samples (blocks differ in rank too much to share kernels evenly)."""
@@ -123,7 +121,7 @@ def block_combinations(D, data, indices, indptr, starts, c, out):  # pragma: no 
                     _axpy(D, data, indices, indptr, k, c[k], o)
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True, fastmath=FM)
 def pivot_batch(G, cand, d, LT, row0, pivots, j0, jmax, stop_sum, floor, accept):  # pragma: no cover - jitted
     r"""Greedy pivoted-Cholesky steps (Harbrecht, Peters & Schneider 2012, Alg. 1) on one batch of candidates.
 

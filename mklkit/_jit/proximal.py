@@ -8,14 +8,10 @@ import numpy as np
 from numba import njit, prange
 
 from .blocks import block_norm, matvec_and_norm_into, matvec_into
-from .twins import parallel_and_serial
+from .twins import FM, parallel_and_serial
 
 
-#: Let LLVM reassociate the inner dot products so that they vectorize (no NaN or inf assumption).
-_FM = {"reassoc", "contract"}
-
-
-@njit(cache=True, parallel=True, fastmath=_FM)
+@njit(cache=True, parallel=True, fastmath=FM)
 def bank_summary(K):  # pragma: no cover - jitted
     r""":math:`\sum_m K_m` and :math:`\|K_m\|_F \ge \lambda_{\max}(K_m)` in one read (parallel
     over rows: no reduction crosses threads)."""
@@ -40,7 +36,7 @@ def bank_summary(K):  # pragma: no cover - jitted
     return S, frob
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True, fastmath=FM)
 def _certificate_block(K, m, a, A, rho, want, KA):  # pragma: no cover - jitted
     """One kernel of :func:`certificate_pass`; returns the norm (0 if not wanted)."""
     if a >= 0 and want:
@@ -64,10 +60,10 @@ def certificate_pass(K, idx, A, arow, rho, want_norm):  # pragma: no cover - jit
     return KA, norms
 
 
-certificate_pass, certificate_pass_serial = parallel_and_serial(certificate_pass, fastmath=_FM)
+certificate_pass, certificate_pass_serial = parallel_and_serial(certificate_pass, fastmath=FM)
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True, fastmath=FM)
 def extrapolate(xrow, xA, xU, prow, pA, pU, beta):  # pragma: no cover - jitted
     r"""The FISTA point :math:`v = x + \beta(x - x_{prev})` and :math:`Kv` on a set of blocks,
     whose rows in the compact iterates are ``xrow``, ``prow`` (-1: zero there)."""
@@ -90,7 +86,7 @@ def extrapolate(xrow, xA, xU, prow, pA, pU, beta):  # pragma: no cover - jitted
     return V, UV
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True, fastmath=FM)
 def gradient_step(V, UV, r, KR, eta):  # pragma: no cover - jitted
     r""":math:`w_m = v_m - \eta r`, :math:`K_mw_m = K_mv_m - \eta K_mr` and :math:`\|w_m\|_{K_m}`."""
     P = V.shape[0]
@@ -110,7 +106,7 @@ def gradient_step(V, UV, r, KR, eta):  # pragma: no cover - jitted
     return W, KW, norms
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True, fastmath=FM)
 def prox_finish(s, W, KW, V, UV, xrow, xU):  # pragma: no cover - jitted
     r""":math:`\alpha^+_m = s_mw_m`, :math:`u^+_m = s_mK_mw_m`, their sum ``f`` over blocks,
     ``dist2`` :math:`= \|x^+ - v\|^2` and ``ip`` :math:`= \langle v - x^+, x^+ - x\rangle` in

@@ -345,6 +345,13 @@ class Regularizer(Component):
     kind: ClassVar[str] = "regularizer"
     separable: ClassVar[bool] = True
     weight_norm: ClassVar[WeightNorm | None] = None
+    #: Whether :math:`\tilde g_C^*` is twice differentiable on [0, ∞) (SpicyMKL §4.3); these three
+    #: flags are properties in a class where they depend on the parameters.
+    smooth_conjugate: ClassVar[bool] = False
+    #: Whether ``g`` is concave, so that ``weight`` and ``penalty`` exist (SpicyMKL §4.1).
+    tikhonov_form: ClassVar[bool] = True
+    #: Whether :math:`\tilde g_C'(0) > 0`, so that blocks can be exactly zero.
+    sparse: ClassVar[bool] = True
 
     #: The kernels of ``jit``, those without a default, and those of ``bregman``.
     KERNELS: ClassVar[tuple[str, ...]] = RegularizerJit._fields
@@ -376,21 +383,6 @@ class Regularizer(Component):
         """The Bregman form as a :class:`BregmanJit`; None when a kernel is missing."""
         fns = _kernels(cls, cls.BREGMAN_KERNELS)
         return None if any(f is None for f in fns) else BregmanJit(*fns)
-
-    @property
-    def smooth_conjugate(self) -> bool:
-        r"""Whether :math:`\tilde g_C^*` is twice differentiable on [0, ∞) (SpicyMKL §4.3)."""
-        return False
-
-    @property
-    def tikhonov_form(self) -> bool:
-        """Whether ``g`` is concave, so that ``weight`` and ``penalty`` exist (SpicyMKL §4.1)."""
-        return True
-
-    @property
-    def sparse(self) -> bool:
-        r"""Whether :math:`\tilde g_C'(0) > 0`, so that blocks can be exactly zero."""
-        return True
 
     def cvxpy_expr(self, norms: Sequence[Any], squares: Sequence[Any], C: float, betas: Any = None) -> Any:
         r""":math:`\sum_m \tilde g_C(x_m)` as a cvxpy expression of the block norms, their squares and

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .base import CLASSIFICATION, REGRESSION, Loss, kernel
+from .base import REGRESSION, Loss, kernel
 from .params import Param
 
 __all__ = ["Hinge", "Logistic", "Squared", "EpsInsensitive", "BUILTIN_LOSSES"]
@@ -41,11 +41,9 @@ class Hinge(Loss):
 
     name = "hinge"
     description = "hinge loss max(1 - y z, 0) (SVM)"
-    task = CLASSIFICATION
     smooth_conjugate = False
     smooth_primal = False
     linear_conjugate = True
-    n_aux = 0
     n_cons = 2
 
     @kernel
@@ -150,9 +148,6 @@ class Logistic(Loss):
 
     name = "logistic"
     description = "logistic loss log(1 + exp(-y z))"
-    task = CLASSIFICATION
-    smooth_conjugate = True
-    smooth_primal = True
 
     @kernel
     def value(y, z, params):
@@ -234,8 +229,6 @@ class Squared(Loss):
     name = "squared"
     description = "squared loss (y - z)^2 (regression)"
     task = REGRESSION
-    smooth_conjugate = True
-    smooth_primal = True
 
     @kernel
     def value(y, z, params):
