@@ -78,10 +78,7 @@ def loss_fns(loss) -> LossFns:
     """The :class:`LossFns` of a loss component; a kernel the loss does not give (None) is
     replaced by ``value``, which is never called in its place."""
     k = loss.jit
-    fns = [
-        first_class(getattr(k, n) or k.value, LOSS_FN)
-        for n in ("value", "deriv", "deriv2", "conj", "conj_grad", "conj_hess")
-    ]
+    fns = [first_class(getattr(k, n) or k.value, LOSS_FN) for n in LossFns._fields[:-1]]
     return LossFns(*fns, _vec(loss.param_vector))
 
 

@@ -333,9 +333,6 @@ class WeightNorm(NamedTuple):
         return C * 0.75 * (2 * lam) ** (1 / 3) * cp.power(cp.pnorm(cp.hstack(norms), s), 4 / 3)
 
 
-_ENV_DEFAULTS = (("env_grad", "prox"), ("env_hess", "prox_deriv"))
-
-
 class Regularizer(Component):
     r"""A block-norm regularizer :math:`C \sum_m g(\|\alpha_m\|_{K_m}^2)`: the kernels of
     :class:`RegularizerJit` as ``@kernel`` methods (``env_grad``, ``env_hess`` default to
@@ -359,19 +356,14 @@ class Regularizer(Component):
         f for f in RegularizerJit._fields if f not in ("env_grad", "env_hess")
     )
     BREGMAN_KERNELS: ClassVar[tuple[str, ...]] = ("bregman_F", "bregman_f", "bregman_finv", "bregman_d0")
-    _defaulted: ClassVar[frozenset[str]] = frozenset()
+
+    # the derivatives of the envelope, unless a class writes them: prox and prox_deriv (Moreau)
+    env_grad = _Derived(lambda cls: getattr(cls, "prox", None))
+    env_hess = _Derived(lambda cls: getattr(cls, "prox_deriv", None))
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
         _refuse_declared_tuples(cls, ("jit", "bregman"))
-        defaulted = set()
-        for derived, source in _ENV_DEFAULTS:
-            if derived in cls.__dict__ or (hasattr(cls, derived) and derived not in cls._defaulted):
-                continue  # written by this class or an ancestor
-            fn = getattr(cls, source, None)
-            setattr(cls, derived, None if fn is None else staticmethod(fn))
-            defaulted.add(derived)
-        cls._defaulted = frozenset(defaulted)
 
     @_Derived
     def jit(cls) -> RegularizerJit:

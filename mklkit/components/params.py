@@ -85,7 +85,7 @@ class Param:
             words = f"{words} {'>' if self.low_open else '>='} {lo:g}"
         elif hi is not None:
             words = f"{words} {'<' if self.high_open else '<='} {hi:g}"
-        if self.type is float and lo is None and hi is None:
+        elif self.type is float:
             words = "a finite number"
         if self.nullable:
             words += " or null"
