@@ -14,6 +14,7 @@ from .params import Param, ParamError, validate_params  # noqa: F401 - ParamErro
 
 CLASSIFICATION = "classification"
 REGRESSION = "regression"
+INF = np.inf  # a global of the kernels, frozen into them when they compile
 
 
 class LabelError(ValueError):

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Regularizer, kernel
+from .base import INF, Regularizer, kernel
 from .params import Param
-
-INF = np.inf
 
 
 class L1(Regularizer):

@@ -7,10 +7,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .base import Regularizer, kernel
+from .base import INF, Regularizer, kernel
 from .params import Param
-
-INF = np.inf
 
 
 @njit(cache=True)

@@ -6,12 +6,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .base import REGRESSION, Loss, kernel
+from .base import INF, REGRESSION, Loss, kernel
 from .params import Param
 
 __all__ = ["Hinge", "Logistic", "Squared", "EpsInsensitive", "BUILTIN_LOSSES"]
-
-INF = np.inf
 
 
 # the domain -1 <= y u <= 0 of a classification loss's conjugate
