@@ -7,8 +7,6 @@ the rows ``starts[m]:starts[m + 1]``.  The loops take the typed records of
 :mod:`mklkit._jit.records` and the components' kernels as first-class functions.
 """
 
-from __future__ import annotations
-
 import numpy as np
 from numba import njit, types
 
@@ -18,7 +16,7 @@ from .bcd_descent import ST_ANDERSON, ST_BACKTRACK, ST_EPOCHS  # noqa: F401 - th
 from .bcd_descent import ST_DECREASE, ST_LEN, ST_LINE_SEARCH, ST_NEWTON, ST_STATUS, ST_VIOLATION
 from .envelope import FLAGS, KIND_ENVELOPE, KIND_SMOOTH, loss_terms  # noqa: F401 - the engine reads the kinds here
 from .group_blocks import block_curv, block_hessian, pack, reg_sum, reg_sum_packed, scores, top_eig, unpack, ws_rows
-from .records import BANK_T, BCD_OPTIONS_T, BCD_STATE_T, LOSS_FNS_T, REG_FNS_T, SAMPLES_T
+from .records import BANK_T, BCD_OPTIONS_T, BCD_STATE_T, LOSS_FNS_T, REG_FNS_T, SAMPLES_T, _b1, _f8, _F1, _I1
 from .records import LOSS_FN, Bank, BcdOptions, LossFns, Samples, bcd_state, loss_fns, reg_fns, samples  # noqa: F401
 
 METHOD_BCD = 0  # block coordinate descent on the loss itself
@@ -26,10 +24,6 @@ METHOD_NEWTON = 1  # proximal Newton: coordinate descent on the quadratic model
 
 #: METHOD_NEWTON ends the call (NO_DESCENT) after a step its line search halved this many times
 LS_STALL = 10
-_f8 = types.float64
-_b1 = types.boolean
-_F1 = types.float64[::1]
-_I1 = types.int64[::1]
 
 
 @njit(types.void(BCD_OPTIONS_T, BANK_T, SAMPLES_T, LOSS_FNS_T, REG_FNS_T, BCD_STATE_T), cache=True)

@@ -2,8 +2,6 @@ r"""Block coordinate descent on a working set for :func:`mklkit._jit.bcd.solve_w
 passes (:func:`_epoch`), their driver with Anderson extrapolation and the working set's
 violation; the ``ST_*`` counters and status codes of a solve."""
 
-from __future__ import annotations
-
 from collections import namedtuple
 
 import numpy as np

@@ -4,20 +4,15 @@ r"""Jitted loops over a Gram bank :math:`K` (M, N, N), parallel over kernels: bl
 Arrays are C-contiguous float64 (indices int64) so that the cached signatures match.
 """
 
-from __future__ import annotations
-
 import numpy as np
 from numba import njit, prange
 
-from .twins import parallel_and_serial
-
-#: Let LLVM reassociate the inner dot products so that they vectorize (no NaN or inf assumption).
-_FM = {"reassoc", "contract"}
+from .twins import FM, parallel_and_serial
 
 
 # one kernel: the building blocks of the passes and of their single-threaded twins
-@njit(cache=True, fastmath=_FM)
-def matvec_into(K: np.ndarray, m: int, v: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
+@njit(cache=True, fastmath=FM)
+def matvec_into(K, m, v, out):  # pragma: no cover - jitted
     r"""``out`` :math:`\leftarrow K_m v` (row by row: :math:`K_m` is symmetric)."""
     N = K.shape[1]
     for i in range(N):
@@ -27,8 +22,8 @@ def matvec_into(K: np.ndarray, m: int, v: np.ndarray, out: np.ndarray) -> None: 
         out[i] = s
 
 
-@njit(cache=True, fastmath=_FM)
-def block_norm(K: np.ndarray, m: int, v: np.ndarray) -> float:  # pragma: no cover - jitted
+@njit(cache=True, fastmath=FM)
+def block_norm(K, m, v):  # pragma: no cover - jitted
     r""":math:`\|v\|_{K_m} = \sqrt{\max(v^\top K_m v, 0)}`."""
     N = K.shape[1]
     acc = 0.0
@@ -40,10 +35,8 @@ def block_norm(K: np.ndarray, m: int, v: np.ndarray) -> float:  # pragma: no cov
     return np.sqrt(acc) if acc > 0.0 else 0.0
 
 
-@njit(cache=True, fastmath=_FM)
-def matvec_and_norm_into(
-    K: np.ndarray, m: int, v: np.ndarray, w: np.ndarray, out: np.ndarray
-) -> float:  # pragma: no cover - jitted
+@njit(cache=True, fastmath=FM)
+def matvec_and_norm_into(K, m, v, w, out):  # pragma: no cover - jitted
     r"""``out`` :math:`\leftarrow K_mv`; returns :math:`\|w\|_{K_m}`; one read of :math:`K_m`."""
     N = K.shape[1]
     acc = 0.0
@@ -59,8 +52,8 @@ def matvec_and_norm_into(
     return np.sqrt(acc) if acc > 0.0 else 0.0
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
-def block_norms(K: np.ndarray, v: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
+@njit(cache=True, parallel=True, fastmath=FM)
+def block_norms(K, v):  # pragma: no cover - jitted
     r"""All block norms :math:`\|v\|_{K_m}` (M,)."""
     M = K.shape[0]
     out = np.empty(M)
@@ -69,8 +62,8 @@ def block_norms(K: np.ndarray, v: np.ndarray) -> np.ndarray:  # pragma: no cover
     return out
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
-def block_norms_rows(K: np.ndarray, A: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
+@njit(cache=True, parallel=True, fastmath=FM)
+def block_norms_rows(K, A):  # pragma: no cover - jitted
     r"""Block norms :math:`\|\alpha_m\|_{K_m}` of the rows of ``A`` (M, N); zero rows skipped."""
     M = K.shape[0]
     N = K.shape[1]
@@ -86,8 +79,8 @@ def block_norms_rows(K: np.ndarray, A: np.ndarray) -> np.ndarray:  # pragma: no 
     return out
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
-def matvecs(K: np.ndarray, v: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
+@njit(cache=True, parallel=True, fastmath=FM)
+def matvecs(K, v):  # pragma: no cover - jitted
     r"""All products :math:`K_mv` as the rows of an (M, N) array."""
     M = K.shape[0]
     N = K.shape[1]
@@ -97,7 +90,7 @@ def matvecs(K: np.ndarray, v: np.ndarray) -> np.ndarray:  # pragma: no cover - j
     return out
 
 
-def matvecs_subset(K: np.ndarray, v: np.ndarray, idx: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
+def matvecs_subset(K, v, idx):  # pragma: no cover - jitted
     r"""Products :math:`K_mv` for ``m`` in ``idx``, as rows."""
     P = idx.shape[0]
     N = K.shape[1]
@@ -107,11 +100,11 @@ def matvecs_subset(K: np.ndarray, v: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return out
 
 
-matvecs_subset, matvecs_subset_serial = parallel_and_serial(matvecs_subset, fastmath=_FM)
+matvecs_subset, matvecs_subset_serial = parallel_and_serial(matvecs_subset, fastmath=FM)
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
-def combine(K: np.ndarray, A: np.ndarray, idx: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
+@njit(cache=True, parallel=True, fastmath=FM)
+def combine(K, A, idx):  # pragma: no cover - jitted
     r"""The prediction :math:`\sum_{m \in idx} K_m\alpha_m` (SpicyMKL eq. 7), parallel over
     samples so that no reduction crosses threads."""
     N = K.shape[1]
@@ -126,7 +119,7 @@ def combine(K: np.ndarray, A: np.ndarray, idx: np.ndarray) -> np.ndarray:  # pra
     return out
 
 
-def matvecs_rows(K: np.ndarray, A: np.ndarray, idx: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
+def matvecs_rows(K, A, idx):  # pragma: no cover - jitted
     r"""Products :math:`K_{idx_p}\alpha_p` (``A`` row ``p``), as rows."""
     P = idx.shape[0]
     N = K.shape[1]
@@ -136,4 +129,4 @@ def matvecs_rows(K: np.ndarray, A: np.ndarray, idx: np.ndarray) -> np.ndarray:  
     return out
 
 
-matvecs_rows, matvecs_rows_serial = parallel_and_serial(matvecs_rows, fastmath=_FM)
+matvecs_rows, matvecs_rows_serial = parallel_and_serial(matvecs_rows, fastmath=FM)

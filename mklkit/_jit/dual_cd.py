@@ -2,63 +2,30 @@ r"""Jitted passes of ``dualcd``: coordinate descent with shrinking (Hsieh et al.
 :math:`\sum_i f_i(\rho_i) + \frac12\sum_m c_m\|L_m^\top\rho\|^2 + b\mathbf 1^\top\rho +
 \frac\kappa2(\mathbf 1^\top\rho)^2`, :math:`f_i` piecewise linear, :math:`u = L^\top\rho` kept."""
 
-from typing import NamedTuple
+from collections import namedtuple
 
 import numpy as np
-from numba import njit, types
+from numba import njit
 
-from ..first_class import fixed_type
+from .records import _F1, _F2, _I1, _b1, _f8, register
 
+#: The factors one row per sample: dense ``Z`` (N, R), or CSR when ``sparse`` (the other a
+#: placeholder); ``starts`` (M+1,): the blocks' first columns.
+Rows = namedtuple("Rows", "Z data indices indptr sparse starts")
+#: The linear pieces of every :math:`f_i`: slope ``a_pos`` on :math:`[0, \text{pos\_hi}]`,
+#: ``a_neg`` on :math:`[-\text{neg\_hi}, 0]` (N,) each.
+Pieces = namedtuple("Pieces", "pos_hi neg_hi a_pos a_neg")
+#: The kernels in play, :math:`c_m` per column (``cc``, 0 out of play), the diagonal
+#: :math:`Q_{ii}` and the augmented Lagrangian's :math:`\kappa`.
+Play = namedtuple("Play", "blocks cc Q kappa")
+#: The dual point, in place: :math:`u = L^\top\rho`, :math:`\rho`, ``total[0]`` :math:`=
+#: \mathbf 1^\top\rho` and the sample order ``idx`` (the first ``n_idx`` not shrunk).
+Point = namedtuple("Point", "u rho total idx")
 
-class Rows(NamedTuple):
-    """The factors one row per sample: dense ``Z`` (N, R), or CSR when ``sparse`` (the other a
-    placeholder); ``starts`` (M+1,): the blocks' first columns."""
-
-    Z: np.ndarray
-    data: np.ndarray
-    indices: np.ndarray
-    indptr: np.ndarray
-    sparse: bool
-    starts: np.ndarray
-
-
-class Pieces(NamedTuple):
-    r"""The linear pieces of every :math:`f_i`: slope ``a_pos`` on :math:`[0,
-    \text{pos\_hi}]`, ``a_neg`` on :math:`[-\text{neg\_hi}, 0]` (N,) each."""
-
-    pos_hi: np.ndarray
-    neg_hi: np.ndarray
-    a_pos: np.ndarray
-    a_neg: np.ndarray
-
-
-class Play(NamedTuple):
-    r"""The kernels in play, :math:`c_m` per column (``cc``, 0 out of play), the diagonal
-    :math:`Q_{ii}` and the augmented Lagrangian's :math:`\kappa`."""
-
-    blocks: np.ndarray
-    cc: np.ndarray
-    Q: np.ndarray
-    kappa: float
-
-
-class Point(NamedTuple):
-    r"""The dual point, in place: :math:`u = L^\top\rho`, :math:`\rho`, ``total[0]`` :math:`=
-    \mathbf 1^\top\rho` and the sample order ``idx`` (the first ``n_idx`` not shrunk)."""
-
-    u: np.ndarray
-    rho: np.ndarray
-    total: np.ndarray
-    idx: np.ndarray
-
-
-_F1 = types.float64[::1]
-_I1 = types.int64[::1]
-
-fixed_type(Rows, types.NamedTuple([types.float64[:, ::1], _F1, _I1, _I1, types.boolean, _I1], Rows))
-fixed_type(Pieces, types.NamedUniTuple(_F1, 4, Pieces))
-fixed_type(Play, types.NamedTuple([_I1, _F1, _F1, types.float64], Play))
-fixed_type(Point, types.NamedTuple([_F1, _F1, _F1, _I1], Point))
+register(Rows, [_F2, _F1, _I1, _I1, _b1, _I1])
+register(Pieces, [_F1] * 4)
+register(Play, [_I1, _F1, _F1, _f8])
+register(Point, [_F1, _F1, _F1, _I1])
 
 
 @njit(cache=True, nogil=True, inline="always")

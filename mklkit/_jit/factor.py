@@ -5,20 +5,14 @@ Every loop takes the factors dense, ``D`` (R, N), or as CSR ``(data, indices, in
 row, so a pass reads the factors once and gives :math:`\|v\|^2_{K_m}` on the way.
 """
 
-from __future__ import annotations
-
 import numpy as np
 from numba import njit, prange
 
-from .twins import parallel_and_serial
-
-_FM = {"reassoc", "contract"}
+from .twins import FM, parallel_and_serial
 
 
-@njit(cache=True, fastmath=_FM)
-def _dot(
-    D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, k: int, v: np.ndarray
-) -> float:  # pragma: no cover - jitted
+@njit(cache=True, fastmath=FM)
+def _dot(D, data, indices, indptr, k, v):  # pragma: no cover - jitted
     r""":math:`\ell_k^\top v` for row ``k`` of the stacked factors."""
     s = 0.0
     if indptr.shape[0] == 0:
@@ -30,10 +24,8 @@ def _dot(
     return s
 
 
-@njit(cache=True, fastmath=_FM)
-def _axpy(
-    D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, k: int, a: float, out: np.ndarray
-) -> None:  # pragma: no cover - jitted
+@njit(cache=True, fastmath=FM)
+def _axpy(D, data, indices, indptr, k, a, out):  # pragma: no cover - jitted
     r"""``out`` :math:`\mathrel{+}= a\,\ell_k`."""
     if indptr.shape[0] == 0:
         for i in range(D.shape[1]):
@@ -43,20 +35,8 @@ def _axpy(
             out[indices[j]] += a * data[j]
 
 
-@njit(cache=True, fastmath=_FM)
-def _block_product(
-    D: np.ndarray,
-    data: np.ndarray,
-    indices: np.ndarray,
-    indptr: np.ndarray,
-    k0: int,
-    k1: int,
-    v: np.ndarray,
-    w: np.ndarray,
-    two: bool,
-    out: np.ndarray,
-    want_out: bool,
-) -> tuple[float, float]:  # pragma: no cover - jitted
+@njit(cache=True, fastmath=FM)
+def _block_product(D, data, indices, indptr, k0, k1, v, w, two, out, want_out):  # pragma: no cover - jitted
     r"""One kernel (rows ``k0:k1``): ``out`` :math:`\leftarrow L_mL_m^\top v` (``want_out``); returns
     :math:`(\|v\|^2_{K_m}, \|w\|^2_{K_m})` (the second 0 unless ``two``)."""
     if want_out:
@@ -75,21 +55,8 @@ def _block_product(
     return sv, sw
 
 
-@njit(cache=True, fastmath=_FM)
-def _task(
-    D: np.ndarray,
-    data: np.ndarray,
-    indices: np.ndarray,
-    indptr: np.ndarray,
-    k0: int,
-    k1: int,
-    v: np.ndarray,
-    w: np.ndarray,
-    two: bool,
-    out: np.ndarray,
-    want_out: bool,
-    sq: np.ndarray,
-) -> None:  # pragma: no cover - jitted
+@njit(cache=True, fastmath=FM)
+def _task(D, data, indices, indptr, k0, k1, v, w, two, out, want_out, sq):  # pragma: no cover - jitted
     """One task of :func:`block_products`: ``out`` and ``sq`` (2,) of the kernel of rows ``k0:k1``."""
     a, b = _block_product(D, data, indices, indptr, k0, k1, v, w, two, out, want_out)
     sq[0] = a
@@ -97,20 +64,8 @@ def _task(
 
 
 def block_products(
-    D: np.ndarray,
-    data: np.ndarray,
-    indices: np.ndarray,
-    indptr: np.ndarray,
-    starts: np.ndarray,
-    kern: np.ndarray,
-    V: np.ndarray,
-    vsel: np.ndarray,
-    W: np.ndarray,
-    wsel: np.ndarray,
-    two: bool,
-    out: np.ndarray,
-    want_out: bool,
-) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
+    D, data, indices, indptr, starts, kern, V, vsel, W, wsel, two, out, want_out
+):  # pragma: no cover - jitted
     r"""For every task ``p``, kernel ``m = kern[p]`` on ``v = V[vsel[p]]`` (and ``w = W[wsel[p]]`` when
     ``two``): ``out[p]`` :math:`\leftarrow K_m v` when ``want_out``; returns :math:`v^\top K_m v` and
     :math:`w^\top K_m w`, (P,) each."""
@@ -123,13 +78,11 @@ def block_products(
     return sq[0], sq[1]
 
 
-block_products, block_products_serial = parallel_and_serial(block_products, fastmath=_FM)
+block_products, block_products_serial = parallel_and_serial(block_products, fastmath=FM)
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
-def row_dots(
-    D: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, starts: np.ndarray, V: np.ndarray
-) -> np.ndarray:  # pragma: no cover - jitted
+@njit(cache=True, parallel=True, fastmath=FM)
+def row_dots(D, data, indices, indptr, starts, V):  # pragma: no cover - jitted
     r"""The stacked coordinates :math:`\beta_m = L_m^\top v_m` (R,) with :math:`v_m` = ``V[m]``."""
     M = starts.shape[0] - 1
     t = np.zeros(starts[M])
@@ -139,16 +92,8 @@ def row_dots(
     return t
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
-def block_combinations(
-    D: np.ndarray,
-    data: np.ndarray,
-    indices: np.ndarray,
-    indptr: np.ndarray,
-    starts: np.ndarray,
-    c: np.ndarray,
-    out: np.ndarray,
-) -> None:  # pragma: no cover - jitted
+@njit(cache=True, parallel=True, fastmath=FM)
+def block_combinations(D, data, indices, indptr, starts, c, out):  # pragma: no cover - jitted
     r"""``out[m]`` :math:`= L_m c_m` (M, N) in place, the transpose of :func:`row_dots`; dense factors in
     parallel over chunks of samples (blocks differ in rank too much to share kernels evenly)."""
     M = starts.shape[0] - 1
@@ -176,20 +121,8 @@ def block_combinations(
                     _axpy(D, data, indices, indptr, k, c[k], o)
 
 
-@njit(cache=True, fastmath=_FM)
-def pivot_batch(
-    G: np.ndarray,
-    cand: np.ndarray,
-    d: np.ndarray,
-    LT: np.ndarray,
-    row0: int,
-    pivots: np.ndarray,
-    j0: int,
-    jmax: int,
-    stop_sum: float,
-    floor: float,
-    accept: float,
-) -> tuple[int, int]:  # pragma: no cover - jitted
+@njit(cache=True, fastmath=FM)
+def pivot_batch(G, cand, d, LT, row0, pivots, j0, jmax, stop_sum, floor, accept):  # pragma: no cover - jitted
     r"""Greedy pivoted-Cholesky steps (Harbrecht, Peters & Schneider 2012, Alg. 1) on one batch of candidates.
 
     ``G`` (B, N): residual kernel rows of the candidates ``cand``; ``d``: the residual diagonal.  While the
@@ -248,7 +181,7 @@ def pivot_batch(
 
 
 @njit(cache=True, parallel=True)
-def add_symmetric_lower(H: np.ndarray, T: np.ndarray) -> None:  # pragma: no cover - jitted
+def add_symmetric_lower(H, T):  # pragma: no cover - jitted
     r"""``H`` :math:`\mathrel{+}=` the symmetric matrix whose lower triangle is that of ``T`` (a ``syrk`` result),
     in 64 × 64 tiles."""
     N = H.shape[0]
@@ -266,7 +199,7 @@ def add_symmetric_lower(H: np.ndarray, T: np.ndarray) -> None:  # pragma: no cov
 
 
 @njit(cache=True, parallel=True)
-def gather_columns(src: np.ndarray, columns: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
+def gather_columns(src, columns, out):  # pragma: no cover - jitted
     r"""``out[a, i] = src[a, columns[i]]`` in place, rows in parallel (three times faster than ``np.take``)."""
     for a in prange(src.shape[0]):
         s = src[a]

@@ -1,13 +1,10 @@
 """Jitted in-place passes over (N, N) float64 Gram matrices (distances, symmetry, checks), no temporaries."""
 
-from __future__ import annotations
-
-import numpy as np
 from numba import njit, prange, types
 
 
 @njit("void(float64[:, ::1], float64[::1])", cache=True)
-def sqdist_symmetric_inplace(G: np.ndarray, sq: np.ndarray) -> None:  # pragma: no cover - jitted
+def sqdist_symmetric_inplace(G, sq):  # pragma: no cover - jitted
     """Turn ``G = X Xᵀ`` into squared distances in place, exactly symmetric, clipped at 0, zero diagonal."""
     n = G.shape[0]
     for i in range(n):
@@ -23,7 +20,7 @@ def sqdist_symmetric_inplace(G: np.ndarray, sq: np.ndarray) -> None:  # pragma: 
 
 
 @njit("void(float64[:, ::1], float64[::1], float64[::1])", cache=True)
-def sqdist_cross_inplace(G: np.ndarray, sqx: np.ndarray, sqz: np.ndarray) -> None:  # pragma: no cover
+def sqdist_cross_inplace(G, sqx, sqz):  # pragma: no cover
     """Turn ``G = X Zᵀ`` into squared distances ``sqx_i + sqz_j - 2 G_ij`` (clipped at 0)."""
     n, m = G.shape
     for i in range(n):
@@ -33,9 +30,7 @@ def sqdist_cross_inplace(G: np.ndarray, sqx: np.ndarray, sqz: np.ndarray) -> Non
 
 
 @njit("void(float64[:, ::1], float64[:, ::1], float64[:, ::1], float64[::1], float64[::1], float64)", cache=True)
-def sqdist_refine_inplace(
-    D: np.ndarray, X: np.ndarray, Z: np.ndarray, sqx: np.ndarray, sqz: np.ndarray, tau: float
-) -> None:  # pragma: no cover - jitted
+def sqdist_refine_inplace(D, X, Z, sqx, sqz, tau):  # pragma: no cover - jitted
     """Recompute ``D_ij = sum_k (X_ik - Z_jk)^2`` term by term where ``D_ij <= tau (sqx_i + sqz_j)`` (where
     the BLAS form cancels); symmetric in (i, j)."""
     n, m = D.shape
@@ -55,7 +50,7 @@ _READ_MATRIX = types.Array(types.float64, 2, "C", readonly=True)
 
 
 @njit(types.void(_READ_MATRIX, _READ_MATRIX, types.float64[:, ::1]), cache=True)
-def sqdist_direct(X: np.ndarray, Z: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
+def sqdist_direct(X, Z, out):  # pragma: no cover - jitted
     """``out_ij = sum_k (X_ik - Z_jk)^2`` term by term (few columns); exactly symmetric for ``Z`` = ``X``."""
     n, m = out.shape
     d = X.shape[1]
@@ -69,7 +64,7 @@ def sqdist_direct(X: np.ndarray, Z: np.ndarray, out: np.ndarray) -> None:  # pra
 
 
 @njit(types.void(_READ_MATRIX, _READ_MATRIX, types.float64[:, ::1]), cache=True)
-def sqdist_rows_t(A: np.ndarray, Xt: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
+def sqdist_rows_t(A, Xt, out):  # pragma: no cover - jitted
     """:func:`sqdist_direct` of ``A`` (n, d) against the transposed points ``Xt`` (d, N): equal results,
     the inner loop along the contiguous rows of ``Xt``."""
     n, d = A.shape
@@ -87,7 +82,7 @@ def sqdist_rows_t(A: np.ndarray, Xt: np.ndarray, out: np.ndarray) -> None:  # pr
 
 
 @njit("void(float64[:, ::1], float64[::1], float64[::1])", cache=True)
-def divide_outer_inplace(K: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:  # pragma: no cover
+def divide_outer_inplace(K, a, b):  # pragma: no cover
     """``K_ij <- K_ij / (a_i b_j)`` in place (unit-diagonal normalisation)."""
     n, m = K.shape
     for i in range(n):
@@ -97,7 +92,7 @@ def divide_outer_inplace(K: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:  
 
 
 @njit("float64(float64[:, ::1])", cache=True)
-def symmetrize_inplace(A: np.ndarray) -> float:  # pragma: no cover - jitted
+def symmetrize_inplace(A):  # pragma: no cover - jitted
     """Replace ``A`` by ``(A + Aᵀ)/2`` in place; return ``max |A_ij - A_ji|`` before."""
     n = A.shape[0]
     worst = 0.0
@@ -113,7 +108,7 @@ def symmetrize_inplace(A: np.ndarray) -> float:  # pragma: no cover - jitted
 
 
 @njit("boolean(float64[:, ::1])", cache=True)
-def all_finite(A: np.ndarray) -> bool:  # pragma: no cover - jitted
+def all_finite(A):  # pragma: no cover - jitted
     """True when no entry of ``A`` is NaN or infinite."""
     n, m = A.shape
     for i in range(n):
@@ -125,7 +120,7 @@ def all_finite(A: np.ndarray) -> bool:  # pragma: no cover - jitted
 
 
 @njit("void(float64[:, :, ::1], float64[:, :, ::1])", cache=True, parallel=True)
-def kernels_first(src: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
+def kernels_first(src, out):  # pragma: no cover - jitted
     """``out[m, i, j] = src[i, j, m]``, rows in parallel (numpy's strided copy took 5.6 s for 20 × 4,000²)."""
     n, n2, M = src.shape
     for i in prange(n):
@@ -135,7 +130,7 @@ def kernels_first(src: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover
 
 
 @njit("void(float64[:, :, ::1], int64[::1], float64[:, :, ::1])", cache=True, parallel=True)
-def take_square(K: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - jitted
+def take_square(K, rows, out):  # pragma: no cover - jitted
     """``out[m] = K[m][rows][:, rows]``, output rows in parallel."""
     M = K.shape[0]
     n = rows.shape[0]

@@ -2,18 +2,13 @@ r"""Block operations of the bcd engine on transposed factors (jitted): block ``m
 ``s:e`` of ``bank.LT`` or of its CSR arrays (a :class:`~mklkit._jit.records.Bank`); ``reg``
 is a :class:`~mklkit._jit.records.RegFns`."""
 
-from __future__ import annotations
-
 import numpy as np
 from numba import njit
 
-#: Let LLVM reassociate the reductions so that they vectorize (no NaN or inf assumption).
-_FM = {"reassoc", "contract"}
-
-_EPS = np.finfo(np.float64).eps
+from .twins import FM
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True, fastmath=FM)
 def block_grad(bank, s, e, r, g):  # pragma: no cover - jitted
     r""":math:`g = L_m^\top r` for the rows ``s:e``."""
     LT = bank.LT
@@ -31,7 +26,7 @@ def block_grad(bank, s, e, r, g):  # pragma: no cover - jitted
             g[a - s] = np.dot(LT[a], r)
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True, fastmath=FM)
 def block_curv(bank, s, e, h):  # pragma: no cover - jitted
     r""":math:`\max_a \sum_i h_i L_{ia}^2`, the largest diagonal entry of
     :math:`L_m^\top\mathrm{diag}(h)L_m` (a lower bound of its largest eigenvalue)."""

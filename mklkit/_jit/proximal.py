@@ -4,21 +4,15 @@ products :math:`K_mr` (:mod:`mklkit._jit.blocks`): one read of the bank for
 arithmetic of a step on the compact iterates (non-zero blocks with :math:`u_m = K_m\alpha_m`).
 """
 
-from __future__ import annotations
-
 import numpy as np
 from numba import njit, prange
 
 from .blocks import block_norm, matvec_and_norm_into, matvec_into
-from .twins import parallel_and_serial
+from .twins import FM, parallel_and_serial
 
 
-#: Let LLVM reassociate the inner dot products so that they vectorize (no NaN or inf assumption).
-_FM = {"reassoc", "contract"}
-
-
-@njit(cache=True, parallel=True, fastmath=_FM)
-def bank_summary(K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
+@njit(cache=True, parallel=True, fastmath=FM)
+def bank_summary(K):  # pragma: no cover - jitted
     r""":math:`\sum_m K_m` and :math:`\|K_m\|_F \ge \lambda_{\max}(K_m)` in one read (parallel
     over rows: no reduction crosses threads)."""
     M = K.shape[0]
@@ -42,7 +36,7 @@ def bank_summary(K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no 
     return S, frob
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True, fastmath=FM)
 def _certificate_block(K, m, a, A, rho, want, KA):  # pragma: no cover - jitted
     """One kernel of :func:`certificate_pass`; returns the norm (0 if not wanted)."""
     if a >= 0 and want:
@@ -55,9 +49,7 @@ def _certificate_block(K, m, a, A, rho, want, KA):  # pragma: no cover - jitted
     return 0.0
 
 
-def certificate_pass(
-    K: np.ndarray, idx: np.ndarray, A: np.ndarray, arow: np.ndarray, rho: np.ndarray, want_norm: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
+def certificate_pass(K, idx, A, arow, rho, want_norm):  # pragma: no cover - jitted
     r""":math:`K_m\alpha_m` (row ``arow[p]`` of ``A``, if >= 0) and :math:`\|\rho\|_{K_m}` (if
     ``want_norm[p]``, else 0) for every ``m = idx[p]``, in one read; parallel over kernels."""
     P = idx.shape[0]
@@ -68,13 +60,11 @@ def certificate_pass(
     return KA, norms
 
 
-certificate_pass, certificate_pass_serial = parallel_and_serial(certificate_pass, fastmath=_FM)
+certificate_pass, certificate_pass_serial = parallel_and_serial(certificate_pass, fastmath=FM)
 
 
-@njit(cache=True, fastmath=_FM)
-def extrapolate(
-    xrow: np.ndarray, xA: np.ndarray, xU: np.ndarray, prow: np.ndarray, pA: np.ndarray, pU: np.ndarray, beta: float
-) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - jitted
+@njit(cache=True, fastmath=FM)
+def extrapolate(xrow, xA, xU, prow, pA, pU, beta):  # pragma: no cover - jitted
     r"""The FISTA point :math:`v = x + \beta(x - x_{prev})` and :math:`Kv` on a set of blocks,
     whose rows in the compact iterates are ``xrow``, ``prow`` (-1: zero there)."""
     P = xrow.shape[0]
@@ -96,10 +86,8 @@ def extrapolate(
     return V, UV
 
 
-@njit(cache=True, fastmath=_FM)
-def gradient_step(
-    V: np.ndarray, UV: np.ndarray, r: np.ndarray, KR: np.ndarray, eta: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - jitted
+@njit(cache=True, fastmath=FM)
+def gradient_step(V, UV, r, KR, eta):  # pragma: no cover - jitted
     r""":math:`w_m = v_m - \eta r`, :math:`K_mw_m = K_mv_m - \eta K_mr` and :math:`\|w_m\|_{K_m}`."""
     P = V.shape[0]
     N = V.shape[1]
@@ -118,10 +106,8 @@ def gradient_step(
     return W, KW, norms
 
 
-@njit(cache=True, fastmath=_FM)
-def prox_finish(
-    s: np.ndarray, W: np.ndarray, KW: np.ndarray, V: np.ndarray, UV: np.ndarray, xrow: np.ndarray, xU: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:  # pragma: no cover - jitted
+@njit(cache=True, fastmath=FM)
+def prox_finish(s, W, KW, V, UV, xrow, xU):  # pragma: no cover - jitted
     r""":math:`\alpha^+_m = s_mw_m`, :math:`u^+_m = s_mK_mw_m`, their sum ``f`` over blocks,
     ``dist2`` :math:`= \|x^+ - v\|^2` and ``ip`` :math:`= \langle v - x^+, x^+ - x\rangle` in
     the product RKHS (``xU``: the current iterate's rows, ``xrow`` -1 where zero)."""

@@ -1,8 +1,9 @@
 r"""The typed records the jitted loops of the bcd engine take (:mod:`mklkit._jit.bcd`).
 
-Each record class is registered with one fixed numba type, so that numba types an argument
-without looking at its fields (field by field costs about 100 µs per call).  Arrays are
-C-contiguous float64 or int64 as the type says.
+Each record class (these and those of :mod:`mklkit._jit.dual_cd`) is registered with one fixed
+numba type (:func:`register`), so that numba types an argument without looking at its fields
+(field by field costs about 100 µs per call).  Arrays are C-contiguous float64 or int64 as the
+type says.
 """
 
 from __future__ import annotations
@@ -43,17 +44,21 @@ BcdOptions = namedtuple(
 #: predictions ``z`` (N,), the ``bias`` (1,) and the ``stats`` counters (``ST_*``).
 BcdState = namedtuple("BcdState", "ws beta z bias stats")
 
-_from = types.BaseTuple.from_types
-LOSS_FNS_T = _from([LOSS_FN] * 6 + [_F1], LossFns)
-REG_FNS_T = _from([REG_FN, REG_FN, _F1], RegFns)
-BANK_T = _from([_I1, _F1, _F2, _I1, _I1, _F1, _I1, _I1, _I1, _I1, _F1, _F1, _I1, _b1], Bank)
-SAMPLES_T = _from([_F1, _F1, _F1, _F1, _i8, _f8], Samples)
-BCD_OPTIONS_T = _from([_i8, _b1, _b1, _i8, _i8, _i8, _i8, _i8, _f8, _f8, _f8, _f8, _f8], BcdOptions)
-BCD_STATE_T = _from([_I1, _F1, _F1, _F1, _F1], BcdState)
+
+def register(cls: type, field_types: list) -> types.BaseTuple:
+    """The numba type of the namedtuple ``cls`` with ``field_types``, given to every instance
+    (:func:`~mklkit.first_class.fixed_type`)."""
+    typ = types.BaseTuple.from_types(field_types, cls)
+    fixed_type(cls, typ)
+    return typ
 
 
-for _t in (LOSS_FNS_T, REG_FNS_T, BANK_T, SAMPLES_T, BCD_OPTIONS_T, BCD_STATE_T):
-    fixed_type(_t.instance_class, _t)
+LOSS_FNS_T = register(LossFns, [LOSS_FN] * 6 + [_F1])
+REG_FNS_T = register(RegFns, [REG_FN, REG_FN, _F1])
+BANK_T = register(Bank, [_I1, _F1, _F2, _I1, _I1, _F1, _I1, _I1, _I1, _I1, _F1, _F1, _I1, _b1])
+SAMPLES_T = register(Samples, [_F1, _F1, _F1, _F1, _i8, _f8])
+BCD_OPTIONS_T = register(BcdOptions, [_i8, _b1, _b1, _i8, _i8, _i8, _i8, _i8, _f8, _f8, _f8, _f8, _f8])
+BCD_STATE_T = register(BcdState, [_I1, _F1, _F1, _F1, _F1])
 
 
 def _vec(a, dtype=np.float64):
@@ -73,10 +78,7 @@ def loss_fns(loss) -> LossFns:
     """The :class:`LossFns` of a loss component; a kernel the loss does not give (None) is
     replaced by ``value``, which is never called in its place."""
     k = loss.jit
-    fns = [
-        first_class(getattr(k, n) or k.value, LOSS_FN)
-        for n in ("value", "deriv", "deriv2", "conj", "conj_grad", "conj_hess")
-    ]
+    fns = [first_class(getattr(k, n) or k.value, LOSS_FN) for n in LossFns._fields[:-1]]
     return LossFns(*fns, _vec(loss.param_vector))
 
 

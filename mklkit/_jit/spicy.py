@@ -7,16 +7,14 @@ import numpy as np
 from numba import njit, prange
 
 from .blocks import matvec_and_norm_into
-from .twins import parallel_and_serial
+from .twins import FM, parallel_and_serial
 
 
 #: Entries read (``M * N * N``) from which the multi-threaded loops pay for their start-up.
 PARALLEL_WORK = 4_000_000
 
-_FM = {"reassoc", "contract"}
 
-
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True, fastmath=FM)
 def _hessian_rows(H, K, idx, s, KR, t, i0, i1):  # pragma: no cover - jitted
     """Rows ``i0:i1`` of :func:`accumulate_hessian`, streaming every active kernel."""
     N = H.shape[0]
@@ -29,7 +27,7 @@ def _hessian_rows(H, K, idx, s, KR, t, i0, i1):  # pragma: no cover - jitted
                 H[i, j] += sp * K[m, i, j] + ti * KR[p, j]
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True, fastmath=FM)
 def _direction_block(K, m, d, KRm, KDm):  # pragma: no cover - jitted
     r"""Kernel ``m`` of :func:`direction_forms`: ``KDm`` :math:`\leftarrow K_m d`; returns
     :math:`(d^\top K_m\rho, d^\top K_m d)` with ``KRm`` :math:`= K_m\rho`."""
@@ -55,7 +53,7 @@ def accumulate_hessian(H, K, idx, s, KR, t, block):  # pragma: no cover - jitted
         _hessian_rows(H, K, idx, s, KR, t, blk * B, min(N, blk * B + B))
 
 
-accumulate_hessian, accumulate_hessian_serial = parallel_and_serial(accumulate_hessian, fastmath=_FM)
+accumulate_hessian, accumulate_hessian_serial = parallel_and_serial(accumulate_hessian, fastmath=FM)
 
 
 def direction_forms(K, d, KR):  # pragma: no cover - jitted
@@ -72,7 +70,7 @@ def direction_forms(K, d, KR):  # pragma: no cover - jitted
     return KD, b, e
 
 
-direction_forms, direction_forms_serial = parallel_and_serial(direction_forms, fastmath=_FM)
+direction_forms, direction_forms_serial = parallel_and_serial(direction_forms, fastmath=FM)
 
 
 def matvecs_and_norms(K, v, w):  # pragma: no cover - jitted
@@ -85,10 +83,10 @@ def matvecs_and_norms(K, v, w):  # pragma: no cover - jitted
     return KV, norms
 
 
-matvecs_and_norms, matvecs_and_norms_serial = parallel_and_serial(matvecs_and_norms, fastmath=_FM)
+matvecs_and_norms, matvecs_and_norms_serial = parallel_and_serial(matvecs_and_norms, fastmath=FM)
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True, fastmath=FM)
 def env_forms(KR, rho, idx, A, aa, gamma):  # pragma: no cover - jitted
     r""":math:`\|\alpha_m + \gamma\rho\|_{K_m}^2` (clipped at 0) from ``KR[m]`` :math:`= K_m\rho`;
     the blocks ``idx`` have :math:`\alpha_m` = ``A`` with ``aa`` :math:`= \alpha_m^\top K_m\alpha_m` (eq. 47)."""

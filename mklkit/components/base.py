@@ -14,6 +14,7 @@ from .params import Param, ParamError, validate_params  # noqa: F401 - ParamErro
 
 CLASSIFICATION = "classification"
 REGRESSION = "regression"
+INF = np.inf  # a global of the kernels, frozen into them when they compile
 
 
 class LabelError(ValueError):
@@ -333,9 +334,6 @@ class WeightNorm(NamedTuple):
         return C * 0.75 * (2 * lam) ** (1 / 3) * cp.power(cp.pnorm(cp.hstack(norms), s), 4 / 3)
 
 
-_ENV_DEFAULTS = (("env_grad", "prox"), ("env_hess", "prox_deriv"))
-
-
 class Regularizer(Component):
     r"""A block-norm regularizer :math:`C \sum_m g(\|\alpha_m\|_{K_m}^2)`: the kernels of
     :class:`RegularizerJit` as ``@kernel`` methods (``env_grad``, ``env_hess`` default to
@@ -345,6 +343,13 @@ class Regularizer(Component):
     kind: ClassVar[str] = "regularizer"
     separable: ClassVar[bool] = True
     weight_norm: ClassVar[WeightNorm | None] = None
+    #: Whether :math:`\tilde g_C^*` is twice differentiable on [0, ∞) (SpicyMKL §4.3); these three
+    #: flags are properties in a class where they depend on the parameters.
+    smooth_conjugate: ClassVar[bool] = False
+    #: Whether ``g`` is concave, so that ``weight`` and ``penalty`` exist (SpicyMKL §4.1).
+    tikhonov_form: ClassVar[bool] = True
+    #: Whether :math:`\tilde g_C'(0) > 0`, so that blocks can be exactly zero.
+    sparse: ClassVar[bool] = True
 
     #: The kernels of ``jit``, those without a default, and those of ``bregman``.
     KERNELS: ClassVar[tuple[str, ...]] = RegularizerJit._fields
@@ -352,19 +357,14 @@ class Regularizer(Component):
         f for f in RegularizerJit._fields if f not in ("env_grad", "env_hess")
     )
     BREGMAN_KERNELS: ClassVar[tuple[str, ...]] = ("bregman_F", "bregman_f", "bregman_finv", "bregman_d0")
-    _defaulted: ClassVar[frozenset[str]] = frozenset()
+
+    # the derivatives of the envelope, unless a class writes them: prox and prox_deriv (Moreau)
+    env_grad = _Derived(lambda cls: getattr(cls, "prox", None))
+    env_hess = _Derived(lambda cls: getattr(cls, "prox_deriv", None))
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
         _refuse_declared_tuples(cls, ("jit", "bregman"))
-        defaulted = set()
-        for derived, source in _ENV_DEFAULTS:
-            if derived in cls.__dict__ or (hasattr(cls, derived) and derived not in cls._defaulted):
-                continue  # written by this class or an ancestor
-            fn = getattr(cls, source, None)
-            setattr(cls, derived, None if fn is None else staticmethod(fn))
-            defaulted.add(derived)
-        cls._defaulted = frozenset(defaulted)
 
     @_Derived
     def jit(cls) -> RegularizerJit:
@@ -376,21 +376,6 @@ class Regularizer(Component):
         """The Bregman form as a :class:`BregmanJit`; None when a kernel is missing."""
         fns = _kernels(cls, cls.BREGMAN_KERNELS)
         return None if any(f is None for f in fns) else BregmanJit(*fns)
-
-    @property
-    def smooth_conjugate(self) -> bool:
-        r"""Whether :math:`\tilde g_C^*` is twice differentiable on [0, ∞) (SpicyMKL §4.3)."""
-        return False
-
-    @property
-    def tikhonov_form(self) -> bool:
-        """Whether ``g`` is concave, so that ``weight`` and ``penalty`` exist (SpicyMKL §4.1)."""
-        return True
-
-    @property
-    def sparse(self) -> bool:
-        r"""Whether :math:`\tilde g_C'(0) > 0`, so that blocks can be exactly zero."""
-        return True
 
     def cvxpy_expr(self, norms: Sequence[Any], squares: Sequence[Any], C: float, betas: Any = None) -> Any:
         r""":math:`\sum_m \tilde g_C(x_m)` as a cvxpy expression of the block norms, their squares and

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Regularizer, kernel
+from .base import INF, Regularizer, kernel
 from .params import Param
-
-INF = np.inf
 
 
 class L1(Regularizer):
@@ -41,14 +39,7 @@ class L1(Regularizer):
             out[i] = 0.0 if y[i] <= C else INF
         return out
 
-    @kernel
-    def conj_grad(y, C, params):
-        out = np.empty(y.shape[0])
-        for i in range(y.shape[0]):
-            out[i] = 0.0 if y[i] <= C else INF
-        return out
-
-    conj_hess = conj_grad  # 0 on the domain, inf outside
+    conj_grad = conj_hess = conj  # 0 on the domain, inf outside
 
     @kernel
     def env(y, C, params):
@@ -214,6 +205,8 @@ class Uniform(Regularizer):
 
     name = "uniform"
     description = "uniform kernel weights (squared block 2-norm, all d_m = 1)"
+    smooth_conjugate = True
+    sparse = False
 
     @kernel
     def value(x, C, params):
@@ -253,14 +246,6 @@ class Uniform(Regularizer):
         for i in range(d.shape[0]):
             out[i] = 0.0 if 0.0 <= d[i] <= 1.0 else INF
         return out
-
-    @property
-    def smooth_conjugate(self) -> bool:
-        return True
-
-    @property
-    def sparse(self) -> bool:
-        return False
 
     def cvxpy_expr(self, norms, squares, C, betas=None):
         import cvxpy as cp

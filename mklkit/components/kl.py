@@ -7,10 +7,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .base import Regularizer, kernel
+from .base import INF, Regularizer, kernel
 from .params import Param
-
-INF = np.inf
 
 
 @njit(cache=True)
@@ -116,6 +114,8 @@ class KL(Regularizer):
     name = "kl"
     description = "generalized KL divergence of the kernel weights from d0 (non-sparse)"
     params = (Param("d0", 1.0, "reference kernel weight", low=0.0, low_open=True),)
+    smooth_conjugate = True
+    sparse = False
 
     @kernel
     def value(x, C, params):
@@ -239,14 +239,6 @@ class KL(Regularizer):
     @kernel
     def bregman_d0(params):
         return params[0]
-
-    @property
-    def smooth_conjugate(self) -> bool:
-        return True
-
-    @property
-    def sparse(self) -> bool:
-        return False
 
     def cvxpy_expr(self, norms, squares, C, betas=None):
         r""":math:`C\,g(x^2)` through its Tikhonov form, an exponential cone per block

@@ -6,12 +6,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .base import CLASSIFICATION, REGRESSION, Loss, kernel
+from .base import INF, REGRESSION, Loss, kernel
 from .params import Param
 
 __all__ = ["Hinge", "Logistic", "Squared", "EpsInsensitive", "BUILTIN_LOSSES"]
-
-INF = np.inf
 
 
 # the domain -1 <= y u <= 0 of a classification loss's conjugate
@@ -41,11 +39,9 @@ class Hinge(Loss):
 
     name = "hinge"
     description = "hinge loss max(1 - y z, 0) (SVM)"
-    task = CLASSIFICATION
     smooth_conjugate = False
     smooth_primal = False
     linear_conjugate = True
-    n_aux = 0
     n_cons = 2
 
     @kernel
@@ -150,9 +146,6 @@ class Logistic(Loss):
 
     name = "logistic"
     description = "logistic loss log(1 + exp(-y z))"
-    task = CLASSIFICATION
-    smooth_conjugate = True
-    smooth_primal = True
 
     @kernel
     def value(y, z, params):
@@ -234,8 +227,6 @@ class Squared(Loss):
     name = "squared"
     description = "squared loss (y - z)^2 (regression)"
     task = REGRESSION
-    smooth_conjugate = True
-    smooth_primal = True
 
     @kernel
     def value(y, z, params):

@@ -6,10 +6,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .base import Regularizer, kernel
+from .base import INF, Regularizer, kernel
 from .params import Param
-
-INF = np.inf
 
 
 @njit(cache=True)
@@ -64,6 +62,8 @@ class Lq(Regularizer):
     name = "lq"
     description = "block lq-norm (non-sparse lp-norm MKL), q > 1"
     params = (Param("q", 2.0, "exponent of the block norm", low=1.0, low_open=True),)
+    smooth_conjugate = True
+    sparse = False
 
     @kernel
     def value(x, C, params):
@@ -162,14 +162,6 @@ class Lq(Regularizer):
                 p = q / (2.0 - q)
                 out[i] = di**p / p
         return out
-
-    @property
-    def smooth_conjugate(self) -> bool:
-        return True
-
-    @property
-    def sparse(self) -> bool:
-        return False
 
     @property
     def tikhonov_form(self) -> bool:

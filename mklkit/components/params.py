@@ -23,12 +23,10 @@ class UnknownParamError(ParamError):
     def __init__(self, key: str, value: Any, known: Sequence[str], owner: str = ""):
         self.known = list(known)
         allowed = "one of " + ", ".join(self.known) if self.known else "none (no parameters)"
-        ValueError.__init__(
-            self,
-            f"{owner + ': ' if owner else ''}unknown parameter {key!r}"
-            f"{did_you_mean(key, self.known)}; allowed: {allowed}",
+        super().__init__(key, value, allowed, owner)
+        self.args = (
+            f"{owner + ': ' if owner else ''}unknown parameter {key!r}{did_you_mean(key, self.known)}; allowed: {allowed}",
         )
-        self.key, self.value, self.allowed, self.owner = key, value, allowed, owner
 
 
 _TYPE_WORDS = {float: "a number", int: "an integer", bool: "true or false", str: "a string"}
@@ -82,12 +80,12 @@ class Param:
         if lo is not None and hi is not None:
             lb = "(" if self.low_open else "["
             rb = ")" if self.high_open else "]"
-            words = f"{words} in {lb}{_fmt(lo)}, {_fmt(hi)}{rb}"
+            words = f"{words} in {lb}{lo:g}, {hi:g}{rb}"
         elif lo is not None:
-            words = f"{words} {'>' if self.low_open else '>='} {_fmt(lo)}"
+            words = f"{words} {'>' if self.low_open else '>='} {lo:g}"
         elif hi is not None:
-            words = f"{words} {'<' if self.high_open else '<='} {_fmt(hi)}"
-        if self.type is float and lo is None and hi is None:
+            words = f"{words} {'<' if self.high_open else '<='} {hi:g}"
+        elif self.type is float:
             words = "a finite number"
         if self.nullable:
             words += " or null"
@@ -129,10 +127,6 @@ class Param:
         """``name=default (allowed): doc`` for listings."""
         default = "required" if self.required else repr(self.default)
         return f"{self.name}={default} ({self.allowed()}): {self.doc}"
-
-
-def _fmt(x: float) -> str:
-    return f"{x:g}"
 
 
 def validate_params(declared: Sequence[Param], given: dict[str, Any], owner: str) -> dict[str, Any]:
