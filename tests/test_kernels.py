@@ -350,8 +350,13 @@ def test_build_errors(data):
     X, Z = data
     X0 = X.copy()
     X0[:, 1] = 0.0
-    with pytest.raises(BankError, match=r"kernel 0 'linear\[x1\]' has trace 0\.0"):
+    with pytest.raises(BankError, match=r"kernel 0 'linear\[x1\]' has trace 0\.0") as built:
         KernelBank.build(X0, [{"function": "linear", "features": [1]}])
+    assert "feature" in str(built.value)  # a built kernel's hint names its features
+    K0 = np.stack([X @ X.T, np.zeros((X.shape[0], X.shape[0]))])
+    with pytest.raises(BankError, match=r"\[1\] has trace 0\.0.*normalize='diagonal' or 'none'") as given:
+        KernelBank.from_precomputed(K0, normalize="trace")
+    assert "feature" not in str(given.value)  # a given kernel has none
     with pytest.raises(BankError, match=r"has k\(x, x\) = 0\.0 at sample 0"):
         KernelBank.build(X0, [{"function": "linear", "features": [1]}], normalize="diagonal")
     with pytest.raises(BankError, match=r"NaN or infinite values"):

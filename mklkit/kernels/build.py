@@ -145,7 +145,7 @@ class KernelBank:
         K = np.empty((M, N, N), dtype=np.float64)
         _fill(K, specs, _localizer(bank._columns, d), bank._X_train, None, "building kernel bank", progress)
         labels = [f"kernel {m} {s.label!r}" for m, s in enumerate(specs)]
-        bank.traces, bank.train_diag = _normalize_bank(K, labels, normalize)
+        bank.traces, bank.train_diag = _normalize_bank(K, labels, normalize, built=True)
         bank.K = K
         logger.info(
             "built %d kernels on %d samples (%s, normalize=%s) in %.2f s",

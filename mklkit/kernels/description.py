@@ -107,13 +107,14 @@ def _check_normalize(normalize: str) -> str:
     return normalize
 
 
-def _check_normalizable(where: str, normalize: str, tr_raw: float, diag: np.ndarray | None) -> None:
-    """Refuse a kernel without a positive trace (``"trace"``) or with some :math:`k(x, x) \\le 0` (``"diagonal"``)."""
+def _check_normalizable(where: str, normalize: str, tr_raw: float, diag: np.ndarray | None, built: bool) -> None:
+    """Refuse a kernel without a positive trace (``"trace"``) or with some :math:`k(x, x) \\le 0` (``"diagonal"``);
+    a ``built`` kernel's message points at its features."""
     if normalize == "trace" and not (tr_raw > 0.0 and math.isfinite(tr_raw)):
         raise BankError(
-            f"{where} has trace {tr_raw!r}; unit-trace normalisation needs a positive "
-            "trace (a constant-zero feature?); drop the feature or use "
-            "normalize='diagonal' or 'none'"
+            f"{where} has trace {tr_raw!r}; unit-trace normalisation needs a positive trace"
+            + (" (a constant-zero feature?); drop the feature or use" if built else "; use")
+            + " normalize='diagonal' or 'none'"
         )
     if normalize == "diagonal" and not np.all(diag > 0.0):  # type: ignore[operator]
         i = int(np.argmin(diag))

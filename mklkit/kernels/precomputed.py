@@ -46,8 +46,11 @@ def bank_from_precomputed(
     return cls(K, labels, None, normalize, traces, train_diag, source=source)
 
 
-def _normalize_bank(K: np.ndarray, where: Sequence[str], normalize: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """Normalise ``K`` in place; the traces before and (``"diagonal"``) the diagonals."""
+def _normalize_bank(
+    K: np.ndarray, where: Sequence[str], normalize: str, built: bool = False
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Normalise ``K`` in place; the traces before and (``"diagonal"``) the diagonals (``built``: by
+    :meth:`KernelBank.build`, whose errors point at the features)."""
     M, N = K.shape[0], K.shape[1]
     traces = np.empty(M)
     train_diag = np.empty((M, N)) if normalize == "diagonal" else None
@@ -56,7 +59,7 @@ def _normalize_bank(K: np.ndarray, where: Sequence[str], normalize: str) -> tupl
         t = float(np.trace(Km))
         traces[m] = t
         dg = np.diagonal(Km).copy() if normalize == "diagonal" else None
-        _check_normalizable(where[m], normalize, t, dg)
+        _check_normalizable(where[m], normalize, t, dg, built)
         if normalize == "trace":
             Km /= t
         elif normalize == "diagonal":

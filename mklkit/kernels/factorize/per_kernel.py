@@ -191,7 +191,7 @@ def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Fact
         diag = _diag(spec.function, A, spec.label, "X")
     tr_raw = float(diag.sum()) if run.weights is None else float(np.asarray(diag) @ run.weights)
     where = f"kernel {m} {spec.label!r}"
-    _check_normalizable(where, normalize, tr_raw, diag)
+    _check_normalizable(where, normalize, tr_raw, diag, built=True)
     scale = kf.scale = 1.0 / math.sqrt(tr_raw) if normalize == "trace" else 1.0
     if normalize == "trace":
         trace = 1.0 if run.weights is None else float(diag.sum()) / tr_raw
