@@ -297,7 +297,7 @@ def blas_threads(limit: int | None) -> Any:
 
 
 COMMON_PARAMS: tuple[Param, ...] = (
-    Param("tol", 1e-2, "relative duality gap at which to stop (SpicyMKL §6.1)", low=0.0, low_open=True),
+    Param("tol", 1e-2, "relative duality gap at which to stop (SpicyMKL §6.1)", **POSITIVE),
     Param("max_iter", 500, "maximum number of outer iterations", type=int, low=1),
 )
 
