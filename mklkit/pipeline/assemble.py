@@ -264,8 +264,8 @@ def _check_labels(d: Data, problem: ProblemSettings) -> tuple[Any, list[Any] | N
 
     assert d.classes is not None
     codes = np.asarray(d.y_train, dtype=np.intp)
-    tasks = (ovo_tasks if ovo else ovr_tasks)(codes, len(d.classes))
-    return ovr_tasks(codes, len(d.classes))[0].y, tasks, ovo
+    ovr = ovr_tasks(codes, len(d.classes))
+    return ovr[0].y, ovo_tasks(codes, len(d.classes)) if ovo else ovr, ovo
 
 
 def _held(held: Prepared, bank: Any, test: TestSide | None) -> Prepared:
