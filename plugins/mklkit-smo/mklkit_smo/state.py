@@ -248,8 +248,9 @@ class _SmoState(Algorithm):
         )
         self.fns = _records.bregman_fns(self.reg.bregman, self.reg.bpar)
         self.work = _records.SmoWork(self.wa, self.ww, self.wc)
-        # the full state, which the exact refreshes work on whatever the view
-        self.view = self._full = self._full_view()
+        self.view = self._full_view()
+        # the full state's records, which the exact refreshes work on whatever the view
+        self._full = (self.view.bank, self.view.state)
         if warm_start is not None:
             self._warm(warm_start)
         self._refresh()
@@ -280,6 +281,10 @@ class _SmoState(Algorithm):
             logger.warning(
                 "cache_mb=%g holds fewer than two kernel rows (%d bytes each); using two", self.cache_bytes / 2**20, row
             )
+        if self._flat is not None and self._flat.size >= 2 * self.M * npts:
+            # a later (compact) view fits in the storage it has: a new allocation would leave
+            # the old one's pages to the earlier view and touch as many fresh ones
+            slots = min(slots, self._flat.size // (self.M * npts))
         need = slots * self.M * npts
         if self._flat is None or self._flat.size < need:
             self._flat = np.empty(need)
@@ -422,7 +427,7 @@ class _SmoState(Algorithm):
 
     def _refresh(self) -> None:
         """Exact c from v and the sums on all points (only when nothing is shrunk)."""
-        self.smo.refresh(self.opts, self.fns, self._full.bank, self._full.state)
+        self.smo.refresh(self.opts, self.fns, *self._full)
 
     # -- shrinking -----------------------------------------------------------------
     @property

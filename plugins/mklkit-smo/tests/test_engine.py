@@ -14,7 +14,7 @@ from smo_banks import ENTRIES
 from mklkit.components.kl import KL
 from mklkit.engines import common
 from mklkit.problem import Problem
-from mklkit.result import ConvergenceWarning, Status
+from mklkit.result import ConvergenceWarning, SolveResult, Status
 from mklkit_smo import FeatureKernels, PnormSquared, SmoMKL, kl_from_paper
 from mklkit_smo import _rows, _smo
 
@@ -473,3 +473,28 @@ def test_shrinking_reaches_the_same_optimum(web_small, registry, where: str) -> 
     assert shrunk.objective == pytest.approx(plain.objective, rel=1e-8)
     assert shrunk.gap <= 1e-9
     np.testing.assert_allclose(shrunk.kernel_weights, plain.kernel_weights, atol=1e-6)
+
+
+def test_the_row_cache_stays_inside_its_budget_while_shrinking(web_small, registry) -> None:
+    """The compact views of shrinking reuse the row cache's storage: a solve allocates
+    about ``cache_mb`` more than one with a two-row cache (the budget is just short of
+    101 full rows, which the shorter rows of a compact view fill further)."""
+    import tracemalloc
+
+    src, y = web_small
+    prob = src.problem(y, registry.create("loss", "hinge"), PnormSquared(p=1.33), 1.0)
+
+    def peak(rows: float) -> tuple[int, SolveResult]:
+        tracemalloc.start()
+        try:
+            r = _solve(prob, shrinking=True, check_every=50, cache_mb=rows * src.row_bytes / 2**20)
+            return tracemalloc.get_traced_memory()[1], r
+        finally:
+            tracemalloc.stop()
+
+    _solve(prob, shrinking=True, check_every=50)  # first-call allocations, not traced
+    small, _ = peak(2.0)
+    large, r = peak(100.999)
+    assert min(h["n_active_variables"] for h in r.history) < 0.8 * y.size
+    assert r.history[-1]["cache_misses"] > 101  # the cache was full
+    assert large - small < 1.25 * 100.999 * src.row_bytes
