@@ -88,11 +88,6 @@ class KernelFactor:
     terms: list[tuple[int, ...]] | None = field(default=None, repr=False)
     coef: np.ndarray | None = field(default=None, repr=False)
 
-    @property
-    def relative_trace_error(self) -> float:
-        """``trace_error / trace`` (0 for a zero kernel)."""
-        return self.trace_error / self.trace if self.trace > 0 else 0.0
-
 
 def _kernel_rows(
     func: KernelFunction,

@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..._jit.factor import gather_columns
-from ...data import Dataset
+from ..build import _training_points
 from ..memory import format_bytes
 from ..description import DEFAULT_MEMORY_BUDGET, BankKernel, Resolver, expand_bank
 from ..factor import FactorBank
@@ -165,7 +165,7 @@ def build_factor_bank(
         factors.append(kf)
         blocks.append(blk)
         run.rank_so_far += kf.rank
-    out = _bank(factors, blocks, N, normalize, d, sparse_bank, [kf.trace_error for kf in factors])
+    out = _bank(factors, blocks, N, normalize, d, sparse_bank)
     logger.info(
         "factored %d kernels on %d samples in %.2f s: total rank %d (%s), %s; residual trace %.3g of the total",
         len(specs),
@@ -202,21 +202,18 @@ def _run(
 
 def _points_and_specs(bank: Any, X: Any, feature_names: Any, resolve: Any) -> tuple[Any, list[BankKernel]]:
     """The checked training points (unwrapped from a :class:`Dataset`) and the expanded kernels of ``bank``."""
-    if isinstance(X, Dataset):
-        feature_names = X.feature_names if feature_names is None else feature_names
-        X = X.X
+    X, _, _, feature_names = _training_points(X, feature_names)
     X = _as_points(X, "X")
     if isinstance(bank, (list, tuple)) and bank and all(isinstance(s, BankKernel) for s in bank):
         return X, list(bank)
     return X, expand_bank(bank, X.shape[1], feature_names, resolve)
 
 
-def _bank(
-    factors: list[KernelFactor], blocks: list, N: int, normalize: str, d: int, sparse: bool, err: Any
-) -> FactorBank:
+def _bank(factors: list[KernelFactor], blocks: list, N: int, normalize: str, d: int, sparse: bool) -> FactorBank:
     """The bank of the kernels' factors and rows, with their :class:`FactorMap`."""
     starts = np.concatenate([[0], np.cumsum([kf.rank for kf in factors])]).astype(np.int64)
     fmap = FactorMap(factors, starts, normalize, d, sparse)
+    err = [kf.trace_error for kf in factors]
     return FactorBank(_assemble(blocks, starts, N, sparse), starts, trace_error=err, factor_map=fmap)
 
 
@@ -336,13 +333,12 @@ def refactor_kernels(
     groups = _Groups(X)
     factors = list(fmap.kernels)
     blocks: list[Any] = [bank.LT[bank.starts[m] : bank.starts[m + 1]] for m in range(M)]
-    errors = np.asarray(bank.trace_error, dtype=np.float64).copy()
     t0 = time.perf_counter()
     for m, r in zip(which, ranks):
         run.rank = min(int(r), N)
         kf, blk = _factor_one(m, factors[m].spec, factors[m].method, groups, run)
-        factors[m], blocks[m], errors[m] = kf, blk, kf.trace_error
-    out = _bank(factors, blocks, N, fmap.normalize, fmap.n_features, False, errors)
+        factors[m], blocks[m] = kf, blk
+    out = _bank(factors, blocks, N, fmap.normalize, fmap.n_features, False)
     logger.info(
         "factored %d kernels again in %.2f s: total rank %d -> %d, residual trace %.3g of the total",
         len(which),

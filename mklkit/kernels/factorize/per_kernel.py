@@ -32,13 +32,13 @@ _EIG_CUTOFF = 1e-8
 _NYSTROM_START = 64
 
 
+@dataclass
 class _Budget:
     """Bytes held by factors and working space against ``memory_budget``."""
 
-    def __init__(self, limit: float, N: int) -> None:
-        self.limit = limit
-        self.N = N
-        self.used = 0
+    limit: float
+    N: int
+    used: int = 0
 
     def fits(self, nbytes: float) -> bool:
         return self.used + nbytes <= self.limit
