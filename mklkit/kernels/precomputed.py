@@ -84,7 +84,10 @@ def precomputed_from_npz(
     :math:`k_m(x, x)` (needed for ``"diagonal"``).  A :class:`BankError` names the file and the array.
     """
     p = os.fspath(path)
-    arrays = _read_npz(p)
+    heads = _npz_headers(p, "kernel", "np.savez(path, K_train=..., y_train=...)")
+    _check_arrays(p, heads, ("K_train", "y_train"), KERNEL_ARRAYS, KERNEL_PAIRS)
+    with np.load(p, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in heads}
     K_train = _dense_array(arrays["K_train"], f"{p}: K_train", 3, _KERNEL_AXES)
     if K_train.shape[1] != K_train.shape[2]:
         raise BankError(f"{p}: K_train must have shape (M, N, N); got {K_train.shape}")
@@ -100,14 +103,6 @@ def precomputed_from_npz(
 #: The arrays a precomputed-kernel ``.npz`` may hold, those it must, and (array, the one it needs).
 KERNEL_ARRAYS = ("K_train", "y_train", "K_test", "y_test", "names", "K_test_diag")
 KERNEL_PAIRS = (("y_test", "K_test", ""), ("K_test_diag", "K_test", ""))
-
-
-def _read_npz(p: str) -> dict[str, np.ndarray]:
-    """The arrays of the ``.npz`` file ``p``, checked by :func:`_npz_headers` and :func:`_check_arrays` first."""
-    heads = _npz_headers(p, "kernel", "np.savez(path, K_train=..., y_train=...)")
-    _check_arrays(p, heads, ("K_train", "y_train"), KERNEL_ARRAYS, KERNEL_PAIRS)
-    with np.load(p, allow_pickle=False) as z:
-        return {k: z[k] for k in heads}
 
 
 def _npz_headers(p: str, what: str, example: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:

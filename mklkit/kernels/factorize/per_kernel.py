@@ -14,7 +14,7 @@ from scipy.linalg import eigh
 from ..._jit.factor import pivot_batch
 from ..memory import format_bytes
 from ..description import BankKernel, _check_normalizable
-from .algorithms import KernelFactor, _diag, _exact_rows, _kernel_rows, _scale_columns
+from .algorithms import KernelFactor, _diag, _exact_rows, _kernel_rows
 from .points import _Groups
 from .settings import FactorError, _budget_key, _key
 
@@ -184,8 +184,9 @@ def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Fact
     normalize = run.normalize
     N = groups.X.shape[0]
     kf = KernelFactor(spec, kind, 0, 1.0, 0.0)
-    if kind in ("linear", "poly_map"):
-        blk, diag = _exact_rows(kf, groups, False, "X")
+    exact = kind in ("linear", "poly_map")
+    if exact:
+        blk, diag = _exact_rows(kf, groups, normalize == "diagonal", "X")
     else:
         A = np.ascontiguousarray(groups.dense(spec.features))
         diag = _diag(spec.function, A, spec.label, "X")
@@ -198,15 +199,13 @@ def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Fact
     else:
         trace = float(N) if normalize == "diagonal" else tr_raw
     kf.trace = trace
-    if kind in ("linear", "poly_map"):
-        if normalize == "diagonal":
-            blk = _scale_columns(blk, diag)
+    if exact:
         kf.rank = int(blk.shape[0])
     else:
         blk = _approximate(kf, A, diag, groups, run, where)
     sq = _squared_norm(blk) * scale * scale
     kf.trace_error = max(trace - sq, 0.0)
-    if kind in ("linear", "poly_map") and scale != 1.0:
+    if exact and scale != 1.0:
         blk = blk * scale
     elif isinstance(blk, _Approx) and scale != 1.0:
         for b in blk.blocks:
