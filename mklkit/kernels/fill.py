@@ -50,12 +50,17 @@ def _as_points(X: Any, name: str, empty: bool = False) -> Any:
     return np.ascontiguousarray(A)
 
 
+def _columns(A: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """The columns ``cols`` of ``A``: ``A`` itself when they are all of them in order, else a C-contiguous copy."""
+    if len(cols) == A.shape[1] and np.array_equal(cols, np.arange(len(cols))):
+        return A
+    return np.ascontiguousarray(A[:, cols])
+
+
 def _dense_columns(X: Any, columns: np.ndarray, name: str) -> np.ndarray:
-    """Dense float64 copy of the needed columns of ``X`` (dense or sparse, any number of rows), checked finite."""
+    """The needed columns of ``X`` (dense or sparse, any number of rows) as a dense float64 array, checked finite."""
     A = _as_points(X, name, empty=True)
-    if sp.issparse(A):
-        return np.ascontiguousarray(A[:, columns].toarray())
-    return np.ascontiguousarray(A[:, columns]) if len(columns) != A.shape[1] else A
+    return np.ascontiguousarray(A[:, columns].toarray()) if sp.issparse(A) else _columns(A, columns)
 
 
 def _localizer(columns: np.ndarray, d: int) -> Callable[[tuple[int, ...]], np.ndarray]:
@@ -80,7 +85,6 @@ def _fill(
     """``out[m] = k_m(XA_s, XB_s)`` (``XB=None``: symmetric training kernels); consecutive kernels on the
     same columns share their base matrix."""
     bar = _ProgressReporter(len(specs), label, progress)
-    all_cols = None
     sub_key: tuple[int, ...] | None = None
     A = B = None
     base_key: tuple[str, tuple[int, ...]] | None = None
@@ -89,13 +93,8 @@ def _fill(
         for m, spec in enumerate(specs):
             if spec.features != sub_key:
                 idx = local(spec.features)
-                if all_cols is None:
-                    all_cols = np.arange(XA.shape[1])
-                if idx.size == XA.shape[1] and np.array_equal(idx, all_cols):
-                    A, B = XA, XB
-                else:
-                    A = np.ascontiguousarray(XA[:, idx])
-                    B = None if XB is None else np.ascontiguousarray(XB[:, idx])
+                A = _columns(XA, idx)
+                B = None if XB is None else _columns(XB, idx)
                 sub_key = spec.features
             func = spec.function
             target = out[m]

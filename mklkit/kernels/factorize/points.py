@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from ...data import Dataset
 from ..description import BankError
-from ..fill import _as_points
+from ..fill import _as_points, _columns
 from ..functions import BaseRows
 
 
@@ -67,10 +67,8 @@ class _Groups:
             cols = np.asarray(features, dtype=np.intp)
             if self.sparse:
                 self._dense = np.ascontiguousarray(self.X[:, cols].toarray())
-            elif cols.size == self.X.shape[1] and np.array_equal(cols, np.arange(cols.size)):
-                self._dense = self.X
             else:
-                self._dense = np.ascontiguousarray(self.X[:, cols])
+                self._dense = _columns(self.X, cols)
             self._key = features
         return self._dense
 
