@@ -82,8 +82,7 @@ def _fill(
     label: str,
     progress: Any,
 ) -> None:
-    """``out[m] = k_m(XA_s, XB_s)`` (``XB=None``: symmetric training kernels); consecutive kernels on the
-    same columns share their base matrix."""
+    """``out[m] = k_m(XA_s, XB_s)`` (``XB=None``: symmetric); consecutive kernels on the same columns share a base."""
     bar = _ProgressReporter(len(specs), label, progress)
     sub_key: tuple[int, ...] | None = None
     A = B = None

@@ -203,8 +203,7 @@ def bank_from_factors(
 
 
 def _normalization(L: np.ndarray, starts: np.ndarray, names: list[str], normalize: str, source: str) -> np.ndarray:
-    """The scale of each block (M,) that ``normalize`` gives ``L`` (N, R); refuses a zero block (``"trace"``)
-    or a zero row of a block (``"diagonal"``)."""
+    """The scale of each block (M,) ``normalize`` gives ``L`` (N, R); refuses a zero block or row it cannot scale."""
     LT = L.T
     M = starts.size - 1
     if normalize == "trace":

@@ -49,8 +49,7 @@ def bank_from_precomputed(
 def _normalize_bank(
     K: np.ndarray, where: Sequence[str], normalize: str, built: bool = False
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Normalise ``K`` in place; the traces before and (``"diagonal"``) the diagonals (``built``: by
-    :meth:`KernelBank.build`, whose errors point at the features)."""
+    """Normalise ``K`` in place; the traces and (``"diagonal"``) diagonals before (``built``: errors name features)."""
     M, N = K.shape[0], K.shape[1]
     traces = np.empty(M)
     train_diag = np.empty((M, N)) if normalize == "diagonal" else None
@@ -138,8 +137,7 @@ def _check_arrays(
     allowed: tuple[str, ...],
     pairs: tuple[tuple[str, str, str], ...],
 ) -> None:
-    """Refuse a file without the ``required`` arrays, with one not ``allowed``, one that cannot be a numeric
-    array (pickled objects, strings: from its header), or an array of ``pairs`` without the one it needs."""
+    """Refuse missing, unknown or non-numeric arrays (from the headers), and a ``pairs`` array without its partner."""
     keys = list(heads)
     missing = [k for k in required if k not in keys]
     if missing:

@@ -226,8 +226,7 @@ class FoldedFactorMap:
 
 
 def _new_rows(kf: KernelFactor, P: Any, groups: _Groups, normalize: str) -> Any:
-    """Rows of new points before the basis and ``kf.scale``: the exact map, or the kernel rows of the pivots
-    or landmarks ``P`` against them; normalised for ``"diagonal"``."""
+    """Rows of new points before the basis and ``kf.scale``: the exact map, or kernel rows of the points ``P``."""
     if kf.method in ("linear", "poly_map"):
         return _exact_rows(kf, groups, normalize == "diagonal", "X_new")[0]
     spec = kf.spec
@@ -237,8 +236,7 @@ def _new_rows(kf: KernelFactor, P: Any, groups: _Groups, normalize: str) -> Any:
 
 
 def _exact_rows(kf: KernelFactor, groups: _Groups, diagonal: bool, name: str) -> tuple[Any, np.ndarray]:
-    """Rows (r, n) of an exact factor before ``kf.scale`` (divided by :math:`\\sqrt{k(x,x)}` when
-    ``diagonal``), and :math:`k(x, x)`."""
+    """Rows (r, n) of an exact factor before ``kf.scale`` (over sqrt(k(x, x)) when ``diagonal``), and k(x, x)."""
     spec = kf.spec
     if kf.method == "linear" and groups.sparse:
         Xs = groups.sparse_columns(spec.features)
