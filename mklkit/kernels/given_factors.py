@@ -194,7 +194,7 @@ def bank_from_factors(
     """
     normalize = _check_normalize(normalize)
     L = _factor_matrix(L_train, source)
-    where = source.rsplit(": ", 1)[0] if ": " in source else source
+    where = source.rsplit(": ", 1)[0]
     st = _layout(starts, ranks, L.shape[1], where)
     M = st.size - 1
     nm = _names(names, M, where)
