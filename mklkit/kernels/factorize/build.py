@@ -156,7 +156,8 @@ def build_factor_bank(
     rank, exact_bytes, working, fair_rank = _fit_budget(specs, kinds, X, sparse_bank, rank, limit, root)
     N, d = X.shape
     t0 = time.perf_counter()
-    run = _run(normalize, rank, tol, seed, N, limit, exact_bytes, working, fair_rank, root, sample_weight)
+    budget = _Budget(limit, N, exact_bytes)
+    run = _Factorization(normalize, rank, float(tol), seed, budget, working, fair_rank, root, sample_weight)
     groups = _Groups(X)
     factors: list[KernelFactor] = []
     blocks: list[Any] = []
@@ -177,27 +178,6 @@ def build_factor_bank(
         out.overall_trace_error,
     )
     return out
-
-
-def _run(
-    normalize: str,
-    rank: int | None,
-    tol: float,
-    seed: int,
-    N: int,
-    limit: float,
-    held: int,
-    working: int,
-    fair_rank: int,
-    root: str,
-    sample_weight: np.ndarray | None,
-) -> _Factorization:
-    """The state of one factorization, with ``held`` bytes of the budget ``limit`` taken."""
-    budget = _Budget(limit, N)
-    budget.take(held)
-    order = np.random.default_rng(np.random.SeedSequence(int(seed))).permutation(N)
-    weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    return _Factorization(normalize, rank, float(tol), order, budget, working, fair_rank, root, weights=weights)
 
 
 def _points_and_specs(bank: Any, X: Any, feature_names: Any, resolve: Any) -> tuple[Any, list[BankKernel]]:
@@ -329,7 +309,8 @@ def refactor_kernels(
     kept = 8 * N * int(old.sum() - old[which].sum())
     working = _working_bytes(N, [fmap.kernels[m].spec for m in which])
     fair_rank = _fair_rank(limit - kept - working, N, len(which))
-    run = _run(fmap.normalize, None, tol, seed, N, limit, kept, working, fair_rank, "", sample_weight)
+    budget = _Budget(limit, N, kept)
+    run = _Factorization(fmap.normalize, None, float(tol), seed, budget, working, fair_rank, "", sample_weight)
     groups = _Groups(X)
     factors = list(fmap.kernels)
     blocks: list[Any] = [bank.LT[bank.starts[m] : bank.starts[m + 1]] for m in range(M)]

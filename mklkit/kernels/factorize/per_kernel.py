@@ -4,7 +4,7 @@ on all points or the distinct ones) and normalised, within the memory budget."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -165,18 +165,25 @@ def _nystrom(
 
 @dataclass
 class _Factorization:
-    """The settings and state of one ``build_factor_bank`` call that every kernel reads."""
+    """The settings and state of one ``build_factor_bank`` call that every kernel reads; ``order``: the
+    points in the order Nyström takes its landmarks, drawn from ``seed``."""
 
     normalize: str
     rank: int | None
     tol: float
-    order: np.ndarray
+    seed: int
     budget: _Budget
     working: int
     fair_rank: int
     root: str
-    rank_so_far: int = 0
     weights: np.ndarray | None = None
+    rank_so_far: int = 0
+    order: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.order = np.random.default_rng(np.random.SeedSequence(int(self.seed))).permutation(self.budget.N)
+        if self.weights is not None:
+            self.weights = np.asarray(self.weights, dtype=np.float64)
 
 
 def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Factorization) -> tuple[KernelFactor, Any]:
