@@ -108,8 +108,7 @@ def _check_normalize(normalize: str) -> str:
 
 
 def _check_normalizable(where: str, normalize: str, tr_raw: float, diag: np.ndarray | None, built: bool) -> None:
-    """Refuse a kernel without a positive trace (``"trace"``) or with some :math:`k(x, x) \\le 0` (``"diagonal"``);
-    a ``built`` kernel's message points at its features."""
+    """Refuse a kernel ``normalize`` cannot scale: trace <= 0 (``"trace"``), some k(x, x) <= 0 (``"diagonal"``)."""
     if normalize == "trace" and not (tr_raw > 0.0 and math.isfinite(tr_raw)):
         raise BankError(
             f"{where} has trace {tr_raw!r}; unit-trace normalisation needs a positive trace"

@@ -40,13 +40,11 @@ class BankError(ValueError):
         return self.value is not _NO_VALUE
 
 
-def _must(
-    key: str, allowed: str, value: Any, note: str = "", at: str | None = None, cls: type[BankError] = BankError
-) -> BankError:
-    """``<key> must be <allowed>; got <value><note>`` (``at``: the key reported, default ``key``)."""
+def _must(key: str, allowed: str, value: Any, note: str = "", cls: type[BankError] = BankError) -> BankError:
+    """``<key> must be <allowed>; got <value><note>``."""
     return cls(
         f"{key} must be {allowed}; got {value!r}{note}",
-        key=at or key,
+        key=key,
         problem="invalid value" + note,
         value=value,
         allowed=allowed,

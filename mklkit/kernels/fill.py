@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from .._jit.gram import all_finite, symmetrize_inplace
 from .description import BankError, BankKernel
-from .functions import as_matrix, base_matrix
+from .functions import base_matrix
 
 
 class _ProgressReporter:
@@ -33,22 +33,34 @@ class _ProgressReporter:
         self.callback({"what": self.label, "done": done, "total": self.total, "elapsed_s": now - self._t0})
 
 
-def _dense_columns(X: Any, columns: np.ndarray, name: str) -> np.ndarray:
-    """Dense float64 copy of the needed columns of ``X`` (dense or sparse), checked finite."""
-    if sp.issparse(X):
-        Xc = sp.csr_matrix(X)
-        if not np.all(np.isfinite(Xc.data)):
+def _as_points(X: Any, name: str, empty: bool = False) -> Any:
+    """``X`` as a finite float64 CSR matrix or C-contiguous array (n, d); no rows only when ``empty``."""
+    sparse = sp.issparse(X)
+    A = sp.csr_matrix(X, dtype=np.float64) if sparse else np.asarray(X, dtype=np.float64)
+    if A.ndim != 2 or A.shape[0] < (0 if empty else 1) or A.shape[1] < 1:
+        raise BankError(f"{name} must be a non-empty 2-d array (samples x features); got shape {A.shape}")
+    if sparse:
+        if not np.all(np.isfinite(A.data)):
             raise BankError(f"{name} contains NaN or infinite values")
-        A = np.ascontiguousarray(Xc[:, columns].toarray(), dtype=np.float64)
-    else:
-        A = np.asarray(X, dtype=np.float64)
-        if A.ndim != 2:
-            raise BankError(f"{name} must be a 2-d array (samples x features); got shape {A.shape}")
-        if not np.all(np.isfinite(A)):
-            r, j = (int(v) for v in np.argwhere(~np.isfinite(A))[0])
-            raise BankError(f"{name}[{r}, {j}] is {float(A[r, j])!r}; NaN and infinite values are not allowed")
-        A = np.ascontiguousarray(A[:, columns]) if len(columns) != A.shape[1] else as_matrix(A)
-    return A
+        A.sort_indices()
+        return A
+    if not np.all(np.isfinite(A)):
+        r, j = (int(v) for v in np.argwhere(~np.isfinite(A))[0])
+        raise BankError(f"{name}[{r}, {j}] is {float(A[r, j])!r}; NaN and infinite values are not allowed")
+    return np.ascontiguousarray(A)
+
+
+def _columns(A: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """The columns ``cols`` of ``A``: ``A`` itself when they are all of them in order, else a C-contiguous copy."""
+    if len(cols) == A.shape[1] and np.array_equal(cols, np.arange(len(cols))):
+        return A
+    return np.ascontiguousarray(A[:, cols])
+
+
+def _dense_columns(X: Any, columns: np.ndarray, name: str) -> np.ndarray:
+    """The needed columns of ``X`` (dense or sparse, any number of rows) as a dense float64 array, checked finite."""
+    A = _as_points(X, name, empty=True)
+    return np.ascontiguousarray(A[:, columns].toarray()) if sp.issparse(A) else _columns(A, columns)
 
 
 def _localizer(columns: np.ndarray, d: int) -> Callable[[tuple[int, ...]], np.ndarray]:
@@ -70,10 +82,8 @@ def _fill(
     label: str,
     progress: Any,
 ) -> None:
-    """``out[m] = k_m(XA_s, XB_s)`` (``XB=None``: symmetric training kernels); consecutive kernels on the
-    same columns share their base matrix."""
+    """``out[m] = k_m(XA_s, XB_s)`` (``XB=None``: symmetric); consecutive kernels on the same columns share a base."""
     bar = _ProgressReporter(len(specs), label, progress)
-    all_cols = None
     sub_key: tuple[int, ...] | None = None
     A = B = None
     base_key: tuple[str, tuple[int, ...]] | None = None
@@ -82,13 +92,8 @@ def _fill(
         for m, spec in enumerate(specs):
             if spec.features != sub_key:
                 idx = local(spec.features)
-                if all_cols is None:
-                    all_cols = np.arange(XA.shape[1])
-                if idx.size == XA.shape[1] and np.array_equal(idx, all_cols):
-                    A, B = XA, XB
-                else:
-                    A = np.ascontiguousarray(XA[:, idx])
-                    B = None if XB is None else np.ascontiguousarray(XB[:, idx])
+                A = _columns(XA, idx)
+                B = None if XB is None else _columns(XB, idx)
                 sub_key = spec.features
             func = spec.function
             target = out[m]

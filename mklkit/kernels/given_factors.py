@@ -194,7 +194,7 @@ def bank_from_factors(
     """
     normalize = _check_normalize(normalize)
     L = _factor_matrix(L_train, source)
-    where = source.rsplit(": ", 1)[0] if ": " in source else source
+    where = source.rsplit(": ", 1)[0]
     st = _layout(starts, ranks, L.shape[1], where)
     M = st.size - 1
     nm = _names(names, M, where)
@@ -203,8 +203,7 @@ def bank_from_factors(
 
 
 def _normalization(L: np.ndarray, starts: np.ndarray, names: list[str], normalize: str, source: str) -> np.ndarray:
-    """The scale of each block (M,) that ``normalize`` gives ``L`` (N, R); refuses a zero block (``"trace"``)
-    or a zero row of a block (``"diagonal"``)."""
+    """The scale of each block (M,) ``normalize`` gives ``L`` (N, R); refuses a zero block or row it cannot scale."""
     LT = L.T
     M = starts.size - 1
     if normalize == "trace":

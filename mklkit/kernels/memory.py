@@ -43,12 +43,9 @@ class MemoryBudgetError(BankError):
 
 def format_bytes(n: float) -> str:
     """``512.0 MiB``, ``3.2 GiB``."""
-    if n >= 1024**3:
-        return f"{n / 1024**3:.1f} GiB"
-    if n >= 1024**2:
-        return f"{n / 1024**2:.1f} MiB"
-    if n >= 1024:
-        return f"{n / 1024:.1f} KiB"
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
     return f"{int(n)} B"
 
 

@@ -49,8 +49,7 @@ def bank_from_precomputed(
 def _normalize_bank(
     K: np.ndarray, where: Sequence[str], normalize: str, built: bool = False
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Normalise ``K`` in place; the traces before and (``"diagonal"``) the diagonals (``built``: by
-    :meth:`KernelBank.build`, whose errors point at the features)."""
+    """Normalise ``K`` in place; the traces and (``"diagonal"``) diagonals before (``built``: errors name features)."""
     M, N = K.shape[0], K.shape[1]
     traces = np.empty(M)
     train_diag = np.empty((M, N)) if normalize == "diagonal" else None
@@ -84,7 +83,10 @@ def precomputed_from_npz(
     :math:`k_m(x, x)` (needed for ``"diagonal"``).  A :class:`BankError` names the file and the array.
     """
     p = os.fspath(path)
-    arrays = _read_npz(p)
+    heads = _npz_headers(p, "kernel", "np.savez(path, K_train=..., y_train=...)")
+    _check_arrays(p, heads, ("K_train", "y_train"), KERNEL_ARRAYS, KERNEL_PAIRS)
+    with np.load(p, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in heads}
     K_train = _dense_array(arrays["K_train"], f"{p}: K_train", 3, _KERNEL_AXES)
     if K_train.shape[1] != K_train.shape[2]:
         raise BankError(f"{p}: K_train must have shape (M, N, N); got {K_train.shape}")
@@ -100,14 +102,6 @@ def precomputed_from_npz(
 #: The arrays a precomputed-kernel ``.npz`` may hold, those it must, and (array, the one it needs).
 KERNEL_ARRAYS = ("K_train", "y_train", "K_test", "y_test", "names", "K_test_diag")
 KERNEL_PAIRS = (("y_test", "K_test", ""), ("K_test_diag", "K_test", ""))
-
-
-def _read_npz(p: str) -> dict[str, np.ndarray]:
-    """The arrays of the ``.npz`` file ``p``, checked by :func:`_npz_headers` and :func:`_check_arrays` first."""
-    heads = _npz_headers(p, "kernel", "np.savez(path, K_train=..., y_train=...)")
-    _check_arrays(p, heads, ("K_train", "y_train"), KERNEL_ARRAYS, KERNEL_PAIRS)
-    with np.load(p, allow_pickle=False) as z:
-        return {k: z[k] for k in heads}
 
 
 def _npz_headers(p: str, what: str, example: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -143,8 +137,7 @@ def _check_arrays(
     allowed: tuple[str, ...],
     pairs: tuple[tuple[str, str, str], ...],
 ) -> None:
-    """Refuse a file without the ``required`` arrays, with one not ``allowed``, one that cannot be a numeric
-    array (pickled objects, strings: from its header), or an array of ``pairs`` without the one it needs."""
+    """Refuse missing, unknown or non-numeric arrays (from the headers), and a ``pairs`` array without its partner."""
     keys = list(heads)
     missing = [k for k in required if k not in keys]
     if missing:

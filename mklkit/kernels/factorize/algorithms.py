@@ -88,10 +88,15 @@ class KernelFactor:
     terms: list[tuple[int, ...]] | None = field(default=None, repr=False)
     coef: np.ndarray | None = field(default=None, repr=False)
 
-    @property
-    def relative_trace_error(self) -> float:
-        """``trace_error / trace`` (0 for a zero kernel)."""
-        return self.trace_error / self.trace if self.trace > 0 else 0.0
+    def through_basis(self, B: Any, transpose: bool = False) -> Any:
+        r""":math:`L_P^{-1}B` (pivoted Cholesky), :math:`W^\top B` (Nyström), else ``B``; ``transpose``:
+        :math:`L_P^{-\top}B`, :math:`WB`."""
+        if self.method == "pivoted_cholesky":
+            trans = "T" if transpose else "N"
+            return solve_triangular(self.basis, B, lower=True, trans=trans, check_finite=False)
+        if self.method == "nystrom":
+            return self.basis @ B if transpose else self.basis.T @ B  # type: ignore[union-attr]
+        return B
 
 
 def _kernel_rows(
@@ -159,11 +164,8 @@ class FactorMap:
 
     def _block(self, kf: KernelFactor, groups: _Groups) -> Any:
         """Rows of :math:`L_m(X_{new})^\\top` for one kernel, (r_m, n_new)."""
-        B = _new_rows(kf, kf.points, groups, self.normalize)
-        if kf.method == "pivoted_cholesky":
-            B = np.ascontiguousarray(solve_triangular(kf.basis, B, lower=True, check_finite=False))
-        elif kf.method == "nystrom":
-            B = np.ascontiguousarray(kf.basis.T @ B)  # type: ignore[union-attr]
+        B = kf.through_basis(_new_rows(kf, kf.points, groups, self.normalize))
+        B = B if sp.issparse(B) else np.ascontiguousarray(B)
         return B * kf.scale if kf.scale != 1.0 else B
 
     def fold(self, kernels: Sequence[int], beta: np.ndarray) -> "FoldedFactorMap":
@@ -177,14 +179,7 @@ class FactorMap:
         for m in np.asarray(kernels, dtype=np.intp).ravel():
             kf = self.kernels[int(m)]
             b = np.ascontiguousarray(beta[:, self.starts[m] : self.starts[m + 1]].T)  # (r_m, T)
-            if kf.method == "pivoted_cholesky":
-                assert kf.basis is not None
-                w = solve_triangular(kf.basis, b, lower=True, trans="T", check_finite=False)
-            elif kf.method == "nystrom":
-                assert kf.basis is not None
-                w = kf.basis @ b
-            else:
-                w = b
+            w = kf.through_basis(b, transpose=True)
             points = kf.points
             if points is not None and 2 * np.count_nonzero(points) < points.size:
                 points = sp.csr_matrix(points)  # mostly-zero points (indicators, counts): CSR is smaller
@@ -231,8 +226,7 @@ class FoldedFactorMap:
 
 
 def _new_rows(kf: KernelFactor, P: Any, groups: _Groups, normalize: str) -> Any:
-    """Rows of new points before the basis and ``kf.scale``: the exact map, or the kernel rows of the pivots
-    or landmarks ``P`` against them; normalised for ``"diagonal"``."""
+    """Rows of new points before the basis and ``kf.scale``: the exact map, or kernel rows of the points ``P``."""
     if kf.method in ("linear", "poly_map"):
         return _exact_rows(kf, groups, normalize == "diagonal", "X_new")[0]
     spec = kf.spec
@@ -242,8 +236,7 @@ def _new_rows(kf: KernelFactor, P: Any, groups: _Groups, normalize: str) -> Any:
 
 
 def _exact_rows(kf: KernelFactor, groups: _Groups, diagonal: bool, name: str) -> tuple[Any, np.ndarray]:
-    """Rows (r, n) of an exact factor before ``kf.scale`` (divided by :math:`\\sqrt{k(x,x)}` when
-    ``diagonal``), and :math:`k(x, x)`."""
+    """Rows (r, n) of an exact factor before ``kf.scale`` (over sqrt(k(x, x)) when ``diagonal``), and k(x, x)."""
     spec = kf.spec
     if kf.method == "linear" and groups.sparse:
         Xs = groups.sparse_columns(spec.features)

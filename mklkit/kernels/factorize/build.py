@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..._jit.factor import gather_columns
-from ...data import Dataset
+from ..build import _training_points
 from ..memory import format_bytes
 from ..description import DEFAULT_MEMORY_BUDGET, BankKernel, Resolver, expand_bank
 from ..factor import FactorBank
@@ -156,7 +156,8 @@ def build_factor_bank(
     rank, exact_bytes, working, fair_rank = _fit_budget(specs, kinds, X, sparse_bank, rank, limit, root)
     N, d = X.shape
     t0 = time.perf_counter()
-    run = _run(normalize, rank, tol, seed, N, limit, exact_bytes, working, fair_rank, root, sample_weight)
+    budget = _Budget(limit, N, exact_bytes)
+    run = _Factorization(normalize, rank, float(tol), seed, budget, working, fair_rank, root, sample_weight)
     groups = _Groups(X)
     factors: list[KernelFactor] = []
     blocks: list[Any] = []
@@ -165,7 +166,7 @@ def build_factor_bank(
         factors.append(kf)
         blocks.append(blk)
         run.rank_so_far += kf.rank
-    out = _bank(factors, blocks, N, normalize, d, sparse_bank, [kf.trace_error for kf in factors])
+    out = _bank(factors, blocks, N, normalize, d, sparse_bank)
     logger.info(
         "factored %d kernels on %d samples in %.2f s: total rank %d (%s), %s; residual trace %.3g of the total",
         len(specs),
@@ -179,44 +180,20 @@ def build_factor_bank(
     return out
 
 
-def _run(
-    normalize: str,
-    rank: int | None,
-    tol: float,
-    seed: int,
-    N: int,
-    limit: float,
-    held: int,
-    working: int,
-    fair_rank: int,
-    root: str,
-    sample_weight: np.ndarray | None,
-) -> _Factorization:
-    """The state of one factorization, with ``held`` bytes of the budget ``limit`` taken."""
-    budget = _Budget(limit, N)
-    budget.take(held)
-    order = np.random.default_rng(np.random.SeedSequence(int(seed))).permutation(N)
-    weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    return _Factorization(normalize, rank, float(tol), order, budget, working, fair_rank, root, weights=weights)
-
-
 def _points_and_specs(bank: Any, X: Any, feature_names: Any, resolve: Any) -> tuple[Any, list[BankKernel]]:
     """The checked training points (unwrapped from a :class:`Dataset`) and the expanded kernels of ``bank``."""
-    if isinstance(X, Dataset):
-        feature_names = X.feature_names if feature_names is None else feature_names
-        X = X.X
+    X, _, _, feature_names = _training_points(X, feature_names)
     X = _as_points(X, "X")
     if isinstance(bank, (list, tuple)) and bank and all(isinstance(s, BankKernel) for s in bank):
         return X, list(bank)
     return X, expand_bank(bank, X.shape[1], feature_names, resolve)
 
 
-def _bank(
-    factors: list[KernelFactor], blocks: list, N: int, normalize: str, d: int, sparse: bool, err: Any
-) -> FactorBank:
+def _bank(factors: list[KernelFactor], blocks: list, N: int, normalize: str, d: int, sparse: bool) -> FactorBank:
     """The bank of the kernels' factors and rows, with their :class:`FactorMap`."""
     starts = np.concatenate([[0], np.cumsum([kf.rank for kf in factors])]).astype(np.int64)
     fmap = FactorMap(factors, starts, normalize, d, sparse)
+    err = [kf.trace_error for kf in factors]
     return FactorBank(_assemble(blocks, starts, N, sparse), starts, trace_error=err, factor_map=fmap)
 
 
@@ -332,17 +309,17 @@ def refactor_kernels(
     kept = 8 * N * int(old.sum() - old[which].sum())
     working = _working_bytes(N, [fmap.kernels[m].spec for m in which])
     fair_rank = _fair_rank(limit - kept - working, N, len(which))
-    run = _run(fmap.normalize, None, tol, seed, N, limit, kept, working, fair_rank, "", sample_weight)
+    budget = _Budget(limit, N, kept)
+    run = _Factorization(fmap.normalize, None, float(tol), seed, budget, working, fair_rank, "", sample_weight)
     groups = _Groups(X)
     factors = list(fmap.kernels)
     blocks: list[Any] = [bank.LT[bank.starts[m] : bank.starts[m + 1]] for m in range(M)]
-    errors = np.asarray(bank.trace_error, dtype=np.float64).copy()
     t0 = time.perf_counter()
     for m, r in zip(which, ranks):
         run.rank = min(int(r), N)
         kf, blk = _factor_one(m, factors[m].spec, factors[m].method, groups, run)
-        factors[m], blocks[m], errors[m] = kf, blk, kf.trace_error
-    out = _bank(factors, blocks, N, fmap.normalize, fmap.n_features, False, errors)
+        factors[m], blocks[m] = kf, blk
+    out = _bank(factors, blocks, N, fmap.normalize, fmap.n_features, False)
     logger.info(
         "factored %d kernels again in %.2f s: total rank %d -> %d, residual trace %.3g of the total",
         len(which),

@@ -4,7 +4,7 @@ on all points or the distinct ones) and normalised, within the memory budget."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -14,7 +14,7 @@ from scipy.linalg import eigh
 from ..._jit.factor import pivot_batch
 from ..memory import format_bytes
 from ..description import BankKernel, _check_normalizable
-from .algorithms import KernelFactor, _diag, _exact_rows, _kernel_rows, _scale_columns
+from .algorithms import KernelFactor, _diag, _exact_rows, _kernel_rows
 from .points import _Groups
 from .settings import FactorError, _budget_key, _key
 
@@ -32,13 +32,13 @@ _EIG_CUTOFF = 1e-8
 _NYSTROM_START = 64
 
 
+@dataclass
 class _Budget:
     """Bytes held by factors and working space against ``memory_budget``."""
 
-    def __init__(self, limit: float, N: int) -> None:
-        self.limit = limit
-        self.N = N
-        self.used = 0
+    limit: float
+    N: int
+    used: int = 0
 
     def fits(self, nbytes: float) -> bool:
         return self.used + nbytes <= self.limit
@@ -165,18 +165,25 @@ def _nystrom(
 
 @dataclass
 class _Factorization:
-    """The settings and state of one ``build_factor_bank`` call that every kernel reads."""
+    """The settings and state of one ``build_factor_bank`` call that every kernel reads; ``order``: the
+    points in the order Nyström takes its landmarks, drawn from ``seed``."""
 
     normalize: str
     rank: int | None
     tol: float
-    order: np.ndarray
+    seed: int
     budget: _Budget
     working: int
     fair_rank: int
     root: str
-    rank_so_far: int = 0
     weights: np.ndarray | None = None
+    rank_so_far: int = 0
+    order: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.order = np.random.default_rng(np.random.SeedSequence(int(self.seed))).permutation(self.budget.N)
+        if self.weights is not None:
+            self.weights = np.asarray(self.weights, dtype=np.float64)
 
 
 def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Factorization) -> tuple[KernelFactor, Any]:
@@ -184,8 +191,9 @@ def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Fact
     normalize = run.normalize
     N = groups.X.shape[0]
     kf = KernelFactor(spec, kind, 0, 1.0, 0.0)
-    if kind in ("linear", "poly_map"):
-        blk, diag = _exact_rows(kf, groups, False, "X")
+    exact = kind in ("linear", "poly_map")
+    if exact:
+        blk, diag = _exact_rows(kf, groups, normalize == "diagonal", "X")
     else:
         A = np.ascontiguousarray(groups.dense(spec.features))
         diag = _diag(spec.function, A, spec.label, "X")
@@ -198,15 +206,13 @@ def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Fact
     else:
         trace = float(N) if normalize == "diagonal" else tr_raw
     kf.trace = trace
-    if kind in ("linear", "poly_map"):
-        if normalize == "diagonal":
-            blk = _scale_columns(blk, diag)
+    if exact:
         kf.rank = int(blk.shape[0])
     else:
         blk = _approximate(kf, A, diag, groups, run, where)
     sq = _squared_norm(blk) * scale * scale
     kf.trace_error = max(trace - sq, 0.0)
-    if kind in ("linear", "poly_map") and scale != 1.0:
+    if exact and scale != 1.0:
         blk = blk * scale
     elif isinstance(blk, _Approx) and scale != 1.0:
         for b in blk.blocks:

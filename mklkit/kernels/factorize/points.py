@@ -9,6 +9,7 @@ import scipy.sparse as sp
 
 from ...data import Dataset
 from ..description import BankError
+from ..fill import _as_points, _columns
 from ..functions import BaseRows
 
 
@@ -20,25 +21,6 @@ def _new_points(X_new: Any, n_features: int) -> Any:
     if X.shape[1] != n_features:
         raise BankError(f"X_new must have shape (n, {n_features}) like the training data; got {X.shape}")
     return X
-
-
-def _as_points(X: Any, name: str) -> Any:
-    """``X`` as a finite float64 CSR matrix or C-contiguous array (n, d)."""
-    if sp.issparse(X):
-        Xs = sp.csr_matrix(X, dtype=np.float64)
-        if Xs.ndim != 2 or Xs.shape[0] < 1 or Xs.shape[1] < 1:
-            raise BankError(f"{name} must be a non-empty 2-d array (samples x features); got shape {Xs.shape}")
-        if not np.all(np.isfinite(Xs.data)):
-            raise BankError(f"{name} contains NaN or infinite values")
-        Xs.sort_indices()
-        return Xs
-    A = np.asarray(X, dtype=np.float64)
-    if A.ndim != 2 or A.shape[0] < 1 or A.shape[1] < 1:
-        raise BankError(f"{name} must be a non-empty 2-d array (samples x features); got shape {A.shape}")
-    if not np.all(np.isfinite(A)):
-        r, j = (int(v) for v in np.argwhere(~np.isfinite(A))[0])
-        raise BankError(f"{name}[{r}, {j}] is {float(A[r, j])!r}; NaN and infinite values are not allowed")
-    return np.ascontiguousarray(A)
 
 
 def _distinct_rows(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -85,10 +67,8 @@ class _Groups:
             cols = np.asarray(features, dtype=np.intp)
             if self.sparse:
                 self._dense = np.ascontiguousarray(self.X[:, cols].toarray())
-            elif cols.size == self.X.shape[1] and np.array_equal(cols, np.arange(cols.size)):
-                self._dense = self.X
             else:
-                self._dense = np.ascontiguousarray(self.X[:, cols])
+                self._dense = _columns(self.X, cols)
             self._key = features
         return self._dense
 
