@@ -126,14 +126,15 @@ def standardize(d: Data, scaler: Any = None) -> Data:
     return contiguous_data(replace(d, X_train=X_train, X_test=X_test, scaler=sc))
 
 
-def array_data(X: Any, y: Any, task: str, feature_names: Sequence[str] | None = None, name: str = "X") -> Data:
-    """Feature data given in memory (the estimators): ``X`` (N, d) dense or sparse, ``y`` checked by the caller."""
+def array_data(X: Any, y: Any, task: str, feature_names: Sequence[str] | None = None, w_train: Any = None) -> Data:
+    """Feature data given in memory (the estimators): ``X`` (N, d) dense or sparse; ``y`` and the training rows'
+    weights ``w_train`` checked by the caller."""
     import numpy as np
 
-    d = int(X.shape[1])
-    names = [str(n) for n in feature_names] if feature_names is not None else [f"x{j}" for j in range(d)]
+    names = [str(n) for n in feature_names] if feature_names is not None else [f"x{j}" for j in range(X.shape[1])]
+    n = int(X.shape[0])
     return contiguous_data(
-        Data(X_train=X, y_train=np.asarray(y), feature_names=names, name=name, task=task, n_total=int(X.shape[0]))
+        Data(X_train=X, y_train=np.asarray(y), feature_names=names, name="X", task=task, n_total=n, w_train=w_train)
     )
 
 
@@ -152,20 +153,13 @@ def kernels_in_order(K: Any) -> Any:
     return np.array(K, dtype=np.float64, order="C")
 
 
-def gram_data(K: Any, y: Any, task: str, names: Sequence[str] | None = None, name: str = "X") -> Data:
+def gram_data(K: Any, y: Any, task: str, w_train: Any = None) -> Data:
     """Precomputed training kernels (M, N, N) given in memory, copied (the bank normalises them in place)."""
     import numpy as np
 
     K = kernels_in_order(K)
-    return Data(
-        X_train=None,
-        y_train=np.asarray(y),
-        name=name,
-        task=task,
-        K_train=K,
-        kernel_names=None if names is None else list(names),
-        n_total=int(K.shape[1]),
-    )
+    n = int(K.shape[1])
+    return Data(X_train=None, y_train=np.asarray(y), name="X", task=task, K_train=K, n_total=n, w_train=w_train)
 
 
 def make_folds(cv: CVSettings, d: Data) -> list[tuple[np.ndarray, np.ndarray]]:
