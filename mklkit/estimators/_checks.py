@@ -11,7 +11,7 @@ import numpy as np
 
 from ..components.base import Component
 from ..components.params import ParamError
-from ..pipeline import PipelineError, Representation, check_support, parse_bytes
+from ..pipeline import PipelineError, check_support, parse_bytes
 from ..pipeline.bank_settings import FactorSettings, ShardedSettings
 from ..plugins import get_registry
 from ._defaults import default_bank, feature_kinds
@@ -154,12 +154,7 @@ class ParameterChecks:
                 "'auto', None/False (Gram matrices), True or a mapping with keys rank, tol, method, seed, refine",
                 owner=owner,
             )
-        settings = FactorSettings.model_construct(**dict(factor))
-        try:
-            Representation("factor", settings).check(root="factor")
-        except PipelineError as exc:
-            raise ValueError(f"{owner}: {exc}") from None
-        return "factor", {"factor": settings}
+        return "factor", {"factor": FactorSettings.model_construct(**dict(factor))}  # checked by pipeline.prepare
 
     def _checked_options(self) -> str:
         """Check ``normalize``, ``memory_budget``, ``bias``, ``standardize`` and ``verbose``; ``normalize`` as given."""
