@@ -65,18 +65,12 @@ def check_choice(value: Any, key: str, choices: Sequence[str], owner: str) -> st
 
 
 def check_budget(value: Any, owner: str) -> float | None:
-    if value is None:
-        return None
+    """``memory_budget`` in bytes, read by the pipeline's :func:`~mklkit.pipeline.parse_bytes`."""
     try:
-        if isinstance(value, str):
-            return float(parse_bytes(value))
-        if not _is_bool(value) and isinstance(value, numbers.Real) and value > 0:
-            return float(value)
-    except (TypeError, ValueError):
-        pass
-    raise ParamError(
-        "memory_budget", value, "None, a number of bytes > 0 or a size such as '512MB' or '4GiB'", owner=owner
-    ) from None
+        return None if value is None else float(parse_bytes(value))
+    except ValueError:
+        allowed = "None, a number of bytes > 0 or a size such as '512MB' or '4GiB'"
+        raise ParamError("memory_budget", value, allowed, owner=owner) from None
 
 
 def _param_of(key: str) -> str:
