@@ -55,8 +55,7 @@ class FactorSettings(Settings):
 
 @pydantic_dataclass(frozen=True)
 class RefineSettings:
-    """How :func:`~mklkit.pipeline.refine.refine_factors` grows the factors of the kernels in use (checked by
-    pydantic: a value out of range is a ValueError naming it)."""
+    """How :func:`~mklkit.pipeline.refine.refine_factors` grows the factors of the kernels in use (ranges checked)."""
 
     #: most rounds of refinement after the first solve
     rounds: Annotated[int, Field(ge=0)] = 3
