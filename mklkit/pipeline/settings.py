@@ -32,11 +32,6 @@ DEFAULTS: dict[str, Any] = {
     "cv.seed": 0,
 }
 
-#: Where the Gram bank lives: one (M, N, N) array, kernel shards on Dask
-#: workers (:class:`~mklkit.kernels.sharded.ShardedBank`), or factors
-#: :math:`K_m = L_mL_m^\top` (:class:`~mklkit.kernels.factor.FactorBank`).
-REPRESENTATIONS: tuple[str, ...] = ("array", "sharded", "factor")
-
 
 _UNITS = {"": 1, "b": 1} | {
     p + suffix: base**i for i, p in enumerate("kmgt", 1) for suffix, base in (("", 1000), ("b", 1000), ("ib", 1024))
