@@ -141,7 +141,7 @@ class ParameterChecks:
         if factor is None or factor is False:
             return "array", {"factor": False}
         factor = {} if factor is True else factor
-        if not isinstance(factor, Mapping) or set(factor) - {"rank", "tol", "method", "seed", "refine"}:
+        if not isinstance(factor, Mapping) or set(factor) - set(FactorSettings.model_fields):
             raise ParamError(
                 "factor",
                 factor,
