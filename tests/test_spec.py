@@ -213,6 +213,7 @@ def test_parse_bytes():
     assert parse_bytes("4GiB") == 4 * 1024**3
     assert parse_bytes("512 MB") == 512 * 10**6
     assert parse_bytes(1000) == 1000
+    assert parse_bytes(np.int64(1000)) == 1000  # numpy numbers too (an estimator's memory_budget)
     assert parse_bytes("1.5kib") == 1536
     for bad in ("lots", -1, 0, True, "5 XB", None):
         with pytest.raises(ValueError):

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..components.base import Component
 from ..components.params import ParamError
-from ..pipeline import PipelineError, Representation, check_support, parse_bytes
+from ..pipeline import PipelineError, check_support, parse_bytes
 from ..pipeline.bank_settings import FactorSettings, ShardedSettings
 from ..plugins import get_registry
 from ._defaults import default_bank, feature_kinds
@@ -65,18 +65,12 @@ def check_choice(value: Any, key: str, choices: Sequence[str], owner: str) -> st
 
 
 def check_budget(value: Any, owner: str) -> float | None:
-    if value is None:
-        return None
+    """``memory_budget`` in bytes, read by the pipeline's :func:`~mklkit.pipeline.parse_bytes`."""
     try:
-        if isinstance(value, str):
-            return float(parse_bytes(value))
-        if not _is_bool(value) and isinstance(value, numbers.Real) and value > 0:
-            return float(value)
-    except (TypeError, ValueError):
-        pass
-    raise ParamError(
-        "memory_budget", value, "None, a number of bytes > 0 or a size such as '512MB' or '4GiB'", owner=owner
-    ) from None
+        return None if value is None else float(parse_bytes(value))
+    except ValueError:
+        allowed = "None, a number of bytes > 0 or a size such as '512MB' or '4GiB'"
+        raise ParamError("memory_budget", value, allowed, owner=owner) from None
 
 
 def _param_of(key: str) -> str:
@@ -147,19 +141,14 @@ class ParameterChecks:
         if factor is None or factor is False:
             return "array", {"factor": False}
         factor = {} if factor is True else factor
-        if not isinstance(factor, Mapping) or set(factor) - {"rank", "tol", "method", "seed", "refine"}:
+        if not isinstance(factor, Mapping) or set(factor) - set(FactorSettings.model_fields):
             raise ParamError(
                 "factor",
                 factor,
                 "'auto', None/False (Gram matrices), True or a mapping with keys rank, tol, method, seed, refine",
                 owner=owner,
             )
-        settings = FactorSettings.model_construct(**dict(factor))
-        try:
-            Representation("factor", settings).check(root="factor")
-        except PipelineError as exc:
-            raise ValueError(f"{owner}: {exc}") from None
-        return "factor", {"factor": settings}
+        return "factor", {"factor": FactorSettings.model_construct(**dict(factor))}  # checked by pipeline.prepare
 
     def _checked_options(self) -> str:
         """Check ``normalize``, ``memory_budget``, ``bias``, ``standardize`` and ``verbose``; ``normalize`` as given."""

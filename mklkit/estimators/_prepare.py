@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -11,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils.validation import _check_sample_weight, validate_data
+from sklearn.utils.validation import _check_sample_weight, column_or_1d, validate_data
 
 from .. import pipeline
 from .._multiclass import BinaryTask
@@ -49,16 +48,12 @@ class FitState:
 
 @dataclass
 class Input:
-    """The validated training input: the pipeline's data (labels of the first binary problem), the labels and
-    weights of its rows, and the bank's settings."""
+    """The validated training input: the pipeline's data (its rows' labels and weights) and the bank's settings."""
 
     data: Any
-    y: np.ndarray
-    sw: np.ndarray | None
     n_features_in: int
     kernels: Any  # resolved bank entries or "precomputed"
     bank_settings: Any
-    normalize: str  # "auto" resolved
 
 
 def strip_bank(bank: Any, keep: np.ndarray | None = None) -> Any:
@@ -110,7 +105,9 @@ class FitPreparation:
                 f"splitters index a pairwise input); got shape {X.shape}"
             )
         K = np.moveaxis(X, 2, 0)
-        y = self._validate_y(y)
+        if y is None:
+            raise ValueError(f"{owner} requires y to be passed, but the target y is None")
+        y = column_or_1d(y)
         if y.shape[0] != K.shape[1]:
             raise ValueError(f"{owner}: X holds Gram matrices of {K.shape[1]} samples but y has {y.shape[0]} labels")
         sw = self._sample_weight(sample_weight, y)
@@ -119,7 +116,7 @@ class FitPreparation:
                 f"{owner}: with kernels='precomputed', sample_weight must be > 0 for every sample (a zero weight "
                 f"drops the sample: leave its rows and columns out of X); got {float(np.min(sw))!r}"
             )
-        data = dataclasses.replace(pipeline.gram_data(K, y, self._task), w_train=sw)
+        data = pipeline.gram_data(K, y, self._task, w_train=sw)
         # the PSD check on the contiguous copy; non-finite values are left to the pipeline's check, which names them
         if all(all_finite(data.K_train[m]) for m in range(data.K_train.shape[0])):
             try:
@@ -127,7 +124,7 @@ class FitPreparation:
             except BankError as exc:
                 raise ValueError(f"{owner}: {exc}") from None
         bank_settings = BankSettings.model_construct(normalize=normalize, memory_budget=self.memory_budget)
-        return Input(data, y, sw, int(K.shape[1]), "precomputed", bank_settings, normalize)
+        return Input(data, int(K.shape[1]), "precomputed", bank_settings)
 
     def _feature_input(self, X: Any, y: Any, sample_weight: Any, normalize: str, rep_settings: dict[str, Any]) -> Input:
         """Feature vectors ``X``, validated (rows of zero weight dropped) and standardized as asked, with the bank's
@@ -143,8 +140,7 @@ class FitPreparation:
         n_features_in = int(X.shape[1])
         kernels = self._bank_entries(n_features_in, X)
         names = getattr(self, "feature_names_in_", None)
-        data = pipeline.array_data(X, y, self._task, None if names is None else [str(n) for n in names])
-        data = dataclasses.replace(data, w_train=sw)
+        data = pipeline.array_data(X, y, self._task, names, w_train=sw)
         # "auto": dense features are standardized; sparse ones (indicators, counts) kept as they are
         if (not sp.issparse(X)) if isinstance(self.standardize, str) else bool(self.standardize):
             data = pipeline.standardize(data)
@@ -155,12 +151,13 @@ class FitPreparation:
             memory_budget=self.memory_budget,
             **rep_settings,
         )
-        return Input(data, y, sw, n_features_in, kernels, bank_settings, normalize)
+        return Input(data, n_features_in, kernels, bank_settings)
 
     def _binary_tasks(self, given: Input, kind: str) -> tuple[np.ndarray | None, list[BinaryTask], tuple[float, float]]:
         """:meth:`_encode_targets` of the labels (one-vs-one problems take rows of Gram matrices); the labels of the
         first problem on every row become the data's, for the pipeline's checks."""
-        classes, tasks, target = self._encode_targets(given.y, given.sw)
+        y = given.data.y_train
+        classes, tasks, target = self._encode_targets(y, given.data.w_train)
         rows = any(t.rows is not None for t in tasks)
         if kind == "auto" and rows:
             given.bank_settings = given.bank_settings.model_copy(update={"factor": False})
@@ -173,7 +170,7 @@ class FitPreparation:
             )
         y_first = tasks[0].y
         if tasks[0].rows is not None:
-            y_first = np.full(given.y.shape[0], -1.0)
+            y_first = np.full(y.shape[0], -1.0)
             y_first[tasks[0].rows] = tasks[0].y
         given.data.y_train = np.ascontiguousarray(y_first, dtype=np.float64)
         return classes, tasks, target
@@ -202,8 +199,8 @@ class FitPreparation:
             raise self._error(exc) from None
         rep = prepared.representation
         logger.info(
-            f"{self._owner}: {prepared.n_kernels} kernels on {data.n_train} samples (normalize={given.normalize}, "
-            f"{rep}) in {time.perf_counter() - t0:.2f} s; {len(tasks)} binary problem(s)"
+            f"{self._owner}: {prepared.n_kernels} kernels on {data.n_train} samples "
+            f"(normalize={given.bank_settings.normalize}, {rep}) in {time.perf_counter() - t0:.2f} s; {len(tasks)} binary problem(s)"
         )
         bank = prepared.bank.cross_bank() if rep == "sharded" else prepared.bank
         return FitState(
@@ -232,13 +229,3 @@ class FitPreparation:
         if not np.any(sw > 0.0):
             raise ValueError(f"{self._owner}: sample_weight must have a weight > 0; got all zeros")
         return None if np.all(sw == 1.0) else np.array(sw, dtype=np.float64)
-
-    def _validate_y(self, y: Any) -> np.ndarray:
-        if y is None:
-            raise ValueError(f"{self._owner} requires y to be passed, but the target y is None")
-        y = np.asarray(y)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y.ravel()
-        if y.ndim != 1:
-            raise ValueError(f"{self._owner}: y must be a 1-d array; got shape {y.shape}")
-        return y

@@ -16,11 +16,11 @@ from .data import Data, array_data, fold, gram_data, make_folds, standardize
 from .errors import PipelineError, one_line_error
 from .loading import load_data
 from .problem_settings import ProblemSettings, component_dict
-from .settings import DEFAULTS, REPRESENTATIONS, CVSettings, DataSettings, parse_bytes
+from .settings import DEFAULTS, CVSettings, DataSettings, parse_bytes
 
 PipelineError.__module__ = __name__  # its public name: mklkit.pipeline.PipelineError
 
-__all__ = ["DEFAULTS", "REPRESENTATIONS", "parse_bytes", "PipelineError", "one_line_error", "DataSettings"]
+__all__ = ["DEFAULTS", "parse_bytes", "PipelineError", "one_line_error", "DataSettings"]
 __all__ += ["Representation", "BankSettings", "ProblemSettings", "CVSettings", "component_dict", "Data", "TestSide"]
 __all__ += ["new_points", "rows_of", "Prepared", "load_data", "array_data", "gram_data", "make_folds", "fold"]
 __all__ += ["standardize", "check_memory", "choose_representation", "check_support", "probe_problem", "problem_at"]

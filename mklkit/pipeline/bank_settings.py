@@ -8,6 +8,7 @@ from typing import Annotated, Any, Callable, Literal, Mapping
 
 from pydantic import ConfigDict, Field, PlainValidator, ValidationInfo, WithJsonSchema, field_validator
 from pydantic import model_validator
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from ..components.params import did_you_mean
 from ..plugins import UnknownComponentError, get_registry
@@ -52,39 +53,22 @@ class FactorSettings(Settings):
         return self
 
 
-@dataclass(frozen=True)
+@pydantic_dataclass(frozen=True)
 class RefineSettings:
-    """How :func:`~mklkit.pipeline.refine.refine_factors` grows the factors of the kernels in use."""
+    """How :func:`~mklkit.pipeline.refine.refine_factors` grows the factors of the kernels in use (ranges checked)."""
 
     #: most rounds of refinement after the first solve
-    rounds: int = 3
+    rounds: Annotated[int, Field(ge=0)] = 3
     #: rank multiplied by this per round
-    growth: float = 4.0
+    growth: Annotated[float, Field(gt=1.0)] = 4.0
     #: relative residual trace a kernel in use is refined to
-    tol: float = 1e-3
+    tol: Annotated[float, Field(ge=0.0, lt=1.0)] = 1e-3
     #: a kernel whose dual block norm is at least this fraction of the least active one's is wanted
-    near: float = 0.9
+    near: Annotated[float, Field(gt=0.0, le=1.0)] = 0.9
     #: largest rank per kernel; ``None``: :math:`\sqrt{W/N}`, W = :data:`~mklkit.pipeline.refine.BLOCK_WORK`
-    max_rank: int | None = None
+    max_rank: Annotated[int, Field(ge=1)] | None = None
     #: fraction of the memory budget all factors together may hold
-    share: float = 0.5
-
-    def __post_init__(self) -> None:
-        checks = {
-            "rounds": isinstance(self.rounds, int) and self.rounds >= 0,
-            "growth": self.growth > 1.0,
-            "tol": 0.0 <= self.tol < 1.0,
-            "near": 0.0 < self.near <= 1.0,
-            "max_rank": self.max_rank is None or (isinstance(self.max_rank, int) and self.max_rank >= 1),
-            "share": 0.0 < self.share <= 1.0,
-        }
-        bad = [k for k, ok in checks.items() if not ok]
-        if bad:
-            raise ValueError(
-                f"RefineSettings: invalid {', '.join(f'{k}={getattr(self, k)!r}' for k in bad)} "
-                "(rounds >= 0, growth > 1, 0 <= tol < 1, 0 < near <= 1, max_rank >= 1, "
-                "0 < share <= 1)"
-            )
+    share: Annotated[float, Field(gt=0.0, le=1.0)] = 0.5
 
 
 def kernel_resolver() -> Callable[[str], type]:

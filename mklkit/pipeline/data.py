@@ -31,8 +31,6 @@ class Data:
     n_total: int = 0
     #: ``K_test_diag`` of precomputed kernels (the test points' own k(x, x)).
     test_diag: np.ndarray | None = None
-    #: whether ``K_train``/``K_test`` are already normalised.
-    normalized: bool = False
     #: the Standardizer applied to ``X_*`` (``None``: not standardized).
     scaler: Any = None
     #: column offsets of the kernels in the rows of precomputed factors (``X_*``); ``None`` otherwise.
@@ -110,15 +108,15 @@ def contiguous_data(d: Data) -> Data:
     return d
 
 
-def standardize(d: Data, scaler: Any = None) -> Data:
-    """Centre and scale ``X_train`` (and ``X_test``) with (weighted) training statistics, or with a fitted
-    ``scaler``; precomputed kernels and factors are returned unchanged."""
+def standardize(d: Data) -> Data:
+    """Centre and scale ``X_train`` (and ``X_test``) with (weighted) training statistics; precomputed kernels and
+    factors are returned unchanged."""
     from ..data import DataError, Standardizer
 
     if d.precomputed or d.X_train is None or d.factor_starts is not None:
         return d
     try:
-        sc = scaler if scaler is not None else Standardizer().fit(d.X_train, sample_weight=d.w_train)
+        sc = Standardizer().fit(d.X_train, sample_weight=d.w_train)
         X_train = sc.transform(d.X_train)
         X_test = sc.transform(d.X_test) if d.X_test is not None else None
     except DataError as exc:
@@ -126,14 +124,13 @@ def standardize(d: Data, scaler: Any = None) -> Data:
     return contiguous_data(replace(d, X_train=X_train, X_test=X_test, scaler=sc))
 
 
-def array_data(X: Any, y: Any, task: str, feature_names: Sequence[str] | None = None, name: str = "X") -> Data:
-    """Feature data given in memory (the estimators): ``X`` (N, d) dense or sparse, ``y`` checked by the caller."""
+def array_data(X: Any, y: Any, task: str, feature_names: Sequence[str] | None = None, w_train: Any = None) -> Data:
+    """Feature data given in memory (the estimators): ``X`` (N, d), ``y`` and ``w_train`` checked by the caller."""
     import numpy as np
 
-    d = int(X.shape[1])
-    names = [str(n) for n in feature_names] if feature_names is not None else [f"x{j}" for j in range(d)]
+    names = [str(n) for n in feature_names] if feature_names is not None else [f"x{j}" for j in range(X.shape[1])]
     return contiguous_data(
-        Data(X_train=X, y_train=np.asarray(y), feature_names=names, name=name, task=task, n_total=int(X.shape[0]))
+        Data(X_train=X, y_train=np.asarray(y), feature_names=names, name="X", task=task, w_train=w_train)
     )
 
 
@@ -152,20 +149,12 @@ def kernels_in_order(K: Any) -> Any:
     return np.array(K, dtype=np.float64, order="C")
 
 
-def gram_data(K: Any, y: Any, task: str, names: Sequence[str] | None = None, name: str = "X") -> Data:
+def gram_data(K: Any, y: Any, task: str, w_train: Any = None) -> Data:
     """Precomputed training kernels (M, N, N) given in memory, copied (the bank normalises them in place)."""
     import numpy as np
 
     K = kernels_in_order(K)
-    return Data(
-        X_train=None,
-        y_train=np.asarray(y),
-        name=name,
-        task=task,
-        K_train=K,
-        kernel_names=None if names is None else list(names),
-        n_total=int(K.shape[1]),
-    )
+    return Data(X_train=None, y_train=np.asarray(y), name="X", task=task, K_train=K, w_train=w_train)
 
 
 def make_folds(cv: CVSettings, d: Data) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -237,13 +226,10 @@ def fold(d: Data, train: Any, val: Any, standardized: bool = False) -> Data:
         y_train=np.ascontiguousarray(d.y_train[train]),
         y_test=np.ascontiguousarray(d.y_train[val]),
         w_train=None if w is None else np.ascontiguousarray(w[train]),
-        n_total=int(train.size + val.size),
     )
     if d.precomputed:
         K = d.K_train
         assert K is not None
-        if d.normalized:
-            raise ValueError("fold() needs raw precomputed kernels (normalised ones cannot be split)")
         return replace(
             d,
             K_train=np.ascontiguousarray(K[:, train][:, :, train]),

@@ -209,19 +209,17 @@ def weigh(d: Data, data: DataSettings, enc: Classes | None, sw: np.ndarray | Non
 
     if enc is not None:
         d.classes, d.positive = enc.classes, enc.positive
-    w = None
+    w = sw
     if sw is not None:
-        name = data.sample_weight
         bad = ~np.isfinite(sw) | (sw < 0.0)
         if np.any(bad):
-            i = int(np.flatnonzero(bad)[0])
+            name = data.sample_weight
             raise PipelineError(
                 "data.sample_weight",
-                f"column {name!r} has the weight {sw[i]:g} in a training row",
+                f"column {name!r} has the weight {sw[np.flatnonzero(bad)[0]]:g} in a training row",
                 name,
                 "finite numbers >= 0 (0 leaves the row out)",
             )
-        w = sw
     cw = data.class_weight
     if cw is not None:
         if enc is None:

@@ -4,6 +4,7 @@ and the data (``data:``) and cross-validation (``cv:``) sections."""
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, Mapping
@@ -31,11 +32,6 @@ DEFAULTS: dict[str, Any] = {
     "cv.seed": 0,
 }
 
-#: Where the Gram bank lives: one (M, N, N) array, kernel shards on Dask
-#: workers (:class:`~mklkit.kernels.sharded.ShardedBank`), or factors
-#: :math:`K_m = L_mL_m^\top` (:class:`~mklkit.kernels.factor.FactorBank`).
-REPRESENTATIONS: tuple[str, ...] = ("array", "sharded", "factor")
-
 
 _UNITS = {"": 1, "b": 1} | {
     p + suffix: base**i for i, p in enumerate("kmgt", 1) for suffix, base in (("", 1000), ("b", 1000), ("ib", 1024))
@@ -43,13 +39,13 @@ _UNITS = {"": 1, "b": 1} | {
 
 
 def parse_bytes(value: Any) -> int:
-    """``4GiB`` -> 4294967296; ``512MB`` -> 512000000; ints are bytes.  Raises ValueError."""
+    """``4GiB`` -> 4294967296; ``512MB`` -> 512000000; numbers are bytes.  Raises ValueError."""
     n = math.nan
     if isinstance(value, str):
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
         if m and m.group(2).lower() in _UNITS:
             n = float(m.group(1)) * _UNITS[m.group(2).lower()]
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
         n = value
     if not (math.isfinite(n) and n > 0):
         raise ValueError(value)
