@@ -237,7 +237,6 @@ class ProximalObjective(Algorithm):
         super().__init__(engine, problem, run, warm_start)
         self.passes = passes_for(problem)
         self.loss = problem.loss
-        self.reg = problem.regularizer
         self.mu = float(engine.mu)
 
     def prox(self, v: np.ndarray, eta: float) -> np.ndarray:

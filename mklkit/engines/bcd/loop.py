@@ -106,7 +106,6 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         self.f = self.bank.solver_arrays()
         self.y = common.as_vector(problem.y)
         self.loss = problem.loss
-        self.reg = problem.regularizer
         self.rp = common.as_vector(self.pr)
         lp = common.as_vector(self.pl)
         # the weights of w_i l go next to the domain [lo, hi] of the loss's own conjugate
@@ -242,10 +241,9 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         if self.warm_start is None:
             return np.zeros(self.bank.total_rank), self.zero.bias
         beta = self.bank.coefficients(self.warm_start.alpha)
-        b = 0.0
+        b = self.start_bias()
         if self.bias:
-            b0 = float(self.warm_start.bias) if math.isfinite(self.warm_start.bias) else 0.0
-            b = common.optimal_bias(self.loss, self.y, self.bank.expand(beta), b0, weights=self.sl.w)
+            b = common.optimal_bias(self.loss, self.y, self.bank.expand(beta), b, weights=self.sl.w)
         return beta, b
 
     def run_loop(self) -> SolveResult:
