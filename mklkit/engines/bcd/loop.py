@@ -42,13 +42,6 @@ ROUNDING_GAP = 1e-6
 NEW_SET_NEWTON = 1
 
 
-def _jit():
-    """The jitted loops, compiled (or loaded from the cache) on first use."""
-    from ..._jit import bcd as kb
-
-    return kb
-
-
 @dataclasses.dataclass
 class MethodSwitch:
     """The inner solver of the next working set (``method``): the run's (``base``), or
@@ -101,8 +94,10 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
     """One solve: the problem unpacked for the jitted loops and the outer loop."""
 
     def __init__(self, engine: BCD, problem: Problem, run: Run, warm_start: SolveResult | None) -> None:
+        from ..._jit import bcd as kb  # the jitted loops, compiled (or loaded from the cache) on first use
+
         super().__init__(engine, problem, run, warm_start)
-        self.kb = kb = _jit()
+        self.kb = kb
         self.f = self.bank.solver_arrays()
         self.y = common.as_vector(problem.y)
         self.loss = problem.loss
