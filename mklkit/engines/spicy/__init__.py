@@ -15,8 +15,6 @@ from ..capabilities import CONSTRAINED_FORM, SMOOTH_CONJUGATE, SMOOTH_REG_CONJUG
 from .iterative import _Iterative
 from .one_step import _OneStep
 
-METHODS = ("auto", "one_step", "iterative")
-
 #: BLAS threads during a solve (``None``: leave the BLAS library as it is); more oversubscribe
 #: the cores next to the jitted loops' spinning threads (``docs/tuned_constants.md``).
 BLAS_THREADS: int | None = 1
@@ -42,7 +40,7 @@ class Spicy(Engine):
             "'iterative' (augmented Lagrangian, §3-4.2), 'one_step' (§4.3, smooth "
             "conjugates only) or 'auto' (one-step exactly when it applies)",
             type=str,
-            choices=METHODS,
+            choices=("auto", "one_step", "iterative"),
         ),
         Param(
             "armijo", 1e-4, "sufficient-decrease constant of the Armijo back-tracking (§3.5.1)", **open_interval(0.5)
