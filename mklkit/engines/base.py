@@ -10,6 +10,7 @@ points and the ending) and warns once when unconverged.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import time
@@ -281,19 +282,18 @@ def open_interval(high: float) -> dict[str, Any]:
     return dict(POSITIVE, high=high, high_open=True)
 
 
-_THREADPOOLS: Any = None
+@functools.cache
+def _threadpools() -> Any:
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def blas_threads(limit: int | None) -> Any:
     """A context that runs BLAS on ``limit`` threads (``None``: leaves the BLAS library as it is)."""
-    global _THREADPOOLS
     if limit is None:
         return contextlib.nullcontext()
-    if _THREADPOOLS is None:
-        from threadpoolctl import ThreadpoolController
-
-        _THREADPOOLS = ThreadpoolController()
-    return _THREADPOOLS.limit(limits=limit, user_api="blas")
+    return _threadpools().limit(limits=limit, user_api="blas")
 
 
 COMMON_PARAMS: tuple[Param, ...] = (
@@ -440,7 +440,7 @@ class Engine(Component):
 class Algorithm:
     """The problem unpacked into the fields every engine's loop reads (subclass it for an
     engine's state): ``y``, ``C``, ``bias``, ``M``, ``N``, ``bank``, the loss's kernels and
-    parameters ``lk``, ``pl``, its weighted form ``sl``, the regularizer's ``rk``, ``pr``."""
+    parameters ``lk``, ``pl``, its weighted form ``sl``, the regularizer ``reg`` and its ``rk``, ``pr``."""
 
     def __init__(self, engine: Engine, problem: Problem, run: Run, warm_start: SolveResult | None = None) -> None:
         self.engine = engine
@@ -455,7 +455,20 @@ class Algorithm:
         self.bank = problem.bank
         self.lk, self.pl = problem.loss.jit, problem.loss.param_vector
         self.sl = SampleLoss.of(problem)
-        self.rk, self.pr = problem.regularizer.jit, problem.regularizer.param_vector
+        self.reg = problem.regularizer
+        self.rk, self.pr = self.reg.jit, self.reg.param_vector
+
+    def warm_blocks(self) -> tuple[np.ndarray, np.ndarray]:
+        """The warm start's non-zero blocks (sorted) and their coefficients (P, N), a new C-ordered array."""
+        alpha = np.asarray(self.warm_start.alpha, dtype=np.float64)
+        idx = np.flatnonzero(np.any(alpha != 0.0, axis=1)).astype(np.int64)
+        return idx, np.ascontiguousarray(alpha[idx])
+
+    def start_bias(self) -> float:
+        """The warm start's bias, else the zero solution's; 0 without a bias."""
+        if not self.bias:
+            return 0.0
+        return float(self.warm_start.bias) if self.warm_start is not None else self.zero.bias
 
     def conj_domain(self) -> tuple[np.ndarray, np.ndarray]:
         """The domain of :math:`(w_i\\ell)^*(y_i, \\cdot)`: ``conj_lower``, ``conj_upper`` of ``sl``."""

@@ -394,7 +394,6 @@ def build_result(
     norms: np.ndarray | None = None,
     rho: np.ndarray | None = None,
     C_max: float | None = None,
-    stacklevel: int = 3,
     weights: np.ndarray | None = None,
     warn: bool = True,
 ) -> SolveResult:
@@ -415,7 +414,7 @@ def build_result(
     else:
         weights = np.array(weights, dtype=np.float64)
     if warn and status in UNCONVERGED:
-        warnings.warn(message, ConvergenceWarning, stacklevel=stacklevel)
+        warnings.warn(message, ConvergenceWarning, stacklevel=3)
     return SolveResult(
         status=status,
         objective=float(primal),

@@ -125,8 +125,7 @@ class _DualCDRun(Algorithm):
 
     def start(self) -> tuple[np.ndarray, np.ndarray, float]:
         """Weights, dual point and bias: the warm start's, else 1, 0 and the zero solution's bias."""
-        warm, zero = self.warm_start, self.zero
-        b = zero.bias if (zero is not None and self.bias) else 0.0
+        warm, b = self.warm_start, self.start_bias()
         d = np.ones(self.M)
         rho = np.zeros(self.N)
         if warm is not None:
@@ -135,8 +134,6 @@ class _DualCDRun(Algorithm):
                 d = self.weights_of(x)
             if warm.dual is not None:
                 rho = np.clip(np.asarray(warm.dual, dtype=np.float64), -self.pieces.neg_hi, self.pieces.pos_hi)
-            if self.bias and math.isfinite(warm.bias):
-                b = float(warm.bias)
         d[~self.nonempty] = 0.0
         return d, rho, b
 

@@ -120,9 +120,7 @@ class ProximalRun(ProximalObjective):
         """Zero, or the warm start; the bias is optimal for the start's kernel part."""
         N = self.N
         if self.warm_start is not None:
-            A0 = np.array(self.warm_start.alpha, dtype=np.float64)
-            idx = np.flatnonzero(np.any(A0 != 0.0, axis=1)).astype(np.int64)
-            A = np.ascontiguousarray(A0[idx])
+            idx, A = self.warm_blocks()
             U, _ = self.passes.certificate_pass(
                 idx, A, np.arange(idx.size, dtype=np.int64), np.zeros(N), np.zeros(idx.size, dtype=bool)
             )

@@ -237,16 +237,14 @@ class ProximalObjective(Algorithm):
         super().__init__(engine, problem, run, warm_start)
         self.passes = passes_for(problem)
         self.loss = problem.loss
-        self.reg = problem.regularizer
         self.mu = float(engine.mu)
 
     def prox(self, v: np.ndarray, eta: float) -> np.ndarray:
         r"""Prox of :math:`\eta(\tilde g_C(x) + \mu x^2)` at block norms ``v``."""
-        v = common.as_vector(v)
         if self.mu == 0.0:
-            return np.asarray(self.rk.prox(v, eta * self.C, self.pr), dtype=np.float64)
+            return self.reg_kernel(self.rk.prox, v, eta * self.C)
         c = 1.0 + 2.0 * eta * self.mu
-        return np.asarray(self.rk.prox(common.as_vector(v / c), eta * self.C / c, self.pr), dtype=np.float64)
+        return self.reg_kernel(self.rk.prox, common.as_vector(v) / c, eta * self.C / c)
 
     def reg_value(self, x: np.ndarray) -> float:
         x = common.as_vector(x)
@@ -259,10 +257,10 @@ class ProximalObjective(Algorithm):
         r"""Conjugate of :math:`\tilde g_C(x) + \mu x^2` at dual block norms."""
         ynorm = common.as_vector(ynorm)
         if self.mu == 0.0:
-            return np.asarray(self.rk.conj(ynorm, self.C, self.pr), dtype=np.float64)
+            return self.reg_kernel(self.rk.conj, ynorm)
         c2 = 2.0 * self.mu
-        x = np.asarray(self.rk.prox(common.as_vector(ynorm / c2), self.C / c2, self.pr), dtype=np.float64)
-        gx = np.asarray(self.rk.value(common.as_vector(x), self.C, self.pr), dtype=np.float64)
+        x = self.reg_kernel(self.rk.prox, ynorm / c2, self.C / c2)
+        gx = self.reg_kernel(self.rk.value, x)
         return x * ynorm - gx - self.mu * x * x
 
     def certificate(self, x: Iterate) -> common.Certificate:

@@ -29,6 +29,17 @@ __all__ = ["BCD", "BCD_ENGINES"]
 #: (``docs/tuned_constants.md``).
 BLAS_THREADS: int | None = 1
 _FRACTION = open_interval(1.0)
+#: The loss kernels the engine calls, and why: of a smooth loss, and of one it smooths.
+_LOSS_KERNELS = {
+    True: (
+        ("value", "deriv", "deriv2", "conj", "conj_lower", "conj_upper"),
+        "it is smooth (smooth_primal), so the engine needs",
+    ),
+    False: (
+        ("value", "conj", "conj_grad", "conj_hess", "conj_lower", "conj_upper"),
+        "it is not smooth (smooth_primal False), so the engine smooths it through its conjugate and needs",
+    ),
+}
 
 
 class BCD(Engine):
@@ -92,20 +103,9 @@ class BCD(Engine):
         """What the loss lacks of the kernels the engine calls (of a smooth loss, or of one
         it smooths through its conjugate)."""
         loss = problem.loss
-        need = (
-            ("value", "deriv", "deriv2", "conj", "conj_lower", "conj_upper")
-            if loss.smooth_primal
-            else ("value", "conj", "conj_grad", "conj_hess", "conj_lower", "conj_upper")
-        )
+        need, why = _LOSS_KERNELS[bool(loss.smooth_primal)]
         missing = [k for k in need if getattr(loss.jit, k, None) is None]
-        if not missing:
-            return []
-        why = (
-            "it is smooth (smooth_primal), so the engine needs"
-            if loss.smooth_primal
-            else "it is not smooth (smooth_primal False), so the engine smooths it through its conjugate and needs"
-        )
-        return [f"the loss {loss.describe()} gives no {', '.join(missing)}: {why} them"]
+        return [f"the loss {loss.describe()} gives no {', '.join(missing)}: {why} them"] if missing else []
 
     def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
         from numba.core.errors import NumbaExperimentalFeatureWarning

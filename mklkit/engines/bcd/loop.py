@@ -42,13 +42,6 @@ ROUNDING_GAP = 1e-6
 NEW_SET_NEWTON = 1
 
 
-def _jit():
-    """The jitted loops, compiled (or loaded from the cache) on first use."""
-    from ..._jit import bcd as kb
-
-    return kb
-
-
 @dataclasses.dataclass
 class MethodSwitch:
     """The inner solver of the next working set (``method``): the run's (``base``), or
@@ -101,12 +94,13 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
     """One solve: the problem unpacked for the jitted loops and the outer loop."""
 
     def __init__(self, engine: BCD, problem: Problem, run: Run, warm_start: SolveResult | None) -> None:
+        from ..._jit import bcd as kb  # the jitted loops, compiled (or loaded from the cache) on first use
+
         super().__init__(engine, problem, run, warm_start)
-        self.kb = kb = _jit()
+        self.kb = kb
         self.f = self.bank.solver_arrays()
         self.y = common.as_vector(problem.y)
         self.loss = problem.loss
-        self.reg = problem.regularizer
         self.rp = common.as_vector(self.pr)
         lp = common.as_vector(self.pl)
         # the weights of w_i l go next to the domain [lo, hi] of the loss's own conjugate
@@ -242,10 +236,9 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         if self.warm_start is None:
             return np.zeros(self.bank.total_rank), self.zero.bias
         beta = self.bank.coefficients(self.warm_start.alpha)
-        b = 0.0
+        b = self.start_bias()
         if self.bias:
-            b0 = float(self.warm_start.bias) if math.isfinite(self.warm_start.bias) else 0.0
-            b = common.optimal_bias(self.loss, self.y, self.bank.expand(beta), b0, weights=self.sl.w)
+            b = common.optimal_bias(self.loss, self.y, self.bank.expand(beta), b, weights=self.sl.w)
         return beta, b
 
     def run_loop(self) -> SolveResult:

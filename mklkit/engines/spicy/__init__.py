@@ -15,30 +15,16 @@ from ..capabilities import CONSTRAINED_FORM, SMOOTH_CONJUGATE, SMOOTH_REG_CONJUG
 from .iterative import _Iterative
 from .one_step import _OneStep
 
-METHODS = ("auto", "one_step", "iterative")
-
 #: BLAS threads during a solve (``None``: leave the BLAS library as it is); more oversubscribe
 #: the cores next to the jitted loops' spinning threads (``docs/tuned_constants.md``).
 BLAS_THREADS: int | None = 1
 
 
 class Spicy(Engine):
-    r"""SpicyMKL: dual augmented-Lagrangian / Newton solver of Suzuki & Tomioka (2011).
+    """SpicyMKL: dual augmented-Lagrangian / Newton solver of Suzuki & Tomioka (2011); ``max_iter``
+    counts outer iterations (iterative method) or Newton steps (one-step method).
 
-    Parameters
-    ----------
-    tol : float
-        Relative duality gap at which to stop (§6.1).
-    max_iter : int
-        Outer iterations (iterative method) or Newton steps (one-step method).
-    method : {"auto", "one_step", "iterative"}
-        ``auto`` uses the one-step method when both conjugates are smooth.
-    armijo, backtrack, max_backtrack, boundary : float, float, int, float
-        The Armijo line search; ``boundary``: the largest fraction of the way to the loss
-        conjugate's domain boundary that a first trial step covers.
-    gamma0, gamma_factor, gamma_max_factor, gamma_bias, max_newton, inner_tol
-        The proximity parameters γ (``gamma0=None``: ``GAMMA0_SCALE / C``) and the inexact
-        inner solves of the iterative method (:attr:`params`, ``docs/engines.md``).
+    The options are :attr:`params` (docs/engines.md, section spicy).
     """
 
     name: ClassVar[str] = "spicy"
@@ -54,7 +40,7 @@ class Spicy(Engine):
             "'iterative' (augmented Lagrangian, §3-4.2), 'one_step' (§4.3, smooth "
             "conjugates only) or 'auto' (one-step exactly when it applies)",
             type=str,
-            choices=METHODS,
+            choices=("auto", "one_step", "iterative"),
         ),
         Param(
             "armijo", 1e-4, "sufficient-decrease constant of the Armijo back-tracking (§3.5.1)", **open_interval(0.5)

@@ -88,8 +88,6 @@ class InnerProblem(_SpicyAlgorithm):
         self.loss: Any = loss_terms(self.problem, self.lower, self.upper)
         # sqrt(trace K_m) >= sqrt(lambda_max(K_m)) bounds ||d||_{K_m} / ||d||
         self.sqrt_trace = np.sqrt(np.maximum(self.bank.trace(), 0.0))
-        self.set_alpha(np.zeros(0, dtype=np.int64), np.zeros((0, self.N)))
-        self.b = 0.0
 
     @property
     def gamma_b(self) -> float:

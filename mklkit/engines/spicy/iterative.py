@@ -28,10 +28,6 @@ _DIVERGED = 10.0
 class _Iterative(InnerProblem):
     """One run of the iterative (augmented-Lagrangian) method."""
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.run.unit = "outer iteration"
-
     def start(self) -> None:
         eng = self.engine
         self.gamma0 = float(eng.gamma0) if eng.gamma0 is not None else GAMMA0_SCALE / self.C
@@ -41,16 +37,11 @@ class _Iterative(InnerProblem):
         rho0 = initial_dual(self.lower, self.upper, self.bias)
         ws = self.warm_start
         if ws is None:  # the zero solution (docs/engines.md, "Start")
-            alpha = np.zeros((0, self.N))
-            S = np.zeros(0, dtype=np.int64)
-            b, dual = self.zero.bias, self.zero.rho
+            S, alpha, dual = np.zeros(0, dtype=np.int64), np.zeros((0, self.N)), self.zero.rho
         else:
-            alpha = np.asarray(ws.alpha, dtype=np.float64)
-            S = np.flatnonzero(np.any(alpha != 0.0, axis=1)).astype(np.int64)
-            alpha = alpha[S]
-            b, dual = float(ws.bias), ws.dual
+            (S, alpha), dual = self.warm_blocks(), ws.dual
         self.set_alpha(S, alpha)
-        self.b = b if self.bias else 0.0
+        self.b = self.start_bias()
         rho = rho0
         if dual is not None:
             cand = warm_dual(dual, self.lower, self.upper, self.bias)

@@ -37,7 +37,6 @@ class _SmoothLoss(_LossTerms):
     constrained = False
 
     def __init__(self, problem: Problem, lower: np.ndarray, upper: np.ndarray) -> None:
-        self.y = problem.y
         self.sl = common.SampleLoss.of(problem)
         self.lower, self.upper = lower, upper
 
