@@ -37,16 +37,9 @@ def solve_ws(opts, bank, smp, loss, reg, st):  # pragma: no cover - jitted
     then an Armijo search :math:`P(x + t\Delta) \le P(x) + 10^{-4} t\,(r_0^\top\Delta z +
     R(\beta + \Delta\beta) - R(\beta))`.  ``st.stats`` receives the ``ST_*`` counters.
     """
-    ws = st.ws
-    beta = st.beta
-    z = st.z
-    bias = st.bias
-    stats = st.stats
-    starts = bank.starts
-    lip = bank.lip
-    C = opts.C
-    lip_loss = opts.lip
-    tol = opts.tol
+    ws, beta, z, bias, stats = st
+    starts, lip = bank.starts, bank.lip
+    C, lip_loss, tol = opts.C, opts.lip, opts.tol
     N = z.shape[0]
     nW = ws.shape[0]
     allidx = np.arange(N)
