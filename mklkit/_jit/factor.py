@@ -8,7 +8,7 @@ row, so a pass reads the factors once and gives :math:`\|v\|^2_{K_m}` on the way
 import numpy as np
 from numba import njit, prange
 
-from .twins import FM, parallel_and_serial
+from .blocks import FM, parallel_and_serial
 
 
 @njit(cache=True, fastmath=FM)

@@ -5,7 +5,7 @@ is a :class:`~mklkit._jit.records.RegFns`."""
 import numpy as np
 from numba import njit
 
-from .twins import FM
+from .blocks import FM
 
 
 @njit(cache=True, fastmath=FM)

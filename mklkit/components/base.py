@@ -203,14 +203,13 @@ class Loss(Component):
         k, p = self.jit, self.param_vector
         lo = np.asarray(k.conj_lower(y, p), dtype=np.float64)
         hi = np.asarray(k.conj_upper(y, p), dtype=np.float64)
+
+        def slope(end: np.ndarray, piece: np.ndarray) -> np.ndarray:
+            value = np.asarray(k.conj(y, as_array(np.where(piece, end, 0.0)), p))
+            return np.where(piece, value / np.where(piece, end, 1.0), 0.0)
+
         with np.errstate(divide="ignore", invalid="ignore"):
-            s_lo = np.where(
-                lo < 0.0, np.asarray(k.conj(y, as_array(np.minimum(lo, 0.0)), p)) / np.where(lo < 0.0, lo, 1.0), 0.0
-            )
-            s_hi = np.where(
-                hi > 0.0, np.asarray(k.conj(y, as_array(np.maximum(hi, 0.0)), p)) / np.where(hi > 0.0, hi, 1.0), 0.0
-            )
-        return lo, hi, s_lo, s_hi
+            return lo, hi, slope(lo, lo < 0.0), slope(hi, hi > 0.0)
 
     def validate_labels(self, y: np.ndarray) -> np.ndarray:
         """The labels as a float64 vector; :class:`LabelError` unless finite (and exactly the
