@@ -46,18 +46,28 @@ def first_class(fn: Any, fn_type: types.FunctionType) -> Any:
     return FirstClass(fn, fn_type) if hasattr(fn, "get_compile_result") else fn
 
 
-def fixed_type(cls: type, typ: types.Type) -> None:
-    """Type every instance of the record class ``cls`` as ``typ`` without looking at its
-    fields: its arrays must then have exactly the layout and dtype ``typ`` declares."""
+#: The numba type each record class is given (:func:`fixed_type`).
+_FIXED: dict[type, types.Type] = {}
+
+
+def fixed_type(cls: type, typ: types.Type | list) -> types.Type:
+    """Type every instance of the record class ``cls`` as ``typ`` (a numba type, or the field
+    types of the namedtuple ``cls``) without looking at its fields, and return that type: its
+    arrays must then have exactly the layout and dtype ``typ`` declares."""
+    if isinstance(typ, list):
+        typ = types.BaseTuple.from_types(typ, cls)
     typeof_impl.register(cls)(lambda val, c: typ)
+    _FIXED[cls] = typ
+    return typ
 
 
-def check_record(rec: Any, typ: types.Type) -> Any:
-    """``rec``, after checking that every field has the numba type ``typ`` declares for it
-    (:class:`TypeError` naming the field otherwise)."""
+def check_record(rec: Any, typ: types.Type | None = None) -> Any:
+    """``rec``, after checking that every field has the numba type that ``typ`` (by default the
+    type :func:`fixed_type` gave its class) declares for it (:class:`TypeError` naming the field
+    otherwise)."""
     from numba import typeof
 
-    for name, want, val in zip(type(rec)._fields, typ.types, rec):
+    for name, want, val in zip(type(rec)._fields, (typ or _FIXED[type(rec)]).types, rec):
         got = typeof(val)
         if got != want:
             raise TypeError(f"{type(rec).__name__}.{name} must be {want}; got {got}")

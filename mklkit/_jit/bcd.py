@@ -37,16 +37,9 @@ def solve_ws(opts, bank, smp, loss, reg, st):  # pragma: no cover - jitted
     then an Armijo search :math:`P(x + t\Delta) \le P(x) + 10^{-4} t\,(r_0^\top\Delta z +
     R(\beta + \Delta\beta) - R(\beta))`.  ``st.stats`` receives the ``ST_*`` counters.
     """
-    ws = st.ws
-    beta = st.beta
-    z = st.z
-    bias = st.bias
-    stats = st.stats
-    starts = bank.starts
-    lip = bank.lip
-    C = opts.C
-    lip_loss = opts.lip
-    tol = opts.tol
+    ws, beta, z, bias, stats = st
+    starts, lip = bank.starts, bank.lip
+    C, lip_loss, tol = opts.C, opts.lip, opts.tol
     N = z.shape[0]
     nW = ws.shape[0]
     allidx = np.arange(N)
@@ -65,15 +58,8 @@ def solve_ws(opts, bank, smp, loss, reg, st):  # pragma: no cover - jitted
                 lam[k] = max(c, 1e-8 * lip[m])
             else:
                 lam[k] = lip_loss * lip[m]
-        viol, capped = _coordinate_descent(
-            opts,
-            bank,
-            smp,
-            loss,
-            reg,
-            st,
-            Sweep(FLAGS[0], check, tol, lam, r, r, h, z, np.empty(0), np.full(nW, -1, dtype=np.int64), allidx),
-        )
+        sweep = Sweep(FLAGS[0], check, tol, lam, r, r, h, z, np.empty(0), np.full(nW, -1, dtype=np.int64), allidx)
+        viol, capped = _coordinate_descent(opts, bank, smp, loss, reg, st, sweep)
         stats[ST_VIOLATION] = viol
         if not np.isfinite(viol):
             stats[ST_STATUS] = NUMERICAL
@@ -137,15 +123,8 @@ def solve_ws(opts, bank, smp, loss, reg, st):  # pragma: no cover - jitted
             pack(beta, bias[0], rows, old)
             _copy(z0, z)
             r = r0.copy()
-            viol, _ = _coordinate_descent(
-                opts,
-                bank,
-                smp,
-                loss,
-                reg,
-                st,
-                Sweep(FLAGS[1], FLAGS[0], opts.ratio * tol, lam, r, r0, h, z0, Hbuf, use, allidx),
-            )
+            sweep = Sweep(FLAGS[1], FLAGS[0], opts.ratio * tol, lam, r, r0, h, z0, Hbuf, use, allidx)
+            viol, _ = _coordinate_descent(opts, bank, smp, loss, reg, st, sweep)
             if not np.isfinite(viol):
                 stats[ST_STATUS] = NUMERICAL
                 return

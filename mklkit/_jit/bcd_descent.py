@@ -63,23 +63,10 @@ def _epoch(opts, bank, smp, loss, reg, st, sweep, scr):  # pragma: no cover - ji
     with its Hessian in ``Hbuf`` is minimized exactly (:func:`block_min`).  Returns the
     violation of the pass (``nan`` on a non-finite value).
     """
-    model = sweep.model
-    check = sweep.check
-    lam = sweep.lam
-    r = sweep.r
-    h = sweep.h
-    Hbuf = sweep.Hbuf
-    hoff = sweep.hoff
-    ws = st.ws
-    beta = st.beta
-    z = st.z
-    bias = st.bias
-    stats = st.stats
+    model, check, lam, r, h, Hbuf, hoff = sweep.model, sweep.check, sweep.lam, sweep.r, sweep.h, sweep.Hbuf, sweep.hoff
+    ws, beta, z, bias, stats = st
+    g, d, w, one, _ = scr
     starts = bank.starts
-    g = scr.g
-    d = scr.d
-    w = scr.w
-    one = scr.one
     C = opts.C
     N = z.shape[0]
     viol = 0.0
@@ -215,15 +202,8 @@ def _coordinate_descent(opts, bank, smp, loss, reg, st, sweep):  # pragma: no co
     ``opts.max_epochs``; every ``opts.anderson + 1`` epochs the extrapolated point
     (:func:`anderson`) is kept when it lowers the objective (the model's with
     ``sweep.model``).  Returns the last violation and whether the cap was hit."""
-    model = sweep.model
-    r = sweep.r
-    r0 = sweep.r0
-    h = sweep.h
-    z0 = sweep.z0
-    ws = st.ws
-    beta = st.beta
-    z = st.z
-    bias = st.bias
+    model, r, r0, h, z0 = sweep.model, sweep.r, sweep.r0, sweep.h, sweep.z0
+    ws, beta, z, bias, _ = st
     C = opts.C
     n_and = opts.anderson
     N = z.shape[0]

@@ -1,13 +1,31 @@
 r"""Jitted loops over a Gram bank :math:`K` (M, N, N), parallel over kernels: block norms
 :math:`\|v\|_{K_m} = \sqrt{\max(v^\top K_mv, 0)}` (SpicyMKL §3.5.2), products :math:`K_mv`
 (row by row: :math:`K_m` is symmetric) and the prediction :math:`\sum_m K_m\alpha_m`.
-Arrays are C-contiguous float64 (indices int64) so that the cached signatures match.
+Arrays are C-contiguous float64 (indices int64) so that the cached signatures match.  The loops'
+fast-math flags, and their bodies compiled with threads (``prange``) and without, for small reads.
 """
+
+import types
+from typing import Any, Callable
 
 import numpy as np
 from numba import njit, prange
 
-from .twins import FM, parallel_and_serial
+#: Let LLVM reassociate the inner dot products so that they vectorize (no NaN or inf assumption).
+FM = {"reassoc", "contract"}
+
+
+def parallel_and_serial(body: Callable[..., Any], **options: Any) -> tuple[Any, Any]:
+    """``(parallel, serial)``: ``body`` jitted with and without ``parallel=True``, both cached; the serial one
+    compiles a copy named ``<name>_serial`` (numba names cache files after the function, not the options)."""
+    parallel = njit(cache=True, parallel=True, **options)(body)
+    name = body.__name__ + "_serial"
+    copy = types.FunctionType(body.__code__, body.__globals__, name, body.__defaults__, body.__closure__)
+    copy.__qualname__ = body.__qualname__ + "_serial"
+    copy.__module__ = body.__module__
+    copy.__doc__ = f"Single-threaded :func:`{body.__name__}` (small reads: no thread start-up)."
+    serial = njit(cache=True, **options)(copy)
+    return parallel, serial
 
 
 # one kernel: the building blocks of the passes and of their single-threaded twins

@@ -7,7 +7,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from .records import _F1, _F2, _I1, _b1, _f8, register
+from ..first_class import fixed_type
+from .records import _F1, _F2, _I1, _b1, _f8
 
 #: The factors one row per sample: dense ``Z`` (N, R), or CSR when ``sparse`` (the other a
 #: placeholder); ``starts`` (M+1,): the blocks' first columns.
@@ -22,10 +23,10 @@ Play = namedtuple("Play", "blocks cc Q kappa")
 #: \mathbf 1^\top\rho` and the sample order ``idx`` (the first ``n_idx`` not shrunk).
 Point = namedtuple("Point", "u rho total idx")
 
-register(Rows, [_F2, _F1, _I1, _I1, _b1, _I1])
-register(Pieces, [_F1] * 4)
-register(Play, [_I1, _F1, _F1, _f8])
-register(Point, [_F1, _F1, _F1, _I1])
+fixed_type(Rows, [_F2, _F1, _I1, _I1, _b1, _I1])
+fixed_type(Pieces, [_F1] * 4)
+fixed_type(Play, [_I1, _F1, _F1, _f8])
+fixed_type(Point, [_F1, _F1, _F1, _I1])
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -28,19 +28,10 @@ def gather(src, idx):  # pragma: no cover - jitted
 
 
 @njit(cache=True)
-def gather_w(w, idx):  # pragma: no cover - jitted
-    """The weights ``w[idx]``, or ``w`` itself when empty (unweighted)."""
-    if w.shape[0] == 0:
-        return w
-    return gather(w, idx)
-
-
-@njit(cache=True)
 def subset(smp, idx):  # pragma: no cover - jitted
-    """The :class:`~mklkit._jit.records.Samples` of the samples ``idx``."""
-    return Samples(
-        gather(smp.y, idx), gather(smp.lo, idx), gather(smp.hi, idx), gather_w(smp.sw, idx), smp.kind, smp.mu
-    )
+    """The :class:`~mklkit._jit.records.Samples` of the samples ``idx`` (the weights stay empty if unweighted)."""
+    sw = smp.sw if smp.sw.shape[0] == 0 else gather(smp.sw, idx)
+    return Samples(gather(smp.y, idx), gather(smp.lo, idx), gather(smp.hi, idx), sw, smp.kind, smp.mu)
 
 
 @njit(cache=True)

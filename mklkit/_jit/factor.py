@@ -8,7 +8,7 @@ row, so a pass reads the factors once and gives :math:`\|v\|^2_{K_m}` on the way
 import numpy as np
 from numba import njit, prange
 
-from .twins import FM, parallel_and_serial
+from .blocks import FM, parallel_and_serial
 
 
 @njit(cache=True, fastmath=FM)
@@ -36,9 +36,9 @@ def _axpy(D, data, indices, indptr, k, a, out):  # pragma: no cover - jitted
 
 
 @njit(cache=True, fastmath=FM)
-def _block_product(D, data, indices, indptr, k0, k1, v, w, two, out, want_out):  # pragma: no cover - jitted
-    r"""One kernel (rows ``k0:k1``): ``out`` :math:`\leftarrow L_mL_m^\top v` (``want_out``); returns
-    :math:`(\|v\|^2_{K_m}, \|w\|^2_{K_m})` (the second 0 unless ``two``)."""
+def _block_product(D, data, indices, indptr, k0, k1, v, w, two, out, want_out, sq):  # pragma: no cover - jitted
+    r"""One task of :func:`block_products`, the kernel of rows ``k0:k1``: ``out`` :math:`\leftarrow L_mL_m^\top v`
+    (``want_out``) and ``sq`` :math:`\leftarrow (\|v\|^2_{K_m}, \|w\|^2_{K_m})` (the second 0 unless ``two``)."""
     if want_out:
         for i in range(out.shape[0]):
             out[i] = 0.0
@@ -52,15 +52,8 @@ def _block_product(D, data, indices, indptr, k0, k1, v, w, two, out, want_out): 
             sw += b * b
         if want_out:
             _axpy(D, data, indices, indptr, k, a, out)
-    return sv, sw
-
-
-@njit(cache=True, fastmath=FM)
-def _task(D, data, indices, indptr, k0, k1, v, w, two, out, want_out, sq):  # pragma: no cover - jitted
-    """One task of :func:`block_products`: ``out`` and ``sq`` (2,) of the kernel of rows ``k0:k1``."""
-    a, b = _block_product(D, data, indices, indptr, k0, k1, v, w, two, out, want_out)
-    sq[0] = a
-    sq[1] = b
+    sq[0] = sv
+    sq[1] = sw
 
 
 def block_products(
@@ -72,7 +65,7 @@ def block_products(
     sq = np.zeros((2, kern.shape[0]))
     for p in prange(kern.shape[0]):
         m = kern[p]
-        _task(
+        _block_product(
             D, data, indices, indptr, starts[m], starts[m + 1], V[vsel[p]], W[wsel[p]], two, out[p], want_out, sq[:, p]
         )
     return sq[0], sq[1]

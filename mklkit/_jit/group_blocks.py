@@ -5,16 +5,13 @@ is a :class:`~mklkit._jit.records.RegFns`."""
 import numpy as np
 from numba import njit
 
-from .twins import FM
+from .blocks import FM
 
 
 @njit(cache=True, fastmath=FM)
 def block_grad(bank, s, e, r, g):  # pragma: no cover - jitted
     r""":math:`g = L_m^\top r` for the rows ``s:e``."""
-    LT = bank.LT
-    indptr = bank.indptr
-    indices = bank.indices
-    data = bank.data
+    LT, indptr, indices, data = bank.LT, bank.indptr, bank.indices, bank.data
     if bank.sparse:
         for a in range(s, e):
             acc = 0.0
@@ -30,11 +27,7 @@ def block_grad(bank, s, e, r, g):  # pragma: no cover - jitted
 def block_curv(bank, s, e, h):  # pragma: no cover - jitted
     r""":math:`\max_a \sum_i h_i L_{ia}^2`, the largest diagonal entry of
     :math:`L_m^\top\mathrm{diag}(h)L_m` (a lower bound of its largest eigenvalue)."""
-    sparse = bank.sparse
-    LT = bank.LT
-    indptr = bank.indptr
-    indices = bank.indices
-    data = bank.data
+    sparse, LT, indptr, indices, data = bank.sparse, bank.LT, bank.indptr, bank.indices, bank.data
     best = 0.0
     for a in range(s, e):
         acc = 0.0
@@ -52,11 +45,7 @@ def block_curv(bank, s, e, h):  # pragma: no cover - jitted
 @njit(cache=True)
 def block_image(bank, s, e, d, w):  # pragma: no cover - jitted
     r""":math:`w \mathrel{+}= L_m d` (``w`` is zero on the block's support before)."""
-    sparse = bank.sparse
-    LT = bank.LT
-    indptr = bank.indptr
-    indices = bank.indices
-    data = bank.data
+    sparse, LT, indptr, indices, data = bank.sparse, bank.LT, bank.indptr, bank.indices, bank.data
     for a in range(s, e):
         da = d[a - s]
         if da == 0.0:
@@ -279,12 +268,8 @@ def block_hessian(bank, m, h, out):  # pragma: no cover - jitted
     ``tptr``/``tcol``/``tval``)."""
     s = bank.starts[m]
     e = bank.starts[m + 1]
-    LT = bank.LT
-    supp_ptr = bank.supp_ptr
-    supp_idx = bank.supp_idx
-    tptr = bank.tptr
-    tcol = bank.tcol
-    tval = bank.tval
+    LT, supp_ptr, supp_idx = bank.LT, bank.supp_ptr, bank.supp_idx
+    tptr, tcol, tval = bank.tptr, bank.tcol, bank.tval
     rk = e - s
     if bank.sparse:
         out[:, :] = 0.0

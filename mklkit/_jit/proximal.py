@@ -7,8 +7,7 @@ arithmetic of a step on the compact iterates (non-zero blocks with :math:`u_m = 
 import numpy as np
 from numba import njit, prange
 
-from .blocks import block_norm, matvec_and_norm_into, matvec_into
-from .twins import FM, parallel_and_serial
+from .blocks import FM, block_norm, matvec_and_norm_into, matvec_into, parallel_and_serial
 
 
 @njit(cache=True, parallel=True, fastmath=FM)

@@ -1,7 +1,7 @@
 r"""The typed records the jitted loops of the bcd engine take (:mod:`mklkit._jit.bcd`).
 
 Each record class (these and those of :mod:`mklkit._jit.dual_cd`) is registered with one fixed
-numba type (:func:`register`), so that numba types an argument without looking at its fields
+numba type (:func:`~mklkit.first_class.fixed_type`), so that numba types an argument without looking at its fields
 (field by field costs about 100 µs per call).  Arrays are C-contiguous float64 or int64 as the
 type says.
 """
@@ -13,7 +13,7 @@ from collections import namedtuple
 import numpy as np
 from numba import types
 
-from ..first_class import first_class, fixed_type
+from ..first_class import check_record, first_class, fixed_type
 
 _f8 = types.float64
 _i8 = types.int64
@@ -45,33 +45,16 @@ BcdOptions = namedtuple(
 BcdState = namedtuple("BcdState", "ws beta z bias stats")
 
 
-def register(cls: type, field_types: list) -> types.BaseTuple:
-    """The numba type of the namedtuple ``cls`` with ``field_types``, given to every instance
-    (:func:`~mklkit.first_class.fixed_type`)."""
-    typ = types.BaseTuple.from_types(field_types, cls)
-    fixed_type(cls, typ)
-    return typ
-
-
-LOSS_FNS_T = register(LossFns, [LOSS_FN] * 6 + [_F1])
-REG_FNS_T = register(RegFns, [REG_FN, REG_FN, _F1])
-BANK_T = register(Bank, [_I1, _F1, _F2, _I1, _I1, _F1, _I1, _I1, _I1, _I1, _F1, _F1, _I1, _b1])
-SAMPLES_T = register(Samples, [_F1, _F1, _F1, _F1, _i8, _f8])
-BCD_OPTIONS_T = register(BcdOptions, [_i8, _b1, _b1, _i8, _i8, _i8, _i8, _i8, _f8, _f8, _f8, _f8, _f8])
-BCD_STATE_T = register(BcdState, [_I1, _F1, _F1, _F1, _F1])
+LOSS_FNS_T = fixed_type(LossFns, [LOSS_FN] * 6 + [_F1])
+REG_FNS_T = fixed_type(RegFns, [REG_FN, REG_FN, _F1])
+BANK_T = fixed_type(Bank, [_I1, _F1, _F2, _I1, _I1, _F1, _I1, _I1, _I1, _I1, _F1, _F1, _I1, _b1])
+SAMPLES_T = fixed_type(Samples, [_F1, _F1, _F1, _F1, _i8, _f8])
+BCD_OPTIONS_T = fixed_type(BcdOptions, [_i8, _b1, _b1, _i8, _i8, _i8, _i8, _i8, _f8, _f8, _f8, _f8, _f8])
+BCD_STATE_T = fixed_type(BcdState, [_I1, _F1, _F1, _F1, _F1])
 
 
 def _vec(a, dtype=np.float64):
     return np.ascontiguousarray(a, dtype=dtype)
-
-
-def _inplace(name, a, dtype=np.float64):
-    """``a`` itself, which a loop writes into: it must have the record's type already."""
-    if not (
-        isinstance(a, np.ndarray) and a.dtype == dtype and a.ndim == 1 and a.flags.c_contiguous and a.flags.writeable
-    ):
-        raise TypeError(f"{name} must be a writeable C-contiguous 1-d {np.dtype(dtype)} array")
-    return a
 
 
 def loss_fns(loss) -> LossFns:
@@ -93,7 +76,5 @@ def samples(y, lo, hi, sw, kind, mu) -> Samples:
 
 
 def bcd_state(ws, beta, z, bias, stats) -> BcdState:
-    """A :class:`BcdState`; the arrays written in place must have their type already."""
-    return BcdState(
-        _vec(ws, np.int64), _inplace("beta", beta), _inplace("z", z), _inplace("bias", bias), _inplace("stats", stats)
-    )
+    """A :class:`BcdState` (``ws`` copied); the arrays written in place must have their type already."""
+    return check_record(BcdState(np.array(ws, dtype=np.int64), beta, z, bias, stats))

@@ -6,8 +6,7 @@ resynchronization of :math:`K_m\rho`; ``<name>_serial`` twins for small banks.
 import numpy as np
 from numba import njit, prange
 
-from .blocks import matvec_and_norm_into
-from .twins import FM, parallel_and_serial
+from .blocks import FM, matvec_and_norm_into, parallel_and_serial
 
 
 #: Entries read (``M * N * N``) from which the multi-threaded loops pay for their start-up.

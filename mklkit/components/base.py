@@ -4,6 +4,7 @@ built-ins do: :class:`Component` and :func:`kernel`, :class:`Loss`, :class:`Regu
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, ClassVar, NamedTuple, Sequence
 
@@ -46,19 +47,17 @@ class _Derived:
         )
 
 
-def _refuse_declared_tuples(cls: type, names: Sequence[str]) -> None:
-    given = [n for n in names if n in cls.__dict__]
-    if given:
-        raise TypeError(
-            f"{cls.__module__}.{cls.__qualname__} assigns {', '.join(map(repr, given))}: "
-            "a component writes its numerics as @kernel methods "
-            "(mklkit.components.base.kernel), from which "
-            f"{' and '.join(map(repr, given))} {'is' if len(given) == 1 else 'are'} derived"
-        )
+def _grouped(record: type, names: Sequence[str] | None = None, complete: bool = False) -> _Derived:
+    """The class's kernels ``names`` (``record``'s fields by default) as a read-only ``record``; with
+    ``complete``, None when one is missing."""
 
+    def build(cls: type) -> Any:
+        fns = [getattr(cls, n, None) for n in names or record._fields]
+        return None if complete and any(f is None for f in fns) else record(*fns)
 
-def _kernels(cls: type, names: Sequence[str]) -> list[Any]:
-    return [getattr(cls, n, None) for n in names]
+    missing = "; None when one is missing" if complete else ""
+    build.__doc__ = f"The kernels as a :class:`{record.__name__}` (read-only{missing})."
+    return _Derived(build)
 
 
 class Component:
@@ -69,6 +68,19 @@ class Component:
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     params: ClassVar[tuple[Param, ...]] = ()
+    #: The attributes derived from the kernel methods, which a subclass never assigns.
+    _GROUPS: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        given = [n for n in cls._GROUPS if n in cls.__dict__ and not isinstance(cls.__dict__[n], _Derived)]
+        if given:
+            raise TypeError(
+                f"{cls.__module__}.{cls.__qualname__} assigns {', '.join(map(repr, given))}: "
+                "a component writes its numerics as @kernel methods "
+                "(mklkit.components.base.kernel), from which "
+                f"{' and '.join(map(repr, given))} {'is' if len(given) == 1 else 'are'} derived"
+            )
 
     def __init__(self, **kwargs: Any) -> None:
         values = validate_params(self.params, kwargs, owner=self.name or type(self).__name__)
@@ -109,11 +121,7 @@ class Component:
         return hash((type(self), tuple(self._param_values.items())))
 
     def __reduce__(self):
-        return (_rebuild, (type(self), self._param_values))
-
-
-def _rebuild(cls, values):
-    return cls(**values)
+        return (functools.partial(type(self), **self._param_values), ())
 
 
 def as_array(x: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -175,20 +183,9 @@ class Loss(Component):
     deriv2 = staticmethod(_zeros)
     conj_hess = staticmethod(_zeros)
 
-    def __init_subclass__(cls, **kw: Any) -> None:
-        super().__init_subclass__(**kw)
-        _refuse_declared_tuples(cls, ("jit", "constrained"))
-
-    @_Derived
-    def jit(cls) -> LossJit:
-        """The kernels as a :class:`LossJit` (read-only)."""
-        return LossJit(*_kernels(cls, LossJit._fields))
-
-    @_Derived
-    def constrained(cls) -> ConstrainedConjugate | None:
-        """The constrained form as a :class:`ConstrainedConjugate`; None when a kernel is missing."""
-        fns = _kernels(cls, ConstrainedConjugate._fields)
-        return None if any(f is None for f in fns) else ConstrainedConjugate(*fns)
+    _GROUPS = ("jit", "constrained")
+    jit = _grouped(LossJit)
+    constrained = _grouped(ConstrainedConjugate, complete=True)
 
     def deriv_lipschitz(self) -> float:
         r"""A bound on :math:`\sup_z |\partial_z^2 \ell(y, z)|` (``inf`` if none)."""
@@ -206,14 +203,13 @@ class Loss(Component):
         k, p = self.jit, self.param_vector
         lo = np.asarray(k.conj_lower(y, p), dtype=np.float64)
         hi = np.asarray(k.conj_upper(y, p), dtype=np.float64)
+
+        def slope(end: np.ndarray, piece: np.ndarray) -> np.ndarray:
+            value = np.asarray(k.conj(y, as_array(np.where(piece, end, 0.0)), p))
+            return np.where(piece, value / np.where(piece, end, 1.0), 0.0)
+
         with np.errstate(divide="ignore", invalid="ignore"):
-            s_lo = np.where(
-                lo < 0.0, np.asarray(k.conj(y, as_array(np.minimum(lo, 0.0)), p)) / np.where(lo < 0.0, lo, 1.0), 0.0
-            )
-            s_hi = np.where(
-                hi > 0.0, np.asarray(k.conj(y, as_array(np.maximum(hi, 0.0)), p)) / np.where(hi > 0.0, hi, 1.0), 0.0
-            )
-        return lo, hi, s_lo, s_hi
+            return lo, hi, slope(lo, lo < 0.0), slope(hi, hi > 0.0)
 
     def validate_labels(self, y: np.ndarray) -> np.ndarray:
         """The labels as a float64 vector; :class:`LabelError` unless finite (and exactly the
@@ -362,20 +358,9 @@ class Regularizer(Component):
     env_grad = _Derived(lambda cls: getattr(cls, "prox", None))
     env_hess = _Derived(lambda cls: getattr(cls, "prox_deriv", None))
 
-    def __init_subclass__(cls, **kw: Any) -> None:
-        super().__init_subclass__(**kw)
-        _refuse_declared_tuples(cls, ("jit", "bregman"))
-
-    @_Derived
-    def jit(cls) -> RegularizerJit:
-        """The kernels as a :class:`RegularizerJit` (read-only)."""
-        return RegularizerJit(*_kernels(cls, RegularizerJit._fields))
-
-    @_Derived
-    def bregman(cls) -> BregmanJit | None:
-        """The Bregman form as a :class:`BregmanJit`; None when a kernel is missing."""
-        fns = _kernels(cls, cls.BREGMAN_KERNELS)
-        return None if any(f is None for f in fns) else BregmanJit(*fns)
+    _GROUPS = ("jit", "bregman")
+    jit = _grouped(RegularizerJit)
+    bregman = _grouped(BregmanJit, BREGMAN_KERNELS, complete=True)
 
     def cvxpy_expr(self, norms: Sequence[Any], squares: Sequence[Any], C: float, betas: Any = None) -> Any:
         r""":math:`\sum_m \tilde g_C(x_m)` as a cvxpy expression of the block norms, their squares and

@@ -58,12 +58,6 @@ def _kl_L(x, d0):
 
 
 @njit(cache=True)
-def _kl_conj_grad1(y, C, d0):
-    s = y / C
-    return d0 * s * np.exp(s * s)
-
-
-@njit(cache=True)
 def _kl_conj_hess1(y, C, d0):
     s = y / C
     return d0 / C * (1.0 + 2.0 * s * s) * np.exp(s * s)
@@ -101,11 +95,6 @@ def _kl_conj_prox_t(v, C, d0):
     return t
 
 
-@njit(cache=True)
-def _kl_conj_prox1(v, C, d0):
-    return C * _kl_conj_prox_t(v, C, d0)
-
-
 class KL(Regularizer):
     r"""Generalized KL divergence on kernel weights (SMO-MKL §5.2, eq. 22):
     :math:`h(d) = d\log(d/d_0) - d + d_0`, :math:`g(t) = t/d - (d - d_0)/2` (SpicyMKL §4.1);
@@ -139,7 +128,7 @@ class KL(Regularizer):
         d0 = params[0]
         out = np.empty(v.shape[0])
         for i in range(v.shape[0]):
-            out[i] = max(v[i] - _kl_conj_prox1(v[i], C, d0), 0.0)
+            out[i] = max(v[i] - C * _kl_conj_prox_t(v[i], C, d0), 0.0)
         return out
 
     @kernel
@@ -170,7 +159,8 @@ class KL(Regularizer):
         d0 = params[0]
         out = np.empty(y.shape[0])
         for i in range(y.shape[0]):
-            out[i] = _kl_conj_grad1(max(y[i], 0.0), C, d0)
+            s = max(y[i], 0.0) / C
+            out[i] = d0 * s * np.exp(s * s)
         return out
 
     @kernel
