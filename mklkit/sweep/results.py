@@ -67,15 +67,6 @@ def read_results(path: str | os.PathLike[str]) -> list[dict[str, str]]:
     return [dict(r) for r in reader if len(r) == len(COLUMNS) and None not in r.values()]
 
 
-def append_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Append one task's rows in a single write, flushed to disk."""
-    text = csv_text(rows)
-    with open(path, "a", encoding="utf-8", newline="") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
 @dataclass
 class Best:
     """The best configuration of one data set (``labels``: its ``loss``, ``regularizer``, ``engine``,
