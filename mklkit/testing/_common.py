@@ -55,8 +55,7 @@ def _tol(rtol: float, atol: float, compared: Sequence[Any], terms: Sequence[Any]
 
 
 def _sum_identity(ident, parts, rhs, rtol, atol, points, what, cond=0.0, mask=None, at_least=False) -> None:
-    """Require ``sum(parts) == rhs`` (``>=`` with ``at_least``) within :func:`_tol` of both sides, the
-    rounding of every term and ``cond``."""
+    """Require ``sum(parts) == rhs`` (``>=`` with ``at_least``) within :func:`_tol`, ``cond`` added."""
     lhs = sum(parts[1:], parts[0])
     tol = _tol(rtol, atol, (lhs, rhs), (*parts, rhs), cond)
     if at_least:
@@ -248,8 +247,7 @@ def _check_output(
 
 
 def _begin(comp: Any, kind: str, seed: int) -> tuple[np.random.Generator, _Runner]:
-    """The random generator and the runner of one check, after the identities of every component:
-    ``declaration`` (the registry's checker) and ``numba_jit``."""
+    """The random generator and the runner of one check, after the ``declaration`` and ``numba_jit`` identities."""
     rng = np.random.default_rng(seed)
     r = _Runner(comp)
     r.run("declaration", lambda: r.identity("declaration").verdict(declaration_problems(comp, kind=kind)))
