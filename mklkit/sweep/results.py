@@ -30,12 +30,11 @@ TIMING_COLUMNS: tuple[str, ...] = ("time_s", "bank_s")
 
 
 def csv_cell(v: Any) -> str:
+    """A cell of ``results.csv``: empty for None, ``true``/``false``, else ``str`` (a float's repr, ``inf``, ``nan``)."""
     if v is None:
         return ""
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, float):
-        return repr(v) if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
     return str(v)
 
 
