@@ -84,14 +84,24 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
 
 def write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write UTF-8 text atomically (a temporary file flushed to disk, then renamed); returns the path."""
+    return atomic_write(Path(path), lambda tmp: write_synced(tmp, text))
 
-    def write(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
 
-    return atomic_write(Path(path), write)
+def write_synced(path: str | os.PathLike[str], text: str, mode: str = "w") -> None:
+    """Write (``mode="a"``: append) UTF-8 ``text`` to ``path`` in one write, flushed to disk."""
+    with open(path, mode, encoding="utf-8", newline="") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def make_dir(out: Path) -> Path:
+    """Create the directory ``out`` and its parents if missing; :class:`OutputError` when it cannot be created."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(out, f"cannot create the directory ({exc.strerror or exc})", "a writable path") from None
+    return out
 
 
 def atomic_write(path: Path, write: Callable[[str], None], suffix: str = "") -> Path:
@@ -125,11 +135,7 @@ def write_run(run: RunResult, out_dir: str | os.PathLike[str], force: bool = Fal
     :func:`check_output_dir`, and when the directory cannot be created."""
     import numpy as np
 
-    out = check_output_dir(out_dir, force)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(out, f"cannot create the directory ({exc.strerror or exc})", "a writable path") from None
+    out = make_dir(check_output_dir(out_dir, force))
     if force:
         _remove(out, REPORT_FILES)
     res = run.result

@@ -169,12 +169,10 @@ class Registry:
             reg.register_plugin(core, CORE_DIST, __version__, name=CORE_DIST)
         if entry_points is None:
             entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-        seen: set[tuple[str, str]] = set()
-        for ep in entry_points:
-            key = (ep.name, ep.value)
-            if key in seen:  # the same distribution found twice on sys.path
-                continue
-            seen.add(key)
+        unique: dict[tuple[str, str], Any] = {}
+        for ep in entry_points:  # the same distribution may be found twice on sys.path
+            unique.setdefault((ep.name, ep.value), ep)
+        for ep in unique.values():
             reg._load_entry_point(ep, blocked, strict)
         reg._pm.check_pending()
         return reg
@@ -366,8 +364,7 @@ class Registry:
 
 
 def _validate(cls: Any, where: str, dist: str, version: str, plugin: str) -> Registration:
-    """The :class:`Registration` of ``cls``, or the declaration's problems
-    (:func:`mklkit.declaration.declaration_problems`) as one error."""
+    """The :class:`Registration` of ``cls``, or its declaration's problems as one error."""
     if not isinstance(cls, type):
         raise ComponentValidationError(f"{where}: register() takes a component class; got {cls!r}")
     label = f"{cls.__module__}.{cls.__qualname__}"

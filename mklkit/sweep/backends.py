@@ -19,9 +19,6 @@ _QUIET = False  # this process quietened itself as a pool worker
 class _RemoteTraceback(Exception):
     """The traceback of a task that failed in another process (the ``__cause__`` of its exception)."""
 
-    def __str__(self) -> str:
-        return str(self.args[0])
-
 
 def _quiet_worker() -> None:
     """Set up a local pool worker: no plugin or convergence warnings (the parent reports them once)

@@ -147,7 +147,7 @@ class Sweep:
                 self.folds(c)
 
 
-def _error(file: str, overridden: Sequence[str], key: str, problem: str, value: Any, allowed: str | None) -> SpecError:
+def _error(file: str, overridden: Sequence[str], key: str, problem: str, value: Any = SpecError.NO_VALUE, allowed=None):
     return SpecError(file, key, mark_override(problem, key, overridden), value, allowed)
 
 
@@ -179,9 +179,7 @@ def parse_sweep(
     cv_raw = raw.pop(SWEEP_SECTION, None)
     cv = validate_model(CVSettings, {} if cv_raw is None else cv_raw, file, overridden, root=(SWEEP_SECTION,))
     axes = sweep_lists(raw)
-
-    def err(key: str, problem: str, value: Any = SpecError.NO_VALUE, allowed: str | None = None) -> SpecError:
-        return _error(file, overridden, key, problem, value, allowed)
+    err = functools.partial(_error, file, overridden)
 
     def parse(r: dict) -> Spec:
         return validate_spec(r, file, folder, overridden)

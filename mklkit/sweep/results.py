@@ -30,12 +30,11 @@ TIMING_COLUMNS: tuple[str, ...] = ("time_s", "bank_s")
 
 
 def csv_cell(v: Any) -> str:
+    """A cell of ``results.csv``: empty for None, ``true``/``false``, else ``str`` (a float's repr, ``inf``, ``nan``)."""
     if v is None:
         return ""
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, float):
-        return repr(v) if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
     return str(v)
 
 
@@ -65,15 +64,6 @@ def read_results(path: str | os.PathLike[str]) -> list[dict[str, str]]:
             "--force to start over, or a new --out",
         )
     return [dict(r) for r in reader if len(r) == len(COLUMNS) and None not in r.values()]
-
-
-def append_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Append one task's rows in a single write, flushed to disk."""
-    text = csv_text(rows)
-    with open(path, "a", encoding="utf-8", newline="") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 @dataclass

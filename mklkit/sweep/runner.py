@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from ..io import OutputError, check_output_dir, write_json, write_text
+from ..io import OutputError, check_output_dir, make_dir, write_json, write_synced, write_text
 from ..solving import solve_prepared
 from ..spec import SpecError, validate_spec
 from .backends import check_backend, connect_backend, default_threads
 from .grid import Sweep, Task, solve_task
-from .results import BEST_DIR, COLUMNS, KEY_COLUMNS, RESULTS, SWEEP_JSON, Best, SweepResult, append_rows
+from .results import BEST_DIR, COLUMNS, KEY_COLUMNS, RESULTS, SWEEP_JSON, Best, SweepResult
 from .results import csv_cell, csv_text, read_results, row_key, score_column, select_best
 
 logger = logging.getLogger("mklkit.sweep")
@@ -184,11 +184,9 @@ def _start_output(
     from .. import __version__
 
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise sweep.error(
-            key, f"cannot create the directory ({exc.strerror or exc})", str(out), "a writable path"
-        ) from None
+        make_dir(out)
+    except OutputError as exc:
+        raise sweep.error(key, exc.problem, exc.path, exc.allowed) from None
     meta: dict[str, Any] = {
         "spec_file": sweep.file,
         "grid": fingerprint,
@@ -225,7 +223,7 @@ def _run_tasks(
             if watch is not None:
                 watch.done, watch.last = i, time.perf_counter()
             if exc is None:
-                append_rows(results_path, rows)
+                write_synced(results_path, csv_text(rows), "a")  # one task's rows in one write
                 new[task.index] = rows
             else:
                 errors.append((task, exc))

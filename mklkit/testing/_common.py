@@ -55,8 +55,7 @@ def _tol(rtol: float, atol: float, compared: Sequence[Any], terms: Sequence[Any]
 
 
 def _sum_identity(ident, parts, rhs, rtol, atol, points, what, cond=0.0, mask=None, at_least=False) -> None:
-    """Require ``sum(parts) == rhs`` (``>=`` with ``at_least``) within :func:`_tol` of both sides, the
-    rounding of every term and ``cond``."""
+    """Require ``sum(parts) == rhs`` (``>=`` with ``at_least``) within :func:`_tol`, ``cond`` added."""
     lhs = sum(parts[1:], parts[0])
     tol = _tol(rtol, atol, (lhs, rhs), (*parts, rhs), cond)
     if at_least:
@@ -113,12 +112,14 @@ def _fd_tol(an: np.ndarray, fd: _FD, rtol: float, atol: float) -> np.ndarray:
         return atol + rtol * np.maximum(np.abs(an), np.abs(fd.d)) + fd.err
 
 
-def _compare_fd(
-    ident: _Identity, an: Any, fd: _FD, rtol: float, atol: float, points: dict, what: str, mask: Any = True
-) -> None:
-    """Compare ``an`` with the central difference ``fd`` within ``mask``, where ``fd`` is finite
-    and away from kinks."""
+def _compare_fd(ident: _Identity, at: Callable, names: tuple[str, str], x, h, rtol, atol, points, mask=True) -> tuple:
+    """Compare the kernel ``names[1]`` with the central difference of ``names[0]`` at ``x`` (``at(name, x)``
+    evaluates one) within ``mask``, where the difference is finite and away from kinks; ``(values, difference)``."""
+    fd = _central(functools.partial(at, names[0]), x, h)
+    an = _arr(at(names[1], x))
+    what = f"{names[1]} vs central difference of {names[0]}"
     ident.compare(an, fd.d, _fd_tol(an, fd, rtol, atol), points, what, mask=mask & ~fd.kink & np.isfinite(fd.d))
+    return an, fd
 
 
 def _sensitivity(
@@ -246,8 +247,7 @@ def _check_output(
 
 
 def _begin(comp: Any, kind: str, seed: int) -> tuple[np.random.Generator, _Runner]:
-    """The random generator and the runner of one check, after the identities of every component:
-    ``declaration`` (the registry's checker) and ``numba_jit``."""
+    """The random generator and the runner of one check, after the ``declaration`` and ``numba_jit`` identities."""
     rng = np.random.default_rng(seed)
     r = _Runner(comp)
     r.run("declaration", lambda: r.identity("declaration").verdict(declaration_problems(comp, kind=kind)))
@@ -259,7 +259,7 @@ class _LossPoints:
     """Random points for a loss."""
 
     def __init__(self, loss: Any, rng: np.random.Generator, n: int):
-        k = loss.jit
+        k = self.k = loss.jit
         self.p = _f64(loss.param_vector)
         n = max(int(n), 8)
         if loss.task == CLASSIFICATION:
@@ -296,6 +296,10 @@ class _LossPoints:
         self.out_mask = flo | fhi
         self.u, self.u_out = _f64(u), _f64(np.where(self.out_mask, out, 0.0))
 
+    def at(self, name: str, a: np.ndarray) -> Any:
+        """The kernel ``name`` at the labels ``y`` and ``a``."""
+        return getattr(self.k, name)(self.y, a, self.p)
+
     def with_ends(self) -> tuple[np.ndarray, np.ndarray]:
         """(y, u): the points inside the domain, then the finite lower and upper ends."""
         ys, us = [self.y], [self.u]
@@ -313,13 +317,14 @@ class _RegView:
     C: np.ndarray
     Cs: list[float]
     p: np.ndarray
+    k: Any
 
     def groups(self) -> list[tuple[float, np.ndarray]]:
         return [(c, np.flatnonzero(self.C == c)) for c in self.Cs]
 
     def view(self, C: np.ndarray) -> _RegView:
         """Rows with the values ``C``."""
-        return _RegView(C, self.Cs, self.p)
+        return _RegView(C, self.Cs, self.p, self.k)
 
     def by_C(self, fn: Callable[..., Any], a: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
         """``fn(values, C, params)`` group-wise; rows outside ``mask`` are NaN."""
@@ -332,16 +337,16 @@ class _RegView:
                 out[idx] = _arr(fn(_f64(a[idx]), c, self.p))
         return out
 
-    def central(self, fn: Callable[..., Any], x: np.ndarray, h: np.ndarray) -> _FD:
-        """Central differences of ``fn(values, C, params)`` group-wise."""
-        return _central(lambda a: self.by_C(fn, a), x, h)
+    def at(self, name: str, a: np.ndarray) -> np.ndarray:
+        """The kernel ``name`` of the regularizer group-wise."""
+        return self.by_C(getattr(self.k, name), a)
 
 
 class _RegPoints(_RegView):
     """Random points for a regularizer, grouped by ``C``."""
 
     def __init__(self, reg: Any, rng: np.random.Generator, n: int, C: Any):
-        self.p = _f64(reg.param_vector)
+        self.p, self.k = _f64(reg.param_vector), reg.jit
         n = max(int(n), 8)
         if C is None:
             Cs = 10.0 ** rng.uniform(math.log10(0.05), math.log10(5.0), 3)

@@ -145,11 +145,7 @@ def _reg_prox(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> 
     ident3 = r.identity("prox_deriv_fd")
     vv = P.v
     h = _steps(vv, P.C)
-    an = P.by_C(k.prox_deriv, vv)
-    fds = P.central(k.prox, vv, h)
-    _compare_fd(
-        ident3, an, fds, rtol, atol, {"v": vv, "C": P.C}, "prox_deriv vs central difference of prox", vv - 4 * h > 0
-    )
+    an, _ = _compare_fd(ident3, P.at, ("prox", "prox_deriv"), vv, h, rtol, atol, {"v": vv, "C": P.C}, vv - 4 * h > 0)
     ident3.at_least(an, 0.0, atol, {"v": vv, "C": P.C}, "prox_deriv >= 0")
     ident3.at_least(1.0, an, atol + rtol, {"v": vv, "C": P.C}, "prox_deriv <= 1")
 
@@ -208,30 +204,21 @@ def _reg_moreau(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -
     vv, pts_v = P.v, {"y": P.v, "C": P.C}
     h = _steps(vv, P.C)
     okd = vv - 4 * h > 0
-    fd = P.central(k.env, vv, h)
-    an = P.by_C(k.env_grad, vv)
-    _compare_fd(r.identity("env_grad_fd"), an, fd, rtol, atol, pts_v, "env_grad vs central difference of env", okd)
-    fd2 = P.central(k.env_grad, vv, h)
-    an2 = P.by_C(k.env_hess, vv)
-    what = "env_hess vs central difference of env_grad"
-    _compare_fd(r.identity("env_hess_fd"), an2, fd2, rtol, atol, pts_v, what, okd & ~fd.kink)
+    _, fd = _compare_fd(r.identity("env_grad_fd"), P.at, ("env", "env_grad"), vv, h, rtol, atol, pts_v, okd)
+    _compare_fd(r.identity("env_hess_fd"), P.at, ("env_grad", "env_hess"), vv, h, rtol, atol, pts_v, okd & ~fd.kink)
 
 
 def _reg_conj(r: _Runner, reg: Any, P: _RegPoints, rtol: float, atol: float) -> None:
-    k = reg.jit
     y = P.y_in
     h = _steps(y, P.C)
     inside = (y - 4 * h > 0) & (y + 4 * h < P.radius)
     ident = r.identity("conj_grad_fd")
-    fd = P.central(k.conj, y, h)
-    an = P.by_C(k.conj_grad, y)
-    _compare_fd(ident, an, fd, rtol, atol, {"y": y, "C": P.C}, "conj_grad vs central difference of conj", inside)
+    an, fd = _compare_fd(ident, P.at, ("conj", "conj_grad"), y, h, rtol, atol, {"y": y, "C": P.C}, inside)
     ident.at_least(an, 0.0, atol, {"y": y, "C": P.C}, "conj_grad >= 0", mask=inside)
     ident2 = r.identity("conj_hess_fd")
-    fd2 = P.central(k.conj_grad, y, h)
-    an2 = P.by_C(k.conj_hess, y)
-    what = "conj_hess vs central difference of conj_grad"
-    _compare_fd(ident2, an2, fd2, rtol, atol, {"y": y, "C": P.C}, what, inside & ~fd.kink)
+    an2, _ = _compare_fd(
+        ident2, P.at, ("conj_grad", "conj_hess"), y, h, rtol, atol, {"y": y, "C": P.C}, inside & ~fd.kink
+    )
     ident2.at_least(an2, 0.0, atol, {"y": y, "C": P.C}, "conj_hess >= 0", mask=inside)
 
 

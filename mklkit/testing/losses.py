@@ -265,10 +265,7 @@ def _subgradient(ident: Any, an: Any, fd: _FD, h: Any, rtol: float, atol: float,
 def _loss_deriv(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float) -> None:
     ident = r.identity("deriv_fd")
     k, p, y, z = loss.jit, P.p, P.y, P.z
-    h = _steps(z, 1.0)
-    fd = _central(lambda zz: k.value(y, zz, p), z, h)
-    an = _arr(k.deriv(y, z, p))
-    _compare_fd(ident, an, fd, rtol, atol, {"y": y, "z": z}, "deriv vs central difference of value")
+    _compare_fd(ident, P.at, ("value", "deriv"), z, _steps(z, 1.0), rtol, atol, {"y": y, "z": z})
     uniq = np.unique(y)[:8]
     ky, kz = _loss_kinks(lambda yy, zz: k.deriv(yy, zz, p), uniq, uniq - 30.0, uniq + 30.0)
     ys = np.concatenate([y, ky])
@@ -283,10 +280,8 @@ def _loss_deriv2(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: float
     ident = r.identity("deriv2_fd")
     k, p, y, z = loss.jit, P.p, P.y, P.z
     h = _steps(z, 1.0)
-    fd = _central(lambda zz: k.deriv(y, zz, p), z, h)
     fv = _central(lambda zz: k.value(y, zz, p), z, h)
-    an = _arr(k.deriv2(y, z, p))
-    _compare_fd(ident, an, fd, rtol, atol, {"y": y, "z": z}, "deriv2 vs central difference of deriv", ~fv.kink)
+    an, _ = _compare_fd(ident, P.at, ("deriv", "deriv2"), z, h, rtol, atol, {"y": y, "z": z}, ~fv.kink)
     ident.at_least(an, 0.0, atol, {"y": y, "z": z}, "deriv2 of a convex loss must be >= 0")
 
 
@@ -317,9 +312,7 @@ def _loss_conj_derivs(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: 
     with np.errstate(invalid="ignore"):
         inside = (u - 4 * h > P.lo) & (u + 4 * h < P.hi)
     ident = r.identity("conj_grad_fd")
-    fd = _central(lambda uu: k.conj(y, uu, p), u, h)
-    an = _arr(k.conj_grad(y, u, p))
-    _compare_fd(ident, an, fd, rtol, atol, {"y": y, "u": u}, "conj_grad vs central difference of conj", inside)
+    _, fd = _compare_fd(ident, P.at, ("conj", "conj_grad"), u, h, rtol, atol, {"y": y, "u": u}, inside)
     uniq, first = np.unique(y, return_index=True)
     uniq, first = uniq[:8], first[:8]
     lo, hi = P.lo[first], P.hi[first]
@@ -335,10 +328,9 @@ def _loss_conj_derivs(r: _Runner, loss: Any, P: _LossPoints, rtol: float, atol: 
         what = "conj_grad at a kink must be a subgradient:"
         _subgradient(ident, ak, fk, hk, rtol, atol, {"y": ky, "u": ku}, what, "conj")
     ident2 = r.identity("conj_hess_fd")
-    fd2 = _central(lambda uu: k.conj_grad(y, uu, p), u, h)
-    an2 = _arr(k.conj_hess(y, u, p))
-    what = "conj_hess vs central difference of conj_grad"
-    _compare_fd(ident2, an2, fd2, rtol, atol, {"y": y, "u": u}, what, inside & ~fd.kink)
+    an2, _ = _compare_fd(
+        ident2, P.at, ("conj_grad", "conj_hess"), u, h, rtol, atol, {"y": y, "u": u}, inside & ~fd.kink
+    )
     ident2.at_least(an2, 0.0, atol, {"y": y, "u": u}, "conj_hess of a convex conjugate must be >= 0", mask=inside)
 
 
