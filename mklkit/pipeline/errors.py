@@ -124,7 +124,7 @@ def key_path(loc: Sequence[Any], key: str = "") -> str:
 def from_validation(exc: Any, schema: dict[str, Any], root: Sequence[Any] = ()) -> PipelineError:
     """The first of pydantic's errors (a ``ValidationError``; an unknown key first) as a :class:`PipelineError`.
 
-    What is allowed is read from ``schema``, the validated model's JSON Schema, so the message and
+    What is allowed is read from ``schema``, the validated model's JSON Schema (:func:`inline_refs`), so the message and
     ``mklkit schema`` agree; ``root`` is where the model sits in a spec (``("cv",)``).  A PipelineError
     raised by a validator keeps its parts, its key relative to where pydantic found it.
     """
@@ -144,12 +144,12 @@ def from_validation(exc: Any, schema: dict[str, Any], root: Sequence[Any] = ()) 
         )
     key = key_path(loc)
     if kind == "extra_forbidden":
-        parent = _at(schema, schema, rel[:-1])
+        parent = _at(schema, rel[:-1])
         keys = list((parent or {}).get("properties", {}))
         name = str(loc[-1])
         return PipelineError(key, f"unknown key{did_you_mean(name, keys)}", name, ", ".join(keys))
-    field = _at(schema, schema, rel)
-    allowed = allowed_words(schema, field) if field is not None else None
+    field = _at(schema, rel)
+    allowed = allowed_words(field) if field is not None else None
     if kind == "missing":
         return PipelineError(key, f"required {'section' if len(loc) == 1 else 'key'} is missing", allowed=allowed)
     value = err.get("input", MISSING)
@@ -163,31 +163,34 @@ def _union_member(part: Any) -> bool:
     return isinstance(part, str) and ("[" in part or part in ("bool", "int", "float", "str", "none"))
 
 
-def _resolve(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-    while isinstance(node, dict) and "$ref" in node:
-        node = root["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+def inline_refs(node: Any, defs: dict[str, Any] | None = None) -> Any:
+    """A JSON Schema with every ``$ref`` replaced by its definition, in new containers (the models are not
+    recursive)."""
+    if defs is None:
+        defs = node.get("$defs", {})
+    if isinstance(node, dict):
+        if "$ref" in node:
+            target = inline_refs(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+            return {**target, **{k: inline_refs(v, defs) for k, v in node.items() if k != "$ref"}}
+        return {k: inline_refs(v, defs) for k, v in node.items() if k != "$defs"}
+    if isinstance(node, list):
+        return [inline_refs(v, defs) for v in node]
     return node
 
 
-def _branches(root: dict[str, Any], node: dict[str, Any]) -> list[dict[str, Any]]:
-    """The non-null alternatives of a schema node."""
-    node = _resolve(root, node)
+def _branches(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The non-null alternatives of an inlined schema node."""
     alts = node.get("anyOf") or node.get("oneOf")
     if not alts:
         return [node]
-    out = []
-    for a in alts:
-        a = _resolve(root, a)
-        if a.get("type") != "null":
-            out.extend(_branches(root, a))
-    return out
+    return [b for a in alts if a.get("type") != "null" for b in _branches(a)]
 
 
-def _at(root: dict[str, Any], node: dict[str, Any], loc: Sequence[Any]) -> dict[str, Any] | None:
-    """The schema node at ``loc`` (object properties and array items), or ``None``."""
+def _at(node: dict[str, Any], loc: Sequence[Any]) -> dict[str, Any] | None:
+    """The inlined schema node at ``loc`` (object properties and array items), or ``None``."""
     for part in loc:
         found = None
-        for b in _branches(root, node):
+        for b in _branches(node):
             if isinstance(part, int) and "items" in b:
                 found = b["items"]
             elif isinstance(part, str) and part in b.get("properties", {}):
@@ -197,8 +200,8 @@ def _at(root: dict[str, Any], node: dict[str, Any], loc: Sequence[Any]) -> dict[
         if found is None:
             return None
         node = found
-    branches = _branches(root, node)
-    return next((b for b in branches if "properties" in b), branches[0] if len(branches) == 1 else _resolve(root, node))
+    branches = _branches(node)
+    return next((b for b in branches if "properties" in b), branches[0] if len(branches) == 1 else node)
 
 
 def _num(x: float) -> str:
@@ -214,10 +217,10 @@ def _bound(b: dict[str, Any], key: str) -> tuple[bool, Any] | None:
 _TYPE_WORDS = {"boolean": "true or false", "string": "a string", "array": "a list"}
 
 
-def allowed_words(root: dict[str, Any], node: dict[str, Any]) -> str:
-    """What a schema node allows, in words (``a number > 0``, ``one of 'trace', 'none'``)."""
+def allowed_words(node: dict[str, Any]) -> str:
+    """What an inlined schema node allows, in words (``a number > 0``, ``one of 'trace', 'none'``)."""
     words = []
-    for b in _branches(root, node):
+    for b in _branches(node):
         if "enum" in b:
             words.append("one of " + ", ".join(repr(v) for v in b["enum"]))
         elif "const" in b:
