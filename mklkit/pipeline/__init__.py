@@ -13,14 +13,14 @@ from .assemble import Prepared, check_support, prepare, probe_problem, problem_a
 from .bank import TestSide, check_memory, choose_representation, new_points, rows_of
 from .bank_settings import BankSettings, Representation, kernel_resolver
 from .data import Data, array_data, fold, gram_data, make_folds, standardize
-from .errors import PipelineError, one_line_error
+from .errors import PipelineError
 from .loading import load_data
 from .problem_settings import ProblemSettings, component_dict
 from .settings import DEFAULTS, REPRESENTATIONS, CVSettings, DataSettings, parse_bytes
 
 PipelineError.__module__ = __name__  # its public name: mklkit.pipeline.PipelineError
 
-__all__ = ["DEFAULTS", "REPRESENTATIONS", "parse_bytes", "PipelineError", "one_line_error", "DataSettings"]
+__all__ = ["DEFAULTS", "REPRESENTATIONS", "parse_bytes", "PipelineError", "DataSettings"]
 __all__ += ["Representation", "BankSettings", "ProblemSettings", "CVSettings", "component_dict", "Data", "TestSide"]
 __all__ += ["new_points", "rows_of", "Prepared", "load_data", "array_data", "gram_data", "make_folds", "fold"]
 __all__ += ["standardize", "check_memory", "choose_representation", "check_support", "probe_problem", "problem_at"]

@@ -3,6 +3,7 @@ structured errors into it (what is allowed read from the model's JSON Schema).""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -45,52 +46,65 @@ def strip_prefix(text: str, *prefixes: str) -> str:
     return text
 
 
-def one_line_error(head: str, shown: str | None, allowed: str | None) -> str:
-    """``<head>; got <shown>; allowed: <allowed>`` (the parts that are given), on one line."""
-    parts = [head]
-    if shown is not None:
-        parts.append(f"got {shown}")
-    if allowed:
-        parts.append(f"allowed: {allowed}")
-    return one_line("; ".join(parts))
+def mark_override(problem: str, key: str, overridden: Sequence[str]) -> str:
+    """``problem`` marked ``(set by --set)`` when ``key`` was set on the command line."""
+    k, *given = (re.sub(r"\[(\d+)\]", r".\1", path) for path in (key, *overridden))  # bank[1] as bank.1
+    if any(k == o or k.startswith(o + ".") or o.startswith(k + ".") for o in given):
+        return f"{problem} (set by --set)"
+    return problem
 
 
 class PipelineError(ValueError):
-    """A problem with the data, the bank or the problem settings: ``<key>: <problem>; got <value>; allowed: <allowed>``.
+    """A problem with the data, the bank or the problem settings:
+    ``[<file>: ]<key>: <problem>; got <value>; allowed: <allowed>`` (the parts that are given).
 
     Attributes
     ----------
     key : str
         Spec key path (``kernels.bank[1].width``); the estimators map it to their parameter name.
     problem : str
+        What is wrong; marked ``(set by --set)`` when ``key`` is one of the key paths ``overridden``.
     value : Any
         The offending value (:attr:`has_value` tells whether there is one).
     shown : str or None
         How the value is shown (``repr`` of it, or a path as written).
     allowed : str or None
+    file : str or None
+        The spec file as given (``"<spec>"`` for an in-memory mapping), ``None`` outside a spec.
     """
 
     NO_VALUE: Any = MISSING
 
     def __init__(
-        self, key: str, problem: str, value: Any = MISSING, allowed: str | None = None, *, shown: str | None = None
+        self,
+        key: str,
+        problem: str,
+        value: Any = MISSING,
+        allowed: str | None = None,
+        *,
+        shown: str | None = None,
+        file: str | None = None,
+        overridden: Sequence[str] = (),
     ) -> None:
         self.key = key
-        self.problem = one_line(problem)
+        self.file = file
+        self.problem = one_line(mark_override(problem, key, overridden))
         self.has_value = value is not MISSING or shown is not None
         self.value = None if value is MISSING else value
         self.shown = one_line(shown) if shown is not None else (_show(value) if self.has_value else None)
         self.allowed = one_line(allowed) if allowed else None
         super().__init__(self.message())
 
-    def message(self, key: str | None = None, problem: str | None = None) -> str:
-        """The one-line message, with ``key`` (and ``problem``) in place of the own ones."""
+    def message(self, key: str | None = None) -> str:
+        """The one-line message, with ``key`` in place of the own one."""
         key = self.key if key is None else key
-        return one_line_error(
-            f"{key}: {problem or self.problem}" if key else (problem or self.problem),
-            self.shown if self.has_value else None,
-            self.allowed,
-        )
+        parts = [f"{key}: {self.problem}" if key else self.problem]
+        if self.has_value:
+            parts.append(f"got {self.shown}")
+        if self.allowed:
+            parts.append(f"allowed: {self.allowed}")
+        text = one_line("; ".join(parts))
+        return text if self.file is None else f"{self.file}: {text}"
 
     def __str__(self) -> str:
         return self.message()
