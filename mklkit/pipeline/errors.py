@@ -1,5 +1,5 @@
-"""The pipeline's error, its key, problem, value and allowed as data, and the one conversion of pydantic's
-structured errors into it (what is allowed read from the model's JSON Schema)."""
+"""The pipeline's error (the spec's: with the file in front), its key, problem, value and allowed as data, and
+the one conversion of pydantic's structured errors into it (what is allowed read from the model's JSON Schema)."""
 
 from __future__ import annotations
 
@@ -108,6 +108,31 @@ class PipelineError(ValueError):
 
     def __str__(self) -> str:
         return self.message()
+
+
+class SpecError(PipelineError):
+    """A spec problem: a :class:`PipelineError` with the spec ``file`` in front (``"<spec>"`` for an in-memory
+    mapping); ``key`` is ``line L, column C`` for YAML syntax, ``overridden`` the key paths set by ``--set``
+    (a problem at one of them is marked ``(set by --set)``)."""
+
+    def __init__(
+        self,
+        file: str,
+        key: str,
+        problem: str,
+        value: Any = MISSING,
+        allowed: str | None = None,
+        *,
+        shown: str | None = None,
+        overridden: Sequence[str] = (),
+    ) -> None:
+        super().__init__(key, problem, value, allowed, shown=shown, file=str(file), overridden=overridden)
+
+
+def from_pipeline(exc: PipelineError, file: str, overridden: Sequence[str] = ()) -> SpecError:
+    """A PipelineError as the spec's one-line error."""
+    shown = exc.shown if exc.has_value else None
+    return SpecError(file, exc.key, exc.problem, allowed=exc.allowed, shown=shown, overridden=overridden)
 
 
 def bank_error(exc: Exception, base: str, absolute: bool = True) -> PipelineError:

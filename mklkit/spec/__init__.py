@@ -11,7 +11,7 @@ directory.
 from __future__ import annotations
 
 from ..pipeline import DEFAULTS, parse_bytes
-from .errors import SpecError, from_pipeline, mark_override, one_line
+from ..pipeline.errors import SpecError, from_pipeline, mark_override, one_line
 from .models import SWEEP_COMPONENTS, SWEEP_KEYS, SWEEP_SECTION, TOP_KEYS, EngineSection, OutputSpec, Spec, load_spec
 from .models import parse_spec, refuse_sweep, sweep_lists, validate_model, validate_spec
 from .schema import json_schema

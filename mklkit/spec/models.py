@@ -12,10 +12,9 @@ from pydantic import Field, PrivateAttr, RootModel, ValidationError, ValidationI
 
 from .. import pipeline
 from ..pipeline import BankSettings, Data, DataSettings, PipelineError, Prepared, ProblemSettings
-from ..pipeline.errors import from_validation, inline_refs
+from ..pipeline.errors import SpecError, from_pipeline, from_validation, inline_refs
 from ..pipeline.settings import Settings
 from ..pipeline.problem_settings import EngineField
-from .errors import SpecError, from_pipeline
 from .yamlio import apply_overrides, read_spec_file, spec_stem
 
 if TYPE_CHECKING:  # pragma: no cover
