@@ -131,8 +131,7 @@ class SpecError(PipelineError):
 
 def from_pipeline(exc: PipelineError, file: str, overridden: Sequence[str] = ()) -> SpecError:
     """A PipelineError as the spec's one-line error."""
-    shown = exc.shown if exc.has_value else None
-    return SpecError(file, exc.key, exc.problem, allowed=exc.allowed, shown=shown, overridden=overridden)
+    return SpecError(file, exc.key, exc.problem, allowed=exc.allowed, shown=exc.shown, overridden=overridden)
 
 
 def bank_error(exc: Exception, base: str, absolute: bool = True) -> PipelineError:
@@ -144,10 +143,8 @@ def bank_error(exc: Exception, base: str, absolute: bool = True) -> PipelineErro
     elif base.startswith("kernels.") and not key.startswith("kernels"):
         key = f"{base}.{key}" if getattr(exc, "key", None) else base
     problem = getattr(exc, "problem", None) or one_line(str(exc))
-    allowed = getattr(exc, "allowed", None)
-    if getattr(exc, "has_value", False):
-        return PipelineError(key, problem, exc.value, allowed)  # type: ignore[attr-defined]
-    return PipelineError(key, problem, allowed=allowed)
+    value = exc.value if getattr(exc, "has_value", False) else MISSING  # type: ignore[attr-defined]
+    return PipelineError(key, problem, value, getattr(exc, "allowed", None))
 
 
 def key_path(loc: Sequence[Any], key: str = "") -> str:
@@ -175,12 +172,7 @@ def from_validation(exc: Any, schema: dict[str, Any], root: Sequence[Any] = ()) 
     ctx = err.get("ctx") or {}
     if kind == "value_error" and isinstance(ctx.get("error"), PipelineError):
         inner = ctx["error"]
-        return PipelineError(
-            key_path(loc, inner.key),
-            inner.problem,
-            allowed=inner.allowed,
-            shown=inner.shown if inner.has_value else None,
-        )
+        return PipelineError(key_path(loc, inner.key), inner.problem, allowed=inner.allowed, shown=inner.shown)
     key = key_path(loc)
     if kind == "extra_forbidden":
         parent = _at(schema, rel[:-1])
