@@ -25,17 +25,15 @@ FACTOR_NPZ_ALLOWED = (
 )
 
 
-def _show(value: Any, limit: int = 80) -> str:
-    """A short one-line rendering of an offending value."""
-    if isinstance(value, Path):
-        value = str(value)
-    text = " ".join(repr(value).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def one_line(text: Any) -> str:
     """``text`` on one line (runs of whitespace as one space)."""
     return " ".join(str(text).split())
+
+
+def _show(value: Any, limit: int = 80) -> str:
+    """A short one-line rendering of an offending value (a path as its text)."""
+    text = one_line(repr(str(value) if isinstance(value, Path) else value))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def strip_prefix(text: str, *prefixes: str) -> str:
