@@ -106,6 +106,17 @@ def test_cli_report_missing_matplotlib_is_one_line(tmp_path, monkeypatch, capsys
     assert len(err.strip().splitlines()) == 1 and "mklkit[plot]" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    "top, needle", [("0", "--top: must be an integer >= 1; got 0"), ("x", "invalid int value: 'x'")]
+)
+def test_cli_report_bad_top_is_one_line(tmp_path, capsys, top, needle):
+    from mklkit.cli import main
+
+    assert main(["report", str(fake_run(tmp_path / "run")), "--top", top]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and needle in err
+
+
 def test_cli_report_ok(tmp_path, mpl, capsys):
     from mklkit.cli import main
 

@@ -19,6 +19,19 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
 
 
+def _at_least(least: int) -> Callable[[str], int]:
+    """argparse's ``type`` of a count: an integer >= ``least`` (other text: argparse's ``invalid int value``)."""
+
+    def count(text: str) -> int:
+        value = int(text)
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {least}; got {value}")
+        return value
+
+    count.__name__ = "int"  # the type argparse names in its message
+    return count
+
+
 def parser() -> argparse.ArgumentParser:
     from .. import __version__
 
@@ -105,7 +118,9 @@ def _add_spec_commands(sub: Any) -> None:
 
     sp = _add(sub, "report", "draw gap.png, active.png, weights.png into a run directory")
     sp.add_argument("out", metavar="OUT", help="run directory written by 'mklkit run'")
-    sp.add_argument("--top", type=int, default=15, metavar="K", help="label the K largest kernel weights (default 15)")
+    sp.add_argument(
+        "--top", type=_at_least(1), default=15, metavar="K", help="label the K largest kernel weights (default 15)"
+    )
 
 
 def _add_component_commands(sub: Any) -> None:
@@ -131,7 +146,7 @@ def _add_component_commands(sub: Any) -> None:
     )
     sp.add_argument(
         "--random",
-        type=int,
+        type=_at_least(0),
         default=CHECK_RANDOM_POINTS,
         metavar="N",
         help="random parameter points of losses and regularizers drawn from the declarations besides the defaults "
@@ -139,14 +154,14 @@ def _add_component_commands(sub: Any) -> None:
     )
     sp.add_argument(
         "--seed",
-        type=int,
+        type=_at_least(0),
         default=0,
         metavar="S",
         help="seed of the random parameter points and of the check points (default 0)",
     )
     sp.add_argument(
         "--max-problems",
-        type=int,
+        type=_at_least(1),
         metavar="N",
         help="engines: solve at most N of the kit's problems (default: all the engine supports)",
     )

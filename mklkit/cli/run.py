@@ -8,7 +8,7 @@ import math
 import sys
 from typing import Any
 
-from .errors import EXIT_NOT_CONVERGED, EXIT_OK, UsageError, finish_before_interrupt, is_interrupt
+from .errors import EXIT_NOT_CONVERGED, EXIT_OK, finish_before_interrupt, is_interrupt
 from .output import BuildBar, IterationLines, err, num, one_line, out, plural, show_logs, sweep_lines
 
 
@@ -139,8 +139,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ..io import read_summary
     from ..report import plot_run
 
-    if args.top < 1:
-        raise UsageError(f"mklkit report: --top must be >= 1; got {args.top}")
     paths = plot_run(args.out, top_k=args.top)
     out("wrote " + ", ".join(str(p) for p in paths))
     summary = read_summary(args.out)

@@ -10,18 +10,17 @@ Every problem is a :class:`PipelineError` whose ``key`` is the spec key path and
 from __future__ import annotations
 
 from .assemble import Prepared, check_support, prepare, probe_problem, problem_at
-from .bank import TestSide, check_memory, choose_representation, new_points, rows_of
+from .bank import check_memory, choose_representation, new_points
 from .bank_settings import BankSettings, Representation, kernel_resolver
 from .data import Data, array_data, fold, gram_data, make_folds, standardize
-from .errors import PipelineError, one_line_error
+from .errors import PipelineError
 from .loading import load_data
-from .problem_settings import ProblemSettings, component_dict
+from .problem_settings import ProblemSettings
 from .settings import DEFAULTS, CVSettings, DataSettings, parse_bytes
 
 PipelineError.__module__ = __name__  # its public name: mklkit.pipeline.PipelineError
 
-__all__ = ["DEFAULTS", "parse_bytes", "PipelineError", "one_line_error", "DataSettings"]
-__all__ += ["Representation", "BankSettings", "ProblemSettings", "CVSettings", "component_dict", "Data", "TestSide"]
-__all__ += ["new_points", "rows_of", "Prepared", "load_data", "array_data", "gram_data", "make_folds", "fold"]
-__all__ += ["standardize", "check_memory", "choose_representation", "check_support", "probe_problem", "problem_at"]
-__all__ += ["prepare", "kernel_resolver"]
+__all__ = ["DEFAULTS", "parse_bytes", "PipelineError", "DataSettings", "Representation", "BankSettings"]
+__all__ += ["ProblemSettings", "CVSettings", "Data", "new_points", "Prepared", "load_data", "array_data", "gram_data"]
+__all__ += ["make_folds", "fold", "standardize", "check_memory", "choose_representation", "check_support"]
+__all__ += ["probe_problem", "problem_at", "prepare", "kernel_resolver"]

@@ -1,8 +1,9 @@
-"""The pipeline's error, its key, problem, value and allowed as data, and the one conversion of pydantic's
-structured errors into it (what is allowed read from the model's JSON Schema)."""
+"""The pipeline's error (the spec's: with the file in front), its key, problem, value and allowed as data, and
+the one conversion of pydantic's structured errors into it (what is allowed read from the model's JSON Schema)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -24,17 +25,15 @@ FACTOR_NPZ_ALLOWED = (
 )
 
 
-def _show(value: Any, limit: int = 80) -> str:
-    """A short one-line rendering of an offending value."""
-    if isinstance(value, Path):
-        value = str(value)
-    text = " ".join(repr(value).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def one_line(text: Any) -> str:
     """``text`` on one line (runs of whitespace as one space)."""
     return " ".join(str(text).split())
+
+
+def _show(value: Any, limit: int = 80) -> str:
+    """A short one-line rendering of an offending value (a path as its text)."""
+    text = one_line(repr(str(value) if isinstance(value, Path) else value))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def strip_prefix(text: str, *prefixes: str) -> str:
@@ -45,55 +44,92 @@ def strip_prefix(text: str, *prefixes: str) -> str:
     return text
 
 
-def one_line_error(head: str, shown: str | None, allowed: str | None) -> str:
-    """``<head>; got <shown>; allowed: <allowed>`` (the parts that are given), on one line."""
-    parts = [head]
-    if shown is not None:
-        parts.append(f"got {shown}")
-    if allowed:
-        parts.append(f"allowed: {allowed}")
-    return one_line("; ".join(parts))
+def mark_override(problem: str, key: str, overridden: Sequence[str]) -> str:
+    """``problem`` marked ``(set by --set)`` when ``key`` was set on the command line."""
+    k, *given = (re.sub(r"\[(\d+)\]", r".\1", path) for path in (key, *overridden))  # bank[1] as bank.1
+    if any(k == o or k.startswith(o + ".") or o.startswith(k + ".") for o in given):
+        return f"{problem} (set by --set)"
+    return problem
 
 
 class PipelineError(ValueError):
-    """A problem with the data, the bank or the problem settings: ``<key>: <problem>; got <value>; allowed: <allowed>``.
+    """A problem with the data, the bank or the problem settings:
+    ``[<file>: ]<key>: <problem>; got <value>; allowed: <allowed>`` (the parts that are given).
 
     Attributes
     ----------
     key : str
         Spec key path (``kernels.bank[1].width``); the estimators map it to their parameter name.
     problem : str
+        What is wrong; marked ``(set by --set)`` when ``key`` is one of the key paths ``overridden``.
     value : Any
         The offending value (:attr:`has_value` tells whether there is one).
     shown : str or None
         How the value is shown (``repr`` of it, or a path as written).
     allowed : str or None
+    file : str or None
+        The spec file as given (``"<spec>"`` for an in-memory mapping), ``None`` outside a spec.
     """
 
     NO_VALUE: Any = MISSING
 
     def __init__(
-        self, key: str, problem: str, value: Any = MISSING, allowed: str | None = None, *, shown: str | None = None
+        self,
+        key: str,
+        problem: str,
+        value: Any = MISSING,
+        allowed: str | None = None,
+        *,
+        shown: str | None = None,
+        file: str | None = None,
+        overridden: Sequence[str] = (),
     ) -> None:
         self.key = key
-        self.problem = one_line(problem)
+        self.file = file
+        self.problem = one_line(mark_override(problem, key, overridden))
         self.has_value = value is not MISSING or shown is not None
         self.value = None if value is MISSING else value
         self.shown = one_line(shown) if shown is not None else (_show(value) if self.has_value else None)
         self.allowed = one_line(allowed) if allowed else None
         super().__init__(self.message())
 
-    def message(self, key: str | None = None, problem: str | None = None) -> str:
-        """The one-line message, with ``key`` (and ``problem``) in place of the own ones."""
+    def message(self, key: str | None = None) -> str:
+        """The one-line message, with ``key`` in place of the own one."""
         key = self.key if key is None else key
-        return one_line_error(
-            f"{key}: {problem or self.problem}" if key else (problem or self.problem),
-            self.shown if self.has_value else None,
-            self.allowed,
-        )
+        parts = [f"{key}: {self.problem}" if key else self.problem]
+        if self.has_value:
+            parts.append(f"got {self.shown}")
+        if self.allowed:
+            parts.append(f"allowed: {self.allowed}")
+        text = one_line("; ".join(parts))
+        return text if self.file is None else f"{self.file}: {text}"
 
     def __str__(self) -> str:
         return self.message()
+
+
+class SpecError(PipelineError):
+    """A spec problem: a :class:`PipelineError` with the spec ``file`` in front (``"<spec>"`` for an in-memory
+    mapping); ``key`` is ``line L, column C`` for YAML syntax, ``overridden`` the key paths set by ``--set``
+    (a problem at one of them is marked ``(set by --set)``)."""
+
+    def __init__(
+        self,
+        file: str,
+        key: str,
+        problem: str,
+        value: Any = MISSING,
+        allowed: str | None = None,
+        *,
+        shown: str | None = None,
+        overridden: Sequence[str] = (),
+    ) -> None:
+        super().__init__(key, problem, value, allowed, shown=shown, file=str(file), overridden=overridden)
+
+
+def from_pipeline(exc: PipelineError, file: str, overridden: Sequence[str] = ()) -> SpecError:
+    """A PipelineError as the spec's one-line error."""
+    return SpecError(file, exc.key, exc.problem, allowed=exc.allowed, shown=exc.shown, overridden=overridden)
 
 
 def bank_error(exc: Exception, base: str, absolute: bool = True) -> PipelineError:
@@ -105,10 +141,8 @@ def bank_error(exc: Exception, base: str, absolute: bool = True) -> PipelineErro
     elif base.startswith("kernels.") and not key.startswith("kernels"):
         key = f"{base}.{key}" if getattr(exc, "key", None) else base
     problem = getattr(exc, "problem", None) or one_line(str(exc))
-    allowed = getattr(exc, "allowed", None)
-    if getattr(exc, "has_value", False):
-        return PipelineError(key, problem, exc.value, allowed)  # type: ignore[attr-defined]
-    return PipelineError(key, problem, allowed=allowed)
+    value = exc.value if getattr(exc, "has_value", False) else MISSING  # type: ignore[attr-defined]
+    return PipelineError(key, problem, value, getattr(exc, "allowed", None))
 
 
 def key_path(loc: Sequence[Any], key: str = "") -> str:
@@ -124,7 +158,7 @@ def key_path(loc: Sequence[Any], key: str = "") -> str:
 def from_validation(exc: Any, schema: dict[str, Any], root: Sequence[Any] = ()) -> PipelineError:
     """The first of pydantic's errors (a ``ValidationError``; an unknown key first) as a :class:`PipelineError`.
 
-    What is allowed is read from ``schema``, the validated model's JSON Schema, so the message and
+    What is allowed is read from ``schema``, the validated model's JSON Schema (:func:`inline_refs`), so the message and
     ``mklkit schema`` agree; ``root`` is where the model sits in a spec (``("cv",)``).  A PipelineError
     raised by a validator keeps its parts, its key relative to where pydantic found it.
     """
@@ -136,20 +170,15 @@ def from_validation(exc: Any, schema: dict[str, Any], root: Sequence[Any] = ()) 
     ctx = err.get("ctx") or {}
     if kind == "value_error" and isinstance(ctx.get("error"), PipelineError):
         inner = ctx["error"]
-        return PipelineError(
-            key_path(loc, inner.key),
-            inner.problem,
-            allowed=inner.allowed,
-            shown=inner.shown if inner.has_value else None,
-        )
+        return PipelineError(key_path(loc, inner.key), inner.problem, allowed=inner.allowed, shown=inner.shown)
     key = key_path(loc)
     if kind == "extra_forbidden":
-        parent = _at(schema, schema, rel[:-1])
+        parent = _at(schema, rel[:-1])
         keys = list((parent or {}).get("properties", {}))
         name = str(loc[-1])
         return PipelineError(key, f"unknown key{did_you_mean(name, keys)}", name, ", ".join(keys))
-    field = _at(schema, schema, rel)
-    allowed = allowed_words(schema, field) if field is not None else None
+    field = _at(schema, rel)
+    allowed = allowed_words(field) if field is not None else None
     if kind == "missing":
         return PipelineError(key, f"required {'section' if len(loc) == 1 else 'key'} is missing", allowed=allowed)
     value = err.get("input", MISSING)
@@ -163,31 +192,34 @@ def _union_member(part: Any) -> bool:
     return isinstance(part, str) and ("[" in part or part in ("bool", "int", "float", "str", "none"))
 
 
-def _resolve(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-    while isinstance(node, dict) and "$ref" in node:
-        node = root["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+def inline_refs(node: Any, defs: dict[str, Any] | None = None) -> Any:
+    """A JSON Schema with every ``$ref`` replaced by its definition, in new containers (the models are not
+    recursive)."""
+    if defs is None:
+        defs = node.get("$defs", {})
+    if isinstance(node, dict):
+        if "$ref" in node:
+            target = inline_refs(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+            return {**target, **{k: inline_refs(v, defs) for k, v in node.items() if k != "$ref"}}
+        return {k: inline_refs(v, defs) for k, v in node.items() if k != "$defs"}
+    if isinstance(node, list):
+        return [inline_refs(v, defs) for v in node]
     return node
 
 
-def _branches(root: dict[str, Any], node: dict[str, Any]) -> list[dict[str, Any]]:
-    """The non-null alternatives of a schema node."""
-    node = _resolve(root, node)
+def _branches(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The non-null alternatives of an inlined schema node."""
     alts = node.get("anyOf") or node.get("oneOf")
     if not alts:
         return [node]
-    out = []
-    for a in alts:
-        a = _resolve(root, a)
-        if a.get("type") != "null":
-            out.extend(_branches(root, a))
-    return out
+    return [b for a in alts if a.get("type") != "null" for b in _branches(a)]
 
 
-def _at(root: dict[str, Any], node: dict[str, Any], loc: Sequence[Any]) -> dict[str, Any] | None:
-    """The schema node at ``loc`` (object properties and array items), or ``None``."""
+def _at(node: dict[str, Any], loc: Sequence[Any]) -> dict[str, Any] | None:
+    """The inlined schema node at ``loc`` (object properties and array items), or ``None``."""
     for part in loc:
         found = None
-        for b in _branches(root, node):
+        for b in _branches(node):
             if isinstance(part, int) and "items" in b:
                 found = b["items"]
             elif isinstance(part, str) and part in b.get("properties", {}):
@@ -197,8 +229,8 @@ def _at(root: dict[str, Any], node: dict[str, Any], loc: Sequence[Any]) -> dict[
         if found is None:
             return None
         node = found
-    branches = _branches(root, node)
-    return next((b for b in branches if "properties" in b), branches[0] if len(branches) == 1 else _resolve(root, node))
+    branches = _branches(node)
+    return next((b for b in branches if "properties" in b), branches[0] if len(branches) == 1 else node)
 
 
 def _num(x: float) -> str:
@@ -214,10 +246,10 @@ def _bound(b: dict[str, Any], key: str) -> tuple[bool, Any] | None:
 _TYPE_WORDS = {"boolean": "true or false", "string": "a string", "array": "a list"}
 
 
-def allowed_words(root: dict[str, Any], node: dict[str, Any]) -> str:
-    """What a schema node allows, in words (``a number > 0``, ``one of 'trace', 'none'``)."""
+def allowed_words(node: dict[str, Any]) -> str:
+    """What an inlined schema node allows, in words (``a number > 0``, ``one of 'trace', 'none'``)."""
     words = []
-    for b in _branches(root, node):
+    for b in _branches(node):
         if "enum" in b:
             words.append("one of " + ", ".join(repr(v) for v in b["enum"]))
         elif "const" in b:

@@ -12,10 +12,9 @@ from pydantic import Field, PrivateAttr, RootModel, ValidationError, ValidationI
 
 from .. import pipeline
 from ..pipeline import BankSettings, Data, DataSettings, PipelineError, Prepared, ProblemSettings
-from ..pipeline.errors import from_validation
+from ..pipeline.errors import SpecError, from_pipeline, from_validation, inline_refs
 from ..pipeline.settings import Settings
 from ..pipeline.problem_settings import EngineField
-from .errors import SpecError, from_pipeline
 from .yamlio import apply_overrides, read_spec_file, spec_stem
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -197,8 +196,8 @@ class Spec(Settings):
 
 @functools.lru_cache(maxsize=None)
 def model_schema(cls: Any) -> dict[str, Any]:
-    """The JSON Schema of a model as pydantic generates it (messages read what is allowed from it)."""
-    return cls.model_json_schema()
+    """The JSON Schema of a model as pydantic generates it, inlined (messages read what is allowed from it)."""
+    return inline_refs(cls.model_json_schema())
 
 
 def sweep_lists(raw: Any) -> list[tuple[str, Any]]:

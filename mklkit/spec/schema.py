@@ -3,6 +3,7 @@ plugins know (components and their ``Param``\ s, data sets, presets); with ``swe
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any, Sequence
 
@@ -10,23 +11,6 @@ from ..components.params import Param
 from ..pipeline import CVSettings, DEFAULTS
 from ..plugins import get_registry
 from .models import SWEEP_KEYS, SWEEP_SECTION, Spec, model_schema
-
-
-def _inline(node: Any, defs: dict[str, Any]) -> Any:
-    """``node`` with every ``$ref`` replaced by its definition (the models are not recursive)."""
-    if isinstance(node, dict):
-        if "$ref" in node:
-            target = _inline(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
-            return {**target, **{k: _inline(v, defs) for k, v in node.items() if k != "$ref"}}
-        return {k: _inline(v, defs) for k, v in node.items() if k != "$defs"}
-    if isinstance(node, list):
-        return [_inline(v, defs) for v in node]
-    return node
-
-
-def _generated(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` inlined, in new containers (``schema`` is left as it is)."""
-    return _inline(schema, schema.get("$defs", {}))
 
 
 def _listed(node: dict[str, Any]) -> dict[str, Any]:
@@ -101,7 +85,7 @@ def json_schema(sweep: bool = False) -> dict[str, Any]:
     from ..data import available
     from ..kernels import available_presets
 
-    schema = _fill(_generated(model_schema(Spec)), get_registry(), sweep)
+    schema = _fill(model_schema(Spec), get_registry(), sweep)  # new containers: the cached schema stays
     props = schema["properties"]
     data, kernels = _section(props, "data"), _section(props, "kernels")
     data["properties"]["builtin"] = {"type": "string", "enum": list(available()), "description": "a bundled data set"}
@@ -121,7 +105,7 @@ def json_schema(sweep: bool = False) -> dict[str, Any]:
                 sec["properties"][sub] = _listed(sec["properties"][sub])
             else:
                 props[section] = _listed(props[section])
-        props[SWEEP_SECTION] = _generated(model_schema(CVSettings))
+        props[SWEEP_SECTION] = copy.deepcopy(model_schema(CVSettings))
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "mklkit sweep spec" if sweep else "mklkit spec",

@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from ..pipeline.bank_settings import KERNEL_SOURCES
-from .errors import SpecError
+from ..pipeline.errors import SpecError
 
 
 class _SpecLoader(yaml.SafeLoader):

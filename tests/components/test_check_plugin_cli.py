@@ -119,8 +119,8 @@ def test_param_values_are_checked_and_kept(pinballs, capsys):
             ["--param needs the form name=value; got 'tau'", "allowed: a parameter of loss 'swapped_pinball': tau"],
         ),
         (["--param", "tau=[1,"], ["mklkit check-plugin (--param tau)", "YAML syntax error"]),
-        (["--random", "-1"], ["--random must be an integer >= 0; got -1"]),
-        (["--seed", "-2"], ["--seed must be an integer >= 0; got -2"]),
+        (["--random", "-1"], ["--random: must be an integer >= 0; got -1"]),
+        (["--seed", "-2"], ["--seed: must be an integer >= 0; got -2"]),
         (["--random", "x"], ["--random: invalid int value: 'x'"]),
     ],
 )
