@@ -289,6 +289,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
             ("mklkit.estimators._solve", "mklkit.kernels"),
             ("mklkit.estimators._base", "mklkit.kernels"),
             ("mklkit.estimators._base", "mklkit.engines.common"),
+            ("mklkit.pipeline.heldout", "mklkit.engines.base"),
             ("mklkit.pipeline.heldout", "mklkit.engines.common"),
             ("mklkit.pipeline.heldout_rows", "mklkit.kernels.factor"),
             ("mklkit.pipeline.refine", "mklkit.kernels.factorize"),
