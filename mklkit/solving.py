@@ -158,7 +158,6 @@ def solve_prepared(
         raise ValueError("solve_prepared solves one problem; a target of more than two classes needs solve_multiclass")
     from .compilation import announce_compilation
     from .engines.base import solve_from
-    from .kernels import DEFAULT_MEMORY_BUDGET
     from .pipeline import problem_at
     from .pipeline.heldout import held_out_C, uses_path
     from .pipeline.problem_settings import auto_C
@@ -179,8 +178,8 @@ def solve_prepared(
             prepared.with_C(problem.C),
             [result],
             lambda p, warm: [solve_from(engine, p.problem, None, warm[0])],
-            spec.kernels.budget or DEFAULT_MEMORY_BUDGET,
-            spec.problem.C == "path",  # refine "auto": with C: path as asked for (not auto's path)
+            spec.kernels.budget,
+            spec.problem.C,
             progress=_staged(callback, "refine"),
         )
         refine_s = None if refinement is None else time.perf_counter() - t_refine

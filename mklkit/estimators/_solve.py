@@ -112,7 +112,6 @@ class Solving:
     def _refine(self, prep: FitState, results: list[Any]) -> list[Any]:
         """Factors that follow the solution (:mod:`mklkit.pipeline.refine`) when the bank's factor settings ask for
         it (``{"refine": ...}``; by default with ``C="path"``)."""
-        from ..kernels import DEFAULT_MEMORY_BUDGET
 
         def resolve(prepared: Any, warm: list[Any]) -> list[Any]:
             prep.prepared = prepared
@@ -124,9 +123,8 @@ class Solving:
                 f"{rec['ranks_after']}): total rank {rec['total_rank']}, {rec['time_s']:.2f} s"
             )
 
-        budget = check_budget(self.memory_budget, self._owner) or DEFAULT_MEMORY_BUDGET
-        by_path = isinstance(self.C, str) and self.C == "path"
-        prepared, results, info = refine_prepared(prep.prepared, results, resolve, budget, by_path, progress=progress)
+        budget = check_budget(self.memory_budget, self._owner)
+        prepared, results, info = refine_prepared(prep.prepared, results, resolve, budget, self.C, progress=progress)
         if info is not None:
             prep.prepared, prep.bank = prepared, prepared.bank
             prep.approximation = prepared.bank.approximation()

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
+from pydantic import Field
+from pydantic.dataclasses import dataclass as checked_dataclass
 
 from ..components.base import CLASSIFICATION
 from .assemble import problem_at
@@ -28,7 +30,7 @@ from .heldout_rows import paired_excess, split_rows
 from .kernel_subset import prefer_subset, subset_problem
 
 
-@dataclass(frozen=True)
+@checked_dataclass(frozen=True)
 class PathSettings:
     """How ``C="path"`` searches (``docs/api.md``).
 
@@ -55,26 +57,14 @@ class PathSettings:
         Fewest held-out rows (weighted count) worth scoring; below, the prior C.
     """
 
-    held_out: float = 0.2
-    per_decade: int = 2
-    min_ratio: float = 1e-7
-    patience: int = 3
-    flat: float = 0.01
-    tol_ratio: float = 3.0
+    held_out: float = Field(0.2, gt=0.0, lt=1.0)
+    per_decade: int = Field(2, ge=1)
+    min_ratio: float = Field(1e-7, gt=0.0, lt=1.0)
+    patience: int = Field(3, ge=1)
+    flat: float = Field(0.01, ge=0.0, lt=1.0)
+    tol_ratio: float = Field(3.0, ge=1.0)
     seed: int = 0
     min_held: int = 20
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.held_out < 1.0:
-            raise ValueError(f"held_out must be in (0, 1); got {self.held_out!r}")
-        if int(self.per_decade) < 1 or int(self.patience) < 1:
-            raise ValueError("per_decade and patience must be >= 1")
-        if not 0.0 < self.min_ratio < 1.0:
-            raise ValueError(f"min_ratio must be in (0, 1); got {self.min_ratio!r}")
-        if not 0.0 <= self.flat < 1.0:
-            raise ValueError(f"flat must be in [0, 1); got {self.flat!r}")
-        if not self.tol_ratio >= 1.0:
-            raise ValueError(f"tol_ratio must be >= 1; got {self.tol_ratio!r}")
 
 
 #: Fields of :class:`HeldoutPath` left out of :meth:`HeldoutPath.as_dict`.
@@ -235,6 +225,9 @@ def _path_on(part: Any, prior: Callable[[Any], float], s: PathSettings) -> tuple
 #: What :class:`HeldoutPath` records per value of C.
 _PER_VALUE = ("Cs", "losses", "metrics", "n_active", "iterations", "gaps", "times")
 
+#: The keys of :func:`select_C`'s progress records after ``C`` and ``ratio``, and their columns of the records.
+_PROGRESS = (("loss", "losses"), ("metric", "metrics"), ("n_active", "n_active"))
+
 
 @dataclass
 class _Walk:
@@ -329,16 +322,8 @@ def _walk(
         walk.kept.append(KeptSolution(result, rows.factor_bank))
         walk.record(C, result, held_out_scores(part.loss, y_held, rows.decision(result), w_held), t0)
         if progress is not None:
-            values = walk.values
-            progress(
-                dict(
-                    C=C,
-                    ratio=float(r),
-                    loss=values["losses"][-1],
-                    metric=values["metrics"][-1],
-                    n_active=values["n_active"][-1],
-                )
-            )
+            last = {key: walk.values[column][-1] for key, column in _PROGRESS}
+            progress({"C": C, "ratio": float(r), **last})
         walk.lowest(s.flat)
         _drop_kept(walk.kept, walk.best)
         if walk.turned(C, prior_fit, s):
