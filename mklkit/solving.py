@@ -158,18 +158,33 @@ def solve_prepared(
         raise ValueError("solve_prepared solves one problem; a target of more than two classes needs solve_multiclass")
     from .compilation import announce_compilation
     from .engines.base import solve_from
+    from .pipeline import problem_at
+    from .pipeline.heldout import held_out_C, uses_path
+    from .pipeline.problem_settings import auto_C
+    from .pipeline.refine import refine_prepared
 
     engine = spec.engine.engine
     what = f"loss {problem.loss.name!r}, regularizer {problem.regularizer.name!r} and engine {engine.name!r}"
     t0 = time.perf_counter()
-    refinement = refine_s = None
     with announce_compilation(what, warn=warn_compilation):
-        selection, problem, warm_start = _C_on_path(spec, problem, engine, callback, warm_start)
+        selection = None
+        if uses_path(spec.problem.C, problem):
+            choice = held_out_C(problem, engine, auto_C, progress=_staged(callback, "C path"))
+            selection, problem = choice.path, problem_at(problem, C=choice.path.C)
+            warm_start = warm_start if choice.start is None else choice.start
         result = solve_from(engine, problem, callback, warm_start)
-        refined = _refine(prepared, problem, result, callback)
-        if refined is not None:
-            prepared, result, refinement, refine_s = refined
-            problem = prepared.problem
+        t_refine = time.perf_counter()
+        refined, (result,), refinement = refine_prepared(
+            prepared.with_C(problem.C),
+            [result],
+            lambda p, warm: [solve_from(engine, p.problem, None, warm[0])],
+            spec.kernels.budget,
+            spec.problem.C,
+            progress=_staged(callback, "refine"),
+        )
+        refine_s = None if refinement is None else time.perf_counter() - t_refine
+    if refinement is not None:
+        prepared, problem = refined, refined.problem
     solve_s = time.perf_counter() - t0
     given_C = spec.problem.C
     if isinstance(given_C, str):  # the run records the C that 'auto' or 'path' gave
@@ -198,56 +213,9 @@ def solve_prepared(
     )
 
 
-def _C_on_path(
-    spec: Spec,
-    problem: Any,
-    engine: Any,
-    callback: Callable[[dict[str, Any]], Any] | None,
-    warm_start: SolveResult | None,
-) -> tuple[Any, Any, SolveResult | None]:
-    """The selection of C on held-out rows (``C: path``, or ``auto`` where the path decides; else None),
-    the problem at its C and the warm start to solve it from."""
-    from .engines.base import solve_from
-    from .pipeline import problem_at
-    from .pipeline.heldout import path_decides, path_engine, select_C
-    from .pipeline.problem_settings import auto_C
-
-    if not (spec.problem.C == "path" or (spec.problem.C == "auto" and path_decides(problem))):
-        return None, problem, warm_start
-    step = None if callback is None else (lambda rec: callback({"stage": "C path", **rec}))
-    on_path = path_engine(engine)
-    selection = select_C(problem, lambda p, warm: solve_from(on_path, p, None, warm), auto_C, progress=step)
-    problem = problem_at(problem, C=selection.C)
-    warm_start = warm_start if selection.start is None else selection.start
-    selection.start = None
-    return selection, problem, warm_start
-
-
-def _refine(
-    prepared: Prepared, problem: Any, result: SolveResult, callback: Callable[[dict[str, Any]], Any] | None
-) -> tuple[Prepared, SolveResult, Any, float] | None:
-    """More rank for the kernels in use, solved again (:mod:`mklkit.pipeline.refine`): the prepared spec,
-    the result, the refinement and its seconds; None when the factors are not refined."""
-    from .engines.base import solve_from
-    from .kernels import DEFAULT_MEMORY_BUDGET
-    from .pipeline.refine import refine_prepared, rounds_of
-
-    spec = prepared.spec
-    engine = spec.engine.engine
-    asked = spec.problem.C == "path"  # refine "auto": with C: path as asked for (not auto's path)
-    if not rounds_of(prepared, asked):
-        return None
-    t_refine = time.perf_counter()
-    step = None if callback is None else (lambda rec: callback({"stage": "refine", **rec}))
-    prepared, (result,), refinement = refine_prepared(
-        prepared.with_C(problem.C),
-        [result],
-        lambda p, warm: [solve_from(engine, p.problem, None, warm[0])],
-        spec.kernels.budget or DEFAULT_MEMORY_BUDGET,
-        asked,
-        progress=step,
-    )
-    return prepared, result, refinement, time.perf_counter() - t_refine
+def _staged(callback: Callable[[dict[str, Any]], Any] | None, stage: str) -> Callable[[dict[str, Any]], Any] | None:
+    """``callback`` for the records of a stage before the solve (``{"stage": stage, ...}``)."""
+    return None if callback is None else (lambda rec: callback({"stage": stage, **rec}))
 
 
 def _evaluate(prepared: Prepared, problem: Any, result: SolveResult) -> dict[str, float | None]:

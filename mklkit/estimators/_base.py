@@ -18,6 +18,7 @@ from .._interrupts import interrupt_guard
 from ..components.base import CLASSIFICATION, REGRESSION
 from ..components.params import ParamError
 from ..pipeline import new_points
+from ..pipeline.heldout import c_max
 from ..pipeline.problem_settings import C_NAMES
 from ..result import TrivialModelWarning, active_union, trivial_message, warn_if_trivial
 from ._checks import ParameterChecks, check_budget, check_C
@@ -170,9 +171,7 @@ class BaseMKL(ParameterChecks, FitPreparation, Solving, BaseEstimator):
 
     def _path_from_c_max(self, prep: FitState, n: int) -> np.ndarray:
         """``n`` values of C from ``C_max`` down to ``1e-3 C_max``, evenly on a log scale."""
-        from ..engines.common import zero_solution
-
-        cmax = max([0.0] + [zero_solution(prep.prepared.subproblem(t.y, t.rows, C=1.0)).C_max for t in prep.tasks])
+        cmax = max([0.0] + [c_max(prep.prepared.subproblem(t.y, t.rows)) for t in prep.tasks])
         if not (math.isfinite(cmax) and cmax > 0.0):
             raise ParamError(
                 "Cs",

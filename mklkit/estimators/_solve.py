@@ -9,18 +9,9 @@ import math
 import sys
 from typing import Any, Iterator, Sequence
 
-import numpy as np
-
 from ..pipeline import PipelineError, problem_at
-from ..pipeline.heldout import path_decides, path_engine, select_C
-from ..pipeline.kernel_subset import (
-    kernels_on_all_features,
-    prefer_subset,
-    restrict_result,
-    subset_problem,
-    supports_subset,
-    widen_result,
-)
+from ..pipeline.heldout import HeldoutChoice, held_out_C, uses_path
+from ..pipeline.kernel_subset import all_features_subset, restrict_result, subset_problem, widen_result
 from ..pipeline.refine import refine_prepared
 from ..pipeline.bank_settings import kernel_resolver
 from ..pipeline.problem_settings import AUTO_C_SCALE, auto_C
@@ -84,14 +75,10 @@ class Solving:
         work = base if keep is None else subset_problem(base, keep)
         previous = warm if keep is None else restrict_result(warm, keep)
         for C in Cs:
-            if isinstance(C, str) and C == "auto":  # held-out rows decide where there are enough of them
-                C = "path" if path_decides(base) else "scale"
-            if isinstance(C, str) and C == "path":
-                C, work = self._path_C(prep, t, base, where)
-                keep = prep.subset.get(t)
-                previous = prep.selection[t].start  # the chosen path solution, on all rows
-                prep.selection[t].start = None
-            elif isinstance(C, str):  # "scale"
+            if uses_path(C, base):  # "path", or "auto" where there are enough rows to hold some out
+                choice = self._path_C(prep, t, base, where)
+                C, work, keep, previous = choice.path.C, choice.problem, choice.keep, choice.start
+            elif isinstance(C, str):  # "scale", or "auto" on fewer rows
                 C = self._auto_C(base)
                 scale = AUTO_C_SCALE.get(self._task, 1.0)
                 logger.info(f"{where}: C='{self.C}' is {C:.6g} (the root mean diagonal of the kernels, x {scale:g})")
@@ -125,7 +112,6 @@ class Solving:
     def _refine(self, prep: FitState, results: list[Any]) -> list[Any]:
         """Factors that follow the solution (:mod:`mklkit.pipeline.refine`) when the bank's factor settings ask for
         it (``{"refine": ...}``; by default with ``C="path"``)."""
-        from ..kernels import DEFAULT_MEMORY_BUDGET
 
         def resolve(prepared: Any, warm: list[Any]) -> list[Any]:
             prep.prepared = prepared
@@ -137,9 +123,8 @@ class Solving:
                 f"{rec['ranks_after']}): total rank {rec['total_rank']}, {rec['time_s']:.2f} s"
             )
 
-        budget = check_budget(self.memory_budget, self._owner) or DEFAULT_MEMORY_BUDGET
-        by_path = isinstance(self.C, str) and self.C == "path"
-        prepared, results, info = refine_prepared(prep.prepared, results, resolve, budget, by_path, progress=progress)
+        budget = check_budget(self.memory_budget, self._owner)
+        prepared, results, info = refine_prepared(prep.prepared, results, resolve, budget, self.C, progress=progress)
         if info is not None:
             prep.prepared, prep.bank = prepared, prepared.bank
             prep.approximation = prepared.bank.approximation()
@@ -156,13 +141,11 @@ class Solving:
         )
         return announce_compilation(what, warn=True)
 
-    def _path_C(self, prep: FitState, t: int, problem: Any, where: str) -> tuple[float, Any]:
-        """``C="path"``: C chosen on held-out rows of the task's problem (:mod:`mklkit.pipeline.heldout`); with the
-        default bank, also of its kernels on all features alone, kept unless the whole bank does better on the same
-        rows (:mod:`mklkit.pipeline.kernel_subset`).  Returns C and the problem to fit at it."""
-        from ..engines.base import solve_from
-
-        engine = path_engine(prep.engine)
+    def _path_C(self, prep: FitState, t: int, problem: Any, where: str) -> HeldoutChoice:
+        """``C="path"``: C chosen on held-out rows of the task's problem (:func:`mklkit.pipeline.heldout.held_out_C`);
+        with the default bank (``kernels="auto"``, a single problem) also of its kernels on all features alone
+        (:func:`mklkit.pipeline.kernel_subset.all_features_subset`), kept unless the whole bank does better."""
+        from ..kernels import expand_bank
 
         def progress(rec: dict[str, Any]) -> None:
             logger.info(
@@ -170,61 +153,31 @@ class Solving:
                 f"metric {rec['metric']:.4f}, {rec['n_active']:d} active kernels"
             )
 
-        def path(p: Any) -> Any:
-            try:
-                return select_C(p, lambda q, warm: solve_from(engine, q, None, warm), self._auto_C, progress=progress)
-            except ValueError as exc:
-                raise ValueError(f"{self._owner}: {exc}") from None
+        def report(sel: Any, info: dict[str, Any] | None) -> None:
+            if info is None:
+                logger.info(f"{where}: C='path' chose {sel.C:.6g} in {sel.time_s:.2f} s\n{sel.summary()}")
+                return
+            logger.info(
+                f"{where}: the {len(info['kernels'])} kernels on all features alone: held-out {info['criterion']} "
+                f"{info['difference']:+.5f} +- {info['difference_se']:.5f} against the whole bank of "
+                f"{problem.n_kernels} -> {info['kept']} (path {sel.time_s:.2f} s)\n{sel.summary()}"
+            )
 
         self._check_support(prep.engine, problem)  # the path's problems are of the same kind
-        sel = prep.selection[t] = path(problem)
-        logger.info(f"{where}: C='path' chose {sel.C:.6g} in {sel.time_s:.2f} s\n{sel.summary()}")
-        keep = self._subset_candidate(prep, problem)
-        if keep is None:
-            sel.chosen_rows = sel.held_weights = None
-            return sel.C, problem
-        part = subset_problem(problem, keep)
-        sub = path(part)
-        kept, diff, se = prefer_subset(sel, sub)
-        sel.chosen_rows = sel.held_weights = sub.chosen_rows = sub.held_weights = None
-        prep.bank_choice[t] = {
-            "kept": "kernels on all features" if kept else "whole bank",
-            "kernels": [problem.kernel_names[m] for m in keep] if problem.kernel_names else keep.tolist(),
-            "criterion": sel.criterion,
-            "difference": diff,
-            "difference_se": se,
-            "whole_bank_C": sel.C,
-            "subset_C": sub.C,
-            "whole_bank_path_s": sel.time_s,
-            "subset_path_s": sub.time_s,
-        }
-        logger.info(
-            f"{where}: the {keep.size} kernels on all features alone: held-out {sel.criterion} {diff:+.5f} +- "
-            f"{se:.5f} against the whole bank of {problem.n_kernels} -> {prep.bank_choice[t]['kept']} "
-            f"(path {sub.time_s:.2f} s)\n{sub.summary()}"
-        )
-        if not kept:
-            return sel.C, problem
-        prep.subset[t] = keep
-        prep.selection[t] = sub
-        return sub.C, part
-
-    def _subset_candidate(self, prep: FitState, problem: Any) -> np.ndarray | None:
-        """The default bank's kernels on all features (``kernels="auto"``, a single problem whose bank has Gaussian
-        kernels on single features), else ``None``.  Banks of indicators are left whole: on a9a and w8a the kernels
-        on all features alone were within one standard error of the whole bank (+0.18 and +0.08 points), and their
-        path cost a9a 20 s more."""
-        from ..kernels import expand_bank
-
-        if not (isinstance(self.kernels, str) and self.kernels == "auto") or len(prep.tasks) != 1:
-            return None
-        if not supports_subset(problem):
-            return None
-        specs = expand_bank(prep.kernels, prep.n_features_in, resolve=kernel_resolver())
-        if len(specs) != problem.n_kernels or not any(len(s.features) == 1 and s.function.name == "rbf" for s in specs):
-            return None
-        keep = kernels_on_all_features(specs, prep.n_features_in)
-        return keep if 0 < keep.size < problem.n_kernels else None
+        keep = None
+        if isinstance(self.kernels, str) and self.kernels == "auto" and len(prep.tasks) == 1:
+            specs = expand_bank(prep.kernels, prep.n_features_in, resolve=kernel_resolver())
+            keep = all_features_subset(problem, specs, prep.n_features_in)
+        try:
+            choice = held_out_C(problem, prep.engine, self._auto_C, progress, keep, report)
+        except ValueError as exc:
+            raise ValueError(f"{self._owner}: {exc}") from None
+        prep.selection[t] = choice.path
+        if choice.keep is not None:
+            prep.subset[t] = choice.keep
+        if choice.bank_choice is not None:
+            prep.bank_choice[t] = choice.bank_choice
+        return choice
 
     def _auto_C(self, problem: Any) -> float:
         """``C="scale"`` on a task's training kernels (:func:`mklkit.pipeline.problem_settings.auto_C`)."""

@@ -20,14 +20,17 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
+from pydantic import Field
+from pydantic.dataclasses import dataclass as checked_dataclass
 
 from ..components.base import CLASSIFICATION
 from .assemble import problem_at
 from .heldout_rows import KEEP_BYTES, HeldoutRows, KeptSolution, criterion_of, effective_size, held_out_scores
 from .heldout_rows import paired_excess, split_rows
+from .kernel_subset import prefer_subset, subset_problem
 
 
-@dataclass(frozen=True)
+@checked_dataclass(frozen=True)
 class PathSettings:
     """How ``C="path"`` searches (``docs/api.md``).
 
@@ -54,26 +57,14 @@ class PathSettings:
         Fewest held-out rows (weighted count) worth scoring; below, the prior C.
     """
 
-    held_out: float = 0.2
-    per_decade: int = 2
-    min_ratio: float = 1e-7
-    patience: int = 3
-    flat: float = 0.01
-    tol_ratio: float = 3.0
+    held_out: float = Field(0.2, gt=0.0, lt=1.0)
+    per_decade: int = Field(2, ge=1)
+    min_ratio: float = Field(1e-7, gt=0.0, lt=1.0)
+    patience: int = Field(3, ge=1)
+    flat: float = Field(0.01, ge=0.0, lt=1.0)
+    tol_ratio: float = Field(3.0, ge=1.0)
     seed: int = 0
     min_held: int = 20
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.held_out < 1.0:
-            raise ValueError(f"held_out must be in (0, 1); got {self.held_out!r}")
-        if int(self.per_decade) < 1 or int(self.patience) < 1:
-            raise ValueError("per_decade and patience must be >= 1")
-        if not 0.0 < self.min_ratio < 1.0:
-            raise ValueError(f"min_ratio must be in (0, 1); got {self.min_ratio!r}")
-        if not 0.0 <= self.flat < 1.0:
-            raise ValueError(f"flat must be in [0, 1); got {self.flat!r}")
-        if not self.tol_ratio >= 1.0:
-            raise ValueError(f"tol_ratio must be >= 1; got {self.tol_ratio!r}")
 
 
 #: Fields of :class:`HeldoutPath` left out of :meth:`HeldoutPath.as_dict`.
@@ -186,6 +177,11 @@ def path_decides(problem: Any, settings: PathSettings | None = None) -> bool:
     return s.held_out * n >= AUTO_MIN_HELD
 
 
+def uses_path(C: Any, problem: Any) -> bool:
+    """Whether ``C`` is chosen on held-out rows of ``problem``: ``"path"``, or ``"auto"`` where :func:`path_decides`."""
+    return isinstance(C, str) and (C == "path" or (C == "auto" and path_decides(problem)))
+
+
 def path_engine(engine: Any, settings: PathSettings | None = None) -> Any:
     """``engine`` with its ``tol`` times ``settings.tol_ratio`` (one without ``tol`` as it is)."""
     s = settings or PathSettings()
@@ -204,7 +200,8 @@ def _drop_kept(kept: list[KeptSolution], best: int) -> None:
         kept[drop].result = None
 
 
-def _c_max(problem: Any) -> float:
+def c_max(problem: Any) -> float:
+    """``C_max`` of ``problem`` (:func:`mklkit.engines.common.zero_solution`)."""
     from ..engines.common import zero_solution
 
     return float(zero_solution(problem_at(problem, C=1.0)).C_max)
@@ -213,7 +210,7 @@ def _c_max(problem: Any) -> float:
 def _path_on(part: Any, prior: Callable[[Any], float], s: PathSettings) -> tuple[str, float, float, np.ndarray]:
     """The reference (``"C_max"`` or ``"prior"``), its C and the prior C on the fitting rows, and the
     ratios of the path to the reference, largest first."""
-    c_max_fit = _c_max(part)
+    c_max_fit = c_max(part)
     n = math.floor(-math.log10(s.min_ratio) * s.per_decade + 1e-9)  # values per path below the reference
     prior_fit = float(prior(part))
     if math.isfinite(c_max_fit) and c_max_fit > 0.0:
@@ -227,6 +224,9 @@ def _path_on(part: Any, prior: Callable[[Any], float], s: PathSettings) -> tuple
 
 #: What :class:`HeldoutPath` records per value of C.
 _PER_VALUE = ("Cs", "losses", "metrics", "n_active", "iterations", "gaps", "times")
+
+#: The keys of :func:`select_C`'s progress records after ``C`` and ``ratio``, and their columns of the records.
+_PROGRESS = (("loss", "losses"), ("metric", "metrics"), ("n_active", "n_active"))
 
 
 @dataclass
@@ -322,16 +322,8 @@ def _walk(
         walk.kept.append(KeptSolution(result, rows.factor_bank))
         walk.record(C, result, held_out_scores(part.loss, y_held, rows.decision(result), w_held), t0)
         if progress is not None:
-            values = walk.values
-            progress(
-                dict(
-                    C=C,
-                    ratio=float(r),
-                    loss=values["losses"][-1],
-                    metric=values["metrics"][-1],
-                    n_active=values["n_active"][-1],
-                )
-            )
+            last = {key: walk.values[column][-1] for key, column in _PROGRESS}
+            progress({"C": C, "ratio": float(r), **last})
         walk.lowest(s.flat)
         _drop_kept(walk.kept, walk.best)
         if walk.turned(C, prior_fit, s):
@@ -385,7 +377,7 @@ def select_C(
     prior_ratio = prior_fit / ref_fit
     ok = np.flatnonzero(excess <= excess_se)  # within one standard error of the least: the nearest the prior
     chosen = int(ok[np.argmin(np.abs(np.log(ratio_arr[ok] / prior_ratio)))])
-    ref_all = _c_max(problem) if reference == "C_max" else prior_all
+    ref_all = c_max(problem) if reference == "C_max" else prior_all
     return HeldoutPath(
         start=walk.start(chosen, fit, problem.n_samples),
         C=float(ratio_arr[chosen] * ref_all),
@@ -404,3 +396,65 @@ def select_C(
         held_weights=w_held,
         **common,
     )
+
+
+@dataclass
+class HeldoutChoice:
+    """What :func:`held_out_C` chose: the path kept, the problem to fit at its C, the kernels it keeps (``None``:
+    all), the warm start on all rows, and the comparison with a subset of the kernels (an estimator's
+    ``bank_choice_``; ``None`` without one)."""
+
+    path: HeldoutPath
+    problem: Any
+    keep: np.ndarray | None = None
+    start: Any = None
+    bank_choice: dict[str, Any] | None = None
+
+
+def held_out_C(
+    problem: Any,
+    engine: Any,
+    prior: Callable[[Any], float],
+    progress: Callable[[dict[str, Any]], Any] | None = None,
+    subset: np.ndarray | None = None,
+    report: Callable[[HeldoutPath, dict[str, Any] | None], Any] | None = None,
+) -> HeldoutChoice:
+    """C chosen on held-out rows of ``problem`` along a path solved by ``engine`` at :func:`path_engine`'s
+    tolerance (``prior``, ``progress``: :func:`select_C`).  With ``subset`` (kernel indices) the path of those
+    kernels alone too, kept unless the whole bank does better on the same rows
+    (:func:`~mklkit.pipeline.kernel_subset.prefer_subset`).  ``report(path, bank_choice)`` is called after each
+    path (``bank_choice``: ``None`` for the whole bank's)."""
+    from ..engines.base import solve_from
+
+    on_path = path_engine(engine)
+
+    def walk(p: Any) -> HeldoutPath:
+        return select_C(p, lambda q, warm: solve_from(on_path, q, None, warm), prior, progress=progress)
+
+    whole = walk(problem)
+    if report is not None:
+        report(whole, None)
+    choice = HeldoutChoice(whole, problem)
+    if subset is not None:
+        part = subset_problem(problem, subset)
+        sub = walk(part)
+        kept, diff, se = prefer_subset(whole, sub)
+        sub.chosen_rows = sub.held_weights = None
+        choice.bank_choice = {
+            "kept": "kernels on all features" if kept else "whole bank",
+            "kernels": [problem.kernel_names[m] for m in subset] if problem.kernel_names else subset.tolist(),
+            "criterion": whole.criterion,
+            "difference": diff,
+            "difference_se": se,
+            "whole_bank_C": whole.C,
+            "subset_C": sub.C,
+            "whole_bank_path_s": whole.time_s,
+            "subset_path_s": sub.time_s,
+        }
+        if report is not None:
+            report(sub, choice.bank_choice)
+        if kept:
+            choice = HeldoutChoice(sub, part, subset, bank_choice=choice.bank_choice)
+    whole.chosen_rows = whole.held_weights = None
+    choice.start, choice.path.start = choice.path.start, None
+    return choice

@@ -12,14 +12,18 @@ import numpy as np
 from .heldout_rows import paired_excess
 
 
-def kernels_on_all_features(specs: Sequence[Any], n_features: int) -> np.ndarray:
-    """Indices of the kernels (:class:`~mklkit.kernels.BankKernel`) on all ``n_features`` columns."""
-    return np.array([m for m, s in enumerate(specs) if len(set(s.features)) == n_features], dtype=np.int64)
-
-
-def supports_subset(problem: Any) -> bool:
-    """Whether the problem's bank can give a bank of some of its kernels (Gram matrices in memory, factors)."""
-    return callable(getattr(problem.bank, "subset", None))
+def all_features_subset(problem: Any, specs: Sequence[Any], n_features: int) -> np.ndarray | None:
+    """The indices of a bank's kernels (``specs``: :class:`~mklkit.kernels.BankKernel`) on all ``n_features``
+    columns, when the bank also has Gaussian kernels on single features, ``problem``'s bank can give some of its
+    kernels (Gram matrices in memory, factors) and they are some but not all of them; else ``None``.  Banks of
+    indicators are left whole: on a9a and w8a the kernels on all features alone were within one standard error
+    of the whole bank (+0.18 and +0.08 points), and their path cost a9a 20 s more."""
+    if not callable(getattr(problem.bank, "subset", None)) or len(specs) != problem.n_kernels:
+        return None
+    if not any(len(s.features) == 1 and s.function.name == "rbf" for s in specs):
+        return None
+    keep = np.array([m for m, s in enumerate(specs) if len(set(s.features)) == n_features], dtype=np.int64)
+    return keep if 0 < keep.size < problem.n_kernels else None
 
 
 def subset_problem(problem: Any, keep: np.ndarray) -> Any:

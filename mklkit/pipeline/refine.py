@@ -187,36 +187,29 @@ def refine_factors(
     return bank, results, out
 
 
-def rounds_of(prepared: Any, path: bool) -> int:
-    """Refinement rounds a prepared problem asks for (:func:`refine_rounds`; ``path``: C chosen on held-out
-    rows), 0 for banks not built from data as factors."""
-    from ..kernels.factorize import FactorMap
-
-    settings = getattr(prepared.chosen, "settings", None)  # None: factors given, not built here
-    if (
-        prepared.representation != "factor"
-        or settings is None
-        or not isinstance(getattr(prepared.bank, "factor_map", None), FactorMap)
-    ):
-        return 0
-    return refine_rounds(getattr(settings, "refine", "auto"), path=path)
-
-
 def refine_prepared(
     prepared: Any,
     results: list[Any],
     resolve: Callable[[Any, list[Any]], list[Any]],
-    memory_budget: float,
-    path: bool,
+    memory_budget: float | None,
+    C: Any,
     progress: Callable[[dict[str, Any]], Any] | None = None,
 ) -> tuple[Any, list[Any], FactorRefinement | None]:
     """:func:`refine_factors` for the problems of a :class:`~mklkit.pipeline.Prepared` (``resolve(prepared,
-    warm)`` solves them on the new bank): the last prepared problem, the results and the record (``None``
-    without refinement)."""
-    rounds = rounds_of(prepared, path)
+    warm)`` solves them on the new bank) as many rounds as its factor settings ask for (:func:`refine_rounds`, by
+    default with ``C="path"`` as asked for, not the path of ``"auto"``), within ``memory_budget`` (``None``: the
+    default): the last prepared problem, the results and the record (``None`` without refinement, and for banks
+    not built from data as factors)."""
+    from ..kernels import DEFAULT_MEMORY_BUDGET
+    from ..kernels.factorize import FactorMap
+
+    settings = getattr(prepared.chosen, "settings", None)  # None: factors given, not built here
+    built = isinstance(getattr(prepared.bank, "factor_map", None), FactorMap)
+    factored = prepared.representation == "factor" and settings is not None and built
+    path = isinstance(C, str) and C == "path"
+    rounds = refine_rounds(getattr(settings, "refine", "auto"), path=path) if factored else 0
     if not rounds:
         return prepared, results, None
-    settings = prepared.chosen.settings
     held = [prepared]
 
     def on_bank(bank: Any, warm: list[Any]) -> list[Any]:
@@ -229,7 +222,7 @@ def refine_prepared(
         results,
         on_bank,
         settings=RefineSettings(rounds=rounds, tol=float(settings.tol)),
-        memory_budget=memory_budget,
+        memory_budget=memory_budget or DEFAULT_MEMORY_BUDGET,
         seed=int(settings.seed),
         sample_weight=prepared.data.w_train,
         progress=progress,
