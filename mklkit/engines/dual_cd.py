@@ -253,6 +253,3 @@ class _DualCDRun(Algorithm):
             held = new[new > 0.0]
             new[back] = RETURN_WEIGHT * (float(np.median(held)) if held.size else 1.0)
         return new, stretch, step
-
-
-DUAL_CD_ENGINES = (DualCD,)
