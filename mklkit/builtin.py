@@ -11,10 +11,10 @@ from .components.elasticnet import L1, ElasticNet, Uniform
 from .components.kl import KL
 from .components.losses import BUILTIN_LOSSES
 from .components.lq import Lq
-from .engines.bcd import BCD_ENGINES
-from .engines.dual_cd import DUAL_CD_ENGINES
-from .engines.proximal import PROXIMAL_ENGINES
-from .engines.spicy import BUILTIN_ENGINES as SPICY_ENGINES
+from .engines.bcd import BCD
+from .engines.dual_cd import DualCD
+from .engines.proximal import Proximal
+from .engines.spicy import Spicy
 from .hookspecs import RegisterFn, hookimpl
 from .kernels.functions import BUILTIN_KERNEL_FUNCTIONS
 from .pipeline.choose import AUTO_ENGINES
@@ -30,10 +30,10 @@ def mklkit_register_components(register: RegisterFn) -> None:
         *BUILTIN_LOSSES,
         *BUILTIN_REGULARIZERS,
         *BUILTIN_KERNEL_FUNCTIONS,
-        *SPICY_ENGINES,
-        *PROXIMAL_ENGINES,
+        Spicy,
+        Proximal,
         *AUTO_ENGINES,
-        *BCD_ENGINES,
-        *DUAL_CD_ENGINES,
+        BCD,
+        DualCD,
     ):
         register(cls)

@@ -71,54 +71,22 @@ def matvec_and_norm_into(K, m, v, w, out):  # pragma: no cover - jitted
 
 
 @njit(cache=True, parallel=True, fastmath=FM)
-def block_norms(K, v):  # pragma: no cover - jitted
-    r"""All block norms :math:`\|v\|_{K_m}` (M,)."""
-    M = K.shape[0]
-    out = np.empty(M)
-    for m in prange(M):
-        out[m] = block_norm(K, m, v)
-    return out
-
-
-@njit(cache=True, parallel=True, fastmath=FM)
-def block_norms_rows(K, A):  # pragma: no cover - jitted
-    r"""Block norms :math:`\|\alpha_m\|_{K_m}` of the rows of ``A`` (M, N); zero rows skipped."""
+def block_norms(K, A):  # pragma: no cover - jitted
+    r"""Block norms :math:`\|\alpha_m\|_{K_m}` of the rows of ``A`` (M, N), or of its one row (1, N)
+    in every kernel; zero rows skipped."""
     M = K.shape[0]
     N = K.shape[1]
     out = np.zeros(M)
     for m in prange(M):
+        a = A[m] if A.shape[0] > 1 else A[0]
         nz = False
         for j in range(N):
-            if A[m, j] != 0.0:
+            if a[j] != 0.0:
                 nz = True
                 break
         if nz:
-            out[m] = block_norm(K, m, A[m])
+            out[m] = block_norm(K, m, a)
     return out
-
-
-@njit(cache=True, parallel=True, fastmath=FM)
-def matvecs(K, v):  # pragma: no cover - jitted
-    r"""All products :math:`K_mv` as the rows of an (M, N) array."""
-    M = K.shape[0]
-    N = K.shape[1]
-    out = np.empty((M, N))
-    for m in prange(M):
-        matvec_into(K, m, v, out[m])
-    return out
-
-
-def matvecs_subset(K, v, idx):  # pragma: no cover - jitted
-    r"""Products :math:`K_mv` for ``m`` in ``idx``, as rows."""
-    P = idx.shape[0]
-    N = K.shape[1]
-    out = np.empty((P, N))
-    for p in prange(P):
-        matvec_into(K, idx[p], v, out[p])
-    return out
-
-
-matvecs_subset, matvecs_subset_serial = parallel_and_serial(matvecs_subset, fastmath=FM)
 
 
 @njit(cache=True, parallel=True, fastmath=FM)
@@ -138,12 +106,12 @@ def combine(K, A, idx):  # pragma: no cover - jitted
 
 
 def matvecs_rows(K, A, idx):  # pragma: no cover - jitted
-    r"""Products :math:`K_{idx_p}\alpha_p` (``A`` row ``p``), as rows."""
+    r"""Products :math:`K_{idx_p}\alpha_p` (``A`` row ``p``, or its one row (1, N) for every ``p``), as rows."""
     P = idx.shape[0]
     N = K.shape[1]
     out = np.empty((P, N))
     for p in prange(P):
-        matvec_into(K, idx[p], A[p], out[p])
+        matvec_into(K, idx[p], A[p] if A.shape[0] > 1 else A[0], out[p])
     return out
 
 

@@ -152,26 +152,21 @@ def epoch(rows, pieces, play, point, b, n_idx, pg_max_old, pg_min_old, seed):
 
 
 @njit(cache=True, nogil=True)
-def row_block_norms_dense(Z, starts):
-    r""":math:`\|L_{m,i}\|^2` of every sample and block, (N, M)."""
-    N = Z.shape[0]
-    M = starts.size - 1
+def row_block_norms(rows, block_of, M):
+    r""":math:`\|L_{m,i}\|^2` of every sample and block from the dense or CSR ``rows``, (N, M)."""
+    if rows.sparse:
+        N = rows.indptr.size - 1
+        out = np.zeros((N, M))
+        for i in range(N):
+            for p in range(rows.indptr[i], rows.indptr[i + 1]):
+                out[i, block_of[rows.indices[p]]] += rows.data[p] * rows.data[p]
+        return out
+    N = rows.Z.shape[0]
     out = np.zeros((N, M))
     for i in range(N):
         for m in range(M):
             s = 0.0
-            for j in range(starts[m], starts[m + 1]):
-                s += Z[i, j] * Z[i, j]
+            for j in range(rows.starts[m], rows.starts[m + 1]):
+                s += rows.Z[i, j] * rows.Z[i, j]
             out[i, m] = s
-    return out
-
-
-@njit(cache=True, nogil=True)
-def row_block_norms_sparse(data, indices, indptr, block_of, M):
-    r""":math:`\|L_{m,i}\|^2` of every sample and block from CSR factors, (N, M)."""
-    N = indptr.size - 1
-    out = np.zeros((N, M))
-    for i in range(N):
-        for p in range(indptr[i], indptr[i + 1]):
-            out[i, block_of[indices[p]]] += data[p] * data[p]
     return out

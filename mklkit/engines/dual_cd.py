@@ -6,21 +6,20 @@ kernel weights (SpicyMKL §4.1, eq. 44); ``docs/engines.md`` ("dualcd").
 from __future__ import annotations
 
 import math
-import weakref
 from typing import Any, ClassVar
 
 import numpy as np
-import scipy.sparse as sp
 
 from .._jit import dual_cd as kd
 from ..components.params import Param
-from ..kernels.factor import FactorBank
-from ..kernels.factor_arrays import segment_norms
+from ..kernels.factor import FactorBank, sorted_csr
+from ..kernels.factor_arrays import per_bank
 from ..problem import Problem
 from ..result import SolveResult
 from . import common
 from .base import COMMON_PARAMS, Algorithm, Engine, Run
 from .capabilities import FACTOR_BANK, LINEAR_CONJUGATE, Requires, needs
+from .objectives import segment_norms
 
 #: Spread of projected gradients at which the first inner solve stops (liblinear's default);
 #: later ones stop at EPS_RATIO times the larger of the gap per sample and FIRST_EPS times the
@@ -37,22 +36,12 @@ MAX_MOVE = math.log(100.0)
 STALL_ITERATIONS = 30
 
 _WHY = "dual coordinate descent takes exact steps on a conjugate linear on each side of 0"
-_SAMPLE_MAJOR: "weakref.WeakKeyDictionary[FactorBank, Any]" = weakref.WeakKeyDictionary()
 
 
+@per_bank
 def sample_major(bank: FactorBank) -> Any:
     """The factors one row per sample, (N, R), C-ordered or CSR; kept while the bank lives."""
-    Z = _SAMPLE_MAJOR.get(bank)
-    if Z is None:
-        if bank.sparse:
-            Z = sp.csr_matrix(bank.LT.T)
-            Z.sort_indices()
-            Z.indices = Z.indices.astype(np.int64, copy=False)
-            Z.indptr = Z.indptr.astype(np.int64, copy=False)
-        else:
-            Z = np.ascontiguousarray(bank.LT.T)
-        _SAMPLE_MAJOR[bank] = Z
-    return Z
+    return sorted_csr(bank.LT.T) if bank.sparse else np.ascontiguousarray(bank.LT.T)
 
 
 class DualCD(Engine):
@@ -102,11 +91,10 @@ class _DualCDRun(Algorithm):
         if bank.sparse:
             data = np.ascontiguousarray(Z.data, dtype=np.float64)
             self.rows = kd.Rows(np.zeros((0, 0)), data, Z.indices, Z.indptr, True, self.starts)
-            self.row_norms = kd.row_block_norms_sparse(Z.data, Z.indices, Z.indptr, self.block_of, self.M)
         else:
             none = np.zeros(0, dtype=np.int64)
             self.rows = kd.Rows(Z, np.zeros(0), none, none, False, self.starts)
-            self.row_norms = kd.row_block_norms_dense(Z, self.starts)
+        self.row_norms = kd.row_block_norms(self.rows, self.block_of, self.M)
         self.nonempty = self.row_norms.sum(axis=0) > 0.0  # the others never enter the passes
         # f_i(rho) = (w l)^*(y_i, -rho): slope -s_lo on [0, -lo], -s_hi on [-hi, 0]
         _, _, s_lo, s_hi = problem.loss.linear_pieces(self.y)
@@ -253,6 +241,3 @@ class _DualCDRun(Algorithm):
             held = new[new > 0.0]
             new[back] = RETURN_WEIGHT * (float(np.median(held)) if held.size else 1.0)
         return new, stretch, step
-
-
-DUAL_CD_ENGINES = (DualCD,)

@@ -28,14 +28,26 @@ def block_norms(K: np.ndarray | GramBank, alpha: np.ndarray) -> np.ndarray:
     ``K`` an (M, N, N) array or a :class:`~mklkit.kernels.ops.GramBank`."""
     if isinstance(K, GramBank):
         return K.block_norms(as_vector(alpha))
-    return blocks.block_norms_rows(as_vector(K), as_vector(alpha))
+    return blocks.block_norms(as_vector(K), as_vector(alpha))
+
+
+def segment_norms(t: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    r""":math:`\|t_{s_m:s_{m+1}}\|_2` for every block (0 for blocks of rank 0)."""
+    M = starts.size - 1
+    out = np.zeros(M)
+    ranks = np.diff(starts)
+    nz = ranks > 0
+    if t.size and np.any(nz):
+        sq = np.add.reduceat(t * t, starts[:-1][nz])
+        out[nz] = np.sqrt(np.maximum(sq, 0.0))
+    return out
 
 
 def dual_block_norms(K: np.ndarray | GramBank, rho: np.ndarray) -> np.ndarray:
     r"""Dual block norms :math:`\|\rho\|_{K_m}` (M,) of ``rho`` (N,) (SpicyMKL eq. 45)."""
     if isinstance(K, GramBank):
         return K.dual_block_norms(as_vector(rho))
-    return blocks.block_norms(as_vector(K), as_vector(rho))
+    return blocks.block_norms(as_vector(K), as_vector(rho)[None, :])
 
 
 def predict(K: np.ndarray | GramBank, alpha: np.ndarray, bias: float = 0.0) -> np.ndarray:

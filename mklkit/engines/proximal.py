@@ -29,7 +29,7 @@ from .base import COMMON_PARAMS, Engine, Requires, Run
 from .capabilities import ARRAY_BANK, FACTOR_BANK, SMOOTH_PRIMAL, needs
 from .proximal_objective import Iterate, ProximalObjective, ScreeningBounds, embed, rows_in
 
-__all__ = ["Proximal", "PROXIMAL_ENGINES"]
+__all__ = ["Proximal"]
 
 logger = logging.getLogger("mklkit.engines.proximal")
 
@@ -369,6 +369,3 @@ class Proximal(Engine):
 
     def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
         return ProximalRun(self, problem, run, warm_start).run_loop()
-
-
-PROXIMAL_ENGINES = (Proximal,)

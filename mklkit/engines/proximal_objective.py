@@ -102,8 +102,8 @@ class ArrayPasses:
     def matvecs(self, v: np.ndarray, idx: np.ndarray) -> np.ndarray:
         if idx.size == 0:
             return np.zeros((0, self.K.shape[1]))
-        fn = blocks.matvecs_subset if self._parallel(idx.size) else blocks.matvecs_subset_serial
-        return fn(self.K, v, idx)
+        fn = blocks.matvecs_rows if self._parallel(idx.size) else blocks.matvecs_rows_serial
+        return fn(self.K, common.as_vector(v)[None, :], idx)
 
     def certificate_pass(
         self, idx: np.ndarray, A: np.ndarray, arow: np.ndarray, rho: np.ndarray, want: np.ndarray

@@ -36,6 +36,15 @@ _NO_FLOAT = np.empty(0)
 _NO_INT = np.empty(0, dtype=np.int64)
 
 
+def sorted_csr(A: Any) -> sp.csr_matrix:
+    """``A`` as a CSR float64 matrix with sorted int64 indices (what the jitted loops read)."""
+    A = sp.csr_matrix(A, dtype=np.float64)
+    A.sort_indices()
+    A.indices = A.indices.astype(np.int64, copy=False)
+    A.indptr = A.indptr.astype(np.int64, copy=False)
+    return A
+
+
 def _add_weighted_gram(H: np.ndarray, A: np.ndarray, c: np.ndarray) -> None:
     r""":math:`H \mathrel{+}= A^\top \mathrm{diag}(c)\, A` in place by two BLAS ``syrk`` (rows of positive and
     of negative weight), half the cost of a ``gemm``."""
@@ -81,10 +90,7 @@ class FactorBank(GramBank):
                 f"number of kernels; got {starts.tolist()}"
             )
         if sp.issparse(LT):
-            LT = sp.csr_matrix(LT, dtype=np.float64)
-            LT.sort_indices()
-            LT.indices = LT.indices.astype(np.int64, copy=False)  # what the jitted loops read
-            LT.indptr = LT.indptr.astype(np.int64, copy=False)
+            LT = sorted_csr(LT)
         else:
             LT = np.ascontiguousarray(LT, dtype=np.float64)
             if LT.ndim != 2:

@@ -6,8 +6,9 @@ their eigendecompositions, a sparse bank's entries sample by sample, and :func:`
 
 from __future__ import annotations
 
+import functools
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 GRAM_MAX_RANK = 2048
 #: Bytes of all the blocks' Gram matrices (and as much again for their eigenvectors).
 GRAM_MAX_BYTES = 256 * 2**20
+
+T = TypeVar("T")
 
 
 def _jit():
@@ -131,24 +134,23 @@ class FactorArrays:
         return max(top, 0.0) * (1.0 + 1e-10)
 
 
-_ARRAYS: "weakref.WeakKeyDictionary[FactorBank, FactorArrays]" = weakref.WeakKeyDictionary()
+def per_bank(build: Callable[[FactorBank], T]) -> Callable[[FactorBank], T]:
+    """``build(bank)`` computed on the first call for a bank and kept while the bank lives."""
+    cache: "weakref.WeakKeyDictionary[FactorBank, T]" = weakref.WeakKeyDictionary()
+
+    @functools.wraps(build)
+    def cached(bank: FactorBank) -> T:
+        if bank not in cache:
+            cache[bank] = build(bank)
+        return cache[bank]
+
+    return cached
 
 
+@per_bank
 def factor_arrays(bank: FactorBank) -> FactorArrays:
-    """The :class:`FactorArrays` of ``bank``, computed on the first call and kept while the bank lives."""
-    f = _ARRAYS.get(bank)
-    if f is None:
-        f = _ARRAYS[bank] = FactorArrays(bank)
-    return f
-
-
-def hessian_flops(LA: Any, cols: np.ndarray | None = None) -> float:
-    r"""Flops of :math:`L_A\,\mathrm{diag}(h)L_A^\top` over the samples ``cols`` (``None``: all)."""
-    if sp.issparse(LA):
-        per = np.bincount(LA.indices, minlength=LA.shape[1]).astype(np.float64)
-        return float(np.sum(per * per if cols is None else per[cols] ** 2))
-    n = LA.shape[1] if cols is None else cols.size
-    return float(LA.shape[0]) ** 2 * n
+    """The :class:`FactorArrays` of ``bank`` (kept while the bank lives)."""
+    return FactorArrays(bank)
 
 
 def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
@@ -184,15 +186,3 @@ def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
     for m, a in other.items():
         alpha[m] = a
     return alpha
-
-
-def segment_norms(t: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    r""":math:`\|t_{s_m:s_{m+1}}\|_2` for every block (0 for blocks of rank 0)."""
-    M = starts.size - 1
-    out = np.zeros(M)
-    ranks = np.diff(starts)
-    nz = ranks > 0
-    if t.size and np.any(nz):
-        sq = np.add.reduceat(t * t, starts[:-1][nz])
-        out[nz] = np.sqrt(np.maximum(sq, 0.0))
-    return out

@@ -98,12 +98,13 @@ class ArrayBank(GramBank):
     """An in-memory bank: one C-contiguous (M, N, N) float64 array; the single-threaded loops below
     :data:`mklkit._jit.spicy.PARALLEL_WORK` entries read."""
 
-    __slots__ = ("K", "shape", "_par")
+    __slots__ = ("K", "shape", "_par", "_all")
 
     def __init__(self, K: np.ndarray) -> None:
         self.K = K
         self.shape = (int(K.shape[0]), int(K.shape[1]), int(K.shape[2]))
         self._par = K.shape[0] * K.shape[1] * K.shape[1] >= kspicy.PARALLEL_WORK
+        self._all = np.arange(self.shape[0], dtype=np.int64)
 
     def __repr__(self) -> str:
         return f"ArrayBank(n_kernels={self.shape[0]}, n_samples={self.shape[1]})"
@@ -119,7 +120,7 @@ class ArrayBank(GramBank):
         return np.einsum("mii->m", self.K)
 
     def matvecs(self, v: np.ndarray) -> np.ndarray:
-        return blocks.matvecs(self.K, v)
+        return blocks.matvecs_rows(self.K, _vec(v)[None, :], self._all)
 
     def matvecs_and_norms(self, v: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         fn = kspicy.matvecs_and_norms if self._par else kspicy.matvecs_and_norms_serial
@@ -142,10 +143,10 @@ class ArrayBank(GramBank):
         return fn(self.K, A, idx)
 
     def block_norms(self, alpha: np.ndarray) -> np.ndarray:
-        return blocks.block_norms_rows(self.K, _vec(alpha))
+        return blocks.block_norms(self.K, _vec(alpha))
 
     def dual_block_norms(self, rho: np.ndarray) -> np.ndarray:
-        return blocks.block_norms(self.K, _vec(rho))
+        return blocks.block_norms(self.K, _vec(rho)[None, :])
 
     def combine(self, alpha: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return blocks.combine(self.K, _vec(alpha), idx)

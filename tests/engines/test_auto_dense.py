@@ -365,7 +365,7 @@ def test_the_newton_polish_holds_a_block_its_step_would_take_through_the_origin(
     the smoothed optimum on their support (within the small block's own effect on them) in
     the steps allowed."""
     from mklkit.engines.bcd.polish import SupportPolish
-    from mklkit.kernels.factor_arrays import segment_norms
+    from mklkit.engines.objectives import segment_norms
 
     pb = problem("hinge", "l1")
     seen: dict = {}

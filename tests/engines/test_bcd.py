@@ -29,7 +29,7 @@ from mklkit.components.lq import Lq
 from mklkit.declaration import declaration_problems
 from mklkit.engines import common
 from mklkit.engines.base import UnsupportedBankError
-from mklkit.engines.bcd import BCD, BCD_ENGINES
+from mklkit.engines.bcd import BCD
 from mklkit.engines.spicy import Spicy
 from mklkit.kernels.factor import FactorBank
 from mklkit.kernels.factor_arrays import alpha_from_beta
@@ -566,7 +566,6 @@ def test_a_spec_with_a_factor_bank_runs_bcd_and_an_array_spec_refuses_it():
 
 
 def test_engine_declaration_and_options():
-    assert BCD_ENGINES == (BCD,)
     assert get_registry().get("engine", "bcd") is BCD
     assert declaration_problems(BCD) == []
     assert BCD.representations == ("factor",)

@@ -16,7 +16,7 @@ from mklkit.components.kl import KL
 from mklkit.components.lq import Lq
 from mklkit.engines import common
 from mklkit.pipeline.choose import AUTO_ENGINES, Auto
-from mklkit.engines.proximal import PROXIMAL_ENGINES, Proximal
+from mklkit.engines.proximal import Proximal
 from mklkit.engines.proximal_objective import lipschitz_estimate, power_iteration
 from mklkit.engines.spicy import Spicy
 from mklkit.plugins import get_registry
@@ -392,7 +392,7 @@ def test_kl_regularizer_converges():
 
 
 def test_engine_declaration_and_options():
-    assert PROXIMAL_ENGINES == (Proximal,) and AUTO_ENGINES == (Auto,)
+    assert AUTO_ENGINES == (Auto,)
     assert Proximal.name == "proximal" and Proximal.description
     names = [p.name for p in Proximal.params]
     assert names[:2] == ["tol", "max_iter"]

@@ -22,7 +22,7 @@ from ..base import COMMON_PARAMS, POSITIVE, Engine, Requires, Run, blas_threads,
 from ..capabilities import FACTOR_BANK
 from .loop import _BcdRun
 
-__all__ = ["BCD", "BCD_ENGINES"]
+__all__ = ["BCD"]
 
 #: BLAS threads during a solve (``None``: leave the BLAS library as it is): a multi-threaded
 #: Cholesky next to the bank's spinning parallel passes oversubscribes the cores
@@ -114,6 +114,3 @@ class BCD(Engine):
             # the jitted loops take the component kernels as first-class functions
             warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
             return _BcdRun(self, problem, run, warm_start).run_loop()
-
-
-BCD_ENGINES = (BCD,)

@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...kernels.factor_arrays import GRAM_MAX_RANK, segment_norms
+from ...kernels.factor_arrays import GRAM_MAX_RANK
 from ...problem import Problem
 from ...result import SolveResult
 from .. import common
 from ..base import Algorithm, Run
+from ..objectives import segment_norms
 from .polish import SMOOTH_POLISH_GAP, Continuation, SupportPolish
 
 if TYPE_CHECKING:

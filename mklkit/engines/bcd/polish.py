@@ -15,8 +15,8 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from ...kernels.factor_arrays import hessian_flops, segment_norms
 from .. import common
+from ..objectives import segment_norms
 
 #: Largest total rank of the non-zero blocks for their Newton steps (a dense Hessian of that
 #: size is formed and decomposed).
@@ -28,6 +28,15 @@ POLISH_MAX_FLOPS = 4e9
 #: A smooth loss's support is polished (``polish: auto``) once the relative gap is below
 #: this: farther the support still changes (``docs/tuned_constants.md``).
 SMOOTH_POLISH_GAP = 1e-2
+
+
+def hessian_flops(LA: Any, cols: np.ndarray | None = None) -> float:
+    r"""Flops of :math:`L_A\,\mathrm{diag}(h)L_A^\top` over the samples ``cols`` (``None``: all)."""
+    if sp.issparse(LA):
+        per = np.bincount(LA.indices, minlength=LA.shape[1]).astype(np.float64)
+        return float(np.sum(per * per if cols is None else per[cols] ** 2))
+    n = LA.shape[1] if cols is None else cols.size
+    return float(LA.shape[0]) ** 2 * n
 
 
 @dataclasses.dataclass

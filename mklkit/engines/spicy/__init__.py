@@ -102,6 +102,3 @@ _ONE_STEP_WHY = "method 'one_step' (§4.3) needs smooth conjugates; use method '
 _ONE_STEP = Requires(
     loss=(needs(SMOOTH_CONJUGATE, why=_ONE_STEP_WHY),), regularizer=(needs(SMOOTH_REG_CONJUGATE, why=_ONE_STEP_WHY),)
 )
-
-
-BUILTIN_ENGINES = (Spicy,)
