@@ -44,7 +44,7 @@ def strip_prefix(text: str, *prefixes: str) -> str:
     return text
 
 
-def mark_override(problem: str, key: str, overridden: Sequence[str]) -> str:
+def _mark_override(problem: str, key: str, overridden: Sequence[str]) -> str:
     """``problem`` marked ``(set by --set)`` when ``key`` was set on the command line."""
     k, *given = (re.sub(r"\[(\d+)\]", r".\1", path) for path in (key, *overridden))  # bank[1] as bank.1
     if any(k == o or k.startswith(o + ".") or o.startswith(k + ".") for o in given):
@@ -86,7 +86,7 @@ class PipelineError(ValueError):
     ) -> None:
         self.key = key
         self.file = file
-        self.problem = one_line(mark_override(problem, key, overridden))
+        self.problem = one_line(_mark_override(problem, key, overridden))
         self.has_value = value is not MISSING or shown is not None
         self.value = None if value is MISSING else value
         self.shown = one_line(shown) if shown is not None else (_show(value) if self.has_value else None)
