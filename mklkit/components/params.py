@@ -153,3 +153,9 @@ def did_you_mean(word: str, options: Sequence[str]) -> str:
 
     close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def unknown_name(what: str, name: Any, available: Sequence[str]) -> str:
+    """``unknown <what> <name> (did you mean ...?); available: <names>`` (``none`` when there are none)."""
+    hint = did_you_mean(name, available) if isinstance(name, str) else ""
+    return f"unknown {what} {name!r}{hint}; available: {', '.join(available) or 'none'}"

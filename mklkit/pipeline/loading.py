@@ -125,7 +125,6 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
         train, test = ds, _load_test(data, ds, enc, loss)
     else:
         train, test = _split(data, ds, enc, task)
-    n_total = ds.n_samples + (test.n_samples if (data.test is not None and test is not None) else 0)
     if data.train_size is not None:
         train = _subsample(data, train, task)
         if enc is not None:  # a small subsample may lose a class
@@ -143,7 +142,6 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
         feature_names=list(train.feature_names),
         name=ds.name,
         task=task,
-        n_total=n_total,
     )
     out = weigh(out, data, enc, sw)
     return standardize(out) if data.standardize else contiguous_data(out)
@@ -251,8 +249,7 @@ def _given_data(
                 f"no data.test_size with {arrays}",
             )
     N = int(y.shape[0])
-    n_total = N + (0 if y_test is None else int(y_test.shape[0]))
-    out = Data(y_train=y, y_test=y_test, name=Path(shown).stem, task=loss.task, n_total=n_total, **given)
+    out = Data(y_train=y, y_test=y_test, name=Path(shown).stem, task=loss.task, **given)
     if not own_test and data.test_size:
         ds = Dataset(X=np.arange(N, dtype=np.float64)[:, None], y=y, feature_names=["index"], name=shown)
         tr, te = _split(data, ds, enc, loss.task)
