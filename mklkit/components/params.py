@@ -8,6 +8,10 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 
+#: "no value given" in the errors that keep their parts (``None`` can be the offending value).
+MISSING: Any = object()
+
+
 class ParamError(ValueError):
     """A parameter value that its declaration does not allow: ``key`` (the spec layer prefixes
     the key path), ``value`` as given, ``allowed`` in words ("a number > 1")."""

@@ -7,11 +7,8 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..components.params import did_you_mean
+from ..components.params import MISSING, did_you_mean
 from ..plugins import get_registry
-
-#: "no value given" (``None`` can be the offending value)
-MISSING: Any = object()
 
 #: What a precomputed-kernel ``.npz`` holds (the ``allowed`` part of its errors).
 NPZ_ALLOWED = (
@@ -132,17 +129,15 @@ def from_pipeline(exc: PipelineError, file: str, overridden: Sequence[str] = ())
     return SpecError(file, exc.key, exc.problem, allowed=exc.allowed, shown=exc.shown, overridden=overridden)
 
 
-def bank_error(exc: Exception, base: str, absolute: bool = True) -> PipelineError:
+def bank_error(exc: Any, base: str, absolute: bool = True) -> PipelineError:
     """A :class:`~mklkit.kernels.description.BankError` as a PipelineError under ``base``; ``absolute``:
     keys under ``kernels.``, else relative to it (``bank[1].width``)."""
-    key = getattr(exc, "key", None) or base
+    key = exc.key or base
     if key.startswith("bank"):
         key = "kernels." + key if absolute else key
     elif base.startswith("kernels.") and not key.startswith("kernels"):
-        key = f"{base}.{key}" if getattr(exc, "key", None) else base
-    problem = getattr(exc, "problem", None) or one_line(str(exc))
-    value = exc.value if getattr(exc, "has_value", False) else MISSING  # type: ignore[attr-defined]
-    return PipelineError(key, problem, value, getattr(exc, "allowed", None))
+        key = f"{base}.{key}" if exc.key else base
+    return PipelineError(key, exc.problem, exc.value, exc.allowed)
 
 
 def key_path(loc: Sequence[Any], key: str = "") -> str:
