@@ -124,6 +124,11 @@ class SpecError(PipelineError):
         super().__init__(key, problem, value, allowed, shown=shown, file=str(file), overridden=overridden)
 
 
+def not_among(key: str, problem: str, value: Any, names: Sequence[str]) -> PipelineError:
+    """``<key>: <problem> (did you mean ...?); got <value>; allowed: <names>``."""
+    return PipelineError(key, problem + did_you_mean(str(value), names), value, ", ".join(names))
+
+
 def from_pipeline(exc: PipelineError, file: str, overridden: Sequence[str] = ()) -> SpecError:
     """A PipelineError as the spec's one-line error."""
     return SpecError(file, exc.key, exc.problem, allowed=exc.allowed, shown=exc.shown, overridden=overridden)
@@ -171,7 +176,7 @@ def from_validation(exc: Any, schema: dict[str, Any], root: Sequence[Any] = ()) 
         parent = _at(schema, rel[:-1])
         keys = list((parent or {}).get("properties", {}))
         name = str(loc[-1])
-        return PipelineError(key, f"unknown key{did_you_mean(name, keys)}", name, ", ".join(keys))
+        return not_among(key, "unknown key", name, keys)
     field = _at(schema, rel)
     allowed = allowed_words(field) if field is not None else None
     if kind == "missing":

@@ -7,9 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..components.params import did_you_mean
 from .data import Data, contiguous_data, fold, standardize
-from .errors import FACTOR_NPZ_ALLOWED, NPZ_ALLOWED, PipelineError, one_line, strip_prefix
+from .errors import FACTOR_NPZ_ALLOWED, NPZ_ALLOWED, PipelineError, not_among, one_line, strip_prefix
 from .labels import Classes, encode_labels, encode_test_labels, weigh
 from .bank_settings import BankSettings
 from .settings import DataSettings
@@ -45,10 +44,7 @@ def _check_columns(data: DataSettings, ds: Any) -> None:
     """Refuse a weight column ``data.sample_weight`` the data lacks, and data without a feature column left."""
     wcol = data.sample_weight
     if wcol is not None and wcol not in ds.feature_names:
-        names = list(ds.feature_names)
-        raise PipelineError(
-            "data.sample_weight", f"no such column in {ds.name!r}{did_you_mean(wcol, names)}", wcol, ", ".join(names)
-        )
+        raise not_among("data.sample_weight", f"no such column in {ds.name!r}", wcol, list(ds.feature_names))
     if ds.n_features - (wcol is not None) == 0:
         raise PipelineError("data.drop", "no feature columns left", list(data.drop), "drop fewer columns")
 
@@ -205,12 +201,7 @@ def _retarget(data: DataSettings, ds: Any) -> Any:
     if target == "y":
         return ds
     if target not in columns:
-        raise PipelineError(
-            "data.target",
-            f"no such column in builtin {ds.name!r}{did_you_mean(str(target), columns)}",
-            target,
-            ", ".join(columns),
-        )
+        raise not_among("data.target", f"no such column in builtin {ds.name!r}", target, columns)
     if sp.issparse(ds.X):
         raise PipelineError("data.target", f"builtin {ds.name!r} is sparse; only 'y' can be the target", target, "y")
     table = replace(ds, X=np.column_stack([ds.X, ds.y]), feature_names=columns)
@@ -225,7 +216,7 @@ def _drop(data: DataSettings, ds: Any, key: str = "data.drop") -> Any:
     names = list(ds.feature_names)
     for c in data.drop:
         if c not in names:
-            raise PipelineError(key, f"no feature column {c!r} to drop{did_you_mean(c, names)}", c, ", ".join(names))
+            raise not_among(key, f"no feature column {c!r} to drop", c, names)
     return _keep_columns(ds, [j for j, n in enumerate(names) if n not in data.drop])
 
 
