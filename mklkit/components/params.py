@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 
 #: "no value given" in the errors that keep their parts (``None`` can be the offending value).
@@ -80,17 +80,9 @@ class Param:
         if self.choices is not None:
             return "one of " + ", ".join(repr(c) for c in self.choices)
         words = _TYPE_WORDS.get(self.type, self.type.__name__)
-        lo, hi = self.low, self.high
-        if lo is not None and hi is not None:
-            lb = "(" if self.low_open else "["
-            rb = ")" if self.high_open else "]"
-            words = f"{words} in {lb}{lo:g}, {hi:g}{rb}"
-        elif lo is not None:
-            words = f"{words} {'>' if self.low_open else '>='} {lo:g}"
-        elif hi is not None:
-            words = f"{words} {'<' if self.high_open else '<='} {hi:g}"
-        elif self.type is float:
+        if self.low is None and self.high is None and self.type is float:
             words = "a finite number"
+        words = interval(words, self.low, self.high, self.low_open, self.high_open, "{:g}".format)
         if self.nullable:
             words += " or null"
         return words
@@ -131,6 +123,17 @@ class Param:
         """``name=default (allowed): doc`` for listings."""
         default = "required" if self.required else repr(self.default)
         return f"{self.name}={default} ({self.allowed()}): {self.doc}"
+
+
+def interval(words: str, low: Any, high: Any, low_open: bool, high_open: bool, fmt: Callable[[Any], str]) -> str:
+    """``words`` and its bounds, ``in [low, high)``, ``> low`` or ``<= high`` (each shown by ``fmt``), if any."""
+    if low is not None and high is not None:
+        return f"{words} in {'(' if low_open else '['}{fmt(low)}, {fmt(high)}{')' if high_open else ']'}"
+    if low is not None:
+        return f"{words} {'>' if low_open else '>='} {fmt(low)}"
+    if high is not None:
+        return f"{words} {'<' if high_open else '<='} {fmt(high)}"
+    return words
 
 
 def validate_params(declared: Sequence[Param], given: dict[str, Any], owner: str) -> dict[str, Any]:

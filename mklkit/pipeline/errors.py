@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..components.params import MISSING, did_you_mean
+from ..components.params import MISSING, did_you_mean, interval
 from ..plugins import get_registry
 
 #: What a precomputed-kernel ``.npz`` holds (the ``allowed`` part of its errors).
@@ -237,10 +237,10 @@ def _num(x: float) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 
-def _bound(b: dict[str, Any], key: str) -> tuple[bool, Any] | None:
-    """``(closed, value)`` of a number's ``minimum`` or ``maximum`` (or its exclusive form), or ``None``."""
+def _bound(b: dict[str, Any], key: str) -> tuple[Any, bool]:
+    """A number's ``minimum`` or ``maximum`` and whether it is exclusive; ``(None, False)`` when it has none."""
     strict = "exclusive" + key.capitalize()
-    return (True, b[key]) if key in b else (False, b[strict]) if strict in b else None
+    return (b[key], False) if key in b else (b[strict], True) if strict in b else (None, False)
 
 
 _TYPE_WORDS = {"boolean": "true or false", "string": "a string", "array": "a list"}
@@ -256,16 +256,11 @@ def allowed_words(node: dict[str, Any]) -> str:
             words.append(repr(b["const"]))
         elif b.get("type") in ("number", "integer"):
             w = "an integer" if b["type"] == "integer" else "a number"
-            lo, hi = _bound(b, "minimum"), _bound(b, "maximum")
-            if lo and hi:
-                w += f" in {'[' if lo[0] else '('}{_num(lo[1])}, {_num(hi[1])}{']' if hi[0] else ')'}"
-            elif lo:
-                w += f" {'>=' if lo[0] else '>'} {_num(lo[1])}"
-            elif hi:
-                w += f" {'<=' if hi[0] else '<'} {_num(hi[1])}"
-            if b["type"] == "number" and b.get("x-finite", True) and not (lo and hi):
-                w = w.replace("a number", "a finite number", 1)
-            words.append(w)
+            lo, lo_open = _bound(b, "minimum")
+            hi, hi_open = _bound(b, "maximum")
+            if b["type"] == "number" and b.get("x-finite", True) and (lo is None or hi is None):
+                w = "a finite number"
+            words.append(interval(w, lo, hi, lo_open, hi_open, _num))
         elif b.get("type") in _TYPE_WORDS:
             words.append(_TYPE_WORDS[b["type"]])
         elif b.get("type") == "object" or "properties" in b:
