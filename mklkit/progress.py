@@ -23,10 +23,8 @@ def _tty() -> bool:
 class Progress:
     """A command's progress on stderr; nothing at all when not ``enabled`` (``--quiet``)."""
 
-    def __init__(self, enabled: bool = True, after_s: float = AFTER_S, every_s: float = EVERY_S):
+    def __init__(self, enabled: bool = True):
         self.enabled = enabled
-        self.after_s = after_s
-        self.every_s = every_s
         self.t0 = time.perf_counter()
         self.last = -1.0
         self.bars: dict[str, Any] = {}
@@ -36,7 +34,7 @@ class Progress:
         if not self.enabled:
             return None
         now = time.perf_counter() - self.t0
-        if now < self.after_s or (self.last >= 0 and now - self.last < self.every_s):
+        if now < AFTER_S or (self.last >= 0 and now - self.last < EVERY_S):
             return None
         self.last = now
         return now
@@ -54,13 +52,13 @@ class Progress:
         sys.stderr.flush()
 
     def bar(self, what: str, done: int, total: int, elapsed_s: float, unit: str = "it") -> None:
-        """Bar ``what`` at ``done`` of ``total``, on a terminal once the work runs longer than ``after_s``;
+        """Bar ``what`` at ``done`` of ``total``, on a terminal once the work runs longer than :data:`AFTER_S`;
         closed when ``done`` reaches ``total``."""
         if not self.enabled or not _tty():
             return
         bar = self.bars.get(what)
         if bar is None:
-            if elapsed_s < self.after_s and done < total:
+            if elapsed_s < AFTER_S and done < total:
                 return
             from tqdm import tqdm
 

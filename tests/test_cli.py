@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import yaml
 
-from mklkit.cli import output as cli_output
+from mklkit import progress
 from mklkit.cli import main
 from mklkit.engines.base import Engine
 from mklkit.plugins import get_registry
@@ -665,8 +665,8 @@ def test_not_converged_warns_and_strict_exits_3(tmp_path, capsys):
 
 
 def test_progress_lines(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cli_output, "PROGRESS_AFTER_S", 0.0)
-    monkeypatch.setattr(cli_output, "PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr(progress, "AFTER_S", 0.0)
+    monkeypatch.setattr(progress, "EVERY_S", 0.0)
     p = spec_file(tmp_path)
     code, _, err = run_cli(["run", p, "--out", tmp_path / "a"], capsys)
     assert code == 0
@@ -829,8 +829,8 @@ def dual_only_engine():
 
 def test_progress_line_of_a_record_between_certificates(tmp_path, capsys, monkeypatch, dual_only_engine):
     """smo_mkl records only its dual objective between certificates: no 'objective nan, gap nan'."""
-    monkeypatch.setattr(cli_output, "PROGRESS_AFTER_S", 0.0)
-    monkeypatch.setattr(cli_output, "PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr(progress, "AFTER_S", 0.0)
+    monkeypatch.setattr(progress, "EVERY_S", 0.0)
     p = spec_file(tmp_path, engine={"name": dual_only_engine})
     code, _, err = run_cli(["run", p, "--out", tmp_path / "a"], capsys)
     assert code == 0, err

@@ -322,11 +322,11 @@ def test_a_spec_with_C_path_records_the_choice(tmp_path):
 
 
 def test_the_command_line_shows_the_path_and_the_choice(tmp_path, capsys, monkeypatch):
-    from mklkit.cli import output as cli_output
+    from mklkit import progress
     from mklkit.cli import main
 
-    monkeypatch.setattr(cli_output, "PROGRESS_AFTER_S", 0.0)
-    monkeypatch.setattr(cli_output, "PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr(progress, "AFTER_S", 0.0)
+    monkeypatch.setattr(progress, "EVERY_S", 0.0)
     spec = _path_spec(tmp_path)
     assert main(["run", str(spec), "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr()

@@ -9,14 +9,11 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from ..progress import AFTER_S, EVERY_S, Progress
+from ..progress import Progress
 from .errors import lost_interrupt, sigint_received
 
 #: Library loggers whose INFO records ``run`` and ``sweep`` show on stderr (not with ``--quiet``).
 SHOWN_LOGGERS = ("mklkit.compilation", "mklkit.pipeline")
-#: Progress lines and bars start after this long (seconds); throttled lines come at most this often.
-PROGRESS_AFTER_S = AFTER_S
-PROGRESS_EVERY_S = EVERY_S
 
 
 def one_line(text: object) -> str:
@@ -38,10 +35,6 @@ def err(text: object) -> None:
     sys.stderr.flush()
 
 
-def progress_lines(enabled: bool) -> Progress:
-    return Progress(enabled, after_s=PROGRESS_AFTER_S, every_s=PROGRESS_EVERY_S)
-
-
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
@@ -58,7 +51,7 @@ class IterationLines:
 
     def __init__(self, n_kernels: int, enabled: bool):
         self.n_kernels = n_kernels
-        self.progress = progress_lines(enabled)
+        self.progress = Progress(enabled)
 
     def __call__(self, state: dict[str, Any]) -> None:
         lost_interrupt()
@@ -88,10 +81,10 @@ class IterationLines:
 
 class BuildBar:
     """The kernel-bank build's bar on stderr (:class:`mklkit.kernels.KernelBank`'s ``progress`` events), on a
-    terminal, for builds longer than :data:`PROGRESS_AFTER_S`."""
+    terminal, for builds longer than :data:`mklkit.progress.AFTER_S`."""
 
     def __init__(self, enabled: bool):
-        self.progress = progress_lines(enabled)
+        self.progress = Progress(enabled)
 
     def __call__(self, ev: dict[str, Any]) -> None:
         lost_interrupt()
@@ -100,7 +93,7 @@ class BuildBar:
 
 def sweep_lines(enabled: bool) -> Callable[[dict[str, Any]], None]:
     """The sweep's callback: a line per task, its start and its refits, and a heartbeat while tasks run."""
-    shown = progress_lines(enabled)
+    shown = Progress(enabled)
 
     def progress(ev: dict[str, Any]) -> None:
         kind = ev.get("event")

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
+
+
+#: "no value given" in the errors that keep their parts (``None`` can be the offending value).
+MISSING: Any = object()
 
 
 class ParamError(ValueError):
@@ -76,17 +80,9 @@ class Param:
         if self.choices is not None:
             return "one of " + ", ".join(repr(c) for c in self.choices)
         words = _TYPE_WORDS.get(self.type, self.type.__name__)
-        lo, hi = self.low, self.high
-        if lo is not None and hi is not None:
-            lb = "(" if self.low_open else "["
-            rb = ")" if self.high_open else "]"
-            words = f"{words} in {lb}{lo:g}, {hi:g}{rb}"
-        elif lo is not None:
-            words = f"{words} {'>' if self.low_open else '>='} {lo:g}"
-        elif hi is not None:
-            words = f"{words} {'<' if self.high_open else '<='} {hi:g}"
-        elif self.type is float:
+        if self.low is None and self.high is None and self.type is float:
             words = "a finite number"
+        words = interval(words, self.low, self.high, self.low_open, self.high_open, "{:g}".format)
         if self.nullable:
             words += " or null"
         return words
@@ -129,6 +125,17 @@ class Param:
         return f"{self.name}={default} ({self.allowed()}): {self.doc}"
 
 
+def interval(words: str, low: Any, high: Any, low_open: bool, high_open: bool, fmt: Callable[[Any], str]) -> str:
+    """``words`` and its bounds, ``in [low, high)``, ``> low`` or ``<= high`` (each shown by ``fmt``), if any."""
+    if low is not None and high is not None:
+        return f"{words} in {'(' if low_open else '['}{fmt(low)}, {fmt(high)}{')' if high_open else ']'}"
+    if low is not None:
+        return f"{words} {'>' if low_open else '>='} {fmt(low)}"
+    if high is not None:
+        return f"{words} {'<' if high_open else '<='} {fmt(high)}"
+    return words
+
+
 def validate_params(declared: Sequence[Param], given: dict[str, Any], owner: str) -> dict[str, Any]:
     """The keyword parameters validated, defaults filled in, in declaration order; an unknown
     key (with a did-you-mean) or a missing required one raises :class:`ParamError`."""
@@ -153,3 +160,9 @@ def did_you_mean(word: str, options: Sequence[str]) -> str:
 
     close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def unknown_name(what: str, name: Any, available: Sequence[str]) -> str:
+    """``unknown <what> <name> (did you mean ...?); available: <names>`` (``none`` when there are none)."""
+    hint = did_you_mean(name, available) if isinstance(name, str) else ""
+    return f"unknown {what} {name!r}{hint}; available: {', '.join(available) or 'none'}"

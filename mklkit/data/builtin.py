@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-from ..components.params import did_you_mean
+from ..components.params import unknown_name
 from .dataset import DataError, Dataset
 from .files import load_file
 
@@ -43,10 +43,7 @@ def load_builtin(name: str) -> Dataset:
         For an unknown name (with a did-you-mean and the list of names).
     """
     if name not in _BUILTIN:
-        names = available()
-        raise DataError(
-            f"unknown builtin data set {name!r}{did_you_mean(str(name), names)}; available: {', '.join(names)}"
-        )
+        raise DataError(unknown_name("builtin data set", name, available()))
     filename, n_features = _BUILTIN[name]
     with resources.as_file(resources.files(__package__).joinpath(filename)) as real:
         ds = load_file(real, n_features=n_features)

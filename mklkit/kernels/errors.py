@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..components.params import did_you_mean
-
-
-_NO_VALUE: Any = object()
+from ..components.params import MISSING, did_you_mean
 
 
 class BankError(ValueError):
@@ -17,7 +14,7 @@ class BankError(ValueError):
     ``problem`` (without the key), ``value`` (:attr:`NO_VALUE` when none) and ``allowed``.
     """
 
-    NO_VALUE: Any = _NO_VALUE
+    NO_VALUE: Any = MISSING
 
     def __init__(
         self,
@@ -25,7 +22,7 @@ class BankError(ValueError):
         key: str | None = None,
         *,
         problem: str | None = None,
-        value: Any = _NO_VALUE,
+        value: Any = MISSING,
         allowed: str | None = None,
     ):
         super().__init__(message)
@@ -37,7 +34,7 @@ class BankError(ValueError):
     @property
     def has_value(self) -> bool:
         """Whether :attr:`value` holds an offending value."""
-        return self.value is not _NO_VALUE
+        return self.value is not MISSING
 
 
 def _must(key: str, allowed: str, value: Any, note: str = "", cls: type[BankError] = BankError) -> BankError:

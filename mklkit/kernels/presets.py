@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..components.params import did_you_mean
+from ..components.params import unknown_name
 
 #: Gaussian widths of SpicyMKL §6.1: 0.1 0.25 0.5 0.75 1 2 3 ... 20 (24 values).
 SIMPLEMKL_WIDTHS: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75) + tuple(float(w) for w in range(1, 21))
@@ -58,8 +58,5 @@ def available_presets() -> list[str]:
 def preset_entries(name: str) -> list[dict[str, Any]]:
     """A fresh copy of a preset's bank entries (``LookupError`` for an unknown name)."""
     if name not in PRESETS:
-        names = available_presets()
-        raise LookupError(
-            f"unknown kernel-bank preset {name!r}{did_you_mean(str(name), names)}; available: {', '.join(names)}"
-        )
+        raise LookupError(unknown_name("kernel-bank preset", name, available_presets()))
     return copy.deepcopy(PRESETS[name][0])

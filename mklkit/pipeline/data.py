@@ -28,7 +28,6 @@ class Data:
     K_train: np.ndarray | None = None
     K_test: np.ndarray | None = None
     kernel_names: list[str] | None = None
-    n_total: int = 0
     #: ``K_test_diag`` of precomputed kernels (the test points' own k(x, x)).
     test_diag: np.ndarray | None = None
     #: the Standardizer applied to ``X_*`` (``None``: not standardized).

@@ -7,11 +7,8 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..components.params import did_you_mean
+from ..components.params import MISSING, did_you_mean, interval
 from ..plugins import get_registry
-
-#: "no value given" (``None`` can be the offending value)
-MISSING: Any = object()
 
 #: What a precomputed-kernel ``.npz`` holds (the ``allowed`` part of its errors).
 NPZ_ALLOWED = (
@@ -44,7 +41,7 @@ def strip_prefix(text: str, *prefixes: str) -> str:
     return text
 
 
-def mark_override(problem: str, key: str, overridden: Sequence[str]) -> str:
+def _mark_override(problem: str, key: str, overridden: Sequence[str]) -> str:
     """``problem`` marked ``(set by --set)`` when ``key`` was set on the command line."""
     k, *given = (re.sub(r"\[(\d+)\]", r".\1", path) for path in (key, *overridden))  # bank[1] as bank.1
     if any(k == o or k.startswith(o + ".") or o.startswith(k + ".") for o in given):
@@ -86,7 +83,7 @@ class PipelineError(ValueError):
     ) -> None:
         self.key = key
         self.file = file
-        self.problem = one_line(mark_override(problem, key, overridden))
+        self.problem = one_line(_mark_override(problem, key, overridden))
         self.has_value = value is not MISSING or shown is not None
         self.value = None if value is MISSING else value
         self.shown = one_line(shown) if shown is not None else (_show(value) if self.has_value else None)
@@ -127,22 +124,25 @@ class SpecError(PipelineError):
         super().__init__(key, problem, value, allowed, shown=shown, file=str(file), overridden=overridden)
 
 
+def not_among(key: str, problem: str, value: Any, names: Sequence[str]) -> PipelineError:
+    """``<key>: <problem> (did you mean ...?); got <value>; allowed: <names>``."""
+    return PipelineError(key, problem + did_you_mean(str(value), names), value, ", ".join(names))
+
+
 def from_pipeline(exc: PipelineError, file: str, overridden: Sequence[str] = ()) -> SpecError:
     """A PipelineError as the spec's one-line error."""
     return SpecError(file, exc.key, exc.problem, allowed=exc.allowed, shown=exc.shown, overridden=overridden)
 
 
-def bank_error(exc: Exception, base: str, absolute: bool = True) -> PipelineError:
+def bank_error(exc: Any, base: str, absolute: bool = True) -> PipelineError:
     """A :class:`~mklkit.kernels.description.BankError` as a PipelineError under ``base``; ``absolute``:
     keys under ``kernels.``, else relative to it (``bank[1].width``)."""
-    key = getattr(exc, "key", None) or base
+    key = exc.key or base
     if key.startswith("bank"):
         key = "kernels." + key if absolute else key
     elif base.startswith("kernels.") and not key.startswith("kernels"):
-        key = f"{base}.{key}" if getattr(exc, "key", None) else base
-    problem = getattr(exc, "problem", None) or one_line(str(exc))
-    value = exc.value if getattr(exc, "has_value", False) else MISSING  # type: ignore[attr-defined]
-    return PipelineError(key, problem, value, getattr(exc, "allowed", None))
+        key = f"{base}.{key}" if exc.key else base
+    return PipelineError(key, exc.problem, exc.value, exc.allowed)
 
 
 def key_path(loc: Sequence[Any], key: str = "") -> str:
@@ -176,7 +176,7 @@ def from_validation(exc: Any, schema: dict[str, Any], root: Sequence[Any] = ()) 
         parent = _at(schema, rel[:-1])
         keys = list((parent or {}).get("properties", {}))
         name = str(loc[-1])
-        return PipelineError(key, f"unknown key{did_you_mean(name, keys)}", name, ", ".join(keys))
+        return not_among(key, "unknown key", name, keys)
     field = _at(schema, rel)
     allowed = allowed_words(field) if field is not None else None
     if kind == "missing":
@@ -237,10 +237,10 @@ def _num(x: float) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 
-def _bound(b: dict[str, Any], key: str) -> tuple[bool, Any] | None:
-    """``(closed, value)`` of a number's ``minimum`` or ``maximum`` (or its exclusive form), or ``None``."""
+def _bound(b: dict[str, Any], key: str) -> tuple[Any, bool]:
+    """A number's ``minimum`` or ``maximum`` and whether it is exclusive; ``(None, False)`` when it has none."""
     strict = "exclusive" + key.capitalize()
-    return (True, b[key]) if key in b else (False, b[strict]) if strict in b else None
+    return (b[key], False) if key in b else (b[strict], True) if strict in b else (None, False)
 
 
 _TYPE_WORDS = {"boolean": "true or false", "string": "a string", "array": "a list"}
@@ -256,16 +256,11 @@ def allowed_words(node: dict[str, Any]) -> str:
             words.append(repr(b["const"]))
         elif b.get("type") in ("number", "integer"):
             w = "an integer" if b["type"] == "integer" else "a number"
-            lo, hi = _bound(b, "minimum"), _bound(b, "maximum")
-            if lo and hi:
-                w += f" in {'[' if lo[0] else '('}{_num(lo[1])}, {_num(hi[1])}{']' if hi[0] else ')'}"
-            elif lo:
-                w += f" {'>=' if lo[0] else '>'} {_num(lo[1])}"
-            elif hi:
-                w += f" {'<=' if hi[0] else '<'} {_num(hi[1])}"
-            if b["type"] == "number" and b.get("x-finite", True) and not (lo and hi):
-                w = w.replace("a number", "a finite number", 1)
-            words.append(w)
+            lo, lo_open = _bound(b, "minimum")
+            hi, hi_open = _bound(b, "maximum")
+            if b["type"] == "number" and b.get("x-finite", True) and (lo is None or hi is None):
+                w = "a finite number"
+            words.append(interval(w, lo, hi, lo_open, hi_open, _num))
         elif b.get("type") in _TYPE_WORDS:
             words.append(_TYPE_WORDS[b["type"]])
         elif b.get("type") == "object" or "properties" in b:

@@ -7,9 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..components.params import did_you_mean
 from .data import Data, contiguous_data, fold, standardize
-from .errors import FACTOR_NPZ_ALLOWED, NPZ_ALLOWED, PipelineError, one_line, strip_prefix
+from .errors import FACTOR_NPZ_ALLOWED, NPZ_ALLOWED, PipelineError, not_among, one_line, strip_prefix
 from .labels import Classes, encode_labels, encode_test_labels, weigh
 from .bank_settings import BankSettings
 from .settings import DataSettings
@@ -45,10 +44,7 @@ def _check_columns(data: DataSettings, ds: Any) -> None:
     """Refuse a weight column ``data.sample_weight`` the data lacks, and data without a feature column left."""
     wcol = data.sample_weight
     if wcol is not None and wcol not in ds.feature_names:
-        names = list(ds.feature_names)
-        raise PipelineError(
-            "data.sample_weight", f"no such column in {ds.name!r}{did_you_mean(wcol, names)}", wcol, ", ".join(names)
-        )
+        raise not_among("data.sample_weight", f"no such column in {ds.name!r}", wcol, list(ds.feature_names))
     if ds.n_features - (wcol is not None) == 0:
         raise PipelineError("data.drop", "no feature columns left", list(data.drop), "drop fewer columns")
 
@@ -125,7 +121,6 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
         train, test = ds, _load_test(data, ds, enc, loss)
     else:
         train, test = _split(data, ds, enc, task)
-    n_total = ds.n_samples + (test.n_samples if (data.test is not None and test is not None) else 0)
     if data.train_size is not None:
         train = _subsample(data, train, task)
         if enc is not None:  # a small subsample may lose a class
@@ -143,7 +138,6 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
         feature_names=list(train.feature_names),
         name=ds.name,
         task=task,
-        n_total=n_total,
     )
     out = weigh(out, data, enc, sw)
     return standardize(out) if data.standardize else contiguous_data(out)
@@ -207,12 +201,7 @@ def _retarget(data: DataSettings, ds: Any) -> Any:
     if target == "y":
         return ds
     if target not in columns:
-        raise PipelineError(
-            "data.target",
-            f"no such column in builtin {ds.name!r}{did_you_mean(str(target), columns)}",
-            target,
-            ", ".join(columns),
-        )
+        raise not_among("data.target", f"no such column in builtin {ds.name!r}", target, columns)
     if sp.issparse(ds.X):
         raise PipelineError("data.target", f"builtin {ds.name!r} is sparse; only 'y' can be the target", target, "y")
     table = replace(ds, X=np.column_stack([ds.X, ds.y]), feature_names=columns)
@@ -227,7 +216,7 @@ def _drop(data: DataSettings, ds: Any, key: str = "data.drop") -> Any:
     names = list(ds.feature_names)
     for c in data.drop:
         if c not in names:
-            raise PipelineError(key, f"no feature column {c!r} to drop{did_you_mean(c, names)}", c, ", ".join(names))
+            raise not_among(key, f"no feature column {c!r} to drop", c, names)
     return _keep_columns(ds, [j for j, n in enumerate(names) if n not in data.drop])
 
 
@@ -251,8 +240,7 @@ def _given_data(
                 f"no data.test_size with {arrays}",
             )
     N = int(y.shape[0])
-    n_total = N + (0 if y_test is None else int(y_test.shape[0]))
-    out = Data(y_train=y, y_test=y_test, name=Path(shown).stem, task=loss.task, n_total=n_total, **given)
+    out = Data(y_train=y, y_test=y_test, name=Path(shown).stem, task=loss.task, **given)
     if not own_test and data.test_size:
         ds = Dataset(X=np.arange(N, dtype=np.float64)[:, None], y=y, feature_names=["index"], name=shown)
         tr, te = _split(data, ds, enc, loss.task)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import pluggy
 
 from .. import __version__, hookspecs
-from ..components.params import ParamError, did_you_mean  # stdlib only
+from ..components.params import ParamError, unknown_name  # stdlib only
 from ..declaration import KINDS, declaration_problems, unjitted_problem  # stdlib only at import
 from ..hookspecs import PROJECT
 
@@ -43,10 +43,7 @@ class UnknownComponentError(KeyError, ValueError):
         self.kind = kind
         self.name = name
         self.available = list(available)
-        what = "component kind" if kind == "kind" else kind
-        hint = did_you_mean(name, self.available) if isinstance(name, str) else ""
-        listed = ", ".join(self.available) if self.available else "none"
-        self.message = f"unknown {what} {name!r}{hint}; available: {listed}"
+        self.message = unknown_name("component kind" if kind == "kind" else kind, name, self.available)
         super().__init__(self.message)
 
     def __str__(self) -> str:  # KeyError would repr() the message

@@ -11,7 +11,7 @@ directory.
 from __future__ import annotations
 
 from ..pipeline import DEFAULTS, parse_bytes
-from ..pipeline.errors import SpecError, mark_override
+from ..pipeline.errors import SpecError
 from .models import SWEEP_COMPONENTS, SWEEP_KEYS, SWEEP_SECTION, TOP_KEYS, EngineSection, OutputSpec, Spec, load_spec
 from .models import parse_spec, sweep_lists, validate_model, validate_spec
 from .schema import json_schema
@@ -21,4 +21,4 @@ SpecError.__module__ = __name__  # its public name: mklkit.spec.SpecError
 
 __all__ = ["SpecError", "Spec", "EngineSection", "OutputSpec", "DEFAULTS", "load_spec", "parse_spec", "validate_spec"]
 __all__ += ["parse_override", "parse_bytes", "read_spec_file", "apply_overrides", "json_schema", "sweep_lists"]
-__all__ += ["mark_override", "validate_model", "TOP_KEYS", "SWEEP_KEYS", "SWEEP_COMPONENTS", "SWEEP_SECTION"]
+__all__ += ["validate_model", "TOP_KEYS", "SWEEP_KEYS", "SWEEP_COMPONENTS", "SWEEP_SECTION"]

@@ -9,22 +9,6 @@ from .results import COLUMNS, KEY_COLUMNS, RESULTS, SWEEP_JSON, TIMING_COLUMNS, 
 from .results import read_results, select_best
 from .runner import SweepTaskError, run_sweep
 
-__all__ = [
-    "COLUMNS",
-    "KEY_COLUMNS",
-    "RESULTS",
-    "SWEEP_JSON",
-    "TIMING_COLUMNS",
-    "Config",
-    "Task",
-    "Sweep",
-    "Best",
-    "SweepResult",
-    "load_sweep",
-    "parse_sweep",
-    "run_sweep",
-    "select_best",
-    "SweepTaskError",
-    "read_results",
-    "check_backend",
-]
+__all__ = ["COLUMNS", "KEY_COLUMNS", "RESULTS", "SWEEP_JSON", "TIMING_COLUMNS", "Config", "Task", "Sweep", "Best"]
+__all__ += ["SweepResult", "load_sweep", "parse_sweep", "run_sweep", "select_best", "SweepTaskError", "read_results"]
+__all__ += ["check_backend"]

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..io import to_jsonable
 from ..pipeline import CVSettings, Data, PipelineError, fold, make_folds
 from ..solving import RunResult, solve_prepared
-from ..spec import SWEEP_SECTION, Spec, SpecError, apply_overrides, mark_override, read_spec_file
+from ..spec import SWEEP_SECTION, Spec, SpecError, apply_overrides, read_spec_file
 from ..spec import sweep_lists, validate_model, validate_spec
 from .results import KEY_COLUMNS
 
@@ -90,7 +90,7 @@ class Sweep:
         return self.n_tasks * len(self.Cs)
 
     def error(self, key: str, problem: str, value: Any = SpecError.NO_VALUE, allowed: str | None = None) -> SpecError:
-        return _error(self.file, self.overridden, key, problem, value, allowed)
+        return SpecError(self.file, key, problem, value, allowed, overridden=self.overridden)
 
     def summary(self) -> str:
         """One line: grid size, cross-validation, tasks and rows."""
@@ -147,10 +147,6 @@ class Sweep:
                 self.folds(c)
 
 
-def _error(file: str, overridden: Sequence[str], key: str, problem: str, value: Any = SpecError.NO_VALUE, allowed=None):
-    return SpecError(file, key, mark_override(problem, key, overridden), value, allowed)
-
-
 _MISSING: Any = object()
 
 
@@ -179,7 +175,7 @@ def parse_sweep(
     cv_raw = raw.pop(SWEEP_SECTION, None)
     cv = validate_model(CVSettings, {} if cv_raw is None else cv_raw, file, overridden, root=(SWEEP_SECTION,))
     axes = sweep_lists(raw)
-    err = functools.partial(_error, file, overridden)
+    err = functools.partial(SpecError, file, overridden=overridden)
 
     def parse(r: dict) -> Spec:
         return validate_spec(r, file, folder, overridden)
