@@ -10,9 +10,8 @@ from pydantic import ConfigDict, Field, PlainValidator, ValidationInfo, WithJson
 from pydantic import model_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from ..components.params import did_you_mean
 from ..plugins import UnknownComponentError, get_registry
-from .errors import MISSING, PipelineError, bank_error
+from .errors import MISSING, PipelineError, bank_error, not_among
 from .settings import DEFAULTS, FilePath, Settings, absent, given_paths, parse_bytes
 
 _SCHEDULER = "a Dask scheduler address such as tcp://127.0.0.1:8786"
@@ -249,9 +248,7 @@ class BankSettings(Settings):
 
             presets = list(available_presets())
             if presets and self.preset not in presets:
-                raise PipelineError(
-                    "preset", f"unknown preset{did_you_mean(self.preset, presets)}", self.preset, ", ".join(presets)
-                )
+                raise not_among("preset", "unknown preset", self.preset, presets)
         if self.bank is not None:
             from ..kernels import BankError, validate_bank
 
