@@ -332,7 +332,6 @@ class Auto(Fallback, Engine):
             norms=cert.norms,
             rho=cert.rho,
             C_max=first.C_max,
-            warn=False,
         )
         if not met and self.fallback and status != Status.STOPPED and finite_point(certified):
             stalled = watch is not None and watch.reason is not None
