@@ -17,7 +17,7 @@ from .engines.proximal import Proximal
 from .engines.spicy import Spicy
 from .hookspecs import RegisterFn, hookimpl
 from .kernels.functions import BUILTIN_KERNEL_FUNCTIONS
-from .pipeline.choose import AUTO_ENGINES
+from .pipeline.choose import Auto
 
 BUILTIN_REGULARIZERS = (L1, ElasticNet, Lq, Uniform, KL)
 
@@ -26,14 +26,5 @@ BUILTIN_REGULARIZERS = (L1, ElasticNet, Lq, Uniform, KL)
 def mklkit_register_components(register: RegisterFn) -> None:
     """Register the built-in losses, regularizers, kernel functions and engines (``auto``
     is the pipeline's: :mod:`mklkit.pipeline.choose`)."""
-    for cls in (
-        *BUILTIN_LOSSES,
-        *BUILTIN_REGULARIZERS,
-        *BUILTIN_KERNEL_FUNCTIONS,
-        Spicy,
-        Proximal,
-        *AUTO_ENGINES,
-        BCD,
-        DualCD,
-    ):
+    for cls in (*BUILTIN_LOSSES, *BUILTIN_REGULARIZERS, *BUILTIN_KERNEL_FUNCTIONS, Spicy, Proximal, Auto, BCD, DualCD):
         register(cls)

@@ -78,6 +78,11 @@ class _FirstCompile(event.Listener):
         pass
 
 
+def components(loss: str | None, regularizer: str | None, engine: str | None) -> str:
+    """The ``what`` of :func:`announce_compilation` for one loss, regularizer and engine (by name)."""
+    return f"loss {loss!r}, regularizer {regularizer!r} and engine {engine!r}"
+
+
 @contextmanager
 def announce_compilation(what: str, warn: bool = False) -> Iterator[None]:
     """Log once (INFO, logger ``mklkit.compilation``) when numba compiles inside the block.

@@ -156,7 +156,7 @@ def solve_prepared(
         raise ValueError("solve_prepared needs a Prepared built by Spec.prepare(build=True)")
     if prepared.tasks is not None:
         raise ValueError("solve_prepared solves one problem; a target of more than two classes needs solve_multiclass")
-    from .compilation import announce_compilation
+    from .compilation import announce_compilation, components
     from .engines.base import solve_from
     from .pipeline import problem_at
     from .pipeline.heldout import held_out_C, uses_path
@@ -164,7 +164,7 @@ def solve_prepared(
     from .pipeline.refine import refine_prepared
 
     engine = spec.engine.engine
-    what = f"loss {problem.loss.name!r}, regularizer {problem.regularizer.name!r} and engine {engine.name!r}"
+    what = components(problem.loss.name, problem.regularizer.name, engine.name)
     t0 = time.perf_counter()
     with announce_compilation(what, warn=warn_compilation):
         selection = None

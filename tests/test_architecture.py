@@ -256,7 +256,6 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
             ("mklkit.pipeline.settings", "mklkit.data"),
             ("mklkit.pipeline.problem_settings", "mklkit.components.base"),
             ("mklkit.pipeline.bank_settings", "mklkit.kernels"),
-            ("mklkit.pipeline.bank_settings", "mklkit.kernels.description"),
             ("mklkit.pipeline.bank_settings", "mklkit.kernels.factorize"),
             ("mklkit.pipeline.data", "mklkit._jit.gram"),
             ("mklkit.pipeline.data", "mklkit.data"),

@@ -270,7 +270,6 @@ class Run:
             rho=rho,
             C_max=None if self.zero is None else self.zero.C_max,
             weights=weights,
-            warn=False,
         )
 
 

@@ -6,7 +6,6 @@ solution and ``C_max``, the best points of a run, the certificate of a point and
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +13,7 @@ import numpy as np
 
 from ..components.base import Loss, Regularizer
 from ..problem import Problem
-from ..result import ConvergenceWarning, SolveResult, Status
+from ..result import SolveResult, Status
 from .capabilities import SEPARABLE, needs
 from .objectives import (
     SampleLoss,
@@ -395,10 +394,8 @@ def build_result(
     rho: np.ndarray | None = None,
     C_max: float | None = None,
     weights: np.ndarray | None = None,
-    warn: bool = True,
 ) -> SolveResult:
-    r"""A :class:`~mklkit.result.SolveResult`; with ``warn``, ``message`` as a
-    :class:`~mklkit.result.ConvergenceWarning` for a status in :data:`UNCONVERGED`.
+    r"""A :class:`~mklkit.result.SolveResult`.
 
     It holds ``alpha`` itself when a float64 array (a copy of an (M, N) array costs 0.2 s per
     solve on w8a's bank).  ``norms`` (:math:`\|\alpha_m\|_{K_m}`) are computed when not
@@ -413,8 +410,6 @@ def build_result(
         weights = kernel_weights(problem.regularizer, norms)
     else:
         weights = np.array(weights, dtype=np.float64)
-    if warn and status in UNCONVERGED:
-        warnings.warn(message, ConvergenceWarning, stacklevel=3)
     return SolveResult(
         status=status,
         objective=float(primal),

@@ -133,12 +133,9 @@ class Solving:
 
     def _compiling(self) -> Any:
         """The once-per-process note that numba compiles (:func:`mklkit.compilation.announce_compilation`)."""
-        from ..compilation import announce_compilation
+        from ..compilation import announce_compilation, components
 
-        what = (
-            f"loss {spec_name(self.loss)!r}, regularizer {spec_name(self.regularizer)!r} "
-            f"and engine {spec_name(self.engine)!r}"
-        )
+        what = components(spec_name(self.loss), spec_name(self.regularizer), spec_name(self.engine))
         return announce_compilation(what, warn=True)
 
     def _path_C(self, prep: FitState, t: int, problem: Any, where: str) -> HeldoutChoice:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..components.params import Param, ParamError, did_you_mean
+from ..components.params import Param, ParamError, did_you_mean, unknown_name
 from .errors import BankError, UnknownName, _must, _required, _unknown
 from .features import _feature_groups, _is_int, _plain, _seed
 from .functions import BUILTIN_KERNEL_FUNCTIONS, KernelFunction
@@ -46,9 +46,7 @@ def make_resolver(classes: Mapping[str, type] | Iterable[type]) -> Resolver:
             return table[name]
         except KeyError:
             names = sorted(table)
-            raise UnknownName(
-                f"unknown kernel function {name!r}{did_you_mean(name, names)}; available: {', '.join(names)}", names
-            ) from None
+            raise UnknownName(unknown_name("kernel function", name, names), names) from None
 
     return resolve
 

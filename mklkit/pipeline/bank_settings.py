@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import numbers
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Literal, Mapping
@@ -10,9 +11,8 @@ from pydantic import ConfigDict, Field, PlainValidator, ValidationInfo, WithJson
 from pydantic import model_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from ..components.params import did_you_mean
-from ..plugins import UnknownComponentError, get_registry
-from .errors import MISSING, PipelineError, bank_error
+from ..plugins import get_registry
+from .errors import MISSING, PipelineError, bank_error, not_among
 from .settings import DEFAULTS, FilePath, Settings, absent, given_paths, parse_bytes
 
 _SCHEDULER = "a Dask scheduler address such as tcp://127.0.0.1:8786"
@@ -72,18 +72,8 @@ class RefineSettings:
 
 
 def kernel_resolver() -> Callable[[str], type]:
-    """Kernel functions looked up in the plugin registry (with the names it knows in errors)."""
-    from ..kernels.description import UnknownName
-
-    reg = get_registry()
-
-    def resolve(name: str) -> type:
-        try:
-            return reg.get("kernel", name)
-        except UnknownComponentError as exc:
-            raise UnknownName(exc.args[0] if exc.args else str(exc), reg.names("kernel")) from None
-
-    return resolve
+    """Kernel functions looked up in the plugin registry (its error lists the names it knows)."""
+    return functools.partial(get_registry().get, "kernel")
 
 
 def refine_rounds(refine: Any, key: str = "refine", path: bool = False) -> int:
@@ -249,9 +239,7 @@ class BankSettings(Settings):
 
             presets = list(available_presets())
             if presets and self.preset not in presets:
-                raise PipelineError(
-                    "preset", f"unknown preset{did_you_mean(self.preset, presets)}", self.preset, ", ".join(presets)
-                )
+                raise not_among("preset", "unknown preset", self.preset, presets)
         if self.bank is not None:
             from ..kernels import BankError, validate_bank
 

@@ -32,7 +32,7 @@ from ..problem import Problem
 from ..result import SolveResult, Status
 from .fallback import EngineSwitchWarning, Fallback, StallWatch, finite_point
 
-__all__ = ["Auto", "AUTO_ENGINES", "specificity", "DENSE_FACTOR_MAX_RANK", "StallWatch", "EngineSwitchWarning"]
+__all__ = ["Auto", "specificity", "DENSE_FACTOR_MAX_RANK", "StallWatch", "EngineSwitchWarning"]
 
 #: the route is logged under the name ``auto`` has always logged it under
 logger = logging.getLogger("mklkit.engines.auto")
@@ -332,7 +332,6 @@ class Auto(Fallback, Engine):
             norms=cert.norms,
             rho=cert.rho,
             C_max=first.C_max,
-            warn=False,
         )
         if not met and self.fallback and status != Status.STOPPED and finite_point(certified):
             stalled = watch is not None and watch.reason is not None
@@ -368,6 +367,3 @@ def _specificity(registry: Any, n_registered: int, engine_cls: type) -> int:
         return n
 
     return count("loss", requires.loss) * count("regularizer", requires.regularizer)
-
-
-AUTO_ENGINES = (Auto,)

@@ -12,8 +12,7 @@ from typing import Annotated, Any, Callable, Literal, Mapping
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, PrivateAttr, ValidationInfo
 from pydantic import WithJsonSchema, field_validator, model_validator
 
-from ..components.params import did_you_mean
-from .errors import PipelineError
+from .errors import PipelineError, not_among
 
 #: Defaults of the settings, shared by specs and estimators (``docs/specs.md``).
 DEFAULTS: dict[str, Any] = {
@@ -154,7 +153,7 @@ class DataSettings(Settings):
 
         names = available()
         if v is not None and v not in names:
-            raise PipelineError("", f"unknown builtin data set{did_you_mean(v, names)}", v, ", ".join(names))
+            raise not_among("", "unknown builtin data set", v, names)
         return v
 
     @field_validator("class_weight", mode="after")

@@ -15,7 +15,7 @@ from mklkit.components.elasticnet import ElasticNet, L1, Uniform
 from mklkit.components.kl import KL
 from mklkit.components.lq import Lq
 from mklkit.engines import common
-from mklkit.pipeline.choose import AUTO_ENGINES, Auto
+from mklkit.pipeline.choose import Auto
 from mklkit.engines.proximal import Proximal
 from mklkit.engines.proximal_objective import lipschitz_estimate, power_iteration
 from mklkit.engines.spicy import Spicy
@@ -392,7 +392,7 @@ def test_kl_regularizer_converges():
 
 
 def test_engine_declaration_and_options():
-    assert AUTO_ENGINES == (Auto,)
+    assert get_registry().get("engine", "auto") is Auto
     assert Proximal.name == "proximal" and Proximal.description
     names = [p.name for p in Proximal.params]
     assert names[:2] == ["tol", "max_iter"]
