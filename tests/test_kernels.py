@@ -333,6 +333,31 @@ def test_sparse_input_equals_dense():
     np.testing.assert_allclose(a.cross(ds.X[80:95]), b.cross(ds.X[80:95].toarray()), rtol=1e-14, atol=1e-16)
 
 
+def test_sparse_input_is_left_as_given():
+    """A CSR input whose indices are not sorted gives the same kernels as its sorted form, and the
+    caller's matrix keeps its arrays (the bank sorts a copy)."""
+    import scipy.sparse as sp
+
+    from mklkit.kernels import build_factor_bank
+
+    ds = load_builtin("a9a_test")
+    sorted_X = ds.X[:60].tocsr()
+    X = sorted_X.copy()
+    for i in range(X.shape[0]):  # reverse each row's entries
+        lo, hi = X.indptr[i], X.indptr[i + 1]
+        X.indices[lo:hi] = X.indices[lo:hi][::-1].copy()
+        X.data[lo:hi] = X.data[lo:hi][::-1].copy()
+    X.has_sorted_indices = False
+    given = (X.indices.copy(), X.data.copy())
+    entries = [{"function": "rbf", "width": [1.0, 3.0]}, {"function": "linear", "features": [5, 20, 40]}]
+    bank = KernelBank.build(X, entries)
+    np.testing.assert_array_equal(bank.K, KernelBank.build(sorted_X, entries).K)
+    np.testing.assert_array_equal(bank.cross(X[:10]), bank.cross(sorted_X[:10]))
+    factors = build_factor_bank(entries, X, rank=20)
+    np.testing.assert_array_equal(factors.transform(X[:10]), factors.transform(sorted_X[:10]))
+    assert sp.issparse(X) and np.array_equal(X.indices, given[0]) and np.array_equal(X.data, given[1])
+
+
 def test_memory_budget_error(data):
     X, _ = data
     need = estimate_bytes(3, 40)

@@ -39,7 +39,8 @@ _NO_INT = np.empty(0, dtype=np.int64)
 def sorted_csr(A: Any) -> sp.csr_matrix:
     """``A`` as a CSR float64 matrix with sorted int64 indices (what the jitted loops read)."""
     A = sp.csr_matrix(A, dtype=np.float64)
-    A.sort_indices()
+    if not A.has_sorted_indices:
+        A = A.sorted_indices()  # a sorted copy: a given matrix stays as it was
     A.indices = A.indices.astype(np.int64, copy=False)
     A.indptr = A.indptr.astype(np.int64, copy=False)
     return A

@@ -42,8 +42,7 @@ def _as_points(X: Any, name: str, empty: bool = False) -> Any:
     if sparse:
         if not np.all(np.isfinite(A.data)):
             raise BankError(f"{name} contains NaN or infinite values")
-        A.sort_indices()
-        return A
+        return A if A.has_sorted_indices else A.sorted_indices()  # a sorted copy: the caller's X stays as given
     if not np.all(np.isfinite(A)):
         r, j = (int(v) for v in np.argwhere(~np.isfinite(A))[0])
         raise BankError(f"{name}[{r}, {j}] is {float(A[r, j])!r}; NaN and infinite values are not allowed")
