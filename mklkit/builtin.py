@@ -16,7 +16,9 @@ from .engines.dual_cd import DualCD
 from .engines.proximal import Proximal
 from .engines.spicy import Spicy
 from .hookspecs import RegisterFn, hookimpl
+from .kernels.boolean import BOOLEAN_KERNEL_FUNCTIONS
 from .kernels.functions import BUILTIN_KERNEL_FUNCTIONS
+from .kernels.strings import STRING_KERNEL_FUNCTIONS
 from .pipeline.choose import Auto
 
 BUILTIN_REGULARIZERS = (L1, ElasticNet, Lq, Uniform, KL)
@@ -26,5 +28,6 @@ BUILTIN_REGULARIZERS = (L1, ElasticNet, Lq, Uniform, KL)
 def mklkit_register_components(register: RegisterFn) -> None:
     """Register the built-in losses, regularizers, kernel functions and engines (``auto``
     is the pipeline's: :mod:`mklkit.pipeline.choose`)."""
-    for cls in (*BUILTIN_LOSSES, *BUILTIN_REGULARIZERS, *BUILTIN_KERNEL_FUNCTIONS, Spicy, Proximal, Auto, BCD, DualCD):
+    kernel_functions = (*BUILTIN_KERNEL_FUNCTIONS, *BOOLEAN_KERNEL_FUNCTIONS, *STRING_KERNEL_FUNCTIONS)
+    for cls in (*BUILTIN_LOSSES, *BUILTIN_REGULARIZERS, *kernel_functions, Spicy, Proximal, Auto, BCD, DualCD):
         register(cls)

@@ -58,7 +58,9 @@ _COMMON_DOC = """\
         Kernel normalisation; ``"auto"``: unit trace (SpicyMKL §6.1) for a bank, none for precomputed kernels.
     standardize : "auto" or bool, default="auto"
         Centre and scale the features with training statistics (sparse input is only scaled); ``"auto"``: dense
-        input only (scaling rare indicators costs accuracy: a9a 85.2 %% -> 85.1 %%, docs/api.md).
+        input only (scaling rare indicators costs accuracy: a9a 85.2 %% -> 85.1 %%, docs/api.md), and never when a
+        kernel of the bank reads its features as given (boolean and string kernels: 0/1 features, symbol codes;
+        ``True`` with them is an error).
     memory_budget : int, float or str, optional
         Largest bank to build (in ``fit``; the test kernels in ``predict``), in bytes or as ``"512MB"``/``"4GiB"``
         (default 4 GiB); checked before anything is allocated.

@@ -17,6 +17,7 @@ from .._multiclass import BinaryTask
 from ..components.base import REGRESSION
 from ..components.params import ParamError
 from ..pipeline import BankSettings, PipelineError, ProblemSettings
+from ..pipeline.bank_settings import kernel_resolver
 
 logger = logging.getLogger("mklkit.estimators")
 
@@ -141,8 +142,7 @@ class FitPreparation:
         kernels = self._bank_entries(n_features_in, X)
         names = getattr(self, "feature_names_in_", None)
         data = pipeline.array_data(X, y, self._task, names, w_train=sw)
-        # "auto": dense features are standardized; sparse ones (indicators, counts) kept as they are
-        if (not sp.issparse(X)) if isinstance(self.standardize, str) else bool(self.standardize):
+        if self._standardizes(X, kernels):
             data = pipeline.standardize(data)
         bank_settings = BankSettings.model_construct(
             preset=kernels if isinstance(kernels, str) else None,
@@ -152,6 +152,26 @@ class FitPreparation:
             **rep_settings,
         )
         return Input(data, n_features_in, kernels, bank_settings)
+
+    def _standardizes(self, X: Any, kernels: Any) -> bool:
+        """Whether the features are standardized: ``"auto"``: dense features, unless a kernel of the bank reads
+        its features as given (0/1 indicators, symbol codes: ``KernelFunction.raw_input``); sparse ones
+        (indicators, counts) are kept as they are.  ``True`` with such a kernel is a :class:`ParamError`."""
+        from ..kernels import raw_input_kernels
+
+        raw = raw_input_kernels(kernels, resolve=kernel_resolver(), root="kernels")
+        if isinstance(self.standardize, str):
+            return not sp.issparse(X) and not raw
+        if self.standardize and raw:
+            key, name = raw[0]
+            raise ParamError(
+                "standardize",
+                self.standardize,
+                f"'auto' or False: kernel {name!r} ({key}) reads its features as given (0/1 indicators or "
+                "symbol codes), so they must not be standardised",
+                owner=self._owner,
+            )
+        return bool(self.standardize)
 
     def _binary_tasks(self, given: Input, kind: str) -> tuple[np.ndarray | None, list[BinaryTask], tuple[float, float]]:
         """:meth:`_encode_targets` of the labels (one-vs-one problems take rows of Gram matrices); the labels of the

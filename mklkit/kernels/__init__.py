@@ -13,6 +13,7 @@ from .description import (
     count_kernels,
     expand_bank,
     make_resolver,
+    raw_input_kernels,
     validate_bank,
 )
 from .precomputed import PrecomputedKernels
@@ -22,8 +23,20 @@ from .factorize import FactorError, FactorMap, RankCapWarning, build_factor_bank
 from .given_factors import GivenFactorMap
 from .precomputed_factors import PrecomputedFactors, load_precomputed_factors
 from .presets import PRESETS, available_presets, preset_entries
+from .boolean import BOOLEAN_KERNEL_FUNCTIONS, DNF, Conjunctive, Disjunctive, Tanimoto
+from .strings import STRING_KERNEL_FUNCTIONS, AllSubsequences, Spectrum, Subsequences, encode_sequences
 
 __all__ = [
+    "AllSubsequences",
+    "BOOLEAN_KERNEL_FUNCTIONS",
+    "Conjunctive",
+    "DNF",
+    "Disjunctive",
+    "STRING_KERNEL_FUNCTIONS",
+    "Spectrum",
+    "Subsequences",
+    "Tanimoto",
+    "encode_sequences",
     "BUILTIN_KERNEL_FUNCTIONS",
     "BankError",
     "BankKernel",
@@ -57,6 +70,7 @@ __all__ = [
     "load_precomputed_factors",
     "make_resolver",
     "preset_entries",
+    "raw_input_kernels",
     "squared_distances",
     "validate_bank",
 ]

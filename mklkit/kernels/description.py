@@ -19,7 +19,9 @@ import numpy as np
 from ..components.params import Param, ParamError, did_you_mean, unknown_name
 from .errors import BankError, UnknownName, _must, _required, _unknown
 from .features import _feature_groups, _is_int, _plain, _seed
+from .boolean import BOOLEAN_KERNEL_FUNCTIONS
 from .functions import BUILTIN_KERNEL_FUNCTIONS, KernelFunction
+from .strings import STRING_KERNEL_FUNCTIONS
 from .presets import available_presets, preset_entries
 
 logger = logging.getLogger(__name__)
@@ -52,7 +54,9 @@ def make_resolver(classes: Mapping[str, type] | Iterable[type]) -> Resolver:
 
 
 #: Lookup of the built-in kernel functions (the default ``resolve``).
-builtin_resolver: Resolver = make_resolver(BUILTIN_KERNEL_FUNCTIONS)
+builtin_resolver: Resolver = make_resolver(
+    (*BUILTIN_KERNEL_FUNCTIONS, *BOOLEAN_KERNEL_FUNCTIONS, *STRING_KERNEL_FUNCTIONS)
+)
 
 
 def _lookup(resolve: Resolver | Mapping[str, type] | None, name: str, key: str) -> type[KernelFunction]:
@@ -291,6 +295,27 @@ def validate_bank(
     """Check a bank description without data (columns only against ``feature_names`` when given)."""
     n = len(feature_names) if feature_names is not None else None
     _expand(entries, n, feature_names, resolve, root)
+
+
+def raw_input_kernels(
+    entries: Any, resolve: Resolver | Mapping[str, type] | None = None, root: str = "bank"
+) -> list[tuple[str, str]]:
+    """``(key, name)`` of the entries whose kernel function reads its features as given
+    (:attr:`KernelFunction.raw_input <mklkit.kernels.functions.KernelFunction.raw_input>`: 0/1 indicators,
+    symbol codes), which standardising would change; entries that do not name a known function are skipped
+    (:func:`validate_bank` reports them)."""
+    out: list[tuple[str, str]] = []
+    for where, entry in _flatten_presets(entries, root):
+        name = entry if isinstance(entry, str) else entry.get("function") if isinstance(entry, Mapping) else None
+        if not isinstance(name, str):
+            continue
+        try:
+            cls = _lookup(resolve, name, f"{where}.function")
+        except BankError:
+            continue
+        if getattr(cls, "raw_input", False):
+            out.append((f"{where}.function", name))
+    return out
 
 
 def count_kernels(

@@ -146,6 +146,10 @@ class KernelFunction(Component):
 
     kind: ClassVar[str] = "kernel"
     uses: ClassVar[str | None] = None
+    #: ``True``: the kernel reads its features as given (0/1 indicators, integer symbol codes), so they must
+    #: not be standardised: ``standardize="auto"`` (estimators) and the default of a spec's ``data.standardize``
+    #: then leave the data as it is, and asking for standardisation is an error naming the kernel.
+    raw_input: ClassVar[bool] = False
 
     def gram(self, X: np.ndarray, Z: np.ndarray | None = None) -> np.ndarray:
         """Gram matrix :math:`k(x_i, z_j)` (n_X, n_Z) of dense float64 points restricted to this kernel's
@@ -177,6 +181,16 @@ class KernelFunction(Component):
             block = X[start : start + step]
             out[start : start + step] = np.diagonal(self.gram(block)).copy()
         return out
+
+    def explicit_map(self, X: np.ndarray) -> Any:
+        r"""The exact finite feature map :math:`\phi` with :math:`k(x, z) = \langle\phi(x), \phi(z)\rangle` for
+        the training points ``X`` and any new points, or ``None`` (the default: none).
+
+        A map is an object with ``dim`` (its dimension) and ``rows(A)``, the (dim, n) array or CSR matrix
+        :math:`\phi(A)^\top`; factor banks use it as an exact factor when ``dim`` is small enough
+        (``docs/factor_banks.md``).  It may drop coordinates that are zero on every training point.
+        """
+        return None
 
     def label(self) -> str:
         """Label such as ``rbf(width=0.5)`` or ``poly(degree=2,offset=0)``: the first parameter, and the

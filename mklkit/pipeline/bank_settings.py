@@ -303,6 +303,15 @@ class BankSettings(Settings):
         """The description :func:`~mklkit.kernels.description.expand_bank` takes."""
         return self.preset if self.preset is not None else [dict(e) for e in (self.bank or ())]
 
+    def raw_input_kernels(self) -> list[tuple[str, str]]:
+        """``(key, name)`` of the kernels of the description that read their features as given (0/1
+        indicators, symbol codes: ``KernelFunction.raw_input``), which must not be standardised."""
+        if self.preset is None and self.bank is None:
+            return []
+        from ..kernels import raw_input_kernels
+
+        return raw_input_kernels(self.entries, resolve=kernel_resolver(), root=self.key)
+
     @property
     def key(self) -> str:
         """The spec key of the description (errors name it)."""

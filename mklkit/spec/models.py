@@ -117,11 +117,30 @@ class Spec(Settings):
             for key, problem, allowed in _NOT_WITH_BUILTIN:
                 if key.removeprefix("data.") in given:
                     raise PipelineError(key, problem, shown=repr(self.data.shown(key)), allowed=allowed)
+        if not precomputed:
+            self._keep_raw_features(given)
         if self.output.dir is None:
             self.output.dir = Path("runs") / spec_stem(self._file)
         else:
             self.output.dir = self.output.dir.expanduser()
         return self
+
+    def _keep_raw_features(self, given: set[str]) -> None:
+        """Kernels that read their features as given (0/1 indicators, symbol codes) turn the default
+        ``data.standardize`` off; ``data.standardize: true`` with them is an error naming the kernel."""
+        raw = self.kernels.raw_input_kernels()
+        if not raw:
+            return
+        if "standardize" in given and self.data.standardize:
+            key, name = raw[0]
+            raise PipelineError(
+                "data.standardize",
+                f"kernel {name!r} ({key}) reads its features as given (0/1 indicators or symbol codes), "
+                "so they must not be standardised",
+                True,
+                "false (the default when the bank has such a kernel)",
+            )
+        self.data.standardize = False
 
     @property
     def file(self) -> str:

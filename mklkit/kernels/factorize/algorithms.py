@@ -18,6 +18,11 @@ from ..functions import KernelFunction, Linear, Poly
 from .points import _Groups, _new_points
 
 
+#: The methods that give exact factors from an explicit feature map (``linear``, ``poly``, a kernel function's
+#: own :meth:`~mklkit.kernels.functions.KernelFunction.explicit_map`).
+EXACT_METHODS = ("linear", "poly_map", "feature_map")
+
+
 def poly_map_dim(n_features: int, degree: int, offset: float) -> int:
     r"""Dimension of the monomial map of :math:`(s\langle x,z\rangle + c)^p`: :math:`\binom{d+p}{p}`, or
     :math:`\binom{d+p-1}{p}` when :math:`c = 0`."""
@@ -73,7 +78,8 @@ class KernelFactor:
     :math:`\\mathrm{tr}K_m` normalised; ``trace_error``: :math:`\\mathrm{tr}K_m - \\|L_m\\|_F^2`;
     ``points``: the pivots or landmarks, ``point_diag`` their :math:`k(x, x)` (``"diagonal"``);
     ``basis``: :math:`L_P` (pivoted Cholesky) or :math:`U_k\\Lambda_k^{-1/2}` (Nyström), before
-    ``scale``; ``terms``, ``coef``: the monomial map (``"poly_map"``).
+    ``scale``; ``terms``, ``coef``: the monomial map (``"poly_map"``); ``explicit``: the kernel function's
+    feature map (``"feature_map"``).
     """
 
     spec: BankKernel
@@ -87,6 +93,7 @@ class KernelFactor:
     basis: np.ndarray | None = field(default=None, repr=False)
     terms: list[tuple[int, ...]] | None = field(default=None, repr=False)
     coef: np.ndarray | None = field(default=None, repr=False)
+    explicit: Any = field(default=None, repr=False)
 
     def through_basis(self, B: Any, transpose: bool = False) -> Any:
         r""":math:`L_P^{-1}B` (pivoted Cholesky), :math:`W^\top B` (Nyström), else ``B``; ``transpose``:
@@ -146,7 +153,8 @@ class FactorMap:
 
     @property
     def methods(self) -> list[str]:
-        """How each kernel was factored (``linear``, ``poly_map``, ``pivoted_cholesky``, ``nystrom``)."""
+        """How each kernel was factored (``linear``, ``poly_map``, ``feature_map``, ``pivoted_cholesky``,
+        ``nystrom``)."""
         return [k.method for k in self.kernels]
 
     def transform(self, X_new: Any) -> Any:
@@ -227,7 +235,7 @@ class FoldedFactorMap:
 
 def _new_rows(kf: KernelFactor, P: Any, groups: _Groups, normalize: str) -> Any:
     """Rows of new points before the basis and ``kf.scale``: the exact map, or kernel rows of the points ``P``."""
-    if kf.method in ("linear", "poly_map"):
+    if kf.method in EXACT_METHODS:
         return _exact_rows(kf, groups, normalize == "diagonal", "X_new")[0]
     spec = kf.spec
     A = groups.dense(spec.features)
@@ -247,6 +255,8 @@ def _exact_rows(kf: KernelFactor, groups: _Groups, diagonal: bool, name: str) ->
         diag = _diag(spec.function, A, spec.label, name)
         if kf.method == "linear":
             B = np.ascontiguousarray(A.T)
+        elif kf.method == "feature_map":
+            B = kf.explicit.rows(A)
         else:
             if kf.terms is None:
                 kf.terms, kf.coef = _poly_monomials(spec.function, len(spec.features))

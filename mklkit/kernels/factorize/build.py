@@ -15,7 +15,7 @@ from ..build import _training_points
 from ..memory import format_bytes
 from ..description import DEFAULT_MEMORY_BUDGET, BankKernel, Resolver, expand_bank
 from ..factor import FactorBank
-from ..functions import Linear
+from ..functions import KernelFunction, Linear, Poly
 from .algorithms import FactorMap, KernelFactor, _exact_dim
 from .per_kernel import _BATCH, _Approx, _Budget, _factor_one, _Factorization
 from .points import _as_points, _Groups
@@ -59,23 +59,37 @@ def _fair_rank(free: float, N: int, n_approx: int) -> int:
     return max(0, int(free // (8 * N * max(n_approx, 1))))
 
 
-def _choose_method(spec: BankKernel, m: int, method: str, rank: int | None, max_exact_dim: int, root: str) -> str:
-    dim = _exact_dim(spec)
+def _explicit_map(spec: BankKernel, groups: _Groups, method: str) -> Any:
+    """The kernel function's own feature map on the training points (``None``: it has none, or it is not
+    asked for); ``linear`` and ``poly`` have theirs here (:func:`~.algorithms._exact_dim`)."""
+    func = spec.function
+    if method in APPROX_METHODS or type(func).explicit_map is KernelFunction.explicit_map:
+        return None
+    return func.explicit_map(groups.dense(spec.features))
+
+
+def _choose_method(
+    spec: BankKernel, m: int, method: str, rank: int | None, max_exact_dim: int, root: str, explicit: Any = None
+) -> str:
+    dim = _exact_dim(spec) if explicit is None else int(explicit.dim)
     if method in APPROX_METHODS:
         return method
-    exact = "linear" if type(spec.function) is Linear else "poly_map"
+    f = spec.function
+    exact = "linear" if type(f) is Linear else "poly_map" if type(f) is Poly else "feature_map"
+    what = "monomial map" if exact == "poly_map" else "feature map"
     small = dim is not None and (exact == "linear" or dim <= max_exact_dim)
     within = dim is not None and (rank is None or dim <= rank)
     if method == "exact":
         where = f"{_key(root, 'method')}: kernel {m} {spec.label!r}"
         if dim is None:
             why = (
-                " has no explicit feature map (exact factors exist for the built-in linear and poly kernels); "
-                "use method 'auto', 'pivoted_cholesky' or 'nystrom'"
+                " has no explicit feature map (exact factors exist for linear, poly and the kernel functions "
+                "with an explicit_map, such as spectrum and conjunctive); use method 'auto', 'pivoted_cholesky' "
+                "or 'nystrom'"
             )
         elif not small:
             why = (
-                f": its monomial map has {dim} dimensions > max_exact_dim = {max_exact_dim}; use method 'auto' "
+                f": its {what} has {dim} dimensions > max_exact_dim = {max_exact_dim}; use method 'auto' "
                 "(pivoted Cholesky for it) or raise max_exact_dim"
             )
         elif not within:
@@ -87,7 +101,7 @@ def _choose_method(spec: BankKernel, m: int, method: str, rank: int | None, max_
         return exact
     if dim is not None:
         why = (
-            f"monomial map of {dim} dimensions > max_exact_dim = {max_exact_dim}"
+            f"{what} of {dim} dimensions > max_exact_dim = {max_exact_dim}"
             if not small
             else f"exact rank {dim} > rank = {rank}"
         )
@@ -95,11 +109,11 @@ def _choose_method(spec: BankKernel, m: int, method: str, rank: int | None, max_
     return "pivoted_cholesky"
 
 
-def _exact_bytes(spec: BankKernel, X: Any, N: int, sparse_bank: bool) -> int:
+def _exact_bytes(spec: BankKernel, X: Any, N: int, sparse_bank: bool, explicit: Any = None) -> int:
     if sparse_bank:
         nnz = int(X[:, np.asarray(spec.features, dtype=np.intp)].nnz)
         return 16 * nnz + 8 * (len(spec.features) + 1)
-    return 8 * N * int(_exact_dim(spec) or 0)
+    return 8 * N * int((_exact_dim(spec) if explicit is None else explicit.dim) or 0)
 
 
 def build_factor_bank(
@@ -151,18 +165,20 @@ def build_factor_bank(
     """
     limit = _check_settings(rank, tol, method, seed, normalize, memory_budget, max_exact_dim, root)
     X, specs = _points_and_specs(bank, X, feature_names, resolve)
-    kinds = [_choose_method(s, m, method, rank, max_exact_dim, root) for m, s in enumerate(specs)]
+    groups = _Groups(X)
+    maps = [_explicit_map(s, groups, method) for s in specs]
+    kinds = [_choose_method(s, m, method, rank, max_exact_dim, root, maps[m]) for m, s in enumerate(specs)]
+    maps = [mp if kinds[m] == "feature_map" else None for m, mp in enumerate(maps)]
     sparse_bank = sp.issparse(X) and all(k == "linear" for k in kinds)
-    rank, exact_bytes, working, fair_rank = _fit_budget(specs, kinds, X, sparse_bank, rank, limit, root)
+    rank, exact_bytes, working, fair_rank = _fit_budget(specs, kinds, X, sparse_bank, rank, limit, root, maps)
     N, d = X.shape
     t0 = time.perf_counter()
     budget = _Budget(limit, N, exact_bytes)
     run = _Factorization(normalize, rank, float(tol), seed, budget, working, fair_rank, root, sample_weight)
-    groups = _Groups(X)
     factors: list[KernelFactor] = []
     blocks: list[Any] = []
     for m, spec in enumerate(specs):
-        kf, blk = _factor_one(m, spec, kinds[m], groups, run)
+        kf, blk = _factor_one(m, spec, kinds[m], groups, run, maps[m])
         factors.append(kf)
         blocks.append(blk)
         run.rank_so_far += kf.rank
@@ -198,13 +214,21 @@ def _bank(factors: list[KernelFactor], blocks: list, N: int, normalize: str, d: 
 
 
 def _fit_budget(
-    specs: Sequence[BankKernel], kinds: list[str], X: Any, sparse_bank: bool, rank: int | None, limit: float, root: str
+    specs: Sequence[BankKernel],
+    kinds: list[str],
+    X: Any,
+    sparse_bank: bool,
+    rank: int | None,
+    limit: float,
+    root: str,
+    maps: Sequence[Any] | None = None,
 ) -> tuple[int | None, int, int, int]:
     """``(rank, exact_bytes, working, fair_rank)``: the bytes of the exact factors and of the working
     space, checked against ``limit``, and ``rank`` capped (with a :class:`RankCapWarning`) to N and to what fits."""
     N = X.shape[0]
     approx = [m for m in range(len(specs)) if kinds[m] in APPROX_METHODS]
-    exact_bytes = sum(_exact_bytes(specs[m], X, N, sparse_bank) for m in range(len(specs)) if m not in approx)
+    maps = maps or [None] * len(specs)
+    exact_bytes = sum(_exact_bytes(specs[m], X, N, sparse_bank, maps[m]) for m in range(len(specs)) if m not in approx)
     working = _working_bytes(N, [specs[m] for m in approx])
     if rank is not None and rank > N:
         problem = f"more than the N = {N} training points; capped to rank {N}"

@@ -14,7 +14,7 @@ from scipy.linalg import eigh
 from ..._jit.factor import pivot_batch
 from ..memory import format_bytes
 from ..description import BankKernel, _check_normalizable
-from .algorithms import KernelFactor, _diag, _exact_rows, _kernel_rows
+from .algorithms import EXACT_METHODS, KernelFactor, _diag, _exact_rows, _kernel_rows
 from .points import _Groups
 from .settings import FactorError, _budget_key, _key
 
@@ -186,12 +186,15 @@ class _Factorization:
             self.weights = np.asarray(self.weights, dtype=np.float64)
 
 
-def _factor_one(m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Factorization) -> tuple[KernelFactor, Any]:
-    """Kernel ``m``: its :class:`KernelFactor` and its rows of :math:`L^\\top` (array, CSR or :class:`_Approx`)."""
+def _factor_one(
+    m: int, spec: BankKernel, kind: str, groups: _Groups, run: _Factorization, explicit: Any = None
+) -> tuple[KernelFactor, Any]:
+    """Kernel ``m``: its :class:`KernelFactor` and its rows of :math:`L^\\top` (array, CSR or :class:`_Approx`);
+    ``explicit``: the kernel function's feature map (``kind="feature_map"``)."""
     normalize = run.normalize
     N = groups.X.shape[0]
-    kf = KernelFactor(spec, kind, 0, 1.0, 0.0)
-    exact = kind in ("linear", "poly_map")
+    kf = KernelFactor(spec, kind, 0, 1.0, 0.0, explicit=explicit)
+    exact = kind in EXACT_METHODS
     if exact:
         blk, diag = _exact_rows(kf, groups, normalize == "diagonal", "X")
     else:
