@@ -152,3 +152,16 @@ def test_factors_reproduce_the_bank():
             scale = np.abs(dense.K[m]).max()
             np.testing.assert_allclose(Lm.T @ Lm, dense.K[m], atol=1e-10 * scale)
             np.testing.assert_allclose(rows[fb.starts[m] : fb.starts[m + 1]].T @ Lm, cross[m], atol=1e-9 * scale)
+
+
+def test_spectrum_map_with_unit_diagonal_normalisation():
+    X = _random_codes(60, 9, seed=4)
+    X[:, 0] = np.maximum(X[:, 0], 0.0)  # every sequence has at least one symbol: k(x, x) > 0 for k = 1
+    bank = [{"function": "spectrum", "k": 1}]
+    dense = KernelBank.build(X, bank, normalize="diagonal")
+    fb = build_factor_bank(bank, X, normalize="diagonal")
+    assert fb.factor_map.methods == ["feature_map"]
+    np.testing.assert_allclose(fb.LT.T @ fb.LT, dense.K[0], atol=1e-14)
+    Xn = _random_codes(5, 9, seed=5)
+    Xn[:, 0] = np.maximum(Xn[:, 0], 0.0)
+    np.testing.assert_allclose(fb.factor_map.transform(Xn).T @ fb.LT, dense.cross(Xn)[0], atol=1e-14)
