@@ -112,6 +112,7 @@ def test_nu_property(benign, nu):
     assert m.dual_gap_ <= 1e-3
     assert np.all(m.C_search_[:, 2] <= 1e-3)
     assert m.C_search_[-1, 0] == m.C_
+    assert m.C_search_[0, 0] == pytest.approx(nu * m.C_max_)  # the first chord from C_max
     assert np.all(np.diff(m.C_search_[: np.argmin(m.C_search_[:, 1]) + 1, 0]) < 0)  # a path down from C_max
 
 

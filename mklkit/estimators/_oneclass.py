@@ -26,8 +26,8 @@ logger = logging.getLogger("mklkit.estimators")
 
 #: Engine tolerance (relative duality gap) when ``tol`` is not given: ``nu_`` is then certified to 1e-3 of itself.
 ONE_CLASS_TOL = 1e-3
-#: Halvings of C from ``C_max`` and bisection steps in log C at most, when C is found for ``nu``.
-MAX_HALVINGS = 60
+#: Chord steps from ``C_max`` down and bisection steps in log C at most, when C is found for ``nu``.
+MAX_CHORDS = 60
 MAX_BISECTIONS = 40
 
 
@@ -54,10 +54,11 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
     :math:`s = \sum_i\rho^*_i < \sum_i w_i`, :math:`a = \rho^*/s` solves the ν-one-class MKL dual
     :math:`\min_a \max_m \|a\|_{K_m}` s.t. :math:`0 \le a_i \le w_i/(\nu W)`, :math:`\sum_i a_i = 1`
     (:math:`W = \sum_i w_i`; the ν-one-class SVM with kernel weights on the simplex) at
-    :math:`\nu(C) = \sum_i\rho^*_i / W`, increasing in C, 1 from ``C_max`` on (every kernel off).  ``nu`` is
-    reached by a warm-started path of C halved from ``C_max`` until :math:`\nu(C) \le` ``nu``, then bisection
-    in :math:`\log C` until :math:`|\nu(C) - \nu| \le` ``nu_tol``; each solve is certified by the engine's
-    duality gap.  ``docs/one_class.md``.
+    :math:`\nu(C) = \sum_i\rho^*_i / W = P^*(C)/W`, concave and increasing in C, 1 from ``C_max`` on (every
+    kernel off).  ``nu`` is reached by a warm-started path down from ``C_max`` by chord steps
+    :math:`C \leftarrow C\,\nu/\nu(C)` (concavity keeps every step at :math:`\nu(C) \ge \nu`), with bisection
+    in :math:`\log C` as a safeguard, until :math:`|\nu(C) - \nu| \le` ``nu_tol``; each solve is certified by
+    the engine's duality gap.  ``docs/one_class.md``.
 
     Parameters
     ----------
@@ -227,8 +228,10 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
         return self
 
     def _search(self, prep: Any, base: Any, target: float, total: float) -> tuple[float, Any, list[Any]]:
-        r"""C with :math:`|\nu(C) - \nu| \le` ``nu_tol``: C halved from ``C_max`` (each solve warm-started from the
-        last) until :math:`\nu(C) \le \nu`, then bisection in :math:`\log C`: C, its result and the solves made."""
+        r"""C with :math:`|\nu(C) - \nu| \le` ``nu_tol``: chord steps :math:`C \leftarrow C\,\nu/\nu(C)` from
+        ``C_max`` down (each solve warm-started from the last; :math:`\nu(C) = P^*(C)/W` is concave with
+        :math:`\nu(0) = 0`, so every step stays at :math:`\nu(C) \ge \nu` and they decrease to it), bisection in
+        :math:`\log C` should a step fall below :math:`\nu`: C, its result and the solves made."""
         tol = float(self.nu_tol)
         cmax = c_max(base)
         search: list[tuple[float, float, float]] = []
@@ -250,8 +253,9 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
             return done(cmax, r)
         hi: tuple[float, Any, float] | None = None  # nu > target
         lo: tuple[float, Any, float] | None = None  # nu < target
-        for _ in range(MAX_HALVINGS):
-            C *= 0.5
+        for _ in range(MAX_CHORDS):
+            # nu(C) is concave with nu(0) = 0: on the chord from 0, C target / nu(C) still has nu >= target
+            C = C * target / nu
             r, nu = solve(C, r)
             if abs(nu - target) <= tol:
                 return done(C, r)
