@@ -220,6 +220,8 @@ def _staged(callback: Callable[[dict[str, Any]], Any] | None, stage: str) -> Cal
 
 def _evaluate(prepared: Prepared, problem: Any, result: SolveResult) -> dict[str, float | None]:
     """The accuracy (classification) or RMSE (regression) on the training part and on the test part (None: none)."""
+    if getattr(problem.loss, "name", None) == "one_class":
+        return _one_class_metrics(prepared, result)
     classification = prepared.data.task == "classification"
 
     def score(y: Any, f: Any) -> float | None:
@@ -232,6 +234,28 @@ def _evaluate(prepared: Prepared, problem: Any, result: SolveResult) -> dict[str
     name = "accuracy" if classification else "rmse"
     train = score(problem.y, prepared.train_decision(result))
     return {f"train_{name}": train, f"test_{name}": score(prepared.data.y_test, prepared.test_decision(result))}
+
+
+def _one_class_metrics(prepared: Prepared, result: SolveResult) -> dict[str, float | None]:
+    """One-class runs: the fraction of points outside the margin (:math:`f < 1`) on the training part and on the
+    test part, the dual mass per training row ``nu``, and the test ROC AUC of :math:`f` against the test labels
+    (+1 inliers, -1 outliers; None with one kind only)."""
+    from sklearn.metrics import roc_auc_score
+
+    f_train, f_test = prepared.train_decision(result), prepared.test_decision(result)
+    out: dict[str, float | None] = {
+        "train_outlier_fraction": float(np.mean(f_train < 1.0)),
+        "test_outlier_fraction": None,
+    }
+    out["test_auc"] = None
+    # nu: the dual mass per training row, sum(rho) / N (the one-class SVM's nu with the l1 regularizer)
+    out["nu"] = None if result.dual is None else float(np.sum(result.dual)) / float(f_train.shape[0])
+    if f_test is not None:
+        y = np.asarray(prepared.data.y_test)
+        out["test_outlier_fraction"] = float(np.mean(f_test < 1.0))
+        if np.unique(y).size == 2:
+            out["test_auc"] = float(roc_auc_score(y > 0, f_test))
+    return out
 
 
 def timings(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -237,3 +238,70 @@ def test_errors_name_parameter(benign, params, key, value):
 def test_fit_path_refused(benign):
     with pytest.raises(NotImplementedError):
         MKLOneClassSVM(TINY_BANK).fit_path(benign, Cs=3)
+
+
+def test_doc_examples():
+    """docs/one_class.md's examples run as doctests (no warning)."""
+    import doctest
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "one_class.md"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=mklkit.CompilationWarning)
+        failures, tried = doctest.testfile(
+            str(doc), module_relative=False, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+        )
+    assert tried >= 10 and failures == 0
+
+
+# ---------------------------------------------------------------------------
+# YAML
+# ---------------------------------------------------------------------------
+SPEC = Path(__file__).resolve().parents[1] / "specs" / "oneclass_wdbc.yaml"
+
+
+def test_spec_runs():
+    """specs/oneclass_wdbc.yaml: trained on the benign rows of the training part; the test part's benign rows are
+    inliers, its malignant rows outliers; the metrics recomputed from the solution."""
+    from sklearn.metrics import roc_auc_score
+
+    from mklkit.api import load_spec, run
+
+    spec = load_spec(SPEC)
+    assert spec.problem.bias is False  # the one_class loss has no bias
+    res = run(spec)
+    assert res.result.gap <= 1e-3
+    prepared = spec.prepare()
+    d = prepared.data
+    assert np.all(d.y_train == 1.0) and set(np.unique(d.y_test)) == {-1.0, 1.0}
+    ds = load_builtin("wdbc")
+    n_benign = int(np.sum(np.asarray(ds.y) == -1))
+    assert d.n_train + int(np.sum(d.y_test == 1.0)) == n_benign  # every benign row in one part, malignant in test
+    assert int(np.sum(d.y_test == -1.0)) == int(np.sum(np.asarray(ds.y) == 1))
+    f_test = prepared.test_decision(res.result)
+    assert res.metrics["test_auc"] == pytest.approx(roc_auc_score(d.y_test > 0, f_test))
+    assert res.metrics["test_outlier_fraction"] == pytest.approx(np.mean(f_test < 1.0))
+    assert res.metrics["nu"] == pytest.approx(np.sum(res.result.dual) / d.n_train)
+    assert res.metrics["train_outlier_fraction"] <= res.metrics["nu"] + 1e-9
+    assert res.metrics["test_auc"] > 0.9
+
+
+@pytest.mark.parametrize(
+    ("override", "key", "value", "allowed"),
+    [
+        ({"problem.bias": True}, "problem.bias", "True", "false"),
+        ({"data.inlier": "benign"}, "data.inlier", "'benign'", "-1"),
+        ({"problem.loss": "hinge"}, "data.inlier", "-1", "no data.inlier"),
+    ],
+)
+def test_spec_errors(override, key, value, allowed):
+    """The key, the value as given and what is allowed."""
+    from mklkit.api import load_spec, run
+    from mklkit.spec import SpecError
+
+    with pytest.raises(SpecError) as info:
+        run(load_spec(SPEC, overrides=override))
+    assert info.value.key == key
+    assert f"got {value}" in str(info.value)
+    assert allowed in info.value.allowed

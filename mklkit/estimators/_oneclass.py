@@ -165,7 +165,7 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
             raise ParamError(
                 "nu",
                 nu,
-                f"nu with regularizer 'l1' only (nu = mean dual variable is the one-class SVM's nu for l1); with "
+                f"a number in (0, 1] with regularizer 'l1' only (there nu is the one-class SVM's nu); with "
                 f"regularizer {spec_name(self.regularizer)!r} give C, a number > 0",
                 owner=owner,
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Callable, Literal, Mapping
 
-from pydantic import Field, PlainSerializer, PlainValidator, WithJsonSchema
+from pydantic import Field, PlainSerializer, PlainValidator, WithJsonSchema, model_validator
 
 from ..components.params import ParamError, did_you_mean
 from ..plugins import UnknownComponentError, get_registry
@@ -179,3 +179,12 @@ class ProblemSettings(Settings):
         "classes: one-vs-rest (one problem per class) or one-vs-one "
         "(one per pair of classes, on their rows; Gram matrices only)",
     )
+
+    @model_validator(mode="after")
+    def _one_class_bias(self) -> "ProblemSettings":
+        """The ``one_class`` loss has no offset (its margin is the level 1): ``bias`` false unless given true."""
+        if getattr(self.loss, "name", None) == "one_class" and self.bias:
+            if "bias" in self.model_fields_set:
+                raise PipelineError("bias", "the one_class loss has no bias (the margin is the level 1)", True, "false")
+            object.__setattr__(self, "bias", False)
+        return self
