@@ -309,10 +309,10 @@ def test_spec_errors(override, key, value, allowed):
 
 def test_warns_when_nu_not_reached(benign, monkeypatch):
     """A search cut short (one chord, no bisection) at a tolerance it cannot meet warns and keeps the closest."""
-    from mklkit.estimators import _oneclass
+    from mklkit.pipeline import one_class
 
-    monkeypatch.setattr(_oneclass, "MAX_CHORDS", 1)
-    monkeypatch.setattr(_oneclass, "MAX_BISECTIONS", 0)
+    monkeypatch.setattr(one_class, "MAX_CHORDS", 1)
+    monkeypatch.setattr(one_class, "MAX_BISECTIONS", 0)
     with pytest.warns(mklkit.ConvergenceWarning, match="nu = 0.3 not reached"):
         m = MKLOneClassSVM(TINY_BANK, nu=0.3, nu_tol=1e-9).fit(benign)
     assert m.C_search_.shape[0] == 1 and m.nu_ == m.C_search_[0, 1]

@@ -3,7 +3,6 @@ r"""The one-class estimator: :class:`MKLOneClassSVM`, novelty and outlier detect
 from __future__ import annotations
 
 import logging
-import math
 import numbers
 import time
 import warnings
@@ -16,7 +15,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 from .._multiclass import BinaryTask
 from ..components.base import REGRESSION
 from ..components.params import ParamError
-from ..pipeline.heldout import c_max
+from ..pipeline.one_class import nu_of, reach_nu, total_weight
 from ..plugins import get_registry
 from ..result import ConvergenceWarning, warn_if_trivial
 from ._base import BaseMKL
@@ -26,18 +25,6 @@ logger = logging.getLogger("mklkit.estimators")
 
 #: Engine tolerance (relative duality gap) when ``tol`` is not given: ``nu_`` is then certified to 1e-3 of itself.
 ONE_CLASS_TOL = 1e-3
-#: Chord steps from ``C_max`` down and bisection steps in log C at most, when C is found for ``nu``.
-MAX_CHORDS = 60
-MAX_BISECTIONS = 40
-
-
-def nu_of(result: Any, total_weight: float) -> float:
-    r""":math:`\nu = \sum_i \rho_i / \sum_i w_i` of a solve's dual point :math:`\rho` (``SolveResult.dual``,
-    :math:`0 \le \rho_i \le w_i`); without one, :math:`D/\sum_i w_i` (equal for the ``l1`` regularizer, whose
-    dual objective is :math:`\sum_i\rho_i`)."""
-    if result.dual is not None:
-        return float(np.sum(result.dual)) / total_weight
-    return float(result.dual_objective) / total_weight
 
 
 class MKLOneClassSVM(OutlierMixin, BaseMKL):
@@ -201,13 +188,12 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
         with self._prepared(X, levels, 1.0 if self.C is None else float(self.C), sample_weight) as prep:
             t0 = time.perf_counter()
             base = prep.prepared.subproblem(prep.tasks[0].y, None)
-            w = base.sample_weight
-            total = float(np.sum(w)) if w is not None else float(base.y.shape[0])
+            total = total_weight(base)
             if target is None:
                 C, result = float(self.C), self._run_task(prep, 0, [float(self.C)])[0]
                 search = [(C, nu_of(result, total), float(result.gap))]
             else:
-                C, result, search = self._search(prep, base, target, total)
+                C, result, search = self._search(prep, base, target)
             prep.task_C[0] = C
             logger.info(
                 "%s: %d solve(s) in %.2f s, C = %.6g, nu = %.4f",
@@ -227,68 +213,22 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
             warn_if_trivial(result, float(self.C), where=f"{self._owner}: C", stacklevel=2)
         return self
 
-    def _search(self, prep: Any, base: Any, target: float, total: float) -> tuple[float, Any, list[Any]]:
-        r"""C with :math:`|\nu(C) - \nu| \le` ``nu_tol``: chord steps :math:`C \leftarrow C\,\nu/\nu(C)` from
-        ``C_max`` down (each solve warm-started from the last; :math:`\nu(C) = P^*(C)/W` is concave with
-        :math:`\nu(0) = 0`, so every step stays at :math:`\nu(C) \ge \nu` and they decrease to it), bisection in
-        :math:`\log C` should a step fall below :math:`\nu`: C, its result and the solves made."""
-        tol = float(self.nu_tol)
-        cmax = c_max(base)
-        search: list[tuple[float, float, float]] = []
-
-        def solve(C: float, warm: Any) -> tuple[Any, float]:
-            r = self._run_task(prep, 0, [C], warm)[0]
-            nu = nu_of(r, total)
-            search.append((float(C), nu, float(r.gap)))
-            return r, nu
-
-        def done(C: float, r: Any) -> tuple[float, Any, list[tuple[float, float, float]]]:
-            return float(C), r, search
-
-        if not (math.isfinite(cmax) and cmax > 0.0):
-            raise ValueError(f"{self._owner}: the problem has no finite C_max ({cmax:g}): give C instead of nu")
-        C, r, nu = cmax, None, 1.0
-        if target >= 1.0 - tol:  # every kernel off: nu = 1
-            r, nu = solve(cmax, None)
-            return done(cmax, r)
-        hi: tuple[float, Any, float] | None = None  # nu > target
-        lo: tuple[float, Any, float] | None = None  # nu < target
-        for _ in range(MAX_CHORDS):
-            # nu(C) is concave with nu(0) = 0: on the chord from 0, C target / nu(C) still has nu >= target
-            C = C * target / nu
-            r, nu = solve(C, r)
-            if abs(nu - target) <= tol:
-                return done(C, r)
-            if nu < target:
-                lo = (C, r, nu)
-                break
-            hi = (C, r, nu)
-        if lo is None:
-            return self._not_reached(target, C, r, nu, search, done)
-        if hi is None:
-            hi = (cmax, None, 1.0)
-        for _ in range(MAX_BISECTIONS):
-            C = math.sqrt(lo[0] * hi[0])
-            warm = hi[1] if hi[1] is not None and (hi[2] - target) < (target - lo[2]) else lo[1]
-            r, nu = solve(C, warm)
-            if abs(nu - target) <= tol:
-                return done(C, r)
-            if nu < target:
-                lo = (C, r, nu)
-            else:
-                hi = (C, r, nu)
-        best = min((b for b in (lo, hi) if b[1] is not None), key=lambda b: abs(b[2] - target))
-        return self._not_reached(target, best[0], best[1], best[2], search, done)
-
-    def _not_reached(self, target: float, C: float, r: Any, nu: float, search: list[Any], done: Any) -> Any:
-        warnings.warn(
-            f"{self._owner}: nu = {target:g} not reached within nu_tol = {float(self.nu_tol):g} after "
-            f"{len(search)} solves: the closest is nu = {nu:.4g} at C = {C:.6g} (the engines' gaps: "
-            f"{max(s[2] for s in search):.2g} at most); a smaller tol or a larger nu_tol may help",
-            ConvergenceWarning,
-            stacklevel=4,
-        )
-        return done(C, r)
+    def _search(self, prep: Any, base: Any, target: float) -> tuple[float, Any, list[Any]]:
+        """C for ``nu`` (:func:`mklkit.pipeline.one_class.reach_nu`, each solve warm-started through the estimator's
+        solves); a :class:`ConvergenceWarning` when it is not reached within ``nu_tol``: C, result, solves."""
+        try:
+            found = reach_nu(base, lambda C, warm: self._run_task(prep, 0, [C], warm)[0], target, float(self.nu_tol))
+        except ValueError as exc:
+            raise ValueError(f"{self._owner}: {exc}") from None
+        if not found.reached:
+            warnings.warn(
+                f"{self._owner}: nu = {target:g} not reached within nu_tol = {float(self.nu_tol):g} after "
+                f"{len(found.steps)} solves: the closest is nu = {found.nu:.4g} at C = {found.C:.6g} (the engines' "
+                f"gaps: {max(st[2] for st in found.steps):.2g} at most); a smaller tol or a larger nu_tol may help",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        return found.C, found.result, found.steps
 
     def fit_path(self, X: Any, y: Any = None, Cs: Any = None, sample_weight: Any = None) -> Any:
         """Not available: a one-class fit finds its C for ``nu`` (``C_search_`` records the solves)."""
