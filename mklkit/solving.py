@@ -137,6 +137,10 @@ class RunResult:
         return write_run(self, self.spec.output.dir if out_dir is None else out_dir, force=force)
 
 
+#: The tolerance on nu of ``problem.nu`` (as ``MKLOneClassSVM``'s default ``nu_tol``).
+NU_TOL = 0.01
+
+
 def solve_prepared(
     prepared: Prepared,
     callback: Callable[[dict[str, Any]], Any] | None = None,
@@ -167,12 +171,15 @@ def solve_prepared(
     what = components(problem.loss.name, problem.regularizer.name, engine.name)
     t0 = time.perf_counter()
     with announce_compilation(what, warn=warn_compilation):
-        selection = None
-        if uses_path(spec.problem.C, problem):
+        selection, result = None, None
+        if spec.problem.nu is not None:  # one-class: C found for nu (pipeline/one_class.py)
+            problem, result = _reach_nu(problem, engine, spec, callback, warm_start)
+        elif uses_path(spec.problem.C, problem):
             choice = held_out_C(problem, engine, auto_C, progress=_staged(callback, "C path"))
             selection, problem = choice.path, problem_at(problem, C=choice.path.C)
             warm_start = warm_start if choice.start is None else choice.start
-        result = solve_from(engine, problem, callback, warm_start)
+        if result is None:
+            result = solve_from(engine, problem, callback, warm_start)
         t_refine = time.perf_counter()
         refined, (result,), refinement = refine_prepared(
             prepared.with_C(problem.C),
@@ -211,6 +218,33 @@ def solve_prepared(
         C_selection=selection,
         factor_refinement=refinement,
     )
+
+
+def _reach_nu(problem: Any, engine: Any, spec: Any, callback: Any, warm_start: Any) -> tuple[Any, SolveResult]:
+    """``problem.nu``: C found by :func:`mklkit.pipeline.one_class.reach_nu` (within 0.01 of nu, each solve
+    warm-started from the last); a :class:`mklkit.ConvergenceWarning` when not reached.  The problem at that C
+    and its result."""
+    import warnings
+
+    from .engines.base import solve_from
+    from .pipeline import problem_at
+    from .pipeline.one_class import reach_nu
+    from .result import ConvergenceWarning
+
+    nu = float(spec.problem.nu)
+
+    def solve(C: float, warm: Any) -> SolveResult:
+        return solve_from(engine, problem_at(problem, C=C), callback, warm if warm is not None else warm_start)
+
+    found = reach_nu(problem, solve, nu, NU_TOL)
+    if not found.reached:
+        warnings.warn(
+            f"{spec.file or 'spec'}: problem.nu = {nu:g} not reached within {NU_TOL:g} after {len(found.steps)} "
+            f"solves: the closest is nu = {found.nu:.4g} at C = {found.C:.6g}; a smaller engine.tol may help",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    return problem_at(problem, C=found.C), found.result
 
 
 def _staged(callback: Callable[[dict[str, Any]], Any] | None, stage: str) -> Callable[[dict[str, Any]], Any] | None:

@@ -283,7 +283,11 @@ def test_spec_runs():
     assert res.metrics["test_auc"] == pytest.approx(roc_auc_score(d.y_test > 0, f_test))
     assert res.metrics["test_outlier_fraction"] == pytest.approx(np.mean(f_test < 1.0))
     assert res.metrics["nu"] == pytest.approx(np.sum(res.result.dual) / d.n_train)
-    assert res.metrics["train_outlier_fraction"] <= res.metrics["nu"] + 1e-9
+    assert abs(res.metrics["nu"] - spec.problem.nu) <= 0.01  # C found for problem.nu
+    assert res.spec.problem.C == pytest.approx(res.result.C_max * res.metrics["nu"], rel=0.2)
+    f_train = prepared.train_decision(res.result)
+    assert res.metrics["train_outlier_fraction"] == pytest.approx(np.mean(f_train < 1.0))
+    assert np.mean(f_train < 1.0 - 1e-3) <= res.metrics["nu"] + 1e-9  # the nu-property, up to the certificate
     assert res.metrics["test_auc"] > 0.9
 
 
@@ -292,7 +296,10 @@ def test_spec_runs():
     [
         ({"problem.bias": True}, "problem.bias", "True", "false"),
         ({"data.inlier": "benign"}, "data.inlier", "'benign'", "-1"),
-        ({"problem.loss": "hinge"}, "data.inlier", "-1", "no data.inlier"),
+        ({"problem.nu": 1.5}, "problem.nu", "1.5", "(0, 1]"),
+        ({"problem.C": 1.0}, "problem.C", "1.0", "no problem.C"),
+        ({"problem.regularizer": "elasticnet"}, "problem.nu", "0.1", "l1"),
+        ({"problem.loss": "hinge"}, "problem.nu", "0.1", "no problem.nu"),
     ],
 )
 def test_spec_errors(override, key, value, allowed):
@@ -316,3 +323,16 @@ def test_warns_when_nu_not_reached(benign, monkeypatch):
     with pytest.warns(mklkit.ConvergenceWarning, match="nu = 0.3 not reached"):
         m = MKLOneClassSVM(TINY_BANK, nu=0.3, nu_tol=1e-9).fit(benign)
     assert m.C_search_.shape[0] == 1 and m.nu_ == m.C_search_[0, 1]
+
+
+def test_spec_C_form():
+    """problem.C instead of problem.nu: solved at that C, nu reported."""
+    from mklkit.api import run
+    from mklkit.spec.models import parse_spec
+    from mklkit.spec.yamlio import read_spec_file
+
+    raw = read_spec_file(SPEC, "data, kernels, problem, engine, output")
+    raw["problem"] = {"loss": "one_class", "regularizer": "l1", "C": 1.0}
+    res = run(parse_spec(raw, file=str(SPEC), folder=SPEC.parent))
+    assert res.result.C_max > 1.0 and 0.0 < res.metrics["nu"] < 1.0
+    assert res.spec.problem.C == 1.0 and res.spec.problem.nu is None
