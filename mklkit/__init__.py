@@ -23,6 +23,7 @@ _LAZY = {
         ("mklkit.plugins", "hookimpl get_registry"),
         ("mklkit.api", "load_spec run"),
         ("mklkit.estimators", "MKLClassifier MKLRegressor MKLPath"),
+        ("mklkit.estimators", "MKLOneClassSVM"),
     )
     for name in names.split()
 }

@@ -137,6 +137,10 @@ class RunResult:
         return write_run(self, self.spec.output.dir if out_dir is None else out_dir, force=force)
 
 
+#: The tolerance on nu of ``problem.nu`` (as ``MKLOneClassSVM``'s default ``nu_tol``).
+NU_TOL = 0.01
+
+
 def solve_prepared(
     prepared: Prepared,
     callback: Callable[[dict[str, Any]], Any] | None = None,
@@ -167,12 +171,15 @@ def solve_prepared(
     what = components(problem.loss.name, problem.regularizer.name, engine.name)
     t0 = time.perf_counter()
     with announce_compilation(what, warn=warn_compilation):
-        selection = None
-        if uses_path(spec.problem.C, problem):
+        selection, result = None, None
+        if spec.problem.nu is not None:  # one-class: C found for nu (pipeline/one_class.py)
+            problem, result = _reach_nu(problem, engine, spec, callback, warm_start)
+        elif uses_path(spec.problem.C, problem):
             choice = held_out_C(problem, engine, auto_C, progress=_staged(callback, "C path"))
             selection, problem = choice.path, problem_at(problem, C=choice.path.C)
             warm_start = warm_start if choice.start is None else choice.start
-        result = solve_from(engine, problem, callback, warm_start)
+        if result is None:
+            result = solve_from(engine, problem, callback, warm_start)
         t_refine = time.perf_counter()
         refined, (result,), refinement = refine_prepared(
             prepared.with_C(problem.C),
@@ -213,6 +220,33 @@ def solve_prepared(
     )
 
 
+def _reach_nu(problem: Any, engine: Any, spec: Any, callback: Any, warm_start: Any) -> tuple[Any, SolveResult]:
+    """``problem.nu``: C found by :func:`mklkit.pipeline.one_class.reach_nu` (within 0.01 of nu, each solve
+    warm-started from the last); a :class:`mklkit.ConvergenceWarning` when not reached.  The problem at that C
+    and its result."""
+    import warnings
+
+    from .engines.base import solve_from
+    from .pipeline import problem_at
+    from .pipeline.one_class import reach_nu
+    from .result import ConvergenceWarning
+
+    nu = float(spec.problem.nu)
+
+    def solve(C: float, warm: Any) -> SolveResult:
+        return solve_from(engine, problem_at(problem, C=C), callback, warm if warm is not None else warm_start)
+
+    found = reach_nu(problem, solve, nu, NU_TOL)
+    if not found.reached:
+        warnings.warn(
+            f"{spec.file or 'spec'}: problem.nu = {nu:g} not reached within {NU_TOL:g} after {len(found.steps)} "
+            f"solves: the closest is nu = {found.nu:.4g} at C = {found.C:.6g}; a smaller engine.tol may help",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    return problem_at(problem, C=found.C), found.result
+
+
 def _staged(callback: Callable[[dict[str, Any]], Any] | None, stage: str) -> Callable[[dict[str, Any]], Any] | None:
     """``callback`` for the records of a stage before the solve (``{"stage": stage, ...}``)."""
     return None if callback is None else (lambda rec: callback({"stage": stage, **rec}))
@@ -220,6 +254,8 @@ def _staged(callback: Callable[[dict[str, Any]], Any] | None, stage: str) -> Cal
 
 def _evaluate(prepared: Prepared, problem: Any, result: SolveResult) -> dict[str, float | None]:
     """The accuracy (classification) or RMSE (regression) on the training part and on the test part (None: none)."""
+    if getattr(problem.loss, "name", None) == "one_class":
+        return _one_class_metrics(prepared, result)
     classification = prepared.data.task == "classification"
 
     def score(y: Any, f: Any) -> float | None:
@@ -232,6 +268,28 @@ def _evaluate(prepared: Prepared, problem: Any, result: SolveResult) -> dict[str
     name = "accuracy" if classification else "rmse"
     train = score(problem.y, prepared.train_decision(result))
     return {f"train_{name}": train, f"test_{name}": score(prepared.data.y_test, prepared.test_decision(result))}
+
+
+def _one_class_metrics(prepared: Prepared, result: SolveResult) -> dict[str, float | None]:
+    """One-class runs: the fraction of points outside the margin (:math:`f < 1`) on the training part and on the
+    test part, the dual mass per training row ``nu``, and the test ROC AUC of :math:`f` against the test labels
+    (+1 inliers, -1 outliers; None with one kind only)."""
+    from sklearn.metrics import roc_auc_score
+
+    f_train, f_test = prepared.train_decision(result), prepared.test_decision(result)
+    out: dict[str, float | None] = {
+        "train_outlier_fraction": float(np.mean(f_train < 1.0)),
+        "test_outlier_fraction": None,
+    }
+    out["test_auc"] = None
+    # nu: the dual mass per training row, sum(rho) / N (the one-class SVM's nu with the l1 regularizer)
+    out["nu"] = None if result.dual is None else float(np.sum(result.dual)) / float(f_train.shape[0])
+    if f_test is not None:
+        y = np.asarray(prepared.data.y_test)
+        out["test_outlier_fraction"] = float(np.mean(f_test < 1.0))
+        if np.unique(y).size == 2:
+            out["test_auc"] = float(roc_auc_score(y > 0, f_test))
+    return out
 
 
 def timings(

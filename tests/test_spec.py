@@ -498,6 +498,7 @@ def test_messages_say_what_the_schema_allows():
         "target",
         "drop",
         "positive",
+        "inlier",
         "sample_weight",
         "class_weight",
         "test_size",

@@ -128,7 +128,17 @@ def _summary(result: Any, files: dict[str, Any], tol: Any) -> list[str]:
                 f"            {plural(len(grown), 'kernel')} in use refined in "
                 f"{plural(len(ref.rounds), 'round')} ({ref.stopped}; {ref.time_s:.2f} s)"
             )
-    if result.task == "classification":
+    if "test_auc" in result.metrics:  # one-class
+        m = result.metrics
+        test = f", test {num(m['test_outlier_fraction'], '.4f')}" if m.get("test_outlier_fraction") is not None else ""
+        lines.append(
+            f"{'outliers':<12}train {num(m['train_outlier_fraction'], '.4f')} (nu {num(m['nu'], '.4f')}){test}"
+        )
+        if m["test_auc"] is not None:
+            lines.append(
+                f"{'roc auc':<12}test {num(m['test_auc'], '.4f')} ({result.n_test} points, inliers against outliers)"
+            )
+    elif result.task == "classification":
         lines.append(_metric_line(result, "accuracy", ".4f"))
     else:
         lines.append(_metric_line(result, "rmse", ".5g"))

@@ -1,4 +1,4 @@
-r"""Built-in losses as SpicyMKL §2.1 writes them: hinge, logistic, squared, ε-insensitive
+r"""Built-in losses as SpicyMKL §2.1 writes them: hinge, logistic, squared, ε-insensitive, and the one-class hinge
 (conjugates: eqs. 16, 17, 34, 35)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from numba import njit
 from .base import INF, REGRESSION, Loss, kernel
 from .params import Param
 
-__all__ = ["Hinge", "Logistic", "Squared", "EpsInsensitive", "BUILTIN_LOSSES"]
+__all__ = ["Hinge", "Logistic", "Squared", "EpsInsensitive", "OneClass", "BUILTIN_LOSSES"]
 
 
 # the domain -1 <= y u <= 0 of a classification loss's conjugate
@@ -390,6 +390,103 @@ class EpsInsensitive(Loss):
         return cp.sum(_weighted(cp.pos(cp.abs(y - z) - self.eps), w))
 
 
+class OneClass(Loss):
+    r"""One-class hinge :math:`\ell(y, z) = \max(y - z, 0)`: the value :math:`z` is pushed up to the level
+    :math:`y`, with no penalty above it.
+
+    With every target :math:`y_i = 1`, no bias and the ``l1`` regularizer, the MKL problem
+    :math:`\min_\alpha \sum_i \max(1 - f(x_i), 0) + C\sum_m \|\alpha_m\|_{K_m}` is the one-class SVM
+    that separates the data from the origin with margin 1 (Schölkopf et al. 2001), with learned kernel
+    weights (``docs/one_class.md``); :class:`~mklkit.estimators.MKLOneClassSVM` solves it.
+
+    Conjugate: :math:`\ell^*(y, u) = yu` on :math:`-1 \le u \le 0` (the hinge's at :math:`y = +1`), a
+    bounded domain, so engines use the constrained form :math:`\ell_0^* = yu`, :math:`h_1 = -1 - u`,
+    :math:`h_2 = u`.  The targets are real numbers (the task is ``regression``): the level of each sample.
+    """
+
+    name = "one_class"
+    description = "one-class hinge max(y - z, 0) (one-class SVM at y = 1)"
+    task = REGRESSION
+    smooth_conjugate = False
+    smooth_primal = False
+    linear_conjugate = True
+    n_cons = 2
+
+    @kernel
+    def value(y, z, params):
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            out[i] = max(y[i] - z[i], 0.0)
+        return out
+
+    @kernel
+    def deriv(y, z, params):
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            out[i] = -1.0 if z[i] < y[i] else 0.0
+        return out
+
+    @kernel
+    def conj(y, u, params):
+        out = np.empty(y.shape[0])
+        for i in range(y.shape[0]):
+            out[i] = y[i] * u[i] if (-1.0 <= u[i] <= 0.0) else INF
+        return out
+
+    @kernel
+    def conj_grad(y, u, params):
+        return y.copy()
+
+    @kernel
+    def conj_lower(y, params):
+        return np.full(y.shape[0], -1.0)
+
+    @kernel
+    def conj_upper(y, params):
+        return np.zeros(y.shape[0])
+
+    # constrained form (B' = 0, B = 2):  l0* = y u,  h1 = -1 - u,  h2 = u
+    @kernel
+    def l0(y, u, ut, params):
+        return y * u
+
+    @kernel
+    def l0_grad(y, u, ut, params):
+        out = np.empty((y.shape[0], 1))
+        for i in range(y.shape[0]):
+            out[i, 0] = y[i]
+        return out
+
+    @kernel
+    def l0_hess(y, u, ut, params):
+        return np.zeros((y.shape[0], 1, 1))
+
+    @kernel
+    def cons(y, u, ut, params):
+        out = np.empty((y.shape[0], 2))
+        for i in range(y.shape[0]):
+            out[i, 0] = -1.0 - u[i]
+            out[i, 1] = u[i]
+        return out
+
+    @kernel
+    def cons_grad(y, u, ut, params):
+        out = np.empty((y.shape[0], 2, 1))
+        for i in range(y.shape[0]):
+            out[i, 0, 0] = -1.0
+            out[i, 1, 0] = 1.0
+        return out
+
+    @kernel
+    def cons_hess(y, u, ut, params):
+        return np.zeros((y.shape[0], 2, 1, 1))
+
+    def cvxpy_expr(self, y, z, w=None):
+        import cvxpy as cp
+
+        return cp.sum(_weighted(cp.pos(y - z), w))
+
+
 def _weighted(terms, w):
     """The per-sample terms of a cvxpy loss, times the sample weights ``w`` (if any)."""
     if w is None:
@@ -399,4 +496,4 @@ def _weighted(terms, w):
     return cp.multiply(w, terms)
 
 
-BUILTIN_LOSSES = (Hinge, Logistic, Squared, EpsInsensitive)
+BUILTIN_LOSSES = (Hinge, Logistic, Squared, EpsInsensitive, OneClass)

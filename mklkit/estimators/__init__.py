@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from ._classes import MKLClassifier, MKLRegressor
 from ._defaults import DEFAULT_ALL_WIDTH_FACTORS, DEFAULT_DEGREES, DEFAULT_EACH_WIDTHS, default_kernels, feature_kinds
+from ._oneclass import MKLOneClassSVM
 from ._path import MKLPath
 
 __all__ = [
     "MKLClassifier",
     "MKLRegressor",
+    "MKLOneClassSVM",
     "MKLPath",
     "default_kernels",
     "feature_kinds",

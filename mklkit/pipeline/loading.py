@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .data import Data, contiguous_data, fold, standardize
+from .data import Data, contiguous_data, fold, label_text, plain, standardize
 from .errors import FACTOR_NPZ_ALLOWED, NPZ_ALLOWED, PipelineError, not_among, one_line, strip_prefix
 from .labels import Classes, encode_labels, encode_test_labels, weigh
 from .bank_settings import BankSettings
@@ -78,7 +78,10 @@ def _load_test(data: DataSettings, ds: Any, enc: Classes | None, loss: Any) -> A
             shown=repr(tshown),
             allowed=", ".join(ds.feature_names),
         )
-    test.y = encode_test_labels(enc, loss, test.y, "data.test", repr(tshown))
+    if getattr(loss, "name", None) == "one_class":  # +1 inliers, -1 outliers
+        test.y = _inlier_levels(data, test.y)
+    else:
+        test.y = encode_test_labels(enc, loss, test.y, "data.test", repr(tshown))
     return test
 
 
@@ -109,6 +112,7 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
     import numpy as np
 
     task = loss.task
+    one_class = _one_class(data, bank, loss)
     if bank.precomputed is not None:
         return _load_precomputed(data, bank, loss)
     if bank.precomputed_factors is not None:
@@ -116,11 +120,20 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
     ds = _drop(data, _load_train(data))
     _check_columns(data, ds)
     wcol = data.sample_weight
+    if one_class:
+        ds.y = _inlier_levels(data, ds.y)
     enc, ds.y = encode_labels(loss, data, ds.y)
     if data.test is not None:
         train, test = ds, _load_test(data, ds, enc, loss)
     else:
-        train, test = _split(data, ds, enc, task)
+        train, test = _split_inliers(data, ds) if one_class else _split(data, ds, enc, task)
+    if one_class:  # the training part: the inliers only
+        keep = np.flatnonzero(np.asarray(train.y) == 1.0)
+        if keep.size < 2:
+            raise PipelineError(
+                "data.inlier", f"leaves {keep.size} training rows", data.inlier, "a label of 2 or more training rows"
+            )
+        train = replace(train, X=train.X[keep], y=train.y[keep])
     if data.train_size is not None:
         train = _subsample(data, train, task)
         if enc is not None:  # a small subsample may lose a class
@@ -141,6 +154,66 @@ def load_data(data: DataSettings, bank: BankSettings, loss: Any) -> Data:
     )
     out = weigh(out, data, enc, sw)
     return standardize(out) if data.standardize else contiguous_data(out)
+
+
+def _one_class(data: DataSettings, bank: BankSettings, loss: Any) -> bool:
+    """Whether the run is one-class (the ``one_class`` loss); ``data.inlier`` checked against it."""
+    one_class = getattr(loss, "name", None) == "one_class"
+    if data.inlier is not None and not one_class:
+        raise PipelineError(
+            "data.inlier",
+            "only used with the one_class loss",
+            data.inlier,
+            f"no data.inlier with the loss {loss.name!r}",
+        )
+    if one_class and (bank.precomputed is not None or bank.precomputed_factors is not None):
+        raise PipelineError(
+            "problem.loss",
+            "the one_class loss reads features (its inliers chosen by data.inlier)",
+            loss.name,
+            "data.builtin or data.train with kernels described by kernels.bank or kernels.preset",
+        )
+    return one_class
+
+
+def _split_inliers(data: DataSettings, ds: Any) -> tuple[Any, Any]:
+    """One-class data split: the inliers (level +1) by ``data.test_size``, every outlier in the test part."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    y = np.asarray(ds.y)
+    ins, outs = np.flatnonzero(y == 1.0), np.flatnonzero(y != 1.0)
+    inliers = replace(ds, X=ds.X[ins], y=y[ins])
+    train, test = _split(data, inliers, None, "regression")
+    if outs.size == 0:
+        return train, test
+    if test is None:
+        test = replace(ds, X=ds.X[outs], y=y[outs])
+    else:
+        X = sp.vstack([test.X, ds.X[outs]], format="csr") if sp.issparse(ds.X) else np.vstack([test.X, ds.X[outs]])
+        test = replace(test, X=X, y=np.concatenate([test.y, y[outs]]))
+    return train, test
+
+
+def _inlier_levels(data: DataSettings, y: Any) -> np.ndarray:
+    """The one-class levels of labels ``y``: +1 for ``data.inlier`` (every row without it), -1 for the others."""
+    import numpy as np
+
+    y = np.asarray(y)
+    if data.inlier is None:
+        return np.ones(y.shape[0])
+    v = data.inlier
+    labels = [plain(c) for c in np.unique(y)]
+
+    def same(c: Any) -> bool:
+        if not isinstance(v, str) and not isinstance(c, str):
+            return float(v) == float(c)
+        return str(v) == (c if isinstance(c, str) else f"{c:g}")
+
+    hit = [c for c in labels if same(c)]
+    if not hit:
+        raise not_among("data.inlier", "is not one of the labels of the data", v, [label_text(c) for c in labels])
+    return np.where(np.array([same(plain(c)) for c in y]), 1.0, -1.0)
 
 
 def _pop_column(ds: Any, name: str) -> tuple[Any, np.ndarray]:

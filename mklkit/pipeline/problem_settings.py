@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Callable, Literal, Mapping
 
-from pydantic import Field, PlainSerializer, PlainValidator, WithJsonSchema
+from pydantic import Field, PlainSerializer, PlainValidator, WithJsonSchema, model_validator
 
 from ..components.params import ParamError, did_you_mean
 from ..plugins import UnknownComponentError, get_registry
 from .errors import PipelineError
-from .settings import DEFAULTS, Settings
+from .settings import DEFAULTS, Settings, absent
 
 
 def component_dict(comp: Any) -> dict[str, Any]:
@@ -172,6 +172,10 @@ class ProblemSettings(Settings):
         "regression losses); or auto (path with at least 2,500 training rows, else scale)",
     )
     bias: bool = Field(DEFAULTS["problem.bias"], description="fit an unregularized offset")
+    nu: float | None = absent(
+        "with the one_class loss and the l1 regularizer: the fraction nu in (0, 1] to reach (C is found for it; "
+        "docs/one_class.md)"
+    )
     multiclass: Literal["ovr", "ovo"] = Field(
         DEFAULTS["problem.multiclass"],
         exclude_if=lambda v: v == "ovr",
@@ -179,3 +183,31 @@ class ProblemSettings(Settings):
         "classes: one-vs-rest (one problem per class) or one-vs-one "
         "(one per pair of classes, on their rows; Gram matrices only)",
     )
+
+    @model_validator(mode="after")
+    def _one_class(self) -> "ProblemSettings":
+        """The ``one_class`` loss has no offset (its margin is the level 1): ``bias`` false unless given true;
+        ``nu`` only with that loss and ``l1``, in (0, 1], and not with a C given."""
+        one_class = getattr(self.loss, "name", None) == "one_class"
+        if one_class and self.bias:
+            if "bias" in self.model_fields_set:
+                raise PipelineError("bias", "the one_class loss has no bias (the margin is the level 1)", True, "false")
+            object.__setattr__(self, "bias", False)
+        if self.nu is None:
+            return self
+        if not one_class:
+            raise PipelineError(
+                "nu", "only used with the one_class loss", self.nu, f"no problem.nu with the loss {self.loss.name!r}"
+            )
+        if not (0.0 < self.nu <= 1.0):
+            raise PipelineError("nu", "out of range", self.nu, "a number in (0, 1]")
+        if getattr(self.regularizer, "name", None) != "l1":
+            raise PipelineError(
+                "nu",
+                f"is the one-class SVM's nu with the l1 regularizer only, not {self.regularizer.name!r}",
+                self.nu,
+                "problem.regularizer: l1, or problem.C instead of problem.nu",
+            )
+        if "C" in self.model_fields_set:
+            raise PipelineError("C", "not used with problem.nu (C is found for nu)", self.C, "no problem.C with nu")
+        return self

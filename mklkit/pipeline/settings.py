@@ -135,6 +135,10 @@ class DataSettings(Settings):
     positive: str | int | float | None = absent(
         "the positive class of two labels (default: the greater, in sorted order)"
     )
+    inlier: str | int | float | None = absent(
+        "with the one_class loss: the label of the inliers (training rows of that label only; the test labels "
+        "mark inliers and outliers)"
+    )
     sample_weight: str | None = absent("the column of per-row weights >= 0 (taken out of the features)")
     class_weight: Any = absent("'balanced' or {label: weight}: every row's weight times its class's (classification)")
     test_size: TestSize = Field(
