@@ -46,6 +46,10 @@ __all__ = [
 ]
 
 _KERNELS = "a square (N, N) array, an (M, N, N) stack of Gram matrices, a KernelBank, an ArrayBank or a FactorBank"
+_REBUILD = (
+    " (a fitted estimator's bank_ keeps no training kernels: build them with "
+    "KernelBank.build(est.scaler_.transform(X), est.kernels_) or build_factor_bank, docs/metrics.md)"
+)
 _LABELS = "a 1-d array of N class labels (at least two classes) or an (N, c) array of real targets"
 #: the memory of the centred copies of dense kernels made at a time
 _CHUNK_BYTES = 256 * 2**20
@@ -78,9 +82,14 @@ def _kernels(K: Any, key: str, owner: str) -> _Kernels:
     if isinstance(K, FactorBank):
         return _Kernels(K.n_samples, False, blocks=[K.block(m) for m in range(K.n_kernels)])
     if isinstance(K, (KernelBank, ArrayBank)):
+        if K.K.ndim != 3 or K.K.shape[1] != K.K.shape[2]:
+            raise ParamError(
+                key, f"a {type(K).__name__} without Gram matrices (K.shape {K.K.shape})", _KERNELS + _REBUILD, owner
+            )
         return _Kernels(int(K.K.shape[1]), False, dense=K.K)
     if getattr(K, "representation", None) is not None or isinstance(K, (str, bytes)) or K is None:
-        raise ParamError(key, type(K).__name__ if not isinstance(K, (str, bytes)) else K, _KERNELS, owner)
+        hint = _REBUILD if type(K).__name__ == "FactorPredictor" else ""
+        raise ParamError(key, type(K).__name__ if not isinstance(K, (str, bytes)) else K, _KERNELS + hint, owner)
     try:
         A = np.asarray(K, dtype=np.float64)
     except (TypeError, ValueError):
@@ -547,12 +556,15 @@ def _solve(
     def done(f: float, gap: float) -> bool:
         return gap <= max(tol * abs(f), atol) or f <= floor
 
+    # a factor kernel's columns are cached; when all N fit the budget, they are one BLAS product
+    slots = min(n, max(2, int(_CHUNK_BYTES // (8 * n)))) if factor else 0
+    filled = factor and slots == n
+    cache = L @ L.T if filled else np.empty((slots, n if factor else 0))
     steps, code = 0, ksimplex.MAX_ITER
     grad, f, gap = measure(gamma)
     while not done(f, gap) and steps < limit:
-        it, _, _, code = ksimplex.simplex_pairs(
-            K, L, factor, diag, s, p, group, n_groups, gamma, grad, tol, atol, floor, min(per_round, limit - steps)
-        )
+        args = (diag, s, p, group, n_groups, gamma, grad, tol, atol, floor, min(per_round, limit - steps))
+        it, _, _, code = ksimplex.simplex_pairs(K, L, factor, cache, filled, *args)
         steps += it
         f_before = f
         grad, f, gap = measure(gamma)
@@ -588,7 +600,8 @@ def _active_set_step(
 ) -> np.ndarray | None:
     r"""The point :math:`\gamma + t(\hat\gamma - \gamma)`, :math:`\hat\gamma` the minimiser of :math:`f` on
     :math:`\{\gamma_i = 0\ (i \notin S),\ \sum_{i\in G_c}\gamma_i = 1\}` (S the support) and the largest
-    :math:`t \le 1` with :math:`\gamma \ge 0`; ``None`` when the support is too large."""
+    :math:`t \le 1` with :math:`\gamma \ge 0`; ``None`` when the support has more than
+    :data:`_ACTIVE_SET_MAX` points."""
     S = np.flatnonzero(gamma > 0.0)
     if S.size > _ACTIVE_SET_MAX or S.size == 0:
         return None

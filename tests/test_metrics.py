@@ -189,6 +189,18 @@ def test_sparse_factor_bank_metrics_equal_the_dense_ones():
     assert rel(metrics.radius(fb), metrics.radius(K)) <= 1e-7
 
 
+def test_factor_programs_with_a_column_cache_smaller_than_the_kernel(monkeypatch):
+    rng = np.random.default_rng(13)
+    Ls = random_factors(rng, n=60, ranks=(7, 60))
+    y = np.where(rng.random(60) < 0.5, 1, -1)
+    K = dense_of(Ls)
+    fb = FactorBank.from_blocks(Ls)
+    monkeypatch.setattr(metrics, "_CHUNK_BYTES", 8 * 60 * 5)  # five cached columns of the 60
+    r, rs = metrics.radius(fb, tol=1e-12, return_solution=True)
+    assert rel(r, metrics.radius(K, tol=1e-12)) <= 1e-10 and all(s.status == "converged" for s in rs)
+    assert rel(metrics.margin(fb, y, tol=1e-12), metrics.margin(K, y, tol=1e-12)) <= 1e-10
+
+
 # --------------------------------------------------------------------------- spectral ratio
 
 
@@ -257,6 +269,7 @@ def test_radius_against_clarabel_on_random_kernels():
     assert metrics.radius(np.full((5, 5), 2.0)) == pytest.approx(0.0, abs=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore:Solution may be inaccurate")
 def test_margin_of_non_separable_classes_is_zero():
     rng = np.random.default_rng(9)
     X = rng.normal(size=(60, 3))
@@ -362,3 +375,11 @@ def test_input_errors_name_the_argument_and_what_is_allowed():
     with pytest.raises(ParamError) as e:
         metrics.radius("kernels.npz")
     assert e.value.key == "K" and "FactorBank" in e.value.allowed
+
+
+def test_a_bank_without_gram_matrices_is_refused_with_the_way_to_build_one(iono):
+    kb, X, y = iono
+    stripped = KernelBank.for_cross(X, kb.specs, "trace", kb.traces)  # what a fitted estimator keeps as bank_
+    with pytest.raises(ParamError) as e:
+        metrics.centered_alignment(stripped, y=y)
+    assert e.value.key == "K1" and "KernelBank.build" in e.value.allowed

@@ -21,41 +21,62 @@ f(\gamma) - f^\star` certifies every iterate (convexity).
 import numpy as np
 from numba import njit
 
+from .blocks import FM
+
 #: the codes :func:`simplex_pairs` returns
 CONVERGED, MAX_ITER, BELOW_FLOOR, STALLED = 0, 1, 2, 3
 
 _TAU = 1e-12
 
 
-@njit(cache=True)
-def _column(K, L, factor, k, out):  # pragma: no cover - jitted
-    """``out`` :math:`\\leftarrow K_{:,k}` (dense ``K``, or :math:`L L_{k,:}^\\top` for a factor ``L`` (N, r))."""
-    if factor:
+@njit(cache=True, fastmath=FM)
+def _column(K, L, factor, cache, slot_of, owner, stamp, clock, k):  # pragma: no cover - jitted
+    """:math:`K_{:,k}`: a row of ``K``, or for a factor ``L`` (N, r) the product :math:`L L_{k,:}^\\top`
+    kept in ``cache`` (its least recently used slot replaced); ``slot_of``/``owner`` map points and slots."""
+    if not factor:
+        return K[k]
+    slot = slot_of[k]
+    if slot < 0:
+        slot = 0
+        for q in range(1, stamp.shape[0]):
+            if stamp[q] < stamp[slot]:
+                slot = q
+        if owner[slot] >= 0:
+            slot_of[owner[slot]] = -1
+        owner[slot] = k
+        slot_of[k] = slot
         n, r = L.shape
+        out = cache[slot]
         for i in range(n):
             acc = 0.0
             for q in range(r):
                 acc += L[i, q] * L[k, q]
             out[i] = acc
-    else:
-        for i in range(K.shape[0]):
-            out[i] = K[k, i]
+    stamp[slot] = clock
+    return cache[slot]
 
 
 @njit(cache=True)
 def simplex_pairs(
-    K, L, factor, diag, s, p, group, n_groups, gamma, grad, tol, atol, floor, max_iter
+    K, L, factor, cache, filled, diag, s, p, group, n_groups, gamma, grad, tol, atol, floor, max_iter
 ):  # pragma: no cover - jitted
     r"""Minimise :math:`f` (module docstring) from the feasible ``gamma`` (updated in place).
 
     ``grad`` holds :math:`\nabla f(\gamma)` on entry and is kept up to date; ``diag`` is
-    :math:`\mathrm{diag}\,K`.  Stops when the gap is at most :math:`\max(\mathrm{tol}\,|f|, \mathrm{atol})`
-    (:data:`CONVERGED`), when :math:`f \le` ``floor`` (:data:`BELOW_FLOOR`) or after ``max_iter`` steps
-    (:data:`MAX_ITER`), or when round-off leaves no descent pair (:data:`STALLED`).  Returns ``(steps, f, gap, code)``.
+    :math:`\mathrm{diag}\,K`; ``cache`` (S, N), S >= 2, holds the columns of a factor kernel last
+    used (all of them, in order, when ``filled``).  Stops when the gap is at most
+    :math:`\max(\mathrm{tol}\,|f|, \mathrm{atol})` (:data:`CONVERGED`), when :math:`f \le` ``floor``
+    (:data:`BELOW_FLOOR`), after ``max_iter`` steps (:data:`MAX_ITER`), or when round-off leaves no
+    descent pair (:data:`STALLED`).  Returns ``(steps, f, gap, code)``.
     """
     n = gamma.shape[0]
-    ci = np.empty(n)
-    cj = np.empty(n)
+    slot_of = np.full(n, -1, dtype=np.int64)
+    owner = np.full(cache.shape[0], -1, dtype=np.int64)
+    if filled:  # the cache holds all N columns: row k is column k
+        for k in range(n):
+            slot_of[k] = k
+            owner[k] = k
+    stamp = np.zeros(cache.shape[0], dtype=np.int64)
     gmin = np.empty(n_groups)
     gmax = np.empty(n_groups)
     jmax = np.empty(n_groups, dtype=np.int64)
@@ -103,7 +124,7 @@ def simplex_pairs(
                 worst = gmax[c] - gmin[c]
                 best_c = c
         j = jmax[best_c]
-        _column(K, L, factor, j, cj)
+        cj = _column(K, L, factor, cache, slot_of, owner, stamp, 2 * it + 1, j)
         sc2 = s[j] * s[j]
         i = -1
         best = np.inf
@@ -122,7 +143,7 @@ def simplex_pairs(
         if i < 0:  # no descent pair left at this precision
             code = STALLED
             break
-        _column(K, L, factor, i, ci)
+        ci = _column(K, L, factor, cache, slot_of, owner, stamp, 2 * it + 2, i)
         b = grad[j] - grad[i]
         a = sc2 * (diag[i] + diag[j] - 2.0 * ci[j])
         t = gamma[j]
