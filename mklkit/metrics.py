@@ -483,7 +483,8 @@ class SimplexSolution:
     n_iter : int
         Pairwise steps taken.
     status : Status
-        ``converged`` (``gap <= tol * squared``, or the margin below the zero level), ``max_iter``, or
+        ``converged`` (``gap <= tol * squared`` or below the gradient's round-off, :math:`64\sqrt
+        N\epsilon\max_iK_{ii}`, or the margin below the zero level), ``max_iter``, or
         ``stalled`` (round-off leaves no descent step before ``tol``).
     coef : ndarray (N,)
         :math:`\beta` (radius: the ball's centre :math:`\sum_i\beta_i\phi(x_i)`) or :math:`\gamma`
@@ -538,7 +539,8 @@ def _solve(
     for mask in masks:
         gamma[mask] = 1.0 / np.count_nonzero(mask)
     scale = max(float(diag.max()), 0.0)
-    atol = 64.0 * np.finfo(float).eps * max(scale, np.finfo(float).tiny)
+    # the precision the gradient is computed to: a gap below it is round-off
+    atol = 64.0 * np.sqrt(n) * np.finfo(float).eps * max(scale, np.finfo(float).tiny)
     floor = floor_rel * scale if floor_rel > 0.0 else -np.inf
     limit = max(10_000, 100 * n) if max_iter is None else max_iter
     per_round = min(limit, max(1_000, 10 * n))
@@ -675,9 +677,11 @@ def radius(K: Any, *, tol: float = TOL, max_iter: int | None = None, return_solu
 
     the dual of the minimum enclosing ball, with the centre :math:`c = \sum_i\beta_i\phi(x_i)`.  The
     quadratic program is solved by pairwise steps (:mod:`mklkit._jit.simplex`) until the Frank–Wolfe gap,
-    which bounds the error of :math:`R^2`, is at most ``tol`` times :math:`R^2`; a program that does not
-    get there in ``max_iter`` steps emits :class:`mklkit.ConvergenceWarning`.  On a factor bank each step
-    reads two columns :math:`K_{:,k} = L L_{k,:}^\top`.
+    which bounds the error of :math:`R^2`, is at most ``tol`` times :math:`R^2` (or below the precision
+    the gradient is computed to, :math:`64\sqrt N\,\epsilon\max_iK_{ii}`); a program that does not get
+    there in ``max_iter`` steps emits :class:`mklkit.ConvergenceWarning`.  On a factor bank each step
+    reads two columns :math:`K_{:,k} = L L_{k,:}^\top`, cached (all N, one matrix product, while
+    :math:`8N^2` bytes fit 256 MiB; the most recently used ones otherwise).
 
     Parameters
     ----------
