@@ -3,13 +3,15 @@ radius and margin programs against cvxpy + Clarabel."""
 
 from __future__ import annotations
 
+import doctest
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from mklkit import ConvergenceWarning, ParamError
+from mklkit import CompilationWarning, ConvergenceWarning, ParamError
 from mklkit import metrics
 from mklkit.data import load_builtin
 from mklkit.kernels import KernelBank
@@ -383,3 +385,15 @@ def test_a_bank_without_gram_matrices_is_refused_with_the_way_to_build_one(iono)
     with pytest.raises(ParamError) as e:
         metrics.centered_alignment(stripped, y=y)
     assert e.value.key == "K1" and "KernelBank.build" in e.value.allowed
+
+
+def test_the_examples_of_docs_metrics_run(one_thread):
+    doc = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an example that warns is a broken example
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=CompilationWarning)
+        failures, tried = doctest.testfile(
+            str(doc), module_relative=False, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+        )
+    assert tried >= 15 and failures == 0, f"{failures} of {tried} examples in {doc} failed"
