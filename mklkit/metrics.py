@@ -641,7 +641,7 @@ def _each_kernel(ks: _Kernels) -> Iterator[tuple[np.ndarray, np.ndarray, bool]]:
             yield empty, np.ascontiguousarray(_dense_block(B).T), True
 
 
-def _warn_unconverged(sols: list[SimplexSolution], what: str, tol: float, stacklevel: int = 3) -> None:
+def _warn_unconverged(sols: list[SimplexSolution], what: str, tol: float) -> None:
     bad = [m for m, s in enumerate(sols) if s.status is not Status.CONVERGED]
     if bad:
         s = sols[bad[0]]
@@ -651,7 +651,7 @@ def _warn_unconverged(sols: list[SimplexSolution], what: str, tol: float, stackl
             f"(kernel{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad[:5]))}{'...' if len(bad) > 5 else ''}; "
             f"gap {s.gap:.3g} at {s.squared:.6g}): {fix}",
             ConvergenceWarning,
-            stacklevel=stacklevel + 1,
+            stacklevel=3,  # the caller of radius, margin or ratio
         )
 
 

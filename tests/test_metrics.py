@@ -296,8 +296,9 @@ def test_margin_with_one_point_per_class_is_their_distance():
 def test_unconverged_programs_warn():
     rng = np.random.default_rng(10)
     K = dense_of(random_factors(rng, n=80, ranks=(80,)))[0]
-    with pytest.warns(ConvergenceWarning, match="max_iter"):
+    with pytest.warns(ConvergenceWarning, match="max_iter") as record:
         value, (sol,) = metrics.radius(K[None], max_iter=1, return_solution=True)
+    assert record[0].filename == __file__  # the warning points at the caller
     assert sol.status == "max_iter" and sol.n_iter == 1 and sol.gap > 1e-8 * sol.squared
     assert value[0] ** 2 <= clarabel_radius2(K) <= sol.squared + sol.gap + 1e-9  # certified bounds
 
