@@ -181,36 +181,51 @@ def _dense_block(B: Any) -> np.ndarray:
 
 
 class _Factors:
-    r"""Transposed factors prepared for Frobenius products: dense blocks centred explicitly
-    (:math:`(HL)^\top`), sparse blocks kept with their mean rows :math:`\mu = L^\top\mathbf 1/N` for the
-    rank-one correction :math:`(HL_1)^\top(HL_2) = L_1^\top L_2 - N\mu_1\mu_2^\top`."""
+    r"""Transposed factors prepared for Frobenius products, one block at a time (no copy of the bank):
+    dense blocks centred explicitly (:math:`(HL)^\top`), sparse blocks kept with their mean rows
+    :math:`\mu = L^\top\mathbf 1/N` for the rank-one correction :math:`(HL_1)^\top(HL_2) = L_1^\top L_2 -
+    N\mu_1\mu_2^\top`."""
 
     def __init__(self, blocks: list[Any], n: int, centered: bool) -> None:
         self.n = n
-        self.T: list[Any] = []
-        self.mu: list[np.ndarray | None] = []
-        for B in blocks:
-            if sp.issparse(B):
-                B = sp.csr_matrix(B)
-                self.T.append(B)
-                self.mu.append(np.asarray(B.mean(axis=1)).ravel() if centered else None)
-            else:
-                B = np.asarray(B, dtype=np.float64)
-                self.T.append(B - B.mean(axis=1, keepdims=True) if centered else B)
-                self.mu.append(None)
+        self.blocks = blocks
+        self.centered = centered
+
+    def block(self, k: int) -> tuple[Any, np.ndarray | None]:
+        """The block ``k`` to multiply (centred when dense) and its mean rows (sparse and centred)."""
+        B = self.blocks[k]
+        if sp.issparse(B):
+            B = sp.csr_matrix(B)
+            return B, (np.asarray(B.mean(axis=1)).ravel() if self.centered else None)
+        B = np.asarray(B, dtype=np.float64)
+        return (B - B.mean(axis=1, keepdims=True) if self.centered else B), None
 
     def cross(self, k: int, other: "_Factors", j: int) -> np.ndarray:
         r""":math:`\tilde L_k^\top \tilde L_j` (r_k, r_j) of the (centred) factors."""
-        P = self.T[k] @ other.T[j].T
+        Tk, mk = self.block(k)
+        Tj, mj = other.block(j) if (other is not self or j != k) else (Tk, mk)
+        P = Tk @ Tj.T
         P = P.toarray() if sp.issparse(P) else np.asarray(P)
-        if self.mu[k] is not None and other.mu[j] is not None:
-            P = P - self.n * np.outer(self.mu[k], other.mu[j])
+        if mk is not None and mj is not None:
+            P = P - self.n * np.outer(mk, mj)
         return P
 
     def dense(self, k: int) -> np.ndarray:
         r""":math:`(HL_k)^\top` or :math:`L_k^\top` (r_k, N) as a dense array."""
-        T = _dense_block(self.T[k])
-        return T - self.mu[k][:, None] if self.mu[k] is not None else T
+        T, mu = self.block(k)
+        T = _dense_block(T)
+        return T - mu[:, None] if mu is not None else T
+
+    def stacked(self) -> tuple[Any, np.ndarray | None]:
+        r"""All blocks stacked, (R, N): sparse with the mean rows (R,) when centred, or dense centred
+        (one copy of the factors)."""
+        if all(sp.issparse(B) for B in self.blocks):
+            S = sp.vstack([sp.csr_matrix(B) for B in self.blocks], format="csr")
+            return S, (np.asarray(S.mean(axis=1)).ravel() if self.centered else None)
+        S = np.vstack([_dense_block(B) for B in self.blocks])
+        if self.centered:
+            S -= S.mean(axis=1, keepdims=True)
+        return S, None
 
 
 def _norms(ks: _Kernels, centered: bool) -> np.ndarray:
@@ -400,20 +415,16 @@ def _products(ks: _Kernels, centered: bool) -> np.ndarray:
                     F[si, sj] = Ri @ _flat(Cj).T
                     F[sj, si] = F[si, sj].T
         return (F + F.T) / 2.0
-    fa = _Factors(ks.blocks or [], ks.n, centered)
-    ranks = np.array([T.shape[0] for T in fa.T], dtype=np.int64)
+    blocks = ks.blocks or []
+    ranks = np.array([B.shape[0] for B in blocks], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(ranks)])
     owner_of_row = np.repeat(np.arange(M), ranks)
-    if all(sp.issparse(T) for T in fa.T):
-        stacked = sp.vstack(fa.T, format="csr")
-    else:
-        stacked = np.vstack([_dense_block(T) for T in fa.T])
-    mus = [mu for mu in fa.mu]
-    stacked_mu = np.concatenate(mus) if all(mu is not None for mu in mus) else None
+    S, mu = _Factors(blocks, ks.n, centered).stacked()
     for k in range(M):
-        P = fa.T[k] @ stacked.T
+        P = S[starts[k] : starts[k + 1]] @ S.T
         P = P.toarray() if sp.issparse(P) else np.asarray(P)
-        if stacked_mu is not None:
-            P = P - ks.n * np.outer(fa.mu[k], stacked_mu)
+        if mu is not None:
+            P = P - ks.n * np.outer(mu[starts[k] : starts[k + 1]], mu)
         F[k] = np.bincount(owner_of_row, weights=np.einsum("ij,ij->j", P, P), minlength=M)
     return (F + F.T) / 2.0
 
