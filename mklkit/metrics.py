@@ -546,9 +546,7 @@ def _solve(
     p = -diag if p_of_diag else np.zeros(n)
     n_groups = int(group.max()) + 1
     masks = [group == c for c in range(n_groups)]
-    gamma = np.zeros(n)
-    for mask in masks:
-        gamma[mask] = 1.0 / np.count_nonzero(mask)
+    gamma = _vertex_start(K, L, factor, diag, group, n_groups, p_of_diag)
     scale = max(float(diag.max()), 0.0)
     # the precision the gradient is computed to: a gap below it is round-off
     atol = 64.0 * np.sqrt(n) * np.finfo(float).eps * max(scale, np.finfo(float).tiny)
@@ -595,6 +593,30 @@ def _solve(
     else:
         status = Status.MAX_ITER if steps >= limit else Status.STALLED
     return f, gap, steps, status, gamma
+
+
+def _vertex_start(
+    K: np.ndarray, L: np.ndarray, factor: bool, diag: np.ndarray, group: np.ndarray, n_groups: int, farthest: bool
+) -> np.ndarray:
+    r"""A vertex to start from, so that the support grows from one point per group: the point farthest
+    from the first one (``farthest``: the radius), or, group after group, the point nearest the one
+    chosen in the group before (the margin: a close pair of points of the two classes)."""
+
+    def column(k: int) -> np.ndarray:
+        return L @ L[k] if factor else K[k]
+
+    gamma = np.zeros(diag.size)
+    if farthest:
+        gamma[int(np.argmax(diag - 2.0 * column(0)))] = 1.0
+        return gamma
+    members = [np.flatnonzero(group == c) for c in range(n_groups)]
+    chosen = [int(members[0][0])]
+    for c in list(range(1, n_groups)) + [0]:
+        d2 = diag[members[c]] - 2.0 * column(chosen[-1])[members[c]]  # + K_kk, the same for all
+        pick = int(members[c][int(np.argmin(d2))])
+        chosen = chosen[1:] + [pick] if c == 0 else chosen + [pick]
+    gamma[chosen] = 1.0
+    return gamma
 
 
 #: the largest support the active-set step solves its KKT system on
