@@ -38,6 +38,7 @@ __all__ = [
     "alignment_matrix",
     "centered_alignment",
     "combine",
+    "frobenius_products",
     "margin",
     "radius",
     "ratio",
@@ -373,29 +374,48 @@ def centered_alignment(K1: Any, K2: Any = None, *, y: Any = None) -> Any:
     return _alignment(K1, K2, y, True, "centered_alignment")
 
 
-def alignment_matrix(K: Any, centered: bool = True) -> np.ndarray:
+def alignment_matrix(K: Any, centered: bool = True, normalized: bool = True) -> np.ndarray:
     r"""The alignments of every pair of kernels of a bank, (M, M).
 
-    :math:`F_{kl} = \langle \tilde K_k, \tilde K_l\rangle_F` divided by :math:`\|\tilde K_k\|_F\|\tilde
-    K_l\|_F`, with :math:`\tilde K = HKH` (``centered``, the default: the matrix of ALIGNF, Cortes et al.
-    2012, normalised) or :math:`\tilde K = K`.  A dense bank costs one matrix product of its
-    (M, N²) rows (by chunks of 256 MiB of centred copies when ``centered``); a factor bank the products
-    :math:`\|\tilde L_k^\top\tilde L_l\|_F^2`, one (r_k, R) product per kernel.
+    :math:`F_{kl} = \langle \tilde K_k, \tilde K_l\rangle_F / (\|\tilde K_k\|_F\|\tilde K_l\|_F)`, with
+    :math:`\tilde K = HKH` (``centered``, the default) or :math:`\tilde K = K`; ``normalized=False``
+    gives the products :math:`\langle \tilde K_k, \tilde K_l\rangle_F` themselves (the matrix of
+    ALIGNF's quadratic program, Cortes et al. 2012; its vector is :func:`frobenius_products` with
+    ``y``).  A dense bank costs one matrix product of its (M, N²) rows (by chunks of 256 MiB of centred
+    copies when ``centered``); a factor bank the products :math:`\|\tilde L_k^\top\tilde L_l\|_F^2`,
+    one (r_k, R) product per kernel.
 
     Parameters
     ----------
     K : array (M, N, N), KernelBank, ArrayBank or FactorBank
-    centered : bool
+    centered, normalized : bool
 
     Returns
     -------
-    ndarray (M, M), symmetric, unit diagonal
+    ndarray (M, M), symmetric (a unit diagonal when ``normalized``)
     """
     owner = "alignment_matrix"
     ks = _kernels(K, "K", owner)
     F = _products(ks, centered)
+    if not normalized:
+        return F
     d = np.sqrt(np.diag(F))
     return _cosines(F, d[:, None], d[None, :], owner, centered)
+
+
+def frobenius_products(K1: Any, K2: Any = None, *, y: Any = None, centered: bool = False) -> Any:
+    r"""The Frobenius products :math:`\langle \tilde K_1, \tilde K_2\rangle_F = \sum_{ij}\tilde K_{1,ij}\tilde
+    K_{2,ij}`, the numerators of :func:`alignment` (:math:`\tilde K = K`) and :func:`centered_alignment`
+    (``centered``: :math:`\tilde K = HKH`).
+
+    With ``y``, :math:`\langle \tilde K, \tilde T\rangle_F` for the target kernel :math:`T` of
+    :func:`target_kernel`: with ``centered``, the vector of ALIGNF (Cortes et al. 2012), whose matrix is
+    ``alignment_matrix(K, normalized=False)``.  Inputs and returns as :func:`alignment`.
+    """
+    owner = "frobenius_products"
+    first = _kernels(K1, "K1", owner)
+    second = _second(K2, y, first, owner)
+    return first.out(_inner(first, second, bool(centered)))
 
 
 def _products(ks: _Kernels, centered: bool) -> np.ndarray:

@@ -128,6 +128,29 @@ def test_alignment_matrix_dense_chunks_and_factors(centered, monkeypatch):
     assert rel(metrics.centered_alignment(K, K[2]), [cosine(centre(A), centre(K[2])) for A in K]) <= 1e-12
 
 
+def test_frobenius_products_and_the_unnormalised_matrix(iono):
+    kb, X, y = iono
+    K = kb.K
+    T = np.outer(y, y)
+    assert rel(metrics.frobenius_products(K, y=y), [np.sum(A * T) for A in K]) <= 1e-12
+    assert rel(metrics.frobenius_products(kb, y=y, centered=True), [np.sum(centre(A) * centre(T)) for A in K]) <= 1e-12
+    assert metrics.frobenius_products(K[0], K[1]) == pytest.approx(np.sum(K[0] * K[1]), rel=1e-12)
+    raw = metrics.alignment_matrix(kb, normalized=False)
+    assert rel(raw, [[np.sum(centre(A) * centre(B)) for B in K] for A in K]) <= 1e-12
+    assert (
+        rel(metrics.alignment_matrix(kb, centered=False, normalized=False), [[np.sum(A * B) for B in K] for A in K])
+        <= 1e-12
+    )
+    fb = FactorBank.from_blocks([np.linalg.cholesky(A + 1e-12 * np.eye(len(y))) for A in K[:2]])
+    assert (
+        rel(
+            metrics.frobenius_products(fb, y=y, centered=True),
+            metrics.frobenius_products(fb.to_array(), y=y, centered=True),
+        )
+        <= 1e-10
+    )
+
+
 def test_banks_on_real_data(iono):
     kb, X, y = iono
     K = kb.K
