@@ -126,6 +126,10 @@ def _target_factor(y: Any, n: int, owner: str) -> np.ndarray:
         raise ParamError("y.shape", arr.shape, f"({n},), one label per point, or {_LABELS}", owner)
     if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
         raise ParamError("y", "labels with NaN or infinite entries", _LABELS, owner)
+    if arr.dtype.kind in "fc" and np.any(arr != np.round(arr)):
+        raise ParamError(
+            "y", "real values in a 1-d array", "class labels in a 1-d array; real targets as y[:, None]", owner
+        )
     classes, codes = np.unique(arr, return_inverse=True)
     if classes.size < 2:
         raise ParamError("y", f"labels of one class ({classes[0]!r})" if classes.size else arr.shape, _LABELS, owner)

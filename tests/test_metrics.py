@@ -368,6 +368,9 @@ def test_input_errors_name_the_argument_and_what_is_allowed():
         metrics.centered_alignment(K, y=np.zeros(10))
     assert e.value.key == "y" and "two classes" in e.value.allowed
     with pytest.raises(ParamError) as e:
+        metrics.alignment(K, y=np.linspace(0.0, 1.0, 10))  # a real target given as labels
+    assert e.value.key == "y" and "y[:, None]" in e.value.allowed
+    with pytest.raises(ParamError) as e:
         metrics.margin(K, np.ones(10))
     assert e.value.key == "y" and "two classes" in e.value.allowed and "1 class" in str(e.value.value)
     with pytest.raises(ParamError) as e:
