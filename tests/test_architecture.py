@@ -159,6 +159,19 @@ RULES = [
     ("mklkit.hookspecs", _TOP),
     ("mklkit.builtin", _TOP),
     ("mklkit.testing", _TOP),
+    (
+        "mklkit.metrics",
+        (
+            "mklkit.engines",
+            "mklkit.pipeline",
+            "mklkit.spec",
+            "mklkit.api",
+            "mklkit.sweep",
+            "mklkit.estimators",
+            "mklkit.cli",
+            "mklkit.plugins",
+        ),
+    ),
     ("mklkit.io", ("mklkit.cli",)),
     ("mklkit.report", ("mklkit.cli",)),
 ]
