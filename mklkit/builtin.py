@@ -18,13 +18,16 @@ from .engines.spicy import Spicy
 from .hookspecs import RegisterFn, hookimpl
 from .kernels.functions import BUILTIN_KERNEL_FUNCTIONS
 from .pipeline.choose import Auto
+from .weighting.methods import BUILTIN_WEIGHTINGS
 
 BUILTIN_REGULARIZERS = (L1, ElasticNet, Lq, Uniform, KL)
 
 
 @hookimpl
 def mklkit_register_components(register: RegisterFn) -> None:
-    """Register the built-in losses, regularizers, kernel functions and engines (``auto``
-    is the pipeline's: :mod:`mklkit.pipeline.choose`)."""
+    """Register the built-in losses, regularizers, kernel functions, engines (``auto``
+    is the pipeline's: :mod:`mklkit.pipeline.choose`) and weightings."""
     for cls in (*BUILTIN_LOSSES, *BUILTIN_REGULARIZERS, *BUILTIN_KERNEL_FUNCTIONS, Spicy, Proximal, Auto, BCD, DualCD):
+        register(cls)
+    for cls in BUILTIN_WEIGHTINGS:
         register(cls)
