@@ -324,6 +324,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
             ("mklkit.solving", "mklkit.pipeline"),
             ("mklkit.solving", "mklkit.pipeline.heldout"),
             ("mklkit.solving", "mklkit.pipeline.refine"),
+            ("mklkit.solving", "mklkit.pipeline.weighting"),
             ("mklkit.solving", "mklkit.pipeline.problem_settings"),
             ("mklkit.solving", "mklkit.result"),
             ("mklkit.sweep.backends", "mklkit._dask"),

@@ -156,3 +156,235 @@ def test_average_is_one_over_m():
     ab, fb, y = _banks(M=5)
     np.testing.assert_array_equal(Average().weights(ab, y), np.full(5, 0.2))
     np.testing.assert_array_equal(Average().weights(fb, y), np.full(5, 0.2))
+
+
+# --- the second stage, the estimators and specs ---------------------------------------------------------------------
+
+
+def _precomputed(N: int = 120, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gram matrices (N, N, M) of three Gaussian widths and a linear kernel on breast cancer rows, their labels
+    and the real target ``mean radius``."""
+    from sklearn.datasets import load_breast_cancer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    rows = np.random.default_rng(seed).permutation(X.shape[0])[:N]
+    X, y = X[rows], y[rows]
+    t = X[:, 0].copy()
+    X = (X - X.mean(0)) / X.std(0)
+    X = X[:, 1:]
+    D = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    Ks = [np.exp(-g * D) for g in (0.002, 0.02, 0.2)] + [X @ X.T / X.shape[1]]
+    return np.stack(Ks, axis=-1), y, t
+
+
+WEIGHTINGS = ["average", "alignf", "easymkl", "fheuristic", {"name": "pwmk", "C": 10.0}]
+
+
+@pytest.mark.parametrize("weighting", WEIGHTINGS, ids=lambda w: w if isinstance(w, str) else w["name"])
+def test_classifier_with_a_weighting_is_the_single_kernel_fit_on_the_combined_kernel(weighting):
+    from mklkit import MKLClassifier
+    from mklkit.plugins import get_registry
+    from mklkit.weighting import checked_weights
+
+    Ks, y, _ = _precomputed()
+    est = MKLClassifier(kernels="precomputed", weighting=weighting, C=1.0, tol=1e-8).fit(Ks, y)
+    labels = np.where(y == 1, 1.0, -1.0)
+    eta = (
+        get_registry()
+        .create("weighting", weighting)
+        .weights(ArrayBank(np.ascontiguousarray(np.moveaxis(Ks, 2, 0))), labels)
+    )
+    np.testing.assert_allclose(est.kernel_weights_, checked_weights(eta, 4, "test"), rtol=1e-8, atol=1e-12)
+    assert est.dual_gap_ <= 1e-8 and est.regularizer_.name == "uniform"
+    Kc = np.einsum("ijm,m->ij", Ks, est.kernel_weights_)[:, :, None]
+    ref = MKLClassifier(kernels="precomputed", regularizer="uniform", C=1.0, tol=1e-8).fit(Kc, y)
+    np.testing.assert_allclose(est.decision_function(Ks), ref.decision_function(Kc), atol=1e-6)
+
+
+@pytest.mark.parametrize("multiclass", ["ovr", "ovo"])
+def test_multiclass_weights_are_those_of_each_binary_problem(multiclass):
+    from sklearn.datasets import load_wine
+
+    from mklkit import MKLClassifier
+
+    X, y = load_wine(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    groups = [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11, 12]]
+    Ks = np.stack([np.exp(-((X[:, None, g] - X[None, :, g]) ** 2).sum(-1) / len(g)) for g in groups], axis=-1)
+    est = MKLClassifier(kernels="precomputed", weighting="alignf", multiclass=multiclass, C=0.1).fit(Ks, y)
+    K = np.ascontiguousarray(np.moveaxis(Ks, 2, 0))
+    assert est.kernel_weights_.shape == (3, 4)
+    pairs = [(0, None), (1, None), (2, None)] if multiclass == "ovr" else [(1, 0), (2, 0), (2, 1)]
+    for t, (pos, neg) in enumerate(pairs):
+        rows = np.arange(y.size) if neg is None else np.flatnonzero((y == pos) | (y == neg))
+        yt = np.where(y[rows] == pos, 1.0, -1.0)
+        want = AlignF().weights(ArrayBank(np.ascontiguousarray(K[:, rows][:, :, rows])), yt)
+        np.testing.assert_allclose(est.kernel_weights_[t], want, rtol=1e-8, atol=1e-12)
+    assert est.score(Ks, y) > 0.9
+
+
+def test_a_factor_bank_with_the_held_out_C_and_the_default_bank_kept_whole():
+    from sklearn.datasets import load_wine
+
+    from mklkit import MKLClassifier
+
+    X, y = load_wine(return_X_y=True)
+    X, y = X[y < 2], y[y < 2]
+    fac = MKLClassifier(weighting="fheuristic", C="path", factor={"rank": 30}).fit(X, y)
+    assert fac.factor_approximation_ is not None and fac.bank_choice_ is None
+    assert np.isclose(fac.kernel_weights_.sum(), 1.0) and fac.C_selection_ is not None
+    assert fac.score(X, y) > 0.9
+
+
+def test_regressor_with_alignf_on_a_real_target():
+    from mklkit import MKLRegressor
+
+    Ks, _, t = _precomputed()
+    est = MKLRegressor(kernels="precomputed", weighting="alignf", C=0.1, tol=1e-8).fit(Ks, t)
+    assert np.all(est.kernel_weights_ >= 0) and est.dual_gap_ <= 1e-8
+    Kc = np.einsum("ijm,m->ij", Ks, est.kernel_weights_)[:, :, None]
+    ref = MKLRegressor(kernels="precomputed", regularizer="uniform", C=0.1, tol=1e-8).fit(Kc, t)
+    np.testing.assert_allclose(est.predict(Ks), ref.predict(Kc), atol=1e-6 * np.abs(t).max())
+
+
+def test_estimator_errors_name_the_parameter_the_value_and_what_is_allowed():
+    from mklkit import MKLClassifier, MKLRegressor
+    from mklkit.components.params import ParamError
+
+    Ks, y, t = _precomputed(N=40)
+    with pytest.raises(ParamError) as exc:
+        MKLClassifier(kernels="precomputed", weighting="alignf", regularizer="l1").fit(Ks, y)
+    assert exc.value.key == "regularizer" and exc.value.value == "l1"
+    assert "uniform" in exc.value.allowed and "weighting='alignf'" in exc.value.allowed
+    with pytest.raises(ParamError) as exc:
+        MKLRegressor(kernels="precomputed", weighting="easymkl").fit(Ks, t)
+    assert exc.value.key == "weighting" and exc.value.value == "easymkl"
+    assert "alignf" in exc.value.allowed and "easymkl" not in exc.value.allowed
+    with pytest.raises(ParamError) as exc:
+        MKLClassifier(kernels="precomputed", weighting={"name": "easymkl", "lam": 1.5}).fit(Ks, y)
+    assert exc.value.key == "lam" and exc.value.value == 1.5 and exc.value.allowed == "a number in [0, 1]"
+    with pytest.raises(KeyError, match="did you mean 'alignf'"):
+        MKLClassifier(kernels="precomputed", weighting="alignff").fit(Ks, y)
+    # 'uniform' given explicitly is the second stage itself
+    est = MKLClassifier(kernels="precomputed", weighting="average", regularizer="uniform", C=1.0).fit(Ks, y)
+    np.testing.assert_allclose(est.kernel_weights_, 0.25)
+
+
+_SPEC = {
+    "data": {"builtin": "sonar", "test_size": 0.3, "seed": 0, "standardize": True},
+    "kernels": {"bank": [{"function": "rbf", "width": [5, 10, 20], "features": "all"}, {"function": "linear"}]},
+    "problem": {"loss": "hinge", "weighting": {"name": "easymkl", "lam": 0.2}, "C": "scale"},
+    "engine": {"tol": 1e-6},
+}
+
+
+def test_a_spec_with_a_weighting_runs_and_reports_the_weights():
+    from mklkit import api
+    from mklkit.spec.models import parse_spec
+
+    spec = parse_spec(_SPEC)
+    assert spec.problem.regularizer.name == "uniform" and spec.problem.weighting.lam == 0.2
+    run = api.run(spec)
+    weights = np.array([k["weight"] for k in run.kernel_weights()])
+    assert weights.shape == (4,) and np.isclose(weights.sum(), 1.0) and np.all(weights >= 0)
+    assert run.summary()["regularizer"] == "uniform" and run.result.gap <= 1e-6
+    assert run.metrics["test_accuracy"] > 0.7
+    assert spec.resolved()["problem"]["weighting"]["name"] == "easymkl"
+
+
+@pytest.mark.parametrize(
+    "problem, key, value, allowed",
+    [
+        ({"loss": "hinge", "weighting": "alignff"}, "problem.weighting", "'alignff'", "did you mean 'alignf'"),
+        ({"loss": "hinge", "weighting": {"name": "pwmk", "cv": 1}}, "problem.weighting.cv", "1", "an integer >= 2"),
+        ({"loss": "hinge", "weighting": "alignf", "regularizer": "l1"}, "problem.regularizer", "'l1'", "'uniform'"),
+        ({"loss": "squared", "weighting": "easymkl"}, "problem.weighting", "'easymkl'", "alignf, average"),
+    ],
+)
+def test_spec_errors_with_a_weighting(problem, key, value, allowed):
+    from mklkit.pipeline import PipelineError
+    from mklkit.spec.models import parse_spec
+
+    with pytest.raises(PipelineError) as exc:
+        parse_spec({**_SPEC, "problem": problem})
+    text = str(exc.value)
+    assert f"{key}:" in text and f"got {value}" in text and allowed in text
+
+
+def test_the_second_stage_passes_the_engine_kit_with_every_builtin_engine():
+    """A two-stage problem is an ordinary problem: every built-in engine that takes it certifies its gap
+    against the conic reference (check_engine)."""
+    from mklkit.components.losses import Hinge, Logistic
+    from mklkit.components.elasticnet import L1
+    from mklkit.pipeline.weighting import weight_problem
+    from mklkit.plugins import get_registry
+    from mklkit.problem import Problem
+    from mklkit.testing import KitProblem, check_engine, exact_factors, sample_bank, sample_points
+
+    X, y = sample_points("sonar", 40, 0)
+    K = sample_bank(X)
+    reg = get_registry()
+    checked = []
+    for representation, bank in (("array", K), ("factor", exact_factors(K))):
+        for loss in (Hinge(), Logistic()):
+            base = Problem(K=bank, y=y, loss=loss, regularizer=L1(), C=0.1)
+            second = weight_problem(base, EasyMKL()).problem
+            assert second.regularizer.name == "uniform" and second.representation == representation
+            for name in ("spicy", "proximal", "bcd", "dualcd"):
+                engine = reg.create("engine", name)
+                if engine.supports(second) is not None:
+                    continue
+                label = f"sonar {loss.name} easymkl second stage ({representation})"
+                report = check_engine(engine, problems=[KitProblem(label, second)], reference="conic")
+                assert report.ok, str(report)
+                checked.append((name, representation, loss.name))
+    assert {c[0] for c in checked} == {"spicy", "proximal", "bcd", "dualcd"}
+
+
+@pytest.mark.parametrize("cls", [Average, AlignF, EasyMKL, FHeuristic])
+def test_the_builtin_weightings_pass_the_component_kit(cls):
+    from mklkit.testing import WEIGHTING_IDENTITIES, check_component
+
+    report = check_component(cls)
+    assert report.ok, str(report)
+    assert [c.identity for c in report.checks] == list(WEIGHTING_IDENTITIES)
+
+
+def test_the_component_kit_finds_a_wrong_scale_claim_and_negative_weights():
+    from mklkit.testing import check_component, registered
+    from mklkit.weighting import Weighting
+
+    class TraceWeights(Weighting):
+        name = "trace_weights"
+        description = "weights proportional to the traces (a wrong 'invariant' claim)"
+        scale = "invariant"
+
+        def weights(self, bank, y):
+            return np.asarray(bank.trace(), dtype=np.float64)
+
+    class Signed(TraceWeights):
+        name = "signed"
+        description = "weights of both signs"
+        scale = "none"
+
+        def weights(self, bank, y):
+            w = np.asarray(bank.trace(), dtype=np.float64)
+            return w - w.mean()
+
+    report = check_component(TraceWeights)
+    assert not report["scale"].passed and report["kernel_order"].passed and report["factor_bank"].passed
+    assert not check_component(Signed)["weights"].passed
+    with registered(TraceWeights):  # a plugin's weighting: the registry and the estimators take it by name
+        from mklkit import MKLClassifier
+
+        Ks, y, _ = _precomputed(N=40)
+        est = MKLClassifier(kernels="precomputed", weighting="trace_weights", C=1.0).fit(Ks, y)
+        np.testing.assert_allclose(est.kernel_weights_, np.trace(np.moveaxis(Ks, 2, 0), axis1=1, axis2=2))
+
+
+def test_check_plugin_runs_the_kit_on_a_weighting(capsys):
+    from mklkit.cli import main
+
+    assert main(["check-plugin", "weighting:fheuristic", "--random", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "conformance of weighting 'fheuristic'" in out and "PASS  factor_bank" in out

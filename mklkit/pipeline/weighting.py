@@ -20,11 +20,11 @@ import numpy as np
 
 from ..plugins import get_registry
 from .errors import PipelineError
+from .problem_settings import SECOND_STAGE_REGULARIZER
 
 logger = logging.getLogger("mklkit.pipeline")
 
-#: The regularizer of the second stage.
-SECOND_STAGE_REGULARIZER = "uniform"
+__all__ = ["SECOND_STAGE_REGULARIZER", "WeightedProblem", "weight_problem"]
 
 
 @dataclasses.dataclass
