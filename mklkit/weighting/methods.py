@@ -102,15 +102,28 @@ def easymkl_margin(bank: Any, y: np.ndarray, lam: float, *, tol: float = 1e-10, 
 
         def kbar(v: np.ndarray) -> np.ndarray:
             return Kbar @ v
+
+        def kbar_block(S: np.ndarray) -> np.ndarray:
+            return Kbar[np.ix_(S, S)]
     else:
+        row_scale = np.sqrt(np.repeat(s, np.diff(bank.starts)))
 
         def kbar(v: np.ndarray) -> np.ndarray:
             return s @ bank.matvecs(v)
 
+        def kbar_block(S: np.ndarray) -> np.ndarray:
+            cols = bank.sample_columns(S)
+            cols = np.asarray(cols.toarray() if hasattr(cols, "toarray") else cols) * row_scale[:, None]
+            return cols.T @ cols
+
     def apply(v: np.ndarray) -> np.ndarray:
         return (1.0 - lam) * y * kbar(y * v) + lam * v
 
-    return simplex_pair_qp(apply, y > 0, tol=tol, max_iter=max_iter, owner="easymkl"), s
+    def block(S: np.ndarray) -> np.ndarray:
+        yS = y[S]
+        return (1.0 - lam) * yS[:, None] * kbar_block(S) * yS[None, :] + lam * np.eye(S.size)
+
+    return simplex_pair_qp(apply, y > 0, block=block, tol=tol, max_iter=max_iter, owner="easymkl"), s
 
 
 class EasyMKL(Weighting):
