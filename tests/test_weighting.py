@@ -388,3 +388,53 @@ def test_check_plugin_runs_the_kit_on_a_weighting(capsys):
     assert main(["check-plugin", "weighting:fheuristic", "--random", "1"]) == 0
     out = capsys.readouterr().out
     assert "conformance of weighting 'fheuristic'" in out and "PASS  factor_bank" in out
+
+
+def test_weight_problem_refuses_a_sharded_bank_and_a_weighting_without_weights():
+    from mklkit.components.elasticnet import L1
+    from mklkit.components.losses import Hinge
+    from mklkit.pipeline import PipelineError
+    from mklkit.pipeline.weighting import weight_problem
+    from mklkit.problem import Problem
+
+    ab, _, y = _banks()
+    probe = Problem(K=ab, y=y, loss=Hinge(), regularizer=L1(), C=1.0, extra={"representation": "sharded"})
+    with pytest.raises(PipelineError) as exc:
+        weight_problem(probe, AlignF())
+    assert exc.value.key == "problem.weighting" and exc.value.value == "sharded" and "factor" in exc.value.allowed
+    flat = Problem(K=np.ones((3, 6, 6)), y=np.array([1.0, -1, 1, -1, 1, -1]), loss=Hinge(), regularizer=L1(), C=1.0)
+    with pytest.raises(PipelineError) as exc:  # constant kernels: nothing is aligned with the target
+        weight_problem(flat, AlignF())
+    assert exc.value.key == "problem.weighting" and "no kernel is aligned" in exc.value.problem
+
+
+def test_a_plugin_weighting_with_invalid_weights_is_refused_by_the_estimator():
+    from mklkit import MKLClassifier
+    from mklkit.testing import registered
+    from mklkit.weighting import Weighting
+
+    class NaNWeights(Weighting):
+        name = "nan_weights"
+        description = "weights that are not numbers"
+
+        def weights(self, bank, y):
+            return np.full(bank.shape[0], np.nan)
+
+    Ks, y, _ = _precomputed(N=40)
+    with registered(NaNWeights), pytest.raises(ValueError, match=r"MKLClassifier: weighting: .*finite"):
+        MKLClassifier(kernels="precomputed", weighting="nan_weights").fit(Ks, y)
+
+
+def test_fit_path_and_set_params_with_a_weighting():
+    from mklkit import MKLClassifier
+
+    Ks, y, _ = _precomputed(N=80)
+    est = MKLClassifier(kernels="precomputed", weighting="easymkl", tol=1e-8)
+    est.set_params(weighting__lam=0.3)
+    assert est.weighting == {"name": "easymkl", "lam": 0.3}
+    path = est.fit_path(Ks, y, Cs=[1.0, 0.1, 0.01])
+    eta = EasyMKL(lam=0.3).weights(ArrayBank(np.ascontiguousarray(np.moveaxis(Ks, 2, 0))), np.where(y == 1, 1.0, -1.0))
+    for i in range(3):
+        fitted = path.estimator(i)
+        np.testing.assert_allclose(fitted.kernel_weights_, eta, rtol=1e-7)
+        assert fitted.dual_gap_ <= 1e-8
