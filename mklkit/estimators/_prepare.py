@@ -45,7 +45,6 @@ class FitState:
     subset: dict[int, np.ndarray] = field(default_factory=dict)  # the kernels kept of the default bank
     bank_choice: dict[int, dict[str, Any]] = field(default_factory=dict)  # what chose them
     weighting: Any = None  # a two-stage method's weighting component (pipeline.weighting)
-    weights: dict[int, np.ndarray] = field(default_factory=dict)  # its kernel weights per task
 
 
 @dataclass

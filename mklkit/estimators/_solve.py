@@ -74,7 +74,6 @@ class Solving:
                 weighted = weight_problem(base, prep.weighting, key="weighting")
             except PipelineError as exc:
                 raise self._error(exc) from None
-            prep.weights[t] = weighted.eta
             base, warm = weighted.problem, weighted.start(warm)
         where = f"{self._owner}: problem {t + 1}/{len(prep.tasks)}"
         if prep.classes is not None and len(prep.tasks) > 1:
@@ -121,7 +120,10 @@ class Solving:
 
     def _refine(self, prep: FitState, results: list[Any]) -> list[Any]:
         """Factors that follow the solution (:mod:`mklkit.pipeline.refine`) when the bank's factor settings ask for
-        it (``{"refine": ...}``; by default with ``C="path"``)."""
+        it (``{"refine": ...}``; by default with ``C="path"``); not with a weighting, whose weights were learnt on
+        the factors."""
+        if prep.weighting is not None:
+            return results
 
         def resolve(prepared: Any, warm: list[Any]) -> list[Any]:
             prep.prepared = prepared
