@@ -438,3 +438,16 @@ def test_fit_path_and_set_params_with_a_weighting():
         fitted = path.estimator(i)
         np.testing.assert_allclose(fitted.kernel_weights_, eta, rtol=1e-7)
         assert fitted.dual_gap_ <= 1e-8
+
+
+def test_alignf_leaves_a_kernel_constant_after_centring_at_zero_and_matches_clarabels_optimum():
+    ab, _, y = _banks()
+    K = ab.as_array()
+    N = y.size
+    bank = ArrayBank(np.ascontiguousarray(np.concatenate([np.full((1, N, N), 1.0 / N), K])))  # unit trace, centred 0
+    sol, Mm, a = alignf_qp(bank, y)
+    ref = _clarabel_alignf(Mm, a)
+    objective = float(sol.x @ Mm @ sol.x - 2 * a @ sol.x)
+    assert sol.x[0] == 0.0 and sol.converged
+    assert objective <= float(ref @ Mm @ ref - 2 * a @ ref) + 1e-9 * abs(objective)
+    np.testing.assert_allclose(sol.x[1:], alignf_qp(ab, y)[0].x, rtol=1e-9, atol=1e-12)

@@ -37,11 +37,17 @@ class QPSolution:
         return self.status == "converged"
 
 
+#: The relative size of a diagonal entry of :math:`M` below which :func:`nonnegative_qp` takes its coordinate as null.
+_NULL_DIAGONAL = 1e-10
+
+
 def nonnegative_qp(M: np.ndarray, a: np.ndarray, tol: float = 1e-9) -> QPSolution:
     r"""The minimiser of :math:`v^\top M v - 2v^\top a` over :math:`v \ge 0`, for :math:`M` symmetric positive
     semi-definite and :math:`a` in its range.
 
-    With :math:`M = Q\Lambda Q^\top` (the eigenvalues above :math:`10^{-12}\lambda_{max}` kept),
+    Coordinates with :math:`M_{kk} \le 10^{-10}\max_l M_{ll}` (a kernel constant after centring: its
+    :math:`a_k` is rounding noise as well) are left at 0.  On the others, with :math:`M = Q\Lambda Q^\top` (the
+    eigenvalues above :math:`10^{-12}\lambda_{max}` kept),
     :math:`R = \Lambda^{1/2}Q^\top` and :math:`b = \Lambda^{-1/2}Q^\top a`,
     :math:`\|Rv - b\|^2 = v^\top Mv - 2v^\top a + \|b\|^2`: the problem is the non-negative least-squares problem
     of :math:`(R, b)`, solved exactly by the active-set method of Lawson and Hanson (``scipy.optimize.nnls``).
@@ -52,16 +58,23 @@ def nonnegative_qp(M: np.ndarray, a: np.ndarray, tol: float = 1e-9) -> QPSolutio
     """
     M = 0.5 * (np.asarray(M, dtype=np.float64) + np.asarray(M, dtype=np.float64).T)
     a = np.asarray(a, dtype=np.float64)
-    lam, Q = np.linalg.eigh(M)
-    top = float(lam[-1]) if lam.size else 0.0
-    if not top > 0.0:
-        return QPSolution(np.zeros_like(a), 0.0, 0.0, 0, "converged")
+    diag = np.diag(M)
+    top_diag = float(diag.max()) if diag.size else 0.0
+    # a coordinate whose M_kk is rounding noise (a kernel that is constant after centring) has a_k of
+    # noise too: left at 0, or the noise would be an unbounded direction of descent
+    live = np.flatnonzero(diag > _NULL_DIAGONAL * top_diag) if top_diag > 0.0 else np.zeros(0, dtype=np.int64)
+    v = np.zeros_like(a)
+    if live.size == 0:
+        return QPSolution(v, 0.0, 0.0, 0, "converged")
+    lam, Q = np.linalg.eigh(M[np.ix_(live, live)])
+    top = float(lam[-1])
     keep = lam > 1e-12 * top
     root = np.sqrt(lam[keep])
     R = root[:, None] * Q[:, keep].T
-    b = (Q[:, keep].T @ a) / root
-    v, _ = nnls(R, b, maxiter=50 * max(1, a.size))
+    b = (Q[:, keep].T @ a[live]) / root
+    v[live], _ = nnls(R, b, maxiter=50 * max(1, live.size))
     g = M @ v - a
+    g[np.setdiff1d(np.arange(a.size), live)] = 0.0  # the null coordinates: no condition
     scale = max(float(np.max(np.abs(a))), top * float(np.max(np.abs(v))), np.finfo(float).tiny)
     active = v > 0.0
     violation = max(float(np.max(np.maximum(-g, 0.0))), float(np.max(np.abs(g[active]), initial=0.0)))
