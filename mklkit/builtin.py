@@ -20,14 +20,17 @@ from .kernels.boolean import BOOLEAN_KERNEL_FUNCTIONS
 from .kernels.functions import BUILTIN_KERNEL_FUNCTIONS
 from .kernels.strings import STRING_KERNEL_FUNCTIONS
 from .pipeline.choose import Auto
+from .weighting.methods import BUILTIN_WEIGHTINGS
 
 BUILTIN_REGULARIZERS = (L1, ElasticNet, Lq, Uniform, KL)
 
 
 @hookimpl
 def mklkit_register_components(register: RegisterFn) -> None:
-    """Register the built-in losses, regularizers, kernel functions and engines (``auto``
-    is the pipeline's: :mod:`mklkit.pipeline.choose`)."""
+    """Register the built-in losses, regularizers, kernel functions, engines (``auto``
+    is the pipeline's: :mod:`mklkit.pipeline.choose`) and weightings."""
     kernel_functions = (*BUILTIN_KERNEL_FUNCTIONS, *BOOLEAN_KERNEL_FUNCTIONS, *STRING_KERNEL_FUNCTIONS)
     for cls in (*BUILTIN_LOSSES, *BUILTIN_REGULARIZERS, *kernel_functions, Spicy, Proximal, Auto, BCD, DualCD):
+        register(cls)
+    for cls in BUILTIN_WEIGHTINGS:
         register(cls)

@@ -13,7 +13,7 @@ from typing import Any
 from .components.params import Param, ParamError
 
 #: Component kinds, in listing order.
-KINDS: tuple[str, ...] = ("loss", "regularizer", "kernel", "engine")
+KINDS: tuple[str, ...] = ("loss", "regularizer", "kernel", "engine", "weighting")
 
 _NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*")
 
@@ -35,6 +35,10 @@ def base_class(kind: str) -> type:
         from .engines.base import Engine
 
         return Engine
+    if kind == "weighting":
+        from .weighting.base import Weighting
+
+        return Weighting
     from .kernels.functions import KernelFunction
 
     return KernelFunction
@@ -192,6 +196,23 @@ def _engine_problems(cls: type) -> list[str]:
     return problems
 
 
+def _weighting_problems(cls: type) -> list[str]:
+    """``tasks``, ``scale`` and ``weights`` (mklkit.weighting.base)."""
+    from .components.base import CLASSIFICATION, REGRESSION
+    from .weighting.base import SCALE_BEHAVIOURS, Weighting
+
+    problems = []
+    tasks = getattr(cls, "tasks", None)
+    if not (isinstance(tasks, tuple) and tasks and set(tasks) <= {CLASSIFICATION, REGRESSION}):
+        problems.append(f"tasks must be a non-empty tuple of {CLASSIFICATION!r} and {REGRESSION!r}; got {tasks!r}")
+    scale = getattr(cls, "scale", None)
+    if scale not in SCALE_BEHAVIOURS:
+        problems.append(f"scale must be one of {', '.join(map(repr, SCALE_BEHAVIOURS))}; got {scale!r}")
+    if getattr(cls, "weights", None) is Weighting.weights:
+        problems.append("does not implement weights(bank, y) (the kernel weights, shape (M,))")
+    return problems
+
+
 def _kernel_function_problems(cls: type, base: type) -> list[str]:
     """``uses`` + ``from_base``, or an own ``gram`` (mklkit.kernels.functions)."""
     from .kernels.functions import BASES
@@ -262,8 +283,10 @@ def declaration_problems(component: Any, kind: str | None = None) -> list[str]:
         problems += _regularizer_problems(cls, obj)
     elif kind == "engine":
         problems += _engine_problems(cls)
+    elif kind == "weighting":
+        problems += _weighting_problems(cls)
     else:
         problems += _kernel_function_problems(cls, base)
-    if obj is not None and kind in ("loss", "regularizer"):
+    if obj is not None and kind in ("loss", "regularizer", "weighting"):
         problems += _instance_problems(obj)
     return problems

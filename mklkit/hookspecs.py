@@ -29,9 +29,9 @@ def mklkit_register_components(register: RegisterFn) -> None:
     """Contribute component classes: call ``register(cls)`` once for each.
 
     ``register`` dispatches on ``cls.kind`` (``"loss"``, ``"regularizer"``, ``"engine"``,
-    ``"kernel"``: subclasses of :class:`mklkit.components.base.Loss`,
+    ``"kernel"``, ``"weighting"``: subclasses of :class:`mklkit.components.base.Loss`,
     :class:`mklkit.components.base.Regularizer`, :class:`mklkit.engines.base.Engine`,
-    :class:`mklkit.kernels.functions.KernelFunction`), validates the class on the spot
+    :class:`mklkit.kernels.functions.KernelFunction`, :class:`mklkit.weighting.base.Weighting`), validates the class on the spot
     (an error names the plugin and what is missing) and returns it, so it may decorate.
     Each class sets a ``name`` unique within its kind and a ``description``.  The hook is
     called once per plugin when the registry is first needed

@@ -166,7 +166,14 @@ def solve_prepared(
     from .pipeline.heldout import held_out_C, uses_path
     from .pipeline.problem_settings import auto_C
     from .pipeline.refine import refine_prepared
+    from .pipeline.weighting import weight_problem
 
+    weighted = None
+    if spec.problem.weighting is not None:  # a two-stage method: the uniform problem on the weighted bank
+        weighted = weight_problem(problem, spec.problem.weighting)
+        problem, warm_start = weighted.problem, weighted.start(warm_start)
+        if isinstance(spec.problem.C, str):  # 'scale' (and 'auto' without a path) of the weighted kernels
+            problem = problem_at(problem, C=auto_C(problem))
     engine = spec.engine.engine
     what = components(problem.loss.name, problem.regularizer.name, engine.name)
     t0 = time.perf_counter()
@@ -181,15 +188,19 @@ def solve_prepared(
         if result is None:
             result = solve_from(engine, problem, callback, warm_start)
         t_refine = time.perf_counter()
-        refined, (result,), refinement = refine_prepared(
-            prepared.with_C(problem.C),
-            [result],
-            lambda p, warm: [solve_from(engine, p.problem, None, warm[0])],
-            spec.kernels.budget,
-            spec.problem.C,
-            progress=_staged(callback, "refine"),
-        )
-        refine_s = None if refinement is None else time.perf_counter() - t_refine
+        refinement = refine_s = None
+        if weighted is None:  # the weights were learnt on these factors: they are not refined
+            refined, (result,), refinement = refine_prepared(
+                prepared.with_C(problem.C),
+                [result],
+                lambda p, warm: [solve_from(engine, p.problem, None, warm[0])],
+                spec.kernels.budget,
+                spec.problem.C,
+                progress=_staged(callback, "refine"),
+            )
+            refine_s = None if refinement is None else time.perf_counter() - t_refine
+        else:
+            result, problem = weighted.result(result), problem_at(prepared.problem, C=problem.C)
     if refinement is not None:
         prepared, problem = refined, refined.problem
     solve_s = time.perf_counter() - t0

@@ -152,6 +152,19 @@ RULES = [
             "mklkit.cli",
         ),
     ),
+    (
+        "mklkit.weighting",
+        (
+            "mklkit.engines",
+            "mklkit.pipeline",
+            "mklkit.spec",
+            "mklkit.api",
+            "mklkit.sweep",
+            "mklkit.estimators",
+            "mklkit.cli",
+            "mklkit.plugins",
+        ),
+    ),
     ("mklkit.result", ("mklkit",)),
     ("mklkit.progress", ("mklkit",)),
     ("mklkit.declaration", _TOP),
@@ -256,6 +269,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("mklkit.declaration", "mklkit.components.base"): "numpy when checking",
     ("mklkit.declaration", "mklkit.engines.base"): "numba when checking",
     ("mklkit.declaration", "mklkit.kernels.functions"): "numba when checking",
+    ("mklkit.declaration", "mklkit.weighting.base"): "numba when checking",
     # an optional dependency: the conic reference needs cvxpy
     ("mklkit.testing._engine_checks", "mklkit.testing.conic"): "cvxpy",
     # the jitted loops of bcd are compiled (or loaded from numba's cache) when bcd first solves
@@ -306,6 +320,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
             ("mklkit.pipeline.refine", "mklkit.kernels"),
             ("mklkit.pipeline.refine", "mklkit.kernels.factorize"),
             ("mklkit.pipeline.refine", "mklkit.kernels.factorize.build"),
+            ("mklkit.pipeline.weighting", "mklkit.weighting.base"),
         )
     },
     # api.py, solving.py and sweep/ load no numerics at import either (the CLI imports them for
@@ -323,6 +338,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
             ("mklkit.solving", "mklkit.pipeline.heldout"),
             ("mklkit.solving", "mklkit.pipeline.refine"),
             ("mklkit.solving", "mklkit.pipeline.one_class"),
+            ("mklkit.solving", "mklkit.pipeline.weighting"),
             ("mklkit.solving", "mklkit.pipeline.problem_settings"),
             ("mklkit.solving", "mklkit.result"),
             ("mklkit.sweep.backends", "mklkit._dask"),

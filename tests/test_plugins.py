@@ -455,7 +455,10 @@ class NotAComponent:
 
 VALIDATION_CASES = [
     (FakeHinge(), r"register\(\) takes a component class; got FakeHinge\(\)"),
-    (_subclass(Loss, kind="losss"), r"kind must be one of 'loss', 'regularizer', 'kernel', 'engine'; got 'losss'"),
+    (
+        _subclass(Loss, kind="losss"),
+        r"kind must be one of 'loss', 'regularizer', 'kernel', 'engine', 'weighting'; got 'losss'",
+    ),
     (NotAComponent, r"loss .*NotAComponent must be a subclass of mklkit.components.base.Loss"),
     (_subclass(Loss, name=""), r"lacks 'name' \(a non-empty string\)"),
     (_subclass(Loss, name="two words"), r"name 'two words' is not allowed: use letters"),

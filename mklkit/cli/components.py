@@ -9,9 +9,9 @@ from typing import Any, Sequence
 from .errors import EXIT_OK, EXIT_USAGE, UsageError
 from .output import err, out, plural
 
-#: Component kinds ``mklkit check-plugin`` checks: losses and regularizers by
+#: Component kinds ``mklkit check-plugin`` checks: losses, regularizers and weightings by
 #: ``mklkit.testing.check_component``, engines by ``mklkit.testing.check_engine``.
-CHECKABLE_KINDS = ("loss", "regularizer", "engine")
+CHECKABLE_KINDS = ("loss", "regularizer", "engine", "weighting")
 _CHECK = "mklkit check-plugin"
 
 
@@ -114,8 +114,8 @@ def cmd_check_plugin(args: argparse.Namespace) -> int:
     if not checkable:
         what = ", ".join(f"{r.kind} {r.name!r}" for r in skipped)
         raise UsageError(
-            f"{_CHECK}: the conformance kits check losses, regularizers and engines; got {what}; "
-            "allowed: a loss, regularizer or engine name, e.g. engine:spicy (see 'mklkit plugins')"
+            f"{_CHECK}: the conformance kits check losses, regularizers, engines and weightings; got {what}; "
+            "allowed: a loss, regularizer, engine or weighting name, e.g. engine:spicy (see 'mklkit plugins')"
         )
     given = _given_params(args.params, checkable)
     failed = total = 0
@@ -126,7 +126,8 @@ def cmd_check_plugin(args: argparse.Namespace) -> int:
         blocks += texts
         failed, total = failed + n_failed, total + n_total
     blocks += [
-        f"{r.kind} {r.name}: skipped (the conformance kits check losses, regularizers and engines)" for r in skipped
+        f"{r.kind} {r.name}: skipped (the conformance kits check losses, regularizers, engines and weightings)"
+        for r in skipped
     ]
     out("\n\n".join(blocks))
     if failed:
@@ -139,7 +140,7 @@ def cmd_check_plugin(args: argparse.Namespace) -> int:
 
 
 def _check_component(r: Any, given: dict[str, tuple[Any, str]], args: argparse.Namespace) -> tuple[list[str], int, int]:
-    """The component kit on a loss or regularizer at its parameter points: (report blocks, failed, checked).
+    """The component kit on a loss, regularizer or weighting at its parameter points: (report blocks, failed, checked).
 
     The blocks: the first point's whole report, the whole report of every failing point, the heading only of the
     other passing points."""

@@ -13,6 +13,7 @@ from ..components.base import Component
 from ..components.params import ParamError
 from ..pipeline import PipelineError, check_support, parse_bytes
 from ..pipeline.bank_settings import FactorSettings, ShardedSettings
+from ..pipeline.problem_settings import SECOND_STAGE_REGULARIZER
 from ..plugins import get_registry
 from ._defaults import default_bank, feature_kinds
 
@@ -20,6 +21,8 @@ logger = logging.getLogger("mklkit.estimators")
 
 NORMALIZE = ("auto", "trace", "diagonal", "none")
 MULTICLASS = ("ovr", "ovo")
+#: The estimators' default regularizer (replaced by ``uniform`` with a weighting).
+DEFAULT_REGULARIZER = "elasticnet"
 #: Estimator parameter of each pipeline key (errors name the parameter).
 _PARAMS = {
     "kernels.memory_budget": "memory_budget",
@@ -101,6 +104,8 @@ class ParameterChecks:
             ok = ", ".join(r.name for r in reg.registrations("loss") if r.cls.task == self._task)
             raise ParamError("loss", self.loss, f"a {self._task} loss (one of {ok})", owner=self._owner)
         regularizer = reg.create("regularizer", self.regularizer)
+        if self._weighting() is not None:
+            regularizer = self._second_stage_regularizer(regularizer)
         engine = reg.create("engine", self.engine)
         if self.engine_params is not None and not isinstance(self.engine_params, Mapping):
             raise ParamError(
@@ -111,6 +116,35 @@ class ParameterChecks:
         if updates:
             engine = type(engine)(**{**engine.get_params(), **updates})
         return loss, regularizer, engine
+
+    def _weighting(self) -> Any:
+        """The ``weighting`` instance (``None`` without one); refused where it does not apply to the task."""
+        spec = getattr(self, "weighting", None)
+        if spec is None:
+            return None
+        reg = get_registry()
+        weighting = reg.create("weighting", spec)
+        if not weighting.applies_to(self._task):
+            ok = ", ".join(r.name for r in reg.registrations("weighting") if self._task in r.cls.tasks)
+            raise ParamError(
+                "weighting", spec, f"None or a weighting for {self._task} (one of {ok})", owner=self._owner
+            )
+        return weighting
+
+    def _second_stage_regularizer(self, regularizer: Any) -> Any:
+        """With a weighting the regularizer is ``uniform``: the default (``elasticnet``) or ``uniform`` given, any
+        other refused (naming both parameters)."""
+        given = self.regularizer
+        default = isinstance(given, str) and given == DEFAULT_REGULARIZER
+        if not (default or regularizer.name == SECOND_STAGE_REGULARIZER):
+            raise ParamError(
+                "regularizer",
+                given,
+                f"{DEFAULT_REGULARIZER!r} (the default) or {SECOND_STAGE_REGULARIZER!r} with weighting="
+                f"{spec_name(self.weighting)!r} (the second stage of a two-stage method is the uniform combination)",
+                owner=self._owner,
+            )
+        return get_registry().create("regularizer", SECOND_STAGE_REGULARIZER)
 
     def _check_support(self, engine: Any, problem: Any) -> None:
         """The pipeline's engine check (:func:`mklkit.pipeline.check_support`), naming the ``engine`` parameter."""
@@ -199,14 +233,14 @@ class ParameterChecks:
     def set_params(self, **params: Any) -> "ParameterChecks":
         """Set parameters; ``regularizer__lam=0.2`` sets one parameter of a component.
 
-        For ``loss``, ``regularizer`` and ``engine``, a key ``<name>__<param>`` replaces the component spec by one
+        For ``loss``, ``regularizer``, ``engine`` and ``weighting``, a key ``<name>__<param>`` replaces the component spec by one
         with that parameter changed, whatever form it was given in (name, mapping or instance), so that
         ``GridSearchCV`` can search over ``{"regularizer__lam": [...]}``; ``fit`` validates the value.
         """
         nested: dict[str, dict[str, Any]] = {}
         for key in list(params):
             head, sep, sub = key.partition("__")
-            if sep and head in ("loss", "regularizer", "engine") and "__" not in sub:
+            if sep and head in ("loss", "regularizer", "engine", "weighting") and "__" not in sub:
                 nested.setdefault(head, {})[sub] = params.pop(key)
         super().set_params(**params)
         for head, updates in nested.items():

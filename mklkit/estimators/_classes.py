@@ -36,6 +36,13 @@ _COMMON_DOC = """\
     regularizer : str, mapping or Regularizer, default="elasticnet"
         A registered regularizer by name, as ``{"name": ..., **params}``, or an instance (a plugin's too).  The
         default elastic net (λ = 0.5) is sparse in the kernels and has a smooth conjugate.
+    weighting : None, str, mapping or Weighting, default=None
+        A two-stage method (``docs/two_stage.md``): kernel weights :math:`\\eta` learnt first by a registered
+        weighting (%(weightings)s; a plugin's too), by name, as ``{"name": ..., **params}`` or an instance, then the
+        learner on :math:`\\sum_m \\eta_m K_m` (the ``uniform`` regularizer on the scaled bank, certified by the
+        engine's gap); ``kernel_weights_`` is :math:`\\eta`, per binary problem.  The regularizer is then ``uniform``
+        (``regularizer`` left at its default, or ``"uniform"``; any other is refused), and the default bank is kept
+        whole (no ``bank_choice_``).
     C : float, "auto", "path" or "scale", default="auto"
         Regularization constant > 0 (larger: fewer, smoother kernels).  ``"path"``: chosen on 20 %% held-out rows
         along a warm-started path from ``C_max`` down (:func:`mklkit.pipeline.heldout.select_C`, ``C_selection_``).
@@ -79,7 +86,8 @@ _COMMON_DOC = """\
 
 _ATTR_DOC = """\
     kernel_weights_ : ndarray of shape (n_kernels,) or (n_problems, n_kernels)
-        Kernel weights :math:`d_m` (summing to 1); one row per binary problem for multiclass fits.
+        Kernel weights :math:`d_m` (summing to 1), or a weighting's :math:`\\eta`; one row per binary problem for
+        multiclass fits.
     active_kernels_ : ndarray of int
         Indices of the kernels with a non-zero block in some problem (the only ones computed to predict).
     kernel_names_ : list of str
@@ -135,7 +143,7 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
     loss : str, mapping or Loss, default="logistic"
         A registered classification loss (``predict_proba`` needs the logistic loss); the error message of an
         unsupported loss/regularizer pair names the engines that can solve it.
-{_COMMON_DOC % dict(C="1", C_note="The scale 1 (C = 0.05 at N = 400) is the best of a grid on the UCI sets and reaches SVC's accuracy on a9a (docs/api.md).")}
+{_COMMON_DOC % dict(weightings="``average``, ``alignf``, ``easymkl``, ``fheuristic``, ``pwmk``", C="1", C_note="The scale 1 (C = 0.05 at N = 400) is the best of a grid on the UCI sets and reaches SVC's accuracy on a9a (docs/api.md).")}
     multiclass : {{"ovr", "ovo"}}, default="ovr"
         One-vs-rest (one problem per class on all rows) or one-vs-one (one problem per pair of classes on their
         rows only).
@@ -168,6 +176,7 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
         *,
         loss: Any = "logistic",
         regularizer: Any = "elasticnet",
+        weighting: Any = None,
         C: Any = "auto",
         bias: bool = True,
         engine: Any = "auto",
@@ -290,7 +299,7 @@ class MKLRegressor(RegressorMixin, BaseMKL):
     loss : str, mapping or Loss, default="squared"
         A registered regression loss (``squared``, ``eps_insensitive``, ``huber``, a plugin's), subject to the
         engine's support.
-{_COMMON_DOC % dict(C="6", C_note="The scale 6 (C = 0.3 at N = 400) is the best of a grid on diabetes and liver/drinks (docs/api.md).")}
+{_COMMON_DOC % dict(weightings="``average``, ``alignf``, ``fheuristic``: those that read a real target", C="6", C_note="The scale 6 (C = 0.3 at N = 400) is the best of a grid on diabetes and liver/drinks (docs/api.md).")}
     standardize_y : bool, default=True
         Fit the targets standardized, :math:`(y - \\bar y)/s_y` (not centred with ``bias=False``; :math:`s_y` is
         then the root mean square), and map predictions back: ``C`` and the ``eps``/``delta`` of the
@@ -314,6 +323,7 @@ class MKLRegressor(RegressorMixin, BaseMKL):
         *,
         loss: Any = "squared",
         regularizer: Any = "elasticnet",
+        weighting: Any = None,
         C: Any = "auto",
         bias: bool = True,
         engine: Any = "auto",

@@ -45,6 +45,7 @@ class FitState:
     refinement: Any = None  # mklkit.pipeline.refine.FactorRefinement
     subset: dict[int, np.ndarray] = field(default_factory=dict)  # the kernels kept of the default bank
     bank_choice: dict[int, dict[str, Any]] = field(default_factory=dict)  # what chose them
+    weighting: Any = None  # a two-stage method's weighting component (pipeline.weighting)
 
 
 @dataclass
@@ -201,6 +202,7 @@ class FitPreparation:
         from ..kernels.factorize.settings import warning_names
 
         loss, regularizer, engine = self._components()
+        weighting = self._weighting()
         normalize = self._checked_options()
         kind, rep_settings = self._representation()
         if self._precomputed():
@@ -238,6 +240,7 @@ class FitPreparation:
             representation=rep,
             approximation=bank.approximation() if rep == "factor" else None,
             target=target,
+            weighting=weighting,
         )
 
     def _sample_weight(self, sample_weight: Any, y: np.ndarray) -> np.ndarray | None:

@@ -13,6 +13,7 @@ from ..pipeline import PipelineError, problem_at
 from ..pipeline.heldout import HeldoutChoice, held_out_C, uses_path
 from ..pipeline.kernel_subset import all_features_subset, restrict_result, subset_problem, widen_result
 from ..pipeline.refine import refine_prepared
+from ..pipeline.weighting import weight_problem
 from ..pipeline.bank_settings import kernel_resolver
 from ..pipeline.problem_settings import AUTO_C_SCALE, auto_C
 from ._checks import check_budget, spec_name
@@ -67,6 +68,13 @@ class Solving:
 
         task = prep.tasks[t]
         base = prep.prepared.subproblem(task.y, task.rows)  # the task's rows of the shared bank, once
+        weighted = None
+        if prep.weighting is not None:  # a two-stage method: the uniform problem on the weighted bank
+            try:
+                weighted = weight_problem(base, prep.weighting, key="weighting")
+            except PipelineError as exc:
+                raise self._error(exc) from None
+            base, warm = weighted.problem, weighted.start(warm)
         where = f"{self._owner}: problem {t + 1}/{len(prep.tasks)}"
         if prep.classes is not None and len(prep.tasks) > 1:
             where += f" ({task.describe(prep.classes)})"
@@ -88,7 +96,8 @@ class Solving:
             result = solve_from(prep.engine, problem, callback, previous)
             prep.task_C[t] = float(C)  # the last C of the task (C="auto" resolves per task)
             logger.info(f"{where} C={C:g}: {result.message or result.status}")
-            results.append(result if keep is None else widen_result(result, keep, base.n_kernels))
+            whole = result if keep is None else widen_result(result, keep, base.n_kernels)
+            results.append(whole if weighted is None else weighted.result(whole))
             previous = result
         return results
 
@@ -111,7 +120,10 @@ class Solving:
 
     def _refine(self, prep: FitState, results: list[Any]) -> list[Any]:
         """Factors that follow the solution (:mod:`mklkit.pipeline.refine`) when the bank's factor settings ask for
-        it (``{"refine": ...}``; by default with ``C="path"``)."""
+        it (``{"refine": ...}``; by default with ``C="path"``); not with a weighting, whose weights were learnt on
+        the factors."""
+        if prep.weighting is not None:
+            return results
 
         def resolve(prepared: Any, warm: list[Any]) -> list[Any]:
             prep.prepared = prepared
@@ -162,7 +174,8 @@ class Solving:
 
         self._check_support(prep.engine, problem)  # the path's problems are of the same kind
         keep = None
-        if isinstance(self.kernels, str) and self.kernels == "auto" and len(prep.tasks) == 1:
+        default_bank = isinstance(self.kernels, str) and self.kernels == "auto"
+        if default_bank and len(prep.tasks) == 1 and prep.weighting is None:  # a weighting chooses its kernels
             specs = expand_bank(prep.kernels, prep.n_features_in, resolve=kernel_resolver())
             keep = all_features_subset(problem, specs, prep.n_features_in)
         try:

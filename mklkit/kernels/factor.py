@@ -191,6 +191,14 @@ class FactorBank(GramBank):
         starts = np.concatenate([[0], np.cumsum(np.diff(self.starts)[keep])])
         return FactorBank(self.LT[rows], starts, trace_error=self.trace_error[keep])
 
+    def scaled(self, eta: np.ndarray) -> "FactorBank":
+        r"""The bank :math:`\eta_m K_m`, factors :math:`\sqrt{\eta_m}L_m` (no factor map: to solve on), for weights
+        :math:`\eta_m \ge 0`."""
+        eta = np.asarray(eta, dtype=np.float64)
+        root = np.sqrt(eta)[self._row_block]
+        LT = sp.diags(root) @ self.LT if self.sparse else self.LT * root[:, None]
+        return FactorBank(LT, self.starts, trace_error=self.trace_error * eta)
+
     def sample_columns(self, samples: np.ndarray) -> Any:
         """The columns of ``LT`` of the points ``samples``, (R, len(samples)), a new array (dense: gathered
         in parallel, ten times faster than numpy's column indexing on w8a)."""

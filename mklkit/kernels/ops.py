@@ -116,6 +116,11 @@ class ArrayBank(GramBank):
         """The bank of the kernels ``keep`` only (their Gram matrices copied)."""
         return ArrayBank(np.ascontiguousarray(self.K[keep]))
 
+    def scaled(self, eta: np.ndarray) -> "ArrayBank":
+        r"""The bank :math:`\eta_m K_m` (a new array), for weights :math:`\eta_m \ge 0`."""
+        eta = np.asarray(eta, dtype=np.float64)
+        return ArrayBank(np.ascontiguousarray(self.K * eta[:, None, None]))
+
     def trace(self) -> np.ndarray:
         return np.einsum("mii->m", self.K)
 

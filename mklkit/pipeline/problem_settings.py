@@ -96,6 +96,9 @@ def _component_type(kind: str, default: Any = None) -> Any:
 LossField = _component_type("loss")
 RegularizerField = _component_type("regularizer")
 EngineField = _component_type("engine", DEFAULTS["engine.name"])
+WeightingField = _component_type("weighting")
+#: The regularizer of a two-stage method's second stage (:mod:`mklkit.pipeline.weighting`).
+SECOND_STAGE_REGULARIZER = "uniform"
 
 
 #: ``c`` of :func:`auto_C` per task: the best scale of a grid on the bundled sets (docs/api.md, "C='auto'").
@@ -171,6 +174,12 @@ class ProblemSettings(Settings):
         "on held-out rows); scale (the root mean diagonal of the training kernels, x 6 for "
         "regression losses); or auto (path with at least 2,500 training rows, else scale)",
     )
+    weighting: WeightingField = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="a two-stage method: kernel weights learnt first by a weighting (its name, or a mapping with "
+        "name and parameters), then the uniform regularizer on the weighted bank (docs/two_stage.md)",
+    )
     bias: bool = Field(DEFAULTS["problem.bias"], description="fit an unregularized offset")
     nu: float | None = absent(
         "with the one_class loss and the l1 regularizer: the fraction nu in (0, 1] to reach (C is found for it; "
@@ -210,4 +219,30 @@ class ProblemSettings(Settings):
             )
         if "C" in self.model_fields_set:
             raise PipelineError("C", "not used with problem.nu (C is found for nu)", self.C, "no problem.C with nu")
+        return self
+
+    @model_validator(mode="after")
+    def _second_stage(self) -> "ProblemSettings":
+        """With a weighting: one that learns from the loss's target, and the ``uniform`` regularizer (the default
+        replaced; another one given is refused)."""
+        if self.weighting is None:
+            return self
+        reg = get_registry()
+        task = self.loss.task
+        if task not in self.weighting.tasks:
+            ok = ", ".join(r.name for r in reg.registrations("weighting") if task in r.cls.tasks)
+            raise PipelineError(
+                "weighting",
+                f"weighting {self.weighting.name!r} does not learn from a {task} target (loss {self.loss.name!r})",
+                self.weighting.name,
+                f"a weighting for {task}: {ok}",
+            )
+        if "regularizer" in self.model_fields_set and self.regularizer.name != SECOND_STAGE_REGULARIZER:
+            raise PipelineError(
+                "regularizer",
+                f"problem.weighting {self.weighting.name!r} trains the uniform combination of the weighted kernels",
+                self.regularizer.name,
+                f"{SECOND_STAGE_REGULARIZER!r} or no regularizer with problem.weighting",
+            )
+        self.regularizer = reg.create("regularizer", SECOND_STAGE_REGULARIZER)
         return self

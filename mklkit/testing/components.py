@@ -18,6 +18,7 @@ from ..components.params import Param, ParamError, UnknownParamError
 from ._report import CheckResult, ConformanceReport, _assert_ok
 from .losses import check_loss
 from .regularizers import check_regularizer
+from .weightings import WEIGHTING_IDENTITIES, check_weighting
 
 __all__ = [
     "CheckResult",
@@ -25,6 +26,8 @@ __all__ = [
     "check_component",
     "check_loss",
     "check_regularizer",
+    "check_weighting",
+    "WEIGHTING_IDENTITIES",
     "assert_conforms",
     "check_parameter_points",
     "parameter_points",
@@ -53,11 +56,12 @@ REGULARIZER_IDENTITIES: tuple[str, ...] = tuple(
 def check_component(
     component: Any, *, n_points: int = 64, seed: int = 0, rtol: float = 1e-6, atol: float = 1e-8
 ) -> ConformanceReport:
-    """Check a loss or regularizer against its contract.
+    """Check a loss, regularizer or weighting against its contract (a weighting: :func:`check_weighting`, its
+    weights compared to the relative tolerance ``rtol``).
 
     Parameters
     ----------
-    component : Loss or Regularizer, instance or class
+    component : Loss, Regularizer or Weighting, instance or class
         A class is instantiated with its default parameters.
     n_points : int
         Number of random points per identity.
@@ -74,16 +78,18 @@ def check_component(
     Raises
     ------
     TypeError
-        If ``component`` is neither a loss nor a regularizer.
+        If ``component`` is not a loss, a regularizer or a weighting.
     """
     if isinstance(component, type):
         component = component()
     kind = getattr(component, "kind", None)
-    if kind not in ("loss", "regularizer"):
+    if kind not in ("loss", "regularizer", "weighting"):
         raise TypeError(
-            f"check_component needs a loss or a regularizer (kind 'loss' or 'regularizer'); "
-            f"got {type(component).__name__} with kind {kind!r}"
+            f"check_component needs a loss, a regularizer or a weighting (kind 'loss', 'regularizer' or "
+            f"'weighting'); got {type(component).__name__} with kind {kind!r}"
         )
+    if kind == "weighting":
+        return check_weighting(component, seed=seed, wtol=rtol)
     check = check_loss if kind == "loss" else check_regularizer
     return check(component, n_points=n_points, seed=seed, rtol=rtol, atol=atol)
 
