@@ -6,19 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mklkit import metrics
 from mklkit.kernels.factor import FactorBank
 from mklkit.kernels.ops import ArrayBank
-from mklkit.weighting import (
-    PWMK,
-    AlignF,
-    Average,
-    EasyMKL,
-    FHeuristic,
-    alignf_qp,
-    centered_products,
-    easymkl_margin,
-    nonnegative_qp,
-)
+from mklkit.weighting import PWMK, AlignF, Average, EasyMKL, FHeuristic, alignf_qp, easymkl_margin, nonnegative_qp
 
 cp = pytest.importorskip("cvxpy")
 
@@ -42,12 +33,13 @@ def _centered(K: np.ndarray) -> np.ndarray:
     return np.array([H @ k @ H for k in K])
 
 
-def test_centered_products_match_the_definition_on_gram_and_factor_banks():
+def test_alignf_matrix_matches_the_definition_on_gram_and_factor_banks():
     ab, fb, _ = _banks()
     Kc = _centered(ab.as_array())
     ref = np.einsum("kij,lij->kl", Kc, Kc)
-    np.testing.assert_allclose(centered_products(ab), ref, rtol=1e-12, atol=1e-9 * np.abs(ref).max())
-    np.testing.assert_allclose(centered_products(fb), ref, rtol=1e-12, atol=1e-9 * np.abs(ref).max())
+    for bank in (ab, fb):
+        got = metrics.alignment_matrix(bank, centered=True, normalized=False)
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-9 * np.abs(ref).max())
 
 
 def _clarabel_alignf(Mm: np.ndarray, a: np.ndarray) -> np.ndarray:

@@ -1,6 +1,5 @@
 """Two-stage methods' first stage: the ``weighting`` component kind and its built-ins (``docs/two_stage.md``)."""
 
-from .alignment import centered_products, frobenius_norms, gram_matrix, target_products
 from .base import SCALE_BEHAVIOURS, WEIGHTING_REPRESENTATIONS, Weighting, WeightingError, checked_weights
 from .methods import BUILTIN_WEIGHTINGS, PWMK, AlignF, Average, EasyMKL, FHeuristic, alignf_qp, easymkl_margin
 from .solvers import QPSolution, nonnegative_qp, simplex_pair_qp
@@ -11,10 +10,6 @@ __all__ = [
     "Weighting",
     "WeightingError",
     "checked_weights",
-    "centered_products",
-    "frobenius_norms",
-    "gram_matrix",
-    "target_products",
     "nonnegative_qp",
     "simplex_pair_qp",
     "QPSolution",

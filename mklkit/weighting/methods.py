@@ -8,10 +8,11 @@ import logging
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
+from .. import metrics
 from ..components.base import CLASSIFICATION
 from ..components.params import Param
-from .alignment import centered_products, frobenius_norms, gram_matrix, target_products
 from .base import Weighting, WeightingError
 from .solvers import QPSolution, nonnegative_qp, simplex_pair_qp
 
@@ -30,6 +31,28 @@ def _normalised(w: np.ndarray) -> np.ndarray:
     return w / w.sum()
 
 
+def _target(y: np.ndarray) -> np.ndarray:
+    """The target as an (N, 1) column: the target kernel :math:`yy^\top` of :mod:`mklkit.metrics`."""
+    return np.asarray(y, dtype=np.float64)[:, None]
+
+
+def _gram(bank: Any, m: int) -> np.ndarray:
+    r"""The Gram matrix :math:`K_m` (N, N) of one kernel of a Gram or factor bank (:math:`L_mL_m^\top`)."""
+    if getattr(bank, "representation", "array") == "factor":
+        B = bank.block(m)
+        B = B.toarray() if sp.issparse(B) else np.asarray(B)
+        return B.T @ B
+    return np.asarray(bank.as_array()[m])
+
+
+def _frobenius_norms(bank: Any) -> np.ndarray:
+    r""":math:`\|K_m\|_F` of every kernel, (M,)."""
+    if getattr(bank, "representation", "array") == "factor":
+        return np.asarray(bank.frobenius_norms(), dtype=np.float64)
+    K = bank.as_array()
+    return np.sqrt(np.einsum("mij,mij->m", K, K))
+
+
 class Average(Weighting):
     r"""AverageMKL: :math:`\eta_m = 1/M`, the mean of the bank's (normalised) kernels."""
 
@@ -45,10 +68,10 @@ class Average(Weighting):
 def alignf_qp(bank: Any, y: np.ndarray, tol: float = 1e-9) -> tuple[QPSolution, np.ndarray, np.ndarray]:
     r"""ALIGNF's problem on a bank: :math:`v^* = \arg\min_{v \ge 0} v^\top Mv - 2v^\top a`, with
     :math:`M_{kl} = \langle K_k^c, K_l^c\rangle_F` and :math:`a_k = \langle K_k^c, yy^\top\rangle_F`
-    (:func:`~mklkit.weighting.alignment.centered_products`); returns the solution
+    (:func:`mklkit.metrics.alignment_matrix`, :func:`mklkit.metrics.frobenius_products`); returns the solution
     (:func:`~mklkit.weighting.solvers.nonnegative_qp`), :math:`M` and :math:`a`."""
-    Mmat = centered_products(bank)
-    a = target_products(bank, y, centered=True)
+    Mmat = metrics.alignment_matrix(bank, centered=True, normalized=False)
+    a = metrics.frobenius_products(bank, y=_target(y), centered=True)
     return nonnegative_qp(Mmat, a, tol=tol), Mmat, a
 
 
@@ -176,8 +199,8 @@ class FHeuristic(Weighting):
 
     def weights(self, bank: Any, y: np.ndarray) -> np.ndarray:
         y = np.asarray(y, dtype=np.float64)
-        norms = frobenius_norms(bank)
-        products = target_products(bank, y, centered=False)
+        norms = _frobenius_norms(bank)
+        products = metrics.frobenius_products(bank, y=_target(y))
         align = np.divide(products, norms * float(y @ y), out=np.zeros_like(products), where=norms > 0)
         align = np.maximum(align, 0.0)
         if not np.any(align > 0.0):
@@ -220,7 +243,7 @@ class PWMK(Weighting):
         folds = StratifiedKFold(n_splits=self.cv)
         svc = SVC(kernel="precomputed", C=self.C)
         M = int(bank.shape[0])
-        return np.array([cross_val_score(svc, gram_matrix(bank, m), y, cv=folds).mean() for m in range(M)])
+        return np.array([cross_val_score(svc, _gram(bank, m), y, cv=folds).mean() for m in range(M)])
 
     def weights(self, bank: Any, y: np.ndarray) -> np.ndarray:
         acc = self.accuracies(bank, y)
