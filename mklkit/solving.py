@@ -166,13 +166,14 @@ def solve_prepared(
     from .pipeline.heldout import held_out_C, uses_path
     from .pipeline.problem_settings import auto_C
     from .pipeline.refine import refine_prepared
-    from .pipeline.weighting import weight_problem
+    from .pipeline.weighting import second_stage_C, weight_problem
 
-    weighted = None
+    weighted, C_rule = None, spec.problem.C
     if spec.problem.weighting is not None:  # a two-stage method: the uniform problem on the weighted bank
         weighted = weight_problem(problem, spec.problem.weighting)
         problem, warm_start = weighted.problem, weighted.start(warm_start)
-        if isinstance(spec.problem.C, str):  # 'scale' (and 'auto' without a path) of the weighted kernels
+        C_rule = second_stage_C(C_rule)
+        if isinstance(C_rule, str):  # 'scale' (and 'auto' without a path) of the weighted kernels
             problem = problem_at(problem, C=auto_C(problem))
     engine = spec.engine.engine
     what = components(problem.loss.name, problem.regularizer.name, engine.name)
@@ -181,7 +182,7 @@ def solve_prepared(
         selection, result = None, None
         if spec.problem.nu is not None:  # one-class: C found for nu (pipeline/one_class.py)
             problem, result = _reach_nu(problem, engine, spec, callback, warm_start)
-        elif uses_path(spec.problem.C, problem):
+        elif uses_path(C_rule, problem):
             choice = held_out_C(problem, engine, auto_C, progress=_staged(callback, "C path"))
             selection, problem = choice.path, problem_at(problem, C=choice.path.C)
             warm_start = warm_start if choice.start is None else choice.start

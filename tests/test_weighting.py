@@ -193,6 +193,18 @@ def test_classifier_with_a_weighting_is_the_single_kernel_fit_on_the_combined_ke
     np.testing.assert_allclose(est.decision_function(Ks), ref.decision_function(Kc), atol=1e-6)
 
 
+def test_the_default_C_of_a_weighting_is_chosen_on_held_out_rows_at_any_size():
+    from mklkit import MKLClassifier
+
+    Ks, y, _ = _precomputed()  # 120 rows: without a weighting, C="auto" is the "scale" rule here
+    plain = MKLClassifier(kernels="precomputed").fit(Ks, y)
+    assert getattr(plain, "C_selection_", None) is None
+    est = MKLClassifier(kernels="precomputed", weighting="average").fit(Ks, y)
+    assert est.C_selection_ is not None and est.C_ == est.C_selection_.C
+    scale = MKLClassifier(kernels="precomputed", weighting="average", C="scale").fit(Ks, y)
+    assert getattr(scale, "C_selection_", None) is None and scale.C_ != est.C_
+
+
 @pytest.mark.parametrize("multiclass", ["ovr", "ovo"])
 def test_multiclass_weights_are_those_of_each_binary_problem(multiclass):
     from sklearn.datasets import load_wine

@@ -13,7 +13,7 @@ from ..pipeline import PipelineError, problem_at
 from ..pipeline.heldout import HeldoutChoice, held_out_C, uses_path
 from ..pipeline.kernel_subset import all_features_subset, restrict_result, subset_problem, widen_result
 from ..pipeline.refine import refine_prepared
-from ..pipeline.weighting import weight_problem
+from ..pipeline.weighting import second_stage_C, weight_problem
 from ..pipeline.bank_settings import kernel_resolver
 from ..pipeline.problem_settings import AUTO_C_SCALE, auto_C
 from ._checks import check_budget, spec_name
@@ -83,6 +83,8 @@ class Solving:
         work = base if keep is None else subset_problem(base, keep)
         previous = warm if keep is None else restrict_result(warm, keep)
         for C in Cs:
+            if weighted is not None:
+                C = second_stage_C(C)
             if uses_path(C, base):  # "path", or "auto" where there are enough rows to hold some out
                 choice = self._path_C(prep, t, base, where)
                 C, work, keep, previous = choice.path.C, choice.problem, choice.keep, choice.start
