@@ -1,0 +1,520 @@
+r"""Joint multiclass MKL: one kernel weighting shared by all classes (``docs/multiclass.md``).
+
+.. math::
+    \min_{A, b}\ \sum_i w_i L(y_i, F_i) + \sum_m \tilde g_C(\|A_m\|_{K_m}),\qquad
+    F = \sum_m K_mA_m + \mathbf 1 b^\top \in \mathbb R^{N\times K},\quad
+    \|A_m\|_{K_m}^2 = \mathrm{tr}(A_m^\top K_mA_m),
+
+with :math:`A_m \in \mathbb R^{N\times K}` the class coefficients of kernel m, a multiclass loss
+(:class:`~mklkit.components.multiclass.MulticlassLoss`) and any separable regularizer applied
+to the block norms (the group norm over kernels and classes together).  Its Fenchel dual is
+
+.. math::
+    \max_{P:\ \mathbf 1^\top P = 0}\ -\sum_i (w_iL)^*(y_i, -P_i) - \sum_m \tilde g_C^*(\|P\|_{K_m}),
+    \qquad \|P\|_{K_m}^2 = \mathrm{tr}(P^\top K_mP),
+
+(the constraint from the bias), and the relative duality gap certifies a solution as in the
+binary problem.  :func:`solve_joint` is FISTA (Beck & Teboulle 2009) in the product RKHS
+(Mosci et al. 2008, as the ``proximal`` engine): a gradient step of every block by the loss
+gradient :math:`G`, the block prox of the regularizer, back-tracking on the curvature and
+gradient restart (O'Donoghue & Candès 2015).  One pass over the bank per step, :math:`K_mG`
+for every kernel (:meth:`~mklkit.kernels.ops.GramBank.matmats`); the step, its back-tracking
+and the certificate are combinations of stored products.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..components.base import Regularizer
+from ..components.multiclass import MulticlassLoss
+from ..components.params import ParamError
+from ..kernels.factor import FactorBank
+from ..kernels.ops import ArrayBank, GramBank
+from ..result import ConvergenceWarning, SolveResult, Status
+from .common import UNCONVERGED, scale_into_radius
+from .objectives import kernel_weights, regularizer_value, relative_gap
+from .proximal_objective import SumOperator, lipschitz_estimate
+
+__all__ = ["JointProblem", "JointResult", "solve_joint", "certify_joint", "joint_zero", "joint_C_max"]
+
+
+class JointProblem:
+    r"""A joint multiclass MKL problem (module docstring).
+
+    Parameters
+    ----------
+    K : ndarray (M, N, N) or GramBank
+        The Gram bank (an array, or a :class:`~mklkit.kernels.ops.GramBank` such as a
+        :class:`~mklkit.kernels.factor.FactorBank`).
+    y : array (N,)
+        Class indices :math:`0, \dots, K-1`.
+    n_classes : int
+        K (>= 2; every class needs a sample).
+    loss : MulticlassLoss
+    regularizer : Regularizer
+        Separable (:math:`C\sum_m g(\|A_m\|^2_{K_m})`).
+    C : float
+        > 0.
+    bias : bool
+        An unregularized offset :math:`b \in \mathbb R^K`.
+    sample_weight : array (N,), optional
+        Weights :math:`w_i > 0`.
+    """
+
+    def __init__(
+        self,
+        K: Any,
+        y: Any,
+        n_classes: int,
+        loss: MulticlassLoss,
+        regularizer: Regularizer,
+        C: float,
+        bias: bool = True,
+        sample_weight: Any = None,
+    ) -> None:
+        if not isinstance(loss, MulticlassLoss):
+            raise ParamError("loss", loss, "a multiclass loss (MulticlassLoss, e.g. 'multinomial')", owner="joint")
+        if not isinstance(regularizer, Regularizer) or not regularizer.separable:
+            raise ParamError(
+                "regularizer", regularizer, "a separable regularizer (l1, elasticnet, lq, uniform, kl)", owner="joint"
+            )
+        self.bank: GramBank = K if isinstance(K, GramBank) else ArrayBank(np.ascontiguousarray(K, dtype=np.float64))
+        M, N, _ = self.bank.shape
+        if int(n_classes) < 2:
+            raise ParamError("n_classes", n_classes, "an integer >= 2", owner="joint")
+        self.n_classes = int(n_classes)
+        self.y = loss.validate_labels(y, self.n_classes)
+        if self.y.shape[0] != N:
+            raise ValueError(f"the bank has N={N} samples but y has {self.y.shape[0]} labels")
+        if not (isinstance(C, (int, float)) and C > 0 and math.isfinite(C)):
+            raise ParamError("C", C, "a finite number > 0", owner="joint")
+        self.C = float(C)
+        self.bias = bool(bias)
+        self.loss, self.regularizer = loss, regularizer
+        if sample_weight is None:
+            self.sample_weight = None
+            self.w = np.ones(N)
+        else:
+            w = np.ascontiguousarray(sample_weight, dtype=np.float64)
+            if w.shape != (N,) or not (np.all(np.isfinite(w)) and np.all(w > 0.0)):
+                raise ParamError("sample_weight", "given", f"(N,) = ({N},) finite weights > 0", owner="joint")
+            self.sample_weight = self.w = w
+        self.E = np.zeros((N, self.n_classes))
+        self.E[np.arange(N), self.y.astype(np.int64)] = 1.0
+
+    @property
+    def n_kernels(self) -> int:
+        return int(self.bank.shape[0])
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.bank.shape[1])
+
+    # the objective's pieces, each in one place
+    def loss_values(self, F: np.ndarray) -> float:
+        r""":math:`\sum_i w_iL(y_i, F_i)`."""
+        lo = self.loss
+        return float(np.sum(self.w * lo.jit.value(self.y, np.ascontiguousarray(F), lo.param_vector)))
+
+    def loss_grad(self, F: np.ndarray) -> np.ndarray:
+        r""":math:`G_i = w_i\partial_F L(y_i, F_i)`, (N, K)."""
+        lo = self.loss
+        return self.w[:, None] * lo.jit.grad(self.y, np.ascontiguousarray(F), lo.param_vector)
+
+    def loss_conjugate(self, P: np.ndarray) -> float:
+        r""":math:`\sum_i (w_iL)^*(y_i, -P_i) = \sum_i w_iL^*(y_i, -P_i/w_i)`; ``inf`` outside the domain."""
+        lo = self.loss
+        U = np.ascontiguousarray(-P / self.w[:, None])
+        return float(np.sum(self.w * lo.jit.conj(self.y, U, lo.param_vector)))
+
+    def reg_conjugate(self, dual_norms: np.ndarray) -> float:
+        r""":math:`\sum_m \tilde g_C^*(\|P\|_{K_m})`."""
+        reg = self.regularizer
+        return float(np.sum(reg.jit.conj(np.ascontiguousarray(dual_norms), self.C, reg.param_vector)))
+
+    def dual_value(self, P: np.ndarray, dual_norms: np.ndarray) -> tuple[float, np.ndarray]:
+        r"""The dual objective at ``P`` scaled into the domain of :math:`\tilde g_C^*` (``dual_norms``:
+        :math:`\|P\|_{K_m}` or upper bounds of them), and the scaled point."""
+        radius = float(self.regularizer.conj_radius(self.C))
+        P, norms = scale_into_radius(P, dual_norms, radius)
+        return -(self.loss_conjugate(P) + self.reg_conjugate(norms)), P
+
+    def dual_from_gradient(self, G: np.ndarray, KG: np.ndarray) -> tuple[float, np.ndarray]:
+        r"""The dual at the point of :meth:`MulticlassLoss.dual_point` near :math:`-G`, ``KG`` the
+        products :math:`K_mG`: :math:`\|P\|_{K_m} \le \|G\|_{K_m} + \sqrt{\mathrm{tr}K_m}\,\|P + G\|_F`
+        (no further pass over the bank; the dual is nondecreasing in these norms, so the bound
+        keeps weak duality)."""
+        P = self.loss.dual_point(self.y, G, self.w, self.bias)
+        gn = np.sqrt(np.maximum(np.einsum("mnk,nk->m", KG, G), 0.0))
+        delta = float(np.linalg.norm(P + G))
+        if delta > 0.0:
+            gn = gn + np.sqrt(np.maximum(self._trace(), 0.0)) * delta
+        return self.dual_value(P, gn)
+
+    def _trace(self) -> np.ndarray:
+        tr = getattr(self, "_tr", None)
+        if tr is None:
+            tr = self._tr = np.asarray(self.bank.trace(), dtype=np.float64)
+        return tr
+
+    def products(self, A: np.ndarray) -> np.ndarray:
+        r""":math:`K_mA_m` for every kernel, (M, N, K)."""
+        if isinstance(self.bank, ArrayBank):
+            return np.matmul(self.bank.K, A)
+        idx = np.arange(self.n_kernels, dtype=np.int64)
+        return np.stack([self.bank.matvecs_rows(np.ascontiguousarray(A[:, :, k]), idx) for k in range(A.shape[2])], -1)
+
+
+@dataclass(frozen=True)
+class JointResult:
+    r"""The outcome of :func:`solve_joint`.
+
+    Attributes
+    ----------
+    status, objective, dual_objective, gap, iterations, message, time_s, history
+        As in :class:`~mklkit.result.SolveResult`.
+    coef : ndarray (M, N, K)
+        :math:`A_m`, the class coefficients of every kernel.
+    bias : ndarray (K,)
+    block_norms, kernel_weights : ndarray (M,)
+        :math:`\|A_m\|_{K_m}` and the kernel weights :math:`d_m` (summing to 1) shared by all classes.
+    dual : ndarray (N, K)
+        The feasible dual point of ``dual_objective``.
+    C_max : float
+        The smallest C at which :math:`A = 0` is optimal (:func:`joint_C_max`).
+    """
+
+    status: Status
+    objective: float
+    dual_objective: float
+    gap: float
+    iterations: int
+    coef: np.ndarray
+    bias: np.ndarray
+    block_norms: np.ndarray
+    kernel_weights: np.ndarray
+    dual: np.ndarray
+    C_max: float
+    history: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
+    time_s: float = 0.0
+    engine: str = "joint"
+
+    @property
+    def converged(self) -> bool:
+        return self.status == Status.CONVERGED
+
+    @property
+    def trivial(self) -> bool:
+        """Whether every kernel is off."""
+        return not np.any(self.block_norms > 0)
+
+    @property
+    def active_set(self) -> np.ndarray:
+        return np.flatnonzero(self.block_norms > 0)
+
+    def class_result(self, k: int) -> SolveResult:
+        """Class ``k``'s column as a :class:`~mklkit.result.SolveResult` (its coefficients and offset;
+        the shared objective, gap, block norms and weights)."""
+        return SolveResult(
+            status=self.status,
+            objective=self.objective,
+            dual_objective=self.dual_objective,
+            gap=self.gap,
+            iterations=self.iterations,
+            alpha=np.ascontiguousarray(self.coef[:, :, k]),
+            bias=float(self.bias[k]),
+            kernel_weights=self.kernel_weights,
+            block_norms=self.block_norms,
+            history=self.history,
+            message=self.message,
+            time_s=self.time_s,
+            engine=self.engine,
+            C_max=self.C_max,
+        )
+
+
+@dataclass(frozen=True)
+class _Zero:
+    bias: np.ndarray
+    objective: float
+    dual_objective: float
+    dual: np.ndarray
+    C_max: float
+
+
+def _zero_offset(problem: JointProblem) -> np.ndarray:
+    if not problem.bias:
+        return np.zeros(problem.n_classes)
+    return np.asarray(problem.loss.optimal_offset(problem.y, problem.w, problem.n_classes), dtype=np.float64)
+
+
+def joint_zero(problem: JointProblem) -> _Zero:
+    r"""The solution :math:`A = 0`, :math:`b = b_0` (the optimal offset) and its certificate:
+    :math:`P^0` from :math:`G^0 = w\,\partial_F L(y, \mathbf 1b_0^\top)`, ``C_max`` :math:`=
+    \max_m\|G^0\|_{K_m}/t_1` (:math:`t_1 = \tilde g_1'(0^+)`, ``inf`` without a threshold);
+    the dual is certified (``-inf`` otherwise) when :math:`C \ge` ``C_max``.  One pass over the bank."""
+    b0 = _zero_offset(problem)
+    N = problem.n_samples
+    F0 = np.tile(b0, (N, 1))
+    G0 = problem.loss_grad(F0)
+    KG = problem.bank.matmats(G0)
+    gn = np.sqrt(np.maximum(np.einsum("mnk,nk->m", KG, G0), 0.0))
+    t1 = float(problem.regularizer.zero_threshold(1.0))
+    top = float(np.max(gn)) if gn.size else 0.0
+    if top <= 0.0:
+        C_max = 0.0
+    elif t1 > 0.0 and math.isfinite(t1):
+        C_max = top / t1
+    else:
+        C_max = math.inf
+    primal = problem.loss_values(F0)
+    dual, P = -math.inf, -G0
+    if problem.C >= C_max:
+        dual, P = problem.dual_from_gradient(G0, KG)
+    return _Zero(bias=b0, objective=primal, dual_objective=dual, dual=P, C_max=C_max)
+
+
+def joint_C_max(problem: JointProblem) -> float:
+    r"""The smallest C at which :math:`A = 0` is optimal (:func:`joint_zero`)."""
+    return joint_zero(problem).C_max
+
+
+def certify_joint(problem: JointProblem, coef: np.ndarray, bias: np.ndarray) -> tuple[float, float, np.ndarray]:
+    r"""``primal, dual, P`` of ``(coef, bias)`` from scratch: the primal objective and the dual at
+    the feasible point made from :math:`-G(F)` with its exact block norms (two passes)."""
+    coef = np.asarray(coef, dtype=np.float64)
+    b = np.asarray(bias, dtype=np.float64) if problem.bias else np.zeros(problem.n_classes)
+    U = problem.products(coef)
+    norms = np.sqrt(np.maximum(np.einsum("mnk,mnk->m", coef, U), 0.0))
+    F = U.sum(axis=0) + b
+    primal = problem.loss_values(F) + regularizer_value(problem.regularizer, norms, problem.C)
+    G = problem.loss_grad(F)
+    P = problem.loss.dual_point(problem.y, G, problem.w, problem.bias)
+    KP = problem.bank.matmats(P)
+    dn = np.sqrt(np.maximum(np.einsum("mnk,nk->m", KP, P), 0.0))
+    dual, P = problem.dual_value(P, dn)
+    return primal, dual, P
+
+
+class _Iterate:
+    """A FISTA point: coefficients ``A``, products ``U`` (:math:`K_mA_m`), offset ``b``, outputs ``F``."""
+
+    __slots__ = ("A", "U", "b", "F")
+
+    def __init__(self, A: np.ndarray, U: np.ndarray, b: np.ndarray) -> None:
+        self.A, self.U, self.b = A, U, b
+        self.F = U.sum(axis=0) + b
+
+
+def solve_joint(
+    problem: JointProblem,
+    *,
+    tol: float = 1e-4,
+    max_iter: int = 10000,
+    warm_start: JointResult | None = None,
+    callback: Callable[[dict[str, Any]], Any] | None = None,
+) -> JointResult:
+    r"""Solve a :class:`JointProblem` by FISTA with back-tracking and gradient restart.
+
+    Every step: the loss gradient :math:`G` at the extrapolated point :math:`V`, the products
+    :math:`K_mG` (one pass over the bank), then with step :math:`\eta = 1/L`
+    :math:`A_m^+ = \mathrm{prox}_{\eta\tilde g_C}(\|\tilde A_m\|_{K_m})\,\tilde A_m/\|\tilde A_m\|_{K_m}`,
+    :math:`\tilde A_m = V_m - \eta G`, and :math:`b^+ = b_V - (\eta/\omega)G^\top\mathbf 1` (the bias
+    metric :math:`\omega` of the ``proximal`` engine); :math:`L` is halved ... doubled until the
+    sufficient-decrease test holds, and shrunk by 0.9 before each step.  The dual point of the
+    step's gradient gives the certificate; the run stops when the best primal and the best dual
+    seen are within ``tol`` (relative gap), else after ``max_iter`` steps with a
+    :class:`~mklkit.result.ConvergenceWarning`.
+
+    Parameters
+    ----------
+    problem : JointProblem
+    tol : float
+        Relative duality gap at which to stop.
+    max_iter : int
+        Most FISTA steps.
+    warm_start : JointResult, optional
+        A result of the same bank and labels (e.g. at a neighbouring C).
+    callback : callable, optional
+        Called with each step's record (``iteration``, ``objective``, ``dual_objective``, ``gap``,
+        ``n_active``, ``time_s``); a true return stops the run (status ``stopped``).
+
+    Returns
+    -------
+    JointResult
+    """
+    if not (tol > 0 and math.isfinite(tol)):
+        raise ParamError("tol", tol, "a finite number > 0", owner="joint")
+    if not (isinstance(max_iter, (int, np.integer)) and max_iter >= 1):
+        raise ParamError("max_iter", max_iter, "an integer >= 1", owner="joint")
+    loss, reg = problem.loss, problem.regularizer
+    if not loss.smooth_primal or not math.isfinite(loss.grad_lipschitz()):
+        raise ParamError(
+            "loss", loss.name, "a multiclass loss with a Lipschitz gradient (smooth_primal), e.g. 'multinomial'"
+        )
+    t0 = time.perf_counter()
+    M, N, K = problem.n_kernels, problem.n_samples, problem.n_classes
+    C, rp = problem.C, reg.param_vector
+    zero = joint_zero(problem)
+    history: list[dict[str, Any]] = []
+
+    def finish(
+        status: Status,
+        it: int,
+        A: np.ndarray,
+        b: np.ndarray,
+        primal: float,
+        dual: float,
+        P: np.ndarray,
+        norms: np.ndarray,
+        message: str,
+    ) -> JointResult:
+        gap = relative_gap(primal, dual)
+        if status in UNCONVERGED:
+            warnings.warn(f"joint multiclass MKL: {message}", ConvergenceWarning, stacklevel=3)
+        return JointResult(
+            status=status,
+            objective=float(primal),
+            dual_objective=float(dual),
+            gap=float(gap),
+            iterations=int(it),
+            coef=A,
+            bias=np.asarray(b, dtype=np.float64) if problem.bias else np.zeros(K),
+            block_norms=norms,
+            kernel_weights=kernel_weights(reg, norms),
+            dual=P,
+            C_max=float(zero.C_max),
+            history=history,
+            message=message,
+            time_s=time.perf_counter() - t0,
+        )
+
+    zero_gap = relative_gap(zero.objective, zero.dual_objective)
+    if C >= zero.C_max and math.isfinite(zero_gap) and zero_gap <= tol:
+        return finish(
+            Status.CONVERGED,
+            0,
+            np.zeros((M, N, K)),
+            zero.bias,
+            zero.objective,
+            zero.dual_objective,
+            zero.dual,
+            np.zeros(M),
+            f"A = 0 is optimal: C = {C:.6g} >= C_max = {zero.C_max:.6g}",
+        )
+
+    # the metric and the curvature: L(grad) * lambda_max(sum K_m + 1 1^T / omega)
+    bank = problem.bank
+    if isinstance(bank, ArrayBank):
+        S: Any = bank.K.sum(axis=0)
+    elif isinstance(bank, FactorBank):
+        S = SumOperator(bank)
+    else:
+        S = _GenericSum(bank)
+    lam, omega = lipschitz_estimate(S, problem.bias)
+    L = float(loss.grad_lipschitz()) * float(np.max(problem.w)) * lam
+
+    if warm_start is not None and np.asarray(warm_start.coef).shape == (M, N, K):
+        A0 = np.array(warm_start.coef, dtype=np.float64)
+        b0 = np.array(warm_start.bias, dtype=np.float64) if problem.bias else np.zeros(K)
+        x = _Iterate(A0, problem.products(A0), b0)
+    else:
+        x = _Iterate(np.zeros((M, N, K)), np.zeros((M, N, K)), zero.bias.copy())
+    x_prev = x
+    norms_x = np.sqrt(np.maximum(np.einsum("mnk,mnk->m", x.A, x.U), 0.0))
+    best_p = problem.loss_values(x.F) + regularizer_value(reg, norms_x, C)
+    best_x, best_norms = x, norms_x
+    best_d, best_P = zero.dual_objective, zero.dual
+    t_k = 1.0
+    status, message, it = Status.MAX_ITER, "", 0
+    for it in range(1, int(max_iter) + 1):
+        t_next = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t_k * t_k))
+        beta = (t_k - 1.0) / t_next
+        if beta > 0.0 and x is not x_prev:
+            v = _Iterate(x.A + beta * (x.A - x_prev.A), x.U + beta * (x.U - x_prev.U), x.b + beta * (x.b - x_prev.b))
+        else:
+            v = x
+        fv = problem.loss_values(v.F)
+        G = problem.loss_grad(v.F)
+        KG = bank.matmats(G)
+        gb = G.sum(axis=0)
+        if not (math.isfinite(fv) and np.all(np.isfinite(KG))):
+            status, message = Status.NUMERICAL_ERROR, f"non-finite loss or gradient at step {it}"
+            break
+        # the dual point of this gradient
+        d_val, P = problem.dual_from_gradient(G, KG)
+        if d_val > best_d:
+            best_d, best_P = d_val, P
+        L *= 0.9
+        for _ in range(60):
+            eta = 1.0 / L
+            At = v.A - eta * G[None, :, :]
+            Ut = v.U - eta * KG
+            nt = np.sqrt(np.maximum(np.einsum("mnk,mnk->m", At, Ut), 0.0))
+            pn = np.asarray(reg.jit.prox(np.ascontiguousarray(nt), eta * C, rp), dtype=np.float64)
+            scale = np.where(nt > 0.0, pn / np.where(nt > 0.0, nt, 1.0), 0.0)
+            b1 = v.b - (eta / omega) * gb if problem.bias else v.b
+            x1 = _Iterate(scale[:, None, None] * At, scale[:, None, None] * Ut, b1)
+            f1 = problem.loss_values(x1.F)
+            dA = x1.A - v.A
+            dist = float(np.einsum("mnk,mnk->", dA, x1.U - v.U)) + omega * float(np.sum((x1.b - v.b) ** 2))
+            model = fv + float(np.sum(G * (x1.F - v.F))) + 0.5 * L * dist
+            if f1 <= model + 1e-12 * (abs(fv) + 1.0):
+                break
+            L *= 2.0
+        norms1 = np.where(nt > 0.0, pn, 0.0)
+        p1 = f1 + regularizer_value(reg, norms1, C)
+        if not math.isfinite(p1):
+            status, message = Status.NUMERICAL_ERROR, f"non-finite objective at step {it}"
+            break
+        if p1 < best_p:
+            best_p, best_x, best_norms = p1, x1, norms1
+        # gradient restart: momentum off when the step goes against the last move
+        restart = float(np.einsum("mnk,mnk->", v.A - x1.A, x1.U - x.U)) + omega * float(np.dot(v.b - x1.b, x1.b - x.b))
+        x_prev, x = x, x1
+        t_k = 1.0 if restart > 0.0 else t_next
+        gap = relative_gap(best_p, best_d)
+        rec = {
+            "iteration": it,
+            "objective": best_p,
+            "dual_objective": best_d,
+            "gap": gap,
+            "n_active": int(np.sum(norms1 > 0)),
+            "step": 1.0 / L,
+            "time_s": time.perf_counter() - t0,
+        }
+        history.append(rec)
+        if math.isfinite(gap) and gap <= tol:
+            status, message = Status.CONVERGED, f"converged: relative gap {gap:.3g} <= tol {tol:g} in {it} steps"
+            break
+        if callback is not None and callback(rec):
+            status, message = Status.STOPPED, f"stopped by the callback at step {it}"
+            break
+    if status == Status.MAX_ITER:
+        message = (
+            f"max_iter = {max_iter} steps reached with relative gap {relative_gap(best_p, best_d):.3g} > tol {tol:g}"
+        )
+    return finish(status, it, best_x.A, best_x.b, best_p, best_d, best_P, best_norms, message)
+
+
+class _GenericSum:
+    r""":math:`\sum_m K_m + c\mathbf 1\mathbf 1^\top` of any bank through ``matvecs``."""
+
+    def __init__(self, bank: GramBank, c: float = 0.0) -> None:
+        self.bank, self.c = bank, c
+        self.shape = (bank.n_samples, bank.n_samples)
+
+    def __matmul__(self, x: np.ndarray) -> np.ndarray:
+        out = self.bank.matvecs(x).sum(axis=0)
+        return out + self.c * float(np.sum(x)) if self.c else out
+
+    def __add__(self, c: float) -> "_GenericSum":
+        return _GenericSum(self.bank, self.c + float(c))
