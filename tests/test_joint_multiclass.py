@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import pickle
 import warnings
 
 import numpy as np
@@ -178,3 +179,102 @@ def test_problem_errors_name_the_parameter():
     with pytest.raises(ParamError) as exc:
         JointProblem(K, y, 3, Multinomial(), L1(), -1.0)
     assert exc.value.key == "C"
+
+
+# --- the estimator ---------------------------------------------------------------------------
+
+
+def _three_classes(n_per: int = 25, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    centres = np.array([[0.0, 0.0, 0.0], [2.5, 0.0, 1.0], [0.0, 2.5, -1.0]])
+    X = np.vstack([c + rng.normal(size=(n_per, 3)) for c in centres])
+    return X, np.repeat([0, 1, 2], n_per)
+
+
+def test_estimator_joint_shapes_and_probabilities():
+    from mklkit import MKLClassifier
+
+    X, codes = _three_classes()
+    labels = np.array(["zeta", "alpha", "mid"])[codes]  # string labels, not in sorted order
+    est = MKLClassifier(multiclass="joint", C=0.05, tol=1e-6).fit(X, labels)
+    M = len(est.kernel_names_)
+    assert est.kernel_weights_.shape == (M,) and est.kernel_weights_.sum() == pytest.approx(1.0)
+    assert list(est.classes_) == ["alpha", "mid", "zeta"]
+    assert isinstance(est.dual_gap_, float) and 0 <= est.dual_gap_ <= 1e-6 and isinstance(est.n_iter_, int)
+    assert est.solved_by_ == "joint" and est.loss_.name == "multinomial"
+    D = est.decision_function(X)
+    P = est.predict_proba(X)
+    assert D.shape == (X.shape[0], 3) and P.shape == (X.shape[0], 3)
+    assert np.allclose(P.sum(axis=1), 1.0)
+    E = np.exp(D - D.max(axis=1, keepdims=True))
+    assert np.allclose(P, E / E.sum(axis=1, keepdims=True))  # the softmax of the outputs
+    pred = est.predict(X)
+    assert np.array_equal(pred, est.classes_[np.argmax(D, axis=1)])
+    assert np.mean(pred == labels) > 0.85
+    # pickling keeps the predictions
+    again = pickle.loads(pickle.dumps(est))
+    assert np.allclose(again.predict_proba(X), P)
+
+
+def test_estimator_joint_matches_engine_on_precomputed_kernels():
+    from mklkit import MKLClassifier
+
+    K, y = _bank(N=40, M=3, seed=6)
+    est = MKLClassifier(kernels="precomputed", multiclass="joint", regularizer="l1", C=0.3, tol=1e-8)
+    est.fit(np.moveaxis(K, 0, -1), y.astype(int))
+    res = solve_joint(JointProblem(K, y, 3, Multinomial(), L1(), 0.3), tol=1e-8)
+    assert est.result_[0].objective == pytest.approx(res.objective, rel=1e-6)
+    assert np.allclose(est.kernel_weights_, res.kernel_weights, atol=1e-5)
+    F = np.matmul(K, res.coef).sum(0) + res.bias
+    assert np.allclose(est.decision_function(np.moveaxis(K, 0, -1)), F, atol=1e-4)
+
+
+def test_estimator_joint_sample_weight_is_repetition():
+    from mklkit import MKLClassifier
+
+    K, y = _bank(N=30, M=2, seed=7)
+    reps = np.random.default_rng(0).integers(1, 3, y.size)
+    idx = np.repeat(np.arange(y.size), reps)
+    ref = solve_joint(
+        JointProblem(K[:, idx][:, :, idx], y[idx], 3, Multinomial(), ElasticNet(lam=0.5), 0.4), tol=1e-9, max_iter=20000
+    )
+    weighted = solve_joint(
+        JointProblem(K, y, 3, Multinomial(), ElasticNet(lam=0.5), 0.4, sample_weight=reps.astype(float)), tol=1e-9
+    )
+    assert weighted.objective == pytest.approx(ref.objective, rel=1e-7)
+
+
+def test_estimator_joint_path_chooses_c_on_held_out_rows():
+    from mklkit import MKLClassifier
+
+    X, y = _three_classes(n_per=50, seed=2)
+    est = MKLClassifier(multiclass="joint", C="path").fit(X, y)
+    sel = est.C_selection_
+    assert sel.chosen >= 0 and est.C_ == pytest.approx(sel.C) and sel.criterion == "loss"
+    assert np.all(np.diff(sel.Cs) < 0)  # warm-started from C_max down
+    assert est.kernel_weights_.shape == (len(est.kernel_names_),)
+
+
+def test_estimator_joint_errors_name_the_parameter():
+    from mklkit import MKLClassifier
+
+    X, y = _three_classes()
+    with pytest.raises(ParamError) as exc:
+        MKLClassifier(multiclass="joint", loss="hinge").fit(X, y)
+    assert exc.value.key == "loss" and exc.value.value == "hinge" and "multinomial" in exc.value.allowed
+    with pytest.raises(ParamError) as exc:
+        MKLClassifier(multiclass="joint", engine="spicy").fit(X, y)
+    assert exc.value.key == "engine" and exc.value.value == "spicy" and "'auto'" in exc.value.allowed
+    with pytest.raises(ParamError) as exc:
+        MKLClassifier(multiclass="both").fit(X, y)
+    assert exc.value.key == "multiclass" and "joint" in str(exc.value.allowed)
+
+
+def test_estimator_joint_two_classes_is_the_binary_problem():
+    from mklkit import MKLClassifier
+
+    X, y = _three_classes()
+    keep = y < 2
+    a = MKLClassifier(multiclass="joint", C=0.1).fit(X[keep], y[keep])
+    b = MKLClassifier(multiclass="ovr", C=0.1).fit(X[keep], y[keep])
+    assert np.array_equal(a.decision_function(X), b.decision_function(X))

@@ -44,6 +44,7 @@ class FitState:
     refinement: Any = None  # mklkit.pipeline.refine.FactorRefinement
     subset: dict[int, np.ndarray] = field(default_factory=dict)  # the kernels kept of the default bank
     bank_choice: dict[int, dict[str, Any]] = field(default_factory=dict)  # what chose them
+    joint_loss: Any = None  # multiclass="joint": the multiclass loss of the one problem
 
 
 @dataclass
