@@ -229,9 +229,8 @@ def test_estimator_joint_matches_engine_on_precomputed_kernels():
     assert np.allclose(est.decision_function(np.moveaxis(K, 0, -1)), F, atol=1e-4)
 
 
-def test_estimator_joint_sample_weight_is_repetition():
-    from mklkit import MKLClassifier
-
+def test_joint_sample_weight_is_repetition():
+    """Integer weights are the rows repeated (with a bias, the repeated rows' problem)."""
     K, y = _bank(N=30, M=2, seed=7)
     reps = np.random.default_rng(0).integers(1, 3, y.size)
     idx = np.repeat(np.arange(y.size), reps)
