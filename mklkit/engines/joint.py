@@ -42,6 +42,9 @@ from .common import UNCONVERGED, scale_into_radius
 from .objectives import kernel_weights, regularizer_value, relative_gap
 from .proximal_objective import SumOperator, lipschitz_estimate
 
+#: Steps between duals with exact block norms (the others bound the norms without a pass over the bank).
+EXACT_DUAL_EVERY = 10
+
 __all__ = ["JointProblem", "JointResult", "solve_joint", "certify_joint", "joint_zero", "joint_C_max"]
 
 
@@ -146,17 +149,24 @@ class JointProblem:
         P, norms = scale_into_radius(P, dual_norms, radius)
         return -(self.loss_conjugate(P) + self.reg_conjugate(norms)), P
 
-    def dual_from_gradient(self, G: np.ndarray, KG: np.ndarray) -> tuple[float, np.ndarray]:
-        r"""The dual at the point of :meth:`MulticlassLoss.dual_point` near :math:`-G`, ``KG`` the
-        products :math:`K_mG`: :math:`\|P\|_{K_m} \le \|G\|_{K_m} + \sqrt{\mathrm{tr}K_m}\,\|P + G\|_F`
+    def dual_from_gradient(self, G: np.ndarray, gg: np.ndarray) -> tuple[float, np.ndarray]:
+        r"""The dual at the point of :meth:`MulticlassLoss.dual_point` near :math:`-G`, ``gg`` the squares
+        :math:`\|G\|^2_{K_m}`: :math:`\|P\|_{K_m} \le \|G\|_{K_m} + \sqrt{\mathrm{tr}K_m}\,\|P + G\|_F`
         (no further pass over the bank; the dual is nondecreasing in these norms, so the bound
         keeps weak duality)."""
         P = self.loss.dual_point(self.y, G, self.w, self.bias)
-        gn = np.sqrt(np.maximum(np.einsum("mnk,nk->m", KG, G), 0.0))
+        gn = np.sqrt(np.maximum(gg, 0.0))
         delta = float(np.linalg.norm(P + G))
         if delta > 0.0:
             gn = gn + np.sqrt(np.maximum(self._trace(), 0.0)) * delta
         return self.dual_value(P, gn)
+
+    def exact_dual(self, G: np.ndarray) -> tuple[float, np.ndarray]:
+        r"""The dual at the point of :meth:`MulticlassLoss.dual_point` near :math:`-G` with its exact block
+        norms (one pass over the bank)."""
+        P = self.loss.dual_point(self.y, G, self.w, self.bias)
+        dn = np.sqrt(np.maximum(np.einsum("mnk,nk->m", self.bank.matmats(P), P), 0.0))
+        return self.dual_value(P, dn)
 
     def _trace(self) -> np.ndarray:
         tr = getattr(self, "_tr", None)
@@ -278,7 +288,7 @@ def joint_zero(problem: JointProblem) -> _Zero:
     primal = problem.loss_values(F0)
     dual, P = -math.inf, -G0
     if problem.C >= C_max:
-        dual, P = problem.dual_from_gradient(G0, KG)
+        dual, P = problem.dual_from_gradient(G0, gn**2)
     return _Zero(bias=b0, objective=primal, dual_objective=dual, dual=P, C_max=C_max)
 
 
@@ -293,15 +303,17 @@ def certify_joint(problem: JointProblem, coef: np.ndarray, bias: np.ndarray) -> 
     coef = np.asarray(coef, dtype=np.float64)
     b = np.asarray(bias, dtype=np.float64) if problem.bias else np.zeros(problem.n_classes)
     U = problem.products(coef)
-    norms = np.sqrt(np.maximum(np.einsum("mnk,mnk->m", coef, U), 0.0))
+    norms = _norms(coef, U)
     F = U.sum(axis=0) + b
     primal = problem.loss_values(F) + regularizer_value(problem.regularizer, norms, problem.C)
-    G = problem.loss_grad(F)
-    P = problem.loss.dual_point(problem.y, G, problem.w, problem.bias)
-    KP = problem.bank.matmats(P)
-    dn = np.sqrt(np.maximum(np.einsum("mnk,nk->m", KP, P), 0.0))
-    dual, P = problem.dual_value(P, dn)
+    dual, P = problem.exact_dual(problem.loss_grad(F))
     return primal, dual, P
+
+
+def _norms(A: np.ndarray, U: np.ndarray) -> np.ndarray:
+    r""":math:`\|A_m\|_{K_m} = \sqrt{\langle A_m, U_m\rangle}` with ``U`` the products :math:`K_mA_m`."""
+    M = A.shape[0]
+    return np.sqrt(np.maximum(np.einsum("ij,ij->i", A.reshape(M, -1), U.reshape(M, -1)), 0.0))
 
 
 class _Iterate:
@@ -309,9 +321,20 @@ class _Iterate:
 
     __slots__ = ("A", "U", "b", "F")
 
-    def __init__(self, A: np.ndarray, U: np.ndarray, b: np.ndarray) -> None:
+    def __init__(self, A: np.ndarray, U: np.ndarray, b: np.ndarray, F: np.ndarray | None = None) -> None:
         self.A, self.U, self.b = A, U, b
-        self.F = U.sum(axis=0) + b
+        self.F = U.sum(axis=0) + b if F is None else F
+
+    def extrapolate(self, prev: "_Iterate", beta: float) -> "_Iterate":
+        """:math:`x + \beta(x - x_{prev})`, every part (the outputs are linear in the point)."""
+
+        def ext(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            out = np.subtract(a, b)
+            out *= beta
+            out += a
+            return out
+
+        return _Iterate(ext(self.A, prev.A), ext(self.U, prev.U), ext(self.b, prev.b), ext(self.F, prev.F))
 
 
 def solve_joint(
@@ -328,8 +351,9 @@ def solve_joint(
     :math:`K_mG` (one pass over the bank), then with step :math:`\eta = 1/L`
     :math:`A_m^+ = \mathrm{prox}_{\eta\tilde g_C}(\|\tilde A_m\|_{K_m})\,\tilde A_m/\|\tilde A_m\|_{K_m}`,
     :math:`\tilde A_m = V_m - \eta G`, and :math:`b^+ = b_V - (\eta/\omega)G^\top\mathbf 1` (the bias
-    metric :math:`\omega` of the ``proximal`` engine); :math:`L` is halved ... doubled until the
-    sufficient-decrease test holds, and shrunk by 0.9 before each step.  The dual point of the
+    metric :math:`\omega` of the ``proximal`` engine); :math:`L` is doubled until the
+    sufficient-decrease test holds, and shrunk before each step (halved until the first
+    back-tracking, then by 0.9); momentum restarts when the objective rises.  The dual point of the
     step's gradient gives the certificate; the run stops when the best primal and the best dual
     seen are within ``tol`` (relative gap), else after ``max_iter`` steps with a
     :class:`~mklkit.result.ConvergenceWarning`.
@@ -429,19 +453,20 @@ def solve_joint(
     else:
         x = _Iterate(np.zeros((M, N, K)), np.zeros((M, N, K)), zero.bias.copy())
     x_prev = x
-    norms_x = np.sqrt(np.maximum(np.einsum("mnk,mnk->m", x.A, x.U), 0.0))
-    best_p = problem.loss_values(x.F) + regularizer_value(reg, norms_x, C)
-    best_x, best_norms = x, norms_x
+    norms_x = _norms(x.A, x.U)
+    p_x = problem.loss_values(x.F) + regularizer_value(reg, norms_x, C)
+    best_p, best_x, best_norms = p_x, x, norms_x
     best_d, best_P = zero.dual_objective, zero.dual
-    t_k = 1.0
+    t_k, shrink = 1.0, 0.5
     status, message, it = Status.MAX_ITER, "", 0
     for it in range(1, int(max_iter) + 1):
         t_next = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t_k * t_k))
         beta = (t_k - 1.0) / t_next
         if beta > 0.0 and x is not x_prev:
-            v = _Iterate(x.A + beta * (x.A - x_prev.A), x.U + beta * (x.U - x_prev.U), x.b + beta * (x.b - x_prev.b))
+            v = x.extrapolate(x_prev, beta)
+            aa = _norms(v.A, v.U) ** 2
         else:
-            v = x
+            v, aa = x, norms_x**2
         fv = problem.loss_values(v.F)
         G = problem.loss_grad(v.F)
         KG = bank.matmats(G)
@@ -449,27 +474,31 @@ def solve_joint(
         if not (math.isfinite(fv) and np.all(np.isfinite(KG))):
             status, message = Status.NUMERICAL_ERROR, f"non-finite loss or gradient at step {it}"
             break
-        # the dual point of this gradient
-        d_val, P = problem.dual_from_gradient(G, KG)
+        # <G, K_m V_m> and ||G||^2_{K_m}: the step's norms and model are combinations of these (M,)
+        SU, SK, g = v.U.reshape(M, -1), KG.reshape(M, -1), G.ravel()
+        ag, gg = SU @ g, SK @ g
+        d_val, P = problem.dual_from_gradient(G, gg)
         if d_val > best_d:
             best_d, best_P = d_val, P
-        L *= 0.9
+        L *= shrink
         for _ in range(60):
             eta = 1.0 / L
-            At = v.A - eta * G[None, :, :]
-            Ut = v.U - eta * KG
-            nt = np.sqrt(np.maximum(np.einsum("mnk,mnk->m", At, Ut), 0.0))
+            nt = np.sqrt(np.maximum(aa - 2.0 * eta * ag + eta * eta * gg, 0.0))
             pn = np.asarray(reg.jit.prox(np.ascontiguousarray(nt), eta * C, rp), dtype=np.float64)
-            scale = np.where(nt > 0.0, pn / np.where(nt > 0.0, nt, 1.0), 0.0)
+            s = np.where(nt > 0.0, pn / np.where(nt > 0.0, nt, 1.0), 0.0)
             b1 = v.b - (eta / omega) * gb if problem.bias else v.b
-            x1 = _Iterate(scale[:, None, None] * At, scale[:, None, None] * Ut, b1)
-            f1 = problem.loss_values(x1.F)
-            dA = x1.A - v.A
-            dist = float(np.einsum("mnk,mnk->", dA, x1.U - v.U)) + omega * float(np.sum((x1.b - v.b) ** 2))
-            model = fv + float(np.sum(G * (x1.F - v.F))) + 0.5 * L * dist
+            F1 = (s @ SU - eta * (s @ SK)).reshape(N, K) + b1
+            f1 = problem.loss_values(F1)
+            # ||x1 - v||^2 with A1_m - V_m = (s_m - 1) V_m - s_m eta G, and the bias in its metric
+            dist = float(np.sum((s - 1.0) ** 2 * aa - 2.0 * (s - 1.0) * s * eta * ag + (s * eta) ** 2 * gg))
+            dist += omega * float(np.sum((b1 - v.b) ** 2))
+            model = fv + float(np.sum(G * (F1 - v.F))) + 0.5 * L * dist
             if f1 <= model + 1e-12 * (abs(fv) + 1.0):
                 break
             L *= 2.0
+            shrink = 0.9  # halved until the first back-tracking, then a slow drift down
+        se = (s * eta)[:, None, None]
+        x1 = _Iterate(s[:, None, None] * v.A - se * G[None], s[:, None, None] * v.U - se * KG, b1, F1)
         norms1 = np.where(nt > 0.0, pn, 0.0)
         p1 = f1 + regularizer_value(reg, norms1, C)
         if not math.isfinite(p1):
@@ -477,10 +506,13 @@ def solve_joint(
             break
         if p1 < best_p:
             best_p, best_x, best_norms = p1, x1, norms1
-        # gradient restart: momentum off when the step goes against the last move
-        restart = float(np.einsum("mnk,mnk->", v.A - x1.A, x1.U - x.U)) + omega * float(np.dot(v.b - x1.b, x1.b - x.b))
-        x_prev, x = x, x1
-        t_k = 1.0 if restart > 0.0 else t_next
+        # function restart (O'Donoghue & Candes 2015): momentum off when the objective rose
+        t_k = 1.0 if p1 > p_x else t_next
+        x_prev, x, p_x, norms_x = x, x1, p1, norms1
+        if it % EXACT_DUAL_EVERY == 0:  # the dual at the new point with exact block norms (one more pass)
+            d_val, P = problem.exact_dual(problem.loss_grad(x.F))
+            if d_val > best_d:
+                best_d, best_P = d_val, P
         gap = relative_gap(best_p, best_d)
         rec = {
             "iteration": it,

@@ -12,7 +12,8 @@ from typing import Any, Iterator, Sequence
 from ..pipeline import PipelineError, problem_at
 from ..components.params import ParamError
 from ..pipeline.heldout import HeldoutChoice, PathSettings, held_out_C, uses_path
-from ..pipeline.joint import JOINT_MAX_ITER, JOINT_TOL, class_codes, joint_held_out_C, joint_loss, joint_problem
+from ..pipeline.joint import JOINT_MAX_ITER, JOINT_TOL, class_codes, joint_base, joint_held_out_C, joint_loss
+from ..pipeline.joint import joint_problem
 from ..pipeline.kernel_subset import all_features_subset, restrict_result, subset_problem, widen_result
 from ..pipeline.refine import refine_prepared
 from ..pipeline.bank_settings import kernel_resolver
@@ -136,9 +137,11 @@ class Solving:
         opts = dict(self.engine_params or {})
         tol = float(self.tol if self.tol is not None else opts.get("tol", JOINT_TOL))
         max_iter = int(self.max_iter if self.max_iter is not None else opts.get("max_iter", JOINT_MAX_ITER))
-        base = prep.prepared.subproblem(prep.tasks[0].y)
+        base, how = joint_base(prep.prepared.subproblem(prep.tasks[0].y))
         codes, n = class_codes(prep.tasks), len(prep.classes)
         where = f"{owner}: joint problem of {n} classes"
+        if how:
+            logger.info(f"{where}: {how}")
         prep.joint_loss = loss
         ratio = PathSettings().tol_ratio
 

@@ -65,6 +65,25 @@ def joint_C_max(base: Any, codes: np.ndarray, n_classes: int, loss: Any) -> floa
     return float(c_max(joint_problem(base, codes, n_classes, loss, 1.0)))
 
 
+def joint_base(base: Any) -> tuple[Any, str]:
+    r"""The binary problem ``base`` on exact factors of its dense bank when they make the joint engine's
+    passes cheaper (total rank below half of :math:`MN`, every kernel's relative trace left out at most
+    1e-10: :func:`~mklkit.kernels.factorize.dense.exact_factors`), with a line saying what was done; else
+    ``base`` itself.  The coefficients of the factored problem are those of the dense one."""
+    if base.representation != "array":
+        return base, ""
+    from ..kernels.factorize.dense import exact_factors
+
+    M, N = base.n_kernels, base.n_samples
+    fac = exact_factors(base.K)
+    if not fac.exact or int(np.sum(fac.ranks)) >= 0.5 * M * N:
+        return base, ""
+    extra = {k: v for k, v in base.extra.items() if k != "representation"}
+    return dataclasses.replace(
+        base, K=fac.bank, extra=extra
+    ), f"exact factors of the dense bank ({fac.describe()}, {fac.time_s:.2f} s)"
+
+
 def _ratios(c_max_fit: float, prior_fit: float, s: PathSettings) -> tuple[str, float, np.ndarray]:
     """The reference (``"C_max"`` or ``"prior"``), its C on the fitting rows and the path's ratios to it."""
     n = math.floor(-math.log10(s.min_ratio) * s.per_decade + 1e-9)
