@@ -277,3 +277,17 @@ def test_estimator_joint_two_classes_is_the_binary_problem():
     a = MKLClassifier(multiclass="joint", C=0.1).fit(X[keep], y[keep])
     b = MKLClassifier(multiclass="ovr", C=0.1).fit(X[keep], y[keep])
     assert np.array_equal(a.decision_function(X), b.decision_function(X))
+
+
+def test_doc_examples_run():
+    """The examples of docs/multiclass.md run as doctests."""
+    import doctest
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "multiclass.md"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        failures, tried = doctest.testfile(
+            str(doc), module_relative=False, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+        )
+    assert tried >= 10 and failures == 0
