@@ -291,3 +291,25 @@ def test_doc_examples_run():
             str(doc), module_relative=False, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
         )
     assert tried >= 10 and failures == 0
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_factor_bank_same_solution(bias):
+    """On exact factors of the bank the engine iterates in factor coordinates: the same optimum (Clarabel),
+    and coefficients that give the dense problem's outputs and objective."""
+    from mklkit.kernels.factorize.dense import exact_factors
+
+    K, y = _bank(seed=8)
+    reg = ElasticNet(lam=0.5)
+    fac = exact_factors(K)
+    assert fac.exact
+    res = solve_joint(JointProblem(fac.bank, y, 3, Multinomial(), reg, 0.5, bias=bias), tol=1e-9, max_iter=20000)
+    ref = _reference(K, y, reg, 0.5, bias)
+    assert res.converged and abs(res.objective - ref) <= 1e-6 * abs(ref)
+    dense = JointProblem(K, y, 3, Multinomial(), reg, 0.5, bias=bias)
+    primal, dual, _ = certify_joint(dense, res.coef, res.bias)
+    assert primal == pytest.approx(res.objective, rel=1e-8)
+    assert dual <= primal * (1 + 1e-12) and (primal - dual) / primal <= 1e-6
+    # warm start from the dense solution's coefficients
+    warm = solve_joint(JointProblem(fac.bank, y, 3, Multinomial(), reg, 0.45, bias=bias), tol=1e-6, warm_start=res)
+    assert warm.converged and warm.iterations < res.iterations

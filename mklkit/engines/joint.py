@@ -161,11 +161,16 @@ class JointProblem:
             gn = gn + np.sqrt(np.maximum(self._trace(), 0.0)) * delta
         return self.dual_value(P, gn)
 
-    def exact_dual(self, G: np.ndarray) -> tuple[float, np.ndarray]:
+    def exact_dual(
+        self, G: np.ndarray, dual_norms: Callable[[np.ndarray], np.ndarray] | None = None
+    ) -> tuple[float, np.ndarray]:
         r"""The dual at the point of :meth:`MulticlassLoss.dual_point` near :math:`-G` with its exact block
-        norms (one pass over the bank)."""
+        norms (one pass over the bank; ``dual_norms`` computes them when given)."""
         P = self.loss.dual_point(self.y, G, self.w, self.bias)
-        dn = np.sqrt(np.maximum(np.einsum("mnk,nk->m", self.bank.matmats(P), P), 0.0))
+        if dual_norms is None:
+            dn = np.sqrt(np.maximum(np.einsum("mnk,nk->m", self.bank.matmats(P), P), 0.0))
+        else:
+            dn = dual_norms(P)
         return self.dual_value(P, dn)
 
     def _trace(self) -> np.ndarray:
@@ -317,24 +322,113 @@ def _norms(A: np.ndarray, U: np.ndarray) -> np.ndarray:
 
 
 class _Iterate:
-    """A FISTA point: coefficients ``A``, products ``U`` (:math:`K_mA_m`), offset ``b``, outputs ``F``."""
+    """A FISTA point: its coordinates ``X`` (coefficients (M, N, K), or factor coordinates (R, K)), the
+    products ``U`` of coefficients (:math:`K_mA_m`; ``None`` in factor coordinates), offset ``b`` and
+    outputs ``F``."""
 
-    __slots__ = ("A", "U", "b", "F")
+    __slots__ = ("X", "U", "b", "F")
 
-    def __init__(self, A: np.ndarray, U: np.ndarray, b: np.ndarray, F: np.ndarray | None = None) -> None:
-        self.A, self.U, self.b = A, U, b
-        self.F = U.sum(axis=0) + b if F is None else F
+    def __init__(self, X: np.ndarray, U: np.ndarray | None, b: np.ndarray, F: np.ndarray) -> None:
+        self.X, self.U, self.b, self.F = X, U, b, F
 
     def extrapolate(self, prev: "_Iterate", beta: float) -> "_Iterate":
-        """:math:`x + \beta(x - x_{prev})`, every part (the outputs are linear in the point)."""
+        """:math:`x + \\beta(x - x_{prev})`, every part (the outputs are linear in the point)."""
 
-        def ext(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        def ext(a: Any, b: Any) -> Any:
+            if a is None:
+                return None
             out = np.subtract(a, b)
             out *= beta
             out += a
             return out
 
-        return _Iterate(ext(self.A, prev.A), ext(self.U, prev.U), ext(self.b, prev.b), ext(self.F, prev.F))
+        return _Iterate(ext(self.X, prev.X), ext(self.U, prev.U), ext(self.b, prev.b), ext(self.F, prev.F))
+
+
+class _KernelSpace:
+    r"""Iterates in the product RKHS on any bank: coefficients :math:`A` (M, N, K) kept with their
+    products :math:`U_m = K_mA_m`; the gradient's image is :math:`K_mG` (one pass)."""
+
+    def __init__(self, problem: JointProblem) -> None:
+        self.problem, self.bank = problem, problem.bank
+        self.M, self.N, self.K = problem.n_kernels, problem.n_samples, problem.n_classes
+
+    def point(self, coef: np.ndarray | None, b: np.ndarray) -> _Iterate:
+        if coef is None:
+            Z = np.zeros((self.M, self.N, self.K))
+            return _Iterate(Z, Z.copy(), b, np.tile(b, (self.N, 1)))
+        U = self.problem.products(coef)
+        return _Iterate(coef, U, b, U.sum(axis=0) + b)
+
+    def sq_norms(self, x: _Iterate) -> np.ndarray:
+        return _norms(x.X, x.U) ** 2
+
+    def gradient(self, v: _Iterate, G: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray]:
+        r"""The image of ``G``, :math:`\langle G, K_mV_m\rangle` and :math:`\|G\|^2_{K_m}`."""
+        KG = self.bank.matmats(G)
+        SU, SK, g = v.U.reshape(self.M, -1), KG.reshape(self.M, -1), G.ravel()
+        return (SU, SK, KG), SU @ g, SK @ g
+
+    def outputs(self, v: _Iterate, image: Any, s: np.ndarray, eta: float, b1: np.ndarray) -> np.ndarray:
+        r""":math:`F^+ = \sum_m s_m(U_m - \eta K_mG) + b^+`."""
+        SU, SK, _ = image
+        return (s @ SU - eta * (s @ SK)).reshape(self.N, self.K) + b1
+
+    def step(self, v: _Iterate, G: np.ndarray, image: Any, s: np.ndarray, eta: float, b1: Any, F1: Any) -> _Iterate:
+        se = (s * eta)[:, None, None]
+        return _Iterate(s[:, None, None] * v.X - se * G[None], s[:, None, None] * v.U - se * image[2], b1, F1)
+
+    def dual_norms(self, P: np.ndarray) -> np.ndarray:
+        return np.sqrt(np.maximum(np.einsum("mnk,nk->m", self.bank.matmats(P), P), 0.0))
+
+    def coef(self, x: _Iterate) -> np.ndarray:
+        return x.X
+
+
+class _FactorSpace:
+    r"""Iterates in factor coordinates on a factor bank, :math:`K_m = L_mL_m^\top`:
+    :math:`\beta_m = L_m^\top A_m` (stacked (R, K)), :math:`F = \sum_mL_m\beta_m + \mathbf 1b^\top` and
+    :math:`\|A_m\|_{K_m} = \|\beta_m\|_F`.  The same iteration (a gradient step
+    :math:`\beta_m - \eta L_m^\top G` and the block prox), with the gradient's image
+    :math:`L^\top G` (one product) and the outputs :math:`L\beta` (one product per trial step)."""
+
+    def __init__(self, problem: JointProblem) -> None:
+        bank = problem.bank
+        self.problem, self.bank, self.LT = problem, bank, bank.LT
+        self.M, self.N, self.K = problem.n_kernels, problem.n_samples, problem.n_classes
+        self.seg = np.repeat(np.arange(self.M), np.diff(np.asarray(bank.starts)))
+        self._last: np.ndarray | None = None
+
+    def _segsum(self, X: np.ndarray) -> np.ndarray:
+        return np.bincount(self.seg, weights=X.sum(axis=1), minlength=self.M).astype(np.float64)
+
+    def point(self, coef: np.ndarray | None, b: np.ndarray) -> _Iterate:
+        if coef is None:
+            return _Iterate(np.zeros((self.seg.size, self.K)), None, b, np.tile(b, (self.N, 1)))
+        beta = np.stack([self.bank.coefficients(np.ascontiguousarray(coef[:, :, k])) for k in range(self.K)], -1)
+        return _Iterate(beta, None, b, np.asarray(self.LT.T @ beta) + b)
+
+    def sq_norms(self, x: _Iterate) -> np.ndarray:
+        return self._segsum(x.X * x.X)
+
+    def gradient(self, v: _Iterate, G: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray]:
+        T = np.asarray(self.LT @ G)
+        return T, self._segsum(v.X * T), self._segsum(T * T)
+
+    def outputs(self, v: _Iterate, image: Any, s: np.ndarray, eta: float, b1: np.ndarray) -> np.ndarray:
+        self._last = s[self.seg][:, None] * (v.X - eta * image)
+        return np.asarray(self.LT.T @ self._last) + b1
+
+    def step(self, v: _Iterate, G: np.ndarray, image: Any, s: np.ndarray, eta: float, b1: Any, F1: Any) -> _Iterate:
+        return _Iterate(self._last, None, b1, F1)
+
+    def dual_norms(self, P: np.ndarray) -> np.ndarray:
+        Q = np.asarray(self.LT @ P)
+        return np.sqrt(np.maximum(self._segsum(Q * Q), 0.0))
+
+    def coef(self, x: _Iterate) -> np.ndarray:
+        """The minimum-norm coefficients with :math:`L_m^\top A_m = \beta_m`, (M, N, K)."""
+        return np.stack([self.bank.alpha_from_beta(np.ascontiguousarray(x.X[:, k])) for k in range(self.K)], -1)
 
 
 def solve_joint(
@@ -446,14 +540,14 @@ def solve_joint(
     lam, omega = lipschitz_estimate(S, problem.bias)
     L = float(loss.grad_lipschitz()) * float(np.max(problem.w)) * lam
 
+    space: Any = _FactorSpace(problem) if isinstance(bank, FactorBank) else _KernelSpace(problem)
     if warm_start is not None and np.asarray(warm_start.coef).shape == (M, N, K):
-        A0 = np.array(warm_start.coef, dtype=np.float64)
         b0 = np.array(warm_start.bias, dtype=np.float64) if problem.bias else np.zeros(K)
-        x = _Iterate(A0, problem.products(A0), b0)
+        x = space.point(np.array(warm_start.coef, dtype=np.float64), b0)
     else:
-        x = _Iterate(np.zeros((M, N, K)), np.zeros((M, N, K)), zero.bias.copy())
+        x = space.point(None, zero.bias.copy())
     x_prev = x
-    norms_x = _norms(x.A, x.U)
+    norms_x = np.sqrt(np.maximum(space.sq_norms(x), 0.0))
     p_x = problem.loss_values(x.F) + regularizer_value(reg, norms_x, C)
     best_p, best_x, best_norms = p_x, x, norms_x
     best_d, best_P = zero.dual_objective, zero.dual
@@ -464,19 +558,17 @@ def solve_joint(
         beta = (t_k - 1.0) / t_next
         if beta > 0.0 and x is not x_prev:
             v = x.extrapolate(x_prev, beta)
-            aa = _norms(v.A, v.U) ** 2
+            aa = space.sq_norms(v)
         else:
             v, aa = x, norms_x**2
         fv = problem.loss_values(v.F)
         G = problem.loss_grad(v.F)
-        KG = bank.matmats(G)
         gb = G.sum(axis=0)
-        if not (math.isfinite(fv) and np.all(np.isfinite(KG))):
+        # the gradient's image, <G, K_m V_m> and ||G||^2_{K_m}: the step's norms, outputs and model
+        image, ag, gg = space.gradient(v, G)
+        if not (math.isfinite(fv) and np.all(np.isfinite(gg))):
             status, message = Status.NUMERICAL_ERROR, f"non-finite loss or gradient at step {it}"
             break
-        # <G, K_m V_m> and ||G||^2_{K_m}: the step's norms and model are combinations of these (M,)
-        SU, SK, g = v.U.reshape(M, -1), KG.reshape(M, -1), G.ravel()
-        ag, gg = SU @ g, SK @ g
         d_val, P = problem.dual_from_gradient(G, gg)
         if d_val > best_d:
             best_d, best_P = d_val, P
@@ -487,7 +579,7 @@ def solve_joint(
             pn = np.asarray(reg.jit.prox(np.ascontiguousarray(nt), eta * C, rp), dtype=np.float64)
             s = np.where(nt > 0.0, pn / np.where(nt > 0.0, nt, 1.0), 0.0)
             b1 = v.b - (eta / omega) * gb if problem.bias else v.b
-            F1 = (s @ SU - eta * (s @ SK)).reshape(N, K) + b1
+            F1 = space.outputs(v, image, s, eta, b1)
             f1 = problem.loss_values(F1)
             # ||x1 - v||^2 with A1_m - V_m = (s_m - 1) V_m - s_m eta G, and the bias in its metric
             dist = float(np.sum((s - 1.0) ** 2 * aa - 2.0 * (s - 1.0) * s * eta * ag + (s * eta) ** 2 * gg))
@@ -497,8 +589,7 @@ def solve_joint(
                 break
             L *= 2.0
             shrink = 0.9  # halved until the first back-tracking, then a slow drift down
-        se = (s * eta)[:, None, None]
-        x1 = _Iterate(s[:, None, None] * v.A - se * G[None], s[:, None, None] * v.U - se * KG, b1, F1)
+        x1 = space.step(v, G, image, s, eta, b1, F1)
         norms1 = np.where(nt > 0.0, pn, 0.0)
         p1 = f1 + regularizer_value(reg, norms1, C)
         if not math.isfinite(p1):
@@ -510,7 +601,7 @@ def solve_joint(
         t_k = 1.0 if p1 > p_x else t_next
         x_prev, x, p_x, norms_x = x, x1, p1, norms1
         if it % EXACT_DUAL_EVERY == 0:  # the dual at the new point with exact block norms (one more pass)
-            d_val, P = problem.exact_dual(problem.loss_grad(x.F))
+            d_val, P = problem.exact_dual(problem.loss_grad(x.F), space.dual_norms)
             if d_val > best_d:
                 best_d, best_P = d_val, P
         gap = relative_gap(best_p, best_d)
@@ -534,7 +625,7 @@ def solve_joint(
         message = (
             f"max_iter = {max_iter} steps reached with relative gap {relative_gap(best_p, best_d):.3g} > tol {tol:g}"
         )
-    return finish(status, it, best_x.A, best_x.b, best_p, best_d, best_P, best_norms, message)
+    return finish(status, it, space.coef(best_x), best_x.b, best_p, best_d, best_P, best_norms, message)
 
 
 class _GenericSum:
