@@ -427,8 +427,19 @@ class _FactorSpace:
         return np.sqrt(np.maximum(self._segsum(Q * Q), 0.0))
 
     def coef(self, x: _Iterate) -> np.ndarray:
-        """The minimum-norm coefficients with :math:`L_m^\top A_m = \beta_m`, (M, N, K)."""
-        return np.stack([self.bank.alpha_from_beta(np.ascontiguousarray(x.X[:, k])) for k in range(self.K)], -1)
+        """Coefficients with :math:`L_m^\top A_m = \beta_m`, (M, N, K): the bank's own solve of a block
+        (triangular, on exact factors) where it has one, else the minimum-norm ones."""
+        own = getattr(self.bank, "solve_coefficients", None)
+        if own is None:
+            return np.stack([self.bank.alpha_from_beta(np.ascontiguousarray(x.X[:, k])) for k in range(self.K)], -1)
+        out = np.zeros((self.M, self.N, self.K))
+        starts = np.asarray(self.bank.starts)
+        for m in range(self.M):
+            a, b = int(starts[m]), int(starts[m + 1])
+            if b > a and np.any(x.X[a:b] != 0.0):
+                for k in range(self.K):
+                    out[m, :, k] = own(m, x.X[a:b, k])
+        return out
 
 
 def solve_joint(
