@@ -139,7 +139,7 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
         rows only), or joint: one problem on all rows with one kernel weighting shared by all classes, the
         multinomial loss (``loss="logistic"`` or ``"multinomial"``, or a ``MulticlassLoss``) and the regularizer
         on each kernel's block of class coefficients (``docs/multiclass.md``; ``kernel_weights_`` of shape
-        (n_kernels,), ``engine="auto"``, the tolerance 1e-2 of the engines unless ``tol`` is given).  Two classes are one
+        (n_kernels,), ``engine="auto"``, the tolerance 1e-3 unless ``tol`` is given).  Two classes are one
         binary problem in every mode.
     n_jobs : int, optional
         Binary problems solved in parallel (threads; the jitted kernels release the GIL).  ``None``: one at a time.

@@ -19,7 +19,7 @@ from .heldout import HeldoutPath, PathSettings, _Walk
 from .heldout_rows import HeldoutRows, effective_size, paired_excess, split_rows
 
 #: The relative duality gap and the most steps of a joint fit unless ``tol``/``max_iter`` are given.
-JOINT_TOL = 1e-2
+JOINT_TOL = 1e-3
 JOINT_MAX_ITER = 10000
 
 #: The binary loss names that stand for the multinomial loss with ``multiclass="joint"``.
