@@ -17,9 +17,11 @@ to the block norms (the group norm over kernels and classes together).  Its Fenc
 binary problem.  :func:`solve_joint` is FISTA (Beck & Teboulle 2009) in the product RKHS
 (Mosci et al. 2008, as the ``proximal`` engine): a gradient step of every block by the loss
 gradient :math:`G`, the block prox of the regularizer, back-tracking on the curvature and
-gradient restart (O'Donoghue & Candès 2015).  One pass over the bank per step, :math:`K_mG`
+function restart (O'Donoghue & Candès 2015).  One pass over the bank per step, :math:`K_mG`
 for every kernel (:meth:`~mklkit.kernels.ops.GramBank.matmats`); the step, its back-tracking
-and the certificate are combinations of stored products.
+and the certificate are combinations of stored products.  On a factor bank the iteration runs in
+factor coordinates :math:`\beta_m = L_m^\top A_m` (one product with :math:`L^\top` per step, one
+with :math:`L` per trial of the curvature).
 """
 
 from __future__ import annotations
@@ -450,7 +452,7 @@ def solve_joint(
     warm_start: JointResult | None = None,
     callback: Callable[[dict[str, Any]], Any] | None = None,
 ) -> JointResult:
-    r"""Solve a :class:`JointProblem` by FISTA with back-tracking and gradient restart.
+    r"""Solve a :class:`JointProblem` by FISTA with back-tracking and function restart.
 
     Every step: the loss gradient :math:`G` at the extrapolated point :math:`V`, the products
     :math:`K_mG` (one pass over the bank), then with step :math:`\eta = 1/L`
