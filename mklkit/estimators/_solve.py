@@ -12,15 +12,7 @@ from typing import Any, Iterator, Sequence
 from ..pipeline import PipelineError, problem_at
 from ..components.params import ParamError
 from ..pipeline.heldout import HeldoutChoice, PathSettings, held_out_C, uses_path
-from ..pipeline.joint import (
-    JOINT_MAX_ITER,
-    JOINT_PATH_TOL,
-    JOINT_TOL,
-    class_codes,
-    joint_base,
-    joint_held_out_C,
-    joint_loss,
-)
+from ..pipeline.joint import JOINT_MAX_ITER, JOINT_TOL, class_codes, joint_base, joint_held_out_C, joint_loss
 from ..pipeline.joint import joint_problem
 from ..pipeline.kernel_subset import all_features_subset, restrict_result, subset_problem, widen_result
 from ..pipeline.refine import refine_prepared
@@ -151,11 +143,10 @@ class Solving:
         if how:
             logger.info(f"{where}: {how}")
         prep.joint_loss = loss
-        # the path's solves stop where the binary engines' paths do (their default 1e-2 times tol_ratio)
-        path_tol = max(tol, JOINT_PATH_TOL) * PathSettings().tol_ratio
+        ratio = PathSettings().tol_ratio
 
         def on_path(problem: Any, warm: Any) -> Any:
-            return solve_joint(problem, tol=path_tol, max_iter=max_iter, warm_start=warm)
+            return solve_joint(problem, tol=tol * ratio, max_iter=max_iter, warm_start=warm)
 
         def progress(rec: dict[str, Any]) -> None:
             logger.info(

@@ -20,9 +20,6 @@ from .heldout_rows import HeldoutRows, effective_size, paired_excess, split_rows
 
 #: The relative duality gap and the most steps of a joint fit unless ``tol``/``max_iter`` are given.
 JOINT_TOL = 1e-3
-#: The path of ``C="path"`` solves at the engines' default tolerance (1e-2) times ``PathSettings.tol_ratio``
-#: (waveform: the same choice of C as at 1e-3, the path in a fraction of the time), the fit at ``JOINT_TOL``.
-JOINT_PATH_TOL = 1e-2
 JOINT_MAX_ITER = 10000
 
 #: The binary loss names that stand for the multinomial loss with ``multiclass="joint"``.
