@@ -19,6 +19,7 @@ from ..components.base import CLASSIFICATION, REGRESSION
 from ..components.params import ParamError
 from ..pipeline import new_points
 from ..pipeline.heldout import c_max
+from ..pipeline.joint import class_codes, joint_C_max, joint_loss
 from ..pipeline.problem_settings import C_NAMES
 from ..result import TrivialModelWarning, active_union, trivial_message, warn_if_trivial
 from ._checks import ParameterChecks, check_budget, check_C
@@ -74,6 +75,15 @@ class BaseMKL(ParameterChecks, FitPreparation, Solving, BaseEstimator):
             self.classes_ = prep.classes
         if self._task == REGRESSION:
             self.y_offset_, self.y_scale_ = (float(v) for v in prep.target)
+        if self._joint(prep):  # one problem: one weighting, gap, iteration count and C for all classes
+            for name in ("kernel_weights_", "n_iter_", "dual_gap_", "C_max_", "C_"):
+                setattr(self, name, getattr(self, name)[0])
+            self.n_iter_, self.dual_gap_ = int(self.n_iter_), float(self.dual_gap_)
+            self.C_max_, self.C_ = float(self.C_max_), float(self.C_)
+            if hasattr(self, "C_selection_"):
+                self.C_selection_ = self.C_selection_[0]
+            self.solved_by_ = "joint"
+            self.loss_ = prep.joint_loss
 
     @contextlib.contextmanager
     def _prepared(self, X: Any, y: Any, C: float, sample_weight: Any) -> Iterator[FitState]:
@@ -93,7 +103,7 @@ class BaseMKL(ParameterChecks, FitPreparation, Solving, BaseEstimator):
             results = self._refine(prep, [r[0] for r in self._run_all(prep, [C])])
             logger.info("%s: solved %d problem(s) in %.2f s", self._owner, len(results), time.perf_counter() - t0)
         self._set_fitted(prep, results)
-        off = [t for t, r in enumerate(results) if r.trivial]
+        off = [t for t, r in enumerate(results[:1] if self._joint(prep) else results) if r.trivial]
         if off:  # one TrivialModelWarning when some binary problem has every kernel off
             t = off[0]
             where = f"{self._owner}: C"
@@ -171,7 +181,11 @@ class BaseMKL(ParameterChecks, FitPreparation, Solving, BaseEstimator):
 
     def _path_from_c_max(self, prep: FitState, n: int) -> np.ndarray:
         """``n`` values of C from ``C_max`` down to ``1e-3 C_max``, evenly on a log scale."""
-        cmax = max([0.0] + [c_max(prep.prepared.subproblem(t.y, t.rows)) for t in prep.tasks])
+        if self._joint(prep):
+            base = prep.prepared.subproblem(prep.tasks[0].y)
+            cmax = joint_C_max(base, class_codes(prep.tasks), len(prep.classes), joint_loss(self.loss, self._owner))
+        else:
+            cmax = max([0.0] + [c_max(prep.prepared.subproblem(t.y, t.rows)) for t in prep.tasks])
         if not (math.isfinite(cmax) and cmax > 0.0):
             raise ParamError(
                 "Cs",

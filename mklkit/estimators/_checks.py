@@ -14,13 +14,14 @@ from ..components.params import ParamError
 from ..pipeline import PipelineError, check_support, parse_bytes
 from ..pipeline.bank_settings import FactorSettings, ShardedSettings
 from ..pipeline.problem_settings import SECOND_STAGE_REGULARIZER
+from ..pipeline.joint import joint_loss
 from ..plugins import get_registry
 from ._defaults import default_bank, feature_kinds
 
 logger = logging.getLogger("mklkit.estimators")
 
 NORMALIZE = ("auto", "trace", "diagonal", "none")
-MULTICLASS = ("ovr", "ovo")
+MULTICLASS = ("ovr", "ovo", "joint")
 #: The estimators' default regularizer (replaced by ``uniform`` with a weighting).
 DEFAULT_REGULARIZER = "elasticnet"
 #: Estimator parameter of each pipeline key (errors name the parameter).
@@ -47,6 +48,12 @@ def spec_name(spec: Any) -> str | None:
 
 
 def is_logistic(est: Any) -> bool:
+    """Whether the fit gives class probabilities: the logistic loss, or with ``multiclass="joint"`` the
+    multinomial loss (or a multiclass loss with ``has_proba``)."""
+    if getattr(est, "multiclass", None) == "joint" and (
+        spec_name(est.loss) == "multinomial" or getattr(est.loss, "has_proba", False)
+    ):
+        return True
     return spec_name(est.loss) == "logistic"
 
 
@@ -99,7 +106,11 @@ class ParameterChecks:
     def _components(self) -> tuple[Any, Any, Any]:
         """Loss, regularizer and engine instances; errors say what is allowed."""
         reg = get_registry()
-        loss = reg.create("loss", self.loss)
+        loss_spec = self.loss
+        if getattr(self, "multiclass", None) == "joint":  # the multiclass loss checked; binary problems: logistic
+            joint_loss(self.loss, self._owner)
+            loss_spec = "logistic"
+        loss = reg.create("loss", loss_spec)
         if loss.task != self._task:
             ok = ", ".join(r.name for r in reg.registrations("loss") if r.cls.task == self._task)
             raise ParamError("loss", self.loss, f"a {self._task} loss (one of {ok})", owner=self._owner)

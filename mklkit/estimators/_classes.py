@@ -144,9 +144,13 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
         A registered classification loss (``predict_proba`` needs the logistic loss); the error message of an
         unsupported loss/regularizer pair names the engines that can solve it.
 {_COMMON_DOC % dict(weightings="``average``, ``alignf``, ``easymkl``, ``fheuristic``, ``pwmk``", C="1", C_note="The scale 1 (C = 0.05 at N = 400) is the best of a grid on the UCI sets and reaches SVC's accuracy on a9a (docs/api.md).")}
-    multiclass : {{"ovr", "ovo"}}, default="ovr"
-        One-vs-rest (one problem per class on all rows) or one-vs-one (one problem per pair of classes on their
-        rows only).
+    multiclass : {{"ovr", "ovo", "joint"}}, default="ovr"
+        One-vs-rest (one problem per class on all rows), one-vs-one (one problem per pair of classes on their
+        rows only), or joint: one problem on all rows with one kernel weighting shared by all classes, the
+        multinomial loss (``loss="logistic"`` or ``"multinomial"``, or a ``MulticlassLoss``) and the regularizer
+        on each kernel's block of class coefficients (``docs/multiclass.md``; ``kernel_weights_`` of shape
+        (n_kernels,), ``engine="auto"``, the tolerance 1e-3 unless ``tol`` is given).  Two classes are one
+        binary problem in every mode.
     n_jobs : int, optional
         Binary problems solved in parallel (threads; the jitted kernels release the GIL).  ``None``: one at a time.
     class_weight : None, "balanced" or dict, default=None
@@ -165,7 +169,7 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
     -----
     ``predict_proba`` (logistic loss only): binary :math:`P(y = c_1) = \\sigma(f)`, the sigmoid of the decision
     function; one-vs-rest: the normalised sigmoids :math:`\\sigma(f_k)/\\sum_j\\sigma(f_j)`; one-vs-one: pairwise
-    coupling of the pairwise sigmoids (Wu, Lin & Weng 2004, method 2).
+    coupling of the pairwise sigmoids (Wu, Lin & Weng 2004, method 2); joint: the softmax of the K outputs.
     """
 
     _task = CLASSIFICATION
@@ -229,7 +233,9 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
         classes, codes = encode_classes(y)
         if classes.size < 2:
             raise ValueError(f"{self._owner} needs samples of at least 2 classes; got 1 class ({classes[0]!r})")
-        return classes, (ovr_tasks if multiclass == "ovr" else ovo_tasks)(codes.ravel(), classes.size), (0.0, 1.0)
+        # "joint": the one-vs-rest layout (a column per class on all rows), solved as one problem
+        tasks = (ovo_tasks if multiclass == "ovo" else ovr_tasks)(codes.ravel(), classes.size)
+        return classes, tasks, (0.0, 1.0)
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "MKLClassifier":
         """Build the kernel bank and solve the MKL problem(s).
@@ -277,6 +283,8 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
             return np.column_stack([1.0 - p, p])
         if self.multiclass == "ovo":
             return pairwise_coupling(F, self._tasks, len(self.classes_))
+        if self.multiclass == "joint":
+            return self.loss_.proba(F)
         return ovr_proba(F)
 
     @available_if(is_logistic)

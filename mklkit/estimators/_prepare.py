@@ -46,6 +46,7 @@ class FitState:
     subset: dict[int, np.ndarray] = field(default_factory=dict)  # the kernels kept of the default bank
     bank_choice: dict[int, dict[str, Any]] = field(default_factory=dict)  # what chose them
     weighting: Any = None  # a two-stage method's weighting component (pipeline.weighting)
+    joint_loss: Any = None  # multiclass="joint": the multiclass loss of the one problem
 
 
 @dataclass

@@ -10,7 +10,10 @@ import sys
 from typing import Any, Iterator, Sequence
 
 from ..pipeline import PipelineError, problem_at
-from ..pipeline.heldout import HeldoutChoice, held_out_C, uses_path
+from ..components.params import ParamError
+from ..pipeline.heldout import HeldoutChoice, PathSettings, held_out_C, uses_path
+from ..pipeline.joint import JOINT_MAX_ITER, JOINT_TOL, class_codes, joint_base, joint_held_out_C, joint_loss
+from ..pipeline.joint import joint_problem
 from ..pipeline.kernel_subset import all_features_subset, restrict_result, subset_problem, widen_result
 from ..pipeline.refine import refine_prepared
 from ..pipeline.weighting import second_stage_C, weight_problem
@@ -108,6 +111,8 @@ class Solving:
     ) -> list[list[Any]]:
         """``out[t][c]``: the result of task t at ``Cs[c]`` (``None``: each task's own last C, warm-started from
         ``warm[t]``); tasks in parallel threads (``n_jobs``)."""
+        if self._joint(prep):
+            return self._run_joint(prep, Cs)
         n_jobs = getattr(self, "n_jobs", None)
 
         def args(t: int) -> tuple[Any, ...]:
@@ -120,11 +125,74 @@ class Solving:
             return list(Parallel(n_jobs=n_jobs, prefer="threads")(tasks))
         return [self._run_task(*args(t)) for t in range(len(prep.tasks))]
 
+    def _joint(self, prep: FitState) -> bool:
+        """Whether the fit is one joint multiclass problem (``multiclass="joint"`` and more than two classes)."""
+        return getattr(self, "multiclass", None) == "joint" and prep.classes is not None and len(prep.classes) > 2
+
+    def _run_joint(self, prep: FitState, Cs: Sequence[Any] | None) -> list[list[Any]]:
+        """The joint multiclass problem (:mod:`mklkit.engines.joint`) at every C in turn, each warm-started from the
+        last; ``out[k][c]``: class k's column of the solution at ``Cs[c]``
+        (:meth:`~mklkit.engines.joint.JointResult.class_result`)."""
+        from ..engines.joint import solve_joint
+
+        owner = self._owner
+        if spec_name(self.engine) != "auto":
+            raise ParamError(
+                "engine",
+                spec_name(self.engine) or self.engine,
+                "'auto' with multiclass='joint' on more than two classes (one problem for all classes, solved by "
+                "the joint engine)",
+                owner=owner,
+            )
+        loss = joint_loss(self.loss, owner)
+        opts = dict(self.engine_params or {})
+        tol = float(self.tol if self.tol is not None else opts.get("tol", JOINT_TOL))
+        max_iter = int(self.max_iter if self.max_iter is not None else opts.get("max_iter", JOINT_MAX_ITER))
+        base, how = joint_base(prep.prepared.subproblem(prep.tasks[0].y))
+        codes, n = class_codes(prep.tasks), len(prep.classes)
+        where = f"{owner}: joint problem of {n} classes"
+        if how:
+            logger.info(f"{where}: {how}")
+        prep.joint_loss = loss
+        ratio = PathSettings().tol_ratio
+
+        def on_path(problem: Any, warm: Any) -> Any:
+            return solve_joint(problem, tol=tol * ratio, max_iter=max_iter, warm_start=warm)
+
+        def progress(rec: dict[str, Any]) -> None:
+            logger.info(
+                f"{where}: C={rec['C']:.4g} held-out log-loss {rec['loss']:.5f}, accuracy {rec['metric']:.4f}, "
+                f"{rec['n_active']:d} active kernels"
+            )
+
+        results: list[Any] = []
+        previous = None
+        for C in [prep.task_C.get(0, self.C)] if Cs is None else Cs:
+            start = previous
+            if uses_path(C, base):
+                path, chosen = joint_held_out_C(base, codes, n, loss, on_path, self._auto_C, progress=progress)
+                logger.info(f"{where}: C='path' chose {path.C:.6g} in {path.time_s:.2f} s\n{path.summary()}")
+                prep.selection[0] = path
+                C, start = path.C, start if start is not None else chosen
+            elif isinstance(C, str):
+                C = self._auto_C(base)
+                logger.info(f"{where}: C='{self.C}' is {C:.6g} (the root mean diagonal of the kernels)")
+            callback = functools.partial(_log_iteration, f"{where} C={C:g}") if self.verbose else None
+            result = solve_joint(
+                joint_problem(base, codes, n, loss, C), tol=tol, max_iter=max_iter, warm_start=start, callback=callback
+            )
+            logger.info(f"{where} C={C:g}: {result.message}")
+            for t in range(len(prep.tasks)):
+                prep.task_C[t] = float(C)
+            results.append(result)
+            previous = result
+        return [[r.class_result(k) for r in results] for k in range(len(prep.tasks))]
+
     def _refine(self, prep: FitState, results: list[Any]) -> list[Any]:
         """Factors that follow the solution (:mod:`mklkit.pipeline.refine`) when the bank's factor settings ask for
         it (``{"refine": ...}``; by default with ``C="path"``); not with a weighting, whose weights were learnt on
-        the factors."""
-        if prep.weighting is not None:
+        the factors, nor for a joint multiclass fit."""
+        if prep.weighting is not None or self._joint(prep):
             return results
 
         def resolve(prepared: Any, warm: list[Any]) -> list[Any]:

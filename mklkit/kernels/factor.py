@@ -323,6 +323,19 @@ class FactorBank(GramBank):
     def matvecs(self, v: np.ndarray) -> np.ndarray:
         return self.matvecs_subset(v, self._all)
 
+    def matmats(self, V: np.ndarray) -> np.ndarray:
+        r""":math:`K_mV = L_m(L_m^\top V)` for every kernel: one product with :math:`L^\top` for all kernels,
+        then one per kernel, :math:`O(RNK)`."""
+        V = _vec(V)
+        M, N, _ = self.shape
+        T = np.asarray(self.LT @ V)
+        out = np.zeros((M, N, V.shape[1]))
+        for m in range(M):
+            a, b = int(self.starts[m]), int(self.starts[m + 1])
+            if b > a:
+                out[m] = np.asarray(self.LT[a:b].T @ T[a:b])
+        return out
+
     def matvecs_and_norms(self, v: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         M, N, _ = self.shape
         out = np.empty((M, N))

@@ -61,6 +61,15 @@ class GramBank(abc.ABC):
     def matvecs(self, v: np.ndarray) -> np.ndarray:
         r"""All products :math:`K_m v`, (M, N)."""
 
+    def matmats(self, V: np.ndarray) -> np.ndarray:
+        r"""All products :math:`K_mV` of the columns of ``V`` (N, K), (M, N, K); one
+        :meth:`matvecs` per column unless a bank does better."""
+        V = _vec(V)
+        out = np.empty((self.shape[0], self.shape[1], V.shape[1]))
+        for k in range(V.shape[1]):
+            out[:, :, k] = self.matvecs(V[:, k])
+        return out
+
     @abc.abstractmethod
     def matvecs_and_norms(self, v: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r"""All :math:`K_m v` (M, N) and all :math:`\|w\|_{K_m}` (M,), in one pass."""
@@ -126,6 +135,10 @@ class ArrayBank(GramBank):
 
     def matvecs(self, v: np.ndarray) -> np.ndarray:
         return blocks.matvecs_rows(self.K, _vec(v)[None, :], self._all)
+
+    def matmats(self, V: np.ndarray) -> np.ndarray:
+        """:math:`K_mV` for every kernel by one matrix product per kernel (BLAS)."""
+        return np.matmul(self.K, _vec(V))
 
     def matvecs_and_norms(self, v: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         fn = kspicy.matvecs_and_norms if self._par else kspicy.matvecs_and_norms_serial

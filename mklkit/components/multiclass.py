@@ -1,0 +1,239 @@
+r"""Losses of K outputs for joint multiclass MKL (``docs/multiclass.md``): the contract
+:class:`MulticlassLoss` and the multinomial (softmax cross-entropy) loss :class:`Multinomial`.
+
+A multiclass loss :math:`L(y, F_i)` takes the class index :math:`y \in \{0, \dots, K-1\}` of a
+sample and its K outputs :math:`F_i \in \mathbb R^K`.  Its kernels are ``@kernel`` methods of
+C-contiguous float64 arrays: the labels ``y`` (N,) as class indices, the outputs ``F`` or the
+conjugate's argument ``U`` (N, K) and the parameter vector.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .base import INF, Component, LabelError, _grouped, kernel
+
+__all__ = ["MulticlassLoss", "MulticlassLossJit", "Multinomial", "BUILTIN_MULTICLASS_LOSSES", "simplex_transport"]
+
+
+class MulticlassLossJit(NamedTuple):
+    r"""The kernels of a multiclass loss: ``value(y, F, p)`` (N,) :math:`L(y_i, F_i)`,
+    ``grad(y, F, p)`` (N, K) :math:`\partial_F L` and ``conj(y, U, p)`` (N,) the conjugate
+    :math:`L^*(y_i, U_i) = \sup_F \langle U_i, F\rangle - L(y_i, F)` (``inf`` outside its domain)."""
+
+    value: Any
+    grad: Any
+    conj: Any
+
+
+@njit(cache=True)
+def simplex_transport(Q, w, target):
+    r"""Rows ``Q`` (N, K) of the simplex moved the least-structured way so that their
+    ``w``-weighted column sums equal ``target`` (K,) (which sums to :math:`\sum_i w_i`): each
+    column with too much mass gives up the same fraction of every row's entry, and the mass
+    freed in a row is shared among the columns short of mass in proportion to their shortage.
+    Rows stay in the simplex; the result is exact up to rounding."""
+    N, K = Q.shape
+    have = np.zeros(K)
+    for i in range(N):
+        for k in range(K):
+            have[k] += w[i] * Q[i, k]
+    r = have - target
+    R = 0.0
+    for k in range(K):
+        if r[k] > 0.0:
+            R += r[k]
+    out = Q.copy()
+    if R <= 0.0:
+        return out
+    for i in range(N):
+        freed = 0.0
+        for k in range(K):
+            if r[k] > 0.0 and have[k] > 0.0:
+                d = Q[i, k] * (r[k] / have[k])
+                out[i, k] = Q[i, k] - d
+                freed += d
+        for k in range(K):
+            if r[k] < 0.0:
+                out[i, k] += freed * (-r[k] / R)
+    return out
+
+
+class MulticlassLoss(Component):
+    r"""A loss of K outputs :math:`L(y, F)`, :math:`y` a class index, :math:`F \in \mathbb R^K`:
+    the kernels of :class:`MulticlassLossJit` as ``@kernel`` methods, grouped read-only as ``jit``.
+
+    The joint problem (``docs/multiclass.md``) has the dual variables :math:`P \in \mathbb
+    R^{N\times K}` with :math:`-P_i/w_i` in the domain of :math:`L^*(y_i, \cdot)`.  The default
+    :meth:`dual_point` is that of a conjugate whose domain is the shifted simplex
+    :math:`\{q - e_{y}: q \in \Delta_K\}` (the multinomial and the Crammer–Singer losses); a
+    loss with another domain overrides it.  The domain must be convex and contain 0 (then a
+    point scaled towards 0 stays feasible).
+
+    Class attributes: ``smooth_primal`` (:math:`\partial_F L` Lipschitz with constant
+    :meth:`grad_lipschitz`, which a proximal-gradient method needs) and ``has_proba`` (the
+    loss's outputs are class log-odds: :meth:`proba`).
+    """
+
+    kind: ClassVar[str] = "multiclass_loss"
+    smooth_primal: ClassVar[bool] = True
+    has_proba: ClassVar[bool] = False
+    KERNELS: ClassVar[tuple[str, ...]] = MulticlassLossJit._fields
+
+    _GROUPS = ("jit",)
+    jit = _grouped(MulticlassLossJit)
+
+    def grad_lipschitz(self) -> float:
+        r"""A bound on the spectral norm of :math:`\partial_F^2 L(y, F)` over all F (``inf`` if none)."""
+        return math.inf
+
+    def validate_labels(self, y: Any, n_classes: int) -> np.ndarray:
+        """The class indices as a float64 vector; :class:`LabelError` unless integers in [0, n_classes)."""
+        y = np.asarray(y)
+        if y.ndim != 1 or y.size == 0:
+            raise LabelError(f"multiclass labels must be a non-empty 1-d vector of class indices; got shape {y.shape}")
+        yf = np.asarray(y, dtype=np.float64)
+        if not np.all(np.isfinite(yf)) or np.any(yf != np.round(yf)) or np.any(yf < 0) or np.any(yf >= n_classes):
+            raise LabelError(f"multiclass labels must be class indices 0..{n_classes - 1}; got values outside them")
+        return np.ascontiguousarray(yf)
+
+    def optimal_offset(self, y: np.ndarray, w: np.ndarray, n_classes: int) -> np.ndarray:
+        r"""The offset :math:`b \in \mathbb R^K` minimizing :math:`\sum_i w_iL(y_i, b)` (the model
+        without kernels)."""
+        raise NotImplementedError(f"the multiclass loss {self.name!r} does not give its optimal offset")
+
+    def dual_point(self, y: np.ndarray, G: np.ndarray, w: np.ndarray, bias: bool) -> np.ndarray:
+        r"""A dual point :math:`P` near :math:`-G` (``G`` the weighted loss gradient
+        :math:`w_i\partial_F L(y_i, F_i)`) with :math:`-P_i/w_i` in the domain of
+        :math:`L^*(y_i,\cdot)` and, with a bias, :math:`\mathbf 1^\top P = 0`.
+
+        Shifted simplex: :math:`q_i = e_{y_i} + G_i/w_i` clipped at 0 and renormalised into
+        :math:`\Delta_K`, moved by :func:`simplex_transport` so that :math:`\sum_i w_iq_i` equals the
+        weighted class counts (the bias constraint), and :math:`P_i = w_i(e_{y_i} - q_i)`.
+        """
+        N, K = G.shape
+        E = np.zeros((N, K))
+        E[np.arange(N), y.astype(np.int64)] = 1.0
+        Q = np.maximum(E + G / w[:, None], 0.0)
+        s = Q.sum(axis=1)
+        Q = np.where(s[:, None] > 0.0, Q / np.where(s > 0.0, s, 1.0)[:, None], E)
+        if bias:
+            Q = simplex_transport(np.ascontiguousarray(Q), w, (w[:, None] * E).sum(axis=0))
+        return w[:, None] * (E - Q)
+
+    def proba(self, F: np.ndarray) -> np.ndarray:
+        """Class probabilities of the outputs ``F`` (N, K), for a loss with ``has_proba``."""
+        raise NotImplementedError(f"the multiclass loss {self.name!r} gives no class probabilities")
+
+    def cvxpy_expr(self, y: np.ndarray, F: Any, w: np.ndarray | None = None) -> Any:
+        r""":math:`\sum_i w_iL(y_i, F_i)` as a cvxpy expression of ``F`` (N, K), or ``NotImplemented``."""
+        return NotImplemented
+
+
+def softmax(F: np.ndarray) -> np.ndarray:
+    """Row-wise softmax, computed stably."""
+    Z = F - F.max(axis=1, keepdims=True)
+    E = np.exp(Z)
+    return E / E.sum(axis=1, keepdims=True)
+
+
+class Multinomial(MulticlassLoss):
+    r"""Multinomial logistic (softmax cross-entropy) loss
+    :math:`L(y, F) = \log\sum_k e^{F_k} - F_y`.
+
+    Gradient :math:`\partial_F L = \mathrm{softmax}(F) - e_y`; its Hessian
+    :math:`\mathrm{diag}(p) - pp^\top` has spectral norm at most 1/2.  Conjugate: with
+    :math:`U = q - e_y`, :math:`L^*(y, U) = \sum_k q_k\log q_k` (negative entropy) for
+    :math:`q \in \Delta_K`, ``inf`` otherwise.  For K = 2 it is the binary logistic loss of
+    :math:`z = F_1 - F_0`.
+    """
+
+    name = "multinomial"
+    description = "multinomial logistic (softmax cross-entropy) loss of K outputs"
+    has_proba = True
+
+    @kernel
+    def value(y, F, params):
+        N, K = F.shape
+        out = np.empty(N)
+        for i in range(N):
+            top = F[i, 0]
+            for k in range(1, K):
+                top = max(top, F[i, k])
+            s = 0.0
+            for k in range(K):
+                s += math.exp(F[i, k] - top)
+            out[i] = top + math.log(s) - F[i, int(y[i])]
+        return out
+
+    @kernel
+    def grad(y, F, params):
+        N, K = F.shape
+        out = np.empty((N, K))
+        for i in range(N):
+            top = F[i, 0]
+            for k in range(1, K):
+                top = max(top, F[i, k])
+            s = 0.0
+            for k in range(K):
+                out[i, k] = math.exp(F[i, k] - top)
+                s += out[i, k]
+            for k in range(K):
+                out[i, k] /= s
+            out[i, int(y[i])] -= 1.0
+        return out
+
+    @kernel
+    def conj(y, U, params):
+        N, K = U.shape
+        out = np.empty(N)
+        tol = 1e-12
+        for i in range(N):
+            total = 0.0
+            val = 0.0
+            ok = True
+            for k in range(K):
+                q = U[i, k] + (1.0 if k == int(y[i]) else 0.0)
+                if q < -tol:
+                    ok = False
+                    break
+                total += q
+                if q > 0.0:
+                    val += q * math.log(q)
+            if not ok or abs(total - 1.0) > 1e-9:
+                out[i] = INF
+            else:
+                out[i] = val
+        return out
+
+    def grad_lipschitz(self) -> float:
+        return 0.5
+
+    def optimal_offset(self, y: np.ndarray, w: np.ndarray, n_classes: int) -> np.ndarray:
+        r""":math:`b_k = \log\pi_k`, :math:`\pi_k` the weighted class frequencies (softmax(b) = π)."""
+        counts = np.bincount(y.astype(np.int64), weights=w, minlength=n_classes).astype(np.float64)
+        if np.any(counts <= 0.0):
+            missing = [int(k) for k in np.flatnonzero(counts <= 0.0)]
+            raise LabelError(f"every class needs a sample of weight > 0; classes {missing} have none")
+        b = np.log(counts / counts.sum())
+        return b - b.mean()
+
+    def proba(self, F: np.ndarray) -> np.ndarray:
+        """:math:`\\mathrm{softmax}(F)` row by row."""
+        return softmax(np.asarray(F, dtype=np.float64))
+
+    def cvxpy_expr(self, y: np.ndarray, F: Any, w: np.ndarray | None = None) -> Any:
+        import cvxpy as cp
+
+        N, K = F.shape
+        E = np.zeros((N, K))
+        E[np.arange(N), np.asarray(y).astype(np.int64)] = 1.0
+        terms = cp.log_sum_exp(F, axis=1) - cp.sum(cp.multiply(E, F), axis=1)
+        return cp.sum(terms) if w is None else cp.sum(cp.multiply(np.asarray(w, dtype=np.float64), terms))
+
+
+BUILTIN_MULTICLASS_LOSSES = (Multinomial,)

@@ -1,0 +1,196 @@
+r"""The joint multiclass problem of a prepared bank (``multiclass="joint"``, ``docs/multiclass.md``): its
+loss, the problem on the training rows, and C chosen on held-out rows along a warm-started path of the
+joint engine (:mod:`mklkit.engines.joint`) by the held-out multiclass log-loss, with the rule of
+:func:`mklkit.pipeline.heldout.select_C` (the least within one paired standard error nearest the prior)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..components.params import ParamError
+from .heldout import HeldoutPath, PathSettings, _Walk
+from .heldout_rows import HeldoutRows, effective_size, paired_excess, split_rows
+
+#: The relative duality gap and the most steps of a joint fit unless ``tol``/``max_iter`` are given.
+JOINT_TOL = 1e-3
+JOINT_MAX_ITER = 10000
+
+#: The binary loss names that stand for the multinomial loss with ``multiclass="joint"``.
+MULTINOMIAL_NAMES = ("logistic", "multinomial")
+
+
+def joint_loss(spec: Any, owner: str = "") -> Any:
+    """The multiclass loss of ``spec``: ``"logistic"``/``"multinomial"`` (or a mapping naming one) are the
+    multinomial loss, a :class:`~mklkit.components.multiclass.MulticlassLoss` instance is itself;
+    :class:`~mklkit.components.params.ParamError` naming ``loss`` otherwise."""
+    from ..components.multiclass import MulticlassLoss, Multinomial
+
+    if isinstance(spec, MulticlassLoss):
+        return spec
+    name = spec.get("name") if isinstance(spec, dict) else getattr(spec, "name", spec)
+    if isinstance(name, str) and name in MULTINOMIAL_NAMES:
+        return Multinomial()
+    raise ParamError(
+        "loss",
+        name if isinstance(name, str) else spec,
+        "'logistic' or 'multinomial' (the multinomial loss), or a MulticlassLoss instance, with multiclass='joint'",
+        owner=owner,
+    )
+
+
+def class_codes(tasks: list[Any]) -> np.ndarray:
+    """The class index of every row from one-vs-rest tasks (the class labelled +1), as float64."""
+    return np.argmax(np.stack([np.asarray(t.y) for t in tasks]), axis=0).astype(np.float64)
+
+
+def joint_problem(base: Any, codes: np.ndarray, n_classes: int, loss: Any, C: float) -> Any:
+    """The :class:`~mklkit.engines.joint.JointProblem` on the bank, regularizer, bias and weights of the
+    binary problem ``base`` with the class indices ``codes``."""
+    from ..engines.joint import JointProblem
+
+    return JointProblem(base.bank, codes, n_classes, loss, base.regularizer, C, base.bias, base.sample_weight)
+
+
+def joint_C_max(base: Any, codes: np.ndarray, n_classes: int, loss: Any) -> float:
+    """``C_max`` of the joint problem (:func:`mklkit.engines.joint.joint_C_max`)."""
+    from ..engines.joint import joint_C_max as c_max
+
+    return float(c_max(joint_problem(base, codes, n_classes, loss, 1.0)))
+
+
+def joint_base(base: Any) -> tuple[Any, str]:
+    r"""The binary problem ``base`` on exact factors of its dense bank when they make the joint engine's
+    passes cheaper (total rank below half of :math:`MN`, every kernel's relative trace left out at most
+    1e-10: :func:`~mklkit.kernels.factorize.dense.exact_factors`), with a line saying what was done; else
+    ``base`` itself.  The coefficients of the factored problem are those of the dense one."""
+    if base.representation != "array":
+        return base, ""
+    from ..kernels.factorize.dense import exact_factors
+
+    M, N = base.n_kernels, base.n_samples
+    fac = exact_factors(base.K)
+    if not fac.exact or int(np.sum(fac.ranks)) >= 0.5 * M * N:
+        return base, ""
+    extra = {k: v for k, v in base.extra.items() if k != "representation"}
+    return dataclasses.replace(
+        base, K=fac.bank, extra=extra
+    ), f"exact factors of the dense bank ({fac.describe()}, {fac.time_s:.2f} s)"
+
+
+def _ratios(c_max_fit: float, prior_fit: float, s: PathSettings) -> tuple[str, float, np.ndarray]:
+    """The reference (``"C_max"`` or ``"prior"``), its C on the fitting rows and the path's ratios to it."""
+    n = math.floor(-math.log10(s.min_ratio) * s.per_decade + 1e-9)
+    if math.isfinite(c_max_fit) and c_max_fit > 0.0:
+        return "C_max", c_max_fit, 10.0 ** (-np.arange(1, n + 1) / s.per_decade)
+    return "prior", prior_fit, 10.0 ** (np.arange(2 * s.per_decade, -n - 1, -1) / s.per_decade)
+
+
+def joint_held_out_C(
+    base: Any,
+    codes: np.ndarray,
+    n_classes: int,
+    loss: Any,
+    solve: Callable[[Any, Any], Any],
+    prior: Callable[[Any], float],
+    settings: PathSettings | None = None,
+    progress: Callable[[dict[str, Any]], Any] | None = None,
+) -> tuple[HeldoutPath, Any]:
+    """C of the joint problem chosen on held-out rows (stratified by class), and the chosen solution on all
+    rows as a warm start (``None`` without one).
+
+    ``base``: the binary problem of the bank on all training rows (its regularizer, bias and weights);
+    ``solve(joint_problem, warm_start)`` gives a :class:`~mklkit.engines.joint.JointResult`; ``prior(problem)``
+    the prior C of a binary problem (the scale rule).  The held-out rows are scored by the loss (the
+    multinomial log-loss) and the error rate as ``metrics`` (accuracy).
+    """
+    s = settings or PathSettings()
+    t_start = time.perf_counter()
+    prior_all = float(prior(base))
+    codes = np.asarray(codes, dtype=np.float64)
+    w_all = base.sample_weight
+    fit, held = split_rows(codes, s.held_out, s.seed, stratify=True)
+    w_held = np.ones(held.size) if w_all is None else np.asarray(w_all)[held]
+    common = dict(prior_C=prior_all, n_fit=int(fit.size), n_held=int(held.size), settings=s)
+    if effective_size(w_held) < s.min_held:
+        e = np.empty(0)
+        path = HeldoutPath(
+            C=prior_all,
+            **_Walk("loss", w_held).arrays(),
+            ratios=e,
+            excess=e,
+            excess_se=e,
+            chosen=-1,
+            best=-1,
+            prior_ratio=math.nan,
+            reference="prior",
+            stopped=f"the prior C: {held.size} held-out rows are fewer than {s.min_held}",
+            time_s=time.perf_counter() - t_start,
+            **common,
+        )
+        return path, None
+    rows = HeldoutRows(base, fit, held)
+    y_fit, y_held = codes[fit], codes[held]
+    prior_fit = float(prior(rows.problem))
+    reference, ref_fit, ratios = _ratios(joint_C_max(rows.problem, y_fit, n_classes, loss), prior_fit, s)
+    walk = _Walk("loss", w_held)
+    kept: list[Any] = []
+    previous = None
+    for r in ratios:
+        C = float(r * ref_fit)
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():  # judged on held-out rows; the fit's own solve warns
+            warnings.simplefilter("ignore")
+            result = solve(joint_problem(rows.problem, y_fit, n_classes, loss, C), previous)
+        previous = result
+        kept.append(result)
+        F = np.column_stack([rows.decision(result.class_result(k)) for k in range(n_classes)])
+        per_row = np.asarray(loss.jit.value(y_held, np.ascontiguousarray(F), loss.param_vector), dtype=np.float64)
+        wrong = (np.argmax(F, axis=1) != y_held.astype(np.int64)).astype(np.float64)
+        walk.record(C, result, (per_row, wrong, 1.0 - float(wrong @ w_held) / float(w_held.sum())), t0)
+        if progress is not None:
+            progress(
+                {
+                    "C": C,
+                    "ratio": float(r),
+                    "loss": walk.values["losses"][-1],
+                    "metric": walk.values["metrics"][-1],
+                    "n_active": walk.values["n_active"][-1],
+                }
+            )
+        walk.lowest(s.flat)
+        if walk.turned(C, prior_fit, s):
+            break
+    best = walk.best
+    excess, excess_se = paired_excess(np.array(walk.per_rows), best, w_held)
+    ratio_arr = np.array(walk.values["Cs"]) / ref_fit
+    prior_ratio = prior_fit / ref_fit
+    ok = np.flatnonzero(excess <= excess_se)
+    chosen = int(ok[np.argmin(np.abs(np.log(ratio_arr[ok] / prior_ratio)))])
+    ref_all = joint_C_max(base, codes, n_classes, loss) if reference == "C_max" else prior_all
+    path = HeldoutPath(
+        C=float(ratio_arr[chosen] * ref_all),
+        **walk.arrays(),
+        ratios=ratio_arr,
+        chosen=chosen,
+        best=best,
+        excess=excess,
+        excess_se=excess_se,
+        prior_ratio=prior_ratio,
+        reference=reference,
+        stopped=walk.stopped,
+        time_s=time.perf_counter() - t_start,
+        criterion="loss",
+        **common,
+    )
+    # the chosen solution on all rows: 0 on the held-out rows (the same predictor on the fitting rows)
+    pick = kept[chosen]
+    coef = np.zeros((pick.coef.shape[0], codes.size, n_classes))
+    coef[:, fit, :] = pick.coef
+    return path, dataclasses.replace(pick, coef=coef, dual=None, history=[])

@@ -1,0 +1,315 @@
+"""Joint multiclass MKL: the multinomial loss, the engine against Clarabel, the estimator."""
+
+from __future__ import annotations
+
+import math
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+
+from mklkit.components.elasticnet import L1, ElasticNet, Uniform
+from mklkit.components.losses import Logistic
+from mklkit.components.multiclass import Multinomial, simplex_transport
+from mklkit.components.params import ParamError
+from mklkit.engines.joint import JointProblem, certify_joint, joint_zero, solve_joint
+
+cp = pytest.importorskip("cvxpy")
+
+
+def _bank(N: int = 40, M: int = 3, K: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(N, 4))
+    y = np.argmax(X[:, :K] + 0.8 * rng.normal(size=(N, K)), axis=1).astype(np.float64)
+    D = ((X[:, None] - X[None]) ** 2).sum(-1)
+    Ks = []
+    for g in (0.1, 0.5, 2.0, 5.0)[:M]:
+        Km = np.exp(-g * D)
+        Ks.append(Km / np.trace(Km) * N)
+    return np.stack(Ks), y
+
+
+def _reference(K, y, reg, C, bias, w=None, n_classes=3):
+    """The joint problem in factor coordinates (K_m = L_m L_m^T, F = sum_m L_m B_m) by Clarabel."""
+    M, N, _ = K.shape
+    Ls = []
+    for m in range(M):
+        ev, V = np.linalg.eigh(K[m])
+        keep = ev > 1e-10 * ev[-1]
+        Ls.append(V[:, keep] * np.sqrt(ev[keep]))
+    B = [cp.Variable((L.shape[1], n_classes)) for L in Ls]
+    F = sum(L @ Bm for L, Bm in zip(Ls, B))
+    if bias:
+        b = cp.Variable((1, n_classes))
+        F = F + np.ones((N, 1)) @ b
+    norms = [cp.norm(Bm, "fro") for Bm in B]
+    squares = [cp.sum_squares(Bm) for Bm in B]
+    obj = Multinomial().cvxpy_expr(y, F, w) + reg.cvxpy_expr(norms, squares, C)
+    prob = cp.Problem(cp.Minimize(obj))
+    for tol in (1e-10, 1e-9, 1e-8):  # a few weighted problems need a looser tolerance
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            prob.solve(solver=cp.CLARABEL, tol_gap_abs=tol, tol_gap_rel=tol, tol_feas=tol)
+        if prob.status == cp.OPTIMAL:
+            break
+    assert prob.status == cp.OPTIMAL
+    return float(prob.value)
+
+
+CASES = [
+    (L1(), 0.3, True, False),
+    (L1(), 0.3, False, False),
+    (ElasticNet(lam=0.5), 0.5, True, False),
+    (ElasticNet(lam=0.5), 0.5, False, True),
+    (L1(), 0.2, True, True),
+]
+
+
+@pytest.mark.parametrize("reg, C, bias, weighted", CASES)
+def test_joint_matches_clarabel(reg, C, bias, weighted):
+    K, y = _bank()
+    w = np.random.default_rng(3).uniform(0.5, 2.0, y.size) if weighted else None
+    prob = JointProblem(K, y, 3, Multinomial(), reg, C, bias=bias, sample_weight=w)
+    res = solve_joint(prob, tol=1e-9, max_iter=20000)
+    ref = _reference(K, y, reg, C, bias, w)
+    assert res.converged and res.gap <= 1e-9
+    assert abs(res.objective - ref) <= 1e-6 * abs(ref)
+    # weak duality: the certified dual below the optimum, the primal above it (to Clarabel's 1e-8)
+    assert res.dual_objective <= ref + 1e-8 * abs(ref)
+    assert res.objective >= ref - 1e-8 * abs(ref)
+    # the certificate recomputed from scratch at the returned point
+    primal, dual, _ = certify_joint(prob, res.coef, res.bias)
+    assert primal == pytest.approx(res.objective, rel=1e-10)
+    assert dual <= primal * (1 + 1e-12) and (primal - dual) / primal <= 1e-6
+    # one weighting for all classes, summing to 1
+    assert res.kernel_weights.shape == (3,) and res.kernel_weights.sum() == pytest.approx(1.0)
+    if bias:
+        assert np.allclose(res.dual.sum(axis=0), 0.0, atol=1e-10)
+
+
+def test_gap_at_most_tol_and_warm_start():
+    K, y = _bank(seed=1)
+    prob = JointProblem(K, y, 3, Multinomial(), ElasticNet(lam=0.5), 0.5)
+    cold = solve_joint(prob, tol=1e-6)
+    assert cold.converged and 0 <= cold.gap <= 1e-6
+    prob2 = JointProblem(K, y, 3, Multinomial(), ElasticNet(lam=0.5), 0.4)
+    warm = solve_joint(prob2, tol=1e-6, warm_start=cold)
+    again = solve_joint(prob2, tol=1e-6)
+    assert warm.converged and warm.iterations < again.iterations
+    assert warm.objective == pytest.approx(again.objective, rel=1e-5)
+
+
+def test_max_iter_warns():
+    K, y = _bank(seed=2)
+    prob = JointProblem(K, y, 3, Multinomial(), L1(), 0.05)
+    with pytest.warns(Warning, match="max_iter"):
+        res = solve_joint(prob, tol=1e-12, max_iter=3)
+    assert res.status == "max_iter" and res.iterations == 3 and res.gap > 1e-12
+
+
+def test_zero_solution_above_c_max():
+    K, y = _bank(seed=4)
+    prob = JointProblem(K, y, 3, Multinomial(), L1(), 1.0)
+    cmax = joint_zero(prob).C_max
+    assert 0 < cmax < math.inf
+    above = solve_joint(JointProblem(K, y, 3, Multinomial(), L1(), 1.01 * cmax), tol=1e-8)
+    assert above.trivial and above.iterations == 0 and above.gap <= 1e-8
+    counts = np.bincount(y.astype(int), minlength=3) / y.size
+    assert np.allclose(Multinomial().proba(np.tile(above.bias, (2, 1))), counts)
+    below = solve_joint(JointProblem(K, y, 3, Multinomial(), L1(), 0.9 * cmax), tol=1e-8)
+    assert not below.trivial
+
+
+@pytest.mark.parametrize("reg, factor", [(L1(), 1 / math.sqrt(2)), (Uniform(), 0.5)])
+def test_two_classes_is_binary_logistic(reg, factor):
+    r"""K = 2: L(y, F) = log(1 + e^{-s z}), z = F_1 - F_0, s = +-1, and the minimum-norm split
+    A = (-a/2, a/2) gives ||A_m|| = ||a_m||/sqrt 2: joint(C) is binary logistic at C/sqrt 2 (l1)
+    and at C/2 (uniform)."""
+    from mklkit.engines.spicy import Spicy
+    from mklkit.problem import Problem
+
+    K, y3 = _bank(seed=5, K=2)
+    y = y3
+    C = 0.3
+    joint = solve_joint(JointProblem(K, y, 2, Multinomial(), reg, C), tol=1e-10, max_iter=50000)
+    binary = Spicy(tol=1e-10).solve(Problem(K=K, y=2 * y - 1, loss=Logistic(), regularizer=reg, C=C * factor))
+    assert joint.objective == pytest.approx(binary.objective, rel=1e-7)
+    z_joint = (np.matmul(K, joint.coef).sum(0) + joint.bias) @ np.array([-1.0, 1.0])
+    z_bin = np.einsum("mij,mj->i", K, binary.alpha) + binary.bias
+    assert np.allclose(z_joint, z_bin, atol=1e-4)
+
+
+def test_multinomial_kernels_against_numpy():
+    rng = np.random.default_rng(0)
+    F = rng.normal(size=(7, 4)) * 3
+    y = rng.integers(0, 4, 7).astype(np.float64)
+    lo = Multinomial()
+    p = lo.param_vector
+    lse = np.log(np.exp(F).sum(1))
+    assert np.allclose(lo.jit.value(y, F, p), lse - F[np.arange(7), y.astype(int)], rtol=1e-13)
+    E = np.eye(4)[y.astype(int)]
+    soft = np.exp(F) / np.exp(F).sum(1, keepdims=True)
+    assert np.allclose(lo.jit.grad(y, F, p), soft - E, atol=1e-14)
+    # Fenchel-Young with equality at U = grad: L(F) + L*(U) = <U, F>
+    U = soft - E
+    lhs = lo.jit.value(y, F, p) + lo.jit.conj(y, U, p)
+    assert np.allclose(lhs, (U * F).sum(1), atol=1e-12)
+    # outside the shifted simplex the conjugate is +inf
+    bad = U.copy()
+    bad[0, 0] += 0.1
+    assert np.isinf(lo.jit.conj(y, bad, p)[0]) and np.isfinite(lo.jit.conj(y, bad, p)[1:]).all()
+
+
+def test_simplex_transport_meets_the_counts():
+    rng = np.random.default_rng(1)
+    Q = rng.dirichlet(np.ones(4), size=30)
+    w = rng.uniform(0.5, 2.0, 30)
+    target = rng.dirichlet(np.ones(4)) * w.sum()
+    out = simplex_transport(Q, w, target)
+    assert np.all(out >= 0) and np.allclose(out.sum(1), 1.0)
+    assert np.allclose((w[:, None] * out).sum(0), target, atol=1e-12)
+
+
+def test_problem_errors_name_the_parameter():
+    K, y = _bank()
+    with pytest.raises(ParamError) as exc:
+        JointProblem(K, y, 3, Logistic(), L1(), 1.0)
+    assert exc.value.key == "loss"
+    with pytest.raises(ParamError) as exc:
+        JointProblem(K, y, 3, Multinomial(), L1(), -1.0)
+    assert exc.value.key == "C"
+
+
+# --- the estimator ---------------------------------------------------------------------------
+
+
+def _three_classes(n_per: int = 25, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    centres = np.array([[0.0, 0.0, 0.0], [2.5, 0.0, 1.0], [0.0, 2.5, -1.0]])
+    X = np.vstack([c + rng.normal(size=(n_per, 3)) for c in centres])
+    return X, np.repeat([0, 1, 2], n_per)
+
+
+def test_estimator_joint_shapes_and_probabilities():
+    from mklkit import MKLClassifier
+
+    X, codes = _three_classes()
+    labels = np.array(["zeta", "alpha", "mid"])[codes]  # string labels, not in sorted order
+    est = MKLClassifier(multiclass="joint", C=0.05, tol=1e-6).fit(X, labels)
+    M = len(est.kernel_names_)
+    assert est.kernel_weights_.shape == (M,) and est.kernel_weights_.sum() == pytest.approx(1.0)
+    assert list(est.classes_) == ["alpha", "mid", "zeta"]
+    assert isinstance(est.dual_gap_, float) and 0 <= est.dual_gap_ <= 1e-6 and isinstance(est.n_iter_, int)
+    assert est.solved_by_ == "joint" and est.loss_.name == "multinomial"
+    D = est.decision_function(X)
+    P = est.predict_proba(X)
+    assert D.shape == (X.shape[0], 3) and P.shape == (X.shape[0], 3)
+    assert np.allclose(P.sum(axis=1), 1.0)
+    E = np.exp(D - D.max(axis=1, keepdims=True))
+    assert np.allclose(P, E / E.sum(axis=1, keepdims=True))  # the softmax of the outputs
+    pred = est.predict(X)
+    assert np.array_equal(pred, est.classes_[np.argmax(D, axis=1)])
+    assert np.mean(pred == labels) > 0.85
+    # pickling keeps the predictions
+    again = pickle.loads(pickle.dumps(est))
+    assert np.allclose(again.predict_proba(X), P)
+
+
+def test_estimator_joint_matches_engine_on_precomputed_kernels():
+    from mklkit import MKLClassifier
+
+    K, y = _bank(N=40, M=3, seed=6)
+    est = MKLClassifier(kernels="precomputed", multiclass="joint", regularizer="l1", C=0.3, tol=1e-8)
+    est.fit(np.moveaxis(K, 0, -1), y.astype(int))
+    res = solve_joint(JointProblem(K, y, 3, Multinomial(), L1(), 0.3), tol=1e-8)
+    assert est.result_[0].objective == pytest.approx(res.objective, rel=1e-6)
+    assert np.allclose(est.kernel_weights_, res.kernel_weights, atol=1e-5)
+    F = np.matmul(K, res.coef).sum(0) + res.bias
+    assert np.allclose(est.decision_function(np.moveaxis(K, 0, -1)), F, atol=1e-4)
+
+
+def test_joint_sample_weight_is_repetition():
+    """Integer weights are the rows repeated (with a bias, the repeated rows' problem)."""
+    K, y = _bank(N=30, M=2, seed=7)
+    reps = np.random.default_rng(0).integers(1, 3, y.size)
+    idx = np.repeat(np.arange(y.size), reps)
+    ref = solve_joint(
+        JointProblem(K[:, idx][:, :, idx], y[idx], 3, Multinomial(), ElasticNet(lam=0.5), 0.4), tol=1e-9, max_iter=20000
+    )
+    weighted = solve_joint(
+        JointProblem(K, y, 3, Multinomial(), ElasticNet(lam=0.5), 0.4, sample_weight=reps.astype(float)), tol=1e-9
+    )
+    assert weighted.objective == pytest.approx(ref.objective, rel=1e-7)
+
+
+def test_estimator_joint_path_chooses_c_on_held_out_rows():
+    from mklkit import MKLClassifier
+
+    X, y = _three_classes(n_per=50, seed=2)
+    est = MKLClassifier(multiclass="joint", C="path").fit(X, y)
+    sel = est.C_selection_
+    assert sel.chosen >= 0 and est.C_ == pytest.approx(sel.C) and sel.criterion == "loss"
+    assert np.all(np.diff(sel.Cs) < 0)  # warm-started from C_max down
+    assert est.kernel_weights_.shape == (len(est.kernel_names_),)
+
+
+def test_estimator_joint_errors_name_the_parameter():
+    from mklkit import MKLClassifier
+
+    X, y = _three_classes()
+    with pytest.raises(ParamError) as exc:
+        MKLClassifier(multiclass="joint", loss="hinge").fit(X, y)
+    assert exc.value.key == "loss" and exc.value.value == "hinge" and "multinomial" in exc.value.allowed
+    with pytest.raises(ParamError) as exc:
+        MKLClassifier(multiclass="joint", engine="spicy").fit(X, y)
+    assert exc.value.key == "engine" and exc.value.value == "spicy" and "'auto'" in exc.value.allowed
+    with pytest.raises(ParamError) as exc:
+        MKLClassifier(multiclass="both").fit(X, y)
+    assert exc.value.key == "multiclass" and "joint" in str(exc.value.allowed)
+
+
+def test_estimator_joint_two_classes_is_the_binary_problem():
+    from mklkit import MKLClassifier
+
+    X, y = _three_classes()
+    keep = y < 2
+    a = MKLClassifier(multiclass="joint", C=0.1).fit(X[keep], y[keep])
+    b = MKLClassifier(multiclass="ovr", C=0.1).fit(X[keep], y[keep])
+    assert np.array_equal(a.decision_function(X), b.decision_function(X))
+
+
+def test_doc_examples_run():
+    """The examples of docs/multiclass.md run as doctests."""
+    import doctest
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "multiclass.md"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        failures, tried = doctest.testfile(
+            str(doc), module_relative=False, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+        )
+    assert tried >= 10 and failures == 0
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_factor_bank_same_solution(bias):
+    """On exact factors of the bank the engine iterates in factor coordinates: the same optimum (Clarabel),
+    and coefficients that give the dense problem's outputs and objective."""
+    from mklkit.kernels.factorize.dense import exact_factors
+
+    K, y = _bank(seed=8)
+    reg = ElasticNet(lam=0.5)
+    fac = exact_factors(K)
+    assert fac.exact
+    res = solve_joint(JointProblem(fac.bank, y, 3, Multinomial(), reg, 0.5, bias=bias), tol=1e-9, max_iter=20000)
+    ref = _reference(K, y, reg, 0.5, bias)
+    assert res.converged and abs(res.objective - ref) <= 1e-6 * abs(ref)
+    dense = JointProblem(K, y, 3, Multinomial(), reg, 0.5, bias=bias)
+    primal, dual, _ = certify_joint(dense, res.coef, res.bias)
+    assert primal == pytest.approx(res.objective, rel=1e-8)
+    assert dual <= primal * (1 + 1e-12) and (primal - dual) / primal <= 1e-6
+    # warm start from the dense solution's coefficients
+    warm = solve_joint(JointProblem(fac.bank, y, 3, Multinomial(), reg, 0.45, bias=bias), tol=1e-6, warm_start=res)
+    assert warm.converged and warm.iterations < res.iterations
