@@ -205,6 +205,20 @@ def test_the_default_C_of_a_weighting_is_chosen_on_held_out_rows_at_any_size():
     assert getattr(scale, "C_selection_", None) is None and scale.C_ != est.C_
 
 
+def test_a_weighting_with_joint_multiclass_is_refused():
+    from sklearn.datasets import load_wine
+
+    from mklkit import MKLClassifier
+    from mklkit.components.params import ParamError
+
+    X, y = load_wine(return_X_y=True)
+    with pytest.raises(ParamError) as err:
+        MKLClassifier(kernels=[{"function": "rbf", "width": [1.0, 3.0]}], multiclass="joint", weighting="average").fit(
+            X, y
+        )
+    assert err.value.key == "weighting" and "joint" in str(err.value)
+
+
 @pytest.mark.parametrize("multiclass", ["ovr", "ovo"])
 def test_multiclass_weights_are_those_of_each_binary_problem(multiclass):
     from sklearn.datasets import load_wine

@@ -144,6 +144,14 @@ class Solving:
                 "the joint engine)",
                 owner=owner,
             )
+        if prep.weighting is not None:
+            raise ParamError(
+                "weighting",
+                prep.weighting.name,
+                "None with multiclass='joint' (a weighting learns the weights of each binary problem: use "
+                "multiclass='ovr' or 'ovo')",
+                owner=owner,
+            )
         loss = joint_loss(self.loss, owner)
         opts = dict(self.engine_params or {})
         tol = float(self.tol if self.tol is not None else opts.get("tol", JOINT_TOL))
