@@ -125,6 +125,20 @@ def test_psd_on_random_sequences(func):
     assert lam[0] >= -1e-10 * lam[-1]
 
 
+@pytest.mark.parametrize("S", [1, 2, 5, 30, 200])
+def test_shift_coupling_matrix_is_positive_definite(S):
+    # the WDS kernel is sum_{l,l'} T[l,l'] <phi_l(x), phi_l'(z)>: T banded Toeplitz, 1 on the diagonal and
+    # delta_s = 1/(2(s+1)) at distance s <= S; its symbol stays >= 1/2, so every section of T is >= 1/2
+    omega = np.linspace(0.0, np.pi, 20001)
+    s = np.arange(1, S + 1)
+    symbol = 1.0 + (np.cos(np.outer(omega, s)) / (s + 1)).sum(axis=1)
+    assert symbol.min() >= 0.5 - 1e-12
+    n = 3 * S + 5
+    gap = np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
+    T = np.where(gap == 0, 1.0, np.where(gap <= S, 1.0 / (2.0 * (gap + 1.0)), 0.0))
+    assert np.linalg.eigvalsh(T)[0] >= 0.5 - 1e-12
+
+
 def test_positional_map_reproduces_gram_and_cross():
     X = _random_codes(40, 12, seed=2)
     Xn = _random_codes(7, 12, seed=3)
