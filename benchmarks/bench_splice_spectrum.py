@@ -9,12 +9,16 @@ side on the same splits:
   10 positions (42 kernels: which region and which k-mer length matter is what MKL learns);
 * ``subsequences p=1..3 x windows`` (unless ``--no-subsequences``): fixed-length subsequence kernels of
   p = 1..3 on the 6 windows (18 kernels);
+* ``weighted_degree d=3``, ``weighted_degree d=10``: one weighted degree kernel (positional k-mers of
+  lengths 1..d) on the whole sequence; ``weighted_degree d=1..10``: one per degree (10 kernels: MKL
+  chooses the k-mer lengths); ``weighted_degree d=3,10 x windows``: degrees 3 and 10 on the whole sequence and on each of the 6 windows
+  (14 kernels); ``weighted_degree_shift d=10 S=2``: one kernel with shifts up to 2 positions;
 * ``default numeric bank``: ``MKLClassifier()`` at its defaults on the codes as numbers;
 * ``SVC() raw`` and ``SVC() one-hot``: scikit-learn's ``SVC`` at its defaults on the codes as numbers
   (standardised) and on their one-hot encoding (240 columns).
 
 Prints accuracy (mean ± standard error over the splits), fit seconds (mean) and the mean kernel weights
-of the spectrum bank.
+of the string kernel banks.
 
     python benchmarks/bench_splice_spectrum.py --splits 5
     python benchmarks/bench_splice_spectrum.py --quick        # smoke test: 1 split, 200 training points
@@ -44,6 +48,14 @@ def banks(subsequences: bool) -> dict[str, list[dict]]:
             {"function": "spectrum", "k": KS},
             {"function": "spectrum", "k": KS, "features": WINDOWS},
         ],
+        "weighted_degree d=3": [{"function": "weighted_degree", "degree": 3}],
+        "weighted_degree d=10": [{"function": "weighted_degree", "degree": 10}],
+        "weighted_degree d=1..10": [{"function": "weighted_degree", "degree": list(range(1, 11))}],
+        "weighted_degree d=3,10 x windows": [
+            {"function": "weighted_degree", "degree": [3, 10]},
+            {"function": "weighted_degree", "degree": [3, 10], "features": WINDOWS},
+        ],
+        "weighted_degree_shift d=10 S=2": [{"function": "weighted_degree_shift", "degree": 10, "shift": 2}],
     }
     if subsequences:
         out["subsequences p=1..3 x windows"] = [{"function": "subsequences", "p": [1, 2, 3], "features": WINDOWS}]
@@ -92,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             model.fit(X[tr], y[tr])
             secs[name].append(time.perf_counter() - t0)
             acc[name].append(float(model.score(X[te], y[te])))
-            if name.startswith("spectrum"):
+            if name.startswith(("spectrum", "weighted_degree")):
                 weights.setdefault(name, []).append(np.asarray(model.kernel_weights_).ravel())
                 labels[name] = list(model.kernel_names_) if hasattr(model, "kernel_names_") else []
             print(f"  split {s}: {name:32s} {100 * acc[name][-1]:6.2f} %  {secs[name][-1]:7.2f} s", flush=True)

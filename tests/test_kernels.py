@@ -203,7 +203,7 @@ def test_random_subsets_and_chi2_widths():
         (
             [{"function": "rfb"}],
             r"bank\[0\]\.function: unknown kernel function 'rfb' \(did you mean 'rbf'\?\); available: all_subsequences, conjunctive, disjunctive, dnf, linear, poly, rbf, spectrum, "
-            r"subsequences, tanimoto",
+            r"subsequences, tanimoto, weighted_degree, weighted_degree_shift",
         ),
         ([{"width": 1}], r"bank\[0\]\.function is required"),
         ([{"function": "rbf"}, {"function": "poly", "degree": 0}], r"bank\[1\]\.degree must be an integer >= 1; got 0"),

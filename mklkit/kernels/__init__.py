@@ -24,7 +24,15 @@ from .given_factors import GivenFactorMap
 from .precomputed_factors import PrecomputedFactors, load_precomputed_factors
 from .presets import PRESETS, available_presets, preset_entries
 from .boolean import BOOLEAN_KERNEL_FUNCTIONS, DNF, Conjunctive, Disjunctive, Tanimoto
-from .strings import STRING_KERNEL_FUNCTIONS, AllSubsequences, Spectrum, Subsequences, encode_sequences
+from .strings import (
+    STRING_KERNEL_FUNCTIONS,
+    AllSubsequences,
+    Spectrum,
+    Subsequences,
+    WeightedDegree,
+    WeightedDegreeShift,
+    encode_sequences,
+)
 
 __all__ = [
     "AllSubsequences",
@@ -36,6 +44,8 @@ __all__ = [
     "Spectrum",
     "Subsequences",
     "Tanimoto",
+    "WeightedDegree",
+    "WeightedDegreeShift",
     "encode_sequences",
     "BUILTIN_KERNEL_FUNCTIONS",
     "BankError",

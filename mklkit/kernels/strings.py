@@ -1,4 +1,5 @@
-r"""String kernels on integer-coded sequences: ``spectrum``, ``subsequences`` and ``all_subsequences``.
+r"""String kernels on integer-coded sequences: ``spectrum``, ``subsequences``, ``all_subsequences`` and the
+positional ``weighted_degree`` and ``weighted_degree_shift``.
 
 A sequence is one row of the data: non-negative integer symbol codes, then (for a shorter sequence)
 negative padding up to the width of the matrix, so sequences travel through feature groups, folds,
@@ -13,7 +14,7 @@ from typing import Any, ClassVar, Iterable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from .._jit.strings import subsequence_diag, subsequence_gram
+from .._jit.strings import subsequence_diag, subsequence_gram, weighted_degree_diag, weighted_degree_gram
 from ..components.params import Param
 from .errors import BankError
 from .functions import KernelFunction
@@ -305,5 +306,172 @@ class AllSubsequences(_Subsequences):
     params: ClassVar[tuple[Param, ...]] = ()
 
 
+class _WeightedDegree(KernelFunction):
+    """Shared Gram matrix and diagonal of the weighted degree kernels (jitted sums over runs of matches)."""
+
+    raw_input: ClassVar[bool] = True
+
+    def betas(self) -> np.ndarray:
+        r"""The weights :math:`\beta_k = 2(d - k + 1)/(d(d + 1))` of the k-mer lengths :math:`k = 1..d`
+        (they sum to 1)."""
+        d = int(self.degree)
+        k = np.arange(1, d + 1, dtype=np.float64)
+        return 2.0 * (d - k + 1.0) / (d * (d + 1.0))
+
+    def shift_weights(self) -> np.ndarray:
+        """The weight of each shift ``s = 0, 1, ...`` (a shift ``s >= 1`` counted once with each sequence ahead)."""
+        return np.ones(1)
+
+    def run_weights(self, width: int) -> np.ndarray:
+        r"""``w[r]``, ``r = 0..width``: what a maximal run of ``r`` matching positions contributes,
+        :math:`w_r = \sum_{k=1}^{\min(r, d)} \beta_k (r - k + 1)` (its k-mers of every length)."""
+        r = np.arange(width + 1, dtype=np.float64)
+        k = np.arange(1, int(self.degree) + 1, dtype=np.float64)
+        return np.ascontiguousarray(np.maximum(r[:, None] - k[None, :] + 1.0, 0.0) @ self.betas())
+
+    def gram(self, X: Any, Z: Any = None) -> np.ndarray:
+        if Z is X:
+            Z = None
+        cx, lx = sequence_codes(X, "X", self.name)
+        w, delta = self.run_weights(cx.shape[1]), self.shift_weights()
+        if Z is None:
+            return weighted_degree_gram(cx, lx, cx, lx, w, delta, True)
+        cz, lz = sequence_codes(Z, "Z", self.name)
+        if cz.shape[1] != cx.shape[1]:
+            raise ValueError(f"X has {cx.shape[1]} columns but Z has {cz.shape[1]}")
+        return weighted_degree_gram(cx, lx, cz, lz, w, delta, False)
+
+    def diag(self, X: Any) -> np.ndarray:
+        cx, lx = sequence_codes(X, "X", self.name)
+        return weighted_degree_diag(cx, lx, self.run_weights(cx.shape[1]), self.shift_weights())
+
+
+class WeightedDegree(_WeightedDegree):
+    r"""Weighted degree kernel (Rätsch & Sonnenburg 2004; Sonnenburg, Rätsch & Schölkopf 2005): the k-mers
+    two sequences share at the same position, for every length up to ``degree`` :math:`d`,
+
+    .. math:: k(x, z) = \sum_{k=1}^{d} \beta_k \sum_{l} \mathbf 1[x_{l..l+k-1} = z_{l..l+k-1}],
+              \qquad \beta_k = \frac{2(d - k + 1)}{d(d + 1)},
+
+    over the positions :math:`l` where both sequences have :math:`k` symbols (padding never matches).
+    A maximal run of :math:`r` matching positions holds :math:`r - k + 1` matching k-mers, so the kernel is
+    a sum of :math:`w_r = \sum_{k \le \min(r, d)} \beta_k (r - k + 1)` over the runs: :math:`O(L)` per pair.
+
+    Its feature map (:class:`WeightedDegreeMap`) is the positional k-mer indicator
+    :math:`\phi_{k,l,u}(x) = \sqrt{\beta_k}\,\mathbf 1[x_{l..l+k-1} = u]`.
+    """
+
+    name: ClassVar[str] = "weighted_degree"
+    description: ClassVar[str] = "weighted degree kernel: k-mers (k = 1..degree) shared at the same position"
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("degree", 10, "largest k-mer length d (weights 2(d-k+1)/(d(d+1)))", type=int, low=1),
+    )
+
+    def explicit_map(self, X: Any) -> "WeightedDegreeMap | None":
+        """The positional k-mer map on the (length, position, k-mer) triples of the training sequences
+        ``X`` (:class:`WeightedDegreeMap`); ``None`` when its keys do not fit 62 bits."""
+        codes, _ = sequence_codes(X, "X", self.name)
+        base = int(codes.max(initial=0)) + 1
+        width = max(codes.shape[1], 1)
+        if width * base ** min(int(self.degree), width) >= 2**_CODE_BITS:
+            return None
+        return WeightedDegreeMap(self, X)
+
+
+class WeightedDegreeShift(_WeightedDegree):
+    r"""Weighted degree kernel with shifts (Rätsch, Sonnenburg & Schölkopf 2005): k-mers also match when one
+    of them is up to ``shift`` :math:`S` positions further along,
+
+    .. math:: k(x, z) = \sum_{k=1}^{d} \beta_k \sum_{l} \sum_{s=0}^{S} \delta_s
+              \bigl(\mathbf 1[x_{l+s..l+s+k-1} = z_{l..l+k-1}] + \mathbf 1[x_{l..l+k-1} = z_{l+s..l+s+k-1}]\bigr),
+              \qquad \delta_s = \frac{1}{2(s + 1)},
+
+    over the windows inside both sequences; ``shift = 0`` is :class:`WeightedDegree`.  Each shift is a
+    diagonal of runs of matches: :math:`O(L\,S)` per pair.  It is positive semidefinite: it is
+    :math:`\sum_{l, l'} T_{ll'} \langle\phi_l(x), \phi_{l'}(z)\rangle` (:math:`\phi_l` the positional k-mer
+    indicators at :math:`l`) with :math:`T` the banded Toeplitz matrix :math:`T_{ll} = 1`,
+    :math:`T_{l,l\pm s} = \delta_s`, whose symbol :math:`1 + \sum_{s=1}^{S} \cos(s\omega)/(s + 1)` stays
+    at least 1/2.
+    """
+
+    name: ClassVar[str] = "weighted_degree_shift"
+    description: ClassVar[str] = "weighted degree kernel with shifts: k-mers shared up to `shift` positions apart"
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("degree", 10, "largest k-mer length d (weights 2(d-k+1)/(d(d+1)))", type=int, low=1),
+        Param("shift", 2, "largest shift S (weights 1/(2(s+1)))", type=int, low=0),
+    )
+
+    def shift_weights(self) -> np.ndarray:
+        """``[1, δ_1, ..., δ_S]``: shift 0 counted once, each shift ``s >= 1`` with weight ``1/(2(s + 1))``."""
+        s = np.arange(int(self.shift) + 1, dtype=np.float64)
+        out = 1.0 / (2.0 * (s + 1.0))
+        out[0] = 1.0
+        return out
+
+
+class WeightedDegreeMap:
+    r"""The exact feature map of the weighted degree kernel: :math:`\phi_{k,l,u}(x) = \sqrt{\beta_k}\,
+    \mathbf 1[x_{l..l+k-1} = u]` for the (length :math:`k \le d`, position :math:`l`, k-mer :math:`u`)
+    triples seen in the training sequences (another triple has zero inner product with every training
+    point, so it is left out).
+
+    ``dim``: the number of triples kept; :meth:`rows` the (dim, n) CSR rows of points.
+    """
+
+    def __init__(self, func: WeightedDegree, X: Any) -> None:
+        codes, lengths = sequence_codes(X, "X", func.name)
+        self.func = func
+        self.base = int(codes.max(initial=0)) + 1
+        self.width = codes.shape[1]
+        self.scale = np.sqrt(func.betas())
+        self.vocab = [np.unique(keys[valid]) for _, keys, valid in self._keys(codes, lengths)]
+        self.offsets = np.concatenate([[0], np.cumsum([v.size for v in self.vocab])]).astype(np.int64)
+        self.dim = int(self.offsets[-1])
+
+    def _keys(self, codes: np.ndarray, lengths: np.ndarray) -> Iterable[tuple[int, np.ndarray, np.ndarray]]:
+        """Per k-mer length ``k``: the (n, width - k + 1) keys ``l * base**k + code`` of the k-mers and where
+        they exist (inside the sequence, every symbol one of the training codes)."""
+        n = codes.shape[0]
+        L = min(codes.shape[1], self.width)
+        codes = codes[:, :L]
+        known = (codes >= 0) & (codes < self.base)
+        digits = np.where(known, codes, 0)
+        ids = np.zeros((n, L), dtype=np.int64)
+        ok = np.ones((n, L), dtype=bool)
+        for k in range(1, min(int(self.func.degree), L) + 1):
+            m = L - k + 1
+            ids = ids[:, :m] * self.base + digits[:, k - 1 : k - 1 + m]
+            ok = ok[:, :m] & known[:, k - 1 : k - 1 + m]
+            pos = np.arange(m, dtype=np.int64)
+            valid = ok & (pos[None, :] <= (lengths - k)[:, None])
+            yield k, pos[None, :] * self.base**k + ids, valid
+
+    def rows(self, A: Any) -> sp.csr_matrix:
+        """The (dim, n) rows of :math:`\\phi(a)^\\top` of the points ``A``."""
+        codes, lengths = sequence_codes(A, "X_new", self.func.name)
+        cols, pts, vals = [], [], []
+        for k, keys, valid in self._keys(codes, lengths):
+            vocab = self.vocab[k - 1]
+            pt, _ = np.nonzero(valid)
+            key = keys[valid]
+            at = np.minimum(np.searchsorted(vocab, key), max(vocab.size - 1, 0))
+            hit = vocab[at] == key if vocab.size else np.zeros(key.size, dtype=bool)
+            cols.append(self.offsets[k - 1] + at[hit])
+            pts.append(pt[hit])
+            vals.append(np.full(int(hit.sum()), self.scale[k - 1]))
+        if not cols:
+            return sp.csr_matrix((self.dim, codes.shape[0]))
+        B = sp.coo_matrix(
+            (np.concatenate(vals), (np.concatenate(cols), np.concatenate(pts))), shape=(self.dim, codes.shape[0])
+        )
+        return B.tocsr()
+
+
 #: The string kernels, registered by ``mklkit.builtin``.
-STRING_KERNEL_FUNCTIONS: tuple[type[KernelFunction], ...] = (Spectrum, Subsequences, AllSubsequences)
+STRING_KERNEL_FUNCTIONS: tuple[type[KernelFunction], ...] = (
+    Spectrum,
+    Subsequences,
+    AllSubsequences,
+    WeightedDegree,
+    WeightedDegreeShift,
+)
