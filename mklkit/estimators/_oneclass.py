@@ -16,10 +16,9 @@ from .._multiclass import BinaryTask
 from ..components.base import REGRESSION
 from ..components.params import ParamError
 from ..pipeline.one_class import nu_of, reach_nu, total_weight
-from ..plugins import get_registry
 from ..result import ConvergenceWarning, warn_if_trivial
 from ._base import BaseMKL
-from ._checks import check_C, spec_name
+from ._checks import check_C
 
 logger = logging.getLogger("mklkit.estimators")
 
@@ -45,7 +44,12 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
     kernel off).  ``nu`` is reached by a warm-started path down from ``C_max`` by chord steps
     :math:`C \leftarrow C\,\nu/\nu(C)` (concavity keeps every step at :math:`\nu(C) \ge \nu`), with bisection
     in :math:`\log C` as a safeguard, until :math:`|\nu(C) - \nu| \le` ``nu_tol``; each solve is certified by
-    the engine's duality gap.  ``docs/one_class.md``.
+    the engine's duality gap.  With any other regularizer the dual is
+    :math:`\max_{0 \le \rho \le w} \sum_i\rho_i - \sum_m \tilde g_C^*(\|\rho\|_{K_m})`,
+    :math:`\nu(C) = \sum_i\rho^*_i/W` is not concave (non-decreasing for ``lq`` and ``uniform``,
+    :func:`~mklkit.pipeline.one_class.reach_nu`), and C is found by bracketing and bisection in
+    :math:`\log C`; the KKT conditions (:math:`\rho_i = w_i` where :math:`f(x_i) < 1`, :math:`\rho_i = 0`
+    where :math:`f(x_i) > 1`) keep the ν-property for every regularizer.  ``docs/one_class.md``.
 
     Parameters
     ----------
@@ -55,10 +59,10 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
     nu : float in (0, 1], default=0.5
         The fraction :math:`\nu` of the dual mass: an upper bound on the fraction of training outliers
         (:math:`f < 1`) and a lower bound on the fraction of support vectors (:math:`f \le 1`), as scikit-learn's
-        ``OneClassSVM(nu=...)``; C is found to reach it (``l1`` regularizer only).  Not used when ``C`` is given.
+        ``OneClassSVM(nu=...)``; C is found to reach it (any regularizer).  Not used when ``C`` is given.
     C : float, optional
-        Solve at this regularization constant > 0 instead of reaching ``nu`` (needed with any regularizer but
-        ``l1``); ``nu_`` is then the :math:`\nu` of the solution.
+        Solve at this regularization constant > 0 instead of reaching ``nu``; ``nu_`` is then the :math:`\nu`
+        of the solution.
     nu_tol : float, default=0.01
         Tolerance on :math:`|\nu_{reached} - \nu|` of the search for C.
     regularizer : str, mapping or Regularizer, default="l1"
@@ -147,15 +151,6 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
         tol = self.nu_tol
         if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, numbers.Real) or not (0.0 < float(tol) < 1.0):
             raise ParamError("nu_tol", tol, "a number in (0, 1)", owner=owner)
-        reg = get_registry().create("regularizer", self.regularizer)
-        if reg.name != "l1":
-            raise ParamError(
-                "nu",
-                nu,
-                f"a number in (0, 1] with regularizer 'l1' only (there nu is the one-class SVM's nu); with "
-                f"regularizer {spec_name(self.regularizer)!r} give C, a number > 0",
-                owner=owner,
-            )
         return float(nu)
 
     def _encode_targets(
