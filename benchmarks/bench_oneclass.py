@@ -12,9 +12,12 @@ Protocol, per data set and random split (``--seeds``):
   :math:`\\sigma = s\\sqrt d`, :math:`s \\in \\{0.25, 0.5, 1, 2, 4\\}` on all (standardised) features, the
   widths of ``kernels="auto"`` on all features:
 
-  - ``mkl widths``: ``MKLOneClassSVM`` on that bank (the kernel weights learned);
-  - ``mkl auto``: ``MKLOneClassSVM`` with its default bank (``kernels="auto"``: those 5 kernels and more
-    on all features, 3 Gaussian kernels on each feature);
+  - ``mkl default``: ``MKLOneClassSVM(nu=nu)``, its defaults (``kernels="auto"``: those 5 kernels;
+    ``regularizer="auto"``: lq with q = 1.75);
+  - ``mkl widths l1`` / ``lq1.5`` / ``unif``: ``MKLOneClassSVM`` on those 5 kernels with the ``l1``
+    regularizer (the sparse one-class MKL), lq with q = 1.5, the uniform combination;
+  - ``mkl clfbank l1`` / ``lq``: on the classifiers' default bank (:func:`default_kernels`: those 5 kernels,
+    2 polynomial kernels, 3 Gaussian kernels on each feature) with ``l1`` and with the default lq;
   - ``ocsvm val``: ``OneClassSVM`` with the width of best validation ROC AUC, refitted on all training
     inliers;
   - ``ocsvm oracle``: ``OneClassSVM`` with the width of best **test** ROC AUC (an optimistic bound).
@@ -25,6 +28,7 @@ fraction of test inliers predicted as outliers, and the fit seconds (the validat
 
     python benchmarks/bench_oneclass.py                 # 10 splits, both sets
     python benchmarks/bench_oneclass.py --seeds 3 --nu 0.05
+    python benchmarks/bench_oneclass.py --methods "mkl default" "mkl widths l1"
 
 Needs only the runtime dependencies.  Prints a table; writes nothing.
 """
@@ -43,7 +47,7 @@ from sklearn.svm import OneClassSVM
 
 from mklkit import MKLOneClassSVM
 from mklkit.data import load_builtin
-from mklkit.estimators import DEFAULT_ALL_WIDTH_FACTORS
+from mklkit.estimators import DEFAULT_ALL_WIDTH_FACTORS, default_kernels
 
 
 def load(name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -82,17 +86,17 @@ def ocsvm_scores(model: OneClassSVM, X: np.ndarray) -> np.ndarray:
     return model.decision_function(model.scaler_.transform(X))
 
 
-def mkl_methods(ws: list[float]) -> dict[str, tuple[Any, Any]]:
-    """``{row: (kernels, regularizer)}`` of the one-class MKL rows."""
+def mkl_methods(ws: list[float], X_train: np.ndarray | None = None) -> dict[str, tuple[Any, Any]]:
+    """``{row: (kernels, regularizer)}`` of the one-class MKL rows (``X_train``: for the classifiers' bank)."""
     bank = [{"function": "rbf", "width": ws}]
-    lq = {"name": "lq", "q": 1.5}
+    clf_bank = None if X_train is None else default_kernels(X_train.shape[1], X_train)
     return {
+        "mkl default": ("auto", "auto"),
         "mkl widths l1": (bank, "l1"),
-        "mkl widths lq": (bank, lq),
+        "mkl widths lq1.5": (bank, {"name": "lq", "q": 1.5}),
         "mkl widths unif": (bank, "uniform"),
-        "mkl auto l1": ("auto", "l1"),
-        "mkl auto lq": ("auto", lq),
-        "mkl auto unif": ("auto", "uniform"),
+        "mkl clfbank l1": (clf_bank, "l1"),
+        "mkl clfbank lq": (clf_bank, "auto"),
     }
 
 
@@ -112,7 +116,7 @@ def run_split(
         flagged = float(np.mean(scores[y_test] < 0.0))
         out[name] = (float(roc_auc_score(y_test, scores)), flagged, seconds)
 
-    for name, (kernels, regularizer) in mkl_methods(ws).items():
+    for name, (kernels, regularizer) in mkl_methods(ws, X[train]).items():
         if name not in methods:
             continue
         t0 = time.perf_counter()

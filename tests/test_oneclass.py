@@ -66,7 +66,7 @@ def _nu_form(K: np.ndarray, nu: float):
 # ---------------------------------------------------------------------------
 def test_nu_form_matches_clarabel(grams):
     """With l1, a = ρ/Σρ of the C-form solves the ν-form at ν = mean(ρ), max_m ‖a‖ = C/Σρ, same kernel weights."""
-    m = MKLOneClassSVM("precomputed", nu=0.2, tol=1e-7, engine="spicy").fit(grams)
+    m = MKLOneClassSVM("precomputed", nu=0.2, regularizer="l1", tol=1e-7, engine="spicy").fit(grams)
     assert abs(m.nu_ - 0.2) <= m.nu_tol
     rho = m.result_.dual
     s = float(rho.sum())
@@ -87,7 +87,7 @@ def test_single_kernel_matches_sklearn(grams):
     """M = 1: the same outliers and support vectors as ``OneClassSVM(nu=nu_)``, decision values proportional,
     ρ = libsvm's dual coefficients (0 <= ρ_i <= 1, Σρ = νN)."""
     K1 = grams[:, :, 1:2]
-    m = MKLOneClassSVM("precomputed", nu=0.25, tol=1e-7, engine="spicy").fit(K1)
+    m = MKLOneClassSVM("precomputed", nu=0.25, regularizer="l1", tol=1e-7, engine="spicy").fit(K1)
     sk = OneClassSVM(kernel="precomputed", nu=m.nu_, tol=1e-9).fit(K1[:, :, 0])
     ours, ref = m.decision_function(K1), sk.decision_function(K1[:, :, 0])
     ratio = float(ours @ ref) / float(ref @ ref)
@@ -104,7 +104,7 @@ def test_single_kernel_matches_sklearn(grams):
 @pytest.mark.parametrize("nu", [0.05, 0.3, 0.7])
 def test_nu_property(benign, nu):
     """training outliers (f < 1) <= nu_ <= support vectors (f <= 1), |nu_ - nu| <= nu_tol, every solve certified."""
-    m = MKLOneClassSVM(TINY_BANK, nu=nu).fit(benign)
+    m = MKLOneClassSVM(TINY_BANK, nu=nu, regularizer="l1").fit(benign)
     assert abs(m.nu_ - nu) <= m.nu_tol
     f = m.score_samples(benign)
     slack = 1e-3  # the certificate's tolerance on the margin
@@ -171,17 +171,37 @@ def test_nu_reached_other_regularizers(benign, regularizer, nu):
         assert np.ptp(m.kernel_weights_) < 1.0  # a mixture, not a single kernel
 
 
+def test_defaults_are_lq_on_gaussian_widths(benign):
+    """kernels="auto": five Gaussian widths s*sqrt(d) on all features; regularizer="auto": lq with q = 1.75, a
+    mixture of the widths where l1 keeps the widest alone (the widths are entrywise ordered)."""
+    from mklkit.estimators import one_class_kernels
+    from mklkit.estimators._oneclass import ONE_CLASS_Q
+
+    m = MKLOneClassSVM(nu=0.2).fit(benign)
+    d = benign.shape[1]
+    assert m.regularizer_.name == "lq" and m.regularizer_.get_params()["q"] == ONE_CLASS_Q == 1.75
+    assert one_class_kernels(d) == [
+        {"function": "rbf", "width": [round(s * np.sqrt(d), 6) for s in (0.25, 0.5, 1, 2, 4)]}
+    ]
+    assert len(m.kernel_names_) == 5 and abs(m.nu_ - 0.2) <= m.nu_tol
+    assert np.all(m.kernel_weights_ > 0.05)  # every width in the mixture
+    l1 = MKLOneClassSVM(nu=0.2, regularizer="l1").fit(benign)
+    assert np.argmax(l1.kernel_weights_) == 4 and l1.kernel_weights_[4] > 0.95  # the widest alone
+    with pytest.raises(ValueError, match="n_features"):
+        one_class_kernels(0)
+
+
 def test_nu_one_is_every_kernel_off(benign):
-    m = MKLOneClassSVM(TINY_BANK, nu=1.0).fit(benign)
+    m = MKLOneClassSVM(TINY_BANK, nu=1.0, regularizer="l1").fit(benign)
     assert m.C_ == pytest.approx(m.C_max_) and m.nu_ == pytest.approx(1.0)
     assert np.all(m.predict(benign) == -1)
 
 
 def test_engines_agree(benign):
     """spicy on Gram matrices and dualcd, bcd on factors: the same ν and decision values at the same C."""
-    ref = MKLOneClassSVM(TINY_BANK, C=0.5, tol=1e-6, engine="spicy", factor=None).fit(benign)
+    ref = MKLOneClassSVM(TINY_BANK, C=0.5, regularizer="l1", tol=1e-6, engine="spicy", factor=None).fit(benign)
     for engine in ("dualcd", "bcd"):
-        m = MKLOneClassSVM(TINY_BANK, C=0.5, tol=1e-6, engine=engine, factor=True).fit(benign)
+        m = MKLOneClassSVM(TINY_BANK, C=0.5, regularizer="l1", tol=1e-6, engine=engine, factor=True).fit(benign)
         assert m.nu_ == pytest.approx(ref.nu_, abs=1e-4)
         np.testing.assert_allclose(m.score_samples(benign), ref.score_samples(benign), atol=1e-3)
 
@@ -382,7 +402,7 @@ def test_warns_when_nu_not_reached(benign, monkeypatch):
     monkeypatch.setattr(one_class, "MAX_CHORDS", 1)
     monkeypatch.setattr(one_class, "MAX_BISECTIONS", 0)
     with pytest.warns(mklkit.ConvergenceWarning, match="nu = 0.3 not reached"):
-        m = MKLOneClassSVM(TINY_BANK, nu=0.3, nu_tol=1e-9).fit(benign)
+        m = MKLOneClassSVM(TINY_BANK, nu=0.3, nu_tol=1e-9, regularizer="l1").fit(benign)
     assert m.C_search_.shape[0] == 1 and m.nu_ == m.C_search_[0, 1]
 
 

@@ -3,6 +3,7 @@ r"""The one-class estimator: :class:`MKLOneClassSVM`, novelty and outlier detect
 from __future__ import annotations
 
 import logging
+import math
 import numbers
 import time
 import warnings
@@ -19,11 +20,26 @@ from ..pipeline.one_class import nu_of, reach_nu, total_weight
 from ..result import ConvergenceWarning, warn_if_trivial
 from ._base import BaseMKL
 from ._checks import check_C
+from ._defaults import DEFAULT_ALL_WIDTH_FACTORS
 
 logger = logging.getLogger("mklkit.estimators")
 
 #: Engine tolerance (relative duality gap) when ``tol`` is not given: ``nu_`` is then certified to 1e-3 of itself.
 ONE_CLASS_TOL = 1e-3
+
+#: ``regularizer="auto"``: the block lq-norm with this q (non-sparse; ``docs/one_class.md`` has the measurements).
+ONE_CLASS_Q = 1.75
+
+
+def one_class_kernels(n_features: int) -> list[dict[str, Any]]:
+    r"""The bank of ``kernels="auto"`` for one-class MKL: Gaussian kernels on all ``n_features`` standardised
+    features with widths :math:`\sigma = s\sqrt d`, :math:`s \in \{0.25, 0.5, 1, 2, 4\}` (those of
+    :func:`default_kernels`), without the kernels of single features and the polynomial kernels, which
+    rank outliers less well here (``docs/one_class.md``)."""
+    d = int(n_features)
+    if d < 1:
+        raise ValueError(f"n_features must be >= 1; got {n_features!r}")
+    return [{"function": "rbf", "width": [round(f * math.sqrt(d), 6) for f in DEFAULT_ALL_WIDTH_FACTORS]}]
 
 
 class MKLOneClassSVM(OutlierMixin, BaseMKL):
@@ -54,8 +70,9 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
     Parameters
     ----------
     kernels : "auto", "precomputed", str, list or mapping, default="auto"
-        The kernel bank, as for :class:`MKLClassifier` (``"auto"``: :func:`default_kernels` on the standardised
-        features; ``"precomputed"``: ``X`` is (N, N, M) in ``fit``, (N_test, N, M) after).
+        The kernel bank, as for :class:`MKLClassifier` but for ``"auto"``: :func:`one_class_kernels`, five
+        Gaussian widths on all standardised features; ``"precomputed"``: ``X`` is (N, N, M) in ``fit``,
+        (N_test, N, M) after.
     nu : float in (0, 1], default=0.5
         The fraction :math:`\nu` of the dual mass: an upper bound on the fraction of training outliers
         (:math:`f < 1`) and a lower bound on the fraction of support vectors (:math:`f \le 1`), as scikit-learn's
@@ -65,8 +82,10 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
         of the solution.
     nu_tol : float, default=0.01
         Tolerance on :math:`|\nu_{reached} - \nu|` of the search for C.
-    regularizer : str, mapping or Regularizer, default="l1"
-        A registered regularizer; ``nu`` has its meaning for ``l1``, the sparse one-class MKL.
+    regularizer : "auto", str, mapping or Regularizer, default="auto"
+        A registered regularizer; ``"auto"``: the block lq-norm with q = 1.75 (:data:`ONE_CLASS_Q`), whose
+        kernel weights mix the widths (``"l1"``, the sparse one-class MKL, keeps only the widest of nested
+        Gaussian widths).
     engine : str, mapping or Engine, default="auto"
         An engine that solves the ``one_class`` loss without bias (``spicy``, ``dualcd``, ``bcd``, ``auto``;
         ``docs/engines.md``).
@@ -115,7 +134,7 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
         nu: float = 0.5,
         C: float | None = None,
         nu_tol: float = 0.01,
-        regularizer: Any = "l1",
+        regularizer: Any = "auto",
         engine: Any = "auto",
         engine_params: Mapping[str, Any] | None = None,
         tol: float | None = None,
@@ -132,6 +151,18 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
                 setattr(self, key, value)
 
     # ------------------------------------------------------------------ checks
+    def _regularizer_spec(self) -> Any:
+        """``"auto"``: the block lq-norm with q = :data:`ONE_CLASS_Q`; anything else as given."""
+        if isinstance(self.regularizer, str) and self.regularizer == "auto":
+            return {"name": "lq", "q": ONE_CLASS_Q}
+        return self.regularizer
+
+    def _bank_entries(self, n_features: int, X: Any) -> Any:
+        """``"auto"``: :func:`one_class_kernels`; anything else as for the other estimators."""
+        if isinstance(self.kernels, str) and self.kernels == "auto":
+            return one_class_kernels(n_features)
+        return super()._bank_entries(n_features, X)
+
     def _components(self) -> tuple[Any, Any, Any]:
         """The base's components, the engine's ``tol`` 1e-3 unless ``tol`` or ``engine_params["tol"]`` is given."""
         loss, regularizer, engine = super()._components()
