@@ -197,11 +197,12 @@ def test_nu_one_is_every_kernel_off(benign):
     assert np.all(m.predict(benign) == -1)
 
 
-def test_engines_agree(benign):
+@pytest.mark.parametrize("regularizer", ["l1", "auto"])
+def test_engines_agree(benign, regularizer):
     """spicy on Gram matrices and dualcd, bcd on factors: the same ν and decision values at the same C."""
-    ref = MKLOneClassSVM(TINY_BANK, C=0.5, regularizer="l1", tol=1e-6, engine="spicy", factor=None).fit(benign)
+    ref = MKLOneClassSVM(TINY_BANK, C=0.5, regularizer=regularizer, tol=1e-6, engine="spicy", factor=None).fit(benign)
     for engine in ("dualcd", "bcd"):
-        m = MKLOneClassSVM(TINY_BANK, C=0.5, regularizer="l1", tol=1e-6, engine=engine, factor=True).fit(benign)
+        m = MKLOneClassSVM(TINY_BANK, C=0.5, regularizer=regularizer, tol=1e-6, engine=engine, factor=True).fit(benign)
         assert m.nu_ == pytest.approx(ref.nu_, abs=1e-4)
         np.testing.assert_allclose(m.score_samples(benign), ref.score_samples(benign), atol=1e-3)
 
