@@ -12,9 +12,12 @@ Protocol, per data set and random split (``--seeds``):
   :math:`\\sigma = s\\sqrt d`, :math:`s \\in \\{0.25, 0.5, 1, 2, 4\\}` on all (standardised) features, the
   widths of ``kernels="auto"`` on all features:
 
-  - ``mkl widths``: ``MKLOneClassSVM`` on that bank (the kernel weights learned);
-  - ``mkl auto``: ``MKLOneClassSVM`` with its default bank (``kernels="auto"``: those 5 kernels and more
-    on all features, 3 Gaussian kernels on each feature);
+  - ``mkl default``: ``MKLOneClassSVM(nu=nu)``, its defaults (``kernels="auto"``: those 5 kernels;
+    ``regularizer="auto"``: lq with q = 1.75);
+  - ``mkl widths l1`` / ``lq1.5`` / ``unif``: ``MKLOneClassSVM`` on those 5 kernels with the ``l1``
+    regularizer (the sparse one-class MKL), lq with q = 1.5, the uniform combination;
+  - ``mkl clfbank l1`` / ``lq``: on the classifiers' default bank (:func:`default_kernels`: those 5 kernels,
+    2 polynomial kernels, 3 Gaussian kernels on each feature) with ``l1`` and with the default lq;
   - ``ocsvm val``: ``OneClassSVM`` with the width of best validation ROC AUC, refitted on all training
     inliers;
   - ``ocsvm oracle``: ``OneClassSVM`` with the width of best **test** ROC AUC (an optimistic bound).
@@ -25,6 +28,7 @@ fraction of test inliers predicted as outliers, and the fit seconds (the validat
 
     python benchmarks/bench_oneclass.py                 # 10 splits, both sets
     python benchmarks/bench_oneclass.py --seeds 3 --nu 0.05
+    python benchmarks/bench_oneclass.py --methods "mkl default" "mkl widths l1"
 
 Needs only the runtime dependencies.  Prints a table; writes nothing.
 """
@@ -34,6 +38,7 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 from sklearn.metrics import roc_auc_score
@@ -42,7 +47,7 @@ from sklearn.svm import OneClassSVM
 
 from mklkit import MKLOneClassSVM
 from mklkit.data import load_builtin
-from mklkit.estimators import DEFAULT_ALL_WIDTH_FACTORS
+from mklkit.estimators import DEFAULT_ALL_WIDTH_FACTORS, default_kernels
 
 
 def load(name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -81,7 +86,26 @@ def ocsvm_scores(model: OneClassSVM, X: np.ndarray) -> np.ndarray:
     return model.decision_function(model.scaler_.transform(X))
 
 
-def run_split(X: np.ndarray, inlier: np.ndarray, seed: int, nu: float) -> dict[str, tuple[float, float, float]]:
+def mkl_methods(ws: list[float], X_train: np.ndarray | None = None) -> dict[str, tuple[Any, Any]]:
+    """``{row: (kernels, regularizer)}`` of the one-class MKL rows (``X_train``: for the classifiers' bank)."""
+    bank = [{"function": "rbf", "width": ws}]
+    clf_bank = None if X_train is None else default_kernels(X_train.shape[1], X_train)
+    return {
+        "mkl default": ("auto", "auto"),
+        "mkl widths l1": (bank, "l1"),
+        "mkl widths lq1.5": (bank, {"name": "lq", "q": 1.5}),
+        "mkl widths unif": (bank, "uniform"),
+        "mkl clfbank l1": (clf_bank, "l1"),
+        "mkl clfbank lq": (clf_bank, "auto"),
+    }
+
+
+MKL_ROWS = tuple(mkl_methods([1.0]))
+
+
+def run_split(
+    X: np.ndarray, inlier: np.ndarray, seed: int, nu: float, methods: tuple[str, ...] = MKL_ROWS
+) -> dict[str, tuple[float, float, float]]:
     """``{method: (test AUC, fraction of test inliers flagged, fit seconds)}``."""
     train, test, vfit, val = split(inlier, seed)
     y_test, y_val = inlier[test], inlier[val]
@@ -92,9 +116,11 @@ def run_split(X: np.ndarray, inlier: np.ndarray, seed: int, nu: float) -> dict[s
         flagged = float(np.mean(scores[y_test] < 0.0))
         out[name] = (float(roc_auc_score(y_test, scores)), flagged, seconds)
 
-    for name, kernels in (("mkl widths", [{"function": "rbf", "width": ws}]), ("mkl auto", "auto")):
+    for name, (kernels, regularizer) in mkl_methods(ws, X[train]).items():
+        if name not in methods:
+            continue
         t0 = time.perf_counter()
-        m = MKLOneClassSVM(kernels, nu=nu).fit(X[train])
+        m = MKLOneClassSVM(kernels, nu=nu, regularizer=regularizer).fit(X[train])
         record(name, m.decision_function(X[test]), time.perf_counter() - t0)
 
     t0 = time.perf_counter()
@@ -115,17 +141,18 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=["wdbc", "ionosphere"])
     parser.add_argument("--seeds", type=int, default=10, help="number of random splits")
     parser.add_argument("--nu", type=float, default=0.1)
+    parser.add_argument("--methods", nargs="+", default=list(MKL_ROWS), help="one-class MKL rows to run")
     args = parser.parse_args()
     warnings.simplefilter("ignore", UserWarning)
     print(f"nu = {args.nu}, {args.seeds} splits; test ROC AUC mean ± s.e., test inliers flagged, fit seconds")
-    print(f"{'set':<11}{'method':<14}{'ROC AUC':>17}{'inliers flagged':>17}{'fit s':>9}")
+    print(f"{'set':<11}{'method':<17}{'ROC AUC':>17}{'inliers flagged':>17}{'fit s':>9}")
     for name in args.sets:
         X, inlier = load(name)
-        rows = [run_split(X, inlier, seed, args.nu) for seed in range(args.seeds)]
+        rows = [run_split(X, inlier, seed, args.nu, tuple(args.methods)) for seed in range(args.seeds)]
         for method in rows[0]:
             auc, flagged, sec = (np.array([r[method][k] for r in rows]) for k in range(3))
             se = auc.std(ddof=1) / np.sqrt(auc.size) if auc.size > 1 else float("nan")
-            print(f"{name:<11}{method:<14}{auc.mean():>10.4f} ± {se:.4f}{flagged.mean():>17.3f}{sec.mean():>9.2f}")
+            print(f"{name:<11}{method:<17}{auc.mean():>10.4f} ± {se:.4f}{flagged.mean():>17.3f}{sec.mean():>9.2f}")
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def _nu_form(K: np.ndarray, nu: float):
 # ---------------------------------------------------------------------------
 def test_nu_form_matches_clarabel(grams):
     """With l1, a = ρ/Σρ of the C-form solves the ν-form at ν = mean(ρ), max_m ‖a‖ = C/Σρ, same kernel weights."""
-    m = MKLOneClassSVM("precomputed", nu=0.2, tol=1e-7, engine="spicy").fit(grams)
+    m = MKLOneClassSVM("precomputed", nu=0.2, regularizer="l1", tol=1e-7, engine="spicy").fit(grams)
     assert abs(m.nu_ - 0.2) <= m.nu_tol
     rho = m.result_.dual
     s = float(rho.sum())
@@ -87,7 +87,7 @@ def test_single_kernel_matches_sklearn(grams):
     """M = 1: the same outliers and support vectors as ``OneClassSVM(nu=nu_)``, decision values proportional,
     ρ = libsvm's dual coefficients (0 <= ρ_i <= 1, Σρ = νN)."""
     K1 = grams[:, :, 1:2]
-    m = MKLOneClassSVM("precomputed", nu=0.25, tol=1e-7, engine="spicy").fit(K1)
+    m = MKLOneClassSVM("precomputed", nu=0.25, regularizer="l1", tol=1e-7, engine="spicy").fit(K1)
     sk = OneClassSVM(kernel="precomputed", nu=m.nu_, tol=1e-9).fit(K1[:, :, 0])
     ours, ref = m.decision_function(K1), sk.decision_function(K1[:, :, 0])
     ratio = float(ours @ ref) / float(ref @ ref)
@@ -104,7 +104,7 @@ def test_single_kernel_matches_sklearn(grams):
 @pytest.mark.parametrize("nu", [0.05, 0.3, 0.7])
 def test_nu_property(benign, nu):
     """training outliers (f < 1) <= nu_ <= support vectors (f <= 1), |nu_ - nu| <= nu_tol, every solve certified."""
-    m = MKLOneClassSVM(TINY_BANK, nu=nu).fit(benign)
+    m = MKLOneClassSVM(TINY_BANK, nu=nu, regularizer="l1").fit(benign)
     assert abs(m.nu_ - nu) <= m.nu_tol
     f = m.score_samples(benign)
     slack = 1e-3  # the certificate's tolerance on the margin
@@ -117,17 +117,92 @@ def test_nu_property(benign, nu):
     assert np.all(np.diff(m.C_search_[: np.argmin(m.C_search_[:, 1]) + 1, 0]) < 0)  # a path down from C_max
 
 
+LQ = {"name": "lq", "q": 1.5}
+
+
+def _lq_dual(K: np.ndarray, C: float, q: float) -> np.ndarray:
+    r"""The one-class dual with the ``lq`` regularizer,
+    :math:`\max_{0 \le \rho \le 1} \sum_i\rho_i - \sum_m C^{1-r}\|\rho\|_{K_m}^r/r` (:math:`r = q/(q-1)`), by
+    cvxpy + Clarabel: its :math:`\rho`."""
+    cp = pytest.importorskip("cvxpy")
+    r = q / (q - 1.0)
+    rho = cp.Variable(K.shape[1])
+    terms = []
+    for Km in K:
+        w, V = np.linalg.eigh(0.5 * (Km + Km.T))
+        terms.append(cp.power(cp.norm(((V * np.sqrt(np.clip(w, 0.0, None))).T) @ rho), r))
+    obj = cp.sum(rho) - C ** (1.0 - r) / r * sum(terms)
+    cp.Problem(cp.Maximize(obj), [rho >= 0, rho <= 1]).solve(solver=cp.CLARABEL)
+    return np.asarray(rho.value)
+
+
+def test_lq_nu_matches_clarabel(grams):
+    """lq at a given C: nu_ = Σρ/N with ρ the dual optimum solved by Clarabel."""
+    m = MKLOneClassSVM("precomputed", C=2.0, regularizer=LQ, tol=1e-7, engine="spicy").fit(grams)
+    rho = _lq_dual(np.moveaxis(grams, 2, 0), 2.0, 1.5)
+    assert 0.05 < m.nu_ < 0.95
+    assert m.nu_ == pytest.approx(float(rho.sum()) / rho.size, abs=1e-4)
+    np.testing.assert_allclose(m.result_.dual, rho, atol=1e-3)
+
+
+def test_nu_increasing_in_C_for_lq(grams):
+    """ν(C) = Σρ*(C)/N is non-decreasing in C for lq (the conjugate's factor C^(1-r) decreases in C)."""
+    Cs = np.geomspace(0.05, 50.0, 7)
+    nus = [MKLOneClassSVM("precomputed", C=C, regularizer=LQ, tol=1e-7, engine="spicy").fit(grams).nu_ for C in Cs]
+    assert np.all(np.diff(nus) >= -1e-6)
+    assert nus[0] < 0.2 and nus[-1] > 0.8
+
+
+@pytest.mark.parametrize("regularizer", [LQ, "uniform", "elasticnet"])
+@pytest.mark.parametrize("nu", [0.1, 0.4])
+def test_nu_reached_other_regularizers(benign, regularizer, nu):
+    """nu is reached by bracketing and bisection in log C for a non-sparse regularizer; the ν-property holds."""
+    m = MKLOneClassSVM(TINY_BANK, nu=nu, regularizer=regularizer).fit(benign)
+    assert abs(m.nu_ - nu) <= m.nu_tol
+    f = m.score_samples(benign)
+    slack = 1e-3
+    assert np.mean(f < 1.0 - slack) <= m.nu_ + 1e-9
+    assert m.nu_ <= np.mean(f <= 1.0 + slack) + 1e-9
+    assert np.all(m.C_search_[:, 2] <= 1e-3) and m.C_search_[-1, 0] == m.C_
+    lo, hi = m.C_search_[m.C_search_[:, 1] < nu], m.C_search_[m.C_search_[:, 1] >= nu]
+    if lo.size and hi.size:  # the bracket: every C below nu lies under every C above it (monotone)
+        assert lo[:, 0].max() < hi[:, 0].min()
+    if regularizer != "elasticnet":
+        assert np.ptp(m.kernel_weights_) < 1.0  # a mixture, not a single kernel
+
+
+def test_defaults_are_lq_on_gaussian_widths(benign):
+    """kernels="auto": five Gaussian widths s*sqrt(d) on all features; regularizer="auto": lq with q = 1.75, a
+    mixture of the widths where l1 keeps the widest alone (the widths are entrywise ordered)."""
+    from mklkit.estimators import one_class_kernels
+    from mklkit.estimators._oneclass import ONE_CLASS_Q
+
+    m = MKLOneClassSVM(nu=0.2).fit(benign)
+    d = benign.shape[1]
+    assert m.regularizer_.name == "lq" and m.regularizer_.get_params()["q"] == ONE_CLASS_Q == 1.75
+    assert one_class_kernels(d) == [
+        {"function": "rbf", "width": [round(s * np.sqrt(d), 6) for s in (0.25, 0.5, 1, 2, 4)]}
+    ]
+    assert len(m.kernel_names_) == 5 and abs(m.nu_ - 0.2) <= m.nu_tol
+    assert np.all(m.kernel_weights_ > 0.05)  # every width in the mixture
+    l1 = MKLOneClassSVM(nu=0.2, regularizer="l1").fit(benign)
+    assert np.argmax(l1.kernel_weights_) == 4 and l1.kernel_weights_[4] > 0.95  # the widest alone
+    with pytest.raises(ValueError, match="n_features"):
+        one_class_kernels(0)
+
+
 def test_nu_one_is_every_kernel_off(benign):
-    m = MKLOneClassSVM(TINY_BANK, nu=1.0).fit(benign)
+    m = MKLOneClassSVM(TINY_BANK, nu=1.0, regularizer="l1").fit(benign)
     assert m.C_ == pytest.approx(m.C_max_) and m.nu_ == pytest.approx(1.0)
     assert np.all(m.predict(benign) == -1)
 
 
-def test_engines_agree(benign):
+@pytest.mark.parametrize("regularizer", ["l1", "auto"])
+def test_engines_agree(benign, regularizer):
     """spicy on Gram matrices and dualcd, bcd on factors: the same ν and decision values at the same C."""
-    ref = MKLOneClassSVM(TINY_BANK, C=0.5, tol=1e-6, engine="spicy", factor=None).fit(benign)
+    ref = MKLOneClassSVM(TINY_BANK, C=0.5, regularizer=regularizer, tol=1e-6, engine="spicy", factor=None).fit(benign)
     for engine in ("dualcd", "bcd"):
-        m = MKLOneClassSVM(TINY_BANK, C=0.5, tol=1e-6, engine=engine, factor=True).fit(benign)
+        m = MKLOneClassSVM(TINY_BANK, C=0.5, regularizer=regularizer, tol=1e-6, engine=engine, factor=True).fit(benign)
         assert m.nu_ == pytest.approx(ref.nu_, abs=1e-4)
         np.testing.assert_allclose(m.score_samples(benign), ref.score_samples(benign), atol=1e-3)
 
@@ -222,16 +297,13 @@ def test_C_with_another_regularizer(benign):
         ({"nu": True}, "nu", True),
         ({"nu_tol": 0.0}, "nu_tol", 0.0),
         ({"C": -1.0}, "C", -1.0),
-        ({"nu": 0.2, "regularizer": "elasticnet"}, "nu", 0.2),
     ],
 )
 def test_errors_name_parameter(benign, params, key, value):
     with pytest.raises(ParamError) as info:
         MKLOneClassSVM(TINY_BANK, **params).fit(benign)
     assert info.value.key == key and info.value.value == value
-    if "regularizer" in params:
-        assert "'l1'" in info.value.allowed and "C" in info.value.allowed
-    elif key == "nu":
+    if key == "nu":
         assert "(0, 1]" in info.value.allowed
 
 
@@ -291,6 +363,17 @@ def test_spec_runs():
     assert res.metrics["test_auc"] > 0.9
 
 
+def test_spec_nu_with_lq():
+    """problem.nu with the lq regularizer: C found by bisection, nu within 0.01, the ν-property on the training part."""
+    from mklkit.api import load_spec, run
+
+    spec = load_spec(SPEC, overrides={"problem.regularizer": {"name": "lq", "q": 1.5}})
+    res = run(spec)
+    assert abs(res.metrics["nu"] - 0.1) <= 0.01 and res.result.gap <= 1e-3
+    f_train = spec.prepare().train_decision(res.result)
+    assert np.mean(f_train < 1.0 - 1e-3) <= res.metrics["nu"] + 1e-9
+
+
 @pytest.mark.parametrize(
     ("override", "key", "value", "allowed"),
     [
@@ -298,7 +381,6 @@ def test_spec_runs():
         ({"data.inlier": "benign"}, "data.inlier", "'benign'", "-1"),
         ({"problem.nu": 1.5}, "problem.nu", "1.5", "(0, 1]"),
         ({"problem.C": 1.0}, "problem.C", "1.0", "no problem.C"),
-        ({"problem.regularizer": "elasticnet"}, "problem.nu", "0.1", "l1"),
         ({"problem.loss": "hinge"}, "problem.nu", "0.1", "no problem.nu"),
     ],
 )
@@ -321,7 +403,7 @@ def test_warns_when_nu_not_reached(benign, monkeypatch):
     monkeypatch.setattr(one_class, "MAX_CHORDS", 1)
     monkeypatch.setattr(one_class, "MAX_BISECTIONS", 0)
     with pytest.warns(mklkit.ConvergenceWarning, match="nu = 0.3 not reached"):
-        m = MKLOneClassSVM(TINY_BANK, nu=0.3, nu_tol=1e-9).fit(benign)
+        m = MKLOneClassSVM(TINY_BANK, nu=0.3, nu_tol=1e-9, regularizer="l1").fit(benign)
     assert m.C_search_.shape[0] == 1 and m.nu_ == m.C_search_[0, 1]
 
 

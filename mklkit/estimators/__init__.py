@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ._classes import MKLClassifier, MKLRegressor
 from ._defaults import DEFAULT_ALL_WIDTH_FACTORS, DEFAULT_DEGREES, DEFAULT_EACH_WIDTHS, default_kernels, feature_kinds
-from ._oneclass import MKLOneClassSVM
+from ._oneclass import MKLOneClassSVM, one_class_kernels
 from ._path import MKLPath
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "MKLOneClassSVM",
     "MKLPath",
     "default_kernels",
+    "one_class_kernels",
     "feature_kinds",
     "DEFAULT_ALL_WIDTH_FACTORS",
     "DEFAULT_EACH_WIDTHS",

@@ -114,7 +114,7 @@ class ParameterChecks:
         if loss.task != self._task:
             ok = ", ".join(r.name for r in reg.registrations("loss") if r.cls.task == self._task)
             raise ParamError("loss", self.loss, f"a {self._task} loss (one of {ok})", owner=self._owner)
-        regularizer = reg.create("regularizer", self.regularizer)
+        regularizer = reg.create("regularizer", self._regularizer_spec())
         if self._weighting() is not None:
             regularizer = self._second_stage_regularizer(regularizer)
         engine = reg.create("engine", self.engine)
@@ -127,6 +127,10 @@ class ParameterChecks:
         if updates:
             engine = type(engine)(**{**engine.get_params(), **updates})
         return loss, regularizer, engine
+
+    def _regularizer_spec(self) -> Any:
+        """The regularizer to create: ``regularizer`` as given (an estimator may resolve its own defaults)."""
+        return self.regularizer
 
     def _weighting(self) -> Any:
         """The ``weighting`` instance (``None`` without one); refused where it does not apply to the task."""

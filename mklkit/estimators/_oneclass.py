@@ -3,6 +3,7 @@ r"""The one-class estimator: :class:`MKLOneClassSVM`, novelty and outlier detect
 from __future__ import annotations
 
 import logging
+import math
 import numbers
 import time
 import warnings
@@ -16,15 +17,29 @@ from .._multiclass import BinaryTask
 from ..components.base import REGRESSION
 from ..components.params import ParamError
 from ..pipeline.one_class import nu_of, reach_nu, total_weight
-from ..plugins import get_registry
 from ..result import ConvergenceWarning, warn_if_trivial
 from ._base import BaseMKL
-from ._checks import check_C, spec_name
+from ._checks import check_C
+from ._defaults import DEFAULT_ALL_WIDTH_FACTORS
 
 logger = logging.getLogger("mklkit.estimators")
 
 #: Engine tolerance (relative duality gap) when ``tol`` is not given: ``nu_`` is then certified to 1e-3 of itself.
 ONE_CLASS_TOL = 1e-3
+
+#: ``regularizer="auto"``: the block lq-norm with this q (non-sparse; ``docs/one_class.md`` has the measurements).
+ONE_CLASS_Q = 1.75
+
+
+def one_class_kernels(n_features: int) -> list[dict[str, Any]]:
+    r"""The bank of ``kernels="auto"`` for one-class MKL: Gaussian kernels on all ``n_features`` standardised
+    features with widths :math:`\sigma = s\sqrt d`, :math:`s \in \{0.25, 0.5, 1, 2, 4\}` (those of
+    :func:`default_kernels`), without the kernels of single features and the polynomial kernels, which
+    rank outliers less well here (``docs/one_class.md``)."""
+    d = int(n_features)
+    if d < 1:
+        raise ValueError(f"n_features must be >= 1; got {n_features!r}")
+    return [{"function": "rbf", "width": [round(f * math.sqrt(d), 6) for f in DEFAULT_ALL_WIDTH_FACTORS]}]
 
 
 class MKLOneClassSVM(OutlierMixin, BaseMKL):
@@ -45,24 +60,32 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
     kernel off).  ``nu`` is reached by a warm-started path down from ``C_max`` by chord steps
     :math:`C \leftarrow C\,\nu/\nu(C)` (concavity keeps every step at :math:`\nu(C) \ge \nu`), with bisection
     in :math:`\log C` as a safeguard, until :math:`|\nu(C) - \nu| \le` ``nu_tol``; each solve is certified by
-    the engine's duality gap.  ``docs/one_class.md``.
+    the engine's duality gap.  With any other regularizer the dual is
+    :math:`\max_{0 \le \rho \le w} \sum_i\rho_i - \sum_m \tilde g_C^*(\|\rho\|_{K_m})`,
+    :math:`\nu(C) = \sum_i\rho^*_i/W` is not concave (non-decreasing for ``lq`` and ``uniform``,
+    :func:`~mklkit.pipeline.one_class.reach_nu`), and C is found by bracketing and bisection in
+    :math:`\log C`; the KKT conditions (:math:`\rho_i = w_i` where :math:`f(x_i) < 1`, :math:`\rho_i = 0`
+    where :math:`f(x_i) > 1`) keep the ν-property for every regularizer.  ``docs/one_class.md``.
 
     Parameters
     ----------
     kernels : "auto", "precomputed", str, list or mapping, default="auto"
-        The kernel bank, as for :class:`MKLClassifier` (``"auto"``: :func:`default_kernels` on the standardised
-        features; ``"precomputed"``: ``X`` is (N, N, M) in ``fit``, (N_test, N, M) after).
+        The kernel bank, as for :class:`MKLClassifier` but for ``"auto"``: :func:`one_class_kernels`, five
+        Gaussian widths on all standardised features; ``"precomputed"``: ``X`` is (N, N, M) in ``fit``,
+        (N_test, N, M) after.
     nu : float in (0, 1], default=0.5
         The fraction :math:`\nu` of the dual mass: an upper bound on the fraction of training outliers
         (:math:`f < 1`) and a lower bound on the fraction of support vectors (:math:`f \le 1`), as scikit-learn's
-        ``OneClassSVM(nu=...)``; C is found to reach it (``l1`` regularizer only).  Not used when ``C`` is given.
+        ``OneClassSVM(nu=...)``; C is found to reach it (any regularizer).  Not used when ``C`` is given.
     C : float, optional
-        Solve at this regularization constant > 0 instead of reaching ``nu`` (needed with any regularizer but
-        ``l1``); ``nu_`` is then the :math:`\nu` of the solution.
+        Solve at this regularization constant > 0 instead of reaching ``nu``; ``nu_`` is then the :math:`\nu`
+        of the solution.
     nu_tol : float, default=0.01
         Tolerance on :math:`|\nu_{reached} - \nu|` of the search for C.
-    regularizer : str, mapping or Regularizer, default="l1"
-        A registered regularizer; ``nu`` has its meaning for ``l1``, the sparse one-class MKL.
+    regularizer : "auto", str, mapping or Regularizer, default="auto"
+        A registered regularizer; ``"auto"``: the block lq-norm with q = 1.75 (:data:`ONE_CLASS_Q`), whose
+        kernel weights mix the widths (``"l1"``, the sparse one-class MKL, keeps only the widest of nested
+        Gaussian widths).
     engine : str, mapping or Engine, default="auto"
         An engine that solves the ``one_class`` loss without bias (``spicy``, ``dualcd``, ``bcd``, ``auto``;
         ``docs/engines.md``).
@@ -111,7 +134,7 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
         nu: float = 0.5,
         C: float | None = None,
         nu_tol: float = 0.01,
-        regularizer: Any = "l1",
+        regularizer: Any = "auto",
         engine: Any = "auto",
         engine_params: Mapping[str, Any] | None = None,
         tol: float | None = None,
@@ -128,6 +151,18 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
                 setattr(self, key, value)
 
     # ------------------------------------------------------------------ checks
+    def _regularizer_spec(self) -> Any:
+        """``"auto"``: the block lq-norm with q = :data:`ONE_CLASS_Q`; anything else as given."""
+        if isinstance(self.regularizer, str) and self.regularizer == "auto":
+            return {"name": "lq", "q": ONE_CLASS_Q}
+        return self.regularizer
+
+    def _bank_entries(self, n_features: int, X: Any) -> Any:
+        """``"auto"``: :func:`one_class_kernels`; anything else as for the other estimators."""
+        if isinstance(self.kernels, str) and self.kernels == "auto":
+            return one_class_kernels(n_features)
+        return super()._bank_entries(n_features, X)
+
     def _components(self) -> tuple[Any, Any, Any]:
         """The base's components, the engine's ``tol`` 1e-3 unless ``tol`` or ``engine_params["tol"]`` is given."""
         loss, regularizer, engine = super()._components()
@@ -147,15 +182,6 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
         tol = self.nu_tol
         if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, numbers.Real) or not (0.0 < float(tol) < 1.0):
             raise ParamError("nu_tol", tol, "a number in (0, 1)", owner=owner)
-        reg = get_registry().create("regularizer", self.regularizer)
-        if reg.name != "l1":
-            raise ParamError(
-                "nu",
-                nu,
-                f"a number in (0, 1] with regularizer 'l1' only (there nu is the one-class SVM's nu); with "
-                f"regularizer {spec_name(self.regularizer)!r} give C, a number > 0",
-                owner=owner,
-            )
         return float(nu)
 
     def _encode_targets(

@@ -4,7 +4,8 @@ With the ``one_class`` loss (levels 1, no bias) and the ``l1`` regularizer the d
 :math:`\max_\rho \sum_i\rho_i` s.t. :math:`0 \le \rho_i \le w_i`, :math:`\|\rho\|_{K_m} \le C`, and
 :math:`\nu(C) = \sum_i\rho^*_i / W = P^*(C)/W` (:math:`W = \sum_i w_i`) is the ν of the ν-one-class MKL dual
 solved by :math:`\rho^*/\sum_i\rho^*_i` (``docs/one_class.md``): concave and increasing in C, 0 at 0 and 1 from
-``C_max`` on.  :func:`reach_nu` finds C for a target ν; the estimator (``MKLOneClassSVM``) and ``mklkit run``
+``C_max`` on.  With any other regularizer :math:`\nu(C) = \sum_i\rho^*_i/W` is still increasing and still bounds
+the fractions of training outliers and support vectors.  :func:`reach_nu` finds C for a target ν; the estimator (``MKLOneClassSVM``) and ``mklkit run``
 (``problem.nu``) share it.
 """
 
@@ -50,6 +51,12 @@ class NuSearch:
     steps: list[tuple[float, float, float]] = field(default_factory=list)
 
 
+def chord_steps(problem: Any) -> bool:
+    r"""Whether :math:`\nu(C)` is :math:`P^*(C)/W` (concave, so that chord steps apply): the ``l1`` regularizer,
+    whose conjugate is the indicator of :math:`[0, C]` and leaves :math:`\sum_i\rho_i` as the dual objective."""
+    return getattr(problem.regularizer, "name", None) == "l1"
+
+
 def reach_nu(
     problem: Any,
     solve: Callable[[float, Any], Any],
@@ -61,12 +68,23 @@ def reach_nu(
 ) -> NuSearch:
     r"""C with :math:`|\nu(C) - \nu| \le` ``tol`` for the one-class ``problem``.
 
-    Chord steps :math:`C \leftarrow C\,\nu/\nu(C)` from ``C_max`` down, the first at :math:`\nu\,C_{max}`:
-    :math:`\nu(C)` is concave with :math:`\nu(0) = 0`, so the chord from the origin lies below the curve and
-    every step keeps :math:`\nu(C) \ge \nu` while decreasing to it (one or two solves when :math:`\nu(C)` is
-    nearly linear); bisection in :math:`\log C` should a step fall below :math:`\nu` (rounding in the
-    certificates).  ``solve(C, warm)`` solves at C warm-started from ``warm`` (a result or None), each solve
-    from the nearest one before it.
+    ``l1`` regularizer: chord steps :math:`C \leftarrow C\,\nu/\nu(C)` from ``C_max`` down, the first at
+    :math:`\nu\,C_{max}`: :math:`\nu(C)` is concave with :math:`\nu(0) = 0`, so the chord from the origin lies
+    below the curve and every step keeps :math:`\nu(C) \ge \nu` while decreasing to it (one or two solves when
+    :math:`\nu(C)` is nearly linear); bisection in :math:`\log C` should a step fall below :math:`\nu`
+    (rounding in the certificates).
+
+    Any other regularizer: :math:`\nu(C) = \sum_i\rho^*_i/W` of the dual
+    :math:`\max_{0 \le \rho \le w} \sum_i\rho_i - \sum_m \tilde g^*_C(\|\rho\|_{K_m})` is increasing but not
+    concave; it is bracketed (from ``C_max`` down when it is finite, else by factors of 10 from :math:`C = 1`
+    both ways) and the bracket bisected in :math:`\log C`.  Increasing: when
+    :math:`\tilde g^*_C = c(C)\,\phi` with :math:`c` decreasing (``lq``: :math:`c = C^{1-r}`; ``uniform``:
+    :math:`1/C`), the optima :math:`\rho_1, \rho_2` at :math:`c_1 < c_2` give, adding the two optimality
+    inequalities, :math:`(c_2 - c_1)(\Phi(\rho_1) - \Phi(\rho_2)) \ge 0`, hence
+    :math:`\sum\rho_1 - \sum\rho_2 \ge c_1(\Phi(\rho_1) - \Phi(\rho_2)) \ge 0`.
+
+    ``solve(C, warm)`` solves at C warm-started from ``warm`` (a result or None), each solve from the nearest
+    one before it.
 
     Returns
     -------
@@ -85,24 +103,39 @@ def reach_nu(
         return r, nu
 
     cmax = c_max(problem)
-    if not (math.isfinite(cmax) and cmax > 0.0):
+    finite = math.isfinite(cmax) and cmax > 0.0
+    if chord_steps(problem) and not finite:
         raise ValueError(f"the problem has no finite C_max ({cmax:g}): give C instead of nu")
-    if target >= 1.0 - tol:  # every kernel off: nu = 1
+    if finite and target >= 1.0 - tol:  # every kernel off: nu = 1
         r, nu = run(cmax, None)
         return NuSearch(cmax, r, nu, True, steps)
-    C, r, nu = cmax, None, 1.0
-    hi: tuple[float, Any, float] = (cmax, None, 1.0)  # nu >= target
+    hi: tuple[float, Any, float] | None = (cmax, None, 1.0) if finite else None  # nu >= target
     lo: tuple[float, Any, float] | None = None  # nu < target
-    for _ in range(max_chords):
-        C = C * target / nu
-        r, nu = run(C, r)
-        if abs(nu - target) <= tol:
-            return NuSearch(C, r, nu, True, steps)
-        if nu < target:
-            lo = (C, r, nu)
-            break
-        hi = (C, r, nu)
-    if lo is not None:
+    C, r, nu = (cmax, None, 1.0) if finite else (1.0, None, float("nan"))
+    if chord_steps(problem):
+        for _ in range(max_chords):
+            C = C * target / nu
+            r, nu = run(C, r)
+            if abs(nu - target) <= tol:
+                return NuSearch(C, r, nu, True, steps)
+            if nu < target:
+                lo = (C, r, nu)
+                break
+            hi = (C, r, nu)
+    else:  # bracket by factors of 10
+        C = cmax / 10.0 if finite else 1.0
+        for _ in range(max_chords):
+            r, nu = run(C, r)
+            if abs(nu - target) <= tol:
+                return NuSearch(C, r, nu, True, steps)
+            if nu < target:
+                lo = (C, r, nu)
+            else:
+                hi = (C, r, nu)
+            if lo is not None and hi is not None:
+                break
+            C = C * 10.0 if hi is None else C / 10.0
+    if lo is not None and hi is not None:
         for _ in range(max_bisections):
             C = math.sqrt(lo[0] * hi[0])
             warm = hi[1] if hi[1] is not None and (hi[2] - target) < (target - lo[2]) else lo[1]

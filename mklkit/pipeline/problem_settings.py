@@ -196,7 +196,7 @@ class ProblemSettings(Settings):
     @model_validator(mode="after")
     def _one_class(self) -> "ProblemSettings":
         """The ``one_class`` loss has no offset (its margin is the level 1): ``bias`` false unless given true;
-        ``nu`` only with that loss and ``l1``, in (0, 1], and not with a C given."""
+        ``nu`` only with that loss, in (0, 1], and not with a C given."""
         one_class = getattr(self.loss, "name", None) == "one_class"
         if one_class and self.bias:
             if "bias" in self.model_fields_set:
@@ -210,13 +210,6 @@ class ProblemSettings(Settings):
             )
         if not (0.0 < self.nu <= 1.0):
             raise PipelineError("nu", "out of range", self.nu, "a number in (0, 1]")
-        if getattr(self.regularizer, "name", None) != "l1":
-            raise PipelineError(
-                "nu",
-                f"is the one-class SVM's nu with the l1 regularizer only, not {self.regularizer.name!r}",
-                self.nu,
-                "problem.regularizer: l1, or problem.C instead of problem.nu",
-            )
         if "C" in self.model_fields_set:
             raise PipelineError("C", "not used with problem.nu (C is found for nu)", self.C, "no problem.C with nu")
         return self
