@@ -20,6 +20,7 @@ from ..pipeline.one_class import nu_of, reach_nu, total_weight
 from ..result import ConvergenceWarning, warn_if_trivial
 from ._base import BaseMKL
 from ._checks import check_C
+from ._classes import _store
 from ._defaults import DEFAULT_ALL_WIDTH_FACTORS
 
 logger = logging.getLogger("mklkit.estimators")
@@ -146,9 +147,7 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
         scheduler: Any = None,
         verbose: int = 0,
     ) -> None:
-        for key, value in locals().items():
-            if key != "self":
-                setattr(self, key, value)
+        _store(self, locals())
 
     # ------------------------------------------------------------------ checks
     def _regularizer_spec(self) -> Any:
