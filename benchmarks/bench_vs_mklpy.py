@@ -1,0 +1,222 @@
+"""mklkit's methods against MKLpy 0.6's on the SimpleMKL UCI protocol, side by side in one run.
+
+Protocol (Rakotomamonjy et al. 2008, SimpleMKL §5.1): Gaussian kernels of ten widths
+(0.5 1 2 5 7 10 12 15 17 20) and polynomial kernels of degree 1, 2 and 3, each on all
+features and on every single feature (the ``smomkl`` preset: 13 x (d + 1) kernels); random
+70/30 stratified splits (``--splits``, seeds 0, 1, ...); the features standardised with the
+training part's statistics; every kernel normalised to unit trace on the training part.  Per
+split the kernels are computed once, as one (M, N, N) training stack and one (M, N_test, N)
+test stack, and every method gets those same arrays:
+
+* ``mklkit``: ``MKLClassifier("precomputed", normalize="none")``, every other parameter at its
+  default (C chosen on held-out rows of the training part, ``C="auto"``);
+* ``mklkit <weighting>`` (when the installed mklkit has weightings): the same with
+  ``weighting=`` ``alignf``, ``easymkl``, ``average`` (the second stage's C chosen the same way);
+* MKLpy (when importable): ``AverageMKL``, ``EasyMKL``, ``CKA``, ``GRAM``, ``RMKL``, ``MEMO`` on
+  the kernels rescaled to unit mean diagonal (``N K_m``, so that an SVM's C has its usual
+  meaning); each method's one parameter (the SVC learner's C for AverageMKL, CKA, GRAM and MEMO;
+  ``lam`` for EasyMKL, its KOMD learner at MKLpy's default; ``C`` for RMKL) chosen from
+  ``--grid`` / ``--lams`` by 3-fold cross-validation on the training part, then refitted on it;
+  the methods left out of ``--cv`` run at MKLpy's defaults (RMKL, MEMO and CKA take minutes per fit
+  on liver: ``--cv AverageMKL EasyMKL`` keeps a run to hours).
+
+Time: seconds of ``fit`` including the choice of C (or ``lam``) on the training part, median
+over the splits (the kernel computation is left out for every method).  Accuracy: mean and
+standard error over the splits.  ``best``: a ``*`` marks the methods within one standard error
+of the best MKLpy mean; ``ratio``: fit seconds over those of MKLpy's fastest method whose mean
+is within one standard error of its best.
+
+Run::
+
+    /tmp/mklpy_venv/bin/python benchmarks/bench_vs_mklpy.py --data liver sonar --splits 5
+    python benchmarks/bench_vs_mklpy.py --methods mklkit "mklkit alignf"   # without MKLpy
+
+MKLpy needs PyTorch: run with an interpreter that has CPU-only torch, ``cvxopt`` and MKLpy
+next to mklkit (``pip install MKLpy torch --index-url ...``).  Without MKLpy its rows are
+skipped with a note.  Prints a table; writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import warnings
+
+import numpy as np
+from sklearn.model_selection import StratifiedKFold, train_test_split
+
+from mklkit import MKLClassifier
+from mklkit.data import Standardizer, load_builtin
+from mklkit.kernels import KernelBank
+
+DATASETS = ["liver", "pima", "ionosphere", "sonar", "wdbc", "wpbc", "australian"]
+WEIGHTINGS = ["alignf", "easymkl", "average"]
+MKLPY = ["AverageMKL", "EasyMKL", "CKA", "GRAM", "RMKL", "MEMO"]
+
+
+def has_weighting() -> bool:
+    return "weighting" in MKLClassifier().get_params()
+
+
+def mklpy_available() -> tuple[bool, str]:
+    try:
+        import torch  # noqa: F401
+        import MKLpy.algorithms  # noqa: F401
+    except ImportError as exc:
+        return False, str(exc)
+    return True, ""
+
+
+def fit_mklkit(weighting: str | None, K, y, Kte, yte) -> tuple[float, float, int]:
+    kw = {} if weighting is None else {"weighting": weighting}
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = MKLClassifier("precomputed", normalize="none", **kw).fit(np.moveaxis(K, 0, -1), y)
+    secs = time.perf_counter() - t0
+    active = int(np.sum(np.asarray(clf.kernel_weights_) > 0))
+    return clf.score(np.moveaxis(Kte, 0, -1), yte), secs, active
+
+
+def _mklpy_estimator(name: str, value: float | None):
+    from sklearn.svm import SVC
+
+    import MKLpy.algorithms as alg
+
+    if value is None:  # MKLpy's defaults
+        return getattr(alg, name)()
+    if name == "EasyMKL":
+        return alg.EasyMKL(lam=value)
+    if name == "RMKL":
+        return alg.RMKL(C=value)
+    return getattr(alg, name)(learner=SVC(C=value))
+
+
+def _mklpy_fit_score(name, value, K, y, rows, cols) -> float:
+    """Accuracy on ``cols`` of a fit on ``rows``; NaN where MKLpy's solver fails (e.g. cvxopt's domain error)."""
+    import torch
+
+    KL = [torch.from_numpy(np.ascontiguousarray(K[m][np.ix_(rows, rows)])) for m in range(K.shape[0])]
+    KLte = [torch.from_numpy(np.ascontiguousarray(K[m][np.ix_(cols, rows)])) for m in range(K.shape[0])]
+    try:
+        est = _mklpy_estimator(name, value).fit(KL, torch.from_numpy(y[rows]))
+    except (ValueError, ArithmeticError):
+        return float("nan")
+    return float(np.mean(np.asarray(est.predict(KLte)) == y[cols]))
+
+
+def fit_mklpy(name: str, values: list[float], K, y, Kte, yte, seed: int) -> tuple[float, float, int]:
+    """MKLpy's ``name`` with its parameter chosen by 3-fold CV on the training part, refitted on it."""
+    import torch
+
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if len(values) > 1:
+            folds = list(StratifiedKFold(3, shuffle=True, random_state=seed).split(y, y))
+            scores = [np.mean([_mklpy_fit_score(name, v, K, y, a, b) for a, b in folds]) for v in values]
+            if np.all(np.isnan(scores)):
+                raise ValueError("every parameter value failed")
+            best = values[int(np.nanargmax(scores))]
+        else:
+            best = values[0]
+        KL = [torch.from_numpy(K[m]) for m in range(K.shape[0])]
+        est = _mklpy_estimator(name, best).fit(KL, torch.from_numpy(y))
+    secs = time.perf_counter() - t0
+    KLte = [torch.from_numpy(Kte[m]) for m in range(Kte.shape[0])]
+    acc = float(np.mean(np.asarray(est.predict(KLte)) == yte))
+    w = np.asarray(est.solution.weights, dtype=np.float64)
+    return acc, secs, int(np.sum(w > 1e-8 * np.abs(w).max()))
+
+
+def run_dataset(name: str, methods: list[str], args) -> dict[str, dict[str, list[float]]]:
+    ds = load_builtin(name)
+    X, y = np.asarray(ds.X, dtype=np.float64), np.asarray(ds.y, dtype=np.float64)
+    out = {m: {"acc": [], "s": [], "active": [], "failed": []} for m in methods}
+    for split in range(args.splits):
+        tr, te = train_test_split(np.arange(len(y)), test_size=0.3, stratify=y, random_state=split)
+        sc = Standardizer().fit(X[tr])
+        bank = KernelBank.build(sc.transform(X[tr]), "smomkl", normalize="trace")
+        K, Kte = bank.K, bank.cross(sc.transform(X[te]))
+        n = len(tr)
+        for m in methods:
+            if m.startswith("mklkit"):
+                weighting = m.split()[1] if " " in m else None
+                acc, secs, active = fit_mklkit(weighting, K, y[tr], Kte, y[te])
+            else:
+                values = (args.lams if m == "EasyMKL" else args.grid) if m in args.cv else [None]
+                try:
+                    acc, secs, active = fit_mklpy(m, values, n * K, y[tr], n * Kte, y[te], split)
+                except (ValueError, ArithmeticError) as exc:
+                    out[m]["failed"].append(f"split {split}: {type(exc).__name__}: {exc}")
+                    continue
+            out[m]["acc"].append(acc)
+            out[m]["s"].append(secs)
+            out[m]["active"].append(active)
+        print(f"  {name} split {split}: M = {K.shape[0]}, N = {n} done", flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", nargs="+", default=DATASETS)
+    ap.add_argument("--splits", type=int, default=20)
+    ap.add_argument("--methods", nargs="+", default=None, help="default: every available method")
+    ap.add_argument("--grid", type=float, nargs="+", default=[0.1, 1.0, 10.0, 100.0], help="MKLpy's C values")
+    ap.add_argument("--lams", type=float, nargs="+", default=[0.0, 0.1, 0.5, 0.9], help="EasyMKL's lam values")
+    ap.add_argument(
+        "--cv",
+        nargs="*",
+        default=MKLPY,
+        help="MKLpy methods whose parameter is chosen by cross-validation; the others run at MKLpy's defaults",
+    )
+    args = ap.parse_args(argv)
+
+    ok, why = mklpy_available()
+    methods = args.methods or (
+        ["mklkit"] + ([f"mklkit {w}" for w in WEIGHTINGS] if has_weighting() else []) + (MKLPY if ok else [])
+    )
+    if not ok:
+        print(f"NOTE: MKLpy is not importable ({why}); its rows are skipped")
+        methods = [m for m in methods if m.startswith("mklkit")]
+    print(
+        f"SimpleMKL protocol (smomkl bank, unit trace), {args.splits} random 70/30 splits; fit s median "
+        "(C chosen on the training part included), accuracy mean +- standard error; MKLpy parameters chosen "
+        f"by 3-fold CV for: {', '.join(args.cv) or 'none'} (the others at MKLpy's defaults)"
+    )
+    for name in args.data:
+        res = run_dataset(name, methods, args)
+        done = {m: r for m, r in res.items() if r["acc"]}
+        mean = {m: float(np.mean(r["acc"])) for m, r in done.items()}
+        se = {
+            m: float(np.std(r["acc"], ddof=1) / np.sqrt(len(r["acc"]))) if len(r["acc"]) > 1 else 0.0
+            for m, r in done.items()
+        }
+        med = {m: statistics.median(r["s"]) for m, r in done.items()}
+        peers = [m for m in done if not m.startswith("mklkit")]
+        best = max(peers, key=mean.get) if peers else None
+        equal = [m for m in peers if mean[m] >= mean[best] - se[best]] if best else []
+        fastest = min(equal, key=med.get) if equal else None
+        head = f"{'data':<11}{'method':<17}{'accuracy':>16}{'best':>6}{'fit s':>9}{'ratio':>8}{'active':>8}  failed"
+        print(head)
+        print("-" * len(head))
+        for m, r in res.items():
+            if m not in done:
+                print(f"{name:<11}{m:<17}{'-':>16}{'':>6}{'-':>9}{'-':>8}{'-':>8}  {len(r['failed'])}")
+                continue
+            mark = "*" if best is not None and mean[m] >= mean[best] - se[best] else ""
+            ratio = f"{med[m] / med[fastest]:.3f}" if fastest else "-"
+            print(
+                f"{name:<11}{m:<17}{mean[m]:>9.4f} +-{se[m]:.4f}{mark:>6}{med[m]:>9.3f}{ratio:>8}"
+                f"{statistics.median(r['active']):>8.0f}  {len(r['failed']) or ''}"
+            )
+        for m, r in res.items():
+            for why in r["failed"]:
+                print(f"  {m} failed on {why}")
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
