@@ -331,6 +331,26 @@ def _walk(
     return walk
 
 
+def prior_path(prior_C: float, w_held: np.ndarray, common: dict[str, Any], t_start: float) -> HeldoutPath:
+    """The path of too few held-out rows (``w_held``, their weights): the prior C, with no value scored;
+    ``common``: the path's ``prior_C``, ``n_fit``, ``n_held`` and ``settings``."""
+    e = np.empty(0)
+    return HeldoutPath(
+        C=prior_C,
+        **_Walk("loss", w_held).arrays(),
+        ratios=e,
+        excess=e,
+        excess_se=e,
+        chosen=-1,
+        best=-1,
+        prior_ratio=math.nan,
+        reference="prior",
+        stopped=f"the prior C: {w_held.size} held-out rows are fewer than {common['settings'].min_held}",
+        time_s=time.perf_counter() - t_start,
+        **common,
+    )
+
+
 def select_C(
     problem: Any,
     solve: Callable[[Any, Any], Any],
@@ -353,21 +373,7 @@ def select_C(
     w_held = np.ones(held.size) if w_all is None else np.asarray(w_all)[held]
     common = dict(prior_C=prior_all, n_fit=int(fit.size), n_held=int(held.size), settings=s)
     if effective_size(w_held) < s.min_held:  # the prior C, with no value scored
-        e = np.empty(0)
-        return HeldoutPath(
-            C=prior_all,
-            **_Walk("loss", w_held).arrays(),
-            ratios=e,
-            excess=e,
-            excess_se=e,
-            chosen=-1,
-            best=-1,
-            prior_ratio=math.nan,
-            reference="prior",
-            stopped=f"the prior C: {held.size} held-out rows are fewer than {s.min_held}",
-            time_s=time.perf_counter() - t_start,
-            **common,
-        )
+        return prior_path(prior_all, w_held, common, t_start)
     rows = HeldoutRows(problem, fit, held)
     reference, ref_fit, prior_fit, ratios = _path_on(rows.problem, prior, s)
     walk = _walk(rows, solve, ratios, ref_fit, prior_fit, y_all[held], w_held, s, progress)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..components.params import ParamError
-from .heldout import HeldoutPath, PathSettings, _Walk
+from .heldout import HeldoutPath, PathSettings, _Walk, prior_path
 from .heldout_rows import HeldoutRows, effective_size, paired_excess, split_rows
 
 #: The relative duality gap and the most steps of a joint fit unless ``tol``/``max_iter`` are given.
@@ -119,22 +119,7 @@ def joint_held_out_C(
     w_held = np.ones(held.size) if w_all is None else np.asarray(w_all)[held]
     common = dict(prior_C=prior_all, n_fit=int(fit.size), n_held=int(held.size), settings=s)
     if effective_size(w_held) < s.min_held:
-        e = np.empty(0)
-        path = HeldoutPath(
-            C=prior_all,
-            **_Walk("loss", w_held).arrays(),
-            ratios=e,
-            excess=e,
-            excess_se=e,
-            chosen=-1,
-            best=-1,
-            prior_ratio=math.nan,
-            reference="prior",
-            stopped=f"the prior C: {held.size} held-out rows are fewer than {s.min_held}",
-            time_s=time.perf_counter() - t_start,
-            **common,
-        )
-        return path, None
+        return prior_path(prior_all, w_held, common, t_start), None
     rows = HeldoutRows(base, fit, held)
     y_fit, y_held = codes[fit], codes[held]
     prior_fit = float(prior(rows.problem))
