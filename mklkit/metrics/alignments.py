@@ -1,9 +1,6 @@
 r"""Frobenius products of kernels and what is built on them: alignment, centred alignment, their (M, M)
-matrix, the spectral ratio, and the combined kernel of a bank and weights.
-
-Factor kernels never form an N × N matrix: :math:`\langle L_1L_1^\top, L_2L_2^\top\rangle_F =
-\|L_1^\top L_2\|_F^2`, and centring centres the factor's rows, :math:`HLL^\top H = (HL)(HL)^\top`.  Dense
-kernels are centred by chunks of at most :data:`~mklkit.metrics._inputs.CHUNK_BYTES` of copies.
+matrix, the spectral ratio; the combined kernel of a bank and weights.  Dense kernels are centred by
+chunks of at most :data:`~mklkit.metrics._inputs.CHUNK_BYTES` of copies; factor kernels are never formed.
 """
 
 from __future__ import annotations
@@ -319,7 +316,11 @@ def spectral_ratio(K: Any, normalized: bool = False) -> Any:
     float for one Gram matrix, else ndarray (M,)
     """
     ks = kernels_of(K, "K", "spectral_ratio")
-    traces = _traces(ks)
+    if ks.dense is not None:
+        traces = np.einsum("mii->m", ks.dense)
+    else:
+        sq = [B.multiply(B).sum() if sp.issparse(B) else np.einsum("ij,ij->", B, B) for B in ks.blocks or []]
+        traces = np.array(sq, dtype=np.float64)  # tr(LL^T) = ||L||_F^2
     norms = _norms(ks, False)
     zero = np.flatnonzero(norms <= 0.0)
     if zero.size:
@@ -330,15 +331,6 @@ def spectral_ratio(K: Any, normalized: bool = False) -> Any:
     if normalized:
         r = (r - 1.0) / (np.sqrt(ks.n) - 1.0) if ks.n > 1 else np.zeros_like(r)
     return ks.out(r)
-
-
-def _traces(ks: Kernels) -> np.ndarray:
-    if ks.dense is not None:
-        return np.einsum("mii->m", ks.dense)
-    out = np.empty(ks.m)
-    for m, B in enumerate(ks.blocks or []):
-        out[m] = float(B.multiply(B).sum()) if sp.issparse(B) else float(np.einsum("ij,ij->", B, B))
-    return out
 
 
 # --------------------------------------------------------------------------- the learned kernel

@@ -21,6 +21,8 @@ from ._inputs import Kernels, dense_block, kernels_of, two_classes
 
 #: the default relative tolerance of the quadratic programs
 TOL = 1e-8
+#: one kernel as the programs read it: ``(K, L, factor, diag)`` (:func:`_each_kernel`)
+_Kernel = tuple[np.ndarray, np.ndarray, bool, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ def _check_solver(tol: Any, max_iter: Any, owner: str) -> tuple[float, int | Non
 
 
 def _solve(
-    kernel: tuple[np.ndarray, np.ndarray, bool, np.ndarray],
+    kernel: _Kernel,
     s: np.ndarray,
     p_of_diag: bool,
     group: np.ndarray,
@@ -90,7 +92,7 @@ def _solve(
     p = -diag if p_of_diag else np.zeros(n)
     n_groups = int(group.max()) + 1
     masks = [group == c for c in range(n_groups)]
-    gamma = _vertex_start(K, L, factor, diag, group, n_groups, p_of_diag)
+    gamma = _vertex_start(kernel, masks, p_of_diag)
     scale = max(float(diag.max()), 0.0)
     # the precision the gradient is computed to: a gap below it is round-off
     atol = 64.0 * np.sqrt(n) * np.finfo(float).eps * max(scale, np.finfo(float).tiny)
@@ -125,7 +127,7 @@ def _solve(
         grad, f, gap = measure(gamma)
         if done(f, gap):
             break
-        polished = _active_set_step(K, L, factor, s, p, group, n_groups, gamma)
+        polished = _active_set_step(kernel, s, p, masks, gamma)
         if polished is not None:
             g2, f2, gap2 = measure(polished)
             if f2 <= f:
@@ -139,12 +141,12 @@ def _solve(
     return f, gap, steps, status, gamma
 
 
-def _vertex_start(
-    K: np.ndarray, L: np.ndarray, factor: bool, diag: np.ndarray, group: np.ndarray, n_groups: int, farthest: bool
-) -> np.ndarray:
+def _vertex_start(kernel: _Kernel, masks: list[np.ndarray], farthest: bool) -> np.ndarray:
     r"""A vertex to start from, so that the support grows from one point per group: the point farthest
     from the first one (``farthest``: the radius), or, group after group, the point nearest the one
     chosen in the group before (the margin: a close pair of points of the two classes)."""
+
+    K, L, factor, diag = kernel
 
     def column(k: int) -> np.ndarray:
         return L @ L[k] if factor else K[k]
@@ -153,9 +155,9 @@ def _vertex_start(
     if farthest:
         gamma[int(np.argmax(diag - 2.0 * column(0)))] = 1.0
         return gamma
-    members = [np.flatnonzero(group == c) for c in range(n_groups)]
+    members = [np.flatnonzero(mk) for mk in masks]
     chosen = [int(members[0][0])]
-    for c in list(range(1, n_groups)) + [0]:
+    for c in list(range(1, len(masks))) + [0]:
         d2 = diag[members[c]] - 2.0 * column(chosen[-1])[members[c]]  # + K_kk, the same for all
         pick = int(members[c][int(np.argmin(d2))])
         chosen = chosen[1:] + [pick] if c == 0 else chosen + [pick]
@@ -168,26 +170,20 @@ _ACTIVE_SET_MAX = 1000
 
 
 def _active_set_step(
-    K: np.ndarray,
-    L: np.ndarray,
-    factor: bool,
-    s: np.ndarray,
-    p: np.ndarray,
-    group: np.ndarray,
-    n_groups: int,
-    gamma: np.ndarray,
+    kernel: _Kernel, s: np.ndarray, p: np.ndarray, masks: list[np.ndarray], gamma: np.ndarray
 ) -> np.ndarray | None:
     r"""The point :math:`\gamma + t(\hat\gamma - \gamma)`, :math:`\hat\gamma` the minimiser of :math:`f` on
     :math:`\{\gamma_i = 0\ (i \notin S),\ \sum_{i\in G_c}\gamma_i = 1\}` (S the support) and the largest
     :math:`t \le 1` with :math:`\gamma \ge 0`; ``None`` when the support has more than
     :data:`_ACTIVE_SET_MAX` points."""
+    K, L, factor, _ = kernel
     S = np.flatnonzero(gamma > 0.0)
     if S.size > _ACTIVE_SET_MAX or S.size == 0:
         return None
     KS = L[S] @ L[S].T if factor else K[np.ix_(S, S)]
     Q = (s[S][:, None] * s[S][None, :]) * KS
-    A = (group[S][None, :] == np.arange(n_groups)[:, None]).astype(np.float64)
-    k = S.size
+    A = np.array([mk[S] for mk in masks], dtype=np.float64)
+    k, n_groups = S.size, len(masks)
     M = np.zeros((k + n_groups, k + n_groups))
     M[:k, :k] = 2.0 * Q
     M[:k, k:] = A.T
@@ -201,13 +197,12 @@ def _active_set_step(
     t = 1.0 if not np.any(neg) else min(1.0, float(np.min(-gamma[S][neg] / d[neg])))
     out = gamma.copy()
     out[S] = np.maximum(gamma[S] + t * d, 0.0)
-    for c in range(n_groups):  # exactly on the simplices again after round-off
-        mk = group == c
+    for mk in masks:  # exactly on the simplices again after round-off
         out[mk] /= out[mk].sum()
     return out
 
 
-def _each_kernel(ks: Kernels) -> Iterator[tuple[np.ndarray, np.ndarray, bool, np.ndarray]]:
+def _each_kernel(ks: Kernels) -> Iterator[_Kernel]:
     r"""``(K, L, factor, diag)`` per kernel: the Gram matrix or its factor :math:`L_m` (N, r_m), and
     :math:`\mathrm{diag}\,K_m`."""
     empty = np.empty((0, 0))
