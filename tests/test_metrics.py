@@ -13,6 +13,7 @@ import scipy.sparse as sp
 
 from mklkit import CompilationWarning, ConvergenceWarning, ParamError
 from mklkit import metrics
+from mklkit.metrics import _inputs
 from mklkit.data import load_builtin
 from mklkit.kernels import KernelBank
 from mklkit.kernels.factor import FactorBank
@@ -123,7 +124,7 @@ def test_alignment_matrix_dense_chunks_and_factors(centered, monkeypatch):
     assert got.shape == (4, 4) and rel(got, want) <= 1e-12
     assert np.array_equal(got, got.T)
     assert rel(metrics.alignment_matrix(FactorBank.from_blocks(Ls), centered=centered), want) <= 1e-10
-    monkeypatch.setattr(metrics, "_CHUNK_BYTES", 2 * 8 * 40 * 40)  # two kernels per chunk
+    monkeypatch.setattr(_inputs, "CHUNK_BYTES", 2 * 8 * 40 * 40)  # two kernels per chunk
     assert rel(metrics.alignment_matrix(K, centered=centered), want) <= 1e-12
     assert rel(metrics.centered_alignment(K, K[2]), [cosine(centre(A), centre(K[2])) for A in K]) <= 1e-12
 
@@ -220,7 +221,7 @@ def test_factor_programs_with_a_column_cache_smaller_than_the_kernel(monkeypatch
     y = np.where(rng.random(60) < 0.5, 1, -1)
     K = dense_of(Ls)
     fb = FactorBank.from_blocks(Ls)
-    monkeypatch.setattr(metrics, "_CHUNK_BYTES", 8 * 60 * 5)  # five cached columns of the 60
+    monkeypatch.setattr(_inputs, "CHUNK_BYTES", 8 * 60 * 5)  # five cached columns of the 60
     r, rs = metrics.radius(fb, tol=1e-12, return_solution=True)
     assert rel(r, metrics.radius(K, tol=1e-12)) <= 1e-10 and all(s.status == "converged" for s in rs)
     assert rel(metrics.margin(fb, y, tol=1e-12), metrics.margin(K, y, tol=1e-12)) <= 1e-10
