@@ -15,15 +15,13 @@ from typing import Any
 import numpy as np
 
 from ..components.params import ParamError
-from .heldout import HeldoutPath, PathSettings, _Walk, prior_path
+from .heldout import HeldoutPath, PathSettings, _Walk, prior_path, uses_path
 from .heldout_rows import HeldoutRows, effective_size, paired_excess, split_rows
+from .problem_settings import MULTINOMIAL_NAMES
 
 #: The relative duality gap and the most steps of a joint fit unless ``tol``/``max_iter`` are given.
 JOINT_TOL = 1e-3
 JOINT_MAX_ITER = 10000
-
-#: The binary loss names that stand for the multinomial loss with ``multiclass="joint"``.
-MULTINOMIAL_NAMES = ("logistic", "multinomial")
 
 
 def joint_loss(spec: Any, owner: str = "") -> Any:
@@ -107,7 +105,6 @@ def fit_joint(
     :class:`~mklkit.engines.joint.JointResult`, the held-out path (``None`` without one) and the C used.
     """
     from ..engines.joint import solve_joint
-    from .heldout import uses_path
 
     path, start = None, warm_start
     if uses_path(C, base):
