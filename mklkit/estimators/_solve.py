@@ -171,8 +171,8 @@ class Solving:
         for C in [prep.task_C.get(0, self.C)] if Cs is None else Cs:
             given = C
             callback = None
-            if self.verbose and not isinstance(C, str):
-                callback = functools.partial(_log_iteration, f"{where} C={C:g}")
+            if self.verbose:  # C='path'/'scale' named as given: the fit's C is logged below
+                callback = functools.partial(_log_iteration, f"{where} C={C if isinstance(C, str) else format(C, 'g')}")
             result, path, C = fit_joint(
                 base,
                 codes,
