@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -18,7 +19,10 @@ from ._interrupts import interrupt_guard
 from .io import write_multiclass_run
 from .pipeline import Prepared
 from .result import active_union
-from .solving import RunResult, solve_prepared, timings
+from .solving import RunResult, _staged, solve_prepared, timings
+from .compilation import announce_compilation, components
+from .pipeline.joint import JOINT_MAX_ITER, JOINT_TOL, class_codes, fit_joint, joint_base, joint_loss
+from .pipeline.problem_settings import auto_C
 from .spec import Spec, SpecError, load_spec
 
 __all__ = [
@@ -116,7 +120,7 @@ def check(spec: Spec | str | os.PathLike[str]) -> Validation:
     return Validation(spec, spec.prepare(build=False))
 
 
-_MULTICLASS_WORDS = {"ovr": "one-vs-rest", "ovo": "one-vs-one"}
+_MULTICLASS_WORDS = {"ovr": "one-vs-rest", "ovo": "one-vs-one", "joint": "joint"}
 #: The keys of each binary problem's ``summary.json`` that a multiclass summary lists per problem.
 _PROBLEM_KEYS = ("status", "converged", "objective", "duality_gap", "iterations", "n_active_kernels")
 
@@ -136,6 +140,11 @@ class MulticlassRunResult:
     timings: dict[str, float] = field(default_factory=dict)
     created: str = ""
     pairs: list[tuple[int, int]] = field(default_factory=list)
+    #: ``problem.multiclass: joint``: the :class:`~mklkit.engines.joint.JointResult` of the one problem
+    #: (``runs[k]`` then holds class k's column of it), else ``None``
+    joint: Any = None
+    #: the held-out choice of C of the joint problem (``problem.C: path``), else ``None``
+    C_selection: Any = None
 
     @property
     def task(self) -> str:
@@ -143,8 +152,8 @@ class MulticlassRunResult:
 
     @property
     def multiclass(self) -> str:
-        """``ovo`` (the problems are pairs of classes) or ``ovr``."""
-        return "ovo" if self.pairs else "ovr"
+        """``joint`` (one problem for all classes), ``ovo`` (the problems are pairs of classes) or ``ovr``."""
+        return "joint" if self.joint is not None else "ovo" if self.pairs else "ovr"
 
     @property
     def converged(self) -> bool:
@@ -205,6 +214,8 @@ class MulticlassRunResult:
             )
         n_ok = sum(r.converged for r in self.runs)
         copied = "task dataset n_train n_test n_features engine engine_params loss regularizer C spec_file spec"
+        if self.joint is not None:
+            return self._joint_summary(own, records, top, problems, copied)
         out = {
             "status": self.status,
             "converged": self.converged,
@@ -226,6 +237,38 @@ class MulticlassRunResult:
         }
         return {**out, **{k: own[0][k] for k in f"{copied} mklkit_version versions".split()}, "created": self.created}
 
+    def _joint_summary(
+        self, own: list[dict[str, Any]], records: list[dict[str, Any]], top: list[Any], problems: list[Any], copied: str
+    ) -> dict[str, Any]:
+        """The top-level ``summary.json`` of one joint problem: its status, objective, gap, iterations and C,
+        the one kernel weighting, and a folder per class holding its column of the solution."""
+        r = self.joint
+        out = {
+            "status": str(r.status),
+            "converged": bool(r.converged),
+            "message": f"one joint problem of {len(self.classes)} classes: {r.message}",
+            "multiclass": "joint",
+            "classes": list(self.classes),
+            "n_classes": len(self.classes),
+            "problems": [{k: p[k] for k in ("class", "dir")} for p in problems],
+            "objective": float(r.objective),
+            "dual_objective": float(r.dual_objective),
+            "duality_gap": float(r.gap),
+            "tol": own[0]["tol"],
+            "iterations": int(r.iterations),
+            "time_s": float(self.timings.get("solve_s", 0.0)),
+            "timings": dict(self.timings),
+            "n_kernels": self.n_kernels,
+            "n_active_kernels": self.n_active,
+            "C_max": float(r.C_max),
+            "C_selection": None if self.C_selection is None else self.C_selection.as_dict(),
+            **self.metrics,
+            "top_kernels": [k["name"] for k in top[: min(10, self.n_active)]],
+            "kernel_weights": records,
+        }
+        shared = {k: own[0][k] for k in f"{copied} mklkit_version versions".split()}
+        return {**out, **shared, "loss": "multinomial", "created": self.created}
+
     def write(self, out_dir: str | os.PathLike[str] | None = None, force: bool = False) -> dict[str, Path]:
         """Write a run directory per problem and the top-level ``summary.json`` (:func:`mklkit.io.write_multiclass_run`)."""
         return write_multiclass_run(self, self.spec.output.dir if out_dir is None else out_dir, force=force)
@@ -239,6 +282,8 @@ def solve_multiclass(
     tasks, data = prepared.tasks, prepared.data
     if tasks is None or data.classes is None:
         raise ValueError("solve_multiclass needs a Prepared of a target with more than two classes")
+    if prepared.spec is not None and prepared.spec.problem.multiclass == "joint":
+        return _solve_joint(prepared, callback, warn_compilation)
     runs = []
     for t, task in enumerate(tasks):
         run_t = solve_prepared(prepared.task(t), callback, warn_compilation=warn_compilation)
@@ -258,6 +303,82 @@ def solve_multiclass(
         timings=timings(prepared, sum(r.timings.get("solve_s", 0.0) for r in runs)),
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         pairs=[(t.negative, t.positive) for t in tasks if t.rows is not None],
+    )
+
+
+def _joint_engine(spec: Spec) -> tuple[Spec, float, int]:
+    """The spec with the engine options of the joint problem (``engine.tol`` and ``engine.max_iter`` as given,
+    else :data:`~mklkit.pipeline.joint.JOINT_TOL` and :data:`~mklkit.pipeline.joint.JOINT_MAX_ITER` in place of
+    the defaults of ``auto``, as the estimators' joint fit), its tol and its most steps."""
+    engine = spec.engine.engine
+    params = engine.get_params()
+    default = {p.name: p.default for p in engine.params}
+    tol = JOINT_TOL if params.get("tol") == default.get("tol") else float(params["tol"])
+    max_iter = JOINT_MAX_ITER if params.get("max_iter") is None else int(params["max_iter"])
+    section = {"name": engine.name, **params, "tol": tol, "max_iter": max_iter}
+    return spec.model_copy(update={"engine": type(spec.engine)(section)}), tol, max_iter
+
+
+def _solve_joint(
+    prepared: Prepared, callback: Callable[[dict[str, Any]], Any] | None, warn_compilation: bool
+) -> MulticlassRunResult:
+    """``problem.multiclass: joint``: one problem on all training rows with the multinomial loss and one kernel
+    weighting for all classes (:func:`mklkit.pipeline.joint.fit_joint`, as ``MKLClassifier(multiclass="joint")``);
+    the predicted class is the largest of the K decision values."""
+    spec, data, tasks = prepared.spec, prepared.data, prepared.tasks
+    assert spec is not None and tasks is not None and prepared.problem is not None and data.classes is not None
+    spec, tol, max_iter = _joint_engine(spec)
+    loss = joint_loss(spec.problem.loss)
+    base, _ = joint_base(prepared.problem)
+    codes, n = class_codes(tasks), len(data.classes)
+    t0 = time.perf_counter()
+    with announce_compilation(components("multinomial", spec.problem.regularizer.name, "joint"), warn=warn_compilation):
+        result, path, C = fit_joint(
+            base,
+            codes,
+            n,
+            loss,
+            spec.problem.C,
+            auto_C,
+            tol=tol,
+            max_iter=max_iter,
+            callback=callback,
+            progress=_staged(callback, "C path"),
+        )
+    solve_s = time.perf_counter() - t0
+    if isinstance(spec.problem.C, str):  # the run records the C that 'auto', 'path' or 'scale' gave
+        spec = spec.model_copy(update={"problem": spec.problem.model_copy(update={"C": C})})
+    columns = [result.class_result(k) for k in range(n)]
+    created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    runs = [
+        RunResult(
+            spec=spec,
+            result=col,
+            kernel_names=list(prepared.kernel_names),
+            task=data.task,
+            dataset=data.name,
+            n_train=data.n_train,
+            n_test=data.n_test,
+            n_features=data.n_features,
+            metrics={},
+            timings=timings(prepared, solve_s, path),
+            created=created,
+            labels={"class": data.label_of(float(k))},
+            C_selection=path,
+        )
+        for k, col in enumerate(columns)
+    ]
+    pred_train, pred_test = prepared.class_index(columns)
+    test = None if pred_test is None or data.y_test is None else float(np.mean(pred_test == data.y_test))
+    return MulticlassRunResult(
+        spec=spec,
+        classes=data.class_labels or [],
+        runs=runs,
+        metrics={"train_accuracy": float(np.mean(pred_train == data.y_train)), "test_accuracy": test},
+        timings=timings(prepared, solve_s, path),
+        created=created,
+        joint=result,
+        C_selection=path,
     )
 
 

@@ -321,7 +321,6 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
             ("mklkit.pipeline.joint", "mklkit.components.multiclass"),
             ("mklkit.pipeline.joint", "mklkit.engines.joint"),
             ("mklkit.pipeline.joint", "mklkit.kernels.factorize.dense"),
-            ("mklkit.estimators._solve", "mklkit.engines.joint"),
             ("mklkit.pipeline.refine", "mklkit.kernels"),
             ("mklkit.pipeline.refine", "mklkit.kernels.factorize"),
             ("mklkit.pipeline.refine", "mklkit.kernels.factorize.build"),

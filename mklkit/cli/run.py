@@ -82,6 +82,17 @@ def _metric_line(result: Any, metric: str, fmt: str) -> str:
 
 def _multiclass_summary(result: Any, files: dict[str, Any], tol: Any) -> list[str]:
     """The summary of a multiclass run: one line per binary problem."""
+    if result.multiclass == "joint":
+        r = result.joint
+        return [
+            f"status      {r.status} (one joint problem of {len(result.classes)} classes, "
+            f"{plural(r.iterations, 'iteration')}, {result.timings.get('solve_s', 0.0):.2f} s solve, "
+            f"{result.timings.get('total_s', 0.0):.2f} s total)",
+            f"objective   {num(r.objective, '.8g')}  (relative duality gap {num(r.gap, '.2e')}, tol {num(tol, 'g')})",
+            f"kernels     {result.n_active} of {result.n_kernels} active, one weighting for all classes",
+            _metric_line(result, "accuracy", ".4f"),
+            f"written     {files['summary']}",
+        ]
     kind = "one-vs-one" if result.multiclass == "ovo" else "one-vs-rest"
     lines = [
         f"status      {result.status} ({len(result.runs)} {kind} problems, "
@@ -153,7 +164,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     out("wrote " + ", ".join(str(p) for p in paths))
     summary = read_summary(args.out)
     problems = summary.get("problems")
-    if isinstance(problems, list):  # a multiclass run: its iterations are in the problems' folders
+    if isinstance(problems, list) and summary.get("multiclass") == "joint":
+        out(
+            f"one joint problem of {len(problems)} classes: weights.png shows its one kernel weighting; each class's "
+            f"column of the solution is in '{args.out}/class_<k>'"
+        )
+    elif isinstance(problems, list):  # a multiclass run: its iterations are in the problems' folders
         ovo = summary.get("multiclass") == "ovo"
         out(
             f"a run of {len(problems)} {'one-vs-one' if ovo else 'one-vs-rest'} problems: weights.png shows the "

@@ -11,9 +11,8 @@ from typing import Any, Iterator, Sequence
 
 from ..pipeline import PipelineError, problem_at
 from ..components.params import ParamError
-from ..pipeline.heldout import HeldoutChoice, PathSettings, held_out_C, uses_path
-from ..pipeline.joint import JOINT_MAX_ITER, JOINT_TOL, class_codes, joint_base, joint_held_out_C, joint_loss
-from ..pipeline.joint import joint_problem
+from ..pipeline.heldout import HeldoutChoice, held_out_C, uses_path
+from ..pipeline.joint import JOINT_MAX_ITER, JOINT_TOL, class_codes, fit_joint, joint_base, joint_loss
 from ..pipeline.kernel_subset import all_features_subset, restrict_result, subset_problem, widen_result
 from ..pipeline.refine import refine_prepared
 from ..pipeline.weighting import second_stage_C, weight_problem
@@ -133,8 +132,6 @@ class Solving:
         """The joint multiclass problem (:mod:`mklkit.engines.joint`) at every C in turn, each warm-started from the
         last; ``out[k][c]``: class k's column of the solution at ``Cs[c]``
         (:meth:`~mklkit.engines.joint.JointResult.class_result`)."""
-        from ..engines.joint import solve_joint
-
         owner = self._owner
         if spec_name(self.engine) != "auto":
             raise ParamError(
@@ -162,10 +159,6 @@ class Solving:
         if how:
             logger.info(f"{where}: {how}")
         prep.joint_loss = loss
-        ratio = PathSettings().tol_ratio
-
-        def on_path(problem: Any, warm: Any) -> Any:
-            return solve_joint(problem, tol=tol * ratio, max_iter=max_iter, warm_start=warm)
 
         def progress(rec: dict[str, Any]) -> None:
             logger.info(
@@ -176,19 +169,28 @@ class Solving:
         results: list[Any] = []
         previous = None
         for C in [prep.task_C.get(0, self.C)] if Cs is None else Cs:
-            start = previous
-            if uses_path(C, base):
-                path, chosen = joint_held_out_C(base, codes, n, loss, on_path, self._auto_C, progress=progress)
+            given = C
+            callback = None
+            if self.verbose:  # C='path'/'scale' named as given: the fit's C is logged below
+                callback = functools.partial(_log_iteration, f"{where} C={C if isinstance(C, str) else format(C, 'g')}")
+            result, path, C = fit_joint(
+                base,
+                codes,
+                n,
+                loss,
+                C,
+                self._auto_C,
+                tol=tol,
+                max_iter=max_iter,
+                warm_start=previous,
+                callback=callback,
+                progress=progress,
+            )
+            if path is not None:
                 logger.info(f"{where}: C='path' chose {path.C:.6g} in {path.time_s:.2f} s\n{path.summary()}")
                 prep.selection[0] = path
-                C, start = path.C, start if start is not None else chosen
-            elif isinstance(C, str):
-                C = self._auto_C(base)
+            elif isinstance(given, str):
                 logger.info(f"{where}: C='{self.C}' is {C:.6g} (the root mean diagonal of the kernels)")
-            callback = functools.partial(_log_iteration, f"{where} C={C:g}") if self.verbose else None
-            result = solve_joint(
-                joint_problem(base, codes, n, loss, C), tol=tol, max_iter=max_iter, warm_start=start, callback=callback
-            )
             logger.info(f"{where} C={C:g}: {result.message}")
             for t in range(len(prep.tasks)):
                 prep.task_C[t] = float(C)

@@ -15,15 +15,13 @@ from typing import Any
 import numpy as np
 
 from ..components.params import ParamError
-from .heldout import HeldoutPath, PathSettings, _Walk, prior_path
+from .heldout import HeldoutPath, PathSettings, _Walk, prior_path, uses_path
 from .heldout_rows import HeldoutRows, effective_size, paired_excess, split_rows
+from .problem_settings import MULTINOMIAL_NAMES
 
 #: The relative duality gap and the most steps of a joint fit unless ``tol``/``max_iter`` are given.
 JOINT_TOL = 1e-3
 JOINT_MAX_ITER = 10000
-
-#: The binary loss names that stand for the multinomial loss with ``multiclass="joint"``.
-MULTINOMIAL_NAMES = ("logistic", "multinomial")
 
 
 def joint_loss(spec: Any, owner: str = "") -> Any:
@@ -82,6 +80,47 @@ def joint_base(base: Any) -> tuple[Any, str]:
     return dataclasses.replace(
         base, K=fac.bank, extra=extra
     ), f"exact factors of the dense bank ({fac.describe()}, {fac.time_s:.2f} s)"
+
+
+def fit_joint(
+    base: Any,
+    codes: np.ndarray,
+    n_classes: int,
+    loss: Any,
+    C: Any,
+    prior: Callable[[Any], float],
+    *,
+    tol: float = JOINT_TOL,
+    max_iter: int = JOINT_MAX_ITER,
+    warm_start: Any = None,
+    callback: Callable[[dict[str, Any]], Any] | None = None,
+    progress: Callable[[dict[str, Any]], Any] | None = None,
+) -> tuple[Any, HeldoutPath | None, float]:
+    r"""The joint problem on the bank of ``base`` solved at ``C``: a number, ``"path"`` (or ``"auto"`` with
+    enough rows: :func:`~mklkit.pipeline.heldout.uses_path`) chosen by :func:`joint_held_out_C`, or
+    ``"scale"`` (``"auto"`` on fewer rows) given by ``prior(base)``.
+
+    The path's fits stop at the relative gap ``tol`` times :attr:`PathSettings.tol_ratio`; the final fit at
+    ``tol``, warm-started from ``warm_start`` or else from the chosen solution of the path.  Returns the
+    :class:`~mklkit.engines.joint.JointResult`, the held-out path (``None`` without one) and the C used.
+    """
+    from ..engines.joint import solve_joint
+
+    path, start = None, warm_start
+    if uses_path(C, base):
+        ratio = PathSettings().tol_ratio
+
+        def on_path(problem: Any, warm: Any) -> Any:
+            return solve_joint(problem, tol=tol * ratio, max_iter=max_iter, warm_start=warm)
+
+        path, chosen = joint_held_out_C(base, codes, n_classes, loss, on_path, prior, progress=progress)
+        C, start = path.C, start if start is not None else chosen
+    elif isinstance(C, str):
+        C = prior(base)
+    C = float(C)
+    problem = joint_problem(base, codes, n_classes, loss, C)
+    result = solve_joint(problem, tol=tol, max_iter=max_iter, warm_start=start, callback=callback)
+    return result, path, C
 
 
 def _ratios(c_max_fit: float, prior_fit: float, s: PathSettings) -> tuple[str, float, np.ndarray]:

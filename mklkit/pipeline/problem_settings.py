@@ -101,6 +101,10 @@ WeightingField = _component_type("weighting")
 SECOND_STAGE_REGULARIZER = "uniform"
 
 
+#: The binary loss names that stand for the multinomial loss with ``multiclass="joint"``
+#: (:func:`mklkit.pipeline.joint.joint_loss`).
+MULTINOMIAL_NAMES = ("logistic", "multinomial")
+
 #: ``c`` of :func:`auto_C` per task: the best scale of a grid on the bundled sets (docs/api.md, "C='auto'").
 AUTO_C_SCALE: dict[str, float] = {"classification": 1.0, "regression": 6.0}
 
@@ -185,13 +189,49 @@ class ProblemSettings(Settings):
         "with the one_class loss and the l1 regularizer: the fraction nu in (0, 1] to reach (C is found for it; "
         "docs/one_class.md)"
     )
-    multiclass: Literal["ovr", "ovo"] = Field(
+    multiclass: Literal["ovr", "ovo", "joint"] = Field(
         DEFAULTS["problem.multiclass"],
         exclude_if=lambda v: v == "ovr",
         description="more than two "
-        "classes: one-vs-rest (one problem per class) or one-vs-one "
-        "(one per pair of classes, on their rows; Gram matrices only)",
+        "classes: one-vs-rest (one problem per class), one-vs-one "
+        "(one per pair of classes, on their rows; Gram matrices only) or joint (one problem on all rows with the "
+        "multinomial loss and one kernel weighting for all classes; loss logistic or multinomial, engine auto; "
+        "docs/multiclass.md)",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _multinomial_name(cls, data: Any) -> Any:
+        """With ``multiclass: joint`` the loss ``multinomial`` is read as ``logistic``: the binary problems of the
+        bank (and a target of two classes) take the logistic loss, the joint problem the multinomial one."""
+        if not isinstance(data, Mapping) or data.get("multiclass") != "joint":
+            return data
+        loss = data.get("loss")
+        name = loss.get("name") if isinstance(loss, Mapping) else loss
+        if name == MULTINOMIAL_NAMES[1]:
+            return {**data, "loss": MULTINOMIAL_NAMES[0]}
+        return data
+
+    @model_validator(mode="after")
+    def _joint(self) -> "ProblemSettings":
+        """``multiclass: joint`` takes the multinomial loss (``logistic`` or ``multinomial``) and no weighting."""
+        if self.multiclass != "joint":
+            return self
+        if self.loss.name not in MULTINOMIAL_NAMES:
+            raise PipelineError(
+                "loss",
+                "problem.multiclass: joint solves one problem with the multinomial loss",
+                self.loss.name,
+                "logistic or multinomial (the multinomial loss) with problem.multiclass: joint",
+            )
+        if self.weighting is not None:
+            raise PipelineError(
+                "weighting",
+                "a weighting learns the weights of each binary problem",
+                self.weighting.name,
+                "no problem.weighting with problem.multiclass: joint (use ovr or ovo)",
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_class(self) -> "ProblemSettings":

@@ -119,6 +119,16 @@ class Spec(Settings):
                     raise PipelineError(key, problem, shown=repr(self.data.shown(key)), allowed=allowed)
         if not precomputed:
             self._keep_raw_features(given)
+        if self.problem.multiclass == "joint" and "engine" not in self.model_fields_set:  # the joint engine
+            object.__setattr__(self, "engine", EngineSection("auto"))
+        engine = self.engine.engine.name
+        if self.problem.multiclass == "joint" and engine != "auto":
+            raise PipelineError(
+                "engine.name",
+                "problem.multiclass: joint is one problem for all classes, solved by the joint engine",
+                engine,
+                "auto with problem.multiclass: joint",
+            )
         if self.output.dir is None:
             self.output.dir = Path("runs") / spec_stem(self._file)
         else:
