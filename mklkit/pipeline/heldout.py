@@ -260,6 +260,19 @@ class _Walk:
         """The records per value as :class:`HeldoutPath`'s arrays."""
         return {k: np.array(v, dtype=int if k in ("n_active", "iterations") else float) for k, v in self.values.items()}
 
+    def choose(self, ref_fit: float, prior_fit: float) -> dict[str, Any]:
+        """The choice of C on the path: among the values within one paired standard error of the least held-out
+        criterion (``best``), the nearest the prior; as :class:`HeldoutPath`'s ``ratios`` (C over the reference of
+        the fitting rows), ``chosen``, ``best``, ``excess``, ``excess_se`` and ``prior_ratio``."""
+        excess, excess_se = paired_excess(np.array(self.per_rows), self.best, self.w_held)
+        ratios = np.array(self.values["Cs"]) / ref_fit
+        prior_ratio = prior_fit / ref_fit
+        ok = np.flatnonzero(excess <= excess_se)
+        chosen = int(ok[np.argmin(np.abs(np.log(ratios[ok] / prior_ratio)))])
+        return dict(
+            ratios=ratios, chosen=chosen, best=self.best, excess=excess, excess_se=excess_se, prior_ratio=prior_ratio
+        )
+
     def lowest(self, flat: float) -> None:
         """The least criterion, and the last minimum that lowered it by more than ``flat`` of its decrease."""
         scores = self.scores
@@ -377,23 +390,14 @@ def select_C(
     rows = HeldoutRows(problem, fit, held)
     reference, ref_fit, prior_fit, ratios = _path_on(rows.problem, prior, s)
     walk = _walk(rows, solve, ratios, ref_fit, prior_fit, y_all[held], w_held, s, progress)
-    best = walk.best
-    excess, excess_se = paired_excess(np.array(walk.per_rows), best, w_held)
-    ratio_arr = np.array(walk.values["Cs"]) / ref_fit
-    prior_ratio = prior_fit / ref_fit
-    ok = np.flatnonzero(excess <= excess_se)  # within one standard error of the least: the nearest the prior
-    chosen = int(ok[np.argmin(np.abs(np.log(ratio_arr[ok] / prior_ratio)))])
+    choice = walk.choose(ref_fit, prior_fit)
+    chosen = choice["chosen"]
     ref_all = c_max(problem) if reference == "C_max" else prior_all
     return HeldoutPath(
         start=walk.start(chosen, fit, problem.n_samples),
-        C=float(ratio_arr[chosen] * ref_all),
+        C=float(choice["ratios"][chosen] * ref_all),
         **walk.arrays(),
-        ratios=ratio_arr,
-        chosen=chosen,
-        best=best,
-        excess=excess,
-        excess_se=excess_se,
-        prior_ratio=prior_ratio,
+        **choice,
         reference=reference,
         stopped=walk.stopped,
         time_s=time.perf_counter() - t_start,

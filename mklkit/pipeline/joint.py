@@ -16,7 +16,7 @@ import numpy as np
 
 from ..components.params import ParamError
 from .heldout import HeldoutPath, PathSettings, _Walk, prior_path, uses_path
-from .heldout_rows import HeldoutRows, effective_size, paired_excess, split_rows
+from .heldout_rows import HeldoutRows, effective_size, split_rows
 from .problem_settings import MULTINOMIAL_NAMES
 
 #: The relative duality gap and the most steps of a joint fit unless ``tol``/``max_iter`` are given.
@@ -191,22 +191,13 @@ def joint_held_out_C(
         walk.lowest(s.flat)
         if walk.turned(C, prior_fit, s):
             break
-    best = walk.best
-    excess, excess_se = paired_excess(np.array(walk.per_rows), best, w_held)
-    ratio_arr = np.array(walk.values["Cs"]) / ref_fit
-    prior_ratio = prior_fit / ref_fit
-    ok = np.flatnonzero(excess <= excess_se)
-    chosen = int(ok[np.argmin(np.abs(np.log(ratio_arr[ok] / prior_ratio)))])
+    choice = walk.choose(ref_fit, prior_fit)
+    chosen = choice["chosen"]
     ref_all = joint_C_max(base, codes, n_classes, loss) if reference == "C_max" else prior_all
     path = HeldoutPath(
-        C=float(ratio_arr[chosen] * ref_all),
+        C=float(choice["ratios"][chosen] * ref_all),
         **walk.arrays(),
-        ratios=ratio_arr,
-        chosen=chosen,
-        best=best,
-        excess=excess,
-        excess_se=excess_se,
-        prior_ratio=prior_ratio,
+        **choice,
         reference=reference,
         stopped=walk.stopped,
         time_s=time.perf_counter() - t_start,
