@@ -433,9 +433,8 @@ class OneClass(Loss):
             out[i] = y[i] * u[i] if (-1.0 <= u[i] <= 0.0) else INF
         return out
 
-    @kernel
-    def conj_grad(y, u, params):
-        return y.copy()
+    # the conjugate's gradient and the constrained form's l0* = y u are the hinge's
+    conj_grad = staticmethod(Hinge.conj_grad)
 
     @kernel
     def conj_lower(y, params):
@@ -446,20 +445,10 @@ class OneClass(Loss):
         return np.zeros(y.shape[0])
 
     # constrained form (B' = 0, B = 2):  l0* = y u,  h1 = -1 - u,  h2 = u
-    @kernel
-    def l0(y, u, ut, params):
-        return y * u
-
-    @kernel
-    def l0_grad(y, u, ut, params):
-        out = np.empty((y.shape[0], 1))
-        for i in range(y.shape[0]):
-            out[i, 0] = y[i]
-        return out
-
-    @kernel
-    def l0_hess(y, u, ut, params):
-        return np.zeros((y.shape[0], 1, 1))
+    l0 = staticmethod(Hinge.l0)
+    l0_grad = staticmethod(Hinge.l0_grad)
+    l0_hess = staticmethod(Hinge.l0_hess)
+    cons_hess = staticmethod(Hinge.cons_hess)
 
     @kernel
     def cons(y, u, ut, params):
@@ -476,10 +465,6 @@ class OneClass(Loss):
             out[i, 0, 0] = -1.0
             out[i, 1, 0] = 1.0
         return out
-
-    @kernel
-    def cons_hess(y, u, ut, params):
-        return np.zeros((y.shape[0], 2, 1, 1))
 
     def cvxpy_expr(self, y, z, w=None):
         import cvxpy as cp
