@@ -293,8 +293,9 @@ def test_doc_examples_run():
     assert tried >= 10 and failures == 0
 
 
+@pytest.mark.parametrize("method", ["bcd", "fista"])
 @pytest.mark.parametrize("bias", [True, False])
-def test_factor_bank_same_solution(bias):
+def test_factor_bank_same_solution(bias, method):
     """On exact factors of the bank the engine iterates in factor coordinates: the same optimum (Clarabel),
     and coefficients that give the dense problem's outputs and objective."""
     from mklkit.kernels.factorize.dense import exact_factors
@@ -303,7 +304,9 @@ def test_factor_bank_same_solution(bias):
     reg = ElasticNet(lam=0.5)
     fac = exact_factors(K)
     assert fac.exact
-    res = solve_joint(JointProblem(fac.bank, y, 3, Multinomial(), reg, 0.5, bias=bias), tol=1e-9, max_iter=20000)
+    res = solve_joint(
+        JointProblem(fac.bank, y, 3, Multinomial(), reg, 0.5, bias=bias), tol=1e-9, max_iter=20000, method=method
+    )
     ref = _reference(K, y, reg, 0.5, bias)
     assert res.converged and abs(res.objective - ref) <= 1e-6 * abs(ref)
     dense = JointProblem(K, y, 3, Multinomial(), reg, 0.5, bias=bias)
@@ -311,5 +314,77 @@ def test_factor_bank_same_solution(bias):
     assert primal == pytest.approx(res.objective, rel=1e-8)
     assert dual <= primal * (1 + 1e-12) and (primal - dual) / primal <= 1e-6
     # warm start from the dense solution's coefficients
-    warm = solve_joint(JointProblem(fac.bank, y, 3, Multinomial(), reg, 0.45, bias=bias), tol=1e-6, warm_start=res)
+    warm = solve_joint(
+        JointProblem(fac.bank, y, 3, Multinomial(), reg, 0.45, bias=bias), tol=1e-6, warm_start=res, method=method
+    )
     assert warm.converged and warm.iterations < res.iterations
+
+
+def _factor_bank(sparse: bool, N: int = 36, seed: int = 3):
+    """A factor bank of three blocks of ranks 2, 5 and 9 (random factors; half the entries zero when sparse)
+    and its Gram matrices."""
+    import scipy.sparse as sps
+
+    from mklkit.kernels.factor import FactorBank
+
+    rng = np.random.default_rng(seed)
+    ranks = (2, 5, 9)
+    LT = rng.normal(size=(sum(ranks), N)) * np.repeat([1.0, 0.5, 0.2], ranks)[:, None]
+    if sparse:
+        LT[rng.random(LT.shape) < 0.5] = 0.0
+    starts = np.concatenate([[0], np.cumsum(ranks)])
+    K = np.stack([LT[a:b].T @ LT[a:b] for a, b in zip(starts[:-1], starts[1:])])
+    return FactorBank(sps.csr_matrix(LT) if sparse else LT, starts), K
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("reg, C, bias, weighted", CASES)
+def test_descent_matches_clarabel(reg, C, bias, weighted, sparse):
+    """Block coordinate descent on a factor bank (dense or CSR factors, not from a Gram bank): the optimum
+    of Clarabel to 1e-6, weak duality, and the dual at its certified point."""
+    bank, K = _factor_bank(sparse)
+    rng = np.random.default_rng(5)
+    y = rng.integers(0, 3, K.shape[1]).astype(np.float64)
+    w = rng.uniform(0.5, 2.0, y.size) if weighted else None
+    prob = JointProblem(bank, y, 3, Multinomial(), reg, C, bias=bias, sample_weight=w)
+    res = solve_joint(prob, tol=1e-9, max_iter=20000, method="bcd")
+    ref = _reference(K, y, reg, C, bias, w)
+    assert res.converged and res.gap <= 1e-9
+    assert abs(res.objective - ref) <= 1e-6 * abs(ref)
+    slack = 1e-8 * abs(ref)  # Clarabel's own gap tolerance is 1e-10 to 1e-8
+    assert res.dual_objective <= ref + slack and ref <= res.objective + slack
+    assert res.factor_coef is not None and res.factor_coef.shape == (bank.total_rank, 3)
+    primal, dual, _ = certify_joint(prob, res.coef, res.bias)
+    assert primal == pytest.approx(res.objective, rel=1e-7)
+
+
+def test_method_is_checked():
+    K, y = _bank()
+    with pytest.raises(ParamError) as err:
+        solve_joint(JointProblem(K, y, 3, Multinomial(), L1(), 0.3), method="bcd")
+    assert err.value.key == "method" and "fista" in err.value.allowed
+    bank, _ = _factor_bank(False, N=K.shape[1])
+    with pytest.raises(ParamError) as err:
+        solve_joint(JointProblem(bank, y, 3, Multinomial(), L1(), 0.3), method="newton")
+    assert err.value.key == "method" and "bcd" in err.value.allowed
+
+
+def test_block_spectral_norms():
+    """The blocks' squared spectral norms, small (Gram) and large (svds) blocks, dense and CSR, from above by
+    at most 1e-9 relative; the block arrays' own when those exist."""
+    import scipy.sparse as sps
+
+    from mklkit.kernels.factor import FactorBank
+    from mklkit.kernels.factor_arrays import SPECTRAL_GRAM_RANK, block_spectral_sq, factor_arrays
+
+    rng = np.random.default_rng(0)
+    ranks = (3, SPECTRAL_GRAM_RANK + 20)
+    LT = rng.normal(size=(sum(ranks), 150))
+    starts = np.array([0, ranks[0], sum(ranks)])
+    exact = np.array([np.linalg.norm(LT[a:b], 2) ** 2 for a, b in zip(starts[:-1], starts[1:])])
+    for stored in (LT, sps.csr_matrix(LT)):
+        got = block_spectral_sq(FactorBank(stored, starts))
+        assert np.all(got >= exact) and np.allclose(got, exact, rtol=1e-9, atol=0.0)
+    bank = FactorBank(LT, starts)
+    arrays = factor_arrays(bank)
+    assert block_spectral_sq(bank) is arrays.lip

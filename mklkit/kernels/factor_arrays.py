@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -128,29 +128,63 @@ class FactorArrays:
         if self.goff[m] >= 0:
             top = float(self.eig[m][0][-1])
         else:
-            B = bank.block(m)
-            op = spla.aslinearoperator(B.T if sp.issparse(B) else np.asarray(B).T)
-            top = float(spla.svds(op, k=1, tol=1e-10, return_singular_vectors=False)[0]) ** 2
+            return spectral_sq(bank.block(m))
         return max(top, 0.0) * (1.0 + 1e-10)
 
 
-def per_bank(build: Callable[[FactorBank], T]) -> Callable[[FactorBank], T]:
-    """``build(bank)`` computed on the first call for a bank and kept while the bank lives."""
-    cache: "weakref.WeakKeyDictionary[FactorBank, T]" = weakref.WeakKeyDictionary()
+#: Blocks of at most this rank get :func:`spectral_sq` from their Gram matrix, larger ones from ``svds``.
+SPECTRAL_GRAM_RANK = 64
 
-    @functools.wraps(build)
-    def cached(bank: FactorBank) -> T:
-        if bank not in cache:
-            cache[bank] = build(bank)
-        return cache[bank]
 
-    return cached
+def spectral_sq(B: Any) -> float:
+    r""":math:`\|L_m\|_2^2` of a block :math:`B = L_m^\top` (r, N), dense or sparse, rounded up by a relative
+    1e-10: the largest eigenvalue of :math:`BB^\top` for r <= :data:`SPECTRAL_GRAM_RANK`, else ``svds``."""
+    r = int(B.shape[0])
+    if r == 0:
+        return 0.0
+    if r <= SPECTRAL_GRAM_RANK:
+        G = B @ B.T
+        G = np.asarray(G.toarray() if sp.issparse(G) else G, dtype=np.float64)
+        top = float(np.linalg.eigvalsh(0.5 * (G + G.T))[-1])
+    else:
+        op = spla.aslinearoperator(B.T if sp.issparse(B) else np.asarray(B).T)
+        top = float(spla.svds(op, k=1, tol=1e-10, return_singular_vectors=False)[0]) ** 2
+    return max(top, 0.0) * (1.0 + 1e-10)
+
+
+class per_bank(Generic[T]):
+    """``build(bank)`` computed on the first call for a bank and kept while the bank lives;
+    :meth:`existing` gives it only when computed already."""
+
+    def __init__(self, build: Callable[[FactorBank], T]) -> None:
+        self.build = build
+        self.cache: "weakref.WeakKeyDictionary[FactorBank, T]" = weakref.WeakKeyDictionary()
+        functools.update_wrapper(self, build)
+
+    def __call__(self, bank: FactorBank) -> T:
+        if bank not in self.cache:
+            self.cache[bank] = self.build(bank)
+        return self.cache[bank]
+
+    def existing(self, bank: FactorBank) -> T | None:
+        return self.cache.get(bank)
 
 
 @per_bank
 def factor_arrays(bank: FactorBank) -> FactorArrays:
     """The :class:`FactorArrays` of ``bank`` (kept while the bank lives)."""
     return FactorArrays(bank)
+
+
+@per_bank
+def block_spectral_sq(bank: FactorBank) -> np.ndarray:
+    r""":math:`\|L_m\|_2^2` of every block (:func:`spectral_sq`; the :class:`FactorArrays`' ``lip`` when
+    those are made already), kept while the bank lives: what a block method needs without the Gram
+    matrices and eigendecompositions of :class:`FactorArrays`."""
+    made = factor_arrays.existing(bank)
+    if made is not None:
+        return made.lip
+    return np.array([spectral_sq(bank.block(m)) for m in range(bank.shape[0])])
 
 
 def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
