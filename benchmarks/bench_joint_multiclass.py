@@ -91,7 +91,7 @@ def main() -> None:
                     active.append(int(np.sum(kw[0] > 0)))
                     n_kernels = len(est.kernel_names_)
                 print(
-                    f"{name} split {s} {mode}: accuracy {acc[mode][-1]:.4f}, {secs[mode][-1]:.1f} s, "
+                    f"{name} split {s} {mode}: accuracy {acc[mode][-1]:.4f}, {secs[mode][-1]:.3g} s, "
                     f"C_ {np.mean(est.C_):.3g}, gap {np.max(est.dual_gap_):.2g}",
                     flush=True,
                 )
@@ -107,7 +107,7 @@ def main() -> None:
     print(f"| set | mode | accuracy % (mean ± se, {args.splits} splits) | fit s | weightings | joint: kernels in use |")
     print("| --- | --- | --- | --- | --- | --- |")
     for name, mode, mean, se, t, nw, extra in rows:
-        print(f"| {name} | {mode} | {mean:.2f} ± {se:.2f} | {t:.1f} | {nw} | {extra} |")
+        print(f"| {name} | {mode} | {mean:.2f} ± {se:.2f} | {t:.3g} | {nw} | {extra} |")
 
 
 if __name__ == "__main__":

@@ -271,7 +271,7 @@ def test_multiclass_chooses_per_problem_and_regression_scores_r2():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((450, 3))
     y = np.digitize(X[:, 0] + 0.5 * X[:, 1], [-0.5, 0.5])
-    clf = MKLClassifier(kernels=KERNELS, C="path").fit(X, y)
+    clf = MKLClassifier(kernels=KERNELS, C="path", multiclass="ovr").fit(X, y)
     assert len(clf.C_selection_) == 3 and clf.C_.shape == (3,)
     assert np.allclose(clf.C_, [s.C for s in clf.C_selection_])
     t = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(450)

@@ -269,6 +269,29 @@ def test_estimator_joint_errors_name_the_parameter():
     assert exc.value.key == "multiclass" and "joint" in str(exc.value.allowed)
 
 
+def test_estimator_auto_is_joint_where_it_applies():
+    """``multiclass="auto"`` (the default) fits the joint problem with the logistic loss, engine auto and no
+    weighting (the same fit as ``"joint"``), and one-vs-rest otherwise (the same fit as ``"ovr"``)."""
+    from mklkit import MKLClassifier
+
+    X, y = _three_classes()
+    M = None
+    for params, mode in (
+        ({}, "joint"),
+        ({"loss": "hinge"}, "ovr"),
+        ({"engine": "spicy"}, "ovr"),
+        ({"weighting": "average"}, "ovr"),
+    ):
+        auto = MKLClassifier(C=0.05, tol=1e-6, **params).fit(X, y)
+        given = MKLClassifier(C=0.05, tol=1e-6, multiclass=mode, **params).fit(X, y)
+        M = M or len(auto.kernel_names_)
+        assert auto.kernel_weights_.shape == ((M,) if mode == "joint" else (3, M)), params
+        # the same problem and solve; two fits of exact factors may keep different (equally exact) pivots
+        np.testing.assert_allclose(auto.kernel_weights_, given.kernel_weights_, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(auto.decision_function(X), given.decision_function(X), rtol=0, atol=1e-6)
+    assert hasattr(MKLClassifier(), "predict_proba") and not hasattr(MKLClassifier(loss="hinge"), "predict_proba")
+
+
 def test_estimator_joint_two_classes_is_the_binary_problem():
     from mklkit import MKLClassifier
 

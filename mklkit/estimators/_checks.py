@@ -21,7 +21,7 @@ from ._defaults import default_bank, feature_kinds
 logger = logging.getLogger("mklkit.estimators")
 
 NORMALIZE = ("auto", "trace", "diagonal", "none")
-MULTICLASS = ("ovr", "ovo", "joint")
+MULTICLASS = ("auto", "ovr", "ovo", "joint")
 #: The estimators' default regularizer (replaced by ``uniform`` with a weighting).
 DEFAULT_REGULARIZER = "elasticnet"
 #: Estimator parameter of each pipeline key (errors name the parameter).
@@ -47,10 +47,26 @@ def spec_name(spec: Any) -> str | None:
     return getattr(spec, "name", None)
 
 
+def multiclass_mode(est: Any) -> str:
+    """The multiclass mode an estimator's ``multiclass`` stands for: ``"auto"`` is ``"joint"`` where the joint
+    problem applies (a loss with a multinomial form, ``engine="auto"``, no weighting), else ``"ovr"``; any
+    other value is itself."""
+    mode = getattr(est, "multiclass", None)
+    if mode != "auto":
+        return mode
+    if spec_name(est.engine) != "auto" or getattr(est, "weighting", None) is not None:
+        return "ovr"
+    try:
+        joint_loss(est.loss)
+    except ParamError:
+        return "ovr"
+    return "joint"
+
+
 def is_logistic(est: Any) -> bool:
     """Whether the fit gives class probabilities: the logistic loss, or with ``multiclass="joint"`` the
     multinomial loss (or a multiclass loss with ``has_proba``)."""
-    if getattr(est, "multiclass", None) == "joint" and (
+    if multiclass_mode(est) == "joint" and (
         spec_name(est.loss) == "multinomial" or getattr(est.loss, "has_proba", False)
     ):
         return True
@@ -107,7 +123,7 @@ class ParameterChecks:
         """Loss, regularizer and engine instances; errors say what is allowed."""
         reg = get_registry()
         loss_spec = self.loss
-        if getattr(self, "multiclass", None) == "joint":  # the multiclass loss checked; binary problems: logistic
+        if multiclass_mode(self) == "joint":  # the multiclass loss checked; binary problems: logistic
             joint_loss(self.loss, self._owner)
             loss_spec = "logistic"
         loss = reg.create("loss", loss_spec)

@@ -23,7 +23,7 @@ from .._multiclass import (
 from ..components.base import CLASSIFICATION, REGRESSION
 from ..components.params import ParamError
 from ._base import BaseMKL
-from ._checks import MULTICLASS, check_choice, is_logistic
+from ._checks import MULTICLASS, check_choice, is_logistic, multiclass_mode
 
 _COMMON_DOC = """\
     kernels : "auto", "precomputed", str, list or mapping, default="auto"
@@ -144,12 +144,13 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
         A registered classification loss (``predict_proba`` needs the logistic loss); the error message of an
         unsupported loss/regularizer pair names the engines that can solve it.
 {_COMMON_DOC % dict(weightings="``average``, ``alignf``, ``easymkl``, ``fheuristic``, ``pwmk``", C="1", C_note="The scale 1 (C = 0.05 at N = 400) is the best of a grid on the UCI sets and reaches SVC's accuracy on a9a (docs/api.md).")}
-    multiclass : {{"ovr", "ovo", "joint"}}, default="ovr"
+    multiclass : {{"auto", "ovr", "ovo", "joint"}}, default="auto"
         One-vs-rest (one problem per class on all rows), one-vs-one (one problem per pair of classes on their
         rows only), or joint: one problem on all rows with one kernel weighting shared by all classes, the
         multinomial loss (``loss="logistic"`` or ``"multinomial"``, or a ``MulticlassLoss``) and the regularizer
         on each kernel's block of class coefficients (``docs/multiclass.md``; ``kernel_weights_`` of shape
-        (n_kernels,), ``engine="auto"``, the tolerance 1e-3 unless ``tol`` is given).  Two classes are one
+        (n_kernels,), ``engine="auto"``, the tolerance 1e-3 unless ``tol`` is given).  ``"auto"``: joint where
+        it applies (such a loss, ``engine="auto"``, no weighting), else one-vs-rest.  Two classes are one
         binary problem in every mode.
     n_jobs : int, optional
         Binary problems solved in parallel (threads; the jitted kernels release the GIL).  ``None``: one at a time.
@@ -189,7 +190,7 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
         max_iter: int | None = None,
         normalize: str = "auto",
         standardize: Any = "auto",
-        multiclass: str = "ovr",
+        multiclass: str = "auto",
         n_jobs: int | None = None,
         memory_budget: Any = None,
         factor: Any = "auto",
@@ -228,13 +229,13 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
         self, y: np.ndarray, sample_weight: np.ndarray | None = None
     ) -> tuple[np.ndarray | None, list[BinaryTask], tuple[float, float]]:
         """The classes, the binary problems and ``(offset, scale)`` of the targets the engines see."""
-        multiclass = check_choice(self.multiclass, "multiclass", MULTICLASS, self._owner)
+        check_choice(self.multiclass, "multiclass", MULTICLASS, self._owner)
         check_classification_targets(y)
         classes, codes = encode_classes(y)
         if classes.size < 2:
             raise ValueError(f"{self._owner} needs samples of at least 2 classes; got 1 class ({classes[0]!r})")
         # "joint": the one-vs-rest layout (a column per class on all rows), solved as one problem
-        tasks = (ovo_tasks if multiclass == "ovo" else ovr_tasks)(codes.ravel(), classes.size)
+        tasks = (ovo_tasks if multiclass_mode(self) == "ovo" else ovr_tasks)(codes.ravel(), classes.size)
         return classes, tasks, (0.0, 1.0)
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "MKLClassifier":
@@ -263,7 +264,7 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
         F = self._task_values(X)
         if len(self.classes_) == 2:
             return F[:, 0]
-        if self.multiclass == "ovo":
+        if multiclass_mode(self) == "ovo":
             return ovo_decision(F, self._tasks, len(self.classes_))
         return F
 
@@ -281,9 +282,10 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
         if len(self.classes_) == 2:
             p = sigmoid(F[:, 0])
             return np.column_stack([1.0 - p, p])
-        if self.multiclass == "ovo":
+        mode = multiclass_mode(self)
+        if mode == "ovo":
             return pairwise_coupling(F, self._tasks, len(self.classes_))
-        if self.multiclass == "joint":
+        if mode == "joint":
             return self.loss_.proba(F)
         return ovr_proba(F)
 

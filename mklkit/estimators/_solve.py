@@ -18,7 +18,7 @@ from ..pipeline.refine import refine_prepared
 from ..pipeline.weighting import second_stage_C, weight_problem
 from ..pipeline.bank_settings import kernel_resolver
 from ..pipeline.problem_settings import AUTO_C_SCALE, auto_C
-from ._checks import check_budget, spec_name
+from ._checks import check_budget, multiclass_mode, spec_name
 from ._prepare import FitState
 
 logger = logging.getLogger("mklkit.estimators")
@@ -126,7 +126,7 @@ class Solving:
 
     def _joint(self, prep: FitState) -> bool:
         """Whether the fit is one joint multiclass problem (``multiclass="joint"`` and more than two classes)."""
-        return getattr(self, "multiclass", None) == "joint" and prep.classes is not None and len(prep.classes) > 2
+        return multiclass_mode(self) == "joint" and prep.classes is not None and len(prep.classes) > 2
 
     def _run_joint(self, prep: FitState, Cs: Sequence[Any] | None) -> list[list[Any]]:
         """The joint multiclass problem (:mod:`mklkit.engines.joint`) at every C in turn, each warm-started from the
