@@ -286,8 +286,8 @@ def test_estimator_auto_is_joint_where_it_applies():
         given = MKLClassifier(C=0.05, tol=1e-6, multiclass=mode, **params).fit(X, y)
         M = M or len(auto.kernel_names_)
         assert auto.kernel_weights_.shape == ((M,) if mode == "joint" else (3, M)), params
-        # the same problem and solve; two fits of exact factors may keep different (equally exact) pivots
-        np.testing.assert_allclose(auto.kernel_weights_, given.kernel_weights_, rtol=1e-9, atol=1e-12)
+        # the same problem and solve, up to the rounding of parallel kernel sums and the pivots of exact factors
+        np.testing.assert_allclose(auto.kernel_weights_, given.kernel_weights_, rtol=0, atol=1e-7)
         np.testing.assert_allclose(auto.decision_function(X), given.decision_function(X), rtol=0, atol=1e-6)
     assert hasattr(MKLClassifier(), "predict_proba") and not hasattr(MKLClassifier(loss="hinge"), "predict_proba")
 

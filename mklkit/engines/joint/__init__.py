@@ -38,7 +38,16 @@ from ..common import UNCONVERGED
 from ..objectives import kernel_weights, relative_gap
 from .descent import run_descent
 from .fista import run_fista
-from .problem import JointProblem, JointResult, Outcome, certify_joint, factor_coefficients, joint_C_max, joint_zero
+from .problem import (
+    JointProblem,
+    JointResult,
+    JointRun,
+    Outcome,
+    certify_joint,
+    factor_coefficients,
+    joint_C_max,
+    joint_zero,
+)
 
 __all__ = ["JointProblem", "JointResult", "solve_joint", "certify_joint", "joint_zero", "joint_C_max", "METHODS"]
 
@@ -100,7 +109,8 @@ def solve_joint(
     t0 = time.perf_counter()
     M, N, K = problem.n_kernels, problem.n_samples, problem.n_classes
     zero = joint_zero(problem)
-    history: list[dict[str, Any]] = []
+    descent = method == "bcd" or (method == "auto" and factor)
+    run = JointRun(problem, zero, tol, int(max_iter), warm_start, callback, t0, "sweep" if descent else "step")
     zero_gap = relative_gap(zero.objective, zero.dual_objective)
     if problem.C >= zero.C_max and math.isfinite(zero_gap) and zero_gap <= tol:
         out = Outcome(
@@ -115,14 +125,11 @@ def solve_joint(
             coef=np.zeros((M, N, K)),
         )
     else:
-        run = run_descent if method == "bcd" or (method == "auto" and factor) else run_fista
-        out = run(
-            problem, zero, tol=tol, max_iter=max_iter, warm_start=warm_start, callback=callback, history=history, t0=t0
-        )
+        out = (run_descent if descent else run_fista)(run)
     if out.status == Status.MAX_ITER:
         out = dataclasses.replace(
             out,
-            message=f"max_iter = {max_iter} steps reached with relative gap "
+            message=f"max_iter = {max_iter} {run.unit}s reached with relative gap "
             f"{relative_gap(out.primal, out.dual):.3g} > tol {tol:g}",
         )
     if out.status in UNCONVERGED:
@@ -140,7 +147,7 @@ def solve_joint(
         kernel_weights=kernel_weights(reg, out.norms),
         dual=out.P,
         C_max=float(zero.C_max),
-        history=history,
+        history=run.history,
         message=out.message,
         time_s=time.perf_counter() - t0,
         factor_coef=out.factor_coef if factor else None,

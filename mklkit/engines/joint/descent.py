@@ -29,15 +29,13 @@ gradient with its exact block norms (one more pass) certifies the iterate.
 from __future__ import annotations
 
 import math
-import time
-from typing import Any, Callable
 
 import numpy as np
 
 from ...kernels.factor_arrays import block_spectral_sq
 from ...result import Status
-from ..objectives import regularizer_value, relative_gap
-from .problem import JointProblem, JointResult, Outcome, factor_coordinates
+from ..objectives import regularizer_value
+from .problem import JointProblem, JointRun, Outcome, factor_coordinates
 
 #: Sweeps between Anderson extrapolations (and iterates they combine).
 ANDERSON = 5
@@ -73,19 +71,10 @@ class _Blocks:
         return np.asarray(self.LT.T @ beta) + b
 
 
-def run_descent(
-    problem: JointProblem,
-    zero: Any,
-    *,
-    tol: float,
-    max_iter: int,
-    warm_start: JointResult | None,
-    callback: Callable[[dict[str, Any]], Any] | None,
-    history: list[dict[str, Any]],
-    t0: float,
-) -> Outcome:
+def run_descent(run: JointRun) -> Outcome:
     """Block coordinate descent (module docstring) from ``warm_start`` (or :math:`\\beta = 0` with the
     optimal offset of ``zero``); ``max_iter`` sweeps at most."""
+    problem, zero, warm_start = run.problem, run.zero, run.warm_start
     reg, C = problem.regularizer, problem.C
     rp = reg.param_vector
     R, K = problem.bank.LT.shape[0], problem.n_classes
@@ -108,7 +97,7 @@ def run_descent(
     best_d, best_P = zero.dual_objective, zero.dual
     recent: list[np.ndarray] = []
     status, message, it = Status.MAX_ITER, "", 0
-    for it in range(1, int(max_iter) + 1):
+    for it in range(1, int(run.max_iter) + 1):
         G = problem.loss_grad(F)
         for m, (a, e) in enumerate(blk.rows):
             if e == a or blk.lip[m] <= 0.0:
@@ -141,21 +130,9 @@ def run_descent(
         d_val, P = problem.exact_dual(problem.loss_grad(F), blk.dual_norms)
         if d_val > best_d:
             best_d, best_P = d_val, P
-        gap = relative_gap(primal, best_d)
-        rec = {
-            "iteration": it,
-            "objective": primal,
-            "dual_objective": best_d,
-            "gap": gap,
-            "n_active": int(np.sum(norms > 0)),
-            "time_s": time.perf_counter() - t0,
-        }
-        history.append(rec)
-        if math.isfinite(gap) and gap <= tol:
-            status, message = Status.CONVERGED, f"converged: relative gap {gap:.3g} <= tol {tol:g} in {it} sweeps"
-            break
-        if callback is not None and callback(rec):
-            status, message = Status.STOPPED, f"stopped by the callback at sweep {it}"
+        end = run.record(it, primal, best_d, norms)
+        if end is not None:
+            status, message = end
             break
     return Outcome(status, it, primal, best_d, best_P, norms, b, message, factor_coef=beta)
 
@@ -171,7 +148,9 @@ def _offset(problem: JointProblem, F: np.ndarray, b: np.ndarray) -> tuple[np.nda
         Fc = F0 + c
         return problem.loss_values(Fc), problem.loss_grad(Fc).sum(axis=0)
 
-    res = minimize(value_grad, b, jac=True, method="L-BFGS-B", options={"maxiter": OFFSET_STEPS, "ftol": 0.0, "gtol": 0.0})
+    res = minimize(
+        value_grad, b, jac=True, method="L-BFGS-B", options={"maxiter": OFFSET_STEPS, "ftol": 0.0, "gtol": 0.0}
+    )
     c = np.asarray(res.x, dtype=np.float64)
     if np.all(np.isfinite(c)) and float(res.fun) < problem.loss_values(F):
         return c, F0 + c

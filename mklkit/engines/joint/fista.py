@@ -9,17 +9,16 @@ the curvature)."""
 from __future__ import annotations
 
 import math
-import time
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from ...kernels.factor import FactorBank
 from ...kernels.ops import ArrayBank, GramBank
 from ...result import Status
-from ..objectives import regularizer_value, relative_gap
+from ..objectives import regularizer_value
 from ..proximal_objective import SumOperator, lipschitz_estimate
-from .problem import JointProblem, JointResult, Outcome, factor_coefficients, factor_coordinates, _norms
+from .problem import JointProblem, JointRun, Outcome, factor_coefficients, factor_coordinates, _norms
 
 #: Steps between duals with exact block norms (the others bound the norms without a pass over the bank).
 EXACT_DUAL_EVERY = 10
@@ -134,17 +133,7 @@ class _FactorSpace:
         return factor_coefficients(self.bank, x.X)
 
 
-def run_fista(
-    problem: JointProblem,
-    zero: Any,
-    *,
-    tol: float,
-    max_iter: int,
-    warm_start: JointResult | None,
-    callback: Callable[[dict[str, Any]], Any] | None,
-    history: list[dict[str, Any]],
-    t0: float,
-) -> Outcome:
+def run_fista(run: JointRun) -> Outcome:
     r"""FISTA with back-tracking and function restart from ``warm_start`` (or :math:`A = 0`, ``zero``).
 
     Every step: the loss gradient :math:`G` at the extrapolated point :math:`V`, the products
@@ -156,6 +145,7 @@ def run_fista(
     back-tracking, then by 0.9); momentum restarts when the objective rises.  The dual point of the
     step's gradient gives the certificate.
     """
+    problem, zero, warm_start = run.problem, run.zero, run.warm_start
     loss, reg = problem.loss, problem.regularizer
     M, N, K = problem.n_kernels, problem.n_samples, problem.n_classes
     C, rp = problem.C, reg.param_vector
@@ -183,7 +173,7 @@ def run_fista(
     best_d, best_P = zero.dual_objective, zero.dual
     t_k, shrink = 1.0, 0.5
     status, message, it = Status.MAX_ITER, "", 0
-    for it in range(1, int(max_iter) + 1):
+    for it in range(1, int(run.max_iter) + 1):
         t_next = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t_k * t_k))
         beta = (t_k - 1.0) / t_next
         if beta > 0.0 and x is not x_prev:
@@ -234,22 +224,9 @@ def run_fista(
             d_val, P = problem.exact_dual(problem.loss_grad(x.F), space.dual_norms)
             if d_val > best_d:
                 best_d, best_P = d_val, P
-        gap = relative_gap(best_p, best_d)
-        rec = {
-            "iteration": it,
-            "objective": best_p,
-            "dual_objective": best_d,
-            "gap": gap,
-            "n_active": int(np.sum(norms1 > 0)),
-            "step": 1.0 / L,
-            "time_s": time.perf_counter() - t0,
-        }
-        history.append(rec)
-        if math.isfinite(gap) and gap <= tol:
-            status, message = Status.CONVERGED, f"converged: relative gap {gap:.3g} <= tol {tol:g} in {it} steps"
-            break
-        if callback is not None and callback(rec):
-            status, message = Status.STOPPED, f"stopped by the callback at step {it}"
+        end = run.record(it, best_p, best_d, norms1, step=1.0 / L)
+        if end is not None:
+            status, message = end
             break
     return Outcome(status, it, best_p, best_d, best_P, best_norms, best_x.b, message, coef=space.coef(best_x))
 

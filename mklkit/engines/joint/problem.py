@@ -4,6 +4,7 @@ r"""The joint multiclass problem, its result, the zero solution and the certific
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -15,7 +16,7 @@ from ...components.params import ParamError
 from ...kernels.ops import ArrayBank, GramBank
 from ...result import SolveResult, Status
 from ..common import scale_into_radius
-from ..objectives import regularizer_value
+from ..objectives import regularizer_value, relative_gap
 
 
 class JointProblem:
@@ -293,6 +294,46 @@ def _norms(A: np.ndarray, U: np.ndarray) -> np.ndarray:
     r""":math:`\|A_m\|_{K_m} = \sqrt{\langle A_m, U_m\rangle}` with ``U`` the products :math:`K_mA_m`."""
     M = A.shape[0]
     return np.sqrt(np.maximum(np.einsum("ij,ij->i", A.reshape(M, -1), U.reshape(M, -1)), 0.0))
+
+
+@dataclass
+class JointRun:
+    """A solve in progress: the problem, its zero solution (:func:`joint_zero`), the stopping rule, the warm
+    start, the callback, the clock and the history of records; ``unit`` names a step (``"step"``,
+    ``"sweep"``)."""
+
+    problem: JointProblem
+    zero: Any
+    tol: float
+    max_iter: int
+    warm_start: JointResult | None
+    callback: Callable[[dict[str, Any]], Any] | None
+    t0: float
+    unit: str = "step"
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def record(
+        self, it: int, primal: float, dual: float, norms: np.ndarray, **extra: float
+    ) -> tuple[Status, str] | None:
+        """Append step ``it``'s record (``iteration``, ``objective``, ``dual_objective``, ``gap``, ``n_active``,
+        ``extra``, ``time_s``); the status and message that end the run (the gap within ``tol``, or a true
+        return of the callback), else ``None``."""
+        gap = relative_gap(primal, dual)
+        rec = {
+            "iteration": it,
+            "objective": primal,
+            "dual_objective": dual,
+            "gap": gap,
+            "n_active": int(np.sum(norms > 0)),
+            **extra,
+            "time_s": time.perf_counter() - self.t0,
+        }
+        self.history.append(rec)
+        if math.isfinite(gap) and gap <= self.tol:
+            return Status.CONVERGED, f"converged: relative gap {gap:.3g} <= tol {self.tol:g} in {it} {self.unit}s"
+        if self.callback is not None and self.callback(rec):
+            return Status.STOPPED, f"stopped by the callback at {self.unit} {it}"
+        return None
 
 
 @dataclass(frozen=True)
