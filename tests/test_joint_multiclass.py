@@ -30,8 +30,9 @@ def _bank(N: int = 40, M: int = 3, K: int = 3, seed: int = 0) -> tuple[np.ndarra
     return np.stack(Ks), y
 
 
-def _reference(K, y, reg, C, bias, w=None, n_classes=3):
-    """The joint problem in factor coordinates (K_m = L_m L_m^T, F = sum_m L_m B_m) by Clarabel."""
+def _reference(K, y, reg, C, bias, w=None, n_classes=3, loss=None):
+    """The joint problem in factor coordinates (K_m = L_m L_m^T, F = sum_m L_m B_m) by Clarabel (the multinomial
+    loss unless ``loss`` is given)."""
     M, N, _ = K.shape
     Ls = []
     for m in range(M):
@@ -45,15 +46,20 @@ def _reference(K, y, reg, C, bias, w=None, n_classes=3):
         F = F + np.ones((N, 1)) @ b
     norms = [cp.norm(Bm, "fro") for Bm in B]
     squares = [cp.sum_squares(Bm) for Bm in B]
-    obj = Multinomial().cvxpy_expr(y, F, w) + reg.cvxpy_expr(norms, squares, C)
+    obj = (loss or Multinomial()).cvxpy_expr(y, F, w) + reg.cvxpy_expr(norms, squares, C)
     prob = cp.Problem(cp.Minimize(obj))
     for tol in (1e-10, 1e-9, 1e-8):  # a few weighted problems need a looser tolerance
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            prob.solve(solver=cp.CLARABEL, tol_gap_abs=tol, tol_gap_rel=tol, tol_feas=tol)
+            try:
+                prob.solve(solver=cp.CLARABEL, tol_gap_abs=tol, tol_gap_rel=tol, tol_feas=tol)
+            except cp.SolverError:  # Clarabel stalls short of the tightest tolerances on some problems
+                continue
         if prob.status == cp.OPTIMAL:
             break
-    assert prob.status == cp.OPTIMAL
+    # the smoothed hinge's quadratic-over-simplex form leaves Clarabel "inaccurate" at 1e-8 on some problems,
+    # its value then still within 1e-10 of the certified optimum: the comparisons below keep their tolerance
+    assert prob.status == cp.OPTIMAL or (loss is not None and prob.status == cp.OPTIMAL_INACCURATE)
     return float(prob.value)
 
 
@@ -411,3 +417,73 @@ def test_block_spectral_norms():
     bank = FactorBank(LT, starts)
     arrays = factor_arrays(bank)
     assert block_spectral_sq(bank) is arrays.lip
+
+
+def test_crammer_singer_kernels():
+    """The smoothed multiclass hinge: its value against the dual formula min_t t + sum_k (z_k - t)_+^2 / (2 gamma)
+    (scipy), the bounds to the hinge, the gradient against central differences, Fenchel-Young and the domain."""
+    from scipy.optimize import minimize_scalar
+
+    from mklkit.components.multiclass import CrammerSinger
+
+    gamma = 0.3
+    loss = CrammerSinger(smoothing=gamma)
+    p = loss.param_vector
+    rng = np.random.default_rng(2)
+    N, K = 12, 4
+    y = rng.integers(0, K, N).astype(np.float64)
+    F = 2.0 * rng.normal(size=(N, K))
+    E = np.eye(K)[y.astype(int)]
+    v = loss.jit.value(y, F, p)
+    for i in range(N):
+        z = F[i] + 1.0 - E[i]
+        dual = minimize_scalar(lambda t: t + np.sum(np.maximum(z - t, 0.0) ** 2) / (2 * gamma), tol=1e-12)
+        assert v[i] == pytest.approx(dual.fun - F[i, int(y[i])], abs=1e-9)
+    hinge = np.max(F + 1.0 - E, axis=1) - F[np.arange(N), y.astype(int)]
+    assert np.all(v >= hinge - gamma / 2 - 1e-12) and np.all(v <= hinge - gamma / (2 * K) + 1e-12)
+    G = loss.jit.grad(y, F, p)
+    h = 1e-6
+    for k in range(K):
+        D = np.zeros((N, K))
+        D[:, k] = h
+        num = (loss.jit.value(y, F + D, p) - loss.jit.value(y, F - D, p)) / (2 * h)
+        assert np.allclose(G[:, k], num, atol=1e-6)
+    assert loss.grad_lipschitz() == pytest.approx(1 / gamma)
+    # Fenchel-Young: equality at the gradient, inequality at another point of the domain
+    assert np.allclose(v + loss.jit.conj(y, G, p), np.sum(G * F, axis=1), atol=1e-10)
+    Q = rng.dirichlet(np.ones(K), size=N)
+    U = Q - E
+    assert np.all(v + loss.jit.conj(y, U, p) >= np.sum(U * F, axis=1) - 1e-12)
+    assert np.all(np.isinf(loss.jit.conj(y, U + 0.1, p)))  # rows off the simplex
+
+
+@pytest.mark.parametrize("factor", [False, True])
+@pytest.mark.parametrize("reg, C", [(L1(), 0.3), (ElasticNet(lam=0.5), 0.5)])
+def test_crammer_singer_joint_matches_clarabel(reg, C, factor):
+    """The joint problem with the smoothed multiclass hinge (FISTA on the Gram bank, block descent on its exact
+    factors): Clarabel's optimum to 1e-6 relative and weak duality."""
+    from mklkit.components.multiclass import CrammerSinger
+    from mklkit.kernels.factorize.dense import exact_factors
+
+    K, y = _bank(seed=4)
+    loss = CrammerSinger(smoothing=0.2)
+    bank = exact_factors(K).bank if factor else K
+    res = solve_joint(JointProblem(bank, y, 3, loss, reg, C), tol=1e-9, max_iter=50000)
+    ref = _reference(K, y, reg, C, True, loss=loss)
+    assert res.converged and abs(res.objective - ref) <= 1e-6 * abs(ref)
+    assert res.dual_objective <= ref + 1e-8 * abs(ref)
+
+
+def test_estimator_crammer_singer():
+    """``loss="crammer_singer"`` (with its smoothing as a mapping) fits the joint problem: one weighting, no
+    probabilities; an unknown multiclass loss is an error naming ``loss``."""
+    from mklkit import MKLClassifier
+
+    X, y = _three_classes()
+    est = MKLClassifier(loss={"name": "crammer_singer", "smoothing": 0.2}, C=0.05, tol=1e-6).fit(X, y)
+    assert est.kernel_weights_.shape == (len(est.kernel_names_),) and est.solved_by_ == "joint"
+    assert est.loss_.name == "crammer_singer" and est.dual_gap_ <= 1e-6
+    assert not hasattr(est, "predict_proba") and np.mean(est.predict(X) == y) > 0.85
+    with pytest.raises(ParamError) as exc:
+        MKLClassifier(multiclass="joint", loss="weston_watkins").fit(X, y)
+    assert exc.value.key == "loss" and "crammer_singer" in exc.value.allowed

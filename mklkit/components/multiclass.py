@@ -16,8 +16,16 @@ import numpy as np
 from numba import njit
 
 from .base import INF, Component, LabelError, _grouped, kernel
+from .params import Param
 
-__all__ = ["MulticlassLoss", "MulticlassLossJit", "Multinomial", "BUILTIN_MULTICLASS_LOSSES", "simplex_transport"]
+__all__ = [
+    "MulticlassLoss",
+    "MulticlassLossJit",
+    "Multinomial",
+    "CrammerSinger",
+    "BUILTIN_MULTICLASS_LOSSES",
+    "simplex_transport",
+]
 
 
 class MulticlassLossJit(NamedTuple):
@@ -236,4 +244,142 @@ class Multinomial(MulticlassLoss):
         return cp.sum(terms) if w is None else cp.sum(cp.multiply(np.asarray(w, dtype=np.float64), terms))
 
 
-BUILTIN_MULTICLASS_LOSSES = (Multinomial,)
+@njit(cache=True)
+def _simplex_projection(v):
+    r"""The Euclidean projection of ``v`` (K,) onto the simplex :math:`\Delta_K` (sort and threshold:
+    Held, Wolfe & Crowder 1974; Duchi et al. 2008)."""
+    u = np.sort(v)[::-1]
+    total = 0.0
+    theta = 0.0
+    for j in range(u.shape[0]):
+        total += u[j]
+        t = (total - 1.0) / (j + 1)
+        if u[j] - t > 0.0:
+            theta = t
+    return np.maximum(v - theta, 0.0)
+
+
+@njit(cache=True)
+def _cs_point(y, F, gamma, i):
+    r"""Row ``i``'s maximizer :math:`q^* = \mathrm{proj}_{\Delta}((c + F_i)/\gamma)`, :math:`c = \mathbf 1 - e_y`,
+    and :math:`z = c + F_i`."""
+    K = F.shape[1]
+    z = np.empty(K)
+    for k in range(K):
+        z[k] = F[i, k] + (0.0 if k == int(y[i]) else 1.0)
+    return _simplex_projection(z / gamma), z
+
+
+class CrammerSinger(MulticlassLoss):
+    r"""The multiclass hinge of Crammer & Singer (2001) smoothed with parameter :math:`\gamma > 0`
+    (Nesterov 2005; Shalev-Shwartz & Zhang 2016):
+
+    .. math::
+        L_\gamma(y, F) = \max_{q \in \Delta_K}\ \langle q, c + F\rangle - \tfrac\gamma2\|q\|^2 - F_y,
+        \qquad c = \mathbf 1 - e_y,
+
+    where the hinge :math:`L(y, F) = \max_k (1[k \ne y] + F_k - F_y)` drops the quadratic:
+    :math:`L - \gamma/2 \le L_\gamma \le L - \gamma/(2K)`, so the joint problem's optimum with
+    :math:`L_\gamma` is within :math:`\gamma\sum_iw_i/2` of the hinge's.  Gradient
+    :math:`q^* - e_y` with :math:`q^* = \mathrm{proj}_{\Delta}((c + F)/\gamma)`, Lipschitz with constant
+    :math:`1/\gamma`.  Conjugate: with :math:`U = q - e_y`, :math:`q \in \Delta_K`,
+    :math:`L_\gamma^*(y, U) = -\langle U, c\rangle + \tfrac\gamma2\|q\|^2`; the shifted simplex of
+    :meth:`MulticlassLoss.dual_point`.  ``params = [smoothing]``.
+    """
+
+    name = "crammer_singer"
+    description = "multiclass hinge of Crammer & Singer, smoothed (K outputs)"
+    params = (Param("smoothing", 0.1, "gamma: the quadratic that smooths the hinge", low=0.0, low_open=True),)
+
+    @kernel
+    def value(y, F, params):
+        gamma = params[0]
+        N = F.shape[0]
+        out = np.empty(N)
+        for i in range(N):
+            q, z = _cs_point(y, F, gamma, i)
+            out[i] = np.dot(q, z) - 0.5 * gamma * np.dot(q, q) - F[i, int(y[i])]
+        return out
+
+    @kernel
+    def grad(y, F, params):
+        gamma = params[0]
+        N, K = F.shape
+        out = np.empty((N, K))
+        for i in range(N):
+            q, _ = _cs_point(y, F, gamma, i)
+            for k in range(K):
+                out[i, k] = q[k]
+            out[i, int(y[i])] -= 1.0
+        return out
+
+    @kernel
+    def conj(y, U, params):
+        gamma = params[0]
+        N, K = U.shape
+        out = np.empty(N)
+        tol = 1e-12
+        for i in range(N):
+            total = 0.0
+            sq = 0.0
+            lin = 0.0
+            ok = True
+            for k in range(K):
+                is_y = k == int(y[i])
+                q = U[i, k] + (1.0 if is_y else 0.0)
+                if q < -tol:
+                    ok = False
+                    break
+                total += q
+                sq += q * q
+                if not is_y:
+                    lin += U[i, k]
+            if not ok or abs(total - 1.0) > 1e-9:
+                out[i] = INF
+            else:
+                out[i] = -lin + 0.5 * gamma * sq
+        return out
+
+    def grad_lipschitz(self) -> float:
+        return 1.0 / float(self.param_vector[0])
+
+    def optimal_offset(self, y: np.ndarray, w: np.ndarray, n_classes: int) -> np.ndarray:
+        r"""The minimizer of :math:`\sum_iw_iL_\gamma(y_i, b)` over :math:`b \in \mathbb R^K` (L-BFGS from 0,
+        centred: the loss is invariant to adding a constant to every output)."""
+        from scipy.optimize import minimize
+
+        counts = np.bincount(y.astype(np.int64), weights=w, minlength=n_classes)
+        if np.any(counts <= 0.0):
+            missing = [int(k) for k in np.flatnonzero(counts <= 0.0)]
+            raise LabelError(f"every class needs a sample of weight > 0; classes {missing} have none")
+        p = self.param_vector
+        N = y.shape[0]
+
+        def value_grad(b: np.ndarray) -> tuple[float, np.ndarray]:
+            F = np.ascontiguousarray(np.tile(b, (N, 1)))
+            return float(w @ self.jit.value(y, F, p)), (w[:, None] * self.jit.grad(y, F, p)).sum(axis=0)
+
+        res = minimize(value_grad, np.zeros(n_classes), jac=True, method="L-BFGS-B", options={"gtol": 1e-12})
+        b = np.asarray(res.x, dtype=np.float64)
+        return b - b.mean()
+
+    def cvxpy_expr(self, y: np.ndarray, F: Any, w: np.ndarray | None = None) -> Any:
+        r"""By duality :math:`\max_{q\in\Delta}\langle q, z\rangle - \tfrac\gamma2\|q\|^2 = \min_t\, t +
+        \sum_k(z_k - t)_+^2/(2\gamma)`: an auxiliary variable per row, minimized with the problem."""
+        import cvxpy as cp
+
+        gamma = float(self.param_vector[0])
+        N, K = F.shape
+        E = np.zeros((N, K))
+        E[np.arange(N), np.asarray(y).astype(np.int64)] = 1.0
+        t = cp.Variable(N)
+        Z = F + (1.0 - E)
+        terms = (
+            t
+            + cp.sum(cp.square(cp.pos(Z - cp.reshape(t, (N, 1), order="C") @ np.ones((1, K)))), axis=1) / (2 * gamma)
+            - cp.sum(cp.multiply(E, F), axis=1)
+        )
+        return cp.sum(terms) if w is None else cp.sum(cp.multiply(np.asarray(w, dtype=np.float64), terms))
+
+
+BUILTIN_MULTICLASS_LOSSES = (Multinomial, CrammerSinger)

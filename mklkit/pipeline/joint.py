@@ -26,19 +26,25 @@ JOINT_MAX_ITER = 10000
 
 def joint_loss(spec: Any, owner: str = "") -> Any:
     """The multiclass loss of ``spec``: ``"logistic"``/``"multinomial"`` (or a mapping naming one) are the
-    multinomial loss, a :class:`~mklkit.components.multiclass.MulticlassLoss` instance is itself;
+    multinomial loss, ``"crammer_singer"`` (or ``{"name": "crammer_singer", "smoothing": ...}``) the smoothed
+    multiclass hinge, a :class:`~mklkit.components.multiclass.MulticlassLoss` instance is itself;
     :class:`~mklkit.components.params.ParamError` naming ``loss`` otherwise."""
-    from ..components.multiclass import MulticlassLoss, Multinomial
+    from ..components.multiclass import BUILTIN_MULTICLASS_LOSSES, MulticlassLoss, Multinomial
 
     if isinstance(spec, MulticlassLoss):
         return spec
     name = spec.get("name") if isinstance(spec, dict) else getattr(spec, "name", spec)
     if isinstance(name, str) and name in MULTINOMIAL_NAMES:
         return Multinomial()
+    builtin = {cls.name: cls for cls in BUILTIN_MULTICLASS_LOSSES}
+    if isinstance(name, str) and name in builtin and isinstance(spec, (str, dict)):
+        params = {k: v for k, v in spec.items() if k != "name"} if isinstance(spec, dict) else {}
+        return builtin[name](**params)
     raise ParamError(
         "loss",
         name if isinstance(name, str) else spec,
-        "'logistic' or 'multinomial' (the multinomial loss), or a MulticlassLoss instance, with multiclass='joint'",
+        "'logistic' or 'multinomial' (the multinomial loss), 'crammer_singer' (the smoothed multiclass hinge), "
+        "or a MulticlassLoss instance, with multiclass='joint'",
         owner=owner,
     )
 
