@@ -132,8 +132,10 @@ class FactorArrays:
         return max(top, 0.0) * (1.0 + 1e-10)
 
 
-#: Blocks of at most this rank get :func:`spectral_sq` from their Gram matrix, larger ones from ``svds``.
+#: Blocks of at most this rank, or with a Gram matrix of at most :data:`SPECTRAL_GRAM_WORK` products, get
+#: :func:`spectral_sq` from their Gram matrix, larger ones from ``svds`` (a few milliseconds of set-up each).
 SPECTRAL_GRAM_RANK = 64
+SPECTRAL_GRAM_WORK = 4_000_000
 
 
 def spectral_sq(B: Any) -> float:

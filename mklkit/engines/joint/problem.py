@@ -72,6 +72,7 @@ class JointProblem:
         self.C = float(C)
         self.bias = bool(bias)
         self.loss, self.regularizer = loss, regularizer
+        self._lj, self._lp = loss.jit, loss.param_vector  # the loss's kernels, read once
         if sample_weight is None:
             self.sample_weight = None
             self.w = np.ones(N)
@@ -94,19 +95,16 @@ class JointProblem:
     # the objective's pieces, each in one place
     def loss_values(self, F: np.ndarray) -> float:
         r""":math:`\sum_i w_iL(y_i, F_i)`."""
-        lo = self.loss
-        return float(np.sum(self.w * lo.jit.value(self.y, np.ascontiguousarray(F), lo.param_vector)))
+        return float(np.sum(self.w * self._lj.value(self.y, np.ascontiguousarray(F), self._lp)))
 
     def loss_grad(self, F: np.ndarray) -> np.ndarray:
         r""":math:`G_i = w_i\partial_F L(y_i, F_i)`, (N, K)."""
-        lo = self.loss
-        return self.w[:, None] * lo.jit.grad(self.y, np.ascontiguousarray(F), lo.param_vector)
+        return self.w[:, None] * self._lj.grad(self.y, np.ascontiguousarray(F), self._lp)
 
     def loss_conjugate(self, P: np.ndarray) -> float:
         r""":math:`\sum_i (w_iL)^*(y_i, -P_i) = \sum_i w_iL^*(y_i, -P_i/w_i)`; ``inf`` outside the domain."""
-        lo = self.loss
         U = np.ascontiguousarray(-P / self.w[:, None])
-        return float(np.sum(self.w * lo.jit.conj(self.y, U, lo.param_vector)))
+        return float(np.sum(self.w * self._lj.conj(self.y, U, self._lp)))
 
     def reg_conjugate(self, dual_norms: np.ndarray) -> float:
         r""":math:`\sum_m \tilde g_C^*(\|P\|_{K_m})`."""
