@@ -168,9 +168,13 @@ def solve_prepared(
     from .pipeline.refine import refine_prepared
     from .pipeline.weighting import second_stage_C, weight_problem
 
-    weighted, C_rule = None, spec.problem.C
+    weighted, stage, C_rule = None, None, spec.problem.C
     if spec.problem.weighting is not None:  # a two-stage method: the uniform problem on the weighted bank
-        weighted = weight_problem(problem, spec.problem.weighting)
+        weighted, unweighted = weight_problem(problem, spec.problem.weighting), problem
+
+        def stage(p: Any) -> Any:  # the path's fitting rows learn their own weights
+            return weighted if p is unweighted else weight_problem(p, spec.problem.weighting)
+
         problem, warm_start = weighted.problem, weighted.start(warm_start)
         C_rule = second_stage_C(C_rule)
         if isinstance(C_rule, str):  # 'scale' (and 'auto' without a path) of the weighted kernels
@@ -183,7 +187,8 @@ def solve_prepared(
         if spec.problem.nu is not None:  # one-class: C found for nu (pipeline/one_class.py)
             problem, result = _reach_nu(problem, engine, spec, callback, warm_start)
         elif uses_path(C_rule, problem):
-            choice = held_out_C(problem, engine, auto_C, progress=_staged(callback, "C path"))
+            on = problem if stage is None else unweighted
+            choice = held_out_C(on, engine, auto_C, progress=_staged(callback, "C path"), stage=stage)
             selection, problem = choice.path, problem_at(problem, C=choice.path.C)
             warm_start = warm_start if choice.start is None else choice.start
         if result is None:

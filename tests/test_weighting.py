@@ -469,3 +469,39 @@ def test_alignf_leaves_a_kernel_constant_after_centring_at_zero_and_matches_clar
     assert sol.x[0] == 0.0 and sol.converged
     assert objective <= float(ref @ Mm @ ref - 2 * a @ ref) + 1e-9 * abs(objective)
     np.testing.assert_allclose(sol.x[1:], alignf_qp(ab, y)[0].x, rtol=1e-9, atol=1e-12)
+
+
+def test_path_learns_the_weights_of_its_fitting_rows():
+    """With ``C="path"`` the weighting is learnt on the path's fitting rows for choosing C (the held-out rows
+    never shape the weights they judge), and on all rows for the fit: the estimator and a spec alike."""
+    from mklkit import MKLClassifier
+    from mklkit.pipeline.heldout import PathSettings
+    from mklkit.testing import registered
+    from mklkit.weighting import Weighting
+
+    sizes: list[int] = []
+
+    class Recorded(Weighting):
+        name = "recorded"
+        description = "the traces, recording the rows of each bank weighted"
+        scale = "none"
+
+        def weights(self, bank, y):
+            sizes.append(int(bank.shape[1]))
+            return np.asarray(bank.trace(), dtype=np.float64)
+
+    Ks, y, _ = _precomputed(N=120)
+    n_held = int(round(PathSettings().held_out * y.size))
+    with registered(Recorded):
+        est = MKLClassifier(kernels="precomputed", weighting="recorded", C="path").fit(Ks, y)
+    assert sorted(sizes) == [y.size - n_held, y.size]
+    assert est.C_selection_.n_fit == y.size - n_held
+    np.testing.assert_allclose(est.kernel_weights_, np.trace(np.moveaxis(Ks, 2, 0), axis1=1, axis2=2))
+    from mklkit import api
+    from mklkit.spec.models import parse_spec
+
+    sizes.clear()
+    with registered(Recorded):
+        run = api.run(parse_spec({**_SPEC, "problem": {"loss": "hinge", "weighting": "recorded", "C": "path"}}))
+    path = run.C_selection
+    assert sorted(sizes) == [path.n_fit, path.n_fit + path.n_held] and path.n_held > 0

@@ -70,13 +70,11 @@ class Solving:
 
         task = prep.tasks[t]
         base = prep.prepared.subproblem(task.y, task.rows)  # the task's rows of the shared bank, once
-        weighted = None
+        weighted = stage = None
         if prep.weighting is not None:  # a two-stage method: the uniform problem on the weighted bank
-            try:
-                weighted = weight_problem(base, prep.weighting, key="weighting")
-            except PipelineError as exc:
-                raise self._error(exc) from None
-            base, warm = weighted.problem, weighted.start(warm)
+            weighted = self._stage(prep.weighting, None, None, base)
+            stage = functools.partial(self._stage, prep.weighting, base, weighted)
+            unweighted, base, warm = base, weighted.problem, weighted.start(warm)
         where = f"{self._owner}: problem {t + 1}/{len(prep.tasks)}"
         if prep.classes is not None and len(prep.tasks) > 1:
             where += f" ({task.describe(prep.classes)})"
@@ -88,7 +86,8 @@ class Solving:
             if weighted is not None:
                 C = second_stage_C(C)
             if uses_path(C, base):  # "path", or "auto" where there are enough rows to hold some out
-                choice = self._path_C(prep, t, base, where)
+                # a two-stage method's path learns the weights of its fitting rows (stage)
+                choice = self._path_C(prep, t, base if stage is None else unweighted, where, stage)
                 C, work, keep, previous = choice.path.C, choice.problem, choice.keep, choice.start
             elif isinstance(C, str):  # "scale", or "auto" on fewer rows
                 C = self._auto_C(base)
@@ -230,10 +229,21 @@ class Solving:
         what = components(spec_name(self.loss), spec_name(self.regularizer), spec_name(self.engine))
         return announce_compilation(what, warn=True)
 
-    def _path_C(self, prep: FitState, t: int, problem: Any, where: str) -> HeldoutChoice:
+    def _stage(self, weighting: Any, whole: Any, weighted: Any, problem: Any) -> Any:
+        """The second stage of ``weighting`` on ``problem`` (:func:`~mklkit.pipeline.weighting.weight_problem`):
+        ``weighted`` when ``problem`` is the task's problem ``whole``, whose stage it is."""
+        if problem is whole and weighted is not None:
+            return weighted
+        try:
+            return weight_problem(problem, weighting, key="weighting")
+        except PipelineError as exc:
+            raise self._error(exc) from None
+
+    def _path_C(self, prep: FitState, t: int, problem: Any, where: str, stage: Any = None) -> HeldoutChoice:
         """``C="path"``: C chosen on held-out rows of the task's problem (:func:`mklkit.pipeline.heldout.held_out_C`);
         with the default bank (``kernels="auto"``, a single problem) also of its kernels on all features alone
-        (:func:`mklkit.pipeline.kernel_subset.all_features_subset`), kept unless the whole bank does better."""
+        (:func:`mklkit.pipeline.kernel_subset.all_features_subset`), kept unless the whole bank does better.
+        ``stage``: a two-stage method's second stage (``problem`` is then the weighting's)."""
         from ..kernels import expand_bank
 
         def progress(rec: dict[str, Any]) -> None:
@@ -252,14 +262,14 @@ class Solving:
                 f"{problem.n_kernels} -> {info['kept']} (path {sel.time_s:.2f} s)\n{sel.summary()}"
             )
 
-        self._check_support(prep.engine, problem)  # the path's problems are of the same kind
+        self._check_support(prep.engine, problem if stage is None else stage(problem).problem)  # the path's kind
         keep = None
         default_bank = isinstance(self.kernels, str) and self.kernels == "auto"
         if default_bank and len(prep.tasks) == 1 and prep.weighting is None:  # a weighting chooses its kernels
             specs = expand_bank(prep.kernels, prep.n_features_in, resolve=kernel_resolver())
             keep = all_features_subset(problem, specs, prep.n_features_in)
         try:
-            choice = held_out_C(problem, prep.engine, self._auto_C, progress, keep, report)
+            choice = held_out_C(problem, prep.engine, self._auto_C, progress, keep, report, stage)
         except ValueError as exc:
             raise ValueError(f"{self._owner}: {exc}") from None
         prep.selection[t] = choice.path

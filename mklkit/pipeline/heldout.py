@@ -311,6 +311,8 @@ class _Walk:
 
 def _walk(
     rows: HeldoutRows,
+    part: Any,
+    to_bank: Callable[[Any], Any],
     solve: Callable[[Any, Any], Any],
     ratios: np.ndarray,
     ref_fit: float,
@@ -320,9 +322,9 @@ def _walk(
     s: PathSettings,
     progress: Callable[[dict[str, Any]], Any] | None,
 ) -> _Walk:
-    """Solve the fitting rows' problem down the path, each solve warm-started from the last and scored on
-    the held-out rows, until the criterion turns or flattens past the prior."""
-    part = rows.problem
+    """Solve ``part`` (the fitting rows' problem, or its second stage) down the path, each solve warm-started from
+    the last and scored on the held-out rows through ``to_bank`` (its result as one of the fitting rows' bank),
+    until the criterion turns or flattens past the prior."""
     walk = _Walk(criterion_of(part.loss), w_held)
     previous = None
     for r in ratios:
@@ -332,6 +334,7 @@ def _walk(
             warnings.simplefilter("ignore")
             result = solve(problem_at(part, C=C), previous)
         previous = result
+        result = to_bank(result)
         walk.kept.append(KeptSolution(result, rows.factor_bank))
         walk.record(C, result, held_out_scores(part.loss, y_held, rows.decision(result), w_held), t0)
         if progress is not None:
@@ -370,16 +373,22 @@ def select_C(
     prior: Callable[[Any], float],
     settings: PathSettings | None = None,
     progress: Callable[[dict[str, Any]], Any] | None = None,
+    stage: Callable[[Any], Any] | None = None,
 ) -> HeldoutPath:
     """Choose C for ``problem`` (all training rows, Gram matrices or factors) on held-out rows.
 
     ``solve(problem, warm_start)`` gives a SolveResult, ``prior(problem)`` the prior C; ``progress`` is
-    called with ``{"C", "ratio", "loss", "metric", "n_active"}`` after each solve.
+    called with ``{"C", "ratio", "loss", "metric", "n_active"}`` after each solve.  With ``stage`` (a two-stage
+    method: ``stage(problem)`` its :class:`~mklkit.pipeline.weighting.WeightedProblem`) the path solves the
+    second stage of the fitting rows, its weights learnt on those rows alone, and C and the warm start are
+    the second stage's on all rows (``stage(problem)``).
     """
     s = settings or PathSettings()
     t_start = time.perf_counter()
     task = problem.loss.task
-    prior_all = float(prior(problem))
+    whole = None if stage is None else stage(problem)
+    top = problem if whole is None else whole.problem
+    prior_all = float(prior(top))
     y_all = np.asarray(problem.y, dtype=np.float64)
     w_all = problem.sample_weight
     fit, held = split_rows(y_all, s.held_out, s.seed, stratify=task == CLASSIFICATION)
@@ -388,13 +397,18 @@ def select_C(
     if effective_size(w_held) < s.min_held:  # the prior C, with no value scored
         return prior_path(prior_all, w_held, common, t_start)
     rows = HeldoutRows(problem, fit, held)
-    reference, ref_fit, prior_fit, ratios = _path_on(rows.problem, prior, s)
-    walk = _walk(rows, solve, ratios, ref_fit, prior_fit, y_all[held], w_held, s, progress)
+    part, to_bank = rows.problem, _same
+    if stage is not None:  # the weights of the fitting rows, the path on their second stage
+        part_stage = stage(rows.problem)
+        part, to_bank = part_stage.problem, part_stage.result
+    reference, ref_fit, prior_fit, ratios = _path_on(part, prior, s)
+    walk = _walk(rows, part, to_bank, solve, ratios, ref_fit, prior_fit, y_all[held], w_held, s, progress)
     choice = walk.choose(ref_fit, prior_fit)
     chosen = choice["chosen"]
-    ref_all = c_max(problem) if reference == "C_max" else prior_all
+    ref_all = c_max(top) if reference == "C_max" else prior_all
+    start = walk.start(chosen, fit, problem.n_samples)
     return HeldoutPath(
-        start=walk.start(chosen, fit, problem.n_samples),
+        start=start if whole is None else whole.start(start),
         C=float(choice["ratios"][chosen] * ref_all),
         **walk.arrays(),
         **choice,
@@ -406,6 +420,10 @@ def select_C(
         held_weights=w_held,
         **common,
     )
+
+
+def _same(result: Any) -> Any:
+    return result
 
 
 @dataclass
@@ -428,23 +446,27 @@ def held_out_C(
     progress: Callable[[dict[str, Any]], Any] | None = None,
     subset: np.ndarray | None = None,
     report: Callable[[HeldoutPath, dict[str, Any] | None], Any] | None = None,
+    stage: Callable[[Any], Any] | None = None,
 ) -> HeldoutChoice:
     """C chosen on held-out rows of ``problem`` along a path solved by ``engine`` at :func:`path_engine`'s
     tolerance (``prior``, ``progress``: :func:`select_C`).  With ``subset`` (kernel indices) the path of those
     kernels alone too, kept unless the whole bank does better on the same rows
     (:func:`~mklkit.pipeline.kernel_subset.prefer_subset`).  ``report(path, bank_choice)`` is called after each
-    path (``bank_choice``: ``None`` for the whole bank's)."""
+    path (``bank_choice``: ``None`` for the whole bank's).  ``stage``: a two-stage method (:func:`select_C`; no
+    ``subset`` then), the choice's problem its second stage on all rows."""
+    if stage is not None and subset is not None:
+        raise ValueError("held_out_C: a two-stage method (stage) chooses its own kernels: give no subset")
     from ..engines.base import solve_from
 
     on_path = path_engine(engine)
 
     def walk(p: Any) -> HeldoutPath:
-        return select_C(p, lambda q, warm: solve_from(on_path, q, None, warm), prior, progress=progress)
+        return select_C(p, lambda q, warm: solve_from(on_path, q, None, warm), prior, progress=progress, stage=stage)
 
     whole = walk(problem)
     if report is not None:
         report(whole, None)
-    choice = HeldoutChoice(whole, problem)
+    choice = HeldoutChoice(whole, problem if stage is None else stage(problem).problem)
     if subset is not None:
         part = subset_problem(problem, subset)
         sub = walk(part)
