@@ -22,9 +22,22 @@ Protocol, per data set and random split (``--seeds``):
     inliers;
   - ``ocsvm oracle``: ``OneClassSVM`` with the width of best **test** ROC AUC (an optimistic bound).
 
+  Each side choosing its own parameter the same way:
+
+  - with labelled outliers (the validation split above, 5 candidates each, the best validation ROC AUC
+    refitted on all training inliers): ``ocsvm val`` (the 5 widths) against ``mkl val`` (the regularizer
+    on the 5 Gaussian kernels: ``l1``, lq with q = 1.25, 1.75 (the default) and 4, ``uniform``);
+  - without outliers (inliers only, what a user without labels has): ``mkl default`` against
+    ``ocsvm scale`` (scikit-learn's default ``gamma="scale"``, gamma = 1/(d Var(X)): sigma = sqrt(d/2) on
+    standardised features, s = 0.71), ``ocsvm median`` (the median heuristic: sigma the median distance
+    between the training inliers) and ``ocsvm kvar`` (of the 5 widths, the one maximising s2/(kbar + 1e-12),
+    kbar and s2 the mean and variance of the off-diagonal kernel entries on the training inliers:
+    Evangelista, Embrechts & Szymanski 2007, a kernel neither near the identity nor near all ones).
+
 Reported: test ROC AUC (decision values against inlier/outlier) mean ± standard error over the splits, the
 fraction of test inliers predicted as outliers, and the fit seconds (the validation fits included for
-``ocsvm val``; for ``ocsvm oracle`` the fits of every width).
+``ocsvm val`` and ``mkl val``; for ``ocsvm oracle`` the fits of every width), and for the rows that choose,
+how many splits chose each candidate (the widths as s = sigma/sqrt(d)).
 
     python benchmarks/bench_oneclass.py                 # 10 splits, both sets
     python benchmarks/bench_oneclass.py --seeds 3 --nu 0.05
@@ -38,9 +51,11 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
+from collections import Counter
 from typing import Any
 
 import numpy as np
+from scipy.spatial.distance import pdist
 from sklearn.metrics import roc_auc_score
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import OneClassSVM
@@ -75,9 +90,11 @@ def widths(d: int) -> list[float]:
     return [float(f * np.sqrt(d)) for f in DEFAULT_ALL_WIDTH_FACTORS]
 
 
-def ocsvm(X_fit: np.ndarray, width: float, nu: float) -> OneClassSVM:
+def ocsvm(X_fit: np.ndarray, width: float | str, nu: float) -> OneClassSVM:
+    """``OneClassSVM`` on the standardised ``X_fit`` with Gaussian width ``width`` (or a ``gamma`` string)."""
     scaler = StandardScaler().fit(X_fit)
-    model = OneClassSVM(kernel="rbf", gamma=1.0 / (2.0 * width**2), nu=nu).fit(scaler.transform(X_fit))
+    gamma = width if isinstance(width, str) else 1.0 / (2.0 * width**2)
+    model = OneClassSVM(kernel="rbf", gamma=gamma, nu=nu).fit(scaler.transform(X_fit))
     model.scaler_ = scaler
     return model
 
@@ -100,21 +117,51 @@ def mkl_methods(ws: list[float], X_train: np.ndarray | None = None) -> dict[str,
     }
 
 
-MKL_ROWS = tuple(mkl_methods([1.0]))
+#: The candidates of ``mkl val``: the regularizer on the 5 Gaussian kernels (5 candidates, as the 5 widths of
+#: ``ocsvm val``).
+VAL_REGULARIZERS: dict[str, Any] = {
+    "l1": "l1",
+    "lq1.25": {"name": "lq", "q": 1.25},
+    "lq1.75": {"name": "lq", "q": 1.75},
+    "lq4": {"name": "lq", "q": 4.0},
+    "uniform": "uniform",
+}
+
+MKL_ROWS = (*mkl_methods([1.0]), "mkl val")
+
+
+def median_width(X_fit: np.ndarray) -> float:
+    """The median heuristic: the median distance between the standardised rows of ``X_fit``."""
+    return float(np.median(pdist(StandardScaler().fit_transform(X_fit))))
+
+
+def kernel_variance_width(X_fit: np.ndarray, ws: list[float]) -> float:
+    r"""The width of ``ws`` maximising :math:`s^2/(\bar k + 10^{-12})` over the off-diagonal entries of the
+    Gaussian kernel on the standardised rows of ``X_fit`` (Evangelista, Embrechts & Szymanski 2007): a kernel
+    neither near the identity (narrow) nor near all ones (wide)."""
+    sq = pdist(StandardScaler().fit_transform(X_fit), "sqeuclidean")
+    crit = [np.var(k) / (np.mean(k) + 1e-12) for k in (np.exp(-sq / (2.0 * w**2)) for w in ws)]
+    return ws[int(np.argmax(crit))]
+
+
+def choose(candidates: list[Any], val_auc: Any) -> Any:
+    """The candidate of best validation ROC AUC (the first of equals), ``val_auc(candidate)`` each."""
+    aucs = [val_auc(c) for c in candidates]
+    return candidates[int(np.argmax(aucs))]
 
 
 def run_split(
     X: np.ndarray, inlier: np.ndarray, seed: int, nu: float, methods: tuple[str, ...] = MKL_ROWS
-) -> dict[str, tuple[float, float, float]]:
-    """``{method: (test AUC, fraction of test inliers flagged, fit seconds)}``."""
+) -> dict[str, tuple[float, float, float, Any]]:
+    """``{method: (test AUC, fraction of test inliers flagged, fit seconds, the parameter chosen or None)}``."""
     train, test, vfit, val = split(inlier, seed)
     y_test, y_val = inlier[test], inlier[val]
     ws = widths(X.shape[1])
-    out: dict[str, tuple[float, float, float]] = {}
+    out: dict[str, tuple[float, float, float, Any]] = {}
 
-    def record(name: str, scores: np.ndarray, seconds: float) -> None:
+    def record(name: str, scores: np.ndarray, seconds: float, choice: Any = None) -> None:
         flagged = float(np.mean(scores[y_test] < 0.0))
-        out[name] = (float(roc_auc_score(y_test, scores)), flagged, seconds)
+        out[name] = (float(roc_auc_score(y_test, scores)), flagged, seconds, choice)
 
     for name, (kernels, regularizer) in mkl_methods(ws, X[train]).items():
         if name not in methods:
@@ -123,10 +170,35 @@ def run_split(
         m = MKLOneClassSVM(kernels, nu=nu, regularizer=regularizer).fit(X[train])
         record(name, m.decision_function(X[test]), time.perf_counter() - t0)
 
+    bank = [{"function": "rbf", "width": ws}]
+
+    def mkl(rows: np.ndarray, regularizer: Any) -> MKLOneClassSVM:
+        return MKLOneClassSVM(bank, nu=nu, regularizer=regularizer).fit(X[rows])
+
+    if "mkl val" in methods:
+        t0 = time.perf_counter()
+        reg = choose(
+            list(VAL_REGULARIZERS),
+            lambda r: roc_auc_score(y_val, mkl(vfit, VAL_REGULARIZERS[r]).decision_function(X[val])),
+        )
+        record("mkl val", mkl(train, VAL_REGULARIZERS[reg]).decision_function(X[test]), time.perf_counter() - t0, reg)
+
     t0 = time.perf_counter()
-    val_auc = [roc_auc_score(y_val, ocsvm_scores(ocsvm(X[vfit], w, nu), X[val])) for w in ws]
-    best = ocsvm(X[train], ws[int(np.argmax(val_auc))], nu)
-    record("ocsvm val", ocsvm_scores(best, X[test]), time.perf_counter() - t0)
+    best = choose(ws, lambda w: roc_auc_score(y_val, ocsvm_scores(ocsvm(X[vfit], w, nu), X[val])))
+    s_of = lambda w: f"s={w / np.sqrt(X.shape[1]):.3g}"  # noqa: E731
+    record("ocsvm val", ocsvm_scores(ocsvm(X[train], best, nu), X[test]), time.perf_counter() - t0, s_of(best))
+
+    for name, pick in (
+        ("ocsvm scale", lambda: "scale"),
+        ("ocsvm median", lambda: median_width(X[train])),
+        ("ocsvm kvar", lambda: kernel_variance_width(X[train], ws)),
+    ):
+        t0 = time.perf_counter()
+        w = pick()
+        model = ocsvm(X[train], w, nu)
+        if isinstance(w, str):  # gamma="scale": 1/(d Var(X)) on the standardised rows, sigma = sqrt(1/(2 gamma))
+            w = float(np.sqrt(0.5 * X.shape[1] * model.scaler_.transform(X[train]).var()))
+        record(name, ocsvm_scores(model, X[test]), time.perf_counter() - t0, s_of(w))
 
     t0 = time.perf_counter()
     per_width = [ocsvm_scores(ocsvm(X[train], w, nu), X[test]) for w in ws]
@@ -145,14 +217,18 @@ def main() -> None:
     args = parser.parse_args()
     warnings.simplefilter("ignore", UserWarning)
     print(f"nu = {args.nu}, {args.seeds} splits; test ROC AUC mean ± s.e., test inliers flagged, fit seconds")
-    print(f"{'set':<11}{'method':<17}{'ROC AUC':>17}{'inliers flagged':>17}{'fit s':>9}")
+    print(f"{'set':<11}{'method':<17}{'ROC AUC':>17}{'inliers flagged':>17}{'fit s':>9}  chosen (splits)")
     for name in args.sets:
         X, inlier = load(name)
         rows = [run_split(X, inlier, seed, args.nu, tuple(args.methods)) for seed in range(args.seeds)]
         for method in rows[0]:
             auc, flagged, sec = (np.array([r[method][k] for r in rows]) for k in range(3))
             se = auc.std(ddof=1) / np.sqrt(auc.size) if auc.size > 1 else float("nan")
-            print(f"{name:<11}{method:<17}{auc.mean():>10.4f} ± {se:.4f}{flagged.mean():>17.3f}{sec.mean():>9.2f}")
+            chosen = Counter(r[method][3] for r in rows if r[method][3] is not None)
+            picks = ", ".join(f"{c} {k}" for k, c in sorted(chosen.items(), key=lambda kc: -kc[1]))
+            print(
+                f"{name:<11}{method:<17}{auc.mean():>10.4f} ± {se:.4f}{flagged.mean():>17.3f}{sec.mean():>9.2f}  {picks}"
+            )
 
 
 if __name__ == "__main__":
