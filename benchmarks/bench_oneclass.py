@@ -9,24 +9,27 @@ Protocol, per data set and random split (``--seeds``):
   half of the outliers (drawn at random).  Validation, for choosing the width of ``OneClassSVM``: the
   training inliers split again 70/30 (fit on the 70 %), with the other half of the outliers.
 * Every method uses the same ``nu`` (``--nu``, default 0.1) and the same Gaussian widths
-  :math:`\\sigma = s\\sqrt d`, :math:`s \\in \\{0.25, 0.5, 1, 2, 4\\}` on all (standardised) features, the
-  widths of ``kernels="auto"`` on all features:
+  :math:`\\sigma = s\\sqrt d`, :math:`s \\in \\{0.125, 0.25, 0.5, 1, 2\\}` on all (standardised) features,
+  the widths of ``kernels="auto"`` (:func:`one_class_kernels`):
 
   - ``mkl default``: ``MKLOneClassSVM(nu=nu)``, its defaults (``kernels="auto"``: those 5 kernels;
     ``regularizer="auto"``: lq with q = 1.75);
-  - ``mkl widths l1`` / ``lq1.5`` / ``unif``: ``MKLOneClassSVM`` on those 5 kernels with the ``l1``
-    regularizer (the sparse one-class MKL), lq with q = 1.5, the uniform combination;
-  - ``mkl clfbank l1`` / ``lq``: on the classifiers' default bank (:func:`default_kernels`: those 5 kernels,
-    2 polynomial kernels, 3 Gaussian kernels on each feature) with ``l1`` and with the default lq;
+  - ``mkl widths l1`` / ``lq1.25`` / ``lq1.5`` / ``unif``: ``MKLOneClassSVM`` on those 5 kernels with the
+    ``l1`` regularizer (the sparse one-class MKL), lq with q = 1.25 and 1.5, the uniform combination;
+  - ``mkl clfbank l1`` / ``lq``: on the classifiers' default bank (:func:`default_kernels`: 5 Gaussian widths
+    with s = 0.25 … 4, 2 polynomial kernels, 3 Gaussian kernels on each feature) with ``l1`` and with the
+    default lq;
   - ``ocsvm val``: ``OneClassSVM`` with the width of best validation ROC AUC, refitted on all training
     inliers;
   - ``ocsvm oracle``: ``OneClassSVM`` with the width of best **test** ROC AUC (an optimistic bound).
 
   Each side choosing its own parameter the same way:
 
-  - with labelled outliers (the validation split above, 5 candidates each, the best validation ROC AUC
-    refitted on all training inliers): ``ocsvm val`` (the 5 widths) against ``mkl val`` (the regularizer
-    on the 5 Gaussian kernels: ``l1``, lq with q = 1.25, 1.75 (the default) and 4, ``uniform``);
+  - with labelled outliers (the validation split above, the candidate of best validation ROC AUC
+    refitted on all training inliers): ``ocsvm val`` (the 5 widths) against ``mkl val reg`` (the regularizer
+    on the 5 Gaussian kernels: ``l1``, lq with q = 1.25, 1.75 (the default) and 4, ``uniform``) and
+    ``mkl val widths`` (the widest width of the bank, 4 candidates: the widths up to s = 0.25, 0.5, 1 or 2,
+    2 to 5 kernels, with the default regularizer; a bank of one width would be ``OneClassSVM``'s problem);
   - without outliers (inliers only, what a user without labels has): ``mkl default`` against
     ``ocsvm scale`` (scikit-learn's default ``gamma="scale"``, gamma = 1/(d Var(X)): sigma = sqrt(d/2) on
     standardised features, s = 0.71), ``ocsvm median`` (the median heuristic: sigma the median distance
@@ -34,10 +37,11 @@ Protocol, per data set and random split (``--seeds``):
     kbar and s2 the mean and variance of the off-diagonal kernel entries on the training inliers:
     Evangelista, Embrechts & Szymanski 2007, a kernel neither near the identity nor near all ones).
 
-Reported: test ROC AUC (decision values against inlier/outlier) mean ± standard error over the splits, the
-fraction of test inliers predicted as outliers, and the fit seconds (the validation fits included for
-``ocsvm val`` and ``mkl val``; for ``ocsvm oracle`` the fits of every width), and for the rows that choose,
-how many splits chose each candidate (the widths as s = sigma/sqrt(d)).
+Reported: test ROC AUC (decision values against inlier/outlier) mean ± standard error over the splits, its
+difference to ``ocsvm val`` on the same split (mean ± standard error: the paired comparison), the fraction
+of test inliers predicted as outliers, the fit seconds (the validation fits included for ``ocsvm val`` and
+``mkl val ...``; for ``ocsvm oracle`` the fits of every width), and for the rows that choose, how many splits
+chose each candidate (the widths as s = sigma/sqrt(d)).
 
     python benchmarks/bench_oneclass.py                 # 10 splits, both sets
     python benchmarks/bench_oneclass.py --seeds 3 --nu 0.05
@@ -62,7 +66,7 @@ from sklearn.svm import OneClassSVM
 
 from mklkit import MKLOneClassSVM
 from mklkit.data import load_builtin
-from mklkit.estimators import DEFAULT_ALL_WIDTH_FACTORS, default_kernels
+from mklkit.estimators import default_kernels, one_class_kernels
 
 
 def load(name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -87,7 +91,8 @@ def split(inlier: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray, np.nda
 
 
 def widths(d: int) -> list[float]:
-    return [float(f * np.sqrt(d)) for f in DEFAULT_ALL_WIDTH_FACTORS]
+    """The Gaussian widths of ``kernels="auto"`` (:func:`one_class_kernels`) for ``d`` features."""
+    return [float(w) for w in one_class_kernels(d)[0]["width"]]
 
 
 def ocsvm(X_fit: np.ndarray, width: float | str, nu: float) -> OneClassSVM:
@@ -110,6 +115,7 @@ def mkl_methods(ws: list[float], X_train: np.ndarray | None = None) -> dict[str,
     return {
         "mkl default": ("auto", "auto"),
         "mkl widths l1": (bank, "l1"),
+        "mkl widths lq1.25": (bank, {"name": "lq", "q": 1.25}),
         "mkl widths lq1.5": (bank, {"name": "lq", "q": 1.5}),
         "mkl widths unif": (bank, "uniform"),
         "mkl clfbank l1": (clf_bank, "l1"),
@@ -117,8 +123,7 @@ def mkl_methods(ws: list[float], X_train: np.ndarray | None = None) -> dict[str,
     }
 
 
-#: The candidates of ``mkl val``: the regularizer on the 5 Gaussian kernels (5 candidates, as the 5 widths of
-#: ``ocsvm val``).
+#: The regularizers of ``mkl val reg`` on the 5 Gaussian kernels.
 VAL_REGULARIZERS: dict[str, Any] = {
     "l1": "l1",
     "lq1.25": {"name": "lq", "q": 1.25},
@@ -127,7 +132,24 @@ VAL_REGULARIZERS: dict[str, Any] = {
     "uniform": "uniform",
 }
 
-MKL_ROWS = (*mkl_methods([1.0]), "mkl val")
+
+def mkl_val_candidates(ws: list[float], d: int) -> dict[str, dict[str, tuple[Any, Any]]]:
+    """``{row: {candidate: (kernels, regularizer)}}`` of the rows that choose on the validation outliers:
+    ``mkl val reg`` the regularizer on the 5 Gaussian kernels (5 candidates, as the 5 widths of ``ocsvm val``);
+    ``mkl val widths`` the widest width of the bank (the widths up to it, at least 2, default regularizer: 4
+    candidates)."""
+    bank = [{"function": "rbf", "width": ws}]
+    return {
+        "mkl val reg": {k: (bank, r) for k, r in VAL_REGULARIZERS.items()},
+        "mkl val widths": {
+            f"s<={w / np.sqrt(d):.3g}": ([{"function": "rbf", "width": ws[: i + 1]}], "auto")
+            for i, w in enumerate(ws)
+            if i > 0
+        },
+    }
+
+
+MKL_ROWS = (*mkl_methods([1.0]), *mkl_val_candidates([1.0], 1))
 
 
 def median_width(X_fit: np.ndarray) -> float:
@@ -170,18 +192,17 @@ def run_split(
         m = MKLOneClassSVM(kernels, nu=nu, regularizer=regularizer).fit(X[train])
         record(name, m.decision_function(X[test]), time.perf_counter() - t0)
 
-    bank = [{"function": "rbf", "width": ws}]
+    for name, candidates in mkl_val_candidates(ws, X.shape[1]).items():
+        if name not in methods:
+            continue
 
-    def mkl(rows: np.ndarray, regularizer: Any) -> MKLOneClassSVM:
-        return MKLOneClassSVM(bank, nu=nu, regularizer=regularizer).fit(X[rows])
+        def fit(rows: np.ndarray, key: str) -> MKLOneClassSVM:
+            kernels, regularizer = candidates[key]
+            return MKLOneClassSVM(kernels, nu=nu, regularizer=regularizer).fit(X[rows])
 
-    if "mkl val" in methods:
         t0 = time.perf_counter()
-        reg = choose(
-            list(VAL_REGULARIZERS),
-            lambda r: roc_auc_score(y_val, mkl(vfit, VAL_REGULARIZERS[r]).decision_function(X[val])),
-        )
-        record("mkl val", mkl(train, VAL_REGULARIZERS[reg]).decision_function(X[test]), time.perf_counter() - t0, reg)
+        key = choose(list(candidates), lambda k: roc_auc_score(y_val, fit(vfit, k).decision_function(X[val])))
+        record(name, fit(train, key).decision_function(X[test]), time.perf_counter() - t0, key)
 
     t0 = time.perf_counter()
     best = choose(ws, lambda w: roc_auc_score(y_val, ocsvm_scores(ocsvm(X[vfit], w, nu), X[val])))
@@ -216,18 +237,27 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=list(MKL_ROWS), help="one-class MKL rows to run")
     args = parser.parse_args()
     warnings.simplefilter("ignore", UserWarning)
-    print(f"nu = {args.nu}, {args.seeds} splits; test ROC AUC mean ± s.e., test inliers flagged, fit seconds")
-    print(f"{'set':<11}{'method':<17}{'ROC AUC':>17}{'inliers flagged':>17}{'fit s':>9}  chosen (splits)")
+    print(
+        f"nu = {args.nu}, {args.seeds} splits; test ROC AUC mean ± s.e., its paired difference to ocsvm val "
+        "mean ± s.e., test inliers flagged, fit seconds"
+    )
+    print(f"{'set':<11}{'method':<19}{'ROC AUC':>17}{'- ocsvm val':>19}{'flagged':>9}{'fit s':>7}  chosen (splits)")
+
+    def mean_se(a: np.ndarray) -> str:
+        se = a.std(ddof=1) / np.sqrt(a.size) if a.size > 1 else float("nan")
+        return f"{a.mean():>+.4f} ± {se:.4f}"
+
     for name in args.sets:
         X, inlier = load(name)
         rows = [run_split(X, inlier, seed, args.nu, tuple(args.methods)) for seed in range(args.seeds)]
+        ref = np.array([r["ocsvm val"][0] for r in rows])
         for method in rows[0]:
             auc, flagged, sec = (np.array([r[method][k] for r in rows]) for k in range(3))
-            se = auc.std(ddof=1) / np.sqrt(auc.size) if auc.size > 1 else float("nan")
             chosen = Counter(r[method][3] for r in rows if r[method][3] is not None)
             picks = ", ".join(f"{c} {k}" for k, c in sorted(chosen.items(), key=lambda kc: -kc[1]))
             print(
-                f"{name:<11}{method:<17}{auc.mean():>10.4f} ± {se:.4f}{flagged.mean():>17.3f}{sec.mean():>9.2f}  {picks}"
+                f"{name:<11}{method:<19}{mean_se(auc)[1:]:>17}{mean_se(auc - ref):>19}{flagged.mean():>9.3f}"
+                f"{sec.mean():>7.2f}  {picks}"
             )
 
 
