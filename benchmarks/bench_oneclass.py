@@ -219,7 +219,8 @@ def run_split(
         model = ocsvm(X[train], w, nu)
         if isinstance(w, str):  # gamma="scale": 1/(d Var(X)) on the standardised rows, sigma = sqrt(1/(2 gamma))
             w = float(np.sqrt(0.5 * X.shape[1] * model.scaler_.transform(X[train]).var()))
-        record(name, ocsvm_scores(model, X[test]), time.perf_counter() - t0, s_of(w))
+        label = s_of(w) if name != "ocsvm median" else f"s={w / np.sqrt(X.shape[1]):.1f}"  # a width off the grid
+        record(name, ocsvm_scores(model, X[test]), time.perf_counter() - t0, label)
 
     t0 = time.perf_counter()
     per_width = [ocsvm_scores(ocsvm(X[train], w, nu), X[test]) for w in ws]
