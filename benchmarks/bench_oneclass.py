@@ -43,9 +43,16 @@ of test inliers predicted as outliers, the fit seconds (the validation fits incl
 ``mkl val ...``; for ``ocsvm oracle`` the fits of every width), and for the rows that choose, how many splits
 chose each candidate (the widths as s = sigma/sqrt(d)).
 
+``--banks`` compares instead the default regularizer on several banks of Gaussian widths (paired test ROC AUC
+differences to the classifiers' widths s = 0.25 ... 4; the widths one octave narrower, ``kernels="auto"``;
+s = 0.25 ... 2; seven widths from 0.25 by sqrt(2); s = 0.177 ... 2.83; five geometric widths from the median
+nearest-neighbour distance to the median distance between training inliers, and from half the one to twice the
+other), with ``--sets wdbc ionosphere sonar pima`` (sonar and pima: the majority class as the inliers).
+
     python benchmarks/bench_oneclass.py                 # 10 splits, both sets
     python benchmarks/bench_oneclass.py --seeds 3 --nu 0.05
     python benchmarks/bench_oneclass.py --methods "mkl default" "mkl widths l1"
+    python benchmarks/bench_oneclass.py --banks --sets wdbc ionosphere sonar pima
 
 Needs only the runtime dependencies.  Prints a table; writes nothing.
 """
@@ -59,14 +66,18 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
-from scipy.spatial.distance import pdist
+from scipy.spatial.distance import pdist, squareform
 from sklearn.metrics import roc_auc_score
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import OneClassSVM
 
 from mklkit import MKLOneClassSVM
 from mklkit.data import load_builtin
-from mklkit.estimators import default_kernels, one_class_kernels
+from mklkit.estimators import DEFAULT_ALL_WIDTH_FACTORS, default_kernels, one_class_kernels
+
+
+#: Further sets for ``--banks`` (the majority class as the inliers: sonar's mines, pima's non-diabetic).
+CHECK_SETS = ("sonar", "pima")
 
 
 def load(name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -77,7 +88,10 @@ def load(name: str) -> tuple[np.ndarray, np.ndarray]:
         return X, y == -1  # benign
     if name == "ionosphere":
         return X[:, 2:], y == 1  # good returns
-    raise ValueError(name)
+    if name in CHECK_SETS:  # the majority class as the inliers
+        labels, counts = np.unique(y, return_counts=True)
+        return X[:, X.std(axis=0) > 0], y == labels[np.argmax(counts)]
+    raise ValueError(f"set must be one of wdbc, ionosphere, {', '.join(CHECK_SETS)}; got {name!r}")
 
 
 def split(inlier: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -230,23 +244,72 @@ def run_split(
     return out
 
 
+def distance_widths(X_fit: np.ndarray, lo: float, hi: float, n: int = 5) -> list[float]:
+    """``n`` geometric Gaussian widths from ``lo`` times the median nearest-neighbour distance to ``hi`` times the
+    median distance between the standardised rows of ``X_fit``."""
+    Z = StandardScaler().fit_transform(X_fit)
+    D = squareform(pdist(Z))
+    np.fill_diagonal(D, np.inf)
+    return [float(w) for w in np.geomspace(lo * np.median(D.min(axis=1)), hi * np.median(pdist(Z)), n)]
+
+
+def bank_variants(X_fit: np.ndarray) -> dict[str, list[float]]:
+    """``{name: widths}`` of the one-class banks compared by ``--banks`` (the first: the classifiers' widths)."""
+    d = X_fit.shape[1]
+    fixed = {
+        "s=0.25..4 (clf)": DEFAULT_ALL_WIDTH_FACTORS,
+        "s=0.125..2 (auto)": (0.125, 0.25, 0.5, 1.0, 2.0),
+        "s=0.25..2": (0.25, 0.5, 1.0, 2.0),
+        "s=0.25..2 by r2": tuple(0.25 * np.sqrt(2.0) ** k for k in range(7)),
+        "s=0.177..2.83": tuple(0.125 * np.sqrt(2.0) * 2.0**k for k in range(5)),
+    }
+    out = {k: [float(f * np.sqrt(d)) for f in v] for k, v in fixed.items()}
+    out["1nn..median"] = distance_widths(X_fit, 1.0, 1.0)
+    out["1nn/2..2 median"] = distance_widths(X_fit, 0.5, 2.0)
+    return out
+
+
+def compare_banks(sets: list[str], seeds: int, nu: float) -> None:
+    """Test ROC AUC of the default regularizer on each bank of :func:`bank_variants`, and its paired difference to
+    the classifiers' widths."""
+    print(f"nu = {nu}, {seeds} splits, lq q = 1.75; test ROC AUC mean ± s.e., paired difference to s=0.25..4")
+    for name in sets:
+        X, inlier = load(name)
+        aucs: dict[str, list[float]] = {}
+        for seed in range(seeds):
+            train, test, _, _ = split(inlier, seed)
+            for bank, ws in bank_variants(X[train]).items():
+                m = MKLOneClassSVM([{"function": "rbf", "width": ws}], nu=nu).fit(X[train])
+                aucs.setdefault(bank, []).append(roc_auc_score(inlier[test], m.decision_function(X[test])))
+        ref = np.array(aucs["s=0.25..4 (clf)"])
+        for bank, a in aucs.items():
+            a = np.array(a)
+            print(f"{name:<11}{bank:<19}{mean_se(a)[1:]:>17}{mean_se(a - ref):>19}")
+
+
+def mean_se(a: np.ndarray) -> str:
+    """``mean ± standard error`` (signed)."""
+    se = a.std(ddof=1) / np.sqrt(a.size) if a.size > 1 else float("nan")
+    return f"{a.mean():>+.4f} ± {se:.4f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sets", nargs="+", default=["wdbc", "ionosphere"])
     parser.add_argument("--seeds", type=int, default=10, help="number of random splits")
     parser.add_argument("--nu", type=float, default=0.1)
     parser.add_argument("--methods", nargs="+", default=list(MKL_ROWS), help="one-class MKL rows to run")
+    parser.add_argument("--banks", action="store_true", help="compare the one-class banks instead (docs/one_class.md)")
     args = parser.parse_args()
     warnings.simplefilter("ignore", UserWarning)
+    if args.banks:
+        compare_banks(args.sets, args.seeds, args.nu)
+        return
     print(
         f"nu = {args.nu}, {args.seeds} splits; test ROC AUC mean ± s.e., its paired difference to ocsvm val "
         "mean ± s.e., test inliers flagged, fit seconds"
     )
     print(f"{'set':<11}{'method':<19}{'ROC AUC':>17}{'- ocsvm val':>19}{'flagged':>9}{'fit s':>7}  chosen (splits)")
-
-    def mean_se(a: np.ndarray) -> str:
-        se = a.std(ddof=1) / np.sqrt(a.size) if a.size > 1 else float("nan")
-        return f"{a.mean():>+.4f} ± {se:.4f}"
 
     for name in args.sets:
         X, inlier = load(name)

@@ -449,6 +449,10 @@ def test_benchmark_inlier_only_widths(benign):
     assert 0 < int(np.argmax(crit)) < len(ws) - 1  # an inner width: the criterion is not monotone here
     assert bench.kernel_variance_width(benign, ws) == ws[int(np.argmax(crit))]
     assert bench.choose(["a", "b", "c"], {"a": 0.5, "b": 0.9, "c": 0.7}.get) == "b"
+    D = euclidean_distances(benign)
+    np.fill_diagonal(D, np.inf)
+    nn, med = np.median(D.min(axis=1)), np.median(D[iu])
+    np.testing.assert_allclose(bench.distance_widths(benign, 0.5, 2.0), np.geomspace(nn / 2, 2 * med, 5), rtol=1e-12)
 
 
 def test_benchmark_splits_keep_outliers_out_of_training():
@@ -462,3 +466,5 @@ def test_benchmark_splits_keep_outliers_out_of_training():
     assert not set(train) & set(test) and not set(test) & set(val) and not set(vfit) & set(val)
     assert (~inlier[test]).sum() > 0 and (~inlier[val]).sum() > 0
     assert inlier[test].sum() + train.size == inlier.sum()
+    X, inlier = bench.load("sonar")  # a check set: the majority class as the inliers
+    assert X.shape == (208, 60) and inlier.sum() == 111
