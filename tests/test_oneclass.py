@@ -172,8 +172,8 @@ def test_nu_reached_other_regularizers(benign, regularizer, nu):
 
 
 def test_defaults_are_lq_on_gaussian_widths(benign):
-    """kernels="auto": five Gaussian widths s*sqrt(d) on all features; regularizer="auto": lq with q = 1.75, a
-    mixture of the widths where l1 keeps the widest alone (the widths are entrywise ordered)."""
+    """kernels="auto": five Gaussian widths s*sqrt(d), s = 0.125 ... 2, on all features; regularizer="auto": lq
+    with q = 1.75, a mixture of the widths where l1 keeps the widest alone (the widths are entrywise ordered)."""
     from mklkit.estimators import one_class_kernels
     from mklkit.estimators._oneclass import ONE_CLASS_Q
 
@@ -181,7 +181,7 @@ def test_defaults_are_lq_on_gaussian_widths(benign):
     d = benign.shape[1]
     assert m.regularizer_.name == "lq" and m.regularizer_.get_params()["q"] == ONE_CLASS_Q == 1.75
     assert one_class_kernels(d) == [
-        {"function": "rbf", "width": [round(s * np.sqrt(d), 6) for s in (0.25, 0.5, 1, 2, 4)]}
+        {"function": "rbf", "width": [round(s * np.sqrt(d), 6) for s in (0.125, 0.25, 0.5, 1, 2)]}
     ]
     assert len(m.kernel_names_) == 5 and abs(m.nu_ - 0.2) <= m.nu_tol
     assert np.all(m.kernel_weights_ > 0.05)  # every width in the mixture
@@ -418,3 +418,53 @@ def test_spec_C_form():
     res = run(parse_spec(raw, file=str(SPEC), folder=SPEC.parent))
     assert res.result.C_max > 1.0 and 0.0 < res.metrics["nu"] < 1.0
     assert res.spec.problem.C == 1.0 and res.spec.problem.nu is None
+
+
+# ---------------------------------------------------------------------------
+# benchmarks/bench_oneclass.py: the choices each side makes
+# ---------------------------------------------------------------------------
+def _bench_oneclass():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_oneclass.py"
+    spec = importlib.util.spec_from_file_location("bench_oneclass", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmark_inlier_only_widths(benign):
+    """The benchmark's inlier-only widths against direct computations: the median heuristic (the median of the
+    pairwise distances) and the kernel-variance criterion (variance over mean of the off-diagonal entries of
+    scikit-learn's Gaussian kernel, largest over the widths of kernels="auto")."""
+    from sklearn.metrics.pairwise import euclidean_distances
+
+    bench = _bench_oneclass()
+    n, d = benign.shape
+    iu = np.triu_indices(n, 1)
+    assert bench.median_width(benign) == pytest.approx(np.median(euclidean_distances(benign)[iu]), rel=1e-12)
+    ws = bench.widths(d)
+    assert ws == pytest.approx([s * np.sqrt(d) for s in (0.125, 0.25, 0.5, 1, 2)], rel=1e-6)
+    crit = [np.var(K[iu]) / (np.mean(K[iu]) + 1e-12) for K in (rbf_kernel(benign, gamma=0.5 / w**2) for w in ws)]
+    assert 0 < int(np.argmax(crit)) < len(ws) - 1  # an inner width: the criterion is not monotone here
+    assert bench.kernel_variance_width(benign, ws) == ws[int(np.argmax(crit))]
+    assert bench.choose(["a", "b", "c"], {"a": 0.5, "b": 0.9, "c": 0.7}.get) == "b"
+    D = euclidean_distances(benign)
+    np.fill_diagonal(D, np.inf)
+    nn, med = np.median(D.min(axis=1)), np.median(D[iu])
+    np.testing.assert_allclose(bench.distance_widths(benign, 0.5, 2.0), np.geomspace(nn / 2, 2 * med, 5), rtol=1e-12)
+
+
+def test_benchmark_splits_keep_outliers_out_of_training():
+    """Training and validation-fit rows are inliers only; test and validation share no row and no outlier; the
+    validation fit is part of the training rows and disjoint from the validation rows."""
+    bench = _bench_oneclass()
+    X, inlier = bench.load("ionosphere")
+    assert X.shape[1] == 32 and np.all(X.std(0) > 0)
+    train, test, vfit, val = bench.split(inlier, 3)
+    assert inlier[train].all() and inlier[vfit].all() and set(vfit) <= set(train)
+    assert not set(train) & set(test) and not set(test) & set(val) and not set(vfit) & set(val)
+    assert (~inlier[test]).sum() > 0 and (~inlier[val]).sum() > 0
+    assert inlier[test].sum() + train.size == inlier.sum()
+    X, inlier = bench.load("sonar")  # a check set: the majority class as the inliers
+    assert X.shape == (208, 60) and inlier.sum() == 111

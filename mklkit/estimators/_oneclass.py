@@ -21,7 +21,6 @@ from ..result import ConvergenceWarning, warn_if_trivial
 from ._base import BaseMKL
 from ._checks import check_C
 from ._classes import _store
-from ._defaults import DEFAULT_ALL_WIDTH_FACTORS
 
 logger = logging.getLogger("mklkit.estimators")
 
@@ -32,15 +31,26 @@ ONE_CLASS_TOL = 1e-3
 ONE_CLASS_Q = 1.75
 
 
+#: Gaussian widths of ``kernels="auto"`` for one-class MKL, as multiples of sqrt(d): the classifiers' five
+#: (:data:`~mklkit.estimators.DEFAULT_ALL_WIDTH_FACTORS`) one octave narrower (``docs/one_class.md``).
+ONE_CLASS_WIDTH_FACTORS = (0.125, 0.25, 0.5, 1.0, 2.0)
+
+
 def one_class_kernels(n_features: int) -> list[dict[str, Any]]:
     r"""The bank of ``kernels="auto"`` for one-class MKL: Gaussian kernels on all ``n_features`` standardised
-    features with widths :math:`\sigma = s\sqrt d`, :math:`s \in \{0.25, 0.5, 1, 2, 4\}` (those of
-    :func:`default_kernels`), without the kernels of single features and the polynomial kernels, which
-    rank outliers less well here (``docs/one_class.md``)."""
+    features with widths :math:`\sigma = s\sqrt d`, :math:`s \in \{0.125, 0.25, 0.5, 1, 2\}`
+    (:data:`ONE_CLASS_WIDTH_FACTORS`).
+
+    Standardised features have :math:`E\|x - z\|^2 = 2d`: at :math:`s = 4` (the classifiers' widest) the kernel
+    is about 0.94 on typical pairs, nearly constant, and pulls the ranking of new points toward the distance to
+    the mean; one octave narrower ranks outliers better (test ROC AUC, 10 splits of ``bench_oneclass.py``,
+    paired differences: ionosphere +0.0033 ± 0.0007, wdbc +0.0005 ± 0.0003).  The kernels of single features
+    and the polynomial kernels of :func:`default_kernels` rank outliers less well here (``docs/one_class.md``).
+    """
     d = int(n_features)
     if d < 1:
         raise ValueError(f"n_features must be >= 1; got {n_features!r}")
-    return [{"function": "rbf", "width": [round(f * math.sqrt(d), 6) for f in DEFAULT_ALL_WIDTH_FACTORS]}]
+    return [{"function": "rbf", "width": [round(f * math.sqrt(d), 6) for f in ONE_CLASS_WIDTH_FACTORS]}]
 
 
 class MKLOneClassSVM(OutlierMixin, BaseMKL):
@@ -72,8 +82,8 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
     ----------
     kernels : "auto", "precomputed", str, list or mapping, default="auto"
         The kernel bank, as for :class:`MKLClassifier` but for ``"auto"``: :func:`one_class_kernels`, five
-        Gaussian widths on all standardised features; ``"precomputed"``: ``X`` is (N, N, M) in ``fit``,
-        (N_test, N, M) after.
+        Gaussian widths :math:`s\sqrt d`, :math:`s` = 0.125 … 2, on all standardised features;
+        ``"precomputed"``: ``X`` is (N, N, M) in ``fit``, (N_test, N, M) after.
     nu : float in (0, 1], default=0.5
         The fraction :math:`\nu` of the dual mass: an upper bound on the fraction of training outliers
         (:math:`f < 1`) and a lower bound on the fraction of support vectors (:math:`f \le 1`), as scikit-learn's
