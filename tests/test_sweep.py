@@ -116,6 +116,7 @@ def test_sweep_data_loss_and_engine_axes_form_a_product():
         "dataset": "sonar",
         "loss": "hinge",
         "regularizer": "l1",
+        "weighting": "none",
         "engine": "spicy(tol=0.001, max_iter=100)",
         "bias": "true",
     }
@@ -340,6 +341,35 @@ def test_best_configuration_is_refitted_and_written(tmp_path):
     meta = json.loads((tmp_path / "o" / "sweep.json").read_text())
     assert meta["complete"] is True and meta["best"][0]["C"] == best.C
     assert select_best(sw, rows)[0][2] == best.C
+
+
+def test_weighting_axis_compares_two_stage_methods_with_mkl(tmp_path):
+    """``problem.weighting`` as a list (``null`` for no weighting, a weighting's list-valued parameter too): one
+    grid point per entry, labelled in ``results.csv``; every row of a weighting is its second stage (the uniform
+    regularizer), scored like any other and equal to ``mklkit run`` of that point."""
+    from mklkit import api
+    from mklkit.spec.models import parse_spec
+
+    g = grid(problem={"regularizer": None, "weighting": [None, "average", {"name": "easymkl", "lam": [0.1, 0.9]}]})
+    g["problem"]["C"] = [1.0]
+    sw = parse_sweep(g, file="g.yaml")
+    labels = [(c.labels["weighting"], c.labels["regularizer"]) for c in sw.configs]
+    assert labels == [
+        ("none", "l1"),  # the spec's default regularizer
+        ("average", "uniform"),
+        ("easymkl(lam=0.1)", "uniform"),
+        ("easymkl(lam=0.9)", "uniform"),
+    ]
+    assert ("problem.weighting", g["problem"]["weighting"]) in sw.axes
+    res = run_sweep(sw, tmp_path / "o")
+    rows = read_results(tmp_path / "o" / RESULTS)
+    assert {r["weighting"] for r in rows} == {"none", "average", "easymkl(lam=0.1)", "easymkl(lam=0.9)"}
+    assert all(r["status"] == "converged" and float(r["gap"]) <= 1e-4 for r in rows)
+    assert res.best[0].labels["weighting"] in {r["weighting"] for r in rows}
+    # a row of the sweep is the run of its grid point on that fold's rows: the refit of the best on all rows
+    best = json.loads((tmp_path / "o" / "best" / "summary.json").read_text())
+    spec = parse_spec({k: v for k, v in best["spec"].items() if k != "output"})
+    assert api.run(spec).result.objective == pytest.approx(best["objective"], rel=1e-9)
 
 
 def test_existing_sweep_is_not_overwritten(tmp_path):

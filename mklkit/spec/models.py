@@ -30,12 +30,13 @@ SWEEP_KEYS: tuple[str, ...] = (
     "data.train",
     "problem.loss",
     "problem.regularizer",
+    "problem.weighting",
     "problem.C",
     "problem.bias",
     "engine",
 )
 #: The sweep keys that hold a component (their parameters may be lists).
-SWEEP_COMPONENTS: tuple[str, ...] = ("problem.loss", "problem.regularizer", "engine")
+SWEEP_COMPONENTS: tuple[str, ...] = ("problem.loss", "problem.regularizer", "problem.weighting", "engine")
 
 #: The keys of ``data:`` that ``data.builtin`` excludes: (key, problem, allowed).
 _NOT_WITH_BUILTIN = (

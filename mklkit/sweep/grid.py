@@ -19,7 +19,7 @@ from ..pipeline import CVSettings, Data, PipelineError, fold, make_folds
 from ..solving import RunResult, solve_prepared
 from ..spec import SWEEP_SECTION, Spec, SpecError, apply_overrides, read_spec_file
 from ..spec import sweep_lists, validate_model, validate_spec
-from .results import KEY_COLUMNS
+from .results import CONFIG_COLUMNS
 
 _Error = Callable[..., SpecError]
 
@@ -55,7 +55,8 @@ class Task:
 
     def describe(self) -> str:
         lab = self.labels
-        return f"{lab['dataset']}, {lab['loss']}, {lab['regularizer']}, {lab['engine']}, split {self.split}"
+        weighting = "" if lab["weighting"] == "none" else f", weighting {lab['weighting']}"
+        return f"{lab['dataset']}, {lab['loss']}, {lab['regularizer']}{weighting}, {lab['engine']}, split {self.split}"
 
 
 @dataclass
@@ -191,12 +192,13 @@ def parse_sweep(
         return expand(err, f"problem.{key}", problem[key]) if key in problem else [_MISSING]
 
     losses, regs = axis("loss", _expand_component), axis("regularizer", _expand_component)
+    weightings = axis("weighting", _expand_component)
     biases, Cs_raw = axis("bias", _values), axis("C", _values)
     solvers = _expand_component(err, "engine", raw["engine"]) if "engine" in raw else [_MISSING]
     point = functools.partial(_grid_point, raw, data_key)
-    first = (data_values[0], losses[0], regs[0], biases[0], solvers[0])
+    first = (data_values[0], losses[0], regs[0], weightings[0], biases[0], solvers[0])
     Cs_sorted = _sorted_Cs(err, lambda C: parse(point(*first, C)), Cs_raw, raw)
-    configs = _configs(err, parse, point, axes, data_values, (losses, regs, biases, solvers), Cs_sorted[0])
+    configs = _configs(err, parse, point, axes, data_values, (losses, regs, weightings, biases, solvers), Cs_sorted[0])
     tasks = {c.spec.problem.loss.task for c in configs}
     if len(tasks) > 1:
         raise err(
@@ -210,12 +212,14 @@ def parse_sweep(
     return Sweep(file, folder, tuple(overridden), raw, cv, axes, Cs_sorted, configs, names, output_dir)
 
 
-def _grid_point(raw: dict, data_key: str | None, d: Any, loss: Any, reg: Any, bias: Any, solver: Any, C: Any) -> dict:
+def _grid_point(
+    raw: dict, data_key: str | None, d: Any, loss: Any, reg: Any, weighting: Any, bias: Any, solver: Any, C: Any
+) -> dict:
     """A copy of the spec with one value of every axis (``_MISSING``: the spec's own)."""
     r = copy.deepcopy(raw)
     if data_key is not None:
         r["data"][data_key] = d
-    for key, v in (("loss", loss), ("regularizer", reg), ("bias", bias), ("C", C)):
+    for key, v in (("loss", loss), ("regularizer", reg), ("weighting", weighting), ("bias", bias), ("C", C)):
         if v is not _MISSING:
             r["problem"][key] = copy.deepcopy(v)
     if solver is not _MISSING:
@@ -254,11 +258,11 @@ def _configs(
     configs: list[Config] = []
     seen: set[tuple] = set()
     for di, d in enumerate(data_values):
-        for loss, reg, bias, solver in itertools.product(*lists):
-            r = point(d, loss, reg, bias, solver, C)
+        for loss, reg, weighting, bias, solver in itertools.product(*lists):
+            r = point(d, loss, reg, weighting, bias, solver, C)
             spec = parse(r)
             labels = _labels(spec, r)
-            key = tuple(labels[k] for k in KEY_COLUMNS[:5])
+            key = tuple(labels[k] for k in CONFIG_COLUMNS)
             if key in seen:
                 raise err(
                     axes[0][0] if axes else "problem",
@@ -320,6 +324,9 @@ def _labels(spec: Spec, raw: dict) -> dict[str, str]:
         "dataset": next((str(v) for v in given if v is not None), spec.name),
         "loss": _component_label(spec.problem.loss, problem.get("loss")),
         "regularizer": _component_label(spec.problem.regularizer, problem.get("regularizer")),
+        "weighting": "none"
+        if spec.problem.weighting is None
+        else _component_label(spec.problem.weighting, problem.get("weighting")),
         "engine": _component_label(spec.engine.engine, raw.get("engine")),
         "bias": "true" if spec.problem.bias else "false",
     }

@@ -19,12 +19,15 @@ RESULTS = "results.csv"
 SWEEP_JSON = "sweep.json"
 BEST_DIR = "best"
 
-#: Columns of ``results.csv``; the first seven identify a row.
+#: Columns of ``results.csv``; the first six name a grid point without C (:data:`CONFIG_COLUMNS`), with ``C`` and
+#: ``split`` they identify a row (:data:`KEY_COLUMNS`).
 COLUMNS: tuple[str, ...] = tuple(
-    "dataset loss regularizer engine bias C split status converged objective dual_objective gap iterations "
-    "n_active n_kernels n_train n_val train_accuracy val_accuracy train_rmse val_rmse time_s bank_s warm_start".split()
+    "dataset loss regularizer weighting engine bias C split status converged objective dual_objective gap "
+    "iterations n_active n_kernels n_train n_val train_accuracy val_accuracy train_rmse val_rmse time_s bank_s "
+    "warm_start".split()
 )
-KEY_COLUMNS: tuple[str, ...] = COLUMNS[:7]
+CONFIG_COLUMNS: tuple[str, ...] = COLUMNS[:6]
+KEY_COLUMNS: tuple[str, ...] = COLUMNS[:8]
 #: Columns that depend on the machine, not on the problem.
 TIMING_COLUMNS: tuple[str, ...] = ("time_s", "bank_s")
 
@@ -135,13 +138,13 @@ def select_best(sweep: Sweep, rows: Sequence[Mapping[str, str]]) -> list[tuple[i
     scores: dict[tuple, list[float]] = {}
     for r in rows:
         if r.get(column) not in (None, ""):
-            scores.setdefault(tuple(r[c] for c in KEY_COLUMNS[:6]), []).append(float(r[column]))
+            scores.setdefault(tuple(r[c] for c in CONFIG_COLUMNS + ("C",)), []).append(float(r[column]))
     out = []
     for di in range(len(sweep.data_values)):
         best = None
         for c in (c for c in sweep.configs if c.data_index == di):
             for C in sweep.Cs:
-                vals = scores.get(tuple(c.labels[k] for k in KEY_COLUMNS[:5]) + (csv_cell(C),))
+                vals = scores.get(tuple(c.labels[k] for k in CONFIG_COLUMNS) + (csv_cell(C),))
                 mean = float(np.mean(np.asarray(vals))) if vals else math.nan
                 if math.isfinite(mean) and (best is None or sign * mean > sign * best[3]):
                     best = (di, c, C, mean, float(np.std(np.asarray(vals))), len(vals))
