@@ -267,7 +267,8 @@ class MulticlassRunResult:
             "kernel_weights": records,
         }
         shared = {k: own[0][k] for k in f"{copied} mklkit_version versions".split()}
-        return {**out, **shared, "loss": "multinomial", "created": self.created}
+        loss = self.spec.problem.multiclass_loss
+        return {**out, **shared, "loss": "multinomial" if loss is None else loss.name, "created": self.created}
 
     def write(self, out_dir: str | os.PathLike[str] | None = None, force: bool = False) -> dict[str, Path]:
         """Write a run directory per problem and the top-level ``summary.json`` (:func:`mklkit.io.write_multiclass_run`)."""
@@ -328,11 +329,11 @@ def _solve_joint(
     spec, data, tasks = prepared.spec, prepared.data, prepared.tasks
     assert spec is not None and tasks is not None and prepared.problem is not None and data.classes is not None
     spec, tol, max_iter = _joint_engine(spec)
-    loss = joint_loss(spec.problem.loss)
+    loss = joint_loss(spec.problem.multiclass_loss or spec.problem.loss)
     base, _ = joint_base(prepared.problem)
     codes, n = class_codes(tasks), len(data.classes)
     t0 = time.perf_counter()
-    with announce_compilation(components("multinomial", spec.problem.regularizer.name, "joint"), warn=warn_compilation):
+    with announce_compilation(components(loss.name, spec.problem.regularizer.name, "joint"), warn=warn_compilation):
         result, path, C = fit_joint(
             base,
             codes,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from .components.elasticnet import L1, ElasticNet, Uniform
 from .components.kl import KL
 from .components.losses import BUILTIN_LOSSES
+from .components.multiclass import BUILTIN_MULTICLASS_LOSSES
 from .components.lq import Lq
 from .engines.bcd import BCD
 from .engines.dual_cd import DualCD
@@ -28,9 +29,9 @@ BUILTIN_REGULARIZERS = (L1, ElasticNet, Lq, Uniform, KL)
 @hookimpl
 def mklkit_register_components(register: RegisterFn) -> None:
     """Register the built-in losses, regularizers, kernel functions, engines (``auto``
-    is the pipeline's: :mod:`mklkit.pipeline.choose`) and weightings."""
+    is the pipeline's: :mod:`mklkit.pipeline.choose`), weightings and the multiclass losses of the joint problem."""
     kernel_functions = (*BUILTIN_KERNEL_FUNCTIONS, *BOOLEAN_KERNEL_FUNCTIONS, *STRING_KERNEL_FUNCTIONS)
     for cls in (*BUILTIN_LOSSES, *BUILTIN_REGULARIZERS, *kernel_functions, Spicy, Proximal, Auto, BCD, DualCD):
         register(cls)
-    for cls in BUILTIN_WEIGHTINGS:
+    for cls in (*BUILTIN_WEIGHTINGS, *BUILTIN_MULTICLASS_LOSSES):
         register(cls)

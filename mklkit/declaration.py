@@ -13,7 +13,7 @@ from typing import Any
 from .components.params import Param, ParamError
 
 #: Component kinds, in listing order.
-KINDS: tuple[str, ...] = ("loss", "regularizer", "kernel", "engine", "weighting")
+KINDS: tuple[str, ...] = ("loss", "regularizer", "kernel", "engine", "weighting", "multiclass_loss")
 
 _NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*")
 
@@ -39,6 +39,10 @@ def base_class(kind: str) -> type:
         from .weighting.base import Weighting
 
         return Weighting
+    if kind == "multiclass_loss":
+        from .components.multiclass import MulticlassLoss
+
+        return MulticlassLoss
     from .kernels.functions import KernelFunction
 
     return KernelFunction
@@ -50,6 +54,7 @@ _GROUPS = {
     "constrained": ("the constrained form (SpicyMKL eq. 33)", "(y, u, ut, params)"),
     "regularizer": ("a regularizer", "(x, C, params); weight and penalty (x, params)"),
     "bregman": ("a Bregman form", "(d, params); bregman_d0 (params)"),
+    "multiclass_loss": ("a multiclass loss", "(y, F, params): class indices, outputs (N, K)"),
 }
 
 
@@ -58,9 +63,11 @@ def _kernel_groups(cls: type) -> dict[str, tuple[tuple[str, ...], tuple[str, ...
     constrained form (also required by ``smooth_conjugate=False``) and a regularizer's Bregman form are
     all or nothing."""
     kind = getattr(cls, "kind", None)
-    base = base_class(kind) if kind in ("loss", "regularizer") else None
+    base = base_class(kind) if kind in ("loss", "regularizer", "multiclass_loss") else None
     if base is None or not issubclass(cls, base):
         return {}
+    if kind == "multiclass_loss":
+        return {"multiclass_loss": (base.KERNELS, base.KERNELS)}
     if kind == "loss":
         groups = {"loss": (base.KERNELS, base.REQUIRED_KERNELS)}
         cons = base.CONSTRAINED_KERNELS
@@ -285,8 +292,10 @@ def declaration_problems(component: Any, kind: str | None = None) -> list[str]:
         problems += _engine_problems(cls)
     elif kind == "weighting":
         problems += _weighting_problems(cls)
+    elif kind == "multiclass_loss":
+        problems += _flag_problems(cls if obj is None else obj, ("smooth_primal", "has_proba"), obj is None)
     else:
         problems += _kernel_function_problems(cls, base)
-    if obj is not None and kind in ("loss", "regularizer", "weighting"):
+    if obj is not None and kind in ("loss", "regularizer", "weighting", "multiclass_loss"):
         problems += _instance_problems(obj)
     return problems

@@ -271,6 +271,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("mklkit.declaration", "mklkit.engines.base"): "numba when checking",
     ("mklkit.declaration", "mklkit.kernels.functions"): "numba when checking",
     ("mklkit.declaration", "mklkit.weighting.base"): "numba when checking",
+    ("mklkit.declaration", "mklkit.components.multiclass"): "numba when checking",
     # an optional dependency: the conic reference needs cvxpy
     ("mklkit.testing._engine_checks", "mklkit.testing.conic"): "cvxpy",
     # the jitted loops of bcd are compiled (or loaded from numba's cache) when bcd first solves

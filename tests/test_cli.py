@@ -485,7 +485,7 @@ def test_check_plugin_unknown_and_ok(capsys):
     code, _, err = run_cli(["check-plugin", "widget:hinge"], capsys)
     assert_user_error(code, err, "unknown component kind 'widget'", "loss")
     code, _, err = run_cli(["check-plugin", "kernel:rbf"], capsys)  # engines: tests/test_check_plugin_engine.py
-    assert_user_error(code, err, "kernel 'rbf'", "losses, regularizers, engines and weightings")
+    assert_user_error(code, err, "kernel 'rbf'", "losses, regularizers, engines, weightings and multiclass losses")
     code, out, err = run_cli(["check-plugin", "loss:logistic"], capsys)
     assert code == 0, err
     assert "logistic" in out and "OK" in out

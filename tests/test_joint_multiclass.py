@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
+from mklkit.components.base import kernel
 from mklkit.components.elasticnet import L1, ElasticNet, Uniform
 from mklkit.components.losses import Logistic
 from mklkit.components.multiclass import Multinomial, simplex_transport
@@ -487,3 +488,75 @@ def test_estimator_crammer_singer():
     with pytest.raises(ParamError) as exc:
         MKLClassifier(multiclass="joint", loss="weston_watkins").fit(X, y)
     assert exc.value.key == "loss" and "crammer_singer" in exc.value.allowed
+
+
+class _HalfGradient(Multinomial):
+    """The multinomial loss with half its gradient (a wrong kernel)."""
+
+    name = "half_gradient"
+
+    @kernel
+    def grad(y, F, params):
+        N, K = F.shape
+        out = np.empty((N, K))
+        for i in range(N):
+            s = 0.0
+            for k in range(K):
+                s += np.exp(F[i, k])
+            for k in range(K):
+                out[i, k] = 0.5 * np.exp(F[i, k]) / s
+            out[i, int(y[i])] -= 0.5
+        return out
+
+
+class _Understated(Multinomial):
+    """The multinomial loss claiming a curvature bound below its own."""
+
+    name = "understated"
+
+    def grad_lipschitz(self):
+        return 0.01
+
+
+class _WrongOffset(Multinomial):
+    """The multinomial loss with a wrong optimal offset."""
+
+    name = "wrong_offset"
+
+    def optimal_offset(self, y, w, n_classes):
+        return np.arange(n_classes, dtype=np.float64)
+
+
+def test_the_multiclass_loss_kit_passes_the_built_ins_and_finds_broken_ones():
+    """``check_component`` on a multiclass loss: the built-ins pass; a wrong gradient, an understated curvature
+    bound and a wrong optimal offset each fail their identity (a wrong gradient also breaks Fenchel-Young)."""
+    from mklkit.components.multiclass import CrammerSinger
+    from mklkit.testing import check_component
+
+    for cls in (Multinomial, CrammerSinger):
+        report = check_component(cls)
+        assert report.ok, str(report)
+    for cls, identities in (
+        (_HalfGradient, {"gradient", "fenchel_young"}),
+        (_Understated, {"lipschitz"}),
+        (_WrongOffset, {"offset"}),
+    ):
+        report = check_component(cls)
+        assert {c.identity for c in report.failures} == identities, str(report)
+
+
+def test_a_plugin_multiclass_loss_is_used_by_name():
+    """A multiclass loss registered by a plugin is named like a built-in (the estimator's ``loss``)."""
+    from mklkit import MKLClassifier
+    from mklkit.components.multiclass import CrammerSinger
+    from mklkit.testing import registered
+
+    class Wide(CrammerSinger):
+        name = "wide_hinge"
+        description = "the smoothed multiclass hinge at a wide smoothing"
+
+    X, y = _three_classes()
+    with registered(Wide):
+        est = MKLClassifier(loss={"name": "wide_hinge", "smoothing": 1.0}, C=0.05, tol=1e-6).fit(X, y)
+    assert est.loss_.name == "wide_hinge" and est.loss_.param_vector[0] == 1.0
+    assert est.kernel_weights_.shape == (len(est.kernel_names_),) and est.dual_gap_ <= 1e-6

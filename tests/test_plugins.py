@@ -457,7 +457,7 @@ VALIDATION_CASES = [
     (FakeHinge(), r"register\(\) takes a component class; got FakeHinge\(\)"),
     (
         _subclass(Loss, kind="losss"),
-        r"kind must be one of 'loss', 'regularizer', 'kernel', 'engine', 'weighting'; got 'losss'",
+        r"kind must be one of 'loss', 'regularizer', 'kernel', 'engine', 'weighting', 'multiclass_loss'; got 'losss'",
     ),
     (NotAComponent, r"loss .*NotAComponent must be a subclass of mklkit.components.base.Loss"),
     (_subclass(Loss, name=""), r"lacks 'name' \(a non-empty string\)"),

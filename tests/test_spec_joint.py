@@ -87,6 +87,22 @@ def test_spec_joint_is_the_estimators_joint_fit(tmp_path, wine_std, C):
     assert s["test_accuracy"] >= 0.9
 
 
+def test_spec_joint_with_the_smoothed_multiclass_hinge(tmp_path, wine_std):
+    """``loss: {name: crammer_singer, smoothing: ...}`` with ``multiclass: joint``: the estimator's fit with that
+    loss (a registered multiclass loss named in the spec), reported in ``summary.json``."""
+    loss = {"name": "crammer_singer", "smoothing": 0.2}
+    res = run(_spec(tmp_path, wine_std, {"C": 0.5, "loss": loss}))
+    X_tr, _, y_tr, _ = wine_std
+    est = MKLClassifier(BANK, loss=loss, regularizer=REG, C=0.5, tol=TOL, normalize="none", standardize=False).fit(
+        X_tr, y_tr
+    )
+    s = res.summary()
+    assert s["loss"] == "crammer_singer" and s["duality_gap"] <= TOL
+    assert res.spec.problem.multiclass_loss.get_params() == {"smoothing": 0.2}
+    np.testing.assert_allclose([k["weight"] for k in s["kernel_weights"]], est.kernel_weights_, atol=1e-6)
+    np.testing.assert_allclose(res.joint.objective, est.result_[0].objective, rtol=1e-9)
+
+
 def test_spec_joint_path_chooses_the_estimators_C(tmp_path, wine_std):
     """``problem.C: path``: the held-out choice of the joint problem, as the estimator's ``C="path"``."""
     res = run(_spec(tmp_path, wine_std, {"C": "path"}, {"name": "auto"}))
@@ -112,7 +128,8 @@ def test_spec_joint_two_classes_is_the_binary_problem(tmp_path, wine_std):
 @pytest.mark.parametrize(
     "problem, engine, key, value, allowed",
     [
-        ({"loss": "hinge"}, None, "problem.loss", "hinge", "multinomial"),
+        ({"loss": "hinge"}, None, "problem.loss", "hinge", "crammer_singer"),
+        ({"loss": {"name": "crammer_singer", "smoothing": -1}}, None, "problem.multiclass_loss.smoothing", -1, "> 0"),
         ({}, {"name": "spicy"}, "engine.name", "spicy", "auto"),
         ({"weighting": "alignf"}, None, "problem.weighting", "alignf", "ovr or ovo"),
     ],

@@ -9,9 +9,9 @@ from typing import Any, Sequence
 from .errors import EXIT_OK, EXIT_USAGE, UsageError
 from .output import err, out, plural
 
-#: Component kinds ``mklkit check-plugin`` checks: losses, regularizers and weightings by
+#: Component kinds ``mklkit check-plugin`` checks: losses, regularizers, weightings and multiclass losses by
 #: ``mklkit.testing.check_component``, engines by ``mklkit.testing.check_engine``.
-CHECKABLE_KINDS = ("loss", "regularizer", "engine", "weighting")
+CHECKABLE_KINDS = ("loss", "regularizer", "engine", "weighting", "multiclass_loss")
 _CHECK = "mklkit check-plugin"
 
 
@@ -114,8 +114,9 @@ def cmd_check_plugin(args: argparse.Namespace) -> int:
     if not checkable:
         what = ", ".join(f"{r.kind} {r.name!r}" for r in skipped)
         raise UsageError(
-            f"{_CHECK}: the conformance kits check losses, regularizers, engines and weightings; got {what}; "
-            "allowed: a loss, regularizer, engine or weighting name, e.g. engine:spicy (see 'mklkit plugins')"
+            f"{_CHECK}: the conformance kits check losses, regularizers, engines, weightings and multiclass losses; "
+            f"got {what}; allowed: a loss, regularizer, engine, weighting or multiclass_loss name, e.g. "
+            "engine:spicy (see 'mklkit plugins')"
         )
     given = _given_params(args.params, checkable)
     failed = total = 0

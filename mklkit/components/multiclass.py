@@ -359,7 +359,8 @@ class CrammerSinger(MulticlassLoss):
             F = np.ascontiguousarray(np.tile(b, (N, 1)))
             return float(w @ self.jit.value(y, F, p)), (w[:, None] * self.jit.grad(y, F, p)).sum(axis=0)
 
-        res = minimize(value_grad, np.zeros(n_classes), jac=True, method="L-BFGS-B", options={"gtol": 1e-12})
+        opts = {"gtol": 1e-12, "ftol": 0.0, "maxiter": 1000}
+        res = minimize(value_grad, np.zeros(n_classes), jac=True, method="L-BFGS-B", options=opts)
         b = np.asarray(res.x, dtype=np.float64)
         return b - b.mean()
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..components.params import ParamError
+from ..plugins import get_registry
 from .heldout import HeldoutPath, PathSettings, _Walk, prior_path, uses_path
 from .heldout_rows import HeldoutRows, effective_size, split_rows
 from .problem_settings import MULTINOMIAL_NAMES
@@ -25,26 +26,29 @@ JOINT_MAX_ITER = 10000
 
 
 def joint_loss(spec: Any, owner: str = "") -> Any:
-    """The multiclass loss of ``spec``: ``"logistic"``/``"multinomial"`` (or a mapping naming one) are the
-    multinomial loss, ``"crammer_singer"`` (or ``{"name": "crammer_singer", "smoothing": ...}``) the smoothed
-    multiclass hinge, a :class:`~mklkit.components.multiclass.MulticlassLoss` instance is itself;
+    """The multiclass loss of ``spec``: ``"logistic"`` (or a mapping naming it) is the multinomial loss, the name
+    of a registered ``multiclass_loss`` (``"multinomial"``, ``"crammer_singer"``, a plugin's; or a mapping with
+    its parameters) that loss, a :class:`~mklkit.components.multiclass.MulticlassLoss` instance itself;
     :class:`~mklkit.components.params.ParamError` naming ``loss`` otherwise."""
-    from ..components.multiclass import BUILTIN_MULTICLASS_LOSSES, MulticlassLoss, Multinomial
+    from ..components.multiclass import MulticlassLoss
 
     if isinstance(spec, MulticlassLoss):
         return spec
     name = spec.get("name") if isinstance(spec, dict) else getattr(spec, "name", spec)
     if isinstance(name, str) and name in MULTINOMIAL_NAMES:
-        return Multinomial()
-    builtin = {cls.name: cls for cls in BUILTIN_MULTICLASS_LOSSES}
-    if isinstance(name, str) and name in builtin and isinstance(spec, (str, dict)):
-        params = {k: v for k, v in spec.items() if k != "name"} if isinstance(spec, dict) else {}
-        return builtin[name](**params)
+        spec, name = MULTINOMIAL_NAMES[1], MULTINOMIAL_NAMES[1]
+    reg = get_registry()
+    names = [r.name for r in reg.registrations("multiclass_loss")]
+    if isinstance(name, str) and name in names and isinstance(spec, (str, dict)):
+        try:
+            return reg.create("multiclass_loss", spec)
+        except ParamError as exc:
+            raise ParamError(exc.key, exc.value, exc.allowed, owner=owner) from None
     raise ParamError(
         "loss",
         name if isinstance(name, str) else spec,
-        "'logistic' or 'multinomial' (the multinomial loss), 'crammer_singer' (the smoothed multiclass hinge), "
-        "or a MulticlassLoss instance, with multiclass='joint'",
+        f"'logistic' (the multinomial loss) or a multiclass loss ({', '.join(map(repr, names))}), or a "
+        "MulticlassLoss instance, with multiclass='joint'",
         owner=owner,
     )
 

@@ -97,6 +97,7 @@ LossField = _component_type("loss")
 RegularizerField = _component_type("regularizer")
 EngineField = _component_type("engine", DEFAULTS["engine.name"])
 WeightingField = _component_type("weighting")
+MulticlassLossField = _component_type("multiclass_loss")
 #: The regularizer of a two-stage method's second stage (:mod:`mklkit.pipeline.weighting`).
 SECOND_STAGE_REGULARIZER = "uniform"
 
@@ -189,6 +190,9 @@ class ProblemSettings(Settings):
         "with the one_class loss and the l1 regularizer: the fraction nu in (0, 1] to reach (C is found for it; "
         "docs/one_class.md)"
     )
+    multiclass_loss: MulticlassLossField = absent(
+        "with multiclass joint: the multiclass loss (set from problem.loss when it names one; docs/multiclass.md)"
+    )
     multiclass: Literal["ovr", "ovo", "joint"] = Field(
         DEFAULTS["problem.multiclass"],
         exclude_if=lambda v: v == "ovr",
@@ -201,15 +205,16 @@ class ProblemSettings(Settings):
 
     @model_validator(mode="before")
     @classmethod
-    def _multinomial_name(cls, data: Any) -> Any:
-        """With ``multiclass: joint`` the loss ``multinomial`` is read as ``logistic``: the binary problems of the
-        bank (and a target of two classes) take the logistic loss, the joint problem the multinomial one."""
+    def _multiclass_loss(cls, data: Any) -> Any:
+        """With ``multiclass: joint`` a loss naming a registered multiclass loss (``multinomial``,
+        ``crammer_singer``, a plugin's) is the joint problem's (``multiclass_loss``), and the binary problems of
+        the bank (and a target of two classes) take the logistic loss."""
         if not isinstance(data, Mapping) or data.get("multiclass") != "joint":
             return data
         loss = data.get("loss")
         name = loss.get("name") if isinstance(loss, Mapping) else loss
-        if name == MULTINOMIAL_NAMES[1]:
-            return {**data, "loss": MULTINOMIAL_NAMES[0]}
+        if isinstance(name, str) and name in {r.name for r in get_registry().registrations("multiclass_loss")}:
+            return {**data, "loss": MULTINOMIAL_NAMES[0], "multiclass_loss": loss}
         return data
 
     @model_validator(mode="after")
@@ -218,11 +223,12 @@ class ProblemSettings(Settings):
         if self.multiclass != "joint":
             return self
         if self.loss.name not in MULTINOMIAL_NAMES:
+            names = ", ".join(r.name for r in get_registry().registrations("multiclass_loss"))
             raise PipelineError(
                 "loss",
-                "problem.multiclass: joint solves one problem with the multinomial loss",
+                "problem.multiclass: joint solves one problem with a multiclass loss",
                 self.loss.name,
-                "logistic or multinomial (the multinomial loss) with problem.multiclass: joint",
+                f"logistic (the multinomial loss) or a multiclass loss ({names}) with problem.multiclass: joint",
             )
         if self.weighting is not None:
             raise PipelineError(

@@ -18,6 +18,7 @@ from ..components.params import Param, ParamError, UnknownParamError
 from ._report import CheckResult, ConformanceReport, _assert_ok
 from .losses import check_loss
 from .regularizers import check_regularizer
+from .multiclass_losses import MULTICLASS_LOSS_IDENTITIES, check_multiclass_loss
 from .weightings import WEIGHTING_IDENTITIES, check_weighting
 
 __all__ = [
@@ -27,6 +28,8 @@ __all__ = [
     "check_loss",
     "check_regularizer",
     "check_weighting",
+    "check_multiclass_loss",
+    "MULTICLASS_LOSS_IDENTITIES",
     "WEIGHTING_IDENTITIES",
     "assert_conforms",
     "check_parameter_points",
@@ -56,7 +59,8 @@ REGULARIZER_IDENTITIES: tuple[str, ...] = tuple(
 def check_component(
     component: Any, *, n_points: int = 64, seed: int = 0, rtol: float = 1e-6, atol: float = 1e-8
 ) -> ConformanceReport:
-    """Check a loss, regularizer or weighting against its contract (a weighting: :func:`check_weighting`, its
+    """Check a loss, regularizer, weighting or multiclass loss against its contract (a multiclass loss:
+    :func:`check_multiclass_loss`; a weighting: :func:`check_weighting`, its
     weights compared to the relative tolerance ``rtol``).
 
     Parameters
@@ -83,13 +87,15 @@ def check_component(
     if isinstance(component, type):
         component = component()
     kind = getattr(component, "kind", None)
-    if kind not in ("loss", "regularizer", "weighting"):
+    if kind not in ("loss", "regularizer", "weighting", "multiclass_loss"):
         raise TypeError(
-            f"check_component needs a loss, a regularizer or a weighting (kind 'loss', 'regularizer' or "
-            f"'weighting'); got {type(component).__name__} with kind {kind!r}"
+            f"check_component needs a loss, a regularizer, a weighting or a multiclass loss (kind 'loss', "
+            f"'regularizer', 'weighting' or 'multiclass_loss'); got {type(component).__name__} with kind {kind!r}"
         )
     if kind == "weighting":
         return check_weighting(component, seed=seed, wtol=rtol)
+    if kind == "multiclass_loss":
+        return check_multiclass_loss(component, n_points=n_points, seed=seed, rtol=rtol, atol=atol)
     check = check_loss if kind == "loss" else check_regularizer
     return check(component, n_points=n_points, seed=seed, rtol=rtol, atol=atol)
 
