@@ -142,6 +142,24 @@ class MulticlassLoss(Component):
         return NotImplemented
 
 
+@njit(cache=True)
+def _shifted_simplex_point(y, U, i):
+    r"""Row ``i``'s :math:`q = U_i + e_{y_i}` when it lies in the simplex :math:`\Delta_K` (entries >= -1e-12,
+    sum within 1e-9 of 1: the domain of the conjugates of the multinomial and Crammer–Singer losses), else an
+    empty array."""
+    K = U.shape[1]
+    q = np.empty(K)
+    total = 0.0
+    for k in range(K):
+        q[k] = U[i, k] + (1.0 if k == int(y[i]) else 0.0)
+        if q[k] < -1e-12:
+            return np.empty(0)
+        total += q[k]
+    if abs(total - 1.0) > 1e-9:
+        return np.empty(0)
+    return q
+
+
 def softmax(F: np.ndarray) -> np.ndarray:
     """Row-wise softmax, computed stably."""
     Z = F - F.max(axis=1, keepdims=True)
@@ -197,25 +215,18 @@ class Multinomial(MulticlassLoss):
 
     @kernel
     def conj(y, U, params):
-        N, K = U.shape
+        N = U.shape[0]
         out = np.empty(N)
-        tol = 1e-12
         for i in range(N):
-            total = 0.0
-            val = 0.0
-            ok = True
-            for k in range(K):
-                q = U[i, k] + (1.0 if k == int(y[i]) else 0.0)
-                if q < -tol:
-                    ok = False
-                    break
-                total += q
-                if q > 0.0:
-                    val += q * math.log(q)
-            if not ok or abs(total - 1.0) > 1e-9:
+            q = _shifted_simplex_point(y, U, i)
+            if q.size == 0:
                 out[i] = INF
-            else:
-                out[i] = val
+                continue
+            val = 0.0
+            for k in range(q.size):
+                if q[k] > 0.0:
+                    val += q[k] * math.log(q[k])
+            out[i] = val
         return out
 
     def grad_lipschitz(self) -> float:
@@ -316,28 +327,15 @@ class CrammerSinger(MulticlassLoss):
     @kernel
     def conj(y, U, params):
         gamma = params[0]
-        N, K = U.shape
+        N = U.shape[0]
         out = np.empty(N)
-        tol = 1e-12
         for i in range(N):
-            total = 0.0
-            sq = 0.0
-            lin = 0.0
-            ok = True
-            for k in range(K):
-                is_y = k == int(y[i])
-                q = U[i, k] + (1.0 if is_y else 0.0)
-                if q < -tol:
-                    ok = False
-                    break
-                total += q
-                sq += q * q
-                if not is_y:
-                    lin += U[i, k]
-            if not ok or abs(total - 1.0) > 1e-9:
+            q = _shifted_simplex_point(y, U, i)
+            if q.size == 0:
                 out[i] = INF
-            else:
-                out[i] = -lin + 0.5 * gamma * sq
+                continue
+            # -<U, 1 - e_y> = -(sum of q off the label's entry), on the simplex
+            out[i] = -(np.sum(q) - q[int(y[i])]) + 0.5 * gamma * np.dot(q, q)
         return out
 
     def grad_lipschitz(self) -> float:
