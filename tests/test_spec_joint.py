@@ -129,7 +129,7 @@ def test_spec_joint_two_classes_is_the_binary_problem(tmp_path, wine_std):
     "problem, engine, key, value, allowed",
     [
         ({"loss": "hinge"}, None, "problem.loss", "hinge", "crammer_singer"),
-        ({"loss": {"name": "crammer_singer", "smoothing": -1}}, None, "problem.multiclass_loss.smoothing", -1, "> 0"),
+        ({"loss": {"name": "crammer_singer", "smoothing": -1}}, None, "problem.loss.smoothing", -1, "> 0"),
         ({}, {"name": "spicy"}, "engine.name", "spicy", "auto"),
         ({"weighting": "alignf"}, None, "problem.weighting", "alignf", "ovr or ovo"),
     ],

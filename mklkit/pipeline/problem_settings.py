@@ -214,7 +214,12 @@ class ProblemSettings(Settings):
         loss = data.get("loss")
         name = loss.get("name") if isinstance(loss, Mapping) else loss
         if isinstance(name, str) and name in {r.name for r in get_registry().registrations("multiclass_loss")}:
-            return {**data, "loss": MULTINOMIAL_NAMES[0], "multiclass_loss": loss}
+            try:  # its parameters are checked here, so that an error names the key as written: problem.loss
+                made = _component("multiclass_loss")(loss)
+            except PipelineError as e:
+                value = e.value if e.has_value else PipelineError.NO_VALUE
+                raise PipelineError(f"loss.{e.key}" if e.key else "loss", e.problem, value, e.allowed) from None
+            return {**data, "loss": MULTINOMIAL_NAMES[0], "multiclass_loss": made}
         return data
 
     @model_validator(mode="after")
