@@ -77,4 +77,4 @@ def test_engine_errors_name_what_is_allowed(capsys):
     # kernels have no conformance kit
     code = main(["check-plugin", "kernel:rbf"])
     line = one_line_error(code, capsys.readouterr().err)
-    assert "kernel 'rbf'" in line and "allowed: a loss, regularizer, engine or weighting name" in line
+    assert "kernel 'rbf'" in line and "allowed: a loss, regularizer, engine, weighting or multiclass_loss name" in line

@@ -249,7 +249,7 @@ def test_report_lookup_by_identity():
 
 @pytest.mark.parametrize("thing", [object(), 3.0, "hinge"])
 def test_check_component_rejects_non_components(thing):
-    with pytest.raises(TypeError, match="needs a loss, a regularizer or a weighting"):
+    with pytest.raises(TypeError, match="needs a loss, a regularizer, a weighting or a multiclass loss"):
         check_component(thing)
 
 
