@@ -399,25 +399,31 @@ def test_method_is_checked():
     assert err.value.key == "method" and "bcd" in err.value.allowed
 
 
-def test_block_spectral_norms():
-    """The blocks' squared spectral norms, small (Gram) and large (svds) blocks, dense and CSR, from above by
-    at most 1e-9 relative; the block arrays' own when those exist."""
+def test_block_spectral_bounds():
+    """The blocks' curvature bounds: above the squared spectral norm and within 25 % of it, for small blocks
+    (Gram matrix: Gershgorin or the eigenvalue) and large ones (svds), dense and CSR; the block arrays' own
+    exact norms when those exist; the exact norm by ``spectral_sq``."""
     import scipy.sparse as sps
 
     from mklkit.kernels.factor import FactorBank
-    from mklkit.kernels.factor_arrays import SPECTRAL_GRAM_RANK, block_spectral_sq, factor_arrays
+    from mklkit.kernels.factor_arrays import SPECTRAL_GRAM_WORK, block_spectral_bounds, factor_arrays, spectral_sq
 
     rng = np.random.default_rng(0)
-    ranks = (3, SPECTRAL_GRAM_RANK + 20)
-    LT = rng.normal(size=(sum(ranks), 150))
-    starts = np.array([0, ranks[0], sum(ranks)])
+    N = 150
+    big = int(np.sqrt(SPECTRAL_GRAM_WORK / N)) + 10  # past the Gram route: svds
+    positive = np.abs(rng.normal(size=(3, N)))  # a near rank-1 Gram: Gershgorin is tight
+    LT = np.vstack([positive, rng.normal(size=(20, N)), rng.normal(size=(big, N))])
+    starts = np.array([0, 3, 23, 23 + big])
     exact = np.array([np.linalg.norm(LT[a:b], 2) ** 2 for a, b in zip(starts[:-1], starts[1:])])
     for stored in (LT, sps.csr_matrix(LT)):
-        got = block_spectral_sq(FactorBank(stored, starts))
-        assert np.all(got >= exact) and np.allclose(got, exact, rtol=1e-9, atol=0.0)
+        bank = FactorBank(stored, starts)
+        got = block_spectral_bounds(bank)
+        assert np.all(got >= exact) and np.all(got <= 1.25 * exact * (1 + 1e-9))
+        assert got[0] > exact[0] * (1 + 1e-6) and got[1] == pytest.approx(exact[1], rel=1e-9)  # Gershgorin; eigh
+        assert [spectral_sq(bank.block(m)) for m in range(3)] == pytest.approx(exact, rel=1e-9)
     bank = FactorBank(LT, starts)
     arrays = factor_arrays(bank)
-    assert block_spectral_sq(bank) is arrays.lip
+    assert block_spectral_bounds(bank) is arrays.lip
 
 
 def test_crammer_singer_kernels():

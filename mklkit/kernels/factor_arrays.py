@@ -7,6 +7,7 @@ their eigendecompositions, a sparse bank's entries sample by sample, and :func:`
 from __future__ import annotations
 
 import functools
+import math
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
@@ -140,18 +141,54 @@ SPECTRAL_GRAM_WORK = 4_000_000
 
 def spectral_sq(B: Any) -> float:
     r""":math:`\|L_m\|_2^2` of a block :math:`B = L_m^\top` (r, N), dense or sparse, rounded up by a relative
-    1e-10: the largest eigenvalue of :math:`BB^\top` for r <= :data:`SPECTRAL_GRAM_RANK`, else ``svds``."""
+    1e-10: the largest eigenvalue of :math:`BB^\top` for small blocks (:data:`SPECTRAL_GRAM_RANK`,
+    :data:`SPECTRAL_GRAM_WORK`), else ``svds``."""
     r = int(B.shape[0])
     if r == 0:
         return 0.0
-    if r <= SPECTRAL_GRAM_RANK:
-        G = B @ B.T
-        G = np.asarray(G.toarray() if sp.issparse(G) else G, dtype=np.float64)
-        top = float(np.linalg.eigvalsh(0.5 * (G + G.T))[-1])
+    if _gram_sized(B):
+        top = float(np.linalg.eigvalsh(_gram(B))[-1])
     else:
         op = spla.aslinearoperator(B.T if sp.issparse(B) else np.asarray(B).T)
         top = float(spla.svds(op, k=1, tol=1e-10, return_singular_vectors=False)[0]) ** 2
     return max(top, 0.0) * (1.0 + 1e-10)
+
+
+#: :func:`spectral_bound` takes the Gershgorin bound when it is within this factor of a lower bound.
+GERSHGORIN_SLACK = 1.25
+
+
+def spectral_bound(B: Any) -> float:
+    r"""An upper bound of :math:`\|L_m\|_2^2` within :data:`GERSHGORIN_SLACK` of it: for a small block the
+    largest absolute row sum of :math:`G = BB^\top` (Gershgorin) when it is within that factor of the Rayleigh
+    quotient of three power steps (a lower bound), else :func:`spectral_sq`, which also serves larger blocks."""
+    if int(B.shape[0]) == 0 or not _gram_sized(B):
+        return spectral_sq(B)
+    G = _gram(B)
+    upper = float(np.max(np.sum(np.abs(G), axis=1)))
+    x = np.full(G.shape[0], 1.0 / math.sqrt(G.shape[0]))
+    for _ in range(3):
+        y = G @ x
+        n = float(np.linalg.norm(y))
+        if not n > 0.0:
+            return spectral_sq(B)
+        x = y / n
+    lower = float(x @ (G @ x))
+    if upper <= GERSHGORIN_SLACK * lower:
+        return upper * (1.0 + 1e-10)
+    return max(float(np.linalg.eigvalsh(G)[-1]), 0.0) * (1.0 + 1e-10)
+
+
+def _gram_sized(B: Any) -> bool:
+    r = int(B.shape[0])
+    return r <= SPECTRAL_GRAM_RANK or r * r * int(B.shape[1]) <= SPECTRAL_GRAM_WORK
+
+
+def _gram(B: Any) -> np.ndarray:
+    """:math:`BB^\top` as a dense symmetric array."""
+    G = B @ B.T
+    G = np.asarray(G.toarray() if sp.issparse(G) else G, dtype=np.float64)
+    return 0.5 * (G + G.T)
 
 
 class per_bank(Generic[T]):
@@ -179,14 +216,15 @@ def factor_arrays(bank: FactorBank) -> FactorArrays:
 
 
 @per_bank
-def block_spectral_sq(bank: FactorBank) -> np.ndarray:
-    r""":math:`\|L_m\|_2^2` of every block (:func:`spectral_sq`; the :class:`FactorArrays`' ``lip`` when
-    those are made already), kept while the bank lives: what a block method needs without the Gram
-    matrices and eigendecompositions of :class:`FactorArrays`."""
+def block_spectral_bounds(bank: FactorBank) -> np.ndarray:
+    r"""Upper bounds of :math:`\|L_m\|_2^2` of every block within :data:`GERSHGORIN_SLACK` of them
+    (:func:`spectral_bound`; the :class:`FactorArrays`' exact ``lip`` when those are made already), kept while
+    the bank lives: the curvatures a block method needs, without the Gram matrices and eigendecompositions of
+    :class:`FactorArrays`."""
     made = factor_arrays.existing(bank)
     if made is not None:
         return made.lip
-    return np.array([spectral_sq(bank.block(m)) for m in range(bank.shape[0])])
+    return np.array([spectral_bound(bank.block(m)) for m in range(bank.shape[0])])
 
 
 def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:

@@ -8,7 +8,8 @@ problem is a group lasso with K outputs,
     F = \sum_m L_m\beta_m + \mathbf 1b^\top .
 
 A sweep visits the blocks in turn.  With :math:`G` the loss gradient at the current outputs and
-:math:`\lambda_m = \ell\,\max_iw_i\,\|L_m\|_2^2` (:math:`\ell` the loss's curvature bound,
+:math:`\lambda_m = \ell\,\max_iw_i\,\|L_m\|_2^2` (or an upper bound of it within 25 %:
+:func:`~mklkit.kernels.factor_arrays.block_spectral_bounds`) (:math:`\ell` the loss's curvature bound,
 :meth:`~mklkit.components.multiclass.MulticlassLoss.grad_lipschitz`), the loss is majorized along block m
 by a quadratic of curvature :math:`\lambda_m`, whose minimizer with the regularizer is the block prox
 
@@ -36,7 +37,7 @@ import numpy as np
 from ..._jit import joint as kj
 from ..._jit.records import REG_FN
 from ...first_class import first_class
-from ...kernels.factor_arrays import block_spectral_sq
+from ...kernels.factor_arrays import block_spectral_bounds
 from ...result import Status
 from ..objectives import regularizer_value
 from .problem import JointProblem, JointRun, Outcome, factor_coordinates
@@ -61,7 +62,7 @@ class _Blocks:
         self.rows = [(int(self.starts[m]), int(self.starts[m + 1])) for m in range(self.M)]
         self.blocks = [self.LT[a:b] for a, b in self.rows]
         scale = float(problem.loss.grad_lipschitz()) * float(np.max(problem.w))
-        self.lip = scale * np.asarray(block_spectral_sq(bank), dtype=np.float64)
+        self.lip = scale * np.asarray(block_spectral_bounds(bank), dtype=np.float64)
         self.seg = np.repeat(np.arange(self.M), np.diff(self.starts))
         if not self.sparse:  # the compiled kernels the jitted sweep calls
             self.grad = first_class(problem.loss.jit.grad, kj.MULTICLASS_GRAD)
