@@ -8,9 +8,9 @@ problem is a group lasso with K outputs,
     F = \sum_m L_m\beta_m + \mathbf 1b^\top .
 
 A sweep visits the blocks in turn.  With :math:`G` the loss gradient at the current outputs and
-:math:`\lambda_m = \ell\,\max_iw_i\,\|L_m\|_2^2` (or an upper bound of it within 25 %:
-:func:`~mklkit.kernels.factor_arrays.block_spectral_bounds`) (:math:`\ell` the loss's curvature bound,
-:meth:`~mklkit.components.multiclass.MulticlassLoss.grad_lipschitz`), the loss is majorized along block m
+:math:`\lambda_m = \ell\,\max_iw_i\,\|L_m\|_2^2` (:math:`\ell` the loss's curvature bound,
+:meth:`~mklkit.components.multiclass.MulticlassLoss.grad_lipschitz`; :math:`\|L_m\|_2^2` or an upper bound of
+it within 25 %, :func:`~mklkit.kernels.factor_arrays.block_spectral_bounds`), the loss is majorized along block m
 by a quadratic of curvature :math:`\lambda_m`, whose minimizer with the regularizer is the block prox
 
 .. math::
@@ -20,8 +20,7 @@ so every step lowers the objective (Tseng & Yun 2009; skglm's group BCD, Bertran
 offset then minimizes the loss over :math:`b \in \mathbb R^K` alone by a few gradient steps of
 Barzilai–Borwein length (Barzilai & Borwein 1988; :data:`OFFSET_STEPS`), safeguarded by the curvature bound:
 the bound's own step moves it far too little where the predictions are confident (on digits, 120 sweeps
-to a gap of 1e-3 instead of 18).  A sweep
-costs two passes over the bank (:math:`L_m^\top G` and :math:`L_m\Delta\beta_m` for every block), the
+to a gap of 1e-3 instead of 18).  A sweep costs two passes over the bank (:math:`L_m^\top G` and :math:`L_m\Delta\beta_m` for every block), the
 same as one FISTA step, but each block moves with its own curvature instead of that of
 :math:`\sum_mK_m`.  Every :data:`ANDERSON` sweeps, Anderson extrapolation of the last iterates (Bertrand &
 Massias 2021) replaces the iterate when it lowers the objective.  After each sweep the dual point of the
