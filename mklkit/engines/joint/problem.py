@@ -371,6 +371,5 @@ def factor_coefficients(bank: Any, beta: np.ndarray) -> np.ndarray:
     for m in range(M):
         a, b = int(starts[m]), int(starts[m + 1])
         if b > a and np.any(beta[a:b] != 0.0):
-            for k in range(K):
-                out[m, :, k] = own(m, beta[a:b, k])
+            out[m] = own(m, beta[a:b])
     return out
