@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import time
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from ._interrupts import interrupt_guard
 from .io import write_multiclass_run
 from .pipeline import Prepared
 from .result import active_union
-from .solving import RunResult, _staged, solve_prepared, timings
+from .solving import RunResult, _staged, created_now, run_result, solve_prepared, timings
 from .compilation import announce_compilation, components
 from .pipeline.joint import JOINT_MAX_ITER, JOINT_TOL, class_codes, fit_joint, joint_base, joint_loss
 from .pipeline.problem_settings import auto_C
@@ -302,7 +301,7 @@ def solve_multiclass(
         runs=runs,
         metrics=metrics,
         timings=timings(prepared, sum(r.timings.get("solve_s", 0.0) for r in runs)),
-        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        created=created_now(),
         pairs=[(t.negative, t.positive) for t in tasks if t.rows is not None],
     )
 
@@ -350,17 +349,12 @@ def _solve_joint(
     if isinstance(spec.problem.C, str):  # the run records the C that 'auto', 'path' or 'scale' gave
         spec = spec.model_copy(update={"problem": spec.problem.model_copy(update={"C": C})})
     columns = [result.class_result(k) for k in range(n)]
-    created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    created = created_now()
     runs = [
-        RunResult(
-            spec=spec,
-            result=col,
-            kernel_names=list(prepared.kernel_names),
-            task=data.task,
-            dataset=data.name,
-            n_train=data.n_train,
-            n_test=data.n_test,
-            n_features=data.n_features,
+        run_result(
+            prepared,
+            spec,
+            col,
             metrics={},
             timings=timings(prepared, solve_s, path),
             created=created,

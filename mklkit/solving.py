@@ -217,6 +217,28 @@ def solve_prepared(
         from .result import warn_if_trivial
 
         warn_if_trivial(result, problem.C, where=f"{spec.file or 'spec'}: problem.C", auto=given_C in ("auto", "scale"))
+    return run_result(
+        prepared,
+        spec,
+        result,
+        metrics=_evaluate(prepared, problem, result),
+        timings=timings(prepared, solve_s, selection, refine_s),
+        created=created_now(),
+        factor=problem.bank.approximation() if problem.representation == "factor" else None,
+        labels=_class_labels(prepared.data),
+        C_selection=selection,
+        factor_refinement=refinement,
+    )
+
+
+def created_now() -> str:
+    """The time a run is recorded, UTC to the second (``created`` of a run)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def run_result(prepared: Prepared, spec: Any, result: Any, **fields: Any) -> RunResult:
+    """The :class:`RunResult` of ``result`` on ``prepared``'s data and kernels (its kernel names, task, data set
+    and sizes); ``fields``: the rest (metrics, timings, created, ...)."""
     data = prepared.data
     return RunResult(
         spec=spec,
@@ -227,13 +249,7 @@ def solve_prepared(
         n_train=data.n_train,
         n_test=data.n_test,
         n_features=data.n_features,
-        metrics=_evaluate(prepared, problem, result),
-        timings=timings(prepared, solve_s, selection, refine_s),
-        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        factor=problem.bank.approximation() if problem.representation == "factor" else None,
-        labels=_class_labels(data),
-        C_selection=selection,
-        factor_refinement=refinement,
+        **fields,
     )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import json
 import logging
 import os
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..io import OutputError, check_output_dir, make_dir, write_json, write_synced, write_text
-from ..solving import solve_prepared
+from ..solving import created_now, solve_prepared
 from ..spec import SpecError, validate_spec
 from .backends import check_backend, connect_backend, default_threads
 from .grid import Sweep, Task, solve_task
@@ -196,7 +195,7 @@ def _start_output(
         "n_rows": sweep.n_rows,
         "columns": list(COLUMNS),
         "mklkit_version": __version__,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": created_now(),
         "complete": False,
     }
     if force:
