@@ -177,3 +177,20 @@ def wine():
 
     X, y = load_wine(return_X_y=True)
     return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+
+
+@pytest.fixture
+def random_codes():
+    """``random_codes(n, L, seed, alphabet=4)``: n random integer-coded sequences of lengths 1..L (codes
+    ``0..alphabet-1``, padded with -1 to L), for the string kernels' tests."""
+
+    import numpy as np
+
+    def make(n: int, L: int, seed: int, alphabet: int = 4) -> np.ndarray:
+        rng = np.random.default_rng(seed)
+        X = rng.integers(0, alphabet, size=(n, L)).astype(float)
+        for i, length in enumerate(rng.integers(1, L + 1, size=n)):
+            X[i, length:] = -1.0
+        return X
+
+    return make

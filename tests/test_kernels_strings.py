@@ -99,17 +99,9 @@ def test_padding_is_not_a_symbol():
         np.testing.assert_array_equal(f.gram(wide), f.gram(X))
 
 
-def _random_codes(n, L, seed, alphabet=4):
-    rng = np.random.default_rng(seed)
-    X = rng.integers(0, alphabet, size=(n, L)).astype(float)
-    for i, length in enumerate(rng.integers(1, L + 1, size=n)):
-        X[i, length:] = -1.0
-    return X
-
-
 @pytest.mark.parametrize("func", [Spectrum(k=3), Spectrum(k=2, binary=True), Subsequences(p=3), AllSubsequences()])
-def test_psd_on_random_sequences(func):
-    X = _random_codes(70, 12, seed=1)
+def test_psd_on_random_sequences(func, random_codes):
+    X = random_codes(70, 12, seed=1)
     G = func.gram(X)
     lam = np.linalg.eigvalsh(G)
     assert lam[0] >= -1e-10 * lam[-1]
@@ -135,14 +127,14 @@ def test_overflow_of_all_subsequences_is_an_error():
         AllSubsequences().gram(X)
 
 
-def test_factors_reproduce_the_bank():
-    X = _random_codes(80, 10, seed=2)
+def test_factors_reproduce_the_bank(random_codes):
+    X = random_codes(80, 10, seed=2)
     bank = [{"function": "spectrum", "k": [1, 2, 3]}, {"function": "subsequences", "p": 2}]
     dense = KernelBank.build(X, bank, normalize="trace")
     auto = build_factor_bank(bank, X, tol=0.0)
     assert auto.factor_map.methods == ["feature_map"] * 3 + ["pivoted_cholesky"]
     piv = build_factor_bank(bank, X, method="pivoted_cholesky", tol=0.0)
-    Xn = _random_codes(6, 10, seed=3)
+    Xn = random_codes(6, 10, seed=3)
     Xn[0, :3] = [5, 5, 5]  # a symbol the training sequences never have
     cross = dense.cross(Xn)
     for fb in (auto, piv):
@@ -154,14 +146,14 @@ def test_factors_reproduce_the_bank():
             np.testing.assert_allclose(rows[fb.starts[m] : fb.starts[m + 1]].T @ Lm, cross[m], atol=1e-9 * scale)
 
 
-def test_spectrum_map_with_unit_diagonal_normalisation():
-    X = _random_codes(60, 9, seed=4)
+def test_spectrum_map_with_unit_diagonal_normalisation(random_codes):
+    X = random_codes(60, 9, seed=4)
     X[:, 0] = np.maximum(X[:, 0], 0.0)  # every sequence has at least one symbol: k(x, x) > 0 for k = 1
     bank = [{"function": "spectrum", "k": 1}]
     dense = KernelBank.build(X, bank, normalize="diagonal")
     fb = build_factor_bank(bank, X, normalize="diagonal")
     assert fb.factor_map.methods == ["feature_map"]
     np.testing.assert_allclose(fb.LT.T @ fb.LT, dense.K[0], atol=1e-14)
-    Xn = _random_codes(5, 9, seed=5)
+    Xn = random_codes(5, 9, seed=5)
     Xn[:, 0] = np.maximum(Xn[:, 0], 0.0)
     np.testing.assert_allclose(fb.factor_map.transform(Xn).T @ fb.LT, dense.cross(Xn)[0], atol=1e-14)

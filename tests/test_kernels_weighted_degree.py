@@ -54,14 +54,6 @@ def _padded(seqs, alphabet, width):
     return out
 
 
-def _random_codes(n, L, seed, alphabet=4):
-    rng = np.random.default_rng(seed)
-    X = rng.integers(0, alphabet, size=(n, L)).astype(float)
-    for i, length in enumerate(rng.integers(1, L + 1, size=n)):
-        X[i, length:] = -1.0
-    return X
-
-
 def test_weights_and_run_weights():
     f = WeightedDegree(degree=4)
     np.testing.assert_allclose(f.betas(), [0.4, 0.3, 0.2, 0.1], rtol=1e-15)
@@ -97,8 +89,8 @@ def test_weighted_degree_shift_counts_shifted_kmers(d, S):
     np.testing.assert_allclose(f.diag(X), np.diagonal(want), rtol=1e-13)
 
 
-def test_shift_zero_is_the_weighted_degree_kernel():
-    X = _random_codes(30, 15, seed=7)
+def test_shift_zero_is_the_weighted_degree_kernel(random_codes):
+    X = random_codes(30, 15, seed=7)
     np.testing.assert_allclose(WeightedDegreeShift(degree=4, shift=0).gram(X), WeightedDegree(degree=4).gram(X))
     # a shift adds matches: never fewer than without
     assert np.all(WeightedDegreeShift(degree=4, shift=3).gram(X) >= WeightedDegree(degree=4).gram(X) - 1e-12)
@@ -118,8 +110,8 @@ def test_padding_is_not_a_symbol():
 @pytest.mark.parametrize(
     "func", [WeightedDegree(degree=1), WeightedDegree(degree=6), WeightedDegreeShift(degree=5, shift=3)]
 )
-def test_psd_on_random_sequences(func):
-    X = _random_codes(80, 14, seed=1)
+def test_psd_on_random_sequences(func, random_codes):
+    X = random_codes(80, 14, seed=1)
     G = func.gram(X)
     lam = np.linalg.eigvalsh(G)
     assert lam[0] >= -1e-10 * lam[-1]
@@ -139,9 +131,9 @@ def test_shift_coupling_matrix_is_positive_definite(S):
     assert np.linalg.eigvalsh(T)[0] >= 0.5 - 1e-12
 
 
-def test_positional_map_reproduces_gram_and_cross():
-    X = _random_codes(40, 12, seed=2)
-    Xn = _random_codes(7, 12, seed=3)
+def test_positional_map_reproduces_gram_and_cross(random_codes):
+    X = random_codes(40, 12, seed=2)
+    Xn = random_codes(7, 12, seed=3)
     Xn[0, :3] = [6, 6, 6]  # a symbol the training sequences never have
     f = WeightedDegree(degree=4)
     phi = f.explicit_map(X)
@@ -168,8 +160,8 @@ def test_map_is_refused_when_its_keys_do_not_fit_62_bits():
     assert WeightedDegree(degree=2).explicit_map(X) is not None
 
 
-def test_factors_reproduce_the_bank():
-    X = _random_codes(80, 10, seed=4)
+def test_factors_reproduce_the_bank(random_codes):
+    X = random_codes(80, 10, seed=4)
     bank = [
         {"function": "weighted_degree", "degree": [1, 3]},
         {"function": "weighted_degree_shift", "degree": 3, "shift": 2},
@@ -181,7 +173,7 @@ def test_factors_reproduce_the_bank():
     big = build_factor_bank(bank[:1], X, tol=0.0, max_exact_dim=10_000)
     assert big.factor_map.methods == ["feature_map", "feature_map"]
     piv = build_factor_bank(bank, X, method="pivoted_cholesky", tol=0.0)
-    Xn = _random_codes(6, 10, seed=5)
+    Xn = random_codes(6, 10, seed=5)
     Xn[0, :3] = [5, 5, 5]
     cross = dense.cross(Xn)
     for fb, M in ((auto, 3), (piv, 3), (big, 2)):
