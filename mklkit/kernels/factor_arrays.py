@@ -233,12 +233,13 @@ def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
     :math:`\alpha_m = L_m(L_m^\top L_m)^+\beta_m` by the eigendecomposition of the small Gram matrix
     (eigenvalues below :math:`10^{-12}\lambda_{\max}r_m` dropped), else LSQR; a bank with its own
     ``solve_coefficients(m, beta_m)`` (:class:`~mklkit.kernels.factorize.dense.ExactFactorBank`) is
-    asked instead (LSQR on an ill-conditioned factor of rank 2,850 took 50 s).
+    asked instead (LSQR on an ill-conditioned factor of rank 2,850 took 50 s), and the block arrays (their
+    eigendecompositions) are then not made.
     """
     M, N, _ = bank.shape
-    f = factor_arrays(bank)
     own = getattr(bank, "solve_coefficients", None)
-    coef = np.zeros(f.starts[-1])  # (L_m^T L_m)^+ beta_m of the small blocks
+    f = factor_arrays(bank) if own is None else None
+    coef = np.zeros(int(bank.starts[-1]))  # (L_m^T L_m)^+ beta_m of the small blocks
     small: list[int] = []
     other: dict[int, np.ndarray] = {}
     for m in range(M):
@@ -246,7 +247,7 @@ def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
         bm = beta[s:e]
         if e == s or not np.any(bm != 0.0):
             continue
-        if own is not None:
+        if f is None:
             other[m] = own(m, bm)
         elif f.goff[m] >= 0:
             w, V = f.eig[m]

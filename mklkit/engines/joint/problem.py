@@ -358,18 +358,7 @@ def factor_coordinates(bank: Any, coef: np.ndarray) -> np.ndarray:
 
 
 def factor_coefficients(bank: Any, beta: np.ndarray) -> np.ndarray:
-    r"""Coefficients (M, N, K) with :math:`L_m^\top A_m = \beta_m` for factor coordinates (R, K): the
-    bank's own solve of a block (triangular, on exact factors) where it has one, else the minimum-norm
-    ones (:meth:`~mklkit.kernels.factor.FactorBank.alpha_from_beta`)."""
-    M, N, _ = bank.shape
-    K = beta.shape[1]
-    own = getattr(bank, "solve_coefficients", None)
-    if own is None:
-        return np.stack([bank.alpha_from_beta(np.ascontiguousarray(beta[:, k])) for k in range(K)], -1)
-    out = np.zeros((M, N, K))
-    starts = np.asarray(bank.starts)
-    for m in range(M):
-        a, b = int(starts[m]), int(starts[m + 1])
-        if b > a and np.any(beta[a:b] != 0.0):
-            out[m] = own(m, beta[a:b])
-    return out
+    r"""Coefficients (M, N, K) with :math:`L_m^\top A_m = \beta_m` for factor coordinates (R, K), class by class
+    (:meth:`~mklkit.kernels.factor.FactorBank.alpha_from_beta`: the bank's own solve of a block, triangular on
+    exact factors, where it has one, else the minimum-norm coefficients)."""
+    return np.stack([bank.alpha_from_beta(np.ascontiguousarray(beta[:, k])) for k in range(beta.shape[1])], -1)

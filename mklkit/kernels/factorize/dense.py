@@ -39,10 +39,9 @@ class ExactFactorBank(FactorBank):
         return ExactFactorBank(part.LT, part.starts, [self.pivots[m] for m in keep], trace_error=part.trace_error)
 
     def solve_coefficients(self, m: int, beta_m: np.ndarray) -> np.ndarray:
-        r""":math:`\alpha_m` (N,) with :math:`L_m^\top\alpha_m = \beta_m`, supported on the pivots; a (r, K)
-        ``beta_m`` gives the (N, K) coefficients of its K columns."""
+        r""":math:`\alpha_m` (N,) with :math:`L_m^\top\alpha_m = \beta_m`, supported on the pivots."""
         p = self.pivots[m]
-        out = np.zeros((self.shape[1],) + np.shape(beta_m)[1:])
+        out = np.zeros(self.shape[1])
         if p.size:
             U = self.block(m)[:, p]
             out[p] = solve_triangular(U, np.asarray(beta_m, dtype=np.float64), lower=False, check_finite=False)
