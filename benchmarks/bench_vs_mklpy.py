@@ -33,19 +33,30 @@ Run::
 
 MKLpy needs PyTorch: run with an interpreter that has CPU-only torch, ``cvxopt`` and MKLpy
 next to mklkit (``pip install MKLpy torch --index-url ...``).  Without MKLpy its rows are
-skipped with a note.  Prints a table; writes nothing.
+skipped with a note.  Prints a table; writes nothing unless ``--record`` is given.
+
+The full protocol takes hours per set (MKLpy's CKA, GRAM, RMKL and MEMO take minutes per fit):
+``--record FILE`` appends every (set, split, method) result to a JSON-lines file as soon as it is
+measured and reuses the results already there, so a run that is stopped resumes where it stopped
+and the splits of several runs make one table.  A result is reused only under the same protocol:
+MKLpy's rows with the same ``--cv``, ``--grid`` and ``--lams``; mklkit's rows with the same mklkit
+source (a hash of the installed package's files), so a change to mklkit reruns its rows alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import statistics
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 from sklearn.model_selection import StratifiedKFold, train_test_split
 
+import mklkit
 from mklkit import MKLClassifier
 from mklkit.data import Standardizer, load_builtin
 from mklkit.kernels import KernelBank
@@ -56,6 +67,47 @@ MKLPY = ["AverageMKL", "EasyMKL", "CKA", "GRAM", "RMKL", "MEMO"]
 #: How MKLpy's solvers fail (cvxopt's domain error, torch's singular inverse in CKA): counted per split
 #: in the table's ``failed`` column instead of ending the run.
 MKLPY_FAILURES = (ValueError, ArithmeticError, RuntimeError)
+
+
+def mklkit_source_hash() -> str:
+    """A hash of the installed mklkit package's Python files: which mklkit a recorded result came from."""
+    h = hashlib.sha256()
+    root = Path(mklkit.__file__).parent
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def protocol_key(method: str, args) -> str:
+    """What a result of ``method`` depends on besides the set and the split."""
+    if method.startswith("mklkit"):
+        return f"mklkit {mklkit_source_hash()}"
+    if method not in args.cv:
+        return "defaults"
+    return "cv " + " ".join(map(repr, args.lams if method == "EasyMKL" else args.grid))
+
+
+class Record:
+    """The JSON-lines file of ``--record``: every result measured, appended as soon as it exists."""
+
+    def __init__(self, path: str | None):
+        self.path = Path(path) if path else None
+        self.rows: dict[tuple, dict] = {}
+        if self.path is not None and self.path.exists():
+            for line in self.path.read_text().splitlines():
+                if line.strip():
+                    row = json.loads(line)
+                    self.rows[(row["data"], row["split"], row["method"], row["protocol"])] = row
+
+    def get(self, data: str, split: int, method: str, protocol: str) -> dict | None:
+        return self.rows.get((data, split, method, protocol))
+
+    def add(self, row: dict) -> None:
+        self.rows[(row["data"], row["split"], row["method"], row["protocol"])] = row
+        if self.path is not None:
+            with self.path.open("a") as fh:
+                fh.write(json.dumps(row) + "\n")
 
 
 def has_weighting() -> bool:
@@ -133,31 +185,44 @@ def fit_mklpy(name: str, values: list[float], K, y, Kte, yte, seed: int) -> tupl
     return acc, secs, int(np.sum(w > 1e-8 * np.abs(w).max()))
 
 
-def run_dataset(name: str, methods: list[str], args) -> dict[str, dict[str, list[float]]]:
+def measure(name: str, method: str, split: int, K, y, Kte, yte, args) -> dict:
+    """One method's result on one split: accuracy, fit seconds, kernels in use, or how it failed."""
+    if method.startswith("mklkit"):
+        weighting = method.split()[1] if " " in method else None
+        acc, secs, active = fit_mklkit(weighting, K, y, Kte, yte)
+    else:
+        values = (args.lams if method == "EasyMKL" else args.grid) if method in args.cv else [None]
+        n = len(y)
+        try:
+            acc, secs, active = fit_mklpy(method, values, n * K, y, n * Kte, yte, split)
+        except MKLPY_FAILURES as exc:
+            return {"failed": f"{type(exc).__name__}: {exc}"}
+    return {"acc": acc, "s": secs, "active": active, "failed": None}
+
+
+def run_dataset(name: str, methods: list[str], args, record: Record) -> dict[str, dict[str, list]]:
     ds = load_builtin(name)
     X, y = np.asarray(ds.X, dtype=np.float64), np.asarray(ds.y, dtype=np.float64)
     out = {m: {"acc": [], "s": [], "active": [], "failed": []} for m in methods}
+    keys = {m: protocol_key(m, args) for m in methods}
     for split in range(args.splits):
-        tr, te = train_test_split(np.arange(len(y)), test_size=0.3, stratify=y, random_state=split)
-        sc = Standardizer().fit(X[tr])
-        bank = KernelBank.build(sc.transform(X[tr]), "smomkl", normalize="trace")
-        K, Kte = bank.K, bank.cross(sc.transform(X[te]))
-        n = len(tr)
+        todo = [m for m in methods if record.get(name, split, m, keys[m]) is None]
+        if todo:
+            tr, te = train_test_split(np.arange(len(y)), test_size=0.3, stratify=y, random_state=split)
+            sc = Standardizer().fit(X[tr])
+            bank = KernelBank.build(sc.transform(X[tr]), "smomkl", normalize="trace")
+            K, Kte = bank.K, bank.cross(sc.transform(X[te]))
+            for m in todo:
+                row = measure(name, m, split, K, y[tr], Kte, y[te], args)
+                record.add({"data": name, "split": split, "method": m, "protocol": keys[m], **row})
         for m in methods:
-            if m.startswith("mklkit"):
-                weighting = m.split()[1] if " " in m else None
-                acc, secs, active = fit_mklkit(weighting, K, y[tr], Kte, y[te])
-            else:
-                values = (args.lams if m == "EasyMKL" else args.grid) if m in args.cv else [None]
-                try:
-                    acc, secs, active = fit_mklpy(m, values, n * K, y[tr], n * Kte, y[te], split)
-                except MKLPY_FAILURES as exc:
-                    out[m]["failed"].append(f"split {split}: {type(exc).__name__}: {exc}")
-                    continue
-            out[m]["acc"].append(acc)
-            out[m]["s"].append(secs)
-            out[m]["active"].append(active)
-        print(f"  {name} split {split}: M = {K.shape[0]}, N = {n} done", flush=True)
+            row = record.get(name, split, m, keys[m])
+            if row["failed"]:
+                out[m]["failed"].append(f"split {split}: {row['failed']}")
+                continue
+            for field in ("acc", "s", "active"):
+                out[m][field].append(row[field])
+        print(f"  {name} split {split}: {'measured' if todo else 'recorded'}", flush=True)
     return out
 
 
@@ -174,7 +239,9 @@ def main(argv: list[str] | None = None) -> int:
         default=MKLPY,
         help="MKLpy methods whose parameter is chosen by cross-validation; the others run at MKLpy's defaults",
     )
+    ap.add_argument("--record", default=None, help="JSON-lines file of results to append to and reuse")
     args = ap.parse_args(argv)
+    record = Record(args.record)
 
     ok, why = mklpy_available()
     methods = args.methods or (
@@ -189,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         f"by 3-fold CV for: {', '.join(args.cv) or 'none'} (the others at MKLpy's defaults)"
     )
     for name in args.data:
-        res = run_dataset(name, methods, args)
+        res = run_dataset(name, methods, args, record)
         done = {m: r for m, r in res.items() if r["acc"]}
         mean = {m: float(np.mean(r["acc"])) for m, r in done.items()}
         se = {
