@@ -41,6 +41,9 @@ measured and reuses the results already there, so a run that is stopped resumes 
 and the splits of several runs make one table.  A result is reused only under the same protocol:
 MKLpy's rows with the same ``--cv``, ``--grid`` and ``--lams``; mklkit's rows with the same mklkit
 source (a hash of the installed package's files), so a change to mklkit reruns its rows alone.
+A table may then hold different numbers of splits per method (its ``n`` column): e.g. MKLpy's fast
+methods on every split first (``--methods``), the slow ones later; ``--recorded`` prints the table of
+what the file holds for ``--splits`` without measuring anything.
 """
 
 from __future__ import annotations
@@ -206,7 +209,7 @@ def run_dataset(name: str, methods: list[str], args, record: Record) -> dict[str
     out = {m: {"acc": [], "s": [], "active": [], "failed": []} for m in methods}
     keys = {m: protocol_key(m, args) for m in methods}
     for split in range(args.splits):
-        todo = [m for m in methods if record.get(name, split, m, keys[m]) is None]
+        todo = [] if args.recorded else [m for m in methods if record.get(name, split, m, keys[m]) is None]
         if todo:
             tr, te = train_test_split(np.arange(len(y)), test_size=0.3, stratify=y, random_state=split)
             sc = Standardizer().fit(X[tr])
@@ -217,12 +220,15 @@ def run_dataset(name: str, methods: list[str], args, record: Record) -> dict[str
                 record.add({"data": name, "split": split, "method": m, "protocol": keys[m], **row})
         for m in methods:
             row = record.get(name, split, m, keys[m])
+            if row is None:
+                continue
             if row["failed"]:
                 out[m]["failed"].append(f"split {split}: {row['failed']}")
                 continue
             for field in ("acc", "s", "active"):
                 out[m][field].append(row[field])
-        print(f"  {name} split {split}: {'measured' if todo else 'recorded'}", flush=True)
+        if todo:
+            print(f"  {name} split {split}: measured", flush=True)
     return out
 
 
@@ -240,10 +246,13 @@ def main(argv: list[str] | None = None) -> int:
         help="MKLpy methods whose parameter is chosen by cross-validation; the others run at MKLpy's defaults",
     )
     ap.add_argument("--record", default=None, help="JSON-lines file of results to append to and reuse")
+    ap.add_argument("--recorded", action="store_true", help="only print the table of the --record file's results")
     args = ap.parse_args(argv)
+    if args.recorded and not args.record:
+        ap.error("--recorded needs --record FILE")
     record = Record(args.record)
 
-    ok, why = mklpy_available()
+    ok, why = (True, "") if args.recorded else mklpy_available()
     methods = args.methods or (
         ["mklkit"] + ([f"mklkit {w}" for w in WEIGHTINGS] if has_weighting() else []) + (MKLPY if ok else [])
     )
@@ -268,17 +277,17 @@ def main(argv: list[str] | None = None) -> int:
         best = max(peers, key=mean.get) if peers else None
         equal = [m for m in peers if mean[m] >= mean[best] - se[best]] if best else []
         fastest = min(equal, key=med.get) if equal else None
-        head = f"{'data':<11}{'method':<17}{'accuracy':>16}{'best':>6}{'fit s':>9}{'ratio':>8}{'active':>8}  failed"
+        head = f"{'data':<11}{'method':<17}{'n':>3}{'accuracy':>16}{'best':>6}{'fit s':>9}{'ratio':>8}{'active':>8}  failed"
         print(head)
         print("-" * len(head))
         for m, r in res.items():
             if m not in done:
-                print(f"{name:<11}{m:<17}{'-':>16}{'':>6}{'-':>9}{'-':>8}{'-':>8}  {len(r['failed'])}")
+                print(f"{name:<11}{m:<17}{0:>3}{'-':>16}{'':>6}{'-':>9}{'-':>8}{'-':>8}  {len(r['failed']) or ''}")
                 continue
             mark = "*" if best is not None and mean[m] >= mean[best] - se[best] else ""
             ratio = f"{med[m] / med[fastest]:.3f}" if fastest else "-"
             print(
-                f"{name:<11}{m:<17}{mean[m]:>9.4f} +-{se[m]:.4f}{mark:>6}{med[m]:>9.3f}{ratio:>8}"
+                f"{name:<11}{m:<17}{len(r['acc']):>3}{mean[m]:>9.4f} +-{se[m]:.4f}{mark:>6}{med[m]:>9.3f}{ratio:>8}"
                 f"{statistics.median(r['active']):>8.0f}  {len(r['failed']) or ''}"
             )
         for m, r in res.items():

@@ -20,7 +20,7 @@ from .pipeline import Prepared
 from .result import active_union
 from .solving import RunResult, _staged, created_now, run_result, solve_prepared, timings
 from .compilation import announce_compilation, components
-from .pipeline.joint import JOINT_MAX_ITER, JOINT_TOL, class_codes, fit_joint, joint_base, joint_loss
+from .pipeline.joint import JOINT_MAX_ITER, class_codes, fit_joint, joint_base, joint_loss, joint_tol
 from .pipeline.problem_settings import auto_C
 from .spec import Spec, SpecError, load_spec
 
@@ -306,14 +306,14 @@ def solve_multiclass(
     )
 
 
-def _joint_engine(spec: Spec) -> tuple[Spec, float, int]:
-    """The spec with the engine options of the joint problem (``engine.tol`` and ``engine.max_iter`` as given,
-    else :data:`~mklkit.pipeline.joint.JOINT_TOL` and :data:`~mklkit.pipeline.joint.JOINT_MAX_ITER` in place of
-    the defaults of ``auto``, as the estimators' joint fit), its tol and its most steps."""
+def _joint_engine(spec: Spec, base: Any) -> tuple[Spec, float, int]:
+    """The spec with the engine options of the joint problem on ``base`` (``engine.tol`` and ``engine.max_iter`` as
+    given, else :func:`~mklkit.pipeline.joint.joint_tol` and :data:`~mklkit.pipeline.joint.JOINT_MAX_ITER` in
+    place of the defaults of ``auto``, as the estimators' joint fit), its tol and its most steps."""
     engine = spec.engine.engine
     params = engine.get_params()
     default = {p.name: p.default for p in engine.params}
-    tol = JOINT_TOL if params.get("tol") == default.get("tol") else float(params["tol"])
+    tol = joint_tol(base) if params.get("tol") == default.get("tol") else float(params["tol"])
     max_iter = JOINT_MAX_ITER if params.get("max_iter") is None else int(params["max_iter"])
     section = {"name": engine.name, **params, "tol": tol, "max_iter": max_iter}
     return spec.model_copy(update={"engine": type(spec.engine)(section)}), tol, max_iter
@@ -327,9 +327,9 @@ def _solve_joint(
     the predicted class is the largest of the K decision values."""
     spec, data, tasks = prepared.spec, prepared.data, prepared.tasks
     assert spec is not None and tasks is not None and prepared.problem is not None and data.classes is not None
-    spec, tol, max_iter = _joint_engine(spec)
-    loss = joint_loss(spec.problem.multiclass_loss or spec.problem.loss)
     base, _ = joint_base(prepared.problem)
+    spec, tol, max_iter = _joint_engine(spec, base)
+    loss = joint_loss(spec.problem.multiclass_loss or spec.problem.loss)
     codes, n = class_codes(tasks), len(data.classes)
     t0 = time.perf_counter()
     with announce_compilation(components(loss.name, spec.problem.regularizer.name, "joint"), warn=warn_compilation):

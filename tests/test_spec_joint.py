@@ -14,6 +14,7 @@ import yaml
 from mklkit import MKLClassifier
 from mklkit.api import load_spec, run
 from mklkit.cli import main
+from mklkit.pipeline.joint import JOINT_TOL
 from mklkit.spec import SpecError
 
 BANK = [{"function": "rbf", "width": [1.0, 4.0, 16.0]}, {"function": "linear"}]
@@ -110,7 +111,8 @@ def test_spec_joint_path_chooses_the_estimators_C(tmp_path, wine_std):
     s = res.summary()
     assert s["C_selection"] is not None and s["C_selection"]["C"] == pytest.approx(s["C"], rel=1e-12)
     assert s["C"] == pytest.approx(est.C_selection_.C, rel=1e-9)
-    assert s["tol"] == pytest.approx(1e-3) and s["duality_gap"] <= 1e-3
+    # FISTA on the Gram matrices (their exact factors would have more than half of their M N rank)
+    assert s["tol"] == JOINT_TOL["fista"] and s["duality_gap"] <= s["tol"]
     np.testing.assert_allclose([k["weight"] for k in s["kernel_weights"]], est.kernel_weights_, atol=1e-6)
 
 

@@ -169,6 +169,12 @@ BAD_SWEEPS = [
     (dict(cv={"fold": 3}), "cv.fold", "did you mean 'folds'", "'fold'"),
     (dict(cv=[3]), "cv", "must be a mapping", "[3]"),
     (dict(problem={"C": [[0.1, 1.0]]}), "problem.C", "a single value", "[0.1, 1.0]"),
+    (
+        dict(data={"builtin": "sonar", "inlier": 1}, problem={"loss": "one_class", "regularizer": "l1", "bias": False}),
+        "problem.loss",
+        "inliers only",
+        "'one_class'",
+    ),
 ]
 
 

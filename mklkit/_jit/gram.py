@@ -1,6 +1,9 @@
 """Jitted in-place passes over (N, N) float64 Gram matrices (distances, symmetry, checks), no temporaries."""
 
+import numpy as np
 from numba import njit, prange, types
+
+from .blocks import FM
 
 
 @njit("void(float64[:, ::1], float64[::1])", cache=True)
@@ -141,3 +144,47 @@ def take_square(K, rows, out):  # pragma: no cover - jitted
         dst = out[m, a]
         for b in range(n):
             dst[b] = src[rows[b]]
+
+
+@njit(types.UniTuple(types.float64, 2)(_READ_MATRIX, types.int64), cache=True, fastmath=FM)
+def abs_power_bounds(K, steps):  # pragma: no cover - jitted
+    r"""``(upper, lower)`` of :math:`\lambda_{\max}(K)` for a symmetric ``K``, from ``steps`` passes over it: the
+    power iterates :math:`x_{t+1} \propto |K|x_t` from :math:`x_0 = 1`; ``upper`` the Collatz–Wielandt bound
+    :math:`\max_i (|K|x_t)_i/x_{t,i} \ge \rho(|K|) \ge \lambda_{\max}(K)` of the last pass, ``lower`` the
+    Rayleigh quotient of :math:`K` at its :math:`x_t` (the same pass); NaN for both where an iterate has an
+    entry that is not positive (the bound needs :math:`x > 0`)."""
+    n = K.shape[0]
+    x = np.ones(n)
+    z = np.empty(n)
+    upper = np.nan
+    lower = np.nan
+    for t in range(steps):
+        last = t == steps - 1
+        quad = 0.0
+        for i in range(n):
+            s = 0.0
+            q = 0.0
+            for j in range(n):
+                s += abs(K[i, j]) * x[j]
+                if last:
+                    q += K[i, j] * x[j]
+            z[i] = s
+            quad += x[i] * q
+        up = 0.0
+        sq = 0.0
+        xx = 0.0
+        for i in range(n):
+            if not z[i] > 0.0:
+                return np.nan, np.nan
+            r = z[i] / x[i]
+            if r > up:
+                up = r
+            sq += z[i] * z[i]
+            xx += x[i] * x[i]
+        upper = up
+        if last:
+            lower = quad / xx
+        nrm = np.sqrt(sq)
+        for i in range(n):
+            x[i] = z[i] / nrm
+    return upper, lower

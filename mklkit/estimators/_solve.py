@@ -12,7 +12,7 @@ from typing import Any, Iterator, Sequence
 from ..pipeline import PipelineError, problem_at
 from ..components.params import ParamError
 from ..pipeline.heldout import HeldoutChoice, held_out_C, uses_path
-from ..pipeline.joint import JOINT_MAX_ITER, JOINT_TOL, class_codes, fit_joint, joint_base, joint_loss
+from ..pipeline.joint import JOINT_MAX_ITER, class_codes, fit_joint, joint_base, joint_loss
 from ..pipeline.kernel_subset import all_features_subset, restrict_result, subset_problem, widen_result
 from ..pipeline.refine import refine_prepared
 from ..pipeline.weighting import second_stage_C, weight_problem
@@ -150,7 +150,7 @@ class Solving:
             )
         loss = joint_loss(self.loss, owner)
         opts = dict(self.engine_params or {})
-        tol = float(self.tol if self.tol is not None else opts.get("tol", JOINT_TOL))
+        tol = self.tol if self.tol is not None else opts.get("tol")  # None: fit_joint's default (joint_tol)
         max_iter = int(self.max_iter if self.max_iter is not None else opts.get("max_iter", JOINT_MAX_ITER))
         base, how = joint_base(prep.prepared.subproblem(prep.tasks[0].y))
         codes, n = class_codes(prep.tasks), len(prep.classes)

@@ -251,8 +251,8 @@ class FactorBank(GramBank):
         return factor_arrays(self)
 
     def alpha_from_beta(self, beta: np.ndarray) -> np.ndarray:
-        r"""Minimum-norm :math:`\alpha` (M, N) with :math:`L_m^\top\alpha_m = \beta_m`: the inverse of
-        :meth:`coefficients`."""
+        r"""Minimum-norm :math:`\alpha` (M, N) with :math:`L_m^\top\alpha_m = \beta_m` ((M, N, K) for ``beta``
+        (R, K)): the inverse of :meth:`coefficients`."""
         return alpha_from_beta(self, beta)
 
     def transform(self, X_new: Any) -> Any:

@@ -179,6 +179,21 @@ def spectral_bound(B: Any) -> float:
     return max(float(np.linalg.eigvalsh(G)[-1]), 0.0) * (1.0 + 1e-10)
 
 
+def gram_spectral_bound(K: np.ndarray) -> float:
+    r"""An upper bound of the largest eigenvalue of a symmetric ``K`` within :data:`GERSHGORIN_SLACK` of it, from
+    ``K`` itself in :math:`O(N^2)`; NaN where none is found so cheaply.
+
+    For any :math:`x > 0`, :math:`\lambda_{\max}(K) \le \rho(|K|) \le \max_i (|K|x)_i/x_i` (Collatz–Wielandt);
+    three power steps on :math:`|K|` give :math:`x`, and the Rayleigh quotient of :math:`K` at it is a lower
+    bound (:func:`mklkit._jit.gram.abs_power_bounds`).  On a kernel of non-negative entries (Gaussian kernels)
+    :math:`\rho(|K|) = \lambda_{\max}(K)`, so the two meet as the steps go (three steps: 45 of the 46 default
+    kernels of wine within the slack); a kernel of mixed signs may miss it."""
+    from .._jit.gram import abs_power_bounds
+
+    upper, lower = abs_power_bounds(np.ascontiguousarray(K, dtype=np.float64), 3)
+    return upper * (1.0 + 1e-10) if 0.0 < upper <= GERSHGORIN_SLACK * lower else math.nan
+
+
 def _gram_sized(B: Any) -> bool:
     r = int(B.shape[0])
     return r <= SPECTRAL_GRAM_RANK or r * r * int(B.shape[1]) <= SPECTRAL_GRAM_WORK
@@ -218,17 +233,25 @@ def factor_arrays(bank: FactorBank) -> FactorArrays:
 @per_bank
 def block_spectral_bounds(bank: FactorBank) -> np.ndarray:
     r"""Upper bounds of :math:`\|L_m\|_2^2` of every block within :data:`GERSHGORIN_SLACK` of them
-    (:func:`spectral_bound`; the :class:`FactorArrays`' exact ``lip`` when those are made already), kept while
+    (:func:`spectral_bound`; the :class:`FactorArrays`' exact ``lip`` when those are made already, the bank's
+    ``spectral_bounds`` where it has them), kept while
     the bank lives: the curvatures a block method needs, without the Gram matrices and eigendecompositions of
     :class:`FactorArrays`."""
     made = factor_arrays.existing(bank)
     if made is not None:
         return made.lip
-    return np.array([spectral_bound(bank.block(m)) for m in range(bank.shape[0])])
+    known = getattr(bank, "spectral_bounds", None)  # those the bank's kernels gave (ExactFactorBank)
+    return np.array(
+        [
+            known[m] if known is not None and math.isfinite(known[m]) else spectral_bound(bank.block(m))
+            for m in range(bank.shape[0])
+        ]
+    )
 
 
 def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
-    r"""Minimum-norm :math:`\alpha` (M, N) with :math:`L_m^\top\alpha_m = \beta_m`.
+    r"""Minimum-norm :math:`\alpha` (M, N) with :math:`L_m^\top\alpha_m = \beta_m`; for ``beta`` (R, K) of K
+    columns, (M, N, K).
 
     :math:`\alpha_m = L_m(L_m^\top L_m)^+\beta_m` by the eigendecomposition of the small Gram matrix
     (eigenvalues below :math:`10^{-12}\lambda_{\max}r_m` dropped), else LSQR; a bank with its own
@@ -238,7 +261,11 @@ def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
     """
     M, N, _ = bank.shape
     own = getattr(bank, "solve_coefficients", None)
-    f = factor_arrays(bank) if own is None else None
+    if own is not None:
+        return _own_alpha(bank, own, beta)
+    if np.ndim(beta) == 2:  # column by column
+        return np.stack([alpha_from_beta(bank, np.ascontiguousarray(beta[:, k])) for k in range(beta.shape[1])], -1)
+    f = factor_arrays(bank)
     coef = np.zeros(int(bank.starts[-1]))  # (L_m^T L_m)^+ beta_m of the small blocks
     small: list[int] = []
     other: dict[int, np.ndarray] = {}
@@ -247,9 +274,7 @@ def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
         bm = beta[s:e]
         if e == s or not np.any(bm != 0.0):
             continue
-        if f is None:
-            other[m] = own(m, bm)
-        elif f.goff[m] >= 0:
+        if f.goff[m] >= 0:
             w, V = f.eig[m]
             keep = w > 1e-12 * max(float(w[-1]), 0.0) * (e - s)
             coef[s:e] = V[:, keep] @ ((V[:, keep].T @ bm) / w[keep])
@@ -260,4 +285,15 @@ def alpha_from_beta(bank: FactorBank, beta: np.ndarray) -> np.ndarray:
     alpha = bank.combinations(coef) if small else np.zeros((M, N))
     for m, a in other.items():
         alpha[m] = a
+    return alpha
+
+
+def _own_alpha(bank: FactorBank, own: Callable[[int, np.ndarray], np.ndarray], beta: np.ndarray) -> np.ndarray:
+    """:func:`alpha_from_beta` by the bank's own solve of a block, all columns of ``beta`` (R,) or (R, K) at once."""
+    M, N, _ = bank.shape
+    alpha = np.zeros((M, N) + beta.shape[1:])
+    for m in range(M):
+        bm = beta[int(bank.starts[m]) : int(bank.starts[m + 1])]
+        if bm.size and np.any(bm != 0.0):
+            alpha[m] = own(m, bm)
     return alpha

@@ -199,6 +199,15 @@ def parse_sweep(
     first = (data_values[0], losses[0], regs[0], weightings[0], biases[0], solvers[0])
     Cs_sorted = _sorted_Cs(err, lambda C: parse(point(*first, C)), Cs_raw, raw)
     configs = _configs(err, parse, point, axes, data_values, (losses, regs, weightings, biases, solvers), Cs_sorted[0])
+    if any(c.spec.problem.loss.name == "one_class" for c in configs):
+        raise err(
+            "problem.loss",
+            "a sweep scores held-out folds of the training part, and a one-class problem's training part holds "
+            "inliers only: no fold can rank its settings",
+            "one_class",
+            "a classification or regression loss (choose a one-class problem's settings on labelled outliers: "
+            "docs/one_class.md)",
+        )
     tasks = {c.spec.problem.loss.task for c in configs}
     if len(tasks) > 1:
         raise err(

@@ -358,7 +358,7 @@ def factor_coordinates(bank: Any, coef: np.ndarray) -> np.ndarray:
 
 
 def factor_coefficients(bank: Any, beta: np.ndarray) -> np.ndarray:
-    r"""Coefficients (M, N, K) with :math:`L_m^\top A_m = \beta_m` for factor coordinates (R, K), class by class
+    r"""Coefficients (M, N, K) with :math:`L_m^\top A_m = \beta_m` for factor coordinates (R, K)
     (:meth:`~mklkit.kernels.factor.FactorBank.alpha_from_beta`: the bank's own solve of a block, triangular on
     exact factors, where it has one, else the minimum-norm coefficients)."""
-    return np.stack([bank.alpha_from_beta(np.ascontiguousarray(beta[:, k])) for k in range(beta.shape[1])], -1)
+    return bank.alpha_from_beta(np.asarray(beta, dtype=np.float64))

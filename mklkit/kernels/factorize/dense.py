@@ -15,6 +15,7 @@ import numpy as np
 from scipy.linalg import lapack, solve_triangular
 
 from ..factor import FactorBank
+from ..factor_arrays import gram_spectral_bound
 
 #: ``dpstrf`` stops at a pivot below this times the largest diagonal entry of the kernel.
 PIVOT_RTOL = 1e-14
@@ -24,24 +25,42 @@ MAX_TRACE_ERROR = 1e-10
 
 
 class ExactFactorBank(FactorBank):
-    """A :class:`~mklkit.kernels.factor.FactorBank` of pivoted Cholesky factors of dense kernels, with
-    ``pivots[m]`` (r_m,) the samples of the triangular block of kernel ``m``."""
+    r"""A :class:`~mklkit.kernels.factor.FactorBank` of pivoted Cholesky factors of dense kernels, with
+    ``pivots[m]`` (r_m,) the samples of the triangular block of kernel ``m`` and ``spectral_bounds[m]`` an upper
+    bound of :math:`\|L_m\|_2^2` found from the kernel (NaN where none was:
+    :func:`~mklkit.kernels.factor_arrays.gram_spectral_bound`; :math:`K_m - L_mL_m^\top` is a Schur complement,
+    positive semi-definite, so a bound of :math:`K_m` bounds :math:`L_m`)."""
 
     def __init__(
-        self, LT: np.ndarray, starts: np.ndarray, pivots: list[np.ndarray], *, trace_error: np.ndarray | None = None
+        self,
+        LT: np.ndarray,
+        starts: np.ndarray,
+        pivots: list[np.ndarray],
+        *,
+        trace_error: np.ndarray | None = None,
+        spectral_bounds: np.ndarray | None = None,
     ) -> None:
         super().__init__(LT, starts, trace_error=trace_error)
         self.pivots = [np.asarray(p, dtype=np.int64) for p in pivots]
+        M = len(self.pivots)
+        self.spectral_bounds = np.full(M, np.nan) if spectral_bounds is None else np.asarray(spectral_bounds, float)
 
     def subset(self, keep: np.ndarray) -> "ExactFactorBank":
-        """The bank of the kernels ``keep`` only, with their pivots."""
+        """The bank of the kernels ``keep`` only, with their pivots and bounds."""
         part = super().subset(keep)
-        return ExactFactorBank(part.LT, part.starts, [self.pivots[m] for m in keep], trace_error=part.trace_error)
+        return ExactFactorBank(
+            part.LT,
+            part.starts,
+            [self.pivots[m] for m in keep],
+            trace_error=part.trace_error,
+            spectral_bounds=self.spectral_bounds[np.asarray(keep)],
+        )
 
     def solve_coefficients(self, m: int, beta_m: np.ndarray) -> np.ndarray:
-        r""":math:`\alpha_m` (N,) with :math:`L_m^\top\alpha_m = \beta_m`, supported on the pivots."""
+        r""":math:`\alpha_m` (N,) with :math:`L_m^\top\alpha_m = \beta_m`, supported on the pivots; (N, K) for
+        ``beta_m`` (r_m, K)."""
         p = self.pivots[m]
-        out = np.zeros(self.shape[1])
+        out = np.zeros((self.shape[1],) + np.shape(beta_m)[1:])
         if p.size:
             U = self.block(m)[:, p]
             out[p] = solve_triangular(U, np.asarray(beta_m, dtype=np.float64), lower=False, check_finite=False)
@@ -80,8 +99,10 @@ def exact_factors(
     cols: list[np.ndarray] = []
     pivots: list[np.ndarray] = []
     errors = np.zeros(M)
+    bounds = np.full(M, np.nan)
     for m in range(M):
         Km = K[m]
+        bounds[m] = gram_spectral_bound(Km)
         diag = np.diag(Km)
         top = float(np.max(diag)) if N else 0.0
         trace = float(np.sum(diag))
@@ -97,9 +118,7 @@ def exact_factors(
         r = int(rank) if max_rank is None else min(int(rank), int(max_rank))
         order = np.asarray(piv, dtype=np.int64) - 1
         p = order[:r]
-        upper = c[:, :r].T  # L^T in pivot order (r, N), a view of LAPACK's copy
-        for j in range(1, r):  # LAPACK leaves K's entries below L^T's diagonal
-            upper[j, :j] = 0.0
+        upper = np.triu(c[:, :r].T)  # L^T in pivot order (r, N); LAPACK leaves K's entries below its diagonal
         # columns back in sample order; take gives a C-ordered array (fancy indexing does not)
         block = np.take(upper, np.argsort(order), axis=1)
         cols.append(block)
@@ -109,7 +128,13 @@ def exact_factors(
     LT = np.vstack(cols) if cols else np.zeros((0, N))
     starts = np.concatenate([[0], np.cumsum([b.shape[0] for b in cols])]).astype(np.int64)
     traces = np.einsum("mii->m", K)
-    bank = ExactFactorBank(LT, starts, pivots, trace_error=np.where(np.isfinite(errors), errors * np.abs(traces), 0.0))
+    bank = ExactFactorBank(
+        LT,
+        starts,
+        pivots,
+        trace_error=np.where(np.isfinite(errors), errors * np.abs(traces), 0.0),
+        spectral_bounds=bounds,
+    )
     ranks = np.diff(starts)
     bad = [m for m in range(M) if not errors[m] <= max_trace_error]
     reason = ""
