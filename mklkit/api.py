@@ -306,17 +306,19 @@ def solve_multiclass(
     )
 
 
-def _joint_engine(spec: Spec, base: Any) -> tuple[Spec, float, int]:
+def _joint_engine(spec: Spec, base: Any) -> tuple[Spec, float | None, int]:
     """The spec with the engine options of the joint problem on ``base`` (``engine.tol`` and ``engine.max_iter`` as
     given, else :func:`~mklkit.pipeline.joint.joint_tol` and :data:`~mklkit.pipeline.joint.JOINT_MAX_ITER` in
-    place of the defaults of ``auto``, as the estimators' joint fit), its tol and its most steps."""
+    place of the defaults of ``auto``, as the estimators' joint fit), the tol given (``None``: the defaults of
+    :func:`~mklkit.pipeline.joint.fit_joint`) and the most steps."""
     engine = spec.engine.engine
     params = engine.get_params()
     default = {p.name: p.default for p in engine.params}
-    tol = joint_tol(base) if params.get("tol") == default.get("tol") else float(params["tol"])
+    given = None if params.get("tol") == default.get("tol") else float(params["tol"])
     max_iter = JOINT_MAX_ITER if params.get("max_iter") is None else int(params["max_iter"])
+    tol = joint_tol(base) if given is None else given
     section = {"name": engine.name, **params, "tol": tol, "max_iter": max_iter}
-    return spec.model_copy(update={"engine": type(spec.engine)(section)}), tol, max_iter
+    return spec.model_copy(update={"engine": type(spec.engine)(section)}), given, max_iter
 
 
 def _solve_joint(

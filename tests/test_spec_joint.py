@@ -37,13 +37,15 @@ def wine_std(wine):
     return (X_tr - mu) / sd, (X_te - mu) / sd, np.asarray(y_tr), np.asarray(y_te)
 
 
-def _spec(tmp_path: Path, data: tuple[np.ndarray, ...], problem: dict[str, Any], engine: Any = None) -> Path:
+def _spec(
+    tmp_path: Path, data: tuple[np.ndarray, ...], problem: dict[str, Any], engine: Any = None, bank: Any = None
+) -> Path:
     X_tr, X_te, y_tr, y_te = data
     _csv(tmp_path / "tr.csv", X_tr, y_tr)
     _csv(tmp_path / "te.csv", X_te, y_te)
     spec = {
         "data": {"train": "tr.csv", "test": "te.csv", "standardize": False},
-        "kernels": {"bank": BANK, "normalize": "none"},
+        "kernels": {"bank": BANK if bank is None else bank, "normalize": "none"},
         "problem": {"loss": "multinomial", "regularizer": REG, "multiclass": "joint", **problem},
         "engine": engine if engine is not None else {"name": "auto", "tol": TOL},
     }
@@ -54,9 +56,17 @@ def _spec(tmp_path: Path, data: tuple[np.ndarray, ...], problem: dict[str, Any],
     return path
 
 
-def _estimator(data: tuple[np.ndarray, ...], C: Any, tol: float | None = TOL) -> MKLClassifier:
+def _estimator(data: tuple[np.ndarray, ...], C: Any, tol: float | None = TOL, bank: Any = None) -> MKLClassifier:
     X_tr, _, y_tr, _ = data
-    est = MKLClassifier(BANK, multiclass="joint", regularizer=REG, C=C, tol=tol, normalize="none", standardize=False)
+    est = MKLClassifier(
+        BANK if bank is None else bank,
+        multiclass="joint",
+        regularizer=REG,
+        C=C,
+        tol=tol,
+        normalize="none",
+        standardize=False,
+    )
     return est.fit(X_tr, y_tr)
 
 
@@ -104,15 +114,22 @@ def test_spec_joint_with_the_smoothed_multiclass_hinge(tmp_path, wine_std):
     np.testing.assert_allclose(res.joint.objective, est.result_[0].objective, rtol=1e-9)
 
 
-def test_spec_joint_path_chooses_the_estimators_C(tmp_path, wine_std):
-    """``problem.C: path``: the held-out choice of the joint problem, as the estimator's ``C="path"``."""
-    res = run(_spec(tmp_path, wine_std, {"C": "path"}, {"name": "auto"}))
-    est = _estimator(wine_std, "path", tol=None)
+#: Kernels of single features (linear: rank 1; Gaussian: a low numerical rank): the joint fit runs block descent
+#: on their exact factors.
+LOW_RANK = [{"function": "linear", "features": "each"}, {"function": "rbf", "width": [2.0], "features": "each"}]
+
+
+@pytest.mark.parametrize("bank, method", [(None, "fista"), (LOW_RANK, "bcd")])
+def test_spec_joint_path_chooses_the_estimators_C(tmp_path, wine_std, bank, method):
+    """``problem.C: path``: the held-out choice of the joint problem, as the estimator's ``C="path"``, both at the
+    default gaps of the iteration (FISTA on the Gram matrices of ``BANK``, whose exact factors would have more
+    than half of their M N rank; block descent on exact factors of low-rank kernels)."""
+    res = run(_spec(tmp_path, wine_std, {"C": "path"}, {"name": "auto"}, bank=bank))
+    est = _estimator(wine_std, "path", tol=None, bank=bank)
     s = res.summary()
     assert s["C_selection"] is not None and s["C_selection"]["C"] == pytest.approx(s["C"], rel=1e-12)
     assert s["C"] == pytest.approx(est.C_selection_.C, rel=1e-9)
-    # FISTA on the Gram matrices (their exact factors would have more than half of their M N rank)
-    assert s["tol"] == JOINT_TOL["fista"] and s["duality_gap"] <= s["tol"]
+    assert s["tol"] == JOINT_TOL[method] and s["duality_gap"] <= s["tol"] and est.dual_gap_ <= s["tol"]
     np.testing.assert_allclose([k["weight"] for k in s["kernel_weights"]], est.kernel_weights_, atol=1e-6)
 
 

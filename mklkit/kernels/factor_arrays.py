@@ -15,6 +15,8 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from .._jit.gram import abs_power_bounds
+
 if TYPE_CHECKING:
     from .factor import FactorBank
 
@@ -188,8 +190,6 @@ def gram_spectral_bound(K: np.ndarray) -> float:
     bound (:func:`mklkit._jit.gram.abs_power_bounds`).  On a kernel of non-negative entries (Gaussian kernels)
     :math:`\rho(|K|) = \lambda_{\max}(K)`, so the two meet as the steps go (three steps: 45 of the 46 default
     kernels of wine within the slack); a kernel of mixed signs may miss it."""
-    from .._jit.gram import abs_power_bounds
-
     upper, lower = abs_power_bounds(np.ascontiguousarray(K, dtype=np.float64), 3)
     return upper * (1.0 + 1e-10) if 0.0 < upper <= GERSHGORIN_SLACK * lower else math.nan
 

@@ -43,9 +43,8 @@ from .problem import JointProblem, JointRun, Outcome, factor_coordinates
 
 #: Sweeps between Anderson extrapolations (and iterates they combine).
 ANDERSON = 5
-#: Gradient steps on the offset after each sweep (3: the same sweeps as 5 on wine and digits, 1.2 ms less per
-#: fit on wine; 1 step: 30 sweeps instead of 12 on wine, 120 instead of 18 on digits).
-OFFSET_STEPS = 3
+#: Gradient steps on the offset after each sweep.
+OFFSET_STEPS = 5
 
 
 class _Blocks:
