@@ -313,6 +313,36 @@ def test_default_tol_is_that_of_the_iteration(wine):
     assert np.sum(default.predict(X_te) != tight.predict(X_te)) <= 1
 
 
+def test_path_stops_at_a_solve_that_does_not_converge(wine):
+    """Classes the bank separates: the held-out log-loss keeps falling as C falls, and the solves get harder.  The
+    path stops at its first solve that does not converge within ``max_iter``, chooses among those that did, and
+    the fit at that C converges without a warning."""
+    from mklkit import MKLClassifier
+    from mklkit.pipeline.joint import JOINT_PATH_TOL, JOINT_TOL
+    from mklkit.result import ConvergenceWarning
+
+    X_tr, _, y_tr, _ = wine
+    X = (X_tr - X_tr.mean(0)) / X_tr.std(0)
+    bank = [{"function": "linear"}, {"function": "poly", "degree": 2}]
+    est = MKLClassifier(
+        bank,
+        multiclass="joint",
+        regularizer={"name": "elasticnet", "lam": 0.5},
+        C="path",
+        normalize="none",
+        standardize=False,
+        max_iter=1000,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est.fit(X, y_tr)
+    path = est.C_selection_
+    assert path.iterations[-1] == 1000 and path.gaps[-1] > JOINT_PATH_TOL  # the last solve did not converge
+    assert np.all(path.gaps[:-1] <= JOINT_PATH_TOL) and path.chosen < path.Cs.size - 1
+    assert path.losses[-1] < path.losses[path.chosen]  # lower, but no candidate
+    assert est.dual_gap_ <= JOINT_TOL["bcd"]
+
+
 def test_estimator_joint_two_classes_is_the_binary_problem():
     from mklkit import MKLClassifier
 

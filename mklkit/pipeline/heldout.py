@@ -239,8 +239,9 @@ class _Walk:
     per_rows: list[np.ndarray] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
     kept: list[KeptSolution] = field(default_factory=list)
+    converged: list[bool] = field(default_factory=list)
     stopped: str = "the end of the path"
-    best: int = -1  # the least criterion
+    best: int = -1  # the least criterion (of the solves that converged, unless none has)
     material: int = -1  # the last minimum that lowered it materially
 
     def record(self, C: float, result: Any, scored: tuple[np.ndarray, np.ndarray, float], t0: float) -> None:
@@ -251,6 +252,7 @@ class _Walk:
         self.per_rows.append(wrong if self.criterion == "error" else per_row)
         self.scores.append(float(self.per_rows[-1] @ w_held) / float(w_held.sum()))
         loss = float(per_row @ w_held) / float(w_held.sum())
+        self.converged.append(bool(result.converged))
         n_active = int(np.asarray(result.active_set).size)
         row = (C, loss, metric, n_active, int(result.iterations), float(result.gap), time.perf_counter() - t0)
         for column, v in zip(self.values.values(), row):
@@ -267,7 +269,10 @@ class _Walk:
         excess, excess_se = paired_excess(np.array(self.per_rows), self.best, self.w_held)
         ratios = np.array(self.values["Cs"]) / ref_fit
         prior_ratio = prior_fit / ref_fit
-        ok = np.flatnonzero(excess <= excess_se)
+        within = excess <= excess_se
+        if any(self.converged):  # a solve that did not converge is no candidate
+            within &= np.array(self.converged)
+        ok = np.flatnonzero(within)
         chosen = int(ok[np.argmin(np.abs(np.log(ratios[ok] / prior_ratio)))])
         return dict(
             ratios=ratios, chosen=chosen, best=self.best, excess=excess, excess_se=excess_se, prior_ratio=prior_ratio
@@ -276,6 +281,8 @@ class _Walk:
     def lowest(self, flat: float) -> None:
         """The least criterion, and the last minimum that lowered it by more than ``flat`` of its decrease."""
         scores = self.scores
+        if self.best >= 0 and not self.converged[-1]:  # its score is not the problem's at that C
+            return
         if self.best < 0 or scores[-1] < scores[self.best]:
             self.best = len(scores) - 1
         if self.material < 0 or scores[self.material] - scores[-1] > flat * (scores[0] - scores[self.material]):
@@ -283,8 +290,15 @@ class _Walk:
 
     def turned(self, C: float, prior_fit: float, s: PathSettings) -> bool:
         """Whether the path ends after the value at ``C`` (``stopped`` then says why): past the prior, the
-        criterion rose past its minimum by more than the paired standard error, or flattened."""
+        criterion rose past its minimum by more than the paired standard error, or flattened; or at once when the
+        solve at ``C`` did not converge (the solves further down would be harder still)."""
         best, last, criterion = self.best, len(self.scores) - 1, self.criterion
+        if not self.converged[-1]:
+            self.stopped = (
+                f"the solve at C = {C:.4g} did not converge (relative gap {self.values['gaps'][-1]:.2g}): the path stops "
+                "there and chooses among the solves that did"
+            )
+            return True
         if C < prior_fit and best < last:
             rise, rise_se = paired_excess(np.array([self.per_rows[-1], self.per_rows[best]]), 1, self.w_held)
             if rise[0] > rise_se[0]:
