@@ -339,6 +339,7 @@ def test_path_stops_at_a_solve_that_does_not_converge(wine):
     path = est.C_selection_
     assert path.iterations[-1] == 1000 and path.gaps[-1] > JOINT_PATH_TOL  # the last solve did not converge
     assert np.all(path.gaps[:-1] <= JOINT_PATH_TOL) and path.chosen < path.Cs.size - 1
+    assert path.converged.tolist() == [True] * (path.Cs.size - 1) + [False]
     assert path.losses[-1] < path.losses[path.chosen]  # lower, but no candidate
     assert est.dual_gap_ <= JOINT_TOL["bcd"]
 

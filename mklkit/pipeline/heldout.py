@@ -87,6 +87,8 @@ class HeldoutPath:
         What chooses C: ``"loss"`` or ``"error"`` (one minus ``metrics``).
     n_active, iterations, gaps, times : ndarray
         Per value: active kernels, iterations, relative gap, seconds.
+    converged : ndarray of bool
+        Per value: whether its solve converged (the path stops at the first that did not; it is no candidate).
     chosen, best : int
         Index of the chosen value (-1 when none was scored) and of the least criterion.
     excess, excess_se : ndarray
@@ -122,6 +124,7 @@ class HeldoutPath:
     n_held: int
     time_s: float = 0.0
     criterion: str = "loss"
+    converged: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     settings: PathSettings = field(default_factory=PathSettings)
     #: the chosen solution (or the nearest kept one) as a start on all rows; ``None`` once used
     start: Any = field(default=None, repr=False, compare=False)
@@ -146,8 +149,11 @@ class HeldoutPath:
             f"{'iter':>5}  {'gap':>9}  {'time_s':>7}"
         )
         lines = [head]
+        converged = getattr(self, "converged", np.zeros(0, dtype=bool))  # a path pickled before it was kept
         for i in range(self.Cs.size):
             mark = "  <- chosen" if i == self.chosen else (f"  (least {self.criterion})" if i == self.best else "")
+            if i < converged.size and not converged[i]:
+                mark += "  (not converged)"
             lines.append(
                 f"{self.Cs[i]:10.4g}  {self.ratios[i]:9.3g}  {self.losses[i]:8.5f}  "
                 f"{self.excess[i]:8.5f}+-{self.excess_se[i]:7.5f}  {self.metrics[i]:7.4f}  "
@@ -260,7 +266,8 @@ class _Walk:
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The records per value as :class:`HeldoutPath`'s arrays."""
-        return {k: np.array(v, dtype=int if k in ("n_active", "iterations") else float) for k, v in self.values.items()}
+        out = {k: np.array(v, dtype=int if k in ("n_active", "iterations") else float) for k, v in self.values.items()}
+        return {**out, "converged": np.array(self.converged, dtype=bool)}
 
     def choose(self, ref_fit: float, prior_fit: float) -> dict[str, Any]:
         """The choice of C on the path: among the values within one paired standard error of the least held-out
