@@ -49,6 +49,7 @@ what the file holds for ``--splits`` without measuring anything.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import statistics
@@ -72,6 +73,7 @@ MKLPY = ["AverageMKL", "EasyMKL", "CKA", "GRAM", "RMKL", "MEMO"]
 MKLPY_FAILURES = (ValueError, ArithmeticError, RuntimeError)
 
 
+@functools.cache
 def mklkit_source_hash() -> str:
     """A hash of the installed mklkit package's Python files: which mklkit a recorded result came from."""
     h = hashlib.sha256()
@@ -101,13 +103,18 @@ class Record:
             for line in self.path.read_text().splitlines():
                 if line.strip():
                     row = json.loads(line)
-                    self.rows[(row["data"], row["split"], row["method"], row["protocol"])] = row
+                    self.rows[self.key(row)] = row
+
+    @staticmethod
+    def key(row: dict) -> tuple:
+        """What a result is of: the set, the split, the method and its protocol (:func:`protocol_key`)."""
+        return row["data"], row["split"], row["method"], row["protocol"]
 
     def get(self, data: str, split: int, method: str, protocol: str) -> dict | None:
         return self.rows.get((data, split, method, protocol))
 
     def add(self, row: dict) -> None:
-        self.rows[(row["data"], row["split"], row["method"], row["protocol"])] = row
+        self.rows[self.key(row)] = row
         if self.path is not None:
             with self.path.open("a") as fh:
                 fh.write(json.dumps(row) + "\n")
@@ -188,7 +195,7 @@ def fit_mklpy(name: str, values: list[float], K, y, Kte, yte, seed: int) -> tupl
     return acc, secs, int(np.sum(w > 1e-8 * np.abs(w).max()))
 
 
-def measure(name: str, method: str, split: int, K, y, Kte, yte, args) -> dict:
+def measure(method: str, split: int, K, y, Kte, yte, args) -> dict:
     """One method's result on one split: accuracy, fit seconds, kernels in use, or how it failed."""
     if method.startswith("mklkit"):
         weighting = method.split()[1] if " " in method else None
@@ -216,7 +223,7 @@ def run_dataset(name: str, methods: list[str], args, record: Record) -> dict[str
             bank = KernelBank.build(sc.transform(X[tr]), "smomkl", normalize="trace")
             K, Kte = bank.K, bank.cross(sc.transform(X[te]))
             for m in todo:
-                row = measure(name, m, split, K, y[tr], Kte, y[te], args)
+                row = measure(m, split, K, y[tr], Kte, y[te], args)
                 record.add({"data": name, "split": split, "method": m, "protocol": keys[m], **row})
         for m in methods:
             row = record.get(name, split, m, keys[m])

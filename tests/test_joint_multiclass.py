@@ -489,7 +489,7 @@ def test_gram_spectral_bounds_of_exact_factors():
     zero_row = gauss[1].copy()
     zero_row[5, :] = zero_row[:, 5] = 0.0
     K = np.stack(gauss + [linear, zero_row])
-    fac = exact_factors(K)
+    fac = exact_factors(K, spectral_bounds=True)
     bank = fac.bank
     norms = np.array([np.linalg.norm(bank.block(m), 2) ** 2 for m in range(K.shape[0])])
     top = np.linalg.eigvalsh(K)[:, -1]
@@ -504,6 +504,7 @@ def test_gram_spectral_bounds_of_exact_factors():
     assert np.array_equal(got[found], b[found])
     keep = np.array([5, 1])
     assert np.array_equal(bank.subset(keep).spectral_bounds, b[keep], equal_nan=True)
+    assert np.all(np.isnan(exact_factors(K).bank.spectral_bounds))  # only when asked for
     for seed in range(20):  # random symmetric matrices of mixed signs: never below the largest eigenvalue
         A = np.random.default_rng(seed).normal(size=(30, 30))
         A = A + A.T + (seed % 3) * 10 * np.eye(30)

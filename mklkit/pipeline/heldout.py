@@ -264,6 +264,10 @@ class _Walk:
         for column, v in zip(self.values.values(), row):
             column.append(v)
 
+    def progress_record(self, C: float, ratio: float) -> dict[str, Any]:
+        """The progress record of the last value: ``{"C", "ratio", "loss", "metric", "n_active"}``."""
+        return {"C": C, "ratio": float(ratio), **{key: self.values[column][-1] for key, column in _PROGRESS}}
+
     def arrays(self) -> dict[str, np.ndarray]:
         """The records per value as :class:`HeldoutPath`'s arrays."""
         out = {k: np.array(v, dtype=int if k in ("n_active", "iterations") else float) for k, v in self.values.items()}
@@ -359,8 +363,7 @@ def _walk(
         walk.kept.append(KeptSolution(result, rows.factor_bank))
         walk.record(C, result, held_out_scores(part.loss, y_held, rows.decision(result), w_held), t0)
         if progress is not None:
-            last = {key: walk.values[column][-1] for key, column in _PROGRESS}
-            progress({"C": C, "ratio": float(r), **last})
+            progress(walk.progress_record(C, r))
         walk.lowest(s.flat)
         _drop_kept(walk.kept, walk.best)
         if walk.turned(C, prior_fit, s):

@@ -97,7 +97,7 @@ def joint_base(base: Any) -> tuple[Any, str]:
     from ..kernels.factorize.dense import exact_factors
 
     M, N = base.n_kernels, base.n_samples
-    fac = exact_factors(base.K)
+    fac = exact_factors(base.K, spectral_bounds=True)  # block descent's curvatures
     if not fac.exact or int(np.sum(fac.ranks)) >= 0.5 * M * N:
         return base, ""
     extra = {k: v for k, v in base.extra.items() if k != "representation"}
@@ -125,7 +125,8 @@ def fit_joint(
     ``"scale"`` (``"auto"`` on fewer rows) given by ``prior(base)``.
 
     The path's fits stop at the relative gap ``tol`` times :attr:`PathSettings.tol_ratio` (``tol=None``:
-    :data:`JOINT_PATH_TOL`), the final fit at ``tol`` (``None``: :func:`joint_tol`), warm-started from ``warm_start`` or else from the chosen solution of the path.  Returns the
+    :data:`JOINT_PATH_TOL`), the final fit at ``tol`` (``None``: :func:`joint_tol`), warm-started from
+    ``warm_start`` or else from the chosen solution of the path.  Returns the
     :class:`~mklkit.engines.joint.JointResult`, the held-out path (``None`` without one) and the C used.
     """
     from ..engines.joint import solve_joint
@@ -204,15 +205,7 @@ def joint_held_out_C(
         wrong = (np.argmax(F, axis=1) != y_held.astype(np.int64)).astype(np.float64)
         walk.record(C, result, (per_row, wrong, 1.0 - float(wrong @ w_held) / float(w_held.sum())), t0)
         if progress is not None:
-            progress(
-                {
-                    "C": C,
-                    "ratio": float(r),
-                    "loss": walk.values["losses"][-1],
-                    "metric": walk.values["metrics"][-1],
-                    "n_active": walk.values["n_active"][-1],
-                }
-            )
+            progress(walk.progress_record(C, r))
         walk.lowest(s.flat)
         if walk.turned(C, prior_fit, s):
             break

@@ -27,7 +27,7 @@ MAX_TRACE_ERROR = 1e-10
 class ExactFactorBank(FactorBank):
     r"""A :class:`~mklkit.kernels.factor.FactorBank` of pivoted Cholesky factors of dense kernels, with
     ``pivots[m]`` (r_m,) the samples of the triangular block of kernel ``m`` and ``spectral_bounds[m]`` an upper
-    bound of :math:`\|L_m\|_2^2` found from the kernel (NaN where none was:
+    bound of :math:`\|L_m\|_2^2` found from the kernel (NaN where none was found, or none asked for:
     :func:`~mklkit.kernels.factor_arrays.gram_spectral_bound`; :math:`K_m - L_mL_m^\top` is a Schur complement,
     positive semi-definite, so a bound of :math:`K_m` bounds :math:`L_m`)."""
 
@@ -89,10 +89,17 @@ class DenseFactorization:
 
 
 def exact_factors(
-    K: np.ndarray, *, rtol: float = PIVOT_RTOL, max_trace_error: float = MAX_TRACE_ERROR, max_rank: int | None = None
+    K: np.ndarray,
+    *,
+    rtol: float = PIVOT_RTOL,
+    max_trace_error: float = MAX_TRACE_ERROR,
+    max_rank: int | None = None,
+    spectral_bounds: bool = False,
 ) -> DenseFactorization:
     """Pivoted Cholesky factors of every kernel of ``K`` (M, N, N) (not modified); ``rtol``: pivot tolerance
-    relative to the largest diagonal entry; ``max_rank``: at most this many columns per kernel."""
+    relative to the largest diagonal entry; ``max_rank``: at most this many columns per kernel;
+    ``spectral_bounds``: also the bank's ``spectral_bounds`` from the kernels, for the block methods that read
+    them (:func:`~mklkit.kernels.factor_arrays.block_spectral_bounds`; else NaN)."""
     t0 = time.perf_counter()
     K = np.asarray(K, dtype=np.float64)
     M, N, _ = K.shape
@@ -102,7 +109,8 @@ def exact_factors(
     bounds = np.full(M, np.nan)
     for m in range(M):
         Km = K[m]
-        bounds[m] = gram_spectral_bound(Km)
+        if spectral_bounds:
+            bounds[m] = gram_spectral_bound(Km)
         diag = np.diag(Km)
         top = float(np.max(diag)) if N else 0.0
         trace = float(np.sum(diag))
