@@ -564,7 +564,7 @@ def test_crammer_singer_kernels():
         D[:, k] = h
         num = (loss.jit.value(y, F + D, p) - loss.jit.value(y, F - D, p)) / (2 * h)
         assert np.allclose(G[:, k], num, atol=1e-6)
-    assert loss.grad_lipschitz() == pytest.approx(1 / gamma)
+    assert loss.grad_lipschitz(3) == pytest.approx(1 / gamma)
     # Fenchel-Young: equality at the gradient, inequality at another point of the domain
     assert np.allclose(v + loss.jit.conj(y, G, p), np.sum(G * F, axis=1), atol=1e-10)
     Q = rng.dirichlet(np.ones(K), size=N)
@@ -590,6 +590,105 @@ def test_crammer_singer_joint_matches_clarabel(reg, C, factor):
     assert res.dual_objective <= ref + 1e-8 * abs(ref)
 
 
+def test_weston_watkins_kernels():
+    """The smoothed Weston-Watkins hinge: its value against the sum of Huber-smoothed hinges, the bounds to the
+    hinge, the gradient against central differences, the curvature bound K/gamma attained, Fenchel-Young and
+    the conjugate's domain."""
+    from mklkit.components.multiclass import WestonWatkins
+
+    gamma = 0.3
+    loss = WestonWatkins(smoothing=gamma)
+    p = loss.param_vector
+    rng = np.random.default_rng(5)
+    N, K = 40, 4
+    y = rng.integers(0, K, N).astype(np.float64)
+    F = rng.normal(size=(N, K))
+    E = np.eye(K)[y.astype(int)]
+    T = 1.0 + F - F[np.arange(N), y.astype(int)][:, None]
+    huber = np.where(T <= 0, 0.0, np.where(T < gamma, T**2 / (2 * gamma), T - gamma / 2))
+    v = loss.jit.value(y, F, p)
+    assert np.allclose(v, np.sum(huber * (1 - E), axis=1), atol=1e-12)
+    hinge = np.sum(np.maximum(T, 0.0) * (1 - E), axis=1)
+    assert np.all(v <= hinge + 1e-12) and np.all(v >= hinge - (K - 1) * gamma / 2 - 1e-12)
+    G = loss.jit.grad(y, F, p)
+    h = 1e-6
+    for k in range(K):
+        D = np.zeros((N, K))
+        D[:, k] = h
+        num = (loss.jit.value(y, F + D, p) - loss.jit.value(y, F - D, p)) / (2 * h)
+        assert np.allclose(G[:, k], num, atol=1e-6)
+    assert np.allclose(G.sum(axis=1), 0.0)
+    # the bound K/gamma is attained: every margin inside the quadratic part, F moved along D^T of the all-ones
+    assert loss.grad_lipschitz(K) == pytest.approx(K / gamma)
+    F0 = np.zeros((1, K))
+    F0[0, 1:] = -1.0 + gamma / 2  # y = 0, every t_k = gamma/2
+    d = np.full((1, K), 1e-3)
+    d[0, 0] = -(K - 1) * 1e-3
+    y0 = np.zeros(1)
+    ratio = np.linalg.norm(loss.jit.grad(y0, F0 + d, p) - loss.jit.grad(y0, F0, p)) / np.linalg.norm(d)
+    assert ratio == pytest.approx(K / gamma, rel=1e-9)
+    # Fenchel-Young: equality at the gradient; the domain: entries off the label in [0, 1], rows summing to 0
+    assert np.allclose(v + loss.jit.conj(y, G, p), np.sum(G * F, axis=1), atol=1e-10)
+    A = rng.uniform(0, 1, (N, K)) * (1 - E)
+    U = A - E * A.sum(axis=1, keepdims=True)
+    assert np.all(v + loss.jit.conj(y, U, p) >= np.sum(U * F, axis=1) - 1e-12)
+    assert np.all(np.isinf(loss.jit.conj(y, U + 0.1 * E, p)))  # rows not summing to 0
+    assert np.all(np.isinf(loss.jit.conj(y, 1.5 * U / np.maximum(A.max(axis=1, keepdims=True), 1e-3), p)))
+
+
+def test_max_circulation():
+    """``max_circulation``: within the capacities, every class receives what it sends, no cycle of capacity is
+    left unused, and a circulation is kept whole."""
+    from mklkit.components.multiclass import max_circulation
+
+    rng = np.random.default_rng(6)
+    for K in (2, 3, 5, 8):
+        for _ in range(20):
+            F = rng.uniform(0, 1, (K, K)) * (rng.uniform(size=(K, K)) < 0.7)
+            f = max_circulation(F)
+            assert np.all(f >= 0) and np.all(f <= F + 1e-15) and np.all(np.diag(f) == 0)
+            assert np.allclose(f.sum(axis=0), f.sum(axis=1), atol=1e-12)
+            # what is left has no cycle: it has a topological order
+            left = (F - f > 1e-12) & ~np.eye(K, dtype=bool)
+            alive = list(range(K))
+            while alive:
+                sinks = [a for a in alive if not any(left[a, b] for b in alive)]
+                assert sinks, "a cycle of unused capacity is left"
+                alive = [a for a in alive if a not in sinks]
+            # a circulation (f itself) is kept whole
+            assert np.allclose(max_circulation(f), f, atol=1e-12)
+
+
+@pytest.mark.parametrize("factor, reg, C", [(False, L1(), 0.3), (True, ElasticNet(lam=0.5), 0.5)])
+def test_weston_watkins_joint_matches_clarabel(factor, reg, C):
+    """The joint problem with the smoothed Weston-Watkins hinge (FISTA on the Gram bank, block descent on its
+    exact factors), with a bias and sample weights: Clarabel's optimum to 1e-6 relative, weak duality, and the
+    certified dual a circulation (its columns sum to 0)."""
+    from mklkit.components.multiclass import WestonWatkins
+    from mklkit.kernels.factorize.dense import exact_factors
+
+    K, y = _bank(seed=7)
+    w = np.random.default_rng(8).uniform(0.5, 2.0, y.size)
+    loss = WestonWatkins(smoothing=0.2)
+    bank = exact_factors(K).bank if factor else K
+    res = solve_joint(JointProblem(bank, y, 3, loss, reg, C, sample_weight=w), tol=1e-9, max_iter=50000)
+    ref = _reference(K, y, reg, C, True, w, loss=loss)
+    assert res.converged and res.gap <= 1e-9 and abs(res.objective - ref) <= 1e-6 * abs(ref)
+    assert res.dual_objective <= ref + 1e-8 * abs(ref)
+    assert np.allclose(res.dual.sum(axis=0), 0.0, atol=1e-10)
+
+
+def test_estimator_weston_watkins():
+    """``loss="weston_watkins"`` fits the joint problem: one weighting, certified, no probabilities."""
+    from mklkit import MKLClassifier
+
+    X, y = _three_classes()
+    est = MKLClassifier(loss="weston_watkins", C=0.05, tol=1e-6).fit(X, y)
+    assert est.kernel_weights_.shape == (len(est.kernel_names_),) and est.solved_by_ == "joint"
+    assert est.loss_.name == "weston_watkins" and est.dual_gap_ <= 1e-6
+    assert not hasattr(est, "predict_proba") and np.mean(est.predict(X) == y) > 0.85
+
+
 def test_estimator_crammer_singer():
     """``loss="crammer_singer"`` (with its smoothing as a mapping) fits the joint problem: one weighting, no
     probabilities; an unknown multiclass loss is an error naming ``loss``."""
@@ -601,8 +700,8 @@ def test_estimator_crammer_singer():
     assert est.loss_.name == "crammer_singer" and est.dual_gap_ <= 1e-6
     assert not hasattr(est, "predict_proba") and np.mean(est.predict(X) == y) > 0.85
     with pytest.raises(ParamError) as exc:
-        MKLClassifier(multiclass="joint", loss="weston_watkins").fit(X, y)
-    assert exc.value.key == "loss" and "crammer_singer" in exc.value.allowed
+        MKLClassifier(multiclass="joint", loss="squared").fit(X, y)
+    assert exc.value.key == "loss" and "crammer_singer" in exc.value.allowed and "weston_watkins" in exc.value.allowed
 
 
 class _HalfGradient(Multinomial):
@@ -629,7 +728,7 @@ class _Understated(Multinomial):
 
     name = "understated"
 
-    def grad_lipschitz(self):
+    def grad_lipschitz(self, n_classes):
         return 0.01
 
 
@@ -645,10 +744,11 @@ class _WrongOffset(Multinomial):
 def test_the_multiclass_loss_kit_passes_the_built_ins_and_finds_broken_ones():
     """``check_component`` on a multiclass loss: the built-ins pass; a wrong gradient, an understated curvature
     bound and a wrong optimal offset each fail their identity (a wrong gradient also breaks Fenchel-Young)."""
-    from mklkit.components.multiclass import CrammerSinger
+    from mklkit.components.multiclass import BUILTIN_MULTICLASS_LOSSES
     from mklkit.testing import check_component
 
-    for cls in (Multinomial, CrammerSinger):
+    assert {c.name for c in BUILTIN_MULTICLASS_LOSSES} >= {"multinomial", "crammer_singer", "weston_watkins"}
+    for cls in BUILTIN_MULTICLASS_LOSSES:
         report = check_component(cls)
         assert report.ok, str(report)
     for cls, identities in (

@@ -23,6 +23,7 @@ __all__ = [
     "MulticlassLossJit",
     "Multinomial",
     "CrammerSinger",
+    "WestonWatkins",
     "BUILTIN_MULTICLASS_LOSSES",
     "simplex_transport",
 ]
@@ -95,8 +96,9 @@ class MulticlassLoss(Component):
     _GROUPS = ("jit",)
     jit = _grouped(MulticlassLossJit)
 
-    def grad_lipschitz(self) -> float:
-        r"""A bound on the spectral norm of :math:`\partial_F^2 L(y, F)` over all F (``inf`` if none)."""
+    def grad_lipschitz(self, n_classes: int) -> float:
+        r"""A bound on the spectral norm of :math:`\partial_F^2 L(y, F)` over all F of ``n_classes`` outputs
+        (``inf`` if none)."""
         return math.inf
 
     def validate_labels(self, y: Any, n_classes: int) -> np.ndarray:
@@ -110,9 +112,27 @@ class MulticlassLoss(Component):
         return np.ascontiguousarray(yf)
 
     def optimal_offset(self, y: np.ndarray, w: np.ndarray, n_classes: int) -> np.ndarray:
-        r"""The offset :math:`b \in \mathbb R^K` minimizing :math:`\sum_i w_iL(y_i, b)` (the model
-        without kernels)."""
-        raise NotImplementedError(f"the multiclass loss {self.name!r} does not give its optimal offset")
+        r"""The offset :math:`b \in \mathbb R^K` minimizing :math:`\sum_i w_iL(y_i, b)` (the model without
+        kernels), centred.  By default numerically: L-BFGS from 0 on the loss's own kernels (a loss invariant to
+        adding a constant to every output, as the joint problem's losses are); a loss with a closed form
+        overrides it."""
+        from scipy.optimize import minimize
+
+        counts = np.bincount(y.astype(np.int64), weights=w, minlength=n_classes)
+        if np.any(counts <= 0.0):
+            missing = [int(k) for k in np.flatnonzero(counts <= 0.0)]
+            raise LabelError(f"every class needs a sample of weight > 0; classes {missing} have none")
+        p = self.param_vector
+        N = y.shape[0]
+
+        def value_grad(b: np.ndarray) -> tuple[float, np.ndarray]:
+            F = np.ascontiguousarray(np.tile(b, (N, 1)))
+            return float(w @ self.jit.value(y, F, p)), (w[:, None] * self.jit.grad(y, F, p)).sum(axis=0)
+
+        opts = {"gtol": 1e-12, "ftol": 0.0, "maxiter": 1000}
+        res = minimize(value_grad, np.zeros(n_classes), jac=True, method="L-BFGS-B", options=opts)
+        b = np.asarray(res.x, dtype=np.float64)
+        return b - b.mean()
 
     def dual_point(self, y: np.ndarray, G: np.ndarray, w: np.ndarray, bias: bool) -> np.ndarray:
         r"""A dual point :math:`P` near :math:`-G` (``G`` the weighted loss gradient
@@ -229,7 +249,7 @@ class Multinomial(MulticlassLoss):
             out[i] = val
         return out
 
-    def grad_lipschitz(self) -> float:
+    def grad_lipschitz(self, n_classes: int) -> float:
         return 0.5
 
     def optimal_offset(self, y: np.ndarray, w: np.ndarray, n_classes: int) -> np.ndarray:
@@ -338,29 +358,8 @@ class CrammerSinger(MulticlassLoss):
             out[i] = -(np.sum(q) - q[int(y[i])]) + 0.5 * gamma * np.dot(q, q)
         return out
 
-    def grad_lipschitz(self) -> float:
+    def grad_lipschitz(self, n_classes: int) -> float:
         return 1.0 / float(self.param_vector[0])
-
-    def optimal_offset(self, y: np.ndarray, w: np.ndarray, n_classes: int) -> np.ndarray:
-        r"""The minimizer of :math:`\sum_iw_iL_\gamma(y_i, b)` over :math:`b \in \mathbb R^K` (L-BFGS from 0,
-        centred: the loss is invariant to adding a constant to every output)."""
-        from scipy.optimize import minimize
-
-        counts = np.bincount(y.astype(np.int64), weights=w, minlength=n_classes)
-        if np.any(counts <= 0.0):
-            missing = [int(k) for k in np.flatnonzero(counts <= 0.0)]
-            raise LabelError(f"every class needs a sample of weight > 0; classes {missing} have none")
-        p = self.param_vector
-        N = y.shape[0]
-
-        def value_grad(b: np.ndarray) -> tuple[float, np.ndarray]:
-            F = np.ascontiguousarray(np.tile(b, (N, 1)))
-            return float(w @ self.jit.value(y, F, p)), (w[:, None] * self.jit.grad(y, F, p)).sum(axis=0)
-
-        opts = {"gtol": 1e-12, "ftol": 0.0, "maxiter": 1000}
-        res = minimize(value_grad, np.zeros(n_classes), jac=True, method="L-BFGS-B", options=opts)
-        b = np.asarray(res.x, dtype=np.float64)
-        return b - b.mean()
 
     def cvxpy_expr(self, y: np.ndarray, F: Any, w: np.ndarray | None = None) -> Any:
         r"""By duality :math:`\max_{q\in\Delta}\langle q, z\rangle - \tfrac\gamma2\|q\|^2 = \min_t\, t +
@@ -381,4 +380,186 @@ class CrammerSinger(MulticlassLoss):
         return cp.sum(terms) if w is None else cp.sum(cp.multiply(np.asarray(w, dtype=np.float64), terms))
 
 
-BUILTIN_MULTICLASS_LOSSES = (Multinomial, CrammerSinger)
+@njit(cache=True)
+def _smoothed_hinge(t, gamma):
+    r"""The hinge :math:`(t)_+` smoothed with parameter :math:`\gamma` (its Moreau envelope) and its derivative."""
+    if t <= 0.0:
+        return 0.0, 0.0
+    if t < gamma:
+        return 0.5 * t * t / gamma, t / gamma
+    return t - 0.5 * gamma, 1.0
+
+
+@njit(cache=True)
+def max_circulation(F):
+    r"""A circulation :math:`0 \le f \le F` on the complete directed graph of capacities ``F`` (K, K) (the
+    diagonal ignored) that leaves no cycle of positive capacity unused: cycles are found by depth-first search
+    in the graph of the capacities left, two-cycles first, and each takes the capacity of its narrowest edge.
+    Every node's inflow equals its outflow up to rounding (each cycle adds the same amount to both)."""
+    K = F.shape[0]
+    left = F.copy()
+    f = np.zeros((K, K))
+    for a in range(K):
+        left[a, a] = 0.0
+    for a in range(K):  # two-cycles
+        for b in range(a + 1, K):
+            d = min(left[a, b], left[b, a])
+            if d > 0.0:
+                f[a, b] += d
+                f[b, a] += d
+                left[a, b] -= d
+                left[b, a] -= d
+    parent = np.empty(K, np.int64)
+    state = np.empty(K, np.int64)  # 0 unseen, 1 on the path, 2 done
+    stack = np.empty(K, np.int64)
+    nxt = np.empty(K, np.int64)
+    while True:
+        found = False
+        state[:] = 0
+        for s in range(K):
+            if found or state[s] != 0:
+                continue
+            top = 0
+            stack[0] = s
+            nxt[s] = 0
+            state[s] = 1
+            while top >= 0 and not found:
+                u = stack[top]
+                if nxt[u] >= K:
+                    state[u] = 2
+                    top -= 1
+                    continue
+                v = nxt[u]
+                nxt[u] += 1
+                if v == u or left[u, v] <= 0.0:
+                    continue
+                if state[v] == 1:  # a cycle v -> ... -> u -> v
+                    d = left[u, v]
+                    x = u
+                    while x != v:
+                        d = min(d, left[parent[x], x])
+                        x = parent[x]
+                    f[u, v] += d
+                    left[u, v] -= d
+                    x = u
+                    while x != v:
+                        f[parent[x], x] += d
+                        left[parent[x], x] -= d
+                        x = parent[x]
+                    found = True
+                elif state[v] == 0:
+                    parent[v] = u
+                    state[v] = 1
+                    nxt[v] = 0
+                    top += 1
+                    stack[top] = v
+        if not found:
+            return f
+
+
+class WestonWatkins(MulticlassLoss):
+    r"""The multiclass hinge of Weston & Watkins (1999), each of its terms smoothed with parameter
+    :math:`\gamma > 0`:
+
+    .. math::
+        L_\gamma(y, F) = \sum_{k \ne y} h_\gamma(1 + F_k - F_y), \qquad
+        h_\gamma(t) = \max_{a \in [0, 1]}\ at - \tfrac\gamma2 a^2,
+
+    :math:`h_\gamma` the hinge :math:`(t)_+` smoothed (0, :math:`t^2/(2\gamma)`, :math:`t - \gamma/2`), so
+    :math:`L - (K-1)\gamma/2 \le L_\gamma \le L` and the joint problem's optimum with :math:`L_\gamma` is within
+    :math:`(K-1)\gamma\sum_iw_i/2` of the hinge's.  Gradient: :math:`a_k = h_\gamma'(1 + F_k - F_y)` for
+    :math:`k \ne y` and :math:`-\sum_{k \ne y} a_k` at :math:`y`; its Hessian is :math:`D^\top\mathrm{diag}(h'')D`
+    with :math:`D = [I \mid -\mathbf 1]`, so the gradient is Lipschitz with constant :math:`K/\gamma`.
+    Conjugate: :math:`L_\gamma^*(y, U) = \sum_{k\ne y}(\tfrac\gamma2U_k^2 - U_k)` on
+    :math:`\{U: U_k \in [0, 1]\ (k \ne y),\ \sum_k U_k = 0\}` (:meth:`dual_point`).  ``params = [smoothing]``.
+    """
+
+    name = "weston_watkins"
+    description = "multiclass hinge of Weston & Watkins, smoothed (K outputs)"
+    params = (Param("smoothing", 0.1, "gamma: the quadratic that smooths each hinge", low=0.0, low_open=True),)
+
+    @kernel
+    def value(y, F, params):
+        gamma = params[0]
+        N, K = F.shape
+        out = np.zeros(N)
+        for i in range(N):
+            c = int(y[i])
+            for k in range(K):
+                if k != c:
+                    out[i] += _smoothed_hinge(1.0 + F[i, k] - F[i, c], gamma)[0]
+        return out
+
+    @kernel
+    def grad(y, F, params):
+        gamma = params[0]
+        N, K = F.shape
+        out = np.zeros((N, K))
+        for i in range(N):
+            c = int(y[i])
+            for k in range(K):
+                if k != c:
+                    a = _smoothed_hinge(1.0 + F[i, k] - F[i, c], gamma)[1]
+                    out[i, k] = a
+                    out[i, c] -= a
+        return out
+
+    @kernel
+    def conj(y, U, params):
+        gamma = params[0]
+        N, K = U.shape
+        out = np.empty(N)
+        for i in range(N):
+            c = int(y[i])
+            val = 0.0
+            total = 0.0
+            scale = 1.0
+            inside = True
+            for k in range(K):
+                total += U[i, k]
+                scale += abs(U[i, k])
+                if k != c:
+                    if U[i, k] < -1e-12 or U[i, k] > 1.0 + 1e-12:
+                        inside = False
+                    val += 0.5 * gamma * U[i, k] * U[i, k] - U[i, k]
+            out[i] = val if inside and abs(total) <= 1e-9 * scale else INF
+        return out
+
+    def grad_lipschitz(self, n_classes: int) -> float:
+        return float(n_classes) / float(self.param_vector[0])
+
+    def dual_point(self, y: np.ndarray, G: np.ndarray, w: np.ndarray, bias: bool) -> np.ndarray:
+        r""":math:`U_i = G_i/w_i` with the entries off the label clipped into [0, 1] and the label's entry minus
+        their sum.  With a bias, :math:`\sum_iw_iU_i = 0` is a circulation: :math:`w_iU_{ik}` is a flow from class
+        :math:`y_i` to class :math:`k`, and every class must receive what it sends.  The flows between each pair
+        of classes are scaled down to a circulation within them (:func:`max_circulation`).  :math:`P = -wU`."""
+        N, K = G.shape
+        yi = y.astype(np.int64)
+        off = np.ones((N, K), dtype=bool)
+        off[np.arange(N), yi] = False
+        U = np.where(off, np.clip(G / w[:, None], 0.0, 1.0), 0.0)
+        if bias:
+            flows = np.zeros((K, K))
+            np.add.at(flows, yi, w[:, None] * U)
+            kept = max_circulation(flows)
+            ratio = np.divide(kept, flows, out=np.zeros((K, K)), where=flows > 0.0)
+            U = U * np.minimum(ratio[yi], 1.0)
+        U[np.arange(N), yi] = -U.sum(axis=1)
+        return -w[:, None] * U
+
+    def cvxpy_expr(self, y: np.ndarray, F: Any, w: np.ndarray | None = None) -> Any:
+        r""":math:`h_\gamma(t) = \min_s\, (s)_+ + (t - s)^2/(2\gamma)` (the Moreau envelope of the hinge): an
+        auxiliary variable per output, minimized with the problem."""
+        import cvxpy as cp
+
+        gamma = float(self.param_vector[0])
+        N, K = F.shape
+        E = np.zeros((N, K))
+        E[np.arange(N), np.asarray(y).astype(np.int64)] = 1.0
+        S = cp.Variable((N, K))
+        T = 1.0 + F - cp.reshape(cp.sum(cp.multiply(E, F), axis=1), (N, 1), order="C") @ np.ones((1, K))
+        terms = cp.sum(cp.multiply(1.0 - E, cp.pos(S) + cp.square(T - S) / (2 * gamma)), axis=1)
+        return cp.sum(terms) if w is None else cp.sum(cp.multiply(np.asarray(w, dtype=np.float64), terms))
+
+
+BUILTIN_MULTICLASS_LOSSES = (Multinomial, CrammerSinger, WestonWatkins)

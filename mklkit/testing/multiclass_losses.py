@@ -7,7 +7,7 @@ r"""Conformance kit of a multiclass loss (:class:`~mklkit.components.multiclass.
 * ``fenchel_young``: :math:`L(y, F) + L^*(y, U) \ge \langle U, F\rangle` at points :math:`U` of the conjugate's
   domain, with equality at :math:`U = \partial_F L(y, F)`;
 * ``lipschitz``: with ``smooth_primal``, :math:`\|\partial_F L(y, F) - \partial_F L(y, F')\| \le \ell\|F - F'\|`,
-  :math:`\ell` = ``grad_lipschitz()``;
+  :math:`\ell` = ``grad_lipschitz(K)``;
 * ``dual_point``: :meth:`~mklkit.components.multiclass.MulticlassLoss.dual_point` gives :math:`P` with
   :math:`-P_i/w_i` in the conjugate's domain, and with a bias :math:`\mathbf 1^\top P = 0`;
 * ``offset``: :meth:`~mklkit.components.multiclass.MulticlassLoss.optimal_offset` zeroes the gradient of
@@ -122,14 +122,14 @@ def _check(
 
     ident = r.identity("lipschitz")
     if getattr(loss, "smooth_primal", False):
-        ell = float(loss.grad_lipschitz())
+        ell = float(loss.grad_lipschitz(K))
         if not (np.isfinite(ell) and ell > 0):
-            ident.fail(f"smooth_primal is True but grad_lipschitz() is {ell!r}; expected a finite number > 0", at)
+            ident.fail(f"smooth_primal is True but grad_lipschitz(K) is {ell!r}; expected a finite number > 0", at)
         else:
             F2 = F + rng.standard_normal((N, K)) * rng.uniform(1e-3, 2.0, (N, 1))
             lhs = np.linalg.norm(grads(F2) - G, axis=1)
             rhs = ell * np.linalg.norm(F2 - F, axis=1)
-            ident.at_least(rhs, lhs, rtol * (1.0 + lhs) + atol, at, "grad_lipschitz() bounds the change of grad")
+            ident.at_least(rhs, lhs, rtol * (1.0 + lhs) + atol, at, "grad_lipschitz(K) bounds the change of grad")
     else:
         ident.note()
 

@@ -102,7 +102,7 @@ def solve_joint(
     if method == "bcd" and not factor:
         raise ParamError("method", method, "'auto' or 'fista': 'bcd' needs a FactorBank", owner="joint")
     loss, reg = problem.loss, problem.regularizer
-    if not loss.smooth_primal or not math.isfinite(loss.grad_lipschitz()):
+    if not loss.smooth_primal or not math.isfinite(loss.grad_lipschitz(problem.n_classes)):
         raise ParamError(
             "loss", loss.name, "a multiclass loss with a Lipschitz gradient (smooth_primal), e.g. 'multinomial'"
         )

@@ -60,7 +60,7 @@ class _Blocks:
         self.M = problem.n_kernels
         self.rows = [(int(self.starts[m]), int(self.starts[m + 1])) for m in range(self.M)]
         self.blocks = [self.LT[a:b] for a, b in self.rows]
-        scale = float(problem.loss.grad_lipschitz()) * float(np.max(problem.w))
+        scale = float(problem.loss.grad_lipschitz(problem.n_classes)) * float(np.max(problem.w))
         self.lip = scale * np.asarray(block_spectral_bounds(bank), dtype=np.float64)
         self.seg = np.repeat(np.arange(self.M), np.diff(self.starts))
         if not self.sparse:  # the compiled kernels the jitted sweep calls
@@ -165,7 +165,7 @@ def _offset(problem: JointProblem, F: np.ndarray, b: np.ndarray) -> tuple[np.nda
     :math:`1/(\ell\sum_iw_i)` until it lowers the loss by half its first-order decrease (at the safe step it
     always does): every step lowers the loss."""
     F0 = F - b
-    safe = 1.0 / (float(problem.loss.grad_lipschitz()) * float(np.sum(problem.w)))
+    safe = 1.0 / (float(problem.loss.grad_lipschitz(problem.n_classes)) * float(np.sum(problem.w)))
 
     def value_grad(c: np.ndarray) -> tuple[float, np.ndarray]:
         Fc = F0 + c

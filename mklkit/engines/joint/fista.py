@@ -158,7 +158,7 @@ def run_fista(run: JointRun) -> Outcome:
     else:
         S = _GenericSum(bank)
     lam, omega = lipschitz_estimate(S, problem.bias)
-    L = float(loss.grad_lipschitz()) * float(np.max(problem.w)) * lam
+    L = float(loss.grad_lipschitz(problem.n_classes)) * float(np.max(problem.w)) * lam
 
     space: Any = _FactorSpace(problem) if isinstance(bank, FactorBank) else _KernelSpace(problem)
     if warm_start is not None and np.asarray(warm_start.coef).shape == (M, N, K):
