@@ -44,6 +44,10 @@ source (a hash of the installed package's files), so a change to mklkit reruns i
 A table may then hold different numbers of splits per method (its ``n`` column): e.g. MKLpy's fast
 methods on every split first (``--methods``), the slow ones later; ``--recorded`` prints the table of
 what the file holds for ``--splits`` without measuring anything.
+
+The results measured so far are kept in the repository, :data:`RECORD`
+(``benchmarks/records/mklpy_protocol.jsonl``): a run given ``--record`` with that path adds to them, and
+``--record benchmarks/records/mklpy_protocol.jsonl --recorded`` prints their table.
 """
 
 from __future__ import annotations
@@ -71,6 +75,8 @@ MKLPY = ["AverageMKL", "EasyMKL", "CKA", "GRAM", "RMKL", "MEMO"]
 #: How MKLpy's solvers fail (cvxopt's domain error, torch's singular inverse in CKA): counted per split
 #: in the table's ``failed`` column instead of ending the run.
 MKLPY_FAILURES = (ValueError, ArithmeticError, RuntimeError)
+#: The repository's record of the protocol's results (``--record``).
+RECORD = Path(__file__).resolve().parent / "records" / "mklpy_protocol.jsonl"
 
 
 @functools.cache

@@ -535,6 +535,18 @@ def test_coefficients_of_several_columns_at_once():
             np.testing.assert_allclose(bank.coefficients(together[:, :, k]), beta[:, k], atol=1e-8)
 
 
+def _checked_gradient(loss, y, F, h=1e-6):
+    """``loss``'s gradient at ``F``, asserted against central differences of its value."""
+    p = loss.param_vector
+    G = loss.jit.grad(y, F, p)
+    for k in range(F.shape[1]):
+        D = np.zeros_like(F)
+        D[:, k] = h
+        num = (loss.jit.value(y, F + D, p) - loss.jit.value(y, F - D, p)) / (2 * h)
+        assert np.allclose(G[:, k], num, atol=1e-6)
+    return G
+
+
 def test_crammer_singer_kernels():
     """The smoothed multiclass hinge: its value against the dual formula min_t t + sum_k (z_k - t)_+^2 / (2 gamma)
     (scipy), the bounds to the hinge, the gradient against central differences, Fenchel-Young and the domain."""
@@ -557,13 +569,7 @@ def test_crammer_singer_kernels():
         assert v[i] == pytest.approx(dual.fun - F[i, int(y[i])], abs=1e-9)
     hinge = np.max(F + 1.0 - E, axis=1) - F[np.arange(N), y.astype(int)]
     assert np.all(v >= hinge - gamma / 2 - 1e-12) and np.all(v <= hinge - gamma / (2 * K) + 1e-12)
-    G = loss.jit.grad(y, F, p)
-    h = 1e-6
-    for k in range(K):
-        D = np.zeros((N, K))
-        D[:, k] = h
-        num = (loss.jit.value(y, F + D, p) - loss.jit.value(y, F - D, p)) / (2 * h)
-        assert np.allclose(G[:, k], num, atol=1e-6)
+    G = _checked_gradient(loss, y, F)
     assert loss.grad_lipschitz(3) == pytest.approx(1 / gamma)
     # Fenchel-Young: equality at the gradient, inequality at another point of the domain
     assert np.allclose(v + loss.jit.conj(y, G, p), np.sum(G * F, axis=1), atol=1e-10)
@@ -610,13 +616,7 @@ def test_weston_watkins_kernels():
     assert np.allclose(v, np.sum(huber * (1 - E), axis=1), atol=1e-12)
     hinge = np.sum(np.maximum(T, 0.0) * (1 - E), axis=1)
     assert np.all(v <= hinge + 1e-12) and np.all(v >= hinge - (K - 1) * gamma / 2 - 1e-12)
-    G = loss.jit.grad(y, F, p)
-    h = 1e-6
-    for k in range(K):
-        D = np.zeros((N, K))
-        D[:, k] = h
-        num = (loss.jit.value(y, F + D, p) - loss.jit.value(y, F - D, p)) / (2 * h)
-        assert np.allclose(G[:, k], num, atol=1e-6)
+    G = _checked_gradient(loss, y, F)
     assert np.allclose(G.sum(axis=1), 0.0)
     # the bound K/gamma is attained: every margin inside the quadratic part, F moved along D^T of the all-ones
     assert loss.grad_lipschitz(K) == pytest.approx(K / gamma)
