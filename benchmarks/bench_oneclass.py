@@ -6,8 +6,10 @@ Protocol, per data set and random split (``--seeds``):
   ``ionosphere`` (its first two columns, constant or binary, left out): the inliers are the "good"
   returns (label +1), the outliers the "bad" ones.
 * Training: a random 70 % of the inliers (no outlier is seen).  Test: the other 30 % of the inliers and
-  half of the outliers (drawn at random).  Validation, for choosing the width of ``OneClassSVM``: the
-  training inliers split again 70/30 (fit on the 70 %), with the other half of the outliers.
+  half of the outliers (drawn at random).  Validation, for the rows that choose a parameter on labelled
+  outliers: ``--folds`` (default 3) folds of the training inliers, each in turn with the other half of the
+  outliers, fitted on the other folds; a candidate's score is its mean validation ROC AUC over the folds
+  (``--folds 1``: the training inliers split once 70/30, fitted on the 70 %).
 * Every method uses the same ``nu`` (``--nu``, default 0.1) and the same Gaussian widths
   :math:`\\sigma = s\\sqrt d`, :math:`s \\in \\{0.125, 0.25, 0.5, 1, 2\\}` on all (standardised) features,
   the widths of ``kernels="auto"`` (:func:`one_class_kernels`):
@@ -19,13 +21,13 @@ Protocol, per data set and random split (``--seeds``):
   - ``mkl clfbank l1`` / ``lq``: on the classifiers' default bank (:func:`default_kernels`: 5 Gaussian widths
     with s = 0.25 … 4, 2 polynomial kernels, 3 Gaussian kernels on each feature) with ``l1`` and with the
     default lq;
-  - ``ocsvm val``: ``OneClassSVM`` with the width of best validation ROC AUC, refitted on all training
-    inliers;
+  - ``ocsvm val``: ``OneClassSVM`` with the width of best validation ROC AUC (mean over the folds),
+    refitted on all training inliers;
   - ``ocsvm oracle``: ``OneClassSVM`` with the width of best **test** ROC AUC (an optimistic bound).
 
   Each side choosing its own parameter the same way:
 
-  - with labelled outliers (the validation split above, the candidate of best validation ROC AUC
+  - with labelled outliers (the validation folds above, the candidate of best mean validation ROC AUC
     refitted on all training inliers): ``ocsvm val`` (the 5 widths) against ``mkl val reg`` (the regularizer
     on the 5 Gaussian kernels: ``l1``, lq with q = 1.25, 1.75 (the default) and 4, ``uniform``) and
     ``mkl val widths`` (the widest width of the bank, 4 candidates: the widths up to s = 0.25, 0.5, 1 or 2,
@@ -49,7 +51,8 @@ s = 0.25 ... 2; seven widths from 0.25 by sqrt(2); s = 0.177 ... 2.83; five geom
 nearest-neighbour distance to the median distance between training inliers, and from half the one to twice the
 other), with ``--sets wdbc ionosphere sonar pima`` (sonar and pima: the majority class as the inliers).
 
-    python benchmarks/bench_oneclass.py                 # 10 splits, both sets
+    python benchmarks/bench_oneclass.py                 # 20 splits, 3 validation folds, both sets
+    python benchmarks/bench_oneclass.py --seeds 10 --folds 1   # one validation split per split
     python benchmarks/bench_oneclass.py --seeds 3 --nu 0.05
     python benchmarks/bench_oneclass.py --methods "mkl default" "mkl widths l1"
     python benchmarks/bench_oneclass.py --banks --sets wdbc ionosphere sonar pima
@@ -94,14 +97,25 @@ def load(name: str) -> tuple[np.ndarray, np.ndarray]:
     raise ValueError(f"set must be one of wdbc, ionosphere, {', '.join(CHECK_SETS)}; got {name!r}")
 
 
-def split(inlier: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Training rows (inliers), test rows, validation-fit rows and validation rows (see the module's text)."""
+def split(inlier: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Training rows (inliers, in random order), test rows and the validation outliers (see the module's text)."""
     rng = np.random.default_rng(seed)
     ins, outs = rng.permutation(np.flatnonzero(inlier)), rng.permutation(np.flatnonzero(~inlier))
     n_tr, half = int(round(0.7 * ins.size)), outs.size // 2
-    train, test = ins[:n_tr], np.concatenate([ins[n_tr:], outs[:half]])
-    n_fit = int(round(0.7 * train.size))
-    return train, test, train[:n_fit], np.concatenate([train[n_fit:], outs[half:]])
+    return ins[:n_tr], np.concatenate([ins[n_tr:], outs[:half]]), outs[half:]
+
+
+def validation_folds(train: np.ndarray, outliers: np.ndarray, folds: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(fit rows, validation rows)`` of each fold: ``folds`` = 1, the training inliers split 70/30; more, each
+    of ``folds`` parts of them in turn, fitted on the others; the validation rows hold ``outliers`` too."""
+    if folds == 1:
+        n_fit = int(round(0.7 * train.size))
+        return [(train[:n_fit], np.concatenate([train[n_fit:], outliers]))]
+    parts = np.array_split(train, folds)
+    return [
+        (np.concatenate([q for j, q in enumerate(parts) if j != i]), np.concatenate([p, outliers]))
+        for i, p in enumerate(parts)
+    ]
 
 
 def widths(d: int) -> list[float]:
@@ -186,12 +200,18 @@ def choose(candidates: list[Any], val_auc: Any) -> Any:
     return candidates[int(np.argmax(aucs))]
 
 
+def cv_auc(inlier: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]], scores: Any) -> float:
+    """The mean over ``folds`` of the validation ROC AUC of ``scores(fit rows, validation rows)``."""
+    return float(np.mean([roc_auc_score(inlier[v], scores(f, v)) for f, v in folds]))
+
+
 def run_split(
-    X: np.ndarray, inlier: np.ndarray, seed: int, nu: float, methods: tuple[str, ...] = MKL_ROWS
+    X: np.ndarray, inlier: np.ndarray, seed: int, nu: float, methods: tuple[str, ...] = MKL_ROWS, n_folds: int = 3
 ) -> dict[str, tuple[float, float, float, Any]]:
     """``{method: (test AUC, fraction of test inliers flagged, fit seconds, the parameter chosen or None)}``."""
-    train, test, vfit, val = split(inlier, seed)
-    y_test, y_val = inlier[test], inlier[val]
+    train, test, outliers = split(inlier, seed)
+    folds = validation_folds(train, outliers, n_folds)
+    y_test = inlier[test]
     ws = widths(X.shape[1])
     out: dict[str, tuple[float, float, float, Any]] = {}
 
@@ -215,11 +235,11 @@ def run_split(
             return MKLOneClassSVM(kernels, nu=nu, regularizer=regularizer).fit(X[rows])
 
         t0 = time.perf_counter()
-        key = choose(list(candidates), lambda k: roc_auc_score(y_val, fit(vfit, k).decision_function(X[val])))
+        key = choose(list(candidates), lambda k: cv_auc(inlier, folds, lambda f, v: fit(f, k).decision_function(X[v])))
         record(name, fit(train, key).decision_function(X[test]), time.perf_counter() - t0, key)
 
     t0 = time.perf_counter()
-    best = choose(ws, lambda w: roc_auc_score(y_val, ocsvm_scores(ocsvm(X[vfit], w, nu), X[val])))
+    best = choose(ws, lambda w: cv_auc(inlier, folds, lambda f, v: ocsvm_scores(ocsvm(X[f], w, nu), X[v])))
     s_of = lambda w: f"s={w / np.sqrt(X.shape[1]):.3g}"  # noqa: E731
     record("ocsvm val", ocsvm_scores(ocsvm(X[train], best, nu), X[test]), time.perf_counter() - t0, s_of(best))
 
@@ -277,7 +297,7 @@ def compare_banks(sets: list[str], seeds: int, nu: float) -> None:
         X, inlier = load(name)
         aucs: dict[str, list[float]] = {}
         for seed in range(seeds):
-            train, test, _, _ = split(inlier, seed)
+            train, test, _ = split(inlier, seed)
             for bank, ws in bank_variants(X[train]).items():
                 m = MKLOneClassSVM([{"function": "rbf", "width": ws}], nu=nu).fit(X[train])
                 aucs.setdefault(bank, []).append(roc_auc_score(inlier[test], m.decision_function(X[test])))
@@ -296,7 +316,10 @@ def mean_se(a: np.ndarray) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sets", nargs="+", default=["wdbc", "ionosphere"])
-    parser.add_argument("--seeds", type=int, default=10, help="number of random splits")
+    parser.add_argument("--seeds", type=int, default=20, help="number of random splits")
+    parser.add_argument(
+        "--folds", type=int, default=3, help="validation folds of the training inliers (1: one 70/30 split)"
+    )
     parser.add_argument("--nu", type=float, default=0.1)
     parser.add_argument("--methods", nargs="+", default=list(MKL_ROWS), help="one-class MKL rows to run")
     parser.add_argument("--banks", action="store_true", help="compare the one-class banks instead (docs/one_class.md)")
@@ -306,14 +329,14 @@ def main() -> None:
         compare_banks(args.sets, args.seeds, args.nu)
         return
     print(
-        f"nu = {args.nu}, {args.seeds} splits; test ROC AUC mean ± s.e., its paired difference to ocsvm val "
+        f"nu = {args.nu}, {args.seeds} splits, {args.folds} validation folds; test ROC AUC mean ± s.e., its paired difference to ocsvm val "
         "mean ± s.e., test inliers flagged, fit seconds"
     )
     print(f"{'set':<11}{'method':<19}{'ROC AUC':>17}{'- ocsvm val':>19}{'flagged':>9}{'fit s':>7}  chosen (splits)")
 
     for name in args.sets:
         X, inlier = load(name)
-        rows = [run_split(X, inlier, seed, args.nu, tuple(args.methods)) for seed in range(args.seeds)]
+        rows = [run_split(X, inlier, seed, args.nu, tuple(args.methods), args.folds) for seed in range(args.seeds)]
         ref = np.array([r["ocsvm val"][0] for r in rows])
         for method in rows[0]:
             auc, flagged, sec = (np.array([r[method][k] for r in rows]) for k in range(3))

@@ -456,15 +456,24 @@ def test_benchmark_inlier_only_widths(benign):
 
 
 def test_benchmark_splits_keep_outliers_out_of_training():
-    """Training and validation-fit rows are inliers only; test and validation share no row and no outlier; the
-    validation fit is part of the training rows and disjoint from the validation rows."""
+    """Training and validation-fit rows are inliers only; test and validation share no row and no outlier; each
+    fold's fit rows are training rows disjoint from its validation rows, and the folds' validation inliers
+    cover the training rows once."""
     bench = _bench_oneclass()
     X, inlier = bench.load("ionosphere")
     assert X.shape[1] == 32 and np.all(X.std(0) > 0)
-    train, test, vfit, val = bench.split(inlier, 3)
-    assert inlier[train].all() and inlier[vfit].all() and set(vfit) <= set(train)
-    assert not set(train) & set(test) and not set(test) & set(val) and not set(vfit) & set(val)
-    assert (~inlier[test]).sum() > 0 and (~inlier[val]).sum() > 0
+    train, test, outliers = bench.split(inlier, 3)
+    assert inlier[train].all() and not inlier[outliers].any() and outliers.size > 0
+    assert not set(train) & set(test) and not set(test) & set(outliers) and (~inlier[test]).sum() > 0
     assert inlier[test].sum() + train.size == inlier.sum()
+    for n_folds in (1, 3):
+        folds = bench.validation_folds(train, outliers, n_folds)
+        assert len(folds) == n_folds
+        seen = []
+        for fit, val in folds:
+            assert inlier[fit].all() and set(fit) <= set(train) and not set(fit) & set(val)
+            assert set(outliers) <= set(val) and not set(val) & set(test)
+            seen += [r for r in val if inlier[r]]
+        assert sorted(seen) == sorted(train) if n_folds > 1 else 0 < len(seen) < train.size
     X, inlier = bench.load("sonar")  # a check set: the majority class as the inliers
     assert X.shape == (208, 60) and inlier.sum() == 111
