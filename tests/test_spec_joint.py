@@ -98,17 +98,18 @@ def test_spec_joint_is_the_estimators_joint_fit(tmp_path, wine_std, C):
     assert s["test_accuracy"] >= 0.9
 
 
-def test_spec_joint_with_the_smoothed_multiclass_hinge(tmp_path, wine_std):
-    """``loss: {name: crammer_singer, smoothing: ...}`` with ``multiclass: joint``: the estimator's fit with that
-    loss (a registered multiclass loss named in the spec), reported in ``summary.json``."""
-    loss = {"name": "crammer_singer", "smoothing": 0.2}
+@pytest.mark.parametrize("name", ["crammer_singer", "weston_watkins"])
+def test_spec_joint_with_the_smoothed_multiclass_hinge(tmp_path, wine_std, name):
+    """``loss: {name: crammer_singer | weston_watkins, smoothing: ...}`` with ``multiclass: joint``: the estimator's
+    fit with that loss (a registered multiclass loss named in the spec), reported in ``summary.json``."""
+    loss = {"name": name, "smoothing": 0.2}
     res = run(_spec(tmp_path, wine_std, {"C": 0.5, "loss": loss}))
     X_tr, _, y_tr, _ = wine_std
     est = MKLClassifier(BANK, loss=loss, regularizer=REG, C=0.5, tol=TOL, normalize="none", standardize=False).fit(
         X_tr, y_tr
     )
     s = res.summary()
-    assert s["loss"] == "crammer_singer" and s["duality_gap"] <= TOL
+    assert s["loss"] == name and s["duality_gap"] <= TOL
     assert res.spec.problem.multiclass_loss.get_params() == {"smoothing": 0.2}
     np.testing.assert_allclose([k["weight"] for k in s["kernel_weights"]], est.kernel_weights_, atol=1e-6)
     np.testing.assert_allclose(res.joint.objective, est.result_[0].objective, rtol=1e-9)
