@@ -72,6 +72,14 @@ def simplex_transport(Q, w, target):
     return out
 
 
+def _one_hot(y: Any, n_classes: int) -> np.ndarray:
+    """The (N, K) indicator of the class indices ``y``: 1 at each row's class, 0 elsewhere."""
+    yi = np.asarray(y).astype(np.int64)
+    E = np.zeros((yi.shape[0], n_classes))
+    E[np.arange(yi.shape[0]), yi] = 1.0
+    return E
+
+
 class MulticlassLoss(Component):
     r"""A loss of K outputs :math:`L(y, F)`, :math:`y` a class index, :math:`F \in \mathbb R^K`:
     the kernels of :class:`MulticlassLossJit` as ``@kernel`` methods, grouped read-only as ``jit``.
@@ -143,9 +151,7 @@ class MulticlassLoss(Component):
         :math:`\Delta_K`, moved by :func:`simplex_transport` so that :math:`\sum_i w_iq_i` equals the
         weighted class counts (the bias constraint), and :math:`P_i = w_i(e_{y_i} - q_i)`.
         """
-        N, K = G.shape
-        E = np.zeros((N, K))
-        E[np.arange(N), y.astype(np.int64)] = 1.0
+        E = _one_hot(y, G.shape[1])
         Q = np.maximum(E + G / w[:, None], 0.0)
         s = Q.sum(axis=1)
         Q = np.where(s[:, None] > 0.0, Q / np.where(s > 0.0, s, 1.0)[:, None], E)
@@ -269,8 +275,7 @@ class Multinomial(MulticlassLoss):
         import cvxpy as cp
 
         N, K = F.shape
-        E = np.zeros((N, K))
-        E[np.arange(N), np.asarray(y).astype(np.int64)] = 1.0
+        E = _one_hot(y, K)
         terms = cp.log_sum_exp(F, axis=1) - cp.sum(cp.multiply(E, F), axis=1)
         return cp.sum(terms) if w is None else cp.sum(cp.multiply(np.asarray(w, dtype=np.float64), terms))
 
@@ -368,8 +373,7 @@ class CrammerSinger(MulticlassLoss):
 
         gamma = float(self.param_vector[0])
         N, K = F.shape
-        E = np.zeros((N, K))
-        E[np.arange(N), np.asarray(y).astype(np.int64)] = 1.0
+        E = _one_hot(y, K)
         t = cp.Variable(N)
         Z = F + (1.0 - E)
         terms = (
@@ -535,9 +539,7 @@ class WestonWatkins(MulticlassLoss):
         of classes are scaled down to a circulation within them (:func:`max_circulation`).  :math:`P = -wU`."""
         N, K = G.shape
         yi = y.astype(np.int64)
-        off = np.ones((N, K), dtype=bool)
-        off[np.arange(N), yi] = False
-        U = np.where(off, np.clip(G / w[:, None], 0.0, 1.0), 0.0)
+        U = np.clip(G / w[:, None], 0.0, 1.0) * (1.0 - _one_hot(yi, K))
         if bias:
             flows = np.zeros((K, K))
             np.add.at(flows, yi, w[:, None] * U)
@@ -554,8 +556,7 @@ class WestonWatkins(MulticlassLoss):
 
         gamma = float(self.param_vector[0])
         N, K = F.shape
-        E = np.zeros((N, K))
-        E[np.arange(N), np.asarray(y).astype(np.int64)] = 1.0
+        E = _one_hot(y, K)
         S = cp.Variable((N, K))
         T = 1.0 + F - cp.reshape(cp.sum(cp.multiply(E, F), axis=1), (N, 1), order="C") @ np.ones((1, K))
         terms = cp.sum(cp.multiply(1.0 - E, cp.pos(S) + cp.square(T - S) / (2 * gamma)), axis=1)

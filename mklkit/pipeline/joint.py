@@ -41,8 +41,9 @@ def joint_tol(base: Any) -> float:
 
 def joint_loss(spec: Any, owner: str = "") -> Any:
     """The multiclass loss of ``spec``: ``"logistic"`` (or a mapping naming it) is the multinomial loss, the name
-    of a registered ``multiclass_loss`` (``"multinomial"``, ``"crammer_singer"``, ``"weston_watkins"``, a plugin's; or a mapping with
-    its parameters) that loss, a :class:`~mklkit.components.multiclass.MulticlassLoss` instance itself;
+    of a registered ``multiclass_loss`` (``"multinomial"``, ``"crammer_singer"``, ``"weston_watkins"``, a
+    plugin's; or a mapping with its parameters) that loss, a
+    :class:`~mklkit.components.multiclass.MulticlassLoss` instance itself;
     :class:`~mklkit.components.params.ParamError` naming ``loss`` otherwise."""
     from ..components.multiclass import MulticlassLoss
 

@@ -207,8 +207,8 @@ class ProblemSettings(Settings):
     @classmethod
     def _multiclass_loss(cls, data: Any) -> Any:
         """With ``multiclass: joint`` a loss naming a registered multiclass loss (``multinomial``,
-        ``crammer_singer``, ``weston_watkins``, a plugin's) is the joint problem's (``multiclass_loss``), and the binary problems of
-        the bank (and a target of two classes) take the logistic loss."""
+        ``crammer_singer``, ``weston_watkins``, a plugin's) is the joint problem's (``multiclass_loss``), and the
+        binary problems of the bank (and a target of two classes) take the logistic loss."""
         if not isinstance(data, Mapping) or data.get("multiclass") != "joint":
             return data
         loss = data.get("loss")
