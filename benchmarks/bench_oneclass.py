@@ -324,6 +324,8 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=list(MKL_ROWS), help="one-class MKL rows to run")
     parser.add_argument("--banks", action="store_true", help="compare the one-class banks instead (docs/one_class.md)")
     args = parser.parse_args()
+    if args.folds < 1:
+        parser.error(f"--folds must be an integer >= 1; got {args.folds}")
     warnings.simplefilter("ignore", UserWarning)
     if args.banks:
         compare_banks(args.sets, args.seeds, args.nu)
