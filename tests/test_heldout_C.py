@@ -1,4 +1,8 @@
-"""C="path": C chosen on held-out rows along a warm-started path (mklkit.pipeline.heldout)."""
+"""C="path": C chosen on held-out rows along a warm-started path (mklkit.pipeline.heldout).
+
+Most tests here are of the walk on one held-out part, on data small enough to be cheap: ``ONE`` (``folds=1``) and
+the ``one_part`` fixture ask for it at any number of rows; below 2,500 rows ``C="auto"`` and ``C="path"`` otherwise
+cross-validate (the tests at the end)."""
 
 from __future__ import annotations
 
@@ -16,6 +20,18 @@ from mklkit.pipeline.heldout import PathSettings, select_C
 from mklkit.pipeline.heldout_rows import HeldoutRows, split_rows
 from mklkit.plugins import get_registry
 from mklkit.problem import Problem
+
+
+#: One held-out part at any number of rows (else below AUTO_MIN_HELD held-out rows: cross-validation).
+ONE = PathSettings(folds=1)
+
+
+@pytest.fixture
+def one_part(monkeypatch):
+    """The estimators' and specs' paths on one held-out part at any number of rows."""
+    import mklkit.pipeline.heldout as heldout
+
+    monkeypatch.setattr(heldout, "AUTO_MIN_HELD", 1)
 
 
 def create(kind, name):
@@ -88,7 +104,7 @@ def test_held_out_predictions_match_the_result_on_gram_and_factor_banks():
 def test_a_bad_prior_is_overruled_by_enough_held_out_data():
     problem = _gram_problem(600)
     c_max = zero_solution(problem).C_max
-    sel = select_C(problem, _solve, prior=lambda p: 0.9 * zero_solution(p).C_max)  # every kernel off
+    sel = select_C(problem, _solve, prior=lambda p: 0.9 * zero_solution(p).C_max, settings=ONE)  # every kernel off
     assert sel.excess[sel.chosen] <= sel.excess_se[sel.chosen]
     majority = max(np.mean(problem.y == 1), np.mean(problem.y == -1))
     assert sel.metrics[sel.chosen] > majority + 0.1  # held-out accuracy: it learned
@@ -105,7 +121,7 @@ def test_a_bad_prior_is_overruled_by_enough_held_out_data():
 
 def test_the_choice_is_the_value_nearest_the_prior_within_one_standard_error():
     problem = _gram_problem(300)
-    sel = select_C(problem, _solve, prior=lambda p: 0.02 * zero_solution(p).C_max)
+    sel = select_C(problem, _solve, prior=lambda p: 0.02 * zero_solution(p).C_max, settings=ONE)
     ok = np.flatnonzero(sel.excess <= sel.excess_se)
     assert np.allclose(sel.excess, sel.losses - sel.losses[sel.best], atol=1e-12)
     assert sel.prior_ratio == pytest.approx(0.02)
@@ -118,7 +134,7 @@ def test_the_choice_is_the_value_nearest_the_prior_within_one_standard_error():
 
 def test_the_fit_on_all_rows_starts_from_the_chosen_solution():
     problem = _gram_problem(300)
-    sel = select_C(problem, _solve, prior=lambda p: 0.02 * zero_solution(p).C_max)
+    sel = select_C(problem, _solve, prior=lambda p: 0.02 * zero_solution(p).C_max, settings=ONE)
     fit, held = split_rows(problem.y, 0.2, seed=0, stratify=True)
     start = sel.start
     assert start.alpha.shape == (4, 300) and not np.any(start.alpha[:, held])
@@ -150,7 +166,7 @@ def test_the_start_survives_a_long_path(bank, monkeypatch):
         results.append(engine.solve(p, None, warm_start=warm) if warm is not None else engine.solve(p, None))
         return results[-1]
 
-    sel = select_C(problem, solve, prior=lambda p: 0.02 * zero_solution(p).C_max)
+    sel = select_C(problem, solve, prior=lambda p: 0.02 * zero_solution(p).C_max, settings=ONE)
     assert sel.chosen < sel.Cs.size - 1  # values were solved after the chosen one
     fit, held = split_rows(problem.y, 0.2, seed=0, stratify=True)
     start = sel.start
@@ -185,8 +201,8 @@ def _well_specified(n: int = 1500) -> Problem:
 def test_a_flat_held_out_loss_ends_the_path():
     problem = _well_specified()
     prior = lambda p: 0.05 * zero_solution(p).C_max  # noqa: E731  (passed on the second value)
-    every = select_C(problem, _solve, prior, settings=PathSettings(flat=0.0))
-    flat = select_C(problem, _solve, prior, settings=PathSettings(flat=0.05))
+    every = select_C(problem, _solve, prior, settings=PathSettings(flat=0.0, folds=1))
+    flat = select_C(problem, _solve, prior, settings=PathSettings(flat=0.05, folds=1))
     assert "flattened" in flat.stopped and "flattened" not in every.stopped
     assert flat.Cs.size < every.Cs.size
     assert np.allclose(flat.losses, every.losses[: flat.Cs.size], rtol=1e-6)  # the same path, cut short
@@ -206,7 +222,7 @@ def test_a_flat_held_out_loss_ends_the_path():
         PathSettings(flat=1.0)
 
 
-def test_the_path_solves_to_a_multiple_of_the_fits_tolerance(monkeypatch):
+def test_the_path_solves_to_a_multiple_of_the_fits_tolerance(monkeypatch, one_part):
     from mklkit.pipeline.choose import Auto
     from mklkit.pipeline.heldout import path_engine
 
@@ -231,7 +247,7 @@ def test_the_hinge_chooses_by_the_held_out_error_rate_and_the_logistic_by_its_lo
     from mklkit.pipeline.heldout import criterion_of
 
     hinge = _gram_problem(400, loss="hinge")
-    sel = select_C(hinge, _solve, prior=lambda p: 0.02 * zero_solution(p).C_max)
+    sel = select_C(hinge, _solve, prior=lambda p: 0.02 * zero_solution(p).C_max, settings=ONE)
     assert sel.criterion == "error" and criterion_of(hinge.loss) == "error"
     errors = 1.0 - sel.metrics  # unweighted rows: the mean error rate
     assert sel.best == int(np.argmin(errors))
@@ -240,7 +256,7 @@ def test_the_hinge_chooses_by_the_held_out_error_rate_and_the_logistic_by_its_lo
     assert np.all(sel.losses > 0) and not np.allclose(sel.losses, errors)  # the hinge loss is still reported
     assert "error" in sel.stopped or sel.stopped == "the end of the path"
     assert "least error" in sel.summary() or sel.chosen == sel.best
-    logistic = select_C(_gram_problem(300), _solve, prior=lambda p: 0.02 * zero_solution(p).C_max)
+    logistic = select_C(_gram_problem(300), _solve, prior=lambda p: 0.02 * zero_solution(p).C_max, settings=ONE)
     assert logistic.criterion == "loss"
     assert np.allclose(logistic.excess, logistic.losses - logistic.losses[logistic.best], atol=1e-12)
     assert criterion_of(create("loss", "squared")) == criterion_of(create("loss", "eps_insensitive")) == "loss"
@@ -248,11 +264,11 @@ def test_the_hinge_chooses_by_the_held_out_error_rate_and_the_logistic_by_its_lo
 
 def test_too_few_rows_keep_the_prior():
     problem = _gram_problem(40)
-    sel = select_C(problem, _solve, prior=lambda p: 0.123, settings=PathSettings(min_held=20))
+    sel = select_C(problem, _solve, prior=lambda p: 0.123, settings=PathSettings(min_held=20, folds=1))
     assert sel.C == 0.123 and sel.chosen == -1 and "prior" in sel.stopped
 
 
-def test_classifier_reports_the_path_and_fits_all_rows_at_the_chosen_C():
+def test_classifier_reports_the_path_and_fits_all_rows_at_the_chosen_C(one_part):
     X, y = _data(500, seed=1)
     clf = MKLClassifier(kernels=KERNELS, C="path").fit(X, y)
     sel = clf.C_selection_
@@ -267,7 +283,7 @@ def test_classifier_reports_the_path_and_fits_all_rows_at_the_chosen_C():
     assert not hasattr(clf, "C_selection_")
 
 
-def test_multiclass_chooses_per_problem_and_regression_scores_r2():
+def test_multiclass_chooses_per_problem_and_regression_scores_r2(one_part):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((450, 3))
     y = np.digitize(X[:, 0] + 0.5 * X[:, 1], [-0.5, 0.5])
@@ -286,7 +302,7 @@ def test_a_wrong_C_names_path_among_the_allowed_values():
         MKLClassifier(kernels=KERNELS, C="best").fit(X, y)
 
 
-def test_the_path_is_reported_in_the_log(caplog):
+def test_the_path_is_reported_in_the_log(caplog, one_part):
     X, y = _data(200)
     with caplog.at_level("INFO", logger="mklkit"):
         MKLClassifier(kernels=KERNELS, C="path", verbose=1).fit(X, y)
@@ -305,7 +321,7 @@ def _path_spec(tmp_path):
     return spec
 
 
-def test_a_spec_with_C_path_records_the_choice(tmp_path):
+def test_a_spec_with_C_path_records_the_choice(tmp_path, one_part):
     from mklkit.api import load_spec, run
     from mklkit.io import read_summary
 
@@ -321,7 +337,7 @@ def test_a_spec_with_C_path_records_the_choice(tmp_path):
     assert summary["C"] == pytest.approx(sel.C) and 0.0 <= summary["timings"]["path_s"] <= summary["timings"]["solve_s"]
 
 
-def test_the_command_line_shows_the_path_and_the_choice(tmp_path, capsys, monkeypatch):
+def test_the_command_line_shows_the_path_and_the_choice(tmp_path, capsys, monkeypatch, one_part):
     from mklkit import progress
     from mklkit.cli import main
 
@@ -374,9 +390,11 @@ def test_auto_chooses_C_on_held_out_rows_from_2500_rows_and_scale_never_does():
     scale = MKLClassifier(kernels=linear, regularizer="l1", C="scale").fit(X, y)
     assert not hasattr(scale, "C_selection_")
     assert scale.C_ == pytest.approx(1.0 / np.sqrt(X.shape[0]), rel=1e-12)  # unit-trace kernels
-    # below 2,500 rows "auto" is the rule
+    # below 2,500 rows "auto" cross-validates the rule's C and the values below it
     small = MKLClassifier(kernels=linear, regularizer="l1").fit(X[:2400], y[:2400])
-    assert not hasattr(small, "C_selection_") and small.C_ == pytest.approx(1.0 / np.sqrt(2400), rel=1e-12)
+    sel = small.C_selection_
+    assert sel.folds == 3 and sel.n_held == 2400 and sel.reference == "prior"
+    assert small.C_ == pytest.approx(sel.ratios[sel.chosen] / np.sqrt(2400), rel=1e-12)
 
 
 def test_a_spec_with_C_auto_chooses_on_held_out_rows_with_enough_rows(tmp_path):
@@ -404,3 +422,93 @@ def test_a_spec_with_C_auto_chooses_on_held_out_rows_with_enough_rows(tmp_path):
     )
     scaled = run(load_spec(spec, overrides=["problem.C=scale"]))
     assert scaled.C_selection is None
+
+
+# ---------------------------------------------------------------------------
+# Below AUTO_MIN_HELD held-out rows: cross-validation over the prior and the values below it
+# ---------------------------------------------------------------------------
+def test_folds_hold_out_every_row_once_and_keep_the_classes_balanced():
+    from mklkit.pipeline.heldout_rows import fold_rows
+
+    y = np.array([1.0] * 70 + [-1.0] * 11 + [2.0] * 4)
+    folds = fold_rows(y, 3, seed=5, stratify=True)
+    held = np.concatenate([h for _, h in folds])
+    assert np.array_equal(np.sort(held), np.arange(y.size))  # every row held out once
+    for fit, h in folds:
+        assert np.array_equal(np.union1d(fit, h), np.arange(y.size)) and np.intersect1d(fit, h).size == 0
+    for c in np.unique(y):
+        counts = [int(np.sum(y[h] == c)) for _, h in folds]
+        assert max(counts) - min(counts) <= 1
+    assert max(h.size for _, h in folds) - min(h.size for _, h in folds) <= 1
+    again = fold_rows(y, 3, seed=5, stratify=True)
+    assert all(np.array_equal(a[1], b[1]) for a, b in zip(again, folds))
+
+
+def _tight(problem: Problem, warm):
+    engine = create("engine", {"name": "spicy", "tol": 1e-9})
+    return engine.solve(problem, None, warm_start=warm) if warm is not None else engine.solve(problem, None)
+
+
+def test_cross_validation_scores_every_row_once_and_takes_the_least_mean_loss():
+    from mklkit.pipeline.heldout_rows import fold_rows
+
+    problem = _gram_problem(240, seed=2)
+    w = np.random.default_rng(0).uniform(0.5, 2.0, 240)
+    problem = problem_at(problem, sample_weight=w)
+    prior = lambda p: 0.3 * zero_solution(p).C_max  # noqa: E731
+    sel = select_C(problem, _tight, prior)
+    assert sel.folds == 3 and sel.n_held == 240 and sel.reference == "prior"
+    assert sel.ratios.size >= 2 and np.allclose(sel.ratios, [1.0, 10**-0.5, 0.1][: sel.ratios.size], rtol=1e-12)
+    # an independent computation: each fold solved cold at its ratio of its own prior, every row scored once
+    losses = np.zeros(sel.ratios.size)
+    for fit, held in fold_rows(problem.y, 3, seed=0, stratify=True):
+        rows = HeldoutRows(problem, fit, held)
+        for i, r in enumerate(sel.ratios):
+            res = _tight(problem_at(rows.problem, C=r * prior(rows.problem)), None)
+            f = rows.decision(res)
+            losses[i] += np.sum(w[held] * np.logaddexp(0.0, -problem.y[held] * f))
+    losses /= w.sum()
+    assert np.allclose(sel.losses, losses, rtol=1e-6)
+    assert sel.chosen == sel.best == int(np.argmin(losses))  # the least, no standard-error rule
+    assert sel.chosen_rows @ w / w.sum() == pytest.approx(sel.losses[sel.chosen], rel=1e-12)
+    assert sel.C == pytest.approx(sel.ratios[sel.chosen] * prior(problem), rel=1e-12)
+    assert "3 folds of 240 rows" in sel.summary()
+
+
+def test_cross_validation_overrules_a_prior_that_turns_every_kernel_off():
+    problem = _gram_problem(300)
+    sel = select_C(problem, _solve, prior=lambda p: 1.5 * zero_solution(p).C_max)
+    assert sel.folds == 3 and sel.n_active[0] == 0  # the prior's solves are trivial
+    majority = max(np.mean(problem.y == 1), np.mean(problem.y == -1))
+    assert sel.chosen > 0 and sel.metrics[sel.chosen] > majority + 0.05  # 0.15 C_max: it learned
+    assert sel.excess[0] > 2 * sel.excess_se[0]  # the trivial prior is told apart
+
+
+def test_a_class_smaller_than_the_folds_keeps_the_prior():
+    problem = _gram_problem(60)
+    y = np.asarray(problem.y).copy()
+    y[:] = 1.0
+    y[:2] = -1.0
+    sel = select_C(problem_at(problem, y=y), _solve, prior=lambda p: 0.123)
+    assert sel.C == 0.123 and sel.chosen == -1 and "fewer than the 3 folds" in sel.stopped
+
+
+def test_classifiers_cross_validate_below_2500_rows_and_regressors_and_joint_multiclass_keep_the_rule():
+    X, y = _data(200, seed=4)
+    clf = MKLClassifier(kernels=KERNELS).fit(X, y)
+    sel = clf.C_selection_
+    scale = MKLClassifier(kernels=KERNELS, C="scale").fit(X, y)
+    assert sel.folds == 3 and clf.C_ == pytest.approx(sel.ratios[sel.chosen] * scale.C_, rel=1e-9)
+    assert clf.dual_gap_ <= 1e-2 and clf.score(X, y) > 0.8
+    t = np.sin(X[:, 0])
+    reg = MKLRegressor(kernels=KERNELS).fit(X, t)
+    assert (
+        getattr(reg, "C_selection_", None) is None and reg.C_ == MKLRegressor(kernels=KERNELS, C="scale").fit(X, t).C_
+    )
+    asked = MKLRegressor(kernels=KERNELS, C="path").fit(X, t)  # asked for: cross-validated
+    assert asked.C_selection_.folds == 3 and 0.5 < asked.C_selection_.metrics[asked.C_selection_.chosen] <= 1.0
+    rng = np.random.default_rng(0)
+    X3 = rng.standard_normal((150, 3))
+    y3 = np.digitize(X3[:, 0] + 0.5 * X3[:, 1], [-0.5, 0.5])
+    joint = MKLClassifier(kernels=KERNELS, multiclass="joint").fit(X3, y3)
+    assert not hasattr(joint, "C_selection_") or joint.C_selection_ is None

@@ -20,6 +20,15 @@ from mklkit.problem import Problem
 N, D = 800, 4
 
 
+@pytest.fixture(autouse=True)
+def one_part(monkeypatch):
+    """The comparison runs where C is chosen on one held-out part (from 2,500 rows); these tests use 300-800 rows
+    for speed, so every size counts as enough here (``test_cross_validation_keeps_the_whole_bank``: below)."""
+    import mklkit.pipeline.heldout as heldout
+
+    monkeypatch.setattr(heldout, "AUTO_MIN_HELD", 1)
+
+
 def _points(seed: int, n: int = N) -> np.ndarray:
     return np.random.default_rng(seed).normal(size=(n, D))
 
@@ -95,6 +104,17 @@ def test_multiclass_keeps_the_whole_bank():
     y = np.digitize(X[:, 0] + X[:, 1], [-0.5, 0.5])
     clf = MKLClassifier(C="path").fit(X, y)
     assert clf.bank_choice_ is None and len(clf.kernel_names_) == 7 + 3 * D
+
+
+def test_cross_validation_keeps_the_whole_bank(monkeypatch):
+    """Below 2,500 rows C is chosen by cross-validation on the whole bank, with no comparison of kernels."""
+    import mklkit.pipeline.heldout as heldout
+
+    monkeypatch.setattr(heldout, "AUTO_MIN_HELD", 500)
+    X = _points(0, 300)
+    clf = MKLClassifier(C="path").fit(X, _joint(X, 0.3, 2))
+    assert clf.bank_choice_ is None and clf.C_selection_.folds == 3
+    assert clf.active_kernels_.size > 0 and len(clf.kernel_names_) == 7 + 3 * D
 
 
 def _rows(diff: np.ndarray) -> tuple[SimpleNamespace, SimpleNamespace]:

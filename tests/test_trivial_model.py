@@ -135,7 +135,9 @@ def test_default_C_learns_on_every_bundled_data_set(tmp_path, name):
         res = api.run(path, progress=False)
     r = res.result
     assert res.n_active > 0 and r.C_max is not None and res.spec.problem.C < r.C_max
-    assert res.summary()["C"] == pytest.approx(1.0 / np.sqrt(res.n_train))  # auto on unit-trace kernels
+    sel = res.C_selection  # auto: a multiple of 1/sqrt(N) on unit-trace kernels, by cross-validation
+    assert sel.folds == 3 and np.any(np.isclose(sel.ratios[sel.chosen], [1.0, 10**-0.5, 0.1], rtol=1e-12))
+    assert res.summary()["C"] == pytest.approx(sel.ratios[sel.chosen] / np.sqrt(res.n_train))
 
 
 @pytest.mark.parametrize("C", [None, "auto", ["auto", 0.1]])

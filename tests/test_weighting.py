@@ -196,11 +196,12 @@ def test_classifier_with_a_weighting_is_the_single_kernel_fit_on_the_combined_ke
 def test_the_default_C_of_a_weighting_is_chosen_on_held_out_rows_at_any_size():
     from mklkit import MKLClassifier
 
-    Ks, y, _ = _precomputed()  # 120 rows: without a weighting, C="auto" is the "scale" rule here
+    Ks, y, _ = _precomputed()  # 120 rows: without a weighting, C="auto" cross-validates around "scale" here
     plain = MKLClassifier(kernels="precomputed").fit(Ks, y)
-    assert getattr(plain, "C_selection_", None) is None
+    assert plain.C_selection_.folds == 3
     est = MKLClassifier(kernels="precomputed", weighting="average").fit(Ks, y)
     assert est.C_selection_ is not None and est.C_ == est.C_selection_.C
+    assert est.C_selection_.folds == 1 and est.C_selection_.reference == "prior"  # the whole path, one part
     scale = MKLClassifier(kernels="precomputed", weighting="average", C="scale").fit(Ks, y)
     assert getattr(scale, "C_selection_", None) is None and scale.C_ != est.C_
 

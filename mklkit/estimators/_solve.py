@@ -11,7 +11,7 @@ from typing import Any, Iterator, Sequence
 
 from ..pipeline import PipelineError, problem_at
 from ..components.params import ParamError
-from ..pipeline.heldout import HeldoutChoice, held_out_C, uses_path
+from ..pipeline.heldout import HeldoutChoice, held_out_C, path_decides, uses_path
 from ..pipeline.joint import JOINT_MAX_ITER, class_codes, fit_joint, joint_base, joint_loss
 from ..pipeline.kernel_subset import all_features_subset, restrict_result, subset_problem, widen_result
 from ..pipeline.refine import refine_prepared
@@ -265,7 +265,8 @@ class Solving:
         self._check_support(prep.engine, problem if stage is None else stage(problem).problem)  # the path's kind
         keep = None
         default_bank = isinstance(self.kernels, str) and self.kernels == "auto"
-        if default_bank and len(prep.tasks) == 1 and prep.weighting is None:  # a weighting chooses its kernels
+        # a weighting chooses its kernels; cross-validation on fewer rows compares the whole bank alone
+        if default_bank and len(prep.tasks) == 1 and prep.weighting is None and path_decides(problem):
             specs = expand_bank(prep.kernels, prep.n_features_in, resolve=kernel_resolver())
             keep = all_features_subset(problem, specs, prep.n_features_in)
         try:

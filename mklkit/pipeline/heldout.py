@@ -1,4 +1,4 @@
-r"""``C="path"``: C chosen on held-out rows along one warm-started regularization path.
+r"""``C="path"`` and ``C="auto"``: C chosen on held-out rows along a warm-started regularization path.
 
 The problem on a stratified part of the training rows is solved for C from :math:`C_{max}` down,
 each solve warm-started from the last, and the held-out rows are scored through the same bank
@@ -7,7 +7,9 @@ a non-smooth classification loss).  The path ends once the criterion has turned 
 the prior C (``C="scale"``, :func:`~mklkit.pipeline.problem_settings.auto_C`).  Of the values within
 one paired standard error of the least, the one nearest the prior (log scale) is chosen and carried
 to all rows as :math:`C = (C_i / C^{fit}_{max})\,C^{all}_{max}` (or the prior's ratio without a
-finite :math:`C_{max}`).  Rationale and measurements: ``docs/api.md`` ("C chosen on held-out data").
+finite :math:`C_{max}`).  With fewer rows than a held-out part of :data:`AUTO_MIN_HELD` needs, every row is
+held out once instead (:class:`PathSettings` ``folds``-fold cross-validation over the prior and the values below
+it, :func:`select_C_folds`).  Rationale and measurements: ``docs/api.md`` ("C chosen on held-out data").
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pydantic.dataclasses import dataclass as checked_dataclass
 from ..components.base import CLASSIFICATION
 from .assemble import problem_at
 from .heldout_rows import KEEP_BYTES, HeldoutRows, KeptSolution, criterion_of, effective_size, held_out_scores
-from .heldout_rows import paired_excess, split_rows
+from .heldout_rows import fold_rows, paired_excess, split_rows
 from .kernel_subset import prefer_subset, subset_problem
 
 
@@ -55,6 +57,11 @@ class PathSettings:
         Seed of the held-out split.
     min_held : int
         Fewest held-out rows (weighted count) worth scoring; below, the prior C.
+    folds : int
+        Below :data:`AUTO_MIN_HELD` held-out rows: the folds of the cross-validation of :func:`select_C_folds`
+        (1: one held-out part at any number of rows).
+    fold_values : int
+        The values of C it compares: the prior and ``fold_values - 1`` below it, ``per_decade`` apart.
     """
 
     held_out: float = Field(0.2, gt=0.0, lt=1.0)
@@ -65,6 +72,8 @@ class PathSettings:
     tol_ratio: float = Field(3.0, ge=1.0)
     seed: int = 0
     min_held: int = 20
+    folds: int = Field(3, ge=1)
+    fold_values: int = Field(3, ge=1)
 
 
 #: Fields of :class:`HeldoutPath` left out of :meth:`HeldoutPath.as_dict`.
@@ -100,7 +109,9 @@ class HeldoutPath:
     stopped : str
         Why the path ended.
     n_fit, n_held : int
-        Rows of each part.
+        Rows of each part (with ``folds``: the mean fitting rows of a fold, and all rows).
+    folds : int
+        1 for one held-out part; else the folds of the cross-validation (every row held out once).
     """
 
     C: float
@@ -125,6 +136,7 @@ class HeldoutPath:
     time_s: float = 0.0
     criterion: str = "loss"
     converged: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    folds: int = 1
     settings: PathSettings = field(default_factory=PathSettings)
     #: the chosen solution (or the nearest kept one) as a start on all rows; ``None`` once used
     start: Any = field(default=None, repr=False, compare=False)
@@ -160,10 +172,12 @@ class HeldoutPath:
                 f"{self.n_active[i]:6d}  {self.iterations[i]:5d}  {self.gaps[i]:9.2e}  "
                 f"{self.times[i]:7.2f}{mark}"
             )
-        lines.append(
-            f"C = {self.C:.6g} ({self.stopped}; {self.n_fit} fitting and {self.n_held} "
-            f"held-out rows, {self.time_s:.2f} s)"
+        rows = (
+            f"{self.n_fit} fitting and {self.n_held} held-out rows"
+            if getattr(self, "folds", 1) == 1  # a path pickled before folds existed
+            else f"{self.folds} folds of {self.n_held} rows, about {self.n_fit} fitting rows each"
         )
+        lines.append(f"C = {self.C:.6g} ({self.stopped}; {rows}, {self.time_s:.2f} s)")
         return "\n".join(lines)
 
 
@@ -172,20 +186,33 @@ class HeldoutPath:
 AUTO_MIN_HELD = 500
 
 
+def in_memory(problem: Any) -> bool:
+    """Whether the kernels of ``problem`` are in memory (Gram matrices or factors), as a held-out path needs."""
+    return problem.representation in ("array", "factor")
+
+
 def path_decides(problem: Any, settings: PathSettings | None = None) -> bool:
-    """Whether ``C="auto"`` chooses C on held-out rows of ``problem`` (else the ``"scale"`` rule):
-    at least :data:`AUTO_MIN_HELD` held-out rows (effective number) and the kernels in memory."""
+    """Whether C is chosen on one held-out part of ``problem``'s rows (else by cross-validation,
+    :func:`select_C_folds`): at least :data:`AUTO_MIN_HELD` held-out rows (effective number) and the kernels in
+    memory."""
     s = settings or PathSettings()
-    if problem.representation not in ("array", "factor"):
+    if not in_memory(problem):
         return False
+    if s.folds == 1:
+        return True
     w = problem.sample_weight
     n = float(problem.n_samples) if w is None else effective_size(np.asarray(w, dtype=np.float64))
     return s.held_out * n >= AUTO_MIN_HELD
 
 
 def uses_path(C: Any, problem: Any) -> bool:
-    """Whether ``C`` is chosen on held-out rows of ``problem``: ``"path"``, or ``"auto"`` where :func:`path_decides`."""
-    return isinstance(C, str) and (C == "path" or (C == "auto" and path_decides(problem)))
+    """Whether ``C`` is chosen on held-out rows of ``problem``: ``"path"``; or ``"auto"`` with the kernels in
+    memory, on one held-out part where :func:`path_decides`, else by cross-validation for a classification loss
+    (a regression loss keeps the ``"scale"`` rule there: on diabetes the values below it lost :math:`R^2`,
+    ``docs/api.md``)."""
+    if not isinstance(C, str) or C not in ("path", "auto"):
+        return False
+    return C == "path" or (in_memory(problem) and (path_decides(problem) or problem.loss.task == CLASSIFICATION))
 
 
 def path_engine(engine: Any, settings: PathSettings | None = None) -> Any:
@@ -273,14 +300,14 @@ class _Walk:
         out = {k: np.array(v, dtype=int if k in ("n_active", "iterations") else float) for k, v in self.values.items()}
         return {**out, "converged": np.array(self.converged, dtype=bool)}
 
-    def choose(self, ref_fit: float, prior_fit: float) -> dict[str, Any]:
-        """The choice of C on the path: among the values within one paired standard error of the least held-out
+    def choose(self, ref_fit: float, prior_fit: float, se: float = 1.0) -> dict[str, Any]:
+        """The choice of C on the path: among the values within ``se`` paired standard errors of the least held-out
         criterion (``best``), the nearest the prior; as :class:`HeldoutPath`'s ``ratios`` (C over the reference of
         the fitting rows), ``chosen``, ``best``, ``excess``, ``excess_se`` and ``prior_ratio``."""
         excess, excess_se = paired_excess(np.array(self.per_rows), self.best, self.w_held)
         ratios = np.array(self.values["Cs"]) / ref_fit
         prior_ratio = prior_fit / ref_fit
-        within = excess <= excess_se
+        within = excess <= se * excess_se
         if any(self.converged):  # a solve that did not converge is no candidate
             within &= np.array(self.converged)
         ok = np.flatnonzero(within)
@@ -371,10 +398,14 @@ def _walk(
     return walk
 
 
-def prior_path(prior_C: float, w_held: np.ndarray, common: dict[str, Any], t_start: float) -> HeldoutPath:
-    """The path of too few held-out rows (``w_held``, their weights): the prior C, with no value scored;
-    ``common``: the path's ``prior_C``, ``n_fit``, ``n_held`` and ``settings``."""
+def prior_path(
+    prior_C: float, w_held: np.ndarray, common: dict[str, Any], t_start: float, why: str | None = None
+) -> HeldoutPath:
+    """The path of too few held-out rows (``w_held``, their weights; ``why``, if not that they are fewer than
+    ``min_held``): the prior C, with no value scored; ``common``: the path's ``prior_C``, ``n_fit``, ``n_held`` and
+    ``settings``."""
     e = np.empty(0)
+    why = why or f"{w_held.size} held-out rows are fewer than {common['settings'].min_held}"
     return HeldoutPath(
         C=prior_C,
         **_Walk("loss", w_held).arrays(),
@@ -385,7 +416,7 @@ def prior_path(prior_C: float, w_held: np.ndarray, common: dict[str, Any], t_sta
         best=-1,
         prior_ratio=math.nan,
         reference="prior",
-        stopped=f"the prior C: {w_held.size} held-out rows are fewer than {common['settings'].min_held}",
+        stopped=f"the prior C: {why}",
         time_s=time.perf_counter() - t_start,
         **common,
     )
@@ -408,6 +439,8 @@ def select_C(
     the second stage's on all rows (``stage(problem)``).
     """
     s = settings or PathSettings()
+    if stage is None and not path_decides(problem, s):  # a second stage's prior is far off: its whole path
+        return select_C_folds(problem, solve, prior, s, progress)
     t_start = time.perf_counter()
     task = problem.loss.task
     whole = None if stage is None else stage(problem)
@@ -448,6 +481,101 @@ def select_C(
 
 def _same(result: Any) -> Any:
     return result
+
+
+@dataclass
+class _FoldsSolve:
+    """The solves of one value of C on every fold, as :meth:`_Walk.record` reads a solve: converged on every
+    fold, the kernels active on any fold, the iterations of all folds and the largest relative gap."""
+
+    converged: bool
+    active_set: np.ndarray
+    iterations: int
+    gap: float
+
+    @classmethod
+    def of(cls, results: list[Any]) -> "_FoldsSolve":
+        active = [np.asarray(r.active_set, dtype=np.intp) for r in results]
+        return cls(
+            converged=all(bool(r.converged) for r in results),
+            active_set=np.unique(np.concatenate(active)) if active else np.zeros(0, dtype=np.intp),
+            iterations=sum(int(r.iterations) for r in results),
+            gap=max(float(r.gap) for r in results),
+        )
+
+
+def select_C_folds(
+    problem: Any,
+    solve: Callable[[Any, Any], Any],
+    prior: Callable[[Any], float],
+    settings: PathSettings | None = None,
+    progress: Callable[[dict[str, Any]], Any] | None = None,
+) -> HeldoutPath:
+    """C for ``problem`` chosen by ``settings.folds``-fold cross-validation (stratified by class): the prior C and
+    the ``fold_values - 1`` values below it, each fold's path solved from the prior down, warm-started from the
+    last, and every row scored once, by the fold that held it out; the path ends early where the criterion rose
+    past its minimum by more than its paired standard error, or a solve did not converge on some fold.  The least
+    mean criterion chooses (ties: the nearest the prior): with every row held out once the scores do not need the
+    one-standard-error rule of one held-out part (``docs/api.md``).  Each fold's C is its ratio to the fold's prior, carried to all rows as the
+    same ratio to the prior on all rows.  Arguments as for :func:`select_C` (a two-stage method's second stage
+    walks its whole path on one held-out part at any size: its prior is the elastic net's rule, far from its
+    best C); the path's ``start`` is ``None`` (the folds' solutions are of other rows)."""
+    s = settings or PathSettings()
+    t_start = time.perf_counter()
+    task = problem.loss.task
+    prior_all = float(prior(problem))
+    y_all = np.asarray(problem.y, dtype=np.float64)
+    w_all = np.ones(y_all.size) if problem.sample_weight is None else np.asarray(problem.sample_weight, np.float64)
+    stratify = task == CLASSIFICATION
+    splits = fold_rows(y_all, s.folds, s.seed, stratify)
+    n_fit = int(round(np.mean([fit.size for fit, _ in splits])))
+    common = dict(prior_C=prior_all, n_fit=n_fit, n_held=int(y_all.size), settings=s, folds=s.folds)
+    fewest = min(np.unique(y_all, return_counts=True)[1]) if stratify else y_all.size
+    if effective_size(w_all) < s.min_held or fewest < s.folds:
+        why = f"{fewest} rows of the smallest class are fewer than the {s.folds} folds" if fewest < s.folds else None
+        return prior_path(prior_all, w_all, common, t_start, why)
+    folds = []  # per fold: its rows and their prior
+    for fit, held in splits:
+        rows = HeldoutRows(problem, fit, held)
+        folds.append((rows, float(prior(rows.problem))))
+    ratios = 10.0 ** (-np.arange(s.fold_values) / s.per_decade)
+    prior_fit = float(np.mean([f[1] for f in folds]))
+    walk = _Walk(criterion_of(problem.loss), w_all)
+    previous: list[Any] = [None] * len(folds)
+    f_all = np.zeros(y_all.size)
+    for r in ratios:
+        t0 = time.perf_counter()
+        results = []
+        for k, (rows, prior_k) in enumerate(folds):
+            with warnings.catch_warnings():  # judged on held-out rows; the fit's own solve warns
+                warnings.simplefilter("ignore")
+                previous[k] = solve(problem_at(rows.problem, C=float(r * prior_k)), previous[k])
+            results.append(previous[k])
+            f_all[rows.held] = rows.decision(results[-1])
+        walk.record(
+            float(r * prior_fit), _FoldsSolve.of(results), held_out_scores(problem.loss, y_all, f_all, w_all), t0
+        )
+        if progress is not None:
+            progress(walk.progress_record(float(r * prior_fit), r))
+        walk.lowest(s.flat)
+        if walk.turned(float(r * prior_fit), prior_fit, s):  # risen past its minimum, or a solve did not converge
+            break
+    else:
+        walk.stopped = f"{s.folds}-fold cross-validation of {ratios.size} values"
+    choice = walk.choose(prior_fit, prior_fit, se=0.0)
+    chosen = choice["chosen"]
+    return HeldoutPath(
+        C=float(choice["ratios"][chosen] * prior_all),
+        **walk.arrays(),
+        **choice,
+        reference="prior",
+        stopped=walk.stopped,
+        time_s=time.perf_counter() - t_start,
+        criterion=walk.criterion,
+        chosen_rows=walk.per_rows[chosen],
+        held_weights=w_all,
+        **common,
+    )
 
 
 @dataclass

@@ -29,6 +29,21 @@ def split_rows(y: np.ndarray, fraction: float, seed: int, stratify: bool) -> tup
     return np.flatnonzero(mask).astype(np.intp), held_rows
 
 
+def fold_rows(y: np.ndarray, folds: int, seed: int, stratify: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(fit, held)`` sorted row indices of each of ``folds`` folds: every row held out by one fold; by class when
+    ``stratify`` (each class dealt round the folds in a random order, the next class from the next fold on)."""
+    rng = np.random.default_rng(seed)
+    groups = [np.flatnonzero(y == c) for c in np.unique(y)] if stratify else [np.arange(y.size)]
+    label = np.empty(y.size, dtype=np.intp)
+    dealt = 0
+    for g in groups:
+        label[rng.permutation(g)] = (dealt + np.arange(g.size)) % folds
+        dealt += g.size
+    return [
+        (np.flatnonzero(label != k).astype(np.intp), np.flatnonzero(label == k).astype(np.intp)) for k in range(folds)
+    ]
+
+
 class HeldoutRows:
     """The fitting rows' problem and the held-out rows' predictions, through the problem's bank."""
 

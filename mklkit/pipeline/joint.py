@@ -17,7 +17,7 @@ import numpy as np
 from ..components.params import ParamError
 from ..kernels.factor import FactorBank
 from ..plugins import get_registry
-from .heldout import HeldoutPath, PathSettings, _Walk, prior_path, uses_path
+from .heldout import HeldoutPath, PathSettings, _Walk, path_decides, prior_path
 from .heldout_rows import HeldoutRows, effective_size, split_rows
 from .problem_settings import MULTINOMIAL_NAMES
 
@@ -122,7 +122,7 @@ def fit_joint(
     progress: Callable[[dict[str, Any]], Any] | None = None,
 ) -> tuple[Any, HeldoutPath | None, float]:
     r"""The joint problem on the bank of ``base`` solved at ``C``: a number, ``"path"`` (or ``"auto"`` with
-    enough rows: :func:`~mklkit.pipeline.heldout.uses_path`) chosen by :func:`joint_held_out_C`, or
+    enough rows: :func:`~mklkit.pipeline.heldout.path_decides`) chosen by :func:`joint_held_out_C`, or
     ``"scale"`` (``"auto"`` on fewer rows) given by ``prior(base)``.
 
     The path's fits stop at the relative gap ``tol`` times :attr:`PathSettings.tol_ratio` (``tol=None``:
@@ -135,7 +135,7 @@ def fit_joint(
     path, start = None, warm_start
     path_tol = JOINT_PATH_TOL if tol is None else float(tol) * PathSettings().tol_ratio
     tol = joint_tol(base) if tol is None else float(tol)
-    if uses_path(C, base):
+    if isinstance(C, str) and (C == "path" or (C == "auto" and path_decides(base))):  # fewer rows: the prior
 
         def on_path(problem: Any, warm: Any) -> Any:
             return solve_joint(problem, tol=path_tol, max_iter=max_iter, warm_start=warm)
