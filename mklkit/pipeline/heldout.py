@@ -516,10 +516,11 @@ def select_C_folds(
     last, and every row scored once, by the fold that held it out; the path ends early where the criterion rose
     past its minimum by more than its paired standard error, or a solve did not converge on some fold.  The least
     mean criterion chooses (ties: the nearest the prior): with every row held out once the scores do not need the
-    one-standard-error rule of one held-out part (``docs/api.md``).  Each fold's C is its ratio to the fold's prior, carried to all rows as the
-    same ratio to the prior on all rows.  Arguments as for :func:`select_C` (a two-stage method's second stage
-    walks its whole path on one held-out part at any size: its prior is the elastic net's rule, far from its
-    best C); the path's ``start`` is ``None`` (the folds' solutions are of other rows)."""
+    one-standard-error rule of one held-out part (``docs/api.md``).  Each fold's C is its ratio to the fold's
+    prior, carried to all rows as the same ratio to the prior on all rows.  Arguments as for :func:`select_C` (a
+    two-stage method's second stage walks its whole path on one held-out part at any size: its prior is the
+    elastic net's rule, far from its best C); the path's ``start`` is ``None`` (the folds' solutions are of other
+    rows)."""
     s = settings or PathSettings()
     t_start = time.perf_counter()
     task = problem.loss.task
