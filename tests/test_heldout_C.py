@@ -512,3 +512,15 @@ def test_classifiers_cross_validate_below_2500_rows_and_regressors_and_joint_mul
     y3 = np.digitize(X3[:, 0] + 0.5 * X3[:, 1], [-0.5, 0.5])
     joint = MKLClassifier(kernels=KERNELS, multiclass="joint").fit(X3, y3)
     assert not hasattr(joint, "C_selection_") or joint.C_selection_ is None
+
+
+def test_a_spec_below_2500_rows_cross_validates_and_says_so(tmp_path, capsys):
+    from mklkit.cli import main
+
+    spec = _path_spec(tmp_path)
+    assert main(["run", str(spec), "--out", str(tmp_path / "out")]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    sel = summary["C_selection"]
+    assert sel["folds"] == 3 and sel["reference"] == "prior" and sel["chosen"] >= 0
+    assert summary["C"] == pytest.approx(sel["ratios"][sel["chosen"]] * sel["prior_C"], rel=1e-12)
+    assert "each held out once in 3 folds" in capsys.readouterr().out

@@ -121,9 +121,11 @@ def _summary(result: Any, files: dict[str, Any], tol: Any) -> list[str]:
     ]
     sel = getattr(result, "C_selection", None)
     if sel is not None:
+        folds = getattr(sel, "folds", 1)
+        rows = f"{sel.n_held} held-out rows" if folds == 1 else f"{sel.n_held} rows, each held out once in {folds} folds,"
         lines.append(
-            f"C           {sel.C:.6g} chosen on {sel.n_held} held-out rows along "
-            f"{plural(sel.Cs.size, 'value')} ({sel.stopped}; {sel.time_s:.2f} s)"
+            f"C           {sel.C:.6g} chosen on {rows} along {plural(sel.Cs.size, 'value')} ({sel.stopped}; "
+            f"{sel.time_s:.2f} s)"
         )
     f = result.factor
     if f is not None:

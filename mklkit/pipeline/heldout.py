@@ -561,8 +561,6 @@ def select_C_folds(
         walk.lowest(s.flat)
         if walk.turned(float(r * prior_fit), prior_fit, s):  # risen past its minimum, or a solve did not converge
             break
-    else:
-        walk.stopped = f"{s.folds}-fold cross-validation of {ratios.size} values"
     choice = walk.choose(prior_fit, prior_fit, se=0.0)
     chosen = choice["chosen"]
     return HeldoutPath(
