@@ -122,7 +122,9 @@ def _summary(result: Any, files: dict[str, Any], tol: Any) -> list[str]:
     sel = getattr(result, "C_selection", None)
     if sel is not None:
         folds = getattr(sel, "folds", 1)
-        rows = f"{sel.n_held} held-out rows" if folds == 1 else f"{sel.n_held} rows, each held out once in {folds} folds,"
+        rows = (
+            f"{sel.n_held} held-out rows" if folds == 1 else f"{sel.n_held} rows, each held out once in {folds} folds,"
+        )
         lines.append(
             f"C           {sel.C:.6g} chosen on {rows} along {plural(sel.Cs.size, 'value')} ({sel.stopped}; "
             f"{sel.time_s:.2f} s)"
