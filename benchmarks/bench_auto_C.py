@@ -56,7 +56,7 @@ def _report(name: str, rows: dict[str, list[tuple[float, float, float | None]]])
         chosen = collections.Counter(f"{r[2]:.3g}" for r in res if r[2] is not None)
         picks = ", ".join(f"{k} x {v}" for k, v in sorted(chosen.items(), key=lambda kv: -float(kv[0])))
         print(
-            f"{name:<24}{method:<8}{score.mean():>9.4f} +-{se:.4f}{diff.mean():>+10.4f} +-{dse:.4f}"
+            f"{name:<28}{method:<8}{score.mean():>9.4f} +-{se:.4f}{diff.mean():>+10.4f} +-{dse:.4f}"
             f"{statistics.median(r[1] for r in res):>9.3f}  {picks}",
             flush=True,
         )
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.splits} random 70/30 splits; score mean +- standard error, its paired difference from the rule, "
         "median fit s, the multiples of the rule chosen"
     )
-    print(f"{'set':<24}{'C':<8}{'score':>9}{'':>8}{'vs scale':>10}{'':>8}{'fit s':>9}  chosen")
+    print(f"{'set':<28}{'C':<8}{'score':>9}{'':>8}{'vs scale':>10}{'':>8}{'fit s':>9}  chosen")
     for name in args.data:
         ds = load_builtin(name)
         X, y = np.asarray(ds.X, dtype=np.float64), np.asarray(ds.y)
