@@ -498,7 +498,7 @@ class _FoldsSolve:
         active = [np.asarray(r.active_set, dtype=np.intp) for r in results]
         return cls(
             converged=all(bool(r.converged) for r in results),
-            active_set=np.unique(np.concatenate(active)) if active else np.zeros(0, dtype=np.intp),
+            active_set=np.unique(np.concatenate(active)),
             iterations=sum(int(r.iterations) for r in results),
             gap=max(float(r.gap) for r in results),
         )
@@ -546,20 +546,17 @@ def select_C_folds(
     f_all = np.zeros(y_all.size)
     for r in ratios:
         t0 = time.perf_counter()
-        results = []
         for k, (rows, prior_k) in enumerate(folds):
             with warnings.catch_warnings():  # judged on held-out rows; the fit's own solve warns
                 warnings.simplefilter("ignore")
                 previous[k] = solve(problem_at(rows.problem, C=float(r * prior_k)), previous[k])
-            results.append(previous[k])
-            f_all[rows.held] = rows.decision(results[-1])
-        walk.record(
-            float(r * prior_fit), _FoldsSolve.of(results), held_out_scores(problem.loss, y_all, f_all, w_all), t0
-        )
+            f_all[rows.held] = rows.decision(previous[k])
+        C = float(r * prior_fit)  # the folds' mean C, as the path records it
+        walk.record(C, _FoldsSolve.of(previous), held_out_scores(problem.loss, y_all, f_all, w_all), t0)
         if progress is not None:
-            progress(walk.progress_record(float(r * prior_fit), r))
+            progress(walk.progress_record(C, r))
         walk.lowest(s.flat)
-        if walk.turned(float(r * prior_fit), prior_fit, s):  # risen past its minimum, or a solve did not converge
+        if walk.turned(C, prior_fit, s):  # risen past its minimum, or a solve did not converge
             break
     choice = walk.choose(prior_fit, prior_fit, se=0.0)
     chosen = choice["chosen"]
