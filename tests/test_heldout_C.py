@@ -475,6 +475,13 @@ def test_cross_validation_scores_every_row_once_and_takes_the_least_mean_loss():
     assert "3 folds of 240 rows" in sel.summary()
 
 
+def test_cross_validation_refuses_a_single_fold():
+    from mklkit.pipeline.heldout import select_C_folds
+
+    with pytest.raises(ValueError, match="folds >= 2"):
+        select_C_folds(_gram_problem(60), _solve, lambda p: 1.0, PathSettings(folds=1))
+
+
 def test_cross_validation_overrules_a_prior_that_turns_every_kernel_off():
     problem = _gram_problem(300)
     sel = select_C(problem, _solve, prior=lambda p: 1.5 * zero_solution(p).C_max)

@@ -522,6 +522,11 @@ def select_C_folds(
     elastic net's rule, far from its best C); the path's ``start`` is ``None`` (the folds' solutions are of other
     rows)."""
     s = settings or PathSettings()
+    if s.folds < 2:
+        raise ValueError(
+            f"select_C_folds needs settings.folds >= 2 (every row held out once); got folds={s.folds}: with "
+            "folds=1 (one held-out part) call select_C"
+        )
     t_start = time.perf_counter()
     task = problem.loss.task
     prior_all = float(prior(problem))
