@@ -47,7 +47,8 @@ what the file holds for ``--splits`` without measuring anything.
 
 The results measured so far are kept in the repository, :data:`RECORD`
 (``benchmarks/records/mklpy_protocol.jsonl``): a run given ``--record`` with that path adds to them, and
-``--record benchmarks/records/mklpy_protocol.jsonl --recorded`` prints their table.
+``--record benchmarks/records/mklpy_protocol.jsonl --recorded`` prints their table; ``--markdown`` adds all the sets
+as one Markdown table (the one of ``docs/two_stage.md``).
 """
 
 from __future__ import annotations
@@ -245,6 +246,86 @@ def run_dataset(name: str, methods: list[str], args, record: Record) -> dict[str
     return out
 
 
+def summarize(res: dict[str, dict[str, list]]) -> dict:
+    """Per method of one set: mean accuracy, its standard error and the median fit seconds; MKLpy's best method
+    and the fastest MKLpy method within one standard error of it."""
+    done = {m: r for m, r in res.items() if r["acc"]}
+    mean = {m: float(np.mean(r["acc"])) for m, r in done.items()}
+    se = {
+        m: float(np.std(r["acc"], ddof=1) / np.sqrt(len(r["acc"]))) if len(r["acc"]) > 1 else 0.0
+        for m, r in done.items()
+    }
+    med = {m: statistics.median(r["s"]) for m, r in done.items()}
+    peers = [m for m in done if not m.startswith("mklkit")]
+    best = max(peers, key=mean.get) if peers else None
+    equal = [m for m in peers if mean[m] >= mean[best] - se[best]] if best else []
+    fastest = min(equal, key=med.get) if equal else None
+    return {"done": done, "mean": mean, "se": se, "med": med, "best": best, "fastest": fastest}
+
+
+def print_set(name: str, res: dict[str, dict[str, list]], t: dict) -> None:
+    """The text table of one set."""
+    done, mean, se, med, best, fastest = (t[k] for k in ("done", "mean", "se", "med", "best", "fastest"))
+    head = f"{'data':<11}{'method':<17}{'n':>3}{'accuracy':>16}{'best':>6}{'fit s':>9}{'ratio':>8}{'active':>8}  failed"
+    print(head)
+    print("-" * len(head))
+    for m, r in res.items():
+        if m not in done:
+            print(f"{name:<11}{m:<17}{0:>3}{'-':>16}{'':>6}{'-':>9}{'-':>8}{'-':>8}  {len(r['failed']) or ''}")
+            continue
+        mark = "*" if best is not None and mean[m] >= mean[best] - se[best] else ""
+        ratio = f"{med[m] / med[fastest]:.3f}" if fastest else "-"
+        print(
+            f"{name:<11}{m:<17}{len(r['acc']):>3}{mean[m]:>9.4f} +-{se[m]:.4f}{mark:>6}{med[m]:>9.3f}{ratio:>8}"
+            f"{statistics.median(r['active']):>8.0f}  {len(r['failed']) or ''}"
+        )
+    for m, r in res.items():
+        for why in r["failed"]:
+            print(f"  {m} failed on {why}")
+    print()
+
+
+def _cell(m: str, r: dict[str, list], t: dict, splits: int) -> str:
+    """One method's Markdown cell: accuracy % (mean +- standard error), median fit seconds, the splits measured
+    where fewer than ``splits`` and the failures; in bold, MKLpy's best method."""
+    tried = len(r["acc"]) + len(r["failed"])
+    if not tried:
+        return "–"
+    failed = f"fails on {len(r['failed'])} of {tried}" if r["failed"] else ""
+    if not r["acc"]:
+        return failed
+    acc = f"{100 * t['mean'][m]:.2f} ± {100 * t['se'][m]:.2f}"
+    acc = f"**{acc}**" if m == t["best"] else acc
+    secs = t["med"][m]
+    parts = [acc, f"{secs:.2f} s" if secs < 10 else f"{secs:.0f} s"]
+    if tried < splits:
+        parts.append(f"{tried} split{'s' if tried > 1 else ''}")
+    return ", ".join(parts + ([failed] if failed else []))
+
+
+def print_markdown(tables: dict[str, dict], methods: list[str], splits: int) -> None:
+    """The sets' results as one Markdown table (``docs/two_stage.md``): mklkit's default, its most accurate
+    weighting, and every MKLpy method."""
+    weightings = [m for m in methods if m.startswith("mklkit ")]
+    peers = [m for m in methods if not m.startswith("mklkit")]
+    cols = ["set (kernels)"] + (["mklkit default"] if "mklkit" in methods else [])
+    cols += (["best two-stage"] if weightings else []) + [f"MKLpy {m}" for m in peers]
+    print("| " + " | ".join(cols) + " |")
+    print("|" + " --- |" * len(cols))
+    for name, t in tables.items():
+        res = t["res"]
+        n_kernels = 13 * (np.asarray(load_builtin(name).X).shape[1] + 1)
+        row = [f"{name} ({n_kernels})"]
+        if "mklkit" in methods:
+            row.append(_cell("mklkit", res["mklkit"], t, splits))
+        if weightings:
+            done = [m for m in weightings if m in t["done"]]
+            top = max(done, key=t["mean"].get) if done else None
+            row.append(f"`{top.split()[1]}` {100 * t['mean'][top]:.2f} ± {100 * t['se'][top]:.2f}" if top else "–")
+        row += [_cell(m, res[m], t, splits) for m in peers]
+        print("| " + " | ".join(row) + " |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", nargs="+", default=DATASETS)
@@ -260,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--record", default=None, help="JSON-lines file of results to append to and reuse")
     ap.add_argument("--recorded", action="store_true", help="only print the table of the --record file's results")
+    ap.add_argument("--markdown", action="store_true", help="also print the sets' results as one Markdown table")
     args = ap.parse_args(argv)
     if args.recorded and not args.record:
         ap.error("--recorded needs --record FILE")
@@ -277,36 +359,13 @@ def main(argv: list[str] | None = None) -> int:
         "(C chosen on the training part included), accuracy mean +- standard error; MKLpy parameters chosen "
         f"by 3-fold CV for: {', '.join(args.cv) or 'none'} (the others at MKLpy's defaults)"
     )
+    tables = {}
     for name in args.data:
         res = run_dataset(name, methods, args, record)
-        done = {m: r for m, r in res.items() if r["acc"]}
-        mean = {m: float(np.mean(r["acc"])) for m, r in done.items()}
-        se = {
-            m: float(np.std(r["acc"], ddof=1) / np.sqrt(len(r["acc"]))) if len(r["acc"]) > 1 else 0.0
-            for m, r in done.items()
-        }
-        med = {m: statistics.median(r["s"]) for m, r in done.items()}
-        peers = [m for m in done if not m.startswith("mklkit")]
-        best = max(peers, key=mean.get) if peers else None
-        equal = [m for m in peers if mean[m] >= mean[best] - se[best]] if best else []
-        fastest = min(equal, key=med.get) if equal else None
-        head = f"{'data':<11}{'method':<17}{'n':>3}{'accuracy':>16}{'best':>6}{'fit s':>9}{'ratio':>8}{'active':>8}  failed"
-        print(head)
-        print("-" * len(head))
-        for m, r in res.items():
-            if m not in done:
-                print(f"{name:<11}{m:<17}{0:>3}{'-':>16}{'':>6}{'-':>9}{'-':>8}{'-':>8}  {len(r['failed']) or ''}")
-                continue
-            mark = "*" if best is not None and mean[m] >= mean[best] - se[best] else ""
-            ratio = f"{med[m] / med[fastest]:.3f}" if fastest else "-"
-            print(
-                f"{name:<11}{m:<17}{len(r['acc']):>3}{mean[m]:>9.4f} +-{se[m]:.4f}{mark:>6}{med[m]:>9.3f}{ratio:>8}"
-                f"{statistics.median(r['active']):>8.0f}  {len(r['failed']) or ''}"
-            )
-        for m, r in res.items():
-            for why in r["failed"]:
-                print(f"  {m} failed on {why}")
-        print()
+        tables[name] = summary = {**summarize(res), "res": res}
+        print_set(name, res, summary)
+    if args.markdown:
+        print_markdown(tables, methods, args.splits)
     return 0
 
 
