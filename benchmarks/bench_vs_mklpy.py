@@ -68,7 +68,7 @@ from sklearn.model_selection import StratifiedKFold, train_test_split
 import mklkit
 from mklkit import MKLClassifier
 from mklkit.data import Standardizer, load_builtin
-from mklkit.kernels import KernelBank
+from mklkit.kernels import KernelBank, expand_bank
 
 DATASETS = ["liver", "pima", "ionosphere", "sonar", "wdbc", "wpbc", "australian"]
 WEIGHTINGS = ["alignf", "easymkl", "average"]
@@ -247,7 +247,7 @@ def run_dataset(name: str, methods: list[str], args, record: Record) -> dict[str
 
 
 def summarize(res: dict[str, dict[str, list]]) -> dict:
-    """Per method of one set: mean accuracy, its standard error and the median fit seconds; MKLpy's best method
+    """Per method of one set (``res``, kept): mean accuracy, its standard error and the median fit seconds; MKLpy's best method
     and the fastest MKLpy method within one standard error of it."""
     done = {m: r for m, r in res.items() if r["acc"]}
     mean = {m: float(np.mean(r["acc"])) for m, r in done.items()}
@@ -260,12 +260,12 @@ def summarize(res: dict[str, dict[str, list]]) -> dict:
     best = max(peers, key=mean.get) if peers else None
     equal = [m for m in peers if mean[m] >= mean[best] - se[best]] if best else []
     fastest = min(equal, key=med.get) if equal else None
-    return {"done": done, "mean": mean, "se": se, "med": med, "best": best, "fastest": fastest}
+    return {"res": res, "done": done, "mean": mean, "se": se, "med": med, "best": best, "fastest": fastest}
 
 
-def print_set(name: str, res: dict[str, dict[str, list]], t: dict) -> None:
-    """The text table of one set."""
-    done, mean, se, med, best, fastest = (t[k] for k in ("done", "mean", "se", "med", "best", "fastest"))
+def print_set(name: str, t: dict) -> None:
+    """The text table of one set (``t``: :func:`summarize`)."""
+    res, done, mean, se, med, best, fastest = (t[k] for k in ("res", "done", "mean", "se", "med", "best", "fastest"))
     head = f"{'data':<11}{'method':<17}{'n':>3}{'accuracy':>16}{'best':>6}{'fit s':>9}{'ratio':>8}{'active':>8}  failed"
     print(head)
     print("-" * len(head))
@@ -314,7 +314,7 @@ def print_markdown(tables: dict[str, dict], methods: list[str], splits: int) -> 
     print("|" + " --- |" * len(cols))
     for name, t in tables.items():
         res = t["res"]
-        n_kernels = 13 * (np.asarray(load_builtin(name).X).shape[1] + 1)
+        n_kernels = len(expand_bank("smomkl", np.asarray(load_builtin(name).X).shape[1]))
         row = [f"{name} ({n_kernels})"]
         if "mklkit" in methods:
             row.append(_cell("mklkit", res["mklkit"], t, splits))
@@ -362,8 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     tables = {}
     for name in args.data:
         res = run_dataset(name, methods, args, record)
-        tables[name] = summary = {**summarize(res), "res": res}
-        print_set(name, res, summary)
+        tables[name] = summarize(res)
+        print_set(name, tables[name])
     if args.markdown:
         print_markdown(tables, methods, args.splits)
     return 0
