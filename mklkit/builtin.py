@@ -12,6 +12,7 @@ from .components.kl import KL
 from .components.losses import BUILTIN_LOSSES
 from .components.multiclass import BUILTIN_MULTICLASS_LOSSES
 from .components.lq import Lq
+from .engines.apg import APG
 from .engines.bcd import BCD
 from .engines.dual_cd import DualCD
 from .engines.proximal import Proximal
@@ -31,7 +32,7 @@ def mklkit_register_components(register: RegisterFn) -> None:
     """Register the built-in losses, regularizers, kernel functions, engines (``auto``
     is the pipeline's: :mod:`mklkit.pipeline.choose`), weightings and the multiclass losses of the joint problem."""
     kernel_functions = (*BUILTIN_KERNEL_FUNCTIONS, *BOOLEAN_KERNEL_FUNCTIONS, *STRING_KERNEL_FUNCTIONS)
-    for cls in (*BUILTIN_LOSSES, *BUILTIN_REGULARIZERS, *kernel_functions, Spicy, Proximal, Auto, BCD, DualCD):
+    for cls in (*BUILTIN_LOSSES, *BUILTIN_REGULARIZERS, *kernel_functions, Spicy, Proximal, Auto, BCD, DualCD, APG):
         register(cls)
     for cls in (*BUILTIN_WEIGHTINGS, *BUILTIN_MULTICLASS_LOSSES):
         register(cls)

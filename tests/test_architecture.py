@@ -276,6 +276,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("mklkit.testing._engine_checks", "mklkit.testing.conic"): "cvxpy",
     # the jitted loops of bcd are compiled (or loaded from numba's cache) when bcd first solves
     ("mklkit.engines.bcd.loop", "mklkit._jit.bcd"): "compiled on first use",
+    ("mklkit.engines.apg", "mklkit._jit.bcd"): "compiled on first use",
     ("mklkit.kernels.factor_arrays", "mklkit._jit.bcd"): "compiled on first use",
     # `mklkit.pipeline` and `mklkit.spec` load no numerics at import; the numerics load when data
     # are read or a bank is built

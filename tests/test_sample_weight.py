@@ -42,11 +42,11 @@ def _engines(accepting: bool) -> list[str]:
 
 #: The engines that accept weights (``docs/engines.md``); every other installed engine
 #: refuses them.
-WEIGHTED = ["auto", "bcd", "dualcd", "proximal", "spicy"]
+WEIGHTED = ["apg", "auto", "bcd", "dualcd", "proximal", "spicy"]
 UNWEIGHTED = [name for name in _engines(False) if name not in WEIGHTED]
 #: The engines that accept weights and take the Gram bank of the tests below (bcd takes factor banks:
 #: its weighted problems are in tests/engines/test_bcd_weights.py).
-ON_ARRAYS = [name for name in WEIGHTED if name not in ("bcd", "dualcd")]  # factor banks only
+ON_ARRAYS = [name for name in WEIGHTED if name not in ("apg", "bcd", "dualcd")]  # factor banks only
 
 
 def test_engines_declare_weights():

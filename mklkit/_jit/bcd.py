@@ -15,7 +15,8 @@ from .bcd_descent import _copy, _coordinate_descent, _true_value, _ws_violation
 from .bcd_descent import ST_ANDERSON, ST_BACKTRACK, ST_EPOCHS  # noqa: F401 - the engine reads them here
 from .bcd_descent import ST_DECREASE, ST_LEN, ST_LINE_SEARCH, ST_NEWTON, ST_STATUS, ST_VIOLATION
 from .envelope import FLAGS, KIND_ENVELOPE, KIND_SMOOTH, loss_terms  # noqa: F401 - the engine reads the kinds here
-from .group_blocks import block_curv, block_hessian, pack, reg_sum, reg_sum_packed, scores, top_eig, unpack, ws_rows
+from .group_blocks import block_curv, block_hessian, pack, prox_scale, reg_sum, reg_sum_packed, scores, top_eig, unpack
+from .group_blocks import ws_rows
 from .records import BANK_T, BCD_OPTIONS_T, BCD_STATE_T, LOSS_FNS_T, REG_FNS_T, SAMPLES_T, _b1, _f8, _F1, _I1
 from .records import LOSS_FN, Bank, BcdOptions, LossFns, Samples, bcd_state, loss_fns, reg_fns, samples  # noqa: F401
 
@@ -184,3 +185,14 @@ def eval_loss(smp, z, loss, want_value, want_curv):  # pragma: no cover - jitted
 def block_scores(beta, G, starts, nu, C, reg):  # pragma: no cover - jitted
     """:func:`~mklkit._jit.group_blocks.scores`, compiled once for every regularizer."""
     return scores(beta, G, starts, nu, C, reg)
+
+
+@njit(_F1(_F1, _F1, _f8, REG_FNS_T), cache=True)
+def block_prox_scales(norms, eta, C, reg):  # pragma: no cover - jitted
+    r""":math:`\mathrm{prox}_{\tilde g_{\eta_mC}}(x_m)/x_m` for block norms ``norms`` with their own
+    steps ``eta`` (0 for a block set to zero), compiled once for every regularizer."""
+    one = np.zeros(1)
+    out = np.zeros(norms.size)
+    for m in range(norms.size):
+        out[m] = prox_scale(norms[m], eta[m] * C, reg, one)
+    return out

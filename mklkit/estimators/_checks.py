@@ -54,7 +54,7 @@ def multiclass_mode(est: Any) -> str:
     mode = getattr(est, "multiclass", None)
     if mode != "auto":
         return mode
-    if spec_name(est.engine) != "auto" or getattr(est, "weighting", None) is not None:
+    if spec_name(est.engine) != "auto" or getattr(est, "weighting", None) is not None or getattr(est, "device", None):
         return "ovr"
     try:
         joint_loss(est.loss)
@@ -133,16 +133,32 @@ class ParameterChecks:
         regularizer = reg.create("regularizer", self._regularizer_spec())
         if self._weighting() is not None:
             regularizer = self._second_stage_regularizer(regularizer)
-        engine = reg.create("engine", self.engine)
+        engine = reg.create("engine", self._engine_spec())
         if self.engine_params is not None and not isinstance(self.engine_params, Mapping):
             raise ParamError(
                 "engine_params", self.engine_params, "None or a mapping of engine options", owner=self._owner
             )
-        given = {"tol": self.tol, "max_iter": self.max_iter}
+        given = {"tol": self.tol, "max_iter": self.max_iter, "device": getattr(self, "device", None)}
         updates = {**(self.engine_params or {}), **{k: v for k, v in given.items() if v is not None}}
         if updates:
             engine = type(engine)(**{**engine.get_params(), **updates})
         return loss, regularizer, engine
+
+    def _engine_spec(self) -> Any:
+        """The engine to create: ``engine`` as given, or ``apg`` for a ``device`` (which ``engine`` must allow)."""
+        device = getattr(self, "device", None)
+        if device is None:
+            return self.engine
+        if not isinstance(device, str):
+            raise ParamError("device", device, "None, 'cpu', 'cuda' or 'cuda:K'", owner=self._owner)
+        if spec_name(self.engine) not in ("auto", "apg"):
+            raise ParamError(
+                "engine",
+                self.engine,
+                "'auto' or 'apg' with device (the engine that runs on a device)",
+                owner=self._owner,
+            )
+        return "apg" if spec_name(self.engine) == "auto" else self.engine
 
     def _regularizer_spec(self) -> Any:
         """The regularizer to create: ``regularizer`` as given (an estimator may resolve its own defaults)."""
@@ -201,9 +217,14 @@ class ParameterChecks:
             raise ParamError("scheduler", scheduler, "None when factor is given (one representation)", owner=owner)
         if scheduler is not None:
             return "sharded", {"sharded": ShardedSettings.model_construct(scheduler=scheduler)}
+        device = getattr(self, "device", None)
         if isinstance(factor, str) and factor == "auto":
+            if device is not None:  # the engine on a device takes factors
+                return "factor", {"factor": FactorSettings.model_construct()}
             return "auto", {}
         if factor is None or factor is False:
+            if device is not None:
+                raise ParamError("factor", factor, "'auto', True or a mapping with device (factors)", owner=owner)
             return "array", {"factor": False}
         factor = {} if factor is True else factor
         if not isinstance(factor, Mapping) or set(factor) - set(FactorSettings.model_fields):

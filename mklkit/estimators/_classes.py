@@ -79,6 +79,11 @@ _COMMON_DOC = """\
         ``memory_budget`` and N <= 5,000, approximate factors otherwise (said on stderr).
     scheduler : str or distributed.Client, optional
         Build the bank in shards on a Dask cluster, released after ``fit``; exclusive with ``factor``.
+    device : str, optional
+        ``"cuda"``, ``"cuda:K"`` or ``"cpu"``: solve on that device with the engine ``apg`` (accelerated proximal
+        gradient on the factor coordinates, through PyTorch or CuPy on a GPU; ``engine_params`` adds its options,
+        e.g. ``{"array_library": "cupy"}``), the kernels as factors (``factor`` ``"auto"`` factors them).
+        ``None``: the engines of ``engine`` on this machine's CPU.
     verbose : int, default=0
         1: log the bank build and every engine iteration (:mod:`logging`, on stderr unless the application
         configured logging); 2: also the engines' debug records.
@@ -195,6 +200,7 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
         memory_budget: Any = None,
         factor: Any = "auto",
         scheduler: Any = None,
+        device: str | None = None,
         verbose: int = 0,
         class_weight: Any = None,
     ) -> None:
@@ -345,6 +351,7 @@ class MKLRegressor(RegressorMixin, BaseMKL):
         memory_budget: Any = None,
         factor: Any = "auto",
         scheduler: Any = None,
+        device: str | None = None,
         verbose: int = 0,
         standardize_y: bool = True,
     ) -> None:

@@ -169,6 +169,17 @@ class KernelFunction(Component):
         returning ``out`` (``base`` itself, or another array: then ``base`` must not change)."""
         raise NotImplementedError(f"kernel function {self.name!r} does not implement from_base()")
 
+    def array_values(self, base: Any, xp: Any) -> Any:
+        """:meth:`from_base` on an array of any array-API library ``xp`` (a GPU's): a new array.  The
+        built-ins write it with the namespace's functions; by default numpy arrays only (through
+        :meth:`from_base`), so that a kernel function of a plugin factors on a device once it writes this."""
+        if not isinstance(base, np.ndarray):
+            raise NotImplementedError(
+                f"kernel function {self.name!r} gives no array_values(base, xp): its kernels are not "
+                "evaluated on a device (write it with the namespace's functions, as rbf does)"
+            )
+        return self.from_base(base, out=np.array(base, dtype=np.float64))
+
     def diag(self, X: np.ndarray) -> np.ndarray:
         """:math:`k(x_i, x_i)` for every row, shape (n,), without the full Gram matrix."""
         X = as_matrix(X)
@@ -223,6 +234,9 @@ class RBF(KernelFunction):
         np.exp(out, out=out)
         return out
 
+    def array_values(self, base: Any, xp: Any) -> Any:
+        return xp.exp(base * (-0.5 / (self.width * self.width)))
+
     def diag(self, X: np.ndarray) -> np.ndarray:
         return np.ones(as_matrix(X).shape[0])
 
@@ -251,6 +265,9 @@ class Poly(KernelFunction):
             np.power(out, float(self.degree), out=out)
         return out
 
+    def array_values(self, base: Any, xp: Any) -> Any:
+        return (base * self.scale + self.offset) ** int(self.degree)
+
 
 class Linear(KernelFunction):
     r"""Linear kernel :math:`k(x, z) = \langle x, z\rangle`."""
@@ -264,6 +281,9 @@ class Linear(KernelFunction):
         if out is not base:
             np.copyto(out, base)
         return out
+
+    def array_values(self, base: Any, xp: Any) -> Any:
+        return xp.asarray(base, copy=True)
 
 
 #: The built-in kernel functions, registered by ``mklkit.builtin``.

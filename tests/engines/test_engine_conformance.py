@@ -17,6 +17,7 @@ from numba import njit
 from mklkit.components.losses import Hinge, Logistic
 from mklkit.components.elasticnet import ElasticNet, L1
 from mklkit.pipeline.choose import Auto
+from mklkit.engines.apg import APG
 from mklkit.engines.bcd import BCD
 from mklkit.engines.dual_cd import DualCD
 from mklkit.engines.proximal import Proximal
@@ -40,6 +41,9 @@ ENGINES = {
     "auto": Auto(tol=1e-6),
     "bcd": BCD(tol=1e-7),
     "dualcd": DualCD(tol=1e-7),
+    "apg": APG(tol=1e-6),
+    # the same engine through the array API's strict reference library: what a GPU library runs
+    "apg-array-api-strict": APG(tol=1e-6, array_library="array_api_strict"),
 }
 
 

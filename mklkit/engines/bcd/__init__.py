@@ -18,8 +18,9 @@ from ...components.params import Param
 from ...problem import Problem
 from ...result import SolveResult
 from .. import common
-from ..base import COMMON_PARAMS, POSITIVE, Engine, Requires, Run, blas_threads, open_interval
+from ..base import COMMON_PARAMS, Engine, Requires, Run, blas_threads, open_interval
 from ..capabilities import FACTOR_BANK
+from ..smoothing import SMOOTHING_PARAMS, loss_reasons
 from .loop import _BcdRun
 
 __all__ = ["BCD"]
@@ -29,17 +30,6 @@ __all__ = ["BCD"]
 #: (``docs/tuned_constants.md``).
 BLAS_THREADS: int | None = 1
 _FRACTION = open_interval(1.0)
-#: The loss kernels the engine calls, and why: of a smooth loss, and of one it smooths.
-_LOSS_KERNELS = {
-    True: (
-        ("value", "deriv", "deriv2", "conj", "conj_lower", "conj_upper"),
-        "it is smooth (smooth_primal), so the engine needs",
-    ),
-    False: (
-        ("value", "conj", "conj_grad", "conj_hess", "conj_lower", "conj_upper"),
-        "it is not smooth (smooth_primal False), so the engine smooths it through its conjugate and needs",
-    ),
-}
 
 
 class BCD(Engine):
@@ -81,8 +71,7 @@ class BCD(Engine):
         Param("max_inner", 50, "iterations of an exact block minimization", type=int, low=1),
         Param("anderson", 5, "iterates combined by Anderson extrapolation (0: none)", type=int, low=0, high=50),
         Param("inner_ratio", 0.3, "the working set is solved to this fraction of the largest violation", **_FRACTION),
-        Param("mu0", None, "initial smoothing of a non-smooth loss (null: from the data)", **POSITIVE, nullable=True),
-        Param("mu_factor", 0.1, "factor by which the smoothing of a non-smooth loss decreases", **_FRACTION),
+        *SMOOTHING_PARAMS,
         Param(
             "polish",
             "auto",
@@ -100,12 +89,8 @@ class BCD(Engine):
     representations: ClassVar[tuple[str, ...]] = ("factor",)
 
     def problem_reasons(self, problem: Problem) -> list[str]:
-        """What the loss lacks of the kernels the engine calls (of a smooth loss, or of one
-        it smooths through its conjugate)."""
-        loss = problem.loss
-        need, why = _LOSS_KERNELS[bool(loss.smooth_primal)]
-        missing = [k for k in need if getattr(loss.jit, k, None) is None]
-        return [f"the loss {loss.describe()} gives no {', '.join(missing)}: {why} them"] if missing else []
+        """What the loss lacks of the kernels the engine calls (:func:`~mklkit.engines.smoothing.loss_reasons`)."""
+        return loss_reasons(problem)
 
     def _solve(self, problem: Problem, run: Run, warm_start: SolveResult | None) -> SolveResult:
         from numba.core.errors import NumbaExperimentalFeatureWarning

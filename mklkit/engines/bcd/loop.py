@@ -98,73 +98,18 @@ class _BcdRun(Algorithm, Continuation, SupportPolish):
         from ..._jit import bcd as kb  # the jitted loops, compiled (or loaded from the cache) on first use
 
         super().__init__(engine, problem, run, warm_start)
-        self.kb = kb
+        self.set_up_loss(kb)
         self.f = self.bank.solver_arrays()
-        self.y = common.as_vector(problem.y)
-        self.loss = problem.loss
-        self.rp = common.as_vector(self.pr)
-        lp = common.as_vector(self.pl)
-        # the weights of w_i l go next to the domain [lo, hi] of the loss's own conjugate
-        self.sw = np.zeros(0) if self.sl.w is None else common.as_vector(self.sl.w)
-        self.lo = common.as_vector(self.lk.conj_lower(self.y, lp))
-        self.hi = common.as_vector(self.lk.conj_upper(self.y, lp))
-        self.rho_lo, self.rho_hi = -self.sl.conj_upper(), -self.sl.conj_lower()
-        self.smooth = bool(self.loss.smooth_primal)
-        self.kind = kb.KIND_SMOOTH if self.smooth else kb.KIND_ENVELOPE
-        self.lip_loss = float(self.sl.deriv_lipschitz()) if self.smooth else math.inf
         self.method = engine.method if engine.method != "auto" else "newton"
         self.polish_on = engine.polish == "always" or (engine.polish == "auto" and not self.smooth)
         self.polish_cheap = engine.polish == "auto" and self.smooth
-        self.loss_rec = kb.loss_fns(self.loss)
-        self.reg_rec = kb.reg_fns(self.reg)
-
-    # -- jitted calls ---------------------------------------------------------
-    def samples(self, smoothing: float) -> tuple:
-        return self.kb.Samples(self.y, self.lo, self.hi, self.sw, self.kind, float(smoothing))
-
-    def eval_loss(
-        self, z: np.ndarray, smoothing: float, value: bool, curv: bool
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Values (if asked), derivatives and curvatures (if asked) of the loss in use."""
-        return self.kb.eval_loss(self.samples(smoothing), common.as_vector(z), self.loss_rec, value, curv)
-
-    def curvature_scale(self, smoothing: float) -> float:
-        r"""The bound :math:`L` of the second derivative of the loss in use (:math:`1/\mu` for
-        the envelope; 1 if none)."""
-        if not self.smooth:
-            return 1.0 / smoothing
-        return self.lip_loss if math.isfinite(self.lip_loss) and self.lip_loss > 0 else 1.0
 
     # -- certificate ------------------------------------------------------------
     def certify(self, beta: np.ndarray, b: float, smoothing: float) -> common.Certificate:
-        """Primal, dual and gap at ``(beta, b)`` from the exact predictions; for a smoothed
-        loss also the smoothed gap and the smoothing error."""
+        """Primal, dual and gap at ``(beta, b)`` from the exact predictions
+        (:meth:`~mklkit.engines.smoothing.SmoothedLoss.certify_predictions`)."""
         z = self.bank.expand(beta) + (b if self.bias else 0.0)
-        smooth_val, u, _ = self.eval_loss(z, smoothing, not self.smooth, False)
-        rho = -u
-        if self.bias:
-            rho = common.centre_dual(rho, self.rho_lo, self.rho_hi)
-        t = self.bank.project(rho)
-        norms = segment_norms(beta, self.f.starts)
-        reg_val = common.regularizer_value(self.reg, norms, self.C)
-        P = common.loss_value(self.loss, self.y, z, self.sl.w) + reg_val
-        cert = common.Certificate.at(
-            self.problem,
-            P,
-            rho,
-            norms,
-            dual_norms=segment_norms(t, self.f.starts),
-            grad=-t,
-            z=z,
-            sum_u=float(np.sum(u)),
-        )
-        if not self.smooth:
-            rho_f = cert.rho
-            P_mu = float(np.sum(smooth_val)) + reg_val
-            D_mu = cert.dual - 0.5 * smoothing * float(rho_f @ rho_f)
-            cert.extra["gap_smoothed"] = P_mu - D_mu
-            cert.extra["smoothing_error"] = (P - P_mu) + 0.5 * smoothing * float(rho_f @ rho_f)
-        return cert
+        return self.certify_predictions(z, segment_norms(beta, self.f.starts), smoothing, self.bank.project)
 
     # -- working sets -------------------------------------------------------------
     def working_set(self, score: np.ndarray, norms: np.ndarray) -> np.ndarray:

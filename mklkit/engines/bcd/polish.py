@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 from .. import common
 from ..objectives import segment_norms
+from ..smoothing import SmoothedLoss
 
 #: Largest total rank of the non-zero blocks for their Newton steps (a dense Hessian of that
 #: size is formed and decomposed).
@@ -116,7 +117,7 @@ class Support:
     def _dense_solve(self, units, h, x, g1, g2, grad, band) -> np.ndarray | None:
         """The Newton direction from the dense Hessian (Cholesky, else its pseudo-inverse);
         ``units``: the blocks over their norms ``x``, ``g1``, ``g2``: the regularizer's
-        derivatives (:meth:`SupportPolish.reg_derivatives`), ``band``: where ``h > 0``."""
+        derivatives (:meth:`~mklkit.engines.smoothing.SmoothedLoss.reg_derivatives`), ``band``: where ``h > 0``."""
         nA = self.rows.size
         n = grad.size
         LA, seg = self.LA, self.seg
@@ -231,19 +232,6 @@ class SupportPolish:
             cost = r_w * r_w * self.N
         return cost + r_w**3 / 3.0 <= POLISH_MAX_FLOPS
 
-    def reg_derivatives(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        r""":math:`\tilde g_C'(x) = Cx/d(x)` (the weight :math:`d`, SpicyMKL §4.1) and
-        :math:`\tilde g_C''(x) = 1/\mathrm{prox}'(x + \tilde g_C'(x)) - 1` at block norms
-        ``x > 0``."""
-        rk = self.reg.jit
-        x = common.as_vector(x)
-        d = np.asarray(rk.weight(x, self.rp), dtype=np.float64)
-        g1 = self.C * x / d
-        pd = np.asarray(rk.prox_deriv(common.as_vector(x + g1), self.C, self.rp), dtype=np.float64)
-        with np.errstate(divide="ignore"):
-            g2 = np.where(pd > 0.0, 1.0 / pd - 1.0, np.inf)
-        return g1, np.maximum(g2, 0.0)
-
     def support(self, beta: np.ndarray, held: np.ndarray | None = None) -> Support | None:
         """The non-zero blocks of ``beta`` but the ``held`` ones (their predictions the
         offset) as one factor, or None (none, or too large)."""
@@ -335,24 +323,9 @@ class SupportPolish:
         return None
 
 
-class Continuation:
+class Continuation(SmoothedLoss):
     r"""The smoothing :math:`\mu` (``smoothing``) of a non-smooth loss's Moreau envelope:
     its start, its decrease and the points it moves to."""
-
-    def initial_smoothing(self) -> float:
-        r"""``mu0``, or a tenth of the zero solution's objective per unit of
-        :math:`\sum_i u_{\max,i}^2/2` over the (weighted) conjugate's domain; 0 when smooth."""
-        if self.smooth:
-            return 0.0
-        if self.engine.mu0 is not None:
-            return float(self.engine.mu0)
-        umax = np.maximum(np.abs(self.lo), np.abs(self.hi))
-        umax = np.where(np.isfinite(umax), umax, 1.0)
-        if self.sl.w is not None:
-            umax = self.sl.w * umax  # the domain of (w l)^*
-        denom = 0.5 * float(np.sum(umax * umax))
-        p0 = abs(self.zero.objective)
-        return 0.1 * p0 / denom if (p0 > 0.0 and denom > 0.0) else 1.0
 
     def band_shift(
         self, beta: np.ndarray, b: float, smoothing: float, factor: float
@@ -422,12 +395,3 @@ class Continuation:
         if smoothed(nb, zn) < smoothed(beta, z):
             return nb, bb, zn
         return beta, b, z
-
-    def next_smoothing(self, smoothing: float, cert: Any, tol: float) -> float:
-        r"""Smaller once the smoothed problem is solved to within its smoothing error
-        :math:`E = P - P_\mu + \tfrac\mu2\|\rho\|^2`."""
-        err = cert.extra["smoothing_error"]
-        if not (cert.extra["gap_smoothed"] <= err and err > 0.0):
-            return smoothing
-        target = 0.5 * tol * abs(cert.primal) / err
-        return smoothing * max(float(self.engine.mu_factor), min(target, 1.0))
