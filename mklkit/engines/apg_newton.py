@@ -5,7 +5,8 @@ row), the objective restricted to it is smooth: :math:`\Phi(\beta_A, b) = \sum_i
 \sum_{m\in A}\tilde g_C(\|\beta_m\|)`.  Its Newton direction solves :math:`H d = -\nabla\Phi` with
 :math:`H = L_A^\top\mathrm{diag}(\ell'')L_A + \bigoplus_m\big(\tilde g_C''\hat\beta_m\hat\beta_m^\top +
 \tfrac{\tilde g_C'}{\|\beta_m\|}(I - \hat\beta_m\hat\beta_m^\top)\big)` by conjugate gradients preconditioned
-by its diagonal, each product :math:`Hv` two passes over the bank on its device, then an Armijo search
+by its diagonal, each product :math:`Hv` two passes over the support's rows of the bank (copied once per
+step on the device), then an Armijo search
 along it (Nocedal & Wright 2006, Alg. 7.1; the regularizer's derivatives as bcd takes them,
 :meth:`~mklkit.engines.smoothing.SmoothedLoss.reg_derivatives`).  Conjugate gradients use the decay of
 the kernels' spectra that the accelerated steps cannot.
@@ -14,12 +15,17 @@ the kernels' spectra that the accelerated steps cannot.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from typing import Any
 
 import numpy as np
 
+from ..kernels.device import HEADROOM, DeviceFactorBank
+
 __all__ = ["Point", "SupportNewton"]
+
+logger = logging.getLogger("mklkit.engines.apg")
 
 #: Sufficient decrease of the Armijo search, and its halvings before the direction is given up.
 ARMIJO = 1e-4
@@ -46,10 +52,39 @@ class Point:
 class SupportNewton:
     """A mixin of the apg run: :meth:`newton_step` from a point on its non-zero blocks."""
 
+    def support_bank(self, act: np.ndarray) -> tuple[DeviceFactorBank, Any] | None:
+        """The rows of the non-zero blocks ``act`` as a bank of their own on the device (a copy: the
+        Newton steps read those rows only) and their indices, or None where the copy does not fit."""
+        dev = self.dev
+        blocks = np.flatnonzero(act)
+        rows = np.concatenate([np.arange(dev.starts[m], dev.starts[m + 1]) for m in blocks])
+        free = dev.lib.free_bytes()
+        need = rows.size * dev.shape[1] * (8 if dev.precision == "float64" else 4)
+        if dev.lib.library != "numpy" and free is not None and need * HEADROOM > free:
+            logger.debug(
+                "apg: no Newton steps: the %d rows of the non-zero blocks need %d bytes, %d free", rows.size, need, free
+            )
+            return None
+        rows_x = dev.lib.asarray(rows, dev.xp.int64)
+        starts = np.concatenate([[0], np.cumsum(dev.ranks[blocks])])
+        return DeviceFactorBank(dev.xp.take(dev.LT, rows_x, axis=0), starts, dev.lib, dev.precision), rows_x
+
+    def scatter(self, act: np.ndarray, d_A: Any) -> Any:
+        """The support's coordinates ``d_A`` in the whole bank's (zero on the other blocks)."""
+        dev, xp = self.dev, self.xp
+        parts, k = [], 0
+        for m, r in enumerate(dev.ranks):
+            if act[m]:
+                parts.append(d_A[k : k + int(r)])
+                k += int(r)
+            else:
+                parts.append(xp.zeros(int(r), dtype=dev.dtype, device=dev.lib.device))
+        return xp.concat(parts)
+
     def newton_step(self, x: Point, smoothing: float) -> Point | None:
         """One Newton-CG step with its Armijo search from ``x`` on its non-zero blocks; the new point,
-        or None (no support, a non-finite value, or no decrease)."""
-        dev, xp = self.dev, self.xp
+        or None (no support, a non-finite value, no decrease, or no memory for the support's rows)."""
+        xp = self.xp
         norms = self.norms_of(x.beta)
         act = norms > 0.0
         if not np.any(act):
@@ -57,38 +92,41 @@ class SupportNewton:
         zh = self.host(x.z)
         vals, u, h = self.eval_loss(zh, smoothing, True, True)
         phi0 = float(np.sum(vals)) + self.reg_value(norms)
-        g1 = np.zeros(norms.size)
-        g2 = np.zeros(norms.size)
-        g1[act], g2[act] = self.reg_derivatives(norms[act])
+        x_A = norms[act]
+        g1, g2 = self.reg_derivatives(x_A)
         if not (math.isfinite(phi0) and np.all(np.isfinite(g1)) and np.all(np.isfinite(g2)) and np.all(np.isfinite(h))):
             return None
-        safe = np.where(act, norms, 1.0)
-        mask = dev.spread_x(dev.to_x(act.astype(np.float64)))
-        unit = x.beta / dev.spread_x(dev.to_x(safe))
-        radial = dev.spread_x(dev.to_x(np.where(act, g2 - g1 / safe, 0.0)))
-        tangential = dev.spread_x(dev.to_x(np.where(act, g1 / safe, 0.0)))
-        h_x = dev.to_x(h)
-        grad = mask * (dev.project_x(dev.to_x(u)) + dev.spread_x(dev.to_x(g1)) * unit)
+        made = self.support_bank(act)
+        if made is None:
+            return None
+        sub, rows_x = made
+        beta_A = xp.take(x.beta, rows_x)
+        unit = beta_A / sub.spread_x(sub.to_x(x_A))
+        radial = sub.spread_x(sub.to_x(g2 - g1 / x_A))
+        tangential = sub.spread_x(sub.to_x(g1 / x_A))
+        h_x = sub.to_x(h)
+        grad = sub.project_x(sub.to_x(u)) + sub.spread_x(sub.to_x(g1)) * unit
         grad_b = float(np.sum(u)) if self.bias else 0.0
         # the diagonal of H: sum_i l''_i L_ji^2 and the regularizer's part
-        diag = mask * (dev.weighted_row_squares_x(h_x) + radial * unit * unit + tangential)
-        diag = xp.where(diag > 0.0, diag, 1.0)  # off the support, and coordinates of no curvature
+        diag = sub.weighted_row_squares_x(h_x) + radial * unit * unit + tangential
+        diag = xp.where(diag > 0.0, diag, 1.0)  # coordinates of no curvature
         diag_b = float(np.sum(h))
         diag_b = diag_b if diag_b > 0.0 else 1.0
         self.counts["n_passes"] += 2
 
         def hess(v: Any, vb: float) -> tuple[Any, float]:
-            w = h_x * (dev.expand_x(v) + vb) if self.bias else h_x * dev.expand_x(v)
-            along = dev.spread_x(dev.block_sums_x(unit * v))
-            out = mask * (dev.project_x(w) + radial * unit * along + tangential * v)
+            w = h_x * (sub.expand_x(v) + vb) if self.bias else h_x * sub.expand_x(v)
+            along = sub.spread_x(sub.block_sums_x(unit * v))
+            out = sub.project_x(w) + radial * unit * along + tangential * v
             self.counts["n_passes"] += 2
             return out, (float(self.host(xp.sum(w))) if self.bias else 0.0)
 
-        d, d_b = self.conjugate_gradients(hess, grad, grad_b, diag, diag_b)
-        slope = float(self.host(xp.sum(grad * d))) + grad_b * d_b
+        d_A, d_b = self.conjugate_gradients(hess, grad, grad_b, diag, diag_b)
+        slope = float(self.host(xp.sum(grad * d_A))) + grad_b * d_b
         if not (slope < 0.0 and math.isfinite(slope)):
             return None
-        Ld = self.host(dev.expand_x(d)) + d_b
+        Ld = self.host(sub.expand_x(d_A)) + d_b
+        d = self.scatter(act, d_A)
         self.counts["n_passes"] += 1
         t = 1.0
         for _ in range(MAX_HALVINGS):
@@ -99,7 +137,7 @@ class SupportNewton:
             obj = F + self.reg_value(nt)
             if math.isfinite(obj) and obj <= phi0 + ARMIJO * t * slope:
                 b = x.b + t * d_b if self.bias else 0.0
-                return Point(beta, b, dev.to_x(z_t), F, obj)
+                return Point(beta, b, self.dev.to_x(z_t), F, obj)
             t *= 0.5
         return None
 
