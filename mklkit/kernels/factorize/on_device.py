@@ -205,7 +205,8 @@ def nystroem_on_device(
         )
         tr = float(lib.host(xp.sum(diag)))
         scale = 1.0 / tr if normalize == "trace" and tr > 0.0 else 1.0
-        LmT = xp.matrix_transpose(C @ W) * (scale**0.5)
+        # W^T C^T, not (C W)^T: a product's result is laid out row by row, as the passes read it
+        LmT = (xp.matrix_transpose(W) @ xp.matrix_transpose(C)) * (scale**0.5)
         blocks.append(LmT)
         held = float(lib.host(xp.sum(LmT * LmT)))
         errors.append(max(tr * scale - held, 0.0))
