@@ -71,3 +71,16 @@ def test_a_spec_names_the_device_in_its_engine_section(tmp_path):
     path.write_text(yaml.safe_dump(spec))
     with pytest.raises(ValueError, match=r"device is not a device; got 'tpu'"):
         api.run(path, progress=False)
+
+
+def test_a_one_class_fit_on_a_device_reaches_its_nu_certified():
+    from mklkit.estimators import MKLOneClassSVM
+
+    X = load_builtin("wdbc").X[:200]
+    est = MKLOneClassSVM(device="cpu", nu=0.3, tol=1e-4).fit(X)
+    ref = MKLOneClassSVM(engine="bcd", factor=True, nu=0.3, tol=1e-4).fit(X)
+    assert est.solved_by_ == "apg" and est.dual_gap_ <= 1e-4
+    assert abs(est.nu_ - 0.3) <= est.nu_tol and abs(ref.nu_ - 0.3) <= ref.nu_tol
+    # the decision values of the two certified solves agree to the certificates' accuracy
+    scale = np.max(np.abs(ref.decision_function(X)))
+    assert np.max(np.abs(est.decision_function(X) - ref.decision_function(X))) <= 0.05 * scale

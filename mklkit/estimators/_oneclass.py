@@ -107,8 +107,9 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
         1e-3 of itself).
     max_iter : int, optional
         Maximum number of outer iterations of each solve.
-    normalize, standardize, memory_budget, factor, scheduler, verbose
-        As for :class:`MKLClassifier`.
+    normalize, standardize, memory_budget, factor, scheduler, device, verbose
+        As for :class:`MKLClassifier` (``device``: the engine ``apg`` on that device, the one-class loss
+        through its smoothing).
 
     Attributes
     ----------
@@ -155,6 +156,7 @@ class MKLOneClassSVM(OutlierMixin, BaseMKL):
         memory_budget: Any = None,
         factor: Any = "auto",
         scheduler: Any = None,
+        device: str | None = None,
         verbose: int = 0,
     ) -> None:
         _store(self, locals())
