@@ -9,6 +9,8 @@ landmarks per kernel, eigenvalues below 1e-8 of the largest cut).
 
 Measured on the device, in this order, in one run:
 
+* a **check** against numpy on 1,000 points (any library but numpy): the Nyström kernels, both passes
+  on the same factors with fresh random vectors, and one certified solve, as relative differences;
 * the **copy bandwidth** of the device (a device-to-device copy of ``--copy-gib`` GiB, bytes read plus
   written, median of 10), the ceiling every pass is measured against;
 * the **factorization** (train and the test map) and the bank's size;
@@ -190,6 +192,48 @@ def run_set(name: str, args: argparse.Namespace, lib: Any, copy_bw: float) -> li
     return out
 
 
+def check_against_numpy(lib: Any, precision: str) -> list[str]:
+    """Before any timing, on 1,000 a9a points: the device's Nyström kernels :math:`L_m^\top L_m` against
+    numpy's (the factors themselves are defined up to a rotation), its two passes against numpy's on the
+    same factors (fresh random vectors) and one certified solve's objective, as relative differences."""
+    Xtr, ytr, _, _ = load("a9a")
+    rows = np.random.default_rng(5).choice(Xtr.shape[0], 1000, replace=False)
+    X, y = Xtr[rows], ytr[rows]
+    dev = nystroem_on_device(BANK[:1], X, lib, landmarks=100, precision=precision)
+    ref = nystroem_on_device(BANK[:1], X, array_library("cpu", "numpy"), landmarks=100)
+    same = FactorBank(dev.lib.host(dev.LT), dev.starts)  # the device's factors on the host
+    rng = np.random.default_rng(int(time.time()))
+    v, beta = rng.standard_normal(X.shape[0]), rng.standard_normal(dev.total_rank)
+
+    def rel(a: np.ndarray, b: np.ndarray) -> float:
+        return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+    def kernels(bank: Any) -> np.ndarray:
+        LT = bank.lib.host(bank.LT) if hasattr(bank, "lib") else bank.LT
+        return np.stack([LT[s:e, :300].T @ LT[s:e, :300] for s, e in zip(bank.starts[:-1], bank.starts[1:])])
+
+    errors = {
+        "kernels": rel(kernels(dev), kernels(ref)),
+        "L^T v": rel(dev.project(v), same.project(v)),
+        "L beta": rel(dev.expand(beta), same.expand(beta)),
+    }
+    solved = []
+    for bank, library, prec in ((dev, lib.library, precision), (ref, "numpy", "float64")):
+        zero = zero_solution(Problem(K=bank, y=y, loss=Logistic(), regularizer=L1(), C=1.0))
+        problem = Problem(K=bank, y=y, loss=Logistic(), regularizer=L1(), C=0.05 * zero.C_max)
+        tol = 1e-4 if prec == "float32" else 1e-8
+        device = lib.name if bank is dev else "cpu"
+        solved.append(APG(tol=tol, device=device, array_library=library, precision=prec).solve(problem))
+    errors["objective"] = abs(solved[0].objective - solved[1].objective) / abs(solved[1].objective)
+    ok = all(math.isfinite(e) for e in errors.values()) and solved[0].converged
+    return [
+        "check against numpy (a9a, 1,000 points, 10 kernels, 100 landmarks): "
+        + ", ".join(f"{k} {e:.1e}" for k, e in errors.items())
+        + f"; the device's solve {solved[0].status.value} at gap {solved[0].gap:.1e}"
+        + ("" if ok else "  <-- NOT OK")
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda")
@@ -215,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         args.points = args.points or 1500
         args.landmarks, args.n_C, args.copy_gib = min(args.landmarks, 50), min(args.n_C, 3), min(args.copy_gib, 0.0625)
     lib = array_library(args.device, args.library)
+    if lib.library != "numpy":
+        print("\n".join(check_against_numpy(lib, args.precision)), flush=True)
     copy_bw = copy_bandwidth(lib, args.copy_gib)
     print(f"device {lib.name} through {lib.library}: copy bandwidth {copy_bw / 1e9:.1f} GB/s ({args.copy_gib:g} GiB)")
     for name in args.data:

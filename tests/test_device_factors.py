@@ -120,3 +120,14 @@ def test_a_factorization_larger_than_the_free_memory_is_refused(monkeypatch):
     small = type(lib)(lib.library, lib.name, lib.xp, lib.device, lambda: 10_000, lib.synchronize, lib.to_host)
     with pytest.raises(BankError, match=r"Nyström at 100 landmarks on cpu needs about .* but 9.8 KiB is free"):
         nystroem_on_device(BANK, _points(100), small, landmarks=100)
+
+
+@pytest.mark.parametrize("lib", LIBS[1:])
+def test_a_float32_bank_predicts_from_float64_coefficients(lib):
+    X, Xt = _points(), _points(9, seed=1)
+    single = nystroem_on_device(BANK[:1], X, array_library("cpu", lib), landmarks=60, precision="float32")
+    assert single.dtype == single.xp.float32 and single.nbytes * 2 == single.total_rank * X.shape[0] * 8
+    beta = np.random.default_rng(3).standard_normal(single.total_rank)
+    z = single.lib.host(single.factor_map.decision_x(single.lib.asarray(beta), 0.5, Xt))  # float64 coefficients
+    rows = single.factor_map.transform(Xt)  # the same map's factor rows
+    np.testing.assert_allclose(z, beta @ rows + 0.5, rtol=1e-4, atol=1e-5 * np.abs(z).max())

@@ -89,6 +89,7 @@ class DeviceNystroemMap:
         :math:`\beta_m = 0` skipped."""
         xp = self.lib.xp
         Xd = self._points(X_new)
+        beta = xp.astype(beta, Xd.dtype)  # the map's precision (a float32 bank's map is float32)
         beta_h = self.lib.host(beta)
         z = xp.zeros(Xd.shape[0], dtype=Xd.dtype, device=self.lib.device) + bias
         for m, k in enumerate(self.kernels):
