@@ -41,8 +41,8 @@ def test_a_regressor_takes_the_device_too():
     [
         ({"engine": "spicy"}, r"engine must be 'auto' or 'apg' with device"),
         ({"factor": False}, r"factor must be 'auto', True or a mapping with device"),
-        ({"device": "gpu"}, r"device is not a device; got 'gpu'"),
-        ({"device": 3}, r"device must be None, 'cpu', 'cuda' or 'cuda:K'; got 3"),
+        ({"device": "gpu"}, r"MKLClassifier: device must be None, 'cpu', 'cuda' or 'cuda:K'; got 'gpu'"),
+        ({"device": 3}, r"MKLClassifier: device must be None, 'cpu', 'cuda' or 'cuda:K'; got 3"),
     ],
 )
 def test_the_device_parameter_is_checked(sonar, params, match):
@@ -69,7 +69,9 @@ def test_a_spec_names_the_device_in_its_engine_section(tmp_path):
     assert summary["solved_by"] == "apg" and summary["status"] == "converged" and summary["duality_gap"] <= 1e-6
     spec["engine"]["device"] = "tpu"
     path.write_text(yaml.safe_dump(spec))
-    with pytest.raises(ValueError, match=r"device is not a device; got 'tpu'"):
+    with pytest.raises(
+        ValueError, match=r"device\.yaml: engine\.device: invalid value; got 'tpu'; allowed: 'cpu', 'cuda'"
+    ):
         api.run(path, progress=False)
 
 

@@ -31,8 +31,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..components.params import Param
-from ..kernels.device import LIBRARIES, PRECISIONS, DeviceFactorBank, device_bank
+from ..components.params import Param, ParamError
+from ..kernels.device import DEVICES, LIBRARIES, PRECISIONS, DeviceFactorBank, device_bank, parse_device
 from ..problem import Problem
 from ..result import SolveResult
 from . import common
@@ -99,16 +99,13 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
     def host(self, x: Any) -> np.ndarray:
         return self.lib.host(x)
 
-    def loss_at(self, z: np.ndarray, smoothing: float, deriv: bool) -> tuple[float, np.ndarray | None]:
-        """The loss in use at host predictions ``z``: its sum, and its derivatives when asked."""
+    def loss_at(self, z: np.ndarray, smoothing: float) -> tuple[float, np.ndarray]:
+        """The loss in use at host predictions ``z``: its sum and its derivatives."""
         vals, u, _ = self.eval_loss(z, smoothing, True, False)
-        return float(np.sum(vals)), (u if deriv else None)
+        return float(np.sum(vals)), u
 
     def reg_value(self, norms: np.ndarray) -> float:
         return common.regularizer_value(self.reg, norms, self.C)
-
-    def norms_of(self, beta: Any) -> np.ndarray:
-        return np.sqrt(np.maximum(self.host(self.dev.block_squares_x(beta)), 0.0))
 
     # -- the start, the certificate --------------------------------------------------
     def start(self) -> Point:
@@ -128,7 +125,7 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
         """The certificate of ``x`` (:meth:`~mklkit.engines.smoothing.SmoothedLoss.certify_predictions`;
         the dual's projection is one pass on the device)."""
         self.counts["n_passes"] += 1
-        return self.certify_predictions(self.host(x.z), self.norms_of(x.beta), smoothing, self.dev.project)
+        return self.certify_predictions(self.host(x.z), self.dev.block_norms_of(x.beta), smoothing, self.dev.project)
 
     def offer(self, x: Point, cert: common.Certificate, it: int) -> None:
         inc = self.run.incumbents
@@ -150,7 +147,7 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
         else:
             v = Point(x.beta, x.b, x.z)
         v.zh = self.host(v.z)
-        v.F, v.u = self.loss_at(v.zh, smoothing, True)
+        v.F, v.u = self.loss_at(v.zh, smoothing)
         if not (math.isfinite(v.F) and np.all(np.isfinite(v.u))):
             return {"error": f"non-finite loss or gradient at step {self.it + 1}"}
         v.g = dev.project_x(dev.to_x(v.u))
@@ -164,7 +161,7 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
         dev = self.dev
         eta = t / self.scales
         w = v.beta - dev.spread_x(dev.to_x(eta)) * v.g
-        nw = self.norms_of(w)
+        nw = self.dev.block_norms_of(w)
         sc = self.kb.block_prox_scales(nw, eta, self.C, self.reg_rec)
         p = sc * nw
         if not np.all(np.isfinite(sc)):
@@ -174,7 +171,7 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
         z = dev.expand_x(beta) + b
         self.counts["n_passes"] += 1
         zh = self.host(z)
-        F, _ = self.loss_at(zh, smoothing, False)
+        F, _ = self.loss_at(zh, smoothing)
         quad = float(self.scales @ self.host(dev.block_squares_x(beta - v.beta))) + self.s_bias * (b - v.b) ** 2
         lin = float(v.u @ (zh - v.zh))
         slack = 1e-12 * (abs(v.F) + abs(lin)) + 1e-300
@@ -351,10 +348,15 @@ class APG(Engine):
 
     def _check(self) -> None:
         super()._check()
+        if parse_device(self.device) is None:
+            raise ParamError("device", self.device, DEVICES, owner=self.name)
         if self.precision == "float32" and float(self.tol) < FLOAT32_MIN_TOL:
-            raise ValueError(
-                f"apg: tol must be >= {FLOAT32_MIN_TOL:g} with precision float32 (its passes round at about "
-                f"1e-7 relatively, which the gap carries); got tol {self.tol!r}; use precision float64"
+            raise ParamError(
+                "tol",
+                self.tol,
+                f">= {FLOAT32_MIN_TOL:g} with precision float32 (its passes round at about 1e-7 relatively, which "
+                "the gap carries; or precision float64)",
+                owner=self.name,
             )
 
     def problem_reasons(self, problem: Problem) -> list[str]:

@@ -85,7 +85,7 @@ class SupportNewton:
         """One Newton-CG step with its Armijo search from ``x`` on its non-zero blocks; the new point,
         or None (no support, a non-finite value, no decrease, or no memory for the support's rows)."""
         xp = self.xp
-        norms = self.norms_of(x.beta)
+        norms = self.dev.block_norms_of(x.beta)
         act = norms > 0.0
         if not np.any(act):
             return None
@@ -131,9 +131,9 @@ class SupportNewton:
         t = 1.0
         for _ in range(MAX_HALVINGS):
             beta = x.beta + t * d
-            nt = self.norms_of(beta)
+            nt = self.dev.block_norms_of(beta)
             z_t = zh + t * Ld
-            F, _ = self.loss_at(z_t, smoothing, False)
+            F, _ = self.loss_at(z_t, smoothing)
             obj = F + self.reg_value(nt)
             if math.isfinite(obj) and obj <= phi0 + ARMIJO * t * slope:
                 b = x.b + t * d_b if self.bias else 0.0

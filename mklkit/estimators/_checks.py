@@ -11,6 +11,7 @@ import numpy as np
 
 from ..components.base import Component
 from ..components.params import ParamError
+from ..kernels.device import DEVICES, parse_device
 from ..pipeline import PipelineError, check_support, parse_bytes
 from ..pipeline.bank_settings import FactorSettings, ShardedSettings
 from ..pipeline.problem_settings import SECOND_STAGE_REGULARIZER
@@ -149,8 +150,8 @@ class ParameterChecks:
         device = getattr(self, "device", None)
         if device is None:
             return self.engine
-        if not isinstance(device, str):
-            raise ParamError("device", device, "None, 'cpu', 'cuda' or 'cuda:K'", owner=self._owner)
+        if parse_device(device) is None:
+            raise ParamError("device", device, f"None, {DEVICES}", owner=self._owner)
         if spec_name(self.engine) not in ("auto", "apg"):
             raise ParamError(
                 "engine",

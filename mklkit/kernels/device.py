@@ -28,7 +28,7 @@ from .factor import FactorBank
 from .memory import format_bytes
 from .ops import BankAccessError, GramBank
 
-__all__ = ["LIBRARIES", "PRECISIONS", "ArrayLibrary", "DeviceFactorBank", "array_library", "device_bank"]
+__all__ = ["DEVICES", "LIBRARIES", "PRECISIONS", "ArrayLibrary", "DeviceFactorBank", "array_library", "device_bank"]
 
 #: The array libraries a factor bank can be held by (``auto``: numpy on ``cpu``, else PyTorch, else CuPy).
 LIBRARIES = ("auto", "numpy", "torch", "cupy", "array_api_strict")
@@ -97,6 +97,18 @@ def _import(name: str, device: str) -> Any:
         ) from None
 
 
+#: The devices, in words.
+DEVICES = "'cpu', 'cuda' or 'cuda:K'"
+
+
+def parse_device(device: Any) -> str | None:
+    """``device`` in lower case when it names a device (``cpu``, ``cuda``, ``cuda:K``), else None."""
+    if not isinstance(device, str):
+        return None
+    dev = device.strip().lower()
+    return dev if dev in ("cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit()) else None
+
+
 def array_library(device: str = "cpu", library: str = "auto") -> ArrayLibrary:
     """The library and device a bank is held by: ``device`` ``"cpu"``, ``"cuda"`` or ``"cuda:K"``
     (``library`` ``auto``: numpy on the CPU, PyTorch else, CuPy without PyTorch).
@@ -106,10 +118,10 @@ def array_library(device: str = "cpu", library: str = "auto") -> ArrayLibrary:
     """
     if library not in LIBRARIES:
         raise _error("array_library", "is not a known array library", library, ", ".join(LIBRARIES))
-    dev = str(device).strip().lower()
-    cuda = dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit())
-    if dev != "cpu" and not cuda:
-        raise _error("device", "is not a device", device, "'cpu', 'cuda' or 'cuda:K'")
+    dev = parse_device(device)
+    if dev is None:
+        raise _error("device", "is not a device", device, DEVICES)
+    cuda = dev != "cpu"
     if library == "auto":
         if not cuda:
             library = "numpy"
@@ -223,11 +235,12 @@ class DeviceFactorBank(GramBank):
         self.trace_error = np.zeros(M) if trace_error is None else np.asarray(trace_error, dtype=np.float64)
         #: the common rank of every block (0: ranks differ); the blocks are then one (M, r, N) array
         self.even_rank = int(self.ranks[0]) if M and self.ranks[0] > 0 and np.all(self.ranks == self.ranks[0]) else 0
-        self._block_of = lib.asarray(np.repeat(np.arange(M), self.ranks), xp.int64)
+        block_of = np.repeat(np.arange(M), self.ranks)
+        self._block_of = lib.asarray(block_of, xp.int64)
         ind = None
         if not self.even_rank and M * R <= INDICATOR_MAX:
             ind = np.zeros((M, R))
-            ind[np.repeat(np.arange(M), self.ranks), np.arange(R)] = 1.0
+            ind[block_of, np.arange(R)] = 1.0
             ind = lib.asarray(ind, self.dtype)
         self._indicator = ind
         self._gram_eig: dict[int, tuple[Any, Any]] = {}
@@ -296,6 +309,10 @@ class DeviceFactorBank(GramBank):
         r""":math:`\|g_m\|^2` (M,) of stacked coordinates ``g`` (R,)."""
         return self.block_sums_x(g * g)
 
+    def block_norms_of(self, g: Any) -> np.ndarray:
+        r""":math:`\|g_m\|` (M,) on the host of stacked coordinates ``g`` (R,) on the device."""
+        return np.sqrt(np.maximum(self.lib.host(self.block_squares_x(g)), 0.0))
+
     def weighted_row_squares_x(self, h: Any) -> Any:
         r""":math:`\sum_i h_i L_{ji}^2` (R,) for weights ``h`` (N,): one pass, by chunks of rows
         (no copy of the bank)."""
@@ -331,8 +348,8 @@ class DeviceFactorBank(GramBank):
     def trace(self) -> np.ndarray:
         r""":math:`\|L_m\|_F^2` (M,)."""
         if self._trace is None:
-            xp = self.xp
-            self._trace = np.maximum(self.lib.host(self.block_squares_x(xp.sqrt(xp.sum(self.LT * self.LT, axis=1)))), 0)
+            ones = self.xp.ones(self.shape[1], dtype=self.dtype, device=self.lib.device)
+            self._trace = self.lib.host(self.block_sums_x(self.weighted_row_squares_x(ones)))
         return self._trace.copy()
 
     def project(self, v: np.ndarray) -> np.ndarray:
@@ -342,14 +359,13 @@ class DeviceFactorBank(GramBank):
         return self.lib.host(self.expand_x(self.to_x(beta)))
 
     def dual_block_norms(self, rho: np.ndarray) -> np.ndarray:
-        return np.sqrt(np.maximum(self.lib.host(self.block_squares_x(self.project_x(self.to_x(rho)))), 0.0))
+        return self.block_norms_of(self.project_x(self.to_x(rho)))
 
     def coefficients(self, alpha: np.ndarray) -> np.ndarray:
         return self.lib.host(self.coefficients_x(np.asarray(alpha, dtype=np.float64)))
 
     def block_norms(self, alpha: np.ndarray) -> np.ndarray:
-        beta = self.coefficients_x(np.asarray(alpha, dtype=np.float64))
-        return np.sqrt(np.maximum(self.lib.host(self.block_squares_x(beta)), 0.0))
+        return self.block_norms_of(self.coefficients_x(np.asarray(alpha, dtype=np.float64)))
 
     def alpha_from_beta(self, beta: np.ndarray) -> np.ndarray:
         r"""Minimum-norm :math:`\alpha_m = L_m(L_m^\top L_m)^+\beta_m` (M, N) on the device, by the
@@ -365,11 +381,10 @@ class DeviceFactorBank(GramBank):
                 continue
             Lm = self.LT[int(s) : int(e), :]
             if m not in self._gram_eig:
-                G = Lm @ xp.matrix_transpose(Lm) if hasattr(xp, "matrix_transpose") else Lm @ Lm.T
-                w, V = xp.linalg.eigh(G)
-                top = float(self.lib.host(xp.max(w)))
-                keep = self.lib.host(w) > 1e-12 * max(top, 0.0) * int(e - s)
-                inv = np.where(keep, 1.0 / np.where(keep, self.lib.host(w), 1.0), 0.0)
+                w, V = xp.linalg.eigh(Lm @ xp.matrix_transpose(Lm))
+                w = self.lib.host(w)
+                keep = w > 1e-12 * max(float(w[-1]), 0.0) * int(e - s)
+                inv = np.where(keep, 1.0 / np.where(keep, w, 1.0), 0.0)
                 self._gram_eig[m] = (V, self.to_x(inv))
             V, inv = self._gram_eig[m]
             coef = V @ (inv * (self.to_x(bm) @ V))

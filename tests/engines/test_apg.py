@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 import pytest
 
+from mklkit.components.params import ParamError
 from mklkit.engines.apg import APG
 from mklkit.engines.base import UnsupportedBankError
 from mklkit.engines.bcd import BCD
@@ -117,7 +118,7 @@ def test_float32_passes_reach_their_stated_tolerance():
     double = APG(tol=1e-8).solve(problem)
     assert single.converged and single.gap <= 1e-4
     assert _rel(single.objective, double.objective) <= 1e-4
-    with pytest.raises(ValueError, match=r"tol must be >= 0.0001 with precision float32"):
+    with pytest.raises(ParamError, match=r"apg: tol must be >= 0.0001 with precision float32"):
         APG(tol=1e-6, precision="float32")
 
 
@@ -174,6 +175,7 @@ def test_the_device_bank_computes_what_the_host_bank_computes(lib, layout, monke
     np.testing.assert_allclose(bank.project(v), host.project(v), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(bank.expand(beta), host.expand(beta), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(bank.dual_block_norms(v), host.dual_block_norms(v), rtol=1e-12)
+    np.testing.assert_allclose(bank.trace(), host.trace(), rtol=1e-12)
     np.testing.assert_allclose(bank.block_norms(alpha), host.block_norms(alpha), rtol=1e-10)
     np.testing.assert_allclose(bank.coefficients(alpha), host.coefficients(alpha), rtol=1e-12, atol=1e-12)
     # the minimum-norm coefficients: L_m^T alpha_m = beta_m where beta is in the range, alpha_m in L_m's
@@ -240,8 +242,8 @@ def test_a_missing_gpu_library_is_named(monkeypatch):
 
 def test_the_engine_option_reaches_the_device_and_is_checked():
     fb, y = data("sonar_linear")
-    with pytest.raises(BankError, match="device is not a device"):
-        APG(device="tpu").solve(_problem(fb, y, "logistic", "l1", 0.5))
+    with pytest.raises(ParamError, match=r"apg: device must be 'cpu', 'cuda' or 'cuda:K'; got 'tpu'"):
+        APG(device="tpu")  # refused when the engine is made, before any solve
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         res = APG(tol=1e-8, device="cpu", array_library="array_api_strict").solve(
