@@ -21,7 +21,8 @@ Measured on the device, in this order, in one run:
   ``--tol``: time, steps, passes, the certified gap, active kernels and test accuracy per C.
 
 ``--cpu`` adds, on this machine's CPU and the same factors (copied to the host): ``apg`` on numpy (the same
-code path) and ``bcd`` (the CPU engine of factor banks), each along the same path.
+code path) and ``bcd`` (the CPU engine of factor banks), each along the same path; ``--svc`` adds scikit-learn's
+``SVC()`` and ``SVC(gamma=0.05)`` fitted on the same points as loaded, timed on the same CPU.
 
     python benchmarks/bench_gpu.py --device cuda                 # a9a and w8a on the GPU
     python benchmarks/bench_gpu.py --device cuda --cpu --data a9a
@@ -139,6 +140,20 @@ def predict(bank: Any, beta: np.ndarray, bias: float, Xte: Any) -> np.ndarray:
     return fmap.lib.host(fmap.decision_x(fmap.lib.asarray(beta), bias, Xte))
 
 
+def svc_rows(Xtr: Any, ytr: np.ndarray, Xte: Any, yte: np.ndarray) -> list[str]:
+    """scikit-learn's ``SVC`` on the same points as loaded (sparse CSR), on this CPU: at its defaults and
+    with the Gaussian width of ``bench_large_n.py`` (gamma 0.05, C 1)."""
+    from sklearn.svm import SVC
+
+    rows = []
+    for label, svc in (("SVC() (this CPU)", SVC()), ("SVC(gamma=0.05) (this CPU)", SVC(gamma=0.05))):
+        t0 = time.perf_counter()
+        svc.fit(Xtr, ytr)
+        t = time.perf_counter() - t0
+        rows.append(f"  | {label} | - | {t:.3f} | - | - | - | - | - | {svc.score(Xte, yte):.4f} |")
+    return rows
+
+
 def run_set(name: str, args: argparse.Namespace, lib: Any, copy_bw: float) -> list[str]:
     Xtr, ytr, Xte, yte = load(name)
     if args.points:
@@ -182,12 +197,14 @@ def run_set(name: str, args: argparse.Namespace, lib: Any, copy_bw: float) -> li
             out.append(
                 f"  | {label} | {ratio:.3g} | {t:.3f} | {it} | {npass} | {gap:.1e} | {status} | {act} | {acc:.4f} |"
             )
+    if args.svc:
+        out += svc_rows(Xtr, ytr, Xte, yte)
     out.append("")
     base = totals[0][1]
     for label, total, gap, acc in totals:
         out.append(
             f"  {label}: path of {args.n_C} C in {total:.2f} s ({total / base:.2f}x the first route), "
-            f"largest gap {gap:.1e}, best test accuracy {acc:.4f} (SVC {SVC_ACCURACY[name]:.4f} on all the points)"
+            f"largest gap {gap:.1e}, best test accuracy {acc:.4f} (SVC {SVC_ACCURACY[name]:.4f} on all the points, bench_large_n.py)"
         )
     return out
 
@@ -247,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tol", type=float, default=1e-3)
     ap.add_argument("--copy-gib", type=float, default=2.0)
     ap.add_argument("--cpu", action="store_true", help="also the same path on this CPU: apg on numpy, and bcd")
+    ap.add_argument("--svc", action="store_true", help="also scikit-learn's SVC on the same points, on this CPU")
     ap.add_argument(
         "--points",
         type=int,
