@@ -5,7 +5,9 @@ split of ``bench_large_n.py``, 39,799 / 9,950), features as loaded (sparse, dens
 50-kernel bank of ``bench_large_n.py`` (10 Gaussian kernels on all features, 40 on random 10 % subsets),
 each factored by Nyström at ``--landmarks`` points shared by all kernels
 (:func:`mklkit.kernels.factorize.on_device.nystroem_on_device`, trace normalised; rank up to the number of
-landmarks per kernel, eigenvalues below 1e-8 of the largest cut).
+landmarks per kernel, eigenvalues below 1e-8 of the largest cut), or with ``--factor pivoted_cholesky`` by
+greedy pivoted Cholesky to rank ``--landmarks`` per kernel
+(:func:`~mklkit.kernels.factorize.on_device.pivoted_cholesky_on_device`, trace normalised).
 
 Measured on the device, in this order, in one run:
 
@@ -18,7 +20,8 @@ Measured on the device, in this order, in one run:
   it achieves (the bank's bytes over the time), as a fraction of the copy bandwidth;
 * the **C path**: ``--n-C`` values from ``C_max`` down to ``--lowest`` times it (geometric), each solved by
   ``apg`` (logistic loss, ``--regularizer``), warm-started from the one before, to the relative duality gap
-  ``--tol``: time, steps, passes, the certified gap, active kernels and test accuracy per C.
+  ``--tol``: time, steps, passes (in units of the whole bank: a pass over the rows of a working set or
+  of the non-zero kernels counts as their share), the certified gap, active kernels and test accuracy per C.
 
 ``--cpu`` adds, on this machine's CPU and the same factors (copied to the host): ``apg`` on numpy (the same
 code path) and ``bcd`` (the CPU engine of factor banks), each along the same path; ``--svc`` adds scikit-learn's
@@ -53,7 +56,7 @@ from mklkit.engines.bcd import BCD
 from mklkit.engines.common import zero_solution
 from mklkit.kernels.device import array_library
 from mklkit.kernels.factor import FactorBank
-from mklkit.kernels.factorize.on_device import nystroem_on_device
+from mklkit.kernels.factorize.on_device import nystroem_on_device, pivoted_cholesky_on_device
 from mklkit.problem import Problem
 from mklkit.result import ConvergenceWarning
 
@@ -117,7 +120,7 @@ def path(bank: Any, y: np.ndarray, Xte: Any, yte: np.ndarray | None, engine: Any
             beta = bank.coefficients(res.alpha)
             z = predict(bank, beta, res.bias, Xte)
             acc = float(np.mean(np.where(z >= 0, 1.0, -1.0) == yte))
-        passes = sum(int(h.get("n_passes", 0)) for h in res.history[1:])
+        passes = sum(float(h.get("n_passes", 0.0)) for h in res.history)
         rows.append(
             (
                 C / zero.C_max,
@@ -161,14 +164,23 @@ def run_set(name: str, args: argparse.Namespace, lib: Any, copy_bw: float) -> li
         tr = rng.choice(Xtr.shape[0], min(args.points, Xtr.shape[0]), replace=False)
         te = rng.choice(Xte.shape[0], min(max(args.points // 3, 1), Xte.shape[0]), replace=False)
         Xtr, ytr, Xte, yte = Xtr[tr], ytr[tr], Xte[te], yte[te]
-    t_fac, bank = timed(
-        lib, lambda: nystroem_on_device(BANK, Xtr, lib, landmarks=args.landmarks, precision=args.precision)
-    )
+    if args.factor == "pivoted_cholesky":
+        factor = f"pivoted Cholesky to rank {args.landmarks} per kernel"
+
+        def build() -> Any:
+            return pivoted_cholesky_on_device(BANK, Xtr, lib, rank=args.landmarks, precision=args.precision)
+    else:
+        factor = f"{args.landmarks} landmarks"
+
+        def build() -> Any:
+            return nystroem_on_device(BANK, Xtr, lib, landmarks=args.landmarks, precision=args.precision)
+
+    t_fac, bank = timed(lib, build)
     t_proj, t_exp = pass_times(bank)
     gib = bank.nbytes / 2**30
     out = [
         f"\n{name}: {Xtr.shape[0]} training / {Xte.shape[0]} test points, {bank.shape[0]} kernels, "
-        f"{args.landmarks} landmarks, total rank {bank.total_rank} "
+        f"{factor}, total rank {bank.total_rank} "
         f"(per kernel {int(bank.ranks.min())}-{int(bank.ranks.max())}), bank {gib:.2f} GiB {args.precision}, "
         f"relative trace left out {float(np.sum(bank.trace_error)) / bank.shape[0]:.2e}",
         f"  factorization (train + test map): {t_fac:.3f} s",
@@ -195,7 +207,7 @@ def run_set(name: str, args: argparse.Namespace, lib: Any, copy_bw: float) -> li
         totals.append((label, total, max(r[4] for r in rows), max(r[7] for r in rows)))
         for ratio, t, it, npass, gap, status, act, acc in rows:
             out.append(
-                f"  | {label} | {ratio:.3g} | {t:.3f} | {it} | {npass} | {gap:.1e} | {status} | {act} | {acc:.4f} |"
+                f"  | {label} | {ratio:.3g} | {t:.3f} | {it} | {npass:.1f} | {gap:.1e} | {status} | {act} | {acc:.4f} |"
             )
     if args.svc:
         out += svc_rows(Xtr, ytr, Xte, yte)
@@ -257,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--library", default="auto", help="array library: auto, numpy, torch, cupy, array_api_strict")
     ap.add_argument("--precision", default="float64", choices=("float64", "float32"))
     ap.add_argument("--data", nargs="+", default=["a9a", "w8a"], choices=("a9a", "w8a"))
-    ap.add_argument("--landmarks", type=int, default=1000)
+    ap.add_argument("--factor", default="nystroem", choices=("nystroem", "pivoted_cholesky"))
+    ap.add_argument("--landmarks", type=int, default=1000, help="Nyström's landmarks, or pivoted Cholesky's rank")
     ap.add_argument("--n-C", type=int, default=10)
     ap.add_argument("--lowest", type=float, default=0.01, help="the last C over C_max")
     ap.add_argument("--regularizer", default="l1", choices=tuple(REGULARIZERS))

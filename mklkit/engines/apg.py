@@ -39,11 +39,19 @@ from . import common
 from .base import COMMON_PARAMS, Algorithm, Callback, Engine, Requires, Run, open_interval
 from .capabilities import FACTOR_BANK
 from .apg_newton import Point, SupportNewton
+from .objectives import segment_norms
 from .smoothing import SMOOTHING_PARAMS, SmoothedLoss, loss_reasons
 
 __all__ = ["APG", "block_scales"]
 
 logger = logging.getLogger("mklkit.engines.apg")
+
+#: The working set grows once the problem restricted to it is solved to this fraction of the gap.
+WS_INNER = 0.3
+
+#: Newton steps on the non-zero blocks stop when one lowers the objective by less than this times
+#: ``tol`` (relatively): those blocks are at their optimum, and the others are the accelerated steps'.
+NEWTON_STALL = 1e-3
 
 #: The smallest ``tol`` with ``precision: float32``: the passes round at about 1e-7 relatively,
 #: which the dual block norms and the primal value carry into the gap.
@@ -93,7 +101,15 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
         self.lib, self.xp = self.dev.lib, self.dev.xp
         self.scales = block_scales(self.dev, int(engine.power_iter))
         self.s_bias = float(self.N)
-        self.counts = {"n_backtracks": 0, "n_restarts": 0, "n_passes": 0}
+        self.ws: np.ndarray | None = None
+        self.ws_bank: tuple[DeviceFactorBank, Any] | None = None
+        self.counts = {"n_backtracks": 0, "n_restarts": 0, "n_passes": 0, "n_hessians": 0}
+
+    def read(self, bank: DeviceFactorBank, times: int = 1) -> DeviceFactorBank:
+        """``bank`` (the whole bank or some of its rows), its passes counted in ``n_passes`` as the share of
+        the whole bank they read."""
+        self.counts["n_passes"] += times * bank.total_rank / max(self.dev.total_rank, 1)
+        return bank
 
     # -- the host side -------------------------------------------------------------
     def host(self, x: Any) -> np.ndarray:
@@ -124,8 +140,9 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
     def certify(self, x: Point, smoothing: float) -> common.Certificate:
         """The certificate of ``x`` (:meth:`~mklkit.engines.smoothing.SmoothedLoss.certify_predictions`;
         the dual's projection is one pass on the device)."""
-        self.counts["n_passes"] += 1
-        return self.certify_predictions(self.host(x.z), self.dev.block_norms_of(x.beta), smoothing, self.dev.project)
+        self.read(self.dev)
+        z, norms = self.host(x.z), self.dev.block_norms_of(x.beta)
+        return self.certify_predictions(z, norms, smoothing, self.dev.project)
 
     def offer(self, x: Point, cert: common.Certificate, it: int) -> None:
         inc = self.run.incumbents
@@ -150,9 +167,12 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
         v.F, v.u = self.loss_at(v.zh, smoothing)
         if not (math.isfinite(v.F) and np.all(np.isfinite(v.u))):
             return {"error": f"non-finite loss or gradient at step {self.it + 1}"}
-        v.g = dev.project_x(dev.to_x(v.u))
+        if self.ws_bank is None:
+            v.g = self.read(dev).project_x(dev.to_x(v.u))
+        else:  # the blocks outside the working set stay at zero: their gradient is not read
+            sub, _ = self.ws_bank
+            v.g = self.scatter(self.ws, self.read(sub).project_x(sub.to_x(v.u)))
         v.g_b = float(np.sum(v.u)) if self.bias else 0.0
-        self.counts["n_passes"] += 1
         return v
 
     def prox_step(self, v: Point, t: float, smoothing: float) -> Point | dict[str, str] | None:
@@ -163,13 +183,18 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
         w = v.beta - dev.spread_x(dev.to_x(eta)) * v.g
         nw = self.dev.block_norms_of(w)
         sc = self.kb.block_prox_scales(nw, eta, self.C, self.reg_rec)
+        if self.ws is not None:  # the blocks outside the working set stay at zero
+            sc = np.where(self.ws, sc, 0.0)
         p = sc * nw
         if not np.all(np.isfinite(sc)):
             return {"error": f"non-finite block prox at step {self.it + 1}"}
         beta = dev.spread_x(dev.to_x(sc)) * w
         b = v.b - (t / self.s_bias) * v.g_b if self.bias else 0.0
-        z = dev.expand_x(beta) + b
-        self.counts["n_passes"] += 1
+        if self.ws_bank is None:
+            z = self.read(dev).expand_x(beta) + b
+        else:
+            sub, rows = self.ws_bank
+            z = self.read(sub).expand_x(self.xp.take(beta, rows)) + b
         zh = self.host(z)
         F, _ = self.loss_at(zh, smoothing)
         quad = float(self.scales @ self.host(dev.block_squares_x(beta - v.beta))) + self.s_bias * (b - v.b) ** 2
@@ -224,6 +249,7 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
         x_prev = x
         # the step of orthogonal blocks; backtracking finds the coupling's
         self.t = self.t_prev = 1.0 / self.curvature_scale(smoothing)
+        self.grow_working_set(cert)
         self.q = 1.0
         support = None
         while run.status is None:
@@ -243,16 +269,45 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
             if run.status is not None:
                 break
             active = cert.norms > 0.0
-            if eng.newton and support is not None and np.array_equal(active, support):
+            if self.solved_within(cert):
+                self.grow_working_set(cert)
+                active = None
+            elif eng.newton and support is not None and np.array_equal(active, support):
                 x, cert = self.polish(x, cert, smoothing)
                 x_prev, self.q, x.obj = x, 1.0, math.inf
+                if run.status is not None:
+                    break
                 active = cert.norms > 0.0
+                if self.solved_within(cert):
+                    self.grow_working_set(cert)
+                    active = None
             support = active
             if run.status is None and not self.smooth:
                 new_smoothing = self.next_smoothing(smoothing, cert, run.tol)
                 if new_smoothing < smoothing:  # the step is kept: backtracking shrinks it where the curvature grew
                     smoothing, self.q, x.obj, support = new_smoothing, 1.0, math.inf, None
         return run.result(self.it)
+
+    def grow_working_set(self, cert: common.Certificate) -> None:
+        r"""The blocks the steps may move (the others held at zero): the non-zero ones and those whose
+        prox-gradient step from zero would leave zero, most violating first, :math:`\max(p_0,
+        2|\text{active}|)` in all (``ws_start``; skglm's and celer's working sets)."""
+        M = cert.norms.size
+        p0 = int(self.engine.ws_start)
+        if p0 <= 0 or p0 >= M:
+            self.ws = None
+            return
+        g = segment_norms(cert.extra["grad"], self.dev.starts)
+        eta = self.t / self.scales
+        score = self.kb.block_prox_scales(eta * g, eta, self.C, self.reg_rec) * g
+        active = cert.norms > 0.0
+        score = np.where(active, np.inf, score)
+        size = min(M, max(p0, 2 * int(active.sum())))
+        order = np.argsort(-score, kind="stable")[:size]
+        ws = np.zeros(M, dtype=bool)
+        ws[order[score[order] > 0.0]] = True
+        self.ws = None if ws.all() else ws
+        self.ws_bank = None if self.ws is None else self.support_bank(self.ws)
 
     def polish(self, x: Point, cert: common.Certificate, smoothing: float) -> tuple[Point, common.Certificate]:
         """Newton steps on the non-zero blocks (:meth:`~mklkit.engines.apg_newton.SupportNewton.newton_step`),
@@ -262,11 +317,18 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
             if new is None:
                 break
             self.it += 1
-            x = new
+            x, before = new, cert.primal
             cert = self.check_gap(x, smoothing, "newton")
-            if self.run.status is not None:
+            if self.run.status is not None or self.solved_within(cert):
                 break
+            if before - cert.primal <= NEWTON_STALL * self.run.tol * abs(cert.primal):
+                break  # the optimum of these blocks: the steps that change them go on
         return x, cert
+
+    def solved_within(self, cert: common.Certificate) -> bool:
+        """Whether the problem restricted to the working set is solved to a fraction of the gap
+        (:data:`WS_INNER`; never without a working set)."""
+        return self.ws is not None and self.gap_within(cert, self.ws) <= max(self.run.tol, WS_INNER * cert.gap)
 
     def check_gap(self, x: Point, smoothing: float, step: str) -> common.Certificate:
         """Certify ``x``, offer and record it (``step``: the kind of the steps since the last record)
@@ -336,8 +398,23 @@ class APG(Engine):
             "Newton-CG steps on the non-zero blocks once they are the same at two gap checks in a row",
             type=bool,
         ),
+        Param(
+            "ws_start",
+            10,
+            "blocks of the first working set (the steps move those only, and twice the non-zero ones as it "
+            "grows); 0: every block at every step",
+            type=int,
+            low=0,
+        ),
         Param("max_newton", 10, "Newton steps in a row on the non-zero blocks", type=int, low=1),
         Param("max_cg", 20, "conjugate-gradient products per Newton step", type=int, low=1),
+        Param(
+            "max_hessian_flops",
+            4e9,
+            "Newton systems formed and solved directly up to this cost (r_A^2 N + r_A^3/3 flops on the r_A "
+            "coordinates of the non-zero blocks); dearer ones by conjugate gradients",
+            low=0.0,
+        ),
         Param("cg_tol", 0.1, "relative residual at which conjugate gradients stop", **open_interval(1.0)),
         *SMOOTHING_PARAMS,
     )

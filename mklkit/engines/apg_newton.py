@@ -4,12 +4,14 @@ Once the accelerated steps have found the support (the same non-zero blocks at t
 row), the objective restricted to it is smooth: :math:`\Phi(\beta_A, b) = \sum_i\ell(y_i, z_i) +
 \sum_{m\in A}\tilde g_C(\|\beta_m\|)`.  Its Newton direction solves :math:`H d = -\nabla\Phi` with
 :math:`H = L_A^\top\mathrm{diag}(\ell'')L_A + \bigoplus_m\big(\tilde g_C''\hat\beta_m\hat\beta_m^\top +
-\tfrac{\tilde g_C'}{\|\beta_m\|}(I - \hat\beta_m\hat\beta_m^\top)\big)` by conjugate gradients preconditioned
-by its diagonal, each product :math:`Hv` two passes over the support's rows of the bank (copied once per
-step on the device), then an Armijo search
-along it (Nocedal & Wright 2006, Alg. 7.1; the regularizer's derivatives as bcd takes them,
-:meth:`~mklkit.engines.smoothing.SmoothedLoss.reg_derivatives`).  Conjugate gradients use the decay of
-the kernels' spectra that the accelerated steps cannot.
+\tfrac{\tilde g_C'}{\|\beta_m\|}(I - \hat\beta_m\hat\beta_m^\top)\big)`, formed from the support's rows of
+the bank (copied once per step on the device) and solved directly where that costs at most
+``max_hessian_flops``, else by conjugate gradients preconditioned by its diagonal (each product
+:math:`Hv` two passes over those rows).  An Armijo search along it follows (Nocedal & Wright 2006,
+Alg. 7.1; the regularizer's derivatives as bcd takes them,
+:meth:`~mklkit.engines.smoothing.SmoothedLoss.reg_derivatives`), in which a block the direction turns
+around is set to zero (:meth:`SupportNewton.crossings`): the norm's kink at zero, which the model does
+not see.  The Newton steps use the decay of the kernels' spectra that the accelerated steps cannot.
 """
 
 from __future__ import annotations
@@ -82,8 +84,9 @@ class SupportNewton:
         return xp.concat(parts)
 
     def newton_step(self, x: Point, smoothing: float) -> Point | None:
-        """One Newton-CG step with its Armijo search from ``x`` on its non-zero blocks; the new point,
-        or None (no support, a non-finite value, no decrease, or no memory for the support's rows)."""
+        """One Newton step with its Armijo search from ``x`` on its non-zero blocks (the system solved
+        directly up to ``max_hessian_flops``, else by conjugate gradients); the new point, or None (no
+        support, a non-finite value, no decrease, or no memory for the support's rows)."""
         xp = self.xp
         norms = self.dev.block_norms_of(x.beta)
         act = norms > 0.0
@@ -105,47 +108,130 @@ class SupportNewton:
         radial = sub.spread_x(sub.to_x(g2 - g1 / x_A))
         tangential = sub.spread_x(sub.to_x(g1 / x_A))
         h_x = sub.to_x(h)
-        grad = sub.project_x(sub.to_x(u)) + sub.spread_x(sub.to_x(g1)) * unit
+        grad = self.read(sub).project_x(sub.to_x(u)) + sub.spread_x(sub.to_x(g1)) * unit
         grad_b = float(np.sum(u)) if self.bias else 0.0
-        # the diagonal of H: sum_i l''_i L_ji^2 and the regularizer's part
-        diag = sub.weighted_row_squares_x(h_x) + radial * unit * unit + tangential
-        diag = xp.where(diag > 0.0, diag, 1.0)  # coordinates of no curvature
-        diag_b = float(np.sum(h))
-        diag_b = diag_b if diag_b > 0.0 else 1.0
-        self.counts["n_passes"] += 2
-
-        def hess(v: Any, vb: float) -> tuple[Any, float]:
-            w = h_x * (sub.expand_x(v) + vb) if self.bias else h_x * sub.expand_x(v)
-            along = sub.spread_x(sub.block_sums_x(unit * v))
-            out = sub.project_x(w) + radial * unit * along + tangential * v
-            self.counts["n_passes"] += 2
-            return out, (float(self.host(xp.sum(w))) if self.bias else 0.0)
-
-        d_A, d_b = self.conjugate_gradients(hess, grad, grad_b, diag, diag_b)
+        curv = (h, h_x, unit, radial, tangential)
+        n_A, N = int(sub.total_rank), int(sub.shape[1])
+        solved = None
+        if float(N) * n_A * n_A + n_A**3 / 3.0 <= float(self.engine.max_hessian_flops):
+            solved = self.direct(sub, curv, grad, grad_b)
+        d_A, d_b = solved if solved is not None else self.conjugate_gradients(sub, curv, grad, grad_b)
         slope = float(self.host(xp.sum(grad * d_A))) + grad_b * d_b
         if not (slope < 0.0 and math.isfinite(slope)):
             return None
-        Ld = self.host(sub.expand_x(d_A)) + d_b
+        return self.search(x, act, sub, (beta_A, x_A), (d_A, d_b), zh, phi0, slope, smoothing)
+
+    def search(
+        self,
+        x: Point,
+        act: np.ndarray,
+        sub: DeviceFactorBank,
+        at: tuple[Any, np.ndarray],
+        step: tuple[Any, float],
+        zh: np.ndarray,
+        phi0: float,
+        slope: float,
+        smoothing: float,
+    ) -> Point | None:
+        """The Armijo search from ``x`` along the support's direction ``step`` (coordinates, bias), the
+        blocks it turns around set to zero (:meth:`crossings`); the new point or None."""
+        (beta_A, x_A), (d_A, d_b) = at, step
+        Ld = self.host(self.read(sub).expand_x(d_A)) + d_b
         d = self.scatter(act, d_A)
-        self.counts["n_passes"] += 1
-        t = 1.0
+        crossing = self.crossings(sub, beta_A, d_A, x_A)
+        t, dropped, Lz = 1.0, np.zeros(crossing.size, dtype=bool), (0.0, 0.0)
         for _ in range(MAX_HALVINGS):
+            gone = crossing <= t
+            if not np.array_equal(gone, dropped):
+                dropped = gone
+                Lz = self.dropped_predictions(sub, gone, beta_A, d_A) if gone.any() else (0.0, 0.0)
             beta = x.beta + t * d
-            nt = self.dev.block_norms_of(beta)
-            z_t = zh + t * Ld
+            if dropped.any():
+                beta = beta * self.dev.spread_x(self.dev.to_x(np.where(self.scatter_blocks(act, dropped), 0.0, 1.0)))
+            z_t = zh + t * Ld - (Lz[0] + t * Lz[1])
             F, _ = self.loss_at(z_t, smoothing)
-            obj = F + self.reg_value(nt)
+            obj = F + self.reg_value(self.dev.block_norms_of(beta))
             if math.isfinite(obj) and obj <= phi0 + ARMIJO * t * slope:
                 b = x.b + t * d_b if self.bias else 0.0
                 return Point(beta, b, self.dev.to_x(z_t), F, obj)
             t *= 0.5
         return None
 
-    def conjugate_gradients(self, hess: Any, grad: Any, grad_b: float, diag: Any, diag_b: float) -> tuple[Any, float]:
-        """Preconditioned conjugate gradients on :math:`Hd = -\\nabla\\Phi` (the bias its last
-        coordinate) to a relative residual of ``cg_tol``, at most ``max_cg`` products."""
+    def crossings(self, sub: DeviceFactorBank, beta_A: Any, d_A: Any, x_A: np.ndarray) -> np.ndarray:
+        r"""Per non-zero block, the step :math:`t_m = -\|\beta_m\|^2/\langle\beta_m, d_m\rangle` at
+        which the direction turns the block around (:math:`\langle\beta_m, \beta_m + td_m\rangle \le 0`;
+        infinite when it does not): the model's norm has no kink there, the regularizer has, so past
+        it the block is set to zero (the group analogue of OWL-QN's orthant projection, Andrew & Gao 2007)."""
+        along = self.host(sub.block_sums_x(beta_A * d_A))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.where(along < 0.0, -(x_A * x_A) / along, np.inf)
+        return t
+
+    def scatter_blocks(self, act: np.ndarray, on_support: np.ndarray) -> np.ndarray:
+        """A per-block flag of the support's blocks (``on_support``, one per non-zero block) over all blocks."""
+        out = np.zeros(act.size, dtype=bool)
+        out[np.flatnonzero(act)[on_support]] = True
+        return out
+
+    def dropped_predictions(self, sub: DeviceFactorBank, gone: np.ndarray, beta_A: Any, d_A: Any) -> tuple[Any, Any]:
+        r""":math:`(L_Z\beta_Z, L_Zd_Z)` on the host for the blocks ``gone`` of the support: what the
+        predictions lose when they are set to zero (two passes over the support's rows)."""
+        keep = sub.spread_x(sub.to_x(gone.astype(np.float64)))
+        self.read(sub, 2)
+        return self.host(sub.expand_x(beta_A * keep)), self.host(sub.expand_x(d_A * keep))
+
+    def direct(self, sub: DeviceFactorBank, curv: tuple, grad: Any, grad_b: float) -> tuple[Any, float] | None:
+        r"""The Newton system formed and solved: :math:`H = L_A^\top\mathrm{diag}(\ell'')L_A` (one product
+        of the support's rows with themselves) plus the regularizer's block-diagonal part, the bias's
+        row and column, by the array library's dense solve; None when it is not finite.  ``curv``: the
+        loss's curvatures (host, device) and the regularizer's unit vectors, radial and tangential parts."""
+        _, h_x, unit, radial, tangential = curv
+        xp = self.xp
+        S = sub.LT * xp.sqrt(h_x)[None, :]
+        H = S @ xp.matrix_transpose(S)
+        del S
+        same = sub._block_of[:, None] == sub._block_of[None, :]
+        H = H + xp.where(same, (radial * unit)[:, None] * unit[None, :], 0.0)
+        H = H + xp.eye(H.shape[0], dtype=H.dtype, device=self.lib.device) * tangential[None, :]
+        rhs = -grad
+        if self.bias:
+            col = sub.project_x(h_x)
+            top = xp.concat([H, col[:, None]], axis=1)
+            corner = xp.reshape(xp.sum(h_x), (1, 1))
+            H = xp.concat([top, xp.concat([col[None, :], corner], axis=1)], axis=0)
+            rhs = xp.concat([rhs, self.lib.asarray(np.array([-grad_b]), rhs.dtype)])
+        scale = float(self.host(xp.max(xp.abs(xp.linalg.diagonal(H))))) if H.shape[0] else 0.0
+        if not (math.isfinite(scale) and scale > 0.0):
+            return None
+        H = H + xp.eye(H.shape[0], dtype=H.dtype, device=self.lib.device) * (1e-12 * scale)
+        self.read(sub, 2)  # the product of the rows with themselves, and the bias's column
+        self.counts["n_hessians"] += 1
+        d = xp.linalg.solve(H, rhs[:, None])[:, 0]
+        if not bool(self.host(xp.all(xp.isfinite(d)))):
+            return None
+        if self.bias:
+            return d[:-1], float(self.host(d[-1]))
+        return d, 0.0
+
+    def conjugate_gradients(self, sub: DeviceFactorBank, curv: tuple, grad: Any, grad_b: float) -> tuple[Any, float]:
+        """Conjugate gradients on :math:`Hd = -\\nabla\\Phi` (the bias its last coordinate), preconditioned
+        by the diagonal of :math:`H`, to a relative residual of ``cg_tol``, at most ``max_cg`` products
+        :math:`Hv` (two passes over the support's rows each)."""
         xp = self.xp
         eng = self.engine
+        h, h_x, unit, radial, tangential = curv
+        # the diagonal of H: sum_i l''_i L_ji^2 (one pass) and the regularizer's part
+        diag = self.read(sub).weighted_row_squares_x(h_x) + radial * unit * unit + tangential
+        diag = xp.where(diag > 0.0, diag, 1.0)  # coordinates of no curvature
+        diag_b = float(np.sum(h))
+        diag_b = diag_b if diag_b > 0.0 else 1.0
+
+        def hess(v: Any, vb: float) -> tuple[Any, float]:
+            Lv = self.read(sub, 2).expand_x(v)
+            w = h_x * (Lv + vb) if self.bias else h_x * Lv
+            along = sub.spread_x(sub.block_sums_x(unit * v))
+            out = sub.project_x(w) + radial * unit * along + tangential * v
+            return out, (float(self.host(xp.sum(w))) if self.bias else 0.0)
 
         def dot(a: Any, ab: float, c: Any, cb: float) -> float:
             return float(self.host(xp.sum(a * c))) + ab * cb
@@ -158,10 +244,10 @@ class SupportNewton:
         stop = float(eng.cg_tol) ** 2 * dot(r, r_b, r, r_b)
         for _ in range(int(eng.max_cg)):
             Hp, Hp_b = hess(p, p_b)
-            curv = dot(p, p_b, Hp, Hp_b)
-            if not (curv > 0.0 and math.isfinite(curv)):
+            pHp = dot(p, p_b, Hp, Hp_b)
+            if not (pHp > 0.0 and math.isfinite(pHp)):
                 break
-            a = rs / curv
+            a = rs / pHp
             d, d_b = d + a * p, d_b + a * p_b
             r, r_b = r - a * Hp, r_b - a * Hp_b
             if dot(r, r_b, r, r_b) <= stop:

@@ -129,7 +129,8 @@ class SmoothedLoss:
         r"""Primal, dual and gap of the point with predictions ``z`` and block norms ``norms``;
         ``project(rho)`` gives :math:`L^\top\rho` (R,) (one pass).  Its ``extra``: the gradient
         ``grad`` :math:`= -L^\top\rho`, ``z``, ``sum_u``; for a smoothed loss also the smoothed
-        gap ``gap_smoothed`` and the ``smoothing_error``."""
+        gap ``gap_smoothed`` and the ``smoothing_error``; ``rho_start`` and ``dual_norms``, the dual point
+        before it is made feasible and its block norms (:meth:`gap_within`)."""
         smooth_val, u, _ = self.eval_loss(z, smoothing, not self.smooth, False)
         rho = -u
         if self.bias:
@@ -138,9 +139,11 @@ class SmoothedLoss:
         reg_val = common.regularizer_value(self.reg, norms, self.C)
         P = common.loss_value(self.loss, self.y, z, self.sl.w) + reg_val
         starts = self.problem.bank.starts
+        dual_norms = segment_norms(t, starts)
         cert = common.Certificate.at(
-            self.problem, P, rho, norms, dual_norms=segment_norms(t, starts), grad=-t, z=z, sum_u=float(np.sum(u))
+            self.problem, P, rho, norms, dual_norms=dual_norms, grad=-t, z=z, sum_u=float(np.sum(u)), rho_start=rho
         )
+        cert.extra["dual_norms"] = dual_norms
         if not self.smooth:
             rho_f = cert.rho
             P_mu = float(np.sum(smooth_val)) + reg_val
@@ -148,3 +151,11 @@ class SmoothedLoss:
             cert.extra["gap_smoothed"] = P_mu - D_mu
             cert.extra["smoothing_error"] = (P - P_mu) + 0.5 * smoothing * float(rho_f @ rho_f)
         return cert
+
+    def gap_within(self, cert: common.Certificate, blocks: np.ndarray) -> float:
+        """The relative gap of the point of ``cert`` in the problem restricted to the ``blocks`` (a mask;
+        the point is zero on the others): the same primal, the dual of those blocks' norms only."""
+        dual_norms = np.where(blocks, cert.extra["dual_norms"], 0.0)
+        return common.Certificate.at(
+            self.problem, cert.primal, cert.extra["rho_start"], cert.norms, dual_norms=dual_norms
+        ).gap

@@ -202,8 +202,8 @@ class DeviceFactorBank(GramBank):
     r"""A factor bank whose stacked transposed factors :math:`L^\top` (R, N) an array library holds on a device.
 
     Made by :func:`device_bank` from a :class:`~mklkit.kernels.factor.FactorBank` (``host``, whose factor
-    map predicts new points), or built there (:func:`~mklkit.kernels.factorize.on_device.nystroem_on_device`:
-    ``host`` None, ``factor_map`` its own).  ``lib`` the :class:`ArrayLibrary`, ``LT`` the factors on the
+    map predicts new points), or built there (:func:`~mklkit.kernels.factorize.on_device.nystroem_on_device`,
+    :func:`~mklkit.kernels.factorize.on_device.pivoted_cholesky_on_device`: ``host`` None, ``factor_map`` its own).  ``lib`` the :class:`ArrayLibrary`, ``LT`` the factors on the
     device in ``precision``.  The ``*_x`` methods take and return the library's arrays; the others numpy float64.
     """
 
