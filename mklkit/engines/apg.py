@@ -407,7 +407,7 @@ class APG(Engine):
             low=0,
         ),
         Param("max_newton", 10, "Newton steps in a row on the non-zero blocks", type=int, low=1),
-        Param("max_cg", 20, "conjugate-gradient products per Newton step", type=int, low=1),
+        Param("max_cg", 50, "conjugate-gradient products per Newton step", type=int, low=1),
         Param(
             "max_hessian_flops",
             4e9,
