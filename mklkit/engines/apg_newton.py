@@ -186,24 +186,27 @@ class SupportNewton:
         row and column, by the array library's dense solve; None when it is not finite.  ``curv``: the
         loss's curvatures (host, device) and the regularizer's unit vectors, radial and tangential parts."""
         _, h_x, unit, radial, tangential = curv
-        xp = self.xp
-        S = sub.LT * xp.sqrt(h_x)[None, :]
+        xp, dev = self.xp, self.lib.device
+        rows = sub.LT
+        if self.bias:  # the bias a last coordinate: its row of ones
+            rows = xp.concat([rows, xp.ones((1, rows.shape[1]), dtype=rows.dtype, device=dev)], axis=0)
+        S = rows * xp.sqrt(h_x)[None, :]
         H = S @ xp.matrix_transpose(S)
-        del S
-        same = sub._block_of[:, None] == sub._block_of[None, :]
-        H = H + xp.where(same, (radial * unit)[:, None] * unit[None, :], 0.0)
-        H = H + xp.eye(H.shape[0], dtype=H.dtype, device=self.lib.device) * tangential[None, :]
-        rhs = -grad
-        if self.bias:
-            col = sub.project_x(h_x)
-            top = xp.concat([H, col[:, None]], axis=1)
-            corner = xp.reshape(xp.sum(h_x), (1, 1))
-            H = xp.concat([top, xp.concat([col[None, :], corner], axis=1)], axis=0)
-            rhs = xp.concat([rhs, self.lib.asarray(np.array([-grad_b]), rhs.dtype)])
-        scale = float(self.host(xp.max(xp.abs(xp.linalg.diagonal(H))))) if H.shape[0] else 0.0
-        if not (math.isfinite(scale) and scale > 0.0):
+        del S, rows
+        loss_diag = float(self.host(xp.max(xp.linalg.diagonal(H)))) if H.shape[0] else 0.0
+        top = float(self.host(xp.max(tangential))) if tangential.shape[0] else 0.0
+        ridge = 1e-12 * max(loss_diag, top)
+        if not (math.isfinite(ridge) and ridge > 0.0):
             return None
-        H = H + xp.eye(H.shape[0], dtype=H.dtype, device=self.lib.device) * (1e-12 * scale)
+        H = H + xp.eye(H.shape[0], dtype=H.dtype, device=dev) * ridge
+        for s, e in zip(sub.starts[:-1].tolist(), sub.starts[1:].tolist()):  # the regularizer's blocks
+            u = unit[s:e]
+            H[s:e, s:e] = (
+                H[s:e, s:e]
+                + radial[s] * (u[:, None] * u[None, :])
+                + xp.eye(e - s, dtype=H.dtype, device=dev) * tangential[s]
+            )
+        rhs = xp.concat([-grad, self.lib.asarray(np.array([-grad_b]), grad.dtype)]) if self.bias else -grad
         self.read(sub, 2)  # the product of the rows with themselves, and the bias's column
         self.counts["n_hessians"] += 1
         d = xp.linalg.solve(H, rhs[:, None])[:, 0]
