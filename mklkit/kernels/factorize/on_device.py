@@ -25,7 +25,6 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from scipy.linalg import solve_triangular
 
 from ..description import BankKernel, Resolver, _check_normalizable, expand_bank
 from ..device import PRECISIONS, ArrayLibrary, DeviceFactorBank
@@ -316,8 +315,8 @@ def _greedy_rows(
         k = P.size
         if not k:
             break
-        Cinv = solve_triangular(C, np.eye(k), lower=True, check_finite=False)
-        R = lib.asarray(Cinv, G.dtype) @ xp.take(G, lib.asarray(P, xp.int64), axis=0)  # (k, N)
+        # the new rows C^{-1} G_P, solved on the device (numpy's LAPACK on the host: no second BLAS)
+        R = xp.linalg.solve(lib.asarray(C, G.dtype), xp.take(G, lib.asarray(P, xp.int64), axis=0))  # (k, N)
         R2 = R * R
         if k > 1:  # the residual after each pivot: its largest entry and its trace
             largest = lib.host(xp.max(d[None, :] - xp.cumulative_sum(R2[: k - 1, :], axis=0), axis=1))
@@ -436,7 +435,7 @@ def pivoted_cholesky_on_device(
         Lm = LT[off : off + j, :]
         # L_P: the factor's rows at the pivots (lower triangular); new points' rows k(x, X_P) L_P^{-T}
         LP = np.tril(lib.host(xp.take(Lm, lib.asarray(piv, xp.int64), axis=1)).T) if j else np.zeros((0, 0))
-        W = solve_triangular(LP, np.eye(j), lower=True, trans="T", check_finite=False) if j else LP
+        W = np.linalg.solve(LP.T, np.eye(j)) if j else LP  # L_P^{-T}
         scale = 1.0 / tr if normalize == "trace" and tr > 0.0 else 1.0
         if scale != 1.0 and j:
             LT[off : off + j, :] = Lm * (scale**0.5)
