@@ -7,11 +7,13 @@ logistic loss with ``l1`` at ``--ratios`` times ``C_max``, each solved cold to t
 
 * ``accelerated``: the accelerated steps alone (``newton: false, ws_start: 0``);
 * ``newton-cg-20``: with Newton steps on the support by at most 20 conjugate-gradient products
-  (``max_hessian_flops: 0, max_cg: 20, ws_start: 0``);
-* ``newton-cg-50``: the same with ``max_cg: 50`` (the default when a system is too large to form);
+  preconditioned by the diagonal (``max_hessian_flops: 0, max_cg: 20, cg_sketch: 0, ws_start: 0``);
 * ``newton-direct``: the Newton systems formed and solved directly (``ws_start: 0``);
 * ``default``: ``apg`` at its defaults (working sets, direct Newton systems where they cost at most
-  ``max_hessian_flops``).
+  ``max_hessian_flops``);
+* ``ws-cg-diagonal``, ``ws-cg-sketch``: the defaults with every Newton system by conjugate gradients
+  (``max_hessian_flops: 0``, what a GPU's banks at full size get), preconditioned by the diagonal
+  (``cg_sketch: 0``) or by the Nyström sketch of rank 100 and the diagonal it leaves (the default).
 
 Printed: per problem and setting the steps, the passes over the bank (``n_passes`` of the history:
 a pass over the rows of a working set or of the non-zero kernels counts as their share of the bank),
@@ -48,10 +50,11 @@ from bench_large_n import BANK, load  # noqa: E402 - the bank and the data of th
 
 SETTINGS = {
     "accelerated": {"newton": False, "ws_start": 0},
-    "newton-cg-20": {"max_hessian_flops": 0.0, "max_cg": 20, "ws_start": 0},
-    "newton-cg-50": {"max_hessian_flops": 0.0, "max_cg": 50, "ws_start": 0},
+    "newton-cg-20": {"max_hessian_flops": 0.0, "max_cg": 20, "cg_sketch": 0, "ws_start": 0},
     "newton-direct": {"ws_start": 0},
     "default": {},
+    "ws-cg-diagonal": {"max_hessian_flops": 0.0, "cg_sketch": 0},
+    "ws-cg-sketch": {"max_hessian_flops": 0.0},
 }
 
 

@@ -415,6 +415,14 @@ class APG(Engine):
             "coordinates of the non-zero blocks); dearer ones by conjugate gradients",
             low=0.0,
         ),
+        Param(
+            "cg_sketch",
+            100,
+            "rank of the Nystroem sketch of a Newton system that preconditions its conjugate gradients "
+            "(with the diagonal it leaves); 0: the diagonal alone",
+            type=int,
+            low=0,
+        ),
         Param("cg_tol", 0.1, "relative residual at which conjugate gradients stop", **open_interval(1.0)),
         *SMOOTHING_PARAMS,
     )

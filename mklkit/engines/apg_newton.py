@@ -216,10 +216,61 @@ class SupportNewton:
             return d[:-1], float(self.host(d[-1]))
         return d, 0.0
 
+    def sketched_preconditioner(self, sub: DeviceFactorBank, curv: tuple, diag: Any, k: int) -> Any | None:
+        r"""The inverse of :math:`P = U\Lambda U^\top + D` applied to a vector: :math:`U\Lambda U^\top`
+        the Nyström approximation of :math:`H` from a sketch :math:`H\Omega` of ``k`` random orthonormal
+        columns (one product of the support's rows with :math:`\Omega` and back, as two matrix products;
+        the stable form of Tropp, Yurtsever, Udell & Cevher 2017, Alg. 3), :math:`D` what it leaves of
+        :math:`H`'s diagonal ``diag``; by the Woodbury identity, :math:`O(r_Ak)` per application.  Exact on
+        the sketch's leading subspace, where the kernels' spectra put most of :math:`H`; Jacobi on the
+        rest (Frangella, Tropp & Udell 2023, with a diagonal in place of their multiple of :math:`I`).
+        None where the sketch's factorization fails (the diagonal alone then)."""
+        xp, lib = self.xp, self.lib
+        _, h_x, unit, radial, tangential = curv
+        Om, _ = xp.linalg.qr(
+            lib.asarray(np.random.default_rng(0).standard_normal((int(sub.total_rank), k)), diag.dtype)
+        )
+        Y = sub.LT @ (h_x[:, None] * (xp.matrix_transpose(sub.LT) @ Om))  # the loss's part of H Omega
+        self.read(sub, 2)
+        parts = []  # the regularizer's block-diagonal part of H Omega
+        for s, e in zip(sub.starts[:-1].tolist(), sub.starts[1:].tolist()):
+            u, V = unit[s:e], Om[s:e, :]
+            parts.append(radial[s] * (u[:, None] * (u[None, :] @ V)) + tangential[s] * V)
+        Y = Y + xp.concat(parts, axis=0)
+        shift = float(np.finfo(np.float64 if diag.dtype == xp.float64 else np.float32).eps)
+        shift *= float(self.host(xp.sqrt(xp.sum(Y * Y))))
+        Y = Y + shift * Om
+        core = xp.matrix_transpose(Om) @ Y
+        try:
+            C = xp.linalg.cholesky(0.5 * (core + xp.matrix_transpose(core)))
+            B = xp.matrix_transpose(xp.linalg.solve(C, xp.matrix_transpose(Y)))  # Y C^{-T}
+            U, sig, _ = xp.linalg.svd(B, full_matrices=False)
+        except Exception:  # noqa: BLE001 - each library raises its own error for a factorization that fails
+            return None
+        lam = lib.host(sig * sig) - shift
+        keep = np.flatnonzero(lam > 1e-12 * max(float(lam.max(initial=0.0)), 0.0))
+        if not (keep.size and np.all(np.isfinite(lam))):
+            return None
+        U = xp.take(U, lib.asarray(keep, xp.int64), axis=1)
+        lam_x = lib.asarray(lam[keep], diag.dtype)
+        floor = 1e-12 * float(self.host(xp.max(diag)))
+        D = xp.clip(diag - xp.sum(U * U * lam_x[None, :], axis=1), floor, None)
+        UD = U / D[:, None]
+        inner = xp.linalg.inv(
+            xp.eye(keep.size, dtype=U.dtype, device=lib.device) / lam_x[None, :] + xp.matrix_transpose(U) @ UD
+        )
+
+        def apply(r: Any) -> Any:
+            t = r / D
+            return t - UD @ (inner @ (xp.matrix_transpose(U) @ t))
+
+        return apply
+
     def conjugate_gradients(self, sub: DeviceFactorBank, curv: tuple, grad: Any, grad_b: float) -> tuple[Any, float]:
         """Conjugate gradients on :math:`Hd = -\\nabla\\Phi` (the bias its last coordinate), preconditioned
-        by the diagonal of :math:`H`, to a relative residual of ``cg_tol``, at most ``max_cg`` products
-        :math:`Hv` (two passes over the support's rows each)."""
+        by a sketch of :math:`H` (:meth:`sketched_preconditioner`, ``cg_sketch``) or its diagonal, to a
+        relative residual of ``cg_tol``, at most ``max_cg`` products :math:`Hv` (two passes over the
+        support's rows each)."""
         xp = self.xp
         eng = self.engine
         h, h_x, unit, radial, tangential = curv
@@ -228,6 +279,12 @@ class SupportNewton:
         diag = xp.where(diag > 0.0, diag, 1.0)  # coordinates of no curvature
         diag_b = float(np.sum(h))
         diag_b = diag_b if diag_b > 0.0 else 1.0
+        sketch = min(int(eng.cg_sketch), int(sub.total_rank))
+        precondition = self.sketched_preconditioner(sub, curv, diag, sketch) if sketch > 0 else None
+        if precondition is None:
+
+            def precondition(r: Any) -> Any:
+                return r / diag
 
         def hess(v: Any, vb: float) -> tuple[Any, float]:
             Lv = self.read(sub, 2).expand_x(v)
@@ -241,7 +298,7 @@ class SupportNewton:
 
         d, d_b = xp.zeros_like(grad), 0.0
         r, r_b = -grad, -grad_b
-        s, s_b = r / diag, r_b / diag_b
+        s, s_b = precondition(r), r_b / diag_b
         p, p_b = s, s_b
         rs = dot(r, r_b, s, s_b)
         stop = float(eng.cg_tol) ** 2 * dot(r, r_b, r, r_b)
@@ -255,7 +312,7 @@ class SupportNewton:
             r, r_b = r - a * Hp, r_b - a * Hp_b
             if dot(r, r_b, r, r_b) <= stop:
                 break
-            s, s_b = r / diag, r_b / diag_b
+            s, s_b = precondition(r), r_b / diag_b
             rs_new = dot(r, r_b, s, s_b)
             p, p_b = s + (rs_new / rs) * p, s_b + (rs_new / rs) * p_b
             rs = rs_new

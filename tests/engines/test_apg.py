@@ -277,6 +277,7 @@ def test_working_sets_and_direct_newton_reach_the_same_optimum_for_less(ratio):
         "default": APG(tol=1e-8),
         "every block": APG(tol=1e-8, ws_start=0),
         "conjugate gradients": APG(tol=1e-8, max_hessian_flops=0.0),
+        "diagonal conjugate gradients": APG(tol=1e-8, max_hessian_flops=0.0, cg_sketch=0),
     }
     res = {k: e.solve(problem) for k, e in runs.items()}
     for r in res.values():
@@ -287,3 +288,14 @@ def test_working_sets_and_direct_newton_reach_the_same_optimum_for_less(ratio):
     assert _passes(res["default"]) < _passes(res["every block"])
     assert sum(h.get("n_hessians", 0) for h in res["default"].history) > 0
     assert sum(h.get("n_hessians", 0) for h in res["conjugate gradients"].history) == 0
+
+
+@pytest.mark.parametrize("lib", LIBS[1:])
+def test_the_sketched_newton_systems_run_on_every_array_library(lib):
+    fb, y = _many_groups()
+    C = 0.1 * APG(tol=1e-8).solve(_problem(fb, y, "logistic", "l1", 1.0)).C_max
+    problem = _problem(fb, y, "logistic", "l1", C)
+    a = APG(tol=1e-8, max_hessian_flops=0.0).solve(problem)
+    b = APG(tol=1e-8, max_hessian_flops=0.0, array_library=lib).solve(problem)
+    assert a.converged and b.converged and b.gap <= 1e-8
+    assert _rel(b.objective, a.objective) <= 2e-8
