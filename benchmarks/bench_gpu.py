@@ -31,6 +31,8 @@ code path) and ``bcd`` (the CPU engine of factor banks), each along the same pat
     python benchmarks/bench_gpu.py --device cuda --cpu --data a9a
     python benchmarks/bench_gpu.py --device cpu --small          # the smoke test of the suite
 
+``--max-hessian-flops``: apg's option (0: every Newton system by conjugate gradients, what the banks of all
+the points get on a GPU by default; a larger value forms and solves larger systems, as a GPU does quickly).
 ``--small``: 1,500 training and 500 test points, 50 landmarks, a C path of 3 values (seconds on a CPU);
 ``--points n``: a random subset of n training points and n/3 test points.
 Prints a table; writes nothing.
@@ -158,6 +160,7 @@ def svc_rows(Xtr: Any, ytr: np.ndarray, Xte: Any, yte: np.ndarray) -> list[str]:
 
 
 def run_set(name: str, args: argparse.Namespace, lib: Any, copy_bw: float) -> list[str]:
+    options = {} if args.max_hessian_flops is None else {"max_hessian_flops": args.max_hessian_flops}
     Xtr, ytr, Xte, yte = load(name)
     if args.points:
         rng = np.random.default_rng(0)
@@ -192,12 +195,15 @@ def run_set(name: str, args: argparse.Namespace, lib: Any, copy_bw: float) -> li
         (
             f"apg on {lib.library} ({lib.name})",
             bank,
-            APG(tol=args.tol, device=args.device, array_library=args.library, precision=args.precision),
+            APG(tol=args.tol, device=args.device, array_library=args.library, precision=args.precision, **options),
         )
     ]
     if args.cpu:
         host = FactorBank(bank.lib.host(bank.LT), bank.starts, factor_map=bank.factor_map)
-        routes += [("apg on numpy (this CPU)", host, APG(tol=args.tol)), ("bcd (this CPU)", host, BCD(tol=args.tol))]
+        routes += [
+            ("apg on numpy (this CPU)", host, APG(tol=args.tol, **options)),
+            ("bcd (this CPU)", host, BCD(tol=args.tol)),
+        ]
     header = "  | route | C/C_max | time s | steps | passes | gap | status | active | test acc |"
     out += ["", header, "  |" + "---|" * 9]
     totals = []
@@ -275,6 +281,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lowest", type=float, default=0.01, help="the last C over C_max")
     ap.add_argument("--regularizer", default="l1", choices=tuple(REGULARIZERS))
     ap.add_argument("--tol", type=float, default=1e-3)
+    ap.add_argument(
+        "--max-hessian-flops",
+        type=float,
+        default=None,
+        help="apg's max_hessian_flops (0: every Newton system by conjugate gradients; default: the engine's)",
+    )
     ap.add_argument("--copy-gib", type=float, default=2.0)
     ap.add_argument("--cpu", action="store_true", help="also the same path on this CPU: apg on numpy, and bcd")
     ap.add_argument("--svc", action="store_true", help="also scikit-learn's SVC on the same points, on this CPU")
