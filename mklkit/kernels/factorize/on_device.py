@@ -356,7 +356,7 @@ def pivoted_cholesky_on_device(
     diagonal :math:`d`, forms their kernel rows (b, N) on the device less the factor's contribution so far
     (one product :math:`L_{:,c}^\top L^\top`), pivots among them on the host in their (b, b) residual block
     (a candidate is taken while its residual is at least half of every other, as the host's
-    ``_pivoted_cholesky``) and gets the new rows of :math:`L^\top` by the inverse of the pivots' triangular
+    ``_pivoted_cholesky``) and gets the new rows of :math:`L^\top` by a solve with the pivots' triangular
     block; :math:`d` stays on the device.
 
     ``normalize``: ``"trace"`` (:math:`K_m/\mathrm{tr}K_m`, the exact trace), ``"diagonal"`` (unit
