@@ -9,14 +9,11 @@ they report.
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from mklkit.components.elasticnet import L1
 from mklkit.components.losses import Logistic
-from mklkit.components.params import Param
 from mklkit.engines.apg import APG
 from mklkit.kernels.build import KernelBank
 from mklkit.kernels.device import array_library
@@ -24,27 +21,14 @@ from mklkit.kernels.errors import BankError
 from mklkit.kernels.factor import FactorBank
 from mklkit.kernels.factorize import build_factor_bank
 from mklkit.kernels.factorize.on_device import DeviceFactorMap, DeviceNystroemMap, pivoted_cholesky_on_device
-from mklkit.kernels.functions import KernelFunction
 from mklkit.problem import Problem
 
-#: numpy, the array API's strict reference library, and PyTorch (on the CPU) where it is installed
-LIBS = ["numpy", "array_api_strict"] + (["torch"] if importlib.util.find_spec("torch") else [])
+try:  # the libraries, the bank, the points and the blocks of the Nyström tests
+    from tests.test_device_factors import BANK, LIBS, _blocks, _points
+except ImportError:  # pragma: no cover - run from tests/
+    from test_device_factors import BANK, LIBS, _blocks, _points
 
-BANK = [
-    {"function": "rbf", "width": [1.0, 3.0], "features": "all"},
-    {"function": "poly", "degree": 2, "features": [0, 1]},
-    {"function": "linear", "features": "each"},
-]
 GAUSS = [{"function": "rbf", "width": [1.0, 3.0], "features": "all"}]
-
-
-def _points(n: int = 120, d: int = 6, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal((n, d))
-
-
-def _blocks(bank) -> list[np.ndarray]:
-    LT = bank.lib.host(bank.LT)
-    return [LT[s:e] for s, e in zip(bank.starts[:-1], bank.starts[1:])]
 
 
 @pytest.mark.parametrize("normalize", ["trace", "diagonal", "none"])
@@ -149,29 +133,6 @@ def test_a_float32_bank_is_the_float64_one_to_single_precision():
 
 def test_the_nystroem_map_is_the_factor_map():
     assert DeviceNystroemMap is DeviceFactorMap
-
-
-class _NoArrayValues(KernelFunction):
-    name = "plain_exp"
-    description = "exp(<x, z>) written for numpy only"
-    params = (Param("s", 1.0, "scale", low=0.0, low_open=True),)
-    uses = "inner"
-
-    def from_base(self, base, out):
-        np.exp(base * self.s, out=out)
-        return out
-
-
-def test_a_kernel_function_without_array_values_is_refused_by_name():
-    X = _points(30)
-    bank = [{"function": "plain_exp", "s": 0.1, "features": "all"}]
-    resolve = {"plain_exp": _NoArrayValues}
-    # numpy arrays go through from_base
-    dev = pivoted_cholesky_on_device(bank, X, array_library("cpu", "numpy"), rank=30, resolve=resolve)
-    assert dev.shape[0] == 1
-    with pytest.raises(BankError, match="plain_exp.*gives no array_values") as err:
-        pivoted_cholesky_on_device(bank, X, array_library("cpu", "array_api_strict"), rank=30, resolve=resolve)
-    assert err.value.key == "bank" and err.value.problem == "no array_values"
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from mklkit.engines.apg import APG
 from mklkit.kernels.build import KernelBank
 from mklkit.kernels.device import array_library
 from mklkit.kernels.errors import BankError
-from mklkit.kernels.factorize.on_device import nystroem_on_device
+from mklkit.kernels.factorize.on_device import nystroem_on_device, pivoted_cholesky_on_device
 from mklkit.kernels.functions import KernelFunction
 from mklkit.components.losses import Logistic
 from mklkit.components.elasticnet import L1
@@ -104,15 +104,24 @@ class _NoArrayValues(KernelFunction):
         return out
 
 
-def test_a_kernel_function_without_array_values_is_refused_by_name():
+@pytest.mark.parametrize(
+    "factorize",
+    [
+        lambda bank, X, lib, **kw: nystroem_on_device(bank, X, lib, landmarks=30, **kw),
+        lambda bank, X, lib, **kw: pivoted_cholesky_on_device(bank, X, lib, rank=30, **kw),
+    ],
+    ids=["nystroem", "pivoted_cholesky"],
+)
+def test_a_kernel_function_without_array_values_is_refused_by_name(factorize):
     X = _points(30)
-    bank = [{"function": "plain_exp", "features": "all"}]
+    bank = [{"function": "plain_exp", "s": 0.1, "features": "all"}]
     resolve = {"plain_exp": _NoArrayValues}
     # numpy arrays go through from_base
-    dev = nystroem_on_device(bank, X, array_library("cpu", "numpy"), landmarks=30, resolve=resolve)
+    dev = factorize(bank, X, array_library("cpu", "numpy"), resolve=resolve)
     assert dev.shape[0] == 1
-    with pytest.raises(BankError, match="plain_exp.*gives no array_values"):
-        nystroem_on_device(bank, X, array_library("cpu", "array_api_strict"), landmarks=30, resolve=resolve)
+    with pytest.raises(BankError, match="plain_exp.*gives no array_values") as err:
+        factorize(bank, X, array_library("cpu", "array_api_strict"), resolve=resolve)
+    assert err.value.key == "bank" and err.value.problem == "no array_values"
 
 
 def test_a_factorization_larger_than_the_free_memory_is_refused(monkeypatch):
