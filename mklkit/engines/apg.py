@@ -62,7 +62,11 @@ def block_scales(bank: DeviceFactorBank, n_iter: int, seed: int = 0) -> np.ndarr
     r"""Estimates of :math:`\|L_m\|_2^2` (M,) by ``n_iter`` power iterations on every block at once
     on the device (two passes each; the blocks as one (M, r, N) array when their ranks are equal,
     else one block after the other); the metric needs their scale only, the backtracking keeps
-    the steps safe.  A block of zero factors gets 1."""
+    the steps safe.  A block of zero factors gets 1.  Kept in the bank (``kept``): the solves of a path
+    on the same bank make them once."""
+    key = ("apg.block_scales", int(n_iter), int(seed))
+    if key in bank.kept:
+        return bank.kept[key]
     xp = bank.xp
     rng = np.random.default_rng(seed)
     M = bank.shape[0]
@@ -86,7 +90,8 @@ def block_scales(bank: DeviceFactorBank, n_iter: int, seed: int = 0) -> np.ndarr
             v = g / xp.where(lam > 0.0, lam, 1.0)[:, None]
         out.append(bank.lib.host(lam))
     lam = np.concatenate(out) if out else np.zeros(M)
-    return np.where((lam > 0.0) & np.isfinite(lam), lam, 1.0)
+    bank.kept[key] = np.where((lam > 0.0) & np.isfinite(lam), lam, 1.0)
+    return bank.kept[key]
 
 
 class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):

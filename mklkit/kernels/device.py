@@ -245,6 +245,8 @@ class DeviceFactorBank(GramBank):
         self._indicator = ind
         self._gram_eig: dict[int, tuple[Any, Any]] = {}
         self._trace: np.ndarray | None = None
+        #: what an engine computes once per bank and keeps (apg's block scales, by its key)
+        self.kept: dict[Any, Any] = {}
 
     @classmethod
     def of(cls, host: FactorBank, lib: ArrayLibrary, precision: str = "float64") -> "DeviceFactorBank":
