@@ -341,6 +341,8 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
         run, it = self.run, self.it
         cert = self.certify(x, smoothing)
         self.offer(x, cert, it)
+        if not self.smooth:
+            self.offer_kinks(x, smoothing, it)
         extra = {"step": step, "step_size": self.t, "mu": smoothing, **self.counts}
         self.counts = dict.fromkeys(self.counts, 0)
         run.record(it, cert.primal, cert.dual, cert.gap, int(np.sum(cert.norms > 0)), **extra)

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from ..kernels.device import HEADROOM, DeviceFactorBank
+from . import common
+from .smoothing import band_step
 
 __all__ = ["Point", "SupportNewton"]
 
@@ -156,6 +158,37 @@ class SupportNewton:
                 return Point(beta, b, self.dev.to_x(z_t), F, obj)
             t *= 0.5
         return None
+
+    def offer_kinks(self, x: Point, smoothing: float, it: int) -> None:
+        r"""Offer the incumbents the point whose smoothing band is moved onto the loss's kinks by the
+        smallest change of the non-zero blocks and the bias (:func:`~mklkit.engines.smoothing.band_step`,
+        as ``bcd`` does): a primal point off at second order in :math:`\mu` where the smoothed
+        solution is off at first.  Skipped where the band is empty or its system dearer than
+        ``max_hessian_flops``."""
+        norms = self.dev.block_norms_of(x.beta)
+        act = norms > 0.0
+        if not np.any(act):
+            return
+        zh = self.host(x.z)
+        _, u, h = self.eval_loss(zh, smoothing, True, True)
+        band = np.flatnonzero(h * smoothing > 0.5)
+        n_A = int(np.sum(self.dev.ranks[act]))
+        if band.size == 0 or float(band.size) * band.size * (n_A + 1) > float(self.engine.max_hessian_flops):
+            return
+        made = self.support_bank(act)
+        if made is None:
+            return
+        sub, _ = made
+        LB = self.host(self.xp.take(sub.LT, self.lib.asarray(band, self.xp.int64), axis=1))
+        delta = band_step(LB, -smoothing * u[band], self.bias)
+        d_A = sub.to_x(delta[:n_A])
+        db = float(delta[-1]) if self.bias else 0.0
+        z = zh + self.host(self.read(sub).expand_x(d_A)) + db
+        beta = x.beta + self.scatter(act, d_A)
+        moved = self.dev.block_norms_of(beta)
+        primal = common.primal_value(self.problem, z, moved)
+        if math.isfinite(primal) and primal < self.run.incumbents.primal:
+            self.run.incumbents.offer_primal(primal, it, beta=self.host(beta).copy(), bias=x.b + db, norms=moved)
 
     def crossings(self, sub: DeviceFactorBank, beta_A: Any, d_A: Any, x_A: np.ndarray) -> np.ndarray:
         r"""Per non-zero block, the step :math:`t_m = -\|\beta_m\|^2/\langle\beta_m, d_m\rangle` at

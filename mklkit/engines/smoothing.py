@@ -46,6 +46,24 @@ def loss_reasons(problem: Problem) -> list[str]:
     return [f"the loss {loss.describe()} gives no {', '.join(missing)}: {why} them"] if missing else []
 
 
+def band_step(LB: np.ndarray, target: np.ndarray, bias: bool) -> np.ndarray:
+    r"""The smallest change :math:`\delta` of the non-zero blocks' coordinates (and of the bias, last, with
+    ``bias``) that moves the predictions of the samples of the smoothing band by ``target``: ``LB`` the
+    rows of those blocks at the band's samples (r_A, |band|); the minimum-norm solution of
+    :math:`L_B^\top\delta_A + \delta_b = ` ``target``, through the band's Gram matrix when the band is the
+    smaller side, else by least squares (``bcd`` and ``apg`` move a smoothed solution onto the loss's
+    kinks with it)."""
+    n_A = LB.shape[0]
+    if LB.shape[1] < n_A + int(bias):
+        G = LB.T @ LB + (1.0 if bias else 0.0)
+        w = np.linalg.lstsq(G, target, rcond=None)[0]
+        return np.concatenate([LB @ w, [float(np.sum(w))] if bias else []])
+    M = LB.T
+    if bias:
+        M = np.hstack([M, np.ones((LB.shape[1], 1))])
+    return np.linalg.lstsq(M, target, rcond=None)[0]
+
+
 class SmoothedLoss:
     r"""A mixin of an :class:`~mklkit.engines.base.Algorithm` whose engine has the options ``mu0``
     and ``mu_factor``: the loss's arrays for the jitted evaluation (:meth:`set_up_loss`), its

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from .. import common
 from ..objectives import segment_norms
-from ..smoothing import SmoothedLoss
+from ..smoothing import SmoothedLoss, band_step
 
 #: Largest total rank of the non-zero blocks for their Newton steps (a dense Hessian of that
 #: size is formed and decomposed).
@@ -350,17 +350,7 @@ class Continuation(SmoothedLoss):
             return None
         target = -(1.0 - factor) * smoothing * u[band]
         LB = sup.LA[:, band]
-        LB = LB.toarray() if sp.issparse(LB) else LB
-        if band.size < cols:
-            # the minimum-norm solution M^T (M M^T)^+ target from the band's Gram matrix
-            G = LB.T @ LB + (1.0 if self.bias else 0.0)
-            w = sla.lstsq(G, target, lapack_driver="gelsy", check_finite=False)[0]
-            delta = np.concatenate([LB @ w, [float(np.sum(w))] if self.bias else []])
-        else:
-            Mx = LB.T
-            if self.bias:
-                Mx = np.hstack([Mx, np.ones((band.size, 1))])
-            delta = np.linalg.lstsq(Mx, target, rcond=None)[0]
+        delta = band_step(LB.toarray() if sp.issparse(LB) else np.asarray(LB), target, self.bias)
         new = beta.copy()
         new[sup.rows] = bA + delta[:nA]
         return new, (b + float(delta[-1]) if self.bias else b)
