@@ -74,16 +74,14 @@ class SupportNewton:
         return DeviceFactorBank(dev.xp.take(dev.LT, rows_x, axis=0), starts, dev.lib, dev.precision), rows_x
 
     def scatter(self, act: np.ndarray, d_A: Any) -> Any:
-        """The support's coordinates ``d_A`` in the whole bank's (zero on the other blocks)."""
+        """The support's coordinates ``d_A`` in the whole bank's (zero on the other blocks): one gather
+        from ``d_A`` and a trailing zero."""
         dev, xp = self.dev, self.xp
-        parts, k = [], 0
-        for m, r in enumerate(dev.ranks):
-            if act[m]:
-                parts.append(d_A[k : k + int(r)])
-                k += int(r)
-            else:
-                parts.append(xp.zeros(int(r), dtype=dev.dtype, device=dev.lib.device))
-        return xp.concat(parts)
+        on = np.repeat(np.asarray(act, dtype=bool), dev.ranks)
+        index = np.full(on.size, int(d_A.shape[0]), dtype=np.int64)  # the trailing zero
+        index[on] = np.arange(int(d_A.shape[0]))
+        padded = xp.concat([d_A, xp.zeros(1, dtype=d_A.dtype, device=dev.lib.device)])
+        return xp.take(padded, dev.lib.asarray(index, xp.int64))
 
     def newton_step(self, x: Point, smoothing: float) -> Point | None:
         """One Newton step with its Armijo search from ``x`` on its non-zero blocks (the system solved

@@ -11,6 +11,7 @@ import math
 from typing import Any, Callable
 
 import numpy as np
+import scipy.linalg as sla
 
 from ..components.params import Param
 from ..problem import Problem
@@ -56,7 +57,7 @@ def band_step(LB: np.ndarray, target: np.ndarray, bias: bool) -> np.ndarray:
     n_A = LB.shape[0]
     if LB.shape[1] < n_A + int(bias):
         G = LB.T @ LB + (1.0 if bias else 0.0)
-        w = np.linalg.lstsq(G, target, rcond=None)[0]
+        w = sla.lstsq(G, target, lapack_driver="gelsy", check_finite=False)[0]
         return np.concatenate([LB @ w, [float(np.sum(w))] if bias else []])
     M = LB.T
     if bias:
