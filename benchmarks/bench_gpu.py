@@ -32,7 +32,9 @@ code path) and ``bcd`` (the CPU engine of factor banks), each along the same pat
     python benchmarks/bench_gpu.py --device cpu --small          # the smoke test of the suite
 
 ``--max-hessian-flops``: apg's option (0: every Newton system by conjugate gradients, what the banks of all
-the points get on a GPU by default; a larger value forms and solves larger systems, as a GPU does quickly).
+the points get on a GPU by default; a larger value forms and solves larger systems, as a GPU does quickly);
+``--cg-sketch``: the rank of their preconditioner's sketch (a larger one costs matrix products, cheap on a GPU,
+and saves passes).
 ``--small``: 1,500 training and 500 test points, 50 landmarks, a C path of 3 values (seconds on a CPU);
 ``--points n``: a random subset of n training points and n/3 test points.
 Prints a table; writes nothing.
@@ -160,7 +162,9 @@ def svc_rows(Xtr: Any, ytr: np.ndarray, Xte: Any, yte: np.ndarray) -> list[str]:
 
 
 def run_set(name: str, args: argparse.Namespace, lib: Any, copy_bw: float) -> list[str]:
-    options = {} if args.max_hessian_flops is None else {"max_hessian_flops": args.max_hessian_flops}
+    options = {
+        k: v for k, v in (("max_hessian_flops", args.max_hessian_flops), ("cg_sketch", args.cg_sketch)) if v is not None
+    }
     Xtr, ytr, Xte, yte = load(name)
     if args.points:
         rng = np.random.default_rng(0)
@@ -286,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=None,
         help="apg's max_hessian_flops (0: every Newton system by conjugate gradients; default: the engine's)",
+    )
+    ap.add_argument(
+        "--cg-sketch", type=int, default=None, help="apg's cg_sketch (the preconditioner's rank; default: the engine's)"
     )
     ap.add_argument("--copy-gib", type=float, default=2.0)
     ap.add_argument("--cpu", action="store_true", help="also the same path on this CPU: apg on numpy, and bcd")
