@@ -108,6 +108,7 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
         self.s_bias = float(self.N)
         self.ws: np.ndarray | None = None
         self.ws_bank: tuple[DeviceFactorBank, Any] | None = None
+        self.row_copies: dict[bytes, tuple[DeviceFactorBank, Any]] = {}  # SupportNewton.support_bank's
         self.counts = {"n_backtracks": 0, "n_restarts": 0, "n_passes": 0, "n_hessians": 0}
 
     def read(self, bank: DeviceFactorBank, times: int = 1) -> DeviceFactorBank:
@@ -159,7 +160,6 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
     def gradient_at(self, x: Point, x_prev: Point, momentum: float, smoothing: float) -> Point | dict[str, str]:
         r"""The extrapolated point :math:`v = x + m(x - x_{prev})` (``momentum`` m) with its loss
         ``F``, derivatives ``u`` (host) and gradient ``g`` :math:`= L^\top u` (one pass)."""
-        dev = self.dev
         if momentum:
             v = Point(
                 x.beta + momentum * (x.beta - x_prev.beta),
@@ -172,11 +172,7 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
         v.F, v.u = self.loss_at(v.zh, smoothing)
         if not (math.isfinite(v.F) and np.all(np.isfinite(v.u))):
             return {"error": f"non-finite loss or gradient at step {self.it + 1}"}
-        if self.ws_bank is None:
-            v.g = self.read(dev).project_x(dev.to_x(v.u))
-        else:  # the blocks outside the working set stay at zero: their gradient is not read
-            sub, _ = self.ws_bank
-            v.g = self.scatter(self.ws, self.read(sub).project_x(sub.to_x(v.u)))
+        v.g = self.moving_gradient(v.u)
         v.g_b = float(np.sum(v.u)) if self.bias else 0.0
         return v
 
@@ -195,11 +191,7 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
             return {"error": f"non-finite block prox at step {self.it + 1}"}
         beta = dev.spread_x(dev.to_x(sc)) * w
         b = v.b - (t / self.s_bias) * v.g_b if self.bias else 0.0
-        if self.ws_bank is None:
-            z = self.read(dev).expand_x(beta) + b
-        else:
-            sub, rows = self.ws_bank
-            z = self.read(sub).expand_x(self.xp.take(beta, rows)) + b
+        z = self.moving_predictions(beta) + b
         zh = self.host(z)
         F, _ = self.loss_at(zh, smoothing)
         quad = float(self.scales @ self.host(dev.block_squares_x(beta - v.beta))) + self.s_bias * (b - v.b) ** 2
@@ -208,6 +200,21 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
         if math.isfinite(F) and F <= v.F + lin + quad / (2.0 * t) + slack:
             return Point(beta, b, z, F, F + self.reg_value(p))
         return None
+
+    def moving_gradient(self, u: np.ndarray) -> Any:
+        r""":math:`L^\top u` on the blocks the steps move (one pass over the working set's rows, or the
+        whole bank), zero on the others."""
+        if self.ws_bank is None:
+            return self.read(self.dev).project_x(self.dev.to_x(u))
+        sub, _ = self.ws_bank
+        return self.scatter(self.ws, self.read(sub).project_x(sub.to_x(u)))
+
+    def moving_predictions(self, beta: Any) -> Any:
+        r""":math:`L\beta` for ``beta`` zero outside the blocks the steps move (one pass over their rows)."""
+        if self.ws_bank is None:
+            return self.read(self.dev).expand_x(beta)
+        sub, rows = self.ws_bank
+        return self.read(sub).expand_x(self.xp.take(beta, rows))
 
     def step(self, x: Point, x_prev: Point, smoothing: float) -> Point | dict[str, str]:
         r"""One accelerated step with backtracking (Scheinberg, Goldfarb & Bai 2014): the trial
@@ -273,19 +280,13 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
             cert = self.check_gap(x, smoothing, "accelerated")
             if run.status is not None:
                 break
-            active = cert.norms > 0.0
-            if self.solved_within(cert):
-                self.grow_working_set(cert)
-                active = None
-            elif eng.newton and support is not None and np.array_equal(active, support):
+            active = self.settle(cert)
+            if active is not None and eng.newton and support is not None and np.array_equal(active, support):
                 x, cert = self.polish(x, cert, smoothing)
                 x_prev, self.q, x.obj = x, 1.0, math.inf
                 if run.status is not None:
                     break
-                active = cert.norms > 0.0
-                if self.solved_within(cert):
-                    self.grow_working_set(cert)
-                    active = None
+                active = self.settle(cert)
             support = active
             if run.status is None and not self.smooth:
                 new_smoothing = self.next_smoothing(smoothing, cert, run.tol)
@@ -329,6 +330,14 @@ class _ApgRun(Algorithm, SmoothedLoss, SupportNewton):
             if before - cert.primal <= NEWTON_STALL * self.run.tol * abs(cert.primal):
                 break  # the optimum of these blocks: the steps that change them go on
         return x, cert
+
+    def settle(self, cert: common.Certificate) -> np.ndarray | None:
+        """The non-zero blocks of a certified point; None when the working set grew there (its problem
+        solved, :meth:`solved_within`), so that the support has to be found again."""
+        if self.solved_within(cert):
+            self.grow_working_set(cert)
+            return None
+        return cert.norms > 0.0
 
     def solved_within(self, cert: common.Certificate) -> bool:
         """Whether the problem restricted to the working set is solved to a fraction of the gap

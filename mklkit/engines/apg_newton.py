@@ -5,9 +5,9 @@ row), the objective restricted to it is smooth: :math:`\Phi(\beta_A, b) = \sum_i
 \sum_{m\in A}\tilde g_C(\|\beta_m\|)`.  Its Newton direction solves :math:`H d = -\nabla\Phi` with
 :math:`H = L_A^\top\mathrm{diag}(\ell'')L_A + \bigoplus_m\big(\tilde g_C''\hat\beta_m\hat\beta_m^\top +
 \tfrac{\tilde g_C'}{\|\beta_m\|}(I - \hat\beta_m\hat\beta_m^\top)\big)`, formed from the support's rows of
-the bank (copied once per step on the device) and solved directly where that costs at most
-``max_hessian_flops``, else by conjugate gradients preconditioned by its diagonal (each product
-:math:`Hv` two passes over those rows).  An Armijo search along it follows (Nocedal & Wright 2006,
+the bank (copied once per support on the device) and solved directly where that costs at most
+``max_hessian_flops``, else by conjugate gradients preconditioned by a Nyström sketch of it and the
+diagonal the sketch leaves (each product :math:`Hv` two passes over those rows).  An Armijo search along it follows (Nocedal & Wright 2006,
 Alg. 7.1; the regularizer's derivatives as bcd takes them,
 :meth:`~mklkit.engines.smoothing.SmoothedLoss.reg_derivatives`), in which a block the direction turns
 around is set to zero (:meth:`SupportNewton.crossings`): the norm's kink at zero, which the model does
@@ -57,8 +57,20 @@ class SupportNewton:
     """A mixin of the apg run: :meth:`newton_step` from a point on its non-zero blocks."""
 
     def support_bank(self, act: np.ndarray) -> tuple[DeviceFactorBank, Any] | None:
-        """The rows of the non-zero blocks ``act`` as a bank of their own on the device (a copy: the
-        Newton steps read those rows only) and their indices, or None where the copy does not fit."""
+        """The rows of the blocks ``act`` as a bank of their own on the device (a copy: the steps on
+        those blocks read those rows only) and their indices, or None where the copy does not fit.
+        The copies of the last two sets of blocks (the working set's and the support's) are kept."""
+        key = np.asarray(act, dtype=bool).tobytes()
+        if key in self.row_copies:
+            return self.row_copies[key]
+        made = self._copy_rows(act)
+        if made is not None:
+            while len(self.row_copies) >= 2:
+                del self.row_copies[next(iter(self.row_copies))]
+            self.row_copies[key] = made
+        return made
+
+    def _copy_rows(self, act: np.ndarray) -> tuple[DeviceFactorBank, Any] | None:
         dev = self.dev
         blocks = np.flatnonzero(act)
         rows = np.concatenate([np.arange(dev.starts[m], dev.starts[m + 1]) for m in blocks])
@@ -207,9 +219,9 @@ class SupportNewton:
     def dropped_predictions(self, sub: DeviceFactorBank, gone: np.ndarray, beta_A: Any, d_A: Any) -> tuple[Any, Any]:
         r""":math:`(L_Z\beta_Z, L_Zd_Z)` on the host for the blocks ``gone`` of the support: what the
         predictions lose when they are set to zero (two passes over the support's rows)."""
-        keep = sub.spread_x(sub.to_x(gone.astype(np.float64)))
+        on = sub.spread_x(sub.to_x(gone.astype(np.float64)))
         self.read(sub, 2)
-        return self.host(sub.expand_x(beta_A * keep)), self.host(sub.expand_x(d_A * keep))
+        return self.host(sub.expand_x(beta_A * on)), self.host(sub.expand_x(d_A * on))
 
     def direct(self, sub: DeviceFactorBank, curv: tuple, grad: Any, grad_b: float) -> tuple[Any, float] | None:
         r"""The Newton system formed and solved: :math:`H = L_A^\top\mathrm{diag}(\ell'')L_A` (one product
