@@ -463,20 +463,36 @@ def device_bank(
         itemsize = 8 if precision == "float64" else 4
         shared = lib.library == "numpy" and precision == "float64" and not bank.sparse  # no copy is made
         need = 0 if shared else DeviceFactorBank.bytes_needed(bank, itemsize)
-        free = lib.free_bytes() if need else None
-        if free is not None and need * HEADROOM > free:
-            M, N, _ = bank.shape
-            raise BankError(
-                f"the factor bank needs {format_bytes(need)} on {lib.name} ({bank.total_rank} x {N} {precision}, "
-                f"{M} kernels) but {format_bytes(free)} is free there; use smaller ranks, fewer kernels"
-                + (", or precision float32" if precision == "float64" else ""),
-                "device",
-                problem="not enough free memory",
-                value=lib.name,
-                allowed=f"a bank of at most {format_bytes(free / HEADROOM)}",
-            )
+        M, N, _ = bank.shape
+        check_free(
+            lib,
+            need,
+            f"the factor bank needs {format_bytes(need)} on {lib.name} ({bank.total_rank} x {N} {precision}, "
+            f"{M} kernels)",
+            "use smaller ranks, fewer kernels" + (", or precision float32" if precision == "float64" else ""),
+            "device",
+            lib.name,
+            headroom=HEADROOM,
+        )
         copies[key] = DeviceFactorBank.of(bank, lib, precision)
     return copies[key]
+
+
+def check_free(
+    lib: ArrayLibrary, need: float, what: str, advice: str, key: str, value: Any, headroom: float = 1.0
+) -> None:
+    """A :class:`BankError` (``key``, ``value``) when ``need`` bytes, times ``headroom``, would not fit in the
+    free memory of ``lib``'s device: ``what`` the allocation and its size, ``advice`` what to change."""
+    free = lib.free_bytes() if need else None
+    if free is None or need * headroom <= free:
+        return
+    raise BankError(
+        f"{what} but {format_bytes(free)} is free there; {advice}",
+        key,
+        problem="not enough free memory",
+        value=value,
+        allowed=f"at most {format_bytes(free / headroom)} on {lib.name}",
+    )
 
 
 def all_finite(x: Any, lib: ArrayLibrary) -> bool:

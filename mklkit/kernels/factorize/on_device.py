@@ -27,7 +27,7 @@ import scipy.sparse as sp
 
 
 from ..description import BankKernel, Resolver, _check_normalizable, expand_bank
-from ..device import PRECISIONS, ArrayLibrary, DeviceFactorBank
+from ..device import PRECISIONS, ArrayLibrary, DeviceFactorBank, check_free
 from ..errors import BankError
 from ..memory import format_bytes
 from .algorithms import _exact_dim
@@ -184,16 +184,15 @@ def nystroem_on_device(
     n = min(int(landmarks), N)
     item = 8 if precision == "float64" else 4
     need = item * (N * d + 3 * N * n + len(kernels) * n * (n + N))
-    free = lib.free_bytes()
-    if free is not None and need > free:
-        raise BankError(
-            f"Nyström at {n} landmarks on {lib.name} needs about {format_bytes(need)} for {len(kernels)} kernels on "
-            f"{N} points but {format_bytes(free)} is free there; use fewer landmarks or kernels, or precision float32",
-            "landmarks",
-            problem="not enough free memory",
-            value=n,
-            allowed=f"at most {format_bytes(free)} on {lib.name}",
-        )
+    check_free(
+        lib,
+        need,
+        f"Nyström at {n} landmarks on {lib.name} needs about {format_bytes(need)} for {len(kernels)} kernels on "
+        f"{N} points",
+        "use fewer landmarks or kernels, or precision float32",
+        "landmarks",
+        n,
+    )
     S = np.sort(np.random.default_rng(seed).permutation(N)[:n])
     Xd = lib.asarray(Xh, dtype)
     Sx = lib.asarray(S, xp.int64)
@@ -389,17 +388,15 @@ def pivoted_cholesky_on_device(
     caps = [min(cap, _exact_dim(bk) or cap) for bk in kernels]
     item = 8 if precision == "float64" else 4
     need = item * (2 * N * d + sum(caps) * N + 6 * b * N + 6 * N)
-    free = lib.free_bytes()
-    if free is not None and need > free:
-        raise BankError(
-            f"pivoted Cholesky to rank {cap} on {lib.name} needs about {format_bytes(need)} for {len(kernels)} "
-            f"kernels on {N} points but {format_bytes(free)} is free there; use a smaller rank or fewer kernels, "
-            "or precision float32",
-            "rank",
-            problem="not enough free memory",
-            value=cap,
-            allowed=f"at most {format_bytes(free)} on {lib.name}",
-        )
+    check_free(
+        lib,
+        need,
+        f"pivoted Cholesky to rank {cap} on {lib.name} needs about {format_bytes(need)} for {len(kernels)} "
+        f"kernels on {N} points",
+        "use a smaller rank or fewer kernels, or precision float32",
+        "rank",
+        cap,
+    )
     Xd = lib.asarray(Xh, dtype)
     LT = xp.empty((sum(caps), N), dtype=dtype, device=lib.device)
     groups: list[tuple[tuple[int, ...], str, Any]] = []
