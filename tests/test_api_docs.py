@@ -13,7 +13,9 @@ from mklkit import CompilationWarning
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
-@pytest.mark.parametrize("name, at_least", [("api.md", 41), ("plugins.md", 10), ("two_stage.md", 15)])
+@pytest.mark.parametrize(
+    "name, at_least", [("api.md", 41), ("plugins.md", 10), ("two_stage.md", 15), ("troubleshooting.md", 9)]
+)
 def test_doc_examples(one_thread, name, at_least):
     doc = DOCS / name
     assert doc.is_file(), doc

@@ -1,0 +1,153 @@
+"""Sphinx configuration of mklkit's documentation site.
+
+Build (from the repository root, with the ``docs`` extra installed)::
+
+    sphinx-build -W -b html docs docs/_build/html
+
+The user guide is the Markdown pages of this folder (MyST), the API reference is generated from the
+docstrings (autosummary, numpydoc), and the gallery executes the scripts of ``examples/`` (sphinx-gallery).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE / "_ext"))
+
+import mklkit  # noqa: E402
+
+project = "mklkit"
+author = "the mklkit developers"
+copyright = "the mklkit developers"
+version = release = mklkit.__version__
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.intersphinx",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",
+    "numpydoc",
+    "myst_parser",
+    "sphinx_gallery.gen_gallery",
+    "mklkit_cli",
+]
+
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+root_doc = "index"
+exclude_patterns = ["_build", "_ext", "Thumbs.db", ".DS_Store", "auto_examples/*.ipynb", "**/*.zip"]
+templates_path = ["_templates"]
+
+# -- MyST: the user guide's Markdown pages as they are --------------------------------------------------
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
+myst_heading_anchors = 3
+myst_dmath_double_inline = True
+
+# -- API reference --------------------------------------------------------------------------------------
+autosummary_generate = True
+autosummary_imported_members = False
+autodoc_default_options = {"members": True, "inherited-members": False, "show-inheritance": True}
+autodoc_typehints = "none"  # the numpydoc sections say the types
+autodoc_member_order = "bysource"
+numpydoc_show_class_members = False
+numpydoc_class_members_toctree = False
+numpydoc_attributes_as_param_list = True
+# The docstring checks that hold for every public object (numpydoc's validation, as warnings: -W makes
+# them errors): a summary line, sections in order and known, no unknown or duplicated parameters.
+numpydoc_validation_checks = {"GL06", "GL07", "GL08", "PR10", "SS01"}
+numpydoc_validation_exclude = {r"\.__init__$", r"\.__call__$", r"\._[a-z]"}
+
+# -- Cross-references to the libraries mklkit's users know ------------------------------------------------
+INTERSPHINX = {
+    "python": "https://docs.python.org/3/",
+    "numpy": "https://numpy.org/doc/stable/",
+    "scipy": "https://docs.scipy.org/doc/scipy/",
+    "sklearn": "https://scikit-learn.org/stable/",
+    "matplotlib": "https://matplotlib.org/stable/",
+}
+
+
+def _inventories() -> dict[str, tuple[str, str]]:
+    """The inventories reachable now, downloaded once into ``_build/intersphinx`` (offline: none, said)."""
+    cache = HERE / "_build" / "intersphinx"
+    cache.mkdir(parents=True, exist_ok=True)
+    found = {}
+    for name, url in INTERSPHINX.items():
+        path = cache / f"{name}.inv"
+        if not path.exists():
+            try:
+                with urllib.request.urlopen(url + "objects.inv", timeout=10) as r:  # noqa: S310 (fixed https URLs)
+                    path.write_bytes(r.read())
+            except (urllib.error.URLError, OSError) as exc:
+                print(f"intersphinx: {name}'s inventory unreachable ({exc}); its names are not linked")
+                continue
+        found[name] = (url, str(path))
+    return found
+
+
+intersphinx_mapping = _inventories() if not os.environ.get("MKLKIT_DOCS_OFFLINE") else {}
+
+# -- The gallery ----------------------------------------------------------------------------------------
+sphinx_gallery_conf = {
+    "examples_dirs": str(ROOT / "examples"),
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "ignore_pattern": r"__init__\.py",
+    "download_all_examples": False,
+    "remove_config_comments": True,
+    "within_subsection_order": "FileNameSortKey",
+    "show_memory": False,
+    "abort_on_example_error": True,
+    "only_warn_on_example_error": False,
+    "matplotlib_animations": False,
+    "reference_url": {"mklkit": None},
+    "capture_repr": ("_repr_html_",),
+    "image_scrapers": ("matplotlib",),
+    "min_reported_time": 1,
+}
+
+# -- HTML -----------------------------------------------------------------------------------------------
+html_theme = "pydata_sphinx_theme"
+html_title = f"mklkit {release}"
+html_static_path: list[str] = []
+html_theme_options = {
+    "navigation_with_keys": False,
+    "show_toc_level": 2,
+    "header_links_before_dropdown": 6,
+    "secondary_sidebar_items": ["page-toc"],
+    "footer_start": ["copyright"],
+    "footer_end": ["sphinx-version"],
+}
+html_context = {"default_mode": "light"}
+html_show_sourcelink = False
+# the landing page and the gallery's pages use the whole width (their navigation is the top bar)
+html_sidebars = {"index": [], "auto_examples/*": []}
+
+
+# -- What a class's page lists ----------------------------------------------------------------------------
+def _own_doc(obj: object) -> str | None:
+    target = obj.fget if isinstance(obj, property) else getattr(obj, "__func__", obj)
+    return getattr(target, "__doc__", None)
+
+
+def _skip_member(app: object, what: str, name: str, obj: object, skip: bool, options: object) -> bool | None:
+    """Leave out of a class's page the members documented elsewhere: scikit-learn's (``get_params``,
+    ``set_*_request``: scikit-learn's documentation has them), and a contract's methods implemented without
+    a docstring of their own (their page is the contract's: :class:`mklkit.Loss`, :class:`mklkit.Regularizer`,
+    :class:`mklkit.Engine`)."""
+    module = getattr(getattr(obj, "fget", obj), "__module__", None) or ""
+    if module.startswith("sklearn"):
+        return True
+    if what == "class" and not _own_doc(obj) and callable(getattr(obj, "fget", obj)):
+        return True
+    return skip
+
+
+def setup(app: object) -> None:
+    app.connect("autodoc-skip-member", _skip_member)  # type: ignore[attr-defined]
