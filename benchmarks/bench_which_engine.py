@@ -76,9 +76,9 @@ def main() -> None:
         for engine in args.engines:
             try:
                 est, secs = fit(engine, loss, reg, C, factor, X_tr, y_tr)
-            except ValueError as exc:  # the engine does not support the problem
-                print(f"| {label} | {X_tr.shape[0]} | {engine} | -- | -- | not supported | -- |")
-                del exc
+            except ValueError as exc:  # the engine does not support the problem, or its bank does not fit
+                why = "Gram matrices do not fit" if "memory_budget" in str(exc) else "not supported"
+                print(f"| {label} | {X_tr.shape[0]} | {engine} | -- | -- | {why} | -- |")
                 continue
             chosen = engine
             if engine == "auto":

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import yaml
 
-from mklkit import progress
+from mklkit import __version__, progress
 from mklkit.cli import main
 from mklkit.engines.base import Engine
 from mklkit.plugins import get_registry
@@ -780,6 +780,14 @@ def test_subprocess_help_is_fast():
         timeout=60,
     )
     assert r.stdout.strip() == "[]"
+
+
+def test_python_m_mklkit_is_the_command():
+    r = subprocess.run([sys.executable, "-m", "mklkit", "--version"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"mklkit {__version__}"
+    r = subprocess.run([sys.executable, "-m", "mklkit", "no-such-command"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
 
 
 def test_subprocess_bad_spec_no_traceback(tmp_path):

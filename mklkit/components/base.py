@@ -5,6 +5,7 @@ built-ins do: :class:`Component` and :func:`kernel`, :class:`Loss`, :class:`Regu
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from typing import Any, Callable, ClassVar, NamedTuple, Sequence
 
@@ -73,6 +74,21 @@ class Component:
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
+        # the declared parameters as the class's call signature (help(), IDEs, the API reference); a malformed
+        # declaration (a name twice, not an identifier) keeps the generic one: the registry refuses it, saying why
+        try:
+            cls.__signature__ = inspect.Signature(
+                [
+                    inspect.Parameter(
+                        p.name,
+                        inspect.Parameter.KEYWORD_ONLY,
+                        default=inspect.Parameter.empty if p.required else p.default,
+                    )
+                    for p in cls.params
+                ]
+            )
+        except (ValueError, TypeError, AttributeError):
+            pass
         given = [n for n in cls._GROUPS if n in cls.__dict__ and not isinstance(cls.__dict__[n], _Derived)]
         if given:
             raise TypeError(

@@ -73,6 +73,7 @@ class Param:
 
     @property
     def required(self) -> bool:
+        """Whether the parameter has no default (``Param.REQUIRED``)."""
         return self.default is Param.REQUIRED
 
     def allowed(self) -> str:

@@ -25,7 +25,7 @@ from ..components.params import ParamError
 from ._base import BaseMKL
 from ._checks import MULTICLASS, check_choice, is_logistic, multiclass_mode
 
-_COMMON_DOC = """\
+_KERNELS_DOC = """\
     kernels : "auto", "precomputed", str, list or mapping, default="auto"
         The kernel bank: ``"auto"`` (:func:`default_kernels` on the standardised features; with C chosen on held-out
         rows of one problem, its kernels on all features alone are kept unless the whole bank is better beyond the
@@ -33,6 +33,9 @@ _COMMON_DOC = """\
         in the YAML ``kernels.bank`` section (``docs/data_and_kernels.md``), e.g. ``[{"function": "rbf", "width":
         [1, 5]}]``.  ``"precomputed"``: ``X`` is the Gram matrices, (N, N, M) in ``fit`` (``np.stack(Ks,
         axis=-1)``) and (N_test, N, M) in ``predict``; the estimator is then pairwise.
+"""
+
+_COMMON_DOC = """\
     regularizer : str, mapping or Regularizer, default="elasticnet"
         A registered regularizer by name, as ``{"name": ..., **params}``, or an instance (a plugin's too).  The
         default elastic net (λ = 0.5) is sparse in the kernels and has a smooth conjugate.
@@ -145,7 +148,7 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
 
     Parameters
     ----------
-    loss : str, mapping or Loss, default="logistic"
+{_KERNELS_DOC}    loss : str, mapping or Loss, default="logistic"
         A registered classification loss (``predict_proba`` needs the logistic loss); the error message of an
         unsupported loss/regularizer pair names the engines that can solve it.
 {_COMMON_DOC % dict(weightings="``average``, ``alignf``, ``easymkl``, ``fheuristic``, ``pwmk``", C="1", C_note="The scale 1 (C = 0.05 at N = 400) is the best of a grid on the UCI sets and reaches SVC's accuracy on a9a (docs/api.md).")}
@@ -195,13 +198,13 @@ class MKLClassifier(ClassifierMixin, BaseMKL):
         max_iter: int | None = None,
         normalize: str = "auto",
         standardize: Any = "auto",
-        multiclass: str = "auto",
-        n_jobs: int | None = None,
         memory_budget: Any = None,
         factor: Any = "auto",
         scheduler: Any = None,
         device: str | None = None,
         verbose: int = 0,
+        multiclass: str = "auto",
+        n_jobs: int | None = None,
         class_weight: Any = None,
     ) -> None:
         _store(self, locals())
@@ -312,7 +315,7 @@ class MKLRegressor(RegressorMixin, BaseMKL):
 
     Parameters
     ----------
-    loss : str, mapping or Loss, default="squared"
+{_KERNELS_DOC}    loss : str, mapping or Loss, default="squared"
         A registered regression loss (``squared``, ``eps_insensitive``, ``huber``, a plugin's), subject to the
         engine's support.
 {_COMMON_DOC % dict(weightings="``average``, ``alignf``, ``fheuristic``: those that read a real target", C="6", C_note="The scale 6 (C = 0.3 at N = 400) is the best of a grid on diabetes and liver/drinks (docs/api.md).")}
