@@ -82,7 +82,8 @@ INTERSPHINX = {
 
 
 def _inventories() -> dict[str, tuple[str, str]]:
-    """The inventories reachable now, downloaded once into ``_build/intersphinx`` (offline: none, said)."""
+    """The inventories reachable now, downloaded once into ``_build/intersphinx`` (offline: none, said; an
+    inventory put there by hand as ``NAME.inv``, e.g. from a distribution's documentation package, is used)."""
     cache = HERE / "_build" / "intersphinx"
     cache.mkdir(parents=True, exist_ok=True)
     found = {}
@@ -114,7 +115,6 @@ sphinx_gallery_conf = {
     "abort_on_example_error": True,
     "only_warn_on_example_error": False,
     "matplotlib_animations": False,
-    "reference_url": {"mklkit": None},
     "capture_repr": ("_repr_html_",),
     "image_scrapers": ("matplotlib",),
     "min_reported_time": 1,
