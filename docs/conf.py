@@ -37,6 +37,7 @@ extensions = [
     "myst_parser",
     "sphinx_gallery.gen_gallery",
     "mklkit_cli",
+    "mklkit_params",
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
@@ -123,7 +124,8 @@ sphinx_gallery_conf = {
 # -- HTML -----------------------------------------------------------------------------------------------
 html_theme = "pydata_sphinx_theme"
 html_title = f"mklkit {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["mklkit.css"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
@@ -154,8 +156,23 @@ def _skip_member(app: object, what: str, name: str, obj: object, skip: bool, opt
         return True
     if what == "class" and not _own_doc(obj) and callable(getattr(obj, "fget", obj)):
         return True
+    if what == "class" and not callable(obj) and _declared_by_a_base(app, name):
+        return True  # a contract's class attribute (``requires``, ``task``...): its page is the contract's
     return skip
 
 
+def _declared_by_a_base(app: object, name: str) -> bool:
+    """Whether the class being documented inherits the attribute ``name`` from a base that declares it
+    (the contracts' class attributes, which every component sets)."""
+    cls = getattr(app, "_mklkit_class", None)
+    return cls is not None and any(name in vars(base) for base in cls.__mro__[1:] if base is not object)
+
+
+def _note_class(app: object, what: str, name: str, obj: object, options: object, lines: list[str]) -> None:
+    if what == "class":
+        app._mklkit_class = obj  # type: ignore[attr-defined]
+
+
 def setup(app: object) -> None:
+    app.connect("autodoc-process-docstring", _note_class)  # type: ignore[attr-defined]
     app.connect("autodoc-skip-member", _skip_member)  # type: ignore[attr-defined]
