@@ -16,6 +16,9 @@ class ParamError(ValueError):
     """A parameter value that its declaration does not allow: ``key`` (the spec layer prefixes
     the key path), ``value`` as given, ``allowed`` in words ("a number > 1")."""
 
+    #: What is wrong, where it is not that the value is outside ``allowed`` (a missing library, say).
+    problem: str | None = None
+
     def __init__(self, key: str, value: Any, allowed: str, owner: str = ""):
         self.key, self.value, self.allowed, self.owner = key, value, allowed, owner
         super().__init__(f"{owner + ': ' if owner else ''}{key} must be {allowed}; got {value!r}")

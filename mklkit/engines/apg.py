@@ -32,7 +32,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..components.params import Param, ParamError
-from ..kernels.device import DEVICES, LIBRARIES, PRECISIONS, DeviceFactorBank, device_bank, parse_device
+from ..kernels.device import DEVICES, LIBRARIES, PRECISIONS, DeviceFactorBank, array_library, device_bank, parse_device
+from ..kernels.errors import BankError
 from ..problem import Problem
 from ..result import SolveResult
 from . import common
@@ -451,6 +452,12 @@ class APG(Engine):
         super()._check()
         if parse_device(self.device) is None:
             raise ParamError("device", self.device, DEVICES, owner=self.name)
+        try:  # the library and the device there now, before a bank is built for a solve that cannot run
+            array_library(self.device, self.array_library)
+        except BankError as exc:
+            err = ParamError(exc.key or "device", exc.value, exc.allowed or DEVICES, owner=self.name)
+            err.args, err.problem = (f"{self.name}: {exc}",), exc.problem
+            raise err from None
         if self.precision == "float32" and float(self.tol) < FLOAT32_MIN_TOL:
             raise ParamError(
                 "tol",

@@ -76,7 +76,7 @@ def _component(kind: str, default: Any = None) -> Callable[[Any], Any]:
                 raise PipelineError(
                     e.key, f"missing required parameter of {kind} {name!r}", allowed=declared[e.key].allowed()
                 ) from None
-            raise PipelineError(e.key, "invalid value", e.value, e.allowed) from None
+            raise PipelineError(e.key, e.problem or "invalid value", e.value, e.allowed) from None
         except (TypeError, ValueError) as e:
             raise PipelineError("", f"cannot create {kind} {name!r}: {e}", spec) from None
 

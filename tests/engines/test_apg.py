@@ -299,3 +299,27 @@ def test_the_sketched_newton_systems_run_on_every_array_library(lib):
     b = APG(tol=1e-8, max_hessian_flops=0.0, array_library=lib).solve(problem)
     assert a.converged and b.converged and b.gap <= 1e-8
     assert _rel(b.objective, a.objective) <= 2e-8
+
+
+def test_a_device_without_its_library_is_refused_when_the_engine_is_made(monkeypatch, tmp_path):
+    import importlib.util
+
+    from mklkit import MKLClassifier
+    from mklkit.spec import load_spec
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)  # neither PyTorch nor CuPy
+    with pytest.raises(ParamError, match=r"^apg: device needs PyTorch or CuPy, and neither is installed; got 'cuda'"):
+        APG(device="cuda")
+    # the estimators and specs make the engine before building any bank: the same message, at once
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    with pytest.raises(ParamError, match=r"device needs PyTorch or CuPy"):
+        MKLClassifier(device="cuda").fit(X, np.where(X[:, 0] > 0, 1, -1))
+    path = tmp_path / "cuda.yaml"
+    path.write_text(
+        "data: {builtin: sonar}\nkernels: {preset: simplemkl}\nproblem: {loss: logistic, regularizer: l1, C: 0.1}\n"
+        "engine: {name: apg, device: cuda}\n"
+    )
+    with pytest.raises(
+        ValueError, match=r"engine\.device: needs PyTorch or CuPy, and neither is installed; got 'cuda'"
+    ):
+        load_spec(path)
