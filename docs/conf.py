@@ -55,6 +55,8 @@ autosummary_generate = True
 autosummary_imported_members = False
 autodoc_default_options = {"members": True, "inherited-members": False, "show-inheritance": True}
 autodoc_typehints = "none"  # the numpydoc sections say the types
+# the conic reference solver of mklkit.testing.conic needs cvxpy (the test extra); its pages need only its names
+autodoc_mock_imports = ["cvxpy", "clarabel"]
 autodoc_member_order = "bysource"
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False

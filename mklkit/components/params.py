@@ -14,9 +14,9 @@ MISSING: Any = object()
 
 class ParamError(ValueError):
     """A parameter value that its declaration does not allow: ``key`` (the spec layer prefixes
-    the key path), ``value`` as given, ``allowed`` in words ("a number > 1")."""
+    the key path), ``value`` as given, ``allowed`` in words ("a number > 1"), and ``problem``, what is
+    wrong where it is not that the value is outside ``allowed`` (a missing library, say; else None)."""
 
-    #: What is wrong, where it is not that the value is outside ``allowed`` (a missing library, say).
     problem: str | None = None
 
     def __init__(self, key: str, value: Any, allowed: str, owner: str = ""):
