@@ -10,7 +10,6 @@ docstrings (autosummary, numpydoc), and the gallery executes the scripts of ``ex
 
 from __future__ import annotations
 
-import os
 import sys
 import urllib.error
 import urllib.request
@@ -103,7 +102,7 @@ def _inventories() -> dict[str, tuple[str, str]]:
     return found
 
 
-intersphinx_mapping = _inventories() if not os.environ.get("MKLKIT_DOCS_OFFLINE") else {}
+intersphinx_mapping = _inventories()
 
 # -- The gallery ----------------------------------------------------------------------------------------
 sphinx_gallery_conf = {

@@ -24,9 +24,9 @@ from mklkit.kernels.factorize.on_device import DeviceFactorMap, DeviceNystroemMa
 from mklkit.problem import Problem
 
 try:  # the libraries, the bank, the points and the blocks of the Nyström tests
-    from tests.test_device_factors import BANK, LIBS, _blocks, _points
+    from tests.test_device_factors import BANK, LIBS, _blocks, _points, _reproduces_dense
 except ImportError:  # pragma: no cover - run from tests/
-    from test_device_factors import BANK, LIBS, _blocks, _points
+    from test_device_factors import BANK, LIBS, _blocks, _points, _reproduces_dense
 
 GAUSS = [{"function": "rbf", "width": [1.0, 3.0], "features": "all"}]
 
@@ -36,23 +36,10 @@ GAUSS = [{"function": "rbf", "width": [1.0, 3.0], "features": "all"}]
 def test_to_full_rank_the_factors_reproduce_the_dense_bank(lib, normalize):
     X, Xt = _points(), _points(9, seed=1)
     dev = pivoted_cholesky_on_device(BANK, X, array_library("cpu", lib), rank=X.shape[0], normalize=normalize)
-    dense = KernelBank.build(X, BANK, normalize=normalize)
-    K, Kc = dense.K, dense.cross(Xt)
-    LTt = dev.factor_map.transform(Xt)
-    assert dev.shape == K.shape and isinstance(dev.factor_map, DeviceFactorMap)
+    K = _reproduces_dense(dev, X, Xt, normalize, 1e-8, 1e-8)
+    assert isinstance(dev.factor_map, DeviceFactorMap)
     assert list(dev.ranks[2:]) == [6] + [1] * 6  # poly on 2 features, the linear kernels
-    if lib == "numpy":  # laid out row by row, as the passes read it
-        assert dev.LT.flags["C_CONTIGUOUS"]
-    for m, Lm in enumerate(_blocks(dev)):
-        scale = np.abs(K[m]).max()
-        assert np.abs(Lm.T @ Lm - K[m]).max() <= 1e-8 * scale
-        rows = LTt[dev.starts[m] : dev.starts[m + 1]]
-        assert np.abs(rows.T @ Lm - Kc[m]).max() <= 1e-8 * scale
     assert np.all(dev.trace_error <= 1e-10 * np.abs(np.trace(K, axis1=1, axis2=2)).max())
-    # the decision values of new points without their factor rows
-    beta = np.random.default_rng(2).standard_normal(dev.total_rank)
-    z = dev.lib.host(dev.factor_map.decision_x(dev.to_x(beta), 0.25, Xt))
-    np.testing.assert_allclose(z, LTt.T @ beta + 0.25, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("lib", LIBS)

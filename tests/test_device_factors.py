@@ -42,26 +42,34 @@ def _blocks(bank) -> list[np.ndarray]:
     return [LT[s:e] for s, e in zip(bank.starts[:-1], bank.starts[1:])]
 
 
+def _reproduces_dense(dev, X, Xt, normalize, gram_tol, cross_tol):
+    """Assert that the device factors ``dev`` of ``BANK`` on ``X`` give its dense kernels (to ``gram_tol``) and the
+    test kernels of ``Xt`` through their map (to ``cross_tol``), relative to each kernel's largest entry, and the
+    decision values of ``Xt`` without their factor rows; the dense kernels ``K``."""
+    dense = KernelBank.build(X, BANK, normalize=normalize)
+    K, Kc = dense.K, dense.cross(Xt)
+    LTt = dev.factor_map.transform(Xt)
+    assert dev.shape == K.shape
+    if dev.lib.name == "numpy":  # laid out row by row, as the passes read it (a strided bank halves their speed)
+        assert dev.LT.flags["C_CONTIGUOUS"]
+    for m, Lm in enumerate(_blocks(dev)):
+        scale = np.abs(K[m]).max()
+        assert np.abs(Lm.T @ Lm - K[m]).max() <= gram_tol * scale
+        rows = LTt[dev.starts[m] : dev.starts[m + 1]]
+        assert np.abs(rows.T @ Lm - Kc[m]).max() <= cross_tol * scale
+    # the decision values of new points without their factor rows
+    beta = np.random.default_rng(2).standard_normal(dev.total_rank)
+    z = dev.lib.host(dev.factor_map.decision_x(dev.to_x(beta), 0.25, Xt))
+    np.testing.assert_allclose(z, LTt.T @ beta + 0.25, rtol=1e-10, atol=1e-10)
+    return K
+
+
 @pytest.mark.parametrize("normalize", ["trace", "diagonal", "none"])
 @pytest.mark.parametrize("lib", LIBS)
 def test_every_point_a_landmark_reproduces_the_dense_bank(lib, normalize):
     X, Xt = _points(), _points(9, seed=1)
     dev = nystroem_on_device(BANK, X, array_library("cpu", lib), landmarks=X.shape[0], normalize=normalize)
-    dense = KernelBank.build(X, BANK, normalize=normalize)
-    K, Kc = dense.K, dense.cross(Xt)
-    LTt = dev.factor_map.transform(Xt)
-    assert dev.shape == K.shape
-    if lib == "numpy":  # laid out row by row, as the passes read it (a strided bank halves their speed)
-        assert dev.LT.flags["C_CONTIGUOUS"]
-    for m, Lm in enumerate(_blocks(dev)):
-        scale = np.abs(K[m]).max()
-        assert np.abs(Lm.T @ Lm - K[m]).max() <= 1e-5 * scale
-        rows = LTt[dev.starts[m] : dev.starts[m + 1]]
-        assert np.abs(rows.T @ Lm - Kc[m]).max() <= 1e-4 * scale
-    # the decision values of new points without their factor rows
-    beta = np.random.default_rng(2).standard_normal(dev.total_rank)
-    z = dev.lib.host(dev.factor_map.decision_x(dev.to_x(beta), 0.25, Xt))
-    np.testing.assert_allclose(z, beta @ LTt + 0.25, rtol=1e-10, atol=1e-10)
+    _reproduces_dense(dev, X, Xt, normalize, 1e-5, 1e-4)
 
 
 def test_fewer_landmarks_leave_out_the_trace_they_report():

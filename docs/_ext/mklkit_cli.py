@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 from typing import Any
+from unittest import mock
 
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
@@ -30,16 +31,17 @@ class MklkitCli(SphinxDirective):
         from mklkit.cli.parser import parser
 
         main = parser()
-        out: list[nodes.Node] = [self._section("mklkit", main)]
-        for name, sub in _commands(main).items():
-            out.append(self._section(f"mklkit {name}", sub))
+        # argparse wraps the help to the terminal's width: the same on every machine, for this directive only
+        with mock.patch.dict(os.environ, {"COLUMNS": "100"}):
+            out: list[nodes.Node] = [self._section("mklkit", main)]
+            for name, sub in _commands(main).items():
+                out.append(self._section(f"mklkit {name}", sub))
         return out
 
     def _section(self, title: str, p: argparse.ArgumentParser) -> nodes.section:
         ident = nodes.make_id(title)
         sec = nodes.section(ids=[ident], names=[nodes.fully_normalize_name(title)])
         sec += nodes.title(text=title)
-        os.environ["COLUMNS"] = "100"  # argparse wraps the help to the terminal width
         text = p.format_help()
         block = nodes.literal_block(text, text)
         block["language"] = "text"

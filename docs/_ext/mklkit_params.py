@@ -8,9 +8,7 @@ from typing import Any
 
 
 def _default(p: Any) -> str:
-    from mklkit.components.params import Param
-
-    return "" if p.default is Param.REQUIRED else f", default={p.default!r}"
+    return "" if p.required else f", default={p.default!r}"
 
 
 def parameters_section(cls: type) -> list[str]:

@@ -6,7 +6,6 @@ import inspect
 
 import pytest
 
-from mklkit.components.params import Param
 from mklkit.plugins import get_registry
 
 KINDS = ("loss", "regularizer", "engine", "kernel", "weighting", "multiclass_loss")
@@ -22,7 +21,7 @@ def test_signature_is_the_declared_parameters(kind):
         for p in r.cls.params:
             got = sig.parameters[p.name]
             assert got.kind is inspect.Parameter.KEYWORD_ONLY
-            want = inspect.Parameter.empty if p.default is Param.REQUIRED else p.default
+            want = inspect.Parameter.empty if p.required else p.default
             assert got.default is want or got.default == want, (r.name, p.name)
         # the signature binds what the constructor accepts: the defaults build an instance
-        sig.bind(**{p.name: p.default for p in r.cls.params if p.default is not Param.REQUIRED})
+        sig.bind(**{p.name: p.default for p in r.cls.params if not p.required})

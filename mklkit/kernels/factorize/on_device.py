@@ -40,6 +40,11 @@ EIG_CUTOFF = 1e-8
 NORMALIZE = ("trace", "diagonal", "none")
 
 
+def _host_points(X: Any) -> np.ndarray:
+    """The points as a dense float64 numpy array (a sparse matrix densified), before they go to the device."""
+    return X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+
+
 def _base(kind: str, X: Any, Z: Any, xp: Any, sz: Any = None) -> Any:
     """Squared distances (clipped at 0) or inner products of the rows of ``X`` and ``Z`` (``sz``: the
     squared norms of ``Z``'s rows when known)."""
@@ -110,8 +115,7 @@ class DeviceFactorMap:
         self.lib, self.groups, self.kernels, self.starts, self.normalize = lib, groups, kernels, starts, normalize
 
     def _points(self, X_new: Any) -> Any:
-        X = X_new.toarray() if sp.issparse(X_new) else np.asarray(X_new, dtype=np.float64)
-        return self.lib.asarray(X, self.kernels[0].W.dtype if self.kernels else None)
+        return self.lib.asarray(_host_points(X_new), self.kernels[0].W.dtype if self.kernels else None)
 
     def _columns(self, Xd: Any, k: _Kernel) -> Any:
         """:math:`k_m(x, Z_m)` of the new points, normalised like the training factors."""
@@ -178,7 +182,7 @@ def nystroem_on_device(
         raise BankError(f"normalize must be one of {', '.join(map(repr, NORMALIZE))}; got {normalize!r}")
     xp = lib.xp
     dtype = getattr(xp, precision)
-    Xh = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    Xh = _host_points(X)
     N, d = Xh.shape
     kernels: list[BankKernel] = expand_bank(bank, d, feature_names=feature_names, resolve=resolve)
     n = min(int(landmarks), N)
@@ -380,7 +384,7 @@ def pivoted_cholesky_on_device(
             )
     xp = lib.xp
     dtype = getattr(xp, precision)
-    Xh = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    Xh = _host_points(X)
     N, d = Xh.shape
     kernels: list[BankKernel] = expand_bank(bank, d, feature_names=feature_names, resolve=resolve)
     cap, b = min(int(rank), N), min(int(batch), N)
